@@ -1,0 +1,33 @@
+"""jupyter_trainer: distributed PyTorch training, native to Jupyter.
+
+``import jupyter_trainer as jt`` stays cheap: the API, IPython and torch are imported only
+when first used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_API = {"submit", "get_run", "runs", "Run"}
+__all__ = sorted(_API | {"load_ipython_extension", "__version__"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'jupyter_trainer' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext jupyter_trainer``: register ``%%train``, ``%train`` and ``%environment``."""
+    from .magics import register
+
+    register(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    pass

@@ -1,0 +1,239 @@
+"""The public Python API: ``submit``, ``get_run``, ``runs`` and the ``Run`` handle.
+
+Every front end (magics, CLI, widget, server) goes through these functions. A ``Run`` is
+only a reader of the run store: it never owns the run's processes, so any number of them,
+in any process, can follow or cancel the same run.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from . import environment
+from .errors import LaunchError, RunCanceled, RunFailed, RunStateError, SpecError
+from .follow import RunFollower
+from .spec import LaunchSpec, RunSpec, TargetSpec, parse_params, validate_run_id
+from .store import ACTIVE, HOME_ENV, TERMINAL, Store
+from .targets import get_target
+
+
+def submit(
+    code: str | None = None,
+    *,
+    script: str | os.PathLike | None = None,
+    args: Sequence[str] = (),
+    name: str | None = None,
+    target: str = "local",
+    nodes: int = 1,
+    procs: int = 1,
+    launcher: str = "torchrun",
+    backend: str | None = None,
+    env: str | None = None,
+    params: Mapping[str, Any] | Sequence[str] | None = None,
+    source: str | os.PathLike | None = None,
+    namespace: Mapping[str, Any] | None = None,
+    history: Sequence[str] = (),
+    wait: bool = False,
+    home: str | os.PathLike | None = None,
+    origin: Mapping[str, Any] | None = None,
+) -> "Run":
+    """Snapshot ``code`` (a cell's source) or ``script`` and start it as a run.
+
+    ``namespace`` is where the code's free names are looked up (the notebook's variables,
+    helpers and imports); ``params`` are ``KEY=VALUE`` strings or a mapping that override
+    them. Everything is validated and captured before the run is created; on any error
+    nothing is written and nothing starts.
+    """
+    from . import capture  # lazy: keeps ``import jupyter_trainer`` cheap
+
+    if (code is None) == (script is None):
+        raise SpecError("give either the code of a cell or a script path, not both")
+    launch = LaunchSpec(launcher=launcher, nodes=nodes, procs=procs, backend=backend)
+    overrides = parse_params(list(params)) if _is_flag_list(params) else dict(params or {})
+    store = Store(home)
+    tgt = get_target(TargetSpec(target).name, store.home)
+    env_spec = environment.resolve(env)
+    source_dir = Path(source).expanduser() if source is not None else None
+    staging = store.staging_dir()
+    try:
+        if code is not None:
+            context = capture.resolve_cell(code, namespace or {}, overrides=overrides,
+                                           history=history)
+            code_spec = capture.write_cell_snapshot(staging, code, context, source_dir=source_dir)
+            run_params, carried = context.params, context.carried_names
+        else:
+            code_spec = capture.write_script_snapshot(staging, Path(script).expanduser(), args,
+                                                      source_dir=source_dir)
+            run_params, carried = overrides, ()
+        spec = RunSpec(
+            name=name or (Path(script).stem if script is not None else "cell"),
+            code=code_spec, launch=launch, target=TargetSpec(target), env=env_spec,
+            params=run_params, carried=carried,
+            origin={"user": getpass.getuser(), "host": socket.gethostname(), **(origin or {})},
+        )
+        tgt.check(spec)
+        run_id = store.create(spec, staging)
+    except BaseException:
+        store.discard_staging(staging)
+        raise
+    _start_supervisor(store, run_id)
+    run = Run(run_id, store)
+    return run.wait() if wait else run
+
+
+def _is_flag_list(params: object) -> bool:
+    return isinstance(params, (list, tuple)) and all(isinstance(p, str) for p in params)
+
+
+def _start_supervisor(store: Store, run_id: str) -> None:
+    """Start the run's supervisor in its own session; return once it has detached."""
+    done = subprocess.run(
+        [sys.executable, "-m", "jupyter_trainer.supervisor", "--detach", run_id],
+        env={**os.environ, HOME_ENV: str(store.home)}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=60,
+    )
+    if done.returncode != 0:
+        raise LaunchError(f"the supervisor of run {run_id} did not start: {done.stderr.strip()}")
+
+
+def get_run(run_id: str, *, home: str | os.PathLike | None = None) -> "Run":
+    """The run ``run_id`` from the store; raises ``RunNotFound`` if there is none."""
+    store = Store(home)
+    store.existing(validate_run_id(run_id))
+    return Run(run_id, store)
+
+
+def runs(*, status: str | None = None, name: str | None = None, limit: int = 50,
+         offset: int = 0, home: str | os.PathLike | None = None) -> list["Run"]:
+    """Runs in the store, newest first, optionally filtered by status or name substring."""
+    store = Store(home)
+    return [Run(row["id"], store) for row in
+            store.list_runs(status=status, name=name, limit=limit, offset=offset)]
+
+
+class Run:
+    """A handle on one run in the store. Cheap; reads the store on every access."""
+
+    def __init__(self, run_id: str, store: Store | None = None) -> None:
+        self.id = validate_run_id(run_id)
+        self.store = store or Store()
+        self._spec: RunSpec | None = None
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} {self.status}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Run) and other.id == self.id and other.store.home == self.store.home
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    @property
+    def spec(self) -> RunSpec:
+        if self._spec is None:
+            self._spec = self.store.read_spec(self.id)
+        return self._spec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self.store.read_state(self.id)
+
+    @property
+    def status(self) -> str:
+        return self.state["status"]
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def path(self) -> Path:
+        return self.store.paths(self.id).root
+
+    @property
+    def outputs(self) -> Path:
+        return self.store.paths(self.id).outputs
+
+    def wait(self, timeout: float | None = None, *, raise_on_failure: bool = True,
+             poll: float = 0.2) -> "Run":
+        """Block until the run ends. Raises ``RunFailed``/``RunCanceled`` unless told not to."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            state = self.state
+            if state["status"] in TERMINAL:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"run {self.id} is still {state['status']} after {timeout} s")
+            time.sleep(poll)
+        if raise_on_failure:
+            self.raise_for_status(state)
+        return self
+
+    def raise_for_status(self, state: dict[str, Any] | None = None) -> None:
+        state = state or self.state
+        status = state["status"]
+        if status == "canceled":
+            raise RunCanceled(f"run {self.id} was canceled: {state.get('reason', '')}".rstrip(": "),
+                              run_id=self.id, status=status)
+        if status in ("failed", "lost"):
+            rank = state.get("failed_rank")
+            where = f" (rank {rank} failed first)" if rank is not None else ""
+            raise RunFailed(f"run {self.id} {status}{where}: {state.get('error', 'unknown error')}",
+                            run_id=self.id, status=status, failed_rank=rank,
+                            traceback=state.get("traceback"))
+
+    def cancel(self, *, wait: bool = True, timeout: float = 30.0) -> None:
+        """Ask the supervisor to stop every process of the run; by default wait until it has."""
+        status = self.status
+        if status in TERMINAL:
+            raise RunStateError(f"run {self.id} already ended ({status}); nothing to cancel")
+        self.store.request_cancel(self.id)
+        if wait:
+            self.wait(timeout, raise_on_failure=False)
+
+    def follower(self) -> RunFollower:
+        return RunFollower(self.store, self.id)
+
+    def metrics(self, rank: int | None = 0) -> dict[str, list[tuple[float | None, float]]]:
+        """Each metric's (step, value) points of ``rank``; ``rank=None``: mean across ranks."""
+        follower = self.follower()
+        follower.poll()
+        out: dict[str, list[tuple[float | None, float]]] = {}
+        for metric, by_rank in follower.series.items():
+            if rank is not None:
+                if rank in by_rank:
+                    s = by_rank[rank]
+                    out[metric] = [(None if st != st else st, v) for st, v in zip(s.steps, s.values)]
+                continue
+            length = min(len(s) for s in by_rank.values())
+            first = next(iter(by_rank.values()))
+            out[metric] = [(None if first.steps[i] != first.steps[i] else first.steps[i],
+                            sum(s.values[i] for s in by_rank.values()) / len(by_rank))
+                           for i in range(length)]
+        return out
+
+    def logs(self, rank: int = 0) -> str:
+        """Everything rank ``rank`` printed (stdout and stderr)."""
+        text, _ = self.store.read_log(self.id, rank, 0, max_bytes=1 << 40)
+        return text
+
+    def monitor(self, **kwargs: Any):
+        """Show this run's live monitor (text in a terminal or under papermill)."""
+        from .monitor import show
+
+        return show(self, **kwargs)
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE

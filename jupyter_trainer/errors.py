@@ -1,0 +1,61 @@
+"""The error family every layer raises.
+
+Core code (capture, launch, targets, store, supervisor) raises these and nothing
+Jupyter-specific; only the front ends (magics, monitor, server, CLI) turn them into a
+notebook message, an HTTP status or an exit code. Each message names the problem and,
+where there is one, the fix.
+"""
+
+from __future__ import annotations
+
+
+class TrainerError(Exception):
+    """Base class of every error jupyter_trainer raises on purpose."""
+
+
+class SpecError(TrainerError, ValueError):
+    """A flag, option or value is invalid. Nothing was started."""
+
+
+class CaptureError(TrainerError):
+    """The cell or its context cannot be turned into a snapshot. Nothing was started."""
+
+
+class EnvError(TrainerError):
+    """An environment cannot be defined, locked or realised."""
+
+
+class TargetError(TrainerError):
+    """A target is unknown, misconfigured or cannot run what was asked."""
+
+
+class LaunchError(TrainerError):
+    """The launch command could not be built or started."""
+
+
+class InvalidRunId(SpecError):
+    """A run id is not a safe path segment."""
+
+
+class RunNotFound(TrainerError, LookupError):
+    """No run with this id exists in the store."""
+
+
+class RunStateError(TrainerError):
+    """The run is not in a state that allows the operation (for example, cancel a finished run)."""
+
+
+class RunFailed(TrainerError):
+    """Raised by ``Run.wait()`` when the run ended ``failed`` or ``lost``."""
+
+    def __init__(self, message: str, *, run_id: str, status: str,
+                 failed_rank: int | None = None, traceback: str | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.status = status
+        self.failed_rank = failed_rank
+        self.traceback = traceback
+
+
+class RunCanceled(RunFailed):
+    """Raised by ``Run.wait()`` when the run was canceled."""

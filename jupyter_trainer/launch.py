@@ -1,0 +1,144 @@
+"""LaunchSpec -> the argv and environment of a launcher (torchrun, mpirun, horovodrun, python).
+
+Pure: no process is started and nothing is read from the machine, so every command can be
+golden-tested. Commands are argv lists, never shell strings; a target that must go through
+a shell (ssh, sbatch) quotes them with ``shlex.join``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from .errors import LaunchError
+from .spec import LaunchSpec
+
+
+@dataclass(frozen=True)
+class Command:
+    """A process to start: argv, variables it must get, and defaults it gets unless set."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    env_defaults: Mapping[str, str] = field(default_factory=dict)
+
+    def environ(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The full environment for the child, built from ``base`` (never mutated)."""
+        merged = {**self.env_defaults, **base}
+        merged.update(self.env)
+        return merged
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Facts about one run that every launcher needs, resolved by the supervisor."""
+
+    run_id: str
+    run_dir: str
+    python: str
+    boot: str                      # absolute path of code/_jt/boot.py
+    entry: str                     # the entry script, relative to code/
+    args: Sequence[str] = ()
+    backend: str = "gloo"          # the resolved backend
+    backend_forced: bool = False   # the user chose it with --backend
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29500
+    run_as_root: bool = False      # Open MPI refuses root without --allow-run-as-root
+    oversubscribe: bool = False    # more ranks than cores on a node
+    extra_env: Mapping[str, str] = field(default_factory=dict)  # the target's variables
+
+
+def rank_env(plan: LaunchPlan, launcher: str) -> dict[str, str]:
+    """Variables every rank gets from jupyter_trainer, whatever the launcher."""
+    env = {
+        "JT_RUN_ID": plan.run_id,
+        "JT_RUN_DIR": plan.run_dir,
+        "JT_LAUNCHER": launcher,
+        "JT_BACKEND": plan.backend,
+        "PYTHONUNBUFFERED": "1",
+    }
+    if plan.backend_forced:
+        env["JT_BACKEND_OVERRIDE"] = "1"
+    if launcher != "torchrun":  # torchrun runs its own rendezvous and sets these itself
+        env["MASTER_ADDR"] = plan.master_addr
+        env["MASTER_PORT"] = str(plan.master_port)
+    return env
+
+
+def _program(plan: LaunchPlan) -> list[str]:
+    return [plan.python, "-u", plan.boot, plan.entry, *plan.args]
+
+
+def _defaults(launch: LaunchSpec) -> dict[str, str]:
+    # Several ranks on one node each starting one OpenMP thread per core slows all of them.
+    return {"OMP_NUM_THREADS": "1"} if launch.procs > 1 else {}
+
+
+def _torchrun(launch: LaunchSpec, plan: LaunchPlan) -> list[str]:
+    argv = [plan.python, "-m", "torch.distributed.run"]
+    if launch.nodes == 1:
+        argv += ["--standalone", "--nnodes=1"]
+    else:
+        argv += [f"--nnodes={launch.nodes}", "--rdzv-backend=c10d",
+                 f"--rdzv-endpoint={plan.master_addr}:{plan.master_port}",
+                 f"--rdzv-id={plan.run_id}"]
+    argv += [f"--nproc-per-node={launch.procs}", "--max-restarts=0", "--monitor-interval=0.2",
+             plan.boot, plan.entry, *plan.args]
+    return argv
+
+
+def _mpirun(launch: LaunchSpec, plan: LaunchPlan, env: Mapping[str, str]) -> list[str]:
+    argv = ["mpirun", "-np", str(launch.world_size), "--bind-to", "none"]
+    if plan.run_as_root:
+        argv.append("--allow-run-as-root")
+    if plan.oversubscribe:
+        argv.append("--oversubscribe")
+    for name in sorted(env):  # -x NAME exports the variable from mpirun's own environment
+        argv += ["-x", name]
+    return argv + _program(plan)
+
+
+def _horovodrun(launch: LaunchSpec, plan: LaunchPlan) -> list[str]:
+    horovodrun = plan.python.rsplit("/", 1)[0] + "/horovodrun" if "/" in plan.python else "horovodrun"
+    argv = [horovodrun, "-np", str(launch.world_size), "-H", f"localhost:{launch.procs}"]
+    if plan.backend == "mpi":
+        argv.append("--mpi")
+        mpi_args = [a for a, on in (("--allow-run-as-root", plan.run_as_root),
+                                    ("--oversubscribe", plan.oversubscribe)) if on]
+        if mpi_args:
+            argv.append("--mpi-args=" + " ".join(mpi_args))
+    else:
+        argv.append("--gloo")
+    return argv + _program(plan)
+
+
+def build_command(launch: LaunchSpec, plan: LaunchPlan) -> Command:
+    """The command that starts every rank of a single-node run on this host."""
+    if launch.nodes != 1:
+        raise LaunchError(
+            f"{launch.nodes} nodes need a multi-node target; this command runs on one host"
+        )
+    env = {**plan.extra_env, **rank_env(plan, launch.launcher)}
+    defaults = _defaults(launch)
+    if launch.launcher == "torchrun":
+        argv = _torchrun(launch, plan)
+    elif launch.launcher == "mpirun":
+        argv = _mpirun(launch, plan, {**defaults, **env})
+    elif launch.launcher == "horovod":
+        argv = _horovodrun(launch, plan)
+    else:
+        argv = _program(plan)
+        env.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
+    return Command(tuple(argv), env, defaults)
+
+
+def render(command: Command) -> str:
+    """A stable text form of a command, for golden files and for logs."""
+    lines = ["argv:"]
+    lines += [f"  {json.dumps(arg)}" for arg in command.argv]
+    lines.append("env:")
+    lines += [f"  {name}={json.dumps(command.env[name])}" for name in sorted(command.env)]
+    lines.append("env_defaults:")
+    lines += [f"  {n}={json.dumps(command.env_defaults[n])}" for n in sorted(command.env_defaults)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,109 @@
+"""Process facts from /proc, and tree teardown, for this host.
+
+Linux only. Used by the supervisor (to end a run's processes and prove none is left)
+and by readers (to tell a live supervisor from a dead one, despite pid reuse).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process start time in clock ticks since boot, or None if there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    fields = stat[stat.rindex(")") + 2:].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+def is_alive(pid: int | None, ticks: int | None = None) -> bool:
+    """True when ``pid`` runs and, if ``ticks`` is given, is the same process as before."""
+    if not pid:
+        return False
+    now = start_ticks(pid)
+    return now is not None and (ticks is None or now == ticks)
+
+
+def pids_with_env(name: str, value: str) -> list[int]:
+    """Live processes whose initial environment has ``name=value`` (this process excluded).
+
+    Every process of a run inherits ``JT_RUN_ID`` from its launcher, including those that
+    left the launcher's process group, so this finds stragglers that a group kill misses.
+    """
+    needle = f"{name}={value}".encode()
+    found = []
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            environ = Path(entry.path, "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and start_ticks(int(entry.name)) is not None:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def describe(pid: int) -> str:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        cmd = "?"
+    return f"{pid} {cmd.strip()[:200]}"
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def signal_pids(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def wait_gone(pids_fn, timeout: float, poll: float = 0.05) -> list[int]:
+    """Poll ``pids_fn()`` until it returns no pids or ``timeout`` passes; return what is left."""
+    deadline = time.monotonic() + timeout
+    left = pids_fn()
+    while left and time.monotonic() < deadline:
+        time.sleep(poll)
+        left = pids_fn()
+    return left
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def termination_signal_name(code: int | None) -> str | None:
+    """``-15`` (Popen) or ``143`` (shell) -> ``'SIGTERM'``; other codes -> None."""
+    if code is None:
+        return None
+    num = -code if code < 0 else code - 128 if code > 128 else None
+    if num is None:
+        return None
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return None

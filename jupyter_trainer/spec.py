@@ -1,0 +1,232 @@
+"""Validated, frozen descriptions of a run, with a JSON round trip.
+
+One ``RunSpec`` serves every entry point: ``%%train`` flags, ``jupyter-trainer submit``
+flags, ``jt.submit(...)`` and (later) the widget form all build the same objects, and
+each object validates itself in ``__post_init__`` so a bad value fails before anything
+is written or launched.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping
+
+from .errors import InvalidRunId, SpecError
+
+LAUNCHERS = ("torchrun", "mpirun", "horovod", "python")
+BACKENDS = ("nccl", "gloo", "mpi")
+MAX_PROCS = 4096
+
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_TARGET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def validate_run_id(run_id: object) -> str:
+    """Return ``run_id`` if it is a safe single path segment, else raise ``InvalidRunId``."""
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id) or ".." in run_id:
+        raise InvalidRunId(
+            f"invalid run id {run_id!r}: a run id is 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit; list run ids with `jupyter-trainer runs`"
+        )
+    return run_id
+
+
+def is_json_value(value: Any, _depth: int = 0) -> bool:
+    """True when ``value`` survives a JSON round trip unchanged (types included)."""
+    if _depth > 32:
+        return False
+    if value is None or type(value) in (bool, int, str):
+        return True
+    if type(value) is float:
+        return math.isfinite(value)
+    if type(value) is list:
+        return all(is_json_value(v, _depth + 1) for v in value)
+    if type(value) is dict:
+        return all(type(k) is str and is_json_value(v, _depth + 1) for k, v in value.items())
+    return False
+
+
+def parse_param(item: str) -> tuple[str, Any]:
+    """Parse one ``KEY=VALUE`` hyperparameter.
+
+    VALUE is read as a Python literal when it is one (``0.1``, ``[64, 32]``, ``True``),
+    otherwise it is kept verbatim as a string, so ``-p opt=adam`` and ``-p cmd='; rm -rf ~'``
+    both arrive exactly as typed.
+    """
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not _IDENTIFIER.fullmatch(key):
+        raise SpecError(
+            f"invalid parameter {item!r}: write KEY=VALUE where KEY is a Python identifier, "
+            "for example -p lr=0.01"
+        )
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return key, raw
+    if not is_json_value(value):
+        raise SpecError(
+            f"parameter {key}={raw}: a {type(value).__name__} is not a JSON value; parameters "
+            "are numbers, strings, booleans, None, lists or dicts (write a list as [1, 2], "
+            "or quote the value to pass it as a string)"
+        )
+    return key, value
+
+
+def parse_params(items: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
+    """Parse repeated ``-p KEY=VALUE`` flags; a later KEY overrides an earlier one."""
+    return dict(parse_param(item) for item in items or ())
+
+
+def _check_int(name: str, value: object, low: int, high: int, flag: str) -> None:
+    if type(value) is not int or not low <= value <= high:
+        raise SpecError(f"{flag} must be a whole number from {low} to {high}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """How many processes, started by which launcher, talking over which backend."""
+
+    launcher: str = "torchrun"
+    nodes: int = 1
+    procs: int = 1
+    backend: str | None = None  # None: NCCL where CUDA GPUs are present, else Gloo
+
+    def __post_init__(self) -> None:
+        if self.launcher not in LAUNCHERS:
+            raise SpecError(
+                f"unknown launcher {self.launcher!r}; choose one of {', '.join(LAUNCHERS)}"
+            )
+        _check_int("nodes", self.nodes, 1, 1024, "--nodes")
+        _check_int("procs", self.procs, 1, MAX_PROCS, "--procs")
+        if self.backend is not None and self.backend not in BACKENDS:
+            raise SpecError(
+                f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)} "
+                "(or leave --backend out: NCCL on CUDA GPUs, Gloo on CPU)"
+            )
+        if self.launcher == "python" and self.world_size != 1:
+            raise SpecError(
+                "--launcher python runs exactly one process; use --launcher torchrun "
+                f"(or mpirun) for {self.world_size} processes"
+            )
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.procs
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """Where the run goes: a registered target name (``local`` is always there)."""
+
+    name: str = "local"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _TARGET_NAME.fullmatch(self.name):
+            raise SpecError(
+                f"invalid target name {self.name!r}: use letters, digits, '.', '_' or '-'; "
+                "`%train targets` lists the targets"
+            )
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Which Python environment runs the ranks. ``name=None`` is the kernel's own."""
+
+    name: str | None = None
+    version: str | None = None  # content hash of the definition, filled in when resolved
+    python: str | None = None   # interpreter path on the target, filled in when realised
+
+    def __post_init__(self) -> None:
+        if self.name is not None and not _TARGET_NAME.fullmatch(str(self.name)):
+            raise SpecError(
+                f"invalid environment name {self.name!r}: use letters, digits, '.', '_' or '-'"
+            )
+
+
+@dataclass(frozen=True)
+class CodeSpec:
+    """The snapshot the ranks execute: its entry script (relative to ``code/``) and hash."""
+
+    entry: str
+    hash: str
+    origin: str = "cell"  # "cell" or "script"
+    args: tuple[str, ...] = ()
+    files: int = 0
+    bytes: int = 0
+    source_dir: str | None = None
+    excluded: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.origin not in ("cell", "script"):
+            raise SpecError(f"code origin must be 'cell' or 'script', got {self.origin!r}")
+        if not self.entry or self.entry.startswith("/") or ".." in self.entry.split("/"):
+            raise SpecError(f"entry script {self.entry!r} must be a relative path inside the snapshot")
+        if not all(isinstance(a, str) for a in self.args):
+            raise SpecError("script arguments must be strings")
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "excluded", tuple(self.excluded))
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that was asked for a run. Written once to ``spec.json``; never changed."""
+
+    name: str
+    code: CodeSpec
+    launch: LaunchSpec = field(default_factory=LaunchSpec)
+    target: TargetSpec = field(default_factory=TargetSpec)
+    env: EnvSpec = field(default_factory=EnvSpec)
+    params: Mapping[str, Any] = field(default_factory=dict)
+    carried: tuple[str, ...] = ()  # names of notebook objects carried in the snapshot
+    origin: Mapping[str, Any] = field(default_factory=dict)  # notebook path, user, host
+
+    def __post_init__(self) -> None:
+        validate_name(self.name)
+        if not is_json_value(dict(self.params)):
+            bad = sorted(k for k, v in self.params.items() if not is_json_value({k: v}))
+            raise SpecError(f"parameters {bad} are not JSON values")
+        object.__setattr__(self, "params", dict(self.params))
+        object.__setattr__(self, "carried", tuple(self.carried))
+        object.__setattr__(self, "origin", dict(self.origin))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["code"]["args"] = list(self.code.args)
+        data["code"]["excluded"] = list(self.code.excluded)
+        data["carried"] = list(self.carried)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunSpec":
+        try:
+            return cls(
+                name=data["name"],
+                code=CodeSpec(**_known(CodeSpec, data["code"])),
+                launch=LaunchSpec(**_known(LaunchSpec, data.get("launch", {}))),
+                target=TargetSpec(**_known(TargetSpec, data.get("target", {}))),
+                env=EnvSpec(**_known(EnvSpec, data.get("env", {}))),
+                params=data.get("params", {}),
+                carried=tuple(data.get("carried", ())),
+                origin=data.get("origin", {}),
+            )
+        except (KeyError, TypeError) as exc:
+            raise SpecError(f"malformed run spec: {exc}") from exc
+
+
+def validate_name(name: object) -> str:
+    if not isinstance(name, str) or not 1 <= len(name) <= 100 or not name.isprintable():
+        raise SpecError(f"invalid run name {name!r}: use 1-100 printable characters")
+    return name
+
+
+def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise SpecError(f"unknown {cls.__name__} fields {sorted(unknown)}")
+    return dict(data)

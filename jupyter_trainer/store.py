@@ -1,0 +1,360 @@
+"""The run store: run directories plus a SQLite index. The only code that knows the layout.
+
+```
+$JUPYTER_TRAINER_HOME            (default ~/.jupyter_trainer)
+  runs.db                        SQLite index (WAL): one row per run
+  staging/                       snapshots being written (moved into a run atomically)
+  runs/<run-id>/
+    spec.json  state.json  cancel.request  supervisor.log
+    code/  events/rank-<r>.jsonl  logs/rank-<r>.log  ranks/rank-<r>.json  outputs/
+```
+The supervisor of a run is the only writer of its ``state.json``; readers only read, and
+write requests (``cancel.request``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import sqlite3
+import tempfile
+import time
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from . import procs
+from .errors import RunNotFound, SpecError
+from .spec import RunSpec, validate_run_id
+
+HOME_ENV = "JUPYTER_TRAINER_HOME"
+ACTIVE = ("created", "preparing", "queued", "running", "finalizing")
+TERMINAL = ("completed", "failed", "canceled", "lost")
+STATUSES = ACTIVE + TERMINAL
+# A run still "created" this long after creation never got a supervisor.
+CREATED_GRACE_S = 60.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    target TEXT NOT NULL,
+    launcher TEXT NOT NULL,
+    nodes INTEGER NOT NULL,
+    procs INTEGER NOT NULL,
+    code_hash TEXT NOT NULL,
+    created REAL NOT NULL,
+    started REAL,
+    ended REAL,
+    failed_rank INTEGER,
+    updated REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_created ON runs (created);
+CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
+"""
+
+
+def default_home() -> Path:
+    return Path(os.environ.get(HOME_ENV) or Path.home() / ".jupyter_trainer").expanduser()
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` so that readers see the old or the new file, never a torn one."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path) -> Any:
+    with open(path) as fh:
+        return json.load(fh)
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where each piece of one run lives."""
+
+    root: Path
+
+    spec = property(lambda self: self.root / "spec.json")
+    state = property(lambda self: self.root / "state.json")
+    cancel_request = property(lambda self: self.root / "cancel.request")
+    supervisor_log = property(lambda self: self.root / "supervisor.log")
+    code = property(lambda self: self.root / "code")
+    events = property(lambda self: self.root / "events")
+    logs = property(lambda self: self.root / "logs")
+    ranks = property(lambda self: self.root / "ranks")
+    outputs = property(lambda self: self.root / "outputs")
+
+    def events_file(self, rank: int) -> Path:
+        return self.events / f"rank-{rank}.jsonl"
+
+    def log_file(self, rank: int) -> Path:
+        return self.logs / f"rank-{rank}.log"
+
+    def rank_file(self, rank: int) -> Path:
+        return self.ranks / f"rank-{rank}.json"
+
+
+_RANK_FILE = re.compile(r"rank-(\d+)\.(?:jsonl|log|json)")
+
+
+def _slug(name: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return slug[:40].strip("-") or "run"
+
+
+class Store:
+    """A run store rooted at ``home`` (default ``$JUPYTER_TRAINER_HOME`` or ``~/.jupyter_trainer``)."""
+
+    def __init__(self, home: str | os.PathLike | None = None) -> None:
+        self.home = Path(home).expanduser() if home else default_home()
+        self.runs_dir = self.home / "runs"
+        self.db_path = self.home / "runs.db"
+        self._db_ready = False
+
+    # -- layout ------------------------------------------------------------------------
+    def paths(self, run_id: str) -> RunPaths:
+        return RunPaths(self.runs_dir / validate_run_id(run_id))
+
+    def existing(self, run_id: str) -> RunPaths:
+        paths = self.paths(run_id)
+        if not paths.spec.is_file():
+            raise RunNotFound(
+                f"no run {run_id!r} in {self.home}; list runs with `jupyter-trainer runs` "
+                f"(or set {HOME_ENV} to the store that holds it)"
+            )
+        return paths
+
+    def staging_dir(self) -> Path:
+        """A fresh folder in which a snapshot can be written before the run exists."""
+        base = self.home / "staging"
+        base.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(dir=base)) / "code"
+
+    def discard_staging(self, code_dir: Path) -> None:
+        _rmtree(code_dir.parent)
+
+    # -- index -------------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        self.home.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA busy_timeout = 30000")
+        if not self._db_ready:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.executescript(_SCHEMA)
+            self._db_ready = True
+        return conn
+
+    def _index_upsert(self, run_id: str, spec: RunSpec, state: dict[str, Any]) -> None:
+        stages = state.get("stages", {})
+        row = {
+            "id": run_id,
+            "name": spec.name,
+            "status": state["status"],
+            "target": spec.target.name,
+            "launcher": spec.launch.launcher,
+            "nodes": spec.launch.nodes,
+            "procs": spec.launch.procs,
+            "code_hash": spec.code.hash,
+            "created": state["created"],
+            "started": stages.get("running", {}).get("start"),
+            "ended": state.get("ended"),
+            "failed_rank": state.get("failed_rank"),
+            "updated": time.time(),
+        }
+        cols = ", ".join(row)
+        marks = ", ".join(f":{k}" for k in row)
+        with closing(self._connect()) as conn:
+            conn.execute(f"INSERT OR REPLACE INTO runs ({cols}) VALUES ({marks})", row)
+
+    def list_runs(self, *, status: str | None = None, name: str | None = None,
+                  limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+        """Runs, newest first. ``status`` filters on the effective status (``lost`` included)."""
+        if status is not None and status not in STATUSES:
+            raise SpecError(f"unknown status {status!r}; choose one of {', '.join(STATUSES)}")
+        if not self.db_path.exists():
+            return []
+        query, args = "SELECT * FROM runs", []
+        where = []
+        if name:
+            where.append("name LIKE ? ESCAPE '\\'")
+            args.append("%" + re.sub(r"([%_\\])", r"\\\1", name) + "%")
+        if status in ("lost",) + ACTIVE:
+            where.append("status IN (%s)" % ",".join("?" * len(ACTIVE + ("lost",))))
+            args.extend(ACTIVE + ("lost",))
+        elif status:
+            where.append("status = ?")
+            args.append(status)
+        if where:
+            query += " WHERE " + " AND ".join(where)
+        query += " ORDER BY created DESC, id DESC"
+        with closing(self._connect()) as conn:
+            rows = [dict(r) for r in conn.execute(query, args)]
+        for row in rows:
+            if row["status"] in ACTIVE:
+                row["status"] = self._effective_status(row["id"], row["status"])
+        if status:
+            rows = [r for r in rows if r["status"] == status]
+        return rows[offset:offset + limit]
+
+    # -- runs --------------------------------------------------------------------------
+    def new_run_id(self, name: str) -> str:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
+        return f"{_slug(name)}-{stamp}-{secrets.token_hex(3)}"
+
+    def create(self, spec: RunSpec, snapshot: Path) -> str:
+        """Make the run directory from a written snapshot (moved, not copied); return its id."""
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        run_id = self.new_run_id(spec.name)
+        final = self.paths(run_id)
+        tmp = RunPaths(Path(tempfile.mkdtemp(prefix=f".{run_id}.", dir=self.runs_dir)))
+        try:
+            os.replace(snapshot, tmp.code)
+            for folder in (tmp.events, tmp.logs, tmp.ranks, tmp.outputs):
+                folder.mkdir()
+            write_json_atomic(tmp.spec, spec.to_dict())
+            os.chmod(tmp.spec, 0o444)
+            state = {"run_id": run_id, "status": "created", "created": time.time(), "stages": {}}
+            write_json_atomic(tmp.state, state)
+            os.replace(tmp.root, final.root)
+        except BaseException:
+            _rmtree(tmp.root)
+            raise
+        finally:
+            if snapshot.parent.parent == self.home / "staging":
+                _rmtree(snapshot.parent)
+        self._index_upsert(run_id, spec, state)
+        return run_id
+
+    def read_spec(self, run_id: str) -> RunSpec:
+        return RunSpec.from_dict(read_json(self.existing(run_id).spec))
+
+    def read_state(self, run_id: str) -> dict[str, Any]:
+        """The run's state as written by its supervisor, with ``lost`` filled in by liveness."""
+        state = read_json(self.existing(run_id).state)
+        if state["status"] in ACTIVE and self._supervisor_gone(state):
+            state["status"] = "lost"
+            state.setdefault("error", "the run's supervisor process is gone; its processes "
+                             "were ended by the supervisor's death signal")
+        return state
+
+    def write_state(self, run_id: str, state: dict[str, Any], spec: RunSpec | None = None) -> None:
+        """Replace the run's state atomically and update its index row. Supervisor only."""
+        state["updated"] = time.time()
+        write_json_atomic(self.paths(run_id).state, state)
+        self._index_upsert(run_id, spec or self.read_spec(run_id), state)
+
+    def _effective_status(self, run_id: str, indexed: str) -> str:
+        try:
+            return self.read_state(run_id)["status"]
+        except (RunNotFound, FileNotFoundError, json.JSONDecodeError):
+            return indexed
+
+    def _supervisor_gone(self, state: dict[str, Any]) -> bool:
+        sup = state.get("supervisor")
+        if not sup:
+            return time.time() - state.get("created", 0) > CREATED_GRACE_S
+        if sup.get("host") != socket.gethostname():
+            return False
+        return not procs.is_alive(sup.get("pid"), sup.get("start_ticks"))
+
+    def request_cancel(self, run_id: str, reason: str = "canceled by user") -> None:
+        paths = self.existing(run_id)
+        write_json_atomic(paths.cancel_request, {"requested": time.time(), "reason": reason})
+
+    def cancel_request(self, run_id: str) -> dict[str, Any] | None:
+        try:
+            return read_json(self.paths(run_id).cancel_request)
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    # -- ranks, events, logs -----------------------------------------------------------
+    def ranks(self, run_id: str) -> list[int]:
+        """Every rank that has left a trace (events, log or rank record), sorted."""
+        paths = self.existing(run_id)
+        found: set[int] = set()
+        for folder in (paths.events, paths.logs, paths.ranks):
+            if folder.is_dir():
+                found.update(int(m.group(1)) for e in os.scandir(folder)
+                             if (m := _RANK_FILE.fullmatch(e.name)))
+        return sorted(found)
+
+    def rank_records(self, run_id: str) -> dict[int, dict[str, Any]]:
+        paths = self.existing(run_id)
+        records = {}
+        for rank in self.ranks(run_id):
+            try:
+                records[rank] = read_json(paths.rank_file(rank))
+            except (FileNotFoundError, json.JSONDecodeError):
+                pass
+        return records
+
+    def read_events(self, run_id: str, rank: int, offset: int = 0,
+                    max_bytes: int = 64 << 20) -> tuple[list[dict[str, Any]], int]:
+        """Complete event lines of ``rank`` from byte ``offset``; returns (events, next offset)."""
+        data, offset = _read_lines(self.existing(run_id).events_file(rank), offset, max_bytes)
+        events = []
+        for line in data.splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return events, offset
+
+    def read_log(self, run_id: str, rank: int, offset: int = 0,
+                 max_bytes: int = 16 << 20) -> tuple[str, int]:
+        """Text of ``rank``'s log from byte ``offset`` up to the last complete line."""
+        data, offset = _read_lines(self.existing(run_id).log_file(rank), offset, max_bytes)
+        return data.decode(errors="replace"), offset
+
+    def iter_events(self, run_id: str, rank: int) -> Iterator[dict[str, Any]]:
+        offset = 0
+        while True:
+            events, new = self.read_events(run_id, rank, offset)
+            yield from events
+            if new == offset:
+                return
+            offset = new
+
+    def delete(self, run_id: str) -> None:
+        paths = self.existing(run_id)
+        with closing(self._connect()) as conn:
+            conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        _rmtree(paths.root)
+
+
+def _read_lines(path: Path, offset: int, max_bytes: int) -> tuple[bytes, int]:
+    """Bytes from ``offset`` up to the last newline (at most ``max_bytes``)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read(max_bytes)
+    except FileNotFoundError:
+        return b"", offset
+    end = data.rfind(b"\n") + 1
+    return data[:end], offset + end
+
+
+def _rmtree(path: Path) -> None:
+    def make_writable(func, p, _exc):
+        os.chmod(p, 0o700)
+        func(p)
+    if path.exists():
+        for root, dirs, _files in os.walk(path):
+            for d in dirs:
+                os.chmod(os.path.join(root, d), 0o700)
+        shutil.rmtree(path, onerror=make_writable)

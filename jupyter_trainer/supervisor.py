@@ -1,0 +1,234 @@
+"""Drive one run from ``created`` to a terminal state. One detached process per run.
+
+Started by ``submit`` as ``python -m jupyter_trainer.supervisor --detach RUN_ID``: it forks
+into its own session so it outlives the kernel that asked for it, then is the only writer
+of the run's ``state.json``. Readers never own the run; they write ``cancel.request``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+from . import environment, procs
+from .errors import TrainerError
+from .store import ACTIVE, TERMINAL, Store, read_json
+from .targets import Target, get_target
+
+POLL_S = 0.1
+STOP_GRACE_S = 3.0       # SIGTERM -> SIGKILL
+RANK_FAILURE_GRACE_S = 2.0  # how long a launcher gets to stop its ranks after one fails
+TRACEBACK_TAIL = 8000
+
+
+def log(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
+
+
+class Supervisor:
+    def __init__(self, store: Store, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.paths = store.existing(run_id)
+        self.spec = store.read_spec(run_id)
+        self.state: dict[str, Any] = read_json(self.paths.state)
+        self.signal_reason: str | None = None
+        self.target: Target | None = None
+        self.handle: dict[str, Any] | None = None
+
+    # -- state -------------------------------------------------------------------------
+    def transition(self, status: str, **fields: Any) -> None:
+        now = time.time()
+        stages = self.state.setdefault("stages", {})
+        current = stages.get(self.state["status"])
+        if current is not None and "end" not in current:
+            current["end"] = now
+        if status in ACTIVE:
+            stages[status] = {"start": now}
+        else:
+            self.state["ended"] = now
+        self.state["status"] = status
+        self.state.update(fields)
+        self.store.write_state(self.run_id, self.state, self.spec)
+        log(f"{status} {' '.join(f'{k}={v!r}' for k, v in fields.items() if k != 'traceback')}")
+
+    def save(self) -> None:
+        self.store.write_state(self.run_id, self.state, self.spec)
+
+    def cancel_reason(self) -> str | None:
+        if self.signal_reason:
+            return self.signal_reason
+        request = self.store.cancel_request(self.run_id)
+        return request.get("reason", "canceled") if request else None
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def run(self) -> int:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+        self.state["supervisor"] = {"pid": os.getpid(), "host": socket.gethostname(),
+                                    "start_ticks": procs.start_ticks(os.getpid())}
+        outcome: dict[str, Any] = {}
+        try:
+            self.transition("preparing")
+            if not self.cancel_reason():
+                outcome = self._launch_and_watch()
+        except TrainerError as exc:
+            outcome = {"error": str(exc)}
+        except Exception as exc:  # a supervisor bug must still end the run cleanly
+            outcome = {"error": f"internal error in the supervisor: {exc!r}",
+                       "traceback": traceback.format_exc()[-TRACEBACK_TAIL:]}
+        finally:
+            self._finish(outcome)
+        return 0
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self.signal_reason = f"supervisor received {signal.Signals(signum).name}"
+
+    def _launch_and_watch(self) -> dict[str, Any]:
+        self.target = get_target(self.spec.target.name, self.store.home)
+        python = environment.realize(self.spec.env, self.target)
+        backend = self.target.resolve_backend(self.spec.launch)
+        spec = self.spec if python == self.spec.env.python else _with_python(self.spec, python)
+        plan = self.target.plan(spec, self.run_id, str(self.paths.root), backend)
+        command = self.target.command(spec, plan)
+        self.transition("running", backend=backend, python=python,
+                        launcher={"argv": list(command.argv)})
+        self.handle = self.target.start(command, str(self.paths.root),
+                                        str(self.paths.logs / "launcher.log"))
+        self.state["launcher"].update(self.handle)
+        self.save()
+        return self._watch()
+
+    def _watch(self) -> dict[str, Any]:
+        assert self.target is not None and self.handle is not None
+        failure_seen: float | None = None
+        next_rank_check = 0.0
+        while True:
+            code = self.target.poll(self.handle)
+            if code is not None:
+                return {"launcher_exit": code}
+            if self.cancel_reason():
+                return {}
+            now = time.monotonic()
+            if failure_seen is None and now >= next_rank_check:
+                next_rank_check = now + 0.5
+                if self._first_failure():
+                    failure_seen = now
+            if failure_seen is not None and now - failure_seen > RANK_FAILURE_GRACE_S:
+                log("a rank failed and the launcher has not stopped the others; stopping them")
+                return {"stopped_after_rank_failure": True}
+            time.sleep(POLL_S)
+
+    def _first_failure(self) -> tuple[int, dict[str, Any]] | None:
+        failures = [(rec.get("ended", float("inf")), rank, rec)
+                    for rank, rec in self.store.rank_records(self.run_id).items()
+                    if rec.get("exit_code") not in (None, 0)]
+        if not failures:
+            return None
+        # Prefer a rank that failed on its own over ranks the launcher then terminated.
+        own = [f for f in failures if procs.termination_signal_name(f[2]["exit_code"]) is None]
+        _, rank, rec = min(own or failures, key=lambda f: (f[0], f[1]))
+        return rank, rec
+
+    def _teardown(self) -> dict[str, Any]:
+        """Stop every process of the run and prove none is left."""
+        if self.target is None:
+            return {"leftovers": []}
+        report: dict[str, Any] = {}
+        if self.handle is not None:
+            report.update(self.target.stop(self.handle, self.run_id, STOP_GRACE_S))
+        left = self.target.leftovers(self.run_id)
+        if left:  # stragglers that escaped the process group
+            log(f"leftover processes: {left}")
+            report["stragglers"] = left
+            self.target.stop(self.handle or {"pgid": 0, "pid": 0}, self.run_id, STOP_GRACE_S)
+            left = self.target.leftovers(self.run_id)
+        report["leftovers"] = left
+        return report
+
+    def _finish(self, outcome: dict[str, Any]) -> None:
+        if self.state["status"] in TERMINAL:
+            return
+        self.transition("finalizing")
+        teardown = self._teardown()
+        launcher_exit = outcome.get("launcher_exit")
+        if self.handle is not None:
+            if launcher_exit is None:
+                launcher_exit = self.target.poll(self.handle) if self.target else None
+            self.state["launcher"]["exit_code"] = launcher_exit
+        records = self.store.rank_records(self.run_id)
+        fields: dict[str, Any] = {
+            "teardown": teardown,
+            "rank_exit_codes": {str(r): rec.get("exit_code") for r, rec in sorted(records.items())},
+        }
+        failure = self._first_failure()
+        reason = self.cancel_reason()
+        if reason and "error" not in outcome:
+            self.transition("canceled", reason=reason, **fields)
+            return
+        if "error" in outcome:
+            fields.update(error=outcome["error"], traceback=outcome.get("traceback"))
+        elif failure is not None:
+            rank, rec = failure
+            fields.update(failed_rank=rank, error=rec.get("error") or
+                          f"rank {rank} exited with code {rec.get('exit_code')}",
+                          traceback=(rec.get("traceback") or "")[-TRACEBACK_TAIL:] or None)
+        elif launcher_exit not in (0, None) or outcome.get("stopped_after_rank_failure"):
+            fields.update(error=f"the launcher exited with code {launcher_exit}",
+                          traceback=self._launcher_log_tail())
+        elif len(records) < self.spec.launch.world_size:
+            fields.update(error=f"only {len(records)} of {self.spec.launch.world_size} ranks "
+                                "started", traceback=self._launcher_log_tail())
+        else:
+            self.transition("completed", **fields)
+            return
+        self.transition("failed", **fields)
+
+    def _launcher_log_tail(self) -> str | None:
+        try:
+            with open(self.paths.logs / "launcher.log", "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, fh.tell() - TRACEBACK_TAIL))
+                return fh.read().decode(errors="replace") or None
+        except FileNotFoundError:
+            return None
+
+
+def _with_python(spec, python: str):
+    from dataclasses import replace
+
+    return replace(spec, env=replace(spec.env, python=python))
+
+
+def _detach() -> None:
+    """Fork into a new session; the parent returns at once so the caller never waits."""
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jupyter_trainer.supervisor")
+    parser.add_argument("run_id")
+    parser.add_argument("--detach", action="store_true")
+    args = parser.parse_args(argv)
+    store = Store()
+    paths = store.existing(args.run_id)
+    if args.detach:
+        _detach()
+    log_fd = os.open(paths.supervisor_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    return Supervisor(store, args.run_id).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

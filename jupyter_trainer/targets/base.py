@@ -1,0 +1,95 @@
+"""The interface every target implements."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Mapping
+
+from ..errors import TargetError
+from ..launch import Command, LaunchPlan
+from ..spec import LaunchSpec, RunSpec
+
+Handle = dict  # JSON-serialisable: written into state.json so another process can follow it
+
+
+class Target(ABC):
+    """A place that runs launchers. Subclasses fill the hooks; the supervisor drives them.
+
+    ``check`` runs in the submitting process before anything is created, so bad input
+    fails fast; ``start``/``poll``/``stop``/``leftovers`` run inside the run's supervisor.
+    """
+
+    kind: ClassVar[str]
+
+    def __init__(self, name: str, config: Mapping[str, Any] | None = None) -> None:
+        self.name = name
+        self.config = dict(config or {})
+
+    # -- submit side -------------------------------------------------------------------
+    def check(self, spec: RunSpec) -> None:
+        """Raise if this target cannot run ``spec`` as asked. Starts nothing."""
+
+    def gpus_per_node(self) -> int:
+        """CUDA GPUs each node offers (0 on CPU-only nodes)."""
+        return int(self.config.get("gpus_per_node", 0))
+
+    def resolve_backend(self, launch: LaunchSpec) -> str:
+        """The process-group backend: the user's choice, else NCCL with GPUs, else Gloo."""
+        if launch.backend:
+            return launch.backend
+        return "nccl" if self.gpus_per_node() > 0 else "gloo"
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, **self.config}
+
+    # -- supervisor side ---------------------------------------------------------------
+    @abstractmethod
+    def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        """Resolve interpreter, ports and node facts for one run."""
+
+    @abstractmethod
+    def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
+        """The launcher command for ``plan``."""
+
+    @abstractmethod
+    def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
+        """Start the launcher detached from the caller's terminal; return a handle."""
+
+    @abstractmethod
+    def poll(self, handle: Handle) -> int | None:
+        """The launcher's exit code, or None while it runs."""
+
+    @abstractmethod
+    def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
+        """End every process of the run: SIGTERM, then SIGKILL after ``grace`` seconds."""
+
+    @abstractmethod
+    def leftovers(self, run_id: str) -> list[str]:
+        """Processes of the run still alive, described; empty when the run is fully gone."""
+
+
+def require_program(program: str, fix: str) -> str:
+    path = shutil.which(program)
+    if not path:
+        raise TargetError(f"{program} was not found on PATH; {fix}")
+    return path
+
+
+def count_nvidia_gpus(timeout: float = 10.0) -> int:
+    """GPUs that ``nvidia-smi -L`` lists, honouring CUDA_VISIBLE_DEVICES; 0 without a driver."""
+    import os
+
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    count = sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = min(count, len([d for d in visible.split(",") if d.strip() not in ("", "-1")]))
+    return count

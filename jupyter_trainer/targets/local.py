@@ -1,0 +1,139 @@
+"""The local target: every rank runs on this machine, under the chosen launcher."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+from functools import cached_property
+from typing import Any
+
+from .. import procs
+from ..errors import TargetError
+from ..launch import Command, LaunchPlan, build_command
+from ..spec import RunSpec
+from .base import Handle, Target, count_nvidia_gpus, require_program
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the launcher child: get SIGTERM if the supervisor dies, so no run outlives it."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+class LocalTarget(Target):
+    kind = "local"
+
+    def __init__(self, name: str = "local", config: dict[str, Any] | None = None) -> None:
+        super().__init__(name, config)
+        self._children: dict[int, subprocess.Popen] = {}
+
+    @cached_property
+    def _gpus(self) -> int:
+        return count_nvidia_gpus()
+
+    def gpus_per_node(self) -> int:
+        return self._gpus
+
+    def check(self, spec: RunSpec) -> None:
+        launch = spec.launch
+        if launch.nodes != 1:
+            raise TargetError(
+                f"the local target runs on this machine only, so --nodes must be 1 (got "
+                f"{launch.nodes}); define an ssh or slurm target for several nodes"
+            )
+        if launch.launcher == "mpirun":
+            require_program("mpirun", "install Open MPI: apt-get install openmpi-bin libopenmpi-dev")
+        if launch.launcher == "horovod" and importlib.util.find_spec("horovod") is None:
+            raise TargetError(
+                "--launcher horovod needs Horovod in the run's environment; build it with "
+                "scripts/build_horovod.sh (see README), or use --launcher torchrun"
+            )
+        backend = self.resolve_backend(launch)
+        if backend == "nccl" and self._gpus == 0:
+            raise TargetError(
+                "--backend nccl needs CUDA GPUs and this machine has none (nvidia-smi lists "
+                "no GPU); use --backend gloo, or leave --backend out to pick Gloo on CPU"
+            )
+        if backend == "mpi" and launch.launcher != "horovod" and not _torch_has_mpi():
+            raise TargetError(
+                "--backend mpi needs a torch build with MPI support and this one has none; "
+                "use --backend gloo (mpirun still starts the ranks)"
+            )
+
+    def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        code = os.path.join(run_dir, "code")
+        return LaunchPlan(
+            run_id=run_id,
+            run_dir=run_dir,
+            python=spec.env.python or sys.executable,
+            boot=os.path.join(code, "_jt", "boot.py"),
+            entry=spec.code.entry,
+            args=spec.code.args,
+            backend=backend,
+            backend_forced=spec.launch.backend is not None,
+            master_addr="127.0.0.1",
+            master_port=procs.free_port(),
+            run_as_root=os.geteuid() == 0,
+            oversubscribe=spec.launch.procs > (os.cpu_count() or 1),
+            extra_env={str(k): str(v) for k, v in self.config.get("env", {}).items()},
+        )
+
+    def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
+        return build_command(spec.launch, plan)
+
+    def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("JT_")}
+        with open(log_path, "ab") as log:
+            try:
+                child = subprocess.Popen(
+                    command.argv, env=command.environ(base), cwd=os.path.join(run_dir, "code"),
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True, preexec_fn=_die_with_parent,
+                )
+            except OSError as exc:
+                raise TargetError(f"could not start {command.argv[0]}: {exc}") from exc
+        self._children[child.pid] = child
+        return {"pid": child.pid, "pgid": child.pid, "start_ticks": procs.start_ticks(child.pid)}
+
+    def poll(self, handle: Handle) -> int | None:
+        child = self._children.get(handle["pid"])
+        if child is not None:
+            return child.poll()
+        return None if procs.is_alive(handle["pid"], handle.get("start_ticks")) else -1
+
+    def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
+        def alive() -> list[int]:
+            child = self._children.get(handle["pid"])
+            if child is not None:
+                child.poll()  # reap the launcher so it does not linger as a zombie
+            return procs.pids_with_env("JT_RUN_ID", run_id)
+
+        procs.signal_group(handle["pgid"], signal.SIGTERM)
+        procs.signal_pids(alive(), signal.SIGTERM)
+        left = procs.wait_gone(alive, grace)
+        if not left:
+            return {"sigkilled": []}
+        killed = [procs.describe(p) for p in left]
+        procs.signal_group(handle["pgid"], signal.SIGKILL)
+        procs.signal_pids(left, signal.SIGKILL)
+        procs.wait_gone(alive, 5.0)
+        return {"sigkilled": killed}
+
+    def leftovers(self, run_id: str) -> list[str]:
+        return [procs.describe(p) for p in procs.pids_with_env("JT_RUN_ID", run_id)]
+
+
+def _torch_has_mpi() -> bool:
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return False
+    return dist.is_available() and dist.is_mpi_available()

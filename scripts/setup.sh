@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Install everything jupyter_trainer needs on a fresh Debian machine: system packages
+# (Open MPI), a virtual environment with torch and the package itself (editable, with its
+# test extras). Idempotent: a repeat run only checks what is already there.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${JT_VENV:-$ROOT/.venv}
+TORCH_VERSION=${JT_TORCH_VERSION:-2.13.0}
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+apt_packages=()
+command -v mpirun >/dev/null 2>&1 || apt_packages+=(openmpi-bin libopenmpi-dev)
+if [ ${#apt_packages[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        SUDO=sudo
+    else
+        SUDO=
+    fi
+    log "apt-get install ${apt_packages[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+    log "creating $VENV"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q -U pip
+fi
+
+# Reinstall the project only when its metadata changed.
+stamp="$VENV/.jupyter_trainer-setup"
+want="torch=$TORCH_VERSION $(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    log "installing torch==$TORCH_VERSION"
+    "$VENV/bin/pip" install -q "torch==$TORCH_VERSION"
+    log "installing jupyter_trainer[test,bench] (editable)"
+    "$VENV/bin/pip" install -q -e "$ROOT[test,bench]"
+    echo "$want" > "$stamp"
+fi
+log "ready: $VENV"
