@@ -225,7 +225,7 @@ class Run:
 
     def logs(self, rank: int = 0) -> str:
         """Everything rank ``rank`` printed (stdout and stderr)."""
-        text, _ = self.store.read_log(self.id, rank, 0, max_bytes=1 << 40)
+        text, _ = self.store.read_log(self.id, rank, 0, max_bytes=None)
         return text
 
     def monitor(self, **kwargs: Any):

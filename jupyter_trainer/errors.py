@@ -12,6 +12,10 @@ from __future__ import annotations
 class TrainerError(Exception):
     """Base class of every error jupyter_trainer raises on purpose."""
 
+    def _render_traceback_(self) -> list[str]:
+        """How IPython shows this error: the message, not the package's internal frames."""
+        return [f"{type(self).__name__}: {self}"]
+
 
 class SpecError(TrainerError, ValueError):
     """A flag, option or value is invalid. Nothing was started."""
@@ -55,6 +59,14 @@ class RunFailed(TrainerError):
         self.status = status
         self.failed_rank = failed_rank
         self.traceback = traceback
+
+    def _render_traceback_(self) -> list[str]:
+        lines = super()._render_traceback_()
+        if self.traceback:
+            who = f"rank {self.failed_rank}" if self.failed_rank is not None else "the run"
+            tail = self.traceback.rstrip().splitlines()[-25:]
+            lines += ["", f"Traceback of {who} (last {len(tail)} lines):", *tail]
+        return lines
 
 
 class RunCanceled(RunFailed):

@@ -316,7 +316,7 @@ class Store:
         return events, offset
 
     def read_log(self, run_id: str, rank: int, offset: int = 0,
-                 max_bytes: int = 16 << 20) -> tuple[str, int]:
+                 max_bytes: int | None = 16 << 20) -> tuple[str, int]:
         """Text of ``rank``'s log from byte ``offset`` up to the last complete line."""
         data, offset = _read_lines(self.existing(run_id).log_file(rank), offset, max_bytes)
         return data.decode(errors="replace"), offset
@@ -337,12 +337,12 @@ class Store:
         _rmtree(paths.root)
 
 
-def _read_lines(path: Path, offset: int, max_bytes: int) -> tuple[bytes, int]:
-    """Bytes from ``offset`` up to the last newline (at most ``max_bytes``)."""
+def _read_lines(path: Path, offset: int, max_bytes: int | None) -> tuple[bytes, int]:
+    """Bytes from ``offset`` up to the last newline (at most ``max_bytes``; None: all)."""
     try:
         with open(path, "rb") as fh:
             fh.seek(offset)
-            data = fh.read(max_bytes)
+            data = fh.read(-1 if max_bytes is None else max_bytes)
     except FileNotFoundError:
         return b"", offset
     end = data.rfind(b"\n") + 1

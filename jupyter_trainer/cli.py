@@ -1,0 +1,147 @@
+"""``jupyter-trainer`` (also ``jupyter trainer``): submit, list, follow and cancel runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Sequence
+
+from . import api
+from .errors import RunFailed, TrainerError
+from .monitor import TextMonitor
+from .monitor.text import runs_table, summary_text, targets_table
+from .options import add_run_options
+from .store import STATUSES, Store
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jupyter-trainer",
+        description="Distributed PyTorch training runs: submit, list, follow, cancel.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    submit = sub.add_parser("submit", help="run a script as a job",
+                            usage="jupyter-trainer submit SCRIPT [options] [-- script args]")
+    submit.add_argument("script", help="the entry script")
+    add_run_options(submit)
+    submit.add_argument("--wait", action="store_true",
+                        help="follow the run to its end; exit non-zero if it fails")
+
+    runs = sub.add_parser("runs", help="list runs, newest first")
+    runs.add_argument("--status", choices=STATUSES)
+    runs.add_argument("--name", help="only runs whose name contains this")
+    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--json", action="store_true", help="print JSON rows")
+
+    show = sub.add_parser("show", help="a run's spec, state and summary")
+    show.add_argument("run")
+    show.add_argument("--json", action="store_true", help="print spec and state as JSON")
+
+    logs = sub.add_parser("logs", help="a run's per-rank logs")
+    logs.add_argument("run")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing until the run ends")
+    logs.add_argument("--rank", type=int, default=None, help="only this rank (default: all)")
+
+    cancel = sub.add_parser("cancel", help="stop every process of a run")
+    cancel.add_argument("run")
+
+    sub.add_parser("targets", help="list the targets runs can go to")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script_args: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, script_args = argv[:cut], argv[cut + 1:]
+    args = build_parser().parse_args(argv)
+    args.script_args = script_args
+    try:
+        return COMMANDS[args.command](args)
+    except RunFailed as exc:
+        print(f"jupyter-trainer: {exc}", file=sys.stderr)
+        return 1
+    except TrainerError as exc:
+        print(f"jupyter-trainer: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from .options import submit_kwargs
+
+    run = api.submit(script=args.script, args=args.script_args, **submit_kwargs(args))
+    print(run.id, flush=True)
+    if not args.wait:
+        return 0
+    try:
+        monitor = TextMonitor(run, out=sys.stderr)
+        monitor.follow()
+    except KeyboardInterrupt:
+        print(f"interrupted: canceling run {run.id}", file=sys.stderr)
+        run.cancel(wait=True, timeout=15)
+        raise
+    print(monitor.summary(), file=sys.stderr)
+    run.raise_for_status()
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    rows = Store().list_runs(status=args.status, name=args.name, limit=args.limit)
+    print(json.dumps(rows, indent=1) if args.json else runs_table(rows))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    run = api.get_run(args.run)
+    if args.json:
+        print(json.dumps({"id": run.id, "spec": run.spec.to_dict(), "state": run.state}, indent=1))
+        return 0
+    follower = run.follower()
+    follower.poll()
+    print(summary_text(follower, run.spec, run.outputs))
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    run = api.get_run(args.run)
+    store = run.store
+    offsets: dict[int, int] = {}
+    while True:
+        finished = run.done  # read before the logs, so nothing written after it is missed
+        ranks = [args.rank] if args.rank is not None else store.ranks(run.id)
+        for rank in ranks:
+            text, offsets[rank] = store.read_log(run.id, rank, offsets.get(rank, 0))
+            if text:
+                prefix = f"[rank {rank}] " if args.rank is None and len(ranks) > 1 else ""
+                sys.stdout.write("".join(prefix + line for line in text.splitlines(True)))
+                sys.stdout.flush()
+        if not args.follow or finished:
+            return 0
+        time.sleep(0.25)
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    run = api.get_run(args.run)
+    run.cancel()
+    print(f"{run.id} {run.status}")
+    return 0
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    from .targets import configured_targets
+
+    print(targets_table(configured_targets()))
+    return 0
+
+
+COMMANDS = {"submit": cmd_submit, "runs": cmd_runs, "show": cmd_show, "logs": cmd_logs,
+            "cancel": cmd_cancel, "targets": cmd_targets}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

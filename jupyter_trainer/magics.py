@@ -1,0 +1,133 @@
+"""``%%train``, ``%train``: parse the line, call the Python API, display. Nothing else."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+
+from . import api
+from .monitor import show
+from .monitor.text import runs_table, summary_text, targets_table
+from .options import (HelpRequested, OptionParser, cell_parser, script_parser, split_line,
+                      submit_kwargs)
+from .errors import SpecError
+from .store import Store
+
+LINE_HELP = """\
+%%train [options]            run the cell as a job (%%train --help lists the options)
+%train runs [--status S] [--name N] [--limit N]
+%train attach RUN            follow a run, live or finished
+%train show RUN              a run's summary
+%train logs RUN [--rank R] [--tail N]
+%train cancel RUN
+%train targets
+%train path/to/script.py [options] [-- script args]"""
+
+
+def _management_parser() -> OptionParser:
+    parser = OptionParser(prog="%train", description=LINE_HELP,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", parser_class=OptionParser)
+    runs = sub.add_parser("runs")
+    runs.add_argument("--status")
+    runs.add_argument("--name")
+    runs.add_argument("--limit", type=int, default=20)
+    for name in ("attach", "show", "cancel"):
+        sub.add_parser(name).add_argument("run")
+    logs = sub.add_parser("logs")
+    logs.add_argument("run")
+    logs.add_argument("--rank", type=int, default=None)
+    logs.add_argument("--tail", type=int, default=200)
+    sub.add_parser("targets")
+    return parser
+
+
+@magics_class
+class TrainMagics(Magics):
+    @line_cell_magic
+    def train(self, line: str, cell: str | None = None) -> Any:
+        try:
+            if cell is None:
+                return self._line(line)
+            return self._cell(line, cell)
+        except HelpRequested as shown:
+            print(shown.text)
+            return None
+
+    def _cell(self, line: str, cell: str) -> api.Run:
+        words, rest = split_line(line)
+        if rest:
+            raise SpecError("script arguments after `--` only go with %train path/to/script.py")
+        opts = cell_parser().parse_args(words)
+        run = api.submit(self.shell.transform_cell(cell), namespace=self.shell.user_ns,
+                         history=list(self.shell.user_ns.get("In", [])),
+                         origin=_origin(), **submit_kwargs(opts))
+        if opts.no_wait:
+            print(f"run {run.id} started; follow it with %train attach {run.id}")
+            return run
+        return self._watch(run)
+
+    def _watch(self, run: api.Run) -> api.Run:
+        try:
+            show(run)
+        except KeyboardInterrupt:
+            print(f"interrupted: canceling run {run.id}", file=sys.stderr, flush=True)
+            run.cancel(wait=True, timeout=15)
+            print(f"run {run.id} {run.status}", file=sys.stderr, flush=True)
+            raise
+        run.raise_for_status()
+        return run
+
+    def _line(self, line: str) -> Any:
+        words, rest = split_line(line)
+        if not words or words[0] in ("help", "-h", "--help"):
+            print(LINE_HELP)
+            return None
+        if words[0].endswith(".py") or os.path.isfile(os.path.expanduser(words[0])):
+            opts = script_parser("%train").parse_args(words)
+            run = api.submit(script=opts.script, args=rest, origin=_origin(),
+                             **submit_kwargs(opts))
+            return self._watch(run)
+        opts = _management_parser().parse_args(words)
+        if opts.command == "runs":
+            rows = Store().list_runs(status=opts.status, name=opts.name, limit=opts.limit)
+            print(runs_table(rows))
+        elif opts.command == "targets":
+            from .targets import configured_targets
+
+            print(targets_table(configured_targets()))
+        elif opts.command == "attach":
+            run = api.get_run(opts.run)
+            show(run)
+            return run
+        elif opts.command == "show":
+            run = api.get_run(opts.run)
+            follower = run.follower()
+            follower.poll()
+            print(summary_text(follower, run.spec, run.outputs))
+        elif opts.command == "cancel":
+            run = api.get_run(opts.run)
+            run.cancel()
+            print(f"run {run.id} {run.status}")
+        elif opts.command == "logs":
+            run = api.get_run(opts.run)
+            ranks = [opts.rank] if opts.rank is not None else run.store.ranks(run.id)
+            for rank in ranks:
+                lines = run.logs(rank).splitlines()[-opts.tail:]
+                print(f"--- rank {rank} ---" if len(ranks) > 1 else "", *lines, sep="\n")
+        return None
+
+
+def _origin() -> dict[str, Any]:
+    origin = {"cwd": os.getcwd()}
+    if os.environ.get("JPY_SESSION_NAME"):
+        origin["notebook"] = os.environ["JPY_SESSION_NAME"]
+    return origin
+
+
+def register(ipython: Any) -> None:
+    ipython.register_magics(TrainMagics)

@@ -1,0 +1,49 @@
+"""Following a run from wherever ``show`` is called: a notebook kernel or a terminal."""
+
+from __future__ import annotations
+
+import base64
+import html
+import sys
+from typing import Any
+
+from .text import TextMonitor
+
+
+def _in_kernel() -> bool:
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython else None
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def show(run: Any, *, interval: float = 5.0, timeout: float | None = None,
+         charts: bool | None = None) -> Any:
+    """Follow ``run`` to its end with throttled progress lines, then show its summary.
+
+    In a notebook kernel the summary is displayed as HTML with a text fallback, followed
+    by one ``image/png`` chart per metric, so headless runs (papermill) keep them too.
+    """
+    monitor = TextMonitor(run, interval=interval)
+    follower = monitor.follow(timeout)
+    text = monitor.summary()
+    if _in_kernel():
+        display_summary(text, follower, charts=True if charts is None else charts)
+    else:
+        print(text, flush=True)
+    return follower
+
+
+def display_summary(text: str, follower: Any, charts: bool = True) -> None:
+    from IPython.display import display
+
+    status = follower.state.get("status", "")
+    colour = {"completed": "#1a7f37", "failed": "#cf222e", "lost": "#cf222e"}.get(status, "#9a6700")
+    body = (f'<div class="jt-summary" style="border-left:4px solid {colour};padding-left:8px">'
+            f"<pre style=\"margin:0\">{html.escape(text)}</pre></div>")
+    display({"text/plain": text, "text/html": body}, raw=True)
+    if charts:
+        from .charts import metric_pngs
+
+        for name, png in metric_pngs(follower).items():
+            display({"image/png": base64.b64encode(png).decode("ascii"),
+                     "text/plain": f"<chart of {name}>"}, raw=True)

@@ -1,0 +1,93 @@
+"""The run options shared by ``%%train``, ``%train script.py`` and ``jupyter-trainer submit``.
+
+One parser definition, so a flag means the same everywhere. Parsing never exits the
+process: a bad flag raises ``SpecError`` with the usage line, and ``--help`` raises
+``HelpRequested`` carrying the help text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any
+
+from .errors import SpecError
+from .spec import BACKENDS, LAUNCHERS
+
+
+class HelpRequested(Exception):
+    """``--help`` was given; ``.text`` is what to show."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class OptionParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise SpecError(f"{self.prog}: {message}\n{self.format_usage().strip()}\n"
+                        f"(`{self.prog} --help` lists every option)")
+
+    def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
+        raise HelpRequested(self.format_help())
+
+    def print_help(self, file: Any = None) -> None:
+        raise HelpRequested(self.format_help())
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a run, in every front end."""
+    parser.add_argument("--name", help="a name for the run (default: 'cell' or the script's name)")
+    parser.add_argument("--target", default="local",
+                        help="where to run: 'local' or a target from targets.toml (default: local)")
+    parser.add_argument("--nodes", type=int, default=1, help="number of nodes (default: 1)")
+    parser.add_argument("--procs", type=int, default=1,
+                        help="processes per node (default: 1)")
+    parser.add_argument("--launcher", default="torchrun", metavar="|".join(LAUNCHERS),
+                        help="what starts the ranks (default: torchrun)")
+    parser.add_argument("--backend", default=None, metavar="|".join(BACKENDS),
+                        help="process-group backend (default: NCCL on CUDA GPUs, else Gloo)")
+    parser.add_argument("--env", default=None, metavar="NAME",
+                        help="a named environment (default: the kernel's own Python)")
+    parser.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a hyperparameter; VALUE is a Python literal or a string "
+                             "(repeatable)")
+    parser.add_argument("--source", default=None, metavar="DIR",
+                        help="a folder to add to the snapshot (honours its .trainignore)")
+
+
+def submit_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
+    """``api.submit`` keyword arguments from parsed run options."""
+    return {
+        "name": ns.name, "target": ns.target, "nodes": ns.nodes, "procs": ns.procs,
+        "launcher": ns.launcher, "backend": ns.backend, "env": ns.env, "params": ns.param,
+        "source": ns.source,
+    }
+
+
+def cell_parser() -> OptionParser:
+    parser = OptionParser(prog="%%train", add_help=True,
+                          description="Run this cell as a distributed training job.")
+    add_run_options(parser)
+    parser.add_argument("--no-wait", action="store_true",
+                        help="return at once; the run goes on in the background")
+    return parser
+
+
+def script_parser(prog: str) -> OptionParser:
+    parser = OptionParser(prog=prog, description="Run a script as a distributed training job.")
+    parser.add_argument("script", help="the entry script")
+    add_run_options(parser)
+    return parser
+
+
+def split_line(line: str) -> tuple[list[str], list[str]]:
+    """Split a magic's line like a shell would, without running one; ``--`` ends options."""
+    try:
+        words = shlex.split(line, posix=True)
+    except ValueError as exc:
+        raise SpecError(f"cannot parse options {line!r}: {exc} (check the quotes)") from exc
+    if "--" in words:
+        cut = words.index("--")
+        return words[:cut], words[cut + 1:]
+    return words, []

@@ -1,0 +1,59 @@
+"""Shared fixtures: an isolated run store per test, and a check that no process is left."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from jupyter_trainer import procs
+from jupyter_trainer.store import HOME_ENV, Store
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """A fresh run store; every run started by the test is checked for leftovers at the end."""
+    path = tmp_path / "jt-home"
+    monkeypatch.setenv(HOME_ENV, str(path))
+    yield path
+    store = Store(path)
+    leaks = {}
+    for run_dir in (path / "runs").glob("*") if (path / "runs").exists() else ():
+        if run_dir.name.startswith("."):
+            continue
+        deadline = time.monotonic() + 15
+        left = procs.pids_with_env("JT_RUN_ID", run_dir.name)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.2)
+            left = procs.pids_with_env("JT_RUN_ID", run_dir.name)
+        if left:
+            leaks[run_dir.name] = [procs.describe(p) for p in left]
+            procs.signal_pids(left, 9)
+        state = store.read_state(run_dir.name)
+        sup = state.get("supervisor") or {}
+        if state["status"] not in ("completed", "failed", "canceled", "lost") and sup.get("pid"):
+            os.kill(sup["pid"], 15)
+    assert not leaks, f"processes left behind: {leaks}"
+
+
+@pytest.fixture
+def store(home) -> Store:
+    return Store(home)
+
+
+def leftover(run_id: str) -> list[str]:
+    return [procs.describe(p) for p in procs.pids_with_env("JT_RUN_ID", run_id)]
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

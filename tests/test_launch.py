@@ -1,0 +1,98 @@
+"""Generated launcher commands, compared line by line with committed golden files.
+
+Paths and values are deliberately hostile (quotes, spaces, newlines, shell syntax): argv
+lists must carry them unchanged. Regenerate with JT_UPDATE_GOLDEN=1 after a deliberate change.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from jupyter_trainer.errors import LaunchError, SpecError
+from jupyter_trainer.launch import LaunchPlan, build_command, render
+from jupyter_trainer.spec import LaunchSpec
+
+GOLDEN = Path(__file__).parent / "golden"
+HOSTILE_DIR = "/tmp/we ird/'quote\"s'/$(touch pwned)/new\nline"
+
+PLAN = LaunchPlan(
+    run_id="digits-20261122-101500-abc123",
+    run_dir=f"{HOSTILE_DIR}/runs/digits-20261122-101500-abc123",
+    python=f"{HOSTILE_DIR}/venv/bin/python",
+    boot=f"{HOSTILE_DIR}/runs/digits-20261122-101500-abc123/code/_jt/boot.py",
+    entry="_jt/cell.py",
+    args=("--lr", "'; rm -rf ~'", "$HOME", "a b"),
+    backend="gloo",
+    master_addr="127.0.0.1",
+    master_port=29555,
+    run_as_root=True,
+    oversubscribe=True,
+    extra_env={"NCCL_SOCKET_IFNAME": "eth0", "WEIRD": "x'; echo $PATH \"y\""},
+)
+
+CASES = {
+    "torchrun_2procs": (LaunchSpec("torchrun", procs=2), PLAN),
+    "torchrun_forced_nccl": (LaunchSpec("torchrun", procs=4, backend="nccl"),
+                             LaunchPlan(**{**PLAN.__dict__, "backend": "nccl", "backend_forced": True})),
+    "mpirun_2procs": (LaunchSpec("mpirun", procs=2), PLAN),
+    "horovod_gloo": (LaunchSpec("horovod", procs=2), PLAN),
+    "horovod_mpi": (LaunchSpec("horovod", procs=2, backend="mpi"),
+                    LaunchPlan(**{**PLAN.__dict__, "backend": "mpi", "backend_forced": True})),
+    "python_single": (LaunchSpec("python"), PLAN),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_command_matches_golden(case):
+    launch, plan = CASES[case]
+    text = render(build_command(launch, plan))
+    golden = GOLDEN / f"{case}.txt"
+    if os.environ.get("JT_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text.splitlines() == golden.read_text().splitlines()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_hostile_values_arrive_unchanged(case):
+    launch, plan = CASES[case]
+    cmd = build_command(launch, plan)
+    assert plan.python in cmd.argv and plan.boot in cmd.argv
+    tail = list(cmd.argv[-len(plan.args) - 1:])
+    assert tail == [plan.entry, *plan.args]
+    assert cmd.env["WEIRD"] == "x'; echo $PATH \"y\""
+    assert cmd.env["JT_RUN_DIR"] == plan.run_dir
+
+
+def test_mpirun_exports_every_rank_variable():
+    cmd = build_command(LaunchSpec("mpirun", procs=2), PLAN)
+    exported = {cmd.argv[i + 1] for i, a in enumerate(cmd.argv) if a == "-x"}
+    assert exported == set(cmd.env) | set(cmd.env_defaults)
+    assert {"MASTER_ADDR", "MASTER_PORT", "JT_RUN_ID"} <= exported
+
+
+def test_environment_defaults_do_not_override_the_users():
+    cmd = build_command(LaunchSpec("torchrun", procs=2), PLAN)
+    assert cmd.environ({"PATH": "/bin"})["OMP_NUM_THREADS"] == "1"
+    assert cmd.environ({"OMP_NUM_THREADS": "4"})["OMP_NUM_THREADS"] == "4"
+    base = {"JT_RUN_ID": "stale"}
+    assert cmd.environ(base)["JT_RUN_ID"] == PLAN.run_id and base == {"JT_RUN_ID": "stale"}
+
+
+def test_multi_node_needs_a_multi_node_target():
+    with pytest.raises(LaunchError, match="multi-node target"):
+        build_command(LaunchSpec("torchrun", nodes=2, procs=2), PLAN)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"launcher": "deepspeed"}, "unknown launcher 'deepspeed'; choose one of torchrun"),
+    ({"procs": 0}, "--procs must be a whole number"),
+    ({"nodes": "2"}, "--nodes must be a whole number"),
+    ({"backend": "ucc"}, "unknown backend 'ucc'"),
+    ({"launcher": "python", "procs": 2}, "--launcher python runs exactly one process"),
+])
+def test_bad_launch_specs_are_refused(kwargs, match):
+    with pytest.raises(SpecError, match=match):
+        LaunchSpec(**kwargs)
