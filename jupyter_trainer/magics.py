@@ -73,7 +73,7 @@ class TrainMagics(Magics):
 
     def _watch(self, run: api.Run) -> api.Run:
         try:
-            show(run)
+            show(run, traceback=False)  # the raised RunFailed shows it
         except KeyboardInterrupt:
             print(f"interrupted: canceling run {run.id}", file=sys.stderr, flush=True)
             run.cancel(wait=True, timeout=15)

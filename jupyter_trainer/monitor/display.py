@@ -17,15 +17,17 @@ def _in_kernel() -> bool:
 
 
 def show(run: Any, *, interval: float = 5.0, timeout: float | None = None,
-         charts: bool | None = None) -> Any:
+         charts: bool | None = None, traceback: bool = True) -> Any:
     """Follow ``run`` to its end with throttled progress lines, then show its summary.
 
     In a notebook kernel the summary is displayed as HTML with a text fallback, followed
     by one ``image/png`` chart per metric, so headless runs (papermill) keep them too.
+    ``traceback=False`` leaves a failed rank's traceback out of the summary, for callers
+    that raise it next.
     """
     monitor = TextMonitor(run, interval=interval)
     follower = monitor.follow(timeout)
-    text = monitor.summary()
+    text = monitor.summary(traceback)
     if _in_kernel():
         display_summary(text, follower, charts=True if charts is None else charts)
     else:

@@ -80,7 +80,8 @@ def metric_table(follower: RunFollower) -> list[tuple[str, float, float, float]]
     return rows
 
 
-def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None) -> str:
+def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None,
+                 traceback: bool = True) -> str:
     state = follower.state
     lines = [f"run {follower.run_id} {state.get('status')} in {fmt_duration(elapsed(state))}"
              + (" (" + ", ".join(f"{n} {d:.1f}s" for n, d in stage_durations(state)) + ")"
@@ -91,7 +92,7 @@ def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None) -
                      f"{state.get('backend', spec.launch.backend or 'auto')}")
     rows = metric_table(follower)
     if rows:
-        width = max(len(r[0]) for r in rows)
+        width = max(len("metric"), *(len(r[0]) for r in rows))
         lines.append(f"{'metric':<{width}}  {'final':>10}  {'min':>10}  {'max':>10}")
         lines += [f"{n:<{width}}  {fmt_value(f):>10}  {fmt_value(lo):>10}  {fmt_value(hi):>10}"
                   for n, f, lo, hi in rows]
@@ -99,7 +100,7 @@ def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None) -
         rank = state.get("failed_rank")
         lines.append(("rank %s failed first: " % rank if rank is not None else "error: ")
                      + str(state.get("error", "")))
-        if state.get("traceback"):
+        if traceback and state.get("traceback"):
             lines.append(traceback_tail(state["traceback"]))
     if state.get("status") == "canceled":
         lines.append(f"canceled: {state.get('reason', '')}")
@@ -137,8 +138,8 @@ class TextMonitor:
                 last = now
         return self.follower
 
-    def summary(self) -> str:
-        return summary_text(self.follower, self.run.spec, self.run.outputs)
+    def summary(self, traceback: bool = True) -> str:
+        return summary_text(self.follower, self.run.spec, self.run.outputs, traceback)
 
 
 def runs_table(rows: list[dict[str, Any]]) -> str:

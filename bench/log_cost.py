@@ -1,0 +1,142 @@
+"""What one ``jt.log(step=i, loss=x)`` costs the training loop, against the usual alternatives.
+
+    .venv/bin/python bench/log_cost.py [--batches 200] [--calls 1000] [--json PATH]
+
+Times ``jt.log`` (in a run: JT_RUN_DIR points at a temp dir, so events really reach disk),
+``SummaryWriter.add_scalar`` (tensorboard) and ``print(..., file=f)`` in the same process,
+interleaved batch by batch so all three see the same machine noise. Each batch times
+``--calls`` calls with ``perf_counter_ns``; the table gives the median and p99 of the
+per-call batch means. The flusher thread's own cost (encoding and writing, off the caller's
+thread) is measured separately at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+TARGET_NS = 2000  # median per call of jt.log must stay at or under 2 µs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def make_cases(tmp: Path, calls: int) -> dict[str, Callable[[float], int]]:
+    from jupyter_trainer import runtime as jt
+    from torch.utils.tensorboard import SummaryWriter
+
+    if not jt.in_run:
+        raise SystemExit("JT_RUN_DIR must be set before the runtime is imported")
+    writer = SummaryWriter(log_dir=str(tmp / "tb"))
+    text = open(tmp / "print.txt", "w")
+    now = time.perf_counter_ns
+    log, add_scalar = jt.log, writer.add_scalar
+
+    # One function per case, the same loop shape in each; returns ns for ``calls`` calls.
+    def empty(x: float) -> int:
+        t0 = now()
+        for i in range(calls):
+            pass
+        return now() - t0
+
+    def jt_log(x: float) -> int:
+        t0 = now()
+        for i in range(calls):
+            log(step=i, loss=x)
+        return now() - t0
+
+    def tensorboard(x: float) -> int:
+        t0 = now()
+        for i in range(calls):
+            add_scalar("loss", x, i)
+        return now() - t0
+
+    def print_file(x: float) -> int:
+        t0 = now()
+        for i in range(calls):
+            print(f"{i} {x}", file=text)
+        return now() - t0
+
+    return {"empty loop": empty, "jt.log": jt_log, "tensorboard add_scalar": tensorboard,
+            "print to file": print_file}
+
+
+def flusher_cost(events: int) -> float:
+    """ns per event the background thread spends encoding and writing (not on the caller)."""
+    from jupyter_trainer import runtime as jt
+
+    jt.flush()
+    for i in range(events):
+        jt.log(step=i, loss=0.5)
+    t0 = time.perf_counter_ns()
+    jt.flush()
+    return (time.perf_counter_ns() - t0) / events
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--calls", type=int, default=1000, help="calls per timed batch")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="jt-bench-") as d:
+        tmp = Path(d)
+        os.environ["JT_RUN_DIR"] = str(tmp / "run")
+        cases = make_cases(tmp, args.calls)
+        samples: dict[str, list[float]] = {name: [] for name in cases}
+        names = list(cases)
+        for name in names:  # warm up (the first jt.log starts the flusher thread)
+            cases[name](0.5)
+        for b in range(args.batches):
+            x = 1.0 / (b + 1)
+            for name in names[b % len(names):] + names[:b % len(names)]:
+                samples[name].append(cases[name](x) / args.calls)
+        bg = flusher_cost(100_000)
+        events_file = tmp / "run" / "events" / "rank-0.jsonl"
+        with open(events_file) as f:
+            lines = sum(1 for _ in f)
+
+    rows = {name: {"median_ns": statistics.median(v), "p99_ns": percentile(v, 99)}
+            for name, v in samples.items()}
+    jt_med = rows["jt.log"]["median_ns"]
+    ratios = {"jt/print": jt_med / rows["print to file"]["median_ns"],
+              "jt/tensorboard": jt_med / rows["tensorboard add_scalar"]["median_ns"]}
+    result = {
+        "python": platform.python_version(), "machine": platform.machine(),
+        "batches": args.batches, "calls_per_batch": args.calls, "rows": rows,
+        "ratios": ratios, "flusher_ns_per_event": bg, "events_written": lines,
+        "target_ns": TARGET_NS, "target_met": jt_med <= TARGET_NS,
+    }
+
+    print(f"per-call cost, {args.batches} batches x {args.calls} calls "
+          f"(Python {result['python']}, {result['machine']})")
+    print(f"{'case':<24}{'median ns':>12}{'p99 ns':>12}")
+    for name, row in rows.items():
+        print(f"{name:<24}{row['median_ns']:>12.0f}{row['p99_ns']:>12.0f}")
+    print(f"ratios (median): jt/print = {ratios['jt/print']:.2f}, "
+          f"jt/tensorboard = {ratios['jt/tensorboard']:.3f}")
+    print(f"flusher thread: {bg:.0f} ns per event encoded and written, off the caller's thread "
+          f"({lines} events written)")
+    verdict = "PASS" if result["target_met"] else "FAIL"
+    print(f"target: jt.log median {jt_med / 1000:.2f} us <= {TARGET_NS / 1000:.0f} us: {verdict}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0 if result["target_met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

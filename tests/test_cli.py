@@ -1,0 +1,96 @@
+"""The jupyter-trainer command line, run as real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from jupyter_trainer import api
+
+from conftest import leftover, wait_for
+
+CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+
+
+def cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, **kwargs)
+
+
+def write_script(tmp_path: Path) -> Path:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys, time\n"
+        "from jupyter_trainer import runtime as jt\n"
+        "n = int(sys.argv[sys.argv.index('--steps') + 1])\n"
+        "for i in range(n):\n"
+        "    print(f'rank {jt.rank} line {i} args {sys.argv[1:]}', flush=True)\n"
+        "    jt.log(step=i, loss=1.0 / (i + 1))\n"
+        "    time.sleep(0.1)\n"
+    )
+    return script
+
+
+def test_submit_wait_show_runs(home, tmp_path):
+    script = write_script(tmp_path)
+    done = cli("submit", str(script), "--procs", "2", "--name", "cli run", "--wait",
+               "--", "--steps", "5", "'; rm -rf ~'")
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip()
+    assert "completed" in done.stderr
+    run = api.get_run(run_id)
+    assert run.status == "completed" and run.spec.code.args == ("--steps", "5", "'; rm -rf ~'")
+    assert "args ['--steps', '5', \"'; rm -rf ~'\"]" in run.logs(1)
+    listed = cli("runs", "--json")
+    assert [r["id"] for r in json.loads(listed.stdout)] == [run_id]
+    shown = cli("show", run_id, "--json")
+    assert json.loads(shown.stdout)["state"]["status"] == "completed"
+    assert "loss" in cli("show", run_id).stdout
+
+
+def test_logs_follow_from_a_second_process(home, tmp_path):
+    script = write_script(tmp_path)
+    run_id = cli("submit", str(script), "--procs", "2", "--", "--steps", "30").stdout.strip()
+    follower = subprocess.Popen([*CLI, "logs", "-f", run_id], stdout=subprocess.PIPE, text=True)
+    first = follower.stdout.readline()
+    assert first.startswith("[rank ") and api.get_run(run_id).status == "running"
+    rest, _ = follower.communicate(timeout=60)
+    assert follower.returncode == 0
+    lines = [first, *rest.splitlines(True)]
+    for rank in (0, 1):
+        assert sum(f"[rank {rank}] rank {rank} line" in line for line in lines) == 30
+    after = cli("logs", run_id, "--rank", "1").stdout.splitlines()
+    assert after[0].startswith("rank 1 line 0") and len(after) == 30
+
+
+def test_cancel_from_the_cli(home, tmp_path):
+    script = write_script(tmp_path)
+    run_id = cli("submit", str(script), "--procs", "2", "--", "--steps", "1000").stdout.strip()
+    wait_for(lambda: api.get_run(run_id).status == "running", what="running")
+    done = cli("cancel", run_id)
+    assert done.returncode == 0 and "canceled" in done.stdout
+    assert leftover(run_id) == []
+    again = cli("cancel", run_id)
+    assert again.returncode == 2 and "already ended (canceled)" in again.stderr
+
+
+def test_bad_input_exits_nonzero_with_a_clear_message(home, tmp_path):
+    bad_id = cli("show", "../../etc/passwd")
+    assert bad_id.returncode == 2 and "invalid run id" in bad_id.stderr
+    missing = cli("logs", "nope-20260101-000000-000000")
+    assert missing.returncode == 2 and "no run 'nope-20260101-000000-000000'" in missing.stderr
+    launcher = cli("submit", str(write_script(tmp_path)), "--launcher", "ssh")
+    assert launcher.returncode == 2 and "unknown launcher 'ssh'" in launcher.stderr
+    no_script = cli("submit", str(tmp_path / "absent.py"))
+    assert no_script.returncode == 2 and "absent.py" in no_script.stderr
+    assert cli("runs").stdout.strip() == "no runs yet"
+
+
+def test_jupyter_subcommand_is_available(home):
+    jupyter = Path(sys.executable).with_name("jupyter")
+    done = subprocess.run([str(jupyter), "trainer", "targets"], capture_output=True, text=True,
+                          env={**os.environ, "PATH": f"{jupyter.parent}:{os.environ['PATH']}"})
+    assert done.returncode == 0 and done.stdout.startswith("local")

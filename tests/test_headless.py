@@ -1,0 +1,71 @@
+"""Notebooks executed headless by papermill: charts and summary are plain outputs, and a
+failed run fails the notebook."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import nbformat
+import papermill
+import pytest
+
+from jupyter_trainer import api
+
+from conftest import REPO
+
+
+def outputs_of(nb):
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            yield from cell.get("outputs", [])
+
+
+def test_quickstart_runs_headless_with_chart_and_summary(home, tmp_path):
+    out = tmp_path / "quickstart.out.ipynb"
+    papermill.execute_notebook(str(REPO / "notebooks" / "quickstart.ipynb"), str(out),
+                               parameters={"epochs": 10}, kernel_name="python3",
+                               cwd=str(REPO / "notebooks"), progress_bar=False)
+    nb = nbformat.read(out, as_version=4)
+    outs = list(outputs_of(nb))
+    pngs = [o for o in outs if "image/png" in o.get("data", {})]
+    assert len(pngs) == 2  # loss and acc
+    assert all(base64.b64decode(o["data"]["image/png"])[:8] == b"\x89PNG\r\n\x1a\n" for o in pngs)
+    summary = [o["data"]["text/plain"] for o in outs if "jt-summary" in o.get("data", {}).get("text/html", "")]
+    assert len(summary) == 1 and " completed in " in summary[0] and "acc" in summary[0]
+    run = api.runs(home=home)[0]
+    assert run.status == "completed" and run.spec.params["epochs"] == 10
+    assert run.metrics()["acc"][-1][1] > 0.9
+    assert (run.outputs / "model.pt").stat().st_size > 0
+
+
+def test_failed_run_fails_the_notebook(home, tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext jupyter_trainer"),
+        nbformat.v4.new_code_cell("limit = 2", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "%%train --procs 2 --name headless-fail\n"
+            "from jupyter_trainer import runtime as jt\n"
+            "for step in range(5):\n"
+            "    jt.log(step=step, x=step)\n"
+            "    if step > limit and jt.rank == 0:\n"
+            "        raise RuntimeError(f'diverged at step {step}')\n"),
+        nbformat.v4.new_code_cell("print('must not run')"),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    src, out = tmp_path / "fail.ipynb", tmp_path / "fail.out.ipynb"
+    nbformat.write(nb, src)
+    with pytest.raises(papermill.PapermillExecutionError) as info:
+        papermill.execute_notebook(str(src), str(out), parameters={"limit": 1},
+                                   kernel_name="python3", progress_bar=False)
+    assert info.value.ename == "RunFailed"
+    assert "RuntimeError: diverged at step 2" in info.value.evalue
+    executed = nbformat.read(out, as_version=4)
+    train = next(c for c in executed.cells if c.source.startswith("%%train"))
+    error = [o for o in train.outputs if o.output_type == "error"][0]
+    assert any("raise RuntimeError(f'diverged at step {step}')" in line for line in error.traceback)
+    assert any("rank 0 failed first" in o.get("data", {}).get("text/plain", "")
+               for o in train.outputs)
+    last = next(c for c in executed.cells if c.source.startswith("print('must not run')"))
+    assert last.get("outputs") == []

@@ -1,0 +1,126 @@
+"""Cancel, interrupt and supervisor loss: the run always ends and no process is left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jupyter_trainer import api
+from jupyter_trainer.errors import RunCanceled
+from jupyter_trainer.store import Store
+
+from conftest import leftover, wait_for
+
+LONG_CELL = """
+import time
+import torch.distributed as dist
+from jupyter_trainer import runtime as jt
+dist.init_process_group()
+for step in range(10_000):
+    jt.log(step=step, x=step)
+    jt.progress(step, 10_000)
+    time.sleep(0.05)
+"""
+
+
+def wait_until_all_ranks_log(run: api.Run, ranks: int = 2) -> None:
+    store = run.store
+    wait_for(lambda: all(store.read_events(run.id, r)[0] for r in range(ranks)),
+             timeout=60, what=f"events from {ranks} ranks of {run.id}")
+
+
+def test_cancel_mid_run_ends_every_process_within_5s(home):
+    run = api.submit(LONG_CELL, procs=2, name="cancel-me")
+    wait_until_all_ranks_log(run)
+    pids = {rec["pid"] for rec in run.store.rank_records(run.id).values()}
+    assert len(pids) == 2 and leftover(run.id)
+    started = time.monotonic()
+    run.cancel(wait=True, timeout=5)
+    assert run.status == "canceled"
+    assert leftover(run.id) == []
+    assert time.monotonic() - started < 5
+    assert all(not Path(f"/proc/{pid}").exists() for pid in pids)
+    state = run.state
+    assert state["reason"] == "canceled by user" and state["teardown"]["leftovers"] == []
+    with pytest.raises(RunCanceled):
+        run.raise_for_status()
+
+
+def test_kernel_interrupt_cancels_the_run(home, tmp_path):
+    """The notebook's Stop button: a real kernel, interrupted while %%train waits."""
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3", env={**os.environ})
+    try:
+        kc.execute_interactive("%load_ext jupyter_trainer", timeout=60)
+        msg_id = kc.execute("%%train --procs 2 --name stop-button\n" + LONG_CELL)
+        run = wait_for(lambda: api.runs(home=home), timeout=60, what="the run")[0]
+        wait_until_all_ranks_log(run)
+        interrupted = time.monotonic()
+        km.interrupt_kernel()
+        reply = kc.get_shell_msg(timeout=30)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = kc.get_shell_msg(timeout=30)
+        assert reply["content"]["status"] == "error"
+        assert reply["content"]["ename"] == "KeyboardInterrupt"
+        wait_for(lambda: leftover(run.id) == [], timeout=5, what="every rank to end")
+        assert time.monotonic() - interrupted < 5 + 1
+        assert run.status == "canceled"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_lost_supervisor_is_reported_and_its_ranks_die(home):
+    run = api.submit(LONG_CELL, procs=2, name="orphan")
+    wait_until_all_ranks_log(run)
+    supervisor = run.state["supervisor"]["pid"]
+    os.kill(supervisor, signal.SIGKILL)
+    wait_for(lambda: run.status == "lost", timeout=10, what="status lost")
+    wait_for(lambda: leftover(run.id) == [], timeout=10, what="ranks to end with their supervisor")
+    with pytest.raises(api.RunFailed, match="lost"):
+        run.wait(timeout=1)
+    assert [r.id for r in api.runs(status="lost", home=home)] == [run.id]
+
+
+def test_failing_mpirun_rank_stops_the_others(home):
+    code = """
+import time
+from jupyter_trainer import runtime as jt
+if jt.rank == 0:
+    time.sleep(0.5)
+    raise SystemExit(3)
+time.sleep(600)
+"""
+    run = api.submit(code, procs=2, launcher="mpirun", name="mpi-fail")
+    with pytest.raises(api.RunFailed) as info:
+        run.wait(timeout=60)
+    assert info.value.failed_rank == 0
+    assert run.state["rank_exit_codes"]["0"] == 3
+    assert leftover(run.id) == []
+
+
+def test_supervisor_outlives_the_submitting_process(home, tmp_path):
+    """The kernel never owns a run: kill the process that submitted it, the run goes on."""
+    import subprocess
+
+    script = tmp_path / "submitter.py"
+    script.write_text(
+        "import jupyter_trainer as jt, time\n"
+        "run = jt.submit('import time\\nfor i in range(30):\\n    time.sleep(0.1)',"
+        " launcher='python', name='outlive')\n"
+        "print(run.id, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    run_id = proc.stdout.readline().strip()
+    proc.kill()
+    proc.wait()
+    run = api.get_run(run_id)
+    run.wait(timeout=60)
+    assert run.status == "completed"
