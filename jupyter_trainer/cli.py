@@ -111,13 +111,14 @@ def cmd_logs(args: argparse.Namespace) -> int:
     run = api.get_run(args.run)
     store = run.store
     offsets: dict[int, int] = {}
+    prefixed = args.rank is None and run.spec.launch.world_size > 1
     while True:
         finished = run.done  # read before the logs, so nothing written after it is missed
         ranks = [args.rank] if args.rank is not None else store.ranks(run.id)
         for rank in ranks:
             text, offsets[rank] = store.read_log(run.id, rank, offsets.get(rank, 0))
             if text:
-                prefix = f"[rank {rank}] " if args.rank is None and len(ranks) > 1 else ""
+                prefix = f"[rank {rank}] " if prefixed else ""
                 sys.stdout.write("".join(prefix + line for line in text.splitlines(True)))
                 sys.stdout.flush()
         if not args.follow or finished:
