@@ -30,9 +30,9 @@ from typing import Any, Iterator
 
 from . import procs
 from .errors import RunNotFound, SpecError
+from .home import HOME_ENV, default_home
 from .spec import RunSpec, validate_run_id
 
-HOME_ENV = "JUPYTER_TRAINER_HOME"
 ACTIVE = ("created", "preparing", "queued", "running", "finalizing")
 TERMINAL = ("completed", "failed", "canceled", "lost")
 STATUSES = ACTIVE + TERMINAL
@@ -58,10 +58,6 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE INDEX IF NOT EXISTS runs_created ON runs (created);
 CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
 """
-
-
-def default_home() -> Path:
-    return Path(os.environ.get(HOME_ENV) or Path.home() / ".jupyter_trainer").expanduser()
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -58,3 +58,47 @@ def test_no_module_is_too_long():
     long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 600}
     assert not long
+
+
+LAYERS = {
+    "errors": 0, "spec": 1, "home": 1, "procs": 1,
+    "capture": 2, "environment": 2, "launch": 2,
+    "targets": 3,
+    "store": 4,
+    "supervisor": 5, "follow": 5,
+    "monitor": 6,
+    "api": 7, "options": 7,
+    "magics": 8, "cli": 8, "server": 8,
+}
+
+
+def package_imports(path: Path) -> set[str]:
+    """Top-level package modules imported by ``path``, ignoring ``if TYPE_CHECKING:`` blocks."""
+    tree = ast.parse(path.read_text())
+    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+               and getattr(node.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(node)}
+    rel = path.relative_to(PACKAGE)
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped or not isinstance(node, ast.ImportFrom) or node.level == 0:
+            continue
+        base = list(rel.parts[:-1])[: len(rel.parts) - node.level]
+        target = (base + (node.module.split(".") if node.module else []))
+        if target:
+            found.add(target[0].removesuffix(".py"))
+        else:
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+@pytest.mark.parametrize("rel, top, path", [m for m in modules() if m[1] in LAYERS],
+                         ids=lambda v: str(v))
+def test_modules_import_only_from_lower_layers(rel, top, path):
+    upward = {m for m in package_imports(path) - {top}
+              if m in LAYERS and LAYERS[m] >= LAYERS[top]}
+    assert not upward, f"{rel} (layer {LAYERS[top]}) imports {upward} from its own layer or above"
+
+
+def test_every_module_has_a_layer():
+    tops = {top for _, top, _ in modules()} - {"__init__", "runtime", "_boot"}
+    assert tops <= set(LAYERS), tops - set(LAYERS)

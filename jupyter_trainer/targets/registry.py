@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TargetError
-from ..store import default_home
+from ..home import default_home
 from .base import Target
 
 ENTRY_POINT_GROUP = "jupyter_trainer.targets"
