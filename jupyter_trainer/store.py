@@ -244,8 +244,8 @@ class Store:
         state = read_json(self.existing(run_id).state)
         if state["status"] in ACTIVE and self._supervisor_gone(state):
             state["status"] = "lost"
-            state.setdefault("error", "the run's supervisor process is gone; its processes "
-                             "were ended by the supervisor's death signal")
+            state.setdefault("error", "the run's supervisor process is gone (killed or "
+                             "crashed); its launcher was sent SIGTERM when it died")
         return state
 
     def write_state(self, run_id: str, state: dict[str, Any], spec: RunSpec | None = None) -> None:

@@ -125,15 +125,15 @@ class Supervisor:
                 return {"stopped_after_rank_failure": True}
             time.sleep(POLL_S)
 
-    def _first_failure(self) -> tuple[int, dict[str, Any]] | None:
+    def _first_failure(self, *, signalled: bool = False) -> tuple[int, dict[str, Any]] | None:
+        """The earliest rank that failed on its own (or, with ``signalled``, by a signal)."""
         failures = [(rec.get("ended", float("inf")), rank, rec)
                     for rank, rec in self.store.rank_records(self.run_id).items()
-                    if rec.get("exit_code") not in (None, 0)]
+                    if rec.get("exit_code") not in (None, 0)
+                    and (procs.termination_signal_name(rec["exit_code"]) is not None) == signalled]
         if not failures:
             return None
-        # Prefer a rank that failed on its own over ranks the launcher then terminated.
-        own = [f for f in failures if procs.termination_signal_name(f[2]["exit_code"]) is None]
-        _, rank, rec = min(own or failures, key=lambda f: (f[0], f[1]))
+        _, rank, rec = min(failures, key=lambda f: (f[0], f[1]))
         return rank, rec
 
     def _teardown(self) -> dict[str, Any]:
@@ -168,6 +168,9 @@ class Supervisor:
             "rank_exit_codes": {str(r): rec.get("exit_code") for r, rec in sorted(records.items())},
         }
         failure = self._first_failure()
+        killed = self._ranks_without_exit(records) if launcher_exit not in (0, None) else []
+        if failure is None and not killed:
+            failure = self._first_failure(signalled=True)
         reason = self.cancel_reason()
         if reason and "error" not in outcome:
             self.transition("canceled", reason=reason, **fields)
@@ -179,6 +182,11 @@ class Supervisor:
             fields.update(failed_rank=rank, error=rec.get("error") or
                           f"rank {rank} exited with code {rec.get('exit_code')}",
                           traceback=(rec.get("traceback") or "")[-TRACEBACK_TAIL:] or None)
+        elif killed:
+            fields.update(failed_rank=killed[0], traceback=self._launcher_log_tail(),
+                          error=f"rank {killed[0]} ended without recording an exit (killed by a "
+                                "signal, for example by the out-of-memory killer); see "
+                                "logs/launcher.log")
         elif launcher_exit not in (0, None) or outcome.get("stopped_after_rank_failure"):
             fields.update(error=f"the launcher exited with code {launcher_exit}",
                           traceback=self._launcher_log_tail())
@@ -189,6 +197,10 @@ class Supervisor:
             self.transition("completed", **fields)
             return
         self.transition("failed", **fields)
+
+    @staticmethod
+    def _ranks_without_exit(records: dict[int, dict[str, Any]]) -> list[int]:
+        return sorted(rank for rank, rec in records.items() if rec.get("exit_code") is None)
 
     def _launcher_log_tail(self) -> str | None:
         try:

@@ -124,3 +124,22 @@ def test_supervisor_outlives_the_submitting_process(home, tmp_path):
     run = api.get_run(run_id)
     run.wait(timeout=60)
     assert run.status == "completed"
+
+
+def test_rank_killed_by_a_signal_is_named(home):
+    code = """
+import os, signal, time
+import torch.distributed as dist
+from jupyter_trainer import runtime as jt
+dist.init_process_group()
+jt.log(step=0, x=1)
+if jt.rank == 1:
+    os.kill(os.getpid(), signal.SIGKILL)   # what the out-of-memory killer does
+time.sleep(600)
+"""
+    run = api.submit(code, procs=2, name="oom")
+    with pytest.raises(api.RunFailed) as info:
+        run.wait(timeout=90)
+    assert info.value.failed_rank == 1
+    assert "rank 1 ended without recording an exit" in str(info.value)
+    assert leftover(run.id) == []
