@@ -1,4 +1,4 @@
-"""``%%train``, ``%train``: parse the line, call the Python API, display. Nothing else."""
+"""``%%train`` and ``%train``: parse the line, call the Python API, display. Nothing else."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from . import api
-from .monitor import show
-from .monitor.text import runs_table, summary_text, targets_table
-from .options import (HelpRequested, OptionParser, cell_parser, script_parser, split_line,
+from .. import api
+from ..monitor import show
+from ..monitor.text import runs_table, summary_text, targets_table
+from ..options import (HelpRequested, OptionParser, cell_parser, script_parser, split_line,
                       submit_kwargs)
-from .errors import SpecError
-from .store import Store
+from ..errors import SpecError
+from ..store import Store
 
 LINE_HELP = """\
 %%train [options]            run the cell as a job (%%train --help lists the options)
@@ -97,7 +97,7 @@ class TrainMagics(Magics):
             rows = Store().list_runs(status=opts.status, name=opts.name, limit=opts.limit)
             print(runs_table(rows))
         elif opts.command == "targets":
-            from .targets import configured_targets
+            from ..targets import configured_targets
 
             print(targets_table(configured_targets()))
         elif opts.command == "attach":
@@ -127,7 +127,3 @@ def _origin() -> dict[str, Any]:
     if os.environ.get("JPY_SESSION_NAME"):
         origin["notebook"] = os.environ["JPY_SESSION_NAME"]
     return origin
-
-
-def register(ipython: Any) -> None:
-    ipython.register_magics(TrainMagics)

@@ -1,0 +1,11 @@
+"""IPython magics. Each only parses its line, calls the Python API and displays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def register(ipython: Any) -> None:
+    from .train import TrainMagics
+
+    ipython.register_magics(TrainMagics)
