@@ -166,16 +166,22 @@ class Run:
         return self.store.paths(self.id).outputs
 
     def wait(self, timeout: float | None = None, *, raise_on_failure: bool = True,
-             poll: float = 0.2) -> "Run":
-        """Block until the run ends. Raises ``RunFailed``/``RunCanceled`` unless told not to."""
+             poll: float = 0.5) -> "Run":
+        """Block until the run ends. Raises ``RunFailed``/``RunCanceled`` unless told not to.
+
+        Polls the state file quickly at first and backs off to every ``poll`` seconds, so
+        short runs return promptly and long ones cost nothing.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
+        interval = 0.02
         while True:
             state = self.state
             if state["status"] in TERMINAL:
                 break
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"run {self.id} is still {state['status']} after {timeout} s")
-            time.sleep(poll)
+            time.sleep(interval)
+            interval = min(poll, interval * 1.5)
         if raise_on_failure:
             self.raise_for_status(state)
         return self

@@ -83,7 +83,7 @@ def _torchrun(launch: LaunchSpec, plan: LaunchPlan) -> list[str]:
         argv += [f"--nnodes={launch.nodes}", "--rdzv-backend=c10d",
                  f"--rdzv-endpoint={plan.master_addr}:{plan.master_port}",
                  f"--rdzv-id={plan.run_id}"]
-    argv += [f"--nproc-per-node={launch.procs}", "--max-restarts=0", "--monitor-interval=0.2",
+    argv += [f"--nproc-per-node={launch.procs}", "--max-restarts=0", "--monitor-interval=0.1",
              plan.boot, plan.entry, *plan.args]
     return argv
 

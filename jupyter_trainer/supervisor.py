@@ -21,7 +21,7 @@ from .errors import TrainerError
 from .store import ACTIVE, TERMINAL, Store, read_json
 from .targets import Target, get_target
 
-POLL_S = 0.1
+POLL_S = 0.05
 STOP_GRACE_S = 3.0       # SIGTERM -> SIGKILL
 RANK_FAILURE_GRACE_S = 2.0  # how long a launcher gets to stop its ranks after one fails
 TRACEBACK_TAIL = 8000

@@ -26,7 +26,7 @@ def target_kinds() -> dict[str, str]:
 
 
 def _load_kind(kind: str) -> type[Target]:
-    kinds = target_kinds()
+    kinds = _BUILTIN if kind in _BUILTIN else target_kinds()
     if kind not in kinds:
         raise TargetError(f"unknown target kind {kind!r}; registered kinds: {', '.join(sorted(kinds))}")
     module, _, attr = kinds[kind].partition(":")
