@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything jupyter_trainer needs on a fresh Debian machine: system packages
-# (Open MPI), a virtual environment with torch and the package itself (editable, with its
+# (Open MPI, Chromium for the browser tests), a virtual environment with torch and the package itself (editable, with its
 # test extras). Idempotent: a repeat run only checks what is already there.
 set -euo pipefail
 
@@ -13,6 +13,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 
 apt_packages=()
 command -v mpirun >/dev/null 2>&1 || apt_packages+=(openmpi-bin libopenmpi-dev)
+command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)   # browser tests
 if [ ${#apt_packages[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         SUDO=sudo
@@ -39,5 +40,12 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     log "installing jupyter_trainer[test,bench] (editable)"
     "$VENV/bin/pip" install -q -e "$ROOT[test,bench]"
     echo "$want" > "$stamp"
+fi
+
+# Horovod, built against this torch (wheel cached outside the repo; JT_SKIP_HOROVOD=1 skips).
+if [ "${JT_SKIP_HOROVOD:-0}" = 1 ]; then
+    log "skipping Horovod (JT_SKIP_HOROVOD=1): --launcher horovod and tests/test_horovod.py will fail"
+else
+    "$ROOT/scripts/build_horovod.sh" "$VENV"
 fi
 log "ready: $VENV"
