@@ -31,3 +31,8 @@ def load_ipython_extension(ipython: Any) -> None:
 
 def unload_ipython_extension(ipython: Any) -> None:
     pass
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    """The REST API (``jupyter_trainer.server``), enabled automatically on install."""
+    return [{"module": "jupyter_trainer.server"}]

@@ -1,0 +1,124 @@
+"""The REST API on a real in-process jupyter_server, unauthenticated access disallowed."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from jupyter_trainer import api
+
+from conftest import leftover, wait_for
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+BASE = "jupyter-trainer/api"
+
+
+@pytest.fixture
+def jp_server_config(home):
+    return {"ServerApp": {"jpserver_extensions": {"jupyter_trainer": True},
+                          "allow_unauthenticated_access": False}}
+
+
+async def get_json(jp_fetch, *parts, **params):
+    response = await jp_fetch(BASE, *parts, params=params)
+    return json.loads(response.body)
+
+
+async def expect_error(jp_fetch, code, *parts, method="GET", **kwargs):
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(BASE, *parts, method=method, **kwargs)
+    assert info.value.code == code
+    return json.loads(info.value.response.body) if info.value.response.body else {}
+
+
+def finished_run(name="srv", code="print('hi')\nfrom jupyter_trainer import runtime as jt\n"
+                                "for i in range(5): jt.log(step=i, x=i)"):
+    return api.submit(code, launcher="python", name=name, wait=True)
+
+
+ENDPOINTS = [("GET", ("version",)), ("GET", ("runs",)), ("GET", ("runs", "RUN")),
+             ("GET", ("runs", "RUN", "events")), ("GET", ("runs", "RUN", "logs")),
+             ("GET", ("runs", "RUN", "stream")), ("POST", ("runs", "RUN", "cancel"))]
+
+
+@pytest.mark.parametrize("method, parts", ENDPOINTS)
+async def test_every_endpoint_requires_auth(jp_fetch, method, parts, home):
+    run = finished_run()
+    parts = tuple(run.id if p == "RUN" else p for p in parts)
+    body = b"" if method == "POST" else None
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(BASE, *parts, method=method, body=body, headers={"Authorization": ""})
+    assert info.value.code == 403
+    if method == "GET" and parts[-1] != "stream":
+        response = await jp_fetch(BASE, *parts, method=method)
+        assert response.code == 200
+
+
+async def test_list_filter_and_page(jp_fetch, home):
+    ids = [finished_run(name=f"page-{i}").id for i in range(3)]
+    page = await get_json(jp_fetch, "runs", limit="2")
+    assert [r["id"] for r in page["runs"]] == ids[::-1][:2] and page["more"] is True
+    rest = await get_json(jp_fetch, "runs", limit="2", offset="2")
+    assert [r["id"] for r in rest["runs"]] == [ids[0]] and rest["more"] is False
+    assert (await get_json(jp_fetch, "runs", name="page-1"))["runs"][0]["id"] == ids[1]
+    assert (await get_json(jp_fetch, "runs", status="failed"))["runs"] == []
+    error = await expect_error(jp_fetch, 400, "runs", params={"status": "nope"})
+    assert "unknown status 'nope'" in error["error"]
+    error = await expect_error(jp_fetch, 400, "runs", params={"limit": "lots"})
+    assert "limit" in error["error"]
+
+
+async def test_run_events_and_logs_incrementally(jp_fetch, home):
+    run = finished_run()
+    detail = await get_json(jp_fetch, "runs", run.id)
+    assert detail["state"]["status"] == "completed" and detail["spec"]["name"] == "srv"
+    first = await get_json(jp_fetch, "runs", run.id, "events", rank="0")
+    assert [e["step"] for e in first["events"] if e["kind"] == "metric"] == [0, 1, 2, 3, 4]
+    again = await get_json(jp_fetch, "runs", run.id, "events", rank="0", offset=str(first["offset"]))
+    assert again["events"] == [] and again["offset"] == first["offset"]
+    logs = await get_json(jp_fetch, "runs", run.id, "logs", rank="0")
+    assert logs["text"] == "hi\n"
+
+
+@pytest.mark.parametrize("bad", ["..", "..%2F..%2Fetc", "%2Fetc%2Fpasswd", "a%00b", ".hidden"])
+async def test_traversal_in_a_run_id_is_refused(jp_fetch, home, bad):
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(BASE, "runs", bad, "logs")
+    assert info.value.code in (400, 404)
+
+
+async def test_unknown_run_is_404(jp_fetch, home):
+    error = await expect_error(jp_fetch, 404, "runs", "nope-20260101-000000-abcdef")
+    assert "no run 'nope-20260101-000000-abcdef'" in error["error"]
+
+
+async def test_cancel_a_live_run(jp_fetch, home):
+    run = api.submit("import time\nfor i in range(600):\n    time.sleep(0.1)", launcher="python",
+                     name="srv-cancel")
+    wait_for(lambda: run.status == "running", what="running")
+    response = await jp_fetch(BASE, "runs", run.id, "cancel", method="POST", body=b"")
+    assert response.code == 202
+    run.wait(timeout=15, raise_on_failure=False)
+    assert run.status == "canceled" and leftover(run.id) == []
+    error = await expect_error(jp_fetch, 409, "runs", run.id, "cancel", method="POST", body=b"")
+    assert "already ended (canceled)" in error["error"]
+
+
+async def test_stream_sends_state_events_logs_and_end(jp_fetch, home):
+    run = api.submit("import time\nfrom jupyter_trainer import runtime as jt\n"
+                     "for i in range(10):\n    print('line', i, flush=True)\n"
+                     "    jt.log(step=i, x=i)\n    time.sleep(0.05)", launcher="python")
+    response = await jp_fetch(BASE, "runs", run.id, "stream", request_timeout=60)
+    messages = [block for block in response.body.decode().split("\n\n") if block]
+    kinds = [m.split("\n")[0].removeprefix("event: ") for m in messages]
+    assert kinds[0] == "state" and kinds[-1] == "end"
+    payloads = [json.loads(m.split("\n", 1)[1].removeprefix("data: ")) for m in messages]
+    steps = [e["step"] for k, p in zip(kinds, payloads) if k == "events"
+             for e in p["events"] if e["kind"] == "metric"]
+    logs = "".join(p["text"] for k, p in zip(kinds, payloads) if k == "log")
+    assert steps == list(range(10)) and logs == "".join(f"line {i}\n" for i in range(10))
+    assert payloads[-1]["status"] == "completed"
