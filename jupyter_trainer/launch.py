@@ -66,29 +66,34 @@ def rank_env(plan: LaunchPlan, launcher: str) -> dict[str, str]:
     return env
 
 
-def _program(plan: LaunchPlan) -> list[str]:
+def rank_program(plan: LaunchPlan) -> list[str]:
+    """What every launcher finally starts once per rank: the snapshot's boot script."""
     return [plan.python, "-u", plan.boot, plan.entry, *plan.args]
 
 
-def _defaults(launch: LaunchSpec) -> dict[str, str]:
+def env_defaults(launch: LaunchSpec) -> dict[str, str]:
     # Several ranks on one node each starting one OpenMP thread per core slows all of them.
     return {"OMP_NUM_THREADS": "1"} if launch.procs > 1 else {}
 
 
-def _torchrun(launch: LaunchSpec, plan: LaunchPlan) -> list[str]:
+def torchrun_argv(launch: LaunchSpec, plan: LaunchPlan, *, standalone: bool = True,
+                  endpoint: bool = True) -> list[str]:
+    """torchrun for one node of ``launch``. ``standalone``: a single node rendezvouses with
+    itself on a free port. ``endpoint=False`` leaves the rendezvous address out, for a
+    script that exports it as ``PET_RDZV_ENDPOINT`` once the first host is known."""
     argv = [plan.python, "-m", "torch.distributed.run"]
-    if launch.nodes == 1:
+    if launch.nodes == 1 and standalone:
         argv += ["--standalone", "--nnodes=1"]
     else:
-        argv += [f"--nnodes={launch.nodes}", "--rdzv-backend=c10d",
-                 f"--rdzv-endpoint={plan.master_addr}:{plan.master_port}",
-                 f"--rdzv-id={plan.run_id}"]
+        argv += [f"--nnodes={launch.nodes}", "--rdzv-backend=c10d", f"--rdzv-id={plan.run_id}"]
+        if endpoint:
+            argv.append(f"--rdzv-endpoint={plan.master_addr}:{plan.master_port}")
     argv += [f"--nproc-per-node={launch.procs}", "--max-restarts=0", "--monitor-interval=0.1",
              plan.boot, plan.entry, *plan.args]
     return argv
 
 
-def _mpirun(launch: LaunchSpec, plan: LaunchPlan, env: Mapping[str, str]) -> list[str]:
+def mpirun_argv(launch: LaunchSpec, plan: LaunchPlan, env: Mapping[str, str]) -> list[str]:
     argv = ["mpirun", "-np", str(launch.world_size), "--bind-to", "none"]
     if plan.run_as_root:
         argv.append("--allow-run-as-root")
@@ -96,12 +101,16 @@ def _mpirun(launch: LaunchSpec, plan: LaunchPlan, env: Mapping[str, str]) -> lis
         argv.append("--oversubscribe")
     for name in sorted(env):  # -x NAME exports the variable from mpirun's own environment
         argv += ["-x", name]
-    return argv + _program(plan)
+    return argv + rank_program(plan)
 
 
-def _horovodrun(launch: LaunchSpec, plan: LaunchPlan) -> list[str]:
+def horovodrun_argv(launch: LaunchSpec, plan: LaunchPlan,
+                    hosts: Sequence[str] | None = None) -> list[str]:
+    """horovodrun; ``hosts`` are its host arguments (default ``-H localhost:<procs>``; a
+    multi-node target passes ``--hostfile PATH``)."""
     horovodrun = plan.python.rsplit("/", 1)[0] + "/horovodrun" if "/" in plan.python else "horovodrun"
-    argv = [horovodrun, "-np", str(launch.world_size), "-H", f"localhost:{launch.procs}"]
+    hosts = ["-H", f"localhost:{launch.procs}"] if hosts is None else list(hosts)
+    argv = [horovodrun, "-np", str(launch.world_size), *hosts]
     if plan.backend == "mpi":
         argv.append("--mpi")
         mpi_args = [a for a, on in (("--allow-run-as-root", plan.run_as_root),
@@ -110,7 +119,7 @@ def _horovodrun(launch: LaunchSpec, plan: LaunchPlan) -> list[str]:
             argv.append("--mpi-args=" + " ".join(mpi_args))
     else:
         argv.append("--gloo")
-    return argv + _program(plan)
+    return argv + rank_program(plan)
 
 
 def build_command(launch: LaunchSpec, plan: LaunchPlan) -> Command:
@@ -120,15 +129,15 @@ def build_command(launch: LaunchSpec, plan: LaunchPlan) -> Command:
             f"{launch.nodes} nodes need a multi-node target; this command runs on one host"
         )
     env = {**plan.extra_env, **rank_env(plan, launch.launcher)}
-    defaults = _defaults(launch)
+    defaults = env_defaults(launch)
     if launch.launcher == "torchrun":
-        argv = _torchrun(launch, plan)
+        argv = torchrun_argv(launch, plan)
     elif launch.launcher == "mpirun":
-        argv = _mpirun(launch, plan, {**defaults, **env})
+        argv = mpirun_argv(launch, plan, {**defaults, **env})
     elif launch.launcher == "horovod":
-        argv = _horovodrun(launch, plan)
+        argv = horovodrun_argv(launch, plan)
     else:
-        argv = _program(plan)
+        argv = rank_program(plan)
         env.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
     return Command(tuple(argv), env, defaults)
 

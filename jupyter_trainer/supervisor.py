@@ -97,8 +97,8 @@ class Supervisor:
         spec = self.spec if python == self.spec.env.python else _with_python(self.spec, python)
         plan = self.target.plan(spec, self.run_id, str(self.paths.root), backend)
         command = self.target.command(spec, plan)
-        self.transition("running", backend=backend, python=python,
-                        launcher={"argv": list(command.argv)})
+        self.transition("queued" if self.target.queues else "running", backend=backend,
+                        python=python, launcher={"argv": list(command.argv)})
         self.handle = self.target.start(command, str(self.paths.root),
                                         str(self.paths.logs / "launcher.log"))
         self.state["launcher"].update(self.handle)
@@ -113,6 +113,8 @@ class Supervisor:
             code = self.target.poll(self.handle)
             if code is not None:
                 return {"launcher_exit": code}
+            if self.state["status"] == "queued":
+                self._follow_queue()
             if self.cancel_reason():
                 return {}
             now = time.monotonic()
@@ -124,6 +126,15 @@ class Supervisor:
                 log("a rank failed and the launcher has not stopped the others; stopping them")
                 return {"stopped_after_rank_failure": True}
             time.sleep(POLL_S)
+
+    def _follow_queue(self) -> None:
+        """Record the scheduler's reason while queued; move to running once the job starts."""
+        phase = self.target.phase(self.handle)
+        if phase.get("stage") == "running":
+            self.transition("running", queue=phase)
+        elif phase != self.state.get("queue"):
+            self.state["queue"] = phase
+            self.save()
 
     def _first_failure(self, *, signalled: bool = False) -> tuple[int, dict[str, Any]] | None:
         """The earliest rank that failed on its own (or, with ``signalled``, by a signal)."""
@@ -167,6 +178,9 @@ class Supervisor:
             "teardown": teardown,
             "rank_exit_codes": {str(r): rec.get("exit_code") for r, rec in sorted(records.items())},
         }
+        report = self.target.report(self.handle) if self.target and self.handle else {}
+        if report:
+            fields["scheduler"] = report
         failure = self._first_failure()
         killed = self._ranks_without_exit(records) if launcher_exit not in (0, None) else []
         if failure is None and not killed:
@@ -177,6 +191,11 @@ class Supervisor:
             return
         if "error" in outcome:
             fields.update(error=outcome["error"], traceback=outcome.get("traceback"))
+        elif report.get("error") and (failure is None or procs.termination_signal_name(
+                failure[1].get("exit_code")) is not None):
+            # The scheduler ended the job (time limit, memory, node failure): that is the cause,
+            # not the SIGTERM its ranks received.
+            fields.update(error=report["error"], traceback=self._launcher_log_tail())
         elif failure is not None:
             rank, rec = failure
             fields.update(failed_rank=rank, error=rec.get("error") or

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Install everything jupyter_trainer needs on a fresh Debian machine: system packages
-# (Open MPI, Chromium for the browser tests), a virtual environment with torch and the package itself (editable, with its
-# test extras). Idempotent: a repeat run only checks what is already there.
+# Install everything jupyter_trainer needs on a fresh Debian machine: system packages (Open
+# MPI, Slurm and Chromium for the tests), a virtual environment with torch and the package
+# itself (editable, with its test extras), and Horovod. Idempotent: a repeat run only checks
+# what is already there.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,6 +15,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 apt_packages=()
 command -v mpirun >/dev/null 2>&1 || apt_packages+=(openmpi-bin libopenmpi-dev)
 command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)   # browser tests
+command -v slurmctld >/dev/null 2>&1 || apt_packages+=(slurm-wlm)  # the Slurm target's tests
 if [ ${#apt_packages[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         SUDO=sudo

@@ -22,6 +22,7 @@ class Target(ABC):
     """
 
     kind: ClassVar[str]
+    queues: ClassVar[bool] = False  # True when a scheduler may hold the run before it starts
 
     def __init__(self, name: str, config: Mapping[str, Any] | None = None) -> None:
         self.name = name
@@ -68,6 +69,16 @@ class Target(ABC):
     @abstractmethod
     def leftovers(self, run_id: str) -> list[str]:
         """Processes of the run still alive, described; empty when the run is fully gone."""
+
+    def phase(self, handle: Handle) -> dict[str, Any]:
+        """Where a started run stands with the scheduler: ``{"stage": "queued", "reason": ...}``
+        or ``{"stage": "running", ...}``. Targets without a queue are running once started."""
+        return {"stage": "running"}
+
+    def report(self, handle: Handle) -> dict[str, Any]:
+        """What the scheduler says of a finished run (final state, exit code); ``error`` when
+        the scheduler itself ended it (time limit, out of memory, node failure)."""
+        return {}
 
 
 def require_program(program: str, fix: str) -> str:

@@ -13,7 +13,10 @@ from ..home import default_home
 from .base import Target
 
 ENTRY_POINT_GROUP = "jupyter_trainer.targets"
-_BUILTIN = {"local": "jupyter_trainer.targets.local:LocalTarget"}
+_BUILTIN = {
+    "local": "jupyter_trainer.targets.local:LocalTarget",
+    "slurm": "jupyter_trainer.targets.slurm:SlurmTarget",
+}
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,181 @@
+"""The Slurm target: one batch job per run, submitted with ``sbatch``, followed with
+``squeue`` (backing off while queued), finished from ``sacct`` or ``scontrol``, ended with
+``scancel``.
+
+The run directory lives on a filesystem the compute nodes share with this machine, so ranks
+write their logs and events straight into it and every reader sees them live.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+from .. import procs
+from ..errors import TargetError
+from ..launch import Command, LaunchPlan
+from ..spec import RunSpec
+from .base import Handle, Target, require_program
+from .slurm_script import SlurmConfig, batch_script, parse_job_id, sbatch_argv
+
+QUEUED = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SUSPENDED"}
+# Final states whose cause is the scheduler, not the training code: each becomes the error.
+SCHEDULER_FAILURES = {
+    "TIMEOUT": "Slurm ended the job at its time limit (TIMEOUT); raise `time` in the target",
+    "OUT_OF_MEMORY": "Slurm ended the job: a task ran out of memory (OUT_OF_MEMORY)",
+    "NODE_FAIL": "Slurm ended the job: a node failed (NODE_FAIL)",
+    "BOOT_FAIL": "Slurm could not boot a node for the job (BOOT_FAIL)",
+    "DEADLINE": "Slurm ended the job at its deadline (DEADLINE)",
+    "PREEMPTED": "Slurm preempted the job (PREEMPTED)",
+}
+RUNNING_POLL_S = 0.5
+QUEUED_POLL_S = (0.25, 5.0)  # first and longest interval while the job waits
+
+
+def _run(argv: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise TargetError(f"{argv[0]} did not answer within {timeout:.0f} s; is slurmctld up?") from exc
+
+
+class SlurmTarget(Target):
+    kind = "slurm"
+    queues = True
+
+    def __init__(self, name: str, config: dict[str, Any] | None = None) -> None:
+        super().__init__(name, config)
+        self.cfg = SlurmConfig.from_config(name, self.config)
+        self._script: str | None = None
+        self._seen: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self._queued_interval = QUEUED_POLL_S[0]
+
+    def gpus_per_node(self) -> int:
+        return self.cfg.gpus_per_node
+
+    # -- submit side -------------------------------------------------------------------
+    def check(self, spec: RunSpec) -> None:
+        if self.cfg.login:
+            raise TargetError(f"target {self.name!r}: login nodes over ssh are not supported "
+                              "yet; run from a machine with the Slurm commands and remove login")
+        if self.cfg.workdir:
+            raise TargetError(f"target {self.name!r}: workdir is not supported yet; point "
+                              "JUPYTER_TRAINER_HOME at the shared filesystem instead")
+        require_program("sbatch", "install the Slurm client commands (apt-get install "
+                                  "slurm-client) on this machine")
+        image = getattr(spec.env, "image", None)
+        if image and self.cfg.container != "pyxis":
+            raise TargetError(f"target {self.name!r} cannot run container image {image!r}: set "
+                              "container = \"pyxis\" if its srun has --container-image")
+
+    # -- supervisor side ---------------------------------------------------------------
+    def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        return LaunchPlan(
+            run_id=run_id, run_dir=run_dir, python=spec.env.python or sys.executable,
+            boot=os.path.join(run_dir, "code", "_jt", "boot.py"), entry=spec.code.entry,
+            args=spec.code.args, backend=backend, backend_forced=spec.launch.backend is not None,
+            master_addr="", master_port=20000 + zlib.crc32(run_id.encode()) % 20000,
+            run_as_root=os.geteuid() == 0, oversubscribe=False, extra_env=self.cfg.env)
+
+    def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
+        self._script = batch_script(self.cfg, spec, plan, getattr(spec.env, "image", None))
+        return Command(tuple(sbatch_argv(self.cfg, spec, plan, f"{plan.run_dir}/job.sbatch")))
+
+    def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
+        script = Path(run_dir, "job.sbatch")
+        script.write_text(self._script or "")
+        done = _run(list(command.argv), timeout=60)
+        if done.returncode != 0:
+            raise TargetError(f"sbatch refused the job: {done.stderr.strip() or done.stdout.strip()}")
+        return {"job_id": parse_job_id(done.stdout), "script": str(script)}
+
+    def _queue_entry(self, job_id: str) -> dict[str, Any] | None:
+        """The job's line in ``squeue``, or None once it has left the queue."""
+        out = _run(["squeue", "-h", "-j", job_id, "-o", "%T|%r|%N|%M"])
+        if out.returncode != 0 and "Invalid job id" not in out.stderr:
+            raise TargetError(f"squeue failed: {out.stderr.strip()}")
+        line = out.stdout.strip()
+        if not line:
+            return None
+        state, reason, nodes, elapsed = (line.split("|") + ["", "", ""])[:4]
+        return {"state": state, "reason": reason, "nodes": nodes, "elapsed": elapsed}
+
+    def _status(self, handle: Handle) -> dict[str, Any] | None:
+        """The queue entry, asked at most every half second (backing off while queued)."""
+        job = handle["job_id"]
+        asked, entry = self._seen.get(job, (0.0, {}))
+        queued = entry is not None and entry.get("state") in QUEUED
+        interval = self._queued_interval if queued else RUNNING_POLL_S
+        if entry is not None and time.monotonic() - asked >= interval:
+            entry = self._queue_entry(job)
+            self._seen[job] = (time.monotonic(), entry)
+            if queued:
+                self._queued_interval = min(QUEUED_POLL_S[1], self._queued_interval * 1.5)
+        return entry
+
+    def poll(self, handle: Handle) -> int | None:
+        entry = self._status(handle)
+        if entry is not None and entry.get("state") not in ("COMPLETED", "FAILED", "CANCELLED",
+                                                            "TIMEOUT", "OUT_OF_MEMORY"):
+            return None
+        return self.report(handle).get("exit_code", 1)
+
+    def phase(self, handle: Handle) -> dict[str, Any]:
+        entry = self._status(handle) or {}
+        stage = "queued" if entry.get("state") in QUEUED else "running"
+        return {"stage": stage, "job_id": handle["job_id"], "state": entry.get("state"),
+                "reason": entry.get("reason"), "nodes": entry.get("nodes")}
+
+    def report(self, handle: Handle) -> dict[str, Any]:
+        final = _final_state(handle["job_id"])
+        error = SCHEDULER_FAILURES.get(final.get("state", ""))
+        return {**final, **({"error": error} if error else {})}
+
+    def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
+        job = handle["job_id"]
+        _run(["scancel", job])
+        deadline = time.monotonic() + grace + 15  # Slurm's KillWait, then SIGKILL
+        while time.monotonic() < deadline:
+            steps = _run(["squeue", "-h", "-s", "-j", job]).stdout.strip()
+            if self._queue_entry(job) is None and not steps:
+                break
+            time.sleep(0.2)
+        left = procs.pids_with_env("JT_RUN_ID", run_id)
+        if left:  # tasks on this host that outlived their step
+            procs.signal_pids(left, signal.SIGKILL)
+        self._seen[job] = (time.monotonic(), None)
+        return {"scancel": job, "sigkilled": [procs.describe(p) for p in left]}
+
+    def leftovers(self, run_id: str) -> list[str]:
+        found = [procs.describe(p) for p in procs.pids_with_env("JT_RUN_ID", run_id)]
+        for job, (_, entry) in self._seen.items():
+            if entry is not None and self._queue_entry(job) is not None:
+                found.append(f"slurm job {job} still in the queue")
+        return found
+
+
+def _final_state(job_id: str) -> dict[str, Any]:
+    """Final state and exit code: from ``sacct`` when accounting runs, else ``scontrol``."""
+    acct = _run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode"])
+    line = acct.stdout.strip().splitlines()[0] if acct.returncode == 0 and acct.stdout.strip() else ""
+    if line and "|" in line:
+        state, code = line.split("|")[:2]
+        source = "sacct"
+    else:
+        show = _run(["scontrol", "show", "job", "-o", job_id])
+        fields = dict(f.split("=", 1) for f in show.stdout.split() if "=" in f)
+        state, code, source = fields.get("JobState", ""), fields.get("ExitCode", ""), "scontrol"
+    state = state.split()[0] if state else "UNKNOWN"  # "CANCELLED by 0" -> "CANCELLED"
+    exit_code, _, sig = code.partition(":")
+    result: dict[str, Any] = {"job_id": job_id, "state": state, "source": source}
+    if exit_code.isdigit():
+        result["exit_code"] = int(exit_code) or (128 + int(sig) if sig.isdigit() and int(sig) else 0)
+        if state != "COMPLETED" and result["exit_code"] == 0:
+            result["exit_code"] = 1
+    return result

@@ -1,0 +1,141 @@
+"""The Slurm target's configuration and its generated ``sbatch`` command and batch script.
+
+Pure: nothing runs and nothing is read from the cluster, so both are golden-tested. Paths
+and names go to ``sbatch`` as argv (never as ``#SBATCH`` lines, which have no quoting);
+every value in the script body is quoted with ``shlex``.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from ..errors import TargetError
+from ..launch import (LaunchPlan, env_defaults, horovodrun_argv, mpirun_argv, rank_env,
+                      rank_program, torchrun_argv)
+from ..spec import RunSpec
+
+_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}|\d+-\d+")
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    """A ``kind = "slurm"`` entry of targets.toml, validated."""
+
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+    gpus_per_node: int = 0
+    cpus_per_task: int | None = None
+    login: str | None = None
+    workdir: str | None = None
+    sbatch: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    container: str | None = None  # "pyxis" when srun takes --container-image
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, name: str, config: Mapping[str, Any]) -> "SlurmConfig":
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise TargetError(f"target {name!r}: unknown key(s) {unknown}; a slurm target "
+                              f"takes {', '.join(sorted(known))}")
+        data = dict(config)
+        for key in ("sbatch", "modules"):
+            value = data.get(key, ())
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+                raise TargetError(f"target {name!r}: {key} must be a list of strings")
+            data[key] = tuple(value)
+        for key in ("gpus_per_node", "cpus_per_task"):
+            value = data.get(key)
+            if value is not None and (type(value) is not int or value < 0):
+                raise TargetError(f"target {name!r}: {key} must be a whole number, got {value!r}")
+        if data.get("time") is not None and not _TIME.fullmatch(str(data["time"])):
+            raise TargetError(f"target {name!r}: time {data['time']!r} is not a Slurm time "
+                              "limit; write minutes, HH:MM:SS or D-HH:MM:SS")
+        if data.get("container") not in (None, "pyxis"):
+            raise TargetError(f"target {name!r}: container must be \"pyxis\" or left out")
+        env = data.get("env", {})
+        if not isinstance(env, dict):
+            raise TargetError(f"target {name!r}: env must be a table of NAME = \"value\"")
+        data["env"] = {str(k): str(v) for k, v in env.items()}
+        return cls(**data)
+
+
+def tasks_per_node(spec: RunSpec) -> int:
+    """Slurm tasks per node: one launcher per node for torchrun, one task per rank otherwise."""
+    return 1 if spec.launch.launcher == "torchrun" else spec.launch.procs
+
+
+def sbatch_argv(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan, script: str) -> list[str]:
+    launch = spec.launch
+    cpus = cfg.cpus_per_task or (launch.procs if launch.launcher == "torchrun" else 1)
+    argv = ["sbatch", "--parsable", f"--job-name=jt-{spec.name}"[:120],
+            f"--nodes={launch.nodes}", f"--ntasks-per-node={tasks_per_node(spec)}",
+            f"--cpus-per-task={cpus}", f"--output={plan.run_dir}/logs/launcher.log",
+            f"--chdir={plan.run_dir}/code", "--kill-on-invalid-dep=yes"]
+    for flag, value in (("partition", cfg.partition), ("account", cfg.account),
+                        ("time", cfg.time)):
+        if value:
+            argv.append(f"--{flag}={value}")
+    if cfg.gpus_per_node:
+        argv.append(f"--gpus-per-node={cfg.gpus_per_node}")
+    return [*argv, *cfg.sbatch, script]
+
+
+def batch_script(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan,
+                 image: str | None = None) -> str:
+    """The batch script: modules, the run's variables, then one launcher per node."""
+    launch = spec.launch
+    if image and cfg.container != "pyxis":
+        raise TargetError(
+            f"environment image {image!r} needs a cluster that runs containers; set "
+            "container = \"pyxis\" in the target if its srun has --container-image, or remove "
+            "image from the environment")
+    env = {**plan.extra_env, **rank_env(plan, launch.launcher)}
+    env.pop("MASTER_ADDR", None)  # known only inside the allocation, set below
+    env["MASTER_PORT"] = str(plan.master_port)
+    lines = [
+        "#!/bin/bash",
+        f"# jupyter_trainer run {plan.run_id}: {launch.launcher}, {launch.nodes} node(s) x "
+        f"{launch.procs} process(es)",
+        "set -euo pipefail",
+        *(f"module load {shlex.quote(m)}" for m in cfg.modules),
+        *(f"export {k}=${{{k}:-{shlex.quote(v)}}}" for k, v in sorted(env_defaults(launch).items())),
+        *(f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())),
+        'JT_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        'export MASTER_ADDR=$(printf "%s\\n" "$JT_HOSTS" | head -n 1)',
+    ]
+    srun = ["srun", "--kill-on-bad-exit=1", "--export=ALL"]
+    if image:
+        srun.append(f"--container-image={image}")
+    if launch.launcher == "torchrun":
+        lines.append('export PET_RDZV_ENDPOINT="$MASTER_ADDR:$MASTER_PORT"')
+        argv = [*srun, f"--ntasks-per-node=1",
+                *torchrun_argv(launch, plan, standalone=False, endpoint=False)]
+    elif launch.launcher == "mpirun":
+        argv = mpirun_argv(launch, plan, {**env_defaults(launch), **env, "MASTER_ADDR": ""})
+    elif launch.launcher == "horovod":
+        hostfile = f"{plan.run_dir}/hostfile"
+        lines.append(f'printf "%s slots={launch.procs}\\n" $JT_HOSTS > {shlex.quote(hostfile)}')
+        argv = horovodrun_argv(launch, plan, ["--hostfile", hostfile])
+    else:
+        argv = [*srun, "--ntasks=1", *rank_program(plan)]
+        lines.append("export RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1")
+    lines.append("exec " + shlex.join(argv))
+    return "\n".join(lines) + "\n"
+
+
+def parse_job_id(output: str) -> str:
+    """The job id from ``sbatch --parsable`` (``ID`` or ``ID;cluster``)."""
+    job = output.strip().split(";")[0]
+    if not job.isdigit():
+        raise TargetError(f"sbatch did not return a job id: {output.strip()!r}")
+    return job
+
+
+def render_for_golden(argv: Sequence[str], script: str) -> str:
+    return "sbatch argv:\n" + "".join(f"  {a!r}\n" for a in argv) + "script:\n" + script

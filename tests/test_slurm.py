@@ -1,0 +1,138 @@
+"""The Slurm target against a real single-host Slurm (slurmctld + slurmd) started here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from jupyter_trainer import api
+from jupyter_trainer.errors import RunFailed
+
+from conftest import leftover, wait_for
+from slurm_cluster import start_cluster
+
+TRAIN = """
+import torch, torch.distributed as dist
+from jupyter_trainer import runtime as jt
+dist.init_process_group()
+t = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(t)
+for step in range(steps):
+    jt.log(step=step, loss=1.0 / (step + 1), total=t.item())
+    jt.progress(step + 1, steps)
+print("rank", dist.get_rank(), "of", dist.get_world_size(), "sum", t.item())
+dist.destroy_process_group()
+"""
+SLEEPER = "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\ntime.sleep(600)"
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory, worker_id):
+    worker = 0 if worker_id == "master" else int(worker_id.removeprefix("gw")) + 1
+    cluster = start_cluster(tmp_path_factory.mktemp("slurm"), worker)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster(slurm, home, monkeypatch):
+    """A target named 'cluster' on the test's Slurm; the queue is empty before and after."""
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "targets.toml").write_text('[targets.cluster]\nkind = "slurm"\npartition = "debug"\n'
+                                       'time = "10:00"\n')
+    yield slurm
+    slurm.run("scancel", "--user", os.environ.get("USER", "root"), check=False)
+    wait_for(lambda: slurm.queue() == [], timeout=30, what="an empty queue")
+
+
+def test_two_task_torchrun_gloo_training(cluster, home):
+    run = api.submit(TRAIN, namespace={"steps": 5}, target="cluster", procs=2, name="slurm-ddp")
+    run.wait(timeout=120)
+    state = run.state
+    assert state["status"] == "completed"
+    assert state["launcher"]["job_id"].isdigit()
+    assert state["scheduler"]["state"] == "COMPLETED"
+    assert {"preparing", "queued", "running", "finalizing"} <= set(state["stages"])
+    for rank in (0, 1):
+        assert f"rank {rank} of 2 sum 3.0" in run.logs(rank)
+    assert [s for s, _ in run.metrics(rank=1)["loss"]] == [0, 1, 2, 3, 4]
+    assert leftover(run.id) == []
+
+
+def test_mpirun_inside_the_allocation(cluster, home):
+    code = ("import os, torch, torch.distributed as dist\ndist.init_process_group('gloo')\n"
+            "t = torch.ones(1)\ndist.all_reduce(t)\n"
+            "print('mpi rank', os.environ['OMPI_COMM_WORLD_RANK'], 'sum', t.item(), "
+            "'job', os.environ['SLURM_JOB_ID'])\n")
+    run = api.submit(code, target="cluster", procs=2, launcher="mpirun", name="slurm-mpi")
+    run.wait(timeout=120)
+    job = run.state["launcher"]["job_id"]
+    for rank in (0, 1):
+        assert f"mpi rank {rank} sum 2.0 job {job}" in run.logs(rank)
+
+
+def test_cancel_while_pending_shows_the_reason(cluster, home):
+    blocker = cluster.run("sbatch", "--parsable", "-c", "2", "--wrap", "sleep 300").stdout.strip()
+    wait_for(lambda: f"{blocker} RUNNING" in cluster.queue(), what="the blocker to run")
+    run = api.submit(SLEEPER, target="cluster", procs=2, name="slurm-pending")
+    queued = wait_for(lambda: run.state.get("queue", {}).get("reason") in ("Resources", "Priority")
+                      and run.state, timeout=30, what="a queue reason")
+    assert queued["status"] == "queued" and queued["queue"]["state"] == "PENDING"
+    job = queued["launcher"]["job_id"]
+    run.cancel(timeout=30)
+    assert run.status == "canceled"
+    assert not any(line.startswith(job + " ") for line in cluster.queue())
+    assert run.state["scheduler"]["state"] == "CANCELLED"
+
+
+def test_cancel_while_running_ends_every_task(cluster, home):
+    run = api.submit(SLEEPER, target="cluster", procs=2, name="slurm-running")
+    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in (0, 1)), timeout=60,
+             what="both ranks to log")
+    assert run.status == "running" and leftover(run.id)
+    run.cancel(timeout=30)
+    assert run.status == "canceled" and leftover(run.id) == []
+    job = run.state["launcher"]["job_id"]
+    assert cluster.run("squeue", "-h", "-s", "-j", job, check=False).stdout.strip() == ""
+
+
+def test_failing_task_names_its_rank(cluster, home):
+    code = ("import time, torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
+            "dist.init_process_group()\nif jt.rank == 1:\n    raise KeyError('missing column')\n"
+            "time.sleep(600)\n")
+    run = api.submit(code, target="cluster", procs=2, name="slurm-fail")
+    with pytest.raises(RunFailed) as info:
+        run.wait(timeout=120)
+    assert info.value.failed_rank == 1 and "KeyError: 'missing column'" in str(info.value)
+    assert leftover(run.id) == []
+
+
+def test_time_limit_is_a_clear_timeout(cluster, home):
+    (home / "targets.toml").write_text('[targets.short]\nkind = "slurm"\ntime = "1"\n')
+    run = api.submit(SLEEPER, target="short", procs=1, launcher="python", name="slurm-timeout")
+    with pytest.raises(RunFailed, match="TIMEOUT"):
+        run.wait(timeout=200)
+    assert run.state["scheduler"]["state"] == "TIMEOUT" and leftover(run.id) == []
+
+
+def test_reattach_after_the_submitter_is_gone(cluster, home, tmp_path):
+    script = tmp_path / "submit.py"
+    script.write_text(
+        "import jupyter_trainer as jt\n"
+        "run = jt.submit('import time\\nfrom jupyter_trainer import runtime as jt\\n"
+        "for i in range(20):\\n    jt.log(step=i, x=i)\\n    time.sleep(0.2)', target='cluster',"
+        " launcher='python', name='slurm-reattach')\n"
+        "print(run.id, flush=True)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
+    run = api.get_run(out.stdout.strip())
+    wait_for(lambda: run.state.get("launcher", {}).get("job_id"), what="the job id")
+    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "show", run.id, "--json"],
+                           capture_output=True, text=True, check=True)
+    assert '"job_id"' in shown.stdout
+    run.wait(timeout=120)
+    assert [s for s, _ in run.metrics()["x"]] == list(range(20))

@@ -1,0 +1,93 @@
+"""The generated sbatch command and batch script, golden-tested with hostile values.
+
+Regenerate with JT_UPDATE_GOLDEN=1 after a deliberate change.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from jupyter_trainer.errors import TargetError
+from jupyter_trainer.launch import LaunchPlan
+from jupyter_trainer.spec import CodeSpec, EnvSpec, LaunchSpec, RunSpec
+from jupyter_trainer.targets.slurm_script import (SlurmConfig, batch_script, parse_job_id,
+                                                  render_for_golden, sbatch_argv)
+
+GOLDEN = Path(__file__).parent / "golden"
+HOSTILE = "/shared/we ird/'q\"s'/$(touch pwned)"
+CONFIG = SlurmConfig.from_config("cluster", {
+    "partition": "gpu", "account": "proj42", "time": "02:00:00", "gpus_per_node": 4,
+    "sbatch": ["--qos=high", "--constraint=a100"], "modules": ["cuda/12.4", "nccl; rm -rf ~"],
+    "env": {"NCCL_SOCKET_IFNAME": "eth0", "HOSTILE": "$(id) `id` 'x'"},
+})
+
+
+def spec(launcher: str, nodes: int = 2, procs: int = 4) -> RunSpec:
+    return RunSpec(name="digits; rm -rf ~", code=CodeSpec(entry="_jt/cell.py", hash="sha256:0",
+                                                          args=("--lr", "'; echo hi'")),
+                   launch=LaunchSpec(launcher, nodes=nodes, procs=procs if launcher != "python" else 1)
+                   if launcher != "python" else LaunchSpec("python"),
+                   env=EnvSpec(python=f"{HOSTILE}/venv/bin/python"))
+
+
+def plan(run_spec: RunSpec) -> LaunchPlan:
+    run_dir = f"{HOSTILE}/runs/digits-1"
+    return LaunchPlan(run_id="digits-1", run_dir=run_dir, python=run_spec.env.python,
+                      boot=f"{run_dir}/code/_jt/boot.py", entry="_jt/cell.py",
+                      args=run_spec.code.args, backend="nccl", master_addr="",
+                      master_port=29123, run_as_root=True, extra_env=CONFIG.env)
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun", "horovod", "python"])
+def test_sbatch_matches_golden(launcher):
+    run_spec = spec(launcher) if launcher != "python" else spec("python", 1, 1)
+    p = plan(run_spec)
+    text = render_for_golden(sbatch_argv(CONFIG, run_spec, p, f"{p.run_dir}/job.sbatch"),
+                             batch_script(CONFIG, run_spec, p))
+    golden = GOLDEN / f"slurm_{launcher}.txt"
+    if os.environ.get("JT_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text.splitlines() == golden.read_text().splitlines()
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun", "horovod", "python"])
+def test_script_is_valid_bash_and_quotes_hostile_values(launcher, tmp_path):
+    run_spec = spec(launcher) if launcher != "python" else spec("python", 1, 1)
+    script = batch_script(CONFIG, run_spec, plan(run_spec))
+    (tmp_path / "job.sh").write_text(script)
+    assert subprocess.run(["bash", "-n", str(tmp_path / "job.sh")]).returncode == 0
+    assert "module load 'nccl; rm -rf ~'" in script
+    assert "export HOSTILE='$(id) `id` '\"'\"'x'\"'\"''" in script
+
+
+def test_container_image_uses_pyxis_or_is_refused():
+    pyxis = SlurmConfig.from_config("c", {"container": "pyxis"})
+    run_spec = spec("torchrun")
+    script = batch_script(pyxis, run_spec, plan(run_spec), image="nvcr.io/nvidia/pytorch:24.05-py3")
+    assert "--container-image=nvcr.io/nvidia/pytorch:24.05-py3" in script
+    (GOLDEN / "slurm_pyxis.txt").write_text(script) if os.environ.get("JT_UPDATE_GOLDEN") else None
+    assert script.splitlines() == (GOLDEN / "slurm_pyxis.txt").read_text().splitlines()
+    with pytest.raises(TargetError, match="needs a cluster that runs containers"):
+        batch_script(CONFIG, run_spec, plan(run_spec), image="nvcr.io/x")
+
+
+@pytest.mark.parametrize("config, match", [
+    ({"partitoin": "gpu"}, r"unknown key\(s\) \['partitoin'\]"),
+    ({"time": "two hours"}, "not a Slurm time limit"),
+    ({"gpus_per_node": "4"}, "gpus_per_node must be a whole number"),
+    ({"sbatch": "--qos=high"}, "sbatch must be a list of strings"),
+    ({"container": "docker"}, 'container must be "pyxis"'),
+])
+def test_bad_target_config_is_refused(config, match):
+    with pytest.raises(TargetError, match=match):
+        SlurmConfig.from_config("cluster", config)
+
+
+def test_job_id_parsing():
+    assert parse_job_id("1234\n") == "1234" and parse_job_id("77;cluster") == "77"
+    with pytest.raises(TargetError, match="did not return a job id"):
+        parse_job_id("sbatch: error: Batch job submission failed")
