@@ -77,7 +77,8 @@ def test_mpirun_inside_the_allocation(cluster, home):
 
 
 def test_cancel_while_pending_shows_the_reason(cluster, home):
-    blocker = cluster.run("sbatch", "--parsable", "-c", "2", "--wrap", "sleep 300").stdout.strip()
+    blocker = cluster.run("sbatch", "--parsable", "-c", "2", "--output=/dev/null", "--wrap",
+                          "sleep 300").stdout.strip()
     wait_for(lambda: f"{blocker} RUNNING" in cluster.queue(), what="the blocker to run")
     run = api.submit(SLEEPER, target="cluster", procs=2, name="slurm-pending")
     queued = wait_for(lambda: run.state.get("queue", {}).get("reason") in ("Resources", "Priority")
