@@ -111,6 +111,7 @@ class Supervisor:
         next_rank_check = 0.0
         while True:
             code = self.target.poll(self.handle)
+            self.target.sync(self.handle)
             if code is not None:
                 return {"launcher_exit": code}
             if self.state["status"] == "queued":
@@ -168,6 +169,13 @@ class Supervisor:
             return
         self.transition("finalizing")
         teardown = self._teardown()
+        if self.target is not None and self.handle is not None:
+            try:
+                collected = self.target.collect(self.handle)
+            except TrainerError as exc:
+                collected = {"error": str(exc)}
+            if collected:
+                teardown["collected"] = collected
         launcher_exit = outcome.get("launcher_exit")
         if self.handle is not None:
             if launcher_exit is None:

@@ -75,6 +75,15 @@ class Target(ABC):
         or ``{"stage": "running", ...}``. Targets without a queue are running once started."""
         return {"stage": "running"}
 
+    def sync(self, handle: Handle) -> None:
+        """Bring the ranks' new logs, events and rank records into the local run directory.
+        Called often while the run goes; targets whose ranks write it directly do nothing."""
+
+    def collect(self, handle: Handle) -> dict[str, Any]:
+        """At the end: a last ``sync`` and the run's ``outputs/`` brought back; returns what
+        was collected, for the run's state."""
+        return {}
+
     def report(self, handle: Handle) -> dict[str, Any]:
         """What the scheduler says of a finished run (final state, exit code); ``error`` when
         the scheduler itself ended it (time limit, out of memory, node failure)."""
