@@ -320,6 +320,34 @@ class Store:
         data, offset = _read_lines(self.existing(run_id).log_file(rank), offset, max_bytes)
         return data.decode(errors="replace"), offset
 
+    def latest_progress(self, run_id: str, tail_bytes: int = 16384) -> dict[str, Any] | None:
+        """The least advanced rank's last progress report, read from the end of each events
+        file only (cheap enough to show for every row of a runs list)."""
+        paths = self.existing(run_id)
+        worst = None
+        for rank in self.ranks(run_id):
+            try:
+                with open(paths.events_file(rank), "rb") as fh:
+                    fh.seek(0, os.SEEK_END)
+                    fh.seek(max(0, fh.tell() - tail_bytes))
+                    lines = fh.read().splitlines()
+            except FileNotFoundError:
+                continue
+            for line in reversed(lines):
+                if b'"progress"' not in line:
+                    continue
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                done, total = event.get("done", 0), event.get("total")
+                fraction = done / total if total else None
+                if worst is None or (fraction is not None and
+                                     (worst["fraction"] is None or fraction < worst["fraction"])):
+                    worst = {"done": done, "total": total, "fraction": fraction, "t": event["t"]}
+                break
+        return worst
+
     def iter_events(self, run_id: str, rank: int) -> Iterator[dict[str, Any]]:
         offset = 0
         while True:

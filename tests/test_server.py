@@ -62,6 +62,7 @@ async def test_list_filter_and_page(jp_fetch, home):
     ids = [finished_run(name=f"page-{i}").id for i in range(3)]
     page = await get_json(jp_fetch, "runs", limit="2")
     assert [r["id"] for r in page["runs"]] == ids[::-1][:2] and page["more"] is True
+    assert page["runs"][0]["progress"] is None  # these runs report no progress
     rest = await get_json(jp_fetch, "runs", limit="2", offset="2")
     assert [r["id"] for r in rest["runs"]] == [ids[0]] and rest["more"] is False
     assert (await get_json(jp_fetch, "runs", name="page-1"))["runs"][0]["id"] == ids[1]
@@ -82,6 +83,15 @@ async def test_run_events_and_logs_incrementally(jp_fetch, home):
     assert again["events"] == [] and again["offset"] == first["offset"]
     logs = await get_json(jp_fetch, "runs", run.id, "logs", rank="0")
     assert logs["text"] == "hi\n"
+
+
+async def test_list_shows_the_slowest_ranks_progress(jp_fetch, home):
+    run = api.submit("from jupyter_trainer import runtime as jt\n"
+                     "for i in range(1, 8):\n    jt.progress(i * (jt.rank + 1), 20)\n",
+                     procs=2, name="prog", wait=True)
+    row = (await get_json(jp_fetch, "runs"))["runs"][0]
+    assert row["id"] == run.id
+    assert row["progress"]["done"] == 7 and row["progress"]["total"] == 20
 
 
 @pytest.mark.parametrize("bad", ["..", "..%2F..%2Fetc", "%2Fetc%2Fpasswd", "a%00b", ".hidden"])

@@ -82,7 +82,10 @@ class RunsHandler(BaseHandler):
         offset = self.int_arg("offset", 0)
         status = self.get_query_argument("status", None) or None
         name = self.get_query_argument("name", None) or None
-        rows = self.store.list_runs(status=status, name=name, limit=limit + 1, offset=offset)
+        store = self.store
+        rows = store.list_runs(status=status, name=name, limit=limit + 1, offset=offset)
+        for row in rows[:limit]:
+            row["progress"] = store.latest_progress(row["id"])
         self.write_json({"runs": rows[:limit], "limit": limit, "offset": offset,
                          "more": len(rows) > limit})
 
