@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -59,7 +60,7 @@ def submit(
     overrides = parse_params(list(params)) if _is_flag_list(params) else dict(params or {})
     store = Store(home)
     tgt = get_target(TargetSpec(target).name, store.home)
-    env_spec = environment.resolve(env)
+    env_spec = environment.resolve(env, home=store.home)
     source_dir = Path(source).expanduser() if source is not None else None
     staging = store.staging_dir()
     try:
@@ -79,6 +80,11 @@ def submit(
             origin={"user": getpass.getuser(), "host": socket.gethostname(), **(origin or {})},
         )
         tgt.check(spec)
+        # Build the environment if it is not cached and check the snapshot's imports with
+        # its interpreter, before the run exists: a missing module starts nothing.
+        spec = replace(spec, env=environment.prepare(spec.env, staging, code_spec.entry,
+                                                     target=tgt, launcher=launch.launcher,
+                                                     home=store.home))
         run_id = store.create(spec, staging)
     except BaseException:
         store.discard_staging(staging)

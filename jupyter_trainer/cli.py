@@ -48,6 +48,15 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("run")
 
     sub.add_parser("targets", help="list the targets runs can go to")
+
+    env = sub.add_parser("env", help="list, show, export or build environments",
+                         usage="jupyter-trainer env [list | show NAME | export NAME "
+                               "[--requirements] | build NAME]")
+    env.add_argument("action", nargs="?", default="list",
+                     choices=("list", "show", "export", "build"))
+    env.add_argument("name", nargs="?", help="NAME or NAME@VERSION")
+    env.add_argument("--requirements", action="store_true",
+                     help="export: the requirements as defined, not the lock")
     return parser
 
 
@@ -140,8 +149,31 @@ def cmd_targets(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_env(args: argparse.Namespace) -> int:
+    from . import environment
+
+    if args.action == "list":
+        print(environment.environments_table(environment.list_environments()))
+        return 0
+    if not args.name:
+        print(f"jupyter-trainer env {args.action}: give the environment's NAME", file=sys.stderr)
+        return 2
+    if args.requirements and args.action != "export":
+        print("jupyter-trainer env: --requirements goes with export", file=sys.stderr)
+        return 2
+    if args.action == "show":
+        print(environment.show_text(args.name))
+    elif args.action == "export":
+        sys.stdout.write(environment.export_text(args.name, requirements=args.requirements))
+    else:
+        built = environment.build_environment(args.name)
+        print(("built in %.1f s: " % built["build_seconds"] if built["built"] else "already built: ")
+              + built["python"])
+    return 0
+
+
 COMMANDS = {"submit": cmd_submit, "runs": cmd_runs, "show": cmd_show, "logs": cmd_logs,
-            "cancel": cmd_cancel, "targets": cmd_targets}
+            "cancel": cmd_cancel, "targets": cmd_targets, "env": cmd_env}
 
 
 if __name__ == "__main__":

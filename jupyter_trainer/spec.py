@@ -140,12 +140,23 @@ class EnvSpec:
     name: str | None = None
     version: str | None = None  # content hash of the definition, filled in when resolved
     python: str | None = None   # interpreter path on the target, filled in when realised
+    lock: str | None = None     # key of the lock folder the environment is built from
+    variables: Mapping[str, str] = field(default_factory=dict)  # set for every rank
+    image: str | None = None    # a container image, for targets that run them
+    # What submit found: built or reused, build time, the pre-flight check's result.
+    prepared: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.name is not None and not _TARGET_NAME.fullmatch(str(self.name)):
             raise SpecError(
                 f"invalid environment name {self.name!r}: use letters, digits, '.', '_' or '-'"
             )
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.variables.items()):
+            raise SpecError("environment variables must map names to strings")
+        if not is_json_value(dict(self.prepared)):
+            raise SpecError("an environment's prepared record must be JSON")
+        object.__setattr__(self, "variables", dict(self.variables))
+        object.__setattr__(self, "prepared", dict(self.prepared))
 
 
 @dataclass(frozen=True)

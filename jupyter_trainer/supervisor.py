@@ -14,6 +14,7 @@ import socket
 import sys
 import time
 import traceback
+from dataclasses import replace
 from typing import Any
 
 from . import environment, procs
@@ -92,10 +93,16 @@ class Supervisor:
 
     def _launch_and_watch(self) -> dict[str, Any]:
         self.target = get_target(self.spec.target.name, self.store.home)
-        python = environment.realize(self.spec.env, self.target)
+        realized = environment.realize(self.spec.env, self.target, home=self.store.home,
+                                       code_dir=self.paths.code, entry=self.spec.code.entry,
+                                       launcher=self.spec.launch.launcher)
+        python = realized.python
+        self.state["environment"] = realized.record  # saved with the next transition
         backend = self.target.resolve_backend(self.spec.launch)
         spec = self.spec if python == self.spec.env.python else _with_python(self.spec, python)
         plan = self.target.plan(spec, self.run_id, str(self.paths.root), backend)
+        if realized.variables:  # the environment's variables, over the target's own
+            plan = replace(plan, extra_env={**plan.extra_env, **realized.variables})
         command = self.target.command(spec, plan)
         self.transition("queued" if self.target.queues else "running", backend=backend,
                         python=python, launcher={"argv": list(command.argv)})
@@ -240,8 +247,6 @@ class Supervisor:
 
 
 def _with_python(spec, python: str):
-    from dataclasses import replace
-
     return replace(spec, env=replace(spec.env, python=python))
 
 

@@ -6,6 +6,8 @@ from typing import Any
 
 
 def register(ipython: Any) -> None:
+    from .environment import EnvironmentMagics
     from .train import TrainMagics
 
     ipython.register_magics(TrainMagics)
+    ipython.register_magics(EnvironmentMagics)

@@ -1,0 +1,30 @@
+"""Environments: describe (``%%environment``), lock (``uv pip compile``), build (``uv venv``
++ ``uv pip install``, cached by lock in the store) and check (pre-flight imports) the Python
+a run's ranks use.
+
+```
+$JUPYTER_TRAINER_HOME/environments/
+  definitions/<name>/<version>.json, LATEST    registry.py   what users defined, versioned
+  locks/<lock-key>/                            lock.py       exact pins with hashes
+  venvs/<env-id>/                              build.py      ready interpreters
+```
+``build.py`` is standalone (standard library + uv) so the same lock-to-environment step
+can run on a node without this package. Packages are downloaded through uv's own cache
+(``UV_CACHE_DIR``, default ``~/.cache/uv``), shared by every store on the machine.
+"""
+
+from __future__ import annotations
+
+from .definition import EnvDefinition
+from .manage import (build_environment, define, environments_table, export_text, from_line,
+                     list_environments, show_text)
+from .registry import Registry
+from .stages import (EnvDriftWarning, Realization, check_target, current, prepare, realize,
+                      resolve)
+
+__all__ = [
+    "EnvDefinition", "EnvDriftWarning", "Realization", "Registry", "build_environment",
+    "check_target",
+    "current", "define", "environments_table", "export_text", "from_line",
+    "list_environments", "prepare", "realize", "resolve", "show_text",
+]

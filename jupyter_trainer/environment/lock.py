@@ -1,0 +1,159 @@
+"""Definition -> lock: exact versions with hashes, from ``uv pip compile``, cached in the store.
+
+```
+environments/locks/<lock-key>/requirements.in     what the definition asks for
+                              requirements.lock   uv's exact pins, with --hash lines
+                              lock.json           Python version, inherit, the base it saw
+```
+The key hashes what the resolution depends on: the requirements, the Python version, and
+for a layered (``inherit: true``) definition the base interpreter's installed packages. A
+second resolve of the same definition on the same kernel therefore finds the folder and
+makes no uv call and no network request.
+
+For a layered definition the base's installed versions are given to uv as *preferences*
+(uv reads an existing output file as preferred pins): where a requirement accepts what the
+kernel already has, the lock pins that version and the build installs nothing for it;
+where it does not, the lock pins what the requirement needs and the environment's copy
+wins. A preference never makes resolution fail, unlike a constraint.
+
+The lock folder is the unit a remote node realises (see ``build.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import EnvError
+from . import build as builder
+from .definition import EnvDefinition
+
+
+@dataclass(frozen=True)
+class Lock:
+    """A lock folder in the store."""
+
+    key: str
+    path: Path
+    meta: dict[str, Any]
+
+    @property
+    def text(self) -> str:
+        return (self.path / "requirements.lock").read_text()
+
+
+def kernel_python_version() -> str:
+    return "%d.%d.%d" % sys.version_info[:3]
+
+
+def lock_python(definition: EnvDefinition) -> str:
+    """The Python version a definition locks for: its own, else the kernel's X.Y."""
+    return definition.python or "%d.%d" % sys.version_info[:2]
+
+
+def check_python(definition: EnvDefinition) -> None:
+    """A layered environment runs the kernel's interpreter, so the versions must agree."""
+    if definition.inherit and definition.python and \
+            not builder.version_matches(definition.python, kernel_python_version()):
+        raise EnvError(
+            f"environment {definition.name!r}: python: \"{definition.python}\" with inherit: "
+            f"true cannot layer on the notebook kernel's Python {kernel_python_version()}; "
+            f"drop `python:` (or write \"{kernel_python_version()[:4]}\"), or set inherit: false "
+            "for a separate interpreter")
+
+
+def lock_key(definition: EnvDefinition, base: dict[str, Any] | None) -> str:
+    identity: dict[str, Any] = {"format": builder.FORMAT, "pip": list(definition.pip),
+                                "python": lock_python(definition), "inherit": definition.inherit}
+    if definition.inherit:
+        if base is None:
+            raise ValueError("a layered definition needs the base description")
+        identity["base"] = {k: base[k] for k in ("identity", "version", "packages")}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def locks_dir(home: Path) -> Path:
+    return Path(home) / "environments" / "locks"
+
+
+def find(home: Path, key: str) -> Lock | None:
+    path = locks_dir(home) / key
+    try:
+        meta = json.loads((path / "lock.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return Lock(key, path, meta)
+
+
+def ensure(definition: EnvDefinition, home: Path, *, base: dict[str, Any] | None = None,
+           uv: str | None = None) -> Lock:
+    """The lock of ``definition`` for this kernel, compiled once and then read from the store."""
+    check_python(definition)
+    if definition.inherit and base is None:
+        base = builder.describe_self()
+    key = lock_key(definition, base)
+    found = find(home, key)
+    if found is not None:
+        return found
+    parent = locks_dir(home)
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-", dir=parent))
+    try:
+        meta = compile_into(tmp, definition, base=base, uv=uv)
+        try:
+            os.rename(tmp, parent / key)
+        except OSError:  # another kernel locked the same definition first: use theirs
+            if find(home, key) is None:
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return find(home, key) or Lock(key, parent / key, meta)
+
+
+def compile_into(folder: Path, definition: EnvDefinition, *, base: dict[str, Any] | None,
+                 uv: str | None = None) -> dict[str, Any]:
+    """Run ``uv pip compile`` for ``definition`` in ``folder``; write the three lock files.
+
+    Reproducible: the same definition and base give the same ``requirements.lock`` text
+    (no header, fixed relative file names in uv's ``# via`` annotations).
+    """
+    python = lock_python(definition)
+    (folder / "requirements.in").write_text("".join(f"{r}\n" for r in definition.pip))
+    out = folder / "requirements.lock"
+    if definition.inherit and base is not None:
+        out.write_text("".join(f"{n}=={builder.public_version(v)}\n"
+                               for n, v in base["packages"].items()))
+    else:
+        out.write_text("")
+    try:
+        uv_bin = builder.find_uv(uv)
+        if definition.pip:
+            builder.run_uv(uv_bin, ["pip", "compile", "requirements.in", "-o", "requirements.lock",
+                                    "--generate-hashes", "--no-header", "--quiet",
+                                    "--python", sys.executable, "--python-version", python],
+                           cwd=str(folder))
+        else:
+            out.write_text("")
+    except builder.BuildError as exc:
+        raise EnvError(f"environment {definition.name!r}: uv could not resolve its requirements "
+                       f"for Python {python}; nothing was stored. Fix the pip list (a version "
+                       "that does not exist, a misspelt name) and define it again, or, if uv "
+                       f"could not reach the package index, check the network and UV_INDEX_URL."
+                       f"\n{exc}") from None
+    meta: dict[str, Any] = {
+        "format": builder.FORMAT, "python": python, "inherit": definition.inherit,
+        "requirements": list(definition.pip), "created": time.time(),
+        "platform": sys.platform, "resolver": "uv pip compile --generate-hashes",
+    }
+    if definition.inherit and base is not None:
+        meta["base"] = {k: base[k] for k in ("executable", "version", "packages")}
+    (folder / "lock.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    return meta

@@ -1,0 +1,215 @@
+"""Pre-flight: before any rank starts, can the run's interpreter import what the code imports?
+
+The commonest failure of notebook-to-cluster tools is drift: the cell works in the notebook
+and fails on the workers because a package is missing there. This check reads the top-level
+imports of the run's entry script (for a cell, ``_jt/cell.py`` also holds the imports of the
+carried helpers) and asks the run's own interpreter, in one subprocess with the rank's
+``sys.path`` (the snapshot first, the bundled runtime last), whether each resolves
+(``importlib.util.find_spec``: nothing is imported, so it stays fast). Modules of the
+snapshot resolve there too. The launcher's own module (``torch`` for torchrun) is checked as
+well. Imports inside ``try:`` or functions are optional by construction and not checked.
+
+It also reports, without failing, where the Python or torch version of the environment
+differs from the notebook's.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+LAUNCHER_MODULES = {"torchrun": ("torch",), "horovod": ("horovod",)}
+RESERVED_DIR = "_jt"
+CELL_ENTRY = "_jt/cell.py"
+CELL_MARKER = "# --- cell ---"  # capture.cellscript.CELL_MARKER: the cell follows it verbatim
+
+_CHECK = r"""
+import importlib.util, json, os, sys
+root, shim, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+sys.path[:] = [root] + [p for p in sys.path if p not in ("", root)] + [shim]
+out = {"python": "%d.%d.%d" % sys.version_info[:3], "executable": sys.executable,
+       "missing": [], "errors": {}, "torch": None}
+for name in names:
+    try:
+        if importlib.util.find_spec(name) is None:
+            out["missing"].append(name)
+    except Exception as exc:
+        out["errors"][name] = "%s: %s" % (type(exc).__name__, exc)
+for folder in sys.path:  # the first torch-*.dist-info on sys.path (importlib.metadata is slow)
+    try:
+        found = [n for n in os.listdir(folder or ".")
+                 if n.startswith("torch-") and n.endswith(".dist-info")]
+    except OSError:
+        continue
+    if found:
+        out["torch"] = found[0][6:-10]
+        break
+print(json.dumps(out))
+"""
+
+
+def top_level_imports(source: str) -> list[tuple[str, int]]:
+    """(top-level module, line) of each import statement at module level, in order."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return []  # the rank reports a syntax error with its own traceback
+    found: list[tuple[str, int]] = []
+    for node in body:
+        if isinstance(node, ast.Import):
+            found += [(alias.name.split(".")[0], node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module != "__future__":
+            found.append((node.module.split(".")[0], node.lineno))
+    return found
+
+
+def search_root(code_dir: Path, entry: str) -> Path:
+    """The folder the rank puts first on ``sys.path`` (as ``_jt/boot.py`` does)."""
+    parts = Path(entry).parts
+    return code_dir if parts and parts[0] == RESERVED_DIR else (code_dir / entry).parent
+
+
+def kernel_versions() -> dict[str, str | None]:
+    try:
+        torch = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch = None
+    return {"python": platform.python_version(), "torch": torch, "executable": sys.executable}
+
+
+def check(python: str, code_dir: Path, entry: str, *, launcher: str,
+          variables: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Run the check with ``python``; return a JSON-able record (``ok``, ``missing``, ...)."""
+    start = time.monotonic()
+    source_path = Path(code_dir) / entry
+    try:
+        source = source_path.read_text()
+    except (OSError, UnicodeDecodeError):
+        source = ""
+    lines = source.splitlines()
+    imports = top_level_imports(source)
+    first: dict[str, int] = {}
+    for module, line in imports:
+        first.setdefault(module, line)
+    required = {m: f"needed by --launcher {launcher}" for m in LAUNCHER_MODULES.get(launcher, ())}
+    names = sorted(set(first) | set(required))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JT_")}
+    env.update(variables or {})
+    try:
+        out = subprocess.run(
+            [python, "-c", _CHECK, str(search_root(Path(code_dir), entry)),
+             str(Path(code_dir) / RESERVED_DIR), *names],
+            capture_output=True, text=True, timeout=120, env=env, cwd=str(code_dir),
+            stdin=subprocess.DEVNULL)
+        found = json.loads(out.stdout) if out.returncode == 0 else None
+        problem = None if found else (out.stderr.strip()[-2000:] or f"exit code {out.returncode}")
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        found, problem = None, str(exc)
+    kernel = kernel_versions()
+    record: dict[str, Any] = {"ok": False, "checked": names, "kernel": kernel, "missing": []}
+    if found is None:
+        record.update(error=f"the interpreter {python} could not run the check: {problem}",
+                      seconds=round(time.monotonic() - start, 3))
+        return record
+    for module in found["missing"]:
+        line = first.get(module)
+        record["missing"].append({
+            "module": module, "line": line,
+            "source": lines[line - 1].strip() if line and line <= len(lines) else None,
+            "why": required.get(module) or where_imported(entry, lines, line),
+            "kernel": where_kernel_finds(module)})
+    record.update(ok=not record["missing"], python=found["python"], torch=found["torch"],
+                  unchecked=found["errors"], differences=differences(kernel, found),
+                  seconds=round(time.monotonic() - start, 3))
+    return record
+
+
+def where_imported(entry: str, lines: list[str], line: int | None) -> str:
+    """Say where an import is in words a notebook user recognises: the cell, or earlier cells."""
+    if entry == CELL_ENTRY and CELL_MARKER in lines and line is not None:
+        marker = lines.index(CELL_MARKER) + 1
+        if line > marker:
+            return f"imported by the cell, line {line - marker}"
+        return f"imported in an earlier notebook cell that the run carries ({entry} line {line})"
+    return f"imported by {entry}, line {line}"
+
+
+def differences(kernel: Mapping[str, Any], env: Mapping[str, Any]) -> list[str]:
+    out = []
+    for what in ("python", "torch"):
+        mine, theirs = kernel.get(what), env.get(what)
+        if mine != theirs:
+            out.append(f"{what} {mine or 'is not installed'} in the notebook, "
+                       f"{theirs or 'not installed'} in the run's environment")
+    return out
+
+
+def where_kernel_finds(module: str) -> dict[str, Any] | None:
+    """How the notebook kernel gets ``module``: an installed distribution, or a local file."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return None
+    dists = importlib.metadata.packages_distributions().get(module)
+    if dists:
+        try:
+            version = importlib.metadata.version(dists[0])
+        except importlib.metadata.PackageNotFoundError:
+            version = None
+        return {"distribution": dists[0], "version": version}
+    origin = spec.origin if spec.origin not in (None, "built-in", "frozen") else None
+    location = origin or next(iter(spec.submodule_search_locations or []), None)
+    return {"path": location}
+
+
+def failure_message(record: Mapping[str, Any], *, env_name: str | None, version: str | None,
+                    inherit: bool = False) -> str:
+    """What failed and how to fix it, one paragraph per missing module."""
+    where = (f"environment {env_name!r} (version {version})" if env_name
+             else "the notebook kernel's Python")
+    if record.get("error"):
+        return f"pre-flight check failed for {where}: {record['error']}. Nothing was started."
+    lines = [f"pre-flight check: {where} cannot import "
+             + ", ".join(repr(m["module"]) for m in record["missing"]) + ". Nothing was started."]
+    for item in record["missing"]:
+        module, kernel = item["module"], item.get("kernel")
+        head = f"- {module!r} ({item['why']}"
+        head += f": `{item['source']}`)" if item.get("source") else ")"
+        dist = (kernel or {}).get("distribution")
+        if kernel and not dist:
+            fix = (f"the notebook imports it from {kernel['path']}, which the run does not "
+                   "have: add its folder to the snapshot with --source DIR")
+        elif env_name and dist:
+            fix = (f"the notebook has it from the package {dist!r} ({kernel.get('version')}); add "
+                   f"`{dist}` to the pip list of environment {env_name!r} (its %%environment "
+                   f"cell, or %environment {env_name} --pip {dist} ...) and run that again"
+                   + ("" if inherit else ", or set inherit: true to use the notebook's packages"))
+        elif dist:
+            fix = (f"the notebook finds the package {dist!r} through a sys.path entry the run "
+                   "does not get; install it into the notebook's Python, or add its folder "
+                   "with --source DIR")
+        elif env_name:
+            fix = (f"no package installed here provides it; add the package that does to the pip "
+                   f"list of environment {env_name!r} and define it again")
+        else:
+            fix = ("it is not installed in the notebook's Python either; install the package that "
+                   "provides it (%pip install ...), or run with --env NAME of an environment "
+                   "that has it")
+        if module == "torch" and "launcher" in item["why"]:
+            fix = ("torchrun is `python -m torch.distributed.run` of the run's interpreter, which "
+                   "has no torch: set inherit: true to use the notebook's torch, add torch to "
+                   "the pip list, or use --launcher python for a single process")
+        lines.append(f"{head}: {fix}")
+    return "\n".join(lines)
