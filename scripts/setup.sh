@@ -16,6 +16,8 @@ apt_packages=()
 command -v mpirun >/dev/null 2>&1 || apt_packages+=(openmpi-bin libopenmpi-dev)
 command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)   # browser tests
 command -v slurmctld >/dev/null 2>&1 || apt_packages+=(slurm-wlm)  # the Slurm target's tests
+command -v mariadbd >/dev/null 2>&1 || apt_packages+=(mariadb-server)  # Slurm accounting tests
+command -v slurmdbd >/dev/null 2>&1 || apt_packages+=(slurmdbd)        # (sacct through slurmdbd)
 if [ ${#apt_packages[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         SUDO=sudo

@@ -2,6 +2,11 @@
 
 Each worker gets its own ports, state and spool folders, so workers never share a cluster.
 Commands reach it through ``SLURM_CONF``.
+
+With ``accounting=True`` the cluster also gets job accounting, all of it private to the
+cluster's folder: a MariaDB server (its own datadir and socket, TCP on 127.0.0.1 only) and
+``slurmdbd`` in front of it, so ``sacct`` answers from the database as on a real site.
+Accounting clusters use their own port range, so one worker can run both kinds at once.
 """
 
 from __future__ import annotations
@@ -46,12 +51,46 @@ NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=2000 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 """
 
+ACCOUNTING = """\
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort={dbd_port}
+JobAcctGatherType=jobacct_gather/none"""
+
+# slurmdbd finds this file next to slurm.conf (the directory of SLURM_CONF); it holds the
+# database password, so slurmdbd refuses it unless only its owner can read it.
+DBD_CONF = """\
+AuthType=auth/none
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort={dbd_port}
+SlurmUser=root
+LogFile={root}/slurmdbd.log
+PidFile={root}/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort={db_port}
+StorageUser=slurm
+StoragePass={db_pass}
+StorageLoc=slurm_acct_db
+"""
+
+# A throwaway database: small files, no fsync. (slurmdbd logs that these are below its
+# recommended production values; that is expected here.)
+MARIADB_OPTS = ["--innodb-log-file-size=8M", "--innodb-buffer-pool-size=32M",
+                "--innodb-flush-log-at-trx-commit=0", "--innodb-flush-method=nosync",
+                "--innodb-doublewrite=0", "--innodb-lock-wait-timeout=900",
+                "--skip-name-resolve"]
+DB_PASS = "jt-test-only"
+
 
 @dataclass
 class SlurmCluster:
     root: Path
     conf: Path
-    procs: list[subprocess.Popen]
+    procs: list[subprocess.Popen]  # in the order stop() ends them
+    accounting: bool = False
+    name: str = ""
 
     @property
     def env(self) -> dict[str, str]:
@@ -64,39 +103,142 @@ class SlurmCluster:
     def queue(self) -> list[str]:
         return self.run("squeue", "-h", "-o", "%i %T").stdout.split("\n")[:-1]
 
+    def sacct(self, job_id: str) -> str:
+        """``State|ExitCode`` of the job as the accounting database has it ("" if unknown)."""
+        return self.run("sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode",
+                        check=False).stdout.strip()
+
     def stop(self) -> None:
-        self.run("scancel", "--full", "--user", os.environ.get("USER", "root"), check=False)
-        for proc in self.procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
+        """Cancel every job, then end every daemon (slurmd, slurmctld, slurmdbd, MariaDB),
+        each in turn; safe to call on a half-started cluster and more than once."""
+        if any(p.poll() is None and p.args[0] == "slurmctld" for p in self.procs):
             try:
-                proc.wait(10)
+                subprocess.run(["scancel", "--full", "--user", os.environ.get("USER", "root")],
+                               env=self.env, capture_output=True, timeout=15)
+            except subprocess.TimeoutExpired:
+                pass
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(10 if proc.args[0] != "mariadbd" else 30)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
 
 
-def start_cluster(root: Path, worker: int, cpus: int = 2) -> SlurmCluster:
+def _wait(what: str, ready, cluster: SlurmCluster, log: Path, timeout: float = 30.0) -> None:
+    deadline, died = time.monotonic() + timeout, []
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        died = [p.args[0] for p in cluster.procs if p.poll() is not None]
+        if died:
+            break
+        time.sleep(0.1)
+    cluster.stop()
+    text = log.read_text(errors="replace")[-2000:] if log.exists() else "(no log)"
+    why = f"{', '.join(died)} exited" if died else f"not ready in {timeout:.0f} s"
+    raise RuntimeError(f"{what} did not come up ({why}); {log.name}:\n{text}")
+
+
+def _start_accounting(root: Path, cluster: SlurmCluster, db_port: int, dbd_port: int) -> None:
+    """MariaDB in ``root/mysql`` on 127.0.0.1:db_port, the accounting database, slurmdbd."""
+    for program, package in (("mariadbd", "mariadb-server"), ("slurmdbd", "slurmdbd")):
+        if not shutil.which(program):
+            raise RuntimeError(f"{program} is not installed: apt-get install {package} "
+                               "(scripts/setup.sh does)")
+    data, sock = root / "mysql", root / "mysql.sock"
+    init = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={data}",
+                           "--user=root", "--auth-root-authentication-method=normal",
+                           "--skip-test-db", *MARIADB_OPTS],
+                          capture_output=True, text=True, timeout=120)
+    if init.returncode != 0:
+        raise RuntimeError("mariadb-install-db failed:\n"
+                           f"{init.stdout[-1500:]}{init.stderr[-1500:]}")
+    cluster.procs.append(subprocess.Popen(
+        ["mariadbd", "--no-defaults", f"--datadir={data}", "--user=root", f"--socket={sock}",
+         f"--pid-file={root}/mysql.pid", f"--log-error={root}/mysql.err",
+         "--skip-networking=0", "--bind-address=127.0.0.1", f"--port={db_port}", *MARIADB_OPTS],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True))
+    client = ["mariadb", "--no-defaults", f"--socket={sock}", "-uroot"]
+    _wait("MariaDB", lambda: subprocess.run([*client, "-e", "SELECT 1"], capture_output=True,
+                                            timeout=10).returncode == 0,
+          cluster, root / "mysql.err")
+    subprocess.run([*client, "-e",
+                    "CREATE DATABASE slurm_acct_db; "
+                    f"CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{DB_PASS}'; "
+                    "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"],
+                   check=True, capture_output=True, timeout=30)
+    dbd_conf = root / "slurmdbd.conf"
+    dbd_conf.write_text(DBD_CONF.format(root=root, dbd_port=dbd_port, db_port=db_port,
+                                        db_pass=DB_PASS))
+    dbd_conf.chmod(0o600)
+    cluster.procs.append(subprocess.Popen(
+        ["slurmdbd", "-D"], env=cluster.env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT, start_new_session=True))
+    # slurmdbd answers once it has created its tables; then register the cluster (slurmctld
+    # would add itself too, but explicitly is deterministic).
+    _wait("slurmdbd", lambda: cluster.run("sacctmgr", "-n", "show", "cluster",
+                                          check=False).returncode == 0,
+          cluster, root / "slurmdbd.log")
+    cluster.run("sacctmgr", "-i", "add", "cluster", cluster.name)
+
+
+def start_cluster(root: Path, worker: int, cpus: int = 2, *, accounting: bool = False,
+                  port_base: int | None = None) -> SlurmCluster:
+    """Start slurmctld + slurmd (and, with ``accounting``, MariaDB + slurmdbd) under ``root``.
+
+    Ports: without accounting 16817 + 2 * worker and the next one (as always); with it, four
+    from 26817 + 4 * worker (slurmctld, slurmd, slurmdbd, MariaDB); ``port_base`` overrides
+    both (four ports from it), for a cluster started next to a running test suite.
+    """
     if not shutil.which("slurmctld"):
         raise RuntimeError("Slurm is not installed: apt-get install slurm-wlm (scripts/setup.sh does)")
+    if port_base is None:
+        port_base = 26817 + 4 * worker if accounting else 16817 + 2 * worker
+    ctld_port, slurmd_port, dbd_port, db_port = (port_base + i for i in range(4))
     (root / "state").mkdir(parents=True)
     (root / "spool" / "localhost").mkdir(parents=True)
     conf = root / "slurm.conf"
-    conf.write_text(CONF.format(root=root, worker=worker, cpus=cpus,
-                                ctld_port=16817 + 2 * worker, slurmd_port=16818 + 2 * worker))
-    env = {**os.environ, "SLURM_CONF": str(conf)}
-    ctld = subprocess.Popen(["slurmctld", "-D", "-i"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    slurmd = subprocess.Popen(["slurmd", "-D", "-N", "localhost"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                              start_new_session=True)
-    cluster = SlurmCluster(root, conf, [slurmd, ctld])
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        state = subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True)
-        if state.stdout.strip() == "idle":
-            return cluster
-        time.sleep(0.3)
-    cluster.stop()
-    log = (root / "slurmctld.log").read_text(errors="replace")[-2000:]
-    raise RuntimeError(f"Slurm did not become idle in 30 s; slurmctld.log:\n{log}")
+    text = CONF.format(root=root, worker=worker, cpus=cpus, ctld_port=ctld_port,
+                       slurmd_port=slurmd_port)
+    if accounting:
+        text = text.replace("AccountingStorageType=accounting_storage/none",
+                            ACCOUNTING.format(dbd_port=dbd_port))
+    conf.write_text(text)
+    cluster = SlurmCluster(root, conf, [], accounting=accounting, name=f"jt{worker}")
+    env = cluster.env
+    try:
+        if accounting:
+            _start_accounting(root, cluster, db_port, dbd_port)
+        ctld = subprocess.Popen(["slurmctld", "-D", "-i"], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        cluster.procs.insert(0, ctld)
+        slurmd = subprocess.Popen(["slurmd", "-D", "-N", "localhost"], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+        cluster.procs.insert(0, slurmd)
+    except BaseException:
+        cluster.stop()
+        raise
+
+    def idle() -> bool:
+        state = subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True,
+                               text=True, timeout=30)
+        return state.stdout.strip() == "idle"
+
+    def registered() -> bool:  # slurmctld has told slurmdbd where it listens
+        out = cluster.run("sacctmgr", "-n", "-P", "show", "cluster", "format=Cluster,ControlPort",
+                          check=False).stdout.split()
+        return f"{cluster.name}|{ctld_port}" in out
+
+    try:
+        _wait("Slurm (an idle node)", idle, cluster, root / "slurmctld.log")
+        if accounting:
+            _wait("slurmctld's registration with slurmdbd", registered, cluster,
+                  root / "slurmctld.log")
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster

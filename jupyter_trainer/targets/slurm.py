@@ -34,6 +34,11 @@ SCHEDULER_FAILURES = {
     "DEADLINE": "Slurm ended the job at its deadline (DEADLINE)",
     "PREEMPTED": "Slurm preempted the job (PREEMPTED)",
 }
+# States a job cannot leave: only these end the wait for accounting to catch up.
+FINAL = {"COMPLETED", "FAILED", "CANCELLED", *SCHEDULER_FAILURES}
+# slurmctld sends a job's end to slurmdbd asynchronously: for a moment after the job has left
+# the queue, sacct can still say PENDING or RUNNING with exit code 0:0.
+SACCT_LAG_S = 5.0
 RUNNING_POLL_S = 0.5
 QUEUED_POLL_S = (0.25, 5.0)  # first and longest interval while the job waits
 
@@ -161,10 +166,20 @@ class SlurmTarget(Target):
 
 
 def _final_state(job_id: str) -> dict[str, Any]:
-    """Final state and exit code: from ``sacct`` when accounting runs, else ``scontrol``."""
-    acct = _run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode"])
-    line = acct.stdout.strip().splitlines()[0] if acct.returncode == 0 and acct.stdout.strip() else ""
-    if line and "|" in line:
+    """Final state and exit code: from ``sacct`` when accounting runs, else ``scontrol``.
+
+    sacct's record lags the job's end by a moment, so one that is not final yet is asked
+    again for up to SACCT_LAG_S before ``scontrol`` (kept MinJobAge seconds) answers instead.
+    """
+    deadline = time.monotonic() + SACCT_LAG_S
+    while True:
+        acct = _run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode"])
+        line = acct.stdout.strip().splitlines()[0] if acct.returncode == 0 and acct.stdout.strip() else ""
+        final = "|" in line and (line.split("|")[0].split() or [""])[0] in FINAL
+        if final or "|" not in line or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    if final:
         state, code = line.split("|")[:2]
         source = "sacct"
     else:

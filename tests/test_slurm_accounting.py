@@ -1,0 +1,74 @@
+"""The Slurm target on a cluster with accounting (slurmdbd + MariaDB on loopback), so the
+final state of a job really comes from ``sacct``, not from ``scontrol``.
+
+Both runs share one test (and so one cluster per session): under ``pytest -n`` two tests
+could land on two workers and each would start its own database.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from jupyter_trainer import api
+from jupyter_trainer.errors import RunFailed
+
+from conftest import leftover, wait_for
+from slurm_cluster import start_cluster
+
+TRAIN = """
+import torch, torch.distributed as dist
+from jupyter_trainer import runtime as jt
+dist.init_process_group()
+t = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(t)
+jt.log(step=0, total=t.item())
+print("rank", dist.get_rank(), "of", dist.get_world_size(), "sum", t.item())
+dist.destroy_process_group()
+"""
+FAIL = "from jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\nraise SystemExit(3)\n"
+
+
+@pytest.fixture(scope="session")
+def slurm_acct(tmp_path_factory, worker_id):
+    worker = 0 if worker_id == "master" else int(worker_id.removeprefix("gw")) + 1
+    cluster = start_cluster(tmp_path_factory.mktemp("slurm-acct"), worker, accounting=True)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster(slurm_acct, home, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", str(slurm_acct.conf))
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "targets.toml").write_text('[targets.cluster]\nkind = "slurm"\npartition = "debug"\n'
+                                       'time = "10:00"\n')
+    yield slurm_acct
+    slurm_acct.run("scancel", "--user", os.environ.get("USER", "root"), check=False)
+    wait_for(lambda: slurm_acct.queue() == [], timeout=30, what="an empty queue")
+
+
+def test_final_state_and_exit_code_come_from_sacct(cluster, home):
+    # The failing run takes one CPU, the 2-rank run both: they run one after the other.
+    failing = api.submit(FAIL, target="cluster", launcher="python", name="acct-fail")
+    good = api.submit(TRAIN, target="cluster", procs=2, name="acct-ddp")
+
+    good.wait(timeout=120)
+    state = good.state
+    assert state["status"] == "completed"
+    assert state["scheduler"]["source"] == "sacct", state["scheduler"]
+    assert state["scheduler"]["state"] == "COMPLETED" and state["scheduler"]["exit_code"] == 0
+    for rank in (0, 1):
+        assert f"rank {rank} of 2 sum 3.0" in good.logs(rank)
+    job = state["launcher"]["job_id"]
+    assert cluster.sacct(job) == "COMPLETED|0:0"
+
+    with pytest.raises(RunFailed):
+        failing.wait(timeout=120)
+    state = failing.state
+    assert state["status"] == "failed"
+    assert state["scheduler"]["source"] == "sacct", state["scheduler"]
+    assert state["scheduler"]["state"] == "FAILED" and state["scheduler"]["exit_code"] == 3
+    assert cluster.sacct(state["launcher"]["job_id"]) == "FAILED|3:0"
+    assert leftover(good.id) == [] and leftover(failing.id) == []
