@@ -33,6 +33,11 @@ def unload_ipython_extension(ipython: Any) -> None:
     pass
 
 
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """The prebuilt JupyterLab extension inside the package (``jupyter labextension develop``)."""
+    return [{"src": "labextension", "dest": "jupyter-trainer-labextension"}]
+
+
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     """The REST API (``jupyter_trainer.server``), enabled automatically on install."""
     return [{"module": "jupyter_trainer.server"}]
