@@ -217,3 +217,14 @@ def test_papermill_notebook_defines_and_uses_an_environment(home, tmp_path):
     (run,) = api.runs(home=home)
     assert run.status == "completed" and run.state["environment"]["built"] is True
     assert "tomli 2.0.1 six 1.16.0 omp 3" in run.logs(1)
+
+
+def test_text_summary_names_the_environment(home):
+    from jupyter_trainer import api
+    from jupyter_trainer.monitor.text import summary_text
+
+    run = api.submit("print('x')", launcher="python", wait=True)
+    follower = run.follower()
+    follower.poll()
+    text = summary_text(follower, run.spec, run.outputs)
+    assert "env: the kernel's Python · python 3." in text

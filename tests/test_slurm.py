@@ -11,6 +11,7 @@ import pytest
 
 from jupyter_trainer import api
 from jupyter_trainer.errors import RunFailed
+from jupyter_trainer.monitor.text import progress_line
 
 from conftest import leftover, wait_for
 from slurm_cluster import start_cluster
@@ -85,6 +86,9 @@ def test_cancel_while_pending_shows_the_reason(cluster, home):
                       and run.state, timeout=30, what="a queue reason")
     assert queued["status"] == "queued" and queued["queue"]["state"] == "PENDING"
     job = queued["launcher"]["job_id"]
+    follower = run.follower()
+    follower.poll()
+    assert f"job {job} waiting: " in progress_line(follower)
     run.cancel(timeout=30)
     assert run.status == "canceled"
     assert not any(line.startswith(job + " ") for line in cluster.queue())

@@ -43,6 +43,9 @@ class RateMeter:
 def progress_line(follower: RunFollower, meter: RateMeter | None = None, now: float | None = None) -> str:
     state = follower.state
     parts = [f"[{follower.run_id}] {state.get('status', '?')} {fmt_duration(elapsed(state, now))}"]
+    queue = state.get("queue") or {}
+    if state.get("status") == "queued" and queue.get("reason"):
+        parts.append(f"job {queue.get('job_id')} waiting: {queue['reason']}")
     prog = follower.overall_progress()
     if prog is not None:
         text = f"step {prog.done:g}"
@@ -90,6 +93,12 @@ def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None,
         lines.append(f"target {spec.target.name} · {spec.launch.launcher} · "
                      f"{spec.launch.nodes}×{spec.launch.procs} procs · "
                      f"{state.get('backend', spec.launch.backend or 'auto')}")
+    if state.get("environment"):
+        lines.append(environment_line(state["environment"]))
+    job = (state.get("launcher") or {}).get("job_id")
+    if job:
+        scheduler = state.get("scheduler") or {}
+        lines.append(f"slurm job {job}" + (f": {scheduler['state']}" if scheduler.get("state") else ""))
     rows = metric_table(follower)
     if rows:
         width = max(len("metric"), *(len(r[0]) for r in rows))
@@ -108,6 +117,25 @@ def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None,
         files = sorted(p.name for p in outputs.iterdir()) if outputs.is_dir() else []
         lines.append(f"outputs: {outputs}" + (f" ({', '.join(files[:10])})" if files else " (empty)"))
     return "\n".join(lines)
+
+
+def environment_line(env: dict[str, Any]) -> str:
+    """Which environment a run used, and whether its submission built it or reused it."""
+    if env.get("name"):
+        line = f"env {env['name']}@{env.get('version')}"
+        if env.get("built"):
+            secs = env.get("build_seconds")
+            line += f" (built in {secs:.1f}s)" if secs is not None else " (built)"
+        else:
+            line += " (reused)"
+    else:
+        line = "env: the kernel's Python"
+    if env.get("python_version"):
+        line += f" · python {env['python_version']}"
+    if env.get("torch"):
+        line += f" · torch {env['torch']}"
+    differences = (env.get("preflight") or {}).get("differences") or []
+    return line + "".join(f"\n  differs from the notebook: {d}" for d in differences)
 
 
 def traceback_tail(text: str, lines: int = 25) -> str:
