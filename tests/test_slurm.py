@@ -141,3 +141,15 @@ def test_reattach_after_the_submitter_is_gone(cluster, home, tmp_path):
     assert '"job_id"' in shown.stdout
     run.wait(timeout=120)
     assert [s for s, _ in run.metrics()["x"]] == list(range(20))
+
+
+def test_named_environment_runs_on_the_cluster(cluster, home):
+    from jupyter_trainer.environment import EnvDefinition, define
+
+    define(EnvDefinition.from_yaml("extra", 'python: "3.11"\ninherit: true\npip:\n  - six==1.16.0\n'
+                                   "env:\n  EXTRA_VAR: from-env\n"), home=home)
+    code = "import os, six\nprint('six', six.__version__, os.environ['EXTRA_VAR'])\n"
+    run = api.submit(code, target="cluster", launcher="python", env="extra", name="slurm-env")
+    run.wait(timeout=180)
+    assert "six 1.16.0 from-env" in run.logs(0)
+    assert run.state["environment"]["name"] == "extra"

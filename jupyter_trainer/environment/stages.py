@@ -98,11 +98,12 @@ def prepare(env: EnvSpec, code_dir: Path, entry: str, *, target: "Target", launc
             home: Path | None = None) -> EnvSpec:
     """Build if needed and pre-flight check ``env`` for the snapshot in ``code_dir``.
 
-    Raises ``EnvError`` when the check fails. Targets other than ``local`` realise the
-    environment on their own nodes, so for them this only checks the image.
+    Raises ``EnvError`` when the check fails. Targets whose nodes do not share this
+    machine's filesystem realise the environment on their own nodes, so for them this only
+    checks the image.
     """
     check_target(env, target)
-    if target.kind != "local":
+    if not target.shares_filesystem:
         return env
     home = Path(home) if home else default_home()
     if env.name is None:
@@ -135,11 +136,11 @@ def realize(env: EnvSpec, target: "Target", *, home: Path | None = None,
     info: dict[str, Any] = {"built": False}
     if env.name is None:
         python = env.python or sys.executable
-        if target.kind == "local" and not os.access(python, os.X_OK):
+        if target.shares_filesystem and not os.access(python, os.X_OK):
             raise EnvError(f"the run's interpreter {python} is missing or not executable on "
                            "this machine")
     else:
-        if target.kind != "local":
+        if not target.shares_filesystem:
             raise EnvError(f"target {target.name!r} ({target.kind}) cannot realise named "
                            "environments yet; run with --target local, or leave --env out")
         info = build_locked(env, home, prepared.get("base_python"))

@@ -23,6 +23,10 @@ class Target(ABC):
 
     kind: ClassVar[str]
     queues: ClassVar[bool] = False  # True when a scheduler may hold the run before it starts
+    # True when the ranks see this machine's filesystem (the run store included), so an
+    # environment built here is usable there as it is.
+    shares_filesystem: ClassVar[bool] = False
+    runs_images: ClassVar[bool] = False  # True when ranks can run in a container image
 
     def __init__(self, name: str, config: Mapping[str, Any] | None = None) -> None:
         self.name = name

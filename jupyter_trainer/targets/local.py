@@ -30,6 +30,7 @@ def _die_with_parent() -> None:
 
 class LocalTarget(Target):
     kind = "local"
+    shares_filesystem = True
 
     def __init__(self, name: str = "local", config: dict[str, Any] | None = None) -> None:
         super().__init__(name, config)

@@ -53,6 +53,11 @@ def _run(argv: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess:
 class SlurmTarget(Target):
     kind = "slurm"
     queues = True
+    shares_filesystem = True  # the run store must be on the cluster's shared filesystem
+
+    @property
+    def runs_images(self) -> bool:  # type: ignore[override]
+        return self.cfg.container == "pyxis"
 
     def __init__(self, name: str, config: dict[str, Any] | None = None) -> None:
         super().__init__(name, config)
