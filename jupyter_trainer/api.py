@@ -241,10 +241,16 @@ class Run:
         return text
 
     def monitor(self, **kwargs: Any):
-        """Show this run's live monitor (text in a terminal or under papermill)."""
-        from .monitor import show
+        """This run's monitor, live or finished, with its whole history.
 
-        return show(self, **kwargs)
+        In a notebook front end: the ``RunMonitor`` widget (it shows itself as a cell's
+        value; ``display()`` it otherwise), kept current by a background thread, so this
+        returns at once. Under papermill, in a terminal or with
+        ``JUPYTER_TRAINER_MONITOR=text``: the text monitor, followed to the run's end.
+        """
+        from .monitor import monitor
+
+        return monitor(self, **kwargs)
 
     @property
     def is_active(self) -> bool:

@@ -71,6 +71,10 @@ def cell_parser() -> OptionParser:
     add_run_options(parser)
     parser.add_argument("--no-wait", action="store_true",
                         help="return at once; the run goes on in the background")
+    parser.add_argument("--form", action="store_true",
+                        help="show a launch form (target, nodes, procs, environment and one "
+                             "input per hyperparameter) instead of starting at once; headless "
+                             "(papermill) it starts at once with the notebook's values")
     return parser
 
 

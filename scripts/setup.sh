@@ -44,7 +44,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     log "installing jupyter_trainer[test,bench] (editable)"
     "$VENV/bin/pip" install -q -e "$ROOT[test,bench]"
     # Serve the lab extension from its build folder, so a rebuild needs no reinstall.
-    cp "$ROOT/labextension/install.json" "$ROOT/jupyter_trainer/labextension/"
     rm -rf "$VENV/share/jupyter/labextensions/jupyter-trainer-labextension"
     ln -s "$ROOT/jupyter_trainer/labextension" "$VENV/share/jupyter/labextensions/jupyter-trainer-labextension"
     echo "$want" > "$stamp"

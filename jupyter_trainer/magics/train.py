@@ -8,9 +8,10 @@ import sys
 from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.display import display
 
 from .. import api
-from ..monitor import show
+from ..monitor import monitor_mode, show
 from ..monitor.text import runs_table, summary_text, targets_table
 from ..options import (HelpRequested, OptionParser, cell_parser, script_parser, split_line,
                       submit_kwargs)
@@ -58,27 +59,48 @@ class TrainMagics(Magics):
             print(shown.text)
             return None
 
-    def _cell(self, line: str, cell: str) -> api.Run:
+    def _cell(self, line: str, cell: str) -> api.Run | None:
         words, rest = split_line(line)
         if rest:
             raise SpecError("script arguments after `--` only go with %train path/to/script.py")
         opts = cell_parser().parse_args(words)
-        run = api.submit(self.shell.transform_cell(cell), namespace=self.shell.user_ns,
-                         history=list(self.shell.user_ns.get("In", [])),
+        mode = monitor_mode()
+        code = self.shell.transform_cell(cell)
+        history = list(self.shell.user_ns.get("In", []))
+        if opts.form and mode == "widget":
+            from ..monitor.form import LaunchForm
+            from ..monitor.widget import RunMonitor
+
+            form = LaunchForm(code, self.shell.user_ns, submit_kwargs(opts), history=history,
+                              origin=_origin(), submit=api.submit)
+            display(RunMonitor(launcher=form))
+            return None
+        run = api.submit(code, namespace=self.shell.user_ns, history=history,
                          origin=_origin(), **submit_kwargs(opts))
         if opts.no_wait:
+            if mode == "widget":
+                display(_widget(run))
+                return None
             print(f"run {run.id} started; follow it with %train attach {run.id}")
             return run
-        return self._watch(run)
+        return self._watch(run, mode)
 
-    def _watch(self, run: api.Run) -> api.Run:
+    def _watch(self, run: api.Run, mode: str | None = None) -> api.Run:
+        widget = None
         try:
-            show(run, traceback=False)  # the raised RunFailed shows it
+            if (mode or monitor_mode()) == "widget":
+                widget = _widget(run)
+                display(widget)
+                run.wait(raise_on_failure=False)
+            else:
+                show(run, traceback=False)  # the raised RunFailed shows it
         except KeyboardInterrupt:
             print(f"interrupted: canceling run {run.id}", file=sys.stderr, flush=True)
             run.cancel(wait=True, timeout=15)
             print(f"run {run.id} {run.status}", file=sys.stderr, flush=True)
             raise
+        if widget is not None:
+            widget.wait_final(timeout=10)
         run.raise_for_status()
         return run
 
@@ -102,6 +124,9 @@ class TrainMagics(Magics):
             print(targets_table(configured_targets()))
         elif opts.command == "attach":
             run = api.get_run(opts.run)
+            if monitor_mode() == "widget":
+                display(_widget(run))  # follows the run in the background
+                return None
             show(run)
             return run
         elif opts.command == "show":
@@ -120,6 +145,12 @@ class TrainMagics(Magics):
                 lines = run.logs(rank).splitlines()[-opts.tail:]
                 print(f"--- rank {rank} ---" if len(ranks) > 1 else "", *lines, sep="\n")
         return None
+
+
+def _widget(run: api.Run) -> Any:
+    from ..monitor.widget import RunMonitor
+
+    return RunMonitor(run)
 
 
 def _origin() -> dict[str, Any]:

@@ -1,19 +1,32 @@
-"""Following a run from wherever ``show`` is called: a notebook kernel or a terminal."""
+"""Following a run from wherever it is asked for: a notebook front end, papermill, a terminal.
+
+``monitor(run)`` is the switch: the live widget when a person is looking at the notebook
+(see ``mode.monitor_mode``), else ``show(run)``, the text monitor that follows the run to
+its end and leaves a summary and static charts, which papermill keeps.
+"""
 
 from __future__ import annotations
 
 import base64
 import html
-import sys
 from typing import Any
 
+from .mode import kernel_shell, monitor_mode
 from .text import TextMonitor
 
 
 def _in_kernel() -> bool:
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython else None
-    return shell is not None and getattr(shell, "kernel", None) is not None
+    return kernel_shell() is not None
+
+
+def monitor(run: Any, **kwargs: Any) -> Any:
+    """The run's monitor: a ``RunMonitor`` widget (shown when it is a cell's value, or with
+    ``display``) in a live front end; elsewhere the text monitor, followed to the run's end."""
+    if monitor_mode() == "widget":
+        from .widget import RunMonitor
+
+        return RunMonitor(run)
+    return show(run, **kwargs)
 
 
 def show(run: Any, *, interval: float = 5.0, timeout: float | None = None,

@@ -1,0 +1,417 @@
+"""The run monitor in a real JupyterLab, driven by headless Chromium (Playwright).
+
+Each test starts its own ``jupyter lab`` (free port, random token, private settings,
+workspace and runtime folders), opens a notebook, runs its cells from the keyboard and
+checks the widget as a person would see it. A screenshot of each step is saved under
+``$JT_ARTIFACTS`` (default ``out/artifacts``); the README shows copies of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from jupyter_trainer import api, procs
+
+from conftest import REPO, leftover, wait_for
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run",
+                 "--disable-dev-shm-usage"]
+ARTIFACTS = Path(os.environ.get("JT_ARTIFACTS") or REPO / "out" / "artifacts")
+TIMEOUT_MS = 90_000
+
+
+class JupyterLab:
+    """``jupyter lab`` in folders of its own; ``stop`` ends it and every process it started."""
+
+    def __init__(self, base: Path, env: dict[str, str]) -> None:
+        self.base = base
+        self.root = base / "notebooks"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.port = procs.free_port()
+        self.token = secrets.token_hex(16)
+        settings = base / "lab-settings" / "@jupyterlab" / "apputils-extension"
+        settings.mkdir(parents=True, exist_ok=True)
+        (settings / "notification.jupyterlab-settings").write_text(
+            json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+        self.env = {**env, "JUPYTERLAB_SETTINGS_DIR": str(base / "lab-settings"),
+                    "JUPYTERLAB_WORKSPACES_DIR": str(base / "lab-workspaces"),
+                    "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+                    "JUPYTER_CONFIG_DIR": str(base / "config")}
+        self.log_path = base / "jupyter-lab.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip", "127.0.0.1",
+             "--port", str(self.port), f"--ServerApp.token={self.token}", "--allow-root",
+             f"--ServerApp.root_dir={self.root}", "--ServerApp.port_retries=0"],
+            env=self.env, stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _wait_ready(self, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited:\n{self.log_path.read_text()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError(f"jupyter lab did not answer in {timeout} s:\n{self.log_path.read_text()}")
+
+    def write_notebook(self, name: str, cells: list[str]) -> str:
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                     "language": "python"}
+        nbformat.write(nb, self.root / name)
+        return name
+
+    def processes(self) -> list[int]:
+        """The server's kernels and whatever they started (they carry its runtime folder)."""
+        return procs.pids_with_env("JUPYTER_RUNTIME_DIR", self.env["JUPYTER_RUNTIME_DIR"])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # it shuts its kernels down
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        procs.signal_pids(procs.wait_gone(self.processes, timeout=10), signal.SIGKILL)
+
+
+class Page:
+    """A notebook open in headless Chromium, with screenshots of each step."""
+
+    def __init__(self, page, lab: JupyterLab, shots: Path) -> None:
+        self.page = page
+        self.lab = lab
+        self.shots = shots
+        self.errors: list[str] = []
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+
+    def open(self, name: str) -> None:
+        self.page.goto(f"{self.lab.url}/lab/tree/{name}?token={self.lab.token}&reset")
+        self.page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=TIMEOUT_MS)
+        self.dismiss_popups()
+
+    def dismiss_popups(self) -> None:
+        for selector in (".jp-toast-button:has-text('No')", ".jp-Notification-Toast-Close",
+                         "button.jp-toast-dismiss"):
+            for button in self.page.locator(selector).all():
+                if button.is_visible():
+                    button.click()
+
+    def run_all(self) -> None:
+        """Run > Run All Cells, once the kernel is connected and idle."""
+        self.page.wait_for_selector(".jp-StatusBar-TextItem:has-text('| Idle')")
+        self.dismiss_popups()
+        self.page.click(".lm-MenuBar-item:has-text('Run')")
+        self.page.click(".lm-Menu-item[data-command='runmenu:run-all']")
+        self.page.wait_for_selector(".jp-InputArea-prompt:has-text('[*]'), .jp-InputArea-prompt:has-text('[1]')")
+
+    def shot(self, name: str, selector: str = "[data-testid=jt-monitor]") -> Path:
+        """Screenshot of the widget. When a run ends, JupyterLab draws the widget's output
+        once more (its text/plain is brought up to date), so a view can be replaced
+        under the camera: then take the new one."""
+        from playwright.sync_api import Error
+
+        self.dismiss_popups()
+        path = self.shots / f"{name}.png"
+        for attempt in range(3):
+            try:
+                self.page.locator(selector).last.screenshot(path=str(path), animations="disabled")
+                return path
+            except Error as exc:
+                if "not attached" not in str(exc) or attempt == 2:
+                    raise
+                time.sleep(0.5)
+        return path
+
+    def attr(self, selector: str, name: str) -> str | None:
+        return self.page.locator(selector).first.get_attribute(name)
+
+    def text(self, selector: str) -> str:
+        return self.page.locator(selector).first.inner_text()
+
+    def canvas_ink(self) -> list[int]:
+        """Pixels drawn (non-transparent) on each chart canvas."""
+        return self.page.eval_on_selector_all("[data-testid=jt-chart]", """cs => cs.map(c => {
+            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; })""")
+
+
+@pytest.fixture
+def browser(home, request):
+    """(JupyterLab, Page) with the page's artifacts folder; everything is stopped after."""
+    from playwright.sync_api import sync_playwright
+
+    base = home.parent / "lab"
+    lab = JupyterLab(base, {**os.environ, "JUPYTER_TRAINER_MONITOR": "auto"})
+    shots = ARTIFACTS / request.node.name
+    shutil.rmtree(shots, ignore_errors=True)
+    shots.mkdir(parents=True)
+    try:
+        with sync_playwright() as pw:
+            context = pw.chromium.launch_persistent_context(
+                str(base / "chromium-profile"), executable_path=CHROMIUM, headless=True,
+                args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1700})
+            try:
+                context.set_default_timeout(TIMEOUT_MS)
+                page = Page(context.pages[0] if context.pages else context.new_page(), lab, shots)
+                yield lab, page
+                assert not page.errors, f"errors in the page: {page.errors}"
+            finally:
+                context.close()
+    finally:
+        lab.stop()
+        shutil.copy(lab.log_path, shots / "jupyter-lab.log")
+
+
+LIVE_CELL = """%%train --procs 2 --name browser-live
+import sys, time
+from jupyter_trainer import runtime as jt
+total = steps_per_epoch * epochs
+for step in range(total):
+    loss = 2.0 / (1 + 0.05 * step) + 0.05 * ((step * 7919) % 13) / 13
+    jt.log(step=step, loss=loss, accuracy=min(0.99, step / total + 0.1 * jt.rank), lr=lr * 0.995 ** step)
+    jt.progress(step + 1, total)
+    print(f"\\x1b[32mINFO\\x1b[0m rank {jt.rank} step {step:4d} loss={loss:.4f}", flush=True)
+    if step % 25 == 0:
+        print(f"\\x1b[33mWARN\\x1b[0m rank {jt.rank}: step {step} checkpoint skipped", file=sys.stderr, flush=True)
+    time.sleep(0.08)
+"""
+
+
+def test_live_monitor_progress_charts_logs_and_cancel(browser, home):
+    lab, page = browser
+    lab.write_notebook("live.ipynb", ["%load_ext jupyter_trainer",
+                                      "lr = 0.1\nepochs = 50\nsteps_per_epoch = 20", LIVE_CELL])
+    page.open("live.ipynb")
+    page.run_all()
+    page.page.wait_for_selector("[data-testid=jt-monitor] [data-testid=jt-run-id]:not(:empty)")
+    run = api.get_run(page.text("[data-testid=jt-run-id]"))
+    assert run.spec.params == {"lr": 0.1, "epochs": 50, "steps_per_epoch": 20}
+    page.page.wait_for_function("document.querySelector('[data-testid=jt-status]').textContent === 'running'")
+    page.shot("01-running")
+
+    # the progress bar advances
+    fraction = lambda: float(page.attr("[data-testid=jt-progress-fill]", "data-fraction") or 0)  # noqa: E731
+    first = wait_for(fraction, 60, what="progress")
+    wait_for(lambda: fraction() > first + 0.02, 60, what="the progress bar to advance")
+    assert re.search(r"\d+ / 1,?000 \(\d+%\) .* steps/s .* ETA", page.text("[data-testid=jt-progress-text]"))
+    page.shot("02-progress")
+
+    # a chart is drawn and grows
+    page.page.wait_for_selector("[data-testid=jt-chart][data-points]")
+    titles = page.page.locator(".jt-chart-title").all_inner_texts()
+    assert titles == ["loss", "accuracy", "lr"]
+    count = lambda: int(page.attr("[data-testid=jt-chart]", "data-count") or 0)  # noqa: E731
+    before, ink = count(), page.canvas_ink()
+    assert all(n > 500 for n in ink), f"a chart canvas is blank: {ink}"
+    wait_for(lambda: count() > before + 20, 60, what="the chart to grow")
+    page.shot("03-charts-growing")
+
+    # charts against wall time, of the mean across ranks; metrics can be hidden and shown
+    page.page.click("[data-testid=jt-opt-x] button[data-value=time]")
+    page.page.click("[data-testid=jt-opt-agg] button[data-value=mean]")
+    page.page.wait_for_function("""() => {
+        const cs = [...document.querySelectorAll('[data-testid=jt-chart]')];
+        return cs.length === 3 && cs.every(c => c.dataset.x === 'time' && c.dataset.series === '1'); }""")
+    assert page.page.locator(".jt-legend-item:has-text('mean of 2 ranks')").count() == 3
+    page.page.click(".jt-metric-chip[data-metric=lr]")
+    wait_for(lambda: page.page.locator(".jt-chart-title").all_inner_texts() == ["loss", "accuracy"],
+             20, what="lr's chart to be hidden")
+    page.shot("03b-wall-time-mean")
+    page.page.click(".jt-metric-chip[data-metric=lr]")
+    wait_for(lambda: page.page.locator(".jt-chart-title").count() == 3, 20, what="lr's chart back")
+
+    # log lines appear, in colour, and can be searched
+    wait_for(lambda: page.page.locator("[data-testid=jt-log-line]").count() > 10, 60, what="log lines")
+    assert page.page.locator("[data-testid=jt-log-line] .jt-fg-2").count() > 0  # green INFO
+    page.page.fill("[data-testid=jt-log-search]", "warn")
+    wait_for(lambda: "of" in page.text("[data-testid=jt-log-count]"), 10, what="search results")
+    shown = page.page.locator("[data-testid=jt-log-line]").all_inner_texts()
+    assert shown and all("WARN" in line for line in shown)
+    assert page.page.locator("[data-testid=jt-log-line] mark.jt-match").count() == len(shown)
+    page.page.select_option("[data-testid=jt-log-rank]", "1")
+    wait_for(lambda: all(line.startswith("WARN rank 1") for line in
+                         page.page.locator("[data-testid=jt-log-line]").all_inner_texts() or ["x"]),
+             20, what="rank 1's lines only")
+    page.shot("04-logs-search")
+    page.page.fill("[data-testid=jt-log-search]", "")
+
+    # Cancel ends the run while the cell waits, with no process left
+    assert not run.done
+    page.page.click("[data-testid=jt-cancel]")
+    wait_for(lambda: run.status == "canceled", 20, what="the run to be canceled")
+    wait_for(lambda: leftover(run.id) == [], 10, what="every process of the run to end")
+    page.page.wait_for_function("document.querySelector('[data-testid=jt-status]').textContent === 'canceled'")
+    page.page.wait_for_selector(".jp-OutputArea-output:has-text('RunCanceled')")
+    assert "Canceled" in page.text("[data-testid=jt-banner]")
+    page.shot("05-canceled")
+    assert run.state["reason"] == "canceled by user"
+
+
+FORM_CELL = """%%train --form --procs 2 --name from-form
+import time
+from jupyter_trainer import runtime as jt
+for step in range(epochs * 10):
+    jt.log(step=step, loss=1.0 / (1 + lr * step), width=float(sum(layers)))
+    jt.progress(step + 1, epochs * 10)
+    time.sleep(0.05)
+print("trained", lr, epochs, layers, optimizer, augment, flush=True)
+"""
+
+
+def test_form_launch_records_the_entered_values(browser, home):
+    lab, page = browser
+    lab.write_notebook("form.ipynb", [
+        "%load_ext jupyter_trainer",
+        "lr = 0.1\nepochs = 3\nlayers = [64, 32]\noptimizer = 'sgd'\naugment = False",
+        FORM_CELL])
+    page.open("form.ipynb")
+    page.run_all()
+    page.page.wait_for_selector("[data-testid=jt-form]")
+    assert page.attr("[data-testid=jt-param-lr]", "value") == "0.1"
+    assert page.attr("[data-testid=jt-param-layers]", "value") == "[64, 32]"
+    page.shot("06-form")
+    # a value of the wrong type is caught before anything starts
+    page.page.fill("[data-testid=jt-param-epochs]", "4.5")
+    assert page.page.locator("[data-testid=jt-launch]").is_disabled()
+    assert "epochs must be a whole number" in page.text(".jt-form")
+    page.shot("07-form-invalid")
+    page.page.fill("[data-testid=jt-param-epochs]", "4")
+    page.page.fill("[data-testid=jt-param-lr]", "0.025")
+    page.page.fill("[data-testid=jt-param-layers]", "[128, 64, 10]")
+    page.page.fill("[data-testid=jt-param-optimizer]", "adam")
+    page.page.check("[data-testid=jt-param-augment]")
+    page.page.fill("[data-testid=jt-form-procs]", "2")
+    assert api.runs(home=home) == []
+    page.page.click("[data-testid=jt-launch]")
+
+    page.page.wait_for_selector("[data-testid=jt-monitor] [data-testid=jt-run-id]:not(:empty)")
+    run = api.get_run(page.text("[data-testid=jt-run-id]"))
+    assert run.spec.params == {"lr": 0.025, "epochs": 4, "layers": [128, 64, 10],
+                               "optimizer": "adam", "augment": True}
+    assert run.spec.launch.procs == 2 and run.name == "from-form"
+    run.wait(timeout=90)
+    page.page.wait_for_function("document.querySelector('[data-testid=jt-status]').textContent === 'completed'")
+    page.page.wait_for_selector("[data-testid=jt-log-line]:has-text('trained 0.025 4 [128, 64, 10] adam True')")
+    assert page.attr("[data-testid=jt-progress-fill]", "data-fraction") == "1"
+    page.shot("08-form-became-monitor")
+    assert leftover(run.id) == []
+
+
+def test_a_failed_run_shows_the_failing_rank_and_traceback(browser, home):
+    lab, page = browser
+    lab.write_notebook("fail.ipynb", ["%load_ext jupyter_trainer", """%%train --procs 2 --name diverges
+import time
+from jupyter_trainer import runtime as jt
+def check(loss, step):
+    if loss > 4:
+        raise FloatingPointError(f"loss diverged to {loss:.2f} at step {step}")
+for step in range(60):
+    loss = 1.0 + (step * 0.1 if jt.rank == 1 else 0.0)
+    jt.log(step=step, loss=loss)
+    jt.progress(step + 1, 60)
+    check(loss, step)
+    time.sleep(0.05)
+"""])
+    page.open("fail.ipynb")
+    page.run_all()
+    page.page.wait_for_function(
+        "(document.querySelector('[data-testid=jt-status]') || {}).textContent === 'failed'")
+    banner = page.text("[data-testid=jt-banner]")
+    assert "Rank 1 failed first: FloatingPointError: loss diverged to 4.10 at step 31" in banner
+    assert 'raise FloatingPointError(f"loss diverged to' in banner
+    page.page.wait_for_selector(".jp-OutputArea-output:has-text('RunFailed')")
+    page.shot("09-failed")
+    assert leftover(api.runs(home=home)[0].id) == []
+
+
+def test_a_huge_run_stays_smooth_in_the_browser(browser, home):
+    """1,000,000 points per metric and 100 MB of logs: the page draws downsampled series and
+    a bounded log tail, and no task blocks the page for long while the history streams in."""
+    from test_widget import huge_run
+
+    lab, page = browser
+    run = huge_run(1_000_000, 100)
+    page.page.add_init_script("""
+        window.__longTasks = [];
+        new PerformanceObserver((list) => {
+            for (const e of list.getEntries()) window.__longTasks.push([e.startTime, e.duration]);
+        }).observe({ type: 'longtask', buffered: true });""")
+    lab.write_notebook("huge.ipynb", ["%load_ext jupyter_trainer", f"%train attach {run.id}"])
+    page.open("huge.ipynb")
+    page.run_all()
+    page.page.wait_for_selector("[data-testid=jt-monitor] [data-testid=jt-run-id]:not(:empty)")
+    since = page.page.evaluate("performance.now()")
+    page.page.wait_for_function(
+        "[...document.querySelectorAll('[data-testid=jt-chart]')].map(c => c.dataset.count).join() === '2000000,2000000'",
+        timeout=180_000)
+    wait_for(lambda: "rank 1 done" in " ".join(
+        page.page.locator("[data-testid=jt-log-line]").all_inner_texts()[-2:]), 30, what="the log tail")
+    drawn = page.page.eval_on_selector_all("[data-testid=jt-chart]", "cs => cs.map(c => +c.dataset.points)")
+    assert all(0 < n <= 2000 for n in drawn), drawn
+    assert page.page.locator("[data-testid=jt-log-line]").count() <= 2000
+    assert "1,000,000 points × 2 ranks" in page.text(".jt-chart-foot")
+    assert page.text(".jt-chart-card[data-metric=loss] .jt-chart-stats") == "last 1e-6 · min 1e-6 · max 1.01"
+    long_tasks = [d for start, d in page.page.evaluate("window.__longTasks") if start >= since]
+    assert max(long_tasks, default=0) < 250, f"the page was blocked for {max(long_tasks)} ms"
+    page.shot("10-huge-run")
+
+
+def test_a_reloaded_page_shows_the_live_widget_again(browser, home):
+    lab, page = browser
+    lab.write_notebook("reload.ipynb", ["%load_ext jupyter_trainer", """%%train --no-wait --procs 2 --name reload
+import time
+from jupyter_trainer import runtime as jt
+for step in range(250):
+    jt.log(step=step, loss=1.0 / (step + 1))
+    jt.progress(step + 1, 250)
+    print("reload step", step, flush=True)
+    time.sleep(0.06)
+"""])
+    page.open("reload.ipynb")
+    page.run_all()
+    page.page.wait_for_selector("[data-testid=jt-log-line]")
+    run = api.get_run(page.text("[data-testid=jt-run-id]"))
+    page.page.keyboard.press("Control+s")
+    page.page.wait_for_selector(".jp-mod-dirty", state="detached")
+    page.page.reload()
+    page.page.wait_for_selector("[data-testid=jt-monitor] [data-testid=jt-run-id]:not(:empty)")
+    assert page.text("[data-testid=jt-run-id]") == run.id and not run.done
+    fraction = lambda: float(page.attr("[data-testid=jt-progress-fill]", "data-fraction") or 0)  # noqa: E731
+    before = fraction()
+    wait_for(lambda: fraction() > before, 30, what="progress after the reload")
+    wait_for(lambda: page.page.locator("[data-testid=jt-log-line]:has-text('reload step 0')").count() == 2,
+             30, what="the log history after the reload")
+    page.shot("11-after-reload")
+    run.wait(timeout=60)
+    page.page.wait_for_function("document.querySelector('[data-testid=jt-status]').textContent === 'completed'")
+    assert page.attr("[data-testid=jt-progress-fill]", "data-fraction") == "1"
+    assert leftover(run.id) == []

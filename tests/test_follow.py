@@ -1,0 +1,152 @@
+"""Reading a run's events and logs incrementally, and reducing long series for display."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+
+import numpy as np
+import pytest
+
+from jupyter_trainer import api
+from jupyter_trainer.follow import (LogTail, decode_lines, downsample,
+                                    mean_across_ranks, minmax_indices)
+from jupyter_trainer.monitor.feed import RunFeed
+
+
+@pytest.fixture
+def finished_run(home):
+    """A real (tiny) run, so the store layout is the real one; tests add files to it."""
+    return api.submit("print('hi')", launcher="python", name="follow", wait=True)
+
+
+def metric(step, t, **values):
+    return json.dumps({"kind": "metric", "t": t, "step": step, "values": values}) + "\n"
+
+
+def test_decode_lines_skips_what_does_not_parse():
+    good = metric(1, 1.0, x=1) + metric(2, 2.0, x=2)
+    assert [e["step"] for e in decode_lines(good.encode())] == [1, 2]
+    torn = (metric(1, 1.0, x=1) + '{"kind": "met\n' + "\n" + metric(3, 3.0, x=3)).encode()
+    assert [e["step"] for e in decode_lines(torn)] == [1, 3]
+    assert decode_lines(b"") == []
+
+
+def test_follower_reads_in_bounded_steps_and_matches_a_full_read(finished_run):
+    run = finished_run
+    events = run.path / "events"
+    with open(events / "rank-7.jsonl", "w") as fh:
+        for i in range(20_000):
+            fh.write(metric(i, 100.0 + i, loss=1.0 / (i + 1), flag=True, name="x", big=i))
+            if i % 100 == 0:
+                fh.write(json.dumps({"kind": "progress", "t": 100.0 + i, "done": i, "total": 20_000}) + "\n")
+        fh.write(json.dumps({"kind": "metric", "t": 1.0, "step": None, "values": {"loss": 5}}) + "\n")
+        fh.write('{"kind": "metric", "t": 2.0, "st')  # a line still being written
+    full = run.follower()
+    full.poll()
+    stepped = run.follower()
+    rounds = 0
+    while True:
+        stepped.poll(max_bytes=100_000)
+        rounds += 1
+        if not stepped.behind:
+            break
+    assert rounds > 5
+    for follower in (full, stepped):
+        loss = follower.series["loss"][7]
+        assert len(loss) == 20_001 and loss.values[0] == 1.0 and loss.last == 5.0
+        assert math.isnan(loss.steps[-1]) and loss.steps[-2] == 19_999.0
+        assert "flag" not in follower.series and "name" not in follower.series  # bools, text
+        assert follower.series["big"][7].values[-1] == 19_999.0  # ints become floats
+        assert follower.progress[7].done == 19_900
+    assert stepped.events_read == full.events_read == 20_000 + 200 + 1
+    with open(events / "rank-7.jsonl", "a") as fh:
+        fh.write('ep": 3, "values": {"loss": 6}}\n')
+    assert full.poll() and full.series["loss"][7].last == 6.0
+
+
+def test_log_tail_reads_only_the_end_of_a_huge_log(tmp_path):
+    path = tmp_path / "rank-0.log"
+    line = "x" * 99 + "\n"
+    with open(path, "w") as fh:
+        for _ in range(1_000_000):  # 100 MB
+            fh.write(line)
+        fh.write("\x1b[31mlast red line\x1b[0m\n")
+    tail = LogTail(path, max_lines=500, max_bytes=64 << 10)
+    started = time.perf_counter()
+    new = tail.poll()
+    assert time.perf_counter() - started < 0.5
+    assert len(tail.lines) == 500 and new[-1] == "\x1b[31mlast red line\x1b[0m"
+    assert tail.skipped > 99_000_000 and tail.offset == path.stat().st_size
+    with open(path, "a") as fh:
+        fh.write("progress 10%\rprogress 50%\rprogress 100%\n")
+        fh.write("y" * 50_000 + "\n")
+        fh.write("partial")
+    new = tail.poll()
+    assert new[0] == "progress 100%" and new[1].endswith("…[cut]") and len(new[1]) < 5000
+    assert tail.poll() == []
+    with open(path, "a") as fh:
+        fh.write(" line\n")
+    assert tail.poll() == ["partial line"]
+    os.truncate(path, 0)
+    with open(path, "a") as fh:
+        fh.write("after rotation\n")
+    assert tail.poll() == ["after rotation"]
+    assert LogTail(tmp_path / "missing.log").poll() == []
+
+
+def test_minmax_downsampling_keeps_extremes_and_the_final_value():
+    rng = random.Random(1)
+    n = 1_000_000
+    ys = np.cumsum(np.array([rng.gauss(0, 1) for _ in range(n)]))
+    ys[123_457] = 1e6   # a spike
+    ys[654_321] = -1e6  # a dip
+    xs = np.arange(n, dtype=np.float64)
+    idx = minmax_indices(ys, 1000)
+    assert len(idx) <= 1000 and idx[0] == 0 and idx[-1] == n - 1
+    assert {123_457, 654_321} <= set(idx.tolist())
+    dx, dy = downsample(xs, ys, 1000)
+    assert dy.max() == ys.max() and dy.min() == ys.min() and dy[-1] == ys[-1]
+    assert np.all(np.diff(dx) > 0)
+    short = np.arange(10.0)
+    assert minmax_indices(short, 1000).tolist() == list(range(10))
+
+
+def test_mean_across_ranks_aligns_by_index(finished_run):
+    run = finished_run
+    for rank, scale in ((0, 1.0), (1, 3.0)):
+        with open(run.path / "events" / f"rank-{rank}.jsonl", "w") as fh:
+            for i in range(5 + rank):  # rank 1 is one step ahead
+                fh.write(metric(i, float(i), loss=scale * i))
+    follower = run.follower()
+    follower.poll()
+    mean = mean_across_ranks(follower.series["loss"])
+    assert list(mean.values) == [0.0, 2.0, 4.0, 6.0, 8.0] and list(mean.steps) == [0, 1, 2, 3, 4]
+
+
+def test_feed_payloads_stay_small_for_long_series(finished_run):
+    run = finished_run
+    with open(run.path / "events" / "rank-0.jsonl", "w") as fh:
+        fh.writelines(metric(i, 1000.0 + i / 100, loss=1.0 / (i + 1), acc=i / 200_000)
+                      for i in range(200_000))
+    feed = RunFeed(run)
+    while True:
+        feed.poll()
+        if not feed.behind:
+            break
+    charts = feed.chart_payload({"x": "step", "agg": "ranks", "selected": None})
+    loss = charts["charts"]["loss"]["series"][0]
+    assert loss["count"] == 200_000 and loss["points"] <= 1000
+    assert loss["last"] == 1.0 / 200_000 and loss["max"] == 1.0 and loss["min"] == 1.0 / 200_000
+    y = np.frombuffer(loss["y"], dtype="<f8")
+    assert y.max() == 1.0 and y[-1] == 1.0 / 200_000
+    timed = feed.chart_payload({"x": "time", "agg": "mean", "selected": ["acc"]})
+    assert list(timed["charts"]) == ["acc"]
+    x = np.frombuffer(timed["charts"]["acc"]["series"][0]["x"], dtype="<f8")
+    created = run.state["created"]
+    assert x[0] == pytest.approx(1000.0 - created) and x[-1] == pytest.approx(1000.0 + 1999.99 - created)
+    summary = {m["name"]: m for m in feed.metrics_payload()}
+    assert summary["acc"]["count"] == 200_000 and summary["acc"]["max"] == 199_999 / 200_000

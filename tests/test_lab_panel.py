@@ -1,0 +1,75 @@
+"""The Training Runs side panel in a real JupyterLab, in headless Chromium: a run started
+from the CLI appears, its progress advances, its view draws a chart, and Cancel ends it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+
+from jupyter_trainer import api
+
+from conftest import REPO, leftover, wait_for
+from test_browser import TIMEOUT_MS, browser  # noqa: F401  (the fixture)
+
+SCRIPT = """
+import time
+from jupyter_trainer import runtime as jt
+for step in range(400):
+    print(f"step {step} of 400", flush=True)
+    jt.log(step=step, loss=1.0 / (1 + step))
+    jt.progress(step + 1, 400)
+    time.sleep(0.1)
+"""
+
+
+def fraction(page, run_id: str) -> float:
+    value = page.locator(f"[data-testid=jt-runs-row][data-run='{run_id}'] "
+                         "[data-testid=jt-runs-progress]").get_attribute("data-fraction")
+    return float(value or 0)
+
+
+def test_panel_lists_a_cli_run_live_and_cancels_it(browser, home, tmp_path):  # noqa: F811
+    lab, page = browser
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    run_id = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
+                             "--procs", "2", "--name", "from-cli"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    run = api.get_run(run_id)
+    wait_for(lambda: run.store.read_events(run_id, 0)[0], timeout=60, what="the first event")
+
+    pw = page.page
+    pw.goto(f"{lab.url}/lab?token={lab.token}&reset")
+    pw.wait_for_selector("#jupyter-trainer-runs, [data-id='jupyter-trainer-runs']", state="attached",
+                         timeout=TIMEOUT_MS)
+    page.dismiss_popups()
+    pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
+    row = f"[data-testid=jt-runs-row][data-run='{run_id}']"
+    pw.wait_for_selector(row)
+    assert "from-cli" in pw.inner_text(row) and "local" in pw.inner_text(row)
+    first = wait_for(lambda: fraction(pw, run_id), timeout=30, what="progress in the panel")
+    page.shot("panel-live", "#jupyter-trainer-runs")
+    wait_for(lambda: fraction(pw, run_id) > first, timeout=30, what="progress to advance")
+    assert pw.inner_text(f"{row} [data-testid=jt-runs-status-badge]") == "running"
+
+    pw.click(row)
+    view = f"#jt-run-{run_id}"
+    pw.wait_for_selector(f"{view} [data-testid=jt-chart]")
+    ink = wait_for(lambda: pw.eval_on_selector(f"{view} [data-testid=jt-chart]", """c => {
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }"""),
+        timeout=30, what="a drawn chart")
+    assert ink > 500
+    wait_for(lambda: "step" in pw.inner_text(f"{view} [data-testid=jt-log-body]"), timeout=30,
+             what="log lines in the run view")
+    shot = page.shots / "lab-run-view.png"
+    pw.screenshot(path=str(shot))
+    pw.click(f"{view} [data-testid=jt-cancel]")
+    run.wait(timeout=30, raise_on_failure=False)
+    assert run.status == "canceled" and leftover(run_id) == []
+    pw.wait_for_selector(f"{row} [data-testid=jt-runs-status-badge]:has-text('canceled')")
+    page.shot("panel-canceled", "#jupyter-trainer-runs")
+    (REPO / "docs" / "screenshots").mkdir(parents=True, exist_ok=True)
+    shutil.copy(shot, REPO / "docs" / "screenshots" / "lab-run-view.png")
