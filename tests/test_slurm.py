@@ -153,3 +153,26 @@ def test_named_environment_runs_on_the_cluster(cluster, home):
     run.wait(timeout=180)
     assert "six 1.16.0 from-env" in run.logs(0)
     assert run.state["environment"]["name"] == "extra"
+
+
+def test_a_notebook_cell_runs_on_the_cluster(cluster, home):
+    from IPython.testing import globalipapp
+
+    globalipapp.start_ipython()
+    shell = globalipapp.get_ipython()
+    shell.run_cell("%load_ext jupyter_trainer")
+    shell.run_cell("steps = 3")
+    result = shell.run_cell("%%train --target cluster --procs 2 --name slurm-cell\n" + TRAIN)
+    assert result.success, result.error_in_exec
+    run = result.result
+    assert run.status == "completed" and run.spec.target.name == "cluster"
+    assert run.spec.params == {"steps": 3}
+    assert "slurm job" in summary_text_of(run)
+
+
+def summary_text_of(run) -> str:
+    from jupyter_trainer.monitor.text import summary_text
+
+    follower = run.follower()
+    follower.poll()
+    return summary_text(follower, run.spec, run.outputs)
