@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .store import TERMINAL, Store
+from .store import TERMINAL, Store, read_complete_lines
 
 READ_CHUNK = 256 << 10  # bytes of event lines decoded per step: small batches die young,
 # which keeps the cyclic GC from rescanning millions of just-decoded objects
@@ -72,18 +72,6 @@ def decode_lines(data: bytes) -> list[Any]:
         except ValueError:
             continue
     return out
-
-
-def read_complete_lines(path: Path, offset: int, max_bytes: int | None) -> tuple[bytes, int]:
-    """Bytes of ``path`` from ``offset`` up to its last newline (at most ``max_bytes``)."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read(-1 if max_bytes is None else max_bytes)
-    except FileNotFoundError:
-        return b"", offset
-    end = data.rfind(b"\n") + 1
-    return data[:end], offset + end
 
 
 class RunFollower:

@@ -305,7 +305,7 @@ class Store:
     def read_events(self, run_id: str, rank: int, offset: int = 0,
                     max_bytes: int = 64 << 20) -> tuple[list[dict[str, Any]], int]:
         """Complete event lines of ``rank`` from byte ``offset``; returns (events, next offset)."""
-        data, offset = _read_lines(self.existing(run_id).events_file(rank), offset, max_bytes)
+        data, offset = read_complete_lines(self.existing(run_id).events_file(rank), offset, max_bytes)
         events = []
         for line in data.splitlines():
             try:
@@ -317,7 +317,7 @@ class Store:
     def read_log(self, run_id: str, rank: int, offset: int = 0,
                  max_bytes: int | None = 16 << 20) -> tuple[str, int]:
         """Text of ``rank``'s log from byte ``offset`` up to the last complete line."""
-        data, offset = _read_lines(self.existing(run_id).log_file(rank), offset, max_bytes)
+        data, offset = read_complete_lines(self.existing(run_id).log_file(rank), offset, max_bytes)
         return data.decode(errors="replace"), offset
 
     def latest_progress(self, run_id: str, tail_bytes: int = 16384) -> dict[str, Any] | None:
@@ -364,8 +364,9 @@ class Store:
         _rmtree(paths.root)
 
 
-def _read_lines(path: Path, offset: int, max_bytes: int | None) -> tuple[bytes, int]:
-    """Bytes from ``offset`` up to the last newline (at most ``max_bytes``; None: all)."""
+def read_complete_lines(path: Path, offset: int, max_bytes: int | None) -> tuple[bytes, int]:
+    """Bytes of ``path`` from ``offset`` up to its last newline (at most ``max_bytes``;
+    None: all), so a reader never sees half of a line a writer is appending."""
     try:
         with open(path, "rb") as fh:
             fh.seek(offset)

@@ -102,7 +102,13 @@ class RunHandler(BaseHandler):
                          "ranks": store.ranks(run_id)})
 
 
-class EventsHandler(BaseHandler):
+class RankReadHandler(BaseHandler):
+    """One rank's events (``field="events"``) or log text (``field="text"``), read from a
+    byte offset; the answer's ``offset`` is where the next read starts."""
+
+    def initialize(self, field: str) -> None:
+        self.field = field
+
     @tornado.web.authenticated
     async def get(self, run_id: str) -> None:
         await self._execute_guarded(self._get(run_id))
@@ -110,20 +116,9 @@ class EventsHandler(BaseHandler):
     async def _get(self, run_id: str) -> None:
         rank = self.int_arg("rank", 0)
         offset = self.int_arg("offset", 0)
-        events, new_offset = self.store.read_events(run_id, rank, offset, MAX_READ_BYTES)
-        self.write_json({"rank": rank, "events": events, "offset": new_offset})
-
-
-class LogsHandler(BaseHandler):
-    @tornado.web.authenticated
-    async def get(self, run_id: str) -> None:
-        await self._execute_guarded(self._get(run_id))
-
-    async def _get(self, run_id: str) -> None:
-        rank = self.int_arg("rank", 0)
-        offset = self.int_arg("offset", 0)
-        text, new_offset = self.store.read_log(run_id, rank, offset, MAX_READ_BYTES)
-        self.write_json({"rank": rank, "text": text, "offset": new_offset})
+        read = self.store.read_events if self.field == "events" else self.store.read_log
+        data, new_offset = read(run_id, rank, offset, MAX_READ_BYTES)
+        self.write_json({"rank": rank, self.field: data, "offset": new_offset})
 
 
 class CancelHandler(BaseHandler):
@@ -198,8 +193,8 @@ def setup_handlers(web_app: Any) -> None:
         (url_path_join(base, "version"), VersionHandler),
         (url_path_join(base, "runs"), RunsHandler),
         (url_path_join(base, "runs", _RUN), RunHandler),
-        (url_path_join(base, "runs", _RUN, "events"), EventsHandler),
-        (url_path_join(base, "runs", _RUN, "logs"), LogsHandler),
+        (url_path_join(base, "runs", _RUN, "events"), RankReadHandler, {"field": "events"}),
+        (url_path_join(base, "runs", _RUN, "logs"), RankReadHandler, {"field": "text"}),
         (url_path_join(base, "runs", _RUN, "stream"), StreamHandler),
         (url_path_join(base, "runs", _RUN, "cancel"), CancelHandler),
     ])
