@@ -77,24 +77,49 @@ def env_defaults(launch: LaunchSpec) -> dict[str, str]:
 
 
 def torchrun_argv(launch: LaunchSpec, plan: LaunchPlan, *, standalone: bool = True,
-                  endpoint: bool = True) -> list[str]:
+                  endpoint: bool = True, node_rank: int | None = None,
+                  local_addr: str | None = None) -> list[str]:
     """torchrun for one node of ``launch``. ``standalone``: a single node rendezvouses with
     itself on a free port. ``endpoint=False`` leaves the rendezvous address out, for a
-    script that exports it as ``PET_RDZV_ENDPOINT`` once the first host is known."""
+    script that exports it as ``PET_RDZV_ENDPOINT`` once the first host is known.
+
+    ``node_rank`` (a target that starts one torchrun per node itself) also says which node
+    hosts the c10d store: node 0 does (``is_host=1``), the others only connect to it. torch
+    would otherwise guess by matching the endpoint against the node's own addresses, which
+    fails on multi-homed nodes (nobody hosts) and on hosts sharing one machine (both try).
+    ``local_addr`` is the address this node is known by to the others."""
     argv = [plan.python, "-m", "torch.distributed.run"]
     if launch.nodes == 1 and standalone:
         argv += ["--standalone", "--nnodes=1"]
     else:
         argv += [f"--nnodes={launch.nodes}", "--rdzv-backend=c10d", f"--rdzv-id={plan.run_id}"]
         if endpoint:
-            argv.append(f"--rdzv-endpoint={plan.master_addr}:{plan.master_port}")
+            argv.append(f"--rdzv-endpoint={endpoint_address(plan.master_addr)}:{plan.master_port}")
+        if node_rank is not None:
+            argv += [f"--node-rank={node_rank}", f"--rdzv-conf=is_host={int(node_rank == 0)}"]
+        if local_addr:
+            argv.append(f"--local-addr={local_addr}")
     argv += [f"--nproc-per-node={launch.procs}", "--max-restarts=0", "--monitor-interval=0.1",
              plan.boot, plan.entry, *plan.args]
     return argv
 
 
-def mpirun_argv(launch: LaunchSpec, plan: LaunchPlan, env: Mapping[str, str]) -> list[str]:
+def endpoint_address(address: str) -> str:
+    """``address`` as the host part of ``HOST:PORT`` (an IPv6 address goes in brackets)."""
+    return f"[{address}]" if ":" in address and not address.startswith("[") else address
+
+
+def hosts_slots(hosts: Sequence[str], slots: int) -> str:
+    """``a:4,b:4``: the ``-H`` value of mpirun and horovodrun for ``slots`` ranks per host."""
+    return ",".join(f"{endpoint_address(host)}:{slots}" for host in hosts)
+
+
+def mpirun_argv(launch: LaunchSpec, plan: LaunchPlan, env: Mapping[str, str],
+                hosts: Sequence[str] | None = None) -> list[str]:
+    """mpirun; ``hosts`` (a multi-node target) puts ``launch.procs`` ranks on each with ``-H``."""
     argv = ["mpirun", "-np", str(launch.world_size), "--bind-to", "none"]
+    if hosts:
+        argv += ["-H", hosts_slots(hosts, launch.procs)]
     if plan.run_as_root:
         argv.append("--allow-run-as-root")
     if plan.oversubscribe:
@@ -105,12 +130,15 @@ def mpirun_argv(launch: LaunchSpec, plan: LaunchPlan, env: Mapping[str, str]) ->
 
 
 def horovodrun_argv(launch: LaunchSpec, plan: LaunchPlan,
-                    hosts: Sequence[str] | None = None) -> list[str]:
+                    hosts: Sequence[str] | None = None, extra: Sequence[str] = ()) -> list[str]:
     """horovodrun; ``hosts`` are its host arguments (default ``-H localhost:<procs>``; a
-    multi-node target passes ``--hostfile PATH``)."""
-    horovodrun = plan.python.rsplit("/", 1)[0] + "/horovodrun" if "/" in plan.python else "horovodrun"
+    multi-node target passes ``--hostfile PATH`` or ``-H a:4,b:4``); ``extra`` are further
+    horovodrun options (``--disable-cache``, ``--network-interfaces``)."""
+    # Run as a module of the run's interpreter: an environment layered on the kernel's
+    # packages has Horovod but no horovodrun script of its own.
     hosts = ["-H", f"localhost:{launch.procs}"] if hosts is None else list(hosts)
-    argv = [horovodrun, "-np", str(launch.world_size), *hosts]
+    argv = [plan.python, "-m", "horovod.runner.launch", "-np", str(launch.world_size),
+            *hosts, *extra]
     if plan.backend == "mpi":
         argv.append("--mpi")
         mpi_args = [a for a, on in (("--allow-run-as-root", plan.run_as_root),

@@ -18,6 +18,9 @@ command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)   # browser test
 command -v slurmctld >/dev/null 2>&1 || apt_packages+=(slurm-wlm)  # the Slurm target's tests
 command -v mariadbd >/dev/null 2>&1 || apt_packages+=(mariadb-server)  # Slurm accounting tests
 command -v slurmdbd >/dev/null 2>&1 || apt_packages+=(slurmdbd)        # (sacct through slurmdbd)
+[ -x /usr/sbin/sshd ] || apt_packages+=(openssh-server)                # ssh target tests (real sshd)
+command -v ssh >/dev/null 2>&1 || apt_packages+=(openssh-client)
+command -v ip >/dev/null 2>&1 || apt_packages+=(iproute2)              # network-namespace hosts
 if [ ${#apt_packages[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         SUDO=sudo

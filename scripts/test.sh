@@ -6,4 +6,5 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$ROOT/scripts/setup.sh"
 VENV=${JT_VENV:-$ROOT/.venv}
 cd "$ROOT"
-exec "$VENV/bin/python" -m pytest -n "${JT_TEST_WORKERS:-auto}" "$@"
+# A private temp root, so concurrent pytest sessions never remove each other's folders.
+exec "$VENV/bin/python" -m pytest -n "${JT_TEST_WORKERS:-auto}" --basetemp "$(mktemp -d)" "$@"

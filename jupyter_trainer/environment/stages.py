@@ -146,7 +146,8 @@ def realize(env: EnvSpec, target: "Target", *, home: Path | None = None,
         info = build_locked(env, home, prepared.get("base_python"))
         python = info["python"]
     check = prepared.get("preflight")
-    if (check is None or python != env.python) and code_dir is not None and entry:
+    if (target.shares_filesystem and (check is None or python != env.python)
+            and code_dir is not None and entry):
         check = preflight.check(python, Path(code_dir), entry, launcher=launcher or "python",
                                 variables=env.variables)
         if not check["ok"]:

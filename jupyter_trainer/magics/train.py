@@ -26,6 +26,7 @@ LINE_HELP = """\
 %train logs RUN [--rank R] [--tail N]
 %train cancel RUN
 %train targets
+%train target add NAME --kind KIND [--replace] KEY=VALUE ...   (VALUE in TOML: hosts=["gpu1","gpu2"])
 %train path/to/script.py [options] [-- script args]"""
 
 
@@ -44,6 +45,12 @@ def _management_parser() -> OptionParser:
     logs.add_argument("--rank", type=int, default=None)
     logs.add_argument("--tail", type=int, default=200)
     sub.add_parser("targets")
+    add = sub.add_parser("target").add_subparsers(dest="action", required=True,
+                                                  parser_class=OptionParser).add_parser("add")
+    add.add_argument("name")
+    add.add_argument("--kind", required=True)
+    add.add_argument("--replace", action="store_true")
+    add.add_argument("settings", nargs="*", metavar="KEY=VALUE")
     return parser
 
 
@@ -122,6 +129,12 @@ class TrainMagics(Magics):
             from ..targets import configured_targets
 
             print(targets_table(configured_targets()))
+        elif opts.command == "target":
+            from ..targets.registry import add_target, parse_settings
+
+            path = add_target(opts.name, opts.kind, replace=opts.replace,
+                              **parse_settings(opts.settings))
+            print(f"target {opts.name!r} saved in {path}")
         elif opts.command == "attach":
             run = api.get_run(opts.run)
             if monitor_mode() == "widget":

@@ -1,21 +1,26 @@
-"""Finding targets: kinds come from entry points, named targets from ``targets.toml``."""
+"""Finding targets: kinds come from entry points, named targets from ``targets.toml``;
+``add_target`` validates a new one and saves it there."""
 
 from __future__ import annotations
 
+import os
+import re
 import tomllib
 from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from ..errors import TargetError
+from ..errors import SpecError, TargetError
 from ..home import default_home
+from ..spec import TargetSpec
 from .base import Target
 
 ENTRY_POINT_GROUP = "jupyter_trainer.targets"
 _BUILTIN = {
     "local": "jupyter_trainer.targets.local:LocalTarget",
     "slurm": "jupyter_trainer.targets.slurm:SlurmTarget",
+    "ssh": "jupyter_trainer.targets.ssh:SshTarget",
 }
 
 
@@ -71,3 +76,125 @@ def get_target(name: str, home: Path | None = None) -> Target:
     config = dict(targets[name])
     cls = _load_kind(config.pop("kind"))
     return cls(name, config)
+
+
+# -- adding targets ----------------------------------------------------------------------
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_HEADER = re.compile(r"\s*\[\[?(?P<key>[^\]]+)\]\]?\s*(#.*)?")
+
+
+def add_target(name: str, kind: str, *, home: Path | None = None, replace: bool = False,
+               **config: Any) -> Path:
+    """Validate a target and save it in ``targets.toml``; returns the file's path.
+
+    The target class validates ``config`` (by being built from it, exactly as a run would
+    build it), so a typo fails here and not at the first run. The file is rewritten
+    atomically (a temporary file, then one rename); other targets, and comments outside the
+    replaced entry, are kept. An existing ``name`` is replaced only with ``replace=True``.
+    """
+    try:
+        TargetSpec(name)
+    except SpecError as exc:
+        raise TargetError(str(exc)) from None
+    if name == "local":
+        raise TargetError("the local target is built in and cannot be redefined")
+    entry = {"kind": kind, **{k: v for k, v in config.items() if v is not None}}
+    _load_kind(kind)(name, {k: v for k, v in entry.items() if k != "kind"})
+    path = targets_file(home)
+    old = path.read_text() if path.exists() else ""
+    existing = configured_targets(home)
+    if name in existing and not replace:
+        raise TargetError(f"target {name!r} already exists in {path}; replace it explicitly "
+                          "(replace=True) or choose another name")
+    section = f"[targets.{_toml_key(name)}]\n" + "".join(
+        f"{_toml_key(k)} = {_toml_value(v)}\n" for k, v in entry.items())
+    kept = _without_target(old, name).rstrip()
+    text = (kept + "\n\n" if kept else "") + section
+    try:
+        parsed = tomllib.loads(text)["targets"]
+    except (tomllib.TOMLDecodeError, KeyError) as exc:
+        raise TargetError(f"could not write target {name!r} into {path}: {exc}") from exc
+    others = {k: v for k, v in existing.items() if k not in ("local", name)}
+    if parsed.get(name) != _toml_roundtrip(entry) or any(parsed.get(k) != v for k, v in others.items()):
+        raise TargetError(f"could not update {path} without changing other targets; edit it by "
+                          "hand")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def _without_target(text: str, name: str) -> str:
+    """``text`` without the tables of target ``name`` (``[targets.name]`` and its subtables)."""
+    out, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        header = _HEADER.fullmatch(line.rstrip("\n"))
+        if header:
+            parts = [p.strip().strip('"').strip("'") for p in header.group("key").split(".")]
+            skipping = parts[:2] == ["targets", name]
+        if not skipping:
+            out.append(line)
+    return "".join(out)
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
+
+
+def _toml_string(value: str) -> str:
+    out = []
+    for ch in value:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise TargetError(f"{value!r} cannot be stored in targets.toml")
+        return repr(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_toml_key(str(k))} = {_toml_value(v)}"
+                                for k, v in value.items() if v is not None) + " }"
+    raise TargetError(f"a {type(value).__name__} cannot be stored in targets.toml ({value!r})")
+
+
+def _toml_roundtrip(value: Any) -> Any:
+    """``value`` as TOML gives it back (tuples become lists, None entries disappear)."""
+    if isinstance(value, (list, tuple)):
+        return [_toml_roundtrip(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _toml_roundtrip(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def parse_settings(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``KEY=VALUE`` words (``%train target add``, the CLI) -> a target's config. VALUE is a
+    TOML value when it reads as one (``8``, ``["gpu1", "gpu2"]``, ``{ A = "b" }``, ``true``),
+    otherwise the text itself (``workdir=/scratch/jt``)."""
+    config: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not _BARE_KEY.fullmatch(key):
+            raise TargetError(f"invalid setting {item!r}: write KEY=VALUE, e.g. "
+                              "hosts=[\"gpu1\",\"gpu2\"] or workdir=/scratch/jt")
+        try:
+            config[key] = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            config[key] = raw
+    return config

@@ -1,0 +1,355 @@
+"""Live copies of a remote run's files in the local run directory.
+
+Each node runs the agent's ``follow`` (ssh_node.py) behind one long-lived ssh session: it
+sends the new bytes of every rank's log and events, each rank record when it changes, and
+its launcher's state, as frames. Here they are written under the same names as a local run
+(``logs/rank-<r>.log``, ``events/rank-<r>.jsonl``, ``ranks/rank-<r>.json``), so the monitor,
+the CLI and the API read a remote run exactly like a local one.
+
+Offsets make this safe to repeat: a frame says where its bytes start, and bytes already on
+disk are skipped. So after a network blip the follower is simply started again from the
+local files' sizes, and nothing is lost or doubled; on a filesystem the nodes share, two
+nodes sending the same file write it once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import json
+import os
+import re
+import select
+import subprocess
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..errors import TargetError
+from .ssh_client import SshClient, classify
+
+MARK = b"\x1eJT "
+_APPENDED = re.compile(r"(logs/rank-\d+\.log|events/rank-\d+\.jsonl)")
+_REPLACED = re.compile(r"ranks/rank-\d+\.json")
+_LAUNCHER = re.compile(r"logs/launcher-(\d+)\.log")
+STALL_S = 10.0           # no frame (not even a heartbeat) this long: the session is dead
+RETRY_S = (0.2, 3.0)     # first and longest pause between reconnections
+
+
+class FrameReader:
+    """Splits the agent's output into (header, payload) frames; skips any noise before a
+    marker (a login shell's rc files may print)."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def feed(self, data: bytes) -> Iterator[tuple[dict[str, Any], bytes]]:
+        self.buf += data
+        while True:
+            start = self.buf.find(MARK)
+            if start < 0:
+                del self.buf[:max(0, len(self.buf) - len(MARK))]
+                return
+            end = self.buf.find(b"\n", start)
+            if end < 0:
+                del self.buf[:start]
+                return
+            try:
+                header = json.loads(self.buf[start + len(MARK):end])
+            except ValueError:
+                del self.buf[:end + 1]
+                continue
+            size = int(header.get("n", 0))
+            if len(self.buf) < end + 1 + size:
+                del self.buf[:start]
+                return
+            payload = bytes(self.buf[end + 1:end + 1 + size])
+            del self.buf[:end + 1 + size]
+            yield header, payload
+
+
+def parse_answer(host: str, done: subprocess.CompletedProcess, what: str) -> dict[str, Any]:
+    """The one JSON answer of an agent call, or a TargetError naming the node and why."""
+    frames = list(FrameReader().feed(done.stdout))
+    if done.returncode == 0 and frames:
+        return frames[-1][0]
+    err = done.stderr.decode(errors="replace") if isinstance(done.stderr, bytes) else done.stderr
+    if done.returncode == 255:
+        raise TargetError(f"node {host}: {what} failed: {classify(host, 255, err)}")
+    tail = " ".join(err.split())[-800:] or f"exit code {done.returncode}"
+    raise TargetError(f"node {host}: {what} failed: {tail}")
+
+
+class LocalFiles:
+    """Writes frames into the local run directory, idempotently."""
+
+    def __init__(self, run_dir: str) -> None:
+        self.root = Path(run_dir)
+        self.launcher_offsets: dict[int, int] = {}
+        self._partial: dict[int, bytes] = {}
+        self.bytes_written = 0
+
+    def offsets(self) -> dict[str, int]:
+        """Where a (re)started follower should resume: the local files' sizes."""
+        found = {}
+        for sub in ("logs", "events"):
+            folder = self.root / sub
+            for path in folder.iterdir() if folder.is_dir() else ():
+                rel = f"{sub}/{path.name}"
+                if _APPENDED.fullmatch(rel):
+                    found[rel] = path.stat().st_size
+        return found
+
+    def resume_offsets(self, node: int) -> dict[str, int]:
+        return {**self.offsets(), f"logs/launcher-{node}.log": self.launcher_offsets.get(node, 0)}
+
+    def apply(self, node: int, label: str, header: dict[str, Any], payload: bytes) -> None:
+        rel = str(header.get("p", ""))
+        kind = header.get("t")
+        if kind == "file" and _APPENDED.fullmatch(rel):
+            self._append_at(self.root / rel, int(header["o"]), payload)
+        elif kind == "put" and _REPLACED.fullmatch(rel):
+            self._replace(self.root / rel, payload)
+        elif kind == "file" and (m := _LAUNCHER.fullmatch(rel)) and int(m.group(1)) == node:
+            self._launcher_log(node, label, int(header["o"]), payload)
+
+    def _append_at(self, path: Path, offset: int, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            size = fh.seek(0, os.SEEK_END)
+            if offset + len(data) <= size:
+                return  # already here (a resend, or the other node of a shared filesystem)
+            if offset > size:
+                # A gap cannot happen with offsets taken from these files; keep the bytes
+                # rather than lose them, and say so in the file.
+                data = f"\n[jt: {offset - size} bytes missing here]\n".encode() + data
+            else:
+                data = data[size - offset:]
+            fh.write(data)
+            self.bytes_written += len(data)
+
+    def _replace(self, path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if path.read_bytes() == data:
+                return
+        except OSError:
+            pass
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+
+    def _launcher_log(self, node: int, label: str, offset: int, data: bytes) -> None:
+        """Each node's launcher output, line by line, into the local launcher.log."""
+        have = self.launcher_offsets.get(node, 0)
+        if offset + len(data) <= have:
+            return
+        data = data[max(0, have - offset):]
+        self.launcher_offsets[node] = max(have, offset) + len(data)
+        text = self._partial.pop(node, b"") + data
+        lines = text.split(b"\n")
+        if lines[-1]:
+            self._partial[node] = lines[-1]
+        prefix = f"[{label}] ".encode()
+        out = b"".join(prefix + line + b"\n" for line in lines[:-1])
+        if out:
+            self.log(out)
+
+    def flush_partial(self) -> None:
+        for node, rest in sorted(self._partial.items()):
+            self.log(f"[node {node}] ".encode() + rest + b"\n")
+        self._partial.clear()
+
+    def log(self, data: bytes | str) -> None:
+        path = self.root / "logs" / "launcher.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab") as fh:
+            fh.write(data.encode() if isinstance(data, str) else data)
+
+
+class NodeFollower:
+    """One node's follow session: started, read without blocking, restarted after a blip,
+    and declared lost when the node stays unreachable for ``node_timeout`` seconds."""
+
+    def __init__(self, client: SshClient, command: Callable[[], str], node: int, label: str,
+                 files: LocalFiles, node_timeout: float) -> None:
+        self.client = client
+        self.command = command
+        self.node = node
+        self.label = label
+        self.files = files
+        self.node_timeout = node_timeout
+        self.proc: subprocess.Popen | None = None
+        self.reader = FrameReader()
+        self.status: dict[str, Any] = {}
+        self.last_frame = 0.0
+        self.down_since: float | None = None
+        self.next_try = 0.0
+        self.retry = RETRY_S[0]
+        self.reconnects = 0
+        self.error = ""
+        self._stderr = b""
+
+    def start(self) -> None:
+        self.proc = self.client.popen(self.command(), stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            fd = stream.fileno()
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+        start = {"offsets": self.files.resume_offsets(self.node)}
+        try:
+            self.proc.stdin.write(json.dumps(start).encode() + b"\n")
+            self.proc.stdin.flush()
+        except OSError:
+            pass  # the session died already: pump() sees it
+        self.reader = FrameReader()
+        self.last_frame = time.monotonic()
+        self._stderr = b""
+
+    def pump(self) -> None:
+        """Apply every frame that has arrived; notice a dead session and restart it."""
+        now = time.monotonic()
+        if self.proc is None:
+            if now >= self.next_try:
+                self.start()
+            return
+        got = False
+        while True:
+            try:
+                data = os.read(self.proc.stdout.fileno(), 1 << 20)
+            except BlockingIOError:
+                break
+            if not data:
+                break
+            for header, payload in self.reader.feed(data):
+                got = True
+                if header.get("t") == "status":
+                    self.status = header
+                else:
+                    self.files.apply(self.node, self.label, header, payload)
+        self._read_stderr()
+        if got:
+            self.last_frame = now
+            if self.down_since is not None:
+                self.files.log(f"[jt] node {self.label}: connection back after "
+                               f"{now - self.down_since:.1f} s; resumed from offsets\n")
+            self.down_since, self.retry = None, RETRY_S[0]
+        dead = self.proc.poll() is not None
+        if dead or now - self.last_frame > STALL_S:
+            self._lost_session(now, dead)
+
+    def _read_stderr(self) -> None:
+        try:
+            while chunk := os.read(self.proc.stderr.fileno(), 65536):
+                self._stderr = (self._stderr + chunk)[-4000:]
+        except (BlockingIOError, ValueError, OSError):
+            pass
+
+    def _lost_session(self, now: float, dead: bool) -> None:
+        code = self.proc.returncode if dead else 255  # a stalled session counts as ssh's
+        self.kill(keep_stderr=True)
+        self._read_stderr()
+        self.proc.stderr.close()
+        err = self._stderr.decode(errors="replace")
+        self.error = classify(self.client.host, code, err) if code == 255 else (
+            " ".join(err.split())[-600:] or f"the follow session ended with code {code}")
+        if self.down_since is None:
+            self.down_since = now
+            self.files.log(f"[jt] node {self.label}: connection lost ({self.error}); "
+                           "reconnecting\n")
+        self.proc = None
+        self.reconnects += 1
+        self.next_try = now + self.retry
+        self.retry = min(RETRY_S[1], self.retry * 2)
+
+    def request_finish(self, args: dict[str, Any]) -> bool:
+        """Ask the live session to end the run on its node (ssh_node.py ``finish``): no new
+        connection, shell or interpreter. False when there is no live session to ask."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            self.proc.stdin.write(json.dumps({"finish": args}).encode() + b"\n")
+            self.proc.stdin.flush()
+        except OSError:
+            return False
+        return True
+
+    def await_finish(self, idle_timeout: float) -> tuple[dict[str, Any], bytes] | None:
+        """Apply frames until the node's answer to ``request_finish``: (answer, outputs tar).
+        None if the session ends or stays silent ``idle_timeout`` seconds first."""
+        tar = bytearray()
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + idle_timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], min(0.5, deadline - time.monotonic()))
+            if not ready:
+                continue
+            try:
+                data = os.read(fd, 1 << 20)
+            except BlockingIOError:
+                continue
+            if not data:
+                return None
+            deadline = time.monotonic() + idle_timeout  # progress: a big outputs/ is fine
+            for header, payload in self.reader.feed(data):
+                kind = header.get("t")
+                if kind == "finished":
+                    return header, bytes(tar)
+                if kind == "tar":
+                    tar += payload
+                elif kind == "status":
+                    self.status = header
+                else:
+                    self.files.apply(self.node, self.label, header, payload)
+        return None
+
+    def lost_for(self) -> float:
+        return 0.0 if self.down_since is None else time.monotonic() - self.down_since
+
+    def kill(self, keep_stderr: bool = False) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        if self.proc is not None:
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+            streams = [self.proc.stdin, self.proc.stdout]
+            for stream in streams if keep_stderr else [*streams, self.proc.stderr]:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+
+def merge_outputs(data: bytes, outputs: Path) -> dict[str, Any]:
+    """Unpack one node's outputs/ into the local one; a file already there is kept."""
+    if not data:
+        return {"outputs": []}
+    outputs.mkdir(parents=True, exist_ok=True)
+    added, kept = [], []
+    with tempfile.TemporaryDirectory(dir=outputs.parent, prefix=".outputs-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(tmp, filter="data")
+            else:  # Python < 3.11.4: refuse what the data filter would
+                for member in tar.getmembers():
+                    if member.name.startswith("/") or ".." in member.name.split("/") or not (
+                            member.isfile() or member.isdir()):
+                        raise TargetError(f"refusing output {member.name!r} from a node")
+                tar.extractall(tmp)
+        for path in sorted(Path(tmp).rglob("*")):
+            if path.is_dir():
+                continue
+            rel = path.relative_to(tmp)
+            dest = outputs / rel
+            if dest.exists():
+                kept.append(str(rel))
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            path.replace(dest)
+            added.append(str(rel))
+    return {"outputs": added, **({"conflicts_kept_first": kept} if kept else {})}

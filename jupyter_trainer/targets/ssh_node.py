@@ -1,0 +1,498 @@
+"""The agent an ssh target runs on each node: ``python jt-node-<hash>.py --workdir W SUB ARGS``.
+
+Standalone (standard library, Python 3.8+, nothing of jupyter_trainer): it goes to nodes
+that have neither Jupyter nor this package, installed once under ``W/bin/`` (named by its
+hash, so versions never mix) and run with the node's python. Arguments are one JSON argv
+element; payloads (a launch, offsets, a snapshot) come on stdin; answers are frames on
+stdout: a line ``\\x1eJT {json}`` then ``n`` raw bytes. The marker lets the reader skip
+whatever a login shell's rc files print first.
+
+``preflight`` (interpreter, imports, GPUs, tools, a free port, is the snapshot here),
+``stage`` (unpack a snapshot atomically), ``start`` (the run folder; the launcher in its own
+session, detached from ssh), ``follow`` (new bytes of logs, events and rank records, from
+offsets, and the launcher's state; ends the run on request), ``finish``, ``stop`` and
+``leftovers`` (by process group and by ``JT_RUN_ID`` in /proc/*/environ).
+"""
+
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+
+MARK = b"\x1eJT "
+CHUNK = 1 << 20
+FOLLOWED = re.compile(r"(logs/rank-\d+\.log|events/rank-\d+\.jsonl|ranks/rank-\d+\.json|"
+                      r"logs/launcher-\d+\.log)")
+REPLACED = re.compile(r"ranks/rank-\d+\.json")
+HEARTBEAT_S = 1.0
+PASS_S = 0.1
+
+
+def frame(header, payload=b""):
+    header = dict(header, n=len(payload))
+    sys.stdout.buffer.write(MARK + json.dumps(header).encode() + b"\n" + payload)
+
+
+def answer(data):
+    frame(data)
+    sys.stdout.buffer.flush()
+
+
+# -- processes ---------------------------------------------------------------------------
+def start_ticks(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return None if fields[0] == "Z" else int(fields[19])
+
+
+def alive(pid, ticks=None):
+    now = start_ticks(pid) if pid else None
+    return now is not None and (ticks is None or now == ticks)
+
+
+def pids_with_env(run_id):
+    needle = ("JT_RUN_ID=" + run_id).encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as fh:
+                env = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if needle in env and start_ticks(int(name)) is not None:
+            found.append(int(name))
+    return sorted(found)
+
+
+def describe(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            cmd = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        cmd = "?"
+    return "%d %s" % (pid, cmd[:200])
+
+
+def kill(pids, sig, group=False):
+    for pid in pids:
+        try:
+            (os.killpg if group else os.kill)(pid, sig)
+        except OSError:
+            pass
+
+
+def killpg(pgid, ticks, sig):
+    """Signal the launcher's group, if its leader is still the process we started."""
+    if pgid and alive(pgid, ticks):
+        kill([pgid], sig, group=True)
+
+
+# -- preflight ---------------------------------------------------------------------------
+def cmd_preflight(workdir, args):
+    import importlib.util
+    out = {"python": "%d.%d.%d" % sys.version_info[:3], "executable": sys.executable,
+           "hostname": socket.gethostname(), "workdir": workdir, "agent": __file__,
+           "cpus": os.cpu_count() or 1, "root": os.geteuid() == 0, "missing": [],
+           "versions": {}, "tools": {}, "resolved": {}}
+    for name in args.get("modules", []):
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except Exception:
+            found = False
+        if not found:
+            out["missing"].append(name)
+    out["versions"] = {name: _version(name) for name in args.get("versions", [])}
+    beside = os.path.dirname(sys.executable)  # horovodrun is installed next to its python
+    for tool in args.get("tools", []):
+        out["tools"][tool] = shutil.which(tool, path=beside + os.pathsep + os.environ.get(
+            "PATH", os.defpath)) if tool == "horovodrun" else shutil.which(tool)
+    if args.get("gpus"):
+        out["gpus"], out["gpu_error"] = _count_gpus()
+    for name in args.get("resolve", []):
+        try:
+            out["resolved"][name] = [i[4][0] for i in socket.getaddrinfo(name, None, proto=6)]
+        except OSError:
+            out["resolved"][name] = []
+    if args.get("port"):
+        with socket.socket() as sock:
+            sock.bind(("", 0))
+            out["port"] = sock.getsockname()[1]
+    snap = args.get("snapshot")
+    if snap:
+        out["snapshot"] = os.path.isdir(os.path.join(workdir, "snapshots", snap))
+    try:
+        os.makedirs(os.path.join(workdir, "runs"), exist_ok=True)
+        out["writable"] = os.access(os.path.join(workdir, "runs"), os.W_OK)
+    except OSError as exc:
+        out["writable"], out["write_error"] = False, str(exc)
+    answer(out)
+
+
+def _version(name):
+    """The installed version of ``name`` from its dist-info folder name (importlib.metadata
+    reads every distribution's metadata and costs a tenth of a second)."""
+    prefix = name + "-"
+    for folder in sys.path:
+        try:
+            found = [n for n in os.listdir(folder or ".")
+                     if n.startswith(prefix) and n.endswith(".dist-info")]
+        except OSError:
+            continue
+        if found:
+            return found[0][len(prefix):-len(".dist-info")]
+    return None
+
+
+def _count_gpus():
+    """GPUs ``nvidia-smi -L`` lists (honouring CUDA_VISIBLE_DEVICES), and why 0 if it failed."""
+    if not shutil.which("nvidia-smi"):
+        return 0, "nvidia-smi was not found on the node's PATH"
+    try:
+        done = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 0, "nvidia-smi -L failed: %s" % exc
+    count = sum(1 for line in done.stdout.splitlines() if line.startswith("GPU "))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = min(count, len([d for d in visible.split(",") if d.strip() not in ("", "-1")]))
+    return count, done.stderr.strip()[-500:] if done.returncode else None
+
+
+# -- staging -----------------------------------------------------------------------------
+def cmd_stage(workdir, args):
+    """Unpack a snapshot tar (stdin) into snapshots/<name>/ through a temporary folder and
+    one rename, so a reader sees a whole snapshot or none, and two stagers make one."""
+    root = os.path.join(workdir, "snapshots")
+    dest = os.path.join(root, args["snapshot"])
+    os.makedirs(root, exist_ok=True)
+    if os.path.isdir(dest):
+        sys.stdin.buffer.read()
+        return answer({"staged": False})
+    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=root)
+    try:
+        with tarfile.open(fileobj=sys.stdin.buffer, mode="r|gz") as tar:
+            for member in tar:
+                _check_member(member)
+                tar.extract(member, tmp)
+        os.chmod(tmp, 0o755)
+        try:
+            os.rename(tmp, dest)
+        except OSError:
+            if not os.path.isdir(dest):
+                raise
+            return answer({"staged": False})
+    finally:
+        if os.path.isdir(tmp):
+            shutil.rmtree(tmp, onerror=_make_writable)
+    answer({"staged": True})
+
+
+def _check_member(member):
+    if member.name.startswith("/") or ".." in member.name.split("/") or not (
+            member.isfile() or member.isdir()):
+        raise SystemExit("refusing snapshot member %r" % member.name)
+
+
+def _make_writable(func, path, _exc):
+    os.chmod(os.path.dirname(path), 0o755)
+    os.chmod(path, 0o755)
+    func(path)
+
+
+# -- start -------------------------------------------------------------------------------
+def cmd_start(workdir, args):
+    """Prepare the run folder; with a launcher, start it detached and answer its ids."""
+    spec = json.loads(sys.stdin.buffer.read())
+    run_dir = spec["run_dir"]
+    for sub in ("logs", "events", "ranks", "outputs"):
+        os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
+    code = os.path.join(run_dir, "code")
+    if not os.path.lexists(code):
+        os.symlink(os.path.join(workdir, "snapshots", spec["snapshot"]), code)
+    for rel, text in spec.get("files", {}).items():
+        if rel.startswith("/") or ".." in rel.split("/"):
+            raise SystemExit("refusing to write %r outside the run folder" % rel)
+        os.makedirs(os.path.dirname(os.path.join(run_dir, rel)), exist_ok=True)
+        write_atomic(os.path.join(run_dir, rel), text, 0o755 if rel.startswith("bin/") else 0o644)
+    _touch(os.path.join(run_dir, "lease"))
+    if "argv" not in spec:
+        return answer({"prepared": True})
+    read, write = os.pipe()
+    if os.fork() == 0:  # the keeper: owns the launcher, records its exit, ends orphans
+        os.close(read)
+        try:
+            _keeper(spec, write)
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        data = fh.read()
+    answer(json.loads(data) if data else {"error": "the launcher did not start"})
+
+
+def _keeper(spec, report_fd):
+    os.setsid()
+    node = spec["node"]
+    run_dir = spec["run_dir"]
+    log = os.open(os.path.join(run_dir, "logs", "launcher-%d.log" % node),
+                  os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd, src in ((0, null), (1, log), (2, log)):  # let go of the ssh session's pipes
+        os.dup2(src, fd)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JT_")}
+    env = dict(spec.get("env_defaults", {}), **env)
+    env.update(spec["env"])
+    if spec.get("path_prepend"):
+        env["PATH"] = os.pathsep.join(spec["path_prepend"] + [env.get("PATH", os.defpath)])
+    exit_path = os.path.join(run_dir, "node-%d.exit" % node)
+    try:
+        child = subprocess.Popen(spec["argv"], env=env, cwd=spec["cwd"], stdin=null,
+                                 stdout=log, stderr=log, start_new_session=True,
+                                 close_fds=True)
+    except OSError as exc:
+        os.write(report_fd, json.dumps({"error": "cannot start %s: %s" % (spec["argv"][0], exc)}).encode())
+        return
+    ticks = start_ticks(child.pid)
+    ids = {"pid": child.pid, "pgid": child.pid, "start_ticks": ticks, "keeper": os.getpid()}
+    write_atomic(os.path.join(run_dir, "node-%d.json" % node), json.dumps(ids))
+    os.write(report_fd, json.dumps(ids).encode())
+    os.close(report_fd)
+    lease = os.path.join(run_dir, "lease")
+    orphaned, deadline = False, None
+    while True:
+        try:
+            code = child.wait(timeout=2.0)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            idle = time.time() - os.stat(lease).st_mtime
+        except OSError:
+            idle = 0.0
+        if not orphaned and idle > spec.get("orphan_timeout", 300):
+            # Nobody has followed this run for that long: its supervisor is gone. End it,
+            # as a local run ends when its supervisor dies.
+            orphaned, deadline = True, time.monotonic() + 10
+            killpg(child.pid, ticks, signal.SIGTERM)
+        elif orphaned and time.monotonic() > deadline:
+            killpg(child.pid, ticks, signal.SIGKILL)
+    write_atomic(exit_path, json.dumps({"exit_code": code, "ended": time.time(),
+                                        "orphaned": orphaned}))
+
+
+def write_atomic(path, text, mode=0o644):
+    with open(path + ".tmp", "w") as fh:
+        fh.write(text)
+    os.chmod(path + ".tmp", mode)
+    os.replace(path + ".tmp", path)
+
+
+def read_json(path):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _touch(path):
+    with open(path, "a"):
+        os.utime(path)
+
+
+# -- follow and collect ------------------------------------------------------------------
+class Follower:
+    def __init__(self, run_dir, node, offsets):
+        self.run_dir, self.node, self.offsets = run_dir, node, dict(offsets)
+        self.stamps, self.status = {}, None
+
+    def files(self):
+        own = "logs/launcher-%d.log" % self.node
+        for sub in ("logs", "events", "ranks"):
+            try:
+                names = os.listdir(os.path.join(self.run_dir, sub))
+            except OSError:
+                continue
+            for name in names:
+                rel = sub + "/" + name
+                if FOLLOWED.fullmatch(rel) and (not rel.startswith("logs/launcher-") or rel == own):
+                    yield rel
+
+    def one_pass(self):
+        """Send what is new; return how many bytes went out."""
+        sent = 0
+        for rel in sorted(self.files()):
+            path = os.path.join(self.run_dir, rel)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            if REPLACED.fullmatch(rel):
+                stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+                if self.stamps.get(rel) == stamp:
+                    continue
+                try:
+                    with open(path, "rb") as fh:
+                        data = fh.read()
+                except OSError:
+                    continue
+                self.stamps[rel] = stamp
+                frame({"t": "put", "p": rel}, data)
+                sent += len(data) + 1
+                continue
+            offset = self.offsets.get(rel, 0)
+            if st.st_size <= offset:
+                continue
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                data = fh.read(CHUNK)
+            if data:
+                frame({"t": "file", "p": rel, "o": offset}, data)
+                self.offsets[rel] = offset + len(data)
+                sent += len(data)
+        return sent
+
+    def launcher_status(self):
+        ended = read_json(os.path.join(self.run_dir, "node-%d.exit" % self.node))
+        if ended is not None:
+            return {"exit": ended.get("exit_code"), "alive": False}
+        ids = read_json(os.path.join(self.run_dir, "node-%d.json" % self.node))
+        if ids is None:
+            return {"exit": None, "alive": None}  # this node runs no launcher of its own
+        if alive(ids["pid"], ids.get("start_ticks")) or alive(ids.get("keeper")):
+            return {"exit": None, "alive": True}
+        return {"exit": -1, "alive": False, "lost": "the launcher and its keeper are gone "
+                "without recording an exit"}
+
+
+def cmd_follow(workdir, args):
+    """Stream the run's files until the other end goes away. A ``{"finish": ARGS}`` line on
+    stdin ends the run through this same session (see ``finish``) and then the follow."""
+    start = json.loads(sys.stdin.buffer.readline() or b"{}")
+    follower = Follower(args["run_dir"], args["node"], start.get("offsets", {}))
+    lease = os.path.join(args["run_dir"], "lease")
+    requests = queue.Queue()
+    threading.Thread(target=_read_requests, args=(requests,), daemon=True).start()
+    last_beat = 0.0
+    try:
+        while True:
+            sent = follower.one_pass()
+            now = time.monotonic()
+            status = follower.launcher_status()
+            if status != follower.status or now - last_beat >= HEARTBEAT_S:
+                frame(dict(status, t="status"))
+                follower.status, last_beat = status, now
+                _touch(lease)
+            sys.stdout.buffer.flush()
+            try:
+                request = requests.get(timeout=0 if sent else PASS_S)
+            except queue.Empty:
+                continue
+            if request is None:  # stdin closed: the other end is gone
+                return
+            finish(dict(request["finish"], run_dir=args["run_dir"], node=args["node"]),
+                   follower)
+            return
+    except BrokenPipeError:
+        return
+
+
+def _read_requests(requests):
+    for line in sys.stdin.buffer:
+        try:
+            requests.put(json.loads(line))
+        except ValueError:
+            pass
+    requests.put(None)
+
+
+def _send_outputs(folder):
+    class Chunks:
+        def write(self, data):
+            frame({"t": "tar"}, bytes(data))
+            return len(data)
+
+        def flush(self):
+            pass
+
+    with tarfile.open(fileobj=Chunks(), mode="w|gz") as tar:
+        if os.path.isdir(folder):
+            for name in sorted(os.listdir(folder)):
+                tar.add(os.path.join(folder, name), arcname=name)
+
+
+# -- stop and leftovers ------------------------------------------------------------------
+def cmd_finish(workdir, args):
+    start = json.loads(sys.stdin.buffer.readline() or b"{}")
+    finish(args, Follower(args["run_dir"], args["node"], start.get("offsets", {})))
+
+
+def finish(args, follower):
+    """Everything the end of a run needs from a node, in one answer: stop what is left, a
+    last pass over its files, what is still alive, and (with ``outputs``) its outputs."""
+    report = stop(args)
+    while follower.one_pass():
+        pass
+    frame(dict(follower.launcher_status(), t="status"))
+    if args.get("outputs"):
+        _send_outputs(os.path.join(args["run_dir"], "outputs"))
+    report["leftovers"] = [describe(p) for p in pids_with_env(args["run_id"])]
+    answer(dict(report, t="finished"))
+
+
+def stop(args):
+    """SIGTERM to the launcher's group and every process of the run, SIGKILL after grace."""
+    run_id = args["run_id"]
+    pgid, ticks = args.get("pgid"), args.get("start_ticks")
+    found = pids_with_env(run_id)
+    killpg(pgid, ticks, signal.SIGTERM)
+    kill(found, signal.SIGTERM)
+    deadline = time.monotonic() + float(args.get("grace", 3.0))
+    left = pids_with_env(run_id)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = pids_with_env(run_id)
+    killed = [describe(p) for p in left]
+    if left or alive(pgid, ticks):
+        killpg(pgid, ticks, signal.SIGKILL)
+        kill(left, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while pids_with_env(run_id) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return {"sigterm": len(found), "sigkilled": killed}
+
+
+COMMANDS = {"preflight": cmd_preflight, "stage": cmd_stage, "start": cmd_start,
+            "follow": cmd_follow, "finish": cmd_finish,
+            "stop": lambda workdir, args: answer(stop(args)),
+            "leftovers": lambda workdir, args: answer(
+                {"leftovers": [describe(p) for p in pids_with_env(args["run_id"])]})}
+
+
+def main(argv):
+    if len(argv) != 4 or argv[0] != "--workdir" or argv[2] not in COMMANDS:
+        sys.stderr.write("usage: jt-node.py --workdir W {%s} JSON\n" % "|".join(COMMANDS))
+        return 2
+    workdir = os.path.abspath(os.path.expanduser(argv[1]))
+    COMMANDS[argv[2]](workdir, json.loads(argv[3]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,119 @@
+"""Two hosts with networks of their own: a network namespace each, joined by a bridge, with
+an sshd inside each namespace under its own hostname (``unshare --uts``).
+
+Unlike 127.0.0.2/127.0.0.3, nothing here is loopback: each "host" has only its own
+interface (``eth0``, 10.200.K.2 or .3), the bridge (10.200.K.1) is this machine's way in,
+and processes started over ssh run inside the namespace. Filesystem and process table are
+still shared. Only addresses inside these namespaces are ever used.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from ssh_hosts import SSHD, _descendants, _keygen
+
+SSHD_CONFIG = """\
+Port 22
+ListenAddress {address}
+HostKey {root}/host_key
+PidFile none
+AuthorizedKeysFile {root}/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+MaxSessions 50
+Subsystem sftp /usr/lib/openssh/sftp-server
+"""
+
+
+def _ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    argv = ["ip", *(["netns", "exec", ns, "ip"] if ns else []), *args]
+    return subprocess.run(argv, capture_output=True, text=True, check=check)
+
+
+class NetnsHosts:
+    """``a1`` and ``a2``: two namespaced hosts; ``client_config`` names them for ssh."""
+
+    def __init__(self) -> None:
+        used = _ip("-br", "addr").stdout
+        self.k = next(k for k in random.sample(range(10, 250), 240) if f"10.200.{k}." not in used)
+        self.root = Path(tempfile.mkdtemp(prefix=f"jt-netns-{self.k}-"))
+        self.bridge = f"jtbr{self.k}"
+        self.names = [f"jt{self.k}a", f"jt{self.k}b"]
+        self.addresses = [f"10.200.{self.k}.2", f"10.200.{self.k}.3"]
+        self.daemons: list[subprocess.Popen] = []
+
+    def start(self) -> "NetnsHosts":
+        _keygen(self.root / "host_key")
+        _keygen(self.root / "client_key")
+        auth = self.root / "authorized_keys"
+        auth.write_text((self.root / "client_key.pub").read_text())
+        _ip("link", "add", self.bridge, "type", "bridge")
+        _ip("addr", "add", f"10.200.{self.k}.1/24", "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
+        for i, (ns, address) in enumerate(zip(self.names, self.addresses)):
+            _ip("netns", "add", ns)
+            _ip("link", "add", f"{ns}v", "type", "veth", "peer", "name", "eth0", "netns", ns)
+            _ip("link", "set", f"{ns}v", "master", self.bridge, "up")
+            _ip("addr", "add", f"{address}/24", "dev", "eth0", ns=ns)
+            _ip("link", "set", "eth0", "up", ns=ns)
+            _ip("link", "set", "lo", "up", ns=ns)
+            conf = self.root / f"sshd-{ns}.conf"
+            conf.write_text(SSHD_CONFIG.format(root=self.root, address=address))
+            log = self.root / f"sshd-{ns}.log"
+            script = f"hostname node-{'ab'[i]} && exec {SSHD} -D -f {conf} -E {log}"
+            self.daemons.append(subprocess.Popen(
+                ["ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c", script],
+                stdin=subprocess.DEVNULL, start_new_session=True))
+        for address in self.addresses:  # wait until each sshd answers
+            for _ in range(100):
+                probe = subprocess.run(["ssh-keyscan", "-T", "1", address], capture_output=True)
+                if probe.returncode == 0 and probe.stdout:
+                    break
+            else:
+                raise RuntimeError(f"sshd on {address} did not come up")
+        return self
+
+    def client_config(self) -> str:
+        blocks = [f"Host {alias}\n  HostName {address}\n  User root\n"
+                  f"  IdentityFile {self.root / 'client_key'}\n  IdentitiesOnly yes\n"
+                  for alias, address in zip(("a1", "a2"), self.addresses)]
+        blocks.append("Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n"
+                      "  LogLevel ERROR\n")
+        return "\n".join(blocks)
+
+    def stop(self) -> None:
+        for daemon in self.daemons:
+            victims = _descendants(daemon.pid)
+            for pid in [daemon.pid, *victims]:
+                try:
+                    os.kill(pid, 9)
+                except ProcessLookupError:
+                    pass
+            daemon.wait()
+        for ns in self.names:
+            _ip("netns", "del", ns, check=False)
+            _ip("link", "del", f"{ns}v", check=False)
+        _ip("link", "del", self.bridge, check=False)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def netns_hosts():
+    if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("unshare"):
+        pytest.fail("network namespaces need root, iproute2 and unshare (util-linux)")
+    hosts = NetnsHosts()
+    try:
+        yield hosts.start()
+    finally:
+        hosts.stop()

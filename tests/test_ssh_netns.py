@@ -1,0 +1,69 @@
+"""The ssh target across two hosts with separate network stacks (network namespaces with
+their own hostnames, see tests/ssh_netns.py): what 127.0.0.2/127.0.0.3 cannot show, that
+the rendezvous address is one the other node really reaches and that ranks run "elsewhere".
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_trainer import api
+from jupyter_trainer.errors import RunFailed
+from jupyter_trainer.targets.registry import add_target
+from jupyter_trainer.targets.ssh_client import close_masters, control_dir
+
+from conftest import leftover
+from ssh_netns import netns_hosts  # noqa: F401 (fixture)
+
+CODE = """
+import os, socket, torch, torch.distributed as dist
+from jupyter_trainer import runtime as jt
+dist.init_process_group("gloo")
+t = torch.tensor([float(jt.rank + 1)])
+dist.all_reduce(t)
+jt.log(step=0, total=t.item())
+print("rank", jt.rank, "on", socket.gethostname(), "sum", t.item(), flush=True)
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+@pytest.fixture
+def far(netns_hosts, home, tmp_path, monkeypatch):
+    user = tmp_path / "user"
+    (user / ".ssh").mkdir(parents=True)
+    (user / ".ssh" / "config").write_text(netns_hosts.client_config())
+    monkeypatch.setenv("HOME", str(user))
+    home.mkdir(parents=True, exist_ok=True)
+    yield lambda **env: add_target("far", "ssh", home=home, replace=True, hosts=["a1", "a2"],
+                                   workdir=str(tmp_path / "remote"), connect_timeout=5,
+                                   env={"GLOO_SOCKET_IFNAME": "eth0", **env})
+    close_masters(control_dir(home))
+
+
+def check(run, hosts, launcher):
+    try:
+        run.wait(timeout=180)
+    except RunFailed:
+        pytest.fail(f"{run.state.get('error')}\n" + "".join(run.logs(r) for r in range(2)))
+    for rank in range(2):
+        assert f"rank {rank} on node-{'ab'[rank]} sum 3.0" in run.logs(rank)
+    records = run.store.rank_records(run.id)
+    assert [records[r]["host"] for r in range(2)] == ["node-a", "node-b"]
+    assert [n["address"] for n in run.state["launcher"]["nodes"]] == hosts.addresses
+    assert run.state["teardown"]["leftovers"] == [] and leftover(run.id) == []
+
+
+def test_torchrun_across_network_namespaces(far, netns_hosts):
+    far()
+    run = api.submit(CODE, target="far", nodes=2, procs=1, name="netns-ddp")
+    check(run, netns_hosts, "torchrun")
+    argv = run.state["launcher"]["argv"]
+    assert f"--rdzv-endpoint={netns_hosts.addresses[0]}:" in " ".join(argv)
+
+
+def test_mpirun_across_network_namespaces(far, netns_hosts):
+    far(OMPI_MCA_oob_tcp_if_include="eth0", OMPI_MCA_btl="self,tcp",
+        OMPI_MCA_btl_tcp_if_include="eth0")
+    run = api.submit(CODE, target="far", nodes=2, procs=1, launcher="mpirun", name="netns-mpi")
+    check(run, netns_hosts, "mpirun")
