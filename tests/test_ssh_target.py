@@ -301,3 +301,30 @@ def test_a_dead_supervisor_does_not_leave_the_run_on_the_nodes(pair, home, tmp_p
     exits = wait_for(lambda: len(found := sorted(folder.glob("node-*.exit"))) == 2 and found,
                      timeout=10, what="both keepers to record the end")
     assert any('"orphaned": true' in p.read_text() for p in exits)
+
+
+def test_a_notebook_cell_runs_on_two_nodes(pair, home):
+    """The whole path from a %%train cell in a real IPython shell to two ssh nodes."""
+    from IPython.testing import globalipapp
+
+    globalipapp.start_ipython()
+    shell = globalipapp.get_ipython()
+    shell.run_cell("%load_ext jupyter_trainer")
+    shell.run_cell("steps = 5\npause = 0.0")
+    result = shell.run_cell(
+        "%%train --target pair --nodes 2 --procs 1 --name ssh-cell\n"
+        "import time, torch, torch.distributed as dist\n"
+        "from jupyter_trainer import runtime as jt\n"
+        "dist.init_process_group()\n"
+        "t = torch.ones(1)\n"
+        "dist.all_reduce(t)\n"
+        "for step in range(steps):\n"
+        "    jt.log(step=step, world=t.item())\n"
+        "    time.sleep(pause)\n"
+        "print('sum', t.item())\n")
+    assert result.success, result.error_in_exec
+    run = result.result
+    assert run.status == "completed" and run.spec.params == {"steps": 5, "pause": 0.0}
+    assert [v for _, v in run.metrics(rank=1)["world"]] == [2.0] * 5
+    assert "sum 2.0" in run.logs(0) and "sum 2.0" in run.logs(1)
+    assert leftover(run.id) == []
