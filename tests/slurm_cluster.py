@@ -16,8 +16,10 @@ import shutil
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 CONF = """\
 ClusterName=jt{worker}
@@ -242,3 +244,23 @@ def start_cluster(root: Path, worker: int, cpus: int = 2, *, accounting: bool = 
         cluster.stop()
         raise
     return cluster
+
+
+def worker_index(worker_id: str) -> int:
+    """0 without xdist, else 1 + the worker's number: each worker gets its own cluster."""
+    return 0 if worker_id == "master" else int(worker_id.removeprefix("gw")) + 1
+
+
+@contextmanager
+def as_target(cluster: "SlurmCluster", home: Path, monkeypatch) -> Iterator["SlurmCluster"]:
+    """``cluster`` as the target named 'cluster' of the test's run store; its queue is
+    emptied afterwards, so the next test starts with an idle node."""
+    from conftest import wait_for
+
+    monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "targets.toml").write_text('[targets.cluster]\nkind = "slurm"\npartition = "debug"\n'
+                                       'time = "10:00"\n')
+    yield cluster
+    cluster.run("scancel", "--user", os.environ.get("USER", "root"), check=False)
+    wait_for(lambda: cluster.queue() == [], timeout=30, what="an empty queue")

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -14,7 +12,7 @@ from jupyter_trainer.errors import RunFailed
 from jupyter_trainer.monitor.text import progress_line
 
 from conftest import leftover, wait_for
-from slurm_cluster import start_cluster
+from slurm_cluster import as_target, start_cluster, worker_index
 
 TRAIN = """
 import torch, torch.distributed as dist
@@ -33,8 +31,7 @@ SLEEPER = "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0
 
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory, worker_id):
-    worker = 0 if worker_id == "master" else int(worker_id.removeprefix("gw")) + 1
-    cluster = start_cluster(tmp_path_factory.mktemp("slurm"), worker)
+    cluster = start_cluster(tmp_path_factory.mktemp("slurm"), worker_index(worker_id))
     yield cluster
     cluster.stop()
 
@@ -42,13 +39,8 @@ def slurm(tmp_path_factory, worker_id):
 @pytest.fixture
 def cluster(slurm, home, monkeypatch):
     """A target named 'cluster' on the test's Slurm; the queue is empty before and after."""
-    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "targets.toml").write_text('[targets.cluster]\nkind = "slurm"\npartition = "debug"\n'
-                                       'time = "10:00"\n')
-    yield slurm
-    slurm.run("scancel", "--user", os.environ.get("USER", "root"), check=False)
-    wait_for(lambda: slurm.queue() == [], timeout=30, what="an empty queue")
+    with as_target(slurm, home, monkeypatch) as cluster:
+        yield cluster
 
 
 def test_two_task_torchrun_gloo_training(cluster, home):

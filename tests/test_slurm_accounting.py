@@ -7,15 +7,14 @@ could land on two workers and each would start its own database.
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
 from jupyter_trainer import api
 from jupyter_trainer.errors import RunFailed
 
-from conftest import leftover, wait_for
-from slurm_cluster import start_cluster
+from conftest import leftover
+from slurm_cluster import as_target, start_cluster, worker_index
 
 TRAIN = """
 import torch, torch.distributed as dist
@@ -32,21 +31,16 @@ FAIL = "from jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\nraise S
 
 @pytest.fixture(scope="session")
 def slurm_acct(tmp_path_factory, worker_id):
-    worker = 0 if worker_id == "master" else int(worker_id.removeprefix("gw")) + 1
-    cluster = start_cluster(tmp_path_factory.mktemp("slurm-acct"), worker, accounting=True)
+    cluster = start_cluster(tmp_path_factory.mktemp("slurm-acct"), worker_index(worker_id),
+                            accounting=True)
     yield cluster
     cluster.stop()
 
 
 @pytest.fixture
 def cluster(slurm_acct, home, monkeypatch):
-    monkeypatch.setenv("SLURM_CONF", str(slurm_acct.conf))
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "targets.toml").write_text('[targets.cluster]\nkind = "slurm"\npartition = "debug"\n'
-                                       'time = "10:00"\n')
-    yield slurm_acct
-    slurm_acct.run("scancel", "--user", os.environ.get("USER", "root"), check=False)
-    wait_for(lambda: slurm_acct.queue() == [], timeout=30, what="an empty queue")
+    with as_target(slurm_acct, home, monkeypatch) as cluster:
+        yield cluster
 
 
 def test_final_state_and_exit_code_come_from_sacct(cluster, home):
