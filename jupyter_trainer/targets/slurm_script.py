@@ -114,7 +114,7 @@ def batch_script(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan,
         srun.append(f"--container-image={image}")
     if launch.launcher == "torchrun":
         lines.append('export PET_RDZV_ENDPOINT="$MASTER_ADDR:$MASTER_PORT"')
-        argv = [*srun, f"--ntasks-per-node=1",
+        argv = [*srun, "--ntasks-per-node=1",
                 *torchrun_argv(launch, plan, standalone=False, endpoint=False)]
     elif launch.launcher == "mpirun":
         argv = mpirun_argv(launch, plan, {**env_defaults(launch), **env, "MASTER_ADDR": ""})
