@@ -99,6 +99,20 @@ def _exit_code(code: Any) -> int:
     return 1
 
 
+def _release_process_group() -> None:
+    """Destroy a process group the entry left open, so Gloo/NCCL threads stop before exit.
+
+    Without this, a rank that ends while its backend's threads are still running can abort
+    in C++ teardown ("terminate called without an active exception") after its work is done.
+    """
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception as exc:
+        print(f"[jt] destroying the process group failed: {exc}", file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print("usage: boot.py ENTRY [ARGS...]", file=sys.stderr)
@@ -167,6 +181,8 @@ def main(argv: list[str]) -> int:
         runpy.run_path(entry, run_name="__main__")
     except SystemExit as exc:
         code = _exit_code(exc.code)
+        if code == 0:
+            _release_process_group()
         finish(code)
         return code
     except BaseException as exc:
@@ -175,6 +191,7 @@ def main(argv: list[str]) -> int:
         print(tb, end="", file=sys.stderr)
         finish(code, error=_error_line(exc), traceback=tb[-_TRACEBACK_CHARS:])
         return code
+    _release_process_group()
     finish(0)
     return 0
 
