@@ -99,16 +99,20 @@ class Supervisor:
         python = realized.python
         self.state["environment"] = realized.record  # saved with the next transition
         backend = self.target.resolve_backend(self.spec.launch)
-        spec = self.spec if python == self.spec.env.python else _with_python(self.spec, python)
+        spec = (self.spec if python in (None, self.spec.env.python)
+                else _with_python(self.spec, python))
         plan = self.target.plan(spec, self.run_id, str(self.paths.root), backend)
         if realized.variables:  # the environment's variables, over the target's own
             plan = replace(plan, extra_env={**plan.extra_env, **realized.variables})
         command = self.target.command(spec, plan)
         self.transition("queued" if self.target.queues else "running", backend=backend,
-                        python=python, launcher={"argv": list(command.argv)})
+                        python=python or plan.python, launcher={"argv": list(command.argv)})
         self.handle = self.target.start(command, str(self.paths.root),
                                         str(self.paths.logs / "launcher.log"))
         self.state["launcher"].update(self.handle)
+        built_there = self.state["launcher"].pop("environment", None)
+        if built_there:  # the target built the environment on its nodes
+            self.state["environment"].update(built_there)
         self.save()
         return self._watch()
 

@@ -41,6 +41,18 @@ def home(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture
+def ip(home):
+    """A real IPython shell with the extension loaded; its namespace is reset afterwards."""
+    from IPython.testing import globalipapp
+
+    globalipapp.start_ipython()  # once per process; later calls return None
+    shell = globalipapp.get_ipython()
+    shell.run_cell("%load_ext jupyter_trainer", store_history=True)
+    yield shell
+    shell.reset(new_session=False)
+
+
+@pytest.fixture
 def store(home) -> Store:
     return Store(home)
 

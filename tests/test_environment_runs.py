@@ -11,7 +11,6 @@ import warnings
 import nbformat
 import papermill
 import pytest
-from IPython.testing import globalipapp
 
 from jupyter_trainer import api, cli, environment
 from jupyter_trainer.environment import EnvDriftWarning
@@ -36,15 +35,6 @@ print("tomli", version("tomli"), "six", six.__version__, "omp", os.environ["OMP_
 print("python", sys.executable)
 dist.destroy_process_group()
 """
-
-
-@pytest.fixture
-def ip(home):
-    globalipapp.start_ipython()
-    shell = globalipapp.get_ipython()
-    shell.run_cell("%load_ext jupyter_trainer", store_history=True)
-    yield shell
-    shell.reset(new_session=False)
 
 
 def run_cell(ip, source: str):

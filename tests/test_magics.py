@@ -6,21 +6,11 @@ import json
 import shlex
 
 import pytest
-from IPython.testing import globalipapp
 
 from jupyter_trainer import api
 from jupyter_trainer.store import Store
 
 from conftest import leftover
-
-
-@pytest.fixture
-def ip(home):
-    globalipapp.start_ipython()  # once per process; later calls return None
-    shell = globalipapp.get_ipython()
-    shell.run_cell("%load_ext jupyter_trainer", store_history=True)
-    yield shell
-    shell.reset(new_session=False)
 
 
 def run_cell(ip, source: str):

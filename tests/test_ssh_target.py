@@ -280,8 +280,8 @@ def test_target_checks_before_anything_is_created(pair, home):
     target = get_target("pair", home)
     assert target.describe()["hosts"] == list(ALIASES)
     spec = RunSpec(name="x", code=CodeSpec(entry="_jt/cell.py", hash="sha256:0"),
-                   launch=LaunchSpec(nodes=2, procs=1), env=EnvSpec(name="digits"))
-    with pytest.raises(TargetError, match="named environments on ssh targets are not supported"):
+                   launch=LaunchSpec(nodes=2, procs=1), env=EnvSpec(image="nvcr.io/x:1"))
+    with pytest.raises(TargetError, match="cannot run the container image"):
         target.check(spec)
 
 

@@ -10,6 +10,9 @@ The three steps follow the run's path:
 - ``realize(env, target)`` (the supervisor, before the launcher starts): the interpreter
   on the target, rebuilt from the lock if it went missing since submit, and the record
   the run's state keeps (which version, built or reused, build time, pre-flight result).
+  Targets whose nodes have their own filesystems build the same lock on every node
+  themselves (the ssh target ships ``build.py`` with it), so for them this only records
+  which environment the run asked for.
 
 Without ``--env`` a run uses the kernel's own interpreter as it is, and is checked the same
 way.
@@ -43,7 +46,7 @@ class EnvDriftWarning(UserWarning):
 class Realization:
     """The interpreter a run's ranks use, their extra variables, and what to record."""
 
-    python: str
+    python: str | None  # None: the target realises it on its own nodes
     variables: dict[str, str] = field(default_factory=dict)
     record: dict[str, Any] = field(default_factory=dict)
 
@@ -141,8 +144,12 @@ def realize(env: EnvSpec, target: "Target", *, home: Path | None = None,
                            "this machine")
     else:
         if not target.shares_filesystem:
-            raise EnvError(f"target {target.name!r} ({target.kind}) cannot realise named "
-                           "environments yet; run with --target local, or leave --env out")
+            # Built on each node by the target itself (from the same lock), which records
+            # the interpreter and the build there.
+            return Realization(python=None, variables=dict(env.variables), record={
+                "name": env.name, "version": env.version, "lock": env.lock, "python": None,
+                "inherit": None, "built": None, "realised_on": "nodes",
+                "variables": sorted(env.variables), "image": env.image, "preflight": None})
         info = build_locked(env, home, prepared.get("base_python"))
         python = info["python"]
     check = prepared.get("preflight")

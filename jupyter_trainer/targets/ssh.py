@@ -40,8 +40,8 @@ from .mirror import FrameReader, LocalFiles, NodeFollower, merge_outputs, parse_
 from .ssh_client import SshClient, control_dir, user_config_file
 from .ssh_commands import (HostConfig, Node, NodeLaunch, SshConfig, agent_command, agent_file,
                            bootstrap_command, node_launches, snapshot_dir_name)
-from .ssh_prepare import (hop_options, is_ip, judge, launcher_tools, node_address,
-                          required_modules, snapshot_tarball)
+from .ssh_prepare import (environment_payload, hop_options, is_ip, judge, launcher_tools,
+                          node_address, required_modules, snapshot_tarball)
 
 T = TypeVar("T")
 PUMP_S = 0.1  # the supervisor syncs every 50 ms; reading the follow sessions this often is plenty
@@ -84,6 +84,7 @@ class SshTarget(Target):
         self._nodes: list[Node] = []
         self._clients: dict[str, SshClient] = {}
         self._preflight: list[dict[str, Any]] = []
+        self._environments: dict[str, dict[str, Any]] = {}  # host -> its built environment
         self._staged: dict[str, Any] = {}
         self._launches: list[NodeLaunch] = []
         self._started: list[Node] = []
@@ -110,10 +111,6 @@ class SshTarget(Target):
         if launch.nodes > len(self.cfg.hosts):
             raise TargetError(f"target {self.name!r} has {len(self.cfg.hosts)} host(s) and "
                               f"--nodes is {launch.nodes}; add hosts or ask for fewer nodes")
-        if spec.env.name is not None:
-            raise TargetError(f"named environments on ssh targets are not supported yet "
-                              f"(--env {spec.env.name}); leave --env out to run the node's "
-                              "python (the target's `python`, by default the kernel's path)")
         if spec.env.image:
             raise TargetError(f"target {self.name!r} starts processes directly on its hosts "
                               f"and cannot run the container image {spec.env.image!r}")
@@ -155,19 +152,24 @@ class SshTarget(Target):
         names = sorted({o["hostname"][0] for o in resolved if not is_ip(o["hostname"][0])})
         modules, versions = required_modules(spec, Path(run_dir) / "code")
         jobs = [(i, h) for i, h in enumerate(hosts)]
+        named = spec.env.name is not None  # the imports are checked in the environment
         pre = _parallel(lambda job: self._preflight_node(
             job[1], self._python(job[1], spec), {
-                "modules": modules, "versions": versions, "snapshot": self._snapshot,
-                "tools": launcher_tools(launch, job[0]), "gpus": self.cfg.gpus_per_node > 0,
+                "modules": [] if named else modules, "versions": [] if named else versions,
+                "snapshot": self._snapshot, "tools": launcher_tools(launch, job[0]),
+                "gpus": self.cfg.gpus_per_node > 0,
                 "resolve": names if job[0] == 0 else [], "port": job[0] == 0}), jobs)
         _raise_any(pre, "pre-flight failed on some nodes")
         self._preflight = pre  # type: ignore[assignment]
-        _raise_any([judge(h.host, p, self.cfg.gpus_per_node)
-                    for h, p in zip(hosts, self._preflight)],
-                   "pre-flight failed on some nodes")
+        self._judge(hosts)
+        pythons = [self._python(h, spec) for h in hosts]
+        if named:
+            pythons = self._realise_environment(spec, hosts, modules, versions)
+            self._judge(hosts)  # now with the environment's imports
         self._nodes = [Node(i, h.host, node_address(h, o, self._preflight[0]["resolved"]),
-                            p["workdir"], self._python(h, spec), hop_options(o))
-                       for i, (h, o, p) in enumerate(zip(hosts, resolved, self._preflight))]
+                            p["workdir"], python, hop_options(o))
+                       for i, (h, o, p, python) in enumerate(
+                           zip(hosts, resolved, self._preflight, pythons))]
         self._log(f"[jt] pre-flight of {len(hosts)} node(s) took "
                   f"{time.monotonic() - started:.2f} s: " + "; ".join(
                       f"{n.host} ({n.address}) python {p['python']}, torch "
@@ -184,6 +186,10 @@ class SshTarget(Target):
             oversubscribe=launch.procs > min(p["cpus"] for p in self._preflight),
             extra_env=dict(self.cfg.env))
 
+    def _judge(self, hosts: Sequence[HostConfig]) -> None:
+        _raise_any([judge(h.host, p, self.cfg.gpus_per_node)
+                    for h, p in zip(hosts, self._preflight)], "pre-flight failed on some nodes")
+
     def _preflight_node(self, host: HostConfig, python: str, args: dict[str, Any]) -> dict:
         client = self._client(host)
         source = _agent_source()
@@ -197,6 +203,61 @@ class SshTarget(Target):
                               "cannot run there; set python = \"/path/to/python\" in the target "
                               "(or per host)")
         return parse_answer(host.host, done, "pre-flight")
+
+    def _realise_environment(self, spec: RunSpec, hosts: Sequence[HostConfig],
+                             modules: list[str], versions: list[str]) -> list[str]:
+        """Build the run's locked environment on every node (each keeps it cached under
+        ``<workdir>/envs``), check the imports with its python, and return those pythons."""
+        from ..environment import lock
+
+        found = lock.find(default_home(), spec.env.lock or "")
+        if found is None:
+            raise TargetError(f"the lock {spec.env.lock!r} of environment {spec.env.name!r} is "
+                              "missing from this machine's store; define the environment again")
+        name, payload = environment_payload(found.path)
+        check = {"modules": modules, "versions": versions}
+        started = time.monotonic()
+
+        def realise(job: tuple[int, HostConfig]) -> dict[str, Any]:
+            index, host = job
+            info = self._preflight[index]
+            remote = agent_command(self._python(host, spec), info["agent"], info["workdir"],
+                                   "environment", {"name": name, "uv": self.cfg.uv,
+                                                   "check": check})
+            done = self._client(host).run(remote, input=payload,
+                                          timeout=self.cfg.connect_timeout + self.cfg.env_timeout,
+                                          what=f"building environment {spec.env.name!r}")
+            answer = parse_answer(host.host, done, "building the environment")
+            if answer.get("error"):
+                raise TargetError(f"node {host.host}: environment {spec.env.name!r} (version "
+                                  f"{spec.env.version}) could not be built there: "
+                                  f"{answer['error']}")
+            return answer
+
+        answers = _parallel(realise, list(enumerate(hosts)))
+        _raise_any(answers, f"environment {spec.env.name!r} could not be realised on some nodes")
+        self._environments = {}
+        for host, info, ans in zip(hosts, self._preflight, answers):
+            env, checked = ans["environment"], ans["check"]  # type: ignore[index]
+            info.update({k: checked[k] for k in ("python", "executable", "missing", "versions")})
+            self._environments[host.host] = {
+                k: env.get(k) for k in ("python", "env_id", "built", "build_seconds", "built_at")}
+        built = [h for h, e in self._environments.items() if e["built"]]
+        self._log(f"[jt] environment {spec.env.name!r} ready on {len(hosts)} node(s) in "
+                  f"{time.monotonic() - started:.2f} s"
+                  + (f" (built on {', '.join(built)})" if built else " (cached)") + "\n")
+        return [e["python"] for e in self._environments.values()]
+
+    def _environment_record(self) -> dict[str, Any]:
+        """What the run's state says about the environment built on the nodes."""
+        first, info = self._environments[self._nodes[0].host], self._preflight[0]
+        seconds = [e["build_seconds"] for e in self._environments.values()
+                   if e["built"] and e.get("build_seconds") is not None]
+        return {"python": first["python"], "env_id": first["env_id"],
+                "python_version": info["python"], "torch": info["versions"].get("torch"),
+                "built": any(e["built"] for e in self._environments.values()),
+                "build_seconds": max(seconds) if seconds else None,
+                "built_at": first.get("built_at"), "nodes": self._environments}
 
     def _stage(self, code: Path) -> None:
         """Send the snapshot to every node that lacks it."""
@@ -271,6 +332,7 @@ class SshTarget(Target):
         return {"target": self.name, "kind": self.kind, "hosts": [n.host for n in self._nodes],
                 "nodes": nodes, "run_dir_remote": self._nodes[0].run_dir(self._run_id),
                 "staging": self._staged,
+                **({"environment": self._environment_record()} if self._environments else {}),
                 "preflight": {n.host: {k: p.get(k) for k in ("hostname", "python", "versions",
                                                             "gpus")}
                               for n, p in zip(self._nodes, self._preflight)}}

@@ -84,6 +84,8 @@ class SshConfig:
     orphan_timeout: int = 300            # a node ends a run nobody has followed this long
     control_persist: int = 120
     network_interfaces: tuple[str, ...] = ()
+    uv: str | None = None                # uv on the nodes, for --env; None: build.py finds it
+    env_timeout: int = 1800              # how long building an environment on a node may take
 
     @classmethod
     def from_config(cls, name: str, config: Mapping[str, Any]) -> "SshConfig":
@@ -94,14 +96,15 @@ class SshConfig:
                               f"{', '.join(sorted(known))}")
         data = dict(config)
         data["hosts"] = _hosts(name, config.get("hosts"))
-        for key in ("workdir", "python", "ssh_config"):
+        for key in ("workdir", "python", "ssh_config", "uv"):
             if data.get(key) is not None:
                 data[key] = _text(name, key, data[key])
         gpus = data.get("gpus_per_node", 0)
         if type(gpus) is not int or gpus < 0:
             raise TargetError(f"target {name!r}: gpus_per_node must be a whole number, got {gpus!r}")
         for key, low, high in (("connect_timeout", 1, 300), ("node_timeout", 1, 3600),
-                               ("orphan_timeout", 10, 86400), ("control_persist", 0, 86400)):
+                               ("orphan_timeout", 10, 86400), ("control_persist", 0, 86400),
+                               ("env_timeout", 10, 86400)):
             if key in data:
                 data[key] = _seconds(name, key, data[key], low, high)
         env = data.get("env", {})

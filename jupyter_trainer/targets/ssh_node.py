@@ -8,7 +8,8 @@ stdout: a line ``\\x1eJT {json}`` then ``n`` raw bytes. The marker lets the read
 whatever a login shell's rc files print first.
 
 ``preflight`` (interpreter, imports, GPUs, tools, a free port, is the snapshot here),
-``stage`` (unpack a snapshot atomically), ``start`` (the run folder; the launcher in its own
+``stage`` (unpack a snapshot atomically), ``environment`` (build a locked environment
+with ``build.py`` sent along, cached, then pre-flight it), ``start`` (the run folder; the launcher in its own
 session, detached from ssh), ``follow`` (new bytes of logs, events and rank records, from
 offsets, and the launcher's state; ends the run on request), ``finish``, ``stop`` and
 ``leftovers`` (by process group and by ``JT_RUN_ID`` in /proc/*/environ).
@@ -117,10 +118,8 @@ def cmd_preflight(workdir, args):
         if not found:
             out["missing"].append(name)
     out["versions"] = {name: _version(name) for name in args.get("versions", [])}
-    beside = os.path.dirname(sys.executable)  # horovodrun is installed next to its python
     for tool in args.get("tools", []):
-        out["tools"][tool] = shutil.which(tool, path=beside + os.pathsep + os.environ.get(
-            "PATH", os.defpath)) if tool == "horovodrun" else shutil.which(tool)
+        out["tools"][tool] = shutil.which(tool)
     if args.get("gpus"):
         out["gpus"], out["gpu_error"] = _count_gpus()
     for name in args.get("resolve", []):
@@ -176,17 +175,22 @@ def _count_gpus():
 
 # -- staging -----------------------------------------------------------------------------
 def cmd_stage(workdir, args):
-    """Unpack a snapshot tar (stdin) into snapshots/<name>/ through a temporary folder and
-    one rename, so a reader sees a whole snapshot or none, and two stagers make one."""
-    root = os.path.join(workdir, "snapshots")
-    dest = os.path.join(root, args["snapshot"])
+    """Unpack a snapshot tar (stdin) into snapshots/<name>/."""
+    answer({"staged": unpack(os.path.join(workdir, "snapshots"), args["snapshot"],
+                             sys.stdin.buffer)})
+
+
+def unpack(root, name, stream):
+    """Unpack a gzipped tar into ``root/name`` through a temporary folder and one rename, so a
+    reader sees a whole folder or none, and two writers make one. False: it was there."""
+    dest = os.path.join(root, name)
     os.makedirs(root, exist_ok=True)
     if os.path.isdir(dest):
-        sys.stdin.buffer.read()
-        return answer({"staged": False})
+        stream.read()
+        return False
     tmp = tempfile.mkdtemp(prefix=".tmp-", dir=root)
     try:
-        with tarfile.open(fileobj=sys.stdin.buffer, mode="r|gz") as tar:
+        with tarfile.open(fileobj=stream, mode="r|gz") as tar:
             for member in tar:
                 _check_member(member)
                 tar.extract(member, tmp)
@@ -196,11 +200,55 @@ def cmd_stage(workdir, args):
         except OSError:
             if not os.path.isdir(dest):
                 raise
-            return answer({"staged": False})
+            return False
     finally:
         if os.path.isdir(tmp):
             shutil.rmtree(tmp, onerror=_make_writable)
-    answer({"staged": True})
+    return True
+
+
+# -- environments ------------------------------------------------------------------------
+def cmd_environment(workdir, args):
+    """Realise a locked environment on this node and pre-flight it.
+
+    stdin: a tar of ``build.py`` and ``lock/`` (the lock folder), unpacked once under
+    ``envs/locks/<name>/`` (the name hashes both). ``build.py`` builds the environment under
+    ``envs/venvs/`` with this interpreter as the base, or finds it already built; then the
+    pre-flight (``args["check"]``) runs with the environment's own python.
+    """
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,80}", args["name"]):
+        return answer({"error": "refusing environment folder name %r" % args["name"]})
+    root = os.path.join(workdir, "envs")
+    unpack(os.path.join(root, "locks"), args["name"], sys.stdin.buffer)
+    folder = os.path.join(root, "locks", args["name"])
+    argv = [sys.executable, os.path.join(folder, "build.py"), os.path.join(folder, "lock"),
+            os.path.join(root, "venvs"), "--base-python", sys.executable]
+    if args.get("uv"):
+        argv += ["--uv", args["uv"]]
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True)
+    if done.returncode:
+        return answer({"error": (done.stderr.strip() or "build.py exited with code %d"
+                                 % done.returncode)[-3000:]})
+    record = json.loads(done.stdout)
+    check = subprocess.run([record["python"], __file__, "--workdir", workdir, "preflight",
+                            json.dumps(args.get("check", {}))],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    header = _first_frame(check.stdout)
+    if check.returncode or header is None:
+        return answer({"error": "the environment's python %s failed the pre-flight: %s" % (
+            record["python"], check.stderr.decode(errors="replace").strip()[-2000:])})
+    answer({"environment": record, "check": header})
+
+
+def _first_frame(data):
+    at = data.find(MARK)
+    if at < 0:
+        return None
+    line = data[at + len(MARK):].split(b"\n", 1)[0]
+    header = json.loads(line.decode())
+    header.pop("n", None)
+    return header
 
 
 def _check_member(member):
@@ -478,7 +526,8 @@ def stop(args):
     return {"sigterm": len(found), "sigkilled": killed}
 
 
-COMMANDS = {"preflight": cmd_preflight, "stage": cmd_stage, "start": cmd_start,
+COMMANDS = {"preflight": cmd_preflight, "stage": cmd_stage, "environment": cmd_environment,
+            "start": cmd_start,
             "follow": cmd_follow, "finish": cmd_finish,
             "stop": lambda workdir, args: answer(stop(args)),
             "leftovers": lambda workdir, args: answer(

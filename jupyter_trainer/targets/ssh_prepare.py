@@ -3,12 +3,13 @@
 The pre-flight asks each node (ssh_node.py ``preflight``) for facts; the functions here
 decide what to ask (the modules and tools a run needs) and judge the answers, so a node
 that cannot run the job stops the run before anything starts, with a message naming the
-node and the fix. Also here: the address other nodes reach a node at (an ssh alias is not
+node and the fix. Also here: what a node needs to build a run's locked environment, the address other nodes reach a node at (an ssh alias is not
 an address), the ``ssh -G`` options a hop between nodes needs, and the snapshot tarball.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import ipaddress
 import socket
@@ -58,8 +59,9 @@ def launcher_tools(launch: LaunchSpec, index: int) -> list[str]:
     if launch.launcher == "horovod":
         if index:
             return ["orted"] if launch.backend == "mpi" else []
-        return ["horovodrun"] + (["ssh"] if multi else []) + (
-            ["mpirun"] if launch.backend == "mpi" else [])
+        # horovodrun itself runs as ``python -m horovod.runner.launch``: its module is
+        # checked with the imports, not as a program.
+        return (["ssh"] if multi else []) + (["mpirun"] if launch.backend == "mpi" else [])
     return []
 
 
@@ -123,3 +125,29 @@ def snapshot_tarball(folder: Path) -> bytes:
             if path.is_file() or path.is_dir():
                 tar.add(path, arcname=str(path.relative_to(folder)), recursive=False)
     return buf.getvalue()
+
+
+def environment_payload(lock_dir: Path) -> tuple[str, bytes]:
+    """(folder name on the node, gzipped tar of ``build.py`` and ``lock/``): all a node
+    needs to build a locked environment. The name hashes both, so a node keeps one folder
+    per lock and builder version and an unchanged pair is unpacked only once."""
+    from ..environment import build as builder
+
+    files = {"build.py": Path(builder.__file__).read_bytes()}
+    for path in sorted(lock_dir.iterdir()):
+        if path.is_file():
+            files[f"lock/{path.name}"] = path.read_bytes()
+    digest = hashlib.sha256()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name in ("lock", *files):
+            info = tarfile.TarInfo(name)
+            data = files.get(name)
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+                continue
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+            digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return f"{lock_dir.name[:32]}-{digest.hexdigest()[:16]}", buf.getvalue()
