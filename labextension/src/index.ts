@@ -1,10 +1,15 @@
-/** jupyter_trainer in JupyterLab: a Training Runs side panel and a view per run. */
+/**
+ * jupyter_trainer in JupyterLab: a Training Runs side panel, a view per run, and the editor
+ * language of `%%environment` cells.
+ */
 
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, MainAreaWidget, showErrorMessage, WidgetTracker } from '@jupyterlab/apputils';
+import { INotebookTracker } from '@jupyterlab/notebook';
 import { LabIcon } from '@jupyterlab/ui-components';
 
 import { TrainerClient } from './api';
+import { highlightCellMagics } from './highlight';
 import { isValidRunId } from './model';
 import { RunsPanel } from './panel';
 import { RunView } from './runview';
@@ -21,8 +26,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter-trainer-labextension:plugin',
   description: 'Training Runs: every jupyter_trainer run, live, with charts, logs and cancel.',
   autoStart: true,
-  optional: [ILayoutRestorer, ICommandPalette],
-  activate: (app: JupyterFrontEnd, restorer: ILayoutRestorer | null, palette: ICommandPalette | null) => {
+  optional: [ILayoutRestorer, ICommandPalette, INotebookTracker],
+  activate: (app: JupyterFrontEnd, restorer: ILayoutRestorer | null, palette: ICommandPalette | null,
+    notebooks: INotebookTracker | null) => {
+    if (notebooks) {
+      highlightCellMagics(notebooks);
+    }
     const client = new TrainerClient();
     const tracker = new WidgetTracker<MainAreaWidget<RunView>>({ namespace: 'jupyter-trainer-run' });
 
