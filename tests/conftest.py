@@ -69,3 +69,23 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, what: str 
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory, worker_id):
+    """A single-host Slurm (slurmctld + slurmd) per xdist worker, for the whole session."""
+    from slurm_cluster import start_cluster, worker_index
+
+    cluster = start_cluster(tmp_path_factory.mktemp("slurm"), worker_index(worker_id))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster(slurm, home, monkeypatch):
+    """A target named 'cluster' on the test's Slurm; the queue is empty before and after."""
+    from slurm_cluster import as_target
+
+    with as_target(slurm, home, monkeypatch) as cluster:
+        yield cluster
+

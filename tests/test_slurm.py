@@ -12,7 +12,6 @@ from jupyter_trainer.errors import RunFailed
 from jupyter_trainer.monitor.text import progress_line
 
 from conftest import leftover, wait_for
-from slurm_cluster import as_target, start_cluster, worker_index
 
 TRAIN = """
 import torch, torch.distributed as dist
@@ -27,20 +26,6 @@ print("rank", dist.get_rank(), "of", dist.get_world_size(), "sum", t.item())
 dist.destroy_process_group()
 """
 SLEEPER = "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\ntime.sleep(600)"
-
-
-@pytest.fixture(scope="session")
-def slurm(tmp_path_factory, worker_id):
-    cluster = start_cluster(tmp_path_factory.mktemp("slurm"), worker_index(worker_id))
-    yield cluster
-    cluster.stop()
-
-
-@pytest.fixture
-def cluster(slurm, home, monkeypatch):
-    """A target named 'cluster' on the test's Slurm; the queue is empty before and after."""
-    with as_target(slurm, home, monkeypatch) as cluster:
-        yield cluster
 
 
 def test_two_task_torchrun_gloo_training(cluster, home):

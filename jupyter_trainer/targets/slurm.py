@@ -2,13 +2,17 @@
 ``squeue`` (backing off while queued), finished from ``sacct`` or ``scontrol``, ended with
 ``scancel``.
 
-The run directory lives on a filesystem the compute nodes share with this machine, so ranks
-write their logs and events straight into it and every reader sees them live.
+Without ``login`` or ``workdir`` the run store is on a filesystem the compute nodes share
+with this machine, so ranks write their logs and events straight into it and every reader
+sees them live. With either, the run folder is on the cluster under ``workdir``
+(slurm_stage.py stages it and copies it back live), and with ``login`` every Slurm command
+runs over ssh on that node, through the ssh target's client (ControlMaster, BatchMode).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -21,8 +25,11 @@ from .. import procs
 from ..errors import TargetError
 from ..launch import Command, LaunchPlan
 from ..spec import RunSpec
+from ..home import default_home
 from .base import Handle, Target, require_program
 from .slurm_script import SlurmConfig, batch_script, parse_job_id, sbatch_argv
+from .slurm_stage import JOB_OUTPUT, ClusterFolder
+from .ssh_client import LocalShell, SshClient, control_dir, user_config_file
 
 QUEUED = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SUSPENDED"}
 # Final states whose cause is the scheduler, not the training code: each becomes the error.
@@ -53,11 +60,14 @@ def _run(argv: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess:
 class SlurmTarget(Target):
     kind = "slurm"
     queues = True
-    shares_filesystem = True  # the run store must be on the cluster's shared filesystem
 
     @property
     def runs_images(self) -> bool:  # type: ignore[override]
         return self.cfg.container == "pyxis"
+
+    @property
+    def shares_filesystem(self) -> bool:  # type: ignore[override]
+        return not self.cfg.remote
 
     def __init__(self, name: str, config: dict[str, Any] | None = None) -> None:
         super().__init__(name, config)
@@ -65,6 +75,32 @@ class SlurmTarget(Target):
         self._script: str | None = None
         self._seen: dict[str, tuple[float, dict[str, Any] | None]] = {}
         self._queued_interval = QUEUED_POLL_S[0]
+        self._shell: SshClient | None = None
+        self._folder: ClusterFolder | None = None
+        self._left: list[str] = []
+
+    # -- the Slurm commands, here or on the login node ----------------------------------
+    def _login_shell(self) -> SshClient:
+        if self._shell is None:
+            self._shell = (SshClient(self.cfg.login, str(control_dir(default_home())),
+                                     self.cfg.ssh_options,
+                                     self.cfg.ssh_config or user_config_file(),
+                                     self.cfg.connect_timeout) if self.cfg.login
+                           else LocalShell())
+        return self._shell
+
+    def _run(self, argv: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess:
+        if not self.cfg.login:
+            return _run(argv, timeout)
+        env = [f"{k}={v}" for k, v in sorted(self.cfg.login_env.items())]
+        done = self._login_shell().run(shlex.join(["env", *env, *argv] if env else argv),
+                                       timeout=timeout, what=argv[0])
+        if done.returncode == 255:
+            raise TargetError(f"login node {self.cfg.login}: {argv[0]} could not be run over "
+                              f"ssh: {done.stderr.decode(errors='replace').strip()[-600:]}")
+        return subprocess.CompletedProcess(done.args, done.returncode,
+                                           done.stdout.decode(errors="replace"),
+                                           done.stderr.decode(errors="replace"))
 
     def gpus_per_node(self) -> int:
         return self.cfg.gpus_per_node
@@ -72,13 +108,12 @@ class SlurmTarget(Target):
     # -- submit side -------------------------------------------------------------------
     def check(self, spec: RunSpec) -> None:
         if self.cfg.login:
-            raise TargetError(f"target {self.name!r}: login nodes over ssh are not supported "
-                              "yet; run from a machine with the Slurm commands and remove login")
-        if self.cfg.workdir:
-            raise TargetError(f"target {self.name!r}: workdir is not supported yet; point "
-                              "JUPYTER_TRAINER_HOME at the shared filesystem instead")
-        require_program("sbatch", "install the Slurm client commands (apt-get install "
-                                  "slurm-client) on this machine")
+            require_program("ssh", "install the OpenSSH client (apt-get install "
+                                   "openssh-client) to reach the login node")
+        else:
+            require_program("sbatch", "install the Slurm client commands (apt-get install "
+                                      "slurm-client) on this machine, or set login = \"HOST\" "
+                                      "to run them on a login node over ssh")
         image = getattr(spec.env, "image", None)
         if image and self.cfg.container != "pyxis":
             raise TargetError(f"target {self.name!r} cannot run container image {image!r}: set "
@@ -86,8 +121,17 @@ class SlurmTarget(Target):
 
     # -- supervisor side ---------------------------------------------------------------
     def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        python = self.cfg.python or spec.env.python or sys.executable
+        if self.cfg.remote:
+            self._folder = ClusterFolder(
+                self._login_shell(), python, self.cfg.workdir or "~/jupyter_trainer",
+                tools=["sbatch", "squeue", "scancel"] if self.cfg.login else [],
+                timeout=self.cfg.connect_timeout, env_timeout=self.cfg.env_timeout,
+                uv=self.cfg.uv, lost_after=max(30, 3 * self.cfg.connect_timeout))
+            python = self._folder.prepare(spec, run_id, run_dir)
+            run_dir = self._folder.run_dir
         return LaunchPlan(
-            run_id=run_id, run_dir=run_dir, python=spec.env.python or sys.executable,
+            run_id=run_id, run_dir=run_dir, python=python,
             boot=os.path.join(run_dir, "code", "_jt", "boot.py"), entry=spec.code.entry,
             args=spec.code.args, backend=backend, backend_forced=spec.launch.backend is not None,
             master_addr="", master_port=20000 + zlib.crc32(run_id.encode()) % 20000,
@@ -95,19 +139,33 @@ class SlurmTarget(Target):
 
     def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
         self._script = batch_script(self.cfg, spec, plan, getattr(spec.env, "image", None))
-        return Command(tuple(sbatch_argv(self.cfg, spec, plan, f"{plan.run_dir}/job.sbatch")))
+        output = JOB_OUTPUT if self._folder else "logs/launcher.log"
+        return Command(tuple(sbatch_argv(self.cfg, spec, plan, f"{plan.run_dir}/job.sbatch",
+                                         output)))
 
     def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
         script = Path(run_dir, "job.sbatch")
         script.write_text(self._script or "")
-        done = _run(list(command.argv), timeout=60)
+        handle: Handle = {"script": str(script)}
+        if self._folder is not None:
+            self._folder.start({"spec.json": Path(run_dir, "spec.json").read_text(),
+                                "job.sbatch": self._script or ""})
+            handle.update(run_dir_remote=self._folder.run_dir, staging=self._folder.staged,
+                          **({"login": self.cfg.login} if self.cfg.login else {}),
+                          **({"environment": self._folder.environment}
+                             if self._folder.environment else {}))
+        done = self._run(list(command.argv), timeout=60)
         if done.returncode != 0:
             raise TargetError(f"sbatch refused the job: {done.stderr.strip() or done.stdout.strip()}")
-        return {"job_id": parse_job_id(done.stdout), "script": str(script)}
+        return {"job_id": parse_job_id(done.stdout), **handle}
+
+    def sync(self, handle: Handle) -> None:
+        if self._folder is not None:
+            self._folder.pump()
 
     def _queue_entry(self, job_id: str) -> dict[str, Any] | None:
         """The job's line in ``squeue``, or None once it has left the queue."""
-        out = _run(["squeue", "-h", "-j", job_id, "-o", "%T|%r|%N|%M"])
+        out = self._run(["squeue", "-h", "-j", job_id, "-o", "%T|%r|%N|%M"])
         if out.returncode != 0 and "Invalid job id" not in out.stderr:
             raise TargetError(f"squeue failed: {out.stderr.strip()}")
         line = out.stdout.strip()
@@ -143,16 +201,18 @@ class SlurmTarget(Target):
                 "reason": entry.get("reason"), "nodes": entry.get("nodes")}
 
     def report(self, handle: Handle) -> dict[str, Any]:
-        final = _final_state(handle["job_id"])
+        final = _final_state(handle["job_id"], self._run)
         error = SCHEDULER_FAILURES.get(final.get("state", ""))
         return {**final, **({"error": error} if error else {})}
 
     def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
-        job = handle["job_id"]
-        _run(["scancel", job])
+        job = handle.get("job_id")
+        if job is None:  # sbatch never answered: nothing in the queue to end
+            return self._finish_folder(run_id, grace)
+        self._run(["scancel", job])
         deadline = time.monotonic() + grace + 15  # Slurm's KillWait, then SIGKILL
         while time.monotonic() < deadline:
-            steps = _run(["squeue", "-h", "-s", "-j", job]).stdout.strip()
+            steps = self._run(["squeue", "-h", "-s", "-j", job]).stdout.strip()
             if self._queue_entry(job) is None and not steps:
                 break
             time.sleep(0.2)
@@ -160,17 +220,35 @@ class SlurmTarget(Target):
         if left:  # tasks on this host that outlived their step
             procs.signal_pids(left, signal.SIGKILL)
         self._seen[job] = (time.monotonic(), None)
-        return {"scancel": job, "sigkilled": [procs.describe(p) for p in left]}
+        return {"scancel": job, "sigkilled": [procs.describe(p) for p in left],
+                **self._finish_folder(run_id, grace)}
+
+    def _finish_folder(self, run_id: str, grace: float) -> dict[str, Any]:
+        """The cluster folder's last bytes, outputs and leftovers (once the job is gone)."""
+        if self._folder is None:
+            return {}
+        try:
+            ended = self._folder.finish(run_id, grace)
+        except TargetError as exc:
+            self._left = [f"{self._folder.label}: not verified: {exc}"]
+            return {"folder": {"error": str(exc)}}
+        self._left = [f"{self._folder.label}: {p}" for p in ended["leftovers"]]
+        return {"folder": {"host": self._folder.label, "sigkilled": ended["sigkilled"]}}
+
+    def collect(self, handle: Handle) -> dict[str, Any]:
+        return self._folder.collect() if self._folder is not None else {}
 
     def leftovers(self, run_id: str) -> list[str]:
         found = [procs.describe(p) for p in procs.pids_with_env("JT_RUN_ID", run_id)]
+        found += self._left
+        self._left = []
         for job, (_, entry) in self._seen.items():
             if entry is not None and self._queue_entry(job) is not None:
                 found.append(f"slurm job {job} still in the queue")
         return found
 
 
-def _final_state(job_id: str) -> dict[str, Any]:
+def _final_state(job_id: str, run=_run) -> dict[str, Any]:
     """Final state and exit code: from ``sacct`` when accounting runs, else ``scontrol``.
 
     sacct's record lags the job's end by a moment, so one that is not final yet is asked
@@ -178,7 +256,7 @@ def _final_state(job_id: str) -> dict[str, Any]:
     """
     deadline = time.monotonic() + SACCT_LAG_S
     while True:
-        acct = _run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode"])
+        acct = run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode"])
         line = acct.stdout.strip().splitlines()[0] if acct.returncode == 0 and acct.stdout.strip() else ""
         final = "|" in line and (line.split("|")[0].split() or [""])[0] in FINAL
         if final or "|" not in line or time.monotonic() >= deadline:
@@ -188,7 +266,7 @@ def _final_state(job_id: str) -> dict[str, Any]:
         state, code = line.split("|")[:2]
         source = "sacct"
     else:
-        show = _run(["scontrol", "show", "job", "-o", job_id])
+        show = run(["scontrol", "show", "job", "-o", job_id])
         fields = dict(f.split("=", 1) for f in show.stdout.split() if "=" in f)
         state, code, source = fields.get("JobState", ""), fields.get("ExitCode", ""), "scontrol"
     state = state.split()[0] if state else "UNKNOWN"  # "CANCELLED by 0" -> "CANCELLED"

@@ -16,7 +16,9 @@ from ..errors import TargetError
 from ..launch import (LaunchPlan, env_defaults, horovodrun_argv, mpirun_argv, rank_env,
                       rank_program, torchrun_argv)
 from ..spec import RunSpec
+from .ssh_commands import destination, seconds, single_line, ssh_options
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}|\d+-\d+")
 
 
@@ -29,8 +31,15 @@ class SlurmConfig:
     time: str | None = None
     gpus_per_node: int = 0
     cpus_per_task: int | None = None
-    login: str | None = None
-    workdir: str | None = None
+    login: str | None = None      # run the Slurm commands over ssh on this login node
+    workdir: str | None = None    # the run folders on the cluster's shared filesystem
+    python: str | None = None     # the interpreter on the cluster; None: the kernel's path
+    login_env: Mapping[str, str] = field(default_factory=dict)  # for the Slurm commands
+    ssh_options: tuple[tuple[str, str], ...] = ()
+    ssh_config: str | None = None
+    connect_timeout: int = 10
+    uv: str | None = None         # uv on the cluster, for --env; None: build.py finds it
+    env_timeout: int = 1800
     sbatch: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
     container: str | None = None  # "pyxis" when srun takes --container-image
@@ -58,11 +67,30 @@ class SlurmConfig:
                               "limit; write minutes, HH:MM:SS or D-HH:MM:SS")
         if data.get("container") not in (None, "pyxis"):
             raise TargetError(f"target {name!r}: container must be \"pyxis\" or left out")
-        env = data.get("env", {})
-        if not isinstance(env, dict):
-            raise TargetError(f"target {name!r}: env must be a table of NAME = \"value\"")
-        data["env"] = {str(k): str(v) for k, v in env.items()}
+        for key in ("env", "login_env"):
+            env = data.get(key, {})
+            if not isinstance(env, dict) or not all(_ENV_NAME.fullmatch(str(k)) for k in env):
+                raise TargetError(f"target {name!r}: {key} must be a table of NAME = \"value\" "
+                                  "with NAME a valid variable name")
+            data[key] = {str(k): str(v) for k, v in env.items()}
+        if data.get("login") is not None:
+            data["login"] = destination(name, data["login"])
+        elif data["login_env"]:
+            raise TargetError(f"target {name!r}: login_env is for the Slurm commands on a "
+                              "login node; set login = \"HOST\" too, or remove login_env")
+        for key in ("workdir", "python", "ssh_config", "uv"):
+            if data.get(key) is not None:
+                data[key] = single_line(name, key, data[key])
+        data["ssh_options"] = ssh_options(name, data.get("ssh_options", ()))
+        for key, low, high in (("connect_timeout", 1, 300), ("env_timeout", 10, 86400)):
+            if key in data:
+                data[key] = seconds(name, key, data[key], low, high)
         return cls(**data)
+
+    @property
+    def remote(self) -> bool:
+        """Run folders under ``workdir`` (or a login node's default), not in the run store."""
+        return bool(self.login or self.workdir)
 
 
 def tasks_per_node(spec: RunSpec) -> int:
@@ -70,12 +98,14 @@ def tasks_per_node(spec: RunSpec) -> int:
     return 1 if spec.launch.launcher == "torchrun" else spec.launch.procs
 
 
-def sbatch_argv(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan, script: str) -> list[str]:
+def sbatch_argv(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan, script: str,
+                output: str = "logs/launcher.log") -> list[str]:
+    """``output``: the job's stdout and stderr, relative to the run folder."""
     launch = spec.launch
     cpus = cfg.cpus_per_task or (launch.procs if launch.launcher == "torchrun" else 1)
     argv = ["sbatch", "--parsable", f"--job-name=jt-{spec.name}"[:120],
             f"--nodes={launch.nodes}", f"--ntasks-per-node={tasks_per_node(spec)}",
-            f"--cpus-per-task={cpus}", f"--output={plan.run_dir}/logs/launcher.log",
+            f"--cpus-per-task={cpus}", f"--output={plan.run_dir}/{output}",
             f"--chdir={plan.run_dir}/code", "--kill-on-invalid-dep=yes"]
     for flag, value in (("partition", cfg.partition), ("account", cfg.account),
                         ("time", cfg.time)):

@@ -20,13 +20,11 @@ A run goes through the hooks in this order, all inside the run's supervisor:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -34,22 +32,17 @@ from ..errors import TargetError, TrainerError
 from ..home import default_home
 from ..launch import Command, LaunchPlan
 from ..spec import RunSpec
-from . import ssh_node
+from . import agent_calls
 from .base import Handle, Target
 from .mirror import FrameReader, LocalFiles, NodeFollower, merge_outputs, parse_answer
 from .ssh_client import SshClient, control_dir, user_config_file
-from .ssh_commands import (HostConfig, Node, NodeLaunch, SshConfig, agent_command, agent_file,
-                           bootstrap_command, node_launches, snapshot_dir_name)
-from .ssh_prepare import (environment_payload, hop_options, is_ip, judge, launcher_tools,
-                          node_address, required_modules, snapshot_tarball)
+from .ssh_commands import (HostConfig, Node, NodeLaunch, SshConfig, agent_command,
+                           node_launches, snapshot_dir_name)
+from .ssh_prepare import (hop_options, is_ip, judge, launcher_tools, node_address,
+                          required_modules, snapshot_tarball)
 
 T = TypeVar("T")
 PUMP_S = 0.1  # the supervisor syncs every 50 ms; reading the follow sessions this often is plenty
-
-
-@lru_cache(maxsize=1)
-def _agent_source() -> bytes:
-    return Path(ssh_node.__file__).read_bytes()
 
 
 def _parallel(fn: Callable[[Any], T], items: Sequence[Any]) -> list[T | TrainerError]:
@@ -191,48 +184,23 @@ class SshTarget(Target):
                     for h, p in zip(hosts, self._preflight)], "pre-flight failed on some nodes")
 
     def _preflight_node(self, host: HostConfig, python: str, args: dict[str, Any]) -> dict:
-        client = self._client(host)
-        source = _agent_source()
-        agent = agent_file(hashlib.sha256(source).hexdigest())
-        remote = bootstrap_command(python, host.workdir or self.cfg.workdir, agent,
-                                   "preflight", args)
-        done = client.run(remote, input=source, timeout=self.cfg.connect_timeout + 60,
-                          what="pre-flight")
-        if done.returncode in (126, 127):
-            raise TargetError(f"node {host.host}: the interpreter {python} was not found or "
-                              "cannot run there; set python = \"/path/to/python\" in the target "
-                              "(or per host)")
-        return parse_answer(host.host, done, "pre-flight")
+        return agent_calls.preflight(self._client(host), python, host.workdir or self.cfg.workdir,
+                                     args, self.cfg.connect_timeout + 60)
 
     def _realise_environment(self, spec: RunSpec, hosts: Sequence[HostConfig],
                              modules: list[str], versions: list[str]) -> list[str]:
         """Build the run's locked environment on every node (each keeps it cached under
         ``<workdir>/envs``), check the imports with its python, and return those pythons."""
-        from ..environment import lock
-
-        found = lock.find(default_home(), spec.env.lock or "")
-        if found is None:
-            raise TargetError(f"the lock {spec.env.lock!r} of environment {spec.env.name!r} is "
-                              "missing from this machine's store; define the environment again")
-        name, payload = environment_payload(found.path)
         check = {"modules": modules, "versions": versions}
         started = time.monotonic()
 
         def realise(job: tuple[int, HostConfig]) -> dict[str, Any]:
             index, host = job
             info = self._preflight[index]
-            remote = agent_command(self._python(host, spec), info["agent"], info["workdir"],
-                                   "environment", {"name": name, "uv": self.cfg.uv,
-                                                   "check": check})
-            done = self._client(host).run(remote, input=payload,
-                                          timeout=self.cfg.connect_timeout + self.cfg.env_timeout,
-                                          what=f"building environment {spec.env.name!r}")
-            answer = parse_answer(host.host, done, "building the environment")
-            if answer.get("error"):
-                raise TargetError(f"node {host.host}: environment {spec.env.name!r} (version "
-                                  f"{spec.env.version}) could not be built there: "
-                                  f"{answer['error']}")
-            return answer
+            return agent_calls.build_environment(
+                self._client(host), self._python(host, spec), info["agent"], info["workdir"],
+                spec.env, check, uv=self.cfg.uv,
+                timeout=self.cfg.connect_timeout + self.cfg.env_timeout)
 
         answers = _parallel(realise, list(enumerate(hosts)))
         _raise_any(answers, f"environment {spec.env.name!r} could not be realised on some nodes")
@@ -271,10 +239,9 @@ class SshTarget(Target):
         payload = snapshot_tarball(code)
 
         def send(node: Node) -> dict[str, Any]:
-            done = self._clients[node.host].run(
-                self._agent(node, "stage", {"snapshot": self._snapshot}), input=payload,
-                timeout=self.cfg.connect_timeout + 600, what="sending the snapshot")
-            return parse_answer(node.host, done, "sending the snapshot")
+            return agent_calls.send_snapshot(
+                self._clients[node.host], node.python, self._preflight[node.index]["agent"],
+                node.workdir, self._snapshot, payload, self.cfg.connect_timeout + 600)
 
         results = _parallel(send, missing)
         _raise_any(results, "the snapshot could not be sent")

@@ -192,3 +192,22 @@ def close_masters(folder: Path) -> int:
                                   capture_output=True, timeout=15, stdin=subprocess.DEVNULL)
             count += done.returncode == 0
     return count
+
+
+@dataclass(frozen=True)
+class LocalShell(SshClient):
+    """This machine, behind the same interface: commands an ssh target would send to a host
+    run in ``/bin/sh`` here (a Slurm target without a login node stages into its workdir
+    through it, with the same agent)."""
+
+    host: str = "localhost"
+    control: str = ""
+
+    def argv(self, remote: str | None = None, *, extra: Sequence[str] = ()) -> list[str]:
+        return ["/bin/sh", "-c", remote or "true"]
+
+    def resolve(self) -> dict[str, list[str]]:
+        return {"hostname": ["localhost"]}
+
+    def close(self) -> None:
+        pass

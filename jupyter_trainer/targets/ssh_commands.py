@@ -35,22 +35,22 @@ DEFAULT_WORKDIR = "~/jupyter_trainer"
 AGENT_NAME = "jt-node"
 
 
-def _seconds(name: str, key: str, value: Any, low: int, high: int) -> int:
+def seconds(name: str, key: str, value: Any, low: int, high: int) -> int:
     if type(value) is not int or not low <= value <= high:
         raise TargetError(f"target {name!r}: {key} must be a whole number of seconds from "
                           f"{low} to {high}, got {value!r}")
     return value
 
 
-def _text(name: str, key: str, value: Any) -> str:
+def single_line(name: str, key: str, value: Any) -> str:
     if not isinstance(value, str) or not value or any(c in value for c in "\0\n\r"):
         raise TargetError(f"target {name!r}: {key} must be a non-empty single-line string, "
                           f"got {value!r}")
     return value
 
 
-def _destination(name: str, value: Any) -> str:
-    host = _text(name, "a host", value)
+def destination(name: str, value: Any) -> str:
+    host = single_line(name, "a host", value)
     if host.startswith("-") or any(c.isspace() for c in host):
         raise TargetError(f"target {name!r}: host {host!r} is not an ssh destination (no "
                           "spaces, must not start with '-'); write an alias of ~/.ssh/config, "
@@ -98,7 +98,7 @@ class SshConfig:
         data["hosts"] = _hosts(name, config.get("hosts"))
         for key in ("workdir", "python", "ssh_config", "uv"):
             if data.get(key) is not None:
-                data[key] = _text(name, key, data[key])
+                data[key] = single_line(name, key, data[key])
         gpus = data.get("gpus_per_node", 0)
         if type(gpus) is not int or gpus < 0:
             raise TargetError(f"target {name!r}: gpus_per_node must be a whole number, got {gpus!r}")
@@ -106,13 +106,13 @@ class SshConfig:
                                ("orphan_timeout", 10, 86400), ("control_persist", 0, 86400),
                                ("env_timeout", 10, 86400)):
             if key in data:
-                data[key] = _seconds(name, key, data[key], low, high)
+                data[key] = seconds(name, key, data[key], low, high)
         env = data.get("env", {})
         if not isinstance(env, dict) or not all(_ENV_NAME.fullmatch(str(k)) for k in env):
             raise TargetError(f"target {name!r}: env must be a table of NAME = \"value\" with "
                               "NAME a valid variable name")
         data["env"] = {str(k): str(v) for k, v in env.items()}
-        data["ssh_options"] = _ssh_options(name, data.get("ssh_options", ()))
+        data["ssh_options"] = ssh_options(name, data.get("ssh_options", ()))
         nics = data.get("network_interfaces", ())
         nics = [nics] if isinstance(nics, str) else nics
         if not isinstance(nics, (list, tuple)) or not all(
@@ -134,17 +134,17 @@ def _hosts(name: str, value: Any) -> tuple[HostConfig, ...]:
                 raise TargetError(f"target {name!r}: a host table takes host (required), "
                                   f"workdir, python and address; got {sorted(item)}")
             hosts.append(HostConfig(
-                _destination(name, item["host"]),
-                *(_text(name, k, item[k]) if item.get(k) is not None else None
+                destination(name, item["host"]),
+                *(single_line(name, k, item[k]) if item.get(k) is not None else None
                   for k in ("workdir", "python", "address"))))
         else:
-            hosts.append(HostConfig(_destination(name, item)))
+            hosts.append(HostConfig(destination(name, item)))
     if len({h.host for h in hosts}) != len(hosts):
         raise TargetError(f"target {name!r}: a host is listed twice in hosts")
     return tuple(hosts)
 
 
-def _ssh_options(name: str, value: Any) -> tuple[tuple[str, str], ...]:
+def ssh_options(name: str, value: Any) -> tuple[tuple[str, str], ...]:
     """``{Port = 2222}`` or ``["Port=2222"]`` -> (("Port", "2222"),)."""
     if isinstance(value, dict):
         items = [(str(k), str(v).lower() if isinstance(v, bool) else str(v))

@@ -1,0 +1,71 @@
+"""One call of the node agent (ssh_node.py) on one host, through an ``SshClient`` or a
+``LocalShell``: the pre-flight (which installs the agent), sending a snapshot, and building
+a locked environment. Each answers the agent's JSON or raises a TargetError naming the host.
+The ssh target makes these calls on every node; the Slurm target on its login node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import TargetError
+from ..home import default_home
+from ..spec import EnvSpec
+from . import ssh_node
+from .mirror import parse_answer
+from .ssh_client import SshClient
+from .ssh_commands import agent_command, agent_file, bootstrap_command
+from .ssh_prepare import environment_payload
+
+
+@lru_cache(maxsize=1)
+def agent_source() -> bytes:
+    return Path(ssh_node.__file__).read_bytes()
+
+
+def preflight(client: SshClient, python: str, workdir: str, args: Mapping[str, Any],
+              timeout: float) -> dict[str, Any]:
+    """Install the agent if the host lacks it, then its ``preflight``."""
+    source = agent_source()
+    agent = agent_file(hashlib.sha256(source).hexdigest())
+    done = client.run(bootstrap_command(python, workdir, agent, "preflight", args),
+                      input=source, timeout=timeout, what="pre-flight")
+    if done.returncode in (126, 127):
+        raise TargetError(f"node {client.host}: the interpreter {python} was not found or "
+                          "cannot run there; set python = \"/path/to/python\" in the target "
+                          "(or per host)")
+    return parse_answer(client.host, done, "pre-flight")
+
+
+def send_snapshot(client: SshClient, python: str, agent: str, workdir: str, snapshot: str,
+                  payload: bytes, timeout: float) -> dict[str, Any]:
+    done = client.run(agent_command(python, agent, workdir, "stage", {"snapshot": snapshot}),
+                      input=payload, timeout=timeout, what="sending the snapshot")
+    return parse_answer(client.host, done, "sending the snapshot")
+
+
+def build_environment(client: SshClient, python: str, agent: str, workdir: str, env: EnvSpec,
+                      check: Mapping[str, Any], *, uv: str | None,
+                      timeout: float) -> dict[str, Any]:
+    """Build ``env``'s lock on the host (cached there under ``<workdir>/envs``) with
+    ``python`` as the base, and pre-flight ``check`` with the environment's python:
+    ``{"environment": build record, "check": pre-flight answer}``."""
+    from ..environment import lock
+
+    found = lock.find(default_home(), env.lock or "")
+    if found is None:
+        raise TargetError(f"the lock {env.lock!r} of environment {env.name!r} is missing from "
+                          "this machine's store; define the environment again")
+    name, payload = environment_payload(found.path)
+    remote = agent_command(python, agent, workdir, "environment",
+                           {"name": name, "uv": uv, "check": dict(check)})
+    done = client.run(remote, input=payload, timeout=timeout,
+                      what=f"building environment {env.name!r}")
+    answer = parse_answer(client.host, done, "building the environment")
+    if answer.get("error"):
+        raise TargetError(f"node {client.host}: environment {env.name!r} (version "
+                          f"{env.version}) could not be built there: {answer['error']}")
+    return answer
