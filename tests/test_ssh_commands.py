@@ -64,6 +64,19 @@ def launches(case: str):
                          network_interfaces=("eth0",) if "horovod" in case else ())
 
 
+def test_mpirun_marks_remote_daemons_only_through_a_plain_path():
+    plain = [Node(i, f"gpu{i + 1}", f"10.0.0.{i + 1}", "/scratch/jt", "/opt/py/bin/python")
+             for i in range(2)]
+    for workdir, marked in (("/scratch/jt", True), (HOSTILE, False)):
+        found = [Node(n.index, n.host, n.address, workdir, n.python) for n in plain]
+        first = node_launches(CASES["mpirun_2nodes"], plan(found[0]), found)[0]
+        agent = first.command.env.get("OMPI_MCA_orte_launch_agent")
+        assert (agent == f"{workdir}/runs/{RUN_ID}/bin/orted") is marked
+        assert ("bin/orted" in first.files) is marked
+        if marked:
+            assert f"JT_RUN_ID={RUN_ID}\n" in first.files["bin/orted"]
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_node_launches_match_golden(case):
     text = render_launches(launches(case), "sha256-" + "0" * 64)

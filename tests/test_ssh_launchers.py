@@ -90,6 +90,8 @@ def test_cancel_mpirun_run_ends_ranks_on_both_hosts(mpi_pair, home):
     run = api.submit(code, target="pair", nodes=2, procs=1, launcher="mpirun", name="ssh-mpi-cancel")
     wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(2)), timeout=120,
              what="both ranks to log")
+    # node 1's Open MPI daemon, started over ssh by mpirun, carries the run id as well
+    assert any("orted" in line for line in leftover(run.id)), leftover(run.id)
     run.cancel(timeout=60)
     assert run.status == "canceled"
     assert run.state["teardown"]["leftovers"] == [] and leftover(run.id) == []

@@ -27,6 +27,7 @@ from ..spec import LaunchSpec
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SSH_OPTION = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
 _SNAPSHOT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 # Options of the user's ssh config that a hop from node 0 to another node needs as well.
 HOP_OPTIONS = ("port", "user", "identityfile", "identitiesonly", "stricthostkeychecking",
@@ -279,6 +280,15 @@ def hop_wrapper(real_ssh: str, config_path: str) -> str:
     return "#!/bin/sh\n" + "exec " + shlex.join([real_ssh, "-F", config_path]) + ' "$@"\n'
 
 
+def orted_wrapper(run_id: str) -> str:
+    """``bin/orted`` on a node: Open MPI's daemon, marked with the run's ``JT_RUN_ID``.
+
+    mpirun starts it on the other nodes over ssh (``orte_launch_agent``), where nothing of
+    the launcher's environment reaches it; marked, a node's leftover scan finds it too."""
+    return ("#!/bin/sh\n" + f"JT_RUN_ID={shlex.quote(run_id)}\nexport JT_RUN_ID\n"
+            + 'exec orted "$@"\n')
+
+
 def node_launches(launch: LaunchSpec, plan: LaunchPlan, nodes: Sequence[Node], *,
                   real_ssh: str = "ssh",
                   network_interfaces: Sequence[str] = ()) -> list[NodeLaunch]:
@@ -295,6 +305,12 @@ def node_launches(launch: LaunchSpec, plan: LaunchPlan, nodes: Sequence[Node], *
         first = nodes[0].run_dir(plan.run_id)
         files = {"ssh_config": hop_config(nodes),
                  "bin/ssh": hop_wrapper(real_ssh, f"{first}/ssh_config")}
+        mpi_env = {"OMPI_MCA_plm_rsh_agent": "ssh", "OMPI_MCA_plm_rsh_no_tree_spawn": "1"}
+        # mpirun pastes the launch agent unquoted into the remote shell command, so only a
+        # plain path is given; otherwise node 1's daemons stay unmarked (the ranks are).
+        if _PLAIN_PATH.fullmatch(f"{first}/bin/orted"):
+            files["bin/orted"] = orted_wrapper(plan.run_id)
+            mpi_env["OMPI_MCA_orte_launch_agent"] = f"{first}/bin/orted"
     out = []
     for node in nodes:
         run_dir = node.run_dir(plan.run_id)
@@ -312,7 +328,7 @@ def node_launches(launch: LaunchSpec, plan: LaunchPlan, nodes: Sequence[Node], *
             continue
         elif launch.launcher == "mpirun":
             if multi:
-                env.update(OMPI_MCA_plm_rsh_agent="ssh", OMPI_MCA_plm_rsh_no_tree_spawn="1")
+                env.update(mpi_env)
                 path = (f"{run_dir}/bin",)
             argv = mpirun_argv(launch, node_plan, {**defaults, **env},
                                hosts=[n.address for n in nodes] if multi else None)
@@ -321,7 +337,7 @@ def node_launches(launch: LaunchSpec, plan: LaunchPlan, nodes: Sequence[Node], *
             if network_interfaces:
                 extra += ["--network-interfaces", ",".join(network_interfaces)]
             if multi:
-                env.update(OMPI_MCA_plm_rsh_agent="ssh", OMPI_MCA_plm_rsh_no_tree_spawn="1")
+                env.update(mpi_env)
                 path = (f"{run_dir}/bin",)
             hosts = ["-H", hosts_slots([n.address for n in nodes], launch.procs)]
             argv = horovodrun_argv(launch, node_plan, hosts, extra)
