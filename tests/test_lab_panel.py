@@ -1,5 +1,6 @@
 """The Training Runs side panel in a real JupyterLab, in headless Chromium: a run started
-from the CLI appears, its progress advances, its view draws a chart, and Cancel ends it."""
+from the CLI appears, its progress advances, its view follows it over the event stream and
+draws a chart, and Cancel ends it."""
 
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ def test_panel_lists_a_cli_run_live_and_cancels_it(browser, home, tmp_path):  # 
 
     pw.click(row)
     view = f"#jt-run-{run_id}"
+    pw.wait_for_selector(f"{view}[data-feed=stream]")  # followed over the event stream
     pw.wait_for_selector(f"{view} [data-testid=jt-chart]")
     ink = wait_for(lambda: pw.eval_on_selector(f"{view} [data-testid=jt-chart]", """c => {
         const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
@@ -67,10 +69,52 @@ def test_panel_lists_a_cli_run_live_and_cancels_it(browser, home, tmp_path):  # 
              what="log lines in the run view")
     shot = page.shots / "lab-run-view.png"
     pw.screenshot(path=str(shot))
+
+    # closing the view ends its stream; opening it again follows the run anew
+    aborted: list[str] = []
+    pw.on("requestfailed", lambda request: aborted.append(request.url))
+    pw.click(f".lm-TabBar-tab[data-id='jt-run-area-{run_id}'] .lm-TabBar-tabCloseIcon")
+    pw.wait_for_selector(view, state="detached")
+    wait_for(lambda: any(f"/runs/{run_id}/stream" in url for url in aborted), timeout=10,
+             what="the closed view's stream to be aborted")
+    pw.click(row)
+    pw.wait_for_selector(f"{view}[data-feed=stream] [data-testid=jt-chart]")
     pw.click(f"{view} [data-testid=jt-cancel]")
     run.wait(timeout=30, raise_on_failure=False)
     assert run.status == "canceled" and leftover(run_id) == []
     pw.wait_for_selector(f"{row} [data-testid=jt-runs-status-badge]:has-text('canceled')")
+    pw.wait_for_selector(f"{view}[data-feed=ended] [data-testid=jt-status]:has-text('canceled')")
     page.shot("panel-canceled", "#jupyter-trainer-runs")
     if os.environ.get("JT_UPDATE_SCREENSHOTS"):  # refresh the README's picture on purpose only
         shutil.copy(shot, REPO / "docs" / "screenshots" / "lab-run-view.png")
+
+
+def test_run_view_polls_when_the_stream_is_refused(browser, home, tmp_path):  # noqa: F811
+    lab, page = browser
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.replace("400", "60"))
+    run_id = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
+                             "--procs", "2", "--name", "no-stream"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    run = api.get_run(run_id)
+
+    pw = page.page
+    refused: list[str] = []
+    pw.route("**/jupyter-trainer/api/runs/*/stream*",
+             lambda route: (refused.append(route.request.url), route.abort()))
+    pw.goto(f"{lab.url}/lab?token={lab.token}&reset")
+    pw.wait_for_selector("#jupyter-trainer-runs, [data-id='jupyter-trainer-runs']", state="attached",
+                         timeout=TIMEOUT_MS)
+    page.dismiss_popups()
+    pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
+    pw.click(f"[data-testid=jt-runs-row][data-run='{run_id}']")
+    view = f"#jt-run-{run_id}"
+    pw.wait_for_selector(f"{view}[data-feed=poll]")
+    assert refused
+    pw.wait_for_selector(f"{view} [data-testid=jt-chart]")
+    run.wait(timeout=60)
+    pw.wait_for_selector(f"{view}[data-feed=ended] [data-testid=jt-status]:has-text('completed')")
+    assert pw.get_attribute(f"{view} [data-testid=jt-progress]", "data-fraction") == "1.0000"
+    wait_for(lambda: "step 59 of 60" in pw.inner_text(f"{view} [data-testid=jt-log-body]"), timeout=10,
+             what="the last log line")
+    assert leftover(run_id) == []

@@ -3,22 +3,11 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { IEvent, IRunPage, IRunState, isValidRunId, runsQuery } from './model';
+import { IFeedClient } from './feed';
+import { IEvent, IRunDetail, IRunPage, isValidRunId, runsQuery } from './model';
+import { IServerEvent, readEventStream } from './sse';
 
 const PREFIX = 'jupyter-trainer/api';
-
-export interface IRunDetail {
-  id: string;
-  spec: {
-    name: string;
-    target: { name: string };
-    launch: { launcher: string; nodes: number; procs: number; backend: string | null };
-    env: { name: string | null; version?: string | null };
-    params: { [key: string]: unknown };
-  };
-  state: IRunState;
-  ranks: number[];
-}
 
 export class ApiError extends Error {
   constructor(message: string, readonly status: number) {
@@ -26,7 +15,7 @@ export class ApiError extends Error {
   }
 }
 
-export class TrainerClient {
+export class TrainerClient implements IFeedClient {
   readonly settings = ServerConnection.makeSettings();
 
   private async request<T>(path: string, init: RequestInit = {}): Promise<T> {
@@ -69,6 +58,21 @@ export class TrainerClient {
 
   logs(id: string, rank: number, offset: number): Promise<{ text: string; offset: number }> {
     return this.request(`${this.runPath(id, 'logs')}?rank=${rank}&offset=${offset}`);
+  }
+
+  /**
+   * The run's server-sent events (``state``, ``events``, ``log``, then ``end``), read
+   * through ServerConnection so the request carries the same credentials as the others.
+   */
+  async stream(id: string, onEvent: (event: IServerEvent) => void, signal: AbortSignal): Promise<void> {
+    const url = URLExt.join(this.settings.baseUrl, PREFIX, this.runPath(id, 'stream'));
+    const response = await ServerConnection.makeRequest(
+      url, { headers: { Accept: 'text/event-stream' }, cache: 'no-store', signal }, this.settings);
+    if (!response.ok || !response.body) {
+      const text = await response.text();
+      throw new ApiError((text && JSON.parse(text).error) || response.statusText, response.status);
+    }
+    await readEventStream(response.body, onEvent);
   }
 
   cancel(id: string): Promise<{ status: string }> {

@@ -47,6 +47,19 @@ export interface IRunState {
   [key: string]: unknown;
 }
 
+export interface IRunDetail {
+  id: string;
+  spec: {
+    name: string;
+    target: { name: string };
+    launch: { launcher: string; nodes: number; procs: number; backend: string | null };
+    env: { name: string | null; version?: string | null };
+    params: { [key: string]: unknown };
+  };
+  state: IRunState;
+  ranks: number[];
+}
+
 export interface IEvent {
   kind: string;
   t: number;

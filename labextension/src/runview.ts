@@ -1,26 +1,31 @@
-/** The main-area view of one run: header, stages, progress, failure banner, charts, logs. */
+/**
+ * The main-area view of one run: header, stages, progress, failure banner, charts, logs.
+ * A RunFeed follows the run (event stream, or polling where the stream fails); updates are
+ * drawn at most every RENDER_MS, however fast they come.
+ */
 
 import { Widget } from '@lumino/widgets';
 
-import { IRunDetail, TrainerClient } from './api';
-import { formatDuration, isTerminal, RunData, runDuration, stageDurations } from './model';
+import { TrainerClient } from './api';
+import { IFeedUpdate, RunFeed } from './feed';
+import { formatDuration, IRunDetail, isTerminal, runDuration, stageDurations } from './model';
 import { ansiToHtml, escapeHtml } from './shared/ansi.js';
 import { LineChart, PALETTE } from './shared/chart.js';
 import { LogView } from './shared/logview.js';
 
-const POLL_MS = 700;
+const RENDER_MS = 150;
+const CLOCK_MS = 1000;
 const MAX_LOG_LINES = 2000;
 
 export class RunView extends Widget {
-  private data = new RunData();
-  private detail: IRunDetail | null = null;
+  private feed: RunFeed;
   private charts = new Map<string, LineChart>();
-  private logOffsets = new Map<number, number>();
   private logView: LogView;
   private logSelection = 'all';
-  private timer: number | undefined;
-  private busy = false;
-  private finished = false;
+  private pendingLines: Array<[number, string]> = [];
+  private chartsDirty = false;
+  private renderTimer: number | undefined;
+  private clock: number | undefined;
   private els: { [key: string]: HTMLElement } = {};
 
   constructor(private client: TrainerClient, readonly runId: string) {
@@ -51,19 +56,35 @@ export class RunView extends Widget {
     // The shared module is plain JS: its option types are inferred from defaults.
     this.logView = new LogView(this.node.querySelector('.jt-logs') as HTMLElement,
       { maxLines: MAX_LOG_LINES, onSelect } as any);
+    this.feed = new RunFeed(client, runId, {
+      onUpdate: update => this.onUpdate(update),
+      onError: error => this.showBanner(`Cannot read run ${escapeHtml(this.runId)}: ${escapeHtml(String(error))}`)
+    });
   }
 
   protected onAfterAttach(): void {
-    void this.poll();
-    this.timer = window.setInterval(() => void this.poll(), POLL_MS);
+    if (this.feed.mode === 'starting') {
+      void this.feed.start();
+    }
+    // Durations of a run that goes on advance even while nothing else changes.
+    this.clock = window.setInterval(() => {
+      if (this.feed.mode === 'stream' || this.feed.mode === 'poll') {
+        this.onUpdate({ fresh: 0, lines: [] });
+      }
+    }, CLOCK_MS);
   }
 
   protected onBeforeDetach(): void {
-    window.clearInterval(this.timer);
+    window.clearInterval(this.clock);
   }
 
   dispose(): void {
-    window.clearInterval(this.timer);
+    if (this.isDisposed) {
+      return;
+    }
+    this.feed.close();
+    window.clearInterval(this.clock);
+    window.clearTimeout(this.renderTimer);
     this.charts.forEach(chart => chart.destroy());
     super.dispose();
   }
@@ -78,35 +99,28 @@ export class RunView extends Widget {
     }
   }
 
-  private async poll(): Promise<void> {
-    if (this.busy || this.finished) {
+  private onUpdate(update: IFeedUpdate): void {
+    this.chartsDirty = this.chartsDirty || update.fresh > 0;
+    this.pendingLines = this.pendingLines.concat(update.lines);
+    if (this.renderTimer === undefined) {
+      this.renderTimer = window.setTimeout(() => this.flush(), RENDER_MS);
+    }
+  }
+
+  private flush(): void {
+    this.renderTimer = undefined;
+    if (this.isDisposed || !this.feed.detail) {
       return;
     }
-    this.busy = true;
-    try {
-      const detail = await this.client.run(this.runId);
-      let fresh = 0;
-      const lines: Array<[number, string]> = [];
-      for (const rank of detail.ranks) {
-        const events = await this.client.events(this.runId, rank, this.data.offsets.get(rank) || 0);
-        fresh += this.data.ingest(rank, events.events, events.offset);
-        const logs = await this.client.logs(this.runId, rank, this.logOffsets.get(rank) || 0);
-        this.logOffsets.set(rank, logs.offset);
-        for (const line of logs.text.split('\n').slice(0, -1)) {
-          lines.push([rank, line]);
-        }
-      }
-      this.detail = detail;
-      this.render(fresh > 0);
-      this.logView.setRanks(detail.ranks, this.logSelection);
-      this.logView.append(this.logSelection === 'all' ? lines :
-        lines.filter(([rank]) => String(rank) === this.logSelection));
-      this.finished = isTerminal(detail.state.status) && fresh === 0 && lines.length === 0;
-    } catch (error) {
-      this.showBanner(`Cannot read run ${escapeHtml(this.runId)}: ${escapeHtml(String(error))}`);
-    } finally {
-      this.busy = false;
-    }
+    this.node.dataset.feed = this.feed.mode;
+    this.render(this.chartsDirty);
+    this.chartsDirty = false;
+    const lines = this.pendingLines;
+    this.pendingLines = [];
+    this.logView.setRanks(this.feed.ranks(), this.logSelection);
+    // The log view keeps its last MAX_LOG_LINES lines: a long history is cut before it.
+    this.logView.append((this.logSelection === 'all' ? lines :
+      lines.filter(([rank]) => String(rank) === this.logSelection)).slice(-MAX_LOG_LINES));
   }
 
   private showBanner(html: string): void {
@@ -115,7 +129,7 @@ export class RunView extends Widget {
   }
 
   private render(chartsChanged: boolean): void {
-    const detail = this.detail as IRunDetail;
+    const detail = this.feed.detail as IRunDetail;
     const { state, spec } = detail;
     const now = Date.now() / 1000;
     this.els.status.textContent = state.status;
@@ -126,7 +140,7 @@ export class RunView extends Widget {
       `${String(state.backend || spec.launch.backend || 'auto')} · env ${env} · ${formatDuration(runDuration(state, now))}`;
     this.els.stages.innerHTML = stageDurations(state, now)
       .map(([name, seconds]) => `<span class="jt-stage">${name} ${formatDuration(seconds)}</span>`).join(' → ');
-    const fraction = this.data.fraction();
+    const fraction = this.feed.data.fraction();
     const bar = this.els.progress.querySelector('.jt-progress-bar') as HTMLElement;
     bar.style.width = `${(100 * (fraction ?? 0)).toFixed(1)}%`;
     this.els.progress.dataset.fraction = fraction === null ? '' : fraction.toFixed(4);
@@ -148,7 +162,7 @@ export class RunView extends Widget {
   }
 
   private drawCharts(): void {
-    for (const name of this.data.metricNames()) {
+    for (const name of this.feed.data.metricNames()) {
       let chart = this.charts.get(name);
       if (!chart) {
         const box = document.createElement('div');
@@ -158,12 +172,12 @@ export class RunView extends Widget {
         chart = new LineChart(box, { height: 180 });
         this.charts.set(name, chart);
       }
-      const ranks = Array.from(this.data.series.get(name)?.keys() || []).sort((a, b) => a - b);
+      const ranks = Array.from(this.feed.data.series.get(name)?.keys() || []).sort((a, b) => a - b);
       chart.update({
         xKind: 'step',
         logY: false,
         series: ranks.map(rank => {
-          const points = this.data.points(name, rank, 1000);
+          const points = this.feed.data.points(name, rank, 1000);
           return {
             label: `rank ${rank}`,
             color: PALETTE[rank % PALETTE.length],
