@@ -6,6 +6,7 @@ command runs. The test's Slurm and the login node share this machine, so the clu
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -130,3 +131,25 @@ def test_login_env_without_login_is_refused(home):
     with pytest.raises(TargetError, match="login_env is for the Slurm commands"):
         api.submit("print(1)", target="bad", launcher="python")
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())
+
+
+def test_sbatch_refusal_fails_the_run_and_stops_following_the_folder(cluster, home, tmp_path):
+    target(home, "wrongpart", workdir=str(tmp_path / "shared"))
+    text = (home / "targets.toml").read_text().replace('partition = "debug"',
+                                                      'partition = "no-such-partition"')
+    (home / "targets.toml").write_text(text)
+    run = api.submit("print(1)", target="wrongpart", launcher="python", name="slurm-refused")
+    with pytest.raises(RunFailed, match="sbatch refused the job"):
+        run.wait(timeout=60)
+
+    def mentioning_the_run() -> list[str]:
+        found = []
+        for pid in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    if run.id.encode() in fh.read():
+                        found.append(pid)
+            except OSError:
+                pass
+        return found
+    assert wait_for(lambda: mentioning_the_run() == [], timeout=10, what="no follower left")

@@ -121,7 +121,10 @@ class SlurmTarget(Target):
 
     # -- supervisor side ---------------------------------------------------------------
     def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
-        python = self.cfg.python or spec.env.python or sys.executable
+        if spec.env.name is not None and not self.cfg.remote:
+            python = spec.env.python or sys.executable  # built in the (shared) run store
+        else:
+            python = self.cfg.python or spec.env.python or sys.executable
         if self.cfg.remote:
             self._folder = ClusterFolder(
                 self._login_shell(), python, self.cfg.workdir or "~/jupyter_trainer",
@@ -154,10 +157,17 @@ class SlurmTarget(Target):
                           **({"login": self.cfg.login} if self.cfg.login else {}),
                           **({"environment": self._folder.environment}
                              if self._folder.environment else {}))
-        done = self._run(list(command.argv), timeout=60)
-        if done.returncode != 0:
-            raise TargetError(f"sbatch refused the job: {done.stderr.strip() or done.stdout.strip()}")
-        return {"job_id": parse_job_id(done.stdout), **handle}
+        try:
+            done = self._run(list(command.argv), timeout=60)
+            if done.returncode != 0:
+                raise TargetError(f"sbatch refused the job: "
+                                  f"{done.stderr.strip() or done.stdout.strip()}")
+            job = parse_job_id(done.stdout)
+        except TargetError:
+            if self._folder is not None:  # nothing will run: stop copying the folder back
+                self._finish_folder(self._folder.run_id, 0)
+            raise
+        return {"job_id": job, **handle}
 
     def sync(self, handle: Handle) -> None:
         if self._folder is not None:
