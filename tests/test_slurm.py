@@ -102,6 +102,26 @@ def test_time_limit_is_a_clear_timeout(cluster, home):
     assert run.state["scheduler"]["state"] == "TIMEOUT" and leftover(run.id) == []
 
 
+def test_node_failure_is_a_clear_node_fail_and_not_requeued(cluster, home):
+    run = api.submit(SLEEPER, target="cluster", procs=1, launcher="python", name="slurm-node-fail")
+    wait_for(lambda: run.store.read_events(run.id, 0)[0], timeout=60, what="the task to log")
+    node = cluster.run("squeue", "-h", "-o", "%N", "-j", run.state["launcher"]["job_id"]).stdout.strip()
+    try:
+        cluster.run("scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=jt-test")
+        with pytest.raises(RunFailed, match="a node failed \\(NODE_FAIL\\)"):
+            run.wait(timeout=60)
+    finally:  # slurmctld may refuse RESUME while the node is still ending the job
+        def idle() -> bool:
+            return cluster.run("sinfo", "-h", "-o", "%t", "-n", node).stdout.strip() == "idle"
+
+        wait_for(lambda: idle() or cluster.run("scontrol", "update", f"NodeName={node}",
+                                               "State=RESUME", check=False).returncode == 0,
+                 timeout=30, what="slurmctld to take RESUME")
+        wait_for(idle, timeout=30, what=f"{node} back in service")
+    assert run.state["scheduler"]["state"] == "NODE_FAIL"
+    assert leftover(run.id) == []
+
+
 def test_reattach_after_the_submitter_is_gone(cluster, home, tmp_path):
     script = tmp_path / "submit.py"
     script.write_text(

@@ -91,3 +91,47 @@ def test_job_id_parsing():
     assert parse_job_id("1234\n") == "1234" and parse_job_id("77;cluster") == "77"
     with pytest.raises(TargetError, match="did not return a job id"):
         parse_job_id("sbatch: error: Batch job submission failed")
+
+
+@pytest.mark.parametrize("sacct,state,code,error", [
+    ("COMPLETED|0:0", "COMPLETED", 0, None),
+    ("FAILED|3:0", "FAILED", 3, None),
+    ("CANCELLED by 0|0:15", "CANCELLED", 143, None),
+    ("OUT_OF_MEMORY|0:125", "OUT_OF_MEMORY", 253, "ran out of memory (OUT_OF_MEMORY)"),
+    ("NODE_FAIL|0:0", "NODE_FAIL", 1, "a node failed (NODE_FAIL)"),
+    ("TIMEOUT|0:0", "TIMEOUT", 1, "time limit (TIMEOUT); raise `time`"),
+    ("PREEMPTED|0:15", "PREEMPTED", 143, "preempted the job (PREEMPTED)"),
+])
+def test_final_state_from_sacct_lines(sacct, state, code, error):
+    """How sacct's State|ExitCode becomes the run's exit code and failure reason (sacct's
+    output as it prints it; the real sacct path runs in test_slurm_accounting.py)."""
+    from jupyter_trainer.targets.slurm import SCHEDULER_FAILURES, _final_state
+
+    asked = []
+
+    def sacct_only(argv, timeout=30.0):
+        asked.append(argv[0])
+        return subprocess.CompletedProcess(argv, 0, stdout=sacct + "\n", stderr="")
+
+    final = _final_state("42", sacct_only)
+    assert (final["state"], final["exit_code"], final["source"]) == (state, code, "sacct")
+    assert asked == ["sacct"]
+    if error is None:
+        assert state not in SCHEDULER_FAILURES
+    else:
+        assert error in SCHEDULER_FAILURES[state]
+
+
+def test_final_state_falls_back_to_scontrol_without_accounting():
+    from jupyter_trainer.targets.slurm import _final_state
+
+    def no_accounting(argv, timeout=30.0):
+        if argv[0] == "sacct":
+            return subprocess.CompletedProcess(argv, 1, stdout="", stderr=(
+                "sacct: error: Problem talking to the database: Connection refused"))
+        return subprocess.CompletedProcess(argv, 0, stderr="", stdout=(
+            "JobId=42 JobName=jt-x JobState=OUT_OF_MEMORY Reason=OutOfMemory ExitCode=0:125 "
+            "RunTime=00:00:03\n"))
+
+    assert _final_state("42", no_accounting) == {"job_id": "42", "state": "OUT_OF_MEMORY",
+                                                 "source": "scontrol", "exit_code": 253}

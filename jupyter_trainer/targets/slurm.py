@@ -199,8 +199,7 @@ class SlurmTarget(Target):
 
     def poll(self, handle: Handle) -> int | None:
         entry = self._status(handle)
-        if entry is not None and entry.get("state") not in ("COMPLETED", "FAILED", "CANCELLED",
-                                                            "TIMEOUT", "OUT_OF_MEMORY"):
+        if entry is not None and entry.get("state") not in FINAL:
             return None
         return self.report(handle).get("exit_code", 1)
 

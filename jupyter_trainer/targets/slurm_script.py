@@ -100,13 +100,16 @@ def tasks_per_node(spec: RunSpec) -> int:
 
 def sbatch_argv(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan, script: str,
                 output: str = "logs/launcher.log") -> list[str]:
-    """``output``: the job's stdout and stderr, relative to the run folder."""
+    """``output``: the job's stdout and stderr, relative to the run folder.
+
+    A run is one attempt, so the job is not requeued when a node fails; ``--requeue`` in the
+    target's ``sbatch`` list comes later and wins."""
     launch = spec.launch
     cpus = cfg.cpus_per_task or (launch.procs if launch.launcher == "torchrun" else 1)
     argv = ["sbatch", "--parsable", f"--job-name=jt-{spec.name}"[:120],
             f"--nodes={launch.nodes}", f"--ntasks-per-node={tasks_per_node(spec)}",
             f"--cpus-per-task={cpus}", f"--output={plan.run_dir}/{output}",
-            f"--chdir={plan.run_dir}/code", "--kill-on-invalid-dep=yes"]
+            f"--chdir={plan.run_dir}/code", "--kill-on-invalid-dep=yes", "--no-requeue"]
     for flag, value in (("partition", cfg.partition), ("account", cfg.account),
                         ("time", cfg.time)):
         if value:
