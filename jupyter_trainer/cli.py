@@ -12,7 +12,7 @@ from . import api
 from .errors import RunFailed, TrainerError
 from .monitor import TextMonitor
 from .monitor.text import runs_table, summary_text, targets_table
-from .options import add_run_options
+from .options import add_run_options, add_target_options, parse_with_settings
 from .store import STATUSES, Store
 
 
@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("run")
 
     sub.add_parser("targets", help="list the targets runs can go to")
+    target = sub.add_parser("target", help="add a target to targets.toml")
+    add_target_options(target.add_subparsers(dest="action", required=True, metavar="ACTION")
+                       .add_parser("add", help="validate a target and save it in targets.toml"))
 
     env = sub.add_parser("env", help="list, show, export or build environments",
                          usage="jupyter-trainer env [list | show NAME | export NAME "
@@ -66,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--" in argv:
         cut = argv.index("--")
         argv, script_args = argv[:cut], argv[cut + 1:]
-    args = build_parser().parse_args(argv)
+    args = parse_with_settings(build_parser(), argv)
     args.script_args = script_args
     try:
         return COMMANDS[args.command](args)
@@ -149,6 +152,14 @@ def cmd_targets(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_target(args: argparse.Namespace) -> int:
+    from .targets.registry import add_target, parse_settings
+
+    path = add_target(args.name, args.kind, replace=args.replace, **parse_settings(args.settings))
+    print(f"target {args.name!r} saved in {path}")
+    return 0
+
+
 def cmd_env(args: argparse.Namespace) -> int:
     from . import environment
 
@@ -173,7 +184,7 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"submit": cmd_submit, "runs": cmd_runs, "show": cmd_show, "logs": cmd_logs,
-            "cancel": cmd_cancel, "targets": cmd_targets, "env": cmd_env}
+            "cancel": cmd_cancel, "targets": cmd_targets, "target": cmd_target, "env": cmd_env}
 
 
 if __name__ == "__main__":

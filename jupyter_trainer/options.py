@@ -1,4 +1,5 @@
-"""The run options shared by ``%%train``, ``%train script.py`` and ``jupyter-trainer submit``.
+"""The run options shared by ``%%train``, ``%train script.py`` and ``jupyter-trainer submit``,
+and those of ``target add`` (``%train`` and the CLI).
 
 One parser definition, so a flag means the same everywhere. Parsing never exits the
 process: a bad flag raises ``SpecError`` with the usage line, and ``--help`` raises
@@ -95,3 +96,25 @@ def split_line(line: str) -> tuple[list[str], list[str]]:
         cut = words.index("--")
         return words[:cut], words[cut + 1:]
     return words, []
+
+
+def add_target_options(parser: argparse.ArgumentParser) -> None:
+    """``target add NAME --kind KIND [--replace] KEY=VALUE ...``, in every front end."""
+    parser.add_argument("name", help="the target's name, as --target NAME will use it")
+    parser.add_argument("--kind", required=True, help="ssh, slurm, or a kind a plugin registers")
+    parser.add_argument("--replace", action="store_true", help="overwrite a target of this name")
+    parser.add_argument("settings", nargs="*", metavar="KEY=VALUE",
+                        help="the target's keys; VALUE in TOML or bare: hosts=[gpu1,gpu2], "
+                             "workdir=/scratch/jt, gpus_per_node=8, env={NCCL_SOCKET_IFNAME=eth0}")
+
+
+def parse_with_settings(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
+    """``parser.parse_args(words)``, where the KEY=VALUE words of ``target add`` may also come
+    after its options (argparse fills a positional list only up to the first option)."""
+    opts, extra = parser.parse_known_args(words)
+    if isinstance(getattr(opts, "settings", None), list):
+        opts.settings = [*opts.settings, *(word for word in extra if not word.startswith("-"))]
+        extra = [word for word in extra if word.startswith("-")]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return opts

@@ -94,3 +94,16 @@ def test_jupyter_subcommand_is_available(home):
     done = subprocess.run([str(jupyter), "trainer", "targets"], capture_output=True, text=True,
                           env={**os.environ, "PATH": f"{jupyter.parent}:{os.environ['PATH']}"})
     assert done.returncode == 0 and done.stdout.startswith("local")
+
+
+def test_target_add_and_targets(home):
+    added = cli("target", "add", "pair", "--kind", "ssh", "hosts=[gpu1,gpu2]", "workdir=/scratch/jt")
+    assert added.returncode == 0, added.stderr
+    assert "target 'pair' saved in" in added.stdout
+    listed = cli("targets").stdout
+    assert "pair             ssh      hosts=['gpu1', 'gpu2'], workdir=/scratch/jt" in listed
+    again = cli("target", "add", "pair", "--kind", "ssh", "hosts=[gpu3]")
+    assert again.returncode == 2 and "already exists" in again.stderr and "--replace" in again.stderr
+    bad = cli("target", "add", "other", "--kind", "nope", "hosts=[a]")
+    assert bad.returncode == 2 and "unknown target kind 'nope'" in bad.stderr
+    assert "other" not in cli("targets").stdout

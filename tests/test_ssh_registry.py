@@ -73,3 +73,36 @@ def test_key_value_settings_as_a_magic_would_pass_them(home):
     assert configured_targets(home)["pair"] == {"kind": "ssh", **ISSUE}
     with pytest.raises(TargetError, match="write KEY=VALUE"):
         parse_settings(["hosts"])
+
+
+def test_bare_lists_tables_and_times_as_a_shell_leaves_them():
+    assert parse_settings(["hosts=[gpu1,gpu2]", "env={NCCL_SOCKET_IFNAME=eth0,GLOO_SOCKET_IFNAME=lo}",
+                           "sbatch=[--qos=high, --constraint=a100]", "time=02:00:00",
+                           "gpus_per_node=8", "ssh_options={}"]) == {
+        "hosts": ["gpu1", "gpu2"], "env": {"NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "lo"},
+        "sbatch": ["--qos=high", "--constraint=a100"], "time": "02:00:00", "gpus_per_node": 8,
+        "ssh_options": {}}
+    with pytest.raises(TargetError, match=r"a table is \{KEY=VALUE,...\}"):
+        parse_settings(["env={NCCL_SOCKET_IFNAME}"])
+
+
+def test_target_add_in_a_real_ipython_shell(ip, home, capsys):
+    ip.run_line_magic("train", "target add pair --kind ssh hosts=[gpu1,gpu2] workdir=/scratch/jt "
+                               "gpus_per_node=8 env={NCCL_SOCKET_IFNAME=eth0}")
+    ip.run_line_magic("train", "target add cluster --kind slurm --replace partition=gpu "
+                               "time=02:00:00 'sbatch=[\"--qos=high\"]'")
+    assert configured_targets(home)["pair"] == {"kind": "ssh", **ISSUE}
+    assert configured_targets(home)["cluster"] == {"kind": "slurm", "partition": "gpu",
+                                                   "time": "02:00:00", "sbatch": ["--qos=high"]}
+    ip.run_line_magic("train", "targets")
+    listed = capsys.readouterr().out
+    assert "pair             ssh      hosts=['gpu1', 'gpu2']" in listed and "cluster" in listed
+    with pytest.raises(TargetError, match="already exists .*--replace"):
+        ip.run_line_magic("train", "target add pair --kind ssh hosts=[gpu3]")
+    with pytest.raises(TargetError, match=r"unknown key\(s\) \['bogus'\]"):
+        ip.run_line_magic("train", "target add other --kind slurm bogus=1")
+    from jupyter_trainer.errors import SpecError
+    with pytest.raises(SpecError, match="unrecognized arguments: --bogus"):
+        ip.run_line_magic("train", "target add other --kind ssh hosts=[a] --bogus")
+    assert set(configured_targets(home)) == {"local", "pair", "cluster"}
+    assert configured_targets(home)["pair"]["hosts"] == ["gpu1", "gpu2"]

@@ -13,8 +13,8 @@ from IPython.display import display
 from .. import api
 from ..monitor import monitor_mode, show
 from ..monitor.text import runs_table, summary_text, targets_table
-from ..options import (HelpRequested, OptionParser, cell_parser, script_parser, split_line,
-                      submit_kwargs)
+from ..options import (HelpRequested, OptionParser, add_target_options, cell_parser,
+                       parse_with_settings, script_parser, split_line, submit_kwargs)
 from ..errors import SpecError
 from ..store import Store
 
@@ -26,7 +26,7 @@ LINE_HELP = """\
 %train logs RUN [--rank R] [--tail N]
 %train cancel RUN
 %train targets
-%train target add NAME --kind KIND [--replace] KEY=VALUE ...   (VALUE in TOML: hosts=["gpu1","gpu2"])
+%train target add NAME --kind KIND [--replace] KEY=VALUE ...   (hosts=[gpu1,gpu2] workdir=/scratch/jt)
 %train path/to/script.py [options] [-- script args]"""
 
 
@@ -45,12 +45,8 @@ def _management_parser() -> OptionParser:
     logs.add_argument("--rank", type=int, default=None)
     logs.add_argument("--tail", type=int, default=200)
     sub.add_parser("targets")
-    add = sub.add_parser("target").add_subparsers(dest="action", required=True,
-                                                  parser_class=OptionParser).add_parser("add")
-    add.add_argument("name")
-    add.add_argument("--kind", required=True)
-    add.add_argument("--replace", action="store_true")
-    add.add_argument("settings", nargs="*", metavar="KEY=VALUE")
+    add_target_options(sub.add_parser("target").add_subparsers(
+        dest="action", required=True, parser_class=OptionParser).add_parser("add"))
     return parser
 
 
@@ -121,7 +117,7 @@ class TrainMagics(Magics):
             run = api.submit(script=opts.script, args=rest, origin=_origin(),
                              **submit_kwargs(opts))
             return self._watch(run)
-        opts = _management_parser().parse_args(words)
+        opts = parse_with_settings(_management_parser(), words)
         if opts.command == "runs":
             rows = Store().list_runs(status=opts.status, name=opts.name, limit=opts.limit)
             print(runs_table(rows))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import tomllib
@@ -105,7 +106,7 @@ def add_target(name: str, kind: str, *, home: Path | None = None, replace: bool 
     existing = configured_targets(home)
     if name in existing and not replace:
         raise TargetError(f"target {name!r} already exists in {path}; replace it explicitly "
-                          "(replace=True) or choose another name")
+                          "(--replace in `target add`, replace=True in Python) or choose another name")
     section = f"[targets.{_toml_key(name)}]\n" + "".join(
         f"{_toml_key(k)} = {_toml_value(v)}\n" for k, v in entry.items())
     kept = _without_target(old, name).rstrip()
@@ -185,16 +186,38 @@ def _toml_roundtrip(value: Any) -> Any:
 def parse_settings(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """``KEY=VALUE`` words (``%train target add``, the CLI) -> a target's config. VALUE is a
     TOML value when it reads as one (``8``, ``["gpu1", "gpu2"]``, ``{ A = "b" }``, ``true``),
-    otherwise the text itself (``workdir=/scratch/jt``)."""
+    a list or table of bare words as a shell leaves them once it has taken the quotes
+    away (``[gpu1,gpu2]``, ``{NCCL_SOCKET_IFNAME=eth0}``), otherwise the text itself
+    (``workdir=/scratch/jt``, ``time=02:00:00``)."""
     config: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or not _BARE_KEY.fullmatch(key):
             raise TargetError(f"invalid setting {item!r}: write KEY=VALUE, e.g. "
-                              "hosts=[\"gpu1\",\"gpu2\"] or workdir=/scratch/jt")
-        try:
-            config[key] = tomllib.loads(f"v = {raw}")["v"]
-        except tomllib.TOMLDecodeError:
-            config[key] = raw
+                              "hosts=[gpu1,gpu2] or workdir=/scratch/jt")
+        config[key] = _setting_value(raw, item)
     return config
+
+
+def _setting_value(raw: str, item: str) -> Any:
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return _bare_collection(raw.strip(), item)
+    return raw if isinstance(value, (datetime.date, datetime.time)) else value  # time=02:00:00
+
+
+def _bare_collection(text: str, item: str) -> Any:
+    if text[:1] == "[" and text[-1:] == "]":
+        return [_setting_value(word.strip(), item) for word in text[1:-1].split(",") if word.strip()]
+    if text[:1] == "{" and text[-1:] == "}":
+        table: dict[str, Any] = {}
+        for pair in filter(str.strip, text[1:-1].split(",")):
+            key, sep, value = pair.partition("=")
+            if not sep or not _BARE_KEY.fullmatch(key.strip()):
+                raise TargetError(f"invalid setting {item!r}: a table is {{KEY=VALUE,...}}, "
+                                  "e.g. env={NCCL_SOCKET_IFNAME=eth0}")
+            table[key.strip()] = _setting_value(value.strip(), item)
+        return table
+    return text
