@@ -32,6 +32,23 @@ def fraction(page, run_id: str) -> float:
     return float(value or 0)
 
 
+def open_panel(page, lab) -> None:
+    """JupyterLab with the Training Runs panel shown."""
+    pw = page.page
+    pw.goto(f"{lab.url}/lab?token={lab.token}&reset")
+    pw.wait_for_selector("#jupyter-trainer-runs, [data-id='jupyter-trainer-runs']", state="attached",
+                         timeout=TIMEOUT_MS)
+    page.dismiss_popups()
+    pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
+
+
+def open_run_view(page, lab, run_id: str) -> str:
+    """The run's view opened from the panel; returns its selector."""
+    open_panel(page, lab)
+    page.page.click(f"[data-testid=jt-runs-row][data-run='{run_id}']")
+    return f"#jt-run-{run_id}"
+
+
 def test_panel_lists_a_cli_run_live_and_cancels_it(browser, home, tmp_path):  # noqa: F811
     lab, page = browser
     script = tmp_path / "train.py"
@@ -43,11 +60,7 @@ def test_panel_lists_a_cli_run_live_and_cancels_it(browser, home, tmp_path):  # 
     wait_for(lambda: run.store.read_events(run_id, 0)[0], timeout=60, what="the first event")
 
     pw = page.page
-    pw.goto(f"{lab.url}/lab?token={lab.token}&reset")
-    pw.wait_for_selector("#jupyter-trainer-runs, [data-id='jupyter-trainer-runs']", state="attached",
-                         timeout=TIMEOUT_MS)
-    page.dismiss_popups()
-    pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
+    open_panel(page, lab)
     row = f"[data-testid=jt-runs-row][data-run='{run_id}']"
     pw.wait_for_selector(row)
     assert "from-cli" in pw.inner_text(row) and "local" in pw.inner_text(row)
@@ -102,13 +115,7 @@ def test_run_view_polls_when_the_stream_is_refused(browser, home, tmp_path):  # 
     refused: list[str] = []
     pw.route("**/jupyter-trainer/api/runs/*/stream*",
              lambda route: (refused.append(route.request.url), route.abort()))
-    pw.goto(f"{lab.url}/lab?token={lab.token}&reset")
-    pw.wait_for_selector("#jupyter-trainer-runs, [data-id='jupyter-trainer-runs']", state="attached",
-                         timeout=TIMEOUT_MS)
-    page.dismiss_popups()
-    pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
-    pw.click(f"[data-testid=jt-runs-row][data-run='{run_id}']")
-    view = f"#jt-run-{run_id}"
+    view = open_run_view(page, lab, run_id)
     pw.wait_for_selector(f"{view}[data-feed=poll]")
     assert refused
     pw.wait_for_selector(f"{view} [data-testid=jt-chart]")
@@ -118,3 +125,40 @@ def test_run_view_polls_when_the_stream_is_refused(browser, home, tmp_path):  # 
     wait_for(lambda: "step 59 of 60" in pw.inner_text(f"{view} [data-testid=jt-log-body]"), timeout=10,
              what="the last log line")
     assert leftover(run_id) == []
+
+
+def test_run_view_resumes_a_broken_stream_from_its_offsets(browser, home, tmp_path):  # noqa: F811
+    """The first stream breaks off halfway (its first half, as the server sent it); the view
+    opens it again from the offsets it reached and ends with every line once."""
+    lab, page = browser
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.replace("400", "30").replace("time.sleep(0.1)", "pass"))
+    run_id = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
+                             "--procs", "2", "--name", "resume", "--wait"],
+                            capture_output=True, text=True, check=True).stdout.strip().split()[0]
+    run = api.get_run(run_id)
+    assert run.status == "completed"
+
+    pw = page.page
+    streams: list[str] = []
+
+    def break_the_first(route) -> None:
+        streams.append(route.request.url)
+        if len(streams) > 1:
+            route.continue_()
+            return
+        blocks = route.fetch().text().split("\n\n")
+        data = [b for b in blocks if b.startswith(("event: events", "event: log"))]
+        assert len(data) >= 4, blocks
+        kept = blocks[:blocks.index(data[len(data) // 2])]
+        route.fulfill(status=200, headers={"Content-Type": "text/event-stream"},
+                      body="\n\n".join(kept) + "\n\n")
+
+    pw.route("**/jupyter-trainer/api/runs/*/stream*", break_the_first)
+    view = open_run_view(page, lab, run_id)
+    pw.wait_for_selector(f"{view}[data-feed=ended] [data-testid=jt-status]:has-text('completed')")
+    assert len(streams) == 2 and "events=" not in streams[0], streams
+    assert "events=" in streams[1], streams
+    text = pw.inner_text(f"{view} [data-testid=jt-log-body]")
+    for step in range(30):
+        assert text.count(f"step {step} of 30\n") + text.endswith(f"step {step} of 30") == 2, step

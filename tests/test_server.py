@@ -118,17 +118,55 @@ async def test_cancel_a_live_run(jp_fetch, home):
     assert "already ended (canceled)" in error["error"]
 
 
+def stream_messages(body: bytes) -> list[tuple[str, dict]]:
+    """(event kind, payload) of each server-sent event in ``body``."""
+    blocks = [block for block in body.decode().split("\n\n") if block]
+    return [(b.split("\n")[0].removeprefix("event: "),
+             json.loads(b.split("\n", 1)[1].removeprefix("data: "))) for b in blocks]
+
+
 async def test_stream_sends_state_events_logs_and_end(jp_fetch, home):
     run = api.submit("import time\nfrom jupyter_trainer import runtime as jt\n"
                      "for i in range(10):\n    print('line', i, flush=True)\n"
                      "    jt.log(step=i, x=i)\n    time.sleep(0.05)", launcher="python")
     response = await jp_fetch(BASE, "runs", run.id, "stream", request_timeout=60)
-    messages = [block for block in response.body.decode().split("\n\n") if block]
-    kinds = [m.split("\n")[0].removeprefix("event: ") for m in messages]
+    kinds, payloads = zip(*stream_messages(response.body))
     assert kinds[0] == "state" and kinds[-1] == "end"
-    payloads = [json.loads(m.split("\n", 1)[1].removeprefix("data: ")) for m in messages]
     steps = [e["step"] for k, p in zip(kinds, payloads) if k == "events"
              for e in p["events"] if e["kind"] == "metric"]
     logs = "".join(p["text"] for k, p in zip(kinds, payloads) if k == "log")
     assert steps == list(range(10)) and logs == "".join(f"line {i}\n" for i in range(10))
     assert payloads[-1]["status"] == "completed"
+
+
+async def test_stream_resumes_each_rank_from_the_offsets_given(jp_fetch, home):
+    run = api.submit("from jupyter_trainer import runtime as jt\nfor i in range(6):\n"
+                     "    print('rank', jt.rank, 'line', i, flush=True)\n    jt.log(step=i, x=i)",
+                     procs=2, name="srv-resume", wait=True)
+    whole = stream_messages((await jp_fetch(BASE, "runs", run.id, "stream")).body)
+    last = {(kind, p["rank"]): p["offset"] for kind, p in whole if kind in ("events", "log")}
+    assert set(last) == {("events", 0), ("events", 1), ("log", 0), ("log", 1)}
+
+    # rank 0 resumed at its end, rank 1 from its middle (after its first three events)
+    events_1 = run.store.existing(run.id).events_file(1).read_bytes()
+    cut = len(b"".join(events_1.splitlines(keepends=True)[:3]))
+    resumed = stream_messages((await jp_fetch(
+        BASE, "runs", run.id, "stream",
+        params={"events": f"0:{last['events', 0]},1:{cut}", "logs": f"0:{last['log', 0]}"})).body)
+    kinds = [kind for kind, _ in resumed]
+    assert kinds[0] == "state" and kinds[-1] == "end"
+    sent = {(kind, p["rank"]) for kind, p in resumed if kind in ("events", "log")}
+    assert sent == {("events", 1), ("log", 1)}
+    resent = [e for kind, p in resumed if kind == "events" for e in p["events"]]
+    assert resent == [json.loads(line) for line in events_1.splitlines()[3:]]
+    log_1 = "".join(p["text"] for kind, p in resumed if kind == "log")
+    assert log_1 == "".join(f"rank 1 line {i}\n" for i in range(6))
+
+
+@pytest.mark.parametrize("query", [{"events": "0"}, {"events": "0:-5"}, {"logs": "a:1"},
+                                   {"events": "0:1,0:2"}, {"logs": "0:\u0661"},
+                                   {"events": "0:" + "9" * 40}])
+async def test_stream_refuses_bad_offsets(jp_fetch, home, query):
+    run = finished_run()
+    error = await expect_error(jp_fetch, 400, "runs", run.id, "stream", params=query)
+    assert "rank:offset" in error["error"] or "twice" in error["error"]

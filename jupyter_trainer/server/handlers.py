@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import tornado.web
@@ -22,6 +23,7 @@ from ..store import TERMINAL, Store
 API_PREFIX = "jupyter-trainer/api"
 _RUN = r"(?P<run_id>[^/]+)"
 MAX_READ_BYTES = 4 << 20
+_WHOLE = re.compile(r"[0-9]{1,18}")  # ASCII digits only (\d takes other scripts' digits too)
 STREAM_POLL_S = 0.25
 
 
@@ -58,6 +60,21 @@ class BaseHandler(APIHandler):
         if not low <= value <= high:
             raise SpecError(f"query argument {name}={value} must be between {low} and {high}")
         return value
+
+    def offsets_arg(self, name: str) -> dict[int, int]:
+        """``name=RANK:OFFSET,RANK:OFFSET`` as {rank: offset}; absent or empty: {}."""
+        raw = self.get_query_argument(name, "")
+        offsets: dict[int, int] = {}
+        for pair in filter(None, raw.split(",")):
+            rank, sep, offset = pair.partition(":")
+            if not (sep and _WHOLE.fullmatch(rank) and _WHOLE.fullmatch(offset)):
+                raise SpecError(f"query argument {name}={raw!r} must be rank:offset pairs "
+                                f"separated by commas, like {name}=0:1234,1:88 (the offsets "
+                                "of the last messages received)")
+            if int(rank) in offsets:
+                raise SpecError(f"query argument {name}={raw!r} names rank {rank} twice")
+            offsets[int(rank)] = int(offset)
+        return offsets
 
     async def _execute_guarded(self, coro) -> None:
         try:
@@ -137,20 +154,24 @@ class CancelHandler(BaseHandler):
 
 class StreamHandler(BaseHandler):
     """Server-sent events: ``state`` on every change, ``events`` and ``log`` as they arrive,
-    then ``end`` once the run is over and everything was sent."""
+    then ``end`` once the run is over and everything was sent.
+
+    ``?events=0:1234,1:88&logs=0:4096`` resumes a rank's events or log from that offset (the
+    ``offset`` of the last message received for it); other ranks start from the beginning.
+    """
 
     @tornado.web.authenticated
     async def get(self, run_id: str) -> None:
         await self._execute_guarded(self._stream(run_id))
 
     async def _stream(self, run_id: str) -> None:
+        event_offsets = self.offsets_arg("events")
+        log_offsets = self.offsets_arg("logs")
         store = self.store
         store.existing(run_id)
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
-        event_offsets: dict[int, int] = {}
-        log_offsets: dict[int, int] = {}
         last_state = None
         try:
             while True:

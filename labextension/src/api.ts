@@ -4,7 +4,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
 import { IFeedClient } from './feed';
-import { IEvent, IRunDetail, IRunPage, isValidRunId, runsQuery } from './model';
+import { IEvent, IRunDetail, IRunPage, IStreamFrom, isValidRunId, runsQuery, streamQuery } from './model';
 import { IServerEvent, readEventStream } from './sse';
 
 const PREFIX = 'jupyter-trainer/api';
@@ -61,11 +61,14 @@ export class TrainerClient implements IFeedClient {
   }
 
   /**
-   * The run's server-sent events (``state``, ``events``, ``log``, then ``end``), read
-   * through ServerConnection so the request carries the same credentials as the others.
+   * The run's server-sent events (``state``, ``events``, ``log``, then ``end``) from the
+   * given offsets, read through ServerConnection so the request carries the same
+   * credentials as the others.
    */
-  async stream(id: string, onEvent: (event: IServerEvent) => void, signal: AbortSignal): Promise<void> {
-    const url = URLExt.join(this.settings.baseUrl, PREFIX, this.runPath(id, 'stream'));
+  async stream(
+    id: string, onEvent: (event: IServerEvent) => void, signal: AbortSignal, from: IStreamFrom
+  ): Promise<void> {
+    const url = URLExt.join(this.settings.baseUrl, PREFIX, this.runPath(id, 'stream')) + streamQuery(from);
     const response = await ServerConnection.makeRequest(
       url, { headers: { Accept: 'text/event-stream' }, cache: 'no-store', signal }, this.settings);
     if (!response.ok || !response.body) {

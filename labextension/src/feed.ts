@@ -1,10 +1,11 @@
 /**
- * Follows one run for its view: over the server's event stream while it holds, by polling
- * the REST API from where the stream stopped when it does not. No DOM and no JupyterLab
- * imports (the client is passed in), so it is unit-tested with node's test runner.
+ * Follows one run for its view: over the server's event stream, reconnected from the
+ * offsets it reached when it breaks off; by polling the REST API from there when the
+ * stream is refused. No DOM and no JupyterLab imports (the client is passed in), so it is
+ * unit-tested with node's test runner.
  */
 
-import { IEvent, IRunDetail, IRunState, isTerminal, RunData } from './model';
+import { IEvent, IRunDetail, IRunState, isTerminal, IStreamFrom, RunData } from './model';
 import { IServerEvent } from './sse';
 
 /** What the feed needs of the REST client. */
@@ -13,7 +14,7 @@ export interface IFeedClient {
   events(id: string, rank: number, offset: number): Promise<{ events: IEvent[]; offset: number }>;
   logs(id: string, rank: number, offset: number): Promise<{ text: string; offset: number }>;
   /** Resolves when the server ends the stream; rejects when it fails or is aborted. */
-  stream(id: string, onEvent: (event: IServerEvent) => void, signal: AbortSignal): Promise<void>;
+  stream(id: string, onEvent: (event: IServerEvent) => void, signal: AbortSignal, from: IStreamFrom): Promise<void>;
 }
 
 /** What changed since the last update. */
@@ -30,6 +31,10 @@ export interface IFeedOptions {
   onUpdate(update: IFeedUpdate): void;
   onError(error: unknown): void;
   pollMs?: number;
+  /** Pause before reconnecting a broken stream (default 1000 ms). */
+  reconnectMs?: number;
+  /** Reconnections in all before polling takes over (default 20). */
+  maxReconnects?: number;
 }
 
 export class RunFeed {
@@ -40,6 +45,7 @@ export class RunFeed {
   private abort: AbortController | null = null;
   private timer: ReturnType<typeof setInterval> | undefined;
   private busy = false;
+  private reconnects = 0;
 
   constructor(private client: IFeedClient, readonly runId: string, private options: IFeedOptions) {}
 
@@ -59,15 +65,35 @@ export class RunFeed {
       return;
     }
     this._mode = 'stream';
-    this.abort = new AbortController();
-    try {
-      await this.client.stream(this.runId, event => this.onStreamEvent(event), this.abort.signal);
-    } catch {
-      // Broken or refused: polling takes over below.
-    }
-    this.abort = null;
-    if (this._mode === 'stream') {
-      this.startPolling();
+    await this.follow();
+  }
+
+  /**
+   * The stream, again from the offsets reached each time it breaks off after delivering
+   * something; polling once it is refused (nothing delivered) or broke too often.
+   */
+  private async follow(): Promise<void> {
+    while (this._mode === 'stream') {
+      this.abort = new AbortController();
+      let heard = false;
+      const from = { events: this.data.offsets, logs: this.logOffsets };
+      try {
+        await this.client.stream(this.runId, event => {
+          heard = true;
+          this.onStreamEvent(event);
+        }, this.abort.signal, from);
+      } catch {
+        // Broken or refused: see below.
+      }
+      this.abort = null;
+      if (this._mode !== 'stream') {
+        return;
+      }
+      if (!heard || ++this.reconnects > (this.options.maxReconnects ?? 20)) {
+        this.startPolling();
+        return;
+      }
+      await new Promise(resolve => setTimeout(resolve, this.options.reconnectMs ?? 1000));
     }
   }
 

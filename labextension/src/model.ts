@@ -113,6 +113,29 @@ export function runsQuery(filter: { status?: string; name?: string; limit?: numb
   return params.length ? `?${params.join('&')}` : '';
 }
 
+/** Where a resumed event stream starts, per rank: byte offsets of events and of logs. */
+export interface IStreamFrom {
+  events: ReadonlyMap<number, number>;
+  logs: ReadonlyMap<number, number>;
+}
+
+/** ``?events=0:1234,1:88&logs=0:4096`` for the stream endpoint; '' when nothing was read. */
+export function streamQuery(from: IStreamFrom): string {
+  const params: string[] = [];
+  for (const key of ['events', 'logs'] as const) {
+    const pairs: string[] = [];
+    from[key].forEach((offset, rank) => {
+      if (offset > 0) {
+        pairs.push(`${rank}:${offset}`);
+      }
+    });
+    if (pairs.length) {
+      params.push(`${key}=${encodeURIComponent(pairs.sort().join(','))}`);
+    }
+  }
+  return params.length ? `?${params.join('&')}` : '';
+}
+
 /** A run id as the server accepts it; anything else is refused before a request is made. */
 export function isValidRunId(id: string): boolean {
   return /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(id) && id.indexOf('..') < 0;

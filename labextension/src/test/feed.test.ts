@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { IFeedClient, IFeedUpdate, RunFeed } from '../feed.js';
-import { IEvent, IRunDetail } from '../model.js';
+import { IEvent, IRunDetail, IStreamFrom } from '../model.js';
 import { IServerEvent } from '../sse.js';
 
 const SPEC = {
@@ -23,6 +23,8 @@ const metric = (step: number): IEvent => ({ kind: 'metric', t: step, step, value
 /** A client whose stream is the given function; polls answer from ``polls`` in turn. */
 class FakeClient implements IFeedClient {
   calls: string[] = [];
+  /** Where each stream began: "events rank@offset ..." of what it was asked to resume. */
+  streams: string[] = [];
   polls: Array<{ status: string; events: IEvent[]; text: string }> = [];
   constructor(private streamer: IFeedClient['stream']) {}
 
@@ -43,15 +45,21 @@ class FakeClient implements IFeedClient {
     return { text: answer.text, offset: offset + answer.text.length };
   }
 
-  stream(id: string, onEvent: (e: IServerEvent) => void, signal: AbortSignal): Promise<void> {
-    return this.streamer(id, onEvent, signal);
+  stream(id: string, onEvent: (e: IServerEvent) => void, signal: AbortSignal, from: IStreamFrom): Promise<void> {
+    const at: string[] = [];
+    from.events.forEach((offset, rank) => at.push(`events ${rank}@${offset}`));
+    from.logs.forEach((offset, rank) => at.push(`logs ${rank}@${offset}`));
+    this.streams.push(at.join(' '));
+    return this.streamer(id, onEvent, signal, from);
   }
 }
 
 function follow(client: FakeClient): { feed: RunFeed; updates: IFeedUpdate[]; errors: unknown[] } {
   const updates: IFeedUpdate[] = [];
   const errors: unknown[] = [];
-  const feed = new RunFeed(client, 'r1', { onUpdate: u => updates.push(u), onError: e => errors.push(e), pollMs: 5 });
+  const feed = new RunFeed(client, 'r1', {
+    onUpdate: u => updates.push(u), onError: e => errors.push(e), pollMs: 5, reconnectMs: 1
+  });
   return { feed, updates, errors };
 }
 
@@ -87,8 +95,39 @@ test('a live run is followed over the stream to its end, with no polling', async
   assert.deepEqual(errors, []);
 });
 
-test('when the stream breaks off, polling goes on from where it stopped', async () => {
+test('a stream that breaks off is opened again from the offsets it reached', async () => {
+  let opened = 0;
   const client = new FakeClient(async (_, onEvent) => {
+    opened += 1;
+    if (opened === 1) {
+      send(onEvent, 'state', { status: 'running', created: 1 });
+      send(onEvent, 'events', { rank: 0, events: [metric(0), metric(1)], offset: 100 });
+      send(onEvent, 'log', { rank: 1, text: 'a\nb\n', offset: 4 });
+      throw new Error('connection reset');
+    }
+    send(onEvent, 'state', { status: 'running', created: 1 });
+    send(onEvent, 'events', { rank: 0, events: [metric(2)], offset: 110 });
+    send(onEvent, 'log', { rank: 1, text: 'c\n', offset: 6 });
+    send(onEvent, 'state', { status: 'completed', created: 1, ended: 5 });
+    send(onEvent, 'end', { status: 'completed' });
+  });
+  const { feed, updates, errors } = follow(client);
+  await feed.start();
+  assert.equal(feed.mode, 'ended');
+  assert.deepEqual(client.streams, ['', 'events 0@100 logs 1@4']);
+  assert.deepEqual(client.calls, ['run']);
+  assert.deepEqual(feed.data.points('loss', 0).map(p => p.x), [0, 1, 2]);
+  assert.deepEqual(updates.flatMap(u => u.lines), [[1, 'a'], [1, 'b'], [1, 'c']]);
+  assert.deepEqual(errors, []);
+});
+
+test('when the stream breaks off and is then refused, polling goes on from where it stopped', async () => {
+  let opened = 0;
+  const client = new FakeClient(async (_, onEvent) => {
+    opened += 1;
+    if (opened > 1) {
+      throw new Error('refused');
+    }
     send(onEvent, 'state', { status: 'running', created: 1 });
     send(onEvent, 'events', { rank: 0, events: [metric(0), metric(1)], offset: 100 });
     send(onEvent, 'log', { rank: 0, text: 'a\nb\n', offset: 4 });

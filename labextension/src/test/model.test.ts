@@ -3,7 +3,7 @@ import { test } from 'node:test';
 
 import {
   downsample, formatDuration, isValidRunId, RunData, runDuration, runsQuery, stageDurations,
-  versionMismatch
+  streamQuery, versionMismatch
 } from '../model.js';
 
 test('durations are formatted like a clock', () => {
@@ -27,6 +27,12 @@ test('only set filters reach the query string, encoded', () => {
   assert.equal(runsQuery({}), '');
   assert.equal(runsQuery({ status: 'running', name: 'a b&c', limit: 20 }),
     '?status=running&name=a%20b%26c&limit=20');
+});
+
+test('a resumed stream names each rank read so far, with its offset', () => {
+  assert.equal(streamQuery({ events: new Map(), logs: new Map() }), '');
+  assert.equal(streamQuery({ events: new Map([[0, 1234], [1, 0]]), logs: new Map([[1, 88], [0, 4096]]) }),
+    '?events=0%3A1234&logs=0%3A4096%2C1%3A88');
 });
 
 test('run ids are checked before use', () => {
