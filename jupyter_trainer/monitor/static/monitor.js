@@ -256,24 +256,31 @@ function buildMonitor(root, model) {
     text.textContent = parts.join("  ·  ");
   }
 
+  // The metrics shown: the user's last choice, which the kernel's charts may not have
+  // caught up with yet; until there is one, the kernel's default.
+  const selectedMetrics = () => {
+    const chosen = (model.get("chart_options") || {}).selected;
+    return new Set(Array.isArray(chosen) ? chosen : (model.get("charts") || {}).selected || []);
+  };
+
   function renderChips() {
-    const payload = model.get("charts") || {};
-    const selected = new Set(payload.selected || []);
+    const selected = selectedMetrics();
     const metrics = model.get("metrics") || [];
     const chips = $("[data-testid=jt-metric-chips]");
     chips.innerHTML = metrics.map((m) => `<button type="button" class="jt-chip jt-metric-chip${selected.has(m.name) ? " jt-on" : ""}" data-metric="${escapeHtml(m.name)}" title="last ${formatNumber(m.last)} · min ${formatNumber(m.min)} · max ${formatNumber(m.max)} · ${m.count} points">${escapeHtml(m.name)} <b>${formatNumber(m.last)}</b></button>`).join("");
     chips.querySelectorAll("button").forEach((b) => b.addEventListener("click", () => {
       const name = b.dataset.metric;
-      const next = new Set(selected);
+      const next = selectedMetrics();
       if (next.has(name)) next.delete(name); else next.add(name);
       setOption("selected", metrics.map((m) => m.name).filter((n) => next.has(n)));
+      renderChips();
     }));
     const note = $(".jt-metrics-note");
     const loading = model.get("loading") ? " · reading history…" : "";
     note.textContent = metrics.length ? `${selected.size} of ${metrics.length} shown${loading}` : `none logged yet — jt.log(step=…, loss=…)${loading}`;
     const opts = model.get("chart_options") || {};
-    xCtl.set(payload.x || opts.x || "step");
-    aggCtl.set(payload.agg || opts.agg || "ranks");
+    xCtl.set(opts.x || "step");
+    aggCtl.set(opts.agg || "ranks");
     yCtl.set(store.logY ? "log" : "linear");
   }
 
