@@ -124,6 +124,22 @@ def runs(*, status: str | None = None, name: str | None = None, limit: int = 50,
             store.list_runs(status=status, name=name, limit=limit, offset=offset)]
 
 
+def prune_environments(*, dry_run: bool = False,
+                       home: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+    """Remove the built environments that neither a name's latest version nor an unfinished
+    run uses (see ``environment.prune``); with ``dry_run``, only say which."""
+    store = Store(home)
+    keep: dict[str, str] = {}
+    for row in store.list_runs(limit=1 << 30):
+        if row["status"] not in ACTIVE:
+            continue
+        state_env = store.read_state(row["id"]).get("environment") or {}
+        for env_id in (state_env.get("env_id"), store.read_spec(row["id"]).env.prepared.get("env_id")):
+            if env_id:
+                keep.setdefault(env_id, f"used by run {row['id']} ({row['status']})")
+    return environment.prune(keep=keep, dry_run=dry_run, home=store.home)
+
+
 class Run:
     """A handle on one run in the store. Cheap; reads the store on every access."""
 

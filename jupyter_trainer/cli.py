@@ -52,14 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_target_options(target.add_subparsers(dest="action", required=True, metavar="ACTION")
                        .add_parser("add", help="validate a target and save it in targets.toml"))
 
-    env = sub.add_parser("env", help="list, show, export or build environments",
+    env = sub.add_parser("env", help="list, show, export, build or prune environments",
                          usage="jupyter-trainer env [list | show NAME | export NAME "
-                               "[--requirements] | build NAME]")
+                               "[--requirements] | build NAME | prune [--dry-run]]")
     env.add_argument("action", nargs="?", default="list",
-                     choices=("list", "show", "export", "build"))
+                     choices=("list", "show", "export", "build", "prune"))
     env.add_argument("name", nargs="?", help="NAME or NAME@VERSION")
     env.add_argument("--requirements", action="store_true",
                      help="export: the requirements as defined, not the lock")
+    env.add_argument("--dry-run", action="store_true",
+                     help="prune: list what would be removed, remove nothing")
     return parser
 
 
@@ -163,8 +165,19 @@ def cmd_target(args: argparse.Namespace) -> int:
 def cmd_env(args: argparse.Namespace) -> int:
     from . import environment
 
+    if args.dry_run and args.action != "prune":
+        print("jupyter-trainer env: --dry-run goes with prune", file=sys.stderr)
+        return 2
     if args.action == "list":
         print(environment.environments_table(environment.list_environments()))
+        return 0
+    if args.action == "prune":
+        if args.name:
+            print("jupyter-trainer env prune takes no NAME: it keeps every name's latest "
+                  "version and what unfinished runs use", file=sys.stderr)
+            return 2
+        rows = api.prune_environments(dry_run=args.dry_run)
+        print(environment.prune_text(rows, dry_run=args.dry_run))
         return 0
     if not args.name:
         print(f"jupyter-trainer env {args.action}: give the environment's NAME", file=sys.stderr)

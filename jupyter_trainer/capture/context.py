@@ -33,6 +33,7 @@ import cloudpickle
 
 from ..errors import CaptureError, SpecError
 from ..spec import is_json_value
+from ..units import format_bytes
 from .names import free_names, ipython_uses, parse_source
 
 __all__ = ["CellContext", "resolve_cell", "DEFAULT_MAX_CARRY_BYTES", "MAX_CARRY_ENV",
@@ -367,13 +368,6 @@ def _too_big(value: Any, size: int, limit: int, verb: str) -> str:
 def _describe(value: Any) -> str:
     kind = type(value)
     return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-
-
-def format_bytes(size: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}"
-    return f"{size} bytes"
 
 
 def _problem_message(problems: list[tuple[str, str, str]]) -> str:

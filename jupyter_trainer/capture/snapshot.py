@@ -29,7 +29,8 @@ import pathspec
 from ..errors import CaptureError
 from ..spec import CodeSpec
 from .cellscript import render_cell_script
-from .context import CellContext, format_bytes
+from ..units import format_bytes
+from .context import CellContext
 
 __all__ = [
     "RESERVED_DIR", "IGNORE_FILE", "SECRET_PATTERNS", "JUNK_PATTERNS", "CELL_ENTRY",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .definition import EnvDefinition
 from .manage import (build_environment, define, environments_table, export_text, from_line,
-                     list_environments, show_text)
+                     list_environments, prune, prune_text, show_text)
 from .registry import Registry
 from .stages import (EnvDriftWarning, Realization, check_target, current, prepare, realize,
                       resolve)
@@ -26,5 +26,5 @@ __all__ = [
     "EnvDefinition", "EnvDriftWarning", "Realization", "Registry", "build_environment",
     "check_target",
     "current", "define", "environments_table", "export_text", "from_line",
-    "list_environments", "prepare", "realize", "resolve", "show_text",
+    "list_environments", "prepare", "prune", "prune_text", "realize", "resolve", "show_text",
 ]

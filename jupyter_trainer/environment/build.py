@@ -251,6 +251,23 @@ def build(lock_dir: str, venvs_dir: str, *, base_python: str | None = None,
     return _record(dest, built=True)
 
 
+def remove(venvs_dir: str, env_id: str) -> bool:
+    """Remove the environment ``env_id`` under the lock its build takes; False (and nothing
+    removed) while it is being built. It leaves by an atomic rename first, so a reader
+    never sees it half deleted."""
+    dest = os.path.join(venvs_dir, env_id)
+    with open(os.path.join(venvs_dir, f".{env_id}.lock"), "a") as lock_fh:
+        try:
+            fcntl.flock(lock_fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        if os.path.lexists(dest):
+            doomed = tempfile.mkdtemp(prefix=f".{env_id}.tmp-", dir=venvs_dir)
+            os.rename(dest, os.path.join(doomed, "env"))
+            shutil.rmtree(doomed, ignore_errors=True)
+    return True  # the empty lock file stays: a builder may be about to open it
+
+
 def _build_into(venv: str, work: str, p: dict[str, Any], uv: str, offline: bool | None) -> None:
     start = time.monotonic()
     try:

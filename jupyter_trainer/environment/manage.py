@@ -1,16 +1,18 @@
-"""Define, list, show, export and build environments: what ``%environment`` and
+"""Define, list, show, export, build and prune environments: what ``%environment`` and
 ``jupyter-trainer env`` call. Returns data and text; front ends only print it."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import EnvError
 from ..home import default_home
 from ..spec import EnvSpec
+from ..units import format_bytes
 from . import build as builder
 from . import lock
 from .definition import EnvDefinition, parse_assignment
@@ -157,6 +159,70 @@ def build_environment(name: str, *, home: Path | None = None) -> dict[str, Any]:
     record = Registry(home).get(env_name, version or None)
     found = lock.ensure(record.definition, home)
     return build_locked(_spec(record, found.key), home)
+
+
+def prune(*, keep: Mapping[str, str] = {}, dry_run: bool = False,
+          home: Path | None = None) -> list[dict[str, Any]]:
+    """Remove the built environments on this machine that nothing needs any more: those that
+    are not the build of a name's latest version and not in ``keep`` ({env_id: why}, e.g.
+    the environments of unfinished runs). Definitions and locks stay, so a removed one is
+    built again when it is next used. One row per built environment, with ``removed``
+    (or, with ``dry_run``, what would be removed), ``bytes``, ``why`` it is kept and which
+    ``NAME@VERSION`` it is ``of``, when that is known here."""
+    home = _home(home)
+    kept = dict(keep)
+    labels: dict[str, str] = {}  # env_id -> NAME@VERSION, for the versions built for this kernel
+    registry = Registry(home)
+    for name in registry.names():
+        latest = registry.get(name).version
+        for record in registry.versions(name):
+            found = _lock_for(record, home, create=False)
+            built = built_record(home, found) if found else None
+            if built:
+                labels.setdefault(built["env_id"], f"{name}@{record.version}")
+                if record.version == latest:
+                    kept.setdefault(built["env_id"], f"the latest version of {name}")
+    folder = venvs_dir(home)
+    entries = sorted(p for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
+    rows = []
+    for path in entries:
+        why = kept.get(path.name)
+        row = {"env_id": path.name, "of": labels.get(path.name), "path": str(path),
+               "bytes": _disk_bytes(path), "why": why, "removed": False}
+        if why is None:
+            row["removed"] = dry_run or builder.remove(str(folder), path.name)
+            if not row["removed"]:
+                row["why"] = "being built"
+        rows.append(row)
+    return rows
+
+
+def _disk_bytes(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def prune_text(rows: list[dict[str, Any]], *, dry_run: bool = False) -> str:
+    """What ``prune`` did (or would do), for the CLI and ``%environment prune``."""
+    gone = [r for r in rows if r["removed"]]
+    verb = "would remove" if dry_run else "removed"
+    def label(row: dict[str, Any]) -> str:
+        of = f"{row['of']}, " if row["of"] else ""
+        return f"{row['env_id']} ({of}{format_bytes(row['bytes'])})"
+
+    lines = [f"{verb} {label(r)}" for r in gone]
+    lines += [f"kept {label(r)}: {r['why']}" for r in rows if not r["removed"]]
+    total = format_bytes(sum(r["bytes"] for r in gone))
+    lines.append(f"{verb} {len(gone)} built environment{'s' if len(gone) != 1 else ''}, "
+                 f"{total}; definitions and locks are kept, so any of them is built again "
+                 "when a run needs it" if gone else "nothing to remove")
+    return "\n".join(lines)
 
 
 def from_line(name: str, *, pip: list[str] | None = None, requirements: str | None = None,

@@ -9,7 +9,7 @@ from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from .. import environment
+from .. import api, environment
 from ..options import HelpRequested, OptionParser, split_line
 
 HELP = """\
@@ -23,6 +23,8 @@ HELP = """\
 %environment show NAME[@VERSION]  the definition, its versions, lock and build
 %environment export NAME[@VERSION] [--requirements]   the lock (or the requirements) as text
 %environment build NAME[@VERSION]  lock and build it now (a run would do it otherwise)
+%environment prune [--dry-run]    remove built environments that no latest version and no
+                                   unfinished run uses (definitions and locks stay)
 
 A run uses one with %%train --env NAME (or NAME@VERSION)."""
 
@@ -86,6 +88,14 @@ class EnvironmentMagics(Magics):
             return None
         if words[0] in ("help", "-h", "--help"):
             print(HELP)
+            return None
+        if words[0] == "prune":
+            parser = OptionParser(prog="%environment prune")
+            parser.add_argument("--dry-run", action="store_true",
+                                help="list what would be removed, remove nothing")
+            opts = parser.parse_args(words[1:])
+            rows = api.prune_environments(dry_run=opts.dry_run)
+            print(environment.prune_text(rows, dry_run=opts.dry_run))
             return None
         if words[0] in ("show", "export", "build"):
             opts = _named_parser(words[0]).parse_args(words[1:])
