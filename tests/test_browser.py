@@ -149,6 +149,25 @@ class Page:
             for button in self.page.locator(selector).all():
                 if button.is_visible():
                     button.click()
+        self.answer_dialogs()
+
+    def answer_dialogs(self) -> bool:
+        """Accept the dialogs Jupyter opens about its own session: under load a notebook can
+        lose its kernel for a moment, and Run All then asks to Select Kernel (the default, the
+        notebook's own). Each one is screenshotted and named in ``dialogs.txt``."""
+        answered = False
+        for dialog in self.page.locator(".jp-Dialog").all():
+            if not dialog.is_visible():
+                continue
+            title = dialog.locator(".jp-Dialog-header").inner_text().strip()
+            n = len(list(self.shots.glob("dialog-*.png")))
+            dialog.screenshot(path=str(self.shots / f"dialog-{n}.png"))
+            with open(self.shots / "dialogs.txt", "a") as out:
+                print(title, file=out)
+            dialog.locator(".jp-Dialog-button.jp-mod-accept").last.click()
+            dialog.wait_for(state="detached")
+            answered = True
+        return answered
 
     def run_all(self, tries: int = 3) -> None:
         """Run > Run All Cells, once the kernel is connected and idle. Under load, Notebook 7
@@ -162,13 +181,17 @@ class Page:
             self.dismiss_popups()
             self.page.click(".lm-MenuBar-item:has-text('Run')")
             self.page.click(".lm-Menu-item[data-command='runmenu:run-all']")
-            try:
-                self.page.wait_for_selector(started, timeout=15_000)
-                return
-            except PlaywrightTimeout:
-                prompts = self.page.locator(".jp-InputArea-prompt").all_inner_texts()
-                if attempt == tries - 1 or any(text.strip() != "[ ]:" for text in prompts):
-                    raise
+            deadline = time.monotonic() + 15
+            while (left := deadline - time.monotonic()) > 0:
+                try:
+                    self.page.wait_for_selector(f"{started}, .jp-Dialog", timeout=left * 1000)
+                except PlaywrightTimeout:
+                    break
+                if not self.answer_dialogs():
+                    return
+            prompts = self.page.locator(".jp-InputArea-prompt").all_inner_texts()
+            if attempt == tries - 1 or any(text.strip() != "[ ]:" for text in prompts):
+                raise AssertionError(f"Run All ran nothing; the prompts read {prompts}")
 
     def shot(self, name: str, selector: str = "[data-testid=jt-monitor]") -> Path:
         """Screenshot of the widget. When a run ends, JupyterLab draws the widget's output
