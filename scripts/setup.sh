@@ -21,6 +21,8 @@ command -v slurmdbd >/dev/null 2>&1 || apt_packages+=(slurmdbd)        # (sacct 
 [ -x /usr/sbin/sshd ] || apt_packages+=(openssh-server)                # ssh target tests (real sshd)
 command -v ssh >/dev/null 2>&1 || apt_packages+=(openssh-client)
 command -v ip >/dev/null 2>&1 || apt_packages+=(iproute2)              # network-namespace hosts
+command -v node >/dev/null 2>&1 || apt_packages+=(nodejs)              # builds the lab extension
+command -v npm >/dev/null 2>&1 || apt_packages+=(npm)
 if [ ${#apt_packages[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         SUDO=sudo
@@ -36,6 +38,28 @@ if [ ! -x "$VENV/bin/python" ]; then
     log "creating $VENV"
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q -U pip
+fi
+
+# The lab extension's npm packages: installed once per package-lock.json and Node.js version,
+# and kept outside the repository (JT_CACHE), so a fresh clone copies them in.
+CACHE=${JT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jupyter_trainer}
+modules="$ROOT/labextension/node_modules"
+modules_key="node$(node --version)-$(sha256sum "$ROOT/labextension/package-lock.json" | cut -c1-16)"
+if [ "$(cat "$modules/.jt-key" 2>/dev/null)" != "$modules_key" ]; then
+    cached="$CACHE/node_modules/$modules_key"
+    if [ -f "$cached/.jt-key" ]; then
+        log "lab extension packages from $cached"
+        rm -rf "$modules"
+        cp -a "$cached" "$modules"
+    else
+        log "npm ci in labextension/ (cached in $cached)"
+        (cd "$ROOT/labextension" && npm ci --no-audit --no-fund --loglevel=error)
+        echo "$modules_key" > "$modules/.jt-key"
+        mkdir -p "$CACHE/node_modules"
+        partial=$(mktemp -d "$cached.partial.XXXXXX")
+        cp -a "$modules/." "$partial"
+        mv -T "$partial" "$cached" 2>/dev/null || rm -rf "$partial"  # another setup got there first
+    fi
 fi
 
 # Reinstall the project only when its metadata changed.
