@@ -28,8 +28,8 @@ import pathspec
 
 from ..errors import CaptureError
 from ..spec import CodeSpec
-from .cellscript import render_cell_script
 from ..units import format_bytes
+from .cellscript import render_cell_script
 from .context import CellContext
 
 __all__ = [
