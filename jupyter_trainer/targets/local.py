@@ -95,7 +95,7 @@ class LocalTarget(Target):
         with open(log_path, "ab") as log:
             try:
                 child = subprocess.Popen(
-                    command.argv, env=command.environ(base), cwd=os.path.join(run_dir, "code"),
+                    command.argv, env=command.environ(base), cwd=run_dir,
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True, preexec_fn=_die_with_parent,
                 )

@@ -109,7 +109,7 @@ def sbatch_argv(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan, script: str,
     argv = ["sbatch", "--parsable", f"--job-name=jt-{spec.name}"[:120],
             f"--nodes={launch.nodes}", f"--ntasks-per-node={tasks_per_node(spec)}",
             f"--cpus-per-task={cpus}", f"--output={plan.run_dir}/{output}",
-            f"--chdir={plan.run_dir}/code", "--kill-on-invalid-dep=yes", "--no-requeue"]
+            f"--chdir={plan.run_dir}", "--kill-on-invalid-dep=yes", "--no-requeue"]
     for flag, value in (("partition", cfg.partition), ("account", cfg.account),
                         ("time", cfg.time)):
         if value:

@@ -241,7 +241,7 @@ class NodeLaunch:
         if self.command is not None:
             data.update(argv=list(self.command.argv), env=dict(self.command.env),
                         env_defaults=dict(self.command.env_defaults),
-                        path_prepend=list(self.path_prepend), cwd=f"{self.run_dir}/code")
+                        path_prepend=list(self.path_prepend), cwd=self.run_dir)
         return data
 
 
