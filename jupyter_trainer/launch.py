@@ -14,6 +14,8 @@ from typing import Mapping, Sequence
 from .errors import LaunchError
 from .spec import LaunchSpec
 
+WORK_DIR = "work"  # <run>/work/<node>/: each node's working directory, made by _boot.py
+
 
 @dataclass(frozen=True)
 class Command:

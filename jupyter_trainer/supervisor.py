@@ -18,9 +18,11 @@ from dataclasses import replace
 from typing import Any
 
 from . import environment, procs
+from .capture.snapshot import hash_snapshot
 from .errors import TrainerError
 from .store import ACTIVE, TERMINAL, Store, read_json
 from .targets import Target, get_target
+from .targets.base import remove_workdirs
 
 POLL_S = 0.05
 STOP_GRACE_S = 3.0       # SIGTERM -> SIGKILL
@@ -45,6 +47,8 @@ class Supervisor:
 
     # -- state -------------------------------------------------------------------------
     def transition(self, status: str, **fields: Any) -> None:
+        if status in TERMINAL:  # every process of the run is gone by now
+            fields.update(self._settle_code(status))
         now = time.time()
         stages = self.state.setdefault("stages", {})
         current = stages.get(self.state["status"])
@@ -235,6 +239,46 @@ class Supervisor:
             self.transition("completed", **fields)
             return
         self.transition("failed", **fields)
+
+    # -- the code at the end -----------------------------------------------------------
+    def _settle_code(self, status: str) -> dict[str, Any]:
+        """Whether every copy of the snapshot is still as captured, and the nodes' working
+        directories: removed when the run completed or was canceled, kept when it failed."""
+        fields: dict[str, Any] = {}
+        try:
+            fields["snapshot"] = self._check_snapshot()
+            if not fields["snapshot"]["intact"]:
+                log(f"the snapshot changed during the run: {fields['snapshot']['changed']}")
+            if status == "failed":
+                fields["workdirs"] = {"kept": True}
+            elif self.target is not None:
+                fields["workdirs"] = {"kept": False, **self.target.discard_workdirs(
+                    self.handle, str(self.paths.root))}
+            else:
+                fields["workdirs"] = {"kept": False, **remove_workdirs(str(self.paths.root))}
+        except Exception as exc:  # the run must still reach its terminal state
+            log(f"checking the snapshot or the working directories failed: {exc!r}")
+            fields.setdefault("workdirs", {"error": repr(exc)})
+        return fields
+
+    def _check_snapshot(self) -> dict[str, Any]:
+        """The snapshot's content hash, here and on every node that ran from a copy of it."""
+        expected = self.spec.code.hash
+        try:
+            found: dict[str, str | None] = {"code/": hash_snapshot(self.paths.code)}
+        except OSError as exc:
+            log(f"cannot hash the snapshot: {exc}")
+            found = {"code/": None}
+        if self.target is not None and self.handle is not None:
+            found.update(self.target.snapshot_hashes(self.handle))
+        changed = {where: h for where, h in found.items() if h is not None and h != expected}
+        record: dict[str, Any] = {"hash": expected, "intact": not changed}
+        if changed:
+            record["changed"] = changed
+        unverified = sorted(where for where, h in found.items() if h is None)
+        if unverified:
+            record["unverified"] = unverified
+        return record
 
     @staticmethod
     def _ranks_without_exit(records: dict[int, dict[str, Any]]) -> list[int]:

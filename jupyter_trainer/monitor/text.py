@@ -113,6 +113,9 @@ def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None,
             lines.append(traceback_tail(state["traceback"]))
     if state.get("status") == "canceled":
         lines.append(f"canceled: {state.get('reason', '')}")
+    snapshot = state.get("snapshot") or {}
+    if snapshot.get("intact") is False:
+        lines.append("the run changed its code snapshot: " + ", ".join(snapshot.get("changed", {})))
     if outputs is not None:
         files = sorted(p.name for p in outputs.iterdir()) if outputs.is_dir() else []
         lines.append(f"outputs: {outputs}" + (f" ({', '.join(files[:10])})" if files else " (empty)"))

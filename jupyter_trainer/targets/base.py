@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from ..errors import TargetError
-from ..launch import Command, LaunchPlan
+from ..launch import WORK_DIR, Command, LaunchPlan
 from ..spec import LaunchSpec, RunSpec
 
 Handle = dict  # JSON-serialisable: written into state.json so another process can follow it
@@ -93,6 +95,36 @@ class Target(ABC):
         the scheduler itself ended it (time limit, out of memory, node failure)."""
         return {}
 
+    def snapshot_hashes(self, handle: Handle) -> dict[str, str | None]:
+        """After ``stop``: the content hash of each copy of the snapshot the ranks were started
+        from on the nodes (``"host:path" -> hash``; None where the node did not answer).
+        Targets whose ranks use the run's own ``code/`` have none."""
+        return {}
+
+    def discard_workdirs(self, handle: Handle | None, run_dir: str) -> dict[str, Any]:
+        """Remove every node's working directory (``<run>/work/``), the scratch of a run that
+        ended well. Here: the run folder's own, which is the nodes' on a shared filesystem."""
+        return remove_workdirs(run_dir)
+
+
+def remove_workdirs(run_dir: str) -> dict[str, Any]:
+    """Remove ``<run_dir>/work/``, files a script made read-only included."""
+    path = Path(run_dir) / WORK_DIR
+
+    def writable(func: Any, name: str, _exc: Any) -> None:
+        os.chmod(os.path.dirname(name), 0o700)
+        if not os.path.islink(name):
+            os.chmod(name, 0o700)
+        func(name)
+
+    if not os.path.lexists(path):
+        return {"removed": []}
+    try:
+        shutil.rmtree(path, onerror=writable)
+    except OSError as exc:
+        return {"removed": [], "error": f"cannot remove {path}: {exc}"}
+    return {"removed": [str(path)]}
+
 
 def require_program(program: str, fix: str) -> str:
     path = shutil.which(program)
@@ -103,8 +135,6 @@ def require_program(program: str, fix: str) -> str:
 
 def count_nvidia_gpus(timeout: float = 10.0) -> int:
     """GPUs that ``nvidia-smi -L`` lists, honouring CUDA_VISIBLE_DEVICES; 0 without a driver."""
-    import os
-
     smi = shutil.which("nvidia-smi")
     if not smi:
         return 0

@@ -325,13 +325,17 @@ class NodeFollower:
                     pass
 
 
-def merge_outputs(data: bytes, outputs: Path) -> dict[str, Any]:
-    """Unpack one node's outputs/ into the local one; a file already there is kept."""
+COLLECTED = {"outputs": "outputs", "logs/user": "logs"}  # folder -> key in the report
+
+
+def merge_outputs(data: bytes, run_dir: Path) -> dict[str, Any]:
+    """Unpack one node's ``outputs/`` and ``logs/user/`` (a tar of both) into the local run
+    folder; a file already there is kept. Reports what was added, relative to each folder."""
+    found: dict[str, list[str]] = {key: [] for key in COLLECTED.values()}
     if not data:
         return {"outputs": []}
-    outputs.mkdir(parents=True, exist_ok=True)
-    added, kept = [], []
-    with tempfile.TemporaryDirectory(dir=outputs.parent, prefix=".outputs-") as tmp:
+    kept = []
+    with tempfile.TemporaryDirectory(dir=run_dir, prefix=".outputs-") as tmp:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             if hasattr(tarfile, "data_filter"):
                 tar.extractall(tmp, filter="data")
@@ -341,15 +345,20 @@ def merge_outputs(data: bytes, outputs: Path) -> dict[str, Any]:
                             member.isfile() or member.isdir()):
                         raise TargetError(f"refusing output {member.name!r} from a node")
                 tar.extractall(tmp)
-        for path in sorted(Path(tmp).rglob("*")):
-            if path.is_dir():
-                continue
-            rel = path.relative_to(tmp)
-            dest = outputs / rel
-            if dest.exists():
-                kept.append(str(rel))
-                continue
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            path.replace(dest)
-            added.append(str(rel))
-    return {"outputs": added, **({"conflicts_kept_first": kept} if kept else {})}
+        for folder, key in COLLECTED.items():
+            base = Path(tmp, folder)
+            for path in sorted(base.rglob("*")) if base.is_dir() else ():
+                if path.is_dir():
+                    continue
+                rel = path.relative_to(base)
+                dest = run_dir / folder / rel
+                if dest.exists():
+                    kept.append(f"{folder}/{rel}")
+                    continue
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                path.replace(dest)
+                found[key].append(str(rel))
+    report: dict[str, Any] = {"outputs": found["outputs"]}
+    if found["logs"]:
+        report["logs"] = found["logs"]
+    return {**report, **({"conflicts_kept_first": kept} if kept else {})}

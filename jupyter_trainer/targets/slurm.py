@@ -247,6 +247,17 @@ class SlurmTarget(Target):
     def collect(self, handle: Handle) -> dict[str, Any]:
         return self._folder.collect() if self._folder is not None else {}
 
+    def snapshot_hashes(self, handle: Handle) -> dict[str, str | None]:
+        return self._folder.snapshot_hashes() if self._folder is not None else {}
+
+    def discard_workdirs(self, handle: Handle | None, run_dir: str) -> dict[str, Any]:
+        if self._folder is None or handle is None:
+            return super().discard_workdirs(handle, run_dir)
+        try:
+            return self._folder.discard()
+        except TargetError as exc:
+            return {"removed": [], "errors": [str(exc)]}
+
     def leftovers(self, run_id: str) -> list[str]:
         found = [procs.describe(p) for p in procs.pids_with_env("JT_RUN_ID", run_id)]
         found += self._left

@@ -12,7 +12,9 @@ Used when the target has a ``login`` node (reached with the system OpenSSH clien
   batch script, before ``sbatch``.
 - ``pump``: new bytes of the ranks' logs, events and records (and of the job's output,
   ``logs/launcher-0.log``) copied into the local run folder while the job runs.
-- ``finish``/``collect``: the last bytes and ``outputs/`` brought back when the run ends.
+- ``finish``/``collect``: the last bytes, ``outputs/`` and ``logs/user/`` brought back when
+  the run ends, with the content hash of the snapshot there; ``discard``: the run's working
+  directories removed (the run ended well).
 """
 
 from __future__ import annotations
@@ -184,7 +186,19 @@ class ClusterFolder:
         if self.finished is None:
             return {"error": f"{self.label} did not answer when the run ended; the last logs "
                              f"and outputs are still in {self.run_dir}"}
-        report = merge_outputs(self.finished[1], self.files.root / "outputs")
+        report = merge_outputs(self.finished[1], self.files.root)
         self.files.flush_partial()
         return {**report, "from": f"{self.label}:{self.run_dir}",
                 "mirrored_bytes": self.files.bytes_written}
+
+    def snapshot_hashes(self) -> dict[str, str | None]:
+        """The snapshot the ranks started from, as ``finish`` found it (None: no answer)."""
+        seen = (self.finished[0] if self.finished else {}).get("snapshot")
+        where = seen["path"] if seen else f"{self.info.get('workdir')}/snapshots/{self.snapshot}"
+        return {f"{self.label}:{where}": seen["hash"] if seen else None}
+
+    def discard(self) -> dict[str, Any]:
+        done = self.shell.run(self._agent("discard", {"run_dir": self.run_dir}),
+                              timeout=self.timeout + 60, what="removing the working directories")
+        answer = parse_answer(self.label, done, "removing the working directories")
+        return {"removed": [f"{self.label}:{p}" for p in answer.get("removed", [])]}

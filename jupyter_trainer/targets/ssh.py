@@ -15,7 +15,8 @@ A run goes through the hooks in this order, all inside the run's supervisor:
 - ``stop``/``leftovers``: on each node, SIGTERM then SIGKILL of the launcher's group and of
   every process carrying ``JT_RUN_ID``, then what is still alive, the last bytes of its
   files and its ``outputs/``, all in one answer through the follow session (``finish``).
-- ``collect``: every node's ``outputs/`` merged into the local one.
+- ``collect``: every node's ``outputs/`` and ``logs/user/`` merged into the local ones.
+- ``discard_workdirs``: each node's ``<run>/work/`` removed (the run ended well).
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ class SshTarget(Target):
         self._closed = False
         self._finished = False                   # the first stop ended the run on the nodes
         self._left: dict[str, list[str]] = {}    # host -> what was alive after it
-        self._outputs: dict[str, bytes] = {}     # host -> its outputs/, as a tar
+        self._outputs: dict[str, bytes] = {}     # host -> its outputs/ and logs/user/, a tar
+        self._snapshots: dict[str, Any] = {}     # host -> its snapshot's path and hash at the end
         self._fresh_leftovers = False
 
     def gpus_per_node(self) -> int:
@@ -397,6 +399,7 @@ class SshTarget(Target):
             if first:
                 self._outputs[node.host] = tar
                 self._left[node.host] = answer.get("leftovers", [])
+                self._snapshots[node.host] = answer.get("snapshot")
         self._fresh_leftovers = first
         return {"nodes": report,
                 "sigkilled": [f"{h}: {p}" for h, r in report.items() for p in r.get("sigkilled", [])]}
@@ -448,15 +451,39 @@ class SshTarget(Target):
         if self._files is None:
             return {}
         report: dict[str, Any] = {}
-        outputs = Path(self._files.root) / "outputs"
         for node in self._started:
             if node.host in self._outputs:
-                report[node.host] = merge_outputs(self._outputs.pop(node.host), outputs)
+                report[node.host] = merge_outputs(self._outputs.pop(node.host),
+                                                  Path(self._files.root))
             else:
                 report[node.host] = {"error": "the node did not answer when the run ended; "
                                               "its last logs and outputs are still there"}
         self._files.flush_partial()
         return {"nodes": report, "mirrored_bytes": self._files.bytes_written}
+
+    def snapshot_hashes(self, handle: Handle) -> dict[str, str | None]:
+        found: dict[str, str | None] = {}
+        for node in self._started:
+            seen = self._snapshots.get(node.host)
+            where = seen["path"] if seen else f"{node.workdir}/snapshots/{self._snapshot}"
+            found[f"{node.host}:{where}"] = seen["hash"] if seen else None
+        return found
+
+    def discard_workdirs(self, handle: Handle | None, run_dir: str) -> dict[str, Any]:
+        """Each node's ``<run>/work/``, removed through the node's agent."""
+        def discard(node: Node) -> dict[str, Any]:
+            done = self._clients[node.host].run(
+                self._agent(node, "discard", {"run_dir": node.run_dir(self._run_id)}),
+                timeout=self.cfg.connect_timeout + 60, what="removing the working directories")
+            return parse_answer(node.host, done, "removing the working directories")
+
+        report: dict[str, Any] = {"removed": []}
+        for node, result in zip(self._started, _parallel(discard, self._started)):
+            if isinstance(result, TrainerError):
+                report.setdefault("errors", []).append(str(result))
+            else:
+                report["removed"] += [f"{node.host}:{p}" for p in result.get("removed", [])]
+        return report
 
     def _log(self, text: str) -> None:
         if self._files is not None:

@@ -12,9 +12,11 @@ whatever a login shell's rc files print first.
 with ``build.py`` sent along, cached, then pre-flight it), ``start`` (the run folder; the launcher in its own
 session, detached from ssh), ``follow`` (new bytes of logs, events and rank records, from
 offsets, and the launcher's state; ends the run on request), ``finish``, ``stop`` and
-``leftovers`` (by process group and by ``JT_RUN_ID`` in /proc/*/environ).
+``leftovers`` (by process group and by ``JT_RUN_ID`` in /proc/*/environ), ``discard`` (the
+run's working directories).
 """
 
+import hashlib
 import json
 import os
 import queue
@@ -470,7 +472,8 @@ def _read_requests(requests):
     requests.put(None)
 
 
-def _send_outputs(folder):
+def _send_outputs(run_dir):
+    """``outputs/`` and ``logs/user/`` of the run folder as one gzipped tar, in frames."""
     class Chunks:
         def write(self, data):
             frame({"t": "tar"}, bytes(data))
@@ -480,9 +483,11 @@ def _send_outputs(folder):
             pass
 
     with tarfile.open(fileobj=Chunks(), mode="w|gz") as tar:
-        if os.path.isdir(folder):
-            for name in sorted(os.listdir(folder)):
-                tar.add(os.path.join(folder, name), arcname=name)
+        for sub in ("outputs", "logs/user"):
+            folder = os.path.join(run_dir, sub)
+            if os.path.isdir(folder):
+                for name in sorted(os.listdir(folder)):
+                    tar.add(os.path.join(folder, name), arcname=sub + "/" + name)
 
 
 # -- stop and leftovers ------------------------------------------------------------------
@@ -493,15 +498,50 @@ def cmd_finish(workdir, args):
 
 def finish(args, follower):
     """Everything the end of a run needs from a node, in one answer: stop what is left, a
-    last pass over its files, what is still alive, and (with ``outputs``) its outputs."""
+    last pass over its files, what is still alive, (with ``outputs``) its ``outputs/`` and
+    ``logs/user/``, and the content hash of the snapshot its ranks started from."""
     report = stop(args)
     while follower.one_pass():
         pass
     frame(dict(follower.launcher_status(), t="status"))
     if args.get("outputs"):
-        _send_outputs(os.path.join(args["run_dir"], "outputs"))
+        _send_outputs(args["run_dir"])
     report["leftovers"] = [describe(p) for p in pids_with_env(args["run_id"])]
+    code = os.path.join(args["run_dir"], "code")
+    if os.path.isdir(code):
+        report["snapshot"] = {"path": os.path.realpath(code), "hash": tree_hash(code)}
     answer(dict(report, t="finished"))
+
+
+def tree_hash(root):
+    """sha256 over the sorted (relative path, sha256 of content) pairs of every file under
+    ``root``: the snapshot's content hash, as capture computes it."""
+    digests = {}
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            digest = hashlib.sha256()
+            try:
+                with open(path, "rb") as fh:
+                    for chunk in iter(lambda: fh.read(CHUNK), b""):
+                        digest.update(chunk)
+            except OSError as exc:
+                digest.update(str(exc).encode())
+            digests[os.path.relpath(path, root).replace(os.sep, "/")] = digest.hexdigest()
+    total = hashlib.sha256()
+    for rel in sorted(digests):
+        total.update(("%s\0%s\n" % (rel, digests[rel])).encode("utf-8", "surrogateescape"))
+    return "sha256:" + total.hexdigest()
+
+
+def cmd_discard(workdir, args):
+    """Remove the run's working directories on this node (the scratch of a run that ended
+    well); the rest of the run folder stays."""
+    path = os.path.join(args["run_dir"], "work")
+    if os.path.lexists(path):
+        shutil.rmtree(path, onerror=_make_writable)
+        return answer({"removed": [path]})
+    answer({"removed": []})
 
 
 def stop(args):
@@ -528,7 +568,7 @@ def stop(args):
 
 COMMANDS = {"preflight": cmd_preflight, "stage": cmd_stage, "environment": cmd_environment,
             "start": cmd_start,
-            "follow": cmd_follow, "finish": cmd_finish,
+            "follow": cmd_follow, "finish": cmd_finish, "discard": cmd_discard,
             "stop": lambda workdir, args: answer(stop(args)),
             "leftovers": lambda workdir, args: answer(
                 {"leftovers": [describe(p) for p in pids_with_env(args["run_id"])]})}
