@@ -1,14 +1,21 @@
 """REST handlers: list runs, read one run, read events and logs incrementally, stream, cancel.
 
 Every verb is ``@tornado.web.authenticated``. Run ids are validated by the store before any
-path is built from them. Core errors map to statuses in one place (``_status_of``).
+path is built from them. Core errors map to statuses in one place (``_status_of``), and every
+error answer is JSON with ``error`` (and ``message``, as jupyter_server's own errors have).
+
+Numbers in a query are ASCII digits only, in a documented range: byte offsets 0 to 2**62,
+ranks 0 to ``MAX_RANK``, ``limit`` 1 to 1000; anything else answers 400 naming the argument
+and its range. An offset past the end of a file reads nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import tornado.web
@@ -18,12 +25,16 @@ from tornado.iostream import StreamClosedError
 
 from .. import __version__
 from ..errors import InvalidRunId, RunNotFound, RunStateError, SpecError, TrainerError
-from ..store import TERMINAL, Store
+from ..spec import MAX_PROCS
+from ..store import TERMINAL, Store, read_complete_lines
 
 API_PREFIX = "jupyter-trainer/api"
 _RUN = r"(?P<run_id>[^/]+)"
 MAX_READ_BYTES = 4 << 20
-_WHOLE = re.compile(r"[0-9]{1,18}")  # ASCII digits only (\d takes other scripts' digits too)
+MAX_OFFSET = 1 << 62
+MAX_RANK = 1024 * MAX_PROCS - 1  # the largest world size a LaunchSpec allows, less one
+MAX_NAME_FILTER = 100  # a run name is at most 100 characters
+_DIGITS = re.compile(r"[0-9]+")  # ASCII only: \d and int() take other scripts' digits too
 STREAM_POLL_S = 0.25
 
 
@@ -35,6 +46,50 @@ def _status_of(exc: TrainerError) -> int:
     if isinstance(exc, (SpecError, InvalidRunId)):
         return 400
     return 500
+
+
+def _in_range(raw: str, low: int, high: int) -> bool:
+    return bool(_DIGITS.fullmatch(raw) and len(raw.lstrip("0")) <= len(str(high))
+                and low <= int(raw) <= high)
+
+
+def parse_whole(name: str, raw: str, low: int, high: int) -> int:
+    """``raw`` as a whole number from ``low`` to ``high``, written in ASCII digits only."""
+    if not _in_range(raw, low, high):
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        raise SpecError(f"query argument {name}={shown!r} must be a whole number from {low} "
+                        f"to {high}, in ASCII digits")
+    return int(raw)
+
+
+def _read_lines(path: Path, offset: int) -> tuple[bytes, int]:
+    """Complete lines of ``path`` from ``offset``. An offset past what the file system allows
+    (``seek`` fails with EINVAL) is past the end of the file: nothing to read."""
+    try:
+        return read_complete_lines(path, offset, MAX_READ_BYTES)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+        return b"", offset
+
+
+def read_events(store: Store, run_id: str, rank: int, offset: int) -> tuple[list[Any], int]:
+    """Events of ``rank`` from ``offset``. The offset comes from the client and may point into
+    the middle of a line, so any line that does not decode is skipped, whatever ``json``
+    raises for it (a 5,000-digit number, brackets nested too deep)."""
+    data, new_offset = _read_lines(store.existing(run_id).events_file(rank), offset)
+    events = []
+    for line in data.splitlines():
+        try:
+            events.append(json.loads(line))
+        except (ValueError, RecursionError):
+            continue
+    return events, new_offset
+
+
+def read_log(store: Store, run_id: str, rank: int, offset: int) -> tuple[str, int]:
+    data, new_offset = _read_lines(store.existing(run_id).log_file(rank), offset)
+    return data.decode(errors="replace"), new_offset
 
 
 class BaseHandler(APIHandler):
@@ -49,30 +104,28 @@ class BaseHandler(APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(data))
 
-    def int_arg(self, name: str, default: int, low: int = 0, high: int = 1 << 62) -> int:
-        raw = self.get_query_argument(name, None)
-        if raw is None:
-            return default
-        try:
-            value = int(raw)
-        except ValueError:
-            raise SpecError(f"query argument {name}={raw!r} must be a whole number") from None
-        if not low <= value <= high:
-            raise SpecError(f"query argument {name}={value} must be between {low} and {high}")
-        return value
+    def write_failure(self, exc: TrainerError) -> None:
+        self.write_json({"error": str(exc), "message": str(exc), "type": type(exc).__name__},
+                        _status_of(exc))
+
+    def int_arg(self, name: str, default: int, low: int = 0, high: int = MAX_OFFSET) -> int:
+        raw = self.get_query_argument(name, None, strip=False)
+        return default if raw is None else parse_whole(name, raw, low, high)
 
     def offsets_arg(self, name: str) -> dict[int, int]:
         """``name=RANK:OFFSET,RANK:OFFSET`` as {rank: offset}; absent or empty: {}."""
-        raw = self.get_query_argument(name, "")
+        raw = self.get_query_argument(name, "", strip=False)
         offsets: dict[int, int] = {}
         for pair in filter(None, raw.split(",")):
             rank, sep, offset = pair.partition(":")
-            if not (sep and _WHOLE.fullmatch(rank) and _WHOLE.fullmatch(offset)):
-                raise SpecError(f"query argument {name}={raw!r} must be rank:offset pairs "
+            if not (sep and _in_range(rank, 0, MAX_RANK) and _in_range(offset, 0, MAX_OFFSET)):
+                shown = raw if len(raw) <= 80 else raw[:80] + "..."
+                raise SpecError(f"query argument {name}={shown!r} must be rank:offset pairs "
                                 f"separated by commas, like {name}=0:1234,1:88 (the offsets "
-                                "of the last messages received)")
+                                f"of the last messages received), ranks from 0 to {MAX_RANK} "
+                                f"and offsets from 0 to {MAX_OFFSET}, in ASCII digits")
             if int(rank) in offsets:
-                raise SpecError(f"query argument {name}={raw!r} names rank {rank} twice")
+                raise SpecError(f"query argument {name} names rank {int(rank)} twice")
             offsets[int(rank)] = int(offset)
         return offsets
 
@@ -80,7 +133,7 @@ class BaseHandler(APIHandler):
         try:
             await coro
         except TrainerError as exc:
-            self.write_json({"error": str(exc), "type": type(exc).__name__}, _status_of(exc))
+            self.write_failure(exc)
 
 
 class VersionHandler(BaseHandler):
@@ -99,6 +152,9 @@ class RunsHandler(BaseHandler):
         offset = self.int_arg("offset", 0)
         status = self.get_query_argument("status", None) or None
         name = self.get_query_argument("name", None) or None
+        if name is not None and len(name) > MAX_NAME_FILTER:
+            raise SpecError(f"query argument name is {len(name)} characters long; a run name "
+                            f"has at most {MAX_NAME_FILTER}, so give at most that many")
         store = self.store
         rows = store.list_runs(status=status, name=name, limit=limit + 1, offset=offset)
         for row in rows[:limit]:
@@ -131,10 +187,10 @@ class RankReadHandler(BaseHandler):
         await self._execute_guarded(self._get(run_id))
 
     async def _get(self, run_id: str) -> None:
-        rank = self.int_arg("rank", 0)
+        rank = self.int_arg("rank", 0, 0, MAX_RANK)
         offset = self.int_arg("offset", 0)
-        read = self.store.read_events if self.field == "events" else self.store.read_log
-        data, new_offset = read(run_id, rank, offset, MAX_READ_BYTES)
+        read = read_events if self.field == "events" else read_log
+        data, new_offset = read(self.store, run_id, rank, offset)
         self.write_json({"rank": rank, self.field: data, "offset": new_offset})
 
 
@@ -158,6 +214,8 @@ class StreamHandler(BaseHandler):
 
     ``?events=0:1234,1:88&logs=0:4096`` resumes a rank's events or log from that offset (the
     ``offset`` of the last message received for it); other ranks start from the beginning.
+    A problem after the stream has begun (the run deleted meanwhile, an unreadable file) is
+    sent as an ``error`` event, and the stream closes cleanly.
     """
 
     @tornado.web.authenticated
@@ -172,40 +230,70 @@ class StreamHandler(BaseHandler):
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
-        last_state = None
         try:
-            while True:
-                state = store.read_state(run_id)
-                if state != last_state:
-                    self._send("state", state)
-                    last_state = state
-                sent = 0
-                for rank in store.ranks(run_id):
-                    events, event_offsets[rank] = store.read_events(
-                        run_id, rank, event_offsets.get(rank, 0), MAX_READ_BYTES)
-                    if events:
-                        self._send("events", {"rank": rank, "events": events,
-                                              "offset": event_offsets[rank]})
-                    text, log_offsets[rank] = store.read_log(
-                        run_id, rank, log_offsets.get(rank, 0), MAX_READ_BYTES)
-                    if text:
-                        self._send("log", {"rank": rank, "text": text, "offset": log_offsets[rank]})
-                    sent += bool(events) + bool(text)
-                await self.flush()
-                if state["status"] in TERMINAL and not sent:
-                    self._send("end", {"status": state["status"]})
-                    await self.flush()
-                    return
-                if not sent:
-                    await asyncio.sleep(STREAM_POLL_S)
+            await self._follow(store, run_id, event_offsets, log_offsets)
         except StreamClosedError:
             return
+        except (TrainerError, OSError, ValueError) as exc:
+            try:
+                self._send("error", {"error": str(exc), "message": str(exc),
+                                     "type": type(exc).__name__})
+                await self.flush()
+            except StreamClosedError:
+                return
         finally:
             if not self._finished:
                 self.finish()
 
+    async def _follow(self, store: Store, run_id: str, event_offsets: dict[int, int],
+                      log_offsets: dict[int, int]) -> None:
+        last_state = None
+        while True:
+            state = store.read_state(run_id)
+            if state != last_state:
+                self._send("state", state)
+                last_state = state
+            sent = 0
+            for rank in store.ranks(run_id):
+                events, event_offsets[rank] = read_events(
+                    store, run_id, rank, event_offsets.get(rank, 0))
+                if events:
+                    self._send("events", {"rank": rank, "events": events,
+                                          "offset": event_offsets[rank]})
+                text, log_offsets[rank] = read_log(store, run_id, rank, log_offsets.get(rank, 0))
+                if text:
+                    self._send("log", {"rank": rank, "text": text, "offset": log_offsets[rank]})
+                sent += bool(events) + bool(text)
+            await self.flush()
+            if state["status"] in TERMINAL and not sent:
+                self._send("end", {"status": state["status"]})
+                await self.flush()
+                return
+            if not sent:
+                await asyncio.sleep(STREAM_POLL_S)
+
     def _send(self, kind: str, data: Any) -> None:
         self.write(f"event: {kind}\ndata: {json.dumps(data)}\n\n")
+
+
+class NotFoundHandler(BaseHandler):
+    """Any other path under the API: a JSON 404 that lists the routes."""
+
+    ROUTES = ("version", "runs", "runs/RUN", "runs/RUN/events", "runs/RUN/logs",
+              "runs/RUN/stream", "runs/RUN/cancel")
+
+    @tornado.web.authenticated
+    async def get(self, *_args: str) -> None:
+        self._not_found()
+
+    @tornado.web.authenticated
+    async def post(self, *_args: str) -> None:
+        self._not_found()
+
+    def _not_found(self) -> None:
+        message = (f"no such route {self.request.path!r}; the routes under /{API_PREFIX}/ are "
+                   + ", ".join(self.ROUTES))
+        self.write_json({"error": message, "message": message, "type": "NotFound"}, 404)
 
 
 def setup_handlers(web_app: Any) -> None:
@@ -218,4 +306,5 @@ def setup_handlers(web_app: Any) -> None:
         (url_path_join(base, "runs", _RUN, "logs"), RankReadHandler, {"field": "text"}),
         (url_path_join(base, "runs", _RUN, "stream"), StreamHandler),
         (url_path_join(base, "runs", _RUN, "cancel"), CancelHandler),
+        (url_path_join(base, "(.*)"), NotFoundHandler),
     ])
