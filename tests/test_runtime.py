@@ -295,7 +295,8 @@ def test_boot_uses_shim_and_captures_output(run: Path) -> None:
     log = (run / "logs" / "rank-0.log").read_text()
     shim = run / "code" / "_jt" / "jupyter_trainer" / "runtime.py"
     assert f"runtime from {shim}" in log
-    assert f"argv ['--epochs', '2'] path0 {run / 'code'}" in log
+    assert f"argv ['--epochs', '2'] path0 {run / 'work' / 'node-0'}" in log
+    assert not list((run / "code").rglob("__pycache__"))  # the shim compiled nothing there
     assert f"params {{'lr': 0.1, 'epochs': 3}} outputs {run / 'outputs'} run r-test" in log
     assert "this goes to stderr" in log
     assert (run / "outputs").is_dir()

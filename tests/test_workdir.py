@@ -20,6 +20,7 @@ from jupyter_trainer import api
 from jupyter_trainer.capture.snapshot import hash_snapshot
 from jupyter_trainer.errors import RunFailed
 from jupyter_trainer.monitor.text import summary_text
+from jupyter_trainer.targets.registry import add_target
 
 from conftest import leftover, wait_for
 from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
@@ -152,24 +153,29 @@ def test_scratch_is_removed_when_canceled_and_after_a_completed_run(home):
 # -- ssh ----------------------------------------------------------------------------------------
 
 def test_second_run_on_ssh_hosts_does_not_see_the_first_ones_checkpoint(pair, home, tmp_path):
-    runs = [api.submit(CHECKPOINT, target="pair", nodes=2, procs=1, name="ssh-ckpt")
+    """Each host has its own workdir, as nodes with their own disks do."""
+    dirs = [tmp_path / "w1", tmp_path / "w2"]
+    add_target("apart", "ssh", home=home, connect_timeout=5, env={"GLOO_SOCKET_IFNAME": "lo"},
+               hosts=[{"host": a, "workdir": str(d)} for a, d in zip(ALIASES, dirs)])
+    runs = [api.submit(CHECKPOINT, target="apart", nodes=2, procs=1, name="ssh-ckpt")
             .wait(timeout=180) for _ in range(2)]
     first, second = runs
     assert second.state["launcher"]["staging"]["already_on"] == list(ALIASES)
     snap = first.state["launcher"]["staging"]["snapshot"]
-    shared = tmp_path / "remote" / "snapshots" / snap
     local = snapshot_files(first.store.existing(first.id).code)
-    assert snapshot_files(shared) == local and "snapshot.pt" not in local
+    assert "snapshot.pt" not in local
+    assert all(snapshot_files(d / "snapshots" / snap) == local for d in dirs)
     for run in runs:
-        remote = tmp_path / "remote" / "runs" / run.id
+        remotes = [d / "runs" / run.id for d in dirs]
         for rank in (0, 1):
-            assert started_fresh(run, rank, remote / "work" / f"node-{rank}")
+            assert started_fresh(run, rank, remotes[rank] / "work" / f"node-{rank}")
             assert (run.outputs / f"model-{rank}.pt").read_text() == run.id
             assert (run.store.existing(run.id).logs / "user" / f"train-{rank}.txt").exists()
         snapshot = run.state["snapshot"]
-        assert snapshot["intact"] is True and "unverified" not in snapshot
-        assert not (remote / "work").exists()
-        assert sorted(run.state["workdirs"]["removed"]) == [f"{h}:{remote}/work" for h in ALIASES]
+        assert snapshot == {"hash": run.spec.code.hash, "intact": True}
+        assert not any((r / "work").exists() for r in remotes)
+        assert run.state["workdirs"]["removed"] == [
+            f"{h}:{r}/work" for h, r in zip(ALIASES, remotes)]
         collected = run.state["teardown"]["collected"]["nodes"]
         assert {f for n in collected.values() for f in n.get("logs", [])} == {
             "train-0.txt", "train-1.txt"}
