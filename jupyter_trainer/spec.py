@@ -171,6 +171,7 @@ class CodeSpec:
     bytes: int = 0
     source_dir: str | None = None
     excluded: tuple[str, ...] = ()
+    source_files: int = 0  # how many files were taken from source_dir
 
     def __post_init__(self) -> None:
         if self.origin not in ("cell", "script"):

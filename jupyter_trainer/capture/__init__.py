@@ -8,9 +8,10 @@ Nothing here imports IPython: the caller passes the namespace and the transforme
 
 from .context import DEFAULT_MAX_CARRY_BYTES, CellContext, resolve_cell
 from .names import free_names
-from .snapshot import RESERVED_DIR, hash_snapshot, write_cell_snapshot, write_script_snapshot
+from .snapshot import (RESERVED_DIR, hash_snapshot, source_summary, write_cell_snapshot,
+                       write_script_snapshot)
 
 __all__ = [
     "free_names", "resolve_cell", "CellContext", "write_cell_snapshot", "write_script_snapshot",
-    "DEFAULT_MAX_CARRY_BYTES", "RESERVED_DIR", "hash_snapshot",
+    "DEFAULT_MAX_CARRY_BYTES", "RESERVED_DIR", "hash_snapshot", "source_summary",
 ]

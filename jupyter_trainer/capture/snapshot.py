@@ -33,7 +33,8 @@ from .cellscript import render_cell_script
 from .context import CellContext
 
 __all__ = [
-    "RESERVED_DIR", "IGNORE_FILE", "SECRET_PATTERNS", "JUNK_PATTERNS", "CELL_ENTRY",
+    "RESERVED_DIR", "IGNORE_FILE", "SECRET_FILE_PATTERNS", "SECRET_PATTERNS", "JUNK_PATTERNS",
+    "CELL_ENTRY", "is_secret", "source_summary",
     "DEFAULT_MAX_SNAPSHOT_BYTES", "MAX_SNAPSHOT_ENV",
     "write_cell_snapshot", "write_script_snapshot", "hash_snapshot",
 ]
@@ -42,8 +43,15 @@ RESERVED_DIR = "_jt"
 IGNORE_FILE = ".trainignore"
 CELL_ENTRY = f"{RESERVED_DIR}/cell.py"
 CARRIED_FILE = f"{RESERVED_DIR}/carried.pkl"
-SECRET_PATTERNS = (".env", ".env.*", "*.pem", "*.key", "id_*", ".git/", "*credentials*",
-                   ".netrc", ".pypirc")
+# Left out by name, as secret scanners look for them. Matched against a file's own name
+# only (a folder named tokens/ is walked), except Python modules (tokenizer.py is code the
+# run imports) and tokenizer files.
+SECRET_FILE_PATTERNS = ("*secret*", "*token*", "*creds*", "!*.py", "!*tokeniz*")
+# Files and folders; these win over the exceptions above.
+SECRET_PATTERNS = (".env", ".env.*", "*.pem", "*.key", "id_*", ".git/", "*credential*",
+                   ".netrc", ".pypirc", "*service-account*.json", "*service_account*.json",
+                   "kubeconfig", "*.kubeconfig", ".kube/", "**/.docker/config.json", ".npmrc",
+                   ".htpasswd", "*.p12", "*.pfx", "*.keystore", "*.jks")
 JUNK_PATTERNS = ("__pycache__/", "*.py[co]", ".ipynb_checkpoints/")
 DEFAULT_MAX_SNAPSHOT_BYTES = 200 * 1024 * 1024
 MAX_SNAPSHOT_ENV = "JUPYTER_TRAINER_MAX_SNAPSHOT_BYTES"
@@ -67,7 +75,8 @@ def write_cell_snapshot(dest: Path, cell: str, context: CellContext, *,
     generated.update(_runtime_files())
     count, size, digest = _write(Path(dest), files, generated, source_dir)
     return CodeSpec(entry=CELL_ENTRY, hash=digest, origin="cell", files=count, bytes=size,
-                    source_dir=_abs(source_dir), excluded=tuple(sorted(excluded)))
+                    source_dir=_abs(source_dir), excluded=tuple(sorted(excluded)),
+                    source_files=len(files))
 
 
 def write_script_snapshot(dest: Path, script: Path, args: Sequence[str] = (), *,
@@ -101,7 +110,8 @@ def write_script_snapshot(dest: Path, script: Path, args: Sequence[str] = (), *,
             )
     count, size, digest = _write(Path(dest), files, _runtime_files(), source_dir)
     return CodeSpec(entry=entry, hash=digest, origin="script", args=tuple(args), files=count,
-                    bytes=size, source_dir=_abs(source_dir), excluded=tuple(sorted(excluded)))
+                    bytes=size, source_dir=_abs(source_dir), excluded=tuple(sorted(excluded)),
+                    source_files=len(files) if source_dir is not None else 0)
 
 
 def hash_snapshot(root: Path) -> str:
@@ -115,10 +125,57 @@ def hash_snapshot(root: Path) -> str:
     return _combine(digests)
 
 
+def source_summary(code: CodeSpec, most: int = 8) -> str | None:
+    """One line on what ``--source`` took and what it left out as secrets by name, with how
+    to send one anyway; None for a run without ``--source``."""
+    if code.source_dir is None:
+        return None
+    secrets = [rel for rel in code.excluded if is_secret(rel.rstrip("/"), rel.endswith("/"))]
+    links = [rel for rel in code.excluded if rel not in secrets]
+    took = f"{code.source_files} file{'s' if code.source_files != 1 else ''}"
+    line = f"--source {code.source_dir}: took {took}"
+    if secrets:
+        shown = ", ".join(secrets[:most]) + (f" and {len(secrets) - most} more (spec.json "
+                                             "lists them all)" if len(secrets) > most else "")
+        ignore = str(Path(code.source_dir) / IGNORE_FILE)
+        line += (f"; left out as secrets by name: {shown} (to send one, add a line "
+                 f"'!{secrets[0]}' to {ignore})")
+    else:
+        line += "; no secrets by name left out"
+    if links:
+        line += f"; links not followed: {', '.join(links[:most])}"
+    return line
+
+
 # -- planning: which files of the source folder go in -----------------------------------
 
+_BY_NAME = pathspec.GitIgnoreSpec.from_lines(SECRET_FILE_PATTERNS)
+_SECRET = pathspec.GitIgnoreSpec.from_lines(SECRET_PATTERNS)
+
+
+def _decide(later: pathspec.PathSpec | None, rel: str, is_dir: bool) -> bool:
+    """Whether ``rel`` is left out: the last matching rule decides, ``later`` (junk and
+    ``.trainignore``) over ``SECRET_PATTERNS`` over ``SECRET_FILE_PATTERNS``. Secrets are
+    matched whatever the case of the name (``AWS_Credentials.json``, ``MY_SECRET.txt``)."""
+    path = rel + "/" if is_dir else rel
+    for spec, name in ((later, path), (_SECRET, path.lower())):
+        found = spec.check_file(name).include if spec is not None else None
+        if found is not None:
+            return found
+    return not is_dir and bool(_BY_NAME.check_file(rel.rsplit("/", 1)[-1].lower()).include)
+
+
+def is_secret(rel: str, is_dir: bool = False) -> bool:
+    """Whether the default exclusions leave ``rel`` out as a secret (``.trainignore`` aside)."""
+    return _decide(None, rel, is_dir)
+
+
 class _Rules:
-    """Default exclusions, then the folder's own .trainignore (so ``!.env`` re-includes)."""
+    """Default exclusions, then the folder's own .trainignore (so ``!.env`` re-includes).
+
+    The patterns apply in this order, the last one that matches deciding:
+    ``SECRET_FILE_PATTERNS`` (a file's own name only), ``SECRET_PATTERNS``,
+    ``JUNK_PATTERNS``, then the lines of ``.trainignore``."""
 
     def __init__(self, root: Path) -> None:
         ignore = root / IGNORE_FILE
@@ -129,22 +186,18 @@ class _Rules:
             except (OSError, UnicodeDecodeError) as exc:
                 raise CaptureError(f"cannot read {str(ignore)!r}: {exc}") from exc
         try:
-            self.all = pathspec.GitIgnoreSpec.from_lines([*SECRET_PATTERNS, *JUNK_PATTERNS, *user])
+            self.later = pathspec.GitIgnoreSpec.from_lines([*JUNK_PATTERNS, *user])
         except Exception as exc:  # pathspec raises plain errors for bad patterns
             raise CaptureError(f"invalid pattern in {str(ignore)!r}: {exc}") from exc
-        self.secret = pathspec.GitIgnoreSpec.from_lines(SECRET_PATTERNS)
 
     def excluded(self, rel: str, is_dir: bool) -> bool:
-        return self.all.match_file(rel + "/" if is_dir else rel)
+        return _decide(self.later, rel, is_dir)
 
     def left_out(self, rel: str) -> bool:
         """Whether the file at ``rel`` or any folder above it is excluded."""
         parts = rel.split("/")
         return self.excluded(rel, False) or any(
             self.excluded("/".join(parts[:i]), True) for i in range(1, len(parts)))
-
-    def is_secret(self, rel: str, is_dir: bool) -> bool:
-        return self.secret.match_file(rel + "/" if is_dir else rel)
 
 
 def _plan_source(source_dir: Path) -> tuple[dict[str, Path], list[str]]:
@@ -171,7 +224,7 @@ def _plan_source(source_dir: Path) -> tuple[dict[str, Path], list[str]]:
         for name in sorted(dirnames):
             rel, path = prefix + name, Path(dirpath, name)
             if rules.excluded(rel, True):
-                if rules.is_secret(rel, True):
+                if is_secret(rel, True):
                     excluded.append(rel + "/")
             elif path.is_symlink():
                 excluded.append(rel)  # linked folders are never followed
@@ -181,7 +234,7 @@ def _plan_source(source_dir: Path) -> tuple[dict[str, Path], list[str]]:
         for name in sorted(filenames):
             rel, path = prefix + name, Path(dirpath, name)
             if rules.excluded(rel, False):
-                if rules.is_secret(rel, False):
+                if is_secret(rel, False):
                     excluded.append(rel)
             elif path.is_symlink():
                 target = path.resolve()

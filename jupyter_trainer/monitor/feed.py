@@ -15,7 +15,7 @@ from collections import deque
 from typing import Any
 
 from ..follow import LogTail, Series, downsample, mean_across_ranks, minmax_indices
-from .text import RateMeter, progress_line, summary_text, traceback_tail
+from .text import RateMeter, progress_line, source_line, summary_text, traceback_tail
 
 STAGES = ("preparing", "queued", "running", "finalizing")
 MAX_SERIES_POINTS = 1000      # per series on a chart: ~2 per pixel of a wide chart
@@ -110,6 +110,7 @@ class RunFeed:
             "backend": state.get("backend") or spec.launch.backend or "auto",
             "environment": environment, "params": dict(spec.params),
             "created": state.get("created"), "notebook": spec.origin.get("notebook"),
+            "source": source_line(spec),
         }
 
     def state_payload(self) -> dict[str, Any]:

@@ -95,6 +95,8 @@ def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None,
                      f"{state.get('backend', spec.launch.backend or 'auto')}")
     if state.get("environment"):
         lines.append(environment_line(state["environment"]))
+    if spec is not None and source_line(spec):
+        lines.append(source_line(spec))
     job = (state.get("launcher") or {}).get("job_id")
     if job:
         scheduler = state.get("scheduler") or {}
@@ -120,6 +122,13 @@ def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None,
         files = sorted(p.name for p in outputs.iterdir()) if outputs.is_dir() else []
         lines.append(f"outputs: {outputs}" + (f" ({', '.join(files[:10])})" if files else " (empty)"))
     return "\n".join(lines)
+
+
+def source_line(spec: Any) -> str | None:
+    """What ``--source`` took and left out as secrets (None without ``--source``)."""
+    from ..capture.snapshot import source_summary  # lazy: pathspec only when shown
+
+    return source_summary(spec.code)
 
 
 def environment_line(env: dict[str, Any]) -> str:

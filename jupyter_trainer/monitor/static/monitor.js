@@ -94,6 +94,7 @@ function buildMonitor(root, model) {
       </div>
       <div class="jt-meta" data-testid="jt-meta"></div>
       <div class="jt-params" data-testid="jt-params"></div>
+      <div class="jt-source jt-muted" data-testid="jt-source" hidden></div>
       <div class="jt-notice" hidden></div>
     </div>
     <div class="jt-banner" data-testid="jt-banner" hidden></div>
@@ -178,6 +179,9 @@ function buildMonitor(root, model) {
     $("[data-testid=jt-params]").innerHTML = params.length
       ? params.map(([k, v]) => `<span class="jt-chip jt-param-chip" title="${escapeHtml(`${k} = ${pyRepr(v)}`)}"><span class="jt-muted">${escapeHtml(k)}</span> ${escapeHtml(pyRepr(v))}</span>`).join("")
       : '<span class="jt-muted">no hyperparameters</span>';
+    const source = $("[data-testid=jt-source]");
+    source.textContent = info.source || "";
+    source.hidden = !info.source;
     const terminal = TERMINAL.includes(status);
     cancel.hidden = terminal;
     if (!terminal && !cancelClicked) { cancel.disabled = false; cancel.textContent = "Cancel"; }
