@@ -253,8 +253,18 @@ class Run:
 
     def logs(self, rank: int = 0) -> str:
         """Everything rank ``rank`` printed (stdout and stderr)."""
-        text, _ = self.store.read_log(self.id, rank, 0, max_bytes=None)
+        text, _ = self.store.read_log(self.id, self.check_rank(rank), 0, max_bytes=None)
         return text
+
+    def check_rank(self, rank: int) -> int:
+        """``rank`` if the run has it (below its world size, or with a trace in the store);
+        else ``SpecError`` naming the ranks it has."""
+        size = self.spec.launch.world_size
+        if type(rank) is int and (0 <= rank < size or rank in self.store.ranks(self.id)):
+            return rank
+        ranks = "rank 0 only" if size == 1 else f"ranks 0 to {size - 1}"
+        raise SpecError(f"run {self.id} has no rank {rank!r}: it has {ranks} "
+                        f"(world size {size}); pick one of those")
 
     def monitor(self, **kwargs: Any):
         """This run's monitor, live or finished, with its whole history.

@@ -11,7 +11,7 @@ from typing import Sequence
 from . import api
 from .errors import RunFailed, TrainerError
 from .monitor import TextMonitor
-from .monitor.text import runs_table, summary_text, targets_table
+from .monitor.text import runs_table, source_line, summary_text, targets_table
 from .options import add_run_options, add_target_options, parse_with_settings
 from .store import STATUSES, Store
 
@@ -90,6 +90,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     run = api.submit(script=args.script, args=args.script_args, **submit_kwargs(args))
     print(run.id, flush=True)
+    source = source_line(run.spec)
+    if source:
+        print(source, file=sys.stderr, flush=True)
     if not args.wait:
         return 0
     try:
@@ -125,6 +128,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
     run = api.get_run(args.run)
     store = run.store
     offsets: dict[int, int] = {}
+    if args.rank is not None:
+        run.check_rank(args.rank)
     prefixed = args.rank is None and run.spec.launch.world_size > 1
     while True:
         finished = run.done  # read before the logs, so nothing written after it is missed

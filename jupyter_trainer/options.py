@@ -36,6 +36,21 @@ class OptionParser(argparse.ArgumentParser):
         raise HelpRequested(self.format_help())
 
 
+class ParamAction(argparse.Action):
+    """``-p KEY=VALUE``, repeatable; the same KEY twice is an error, not "the last wins"."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        given = list(getattr(namespace, self.dest, None) or [])
+        key = str(values).partition("=")[0].strip()
+        for earlier in given:
+            if earlier.partition("=")[0].strip() == key:
+                raise argparse.ArgumentError(
+                    self, f"the key {key!r} is given twice ({earlier!r}, then {values!r}); "
+                          f"keep the one you mean")
+        setattr(namespace, self.dest, [*given, values])
+
+
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The options of a run, in every front end."""
     parser.add_argument("--name", help="a name for the run (default: 'cell' or the script's name)")
@@ -50,7 +65,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="process-group backend (default: NCCL on CUDA GPUs, else Gloo)")
     parser.add_argument("--env", default=None, metavar="NAME",
                         help="a named environment (default: the kernel's own Python)")
-    parser.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("-p", "--param", action=ParamAction, default=[], metavar="KEY=VALUE",
                         help="set a hyperparameter; VALUE is a Python literal or a string "
                              "(repeatable)")
     parser.add_argument("--source", default=None, metavar="DIR",

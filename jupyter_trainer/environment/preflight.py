@@ -21,6 +21,7 @@ import importlib.util
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -30,6 +31,7 @@ from typing import Any, Mapping
 LAUNCHER_MODULES = {"torchrun": ("torch",), "horovod": ("horovod",)}
 RESERVED_DIR = "_jt"
 CELL_ENTRY = "_jt/cell.py"
+IGNORE_FILE = ".trainignore"  # capture.snapshot.IGNORE_FILE
 CELL_MARKER = "# --- cell ---"  # capture.cellscript.CELL_MARKER: the cell follows it verbatim
 
 _CHECK = r"""
@@ -127,7 +129,7 @@ def check(python: str, code_dir: Path, entry: str, *, launcher: str,
             "module": module, "line": line,
             "source": lines[line - 1].strip() if line and line <= len(lines) else None,
             "why": required.get(module) or where_imported(entry, lines, line),
-            "kernel": where_kernel_finds(module)})
+            "kernel": where_kernel_finds(module), "local": local_module(module)})
     record.update(ok=not record["missing"], python=found["python"], torch=found["torch"],
                   unchecked=found["errors"], differences=differences(kernel, found),
                   seconds=round(time.monotonic() - start, 3))
@@ -174,6 +176,22 @@ def where_kernel_finds(module: str) -> dict[str, Any] | None:
     return {"path": location}
 
 
+def local_module(module: str, folder: Path | None = None) -> str | None:
+    """The file or package folder of ``module`` in ``folder`` (default: the current
+    directory, where the notebook or the submitting shell is), if there is one: a sibling
+    module the snapshot lacks, which ``--source`` would bring along."""
+    folder = Path.cwd() if folder is None else Path(folder)
+    file, package = folder / f"{module}.py", folder / module
+    try:
+        if file.is_file():
+            return str(file)
+        if package.is_dir() and any(p.suffix == ".py" for p in package.iterdir()):
+            return str(package)
+    except OSError:
+        pass
+    return None
+
+
 def failure_message(record: Mapping[str, Any], *, env_name: str | None, version: str | None,
                     inherit: bool = False) -> str:
     """What failed and how to fix it, one paragraph per missing module."""
@@ -188,7 +206,12 @@ def failure_message(record: Mapping[str, Any], *, env_name: str | None, version:
         head = f"- {module!r} ({item['why']}"
         head += f": `{item['source']}`)" if item.get("source") else ")"
         dist = (kernel or {}).get("distribution")
-        if kernel and not dist:
+        if item.get("local"):
+            folder = shlex.quote(str(Path(item["local"]).parent))
+            fix = (f"{item['local']} is in the current folder but not in the run's snapshot: "
+                   f"take that folder along with --source {folder} (if it is the --source "
+                   f"already, check that its {IGNORE_FILE} does not leave the file out)")
+        elif kernel and not dist:
             fix = (f"the notebook imports it from {kernel['path']}, which the run does not "
                    "have: add its folder to the snapshot with --source DIR")
         elif env_name and dist:

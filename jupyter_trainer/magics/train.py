@@ -12,7 +12,7 @@ from IPython.display import display
 
 from .. import api
 from ..monitor import monitor_mode, show
-from ..monitor.text import runs_table, summary_text, targets_table
+from ..monitor.text import runs_table, source_line, summary_text, targets_table
 from ..options import (HelpRequested, OptionParser, add_target_options, cell_parser,
                        parse_with_settings, script_parser, split_line, submit_kwargs)
 from ..errors import SpecError
@@ -80,6 +80,7 @@ class TrainMagics(Magics):
             return None
         run = api.submit(code, namespace=self.shell.user_ns, history=history,
                          origin=_origin(), **submit_kwargs(opts))
+        _say_source(run)
         if opts.no_wait:
             if mode == "widget":
                 display(_widget(run))
@@ -116,6 +117,7 @@ class TrainMagics(Magics):
             opts = script_parser("%train").parse_args(words)
             run = api.submit(script=opts.script, args=rest, origin=_origin(),
                              **submit_kwargs(opts))
+            _say_source(run)
             return self._watch(run)
         opts = parse_with_settings(_management_parser(), words)
         if opts.command == "runs":
@@ -149,11 +151,17 @@ class TrainMagics(Magics):
             print(f"run {run.id} {run.status}")
         elif opts.command == "logs":
             run = api.get_run(opts.run)
-            ranks = [opts.rank] if opts.rank is not None else run.store.ranks(run.id)
+            ranks = [run.check_rank(opts.rank)] if opts.rank is not None else run.store.ranks(run.id)
             for rank in ranks:
                 lines = run.logs(rank).splitlines()[-opts.tail:]
                 print(f"--- rank {rank} ---" if len(ranks) > 1 else "", *lines, sep="\n")
         return None
+
+
+def _say_source(run: api.Run) -> None:
+    line = source_line(run.spec)
+    if line:
+        print(line, flush=True)
 
 
 def _widget(run: api.Run) -> Any:
