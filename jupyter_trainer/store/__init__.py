@@ -2,62 +2,50 @@
 
 ```
 $JUPYTER_TRAINER_HOME            (default ~/.jupyter_trainer)
-  runs.db                        SQLite index (WAL): one row per run
+  runs.db                        SQLite index (WAL): one row per run, rebuilt from runs/
+  runs.db.lock                   held shared while a run is created, exclusive to rebuild
   staging/                       snapshots being written (moved into a run atomically)
   runs/<run-id>/
-    spec.json  state.json  cancel.request  supervisor.log
+    spec.json  state.json  cancel.request  supervisor.log  supervisor.alive
     code/  events/rank-<r>.jsonl  logs/rank-<r>.log  ranks/rank-<r>.json  outputs/
 ```
 The supervisor of a run is the only writer of its ``state.json``; readers only read, and
-write requests (``cancel.request``).
+write requests (``cancel.request``). The run folders are the truth and the index a cache of
+them: a missing or corrupt index is rebuilt from the folders when it is opened (a corrupt
+one is moved aside, never deleted), and a run is created folder and row together or not at
+all. ``jupyter-trainer doctor --fix`` is the one other writer of a state: it records a run
+whose supervisor is gone as ``lost``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import secrets
 import shutil
 import socket
-import sqlite3
 import tempfile
 import time
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from . import procs
-from .errors import RunNotFound, SpecError
-from .home import HOME_ENV, default_home
-from .spec import RunSpec, validate_run_id
+from .. import procs
+from ..errors import RunNotFound, SpecError, StoreError
+from ..home import HOME_ENV, default_home
+from ..spec import RunSpec, validate_run_id
+from .index import RunIndex, index_row, unwritable
 
 ACTIVE = ("created", "preparing", "queued", "running", "finalizing")
 TERMINAL = ("completed", "failed", "canceled", "lost")
 STATUSES = ACTIVE + TERMINAL
 # A run still "created" this long after creation never got a supervisor.
 CREATED_GRACE_S = 60.0
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    status TEXT NOT NULL,
-    target TEXT NOT NULL,
-    launcher TEXT NOT NULL,
-    nodes INTEGER NOT NULL,
-    procs INTEGER NOT NULL,
-    code_hash TEXT NOT NULL,
-    created REAL NOT NULL,
-    started REAL,
-    ended REAL,
-    failed_rank INTEGER,
-    updated REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runs_created ON runs (created);
-CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
-"""
+# How often a live supervisor touches ``supervisor.alive``.
+HEARTBEAT_S = 1.0
+_log = logging.getLogger(__name__)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -88,6 +76,7 @@ class RunPaths:
     state = property(lambda self: self.root / "state.json")
     cancel_request = property(lambda self: self.root / "cancel.request")
     supervisor_log = property(lambda self: self.root / "supervisor.log")
+    heartbeat = property(lambda self: self.root / "supervisor.alive")
     code = property(lambda self: self.root / "code")
     events = property(lambda self: self.root / "events")
     logs = property(lambda self: self.root / "logs")
@@ -118,8 +107,8 @@ class Store:
     def __init__(self, home: str | os.PathLike | None = None) -> None:
         self.home = Path(home).expanduser() if home else default_home()
         self.runs_dir = self.home / "runs"
-        self.db_path = self.home / "runs.db"
-        self._db_ready = False
+        self.index = RunIndex(self.home, self._folder_rows)
+        self.db_path = self.index.path
 
     # -- layout ------------------------------------------------------------------------
     def paths(self, run_id: str) -> RunPaths:
@@ -137,56 +126,75 @@ class Store:
     def staging_dir(self) -> Path:
         """A fresh folder in which a snapshot can be written before the run exists."""
         base = self.home / "staging"
-        base.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(dir=base)) / "code"
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            return Path(tempfile.mkdtemp(dir=base)) / "code"
+        except OSError as exc:
+            raise unwritable(base, exc) from None
 
     def discard_staging(self, code_dir: Path) -> None:
         _rmtree(code_dir.parent)
 
+    def check_writable(self) -> None:
+        """Raise ``StoreError`` now, before anything is written, if no run can be created."""
+        for folder in (self.runs_dir, self.home / "staging"):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                fd, probe = tempfile.mkstemp(prefix=".probe-", dir=folder)
+                os.close(fd)
+                os.unlink(probe)
+            except OSError as exc:
+                raise unwritable(folder, exc) from None
+        self.index.check_writable()
+
     # -- index -------------------------------------------------------------------------
-    def _connect(self) -> sqlite3.Connection:
-        self.home.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA busy_timeout = 30000")
-        # The index can be rebuilt from the run directories, so it need not survive a power
-        # loss; skipping the fsync per commit avoids stalls of hundreds of ms on busy disks.
-        conn.execute("PRAGMA synchronous = NORMAL")
-        if not self._db_ready:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.executescript(_SCHEMA)
-            self._db_ready = True
-        return conn
+    def folder_row(self, run_id: str) -> dict[str, Any] | None:
+        """The index row a run's folder calls for (its recorded state), or None if its
+        spec or state cannot be read."""
+        try:
+            paths = self.paths(run_id)
+            return index_row(run_id, RunSpec.from_dict(read_json(paths.spec)),
+                             read_json(paths.state))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _folder_rows(self) -> list[dict[str, Any]]:
+        return [row for run_id in self.run_ids_on_disk() if (row := self.folder_row(run_id))]
+
+    def run_ids_on_disk(self) -> list[str]:
+        """Ids of the run folders (those with a spec), sorted."""
+        try:
+            entries = list(os.scandir(self.runs_dir))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(e.name for e in entries if _is_run_id(e.name)
+                      and os.path.isfile(Path(e.path, "spec.json")))
+
+    def index_rows(self) -> dict[str, dict[str, Any]]:
+        """Every index row as stored (status as last recorded, liveness not applied)."""
+        return self.index.rows()
+
+    def reindex(self, run_id: str) -> bool:
+        """Write the run's index row from its folder; False if the folder cannot be read."""
+        row = self.folder_row(run_id)
+        if row is not None:
+            self.index.upsert(row)
+        return row is not None
 
     def _index_upsert(self, run_id: str, spec: RunSpec, state: dict[str, Any]) -> None:
-        stages = state.get("stages", {})
-        row = {
-            "id": run_id,
-            "name": spec.name,
-            "status": state["status"],
-            "target": spec.target.name,
-            "launcher": spec.launch.launcher,
-            "nodes": spec.launch.nodes,
-            "procs": spec.launch.procs,
-            "code_hash": spec.code.hash,
-            "created": state["created"],
-            "started": stages.get("running", {}).get("start"),
-            "ended": state.get("ended"),
-            "failed_rank": state.get("failed_rank"),
-            "updated": time.time(),
-        }
-        cols = ", ".join(row)
-        marks = ", ".join(f":{k}" for k in row)
-        with closing(self._connect()) as conn:
-            conn.execute(f"INSERT OR REPLACE INTO runs ({cols}) VALUES ({marks})", row)
+        self.index.upsert(index_row(run_id, spec, state))
 
     def list_runs(self, *, status: str | None = None, name: str | None = None,
                   limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
         """Runs, newest first. ``status`` filters on the effective status (``lost`` included)."""
         if status is not None and status not in STATUSES:
             raise SpecError(f"unknown status {status!r}; choose one of {', '.join(STATUSES)}")
-        if not self.db_path.exists():
-            return []
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise SpecError(f"limit must be a whole number of at least 1, not {limit!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise SpecError(f"offset must be a whole number of at least 0, not {offset!r}")
+        if not os.path.lexists(self.db_path) and not self.run_ids_on_disk():
+            return []  # a store never used: nothing to list, nothing to create
         query, args = "SELECT * FROM runs", []
         where = []
         if name:
@@ -201,11 +209,10 @@ class Store:
         if where:
             query += " WHERE " + " AND ".join(where)
         query += " ORDER BY created DESC, id DESC"
-        with closing(self._connect()) as conn:
-            rows = [dict(r) for r in conn.execute(query, args)]
+        rows = self.index.run(lambda conn: [dict(r) for r in conn.execute(query, args)])
         for row in rows:
             if row["status"] in ACTIVE:
-                row["status"] = self._effective_status(row["id"], row["status"])
+                row.update(self._effective(row["id"]))
         if status:
             rows = [r for r in rows if r["status"] == status]
         return rows[offset:offset + limit]
@@ -216,52 +223,108 @@ class Store:
         return f"{_slug(name)}-{stamp}-{secrets.token_hex(3)}"
 
     def create(self, spec: RunSpec, snapshot: Path) -> str:
-        """Make the run directory from a written snapshot (moved, not copied); return its id."""
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        """Make the run directory from a written snapshot (moved, not copied); return its id.
+
+        The folder is renamed into place inside the transaction that inserts its index row,
+        so a failure of either leaves neither.
+        """
         run_id = self.new_run_id(spec.name)
         final = self.paths(run_id)
-        tmp = RunPaths(Path(tempfile.mkdtemp(prefix=f".{run_id}.", dir=self.runs_dir)))
         try:
-            os.replace(snapshot, tmp.code)
-            for folder in (tmp.events, tmp.logs, tmp.ranks, tmp.outputs):
-                folder.mkdir()
-            write_json_atomic(tmp.spec, spec.to_dict())
-            os.chmod(tmp.spec, 0o444)
-            state = {"run_id": run_id, "status": "created", "created": time.time(), "stages": {}}
-            write_json_atomic(tmp.state, state)
-            os.replace(tmp.root, final.root)
-        except BaseException:
-            _rmtree(tmp.root)
-            raise
+            try:
+                self.runs_dir.mkdir(parents=True, exist_ok=True)
+                tmp = RunPaths(Path(tempfile.mkdtemp(prefix=f".{run_id}.", dir=self.runs_dir)))
+            except OSError as exc:
+                raise unwritable(self.runs_dir, exc) from None
+            try:
+                os.replace(snapshot, tmp.code)
+                for folder in (tmp.events, tmp.logs, tmp.ranks, tmp.outputs):
+                    folder.mkdir()
+                write_json_atomic(tmp.spec, spec.to_dict())
+                os.chmod(tmp.spec, 0o444)
+                state = {"run_id": run_id, "status": "created", "created": time.time(),
+                         "stages": {}}
+                write_json_atomic(tmp.state, state)
+                self.index.publish(index_row(run_id, spec, state), tmp.root, final.root)
+            except BaseException as exc:
+                _rmtree(tmp.root)
+                if isinstance(exc, OSError):
+                    raise unwritable(self.runs_dir, exc) from None
+                raise
         finally:
             if snapshot.parent.parent == self.home / "staging":
                 _rmtree(snapshot.parent)
-        self._index_upsert(run_id, spec, state)
         return run_id
 
     def read_spec(self, run_id: str) -> RunSpec:
         return RunSpec.from_dict(read_json(self.existing(run_id).spec))
 
     def read_state(self, run_id: str) -> dict[str, Any]:
-        """The run's state as written by its supervisor, with ``lost`` filled in by liveness."""
-        state = read_json(self.existing(run_id).state)
-        if state["status"] in ACTIVE and self._supervisor_gone(state):
-            state["status"] = "lost"
-            state.setdefault("error", "the run's supervisor process is gone (killed or "
-                             "crashed); its launcher was sent SIGTERM when it died")
+        """The run's state as written by its supervisor; a run whose supervisor is gone is
+        ``lost``, ended when the supervisor was last seen (so its duration stops growing)."""
+        paths = self.existing(run_id)
+        state = read_json(paths.state)
+        if state["status"] not in ACTIVE or not self._supervisor_gone(state):
+            return state
+        state = read_json(paths.state)  # it may have written its last state and exited since
+        if state["status"] not in ACTIVE:
+            return state
+        return self._as_lost(paths, state)
+
+    def _as_lost(self, paths: RunPaths, state: dict[str, Any]) -> dict[str, Any]:
+        ended = self.last_seen(paths, state)
+        current = state.get("stages", {}).get(state["status"])
+        if current is not None and "end" not in current:
+            current["end"] = max(ended, current.get("start", ended))
+        state.update(status="lost", ended=ended, supervisor_last_seen=ended)
+        state.setdefault("error", "the run's supervisor process is gone (killed or crashed); "
+                         "its launcher was sent SIGTERM when it died")
+        return state
+
+    @staticmethod
+    def last_seen(paths: RunPaths, state: dict[str, Any]) -> float:
+        """When the run's supervisor was last known alive: its heartbeat, else its last
+        state write, else the run's creation."""
+        times = [state.get("updated") or 0.0, state.get("created") or 0.0]
+        try:
+            times.append(paths.heartbeat.stat().st_mtime)
+        except OSError:
+            pass
+        return max(times)
+
+    def record_lost(self, run_id: str) -> dict[str, Any] | None:
+        """Write ``lost`` into the state of a run whose supervisor is gone (with ``ended`` =
+        when it was last seen); None if the run is not lost. ``doctor --fix`` only."""
+        paths = self.existing(run_id)
+        state = self.read_state(run_id)
+        if state["status"] != "lost" or read_json(paths.state)["status"] == "lost":
+            return None
+        write_json_atomic(paths.state, state)
+        self._index_upsert(run_id, self.read_spec(run_id), state)
         return state
 
     def write_state(self, run_id: str, state: dict[str, Any], spec: RunSpec | None = None) -> None:
-        """Replace the run's state atomically and update its index row. Supervisor only."""
+        """Replace the run's state atomically and update its index row. Supervisor only.
+
+        ``state.json`` is the record; an index that cannot be written here does not stop
+        the run: readers take an unfinished row's status from the state, and ``doctor``
+        reports and fixes the row.
+        """
         state["updated"] = time.time()
         write_json_atomic(self.paths(run_id).state, state)
-        self._index_upsert(run_id, spec or self.read_spec(run_id), state)
-
-    def _effective_status(self, run_id: str, indexed: str) -> str:
         try:
-            return self.read_state(run_id)["status"]
-        except (RunNotFound, FileNotFoundError, json.JSONDecodeError):
-            return indexed
+            self._index_upsert(run_id, spec or self.read_spec(run_id), state)
+        except StoreError as exc:
+            _log.warning("jupyter-trainer: run %s is %s, but %s", run_id, state["status"], exc)
+
+    def _effective(self, run_id: str) -> dict[str, Any]:
+        """The status, end and failed rank of an unfinished index row, from the run's state."""
+        try:
+            state = self.read_state(run_id)
+        except (RunNotFound, OSError, ValueError, KeyError):
+            return {}
+        return {"status": state["status"], "ended": state.get("ended"),
+                "failed_rank": state.get("failed_rank")}
 
     def _supervisor_gone(self, state: dict[str, Any]) -> bool:
         sup = state.get("supervisor")
@@ -359,9 +422,16 @@ class Store:
 
     def delete(self, run_id: str) -> None:
         paths = self.existing(run_id)
-        with closing(self._connect()) as conn:
-            conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        self.index.delete(run_id)
         _rmtree(paths.root)
+
+
+def _is_run_id(name: str) -> bool:
+    try:
+        validate_run_id(name)
+    except SpecError:
+        return False
+    return True
 
 
 def read_complete_lines(path: Path, offset: int, max_bytes: int | None) -> tuple[bytes, int]:

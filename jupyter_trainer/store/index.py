@@ -1,0 +1,308 @@
+"""The run index, ``runs.db``: a SQLite cache of the run folders that heals itself from them.
+
+A missing index, or a folder in its place, is rebuilt from the run folders when it is
+opened; a corrupt one (garbage, a damaged page) is moved aside to
+``runs.db.corrupt-<UTC stamp>`` with its ``-wal``/``-shm`` and rebuilt, never deleted.
+Rebuilds hold ``runs.db.lock`` exclusively; creating a run holds it shared, so a rebuild
+never misses a run being made, and concurrent openers rebuild once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import sqlite3
+import stat
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, TypeVar
+
+from ..errors import StoreError
+from ..home import HOME_ENV
+from ..spec import RunSpec
+
+COLUMNS = ("id", "name", "status", "target", "launcher", "nodes", "procs", "code_hash",
+           "created", "started", "ended", "failed_rank", "updated")
+_INSERT = "INSERT %s INTO runs (" + ", ".join(COLUMNS) + ") VALUES (" + ", ".join(
+    ":" + c for c in COLUMNS) + ")"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    target TEXT NOT NULL,
+    launcher TEXT NOT NULL,
+    nodes INTEGER NOT NULL,
+    procs INTEGER NOT NULL,
+    code_hash TEXT NOT NULL,
+    created REAL NOT NULL,
+    started REAL,
+    ended REAL,
+    failed_rank INTEGER,
+    updated REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_created ON runs (created);
+CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
+"""
+# SQLite primary result codes (``sqlite3.Error.sqlite_errorcode & 0xff``).
+_PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = (
+    3, 5, 6, 8, 10, 11, 13, 14, 26)
+_SIDE_FILES = ("", "-wal", "-shm", "-journal")
+_log = logging.getLogger("jupyter_trainer.store")
+T = TypeVar("T")
+
+
+def index_row(run_id: str, spec: RunSpec, state: dict[str, Any]) -> dict[str, Any]:
+    """The index row of a run with this spec and state."""
+    stages = state.get("stages", {})
+    return {
+        "id": run_id,
+        "name": spec.name,
+        "status": state["status"],
+        "target": spec.target.name,
+        "launcher": spec.launch.launcher,
+        "nodes": spec.launch.nodes,
+        "procs": spec.launch.procs,
+        "code_hash": spec.code.hash,
+        "created": state["created"],
+        "started": stages.get("running", {}).get("start"),
+        "ended": state.get("ended"),
+        "failed_rank": state.get("failed_rank"),
+        "updated": time.time(),
+    }
+
+
+def unwritable(path: Path, exc: OSError) -> StoreError:
+    return StoreError(f"cannot write {path} ({exc.strerror or exc}); make it writable, "
+                      f"or set {HOME_ENV} to a writable folder")
+
+
+class RunIndex:
+    """``home/runs.db``; ``folder_rows`` lists the rows the run folders call for."""
+
+    def __init__(self, home: Path, folder_rows: Callable[[], list[dict[str, Any]]]) -> None:
+        self.home = home
+        self.path = home / "runs.db"
+        self._folder_rows = folder_rows
+        self._ready = False
+
+    # -- use ---------------------------------------------------------------------------
+    def run(self, work: Callable[[sqlite3.Connection], T], *, creating: bool = False) -> T:
+        """``work(conn)``; a corrupt index met on the way is moved aside and rebuilt, and
+        ``work`` runs once more. Any other SQLite failure becomes a ``StoreError``."""
+        for attempt in (1, 2):
+            found = _lstat(self.path)
+            try:
+                conn = self.connect()
+                try:
+                    if not creating:
+                        return work(conn)
+                    with self.lock(shared=True):
+                        return work(conn)
+                finally:
+                    conn.close()
+            except sqlite3.DatabaseError as exc:
+                if attempt == 1 and _is_corrupt(exc):
+                    self.heal(found, f"was corrupt ({exc})")
+                    continue
+                raise self.error(exc) from None
+        raise AssertionError("unreachable")
+
+    def connect(self) -> sqlite3.Connection:
+        """A connection; a missing index (or a folder in its place) is rebuilt first."""
+        found = _lstat(self.path)
+        if found is None or not stat.S_ISREG(found.st_mode):
+            self.heal(found, "was missing" if found is None else "was not a file")
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA busy_timeout = 30000")
+            # The index can be rebuilt from the run directories, so it need not survive a
+            # power loss; skipping the fsync per commit avoids stalls on busy disks.
+            conn.execute("PRAGMA synchronous = NORMAL")
+            if not self._ready:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.executescript(_SCHEMA)
+                self._ready = True
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def upsert(self, row: dict[str, Any]) -> None:
+        self.run(lambda conn: conn.execute(_INSERT % "OR REPLACE", row))
+
+    def delete(self, run_id: str) -> None:
+        self.run(lambda conn: conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)))
+
+    def rows(self) -> dict[str, dict[str, Any]]:
+        return self.run(lambda conn: {r["id"]: dict(r) for r in conn.execute("SELECT * FROM runs")})
+
+    def row(self, run_id: str) -> dict[str, Any] | None:
+        found = self.run(lambda conn: conn.execute("SELECT * FROM runs WHERE id = ?",
+                                                   (run_id,)).fetchone())
+        return dict(found) if found is not None else None
+
+    def publish(self, row: dict[str, Any], tmp: Path, final: Path) -> None:
+        """Insert ``row`` and rename the folder ``tmp`` to ``final`` in one transaction, so
+        a failure of either leaves neither."""
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(_INSERT % "", row)
+                if os.path.lexists(final):
+                    raise StoreError(f"a run folder {final} already exists; try again")
+                os.rename(tmp, final)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except BaseException:
+                os.rename(final, tmp)  # the caller removes it
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        self.run(work, creating=True)
+
+    def check_writable(self) -> None:
+        """Raise ``StoreError`` unless the index accepts a write (rolled back at once)."""
+        def probe(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+                conn.execute(f"PRAGMA user_version = {version}")
+            finally:
+                conn.execute("ROLLBACK")
+        self.run(probe)
+
+    # -- healing -----------------------------------------------------------------------
+    @contextmanager
+    def lock(self, *, shared: bool = False) -> Iterator[None]:
+        path = self.home / "runs.db.lock"
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise unwritable(path, exc) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def heal(self, found: os.stat_result | None, problem: str, *,
+             quiet: bool = False) -> tuple[Path | None, int] | None:
+        """Move the index found broken aside and rebuild it from the run folders, unless
+        another process did so while this one waited (None). Returns (moved to, runs
+        indexed); unless ``quiet``, logs a warning that says so."""
+        with self.lock():
+            now = _lstat(self.path)
+            if now is not None and stat.S_ISREG(now.st_mode) and (
+                    found is None or (now.st_dev, now.st_ino) != (found.st_dev, found.st_ino)):
+                return None
+            try:
+                moved = self._move_aside("corrupt" if now is not None else "orphan")
+                count = self._rebuild()
+            except (OSError, sqlite3.Error) as exc:
+                raise StoreError(f"the run index {self.path} {problem} and cannot be rebuilt "
+                                 f"({exc}); make {self.home} writable, or set {HOME_ENV} to a "
+                                 "writable folder") from None
+        if quiet:
+            pass
+        elif now is not None:
+            _log.warning("jupyter-trainer: the run index %s %s; moved it aside to %s and "
+                         "rebuilt it from %d run folders", self.path, problem, moved, count)
+        elif count:
+            _log.warning("jupyter-trainer: the run index %s %s; rebuilt it from %d run folders",
+                         self.path, problem, count)
+        return moved, count
+
+    def rebuild(self, problem: str) -> tuple[Path | None, int]:
+        """Move the index aside (if there is one) and rebuild it from the run folders."""
+        return self.heal(_lstat(self.path), problem, quiet=True) or (None, 0)
+
+    def problem(self) -> str | None:
+        """What is wrong with the index file, or None; changes nothing."""
+        found = _lstat(self.path)
+        if found is None:
+            return "is missing"
+        if not stat.S_ISREG(found.st_mode):
+            return "is not a file"
+        try:
+            conn = sqlite3.connect(self.path, timeout=30)
+            try:
+                result = [r[0] for r in conn.execute("PRAGMA quick_check")]
+                conn.execute("SELECT " + ", ".join(COLUMNS) + " FROM runs LIMIT 1").fetchall()
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            if _is_corrupt(exc) or "no such" in str(exc):
+                return f"is corrupt ({exc})"
+            raise self.error(exc) from None
+        return None if result == ["ok"] else f"is corrupt ({'; '.join(result[:3])})"
+
+    def error(self, exc: sqlite3.Error) -> StoreError:
+        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+        if code in (_BUSY, _LOCKED):
+            return StoreError(f"the run index {self.path} stayed locked by another process "
+                              f"for 30 s ({exc}); try again")
+        if code == _FULL:
+            return StoreError(f"the run index {self.path} cannot grow: the disk is full; "
+                              "free some space and try again")
+        if code in (_PERM, _READONLY, _IOERR, _CANTOPEN):
+            return StoreError(f"the run index {self.path} cannot be written ({exc}); make it "
+                              f"and {self.home} writable, or set {HOME_ENV} to a writable folder")
+        return StoreError(f"the run index {self.path} refused the change ({exc}); check the "
+                          "store with `jupyter-trainer doctor`")
+
+    def _move_aside(self, label: str) -> Path | None:
+        """Rename the index and its side files to ``runs.db.<label>-<UTC stamp>``."""
+        present = [s for s in _SIDE_FILES if os.path.lexists(f"{self.path}{s}")]
+        if not present:
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        base, n = self.home / f"{self.path.name}.{label}-{stamp}", 1
+        while any(os.path.lexists(f"{base}{s}") for s in _SIDE_FILES):
+            n += 1
+            base = self.home / f"{self.path.name}.{label}-{stamp}-{n}"
+        for suffix in present:
+            os.rename(f"{self.path}{suffix}", f"{base}{suffix}")
+        return base if "" in present else None
+
+    def _rebuild(self) -> int:
+        rows = self._folder_rows()
+        self.home.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".runs.db.rebuild-", dir=self.home)
+        os.close(fd)
+        try:
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.executescript(_SCHEMA)
+                conn.execute("BEGIN")
+                conn.executemany(_INSERT % "OR REPLACE", rows)
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+            os.replace(tmp, self.path)
+        except BaseException:
+            for suffix in ("", "-wal", "-shm"):
+                Path(tmp + suffix).unlink(missing_ok=True)
+            raise
+        return len(rows)
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+    return code in (_CORRUPT, _NOTADB)
