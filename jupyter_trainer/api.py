@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from . import environment
 from .errors import LaunchError, RunCanceled, RunFailed, RunStateError, SpecError
@@ -23,6 +23,9 @@ from .follow import RunFollower
 from .spec import LaunchSpec, RunSpec, TargetSpec, parse_params, validate_run_id
 from .store import ACTIVE, HOME_ENV, TERMINAL, Store
 from .targets import get_target
+
+if TYPE_CHECKING:
+    from .doctor import Report
 
 
 def submit(
@@ -62,6 +65,7 @@ def submit(
     tgt = get_target(TargetSpec(target).name, store.home)
     env_spec = environment.resolve(env, home=store.home)
     source_dir = Path(source).expanduser() if source is not None else None
+    store.check_writable()  # an unwritable store fails here, before any snapshot is written
     staging = store.staging_dir()
     try:
         if code is not None:
@@ -118,10 +122,22 @@ def get_run(run_id: str, *, home: str | os.PathLike | None = None) -> "Run":
 
 def runs(*, status: str | None = None, name: str | None = None, limit: int = 50,
          offset: int = 0, home: str | os.PathLike | None = None) -> list["Run"]:
-    """Runs in the store, newest first, optionally filtered by status or name substring."""
+    """Runs in the store, newest first, optionally filtered by status or name substring.
+
+    ``limit`` is at least 1 and ``offset`` at least 0; anything else raises ``SpecError``.
+    """
     store = Store(home)
     return [Run(row["id"], store) for row in
             store.list_runs(status=status, name=name, limit=limit, offset=offset)]
+
+
+def doctor(*, fix: bool = False, hashes: bool = True,
+           home: str | os.PathLike | None = None) -> "Report":
+    """Check the run store (index, states, lost runs, snapshots; see ``doctor``) and, with
+    ``fix``, repair what can be repaired. Without ``fix`` nothing changes."""
+    from . import doctor as checks
+
+    return checks.examine(Store(home), fix=fix, hashes=hashes)
 
 
 def prune_environments(*, dry_run: bool = False,

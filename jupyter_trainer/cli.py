@@ -32,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", help="list runs, newest first")
     runs.add_argument("--status", choices=STATUSES)
     runs.add_argument("--name", help="only runs whose name contains this")
-    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--limit", type=int, default=20, help="at most this many (at least 1)")
+    runs.add_argument("--offset", type=int, default=0, help="skip this many of the newest")
     runs.add_argument("--json", action="store_true", help="print JSON rows")
 
     show = sub.add_parser("show", help="a run's spec, state and summary")
@@ -46,6 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     cancel = sub.add_parser("cancel", help="stop every process of a run")
     cancel.add_argument("run")
+
+    doctor = sub.add_parser(
+        "doctor", help="check the run store: index, lost runs, changed snapshots",
+        description="Report where the index, the runs' states and their snapshots disagree "
+                    "with the run folders; change nothing unless --fix is given. Exits 1 "
+                    "while problems remain.")
+    doctor.add_argument("--fix", action="store_true",
+                        help="rebuild a broken index, rewrite stale rows, record lost runs")
+    doctor.add_argument("--no-hash", action="store_true",
+                        help="do not hash every snapshot (faster on large stores)")
+    doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
 
     sub.add_parser("targets", help="list the targets runs can go to")
     target = sub.add_parser("target", help="add a target to targets.toml")
@@ -108,7 +120,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    rows = Store().list_runs(status=args.status, name=args.name, limit=args.limit)
+    rows = Store().list_runs(status=args.status, name=args.name, limit=args.limit,
+                             offset=args.offset)
     print(json.dumps(rows, indent=1) if args.json else runs_table(rows))
     return 0
 
@@ -150,6 +163,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     run.cancel()
     print(f"{run.id} {run.status}")
     return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    report = api.doctor(fix=args.fix, hashes=not args.no_hash)
+    print(json.dumps(report.to_dict(), indent=1) if args.json else report.text())
+    return 1 if report.unresolved else 0
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
@@ -202,7 +221,8 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"submit": cmd_submit, "runs": cmd_runs, "show": cmd_show, "logs": cmd_logs,
-            "cancel": cmd_cancel, "targets": cmd_targets, "target": cmd_target, "env": cmd_env}
+            "cancel": cmd_cancel, "doctor": cmd_doctor, "targets": cmd_targets,
+            "target": cmd_target, "env": cmd_env}
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ LAYERS = {
     "capture": 2, "environment": 2, "launch": 2,
     "targets": 3,
     "store": 4,
-    "supervisor": 5, "follow": 5,
+    "supervisor": 5, "follow": 5, "doctor": 5,
     "monitor": 6,
     "api": 7, "options": 7,
     "magics": 8, "cli": 8, "server": 8,

@@ -25,6 +25,7 @@ LINE_HELP = """\
 %train show RUN              a run's summary
 %train logs RUN [--rank R] [--tail N]
 %train cancel RUN
+%train doctor [--fix] [--no-hash]   check the run store; --fix repairs what it can
 %train targets
 %train target add NAME --kind KIND [--replace] KEY=VALUE ...   (hosts=[gpu1,gpu2] workdir=/scratch/jt)
 %train path/to/script.py [options] [-- script args]"""
@@ -44,6 +45,9 @@ def _management_parser() -> OptionParser:
     logs.add_argument("run")
     logs.add_argument("--rank", type=int, default=None)
     logs.add_argument("--tail", type=int, default=200)
+    doctor = sub.add_parser("doctor")
+    doctor.add_argument("--fix", action="store_true")
+    doctor.add_argument("--no-hash", action="store_true")
     sub.add_parser("targets")
     add_target_options(sub.add_parser("target").add_subparsers(
         dest="action", required=True, parser_class=OptionParser).add_parser("add"))
@@ -123,6 +127,8 @@ class TrainMagics(Magics):
         if opts.command == "runs":
             rows = Store().list_runs(status=opts.status, name=opts.name, limit=opts.limit)
             print(runs_table(rows))
+        elif opts.command == "doctor":
+            print(api.doctor(fix=opts.fix, hashes=not opts.no_hash).text())
         elif opts.command == "targets":
             from ..targets import configured_targets
 
