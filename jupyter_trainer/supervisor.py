@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from dataclasses import replace
@@ -20,7 +21,7 @@ from typing import Any
 from . import environment, procs
 from .capture.snapshot import hash_snapshot
 from .errors import TrainerError
-from .store import ACTIVE, TERMINAL, Store, read_json
+from .store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, read_json
 from .targets import Target, get_target
 from .targets.base import remove_workdirs
 
@@ -78,6 +79,7 @@ class Supervisor:
             signal.signal(sig, self._on_signal)
         self.state["supervisor"] = {"pid": os.getpid(), "host": socket.gethostname(),
                                     "start_ticks": procs.start_ticks(os.getpid())}
+        self._start_heartbeat()
         outcome: dict[str, Any] = {}
         try:
             self.transition("preparing")
@@ -91,6 +93,21 @@ class Supervisor:
         finally:
             self._finish(outcome)
         return 0
+
+    def _start_heartbeat(self) -> None:
+        """Touch ``supervisor.alive`` every ``HEARTBEAT_S`` while this process lives, so a
+        reader that finds it gone dates the run's end to its last touch."""
+        path = self.paths.heartbeat
+
+        def beat() -> None:
+            while True:
+                try:
+                    path.touch()
+                except OSError:
+                    pass
+                time.sleep(HEARTBEAT_S)
+
+        threading.Thread(target=beat, name="heartbeat", daemon=True).start()
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.signal_reason = f"supervisor received {signal.Signals(signum).name}"
