@@ -48,7 +48,7 @@ def test_a_killed_supervisor_makes_a_lost_run_that_doctor_records(home, tmp_path
     killed_at = time.time()
     wait_for(lambda: not leftover(run_id), timeout=30, what="the run's processes to end")
     last_beat = paths.heartbeat.stat().st_mtime
-    assert killed_at - 2.5 < last_beat <= killed_at
+    assert killed_at - 5 < last_beat <= killed_at  # a beat a second, however busy the machine
 
     [row] = [r for r in json.loads(cli("runs", "--json").stdout) if r["id"] == run_id]
     assert row["status"] == "lost" and row["ended"] == last_beat
