@@ -114,6 +114,17 @@ def test_garbage_index_is_moved_aside_and_rebuilt(healed_home, home):
     assert (home / aside).read_bytes() == garbage  # kept, never deleted
 
 
+def test_a_submit_on_a_corrupt_index_heals_it_and_is_indexed(healed_home, home, tmp_path):
+    script = tmp_path / "ok.py"
+    script.write_text("print('fine')\n")
+    checkpoint(home / "runs.db")
+    (home / "runs.db").write_bytes(b"\x00" * 8192)
+    done = cli("submit", str(script), "--launcher", "python", "--wait")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert listed() == {**healed_home, done.stdout.strip(): "completed"}
+    assert len(moved_aside(home)) == 1
+
+
 def test_damaged_pages_are_found_mid_query_and_healed(healed_home, home):
     db = home / "runs.db"
     checkpoint(db)

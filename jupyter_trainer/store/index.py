@@ -157,14 +157,13 @@ class RunIndex:
                     raise StoreError(f"a run folder {final} already exists; try again")
                 os.rename(tmp, final)
             except BaseException:
-                conn.execute("ROLLBACK")
+                _rollback(conn)
                 raise
             try:
                 conn.execute("COMMIT")
             except BaseException:
                 os.rename(final, tmp)  # the caller removes it
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                _rollback(conn)
                 raise
         self.run(work, creating=True)
 
@@ -176,7 +175,7 @@ class RunIndex:
                 version = int(conn.execute("PRAGMA user_version").fetchone()[0])
                 conn.execute(f"PRAGMA user_version = {version}")
             finally:
-                conn.execute("ROLLBACK")
+                _rollback(conn)
         self.run(probe)
 
     # -- healing -----------------------------------------------------------------------
@@ -294,6 +293,12 @@ class RunIndex:
                 Path(tmp + suffix).unlink(missing_ok=True)
             raise
         return len(rows)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back what is still open (SQLite ends some transactions itself on an error)."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 def _lstat(path: Path) -> os.stat_result | None:
