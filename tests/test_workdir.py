@@ -181,6 +181,20 @@ def test_second_run_on_ssh_hosts_does_not_see_the_first_ones_checkpoint(pair, ho
             "train-0.txt", "train-1.txt"}
 
 
+def test_mpirun_across_two_ssh_nodes_gives_each_node_its_own_directory(pair, home, tmp_path):
+    run = api.submit("import os\nprint('cwd', os.getcwd(), flush=True)\n", target="pair",
+                     nodes=2, procs=2, launcher="mpirun", name="ssh-mpi-work")
+    run.wait(timeout=180)
+    remote = tmp_path / "remote" / "runs" / run.id
+    ranks = run.store.existing(run.id).ranks
+    for rank in range(4):
+        workdir = remote / "work" / f"node-{rank // 2}"
+        assert f"cwd {workdir}" in run.logs(rank)
+        record = json.loads((ranks / f"rank-{rank}.json").read_text())
+        assert record["workdir"]["path"] == str(workdir)
+    assert not (remote / "work").exists()
+
+
 def test_a_node_writing_into_its_shared_snapshot_is_reported(pair, home, tmp_path):
     run = api.submit(TAMPER + "raise SystemExit(1)\n", target="pair", nodes=2, procs=1,
                      name="ssh-tamper")
