@@ -213,6 +213,15 @@ def test_every_route_and_method(rest, method, path, which):
     check_answer(status, kind, body)
 
 
+@pytest.mark.parametrize("path", ["runs/%FF/logs", "runs/RUN/logs?offset=%FF",
+                                  "runs/RUN/stream?logs=0:%C0%AF", "runs?name=%FF%FE",
+                                  "runs/RUN/events?rank=%00", "runs/%2e%2e/logs", "runs/RUN/"])
+def test_bytes_that_are_not_utf8_or_not_a_route(rest, path):
+    status, kind, body = rest["api"].call("GET", path.replace("RUN", rest["finished"].id))
+    check_answer(status, kind, body)
+    assert 400 <= status < 500
+
+
 def test_cancel_answers_202_then_409(rest):
     api_ = rest["api"]
     status, kind, body = api_.call("POST", f"runs/{rest['finished'].id}/cancel")
