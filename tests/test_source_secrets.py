@@ -14,6 +14,7 @@ from jupyter_trainer.capture import resolve_cell, source_summary, write_cell_sna
 from jupyter_trainer.monitor.feed import RunFeed
 
 from conftest import leftover
+from test_browser import browser  # noqa: F401  (the fixture)
 
 SECRETS = ["creds.json", "secrets.yaml", "token.txt", "gcp-service-account.json", "kubeconfig",
            ".npmrc", ".htpasswd", "db_credentials.ini", "my-service_account.json", "store.p12",
@@ -105,4 +106,21 @@ def test_the_cli_says_it_on_submit_and_show(home, project):
     assert done.stderr.splitlines()[0] == line
     shown = subprocess.run([*env_cli, "show", run.id], capture_output=True, text=True, timeout=60)
     assert line in shown.stdout.splitlines()
+    assert leftover(run.id) == []
+
+
+def test_the_widget_shows_the_line_in_the_browser(browser, home, project):  # noqa: F811
+    lab, page = browser
+    lab.write_notebook("source.ipynb", ["%load_ext jupyter_trainer",
+                                        f"%%train --launcher python --source '{project}'\n"
+                                        "print('done')\n"])
+    page.open("source.ipynb")
+    page.run_all()
+    page.page.wait_for_function(
+        "(document.querySelector('[data-testid=jt-status]') || {}).textContent === 'completed'")
+    run = api.runs(home=home)[0]
+    line = source_summary(run.spec.code)
+    page.page.wait_for_selector("[data-testid=jt-source]:not([hidden])")
+    assert page.text("[data-testid=jt-source]") == line
+    page.shot("source-line")
     assert leftover(run.id) == []
