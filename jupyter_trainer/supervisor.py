@@ -18,7 +18,7 @@ import traceback
 from dataclasses import replace
 from typing import Any
 
-from . import environment, procs
+from . import attribution, environment, procs
 from .capture.snapshot import hash_snapshot
 from .errors import TrainerError
 from .store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, read_json
@@ -45,6 +45,7 @@ class Supervisor:
         self.signal_reason: str | None = None
         self.target: Target | None = None
         self.handle: dict[str, Any] | None = None
+        self.launcher_exited_at: float | None = None
 
     # -- state -------------------------------------------------------------------------
     def transition(self, status: str, **fields: Any) -> None:
@@ -130,6 +131,7 @@ class Supervisor:
                         python=python or plan.python, launcher={"argv": list(command.argv)})
         self.handle = self.target.start(command, str(self.paths.root),
                                         str(self.paths.logs / "launcher.log"))
+        self._time_launcher_exit()
         self.state["launcher"].update(self.handle)
         built_there = self.state["launcher"].pop("environment", None)
         if built_there:  # the target built the environment on its nodes
@@ -145,7 +147,7 @@ class Supervisor:
             code = self.target.poll(self.handle)
             self.target.sync(self.handle)
             if code is not None:
-                return {"launcher_exit": code}
+                return {"launcher_exit": code, "launcher_seen_exit": time.time()}
             if self.state["status"] == "queued":
                 self._follow_queue()
             if self.cancel_reason():
@@ -169,16 +171,44 @@ class Supervisor:
             self.state["queue"] = phase
             self.save()
 
-    def _first_failure(self, *, signalled: bool = False) -> tuple[int, dict[str, Any]] | None:
-        """The earliest rank that failed on its own (or, with ``signalled``, by a signal)."""
-        failures = [(rec.get("ended", float("inf")), rank, rec)
-                    for rank, rec in self.store.rank_records(self.run_id).items()
-                    if rec.get("exit_code") not in (None, 0)
-                    and (procs.termination_signal_name(rec["exit_code"]) is not None) == signalled]
-        if not failures:
+    def _first_failure(self) -> attribution.Death | None:
+        """The earliest rank death the ranks' own records show (see ``attribution``)."""
+        return attribution.first_death(
+            attribution.rank_deaths(self.store.rank_records(self.run_id)))
+
+    def _time_launcher_exit(self) -> None:
+        """Note the moment the launcher exits, when it is this process's child (the local
+        target): a thread waits for it with ``WNOWAIT``, so ``poll`` still reaps it. Ranks
+        that die because their launcher died die after this time; the poll loop alone would
+        see the exit up to a poll later, after some of them."""
+        pid = (self.handle or {}).get("pid")
+        if not isinstance(pid, int) or pid <= 0:
+            return
+        flags = os.WEXITED | os.WNOWAIT
+        try:
+            if os.waitid(os.P_PID, pid, flags | os.WNOHANG) is not None:
+                self.launcher_exited_at = time.time()
+                return
+        except ChildProcessError:
+            return  # not our child: the launcher runs elsewhere
+
+        def wait() -> None:
+            try:
+                os.waitid(os.P_PID, pid, flags)
+            except ChildProcessError:
+                pass  # reaped by poll() meanwhile: it has exited just now
+            self.launcher_exited_at = time.time()
+
+        threading.Thread(target=wait, name="launcher-exit", daemon=True).start()
+
+    def _launcher_death(self, outcome: dict[str, Any]) -> attribution.Death | None:
+        """The launcher, if a signal killed it while the ranks ran. Under ``--launcher
+        python`` the launcher is rank 0 itself, whose own record speaks for it."""
+        if "launcher_exit" not in outcome or self.spec.launch.launcher == "python":
             return None
-        _, rank, rec = min(failures, key=lambda f: (f[0], f[1]))
-        return rank, rec
+        seen = [t for t in (self.launcher_exited_at, outcome.get("launcher_seen_exit"))
+                if t is not None]
+        return attribution.launcher_death(outcome["launcher_exit"], min(seen, default=None))
 
     def _teardown(self) -> dict[str, Any]:
         """Stop every process of the run and prove none is left."""
@@ -221,34 +251,41 @@ class Supervisor:
         report = self.target.report(self.handle) if self.target and self.handle else {}
         if report:
             fields["scheduler"] = report
-        failure = self._first_failure()
-        killed = self._ranks_without_exit(records) if launcher_exit not in (0, None) else []
-        if failure is None and not killed:
-            failure = self._first_failure(signalled=True)
+        log_tail = self._launcher_log_tail()
+        said = attribution.launcher_signals(log_tail, self.spec.launch.launcher, launcher_exit)
+        first = attribution.first_death(attribution.rank_deaths(records, said))
+        launcher = self._launcher_death(outcome)
+        if launcher is not None and (first is None or launcher.at <= first.at
+                                     or first.record.get("orphaned")):
+            first = launcher  # no rank died before the launcher was killed
+        killed = attribution.unrecorded(records) if launcher_exit not in (0, None) else []
         reason = self.cancel_reason()
         if reason and "error" not in outcome:
             self.transition("canceled", reason=reason, **fields)
             return
         if "error" in outcome:
             fields.update(error=outcome["error"], traceback=outcome.get("traceback"))
-        elif report.get("error") and (failure is None or procs.termination_signal_name(
-                failure[1].get("exit_code")) is not None):
+        elif report.get("error") and (first is None or first.by_signal):
             # The scheduler ended the job (time limit, memory, node failure): that is the cause,
             # not the SIGTERM its ranks received.
-            fields.update(error=report["error"], traceback=self._launcher_log_tail())
-        elif failure is not None:
-            rank, rec = failure
-            fields.update(failed_rank=rank, error=rec.get("error") or
-                          f"rank {rank} exited with code {rec.get('exit_code')}",
-                          traceback=(rec.get("traceback") or "")[-TRACEBACK_TAIL:] or None)
+            fields.update(error=report["error"], traceback=log_tail)
+        elif first is not None:
+            launcher_name = self.spec.launch.launcher
+            fields.update(failure={"rank": first.rank, "how": first.how, "at": first.at,
+                                   "signal": first.signal},
+                          error=first.error(launcher_name),
+                          traceback=(first.record.get("traceback") or "")[-TRACEBACK_TAIL:]
+                          or (log_tail if first.by_signal else None))
+            if first.rank is not None:
+                fields["failed_rank"] = first.rank
         elif killed:
-            fields.update(failed_rank=killed[0], traceback=self._launcher_log_tail(),
+            fields.update(failed_rank=killed[0], traceback=log_tail,
                           error=f"rank {killed[0]} ended without recording an exit (killed by a "
                                 "signal, for example by the out-of-memory killer); see "
                                 "logs/launcher.log")
         elif launcher_exit not in (0, None) or outcome.get("stopped_after_rank_failure"):
             fields.update(error=f"the launcher exited with code {launcher_exit}",
-                          traceback=self._launcher_log_tail())
+                          traceback=log_tail)
         elif len(records) < self.spec.launch.world_size:
             fields.update(error=f"only {len(records)} of {self.spec.launch.world_size} ranks "
                                 "started", traceback=self._launcher_log_tail())
@@ -296,10 +333,6 @@ class Supervisor:
         if unverified:
             record["unverified"] = unverified
         return record
-
-    @staticmethod
-    def _ranks_without_exit(records: dict[int, dict[str, Any]]) -> list[int]:
-        return sorted(rank for rank, rec in records.items() if rec.get("exit_code") is None)
 
     def _launcher_log_tail(self) -> str | None:
         try:

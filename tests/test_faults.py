@@ -1,0 +1,214 @@
+"""The fault suite: a real process fault in a real run, then a real check of its record.
+
+For every launcher: SIGKILL a rank, an exception in a rank, SIGKILL the supervisor, SIGKILL
+the launcher, on the local target; SIGKILL and exception on the ssh hosts too. Each case waits
+until every rank has started and is in its loop of small collectives, then strikes, and
+checks the final state, the rank it names, the index row, and that no process is left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import time
+
+import pytest
+
+from jupyter_trainer import api, procs
+from jupyter_trainer.store import Store
+
+from conftest import leftover, wait_for
+from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+from test_ssh_launchers import mpi_pair  # noqa: F401 (fixture)
+
+LAUNCHERS = ("torchrun", "mpirun", "horovod", "python")
+
+# Every rank starts, meets the others, says so (the test waits for that), then runs a loop of
+# small collectives; with RAISE the last rank raises at step 20, well after all are up.
+TORCH_LOOP = """
+import time
+import torch
+import torch.distributed as dist
+from jupyter_trainer import runtime as jt
+
+if jt.world_size > 1:
+    dist.init_process_group()
+    dist.barrier()
+jt.log(step=0, up=1)
+for step in range(1, 100_000):
+    if RAISE and jt.rank == jt.world_size - 1 and step == 20:
+        raise RuntimeError(f"rank {jt.rank} gave up")
+    if jt.world_size > 1:
+        dist.all_reduce(torch.ones(1))
+    time.sleep(0.02)
+"""
+
+HOROVOD_LOOP = """
+import time
+import torch
+import horovod.torch as hvd
+from jupyter_trainer import runtime as jt
+
+hvd.init()
+hvd.allreduce(torch.ones(1), op=hvd.Sum, name="up")
+jt.log(step=0, up=1)
+for step in range(1, 100_000):
+    if RAISE and jt.rank == jt.world_size - 1 and step == 20:
+        raise RuntimeError(f"rank {jt.rank} gave up")
+    hvd.allreduce(torch.ones(1), op=hvd.Sum, name=f"s{step}")
+    time.sleep(0.02)
+"""
+
+
+def submit(launcher: str, *, raise_: bool, name: str, target: str = "local") -> api.Run:
+    code = (HOROVOD_LOOP if launcher == "horovod" else TORCH_LOOP).replace("RAISE", str(raise_))
+    kwargs = {"nodes": 2, "procs": 1} if target != "local" and launcher != "python" else {}
+    if target == "local":
+        kwargs["procs"] = 1 if launcher == "python" else 2
+    return api.submit(code, launcher=launcher, target=target, name=name, **kwargs)
+
+
+def world(launcher: str) -> int:
+    return 1 if launcher == "python" else 2
+
+
+def all_up(run: api.Run, ranks: int) -> dict[int, dict]:
+    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(ranks)),
+             timeout=120, what=f"every rank of {run.id} to start")
+    return run.store.rank_records(run.id)
+
+
+def finished(run: api.Run, timeout: float = 90) -> dict:
+    """The final state, once the supervisor wrote it to state.json and to the index, and ended."""
+    wait_for(lambda: run.status in ("completed", "failed", "canceled", "lost"),
+             timeout=timeout, what=f"{run.id} to end")
+    supervisor = run.state["supervisor"]
+    wait_for(lambda: not procs.is_alive(supervisor["pid"], supervisor.get("start_ticks")),
+             timeout=30, what=f"the supervisor of {run.id} to exit")
+    return run.state
+
+
+def index_row(home, run_id: str) -> dict:
+    """The run's row as the SQLite index holds it, read without the package."""
+    conn = sqlite3.connect(str(home / "runs.db"))
+    conn.row_factory = sqlite3.Row
+    try:
+        row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+    finally:
+        conn.close()
+    assert row is not None, f"{run_id} has no row in runs.db"
+    return dict(row)
+
+
+def listed(home, run_id: str) -> dict:
+    rows = [r for r in Store(home).list_runs(limit=1000) if r["id"] == run_id]
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def nothing_left(run: api.Run) -> None:
+    """Every process of the run (launcher, ranks, their watchers) carries its JT_RUN_ID."""
+    wait_for(lambda: leftover(run.id) == [], timeout=15, what=f"every process of {run.id} to end")
+    assert procs.pids_with_env("JT_RUN_ID", run.id) == []
+
+
+def check_failed(home, run: api.Run, state: dict, rank: int | None) -> None:
+    assert state["status"] == "failed", state
+    assert state.get("failed_rank") == rank, (state.get("failed_rank"), state.get("error"))
+    row = index_row(home, run.id)
+    assert (row["status"], row["failed_rank"]) == ("failed", rank), row
+    assert (listed(home, run.id)["status"], listed(home, run.id)["failed_rank"]) == ("failed", rank)
+    assert state["teardown"]["leftovers"] == []
+
+
+def kill_rank_case(home, launcher: str, target: str = "local") -> None:
+    victim = world(launcher) - 1
+    run = submit(launcher, raise_=False, name=f"kill-{launcher}", target=target)
+    records = all_up(run, world(launcher))
+    time.sleep(0.3)  # a few collectives in: every peer is now waiting on the victim
+    killed_at = time.time()
+    os.kill(records[victim]["pid"], signal.SIGKILL)
+    state = finished(run)
+    check_failed(home, run, state, victim)
+    # The signal is named where the rank's zombie or the launcher's words tell it: always
+    # here; over ssh, horovodrun only hears the remote shell's exit code 255.
+    known = "SIGKILL" if target == "local" or launcher != "horovod" else ""
+    assert state["error"].startswith(f"rank {victim} ended without recording an exit (killed by "
+                                     f"{known}"), state["error"]
+    failure = state["failure"]
+    assert failure["rank"] == victim and failure["how"] == "killed", failure
+    exited = run.store.rank_records(run.id)[victim]["exited"]
+    assert killed_at <= exited < killed_at + 5, (killed_at, exited)
+    nothing_left(run)
+
+
+def exception_case(home, launcher: str, target: str = "local") -> None:
+    victim = world(launcher) - 1
+    run = submit(launcher, raise_=True, name=f"raise-{launcher}", target=target)
+    all_up(run, world(launcher))
+    state = finished(run)
+    check_failed(home, run, state, victim)
+    assert state["error"] == f"RuntimeError: rank {victim} gave up", state["error"]
+    assert state["failure"]["how"] == "exception"
+    assert f"rank {victim} gave up" in state["traceback"]
+    nothing_left(run)
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_sigkill_a_rank_names_it(home, launcher):
+    kill_rank_case(home, launcher)
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_exception_in_a_rank_names_it(home, launcher):
+    exception_case(home, launcher)
+
+
+def kill_once_up(launcher: str, whom: str) -> api.Run:
+    """A run whose ``whom`` ("supervisor" or "launcher") gets SIGKILL once every rank is up."""
+    run = submit(launcher, raise_=False, name=f"kill-{whom}-{launcher}")
+    all_up(run, world(launcher))
+    os.kill(run.state[whom]["pid"], signal.SIGKILL)
+    return run
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_sigkill_the_supervisor_leaves_a_lost_run_and_no_rank(home, launcher):
+    run = kill_once_up(launcher, "supervisor")
+    # The launcher gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and ends its ranks.
+    nothing_left(run)
+    state = wait_for(lambda: (s := Store(home).read_state(run.id))["status"] == "lost" and s,
+                     timeout=30, what=f"{run.id} to read as lost")
+    assert state.get("failed_rank") is None
+    row = listed(home, run.id)
+    assert row["status"] == "lost" and row["failed_rank"] is None, row
+    assert index_row(home, run.id)["status"] in ("running", "lost")
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_sigkill_the_launcher_names_the_launcher(home, launcher):
+    run = kill_once_up(launcher, "launcher")
+    state = finished(run)
+    assert state["launcher"]["exit_code"] == -signal.SIGKILL
+    if launcher == "python":  # the launcher is rank 0 itself
+        check_failed(home, run, state, 0)
+        assert state["error"].startswith("rank 0 ended without recording an exit (killed by "
+                                         "SIGKILL)"), state["error"]
+    else:
+        check_failed(home, run, state, None)
+        assert state["error"].startswith(f"the launcher ({launcher}) was killed by SIGKILL "
+                                         "before any rank failed"), state["error"]
+        assert state["failure"] == {"rank": None, "how": "killed", "signal": "SIGKILL",
+                                    "at": state["failure"]["at"]}
+    nothing_left(run)
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_ssh_sigkill_a_rank_names_it(mpi_pair, home, launcher):
+    kill_rank_case(home, launcher, target="pair")
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_ssh_exception_in_a_rank_names_it(mpi_pair, home, launcher):
+    exception_case(home, launcher, target="pair")
