@@ -132,7 +132,8 @@ def launcher_death(exit_code: int | None, at: float | None) -> Death | None:
 
 
 _MPIRUN = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
-_TORCHRUN = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-\d+)")
+# A target with several nodes prefixes each node's lines with its name: "[n2]   rank : 1".
+_TORCHRUN = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n(?:\[[^\]\n]*\])?\s*exitcode\s*:\s*(-\d+)")
 _HOROVOD = re.compile(r"Process (\d+) exit with status code (-?\d+)")
 
 

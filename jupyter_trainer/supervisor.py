@@ -29,6 +29,7 @@ POLL_S = 0.05
 STOP_GRACE_S = 3.0       # SIGTERM -> SIGKILL
 RANK_FAILURE_GRACE_S = 2.0  # how long a launcher gets to stop its ranks after one fails
 TRACEBACK_TAIL = 8000
+LAUNCHER_WORDS_TAIL = 256 << 10  # what is searched for the launcher's words on its ranks
 
 
 def log(message: str) -> None:
@@ -252,7 +253,8 @@ class Supervisor:
         if report:
             fields["scheduler"] = report
         log_tail = self._launcher_log_tail()
-        said = attribution.launcher_signals(log_tail, self.spec.launch.launcher, launcher_exit)
+        said = attribution.launcher_signals(self._launcher_log_tail(LAUNCHER_WORDS_TAIL),
+                                            self.spec.launch.launcher, launcher_exit)
         first = attribution.first_death(attribution.rank_deaths(records, said))
         launcher = self._launcher_death(outcome)
         if launcher is not None and (first is None or launcher.at <= first.at
@@ -334,11 +336,11 @@ class Supervisor:
             record["unverified"] = unverified
         return record
 
-    def _launcher_log_tail(self) -> str | None:
+    def _launcher_log_tail(self, chars: int = TRACEBACK_TAIL) -> str | None:
         try:
             with open(self.paths.logs / "launcher.log", "rb") as fh:
                 fh.seek(0, os.SEEK_END)
-                fh.seek(max(0, fh.tell() - TRACEBACK_TAIL))
+                fh.seek(max(0, fh.tell() - chars))
                 return fh.read().decode(errors="replace") or None
         except FileNotFoundError:
             return None

@@ -1,0 +1,92 @@
+"""Which death came first, from rank records and launcher output as real runs write them
+(the fault suite, tests/test_faults.py, makes them with real processes)."""
+
+from __future__ import annotations
+
+import math
+
+from jupyter_trainer import attribution as at
+
+MPIRUN = """\
+--------------------------------------------------------------------------
+Primary job  terminated normally, but 1 process returned
+a non-zero exit code. Per user-direction, the job has been aborted.
+--------------------------------------------------------------------------
+--------------------------------------------------------------------------
+mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).
+--------------------------------------------------------------------------
+"""
+
+TORCHRUN_TWO_NODES = """\
+[n2] Failures:
+[n2] <NO_OTHER_FAILURES>
+[n2] ------------------------------------------------------------
+[n2] Root Cause (first observed failure):
+[n2] [0]:
+[n2]   time      : 2026-11-23_13:49:21
+[n2]   host      : vm
+[n2]   rank      : 1 (local_rank: 0)
+[n2]   exitcode  : -9 (pid: 19808)  (SIGKILL)
+[n2]   error_file: <N/A>
+[n2]   traceback : Signal 9 (SIGKILL) received by PID 19808
+[n1]   rank      : 0 (local_rank: 0)
+[n1]   exitcode  : 1 (pid: 19809)
+"""
+
+TORCHRUN_ONE_NODE = """\
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 16828)  (SIGTERM)
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 16829)  (SIGKILL)
+"""
+
+
+def record(rank, **fields):
+    return {"rank": rank, "pid": 1000 + rank, "host": "vm", "started": 1.0, **fields}
+
+
+def test_the_launchers_words_name_signals():
+    assert at.launcher_signals(MPIRUN) == {1: "SIGKILL"}
+    assert at.launcher_signals(TORCHRUN_TWO_NODES) == {1: "SIGKILL"}
+    assert at.launcher_signals(TORCHRUN_ONE_NODE) == {0: "SIGTERM", 1: "SIGKILL"}
+    assert at.launcher_signals("Process 1 exit with status code 137.") == {1: "SIGKILL"}
+    assert at.launcher_signals("Process 1 exit with status code 1.") == {}
+    assert at.launcher_signals(None, "python", -9) == {0: "SIGKILL"}
+    assert at.launcher_signals("", "python", 1) == {}
+
+
+def test_a_killed_rank_goes_before_the_peer_it_took_down_whatever_the_clock_says():
+    # The peer raised 10 ms before the killed rank's watcher woke, but saw it dying already.
+    records = {0: record(0, exit_code=1, failed_at=100.000, ended=100.002, exited=100.05,
+                         error="RuntimeError: Connection closed by peer", peers_gone=[1]),
+               1: record(1, exited=100.010, signal="SIGKILL")}
+    first = at.first_death(at.rank_deaths(records))
+    assert (first.rank, first.how, first.signal, first.at) == (1, "killed", "SIGKILL", 100.010)
+    assert first.error("mpirun") == ("rank 1 ended without recording an exit (killed by "
+                                     "SIGKILL); see logs/launcher.log")
+
+
+def test_the_earliest_failure_wins_when_none_saw_another():
+    records = {0: record(0, exit_code=143, signal="SIGTERM", ended=223.36, exited=223.44),
+               1: record(1, exit_code=1, failed_at=220.74, ended=220.75, exited=223.37,
+                         error="RuntimeError: rank 1 gave up")}
+    first = at.first_death(at.rank_deaths(records))
+    assert (first.rank, first.how) == (1, "exception")
+    assert first.error("torchrun") == "RuntimeError: rank 1 gave up"
+
+
+def test_an_orphaned_rank_is_a_consequence_and_the_launcher_is_named():
+    records = {0: record(0, exit_code=143, signal="SIGTERM", ended=50.001, orphaned=True)}
+    first = at.first_death(at.rank_deaths(records))
+    assert first.rank == 0 and first.caused_by(set())
+    launcher = at.launcher_death(-9, 50.002)
+    assert launcher.rank is None and launcher.signal == "SIGKILL"
+    assert launcher.error("horovod").startswith("the launcher (horovod) was killed by SIGKILL")
+    assert at.launcher_death(1, 50.0) is None and at.launcher_death(None, None) is None
+
+
+def test_a_rank_with_no_evidence_is_left_to_the_caller():
+    records = {0: record(0), 1: record(1, exit_code=0, exited=3.0)}
+    assert at.rank_deaths(records) == [] and at.unrecorded(records) == [0]
+    said = at.rank_deaths(records, {0: "SIGKILL"})
+    assert [(d.rank, d.at, d.signal) for d in said] == [(0, math.inf, "SIGKILL")]
