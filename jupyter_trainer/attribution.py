@@ -18,9 +18,12 @@ first failure is the process that died first, from what each rank recorded itsel
 
 What the launcher printed (mpirun's "noticed that process rank N ... exited on signal S",
 torchrun's error summary, horovodrun's "Process N exit with status code C") corroborates: it
-names the signal a watcher could not read, and a dead rank whose record holds no time. Ranks
-on different hosts are compared by their times as they are, so that relies on the nodes'
-clocks being synchronised (NTP), as every launcher's own timeouts already do.
+names the signal a watcher could not read, and a dead rank whose record holds no time. A rank
+cannot look into another host's processes, so for the close race across hosts the launcher's
+word stands in for ``peers_gone``: a rank the launcher saw killed by a signal is taken as the
+cause of a failure on another host less than ``CROSS_HOST_WINDOW_S`` before its watcher's time.
+Otherwise ranks on different hosts are compared by their times as they are, which relies on
+the nodes' clocks being synchronised (NTP), as every launcher's own timeouts already do.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any
 from . import procs
 
 ON_ITS_OWN = ("exception", "exit")
+CROSS_HOST_WINDOW_S = 0.25  # longer than a watcher's wake-up on a busy node, by far
 
 
 @dataclass(frozen=True)
@@ -46,15 +50,23 @@ class Death:
     record: dict[str, Any] = field(default_factory=dict, compare=False)
     signal: str | None = None
     exit_status: int | None = None
+    launcher_saw: bool = False       # the launcher's own words name this rank's signal
 
     @property
     def by_signal(self) -> bool:
         return self.how not in ON_ITS_OWN
 
-    def caused_by(self, dead: set[int]) -> bool:
-        """True when this rank saw, as it failed, its launcher gone or one of ``dead`` dying."""
-        return bool(self.record.get("orphaned")
-                    or dead.intersection(self.record.get("peers_gone") or ()))
+    def caused_by(self, others: list[Death]) -> bool:
+        """True when this rank saw, as it failed, its launcher gone or one of ``others`` dying,
+        or when the launcher saw a rank on another host killed just after (see the docstring)."""
+        if self.record.get("orphaned"):
+            return True
+        gone = set(self.record.get("peers_gone") or ())
+        return any(other.rank is not None and other is not self and (
+            other.rank in gone
+            or (other.how == "killed" and other.launcher_saw
+                and other.record.get("host") != self.record.get("host")
+                and 0 <= other.at - self.at < CROSS_HOST_WINDOW_S)) for other in others)
 
     def error(self, launcher: str) -> str:
         """The run's one-line error for this death."""
@@ -94,7 +106,7 @@ def rank_deaths(records: dict[int, dict[str, Any]],
             if "exited" not in rec and rank not in said:
                 continue  # no evidence yet; see ``unrecorded``
             deaths.append(Death(rank, exited, "killed", rec, rec.get("signal") or said.get(rank),
-                                rec.get("exit_status")))
+                                rec.get("exit_status"), launcher_saw=rank in said))
         elif rec.get("signal"):
             deaths.append(Death(rank, min(exited, float(rec.get("ended", math.inf))), "signal",
                                 rec, rec["signal"]))
@@ -114,8 +126,7 @@ def first_death(deaths: list[Death]) -> Death | None:
     """The earliest death that was not a consequence of another one (see the docstring)."""
     if not deaths:
         return None
-    dead = {d.rank for d in deaths if d.rank is not None}
-    causes = [d for d in deaths if not d.caused_by(dead)] or deaths
+    causes = [d for d in deaths if not d.caused_by(deaths)] or deaths
     return min(causes, key=lambda d: (d.at, d.by_signal, _rank_key(d)))
 
 

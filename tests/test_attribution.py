@@ -66,6 +66,15 @@ def test_a_killed_rank_goes_before_the_peer_it_took_down_whatever_the_clock_says
                                      "SIGKILL); see logs/launcher.log")
 
 
+def test_across_hosts_the_launchers_word_stands_in_for_what_a_peer_saw():
+    records = {0: record(0, host="a", exit_code=1, failed_at=100.000, error="RuntimeError: reset"),
+               1: record(1, host="b", exited=100.080)}
+    assert at.first_death(at.rank_deaths(records)).rank == 0  # the clocks alone
+    assert at.first_death(at.rank_deaths(records, {1: "SIGKILL"})).rank == 1
+    records[1]["exited"] = 100.5  # too long after: rank 0 failed on its own
+    assert at.first_death(at.rank_deaths(records, {1: "SIGKILL"})).rank == 0
+
+
 def test_the_earliest_failure_wins_when_none_saw_another():
     records = {0: record(0, exit_code=143, signal="SIGTERM", ended=223.36, exited=223.44),
                1: record(1, exit_code=1, failed_at=220.74, ended=220.75, exited=223.37,
@@ -78,7 +87,7 @@ def test_the_earliest_failure_wins_when_none_saw_another():
 def test_an_orphaned_rank_is_a_consequence_and_the_launcher_is_named():
     records = {0: record(0, exit_code=143, signal="SIGTERM", ended=50.001, orphaned=True)}
     first = at.first_death(at.rank_deaths(records))
-    assert first.rank == 0 and first.caused_by(set())
+    assert first.rank == 0 and first.caused_by([])
     launcher = at.launcher_death(-9, 50.002)
     assert launcher.rank is None and launcher.signal == "SIGKILL"
     assert launcher.error("horovod").startswith("the launcher (horovod) was killed by SIGKILL")
