@@ -24,7 +24,8 @@ from jupyter_server.utils import url_path_join
 from tornado.iostream import StreamClosedError
 
 from .. import __version__
-from ..errors import InvalidRunId, RunNotFound, RunStateError, SpecError, TrainerError
+from ..errors import (InvalidRunId, RunNotFound, RunStateError, SpecError, StoreError,
+                      TrainerError)
 from ..spec import MAX_PROCS
 from ..store import TERMINAL, Store, read_complete_lines
 
@@ -45,6 +46,8 @@ def _status_of(exc: TrainerError) -> int:
         return 409
     if isinstance(exc, (SpecError, InvalidRunId)):
         return 400
+    if isinstance(exc, StoreError):  # the run store cannot be read or written: not the request
+        return 503
     return 500
 
 
