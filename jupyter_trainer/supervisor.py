@@ -173,9 +173,12 @@ class Supervisor:
             self.save()
 
     def _first_failure(self) -> attribution.Death | None:
-        """The earliest rank death the ranks' own records show (see ``attribution``)."""
-        return attribution.first_death(
-            attribution.rank_deaths(self.store.rank_records(self.run_id)))
+        """The earliest rank that failed on its own or was killed, by its own records (see
+        ``attribution``). A rank that recorded a SIGTERM was stopped by someone already ending
+        the run (its launcher, the scheduler, its watcher when the launcher is gone), so it
+        does not start the wait for the launcher to stop the others."""
+        deaths = attribution.rank_deaths(self.store.rank_records(self.run_id))
+        return attribution.first_death([d for d in deaths if d.how != "signal"])
 
     def _time_launcher_exit(self) -> None:
         """Note the moment the launcher exits, when it is this process's child (the local
