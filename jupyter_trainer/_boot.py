@@ -456,7 +456,11 @@ def main(argv: list[str]) -> int:
         this rank's launcher was already gone (see ``_failure_evidence``)."""
         if record_path is None:
             return {}
-        return _failure_evidence(os.path.dirname(record_path), runtime.rank, launchers)
+        try:
+            return _failure_evidence(os.path.dirname(record_path), runtime.rank, launchers)
+        except Exception as exc:  # the rank's own end must be recorded all the same
+            print(f"[jt] cannot look at the other ranks: {exc!r}", file=sys.stderr)
+            return {}
 
     boot_pid = os.getpid()
 
