@@ -196,8 +196,11 @@ def test_mpirun_across_two_ssh_nodes_gives_each_node_its_own_directory(pair, hom
 
 
 def test_a_node_writing_into_its_shared_snapshot_is_reported(pair, home, tmp_path):
-    run = api.submit(TAMPER + "raise SystemExit(1)\n", target="pair", nodes=2, procs=1,
-                     name="ssh-tamper")
+    code = ("import os\nimport torch.distributed as dist\n"
+            "print('planted before:', os.path.exists('planted.txt'), flush=True)\n"
+            "dist.init_process_group('gloo')\ndist.barrier()\n"  # every node has its copy
+            + TAMPER + "raise SystemExit(1)\n")
+    run = api.submit(code, target="pair", nodes=2, procs=1, name="ssh-tamper")
     with pytest.raises(RunFailed):
         run.wait(timeout=180)
     snap = run.state["launcher"]["staging"]["snapshot"]
@@ -211,6 +214,20 @@ def test_a_node_writing_into_its_shared_snapshot_is_reported(pair, home, tmp_pat
     for node in (0, 1):  # failed: both nodes keep their working directory
         assert (remote / "work" / f"node-{node}" / "scratch.tmp").exists()
     assert run.state["workdirs"] == {"kept": True}
+
+    # The changed copy is never reused: the next run of the same code sets it aside and is
+    # staged a whole one, so its working directory does not hold what the first run planted.
+    rerun = api.submit(code, target="pair", nodes=2, procs=1, name="ssh-tamper")
+    with pytest.raises(RunFailed):
+        rerun.wait(timeout=180)
+    assert rerun.spec.code.hash == run.spec.code.hash
+    staging = rerun.state["launcher"]["staging"]
+    assert staging["sent_to"] == list(ALIASES)
+    aside = set(staging["changed_copies_set_aside"].values())
+    assert len(aside) == 1 and (Path(aside.pop()) / "planted.txt").exists()
+    for r in (run, rerun):
+        for rank in (0, 1):
+            assert "planted before: False" in r.logs(rank)
 
 
 # -- slurm --------------------------------------------------------------------------------------

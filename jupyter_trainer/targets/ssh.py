@@ -235,6 +235,13 @@ class SshTarget(Target):
         self._staged = {"snapshot": self._snapshot,
                         "sent_to": [n.host for n in missing],
                         "already_on": [n.host for n in self._nodes if n not in missing]}
+        for node, info in zip(self._nodes, self._preflight):
+            if info.get("snapshot_set_aside"):
+                self._staged.setdefault("changed_copies_set_aside", {})[node.host] = \
+                    info["snapshot_set_aside"]
+                self._log(f"[jt] {node.host}: the node's copy of snapshot {self._snapshot} had "
+                          f"been changed by a run; moved to {info['snapshot_set_aside']} and "
+                          "staged again\n")
         if not missing:
             return
         started = time.monotonic()

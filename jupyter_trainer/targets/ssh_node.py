@@ -7,10 +7,10 @@ element; payloads (a launch, offsets, a snapshot) come on stdin; answers are fra
 stdout: a line ``\\x1eJT {json}`` then ``n`` raw bytes. The marker lets the reader skip
 whatever a login shell's rc files print first.
 
-``preflight`` (interpreter, imports, GPUs, tools, a free port, is the snapshot here),
-``stage`` (unpack a snapshot atomically), ``environment`` (build a locked environment
-with ``build.py`` sent along, cached, then pre-flight it), ``start`` (the run folder; the launcher in its own
-session, detached from ssh), ``follow`` (new bytes of logs, events and rank records, from
+``preflight`` (interpreter, imports, GPUs, tools, a free port, is the snapshot here and
+unchanged), ``stage`` (unpack a snapshot atomically), ``environment`` (build a locked
+environment with ``build.py``, cached, then pre-flight it), ``start`` (the run folder; the
+launcher in its own session, detached from ssh), ``follow`` (new bytes of logs, events and rank records, from
 offsets, and the launcher's state; ends the run on request), ``finish``, ``stop`` and
 ``leftovers`` (by process group and by ``JT_RUN_ID`` in /proc/*/environ), ``discard`` (the
 run's working directories).
@@ -135,7 +135,7 @@ def cmd_preflight(workdir, args):
             out["port"] = sock.getsockname()[1]
     snap = args.get("snapshot")
     if snap:
-        out["snapshot"] = os.path.isdir(os.path.join(workdir, "snapshots", snap))
+        out["snapshot"], out["snapshot_set_aside"] = _intact_snapshot(workdir, snap)
     try:
         os.makedirs(os.path.join(workdir, "runs"), exist_ok=True)
         out["writable"] = os.access(os.path.join(workdir, "runs"), os.W_OK)
@@ -176,6 +176,19 @@ def _count_gpus():
 
 
 # -- staging -----------------------------------------------------------------------------
+def _intact_snapshot(workdir, name):
+    """(usable, set aside to): a copy a run changed is moved away, never reused or repaired."""
+    path = os.path.join(workdir, "snapshots", name)
+    if not os.path.isdir(path) or tree_hash(path) == name.replace("-", ":", 1):
+        return os.path.isdir(path), None
+    aside = os.path.join(workdir, "snapshots", ".changed-%s-%d" % (name, time.time() * 1000))
+    try:
+        os.rename(path, aside)
+    except OSError:  # another node's pre-flight set it aside first
+        return False, None
+    return False, aside
+
+
 def cmd_stage(workdir, args):
     """Unpack a snapshot tar (stdin) into snapshots/<name>/."""
     answer({"staged": unpack(os.path.join(workdir, "snapshots"), args["snapshot"],
