@@ -214,10 +214,10 @@ class RunIndex:
             pass
         elif now is not None:
             _log.warning("jupyter-trainer: the run index %s %s; moved it aside to %s and "
-                         "rebuilt it from %d run folders", self.path, problem, moved, count)
+                         "rebuilt it from %s", self.path, problem, moved, _folders(count))
         elif count:
-            _log.warning("jupyter-trainer: the run index %s %s; rebuilt it from %d run folders",
-                         self.path, problem, count)
+            _log.warning("jupyter-trainer: the run index %s %s; rebuilt it from %s",
+                         self.path, problem, _folders(count))
         return moved, count
 
     def rebuild(self, problem: str) -> tuple[Path | None, int]:
@@ -311,3 +311,7 @@ def _lstat(path: Path) -> os.stat_result | None:
 def _is_corrupt(exc: sqlite3.Error) -> bool:
     code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
     return code in (_CORRUPT, _NOTADB)
+
+
+def _folders(count: int) -> str:
+    return f"{count} run folder" + ("" if count == 1 else "s")
