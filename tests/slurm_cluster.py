@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import time
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,18 +188,27 @@ def _start_accounting(root: Path, cluster: SlurmCluster, db_port: int, dbd_port:
     cluster.run("sacctmgr", "-i", "add", "cluster", cluster.name)
 
 
+def _session_slot() -> int:
+    """0-186, the same for every xdist worker of one test session."""
+    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
+    return zlib.crc32(uid.encode()) % 187
+
+
 def start_cluster(root: Path, worker: int, cpus: int = 2, *, accounting: bool = False,
                   port_base: int | None = None) -> SlurmCluster:
     """Start slurmctld + slurmd (and, with ``accounting``, MariaDB + slurmdbd) under ``root``.
 
-    Ports: without accounting 16817 + 2 * worker and the next one (as always); with it, four
-    from 26817 + 4 * worker (slurmctld, slurmd, slurmdbd, MariaDB); ``port_base`` overrides
-    both (four ports from it), for a cluster started next to a running test suite.
+    Ports: a block of 64 per test session (chosen from the session's id, so that two test
+    sessions on one machine rarely meet), in which a worker without accounting takes two
+    ports from 2 * worker and one with it four from 32 + 4 * worker (slurmctld, slurmd,
+    slurmdbd, MariaDB); all of them in 20000-31999, above Ray's default worker ports and
+    below the kernel's ephemeral range. ``port_base`` overrides both (four ports from it).
     """
     if not shutil.which("slurmctld"):
         raise RuntimeError("Slurm is not installed: apt-get install slurm-wlm (scripts/setup.sh does)")
     if port_base is None:
-        port_base = 26817 + 4 * worker if accounting else 16817 + 2 * worker
+        block = 20000 + 64 * _session_slot()
+        port_base = block + 32 + 4 * worker if accounting else block + 2 * worker
     ctld_port, slurmd_port, dbd_port, db_port = (port_base + i for i in range(4))
     (root / "state").mkdir(parents=True)
     (root / "spool" / "localhost").mkdir(parents=True)
