@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=0.02,
                         help="seconds between reads of the event file, both sides (default 0.02)")
     parser.add_argument("--port-base", type=int, default=32000,
-                        help="first of the four ports of the bench's Slurm (default 27950)")
+                        help="first of the four ports of the bench's Slurm (default 32000)")
     parser.add_argument("--accounting", action="store_true",
                         help="run the cluster with slurmdbd + MariaDB (sacct answers)")
     parser.add_argument("--jitter", type=float, default=1.0,
