@@ -78,8 +78,15 @@ def parse_param(item: str) -> tuple[str, Any]:
 
 
 def parse_params(items: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
-    """Parse repeated ``-p KEY=VALUE`` flags; a later KEY overrides an earlier one."""
-    return dict(parse_param(item) for item in items or ())
+    """Parse repeated ``-p KEY=VALUE`` flags; the same KEY twice is an error."""
+    params: dict[str, Any] = {}
+    for item in items or ():
+        key, value = parse_param(item)
+        if key in params:
+            raise SpecError(f"the parameter {key!r} is given twice ({item!r} after an earlier "
+                            f"value); keep the one you mean")
+        params[key] = value
+    return params
 
 
 def _check_int(name: str, value: object, low: int, high: int, flag: str) -> None:

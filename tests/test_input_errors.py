@@ -58,6 +58,8 @@ def test_the_same_param_twice_is_refused(home, ip, tmp_path):
     done = cli("submit", str(script), "--launcher", "python", "-p", "lr=0.1", "-p", " lr =0.2")
     assert done.returncode == 2 and done.stdout == ""
     assert "the key 'lr' is given twice ('lr=0.1', then ' lr =0.2')" in done.stderr
+    with pytest.raises(SpecError, match="the parameter 'x' is given twice"):
+        api.submit("print(x)\n", launcher="python", params=["x=1", "x=2"])
     assert api.runs() == []  # nothing was created
 
 
