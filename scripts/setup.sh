@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
-# Install everything jupyter_trainer needs on a fresh Debian machine: system packages (Open
-# MPI, Slurm and Chromium for the tests), a virtual environment with torch and the package
-# itself (editable, with its test extras), and Horovod. Idempotent: a repeat run only checks
-# what is already there.
+# Install what jupyter_trainer needs on a fresh Debian machine, and no more:
+#
+#   scripts/setup.sh quickstart   Node.js and npm (to build the lab extension the package
+#                                 ships), a virtual environment with torch and the package
+#                                 (editable, with the examples' scikit-learn)
+#   scripts/setup.sh [tests]      all of that, plus the system packages the tests use (Open MPI,
+#                                 Slurm, MariaDB, sshd, Chromium), the test extras and Horovod
+#
+# Idempotent: a repeat run only checks what is already there.
 set -euo pipefail
+
+MODE=${1:-tests}
+case $MODE in
+    quickstart | tests) ;;
+    *) printf 'usage: %s [quickstart|tests]   (not %q)\n' "$0" "$MODE" >&2; exit 2 ;;
+esac
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${JT_VENV:-$ROOT/.venv}
@@ -13,6 +24,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 apt_packages=()
+command -v node >/dev/null 2>&1 || apt_packages+=(nodejs)              # builds the lab extension
+command -v npm >/dev/null 2>&1 || apt_packages+=(npm)
+if [ "$MODE" = tests ]; then
 command -v mpirun >/dev/null 2>&1 || apt_packages+=(openmpi-bin libopenmpi-dev)
 command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)   # browser tests
 command -v slurmctld >/dev/null 2>&1 || apt_packages+=(slurm-wlm)  # the Slurm target's tests
@@ -21,8 +35,7 @@ command -v slurmdbd >/dev/null 2>&1 || apt_packages+=(slurmdbd)        # (sacct 
 [ -x /usr/sbin/sshd ] || apt_packages+=(openssh-server)                # ssh target tests (real sshd)
 command -v ssh >/dev/null 2>&1 || apt_packages+=(openssh-client)
 command -v ip >/dev/null 2>&1 || apt_packages+=(iproute2)              # network-namespace hosts
-command -v node >/dev/null 2>&1 || apt_packages+=(nodejs)              # builds the lab extension
-command -v npm >/dev/null 2>&1 || apt_packages+=(npm)
+fi
 if [ ${#apt_packages[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         SUDO=sudo
@@ -62,22 +75,31 @@ if [ "$(cat "$modules/.jt-key" 2>/dev/null)" != "$modules_key" ]; then
     fi
 fi
 
-# Reinstall the project only when its metadata changed.
+# Reinstall the project only when its metadata changed. The tests' install includes the
+# quickstart's, so it satisfies both.
+if [ "$MODE" = tests ]; then extras=examples,test,bench; else extras=examples; fi
 stamp="$VENV/.jupyter_trainer-setup"
-want="torch=$TORCH_VERSION $(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+key="torch=$TORCH_VERSION $(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
+have=$(cat "$stamp" 2>/dev/null || true)
+if [ "$have" != "$key [examples,test,bench]" ] && [ "$have" != "$key [$extras]" ]; then
     log "installing torch==$TORCH_VERSION"
     "$VENV/bin/pip" install -q "torch==$TORCH_VERSION"
-    log "installing jupyter_trainer[test,bench] (editable)"
-    "$VENV/bin/pip" install -q -e "$ROOT[test,bench]"
+    # Unlink the served build folder first, so that pip's copy of install.json does not land
+    # in it through the link (the next build would then find that file twice).
+    rm -rf "$VENV/share/jupyter/labextensions/jupyter-trainer-labextension" \
+        "$ROOT/jupyter_trainer/labextension/install.json"
+    log "installing jupyter_trainer[$extras] (editable)"
+    "$VENV/bin/pip" install -q -e "$ROOT[$extras]"
     # Serve the lab extension from its build folder, so a rebuild needs no reinstall.
     rm -rf "$VENV/share/jupyter/labextensions/jupyter-trainer-labextension"
     ln -s "$ROOT/jupyter_trainer/labextension" "$VENV/share/jupyter/labextensions/jupyter-trainer-labextension"
-    echo "$want" > "$stamp"
+    echo "$key [$extras]" > "$stamp"
 fi
 
 # Horovod, built against this torch (wheel cached outside the repo; JT_SKIP_HOROVOD=1 skips).
-if [ "${JT_SKIP_HOROVOD:-0}" = 1 ]; then
+if [ "$MODE" = quickstart ]; then
+    :
+elif [ "${JT_SKIP_HOROVOD:-0}" = 1 ]; then
     log "skipping Horovod (JT_SKIP_HOROVOD=1): --launcher horovod and tests/test_horovod.py will fail"
 else
     "$ROOT/scripts/build_horovod.sh" "$VENV"

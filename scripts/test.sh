@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Set up everything (see scripts/setup.sh), then run the whole test suite in parallel.
+# Set up what the tests need (`scripts/setup.sh tests`), then run the whole test suite in parallel.
 # Extra arguments go to pytest, e.g. `scripts/test.sh -k capture`.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bash "$ROOT/scripts/setup.sh"
+bash "$ROOT/scripts/setup.sh" tests
 VENV=${JT_VENV:-$ROOT/.venv}
 cd "$ROOT"
 # A private temp root, so concurrent pytest sessions never remove each other's folders.
