@@ -29,7 +29,7 @@ from ..home import default_home
 from .base import Handle, Target, require_program
 from .slurm_script import SlurmConfig, batch_script, parse_job_id, sbatch_argv
 from .slurm_stage import JOB_OUTPUT, ClusterFolder
-from .ssh_client import LocalShell, SshClient, control_dir, user_config_file
+from ..nodes.ssh import LocalShell, SshClient, control_dir, user_config_file
 
 QUEUED = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SUSPENDED"}
 # Final states whose cause is the scheduler, not the training code: each becomes the error.

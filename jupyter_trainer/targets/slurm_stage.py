@@ -2,7 +2,7 @@
 
 Used when the target has a ``login`` node (reached with the system OpenSSH client) or a
 ``workdir`` that is not the run store. The same node agent as the ssh target
-(ssh_node.py) does the work on the login node, or on this machine through ``/bin/sh``:
+(nodes/agent.py) does the work on the login node, or on this machine through ``/bin/sh``:
 
 - ``prepare``: pre-flight (the interpreter, the imports, the Slurm commands, a writable
   workdir); the run's locked environment built under ``<workdir>/envs`` (on the shared
@@ -26,11 +26,12 @@ from typing import Any, Sequence
 
 from ..errors import TargetError
 from ..spec import RunSpec
-from . import agent_calls
-from .mirror import FrameReader, LocalFiles, NodeFollower, merge_outputs, parse_answer
-from .ssh_client import SshClient
-from .ssh_commands import agent_command, snapshot_dir_name
-from .ssh_prepare import judge, required_modules, snapshot_tarball
+from ..nodes import calls
+from ..nodes.commands import agent_command, snapshot_dir_name
+from ..nodes.frames import FrameReader, parse_answer
+from ..nodes.mirror import LocalFiles, NodeFollower, merge_outputs
+from ..nodes.prepare import judge, required_modules, snapshot_tarball
+from ..nodes.ssh import SshClient
 
 JOB_OUTPUT = "logs/launcher-0.log"  # followed like a launcher's log, prefixed in launcher.log
 
@@ -84,14 +85,14 @@ class ClusterFolder:
         modules, versions = required_modules(spec, code)
         named = spec.env.name is not None
         started = time.monotonic()
-        self.info = agent_calls.preflight(
+        self.info = calls.preflight(
             self.shell, self.python, self.workdir,
             {"modules": [] if named else modules, "versions": [] if named else versions,
              "snapshot": self.snapshot, "tools": self.tools}, self.timeout + 60)
         self._judge()
         python = self.python
         if named:
-            answer = agent_calls.build_environment(
+            answer = calls.build_environment(
                 self.shell, self.python, self.info["agent"], self.info["workdir"], spec.env,
                 {"modules": modules, "versions": versions}, uv=self.uv,
                 timeout=self.timeout + self.env_timeout)
@@ -125,7 +126,7 @@ class ClusterFolder:
             return
         started = time.monotonic()
         payload = snapshot_tarball(code)
-        agent_calls.send_snapshot(self.shell, self.python, self.info["agent"],
+        calls.send_snapshot(self.shell, self.python, self.info["agent"],
                                   self.info["workdir"], self.snapshot, payload,
                                   self.timeout + 600)
         self.staged = {"snapshot": self.snapshot, "sent": True, "bytes": len(payload),

@@ -10,7 +10,7 @@ A run goes through the hooks in this order, all inside the run's supervisor:
 - ``start``: the run folder on every node (``<workdir>/runs/<id>``, ``code`` -> the
   snapshot), each launcher in its own session, then one follow session per node.
 - ``poll``/``sync``: launcher states and new bytes of logs, events and rank records, from
-  the follow sessions (ssh_node.py, mirror.py); a node unreachable for ``node_timeout``
+  the follow sessions (nodes/agent.py, nodes/mirror.py); a node unreachable for ``node_timeout``
   seconds is lost, and the run fails naming it.
 - ``stop``/``leftovers``: on each node, SIGTERM then SIGKILL of the launcher's group and of
   every process carrying ``JT_RUN_ID``, then what is still alive, the last bytes of its
@@ -33,14 +33,16 @@ from ..errors import TargetError, TrainerError
 from ..home import default_home
 from ..launch import Command, LaunchPlan
 from ..spec import RunSpec
-from . import agent_calls
+from ..nodes import calls
+from ..nodes.commands import agent_command, snapshot_dir_name
+from ..nodes.folder import Node
+from ..nodes.frames import FrameReader, parse_answer
+from ..nodes.mirror import LocalFiles, NodeFollower, merge_outputs
+from ..nodes.prepare import judge, required_modules, snapshot_tarball
+from ..nodes.ssh import SshClient, control_dir, user_config_file
 from .base import Handle, Target
-from .mirror import FrameReader, LocalFiles, NodeFollower, merge_outputs, parse_answer
-from .ssh_client import SshClient, control_dir, user_config_file
-from .ssh_commands import (HostConfig, Node, NodeLaunch, SshConfig, agent_command,
-                           node_launches, snapshot_dir_name)
-from .ssh_prepare import (hop_options, is_ip, judge, launcher_tools, node_address,
-                          required_modules, snapshot_tarball)
+from .ssh_commands import HostConfig, NodeLaunch, SshConfig, node_launches
+from .ssh_prepare import hop_options, is_ip, launcher_tools, node_address
 
 T = TypeVar("T")
 PUMP_S = 0.1  # the supervisor syncs every 50 ms; reading the follow sessions this often is plenty
@@ -186,7 +188,7 @@ class SshTarget(Target):
                     for h, p in zip(hosts, self._preflight)], "pre-flight failed on some nodes")
 
     def _preflight_node(self, host: HostConfig, python: str, args: dict[str, Any]) -> dict:
-        return agent_calls.preflight(self._client(host), python, host.workdir or self.cfg.workdir,
+        return calls.preflight(self._client(host), python, host.workdir or self.cfg.workdir,
                                      args, self.cfg.connect_timeout + 60)
 
     def _realise_environment(self, spec: RunSpec, hosts: Sequence[HostConfig],
@@ -199,7 +201,7 @@ class SshTarget(Target):
         def realise(job: tuple[int, HostConfig]) -> dict[str, Any]:
             index, host = job
             info = self._preflight[index]
-            return agent_calls.build_environment(
+            return calls.build_environment(
                 self._client(host), self._python(host, spec), info["agent"], info["workdir"],
                 spec.env, check, uv=self.cfg.uv,
                 timeout=self.cfg.connect_timeout + self.cfg.env_timeout)
@@ -248,7 +250,7 @@ class SshTarget(Target):
         payload = snapshot_tarball(code)
 
         def send(node: Node) -> dict[str, Any]:
-            return agent_calls.send_snapshot(
+            return calls.send_snapshot(
                 self._clients[node.host], node.python, self._preflight[node.index]["agent"],
                 node.workdir, self._snapshot, payload, self.cfg.connect_timeout + 600)
 

@@ -14,7 +14,6 @@ with hostile paths and values. Three rules keep user values away from any shell:
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field, replace
@@ -23,17 +22,16 @@ from typing import Any, Mapping, Sequence
 from ..errors import TargetError
 from ..launch import (Command, LaunchPlan, env_defaults, horovodrun_argv, hosts_slots,
                       mpirun_argv, rank_env, rank_program, torchrun_argv)
+from ..nodes.folder import Node
 from ..spec import LaunchSpec
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SSH_OPTION = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
-_SNAPSHOT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 # Options of the user's ssh config that a hop from node 0 to another node needs as well.
 HOP_OPTIONS = ("port", "user", "identityfile", "identitiesonly", "stricthostkeychecking",
                "userknownhostsfile", "certificatefile", "pubkeyauthentication")
 DEFAULT_WORKDIR = "~/jupyter_trainer"
-AGENT_NAME = "jt-node"
 
 
 def seconds(name: str, key: str, value: Any, low: int, high: int) -> int:
@@ -161,68 +159,7 @@ def ssh_options(name: str, value: Any) -> tuple[tuple[str, str], ...]:
     return tuple((k.strip(), v.strip()) for k, v in items)
 
 
-# -- the node agent's command lines ------------------------------------------------------
-# Run with the node's python; installs the agent (read from stdin) when it is missing, then
-# runs it. Fixed text: nothing of the user's reaches it except as quoted argv.
-BOOTSTRAP = (
-    "import os,sys\n"
-    "w=os.path.abspath(os.path.expanduser(sys.argv[1]));p=os.path.join(w,'bin',sys.argv[2])\n"
-    "s=sys.stdin.buffer.read()\n"
-    "if not os.path.exists(p):\n"
-    " os.makedirs(os.path.dirname(p),exist_ok=True);t='%s.%d.tmp'%(p,os.getpid())\n"
-    " f=open(t,'wb');f.write(s);f.close();os.replace(t,p)\n"
-    "sys.argv=[p,'--workdir',w]+sys.argv[3:]\n"
-    "exec(compile(s,p,'exec'),{'__name__':'__main__','__file__':p})\n"
-)
-
-
-def agent_file(digest: str) -> str:
-    """The agent's file name on a node, content-addressed so versions never mix."""
-    return f"{AGENT_NAME}-{digest[:16]}.py"
-
-
-def bootstrap_command(python: str, workdir: str, agent: str, sub: str,
-                      args: Mapping[str, Any]) -> str:
-    """The remote command that installs the agent if needed and runs ``sub`` (stdin: agent)."""
-    return shlex.join([python, "-c", BOOTSTRAP, workdir, agent, sub,
-                       json.dumps(args, sort_keys=True)])
-
-
-def agent_command(python: str, agent_path: str, workdir: str, sub: str,
-                  args: Mapping[str, Any] | None = None) -> str:
-    """The remote command running an installed agent; a payload, if any, goes on stdin."""
-    return shlex.join([python, agent_path, "--workdir", workdir, sub,
-                       json.dumps(dict(args or {}), sort_keys=True)])
-
-
-def snapshot_dir_name(code_hash: str) -> str:
-    """``sha256:ab12...`` -> ``sha256-ab12...``: a safe folder name under snapshots/."""
-    name = code_hash.replace(":", "-")
-    if not _SNAPSHOT.fullmatch(name):
-        raise TargetError(f"snapshot hash {code_hash!r} is not a safe folder name")
-    return name
-
-
 # -- the launch, node by node ------------------------------------------------------------
-@dataclass(frozen=True)
-class Node:
-    """One node of a run, resolved: who it is, where its files are, how the others reach it."""
-
-    index: int
-    host: str                       # the ssh destination (an alias is fine)
-    address: str                    # an address the other nodes can reach
-    workdir: str                    # absolute, on the node
-    python: str
-    hop: Mapping[str, Sequence[str]] = field(default_factory=dict)  # ssh -G options, for hops
-
-    @property
-    def run_root(self) -> str:
-        return posixpath.join(self.workdir, "runs")
-
-    def run_dir(self, run_id: str) -> str:
-        return posixpath.join(self.workdir, "runs", run_id)
-
-
 @dataclass(frozen=True)
 class NodeLaunch:
     """What one node runs: a launcher (or nothing: mpirun reaches it), and files it needs."""

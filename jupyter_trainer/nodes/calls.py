@@ -1,4 +1,4 @@
-"""One call of the node agent (ssh_node.py) on one host, through an ``SshClient`` or a
+"""One call of the node agent (agent.py) on one host, through an ``SshClient`` or a
 ``LocalShell``: the pre-flight (which installs the agent), sending a snapshot, and building
 a locked environment. Each answers the agent's JSON or raises a TargetError naming the host.
 The ssh target makes these calls on every node; the Slurm target on its login node.
@@ -14,16 +14,16 @@ from typing import Any, Mapping
 from ..errors import TargetError
 from ..home import default_home
 from ..spec import EnvSpec
-from . import ssh_node
-from .mirror import parse_answer
-from .ssh_client import SshClient
-from .ssh_commands import agent_command, agent_file, bootstrap_command
-from .ssh_prepare import environment_payload
+from . import agent
+from .commands import agent_command, agent_file, bootstrap_command
+from .frames import parse_answer
+from .prepare import environment_payload
+from .ssh import SshClient
 
 
 @lru_cache(maxsize=1)
 def agent_source() -> bytes:
-    return Path(ssh_node.__file__).read_bytes()
+    return Path(agent.__file__).read_bytes()
 
 
 def preflight(client: SshClient, python: str, workdir: str, args: Mapping[str, Any],

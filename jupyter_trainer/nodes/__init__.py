@@ -1,0 +1,13 @@
+"""The node layer: what every target that runs on other machines shares.
+
+- ``agent.py``: the program that runs on a node (standard library only; sent as one file).
+- ``commands.py``: its command lines; ``calls.py``: one call of it (pre-flight, stage,
+  environment) through a transport.
+- ``frames.py``: the frames it answers with; ``mirror.py``: live copies of a node's files.
+- ``ssh.py``: the transport, the system OpenSSH client (and this machine behind the same
+  interface).
+- ``prepare.py``: what a node must have and what it is sent; ``folder.py``: a run's folder
+  on a node.
+
+Targets import from here; nothing here imports a target.
+"""
