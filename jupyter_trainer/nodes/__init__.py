@@ -4,8 +4,8 @@
 - ``commands.py``: its command lines; ``calls.py``: one call of it (pre-flight, stage,
   environment) through a transport.
 - ``frames.py``: the frames it answers with; ``mirror.py``: live copies of a node's files.
-- ``ssh.py``: the transport, the system OpenSSH client (and this machine behind the same
-  interface).
+- ``transport.py``: ``NodeShell``, what a way to reach a node must offer, and ``LocalShell``
+  (this machine); ``ssh.py``: the system OpenSSH client, one such transport.
 - ``prepare.py``: what a node must have and what it is sent; ``folder.py``: a run's folder
   on a node.
 

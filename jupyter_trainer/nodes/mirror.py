@@ -29,7 +29,8 @@ from typing import Any, Callable
 
 from ..errors import TargetError
 from .frames import FrameReader
-from .ssh import SshClient, classify
+from .ssh import classify
+from .transport import NodeShell
 
 _APPENDED = re.compile(r"(logs/rank-\d+\.log|events/rank-\d+\.jsonl)")
 _REPLACED = re.compile(r"ranks/rank-\d+\.json")
@@ -130,7 +131,7 @@ class NodeFollower:
     """One node's follow session: started, read without blocking, restarted after a blip,
     and declared lost when the node stays unreachable for ``node_timeout`` seconds."""
 
-    def __init__(self, client: SshClient, command: Callable[[], str], node: int, label: str,
+    def __init__(self, client: NodeShell, command: Callable[[], str], node: int, label: str,
                  files: LocalFiles, node_timeout: float) -> None:
         self.client = client
         self.command = command

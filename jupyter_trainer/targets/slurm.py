@@ -29,7 +29,8 @@ from ..home import default_home
 from .base import Handle, Target, require_program
 from .slurm_script import SlurmConfig, batch_script, parse_job_id, sbatch_argv
 from .slurm_stage import JOB_OUTPUT, ClusterFolder
-from ..nodes.ssh import LocalShell, SshClient, control_dir, user_config_file
+from ..nodes.ssh import SshClient, control_dir, user_config_file
+from ..nodes.transport import LocalShell, NodeShell
 
 QUEUED = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SUSPENDED"}
 # Final states whose cause is the scheduler, not the training code: each becomes the error.
@@ -75,12 +76,12 @@ class SlurmTarget(Target):
         self._script: str | None = None
         self._seen: dict[str, tuple[float, dict[str, Any] | None]] = {}
         self._queued_interval = QUEUED_POLL_S[0]
-        self._shell: SshClient | None = None
+        self._shell: NodeShell | None = None
         self._folder: ClusterFolder | None = None
         self._left: list[str] = []
 
     # -- the Slurm commands, here or on the login node ----------------------------------
-    def _login_shell(self) -> SshClient:
+    def _login_shell(self) -> NodeShell:
         if self._shell is None:
             self._shell = (SshClient(self.cfg.login, str(control_dir(default_home())),
                                      self.cfg.ssh_options,

@@ -31,7 +31,7 @@ from ..nodes.commands import agent_command, snapshot_dir_name
 from ..nodes.frames import FrameReader, parse_answer
 from ..nodes.mirror import LocalFiles, NodeFollower, merge_outputs
 from ..nodes.prepare import judge, required_modules, snapshot_tarball
-from ..nodes.ssh import SshClient
+from ..nodes.transport import NodeShell
 
 JOB_OUTPUT = "logs/launcher-0.log"  # followed like a launcher's log, prefixed in launcher.log
 
@@ -39,7 +39,7 @@ JOB_OUTPUT = "logs/launcher-0.log"  # followed like a launcher's log, prefixed i
 class ClusterFolder:
     """The run's folder on the cluster, reached through ``shell``."""
 
-    def __init__(self, shell: SshClient, python: str, workdir: str, *, tools: Sequence[str],
+    def __init__(self, shell: NodeShell, python: str, workdir: str, *, tools: Sequence[str],
                  timeout: int, env_timeout: int, uv: str | None, lost_after: int) -> None:
         self.shell = shell
         self.python = python
