@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from ..errors import TargetError, TrainerError
 from ..home import default_home
-from ..launch import Command, LaunchPlan
+from ..launch import Command, LaunchPlan, launcher
 from ..spec import RunSpec
 from ..nodes import calls
 from ..nodes.commands import agent_command, snapshot_dir_name
@@ -42,7 +42,7 @@ from ..nodes.prepare import judge, required_modules, snapshot_tarball
 from ..nodes.ssh import SshClient, control_dir, user_config_file
 from .base import Handle, Target
 from .ssh_commands import HostConfig, NodeLaunch, SshConfig, node_launches
-from .ssh_prepare import hop_options, is_ip, launcher_tools, node_address
+from .ssh_prepare import hop_options, is_ip, node_address
 
 T = TypeVar("T")
 PUMP_S = 0.1  # the supervisor syncs every 50 ms; reading the follow sessions this often is plenty
@@ -115,7 +115,7 @@ class SshTarget(Target):
             raise TargetError(f"--backend nccl needs GPUs and target {self.name!r} sets no "
                               "gpus_per_node; set it, or use --backend gloo")
         hosts = self.cfg.hosts[:launch.nodes]
-        if launch.nodes > 1 and launch.launcher in ("mpirun", "horovod"):
+        if launch.nodes > 1 and launcher(launch.launcher).placement == "first_node":
             for key in ("workdir", "python"):
                 if len({getattr(h, key) or getattr(self.cfg, key) for h in hosts}) > 1:
                     raise TargetError(
@@ -153,7 +153,7 @@ class SshTarget(Target):
         pre = _parallel(lambda job: self._preflight_node(
             job[1], self._python(job[1], spec), {
                 "modules": [] if named else modules, "versions": [] if named else versions,
-                "snapshot": self._snapshot, "tools": launcher_tools(launch, job[0]),
+                "snapshot": self._snapshot, "tools": launcher(launch.launcher).tools(launch, job[0]),
                 "gpus": self.cfg.gpus_per_node > 0,
                 "resolve": names if job[0] == 0 else [], "port": job[0] == 0}), jobs)
         _raise_any(pre, "pre-flight failed on some nodes")

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from ..errors import TargetError
-from ..launch import (Command, LaunchPlan, env_defaults, horovodrun_argv, hosts_slots,
-                      mpirun_argv, rank_env, rank_program, torchrun_argv)
+from ..launch import Command, LaunchPlan, Topology, launcher, rank_env
 from ..nodes.folder import Node
 from ..spec import LaunchSpec
 
@@ -231,14 +230,16 @@ def node_launches(launch: LaunchSpec, plan: LaunchPlan, nodes: Sequence[Node], *
                   network_interfaces: Sequence[str] = ()) -> list[NodeLaunch]:
     """Per node: the launcher command and files, for ``launch`` on ``nodes`` (node 0 first).
 
-    torchrun starts once per node (c10d rendezvous at node 0's address); mpirun and
-    horovodrun start on node 0 only and reach the other nodes over ssh through ``bin/ssh``."""
+    A launcher placed on every node (torchrun: c10d rendezvous at node 0's address) starts
+    once per node; one placed on the first node (mpirun, horovodrun) starts on node 0 only
+    and reaches the other nodes over ssh through ``bin/ssh``."""
     if len(nodes) != launch.nodes:
         raise TargetError(f"{launch.nodes} node(s) asked, {len(nodes)} resolved")
-    defaults = env_defaults(launch)
+    entry = launcher(launch.launcher)
     multi = launch.nodes > 1
     files: dict[str, str] = {}
-    if multi and launch.launcher in ("mpirun", "horovod"):
+    mpi_env: dict[str, str] = {}
+    if multi and entry.placement == "first_node":
         first = nodes[0].run_dir(plan.run_id)
         files = {"ssh_config": hop_config(nodes),
                  "bin/ssh": hop_wrapper(real_ssh, f"{first}/ssh_config")}
@@ -251,38 +252,21 @@ def node_launches(launch: LaunchSpec, plan: LaunchPlan, nodes: Sequence[Node], *
     out = []
     for node in nodes:
         run_dir = node.run_dir(plan.run_id)
-        node_plan = replace(plan, run_dir=run_dir, python=node.python,
-                            boot=f"{run_dir}/code/_jt/boot.py")
-        env = {**plan.extra_env, **rank_env(node_plan, launch.launcher)}
-        path: tuple[str, ...] = ()
-        if launch.launcher == "torchrun":
-            env.update(JT_NODE_RANK=str(node.index), JT_NODE=node.host)
-            argv = torchrun_argv(launch, node_plan, standalone=not multi,
-                                 node_rank=node.index if multi else None,
-                                 local_addr=node.address if multi else None)
-        elif node.index != 0:
+        if entry.placement != "every_node" and node.index != 0:
             out.append(NodeLaunch(node, run_dir, None, files=files))
             continue
-        elif launch.launcher == "mpirun":
-            if multi:
-                env.update(mpi_env)
-                path = (f"{run_dir}/bin",)
-            argv = mpirun_argv(launch, node_plan, {**defaults, **env},
-                               hosts=[n.address for n in nodes] if multi else None)
-        elif launch.launcher == "horovod":
-            extra = ["--disable-cache"]  # horovodrun would write ~/.horovod on every node
-            if network_interfaces:
-                extra += ["--network-interfaces", ",".join(network_interfaces)]
-            if multi:
-                env.update(mpi_env)
-                path = (f"{run_dir}/bin",)
-            hosts = ["-H", hosts_slots([n.address for n in nodes], launch.procs)]
-            argv = horovodrun_argv(launch, node_plan, hosts, extra)
-        else:
-            argv = rank_program(node_plan)
-            env.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
-        out.append(NodeLaunch(node, run_dir, Command(tuple(argv), env, defaults), path,
-                              files))
+        node_plan = replace(plan, run_dir=run_dir, python=node.python,
+                            boot=f"{run_dir}/code/_jt/boot.py")
+        env = {**plan.extra_env, **rank_env(node_plan, launch.launcher), **mpi_env}
+        if entry.placement == "every_node":
+            env.update(JT_NODE_RANK=str(node.index), JT_NODE=node.host)
+        topology = Topology(node_rank=node.index if multi else None,
+                            address=node.address if multi else None,
+                            hosts=tuple(n.address for n in nodes), interfaces=network_interfaces,
+                            launcher_cache=False)
+        path = (f"{run_dir}/bin",) if mpi_env else ()
+        out.append(NodeLaunch(node, run_dir, entry.command(launch, node_plan, topology, env),
+                              path, files))
     return out
 
 

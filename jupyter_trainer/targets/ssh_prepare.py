@@ -1,6 +1,6 @@
-"""What the ssh target asks of its nodes beyond the node layer's pre-flight: the programs
-a launcher needs on each node, the address other nodes reach a node at (an ssh alias is not
-an address), and the ``ssh -G`` options a hop between nodes needs.
+"""What the ssh target asks of its nodes beyond the node layer's pre-flight: the address
+other nodes reach a node at (an ssh alias is not an address), and the ``ssh -G`` options a
+hop between nodes needs.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import socket
 from typing import Any, Mapping
 
 from ..errors import TargetError
-from ..spec import LaunchSpec
 from .ssh_commands import HOP_OPTIONS, HostConfig
 
 
@@ -20,20 +19,6 @@ def is_ip(name: str) -> bool:
         return True
     except ValueError:
         return False
-
-
-def launcher_tools(launch: LaunchSpec, index: int) -> list[str]:
-    """Programs node ``index`` must find on its PATH for ``launch``."""
-    multi = launch.nodes > 1
-    if launch.launcher == "mpirun":
-        return (["mpirun"] + (["ssh"] if multi else [])) if index == 0 else ["orted"]
-    if launch.launcher == "horovod":
-        if index:
-            return ["orted"] if launch.backend == "mpi" else []
-        # horovodrun itself runs as ``python -m horovod.runner.launch``: its module is
-        # checked with the imports, not as a program.
-        return (["ssh"] if multi else []) + (["mpirun"] if launch.backend == "mpi" else [])
-    return []
 
 
 def node_address(host: HostConfig, options: Mapping[str, list[str]],
