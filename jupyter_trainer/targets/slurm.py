@@ -128,11 +128,11 @@ class SlurmTarget(Target):
             python = self.cfg.python or spec.env.python or sys.executable
         if self.cfg.remote:
             self._folder = ClusterFolder(
-                self._login_shell(), python, self.cfg.workdir or "~/jupyter_trainer",
+                self._login_shell(), python, self.cfg.workdir or "~/jupyter_trainer", run_dir,
                 tools=["sbatch", "squeue", "scancel"] if self.cfg.login else [],
                 timeout=self.cfg.connect_timeout, env_timeout=self.cfg.env_timeout,
                 uv=self.cfg.uv, lost_after=max(30, 3 * self.cfg.connect_timeout))
-            python = self._folder.prepare(spec, run_id, run_dir)
+            python = self._folder.prepare(spec, run_id)
             run_dir = self._folder.run_dir
         return LaunchPlan(
             run_id=run_id, run_dir=run_dir, python=python,
@@ -152,7 +152,7 @@ class SlurmTarget(Target):
         script.write_text(self._script or "")
         handle: Handle = {"script": str(script)}
         if self._folder is not None:
-            self._folder.start({"spec.json": Path(run_dir, "spec.json").read_text(),
+            self._folder.open({"spec.json": Path(run_dir, "spec.json").read_text(),
                                 "job.sbatch": self._script or ""})
             handle.update(run_dir_remote=self._folder.run_dir, staging=self._folder.staged,
                           **({"login": self.cfg.login} if self.cfg.login else {}),
@@ -246,7 +246,7 @@ class SlurmTarget(Target):
         return {"folder": {"host": self._folder.label, "sigkilled": ended["sigkilled"]}}
 
     def collect(self, handle: Handle) -> dict[str, Any]:
-        return self._folder.collect() if self._folder is not None else {}
+        return self._folder.report() if self._folder is not None else {}
 
     def snapshot_hashes(self, handle: Handle) -> dict[str, str | None]:
         return self._folder.snapshot_hashes() if self._folder is not None else {}
@@ -255,7 +255,7 @@ class SlurmTarget(Target):
         if self._folder is None or handle is None:
             return super().discard_workdirs(handle, run_dir)
         try:
-            return self._folder.discard()
+            return self._folder.discard_all()
         except TargetError as exc:
             return {"removed": [], "errors": [str(exc)]}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from typing import Any, Mapping
+from typing import Mapping
 
 from ..errors import TargetError
 from .ssh_commands import HOP_OPTIONS, HostConfig
