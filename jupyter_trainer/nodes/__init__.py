@@ -6,8 +6,9 @@
 - ``frames.py``: the frames it answers with; ``mirror.py``: live copies of a node's files.
 - ``transport.py``: ``NodeShell``, what a way to reach a node must offer, and ``LocalShell``
   (this machine); ``ssh.py``: the system OpenSSH client, one such transport.
-- ``prepare.py``: what a node must have and what it is sent; ``folder.py``: a run's folder
-  on a node.
+- ``prepare.py``: what a node must have and what it is sent.
+- ``folder.py``: ``RemoteFolder``, a run's folder on one node and its whole lifecycle
+  (pre-flight to discard), and ``Node``, a resolved node of a run.
 
 Targets import from here; nothing here imports a target.
 """

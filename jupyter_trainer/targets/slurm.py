@@ -26,7 +26,7 @@ from ..errors import TargetError
 from ..launch import Command, LaunchPlan
 from ..spec import RunSpec
 from ..home import default_home
-from .base import Handle, Target, require_program
+from .base import BuiltEnvironment, Handle, Target, require_program
 from .slurm_script import SlurmConfig, batch_script, parse_job_id, sbatch_argv
 from .slurm_stage import JOB_OUTPUT, ClusterFolder
 from ..nodes.ssh import SshClient, control_dir, user_config_file
@@ -132,7 +132,7 @@ class SlurmTarget(Target):
                 tools=["sbatch", "squeue", "scancel"] if self.cfg.login else [],
                 timeout=self.cfg.connect_timeout, env_timeout=self.cfg.env_timeout,
                 uv=self.cfg.uv, lost_after=max(30, 3 * self.cfg.connect_timeout))
-            python = self._folder.prepare(spec, run_id)
+            self._folder.check_cluster(spec, run_id)
             run_dir = self._folder.run_dir
         return LaunchPlan(
             run_id=run_id, run_dir=run_dir, python=python,
@@ -140,6 +140,15 @@ class SlurmTarget(Target):
             args=spec.code.args, backend=backend, backend_forced=spec.launch.backend is not None,
             master_addr="", master_port=20000 + zlib.crc32(run_id.encode()) % 20000,
             run_as_root=os.geteuid() == 0, oversubscribe=False, extra_env=self.cfg.env)
+
+    def build_environment(self, spec: RunSpec, plan: LaunchPlan) -> BuiltEnvironment | None:
+        if self._folder is None or spec.env.name is None:
+            return None  # built in the run store, which the compute nodes share
+        return self._folder.realise(spec)
+
+    def stage(self, spec: RunSpec, plan: LaunchPlan, run_dir: str) -> None:
+        if self._folder is not None:
+            self._folder.send(spec)
 
     def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
         self._script = batch_script(self.cfg, spec, plan, getattr(spec.env, "image", None))
@@ -155,9 +164,7 @@ class SlurmTarget(Target):
             self._folder.open({"spec.json": Path(run_dir, "spec.json").read_text(),
                                 "job.sbatch": self._script or ""})
             handle.update(run_dir_remote=self._folder.run_dir, staging=self._folder.staged,
-                          **({"login": self.cfg.login} if self.cfg.login else {}),
-                          **({"environment": self._folder.environment}
-                             if self._folder.environment else {}))
+                          **({"login": self.cfg.login} if self.cfg.login else {}))
         try:
             done = self._run(list(command.argv), timeout=60)
             if done.returncode != 0:

@@ -5,12 +5,14 @@ Used when the target has a ``login`` node (reached with the system OpenSSH clien
 each node of an ssh target, does the work on the login node, or on this machine through
 ``/bin/sh``:
 
-- ``prepare``: pre-flight (the interpreter, the imports, the Slurm commands, a writable
-  workdir); the run's locked environment built under ``<workdir>/envs`` (on the shared
-  filesystem, so the compute nodes see it); the snapshot sent to
-  ``<workdir>/snapshots/<hash>`` unless it is there already.
-- ``start``: ``<workdir>/runs/<id>/`` with ``code`` -> the snapshot, ``spec.json`` and the
-  batch script, before ``sbatch``.
+- ``check_cluster`` (the target's ``plan``): pre-flight (the interpreter, the imports,
+  the Slurm commands, a writable workdir);
+- ``realise`` (``build_environment``): the run's locked environment built under
+  ``<workdir>/envs`` (on the shared filesystem, so the compute nodes see it);
+- ``send`` (``stage``): the snapshot sent to ``<workdir>/snapshots/<hash>`` unless it is
+  there already;
+- ``open`` (``start``): ``<workdir>/runs/<id>/`` with ``code`` -> the snapshot,
+  ``spec.json`` and the batch script, before ``sbatch``.
 - ``pump``: new bytes of the ranks' logs, events and records (and of the job's output,
   ``logs/launcher-0.log``) copied into the local run folder while the job runs.
 - ``finish``/``collect``: the last bytes, ``outputs/`` and ``logs/user/`` brought back when
@@ -30,6 +32,7 @@ from ..nodes.mirror import LocalFiles
 from ..nodes.prepare import required_modules, snapshot_tarball
 from ..nodes.transport import NodeShell
 from ..spec import RunSpec
+from .base import BuiltEnvironment
 
 JOB_OUTPUT = "logs/launcher-0.log"  # followed like a launcher's log, prefixed in launcher.log
 
@@ -44,42 +47,48 @@ class ClusterFolder(RemoteFolder):
         super().__init__(shell, python, workdir, LocalFiles(local_run_dir), timeout=timeout,
                          lost_after=lost_after, env_timeout=env_timeout, uv=uv)
         self.tools = list(tools)
-        self.environment: dict[str, Any] | None = None
+        self.environment: BuiltEnvironment | None = None
+        self._modules: tuple[list[str], list[str]] = ([], [])
+        self._started = 0.0
         self.staged: dict[str, Any] = {}
 
     def _log(self, text: str) -> None:
         self.files.log(text + "\n")
 
     # -- before sbatch -----------------------------------------------------------------
-    def prepare(self, spec: RunSpec, run_id: str) -> str:
-        """Check the cluster side, build the environment, send the snapshot; returns the
-        interpreter the ranks run."""
-        code = self.files.root / "code"
-        modules, versions = required_modules(spec, code)
+    def check_cluster(self, spec: RunSpec, run_id: str) -> None:
+        """The pre-flight on the cluster side: the interpreter, the imports (those of the
+        environment later, with ``--env``), the Slurm commands, a writable workdir."""
+        self._modules = required_modules(spec, self.files.root / "code")
+        modules, versions = self._modules
         named = spec.env.name is not None
-        started = time.monotonic()
+        self._started = time.monotonic()
         self.preflight(run_id, spec.code.hash,
                        {"modules": [] if named else modules,
                         "versions": [] if named else versions, "tools": self.tools})
         self._judge()
-        python = self.python
-        if named:
-            built = self.build_environment(spec.env, {"modules": modules, "versions": versions})
-            self._judge()
-            python = built["python"]
-            self.environment = {
-                "python": python, "env_id": built.get("env_id"), "built": built.get("built"),
-                "build_seconds": built.get("build_seconds") if built.get("built") else None,
-                "built_at": built.get("built_at"), "python_version": self.info["python"],
-                "torch": self.info["versions"].get("torch"), "on": self.label}
+
+    def realise(self, spec: RunSpec) -> BuiltEnvironment:
+        """The run's locked environment, built (or found) under ``<workdir>/envs``."""
+        modules, versions = self._modules
+        built = self.build_environment(spec.env, {"modules": modules, "versions": versions})
+        self._judge()
+        self.environment = BuiltEnvironment(
+            python=built["python"], env_id=built.get("env_id"), built=built.get("built"),
+            build_seconds=built.get("build_seconds") if built.get("built") else None,
+            built_at=built.get("built_at"), python_version=self.info["python"],
+            torch=self.info["versions"].get("torch"), on=self.label)
+        return self.environment
+
+    def send(self, spec: RunSpec) -> None:
+        """Say what the cluster side is, then send the snapshot unless it is there."""
         self._log(f"[jt] {self.label}: workdir {self.info['workdir']}, python "
                   f"{self.info['python']}"
                   + (f", environment {spec.env.name!r} "
-                     f"{'built' if self.environment['built'] else 'cached'}"
+                     f"{'built' if self.environment.built else 'cached'}"
                      if self.environment else "")
-                  + f" ({time.monotonic() - started:.2f} s)")
-        self._stage(code)
-        return python
+                  + f" ({time.monotonic() - self._started:.2f} s)")
+        self._stage(self.files.root / "code")
 
     def _judge(self) -> None:
         problem = self.problem()

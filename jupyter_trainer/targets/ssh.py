@@ -1,12 +1,17 @@
 """The ssh target: nodes reached with the system OpenSSH client, one launcher per node
 (torchrun) or one on node 0 that reaches the others over ssh itself (mpirun, horovodrun).
 
-A run goes through the hooks in this order, all inside the run's supervisor:
+Each node's run folder is a ``RemoteFolder`` of the node layer (nodes/folder.py), reached
+through an ``SshClient``. A run goes through the hooks in this order, all inside the run's
+supervisor:
 
 - ``plan``: ``ssh -G`` per host (local), then on every node at once the agent's
   pre-flight (interpreter and version, imports, GPUs, tools, a free port on node 0, whether
   the snapshot is there). Any failure stops the run here, naming each node; nothing is
-  launched. Missing snapshots are sent (content-addressed, so an unchanged one is not).
+  launched.
+- ``build_environment``: with ``--env``, the locked environment built (or found cached) on
+  every node, and the imports checked with its python.
+- ``stage``: missing snapshots are sent (content-addressed, so an unchanged one is not).
 - ``start``: the run folder on every node (``<workdir>/runs/<id>``, ``code`` -> the
   snapshot), each launcher in its own session, then one follow session per node.
 - ``poll``/``sync``: launcher states and new bytes of logs, events and rank records, from
@@ -25,6 +30,7 @@ import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -37,7 +43,7 @@ from ..nodes.folder import Node, RemoteFolder
 from ..nodes.mirror import LocalFiles
 from ..nodes.prepare import required_modules, snapshot_tarball
 from ..nodes.ssh import SshClient, control_dir, user_config_file
-from .base import Handle, Target
+from .base import BuiltEnvironment, Handle, Target
 from .ssh_commands import HostConfig, NodeLaunch, SshConfig, node_launches
 from .ssh_prepare import hop_options, is_ip, node_address
 
@@ -77,7 +83,8 @@ class SshTarget(Target):
         self._nodes: list[Node] = []
         self._clients: dict[str, SshClient] = {}
         self._folders: list[RemoteFolder] = []   # one per node, node 0 first
-        self._environments: dict[str, dict[str, Any]] = {}  # host -> its built environment
+        self._check: dict[str, Any] = {}          # the imports the environment must have
+        self._started_at = 0.0
         self._staged: dict[str, Any] = {}
         self._launches: list[NodeLaunch] = []
         self._started: list[RemoteFolder] = []
@@ -141,6 +148,7 @@ class SshTarget(Target):
         resolved = _parallel(lambda h: self._client(h).resolve(), hosts)
         _raise_any(resolved, "some hosts cannot be used")
         names = sorted({o["hostname"][0] for o in resolved if not is_ip(o["hostname"][0])})
+        self._started_at = started
         modules, versions = required_modules(spec, Path(run_dir) / "code")
         named = spec.env.name is not None  # the imports are checked in the environment
         self._folders = [RemoteFolder(
@@ -154,18 +162,11 @@ class SshTarget(Target):
             "resolve": names if f.index == 0 else [], "port": f.index == 0}), self._folders)
         _raise_any(pre, "pre-flight failed on some nodes")
         self._judge()
-        if named:
-            self._realise_environment(spec, modules, versions)
-            self._judge()  # now with the environment's imports
+        self._check = {"modules": modules, "versions": versions}
         first_info = self._folders[0].info
         self._nodes = [Node(f.index, h.host, node_address(h, o, first_info["resolved"]),
                             f.info["workdir"], f.python, hop_options(o))
                        for h, o, f in zip(hosts, resolved, self._folders)]
-        self._log(f"[jt] pre-flight of {len(hosts)} node(s) took "
-                  f"{time.monotonic() - started:.2f} s: " + "; ".join(
-                      f"{n.host} ({n.address}) python {f.info['python']}, torch "
-                      f"{f.info['versions'].get('torch')}" for n, f in zip(self._nodes, self._folders)))
-        self._stage(Path(run_dir) / "code")
         first = self._nodes[0]
         remote = first.run_dir(run_id)
         return LaunchPlan(
@@ -181,35 +182,41 @@ class SshTarget(Target):
         _raise_any([f.problem(self.cfg.gpus_per_node) for f in self._folders],
                    "pre-flight failed on some nodes")
 
-    def _realise_environment(self, spec: RunSpec, modules: list[str],
-                             versions: list[str]) -> None:
+    def build_environment(self, spec: RunSpec, plan: LaunchPlan) -> BuiltEnvironment | None:
         """Build the run's locked environment on every node (each keeps it cached under
         ``<workdir>/envs``) and check the imports with its python, which then runs the
         agent and the ranks there."""
-        check = {"modules": modules, "versions": versions}
+        if spec.env.name is None:
+            return None
         started = time.monotonic()
-        answers = _parallel(lambda f: f.build_environment(spec.env, check), self._folders)
+        answers = _parallel(lambda f: f.build_environment(spec.env, self._check), self._folders)
         _raise_any(answers, f"environment {spec.env.name!r} could not be realised on some nodes")
-        self._environments = {}
+        nodes: dict[str, dict[str, Any]] = {}
         for folder, env in zip(self._folders, answers):
-            self._environments[folder.label] = {
+            nodes[folder.label] = {
                 k: env.get(k) for k in ("python", "env_id", "built", "build_seconds", "built_at")}  # type: ignore[union-attr]
             folder.python = env["python"]  # type: ignore[index]
-        built = [h for h, e in self._environments.items() if e["built"]]
+        self._nodes = [replace(n, python=f.python) for n, f in zip(self._nodes, self._folders)]
+        built = [h for h, e in nodes.items() if e["built"]]
         self._log(f"[jt] environment {spec.env.name!r} ready on {len(self._folders)} node(s) in "
                   f"{time.monotonic() - started:.2f} s"
                   + (f" (built on {', '.join(built)})" if built else " (cached)") + "\n")
-
-    def _environment_record(self) -> dict[str, Any]:
-        """What the run's state says about the environment built on the nodes."""
-        first, info = self._environments[self._nodes[0].host], self._folders[0].info
-        seconds = [e["build_seconds"] for e in self._environments.values()
+        self._judge()  # now with the environment's imports
+        first, info = nodes[self._nodes[0].host], self._folders[0].info
+        seconds = [e["build_seconds"] for e in nodes.values()
                    if e["built"] and e.get("build_seconds") is not None]
-        return {"python": first["python"], "env_id": first["env_id"],
-                "python_version": info["python"], "torch": info["versions"].get("torch"),
-                "built": any(e["built"] for e in self._environments.values()),
-                "build_seconds": max(seconds) if seconds else None,
-                "built_at": first.get("built_at"), "nodes": self._environments}
+        return BuiltEnvironment(
+            python=first["python"], env_id=first["env_id"], python_version=info["python"],
+            torch=info["versions"].get("torch"), built=any(e["built"] for e in nodes.values()),
+            build_seconds=max(seconds) if seconds else None, built_at=first.get("built_at"),
+            nodes=nodes)
+
+    def stage(self, spec: RunSpec, plan: LaunchPlan, run_dir: str) -> None:
+        self._log(f"[jt] pre-flight of {len(self._folders)} node(s) took "
+                  f"{time.monotonic() - self._started_at:.2f} s: " + "; ".join(
+                      f"{n.host} ({n.address}) python {f.info['python']}, torch "
+                      f"{f.info['versions'].get('torch')}" for n, f in zip(self._nodes, self._folders)))
+        self._stage(Path(run_dir) / "code")
 
     def _stage(self, code: Path) -> None:
         """Send the snapshot to every node that lacks it."""
@@ -268,7 +275,6 @@ class SshTarget(Target):
         return {"target": self.name, "kind": self.kind, "hosts": [n.host for n in self._nodes],
                 "nodes": nodes, "run_dir_remote": self._nodes[0].run_dir(self._run_id),
                 "staging": self._staged,
-                **({"environment": self._environment_record()} if self._environments else {}),
                 "preflight": {f.label: {k: f.info.get(k) for k in ("hostname", "python",
                                                                   "versions", "gpus")}
                               for f in self._folders}}
