@@ -154,7 +154,7 @@ def main() -> int:
         if args.json:
             Path(args.json).write_text(json.dumps({"samples": samples, "ratio": ratio}, indent=1))
     finally:
-        from jupyter_trainer.targets.ssh_client import close_masters, control_dir
+        from jupyter_trainer.nodes.ssh import close_masters, control_dir
 
         close_masters(control_dir(root / "jt"))
         hosts.stop()

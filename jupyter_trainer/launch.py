@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from .errors import LaunchError
 from .spec import LaunchSpec
@@ -152,6 +152,103 @@ def horovodrun_argv(launch: LaunchSpec, plan: LaunchPlan,
     return argv + rank_program(plan)
 
 
+@dataclass(frozen=True)
+class Topology:
+    """Where the ranks go, as a target knows it when it builds one launcher's command. The
+    defaults are one launcher on this host that finds its ranks by itself."""
+
+    node_rank: int | None = None      # this launcher's node, when one starts on every node
+    address: str | None = None        # this node's address, as the other nodes reach it
+    hosts: Sequence[str] = ()         # every node's address, node 0 first, for a launcher
+                                      # that reaches the other nodes itself
+    hostfile: str | None = None       # a file with ``NAME slots=N`` lines, written at start
+    rendezvous_known: bool = True     # False: the address is known only when the job runs
+    interfaces: Sequence[str] = ()    # the network interfaces ranks may use
+    launcher_cache: bool = True       # False: write no launcher cache into the node's home
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """One entry of the launcher table: how a launcher is started for a topology.
+
+    ``placement`` says where a target starts it: ``every_node`` (one per node, which starts
+    that node's ranks), ``first_node`` (one on node 0 that reaches the other nodes itself)
+    or ``one_rank`` (the single rank, no launcher)."""
+
+    name: str
+    placement: str
+    argv: Callable[[LaunchSpec, LaunchPlan, Topology, Mapping[str, str]], list[str]]
+    rank_vars: Mapping[str, str] = field(default_factory=dict)  # every rank gets these
+    tools: Callable[[LaunchSpec, int], list[str]] = lambda launch, node: []
+    endpoint_var: str | None = None   # where it reads a rendezvous address known only late
+    reads_hostfile: bool = False      # under a scheduler it is given the hosts in a file
+
+    def command(self, launch: LaunchSpec, plan: LaunchPlan, topology: Topology,
+                env: Mapping[str, str]) -> Command:
+        """The launcher's Command; ``env`` is what the target gives every rank."""
+        env = {**env, **self.rank_vars}
+        defaults = env_defaults(launch)
+        return Command(tuple(self.argv(launch, plan, topology, {**defaults, **env})), env,
+                       defaults)
+
+
+def _torchrun(launch: LaunchSpec, plan: LaunchPlan, topo: Topology,
+              env: Mapping[str, str]) -> list[str]:
+    known = topo.rendezvous_known
+    return torchrun_argv(launch, plan, standalone=known, endpoint=known,
+                         node_rank=topo.node_rank, local_addr=topo.address)
+
+
+def _mpirun(launch: LaunchSpec, plan: LaunchPlan, topo: Topology,
+            env: Mapping[str, str]) -> list[str]:
+    # One node: mpirun starts its ranks where it runs; an -H would make it ssh to itself.
+    return mpirun_argv(launch, plan, env, hosts=list(topo.hosts) if len(topo.hosts) > 1 else None)
+
+
+def _horovod(launch: LaunchSpec, plan: LaunchPlan, topo: Topology,
+             env: Mapping[str, str]) -> list[str]:
+    hosts = (["--hostfile", topo.hostfile] if topo.hostfile
+             else ["-H", hosts_slots(topo.hosts, launch.procs)] if topo.hosts else None)
+    extra = [] if topo.launcher_cache else ["--disable-cache"]  # else ~/.horovod on nodes
+    if topo.interfaces:
+        extra += ["--network-interfaces", ",".join(topo.interfaces)]
+    return horovodrun_argv(launch, plan, hosts, extra)
+
+
+def _mpirun_tools(launch: LaunchSpec, node: int) -> list[str]:
+    if node:
+        return ["orted"]
+    return ["mpirun"] + (["ssh"] if launch.nodes > 1 else [])
+
+
+def _horovod_tools(launch: LaunchSpec, node: int) -> list[str]:
+    if node:
+        return ["orted"] if launch.backend == "mpi" else []
+    # horovodrun itself runs as ``python -m horovod.runner.launch``: its module is checked
+    # with the imports, not as a program.
+    return (["ssh"] if launch.nodes > 1 else []) + (["mpirun"] if launch.backend == "mpi" else [])
+
+
+# The launcher table: a new launcher is one entry here (and its name in spec.LAUNCHERS).
+LAUNCHERS: dict[str, Launcher] = {
+    "torchrun": Launcher("torchrun", "every_node", _torchrun, endpoint_var="PET_RDZV_ENDPOINT"),
+    "mpirun": Launcher("mpirun", "first_node", _mpirun, tools=_mpirun_tools),
+    "horovod": Launcher("horovod", "first_node", _horovod, tools=_horovod_tools,
+                        reads_hostfile=True),
+    "python": Launcher("python", "one_rank", lambda launch, plan, topo, env: rank_program(plan),
+                       rank_vars={"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
+                                  "LOCAL_WORLD_SIZE": "1"}),
+}
+
+
+def launcher(name: str) -> Launcher:
+    try:
+        return LAUNCHERS[name]
+    except KeyError:
+        raise LaunchError(f"unknown launcher {name!r}; choose one of "
+                          f"{', '.join(LAUNCHERS)}") from None
+
+
 def build_command(launch: LaunchSpec, plan: LaunchPlan) -> Command:
     """The command that starts every rank of a single-node run on this host."""
     if launch.nodes != 1:
@@ -159,17 +256,7 @@ def build_command(launch: LaunchSpec, plan: LaunchPlan) -> Command:
             f"{launch.nodes} nodes need a multi-node target; this command runs on one host"
         )
     env = {**plan.extra_env, **rank_env(plan, launch.launcher)}
-    defaults = env_defaults(launch)
-    if launch.launcher == "torchrun":
-        argv = torchrun_argv(launch, plan)
-    elif launch.launcher == "mpirun":
-        argv = mpirun_argv(launch, plan, {**defaults, **env})
-    elif launch.launcher == "horovod":
-        argv = horovodrun_argv(launch, plan)
-    else:
-        argv = rank_program(plan)
-        env.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"})
-    return Command(tuple(argv), env, defaults)
+    return launcher(launch.launcher).command(launch, plan, Topology(), env)
 
 
 def render(command: Command) -> str:

@@ -124,7 +124,13 @@ class Supervisor:
         backend = self.target.resolve_backend(self.spec.launch)
         spec = (self.spec if python in (None, self.spec.env.python)
                 else _with_python(self.spec, python))
+        # The target's hooks, in the order Target's docstring gives.
         plan = self.target.plan(spec, self.run_id, str(self.paths.root), backend)
+        built = self.target.build_environment(spec, plan)
+        if built is not None:  # the target built the environment on its nodes
+            plan = replace(plan, python=built.python)
+            self.state["environment"].update(built.record())
+        self.target.stage(spec, plan, str(self.paths.root))
         if realized.variables:  # the environment's variables, over the target's own
             plan = replace(plan, extra_env={**plan.extra_env, **realized.variables})
         command = self.target.command(spec, plan)
@@ -134,9 +140,6 @@ class Supervisor:
                                         str(self.paths.logs / "launcher.log"))
         self._time_launcher_exit()
         self.state["launcher"].update(self.handle)
-        built_there = self.state["launcher"].pop("environment", None)
-        if built_there:  # the target built the environment on its nodes
-            self.state["environment"].update(built_there)
         self.save()
         return self._watch()
 

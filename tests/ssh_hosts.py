@@ -225,7 +225,7 @@ def pair(ssh_pair, user_home, home, tmp_path):
     """A target 'pair' on n1 and n2 (a shared workdir); both hosts are up before and after,
     and the test's ControlMasters are closed at the end."""
     from jupyter_trainer.targets.registry import add_target
-    from jupyter_trainer.targets.ssh_client import close_masters, control_dir
+    from jupyter_trainer.nodes.ssh import close_masters, control_dir
 
     for address in ADDRESSES:
         if address not in ssh_pair.daemons:

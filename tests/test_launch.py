@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_trainer.errors import LaunchError, SpecError
-from jupyter_trainer.launch import LaunchPlan, build_command, render
-from jupyter_trainer.spec import LaunchSpec
+from jupyter_trainer.launch import LAUNCHERS, LaunchPlan, Topology, build_command, launcher, render
+from jupyter_trainer.spec import LAUNCHERS as SPEC_LAUNCHERS, LaunchSpec
 
 GOLDEN = Path(__file__).parent / "golden"
 HOSTILE_DIR = "/tmp/we ird/'quote\"s'/$(touch pwned)/new\nline"
@@ -96,3 +96,23 @@ def test_multi_node_needs_a_multi_node_target():
 def test_bad_launch_specs_are_refused(kwargs, match):
     with pytest.raises(SpecError, match=match):
         LaunchSpec(**kwargs)
+
+
+def test_every_launcher_a_spec_accepts_has_one_table_entry():
+    assert set(LAUNCHERS) == set(SPEC_LAUNCHERS)
+    assert {e.placement for e in LAUNCHERS.values()} <= {"every_node", "first_node", "one_rank"}
+    with pytest.raises(LaunchError, match="unknown launcher 'srun'; choose one of torchrun"):
+        launcher("srun")
+
+
+def test_a_topology_with_several_hosts_reaches_them_from_one_launcher():
+    launch = LaunchSpec("mpirun", nodes=2, procs=3)
+    cmd = launcher("mpirun").command(launch, PLAN, Topology(hosts=("10.0.0.1", "fe80::1")), {})
+    assert cmd.argv[cmd.argv.index("-H") + 1] == "10.0.0.1:3,[fe80::1]:3"
+    one = launcher("mpirun").command(LaunchSpec("mpirun", procs=3), PLAN,
+                                     Topology(hosts=("10.0.0.1",)), {})
+    assert "-H" not in one.argv  # one node: the ranks start where mpirun runs
+    hvd = launcher("horovod").command(launch, PLAN, Topology(hostfile="/r/h f",
+                                                             launcher_cache=False), {})
+    assert hvd.argv[hvd.argv.index("--hostfile") + 1] == "/r/h f"
+    assert "--disable-cache" in hvd.argv

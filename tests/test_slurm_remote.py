@@ -49,7 +49,7 @@ def _table(value: dict) -> str:
 def login(slurm, cluster, ssh_pair, user_home, home, tmp_path):  # noqa: F811
     """A target 'hpc' whose Slurm commands run over ssh on n1; the cluster's slurm.conf is
     given to them with login_env, as on a site with several clusters."""
-    from jupyter_trainer.targets.ssh_client import close_masters, control_dir
+    from jupyter_trainer.nodes.ssh import close_masters, control_dir
 
     if "127.0.0.2" not in ssh_pair.daemons:
         ssh_pair.start_node("127.0.0.2")

@@ -19,11 +19,12 @@ import pytest
 from jupyter_trainer.errors import TargetError
 from jupyter_trainer.launch import LaunchPlan
 from jupyter_trainer.spec import LaunchSpec
-from jupyter_trainer.targets.ssh_client import SshClient, classify, control_dir
-from jupyter_trainer.targets.ssh_commands import (BOOTSTRAP, Node, SshConfig, agent_command,
-                                                  bootstrap_command, hop_config, hop_wrapper,
-                                                  node_launches, render_launches,
-                                                  snapshot_dir_name)
+from jupyter_trainer.nodes.commands import (BOOTSTRAP, agent_command, bootstrap_command,
+                                            snapshot_dir_name)
+from jupyter_trainer.nodes.folder import Node
+from jupyter_trainer.nodes.ssh import SshClient, classify, control_dir
+from jupyter_trainer.targets.ssh_commands import (SshConfig, hop_config, hop_wrapper,
+                                                  node_launches, render_launches)
 
 GOLDEN = Path(__file__).parent / "golden"
 HOSTILE = "/scratch/we ird/'q\"s'/$(touch pwned)/`id`/new\nline"

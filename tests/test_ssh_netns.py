@@ -10,7 +10,7 @@ import pytest
 from jupyter_trainer import api
 from jupyter_trainer.errors import RunFailed
 from jupyter_trainer.targets.registry import add_target
-from jupyter_trainer.targets.ssh_client import close_masters, control_dir
+from jupyter_trainer.nodes.ssh import close_masters, control_dir
 
 from conftest import leftover
 from ssh_netns import netns_hosts  # noqa: F401 (fixture)

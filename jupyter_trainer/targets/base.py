@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
@@ -16,11 +17,46 @@ from ..spec import LaunchSpec, RunSpec
 Handle = dict  # JSON-serialisable: written into state.json so another process can follow it
 
 
-class Target(ABC):
-    """A place that runs launchers. Subclasses fill the hooks; the supervisor drives them.
+@dataclass(frozen=True)
+class BuiltEnvironment:
+    """A run's locked environment as a target built it on its own nodes: the interpreter
+    the ranks run, and what the run's state records of the build (``environment`` there)."""
 
-    ``check`` runs in the submitting process before anything is created, so bad input
-    fails fast; ``start``/``poll``/``stop``/``leftovers`` run inside the run's supervisor.
+    python: str                          # on node 0 (or the cluster); the ranks run it
+    env_id: str | None = None
+    python_version: str | None = None
+    torch: str | None = None
+    built: bool | None = None            # built now (False: it was cached there)
+    build_seconds: float | None = None
+    built_at: str | None = None
+    nodes: Mapping[str, Mapping[str, Any]] | None = None  # host -> that node's build
+    on: str | None = None                # the one host it was built on
+
+    def record(self) -> dict[str, Any]:
+        """The fields the run's state keeps under ``environment``."""
+        data = {"python": self.python, "env_id": self.env_id,
+                "python_version": self.python_version, "torch": self.torch,
+                "built": self.built, "build_seconds": self.build_seconds,
+                "built_at": self.built_at}
+        if self.nodes is not None:
+            data["nodes"] = {host: dict(info) for host, info in self.nodes.items()}
+        if self.on is not None:
+            data["on"] = self.on
+        return data
+
+
+class Target(ABC):
+    """A place that runs launchers. Subclasses fill the hooks; the supervisor drives them,
+    in this order:
+
+    ``check`` (in the submitting process, before anything is created, so bad input fails
+    fast) -> ``plan`` (resolve the nodes, pre-flight them; the LaunchPlan) ->
+    ``build_environment`` (the run's locked environment on nodes with their own
+    filesystems) -> ``stage`` (the snapshot where the ranks will read it) -> ``command``
+    (the launcher's, from the launcher table in launch.py) -> ``start`` (the handle) ->
+    ``phase``/``sync``/``poll`` while it runs -> ``stop`` (and ``leftovers``) ->
+    ``collect``/``report``/``snapshot_hashes`` -> ``discard_workdirs`` (a run that ended
+    well). Every hook after ``check`` runs inside the run's supervisor.
     """
 
     kind: ClassVar[str]
@@ -55,6 +91,16 @@ class Target(ABC):
     @abstractmethod
     def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
         """Resolve interpreter, ports and node facts for one run."""
+
+    def build_environment(self, spec: RunSpec, plan: LaunchPlan) -> BuiltEnvironment | None:
+        """Build ``spec.env`` on the target's own nodes; None where the supervisor's build
+        on this machine is what the ranks use (a shared filesystem, or no ``--env``). The
+        supervisor then runs the ranks with the returned ``python``."""
+        return None
+
+    def stage(self, spec: RunSpec, plan: LaunchPlan, run_dir: str) -> None:
+        """Put the snapshot (``run_dir/code``) where the ranks will read it. Nothing to do
+        where they read the run's own folder."""
 
     @abstractmethod
     def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:

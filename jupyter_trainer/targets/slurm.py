@@ -26,10 +26,11 @@ from ..errors import TargetError
 from ..launch import Command, LaunchPlan
 from ..spec import RunSpec
 from ..home import default_home
-from .base import Handle, Target, require_program
+from .base import BuiltEnvironment, Handle, Target, require_program
 from .slurm_script import SlurmConfig, batch_script, parse_job_id, sbatch_argv
 from .slurm_stage import JOB_OUTPUT, ClusterFolder
-from .ssh_client import LocalShell, SshClient, control_dir, user_config_file
+from ..nodes.ssh import SshClient, control_dir, user_config_file
+from ..nodes.transport import LocalShell, NodeShell
 
 QUEUED = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SUSPENDED"}
 # Final states whose cause is the scheduler, not the training code: each becomes the error.
@@ -75,12 +76,12 @@ class SlurmTarget(Target):
         self._script: str | None = None
         self._seen: dict[str, tuple[float, dict[str, Any] | None]] = {}
         self._queued_interval = QUEUED_POLL_S[0]
-        self._shell: SshClient | None = None
+        self._shell: NodeShell | None = None
         self._folder: ClusterFolder | None = None
         self._left: list[str] = []
 
     # -- the Slurm commands, here or on the login node ----------------------------------
-    def _login_shell(self) -> SshClient:
+    def _login_shell(self) -> NodeShell:
         if self._shell is None:
             self._shell = (SshClient(self.cfg.login, str(control_dir(default_home())),
                                      self.cfg.ssh_options,
@@ -127,11 +128,11 @@ class SlurmTarget(Target):
             python = self.cfg.python or spec.env.python or sys.executable
         if self.cfg.remote:
             self._folder = ClusterFolder(
-                self._login_shell(), python, self.cfg.workdir or "~/jupyter_trainer",
+                self._login_shell(), python, self.cfg.workdir or "~/jupyter_trainer", run_dir,
                 tools=["sbatch", "squeue", "scancel"] if self.cfg.login else [],
                 timeout=self.cfg.connect_timeout, env_timeout=self.cfg.env_timeout,
                 uv=self.cfg.uv, lost_after=max(30, 3 * self.cfg.connect_timeout))
-            python = self._folder.prepare(spec, run_id, run_dir)
+            self._folder.check_cluster(spec, run_id)
             run_dir = self._folder.run_dir
         return LaunchPlan(
             run_id=run_id, run_dir=run_dir, python=python,
@@ -139,6 +140,15 @@ class SlurmTarget(Target):
             args=spec.code.args, backend=backend, backend_forced=spec.launch.backend is not None,
             master_addr="", master_port=20000 + zlib.crc32(run_id.encode()) % 20000,
             run_as_root=os.geteuid() == 0, oversubscribe=False, extra_env=self.cfg.env)
+
+    def build_environment(self, spec: RunSpec, plan: LaunchPlan) -> BuiltEnvironment | None:
+        if self._folder is None or spec.env.name is None:
+            return None  # built in the run store, which the compute nodes share
+        return self._folder.realise(spec)
+
+    def stage(self, spec: RunSpec, plan: LaunchPlan, run_dir: str) -> None:
+        if self._folder is not None:
+            self._folder.send(spec)
 
     def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
         self._script = batch_script(self.cfg, spec, plan, getattr(spec.env, "image", None))
@@ -151,12 +161,10 @@ class SlurmTarget(Target):
         script.write_text(self._script or "")
         handle: Handle = {"script": str(script)}
         if self._folder is not None:
-            self._folder.start({"spec.json": Path(run_dir, "spec.json").read_text(),
+            self._folder.open({"spec.json": Path(run_dir, "spec.json").read_text(),
                                 "job.sbatch": self._script or ""})
             handle.update(run_dir_remote=self._folder.run_dir, staging=self._folder.staged,
-                          **({"login": self.cfg.login} if self.cfg.login else {}),
-                          **({"environment": self._folder.environment}
-                             if self._folder.environment else {}))
+                          **({"login": self.cfg.login} if self.cfg.login else {}))
         try:
             done = self._run(list(command.argv), timeout=60)
             if done.returncode != 0:
@@ -245,7 +253,7 @@ class SlurmTarget(Target):
         return {"folder": {"host": self._folder.label, "sigkilled": ended["sigkilled"]}}
 
     def collect(self, handle: Handle) -> dict[str, Any]:
-        return self._folder.collect() if self._folder is not None else {}
+        return self._folder.report() if self._folder is not None else {}
 
     def snapshot_hashes(self, handle: Handle) -> dict[str, str | None]:
         return self._folder.snapshot_hashes() if self._folder is not None else {}
@@ -254,7 +262,7 @@ class SlurmTarget(Target):
         if self._folder is None or handle is None:
             return super().discard_workdirs(handle, run_dir)
         try:
-            return self._folder.discard()
+            return self._folder.discard_all()
         except TargetError as exc:
             return {"removed": [], "errors": [str(exc)]}
 

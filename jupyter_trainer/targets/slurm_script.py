@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..errors import TargetError
-from ..launch import (LaunchPlan, env_defaults, horovodrun_argv, mpirun_argv, rank_env,
-                      rank_program, torchrun_argv)
+from ..launch import LaunchPlan, Topology, env_defaults, launcher, rank_env
 from ..spec import RunSpec
 from .ssh_commands import destination, seconds, single_line, ssh_options
 
@@ -94,8 +93,9 @@ class SlurmConfig:
 
 
 def tasks_per_node(spec: RunSpec) -> int:
-    """Slurm tasks per node: one launcher per node for torchrun, one task per rank otherwise."""
-    return 1 if spec.launch.launcher == "torchrun" else spec.launch.procs
+    """Slurm tasks per node: one launcher per node for a launcher placed on every node
+    (torchrun), one task per rank otherwise."""
+    return 1 if launcher(spec.launch.launcher).placement == "every_node" else spec.launch.procs
 
 
 def sbatch_argv(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan, script: str,
@@ -105,7 +105,7 @@ def sbatch_argv(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan, script: str,
     A run is one attempt, so the job is not requeued when a node fails; ``--requeue`` in the
     target's ``sbatch`` list comes later and wins."""
     launch = spec.launch
-    cpus = cfg.cpus_per_task or (launch.procs if launch.launcher == "torchrun" else 1)
+    cpus = cfg.cpus_per_task or (launch.procs if tasks_per_node(spec) == 1 else 1)
     argv = ["sbatch", "--parsable", f"--job-name=jt-{spec.name}"[:120],
             f"--nodes={launch.nodes}", f"--ntasks-per-node={tasks_per_node(spec)}",
             f"--cpus-per-task={cpus}", f"--output={plan.run_dir}/{output}",
@@ -142,22 +142,26 @@ def batch_script(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan,
         'JT_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         'export MASTER_ADDR=$(printf "%s\\n" "$JT_HOSTS" | head -n 1)',
     ]
+    entry = launcher(launch.launcher)
+    topology = Topology(rendezvous_known=False,
+                        hostfile=f"{plan.run_dir}/hostfile" if entry.reads_hostfile else None)
+    if entry.endpoint_var:
+        lines.append(f'export {entry.endpoint_var}="$MASTER_ADDR:$MASTER_PORT"')
+    if topology.hostfile:
+        lines.append(f'printf "%s slots={launch.procs}\\n" $JT_HOSTS > '
+                     f'{shlex.quote(topology.hostfile)}')
+    argv = entry.argv(launch, plan, topology, {**env_defaults(launch), **env, "MASTER_ADDR": ""})
+    if entry.rank_vars:
+        lines.append("export " + " ".join(f"{k}={shlex.quote(v)}"
+                                          for k, v in entry.rank_vars.items()))
+    # srun starts what does not reach the nodes itself: a launcher on every node, or the rank.
     srun = ["srun", "--kill-on-bad-exit=1", "--export=ALL"]
     if image:
         srun.append(f"--container-image={image}")
-    if launch.launcher == "torchrun":
-        lines.append('export PET_RDZV_ENDPOINT="$MASTER_ADDR:$MASTER_PORT"')
-        argv = [*srun, "--ntasks-per-node=1",
-                *torchrun_argv(launch, plan, standalone=False, endpoint=False)]
-    elif launch.launcher == "mpirun":
-        argv = mpirun_argv(launch, plan, {**env_defaults(launch), **env, "MASTER_ADDR": ""})
-    elif launch.launcher == "horovod":
-        hostfile = f"{plan.run_dir}/hostfile"
-        lines.append(f'printf "%s slots={launch.procs}\\n" $JT_HOSTS > {shlex.quote(hostfile)}')
-        argv = horovodrun_argv(launch, plan, ["--hostfile", hostfile])
-    else:
-        argv = [*srun, "--ntasks=1", *rank_program(plan)]
-        lines.append("export RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1")
+    if entry.placement == "every_node":
+        argv = [*srun, "--ntasks-per-node=1", *argv]
+    elif entry.placement == "one_rank":
+        argv = [*srun, "--ntasks=1", *argv]
     lines.append("exec " + shlex.join(argv))
     return "\n".join(lines) + "\n"
 

@@ -1,15 +1,18 @@
 """A Slurm run whose folder lives on the cluster, under the target's ``workdir``.
 
 Used when the target has a ``login`` node (reached with the system OpenSSH client) or a
-``workdir`` that is not the run store. The same node agent as the ssh target
-(ssh_node.py) does the work on the login node, or on this machine through ``/bin/sh``:
+``workdir`` that is not the run store. The node layer's ``RemoteFolder``, as for
+each node of an ssh target, does the work on the login node, or on this machine through
+``/bin/sh``:
 
-- ``prepare``: pre-flight (the interpreter, the imports, the Slurm commands, a writable
-  workdir); the run's locked environment built under ``<workdir>/envs`` (on the shared
-  filesystem, so the compute nodes see it); the snapshot sent to
-  ``<workdir>/snapshots/<hash>`` unless it is there already.
-- ``start``: ``<workdir>/runs/<id>/`` with ``code`` -> the snapshot, ``spec.json`` and the
-  batch script, before ``sbatch``.
+- ``check_cluster`` (the target's ``plan``): pre-flight (the interpreter, the imports,
+  the Slurm commands, a writable workdir);
+- ``realise`` (``build_environment``): the run's locked environment built under
+  ``<workdir>/envs`` (on the shared filesystem, so the compute nodes see it);
+- ``send`` (``stage``): the snapshot sent to ``<workdir>/snapshots/<hash>`` unless it is
+  there already;
+- ``open`` (``start``): ``<workdir>/runs/<id>/`` with ``code`` -> the snapshot,
+  ``spec.json`` and the batch script, before ``sbatch``.
 - ``pump``: new bytes of the ranks' logs, events and records (and of the job's output,
   ``logs/launcher-0.log``) copied into the local run folder while the job runs.
 - ``finish``/``collect``: the last bytes, ``outputs/`` and ``logs/user/`` brought back when
@@ -19,136 +22,96 @@ Used when the target has a ``login`` node (reached with the system OpenSSH clien
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import TargetError
+from ..nodes.folder import RemoteFolder
+from ..nodes.mirror import LocalFiles
+from ..nodes.prepare import required_modules, snapshot_tarball
+from ..nodes.transport import NodeShell
 from ..spec import RunSpec
-from . import agent_calls
-from .mirror import FrameReader, LocalFiles, NodeFollower, merge_outputs, parse_answer
-from .ssh_client import SshClient
-from .ssh_commands import agent_command, snapshot_dir_name
-from .ssh_prepare import judge, required_modules, snapshot_tarball
+from .base import BuiltEnvironment
 
 JOB_OUTPUT = "logs/launcher-0.log"  # followed like a launcher's log, prefixed in launcher.log
 
 
-class ClusterFolder:
-    """The run's folder on the cluster, reached through ``shell``."""
+class ClusterFolder(RemoteFolder):
+    """The run's folder on the cluster, reached through ``shell``: one ``RemoteFolder``
+    whose launcher is ``sbatch``, so its checks and messages say "submitted"."""
 
-    def __init__(self, shell: SshClient, python: str, workdir: str, *, tools: Sequence[str],
-                 timeout: int, env_timeout: int, uv: str | None, lost_after: int) -> None:
-        self.shell = shell
-        self.python = python
-        self.workdir = workdir
+    def __init__(self, shell: NodeShell, python: str, workdir: str, local_run_dir: str, *,
+                 tools: Sequence[str], timeout: int, env_timeout: int, uv: str | None,
+                 lost_after: int) -> None:
+        super().__init__(shell, python, workdir, LocalFiles(local_run_dir), timeout=timeout,
+                         lost_after=lost_after, env_timeout=env_timeout, uv=uv)
         self.tools = list(tools)
-        self.timeout = timeout
-        self.env_timeout = env_timeout
-        self.uv = uv
-        self.lost_after = lost_after
-        self.info: dict[str, Any] = {}
-        self.run_id = ""
-        self.snapshot = ""
-        self.files: LocalFiles | None = None
-        self.follower: NodeFollower | None = None
-        self.environment: dict[str, Any] | None = None
+        self.environment: BuiltEnvironment | None = None
+        self._modules: tuple[list[str], list[str]] = ([], [])
+        self._started = 0.0
         self.staged: dict[str, Any] = {}
-        self.finished: tuple[dict[str, Any], bytes] | None = None
-
-    @property
-    def label(self) -> str:
-        return self.shell.host
-
-    @property
-    def run_dir(self) -> str:
-        return f"{self.info['workdir']}/runs/{self.run_id}"
-
-    def _agent(self, sub: str, args: dict[str, Any] | None = None, python: str | None = None) -> str:
-        return agent_command(python or self.python, self.info["agent"], self.info["workdir"],
-                             sub, args)
 
     def _log(self, text: str) -> None:
-        if self.files is not None:
-            self.files.log(text + "\n")
+        self.files.log(text + "\n")
 
     # -- before sbatch -----------------------------------------------------------------
-    def prepare(self, spec: RunSpec, run_id: str, local_run_dir: str) -> str:
-        """Check the cluster side, build the environment, send the snapshot; returns the
-        interpreter the ranks run."""
-        self.run_id = run_id
-        self.files = LocalFiles(local_run_dir)
-        self.snapshot = snapshot_dir_name(spec.code.hash)
-        code = Path(local_run_dir) / "code"
-        modules, versions = required_modules(spec, code)
+    def check_cluster(self, spec: RunSpec, run_id: str) -> None:
+        """The pre-flight on the cluster side: the interpreter, the imports (those of the
+        environment later, with ``--env``), the Slurm commands, a writable workdir."""
+        self._modules = required_modules(spec, self.files.root / "code")
+        modules, versions = self._modules
         named = spec.env.name is not None
-        started = time.monotonic()
-        self.info = agent_calls.preflight(
-            self.shell, self.python, self.workdir,
-            {"modules": [] if named else modules, "versions": [] if named else versions,
-             "snapshot": self.snapshot, "tools": self.tools}, self.timeout + 60)
+        self._started = time.monotonic()
+        self.preflight(run_id, spec.code.hash,
+                       {"modules": [] if named else modules,
+                        "versions": [] if named else versions, "tools": self.tools})
         self._judge()
-        python = self.python
-        if named:
-            answer = agent_calls.build_environment(
-                self.shell, self.python, self.info["agent"], self.info["workdir"], spec.env,
-                {"modules": modules, "versions": versions}, uv=self.uv,
-                timeout=self.timeout + self.env_timeout)
-            built, checked = answer["environment"], answer["check"]
-            self.info.update({k: checked[k] for k in ("python", "executable", "missing",
-                                                      "versions")})
-            self._judge()
-            python = built["python"]
-            self.environment = {
-                "python": python, "env_id": built.get("env_id"), "built": built.get("built"),
-                "build_seconds": built.get("build_seconds") if built.get("built") else None,
-                "built_at": built.get("built_at"), "python_version": checked["python"],
-                "torch": checked["versions"].get("torch"), "on": self.label}
+
+    def realise(self, spec: RunSpec) -> BuiltEnvironment:
+        """The run's locked environment, built (or found) under ``<workdir>/envs``."""
+        modules, versions = self._modules
+        built = self.build_environment(spec.env, {"modules": modules, "versions": versions})
+        self._judge()
+        self.environment = BuiltEnvironment(
+            python=built["python"], env_id=built.get("env_id"), built=built.get("built"),
+            build_seconds=built.get("build_seconds") if built.get("built") else None,
+            built_at=built.get("built_at"), python_version=self.info["python"],
+            torch=self.info["versions"].get("torch"), on=self.label)
+        return self.environment
+
+    def send(self, spec: RunSpec) -> None:
+        """Say what the cluster side is, then send the snapshot unless it is there."""
         self._log(f"[jt] {self.label}: workdir {self.info['workdir']}, python "
                   f"{self.info['python']}"
                   + (f", environment {spec.env.name!r} "
-                     f"{'built' if self.environment['built'] else 'cached'}"
+                     f"{'built' if self.environment.built else 'cached'}"
                      if self.environment else "")
-                  + f" ({time.monotonic() - started:.2f} s)")
-        self._stage(code)
-        return python
+                  + f" ({time.monotonic() - self._started:.2f} s)")
+        self._stage(self.files.root / "code")
 
     def _judge(self) -> None:
-        problem = judge(self.label, self.info, 0)
+        problem = self.problem()
         if problem is not None:
             raise TargetError(f"{problem}; nothing was submitted")
 
     def _stage(self, code: Path) -> None:
-        if self.info.get("snapshot"):
+        if self.has_snapshot:
             self.staged = {"snapshot": self.snapshot, "sent": False}
             return
         started = time.monotonic()
         payload = snapshot_tarball(code)
-        agent_calls.send_snapshot(self.shell, self.python, self.info["agent"],
-                                  self.info["workdir"], self.snapshot, payload,
-                                  self.timeout + 600)
+        self.stage(payload)
         self.staged = {"snapshot": self.snapshot, "sent": True, "bytes": len(payload),
                        "seconds": round(time.monotonic() - started, 3)}
         self._log(f"[jt] snapshot {self.snapshot} ({len(payload)} bytes) sent to "
                   f"{self.label} in {self.staged['seconds']} s")
 
-    def start(self, files: dict[str, str]) -> None:
+    def open(self, files: dict[str, str]) -> None:
         """The run folder on the cluster, with ``files`` in it, then the live copy."""
-        payload = {"run_dir": self.run_dir, "snapshot": self.snapshot, "files": files}
-        done = self.shell.run(self._agent("start"), input=json.dumps(payload).encode(),
-                              timeout=self.timeout + 60, what="preparing the run folder")
-        parse_answer(self.label, done, "preparing the run folder")
-        assert self.files is not None
-        self.follower = NodeFollower(
-            self.shell, lambda: self._agent("follow", {"run_dir": self.run_dir, "node": 0}),
-            0, self.label, self.files, self.lost_after)
-        self.follower.start()
-
-    # -- while the job runs ------------------------------------------------------------
-    def pump(self) -> None:
-        if self.follower is not None and self.finished is None:
-            self.follower.pump()
+        self.start({"run_dir": self.run_dir, "snapshot": self.snapshot, "files": files},
+                   "preparing the run folder")
+        self.follow()
 
     # -- at the end --------------------------------------------------------------------
     def finish(self, run_id: str, grace: float) -> dict[str, Any]:
@@ -157,48 +120,28 @@ class ClusterFolder:
         if self.finished is None and self.follower is not None:
             args = {"run_id": run_id, "grace": grace, "outputs": True}
             got = None
-            if self.follower.request_finish(args):
-                got = self.follower.await_finish(self.timeout + grace + 30)
-            self.follower.kill()
+            if self.request_finish(args):
+                got = self.await_finish(self.timeout + grace + 30)
+            self.stop_following()
             if got is None:
-                got = self._finish_call(args)
-            self.finished = got
+                self.end(args, self.timeout + 600)
         answer = self.finished[0] if self.finished else {}
         return {"sigkilled": answer.get("sigkilled", []), "leftovers": answer.get("leftovers", [])}
 
-    def _finish_call(self, args: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        assert self.files is not None
-        offsets = json.dumps({"offsets": self.files.resume_offsets(0)}).encode() + b"\n"
-        done = self.shell.run(self._agent("finish", dict(args, run_dir=self.run_dir, node=0)),
-                              input=offsets, timeout=self.timeout + 600, what="ending the run")
-        answer = parse_answer(self.label, done, "ending the run")
-        tar = bytearray()
-        for header, payload in FrameReader().feed(done.stdout):
-            if header.get("t") == "tar":
-                tar += payload
-            elif header.get("t") not in ("status", "finished"):
-                self.files.apply(0, self.label, header, payload)
-        return answer, bytes(tar)
-
-    def collect(self) -> dict[str, Any]:
-        if self.files is None:
-            return {}
-        if self.finished is None:
+    def report(self) -> dict[str, Any]:
+        """What ``collect`` brought back, for the run's state."""
+        report = self.collect()
+        if report is None:
             return {"error": f"{self.label} did not answer when the run ended; the last logs "
                              f"and outputs are still in {self.run_dir}"}
-        report = merge_outputs(self.finished[1], self.files.root)
         self.files.flush_partial()
         return {**report, "from": f"{self.label}:{self.run_dir}",
                 "mirrored_bytes": self.files.bytes_written}
 
     def snapshot_hashes(self) -> dict[str, str | None]:
         """The snapshot the ranks started from, as ``finish`` found it (None: no answer)."""
-        seen = (self.finished[0] if self.finished else {}).get("snapshot")
-        where = seen["path"] if seen else f"{self.info.get('workdir')}/snapshots/{self.snapshot}"
-        return {f"{self.label}:{where}": seen["hash"] if seen else None}
+        where, digest = self.snapshot_hash()
+        return {where: digest}
 
-    def discard(self) -> dict[str, Any]:
-        done = self.shell.run(self._agent("discard", {"run_dir": self.run_dir}),
-                              timeout=self.timeout + 60, what="removing the working directories")
-        answer = parse_answer(self.label, done, "removing the working directories")
-        return {"removed": [f"{self.label}:{p}" for p in answer.get("removed", [])]}
+    def discard_all(self) -> dict[str, Any]:
+        return {"removed": self.discard()}

@@ -14,26 +14,23 @@ with hostile paths and values. Three rules keep user values away from any shell:
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from ..errors import TargetError
-from ..launch import (Command, LaunchPlan, env_defaults, horovodrun_argv, hosts_slots,
-                      mpirun_argv, rank_env, rank_program, torchrun_argv)
+from ..launch import Command, LaunchPlan, Topology, launcher, rank_env
+from ..nodes.folder import Node
 from ..spec import LaunchSpec
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SSH_OPTION = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9_./+-]+")
-_SNAPSHOT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 # Options of the user's ssh config that a hop from node 0 to another node needs as well.
 HOP_OPTIONS = ("port", "user", "identityfile", "identitiesonly", "stricthostkeychecking",
                "userknownhostsfile", "certificatefile", "pubkeyauthentication")
 DEFAULT_WORKDIR = "~/jupyter_trainer"
-AGENT_NAME = "jt-node"
 
 
 def seconds(name: str, key: str, value: Any, low: int, high: int) -> int:
@@ -161,68 +158,7 @@ def ssh_options(name: str, value: Any) -> tuple[tuple[str, str], ...]:
     return tuple((k.strip(), v.strip()) for k, v in items)
 
 
-# -- the node agent's command lines ------------------------------------------------------
-# Run with the node's python; installs the agent (read from stdin) when it is missing, then
-# runs it. Fixed text: nothing of the user's reaches it except as quoted argv.
-BOOTSTRAP = (
-    "import os,sys\n"
-    "w=os.path.abspath(os.path.expanduser(sys.argv[1]));p=os.path.join(w,'bin',sys.argv[2])\n"
-    "s=sys.stdin.buffer.read()\n"
-    "if not os.path.exists(p):\n"
-    " os.makedirs(os.path.dirname(p),exist_ok=True);t='%s.%d.tmp'%(p,os.getpid())\n"
-    " f=open(t,'wb');f.write(s);f.close();os.replace(t,p)\n"
-    "sys.argv=[p,'--workdir',w]+sys.argv[3:]\n"
-    "exec(compile(s,p,'exec'),{'__name__':'__main__','__file__':p})\n"
-)
-
-
-def agent_file(digest: str) -> str:
-    """The agent's file name on a node, content-addressed so versions never mix."""
-    return f"{AGENT_NAME}-{digest[:16]}.py"
-
-
-def bootstrap_command(python: str, workdir: str, agent: str, sub: str,
-                      args: Mapping[str, Any]) -> str:
-    """The remote command that installs the agent if needed and runs ``sub`` (stdin: agent)."""
-    return shlex.join([python, "-c", BOOTSTRAP, workdir, agent, sub,
-                       json.dumps(args, sort_keys=True)])
-
-
-def agent_command(python: str, agent_path: str, workdir: str, sub: str,
-                  args: Mapping[str, Any] | None = None) -> str:
-    """The remote command running an installed agent; a payload, if any, goes on stdin."""
-    return shlex.join([python, agent_path, "--workdir", workdir, sub,
-                       json.dumps(dict(args or {}), sort_keys=True)])
-
-
-def snapshot_dir_name(code_hash: str) -> str:
-    """``sha256:ab12...`` -> ``sha256-ab12...``: a safe folder name under snapshots/."""
-    name = code_hash.replace(":", "-")
-    if not _SNAPSHOT.fullmatch(name):
-        raise TargetError(f"snapshot hash {code_hash!r} is not a safe folder name")
-    return name
-
-
 # -- the launch, node by node ------------------------------------------------------------
-@dataclass(frozen=True)
-class Node:
-    """One node of a run, resolved: who it is, where its files are, how the others reach it."""
-
-    index: int
-    host: str                       # the ssh destination (an alias is fine)
-    address: str                    # an address the other nodes can reach
-    workdir: str                    # absolute, on the node
-    python: str
-    hop: Mapping[str, Sequence[str]] = field(default_factory=dict)  # ssh -G options, for hops
-
-    @property
-    def run_root(self) -> str:
-        return posixpath.join(self.workdir, "runs")
-
-    def run_dir(self, run_id: str) -> str:
-        return posixpath.join(self.workdir, "runs", run_id)
-
-
 @dataclass(frozen=True)
 class NodeLaunch:
     """What one node runs: a launcher (or nothing: mpirun reaches it), and files it needs."""
@@ -294,14 +230,16 @@ def node_launches(launch: LaunchSpec, plan: LaunchPlan, nodes: Sequence[Node], *
                   network_interfaces: Sequence[str] = ()) -> list[NodeLaunch]:
     """Per node: the launcher command and files, for ``launch`` on ``nodes`` (node 0 first).
 
-    torchrun starts once per node (c10d rendezvous at node 0's address); mpirun and
-    horovodrun start on node 0 only and reach the other nodes over ssh through ``bin/ssh``."""
+    A launcher placed on every node (torchrun: c10d rendezvous at node 0's address) starts
+    once per node; one placed on the first node (mpirun, horovodrun) starts on node 0 only
+    and reaches the other nodes over ssh through ``bin/ssh``."""
     if len(nodes) != launch.nodes:
         raise TargetError(f"{launch.nodes} node(s) asked, {len(nodes)} resolved")
-    defaults = env_defaults(launch)
+    entry = launcher(launch.launcher)
     multi = launch.nodes > 1
     files: dict[str, str] = {}
-    if multi and launch.launcher in ("mpirun", "horovod"):
+    mpi_env: dict[str, str] = {}
+    if multi and entry.placement == "first_node":
         first = nodes[0].run_dir(plan.run_id)
         files = {"ssh_config": hop_config(nodes),
                  "bin/ssh": hop_wrapper(real_ssh, f"{first}/ssh_config")}
@@ -314,38 +252,21 @@ def node_launches(launch: LaunchSpec, plan: LaunchPlan, nodes: Sequence[Node], *
     out = []
     for node in nodes:
         run_dir = node.run_dir(plan.run_id)
-        node_plan = replace(plan, run_dir=run_dir, python=node.python,
-                            boot=f"{run_dir}/code/_jt/boot.py")
-        env = {**plan.extra_env, **rank_env(node_plan, launch.launcher)}
-        path: tuple[str, ...] = ()
-        if launch.launcher == "torchrun":
-            env.update(JT_NODE_RANK=str(node.index), JT_NODE=node.host)
-            argv = torchrun_argv(launch, node_plan, standalone=not multi,
-                                 node_rank=node.index if multi else None,
-                                 local_addr=node.address if multi else None)
-        elif node.index != 0:
+        if entry.placement != "every_node" and node.index != 0:
             out.append(NodeLaunch(node, run_dir, None, files=files))
             continue
-        elif launch.launcher == "mpirun":
-            if multi:
-                env.update(mpi_env)
-                path = (f"{run_dir}/bin",)
-            argv = mpirun_argv(launch, node_plan, {**defaults, **env},
-                               hosts=[n.address for n in nodes] if multi else None)
-        elif launch.launcher == "horovod":
-            extra = ["--disable-cache"]  # horovodrun would write ~/.horovod on every node
-            if network_interfaces:
-                extra += ["--network-interfaces", ",".join(network_interfaces)]
-            if multi:
-                env.update(mpi_env)
-                path = (f"{run_dir}/bin",)
-            hosts = ["-H", hosts_slots([n.address for n in nodes], launch.procs)]
-            argv = horovodrun_argv(launch, node_plan, hosts, extra)
-        else:
-            argv = rank_program(node_plan)
-            env.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")
-        out.append(NodeLaunch(node, run_dir, Command(tuple(argv), env, defaults), path,
-                              files))
+        node_plan = replace(plan, run_dir=run_dir, python=node.python,
+                            boot=f"{run_dir}/code/_jt/boot.py")
+        env = {**plan.extra_env, **rank_env(node_plan, launch.launcher), **mpi_env}
+        if entry.placement == "every_node":
+            env.update(JT_NODE_RANK=str(node.index), JT_NODE=node.host)
+        topology = Topology(node_rank=node.index if multi else None,
+                            address=node.address if multi else None,
+                            hosts=tuple(n.address for n in nodes), interfaces=network_interfaces,
+                            launcher_cache=False)
+        path = (f"{run_dir}/bin",) if mpi_env else ()
+        out.append(NodeLaunch(node, run_dir, entry.command(launch, node_plan, topology, env),
+                              path, files))
     return out
 
 

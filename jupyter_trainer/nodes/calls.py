@@ -1,5 +1,5 @@
-"""One call of the node agent (ssh_node.py) on one host, through an ``SshClient`` or a
-``LocalShell``: the pre-flight (which installs the agent), sending a snapshot, and building
+"""One call of the node agent (agent.py) on one host, through any ``NodeShell``
+(transport.py): the pre-flight (which installs the agent), sending a snapshot, and building
 a locked environment. Each answers the agent's JSON or raises a TargetError naming the host.
 The ssh target makes these calls on every node; the Slurm target on its login node.
 """
@@ -14,19 +14,19 @@ from typing import Any, Mapping
 from ..errors import TargetError
 from ..home import default_home
 from ..spec import EnvSpec
-from . import ssh_node
-from .mirror import parse_answer
-from .ssh_client import SshClient
-from .ssh_commands import agent_command, agent_file, bootstrap_command
-from .ssh_prepare import environment_payload
+from . import agent
+from .commands import agent_command, agent_file, bootstrap_command
+from .frames import parse_answer
+from .prepare import environment_payload
+from .transport import NodeShell
 
 
 @lru_cache(maxsize=1)
 def agent_source() -> bytes:
-    return Path(ssh_node.__file__).read_bytes()
+    return Path(agent.__file__).read_bytes()
 
 
-def preflight(client: SshClient, python: str, workdir: str, args: Mapping[str, Any],
+def preflight(client: NodeShell, python: str, workdir: str, args: Mapping[str, Any],
               timeout: float) -> dict[str, Any]:
     """Install the agent if the host lacks it, then its ``preflight``."""
     source = agent_source()
@@ -40,14 +40,14 @@ def preflight(client: SshClient, python: str, workdir: str, args: Mapping[str, A
     return parse_answer(client.host, done, "pre-flight")
 
 
-def send_snapshot(client: SshClient, python: str, agent: str, workdir: str, snapshot: str,
+def send_snapshot(client: NodeShell, python: str, agent: str, workdir: str, snapshot: str,
                   payload: bytes, timeout: float) -> dict[str, Any]:
     done = client.run(agent_command(python, agent, workdir, "stage", {"snapshot": snapshot}),
                       input=payload, timeout=timeout, what="sending the snapshot")
     return parse_answer(client.host, done, "sending the snapshot")
 
 
-def build_environment(client: SshClient, python: str, agent: str, workdir: str, env: EnvSpec,
+def build_environment(client: NodeShell, python: str, agent: str, workdir: str, env: EnvSpec,
                       check: Mapping[str, Any], *, uv: str | None,
                       timeout: float) -> dict[str, Any]:
     """Build ``env``'s lock on the host (cached there under ``<workdir>/envs``) with

@@ -6,17 +6,16 @@ Every connection goes through one ControlMaster per host (``ControlMaster=auto``
 makes a missing key fail at once instead of prompting on a terminal nobody watches;
 ``ConnectTimeout`` and ``ServerAliveInterval``/``CountMax`` bound how long an unreachable or
 silently dead host can hold a call. Remote commands are strings made by ``shlex.join``
-(see ssh_commands.py): no user value reaches the remote shell unquoted.
+(see commands.py): no user value reaches the remote shell unquoted. ``SshClient`` is a
+``NodeShell`` (transport.py).
 """
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import os
 import pwd
 import re
-import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -24,13 +23,13 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import TargetError
+from .transport import die_with_parent, run_argv
 
 # A unix socket path has room for 107 bytes; ssh adds ".XXXXXXXXXXXXXXXX" while it binds.
 _SOCKET_ROOM = 107 - 17
 _SAFE_PATH = re.compile(r"[A-Za-z0-9/._+-]+")
 ALIVE_INTERVAL_S = 5
 ALIVE_COUNT = 3
-_PR_SET_PDEATHSIG = 1
 
 
 def control_dir(home: Path) -> Path:
@@ -90,13 +89,6 @@ def classify(host: str, returncode: int, stderr: str) -> str:
     return f"{why}: {text}" if text else why
 
 
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
-
-
 def option_args(options: Sequence[tuple[str, str]]) -> list[str]:
     """``-o Key=Value`` for each option; ssh parses the value like a config line, so one
     with spaces is double-quoted (config validation refuses quotes inside values)."""
@@ -138,23 +130,16 @@ class SshClient:
     def run(self, remote: str, *, input: bytes | None = None, timeout: float = 60.0,
             what: str = "a command") -> subprocess.CompletedProcess:
         """Run ``remote`` on the host and wait, at most ``timeout`` seconds."""
-        try:
-            return subprocess.run(self.argv(remote), input=input, capture_output=True,
-                                  timeout=timeout,
-                                  stdin=None if input is not None else subprocess.DEVNULL)
-        except subprocess.TimeoutExpired as exc:
-            raise TargetError(f"node {self.host}: {what} did not finish within "
-                              f"{timeout:.0f} s") from exc
-        except OSError as exc:
-            raise TargetError(f"cannot run {self.program}: {exc}; install the OpenSSH client "
-                              "(apt-get install openssh-client)") from exc
+        return run_argv(self.argv(remote), host=self.host, input=input, timeout=timeout,
+                        what=what, fix="install the OpenSSH client (apt-get install "
+                        "openssh-client)")
 
     def popen(self, remote: str, **kwargs) -> subprocess.Popen:
         """A long-lived session (a follow). It gets SIGTERM when the calling thread's process
         dies, so a dead supervisor stops following and its nodes notice (their lease goes
         stale and they end the run after ``orphan_timeout``). Call from the main thread:
         the death signal is tied to the thread that started the child."""
-        return subprocess.Popen(self.argv(remote), preexec_fn=_die_with_parent, **kwargs)
+        return subprocess.Popen(self.argv(remote), preexec_fn=die_with_parent, **kwargs)
 
     def resolve(self) -> dict[str, list[str]]:
         """``ssh -G HOST``: the options ssh would use (HostName, Port, User, keys, ...).
@@ -192,22 +177,3 @@ def close_masters(folder: Path) -> int:
                                   capture_output=True, timeout=15, stdin=subprocess.DEVNULL)
             count += done.returncode == 0
     return count
-
-
-@dataclass(frozen=True)
-class LocalShell(SshClient):
-    """This machine, behind the same interface: commands an ssh target would send to a host
-    run in ``/bin/sh`` here (a Slurm target without a login node stages into its workdir
-    through it, with the same agent)."""
-
-    host: str = "localhost"
-    control: str = ""
-
-    def argv(self, remote: str | None = None, *, extra: Sequence[str] = ()) -> list[str]:
-        return ["/bin/sh", "-c", remote or "true"]
-
-    def resolve(self) -> dict[str, list[str]]:
-        return {"hostname": ["localhost"]}
-
-    def close(self) -> None:
-        pass

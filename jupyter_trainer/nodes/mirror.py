@@ -1,6 +1,6 @@
 """Live copies of a remote run's files in the local run directory.
 
-Each node runs the agent's ``follow`` (ssh_node.py) behind one long-lived ssh session: it
+Each node runs the agent's ``follow`` (agent.py) behind one long-lived ssh session: it
 sends the new bytes of every rank's log and events, each rank record when it changes, and
 its launcher's state, as frames. Here they are written under the same names as a local run
 (``logs/rank-<r>.log``, ``events/rank-<r>.jsonl``, ``ranks/rank-<r>.json``), so the monitor,
@@ -25,61 +25,18 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from ..errors import TargetError
-from .ssh_client import SshClient, classify
+from .frames import FrameReader
+from .ssh import classify
+from .transport import NodeShell
 
-MARK = b"\x1eJT "
 _APPENDED = re.compile(r"(logs/rank-\d+\.log|events/rank-\d+\.jsonl)")
 _REPLACED = re.compile(r"ranks/rank-\d+\.json")
 _LAUNCHER = re.compile(r"logs/launcher-(\d+)\.log")
 STALL_S = 10.0           # no frame (not even a heartbeat) this long: the session is dead
 RETRY_S = (0.2, 3.0)     # first and longest pause between reconnections
-
-
-class FrameReader:
-    """Splits the agent's output into (header, payload) frames; skips any noise before a
-    marker (a login shell's rc files may print)."""
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-
-    def feed(self, data: bytes) -> Iterator[tuple[dict[str, Any], bytes]]:
-        self.buf += data
-        while True:
-            start = self.buf.find(MARK)
-            if start < 0:
-                del self.buf[:max(0, len(self.buf) - len(MARK))]
-                return
-            end = self.buf.find(b"\n", start)
-            if end < 0:
-                del self.buf[:start]
-                return
-            try:
-                header = json.loads(self.buf[start + len(MARK):end])
-            except ValueError:
-                del self.buf[:end + 1]
-                continue
-            size = int(header.get("n", 0))
-            if len(self.buf) < end + 1 + size:
-                del self.buf[:start]
-                return
-            payload = bytes(self.buf[end + 1:end + 1 + size])
-            del self.buf[:end + 1 + size]
-            yield header, payload
-
-
-def parse_answer(host: str, done: subprocess.CompletedProcess, what: str) -> dict[str, Any]:
-    """The one JSON answer of an agent call, or a TargetError naming the node and why."""
-    frames = list(FrameReader().feed(done.stdout))
-    if done.returncode == 0 and frames:
-        return frames[-1][0]
-    err = done.stderr.decode(errors="replace") if isinstance(done.stderr, bytes) else done.stderr
-    if done.returncode == 255:
-        raise TargetError(f"node {host}: {what} failed: {classify(host, 255, err)}")
-    tail = " ".join(err.split())[-800:] or f"exit code {done.returncode}"
-    raise TargetError(f"node {host}: {what} failed: {tail}")
 
 
 class LocalFiles:
@@ -174,7 +131,7 @@ class NodeFollower:
     """One node's follow session: started, read without blocking, restarted after a blip,
     and declared lost when the node stays unreachable for ``node_timeout`` seconds."""
 
-    def __init__(self, client: SshClient, command: Callable[[], str], node: int, label: str,
+    def __init__(self, client: NodeShell, command: Callable[[], str], node: int, label: str,
                  files: LocalFiles, node_timeout: float) -> None:
         self.client = client
         self.command = command
@@ -266,7 +223,7 @@ class NodeFollower:
         self.retry = min(RETRY_S[1], self.retry * 2)
 
     def request_finish(self, args: dict[str, Any]) -> bool:
-        """Ask the live session to end the run on its node (ssh_node.py ``finish``): no new
+        """Ask the live session to end the run on its node (agent.py ``finish``): no new
         connection, shell or interpreter. False when there is no live session to ask."""
         if self.proc is None or self.proc.poll() is not None:
             return False

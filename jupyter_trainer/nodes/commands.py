@@ -1,0 +1,59 @@
+"""The node agent's command lines, as pure functions (golden-tested with hostile values).
+
+A remote command is an argv list joined with ``shlex.join``: the node's shell splits it
+back into exactly that list, whatever quotes, ``$()`` or newlines it holds. Payloads go on
+the command's standard input, never on its command line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from typing import Any, Mapping
+
+from ..errors import TargetError
+
+AGENT_NAME = "jt-node"
+_SNAPSHOT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+
+
+# Run with the node's python; installs the agent (read from stdin) when it is missing, then
+# runs it. Fixed text: nothing of the user's reaches it except as quoted argv.
+BOOTSTRAP = (
+    "import os,sys\n"
+    "w=os.path.abspath(os.path.expanduser(sys.argv[1]));p=os.path.join(w,'bin',sys.argv[2])\n"
+    "s=sys.stdin.buffer.read()\n"
+    "if not os.path.exists(p):\n"
+    " os.makedirs(os.path.dirname(p),exist_ok=True);t='%s.%d.tmp'%(p,os.getpid())\n"
+    " f=open(t,'wb');f.write(s);f.close();os.replace(t,p)\n"
+    "sys.argv=[p,'--workdir',w]+sys.argv[3:]\n"
+    "exec(compile(s,p,'exec'),{'__name__':'__main__','__file__':p})\n"
+)
+
+
+def agent_file(digest: str) -> str:
+    """The agent's file name on a node, content-addressed so versions never mix."""
+    return f"{AGENT_NAME}-{digest[:16]}.py"
+
+
+def bootstrap_command(python: str, workdir: str, agent: str, sub: str,
+                      args: Mapping[str, Any]) -> str:
+    """The remote command that installs the agent if needed and runs ``sub`` (stdin: agent)."""
+    return shlex.join([python, "-c", BOOTSTRAP, workdir, agent, sub,
+                       json.dumps(args, sort_keys=True)])
+
+
+def agent_command(python: str, agent_path: str, workdir: str, sub: str,
+                  args: Mapping[str, Any] | None = None) -> str:
+    """The remote command running an installed agent; a payload, if any, goes on stdin."""
+    return shlex.join([python, agent_path, "--workdir", workdir, sub,
+                       json.dumps(dict(args or {}), sort_keys=True)])
+
+
+def snapshot_dir_name(code_hash: str) -> str:
+    """``sha256:ab12...`` -> ``sha256-ab12...``: a safe folder name under snapshots/."""
+    name = code_hash.replace(":", "-")
+    if not _SNAPSHOT.fullmatch(name):
+        raise TargetError(f"snapshot hash {code_hash!r} is not a safe folder name")
+    return name

@@ -1,0 +1,150 @@
+"""The node layer through a transport that is not ssh: the real agent on this machine,
+reached by ``LocalShell`` and by a transport written here against the ``NodeShell``
+protocol alone (as a Ray actor or a scheduler's shell would be)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_trainer.errors import TargetError
+from jupyter_trainer.nodes import agent, calls
+from jupyter_trainer.nodes.folder import RemoteFolder
+from jupyter_trainer.nodes.mirror import LocalFiles
+from jupyter_trainer.nodes.prepare import snapshot_tarball
+from jupyter_trainer.nodes.ssh import SshClient
+from jupyter_trainer.nodes.transport import LocalShell, NodeShell
+from jupyter_trainer.targets import BuiltEnvironment
+
+
+@dataclass
+class EnvShell:
+    """A transport of its own: every command goes through ``env -i PATH=...`` in a shell,
+    and it counts what it ran. Implements NodeShell without inheriting anything."""
+
+    host: str = "envnode"
+    ran: int = 0
+
+    def _argv(self, remote: str) -> list[str]:
+        return ["env", "-i", "PATH=/usr/bin:/bin", "/bin/sh", "-c", remote]
+
+    def run(self, remote_command: str, *, input: bytes | None = None, timeout: float = 60.0,
+            what: str = "a command") -> subprocess.CompletedProcess:
+        self.ran += 1
+        return subprocess.run(self._argv(remote_command), input=input, capture_output=True,
+                              timeout=timeout)
+
+    def popen(self, remote_command: str, **kwargs: Any) -> subprocess.Popen:
+        self.ran += 1
+        return subprocess.Popen(self._argv(remote_command), **kwargs)
+
+    def resolve(self) -> dict[str, list[str]]:
+        return {"hostname": [self.host]}
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_transports_satisfy_the_protocol():
+    assert isinstance(SshClient("gpu1", "/tmp/c"), NodeShell)
+    assert isinstance(LocalShell(), NodeShell)
+    assert isinstance(EnvShell(), NodeShell)
+    assert not isinstance(object(), NodeShell)
+
+
+def test_a_call_that_outlives_its_timeout_names_the_node_and_the_call():
+    with pytest.raises(TargetError, match=r"^node localhost: pinging did not finish within 1 s$"):
+        LocalShell().run("sleep 5", timeout=1, what="pinging")
+
+
+@pytest.mark.parametrize("shell", [LocalShell(), EnvShell()], ids=["local", "own"])
+def test_preflight_installs_the_agent_through_any_transport(shell, tmp_path):
+    workdir = tmp_path / "w d"
+    answer = calls.preflight(shell, sys.executable, str(workdir),
+                             {"modules": ["json", "no_such_module_jt"], "versions": [],
+                              "snapshot": "sha256-00", "tools": ["sh"]}, 60)
+    assert answer["workdir"] == str(workdir)
+    assert answer["missing"] == ["no_such_module_jt"]
+    assert answer["tools"]["sh"]
+    assert (workdir / "bin" / answer["agent"].rsplit("/", 1)[-1]).is_file()
+    assert getattr(shell, "ran", 1) == 1
+
+
+def test_a_missing_interpreter_is_named_with_the_fix(tmp_path):
+    with pytest.raises(TargetError, match="interpreter /nonexistent/python was not found"):
+        calls.preflight(EnvShell(), "/nonexistent/python", str(tmp_path), {}, 30)
+
+
+def test_a_remote_folder_goes_through_its_whole_lifecycle_on_another_transport(tmp_path):
+    """Pre-flight, stage (then found intact), start a launcher, follow its files, finish
+    through the follow session, collect outputs, hash the snapshot, discard: the real agent,
+    reached only through the NodeShell protocol."""
+    code = tmp_path / "code"
+    (code / "_jt").mkdir(parents=True)
+    (code / "train.py").write_text("print('hi')\n")
+    local = tmp_path / "local-run"
+    (local / "logs").mkdir(parents=True)
+    shell = EnvShell()
+    folder = RemoteFolder(shell, sys.executable, str(tmp_path / "node w"), LocalFiles(str(local)),
+                          timeout=10, lost_after=30)
+    args = {"modules": [], "versions": [], "tools": []}
+    code_hash = agent.tree_hash(str(code))
+    folder.preflight("r1", code_hash, args)
+    assert folder.problem() is None and not folder.has_snapshot
+    folder.stage(snapshot_tarball(code))
+    copy = tmp_path / "node w" / "snapshots" / folder.snapshot
+    (copy / "train.py").write_text("changed by a run\n")
+    folder.preflight("r1", code_hash, args)  # a changed copy is set aside, never reused
+    assert not folder.has_snapshot and ".changed-" in folder.set_aside
+    folder.stage(snapshot_tarball(code))
+    folder.preflight("r1", code_hash, args)
+    assert folder.has_snapshot and folder.set_aside is None
+    assert folder.run_dir == f"{tmp_path}/node w/runs/r1"
+
+    script = ("import os\nopen('logs/rank-0.log', 'w').write('hello\\n')\n"
+              "open('outputs/w.txt', 'w').write('42')\n")
+    started = folder.start({"run_dir": folder.run_dir, "snapshot": folder.snapshot, "node": 0,
+                            "files": {"spec.json": "{}"}, "orphan_timeout": 60,
+                            "argv": [sys.executable, "-c", script], "env": {"JT_RUN_ID": "r1"},
+                            "env_defaults": {}, "path_prepend": [], "cwd": folder.run_dir},
+                           "starting the launcher")
+    assert started["pid"] > 0
+    follower = folder.follow()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (
+                follower.status.get("exit") != 0 or not (local / "logs/rank-0.log").exists()):
+            folder.pump()
+            time.sleep(0.05)
+        assert follower.status.get("exit") == 0
+        assert (local / "logs/rank-0.log").read_text() == "hello\n"
+        assert folder.request_finish({"run_id": "r1", "grace": 0.5, "outputs": True})
+        answer, _ = folder.await_finish(30)
+    finally:
+        folder.stop_following()
+    assert answer["leftovers"] == []
+    assert folder.collect()["outputs"] == ["w.txt"]
+    assert (local / "outputs/w.txt").read_text() == "42"
+    where, digest = folder.snapshot_hash()
+    assert (where, digest) == (f"envnode:{copy}", code_hash)
+    (Path(folder.run_dir) / "work" / "node-0").mkdir(parents=True)
+    assert folder.discard() == [f"envnode:{folder.run_dir}/work"]
+    assert not (Path(folder.run_dir) / "work").exists()
+
+
+def test_built_environment_records_what_the_run_state_keeps():
+    ssh_like = BuiltEnvironment("/e/bin/python", env_id="e1", python_version="3.11.7",
+                                torch="2.13.0", built=True, build_seconds=2.5,
+                                nodes={"n1": {"python": "/e/bin/python", "built": True}})
+    assert ssh_like.record() == {
+        "python": "/e/bin/python", "env_id": "e1", "python_version": "3.11.7",
+        "torch": "2.13.0", "built": True, "build_seconds": 2.5, "built_at": None,
+        "nodes": {"n1": {"python": "/e/bin/python", "built": True}}}
+    assert BuiltEnvironment("/p", on="login").record()["on"] == "login"
+    assert "nodes" not in BuiltEnvironment("/p").record()
