@@ -68,7 +68,8 @@ LAYERS = {
     "supervisor": 5, "follow": 5, "doctor": 5,
     "monitor": 6,
     "api": 7, "options": 7,
-    "magics": 8, "cli": 8, "server": 8,
+    "commands": 8, "server": 8,
+    "magics": 9, "cli": 9,
 }
 
 
