@@ -116,14 +116,14 @@ class _SupervisorStarter:
 
     def __init__(self, store: Store, target: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyter_trainer.supervisor", "--detach", "--target", target,
+            [sys.executable, "-m", "jupyter_trainer.supervisor", "--detach", f"--target={target}",
              "-"],
             env={**os.environ, HOME_ENV: str(store.home)}, stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
     def start(self, run_id: str) -> None:
         try:
-            out, err = self.proc.communicate(run_id + "\n", timeout=60)
+            _, err = self.proc.communicate(run_id + "\n", timeout=60)
         except subprocess.TimeoutExpired:
             self.abandon()
             err = "it did not detach within 60 s"
@@ -240,8 +240,10 @@ class Run:
             waited = time.monotonic() - start
             if timeout is not None and waited > timeout:
                 raise TimeoutError(f"run {self.id} is still {state['status']} after {timeout} s")
-            # Reading state.json costs ~30 µs: poll often early on, back off for long runs.
-            time.sleep(min(poll, 0.02 + waited / 100))
+            # Reading state.json costs ~30 µs: poll often early on (every 40 ms at 10 s,
+            # so a short run's end is seen within a few hundredths of a second), back off
+            # to every ``poll`` seconds for long runs.
+            time.sleep(min(poll, 0.02 + waited / 500))
         if raise_on_failure:
             self.raise_for_status(state)
         return self
