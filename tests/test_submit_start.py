@@ -5,32 +5,21 @@ pre-flight check is reused only while nothing it looked at has changed."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import api
+from jupyter_trainer import api, procs
 from jupyter_trainer.errors import EnvError
 
 from conftest import leftover
+from ssh_hosts import _children
 
 
 def supervisors_of_this_process() -> list[str]:
-    """Command lines of live children of this process that run the supervisor."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[1]) == os.getpid() and fields[0] != "Z" \
-                and "jupyter_trainer.supervisor" in cmdline:
-            found.append(cmdline)
-    return found
+    """Live children of this process that run the supervisor."""
+    return [procs.describe(pid) for pid in _children(os.getpid())
+            if procs.start_ticks(pid) is not None
+            and "jupyter_trainer.supervisor" in procs.describe(pid)]
 
 
 def test_a_refused_submit_leaves_no_supervisor(home):
