@@ -83,6 +83,15 @@ def slurm_times(log: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+def ticks_to_wall(ticks: int | None) -> float | None:
+    """A process start time in clock ticks since boot (``procs.start_ticks``), as epoch
+    seconds (10 ms resolution)."""
+    if ticks is None:
+        return None
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+
+
 def wait_queue_empty(env: dict[str, str], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -130,6 +139,8 @@ def run_jt(work: Path, i: int, interval: float, env: dict[str, str]) -> dict[str
         "wall": {
             "start": wall0,
             "submit_returned": wall0 + (t_submitted - t0),
+            "supervisor_forked": ticks_to_wall(sup.get("start_ticks")),
+            "preparing": stages.get("preparing", {}).get("start"),
             "sbatch_called": stages.get("queued", {}).get("start"),
             "process_started": ranks.get(0, {}).get("started"),
             "event_written": events[0].get("t"),
@@ -277,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
 
     steps_jt = [("start", "submit_returned",
                  "submit() returns (capture, store, supervisor spawned)"),
+                ("start", "supervisor_forked", "supervisor detached (forked, 10 ms ticks)"),
+                ("start", "preparing", "supervisor set up, run preparing"),
                 ("start", "sbatch_called", "supervisor about to call sbatch"),
                 ("start", "submitted", "slurmctld accepted the job"),
                 ("submitted", "allocated", "Slurm scheduling wait"),

@@ -65,9 +65,13 @@ def submit(
     tgt = get_target(TargetSpec(target).name, store.home)
     env_spec = environment.resolve(env, home=store.home)
     source_dir = Path(source).expanduser() if source is not None else None
-    store.check_writable()  # an unwritable store fails here, before any snapshot is written
-    staging = store.staging_dir()
+    # The supervisor's interpreter starts (and imports what it needs) while the snapshot is
+    # written and checked; it is handed the run id once the run exists.
+    starter = _SupervisorStarter(store, TargetSpec(target).name)
+    staging = None
     try:
+        store.check_writable()  # an unwritable store fails here, before any snapshot is written
+        staging = store.staging_dir()
         if code is not None:
             context = capture.resolve_cell(code, namespace or {}, overrides=overrides,
                                            history=history)
@@ -91,9 +95,11 @@ def submit(
                                                      home=store.home))
         run_id = store.create(spec, staging)
     except BaseException:
-        store.discard_staging(staging)
+        starter.abandon()
+        if staging is not None:
+            store.discard_staging(staging)
         raise
-    _start_supervisor(store, run_id)
+    starter.start(run_id)
     run = Run(run_id, store)
     return run.wait() if wait else run
 
@@ -102,15 +108,31 @@ def _is_flag_list(params: object) -> bool:
     return isinstance(params, (list, tuple)) and all(isinstance(p, str) for p in params)
 
 
-def _start_supervisor(store: Store, run_id: str) -> None:
-    """Start the run's supervisor in its own session; return once it has detached."""
-    done = subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.supervisor", "--detach", run_id],
-        env={**os.environ, HOME_ENV: str(store.home)}, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=60,
-    )
-    if done.returncode != 0:
-        raise LaunchError(f"the supervisor of run {run_id} did not start: {done.stderr.strip()}")
+class _SupervisorStarter:
+    """The run's supervisor, started before the run exists: ``python -m
+    jupyter_trainer.supervisor --detach -`` imports what it needs, then reads the run id
+    from its stdin. ``start`` hands it the id and returns once it has detached into its own
+    session; ``abandon`` (nothing to run) ends it."""
+
+    def __init__(self, store: Store, target: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyter_trainer.supervisor", "--detach", f"--target={target}",
+             "-"],
+            env={**os.environ, HOME_ENV: str(store.home)}, stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def start(self, run_id: str) -> None:
+        try:
+            _, err = self.proc.communicate(run_id + "\n", timeout=60)
+        except subprocess.TimeoutExpired:
+            self.abandon()
+            err = "it did not detach within 60 s"
+        if self.proc.returncode != 0:
+            raise LaunchError(f"the supervisor of run {run_id} did not start: {err.strip()}")
+
+    def abandon(self) -> None:
+        self.proc.kill()
+        self.proc.communicate()
 
 
 def get_run(run_id: str, *, home: str | os.PathLike | None = None) -> "Run":
@@ -218,8 +240,10 @@ class Run:
             waited = time.monotonic() - start
             if timeout is not None and waited > timeout:
                 raise TimeoutError(f"run {self.id} is still {state['status']} after {timeout} s")
-            # Reading state.json costs ~30 µs: poll often early on, back off for long runs.
-            time.sleep(min(poll, 0.02 + waited / 100))
+            # Reading state.json costs ~30 µs: poll often early on (every 40 ms at 10 s,
+            # so a short run's end is seen within a few hundredths of a second), back off
+            # to every ``poll`` seconds for long runs.
+            time.sleep(min(poll, 0.02 + waited / 500))
         if raise_on_failure:
             self.raise_for_status(state)
         return self

@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from typing import Sequence
 
 from . import api
+from .commands import CommandParser, add_commands, run_command
 from .errors import RunFailed, TrainerError
 from .monitor import TextMonitor
-from .monitor.text import runs_table, source_line, summary_text, targets_table
-from .options import add_run_options, add_target_options, parse_with_settings
-from .store import STATUSES, Store
+from .monitor.text import source_line
+from .options import HelpRequested, add_run_options, parse_with_settings
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="jupyter-trainer",
         description="Distributed PyTorch training runs: submit, list, follow, cancel.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=CommandParser)
 
     submit = sub.add_parser("submit", help="run a script as a job",
                             usage="jupyter-trainer submit SCRIPT [options] [-- script args]")
@@ -29,40 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--wait", action="store_true",
                         help="follow the run to its end; exit non-zero if it fails")
 
-    runs = sub.add_parser("runs", help="list runs, newest first")
-    runs.add_argument("--status", choices=STATUSES)
-    runs.add_argument("--name", help="only runs whose name contains this")
-    runs.add_argument("--limit", type=int, default=20, help="at most this many (at least 1)")
-    runs.add_argument("--offset", type=int, default=0, help="skip this many of the newest")
-    runs.add_argument("--json", action="store_true", help="print JSON rows")
-
-    show = sub.add_parser("show", help="a run's spec, state and summary")
-    show.add_argument("run")
-    show.add_argument("--json", action="store_true", help="print spec and state as JSON")
-
-    logs = sub.add_parser("logs", help="a run's per-rank logs")
-    logs.add_argument("run")
-    logs.add_argument("-f", "--follow", action="store_true", help="keep printing until the run ends")
-    logs.add_argument("--rank", type=int, default=None, help="only this rank (default: all)")
-
-    cancel = sub.add_parser("cancel", help="stop every process of a run")
-    cancel.add_argument("run")
-
-    doctor = sub.add_parser(
-        "doctor", help="check the run store: index, lost runs, changed snapshots",
-        description="Report where the index, the runs' states and their snapshots disagree "
-                    "with the run folders; change nothing unless --fix is given. Exits 1 "
-                    "while problems remain.")
-    doctor.add_argument("--fix", action="store_true",
-                        help="rebuild a broken index, rewrite stale rows, record lost runs")
-    doctor.add_argument("--no-hash", action="store_true",
-                        help="do not hash every snapshot (faster on large stores)")
-    doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
-
-    sub.add_parser("targets", help="list the targets runs can go to")
-    target = sub.add_parser("target", help="add a target to targets.toml")
-    add_target_options(target.add_subparsers(dest="action", required=True, metavar="ACTION")
-                       .add_parser("add", help="validate a target and save it in targets.toml"))
+    add_commands(sub)
 
     env = sub.add_parser("env", help="list, show, export, build or prune environments",
                          usage="jupyter-trainer env [list | show NAME | export NAME "
@@ -83,10 +49,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--" in argv:
         cut = argv.index("--")
         argv, script_args = argv[:cut], argv[cut + 1:]
-    args = parse_with_settings(build_parser(), argv)
-    args.script_args = script_args
     try:
-        return COMMANDS[args.command](args)
+        args = parse_with_settings(build_parser(), argv)
+        args.script_args = script_args
+        if args.command in COMMANDS:
+            return COMMANDS[args.command](args)
+        return run_command(args, sys.stdout)
+    except HelpRequested as shown:
+        print(shown.text, end="")
+        return 0
     except RunFailed as exc:
         print(f"jupyter-trainer: {exc}", file=sys.stderr)
         return 1
@@ -116,73 +87,6 @@ def cmd_submit(args: argparse.Namespace) -> int:
         raise
     print(monitor.summary(), file=sys.stderr)
     run.raise_for_status()
-    return 0
-
-
-def cmd_runs(args: argparse.Namespace) -> int:
-    rows = Store().list_runs(status=args.status, name=args.name, limit=args.limit,
-                             offset=args.offset)
-    print(json.dumps(rows, indent=1) if args.json else runs_table(rows))
-    return 0
-
-
-def cmd_show(args: argparse.Namespace) -> int:
-    run = api.get_run(args.run)
-    if args.json:
-        print(json.dumps({"id": run.id, "spec": run.spec.to_dict(), "state": run.state}, indent=1))
-        return 0
-    follower = run.follower()
-    follower.poll()
-    print(summary_text(follower, run.spec, run.outputs))
-    return 0
-
-
-def cmd_logs(args: argparse.Namespace) -> int:
-    run = api.get_run(args.run)
-    store = run.store
-    offsets: dict[int, int] = {}
-    if args.rank is not None:
-        run.check_rank(args.rank)
-    prefixed = args.rank is None and run.spec.launch.world_size > 1
-    while True:
-        finished = run.done  # read before the logs, so nothing written after it is missed
-        ranks = [args.rank] if args.rank is not None else store.ranks(run.id)
-        for rank in ranks:
-            text, offsets[rank] = store.read_log(run.id, rank, offsets.get(rank, 0))
-            if text:
-                prefix = f"[rank {rank}] " if prefixed else ""
-                sys.stdout.write("".join(prefix + line for line in text.splitlines(True)))
-                sys.stdout.flush()
-        if not args.follow or finished:
-            return 0
-        time.sleep(0.25)
-
-
-def cmd_cancel(args: argparse.Namespace) -> int:
-    run = api.get_run(args.run)
-    run.cancel()
-    print(f"{run.id} {run.status}")
-    return 0
-
-
-def cmd_doctor(args: argparse.Namespace) -> int:
-    report = api.doctor(fix=args.fix, hashes=not args.no_hash)
-    print(json.dumps(report.to_dict(), indent=1) if args.json else report.text())
-    return 1 if report.unresolved else 0
-
-
-def cmd_targets(args: argparse.Namespace) -> int:
-    from .targets import configured_targets
-
-    print(targets_table(configured_targets()))
-    return 0
-
-
-def cmd_target(args: argparse.Namespace) -> int:
-    from .targets.registry import add_target, parse_settings
-
-    path = add_target(args.name, args.kind, replace=args.replace, **parse_settings(args.settings))
-    print(f"target {args.name!r} saved in {path}")
     return 0
 
 
@@ -220,9 +124,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"submit": cmd_submit, "runs": cmd_runs, "show": cmd_show, "logs": cmd_logs,
-            "cancel": cmd_cancel, "doctor": cmd_doctor, "targets": cmd_targets,
-            "target": cmd_target, "env": cmd_env}
+COMMANDS = {"submit": cmd_submit, "env": cmd_env}
 
 
 if __name__ == "__main__":

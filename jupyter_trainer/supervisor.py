@@ -19,7 +19,6 @@ from dataclasses import replace
 from typing import Any
 
 from . import attribution, environment, procs
-from .capture.snapshot import hash_snapshot
 from .errors import TrainerError
 from .store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, read_json
 from .targets import Target, get_target
@@ -325,6 +324,8 @@ class Supervisor:
 
     def _check_snapshot(self) -> dict[str, Any]:
         """The snapshot's content hash, here and on every node that ran from a copy of it."""
+        from .capture.snapshot import hash_snapshot  # here, not at start-up: it pulls pathspec
+
         expected = self.spec.code.hash
         try:
             found: dict[str, str | None] = {"code/": hash_snapshot(self.paths.code)}
@@ -365,10 +366,16 @@ def _detach() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jupyter_trainer.supervisor")
-    parser.add_argument("run_id")
+    parser.add_argument("run_id", help="the run, or - to read it from stdin once ready")
     parser.add_argument("--detach", action="store_true")
+    parser.add_argument("--target", help="the run's target, to load its code while waiting")
     args = parser.parse_args(argv)
     store = Store()
+    if args.run_id == "-":
+        _warm_up(store, args.target)
+        args.run_id = sys.stdin.readline().strip()
+        if not args.run_id:  # the caller abandoned the run before it existed
+            return 0
     paths = store.existing(args.run_id)
     if args.detach:
         _detach()
@@ -379,6 +386,16 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(null, 0)
     return Supervisor(store, args.run_id).run()
 
+
+def _warm_up(store: Store, target: str | None) -> None:
+    """Import what the run will need (the environment stages, the target's module) while
+    the caller is still writing the run."""
+    try:
+        environment.realize  # noqa: B018 (loads the module)
+        if target:
+            get_target(target, store.home)
+    except Exception:  # the run itself reports any problem, in its state
+        pass
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -61,14 +61,15 @@ def test_no_module_is_too_long():
 
 
 LAYERS = {
-    "errors": 0, "spec": 1, "home": 1, "procs": 1, "units": 1,
+    "errors": 0, "lazy": 0, "spec": 1, "home": 1, "procs": 1, "units": 1,
     "capture": 2, "environment": 2, "launch": 2, "attribution": 2,
     "nodes": 3, "targets": 3.5,  # targets stand on the node layer, never the reverse
     "store": 4,
     "supervisor": 5, "follow": 5, "doctor": 5,
     "monitor": 6,
     "api": 7, "options": 7,
-    "magics": 8, "cli": 8, "server": 8,
+    "commands": 8, "server": 8,
+    "magics": 9, "cli": 9,
 }
 
 

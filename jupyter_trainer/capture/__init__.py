@@ -6,12 +6,15 @@ notebook namespace into a ``CellContext``, and ``write_cell_snapshot`` /
 Nothing here imports IPython: the caller passes the namespace and the transformed cell.
 """
 
-from .context import DEFAULT_MAX_CARRY_BYTES, CellContext, resolve_cell
-from .names import free_names
-from .snapshot import (RESERVED_DIR, hash_snapshot, source_summary, write_cell_snapshot,
-                       write_script_snapshot)
+from ..lazy import lazy_exports
 
-__all__ = [
-    "free_names", "resolve_cell", "CellContext", "write_cell_snapshot", "write_script_snapshot",
-    "DEFAULT_MAX_CARRY_BYTES", "RESERVED_DIR", "hash_snapshot", "source_summary",
-]
+# Loaded on first use (PEP 562): the run supervisor only hashes a snapshot.
+_HOMES = {
+    **dict.fromkeys(("DEFAULT_MAX_CARRY_BYTES", "CellContext", "resolve_cell"), "context"),
+    "free_names": "names",
+    **dict.fromkeys(("RESERVED_DIR", "hash_snapshot", "source_summary", "write_cell_snapshot",
+                     "write_script_snapshot"), "snapshot"),
+}
+__all__ = sorted(_HOMES)
+
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

@@ -15,16 +15,18 @@ can run on a node without this package. Packages are downloaded through uv's own
 
 from __future__ import annotations
 
-from .definition import EnvDefinition
-from .manage import (build_environment, define, environments_table, export_text, from_line,
-                     list_environments, prune, prune_text, show_text)
-from .registry import Registry
-from .stages import (EnvDriftWarning, Realization, check_target, current, prepare, realize,
-                      resolve)
+from ..lazy import lazy_exports
 
-__all__ = [
-    "EnvDefinition", "EnvDriftWarning", "Realization", "Registry", "build_environment",
-    "check_target",
-    "current", "define", "environments_table", "export_text", "from_line",
-    "list_environments", "prepare", "prune", "prune_text", "realize", "resolve", "show_text",
-]
+# Loaded on first use (PEP 562), so the run supervisor, which needs only ``realize``, does
+# not pay for the modules that define, lock, list and prune environments.
+_HOMES = {
+    "EnvDefinition": "definition", "Registry": "registry",
+    **dict.fromkeys(("build_environment", "define", "environments_table", "export_text",
+                     "from_line", "list_environments", "prune", "prune_text", "show_text"),
+                    "manage"),
+    **dict.fromkeys(("EnvDriftWarning", "Realization", "check_target", "current", "prepare",
+                     "realize", "resolve"), "stages"),
+}
+__all__ = sorted(_HOMES)
+
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

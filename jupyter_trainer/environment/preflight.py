@@ -16,7 +16,7 @@ differs from the notebook's.
 from __future__ import annotations
 
 import ast
-import importlib.metadata
+import functools
 import importlib.util
 import json
 import os
@@ -55,8 +55,53 @@ for folder in sys.path:  # the first torch-*.dist-info on sys.path (importlib.me
     if found:
         out["torch"] = found[0][6:-10]
         break
+out["path"] = [p for p in sys.path if p not in (root, shim)]
 print(json.dumps(out))
 """
+
+# Checks that found every module, by (interpreter, environment, snapshot root listing, names):
+# a kernel submits run after run with the same imports, and a repeat is answered without
+# starting an interpreter while no folder on that interpreter's sys.path has changed (an
+# install or removal changes its folder's mtime). A check that found a module missing is
+# never reused, so installing the module is seen at once.
+_FOUND: dict[tuple[Any, ...], tuple[dict[str, Any], list[tuple[str, float | None]]]] = {}
+
+
+def _stamps(folders: list[str]) -> list[tuple[str, float | None]]:
+    out = []
+    for folder in folders:
+        try:
+            out.append((folder, os.stat(folder or ".").st_mtime_ns))
+        except OSError:
+            out.append((folder, None))
+    return out
+
+
+def _listing(folder: Path) -> tuple[str, ...]:
+    try:
+        return tuple(sorted(os.listdir(folder)))
+    except OSError:
+        return ()
+
+
+def _run_check(python: str, root: Path, shim: Path, names: list[str], env: dict[str, str],
+               cwd: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The check's answer (or None and why), from ``_FOUND`` when nothing it saw changed."""
+    key = (python, tuple(sorted(env.items())), _listing(root), _listing(shim),
+           tuple(names))
+    cached = _FOUND.get(key)
+    if cached is not None and _stamps([f for f, _ in cached[1]]) == cached[1]:
+        return dict(cached[0]), None
+    out = subprocess.run([python, "-c", _CHECK, str(root), str(shim), *names],
+                         capture_output=True, text=True, timeout=120, env=env, cwd=cwd,
+                         stdin=subprocess.DEVNULL)
+    found = json.loads(out.stdout) if out.returncode == 0 else None
+    if found is None:
+        return None, out.stderr.strip()[-2000:] or f"exit code {out.returncode}"
+    folders = found.pop("path", [])
+    if not found["missing"] and not found["errors"]:
+        _FOUND[key] = (dict(found), _stamps(folders))
+    return found, None
 
 
 def top_level_imports(source: str) -> list[tuple[str, int]]:
@@ -81,12 +126,21 @@ def search_root(code_dir: Path, entry: str) -> Path:
     return code_dir if parts and parts[0] == RESERVED_DIR else (code_dir / entry).parent
 
 
-def kernel_versions() -> dict[str, str | None]:
+@functools.lru_cache(maxsize=1)
+def _kernel_versions() -> tuple[tuple[str, str | None], ...]:
+    """Once per process: reading torch's metadata costs some 5-20 ms (an email parser)."""
+    import importlib.metadata  # here: it costs the supervisor's start-up about 15 ms
+
     try:
         torch = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         torch = None
-    return {"python": platform.python_version(), "torch": torch, "executable": sys.executable}
+    return (("python", platform.python_version()), ("torch", torch),
+            ("executable", sys.executable))
+
+
+def kernel_versions() -> dict[str, str | None]:
+    return dict(_kernel_versions())
 
 
 def check(python: str, code_dir: Path, entry: str, *, launcher: str,
@@ -108,13 +162,8 @@ def check(python: str, code_dir: Path, entry: str, *, launcher: str,
     env = {k: v for k, v in os.environ.items() if not k.startswith("JT_")}
     env.update(variables or {})
     try:
-        out = subprocess.run(
-            [python, "-c", _CHECK, str(search_root(Path(code_dir), entry)),
-             str(Path(code_dir) / RESERVED_DIR), *names],
-            capture_output=True, text=True, timeout=120, env=env, cwd=str(code_dir),
-            stdin=subprocess.DEVNULL)
-        found = json.loads(out.stdout) if out.returncode == 0 else None
-        problem = None if found else (out.stderr.strip()[-2000:] or f"exit code {out.returncode}")
+        found, problem = _run_check(python, search_root(Path(code_dir), entry),
+                                    Path(code_dir) / RESERVED_DIR, names, env, str(code_dir))
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
         found, problem = None, str(exc)
     kernel = kernel_versions()

@@ -12,45 +12,33 @@ from IPython.display import display
 
 from .. import api
 from ..monitor import monitor_mode, show
-from ..monitor.text import runs_table, source_line, summary_text, targets_table
-from ..options import (HelpRequested, OptionParser, add_target_options, cell_parser,
-                       parse_with_settings, script_parser, split_line, submit_kwargs)
+from ..commands import CommandParser, add_commands, run_command
+from ..monitor.text import source_line
+from ..options import (HelpRequested, cell_parser, parse_with_settings, script_parser,
+                       split_line, submit_kwargs)
 from ..errors import SpecError
-from ..store import Store
 
 LINE_HELP = """\
 %%train [options]            run the cell as a job (%%train --help lists the options)
-%train runs [--status S] [--name N] [--limit N]
+%train runs [--status S] [--name N] [--limit N] [--offset N] [--json]
 %train attach RUN            follow a run, live or finished
-%train show RUN              a run's summary
-%train logs RUN [--rank R] [--tail N]
+%train show RUN [--json]     a run's summary
+%train logs RUN [-f] [--rank R] [--tail N]
 %train cancel RUN
-%train doctor [--fix] [--no-hash]   check the run store; --fix repairs what it can
+%train doctor [--fix] [--no-hash] [--json]   check the run store; --fix repairs what it can
 %train targets
 %train target add NAME --kind KIND [--replace] KEY=VALUE ...   (hosts=[gpu1,gpu2] workdir=/scratch/jt)
-%train path/to/script.py [options] [-- script args]"""
+%train path/to/script.py [options] [-- script args]
+%train COMMAND --help        a command's options"""
 
 
-def _management_parser() -> OptionParser:
-    parser = OptionParser(prog="%train", description=LINE_HELP,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", parser_class=OptionParser)
-    runs = sub.add_parser("runs")
-    runs.add_argument("--status")
-    runs.add_argument("--name")
-    runs.add_argument("--limit", type=int, default=20)
-    for name in ("attach", "show", "cancel"):
-        sub.add_parser(name).add_argument("run")
-    logs = sub.add_parser("logs")
-    logs.add_argument("run")
-    logs.add_argument("--rank", type=int, default=None)
-    logs.add_argument("--tail", type=int, default=200)
-    doctor = sub.add_parser("doctor")
-    doctor.add_argument("--fix", action="store_true")
-    doctor.add_argument("--no-hash", action="store_true")
-    sub.add_parser("targets")
-    add_target_options(sub.add_parser("target").add_subparsers(
-        dest="action", required=True, parser_class=OptionParser).add_parser("add"))
+def _management_parser() -> CommandParser:
+    parser = CommandParser(prog="%train", description=LINE_HELP,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=CommandParser)
+    sub.add_parser("attach").add_argument("run")
+    add_commands(sub)
     return parser
 
 
@@ -124,44 +112,15 @@ class TrainMagics(Magics):
             _say_source(run)
             return self._watch(run)
         opts = parse_with_settings(_management_parser(), words)
-        if opts.command == "runs":
-            rows = Store().list_runs(status=opts.status, name=opts.name, limit=opts.limit)
-            print(runs_table(rows))
-        elif opts.command == "doctor":
-            print(api.doctor(fix=opts.fix, hashes=not opts.no_hash).text())
-        elif opts.command == "targets":
-            from ..targets import configured_targets
-
-            print(targets_table(configured_targets()))
-        elif opts.command == "target":
-            from ..targets.registry import add_target, parse_settings
-
-            path = add_target(opts.name, opts.kind, replace=opts.replace,
-                              **parse_settings(opts.settings))
-            print(f"target {opts.name!r} saved in {path}")
-        elif opts.command == "attach":
-            run = api.get_run(opts.run)
-            if monitor_mode() == "widget":
-                display(_widget(run))  # follows the run in the background
-                return None
-            show(run)
-            return run
-        elif opts.command == "show":
-            run = api.get_run(opts.run)
-            follower = run.follower()
-            follower.poll()
-            print(summary_text(follower, run.spec, run.outputs))
-        elif opts.command == "cancel":
-            run = api.get_run(opts.run)
-            run.cancel()
-            print(f"run {run.id} {run.status}")
-        elif opts.command == "logs":
-            run = api.get_run(opts.run)
-            ranks = [run.check_rank(opts.rank)] if opts.rank is not None else run.store.ranks(run.id)
-            for rank in ranks:
-                lines = run.logs(rank).splitlines()[-opts.tail:]
-                print(f"--- rank {rank} ---" if len(ranks) > 1 else "", *lines, sep="\n")
-        return None
+        if opts.command != "attach":
+            run_command(opts, sys.stdout)
+            return None
+        run = api.get_run(opts.run)
+        if monitor_mode() == "widget":
+            display(_widget(run))  # follows the run in the background
+            return None
+        show(run)
+        return run
 
 
 def _say_source(run: api.Run) -> None:

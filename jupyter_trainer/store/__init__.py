@@ -23,7 +23,6 @@ import json
 import logging
 import os
 import re
-import secrets
 import shutil
 import socket
 import tempfile
@@ -220,6 +219,8 @@ class Store:
     # -- runs --------------------------------------------------------------------------
     def new_run_id(self, name: str) -> str:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
+        import secrets  # here: only a new run needs it, not a supervisor's start-up
+
         return f"{_slug(name)}-{stamp}-{secrets.token_hex(3)}"
 
     def create(self, spec: RunSpec, snapshot: Path) -> str:

@@ -1,0 +1,187 @@
+"""The management commands ``runs``, ``show``, ``logs``, ``cancel``, ``doctor``, ``targets`` and
+``target add``: one definition, used by ``jupyter-trainer`` and by ``%train``.
+
+Each command has one argparse definition (``add_commands``) and one function that writes its
+text to a given stream and returns an exit code (``run_command``), so a flag, an output and an
+error message are the same in both front ends. Bad input raises ``SpecError`` (a one-line
+message); the CLI prints it and exits 2, the magic shows it without leaving the kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any, Callable, TextIO
+
+from . import api
+from .monitor.text import runs_table, summary_text, targets_table
+from .options import OptionParser, add_target_options
+from .errors import SpecError
+from .store import STATUSES, Store
+
+
+class CommandParser(OptionParser):
+    """A subcommand's parser: an error is one line that says how to see the options."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        command = self.prog.partition(" ")[2]  # "runs" of "jupyter-trainer runs" or "%train runs"
+        raise SpecError(f"{command + ': ' if command else ''}{message} "
+                        f"(add --help to see every option)")
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number of at least ``low``."""
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
+        return value
+    return whole
+
+
+def _define_runs(sub: Any) -> None:
+    runs = sub.add_parser("runs", help="list runs, newest first")
+    runs.add_argument("--status", choices=STATUSES)
+    runs.add_argument("--name", help="only runs whose name contains this")
+    runs.add_argument("--limit", type=int, default=20, help="at most this many (at least 1)")
+    runs.add_argument("--offset", type=int, default=0, help="skip this many of the newest")
+    runs.add_argument("--json", action="store_true", help="print JSON rows")
+
+
+def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
+    rows = Store().list_runs(status=args.status, name=args.name, limit=args.limit,
+                             offset=args.offset)
+    print(json.dumps(rows, indent=1) if args.json else runs_table(rows), file=out)
+    return 0
+
+
+def _define_show(sub: Any) -> None:
+    show = sub.add_parser("show", help="a run's spec, state and summary")
+    show.add_argument("run")
+    show.add_argument("--json", action="store_true", help="print spec and state as JSON")
+
+
+def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    run = api.get_run(args.run)
+    if args.json:
+        print(json.dumps({"id": run.id, "spec": run.spec.to_dict(), "state": run.state},
+                         indent=1), file=out)
+        return 0
+    follower = run.follower()
+    follower.poll()
+    print(summary_text(follower, run.spec, run.outputs), file=out)
+    return 0
+
+
+def _define_logs(sub: Any) -> None:
+    logs = sub.add_parser("logs", help="a run's per-rank logs")
+    logs.add_argument("run")
+    logs.add_argument("-f", "--follow", action="store_true",
+                      help="keep printing until the run ends")
+    logs.add_argument("--rank", type=int, default=None, help="only this rank (default: all)")
+    logs.add_argument("--tail", type=at_least(0), default=None, metavar="N",
+                      help="start with the last N lines of each rank (default: all)")
+
+
+def cmd_logs(args: argparse.Namespace, out: TextIO) -> int:
+    run = api.get_run(args.run)
+    store = run.store
+    offsets: dict[int, int] = {}
+    if args.rank is not None:
+        run.check_rank(args.rank)
+    prefixed = args.rank is None and run.spec.launch.world_size > 1
+    while True:
+        finished = run.done  # read before the logs, so nothing written after it is missed
+        ranks = [args.rank] if args.rank is not None else store.ranks(run.id)
+        for rank in ranks:
+            first = rank not in offsets
+            text, offsets[rank] = store.read_log(run.id, rank, offsets.get(rank, 0))
+            lines = text.splitlines(True)
+            if first and args.tail is not None:
+                lines = lines[len(lines) - args.tail:] if args.tail else []
+            if lines:
+                prefix = f"[rank {rank}] " if prefixed else ""
+                out.write("".join(prefix + line for line in lines))
+                out.flush()
+        if not args.follow or finished:
+            return 0
+        time.sleep(0.25)
+
+
+def _define_cancel(sub: Any) -> None:
+    sub.add_parser("cancel", help="stop every process of a run").add_argument("run")
+
+
+def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
+    run = api.get_run(args.run)
+    run.cancel()
+    print(f"run {run.id} {run.status}", file=out)
+    return 0
+
+
+def _define_doctor(sub: Any) -> None:
+    doctor = sub.add_parser(
+        "doctor", help="check the run store: index, lost runs, changed snapshots",
+        description="Report where the index, the runs' states and their snapshots disagree "
+                    "with the run folders; change nothing unless --fix is given. Exits 1 "
+                    "while problems remain.")
+    doctor.add_argument("--fix", action="store_true",
+                        help="rebuild a broken index, rewrite stale rows, record lost runs")
+    doctor.add_argument("--no-hash", action="store_true",
+                        help="do not hash every snapshot (faster on large stores)")
+    doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
+
+
+def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
+    report = api.doctor(fix=args.fix, hashes=not args.no_hash)
+    print(json.dumps(report.to_dict(), indent=1) if args.json else report.text(), file=out)
+    return 1 if report.unresolved else 0
+
+
+def _define_targets(sub: Any) -> None:
+    sub.add_parser("targets", help="list the targets runs can go to")
+
+
+def cmd_targets(args: argparse.Namespace, out: TextIO) -> int:
+    from .targets import configured_targets
+
+    print(targets_table(configured_targets()), file=out)
+    return 0
+
+
+def _define_target(sub: Any) -> None:
+    target = sub.add_parser("target", help="add a target to targets.toml")
+    add_target_options(target.add_subparsers(dest="action", required=True, metavar="ACTION",
+                                             parser_class=CommandParser)
+                       .add_parser("add", help="validate a target and save it in targets.toml"))
+
+
+def cmd_target(args: argparse.Namespace, out: TextIO) -> int:
+    from .targets.registry import add_target, parse_settings
+
+    path = add_target(args.name, args.kind, replace=args.replace, **parse_settings(args.settings))
+    print(f"target {args.name!r} saved in {path}", file=out)
+    return 0
+
+
+COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace, TextIO], int]]] = {
+    "runs": (_define_runs, cmd_runs), "show": (_define_show, cmd_show),
+    "logs": (_define_logs, cmd_logs), "cancel": (_define_cancel, cmd_cancel),
+    "doctor": (_define_doctor, cmd_doctor), "targets": (_define_targets, cmd_targets),
+    "target": (_define_target, cmd_target),
+}
+
+
+def add_commands(sub: Any) -> None:
+    """Add every management command to ``sub`` (an ``add_subparsers()`` of ``CommandParser``)."""
+    for define, _ in COMMANDS.values():
+        define(sub)
+
+
+def run_command(args: argparse.Namespace, out: TextIO) -> int:
+    """Run the parsed management command ``args.command``, writing its text to ``out``."""
+    return COMMANDS[args.command][1](args, out)
