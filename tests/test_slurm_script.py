@@ -135,3 +135,18 @@ def test_final_state_falls_back_to_scontrol_without_accounting():
 
     assert _final_state("42", no_accounting) == {"job_id": "42", "state": "OUT_OF_MEMORY",
                                                  "source": "scontrol", "exit_code": 253}
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun", "horovod"])
+def test_one_node_runs_its_launcher_in_the_batch_step(launcher):
+    """One node and no container: no srun step and no scontrol call (each a round trip to
+    the controller); more nodes keep them (mpirun and horovodrun reach the nodes themselves),
+    and so does a container image, which only srun can start."""
+    one = batch_script(CONFIG, spec(launcher, nodes=1), plan(spec(launcher, nodes=1)))
+    two = batch_script(CONFIG, spec(launcher), plan(spec(launcher)))
+    assert "srun" not in one and "scontrol" not in one and "SLURMD_NODENAME" in one
+    assert "scontrol show hostnames" in two
+    assert ("exec srun " in two) == (launcher == "torchrun")
+    pyxis = SlurmConfig.from_config("c", {"container": "pyxis"})
+    assert "srun " in batch_script(pyxis, spec("torchrun", nodes=1),
+                                   plan(spec("torchrun", nodes=1)), image="img")
