@@ -133,18 +133,30 @@ def start_cluster(worker: int = 0, cpus: int = 2) -> RayCluster:
     # node is started the way ray.cluster_utils starts one, by a small driver of Ray's Node.
     second = [sys.executable, "-c", SECOND_NODE, cluster.address, str(cpus), str(base + 60)]
     try:
-        for argv, log in ((head, "head.log"), (second, "node.log")):
-            with open(root / log, "wb") as out:
-                cluster.procs.append(subprocess.Popen(
-                    argv, env=cluster.env(), stdout=out, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, start_new_session=True, cwd=root))
-            if argv is head:
-                _wait_nodes(cluster, 1)
-        _wait_nodes(cluster, 2)
+        _start(cluster, head, "head.log")
+        _wait_nodes(cluster, 1)
+        # A node gives up when the GCS has not registered it within 30 s (Ray's own limit),
+        # which a loaded machine can exceed: it is started again, twice at most.
+        for attempt in range(3):
+            _start(cluster, second, "node.log")
+            try:
+                _wait_nodes(cluster, 2)
+                break
+            except RuntimeError:
+                if attempt == 2 or cluster.procs[-1].poll() is None:
+                    raise
+                cluster.procs.pop()
     except BaseException:
         cluster.stop()
         raise
     return cluster
+
+
+def _start(cluster: RayCluster, argv: list[str], log: str) -> None:
+    with open(cluster.root / log, "ab") as out:
+        cluster.procs.append(subprocess.Popen(
+            argv, env=cluster.env(), stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True, cwd=cluster.root))
 
 
 def _wait_nodes(cluster: RayCluster, count: int, timeout: float = 90.0) -> None:

@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import TargetError, TrainerError
+from ..home import default_home
 from ..launch import LaunchPlan
 from ..spec import RunSpec
 from . import agent_calls
@@ -70,7 +71,8 @@ class RayTarget(SshTarget):
             raise TargetError(f"--launcher {launch.launcher} reaches the other nodes over ssh, "
                               "which a Ray cluster does not provide; use --launcher torchrun "
                               "for several Ray nodes (or --nodes 1)")
-        facts = cluster_facts(self.ray_cfg.address, self.cfg.connect_timeout + 30)
+        facts = cluster_facts(self.ray_cfg.address, self.cfg.connect_timeout + 30,
+                              default_home() / "cache")
         judge_cluster(self.name, facts, launch.nodes, launch.procs, self.cfg.gpus_per_node,
                       self.ray_cfg.autoscaling, launch.launcher in ("torchrun", "horovod")
                       and spec.env.name is None and not self.cfg.python)

@@ -13,12 +13,16 @@ becomes a Ray driver (nor inherits one's state) just to check a target.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import TargetError
@@ -30,6 +34,7 @@ RAY_KEYS = ("address", "runtime_env", "autoscaling")
 SHARED_KEYS = ("workdir", "python", "gpus_per_node", "env", "connect_timeout", "node_timeout",
                "orphan_timeout", "uv", "env_timeout")
 _ADDRESS = re.compile(r"auto|(ray://)?(?P<host>[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>\d{1,5})")
+FACTS_TTL_S = 300        # how long a cluster's facts are reused by later submits
 FIX = "start it (ray start --head) or fix address in the target"
 
 
@@ -72,11 +77,6 @@ class RayConfig:
         return cls(address, dict(runtime_env), autoscaling, nodes)
 
 
-def ray_address(address: str) -> str:
-    """What ``ray.init`` takes: "auto", "ray://..." or a GCS "host:port"."""
-    return address
-
-
 def reachable(address: str, timeout: float) -> None:
     """Raise, naming the fix, when nothing listens at ``address`` (``auto`` is left to Ray)."""
     match = _ADDRESS.fullmatch(address)
@@ -90,10 +90,32 @@ def reachable(address: str, timeout: float) -> None:
                           f"{FIX}") from None
 
 
-def cluster_facts(address: str, timeout: float) -> dict[str, Any]:
+def cluster_facts(address: str, timeout: float, cache: Path | None = None) -> dict[str, Any]:
     """The alive nodes (resources, python, torch) of the cluster at ``address``, asked from a
-    short-lived child process that connects as a Ray driver."""
+    short-lived child process that connects as a Ray driver.
+
+    With ``cache`` (a folder), an answer younger than ``FACTS_TTL_S`` is reused: asking costs
+    seconds (a Python importing Ray, a driver, a task on every node), and a notebook submits
+    to one cluster again and again. Every node is checked again by the run's own pre-flight
+    before anything starts there, and a node that left makes the run wait in ``queued``."""
     reachable(address, min(timeout, 10))
+    path = cache / f"ray-{hashlib.sha256(address.encode()).hexdigest()[:16]}.json" if cache else None
+    try:
+        kept = json.loads(path.read_text()) if path else None
+    except (OSError, ValueError):
+        kept = None
+    if kept and 0 <= time.time() - kept.get("at", 0) < FACTS_TTL_S:
+        return kept["facts"]
+    facts = _ask(address, timeout)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"at": time.time(), "facts": facts}))
+        os.replace(tmp, path)
+    return facts
+
+
+def _ask(address: str, timeout: float) -> dict[str, Any]:
     argv = [sys.executable, "-m", "jupyter_trainer.targets.ray_cluster", address]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
