@@ -159,7 +159,7 @@ def _start(cluster: RayCluster, argv: list[str], log: str) -> None:
             stdin=subprocess.DEVNULL, start_new_session=True, cwd=cluster.root))
 
 
-def _wait_nodes(cluster: RayCluster, count: int, timeout: float = 90.0) -> None:
+def _wait_nodes(cluster: RayCluster, count: int, timeout: float = 180.0) -> None:
     """Until ``count`` nodes are alive (asked through a child driver, as a user's would)."""
     code = ("import ray,sys\nray.init(address=sys.argv[1], logging_level='ERROR')\n"
             "print(sum(1 for n in ray.nodes() if n['Alive']))\n")
@@ -168,8 +168,13 @@ def _wait_nodes(cluster: RayCluster, count: int, timeout: float = 90.0) -> None:
     while time.monotonic() < deadline:
         if any(p.poll() is not None for p in cluster.procs):
             break
-        done = subprocess.run([sys.executable, "-c", code, cluster.address], env=cluster.env(),
-                              capture_output=True, text=True, timeout=60)
+        try:
+            done = subprocess.run([sys.executable, "-c", code, cluster.address],
+                                  env=cluster.env(), capture_output=True, text=True,
+                                  timeout=max(1.0, min(60.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:  # a loaded machine: ask again while time is left
+            last = ["no answer from a driver within 60 s"]
+            continue
         last = done.stdout.strip().splitlines()[-1:] or [done.stderr[-300:]]
         if done.returncode == 0 and last[0].isdigit() and int(last[0]) >= count:
             return

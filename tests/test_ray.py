@@ -18,35 +18,9 @@ from jupyter_trainer.errors import TargetError
 from jupyter_trainer.targets.registry import add_target
 
 from conftest import leftover, wait_for
+from test_ssh_target import HOSTILE, TRAIN
 
 CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
-TRAIN = """
-import os, time, torch, torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
-from jupyter_trainer import runtime as jt
-
-steps, pause = int(os.environ.get("STEPS", "20")), float(os.environ.get("PAUSE", "0.2"))
-dist.init_process_group()
-model = DDP(torch.nn.Linear(4, 1))
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-x = torch.randn(32, 4, generator=torch.Generator().manual_seed(jt.rank))
-y = x.sum(dim=1, keepdim=True)
-for step in range(steps):
-    opt.zero_grad()
-    loss = torch.nn.functional.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-    jt.log(step=step, loss=loss.item())
-    time.sleep(pause)
-t = torch.tensor([float(jt.rank + 1)])
-dist.all_reduce(t)
-print("rank", jt.rank, "of", jt.world_size, "node", os.environ["JT_NODE"], "sum", t.item(),
-      "dir", os.environ["JT_RUN_DIR"], flush=True)
-(jt.outputs_dir / f"from-rank-{jt.rank}.txt").write_text(os.environ["JT_NODE"])
-del model, opt
-dist.barrier()
-dist.destroy_process_group()
-"""
 SLEEPER = ("import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\n"
            "time.sleep(600)\n")
 
@@ -67,7 +41,8 @@ def rc(ray_cluster, home, tmp_path, monkeypatch):
     loopback, as the cluster does."""
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     add_target("rc", "ray", home=home, address=ray_cluster.address,
-               workdir=str(tmp_path / "nodes"), env={"GLOO_SOCKET_IFNAME": "lo"})
+               workdir=str(tmp_path / "nodes"),
+               env={"GLOO_SOCKET_IFNAME": "lo", "JT_TEST_VAR": HOSTILE})
     return ray_cluster
 
 
@@ -77,7 +52,7 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 def test_two_node_ddp_from_the_cli_streams_live_and_brings_outputs_back(rc, home, tmp_path):
     script = tmp_path / "train.py"
-    script.write_text(TRAIN)
+    script.write_text("import time\nsteps, pause = 20, 0.2\n" + TRAIN)
     done = cli("submit", str(script), "--target", "rc", "--nodes", "2", "--procs", "2",
                "--name", "ray-ddp")
     assert done.returncode == 0, done.stderr
@@ -95,15 +70,17 @@ def test_two_node_ddp_from_the_cli_streams_live_and_brings_outputs_back(rc, home
     assert len(set(ray_nodes.values())) == 2  # STRICT_SPREAD: one bundle per Ray node
     placed = []  # c10d rendezvous orders the nodes by arrival, not by --node-rank
     for rank in range(4):
-        words = run.logs(rank).split(f"rank {rank} of 4 node ", 1)[1].split()
-        assert words[1:3] == ["sum", "10.0"] and words[3] == "dir", words
-        placed.append((words[0], words[4]))
+        words = run.logs(rank).split(f"rank {rank} of 4 node ", 1)[1].split(" var ")[0].split()
+        assert words[1:5] == ["sum", "10.0", "learned", "True"] and words[5] == "dir", words
+        placed.append((words[0], words[6]))
+        assert f" var {HOSTILE}\n" in run.logs(rank)
         assert [s for s, _ in run.metrics(rank)["loss"]] == list(range(20))
     assert sorted(placed) == sorted([(n["host"], n["run_dir"]) for n in nodes] * 2)
     # Each Ray node works in its own folder, though both share this filesystem.
     assert {n["run_dir"] for n in nodes} == {
         str(tmp_path / "nodes" / ray_nodes[n["host"]] / "runs" / run.id) for n in nodes}
-    assert {p.name for p in run.outputs.iterdir()} == {f"from-rank-{r}.txt" for r in range(4)}
+    assert {p.name for p in run.outputs.iterdir()} == {
+        "model.pt", *(f"from-rank-{r}.txt" for r in range(4))}
     teardown = state["teardown"]
     assert teardown["leftovers"] == [] and leftover(run.id) == []
     assert teardown["ray"]["placement_group_removed"] == state["launcher"]["placement_group"]
