@@ -32,7 +32,7 @@ from ..spec import RunSpec
 from . import agent_calls
 from .base import Handle
 from .mirror import LocalFiles, parse_answer
-from .ray_cluster import NAMESPACE, RayConfig, cluster_facts, judge_cluster
+from .ray_cluster import NAMESPACE, RayConfig, cluster_facts, judge_cluster, require_ray
 from .ray_shell import RayShell
 from .ssh import SshTarget, _parallel
 from .ssh_commands import HostConfig, agent_file, bootstrap_command
@@ -79,6 +79,7 @@ class RayTarget(SshTarget):
 
     # -- the reservation ---------------------------------------------------------------
     def _connect(self) -> Any:
+        require_ray()
         import ray
 
         from . import ray_node_shell

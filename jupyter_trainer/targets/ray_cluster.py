@@ -33,7 +33,8 @@ DEFAULT_WORKDIR = "~/jupyter_trainer_ray"
 RAY_KEYS = ("address", "runtime_env", "autoscaling")
 SHARED_KEYS = ("workdir", "python", "gpus_per_node", "env", "connect_timeout", "node_timeout",
                "orphan_timeout", "uv", "env_timeout")
-_ADDRESS = re.compile(r"auto|(ray://)?(?P<host>[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>\d{1,5})")
+_ADDRESS = re.compile(r"auto|(ray://)?(?P<host>[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])"
+                      r":(?P<port>\d{1,5})")
 FACTS_TTL_S = 300        # how long a cluster's facts are reused by later submits
 FIX = "start it (ray start --head) or fix address in the target"
 
@@ -77,6 +78,15 @@ class RayConfig:
         return cls(address, dict(runtime_env), autoscaling, nodes)
 
 
+def require_ray() -> None:
+    """Raise, naming the fix, when this machine's Python has no Ray to be a driver with."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise TargetError("the ray target needs Ray on this machine: pip install "
+                          "'ray[default]' at the version the cluster runs")
+
+
 def reachable(address: str, timeout: float) -> None:
     """Raise, naming the fix, when nothing listens at ``address`` (``auto`` is left to Ray)."""
     match = _ADDRESS.fullmatch(address)
@@ -98,8 +108,10 @@ def cluster_facts(address: str, timeout: float, cache: Path | None = None) -> di
     seconds (a Python importing Ray, a driver, a task on every node), and a notebook submits
     to one cluster again and again. Every node is checked again by the run's own pre-flight
     before anything starts there, and a node that left makes the run wait in ``queued``."""
+    require_ray()
     reachable(address, min(timeout, 10))
-    path = cache / f"ray-{hashlib.sha256(address.encode()).hexdigest()[:16]}.json" if cache else None
+    key = hashlib.sha256(address.encode()).hexdigest()[:16]
+    path = cache / f"ray-{key}.json" if cache else None
     try:
         kept = json.loads(path.read_text()) if path else None
     except (OSError, ValueError):
