@@ -116,7 +116,7 @@ def split_line(line: str) -> tuple[list[str], list[str]]:
 def add_target_options(parser: argparse.ArgumentParser) -> None:
     """``target add NAME --kind KIND [--replace] KEY=VALUE ...``, in every front end."""
     parser.add_argument("name", help="the target's name, as --target NAME will use it")
-    parser.add_argument("--kind", required=True, help="ssh, slurm, or a kind a plugin registers")
+    parser.add_argument("--kind", required=True, help="ssh, slurm, ray, or a kind a plugin registers")
     parser.add_argument("--replace", action="store_true", help="overwrite a target of this name")
     parser.add_argument("settings", nargs="*", metavar="KEY=VALUE",
                         help="the target's keys; VALUE in TOML or bare: hosts=[gpu1,gpu2], "

@@ -25,6 +25,7 @@ from .targets import Target, get_target
 from .targets.base import remove_workdirs
 
 POLL_S = 0.05
+QUEUE_POLL_S = 0.25      # how often a reservation's phase is asked while the run waits
 STOP_GRACE_S = 3.0       # SIGTERM -> SIGKILL
 RANK_FAILURE_GRACE_S = 2.0  # how long a launcher gets to stop its ranks after one fails
 TRACEBACK_TAIL = 8000
@@ -115,6 +116,11 @@ class Supervisor:
 
     def _launch_and_watch(self) -> dict[str, Any]:
         self.target = get_target(self.spec.target.name, self.store.home)
+        reservation = self.target.reserve(self.spec, self.run_id, str(self.paths.root))
+        if reservation is not None:
+            self.handle = reservation  # from now on, ending the run releases it
+            if not self._wait_for_nodes():
+                return {}
         realized = environment.realize(self.spec.env, self.target, home=self.store.home,
                                        code_dir=self.paths.code, entry=self.spec.code.entry,
                                        launcher=self.spec.launch.launcher)
@@ -164,6 +170,23 @@ class Supervisor:
                 log("a rank failed and the launcher has not stopped the others; stopping them")
                 return {"stopped_after_rank_failure": True}
             time.sleep(POLL_S)
+
+    def _wait_for_nodes(self) -> bool:
+        """``queued`` with the scheduler's reason until the target's reservation is granted;
+        False when the run is canceled first."""
+        self.state["launcher"] = dict(self.handle)
+        phase = self.target.phase(self.handle)
+        if phase.get("stage") != "running":
+            self.transition("queued", queue=phase)
+        while phase.get("stage") != "running":
+            if self.cancel_reason():
+                return False
+            time.sleep(QUEUE_POLL_S)
+            phase = self.target.phase(self.handle)
+            if phase != self.state.get("queue"):
+                self.state["queue"] = phase
+                self.save()
+        return True
 
     def _follow_queue(self) -> None:
         """Record the scheduler's reason while queued; move to running once the job starts."""

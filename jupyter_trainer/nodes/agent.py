@@ -38,6 +38,7 @@ FOLLOWED = re.compile(r"(logs/rank-\d+\.log|events/rank-\d+\.jsonl|ranks/rank-\d
 REPLACED = re.compile(r"ranks/rank-\d+\.json")
 HEARTBEAT_S = 1.0
 PASS_S = 0.1
+SHELL = b"JT_NODE_SHELL=1"  # a process that runs this agent for a run (a Ray actor): Ray ends it
 
 
 def frame(header, payload=b""):
@@ -66,9 +67,8 @@ def alive(pid, ticks=None):
     return now is not None and (ticks is None or now == ticks)
 
 
-def pids_with_env(run_id):
-    needle = ("JT_RUN_ID=" + run_id).encode()
-    found = []
+def pids_with_env(run_id, spare_shells=False):
+    needle, found = ("JT_RUN_ID=" + run_id).encode(), []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
@@ -77,7 +77,7 @@ def pids_with_env(run_id):
                 env = fh.read().split(b"\0")
         except OSError:
             continue
-        if needle in env and start_ticks(int(name)) is not None:
+        if needle in env and not (spare_shells and SHELL in env) and start_ticks(int(name)):
             found.append(int(name))
     return sorted(found)
 
@@ -561,20 +561,20 @@ def stop(args):
     """SIGTERM to the launcher's group and every process of the run, SIGKILL after grace."""
     run_id = args["run_id"]
     pgid, ticks = args.get("pgid"), args.get("start_ticks")
-    found = pids_with_env(run_id)
+    found = pids_with_env(run_id, True)
     killpg(pgid, ticks, signal.SIGTERM)
     kill(found, signal.SIGTERM)
     deadline = time.monotonic() + float(args.get("grace", 3.0))
-    left = pids_with_env(run_id)
+    left = pids_with_env(run_id, True)
     while left and time.monotonic() < deadline:
         time.sleep(0.05)
-        left = pids_with_env(run_id)
+        left = pids_with_env(run_id, True)
     killed = [describe(p) for p in left]
     if left or alive(pgid, ticks):
         killpg(pgid, ticks, signal.SIGKILL)
         kill(left, signal.SIGKILL)
         deadline = time.monotonic() + 5
-        while pids_with_env(run_id) and time.monotonic() < deadline:
+        while pids_with_env(run_id, True) and time.monotonic() < deadline:
             time.sleep(0.05)
     return {"sigterm": len(found), "sigkilled": killed}
 

@@ -88,6 +88,13 @@ class Target(ABC):
         return {"name": self.name, "kind": self.kind, **self.config}
 
     # -- supervisor side ---------------------------------------------------------------
+    def reserve(self, spec: RunSpec, run_id: str, run_dir: str) -> Handle | None:
+        """Ask a scheduler for the run's nodes before anything is planned on them (a Ray
+        placement group). The supervisor then keeps the run ``queued``, following ``phase``
+        of the returned handle, until they are granted, and stops it like a started run
+        if the run ends first. Targets that plan without a reservation return None."""
+        return None
+
     @abstractmethod
     def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
         """Resolve interpreter, ports and node facts for one run."""

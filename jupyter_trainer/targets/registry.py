@@ -19,6 +19,7 @@ from .base import Target
 ENTRY_POINT_GROUP = "jupyter_trainer.targets"
 _BUILTIN = {
     "local": "jupyter_trainer.targets.local:LocalTarget",
+    "ray": "jupyter_trainer.targets.ray:RayTarget",
     "slurm": "jupyter_trainer.targets.slurm:SlurmTarget",
     "ssh": "jupyter_trainer.targets.ssh:SshTarget",
 }

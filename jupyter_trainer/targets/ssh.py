@@ -109,12 +109,7 @@ class SshTarget(Target):
         if launch.nodes > len(self.cfg.hosts):
             raise TargetError(f"target {self.name!r} has {len(self.cfg.hosts)} host(s) and "
                               f"--nodes is {launch.nodes}; add hosts or ask for fewer nodes")
-        if spec.env.image:
-            raise TargetError(f"target {self.name!r} starts processes directly on its hosts "
-                              f"and cannot run the container image {spec.env.image!r}")
-        if self.resolve_backend(launch) == "nccl" and not self.cfg.gpus_per_node:
-            raise TargetError(f"--backend nccl needs GPUs and target {self.name!r} sets no "
-                              "gpus_per_node; set it, or use --backend gloo")
+        self._check_processes(spec, "hosts")
         hosts = self.cfg.hosts[:launch.nodes]
         if launch.nodes > 1 and launcher(launch.launcher).placement == "first_node":
             for key in ("workdir", "python"):
@@ -125,6 +120,15 @@ class SshTarget(Target):
         if not shutil.which("ssh"):
             raise TargetError("the ssh target needs the OpenSSH client on this machine: "
                               "apt-get install openssh-client")
+
+    def _check_processes(self, spec: RunSpec, nodes: str) -> None:
+        """What a target that starts the ranks directly on its ``nodes`` cannot run."""
+        if spec.env.image:
+            raise TargetError(f"target {self.name!r} starts processes directly on its {nodes} "
+                              f"and cannot run the container image {spec.env.image!r}")
+        if self.resolve_backend(spec.launch) == "nccl" and not self.cfg.gpus_per_node:
+            raise TargetError(f"--backend nccl needs GPUs and target {self.name!r} sets no "
+                              "gpus_per_node; set it, or use --backend gloo")
 
     # -- plan: resolve, pre-flight, stage ----------------------------------------------
     def _client(self, host: HostConfig) -> SshClient:

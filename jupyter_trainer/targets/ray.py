@@ -1,0 +1,280 @@
+"""The ray target: a Ray cluster's nodes, reserved as a placement group, running the ranks
+the way the ssh target runs them on its hosts.
+
+Ray provides placement, processes and transport; everything else is the ssh target's node
+lifecycle, unchanged (see ssh.py): the supervisor is a Ray driver; ``reserve`` asks for a
+placement group of ``--nodes`` bundles of ``--procs`` CPUs (STRICT_SPREAD: one node each)
+and the run stays ``queued`` with Ray's own reason until it is granted; ``plan`` starts one
+node-shell actor per bundle (nodes/ray_actor.py, marked with the run's ``JT_RUN_ID``) and
+through it the node agent's pre-flight, environment build and snapshot staging on every
+node; ``start`` starts one launcher per node (torchrun's c10d rendezvous at the first
+bundle's node); the live mirror, ``finish``, outputs and snapshot hashes follow as on ssh.
+Teardown ends the launchers through the agent, kills the actors and removes the placement
+group; the leftover scan then runs as a task pinned to each node the run used.
+
+Each node works under ``<workdir>/<ray node id>``, so two Ray nodes that share a filesystem
+never share a run folder. mpirun and horovodrun reach the other nodes over ssh, which a Ray
+cluster does not give; they run on one node only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import time
+from dataclasses import replace
+from typing import Any
+
+from ..errors import TargetError, TrainerError
+from ..home import default_home
+from ..launch import LaunchPlan
+from ..spec import RunSpec
+from ..nodes import calls
+from ..nodes.commands import agent_file, bootstrap_command
+from ..nodes.frames import parse_answer
+from ..nodes.mirror import LocalFiles
+from ..nodes.ray_shell import RayShell
+from .base import Handle
+from .ray_cluster import NAMESPACE, RayConfig, cluster_facts, judge_cluster, require_ray
+from .ssh import SshTarget, _parallel
+from .ssh_commands import HostConfig
+
+QUEUE_CHECK_S = 1.0     # how often plan() looks at a placement group it waits for
+SETTLE_S = 10.0         # how long killed actors get to be gone from their nodes
+
+
+class RayTarget(SshTarget):
+    kind = "ray"
+
+    def __init__(self, name: str, config: dict[str, Any] | None = None) -> None:
+        ray_cfg = RayConfig.from_config(name, dict(config or {}))
+        super().__init__(name, {"hosts": ["ray"]})
+        self.config = dict(config or {})
+        self.ray_cfg = ray_cfg
+        self.cfg = ray_cfg.nodes
+        self._pg: Any = None
+        self._pg_ready = False
+        self._bundle: dict[str, float] = {}
+        self._strategy = ""
+        self._actors: list[Any] = []
+        self._facts: list[dict[str, Any]] = []
+        self._released = False
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "address": self.ray_cfg.address,
+                "workdir": self.cfg.workdir, "gpus_per_node": self.cfg.gpus_per_node,
+                "autoscaling": self.ray_cfg.autoscaling}
+
+    # -- submit side -------------------------------------------------------------------
+    def check(self, spec: RunSpec) -> None:
+        launch = spec.launch
+        self._check_processes(spec, "Ray nodes")
+        if launch.nodes > 1 and launch.launcher in ("mpirun", "horovod"):
+            raise TargetError(f"--launcher {launch.launcher} reaches the other nodes over ssh, "
+                              "which a Ray cluster does not provide; use --launcher torchrun "
+                              "for several Ray nodes (or --nodes 1)")
+        facts = cluster_facts(self.ray_cfg.address, self.cfg.connect_timeout + 30,
+                              default_home() / "cache")
+        judge_cluster(self.name, facts, launch.nodes, launch.procs, self.cfg.gpus_per_node,
+                      self.ray_cfg.autoscaling, launch.launcher in ("torchrun", "horovod")
+                      and spec.env.name is None and not self.cfg.python)
+
+    # -- the reservation ---------------------------------------------------------------
+    def _connect(self) -> Any:
+        require_ray()
+        import ray
+
+        from ..nodes import ray_actor
+
+        ray.cloudpickle.register_pickle_by_value(ray_actor)  # nodes need no jupyter_trainer
+        if not ray.is_initialized():
+            try:
+                ray.init(address=self.ray_cfg.address, namespace=NAMESPACE,
+                         log_to_driver=False, logging_level="WARNING")
+            except Exception as exc:
+                raise TargetError(f"cannot connect to the Ray cluster at "
+                                  f"{self.ray_cfg.address}: {' '.join(str(exc).split())[:400]}"
+                                  ) from exc
+        return ray
+
+    def reserve(self, spec: RunSpec, run_id: str, run_dir: str) -> Handle | None:
+        """Ask Ray for the run's placement group; the supervisor keeps the run ``queued``
+        (``phase``) until Ray grants it."""
+        self._connect()
+        from ray.util.placement_group import placement_group
+
+        launch = spec.launch
+        self._run_id = run_id
+        self._files = LocalFiles(run_dir)
+        self._bundle = {"CPU": float(launch.procs)}
+        if self.cfg.gpus_per_node:
+            self._bundle["GPU"] = float(self.cfg.gpus_per_node)
+        self._strategy = "STRICT_SPREAD" if launch.nodes > 1 else "PACK"
+        self._pg = placement_group([dict(self._bundle) for _ in range(launch.nodes)],
+                                   strategy=self._strategy, name=f"jt-{run_id}")
+        self._log(f"[jt] Ray placement group {self._pg.id.hex()}: {launch.nodes} bundle(s) of "
+                  f"{self._bundle_words()}, {self._strategy}")
+        return {"target": self.name, "kind": self.kind, "address": self.ray_cfg.address,
+                "placement_group": self._pg.id.hex(), "bundles": launch.nodes,
+                "bundle": dict(self._bundle), "strategy": self._strategy}
+
+    def _bundle_words(self) -> str:
+        return " + ".join(f"{v:g} {k}" for k, v in self._bundle.items())
+
+    def phase(self, handle: Handle) -> dict[str, Any]:
+        if self._pg is None or self._pg_ready:
+            return {"stage": "running"}
+        import ray
+        from ray.util.placement_group import placement_group_table
+
+        table = placement_group_table(self._pg)
+        if table.get("state") == "CREATED":
+            self._pg_ready = True
+            return {"stage": "running", "placement_group": self._pg.id.hex()}
+        stats = table.get("stats") or {}
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        have = ", ".join(f"{n.get('Resources', {}).get('CPU', 0):g} CPU" for n in alive)
+        count = len(table.get("bundles") or {})
+        reason = (f"Ray placement group {table.get('state')} "
+                  f"({stats.get('scheduling_state', 'unknown')}): the run needs {count} node(s) "
+                  f"x {self._bundle_words()} ({self._strategy}); the cluster has {len(alive)} "
+                  f"alive node(s)" + (f" ({have})" if have else ""))
+        return {"stage": "queued", "placement_group": self._pg.id.hex(),
+                "state": table.get("state"), "scheduling_state": stats.get("scheduling_state"),
+                "reason": reason}
+
+    def _await_placement(self) -> None:
+        """For a caller that did not wait in the queue: wait here, bounded unless the cluster
+        may grow."""
+        limit = None if self.ray_cfg.autoscaling else self.cfg.connect_timeout
+        started = time.monotonic()
+        while (phase := self.phase({}))["stage"] != "running":
+            if limit is not None and time.monotonic() - started > limit:
+                raise TargetError(f"{phase['reason']}; ask for fewer nodes or processes, or set "
+                                  "autoscaling = true if the cluster grows")
+            time.sleep(QUEUE_CHECK_S)
+
+    # -- plan: the node shells, then the ssh target's pre-flight and staging -------------
+    def _bind_nodes(self, spec: RunSpec, run_id: str, run_dir: str) -> None:
+        """One node-shell actor per bundle, each a node of the run as the ssh target sees it."""
+        ray = self._connect()
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from ..nodes.ray_actor import NodeActor
+
+        if self._pg is None:
+            self.reserve(spec, run_id, run_dir)
+        self._await_placement()
+        runtime_env = dict(self.ray_cfg.runtime_env)
+        runtime_env["env_vars"] = {**{str(k): str(v) for k, v in
+                                      runtime_env.get("env_vars", {}).items()},
+                                   "JT_RUN_ID": run_id, "JT_NODE_SHELL": "1"}
+        shell = ray.remote(NodeActor)
+        started = time.monotonic()
+        self._actors = [shell.options(
+            name=f"jt-{run_id}-{i}", num_cpus=0, max_concurrency=64, max_restarts=0,
+            runtime_env=runtime_env, scheduling_strategy=PlacementGroupSchedulingStrategy(
+                self._pg, placement_group_bundle_index=i)).remote()
+            for i in range(spec.launch.nodes)]
+        try:
+            self._facts = ray.get([a.facts.remote() for a in self._actors],
+                                  timeout=self.cfg.connect_timeout + 60)
+        except Exception as exc:
+            raise TargetError(f"the run's Ray actors did not start: "
+                              f"{' '.join(str(exc).split())[:400]}") from exc
+        hosts = []
+        self._clients = {}
+        for actor, facts in zip(self._actors, self._facts):
+            label = f"ray-{facts['node_id'][:8]}"
+            hosts.append(HostConfig(label, posixpath.join(self.cfg.workdir, facts["node_id"]),
+                                    self.cfg.python or facts["python"], facts["address"]))
+            self._clients[label] = RayShell(label, facts["node_id"], facts["address"], actor)
+        self.cfg = replace(self.cfg, hosts=tuple(hosts))
+        self._log(f"[jt] {len(hosts)} Ray node shell(s) up in {time.monotonic() - started:.2f} s: "
+                  + ", ".join(f"{h.host} ({h.address})" for h in hosts))
+
+    def _client(self, host: HostConfig) -> RayShell:  # type: ignore[override]
+        return self._clients[host.host]
+
+    def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        self._bind_nodes(spec, run_id, run_dir)
+        return super().plan(spec, run_id, run_dir, backend)
+
+    def start(self, command: Any, run_dir: str, log_path: str) -> Handle:
+        handle = super().start(command, run_dir, log_path)
+        handle.update(address=self.ray_cfg.address, placement_group=self._pg.id.hex(),
+                      bundle=dict(self._bundle), strategy=self._strategy,
+                      ray_nodes={s.host: s.node_id for s in self._clients.values()})
+        return handle
+
+    # -- teardown ----------------------------------------------------------------------
+    def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
+        """The launchers end through the agent (as on ssh), then the actors and the
+        placement group go."""
+        report = super().stop(handle, run_id, grace)
+        report["ray"] = self._release()
+        return report
+
+    def _release(self) -> dict[str, Any]:
+        if self._released or (self._pg is None and not self._actors):
+            return {}
+        self._released = True
+        import ray
+        from ray.util.placement_group import remove_placement_group
+
+        for folder in self._folders:
+            folder.stop_following()
+        for actor in self._actors:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:
+                pass
+        for shell in self._clients.values():
+            shell.actor = None  # later calls go through tasks pinned to the node
+        report: dict[str, Any] = {"actors_killed": len(self._actors)}
+        if self._pg is not None:
+            remove_placement_group(self._pg)
+            report["placement_group_removed"] = self._pg.id.hex()
+        return report
+
+    def leftovers(self, run_id: str) -> list[str]:
+        """What of the run is still alive: on every node it used, the agent's scan for
+        ``JT_RUN_ID`` (the actors' workers included), run by a task pinned to that node;
+        and the placement group, if Ray still has it. Killed actors get a moment to go."""
+        self._release()
+        self._fresh_leftovers = False
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            found = self._scan(run_id)
+            if not found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.2)
+
+    def _scan(self, run_id: str) -> list[str]:
+        found: list[str] = []
+        if self._pg is not None:
+            from ray.util.placement_group import placement_group_table
+
+            state = placement_group_table(self._pg).get("state")
+            if state != "REMOVED":
+                found.append(f"Ray placement group {self._pg.id.hex()} is still {state}")
+        source = calls.agent_source()
+        agent = agent_file(hashlib.sha256(source).hexdigest())
+        shells = list(self._clients.values())
+        pythons = {h.host: h.python for h in self.cfg.hosts}
+
+        def ask(shell: RayShell) -> list[str]:
+            done = shell.run(bootstrap_command(pythons.get(shell.host) or "python3",
+                                               self.cfg.workdir, agent, "leftovers",
+                                               {"run_id": run_id}),
+                             input=source, timeout=self.cfg.connect_timeout + 20,
+                             what="checking for leftover processes")
+            return parse_answer(shell.host, done, "checking for leftover processes")["leftovers"]
+
+        for shell, result in zip(shells, _parallel(ask, shells)):
+            if isinstance(result, TrainerError):
+                found.append(f"{shell.host}: not verified: {result}")
+            else:
+                found += [f"{shell.host}: {line}" for line in result]
+        return found
+

@@ -1,0 +1,184 @@
+"""A real two-node Ray cluster on this machine, every listener on 127.0.0.1.
+
+A head and a second node, each ``ray start --block`` in its own process group (so the test
+owns their PIDs and never needs ``ray stop``, which would end every Ray on the machine),
+with 2 CPUs, its own temp folder and its own ports: a block of 100 per test session and
+xdist worker inside 10100-19699, Ray's worker ports included (given explicitly, so Ray's
+default worker range is never used). ``stop`` ends both groups and checks that no process
+of the cluster is left.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RAY = str(Path(sys.executable).with_name("ray"))
+PORTS_PER_NODE = 50
+ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+SECOND_NODE = """
+import signal, sys, threading
+from ray._private.node import Node
+from ray._private.parameter import RayParams
+
+gcs, cpus, base = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+params = RayParams(
+    node_ip_address="127.0.0.1", gcs_address=gcs, num_cpus=cpus, include_log_monitor=False,
+    node_manager_port=base, object_manager_port=base + 1, metrics_agent_port=base + 2,
+    dashboard_agent_listen_port=base + 3, metrics_export_port=base + 4,
+    runtime_env_agent_port=base + 5, min_worker_port=base + 10,
+    max_worker_port=base + %d - 1)
+node = Node(params, head=False, shutdown_at_exit=True, spawn_reaper=False)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+print("node up", flush=True)
+threading.Event().wait()
+""" % PORTS_PER_NODE
+
+
+def _block(worker: int) -> int:
+    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
+    slot = (zlib.crc32(uid.encode()) % 24) * 4 + worker % 4
+    return 10100 + 100 * slot
+
+
+def _ports(base: int) -> list[str]:
+    """The fixed ports of one node (from ``base``) and its worker range after them."""
+    names = ("--node-manager-port", "--object-manager-port", "--dashboard-agent-grpc-port",
+             "--dashboard-agent-listen-port", "--metrics-export-port", "--runtime-env-agent-port")
+    args = [f"{name}={base + i}" for i, name in enumerate(names)]
+    return args + [f"--min-worker-port={base + 10}", f"--max-worker-port={base + PORTS_PER_NODE - 1}"]
+
+
+@dataclass
+class RayCluster:
+    root: Path
+    gcs_port: int
+    dashboard_port: int
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.gcs_port}"
+
+    @property
+    def dashboard(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, **ENV}
+
+    def processes(self) -> list[str]:
+        """Processes of this cluster still alive: their command line or environment names its
+        temp folder."""
+        needle = str(self.root).encode()
+        found = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as fh:
+                    cmd = fh.read()
+                with open(f"/proc/{name}/environ", "rb") as fh:
+                    env = fh.read()
+            except OSError:
+                continue
+            if needle in cmd or needle in env:
+                words = cmd.replace(b"\0", b" ").decode(errors="replace")[:150]
+                found.append(f"{name} {words}")
+        return found
+
+    def stop(self) -> list[str]:
+        """SIGTERM, then SIGKILL, to each node's process group; what is left afterwards."""
+        for sig, wait in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 10.0)):
+            for proc in self.procs:
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and self.processes():
+                time.sleep(0.2)
+            if not self.processes():
+                break
+        for proc in self.procs:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        left = self.processes()
+        shutil.rmtree(self.root, ignore_errors=True)
+        return left
+
+
+def start_cluster(worker: int = 0, cpus: int = 2) -> RayCluster:
+    base = _block(worker)
+    root = Path(tempfile.mkdtemp(prefix="jtray-", dir="/tmp"))  # Ray's socket paths are short
+    cluster = RayCluster(root, gcs_port=base, dashboard_port=base + 1)
+    common = ["--block", "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}",
+              "--disable-usage-stats"]
+    head = [RAY, "start", "--head", f"--port={base}", "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={base + 1}", f"--ray-client-server-port={base + 2}",
+            f"--temp-dir={root}", *common, *_ports(base + 10)]
+    # ``ray start`` refuses to add a node to a head in its loopback-only mode, so the second
+    # node is started the way ray.cluster_utils starts one, by a small driver of Ray's Node.
+    second = [sys.executable, "-c", SECOND_NODE, cluster.address, str(cpus), str(base + 60)]
+    try:
+        _start(cluster, head, "head.log")
+        _wait_nodes(cluster, 1)
+        # A node gives up when the GCS has not registered it within 30 s (Ray's own limit),
+        # which a loaded machine can exceed: it is started again, twice at most.
+        for attempt in range(3):
+            _start(cluster, second, "node.log")
+            try:
+                _wait_nodes(cluster, 2)
+                break
+            except RuntimeError:
+                if attempt == 2 or cluster.procs[-1].poll() is None:
+                    raise
+                cluster.procs.pop()
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _start(cluster: RayCluster, argv: list[str], log: str) -> None:
+    with open(cluster.root / log, "ab") as out:
+        cluster.procs.append(subprocess.Popen(
+            argv, env=cluster.env(), stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True, cwd=cluster.root))
+
+
+def _wait_nodes(cluster: RayCluster, count: int, timeout: float = 180.0) -> None:
+    """Until ``count`` nodes are alive (asked through a child driver, as a user's would)."""
+    code = ("import ray,sys\nray.init(address=sys.argv[1], logging_level='ERROR')\n"
+            "print(sum(1 for n in ray.nodes() if n['Alive']))\n")
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in cluster.procs):
+            break
+        try:
+            done = subprocess.run([sys.executable, "-c", code, cluster.address],
+                                  env=cluster.env(), capture_output=True, text=True,
+                                  timeout=max(1.0, min(60.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:  # a loaded machine: ask again while time is left
+            last = ["no answer from a driver within 60 s"]
+            continue
+        last = done.stdout.strip().splitlines()[-1:] or [done.stderr[-300:]]
+        if done.returncode == 0 and last[0].isdigit() and int(last[0]) >= count:
+            return
+        time.sleep(0.5)
+    logs = "".join((cluster.root / n).read_text(errors="replace")[-1500:]
+                   for n in ("head.log", "node.log") if (cluster.root / n).exists())
+    raise RuntimeError(f"the Ray cluster did not reach {count} node(s): {last}\n{logs}")

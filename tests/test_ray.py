@@ -1,0 +1,182 @@
+"""The ray target against a real two-node Ray cluster on this machine (tests/ray_cluster.py):
+a placement group per run, one node-shell actor per bundle running the node agent, torchrun
+across both Ray nodes. Both nodes share this machine's process table, so ``leftover(run.id)``
+(the conftest check) sees the ranks and the Ray workers of both.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from jupyter_trainer import api
+from jupyter_trainer.errors import TargetError
+from jupyter_trainer.targets.registry import add_target
+
+from conftest import leftover, wait_for
+from test_ssh_target import HOSTILE, TRAIN
+
+CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+SLEEPER = ("import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\n"
+           "time.sleep(600)\n")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(worker_id):
+    from ray_cluster import start_cluster
+
+    index = 0 if worker_id == "master" else int(worker_id.lstrip("gw"))
+    cluster = start_cluster(index)
+    yield cluster
+    assert cluster.stop() == [], "processes of the Ray cluster were left"
+
+
+@pytest.fixture
+def rc(ray_cluster, home, tmp_path, monkeypatch):
+    """A target "rc" on the test cluster; every driver (checks, supervisors) stays on
+    loopback, as the cluster does."""
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    add_target("rc", "ray", home=home, address=ray_cluster.address,
+               workdir=str(tmp_path / "nodes"),
+               env={"GLOO_SOCKET_IFNAME": "lo", "JT_TEST_VAR": HOSTILE})
+    return ray_cluster
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_two_node_ddp_from_the_cli_streams_live_and_brings_outputs_back(rc, home, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import time\nsteps, pause = 20, 0.2\n" + TRAIN)
+    done = cli("submit", str(script), "--target", "rc", "--nodes", "2", "--procs", "2",
+               "--name", "ray-ddp")
+    assert done.returncode == 0, done.stderr
+    run = api.get_run(done.stdout.strip().splitlines()[0])
+    live = wait_for(lambda: run.status == "running" and all(
+        run.store.read_events(run.id, r)[0] for r in range(4)) and run.state, timeout=240,
+        what="events of all four ranks while running")
+    assert live["status"] == "running"
+    run.wait(timeout=240)
+    state = run.state
+    assert state["status"] == "completed", state.get("error")
+    nodes = state["launcher"]["nodes"]
+    assert len({n["host"] for n in nodes}) == 2 and all(n["launcher"] for n in nodes)
+    ray_nodes = state["launcher"]["ray_nodes"]
+    assert len(set(ray_nodes.values())) == 2  # STRICT_SPREAD: one bundle per Ray node
+    placed = []  # c10d rendezvous orders the nodes by arrival, not by --node-rank
+    for rank in range(4):
+        words = run.logs(rank).split(f"rank {rank} of 4 node ", 1)[1].split(" var ")[0].split()
+        assert words[1:5] == ["sum", "10.0", "learned", "True"] and words[5] == "dir", words
+        placed.append((words[0], words[6]))
+        assert f" var {HOSTILE}\n" in run.logs(rank)
+        assert [s for s, _ in run.metrics(rank)["loss"]] == list(range(20))
+    assert sorted(placed) == sorted([(n["host"], n["run_dir"]) for n in nodes] * 2)
+    # Each Ray node works in its own folder, though both share this filesystem.
+    assert {n["run_dir"] for n in nodes} == {
+        str(tmp_path / "nodes" / ray_nodes[n["host"]] / "runs" / run.id) for n in nodes}
+    assert {p.name for p in run.outputs.iterdir()} == {
+        "model.pt", *(f"from-rank-{r}.txt" for r in range(4))}
+    teardown = state["teardown"]
+    assert teardown["leftovers"] == [] and leftover(run.id) == []
+    assert teardown["ray"]["placement_group_removed"] == state["launcher"]["placement_group"]
+    shown = cli("show", run.id)
+    assert shown.returncode == 0 and "completed" in shown.stdout
+
+
+def test_a_notebook_cell_with_an_environment_runs_on_both_ray_nodes(rc, home, ip, tmp_path):
+    assert ip.run_cell("%%environment raynodes\ninherit: true\npip:\n  - tomli==2.0.1\n"
+                       "env:\n  ENV_MARK: \"from the environment\"\n", store_history=True).success
+    ip.run_cell("steps = 3", store_history=True)
+    result = ip.run_cell(
+        "%%train --target rc --nodes 2 --procs 1 --env raynodes --name ray-cell\n"
+        "import os, sys, tomli, torch, torch.distributed as dist\n"
+        "from jupyter_trainer import runtime as jt\n"
+        "dist.init_process_group()\n"
+        "t = torch.ones(1)\n"
+        "dist.all_reduce(t)\n"
+        "for step in range(steps):\n"
+        "    jt.log(step=step, world=t.item())\n"
+        "print('tomli', tomli.__version__, 'mark', os.environ['ENV_MARK'], 'python',\n"
+        "      sys.executable, flush=True)\n"
+        "dist.destroy_process_group()\n", store_history=True)
+    assert result.success, result.error_in_exec
+    run = result.result
+    assert run.status == "completed", run.state.get("error")
+    for rank in (0, 1):
+        assert [v for _, v in run.metrics(rank)["world"]] == [2.0] * 3
+        log = run.logs(rank)
+        assert "tomli 2.0.1 mark from the environment" in log
+        assert log.split("python ", 1)[1].split()[0].startswith(str(tmp_path / "nodes"))
+    env = run.state["environment"]
+    assert env["name"] == "raynodes" and len(env["nodes"]) == 2
+    assert leftover(run.id) == []
+
+
+def test_cancel_mid_run_leaves_no_rank_and_no_ray_worker(rc, home):
+    run = api.submit(SLEEPER, target="rc", nodes=2, procs=2, name="ray-cancel")
+    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)), timeout=240,
+             what="all four ranks to log")
+    alive = leftover(run.id)
+    assert run.status == "running" and len(alive) >= 6  # 4 ranks, 2 torchruns, the 2 actors
+    assert sum("ray::NodeActor" in line for line in alive) == 2, alive
+    run.cancel(timeout=90)
+    state = run.state
+    assert state["status"] == "canceled"
+    assert state["teardown"]["leftovers"] == [] and leftover(run.id) == []
+    assert sorted(state["rank_exit_codes"]) == ["0", "1", "2", "3"]
+
+
+def test_more_nodes_than_the_cluster_has_stays_queued_with_rays_reason(rc, home):
+    add_target("grows", "ray", home=home, address=rc.address, autoscaling=True)
+    run = api.submit("print('never')", target="grows", nodes=3, procs=2, name="ray-queued")
+    state = wait_for(lambda: (s := run.state).get("queue", {}).get("reason") and s, timeout=120,
+                     what="the queue reason")
+    assert state["status"] == "queued"
+    reason = state["queue"]["reason"]
+    assert "3 node(s) x 2 CPU (STRICT_SPREAD)" in reason and "2 alive node(s)" in reason, reason
+    assert state["queue"]["state"] == "PENDING" and state["queue"]["scheduling_state"]
+    shown = cli("show", run.id)
+    assert "queued" in shown.stdout
+    on_disk = json.loads((run.store.existing(run.id).root / "state.json").read_text())
+    assert on_disk["queue"]["reason"] == reason
+    run.cancel(timeout=60)
+    state = run.state
+    assert state["status"] == "canceled" and state["teardown"]["leftovers"] == []
+    assert state["teardown"]["ray"] == {"actors_killed": 0,
+                                        "placement_group_removed": state["queue"]["placement_group"]}
+    assert leftover(run.id) == []
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_errors_before_launch(rc, home):
+    add_target("nowhere", "ray", home=home, address=f"127.0.0.1:{_free_port()}")
+    with pytest.raises(TargetError, match=r"unreachable .*start it \(ray start --head\)"):
+        api.submit("print(1)", target="nowhere", nodes=1, procs=1)
+    with pytest.raises(TargetError, match=r"too small: the run needs 3 node\(s\) with 2 CPU\(s\), "
+                                          r"it has 2 alive node\(s\)"):
+        api.submit("print(1)", target="rc", nodes=3, procs=2)
+    with pytest.raises(TargetError, match="too small: the run needs 1 node"):
+        api.submit("print(1)", target="rc", nodes=1, procs=3)
+    with pytest.raises(TargetError, match="use --launcher torchrun"):
+        api.submit("print(1)", target="rc", nodes=2, procs=1, launcher="mpirun")
+    with pytest.raises(TargetError, match="address must be auto, ray://HOST:PORT or HOST:PORT"):
+        add_target("bad", "ray", home=home, address="http://127.0.0.1:8265")
+    with pytest.raises(TargetError, match=r"unknown key\(s\) \['hosts'\]; a ray target takes"):
+        add_target("bad", "ray", home=home, address="auto", hosts=["a"])
+    with pytest.raises(TargetError, match="autoscaling must be true or false"):
+        add_target("bad", "ray", home=home, address="auto", autoscaling="yes")
+    assert not (home / "runs").exists() or not any((home / "runs").iterdir())
+    done = cli("target", "add", "viacli", "--kind", "ray", f"address={rc.address}",
+               "runtime_env={env_vars={NCCL_DEBUG=INFO}}")
+    assert done.returncode == 0, done.stderr
+    assert 'address = "127.0.0.1:' in (home / "targets.toml").read_text()
