@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from jupyter_trainer import api
+from jupyter_trainer import api, procs
 from jupyter_trainer.errors import TargetError
 from jupyter_trainer.targets.registry import add_target
 
@@ -122,12 +122,16 @@ def test_cancel_mid_run_leaves_no_rank_and_no_ray_worker(rc, home):
     wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)), timeout=240,
              what="all four ranks to log")
     alive = leftover(run.id)
-    assert run.status == "running" and len(alive) >= 6  # 4 ranks, 2 torchruns, the 2 actors
-    assert sum("ray::NodeActor" in line for line in alive) == 2, alive
+    assert run.status == "running" and len(alive) >= 6, alive  # 4 ranks, 2 torchruns
+    actors = wait_for(lambda: run.state.get("launcher", {}).get("actor_pids"), timeout=30,
+                      what="the actors' pids in the run's state")
+    assert len(actors) == 2
+    assert all("ray::NodeActor" in procs.describe(pid) for pid in actors.values()), actors
     run.cancel(timeout=90)
     state = run.state
     assert state["status"] == "canceled"
     assert state["teardown"]["leftovers"] == [] and leftover(run.id) == []
+    assert not [pid for pid in actors.values() if "ray::NodeActor" in procs.describe(pid)]
     assert sorted(state["rank_exit_codes"]) == ["0", "1", "2", "3"]
 
 

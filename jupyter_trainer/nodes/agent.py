@@ -38,7 +38,6 @@ FOLLOWED = re.compile(r"(logs/rank-\d+\.log|events/rank-\d+\.jsonl|ranks/rank-\d
 REPLACED = re.compile(r"ranks/rank-\d+\.json")
 HEARTBEAT_S = 1.0
 PASS_S = 0.1
-SHELL = b"JT_NODE_SHELL=1"  # a process that runs this agent for a run (a Ray actor): Ray ends it
 
 
 def frame(header, payload=b""):
@@ -67,7 +66,7 @@ def alive(pid, ticks=None):
     return now is not None and (ticks is None or now == ticks)
 
 
-def pids_with_env(run_id, spare_shells=False):
+def pids_with_env(run_id):
     needle, found = ("JT_RUN_ID=" + run_id).encode(), []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
@@ -77,7 +76,7 @@ def pids_with_env(run_id, spare_shells=False):
                 env = fh.read().split(b"\0")
         except OSError:
             continue
-        if needle in env and not (spare_shells and SHELL in env) and start_ticks(int(name)):
+        if needle in env and start_ticks(int(name)) is not None:
             found.append(int(name))
     return sorted(found)
 
@@ -561,20 +560,20 @@ def stop(args):
     """SIGTERM to the launcher's group and every process of the run, SIGKILL after grace."""
     run_id = args["run_id"]
     pgid, ticks = args.get("pgid"), args.get("start_ticks")
-    found = pids_with_env(run_id, True)
+    found = pids_with_env(run_id)
     killpg(pgid, ticks, signal.SIGTERM)
     kill(found, signal.SIGTERM)
     deadline = time.monotonic() + float(args.get("grace", 3.0))
-    left = pids_with_env(run_id, True)
+    left = pids_with_env(run_id)
     while left and time.monotonic() < deadline:
         time.sleep(0.05)
-        left = pids_with_env(run_id, True)
+        left = pids_with_env(run_id)
     killed = [describe(p) for p in left]
     if left or alive(pgid, ticks):
         killpg(pgid, ticks, signal.SIGKILL)
         kill(left, signal.SIGKILL)
         deadline = time.monotonic() + 5
-        while pids_with_env(run_id, True) and time.monotonic() < deadline:
+        while pids_with_env(run_id) and time.monotonic() < deadline:
             time.sleep(0.05)
     return {"sigterm": len(found), "sigkilled": killed}
 

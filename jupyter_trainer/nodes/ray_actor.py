@@ -18,20 +18,11 @@ import sys
 import threading
 import time
 
-# The actor carries the run's id (so the leftover scan finds it) and a mark that tells the
-# agent's ``stop`` to leave it to Ray; the agent, and what it starts, get neither from here.
-HIDDEN_ENV = ("JT_RUN_ID", "JT_NODE_SHELL")
-
-
-def _env():
-    return {k: v for k, v in os.environ.items() if k not in HIDDEN_ENV}
-
-
 def run_command(command, input=None, timeout=60.0):
     """Run one agent call; (exit code or None when it timed out, stdout, stderr)."""
     try:
         done = subprocess.run(shlex.split(command), input=input, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, timeout=timeout, env=_env(),
+                              stderr=subprocess.PIPE, timeout=timeout, 
                               stdin=None if input is not None else subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
         return None, exc.stdout or b"", exc.stderr or b""
@@ -40,14 +31,38 @@ def run_command(command, input=None, timeout=60.0):
     return done.returncode, done.stdout, done.stderr
 
 
+def _start_ticks(pid):
+    """When ``pid`` started (clock ticks since boot), or None when there is no such process."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def node_facts():
-    """Where this code runs: Ray's node id and address, and its python."""
+    """Where this code runs: Ray's node id and address, its python, and this process (its
+    pid and start time, by which the run checks at the end that the actor is gone)."""
     import ray
 
     return {"node_id": ray.get_runtime_context().get_node_id(),
             "address": ray.util.get_node_ip_address(), "python": sys.executable,
             "python_version": "%d.%d.%d" % sys.version_info[:3], "pid": os.getpid(),
-            "cpus": os.cpu_count() or 1}
+            "started": _start_ticks(os.getpid()), "cpus": os.cpu_count() or 1}
+
+
+def still_running(processes):
+    """Of ``[(pid, start ticks), ...]``, those still alive on this node, described."""
+    alive = []
+    for pid, ticks in processes:
+        if ticks is not None and _start_ticks(pid) == ticks:
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as fh:
+                    words = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                words = ""
+            alive.append("pid %d: %s" % (pid, words[:200]))
+    return alive
 
 
 def probe():
@@ -71,7 +86,7 @@ class _Session:
 
     def __init__(self, command):
         self.proc = subprocess.Popen(shlex.split(command), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.out, self.err = bytearray(), bytearray()
         self.ready = threading.Condition()
         self.open_streams = 2

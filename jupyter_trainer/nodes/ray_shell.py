@@ -88,6 +88,20 @@ def pinned_task(node_id: str):
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False))
 
 
+def pinned_call(node_id: str, fn: Any, arg: Any, timeout: float) -> Any:
+    """``fn(arg)`` as a one-off task on ``node_id``; a TargetError when Ray cannot run it."""
+    ray = _ray()
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    ref = ray.remote(fn).options(
+        num_cpus=0, max_retries=0,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)).remote(arg)
+    try:
+        return ray.get(ref, timeout=timeout)
+    except ray.exceptions.RayError as exc:
+        raise TargetError(f"Ray node {node_id[:8]} did not answer: {_short(exc)}") from exc
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:

@@ -5,7 +5,7 @@ Ray provides placement, processes and transport; everything else is the ssh targ
 lifecycle, unchanged (see ssh.py): the supervisor is a Ray driver; ``reserve`` asks for a
 placement group of ``--nodes`` bundles of ``--procs`` CPUs (STRICT_SPREAD: one node each)
 and the run stays ``queued`` with Ray's own reason until it is granted; ``plan`` starts one
-node-shell actor per bundle (nodes/ray_actor.py, marked with the run's ``JT_RUN_ID``) and
+node-shell actor per bundle (nodes/ray_actor.py, on one of Ray's idle workers) and
 through it the node agent's pre-flight, environment build and snapshot staging on every
 node; ``start`` starts one launcher per node (torchrun's c10d rendezvous at the first
 bundle's node); the live mirror, ``finish``, outputs and snapshot hashes follow as on ssh.
@@ -33,7 +33,8 @@ from ..nodes import calls
 from ..nodes.commands import agent_file, bootstrap_command
 from ..nodes.frames import parse_answer
 from ..nodes.mirror import LocalFiles
-from ..nodes.ray_shell import RayShell
+from ..nodes.ray_actor import still_running
+from ..nodes.ray_shell import RayShell, pinned_call
 from .base import Handle
 from .ray_cluster import NAMESPACE, RayConfig, cluster_facts, judge_cluster, require_ray
 from .ssh import SshTarget, _parallel
@@ -165,15 +166,15 @@ class RayTarget(SshTarget):
         if self._pg is None:
             self.reserve(spec, run_id, run_dir)
         self._await_placement()
-        runtime_env = dict(self.ray_cfg.runtime_env)
-        runtime_env["env_vars"] = {**{str(k): str(v) for k, v in
-                                      runtime_env.get("env_vars", {}).items()},
-                                   "JT_RUN_ID": run_id, "JT_NODE_SHELL": "1"}
+        # No runtime_env of the run's own: Ray then hands the actors idle workers it has
+        # already started, where a new runtime_env would cost a new worker process per node.
+        # The actors are found at the end by their pids (``_scan``), not by JT_RUN_ID.
+        extra = {"runtime_env": dict(self.ray_cfg.runtime_env)} if self.ray_cfg.runtime_env else {}
         shell = ray.remote(NodeActor)
         started = time.monotonic()
         self._actors = [shell.options(
-            name=f"jt-{run_id}-{i}", num_cpus=0, max_concurrency=64, max_restarts=0,
-            runtime_env=runtime_env, scheduling_strategy=PlacementGroupSchedulingStrategy(
+            name=f"jt-{run_id}-{i}", num_cpus=0, max_concurrency=64, max_restarts=0, **extra,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
                 self._pg, placement_group_bundle_index=i)).remote()
             for i in range(spec.launch.nodes)]
         try:
@@ -204,7 +205,8 @@ class RayTarget(SshTarget):
         handle = super().start(command, run_dir, log_path)
         handle.update(address=self.ray_cfg.address, placement_group=self._pg.id.hex(),
                       bundle=dict(self._bundle), strategy=self._strategy,
-                      ray_nodes={s.host: s.node_id for s in self._clients.values()})
+                      ray_nodes={s.host: s.node_id for s in self._clients.values()},
+                      actor_pids={f"ray-{f['node_id'][:8]}": f["pid"] for f in self._facts})
         return handle
 
     # -- teardown ----------------------------------------------------------------------
@@ -238,9 +240,10 @@ class RayTarget(SshTarget):
         return report
 
     def leftovers(self, run_id: str) -> list[str]:
-        """What of the run is still alive: on every node it used, the agent's scan for
-        ``JT_RUN_ID`` (the actors' workers included), run by a task pinned to that node;
-        and the placement group, if Ray still has it. Killed actors get a moment to go."""
+        """What of the run is still alive: on every node it used, the actor's process (by pid
+        and start time) and the agent's scan for ``JT_RUN_ID``, each run by a task pinned to
+        that node; and the placement group, if Ray still has it. Killed actors get a moment
+        to go."""
         self._release()
         self._fresh_leftovers = False
         deadline = time.monotonic() + SETTLE_S
@@ -271,6 +274,16 @@ class RayTarget(SshTarget):
                              what="checking for leftover processes")
             return parse_answer(shell.host, done, "checking for leftover processes")["leftovers"]
 
+        def actors_left(shell: RayShell) -> list[str]:
+            mine = [(f["pid"], f.get("started")) for f in self._facts
+                    if f["node_id"] == shell.node_id]
+            return pinned_call(shell.node_id, still_running, mine, self.cfg.connect_timeout + 20)
+
+        for shell, result in zip(shells, _parallel(actors_left, shells)):
+            if isinstance(result, TrainerError):
+                found.append(f"{shell.host}: the run's Ray actor: not verified: {result}")
+            else:
+                found += [f"{shell.host}: the run's Ray actor, {line}" for line in result]
         for shell, result in zip(shells, _parallel(ask, shells)):
             if isinstance(result, TrainerError):
                 found.append(f"{shell.host}: not verified: {result}")
