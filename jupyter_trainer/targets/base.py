@@ -50,7 +50,8 @@ class Target(ABC):
     in this order:
 
     ``check`` (in the submitting process, before anything is created, so bad input fails
-    fast) -> ``plan`` (resolve the nodes, pre-flight them; the LaunchPlan) ->
+    fast) -> ``reserve`` (a scheduler's hold on the nodes, if any; the run is ``queued``
+    until it is granted) -> ``plan`` (resolve the nodes, pre-flight them; the LaunchPlan) ->
     ``build_environment`` (the run's locked environment on nodes with their own
     filesystems) -> ``stage`` (the snapshot where the ranks will read it) -> ``command``
     (the launcher's, from the launcher table in launch.py) -> ``start`` (the handle) ->
