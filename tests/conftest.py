@@ -71,6 +71,14 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, what: str 
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def live_state(run, ranks: int, timeout: float) -> dict:
+    """The run's state once it is running and every one of its ``ranks`` has logged an
+    event (the events reached the local store while the run still goes)."""
+    return wait_for(lambda: run.status == "running" and all(
+        run.store.read_events(run.id, r)[0] for r in range(ranks)) and run.state,
+        timeout=timeout, what=f"events of all {ranks} ranks while running")
+
+
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory, worker_id):
     """A single-host Slurm (slurmctld + slurmd) per xdist worker, for the whole session."""

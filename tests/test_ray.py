@@ -17,7 +17,7 @@ from jupyter_trainer import api, procs
 from jupyter_trainer.errors import TargetError
 from jupyter_trainer.targets.registry import add_target
 
-from conftest import leftover, wait_for
+from conftest import leftover, live_state, wait_for
 from test_ssh_target import HOSTILE, TRAIN
 
 CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
@@ -57,9 +57,7 @@ def test_two_node_ddp_from_the_cli_streams_live_and_brings_outputs_back(rc, home
                "--name", "ray-ddp")
     assert done.returncode == 0, done.stderr
     run = api.get_run(done.stdout.strip().splitlines()[0])
-    live = wait_for(lambda: run.status == "running" and all(
-        run.store.read_events(run.id, r)[0] for r in range(4)) and run.state, timeout=240,
-        what="events of all four ranks while running")
+    live = live_state(run, 4, timeout=240)
     assert live["status"] == "running"
     run.wait(timeout=240)
     state = run.state
@@ -83,6 +81,12 @@ def test_two_node_ddp_from_the_cli_streams_live_and_brings_outputs_back(rc, home
         "model.pt", *(f"from-rank-{r}.txt" for r in range(4))}
     teardown = state["teardown"]
     assert teardown["leftovers"] == [] and leftover(run.id) == []
+    # Nothing written outside the run store and the nodes' folders; scratch gone on success.
+    assert {p.name for p in tmp_path.iterdir()} == {"train.py", "nodes", "jt-home"}
+    for node_id in ray_nodes.values():
+        folder = tmp_path / "nodes" / node_id
+        assert {p.name for p in folder.iterdir()} <= {"bin", "runs", "snapshots", "envs"}
+        assert not (folder / "runs" / run.id / "work").exists()
     assert teardown["ray"]["placement_group_removed"] == state["launcher"]["placement_group"]
     shown = cli("show", run.id)
     assert shown.returncode == 0 and "completed" in shown.stdout

@@ -19,7 +19,7 @@ from jupyter_trainer.spec import CodeSpec, EnvSpec, LaunchSpec, RunSpec
 from jupyter_trainer.targets import get_target
 from jupyter_trainer.targets.registry import add_target
 
-from conftest import leftover, wait_for
+from conftest import leftover, live_state, wait_for
 from ssh_hosts import ADDRESSES, ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 TRAIN = """
@@ -68,9 +68,7 @@ def test_two_node_torchrun_gloo_training_streams_live(pair, home, tmp_path):
     run = api.submit("import time\n" + TRAIN, namespace={"steps": 30, "pause": 0.1},
                      target="pair", nodes=2, procs=2, name="ssh-ddp")
     # Live: events of every rank reach the local store while the run is still going.
-    live = wait_for(lambda: run.status == "running" and all(
-        run.store.read_events(run.id, r)[0] for r in range(4)) and run.state, timeout=120,
-        what="events of all four ranks while running")
+    live = live_state(run, 4, timeout=120)
     assert live["status"] == "running"
     run.wait(timeout=180)
     state = run.state
