@@ -183,9 +183,7 @@ class Supervisor:
                 return False
             time.sleep(QUEUE_POLL_S)
             phase = self.target.phase(self.handle)
-            if phase != self.state.get("queue"):
-                self.state["queue"] = phase
-                self.save()
+            self._note_queue(phase)
         return True
 
     def _follow_queue(self) -> None:
@@ -193,7 +191,12 @@ class Supervisor:
         phase = self.target.phase(self.handle)
         if phase.get("stage") == "running":
             self.transition("running", queue=phase)
-        elif phase != self.state.get("queue"):
+        else:
+            self._note_queue(phase)
+
+    def _note_queue(self, phase: dict[str, Any]) -> None:
+        """Keep the scheduler's latest words on a waiting run in its state."""
+        if phase != self.state.get("queue"):
             self.state["queue"] = phase
             self.save()
 
@@ -419,6 +422,7 @@ def _warm_up(store: Store, target: str | None) -> None:
             get_target(target, store.home)
     except Exception:  # the run itself reports any problem, in its state
         pass
+
 
 if __name__ == "__main__":
     sys.exit(main())

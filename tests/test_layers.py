@@ -61,7 +61,7 @@ def test_no_module_is_too_long():
 
 
 LAYERS = {
-    "errors": 0, "lazy": 0, "spec": 1, "home": 1, "procs": 1, "units": 1,
+    "errors": 0, "lazy": 0, "spec": 1, "home": 1, "files": 1, "procs": 1, "units": 1,
     "capture": 2, "environment": 2, "launch": 2, "attribution": 2,
     "nodes": 3, "targets": 3.5,  # targets stand on the node layer, never the reverse
     "store": 4,

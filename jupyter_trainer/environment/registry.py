@@ -13,14 +13,13 @@ kernels defining at once never leave a torn file.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import EnvError
+from ..files import write_text_atomic
 from .definition import EnvDefinition, validate_name
 
 _VERSION_CHARS = set("0123456789abcdef")
@@ -42,17 +41,6 @@ class EnvRecord:
         return self.definition.version
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class Registry:
     """The definitions in one store. Cheap to create; reads the disk on every call."""
 
@@ -69,8 +57,8 @@ class Registry:
             data = {"name": definition.name, "version": definition.version,
                     "created": time.time(), "definition": definition.content(),
                     "requirements_file": definition.requirements_file}
-            _write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
-        _write_atomic(folder / "LATEST", definition.version + "\n")
+            write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+        write_text_atomic(folder / "LATEST", definition.version + "\n")
         return self._load(path), new
 
     def get(self, name: str, version: str | None = None) -> EnvRecord:

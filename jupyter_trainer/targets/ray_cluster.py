@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import socket
 import subprocess
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import TargetError
+from ..files import write_text_atomic
 from .ssh_commands import SshConfig
 
 NAMESPACE = "jupyter_trainer"
@@ -120,10 +120,7 @@ def cluster_facts(address: str, timeout: float, cache: Path | None = None) -> di
         return kept["facts"]
     facts = _ask(address, timeout)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"at": time.time(), "facts": facts}))
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps({"at": time.time(), "facts": facts}))
     return facts
 
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import datetime
-import os
 import re
 import tomllib
 from functools import lru_cache
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError, TargetError
+from ..files import write_text_atomic
 from ..home import default_home
 from ..spec import TargetSpec
 from .base import Target
@@ -121,10 +121,7 @@ def add_target(name: str, kind: str, *, home: Path | None = None, replace: bool 
     if parsed.get(name) != _toml_roundtrip(entry) or any(parsed.get(k) != v for k, v in others.items()):
         raise TargetError(f"could not update {path} without changing other targets; edit it by "
                           "hand")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
     return path
 
 
