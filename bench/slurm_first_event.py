@@ -6,9 +6,12 @@ Starts its own single-host Slurm (slurmctld + slurmd, auth none; tests/slurm_clu
 on ports of its own (``--port-base``, four ports), so it can run beside the test suite, and
 times, interleaved after one untimed warm-up of each, a job that starts at once:
 
-  jt:   jt.submit(CODE, target="cluster", launcher="python", home=<fresh tmp>), where CODE
-        logs one event (jt.log + jt.flush); the clock stops when the event line is readable
-        through the run store, ``Store(home).read_events(run_id, 0)``.
+  jt:   jt.submit(CODE, target="cluster", launcher="python", home=HOME), where CODE logs
+        one event (jt.log + jt.flush); the clock stops when the event line is readable
+        through the run store, ``Store(HOME).read_events(run_id, 0)``. One run store and one
+        process for every sample, as in a notebook: from the second run on, ``submit`` finds
+        the supervisor it kept waiting. ``--cold`` turns that off (JT_SPARE_SUPERVISOR=0), so
+        every sample starts its supervisor as the first run of a kernel does.
   hand: sbatch --parsable --wrap "python -c '<append a JSON line to FILE>'", then a loop
         that polls squeue for the job (until it is seen running) and reads FILE; the clock
         stops when the line is there.
@@ -47,7 +50,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 import jupyter_trainer as jt  # noqa: E402
-from jupyter_trainer import procs  # noqa: E402
+from jupyter_trainer import procs, starter  # noqa: E402
 from jupyter_trainer.store import Store  # noqa: E402
 from slurm_cluster import start_cluster  # noqa: E402
 
@@ -103,10 +106,12 @@ def wait_queue_empty(env: dict[str, str], timeout: float = 60.0) -> None:
 
 
 def run_jt(work: Path, i: int, interval: float, env: dict[str, str]) -> dict[str, Any]:
-    home = work / f"jt-home-{i}"
-    home.mkdir()
-    (home / "targets.toml").write_text(TARGETS)
+    home = work / "jt-home"
+    if not home.exists():
+        home.mkdir()
+        (home / "targets.toml").write_text(TARGETS)
     store = Store(home)
+    waiting = starter._spare is not None and starter._spare.fits(str(home), "cluster")
     wall0 = time.time()
     t0 = time.perf_counter()
     run = jt.submit(CODE, target="cluster", launcher="python", home=home, name=f"first-event-{i}")
@@ -136,6 +141,7 @@ def run_jt(work: Path, i: int, interval: float, env: dict[str, str]) -> dict[str
     stages = state.get("stages", {})
     return {
         "elapsed_s": elapsed, "job_id": state["launcher"]["job_id"], "run_id": run.id,
+        "waiting_supervisor": waiting,
         "wall": {
             "start": wall0,
             "submit_returned": wall0 + (t_submitted - t0),
@@ -215,14 +221,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="random untimed pause before each sample, up to this (default 1 s)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the jitter (default 1)")
     parser.add_argument("--json", type=Path, help="also write every sample and table here")
+    parser.add_argument("--cold", action="store_true",
+                        help="keep no supervisor waiting between runs (each is a first run)")
     args = parser.parse_args(argv)
     if args.pairs < 1:
         parser.error("--pairs must be at least 1")
+    if args.cold:
+        os.environ[starter.SPARE_ENV] = "0"
 
     work = Path(tempfile.mkdtemp(prefix="jt-bench-slurm-"))
     load_start = loadavg()
     print(f"# {platform.node()}  cpus={os.cpu_count()}  python={platform.python_version()}  "
-          f"interval={args.interval * 1e3:.0f} ms  jitter={args.jitter:g} s  "
+          f"interval={args.interval * 1e3:.0f} ms  jitter={args.jitter:g} s  cold={args.cold}  "
           f"loadavg at start={load_start}", flush=True)
     t = time.monotonic()
     cluster = start_cluster(work / "slurm", 90, port_base=args.port_base,

@@ -18,14 +18,10 @@ import json
 import os
 import re
 import runpy
-import shutil
 import signal
-import socket
 import stat
 import sys
-import tempfile
 import time
-import traceback
 from typing import Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,6 +30,10 @@ _WORK = "work"                            # <run>/work/<node>/: each node's work
 _LINKED = {"outputs": os.path.join("..", "..", "outputs"),            # ./outputs -> <run>/outputs
            "logs": os.path.join("..", "..", "logs", "user")}          # ./logs -> <run>/logs/user
 _FICLONE = 0x40049409                      # ioctl: share the source's blocks (btrfs, XFS)
+
+
+def _hostname() -> str:
+    return os.uname().nodename  # socket.gethostname(), without importing socket
 
 
 def _shim_last() -> None:
@@ -95,6 +95,8 @@ def _error_line(exc: BaseException) -> str:
 
 def _user_traceback(exc: BaseException, entry: str) -> str:
     """The traceback from the entry's first frame on (boot and runpy frames dropped)."""
+    import traceback
+
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != entry:
         tb = tb.tb_next
@@ -148,7 +150,7 @@ def _failure_evidence(ranks_dir: str, rank: int, launchers: list[int]) -> dict[s
     found: dict[str, Any] = {}
     if os.getppid() != launchers[0] or any(_ending(pid) for pid in launchers):
         found["orphaned"] = True
-    host = socket.gethostname()
+    host = _hostname()
     gone = []
     try:
         names = os.listdir(ranks_dir)
@@ -324,7 +326,7 @@ def _node_key(world_size: int, local_world_size: int) -> str:
             return f"node-{int(value)}"
     if world_size == local_world_size:  # every rank is on this node
         return "node-0"
-    return "host-" + re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:100]
+    return "host-" + re.sub(r"[^A-Za-z0-9_.-]", "_", _hostname())[:100]
 
 
 def _copy_file(src: str, dst: str, mode: int) -> str:
@@ -410,14 +412,16 @@ def _enter_workdir(run_dir: str, snapshot: str, key: str) -> tuple[str, dict[str
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not os.path.isdir(dest):
             started = time.monotonic()
-            tmp = tempfile.mkdtemp(prefix=f".{key}-", dir=root)
+            tmp = os.path.join(root, f".{key}-{os.urandom(8).hex()}")
+            os.mkdir(tmp, 0o755)
             try:
-                os.chmod(tmp, 0o755)
                 info.update(_copy_snapshot(snapshot, tmp))
                 for name, target in _LINKED.items():
                     os.symlink(target, os.path.join(tmp, name))
                 os.rename(tmp, dest)
             except BaseException:
+                import shutil
+
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
             info.update(created=True, seconds=round(time.monotonic() - started, 4))
@@ -446,7 +450,7 @@ def main(argv: list[str]) -> int:
         record_path = os.path.join(ranks, f"rank-{runtime.rank}.json")
         record = {"rank": runtime.rank, "local_rank": runtime.local_rank,
                   "world_size": runtime.world_size, "pid": os.getpid(),
-                  "host": socket.gethostname(), "started": time.time()}
+                  "host": _hostname(), "started": time.time()}
         _write_json(record_path, record)
         _watch_death(record_path)
     launchers = _launcher_chain(os.environ.get("JT_RUN_ID", ""))

@@ -10,14 +10,12 @@ from __future__ import annotations
 import getpass
 import os
 import socket
-import subprocess
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from . import environment
+from . import environment, starter
 from .errors import LaunchError, RunCanceled, RunFailed, RunStateError, SpecError
 from .follow import RunFollower
 from .spec import LaunchSpec, RunSpec, TargetSpec, parse_params, validate_run_id
@@ -65,9 +63,11 @@ def submit(
     tgt = get_target(TargetSpec(target).name, store.home)
     env_spec = environment.resolve(env, home=store.home)
     source_dir = Path(source).expanduser() if source is not None else None
-    # The supervisor's interpreter starts (and imports what it needs) while the snapshot is
-    # written and checked; it is handed the run id once the run exists.
-    starter = _SupervisorStarter(store, TargetSpec(target).name)
+    # The supervisor's interpreter (one kept waiting since the last run, or one started now)
+    # imports what it needs while the snapshot is written and checked; it is handed the run
+    # id once the run exists.
+    target_name = TargetSpec(target).name
+    supervisor = starter.take(str(store.home), target_name)
     staging = None
     try:
         store.check_writable()  # an unwritable store fails here, before any snapshot is written
@@ -95,44 +95,18 @@ def submit(
                                                      home=store.home))
         run_id = store.create(spec, staging)
     except BaseException:
-        starter.abandon()
+        starter.give_back(supervisor)
         if staging is not None:
             store.discard_staging(staging)
         raise
-    starter.start(run_id)
+    supervisor.start(run_id)
+    starter.keep_spare(str(store.home), target_name)
     run = Run(run_id, store)
     return run.wait() if wait else run
 
 
 def _is_flag_list(params: object) -> bool:
     return isinstance(params, (list, tuple)) and all(isinstance(p, str) for p in params)
-
-
-class _SupervisorStarter:
-    """The run's supervisor, started before the run exists: ``python -m
-    jupyter_trainer.supervisor --detach -`` imports what it needs, then reads the run id
-    from its stdin. ``start`` hands it the id and returns once it has detached into its own
-    session; ``abandon`` (nothing to run) ends it."""
-
-    def __init__(self, store: Store, target: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyter_trainer.supervisor", "--detach", f"--target={target}",
-             "-"],
-            env={**os.environ, HOME_ENV: str(store.home)}, stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-    def start(self, run_id: str) -> None:
-        try:
-            _, err = self.proc.communicate(run_id + "\n", timeout=60)
-        except subprocess.TimeoutExpired:
-            self.abandon()
-            err = "it did not detach within 60 s"
-        if self.proc.returncode != 0:
-            raise LaunchError(f"the supervisor of run {run_id} did not start: {err.strip()}")
-
-    def abandon(self) -> None:
-        self.proc.kill()
-        self.proc.communicate()
 
 
 def get_run(run_id: str, *, home: str | os.PathLike | None = None) -> "Run":

@@ -22,12 +22,10 @@ import collections
 import json
 import math
 import os
-import pickle
 import signal
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 __all__ = [
@@ -129,18 +127,19 @@ local_world_size: int = _env_int("LOCAL_WORLD_SIZE", world_size if world_size > 
 node_rank: int = _env_int("GROUP_RANK", _env_int("NODE_RANK", 0))
 run_id: str | None = os.environ.get("JT_RUN_ID") or None
 backend: str | None = os.environ.get("JT_BACKEND") or None
-run_dir: Path | None = Path(os.environ["JT_RUN_DIR"]) if os.environ.get("JT_RUN_DIR") else None
-in_run: bool = run_dir is not None
+_run_dir: str | None = os.environ.get("JT_RUN_DIR") or None  # ``run_dir``, before pathlib
+in_run: bool = _run_dir is not None
 
 
 # --- lazily computed attributes -------------------------------------------------------------
 
 def _read_params() -> dict[str, Any]:
-    if run_dir is None:
+    if _run_dir is None:
         return {}
-    path = run_dir / "spec.json"
+    path = os.path.join(_run_dir, "spec.json")
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
     except FileNotFoundError:
         return {}
     try:
@@ -154,9 +153,13 @@ def __getattr__(name: str) -> Any:
     # Module attributes computed on first access, then cached as ordinary globals.
     if name == "params":
         value: Any = _read_params()
-    elif name == "outputs_dir":
-        value = (run_dir / "outputs") if run_dir is not None else Path.cwd() / "outputs"
-        value.mkdir(parents=True, exist_ok=True)
+    elif name in ("run_dir", "outputs_dir"):
+        from pathlib import Path  # about 4 ms at a rank's start, so only when asked for
+
+        value = Path(_run_dir) if _run_dir is not None else None
+        if name == "outputs_dir":
+            value = (value or Path.cwd()) / "outputs"
+            value.mkdir(parents=True, exist_ok=True)
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
@@ -188,7 +191,7 @@ def log(step: int | None = None, **metrics: Any) -> None:
     written by a background thread, so pass a value that will not change afterwards (a
     tensor updated in place is read when it is written, not when it was logged).
     """
-    if run_dir is None:
+    if _run_dir is None:
         _print_outside(step, metrics)
         return
     _append((_METRIC, _time(), step, metrics))
@@ -198,7 +201,7 @@ def log(step: int | None = None, **metrics: Any) -> None:
 
 def progress(done: float, total: float | None = None) -> None:
     """Record how far the run is (``done`` of ``total`` steps); a no-op outside a run."""
-    if run_dir is None:
+    if _run_dir is None:
         return
     _append((_PROGRESS, _time(), done, total))
     if _flusher is None:
@@ -208,7 +211,7 @@ def progress(done: float, total: float | None = None) -> None:
 def flush() -> None:
     """Write every buffered event now (blocks on the disk; the training loop never needs it)."""
     global _lock_owner
-    if run_dir is None:
+    if _run_dir is None:
         return
     with _lock:
         _lock_owner = threading.get_ident()
@@ -326,9 +329,9 @@ def _write(data: bytes) -> None:
     global _fd, _write_failed
     try:
         if _fd is None:
-            events = run_dir / "events"  # type: ignore[operator]
-            events.mkdir(parents=True, exist_ok=True)
-            _fd = os.open(events / f"rank-{rank}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+            events = os.path.join(_run_dir, "events")  # type: ignore[arg-type]
+            os.makedirs(events, exist_ok=True)
+            _fd = os.open(os.path.join(events, f"rank-{rank}.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
                           0o644)
         view = memoryview(data)
         while view:
@@ -502,6 +505,9 @@ def load_carried(cell_file: str) -> dict[str, Any]:
     names the variable that failed. cloudpickle output loads with plain pickle as long as
     cloudpickle is importable here.
     """
+    import pickle
+    from pathlib import Path
+
     path = Path(cell_file).resolve().parent / "carried.pkl"
     try:
         raw = path.read_bytes()

@@ -419,7 +419,7 @@ def _warm_up(store: Store, target: str | None) -> None:
     try:
         environment.realize  # noqa: B018 (loads the module)
         if target:
-            get_target(target, store.home)
+            get_target(target, store.home).warm_up()
     except Exception:  # the run itself reports any problem, in its state
         pass
 

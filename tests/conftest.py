@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import procs
+from jupyter_trainer import procs, starter
 from jupyter_trainer.store import HOME_ENV, Store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,6 +20,7 @@ def home(tmp_path, monkeypatch) -> Path:
     path = tmp_path / "jt-home"
     monkeypatch.setenv(HOME_ENV, str(path))
     yield path
+    starter.release_spare()  # the supervisor kept waiting for this test's next run
     store = Store(path)
     leaks = {}
     for run_dir in (path / "runs").glob("*") if (path / "runs").exists() else ():

@@ -67,6 +67,7 @@ LAYERS = {
     "store": 4,
     "supervisor": 5, "follow": 5, "doctor": 5,
     "monitor": 6,
+    "starter": 6,
     "api": 7, "options": 7,
     "commands": 8, "server": 8,
     "magics": 9, "cli": 9,

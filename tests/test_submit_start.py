@@ -1,17 +1,22 @@
 """How ``submit`` starts a run: the supervisor's interpreter starts while the snapshot is
-written and is handed the run id; a refused submit leaves no process behind; a repeated
-pre-flight check is reused only while nothing it looked at has changed."""
+written (or was kept waiting since the last run) and is handed the run id; a refused submit
+starts no run; a waiting supervisor is used only while nothing it was started with has
+changed, and ends with its process; a repeated pre-flight check is reused only while
+nothing it looked at has changed."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
-from jupyter_trainer import api, procs
+from jupyter_trainer import api, procs, starter
 from jupyter_trainer.errors import EnvError
+from jupyter_trainer.store import HOME_ENV
 
-from conftest import leftover
+from conftest import leftover, wait_for
 from ssh_hosts import _children
 
 
@@ -22,14 +27,63 @@ def supervisors_of_this_process() -> list[str]:
             and "jupyter_trainer.supervisor" in procs.describe(pid)]
 
 
-def test_a_refused_submit_leaves_no_supervisor(home):
+def test_a_refused_submit_starts_nothing_and_keeps_one_supervisor_waiting(home):
     with pytest.raises(EnvError, match="cannot import 'surely_not_installed_xyz'"):
         api.submit("import surely_not_installed_xyz\n", launcher="python")
-    assert supervisors_of_this_process() == []
     assert api.runs() == []
+    waiting = supervisors_of_this_process()
+    assert len(waiting) == 1 and waiting[0].endswith("--target=local -")
+    starter.release_spare()
+    assert supervisors_of_this_process() == []
+
+
+def test_no_supervisor_waits_when_spares_are_off(home, monkeypatch):
+    monkeypatch.setenv(starter.SPARE_ENV, "0")
+    with pytest.raises(EnvError, match="cannot import"):
+        api.submit("import surely_not_installed_xyz\n", launcher="python")
+    assert supervisors_of_this_process() == []
     run = api.submit("print('ran')\n", launcher="python", wait=True)
     assert run.status == "completed" and run.logs() == "ran\n" and leftover(run.id) == []
     assert supervisors_of_this_process() == []
+
+
+def test_the_next_run_takes_the_waiting_supervisor(home):
+    first = api.submit("print('one')\n", launcher="python", wait=True)
+    waiting = starter._spare
+    assert waiting is not None and waiting.proc.poll() is None
+    second = api.submit("print('two')\n", launcher="python", wait=True)
+    assert waiting.proc.returncode == 0  # handed the second run, then detached
+    assert (first.logs(), second.logs()) == ("one\n", "two\n")
+    assert starter._spare is not waiting and starter._spare.proc.poll() is None
+
+
+def test_a_changed_environment_or_store_gets_a_new_supervisor(home, tmp_path, monkeypatch):
+    code = "import os\nprint(os.environ.get('MARK_FOR_SPARE_TEST'), os.getcwd() != '')\n"
+    monkeypatch.setenv("MARK_FOR_SPARE_TEST", "a")
+    assert api.submit(code, launcher="python", wait=True).logs() == "a True\n"
+    waiting = starter._spare
+    monkeypatch.setenv("MARK_FOR_SPARE_TEST", "b")
+    assert api.submit(code, launcher="python", wait=True).logs() == "b True\n"
+    assert waiting.proc.returncode == -9  # not used: started with the old environment
+    other = tmp_path / "other-home"
+    run = api.submit("print(1)\n", launcher="python", wait=True, home=other)
+    assert run.store.home == other and run.logs() == "1\n"
+    assert starter._spare.home == str(other)
+
+
+def test_a_waiting_supervisor_ends_with_the_process_that_started_it(home):
+    script = ("import jupyter_trainer as jt, os, sys\n"
+              "jt.submit(\"print(2)\\n\", launcher='python', wait=True)\n"
+              "print(os.getpid())\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=120)
+    parent = int(out.stdout.split()[-1])
+
+    def waiting() -> list[int]:
+        return [pid for pid in procs.pids_with_env(HOME_ENV, str(home))
+                if "jupyter_trainer.supervisor" in procs.describe(pid)]
+    assert wait_for(lambda: not waiting(), timeout=20, what="the waiting supervisor to end")
+    assert not procs.is_alive(parent)
 
 
 def test_a_module_removed_after_a_passing_check_is_found_missing(home, tmp_path, monkeypatch):

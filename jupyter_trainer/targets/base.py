@@ -89,6 +89,10 @@ class Target(ABC):
         return {"name": self.name, "kind": self.kind, **self.config}
 
     # -- supervisor side ---------------------------------------------------------------
+    def warm_up(self) -> None:
+        """Import what the later hooks need, while the supervisor waits for its run (the
+        submitting process is still capturing it). Never raises on the run's behalf."""
+
     def reserve(self, spec: RunSpec, run_id: str, run_dir: str) -> Handle | None:
         """Ask a scheduler for the run's nodes before anything is planned on them (a Ray
         placement group). The supervisor then keeps the run ``queued``, following ``phase``

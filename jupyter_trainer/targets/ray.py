@@ -81,6 +81,14 @@ class RayTarget(SshTarget):
                       and spec.env.name is None and not self.cfg.python)
 
     # -- the reservation ---------------------------------------------------------------
+    def warm_up(self) -> None:
+        try:
+            import ray  # noqa: F401 (about a second; the supervisor waits for its run anyway)
+
+            from ..nodes import ray_actor  # noqa: F401
+        except ImportError:
+            pass  # check() already refused the run, or _connect() will say why
+
     def _connect(self) -> Any:
         require_ray()
         import ray
