@@ -115,6 +115,31 @@ def test_unchanged_snapshot_is_not_sent_again(pair, home, tmp_path):
     assert changed.wait(timeout=120).state["launcher"]["staging"]["sent_to"] == list(ALIASES)
 
 
+def sessions_started(hosts) -> list[int]:
+    """How many sessions each sshd has started so far (its VERBOSE log says each)."""
+    return [(hosts.root / f"sshd-{a}.log").read_text().count("Starting session:")
+            for a in ADDRESSES]
+
+
+def test_a_run_logs_in_once_per_node(pair, home, tmp_path):
+    """Pre-flight, staging, start, follow, the end and the discard of the working
+    directories all go through one session per node (nodes/session.py)."""
+    dirs = [tmp_path / "s1", tmp_path / "s2"]
+    add_target("apart", "ssh", home=home, connect_timeout=5, env={"GLOO_SOCKET_IFNAME": "lo"},
+               hosts=[{"host": a, "workdir": str(d)} for a, d in zip(ALIASES, dirs)])
+    code = ("from jupyter_trainer import runtime as jt\nopen('scratch', 'w').write('x')\n"
+            "jt.log(step=0, x=1)\nprint('rank', jt.rank, flush=True)\n")
+    before = sessions_started(pair)
+    run = api.submit(code, target="apart", nodes=2, procs=1).wait(timeout=120)
+    state = run.state
+    assert state["launcher"]["staging"]["sent_to"] == list(ALIASES)  # staged in the session
+    assert sorted(state["workdirs"]["removed"]) == [f"{a}:{d}/runs/{run.id}/work"
+                                                   for a, d in zip(ALIASES, dirs)]
+    assert not any((d / "runs" / run.id / "work").exists() for d in dirs)
+    assert [run.logs(r) for r in (0, 1)] == ["rank 0\n", "rank 1\n"]
+    assert [a - b for a, b in zip(sessions_started(pair), before)] == [1, 1]
+
+
 def test_cancel_mid_run_leaves_nothing_on_either_host(pair, home):
     run = api.submit(SLEEPER, target="pair", nodes=2, procs=2, name="ssh-cancel")
     wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)), timeout=120,

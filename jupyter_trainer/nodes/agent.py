@@ -1,43 +1,30 @@
-"""The agent an ssh target runs on each node: ``python jt-node-<hash>.py --workdir W SUB ARGS``.
+"""The agent that runs on each node: ``python jt-node-<hash>.py --workdir W SUB ARGS``.
 
-Standalone (standard library, Python 3.8+, nothing of jupyter_trainer): it goes to nodes
-that have neither Jupyter nor this package, installed once under ``W/bin/`` (named by its
-hash, so versions never mix) and run with the node's python. Arguments are one JSON argv
-element; payloads (a launch, offsets, a snapshot) come on stdin; answers are frames on
-stdout: a line ``\\x1eJT {json}`` then ``n`` raw bytes. The marker lets the reader skip
-whatever a login shell's rc files print first.
-
-``preflight`` (interpreter, imports, GPUs, tools, a free port, is the snapshot here and
-unchanged), ``stage`` (unpack a snapshot atomically), ``environment`` (build a locked
-environment with ``build.py``, cached, then pre-flight it), ``start`` (the run folder; the
-launcher in its own session, detached from ssh), ``follow`` (new bytes of logs, events and rank records, from
-offsets, and the launcher's state; ends the run on request), ``finish``, ``stop`` and
-``leftovers`` (by process group and by ``JT_RUN_ID`` in /proc/*/environ), ``discard`` (the
-run's working directories).
+Standard library only (Python 3.8+): installed once under ``W/bin/`` (named by its hash)
+and run with the node's python. ARGS is one JSON argv element; payloads come on stdin;
+answers are frames on stdout, a line ``\\x1eJT {json}`` then ``n`` raw bytes (the marker
+skips whatever a login shell's rc files print). SUB is ``preflight`` (interpreter, imports,
+GPUs, tools, a free port, whether an intact snapshot is here; with ``session``, the same
+connection then serves ``stage``, ``start`` and ``follow``), ``stage`` (unpack a snapshot),
+``environment`` (build a locked environment, then pre-flight it), ``start`` (the run folder;
+the launcher detached, under a keeper), ``follow`` (new bytes of logs, events and rank
+records, the launcher's state; on request, ``finish`` and then ``discard``), ``finish``,
+``stop``, ``leftovers`` (by process group and ``JT_RUN_ID``) and ``discard`` (``work/``).
 """
 
-import hashlib
 import json
 import os
-import queue
 import re
-import shutil
 import signal
-import socket
-import subprocess
 import sys
-import tarfile
-import tempfile
-import threading
-import time
+import time  # the rest is imported by the commands that need it: every call starts an agent
 
 MARK = b"\x1eJT "
 CHUNK = 1 << 20
 FOLLOWED = re.compile(r"(logs/rank-\d+\.log|events/rank-\d+\.jsonl|ranks/rank-\d+\.json|"
                       r"logs/launcher-\d+\.log)")
 REPLACED = re.compile(r"ranks/rank-\d+\.json")
-HEARTBEAT_S = 1.0
-PASS_S = 0.1
+HEARTBEAT_S, PASS_S = 1.0, 0.05  # a launcher's exit is seen within PASS_S
 
 
 def frame(header, payload=b""):
@@ -50,7 +37,6 @@ def answer(data):
     sys.stdout.buffer.flush()
 
 
-# -- processes ---------------------------------------------------------------------------
 def start_ticks(pid):
     try:
         with open("/proc/%d/stat" % pid) as fh:
@@ -104,19 +90,17 @@ def killpg(pgid, ticks, sig):
         kill([pgid], sig, group=True)
 
 
-# -- preflight ---------------------------------------------------------------------------
 def cmd_preflight(workdir, args):
-    import importlib.util
+    import importlib.util, shutil, socket  # noqa: E401
     out = {"python": "%d.%d.%d" % sys.version_info[:3], "executable": sys.executable,
            "hostname": socket.gethostname(), "workdir": workdir, "agent": __file__,
            "cpus": os.cpu_count() or 1, "root": os.geteuid() == 0, "missing": [],
            "versions": {}, "tools": {}, "resolved": {}}
     for name in args.get("modules", []):
         try:
-            found = importlib.util.find_spec(name) is not None
-        except Exception:
-            found = False
-        if not found:
+            if importlib.util.find_spec(name) is None:
+                out["missing"].append(name)
+        except Exception:  # its parent package fails to import
             out["missing"].append(name)
     out["versions"] = {name: _version(name) for name in args.get("versions", [])}
     for tool in args.get("tools", []):
@@ -141,6 +125,23 @@ def cmd_preflight(workdir, args):
     except OSError as exc:
         out["writable"], out["write_error"] = False, str(exc)
     answer(out)
+    if args.get("session"):
+        serve(workdir)
+
+
+def serve(workdir):
+    """The pre-flight's connection, kept for the run's next steps: one JSON line a request,
+    ``stage`` (a tar of ``n`` bytes follows), ``start``, then ``follow``, which keeps it."""
+    import io
+    for line in iter(sys.stdin.buffer.readline, b""):
+        ask = json.loads(line)
+        if "follow" in ask:
+            return follow(ask["follow"], ask.get("offsets", {}))
+        if "start" in ask:
+            start(workdir, ask["start"])
+        else:
+            answer({"staged": unpack(os.path.join(workdir, "snapshots"), ask["stage"],
+                                     io.BytesIO(sys.stdin.buffer.read(ask["n"])))})
 
 
 def _version(name):
@@ -160,6 +161,7 @@ def _version(name):
 
 def _count_gpus():
     """GPUs ``nvidia-smi -L`` lists (honouring CUDA_VISIBLE_DEVICES), and why 0 if it failed."""
+    import shutil, subprocess  # noqa: E401
     if not shutil.which("nvidia-smi"):
         return 0, "nvidia-smi was not found on the node's PATH"
     try:
@@ -174,7 +176,6 @@ def _count_gpus():
     return count, done.stderr.strip()[-500:] if done.returncode else None
 
 
-# -- staging -----------------------------------------------------------------------------
 def _intact_snapshot(workdir, name):
     """(usable, set aside to): a copy a run changed is moved away, never reused or repaired."""
     path = os.path.join(workdir, "snapshots", name)
@@ -188,21 +189,17 @@ def _intact_snapshot(workdir, name):
     return False, aside
 
 
-def cmd_stage(workdir, args):
-    """Unpack a snapshot tar (stdin) into snapshots/<name>/."""
-    answer({"staged": unpack(os.path.join(workdir, "snapshots"), args["snapshot"],
-                             sys.stdin.buffer)})
-
-
 def unpack(root, name, stream):
     """Unpack a gzipped tar into ``root/name`` through a temporary folder and one rename, so a
     reader sees a whole folder or none, and two writers make one. False: it was there."""
+    import shutil, tarfile  # noqa: E401
     dest = os.path.join(root, name)
     os.makedirs(root, exist_ok=True)
     if os.path.isdir(dest):
         stream.read()
         return False
-    tmp = tempfile.mkdtemp(prefix=".tmp-", dir=root)
+    tmp = os.path.join(root, ".tmp-" + os.urandom(8).hex())
+    os.mkdir(tmp, 0o700)
     try:
         with tarfile.open(fileobj=stream, mode="r|gz") as tar:
             for member in tar:
@@ -221,15 +218,11 @@ def unpack(root, name, stream):
     return True
 
 
-# -- environments ------------------------------------------------------------------------
 def cmd_environment(workdir, args):
-    """Realise a locked environment on this node and pre-flight it.
-
-    stdin: a tar of ``build.py`` and ``lock/`` (the lock folder), unpacked once under
-    ``envs/locks/<name>/`` (the name hashes both). ``build.py`` builds the environment under
-    ``envs/venvs/`` with this interpreter as the base, or finds it already built; then the
-    pre-flight (``args["check"]``) runs with the environment's own python.
-    """
+    """Unpack a tar of ``build.py`` and ``lock/`` (stdin) once under ``envs/locks/<name>/``;
+    build.py builds (or finds) the environment under ``envs/venvs/`` on this python; then
+    the pre-flight ``args["check"]`` runs with the environment's own python."""
+    import subprocess
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,80}", args["name"]):
         return answer({"error": "refusing environment folder name %r" % args["name"]})
     root = os.path.join(workdir, "envs")
@@ -257,12 +250,8 @@ def cmd_environment(workdir, args):
 
 def _first_frame(data):
     at = data.find(MARK)
-    if at < 0:
-        return None
-    line = data[at + len(MARK):].split(b"\n", 1)[0]
-    header = json.loads(line.decode())
-    header.pop("n", None)
-    return header
+    header = json.loads(data[at + len(MARK):].split(b"\n", 1)[0].decode()) if at >= 0 else None
+    return header and {k: v for k, v in header.items() if k != "n"}
 
 
 def _check_member(member):
@@ -272,15 +261,13 @@ def _check_member(member):
 
 
 def _make_writable(func, path, _exc):
-    os.chmod(os.path.dirname(path), 0o755)
-    os.chmod(path, 0o755)
+    for writable in (os.path.dirname(path), path):
+        os.chmod(writable, 0o755)
     func(path)
 
 
-# -- start -------------------------------------------------------------------------------
-def cmd_start(workdir, args):
+def start(workdir, spec):
     """Prepare the run folder; with a launcher, start it detached and answer its ids."""
-    spec = json.loads(sys.stdin.buffer.read())
     run_dir = spec["run_dir"]
     for sub in ("logs", "events", "ranks", "outputs"):
         os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
@@ -309,6 +296,7 @@ def cmd_start(workdir, args):
 
 
 def _keeper(spec, report_fd):
+    import subprocess
     os.setsid()
     node = spec["node"]
     run_dir = spec["run_dir"]
@@ -378,7 +366,6 @@ def _touch(path):
         os.utime(path)
 
 
-# -- follow and collect ------------------------------------------------------------------
 class Follower:
     def __init__(self, run_dir, node, offsets):
         self.run_dir, self.node, self.offsets = run_dir, node, dict(offsets)
@@ -443,11 +430,12 @@ class Follower:
                 "without recording an exit"}
 
 
-def cmd_follow(workdir, args):
+def follow(args, offsets):
     """Stream the run's files until the other end goes away. A ``{"finish": ARGS}`` line on
-    stdin ends the run through this same session (see ``finish``) and then the follow."""
-    start = json.loads(sys.stdin.buffer.readline() or b"{}")
-    follower = Follower(args["run_dir"], args["node"], start.get("offsets", {}))
+    stdin ends the run through this same session (see ``finish``); after it, a
+    ``{"discard": true}`` line removes the run's working directories (``discarded``)."""
+    import queue, threading  # noqa: E401
+    follower = Follower(args["run_dir"], args["node"], offsets)
     lease = os.path.join(args["run_dir"], "lease")
     requests = queue.Queue()
     threading.Thread(target=_read_requests, args=(requests,), daemon=True).start()
@@ -470,6 +458,9 @@ def cmd_follow(workdir, args):
                 return
             finish(dict(request["finish"], run_dir=args["run_dir"], node=args["node"]),
                    follower)
+            for request in iter(requests.get, None):  # the run has ended here
+                if request.get("discard"):
+                    answer({"t": "discarded", "removed": discard(args["run_dir"])})
             return
     except BrokenPipeError:
         return
@@ -486,6 +477,8 @@ def _read_requests(requests):
 
 def _send_outputs(run_dir):
     """``outputs/`` and ``logs/user/`` of the run folder as one gzipped tar, in frames."""
+    import tarfile
+
     class Chunks:
         def write(self, data):
             frame({"t": "tar"}, bytes(data))
@@ -502,10 +495,8 @@ def _send_outputs(run_dir):
                     tar.add(os.path.join(folder, name), arcname=sub + "/" + name)
 
 
-# -- stop and leftovers ------------------------------------------------------------------
-def cmd_finish(workdir, args):
-    start = json.loads(sys.stdin.buffer.readline() or b"{}")
-    finish(args, Follower(args["run_dir"], args["node"], start.get("offsets", {})))
+def _offsets():  # the first line on stdin of a follow or finish call
+    return json.loads(sys.stdin.buffer.readline() or b"{}").get("offsets", {})
 
 
 def finish(args, follower):
@@ -528,6 +519,7 @@ def finish(args, follower):
 def tree_hash(root):
     """sha256 over the sorted (relative path, sha256 of content) pairs of every file under
     ``root``: the snapshot's content hash, as capture computes it."""
+    import hashlib
     digests = {}
     for dirpath, _dirs, names in os.walk(root):
         for name in names:
@@ -546,14 +538,18 @@ def tree_hash(root):
     return "sha256:" + total.hexdigest()
 
 
-def cmd_discard(workdir, args):
+def discard(run_dir):
     """Remove the run's working directories on this node (the scratch of a run that ended
-    well); the rest of the run folder stays."""
-    path = os.path.join(args["run_dir"], "work")
-    if os.path.lexists(path):
-        shutil.rmtree(path, onerror=_make_writable)
-        return answer({"removed": [path]})
-    answer({"removed": []})
+    well); the rest of the run folder stays. Returns what was removed."""
+    import shutil
+    path = os.path.join(run_dir, "work")
+    gone = "%s.discarded-%s" % (path, os.urandom(6).hex())
+    try:  # nodes that share a filesystem share the folder: one of them takes it
+        os.rename(path, gone)
+    except FileNotFoundError:
+        return []
+    shutil.rmtree(gone, onerror=_make_writable)
+    return [path]
 
 
 def stop(args):
@@ -578,9 +574,14 @@ def stop(args):
     return {"sigterm": len(found), "sigkilled": killed}
 
 
-COMMANDS = {"preflight": cmd_preflight, "stage": cmd_stage, "environment": cmd_environment,
-            "start": cmd_start,
-            "follow": cmd_follow, "finish": cmd_finish, "discard": cmd_discard,
+COMMANDS = {"preflight": cmd_preflight, "environment": cmd_environment,
+            "stage": lambda workdir, args: answer({"staged": unpack(  # snapshot tar on stdin
+                os.path.join(workdir, "snapshots"), args["snapshot"], sys.stdin.buffer)}),
+            "start": lambda workdir, args: start(workdir, json.loads(sys.stdin.buffer.read())),
+            "follow": lambda workdir, args: follow(args, _offsets()),
+            "finish": lambda workdir, args: finish(args, Follower(args["run_dir"], args["node"],
+                                                                  _offsets())),
+            "discard": lambda workdir, args: answer({"removed": discard(args["run_dir"])}),
             "stop": lambda workdir, args: answer(stop(args)),
             "leftovers": lambda workdir, args: answer(
                 {"leftovers": [describe(p) for p in pids_with_env(args["run_id"])]})}

@@ -15,7 +15,7 @@ from ..errors import TargetError
 from ..home import default_home
 from ..spec import EnvSpec
 from . import agent
-from .commands import agent_command, agent_file, bootstrap_command
+from .commands import agent_command, agent_file, bootstrap_command, bootstrap_input
 from .frames import parse_answer
 from .prepare import environment_payload
 from .transport import NodeShell
@@ -26,18 +26,27 @@ def agent_source() -> bytes:
     return Path(agent.__file__).read_bytes()
 
 
+def preflight_command(python: str, workdir: str, args: Mapping[str, Any]) -> str:
+    """The pre-flight's command line; it reads ``bootstrap_input(agent_source())`` first."""
+    agent = agent_file(hashlib.sha256(agent_source()).hexdigest())
+    return bootstrap_command(python, workdir, agent, "preflight", args)
+
+
 def preflight(client: NodeShell, python: str, workdir: str, args: Mapping[str, Any],
               timeout: float) -> dict[str, Any]:
     """Install the agent if the host lacks it, then its ``preflight``."""
-    source = agent_source()
-    agent = agent_file(hashlib.sha256(source).hexdigest())
-    done = client.run(bootstrap_command(python, workdir, agent, "preflight", args),
-                      input=source, timeout=timeout, what="pre-flight")
-    if done.returncode in (126, 127):
-        raise TargetError(f"node {client.host}: the interpreter {python} was not found or "
+    done = client.run(preflight_command(python, workdir, args),
+                      input=bootstrap_input(agent_source()), timeout=timeout, what="pre-flight")
+    check_interpreter(client.host, python, done.returncode)
+    return parse_answer(client.host, done, "pre-flight")
+
+
+def check_interpreter(host: str, python: str, returncode: int | None) -> None:
+    """The node's shell could not run ``python`` (exit code 126 or 127)."""
+    if returncode in (126, 127):
+        raise TargetError(f"node {host}: the interpreter {python} was not found or "
                           "cannot run there; set python = \"/path/to/python\" in the target "
                           "(or per host)")
-    return parse_answer(client.host, done, "pre-flight")
 
 
 def send_snapshot(client: NodeShell, python: str, agent: str, workdir: str, snapshot: str,

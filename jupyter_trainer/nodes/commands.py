@@ -18,12 +18,13 @@ AGENT_NAME = "jt-node"
 _SNAPSHOT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 
-# Run with the node's python; installs the agent (read from stdin) when it is missing, then
-# runs it. Fixed text: nothing of the user's reaches it except as quoted argv.
+# Run with the node's python; installs the agent (read from stdin, after a line with its
+# length: what follows is the agent's own input) when it is missing, then runs it. Fixed
+# text: nothing of the user's reaches it except as quoted argv.
 BOOTSTRAP = (
     "import os,sys\n"
     "w=os.path.abspath(os.path.expanduser(sys.argv[1]));p=os.path.join(w,'bin',sys.argv[2])\n"
-    "s=sys.stdin.buffer.read()\n"
+    "s=sys.stdin.buffer.read(int(sys.stdin.buffer.readline()))\n"
     "if not os.path.exists(p):\n"
     " os.makedirs(os.path.dirname(p),exist_ok=True);t='%s.%d.tmp'%(p,os.getpid())\n"
     " f=open(t,'wb');f.write(s);f.close();os.replace(t,p)\n"
@@ -39,9 +40,15 @@ def agent_file(digest: str) -> str:
 
 def bootstrap_command(python: str, workdir: str, agent: str, sub: str,
                       args: Mapping[str, Any]) -> str:
-    """The remote command that installs the agent if needed and runs ``sub`` (stdin: agent)."""
+    """The remote command that installs the agent if needed and runs ``sub`` (stdin:
+    ``bootstrap_input``, then the call's own input)."""
     return shlex.join([python, "-c", BOOTSTRAP, workdir, agent, sub,
                        json.dumps(args, sort_keys=True)])
+
+
+def bootstrap_input(source: bytes) -> bytes:
+    """What a ``bootstrap_command`` reads first on its stdin: the agent's source."""
+    return b"%d\n" % len(source) + source
 
 
 def agent_command(python: str, agent_path: str, workdir: str, sub: str,

@@ -10,10 +10,11 @@ from typing import Any, Mapping, Sequence
 from ..errors import TargetError
 from ..spec import EnvSpec
 from . import calls
-from .commands import agent_command, snapshot_dir_name
+from .commands import agent_command, bootstrap_input, snapshot_dir_name
 from .frames import FrameReader, parse_answer
 from .mirror import LocalFiles, NodeFollower, merge_outputs
 from .prepare import judge
+from .session import AgentSession, request
 from .transport import NodeShell
 
 
@@ -67,7 +68,9 @@ class RemoteFolder:
         self.info: dict[str, Any] = {}
         self.built: dict[str, Any] | None = None   # the agent's environment build record
         self.follower: NodeFollower | None = None
+        self.session: AgentSession | None = None  # from open_session until follow
         self.finished: tuple[dict[str, Any], bytes] | None = None
+        self.finished_in_session = False  # the follow session ended the run and stays open
 
     @property
     def label(self) -> str:
@@ -87,12 +90,44 @@ class RemoteFolder:
         return parse_answer(self.label, done, what), done.stdout
 
     # -- before the launch -------------------------------------------------------------
+    def open_session(self, run_id: str, code_hash: str, args: Mapping[str, Any]) -> None:
+        """Start the pre-flight on a connection that ``stage``, ``start`` and ``follow`` then
+        reuse (see nodes/session.py). From the main thread; ``preflight`` reads its answer."""
+        args = {**self._args_for(run_id, code_hash, args), "session": True}
+        self.session = AgentSession(self.shell, calls.preflight_command(self.python,
+                                                                        self.workdir, args))
+
     def preflight(self, run_id: str, code_hash: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        if self.session is None:
+            self.info = calls.preflight(self.shell, self.python, self.workdir,
+                                        self._args_for(run_id, code_hash, args),
+                                        self.timeout + 60)
+            return self.info
+        try:
+            self.info = self.session.ask(bootstrap_input(calls.agent_source()), "pre-flight",
+                                         self.timeout + 60)
+        except TargetError:
+            calls.check_interpreter(self.shell.host, self.python, self.session.proc.returncode)
+            raise
+        return self.info
+
+    def _args_for(self, run_id: str, code_hash: str, args: Mapping[str, Any]) -> dict[str, Any]:
         self.run_id = run_id
         self.snapshot = snapshot_dir_name(code_hash)
-        self.info = calls.preflight(self.shell, self.python, self.workdir,
-                                    {**args, "snapshot": self.snapshot}, self.timeout + 60)
-        return self.info
+        return {**args, "snapshot": self.snapshot}
+
+    def _in_session(self, body: dict[str, Any], payload: bytes, what: str,
+                    timeout: float) -> dict[str, Any] | None:
+        """The session's answer to a request, or None when there is no live session (the
+        caller then makes a call of its own)."""
+        if self.session is None or not self.session.alive():
+            return None
+        try:
+            return self.session.ask(request(body, payload), what, timeout)
+        except TargetError:
+            if self.session.alive():
+                raise
+            return None  # the connection dropped: a call of its own tries again
 
     def problem(self, gpus_per_node: int = 0) -> TargetError | None:
         """The pre-flight's verdict: None when the node can run the job."""
@@ -121,24 +156,35 @@ class RemoteFolder:
 
     def stage(self, payload: bytes) -> None:
         """Send the snapshot (a tarball from ``snapshot_tarball``)."""
-        calls.send_snapshot(self.shell, self.python, self.info["agent"], self.info["workdir"],
-                            self.snapshot, payload, self.timeout + 600)
+        if self._in_session({"stage": self.snapshot, "n": len(payload)}, payload,
+                            "sending the snapshot", self.timeout + 600) is None:
+            calls.send_snapshot(self.shell, self.python, self.info["agent"],
+                                self.info["workdir"], self.snapshot, payload, self.timeout + 600)
 
     # -- the launch --------------------------------------------------------------------
     def start(self, payload: Mapping[str, Any], what: str) -> dict[str, Any]:
         """The run folder with ``payload``'s files; its launcher, if it has one."""
-        answer, _ = self._call("start", None, what, self.timeout + 60,
-                               json.dumps(payload).encode())
+        answer = self._in_session({"start": payload}, b"", what, self.timeout + 60)
+        if answer is None:
+            answer, _ = self._call("start", None, what, self.timeout + 60,
+                                   json.dumps(payload).encode())
         if answer.get("error"):
             raise TargetError(f"node {self.label}: {answer['error']}")
         return answer
 
     def follow(self) -> NodeFollower:
-        self.follower = NodeFollower(
-            self.shell, lambda: self.agent("follow", {"run_dir": self.run_dir,
-                                                      "node": self.index}),
-            self.index, self.label, self.files, self.lost_after)
-        self.follower.start()
+        """The follow session: the run's own session from here on, when it is still up
+        (a blip later restarts it as a call of its own)."""
+        where = {"run_dir": self.run_dir, "node": self.index}
+        self.follower = NodeFollower(self.shell, lambda: self.agent("follow", where),
+                                     self.index, self.label, self.files, self.lost_after)
+        session, self.session = self.session, None
+        if session is not None and session.alive():
+            self.follower.start(session.proc, {"follow": where}, session.reader)
+        else:
+            if session is not None:
+                session.close()
+            self.follower.start()
         return self.follower
 
     def pump(self) -> None:
@@ -153,10 +199,14 @@ class RemoteFolder:
     def await_finish(self, idle_timeout: float) -> tuple[dict[str, Any], bytes] | None:
         got = self.follower.await_finish(idle_timeout) if self.follower else None
         if got is not None:
-            self.finished = got
+            self.finished, self.finished_in_session = got, True
         return got
 
     def stop_following(self) -> None:
+        """End the node's sessions (a run that ends before ``follow`` still has one)."""
+        if self.session is not None:
+            self.session.close()
+            self.session = None
         if self.follower is not None:
             self.follower.kill()
 
@@ -204,7 +254,12 @@ class RemoteFolder:
         return answer["leftovers"]
 
     def discard(self) -> list[str]:
-        """Remove the run's working directories here; ``host:path`` of each removed."""
-        answer, _ = self._call("discard", {"run_dir": self.run_dir},
-                               "removing the working directories", self.timeout + 60)
-        return [f"{self.label}:{p}" for p in answer.get("removed", [])]
+        """Remove the run's working directories here; ``host:path`` of each removed. Asked
+        through the follow session when it ended the run and is still open."""
+        got = None
+        if self.finished_in_session and self.follower.request({"discard": True}):
+            got = self.follower.await_answer("discarded", self.timeout + 60)
+        if got is None:
+            got = self._call("discard", {"run_dir": self.run_dir},
+                             "removing the working directories", self.timeout + 60)
+        return [f"{self.label}:{p}" for p in got[0].get("removed", [])]

@@ -150,19 +150,22 @@ class NodeFollower:
         self.error = ""
         self._stderr = b""
 
-    def start(self) -> None:
-        self.proc = self.client.popen(self.command(), stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    def start(self, session: subprocess.Popen | None = None,
+              request: dict[str, Any] | None = None, reader: FrameReader | None = None) -> None:
+        """A new follow session, or ``session`` (the run's own, nodes/session.py) turned
+        into one with ``request``."""
+        self.proc = session or self.client.popen(self.command(), stdin=subprocess.PIPE,
+                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for stream in (self.proc.stdout, self.proc.stderr):
             fd = stream.fileno()
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
-        start = {"offsets": self.files.resume_offsets(self.node)}
+        start = {**(request or {}), "offsets": self.files.resume_offsets(self.node)}
         try:
             self.proc.stdin.write(json.dumps(start).encode() + b"\n")
             self.proc.stdin.flush()
         except OSError:
             pass  # the session died already: pump() sees it
-        self.reader = FrameReader()
+        self.reader = reader or FrameReader()
         self.last_frame = time.monotonic()
         self._stderr = b""
 
@@ -225,10 +228,14 @@ class NodeFollower:
     def request_finish(self, args: dict[str, Any]) -> bool:
         """Ask the live session to end the run on its node (agent.py ``finish``): no new
         connection, shell or interpreter. False when there is no live session to ask."""
+        return self.request({"finish": args})
+
+    def request(self, body: dict[str, Any]) -> bool:
+        """Send one request line to the live session; False when there is none."""
         if self.proc is None or self.proc.poll() is not None:
             return False
         try:
-            self.proc.stdin.write(json.dumps({"finish": args}).encode() + b"\n")
+            self.proc.stdin.write(json.dumps(body).encode() + b"\n")
             self.proc.stdin.flush()
         except OSError:
             return False
@@ -236,6 +243,11 @@ class NodeFollower:
 
     def await_finish(self, idle_timeout: float) -> tuple[dict[str, Any], bytes] | None:
         """Apply frames until the node's answer to ``request_finish``: (answer, outputs tar).
+        None if the session ends or stays silent ``idle_timeout`` seconds first."""
+        return self.await_answer("finished", idle_timeout)
+
+    def await_answer(self, kind: str, idle_timeout: float) -> tuple[dict[str, Any], bytes] | None:
+        """Apply frames until one of type ``kind``: (it, the tar frames' bytes before it).
         None if the session ends or stays silent ``idle_timeout`` seconds first."""
         tar = bytearray()
         fd = self.proc.stdout.fileno()
@@ -252,12 +264,12 @@ class NodeFollower:
                 return None
             deadline = time.monotonic() + idle_timeout  # progress: a big outputs/ is fine
             for header, payload in self.reader.feed(data):
-                kind = header.get("t")
-                if kind == "finished":
+                got = header.get("t")
+                if got == kind:
                     return header, bytes(tar)
-                if kind == "tar":
+                if got == "tar":
                     tar += payload
-                elif kind == "status":
+                elif got == "status":
                     self.status = header
                 else:
                     self.files.apply(self.node, self.label, header, payload)

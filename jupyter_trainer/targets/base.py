@@ -57,7 +57,7 @@ class Target(ABC):
     (the launcher's, from the launcher table in launch.py) -> ``start`` (the handle) ->
     ``phase``/``sync``/``poll`` while it runs -> ``stop`` (and ``leftovers``) ->
     ``collect``/``report``/``snapshot_hashes`` -> ``discard_workdirs`` (a run that ended
-    well). Every hook after ``check`` runs inside the run's supervisor.
+    well) -> ``release``. Every hook after ``check`` runs inside the run's supervisor.
     """
 
     kind: ClassVar[str]
@@ -163,6 +163,10 @@ class Target(ABC):
         """Remove every node's working directory (``<run>/work/``), the scratch of a run that
         ended well. Here: the run folder's own, which is the nodes' on a shared filesystem."""
         return remove_workdirs(run_dir)
+
+    def release(self, handle: Handle | None) -> None:
+        """The run is settled (its state is terminal): close what the target kept open
+        for its end (sessions with the nodes). Never raises on the run's behalf."""
 
 
 def remove_workdirs(run_dir: str) -> dict[str, Any]:

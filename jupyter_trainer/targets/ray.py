@@ -30,7 +30,7 @@ from ..home import default_home
 from ..launch import LaunchPlan
 from ..spec import RunSpec
 from ..nodes import calls
-from ..nodes.commands import agent_file, bootstrap_command
+from ..nodes.commands import agent_file, bootstrap_command, bootstrap_input
 from ..nodes.frames import parse_answer
 from ..nodes.mirror import LocalFiles
 from ..nodes.ray_actor import still_running
@@ -46,6 +46,7 @@ SETTLE_S = 10.0         # how long killed actors get to be gone from their nodes
 
 class RayTarget(SshTarget):
     kind = "ray"
+    node_sessions = False  # each step is a call through the node's actor
 
     def __init__(self, name: str, config: dict[str, Any] | None = None) -> None:
         ray_cfg = RayConfig.from_config(name, dict(config or {}))
@@ -278,7 +279,7 @@ class RayTarget(SshTarget):
             done = shell.run(bootstrap_command(pythons.get(shell.host) or "python3",
                                                self.cfg.workdir, agent, "leftovers",
                                                {"run_id": run_id}),
-                             input=source, timeout=self.cfg.connect_timeout + 20,
+                             input=bootstrap_input(source), timeout=self.cfg.connect_timeout + 20,
                              what="checking for leftover processes")
             return parse_answer(shell.host, done, "checking for leftover processes")["leftovers"]
 

@@ -5,6 +5,10 @@ Each node's run folder is a ``RemoteFolder`` of the node layer (nodes/folder.py)
 through an ``SshClient``. A run goes through the hooks in this order, all inside the run's
 supervisor:
 
+Each node gets one login for the whole run: the pre-flight's connection stays open and
+carries the staging, the start and the follow session (nodes/session.py); a step whose
+connection dropped is made as a call of its own.
+
 - ``plan``: ``ssh -G`` per host (local), then on every node at once the agent's
   pre-flight (interpreter and version, imports, GPUs, tools, a free port on node 0, whether
   the snapshot is there). Any failure stops the run here, naming each node; nothing is
@@ -21,7 +25,8 @@ supervisor:
   every process carrying ``JT_RUN_ID``, then what is still alive, the last bytes of its
   files and its ``outputs/``, all in one answer through the follow session (``finish``).
 - ``collect``: every node's ``outputs/`` and ``logs/user/`` merged into the local ones.
-- ``discard_workdirs``: each node's ``<run>/work/`` removed (the run ended well).
+- ``discard_workdirs``: each node's ``<run>/work/`` removed (the run ended well), asked
+  through the follow session that ended the run; ``release`` closes the sessions.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
 from ..errors import TargetError, TrainerError
 from ..home import default_home
@@ -48,7 +53,7 @@ from .ssh_commands import HostConfig, NodeLaunch, SshConfig, node_launches
 from .ssh_prepare import hop_options, is_ip, node_address
 
 T = TypeVar("T")
-PUMP_S = 0.1  # the supervisor syncs every 50 ms; reading the follow sessions this often is plenty
+PUMP_S = 0.05  # as often as the supervisor syncs
 
 
 def _parallel(fn: Callable[[Any], T], items: Sequence[Any]) -> list[T | TrainerError]:
@@ -74,6 +79,9 @@ def _raise_any(results: Sequence[Any], what: str) -> None:
 
 class SshTarget(Target):
     kind = "ssh"  # nodes have their own filesystems: shares_filesystem stays False
+    # One connection per node from the pre-flight to the follow (nodes/session.py); False
+    # where the transport has no long-lived sessions of that kind.
+    node_sessions: ClassVar[bool] = True
 
     def __init__(self, name: str, config: dict[str, Any] | None = None) -> None:
         super().__init__(name, config)
@@ -159,11 +167,17 @@ class SshTarget(Target):
             self._client(h), self._python(h, spec), h.workdir or self.cfg.workdir, self._files,
             index=i, timeout=self.cfg.connect_timeout, lost_after=self.cfg.node_timeout,
             env_timeout=self.cfg.env_timeout, uv=self.cfg.uv) for i, h in enumerate(hosts)]
-        pre = _parallel(lambda f: f.preflight(run_id, spec.code.hash, {
-            "modules": [] if named else modules, "versions": [] if named else versions,
-            "tools": launcher(launch.launcher).tools(launch, f.index),
-            "gpus": self.cfg.gpus_per_node > 0,
-            "resolve": names if f.index == 0 else [], "port": f.index == 0}), self._folders)
+
+        def asked(folder: RemoteFolder) -> dict[str, Any]:
+            return {"modules": [] if named else modules, "versions": [] if named else versions,
+                    "tools": launcher(launch.launcher).tools(launch, folder.index),
+                    "gpus": self.cfg.gpus_per_node > 0,
+                    "resolve": names if folder.index == 0 else [], "port": folder.index == 0}
+
+        if self.node_sessions:  # opened here, in the supervisor's main thread
+            for folder in self._folders:
+                folder.open_session(run_id, spec.code.hash, asked(folder))
+        pre = _parallel(lambda f: f.preflight(run_id, spec.code.hash, asked(f)), self._folders)
         _raise_any(pre, "pre-flight failed on some nodes")
         self._judge()
         self._check = {"modules": modules, "versions": versions}
@@ -338,8 +352,9 @@ class SshTarget(Target):
                 got = folder.await_finish(self.cfg.connect_timeout + grace + 30)
                 if got is not None:
                     answers[folder.label] = got
-        for folder in self._folders:
-            folder.stop_following()
+        for folder in self._folders:  # those that answered keep theirs for discard_workdirs
+            if folder.label not in answers:
+                folder.stop_following()
         self._closed = True
 
         def call(folder: RemoteFolder) -> tuple[dict[str, Any], bytes]:
@@ -386,9 +401,7 @@ class SshTarget(Target):
     def collect(self, handle: Handle) -> dict[str, Any]:
         """Each node's outputs/ (taken by ``stop``) merged here, node 0 first; the last bytes
         of the logs and events came with them."""
-        for folder in self._folders:
-            folder.stop_following()
-        self._closed = True
+        self._closed = True  # the follow sessions stay open for discard_workdirs
         if self._files is None:
             return {}
         report: dict[str, Any] = {}
@@ -404,7 +417,8 @@ class SshTarget(Target):
         return dict(folder.snapshot_hash() for folder in self._started)
 
     def discard_workdirs(self, handle: Handle | None, run_dir: str) -> dict[str, Any]:
-        """Each node's ``<run>/work/``, removed through the node's agent."""
+        """Each node's ``<run>/work/``, removed by the node's agent (asked through the
+        node's follow session, still open after the end, or in a call of its own)."""
         report: dict[str, Any] = {"removed": []}
         for result in _parallel(lambda f: f.discard(), self._started):
             if isinstance(result, TrainerError):
@@ -412,6 +426,10 @@ class SshTarget(Target):
             else:
                 report["removed"] += result
         return report
+
+    def release(self, handle: Handle | None) -> None:
+        for folder in self._folders:
+            folder.stop_following()
 
     def _log(self, text: str) -> None:
         if self._files is not None:
