@@ -121,21 +121,6 @@ class Supervisor:
 
     def _launch_and_watch(self) -> dict[str, Any]:
         self.target = get_target(self.spec.target.name, self.store.home)
-        if os.environ.get("JT_TRACE_HOOKS"):
-            import functools
-            for hook in ("reserve", "plan", "build_environment", "stage", "command", "start",
-                         "stop", "leftovers", "collect", "report", "snapshot_hashes",
-                         "discard_workdirs", "check_snapshot"):
-                fn = getattr(self.target, hook, None)
-                if fn is None:
-                    continue
-                def timed(*a, _fn=fn, _h=hook, **k):
-                    t = time.time()
-                    try:
-                        return _fn(*a, **k)
-                    finally:
-                        log(f"hook {_h} {t:.3f} {time.time() - t:.3f}")
-                setattr(self.target, hook, timed)
         reservation = self.target.reserve(self.spec, self.run_id, str(self.paths.root))
         if reservation is not None:
             self.handle = reservation  # from now on, ending the run releases it
