@@ -6,12 +6,13 @@ Starts its own two-node Ray cluster on this machine (tests/ray_cluster.py: every
 127.0.0.1, its own ports and temp folder, stopped by process group at the end) and times,
 interleaved after one untimed warm-up of each, the same tiny Gloo job of world size 2:
 
-  jt:   jt.submit(CODE, target="rc", nodes=2, procs=1, home=<fresh tmp>): CODE joins the
+  jt:   jt.submit(CODE, target="rc", nodes=2, procs=1, home=HOME): CODE joins the
         process group and logs one event (jt.log + jt.flush); the clock stops when rank 0's
         event line is readable through the run store, ``Store(home).read_events(run_id, 0)``.
         This includes the submit-side check of the cluster, the supervisor (a Ray driver), the
         placement group, the node-shell actors, the agent's pre-flight and staging, and two
-        torchruns with c10d rendezvous across the two Ray nodes.
+        torchruns with c10d rendezvous across the two Ray nodes. One run store and one
+        process for every sample, as in a notebook (the supervisor kept waiting is used).
   hand: JobSubmissionClient(dashboard).submit_job(entrypoint="python -m torch.distributed.run
         --standalone --nproc-per-node 2 hand.py"), where hand.py joins the process group and
         appends one JSON line to a file; the clock stops when rank 0's line is there. One Ray
@@ -61,12 +62,14 @@ def loadavg() -> list[float]:
 
 
 def run_jt(work: Path, i: int, address: str, interval: float) -> dict[str, Any]:
-    home = work / f"jt-home-{i}"
-    home.mkdir()
-    (home / "targets.toml").write_text(
-        f'[targets.rc]\nkind = "ray"\naddress = "{address}"\nworkdir = "{work}/nodes"\n'
-        'env = { GLOO_SOCKET_IFNAME = "lo" }\n')
+    home = work / "jt-home"  # one run store and one process, as in a notebook
+    if not home.exists():
+        home.mkdir()
+        (home / "targets.toml").write_text(
+            f'[targets.rc]\nkind = "ray"\naddress = "{address}"\nworkdir = "{work}/nodes"\n'
+            'env = { GLOO_SOCKET_IFNAME = "lo" }\n')
     store = Store(home)
+    wall0 = time.time()
     t0 = time.perf_counter()
     run = jt.submit(CODE, target="rc", nodes=2, procs=1, home=home, name=f"first-event-{i}")
     submitted = time.perf_counter() - t0
@@ -80,7 +83,15 @@ def run_jt(work: Path, i: int, address: str, interval: float) -> dict[str, Any]:
     state = run.state
     if state["status"] != "completed":
         sys.exit(f"jt run {run.id} ended {state['status']!r}: {state.get('error')}")
-    return {"elapsed_s": elapsed, "submit_returned_s": submitted, "run_id": run.id}
+    stages = state.get("stages", {})
+    ranks = store.rank_records(run.id)
+    marks = {"preparing": stages.get("preparing", {}).get("start"),
+             "queued": stages.get("queued", {}).get("start"),
+             "running": stages.get("running", {}).get("start"),
+             "rank 0 in boot.py": ranks.get(0, {}).get("started"),
+             "event written": store.read_events(run.id, 0)[0][0].get("t")}
+    return {"elapsed_s": elapsed, "submit_returned_s": submitted, "run_id": run.id,
+            "marks_s": {k: (v - wall0 if v else None) for k, v in marks.items()}}
 
 
 def run_hand(work: Path, i: int, client: Any, interval: float) -> dict[str, Any]:
@@ -149,6 +160,11 @@ def main() -> int:
                   s["submit_returned_s"] for s in v) * 1000) for k, v in samples.items()},
               "ratio": round(med["jt"] / med["hand"], 2), "samples": samples}
     print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=1))
+    print("jt, seconds after submit (medians):")
+    for mark in samples["jt"][0]["marks_s"]:
+        seen = [m["marks_s"][mark] for m in samples["jt"] if m["marks_s"][mark] is not None]
+        if seen:
+            print(f"  {mark:20} {statistics.median(seen):6.2f}")
     print(f"ratio jt / hand (medians): {result['ratio']:.2f}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

@@ -1,6 +1,6 @@
 """The ray target against a real two-node Ray cluster on this machine (tests/ray_cluster.py):
-a placement group per run, one node-shell actor per bundle running the node agent, torchrun
-across both Ray nodes. Both nodes share this machine's process table, so ``leftover(run.id)``
+a placement group per run, a node-shell actor on each bundle's node running the node agent
+(shared by the runs that follow, or the run's own), torchrun across both Ray nodes. Both nodes share this machine's process table, so ``leftover(run.id)``
 (the conftest check) sees the ranks and the Ray workers of both.
 """
 
@@ -121,8 +121,10 @@ def test_a_notebook_cell_with_an_environment_runs_on_both_ray_nodes(rc, home, ip
     assert leftover(run.id) == []
 
 
-def test_cancel_mid_run_leaves_no_rank_and_no_ray_worker(rc, home):
-    run = api.submit(SLEEPER, target="rc", nodes=2, procs=2, name="ray-cancel")
+def test_cancel_mid_run_leaves_no_rank_and_no_ray_worker(rc, home, tmp_path):
+    add_target("own", "ray", home=home, address=rc.address, workdir=str(tmp_path / "own"),
+               env={"GLOO_SOCKET_IFNAME": "lo"}, shell_persist=0)  # actors of the run's own
+    run = api.submit(SLEEPER, target="own", nodes=2, procs=2, name="ray-cancel")
     wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)), timeout=240,
              what="all four ranks to log")
     alive = leftover(run.id)
@@ -137,6 +139,25 @@ def test_cancel_mid_run_leaves_no_rank_and_no_ray_worker(rc, home):
     assert state["teardown"]["leftovers"] == [] and leftover(run.id) == []
     assert not [pid for pid in actors.values() if "ray::NodeActor" in procs.describe(pid)]
     assert sorted(state["rank_exit_codes"]) == ["0", "1", "2", "3"]
+
+
+def test_node_shells_are_shared_by_runs_and_end_when_idle(rc, home, tmp_path):
+    add_target("brief", "ray", home=home, address=rc.address, workdir=str(tmp_path / "brief"),
+               env={"GLOO_SOCKET_IFNAME": "lo"}, shell_persist=4)
+    code = "from jupyter_trainer import runtime as jt\nprint('rank', jt.rank, flush=True)\n"
+    first = api.submit(code, target="brief", nodes=2, procs=1).wait(timeout=240)
+    shells = first.state["launcher"]["actor_pids"]
+    assert len(set(shells.values())) == 2
+    assert all("ray::NodeActor" in procs.describe(pid) for pid in shells.values())
+    assert first.state["teardown"]["ray"]["shells_kept_s"] == 4 and leftover(first.id) == []
+    second = api.submit(code, target="brief", nodes=2, procs=1).wait(timeout=240)
+    assert second.state["launcher"]["actor_pids"] == shells  # the same processes, reused
+    assert [second.logs(r) for r in (0, 1)] == ["rank 0\n", "rank 1\n"]
+    wait_for(lambda: not [p for p in shells.values() if "ray::NodeActor" in procs.describe(p)],
+             timeout=60, what="the idle node shells to end themselves")
+    third = api.submit(code, target="brief", nodes=2, procs=1).wait(timeout=240)
+    assert set(third.state["launcher"]["actor_pids"].values()).isdisjoint(shells.values())
+    assert third.logs(1) == "rank 1\n"
 
 
 def test_more_nodes_than_the_cluster_has_stays_queued_with_rays_reason(rc, home):
@@ -183,6 +204,8 @@ def test_errors_before_launch(rc, home):
         add_target("bad", "ray", home=home, address="auto", hosts=["a"])
     with pytest.raises(TargetError, match="autoscaling must be true or false"):
         add_target("bad", "ray", home=home, address="auto", autoscaling="yes")
+    with pytest.raises(TargetError, match=r"shell_persist must be a number of seconds"):
+        add_target("bad", "ray", home=home, address="auto", shell_persist=-1)
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())
     done = cli("target", "add", "viacli", "--kind", "ray", f"address={rc.address}",
                "runtime_env={env_vars={NCCL_DEBUG=INFO}}")

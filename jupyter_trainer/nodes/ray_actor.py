@@ -153,18 +153,46 @@ class _Session:
 
 class NodeActor:
     """The actor: ``run`` one command, or ``open``/``read``/``write``/``close`` a session.
-    Threaded (``max_concurrency``), so a long call never holds up a session's reads."""
+    Threaded (``max_concurrency``), so a long call never holds up a session's reads.
 
-    def __init__(self):
+    With ``idle_exit`` (seconds), it is a node's shell shared by the runs that come one after
+    another (a detached actor): it ends itself once nothing has used it for that long."""
+
+    def __init__(self, idle_exit=0.0):
         self._sessions = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._busy, self._used = 0, time.monotonic()
+        if idle_exit:
+            threading.Thread(target=self._expire, args=(idle_exit,), daemon=True).start()
+
+    def _expire(self, idle_exit):
+        while True:
+            time.sleep(min(5.0, idle_exit / 4))
+            with self._lock:
+                idle = not self._busy and not self._sessions and (
+                    time.monotonic() - self._used > idle_exit)
+            if idle:
+                import ray
+
+                try:
+                    ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+                except Exception:
+                    pass
+                time.sleep(5.0)
+                os._exit(0)  # ray.kill did not end this process
 
     def facts(self):
         return node_facts()
 
     def run(self, command, input=None, timeout=60.0):
-        return run_command(command, input, timeout)
+        with self._lock:
+            self._busy += 1
+        try:
+            return run_command(command, input, timeout)
+        finally:
+            with self._lock:
+                self._busy, self._used = self._busy - 1, time.monotonic()
 
     def open(self, command):
         session = _Session(command)
@@ -174,6 +202,7 @@ class NodeActor:
         return sid
 
     def read(self, sid, max_bytes=1 << 20, wait=0.5):
+        self._used = time.monotonic()
         session = self._sessions.get(sid)
         if session is None:
             return b"", b"no such session\n", -1
@@ -186,6 +215,7 @@ class NodeActor:
     def close(self, sid):
         with self._lock:
             session = self._sessions.pop(sid, None)
+            self._used = time.monotonic()
         if session is not None:
             session.close()
         return True

@@ -4,13 +4,16 @@ the way the ssh target runs them on its hosts.
 Ray provides placement, processes and transport; everything else is the ssh target's node
 lifecycle, unchanged (see ssh.py): the supervisor is a Ray driver; ``reserve`` asks for a
 placement group of ``--nodes`` bundles of ``--procs`` CPUs (STRICT_SPREAD: one node each)
-and the run stays ``queued`` with Ray's own reason until it is granted; ``plan`` starts one
-node-shell actor per bundle (nodes/ray_actor.py, on one of Ray's idle workers) and
-through it the node agent's pre-flight, environment build and snapshot staging on every
-node; ``start`` starts one launcher per node (torchrun's c10d rendezvous at the first
-bundle's node); the live mirror, ``finish``, outputs and snapshot hashes follow as on ssh.
-Teardown ends the launchers through the agent, kills the actors and removes the placement
-group; the leftover scan then runs as a task pinned to each node the run used.
+and the run stays ``queued`` with Ray's own reason until it is granted; ``plan`` binds a
+node shell to each bundle's node (nodes/ray_actor.py: a detached actor per node, named for
+it, reused by the runs that follow and ended by itself after ``shell_persist`` idle seconds;
+or, with ``shell_persist = 0``, an actor of the run's own in its bundle) and through it runs
+the node agent's pre-flight, environment build and snapshot staging on every node; ``start``
+starts one launcher per node (torchrun's c10d rendezvous at the first bundle's node); the
+live mirror, ``finish``, outputs and snapshot hashes follow as on ssh. Teardown ends the
+launchers through the agent, kills the run's own actors and removes the placement group;
+the leftover scan then runs on each node the run used. A new worker process per node for
+each run would cost Ray a Python start and its imports; a shared shell costs that once.
 
 Each node works under ``<workdir>/<ray node id>``, so two Ray nodes that share a filesystem
 never share a run folder. mpirun and horovodrun reach the other nodes over ssh, which a Ray
@@ -181,11 +184,23 @@ class RayTarget(SshTarget):
         extra = {"runtime_env": dict(self.ray_cfg.runtime_env)} if self.ray_cfg.runtime_env else {}
         shell = ray.remote(NodeActor)
         started = time.monotonic()
-        self._actors = [shell.options(
-            name=f"jt-{run_id}-{i}", num_cpus=0, max_concurrency=64, max_restarts=0, **extra,
-            scheduling_strategy=PlacementGroupSchedulingStrategy(
-                self._pg, placement_group_bundle_index=i)).remote()
-            for i in range(spec.launch.nodes)]
+        persist = self.ray_cfg.shell_persist
+        if persist:  # the nodes' shared shells: found by name, started on first use
+            from ray.util.placement_group import placement_group_table
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            on = placement_group_table(self._pg)["bundles_to_node_id"]
+            self._actors = [shell.options(
+                name=self._shell_name(on[i]), lifetime="detached", get_if_exists=True,
+                num_cpus=0, max_concurrency=64, max_restarts=0, **extra,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(on[i], soft=False)
+            ).remote(persist) for i in range(spec.launch.nodes)]
+        else:
+            self._actors = [shell.options(
+                name=f"jt-{run_id}-{i}", num_cpus=0, max_concurrency=64, max_restarts=0,
+                **extra, scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    self._pg, placement_group_bundle_index=i)).remote()
+                for i in range(spec.launch.nodes)]
         try:
             self._facts = ray.get([a.facts.remote() for a in self._actors],
                                   timeout=self.cfg.connect_timeout + 60)
@@ -202,6 +217,16 @@ class RayTarget(SshTarget):
         self.cfg = replace(self.cfg, hosts=tuple(hosts))
         self._log(f"[jt] {len(hosts)} Ray node shell(s) up in {time.monotonic() - started:.2f} s: "
                   + ", ".join(f"{h.host} ({h.address})" for h in hosts))
+
+    def _shell_name(self, node_id: str) -> str:
+        """A node's shared shell, one per version of its code, runtime_env and idle time."""
+        from ..nodes import ray_actor
+
+        with open(ray_actor.__file__, "rb") as fh:
+            code = calls.agent_source() + fh.read()
+        digest = hashlib.sha256(code + repr((sorted(self.ray_cfg.runtime_env.items()),
+                                             self.ray_cfg.shell_persist)).encode())
+        return f"jt-shell-{node_id[:16]}-{digest.hexdigest()[:10]}"
 
     def _client(self, host: HostConfig) -> RayShell:  # type: ignore[override]
         return self._clients[host.host]
@@ -235,24 +260,27 @@ class RayTarget(SshTarget):
 
         for folder in self._folders:
             folder.stop_following()
-        for actor in self._actors:
+        shared = bool(self.ray_cfg.shell_persist)
+        for actor in [] if shared else self._actors:  # shared shells outlive the run
             try:
                 ray.kill(actor, no_restart=True)
             except Exception:
                 pass
-        for shell in self._clients.values():
+        for shell in [] if shared else self._clients.values():
             shell.actor = None  # later calls go through tasks pinned to the node
-        report: dict[str, Any] = {"actors_killed": len(self._actors)}
+        report: dict[str, Any] = {"actors_killed": 0 if shared else len(self._actors)}
+        if shared and self._actors:
+            report["shells_kept_s"] = self.ray_cfg.shell_persist
         if self._pg is not None:
             remove_placement_group(self._pg)
             report["placement_group_removed"] = self._pg.id.hex()
         return report
 
     def leftovers(self, run_id: str) -> list[str]:
-        """What of the run is still alive: on every node it used, the actor's process (by pid
-        and start time) and the agent's scan for ``JT_RUN_ID``, each run by a task pinned to
-        that node; and the placement group, if Ray still has it. Killed actors get a moment
-        to go."""
+        """What of the run is still alive: on every node it used, the agent's scan for
+        ``JT_RUN_ID`` (through the node's shared shell, or a task pinned to the node) and,
+        for actors of the run's own, the actor's process (by pid and start time); and the
+        placement group, if Ray still has it. Killed actors get a moment to go."""
         self._release()
         self._fresh_leftovers = False
         deadline = time.monotonic() + SETTLE_S
@@ -288,7 +316,8 @@ class RayTarget(SshTarget):
                     if f["node_id"] == shell.node_id]
             return pinned_call(shell.node_id, still_running, mine, self.cfg.connect_timeout + 20)
 
-        for shell, result in zip(shells, _parallel(actors_left, shells)):
+        for shell, result in zip(shells, [] if self.ray_cfg.shell_persist
+                                 else _parallel(actors_left, shells)):  # the run's own actors
             if isinstance(result, TrainerError):
                 found.append(f"{shell.host}: the run's Ray actor: not verified: {result}")
             else:

@@ -30,7 +30,7 @@ from .ssh_commands import SshConfig
 
 NAMESPACE = "jupyter_trainer"
 DEFAULT_WORKDIR = "~/jupyter_trainer_ray"
-RAY_KEYS = ("address", "runtime_env", "autoscaling")
+RAY_KEYS = ("address", "runtime_env", "autoscaling", "shell_persist")
 SHARED_KEYS = ("workdir", "python", "gpus_per_node", "env", "connect_timeout", "node_timeout",
                "orphan_timeout", "uv", "env_timeout")
 _ADDRESS = re.compile(r"auto|(ray://)?(?P<host>[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])"
@@ -48,6 +48,9 @@ class RayConfig:
     runtime_env: Mapping[str, Any] = field(default_factory=dict)
     autoscaling: bool = False          # True: the cluster may grow, so a run waits for nodes
     nodes: SshConfig = field(default_factory=lambda: SshConfig(hosts=()))
+    # Seconds a node's shell (the actor that runs the agent) outlives its last run, for the
+    # next run to reuse (ssh's ControlPersist, for Ray); 0: one shell per run, ended with it.
+    shell_persist: int = 300
 
     @classmethod
     def from_config(cls, name: str, config: Mapping[str, Any]) -> "RayConfig":
@@ -71,11 +74,15 @@ class RayConfig:
         if not isinstance(autoscaling, bool):
             raise TargetError(f"target {name!r}: autoscaling must be true or false, got "
                               f"{autoscaling!r}")
+        persist = config.get("shell_persist", 300)
+        if isinstance(persist, bool) or not isinstance(persist, int) or persist < 0:
+            raise TargetError(f"target {name!r}: shell_persist must be a number of seconds "
+                              f"(0 or more), got {persist!r}")
         shared = {k: config[k] for k in SHARED_KEYS if k in config}
         shared.setdefault("workdir", DEFAULT_WORKDIR)
         shared.setdefault("connect_timeout", 30)
         nodes = SshConfig.from_config(name, {"hosts": ["ray"], **shared})
-        return cls(address, dict(runtime_env), autoscaling, nodes)
+        return cls(address, dict(runtime_env), autoscaling, nodes, persist)
 
 
 def require_ray() -> None:
