@@ -30,6 +30,7 @@ _WORK = "work"                            # <run>/work/<node>/: each node's work
 _LINKED = {"outputs": os.path.join("..", "..", "outputs"),            # ./outputs -> <run>/outputs
            "logs": os.path.join("..", "..", "logs", "user")}          # ./logs -> <run>/logs/user
 _FICLONE = 0x40049409                      # ioctl: share the source's blocks (btrfs, XFS)
+_CELL_MARKER = "# --- cell ---"            # capture.cellscript.CELL_MARKER
 
 
 def _hostname() -> str:
@@ -93,14 +94,43 @@ def _error_line(exc: BaseException) -> str:
     return line[:1000]
 
 
-def _user_traceback(exc: BaseException, entry: str) -> str:
-    """The traceback from the entry's first frame on (boot and runpy frames dropped)."""
+def _user_traceback(exc: BaseException, entry: str, run_dir: str | None) -> str:
+    """The traceback from the entry's first frame on (boot and runpy frames dropped), with
+    the frames of a notebook cell given as the cell's own lines (``_cell_lines``)."""
     import traceback
 
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != entry:
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
+    text = "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
+    return _cell_lines(text, entry, run_dir)
+
+
+def _cell_lines(text: str, entry: str, run_dir: str | None) -> str:
+    """``File ".../_jt/cell.py", line 31`` -> ``Cell In [7], line 3``: the cell follows
+    ``_CELL_MARKER`` verbatim in the script capture made of it, and the run's origin says
+    which execution of the notebook it was. Lines above the marker (the parameters and the
+    notebook definitions the run carries) keep the script's name."""
+    if os.path.basename(entry) != "cell.py" or os.path.basename(os.path.dirname(entry)) != "_jt":
+        return text
+    try:
+        with open(entry, encoding="utf-8") as f:
+            marker = f.read().splitlines().index(_CELL_MARKER) + 1
+    except (OSError, ValueError):
+        return text
+    cell = None
+    try:
+        with open(os.path.join(run_dir or "", "spec.json"), encoding="utf-8") as f:
+            cell = json.load(f).get("origin", {}).get("cell")
+    except (OSError, ValueError, AttributeError):
+        pass
+    name = f"Cell In [{cell}]" if isinstance(cell, int) else "the cell"
+
+    def mapped(match: re.Match) -> str:
+        line = int(match.group(1))
+        return f"{name}, line {line - marker}" if line > marker else match.group(0)
+
+    return re.sub(r'File "%s", line (\d+)' % re.escape(entry), mapped, text)
 
 
 def _exit_code(code: Any) -> int:
@@ -540,7 +570,7 @@ def main(argv: list[str]) -> int:
         failed_at = time.time()  # before the traceback is formatted: the failure's own time
         seen = evidence()
         code = 128 + signal.SIGINT if isinstance(exc, KeyboardInterrupt) else 1
-        tb = _user_traceback(exc, entry)
+        tb = _user_traceback(exc, entry, run_dir)
         print(tb, end="", file=sys.stderr)
         finish(code, failed_at=failed_at, error=_error_line(exc), traceback=tb[-_TRACEBACK_CHARS:],
                **seen)

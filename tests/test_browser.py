@@ -302,6 +302,18 @@ def test_live_monitor_progress_charts_logs_and_cancel(browser, home):
                                       "lr = 0.1\nepochs = 50\nsteps_per_epoch = 20", LIVE_CELL])
     page.open("live.ipynb")
     page.run_all()
+    page.page.wait_for_selector("[data-testid=jt-monitor] [data-testid=jt-progress-text]")
+    # While the ranks start, the view does not tell the user to call jt.progress (the cell
+    # does); every text it showed before the first progress is collected here.
+    before_progress = page.page.evaluate("""() => new Promise(done => {
+        const seen = new Set(), el = () => document.querySelector('[data-testid=jt-progress-text]');
+        const tick = setInterval(() => {
+            seen.add(el().textContent);
+            if (/ \\/ /.test(el().textContent)) { clearInterval(tick); done([...seen]); }
+        }, 20);
+    })""")
+    assert before_progress and not [t for t in before_progress if "call jt.progress" in t], \
+        before_progress
     page.page.wait_for_selector("[data-testid=jt-monitor] [data-testid=jt-run-id]:not(:empty)")
     run = api.get_run(page.text("[data-testid=jt-run-id]"))
     assert run.spec.params == {"lr": 0.1, "epochs": 50, "steps_per_epoch": 20}

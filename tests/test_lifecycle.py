@@ -66,8 +66,12 @@ def test_kernel_interrupt_cancels_the_run(home, tmp_path):
         reply = kc.get_shell_msg(timeout=30)
         while reply["parent_header"].get("msg_id") != msg_id:
             reply = kc.get_shell_msg(timeout=30)
-        assert reply["content"]["status"] == "error"
-        assert reply["content"]["ename"] == "KeyboardInterrupt"
+        content = reply["content"]
+        assert content["status"] == "error"
+        # One line, not the interrupt's traceback through the package's frames.
+        assert content["ename"] == "RunCanceled", content["ename"]
+        assert len(content["traceback"]) == 1, content["traceback"]
+        assert "the cell was interrupted" in content["traceback"][0]
         wait_for(lambda: leftover(run.id) == [], timeout=5, what="every rank to end")
         assert time.monotonic() - interrupted < 5 + 1
         assert run.status == "canceled"
@@ -143,3 +147,23 @@ time.sleep(600)
     assert info.value.failed_rank == 1
     assert "rank 1 ended without recording an exit" in str(info.value)
     assert leftover(run.id) == []
+
+
+def test_a_cells_traceback_cites_the_cells_own_lines(home):
+    """The cell runs from a script with the parameters and carried definitions above it; a
+    traceback gives the cell's lines (``Cell In [n]`` when the notebook said which cell, as
+    %%train does; tests/test_magics.py); the frames of other files stay as they are."""
+    def helper(x):
+        return 1 / x
+
+    code = "a = 1\nb = helper(0)\n"
+    run = api.submit(code, launcher="python", namespace={"helper": helper})
+    state = run.wait(timeout=60, raise_on_failure=False).state
+    tb = state["traceback"]
+    assert state["status"] == "failed" and "ZeroDivisionError" in tb
+    assert "  the cell, line 2, in <module>" in tb, tb
+    assert ", in helper" in tb and "cell.py" not in tb
+    numbered = api.submit(code, launcher="python", namespace={"helper": helper},
+                          origin={"cell": 12}).wait(timeout=60, raise_on_failure=False)
+    assert "  Cell In [12], line 2, in <module>" in numbered.state["traceback"]
+    assert leftover(run.id) == [] and leftover(numbered.id) == []

@@ -90,6 +90,7 @@ dist.destroy_process_group()
 
 
 def test_failing_rank_is_recorded_and_nothing_is_left(ip, home):
+    count = ip.execution_count  # the In [n] of the cell below
     result = run_cell(ip, """%%train --procs 2 --name boom
 import time
 import torch.distributed as dist
@@ -105,6 +106,9 @@ for step in range(100):
     error = result.error_in_exec
     assert type(error).__name__ == "RunFailed" and error.failed_rank == 1
     assert "ValueError: bad batch at step 3" in error.traceback
+    # The frame is the cell's own line 8 (the raise), not a line of the captured script.
+    assert f"Cell In [{count}], line 8, in <module>" in error.traceback, error.traceback
+    assert "cell.py" not in error.traceback
     run = only_run(home)
     state = run.state
     assert state["status"] == "failed" and state["failed_rank"] == 1

@@ -16,7 +16,7 @@ from ..commands import CommandParser, add_commands, run_command
 from ..monitor.text import source_line
 from ..options import (HelpRequested, cell_parser, parse_with_settings, script_parser,
                        split_line, submit_kwargs)
-from ..errors import SpecError
+from ..errors import RunCanceled, SpecError
 
 LINE_HELP = """\
 %%train [options]            run the cell as a job (%%train --help lists the options)
@@ -67,11 +67,11 @@ class TrainMagics(Magics):
             from ..monitor.widget import RunMonitor
 
             form = LaunchForm(code, self.shell.user_ns, submit_kwargs(opts), history=history,
-                              origin=_origin(), submit=api.submit)
+                              origin=_origin(self.shell), submit=api.submit)
             display(RunMonitor(launcher=form))
             return None
         run = api.submit(code, namespace=self.shell.user_ns, history=history,
-                         origin=_origin(), **submit_kwargs(opts))
+                         origin=_origin(self.shell), **submit_kwargs(opts))
         _say_source(run)
         if opts.no_wait:
             if mode == "widget":
@@ -91,10 +91,13 @@ class TrainMagics(Magics):
             else:
                 show(run, traceback=False)  # the raised RunFailed shows it
         except KeyboardInterrupt:
+            # The notebook's Stop button: end the run, and fail the cell with one line (the
+            # interrupt's own traceback would only show this package's frames).
             print(f"interrupted: canceling run {run.id}", file=sys.stderr, flush=True)
             run.cancel(wait=True, timeout=15)
-            print(f"run {run.id} {run.status}", file=sys.stderr, flush=True)
-            raise
+            raise RunCanceled(f"run {run.id} {run.status}: the cell was interrupted (the "
+                              "notebook's Stop button)", run_id=run.id,
+                              status=run.status) from None
         if widget is not None:
             widget.wait_final(timeout=10)
         run.raise_for_status()
@@ -107,7 +110,7 @@ class TrainMagics(Magics):
             return None
         if words[0].endswith(".py") or os.path.isfile(os.path.expanduser(words[0])):
             opts = script_parser("%train").parse_args(words)
-            run = api.submit(script=opts.script, args=rest, origin=_origin(),
+            run = api.submit(script=opts.script, args=rest, origin=_origin(self.shell),
                              **submit_kwargs(opts))
             _say_source(run)
             return self._watch(run)
@@ -135,8 +138,13 @@ def _widget(run: api.Run) -> Any:
     return RunMonitor(run)
 
 
-def _origin() -> dict[str, Any]:
-    origin = {"cwd": os.getcwd()}
+def _origin(shell: Any) -> dict[str, Any]:
+    """Where a run comes from: the working directory, the notebook, and the number of the
+    cell (its ``In [n]``; tracebacks then cite ``Cell In [n], line m``)."""
+    origin: dict[str, Any] = {"cwd": os.getcwd()}
+    running = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    if isinstance(getattr(running, "execution_count", None), int):
+        origin["cell"] = running.execution_count  # the shell's own count is already the next
     if os.environ.get("JPY_SESSION_NAME"):
         origin["notebook"] = os.environ["JPY_SESSION_NAME"]
     return origin

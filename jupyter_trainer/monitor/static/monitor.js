@@ -246,7 +246,14 @@ function buildMonitor(root, model) {
     if (p.done === undefined) {
       fill.style.width = "0%";
       fill.dataset.fraction = "0";
-      text.innerHTML = `<span class="jt-muted">no progress reported yet — call <code>jt.progress(done, total)</code> in the loop</span>`;
+      // Ranks take seconds to start (imports, rendezvous): only a run that ended without any
+      // progress was one that never called it.
+      const hint = TERMINAL.includes(state.status)
+        ? "no progress was reported (call <code>jt.progress(done, total)</code> in the loop to see it here)"
+        : state.status === "running"
+          ? "waiting for the first <code>jt.progress(done, total)</code> from the ranks"
+          : "the ranks are not started yet";
+      text.innerHTML = `<span class="jt-muted">${hint}</span>`;
       return;
     }
     const fraction = p.total ? Math.min(1, p.done / p.total) : null;
