@@ -82,6 +82,7 @@ class RunFollower:
         self.run_id = run_id
         self.offsets: dict[int, int] = {}
         self.series: dict[str, dict[int, Series]] = {}
+        self.texts: dict[str, dict[int, str]] = {}  # text metrics: the last value per rank
         self.progress: dict[int, Progress] = {}
         self.events_read = 0
         self.state: dict[str, Any] = {}
@@ -149,6 +150,8 @@ class RunFollower:
                 for name, value in values.items():
                     if type(value) is not float:
                         if type(value) is not int:
+                            if type(value) is str:  # not charted: its last value is shown
+                                self.texts.setdefault(name, {})[rank] = value
                             continue
                         value = float(value)
                     app = lookup(name)

@@ -287,7 +287,8 @@ from jupyter_trainer import runtime as jt
 total = steps_per_epoch * epochs
 for step in range(total):
     loss = 2.0 / (1 + 0.05 * step) + 0.05 * ((step * 7919) % 13) / 13
-    jt.log(step=step, loss=loss, accuracy=min(0.99, step / total + 0.1 * jt.rank), lr=lr * 0.995 ** step)
+    jt.log(step=step, loss=loss, accuracy=min(0.99, step / total + 0.1 * jt.rank), lr=lr * 0.995 ** step,
+           phase="train")
     jt.progress(step + 1, total)
     print(f"\\x1b[32mINFO\\x1b[0m rank {jt.rank} step {step:4d} loss={loss:.4f}", flush=True)
     if step % 25 == 0:
@@ -331,6 +332,10 @@ def test_live_monitor_progress_charts_logs_and_cancel(browser, home):
     page.page.wait_for_selector("[data-testid=jt-chart][data-points]")
     titles = page.page.locator(".jt-chart-title").all_inner_texts()
     assert titles == ["loss", "accuracy", "lr"]
+    # a text metric is not charted: its last value per rank is listed
+    page.page.wait_for_selector("[data-testid=jt-text-metrics] tr[data-metric=phase]")
+    assert re.search(r"phase \(text, not charted\)\s*rank 0 train\s*rank 1 train",
+                     page.text("[data-testid=jt-text-metrics]")), page.text("[data-testid=jt-text-metrics]")
     count = lambda: int(page.attr("[data-testid=jt-chart]", "data-count") or 0)  # noqa: E731
     before, ink = count(), page.canvas_ink()
     assert all(n > 500 for n in ink), f"a chart canvas is blank: {ink}"

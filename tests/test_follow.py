@@ -150,3 +150,24 @@ def test_feed_payloads_stay_small_for_long_series(finished_run):
     assert x[0] == pytest.approx(1000.0 - created) and x[-1] == pytest.approx(1000.0 + 1999.99 - created)
     summary = {m["name"]: m for m in feed.metrics_payload()}
     assert summary["acc"]["count"] == 200_000 and summary["acc"]["max"] == 199_999 / 200_000
+
+
+def test_text_metrics_are_kept_as_the_last_value_per_rank_and_shown(finished_run):
+    """``jt.log(phase="train")`` is not charted, but it is not dropped without a word either:
+    the follower keeps each rank's last text value, the widget gets them, the text summary
+    lists them."""
+    from jupyter_trainer.monitor.text import summary_text
+
+    run = finished_run
+    for rank, phases in ((0, ["warmup", "train"]), (1, ["warmup", "eval"])):
+        with open(run.path / "events" / f"rank-{rank}.jsonl", "w") as fh:
+            for step, phase in enumerate(phases):
+                fh.write(metric(step, 10.0 + step, phase=phase, loss=1.0 / (step + 1)))
+    follower = run.follower()
+    follower.poll()
+    assert follower.texts == {"phase": {0: "train", 1: "eval"}}
+    assert sorted(follower.series) == ["loss"]
+    feed = RunFeed(run)
+    feed.poll()
+    assert feed.texts_payload() == {"phase": {"0": "train", "1": "eval"}}
+    assert "phase (text, not charted): rank 0 'train', rank 1 'eval'" in summary_text(follower)

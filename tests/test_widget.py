@@ -251,6 +251,20 @@ for step in range(50):
     assert leftover(run.id) == []
 
 
+def test_text_metrics_reach_the_widget_as_last_values(kernel, home):
+    kernel.execute("""%%train --procs 2 --name widget-text
+from jupyter_trainer import runtime as jt
+for step, phase in enumerate(["warmup", "train"]):
+    jt.log(step=step, phase=phase if jt.rank == 0 else "eval", loss=1.0 / (step + 1))
+""")
+    run = api.runs(home=home)[0]
+    wait_final(kernel, run.id)
+    monitor = monitor_of(kernel, run.id)
+    assert kernel.value(f"{monitor}.texts") == {"phase": {"0": "train", "1": "eval"}}
+    assert [m["name"] for m in kernel.value(f"{monitor}.metrics")] == ["loss"]
+    assert leftover(run.id) == []
+
+
 def test_cancel_from_the_widget_ends_a_background_run(kernel, home):
     kernel.execute(STEPS_CELL.format(name="cancel-me", steps=2000, metric="loss", offset=0, sleep=0.05))
     run = api.runs(home=home)[0]

@@ -169,6 +169,11 @@ class RunFeed:
                         "step": None if step != step else step})
         return out
 
+    def texts_payload(self) -> dict[str, dict[str, str]]:
+        """Text metrics (``jt.log(phase="train")``), not charted: the last value per rank."""
+        return {name: {str(rank): value[:200] for rank, value in sorted(by_rank.items())}
+                for name, by_rank in sorted(self.follower.texts.items())}
+
     def chart_payload(self, options: dict[str, Any]) -> dict[str, Any]:
         """Downsampled series of the metrics chosen in ``options`` (x, agg, selected)."""
         import numpy as np

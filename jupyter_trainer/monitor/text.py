@@ -107,6 +107,9 @@ def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None,
         lines.append(f"{'metric':<{width}}  {'final':>10}  {'min':>10}  {'max':>10}")
         lines += [f"{n:<{width}}  {fmt_value(f):>10}  {fmt_value(lo):>10}  {fmt_value(hi):>10}"
                   for n, f, lo, hi in rows]
+    for name, by_rank in sorted(follower.texts.items()):
+        lines.append(f"{name} (text, not charted): " + ", ".join(
+            f"rank {r} {v!r}" for r, v in sorted(by_rank.items())))
     if state.get("status") in ("failed", "lost"):
         rank = state.get("failed_rank")
         lines.append(("rank %s failed first: " % rank if rank is not None else "error: ")

@@ -64,6 +64,7 @@ class RunMonitor(anywidget.AnyWidget):
     state = t.Dict().tag(sync=True)
     progress = t.Dict().tag(sync=True)
     metrics = t.List().tag(sync=True)
+    texts = t.Dict().tag(sync=True)  # text metrics: name -> {rank: last value}
     charts = t.Dict().tag(sync=True)
     chart_options = t.Dict({"x": "step", "agg": "ranks", "selected": None}).tag(sync=True)
     log = t.Dict().tag(sync=True)
@@ -312,6 +313,7 @@ class RunMonitor(anywidget.AnyWidget):
             if "data" in dirty:
                 self.progress = feed.progress_payload()
                 self.metrics = feed.metrics_payload()
+                self.texts = feed.texts_payload()
             if charts:
                 self.charts = feed.chart_payload(dict(self.chart_options))
             if "notice" in dirty:

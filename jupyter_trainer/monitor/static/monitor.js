@@ -106,6 +106,7 @@ function buildMonitor(root, model) {
     <section class="jt-section">
       <div class="jt-section-head"><span class="jt-section-title">Metrics</span><span class="jt-muted jt-metrics-note"></span><span class="jt-spacer"></span><span class="jt-chart-controls"></span></div>
       <div class="jt-chips" data-testid="jt-metric-chips"></div>
+      <table class="jt-texts" data-testid="jt-text-metrics" hidden></table>
       <div class="jt-charts" data-testid="jt-charts"></div>
     </section>
     <section class="jt-section">
@@ -286,6 +287,7 @@ function buildMonitor(root, model) {
       setOption("selected", metrics.map((m) => m.name).filter((n) => next.has(n)));
       renderChips();
     }));
+    renderTexts();
     const note = $(".jt-metrics-note");
     const loading = model.get("loading") ? " · reading history…" : "";
     note.textContent = metrics.length ? `${selected.size} of ${metrics.length} shown${loading}` : `none logged yet — jt.log(step=…, loss=…)${loading}`;
@@ -293,6 +295,16 @@ function buildMonitor(root, model) {
     xCtl.set(opts.x || "step");
     aggCtl.set(opts.agg || "ranks");
     yCtl.set(store.logY ? "log" : "linear");
+  }
+
+  function renderTexts() {
+    // Text metrics (jt.log(phase="train")) are not charted: their last value on each rank.
+    const texts = model.get("texts") || {};
+    const table = $("[data-testid=jt-text-metrics]");
+    const names = Object.keys(texts);
+    table.hidden = !names.length;
+    const html = names.map((name) => `<tr data-metric="${escapeHtml(name)}"><th>${escapeHtml(name)} <span class="jt-muted">(text, not charted)</span></th>${Object.entries(texts[name]).map(([rank, value]) => `<td><span class="jt-muted">rank ${escapeHtml(rank)}</span> ${escapeHtml(value)}</td>`).join("")}</tr>`).join("");
+    if (table.innerHTML !== html) table.innerHTML = html;
   }
 
   function drawCharts() {
@@ -358,6 +370,7 @@ function buildMonitor(root, model) {
     "change:progress": () => schedule("progress"),
     "change:run_id": () => schedule("head"),
     "change:metrics": () => schedule("charts"),
+    "change:texts": () => schedule("charts"),
     "change:charts": () => schedule("charts"),
     "change:loading": () => schedule("charts"),
     "change:log_selection": () => logs.setRanks(store.ranks || [], model.get("log_selection")),
