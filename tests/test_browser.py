@@ -463,7 +463,11 @@ for step in range(60):
     banner = page.text("[data-testid=jt-banner]")
     assert "Rank 1 failed first: FloatingPointError: loss diverged to 4.10 at step 31" in banner
     assert 'raise FloatingPointError(f"loss diverged to' in banner
+    assert "Cell In [" in banner and "cell.py" not in banner  # the cell's own line numbers
     page.page.wait_for_selector(".jp-OutputArea-output:has-text('RunFailed')")
+    run = api.runs(home=home)[0]
+    outputs = page.text("[data-testid=jt-outputs]")  # an ended run lists its outputs/
+    assert outputs.startswith("Outputs") and str(run.outputs) in outputs and "(empty)" in outputs
     page.shot("09-failed")
     assert leftover(api.runs(home=home)[0].id) == []
 

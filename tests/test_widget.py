@@ -265,6 +265,26 @@ for step, phase in enumerate(["warmup", "train"]):
     assert leftover(run.id) == []
 
 
+def test_a_finished_widget_lists_the_outputs_and_the_cell_echoes_nothing(kernel, home):
+    reply = kernel.execute("""%%train --name widget-outputs
+from jupyter_trainer import runtime as jt
+(jt.outputs_dir / "model.pt").write_bytes(b"x" * 2048)
+(jt.outputs_dir / "plots").mkdir()
+(jt.outputs_dir / "plots" / "loss.png").write_bytes(b"png")
+""")
+    run = api.runs(home=home)[0]
+    wait_final(kernel, run.id)
+    outputs = kernel.value(f"{monitor_of(kernel, run.id)}.state")["outputs"]
+    assert outputs == {"folder": str(run.outputs),
+                       "files": [{"path": "model.pt", "bytes": 2048},
+                                 {"path": "plots/loss.png", "bytes": 3}]}
+    parent = reply["parent_header"]["msg_id"]
+    echoed = [m for m in kernel.messages if m["parent_header"].get("msg_id") == parent
+              and m["msg_type"] == "execute_result"]
+    assert echoed == [], echoed  # no <Run ... completed> under the widget
+    assert leftover(run.id) == []
+
+
 def test_cancel_from_the_widget_ends_a_background_run(kernel, home):
     kernel.execute(STEPS_CELL.format(name="cancel-me", steps=2000, metric="loss", offset=0, sleep=0.05))
     run = api.runs(home=home)[0]

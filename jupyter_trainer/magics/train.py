@@ -101,7 +101,9 @@ class TrainMagics(Magics):
         if widget is not None:
             widget.wait_final(timeout=10)
         run.raise_for_status()
-        return run
+        # The widget shows the run, its outputs included; a <Run ...> echoed under it would
+        # say nothing more (jt.get_run(id) or %train runs give the handle).
+        return None if widget is not None else run
 
     def _line(self, line: str) -> Any:
         words, rest = split_line(line)

@@ -129,7 +129,22 @@ class RunFeed:
         }
         if state.get("traceback"):
             out["traceback"] = traceback_tail(state["traceback"], 60)
+        if self.finished:
+            out["outputs"] = self.outputs_listing()
         return out
+
+    def outputs_listing(self, limit: int = 50) -> dict[str, Any]:
+        """The run's ``outputs/`` once it ended: its folder and the first ``limit`` files
+        (relative paths and sizes), for the view to list."""
+        root = self.run.outputs
+        files = []
+        if root.is_dir():
+            for path in sorted(p for p in root.rglob("*") if p.is_file()):
+                if len(files) == limit:
+                    break
+                files.append({"path": path.relative_to(root).as_posix(),
+                              "bytes": path.stat().st_size})
+        return {"folder": str(root), "files": files}
 
     def progress_payload(self) -> dict[str, Any]:
         prog = self.follower.overall_progress()

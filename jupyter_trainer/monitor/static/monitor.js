@@ -98,6 +98,7 @@ function buildMonitor(root, model) {
       <div class="jt-notice" hidden></div>
     </div>
     <div class="jt-banner" data-testid="jt-banner" hidden></div>
+    <div class="jt-outputs" data-testid="jt-outputs" hidden></div>
     <ol class="jt-stages" data-testid="jt-stages"></ol>
     <div class="jt-progress">
       <div class="jt-bar"><div class="jt-bar-fill" data-testid="jt-progress-fill"></div></div>
@@ -190,7 +191,28 @@ function buildMonitor(root, model) {
     notice.textContent = model.get("notice") || "";
     notice.hidden = !notice.textContent;
     renderBanner(state);
+    renderOutputs(state);
     tick();
+  }
+
+  function renderOutputs(state) {
+    // Once the run ended: what it left in outputs/ (model.pt, ...), and where.
+    const box = $("[data-testid=jt-outputs]");
+    const out = state.outputs;
+    box.hidden = !out;
+    if (!out) return;
+    const files = out.files || [];
+    const html = `<span class="jt-section-title">Outputs</span> <span class="jt-muted" title="${escapeHtml(out.folder)}">${escapeHtml(out.folder)}</span>` +
+      (files.length ? `<ul>${files.map((f) => `<li data-path="${escapeHtml(f.path)}"><code>${escapeHtml(f.path)}</code> <span class="jt-muted">${formatBytes(f.bytes)}</span></li>`).join("")}</ul>`
+        : ' <span class="jt-muted">(empty)</span>');
+    if (box.innerHTML !== html) box.innerHTML = html;
+  }
+
+  function formatBytes(n) {
+    const units = ["B", "KB", "MB", "GB", "TB"];
+    let i = 0;
+    while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+    return `${i ? n.toFixed(1) : n} ${units[i]}`;
   }
 
   function renderBanner(state) {
