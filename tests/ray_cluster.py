@@ -133,23 +133,45 @@ def start_cluster(worker: int = 0, cpus: int = 2) -> RayCluster:
     # node is started the way ray.cluster_utils starts one, by a small driver of Ray's Node.
     second = [sys.executable, "-c", SECOND_NODE, cluster.address, str(cpus), str(base + 60)]
     try:
-        _start(cluster, head, "head.log")
-        _wait_nodes(cluster, 1)
-        # A node gives up when the GCS has not registered it within 30 s (Ray's own limit),
-        # which a loaded machine can exceed: it is started again, twice at most.
-        for attempt in range(3):
-            _start(cluster, second, "node.log")
-            try:
-                _wait_nodes(cluster, 2)
-                break
-            except RuntimeError:
-                if attempt == 2 or cluster.procs[-1].poll() is None:
-                    raise
-                cluster.procs.pop()
+        # A node gives up when its own processes have not come up, or the GCS has not
+        # registered it, within Ray's own limits (30 s), which a loaded machine can exceed:
+        # what is left of it is ended and it is started again, twice at most.
+        for argv, log, count in ((head, "head.log", 1), (second, "node.log", 2)):
+            for attempt in range(3):
+                _start(cluster, argv, log)
+                try:
+                    _wait_nodes(cluster, count)
+                    break
+                except RuntimeError:
+                    if attempt == 2 or cluster.procs[-1].poll() is None:
+                        raise
+                    _end_group(cluster.procs.pop())
     except BaseException:
         cluster.stop()
         raise
     return cluster
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    """End what is left of a node that failed to start: its process group."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and _group_alive(proc.pid):
+        time.sleep(0.2)
+
+
+def _group_alive(pgid: int) -> bool:
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and os.getpgid(int(name)) == pgid:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _start(cluster: RayCluster, argv: list[str], log: str) -> None:
