@@ -89,7 +89,7 @@ def attach_and_measure(run: "jt.Run") -> dict:
     views = {}
     for x in ("step", "time"):
         for agg in ("ranks", "mean"):
-            payload = widget._feed.chart_payload({"x": x, "agg": agg, "selected": None})
+            payload = widget._feeder.feed.chart_payload({"x": x, "agg": agg, "selected": None})
             state, paths, buffers = _remove_buffers({"charts": payload})
             views[f"x={x}, {agg}"] = wire_size(state, buffers)
     state, _, buffers = _remove_buffers(widget.get_state())

@@ -217,9 +217,9 @@ class Page:
     def text(self, selector: str) -> str:
         return self.page.locator(selector).first.inner_text()
 
-    def canvas_ink(self) -> list[int]:
-        """Pixels drawn (non-transparent) on each chart canvas."""
-        return self.page.eval_on_selector_all("[data-testid=jt-chart]", """cs => cs.map(c => {
+    def canvas_ink(self, root: str = "") -> list[int]:
+        """Pixels drawn (non-transparent) on each chart canvas (under ``root``)."""
+        return self.page.eval_on_selector_all(f"{root} [data-testid=jt-chart]".strip(), """cs => cs.map(c => {
             const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
             let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; })""")
 
@@ -297,6 +297,106 @@ for step in range(total):
 """
 
 
+LIVE_PARAMS = {"lr": 0.1, "epochs": 50, "steps_per_epoch": 20}
+
+
+def check_live_view(page: Page, root: str, run, *, shots: str = "") -> None:
+    """What a person sees of a live run, asserted on the run view under ``root``: the
+    notebook widget and the Lab view run this same function, as they are one component."""
+    pw = page.page
+
+    def within(selector: str) -> str:
+        return ", ".join(f"{root} {part.strip()}" for part in selector.split(","))
+
+    def shot(name: str) -> None:
+        page.shot(f"{shots}{name}", root)
+
+    pw.wait_for_selector(within("[data-testid=jt-run-id]:not(:empty)"))
+    assert page.text(within("[data-testid=jt-run-id]")) == run.id
+    assert page.text(within("[data-testid=jt-name]")) == run.spec.name
+    params = " ".join(page.text(within("[data-testid=jt-params]")).split())
+    assert all(f"{k} {v}" in params for k, v in LIVE_PARAMS.items()), params
+    assert "target local" in page.text(within("[data-testid=jt-meta]"))
+    pw.wait_for_selector(within("[data-testid=jt-status]:text-is('running')"))
+    assert page.attr(within("[data-testid=jt-stages] [data-stage=running]"), "class").endswith("jt-stage-active")
+    shot("01-running")
+
+    # the progress bar advances, with rate and ETA
+    fraction = lambda: float(page.attr(within("[data-testid=jt-progress-fill]"), "data-fraction") or 0)  # noqa: E731
+    first = wait_for(fraction, 60, what="progress")
+    wait_for(lambda: fraction() > first + 0.02, 60, what="the progress bar to advance")
+    assert re.search(r"\d+ / 1,?000 \(\d+%\) .* steps/s .* ETA", page.text(within("[data-testid=jt-progress-text]")))
+    shot("02-progress")
+
+    # charts with their chips, legends and stats are drawn and grow
+    pw.wait_for_selector(within("[data-testid=jt-chart][data-points]"))
+    titles = lambda: pw.locator(within(".jt-chart-title")).all_inner_texts()  # noqa: E731
+    assert titles() == ["loss", "accuracy", "lr"]
+    assert [c.get_attribute("data-metric") for c in pw.locator(within(".jt-metric-chip")).all()] == \
+        ["loss", "accuracy", "lr"]
+    assert re.match(r"last \S+ · min \S+ · max \S+", page.text(within(".jt-chart-stats")))
+    # a text metric is not charted: its last value per rank is listed
+    pw.wait_for_selector(within("[data-testid=jt-text-metrics] tr[data-metric=phase]"))
+    texts = page.text(within("[data-testid=jt-text-metrics]"))
+    assert re.search(r"phase \(text, not charted\)\s*rank 0 train\s*rank 1 train", texts), texts
+    count = lambda: int(page.attr(within("[data-testid=jt-chart]"), "data-count") or 0)  # noqa: E731
+    before = count()
+    ink = page.canvas_ink(root)
+    assert len(ink) == 3 and all(n > 500 for n in ink), f"a chart canvas is blank: {ink}"
+    wait_for(lambda: count() > before + 20, 60, what="the chart to grow")
+    shot("03-charts-growing")
+
+    # charts against wall time, of the mean across ranks; metrics can be hidden and shown
+    pw.click(within("[data-testid=jt-opt-x] button[data-value=time]"))
+    pw.click(within("[data-testid=jt-opt-agg] button[data-value=mean]"))
+    pw.wait_for_function("""root => {
+        const cs = [...document.querySelectorAll(root + ' [data-testid=jt-chart]')];
+        return cs.length === 3 && cs.every(c => c.dataset.x === 'time' && c.dataset.series === '1'); }""",
+                         arg=root)
+    assert pw.locator(within(".jt-legend-item:has-text('mean of 2 ranks')")).count() == 3
+    pw.click(within(".jt-metric-chip[data-metric=lr]"))
+    wait_for(lambda: titles() == ["loss", "accuracy"], 20, what="lr's chart to be hidden")
+    shot("03b-wall-time-mean")
+    pw.click(within(".jt-metric-chip[data-metric=lr]"))
+    wait_for(lambda: len(titles()) == 3, 60, what="lr's chart back")
+    # two quick clicks, before the feeder has answered the first, leave the chart as it was
+    pw.click(within(".jt-metric-chip[data-metric=lr]"))
+    pw.click(within(".jt-metric-chip[data-metric=lr]"))
+    for _ in range(2):  # two chart updates from the feeder after both clicks
+        seen = count()
+        wait_for(lambda: count() > seen, 60, what="the charts to be updated")
+    assert titles() == ["loss", "accuracy", "lr"]
+    assert "jt-on" in (page.attr(within(".jt-metric-chip[data-metric=lr]"), "class") or "")
+
+    # log lines appear, in colour, and can be searched and picked by rank
+    lines = lambda: pw.locator(within("[data-testid=jt-log-line]"))  # noqa: E731
+    wait_for(lambda: lines().count() > 10, 60, what="log lines")
+    assert pw.locator(within("[data-testid=jt-log-line] .jt-fg-2")).count() > 0  # green INFO
+    pw.fill(within("[data-testid=jt-log-search]"), "warn")
+    wait_for(lambda: "of" in page.text(within("[data-testid=jt-log-count]")), 60, what="search results")
+    shown = lines().all_inner_texts()
+    assert shown and all("WARN" in line for line in shown)
+    assert pw.locator(within("[data-testid=jt-log-line] mark.jt-match")).count() == len(shown)
+    pw.select_option(within("[data-testid=jt-log-rank]"), "1")
+    wait_for(lambda: all(line.startswith("WARN rank 1") for line in lines().all_inner_texts() or ["x"]),
+             20, what="rank 1's lines only")
+    shot("04-logs-search")
+    pw.fill(within("[data-testid=jt-log-search]"), "")
+    pw.select_option(within("[data-testid=jt-log-rank]"), "all")
+
+    # Cancel ends the run, with no process left; the finished view keeps no Cancel
+    assert not run.done
+    pw.click(within("[data-testid=jt-cancel]"))
+    wait_for(lambda: run.status == "canceled", 20, what="the run to be canceled")
+    wait_for(lambda: leftover(run.id) == [], 10, what="every process of the run to end")
+    pw.wait_for_selector(within("[data-testid=jt-status]:text-is('canceled')"))
+    assert "Canceled" in page.text(within("[data-testid=jt-banner]"))
+    assert pw.locator(within("[data-testid=jt-cancel]")).is_hidden()
+    pw.wait_for_selector(within("[data-testid=jt-stages] .jt-stage-end:has-text('canceled')"))
+    pw.wait_for_selector(within("[data-testid=jt-outputs]"))
+    shot("05-canceled")
+
+
 def test_live_monitor_progress_charts_logs_and_cancel(browser, home):
     lab, page = browser
     lab.write_notebook("live.ipynb", ["%load_ext jupyter_trainer",
@@ -317,77 +417,9 @@ def test_live_monitor_progress_charts_logs_and_cancel(browser, home):
         before_progress
     page.page.wait_for_selector("[data-testid=jt-monitor] [data-testid=jt-run-id]:not(:empty)")
     run = api.get_run(page.text("[data-testid=jt-run-id]"))
-    assert run.spec.params == {"lr": 0.1, "epochs": 50, "steps_per_epoch": 20}
-    page.page.wait_for_function("document.querySelector('[data-testid=jt-status]').textContent === 'running'")
-    page.shot("01-running")
-
-    # the progress bar advances
-    fraction = lambda: float(page.attr("[data-testid=jt-progress-fill]", "data-fraction") or 0)  # noqa: E731
-    first = wait_for(fraction, 60, what="progress")
-    wait_for(lambda: fraction() > first + 0.02, 60, what="the progress bar to advance")
-    assert re.search(r"\d+ / 1,?000 \(\d+%\) .* steps/s .* ETA", page.text("[data-testid=jt-progress-text]"))
-    page.shot("02-progress")
-
-    # a chart is drawn and grows
-    page.page.wait_for_selector("[data-testid=jt-chart][data-points]")
-    titles = page.page.locator(".jt-chart-title").all_inner_texts()
-    assert titles == ["loss", "accuracy", "lr"]
-    # a text metric is not charted: its last value per rank is listed
-    page.page.wait_for_selector("[data-testid=jt-text-metrics] tr[data-metric=phase]")
-    assert re.search(r"phase \(text, not charted\)\s*rank 0 train\s*rank 1 train",
-                     page.text("[data-testid=jt-text-metrics]")), page.text("[data-testid=jt-text-metrics]")
-    count = lambda: int(page.attr("[data-testid=jt-chart]", "data-count") or 0)  # noqa: E731
-    before, ink = count(), page.canvas_ink()
-    assert all(n > 500 for n in ink), f"a chart canvas is blank: {ink}"
-    wait_for(lambda: count() > before + 20, 60, what="the chart to grow")
-    page.shot("03-charts-growing")
-
-    # charts against wall time, of the mean across ranks; metrics can be hidden and shown
-    page.page.click("[data-testid=jt-opt-x] button[data-value=time]")
-    page.page.click("[data-testid=jt-opt-agg] button[data-value=mean]")
-    page.page.wait_for_function("""() => {
-        const cs = [...document.querySelectorAll('[data-testid=jt-chart]')];
-        return cs.length === 3 && cs.every(c => c.dataset.x === 'time' && c.dataset.series === '1'); }""")
-    assert page.page.locator(".jt-legend-item:has-text('mean of 2 ranks')").count() == 3
-    page.page.click(".jt-metric-chip[data-metric=lr]")
-    wait_for(lambda: page.page.locator(".jt-chart-title").all_inner_texts() == ["loss", "accuracy"],
-             20, what="lr's chart to be hidden")
-    page.shot("03b-wall-time-mean")
-    page.page.click(".jt-metric-chip[data-metric=lr]")
-    wait_for(lambda: page.page.locator(".jt-chart-title").count() == 3, 60, what="lr's chart back")
-    # two quick clicks, before the kernel has answered the first, leave the chart as it was
-    page.page.click(".jt-metric-chip[data-metric=lr]")
-    page.page.click(".jt-metric-chip[data-metric=lr]")
-    for _ in range(2):  # two chart updates from the kernel after both clicks
-        seen = count()
-        wait_for(lambda: count() > seen, 60, what="the charts to be updated")
-    assert page.page.locator(".jt-chart-title").all_inner_texts() == ["loss", "accuracy", "lr"]
-    assert "jt-on" in (page.attr(".jt-metric-chip[data-metric=lr]", "class") or "")
-
-    # log lines appear, in colour, and can be searched
-    wait_for(lambda: page.page.locator("[data-testid=jt-log-line]").count() > 10, 60, what="log lines")
-    assert page.page.locator("[data-testid=jt-log-line] .jt-fg-2").count() > 0  # green INFO
-    page.page.fill("[data-testid=jt-log-search]", "warn")
-    wait_for(lambda: "of" in page.text("[data-testid=jt-log-count]"), 60, what="search results")
-    shown = page.page.locator("[data-testid=jt-log-line]").all_inner_texts()
-    assert shown and all("WARN" in line for line in shown)
-    assert page.page.locator("[data-testid=jt-log-line] mark.jt-match").count() == len(shown)
-    page.page.select_option("[data-testid=jt-log-rank]", "1")
-    wait_for(lambda: all(line.startswith("WARN rank 1") for line in
-                         page.page.locator("[data-testid=jt-log-line]").all_inner_texts() or ["x"]),
-             20, what="rank 1's lines only")
-    page.shot("04-logs-search")
-    page.page.fill("[data-testid=jt-log-search]", "")
-
-    # Cancel ends the run while the cell waits, with no process left
-    assert not run.done
-    page.page.click("[data-testid=jt-cancel]")
-    wait_for(lambda: run.status == "canceled", 20, what="the run to be canceled")
-    wait_for(lambda: leftover(run.id) == [], 10, what="every process of the run to end")
-    page.page.wait_for_function("document.querySelector('[data-testid=jt-status]').textContent === 'canceled'")
+    assert run.spec.params == LIVE_PARAMS
+    check_live_view(page, "[data-testid=jt-monitor]", run)
     page.page.wait_for_selector(".jp-OutputArea-output:has-text('RunCanceled')")
-    assert "Canceled" in page.text("[data-testid=jt-banner]")
-    page.shot("05-canceled")
     assert run.state["reason"] == "canceled by user"
 
 
@@ -546,15 +578,37 @@ def test_notebook7_shows_the_same_live_monitor(notebook7, home):
     page.page.wait_for_selector("[data-testid=jt-monitor] [data-testid=jt-run-id]:not(:empty)")
     run = api.get_run(page.text("[data-testid=jt-run-id]"))
     assert run.spec.name == "notebook7"
-    fraction = lambda: float(page.attr("[data-testid=jt-progress-fill]", "data-fraction") or 0)  # noqa: E731
-    first = wait_for(fraction, 60, what="progress")
-    wait_for(lambda: fraction() > first + 0.02, 60, what="the progress bar to advance")
-    page.page.wait_for_selector("[data-testid=jt-chart][data-points]")
-    assert all(n > 500 for n in page.canvas_ink())
-    wait_for(lambda: page.page.locator("[data-testid=jt-log-line]").count() > 10, 60, what="log lines")
-    page.shot("12-notebook7")
+    check_live_view(page, "[data-testid=jt-monitor]", run, shots="12-notebook7-")
 
-    page.page.click("[data-testid=jt-cancel]")
-    wait_for(lambda: run.status == "canceled", 20, what="the run to be canceled")
-    wait_for(lambda: leftover(run.id) == [], 10, what="every process of the run to end")
-    page.page.wait_for_function("document.querySelector('[data-testid=jt-status]').textContent === 'canceled'")
+
+def test_after_a_kernel_restart_the_old_widget_says_its_kernel_is_gone(browser, home):
+    lab, page = browser
+    lab.write_notebook("restart.ipynb", ["%load_ext jupyter_trainer", """%%train --no-wait --name outlives
+import time
+from jupyter_trainer import runtime as jt
+for step in range(3000):
+    jt.progress(step + 1, 3000)
+    time.sleep(0.05)
+"""])
+    page.open("restart.ipynb")
+    page.run_all()
+    pw = page.page
+    pw.wait_for_selector("[data-testid=jt-status]:text-is('running')")
+    run = api.get_run(page.text("[data-testid=jt-run-id]"))
+    pw.click(".lm-MenuBar-item:has-text('Kernel')")
+    pw.click(".lm-Menu-item[data-command='kernelmenu:restart']")
+    pw.wait_for_selector(".jp-Dialog")
+    page.answer_dialogs()
+    # the run goes on without the kernel; its old widget no longer pretends to follow it
+    pw.wait_for_selector("[data-testid=jt-status]:text-is('running?')", timeout=30_000)
+    assert "kernel that showed this run is gone" in page.text("[data-testid=jt-notice]")
+    assert pw.is_disabled("[data-testid=jt-cancel]")
+    assert "ETA" not in page.text("[data-testid=jt-progress-text]")
+    frozen = page.text("[data-testid=jt-elapsed]")
+    pw.wait_for_timeout(2500)
+    assert page.text("[data-testid=jt-elapsed]") == frozen
+    assert not page.errors, page.errors  # no "Cannot send" in the page
+    page.shot("13-kernel-restarted")
+    assert run.status == "running"
+    run.cancel()
+    assert leftover(run.id) == []

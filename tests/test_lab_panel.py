@@ -1,6 +1,11 @@
-"""The Training Runs side panel in a real JupyterLab, in headless Chromium: a run started
-from the CLI appears, its progress advances, its view follows it over the event stream and
-draws a chart, and Cancel ends it."""
+"""The Training Runs side panel and the run view in a real JupyterLab, in headless Chromium.
+
+A run started from the CLI appears in the panel with its badge, id, start time and
+progress; its main-area view is the notebook widget's run view (``check_live_view``, the
+same assertions as the widget's test), fed by the server's view socket; "Attach in
+notebook" inserts and runs ``%train attach`` in the notebook used last; a view whose
+connection is gone says so and stops its clock.
+"""
 
 from __future__ import annotations
 
@@ -8,22 +13,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 from jupyter_trainer import api
 
 from conftest import REPO, leftover, wait_for
-from test_browser import TIMEOUT_MS, browser  # noqa: F401  (the fixture)
+from test_browser import LIVE_CELL, LIVE_PARAMS, TIMEOUT_MS, browser, check_live_view  # noqa: F401
 
-SCRIPT = """
-import time
-from jupyter_trainer import runtime as jt
-for step in range(400):
-    print(f"step {step} of 400", flush=True)
-    jt.log(step=step, loss=1.0 / (1 + step))
-    jt.progress(step + 1, 400)
-    time.sleep(0.1)
-"""
+LIVE_SCRIPT = LIVE_CELL.split("\n", 1)[1]
 
 
 def fraction(page, run_id: str) -> float:
@@ -32,133 +28,121 @@ def fraction(page, run_id: str) -> float:
     return float(value or 0)
 
 
-def open_panel(page, lab) -> None:
-    """JupyterLab with the Training Runs panel shown."""
+def open_panel(page, lab, url: str = "") -> None:
+    """JupyterLab (at ``url``, default the launcher) with the Training Runs panel shown."""
     pw = page.page
-    pw.goto(f"{lab.url}/lab?token={lab.token}&reset")
+    pw.goto(url or f"{lab.url}/lab?token={lab.token}&reset")
     pw.wait_for_selector("#jupyter-trainer-runs, [data-id='jupyter-trainer-runs']", state="attached",
                          timeout=TIMEOUT_MS)
     page.dismiss_popups()
     pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
 
 
-def open_run_view(page, lab, run_id: str) -> str:
-    """The run's view opened from the panel; returns its selector."""
-    open_panel(page, lab)
-    page.page.click(f"[data-testid=jt-runs-row][data-run='{run_id}']")
-    return f"#jt-run-{run_id}"
+def submit_cli(tmp_path, name: str, *extra: str) -> str:
+    script = tmp_path / f"{name}.py"
+    script.write_text("lr, epochs, steps_per_epoch = 0.1, 50, 20\n" + LIVE_SCRIPT)
+    params = [a for k, v in LIVE_PARAMS.items() for a in ("--param", f"{k}={v}")]
+    out = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
+                          "--procs", "2", "--name", name, *params, *extra],
+                         capture_output=True, text=True, check=True).stdout
+    return out.split()[0]
 
 
-def test_panel_lists_a_cli_run_live_and_cancels_it(browser, home, tmp_path):  # noqa: F811
+def background(pw, selector: str) -> str:
+    return pw.eval_on_selector(selector, "el => getComputedStyle(el).backgroundColor")
+
+
+def test_panel_and_run_view_are_the_widgets_view(browser, home, tmp_path):  # noqa: F811
     lab, page = browser
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT)
-    run_id = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
-                             "--procs", "2", "--name", "from-cli"],
-                            capture_output=True, text=True, check=True).stdout.strip()
-    run = api.get_run(run_id)
+    run_id = submit_cli(tmp_path, "from-cli")
+    twin_id = submit_cli(tmp_path, "from-cli")  # the same name: told apart by id and time
+    run, twin = api.get_run(run_id), api.get_run(twin_id)
     wait_for(lambda: run.store.read_events(run_id, 0)[0], timeout=60, what="the first event")
+    twin.cancel()
 
     pw = page.page
     open_panel(page, lab)
     row = f"[data-testid=jt-runs-row][data-run='{run_id}']"
+    twin_row = f"[data-testid=jt-runs-row][data-run='{twin_id}']"
     pw.wait_for_selector(row)
+    pw.wait_for_selector(f"{twin_row} [data-testid=jt-runs-status-badge]:text-is('canceled')")
     assert "from-cli" in pw.inner_text(row) and "local" in pw.inner_text(row)
+    ids = {pw.inner_text(f"{r} [data-testid=jt-runs-id]") for r in (row, twin_row)}
+    assert len(ids) == 2 and all(run_id.endswith(i) or twin_id.endswith(i) for i in ids), ids
+    assert "started " in pw.inner_text(f"{row} [data-testid=jt-runs-when]")
+    # badges are styled by status, and so are the progress bars
+    running_badge = background(pw, f"{row} [data-testid=jt-runs-status-badge]")
+    canceled_badge = background(pw, f"{twin_row} [data-testid=jt-runs-status-badge]")
+    assert running_badge not in ("rgba(0, 0, 0, 0)", canceled_badge), (running_badge, canceled_badge)
     first = wait_for(lambda: fraction(pw, run_id), timeout=30, what="progress in the panel")
-    page.shot("panel-live", "#jupyter-trainer-runs")
     wait_for(lambda: fraction(pw, run_id) > first, timeout=30, what="progress to advance")
-    assert pw.inner_text(f"{row} [data-testid=jt-runs-status-badge]") == "running"
+    running_bar = background(pw, f"{row} [data-testid=jt-runs-progress] > div")
+    page.shot("panel-live", "#jupyter-trainer-runs")
 
+    sockets = []
+    pw.on("websocket", lambda ws: sockets.append(ws) if "/view" in ws.url else None)
     pw.click(row)
-    view = f"#jt-run-{run_id}"
-    pw.wait_for_selector(f"{view}[data-feed=stream]")  # followed over the event stream
-    pw.wait_for_selector(f"{view} [data-testid=jt-chart]")
-    ink = wait_for(lambda: pw.eval_on_selector(f"{view} [data-testid=jt-chart]", """c => {
-        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-        let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }"""),
-        timeout=30, what="a drawn chart")
-    assert ink > 500
-    wait_for(lambda: "step" in pw.inner_text(f"{view} [data-testid=jt-log-body]"), timeout=30,
-             what="log lines in the run view")
+    view = f"#jt-run-{run_id} [data-testid=jt-monitor]"
+    check_live_view(page, view, run, shots="lab-view-")
+    assert leftover(run_id) == []
+    pw.wait_for_selector(f"{row} [data-testid=jt-runs-status-badge]:text-is('canceled')")
+    canceled_bar = background(pw, f"{row} [data-testid=jt-runs-progress] > div")
+    assert canceled_bar != running_bar, "a canceled run's bar keeps the running colour"
+    page.shot("panel-canceled", "#jupyter-trainer-runs")
     shot = page.shots / "lab-run-view.png"
     pw.screenshot(path=str(shot))
 
-    # closing the view ends its stream; opening it again follows the run anew
-    aborted: list[str] = []
-    pw.on("requestfailed", lambda request: aborted.append(request.url))
+    # closing the view closes its socket
     pw.click(f".lm-TabBar-tab[data-id='jt-run-area-{run_id}'] .lm-TabBar-tabCloseIcon")
-    pw.wait_for_selector(view, state="detached")
-    wait_for(lambda: any(f"/runs/{run_id}/stream" in url for url in aborted), timeout=10,
-             what="the closed view's stream to be aborted")
-    pw.click(row)
-    pw.wait_for_selector(f"{view}[data-feed=stream] [data-testid=jt-chart]")
-    pw.click(f"{view} [data-testid=jt-cancel]")
-    run.wait(timeout=30, raise_on_failure=False)
-    assert run.status == "canceled" and leftover(run_id) == []
-    pw.wait_for_selector(f"{row} [data-testid=jt-runs-status-badge]:has-text('canceled')")
-    pw.wait_for_selector(f"{view}[data-feed=ended] [data-testid=jt-status]:has-text('canceled')")
-    page.shot("panel-canceled", "#jupyter-trainer-runs")
+    pw.wait_for_selector(f"#jt-run-{run_id}", state="detached")
+    wait_for(lambda: sockets and all(ws.is_closed() for ws in sockets), timeout=10,
+             what="the closed view's socket to be closed")
     if os.environ.get("JT_UPDATE_SCREENSHOTS"):  # refresh the README's picture on purpose only
         shutil.copy(shot, REPO / "docs" / "screenshots" / "lab-run-view.png")
 
 
-def test_run_view_polls_when_the_stream_is_refused(browser, home, tmp_path):  # noqa: F811
+def test_attach_in_notebook_inserts_and_runs_the_cell(browser, home, tmp_path):  # noqa: F811
     lab, page = browser
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT.replace("400", "60"))
-    run_id = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
-                             "--procs", "2", "--name", "no-stream"],
-                            capture_output=True, text=True, check=True).stdout.strip()
-    run = api.get_run(run_id)
-
+    run = api.submit("print('attached here', flush=True)", launcher="python", name="to-attach",
+                     wait=True)
+    lab.write_notebook("attach.ipynb", ["%load_ext jupyter_trainer"])
+    open_panel(page, lab, lab.notebook_url("attach.ipynb"))
     pw = page.page
-    refused: list[str] = []
-    pw.route("**/jupyter-trainer/api/runs/*/stream*",
-             lambda route: (refused.append(route.request.url), route.abort()))
-    view = open_run_view(page, lab, run_id)
-    pw.wait_for_selector(f"{view}[data-feed=poll]")
-    assert refused
-    pw.wait_for_selector(f"{view} [data-testid=jt-chart]")
-    run.wait(timeout=60)
-    pw.wait_for_selector(f"{view}[data-feed=ended] [data-testid=jt-status]:has-text('completed')")
-    assert pw.get_attribute(f"{view} [data-testid=jt-progress]", "data-fraction") == "1.0000"
-    wait_for(lambda: "step 59 of 60" in pw.inner_text(f"{view} [data-testid=jt-log-body]"), timeout=10,
-             what="the last log line")
+    pw.wait_for_selector(lab.idle_kernel)
+    pw.click(".jp-Notebook .jp-Cell >> nth=0")  # a cell focused, then the side panel clicked
+    pw.click(f"[data-testid=jt-runs-row][data-run='{run.id}'] [data-testid=jt-runs-attach]")
+    cell = pw.locator(".jp-Notebook .jp-Cell >> nth=1")
+    cell.wait_for()
+    assert f'get_run("{run.id}").monitor()' in cell.locator(".jp-InputArea-editor").inner_text()
+    pw.wait_for_selector(f".jp-Cell >> nth=1 >> [data-testid=jt-run-id]:text-is('{run.id}')")
+    pw.wait_for_selector(".jp-Cell >> nth=1 >> [data-testid=jt-status]:text-is('completed')")
+    wait_for(lambda: "attached here" in pw.inner_text(".jp-Cell >> nth=1 >> [data-testid=jt-log-body]"),
+             timeout=20, what="the attached run's log")
+    assert not pw.locator(".jp-Dialog").count()
+
+
+def test_a_view_whose_connection_is_gone_says_so(browser, home, tmp_path):  # noqa: F811
+    lab, page = browser
+    run_id = submit_cli(tmp_path, "cut-off")
+    run = api.get_run(run_id)
+    pw = page.page
+    sockets = []
+
+    def cut_later(ws) -> None:
+        server = ws.connect_to_server()
+        sockets.append((ws, server))
+
+    pw.route_web_socket("**/jupyter-trainer/api/runs/*/view*", cut_later)
+    open_panel(page, lab)
+    pw.click(f"[data-testid=jt-runs-row][data-run='{run_id}']")
+    view = f"#jt-run-{run_id} [data-testid=jt-monitor]"
+    pw.wait_for_selector(f"{view} [data-testid=jt-status]:text-is('running')")
+    sockets[0][0].close()
+    pw.wait_for_selector(f"{view} [data-testid=jt-status]:text-is('running?')")
+    assert "connection to the Jupyter server closed" in pw.inner_text(f"{view} [data-testid=jt-notice]")
+    assert pw.is_disabled(f"{view} [data-testid=jt-cancel]")
+    frozen = pw.inner_text(f"{view} [data-testid=jt-elapsed]")
+    pw.wait_for_timeout(2500)
+    assert pw.inner_text(f"{view} [data-testid=jt-elapsed]") == frozen
+    run.cancel()
     assert leftover(run_id) == []
-
-
-def test_run_view_resumes_a_broken_stream_from_its_offsets(browser, home, tmp_path):  # noqa: F811
-    """The first stream breaks off halfway (its first half, as the server sent it); the view
-    opens it again from the offsets it reached and ends with every line once."""
-    lab, page = browser
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT.replace("400", "30").replace("time.sleep(0.1)", "pass"))
-    run_id = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
-                             "--procs", "2", "--name", "resume", "--wait"],
-                            capture_output=True, text=True, check=True).stdout.strip().split()[0]
-    run = api.get_run(run_id)
-    assert run.status == "completed"
-
-    pw = page.page
-    streams: list[str] = []
-
-    def break_the_first(route) -> None:
-        streams.append(route.request.url)
-        if len(streams) > 1:
-            route.continue_()
-            return
-        blocks = route.fetch().text().split("\n\n")
-        data = [b for b in blocks if b.startswith(("event: events", "event: log"))]
-        assert len(data) >= 4, blocks
-        kept = blocks[:blocks.index(data[len(data) // 2])]
-        route.fulfill(status=200, headers={"Content-Type": "text/event-stream"},
-                      body="\n\n".join(kept) + "\n\n")
-
-    pw.route("**/jupyter-trainer/api/runs/*/stream*", break_the_first)
-    view = open_run_view(page, lab, run_id)
-    pw.wait_for_selector(f"{view}[data-feed=ended] [data-testid=jt-status]:has-text('completed')")
-    assert len(streams) == 2 and "events=" not in streams[0], streams
-    assert "events=" in streams[1], streams
-    text = pw.inner_text(f"{view} [data-testid=jt-log-body]")
-    for step in range(30):
-        assert text.count(f"step {step} of 30\n") + text.endswith(f"step {step} of 30") == 2, step

@@ -169,7 +169,7 @@ def test_no_wait_returns_at_once_and_the_widget_keeps_updating(kernel, home):
     final = [m for m in kernel.messages if m["msg_type"] == "update_display_data"]
     assert final and f"run {run.id} completed" in final[-1]["content"]["data"]["text/plain"]
     assert "completed" in kernel.value(f"repr({monitor_of(kernel, run.id)})")
-    assert not kernel.value(f"{monitor_of(kernel, run.id)}._thread.is_alive()")
+    assert not kernel.value(f"{monitor_of(kernel, run.id)}._feeder._thread.is_alive()")
     assert leftover(run.id) == []
 
 

@@ -203,12 +203,17 @@ class CancelHandler(BaseHandler):
         await self._execute_guarded(self._post(run_id))
 
     async def _post(self, run_id: str) -> None:
-        store = self.store
-        status = store.read_state(run_id)["status"]
-        if status in TERMINAL:
-            raise RunStateError(f"run {run_id} already ended ({status}); nothing to cancel")
-        store.request_cancel(run_id, reason="canceled from JupyterLab")
+        status = request_cancel(self.store, run_id)
         self.write_json({"id": run_id, "status": status, "cancel_requested": True}, 202)
+
+
+def request_cancel(store: Store, run_id: str) -> str:
+    """Ask the run's supervisor to cancel it; its status now. A run that ended refuses."""
+    status = store.read_state(run_id)["status"]
+    if status in TERMINAL:
+        raise RunStateError(f"run {run_id} already ended ({status}); nothing to cancel")
+    store.request_cancel(run_id, reason="canceled from JupyterLab")
+    return status
 
 
 class StreamHandler(BaseHandler):
@@ -283,7 +288,7 @@ class NotFoundHandler(BaseHandler):
     """Any other path under the API: a JSON 404 that lists the routes."""
 
     ROUTES = ("version", "runs", "runs/RUN", "runs/RUN/events", "runs/RUN/logs",
-              "runs/RUN/stream", "runs/RUN/cancel")
+              "runs/RUN/stream", "runs/RUN/cancel", "runs/RUN/view (WebSocket)")
 
     @tornado.web.authenticated
     async def get(self, *_args: str) -> None:
@@ -300,6 +305,8 @@ class NotFoundHandler(BaseHandler):
 
 
 def setup_handlers(web_app: Any) -> None:
+    from .view import ViewSocket
+
     base = url_path_join(web_app.settings["base_url"], API_PREFIX)
     web_app.add_handlers(".*$", [
         (url_path_join(base, "version"), VersionHandler),
@@ -309,5 +316,6 @@ def setup_handlers(web_app: Any) -> None:
         (url_path_join(base, "runs", _RUN, "logs"), RankReadHandler, {"field": "text"}),
         (url_path_join(base, "runs", _RUN, "stream"), StreamHandler),
         (url_path_join(base, "runs", _RUN, "cancel"), CancelHandler),
+        (url_path_join(base, "runs", _RUN, "view"), ViewSocket),
         (url_path_join(base, "(.*)"), NotFoundHandler),
     ])

@@ -3,9 +3,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { IFeedClient } from './feed';
-import { IEvent, IRunDetail, IRunPage, IStreamFrom, isValidRunId, runsQuery, streamQuery } from './model';
-import { IServerEvent, readEventStream } from './sse';
+import { IRunDetail, IRunPage, isValidRunId, runsQuery } from './model';
 
 const PREFIX = 'jupyter-trainer/api';
 
@@ -15,7 +13,7 @@ export class ApiError extends Error {
   }
 }
 
-export class TrainerClient implements IFeedClient {
+export class TrainerClient {
   readonly settings = ServerConnection.makeSettings();
 
   private async request<T>(path: string, init: RequestInit = {}): Promise<T> {
@@ -52,30 +50,13 @@ export class TrainerClient implements IFeedClient {
     return this.request<IRunDetail>(this.runPath(id));
   }
 
-  events(id: string, rank: number, offset: number): Promise<{ events: IEvent[]; offset: number }> {
-    return this.request(`${this.runPath(id, 'events')}?rank=${rank}&offset=${offset}`);
-  }
-
-  logs(id: string, rank: number, offset: number): Promise<{ text: string; offset: number }> {
-    return this.request(`${this.runPath(id, 'logs')}?rank=${rank}&offset=${offset}`);
-  }
-
-  /**
-   * The run's server-sent events (``state``, ``events``, ``log``, then ``end``) from the
-   * given offsets, read through ServerConnection so the request carries the same
-   * credentials as the others.
-   */
-  async stream(
-    id: string, onEvent: (event: IServerEvent) => void, signal: AbortSignal, from: IStreamFrom
-  ): Promise<void> {
-    const url = URLExt.join(this.settings.baseUrl, PREFIX, this.runPath(id, 'stream')) + streamQuery(from);
-    const response = await ServerConnection.makeRequest(
-      url, { headers: { Accept: 'text/event-stream' }, cache: 'no-store', signal }, this.settings);
-    if (!response.ok || !response.body) {
-      const text = await response.text();
-      throw new ApiError((text && JSON.parse(text).error) || response.statusText, response.status);
+  /** The run view's feed (``runs/ID/view``), authenticated as JupyterLab's own sockets are. */
+  viewSocket(id: string): WebSocket {
+    let url = URLExt.join(this.settings.wsUrl, PREFIX, this.runPath(id, 'view'));
+    if (this.settings.appendToken && this.settings.token) {
+      url += `?token=${encodeURIComponent(this.settings.token)}`;
     }
-    await readEventStream(response.body, onEvent);
+    return new this.settings.WebSocket(url);
   }
 
   cancel(id: string): Promise<{ status: string }> {

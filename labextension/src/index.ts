@@ -5,7 +5,7 @@
 
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, MainAreaWidget, showErrorMessage, WidgetTracker } from '@jupyterlab/apputils';
-import { INotebookTracker } from '@jupyterlab/notebook';
+import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
 import { LabIcon } from '@jupyterlab/ui-components';
 
 import { TrainerClient } from './api';
@@ -62,15 +62,20 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: 'Attach Training Run in Notebook',
       execute: async args => {
         const id = String(args.id || '');
-        const current = app.shell.currentWidget as any;
-        if (!isValidRunId(id) || !current || !current.content || !current.content.model ||
-            current.content.model.type !== 'notebook') {
-          await showErrorMessage('Attach in notebook', 'Open a notebook first: the cell goes into the active notebook.');
+        // The notebook last focused (clicking in the side panel takes the focus from it).
+        const notebook = notebooks ? notebooks.currentWidget : null;
+        if (!isValidRunId(id) || !notebook) {
+          await showErrorMessage('Attach in notebook', 'Open a notebook first: the cell goes into the notebook you used last.');
           return;
         }
-        await app.commands.execute('notebook:insert-cell-below');
-        const cell = current.content.activeCell;
-        cell.model.sharedModel.setSource(`%train attach ${id}`);
+        app.shell.activateById(notebook.id);
+        NotebookActions.insertBelow(notebook.content);
+        const cell = notebook.content.activeCell;
+        if (cell) {
+          // Plain Python, so it works whether or not the notebook loaded the %train magics.
+          cell.model.sharedModel.setSource(`import jupyter_trainer\njupyter_trainer.get_run(${JSON.stringify(id)}).monitor()`);
+          await NotebookActions.run(notebook.content, notebook.sessionContext);
+        }
       }
     });
 

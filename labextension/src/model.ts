@@ -1,6 +1,6 @@
 /**
- * The data layer of the Training Runs panel: what the REST API returns, and the pure
- * functions that turn it into what the panel shows. No DOM and no JupyterLab imports, so
+ * The data layer of the Training Runs panel list: what the REST API returns, and the pure
+ * functions that turn it into what the list shows. No DOM and no JupyterLab imports, so
  * it is unit-tested with node's test runner.
  */
 
@@ -28,16 +28,11 @@ export interface IRunPage {
   more: boolean;
 }
 
-export interface IStage {
-  start: number;
-  end?: number;
-}
-
 export interface IRunState {
   status: string;
   created: number;
   ended?: number;
-  stages?: { [name: string]: IStage };
+  stages?: { [name: string]: { start: number; end?: number } };
   failed_rank?: number | null;
   error?: string;
   traceback?: string | null;
@@ -60,15 +55,6 @@ export interface IRunDetail {
   ranks: number[];
 }
 
-export interface IEvent {
-  kind: string;
-  t: number;
-  step?: number | null;
-  values?: { [name: string]: number | string };
-  done?: number;
-  total?: number | null;
-}
-
 export function isTerminal(status: string): boolean {
   return TERMINAL.indexOf(status) >= 0;
 }
@@ -89,16 +75,24 @@ export function runDuration(row: { created: number; ended?: number | null }, now
   return Math.max(0, (row.ended || now) - row.created);
 }
 
-/** Each stage that happened, with its duration (open stages run until ``now``). */
-export function stageDurations(state: IRunState, now: number): Array<[string, number]> {
-  const out: Array<[string, number]> = [];
-  for (const name of STAGES) {
-    const stage = state.stages ? state.stages[name] : undefined;
-    if (stage) {
-      out.push([name, (stage.end || state.ended || now) - stage.start]);
-    }
+/** A run id without its name: ``train-20261124-101502-3fa2c1`` shows ``20261124-101502-3fa2c1``,
+ * which tells apart two runs of one name. */
+export function shortId(id: string): string {
+  const match = /(\d{8}-\d{6}-[0-9a-f]+)$/.exec(id);
+  return match ? match[1] : id;
+}
+
+/** When a run started, as the list shows it: the time today, else the date and time (UTC
+ * offsets are the browser's). */
+export function startedAt(created: number, now: number): string {
+  const when = new Date(created * 1000);
+  const today = new Date(now * 1000);
+  const pad = (n: number): string => String(n).padStart(2, '0');
+  const time = `${pad(when.getHours())}:${pad(when.getMinutes())}:${pad(when.getSeconds())}`;
+  if (when.toDateString() === today.toDateString()) {
+    return time;
   }
-  return out;
+  return `${when.getFullYear()}-${pad(when.getMonth() + 1)}-${pad(when.getDate())} ${time}`;
 }
 
 /** Query string of the runs list: only the filters that are set. */
@@ -113,133 +107,9 @@ export function runsQuery(filter: { status?: string; name?: string; limit?: numb
   return params.length ? `?${params.join('&')}` : '';
 }
 
-/** Where a resumed event stream starts, per rank: byte offsets of events and of logs. */
-export interface IStreamFrom {
-  events: ReadonlyMap<number, number>;
-  logs: ReadonlyMap<number, number>;
-}
-
-/** ``?events=0:1234,1:88&logs=0:4096`` for the stream endpoint; '' when nothing was read. */
-export function streamQuery(from: IStreamFrom): string {
-  const params: string[] = [];
-  for (const key of ['events', 'logs'] as const) {
-    const pairs: string[] = [];
-    from[key].forEach((offset, rank) => {
-      if (offset > 0) {
-        pairs.push(`${rank}:${offset}`);
-      }
-    });
-    if (pairs.length) {
-      params.push(`${key}=${encodeURIComponent(pairs.sort().join(','))}`);
-    }
-  }
-  return params.length ? `?${params.join('&')}` : '';
-}
-
 /** A run id as the server accepts it; anything else is refused before a request is made. */
 export function isValidRunId(id: string): boolean {
   return /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(id) && id.indexOf('..') < 0;
-}
-
-export interface IPoint {
-  x: number;
-  y: number;
-}
-
-/**
- * Metric series and progress of one run, built incrementally from event batches of each
- * rank (the REST API returns them with byte offsets).
- */
-export class RunData {
-  readonly offsets = new Map<number, number>();
-  readonly series = new Map<string, Map<number, IPoint[]>>();
-  readonly progress = new Map<number, { done: number; total: number | null }>();
-
-  ingest(rank: number, events: IEvent[], offset: number): number {
-    let added = 0;
-    for (const event of events) {
-      if (event.kind === 'metric' && event.values) {
-        for (const name of Object.keys(event.values)) {
-          const value = event.values[name];
-          if (typeof value !== 'number') {
-            continue;
-          }
-          let byRank = this.series.get(name);
-          if (!byRank) {
-            byRank = new Map();
-            this.series.set(name, byRank);
-          }
-          let points = byRank.get(rank);
-          if (!points) {
-            points = [];
-            byRank.set(rank, points);
-          }
-          const x = typeof event.step === 'number' ? event.step : points.length;
-          points.push({ x, y: value });
-          added += 1;
-        }
-      } else if (event.kind === 'progress' && typeof event.done === 'number') {
-        this.progress.set(rank, { done: event.done, total: event.total ?? null });
-      }
-    }
-    this.offsets.set(rank, offset);
-    return added;
-  }
-
-  /** The slowest rank's fraction done, or null when no rank reported a total. */
-  fraction(): number | null {
-    let worst: number | null = null;
-    this.progress.forEach(p => {
-      if (p.total) {
-        const f = Math.min(1, p.done / p.total);
-        worst = worst === null ? f : Math.min(worst, f);
-      }
-    });
-    return worst;
-  }
-
-  metricNames(): string[] {
-    return Array.from(this.series.keys()).sort();
-  }
-
-  /** Rank ``rank``'s points of ``name``, downsampled for drawing. */
-  points(name: string, rank: number, maxPoints = 1000): IPoint[] {
-    const points = this.series.get(name)?.get(rank) || [];
-    return downsample(points, maxPoints);
-  }
-}
-
-/**
- * At most ``maxPoints`` points: the minimum and maximum of each bucket, in order, so
- * spikes survive; the first and last points are always kept exactly.
- */
-export function downsample(points: IPoint[], maxPoints: number): IPoint[] {
-  if (points.length <= maxPoints || maxPoints < 4) {
-    return points.slice();
-  }
-  const buckets = Math.floor((maxPoints - 2) / 2);
-  const inner = points.slice(1, -1);
-  const size = inner.length / buckets;
-  const out: IPoint[] = [points[0]];
-  for (let b = 0; b < buckets; b++) {
-    const chunk = inner.slice(Math.floor(b * size), Math.floor((b + 1) * size));
-    if (!chunk.length) {
-      continue;
-    }
-    let lo = chunk[0];
-    let hi = chunk[0];
-    for (const p of chunk) {
-      if (p.y < lo.y) {
-        lo = p;
-      }
-      if (p.y > hi.y) {
-        hi = p;
-      }
-    }
-    out.push(...(lo.x <= hi.x ? [lo, hi] : [hi, lo]).filter((p, i, a) => i === 0 || p !== a[0]));
-  }
-  out.push(points[points.length - 1]);
-  return out;
 }
 
 /** Whether the server extension matches this front end; a message with the fix if not. */

@@ -3,7 +3,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { TrainerClient } from './api';
-import { formatDuration, IRunRow, runDuration, versionMismatch } from './model';
+import { formatDuration, IRunRow, runDuration, shortId, startedAt, versionMismatch } from './model';
 import { VERSION } from './version';
 
 const POLL_MS = 1500;
@@ -95,19 +95,23 @@ export class RunsPanel extends Widget {
     const now = Date.now() / 1000;
     this.body.innerHTML = this.rows.map(row => {
       const fraction = row.progress?.fraction;
+      const status = escape(row.status);
       const bar = fraction === null || fraction === undefined ? '' :
-        `<div class="jt-runs-progress" data-testid="jt-runs-progress" data-fraction="${fraction.toFixed(4)}">` +
+        `<div class="jt-runs-progress" data-testid="jt-runs-progress" data-status="${status}" data-fraction="${fraction.toFixed(4)}">` +
         `<div style="width:${(100 * fraction).toFixed(1)}%"></div></div>`;
       return `
         <div class="jt-runs-row" data-run="${escape(row.id)}" data-testid="jt-runs-row" title="${escape(row.id)}">
           <div class="jt-runs-line">
-            <span class="jt-status jt-status-${escape(row.status)}" data-testid="jt-runs-status-badge">${escape(row.status)}</span>
+            <span class="jt-badge jt-status-${status}" data-testid="jt-runs-status-badge">${status}</span>
             <span class="jt-runs-name">${escape(row.name)}</span>
             <span class="jt-runs-duration">${formatDuration(runDuration(row, now))}</span>
           </div>
           <div class="jt-runs-line jt-runs-meta">
+            <span data-testid="jt-runs-when">started ${escape(startedAt(row.created, now))} · <code class="jt-runs-id" data-testid="jt-runs-id">${escape(shortId(row.id))}</code></span>
+          </div>
+          <div class="jt-runs-line jt-runs-meta">
             <span>${escape(row.target)} · ${escape(row.launcher)} · ${row.nodes}×${row.procs}</span>
-            <button class="jt-runs-attach" data-action="attach" title="Insert %train attach into the active notebook">Attach in notebook</button>
+            <button class="jt-runs-attach" data-action="attach" data-testid="jt-runs-attach" title="Insert and run a cell that shows this run, in the notebook you used last">Attach in notebook</button>
           </div>
           ${bar}
         </div>`;

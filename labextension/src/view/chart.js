@@ -30,6 +30,13 @@ export function formatDuration(seconds) {
   return h ? `${h}:${String(m).padStart(2, "0")}:${r}` : `${m}:${r}`;
 }
 
+export function formatBytes(n) {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+  return `${i ? n.toFixed(1) : n} ${units[i]}`;
+}
+
 export function niceTicks(min, max, count = 5) {
   if (!isFinite(min) || !isFinite(max)) return [];
   if (min === max) return [min];

@@ -3,7 +3,11 @@
 import { ansiToHtml, escapeHtml, stripAnsi } from "./ansi.js";
 
 export class LogView {
-  constructor(container, { onSelect = () => {}, maxLines = 2000 } = {}) {
+  /**
+   * @param {HTMLElement} container
+   * @param {{ onSelect?: (selection: string) => void, maxLines?: number }} [options]
+   */
+  constructor(container, { onSelect = (_selection) => {}, maxLines = 2000 } = {}) {
     this.maxLines = maxLines;
     this.lines = [];
     this.query = "";
@@ -21,7 +25,9 @@ export class LogView {
       </div>
       <div class="jt-log-body" data-testid="jt-log-body" tabindex="0"></div>`;
     container.append(this.root);
+    /** @type {HTMLSelectElement} */
     this.select = this.root.querySelector(".jt-log-rank");
+    /** @type {HTMLInputElement} */
     this.search = this.root.querySelector(".jt-log-search");
     this.count = this.root.querySelector(".jt-log-count");
     this.note = this.root.querySelector(".jt-log-note");

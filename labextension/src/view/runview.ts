@@ -1,0 +1,542 @@
+/**
+ * The run view: header, parameters, stage timeline, progress with rate and ETA, metric
+ * charts with chips and switches, text metrics, per-rank logs, failure banner, outputs and
+ * Cancel. Written once; the notebook widget (anywidget, kernel messages) and the Lab
+ * panel's main-area view (a WebSocket to the server) both mount it on a model with the
+ * anywidget model's methods, and the Python side (``monitor.feeder``) fills both alike.
+ */
+import { LineChart, PALETTE, formatBytes, formatDuration, formatNumber } from './chart.js';
+import { LogView } from './logview.js';
+import { ansiToHtml, escapeHtml } from './ansi.js';
+
+/** What the view reads and writes: the anywidget model's interface. */
+export interface IViewModel {
+  get(name: string): any;
+  set(name: string, value: unknown): void;
+  save_changes(): void;
+  on(event: string, callback: (...args: any[]) => void): void;
+  off(event: string, callback?: (...args: any[]) => void): void;
+  send(content: unknown): void;
+}
+
+export interface IViewOptions {
+  /** Said when the model's connection is gone (kernel restarted, server stopped). */
+  goneText?: string;
+}
+
+type LogLine = [number, string];
+interface ILogStore {
+  gen: number | null;
+  end: number;
+  lines: LogLine[];
+  listeners: Set<(event: ILogEvent | null) => void>;
+  search: string;
+  logY: boolean;
+  maxLines: number;
+  ranks?: number[];
+  skipped?: number;
+  selection?: string;
+}
+interface ILogEvent {
+  reset?: boolean;
+  append?: LogLine[];
+}
+
+const STAGE_NAMES = ['preparing', 'queued', 'running', 'finalizing'];
+const TERMINAL = ['completed', 'failed', 'canceled', 'lost'];
+/** Seconds without any word from a live run's feeder (it sends its state every 5 s)
+ * after which the view says its connection is gone. */
+const SILENT_S = 16;
+// What the views of one widget share (log lines, view settings), by the widget's key: the
+// model objects handed to initialize() and render() are not the same JS object.
+const STORES = new Map<string, ILogStore>();
+
+function storeFor(model: IViewModel): ILogStore {
+  const key = model.get('key') || model.get('run_id');
+  let store = STORES.get(key);
+  if (!store) {
+    store = { gen: null, end: 0, lines: [], listeners: new Set(), search: '', logY: false, maxLines: 2000 };
+    STORES.set(key, store);
+  }
+  return store;
+}
+
+// Log payloads are deltas ({gen, start, end, reset, lines}); a gap (a reload, a missed
+// update) asks the kernel for the whole bounded tail again.
+export function ingestLog(model: IViewModel): void {
+  const store = storeFor(model);
+  const p = model.get("log") || {};
+  if (p.gen === undefined) return;
+  store.maxLines = p.max_lines || store.maxLines;
+  let event: ILogEvent | null = null;
+  if (p.reset) {
+    Object.assign(store, { gen: p.gen, end: p.end, lines: p.lines.slice() });
+    event = { reset: true };
+  } else if (p.gen !== store.gen || p.start > store.end) {
+    try {
+      model.send({ type: 'log_resync' });
+    } catch (error) {
+      // the connection is gone: the view says so on its next tick
+    }
+    return;
+  } else if (p.end > store.end) {
+    const fresh: LogLine[] = p.lines.slice(store.end - p.start);
+    store.lines.push(...fresh);
+    store.end = p.end;
+    event = { append: fresh };
+  } else {
+    return;
+  }
+  if (store.lines.length > store.maxLines) store.lines.splice(0, store.lines.length - store.maxLines);
+  store.ranks = p.ranks || [];
+  store.skipped = p.skipped_bytes || 0;
+  store.selection = p.selection;
+  for (const listener of store.listeners) listener(event);
+}
+
+/** A series' float64 values: a DataView (kernel message buffers) or base64 (WebSocket). */
+function toFloats(view: any): Float64Array {
+  if (!view) return new Float64Array(0);
+  if (view instanceof Float64Array) return view;
+  if (typeof view === 'string') {
+    const bytes = Uint8Array.from(atob(view), c => c.charCodeAt(0));
+    return new Float64Array(bytes.buffer);
+  }
+  const buffer = view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength);
+  return new Float64Array(buffer);
+}
+
+function h(tag: string, cls?: string, html?: string): HTMLElement {
+  const el = document.createElement(tag);
+  if (cls) el.className = cls;
+  if (html !== undefined) el.innerHTML = html;
+  return el;
+}
+
+interface ISegmented extends HTMLElement {
+  set(value: string): void;
+}
+
+function segmented(name: string, options: Array<[string, string]>, onPick: (value: string) => void): ISegmented {
+  const el = h('span', 'jt-segmented') as ISegmented;
+  el.dataset.testid = `jt-opt-${name}`;
+  for (const [value, label] of options) {
+    const b = h('button', 'jt-seg', escapeHtml(label)) as HTMLButtonElement;
+    b.type = 'button';
+    b.dataset.value = value;
+    b.addEventListener("click", () => onPick(value));
+    el.append(b);
+  }
+  el.set = (value: string) => el.querySelectorAll('button').forEach(b => b.setAttribute('aria-pressed', String(b.dataset.value === value)));
+  return el;
+}
+
+/** Draw the run of ``model`` into ``root``; returns the function that takes it down. */
+export function mountRunView(root: HTMLElement, model: IViewModel, options: IViewOptions = {}): () => void {
+  const store = storeFor(model);
+  root.innerHTML = `
+    <div class="jt-head">
+      <div class="jt-head-main">
+        <span class="jt-badge" data-testid="jt-status"></span>
+        <span class="jt-name" data-testid="jt-name"></span>
+        <code class="jt-runid" data-testid="jt-run-id" title="run id: %train attach RUN"></code>
+        <span class="jt-spacer"></span>
+        <span class="jt-elapsed" data-testid="jt-elapsed" title="elapsed"></span>
+        <button type="button" class="jt-button jt-danger" data-testid="jt-cancel">Cancel</button>
+      </div>
+      <div class="jt-meta" data-testid="jt-meta"></div>
+      <div class="jt-params" data-testid="jt-params"></div>
+      <div class="jt-source jt-muted" data-testid="jt-source" hidden></div>
+      <div class="jt-notice" hidden></div>
+    </div>
+    <div class="jt-banner" data-testid="jt-banner" hidden></div>
+    <div class="jt-outputs" data-testid="jt-outputs" hidden></div>
+    <ol class="jt-stages" data-testid="jt-stages"></ol>
+    <div class="jt-progress">
+      <div class="jt-bar"><div class="jt-bar-fill" data-testid="jt-progress-fill"></div></div>
+      <div class="jt-progress-text" data-testid="jt-progress-text"></div>
+    </div>
+    <section class="jt-section">
+      <div class="jt-section-head"><span class="jt-section-title">Metrics</span><span class="jt-muted jt-metrics-note"></span><span class="jt-spacer"></span><span class="jt-chart-controls"></span></div>
+      <div class="jt-chips" data-testid="jt-metric-chips"></div>
+      <table class="jt-texts" data-testid="jt-text-metrics" hidden></table>
+      <div class="jt-charts" data-testid="jt-charts"></div>
+    </section>
+    <section class="jt-section">
+      <div class="jt-section-head"><span class="jt-section-title">Logs</span></div>
+      <div class="jt-log-slot"></div>
+    </section>`;
+  const $ = (sel: string): HTMLElement => root.querySelector(sel) as HTMLElement;
+  const cancel = $('[data-testid=jt-cancel]') as HTMLButtonElement;
+  const charts = new Map<string, { card: HTMLElement; chart: any }>();
+  let clock = { offset: 0 }; // feeder's time - browser time, from the last state
+  let cancelClicked = false;
+  let heard = Date.now(); // when the model last changed
+  let gone = ''; // why the model's connection is gone, once it is
+
+  const setOption = (key: string, value: unknown): void => {
+    const opts = { ...(model.get('chart_options') || {}), [key]: value };
+    model.set('chart_options', opts);
+    model.save_changes();
+  };
+  const send = (content: unknown): boolean => {
+    try {
+      model.send(content);
+      return true;
+    } catch (error) {
+      markGone(); // "Cannot send": the kernel or the server is gone
+      return false;
+    }
+  };
+  const xCtl = segmented('x', [['step', 'Step'], ['time', 'Wall time']], v => setOption('x', v));
+  const aggCtl = segmented('agg', [['ranks', 'Per rank'], ['mean', 'Mean']], v => setOption('agg', v));
+  const yCtl = segmented('y', [['linear', 'Linear'], ['log', 'Log']], v => {
+    store.logY = v === 'log';
+    yCtl.set(v);
+    drawCharts();
+  });
+  $('.jt-chart-controls').append(xCtl, aggCtl, yCtl);
+
+  const logs = new LogView($('.jt-log-slot'), {
+    maxLines: store.maxLines,
+    onSelect: (sel: string) => {
+      model.set('log_selection', sel);
+      model.save_changes();
+    }
+  });
+  logs.search.addEventListener('input', () => {
+    store.search = logs.search.value;
+  });
+  logs.setSearch(store.search);
+  const onLog = (event: ILogEvent | null): void => {
+    heard = Date.now();
+    logs.setRanks(store.ranks || [], model.get('log_selection'));
+    logs.setNote(store.skipped ? 'newest lines only — the whole log: %train logs RUN' : '');
+    if (!event || event.reset) logs.setLines(store.lines);
+    else logs.append(event.append || []);
+  };
+  store.listeners.add(onLog);
+  onLog(null);
+
+  cancel.addEventListener('click', () => {
+    cancelClicked = true;
+    cancel.disabled = true;
+    cancel.textContent = 'Canceling…';
+    send({ type: 'cancel' });
+  });
+
+  /** The kernel (or server) that fed this view is gone: show its last state as such. */
+  function markGone(): void {
+    if (gone || TERMINAL.includes((model.get('state') || {}).status)) return;
+    gone = options.goneText || 'no connection: this is what the run looked like last';
+    schedule('head');
+  }
+
+  function renderHead(): void {
+    const info = model.get('info') || {};
+    const state = model.get('state') || {};
+    const status: string = state.status || 'created';
+    const badge = $('[data-testid=jt-status]');
+    badge.textContent = gone ? `${status}?` : status;
+    badge.className = `jt-badge jt-status-${gone ? 'unknown' : status}`;
+    badge.title = gone ? `last known status: ${status}` : '';
+    root.classList.toggle('jt-gone', !!gone);
+    $('[data-testid=jt-name]').textContent = info.name || '';
+    $('[data-testid=jt-run-id]').textContent = model.get('run_id');
+    const env = info.environment || {};
+    const kernelEnv = env.name === 'kernel' || !env.name;
+    let envText = kernelEnv ? "kernel's Python" : `env <b>${escapeHtml(env.name)}</b>${env.version ? `@${escapeHtml(String(env.version).slice(0, 12))}` : ''}`;
+    if (!kernelEnv && env.built === true) envText += env.build_seconds ? ` (built in ${formatNumber(env.build_seconds)} s)` : ' (built)';
+    else if (!kernelEnv && env.built === false) envText += ' (cached)';
+    const parts = [`target <b>${escapeHtml(info.target || '?')}</b>`, escapeHtml(info.launcher || ''),
+      `${info.nodes || 1} node${info.nodes > 1 ? 's' : ''} × ${info.procs || 1} proc${info.procs > 1 ? 's' : ''}`,
+      info.backend ? `backend ${escapeHtml(info.backend)}` : '', envText];
+    const envTitle = [env.python, env.python_version && `Python ${env.python_version}`, env.torch && `torch ${env.torch}`].filter(Boolean).join(' · ');
+    $('[data-testid=jt-meta]').innerHTML = parts.filter(Boolean)
+      .map((p, i, all) => `<span${i === all.length - 1 ? ` title="${escapeHtml(envTitle)}"` : ''}>${p}</span>`)
+      .join('<span class="jt-dot">·</span>');
+    const params = Object.entries(info.params || {});
+    $('[data-testid=jt-params]').innerHTML = params.length
+      ? params.map(([k, v]) => `<span class="jt-chip jt-param-chip" title="${escapeHtml(`${k} = ${pyRepr(v)}`)}"><span class="jt-muted">${escapeHtml(k)}</span> ${escapeHtml(pyRepr(v))}</span>`).join('')
+      : '<span class="jt-muted">no hyperparameters</span>';
+    const source = $('[data-testid=jt-source]');
+    source.textContent = info.source || '';
+    source.hidden = !info.source;
+    const terminal = TERMINAL.includes(status);
+    cancel.hidden = terminal;
+    if (gone) {
+      cancel.disabled = true;
+      cancel.title = gone;
+    } else if (!terminal && !cancelClicked) {
+      cancel.disabled = false;
+      cancel.textContent = 'Cancel';
+      cancel.title = '';
+    }
+    const notice = $('.jt-notice');
+    notice.dataset.testid = 'jt-notice';
+    notice.textContent = gone || model.get('notice') || '';
+    notice.hidden = !notice.textContent;
+    renderBanner(state);
+    renderOutputs(state);
+    tick();
+  }
+
+  function renderOutputs(state: any): void {
+    // Once the run ended: what it left in outputs/ (model.pt, ...), and where.
+    const box = $('[data-testid=jt-outputs]');
+    const out = state.outputs;
+    box.hidden = !out;
+    if (!out) return;
+    const files: Array<{ path: string; bytes: number }> = out.files || [];
+    const html = `<span class="jt-section-title">Outputs</span> <span class="jt-muted" title="${escapeHtml(out.folder)}">${escapeHtml(out.folder)}</span>` +
+      (files.length ? `<ul>${files.map(f => `<li data-path="${escapeHtml(f.path)}"><code>${escapeHtml(f.path)}</code> <span class="jt-muted">${formatBytes(f.bytes)}</span></li>`).join('')}</ul>`
+        : ' <span class="jt-muted">(empty)</span>');
+    if (box.innerHTML !== html) box.innerHTML = html;
+  }
+
+  function renderBanner(state: any): void {
+    const banner = $('[data-testid=jt-banner]');
+    const status = state.status;
+    const rank = state.failed_rank !== null && state.failed_rank !== undefined ? state.failed_rank : null;
+    if (status === 'failed' || status === 'lost') {
+      const who = rank !== null ? `Rank ${rank} failed first` : `Run ${status}`;
+      banner.className = 'jt-banner jt-banner-error';
+      banner.innerHTML = `<div class="jt-banner-title">${escapeHtml(who)}: ${escapeHtml(state.error || 'unknown error')}</div>` +
+        (state.traceback ? `<details open><summary>Traceback${rank !== null ? ` of rank ${rank}` : ''}</summary><pre class="jt-traceback">${ansiToHtml(state.traceback)}</pre></details>` : '');
+      banner.hidden = false;
+    } else if (status === 'canceled') {
+      banner.className = 'jt-banner jt-banner-muted';
+      banner.innerHTML = `<div class="jt-banner-title">Canceled${state.reason ? `: ${escapeHtml(state.reason)}` : ''}</div>`;
+      banner.hidden = false;
+    } else {
+      banner.hidden = true;
+    }
+  }
+
+  // Durations that are still running advance every second without a message; a live run
+  // whose feeder fell silent is one whose kernel or server is gone.
+  function tick(): void {
+    const state = model.get('state') || {};
+    const terminal = TERMINAL.includes(state.status);
+    if (!terminal && !gone && Date.now() - heard > SILENT_S * 1000) markGone();
+    const now = gone ? state.now || Date.now() / 1000 + clock.offset : Date.now() / 1000 + clock.offset;
+    const end = state.ended || now;
+    $('[data-testid=jt-elapsed]').textContent = state.created ? formatDuration(end - state.created) : '';
+    const byName: { [name: string]: any } = Object.fromEntries((state.stages || []).map((s: any) => [s.name, s]));
+    const reached = Math.max(-1, ...STAGE_NAMES.map((n, i) => (byName[n] ? i : -1)));
+    const items = STAGE_NAMES.map((name, i) => {
+      const s = byName[name];
+      let cls = 'jt-stage-pending';
+      let text = '';
+      if (s) {
+        const done = s.end !== null && s.end !== undefined;
+        cls = done || terminal ? 'jt-stage-done' : 'jt-stage-active';
+        text = formatSeconds((done ? s.end : terminal ? end : now) - s.start);
+      } else if (terminal || i < reached) {
+        cls = 'jt-stage-skipped';
+      }
+      return `<li class="jt-stage ${cls}" data-stage="${name}"><span class="jt-stage-name">${name}</span><span class="jt-stage-time">${text}</span></li>`;
+    });
+    if (terminal) items.push(`<li class="jt-stage jt-stage-end jt-status-${state.status}"><span class="jt-stage-name">${escapeHtml(state.status)}</span></li>`);
+    const list = $('[data-testid=jt-stages]');
+    const html = items.join('');
+    if (list.innerHTML !== html) list.innerHTML = html;
+  }
+
+  function renderProgress(): void {
+    const p = model.get('progress') || {};
+    const state = model.get('state') || {};
+    const fill = $('[data-testid=jt-progress-fill]');
+    const text = $('[data-testid=jt-progress-text]');
+    fill.className = `jt-bar-fill jt-status-${state.status || 'created'}`;
+    if (p.done === undefined) {
+      fill.style.width = '0%';
+      fill.dataset.fraction = '0';
+      // Ranks take seconds to start (imports, rendezvous): only a run that ended without any
+      // progress was one that never called it.
+      const hint = TERMINAL.includes(state.status)
+        ? 'no progress was reported (call <code>jt.progress(done, total)</code> in the loop to see it here)'
+        : state.status === 'running'
+          ? 'waiting for the first <code>jt.progress(done, total)</code> from the ranks'
+          : 'the ranks are not started yet';
+      text.innerHTML = `<span class="jt-muted">${hint}</span>`;
+      return;
+    }
+    const fraction = p.total ? Math.min(1, p.done / p.total) : null;
+    fill.style.width = fraction === null ? '100%' : `${(fraction * 100).toFixed(1)}%`;
+    fill.classList.toggle('jt-indeterminate', fraction === null && !TERMINAL.includes(state.status) && !gone);
+    fill.dataset.fraction = String(fraction ?? 0);
+    const parts = [fraction !== null ? `${formatNumber(p.done)} / ${formatNumber(p.total)} (${(fraction * 100).toFixed(0)}%)` : `${formatNumber(p.done)} done`];
+    if (p.rate) parts.push(`${Number(p.rate.toPrecision(3))} steps/s`);
+    if (p.eta !== null && p.eta !== undefined && !TERMINAL.includes(state.status) && !gone) parts.push(`ETA ${formatDuration(p.eta)}`);
+    if (p.ranks > 1) parts.push(`slowest of ${p.ranks} ranks`);
+    text.textContent = parts.join('  ·  ');
+  }
+
+  // The metrics shown: the user's last choice, which the feeder's charts may not have
+  // caught up with yet; until there is one, the feeder's default.
+  const selectedMetrics = (): Set<string> => {
+    const chosen = (model.get('chart_options') || {}).selected;
+    return new Set(Array.isArray(chosen) ? chosen : (model.get('charts') || {}).selected || []);
+  };
+
+  function renderChips(): void {
+    const selected = selectedMetrics();
+    const metrics: any[] = model.get('metrics') || [];
+    const chips = $('[data-testid=jt-metric-chips]');
+    chips.innerHTML = metrics.map(m => `<button type="button" class="jt-chip jt-metric-chip${selected.has(m.name) ? ' jt-on' : ''}" data-metric="${escapeHtml(m.name)}" title="last ${formatNumber(m.last)} · min ${formatNumber(m.min)} · max ${formatNumber(m.max)} · ${m.count} points">${escapeHtml(m.name)} <b>${formatNumber(m.last)}</b></button>`).join('');
+    chips.querySelectorAll('button').forEach(b => b.addEventListener('click', () => {
+      const name = b.dataset.metric as string;
+      const next = selectedMetrics();
+      if (next.has(name)) next.delete(name);
+      else next.add(name);
+      setOption('selected', metrics.map(m => m.name).filter(n => next.has(n)));
+      renderChips();
+    }));
+    renderTexts();
+    const note = $('.jt-metrics-note');
+    const loading = model.get('loading') ? ' · reading history…' : '';
+    note.textContent = metrics.length ? `${selected.size} of ${metrics.length} shown${loading}` : `none logged yet — jt.log(step=…, loss=…)${loading}`;
+    const opts = model.get('chart_options') || {};
+    xCtl.set(opts.x || 'step');
+    aggCtl.set(opts.agg || 'ranks');
+    yCtl.set(store.logY ? 'log' : 'linear');
+  }
+
+  function renderTexts(): void {
+    // Text metrics (jt.log(phase="train")) are not charted: their last value on each rank.
+    const texts: { [name: string]: { [rank: string]: string } } = model.get('texts') || {};
+    const table = $('[data-testid=jt-text-metrics]');
+    const names = Object.keys(texts);
+    table.hidden = !names.length;
+    const html = names.map(name => `<tr data-metric="${escapeHtml(name)}"><th>${escapeHtml(name)} <span class="jt-muted">(text, not charted)</span></th>${Object.entries(texts[name]).map(([rank, value]) => `<td><span class="jt-muted">rank ${escapeHtml(rank)}</span> ${escapeHtml(value)}</td>`).join('')}</tr>`).join('');
+    if (table.innerHTML !== html) table.innerHTML = html;
+  }
+
+  function drawCharts(): void {
+    const payload = model.get('charts') || {};
+    const data: { [name: string]: any } = payload.charts || {};
+    const area = $('[data-testid=jt-charts]');
+    for (const [name, entry] of charts) {
+      if (!(name in data)) {
+        entry.chart.destroy();
+        entry.card.remove();
+        charts.delete(name);
+      }
+    }
+    for (const name of payload.selected || []) {
+      const chart = data[name];
+      if (!chart) continue;
+      let entry = charts.get(name);
+      if (!entry) {
+        const card = h('div', 'jt-chart-card');
+        card.dataset.metric = name;
+        card.innerHTML = `<div class="jt-chart-head"><span class="jt-chart-title">${escapeHtml(name)}</span><span class="jt-chart-stats"></span></div><div class="jt-chart-legend"></div><div class="jt-chart-area"></div><div class="jt-chart-foot jt-muted"></div>`;
+        area.append(card);
+        entry = { card, chart: new LineChart(card.querySelector('.jt-chart-area')) };
+        charts.set(name, entry);
+      }
+      const series = chart.series.map((s: any, k: number) => ({ label: s.label, color: PALETTE[(s.rank ?? k) % PALETTE.length], x: toFloats(s.x), y: toFloats(s.y) }));
+      const first = chart.series[0] || {};
+      const part = (sel: string): HTMLElement => (entry as { card: HTMLElement }).card.querySelector(sel) as HTMLElement;
+      part('.jt-chart-stats').innerHTML = `last <b>${formatNumber(first.last)}</b> · min ${formatNumber(first.min)} · max ${formatNumber(first.max)}`;
+      part('.jt-chart-legend').innerHTML = chart.series.length > 1 || first.rank === null
+        ? chart.series.map((s: any, k: number) => `<span class="jt-legend-item"><span class="jt-swatch" style="background:${series[k].color}"></span>${escapeHtml(s.label)} <b>${formatNumber(s.last)}</b></span>`).join('') : '';
+      const total = chart.series.reduce((n: number, s: any) => n + s.count, 0);
+      const drawn = chart.series.reduce((n: number, s: any) => n + s.points, 0);
+      const perSeries = chart.series.length > 1 ? `${first.count.toLocaleString()} points × ${chart.series.length} ranks` : `${first.count.toLocaleString()} points`;
+      part('.jt-chart-foot').textContent = perSeries +
+        (drawn < total ? ` · ${drawn.toLocaleString()} drawn (min/max per bucket)` : '') +
+        (chart.ranks > chart.series.length && first.rank !== null ? ` · first ${chart.series.length} of ${chart.ranks} ranks` : '');
+      entry.chart.canvas.dataset.count = String(total);
+      entry.chart.update({ series, xKind: payload.x, logY: store.logY });
+    }
+    const order: string[] = (payload.selected || []).filter((n: string) => charts.has(n));
+    order.forEach(n => area.append((charts.get(n) as { card: HTMLElement }).card));
+  }
+
+  // Coalesce bursts of changes into one repaint per animation frame.
+  const dirty = new Set<string>();
+  let frame = 0;
+  const schedule = (part: string): void => {
+    dirty.add(part);
+    if (!frame) frame = requestAnimationFrame(paint);
+  };
+  function paint(): void {
+    frame = 0;
+    if (dirty.has('head')) renderHead();
+    if (dirty.has('progress') || dirty.has('head')) renderProgress();
+    if (dirty.has('charts')) {
+      renderChips();
+      drawCharts();
+    }
+    dirty.clear();
+  }
+  const heardFrom = (fn: () => void) => () => {
+    heard = Date.now();
+    fn();
+  };
+  const handlers: { [event: string]: (...args: any[]) => void } = {
+    'change:state': heardFrom(() => {
+      const state = model.get('state') || {};
+      if (state.now) clock = { offset: state.now - Date.now() / 1000 };
+      schedule('head');
+    }),
+    'change:info': heardFrom(() => schedule('head')),
+    'change:notice': heardFrom(() => schedule('head')),
+    'change:cancel_state': heardFrom(() => {
+      cancelClicked = !!model.get('cancel_state');
+      schedule('head');
+    }),
+    'change:progress': heardFrom(() => schedule('progress')),
+    'change:run_id': heardFrom(() => schedule('head')),
+    'change:metrics': heardFrom(() => schedule('charts')),
+    'change:texts': heardFrom(() => schedule('charts')),
+    'change:charts': heardFrom(() => schedule('charts')),
+    'change:loading': heardFrom(() => schedule('charts')),
+    'change:log_selection': () => logs.setRanks(store.ranks || [], model.get('log_selection')),
+    // ipywidgets: the comm closed, or the kernel restarted (the manager disconnects models)
+    'comm:close': markGone,
+    comm_live_update: () => {
+      if ((model as any).comm_live === false) markGone();
+    },
+    gone: markGone
+  };
+  for (const [event, fn] of Object.entries(handlers)) model.on(event, fn);
+  handlers['change:state']();
+  ['head', 'progress', 'charts'].forEach(schedule);
+  paint();
+  const timer = setInterval(tick, 1000);
+  return () => {
+    clearInterval(timer);
+    if (frame) cancelAnimationFrame(frame);
+    for (const [event, fn] of Object.entries(handlers)) model.off(event, fn);
+    store.listeners.delete(onLog);
+    for (const { chart } of charts.values()) chart.destroy();
+  };
+}
+
+/** Ask for the whole log tail again once a view is mounted (a reload, a late view). */
+export function resyncLog(model: IViewModel): void {
+  const store = storeFor(model);
+  if (store.gen !== null) return;
+  const p = model.get('log') || {};
+  if (p.reset) ingestLog(model);
+  else model.send({ type: 'log_resync' });
+}
+
+/** A hyperparameter as the notebook wrote it (Python literals, not JSON). */
+function pyRepr(v: unknown): string {
+  if (v === null) return 'None';
+  if (v === true) return 'True';
+  if (v === false) return 'False';
+  if (typeof v === 'string') return `'${v.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+  if (Array.isArray(v)) return `[${v.map(pyRepr).join(', ')}]`;
+  if (typeof v === 'object') return `{${Object.entries(v as object).map(([k, x]) => `${pyRepr(k)}: ${pyRepr(x)}`).join(', ')}}`;
+  return String(v);
+}
+
+function formatSeconds(s: number): string {
+  if (!isFinite(s)) return '';
+  return s < 60 ? `${s.toFixed(s < 10 ? 1 : 0)} s` : formatDuration(s);
+}
