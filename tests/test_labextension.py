@@ -14,6 +14,7 @@ import zipfile
 from pathlib import Path
 
 import jupyter_trainer
+from jupyter_trainer.store import Store
 
 from conftest import REPO
 
@@ -37,7 +38,7 @@ def test_front_end_and_python_versions_agree():
     assert f"'{jupyter_trainer.__version__}'" in version_ts
 
 
-def test_wheel_ships_the_prebuilt_extension_and_enables_both_sides(tmp_path):
+def test_wheel_ships_the_prebuilt_extension_and_enables_both_sides(tmp_path, home):
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(REPO)],
                    check=True, capture_output=True, timeout=600)
@@ -46,6 +47,8 @@ def test_wheel_ships_the_prebuilt_extension_and_enables_both_sides(tmp_path):
     data = f"jupyter_trainer-{jupyter_trainer.__version__}.data/data/"
     assert f"{data}share/jupyter/labextensions/{NAME}/package.json" in names
     assert any(n.startswith(f"{data}share/jupyter/labextensions/{NAME}/static/") for n in names)
+    # the run view's bundle for the notebook widget, built with the extension
+    assert {"jupyter_trainer/monitor/static/widget.js", "jupyter_trainer/monitor/static/widget.css"} <= set(names)
     assert f"{data}etc/jupyter/jupyter_server_config.d/jupyter_trainer.json" in names
 
     venv = tmp_path / "venv"
@@ -73,3 +76,17 @@ def test_wheel_ships_the_prebuilt_extension_and_enables_both_sides(tmp_path):
                             "import jupyter_trainer; print(jupyter_trainer.__file__)"],
                            capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
     assert where.stdout.startswith(str(venv))  # the wheel's copy, not the checkout
+
+    # the quickstart notebook, executed headless by papermill from that environment
+    out = tmp_path / "quickstart.ipynb"
+    done = subprocess.run([python, "-m", "papermill", "--kernel", "python3", "--cwd", str(REPO / "notebooks"),
+                           str(REPO / "notebooks" / "quickstart.ipynb"), str(out), "-p", "epochs", "2"],
+                          capture_output=True, text=True, timeout=600,
+                          env=dict(env, JUPYTER_TRAINER_HOME=str(home)), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cells = json.loads(out.read_text())["cells"]
+    text = "".join(o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
+                   for c in cells if c["cell_type"] == "code" for o in c.get("outputs", []))
+    assert ": completed, final test accuracy" in text, text[-2000:]
+    runs = Store(home).list_runs()
+    assert len(runs) == 1 and Store(home).read_spec(runs[0]["id"]).env.python.startswith(str(venv))
