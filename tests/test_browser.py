@@ -357,6 +357,11 @@ def check_live_view(page: Page, root: str, run, *, shots: str = "") -> None:
     pw.click(within(".jt-metric-chip[data-metric=lr]"))
     wait_for(lambda: titles() == ["loss", "accuracy"], 20, what="lr's chart to be hidden")
     shot("03b-wall-time-mean")
+    # a log y axis labels its ticks, even over less than a decade (accuracy, so far)
+    pw.click(within("[data-testid=jt-opt-y] button[data-value=log]"))
+    ticks = [c.get_attribute("data-y-ticks") for c in pw.locator(within("[data-testid=jt-chart]")).all()]
+    assert len(ticks) == 2 and all(len(t.split()) >= 2 for t in ticks), ticks
+    pw.click(within("[data-testid=jt-opt-y] button[data-value=linear]"))
     pw.click(within(".jt-metric-chip[data-metric=lr]"))
     wait_for(lambda: len(titles()) == 3, 60, what="lr's chart back")
     # two quick clicks, before the feeder has answered the first, leave the chart as it was

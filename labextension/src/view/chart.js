@@ -48,6 +48,25 @@ export function niceTicks(min, max, count = 5) {
   return ticks;
 }
 
+// Ticks of a log axis, as log10 values between lo and hi (log10 too): powers of ten when
+// the range holds at least two of them, then 1-2-5 steps within each decade, and over less
+// than a decade the nice ticks of the plain values, so a log axis always has labels.
+export function logTicks(lo, hi, count = 4) {
+  if (!isFinite(lo) || !isFinite(hi)) return [];
+  const inRange = (t) => t >= lo - 1e-12 && t <= hi + 1e-12;
+  const powers = niceTicks(Math.floor(lo), Math.ceil(hi), count).filter((t) => Number.isInteger(t) && inRange(t));
+  if (powers.length >= 2) return powers;
+  const steps = [];
+  for (let d = Math.floor(lo); d <= Math.ceil(hi); d++) {
+    for (const m of [1, 2, 5]) {
+      const t = d + Math.log10(m);
+      if (inRange(t)) steps.push(t);
+    }
+  }
+  if (steps.length >= 2 && steps.length <= count + 2) return steps;
+  return niceTicks(Math.pow(10, lo), Math.pow(10, hi), count).filter((v) => v > 0).map(Math.log10).filter(inRange);
+}
+
 function cssVar(el, name, fallback) {
   const v = getComputedStyle(el).getPropertyValue(name).trim();
   return v || fallback;
@@ -140,9 +159,10 @@ export class LineChart {
       return;
     }
     const { x0, x1, y0, y1 } = this._ranges(drawable, logY);
-    const yTicks = logY ? niceTicks(Math.floor(y0), Math.ceil(y1), 4).filter((t) => Number.isInteger(t) && t >= y0 && t <= y1) : niceTicks(y0, y1, 4);
+    const yTicks = logY ? logTicks(y0, y1, 4) : niceTicks(y0, y1, 4);
     ctx.font = `11px ${font}`;
-    const yLabel = (t) => (logY ? formatNumber(Math.pow(10, t)) : formatTick(t));
+    const yLabel = (t) => (logY ? formatNumber(Number(Math.pow(10, t).toPrecision(6))) : formatTick(t));
+    c.dataset.yTicks = yTicks.map(yLabel).join(" ");
     const left = 10 + Math.max(24, ...yTicks.map((t) => ctx.measureText(yLabel(t)).width));
     const pad = { left, right: 12, top: 8, bottom: 22 };
     const W = width - pad.left - pad.right;

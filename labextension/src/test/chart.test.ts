@@ -1,0 +1,22 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { logTicks } from '../view/chart.js';
+
+const labels = (lo: number, hi: number): number[] =>
+  logTicks(Math.log10(lo), Math.log10(hi)).map((t: number) => Number(Math.pow(10, t).toPrecision(6)));
+
+test('a log axis over decades is labelled at powers of ten', () => {
+  assert.deepEqual(labels(0.001, 10), [0.001, 0.01, 0.1, 1, 10]);
+});
+
+test('a log axis over about a decade is labelled at 1, 2 and 5', () => {
+  assert.deepEqual(labels(0.15, 1.2), [0.2, 0.5, 1]);
+});
+
+test('a log axis over less than a decade still has labels', () => {
+  const ticks = labels(0.21, 0.29);
+  assert.ok(ticks.length >= 2, String(ticks));
+  assert.ok(ticks.every(t => t >= 0.21 && t <= 0.29), String(ticks));
+  assert.ok(labels(0.52, 0.55).length >= 2);
+});
