@@ -477,6 +477,8 @@ def main(argv: list[str]) -> int:
         os.makedirs(logs, exist_ok=True)
         os.makedirs(ranks, exist_ok=True)
         _redirect_output(os.path.join(logs, f"rank-{runtime.rank}.log"))
+        if hasattr(runtime, "_mark_output"):  # an older installed runtime has no log times
+            runtime._mark_output(os.path.join(logs, f"rank-{runtime.rank}.times"))
         record_path = os.path.join(ranks, f"rank-{runtime.rank}.json")
         record = {"rank": runtime.rank, "local_rank": runtime.local_rank,
                   "world_size": runtime.world_size, "pid": os.getpid(),

@@ -285,6 +285,7 @@ class LogTail:
         self.lines: deque[str] = deque(maxlen=max_lines)
         self.offset = 0
         self.skipped = 0
+        self.starts: list[int] = []  # byte offset in the file of each line the last poll returned
         self._partial = b""
 
     def poll(self) -> list[str]:
@@ -296,6 +297,7 @@ class LogTail:
         if size < self.offset:  # truncated or replaced: start over
             self.offset, self._partial = 0, b""
         if size == self.offset:
+            self.starts = []
             return []
         start = self.offset
         cut = size - start > self.max_bytes
@@ -307,16 +309,25 @@ class LogTail:
             fh.seek(start)
             data = fh.read(size - start)
         self.offset = start + len(data)
+        base = start - len(self._partial)
         if cut:
             first = data.find(b"\n")
             data = data[first + 1:] if first >= 0 else b""
+            base = start + first + 1
         data = self._partial + data
         end = data.rfind(b"\n") + 1
         self._partial = data[end:]
         if len(self._partial) > self.max_line * 4:  # a line with no end in sight: show it cut
             data, end, self._partial = data + b"\n", len(data) + 1, b""
-        new = [self._clip(line) for line in data[:end].decode(errors="replace").split("\n")[:-1]]
-        new = new[-self.lines.maxlen:] if self.lines.maxlen else new
+        raw = data[:end].split(b"\n")[:-1]
+        starts, at = [], base
+        for line in raw:
+            starts.append(at)
+            at += len(line) + 1
+        new = [self._clip(line.decode(errors="replace")) for line in raw]
+        if self.lines.maxlen and len(new) > self.lines.maxlen:
+            new, starts = new[-self.lines.maxlen:], starts[-self.lines.maxlen:]
+        self.starts = starts
         self.lines.extend(new)
         return new
 
@@ -325,3 +336,42 @@ class LogTail:
         if "\r" in line:  # progress bars redraw a line with \r: keep what the terminal shows
             line = line.rsplit("\r", 1)[-1]
         return line if len(line) <= self.max_line else line[: self.max_line] + " …[cut]"
+
+
+class LogTimes:
+    """When each line of one rank's log was written, from the rank's ``rank-<r>.times``
+    marks ("<log size> <unix time>", written before the output they precede; see the
+    runtime's ``_LogMarks``). A line gets the time of the last mark at or before its offset;
+    a log without marks (an older run) gets 0 for every line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.sizes: list[int] = []
+        self.times: list[float] = []
+
+    def at(self, starts: Sequence[int]) -> list[float]:
+        """Times of the lines that start at ``starts`` (byte offsets, ascending)."""
+        self._read()
+        from bisect import bisect_right
+
+        out = []
+        for start in starts:
+            i = bisect_right(self.sizes, start) - 1
+            out.append(self.times[i] if i >= 0 else (self.times[0] if self.times else 0.0))
+        return out
+
+    def _read(self) -> None:
+        try:
+            data, self.offset = read_complete_lines(self.path, self.offset, None)
+        except FileNotFoundError:
+            return
+        for line in data.split(b"\n"):
+            size, _, when = line.partition(b" ")
+            try:
+                size_i, when_f = int(size), float(when)
+            except ValueError:
+                continue
+            if not self.sizes or size_i >= self.sizes[-1]:
+                self.sizes.append(size_i)
+                self.times.append(when_f)

@@ -496,6 +496,54 @@ if in_run:
     _install()
 
 
+# --- log times -----------------------------------------------------------------------------
+
+_MARK_S = 0.05  # at most this often, a rank notes how long its log is and when
+
+
+class _LogMarks:
+    """``logs/rank-<r>.times``: lines of "<log size> <unix time>". A reader gives each log
+    line the time of the last mark at or before its offset, which puts the ranks' log
+    history in one time order (``follow.LogTimes``)."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.last = 0.0
+
+    def note(self) -> None:
+        now = time.time()
+        if now - self.last < _MARK_S:
+            return
+        self.last = now
+        try:
+            os.write(self.fd, b"%d %.3f\n" % (os.fstat(1).st_size, now))
+        except OSError:
+            pass
+
+
+class _MarkedStream:
+    """``sys.stdout``/``sys.stderr`` of a rank whose output goes to its log: a write first
+    notes the log's length and the time (``_LogMarks``); everything else is the stream's."""
+
+    def __init__(self, stream: Any, marks: _LogMarks) -> None:
+        self._stream = stream
+        self._marks = marks
+
+    def write(self, text: str) -> int:
+        self._marks.note()
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _mark_output(times_path: str) -> None:
+    """Note times for this rank's log (its stdout and stderr, fds 1 and 2) in ``times_path``."""
+    marks = _LogMarks(times_path)
+    sys.stdout = _MarkedStream(sys.stdout, marks)
+    sys.stderr = _MarkedStream(sys.stderr, marks)
+
+
 # --- carried notebook variables ---------------------------------------------------------------
 
 def load_carried(cell_file: str) -> dict[str, Any]:

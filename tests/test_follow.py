@@ -171,3 +171,38 @@ def test_text_metrics_are_kept_as_the_last_value_per_rank_and_shown(finished_run
     feed.poll()
     assert feed.texts_payload() == {"phase": {"0": "train", "1": "eval"}}
     assert "phase (text, not charted): rank 0 'train', rank 1 'eval'" in summary_text(follower)
+
+
+INTERLEAVED = """
+import time
+import torch.distributed as dist
+from jupyter_trainer import runtime as jt
+dist.init_process_group("gloo")
+dist.barrier()
+start = time.time()
+for i in range(4):
+    time.sleep(max(0.0, start + (2 * i + jt.rank) * 0.25 - time.time()))
+    print(f"rank {jt.rank} line {i}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_the_all_ranks_log_history_comes_in_the_order_it_was_written(home):
+    run = api.submit(INTERLEAVED, procs=2, name="interleave", wait=True)
+    times = run.store.paths(run.id).logs / "rank-1.times"
+    assert times.exists() and times.read_text().strip()
+    feed = RunFeed(run)  # attached after the end: the whole history in one read
+    feed.poll()
+    lines = [text for _, text in feed.all_logs if text.startswith("rank ")]
+    assert lines == [f"rank {i % 2} line {i // 2}" for i in range(8)], lines
+    assert [text for text in feed.rank_logs[1] if text.startswith("rank ")] == \
+        [f"rank 1 line {i}" for i in range(4)]
+
+
+def test_a_log_tail_cut_mid_file_still_knows_where_each_line_starts(tmp_path):
+    path = tmp_path / "rank-0.log"
+    path.write_bytes(b"".join(b"line %03d\n" % i for i in range(100)))
+    tail = LogTail(path, max_lines=10, max_bytes=95)
+    lines = tail.poll()
+    assert lines[-1] == "line 099" and tail.starts[-1] == 99 * 9
+    assert all(path.read_bytes()[s:s + 8].decode() == line for s, line in zip(tail.starts, lines))

@@ -17,6 +17,7 @@ import sys
 from jupyter_trainer import api
 
 from conftest import REPO, leftover, wait_for
+from test_follow import INTERLEAVED
 from test_browser import LIVE_CELL, LIVE_PARAMS, TIMEOUT_MS, browser, check_live_view  # noqa: F401
 
 LIVE_SCRIPT = LIVE_CELL.split("\n", 1)[1]
@@ -103,8 +104,7 @@ def test_panel_and_run_view_are_the_widgets_view(browser, home, tmp_path):  # no
 
 def test_attach_in_notebook_inserts_and_runs_the_cell(browser, home, tmp_path):  # noqa: F811
     lab, page = browser
-    run = api.submit("print('attached here', flush=True)", launcher="python", name="to-attach",
-                     wait=True)
+    run = api.submit(INTERLEAVED, procs=2, name="to-attach", wait=True)
     lab.write_notebook("attach.ipynb", ["%load_ext jupyter_trainer"])
     open_panel(page, lab, lab.notebook_url("attach.ipynb"))
     pw = page.page
@@ -116,8 +116,11 @@ def test_attach_in_notebook_inserts_and_runs_the_cell(browser, home, tmp_path): 
     assert f'get_run("{run.id}").monitor()' in cell.locator(".jp-InputArea-editor").inner_text()
     pw.wait_for_selector(f".jp-Cell >> nth=1 >> [data-testid=jt-run-id]:text-is('{run.id}')")
     pw.wait_for_selector(".jp-Cell >> nth=1 >> [data-testid=jt-status]:text-is('completed')")
-    wait_for(lambda: "attached here" in pw.inner_text(".jp-Cell >> nth=1 >> [data-testid=jt-log-body]"),
-             timeout=20, what="the attached run's log")
+    # the log history of both ranks, in the order the lines were written
+    lines = lambda: [t.split("] ", 1)[-1] for t in pw.locator(  # noqa: E731
+        ".jp-Cell >> nth=1 >> [data-testid=jt-log-line]").all_inner_texts() if "line" in t]
+    wait_for(lambda: len(lines()) == 8, timeout=20, what="the attached run's log")
+    assert lines() == [f"rank {i % 2} line {i // 2}" for i in range(8)], lines()
     assert not pw.locator(".jp-Dialog").count()
 
 

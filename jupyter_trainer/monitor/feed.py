@@ -14,7 +14,7 @@ import time
 from collections import deque
 from typing import Any
 
-from ..follow import LogTail, Series, downsample, mean_across_ranks, minmax_indices
+from ..follow import LogTail, LogTimes, Series, downsample, mean_across_ranks, minmax_indices
 from .text import RateMeter, progress_line, source_line, summary_text, traceback_tail
 
 STAGES = ("preparing", "queued", "running", "finalizing")
@@ -38,6 +38,7 @@ class RunFeed:
         self.log_lines = log_lines
         self.log_bytes = log_bytes
         self.tails: dict[int, LogTail] = {}
+        self.times: dict[int, LogTimes] = {}
         self.rank_logs: dict[int, deque[str]] = {}
         self.rank_totals: dict[int, int] = {}
         self.all_logs: deque[tuple[int, str]] = deque(maxlen=log_lines)
@@ -72,22 +73,27 @@ class RunFeed:
         return self.follower.finished
 
     def _poll_logs(self) -> bool:
+        """New lines of every rank; those of the all-ranks view in the order they were
+        written (by the ranks' log times), so a history read at once interleaves too."""
         paths = self.run.store.paths(self.run.id)
-        changed = False
+        fresh: list[tuple[float, int, int, str]] = []
         for rank in self.run.store.ranks(self.run.id):
             tail = self.tails.get(rank)
             if tail is None:
                 tail = self.tails[rank] = LogTail(paths.log_file(rank), self.log_lines, self.log_bytes)
+                self.times[rank] = LogTimes(paths.log_file(rank).with_suffix(".times"))
                 self.rank_logs[rank] = deque(maxlen=self.log_lines)
                 self.rank_totals[rank] = 0
             new = tail.poll()
             if new:
-                changed = True
                 self.rank_logs[rank].extend(new)
                 self.rank_totals[rank] += len(new)
-                self.all_logs.extend((rank, line) for line in new)
-                self.all_total += len(new)
-        return changed
+                times = self.times[rank].at(tail.starts)
+                fresh.extend((when, rank, i, line) for i, (when, line) in enumerate(zip(times, new)))
+        fresh.sort(key=lambda item: item[:3])
+        self.all_logs.extend((rank, line) for _, rank, _, line in fresh)
+        self.all_total += len(fresh)
+        return bool(fresh)
 
     # -- payloads ----------------------------------------------------------------------
     def info(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import time  # the rest is imported by the commands that need it: every call sta
 
 MARK = b"\x1eJT "
 CHUNK = 1 << 20
-FOLLOWED = re.compile(r"(logs/rank-\d+\.log|events/rank-\d+\.jsonl|ranks/rank-\d+\.json|"
+FOLLOWED = re.compile(r"(logs/rank-\d+\.(?:log|times)|events/rank-\d+\.jsonl|ranks/rank-\d+\.json|"
                       r"logs/launcher-\d+\.log)")
 REPLACED = re.compile(r"ranks/rank-\d+\.json")
 HEARTBEAT_S, PASS_S = 1.0, 0.05  # a launcher's exit is seen within PASS_S

@@ -32,7 +32,7 @@ from .frames import FrameReader
 from .ssh import classify
 from .transport import NodeShell
 
-_APPENDED = re.compile(r"(logs/rank-\d+\.log|events/rank-\d+\.jsonl)")
+_APPENDED = re.compile(r"(logs/rank-\d+\.(?:log|times)|events/rank-\d+\.jsonl)")
 _REPLACED = re.compile(r"ranks/rank-\d+\.json")
 _LAUNCHER = re.compile(r"logs/launcher-(\d+)\.log")
 STALL_S = 10.0           # no frame (not even a heartbeat) this long: the session is dead
