@@ -193,6 +193,13 @@ class Page:
             if attempt == tries - 1 or any(text.strip() != "[ ]:" for text in prompts):
                 raise AssertionError(f"Run All ran nothing; the prompts read {prompts}")
 
+    def restart_kernel(self) -> None:
+        """Kernel > Restart Kernel, confirmed."""
+        self.page.click(".lm-MenuBar-item:has-text('Kernel')")
+        self.page.click(".lm-Menu-item[data-command='kernelmenu:restart']")
+        self.page.wait_for_selector(".jp-Dialog")
+        self.answer_dialogs()
+
     def shot(self, name: str, selector: str = "[data-testid=jt-monitor]") -> Path:
         """Screenshot of the widget. When a run ends, JupyterLab draws the widget's output
         once more (its text/plain is brought up to date), so a view can be replaced
@@ -586,24 +593,30 @@ def test_notebook7_shows_the_same_live_monitor(notebook7, home):
     check_live_view(page, "[data-testid=jt-monitor]", run, shots="12-notebook7-")
 
 
-def test_after_a_kernel_restart_the_old_widget_says_its_kernel_is_gone(browser, home):
-    lab, page = browser
-    lab.write_notebook("restart.ipynb", ["%load_ext jupyter_trainer", """%%train --no-wait --name outlives
+LONG_CELL = """%%train --no-wait --name long
 import time
 from jupyter_trainer import runtime as jt
 for step in range(3000):
     jt.progress(step + 1, 3000)
+    print("long step", step, flush=True)
     time.sleep(0.05)
-"""])
-    page.open("restart.ipynb")
+"""
+
+
+def start_a_long_run(lab, page: Page, name: str):
+    """A notebook whose %%train --no-wait cell is running; its run."""
+    lab.write_notebook(name, ["%load_ext jupyter_trainer", LONG_CELL])
+    page.open(name)
     page.run_all()
+    page.page.wait_for_selector("[data-testid=jt-status]:text-is('running')")
+    return api.get_run(page.text("[data-testid=jt-run-id]"))
+
+
+def test_after_a_kernel_restart_the_old_widget_says_its_kernel_is_gone(browser, home):
+    lab, page = browser
+    run = start_a_long_run(lab, page, "restart.ipynb")
+    page.restart_kernel()
     pw = page.page
-    pw.wait_for_selector("[data-testid=jt-status]:text-is('running')")
-    run = api.get_run(page.text("[data-testid=jt-run-id]"))
-    pw.click(".lm-MenuBar-item:has-text('Kernel')")
-    pw.click(".lm-Menu-item[data-command='kernelmenu:restart']")
-    pw.wait_for_selector(".jp-Dialog")
-    page.answer_dialogs()
     # the run goes on without the kernel; its old widget no longer pretends to follow it
     pw.wait_for_selector("[data-testid=jt-status]:text-is('running?')", timeout=30_000)
     assert "kernel that showed this run is gone" in page.text("[data-testid=jt-notice]")
@@ -616,4 +629,30 @@ for step in range(3000):
     page.shot("13-kernel-restarted")
     assert run.status == "running"
     run.cancel()
+    assert leftover(run.id) == []
+
+
+def test_after_a_restart_and_a_reload_the_output_shows_the_run_from_the_server(browser, home):
+    lab, page = browser
+    run = start_a_long_run(lab, page, "reloaded.ipynb")
+    pw = page.page
+    pw.keyboard.press("Control+s")
+    pw.wait_for_selector(".jp-mod-dirty", state="detached")
+    page.restart_kernel()
+    pw.wait_for_selector(lab.idle_kernel)
+    pw.reload()
+    # not "Error displaying widget: model not found": the run view, fed by the server
+    pw.wait_for_selector("[data-testid=jt-monitor][data-source=server] [data-testid=jt-status]:text-is('running')",
+                         timeout=TIMEOUT_MS)
+    assert "model not found" not in pw.inner_text(".jp-OutputArea")
+    assert page.text("[data-testid=jt-run-id]") == run.id
+    fraction = lambda: float(page.attr("[data-testid=jt-progress-fill]", "data-fraction") or 0)  # noqa: E731
+    before = wait_for(fraction, 30, what="progress")
+    wait_for(lambda: fraction() > before, 30, what="progress from the server")
+    wait_for(lambda: page.page.locator("[data-testid=jt-log-line]:has-text('long step')").count() > 3,
+             30, what="log lines from the server")
+    page.shot("14-reloaded-after-restart")
+    pw.click("[data-testid=jt-cancel]")
+    wait_for(lambda: run.status == "canceled", 20, what="the run to be canceled from the server view")
+    pw.wait_for_selector("[data-testid=jt-status]:text-is('canceled')")
     assert leftover(run.id) == []

@@ -28,6 +28,8 @@ from .feeder import ViewFeeder
 STATIC = Path(__file__).parent / "static"  # the lab extension's build writes the view here
 MISSING_VIEW = """export default { render({ el }) { el.textContent = %r; } };"""
 
+RUN_MIME = "application/vnd.jupyter-trainer.run+json"  # labextension/src/runoutput.ts
+
 _LIVE: "weakref.WeakSet[RunMonitor]" = weakref.WeakSet()
 
 
@@ -146,6 +148,8 @@ class RunMonitor(anywidget.AnyWidget):
             return None
         data, metadata = bundle
         data["text/plain"] = self._text  # what the run looks like now, not at creation
+        if self.run_id:  # the lab extension shows the run from the server once the model is gone
+            data[RUN_MIME] = {"run_id": self.run_id}
         return data, metadata
 
     def _ipython_display_(self) -> None:

@@ -12,6 +12,7 @@ import { TrainerClient } from './api';
 import { highlightCellMagics } from './highlight';
 import { isValidRunId } from './model';
 import { RunsPanel } from './panel';
+import { showLostRunOutputs } from './runoutput';
 import { RunView } from './runview';
 
 const ICON = new LabIcon({
@@ -29,10 +30,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
   optional: [ILayoutRestorer, ICommandPalette, INotebookTracker],
   activate: (app: JupyterFrontEnd, restorer: ILayoutRestorer | null, palette: ICommandPalette | null,
     notebooks: INotebookTracker | null) => {
+    const client = new TrainerClient();
     if (notebooks) {
       highlightCellMagics(notebooks);
+      // Run outputs: the widget while its model lives, the server's view once it is gone.
+      notebooks.widgetAdded.connect((_, panel) => showLostRunOutputs(panel, client));
     }
-    const client = new TrainerClient();
     const tracker = new WidgetTracker<MainAreaWidget<RunView>>({ namespace: 'jupyter-trainer-run' });
 
     app.commands.addCommand(COMMANDS.open, {
