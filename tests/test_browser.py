@@ -45,7 +45,8 @@ class JupyterLab:
     """``jupyter lab`` (or, with ``app="notebook"``, Notebook 7) in folders of its own;
     ``stop`` ends it and every process it started."""
 
-    def __init__(self, base: Path, env: dict[str, str], app: str = "jupyterlab") -> None:
+    def __init__(self, base: Path, env: dict[str, str], app: str = "jupyterlab",
+                 theme: str = "JupyterLab Light") -> None:
         self.base = base
         self.app = app
         self.root = base / "notebooks"
@@ -56,6 +57,7 @@ class JupyterLab:
         settings.mkdir(parents=True, exist_ok=True)
         (settings / "notification.jupyterlab-settings").write_text(
             json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+        (settings / "themes.jupyterlab-settings").write_text(json.dumps({"theme": theme}))
         self.env = {**env, "JUPYTERLAB_SETTINGS_DIR": str(base / "lab-settings"),
                     "JUPYTERLAB_WORKSPACES_DIR": str(base / "lab-workspaces"),
                     "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
@@ -239,13 +241,13 @@ def _is_local(url: str) -> bool:
 
 
 @contextmanager
-def _open_browser(home: Path, request, app: str):
+def _open_browser(home: Path, request, app: str, theme: str = "JupyterLab Light"):
     """(server, Page) with the page's artifacts folder; everything is stopped after. A
     request for anything off this machine fails the test: the front end must work offline."""
     from playwright.sync_api import sync_playwright
 
     base = home.parent / "lab"
-    lab = JupyterLab(base, {**os.environ, "JUPYTER_TRAINER_MONITOR": "auto"}, app=app)
+    lab = JupyterLab(base, {**os.environ, "JUPYTER_TRAINER_MONITOR": "auto"}, app=app, theme=theme)
     shots = ARTIFACTS / request.node.name
     shutil.rmtree(shots, ignore_errors=True)
     shots.mkdir(parents=True)
@@ -279,6 +281,13 @@ def browser(home, request):
     """JupyterLab and a page in headless Chromium."""
     with _open_browser(home, request, "jupyterlab") as opened:
         yield opened
+
+
+@pytest.fixture(params=["JupyterLab Light", "JupyterLab Dark"], ids=["light", "dark"])
+def themed_browser(home, request):
+    """(JupyterLab, Page) in the light or the dark theme."""
+    with _open_browser(home, request, "jupyterlab", theme=request.param) as opened:
+        yield (*opened, request.param.split()[-1].lower())
 
 
 @pytest.fixture
@@ -655,4 +664,51 @@ def test_after_a_restart_and_a_reload_the_output_shows_the_run_from_the_server(b
     pw.click("[data-testid=jt-cancel]")
     wait_for(lambda: run.status == "canceled", 20, what="the run to be canceled from the server view")
     pw.wait_for_selector("[data-testid=jt-status]:text-is('canceled')")
+    assert leftover(run.id) == []
+
+
+THEMED_CELL = """%%train --procs 2 --name themed
+from jupyter_trainer import runtime as jt
+for step in range(60):
+    jt.log(step=step, loss=2.0 / (1 + 0.1 * step), accuracy=step / 60 + 0.05 * jt.rank, phase="train")
+    jt.progress(step + 1, 60)
+    print(f"\\x1b[32mINFO\\x1b[0m rank {jt.rank} step {step}", flush=True)
+"""
+
+
+def luminance(css: str) -> float:
+    r, g, b = (int(v) for v in re.findall(r"\d+", css)[:3])
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+
+def test_the_run_view_follows_the_theme_in_the_widget_and_the_lab_view(themed_browser, home):
+    lab, page, theme = themed_browser
+    lab.write_notebook("themed.ipynb", ["%load_ext jupyter_trainer", "lr = 0.1", THEMED_CELL])
+    page.open("themed.ipynb")
+    page.run_all()
+    pw = page.page
+    widget = ".jp-OutputArea [data-testid=jt-monitor]"
+    pw.wait_for_selector(f"{widget} [data-testid=jt-status]:text-is('completed')")
+    pw.wait_for_selector(f"{widget} [data-testid=jt-chart][data-points]")
+    run = api.get_run(page.text(f"{widget} [data-testid=jt-run-id]"))
+    shots = {}
+
+    def check(where: str, root: str) -> None:
+        background = pw.eval_on_selector(root, "el => getComputedStyle(el).backgroundColor")
+        color = pw.eval_on_selector(f"{root} [data-testid=jt-name]", "el => getComputedStyle(el).color")
+        dark = theme == "dark"
+        assert (luminance(background) < 0.3) == dark and (luminance(color) > 0.6) == dark, \
+            (where, theme, background, color)
+        assert pw.text_content(f"{root} [data-testid=jt-status]") == "completed"
+        shots[where] = page.shot(f"run-view-{theme}-{where}", root)
+
+    check("widget", widget)
+    pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
+    pw.click(f"[data-testid=jt-runs-row][data-run='{run.id}']")
+    view = f"#jt-run-{run.id} [data-testid=jt-monitor]"
+    pw.wait_for_selector(f"{view} [data-testid=jt-chart][data-points]")
+    check("lab", view)
+    if os.environ.get("JT_UPDATE_SCREENSHOTS"):  # refresh the docs' pictures on purpose only
+        for path in shots.values():
+            shutil.copy(path, REPO / "docs" / "screenshots" / path.name)
     assert leftover(run.id) == []
