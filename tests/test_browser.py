@@ -327,9 +327,8 @@ def check_live_view(page: Page, root: str, run, *, shots: str = "") -> None:
     def shot(name: str) -> None:
         page.shot(f"{shots}{name}", root)
 
-    pw.wait_for_selector(within("[data-testid=jt-run-id]:not(:empty)"))
+    pw.wait_for_selector(within(f"[data-testid=jt-name]:text-is('{run.spec.name}')"))
     assert page.text(within("[data-testid=jt-run-id]")) == run.id
-    assert page.text(within("[data-testid=jt-name]")) == run.spec.name
     params = " ".join(page.text(within("[data-testid=jt-params]")).split())
     assert all(f"{k} {v}" in params for k, v in LIVE_PARAMS.items()), params
     assert "target local" in page.text(within("[data-testid=jt-meta]"))
@@ -375,7 +374,8 @@ def check_live_view(page: Page, root: str, run, *, shots: str = "") -> None:
     shot("03b-wall-time-mean")
     # a log y axis labels its ticks, even over less than a decade (accuracy, so far)
     pw.click(within("[data-testid=jt-opt-y] button[data-value=log]"))
-    ticks = [c.get_attribute("data-y-ticks") for c in pw.locator(within("[data-testid=jt-chart]")).all()]
+    ticks = wait_for(lambda: [c.get_attribute("data-y-ticks") or "" for c in
+                              pw.locator(within("[data-testid=jt-chart]")).all()], 10, what="log axes")
     assert len(ticks) == 2 and all(len(t.split()) >= 2 for t in ticks), ticks
     pw.click(within("[data-testid=jt-opt-y] button[data-value=linear]"))
     pw.click(within(".jt-metric-chip[data-metric=lr]"))

@@ -90,7 +90,8 @@ class RunFeed:
                 self.rank_totals[rank] += len(new)
                 times = self.times[rank].at(tail.starts)
                 fresh.extend((when, rank, i, line) for i, (when, line) in enumerate(zip(times, new)))
-        fresh.sort(key=lambda item: item[:3])
+        if all(item[0] > 0 for item in fresh):  # a log without times (an older run) keeps rank order
+            fresh.sort(key=lambda item: item[:3])
         self.all_logs.extend((rank, line) for _, rank, _, line in fresh)
         self.all_total += len(fresh)
         return bool(fresh)

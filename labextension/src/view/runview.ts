@@ -5,7 +5,8 @@
  * panel's main-area view (a WebSocket to the server) both mount it on a model with the
  * anywidget model's methods, and the Python side (``monitor.feeder``) fills both alike.
  */
-import { LineChart, PALETTE, formatBytes, formatDuration, formatNumber } from './chart.js';
+import { PALETTE, formatBytes, formatDuration, formatNumber } from './chart.js';
+import { LineChart } from './linechart';
 import { LogView } from './logview.js';
 import { ansiToHtml, escapeHtml } from './ansi.js';
 
@@ -168,7 +169,7 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     </section>`;
   const $ = (sel: string): HTMLElement => root.querySelector(sel) as HTMLElement;
   const cancel = $('[data-testid=jt-cancel]') as HTMLButtonElement;
-  const charts = new Map<string, { card: HTMLElement; chart: any }>();
+  const charts = new Map<string, { card: HTMLElement; chart: LineChart }>();
   let clock = { offset: 0 }; // feeder's time - browser time, from the last state
   let cancelClicked = false;
   let heard = Date.now(); // when the model last changed
@@ -433,7 +434,7 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
         card.dataset.metric = name;
         card.innerHTML = `<div class="jt-chart-head"><span class="jt-chart-title">${escapeHtml(name)}</span><span class="jt-chart-stats"></span></div><div class="jt-chart-legend"></div><div class="jt-chart-area"></div><div class="jt-chart-foot jt-muted"></div>`;
         area.append(card);
-        entry = { card, chart: new LineChart(card.querySelector('.jt-chart-area')) };
+        entry = { card, chart: new LineChart(card.querySelector('.jt-chart-area') as HTMLElement) };
         charts.set(name, entry);
       }
       const series = chart.series.map((s: any, k: number) => ({ label: s.label, color: PALETTE[(s.rank ?? k) % PALETTE.length], x: toFloats(s.x), y: toFloats(s.y) }));
@@ -448,8 +449,8 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
       part('.jt-chart-foot').textContent = perSeries +
         (drawn < total ? ` · ${drawn.toLocaleString()} drawn (min/max per bucket)` : '') +
         (chart.ranks > chart.series.length && first.rank !== null ? ` · first ${chart.series.length} of ${chart.ranks} ranks` : '');
+      entry.chart.update({ series, xKind: payload.x === 'time' ? 'time' : 'step', logY: store.logY });
       entry.chart.canvas.dataset.count = String(total);
-      entry.chart.update({ series, xKind: payload.x, logY: store.logY });
     }
     const order: string[] = (payload.selected || []).filter((n: string) => charts.has(n));
     order.forEach(n => area.append((charts.get(n) as { card: HTMLElement }).card));

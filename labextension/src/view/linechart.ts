@@ -1,0 +1,182 @@
+/**
+ * One metric's chart in the run view, drawn by uPlot: one line per series (a rank, or the
+ * mean), against step or wall time, linear or log y, a hover read-out, responsive width,
+ * colours from the JupyterLab theme. The series come downsampled (min/max per bucket) from
+ * the feeder; each may have its own x values, so they are aligned on the union of them.
+ */
+import uPlot from 'uplot';
+
+import { escapeHtml } from './ansi.js';
+import { PALETTE, formatDuration, formatNumber, formatTick, logTicks, niceTicks } from './chart.js';
+
+export interface ISeries {
+  label: string;
+  color?: string;
+  x: Float64Array;
+  y: Float64Array;
+}
+
+export interface IChartSpec {
+  series: ISeries[];
+  xKind: 'step' | 'time';
+  logY: boolean;
+}
+
+function cssVar(el: Element, name: string, fallback: string): string {
+  return getComputedStyle(el).getPropertyValue(name).trim() || fallback;
+}
+
+/** The series on one x axis: the sorted union of their x values, null where one has none. */
+export function alignSeries(series: ISeries[], logY: boolean): uPlot.AlignedData {
+  const xs = Array.from(new Set(series.flatMap(s => Array.from(s.x)))).sort((a, b) => a - b);
+  const where = new Map(xs.map((x, i) => [x, i]));
+  const columns = series.map(s => {
+    const column: Array<number | null> = new Array(xs.length).fill(null);
+    for (let i = 0; i < s.x.length; i++) {
+      const y = s.y[i];
+      column[where.get(s.x[i]) as number] = Number.isFinite(y) && (!logY || y > 0) ? y : null;
+    }
+    return column;
+  });
+  return [xs, ...columns] as uPlot.AlignedData;
+}
+
+/** The value of ``column`` at ``idx``, or at the nearest index that has one. */
+function nearest(column: Array<number | null>, idx: number): number | null {
+  for (let d = 0; d < column.length; d++) {
+    if (idx - d >= 0 && column[idx - d] !== null) return column[idx - d];
+    if (idx + d < column.length && column[idx + d] !== null) return column[idx + d];
+  }
+  return null;
+}
+
+export class LineChart {
+  readonly tip: HTMLElement;
+  private plot: uPlot | null = null;
+  private shape = '';
+  private spec: IChartSpec = { series: [], xKind: 'step', logY: false };
+  private empty: HTMLElement;
+  private resize: ResizeObserver;
+  private colors: string[] = [];
+  private labels: string[] = [];
+
+  constructor(private container: HTMLElement, private options: { height?: number } = {}) {
+    this.empty = document.createElement('div');
+    this.empty.className = 'jt-chart-empty jt-muted';
+    this.empty.textContent = 'waiting for data…';
+    this.tip = document.createElement('div');
+    this.tip.className = 'jt-chart-tip';
+    this.tip.hidden = true;
+    container.append(this.empty, this.tip);
+    this.resize = new ResizeObserver(() => this.plot?.setSize(this.size()));
+    this.resize.observe(container);
+  }
+
+  /** The canvas drawn on (tests read its pixels and data-* attributes). */
+  get canvas(): HTMLCanvasElement {
+    return this.plot ? this.plot.ctx.canvas : (this.empty as unknown as HTMLCanvasElement);
+  }
+
+  update(spec: IChartSpec): void {
+    this.spec = spec;
+    const drawable = spec.series.filter(s => s.x.length);
+    this.empty.hidden = drawable.length > 0;
+    if (!drawable.length) {
+      this.plot?.destroy();
+      this.plot = null;
+      this.shape = '';
+      return;
+    }
+    const data = alignSeries(drawable, spec.logY);
+    const shape = JSON.stringify([drawable.map(s => [s.label, s.color]), spec.xKind, spec.logY]);
+    if (!this.plot || shape !== this.shape) {
+      this.plot?.destroy();
+      this.plot = new uPlot(this.plotOptions(drawable), data, this.container);
+      this.container.append(this.tip);
+      this.shape = shape;
+    } else {
+      this.plot.setData(data);
+    }
+    const canvas = this.plot.ctx.canvas;
+    canvas.dataset.testid = 'jt-chart';
+    canvas.dataset.points = String(drawable.reduce((n, s) => n + s.x.length, 0));
+    canvas.dataset.x = spec.xKind;
+    canvas.dataset.series = String(drawable.length);
+  }
+
+  destroy(): void {
+    this.resize.disconnect();
+    this.plot?.destroy();
+    this.empty.remove();
+    this.tip.remove();
+  }
+
+  private size(): { width: number; height: number } {
+    return { width: Math.max(160, Math.floor(this.container.clientWidth)), height: this.options.height || 190 };
+  }
+
+  private plotOptions(series: ISeries[]): uPlot.Options {
+    const fg = cssVar(this.container, '--jp-ui-font-color2', '#616161');
+    const grid = cssVar(this.container, '--jp-border-color2', '#e0e0e0');
+    const font = `11px ${cssVar(this.container, '--jp-ui-font-family', 'system-ui, sans-serif')}`;
+    const { xKind, logY } = this.spec;
+    const yLabel = (v: number): string => (logY ? formatNumber(Number(v.toPrecision(6))) : formatTick(v));
+    this.colors = series.map((s, k) => s.color || PALETTE[k % PALETTE.length]);
+    this.labels = series.map(s => escapeHtml(s.label));
+    const axis = { stroke: fg, font, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1, size: 4 } };
+    return {
+      ...this.size(),
+      legend: { show: false },
+      cursor: { drag: { x: false, y: false, setScale: false }, points: { size: 6 } },
+      scales: {
+        x: { time: false },
+        y: logY
+          ? { distr: 3, range: (_u, min, max) => [min / 1.1, max * 1.1] }
+          : { range: (_u, min, max) => (min === max ? [min - (Math.abs(min) || 1) * 0.05, max + (Math.abs(max) || 1) * 0.05] : [min - (max - min) * 0.06, max + (max - min) * 0.06]) }
+      },
+      axes: [
+        { ...axis, space: 60, values: (_u, splits) => splits.map(v => (v === null || v === undefined ? '' : xKind === 'time' ? formatDuration(v) : formatTick(v))) },
+        {
+          ...axis,
+          size: 50,
+          filter: (_u, splits) => splits,
+          splits: (_u, _i, min, max) => (logY ? logTicks(Math.log10(min), Math.log10(max), 4).map(t => Math.pow(10, t)) : niceTicks(min, max, 4)),
+          values: (u, splits) => {
+            const labels = splits.map(v => (v === null || v === undefined ? '' : yLabel(v)));
+            u.ctx.canvas.dataset.yTicks = labels.filter(Boolean).join(' ');
+            return labels;
+          }
+        }
+      ],
+      series: [{}, ...series.map((s, k) => ({ label: s.label, stroke: this.colors[k], width: 1.5, spanGaps: true, points: { show: s.x.length === 1 } }))],
+      hooks: { setCursor: [u => this.showTip(u)] }
+    };
+  }
+
+  /** The values nearest the cursor, in a box beside it. */
+  private showTip(u: uPlot): void {
+    const idx = u.cursor.idx;
+    if (idx === null || idx === undefined || u.cursor.left === undefined || u.cursor.left < 0) {
+      this.tip.hidden = true;
+      return;
+    }
+    const rows: string[] = [];
+    this.colors.forEach((color, k) => {
+      const value = nearest(u.data[k + 1] as Array<number | null>, idx);
+      if (value !== null) {
+        rows.push(`<div><span class="jt-swatch" style="background:${color}"></span>${this.labels[k]}: <b>${formatNumber(value)}</b></div>`);
+      }
+    });
+    const x = u.data[0][idx];
+    const head = this.spec.xKind === 'time' ? `t = ${formatDuration(x)}` : `step ${formatNumber(x)}`;
+    this.tip.innerHTML = `<div class="jt-tip-head">${head}</div>${rows.join('')}`;
+    this.tip.hidden = false;
+    const over = u.over.getBoundingClientRect();
+    const box = this.container.getBoundingClientRect();
+    const left = over.left - box.left + u.cursor.left;
+    const flip = u.cursor.left > over.width / 2;
+    this.tip.style.left = flip ? '' : `${left + 12}px`;
+    this.tip.style.right = flip ? `${box.width - left + 12}px` : '';
+    this.tip.style.top = `${over.top - box.top + 4}px`;
+  }
+}
