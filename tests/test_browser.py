@@ -360,6 +360,18 @@ def check_live_view(page: Page, root: str, run, *, shots: str = "") -> None:
     assert len(ink) == 3 and all(n > 500 for n in ink), f"a chart canvas is blank: {ink}"
     wait_for(lambda: count() > before + 20, 60, what="the chart to grow")
     shot("03-charts-growing")
+    # hovering a chart reads out its values beside the cursor, inside the chart
+    chart = pw.locator(within("[data-testid=jt-chart]")).first
+    box = chart.bounding_box()
+    pw.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.5)
+    tip = pw.locator(within(".jt-chart-tip")).first
+    tip.wait_for(state="visible")
+    assert re.search(r"step \d+.*rank 0: \S+.*rank 1: \S+", " ".join(tip.inner_text().split())), tip.inner_text()
+    card = pw.locator(within(".jt-chart-card")).first.bounding_box()
+    where = tip.bounding_box()
+    assert card["y"] <= where["y"] <= box["y"] + box["height"] / 2, (card, where)
+    assert card["x"] <= where["x"] and where["x"] + where["width"] <= card["x"] + card["width"], (card, where)
+    pw.mouse.move(0, 0)
 
     # charts against wall time, of the mean across ranks; metrics can be hidden and shown
     pw.click(within("[data-testid=jt-opt-x] button[data-value=time]"))
