@@ -4,6 +4,8 @@ protocol alone (as a Ray actor or a scheduler's shell would be)."""
 
 from __future__ import annotations
 
+import json
+
 import subprocess
 import sys
 import time
@@ -148,3 +150,21 @@ def test_built_environment_records_what_the_run_state_keeps():
         "nodes": {"n1": {"python": "/e/bin/python", "built": True}}}
     assert BuiltEnvironment("/p", on="login").record()["on"] == "login"
     assert "nodes" not in BuiltEnvironment("/p").record()
+
+
+def test_a_launcher_that_ends_while_its_status_is_read_is_not_taken_for_lost(tmp_path, monkeypatch):
+    """The keeper records the launcher's exit and then ends. A status read that finds no exit
+    yet and then both processes gone looks at the exit record again, instead of reporting a
+    lost launcher (exit -1, which the supervisor took for a SIGHUP)."""
+
+    (tmp_path / "node-0.json").write_text(json.dumps({"pid": 2 ** 22 + 1, "keeper": 2 ** 22 + 2}))
+
+    def keeper_finishes_now(pid, ticks=None):  # the keeper writes the exit record, then is gone
+        (tmp_path / "node-0.exit").write_text(json.dumps({"exit_code": 0}))
+        return False
+
+    monkeypatch.setattr(agent, "alive", keeper_finishes_now)
+    assert agent.Follower(str(tmp_path), 0, {}).launcher_status() == {"exit": 0, "alive": False}
+    (tmp_path / "node-0.exit").unlink()
+    monkeypatch.setattr(agent, "alive", lambda pid, ticks=None: False)
+    assert agent.Follower(str(tmp_path), 0, {}).launcher_status()["exit"] == -1

@@ -418,16 +418,16 @@ class Follower:
         return sent
 
     def launcher_status(self):
-        ended = read_json(os.path.join(self.run_dir, "node-%d.exit" % self.node))
-        if ended is not None:
-            return {"exit": ended.get("exit_code"), "alive": False}
         ids = read_json(os.path.join(self.run_dir, "node-%d.json" % self.node))
-        if ids is None:
-            return {"exit": None, "alive": None}  # this node runs no launcher of its own
-        if alive(ids["pid"], ids.get("start_ticks")) or alive(ids.get("keeper")):
-            return {"exit": None, "alive": True}
-        return {"exit": -1, "alive": False, "lost": "the launcher and its keeper are gone "
-                "without recording an exit"}
+        for look in (1, 2):  # the keeper records the exit, then ends: look again once both are gone
+            ended = read_json(os.path.join(self.run_dir, "node-%d.exit" % self.node))
+            if ended is not None:
+                return {"exit": ended.get("exit_code"), "alive": False}
+            if ids is None:
+                return {"exit": None, "alive": None}  # this node runs no launcher of its own
+            if look == 1 and (alive(ids["pid"], ids.get("start_ticks")) or alive(ids.get("keeper"))):
+                return {"exit": None, "alive": True}
+        return {"exit": -1, "alive": False, "lost": "launcher and keeper gone; no exit recorded"}
 
 
 def follow(args, offsets):
