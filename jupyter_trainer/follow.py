@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 from .store import TERMINAL, Store, read_complete_lines
 
+NON_FINITE = frozenset({"nan", "inf", "-inf"})  # runtime._number's JSON form of those floats
 READ_CHUNK = 256 << 10  # bytes of event lines decoded per step: small batches die young,
 # which keeps the cyclic GC from rescanning millions of just-decoded objects
 
@@ -149,11 +150,14 @@ class RunFollower:
                 t = event.get("t", 0.0)
                 for name, value in values.items():
                     if type(value) is not float:
-                        if type(value) is not int:
+                        if type(value) is str and value in NON_FINITE:
+                            value = float(value)  # the runtime writes NaN and ±inf as text
+                        elif type(value) is not int:
                             if type(value) is str:  # not charted: its last value is shown
                                 self.texts.setdefault(name, {})[rank] = value
                             continue
-                        value = float(value)
+                        else:
+                            value = float(value)
                     app = lookup(name)
                     if app is None:
                         app = appenders[name] = self._new_series(rank, name)
@@ -201,6 +205,25 @@ class RunFollower:
             if deadline is not None and time.monotonic() > deadline:
                 return
             time.sleep(interval)
+
+
+def finite_range(values: Sequence[float]) -> tuple[float, float]:
+    """(min, max) of the finite values (NaN and ±inf are shown as such, not as extremes);
+    (nan, nan) when there is none."""
+    import numpy as np
+
+    y = np.frombuffer(values, dtype=np.float64) if isinstance(values, array) \
+        else np.asarray(values, dtype=np.float64)
+    y = y[np.isfinite(y)]
+    return (float(y.min()), float(y.max())) if len(y) else (math.nan, math.nan)
+
+
+def count_non_finite(values: Sequence[float]) -> int:
+    import numpy as np
+
+    y = np.frombuffer(values, dtype=np.float64) if isinstance(values, array) \
+        else np.asarray(values, dtype=np.float64)
+    return int(len(y) - np.isfinite(y).sum())
 
 
 def elapsed(state: dict[str, Any], now: float | None = None) -> float:

@@ -682,7 +682,8 @@ def test_after_a_restart_and_a_reload_the_output_shows_the_run_from_the_server(b
 THEMED_CELL = """%%train --procs 2 --name themed
 from jupyter_trainer import runtime as jt
 for step in range(60):
-    jt.log(step=step, loss=2.0 / (1 + 0.1 * step), accuracy=step / 60 + 0.05 * jt.rank, phase="train")
+    loss = float("nan") if step == 15 else 2.0 / (1 + 0.1 * step)
+    jt.log(step=step, loss=loss, accuracy=step / 60 + 0.05 * jt.rank, phase="train")
     jt.progress(step + 1, 60)
     print(f"\\x1b[32mINFO\\x1b[0m rank {jt.rank} step {step}", flush=True)
 """
@@ -712,6 +713,11 @@ def test_the_run_view_follows_the_theme_in_the_widget_and_the_lab_view(themed_br
         assert (luminance(background) < 0.3) == dark and (luminance(color) > 0.6) == dark, \
             (where, theme, background, color)
         assert pw.text_content(f"{root} [data-testid=jt-status]") == "completed"
+        # NaN at step 15 on both ranks: marked on the chart and counted, never dropped
+        loss = f"{root} .jt-chart-card[data-metric=loss]"
+        assert pw.get_attribute(f"{loss} [data-testid=jt-chart]", "data-non-finite") == "2"
+        assert "2 NaN/inf" in page.text(f"{loss} .jt-chart-foot")
+        assert re.search(r"min 0\.28\d* · max 2\b", page.text(f"{loss} .jt-chart-stats"))
         shots[where] = page.shot(f"run-view-{theme}-{where}", root)
 
     check("widget", widget)

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import random
+import re
 import time
 
 import numpy as np
@@ -206,3 +207,27 @@ def test_a_log_tail_cut_mid_file_still_knows_where_each_line_starts(tmp_path):
     lines = tail.poll()
     assert lines[-1] == "line 099" and tail.starts[-1] == 99 * 9
     assert all(path.read_bytes()[s:s + 8].decode() == line for s, line in zip(tail.starts, lines))
+
+
+def test_nan_and_inf_are_kept_as_numbers_and_shown_as_such(home):
+    code = ("from jupyter_trainer import runtime as jt\n"
+            "for step in range(20):\n"
+            "    loss = float('nan') if step == 15 else float('inf') if step == 16 else 1 / (step + 1)\n"
+            "    jt.log(step=step, loss=loss)\n")
+    run = api.submit(code, launcher="python", name="nan", wait=True)
+    feed = RunFeed(run)
+    feed.poll()
+    values = list(feed.follower.series["loss"][0].values)
+    assert math.isnan(values[15]) and values[16] == math.inf and len(values) == 20
+    assert feed.follower.texts == {}  # not mistaken for text
+    (metric,) = feed.metrics_payload()
+    assert metric["non_finite"] == 2 and metric["min"] == 1 / 20 and metric["max"] == 1.0
+    json.dumps(metric, allow_nan=False)  # what the widget and the socket send is valid JSON
+    chart = feed.chart_payload({"selected": ["loss"]})["charts"]["loss"]["series"][0]
+    ys = np.frombuffer(chart["y"], dtype="<f8")
+    assert np.isnan(ys).sum() == 1 and np.isinf(ys).sum() == 1 and chart["non_finite"] == 2
+    json.dumps({k: v for k, v in chart.items() if k not in ("x", "y")}, allow_nan=False)
+    summary = feed.text()
+    assert re.search(r"loss\s+0\.05\s+0\.05\s+1\b", summary), summary
+    points = run.metrics()["loss"]
+    assert math.isnan(points[15][1]) and points[16][1] == math.inf

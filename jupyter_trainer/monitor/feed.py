@@ -14,7 +14,8 @@ import time
 from collections import deque
 from typing import Any
 
-from ..follow import LogTail, LogTimes, Series, downsample, mean_across_ranks, minmax_indices
+from ..follow import (LogTail, LogTimes, Series, count_non_finite, downsample, finite_range,
+                      mean_across_ranks, minmax_indices)
 from .text import RateMeter, progress_line, source_line, summary_text, traceback_tail
 
 STAGES = ("preparing", "queued", "running", "finalizing")
@@ -26,6 +27,11 @@ DEFAULT_CHARTS = 4
 LOG_LINES = 2000              # per rank and for the "all ranks" view
 LOG_BYTES = 256 << 10         # read from the end of each rank's log per poll, at most
 LOG_UPDATE_BYTES = 48 << 10   # log text in one update, at most (the newest lines win)
+
+
+def json_number(value: float) -> float | str:
+    """``value`` as JSON can carry it: NaN and ±inf as the text "nan", "inf", "-inf"."""
+    return value if math.isfinite(value) else repr(value)
 
 
 class RunFeed:
@@ -163,18 +169,24 @@ class RunFeed:
         return {"done": prog.done, "total": prog.total, "rate": rate, "eta": eta,
                 "ranks": len(self.follower.progress)}
 
-    def _series_stats(self, name: str, rank: int, series: Series) -> tuple[int, float, float]:
-        """(count, min, max) of one series, updated from the points added since last time."""
+    def _series_stats(self, name: str, rank: int, series: Series) -> tuple[int, float, float, int]:
+        """(count, min, max, non-finite count) of one series, updated from the points added
+        since last time; min and max are of the finite values."""
         import numpy as np
 
         n = len(series)
-        seen, lo, hi = self._stats.get((name, rank), (0, math.inf, -math.inf))
+        seen, lo, hi, bad = self._stats.get((name, rank), (0, math.inf, -math.inf, 0))
         if n > seen:
             new = np.frombuffer(series.values, dtype=np.float64)[seen:n]
-            lo, hi = min(lo, float(new.min())), max(hi, float(new.max()))
-            del new
-            self._stats[(name, rank)] = (n, lo, hi)
-        return n, lo, hi
+            finite = new[np.isfinite(new)]
+            if len(finite):
+                lo, hi = min(lo, float(finite.min())), max(hi, float(finite.max()))
+            bad += len(new) - len(finite)
+            del new, finite
+            self._stats[(name, rank)] = (n, lo, hi, bad)
+        if lo > hi:  # no finite value yet
+            lo = hi = math.nan
+        return n, lo, hi, bad
 
     def metrics_payload(self) -> list[dict[str, Any]]:
         """Every metric with its exact final, min and max (of rank 0, else the lowest rank)."""
@@ -184,10 +196,11 @@ class RunFeed:
             series = by_rank[rank]
             if not len(series):
                 continue
-            count, lo, hi = self._series_stats(name, rank, series)
+            count, lo, hi, bad = self._series_stats(name, rank, series)
             step = series.steps[-1]
             out.append({"name": name, "ranks": sorted(by_rank), "rank": rank, "count": count,
-                        "last": series.last, "min": lo, "max": hi,
+                        "last": json_number(series.last), "min": json_number(lo),
+                        "max": json_number(hi), "non_finite": bad,
                         "step": None if step != step else step})
         return out
 
@@ -232,13 +245,15 @@ class RunFeed:
                     idx = minmax_indices(series.values, per_series).astype(np.float64)
                     xs = np.where(np.isnan(xs), idx, xs)
             if rank is None:
-                lo, hi = float(ys.min()), float(ys.max())  # the mean is recomputed each time
+                lo, hi = finite_range(ys)  # the mean is recomputed each time
+                bad = count_non_finite(series.values)
             else:
-                _, lo, hi = self._series_stats(name, rank, series)
+                _, lo, hi, bad = self._series_stats(name, rank, series)
             chart = charts.setdefault(name, {"series": [], "ranks": len(self.follower.series[name])})
             chart["series"].append({
                 "label": label, "rank": rank, "count": n, "points": int(len(ys)),
-                "last": series.last, "min": lo, "max": hi,
+                "last": json_number(series.last), "min": json_number(lo), "max": json_number(hi),
+                "non_finite": bad,
                 "x": np.ascontiguousarray(xs, dtype="<f8").tobytes(),
                 "y": np.ascontiguousarray(ys, dtype="<f8").tobytes(),
             })

@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from ..follow import RunFollower, elapsed
+from ..follow import RunFollower, elapsed, finite_range
 
 STAGES = ("preparing", "queued", "running", "finalizing")
 
@@ -79,7 +79,7 @@ def metric_table(follower: RunFollower) -> list[tuple[str, float, float, float]]
     for name, by_rank in follower.series.items():
         series = by_rank[0] if 0 in by_rank else by_rank[min(by_rank)]
         if len(series):
-            rows.append((name, series.last, min(series.values), max(series.values)))
+            rows.append((name, series.last, *finite_range(series.values)))
     return rows
 
 

@@ -4,7 +4,13 @@
 
 export const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 
+// NaN and ±inf come as numbers or, through JSON, as the text "nan", "inf", "-inf".
+const NON_FINITE = { nan: "NaN", inf: "inf", "-inf": "-inf" };
+
 export function formatNumber(v) {
+  if (typeof v === "string" && v in NON_FINITE) return NON_FINITE[v];
+  if (typeof v === "number" && Number.isNaN(v)) return "NaN";
+  if (v === Infinity || v === -Infinity) return v > 0 ? "inf" : "-inf";
   if (v === null || v === undefined || !isFinite(v)) return "–";
   const a = Math.abs(v);
   if (Number.isInteger(v) && a < 1e15) return v.toLocaleString("en-US");

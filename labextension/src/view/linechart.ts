@@ -26,12 +26,14 @@ function cssVar(el: Element, name: string, fallback: string): string {
   return getComputedStyle(el).getPropertyValue(name).trim() || fallback;
 }
 
-/** The series on one x axis: the sorted union of their x values, null where one has none. */
+/** The series on one x axis: the sorted union of their x values. Where a series has no
+ * point at an x its value is undefined (uPlot joins the line across it); where its value is
+ * NaN or ±inf (or not positive on a log axis) it is null, a gap in the line. */
 export function alignSeries(series: ISeries[], logY: boolean): uPlot.AlignedData {
   const xs = Array.from(new Set(series.flatMap(s => Array.from(s.x)))).sort((a, b) => a - b);
   const where = new Map(xs.map((x, i) => [x, i]));
   const columns = series.map(s => {
-    const column: Array<number | null> = new Array(xs.length).fill(null);
+    const column: Array<number | null | undefined> = new Array(xs.length).fill(undefined);
     for (let i = 0; i < s.x.length; i++) {
       const y = s.y[i];
       column[where.get(s.x[i]) as number] = Number.isFinite(y) && (!logY || y > 0) ? y : null;
@@ -42,10 +44,12 @@ export function alignSeries(series: ISeries[], logY: boolean): uPlot.AlignedData
 }
 
 /** The value of ``column`` at ``idx``, or at the nearest index that has one. */
-function nearest(column: Array<number | null>, idx: number): number | null {
+function nearest(column: Array<number | null | undefined>, idx: number): number | null {
   for (let d = 0; d < column.length; d++) {
-    if (idx - d >= 0 && column[idx - d] !== null) return column[idx - d];
-    if (idx + d < column.length && column[idx + d] !== null) return column[idx + d];
+    const before = column[idx - d];
+    const after = column[idx + d];
+    if (typeof before === 'number') return before;
+    if (typeof after === 'number') return after;
   }
   return null;
 }
@@ -58,6 +62,7 @@ export class LineChart {
   private empty: HTMLElement;
   private resize: ResizeObserver;
   private colors: string[] = [];
+  private marks: number[][] = []; // per series: the x of each NaN or ±inf value
   private labels: string[] = [];
 
   constructor(private container: HTMLElement, private options: { height?: number } = {}) {
@@ -88,6 +93,7 @@ export class LineChart {
       return;
     }
     const data = alignSeries(drawable, spec.logY);
+    this.marks = drawable.map(s => Array.from(s.x).filter((_x, i) => !Number.isFinite(s.y[i])));
     const shape = JSON.stringify([drawable.map(s => [s.label, s.color]), spec.xKind, spec.logY]);
     if (!this.plot || shape !== this.shape) {
       this.plot?.destroy();
@@ -102,6 +108,7 @@ export class LineChart {
     canvas.dataset.points = String(drawable.reduce((n, s) => n + s.x.length, 0));
     canvas.dataset.x = spec.xKind;
     canvas.dataset.series = String(drawable.length);
+    canvas.dataset.nonFinite = String(this.marks.reduce((n, m) => n + m.length, 0));
   }
 
   destroy(): void {
@@ -148,9 +155,32 @@ export class LineChart {
           }
         }
       ],
-      series: [{}, ...series.map((s, k) => ({ label: s.label, stroke: this.colors[k], width: 1.5, spanGaps: true, points: { show: s.x.length === 1 } }))],
-      hooks: { setCursor: [u => this.showTip(u)] }
+      series: [{}, ...series.map((s, k) => ({ label: s.label, stroke: this.colors[k], width: 1.5, spanGaps: false, points: { show: s.x.length === 1 } }))],
+      hooks: { setCursor: [u => this.showTip(u)], draw: [u => this.drawMarks(u)] }
     };
+  }
+
+  /** NaN and ±inf are facts, not gaps to hide: a cross under the line where each one was. */
+  private drawMarks(u: uPlot): void {
+    const ctx = u.ctx;
+    const { top, height } = u.bbox;
+    const size = 4 * devicePixelRatio;
+    ctx.save();
+    ctx.lineWidth = 1.5 * devicePixelRatio;
+    this.marks.forEach((xs, k) => {
+      ctx.strokeStyle = this.colors[k];
+      for (const x of xs) {
+        const px = u.valToPos(x, 'x', true);
+        const py = top + height - size - 1;
+        ctx.beginPath();
+        ctx.moveTo(px - size, py - size);
+        ctx.lineTo(px + size, py + size);
+        ctx.moveTo(px + size, py - size);
+        ctx.lineTo(px - size, py + size);
+        ctx.stroke();
+      }
+    });
+    ctx.restore();
   }
 
   /** The values nearest the cursor, in a box beside it. */
@@ -162,7 +192,7 @@ export class LineChart {
     }
     const rows: string[] = [];
     this.colors.forEach((color, k) => {
-      const value = nearest(u.data[k + 1] as Array<number | null>, idx);
+      const value = nearest(u.data[k + 1] as Array<number | null | undefined>, idx);
       if (value !== null) {
         rows.push(`<div><span class="jt-swatch" style="background:${color}"></span>${this.labels[k]}: <b>${formatNumber(value)}</b></div>`);
       }

@@ -446,7 +446,9 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
       const total = chart.series.reduce((n: number, s: any) => n + s.count, 0);
       const drawn = chart.series.reduce((n: number, s: any) => n + s.points, 0);
       const perSeries = chart.series.length > 1 ? `${first.count.toLocaleString()} points × ${chart.series.length} ranks` : `${first.count.toLocaleString()} points`;
+      const nonFinite = chart.series.reduce((n: number, s: any) => n + (s.non_finite || 0), 0);
       part('.jt-chart-foot').textContent = perSeries +
+        (nonFinite ? ` · ${nonFinite.toLocaleString()} NaN/inf (×, not drawn)` : '') +
         (drawn < total ? ` · ${drawn.toLocaleString()} drawn (min/max per bucket)` : '') +
         (chart.ranks > chart.series.length && first.rank !== null ? ` · first ${chart.series.length} of ${chart.ranks} ranks` : '');
       entry.chart.update({ series, xKind: payload.x === 'time' ? 'time' : 'step', logY: store.logY });
