@@ -3,7 +3,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { IRunDetail, IRunPage, isValidRunId, runsQuery } from './model';
+import { IRunPage, isValidRunId, runsQuery } from './model';
 
 const PREFIX = 'jupyter-trainer/api';
 
@@ -46,10 +46,6 @@ export class TrainerClient {
     return this.request<IRunPage>(`runs${runsQuery(filter)}`);
   }
 
-  run(id: string): Promise<IRunDetail> {
-    return this.request<IRunDetail>(this.runPath(id));
-  }
-
   /** The run view's feed (``runs/ID/view``), authenticated as JupyterLab's own sockets are. */
   viewSocket(id: string): WebSocket {
     let url = URLExt.join(this.settings.wsUrl, PREFIX, this.runPath(id, 'view'));
@@ -57,9 +53,5 @@ export class TrainerClient {
       url += `?token=${encodeURIComponent(this.settings.token)}`;
     }
     return new this.settings.WebSocket(url);
-  }
-
-  cancel(id: string): Promise<{ status: string }> {
-    return this.request(this.runPath(id, 'cancel'), { method: 'POST', body: '{}' });
   }
 }

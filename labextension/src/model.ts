@@ -4,9 +4,6 @@
  * it is unit-tested with node's test runner.
  */
 
-export const TERMINAL = ['completed', 'failed', 'canceled', 'lost'];
-export const STAGES = ['preparing', 'queued', 'running', 'finalizing'];
-
 export interface IRunRow {
   id: string;
   name: string;
@@ -28,49 +25,6 @@ export interface IRunPage {
   more: boolean;
 }
 
-export interface IRunState {
-  status: string;
-  created: number;
-  ended?: number;
-  stages?: { [name: string]: { start: number; end?: number } };
-  failed_rank?: number | null;
-  error?: string;
-  traceback?: string | null;
-  reason?: string;
-  queue?: { reason?: string; job_id?: string };
-  launcher?: { job_id?: string };
-  [key: string]: unknown;
-}
-
-export interface IRunDetail {
-  id: string;
-  spec: {
-    name: string;
-    target: { name: string };
-    launch: { launcher: string; nodes: number; procs: number; backend: string | null };
-    env: { name: string | null; version?: string | null };
-    params: { [key: string]: unknown };
-  };
-  state: IRunState;
-  ranks: number[];
-}
-
-export function isTerminal(status: string): boolean {
-  return TERMINAL.indexOf(status) >= 0;
-}
-
-export function formatDuration(seconds: number | null | undefined): string {
-  if (seconds === null || seconds === undefined || !isFinite(seconds)) {
-    return '–';
-  }
-  const s = Math.max(0, Math.round(seconds));
-  const h = Math.floor(s / 3600);
-  const m = Math.floor((s % 3600) / 60);
-  const r = String(s % 60).padStart(2, '0');
-  return h ? `${h}:${String(m).padStart(2, '0')}:${r}` : `${m}:${r}`;
-}
-
-/** Seconds from creation to the end, or to ``now`` for a run that goes on. */
 export function runDuration(row: { created: number; ended?: number | null }, now: number): number {
   return Math.max(0, (row.ended || now) - row.created);
 }

@@ -3,7 +3,8 @@
 import { Widget } from '@lumino/widgets';
 
 import { TrainerClient } from './api';
-import { formatDuration, IRunRow, runDuration, shortId, startedAt, versionMismatch } from './model';
+import { IRunRow, runDuration, shortId, startedAt, versionMismatch } from './model';
+import { formatDuration } from './view/chart.js';
 import { VERSION } from './version';
 
 const POLL_MS = 1500;

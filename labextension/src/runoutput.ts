@@ -12,41 +12,11 @@ import { Panel, Widget } from '@lumino/widgets';
 
 import { TrainerClient } from './api';
 import { isValidRunId } from './model';
-import { ingestLog, mountRunView } from './view/runview';
-import { SocketModel } from './view/socketmodel';
+import { ServerRunView } from './runview';
 
 export const RUN_MIME = 'application/vnd.jupyter-trainer.run+json';
 const MODEL_GONE = /Error displaying widget: model not found/;
 const SCAN_MS = 250;
-const GONE = 'the connection to the Jupyter server closed: this is what the run looked like last';
-
-/** The run view of one run, fed by the server's view socket. */
-export class ServerRunView extends Widget {
-  private model: SocketModel;
-  private unmount: () => void;
-
-  constructor(client: TrainerClient, runId: string, goneText = GONE) {
-    super();
-    const model = new SocketModel(runId, () => client.viewSocket(runId));
-    model.on('change:log', () => ingestLog(model));
-    const root = document.createElement('div');
-    root.className = 'jt-monitor';
-    root.dataset.testid = 'jt-monitor';
-    root.dataset.source = 'server';
-    this.node.append(root);
-    this.model = model;
-    this.unmount = mountRunView(root, model, { goneText });
-  }
-
-  dispose(): void {
-    if (this.isDisposed) {
-      return;
-    }
-    this.unmount();
-    this.model.dispose();
-    super.dispose();
-  }
-}
 
 /** Watch ``panel``'s outputs; a run output whose widget model is gone shows the server view. */
 export function showLostRunOutputs(panel: NotebookPanel, client: TrainerClient): void {

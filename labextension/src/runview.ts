@@ -1,6 +1,7 @@
 /**
- * The main-area view of one run in JupyterLab: the run view the notebook widget shows
- * (``view/runview``), fed by the server's view socket instead of kernel messages.
+ * The run view the notebook widget shows (``view/runview``), fed by the server's view
+ * socket instead of kernel messages: as a main-area tab (``RunView``), and in a notebook
+ * output whose widget model is gone (``runoutput.ts``).
  */
 
 import { Widget } from '@lumino/widgets';
@@ -9,42 +10,44 @@ import { TrainerClient } from './api';
 import { ingestLog, mountRunView } from './view/runview';
 import { SocketModel } from './view/socketmodel';
 
-const GONE = 'the connection to the Jupyter server closed: this is what the run looked like last; ' +
-  'close and reopen the run to follow it again';
+const GONE = 'the connection to the Jupyter server closed: this is what the run looked like last';
 
-export class RunView extends Widget {
-  private model: SocketModel | null = null;
-  private unmount: (() => void) | null = null;
+/** One run, followed over its own view socket until the widget is disposed. */
+export class ServerRunView extends Widget {
+  private model: SocketModel;
+  private unmount: () => void;
 
-  constructor(private client: TrainerClient, readonly runId: string) {
+  constructor(client: TrainerClient, readonly runId: string, goneText = GONE) {
     super();
-    this.addClass('jt-run-view');
-    this.id = `jt-run-${runId}`;
-    this.title.label = runId;
-    this.title.closable = true;
-    this.node.dataset.testid = 'jt-run-view';
-  }
-
-  protected onAfterAttach(): void {
-    if (this.model) {
-      return;
-    }
-    const model = new SocketModel(this.runId, () => this.client.viewSocket(this.runId));
+    const model = new SocketModel(runId, () => client.viewSocket(runId));
     model.on('change:log', () => ingestLog(model));
     const root = document.createElement('div');
     root.className = 'jt-monitor';
     root.dataset.testid = 'jt-monitor';
+    root.dataset.source = 'server';
     this.node.append(root);
     this.model = model;
-    this.unmount = mountRunView(root, model, { goneText: GONE });
+    this.unmount = mountRunView(root, model, { goneText });
   }
 
   dispose(): void {
     if (this.isDisposed) {
       return;
     }
-    this.unmount?.();
-    this.model?.dispose();
+    this.unmount();
+    this.model.dispose();
     super.dispose();
+  }
+}
+
+/** The main-area tab of one run, opened from the Training Runs panel. */
+export class RunView extends ServerRunView {
+  constructor(client: TrainerClient, runId: string) {
+    super(client, runId, `${GONE}; close and reopen the run to follow it again`);
+    this.addClass('jt-run-view');
+    this.id = `jt-run-${runId}`;
+    this.title.label = runId;
+    this.title.closable = true;
+    this.node.dataset.testid = 'jt-run-view';
   }
 }

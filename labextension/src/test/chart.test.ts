@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { logTicks } from '../view/chart.js';
+import { formatDuration, logTicks } from '../view/chart.js';
 
 const labels = (lo: number, hi: number): number[] =>
   logTicks(Math.log10(lo), Math.log10(hi)).map((t: number) => Number(Math.pow(10, t).toPrecision(6)));
@@ -20,3 +20,11 @@ test('a log axis over less than a decade still has labels', () => {
   assert.ok(ticks.every(t => t >= 0.21 && t <= 0.29), String(ticks));
   assert.ok(labels(0.52, 0.55).length >= 2);
 });
+
+test('durations are formatted like a clock', () => {
+  assert.equal(formatDuration(0), '0:00');
+  assert.equal(formatDuration(61.4), '1:01');
+  assert.equal(formatDuration(3725), '1:02:05');
+  assert.equal(formatDuration(undefined), '–');
+});
+
