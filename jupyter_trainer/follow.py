@@ -18,6 +18,7 @@ import math
 import os
 import time
 from array import array
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,13 +208,21 @@ class RunFollower:
             time.sleep(interval)
 
 
+def as_floats(values: Sequence[float]):
+    """``values`` as a float64 numpy array; a series' ``array("d")`` is shared, not copied."""
+    import numpy as np
+
+    if isinstance(values, array):
+        return np.frombuffer(values, dtype=np.float64)
+    return np.asarray(values, dtype=np.float64)
+
+
 def finite_range(values: Sequence[float]) -> tuple[float, float]:
     """(min, max) of the finite values (NaN and ±inf are shown as such, not as extremes);
     (nan, nan) when there is none."""
     import numpy as np
 
-    y = np.frombuffer(values, dtype=np.float64) if isinstance(values, array) \
-        else np.asarray(values, dtype=np.float64)
+    y = as_floats(values)
     y = y[np.isfinite(y)]
     return (float(y.min()), float(y.max())) if len(y) else (math.nan, math.nan)
 
@@ -221,8 +230,7 @@ def finite_range(values: Sequence[float]) -> tuple[float, float]:
 def count_non_finite(values: Sequence[float]) -> int:
     import numpy as np
 
-    y = np.frombuffer(values, dtype=np.float64) if isinstance(values, array) \
-        else np.asarray(values, dtype=np.float64)
+    y = as_floats(values)
     return int(len(y) - np.isfinite(y).sum())
 
 
@@ -247,8 +255,7 @@ def minmax_indices(values: Sequence[float], max_points: int):
     n = len(values)
     if n <= max(max_points, 4):
         return np.arange(n)
-    y = np.frombuffer(values, dtype=np.float64) if isinstance(values, array) \
-        else np.asarray(values, dtype=np.float64)
+    y = as_floats(values)
     buckets = max(1, (max_points - 2) // 2)
     size = -(-n // buckets)  # ceil
     full = n // size
@@ -264,11 +271,8 @@ def minmax_indices(values: Sequence[float], max_points: int):
 
 def downsample(xs: Sequence[float], ys: Sequence[float], max_points: int):
     """(xs, ys) as float64 numpy arrays of at most ``max_points`` points (see minmax_indices)."""
-    import numpy as np
-
     idx = minmax_indices(ys, max_points)
-    x = np.frombuffer(xs, dtype=np.float64) if isinstance(xs, array) else np.asarray(xs, dtype=np.float64)
-    y = np.frombuffer(ys, dtype=np.float64) if isinstance(ys, array) else np.asarray(ys, dtype=np.float64)
+    x, y = as_floats(xs), as_floats(ys)
     return x[idx], y[idx]
 
 
@@ -376,8 +380,6 @@ class LogTimes:
     def at(self, starts: Sequence[int]) -> list[float]:
         """Times of the lines that start at ``starts`` (byte offsets, ascending)."""
         self._read()
-        from bisect import bisect_right
-
         out = []
         for start in starts:
             i = bisect_right(self.sizes, start) - 1

@@ -14,8 +14,8 @@ import time
 from collections import deque
 from typing import Any
 
-from ..follow import (LogTail, LogTimes, Series, count_non_finite, downsample, finite_range,
-                      mean_across_ranks, minmax_indices)
+from ..follow import (LogTail, LogTimes, Series, as_floats, count_non_finite, downsample,
+                      finite_range, mean_across_ranks, minmax_indices)
 from .text import RateMeter, progress_line, source_line, summary_text, traceback_tail
 
 STAGES = ("preparing", "queued", "running", "finalizing")
@@ -177,7 +177,7 @@ class RunFeed:
         n = len(series)
         seen, lo, hi, bad = self._stats.get((name, rank), (0, math.inf, -math.inf, 0))
         if n > seen:
-            new = np.frombuffer(series.values, dtype=np.float64)[seen:n]
+            new = as_floats(series.values)[seen:n]
             finite = new[np.isfinite(new)]
             if len(finite):
                 lo, hi = min(lo, float(finite.min())), max(hi, float(finite.max()))

@@ -30,14 +30,15 @@ Publish = Callable[[dict[str, Any]], None]
 class ViewFeeder:
     """The feeder thread of one view; ``publish`` is called on that thread."""
 
-    def __init__(self, feed: RunFeed, publish: Publish, *, name: str = "jt-view") -> None:
-        self.feed = feed
+    def __init__(self, run: Any, publish: Publish, *, name: str = "jt-view") -> None:
+        self.feed = feed = RunFeed(run)
+        feed.follower.state = run.state
         self.publish = publish
         self.chart_options: dict[str, Any] = {"x": "step", "agg": "ranks", "selected": None}
         self.log_selection = "all"
         self.finished = threading.Event()  # set once the last update of the run is out
         self.updates_sent = 0
-        self.text = feed.text() if feed.follower.state else f"run {feed.run.id}"
+        self.text = f"run {run.id} {feed.follower.state.get('status')}"
         self.on_done: Callable[[], None] | None = None
         self._name = name
         self._stop = threading.Event()
@@ -57,7 +58,8 @@ class ViewFeeder:
     def first(self) -> dict[str, Any]:
         """What to show at once, before the thread has read anything."""
         self._last_push = time.monotonic()  # that was an update: the next one waits its turn
-        return {"info": self.feed.info(), "state": self.feed.state_payload(), "loading": True}
+        return {"run_id": self.feed.run.id, "info": self.feed.info(),
+                "state": self.feed.state_payload(), "loading": True}
 
     def start(self) -> None:
         self._feeding = True

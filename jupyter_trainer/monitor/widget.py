@@ -22,7 +22,6 @@ from typing import Any, Callable
 import anywidget
 import traitlets as t
 
-from .feed import RunFeed
 from .feeder import ViewFeeder
 
 STATIC = Path(__file__).parent / "static"  # the lab extension's build writes the view here
@@ -84,7 +83,7 @@ class RunMonitor(anywidget.AnyWidget):
         self._run: Any = None
         self._launcher = launcher
         self._text = launcher.text() if launcher is not None else "run monitor"
-        self.finished = threading.Event()  # set once the last update of a run is out
+        self._unattached = threading.Event()  # never set: no run, no last update
         self.on_msg(self._on_front_end_message)
         self.observe(self._on_option_change, names=["chart_options", "log_selection"])
         _route_messages_to_front_end_subshell(self)
@@ -104,21 +103,22 @@ class RunMonitor(anywidget.AnyWidget):
     def attach(self, run: Any) -> None:
         """Follow ``run`` from now on: its whole history first, then what it adds."""
         self._run = run
-        feed = RunFeed(run)
-        feed.follower.state = state = run.state
-        feeder = ViewFeeder(feed, self._publish, name=f"jt-monitor-{run.id}")
+        feeder = ViewFeeder(run, self._publish, name=f"jt-monitor-{run.id}")
         feeder.chart_options = dict(self.chart_options)
         feeder.log_selection = self.log_selection
-        feeder.finished = self.finished
         feeder.on_done = self._refresh_displays
         with self.hold_sync():
-            self.run_id = run.id
             self.mode = "monitor"
             for name, value in feeder.first().items():
                 setattr(self, name, value)
-        self._text = f"run {run.id} {state.get('status')}"
+        self._text = feeder.text
         self._feeder = feeder
         feeder.start()
+
+    @property
+    def finished(self) -> threading.Event:
+        """Set once the last update of the run is out."""
+        return self._feeder.finished if self._feeder is not None else self._unattached
 
     def wait_final(self, timeout: float = 10.0) -> bool:
         """Block until the feeder has published the run's final state (True) or timeout."""

@@ -25,7 +25,6 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..api import Run
 from ..errors import TrainerError
-from ..monitor.feed import RunFeed
 from ..monitor.feeder import ViewFeeder
 from ..store import Store
 from .handlers import _status_of, request_cancel
@@ -83,12 +82,8 @@ class ViewSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
     def open(self, *args: Any, **kwargs: Any) -> None:
         super().open()
         self.loop = IOLoop.current()
-        feed = RunFeed(self.run)
-        feed.follower.state = self.run.state
-        self.feeder = ViewFeeder(feed, self._publish, name=f"jt-view-{self.run.id}")
-        first = self.feeder.first()
-        first["run_id"] = self.run.id
-        self.write_message(encode(first))
+        self.feeder = ViewFeeder(self.run, self._publish, name=f"jt-view-{self.run.id}")
+        self.write_message(encode(self.feeder.first()))
         self.feeder.start()
 
     def _publish(self, changes: dict[str, Any]) -> None:
