@@ -16,6 +16,7 @@ from typing import Any
 
 from ..follow import (LogTail, LogTimes, Series, as_floats, count_non_finite, downsample,
                       finite_range, mean_across_ranks, minmax_indices)
+from .health import health_payload
 from .text import RateMeter, progress_line, source_line, summary_text, traceback_tail
 
 STAGES = ("preparing", "queued", "running", "finalizing")
@@ -127,7 +128,10 @@ class RunFeed:
         }
 
     def state_payload(self) -> dict[str, Any]:
+        """Status, stages, failure, and the run's restarts, stalled ranks (``seconds``
+        counted to now while it runs) and first NaN/inf values (``monitor.health``)."""
         state = self.follower.state
+        now = time.time()
         stages = []
         for name in STAGES:
             stage = state.get("stages", {}).get(name)
@@ -135,10 +139,10 @@ class RunFeed:
                 stages.append({"name": name, "start": stage.get("start"),
                                "end": stage.get("end") or state.get("ended")})
         out = {
-            "status": state.get("status", "created"), "now": time.time(),
+            "status": state.get("status", "created"), "now": now,
             "created": state.get("created"), "ended": state.get("ended"), "stages": stages,
             "failed_rank": state.get("failed_rank"), "error": state.get("error"),
-            "reason": state.get("reason"),
+            "reason": state.get("reason"), **health_payload(state, self.run.spec, now),
         }
         if state.get("traceback"):
             out["traceback"] = traceback_tail(state["traceback"], 60)
@@ -296,4 +300,4 @@ class RunFeed:
             return summary_text(self.follower, self.run.spec, self.run.outputs)
         if not self.follower.state:
             return f"run {self.run.id}"
-        return progress_line(self.follower, self.meter)
+        return progress_line(self.follower, self.meter, spec=self.run.spec)

@@ -15,6 +15,7 @@ import asyncio
 import errno
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from tornado.iostream import StreamClosedError
 from .. import __version__
 from ..errors import (InvalidRunId, RunNotFound, RunStateError, SpecError, StoreError,
                       TrainerError)
+from ..monitor.health import list_fields
 from ..spec import MAX_PROCS
 from ..store import TERMINAL, Store, read_complete_lines
 
@@ -160,10 +162,23 @@ class RunsHandler(BaseHandler):
                             f"has at most {MAX_NAME_FILTER}, so give at most that many")
         store = self.store
         rows = store.list_runs(status=status, name=name, limit=limit + 1, offset=offset)
+        now = time.time()
         for row in rows[:limit]:
             row["progress"] = store.latest_progress(row["id"])
+            row.update(health_of(store, row["id"], now))
         self.write_json({"runs": rows[:limit], "limit": limit, "offset": offset,
                          "more": len(rows) > limit})
+
+
+def health_of(store: Store, run_id: str, now: float) -> dict[str, Any]:
+    """A list row's latest attempt, allowed restarts and stalled ranks; the spec is read
+    only for a run that has attempts. A run removed meanwhile has none of them."""
+    try:
+        state = store.read_state(run_id)
+        spec = store.read_spec(run_id) if state.get("attempts") else None
+    except (TrainerError, OSError, ValueError):
+        state, spec = {}, None
+    return list_fields(state, spec, now)
 
 
 class RunHandler(BaseHandler):
