@@ -314,15 +314,83 @@ for step in range(total):
 
 
 LIVE_PARAMS = {"lr": 0.1, "epochs": 50, "steps_per_epoch": 20}
+STALL_STACK = """Process 4242: python -m jupyter_trainer._boot
+Python v3.12.3 (/usr/bin/python3.12)
+
+Thread 4242 (active): "MainThread"
+    wait_for_batch (loader.py:88)
+    train_step (cell.py:12)
+    <module> (cell.py:30)
+Thread 4250 (idle): "pin_memory"
+    select (selectors.py:415)
+"""  # what py-spy dump prints of a rank
 
 
-def check_live_view(page: Page, root: str, run, *, shots: str = "") -> None:
+def write_state(run, **fields) -> None:
+    """Put ``fields`` into the run's state (None takes one away), through the store, as its
+    supervisor records a stall, a restart or a NaN."""
+    state = run.store.read_state(run.id)
+    for key, value in fields.items():
+        if value is None:
+            state.pop(key, None)
+        else:
+            state[key] = value
+    run.store.write_state(run.id, state)
+
+
+def under(root: str, selector: str) -> str:
+    """``selector`` (a list of them, comma-separated) inside ``root``."""
+    return ", ".join(f"{root} {part.strip()}" for part in selector.split(","))
+
+
+def check_stall(page: Page, root: str, run, shot, panel_row: str = "") -> None:
+    """A stalled rank, a restart and a NaN recorded in the run's state: the view warns with
+    the rank, its last step, the time it is stuck (counting) and its stack's top frame,
+    lists the attempts and names the NaN; the runs list row (``panel_row``) marks the stall.
+    Once the rank makes progress again the warning goes."""
+    pw = page.page
+    within = lambda selector: under(root, selector)  # noqa: E731
+    assert pw.locator(within("[data-testid=jt-attempt]")).is_hidden()  # no restarts, no attempt
+    now = time.time()
+    write_state(run, stalled=[{"rank": 1, "seconds": 30.0, "since": now - 42, "last_step": 4,
+                               "host": "node-b", "stack": STALL_STACK, "waiting": False}],
+                attempts=[{"attempt": 0, "start": now - 100, "end": now - 60, "failed_rank": 1,
+                           "error": "RuntimeError: NCCL watchdog timeout"},
+                          {"attempt": 1, "start": now - 58, "end": None, "failed_rank": None,
+                           "error": None}],
+                non_finite={"loss": {"rank": 0, "step": 15, "value": "nan", "t": now - 50}})
+    banner = within("[data-testid=jt-stall][role=alert]")
+    pw.wait_for_selector(f"{banner}:has-text('Rank 1 is stalled')")
+    assert_readable(pw, banner)
+    said = " ".join(page.text(banner).split())
+    assert re.search(r"Rank 1: no progress for 4\d s after step 4 on node-b in wait_for_batch "
+                     r"\(loader\.py:88\)", said), said
+    clock = lambda: page.text(within("[data-testid=jt-stall] .jt-stall-for"))  # noqa: E731
+    first = clock()
+    wait_for(lambda: clock() != first, 5, what="the stall time to count on")
+    pw.click(within("[data-testid=jt-stall] summary"))
+    assert "train_step (cell.py:12)" in page.text(within("[data-testid=jt-stall] pre"))
+    assert page.text(within("[data-testid=jt-attempt]")) == "attempt 2"
+    attempts = " ".join(page.text(within("[data-testid=jt-attempts]")).split())
+    assert re.search(r"1 \S+ 0:40 rank 1 failed: RuntimeError: NCCL watchdog timeout", attempts), attempts
+    assert "loss became NaN at step 15 on rank 0" in page.text(within("[data-testid=jt-non-finite]"))
+    if panel_row:
+        pw.wait_for_selector(f"{panel_row} [data-testid=jt-runs-stalled]:has-text('stalled: rank 1')")
+        assert page.text(f"{panel_row} [data-testid=jt-runs-attempt]") == "attempt 2"
+        page.shot("panel-stalled", "#jupyter-trainer-runs")
+    shot("02b-stalled")
+    write_state(run, stalled=None, attempts=None, non_finite=None)
+    pw.wait_for_selector(banner, state="hidden")
+    assert pw.locator(within("[data-testid=jt-attempt]")).is_hidden()
+    if panel_row:
+        pw.wait_for_selector(f"{panel_row} [data-testid=jt-runs-stalled]", state="detached")
+
+
+def check_live_view(page: Page, root: str, run, *, shots: str = "", panel_row: str = "") -> None:
     """What a person sees of a live run, asserted on the run view under ``root``: the
     notebook widget and the Lab view run this same function, as they are one component."""
     pw = page.page
-
-    def within(selector: str) -> str:
-        return ", ".join(f"{root} {part.strip()}" for part in selector.split(","))
+    within = lambda selector: under(root, selector)  # noqa: E731
 
     def shot(name: str) -> None:
         page.shot(f"{shots}{name}", root)
@@ -342,6 +410,7 @@ def check_live_view(page: Page, root: str, run, *, shots: str = "") -> None:
     wait_for(lambda: fraction() > first + 0.02, 60, what="the progress bar to advance")
     assert re.search(r"\d+ / 1,?000 \(\d+%\) .* steps/s .* ETA", page.text(within("[data-testid=jt-progress-text]")))
     shot("02-progress")
+    check_stall(page, root, run, shot, panel_row)
 
     # charts with their chips, legends and stats are drawn and grow
     pw.wait_for_selector(within("[data-testid=jt-chart][data-points]"))
@@ -690,8 +759,16 @@ for step in range(60):
 
 
 def luminance(css: str) -> float:
-    r, g, b = (int(v) for v in re.findall(r"\d+", css)[:3])
+    """Of a computed colour: ``rgb(r, g, b)``, or ``color(srgb r g b)`` (what color-mix gives)."""
+    numbers = [float(v) for v in re.findall(r"[\d.]+", css)[:3]]
+    r, g, b = (v * 255 for v in numbers) if css.startswith("color(srgb") else numbers
     return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+
+def assert_readable(pw, selector: str) -> None:
+    """The text of ``selector`` stands out from its own background."""
+    back, fore = pw.eval_on_selector(selector, "el => [getComputedStyle(el).backgroundColor, getComputedStyle(el).color]")
+    assert abs(luminance(back) - luminance(fore)) > 0.45, (selector, back, fore)
 
 
 def test_the_run_view_follows_the_theme_in_the_widget_and_the_lab_view(themed_browser, home):
@@ -718,9 +795,15 @@ def test_the_run_view_follows_the_theme_in_the_widget_and_the_lab_view(themed_br
         assert pw.get_attribute(f"{loss} [data-testid=jt-chart]", "data-non-finite") == "2"
         assert "2 NaN/inf" in page.text(f"{loss} .jt-chart-foot")
         assert re.search(r"min 0\.28\d* · max 2\b", page.text(f"{loss} .jt-chart-stats"))
+        if where == "lab":  # opened after the NaN was recorded; the widget had ended before
+            nan = f"{root} [data-testid=jt-non-finite]"
+            assert page.text(nan) == "⚠ loss became NaN at step 15 on rank 0"
+            assert_readable(pw, nan)
         shots[where] = page.shot(f"run-view-{theme}-{where}", root)
 
     check("widget", widget)
+    first = {"rank": 0, "step": 15, "value": "nan", "t": run.state["created"]}
+    write_state(run, non_finite={"loss": first})  # as the supervisor records it
     pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
     pw.click(f"[data-testid=jt-runs-row][data-run='{run.id}']")
     view = f"#jt-run-{run.id} [data-testid=jt-monitor]"

@@ -84,7 +84,7 @@ def test_panel_and_run_view_are_the_widgets_view(browser, home, tmp_path):  # no
     pw.on("websocket", lambda ws: sockets.append(ws) if "/view" in ws.url else None)
     pw.click(row)
     view = f"#jt-run-{run_id} [data-testid=jt-monitor]"
-    check_live_view(page, view, run, shots="lab-view-")
+    check_live_view(page, view, run, shots="lab-view-", panel_row=row)
     assert leftover(run_id) == []
     pw.wait_for_selector(f"{row} [data-testid=jt-runs-status-badge]:text-is('canceled')")
     canceled_bar = background(pw, f"{row} [data-testid=jt-runs-progress] > div")

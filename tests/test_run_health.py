@@ -22,20 +22,11 @@ from jupyter_trainer.monitor.health import STACK_CHARS
 from jupyter_trainer.monitor.text import TextMonitor
 from jupyter_trainer.spec import CodeSpec, LaunchSpec, RunSpec, WatchSpec
 
+from test_browser import STALL_STACK as STACK, write_state
 from test_server import get_json, jp_server_config  # noqa: F401  (the server's configuration)
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
-STACK = """Process 4242: python -m jupyter_trainer._boot
-Python v3.12.3 (/usr/bin/python3.12)
-
-Thread 4242 (active): "MainThread"
-    wait_for_batch (loader.py:88)
-    train_step (cell.py:12)
-    <module> (cell.py:30)
-Thread 4250 (idle): "pin_memory"
-    select (selectors.py:415)
-"""
 WAITING_STACK = """Thread 4243 (active): "MainThread"
     all_reduce (torch/distributed/distributed_c10d.py:2501)
     train_step (cell.py:14)
@@ -58,19 +49,16 @@ class Record:
         self.run = api.Run(self.run_id, store)
         self.started = time.time() - 120
         me = os.getpid()
-        self.state = store.read_state(self.run_id)
-        self.state.update(status="running", stages={"running": {"start": self.started}},
-                          supervisor={"pid": me, "host": socket.gethostname(),
-                                      "start_ticks": procs.start_ticks(me)})
+        self.write(status="running", stages={"running": {"start": self.started}},
+                   supervisor={"pid": me, "host": socket.gethostname(),
+                               "start_ticks": procs.start_ticks(me)})
 
-    def write(self, **fields) -> dict:
-        for key, value in fields.items():
-            if value is None:
-                self.state.pop(key, None)
-            else:
-                self.state[key] = value
-        self.store.write_state(self.run_id, self.state)
-        return self.state
+    @property
+    def state(self) -> dict:
+        return self.store.read_state(self.run_id)
+
+    def write(self, **fields) -> None:
+        write_state(self.run, **fields)
 
     def end(self, status: str = "completed", **fields) -> None:
         self.write(status=status, ended=time.time(), **fields)

@@ -5,6 +5,7 @@ import { Widget } from '@lumino/widgets';
 import { TrainerClient } from './api';
 import { IRunRow, runDuration, shortId, startedAt, versionMismatch } from './model';
 import { formatDuration } from './view/chart.js';
+import { IStall, attemptLabel, stallBadge, stallTitle } from './view/health';
 import { VERSION } from './version';
 
 const POLL_MS = 1500;
@@ -14,7 +15,12 @@ export interface IRunsPanelActions {
   attach(id: string): void;
 }
 
-type Row = IRunRow & { progress?: { done: number; total: number | null; fraction: number | null } | null };
+type Row = IRunRow & {
+  progress?: { done: number; total: number | null; fraction: number | null } | null;
+  attempt?: number | null;
+  max_restarts?: number;
+  stalled?: IStall[];
+};
 
 function escape(text: string): string {
   return text.replace(/[&<>"']/g, c => `&#${c.charCodeAt(0)};`);
@@ -100,6 +106,8 @@ export class RunsPanel extends Widget {
       const bar = fraction === null || fraction === undefined ? '' :
         `<div class="jt-runs-progress" data-testid="jt-runs-progress" data-status="${status}" data-fraction="${fraction.toFixed(4)}">` +
         `<div style="width:${(100 * fraction).toFixed(1)}%"></div></div>`;
+      const stall = stallBadge(row.stalled);
+      const attempt = row.attempt ? attemptLabel(row.attempt, row.max_restarts || 0) : null;
       return `
         <div class="jt-runs-row" data-run="${escape(row.id)}" data-testid="jt-runs-row" title="${escape(row.id)}">
           <div class="jt-runs-line">
@@ -110,6 +118,10 @@ export class RunsPanel extends Widget {
           <div class="jt-runs-line jt-runs-meta">
             <span data-testid="jt-runs-when">started ${escape(startedAt(row.created, now))} · <code class="jt-runs-id" data-testid="jt-runs-id">${escape(shortId(row.id))}</code></span>
           </div>
+          ${stall || attempt ? `<div class="jt-runs-line jt-runs-meta">
+            ${stall ? `<span class="jt-runs-stall" data-testid="jt-runs-stalled" title="${escape(stallTitle(row.stalled))}">⚠ ${escape(stall)}</span>` : ''}
+            ${attempt ? `<span class="jt-runs-attempt" data-testid="jt-runs-attempt">${escape(attempt)}</span>` : ''}
+          </div>` : ''}
           <div class="jt-runs-line jt-runs-meta">
             <span>${escape(row.target)} · ${escape(row.launcher)} · ${row.nodes}×${row.procs}</span>
             <button class="jt-runs-attach" data-action="attach" data-testid="jt-runs-attach" title="Insert and run a cell that shows this run, in the notebook you used last">Attach in notebook</button>

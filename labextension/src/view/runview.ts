@@ -1,7 +1,7 @@
 /**
  * The run view: header, parameters, stage timeline, progress with rate and ETA, metric
- * charts with chips and switches, text metrics, per-rank logs, failure banner, outputs and
- * Cancel. Written once; the notebook widget (anywidget, kernel messages) and the Lab
+ * charts with chips and switches, text metrics, per-rank logs, failure banner, stalled
+ * ranks, restarts and first NaN/inf values (``health``), outputs and Cancel. Written once; the notebook widget (anywidget, kernel messages) and the Lab
  * panel's main-area view (a WebSocket to the server) both mount it on a model with the
  * anywidget model's methods, and the Python side (``monitor.feeder``) fills both alike.
  */
@@ -9,6 +9,7 @@ import { PALETTE, formatBytes, formatDuration, formatNumber } from './chart.js';
 import { LineChart } from './linechart';
 import { LogView } from './logview.js';
 import { ansiToHtml, escapeHtml } from './ansi.js';
+import { IHealthParts, renderHealth, tickHealth } from './health';
 
 /** What the view reads and writes: the anywidget model's interface. */
 export interface IViewModel {
@@ -139,6 +140,7 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     <div class="jt-head">
       <div class="jt-head-main">
         <span class="jt-badge" data-testid="jt-status"></span>
+        <span class="jt-chip jt-attempt-chip" data-testid="jt-attempt" hidden></span>
         <span class="jt-name" data-testid="jt-name"></span>
         <code class="jt-runid" data-testid="jt-run-id" title="run id: %train attach RUN"></code>
         <span class="jt-spacer"></span>
@@ -150,15 +152,18 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
       <div class="jt-source jt-muted" data-testid="jt-source" hidden></div>
       <div class="jt-notice" hidden></div>
     </div>
+    <div class="jt-stall" data-testid="jt-stall" role="alert" hidden></div>
     <div class="jt-banner" data-testid="jt-banner" hidden></div>
     <div class="jt-outputs" data-testid="jt-outputs" hidden></div>
     <ol class="jt-stages" data-testid="jt-stages"></ol>
+    <div class="jt-attempts" data-testid="jt-attempts" hidden></div>
     <div class="jt-progress">
       <div class="jt-bar"><div class="jt-bar-fill" data-testid="jt-progress-fill"></div></div>
       <div class="jt-progress-text" data-testid="jt-progress-text"></div>
     </div>
     <section class="jt-section">
       <div class="jt-section-head"><span class="jt-section-title">Metrics</span><span class="jt-muted jt-metrics-note"></span><span class="jt-spacer"></span><span class="jt-chart-controls"></span></div>
+      <div class="jt-nonfinite" data-testid="jt-non-finite" role="status" hidden></div>
       <div class="jt-chips" data-testid="jt-metric-chips"></div>
       <table class="jt-texts" data-testid="jt-text-metrics" hidden></table>
       <div class="jt-charts" data-testid="jt-charts"></div>
@@ -169,6 +174,10 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     </section>`;
   const $ = (sel: string): HTMLElement => root.querySelector(sel) as HTMLElement;
   const cancel = $('[data-testid=jt-cancel]') as HTMLButtonElement;
+  const health: IHealthParts = {
+    stall: $('[data-testid=jt-stall]'), attempts: $('[data-testid=jt-attempts]'),
+    chip: $('[data-testid=jt-attempt]'), nonFinite: $('[data-testid=jt-non-finite]')
+  };
   const charts = new Map<string, { card: HTMLElement; chart: LineChart }>();
   let clock = { offset: 0 }; // feeder's time - browser time, from the last state
   let cancelClicked = false;
@@ -278,6 +287,7 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     notice.textContent = gone || model.get('notice') || '';
     notice.hidden = !notice.textContent;
     renderBanner(state);
+    renderHealth(health, state, state.now || Date.now() / 1000);
     renderOutputs(state);
     tick();
   }
@@ -323,6 +333,7 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     const now = gone ? state.now || Date.now() / 1000 + clock.offset : Date.now() / 1000 + clock.offset;
     const end = state.ended || now;
     $('[data-testid=jt-elapsed]').textContent = state.created ? formatDuration(end - state.created) : '';
+    tickHealth(health, end);
     const byName: { [name: string]: any } = Object.fromEntries((state.stages || []).map((s: any) => [s.name, s]));
     const reached = Math.max(-1, ...STAGE_NAMES.map((n, i) => (byName[n] ? i : -1)));
     const items = STAGE_NAMES.map((name, i) => {
