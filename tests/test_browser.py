@@ -352,8 +352,9 @@ def check_stall(page: Page, root: str, run, shot, panel_row: str = "") -> None:
     within = lambda selector: under(root, selector)  # noqa: E731
     assert pw.locator(within("[data-testid=jt-attempt]")).is_hidden()  # no restarts, no attempt
     now = time.time()
-    write_state(run, stalled=[{"rank": 1, "seconds": 30.0, "since": now - 42, "last_step": 4,
-                               "host": "node-b", "stack": STALL_STACK, "waiting": False}],
+    rank1 = {"rank": 1, "seconds": 30.0, "since": now - 42, "last_step": 4, "host": "node-b",
+             "stack": STALL_STACK, "waiting": False}
+    write_state(run, stalled=[rank1],
                 attempts=[{"attempt": 0, "start": now - 100, "end": now - 60, "failed_rank": 1,
                            "error": "RuntimeError: NCCL watchdog timeout"},
                           {"attempt": 1, "start": now - 58, "end": None, "failed_rank": None,
@@ -370,6 +371,11 @@ def check_stall(page: Page, root: str, run, shot, panel_row: str = "") -> None:
     wait_for(lambda: clock() != first, 5, what="the stall time to count on")
     pw.click(within("[data-testid=jt-stall] summary"))
     assert "train_step (cell.py:12)" in page.text(within("[data-testid=jt-stall] pre"))
+    # a newer stack of the same stall: the stack the reader opened stays open
+    write_state(run, stalled=[{**rank1, "stack": STALL_STACK + "    prefetch (loader.py:60)\n"}])
+    pw.wait_for_selector(within("[data-testid=jt-stall] pre:has-text('prefetch (loader.py:60)')"),
+                         state="attached")
+    assert pw.locator(within("[data-testid=jt-stall] details")).get_attribute("open") is not None
     assert page.text(within("[data-testid=jt-attempt]")) == "attempt 2"
     attempts = " ".join(page.text(within("[data-testid=jt-attempts]")).split())
     assert re.search(r"1 \S+ 0:40 rank 1 failed: RuntimeError: NCCL watchdog timeout", attempts), attempts
