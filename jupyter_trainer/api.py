@@ -1,4 +1,5 @@
-"""The public Python API: ``submit``, ``get_run``, ``runs`` and the ``Run`` handle.
+"""The public Python API: ``submit``, ``rerun``, ``resume``, ``diff``, ``get_run``, ``runs`` and
+the ``Run`` handle.
 
 Every front end (magics, CLI, widget, server) goes through these functions. A ``Run`` is
 only a reader of the run store: it never owns the run's processes, so any number of them,
@@ -7,22 +8,21 @@ in any process, can follow or cancel the same run.
 
 from __future__ import annotations
 
-import getpass
 import os
-import socket
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from . import environment, starter
+from . import environment
 from .errors import LaunchError, RunCanceled, RunFailed, RunStateError, SpecError
 from .follow import RunFollower
 from .spec import LaunchSpec, RunSpec, TargetSpec, parse_params, validate_run_id
 from .store import ACTIVE, HOME_ENV, TERMINAL, Store
+from .start import start_again, start_run, submitter
 from .targets import get_target
 
 if TYPE_CHECKING:
+    from .compare import RunDiff
     from .doctor import Report
 
 
@@ -58,20 +58,13 @@ def submit(
     if (code is None) == (script is None):
         raise SpecError("give either the code of a cell or a script path, not both")
     launch = LaunchSpec(launcher=launcher, nodes=nodes, procs=procs, backend=backend)
-    overrides = parse_params(list(params)) if _is_flag_list(params) else dict(params or {})
+    overrides = _given_params(params)
     store = Store(home)
     tgt = get_target(TargetSpec(target).name, store.home)
     env_spec = environment.resolve(env, home=store.home)
     source_dir = Path(source).expanduser() if source is not None else None
-    # The supervisor's interpreter (one kept waiting since the last run, or one started now)
-    # imports what it needs while the snapshot is written and checked; it is handed the run
-    # id once the run exists.
-    target_name = TargetSpec(target).name
-    supervisor = starter.take(str(store.home), target_name)
-    staging = None
-    try:
-        store.check_writable()  # an unwritable store fails here, before any snapshot is written
-        staging = store.staging_dir()
+
+    def write(staging: Path) -> RunSpec:
         if code is not None:
             context = capture.resolve_cell(code, namespace or {}, overrides=overrides,
                                            history=history)
@@ -81,32 +74,56 @@ def submit(
             code_spec = capture.write_script_snapshot(staging, Path(script).expanduser(), args,
                                                       source_dir=source_dir)
             run_params, carried = overrides, ()
-        spec = RunSpec(
+        return RunSpec(
             name=name or (Path(script).stem if script is not None else "cell"),
             code=code_spec, launch=launch, target=TargetSpec(target), env=env_spec,
             params=run_params, carried=carried,
-            origin={"user": getpass.getuser(), "host": socket.gethostname(), **(origin or {})},
+            origin={**submitter(), **(origin or {})},
         )
-        tgt.check(spec)
-        # Build the environment if it is not cached and check the snapshot's imports with
-        # its interpreter, before the run exists: a missing module starts nothing.
-        spec = replace(spec, env=environment.prepare(spec.env, staging, code_spec.entry,
-                                                     target=tgt, launcher=launch.launcher,
-                                                     home=store.home))
-        run_id = store.create(spec, staging)
-    except BaseException:
-        starter.give_back(supervisor)
-        if staging is not None:
-            store.discard_staging(staging)
-        raise
-    supervisor.start(run_id)
-    starter.keep_spare(str(store.home), target_name)
-    run = Run(run_id, store)
+
+    run = Run(start_run(store, tgt, write), store)
     return run.wait() if wait else run
+
+
+def _given_params(params: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (as ``-p`` gives them) or a mapping, as a dict."""
+    return parse_params(list(params)) if _is_flag_list(params) else dict(params or {})
 
 
 def _is_flag_list(params: object) -> bool:
     return isinstance(params, (list, tuple)) and all(isinstance(p, str) for p in params)
+
+
+def rerun(run_id: str, params: Mapping[str, Any] | Sequence[str] | None = None,
+          target: str | None = None, wait: bool = False,
+          home: str | os.PathLike | None = None) -> "Run":
+    """Start a new run of run ``run_id``: its exact code snapshot, environment (the same
+    lock), params and launch. ``params`` (a mapping or ``KEY=VALUE`` strings) change some of
+    its params, ``target`` where it goes. The new run's spec records ``lineage``
+    ``{"rerun_of": run_id}``. A bad id, a missing run or an unknown param starts nothing."""
+    store = Store(home)
+    run = Run(start_again(store, run_id, params=_given_params(params), target=target), store)
+    return run.wait() if wait else run
+
+
+def resume(run_id: str, params: Mapping[str, Any] | Sequence[str] | None = None,
+           target: str | None = None, wait: bool = False,
+           home: str | os.PathLike | None = None) -> "Run":
+    """``rerun``, starting from run ``run_id``'s latest complete checkpoint: it is copied into
+    the new run's ``checkpoints/`` (where ``jt.load_checkpoint()`` finds it) before the run
+    starts. A run without a checkpoint raises ``RunStateError`` and starts nothing."""
+    store = Store(home)
+    run = Run(start_again(store, run_id, params=_given_params(params), target=target,
+                          resume=True), store)
+    return run.wait() if wait else run
+
+
+def diff(a: str, b: str, *, home: str | os.PathLike | None = None) -> "RunDiff":
+    """What differs between runs ``a`` and ``b``: params, launch and target, environment
+    packages, code and metrics. Reads the two run records; changes nothing."""
+    from .compare import compare_runs
+
+    return compare_runs(Store(home), a, b)
 
 
 def get_run(run_id: str, *, home: str | os.PathLike | None = None) -> "Run":
@@ -279,6 +296,16 @@ class Run:
         ranks = "rank 0 only" if size == 1 else f"ranks 0 to {size - 1}"
         raise SpecError(f"run {self.id} has no rank {rank!r}: it has {ranks} "
                         f"(world size {size}); pick one of those")
+
+    def rerun(self, params: Mapping[str, Any] | Sequence[str] | None = None,
+              target: str | None = None, wait: bool = False) -> "Run":
+        """A new run of this run's snapshot, environment, params and launch (see ``rerun``)."""
+        return rerun(self.id, params, target, wait, home=self.store.home)
+
+    def resume(self, params: Mapping[str, Any] | Sequence[str] | None = None,
+               target: str | None = None, wait: bool = False) -> "Run":
+        """A new run from this run's latest checkpoint (see ``resume``)."""
+        return resume(self.id, params, target, wait, home=self.store.home)
 
     def monitor(self, **kwargs: Any):
         """This run's monitor, live or finished, with its whole history.

@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 from . import api
-from .commands import CommandParser, add_commands, run_command
+from .commands import CommandParser, add_commands, run_command, start_again
 from .errors import RunFailed, TrainerError
 from .monitor import TextMonitor
 from .monitor.text import source_line
@@ -17,7 +17,8 @@ from .options import HelpRequested, add_run_options, parse_with_settings
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(
         prog="jupyter-trainer",
-        description="Distributed PyTorch training runs: submit, list, follow, cancel.")
+        description="Distributed PyTorch training runs: submit, list, follow, cancel, rerun, "
+                    "compare.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=CommandParser)
 
@@ -76,8 +77,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
     source = source_line(run.spec)
     if source:
         print(source, file=sys.stderr, flush=True)
-    if not args.wait:
-        return 0
+    return follow(run) if args.wait else 0
+
+
+def cmd_again(args: argparse.Namespace) -> int:
+    """``rerun`` and ``resume``: the new run's id on stdout, then, with ``--wait``, as submit."""
+    run = start_again(args, args.script_args)
+    print(run.id, flush=True)
+    return follow(run) if args.wait else 0
+
+
+def follow(run: api.Run) -> int:
+    """Follow ``run`` on stderr to its end; Ctrl-C cancels it. Raises if it did not complete."""
     try:
         monitor = TextMonitor(run, out=sys.stderr)
         monitor.follow()
@@ -124,7 +135,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"submit": cmd_submit, "env": cmd_env}
+COMMANDS = {"submit": cmd_submit, "rerun": cmd_again, "resume": cmd_again, "env": cmd_env}
 
 
 if __name__ == "__main__":

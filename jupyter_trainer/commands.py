@@ -1,5 +1,6 @@
-"""The management commands ``runs``, ``show``, ``logs``, ``cancel``, ``doctor``, ``targets`` and
-``target add``: one definition, used by ``jupyter-trainer`` and by ``%train``.
+"""The management commands ``runs``, ``show``, ``logs``, ``cancel``, ``diff``, ``doctor``,
+``targets`` and ``target add``, and the commands that start a run again
+(``rerun``, ``resume``): one definition, used by ``jupyter-trainer`` and by ``%train``.
 
 Each command has one argparse definition (``add_commands``) and one function that writes its
 text to a given stream and returns an exit code (``run_command``), so a flag, an output and an
@@ -12,11 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Sequence, TextIO
 
 from . import api
 from .monitor.text import runs_table, summary_text, targets_table
-from .options import OptionParser, add_target_options
+from .options import OptionParser, ParamAction, add_target_options
 from .errors import SpecError
 from .store import STATUSES, Store
 
@@ -123,6 +124,22 @@ def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _define_diff(sub: Any) -> None:
+    diff = sub.add_parser(
+        "diff", help="what differs between two runs",
+        description="Params, launch and target, environment packages, code (a unified diff "
+                    "of the snapshots) and each metric's final, min and max, side by side.")
+    diff.add_argument("a", metavar="RUN_A")
+    diff.add_argument("b", metavar="RUN_B")
+    diff.add_argument("--json", action="store_true", help="print the differences as JSON")
+
+
+def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
+    found = api.diff(args.a, args.b)
+    print(json.dumps(found.to_dict(), indent=1) if args.json else found.text(), file=out)
+    return 0
+
+
 def _define_doctor(sub: Any) -> None:
     doctor = sub.add_parser(
         "doctor", help="check the run store: index, lost runs, changed snapshots",
@@ -171,15 +188,51 @@ def cmd_target(args: argparse.Namespace, out: TextIO) -> int:
 COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace, TextIO], int]]] = {
     "runs": (_define_runs, cmd_runs), "show": (_define_show, cmd_show),
     "logs": (_define_logs, cmd_logs), "cancel": (_define_cancel, cmd_cancel),
+    "diff": (_define_diff, cmd_diff),
     "doctor": (_define_doctor, cmd_doctor), "targets": (_define_targets, cmd_targets),
     "target": (_define_target, cmd_target),
 }
 
 
+# Commands that start a run: each front end follows the new run its own way (the CLI like
+# ``submit``, the magic like ``%%train``).
+STARTERS = {
+    "rerun": "start a run again: its snapshot, environment, params and launch",
+    "resume": "start a run again from its latest checkpoint",
+}
+
+
+def _define_again(sub: Any, name: str) -> None:
+    again = sub.add_parser(name, help=STARTERS[name])
+    again.add_argument("run")
+    again.add_argument("-p", "--param", action=ParamAction, default=[], metavar="KEY=VALUE",
+                       help="change one of the run's params (repeatable)")
+    again.add_argument("--target", default=None,
+                       help="where to run it (default: where the run ran)")
+    wait = again.add_mutually_exclusive_group()
+    wait.add_argument("--wait", action="store_true", default=None,
+                      help="follow the new run to its end (the default of %%train); fail if it "
+                           "fails")
+    wait.add_argument("--no-wait", dest="wait", action="store_false",
+                      help="return once the new run has started (the default of "
+                           "jupyter-trainer)")
+
+
+def start_again(args: argparse.Namespace, script_args: Sequence[str] = ()) -> api.Run:
+    """Start the run that parsed ``rerun`` or ``resume`` arguments ask for."""
+    if script_args:
+        raise SpecError(f"{args.command} takes no script arguments after `--`: the run's own "
+                        "arguments are part of its snapshot")
+    again = api.resume if args.command == "resume" else api.rerun
+    return again(args.run, args.param, args.target)
+
+
 def add_commands(sub: Any) -> None:
-    """Add every management command to ``sub`` (an ``add_subparsers()`` of ``CommandParser``)."""
+    """Add every command to ``sub`` (an ``add_subparsers()`` of ``CommandParser``)."""
     for define, _ in COMMANDS.values():
         define(sub)
+    for name in STARTERS:
+        _define_again(sub, name)
 
 
 def run_command(args: argparse.Namespace, out: TextIO) -> int:

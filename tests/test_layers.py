@@ -68,6 +68,7 @@ LAYERS = {
     "supervisor": 5, "follow": 5, "doctor": 5,
     "monitor": 6,
     "starter": 6,
+    "start": 6.5, "compare": 6.5,  # start runs and compare them: above starter and monitor
     "api": 7, "options": 7,
     "commands": 8, "server": 8,
     "magics": 9, "cli": 9,

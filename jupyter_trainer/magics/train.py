@@ -8,11 +8,11 @@ import sys
 from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.display import display
+from IPython.display import Image, display
 
 from .. import api
 from ..monitor import monitor_mode, show
-from ..commands import CommandParser, add_commands, run_command
+from ..commands import STARTERS, CommandParser, add_commands, run_command, start_again
 from ..monitor.text import source_line
 from ..options import (HelpRequested, cell_parser, parse_with_settings, script_parser,
                        split_line, submit_kwargs)
@@ -25,6 +25,9 @@ LINE_HELP = """\
 %train show RUN [--json]     a run's summary
 %train logs RUN [-f] [--rank R] [--tail N]
 %train cancel RUN
+%train rerun RUN [-p KEY=VALUE ...] [--target T] [--no-wait]   the same code, env and launch again
+%train resume RUN [-p KEY=VALUE ...] [--target T] [--no-wait]  ... from its latest checkpoint
+%train diff RUN_A RUN_B [--json]   params, launch, environment, code and metrics side by side
 %train doctor [--fix] [--no-hash] [--json]   check the run store; --fix repairs what it can
 %train targets
 %train target add NAME --kind KIND [--replace] KEY=VALUE ...   (hosts=[gpu1,gpu2] workdir=/scratch/jt)
@@ -117,6 +120,15 @@ class TrainMagics(Magics):
             _say_source(run)
             return self._watch(run)
         opts = parse_with_settings(_management_parser(), words)
+        if opts.command in STARTERS:
+            run = start_again(opts, rest)
+            if opts.wait is False:
+                print(f"run {run.id} started; follow it with %train attach {run.id}")
+                return run
+            return self._watch(run)
+        if opts.command == "diff" and not opts.json:
+            _show_diff(api.diff(opts.a, opts.b))
+            return None
         if opts.command != "attach":
             run_command(opts, sys.stdout)
             return None
@@ -126,6 +138,14 @@ class TrainMagics(Magics):
             return None
         show(run)
         return run
+
+
+def _show_diff(found: Any) -> None:
+    """The differences as text, then both runs' metrics overlaid, one chart per metric."""
+    print(found.text(), flush=True)
+    png = found.chart_png()
+    if png is not None:
+        display(Image(data=png, format="png"))
 
 
 def _say_source(run: api.Run) -> None:

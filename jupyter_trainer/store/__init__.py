@@ -8,6 +8,7 @@ $JUPYTER_TRAINER_HOME            (default ~/.jupyter_trainer)
   runs/<run-id>/
     spec.json  state.json  cancel.request  supervisor.log  supervisor.alive
     code/  events/rank-<r>.jsonl  logs/rank-<r>.log  ranks/rank-<r>.json  outputs/
+    checkpoints/step-<N>.pt|.pkl   complete checkpoints (written under a "."-name, renamed)
 ```
 The supervisor of a run is the only writer of its ``state.json``; readers only read, and
 write requests (``cancel.request``). The run folders are the truth and the index a cache of
@@ -81,6 +82,7 @@ class RunPaths:
     logs = property(lambda self: self.root / "logs")
     ranks = property(lambda self: self.root / "ranks")
     outputs = property(lambda self: self.root / "outputs")
+    checkpoints = property(lambda self: self.root / "checkpoints")
 
     def events_file(self, rank: int) -> Path:
         return self.events / f"rank-{rank}.jsonl"
@@ -93,6 +95,21 @@ class RunPaths:
 
 
 _RANK_FILE = re.compile(r"rank-(\d+)\.(?:jsonl|log|json)")
+
+
+_CHECKPOINT_FILE = re.compile(r"step-(\d+)\.(?:pt|pkl)")
+
+
+def latest_checkpoint(folder: Path) -> Path | None:
+    """The complete checkpoint of the highest step in ``folder`` (``step-<N>.pt`` or
+    ``.pkl``), or None. A file being written has a name starting with "." and is skipped,
+    as is anything else that is not named like a checkpoint."""
+    try:
+        names = os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    steps = [(int(m.group(1)), name) for name in names if (m := _CHECKPOINT_FILE.fullmatch(name))]
+    return Path(folder, max(steps)[1]) if steps else None
 
 
 def _slug(name: str) -> str:
@@ -133,6 +150,36 @@ class Store:
 
     def discard_staging(self, code_dir: Path) -> None:
         _rmtree(code_dir.parent)
+
+    def copy_snapshot(self, run_id: str, dest: Path) -> None:
+        """Copy run ``run_id``'s code snapshot to ``dest`` (a ``staging_dir()`` not yet
+        made), for a new run of the same code."""
+        source = self.existing(run_id).code
+        try:
+            shutil.copytree(source, dest)
+        except OSError as exc:
+            raise StoreError(f"cannot copy the code snapshot of run {run_id} ({source}): "
+                             f"{exc}") from None
+
+    def seed_checkpoint(self, run_id: str, checkpoint: Path) -> Path:
+        """Copy ``checkpoint`` into the ``checkpoints/`` of run ``run_id`` (which has not
+        started), complete or not at all: under a "." name first, then renamed."""
+        folder = self.existing(run_id).checkpoints
+        target = folder / Path(checkpoint).name
+        try:
+            folder.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
+            os.close(fd)
+            try:
+                shutil.copyfile(checkpoint, tmp)
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise StoreError(f"cannot copy the checkpoint {checkpoint} into run {run_id}: "
+                             f"{exc}") from None
+        return target
 
     def check_writable(self) -> None:
         """Raise ``StoreError`` now, before anything is written, if no run can be created."""

@@ -1,0 +1,115 @@
+"""Start a run: the one path from a snapshot in staging to a detached supervisor.
+
+``submit`` takes it with a snapshot it has just written; ``start_again`` (rerun and resume)
+takes it with a copy of a stored run's snapshot, the same environment lock, the same params
+(some overridden) and launch, and records where the new run came from in its ``lineage``.
+Everything is checked before the run exists (the target, the environment's build and its
+pre-flight import check, the copied snapshot's hash); on any error nothing is left in the
+store and nothing starts.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from . import environment, starter
+from .errors import RunStateError, SpecError, StoreError
+from .spec import RunSpec, TargetSpec, validate_run_id
+from .store import Store, latest_checkpoint
+from .targets import Target, get_target
+
+
+def submitter() -> dict[str, str]:
+    """Who starts a run, for its ``origin``."""
+    return {"user": getpass.getuser(), "host": socket.gethostname()}
+
+
+def start_run(store: Store, target: Target, write: Callable[[Path], RunSpec],
+              seed: Callable[[str], Any] | None = None) -> str:
+    """Create the run whose snapshot and spec ``write(staging)`` makes, start its
+    supervisor and return the run's id.
+
+    The supervisor's interpreter (one kept waiting since the last run, or one started now)
+    imports what it needs while ``write`` runs; it is handed the run id once the run
+    exists. ``seed(run_id)`` fills the new run's folder before its supervisor starts (a
+    resumed run's checkpoint); if it fails, the run is removed again.
+    """
+    supervisor = starter.take(str(store.home), target.name)
+    staging = run_id = None
+    try:
+        store.check_writable()  # an unwritable store fails here, before any snapshot is written
+        staging = store.staging_dir()
+        spec = write(staging)
+        target.check(spec)
+        # Build the environment if it is not cached and check the snapshot's imports with
+        # its interpreter, before the run exists: a missing module starts nothing.
+        spec = replace(spec, env=environment.prepare(spec.env, staging, spec.code.entry,
+                                                     target=target,
+                                                     launcher=spec.launch.launcher,
+                                                     home=store.home))
+        run_id = store.create(spec, staging)
+        if seed is not None:
+            seed(run_id)
+    except BaseException:
+        starter.give_back(supervisor)
+        if run_id is not None:
+            store.delete(run_id)
+        elif staging is not None:
+            store.discard_staging(staging)
+        raise
+    supervisor.start(run_id)
+    starter.keep_spare(str(store.home), target.name)
+    return run_id
+
+
+def start_again(store: Store, run_id: str, *, params: Mapping[str, Any] | None = None,
+                target: str | None = None, resume: bool = False) -> str:
+    """Start a new run of run ``run_id``'s code, environment, params and launch; return its
+    id. ``params`` override some of the run's params (only those it has: they are the names
+    its code reads); ``target`` sends it elsewhere. With ``resume`` the run's latest
+    complete checkpoint is copied into the new run's ``checkpoints/`` first."""
+    old_id = validate_run_id(run_id)
+    old = store.read_spec(old_id)
+    overrides = dict(params or {})
+    unknown = sorted(set(overrides) - set(old.params))
+    if unknown:
+        known = ", ".join(sorted(old.params)) or "none"
+        raise SpecError(f"run {old_id} has no parameter {', '.join(map(repr, unknown))}; its "
+                        f"parameters are: {known} (the same code runs again, and it reads "
+                        "only those)")
+    lineage: dict[str, Any] = {"rerun_of": old_id}
+    checkpoint = None
+    if resume:
+        folder = store.paths(old_id).checkpoints
+        checkpoint = latest_checkpoint(folder)
+        if checkpoint is None:
+            raise RunStateError(f"run {old_id} has no checkpoint (no complete step-N.pt or "
+                                f"step-N.pkl in {folder}); use rerun to start it from the "
+                                "beginning")
+        lineage = {"resumed_from": old_id, "checkpoint": checkpoint.name}
+    where = TargetSpec(target) if target is not None else old.target
+    tgt = get_target(where.name, store.home)
+    # The same environment: the recorded lock (or interpreter), never the name's newest
+    # definition; what the old run's submit prepared is prepared again for this one.
+    env = replace(old.env, prepared={}, python=old.env.python if old.env.name is None else None)
+    spec = replace(old, target=where, env=env, params={**old.params, **overrides},
+                   lineage=lineage, origin={**old.origin, **submitter()})
+
+    def write(staging: Path) -> RunSpec:
+        from .capture import hash_snapshot  # lazy: only a rerun hashes a stored snapshot
+
+        store.copy_snapshot(old_id, staging)
+        found = hash_snapshot(staging)
+        if found != old.code.hash:
+            raise StoreError(
+                f"the code snapshot of run {old_id} changed after the run was created (its "
+                f"hash is {found}, the run recorded {old.code.hash}), so it is not the code "
+                f"that ran; nothing was started (`jupyter-trainer doctor` reports it)")
+        return spec
+
+    seed = (lambda new_id: store.seed_checkpoint(new_id, checkpoint)) if checkpoint else None
+    return start_run(store, tgt, write, seed)
