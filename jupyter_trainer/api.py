@@ -307,6 +307,12 @@ class Run:
         """A new run from this run's latest checkpoint (see ``resume``)."""
         return resume(self.id, params, target, wait, home=self.store.home)
 
+    def stacks(self, rank: int | None = None) -> dict[int, str]:
+        """The current Python stack of each rank (or of ``rank``), by rank."""
+        from .stacks import run_stacks
+
+        return run_stacks(self.store, self.id, rank=rank)
+
     def monitor(self, **kwargs: Any):
         """This run's monitor, live or finished, with its whole history.
 

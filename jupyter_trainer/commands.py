@@ -1,5 +1,5 @@
-"""The management commands ``runs``, ``show``, ``logs``, ``cancel``, ``diff``, ``doctor``,
-``targets`` and ``target add``, and the commands that start a run again
+"""The management commands ``runs``, ``show``, ``logs``, ``cancel``, ``diff``, ``stack``,
+``doctor``, ``targets`` and ``target add``, and the commands that start a run again
 (``rerun``, ``resume``): one definition, used by ``jupyter-trainer`` and by ``%train``.
 
 Each command has one argparse definition (``add_commands``) and one function that writes its
@@ -140,6 +140,25 @@ def cmd_diff(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _define_stack(sub: Any) -> None:
+    stack = sub.add_parser("stack", help="the Python stack of each rank of a running run")
+    stack.add_argument("run")
+    stack.add_argument("--rank", type=int, default=None, help="only this rank (default: all)")
+
+
+def cmd_stack(args: argparse.Namespace, out: TextIO) -> int:
+    run = api.get_run(args.run)
+    if args.rank is not None:
+        run.check_rank(args.rank)
+    records = run.store.rank_records(run.id)
+    for rank, text in sorted(run.stacks(rank=args.rank).items()):
+        record = records.get(rank, {})
+        print(f"rank {rank} ({record.get('host', 'host unknown')}, pid "
+              f"{record.get('pid', 'unknown')}):", file=out)
+        print(text.rstrip("\n"), file=out)
+    return 0
+
+
 def _define_doctor(sub: Any) -> None:
     doctor = sub.add_parser(
         "doctor", help="check the run store: index, lost runs, changed snapshots",
@@ -188,7 +207,7 @@ def cmd_target(args: argparse.Namespace, out: TextIO) -> int:
 COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace, TextIO], int]]] = {
     "runs": (_define_runs, cmd_runs), "show": (_define_show, cmd_show),
     "logs": (_define_logs, cmd_logs), "cancel": (_define_cancel, cmd_cancel),
-    "diff": (_define_diff, cmd_diff),
+    "diff": (_define_diff, cmd_diff), "stack": (_define_stack, cmd_stack),
     "doctor": (_define_doctor, cmd_doctor), "targets": (_define_targets, cmd_targets),
     "target": (_define_target, cmd_target),
 }

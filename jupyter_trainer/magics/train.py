@@ -28,6 +28,7 @@ LINE_HELP = """\
 %train rerun RUN [-p KEY=VALUE ...] [--target T] [--no-wait]   the same code, env and launch again
 %train resume RUN [-p KEY=VALUE ...] [--target T] [--no-wait]  ... from its latest checkpoint
 %train diff RUN_A RUN_B [--json]   params, launch, environment, code and metrics side by side
+%train stack RUN [--rank R]  each rank's current Python stack
 %train doctor [--fix] [--no-hash] [--json]   check the run store; --fix repairs what it can
 %train targets
 %train target add NAME --kind KIND [--replace] KEY=VALUE ...   (hosts=[gpu1,gpu2] workdir=/scratch/jt)
