@@ -8,8 +8,7 @@ stdout/stderr to ``logs/rank-<r>.log``, records the rank's start and end in
 ``__main__`` the way ``python ENTRY ARGS`` would, from the node's private working directory
 ``work/node-<n>/``: a copy of the snapshot (never the snapshot itself, which stays as
 captured), where ``./outputs`` is the run's ``outputs/`` and ``./logs`` its ``logs/user/``.
-Standard library only; it imports nothing of jupyter_trainer but its runtime.
-"""
+Standard library only; of jupyter_trainer it imports only the runtime."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ import sys
 import time
 from typing import Any
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_TRACEBACK_CHARS = 8000
+_HERE, _TRACEBACK_CHARS = os.path.dirname(os.path.abspath(__file__)), 8000
 _WORK = "work"                            # <run>/work/<node>/: each node's working directory
 _LINKED = {"outputs": os.path.join("..", "..", "outputs"),            # ./outputs -> <run>/outputs
            "logs": os.path.join("..", "..", "logs", "user")}          # ./logs -> <run>/logs/user
@@ -51,6 +49,18 @@ def _write_json(path: str, record: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _keep_earlier_attempt(record_path: str, rank: int, attempt: int) -> None:
+    """Move an earlier attempt's record of this rank to ``rank-<r>.attempt-<k>.json``."""
+    try:
+        with open(record_path, encoding="utf-8") as f:
+            earlier = json.load(f).get("attempt", 0)
+        if isinstance(earlier, int) and earlier < attempt:
+            kept = os.path.join(os.path.dirname(record_path), f"rank-{rank}.attempt-{earlier}.json")
+            os.replace(record_path, kept)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def _redirect_output(log_path: str) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
@@ -63,25 +73,6 @@ def _redirect_output(log_path: str) -> None:
             stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
         except (AttributeError, ValueError):
             pass
-
-
-def _force_backend(backend: str) -> None:
-    """Make ``init_process_group()`` without a backend use the one the user forced."""
-    import functools
-
-    import torch.distributed as dist
-
-    original = dist.init_process_group
-
-    @functools.wraps(original)
-    def init_process_group(*args: Any, **kwargs: Any) -> Any:
-        if args and args[0] is None:
-            args = (backend, *args[1:])
-        elif not args and kwargs.get("backend") is None:
-            kwargs["backend"] = backend
-        return original(*args, **kwargs)
-
-    dist.init_process_group = init_process_group
 
 
 def _error_line(exc: BaseException) -> str:
@@ -241,9 +232,8 @@ def _watch_death(record_path: str) -> None:
     launchers and the supervisor send to a whole process group, so it outlives its rank and
     records the end; SIGKILL still ends it.
 
-    It also ends a rank whose launcher is gone (SIGTERM, then SIGKILL), checked every
-    ``_ORPHAN_CHECK_S``: a launcher that dies without ending its ranks (mpirun, on the SIGTERM
-    a dead supervisor's kernel sends it, does so at times) must not leave them running.
+    It also ends a rank whose launcher is gone (SIGTERM, then SIGKILL; checked every
+    ``_ORPHAN_CHECK_S``): mpirun, say, can die without ending its ranks.
     """
     parent = os.getpid()
     try:
@@ -480,9 +470,12 @@ def main(argv: list[str]) -> int:
         if hasattr(runtime, "_mark_output"):  # an older installed runtime has no log times
             runtime._mark_output(os.path.join(logs, f"rank-{runtime.rank}.times"))
         record_path = os.path.join(ranks, f"rank-{runtime.rank}.json")
+        attempt = getattr(runtime, "attempt", 0)
+        if attempt:
+            _keep_earlier_attempt(record_path, runtime.rank, attempt)
         record = {"rank": runtime.rank, "local_rank": runtime.local_rank,
                   "world_size": runtime.world_size, "pid": os.getpid(),
-                  "host": _hostname(), "started": time.time()}
+                  "host": _hostname(), "started": time.time(), "attempt": attempt}
         _write_json(record_path, record)
         _watch_death(record_path)
     launchers = _launcher_chain(os.environ.get("JT_RUN_ID", ""))
@@ -530,9 +523,14 @@ def main(argv: list[str]) -> int:
     hooks = getattr(runtime, "_terminate_hooks", None)
     if hooks is not None:
         hooks.append(on_terminate)
+    if hasattr(runtime, "_start_heartbeat"):
+        runtime._start_heartbeat()
+
+    from jupyter_trainer import rank_env
 
     if os.environ.get("JT_BACKEND_OVERRIDE") == "1" and os.environ.get("JT_BACKEND"):
-        _force_backend(os.environ["JT_BACKEND"])
+        rank_env.force_backend(os.environ["JT_BACKEND"])
+    rank_env.separate_restarts()
 
     snapshot = os.path.dirname(_HERE)
     code_root = snapshot

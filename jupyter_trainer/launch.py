@@ -101,7 +101,8 @@ def torchrun_argv(launch: LaunchSpec, plan: LaunchPlan, *, standalone: bool = Tr
             argv += [f"--node-rank={node_rank}", f"--rdzv-conf=is_host={int(node_rank == 0)}"]
         if local_addr:
             argv.append(f"--local-addr={local_addr}")
-    argv += [f"--nproc-per-node={launch.procs}", "--max-restarts=0", "--monitor-interval=0.1",
+    argv += [f"--nproc-per-node={launch.procs}", f"--max-restarts={launch.max_restarts}",
+             "--monitor-interval=0.1",
              plan.boot, plan.entry, *plan.args]
     return argv
 

@@ -13,7 +13,7 @@ import shlex
 from typing import Any
 
 from .errors import SpecError
-from .spec import BACKENDS, LAUNCHERS
+from .spec import BACKENDS, DEFAULT_STALL_TIMEOUT, LAUNCHERS, ON_STALL
 
 
 class HelpRequested(Exception):
@@ -70,6 +70,18 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                              "(repeatable)")
     parser.add_argument("--source", default=None, metavar="DIR",
                         help="a folder to add to the snapshot (honours its .trainignore)")
+    parser.add_argument("--max-restarts", type=int, default=0, metavar="N",
+                        help="when a rank fails, start every rank again, up to N times; the "
+                             "training code resumes from jt.load_checkpoint() (default: 0)")
+    parser.add_argument("--stall-timeout", type=float, default=DEFAULT_STALL_TIMEOUT,
+                        metavar="SECONDS",
+                        help="name a rank as stalled when it logs no progress for this long "
+                             f"(default: {DEFAULT_STALL_TIMEOUT:g}; 0 turns it off)")
+    parser.add_argument("--on-stall", default="warn", metavar="|".join(ON_STALL),
+                        help="warn: show the stalled rank and its stack; cancel: also end the "
+                             "run, its stacks saved (default: warn)")
+    parser.add_argument("--stop-on-nan", action="append", default=[], metavar="METRIC",
+                        help="fail the run when METRIC becomes NaN or inf (repeatable)")
 
 
 def submit_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
@@ -77,7 +89,9 @@ def submit_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
     return {
         "name": ns.name, "target": ns.target, "nodes": ns.nodes, "procs": ns.procs,
         "launcher": ns.launcher, "backend": ns.backend, "env": ns.env, "params": ns.param,
-        "source": ns.source,
+        "source": ns.source, "max_restarts": ns.max_restarts,
+        "stall_timeout": ns.stall_timeout, "on_stall": ns.on_stall,
+        "stop_on_nan": ns.stop_on_nan,
     }
 
 

@@ -29,8 +29,9 @@ import time
 from typing import Any, Callable
 
 __all__ = [
-    "backend", "flush", "in_run", "load_carried", "local_rank", "local_world_size", "log",
-    "node_rank", "outputs_dir", "params", "progress", "rank", "run_dir", "run_id", "world_size",
+    "attempt", "backend", "checkpoint_dir", "flush", "in_run", "load_carried",
+    "load_checkpoint", "local_rank", "local_world_size", "log", "node_rank", "outputs_dir",
+    "params", "progress", "rank", "run_dir", "run_id", "save_checkpoint", "world_size",
 ]
 
 FLUSH_INTERVAL = 0.25  # seconds between background writes of buffered events
@@ -40,73 +41,13 @@ _SIGTERM_GRACE = 2.0  # seconds the main thread gets to handle SIGTERM before th
 
 # --- rank mapping -----------------------------------------------------------------------------
 
-def _slurm_tasks_on_node(spec: str, node: int) -> str | None:
-    """Tasks on node ``node`` from ``SLURM_TASKS_PER_NODE`` such as ``"2(x3),1"``."""
-    counts: list[str] = []
-    for part in spec.split(","):
-        count, _, repeat = part.partition("(x")
-        counts.extend([count] * (int(repeat.rstrip(")")) if repeat else 1))
-    return counts[node] if 0 <= node < len(counts) else None
-
-
-def _ompi_node_index(env: os._Environ[str] | dict[str, str]) -> str | None:
-    """This node's index among the job's nodes, where Open MPI's variables pin it down.
-
-    ``OMPI_COMM_WORLD_NODE_RANK`` is *not* that (it is a rank among the processes on this
-    node). With one node it is 0; with a uniform by-slot layout (the default: node 0's
-    slots first) it is rank // local size; otherwise it is left unknown.
-    """
-    try:
-        nodes = int(env.get("OMPI_MCA_orte_num_nodes", ""))
-        rank, size = int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"])
-        local, local_size = (int(env["OMPI_COMM_WORLD_LOCAL_RANK"]),
-                             int(env["OMPI_COMM_WORLD_LOCAL_SIZE"]))
-    except (KeyError, ValueError):
-        return None
-    if nodes == 1:
-        return "0"
-    if local_size > 0 and size == nodes * local_size and local == rank % local_size:
-        return str(rank // local_size)
-    return None
-
-
-def _rank_source(env: os._Environ[str] | dict[str, str]) -> dict[str, str | None]:
-    """RANK, WORLD_SIZE, ... as the first launcher found in ``env`` gives them (may be empty)."""
-    if "OMPI_COMM_WORLD_RANK" in env:
-        node = _ompi_node_index(env)
-        return {"RANK": env["OMPI_COMM_WORLD_RANK"], "WORLD_SIZE": env.get("OMPI_COMM_WORLD_SIZE"),
-                "LOCAL_RANK": env.get("OMPI_COMM_WORLD_LOCAL_RANK"),
-                "LOCAL_WORLD_SIZE": env.get("OMPI_COMM_WORLD_LOCAL_SIZE"),
-                "GROUP_RANK": node, "NODE_RANK": node}
-    if "HOROVOD_RANK" in env:
-        node = env.get("HOROVOD_CROSS_RANK")
-        return {"RANK": env["HOROVOD_RANK"], "WORLD_SIZE": env.get("HOROVOD_SIZE"),
-                "LOCAL_RANK": env.get("HOROVOD_LOCAL_RANK"),
-                "LOCAL_WORLD_SIZE": env.get("HOROVOD_LOCAL_SIZE"),
-                "GROUP_RANK": node, "NODE_RANK": node}
-    if "SLURM_PROCID" in env:
-        node = env.get("SLURM_NODEID")
-        local_size = None
-        if node is not None and env.get("SLURM_TASKS_PER_NODE"):
-            try:
-                local_size = _slurm_tasks_on_node(env["SLURM_TASKS_PER_NODE"], int(node))
-            except ValueError:
-                local_size = None
-        return {"RANK": env["SLURM_PROCID"], "WORLD_SIZE": env.get("SLURM_NTASKS"),
-                "LOCAL_RANK": env.get("SLURM_LOCALID"), "LOCAL_WORLD_SIZE": local_size,
-                "GROUP_RANK": node, "NODE_RANK": node}
-    if "PMI_RANK" in env:
-        return {"RANK": env["PMI_RANK"], "WORLD_SIZE": env.get("PMI_SIZE"),
-                "LOCAL_RANK": env.get("MPI_LOCALRANKID"),
-                "LOCAL_WORLD_SIZE": env.get("MPI_LOCALNRANKS")}
-    return {}
-
-
 def _map_ranks() -> None:
     """Fill torch's rank variables from the launcher's when ``RANK`` is not set already."""
     if "RANK" in os.environ:
         return
-    for name, value in _rank_source(os.environ).items():
+    from jupyter_trainer.rank_env import rank_source
+
+    for name, value in rank_source(os.environ).items():
         if value is not None and value != "":
             os.environ[name] = value
 
@@ -129,6 +70,9 @@ run_id: str | None = os.environ.get("JT_RUN_ID") or None
 backend: str | None = os.environ.get("JT_BACKEND") or None
 _run_dir: str | None = os.environ.get("JT_RUN_DIR") or None  # ``run_dir``, before pathlib
 in_run: bool = _run_dir is not None
+# Which start of the run this is: 0, then 1, 2, ... after a rank failed and every rank was
+# started again (by torchrun's own restart, or by the supervisor for the other launchers).
+attempt: int = _env_int("JT_ATTEMPT", 0) + _env_int("TORCHELASTIC_RESTART_COUNT", 0)
 
 
 # --- lazily computed attributes -------------------------------------------------------------
@@ -153,17 +97,22 @@ def __getattr__(name: str) -> Any:
     # Module attributes computed on first access, then cached as ordinary globals.
     if name == "params":
         value: Any = _read_params()
-    elif name in ("run_dir", "outputs_dir"):
+    elif name in ("run_dir", "outputs_dir", "checkpoint_dir"):
         from pathlib import Path  # about 4 ms at a rank's start, so only when asked for
 
         value = Path(_run_dir) if _run_dir is not None else None
-        if name == "outputs_dir":
-            value = (value or Path.cwd()) / "outputs"
+        if name != "run_dir":
+            folder = "outputs" if name == "outputs_dir" else "checkpoints"
+            value = (value or Path.cwd()) / folder
             value.mkdir(parents=True, exist_ok=True)
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 # --- event buffer -----------------------------------------------------------------------------
@@ -311,6 +260,7 @@ def _drain() -> None:
     popleft = _buf.popleft
     while _buf:
         lines = []
+        event = None
         try:
             for _ in range(_CHUNK):
                 event = popleft()
@@ -321,6 +271,8 @@ def _drain() -> None:
                                              "error": f"{type(exc).__name__}: {exc}"}) + "\n")
         except IndexError:
             pass
+        if event is not None:
+            _note_progress(event)
         _write("".join(lines).encode("utf-8"))
 
 
@@ -340,6 +292,46 @@ def _write(data: bytes) -> None:
         if not _write_failed:
             _write_failed = True
             print(f"[jt] cannot write events: {exc}", file=sys.stderr, flush=True)
+
+
+# --- heartbeat --------------------------------------------------------------------------------
+
+_BEAT_S = 1.0  # at most this often the flusher rewrites events/rank-<r>.beat
+_beat_on = os.environ.get("JT_HEARTBEAT", "1") != "0"
+_beat_last = 0.0
+_beat_step: int | None = None   # the step of the last metric event that had one
+_beat_done: Any = None          # the last progress report's ``done``
+_beat_t: float | None = None    # when the last event was logged
+
+
+def _note_progress(event: tuple) -> None:
+    """Remember the newest event drained; the flusher thread calls this, never the caller."""
+    global _beat_step, _beat_done, _beat_t
+    kind, t, a, _ = event
+    _beat_t = t
+    if kind is _METRIC:
+        if a is not None:
+            _beat_step = _step(a)
+    else:
+        _beat_done = _number(a)
+
+
+def _beat() -> None:
+    """``events/rank-<r>.beat``: this rank is alive, and its last step and when it was logged.
+    The supervisor reads it to name a rank that stopped making progress."""
+    global _beat_last
+    now = _time()
+    if not _beat_on or now - _beat_last < _BEAT_S or os.getpid() != _pid:
+        return
+    _beat_last = now
+    import jupyter_trainer.rank_files as rank_files
+
+    try:
+        rank_files.write_beat(os.path.join(_run_dir, "events", f"rank-{rank}.beat"),  # type: ignore[arg-type]
+                              {"pid": _pid, "attempt": attempt, "step": _beat_step,
+                               "done": _beat_done, "progress": _beat_t, "beat": now})
+    except (OSError, TypeError, ValueError):
+        pass
 
 
 def _start_flusher() -> None:
@@ -367,6 +359,7 @@ def _flush_loop() -> None:
             time.sleep(FLUSH_INTERVAL)
         try:
             flush()
+            _beat()
         except Exception:  # keep flushing: a failure here must not end event logging
             pass
 
@@ -496,52 +489,67 @@ if in_run:
     _install()
 
 
-# --- log times -----------------------------------------------------------------------------
-
-_MARK_S = 0.05  # at most this often, a rank notes how long its log is and when
-
-
-class _LogMarks:
-    """``logs/rank-<r>.times``: lines of "<log size> <unix time>". A reader gives each log
-    line the time of the last mark at or before its offset, which puts the ranks' log
-    history in one time order (``follow.LogTimes``)."""
-
-    def __init__(self, path: str) -> None:
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self.last = 0.0
-
-    def note(self) -> None:
-        now = time.time()
-        if now - self.last < _MARK_S:
-            return
-        self.last = now
-        try:
-            os.write(self.fd, b"%d %.3f\n" % (os.fstat(1).st_size, now))
-        except OSError:
-            pass
+def _start_heartbeat() -> None:
+    """Start the flusher now, not at the first event, so a rank that has not logged yet is
+    still seen alive. The boot script calls this; importing the module starts no thread."""
+    if _beat_on and in_run:
+        _start_flusher()
 
 
-class _MarkedStream:
-    """``sys.stdout``/``sys.stderr`` of a rank whose output goes to its log: a write first
-    notes the log's length and the time (``_LogMarks``); everything else is the stream's."""
-
-    def __init__(self, stream: Any, marks: _LogMarks) -> None:
-        self._stream = stream
-        self._marks = marks
-
-    def write(self, text: str) -> int:
-        self._marks.note()
-        return self._stream.write(text)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
+# --- log times and checkpoints -------------------------------------------------------------
 
 def _mark_output(times_path: str) -> None:
     """Note times for this rank's log (its stdout and stderr, fds 1 and 2) in ``times_path``."""
-    marks = _LogMarks(times_path)
-    sys.stdout = _MarkedStream(sys.stdout, marks)
-    sys.stderr = _MarkedStream(sys.stderr, marks)
+    import jupyter_trainer.rank_files as rank_files
+
+    marks = rank_files.LogMarks(times_path)
+    sys.stdout = rank_files.MarkedStream(sys.stdout, marks)
+    sys.stderr = rank_files.MarkedStream(sys.stderr, marks)
+
+
+def save_checkpoint(obj: Any, step: int, *, keep: int = 3) -> str | None:
+    """Save ``obj`` (a state dict, say) as the checkpoint of ``step`` in ``checkpoint_dir``.
+
+    Rank 0 writes; the other ranks return None at once, so every rank may call it. The file is
+    written under a temporary name, synced and then renamed, so a crash mid-write never leaves
+    a checkpoint that ``load_checkpoint`` would read. With torch imported it is ``torch.save``d
+    (``step-N.pt``), otherwise pickled (``step-N.pkl``). All but the newest ``keep`` are
+    removed. Returns the file's path on rank 0.
+    """
+    import jupyter_trainer.rank_files as rank_files
+
+    if type(step) is not int:
+        step = _step(step)  # a 0-d tensor or numpy integer
+        if step is None:
+            raise TypeError("save_checkpoint(obj, step): step must be a whole number")
+    if step < 0 or keep < 1:
+        raise ValueError("save_checkpoint(obj, step, keep=K): step >= 0 and keep >= 1")
+    if rank != 0:
+        return None
+    return rank_files.save_checkpoint(_checkpoint_folder(), obj, step, keep)
+
+
+def _checkpoint_folder() -> str:
+    return str(globals().get("checkpoint_dir") or __getattr__("checkpoint_dir"))
+
+
+def load_checkpoint(*, map_location: Any = "cpu") -> Any:
+    """The newest complete checkpoint of this run, ``Checkpoint(step, state, path)``, or None.
+
+    After a restart it is the one the failed attempt saved last; in a resumed run, the one the
+    earlier run saved. When torch.distributed is initialised with several ranks, rank 0 reads
+    it and broadcasts it, so every rank starts from the same step even where only rank 0's
+    node has the file.
+    """
+    import jupyter_trainer.rank_files as rank_files
+
+    folder = _checkpoint_folder()
+    dist = rank_files.initialised_dist() if world_size > 1 else None
+    if dist is None:
+        return rank_files.read_latest(folder, map_location)
+    found = [rank_files.read_latest(folder, map_location) if rank == 0 else None]
+    dist.broadcast_object_list(found, src=0)
+    return found[0]
 
 
 # --- carried notebook variables ---------------------------------------------------------------

@@ -19,6 +19,9 @@ from .errors import InvalidRunId, SpecError
 LAUNCHERS = ("torchrun", "mpirun", "horovod", "python")
 BACKENDS = ("nccl", "gloo", "mpi")
 MAX_PROCS = 4096
+MAX_RESTARTS = 100
+ON_STALL = ("warn", "cancel")
+DEFAULT_STALL_TIMEOUT = 600.0
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _TARGET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -102,6 +105,7 @@ class LaunchSpec:
     nodes: int = 1
     procs: int = 1
     backend: str | None = None  # None: NCCL where CUDA GPUs are present, else Gloo
+    max_restarts: int = 0  # how often every rank is started again after one fails
 
     def __post_init__(self) -> None:
         if self.launcher not in LAUNCHERS:
@@ -110,6 +114,7 @@ class LaunchSpec:
             )
         _check_int("nodes", self.nodes, 1, 1024, "--nodes")
         _check_int("procs", self.procs, 1, MAX_PROCS, "--procs")
+        _check_int("max_restarts", self.max_restarts, 0, MAX_RESTARTS, "--max-restarts")
         if self.backend is not None and self.backend not in BACKENDS:
             raise SpecError(
                 f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)} "
@@ -124,6 +129,38 @@ class LaunchSpec:
     @property
     def world_size(self) -> int:
         return self.nodes * self.procs
+
+
+@dataclass(frozen=True)
+class WatchSpec:
+    """What the supervisor watches for while the ranks run, and what it does then."""
+
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT  # seconds without progress; 0 turns it off
+    on_stall: str = "warn"                        # "warn": name the rank; "cancel": end the run
+    stop_on_nan: tuple[str, ...] = ()             # metrics whose NaN or inf fails the run
+
+    def __post_init__(self) -> None:
+        timeout = self.stall_timeout
+        if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                or not math.isfinite(timeout) or timeout < 0):
+            raise SpecError(f"--stall-timeout must be a number of seconds, 0 or more (0 turns "
+                            f"stall detection off), got {timeout!r}")
+        if 0 < timeout < 1:
+            raise SpecError(f"--stall-timeout {timeout!r} is under a second; give at least 1 "
+                            "(or 0 to turn stall detection off)")
+        if self.on_stall not in ON_STALL:
+            raise SpecError(f"--on-stall must be one of {', '.join(ON_STALL)}, got "
+                            f"{self.on_stall!r}")
+        given = self.stop_on_nan
+        names = (given,) if isinstance(given, str) else tuple(given)
+        for name in names:
+            if not isinstance(name, str) or not name or not name.isprintable():
+                raise SpecError(f"--stop-on-nan takes a metric's name as jt.log gets it (for "
+                                f"example --stop-on-nan loss), got {name!r}")
+        if len(set(names)) != len(names):
+            raise SpecError(f"--stop-on-nan names a metric twice: {list(names)}")
+        object.__setattr__(self, "stall_timeout", float(timeout))
+        object.__setattr__(self, "stop_on_nan", names)
 
 
 @dataclass(frozen=True)
@@ -203,6 +240,9 @@ class RunSpec:
     params: Mapping[str, Any] = field(default_factory=dict)
     carried: tuple[str, ...] = ()  # names of notebook objects carried in the snapshot
     origin: Mapping[str, Any] = field(default_factory=dict)  # notebook path, user, host
+    watch: WatchSpec = field(default_factory=WatchSpec)
+    # Where the run came from: {"rerun_of": ID} or {"resumed_from": ID, "checkpoint": ...}.
+    lineage: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         validate_name(self.name)
@@ -212,12 +252,16 @@ class RunSpec:
         object.__setattr__(self, "params", dict(self.params))
         object.__setattr__(self, "carried", tuple(self.carried))
         object.__setattr__(self, "origin", dict(self.origin))
+        if not is_json_value(dict(self.lineage)):
+            raise SpecError("a run's lineage record must be JSON")
+        object.__setattr__(self, "lineage", dict(self.lineage))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["code"]["args"] = list(self.code.args)
         data["code"]["excluded"] = list(self.code.excluded)
         data["carried"] = list(self.carried)
+        data["watch"]["stop_on_nan"] = list(self.watch.stop_on_nan)
         return data
 
     @classmethod
@@ -232,6 +276,8 @@ class RunSpec:
                 params=data.get("params", {}),
                 carried=tuple(data.get("carried", ())),
                 origin=data.get("origin", {}),
+                watch=WatchSpec(**_known(WatchSpec, data.get("watch", {}))),
+                lineage=data.get("lineage", {}),
             )
         except (KeyError, TypeError) as exc:
             raise SpecError(f"malformed run spec: {exc}") from exc

@@ -7,8 +7,9 @@ Layout of a snapshot folder (``runs/<id>/code/``)::
     _jt/cell.py                       cell runs: the generated entry script
     _jt/carried.pkl                   cell runs with carried objects: {name: pickle bytes}
     _jt/boot.py                       copy of jupyter_trainer/_boot.py
-    _jt/jupyter_trainer/runtime.py    copy of jupyter_trainer/runtime.py (stdlib only), so
-                                      ``from jupyter_trainer import runtime`` works on nodes
+    _jt/jupyter_trainer/runtime.py    copies of jupyter_trainer/runtime.py and the two
+    _jt/jupyter_trainer/rank_*.py     modules it uses (stdlib only), so ``from
+                                      jupyter_trainer import runtime`` works on nodes
                                       without the package
 
 Every file is made read-only. The hash covers every path and every byte, so two runs of
@@ -58,7 +59,9 @@ MAX_SNAPSHOT_ENV = "JUPYTER_TRAINER_MAX_SNAPSHOT_BYTES"
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _RUNTIME_FILES = (("_boot.py", f"{RESERVED_DIR}/boot.py"),
-                  ("runtime.py", f"{RESERVED_DIR}/jupyter_trainer/runtime.py"))
+                  ("runtime.py", f"{RESERVED_DIR}/jupyter_trainer/runtime.py"),
+                  ("rank_env.py", f"{RESERVED_DIR}/jupyter_trainer/rank_env.py"),
+                  ("rank_files.py", f"{RESERVED_DIR}/jupyter_trainer/rank_files.py"))
 _SHIM_INIT = (b'"""Stand-in for jupyter_trainer inside a run snapshot: only `runtime` '
               b'is here."""\n')
 _CHUNK = 1 << 20

@@ -1,0 +1,129 @@
+"""Which rank a process is, from the variables of whichever launcher started it.
+
+Open MPI, Horovod, Slurm and PMI each name ranks their own way; ``rank_source`` reads them as
+torch's ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/... names. The boot script also sets up
+``init_process_group`` here (``force_backend``, ``separate_restarts``). Imported inside the
+ranks, so it is copied into every snapshot and uses the standard library only (torch is
+imported only where it is patched).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def slurm_tasks_on_node(spec: str, node: int) -> str | None:
+    """Tasks on node ``node`` from ``SLURM_TASKS_PER_NODE`` such as ``"2(x3),1"``."""
+    counts: list[str] = []
+    for part in spec.split(","):
+        count, _, repeat = part.partition("(x")
+        counts.extend([count] * (int(repeat.rstrip(")")) if repeat else 1))
+    return counts[node] if 0 <= node < len(counts) else None
+
+
+def ompi_node_index(env: os._Environ[str] | dict[str, str]) -> str | None:
+    """This node's index among the job's nodes, where Open MPI's variables pin it down.
+
+    ``OMPI_COMM_WORLD_NODE_RANK`` is *not* that (it is a rank among the processes on this
+    node). With one node it is 0; with a uniform by-slot layout (the default: node 0's
+    slots first) it is rank // local size; otherwise it is left unknown.
+    """
+    try:
+        nodes = int(env.get("OMPI_MCA_orte_num_nodes", ""))
+        rank, size = int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"])
+        local, local_size = (int(env["OMPI_COMM_WORLD_LOCAL_RANK"]),
+                             int(env["OMPI_COMM_WORLD_LOCAL_SIZE"]))
+    except (KeyError, ValueError):
+        return None
+    if nodes == 1:
+        return "0"
+    if local_size > 0 and size == nodes * local_size and local == rank % local_size:
+        return str(rank // local_size)
+    return None
+
+
+def rank_source(env: os._Environ[str] | dict[str, str]) -> dict[str, str | None]:
+    """RANK, WORLD_SIZE, ... as the first launcher found in ``env`` gives them (may be empty)."""
+    if "OMPI_COMM_WORLD_RANK" in env:
+        node = ompi_node_index(env)
+        return {"RANK": env["OMPI_COMM_WORLD_RANK"], "WORLD_SIZE": env.get("OMPI_COMM_WORLD_SIZE"),
+                "LOCAL_RANK": env.get("OMPI_COMM_WORLD_LOCAL_RANK"),
+                "LOCAL_WORLD_SIZE": env.get("OMPI_COMM_WORLD_LOCAL_SIZE"),
+                "GROUP_RANK": node, "NODE_RANK": node}
+    if "HOROVOD_RANK" in env:
+        node = env.get("HOROVOD_CROSS_RANK")
+        return {"RANK": env["HOROVOD_RANK"], "WORLD_SIZE": env.get("HOROVOD_SIZE"),
+                "LOCAL_RANK": env.get("HOROVOD_LOCAL_RANK"),
+                "LOCAL_WORLD_SIZE": env.get("HOROVOD_LOCAL_SIZE"),
+                "GROUP_RANK": node, "NODE_RANK": node}
+    if "SLURM_PROCID" in env:
+        node = env.get("SLURM_NODEID")
+        local_size = None
+        if node is not None and env.get("SLURM_TASKS_PER_NODE"):
+            try:
+                local_size = slurm_tasks_on_node(env["SLURM_TASKS_PER_NODE"], int(node))
+            except ValueError:
+                local_size = None
+        return {"RANK": env["SLURM_PROCID"], "WORLD_SIZE": env.get("SLURM_NTASKS"),
+                "LOCAL_RANK": env.get("SLURM_LOCALID"), "LOCAL_WORLD_SIZE": local_size,
+                "GROUP_RANK": node, "NODE_RANK": node}
+    if "PMI_RANK" in env:
+        return {"RANK": env["PMI_RANK"], "WORLD_SIZE": env.get("PMI_SIZE"),
+                "LOCAL_RANK": env.get("MPI_LOCALRANKID"),
+                "LOCAL_WORLD_SIZE": env.get("MPI_LOCALNRANKS")}
+    return {}
+
+
+def force_backend(backend: str) -> None:
+    """Make ``init_process_group()`` without a backend use the one the user forced."""
+    import functools
+
+    import torch.distributed as dist
+
+    original = dist.init_process_group
+
+    @functools.wraps(original)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        if args and args[0] is None:
+            args = (backend, *args[1:])
+        elif not args and kwargs.get("backend") is None:
+            kwargs["backend"] = backend
+        return original(*args, **kwargs)
+
+    dist.init_process_group = init_process_group
+
+
+def separate_restarts() -> None:
+    """After torchrun restarted the ranks, give this attempt's process group keys of its own.
+
+    torchrun points every attempt's ranks at the same store (its agent's) with no prefix per
+    attempt, so the keys an earlier attempt's ranks left (their Gloo addresses) are still
+    there: a rank that reads a peer's key before the peer has written it again connects to a
+    process that is gone, and fails with "Connection refused". Here ``init_process_group``
+    with the default ``env://`` rendezvous gets that store under ``/jt/attempt_<n>/``.
+    """
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if attempt in ("", "0") or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return
+    import functools
+
+    import torch.distributed as dist
+    from torch.distributed.constants import default_pg_timeout
+
+    original = dist.init_process_group
+
+    @functools.wraps(original)
+    def init_process_group(backend: Any = None, init_method: Any = None, timeout: Any = None,
+                           world_size: int = -1, rank: int = -1, store: Any = None,
+                           **kwargs: Any) -> Any:
+        if store is None and init_method in (None, "env://"):
+            world_size = int(os.environ["WORLD_SIZE"]) if world_size == -1 else world_size
+            rank = int(os.environ["RANK"]) if rank == -1 else rank
+            shared = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                                   world_size, is_master=False,
+                                   timeout=timeout or default_pg_timeout)
+            store, init_method = dist.PrefixStore(f"/jt/attempt_{attempt}/", shared), None
+        return original(backend, init_method, timeout, world_size, rank, store, **kwargs)
+
+    dist.init_process_group = init_process_group

@@ -1,0 +1,160 @@
+"""Files a rank writes besides its events: log time marks, its heartbeat and checkpoints.
+
+Used by ``runtime`` inside the ranks, so, like it, this module is copied into every run's
+snapshot and uses the standard library only (torch is used when the training code has
+imported it). The store reads the same layouts: ``CHECKPOINT`` names a complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import pickle
+import re
+import sys
+import time
+from typing import Any, NamedTuple
+
+MARK_S = 0.05  # at most this often, a rank notes how long its log is and when
+CHECKPOINT = re.compile(r"step-(\d+)\.(pt|pkl)")  # a temporary file starts with "."
+
+
+# --- log times -----------------------------------------------------------------------------
+
+class LogMarks:
+    """``logs/rank-<r>.times``: lines of "<log size> <unix time>". A reader gives each log
+    line the time of the last mark at or before its offset, which puts the ranks' log
+    history in one time order (``follow.LogTimes``)."""
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.last = 0.0
+
+    def note(self) -> None:
+        now = time.time()
+        if now - self.last < MARK_S:
+            return
+        self.last = now
+        try:
+            os.write(self.fd, b"%d %.3f\n" % (os.fstat(1).st_size, now))
+        except OSError:
+            pass
+
+
+class MarkedStream:
+    """``sys.stdout``/``sys.stderr`` of a rank whose output goes to its log: a write first
+    notes the log's length and the time (``LogMarks``); everything else is the stream's."""
+
+    def __init__(self, stream: Any, marks: LogMarks) -> None:
+        self._stream = stream
+        self._marks = marks
+
+    def write(self, text: str) -> int:
+        self._marks.note()
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+# --- heartbeat -----------------------------------------------------------------------------
+
+def write_beat(path: str, record: dict[str, Any]) -> None:
+    """Replace ``path`` (``events/rank-<r>.beat``) with ``record``, whole: a reader never sees
+    half of it."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(record))
+    os.replace(path + ".tmp", path)
+
+
+# --- checkpoints ---------------------------------------------------------------------------
+
+class Checkpoint(NamedTuple):
+    """What ``load_checkpoint`` found: the step it was saved at, the object, and its file."""
+
+    step: int
+    state: Any
+    path: str
+
+
+def checkpoints(folder: str) -> list[tuple[int, str]]:
+    """The complete checkpoints in ``folder``, oldest step first."""
+    try:
+        names = os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = [(int(m.group(1)), os.path.join(folder, name))
+             for name in names if (m := CHECKPOINT.fullmatch(name))]
+    return sorted(found)
+
+
+def save_checkpoint(folder: str, obj: Any, step: int, keep: int) -> str:
+    """Write ``obj`` as ``folder/step-<step>.pt`` (torch imported) or ``.pkl``: to a temporary
+    name, synced, then renamed; then remove all but the newest ``keep``."""
+    torch = sys.modules.get("torch")
+    path = os.path.join(folder, f"step-{step}.{'pt' if torch is not None else 'pkl'}")
+    tmp = os.path.join(folder, f".step-{step}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            if torch is not None:
+                torch.save(obj, fh)
+            else:
+                pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _sync_folder(folder)
+    for _, old in checkpoints(folder)[:-keep]:
+        if old != path:
+            try:
+                os.unlink(old)
+            except OSError:
+                pass
+    return path
+
+
+def read_latest(folder: str, map_location: Any) -> Checkpoint | None:
+    found = checkpoints(folder)
+    if not found:
+        return None
+    step, path = found[-1]
+    if path.endswith(".pt"):
+        torch = importlib.import_module("torch")
+        state = torch.load(path, map_location=map_location, weights_only=False)
+    else:
+        with open(path, "rb") as fh:
+            state = pickle.load(fh)
+    return Checkpoint(step, state, path)
+
+
+def initialised_dist() -> Any:
+    """``torch.distributed`` when the training code has initialised it, else None."""
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist
+    except Exception:
+        return None
+    return None
+
+
+def _sync_folder(folder: str) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
