@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -107,3 +108,38 @@ def termination_signal_name(code: int | None) -> str | None:
         return signal.Signals(num).name
     except ValueError:
         return None
+
+
+def py_spy() -> str | None:
+    """The ``py-spy`` program: beside this interpreter (it is installed with the package),
+    else on PATH."""
+    import shutil
+
+    beside = Path(os.path.dirname(os.path.abspath(sys.executable))) / "py-spy"
+    return str(beside) if os.access(beside, os.X_OK) else shutil.which("py-spy")
+
+
+def python_stack(pid: int, timeout: float = 15.0) -> str:
+    """The Python stack of every thread of ``pid`` on this host, as ``py-spy dump`` prints it;
+    a line saying why when it cannot be read."""
+    import subprocess
+
+    program = py_spy()
+    if program is None:
+        return "(no stack: py-spy is not installed; pip install py-spy)"
+    if not is_alive(pid):
+        return f"(no stack: process {pid} has ended)"
+    try:
+        done = subprocess.run([program, "dump", "--pid", str(pid)], capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"(no stack: py-spy did not answer within {timeout:g} s)"
+    except OSError as exc:
+        return f"(no stack: cannot run py-spy: {exc})"
+    if done.returncode != 0:
+        why = (done.stderr or done.stdout).strip().splitlines()
+        hint = (" (reading another process's memory needs ptrace permission: run as the same "
+                "user with kernel.yama.ptrace_scope=0, or give py-spy CAP_SYS_PTRACE)"
+                if any("ermission" in line for line in why) else "")
+        return f"(no stack: py-spy failed: {why[-1] if why else done.returncode}{hint})"
+    return done.stdout

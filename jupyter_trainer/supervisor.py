@@ -8,6 +8,7 @@ of the run's ``state.json``. Readers never own the run; they write ``cancel.requ
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -23,6 +24,7 @@ from .errors import TrainerError
 from .store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, read_json
 from .targets import Target, get_target
 from .targets.base import remove_workdirs
+from .watch import RunWatch
 
 POLL_S = 0.05
 QUEUE_POLL_S = 0.25      # how often a reservation's phase is asked while the run waits
@@ -30,6 +32,8 @@ STOP_GRACE_S = 3.0       # SIGTERM -> SIGKILL
 RANK_FAILURE_GRACE_S = 2.0  # how long a launcher gets to stop its ranks after one fails
 TRACEBACK_TAIL = 8000
 LAUNCHER_WORDS_TAIL = 256 << 10  # what is searched for the launcher's words on its ranks
+WATCH_S = 0.5            # how often attempts, NaN values and stalls are looked for
+STALL_REFRESH_S = 2.0    # how often a stalled rank's "seconds" is brought up to date
 
 
 def log(message: str) -> None:
@@ -47,6 +51,10 @@ class Supervisor:
         self.target: Target | None = None
         self.handle: dict[str, Any] | None = None
         self.launcher_exited_at: float | None = None
+        self.relaunches = 0  # attempts started again by this supervisor (not by torchrun)
+        self.started: tuple[Any, Any] | None = None  # (spec, plan) the launcher was started with
+        self.watch = RunWatch(self.paths, self.spec.launch.launcher,
+                              self.spec.watch.stall_timeout, self._stacks)
 
     # -- state -------------------------------------------------------------------------
     def transition(self, status: str, **fields: Any) -> None:
@@ -146,17 +154,30 @@ class Supervisor:
         command = self.target.command(spec, plan)
         self.transition("queued" if self.target.queues else "running", backend=backend,
                         python=python or plan.python, launcher={"argv": list(command.argv)})
+        self.started = (spec, plan)
+        self._start(command)
+        return self._watch()
+
+    def _start(self, command: Any) -> None:
+        self.launcher_exited_at = None
         self.handle = self.target.start(command, str(self.paths.root),
                                         str(self.paths.logs / "launcher.log"))
         self._time_launcher_exit()
         self.state["launcher"].update(self.handle)
         self.save()
-        return self._watch()
 
     def _watch(self) -> dict[str, Any]:
+        """Follow the launcher to its end; start every rank again while restarts are left."""
+        while True:
+            outcome = self._watch_attempt()
+            if not self._restarts_left(outcome):
+                return outcome
+            self._relaunch()
+
+    def _watch_attempt(self) -> dict[str, Any]:
         assert self.target is not None and self.handle is not None
         failure_seen: float | None = None
-        next_rank_check = 0.0
+        next_rank_check = next_watch = 0.0
         while True:
             code = self.target.poll(self.handle)
             self.target.sync(self.handle)
@@ -167,14 +188,117 @@ class Supervisor:
             if self.cancel_reason():
                 return {}
             now = time.monotonic()
+            if now >= next_watch:
+                next_watch = now + WATCH_S
+                ended = self._observe()
+                if ended:
+                    return ended
             if failure_seen is None and now >= next_rank_check:
                 next_rank_check = now + 0.5
-                if self._first_failure():
+                if self._first_failure() and not self._launcher_restarts():
                     failure_seen = now
             if failure_seen is not None and now - failure_seen > RANK_FAILURE_GRACE_S:
                 log("a rank failed and the launcher has not stopped the others; stopping them")
                 return {"stopped_after_rank_failure": True}
             time.sleep(POLL_S)
+
+    # -- restarts, NaN values, stalls ----------------------------------------------------
+    def _launcher_restarts(self) -> bool:
+        """True while torchrun itself will start the ranks again after a failure."""
+        if self.spec.launch.launcher != "torchrun" or not self.spec.launch.max_restarts:
+            return False
+        records = self.store.rank_records(self.run_id)
+        attempt = max((r.get("attempt", 0) for r in records.values()), default=0)
+        return attempt < self.spec.launch.max_restarts
+
+    def _restarts_left(self, outcome: dict[str, Any]) -> bool:
+        """Whether to start every rank again after ``outcome``: the launcher failed (a rank
+        failed), restarts are left, and nobody asked the run to end. torchrun restarts its
+        ranks itself; the supervisor does it for the other launchers."""
+        failed = (outcome.get("launcher_exit") not in (0, None)
+                  or outcome.get("stopped_after_rank_failure"))
+        return bool(failed and "error" not in outcome and not self.cancel_reason()
+                    and self.spec.launch.launcher != "torchrun"
+                    and self.relaunches < self.spec.launch.max_restarts)
+
+    def _relaunch(self) -> None:
+        assert self.target is not None and self.started is not None
+        self._observe()
+        self.target.end_attempt(self.handle, self.run_id, STOP_GRACE_S)
+        self.target.sync(self.handle)
+        self.relaunches += 1
+        spec, plan = self.started
+        plan = replace(plan, extra_env={**plan.extra_env, "JT_ATTEMPT": str(self.relaunches)})
+        log(f"a rank failed; starting attempt {self.relaunches} of "
+            f"{self.spec.launch.max_restarts}")
+        self._start(self.target.command(spec, plan))
+
+    def _observe(self) -> dict[str, Any] | None:
+        """Put the attempts, new NaN/inf values and stalled ranks in the state; an outcome
+        when one of them ends the run (``--stop-on-nan``, ``--on-stall cancel``)."""
+        before = self._observed()
+        attempts = self.watch.attempts()
+        if self.spec.launch.max_restarts or len(attempts) > 1:
+            self.state["attempts"] = attempts
+        ended = self._observe_non_finite() or self._observe_stalls()
+        if ended or self._observed() != before:
+            self.save()
+        return ended
+
+    def _observed(self) -> str:
+        """What ``_observe`` keeps in the state, as text to compare; a stall's growing
+        ``seconds`` in steps of ``STALL_REFRESH_S``, so the state follows it that often."""
+        stalled = [{**e, "seconds": e["seconds"] // STALL_REFRESH_S}
+                   for e in self.state.get("stalled") or []]
+        return json.dumps([self.state.get("attempts"), self.state.get("non_finite"), stalled],
+                          sort_keys=True, default=str)
+
+    def _observe_non_finite(self) -> dict[str, Any] | None:
+        new = self.watch.non_finite()
+        if not new:
+            return None
+        self.state.setdefault("non_finite", {}).update(new)
+        for name in self.spec.watch.stop_on_nan:
+            if name in new:
+                fact = new[name]
+                step = "" if fact.get("step") is None else f" at step {fact['step']}"
+                return {"error": f"{name} became {fact['value']}{step} on rank {fact['rank']}; "
+                                 f"--stop-on-nan {name} stopped the run",
+                        "failed_rank": fact["rank"]}
+        return None
+
+    def _observe_stalls(self) -> dict[str, Any] | None:
+        if self.state["status"] != "running":
+            return None
+        stalled = self.watch.stalled()
+        names = {entry["rank"] for entry in stalled}
+        was = self.state.get("stalled") or []
+        if [e["rank"] for e in was] != sorted(names):
+            for entry in stalled:
+                log(f"rank {entry['rank']} stalled: no progress for {entry['seconds']:g} s "
+                    f"after step {entry['last_step']}")
+        self.watch.forget_stacks({e["rank"] for e in was} - names)
+        if stalled:
+            self.state["stalled"] = stalled
+        else:
+            self.state.pop("stalled", None)
+        if not stalled or self.spec.watch.on_stall != "cancel":
+            return None
+        records = self.watch.current_records()
+        self.state["stacks"] = {str(r): text for r, text in self._stacks(records).items()}
+        first = stalled[0]
+        step = "" if first["last_step"] is None else f" after step {first['last_step']}"
+        return {"error": f"rank {first['rank']} stalled: no progress for {first['seconds']:g} s"
+                         f"{step}; --on-stall cancel ended the run (its stacks are saved)",
+                "failed_rank": first["rank"], "traceback": first.get("stack")}
+
+    def _stacks(self, records: dict[int, dict[str, Any]]) -> dict[int, str]:
+        if self.target is None:
+            return {}
+        try:
+            return self.target.stacks(self.handle, records)
+        except TrainerError as exc:
+            return {rank: f"(no stack: {exc})" for rank in records}
 
     def _wait_for_nodes(self) -> bool:
         """``queued`` with the scheduler's reason until the target's reservation is granted;
@@ -209,8 +333,12 @@ class Supervisor:
         """The earliest rank that failed on its own or was killed, by its own records (see
         ``attribution``). A rank that recorded a SIGTERM was stopped by someone already ending
         the run (its launcher, the scheduler, its watcher when the launcher is gone), so it
-        does not start the wait for the launcher to stop the others."""
-        deaths = attribution.rank_deaths(self.store.rank_records(self.run_id))
+        does not start the wait for the launcher to stop the others. Only the current
+        attempt's records count: an earlier attempt's stay until its ranks start again."""
+        records = self.store.rank_records(self.run_id)
+        current = max([self.relaunches, *(r.get("attempt", 0) for r in records.values())])
+        deaths = attribution.rank_deaths({rank: r for rank, r in records.items()
+                                          if r.get("attempt", 0) == current})
         return attribution.first_death([d for d in deaths if d.how != "signal"])
 
     def _time_launcher_exit(self) -> None:
@@ -266,6 +394,10 @@ class Supervisor:
     def _finish(self, outcome: dict[str, Any]) -> None:
         if self.state["status"] in TERMINAL:
             return
+        self.state.pop("stalled", None)
+        stopped = self._observe_non_finite()  # values the ranks wrote after the last look
+        if stopped and "error" not in outcome and not self.cancel_reason():
+            outcome = stopped
         self.transition("finalizing")
         teardown = self._teardown()
         if self.target is not None and self.handle is not None:
@@ -281,6 +413,8 @@ class Supervisor:
                 launcher_exit = self.target.poll(self.handle) if self.target else None
             self.state["launcher"]["exit_code"] = launcher_exit
         records = self.store.rank_records(self.run_id)
+        if self.spec.launch.max_restarts:
+            self.state["attempts"] = self.watch.attempts()
         fields: dict[str, Any] = {
             "teardown": teardown,
             "rank_exit_codes": {str(r): rec.get("exit_code") for r, rec in sorted(records.items())},
@@ -303,6 +437,8 @@ class Supervisor:
             return
         if "error" in outcome:
             fields.update(error=outcome["error"], traceback=outcome.get("traceback"))
+            if outcome.get("failed_rank") is not None:
+                fields["failed_rank"] = outcome["failed_rank"]
         elif report.get("error") and (first is None or first.by_signal):
             # The scheduler ended the job (time limit, memory, node failure): that is the cause,
             # not the SIGTERM its ranks received.

@@ -8,22 +8,16 @@ GPUs, tools, a free port, whether an intact snapshot is here; with ``session``, 
 connection then serves ``stage``, ``start`` and ``follow``), ``stage`` (unpack a snapshot),
 ``environment`` (build a locked environment, then pre-flight it), ``start`` (the run folder;
 the launcher detached, under a keeper), ``follow`` (new bytes of logs, events and rank
-records, the launcher's state; on request, ``finish`` and then ``discard``), ``finish``,
-``stop``, ``leftovers`` (by process group and ``JT_RUN_ID``) and ``discard`` (``work/``).
-"""
+records, the launcher's state; on request, ``finish``, ``discard``), ``finish``, ``stop``,
+``leftovers`` (by process group and ``JT_RUN_ID``) and ``discard`` (``work/``)."""
 
-import json
-import os
-import re
-import signal
-import sys
-import time  # the rest is imported by the commands that need it: every call starts an agent
+import json, os, re, signal, sys, time  # the rest where needed: every call starts an agent
 
 MARK = b"\x1eJT "
 CHUNK = 1 << 20
-FOLLOWED = re.compile(r"(logs/rank-\d+\.(?:log|times)|events/rank-\d+\.jsonl|ranks/rank-\d+\.json|"
-                      r"logs/launcher-\d+\.log)")
-REPLACED = re.compile(r"ranks/rank-\d+\.json")
+REPLACED = re.compile(r"ranks/rank-\d+(?:\.attempt-\d+)?\.json|events/rank-\d+\.beat")
+FOLLOWED = re.compile(r"logs/rank-\d+\.(?:log|times)|events/rank-\d+\.jsonl|logs/launcher-\d+\.log|"
+                      + REPLACED.pattern)
 HEARTBEAT_S, PASS_S = 1.0, 0.05  # a launcher's exit is seen within PASS_S
 
 
@@ -282,6 +276,8 @@ def start(workdir, spec):
     _touch(os.path.join(run_dir, "lease"))
     if "argv" not in spec:
         return answer({"prepared": True})
+    if os.path.exists(os.path.join(run_dir, "node-%d.exit" % spec["node"])):  # a relaunch
+        os.unlink(os.path.join(run_dir, "node-%d.exit" % spec["node"]))
     read, write = os.pipe()
     if os.fork() == 0:  # the keeper: owns the launcher, records its exit, ends orphans
         os.close(read)
@@ -476,7 +472,7 @@ def _read_requests(requests):
 
 
 def _send_outputs(run_dir):
-    """``outputs/`` and ``logs/user/`` of the run folder as one gzipped tar, in frames."""
+    """``outputs/``, ``logs/user/`` and ``checkpoints/`` of the run folder: a gzipped tar."""
     import tarfile
 
     class Chunks:
@@ -488,7 +484,7 @@ def _send_outputs(run_dir):
             pass
 
     with tarfile.open(fileobj=Chunks(), mode="w|gz") as tar:
-        for sub in ("outputs", "logs/user"):
+        for sub in ("outputs", "logs/user", "checkpoints"):
             folder = os.path.join(run_dir, sub)
             if os.path.isdir(folder):
                 for name in sorted(os.listdir(folder)):

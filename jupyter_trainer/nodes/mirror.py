@@ -33,7 +33,7 @@ from .ssh import classify
 from .transport import NodeShell
 
 _APPENDED = re.compile(r"(logs/rank-\d+\.(?:log|times)|events/rank-\d+\.jsonl)")
-_REPLACED = re.compile(r"ranks/rank-\d+\.json")
+_REPLACED = re.compile(r"ranks/rank-\d+(?:\.attempt-\d+)?\.json|events/rank-\d+\.beat")
 _LAUNCHER = re.compile(r"logs/launcher-(\d+)\.log")
 STALL_S = 10.0           # no frame (not even a heartbeat) this long: the session is dead
 RETRY_S = (0.2, 3.0)     # first and longest pause between reconnections
@@ -294,11 +294,12 @@ class NodeFollower:
                     pass
 
 
-COLLECTED = {"outputs": "outputs", "logs/user": "logs"}  # folder -> key in the report
+# folder -> key in the report
+COLLECTED = {"outputs": "outputs", "logs/user": "logs", "checkpoints": "checkpoints"}
 
 
 def merge_outputs(data: bytes, run_dir: Path) -> dict[str, Any]:
-    """Unpack one node's ``outputs/`` and ``logs/user/`` (a tar of both) into the local run
+    """Unpack one node's ``outputs/``, ``logs/user/`` and ``checkpoints/`` (a tar) into the run
     folder; a file already there is kept. Reports what was added, relative to each folder."""
     found: dict[str, list[str]] = {key: [] for key in COLLECTED.values()}
     if not data:
@@ -328,6 +329,5 @@ def merge_outputs(data: bytes, run_dir: Path) -> dict[str, Any]:
                 path.replace(dest)
                 found[key].append(str(rel))
     report: dict[str, Any] = {"outputs": found["outputs"]}
-    if found["logs"]:
-        report["logs"] = found["logs"]
+    report.update({key: found[key] for key in ("logs", "checkpoints") if found[key]})
     return {**report, **({"conflicts_kept_first": kept} if kept else {})}

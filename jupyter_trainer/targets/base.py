@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
+from .. import procs
 from ..errors import TargetError
 from ..launch import WORK_DIR, Command, LaunchPlan
 from ..spec import LaunchSpec, RunSpec
@@ -130,6 +132,12 @@ class Target(ABC):
     def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
         """End every process of the run: SIGTERM, then SIGKILL after ``grace`` seconds."""
 
+    def end_attempt(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
+        """End every process of one attempt of the run, so that ``start`` can begin the next
+        (``--max-restarts`` with a launcher that does not restart its ranks itself). The run
+        goes on: nothing is collected. Here: ``stop``."""
+        return self.stop(handle, run_id, grace)
+
     @abstractmethod
     def leftovers(self, run_id: str) -> list[str]:
         """Processes of the run still alive, described; empty when the run is fully gone."""
@@ -163,6 +171,22 @@ class Target(ABC):
         """Remove every node's working directory (``<run>/work/``), the scratch of a run that
         ended well. Here: the run folder's own, which is the nodes' on a shared filesystem."""
         return remove_workdirs(run_dir)
+
+    def stacks(self, handle: Handle | None, ranks: dict[int, dict[str, Any]]) -> dict[int, str]:
+        """The live Python stack of each rank in ``ranks`` (rank -> its record, which names its
+        ``host`` and ``pid``), as ``py-spy dump`` prints it. Here: ranks on this host; a target
+        whose ranks run elsewhere asks their nodes."""
+        here = socket.gethostname()
+        found = {}
+        for rank, record in ranks.items():
+            pid, host = record.get("pid"), record.get("host")
+            if not isinstance(pid, int):
+                found[rank] = "(no stack: the rank has not recorded its process id)"
+            elif host not in (None, here):
+                found[rank] = f"(no stack: rank {rank} runs on {host}, not on this host)"
+            else:
+                found[rank] = procs.python_stack(pid)
+        return found
 
     def release(self, handle: Handle | None) -> None:
         """The run is settled (its state is terminal): close what the target kept open

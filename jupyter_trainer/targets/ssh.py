@@ -336,13 +336,10 @@ class SshTarget(Target):
         """The first stop also takes each node's last files, leftovers and outputs in the
         same answer (``finish``), asked through the node's follow session when it is up, so
         ending a run costs no new connection; a node without one gets a call of its own."""
-        by_host = {n.get("host"): n for n in handle.get("nodes", [])}
         first = not self._finished
 
         def args_for(folder: RemoteFolder) -> dict[str, Any]:
-            ids = by_host.get(folder.label, {})
-            return {"run_id": run_id, "pgid": ids.get("pgid"),
-                    "start_ticks": ids.get("start_ticks"), "grace": grace, "outputs": True}
+            return _end_args(handle, folder, run_id, grace)
 
         answers: dict[str, tuple[dict[str, Any], bytes] | TrainerError] = {}
         if first:
@@ -379,6 +376,24 @@ class SshTarget(Target):
         self._fresh_leftovers = first
         return {"nodes": report,
                 "sigkilled": [f"{h}: {p}" for h, r in report.items() for p in r.get("sigkilled", [])]}
+
+    def end_attempt(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
+        """Stop each node's launcher and ranks with a call of its own; the follow sessions
+        end too, and ``start`` opens new ones for the next attempt."""
+        self._pump(force=True)
+        for folder in self._started:
+            folder.stop_following()
+            folder.follower = None  # the next start follows the next attempt afresh
+        ended = _parallel(lambda f: f.end(_end_args(handle, f, run_id, grace),
+                                          self.cfg.connect_timeout + grace + 20, finish=False),
+                          self._started)
+        failed = [f"{f.label}: {a}" for f, a in zip(self._started, ended)
+                  if isinstance(a, TrainerError)]
+        if failed:
+            raise TargetError("the attempt's processes could not be stopped on every node: "
+                              + "; ".join(failed))
+        return {"nodes": {f.label: {"sigkilled": a[0].get("sigkilled", [])}
+                          for f, a in zip(self._started, ended)}}
 
     def leftovers(self, run_id: str) -> list[str]:
         """Processes of the run still alive on each node; a node that cannot be asked is
@@ -434,3 +449,10 @@ class SshTarget(Target):
     def _log(self, text: str) -> None:
         if self._files is not None:
             self._files.log(text if text.endswith("\n") else text + "\n")
+
+
+def _end_args(handle: Handle, folder: RemoteFolder, run_id: str, grace: float) -> dict[str, Any]:
+    """What a node's ``stop`` or ``finish`` needs: the run, its launcher's ids there."""
+    ids = next((n for n in handle.get("nodes", []) if n.get("host") == folder.label), {})
+    return {"run_id": run_id, "pgid": ids.get("pgid"), "start_ticks": ids.get("start_ticks"),
+            "grace": grace, "outputs": True}
