@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from .. import procs
+from .. import procs, rank_files
 from ..errors import RunNotFound, SpecError, StoreError
 from ..home import HOME_ENV, default_home
 from ..spec import RunSpec, validate_run_id
@@ -97,19 +97,12 @@ class RunPaths:
 _RANK_FILE = re.compile(r"rank-(\d+)\.(?:jsonl|log|json)")
 
 
-_CHECKPOINT_FILE = re.compile(r"step-(\d+)\.(?:pt|pkl)")
-
-
 def latest_checkpoint(folder: Path) -> Path | None:
     """The complete checkpoint of the highest step in ``folder`` (``step-<N>.pt`` or
     ``.pkl``), or None. A file being written has a name starting with "." and is skipped,
     as is anything else that is not named like a checkpoint."""
-    try:
-        names = os.listdir(folder)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    steps = [(int(m.group(1)), name) for name in names if (m := _CHECKPOINT_FILE.fullmatch(name))]
-    return Path(folder, max(steps)[1]) if steps else None
+    found = rank_files.checkpoints(str(folder))
+    return Path(found[-1][1]) if found else None
 
 
 def _slug(name: str) -> str:
