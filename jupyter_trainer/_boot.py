@@ -476,6 +476,8 @@ def main(argv: list[str]) -> int:
         record = {"rank": runtime.rank, "local_rank": runtime.local_rank,
                   "world_size": runtime.world_size, "pid": os.getpid(),
                   "host": _hostname(), "started": time.time(), "attempt": attempt}
+        if os.environ.get("SLURMD_NODENAME"):  # Slurm's name of the node, which srun takes
+            record["slurm_node"] = os.environ["SLURMD_NODENAME"]
         _write_json(record_path, record)
         _watch_death(record_path)
     launchers = _launcher_chain(os.environ.get("JT_RUN_ID", ""))

@@ -143,3 +143,11 @@ def python_stack(pid: int, timeout: float = 15.0) -> str:
                 if any("ermission" in line for line in why) else "")
         return f"(no stack: py-spy failed: {why[-1] if why else done.returncode}{hint})"
     return done.stdout
+
+
+def py_spy_argv(python: str | None, pid: object) -> list[str]:
+    """``py-spy dump --pid PID`` for another host: the py-spy beside ``python`` (the ranks'
+    interpreter) when there is one, else the one on that host's PATH."""
+    beside = os.path.join(os.path.dirname(python), "py-spy") if python else "py-spy"
+    return ["sh", "-c", 'if [ -x "$1" ]; then s="$1"; else s=py-spy; fi; exec "$s" dump --pid "$2"',
+            "sh", beside, str(pid)]

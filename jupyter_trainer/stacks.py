@@ -34,7 +34,7 @@ def run_stacks(store: Store, run_id: str, rank: int | None = None) -> dict[int, 
         raise RunStateError(f"run {run_id} has no rank running yet ({state.get('status')}); "
                             "try again once it is running")
     target = get_target(spec.target.name, store.home)
-    handle: dict[str, Any] = dict(state.get("launcher") or {})
+    handle: dict[str, Any] = {**(state.get("launcher") or {}), "python": state.get("python")}
     return dict(sorted(target.stacks(handle, records).items()))
 
 

@@ -296,7 +296,8 @@ class Supervisor:
         if self.target is None:
             return {}
         try:
-            return self.target.stacks(self.handle, records)
+            return self.target.stacks({**(self.handle or {}), "python": self.state.get("python")},
+                                      records)
         except TrainerError as exc:
             return {rank: f"(no stack: {exc})" for rank in records}
 

@@ -229,3 +229,30 @@ def test_only_the_newest_checkpoints_are_kept(tmp_path):
     assert [step for step, _ in rank_files.checkpoints(str(tmp_path))] == [10, 12]
     assert rank_files.read_latest(str(tmp_path), "cpu").state == {"at": 12}
     assert rank_files.read_latest(str(tmp_path / "none"), "cpu") is None
+
+
+def test_restarts_and_a_stall_on_slurm(cluster, home):
+    run = api.submit(RESTARTING, target="cluster", procs=2, max_restarts=2, name="slurm-restart")
+    run.wait(timeout=180, raise_on_failure=False)
+    check_restarted(run, 2)
+    stalling = api.submit(STALLING, target="cluster", procs=2, stall_timeout=5,
+                          on_stall="cancel", name="slurm-stall")
+    with pytest.raises(RunFailed, match="rank 1 stalled"):
+        stalling.wait(timeout=180)
+    assert "wait_for_a_lost_batch" in stalling.state["stacks"]["1"]
+
+
+def test_a_stall_on_the_ssh_hosts_is_named_with_stacks_read_over_ssh(pair, home):
+    run = api.submit(STALLING, target="pair", nodes=2, procs=1, stall_timeout=5,
+                     name="ssh-stall")
+    try:
+        state = wait_for(lambda: run.state.get("stalled") and run.state, timeout=90,
+                         what="a stalled rank in the state")
+        assert [e["rank"] for e in state["stalled"]] == [1], state["stalled"]
+        assert "wait_for_a_lost_batch" in state["stalled"][0]["stack"]
+        stacks = run_stacks(run.store, run.id)
+        assert "all_reduce" in stacks[0] and "wait_for_a_lost_batch" in stacks[1]
+    finally:
+        run.cancel()
+    run.wait(timeout=60, raise_on_failure=False)
+    assert leftover(run.id) == []

@@ -177,6 +177,28 @@ class SlurmTarget(Target):
             raise
         return {"job_id": job, **handle}
 
+    def stacks(self, handle: Handle | None, ranks: dict[int, dict[str, Any]]) -> dict[int, str]:
+        """Each rank's stack by ``py-spy dump``, run on the rank's node as one more step of
+        the run's job (``srun --overlap``), so it works wherever the node is."""
+        job = (handle or {}).get("job_id")
+        if not job:
+            return super().stacks(handle, ranks)
+        found = {}
+        for rank, record in ranks.items():
+            node, pid = record.get("slurm_node") or record.get("host"), record.get("pid")
+            argv = ["srun", f"--jobid={job}", "--overlap", "--nodes=1", "--ntasks=1",
+                    "--quiet", *([f"--nodelist={node}"] if node else []),
+                    *procs.py_spy_argv((handle or {}).get("python"), pid)]
+            try:
+                done = self._run(argv, timeout=60)
+            except (TargetError, subprocess.TimeoutExpired) as exc:
+                found[rank] = f"(no stack: {exc})"
+                continue
+            found[rank] = (done.stdout if done.returncode == 0 else
+                           f"(no stack: {' '.join(argv[:6])} ... failed: "
+                           f"{(done.stderr or done.stdout).strip()[-400:]})")
+        return found
+
     def sync(self, handle: Handle) -> None:
         if self._folder is not None:
             self._folder.pump()

@@ -31,6 +31,7 @@ connection dropped is made as a call of its own.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import sys
 import time
@@ -39,6 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
+from .. import procs
 from ..errors import TargetError, TrainerError
 from ..home import default_home
 from ..launch import Command, LaunchPlan, launcher
@@ -394,6 +396,32 @@ class SshTarget(Target):
                               + "; ".join(failed))
         return {"nodes": {f.label: {"sigkilled": a[0].get("sigkilled", [])}
                           for f, a in zip(self._started, ended)}}
+
+    def stacks(self, handle: Handle | None, ranks: dict[int, dict[str, Any]]) -> dict[int, str]:
+        """Each rank's stack by ``py-spy dump`` on its node (the node whose pre-flight found
+        the hostname the rank recorded), over that node's ssh connection."""
+        by_name: dict[Any, str] = {}
+        for label, facts in ((handle or {}).get("preflight") or {}).items():
+            by_name.setdefault(facts.get("hostname"), label)
+        hosts = {h.host: h for h in self.cfg.hosts}
+        found = {}
+        for rank, record in ranks.items():
+            label = by_name.get(record.get("host"))
+            if label not in hosts:
+                found[rank] = f"(no stack: no node of target {self.name} is {record.get('host')})"
+                continue
+            try:
+                done = self._client(hosts[label]).run(
+                    shlex.join(procs.py_spy_argv((handle or {}).get("python"), record.get("pid"))),
+                    timeout=60, what="py-spy")
+            except TargetError as exc:
+                found[rank] = f"(no stack: {exc})"
+                continue
+            out = done.stdout.decode(errors="replace")
+            found[rank] = out if done.returncode == 0 else (
+                f"(no stack: py-spy failed on {label}: "
+                f"{(done.stderr.decode(errors='replace') or out).strip()[-400:]})")
+        return found
 
     def leftovers(self, run_id: str) -> list[str]:
         """Processes of the run still alive on each node; a node that cannot be asked is
