@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from . import environment
 from .errors import LaunchError, RunCanceled, RunFailed, RunStateError, SpecError
 from .follow import RunFollower
-from .spec import LaunchSpec, RunSpec, TargetSpec, parse_params, validate_run_id
+from .spec import (DEFAULT_STALL_TIMEOUT, LaunchSpec, RunSpec, TargetSpec, WatchSpec,
+                   parse_params, validate_run_id)
 from .store import ACTIVE, HOME_ENV, TERMINAL, Store
 from .start import start_again, start_run, submitter
 from .targets import get_target
@@ -40,6 +41,10 @@ def submit(
     env: str | None = None,
     params: Mapping[str, Any] | Sequence[str] | None = None,
     source: str | os.PathLike | None = None,
+    max_restarts: int = 0,
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+    on_stall: str = "warn",
+    stop_on_nan: str | Sequence[str] = (),
     namespace: Mapping[str, Any] | None = None,
     history: Sequence[str] = (),
     wait: bool = False,
@@ -57,7 +62,9 @@ def submit(
 
     if (code is None) == (script is None):
         raise SpecError("give either the code of a cell or a script path, not both")
-    launch = LaunchSpec(launcher=launcher, nodes=nodes, procs=procs, backend=backend)
+    launch = LaunchSpec(launcher=launcher, nodes=nodes, procs=procs, backend=backend,
+                        max_restarts=max_restarts)
+    watch = WatchSpec(stall_timeout=stall_timeout, on_stall=on_stall, stop_on_nan=stop_on_nan)
     overrides = _given_params(params)
     store = Store(home)
     tgt = get_target(TargetSpec(target).name, store.home)
@@ -77,7 +84,7 @@ def submit(
         return RunSpec(
             name=name or (Path(script).stem if script is not None else "cell"),
             code=code_spec, launch=launch, target=TargetSpec(target), env=env_spec,
-            params=run_params, carried=carried,
+            params=run_params, carried=carried, watch=watch,
             origin={**submitter(), **(origin or {})},
         )
 
