@@ -203,3 +203,22 @@ def test_rerun_refuses_a_changed_snapshot(home, tmp_path):
         jt.rerun(old.id)
     started_nothing(home, [old.id])
     assert json.loads((old.path / "spec.json").read_text())["code"]["hash"] == old.spec.code.hash
+
+
+def test_resumed_run_loads_what_the_earlier_run_saved(home, tmp_path):
+    counting = script(tmp_path, """\
+from jupyter_trainer import runtime as jt
+found = jt.load_checkpoint()
+start = found.step + 1 if found else 0
+print("starting at", start, "from", found.state if found else None)
+for step in range(start, start + 3):
+    jt.log(step=step, value=float(step))
+    jt.save_checkpoint({"step": step}, step)
+""")
+    old = api.submit(script=counting, launcher="python", wait=True)
+    assert "starting at 0 from None" in old.logs(0)
+    new = jt.resume(old.id, wait=True)
+    assert "starting at 3 from {'step': 2}" in new.logs(0)
+    assert new.spec.lineage == {"resumed_from": old.id, "checkpoint": "step-2.pkl"}
+    assert [v for _, v in new.metrics()["value"]] == [3.0, 4.0, 5.0]
+    assert latest_checkpoint(new.path / "checkpoints").name == "step-5.pkl"
