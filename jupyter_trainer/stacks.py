@@ -36,9 +36,3 @@ def run_stacks(store: Store, run_id: str, rank: int | None = None) -> dict[int, 
     target = get_target(spec.target.name, store.home)
     handle: dict[str, Any] = {**(state.get("launcher") or {}), "python": state.get("python")}
     return dict(sorted(target.stacks(handle, records).items()))
-
-
-def format_stacks(stacks: dict[int, str]) -> str:
-    """The text ``stack`` prints: ``rank R:`` and then its stack, indented."""
-    return "".join(f"rank {rank}:\n" + "".join(f"    {line}\n" for line in text.rstrip().splitlines())
-                   for rank, text in stacks.items())

@@ -45,7 +45,8 @@ dist.destroy_process_group()
     assert isinstance(run, api.Run) and run.status == "completed"
     spec = json.loads((run.path / "spec.json").read_text())
     assert spec["params"] == {"lr": 0.05, "epochs": 3, "extra": [1, 2]}
-    assert spec["launch"] == {"launcher": "torchrun", "nodes": 1, "procs": 2, "backend": None}
+    assert spec["launch"] == {"launcher": "torchrun", "nodes": 1, "procs": 2, "backend": None,
+                              "max_restarts": 0}
     store = Store(home)
     for rank in (0, 1):
         events, _ = store.read_events(run.id, rank)

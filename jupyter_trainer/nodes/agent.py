@@ -268,7 +268,8 @@ def start(workdir, spec):
     code = os.path.join(run_dir, "code")
     if not os.path.lexists(code):
         os.symlink(os.path.join(workdir, "snapshots", spec["snapshot"]), code)
-    for rel, text in spec.get("files", {}).items():
+    blobs = {rel: __import__("base64").b64decode(b) for rel, b in spec.get("blobs", {}).items()}
+    for rel, text in dict(spec.get("files", {}), **blobs).items():  # blobs: a resumed checkpoint
         if rel.startswith("/") or ".." in rel.split("/"):
             raise SystemExit("refusing to write %r outside the run folder" % rel)
         os.makedirs(os.path.dirname(os.path.join(run_dir, rel)), exist_ok=True)
@@ -343,7 +344,7 @@ def _keeper(spec, report_fd):
 
 
 def write_atomic(path, text, mode=0o644):
-    with open(path + ".tmp", "w") as fh:
+    with open(path + ".tmp", "wb" if isinstance(text, bytes) else "w") as fh:
         fh.write(text)
     os.chmod(path + ".tmp", mode)
     os.replace(path + ".tmp", path)

@@ -31,6 +31,7 @@ connection dropped is made as a call of its own.
 
 from __future__ import annotations
 
+import base64
 import shlex
 import shutil
 import sys
@@ -40,7 +41,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
-from .. import procs
+from .. import procs, rank_files
 from ..errors import TargetError, TrainerError
 from ..home import default_home
 from ..launch import Command, LaunchPlan, launcher
@@ -104,6 +105,7 @@ class SshTarget(Target):
         self._finished = False                   # the first stop ended the run on the nodes
         self._left: dict[str, list[str]] = {}    # host -> what was alive after it
         self._fresh_leftovers = False
+        self._seeded = False                     # a resumed run's checkpoint went to node 0
 
     def gpus_per_node(self) -> int:
         return self.cfg.gpus_per_node
@@ -275,9 +277,14 @@ class SshTarget(Target):
 
         spec_json = (Path(run_dir) / "spec.json").read_text()  # the ranks read params there
 
+        seed = {} if self._seeded else _checkpoint_blobs(Path(run_dir))
+        self._seeded = True
+
         def start_one(item: NodeLaunch) -> dict[str, Any]:
             payload = item.payload(self._snapshot, self.cfg.orphan_timeout)
             payload["files"]["spec.json"] = spec_json
+            if item.node.index == 0 and seed:
+                payload["blobs"] = seed
             return self._folders[item.node.index].start(payload, "starting the launcher")
 
         prepared = _parallel(start_one, [i for i in order if i.command is None])
@@ -484,3 +491,10 @@ def _end_args(handle: Handle, folder: RemoteFolder, run_id: str, grace: float) -
     ids = next((n for n in handle.get("nodes", []) if n.get("host") == folder.label), {})
     return {"run_id": run_id, "pgid": ids.get("pgid"), "start_ticks": ids.get("start_ticks"),
             "grace": grace, "outputs": True}
+
+
+def _checkpoint_blobs(run_dir: Path) -> dict[str, str]:
+    """A resumed run's checkpoint (in ``checkpoints/`` before it starts), for node 0, whose
+    rank 0 loads it and broadcasts it (``jt.load_checkpoint``)."""
+    return {f"checkpoints/{Path(path).name}": base64.b64encode(Path(path).read_bytes()).decode()
+            for _, path in rank_files.checkpoints(str(run_dir / "checkpoints"))}
