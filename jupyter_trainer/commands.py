@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable, Sequence, TextIO
 
 from . import api
+from .monitor.health import stalled_of
 from .monitor.text import runs_table, summary_text, targets_table
 from .options import OptionParser, ParamAction, add_target_options
 from .errors import SpecError
@@ -69,8 +70,11 @@ def _define_show(sub: Any) -> None:
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     run = api.get_run(args.run)
     if args.json:
-        print(json.dumps({"id": run.id, "spec": run.spec.to_dict(), "state": run.state},
-                         indent=1), file=out)
+        state = run.state
+        stalled = [{"rank": e["rank"], "seconds": round(e["seconds"], 1),
+                    "last_step": e.get("last_step")} for e in stalled_of(state, time.time())]
+        print(json.dumps({"id": run.id, "spec": run.spec.to_dict(), "state": state,
+                          **({"stalled": stalled} if stalled else {})}, indent=1), file=out)
         return 0
     follower = run.follower()
     follower.poll()

@@ -4,6 +4,7 @@ live stack, and ``--stop-on-nan``."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -61,7 +62,7 @@ def check_restarted(run: api.Run, world: int) -> None:
         "step-14.pt", "step-4.pt", "step-9.pt"]
 
 
-@pytest.mark.parametrize("launcher", ["torchrun", "mpirun"])
+@pytest.mark.parametrize("launcher", ["torchrun", "mpirun", "horovod"])
 def test_a_crash_restarts_every_rank_from_the_last_checkpoint(home, launcher):
     run = api.submit(RESTARTING, procs=2, launcher=launcher, max_restarts=2, name="restart")
     run.wait(timeout=120, raise_on_failure=False)
@@ -134,6 +135,10 @@ def test_a_stalled_rank_is_named_with_its_stack(home):
         assert (stalled["rank"], stalled["last_step"], stalled["waiting"]) == (1, 4, False)
         assert 10 <= stalled["seconds"] < 10 + (time.time() - began) + 5
         assert "wait_for_a_lost_batch" in stalled["stack"]
+        shown = subprocess.run([str(Path(sys.executable).with_name("jupyter-trainer")), "show",
+                                run.id, "--json"], capture_output=True, text=True, timeout=60)
+        [listed] = json.loads(shown.stdout)["stalled"]
+        assert (listed["rank"], listed["last_step"]) == (1, 4) and listed["seconds"] >= 10
         stacks = run_stacks(run.store, run.id)
         assert sorted(stacks) == [0, 1]
         assert "all_reduce" in stacks[0] and "wait_for_a_lost_batch" in stacks[1]
