@@ -290,3 +290,20 @@ def test_a_run_resumes_on_the_ssh_hosts_from_the_checkpoint_it_brought_back(pair
     for rank in (0, 1):  # rank 1's node never had the file: rank 0 broadcast it
         assert again.metrics(rank)["first"] == [(3, 3.0), (4, 3.0), (5, 3.0)]
     assert again.spec.lineage == {"resumed_from": first.id, "checkpoint": "step-2.pt"}
+
+
+def test_the_supervisor_restarts_mpirun_on_slurm(cluster, home):
+    run = api.submit(RESTARTING, target="cluster", procs=2, launcher="mpirun", max_restarts=2,
+                     name="slurm-mpi-restart")
+    run.wait(timeout=180, raise_on_failure=False)
+    check_restarted(run, 2)
+
+
+def test_a_run_resumes_on_slurm_with_a_workdir_apart_from_the_store(cluster, home, tmp_path):
+    (home / "targets.toml").write_text(
+        f'[targets.apart]\nkind = "slurm"\npartition = "debug"\ntime = "10:00"\n'
+        f'workdir = "{tmp_path / "cluster-fs"}"\n')
+    first = api.submit(RESUMABLE, target="apart", procs=2, name="slurm-first").wait(timeout=120)
+    assert [p.name for p in first.store.existing(first.id).checkpoints.iterdir()] == ["step-2.pt"]
+    again = api.resume(first.id).wait(timeout=120)
+    assert again.metrics(1)["first"] == [(3, 3.0), (4, 3.0), (5, 3.0)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import socket
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
-from .. import procs
+from .. import procs, rank_files
 from ..errors import TargetError
 from ..launch import WORK_DIR, Command, LaunchPlan
 from ..spec import LaunchSpec, RunSpec
@@ -191,6 +192,14 @@ class Target(ABC):
     def release(self, handle: Handle | None) -> None:
         """The run is settled (its state is terminal): close what the target kept open
         for its end (sessions with the nodes). Never raises on the run's behalf."""
+
+
+def checkpoint_blobs(run_dir: str) -> dict[str, str]:
+    """A resumed run's checkpoint (put in ``checkpoints/`` before it starts) as the base64
+    ``blobs`` of a node's start, for a target whose nodes do not see this machine's files.
+    Node 0 gets it: its rank 0 loads it and broadcasts it (``jt.load_checkpoint``)."""
+    return {f"checkpoints/{Path(path).name}": base64.b64encode(Path(path).read_bytes()).decode()
+            for _, path in rank_files.checkpoints(str(Path(run_dir) / "checkpoints"))}
 
 
 def remove_workdirs(run_dir: str) -> dict[str, Any]:

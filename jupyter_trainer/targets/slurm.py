@@ -26,7 +26,7 @@ from ..errors import TargetError
 from ..launch import Command, LaunchPlan
 from ..spec import RunSpec
 from ..home import default_home
-from .base import BuiltEnvironment, Handle, Target, require_program
+from .base import BuiltEnvironment, Handle, Target, checkpoint_blobs, require_program
 from .slurm_script import SlurmConfig, batch_script, parse_job_id, sbatch_argv
 from .slurm_stage import JOB_OUTPUT, ClusterFolder
 from ..nodes.ssh import SshClient, control_dir, user_config_file
@@ -162,7 +162,7 @@ class SlurmTarget(Target):
         handle: Handle = {"script": str(script)}
         if self._folder is not None:
             self._folder.open({"spec.json": Path(run_dir, "spec.json").read_text(),
-                                "job.sbatch": self._script or ""})
+                                "job.sbatch": self._script or ""}, checkpoint_blobs(run_dir))
             handle.update(run_dir_remote=self._folder.run_dir, staging=self._folder.staged,
                           **({"login": self.cfg.login} if self.cfg.login else {}))
         try:

@@ -107,10 +107,11 @@ class ClusterFolder(RemoteFolder):
         self._log(f"[jt] snapshot {self.snapshot} ({len(payload)} bytes) sent to "
                   f"{self.label} in {self.staged['seconds']} s")
 
-    def open(self, files: dict[str, str]) -> None:
-        """The run folder on the cluster, with ``files`` in it, then the live copy."""
-        self.start({"run_dir": self.run_dir, "snapshot": self.snapshot, "files": files},
-                   "preparing the run folder")
+    def open(self, files: dict[str, str], blobs: dict[str, str] | None = None) -> None:
+        """The run folder on the cluster, with ``files`` (and base64 ``blobs``) in it, then
+        the live copy."""
+        self.start({"run_dir": self.run_dir, "snapshot": self.snapshot, "files": files,
+                    **({"blobs": blobs} if blobs else {})}, "preparing the run folder")
         self.follow()
 
     # -- at the end --------------------------------------------------------------------

@@ -31,7 +31,6 @@ connection dropped is made as a call of its own.
 
 from __future__ import annotations
 
-import base64
 import shlex
 import shutil
 import sys
@@ -41,7 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
-from .. import procs, rank_files
+from .. import procs
 from ..errors import TargetError, TrainerError
 from ..home import default_home
 from ..launch import Command, LaunchPlan, launcher
@@ -51,7 +50,7 @@ from ..nodes.folder import Node, RemoteFolder
 from ..nodes.mirror import LocalFiles
 from ..nodes.prepare import required_modules, snapshot_tarball
 from ..nodes.ssh import SshClient, control_dir, user_config_file
-from .base import BuiltEnvironment, Handle, Target
+from .base import BuiltEnvironment, Handle, Target, checkpoint_blobs
 from .ssh_commands import HostConfig, NodeLaunch, SshConfig, node_launches
 from .ssh_prepare import hop_options, is_ip, node_address
 
@@ -277,7 +276,7 @@ class SshTarget(Target):
 
         spec_json = (Path(run_dir) / "spec.json").read_text()  # the ranks read params there
 
-        seed = {} if self._seeded else _checkpoint_blobs(Path(run_dir))
+        seed = {} if self._seeded else checkpoint_blobs(run_dir)
         self._seeded = True
 
         def start_one(item: NodeLaunch) -> dict[str, Any]:
@@ -491,10 +490,3 @@ def _end_args(handle: Handle, folder: RemoteFolder, run_id: str, grace: float) -
     ids = next((n for n in handle.get("nodes", []) if n.get("host") == folder.label), {})
     return {"run_id": run_id, "pgid": ids.get("pgid"), "start_ticks": ids.get("start_ticks"),
             "grace": grace, "outputs": True}
-
-
-def _checkpoint_blobs(run_dir: Path) -> dict[str, str]:
-    """A resumed run's checkpoint (in ``checkpoints/`` before it starts), for node 0, whose
-    rank 0 loads it and broadcasts it (``jt.load_checkpoint``)."""
-    return {f"checkpoints/{Path(path).name}": base64.b64encode(Path(path).read_bytes()).decode()
-            for _, path in rank_files.checkpoints(str(run_dir / "checkpoints"))}
