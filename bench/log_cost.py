@@ -4,10 +4,13 @@
 
 Times ``jt.log`` (in a run: JT_RUN_DIR points at a temp dir, so events really reach disk),
 ``SummaryWriter.add_scalar`` (tensorboard) and ``print(..., file=f)`` in the same process,
-interleaved batch by batch so all three see the same machine noise. Each batch times
-``--calls`` calls with ``perf_counter_ns``; the table gives the median and p99 of the
-per-call batch means. The flusher thread's own cost (encoding and writing, off the caller's
-thread) is measured separately at the end.
+interleaved batch by batch so all of them see the same machine noise. ``jt.log`` is timed
+twice: with the rank's heartbeat on (the default: the flusher thread rewrites
+``events/rank-0.beat`` at most once a second) and off (``runtime._beat_on = False`` for that
+batch only). Each batch times ``--calls`` calls with ``perf_counter_ns``; the table gives the
+median and p99 of the per-call batch means. The flusher thread's own cost (encoding and
+writing, off the caller's thread) and the cost of one heartbeat write are measured
+separately at the end.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 TARGET_NS = 2000  # median per call of jt.log must stay at or under 2 µs
+TARGET_BEAT_RATIO = 1.10  # jt.log with the heartbeat on, against the same with it off
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -58,6 +62,15 @@ def make_cases(tmp: Path, calls: int) -> dict[str, Callable[[float], int]]:
             log(step=i, loss=x)
         return now() - t0
 
+    def with_heartbeat(on: bool) -> Callable[[float], int]:
+        def case(x: float) -> int:
+            jt._beat_on = on
+            try:
+                return jt_log(x)
+            finally:
+                jt._beat_on = True
+        return case
+
     def tensorboard(x: float) -> int:
         t0 = now()
         for i in range(calls):
@@ -70,8 +83,9 @@ def make_cases(tmp: Path, calls: int) -> dict[str, Callable[[float], int]]:
             print(f"{i} {x}", file=text)
         return now() - t0
 
-    return {"empty loop": empty, "jt.log": jt_log, "tensorboard add_scalar": tensorboard,
-            "print to file": print_file}
+    return {"empty loop": empty, "jt.log": with_heartbeat(True),
+            "jt.log, heartbeat off": with_heartbeat(False),
+            "tensorboard add_scalar": tensorboard, "print to file": print_file}
 
 
 def flusher_cost(events: int) -> float:
@@ -84,6 +98,19 @@ def flusher_cost(events: int) -> float:
     t0 = time.perf_counter_ns()
     jt.flush()
     return (time.perf_counter_ns() - t0) / events
+
+
+def heartbeat_cost(writes: int) -> float:
+    """Median ns of one heartbeat write (the flusher thread makes at most one a second)."""
+    from jupyter_trainer import runtime as jt
+
+    times = []
+    for _ in range(writes):
+        jt._beat_last = 0.0
+        t0 = time.perf_counter_ns()
+        jt._beat()
+        times.append(time.perf_counter_ns() - t0)
+    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
             x = 1.0 / (b + 1)
             for name in names[b % len(names):] + names[:b % len(names)]:
                 samples[name].append(cases[name](x) / args.calls)
+        beat_written = (tmp / "run" / "events" / "rank-0.beat").exists()  # by the flusher
         bg = flusher_cost(100_000)
+        beat_ns = heartbeat_cost(200)
         events_file = tmp / "run" / "events" / "rank-0.jsonl"
         with open(events_file) as f:
             lines = sum(1 for _ in f)
@@ -114,16 +143,23 @@ def main(argv: list[str] | None = None) -> int:
             for name, v in samples.items()}
     jt_med = rows["jt.log"]["median_ns"]
     ratios = {"jt/print": jt_med / rows["print to file"]["median_ns"],
-              "jt/tensorboard": jt_med / rows["tensorboard add_scalar"]["median_ns"]}
+              "jt/tensorboard": jt_med / rows["tensorboard add_scalar"]["median_ns"],
+              "heartbeat on/off": jt_med / rows["jt.log, heartbeat off"]["median_ns"]}
+    beat_met = ratios["heartbeat on/off"] <= TARGET_BEAT_RATIO
     result = {
         "python": platform.python_version(), "machine": platform.machine(),
+        "loadavg": os.getloadavg(),
         "batches": args.batches, "calls_per_batch": args.calls, "rows": rows,
         "ratios": ratios, "flusher_ns_per_event": bg, "events_written": lines,
-        "target_ns": TARGET_NS, "target_met": jt_med <= TARGET_NS,
+        "heartbeat_write_ns": beat_ns, "heartbeat_file_written": beat_written,
+        "target_ns": TARGET_NS, "target_beat_ratio": TARGET_BEAT_RATIO,
+        "target_ns_met": jt_med <= TARGET_NS, "target_beat_ratio_met": beat_met,
+        "target_met": jt_med <= TARGET_NS and beat_met,
     }
 
     print(f"per-call cost, {args.batches} batches x {args.calls} calls "
-          f"(Python {result['python']}, {result['machine']})")
+          f"(Python {result['python']}, {result['machine']}, "
+          f"load average {result['loadavg'][0]:.2f})")
     print(f"{'case':<24}{'median ns':>12}{'p99 ns':>12}")
     for name, row in rows.items():
         print(f"{name:<24}{row['median_ns']:>12.0f}{row['p99_ns']:>12.0f}")
@@ -131,8 +167,13 @@ def main(argv: list[str] | None = None) -> int:
           f"jt/tensorboard = {ratios['jt/tensorboard']:.3f}")
     print(f"flusher thread: {bg:.0f} ns per event encoded and written, off the caller's thread "
           f"({lines} events written)")
-    verdict = "PASS" if result["target_met"] else "FAIL"
+    print(f"heartbeat: {beat_ns:.0f} ns per write of rank-0.beat, at most one a second on the "
+          f"flusher thread (file written: {beat_written})")
+    verdict = "PASS" if result["target_ns_met"] else "FAIL"
     print(f"target: jt.log median {jt_med / 1000:.2f} us <= {TARGET_NS / 1000:.0f} us: {verdict}")
+    verdict = "PASS" if beat_met else "FAIL"
+    print(f"target: heartbeat on/off = {ratios['heartbeat on/off']:.3f} "
+          f"<= {TARGET_BEAT_RATIO:.2f}: {verdict}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     return 0 if result["target_met"] else 1
