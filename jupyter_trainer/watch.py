@@ -131,7 +131,7 @@ class RunWatch:
         for rank, record in records.items():
             beat = heard.get(rank) or {}
             if beat.get("attempt", 0) == record.get("attempt", 0) and beat.get("progress"):
-                logged[rank] = (beat["progress"], _last_step(beat))
+                logged[rank] = (now - _quiet_for(beat, now), _last_step(beat))
         if not logged:
             return []
         behind = {r for r, (t, _) in logged.items() if now - t >= self.stall_timeout}
@@ -188,6 +188,14 @@ def main_thread_frames(stack: str, pid: Any) -> list[tuple[str, str, int]]:
         if frame:
             frames.append((frame.group(1), frame.group(2), int(frame.group(3))))
     return frames
+
+
+def _quiet_for(beat: dict[str, Any], now: float) -> float:
+    """How long the rank has logged nothing: from its last event to its last heartbeat on the
+    node's clock, plus the heartbeat's age on this machine's, so that a node whose clock is
+    off does not shift it."""
+    on_node = max(0.0, (beat.get("beat") or beat["progress"]) - beat["progress"])
+    return on_node + max(0.0, now - (beat.get("seen") or now))
 
 
 def _last_step(beat: dict[str, Any]) -> Any:

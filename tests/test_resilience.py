@@ -307,3 +307,27 @@ def test_a_run_resumes_on_slurm_with_a_workdir_apart_from_the_store(cluster, hom
     assert [p.name for p in first.store.existing(first.id).checkpoints.iterdir()] == ["step-2.pt"]
     again = api.resume(first.id).wait(timeout=120)
     assert again.metrics(1)["first"] == [(3, 3.0), (4, 3.0), (5, 3.0)]
+
+
+def test_a_node_clock_that_is_off_does_not_shift_stall_detection(tmp_path):
+    """Heartbeats as a node an hour ahead writes them: rank 1's last event was 12 s before
+    its last heartbeat (on the node's clock), which reached this machine just now."""
+    from jupyter_trainer.store import RunPaths
+    from jupyter_trainer.targets.local import LocalTarget
+    from jupyter_trainer.watch import RunWatch
+
+    paths = RunPaths(tmp_path)
+    paths.ranks.mkdir()
+    paths.events.mkdir()
+    ahead = time.time() + 3600
+    for rank, quiet in ((0, 0.5), (1, 12.0)):
+        (paths.ranks / f"rank-{rank}.json").write_text(json.dumps(
+            {"rank": rank, "pid": os.getpid(), "host": os.uname().nodename, "started": ahead - 60,
+             "attempt": 0}))
+        (paths.events / f"rank-{rank}.beat").write_text(json.dumps(
+            {"attempt": 0, "step": 7 - rank, "progress": ahead - quiet, "beat": ahead}))
+    watch = RunWatch(paths, "torchrun", 10, lambda found: LocalTarget().stacks(None, found))
+    [stalled] = watch.stalled()
+    assert (stalled["rank"], stalled["last_step"]) == (1, 6)
+    assert 12 <= stalled["seconds"] < 14 and "test_a_node_clock" in stalled["stack"]
+    assert RunWatch(paths, "torchrun", 15, lambda found: {}).stalled() == []

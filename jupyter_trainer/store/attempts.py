@@ -29,7 +29,8 @@ def _read(path: str) -> dict[str, Any] | None:
 
 
 def _records(folder: Path, pattern: re.Pattern[str]) -> Iterator[tuple[re.Match[str], dict]]:
-    """Each JSON object in ``folder`` whose file name matches ``pattern``, with the match."""
+    """Each JSON object in ``folder`` whose file name matches ``pattern``, with the match;
+    ``seen`` is when the file was last written here (this machine's clock)."""
     try:
         entries = list(os.scandir(folder))
     except (FileNotFoundError, NotADirectoryError):
@@ -38,6 +39,10 @@ def _records(folder: Path, pattern: re.Pattern[str]) -> Iterator[tuple[re.Match[
         match = pattern.fullmatch(entry.name)
         record = _read(entry.path) if match else None
         if record is not None:
+            try:
+                record["seen"] = entry.stat().st_mtime
+            except OSError:
+                continue
             yield match, record
 
 
@@ -52,5 +57,6 @@ def attempt_records(ranks_dir: Path) -> dict[int, dict[int, dict[str, Any]]]:
 
 
 def beats(events_dir: Path) -> dict[int, dict[str, Any]]:
-    """``{rank: heartbeat}`` of every rank that has written one."""
+    """``{rank: heartbeat}`` of every rank that has written one, with the time it reached
+    this machine (``seen``)."""
     return {int(match.group(1)): beat for match, beat in _records(events_dir, _BEAT)}
