@@ -101,7 +101,8 @@ def torchrun_argv(launch: LaunchSpec, plan: LaunchPlan, *, standalone: bool = Tr
             argv += [f"--node-rank={node_rank}", f"--rdzv-conf=is_host={int(node_rank == 0)}"]
         if local_addr:
             argv.append(f"--local-addr={local_addr}")
-    argv += [f"--nproc-per-node={launch.procs}", f"--max-restarts={launch.max_restarts}",
+    restarts = launch.max_restarts if launch.restarts_itself else 0
+    argv += [f"--nproc-per-node={launch.procs}", f"--max-restarts={restarts}",
              "--monitor-interval=0.1",
              plan.boot, plan.entry, *plan.args]
     return argv

@@ -130,6 +130,14 @@ class LaunchSpec:
     def world_size(self) -> int:
         return self.nodes * self.procs
 
+    @property
+    def restarts_itself(self) -> bool:
+        """Whether the launcher starts the ranks again itself (``--max-restarts``): torchrun
+        on one node. On several nodes each torchrun agent counts only its own node's
+        failures, so the attempt number (``TORCHELASTIC_RESTART_COUNT``) differs between
+        nodes; there, as for the other launchers, the supervisor starts every node again."""
+        return self.launcher == "torchrun" and self.nodes == 1
+
 
 @dataclass(frozen=True)
 class WatchSpec:

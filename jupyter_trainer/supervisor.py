@@ -205,7 +205,7 @@ class Supervisor:
     # -- restarts, NaN values, stalls ----------------------------------------------------
     def _launcher_restarts(self) -> bool:
         """True while torchrun itself will start the ranks again after a failure."""
-        if self.spec.launch.launcher != "torchrun" or not self.spec.launch.max_restarts:
+        if not self.spec.launch.restarts_itself or not self.spec.launch.max_restarts:
             return False
         records = self.store.rank_records(self.run_id)
         attempt = max((r.get("attempt", 0) for r in records.values()), default=0)
@@ -213,12 +213,13 @@ class Supervisor:
 
     def _restarts_left(self, outcome: dict[str, Any]) -> bool:
         """Whether to start every rank again after ``outcome``: the launcher failed (a rank
-        failed), restarts are left, and nobody asked the run to end. torchrun restarts its
-        ranks itself; the supervisor does it for the other launchers."""
+        failed), restarts are left, and nobody asked the run to end. torchrun on one node
+        restarts its ranks itself (``LaunchSpec.restarts_itself``); the supervisor does it
+        for the other launchers and for torchrun on several nodes."""
         failed = (outcome.get("launcher_exit") not in (0, None)
                   or outcome.get("stopped_after_rank_failure"))
         return bool(failed and "error" not in outcome and not self.cancel_reason()
-                    and self.spec.launch.launcher != "torchrun"
+                    and not self.spec.launch.restarts_itself
                     and self.relaunches < self.spec.launch.max_restarts)
 
     def _relaunch(self) -> None:
