@@ -10,8 +10,8 @@ from typing import Any
 
 from .errors import RunStateError, SpecError
 from .store import TERMINAL, Store
+from .store.attempts import current_records
 from .targets import get_target
-from .watch import RunWatch
 
 
 def run_stacks(store: Store, run_id: str, rank: int | None = None) -> dict[int, str]:
@@ -24,7 +24,7 @@ def run_stacks(store: Store, run_id: str, rank: int | None = None) -> dict[int, 
                 "`jupyter-trainer show RUN --json`)" if saved else "")
         raise RunStateError(f"run {run_id} is {state['status']}: it has no live ranks{hint}")
     spec = store.read_spec(run_id)
-    records = RunWatch(paths, spec.launch.launcher, 0, lambda _: {}).current_records()
+    records = current_records(paths.ranks)
     if rank is not None:
         if rank not in records:
             known = ", ".join(map(str, sorted(records))) or "none yet"

@@ -238,9 +238,8 @@ class Supervisor:
         """Put the attempts, new NaN/inf values and stalled ranks in the state; an outcome
         when one of them ends the run (``--stop-on-nan``, ``--on-stall cancel``)."""
         before = self._observed()
-        attempts = self.watch.attempts()
-        if self.spec.launch.max_restarts or len(attempts) > 1:
-            self.state["attempts"] = attempts
+        if self.spec.launch.max_restarts:  # without restarts there is only one attempt
+            self.state["attempts"] = self.watch.attempts()
         ended = self._observe_non_finite() or self._observe_stalls()
         if ended or self._observed() != before:
             self.save()

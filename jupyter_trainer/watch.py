@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from . import attribution
 from .store import RunPaths
-from .store.attempts import attempt_records, beats
+from .store.attempts import attempt_records, beats, current_records
 
 SCAN_BYTES = 4 << 20  # events read per file per scan
 NON_FINITE = ("nan", "inf", "-inf")
@@ -70,8 +70,7 @@ class RunWatch:
 
     def current_records(self) -> dict[int, dict[str, Any]]:
         """The ranks' records of the latest attempt."""
-        every = attempt_records(self.paths.ranks)
-        return every[max(every)] if every else {}
+        return current_records(self.paths.ranks)
 
     # -- NaN and inf ---------------------------------------------------------------------
     def non_finite(self) -> dict[str, dict[str, Any]]:

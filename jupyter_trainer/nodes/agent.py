@@ -277,8 +277,9 @@ def start(workdir, spec):
     _touch(os.path.join(run_dir, "lease"))
     if "argv" not in spec:
         return answer({"prepared": True})
-    if os.path.exists(os.path.join(run_dir, "node-%d.exit" % spec["node"])):  # a relaunch
-        os.unlink(os.path.join(run_dir, "node-%d.exit" % spec["node"]))
+    earlier = os.path.join(run_dir, "node-%d.exit" % spec["node"])  # a relaunch's last end
+    if os.path.exists(earlier):
+        os.unlink(earlier)
     read, write = os.pipe()
     if os.fork() == 0:  # the keeper: owns the launcher, records its exit, ends orphans
         os.close(read)

@@ -28,9 +28,10 @@ def _read(path: str) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def _records(folder: Path, pattern: re.Pattern[str]) -> Iterator[tuple[re.Match[str], dict]]:
+def _records(folder: Path, pattern: re.Pattern[str],
+             seen: bool = False) -> Iterator[tuple[re.Match[str], dict]]:
     """Each JSON object in ``folder`` whose file name matches ``pattern``, with the match;
-    ``seen`` is when the file was last written here (this machine's clock)."""
+    with ``seen``, also when the file was last written here (this machine's clock)."""
     try:
         entries = list(os.scandir(folder))
     except (FileNotFoundError, NotADirectoryError):
@@ -38,12 +39,14 @@ def _records(folder: Path, pattern: re.Pattern[str]) -> Iterator[tuple[re.Match[
     for entry in entries:
         match = pattern.fullmatch(entry.name)
         record = _read(entry.path) if match else None
-        if record is not None:
+        if record is None:
+            continue
+        if seen:
             try:
                 record["seen"] = entry.stat().st_mtime
             except OSError:
                 continue
-            yield match, record
+        yield match, record
 
 
 def attempt_records(ranks_dir: Path) -> dict[int, dict[int, dict[str, Any]]]:
@@ -56,7 +59,13 @@ def attempt_records(ranks_dir: Path) -> dict[int, dict[int, dict[str, Any]]]:
     return dict(sorted(found.items()))
 
 
+def current_records(ranks_dir: Path) -> dict[int, dict[str, Any]]:
+    """``{rank: record}`` of the latest attempt the ranks have recorded."""
+    every = attempt_records(ranks_dir)
+    return every[max(every)] if every else {}
+
+
 def beats(events_dir: Path) -> dict[int, dict[str, Any]]:
     """``{rank: heartbeat}`` of every rank that has written one, with the time it reached
     this machine (``seen``)."""
-    return {int(match.group(1)): beat for match, beat in _records(events_dir, _BEAT)}
+    return {int(match.group(1)): beat for match, beat in _records(events_dir, _BEAT, seen=True)}
