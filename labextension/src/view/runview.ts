@@ -392,19 +392,40 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     return new Set(Array.isArray(chosen) ? chosen : (model.get('charts') || {}).selected || []);
   };
 
+  // Chips are kept across updates (only their text and state change), so that a click whose
+  // press and release straddle an update still lands on the same button.
+  const chipsBox = $('[data-testid=jt-metric-chips]');
+  chipsBox.addEventListener('click', event => {
+    const chip = (event.target as HTMLElement).closest('button.jt-metric-chip') as HTMLElement | null;
+    if (!chip) return;
+    const names: string[] = (model.get('metrics') || []).map((m: any) => m.name);
+    const next = selectedMetrics();
+    const name = chip.dataset.metric as string;
+    if (next.has(name)) next.delete(name);
+    else next.add(name);
+    setOption('selected', names.filter(n => next.has(n)));
+    renderChips();
+  });
+
   function renderChips(): void {
     const selected = selectedMetrics();
     const metrics: any[] = model.get('metrics') || [];
-    const chips = $('[data-testid=jt-metric-chips]');
-    chips.innerHTML = metrics.map(m => `<button type="button" class="jt-chip jt-metric-chip${selected.has(m.name) ? ' jt-on' : ''}" data-metric="${escapeHtml(m.name)}" title="last ${formatNumber(m.last)} · min ${formatNumber(m.min)} · max ${formatNumber(m.max)} · ${m.count} points">${escapeHtml(m.name)} <b>${formatNumber(m.last)}</b></button>`).join('');
-    chips.querySelectorAll('button').forEach(b => b.addEventListener('click', () => {
-      const name = b.dataset.metric as string;
-      const next = selectedMetrics();
-      if (next.has(name)) next.delete(name);
-      else next.add(name);
-      setOption('selected', metrics.map(m => m.name).filter(n => next.has(n)));
-      renderChips();
-    }));
+    const have = [...chipsBox.querySelectorAll('button.jt-metric-chip')] as HTMLElement[];
+    if (have.map(b => b.dataset.metric).join('\u0000') !== metrics.map(m => m.name).join('\u0000')) {
+      chipsBox.replaceChildren(...metrics.map(m => {
+        const b = h('button', 'jt-chip jt-metric-chip');
+        b.setAttribute('type', 'button');
+        b.dataset.metric = m.name;
+        return b;
+      }));
+    }
+    metrics.forEach((m, k) => {
+      const b = chipsBox.children[k] as HTMLElement;
+      const html = `${escapeHtml(m.name)} <b>${formatNumber(m.last)}</b>`;
+      if (b.innerHTML !== html) b.innerHTML = html;
+      b.title = `last ${formatNumber(m.last)} · min ${formatNumber(m.min)} · max ${formatNumber(m.max)} · ${m.count} points`;
+      b.classList.toggle('jt-on', selected.has(m.name));
+    });
     renderTexts();
     const note = $('.jt-metrics-note');
     const loading = model.get('loading') ? ' · reading history…' : '';
