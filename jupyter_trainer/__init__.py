@@ -10,7 +10,8 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_API = {"submit", "rerun", "resume", "diff", "get_run", "runs", "Run"}
+_API = {"submit", "rerun", "resume", "diff", "get_run", "runs", "Run", "sweep", "sweeps",
+        "get_sweep"}
 __all__ = sorted(_API | {"load_ipython_extension", "__version__"})
 
 

@@ -11,7 +11,8 @@ from .commands import CommandParser, add_commands, run_command, start_again
 from .errors import RunFailed, TrainerError
 from .monitor import TextMonitor
 from .monitor.text import source_line
-from .options import HelpRequested, add_run_options, parse_with_settings
+from .options import HelpRequested, add_run_options, add_sweep_options, parse_with_settings
+from .tuning.commands import sweep_words
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +29,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_options(submit)
     submit.add_argument("--wait", action="store_true",
                         help="follow the run to its end; exit non-zero if it fails")
+
+    sweep = sub.add_parser(
+        "sweep", help="run a script as a hyperparameter sweep (and: sweep show|resume|cancel ID)",
+        usage="jupyter-trainer sweep SCRIPT --sweep KEY=EXPR [...] [options] [-- script args]\n"
+              "       jupyter-trainer sweep show [--json] | resume | cancel SWEEP")
+    sweep.add_argument("script", help="the entry script; it reads each KEY as jt.params[KEY]")
+    add_run_options(sweep)
+    add_sweep_options(sweep)
+    sweep.add_argument("--wait", action="store_true",
+                       help="follow the sweep to its end; exit non-zero if it fails")
 
     add_commands(sub)
 
@@ -51,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cut = argv.index("--")
         argv, script_args = argv[:cut], argv[cut + 1:]
     try:
-        args = parse_with_settings(build_parser(), argv)
+        args = parse_with_settings(build_parser(), sweep_words(argv))
         args.script_args = script_args
         if args.command in COMMANDS:
             return COMMANDS[args.command](args)
@@ -85,6 +96,44 @@ def cmd_again(args: argparse.Namespace) -> int:
     run = start_again(args, args.script_args)
     print(run.id, flush=True)
     return follow(run) if args.wait else 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from .errors import SpecError
+    from .options import is_sweep, submit_kwargs, sweep_kwargs
+
+    if not is_sweep(args):
+        raise SpecError("jupyter-trainer sweep needs a search space: --sweep KEY=EXPR "
+                        "(repeatable) or --sweep-file FILE.yaml")
+    sweep = api.sweep(script=args.script, args=args.script_args, **sweep_kwargs(args),
+                      **submit_kwargs(args))
+    print(sweep.id, flush=True)
+    return follow_sweep(sweep) if args.wait else 0
+
+
+def follow_sweep(sweep) -> int:
+    """Follow ``sweep`` on stderr to its end, a line each time it changes; Ctrl-C cancels it."""
+    import time
+
+    from .monitor.sweep_text import sweep_line, sweep_text
+
+    shown = None
+    try:
+        while True:
+            state = sweep.state
+            if state["status"] not in ("created", "running"):
+                break
+            line = sweep_line(state, sweep.sweeps.read_spec(sweep.id))
+            if line != shown:
+                print(line, file=sys.stderr, flush=True)
+                shown = line
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        print(f"interrupted: canceling sweep {sweep.id}", file=sys.stderr)
+        sweep.cancel()
+        raise
+    print(sweep_text(sweep), file=sys.stderr)
+    return 0 if sweep.status == "completed" else 1
 
 
 def follow(run: api.Run) -> int:
@@ -135,7 +184,8 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"submit": cmd_submit, "rerun": cmd_again, "resume": cmd_again, "env": cmd_env}
+COMMANDS = {"submit": cmd_submit, "rerun": cmd_again, "resume": cmd_again, "env": cmd_env,
+            "sweep": cmd_sweep}
 
 
 if __name__ == "__main__":

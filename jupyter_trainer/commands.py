@@ -21,6 +21,7 @@ from .monitor.text import runs_table, summary_text, targets_table
 from .options import OptionParser, ParamAction, add_target_options
 from .errors import SpecError
 from .store import STATUSES, Store
+from .tuning.commands import SWEEP_COMMANDS
 
 
 class CommandParser(OptionParser):
@@ -213,7 +214,7 @@ COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace, T
     "logs": (_define_logs, cmd_logs), "cancel": (_define_cancel, cmd_cancel),
     "diff": (_define_diff, cmd_diff), "stack": (_define_stack, cmd_stack),
     "doctor": (_define_doctor, cmd_doctor), "targets": (_define_targets, cmd_targets),
-    "target": (_define_target, cmd_target),
+    "target": (_define_target, cmd_target), **SWEEP_COMMANDS,
 }
 
 

@@ -45,6 +45,10 @@ class RunNotFound(TrainerError, LookupError):
     """No run with this id exists in the store."""
 
 
+class SweepNotFound(RunNotFound):
+    """No sweep with this id exists in the store."""
+
+
 class StoreError(TrainerError):
     """The run store cannot be read or written (an unwritable folder, a broken index)."""
 

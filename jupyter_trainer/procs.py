@@ -14,6 +14,23 @@ import time
 from pathlib import Path
 
 
+def detach() -> None:
+    """Fork into a new session; the parent exits at once, so whoever started this process
+    never waits for it."""
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+
+
+def redirect_output(path: Path) -> None:
+    """Send this process's stdout and stderr to ``path`` (appended) and read stdin from
+    /dev/null, as a detached process does."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+
+
 def start_ticks(pid: int) -> int | None:
     """The process start time in clock ticks since boot, or None if there is no such process."""
     try:

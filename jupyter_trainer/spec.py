@@ -251,9 +251,17 @@ class RunSpec:
     watch: WatchSpec = field(default_factory=WatchSpec)
     # Where the run came from: {"rerun_of": ID} or {"resumed_from": ID, "checkpoint": ...}.
     lineage: Mapping[str, Any] = field(default_factory=dict)
+    # A sweep's trial: the sweep's id and the trial's number in it.
+    sweep: str | None = None
+    trial: int | None = None
 
     def __post_init__(self) -> None:
         validate_name(self.name)
+        if self.sweep is not None:
+            validate_run_id(self.sweep)
+        if (self.sweep is None) != (self.trial is None) or (
+                self.trial is not None and (type(self.trial) is not int or self.trial < 0)):
+            raise SpecError("a trial names both its sweep and its number (a whole number >= 0)")
         if not is_json_value(dict(self.params)):
             bad = sorted(k for k, v in self.params.items() if not is_json_value({k: v}))
             raise SpecError(f"parameters {bad} are not JSON values")
@@ -286,6 +294,8 @@ class RunSpec:
                 origin=data.get("origin", {}),
                 watch=WatchSpec(**_known(WatchSpec, data.get("watch", {}))),
                 lineage=data.get("lineage", {}),
+                sweep=data.get("sweep"),
+                trial=data.get("trial"),
             )
         except (KeyError, TypeError) as exc:
             raise SpecError(f"malformed run spec: {exc}") from exc

@@ -93,23 +93,50 @@ def start_again(store: Store, run_id: str, *, params: Mapping[str, Any] | None =
         lineage = {"resumed_from": old_id, "checkpoint": checkpoint.name}
     where = TargetSpec(target) if target is not None else old.target
     tgt = get_target(where.name, store.home)
-    # The same environment: the recorded lock (or interpreter), never the name's newest
-    # definition; what the old run's submit prepared is prepared again for this one.
-    env = replace(old.env, prepared={}, python=old.env.python if old.env.name is None else None)
-    spec = replace(old, target=where, env=env, params={**old.params, **overrides},
+    spec = replace(old, target=where, env=same_environment(old), params={**old.params, **overrides},
                    lineage=lineage, origin={**old.origin, **submitter()})
 
     def write(staging: Path) -> RunSpec:
-        from .capture import hash_snapshot  # lazy: only a rerun hashes a stored snapshot
-
         store.copy_snapshot(old_id, staging)
-        found = hash_snapshot(staging)
-        if found != old.code.hash:
-            raise StoreError(
-                f"the code snapshot of run {old_id} changed after the run was created (its "
-                f"hash is {found}, the run recorded {old.code.hash}), so it is not the code "
-                f"that ran; nothing was started (`jupyter-trainer doctor` reports it)")
+        check_copy(staging, old.code.hash, f"run {old_id}")
         return spec
 
     seed = (lambda new_id: store.seed_checkpoint(new_id, checkpoint)) if checkpoint else None
     return start_run(store, tgt, write, seed)
+
+
+def start_trial(store: Store, sweep_id: str, number: int, params: Mapping[str, Any]) -> str:
+    """Start trial ``number`` of sweep ``sweep_id``: a run of the sweep's template (its
+    snapshot, environment lock, launch and target) with ``params`` over the template's;
+    return the run's id. Its spec records the sweep and the trial's number."""
+    from .store.sweeps import SweepStore
+
+    sweeps = SweepStore(store.home)
+    template = sweeps.read_template(sweep_id)
+    spec = replace(template, name=f"{template.name}.t{number}", env=same_environment(template),
+                   params={**template.params, **params}, sweep=sweep_id, trial=number)
+
+    def write(staging: Path) -> RunSpec:
+        sweeps.copy_template(sweep_id, staging)
+        check_copy(staging, template.code.hash, f"sweep {sweep_id}")
+        return spec
+
+    return start_run(store, get_target(template.target.name, store.home), write)
+
+
+def same_environment(spec: RunSpec):
+    """``spec``'s environment for a new run of it: the recorded lock (or interpreter), never
+    the name's newest definition; what was prepared for it is prepared again."""
+    return replace(spec.env, prepared={}, python=spec.env.python if spec.env.name is None else None)
+
+
+def check_copy(staging: Path, expected: str, owner: str) -> None:
+    """Raise ``StoreError`` unless the snapshot copied to ``staging`` hashes to ``expected``."""
+    from .capture import hash_snapshot  # lazy: only a copied snapshot is hashed here
+
+    found = hash_snapshot(staging)
+    if found != expected:
+        raise StoreError(
+            f"the code snapshot of {owner} changed after it was written (its hash is {found}, "
+            f"{expected} was recorded), so it is not the code that was captured; nothing was "
+            "started (`jupyter-trainer doctor` reports a changed run snapshot)")

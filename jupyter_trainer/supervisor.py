@@ -525,13 +525,6 @@ def _with_python(spec, python: str):
     return replace(spec, env=replace(spec.env, python=python))
 
 
-def _detach() -> None:
-    """Fork into a new session; the parent returns at once so the caller never waits."""
-    if os.fork():
-        os._exit(0)
-    os.setsid()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jupyter_trainer.supervisor")
     parser.add_argument("run_id", help="the run, or - to read it from stdin once ready")
@@ -546,12 +539,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     paths = store.existing(args.run_id)
     if args.detach:
-        _detach()
-    log_fd = os.open(paths.supervisor_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
+        procs.detach()
+    procs.redirect_output(paths.supervisor_log)
     return Supervisor(store, args.run_id).run()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -23,6 +24,16 @@ def home(tmp_path, monkeypatch) -> Path:
     starter.release_spare()  # the supervisor kept waiting for this test's next run
     store = Store(path)
     leaks = {}
+    for sweep_dir in (path / "sweeps").glob("*") if (path / "sweeps").exists() else ():
+        state_file = sweep_dir / "state.json"
+        driver = (json.loads(state_file.read_text()).get("driver") or {}) if state_file.exists() else {}
+        deadline = time.monotonic() + 15
+        while procs.is_alive(driver.get("pid"), driver.get("start_ticks")) and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+        if procs.is_alive(driver.get("pid"), driver.get("start_ticks")):
+            leaks[sweep_dir.name] = [procs.describe(driver["pid"])]
+            os.kill(driver["pid"], 9)
     for run_dir in (path / "runs").glob("*") if (path / "runs").exists() else ():
         if run_dir.name.startswith("."):
             continue

@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from jupyter_trainer.errors import SpecError
-from jupyter_trainer.sweep.space import (
+from jupyter_trainer.tuning.space import (
     MAX_GRID_POINTS, Dimension, grid, grid_size, load_space_file, parse_dimension, parse_space,
     space_texts, suggest_params, values_from_params)
 
@@ -411,7 +411,7 @@ def test_grid_search_suggests_every_combination_once():
 
 
 def test_parsing_does_not_import_optuna():
-    code = ("import sys\nfrom jupyter_trainer.sweep import policies, space\n"
+    code = ("import sys\nfrom jupyter_trainer.tuning import policies, space\n"
             "space.parse_space(['lr=loguniform(1e-4, 1e-1)'])\npolicies.parse_prune('bandit:0.1')\n"
             "policies.check_sampler('tpe', {})\nassert 'optuna' not in sys.modules, 'optuna'\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

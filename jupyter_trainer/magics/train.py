@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -14,14 +15,15 @@ from .. import api
 from ..monitor import monitor_mode, show
 from ..commands import STARTERS, CommandParser, add_commands, run_command, start_again
 from ..monitor.text import source_line
-from ..options import (HelpRequested, cell_parser, parse_with_settings, script_parser,
-                       split_line, submit_kwargs)
+from ..options import (HelpRequested, cell_parser, is_sweep, parse_with_settings,
+                       script_parser, split_line, submit_kwargs, sweep_kwargs)
+from ..tuning.commands import sweep_words
 from ..errors import RunCanceled, SpecError
 
 LINE_HELP = """\
 %%train [options]            run the cell as a job (%%train --help lists the options)
 %train runs [--status S] [--name N] [--limit N] [--offset N] [--json]
-%train attach RUN            follow a run, live or finished
+%train attach RUN|SWEEP      follow a run or a sweep, live or finished
 %train show RUN [--json]     a run's summary
 %train logs RUN [-f] [--rank R] [--tail N]
 %train cancel RUN
@@ -30,6 +32,8 @@ LINE_HELP = """\
 %train diff RUN_A RUN_B [--json]   params, launch, environment, code and metrics side by side
 %train stack RUN [--rank R]  each rank's current Python stack
 %train doctor [--fix] [--no-hash] [--json]   check the run store; --fix repairs what it can
+%train sweeps                the sweeps, newest first
+%train sweep show SWEEP [--json] | sweep resume SWEEP | sweep cancel SWEEP
 %train targets
 %train target add NAME --kind KIND [--replace] KEY=VALUE ...   (hosts=[gpu1,gpu2] workdir=/scratch/jt)
 %train path/to/script.py [options] [-- script args]
@@ -66,6 +70,14 @@ class TrainMagics(Magics):
         mode = monitor_mode()
         code = self.shell.transform_cell(cell)
         history = list(self.shell.user_ns.get("In", []))
+        if is_sweep(opts):
+            if opts.form:
+                raise SpecError("--form does not go with --sweep: a sweep's values come from "
+                                "its search space; leave one of them out")
+            sweep = api.sweep(code, namespace=self.shell.user_ns, history=history,
+                              origin=_origin(self.shell), **sweep_kwargs(opts),
+                              **submit_kwargs(opts))
+            return self._watch_sweep(sweep, mode, wait=not opts.no_wait)
         if opts.form and mode == "widget":
             from ..monitor.form import LaunchForm
             from ..monitor.widget import RunMonitor
@@ -109,6 +121,30 @@ class TrainMagics(Magics):
         # say nothing more (jt.get_run(id) or %train runs give the handle).
         return None if widget is not None else run
 
+    def _watch_sweep(self, sweep: Any, mode: str, wait: bool = True) -> Any:
+        from ..monitor.sweep import show_sweep
+
+        try:
+            if mode == "widget":
+                from ..monitor.sweep_widget import SweepMonitor
+
+                display(SweepMonitor(sweep))
+                if wait:
+                    while not sweep.done and sweep.status != "interrupted":
+                        time.sleep(0.5)
+            elif wait:
+                show_sweep(sweep)
+            else:
+                print(f"sweep {sweep.id} started; follow it with %train attach {sweep.id}")
+                return sweep
+        except KeyboardInterrupt:
+            print(f"interrupted: canceling sweep {sweep.id}", file=sys.stderr, flush=True)
+            sweep.cancel()
+            raise RunCanceled(f"sweep {sweep.id} {sweep.status}: the cell was interrupted (the "
+                              "notebook's Stop button)", run_id=sweep.id,
+                              status=sweep.status) from None
+        return None if mode == "widget" else sweep
+
     def _line(self, line: str) -> Any:
         words, rest = split_line(line)
         if not words or words[0] in ("help", "-h", "--help"):
@@ -116,11 +152,15 @@ class TrainMagics(Magics):
             return None
         if words[0].endswith(".py") or os.path.isfile(os.path.expanduser(words[0])):
             opts = script_parser("%train").parse_args(words)
+            if is_sweep(opts):
+                sweep = api.sweep(script=opts.script, args=rest, origin=_origin(self.shell),
+                                  **sweep_kwargs(opts), **submit_kwargs(opts))
+                return self._watch_sweep(sweep, monitor_mode())
             run = api.submit(script=opts.script, args=rest, origin=_origin(self.shell),
                              **submit_kwargs(opts))
             _say_source(run)
             return self._watch(run)
-        opts = parse_with_settings(_management_parser(), words)
+        opts = parse_with_settings(_management_parser(), sweep_words(words))
         if opts.command in STARTERS:
             run = start_again(opts, rest)
             if opts.wait is False:
@@ -133,6 +173,9 @@ class TrainMagics(Magics):
         if opts.command != "attach":
             run_command(opts, sys.stdout)
             return None
+        if api.is_sweep_id(opts.run):
+            sweep = api.get_sweep(opts.run)
+            return self._watch_sweep(sweep, monitor_mode(), wait=monitor_mode() != "widget")
         run = api.get_run(opts.run)
         if monitor_mode() == "widget":
             display(_widget(run))  # follows the run in the background

@@ -326,6 +326,11 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
     header = ("RUN", "STATUS", "TARGET", "LAUNCHER", "PROCS", "CREATED")
     body = [(r["id"], r["status"], r["target"], r["launcher"], f"{r['nodes']}x{r['procs']}",
              time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"]))) for r in rows]
+    return columns(header, body)
+
+
+def columns(header: Sequence[str], body: Sequence[Sequence[Any]]) -> str:
+    """Rows of cells as left-aligned text columns, two spaces apart."""
     widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(len(header))]
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
                      for row in [header, *body])

@@ -1,0 +1,168 @@
+"""Sweeps in the run store: the only code that knows a sweep folder's layout.
+
+```
+$JUPYTER_TRAINER_HOME/sweeps/<sweep-id>/
+  spec.json        what was asked (sweep.spec.SweepSpec); written once
+  template/        the run every trial starts from: spec.json and code/ (the snapshot)
+  study.db         the Optuna study (SQLite storage): sampler and pruner history
+  state.json       status, the trials (number, run id, params, status, objective), best
+  driver.log       the sweep driver's output
+  driver.alive     touched by a live driver
+  cancel.request   written by anyone who cancels the sweep
+```
+The driver is the only writer of ``state.json`` while it lives; a reader that finds the
+driver gone while the sweep is unfinished sees the status ``interrupted`` (``jupyter-trainer
+sweep resume`` starts a driver again). The trials themselves are ordinary runs in ``runs/``
+whose specs name the sweep and their trial number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import procs
+from ..errors import StoreError, SweepNotFound
+from ..home import HOME_ENV, default_home
+from ..spec import RunSpec, validate_run_id
+from . import _rmtree, _slug, read_json, write_json_atomic
+from .index import unwritable
+
+SWEEP_ACTIVE = ("created", "running")
+SWEEP_TERMINAL = ("completed", "canceled", "failed")
+# A sweep still "created" this long after creation never got a driver.
+DRIVER_GRACE_S = 60.0
+
+
+@dataclass(frozen=True)
+class SweepPaths:
+    root: Path
+
+    spec = property(lambda self: self.root / "spec.json")
+    state = property(lambda self: self.root / "state.json")
+    template = property(lambda self: self.root / "template")
+    template_spec = property(lambda self: self.root / "template" / "spec.json")
+    template_code = property(lambda self: self.root / "template" / "code")
+    study = property(lambda self: self.root / "study.db")
+    log = property(lambda self: self.root / "driver.log")
+    alive = property(lambda self: self.root / "driver.alive")
+    cancel_request = property(lambda self: self.root / "cancel.request")
+
+    @property
+    def storage_url(self) -> str:
+        """The Optuna storage URL of the study (``optuna.load_study(storage=...)``)."""
+        return f"sqlite:///{self.study}"
+
+
+class SweepStore:
+    """The sweeps of the run store at ``home`` (default ``$JUPYTER_TRAINER_HOME``)."""
+
+    def __init__(self, home: str | os.PathLike | None = None) -> None:
+        self.home = Path(home).expanduser() if home else default_home()
+        self.dir = self.home / "sweeps"
+
+    def paths(self, sweep_id: str) -> SweepPaths:
+        return SweepPaths(self.dir / validate_run_id(sweep_id))
+
+    def existing(self, sweep_id: str) -> SweepPaths:
+        paths = self.paths(sweep_id)
+        if not paths.spec.is_file():
+            raise SweepNotFound(f"no sweep {sweep_id!r} in {self.home}; list sweeps with "
+                                f"`jupyter-trainer sweeps` (or set {HOME_ENV} to the store that "
+                                "holds it)")
+        return paths
+
+    def ids(self) -> list[str]:
+        """Every sweep's id, newest first."""
+        try:
+            found = [p for p in self.dir.iterdir() if (p / "spec.json").is_file()]
+        except FileNotFoundError:
+            return []
+        return [p.name for p in sorted(found, key=lambda p: (p / "spec.json").stat().st_mtime,
+                                                  reverse=True)
+                if not p.name.startswith(".")]
+
+    def create(self, name: str, spec: dict[str, Any], template: RunSpec, snapshot: Path) -> str:
+        """Make a sweep folder from its spec and a template run written to ``snapshot`` (a
+        staging folder, moved); return the new sweep's id."""
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
+        import secrets
+
+        sweep_id = f"{_slug(name)}-sweep-{stamp}-{secrets.token_hex(3)}"
+        final = self.paths(sweep_id)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            tmp = SweepPaths(Path(tempfile.mkdtemp(prefix=f".{sweep_id}.", dir=self.dir)))
+        except OSError as exc:
+            raise unwritable(self.dir, exc) from None
+        try:
+            tmp.template.mkdir()
+            os.replace(snapshot, tmp.template_code)
+            write_json_atomic(tmp.template_spec, template.to_dict())
+            write_json_atomic(tmp.spec, spec)
+            write_json_atomic(tmp.state, {"id": sweep_id, "status": "created",
+                                          "created": time.time(), "trials": [], "counts": {}})
+            os.replace(tmp.root, final.root)
+        except BaseException as exc:
+            _rmtree(tmp.root)
+            if isinstance(exc, OSError):
+                raise unwritable(self.dir, exc) from None
+            raise
+        finally:
+            if snapshot.parent.parent == self.home / "staging":
+                _rmtree(snapshot.parent)
+        return sweep_id
+
+    def read_spec(self, sweep_id: str) -> dict[str, Any]:
+        return read_json(self.existing(sweep_id).spec)
+
+    def read_template(self, sweep_id: str) -> RunSpec:
+        return RunSpec.from_dict(read_json(self.existing(sweep_id).template_spec))
+
+    def read_state(self, sweep_id: str) -> dict[str, Any]:
+        """The sweep's state as its driver last wrote it, ``interrupted`` if the driver is
+        gone before the sweep ended."""
+        state = read_json(self.existing(sweep_id).state)
+        if state["status"] in SWEEP_ACTIVE and self.driver_gone(state):
+            state = {**state, "status": "interrupted", "recorded_status": state["status"]}
+        return state
+
+    def write_state(self, sweep_id: str, state: dict[str, Any]) -> None:
+        write_json_atomic(self.paths(sweep_id).state, state)
+
+    def driver_gone(self, state: dict[str, Any]) -> bool:
+        driver = state.get("driver")
+        if not driver:
+            return time.time() - state.get("created", 0) > DRIVER_GRACE_S
+        if driver.get("host") != socket.gethostname():
+            return False
+        return not procs.is_alive(driver.get("pid"), driver.get("start_ticks"))
+
+    def request_cancel(self, sweep_id: str, reason: str = "canceled by user") -> None:
+        write_json_atomic(self.existing(sweep_id).cancel_request,
+                          {"requested": time.time(), "reason": reason})
+
+    def cancel_request(self, sweep_id: str) -> dict[str, Any] | None:
+        try:
+            return read_json(self.paths(sweep_id).cancel_request)
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def clear_cancel(self, sweep_id: str) -> None:
+        self.paths(sweep_id).cancel_request.unlink(missing_ok=True)
+
+    def copy_template(self, sweep_id: str, dest: Path) -> None:
+        """Copy the template's snapshot to ``dest`` (a ``Store.staging_dir()`` not yet made)."""
+        source = self.existing(sweep_id).template_code
+        try:
+            shutil.copytree(source, dest)
+        except OSError as exc:
+            raise StoreError(f"cannot copy the code snapshot of sweep {sweep_id} ({source}): "
+                             f"{exc}") from None

@@ -1,0 +1,171 @@
+"""``Sweep``: a handle on one sweep in the store. Like ``Run``, it only reads the store and
+writes requests; the sweep's driver owns the study and the trials."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..errors import RunStateError, TrainerError
+from ..spec import validate_run_id
+from ..store import TERMINAL, Store
+from ..store.sweeps import SWEEP_TERMINAL, SweepStore
+
+if TYPE_CHECKING:
+    from ..api import Run
+    from .spec import SweepSpec
+
+
+class Sweep:
+    def __init__(self, sweep_id: str, store: Store | None = None) -> None:
+        self.id = validate_run_id(sweep_id)
+        self.store = store or Store()
+        self.sweeps = SweepStore(self.store.home)
+
+    def __repr__(self) -> str:
+        return f"<Sweep {self.id} {self.status}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sweep) and other.id == self.id and \
+            other.store.home == self.store.home
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    @property
+    def spec(self) -> "SweepSpec":
+        from .spec import SweepSpec
+
+        return SweepSpec.from_dict(self.sweeps.read_spec(self.id))
+
+    @property
+    def name(self) -> str:
+        return self.sweeps.read_spec(self.id)["name"]
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self.sweeps.read_state(self.id)
+
+    @property
+    def status(self) -> str:
+        """created, running, completed, canceled, failed, or interrupted (its driver is
+        gone before the end: ``resume()`` goes on)."""
+        return self.state["status"]
+
+    @property
+    def done(self) -> bool:
+        return self.status in SWEEP_TERMINAL
+
+    @property
+    def storage(self) -> str:
+        """The Optuna storage URL of the study: ``optuna.load_study(study_name=sweep.id,
+        storage=sweep.storage)``."""
+        return self.sweeps.existing(self.id).storage_url
+
+    def trials(self) -> list["Run"]:
+        """The runs of the trials started so far, by trial number."""
+        from ..api import Run
+
+        return [Run(t["run"], self.store) for t in self.state["trials"] if t.get("run")]
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per trial: number, run, params, status, objective, step, duration and,
+        for a pruned or failed trial, why."""
+        rows = []
+        for t in self.state["trials"]:
+            start, end = t.get("start"), t.get("end")
+            rows.append({
+                "number": t["number"], "run": t.get("run"), "params": t["params"],
+                "status": t["status"], "objective": t.get("objective"), "step": t.get("step"),
+                "pruned_at": t.get("pruned_at"), "reason": t.get("reason") or t.get("error"),
+                "duration": ((end or time.time()) - start) if start else None,
+            })
+        return rows
+
+    def best(self) -> "Run | None":
+        """The completed trial with the best objective so far (None before one completes)."""
+        from ..api import Run
+
+        best = self.state.get("best")
+        return Run(best["run"], self.store) if best else None
+
+    @property
+    def best_params(self) -> dict[str, Any] | None:
+        best = self.state.get("best")
+        return dict(best["params"]) if best else None
+
+    def wait(self, timeout: float | None = None, poll: float = 0.5) -> "Sweep":
+        """Block until the sweep ends (or its driver is gone: ``TrainerError`` says how to
+        resume it)."""
+        start = time.monotonic()
+        while True:
+            status = self.status
+            if status in SWEEP_TERMINAL:
+                break
+            if status == "interrupted":
+                raise TrainerError(f"the driver of sweep {self.id} is gone before the sweep "
+                                   f"ended; resume it with `jupyter-trainer sweep resume "
+                                   f"{self.id}`")
+            if timeout is not None and time.monotonic() - start > timeout:
+                raise TimeoutError(f"sweep {self.id} is still {status} after {timeout} s")
+            time.sleep(min(poll, 0.05 + (time.monotonic() - start) / 200))
+        if status == "failed":
+            raise TrainerError(f"sweep {self.id} failed: {self.state.get('error')}")
+        return self
+
+    def cancel(self, *, wait: bool = True, timeout: float = 90.0) -> None:
+        """Cancel the sweep and every running trial; by default wait until they have ended.
+        A sweep whose driver is gone is canceled here."""
+        status = self.status
+        if status in SWEEP_TERMINAL:
+            raise RunStateError(f"sweep {self.id} already ended ({status}); nothing to cancel")
+        self.sweeps.request_cancel(self.id)
+        if status == "interrupted":
+            self._cancel_without_driver()
+        elif wait:
+            deadline = time.monotonic() + timeout
+            while not self.done:
+                if self.status == "interrupted":
+                    self._cancel_without_driver()
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"sweep {self.id} did not end within {timeout} s")
+                time.sleep(0.1)
+
+    def _cancel_without_driver(self) -> None:
+        from ..api import Run
+
+        state = self.sweeps.read_state(self.id)
+        for trial in state["trials"]:
+            if trial["status"] in ("running", "starting") and trial.get("run"):
+                run = Run(trial["run"], self.store)
+                if run.status not in TERMINAL:
+                    run.cancel(wait=True)
+                trial.update(status="canceled", end=time.time())
+        state.update(status="canceled", ended=time.time(), reason="canceled by user")
+        state.pop("recorded_status", None)
+        self.sweeps.write_state(self.id, state)
+
+    def resume(self) -> "Sweep":
+        """Start a driver again for a sweep whose driver is gone (or that failed)."""
+        from .driver import start_driver
+
+        status = self.status
+        if status not in ("interrupted", "failed"):
+            raise RunStateError(f"sweep {self.id} is {status}: only an interrupted or failed "
+                                "sweep can be resumed")
+        self.sweeps.clear_cancel(self.id)
+        start_driver(str(self.store.home), self.id)
+        deadline = time.monotonic() + 60
+        while self.status not in ("running", *SWEEP_TERMINAL):
+            if time.monotonic() > deadline:
+                raise TrainerError(f"the driver of sweep {self.id} did not start; see "
+                                   f"{self.sweeps.paths(self.id).log}")
+            time.sleep(0.05)
+        return self
+
+    def monitor(self, **kwargs: Any):
+        """This sweep's monitor (the widget in a notebook, text and plots elsewhere)."""
+        from ..monitor.sweep import sweep_monitor
+
+        return sweep_monitor(self, **kwargs)

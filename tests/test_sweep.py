@@ -1,0 +1,261 @@
+"""Sweeps end to end: a real driver, real Optuna storage, and trials that are real runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import leftover, wait_for
+from jupyter_trainer import api, procs
+from jupyter_trainer.errors import SpecError, TrainerError
+
+# A known optimum at x=0.3, y=0.7 (objective 0 there, negative elsewhere).
+PEAK = """
+from jupyter_trainer import runtime as jt
+x, y = jt.params["x"], jt.params["y"]
+jt.log(step=0, score=-((x - 0.3) ** 2 + (y - 0.7) ** 2))
+"""
+# Flat scores: a trial scores 1.0 everywhere in the good region (x > 0.3), -1.0 elsewhere.
+REGIONS = """
+import time
+from jupyter_trainer import runtime as jt
+score = 1.0 if jt.params["x"] > 0.3 else -1.0
+for step in range(8):
+    jt.log(step=step, score=score)
+    time.sleep(0.15)
+"""
+SLOW = """
+import time
+from jupyter_trainer import runtime as jt
+for step in range(int(jt.params.get("steps", 12))):
+    jt.log(step=step, score=jt.params["x"] * (step + 1))
+    time.sleep(0.25)
+"""
+
+
+def script(tmp_path: Path, text: str, name: str = "train.py") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def overlap(runs: list[api.Run]) -> int:
+    """The most trials running at one moment, from each run's own start and end times."""
+    edges = []
+    for run in runs:
+        state = run.state
+        edges += [(state["created"], 1), (state["ended"], -1)]
+    running = most = 0
+    for _, change in sorted(edges, key=lambda e: (e[0], e[1])):
+        running += change
+        most = max(most, running)
+    return most
+
+
+def driver_pid(sweep: api.Sweep) -> int:
+    return sweep.sweeps.read_state(sweep.id).get("driver", {}).get("pid")
+
+
+@pytest.mark.parametrize("sampler", ["random", "tpe"])
+def test_a_sweep_finds_a_known_optimum_without_exceeding_parallel(home, tmp_path, sampler):
+    sweep = api.sweep(script=script(tmp_path, PEAK), space={"x": "uniform(0, 1)",
+                                                            "y": "uniform(0, 1)"},
+                      metric="score", goal="max", trials=24, parallel=3, sampler=sampler, seed=7,
+                      launcher="python")
+    sweep.wait(timeout=240)
+    state = sweep.state
+    assert state["status"] == "completed" and len(state["trials"]) == 24
+    assert all(t["status"] == "completed" for t in state["trials"])
+    best = sweep.best()
+    assert best.spec.sweep == sweep.id and best.spec.params["x"] == state["best"]["params"]["x"]
+    x, y = best.spec.params["x"], best.spec.params["y"]
+    assert abs(x - 0.3) < 0.2 and abs(y - 0.7) < 0.2, (x, y)
+    assert state["best"]["objective"] == max(t["objective"] for t in state["trials"]) > -0.04
+    trials = sweep.trials()
+    assert [r.spec.trial for r in trials] == list(range(24))
+    assert overlap(trials) <= 3
+    # The study is Optuna's own, in the store: it agrees with the sweep's record.
+    import optuna
+
+    study = optuna.load_study(study_name=sweep.id, storage=sweep.storage)
+    assert study.best_value == pytest.approx(state["best"]["objective"])
+    assert study.best_trial.number == state["best"]["number"]
+
+
+def test_parallel_trials_do_overlap(home, tmp_path):
+    sweep = api.sweep(script=script(tmp_path, SLOW), space={"x": "choice(1, 2, 3, 4)",
+                                                            "steps": 4},
+                      metric="score", trials=4, parallel=2, sampler="grid", launcher="python")
+    sweep.wait(timeout=120)
+    assert overlap(sweep.trials()) == 2
+    assert sorted(r.spec.params["x"] for r in sweep.trials()) == [1, 2, 3, 4]
+    assert all(r.spec.params["steps"] == 4 for r in sweep.trials())
+
+
+def test_hostile_choices_reach_the_trial_unchanged(home, tmp_path):
+    canary = tmp_path / "canary"
+    hostile = ["; touch {0} #", "$(touch {0})", "`touch {0}`", "a'b\"c\\n", "--help"]
+    hostile = [h.format(canary) for h in hostile]
+    code = "from jupyter_trainer import runtime as jt\njt.log(step=0, score=1.0, word=word)\n"
+    sweep = api.sweep(code, space={"word": "choice(" + ", ".join(map(repr, hostile)) + ")"},
+                      metric="score", trials=len(hostile), parallel=2, sampler="grid",
+                      launcher="python", namespace={"word": "x"})
+    sweep.wait(timeout=120)
+    got = []
+    for run in sweep.trials():
+        assert run.status == "completed"
+        events = [e for e in run.store.iter_events(run.id, 0) if e.get("kind") == "metric"]
+        got.append(events[0]["values"]["word"])
+        assert run.spec.params["word"] == got[-1]
+    assert sorted(got) == sorted(hostile)
+    assert not canary.exists()
+
+
+def test_the_median_policy_prunes_the_bad_region_at_its_first_step(home, tmp_path):
+    sweep = api.sweep(script=script(tmp_path, REGIONS), space={"x": "uniform(0, 1)"},
+                      metric="score", trials=10, parallel=1, sampler="random", seed=3,
+                      prune="median:2", prune_after=2, launcher="python")
+    sweep.wait(timeout=240)
+    trials = sweep.state["trials"]
+    # Worked by hand from the order the trials ran in (one at a time): a trial is pruned
+    # at step 2 when it is bad and, of the trials completed before it (at least 2), more
+    # than half were good, so that the median of their scores is above -1.
+    expected, completed = {}, []
+    for t in trials:
+        good = t["params"]["x"] > 0.3
+        prune = not good and len(completed) >= 2 and sum(completed) * 2 > len(completed)
+        expected[t["number"]] = "pruned" if prune else "completed"
+        if not prune:
+            completed.append(good)
+    assert {t["number"]: t["status"] for t in trials} == expected
+    pruned = [t for t in trials if t["status"] == "pruned"]
+    assert pruned, "the seed gave no bad trial after two completed good ones"
+    for t in pruned:
+        assert t["params"]["x"] <= 0.3 and t["pruned_at"] == 2
+        assert "median" in t["reason"] and "step 2" in t["reason"]
+        run = api.get_run(t["run"])
+        assert run.status == "canceled" and "pruned" in run.state["reason"]
+        assert leftover(run.id) == []
+    import optuna
+
+    study = optuna.load_study(study_name=sweep.id, storage=sweep.storage)
+    assert {t.number for t in study.trials if t.state == optuna.trial.TrialState.PRUNED} == \
+        {t["number"] for t in pruned}
+
+
+def test_a_killed_driver_resumes_with_the_finished_trials_kept(home, tmp_path):
+    sweep = api.sweep(script=script(tmp_path, SLOW), space={"x": "uniform(-1, 1)", "steps": 8},
+                      metric="score", trials=5, parallel=2, sampler="random", seed=1,
+                      launcher="python")
+    wait_for(lambda: sweep.state.get("counts", {}).get("completed", 0) >= 2, 120,
+             what="two finished trials")
+    before = {t["number"]: t for t in sweep.state["trials"] if t["status"] == "completed"}
+    pid = driver_pid(sweep)
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: sweep.status == "interrupted", 20, what="the sweep to be interrupted")
+    with pytest.raises(TrainerError, match="sweep resume"):
+        sweep.wait(timeout=5)
+    time.sleep(1.0)  # trials go on without their driver
+    sweep.resume()
+    assert driver_pid(sweep) != pid
+    sweep.wait(timeout=240)
+    state = sweep.state
+    assert state["status"] == "completed"
+    counted = [t for t in state["trials"] if t.get("run")]
+    assert len(counted) == 5 and sorted(t["number"] for t in counted) == \
+        sorted({t["number"] for t in counted})
+    for number, trial in before.items():
+        kept = next(t for t in state["trials"] if t["number"] == number)
+        assert (kept["run"], kept["objective"], kept["status"]) == \
+            (trial["run"], trial["objective"], "completed")
+    assert all(t["status"] == "completed" for t in counted)
+    assert state["best"]["objective"] == max(t["objective"] for t in counted)
+
+
+def test_cancel_ends_every_trial_and_the_driver(home, tmp_path):
+    sweep = api.sweep(script=script(tmp_path, SLOW), space={"x": "uniform(-1, 1)", "steps": 200},
+                      metric="score", trials=6, parallel=2, sampler="random", procs=2)
+    wait_for(lambda: sweep.state.get("counts", {}).get("running", 0) == 2, 120, what="two trials running")
+    runs = sweep.trials()
+    wait_for(lambda: all(r.status == "running" for r in runs), 60, what="their ranks")
+    pid = driver_pid(sweep)
+    sweep.cancel()
+    assert sweep.status == "canceled"
+    assert [t["status"] for t in sweep.state["trials"]] == ["canceled", "canceled"]
+    for run in runs:
+        assert run.status == "canceled"
+        assert leftover(run.id) == []
+    wait_for(lambda: not procs.is_alive(pid), 10, what="the driver to exit")
+    with pytest.raises(TrainerError, match="already ended"):
+        sweep.cancel()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"space": {"lr": "loguniform(0, 1)"}}, "lr"),
+    ({"space": {"lr": "__import__('os').system('touch /tmp/jt-pwned')"}}, "lr"),
+    ({"space": ["lr"]}, "KEY=EXPR"),
+    ({"space": {"lr": "uniform(0, 1)"}, "trials": 0}, "--trials"),
+    ({"space": {"lr": "uniform(0, 1)"}, "sampler": "bayes"}, "bayes"),
+    ({"space": {"lr": "uniform(0, 1)"}, "sampler": "grid"}, "grid"),
+    ({"space": {"lr": "uniform(0, 1)"}, "prune": "bandit"}, "bandit"),
+    ({"space": {"lr": "uniform(0, 1)"}, "goal": "up"}, "--goal"),
+    ({"space": {"lr": "uniform(0, 1)"}, "metric": None}, "--metric"),
+    ({"space": {}}, "search space"),
+    ({"space": {"lr": "uniform(0, 1)"}, "target": "nowhere"}, "nowhere"),
+    ({"space": {"lr": "uniform(0, 1)"}, "procs": 0}, "procs"),
+])
+def test_bad_input_names_the_problem_and_starts_nothing(home, tmp_path, kwargs, message):
+    options = {"metric": "score", "launcher": "python", **kwargs}
+    with pytest.raises((SpecError, TrainerError), match=message):
+        api.sweep(script=script(tmp_path, PEAK), **options)
+    assert not (home / "sweeps").exists() or not any((home / "sweeps").iterdir())
+    assert api.runs() == []
+    assert not Path("/tmp/jt-pwned").exists()
+
+
+def test_a_cell_must_read_the_swept_names(home):
+    with pytest.raises(SpecError, match="does not read 'hidden'"):
+        api.sweep("print(lr)", space={"lr": "uniform(0, 1)", "hidden": "choice(1, 2)"},
+                  metric="score", namespace={"lr": 0.1})
+    assert api.sweeps() == []
+
+
+def test_cli_sweep_show_json_and_list(home, tmp_path):
+    cli = [sys.executable, "-m", "jupyter_trainer.cli"]
+    env = {**os.environ}
+    space_file = tmp_path / "space.yaml"
+    space_file.write_text("x: choice(0.1, 0.3, 0.5)\ny: uniform(0.6, 0.8)\n")
+    done = subprocess.run([*cli, "sweep", str(script(tmp_path, PEAK)), "--launcher", "python",
+                           "--sweep-file", str(space_file), "--sweep", "x=choice(0.3, 0.9)",
+                           "--trials", "3", "--parallel", "2", "--metric", "score", "--wait"],
+                          capture_output=True, text=True, env=env, timeout=180)
+    assert done.returncode == 0, done.stderr
+    sweep_id = done.stdout.strip()
+    assert f"sweep {sweep_id}: completed, 3 of 3 trials" in done.stderr
+    shown = json.loads(subprocess.run([*cli, "sweep", "show", sweep_id, "--json"],
+                                      capture_output=True, text=True, env=env,
+                                      check=True).stdout)
+    assert shown["status"] == "completed" and len(shown["trials"]) == 3
+    assert shown["spec"]["space"]["x"] == "choice(0.3, 0.9)"
+    for trial in shown["trials"]:
+        assert trial["status"] == "completed" and trial["params"]["x"] in (0.3, 0.9)
+        run = api.get_run(trial["run"])
+        events = [e for e in run.store.iter_events(run.id, 0) if e.get("kind") == "metric"]
+        assert trial["objective"] == events[-1]["values"]["score"]
+    listed = subprocess.run([*cli, "sweeps"], capture_output=True, text=True, env=env,
+                            check=True).stdout
+    assert sweep_id in listed and "completed" in listed and "3/3" in listed
+    bad = subprocess.run([*cli, "sweep", "show", "../etc"], capture_output=True, text=True,
+                         env=env)
+    assert bad.returncode == 2 and "invalid" in bad.stderr
+    lone = subprocess.run([*cli, "submit", str(tmp_path / "train.py"), "--trials", "3"],
+                          capture_output=True, text=True, env=env)
+    assert lone.returncode == 2 and "unrecognized" in lone.stderr
+    assert len(api.runs()) == 3
