@@ -1,4 +1,5 @@
-"""REST handlers: list runs, read one run, read events and logs incrementally, stream, cancel.
+"""REST handlers: list runs, read one run, read events and logs incrementally, stream, cancel
+(sweeps have theirs in ``sweeps.py``).
 
 Every verb is ``@tornado.web.authenticated``. Run ids are validated by the store before any
 path is built from them. Core errors map to statuses in one place (``_status_of``), and every
@@ -37,6 +38,7 @@ MAX_READ_BYTES = 4 << 20
 MAX_OFFSET = 1 << 62
 MAX_RANK = 1024 * MAX_PROCS - 1  # the largest world size a LaunchSpec allows, less one
 MAX_NAME_FILTER = 100  # a run name is at most 100 characters
+ALL_RUNS = 1 << 30
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: \d and int() take other scripts' digits too
 STREAM_POLL_S = 0.25
 
@@ -117,6 +119,18 @@ class BaseHandler(APIHandler):
         raw = self.get_query_argument(name, None, strip=False)
         return default if raw is None else parse_whole(name, raw, low, high)
 
+    def list_args(self, kind: str) -> tuple[int, int, str | None, str | None]:
+        """A list's ``limit``, ``offset`` and its ``status`` and ``name`` filters (None if
+        not given); ``kind`` (run, sweep) names what is listed in an error."""
+        limit = self.int_arg("limit", 50, 1, 1000)
+        offset = self.int_arg("offset", 0)
+        status = self.get_query_argument("status", None) or None
+        name = self.get_query_argument("name", None) or None
+        if name is not None and len(name) > MAX_NAME_FILTER:
+            raise SpecError(f"query argument name is {len(name)} characters long; a {kind} "
+                            f"name has at most {MAX_NAME_FILTER}, so give at most that many")
+        return limit, offset, status, name
+
     def offsets_arg(self, name: str) -> dict[int, int]:
         """``name=RANK:OFFSET,RANK:OFFSET`` as {rank: offset}; absent or empty: {}."""
         raw = self.get_query_argument(name, "", strip=False)
@@ -148,22 +162,29 @@ class VersionHandler(BaseHandler):
 
 
 class RunsHandler(BaseHandler):
+    """Runs, newest first; each row names its sweep and trial number (null if none), and
+    ``trials=0`` leaves out the runs that are trials of a sweep."""
+
     @tornado.web.authenticated
     async def get(self) -> None:
         await self._execute_guarded(self._get())
 
     async def _get(self) -> None:
-        limit = self.int_arg("limit", 50, 1, 1000)
-        offset = self.int_arg("offset", 0)
-        status = self.get_query_argument("status", None) or None
-        name = self.get_query_argument("name", None) or None
-        if name is not None and len(name) > MAX_NAME_FILTER:
-            raise SpecError(f"query argument name is {len(name)} characters long; a run name "
-                            f"has at most {MAX_NAME_FILTER}, so give at most that many")
+        from .sweeps import trial_runs
+
+        limit, offset, status, name = self.list_args("run")
+        with_trials = self.int_arg("trials", 1, 0, 1)
         store = self.store
-        rows = store.list_runs(status=status, name=name, limit=limit + 1, offset=offset)
+        if with_trials:
+            rows = store.list_runs(status=status, name=name, limit=limit + 1, offset=offset)
+            trials = trial_runs(store, rows)
+        else:  # the trials are left to their sweeps' rows, before the page is cut
+            rows = store.list_runs(status=status, name=name, limit=ALL_RUNS)
+            trials = trial_runs(store, rows)
+            rows = [r for r in rows if r["id"] not in trials][offset:offset + limit + 1]
         now = time.time()
         for row in rows[:limit]:
+            row["sweep"], row["trial"] = trials.get(row["id"], (None, None))
             row["progress"] = store.latest_progress(row["id"])
             row.update(health_of(store, row["id"], now))
         self.write_json({"runs": rows[:limit], "limit": limit, "offset": offset,
@@ -303,7 +324,8 @@ class NotFoundHandler(BaseHandler):
     """Any other path under the API: a JSON 404 that lists the routes."""
 
     ROUTES = ("version", "runs", "runs/RUN", "runs/RUN/events", "runs/RUN/logs",
-              "runs/RUN/stream", "runs/RUN/cancel", "runs/RUN/view (WebSocket)")
+              "runs/RUN/stream", "runs/RUN/cancel", "runs/RUN/view (WebSocket)", "sweeps",
+              "sweeps/SWEEP", "sweeps/SWEEP/cancel")
 
     @tornado.web.authenticated
     async def get(self, *_args: str) -> None:
@@ -320,6 +342,7 @@ class NotFoundHandler(BaseHandler):
 
 
 def setup_handlers(web_app: Any) -> None:
+    from .sweeps import sweep_routes
     from .view import ViewSocket
 
     base = url_path_join(web_app.settings["base_url"], API_PREFIX)
@@ -332,5 +355,6 @@ def setup_handlers(web_app: Any) -> None:
         (url_path_join(base, "runs", _RUN, "stream"), StreamHandler),
         (url_path_join(base, "runs", _RUN, "cancel"), CancelHandler),
         (url_path_join(base, "runs", _RUN, "view"), ViewSocket),
+        *sweep_routes(base),
         (url_path_join(base, "(.*)"), NotFoundHandler),
     ])

@@ -1,0 +1,210 @@
+"""The sweeps' REST API on a real in-process jupyter_server, unauthenticated access disallowed:
+the list, one sweep with its trials, cancel, and the runs list without the trials."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from jupyter_trainer import api, procs
+from jupyter_trainer.store.sweeps import SweepStore
+from jupyter_trainer.tuning.commands import sweep_json
+
+from conftest import leftover, wait_for
+from test_server import BASE, expect_error, finished_run, get_json, jp_server_config  # noqa: F401
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+TRAIN = """
+import time
+from jupyter_trainer import runtime as jt
+lr, hidden = jt.params["lr"], jt.params["hidden"]
+for step in range(int(jt.params.get("steps", 4))):
+    jt.log(step=step, val_acc=min(0.99, lr * 4 * (step + 1) + hidden / 1000))
+    time.sleep(float(jt.params.get("pause", 0)))
+"""
+SPACE = {"lr": "loguniform(1e-3,1e-1)", "hidden": "choice(32,64,128)"}
+UNKNOWN = "nope-sweep-20260101-000000-abcdef"
+
+
+def start_sweep(tmp_path: Path, trials: int = 4, **space) -> api.Sweep:
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    return api.sweep(script=str(script), space={**SPACE, **space}, metric="val_acc",
+                     trials=trials, parallel=2, launcher="python")
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+@pytest.fixture
+def sweep(home, tmp_path) -> api.Sweep:
+    """A sweep of four trials that has completed."""
+    return start_sweep(tmp_path).wait(timeout=120)
+
+
+ENDPOINTS = [("GET", ("sweeps",)), ("GET", ("sweeps", "SWEEP")),
+             ("POST", ("sweeps", "SWEEP", "cancel"))]
+
+
+@pytest.mark.parametrize("method, parts", ENDPOINTS)
+async def test_every_sweep_endpoint_requires_auth(jp_fetch, sweep, method, parts):
+    parts = tuple(sweep.id if p == "SWEEP" else p for p in parts)
+    body = b"" if method == "POST" else None
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(BASE, *parts, method=method, body=body, headers={"Authorization": ""})
+    assert info.value.code in (401, 403)
+    if method == "GET":
+        assert (await jp_fetch(BASE, *parts)).code == 200
+    else:  # refused before it reached the sweep: the sweep ended as it would have
+        assert sweep.sweeps.cancel_request(sweep.id) is None
+
+
+async def test_list_and_show_a_sweep(jp_fetch, sweep, home):
+    plain = finished_run(name="plain")
+    state = sweep.state
+    page = await get_json(jp_fetch, "sweeps")
+    assert page["more"] is False and len(page["sweeps"]) == 1
+    row = page["sweeps"][0]
+    assert row == {
+        "id": sweep.id, "name": "train", "status": "completed", "metric": "val_acc",
+        "goal": "max", "trials_started": 4, "trials_done": 4, "trials_total": 4, "parallel": 2,
+        "counts": {"completed": 4}, "best": state["best"], "created": state["created"],
+        "started": state["started"], "ended": state["ended"], "error": None}
+    assert row["best"]["objective"] == max(t["objective"] for t in state["trials"])
+
+    shown = await get_json(jp_fetch, "sweeps", sweep.id)
+    assert shown == json.loads(json.dumps(sweep_json(sweep)))  # what `sweep show --json` prints
+    assert [(t["number"], t["run"], t["params"], t["status"], t["objective"])
+            for t in shown["trials"]] == \
+        [(t["number"], t["run"], t["params"], t["status"], t["objective"]) for t in state["trials"]]
+    assert set(shown["spec"]["space"]) == set(SPACE) and shown["storage"] == sweep.storage
+
+    # filters
+    assert (await get_json(jp_fetch, "sweeps", status="completed"))["sweeps"] == [row]
+    assert (await get_json(jp_fetch, "sweeps", status="running"))["sweeps"] == []
+    assert (await get_json(jp_fetch, "sweeps", name="TRA"))["sweeps"] == [row]
+    assert (await get_json(jp_fetch, "sweeps", name="other"))["sweeps"] == []
+    error = await expect_error(jp_fetch, 400, "sweeps", params={"status": "done"})
+    assert "unknown sweep status 'done'" in error["error"] and "interrupted" in error["error"]
+    error = await expect_error(jp_fetch, 400, "sweeps", params={"limit": "0"})
+    assert "limit" in error["error"]
+
+    # the runs list names each trial's sweep, and leaves the trials out with trials=0
+    trial_ids = {t["run"] for t in state["trials"]}
+    runs = (await get_json(jp_fetch, "runs"))["runs"]
+    assert {r["id"] for r in runs} == trial_ids | {plain.id}
+    marks = {r["id"]: (r["sweep"], r["trial"]) for r in runs}
+    assert marks[plain.id] == (None, None)
+    assert {marks[t["run"]] for t in state["trials"]} == {(sweep.id, n) for n in range(4)}
+    alone = await get_json(jp_fetch, "runs", trials="0", limit="1")
+    assert [r["id"] for r in alone["runs"]] == [plain.id] and alone["more"] is False
+    error = await expect_error(jp_fetch, 400, "runs", params={"trials": "no"})
+    assert "trials" in error["error"]
+
+
+async def test_paging_of_sweeps(jp_fetch, home, tmp_path):
+    first = start_sweep(tmp_path, trials=1).wait(timeout=120)
+    time.sleep(0.05)  # newest first, by the spec's time
+    second = start_sweep(tmp_path, trials=1).wait(timeout=120)
+    page = await get_json(jp_fetch, "sweeps", limit="1")
+    assert [s["id"] for s in page["sweeps"]] == [second.id] and page["more"] is True
+    rest = await get_json(jp_fetch, "sweeps", limit="1", offset="1")
+    assert [s["id"] for s in rest["sweeps"]] == [first.id] and rest["more"] is False
+
+
+async def test_a_trial_not_yet_written_down_is_still_left_to_its_sweep(jp_fetch, sweep, home):
+    """The driver writes a trial's run id just after the run is made; meanwhile the runs
+    list knows the trial from its spec."""
+    store = SweepStore(home)
+    state = store.read_state(sweep.id)
+    hidden = state["trials"][-1]["run"]
+    state["trials"][-1]["run"] = None
+    # a driver on another host counts as alive; no process of this host is named
+    state.update(status="running", driver={"host": "elsewhere.invalid", "pid": dead_pid()})
+    store.write_state(sweep.id, state)
+    runs = (await get_json(jp_fetch, "runs", trials="0"))["runs"]
+    assert runs == []
+    row = next(r for r in (await get_json(jp_fetch, "runs"))["runs"] if r["id"] == hidden)
+    assert (row["sweep"], row["trial"]) == (sweep.id, state["trials"][-1]["number"])
+
+
+async def test_cancel_a_running_sweep(jp_fetch, home, tmp_path):
+    sweep = start_sweep(tmp_path, trials=6, steps=200, pause=0.1)
+    wait_for(lambda: sweep.state.get("counts", {}).get("running", 0) == 2, 120,
+             what="two trials running")
+    runs = sweep.trials()
+    wait_for(lambda: all(r.status == "running" for r in runs), 60, what="their runs running")
+    row = (await get_json(jp_fetch, "sweeps"))["sweeps"][0]
+    assert (row["status"], row["trials_started"], row["trials_done"]) == ("running", 2, 0)
+    driver = sweep.state["driver"]["pid"]
+
+    response = await jp_fetch(BASE, "sweeps", sweep.id, "cancel", method="POST", body=b"")
+    assert response.code == 202
+    assert json.loads(response.body) == {"id": sweep.id, "status": "running",
+                                         "cancel_requested": True}
+    wait_for(lambda: sweep.done, 60, what="the sweep to end")
+    shown = await get_json(jp_fetch, "sweeps", sweep.id)
+    assert shown["status"] == "canceled"
+    assert [t["status"] for t in shown["trials"]] == ["canceled", "canceled"]
+    for run in runs:
+        assert run.status == "canceled" and leftover(run.id) == []
+    wait_for(lambda: not procs.is_alive(driver), 10, what="the driver to exit")
+    error = await expect_error(jp_fetch, 409, "sweeps", sweep.id, "cancel", method="POST",
+                               body=b"")
+    assert "already ended (canceled)" in error["error"]
+
+
+async def test_cancel_a_sweep_whose_driver_is_gone(jp_fetch, sweep, home):
+    driver = sweep.state["driver"]["pid"]
+    wait_for(lambda: not procs.is_alive(driver), 10, what="the driver to exit")
+    store = SweepStore(home)
+    state = store.read_state(sweep.id)
+    state.update(status="running", ended=None)
+    state["trials"][-1].update(status="running", end=None)  # its run has ended meanwhile
+    store.write_state(sweep.id, state)
+    assert sweep.status == "interrupted"
+    response = await jp_fetch(BASE, "sweeps", sweep.id, "cancel", method="POST", body=b"")
+    assert response.code == 202 and json.loads(response.body)["status"] == "interrupted"
+    shown = await get_json(jp_fetch, "sweeps", sweep.id)
+    assert shown["status"] == "canceled"
+    assert [t["status"] for t in shown["trials"]] == ["completed"] * 3 + ["canceled"]
+
+
+@pytest.mark.parametrize("bad", [".hidden", "a%20b", "x" * 200, "-dash", "a..b"])
+@pytest.mark.parametrize("method, tail", [("GET", ()), ("POST", ("cancel",))])
+async def test_a_malformed_sweep_id_is_400(jp_fetch, home, bad, method, tail):
+    body = b"" if method == "POST" else None
+    error = await expect_error(jp_fetch, 400, "sweeps", bad, *tail, method=method, body=body)
+    assert error["error"].startswith("invalid sweep id ") and "jupyter-trainer sweeps" in \
+        error["error"] and error["type"] == "InvalidRunId"
+
+
+@pytest.mark.parametrize("bad", ["..", "..%2F..%2Fetc", "%2Fetc%2Fpasswd", "a%00b"])
+async def test_traversal_in_a_sweep_id_is_refused(jp_fetch, home, bad):
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(BASE, "sweeps", bad)
+    assert info.value.code in (400, 404)
+
+
+@pytest.mark.parametrize("method, tail", [("GET", ()), ("POST", ("cancel",))])
+async def test_an_unknown_sweep_is_404(jp_fetch, home, method, tail):
+    body = b"" if method == "POST" else None
+    error = await expect_error(jp_fetch, 404, "sweeps", UNKNOWN, *tail, method=method, body=body)
+    assert f"no sweep '{UNKNOWN}'" in error["error"] and error["type"] == "SweepNotFound"
+    assert (await get_json(jp_fetch, "sweeps")) == {"sweeps": [], "limit": 50, "offset": 0,
+                                                    "more": False}
+
+
+async def test_unknown_routes_list_the_sweep_routes(jp_fetch, home):
+    error = await expect_error(jp_fetch, 404, "sweeps", "x", "y")
+    assert "sweeps/SWEEP/cancel" in error["error"]
