@@ -69,3 +69,30 @@ def test_failed_run_fails_the_notebook(home, tmp_path):
                for o in train.outputs)
     last = next(c for c in executed.cells if c.source.startswith("print('must not run')"))
     assert last.get("outputs") == []
+
+
+def test_a_sweep_notebook_runs_headless_with_its_table_and_charts(home, tmp_path):
+    out = tmp_path / "sweep.out.ipynb"
+    papermill.execute_notebook(str(REPO / "notebooks" / "sweep.ipynb"), str(out),
+                               parameters={"trials": 4, "epochs": 4}, kernel_name="python3",
+                               cwd=str(REPO / "notebooks"), progress_bar=False)
+    outs = list(outputs_of(nbformat.read(out, as_version=4)))
+    sweep = api.sweeps(home=home)[0]
+    state = sweep.state
+    assert state["status"] == "completed" and len(state["trials"]) == 4
+    tables = [o["data"]["text/plain"] for o in outs
+              if "jt-summary" in o.get("data", {}).get("text/html", "")]
+    assert len(tables) == 1 and f"sweep {sweep.id}: completed, 4 of 4 trials" in tables[0]
+    for trial in state["trials"]:
+        assert f"{trial['number']}  {trial['status']}" in tables[0]
+        assert trial["run"] in tables[0]
+    pngs = [o for o in outs if "image/png" in o.get("data", {})]
+    assert [o["data"]["text/plain"].split()[0] for o in pngs] == ["<best-so-far",
+                                                                "<parallel-coordinates"]
+    assert all(base64.b64decode(o["data"]["image/png"])[:8] == b"\x89PNG\r\n\x1a\n" for o in pngs)
+    best = state["best"]
+    printed = "".join(o.get("text", "") for o in outs if o.get("output_type") == "stream")
+    assert f"best trial {best['number']}: acc {best['objective']:.3f}" in printed
+    for run in sweep.trials():
+        assert run.spec.launch.procs == 2 and run.spec.params["epochs"] == 4
+        assert run.spec.params["hidden"] in (16, 32, 64) and 1e-3 <= run.spec.params["lr"] <= 0.3

@@ -37,10 +37,9 @@ def parallel_axes(state: dict[str, Any], space: dict[str, str]) -> list[dict[str
     for key, text in space.items():
         values = [t["params"].get(key) for t in trials if key in t["params"]]
         if text.startswith("choice(") or not all(_finite(v) for v in values):
-            categories: list[str] = []
-            for v in values:
-                if repr(v) not in categories:
-                    categories.append(repr(v))
+            distinct = {repr(v): v for v in values}
+            numeric = all(_finite(v) for v in distinct.values())
+            categories = sorted(distinct, key=lambda r: (distinct[r], r) if numeric else (0, r))
             axes.append({"name": key, "kind": "category", "categories": categories})
         elif "(" in text:
             log = text.startswith("loguniform(") and all(v > 0 for v in values)
@@ -83,6 +82,7 @@ def sweep_pngs(state: dict[str, Any], spec: dict[str, Any], width: float = 6.0,
                height: float = 3.2) -> dict[str, bytes]:
     """``{"best-so-far": PNG, "parallel-coordinates": PNG}``."""
     from matplotlib import cm
+    from matplotlib.ticker import MaxNLocator
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -101,6 +101,7 @@ def sweep_pngs(state: dict[str, Any], spec: dict[str, Any], width: float = 6.0,
         ax.legend(fontsize=7)
     ax.set_title(f"best {spec['metric']} so far ({spec['goal']}) — {state['id']}", fontsize=9)
     ax.set_xlabel("trials completed")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel(spec["metric"])
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
@@ -131,7 +132,7 @@ def sweep_pngs(state: dict[str, Any], spec: dict[str, Any], width: float = 6.0,
                 ax.text(x + 0.03, (k + 0.5) / len(axis["categories"]), label[:12], fontsize=6,
                         va="center")
         else:
-            fmt = (lambda v: f"1e{v:.2g}") if axis["kind"] == "log" else (lambda v: f"{v:.3g}")
+            fmt = (lambda v: f"{10 ** v:.3g}") if axis["kind"] == "log" else (lambda v: f"{v:.3g}")
             ax.text(x + 0.03, 0, fmt(axis["lo"]), fontsize=6, va="bottom")
             ax.text(x + 0.03, 1, fmt(axis["hi"]), fontsize=6, va="top")
     ax.set_xticks(xs, [a["name"] if a["name"] != "objective" else spec["metric"] for a in axes],

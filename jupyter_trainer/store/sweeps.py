@@ -95,7 +95,9 @@ class SweepStore:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
         import secrets
 
-        sweep_id = f"{_slug(name)}-sweep-{stamp}-{secrets.token_hex(3)}"
+        slug = _slug(name)
+        slug = slug if "sweep" in slug else f"{slug}-sweep"
+        sweep_id = f"{slug}-{stamp}-{secrets.token_hex(3)}"
         final = self.paths(sweep_id)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
