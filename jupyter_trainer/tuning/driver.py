@@ -29,7 +29,8 @@ from ..store import TERMINAL, Store, read_json
 from ..store.sweeps import SWEEP_TERMINAL, SweepStore
 from .spec import SweepSpec
 
-POLL_S = 0.2
+POLL_S = 0.05  # between looks at the trials, where inotify cannot wake the driver
+WAKE_S = 0.5  # the longest wait for a change inotify reports (a cancel request, a deadline)
 KEEP_VALUES = 200  # intermediate points kept per trial in the state, for its curve
 START_FAILURES = 3  # trials in a row that cannot start end the sweep as failed
 CANCEL_WAIT_S = 60.0
@@ -50,6 +51,45 @@ class Live:
     reported: set = field(default_factory=set)
 
 
+class Waker:
+    """Sleeps until a watched folder changes (inotify, through ``inotify_simple``) or a
+    timeout passes; without inotify it sleeps ``POLL_S``. A trial's end or metric wakes the
+    driver at once, not at its next poll."""
+
+    def __init__(self) -> None:
+        try:
+            from inotify_simple import INotify, flags
+
+            self.inotify: Any = INotify()
+            self.mask = flags.MOVED_TO | flags.CLOSE_WRITE | flags.MODIFY | flags.CREATE
+        except (ImportError, OSError):
+            self.inotify = None
+        self.watches: dict[str, int] = {}
+
+    def watch(self, *paths: Any) -> None:
+        for path in map(str, paths):
+            if self.inotify is not None and path not in self.watches:
+                try:
+                    self.watches[path] = self.inotify.add_watch(path, self.mask)
+                except OSError:
+                    pass
+
+    def forget(self, *paths: Any) -> None:
+        for path in map(str, paths):
+            wd = self.watches.pop(path, None)
+            if wd is not None:
+                try:
+                    self.inotify.rm_watch(wd)
+                except OSError:  # the folder is gone, and its watch with it
+                    pass
+
+    def wait(self) -> None:
+        if self.inotify is None:
+            time.sleep(POLL_S)
+        else:
+            self.inotify.read(timeout=int(WAKE_S * 1000))
+
+
 class SweepDriver:
     def __init__(self, store: Store, sweep_id: str) -> None:
         self.store, self.id = store, sweep_id
@@ -58,6 +98,8 @@ class SweepDriver:
         self.spec = SweepSpec.from_dict(self.sweeps.read_spec(sweep_id))
         self.state: dict[str, Any] = read_json(self.paths.state)
         self.live: dict[int, Live] = {}
+        self.waker = Waker()
+        self.waker.watch(self.paths.root)
 
     # -- the study ---------------------------------------------------------------------
     def open_study(self) -> None:
@@ -134,7 +176,7 @@ class SweepDriver:
                 return
             if changed:
                 self.save()
-            time.sleep(POLL_S)
+            self.waker.wait()
 
     def starting_done(self, deadline: float | None) -> bool:
         return len(self.state["trials"]) >= self.total or (
@@ -147,7 +189,6 @@ class SweepDriver:
 
         trial = self.study.ask()
         params = suggest_params(trial, self.space)
-        trial.set_user_attr("params", params)
         record = {"number": trial.number, "run": None, "params": params, "status": "starting",
                   "objective": None, "step": None, "values": [], "start": time.time(),
                   "end": None}
@@ -160,9 +201,8 @@ class SweepDriver:
             self.tell(trial.number, state=self.optuna.trial.TrialState.FAIL)
             log(f"trial {trial.number} could not start: {exc}")
             return False
-        trial.set_user_attr("run", run_id)
         record.update(run=run_id, status="running")
-        self.live[trial.number] = Live(trial, run_id)
+        self.follow(trial.number, Live(trial, run_id))
         log(f"trial {trial.number}: run {run_id} with {params}")
         return True
 
@@ -236,7 +276,7 @@ class SweepDriver:
         self.store.request_cancel(live.run, reason=f"pruned by sweep {self.id} at step {step}: "
                                                    f"{record['reason']}")
         self.tell(record["number"], state=self.optuna.trial.TrialState.PRUNED)
-        del self.live[record["number"]]
+        self.unfollow(record["number"])
         log(f"trial {record['number']} pruned at step {step}: {record['reason']}")
 
     def prune_reason(self, step: int, value: float | None) -> str:
@@ -255,7 +295,7 @@ class SweepDriver:
 
     def finish(self, live: Live, record: dict[str, Any], run_state: dict[str, Any]) -> None:
         TrialState = self.optuna.trial.TrialState
-        del self.live[record["number"]]
+        self.unfollow(record["number"])
         record["end"] = run_state.get("ended") or time.time()
         status = run_state["status"]
         objective = record.get("best") if self.spec.objective == "best" else record.get("last")
@@ -278,6 +318,16 @@ class SweepDriver:
         if best is None or self.spec.better(record["objective"], best["objective"]):
             self.state["best"] = {k: record[k] for k in ("number", "run", "params", "objective")}
 
+    def follow(self, number: int, live: Live) -> None:
+        self.live[number] = live
+        paths = self.store.paths(live.run)
+        self.waker.watch(paths.root, paths.events)
+
+    def unfollow(self, number: int) -> None:
+        live = self.live.pop(number)
+        paths = self.store.paths(live.run)
+        self.waker.forget(paths.root, paths.events)
+
     def record(self, number: int) -> dict[str, Any]:
         return next(t for t in self.state["trials"] if t["number"] == number)
 
@@ -291,12 +341,12 @@ class SweepDriver:
         deadline = time.monotonic() + CANCEL_WAIT_S
         while self.live and time.monotonic() < deadline:
             self.poll()
-            time.sleep(POLL_S)
+            self.waker.wait()
         for number in list(self.live):  # a run that did not end in time is still recorded
             record = self.record(number)
             record.update(status="canceled", end=time.time(), error=reason)
             self.tell(number, state=self.optuna.trial.TrialState.FAIL)
-            del self.live[number]
+            self.unfollow(number)
         self.state.update(status="canceled", ended=time.time(), reason=reason)
         self.save()
         log(f"sweep {self.id} canceled: {reason}")
@@ -308,21 +358,21 @@ class SweepDriver:
         records = {t["number"]: t for t in self.state["trials"]}
         for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             record = records.get(frozen.number)
-            run_id = (record or {}).get("run") or frozen.user_attrs.get("run") or \
-                self.find_run(frozen.number)
+            run_id = (record or {}).get("run") or self.find_run(frozen.number)
             if run_id is None:
                 self.tell(frozen.number, state=TrialState.FAIL)
                 if record is not None:
                     self.state["trials"].remove(record)
                 continue
             if record is None:
-                record = {"number": frozen.number, "params": frozen.user_attrs.get("params", {}),
+                params = self.store.read_spec(run_id).params
+                record = {"number": frozen.number, "params": {k: params[k] for k in self.space},
                           "objective": None, "step": None, "values": [], "start": time.time(),
                           "end": None}
                 self.state["trials"].append(record)
             record.update(run=run_id, status="running")
-            self.live[frozen.number] = Live(self.optuna.trial.Trial(self.study, frozen._trial_id),
-                                            run_id, reported=set(frozen.intermediate_values))
+            self.follow(frozen.number, Live(self.optuna.trial.Trial(self.study, frozen._trial_id),
+                                            run_id, reported=set(frozen.intermediate_values)))
             record["values"] = []
             log(f"trial {frozen.number}: following run {run_id} again")
         for record in list(self.state["trials"]):  # told, but the state was not saved
