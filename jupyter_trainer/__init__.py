@@ -10,9 +10,9 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_API = {"submit", "rerun", "resume", "diff", "get_run", "runs", "Run", "sweep", "sweeps",
-        "get_sweep"}
-__all__ = sorted(_API | {"load_ipython_extension", "__version__"})
+_API = {"submit", "rerun", "resume", "diff", "get_run", "runs", "Run"}
+_SWEEP_API = {"sweep", "sweeps", "get_sweep", "Sweep"}
+__all__ = sorted(_API | _SWEEP_API | {"load_ipython_extension", "__version__"})
 
 
 def __getattr__(name: str) -> Any:
@@ -20,6 +20,10 @@ def __getattr__(name: str) -> Any:
         from . import api
 
         return getattr(api, name)
+    if name in _SWEEP_API:
+        from .tuning import api as sweep_api
+
+        return getattr(sweep_api, name)
     raise AttributeError(f"module 'jupyter_trainer' has no attribute {name!r}")
 
 

@@ -19,13 +19,11 @@ from .follow import RunFollower
 from .spec import (DEFAULT_STALL_TIMEOUT, LaunchSpec, RunSpec, TargetSpec, WatchSpec,
                    parse_params, validate_run_id)
 from .store import ACTIVE, HOME_ENV, TERMINAL, Store
-from .store.sweeps import SweepStore
 from .start import start_again, start_run, submitter
 from .targets import get_target
 
 if TYPE_CHECKING:
     from .compare import RunDiff
-    from .tuning.handle import Sweep
     from .doctor import Report
 
 
@@ -106,90 +104,6 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
         )
 
     return store, tgt, write
-
-
-_RUN_OPTIONS = frozenset({
-    "script", "args", "name", "target", "nodes", "procs", "launcher", "backend", "env", "params",
-    "source", "max_restarts", "stall_timeout", "on_stall", "stop_on_nan", "namespace",
-    "history", "origin"})
-
-
-def sweep(code: str | None = None, *, space: Mapping[str, Any] | Sequence[str] | None = None,
-          space_file: str | os.PathLike | None = None, metric: str | None = None,
-          goal: str = "max", trials: int = 10, parallel: int = 1, sampler: str = "tpe",
-          prune: str = "none", prune_after: int = 0, prune_every: int = 1,
-          timeout: float | None = None, seed: int | None = None, objective: str = "last",
-          wait: bool = False, home: str | os.PathLike | None = None,
-          **options: Any) -> "Sweep":
-    """Start a sweep of ``code`` (a cell's source) or ``script=``: ``trials`` runs, at most
-    ``parallel`` at a time, whose params are drawn from ``space`` (``{"lr":
-    "loguniform(1e-4, 1e-1)"}``, ``["lr=loguniform(1e-4,1e-1)"]``, and/or the YAML file
-    ``space_file``) by ``sampler`` (random, grid, tpe, gp) to optimise ``metric`` (logged with
-    ``jt.log``) toward ``goal`` (max or min), stopping poor trials early with ``prune``
-    (none, median, truncation:PCT, bandit:SLACK, hyperband) from step ``prune_after``, every
-    ``prune_every`` steps. ``options`` are ``submit``'s (target, procs, launcher, env, params,
-    ...): every trial is such a run. Everything is checked before the sweep exists; a
-    detached driver then runs it, so it outlives this process."""
-    from .tuning.create import check_cell_reads, create_sweep, placeholders
-    from .tuning.handle import Sweep
-    from .tuning.space import load_space_file, parse_space, space_texts
-    from .tuning.spec import SweepSpec
-
-    unknown = sorted(set(options) - _RUN_OPTIONS)
-    if unknown:
-        raise SpecError(f"sweep() got unknown options {unknown}; it takes the sweep's own "
-                        f"options and submit()'s: {', '.join(sorted(_RUN_OPTIONS))}")
-    merged = dict(parse_space(load_space_file(space_file))) if space_file is not None else {}
-    if space:  # flags (or the mapping) win over the file
-        merged.update(parse_space(list(space) if _is_flag_list(space) else dict(space)))
-    if not merged:
-        raise SpecError("a sweep needs a search space: --sweep KEY=EXPR (repeatable), "
-                        "--sweep-file FILE.yaml, or space={...}")
-    texts = space_texts(merged)
-    name = options.get("name") or (Path(options["script"]).stem if options.get("script")
-                                   else "cell")
-    spec = SweepSpec(space=texts, metric=metric or "", goal=goal, trials=trials,
-                     parallel=parallel, sampler=sampler, prune=prune, prune_after=prune_after,
-                     prune_every=prune_every, timeout=timeout, seed=seed, objective=objective,
-                     name=name)
-    if code is not None:
-        check_cell_reads(code, texts, options.get("namespace") or {})
-    run_options = {key: value for key, value in options.items() if key != "params"}
-    defaults = {"args": (), "name": None, "target": "local", "nodes": 1, "procs": 1,
-                "launcher": "torchrun", "backend": None, "env": None, "source": None,
-                "max_restarts": 0, "stall_timeout": DEFAULT_STALL_TIMEOUT, "on_stall": "warn",
-                "stop_on_nan": (), "namespace": None, "history": (), "origin": None,
-                "script": None}
-    store, tgt, write = _run_writer(
-        code, home=home, **{**defaults, **run_options},
-        params={**_given_params(options.get("params")), **placeholders(texts)})
-    handle = Sweep(create_sweep(store, tgt, write, spec), store)
-    return handle.wait() if wait else handle
-
-
-def sweeps(*, home: str | os.PathLike | None = None) -> list["Sweep"]:
-    """The sweeps in the store, newest first."""
-    from .tuning.handle import Sweep
-
-    store = Store(home)
-    return [Sweep(sweep_id, store) for sweep_id in SweepStore(store.home).ids()]
-
-
-def is_sweep_id(sweep_id: str, *, home: str | os.PathLike | None = None) -> bool:
-    """Whether ``sweep_id`` names a sweep in the store (rather than a run)."""
-    try:
-        return SweepStore(Store(home).home).paths(sweep_id).spec.is_file()
-    except SpecError:
-        return False
-
-
-def get_sweep(sweep_id: str, *, home: str | os.PathLike | None = None) -> "Sweep":
-    """The sweep ``sweep_id``; raises ``SweepNotFound`` if there is none."""
-    from .tuning.handle import Sweep
-
-    store = Store(home)
-    SweepStore(store.home).existing(validate_run_id(sweep_id))
-    return Sweep(sweep_id, store)
 
 
 def _given_params(params: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from .monitor import TextMonitor
 from .monitor.text import source_line
 from .options import HelpRequested, add_run_options, add_sweep_options, parse_with_settings
 from .tuning.commands import sweep_words
+from .tuning import api as sweep_api
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,7 +106,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if not is_sweep(args):
         raise SpecError("jupyter-trainer sweep needs a search space: --sweep KEY=EXPR "
                         "(repeatable) or --sweep-file FILE.yaml")
-    sweep = api.sweep(script=args.script, args=args.script_args, **sweep_kwargs(args),
+    sweep = sweep_api.sweep(script=args.script, args=args.script_args, **sweep_kwargs(args),
                       **submit_kwargs(args))
     print(sweep.id, flush=True)
     return follow_sweep(sweep) if args.wait else 0

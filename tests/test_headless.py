@@ -10,6 +10,7 @@ import nbformat
 import papermill
 import pytest
 
+import jupyter_trainer as jt
 from jupyter_trainer import api
 
 from conftest import REPO
@@ -77,7 +78,7 @@ def test_a_sweep_notebook_runs_headless_with_its_table_and_charts(home, tmp_path
                                parameters={"trials": 4, "epochs": 4}, kernel_name="python3",
                                cwd=str(REPO / "notebooks"), progress_bar=False)
     outs = list(outputs_of(nbformat.read(out, as_version=4)))
-    sweep = api.sweeps(home=home)[0]
+    sweep = jt.sweeps(home=home)[0]
     state = sweep.state
     assert state["status"] == "completed" and len(state["trials"]) == 4
     tables = [o["data"]["text/plain"] for o in outs

@@ -72,6 +72,7 @@ LAYERS = {
     "starter": 6,
     "start": 6.5, "compare": 6.5,  # start runs and compare them: above starter and monitor
     "api": 7, "options": 7,
+    "tuning": 7.5,  # sweeps: a client of the run API, as the magics are
     "commands": 8, "server": 8,
     "magics": 9, "cli": 9,
 }

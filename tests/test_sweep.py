@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import leftover, wait_for
+import jupyter_trainer as jt
 from jupyter_trainer import api, procs
 from jupyter_trainer.errors import SpecError, TrainerError
 
@@ -59,13 +60,13 @@ def overlap(runs: list[api.Run]) -> int:
     return most
 
 
-def driver_pid(sweep: api.Sweep) -> int:
+def driver_pid(sweep: jt.Sweep) -> int:
     return sweep.sweeps.read_state(sweep.id).get("driver", {}).get("pid")
 
 
 @pytest.mark.parametrize("sampler", ["random", "tpe"])
 def test_a_sweep_finds_a_known_optimum_without_exceeding_parallel(home, tmp_path, sampler):
-    sweep = api.sweep(script=script(tmp_path, PEAK), space={"x": "uniform(0, 1)",
+    sweep = jt.sweep(script=script(tmp_path, PEAK), space={"x": "uniform(0, 1)",
                                                             "y": "uniform(0, 1)"},
                       metric="score", goal="max", trials=24, parallel=3, sampler=sampler, seed=7,
                       launcher="python")
@@ -90,7 +91,7 @@ def test_a_sweep_finds_a_known_optimum_without_exceeding_parallel(home, tmp_path
 
 
 def test_parallel_trials_do_overlap(home, tmp_path):
-    sweep = api.sweep(script=script(tmp_path, SLOW), space={"x": "choice(1, 2, 3, 4)",
+    sweep = jt.sweep(script=script(tmp_path, SLOW), space={"x": "choice(1, 2, 3, 4)",
                                                             "steps": 4},
                       metric="score", trials=4, parallel=2, sampler="grid", launcher="python")
     sweep.wait(timeout=120)
@@ -104,7 +105,7 @@ def test_hostile_choices_reach_the_trial_unchanged(home, tmp_path):
     hostile = ["; touch {0} #", "$(touch {0})", "`touch {0}`", "a'b\"c\\n", "--help"]
     hostile = [h.format(canary) for h in hostile]
     code = "from jupyter_trainer import runtime as jt\njt.log(step=0, score=1.0, word=word)\n"
-    sweep = api.sweep(code, space={"word": "choice(" + ", ".join(map(repr, hostile)) + ")"},
+    sweep = jt.sweep(code, space={"word": "choice(" + ", ".join(map(repr, hostile)) + ")"},
                       metric="score", trials=len(hostile), parallel=2, sampler="grid",
                       launcher="python", namespace={"word": "x"})
     sweep.wait(timeout=120)
@@ -119,7 +120,7 @@ def test_hostile_choices_reach_the_trial_unchanged(home, tmp_path):
 
 
 def test_the_median_policy_prunes_the_bad_region_at_its_first_step(home, tmp_path):
-    sweep = api.sweep(script=script(tmp_path, REGIONS), space={"x": "uniform(0, 1)"},
+    sweep = jt.sweep(script=script(tmp_path, REGIONS), space={"x": "uniform(0, 1)"},
                       metric="score", trials=10, parallel=1, sampler="random", seed=3,
                       prune="median:2", prune_after=2, launcher="python")
     sweep.wait(timeout=240)
@@ -151,7 +152,7 @@ def test_the_median_policy_prunes_the_bad_region_at_its_first_step(home, tmp_pat
 
 
 def test_a_killed_driver_resumes_with_the_finished_trials_kept(home, tmp_path):
-    sweep = api.sweep(script=script(tmp_path, SLOW), space={"x": "uniform(-1, 1)", "steps": 8},
+    sweep = jt.sweep(script=script(tmp_path, SLOW), space={"x": "uniform(-1, 1)", "steps": 8},
                       metric="score", trials=5, parallel=2, sampler="random", seed=1,
                       launcher="python")
     wait_for(lambda: sweep.state.get("counts", {}).get("completed", 0) >= 2, 120,
@@ -180,7 +181,7 @@ def test_a_killed_driver_resumes_with_the_finished_trials_kept(home, tmp_path):
 
 
 def test_cancel_ends_every_trial_and_the_driver(home, tmp_path):
-    sweep = api.sweep(script=script(tmp_path, SLOW), space={"x": "uniform(-1, 1)", "steps": 200},
+    sweep = jt.sweep(script=script(tmp_path, SLOW), space={"x": "uniform(-1, 1)", "steps": 200},
                       metric="score", trials=6, parallel=2, sampler="random", procs=2)
     wait_for(lambda: sweep.state.get("counts", {}).get("running", 0) == 2, 120, what="two trials running")
     runs = sweep.trials()
@@ -214,7 +215,7 @@ def test_cancel_ends_every_trial_and_the_driver(home, tmp_path):
 def test_bad_input_names_the_problem_and_starts_nothing(home, tmp_path, kwargs, message):
     options = {"metric": "score", "launcher": "python", **kwargs}
     with pytest.raises((SpecError, TrainerError), match=message):
-        api.sweep(script=script(tmp_path, PEAK), **options)
+        jt.sweep(script=script(tmp_path, PEAK), **options)
     assert not (home / "sweeps").exists() or not any((home / "sweeps").iterdir())
     assert api.runs() == []
     assert not Path("/tmp/jt-pwned").exists()
@@ -222,9 +223,9 @@ def test_bad_input_names_the_problem_and_starts_nothing(home, tmp_path, kwargs, 
 
 def test_a_cell_must_read_the_swept_names(home):
     with pytest.raises(SpecError, match="does not read 'hidden'"):
-        api.sweep("print(lr)", space={"lr": "uniform(0, 1)", "hidden": "choice(1, 2)"},
+        jt.sweep("print(lr)", space={"lr": "uniform(0, 1)", "hidden": "choice(1, 2)"},
                   metric="score", namespace={"lr": 0.1})
-    assert api.sweeps() == []
+    assert jt.sweeps() == []
 
 
 def test_cli_sweep_show_json_and_list(home, tmp_path):

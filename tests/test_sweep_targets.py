@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import jupyter_trainer as jt
 from jupyter_trainer import api
 
 from conftest import leftover
@@ -25,7 +26,7 @@ HOSTILE = "x'; $(touch /tmp/jt-sweep-pwned) `id` \"y\""
 
 
 def test_on_slurm_each_trial_is_its_own_job(cluster, home):
-    sweep = api.sweep(TRAIN, space={"x": "choice(1, 2, 3)", "word": "plain"}, metric="score",
+    sweep = jt.sweep(TRAIN, space={"x": "choice(1, 2, 3)", "word": "plain"}, metric="score",
                       trials=3, parallel=2, sampler="grid", target="cluster", procs=2,
                       namespace={"x": 0, "word": ""})
     sweep.wait(timeout=300)
@@ -43,7 +44,7 @@ def test_on_slurm_each_trial_is_its_own_job(cluster, home):
 
 
 def test_over_ssh_hostile_values_reach_both_nodes_unchanged(pair, home):  # noqa: F811
-    sweep = api.sweep(TRAIN, space={"x": 2, "word": f"choice({HOSTILE!r}, 'ok')"},
+    sweep = jt.sweep(TRAIN, space={"x": 2, "word": f"choice({HOSTILE!r}, 'ok')"},
                       metric="score", trials=2, parallel=1, sampler="grid", target="pair",
                       nodes=2, procs=1, namespace={"x": 0, "word": ""})
     sweep.wait(timeout=300)

@@ -18,6 +18,7 @@ from ..monitor.text import source_line
 from ..options import (HelpRequested, cell_parser, is_sweep, parse_with_settings,
                        script_parser, split_line, submit_kwargs, sweep_kwargs)
 from ..tuning.commands import sweep_words
+from ..tuning import api as sweep_api
 from ..errors import RunCanceled, SpecError
 
 LINE_HELP = """\
@@ -74,7 +75,7 @@ class TrainMagics(Magics):
             if opts.form:
                 raise SpecError("--form does not go with --sweep: a sweep's values come from "
                                 "its search space; leave one of them out")
-            sweep = api.sweep(code, namespace=self.shell.user_ns, history=history,
+            sweep = sweep_api.sweep(code, namespace=self.shell.user_ns, history=history,
                               origin=_origin(self.shell), **sweep_kwargs(opts),
                               **submit_kwargs(opts))
             return self._watch_sweep(sweep, mode, wait=not opts.no_wait)
@@ -153,7 +154,7 @@ class TrainMagics(Magics):
         if words[0].endswith(".py") or os.path.isfile(os.path.expanduser(words[0])):
             opts = script_parser("%train").parse_args(words)
             if is_sweep(opts):
-                sweep = api.sweep(script=opts.script, args=rest, origin=_origin(self.shell),
+                sweep = sweep_api.sweep(script=opts.script, args=rest, origin=_origin(self.shell),
                                   **sweep_kwargs(opts), **submit_kwargs(opts))
                 return self._watch_sweep(sweep, monitor_mode())
             run = api.submit(script=opts.script, args=rest, origin=_origin(self.shell),
@@ -173,8 +174,8 @@ class TrainMagics(Magics):
         if opts.command != "attach":
             run_command(opts, sys.stdout)
             return None
-        if api.is_sweep_id(opts.run):
-            sweep = api.get_sweep(opts.run)
+        if sweep_api.is_sweep_id(opts.run):
+            sweep = sweep_api.get_sweep(opts.run)
             return self._watch_sweep(sweep, monitor_mode(), wait=monitor_mode() != "widget")
         run = api.get_run(opts.run)
         if monitor_mode() == "widget":

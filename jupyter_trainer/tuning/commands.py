@@ -8,7 +8,7 @@ import argparse
 import json
 from typing import Any, Sequence, TextIO
 
-from .. import api
+from . import api
 
 ACTIONS = ("show", "resume", "cancel")
 
