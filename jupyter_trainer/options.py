@@ -179,15 +179,61 @@ def script_parser(prog: str) -> OptionParser:
 
 
 def split_line(line: str) -> tuple[list[str], list[str]]:
-    """Split a magic's line like a shell would, without running one; ``--`` ends options."""
+    """Split a magic's line like a shell would, without running one; ``--`` ends options.
+
+    A ``--sweep`` expression keeps its quotes (``--sweep opt=choice('adam', 'sgd')`` reaches
+    the parser as written), unless the whole of it is quoted."""
     try:
-        words = shlex.split(line, posix=True)
+        words = _sweep_words(line) if "--sweep" in line else shlex.split(line, posix=True)
     except ValueError as exc:
         raise SpecError(f"cannot parse options {line!r}: {exc} (check the quotes)") from exc
     if "--" in words:
         cut = words.index("--")
         return words[:cut], words[cut + 1:]
     return words, []
+
+
+def _sweep_words(line: str) -> list[str]:
+    """The words of ``line``, each unquoted as a shell would, but those of ``--sweep``
+    expressions, whose quotes belong to their string literals."""
+    raw = _raw_words(line)
+    words = []
+    for k, word in enumerate(raw):
+        expression = (k > 0 and raw[k - 1] == "--sweep") or word.startswith("--sweep=")
+        quoted = len(word) > 1 and word[0] == word[-1] and word[0] in "'\"" and \
+            len(shlex.split(word)) == 1
+        words.append(word if expression and not quoted else shlex.split(word)[0])
+    return words
+
+
+def _raw_words(line: str) -> list[str]:
+    """``line`` split at whitespace outside quotes, each word as written (quotes kept)."""
+    words: list[str] = []
+    word, quote, started, k = "", "", False, 0
+    while k < len(line):
+        c = line[k]
+        if quote:
+            word += c
+            if c == quote:
+                quote = ""
+            elif c == "\\" and quote == '"' and k + 1 < len(line):
+                word, k = word + line[k + 1], k + 1
+        elif c in "'\"":
+            word, quote, started = word + c, c, True
+        elif c == "\\" and k + 1 < len(line):
+            word, k, started = word + c + line[k + 1], k + 1, True
+        elif c.isspace():
+            if started:
+                words.append(word)
+            word, started = "", False
+        else:
+            word, started = word + c, True
+        k += 1
+    if quote:
+        raise ValueError("No closing quotation")
+    if started:
+        words.append(word)
+    return words
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:

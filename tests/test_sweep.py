@@ -260,3 +260,19 @@ def test_cli_sweep_show_json_and_list(home, tmp_path):
                           capture_output=True, text=True, env=env)
     assert lone.returncode == 2 and "unrecognized" in lone.stderr
     assert len(api.runs()) == 3
+
+
+def test_a_magic_line_keeps_the_quotes_of_sweep_expressions():
+    from jupyter_trainer.options import cell_parser, is_sweep, split_line, sweep_kwargs
+
+    words, rest = split_line("--procs 2 --sweep word=choice('a b','c;d') --sweep 'lr=uniform(0,1)' "
+                             "--name 'my run' -p note=\"x y\" --trials 3 --metric acc -- extra")
+    opts = cell_parser().parse_args(words)
+    assert is_sweep(opts) and rest == ["extra"]
+    assert opts.sweep == ["word=choice('a b','c;d')", "lr=uniform(0,1)"]
+    assert opts.name == "my run" and opts.param == ["note=x y"]
+    assert sweep_kwargs(opts)["trials"] == 3
+    with pytest.raises(SpecError, match="--trials, --metric only go with a sweep"):
+        is_sweep(cell_parser().parse_args(split_line("--trials 3 --metric acc")[0]))
+    with pytest.raises(SpecError, match="check the quotes"):
+        split_line("--sweep word=choice('a b)")
