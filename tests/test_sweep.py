@@ -64,7 +64,7 @@ def driver_pid(sweep: jt.Sweep) -> int:
     return sweep.sweeps.read_state(sweep.id).get("driver", {}).get("pid")
 
 
-@pytest.mark.parametrize("sampler", ["random", "tpe"])
+@pytest.mark.parametrize("sampler", ["random", "tpe", "gp"])
 def test_a_sweep_finds_a_known_optimum_without_exceeding_parallel(home, tmp_path, sampler):
     sweep = jt.sweep(script=script(tmp_path, PEAK), space={"x": "uniform(0, 1)",
                                                             "y": "uniform(0, 1)"},
@@ -276,3 +276,18 @@ def test_a_magic_line_keeps_the_quotes_of_sweep_expressions():
         is_sweep(cell_parser().parse_args(split_line("--trials 3 --metric acc")[0]))
     with pytest.raises(SpecError, match="check the quotes"):
         split_line("--sweep word=choice('a b)")
+
+
+def test_timeout_starts_no_trial_after_it_and_lets_running_ones_finish(home, tmp_path):
+    sweep = jt.sweep(script=script(tmp_path, SLOW), space={"x": "uniform(0, 1)", "steps": 6},
+                     metric="score", trials=20, parallel=1, sampler="random", timeout=2.5,
+                     objective="best", launcher="python")
+    sweep.wait(timeout=120)
+    state = sweep.state
+    assert state["status"] == "completed" and "--timeout 2.5 s reached" in state["reason"]
+    assert 1 <= len(state["trials"]) < 20
+    assert all(t["status"] == "completed" for t in state["trials"])
+    last_start = max(jt.get_run(t["run"]).state["created"] for t in state["trials"])
+    assert last_start < state["started"] + 2.5 + 1.0
+    for trial in state["trials"]:  # --objective best: the best value logged, here the last
+        assert trial["objective"] == pytest.approx(trial["params"]["x"] * 6)
