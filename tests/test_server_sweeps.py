@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from tornado.httpclient import HTTPClientError
 
+import jupyter_trainer as jt
 from jupyter_trainer import api, procs
 from jupyter_trainer.store.sweeps import SweepStore
 from jupyter_trainer.tuning.commands import sweep_json
@@ -32,10 +33,10 @@ SPACE = {"lr": "loguniform(1e-3,1e-1)", "hidden": "choice(32,64,128)"}
 UNKNOWN = "nope-sweep-20260101-000000-abcdef"
 
 
-def start_sweep(tmp_path: Path, trials: int = 4, **space) -> api.Sweep:
+def start_sweep(tmp_path: Path, trials: int = 4, **space) -> jt.Sweep:
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
-    return api.sweep(script=str(script), space={**SPACE, **space}, metric="val_acc",
+    return jt.sweep(script=str(script), space={**SPACE, **space}, metric="val_acc",
                      trials=trials, parallel=2, launcher="python")
 
 
@@ -47,7 +48,7 @@ def dead_pid() -> int:
 
 
 @pytest.fixture
-def sweep(home, tmp_path) -> api.Sweep:
+def sweep(home, tmp_path) -> jt.Sweep:
     """A sweep of four trials that has completed."""
     return start_sweep(tmp_path).wait(timeout=120)
 

@@ -18,11 +18,11 @@ import tornado.web
 from jupyter_server.utils import url_path_join
 from tornado.ioloop import IOLoop
 
-from .. import api
 from ..errors import InvalidRunId, SpecError, TrainerError
 from ..spec import validate_run_id
 from ..store import Store
 from ..store.sweeps import SWEEP_ACTIVE, SWEEP_TERMINAL, SweepStore
+from ..tuning.api import get_sweep
 from ..tuning.commands import sweep_json
 from .handlers import BaseHandler
 
@@ -132,7 +132,7 @@ class SweepHandler(BaseHandler):
         await self._execute_guarded(self._get(sweep_id))
 
     async def _get(self, sweep_id: str) -> None:
-        sweep = api.get_sweep(checked_sweep_id(sweep_id), home=self.store.home)
+        sweep = get_sweep(checked_sweep_id(sweep_id), home=self.store.home)
         self.write_json(sweep_json(sweep))
 
 
@@ -142,7 +142,7 @@ class SweepCancelHandler(BaseHandler):
         await self._execute_guarded(self._post(sweep_id))
 
     async def _post(self, sweep_id: str) -> None:
-        sweep = api.get_sweep(checked_sweep_id(sweep_id), home=self.store.home)
+        sweep = get_sweep(checked_sweep_id(sweep_id), home=self.store.home)
         status = sweep.status
         # An interrupted sweep (its driver gone) is canceled here, trial by trial: not on
         # the server's event loop.
