@@ -3,7 +3,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { IRunPage, isValidRunId, runsQuery } from './model';
+import { IListFilter, IRunPage, ISweepDetail, ISweepPage, isValidRunId, runsQuery } from './model';
 
 const PREFIX = 'jupyter-trainer/api';
 
@@ -27,11 +27,12 @@ export class TrainerClient {
     return body as T;
   }
 
-  private runPath(id: string, ...rest: string[]): string {
+  /** ``runs/ID/...`` or ``sweeps/ID/...``, the id checked before it is sent. */
+  private idPath(kind: 'runs' | 'sweeps', id: string, ...rest: string[]): string {
     if (!isValidRunId(id)) {
-      throw new ApiError(`invalid run id ${JSON.stringify(id)}`, 400);
+      throw new ApiError(`invalid ${kind.slice(0, -1)} id ${JSON.stringify(id)}`, 400);
     }
-    return ['runs', id, ...rest].join('/');
+    return [kind, id, ...rest].join('/');
   }
 
   async version(): Promise<string | null> {
@@ -42,13 +43,27 @@ export class TrainerClient {
     }
   }
 
-  runs(filter: { status?: string; name?: string; limit?: number; offset?: number } = {}): Promise<IRunPage> {
+  runs(filter: IListFilter = {}): Promise<IRunPage> {
     return this.request<IRunPage>(`runs${runsQuery(filter)}`);
+  }
+
+  sweeps(filter: IListFilter = {}): Promise<ISweepPage> {
+    return this.request<ISweepPage>(`sweeps${runsQuery(filter)}`);
+  }
+
+  /** One sweep with every trial. */
+  async sweep(id: string): Promise<ISweepDetail> {
+    return this.request<ISweepDetail>(this.idPath('sweeps', id));
+  }
+
+  /** Ask the sweep's driver to cancel it and its running trials. */
+  async cancelSweep(id: string): Promise<{ id: string; status: string }> {
+    return this.request(this.idPath('sweeps', id, 'cancel'), { method: 'POST' });
   }
 
   /** The run view's feed (``runs/ID/view``), authenticated as JupyterLab's own sockets are. */
   viewSocket(id: string): WebSocket {
-    let url = URLExt.join(this.settings.wsUrl, PREFIX, this.runPath(id, 'view'));
+    let url = URLExt.join(this.settings.wsUrl, PREFIX, this.idPath('runs', id, 'view'));
     if (this.settings.appendToken && this.settings.token) {
       url += `?token=${encodeURIComponent(this.settings.token)}`;
     }

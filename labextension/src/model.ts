@@ -4,6 +4,8 @@
  * it is unit-tested with node's test runner.
  */
 
+import { formatNumber } from './view/chart.js';
+
 export interface IRunRow {
   id: string;
   name: string;
@@ -16,6 +18,9 @@ export interface IRunRow {
   started: number | null;
   ended: number | null;
   failed_rank: number | null;
+  /** The sweep this run is a trial of, and its number there; null for a run of its own. */
+  sweep?: string | null;
+  trial?: number | null;
 }
 
 export interface IRunPage {
@@ -49,10 +54,19 @@ export function startedAt(created: number, now: number): string {
   return `${when.getFullYear()}-${pad(when.getMonth() + 1)}-${pad(when.getDate())} ${time}`;
 }
 
-/** Query string of the runs list: only the filters that are set. */
-export function runsQuery(filter: { status?: string; name?: string; limit?: number; offset?: number }): string {
+export interface IListFilter {
+  status?: string;
+  name?: string;
+  limit?: number;
+  offset?: number;
+  /** Runs only: 0 leaves out the runs that are trials of a sweep. */
+  trials?: number;
+}
+
+/** Query string of the runs (or sweeps) list: only the filters that are set. */
+export function runsQuery(filter: IListFilter): string {
   const params: string[] = [];
-  for (const key of ['status', 'name', 'limit', 'offset'] as const) {
+  for (const key of ['status', 'name', 'limit', 'offset', 'trials'] as const) {
     const value = filter[key];
     if (value !== undefined && value !== '' && value !== null) {
       params.push(`${key}=${encodeURIComponent(String(value))}`);
@@ -78,4 +92,117 @@ export function versionMismatch(frontend: string, server: string | null): string
       'JupyterLab, then reload this page.';
   }
   return null;
+}
+
+export interface ISweepBest {
+  number: number;
+  run: string;
+  params: { [key: string]: unknown };
+  objective: number;
+}
+
+/** One sweep in the list (``GET sweeps``): its trials counted, not listed. */
+export interface ISweepRow {
+  id: string;
+  name: string;
+  status: string;
+  metric: string;
+  goal: string;
+  trials_started: number;
+  trials_done: number;
+  trials_total: number | null;
+  parallel: number | null;
+  counts: { [status: string]: number };
+  best: ISweepBest | null;
+  created: number;
+  started: number | null;
+  ended: number | null;
+  error: string | null;
+}
+
+export interface ISweepPage {
+  sweeps: ISweepRow[];
+  limit: number;
+  offset: number;
+  more: boolean;
+}
+
+/** One trial of a sweep (``GET sweeps/ID``, as ``sweep show --json`` prints it). */
+export interface ITrialRow {
+  number: number;
+  run: string | null;
+  params: { [key: string]: unknown };
+  status: string;
+  objective: number | null;
+  step: number | null;
+  pruned_at: number | null;
+  reason: string | null;
+  duration: number | null;
+}
+
+export interface ISweepDetail {
+  id: string;
+  status: string;
+  best: ISweepBest | null;
+  counts: { [status: string]: number };
+  trials_total: number | null;
+  error: string | null;
+  trials: ITrialRow[];
+}
+
+/** The sweep status that the list's run status filter stands for: a sweep is ``created``
+ * until its driver starts it (as a run is queued) and ``interrupted`` when its driver is
+ * gone (as a run is lost). */
+export function sweepStatus(runStatus: string): string {
+  return ({ queued: 'created', lost: 'interrupted' } as { [s: string]: string })[runStatus] ?? runStatus;
+}
+
+export type ListItem = { kind: 'run'; row: IRunRow } | { kind: 'sweep'; row: ISweepRow };
+
+/** Runs and sweeps in one list, newest first (a sweep where it was created). */
+export function mergeNewestFirst(runs: IRunRow[], sweeps: ISweepRow[]): ListItem[] {
+  const items: ListItem[] = [
+    ...runs.map(row => ({ kind: 'run' as const, row })),
+    ...sweeps.map(row => ({ kind: 'sweep' as const, row }))
+  ];
+  return items.sort((a, b) => b.row.created - a.row.created);
+}
+
+/** ``3/12 trials``: ended of the total (started, while the total is not known). */
+export function trialsText(row: ISweepRow): string {
+  const total = row.trials_total ?? row.trials_started;
+  return `${row.trials_done}/${total} trial${total === 1 ? '' : 's'}`;
+}
+
+/** Trials by status besides the completed ones, ``2 running · 1 pruned``. */
+export function countsText(counts: { [status: string]: number }): string {
+  return ['starting', 'running', 'pruned', 'failed', 'canceled']
+    .filter(status => counts[status])
+    .map(status => `${counts[status]} ${status}`).join(' · ');
+}
+
+/** A param's value: numbers as the charts show them, text as is. */
+export function paramText(value: unknown): string {
+  if (typeof value === 'number') {
+    return formatNumber(value);
+  }
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+/** A trial's params in one line, ``hidden=64 lr=0.013486``, keys in order. */
+export function paramsText(params: { [key: string]: unknown }): string {
+  return Object.keys(params).sort().map(key => `${key}=${paramText(params[key])}`).join(' ');
+}
+
+/** The best objective so far, ``best val_acc 0.91 (#3)``; null before a trial completed. */
+export function bestText(row: { metric: string; best: ISweepBest | null }): string | null {
+  return row.best ? `best ${row.metric} ${formatNumber(row.best.objective)} (#${row.best.number})` : null;
+}
+
+/** Why a trial ended as it did (pruned, failed, canceled), for its tooltip. */
+export function trialNote(trial: ITrialRow): string {
+  if (trial.reason) {
+    return trial.reason;
+  }
+  return trial.status === 'pruned' && trial.pruned_at !== null ? `pruned at step ${trial.pruned_at}` : '';
 }

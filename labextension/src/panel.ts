@@ -1,14 +1,21 @@
-/** The left-sidebar Training Runs panel: every run in the store, live. */
+/** The left-sidebar Training Runs panel: every run and sweep in the store, live. A sweep is
+ * one row that expands to its trials; its trials are not listed as runs of their own. */
 
+import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { TrainerClient } from './api';
-import { IRunRow, runDuration, shortId, startedAt, versionMismatch } from './model';
+import {
+  IRunRow, ISweepDetail, ISweepRow, ITrialRow, bestText, countsText, mergeNewestFirst, paramsText,
+  runDuration, shortId, startedAt, sweepStatus, trialNote, trialsText, versionMismatch
+} from './model';
+import { formatNumber } from './view/chart.js';
 import { formatDuration } from './view/chart.js';
 import { IStall, attemptLabel, stallBadge, stallTitle } from './view/health';
 import { VERSION } from './version';
 
 const POLL_MS = 1500;
+const SWEEP_ACTIVE = ['created', 'running', 'interrupted'];
 
 export interface IRunsPanelActions {
   open(id: string): void;
@@ -29,6 +36,16 @@ function escape(text: string): string {
 export class RunsPanel extends Widget {
   private timer: number | undefined;
   private rows: Row[] = [];
+  private sweeps: ISweepRow[] = [];
+  /** The trials of each expanded sweep, as last read. */
+  private details = new Map<string, ISweepDetail>();
+  private expanded = new Set<string>();
+  private seq = 0;
+  private shown = '';
+  /** While a button is pressed on the list, a new list waits (a click pressed on one
+   * list and released on the next would be lost). */
+  private pressed = false;
+  private pending: string | null = null;
   private filter = { status: '', name: '' };
   private body: HTMLElement;
   private banner: HTMLElement;
@@ -60,6 +77,10 @@ export class RunsPanel extends Widget {
     const status = this.node.querySelector('.jt-runs-status') as HTMLSelectElement;
     status.onchange = () => { this.filter.status = status.value; void this.refresh(); };
     this.body.onclick = event => this.onClick(event);
+    this.body.onkeydown = event => this.onKey(event);
+    this.body.onpointerdown = () => { this.pressed = true; };
+    window.addEventListener('pointerup', this.onRelease);
+    window.addEventListener('pointercancel', this.onRelease);
     void this.checkVersion();
   }
 
@@ -80,35 +101,80 @@ export class RunsPanel extends Widget {
 
   dispose(): void {
     window.clearInterval(this.timer);
+    window.removeEventListener('pointerup', this.onRelease);
+    window.removeEventListener('pointercancel', this.onRelease);
     super.dispose();
   }
 
   async refresh(): Promise<void> {
+    const seq = ++this.seq;
     try {
-      const page = await this.client.runs({ ...this.filter, limit: 100 });
+      const [page, sweeps] = await Promise.all([
+        this.client.runs({ ...this.filter, limit: 100, trials: 0 }),
+        this.client.sweeps({ status: sweepStatus(this.filter.status), name: this.filter.name, limit: 100 })
+      ]);
+      const open = sweeps.sweeps.filter(sweep => this.expanded.has(sweep.id)).map(sweep => sweep.id);
+      const details = await Promise.all(open.map(id => this.client.sweep(id).catch(() => null)));
+      if (seq !== this.seq) {
+        return; // a later refresh has begun: its answer is the newer one
+      }
       this.rows = page.runs as Row[];
+      this.sweeps = sweeps.sweeps;
+      this.details = new Map(details.filter((d): d is ISweepDetail => d !== null).map(d => [d.id, d]));
       this.render();
     } catch (error) {
-      this.body.innerHTML = `<div class="jt-runs-empty">Cannot list runs: ${escape(String(error))}</div>`;
+      if (seq === this.seq) {
+        this.setList(`<div class="jt-runs-empty">Cannot list runs: ${escape(String(error))}</div>`);
+      }
+    }
+  }
+
+  /** After the click that ends the press: the list that waited. */
+  private onRelease = (): void => {
+    if (!this.pressed) {
+      return;
+    }
+    this.pressed = false;
+    window.setTimeout(() => {
+      const html = this.pending;
+      this.pending = null;
+      if (html !== null) {
+        this.setList(html);
+      }
+    }, 0);
+  };
+
+  /** Replace the list, unless it would read the same (a row's focus then stays). */
+  private setList(html: string): void {
+    if (this.pressed) {
+      this.pending = html;
+      return;
+    }
+    this.pending = null; // a list that waited is older than this one
+    if (html !== this.shown) {
+      this.shown = html;
+      this.body.innerHTML = html;
     }
   }
 
   private render(): void {
-    if (!this.rows.length) {
-      this.body.innerHTML = '<div class="jt-runs-empty">No runs yet. Start one with <code>%%train</code> ' +
-        'in a notebook or <code>jupyter-trainer submit</code>.</div>';
+    if (!this.rows.length && !this.sweeps.length) {
+      this.setList('<div class="jt-runs-empty">No runs yet. Start one with <code>%%train</code> ' +
+        'in a notebook or <code>jupyter-trainer submit</code>.</div>');
       return;
     }
     const now = Date.now() / 1000;
-    this.body.innerHTML = this.rows.map(row => {
-      const fraction = row.progress?.fraction;
-      const status = escape(row.status);
-      const bar = fraction === null || fraction === undefined ? '' :
-        `<div class="jt-runs-progress" data-testid="jt-runs-progress" data-status="${status}" data-fraction="${fraction.toFixed(4)}">` +
-        `<div style="width:${(100 * fraction).toFixed(1)}%"></div></div>`;
-      const stall = stallBadge(row.stalled);
-      const attempt = row.attempt ? attemptLabel(row.attempt, row.max_restarts || 0) : null;
-      return `
+    this.setList(mergeNewestFirst(this.rows, this.sweeps).map(item =>
+      item.kind === 'run' ? this.runHtml(item.row as Row, now) : this.sweepHtml(item.row, now)).join(''));
+  }
+
+  private runHtml(row: Row, now: number): string {
+    const fraction = row.progress?.fraction;
+    const status = escape(row.status);
+    const bar = fraction === null || fraction === undefined ? '' : progressBar('jt-runs-progress', status, fraction);
+    const stall = stallBadge(row.stalled);
+    const attempt = row.attempt ? attemptLabel(row.attempt, row.max_restarts || 0) : null;
+    return `
         <div class="jt-runs-row" data-run="${escape(row.id)}" data-testid="jt-runs-row" title="${escape(row.id)}">
           <div class="jt-runs-line">
             <span class="jt-badge jt-status-${status}" data-testid="jt-runs-status-badge">${status}</span>
@@ -128,11 +194,92 @@ export class RunsPanel extends Widget {
           </div>
           ${bar}
         </div>`;
-    }).join('');
+  }
+
+  private sweepHtml(row: ISweepRow, now: number): string {
+    const id = escape(row.id);
+    const status = escape(row.status);
+    const open = this.expanded.has(row.id);
+    const best = bestText(row);
+    const counts = countsText(row.counts);
+    const total = row.trials_total ?? 0;
+    const bar = total ? progressBar('jt-sweeps-progress', status, row.trials_done / total) : '';
+    return `
+        <div class="jt-sweeps-row" data-sweep="${id}" data-status="${status}" data-testid="jt-sweeps-row" aria-expanded="${open}">
+          <div class="jt-sweeps-head" data-action="toggle" title="${id}: click to ${open ? 'hide' : 'show'} its trials">
+            <div class="jt-runs-line">
+              <button class="jt-sweeps-toggle" data-action="toggle" data-testid="jt-sweeps-toggle" aria-expanded="${open}" aria-label="${open ? 'Hide' : 'Show'} the trials of ${escape(row.name)}">${open ? '▾' : '▸'}</button>
+              <span class="jt-badge jt-status-${status}" data-testid="jt-sweeps-status-badge">${status}</span>
+              <span class="jt-runs-name">${escape(row.name)}</span>
+              <span class="jt-sweeps-kind">sweep</span>
+              <span class="jt-runs-duration">${formatDuration(runDuration(row, now))}</span>
+            </div>
+            <div class="jt-runs-line jt-runs-meta">
+              <span class="jt-sweeps-trials" data-testid="jt-sweeps-trials" data-done="${row.trials_done}" data-total="${total}">${escape(trialsText(row))}${counts ? ` · ${escape(counts)}` : ''}</span>
+            </div>
+            <div class="jt-runs-line jt-runs-meta">
+              <span class="jt-sweeps-best" data-testid="jt-sweeps-best"${row.best ? ` data-objective="${row.best.objective}" data-run="${escape(row.best.run)}"` : ''}>${best ? `<span class="jt-sweeps-star">★</span> ${escape(best)}` : `${row.goal === 'min' ? 'minimize' : 'maximize'} ${escape(row.metric)}: no trial completed${SWEEP_ACTIVE.includes(row.status) ? ' yet' : ''}`}</span>
+            </div>
+            <div class="jt-runs-line jt-runs-meta">
+              <span>started ${escape(startedAt(row.created, now))} · <code class="jt-runs-id">${escape(shortId(row.id))}</code></span>
+            </div>
+            ${row.error ? `<div class="jt-sweeps-error">${escape(row.error)}</div>` : ''}
+            ${bar}
+          </div>
+          ${open ? this.trialsHtml(row) : ''}
+        </div>`;
+  }
+
+  private trialsHtml(row: ISweepRow): string {
+    const detail = this.details.get(row.id);
+    const cancel = SWEEP_ACTIVE.includes(row.status) ?
+      `<button class="jt-sweeps-cancel" data-action="cancel-sweep" data-testid="jt-sweeps-cancel" title="Cancel the sweep and its running trials">Cancel sweep</button>` : '';
+    if (!detail) {
+      return `<div class="jt-sweeps-list" data-testid="jt-sweeps-list"><div class="jt-sweeps-none">Reading the trials…</div>${cancel}</div>`;
+    }
+    const trials = detail.trials.map(trial => this.trialHtml(trial, row)).join('');
+    return `
+          <div class="jt-sweeps-list" data-testid="jt-sweeps-list" role="list">
+            ${trials || '<div class="jt-sweeps-none">No trial started yet.</div>'}
+            ${cancel}
+          </div>`;
+  }
+
+  private trialHtml(trial: ITrialRow, row: ISweepRow): string {
+    const status = escape(trial.status);
+    const best = row.best !== null && row.best.number === trial.number;
+    const note = trialNote(trial);
+    const params = paramsText(trial.params);
+    const title = [trial.run ? `run ${trial.run}` : 'its run is starting', params, note].filter(Boolean).join('\n');
+    const objective = trial.objective === null ? '–' : formatNumber(trial.objective);
+    return `
+            <div class="jt-sweeps-trial${best ? ' jt-sweeps-best-trial' : ''}" role="listitem" data-testid="jt-sweeps-trial" data-status="${status}" data-number="${trial.number}"${trial.run ? ` data-run="${escape(trial.run)}" tabindex="0"` : ''}${trial.objective === null ? '' : ` data-objective="${trial.objective}"`} title="${escape(title)}">
+              <span class="jt-sweeps-number">${best ? '★' : ''}#${trial.number}</span>
+              <span class="jt-badge jt-status-${status}" data-testid="jt-sweeps-trial-status">${status}</span>
+              <span class="jt-sweeps-params" data-testid="jt-sweeps-params">${escape(params)}</span>
+              <span class="jt-sweeps-objective" data-testid="jt-sweeps-objective">${escape(objective)}</span>
+            </div>`;
   }
 
   private onClick(event: MouseEvent): void {
     const target = event.target as HTMLElement;
+    const trial = target.closest('.jt-sweeps-trial') as HTMLElement | null;
+    if (trial) {
+      if (trial.dataset.run) {
+        this.actions.open(trial.dataset.run);
+      }
+      return;
+    }
+    const sweep = target.closest('.jt-sweeps-row') as HTMLElement | null;
+    if (sweep && sweep.dataset.sweep) {
+      const action = (target.closest('[data-action]') as HTMLElement | null)?.dataset.action;
+      if (action === 'cancel-sweep') {
+        void this.cancelSweep(sweep.dataset.sweep);
+      } else if (action === 'toggle') {
+        this.toggle(sweep.dataset.sweep);
+      }
+      return;
+    }
     const row = target.closest('.jt-runs-row') as HTMLElement | null;
     if (!row || !row.dataset.run) {
       return;
@@ -143,4 +290,43 @@ export class RunsPanel extends Widget {
       this.actions.open(row.dataset.run);
     }
   }
+
+  /** Enter or space on a trial opens its run, as a click does. */
+  private onKey(event: KeyboardEvent): void {
+    const trial = (event.target as HTMLElement).closest('.jt-sweeps-trial') as HTMLElement | null;
+    if (trial?.dataset.run && (event.key === 'Enter' || event.key === ' ')) {
+      event.preventDefault();
+      this.actions.open(trial.dataset.run);
+    }
+  }
+
+  private toggle(id: string): void {
+    if (!this.expanded.delete(id)) {
+      this.expanded.add(id);
+    }
+    this.render();
+    void this.refresh();
+  }
+
+  private async cancelSweep(id: string): Promise<void> {
+    const answer = await showDialog({
+      title: 'Cancel sweep',
+      body: `Cancel sweep ${id} and its running trials? Trials that ended keep their results.`,
+      buttons: [Dialog.cancelButton({ label: 'Keep running' }), Dialog.warnButton({ label: 'Cancel sweep' })]
+    });
+    if (!answer.button.accept) {
+      return;
+    }
+    try {
+      await this.client.cancelSweep(id);
+    } catch (error) {
+      await showErrorMessage('Cancel sweep', String((error as Error).message || error));
+    }
+    void this.refresh();
+  }
+}
+
+function progressBar(testid: string, status: string, fraction: number): string {
+  return `<div class="jt-runs-progress" data-testid="${testid}" data-status="${status}" data-fraction="${fraction.toFixed(4)}">` +
+    `<div style="width:${(100 * fraction).toFixed(1)}%"></div></div>`;
 }
