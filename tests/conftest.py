@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -27,6 +28,8 @@ def home(tmp_path, monkeypatch) -> Path:
     for sweep_dir in (path / "sweeps").glob("*") if (path / "sweeps").exists() else ():
         state_file = sweep_dir / "state.json"
         driver = (json.loads(state_file.read_text()).get("driver") or {}) if state_file.exists() else {}
+        if driver.get("host") != socket.gethostname():
+            continue
         deadline = time.monotonic() + 15
         while procs.is_alive(driver.get("pid"), driver.get("start_ticks")) and \
                 time.monotonic() < deadline:
