@@ -1,10 +1,11 @@
-"""The run index, ``runs.db``: a SQLite cache of the run folders that heals itself from them.
+"""The store's indexes: SQLite caches of folders that heal themselves from them.
 
-A missing index, or a folder in its place, is rebuilt from the run folders when it is
-opened; a corrupt one (garbage, a damaged page) is moved aside to
-``runs.db.corrupt-<UTC stamp>`` with its ``-wal``/``-shm`` and rebuilt, never deleted.
-Rebuilds hold ``runs.db.lock`` exclusively; creating a run holds it shared, so a rebuild
-never misses a run being made, and concurrent openers rebuild once.
+``runs.db`` indexes the run folders (``RunIndex``); the model registry keeps its own
+(``store.models``) on the same ``FolderIndex``. A missing index, or a folder in its place,
+is rebuilt from the folders when it is opened; a corrupt one (garbage, a damaged page) is
+moved aside to ``runs.db.corrupt-<UTC stamp>`` with its ``-wal``/``-shm`` and rebuilt, never
+deleted. Rebuilds hold ``runs.db.lock`` exclusively; creating a run holds it shared, so a
+rebuild never misses a run being made, and concurrent openers rebuild once.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ from ..spec import RunSpec
 
 COLUMNS = ("id", "name", "status", "target", "launcher", "nodes", "procs", "code_hash",
            "created", "started", "ended", "failed_rank", "updated")
-_INSERT = "INSERT %s INTO runs (" + ", ".join(COLUMNS) + ") VALUES (" + ", ".join(
-    ":" + c for c in COLUMNS) + ")"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
@@ -80,14 +79,20 @@ def unwritable(path: Path, exc: OSError) -> StoreError:
                       f"or set {HOME_ENV} to a writable folder")
 
 
-class RunIndex:
-    """``home/runs.db``; ``folder_rows`` lists the rows the run folders call for."""
+class FolderIndex:
+    """``home/<FILE>``, one ``TABLE`` of ``COLUMNS``; ``folder_rows`` lists the rows the
+    folders it indexes call for (what a rebuild writes)."""
+
+    FILE = TABLE = SCHEMA = LABEL = ""
+    COLUMNS: tuple[str, ...] = ()
 
     def __init__(self, home: Path, folder_rows: Callable[[], list[dict[str, Any]]]) -> None:
         self.home = home
-        self.path = home / "runs.db"
+        self.path = home / self.FILE
         self._folder_rows = folder_rows
         self._ready = False
+        self._insert = (f"INSERT %s INTO {self.TABLE} (" + ", ".join(self.COLUMNS) +
+                        ") VALUES (" + ", ".join(":" + c for c in self.COLUMNS) + ")")
 
     # -- use ---------------------------------------------------------------------------
     def run(self, work: Callable[[sqlite3.Connection], T], *, creating: bool = False) -> T:
@@ -128,7 +133,7 @@ class RunIndex:
             conn.execute("PRAGMA synchronous = OFF")
             if not self._ready:
                 conn.execute("PRAGMA journal_mode = WAL")
-                conn.executescript(_SCHEMA)
+                conn.executescript(self.SCHEMA)
                 self._ready = True
         except BaseException:
             conn.close()
@@ -136,18 +141,7 @@ class RunIndex:
         return conn
 
     def upsert(self, row: dict[str, Any]) -> None:
-        self.run(lambda conn: conn.execute(_INSERT % "OR REPLACE", row))
-
-    def delete(self, run_id: str) -> None:
-        self.run(lambda conn: conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)))
-
-    def rows(self) -> dict[str, dict[str, Any]]:
-        return self.run(lambda conn: {r["id"]: dict(r) for r in conn.execute("SELECT * FROM runs")})
-
-    def row(self, run_id: str) -> dict[str, Any] | None:
-        found = self.run(lambda conn: conn.execute("SELECT * FROM runs WHERE id = ?",
-                                                   (run_id,)).fetchone())
-        return dict(found) if found is not None else None
+        self.run(lambda conn: conn.execute(self._insert % "OR REPLACE", row))
 
     def publish(self, row: dict[str, Any], tmp: Path, final: Path) -> None:
         """Insert ``row`` and rename the folder ``tmp`` to ``final`` in one transaction, so
@@ -155,9 +149,9 @@ class RunIndex:
         def work(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute(_INSERT % "", row)
+                conn.execute(self._insert % "", row)
                 if os.path.lexists(final):
-                    raise StoreError(f"a run folder {final} already exists; try again")
+                    raise StoreError(f"a {self.LABEL} folder {final} already exists; try again")
                 os.rename(tmp, final)
             except BaseException:
                 _rollback(conn)
@@ -184,7 +178,7 @@ class RunIndex:
     # -- healing -----------------------------------------------------------------------
     @contextmanager
     def lock(self, *, shared: bool = False) -> Iterator[None]:
-        path = self.home / "runs.db.lock"
+        path = self.home / f"{self.FILE}.lock"
         try:
             self.home.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -198,8 +192,8 @@ class RunIndex:
 
     def heal(self, found: os.stat_result | None, problem: str, *,
              quiet: bool = False) -> tuple[Path | None, int] | None:
-        """Move the index found broken aside and rebuild it from the run folders, unless
-        another process did so while this one waited (None). Returns (moved to, runs
+        """Move the index found broken aside and rebuild it from the folders, unless
+        another process did so while this one waited (None). Returns (moved to, rows
         indexed); unless ``quiet``, logs a warning that says so."""
         with self.lock():
             now = _lstat(self.path)
@@ -210,17 +204,18 @@ class RunIndex:
                 moved = self._move_aside("corrupt" if now is not None else "orphan")
                 count = self._rebuild()
             except (OSError, sqlite3.Error) as exc:
-                raise StoreError(f"the run index {self.path} {problem} and cannot be rebuilt "
+                raise StoreError(f"the {self.LABEL} index {self.path} {problem} and cannot be rebuilt "
                                  f"({exc}); make {self.home} writable, or set {HOME_ENV} to a "
                                  "writable folder") from None
         if quiet:
             pass
         elif now is not None:
-            _log.warning("jupyter-trainer: the run index %s %s; moved it aside to %s and "
-                         "rebuilt it from %s", self.path, problem, moved, _folders(count))
+            _log.warning("jupyter-trainer: the %s index %s %s; moved it aside to %s and "
+                         "rebuilt it from %s", self.LABEL, self.path, problem, moved,
+                         self._folders(count))
         elif count:
-            _log.warning("jupyter-trainer: the run index %s %s; rebuilt it from %s",
-                         self.path, problem, _folders(count))
+            _log.warning("jupyter-trainer: the %s index %s %s; rebuilt it from %s",
+                         self.LABEL, self.path, problem, self._folders(count))
         return moved, count
 
     def rebuild(self, problem: str) -> tuple[Path | None, int]:
@@ -238,7 +233,8 @@ class RunIndex:
             conn = sqlite3.connect(self.path, timeout=30)
             try:
                 result = [r[0] for r in conn.execute("PRAGMA quick_check")]
-                conn.execute("SELECT " + ", ".join(COLUMNS) + " FROM runs LIMIT 1").fetchall()
+                conn.execute("SELECT " + ", ".join(self.COLUMNS) +
+                             f" FROM {self.TABLE} LIMIT 1").fetchall()
             finally:
                 conn.close()
         except sqlite3.DatabaseError as exc:
@@ -250,19 +246,19 @@ class RunIndex:
     def error(self, exc: sqlite3.Error) -> StoreError:
         code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
         if code in (_BUSY, _LOCKED):
-            return StoreError(f"the run index {self.path} stayed locked by another process "
+            return StoreError(f"the {self.LABEL} index {self.path} stayed locked by another process "
                               f"for 30 s ({exc}); try again")
         if code == _FULL:
-            return StoreError(f"the run index {self.path} cannot grow: the disk is full; "
+            return StoreError(f"the {self.LABEL} index {self.path} cannot grow: the disk is full; "
                               "free some space and try again")
         if code in (_PERM, _READONLY, _IOERR, _CANTOPEN):
-            return StoreError(f"the run index {self.path} cannot be written ({exc}); make it "
+            return StoreError(f"the {self.LABEL} index {self.path} cannot be written ({exc}); make it "
                               f"and {self.home} writable, or set {HOME_ENV} to a writable folder")
-        return StoreError(f"the run index {self.path} refused the change ({exc}); check the "
+        return StoreError(f"the {self.LABEL} index {self.path} refused the change ({exc}); check the "
                           "store with `jupyter-trainer doctor`")
 
     def _move_aside(self, label: str) -> Path | None:
-        """Rename the index and its side files to ``runs.db.<label>-<UTC stamp>``."""
+        """Rename the index and its side files to ``<FILE>.<label>-<UTC stamp>``."""
         present = [s for s in _SIDE_FILES if os.path.lexists(f"{self.path}{s}")]
         if not present:
             return None
@@ -278,16 +274,16 @@ class RunIndex:
     def _rebuild(self) -> int:
         rows = self._folder_rows()
         self.home.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".runs.db.rebuild-", dir=self.home)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.FILE}.rebuild-", dir=self.home)
         os.close(fd)
         try:
             conn = sqlite3.connect(tmp, isolation_level=None)
             try:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = OFF")  # as in connect()
-                conn.executescript(_SCHEMA)
+                conn.executescript(self.SCHEMA)
                 conn.execute("BEGIN")
-                conn.executemany(_INSERT % "OR REPLACE", rows)
+                conn.executemany(self._insert % "OR REPLACE", rows)
                 conn.execute("COMMIT")
             finally:
                 conn.close()
@@ -298,6 +294,26 @@ class RunIndex:
                 Path(tmp + suffix).unlink(missing_ok=True)
             raise
         return len(rows)
+
+    def _folders(self, count: int) -> str:
+        return f"{count} {self.LABEL} folder" + ("" if count == 1 else "s")
+
+
+class RunIndex(FolderIndex):
+    """``home/runs.db``: one row per run folder."""
+
+    FILE, TABLE, SCHEMA, LABEL, COLUMNS = "runs.db", "runs", _SCHEMA, "run", COLUMNS
+
+    def delete(self, run_id: str) -> None:
+        self.run(lambda conn: conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)))
+
+    def rows(self) -> dict[str, dict[str, Any]]:
+        return self.run(lambda conn: {r["id"]: dict(r) for r in conn.execute("SELECT * FROM runs")})
+
+    def row(self, run_id: str) -> dict[str, Any] | None:
+        found = self.run(lambda conn: conn.execute("SELECT * FROM runs WHERE id = ?",
+                                                   (run_id,)).fetchone())
+        return dict(found) if found is not None else None
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
@@ -316,7 +332,3 @@ def _lstat(path: Path) -> os.stat_result | None:
 def _is_corrupt(exc: sqlite3.Error) -> bool:
     code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
     return code in (_CORRUPT, _NOTADB)
-
-
-def _folders(count: int) -> str:
-    return f"{count} run folder" + ("" if count == 1 else "s")
