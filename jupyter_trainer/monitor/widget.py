@@ -154,26 +154,16 @@ class RunMonitor(anywidget.AnyWidget):
 
     def _ipython_display_(self) -> None:
         """Display with a display id, so the saved text/plain can be brought up to date."""
-        from IPython.display import display
-
         bundle = self._repr_mimebundle_()
-        if bundle is None:
-            return
-        data, metadata = bundle
-        self._handles.append(display(data, metadata=metadata, raw=True, display_id=True))
+        if bundle is not None:
+            self._handles.append(display_updatable(*bundle))
 
     def _refresh_displays(self) -> None:
         if self._feeder is not None:
             self._text = self._feeder.text
         bundle = self._repr_mimebundle_()
-        if bundle is None:
-            return
-        data, metadata = bundle
-        for handle in self._handles:
-            try:
-                handle.update(data, metadata=metadata, raw=True)
-            except Exception:  # the kernel is shutting down; the state is saved anyway
-                pass
+        if bundle is not None:
+            update_displays(self._handles, *bundle)
 
     # -- front-end requests ------------------------------------------------------------
     def _on_front_end_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
@@ -230,7 +220,24 @@ class RunMonitor(anywidget.AnyWidget):
         threading.Thread(target=submit, name="jt-launch", daemon=True).start()
 
 
-def _route_messages_to_front_end_subshell(widget: RunMonitor) -> None:
+def display_updatable(data: dict[str, Any], metadata: dict[str, Any] | None = None) -> Any:
+    """Display a widget's bundle with a display id: the handle that can update it later."""
+    from IPython.display import display
+
+    return display(data, metadata=metadata or {}, raw=True, display_id=True)
+
+
+def update_displays(handles: list[Any], data: dict[str, Any],
+                    metadata: dict[str, Any] | None = None) -> None:
+    """Bring every display of a widget up to date (its text/plain, as saved notebooks keep)."""
+    for handle in handles:
+        try:
+            handle.update(data, metadata=metadata or {}, raw=True)
+        except Exception:  # the kernel is shutting down; the state is saved anyway
+            pass
+
+
+def _route_messages_to_front_end_subshell(widget: Any) -> None:
     """Let the Cancel button work while ``%%train`` blocks the kernel's main thread.
 
     JupyterLab >= 4.4 sends widget messages over a kernel subshell (its "comms over

@@ -22,8 +22,28 @@ export interface IChartSpec {
   logY: boolean;
 }
 
-function cssVar(el: Element, name: string, fallback: string): string {
+export function cssVar(el: Element, name: string, fallback: string): string {
   return getComputedStyle(el).getPropertyValue(name).trim() || fallback;
+}
+
+/** The theme's look of a chart's axes (read when the chart is made). */
+export function axisStyle(el: Element): { fg: string; font: string; axis: uPlot.Axis } {
+  const fg = cssVar(el, '--jp-ui-font-color2', '#616161');
+  const grid = cssVar(el, '--jp-border-color2', '#e0e0e0');
+  const font = `11px ${cssVar(el, '--jp-ui-font-family', 'system-ui, sans-serif')}`;
+  return { fg, font, axis: { stroke: fg, font, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1, size: 4 } } };
+}
+
+/** Put a chart's hover box beside the cursor, on the side with more room. */
+export function placeTip(tip: HTMLElement, u: uPlot, container: HTMLElement): void {
+  const over = u.over.getBoundingClientRect();
+  const box = container.getBoundingClientRect();
+  const cursor = u.cursor.left || 0;
+  const left = over.left - box.left + cursor;
+  const flip = cursor > over.width / 2;
+  tip.style.left = flip ? '' : `${left + 12}px`;
+  tip.style.right = flip ? `${box.width - left + 12}px` : '';
+  tip.style.top = `${over.top - box.top + 4}px`;
 }
 
 /** The series on one x axis: the sorted union of their x values. Where a series has no
@@ -123,14 +143,11 @@ export class LineChart {
   }
 
   private plotOptions(series: ISeries[]): uPlot.Options {
-    const fg = cssVar(this.container, '--jp-ui-font-color2', '#616161');
-    const grid = cssVar(this.container, '--jp-border-color2', '#e0e0e0');
-    const font = `11px ${cssVar(this.container, '--jp-ui-font-family', 'system-ui, sans-serif')}`;
+    const { axis } = axisStyle(this.container);
     const { xKind, logY } = this.spec;
     const yLabel = (v: number): string => (logY ? formatNumber(Number(v.toPrecision(6))) : formatTick(v));
     this.colors = series.map((s, k) => s.color || PALETTE[k % PALETTE.length]);
     this.labels = series.map(s => escapeHtml(s.label));
-    const axis = { stroke: fg, font, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1, size: 4 } };
     return {
       ...this.size(),
       legend: { show: false },
@@ -201,12 +218,6 @@ export class LineChart {
     const head = this.spec.xKind === 'time' ? `t = ${formatDuration(x)}` : `step ${formatNumber(x)}`;
     this.tip.innerHTML = `<div class="jt-tip-head">${head}</div>${rows.join('')}`;
     this.tip.hidden = false;
-    const over = u.over.getBoundingClientRect();
-    const box = this.container.getBoundingClientRect();
-    const left = over.left - box.left + u.cursor.left;
-    const flip = u.cursor.left > over.width / 2;
-    this.tip.style.left = flip ? '' : `${left + 12}px`;
-    this.tip.style.right = flip ? `${box.width - left + 12}px` : '';
-    this.tip.style.top = `${over.top - box.top + 4}px`;
+    placeTip(this.tip, u, this.container);
   }
 }

@@ -10,6 +10,7 @@ import { LineChart } from './linechart';
 import { LogView } from './logview.js';
 import { ansiToHtml, escapeHtml } from './ansi.js';
 import { IHealthParts, renderHealth, tickHealth } from './health';
+import { FrameScheduler, Handlers, listen, showCancel } from './viewparts';
 
 /** What the view reads and writes: the anywidget model's interface. */
 export interface IViewModel {
@@ -230,8 +231,7 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
 
   cancel.addEventListener('click', () => {
     cancelClicked = true;
-    cancel.disabled = true;
-    cancel.textContent = 'Canceling…';
+    showCancel(cancel, { ended: false, gone: '', pressed: true, title: '' });
     send({ type: 'cancel' });
   });
 
@@ -273,15 +273,7 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     source.textContent = info.source || '';
     source.hidden = !info.source;
     const terminal = TERMINAL.includes(status);
-    cancel.hidden = terminal;
-    if (gone) {
-      cancel.disabled = true;
-      cancel.title = gone;
-    } else if (!terminal && !cancelClicked) {
-      cancel.disabled = false;
-      cancel.textContent = 'Cancel';
-      cancel.title = '';
-    }
+    showCancel(cancel, { ended: terminal, gone, pressed: cancelClicked, title: '' });
     const notice = $('.jt-notice');
     notice.dataset.testid = 'jt-notice';
     notice.textContent = gone || model.get('notice') || '';
@@ -490,28 +482,20 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     order.forEach(n => area.append((charts.get(n) as { card: HTMLElement }).card));
   }
 
-  // Coalesce bursts of changes into one repaint per animation frame.
-  const dirty = new Set<string>();
-  let frame = 0;
-  const schedule = (part: string): void => {
-    dirty.add(part);
-    if (!frame) frame = requestAnimationFrame(paint);
-  };
-  function paint(): void {
-    frame = 0;
+  const frames = new FrameScheduler(dirty => {
     if (dirty.has('head')) renderHead();
     if (dirty.has('progress') || dirty.has('head')) renderProgress();
     if (dirty.has('charts')) {
       renderChips();
       drawCharts();
     }
-    dirty.clear();
-  }
+  });
+  const schedule = (part: string): void => frames.schedule(part);
   const heardFrom = (fn: () => void) => () => {
     heard = Date.now();
     fn();
   };
-  const handlers: { [event: string]: (...args: any[]) => void } = {
+  const handlers: Handlers = {
     'change:state': heardFrom(() => {
       const state = model.get('state') || {};
       if (state.now) clock = { offset: state.now - Date.now() / 1000 };
@@ -529,23 +513,17 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     'change:texts': heardFrom(() => schedule('charts')),
     'change:charts': heardFrom(() => schedule('charts')),
     'change:loading': heardFrom(() => schedule('charts')),
-    'change:log_selection': () => logs.setRanks(store.ranks || [], model.get('log_selection')),
-    // ipywidgets: the comm closed, or the kernel restarted (the manager disconnects models)
-    'comm:close': markGone,
-    comm_live_update: () => {
-      if ((model as any).comm_live === false) markGone();
-    },
-    gone: markGone
+    'change:log_selection': () => logs.setRanks(store.ranks || [], model.get('log_selection'))
   };
-  for (const [event, fn] of Object.entries(handlers)) model.on(event, fn);
+  const unlisten = listen(model, handlers, markGone);
   handlers['change:state']();
   ['head', 'progress', 'charts'].forEach(schedule);
-  paint();
+  frames.flush();
   const timer = setInterval(tick, 1000);
   return () => {
     clearInterval(timer);
-    if (frame) cancelAnimationFrame(frame);
-    for (const [event, fn] of Object.entries(handlers)) model.off(event, fn);
+    frames.cancel();
+    unlisten();
     store.listeners.delete(onLog);
     for (const { chart } of charts.values()) chart.destroy();
   };
