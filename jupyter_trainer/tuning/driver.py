@@ -243,11 +243,11 @@ class SweepDriver:
             live.count += 1
             new = True
             self.note_value(record, step, value)
-            if step in live.reported:
-                continue
+            if step in live.reported or not self.evaluates(step):
+                continue  # the study hears the steps its pruner is asked at, no others
             live.reported.add(step)
             live.trial.report(value, step)
-            if prune and self.evaluates(step) and live.trial.should_prune():
+            if prune and live.trial.should_prune():
                 self.prune(live, record, step, value)
                 return True
         return new
