@@ -49,6 +49,10 @@ class SweepNotFound(RunNotFound):
     """No sweep with this id exists in the store."""
 
 
+class ModelNotFound(TrainerError, LookupError):
+    """No registered model with this name, or no such version of it."""
+
+
 class StoreError(TrainerError):
     """The run store cannot be read or written (an unwritable folder, a broken index)."""
 

@@ -146,9 +146,16 @@ class FolderIndex:
     def publish(self, row: dict[str, Any], tmp: Path, final: Path) -> None:
         """Insert ``row`` and rename the folder ``tmp`` to ``final`` in one transaction, so
         a failure of either leaves neither."""
+        self.publish_with(tmp, lambda conn: (row, final))
+
+    def publish_with(self, tmp: Path, decide: Callable[[sqlite3.Connection],
+                                                       tuple[dict[str, Any], Path]]) -> None:
+        """``publish`` the row and final path that ``decide(conn)`` returns: it runs inside
+        the write transaction, so writers of the index call it one at a time."""
         def work(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
             try:
+                row, final = decide(conn)
                 conn.execute(self._insert % "", row)
                 if os.path.lexists(final):
                     raise StoreError(f"a {self.LABEL} folder {final} already exists; try again")

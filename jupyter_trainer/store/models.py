@@ -1,0 +1,242 @@
+"""The model registry of the run store: the only code that knows its layout.
+
+```
+$JUPYTER_TRAINER_HOME
+  models.db                      SQLite index (WAL): one row per version, rebuilt from models/
+  models/<name>/<version>/       version 1, 2, ...; read-only once registered
+    lineage.json                 where it came from (run, params, metrics, code, environment,
+                                 data, sweep) and each file's path, size and sha256
+    <file or folder>             the registered file or folder, copied out of the run
+  models/<name>/.register-*      a version being copied (renamed into place when complete)
+```
+A version's files are copies, never links, so pruning or deleting its run changes nothing
+here. A version is copied and hashed under a hidden name, then numbered and renamed into
+place inside the index's write transaction: two registrations of one name at the same time
+get two numbers, and a failed one leaves nothing. The folders are the truth and
+``models.db`` a cache of them, healed like ``runs.db``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import InvalidRunId, ModelNotFound, SpecError, StoreError
+from ..home import HOME_ENV, default_home
+from ..spec import validate_run_id
+from . import _is_run_id, _rmtree, read_json, write_json_atomic
+from .index import FolderIndex, unwritable
+from .outputs import copy_hashed, walk_files
+
+LINEAGE = "lineage.json"
+_VERSION = re.compile(r"[1-9][0-9]{0,8}")
+COLUMNS = ("name", "version", "run_id", "path", "files", "bytes", "created", "tags")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS models (
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    files INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    created REAL NOT NULL,
+    tags TEXT NOT NULL,
+    PRIMARY KEY (name, version)
+);
+CREATE INDEX IF NOT EXISTS models_run ON models (run_id);
+"""
+
+
+def validate_model_name(name: object) -> str:
+    """``name`` if it is a safe single path segment (the rule of run ids), else ``SpecError``."""
+    try:
+        return validate_run_id(name)
+    except InvalidRunId:
+        raise SpecError(f"invalid model name {name!r}: a model name is 1-128 letters, digits, "
+                        "'.', '_' or '-', starting with a letter or digit") from None
+
+
+def parse_ref(text: str) -> tuple[str, int | None]:
+    """``NAME``, ``NAME@VERSION`` or ``NAME@latest`` as (name, version or None)."""
+    name, at, version = str(text).rpartition("@") if "@" in str(text) else (text, "", "")
+    validate_model_name(name)
+    if not at or version == "latest":
+        return name, None
+    if not _VERSION.fullmatch(version):
+        raise SpecError(f"invalid model version {version!r} in {text!r}: give NAME@N with N a "
+                        "whole number from 1, or NAME for the latest version")
+    return name, int(version)
+
+
+def index_row(lineage: dict[str, Any]) -> dict[str, Any]:
+    """The index row of a version with this lineage."""
+    return {"name": lineage["name"], "version": lineage["version"], "run_id": lineage["run_id"],
+            "path": lineage["path"], "files": len(lineage["files"]),
+            "bytes": sum(f["size"] for f in lineage["files"]), "created": lineage["created"],
+            "tags": json.dumps(lineage.get("tags") or {}, sort_keys=True)}
+
+
+class ModelIndex(FolderIndex):
+    """``home/models.db``: one row per registered version."""
+
+    FILE, TABLE, SCHEMA, LABEL, COLUMNS = "models.db", "models", _SCHEMA, "model", COLUMNS
+
+    def rows(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Rows of every version (of ``name``), by name, newest version first."""
+        query = "SELECT * FROM models" + (" WHERE name = ?" if name else "")
+        found = self.run(lambda conn: [dict(r) for r in conn.execute(
+            query + " ORDER BY name, version DESC", (name,) if name else ())])
+        for row in found:
+            row["tags"] = json.loads(row["tags"])
+        return found
+
+    def add_version(self, name: str, stage: Path, folder: Path,
+                    finish: Callable[[int], dict[str, Any]]) -> int:
+        """Number the version in ``stage`` (one above any version of ``name`` in the index or
+        in ``folder``), let ``finish(version)`` write its lineage and return its row, and
+        rename ``stage`` to ``folder/<version>``: all in one write transaction, which
+        registrations of the name take one at a time."""
+        numbered: list[int] = []
+
+        def decide(conn: Any) -> tuple[dict[str, Any], Path]:
+            top = conn.execute("SELECT MAX(version) FROM models WHERE name = ?",
+                               (name,)).fetchone()[0] or 0
+            numbered.append(max([top, *versions_in(folder)]) + 1)
+            return finish(numbered[-1]), folder / str(numbered[-1])
+
+        self.publish_with(stage, decide)
+        return numbered[-1]
+
+
+def versions_in(folder: Path) -> list[int]:
+    """The version numbers of the folders in ``folder`` (a model's), sorted."""
+    try:
+        return sorted(int(e.name) for e in os.scandir(folder) if _VERSION.fullmatch(e.name))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+class ModelStore:
+    """The model registry of the run store at ``home`` (default ``$JUPYTER_TRAINER_HOME``)."""
+
+    def __init__(self, home: str | os.PathLike | None = None) -> None:
+        self.home = Path(home).expanduser() if home else default_home()
+        self.dir = self.home / "models"
+        self.index = ModelIndex(self.home, self._folder_rows)
+
+    def folder(self, name: str) -> Path:
+        return self.dir / validate_model_name(name)
+
+    def names(self) -> list[str]:
+        """Names with at least one version on disk, sorted."""
+        try:
+            entries = sorted(e.name for e in os.scandir(self.dir) if not e.name.startswith("."))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return [n for n in entries if _is_run_id(n) and versions_in(self.dir / n)]
+
+    def _folder_rows(self) -> list[dict[str, Any]]:
+        rows = []
+        for name in self.names():
+            for version in versions_in(self.dir / name):
+                try:
+                    rows.append(index_row(read_json(self.dir / name / str(version) / LINEAGE)))
+                except (OSError, ValueError, KeyError, TypeError):
+                    continue
+        return rows
+
+    def rows(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Index rows of the versions whose folders exist, by name, newest version first."""
+        if name is not None:
+            validate_model_name(name)
+        if not os.path.lexists(self.index.path) and not self.names():
+            return []  # nothing registered yet: nothing to list, nothing to create
+        return [r for r in self.index.rows(name)
+                if (self.dir / r["name"] / str(r["version"]) / LINEAGE).is_file()]
+
+    def version_dir(self, name: str, version: int | None = None) -> Path:
+        """The folder of ``version`` of ``name`` (None: the latest); ``ModelNotFound``
+        naming what exists if there is none."""
+        folder = self.folder(name)
+        found = [v for v in versions_in(folder) if (folder / str(v) / LINEAGE).is_file()]
+        if not found:
+            names = self.names()
+            have = f"registered models: {', '.join(names)}" if names else "no model is registered"
+            raise ModelNotFound(f"no model {name!r} in {self.home} ({have}); register one with "
+                                "`jupyter-trainer register RUN NAME PATH` (or set "
+                                f"{HOME_ENV} to the store that holds it)")
+        if version is None:
+            return folder / str(found[-1])
+        if version not in found:
+            raise ModelNotFound(f"model {name!r} has no version {version}; it has version"
+                                f"{'s' if len(found) > 1 else ''} "
+                                f"{', '.join(map(str, found))}")
+        return folder / str(version)
+
+    def lineage(self, name: str, version: int | None = None) -> dict[str, Any]:
+        return read_json(self.version_dir(name, version) / LINEAGE)
+
+    def register(self, name: str, source: Path, root: Path, lineage: dict[str, Any]) -> dict[str, Any]:
+        """Copy the file or folder ``source`` (inside ``root``, a run's ``outputs/``) as the
+        next version of ``name``, hashing each file as it is copied; write ``lineage``
+        (completed with the version, the time and the files) beside it. Returns the
+        version's lineage."""
+        folder = self.folder(name)
+        item = source.name if source != root else "outputs"
+        if item == LINEAGE:
+            raise SpecError(f"a registered file cannot be named {LINEAGE} (the version's own "
+                            "record has that name); rename it in the run's outputs/")
+        files = ([(item, source)] if source.is_file() else
+                 [(f"{item}/{rel}", path) for rel, path in walk_files(source, root, strict=True)])
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            stage = Path(tempfile.mkdtemp(prefix=".register-", dir=folder))
+        except OSError as exc:
+            raise unwritable(folder, exc) from None
+        try:
+            copied = _copy_files(files, stage)
+            record: dict[str, Any] = {}
+
+            def finish(version: int) -> dict[str, Any]:
+                record.update(lineage, name=name, version=version, created=time.time(),
+                              path=item, files=copied)
+                write_json_atomic(stage / LINEAGE, record)
+                os.chmod(stage / LINEAGE, 0o444)
+                return index_row(record)
+
+            self.index.add_version(name, stage, folder, finish)
+        except BaseException as exc:
+            _rmtree(stage)
+            _remove_if_empty(folder)
+            if isinstance(exc, OSError):
+                raise StoreError(f"cannot register {source} as model {name!r} in {folder}: "
+                                 f"{exc.strerror or exc}") from None
+            raise
+        return record
+
+
+def _copy_files(files: list[tuple[str, Path]], stage: Path) -> list[dict[str, Any]]:
+    """Copy each (relative path, source) into ``stage``, read-only; their records."""
+    copied = []
+    for rel, src in files:
+        dst = stage.joinpath(*rel.split("/"))
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        digest = copy_hashed(src, dst)
+        os.chmod(dst, 0o444)
+        copied.append({"path": rel, "size": dst.stat().st_size, "sha256": digest})
+    for dirpath, _dirs, _files in os.walk(stage):
+        if dirpath != str(stage):
+            os.chmod(dirpath, 0o555)
+    return copied
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass

@@ -1,0 +1,287 @@
+"""A run's ``outputs/``: its files, paths and glob patterns that stay inside it, and copies
+out of it (hashed with sha256 while they are made, for the model registry).
+
+Every path a user gives is relative to ``outputs/``. A path or pattern that is absolute or
+has a ``..`` part is refused; a symbolic link is followed only where it points inside
+``outputs/`` (a link out of it is neither listed, nor copied, nor registered).
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import hashlib
+import os
+import queue
+import tempfile
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterator
+
+from ..errors import SpecError, StoreError
+
+# Files at least this large are copied by the kernel (copy_file_range) while the copy
+# already written is hashed in this thread; smaller ones are read once, hashed, written.
+_PIPELINE_BYTES = 32 << 20
+_COPY_CHUNK = 16 << 20
+_READ_CHUNK = 4 << 20
+_GLOB = set("*?[")
+
+
+@dataclass(frozen=True)
+class RunFile:
+    """One file of a run's outputs: its path relative to ``outputs/`` and its size."""
+
+    path: str
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _relative(text: object, what: str) -> PurePosixPath:
+    if not isinstance(text, str) or not text.strip() or "\x00" in text:
+        raise SpecError(f"{what} must be a non-empty path relative to the run's outputs/, "
+                        f"not {text!r}")
+    rel = PurePosixPath(text)
+    if rel.is_absolute() or ".." in rel.parts:
+        raise SpecError(f"{what} {text!r} leaves the run's outputs/: give a path relative to "
+                        "outputs/ without '..' (see the run's files with `jupyter-trainer files "
+                        "RUN`)")
+    return rel
+
+
+def _within(root: Path, path: Path) -> bool:
+    """True when ``path``, links resolved, is ``root`` or inside it."""
+    try:
+        Path(os.path.realpath(path)).relative_to(os.path.realpath(root))
+    except ValueError:
+        return False
+    return True
+
+
+def inside(root: Path, text: str, what: str = "the path") -> Path:
+    """The file or folder ``text`` names inside ``root`` (a run's ``outputs/``), which must
+    exist and, links resolved, stay inside ``root``; else ``SpecError``."""
+    rel = _relative(text, what)
+    path = root.joinpath(*rel.parts)
+    if not os.path.lexists(path):
+        raise SpecError(f"{what} {text!r} is not in the run's outputs/ ({root}); "
+                        f"{_what_exists(root)}")
+    if not _within(root, path):
+        raise SpecError(f"{what} {text!r} is a link that leaves the run's outputs/ "
+                        f"({os.path.realpath(path)}); register files of the run itself")
+    if not (path.is_file() or path.is_dir()):
+        raise SpecError(f"{what} {text!r} is neither a file nor a folder")
+    return path
+
+
+def walk_files(folder: Path, root: Path, *, strict: bool = False) -> Iterator[tuple[str, Path]]:
+    """(path relative to ``folder``, path) of each file under ``folder``, sorted; links to
+    files are followed when they stay inside ``root``, links to folders are not. Other
+    links are left out, or with ``strict`` refused (``SpecError``)."""
+    def walk(here: Path, prefix: str) -> Iterator[tuple[str, Path]]:
+        try:
+            entries = sorted(os.scandir(here), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for entry in entries:
+            path, rel = Path(entry.path), prefix + entry.name
+            if entry.is_symlink():
+                if _within(root, path) and path.is_file():
+                    yield rel, path
+                elif strict:
+                    raise SpecError(f"{rel} in {folder.name}/ is a link to "
+                                    f"{os.path.realpath(path)}: only files inside the run's "
+                                    "outputs/ are copied; replace the link with the file")
+            elif entry.is_dir():
+                yield from walk(path, rel + "/")
+            elif entry.is_file():
+                yield rel, path
+    yield from walk(folder, "")
+
+
+def list_files(root: Path) -> list[RunFile]:
+    """Every file of a run's ``outputs/`` (``root``), sorted by path."""
+    return [RunFile(rel, path.stat().st_size) for rel, path in walk_files(root, root)]
+
+
+def _what_exists(root: Path, limit: int = 8) -> str:
+    names = [f.path for f in list_files(root)]
+    if not names:
+        return "the run's outputs/ is empty"
+    shown = ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+    return f"it has {shown}"
+
+
+def _segments_match(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(_segments_match(pattern[1:], parts[i:]) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) and \
+        _segments_match(pattern[1:], parts[1:])
+
+
+def match(root: Path, pattern: str) -> list[RunFile]:
+    """The files of ``root`` that ``pattern`` names: a path, or a glob where ``*``, ``?`` and
+    ``[...]`` stay within one folder and ``**`` spans any number of them. A pattern that
+    names a folder takes every file under it. Nothing matched is a ``SpecError``."""
+    rel = _relative(pattern, "the pattern")
+    wanted = tuple(p for p in rel.parts if p != ".")
+    found = []
+    for entry in list_files(root):
+        parts = PurePosixPath(entry.path).parts
+        if any(_segments_match(wanted, parts[:n]) for n in range(1, len(parts) + 1)):
+            found.append(entry)
+    if not found:
+        kind = "matches" if _GLOB & set(pattern) else "names"
+        raise SpecError(f"{pattern!r} {kind} no file in the run's outputs/; {_what_exists(root)}")
+    return found
+
+
+def copy_out(root: Path, files: list[RunFile], dest: Path) -> list[Path]:
+    """Copy ``files`` of ``root`` into the folder ``dest`` (made if missing), each at its
+    path relative to ``root``; an existing file is replaced whole. Returns the paths written."""
+    written = []
+    for entry in files:
+        target = dest.joinpath(*PurePosixPath(entry.path).parts)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            replace_with_copy(root.joinpath(*PurePosixPath(entry.path).parts), target)
+        except OSError as exc:
+            raise StoreError(f"cannot copy {entry.path} to {target}: {exc.strerror or exc}") from None
+        written.append(target)
+    return written
+
+
+def replace_with_copy(src: Path, target: Path) -> str:
+    """Copy ``src`` to ``target`` under a temporary name, then rename it over ``target``:
+    a reader sees the old file or the whole new one. Returns the copy's sha256."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(fd)
+    try:
+        digest = copy_hashed(src, Path(tmp), exclusive=False)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return digest
+
+
+def copy_hashed(src: Path, dst: Path, *, exclusive: bool = True) -> str:
+    """Copy the file ``src`` to ``dst`` (a new file unless ``exclusive`` is false) and return
+    the sha256 of what was written, read back from ``dst``.
+
+    A large file is copied in the kernel (``copy_file_range``, else ``sendfile``) by a
+    second thread, while this one hashes the part of ``dst`` already written: the two
+    overlap, so the copy costs about the longer of the two, not their sum. A source that
+    changes while it is copied is refused (``StoreError``): its copy could be torn.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fin = os.open(src, os.O_RDONLY)
+    try:
+        before = os.fstat(fin)
+        fout = os.open(dst, flags, 0o644)
+        try:
+            if before.st_size < _PIPELINE_BYTES:
+                digest = _copy_small(fin, fout)
+            else:
+                digest = _copy_pipelined(fin, fout, dst, before.st_size)
+        finally:
+            os.close(fout)
+        after = os.fstat(fin)
+    finally:
+        os.close(fin)
+    if (before.st_size, before.st_mtime_ns, before.st_ctime_ns) != \
+            (after.st_size, after.st_mtime_ns, after.st_ctime_ns):
+        raise StoreError(f"{src} changed while it was being copied; copy it again once the "
+                         "run has finished writing it")
+    return digest
+
+
+def _copy_small(fin: int, fout: int) -> str:
+    digest = hashlib.sha256()
+    while chunk := os.read(fin, _COPY_CHUNK):
+        digest.update(chunk)
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(fout, view):]
+    return digest.hexdigest()
+
+
+def _copy_pipelined(fin: int, fout: int, dst: Path, size: int) -> str:
+    done: queue.Queue = queue.Queue()  # the copied length after each chunk, then None
+    failed: list[BaseException] = []
+    stop = threading.Event()
+
+    def copy() -> None:
+        try:
+            for copied in _kernel_copy(fin, fout, size):
+                done.put(copied)
+                if stop.is_set():
+                    return
+        except BaseException as exc:
+            failed.append(exc)
+        finally:
+            done.put(None)
+
+    worker = threading.Thread(target=copy, name="jt-copy", daemon=True)
+    worker.start()
+    digest, hashed = hashlib.sha256(), 0
+    view = memoryview(bytearray(_READ_CHUNK))
+    try:
+        with open(dst, "rb", buffering=0) as reader:
+            while (copied := done.get()) is not None:
+                while hashed < copied:
+                    n = os.preadv(reader.fileno(), [view[:min(_READ_CHUNK, copied - hashed)]],
+                                  hashed)
+                    if n <= 0:
+                        raise StoreError(f"{dst} is shorter than what was copied into it")
+                    digest.update(view[:n])
+                    hashed += n
+    finally:
+        stop.set()
+        worker.join()  # before the caller closes the descriptors it copies between
+    if failed:
+        raise failed[0]
+    return digest.hexdigest()
+
+
+def _kernel_copy(fin: int, fout: int, size: int) -> Iterator[int]:
+    """Copy ``size`` bytes from ``fin`` to ``fout`` at their positions, a chunk at a time,
+    yielding the total copied after each; ``copy_file_range`` where the kernel and the
+    filesystems allow it, else ``sendfile``, else read and write."""
+    copied = 0
+    for step in (_by_copy_file_range, _by_sendfile, _by_read_write):
+        try:
+            while copied < size:
+                n = step(fin, fout, min(_COPY_CHUNK, size - copied))
+                if n == 0:
+                    raise StoreError("the file got shorter while it was being copied")
+                copied += n
+                yield copied
+            return
+        except OSError as exc:
+            if copied or exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL,
+                                           errno.EOPNOTSUPP, errno.ENOTSUP, errno.EBADF):
+                raise
+    raise StoreError("no way to copy the file was left")
+
+
+def _by_copy_file_range(fin: int, fout: int, n: int) -> int:
+    return os.copy_file_range(fin, fout, n)
+
+
+def _by_sendfile(fin: int, fout: int, n: int) -> int:
+    return os.sendfile(fout, fin, None, n)
+
+
+def _by_read_write(fin: int, fout: int, n: int) -> int:
+    chunk = os.read(fin, n)
+    view = memoryview(chunk)
+    while view:
+        view = view[os.write(fout, view):]
+    return len(chunk)
