@@ -12,7 +12,8 @@ __version__ = "0.1.0"
 
 _API = {"submit", "rerun", "resume", "diff", "get_run", "runs", "Run"}
 _SWEEP_API = {"sweep", "sweeps", "get_sweep", "Sweep"}
-__all__ = sorted(_API | _SWEEP_API | {"load_ipython_extension", "__version__"})
+_MODEL_API = {"models", "get_model", "Model"}
+__all__ = sorted(_API | _SWEEP_API | _MODEL_API | {"load_ipython_extension", "__version__"})
 
 
 def __getattr__(name: str) -> Any:
@@ -24,6 +25,10 @@ def __getattr__(name: str) -> Any:
         from .tuning import api as sweep_api
 
         return getattr(sweep_api, name)
+    if name in _MODEL_API:
+        from . import model_registry
+
+        return getattr(model_registry, name)
     raise AttributeError(f"module 'jupyter_trainer' has no attribute {name!r}")
 
 

@@ -25,6 +25,8 @@ from .targets import get_target
 if TYPE_CHECKING:
     from .compare import RunDiff
     from .doctor import Report
+    from .model_registry import Model
+    from .store.outputs import RunFile
 
 
 def submit(
@@ -236,6 +238,31 @@ class Run:
     @property
     def outputs(self) -> Path:
         return self.store.paths(self.id).outputs
+
+    def files(self) -> list["RunFile"]:
+        """Every file of the run's ``outputs/``: its path relative to ``outputs/`` and its
+        size, sorted by path."""
+        from .store.outputs import list_files
+
+        return list_files(self.store.existing(self.id).outputs)
+
+    def download(self, pattern: str, dest: str | os.PathLike) -> list[Path]:
+        """Copy the files of ``outputs/`` that ``pattern`` names (a path relative to
+        ``outputs/``, a folder, or a glob: ``*.pt``, ``checkpoints/**/*.pt``) into the folder
+        ``dest``, each at its path under ``outputs/``. Returns the paths written; a pattern
+        that matches nothing raises ``SpecError`` naming the files there are."""
+        from .store.outputs import copy_out, match
+
+        root = self.store.existing(self.id).outputs
+        return copy_out(root, match(root, pattern), Path(dest).expanduser())
+
+    def register_model(self, name: str, path: str,
+                       tags: Mapping[str, Any] | Sequence[str] | None = None) -> "Model":
+        """Copy ``path`` (a file or folder of ``outputs/``) into the model registry as the
+        next version of ``name``, with this run's lineage; return that version."""
+        from .model_registry import register_model
+
+        return register_model(self.store, self.id, name, path, tags)
 
     def wait(self, timeout: float | None = None, *, raise_on_failure: bool = True,
              poll: float = 0.5) -> "Run":

@@ -71,8 +71,10 @@ LAYERS = {
     "monitor": 6,
     "starter": 6,
     "start": 6.5, "compare": 6.5,  # start runs and compare them: above starter and monitor
+    "model_registry": 6.5,  # registers a run's outputs with its lineage (store + follow)
     "api": 7, "options": 7,
     "tuning": 7.5,  # sweeps: a client of the run API, as the magics are
+    "model_commands": 7.8,  # files, download, register, models: gathered by commands
     "commands": 8, "server": 8,
     "magics": 9, "cli": 9,
 }
