@@ -1,6 +1,7 @@
 """The management commands ``runs``, ``show``, ``logs``, ``cancel``, ``diff``, ``stack``,
-``doctor``, ``targets`` and ``target add``, and the commands that start a run again
-(``rerun``, ``resume``): one definition, used by ``jupyter-trainer`` and by ``%train``.
+``doctor``, ``targets`` and ``target add`` (with the sweep commands of ``tuning.commands``
+and those of run files and models of ``model_commands``), and the commands that start a run
+again (``rerun``, ``resume``): one definition, used by ``jupyter-trainer`` and by ``%train``.
 
 Each command has one argparse definition (``add_commands``) and one function that writes its
 text to a given stream and returns an exit code (``run_command``), so a flag, an output and an
@@ -21,6 +22,7 @@ from .monitor.text import runs_table, summary_text, targets_table
 from .options import OptionParser, ParamAction, add_target_options
 from .errors import SpecError
 from .store import STATUSES, Store
+from .model_commands import MODEL_COMMANDS
 from .tuning.commands import SWEEP_COMMANDS
 
 
@@ -214,7 +216,7 @@ COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace, T
     "logs": (_define_logs, cmd_logs), "cancel": (_define_cancel, cmd_cancel),
     "diff": (_define_diff, cmd_diff), "stack": (_define_stack, cmd_stack),
     "doctor": (_define_doctor, cmd_doctor), "targets": (_define_targets, cmd_targets),
-    "target": (_define_target, cmd_target), **SWEEP_COMMANDS,
+    "target": (_define_target, cmd_target), **SWEEP_COMMANDS, **MODEL_COMMANDS,
 }
 
 

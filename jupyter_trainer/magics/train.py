@@ -32,6 +32,10 @@ LINE_HELP = """\
 %train resume RUN [-p KEY=VALUE ...] [--target T] [--no-wait]  ... from its latest checkpoint
 %train diff RUN_A RUN_B [--json]   params, launch, environment, code and metrics side by side
 %train stack RUN [--rank R]  each rank's current Python stack
+%train files RUN [--json]    the files of a run's outputs/
+%train download RUN PATTERN DEST   copy outputs/ files ('*.pt', 'ckpt/**') into the folder DEST
+%train register RUN NAME PATH [--tag KEY=VALUE ...]   a file or folder of outputs/ as NAME's next version
+%train models [list [--json] | show NAME[@V] [--json] | download NAME[@V] DEST]   the model registry
 %train doctor [--fix] [--no-hash] [--json]   check the run store; --fix repairs what it can
 %train sweeps                the sweeps, newest first
 %train sweep show SWEEP [--json] | sweep resume SWEEP | sweep cancel SWEEP
