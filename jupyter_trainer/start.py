@@ -11,6 +11,7 @@ store and nothing starts.
 from __future__ import annotations
 
 import getpass
+import os
 import socket
 from dataclasses import replace
 from pathlib import Path
@@ -105,23 +106,46 @@ def start_again(store: Store, run_id: str, *, params: Mapping[str, Any] | None =
     return start_run(store, tgt, write, seed)
 
 
-def start_trial(store: Store, sweep_id: str, number: int, params: Mapping[str, Any]) -> str:
+def start_trial(store: Store, sweep_id: str, number: int, params: Mapping[str, Any],
+                staged: Path | None = None) -> str:
     """Start trial ``number`` of sweep ``sweep_id``: a run of the sweep's template (its
     snapshot, environment lock, launch and target) with ``params`` over the template's;
-    return the run's id. Its spec records the sweep and the trial's number."""
+    return the run's id. Its spec records the sweep and the trial's number. ``staged`` is a
+    copy of the template's snapshot made ahead (``stage_template``), moved into the run."""
     from .store.sweeps import SweepStore
 
-    sweeps = SweepStore(store.home)
-    template = sweeps.read_template(sweep_id)
+    template = SweepStore(store.home).read_template(sweep_id)
     spec = replace(template, name=f"{template.name}.t{number}", env=same_environment(template),
                    params={**template.params, **params}, sweep=sweep_id, trial=number)
 
     def write(staging: Path) -> RunSpec:
-        sweeps.copy_template(sweep_id, staging)
-        check_copy(staging, template.code.hash, f"sweep {sweep_id}")
+        if staged is not None:
+            os.replace(staged, staging)
+            store.discard_staging(staged)
+        else:
+            copy_template(store, sweep_id, staging)
         return spec
 
     return start_run(store, get_target(template.target.name, store.home), write)
+
+
+def stage_template(store: Store, sweep_id: str) -> Path:
+    """A checked copy of sweep ``sweep_id``'s template snapshot in a new staging folder."""
+    staging = store.staging_dir()
+    try:
+        copy_template(store, sweep_id, staging)
+    except BaseException:
+        store.discard_staging(staging)
+        raise
+    return staging
+
+
+def copy_template(store: Store, sweep_id: str, staging: Path) -> None:
+    from .store.sweeps import SweepStore
+
+    sweeps = SweepStore(store.home)
+    sweeps.copy_template(sweep_id, staging)
+    check_copy(staging, sweeps.read_template(sweep_id).code.hash, f"sweep {sweep_id}")
 
 
 def same_environment(spec: RunSpec):

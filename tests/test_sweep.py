@@ -98,6 +98,8 @@ def test_parallel_trials_do_overlap(home, tmp_path):
     assert overlap(sweep.trials()) == 2
     assert sorted(r.spec.params["x"] for r in sweep.trials()) == [1, 2, 3, 4]
     assert all(r.spec.params["steps"] == 4 for r in sweep.trials())
+    # the next trial's snapshot is copied ahead while the driver waits; none is left over
+    assert not any((home / "staging").iterdir())
 
 
 def test_hostile_choices_reach_the_trial_unchanged(home, tmp_path):

@@ -31,7 +31,6 @@ from .spec import SweepSpec
 
 POLL_S = 0.05  # between looks at the trials, where inotify cannot wake the driver
 WAKE_S = 0.5  # the longest wait for a change inotify reports (a cancel request, a deadline)
-KEEP_VALUES = 200  # intermediate points kept per trial in the state, for its curve
 START_FAILURES = 3  # trials in a row that cannot start end the sweep as failed
 CANCEL_WAIT_S = 60.0
 
@@ -99,6 +98,7 @@ class SweepDriver:
         self.state: dict[str, Any] = read_json(self.paths.state)
         self.live: dict[int, Live] = {}
         self.waker = Waker()
+        self.staged: Any = None  # the next trial's snapshot, copied ahead of its start
         self.waker.watch(self.paths.root)
 
     # -- the study ---------------------------------------------------------------------
@@ -149,6 +149,9 @@ class SweepDriver:
                               error=f"{type(exc).__name__}: {exc}")
             self.save()
             raise
+        finally:
+            if self.staged is not None:
+                self.store.discard_staging(self.staged)
         return 0
 
     def loop(self) -> None:
@@ -176,7 +179,19 @@ class SweepDriver:
                 return
             if changed:
                 self.save()
+            if self.staged is None and not self.starting_done(deadline):
+                self.stage_next()
             self.waker.wait()
+
+    def stage_next(self) -> None:
+        """Copy (and check) the template's snapshot for the next trial while the driver
+        waits, so that starting it is a rename; a failure here is the next start's to report."""
+        from ..start import stage_template
+
+        try:
+            self.staged = stage_template(self.store, self.id)
+        except Exception:
+            self.staged = None
 
     def starting_done(self, deadline: float | None) -> bool:
         return len(self.state["trials"]) >= self.total or (
@@ -190,12 +205,12 @@ class SweepDriver:
         trial = self.study.ask()
         params = suggest_params(trial, self.space)
         record = {"number": trial.number, "run": None, "params": params, "status": "starting",
-                  "objective": None, "step": None, "values": [], "start": time.time(),
-                  "end": None}
+                  "objective": None, "step": None, "start": time.time(), "end": None}
         self.state["trials"].append(record)
         self.save()
+        staged, self.staged = self.staged, None
         try:
-            run_id = start_trial(self.store, self.id, trial.number, params)
+            run_id = start_trial(self.store, self.id, trial.number, params, staged=staged)
         except Exception as exc:  # the trial fails; the sweep goes on unless all do
             record.update(status="failed", end=time.time(), error=f"{type(exc).__name__}: {exc}")
             self.tell(trial.number, state=self.optuna.trial.TrialState.FAIL)
@@ -255,9 +270,6 @@ class SweepDriver:
     def note_value(self, record: dict[str, Any], step: int, value: float) -> None:
         finite = math.isfinite(value)
         record["step"] = step
-        record["values"].append([step, value if finite else None])
-        if len(record["values"]) > KEEP_VALUES:
-            record["values"] = record["values"][::2]
         record["last"] = value if finite else None
         if finite and (record.get("best") is None or self.spec.better(value, record["best"])):
             record["best"] = value
@@ -367,13 +379,12 @@ class SweepDriver:
             if record is None:
                 params = self.store.read_spec(run_id).params
                 record = {"number": frozen.number, "params": {k: params[k] for k in self.space},
-                          "objective": None, "step": None, "values": [], "start": time.time(),
+                          "objective": None, "step": None, "start": time.time(),
                           "end": None}
                 self.state["trials"].append(record)
             record.update(run=run_id, status="running")
             self.follow(frozen.number, Live(self.optuna.trial.Trial(self.study, frozen._trial_id),
                                             run_id, reported=set(frozen.intermediate_values)))
-            record["values"] = []
             log(f"trial {frozen.number}: following run {run_id} again")
         for record in list(self.state["trials"]):  # told, but the state was not saved
             if record["status"] in ("running", "starting") and record["number"] not in self.live:
