@@ -29,7 +29,7 @@ import time
 from typing import Any, Callable
 
 __all__ = [
-    "attempt", "backend", "checkpoint_dir", "flush", "in_run", "load_carried",
+    "attempt", "backend", "checkpoint_dir", "export_onnx", "flush", "in_run", "load_carried",
     "load_checkpoint", "local_rank", "local_world_size", "log", "node_rank", "outputs_dir",
     "params", "progress", "rank", "run_dir", "run_id", "save_checkpoint", "world_size",
 ]
@@ -550,6 +550,18 @@ def load_checkpoint(*, map_location: Any = "cpu") -> Any:
     found = [rank_files.read_latest(folder, map_location) if rank == 0 else None]
     dist.broadcast_object_list(found, src=0)
     return found[0]
+
+
+def export_onnx(model: Any, example_inputs: Any, name: str = "model", **options: Any) -> dict | None:
+    """Write ``outputs_dir/NAME.onnx`` on rank 0 and check it against onnxruntime; returns its
+    record (None on the other ranks). Options and tolerances: ``rank_onnx.export_onnx``."""
+    import jupyter_trainer.rank_onnx as rank_onnx
+
+    name = rank_onnx.check_name(name)
+    if rank != 0:
+        return None
+    folder = str(globals().get("outputs_dir") or __getattr__("outputs_dir"))
+    return rank_onnx.export_onnx(model, example_inputs, name, folder, **options)
 
 
 # --- carried notebook variables ---------------------------------------------------------------
