@@ -37,6 +37,10 @@ class LaunchError(TrainerError):
     """The launch command could not be built or started."""
 
 
+class MissingExtra(TrainerError, ImportError):
+    """An optional feature's packages are not installed; the message names the extra."""
+
+
 class InvalidRunId(SpecError):
     """A run id is not a safe path segment."""
 

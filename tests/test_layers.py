@@ -73,6 +73,7 @@ LAYERS = {
     "supervisor": 5, "follow": 5, "doctor": 5, "watch": 4.5, "stacks": 5,
     "monitor": 6,
     "starter": 6,
+    "tensorboard": 6,  # event files from the store, and a TensorBoard over them
     "start": 6.5, "compare": 6.5,  # start runs and compare them: above starter and monitor
     "model_registry": 6.5,  # registers a run's outputs with its lineage (store + follow)
     "api": 7, "options": 7,

@@ -39,6 +39,8 @@ LINE_HELP = """\
 %train doctor [--fix] [--no-hash] [--json]   check the run store; --fix repairs what it can
 %train sweeps                the sweeps, newest first
 %train sweep show SWEEP [--json] | sweep resume SWEEP | sweep cancel SWEEP
+%train tensorboard RUN... [--port P]   the runs' metrics in TensorBoard, shown here (--stop ends it)
+%train tensorboard RUN... --logdir DIR [--follow]   write the runs' TensorBoard event files to DIR
 %train targets
 %train target add NAME --kind KIND [--replace] KEY=VALUE ...   (hosts=[gpu1,gpu2] workdir=/scratch/jt)
 %train path/to/script.py [options] [-- script args]
@@ -175,6 +177,9 @@ class TrainMagics(Magics):
         if opts.command == "diff" and not opts.json:
             _show_diff(api.diff(opts.a, opts.b))
             return None
+        if opts.command == "tensorboard" and opts.logdir is None and not opts.stop:
+            _show_tensorboard(opts)
+            return None
         if opts.command != "attach":
             run_command(opts, sys.stdout)
             return None
@@ -187,6 +192,18 @@ class TrainMagics(Magics):
             return None
         show(run)
         return run
+
+
+def _show_tensorboard(opts: argparse.Namespace) -> None:
+    """The kernel's TensorBoard over the runs: its address, then TensorBoard itself."""
+    from IPython.display import IFrame
+
+    from ..tensorboard.commands import background
+
+    server = background(opts)
+    print(f"TensorBoard at {server.url} with {', '.join(server.runs)} "
+          "(`%train tensorboard --stop` ends it)", flush=True)
+    display(IFrame(server.url, width="100%", height=800))
 
 
 def _show_diff(found: Any) -> None:
