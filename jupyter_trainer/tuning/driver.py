@@ -206,8 +206,9 @@ class SweepDriver:
         params = suggest_params(trial, self.space)
         record = {"number": trial.number, "run": None, "params": params, "status": "starting",
                   "objective": None, "step": None, "start": time.time(), "end": None}
+        # Saved once the run exists: a driver that dies before that leaves a run that
+        # recover() finds by its spec, or none, and then the trial does not count.
         self.state["trials"].append(record)
-        self.save()
         staged, self.staged = self.staged, None
         try:
             run_id = start_trial(self.store, self.id, trial.number, params, staged=staged)
