@@ -121,6 +121,19 @@ class SweepDriver:
             sampler=make_sampler(self.spec.sampler, self.space, seed=self.spec.seed),
             pruner=make_pruner(self.spec.prune, after=self.spec.prune_after,
                                every=self.spec.prune_every))
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """Import what starting a trial needs, and copy the first trial's snapshot, before
+        the sweep starts: the first trial then starts as fast as the others."""
+        from .. import capture, start, starter  # noqa: F401
+        from ..targets import get_target
+
+        target = self.sweeps.read_template(self.id).target.name
+        get_target(target, self.store.home).warm_up()
+        capture.hash_snapshot  # noqa: B018 (loads the module)
+        starter.keep_spare(str(self.store.home), target)  # the first trial's supervisor
+        self.stage_next()
 
     def tell(self, number: int, value: float | None = None, state: Any = None) -> None:
         try:
