@@ -4,13 +4,14 @@ are runs that ``submit`` would start, made from one captured template."""
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..api import _given_params, _is_flag_list, _run_writer
+from ..api import _given_params, _is_flag_list, _run_writer, submit
 from ..errors import SpecError
-from ..spec import DEFAULT_STALL_TIMEOUT, validate_run_id
+from ..spec import validate_run_id
 from ..store import Store
 from ..store.sweeps import SweepStore
 from .create import check_cell_reads, create_sweep, placeholders
@@ -18,10 +19,10 @@ from .handle import Sweep
 from .space import load_space_file, parse_space, space_texts
 from .spec import SweepSpec
 
-_RUN_OPTIONS = frozenset({
-    "script", "args", "name", "target", "nodes", "procs", "launcher", "backend", "env", "params",
-    "source", "max_restarts", "stall_timeout", "on_stall", "stop_on_nan", "namespace",
-    "history", "origin"})
+# submit()'s run options and their defaults: every trial is such a run.
+_RUN_DEFAULTS = {name: p.default for name, p in inspect.signature(submit).parameters.items()
+                 if name not in ("code", "wait", "home")}
+_RUN_OPTIONS = frozenset(_RUN_DEFAULTS)
 
 
 def sweep(code: str | None = None, *, space: Mapping[str, Any] | Sequence[str] | None = None,
@@ -59,14 +60,10 @@ def sweep(code: str | None = None, *, space: Mapping[str, Any] | Sequence[str] |
                      name=name)
     if code is not None:
         check_cell_reads(code, texts, options.get("namespace") or {})
-    run_options = {key: value for key, value in options.items() if key != "params"}
-    defaults = {"args": (), "name": None, "target": "local", "nodes": 1, "procs": 1,
-                "launcher": "torchrun", "backend": None, "env": None, "source": None,
-                "max_restarts": 0, "stall_timeout": DEFAULT_STALL_TIMEOUT, "on_stall": "warn",
-                "stop_on_nan": (), "namespace": None, "history": (), "origin": None,
-                "script": None}
+    run_options = {key: value for key, value in {**_RUN_DEFAULTS, **options}.items()
+                   if key != "params"}
     store, tgt, write = _run_writer(
-        code, home=home, **{**defaults, **run_options},
+        code, home=home, **run_options,
         params={**_given_params(options.get("params")), **placeholders(texts)})
     handle = Sweep(create_sweep(store, tgt, write, spec), store)
     return handle.wait() if wait else handle
