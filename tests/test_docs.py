@@ -77,7 +77,11 @@ def test_python_blocks_run_as_a_notebook_would(page, home, tmp_path):
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     runs = Store(home).list_runs()
     assert runs, f"{page} started no run"
-    assert {r["status"] for r in runs} <= {"completed", "canceled"}, runs
+    failed = {r["id"]: Store(home).read_state(r["id"]) for r in runs
+              if r["status"] not in ("completed", "canceled")}
+    assert not failed, {run_id: (state.get("status"), state.get("error"),
+                                 (state.get("traceback") or "")[-1500:])
+                        for run_id, state in failed.items()}
     trained = [r for r in runs if r["name"] in ("hello", "helpers")]
     for row in trained:
         assert (Store(home).paths(row["id"]).outputs / "model.pt").is_file(), row

@@ -396,8 +396,9 @@ def test_boot_leaves_a_failed_entry_s_process_group_alone(run: Path) -> None:
 # --- rank mapping -----------------------------------------------------------------------------
 
 _PRINT_RANKS = ("from jupyter_trainer import runtime as jt; import os; "
-                "print(jt.rank, jt.world_size, jt.local_rank, jt.local_world_size, jt.node_rank,"
-                " os.environ['RANK'], os.environ['WORLD_SIZE'], os.environ['LOCAL_RANK'])")
+                "line = ' '.join(map(str, (jt.rank, jt.world_size, jt.local_rank,"
+                " jt.local_world_size, jt.node_rank, os.environ['RANK'], os.environ['WORLD_SIZE'],"
+                " os.environ['LOCAL_RANK']))); os.write(1, (line + '\\n').encode())")
 
 
 @pytest.mark.parametrize("env, expected", [
