@@ -47,6 +47,8 @@ def submit(
     stall_timeout: float = DEFAULT_STALL_TIMEOUT,
     on_stall: str = "warn",
     stop_on_nan: str | Sequence[str] = (),
+    data: Mapping[str, str | os.PathLike] | Sequence[str] | None = None,
+    mlflow: str | None = None,
     namespace: Mapping[str, Any] | None = None,
     history: Sequence[str] = (),
     wait: bool = False,
@@ -57,22 +59,25 @@ def submit(
 
     ``namespace`` is where the code's free names are looked up (the notebook's variables,
     helpers and imports); ``params`` are ``KEY=VALUE`` strings or a mapping that override
-    them. Everything is validated and captured before the run is created; on any error
-    nothing is written and nothing starts.
+    them. ``data`` maps input names to folders, files or URLs (or is ``NAME=PATH`` strings):
+    the code finds each at ``jt.data[NAME]`` on its node. ``mlflow`` is a tracking URI the
+    run is mirrored to (default: ``$MLFLOW_TRACKING_URI``). Everything is validated and
+    captured before the run is created; on any error nothing is written and nothing starts.
     """
     store, tgt, write = _run_writer(
         code, script=script, args=args, name=name, target=target, nodes=nodes, procs=procs,
         launcher=launcher, backend=backend, env=env, params=_given_params(params),
         source=source, max_restarts=max_restarts, stall_timeout=stall_timeout,
-        on_stall=on_stall, stop_on_nan=stop_on_nan, namespace=namespace, history=history,
-        home=home, origin=origin)
+        on_stall=on_stall, stop_on_nan=stop_on_nan, data=data, mlflow=mlflow,
+        namespace=namespace, history=history, home=home, origin=origin)
     run = Run(start_run(store, tgt, write), store)
     return run.wait() if wait else run
 
 
 def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, launcher,
                 backend, env, params: dict[str, Any], source, max_restarts, stall_timeout,
-                on_stall, stop_on_nan, namespace, history, home, origin):
+                on_stall, stop_on_nan, namespace, history, home, origin, data=None,
+                mlflow=None):
     """The store, the target and ``write(staging) -> RunSpec`` (which captures the snapshot)
     of a run of ``code`` or ``script``: checked, but nothing written yet."""
     from . import capture  # lazy: keeps ``import jupyter_trainer`` cheap
@@ -87,6 +92,10 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
     tgt = get_target(TargetSpec(target).name, store.home)
     env_spec = environment.resolve(env, home=store.home)
     source_dir = Path(source).expanduser() if source is not None else None
+    from .datasets import resolve_inputs  # lazy: hashing and URL fetching only when asked
+
+    inputs = resolve_inputs(data, home=store.home)  # a missing or unreadable input stops here
+    mlflow = mlflow if mlflow is not None else os.environ.get("MLFLOW_TRACKING_URI") or None
 
     def write(staging: Path) -> RunSpec:
         if code is not None:
@@ -102,7 +111,7 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
             name=name or (Path(script).stem if script is not None else "cell"),
             code=code_spec, launch=launch, target=TargetSpec(target), env=env_spec,
             params=run_params, carried=carried, watch=watch,
-            origin={**submitter(), **(origin or {})},
+            origin={**submitter(), **(origin or {})}, data=inputs, mlflow=mlflow,
         )
 
     return store, tgt, write

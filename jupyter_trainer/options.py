@@ -82,6 +82,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                              "run, its stacks saved (default: warn)")
     parser.add_argument("--stop-on-nan", action="append", default=[], metavar="METRIC",
                         help="fail the run when METRIC becomes NaN or inf (repeatable)")
+    parser.add_argument("--data", action=ParamAction, default=[], metavar="NAME=PATH",
+                        help="a data input: a folder, a file, or an http(s):// or fsspec URL; "
+                             "the code finds it at jt.data['NAME'] on every node (repeatable)")
+    parser.add_argument("--mlflow", default=None, metavar="URI",
+                        help="mirror the run to this MLflow tracking URI (default: "
+                             "$MLFLOW_TRACKING_URI when set)")
 
 
 def submit_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
@@ -91,7 +97,7 @@ def submit_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "launcher": ns.launcher, "backend": ns.backend, "env": ns.env, "params": ns.param,
         "source": ns.source, "max_restarts": ns.max_restarts,
         "stall_timeout": ns.stall_timeout, "on_stall": ns.on_stall,
-        "stop_on_nan": ns.stop_on_nan,
+        "stop_on_nan": ns.stop_on_nan, "data": ns.data, "mlflow": ns.mlflow,
     }
 
 

@@ -29,7 +29,7 @@ import time
 from typing import Any, Callable
 
 __all__ = [
-    "attempt", "backend", "checkpoint_dir", "export_onnx", "flush", "in_run", "load_carried",
+    "attempt", "backend", "checkpoint_dir", "data", "export_onnx", "flush", "in_run", "load_carried",
     "load_checkpoint", "local_rank", "local_world_size", "log", "node_rank", "outputs_dir",
     "params", "progress", "rank", "run_dir", "run_id", "save_checkpoint", "world_size",
 ]
@@ -77,26 +77,28 @@ attempt: int = _env_int("JT_ATTEMPT", 0) + _env_int("TORCHELASTIC_RESTART_COUNT"
 
 # --- lazily computed attributes -------------------------------------------------------------
 
-def _read_params() -> dict[str, Any]:
+def _read_spec(key: str) -> Any:
     if _run_dir is None:
-        return {}
+        return None
     path = os.path.join(_run_dir, "spec.json")
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            return json.loads(f.read()).get(key)
     except FileNotFoundError:
-        return {}
-    try:
-        found = json.loads(text).get("params")
+        return None
     except (ValueError, AttributeError) as exc:
-        raise RuntimeError(f"jupyter_trainer: cannot read params from {path}: {exc}") from None
-    return dict(found) if isinstance(found, dict) else {}
+        raise RuntimeError(f"jupyter_trainer: cannot read {key} from {path}: {exc}") from None
 
 
 def __getattr__(name: str) -> Any:
     # Module attributes computed on first access, then cached as ordinary globals.
     if name == "params":
-        value: Any = _read_params()
+        found = _read_spec("params")
+        value: Any = dict(found) if isinstance(found, dict) else {}
+    elif name == "data":
+        import jupyter_trainer.rank_data as rank_data
+
+        value = rank_data.DataPaths(_read_spec("data") or [], os.environ.get("JT_DATA_ROOT"))
     elif name in ("run_dir", "outputs_dir", "checkpoint_dir"):
         from pathlib import Path  # about 4 ms at a rank's start, so only when asked for
 

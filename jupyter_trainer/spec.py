@@ -236,6 +236,47 @@ class CodeSpec:
         object.__setattr__(self, "excluded", tuple(self.excluded))
 
 
+_DATA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+DATA_KINDS = ("dir", "file")
+
+
+def validate_data_name(name: object) -> str:
+    if not isinstance(name, str) or not _DATA_NAME.fullmatch(name):
+        raise SpecError(f"invalid data input name {name!r}: write --data NAME=PATH where NAME is "
+                        "1-64 letters, digits, '_', '.' or '-', starting with a letter or '_' "
+                        "(the training code reads jt.data['NAME'])")
+    return name
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """One data input: its name (``jt.data[name]``), what the user gave (a path or a URL),
+    the local file or folder that holds its content (the path itself, or the download
+    cache), and that content's size, file count and hash."""
+
+    name: str
+    source: str
+    path: str
+    kind: str = "dir"
+    size: int = 0
+    files: int = 0
+    hash: str = ""
+
+    def __post_init__(self) -> None:
+        validate_data_name(self.name)
+        if self.kind not in DATA_KINDS:
+            raise SpecError(f"data input {self.name}: kind must be one of {DATA_KINDS}")
+        if not self.path.startswith("/"):
+            raise SpecError(f"data input {self.name}: its path {self.path!r} must be absolute")
+        if not re.fullmatch(r"[0-9a-f]{16,64}", self.hash):
+            raise SpecError(f"data input {self.name}: {self.hash!r} is not a content hash")
+
+    @property
+    def leaf(self) -> str:
+        """The file or folder name the input has in its cache entry."""
+        return self.path.rstrip("/").rsplit("/", 1)[-1] or "data"
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """Everything that was asked for a run. Written once to ``spec.json``; never changed."""
@@ -254,9 +295,21 @@ class RunSpec:
     # A sweep's trial: the sweep's id and the trial's number in it.
     sweep: str | None = None
     trial: int | None = None
+    data: tuple[DataSpec, ...] = ()  # the inputs, as jt.data finds them
+    mlflow: str | None = None        # a tracking URI the run is mirrored to
 
     def __post_init__(self) -> None:
         validate_name(self.name)
+        data = tuple(d if isinstance(d, DataSpec) else DataSpec(**_known(DataSpec, d))
+                     for d in self.data)
+        names = [d.name for d in data]
+        if len(set(names)) != len(names):
+            raise SpecError(f"a data input name is given twice: {names}; give each its own")
+        object.__setattr__(self, "data", data)
+        if self.mlflow is not None and (not isinstance(self.mlflow, str) or not self.mlflow
+                                        or not self.mlflow.isprintable()):
+            raise SpecError(f"--mlflow takes a tracking URI (http://host:5000, "
+                            f"sqlite:///mlflow.db, a folder), got {self.mlflow!r}")
         if self.sweep is not None:
             validate_run_id(self.sweep)
         if (self.sweep is None) != (self.trial is None) or (
@@ -278,6 +331,7 @@ class RunSpec:
         data["code"]["excluded"] = list(self.code.excluded)
         data["carried"] = list(self.carried)
         data["watch"]["stop_on_nan"] = list(self.watch.stop_on_nan)
+        data["data"] = [asdict(d) for d in self.data]
         return data
 
     @classmethod
@@ -296,6 +350,8 @@ class RunSpec:
                 lineage=data.get("lineage", {}),
                 sweep=data.get("sweep"),
                 trial=data.get("trial"),
+                data=tuple(data.get("data", ())),
+                mlflow=data.get("mlflow"),
             )
         except (KeyError, TypeError) as exc:
             raise SpecError(f"malformed run spec: {exc}") from exc

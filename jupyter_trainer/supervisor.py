@@ -33,6 +33,7 @@ RANK_FAILURE_GRACE_S = 2.0  # how long a launcher gets to stop its ranks after o
 TRACEBACK_TAIL = 8000
 LAUNCHER_WORDS_TAIL = 256 << 10  # what is searched for the launcher's words on its ranks
 WATCH_S = 0.5            # how often attempts, NaN values and stalls are looked for
+STAGING_SAVE_S = 0.5     # how often staging's progress is saved to the state
 STALL_REFRESH_S = 2.0    # how often a stalled rank's "seconds" is brought up to date
 
 
@@ -51,6 +52,7 @@ class Supervisor:
         self.target: Target | None = None
         self.handle: dict[str, Any] | None = None
         self.launcher_exited_at: float | None = None
+        self._staging_saved = 0.0
         self.relaunches = 0  # attempts started again by this supervisor (not by torchrun)
         self.started: tuple[Any, Any] | None = None  # (spec, plan) the launcher was started with
         self.watch = RunWatch(self.paths, self.spec.launch.launcher,
@@ -129,6 +131,7 @@ class Supervisor:
 
     def _launch_and_watch(self) -> dict[str, Any]:
         self.target = get_target(self.spec.target.name, self.store.home)
+        self.target.on_staging = self._staging
         reservation = self.target.reserve(self.spec, self.run_id, str(self.paths.root))
         if reservation is not None:
             self.handle = reservation  # from now on, ending the run releases it
@@ -157,6 +160,15 @@ class Supervisor:
         self.started = (spec, plan)
         self._start(command)
         return self._watch()
+
+    def _staging(self, record: dict[str, Any]) -> None:
+        """The target's staging so far, in the state (at most every STAGING_SAVE_S, and
+        always once it is done), for every monitor of the run to show."""
+        self.state["staging"] = record
+        now = time.monotonic()
+        if record.get("done") or now - self._staging_saved >= STAGING_SAVE_S:
+            self._staging_saved = now
+            self.save()
 
     def _start(self, command: Any) -> None:
         self.launcher_exited_at = None

@@ -10,7 +10,7 @@ import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 from .. import procs, rank_files
 from ..errors import TargetError
@@ -73,6 +73,9 @@ class Target(ABC):
     def __init__(self, name: str, config: Mapping[str, Any] | None = None) -> None:
         self.name = name
         self.config = dict(config or {})
+        # Set by the supervisor: called with what staging has done so far (the data inputs'
+        # bytes sent and rate, per node), which the run's state shows while it is preparing.
+        self.on_staging: Callable[[dict[str, Any]], None] = lambda record: None
 
     # -- submit side -------------------------------------------------------------------
     def check(self, spec: RunSpec) -> None:
