@@ -1,5 +1,5 @@
 """REST handlers: list runs, read one run, read events and logs incrementally, stream, cancel
-(sweeps have theirs in ``sweeps.py``).
+(sweeps have theirs in ``sweeps.py``, the model registry in ``models.py``).
 
 Every verb is ``@tornado.web.authenticated``. Run ids are validated by the store before any
 path is built from them. Core errors map to statuses in one place (``_status_of``), and every
@@ -26,8 +26,8 @@ from jupyter_server.utils import url_path_join
 from tornado.iostream import StreamClosedError
 
 from .. import __version__
-from ..errors import (InvalidRunId, RunNotFound, RunStateError, SpecError, StoreError,
-                      TrainerError)
+from ..errors import (InvalidRunId, ModelNotFound, RunNotFound, RunStateError, SpecError,
+                      StoreError, TrainerError)
 from ..monitor.health import list_fields
 from ..spec import MAX_PROCS
 from ..store import TERMINAL, Store, read_complete_lines
@@ -44,7 +44,7 @@ STREAM_POLL_S = 0.25
 
 
 def _status_of(exc: TrainerError) -> int:
-    if isinstance(exc, RunNotFound):
+    if isinstance(exc, (RunNotFound, ModelNotFound)):
         return 404
     if isinstance(exc, RunStateError):
         return 409
@@ -325,7 +325,7 @@ class NotFoundHandler(BaseHandler):
 
     ROUTES = ("version", "runs", "runs/RUN", "runs/RUN/events", "runs/RUN/logs",
               "runs/RUN/stream", "runs/RUN/cancel", "runs/RUN/view (WebSocket)", "sweeps",
-              "sweeps/SWEEP", "sweeps/SWEEP/cancel")
+              "sweeps/SWEEP", "sweeps/SWEEP/cancel", "models", "models/MODEL")
 
     @tornado.web.authenticated
     async def get(self, *_args: str) -> None:
@@ -342,6 +342,7 @@ class NotFoundHandler(BaseHandler):
 
 
 def setup_handlers(web_app: Any) -> None:
+    from .models import model_routes
     from .sweeps import sweep_routes
     from .view import ViewSocket
 
@@ -356,5 +357,6 @@ def setup_handlers(web_app: Any) -> None:
         (url_path_join(base, "runs", _RUN, "cancel"), CancelHandler),
         (url_path_join(base, "runs", _RUN, "view"), ViewSocket),
         *sweep_routes(base),
+        *model_routes(base),
         (url_path_join(base, "(.*)"), NotFoundHandler),
     ])
