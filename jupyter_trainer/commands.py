@@ -25,6 +25,7 @@ from .store import STATUSES, Store
 from .model_commands import MODEL_COMMANDS
 from .tuning.commands import SWEEP_COMMANDS
 from .tensorboard.commands import TENSORBOARD_COMMANDS
+from .mlflow_mirror.commands import MLFLOW_COMMANDS
 
 
 class CommandParser(OptionParser):
@@ -218,7 +219,7 @@ COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace, T
     "diff": (_define_diff, cmd_diff), "stack": (_define_stack, cmd_stack),
     "doctor": (_define_doctor, cmd_doctor), "targets": (_define_targets, cmd_targets),
     "target": (_define_target, cmd_target), **SWEEP_COMMANDS, **MODEL_COMMANDS,
-    **TENSORBOARD_COMMANDS,
+    **TENSORBOARD_COMMANDS, **MLFLOW_COMMANDS,
 }
 
 

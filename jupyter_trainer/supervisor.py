@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -21,6 +22,7 @@ from typing import Any
 
 from . import attribution, environment, procs
 from .errors import TrainerError
+from .home import HOME_ENV
 from .store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, read_json
 from .targets import Target, get_target
 from .targets.base import remove_workdirs
@@ -35,6 +37,7 @@ LAUNCHER_WORDS_TAIL = 256 << 10  # what is searched for the launcher's words on 
 WATCH_S = 0.5            # how often attempts, NaN values and stalls are looked for
 STAGING_SAVE_S = 0.5     # how often staging's progress is saved to the state
 STALL_REFRESH_S = 2.0    # how often a stalled rank's "seconds" is brought up to date
+MLFLOW_LAST_RESORT_S = 900  # the mirror to MLflow stops itself sooner ($JT_MLFLOW_TIMEOUT)
 
 
 def log(message: str) -> None:
@@ -109,7 +112,21 @@ class Supervisor:
                     self.target.release(self.handle)
                 except Exception as exc:
                     log(f"releasing the target failed: {exc!r}")
+        self._mirror_to_mlflow()
         return 0
+
+    def _mirror_to_mlflow(self) -> None:
+        """With ``--mlflow``, mirror the ended run (``jupyter_trainer.mlflow_mirror``, in a
+        child process that records the result in the state and has its own time limit).
+        Whatever happens there, the run's outcome stays as it is."""
+        if not self.spec.mlflow:
+            return
+        argv = [sys.executable, "-m", "jupyter_trainer.mlflow_mirror", "sync", self.run_id]
+        try:
+            subprocess.run(argv, stdin=subprocess.DEVNULL, timeout=MLFLOW_LAST_RESORT_S,
+                           env={**os.environ, HOME_ENV: str(self.store.home)})
+        except (OSError, subprocess.SubprocessError) as exc:
+            log(f"mirroring to MLflow failed: {exc!r}")
 
     def _start_heartbeat(self) -> None:
         """Touch ``supervisor.alive`` every ``HEARTBEAT_S`` while this process lives, so a

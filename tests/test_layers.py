@@ -76,6 +76,7 @@ LAYERS = {
     "monitor": 6,
     "starter": 6,
     "tensorboard": 6,  # event files from the store, and a TensorBoard over them
+    "mlflow_mirror": 6,  # a run into an MLflow run, read from the store after the fact
     "start": 6.5, "compare": 6.5,  # start runs and compare them: above starter and monitor
     "model_registry": 6.5,  # registers a run's outputs with its lineage (store + follow)
     "api": 7, "options": 7,

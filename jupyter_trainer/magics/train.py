@@ -41,6 +41,7 @@ LINE_HELP = """\
 %train sweep show SWEEP [--json] | sweep resume SWEEP | sweep cancel SWEEP
 %train tensorboard RUN... [--port P]   the runs' metrics in TensorBoard, shown here (--stop ends it)
 %train tensorboard RUN... --logdir DIR [--follow]   write the runs' TensorBoard event files to DIR
+%train mlflow sync RUN [--uri URI]   mirror the run to MLflow again (see --mlflow URI)
 %train targets
 %train target add NAME --kind KIND [--replace] KEY=VALUE ...   (hosts=[gpu1,gpu2] workdir=/scratch/jt)
 %train path/to/script.py [options] [-- script args]
