@@ -9,6 +9,7 @@ folder>``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Iterator
@@ -43,3 +44,11 @@ class DataPaths(Mapping):
 
     def __repr__(self) -> str:
         return f"DataPaths({ {k: str(v) for k, v in self._paths.items()} })"
+
+
+def node_root(run_dir: str | None) -> str | None:
+    """``<workdir>/data`` where the target staged the inputs (``JT_DATA_STAGED``): the run
+    folder on a node is ``<workdir>/runs/<id>``. None where they are used in place."""
+    if not run_dir or not os.environ.get("JT_DATA_STAGED"):
+        return None
+    return os.path.join(os.path.dirname(os.path.dirname(run_dir.rstrip("/"))), "data")

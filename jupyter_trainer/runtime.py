@@ -98,7 +98,7 @@ def __getattr__(name: str) -> Any:
     elif name == "data":
         import jupyter_trainer.rank_data as rank_data
 
-        value = rank_data.DataPaths(_read_spec("data") or [], os.environ.get("JT_DATA_ROOT"))
+        value = rank_data.DataPaths(_read_spec("data") or [], rank_data.node_root(_run_dir))
     elif name in ("run_dir", "outputs_dir", "checkpoint_dir"):
         from pathlib import Path  # about 4 ms at a rank's start, so only when asked for
 

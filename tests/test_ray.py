@@ -211,3 +211,26 @@ def test_errors_before_launch(rc, home):
                "runtime_env={env_vars={NCCL_DEBUG=INFO}}")
     assert done.returncode == 0, done.stderr
     assert 'address = "127.0.0.1:' in (home / "targets.toml").read_text()
+
+
+def test_data_reaches_both_ray_nodes_through_their_shells(rc, home, tmp_path):
+    """Ray gives no ssh for rsync: each node's copy is made from a tar through its node
+    shell, once; the next run finds it in the node's cache."""
+    data = tmp_path / "dataset"
+    data.mkdir()
+    (data / "labels.txt").write_text("cat\ndog\n")
+    code = ("from jupyter_trainer import runtime as jt\n"
+            "print('labels', jt.rank, (jt.data['d'] / 'labels.txt').read_text().split(),"
+            " jt.data['d'], flush=True)\n")
+    runs = [api.submit(code, target="rc", nodes=2, procs=1, data={"d": str(data)})
+            .wait(timeout=240) for _ in range(2)]
+    digest = runs[0].spec.data[0].hash
+    for run in runs:
+        for rank in (0, 1):
+            line = next(x for x in run.logs(rank).splitlines() if x.startswith("labels"))
+            assert line.startswith(f"labels {rank} ['cat', 'dog'] {tmp_path / 'nodes'}")
+            assert line.endswith(f"/data/{digest}/dataset")
+    first = runs[0].state["launcher"]["staging"]["data"]["d"]
+    assert len(first) == 2 and {r["tool"] for r in first.values()} == {"tar"}
+    second = runs[1].state["launcher"]["staging"]["data"]["d"]
+    assert {r["state"] for r in second.values()} == {"cached"}

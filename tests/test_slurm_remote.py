@@ -153,3 +153,29 @@ def test_sbatch_refusal_fails_the_run_and_stops_following_the_folder(cluster, ho
                 pass
         return found
     assert wait_for(lambda: mentioning_the_run() == [], timeout=10, what="no follower left")
+
+
+READ_DATA = """
+import hashlib
+from jupyter_trainer import runtime as jt
+path = jt.data["train"] / "part.bin"
+print("data", jt.rank, path, hashlib.sha256(path.read_bytes()).hexdigest(), flush=True)
+"""
+
+
+def test_data_is_staged_once_into_the_cluster_workdir_through_the_login_node(login, home,
+                                                                             tmp_path):
+    data = tmp_path / "dataset"
+    data.mkdir()
+    payload = os.urandom(1 << 20)
+    (data / "part.bin").write_bytes(payload)
+    digest = __import__("hashlib").sha256(payload).hexdigest()
+    runs = [api.submit(READ_DATA, target="hpc", procs=2, name=f"slurm-data-{k}",
+                       data={"train": str(data)}).wait(timeout=120) for k in range(2)]
+    cached = tmp_path / "shared" / "data" / runs[0].spec.data[0].hash / "dataset" / "part.bin"
+    for run in runs:
+        for rank in (0, 1):
+            assert f"data {rank} {cached} {digest}" in run.logs(rank)
+    first, second = (r.state["launcher"]["staging"]["data"]["train"]["n1"] for r in runs)
+    assert (first["state"], first["tool"], first["transferred"]) == ("sent", "rsync", 1 << 20)
+    assert second["state"] == "cached"

@@ -12,6 +12,7 @@ runs over ssh on that node, through the ssh target's client (ControlMaster, Batc
 from __future__ import annotations
 
 import os
+import posixpath
 import shlex
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import procs
+from ..datasets.stage import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
 from ..errors import TargetError
 from ..launch import Command, LaunchPlan
 from ..spec import RunSpec
@@ -139,7 +141,9 @@ class SlurmTarget(Target):
             boot=os.path.join(run_dir, "code", "_jt", "boot.py"), entry=spec.code.entry,
             args=spec.code.args, backend=backend, backend_forced=spec.launch.backend is not None,
             master_addr="", master_port=20000 + zlib.crc32(run_id.encode()) % 20000,
-            run_as_root=os.geteuid() == 0, oversubscribe=False, extra_env=self.cfg.env)
+            run_as_root=os.geteuid() == 0, oversubscribe=False,
+            extra_env={**self.cfg.env, **({DATA_STAGED_ENV: "1"} if spec.data and self._folder
+                                          else {})})
 
     def build_environment(self, spec: RunSpec, plan: LaunchPlan) -> BuiltEnvironment | None:
         if self._folder is None or spec.env.name is None:
@@ -149,6 +153,13 @@ class SlurmTarget(Target):
     def stage(self, spec: RunSpec, plan: LaunchPlan, run_dir: str) -> None:
         if self._folder is not None:
             self._folder.send(spec)
+            if spec.data:  # once, into <workdir>/data on the cluster's shared filesystem
+                cache = NodeCache(self._folder.shell, posixpath.join(
+                    self._folder.info["workdir"], "data"), self._folder.python,
+                    rsync_shell(self._folder.shell))
+                self._folder.staged["data"] = stage_inputs(
+                    [cache], spec.data, default_home(), self.on_staging,
+                    self._folder.files.log)["data"]
 
     def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
         self._script = batch_script(self.cfg, spec, plan, getattr(spec.env, "image", None))

@@ -31,6 +31,7 @@ connection dropped is made as a call of its own.
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 import shutil
 import sys
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
 from .. import procs
+from ..datasets.stage import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
 from ..errors import TargetError, TrainerError
 from ..home import default_home
 from ..launch import Command, LaunchPlan, launcher
@@ -197,7 +199,7 @@ class SshTarget(Target):
             master_addr=first.address, master_port=int(first_info["port"]),
             run_as_root=bool(first_info["root"]),
             oversubscribe=launch.procs > min(f.info["cpus"] for f in self._folders),
-            extra_env=dict(self.cfg.env))
+            extra_env={**self.cfg.env, **({DATA_STAGED_ENV: "1"} if spec.data else {})})
 
     def _judge(self) -> None:
         _raise_any([f.problem(self.cfg.gpus_per_node) for f in self._folders],
@@ -238,6 +240,11 @@ class SshTarget(Target):
                       f"{n.host} ({n.address}) python {f.info['python']}, torch "
                       f"{f.info['versions'].get('torch')}" for n, f in zip(self._nodes, self._folders)))
         self._stage(Path(run_dir) / "code")
+        if spec.data:
+            caches = [NodeCache(f.shell, posixpath.join(f.info["workdir"], "data"), f.python,
+                                rsync_shell(f.shell)) for f in self._folders]
+            self._staged["data"] = stage_inputs(caches, spec.data, default_home(),
+                                                self.on_staging, self._log)["data"]
 
     def _stage(self, code: Path) -> None:
         """Send the snapshot to every node that lacks it."""
