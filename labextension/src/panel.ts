@@ -1,5 +1,6 @@
 /** The left-sidebar Training Runs panel: every run and sweep in the store, live. A sweep is
- * one row that expands to its trials; its trials are not listed as runs of their own. */
+ * one row that expands to its trials; its trials are not listed as runs of their own. Below
+ * them, the registered models (models.ts), each expanding to its versions and their runs. */
 
 import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
@@ -9,6 +10,7 @@ import {
   IRunRow, ISweepDetail, ISweepRow, ITrialRow, bestText, countsText, mergeNewestFirst, paramsText,
   runDuration, shortId, startedAt, sweepStatus, trialNote, trialsText, versionMismatch
 } from './model';
+import { ModelsSection } from './models';
 import { formatNumber } from './view/chart.js';
 import { formatDuration } from './view/chart.js';
 import { IStall, attemptLabel, stallBadge, stallTitle } from './view/health';
@@ -49,6 +51,7 @@ export class RunsPanel extends Widget {
   private filter = { status: '', name: '' };
   private body: HTMLElement;
   private banner: HTMLElement;
+  private models: ModelsSection;
 
   constructor(private client: TrainerClient, private actions: IRunsPanelActions) {
     super();
@@ -71,6 +74,8 @@ export class RunsPanel extends Widget {
       <div class="jt-runs-body" data-testid="jt-runs-body"></div>`;
     this.body = this.node.querySelector('.jt-runs-body') as HTMLElement;
     this.banner = this.node.querySelector('.jt-runs-banner') as HTMLElement;
+    this.models = new ModelsSection(client, id => this.actions.open(id));
+    this.node.appendChild(this.models.node);
     (this.node.querySelector('.jt-runs-refresh') as HTMLElement).onclick = () => void this.refresh();
     const name = this.node.querySelector('.jt-runs-name') as HTMLInputElement;
     name.oninput = () => { this.filter.name = name.value; void this.refresh(); };
@@ -108,6 +113,7 @@ export class RunsPanel extends Widget {
 
   async refresh(): Promise<void> {
     const seq = ++this.seq;
+    void this.models.refresh();
     try {
       const [page, sweeps] = await Promise.all([
         this.client.runs({ ...this.filter, limit: 100, trials: 0 }),
