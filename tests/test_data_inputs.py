@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
-import json
+import io
 import os
 import subprocess
 import sys
@@ -22,6 +22,8 @@ from jupyter_trainer import api
 from jupyter_trainer.datasets.inputs import load_manifest, resolve_inputs
 from jupyter_trainer.datasets.stage import NodeCache, probe, stage
 from jupyter_trainer.errors import SpecError
+from jupyter_trainer.monitor.feed import RunFeed
+from jupyter_trainer.monitor.text import TextMonitor
 from jupyter_trainer.nodes.transport import LocalShell
 from jupyter_trainer.store import Store
 from jupyter_trainer.targets.registry import add_target
@@ -174,7 +176,20 @@ def test_two_ssh_nodes_stage_once_then_only_what_changed(pair, home, tmp_path):
         assert root_of(first, rank) == str(workdir / "data" / digest / "dataset")
     assert first.state["staging"]["done"] is True
 
+    said = io.StringIO()
+    TextMonitor(first, out=said).follow(timeout=30)
+    for node in ALIASES:
+        assert f"data train to {node}: 5 file(s), 50.0 MiB sent in" in said.getvalue()
+    assert "data: train = " in TextMonitor(first).summary()
+    feed = RunFeed(first)
+    feed.poll()
+    assert {row["node"]: row["state"] for row in feed.state_payload()["staging"]} == \
+        dict.fromkeys(ALIASES, "sent")
+
     second = submit("data-2")
+    said = io.StringIO()
+    TextMonitor(second, out=said).follow(timeout=30)
+    assert said.getvalue().count("in the node's cache already, nothing sent") == 2
     staged = second.state["launcher"]["staging"]["data"]["train"]
     assert {node: rec["state"] for node, rec in staged.items()} == dict.fromkeys(ALIASES, "cached")
     assert all(rec["bytes"] == 0 and rec["files"] == 0 for rec in staged.values())

@@ -17,6 +17,7 @@ from typing import Any
 from ..follow import (LogTail, LogTimes, Series, as_floats, count_non_finite, downsample,
                       finite_range, mean_across_ranks, minmax_indices)
 from .health import health_payload
+from .staging import inputs_line, staging_rows, staging_text
 from .text import RateMeter, progress_line, source_line, summary_text, traceback_tail
 
 STAGES = ("preparing", "queued", "running", "finalizing")
@@ -124,7 +125,7 @@ class RunFeed:
             "backend": state.get("backend") or spec.launch.backend or "auto",
             "environment": environment, "params": dict(spec.params),
             "created": state.get("created"), "notebook": spec.origin.get("notebook"),
-            "source": source_line(spec),
+            "source": source_line(spec), "data": inputs_line(spec),
         }
 
     def state_payload(self) -> dict[str, Any]:
@@ -143,6 +144,7 @@ class RunFeed:
             "created": state.get("created"), "ended": state.get("ended"), "stages": stages,
             "failed_rank": state.get("failed_rank"), "error": state.get("error"),
             "reason": state.get("reason"), **health_payload(state, self.run.spec, now),
+            "staging": [dict(row, text=staging_text(row)) for row in staging_rows(state)],
         }
         if state.get("traceback"):
             out["traceback"] = traceback_tail(state["traceback"], 60)

@@ -7,6 +7,7 @@ import time
 from typing import Any, Sequence, TextIO
 
 from ..follow import RunFollower, elapsed, finite_range
+from .staging import StagingNotes, inputs_line
 from .health import (attempt_label, attempts_of, non_finite_of, restarts_shown, stack_head,
                      stalled_of, watch_settings)
 
@@ -119,6 +120,8 @@ def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None,
         lines.append(environment_line(state["environment"]))
     if spec is not None and source_line(spec):
         lines.append(source_line(spec))
+    if spec is not None and inputs_line(spec):
+        lines.append(inputs_line(spec))
     job = (state.get("launcher") or {}).get("job_id")
     if job:
         scheduler = state.get("scheduler") or {}
@@ -297,6 +300,7 @@ class TextMonitor:
         self.follower = run.follower()
         self.meter = RateMeter()
         self.notes = HealthNotes(run.spec)
+        self.staging = StagingNotes()
         self._last_line = -float("inf")
 
     def follow(self, timeout: float | None = None) -> RunFollower:
@@ -306,7 +310,9 @@ class TextMonitor:
             prog = follower.overall_progress()
             if prog is not None:
                 self.meter.estimate(prog.done, prog.total, prog.t)
-            for line in self.notes.news(follower.state, time.time()):
+            now_s = time.time()
+            for line in [*self.staging.news(follower.state, now_s),
+                         *self.notes.news(follower.state, now_s)]:
                 print(line, file=self.out, flush=True)
             now = time.monotonic()
             if now - self._last_line >= self.interval and not follower.finished:

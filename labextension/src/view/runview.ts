@@ -151,6 +151,8 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
       <div class="jt-meta" data-testid="jt-meta"></div>
       <div class="jt-params" data-testid="jt-params"></div>
       <div class="jt-source jt-muted" data-testid="jt-source" hidden></div>
+      <div class="jt-source jt-muted" data-testid="jt-data" hidden></div>
+      <ul class="jt-staging" data-testid="jt-staging" hidden></ul>
       <div class="jt-notice" hidden></div>
     </div>
     <div class="jt-stall" data-testid="jt-stall" role="alert" hidden></div>
@@ -272,6 +274,9 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     const source = $('[data-testid=jt-source]');
     source.textContent = info.source || '';
     source.hidden = !info.source;
+    const data = $('[data-testid=jt-data]');
+    data.textContent = info.data || '';
+    data.hidden = !info.data;
     const terminal = TERMINAL.includes(status);
     showCancel(cancel, { ended: terminal, gone, pressed: cancelClicked, title: '' });
     const notice = $('.jt-notice');
@@ -281,7 +286,18 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     renderBanner(state);
     renderHealth(health, state, state.now || Date.now() / 1000);
     renderOutputs(state);
+    renderStaging(state);
     tick();
+  }
+
+  function renderStaging(state: any): void {
+    // While the run prepares: each data input's copy to each node (bytes, rate, cached).
+    const box = $('[data-testid=jt-staging]');
+    const rows: Array<{ text: string; state: string }> = state.staging || [];
+    box.hidden = !rows.length || !['created', 'preparing'].includes(state.status);
+    if (box.hidden) return;
+    const html = rows.map(r => `<li data-state="${escapeHtml(r.state || '')}">${escapeHtml(r.text)}</li>`).join('');
+    if (box.innerHTML !== html) box.innerHTML = html;
   }
 
   function renderOutputs(state: any): void {
