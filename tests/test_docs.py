@@ -34,7 +34,8 @@ from jupyter_trainer.targets.registry import get_target
 from conftest import REPO
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-EXECUTED = ["README.md", "docs/notebook.md", "docs/api.md", "docs/sweeps.md", "docs/models.md"]
+EXECUTED = ["README.md", "docs/notebook.md", "docs/api.md", "docs/sweeps.md", "docs/models.md",
+            "docs/data.md"]
 FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```$", re.S | re.M)
 COMMAND = re.compile(r"^\s*(%%train|%train|jupyter-trainer|(\.venv/bin/)?python (-m \S+ )?bench/|scripts/)")
 
