@@ -12,12 +12,14 @@ from __future__ import annotations
 import getpass
 import math
 import os
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
 from .errors import SpecError, StoreError
 from .follow import RunFollower
+from .mlflow_mirror import sync_model
 from .spec import is_json_value
 from .store import Store
 from .store.models import ModelStore, parse_ref, validate_model_name
@@ -38,6 +40,8 @@ class ModelFile:
 
 class Model:
     """One version of a registered model. Cheap: reads its ``lineage.json`` when asked."""
+
+    mlflow: dict[str, Any] | None = None  # registering it in MLflow, when its run has --mlflow
 
     def __init__(self, name: str, version: int, registry: ModelStore) -> None:
         self.name = name
@@ -151,7 +155,9 @@ def run_lineage(store: Store, run_id: str) -> dict[str, Any]:
                         "lock": spec.env.lock or built.get("lock"),
                         "env_id": built.get("env_id") or spec.env.prepared.get("env_id"),
                         "python": built.get("python") or spec.env.python},
-        "data": [], "sweep": spec.sweep, "trial": spec.trial,
+        "data": [{"name": d.name, "source": d.source, "size": d.size, "files": d.files,
+                  "hash": d.hash} for d in spec.data],
+        "sweep": spec.sweep, "trial": spec.trial,
     }
 
 
@@ -174,6 +180,13 @@ def register_model(store: Store, run_id: str, name: str, path: str,
     record = registry.register(name, source, root, lineage)
     model = Model(name, record["version"], registry)
     model._lineage = record
+    uri = store.read_spec(run_id).mlflow
+    if uri:  # best effort: the version is registered here whatever MLflow says
+        model.mlflow = sync_model(store, run_id, name, model.version)
+        if model.mlflow["status"] != "synced":
+            warnings.warn(f"{name}@{model.version} is registered, but not in MLflow at {uri}: "
+                          f"{model.mlflow['error']} (`jupyter-trainer mlflow sync {run_id}` "
+                          "tries again)", RuntimeWarning, stacklevel=2)
     return model
 
 

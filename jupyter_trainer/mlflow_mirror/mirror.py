@@ -13,7 +13,7 @@ run's state, else by that tag) and updates it, never making a second one.
   Text values are not metrics: rank 0's last one is the tag ``jupyter_trainer.text.NAME``.
   Logging a point again is a no-op in MLflow, so a second mirror adds only what is new.
 - tags: ``jupyter_trainer.*``: run id, status, target, launcher, backend, nodes, procs,
-  world size, code hash, environment (name, lock, env id), each data input's hash and
+  world size, code hash, environment (name, lock, env id, python), each data input's hash and
   source, and the error of a failed run; the MLflow run's status and times follow the run's.
 - artifacts: ``outputs/`` under ``outputs/``; each registered version of a model from this
   run (its files and ``lineage.json``) under ``models/NAME/VERSION/``, registered in MLflow's
@@ -101,6 +101,7 @@ def run_tags(run_id: str, spec: RunSpec, state: Mapping[str, Any]) -> dict[str, 
         "env": f"{spec.env.name}@{spec.env.version}" if spec.env.name else None,
         "env_lock": spec.env.lock or built.get("lock"),
         "env_id": built.get("env_id") or spec.env.prepared.get("env_id"),
+        "python": state.get("python") or built.get("python"),
         "sweep": spec.sweep, "trial": spec.trial,
         "error": state.get("error") if state.get("status") in ("failed", "lost") else None,
     }
