@@ -9,11 +9,12 @@ in any process, can follow or cancel the same run.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from . import environment
+from . import environment, procs
 from .errors import LaunchError, RunCanceled, RunFailed, RunStateError, SpecError
 from .follow import RunFollower
 from .spec import (DEFAULT_STALL_TIMEOUT, LaunchSpec, RunSpec, TargetSpec, WatchSpec,
@@ -95,7 +96,8 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
     from .datasets import resolve_inputs  # lazy: hashing and URL fetching only when asked
 
     inputs = resolve_inputs(data, home=store.home)  # a missing or unreadable input stops here
-    mlflow = mlflow if mlflow is not None else os.environ.get("MLFLOW_TRACKING_URI") or None
+    mlflow = tracking_uri(mlflow if mlflow is not None
+                          else os.environ.get("MLFLOW_TRACKING_URI") or None)
 
     def write(staging: Path) -> RunSpec:
         if code is not None:
@@ -115,6 +117,23 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
         )
 
     return store, tgt, write
+
+
+def tracking_uri(uri: str | None) -> str | None:
+    """An MLflow tracking URI as the supervisor will use it: a relative local path
+    (``sqlite:///mlflow.db``, ``file:mlruns``, ``mlruns``) made absolute here, where the
+    notebook or shell that named it runs, since the supervisor runs elsewhere."""
+    if not uri:
+        return None
+    for prefix in ("sqlite:///", "file://", "file:"):
+        if uri.startswith(prefix):
+            rest = uri[len(prefix):]
+            if prefix == "sqlite:///" and rest.startswith("/") or prefix == "file://":
+                return uri
+            return f"{prefix if prefix == 'sqlite:///' else 'file:'}{os.path.abspath(rest)}"
+    if ":" not in uri and ("/" in uri or uri.startswith((".", "~")) or os.path.exists(uri)):
+        return os.path.abspath(os.path.expanduser(uri))
+    return uri  # a server, or a name MLflow resolves itself (databricks)
 
 
 def _given_params(params: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any]:
@@ -278,15 +297,19 @@ class Run:
         """Block until the run ends. Raises ``RunFailed``/``RunCanceled`` unless told not to.
 
         Polls the state file quickly at first and backs off to every ``poll`` seconds, so
-        short runs return promptly and long ones cost nothing.
+        short runs return promptly and long ones cost nothing. A run mirrored to MLflow
+        (``--mlflow``) is waited for until its supervisor has recorded the mirror too
+        (``state["mlflow"]``), within ``timeout``.
         """
         start = time.monotonic()
         while True:
             state = self.state
-            if state["status"] in TERMINAL:
+            if state["status"] in TERMINAL and not self._mirroring(state):
                 break
             waited = time.monotonic() - start
             if timeout is not None and waited > timeout:
+                if state["status"] in TERMINAL:
+                    break  # the run ended; its mirror is still going
                 raise TimeoutError(f"run {self.id} is still {state['status']} after {timeout} s")
             # Reading state.json costs ~30 µs: poll often early on (every 40 ms at 10 s,
             # so a short run's end is seen within a few hundredths of a second), back off
@@ -295,6 +318,14 @@ class Run:
         if raise_on_failure:
             self.raise_for_status(state)
         return self
+
+    def _mirroring(self, state: dict[str, Any]) -> bool:
+        """Whether the ended run's supervisor is still mirroring it to MLflow."""
+        if not self.spec.mlflow or "mlflow" in state:
+            return False
+        supervisor = state.get("supervisor") or {}
+        return (supervisor.get("host") == socket.gethostname()
+                and procs.is_alive(supervisor.get("pid"), supervisor.get("start_ticks")))
 
     def raise_for_status(self, state: dict[str, Any] | None = None) -> None:
         state = state or self.state

@@ -97,3 +97,27 @@ def test_a_sweep_notebook_runs_headless_with_its_table_and_charts(home, tmp_path
     for run in sweep.trials():
         assert run.spec.launch.procs == 2 and run.spec.params["epochs"] == 4
         assert run.spec.params["hidden"] in (16, 32, 64) and 1e-3 <= run.spec.params["lr"] <= 0.3
+
+
+def test_the_data_and_models_notebook_runs_the_whole_loop(home, tmp_path):
+    """Data from a folder, the run's files, ONNX checked by onnxruntime, a registered model
+    with lineage, TensorBoard event files and the MLflow mirror (a local SQLite store)."""
+    out = tmp_path / "data.out.ipynb"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    papermill.execute_notebook(str(REPO / "notebooks" / "data_and_models.ipynb"), str(out),
+                               parameters={"epochs": 6, "mlflow_uri": uri},
+                               kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    printed = "".join(o.get("text", "") for o in outputs_of(nbformat.read(out, as_version=4))
+                      if o.get("output_type") == "stream")
+    run = api.runs(home=home)[0]
+    assert run.status == "completed" and run.spec.data[0].name == "digits"
+    assert (tmp_path / "exported" / "digits.onnx").read_bytes() == \
+        (run.outputs / "digits.onnx").read_bytes()
+    model = jt.get_model("digits", home=home)
+    assert model.version == 1 and model.lineage["run_id"] == run.id
+    assert model.lineage["data"][0]["hash"] == run.spec.data[0].hash
+    assert "onnxruntime within tolerance: True" in printed
+    assert "24 values written" in printed  # loss and acc, 6 epochs, 2 ranks
+    assert (tmp_path / "tensorboard-logs" / run.id).is_dir()
+    assert run.state["mlflow"]["status"] == "synced"
+    assert "[('digits', 1)]" in printed  # the version in MLflow's registry
