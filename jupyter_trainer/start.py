@@ -2,7 +2,8 @@
 
 ``submit`` takes it with a snapshot it has just written; ``start_again`` (rerun and resume)
 takes it with a copy of a stored run's snapshot, the same environment lock, the same params
-(some overridden) and launch, and records where the new run came from in its ``lineage``.
+(some overridden), launch and data inputs (hashed again: the new run records them as they
+are now), and records where the new run came from in its ``lineage``.
 Everything is checked before the run exists (the target, the environment's build and its
 pre-flight import check, the copied snapshot's hash); on any error nothing is left in the
 store and nothing starts.
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from . import environment, starter
+from .datasets.inputs import refresh_inputs
 from .errors import RunStateError, SpecError, StoreError
 from .spec import RunSpec, TargetSpec, validate_run_id
 from .store import Store, latest_checkpoint
@@ -95,7 +97,8 @@ def start_again(store: Store, run_id: str, *, params: Mapping[str, Any] | None =
     where = TargetSpec(target) if target is not None else old.target
     tgt = get_target(where.name, store.home)
     spec = replace(old, target=where, env=same_environment(old), params={**old.params, **overrides},
-                   lineage=lineage, origin={**old.origin, **submitter()})
+                   lineage=lineage, origin={**old.origin, **submitter()},
+                   data=refresh_inputs(old.data, home=store.home))
 
     def write(staging: Path) -> RunSpec:
         store.copy_snapshot(old_id, staging)
@@ -116,7 +119,8 @@ def start_trial(store: Store, sweep_id: str, number: int, params: Mapping[str, A
 
     template = SweepStore(store.home).read_template(sweep_id)
     spec = replace(template, name=f"{template.name}.t{number}", env=same_environment(template),
-                   params={**template.params, **params}, sweep=sweep_id, trial=number)
+                   params={**template.params, **params}, sweep=sweep_id, trial=number,
+                   data=refresh_inputs(template.data, home=store.home))
 
     def write(staging: Path) -> RunSpec:
         if staged is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_trainer import api
-from jupyter_trainer.datasets.inputs import load_manifest, resolve_inputs
+from jupyter_trainer.datasets.inputs import check_unchanged, resolve_inputs
 from jupyter_trainer.datasets.stage import NodeCache, probe, stage
 from jupyter_trainer.errors import SpecError
 from jupyter_trainer.monitor.feed import RunFeed
@@ -136,7 +136,7 @@ def test_tar_fallback_sends_only_changed_files(home, tmp_path):
         cache = NodeCache(LocalShell(), str(root), sys.executable)
         probe(cache, [item])
         cache.has_rsync = False
-        return item, stage(cache, item, load_manifest(home, item.hash), lambda *a: None)
+        return item, stage(cache, item, check_unchanged(item, home), lambda *a: None)
 
     item, first = stage_once()
     assert (first["state"], first["tool"], first["files"]) == ("sent", "tar", 4)
@@ -259,3 +259,23 @@ def test_a_missing_url_starts_nothing(home, http_folder):
     with pytest.raises(SpecError, match="HTTP 404"):
         api.submit("print(1)", launcher="python", data={"w": f"{base}/missing.bin"})
     assert Store(home).list_runs() == []
+
+
+def test_a_rerun_takes_the_data_as_it_is_now(home, tmp_path):
+    data = tmp_path / "set"
+    make_folder(data, 2, 100)
+    first = api.submit(READ, launcher="python", data={"train": str(data)}, wait=True)
+    (data / "part-1.bin").write_bytes(b"v2")
+    again = api.rerun(first.id, wait=True)
+    assert again.spec.data[0].source == str(data)
+    assert again.spec.data[0].hash != first.spec.data[0].hash
+    assert seen(again)["part-1.bin"] == hashlib.sha256(b"v2").hexdigest()
+
+
+def test_data_changed_between_submit_and_staging_is_not_cached_under_its_old_hash(home, tmp_path):
+    data = tmp_path / "set"
+    make_folder(data, 2, 100)
+    [item] = resolve_inputs({"train": data}, home=home)
+    (data / "part-1.bin").write_bytes(b"changed after submit")
+    with pytest.raises(SpecError, match="changed after the run was submitted"):
+        check_unchanged(item, home)

@@ -27,11 +27,6 @@ TIMEOUT_S = 60
 _CHUNK = 1 << 20
 
 
-def is_url(source: str) -> bool:
-    scheme = urllib.parse.urlsplit(source).scheme
-    return len(scheme) > 1 and "://" in source  # C:\ style paths have a one-letter scheme
-
-
 def fetch(url: str, cache_root: Path) -> Path:
     """The local copy of ``url`` (a file, or a folder for a directory URL), downloaded now
     unless an up-to-date copy is in the cache."""

@@ -2,21 +2,26 @@
 
 A path must exist and every file in it must be readable, or nothing starts; a URL is
 downloaded (or found up to date) into the local cache first. Each input is recorded with
-its source, size, file count and content hash, and its manifest is kept under
-``<home>/cache/data-manifests/<hash>.json`` for staging to send only what changed.
+its source, size, file count and content hash. ``refresh_inputs`` does it again for a new
+run of an old spec, and ``check_unchanged`` makes sure, before staging, that an input still
+is what was recorded.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import urllib.parse
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..errors import SpecError
 from ..spec import DataSpec, validate_data_name
 from .digest import HashCache, Manifest, manifest
-from .fetch import fetch, is_url
+
+
+def is_url(source: str) -> bool:
+    scheme = urllib.parse.urlsplit(source).scheme
+    return len(scheme) > 1 and "://" in source  # a Windows drive letter is no scheme
 
 
 def parse_inputs(data: Mapping[str, str | os.PathLike] | Sequence[str] | None) -> dict[str, str]:
@@ -61,8 +66,11 @@ def resolve_inputs(data: Mapping[str, str | os.PathLike] | Sequence[str] | None,
         cache.close()
 
 
-def _resolve(name: str, source: str, home: Path, cache: HashCache) -> DataSpec:
+def _resolve(name: str, source: str, home: Path, cache: HashCache,
+             shown: str | None = None) -> DataSpec:
     if is_url(source):
+        from .fetch import fetch  # urllib.request and fsspec only for a URL
+
         local = fetch(source, cache_dir(home) / "data-url")
     else:
         local = Path(source).expanduser().absolute()
@@ -76,22 +84,35 @@ def _resolve(name: str, source: str, home: Path, cache: HashCache) -> DataSpec:
             raise SpecError(f"the data input {name}={source}: {local} is neither a folder nor "
                             "a regular file")
     found = manifest(local, cache)
-    save_manifest(home, found)
-    return DataSpec(name=name, source=source, path=str(local), kind=found.kind,
+    return DataSpec(name=name, source=shown or source, path=str(local), kind=found.kind,
                     size=found.size, files=len(found.entries), hash=found.hash)
 
 
-def save_manifest(home: Path, found: Manifest) -> Path:
-    folder = cache_dir(home) / "data-manifests"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{found.hash}.json"
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(found.to_json()))
-        os.replace(tmp, path)
-    return path
+def refresh_inputs(inputs: Sequence[DataSpec], *, home: Path) -> tuple[DataSpec, ...]:
+    """``inputs`` as they are now (a rerun, a sweep's next trial): each local input hashed
+    again at its path (cheap where unchanged), each URL asked again; the names and sources
+    are kept."""
+    if not inputs:
+        return ()
+    cache = HashCache(cache_dir(home) / "data-hashes.db")
+    try:
+        return tuple(_resolve(d.name, d.source if is_url(d.source) else d.path, home, cache,
+                              shown=d.source) for d in inputs)
+    finally:
+        cache.close()
 
 
-def load_manifest(home: Path, digest: str) -> Manifest:
-    return Manifest.from_json(json.loads((cache_dir(home) / "data-manifests" /
-                                          f"{digest}.json").read_text()))
+def check_unchanged(item: DataSpec, home: Path) -> Manifest:
+    """``item``'s manifest, after checking that its files still hash as at submit (only
+    stat'ed where the hash cache knows them): a changed input must not be stored in a node
+    cache under its old hash."""
+    cache = HashCache(cache_dir(home) / "data-hashes.db")
+    try:
+        found = manifest(Path(item.path), cache)
+    finally:
+        cache.close()
+    if found.hash != item.hash:
+        raise SpecError(f"the data input {item.name} ({item.path}) changed after the run was "
+                        f"submitted (its content hash was {item.hash}, it is {found.hash} "
+                        "now); submit the run again to use it as it is")
+    return found

@@ -236,9 +236,13 @@ def stage_inputs(caches: Sequence[NodeCache], inputs: Sequence[DataSpec], home: 
     from concurrent.futures import ThreadPoolExecutor
     from threading import Lock
 
-    from .inputs import load_manifest
+    from ..errors import SpecError
+    from .inputs import check_unchanged
 
-    manifests = {d.hash: load_manifest(home, d.hash) for d in inputs}
+    try:
+        manifests = {d.hash: check_unchanged(d, home) for d in inputs}
+    except SpecError as exc:
+        raise TargetError(f"{exc}; nothing was launched") from None
     status: dict[str, Any] = {"data": {d.name: {} for d in inputs}, "done": False}
     lock = Lock()
 
