@@ -114,6 +114,7 @@ class TrainMagics(Magics):
                 run.wait(raise_on_failure=False)
             else:
                 show(run, traceback=False)  # the raised RunFailed shows it
+                run.wait(raise_on_failure=False)  # and its MLflow mirror, with --mlflow
         except KeyboardInterrupt:
             # The notebook's Stop button: end the run, and fail the cell with one line (the
             # interrupt's own traceback would only show this package's frames).

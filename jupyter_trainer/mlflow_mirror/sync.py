@@ -15,6 +15,8 @@ supervisor writes a live run's state; it mirrors the run again once it ends).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import importlib.util
 import json
 import os
@@ -23,7 +25,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import MissingExtra, SpecError, TrainerError
 from ..home import HOME_ENV
@@ -151,6 +153,23 @@ class _Once:
             print(json.dumps(found), flush=True)
 
 
+@contextlib.contextmanager
+def local_store_lock(uri: str) -> Iterator[None]:
+    """One mirror at a time on a local SQLite store (``sqlite:////path``): MLflow creates
+    and migrates a new store's tables on first use, and two processes doing that at once
+    (a run's mirror and a model registered from it) break each other's migration."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    path = uri[len("sqlite:///"):]
+    with open(f"{path}.jt-lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def worker(argv: list[str]) -> int:
     """``worker RUN --uri URI [--timeout S] [--experiment E] [--model NAME@V] [--record]``:
     mirror the run, print the record as one JSON line, exit 0 if synced."""
@@ -180,8 +199,9 @@ def worker(argv: list[str]) -> int:
         name, _, version = (args.model or "").rpartition("@")
         previous = store.read_state(args.run).get("mlflow") or {}
         known = previous.get("mlflow_run_id") if previous.get("uri") == args.uri else None
-        mirror = Mirror(store, args.run, args.uri, args.experiment)
-        written = mirror.run(known, model=(name, int(version)) if args.model else None)
+        with local_store_lock(args.uri):
+            mirror = Mirror(store, args.run, args.uri, args.experiment)
+            written = mirror.run(known, model=(name, int(version)) if args.model else None)
         found = result(args.uri, seconds=round(time.monotonic() - start, 3), **written)
     except Exception as exc:
         traceback.print_exc()
