@@ -22,6 +22,7 @@ from .spec import (DEFAULT_STALL_TIMEOUT, LaunchSpec, RunSpec, TargetSpec, Watch
 from .store import ACTIVE, HOME_ENV, TERMINAL, Store
 from .start import start_again, start_run, submitter
 from .targets import get_target
+from .waker import Waker
 
 if TYPE_CHECKING:
     from .compare import RunDiff
@@ -302,19 +303,24 @@ class Run:
         (``state["mlflow"]``), within ``timeout``.
         """
         start = time.monotonic()
-        while True:
-            state = self.state
-            if state["status"] in TERMINAL and not self._mirroring(state):
-                break
-            waited = time.monotonic() - start
-            if timeout is not None and waited > timeout:
-                if state["status"] in TERMINAL:
-                    break  # the run ended; its mirror is still going
-                raise TimeoutError(f"run {self.id} is still {state['status']} after {timeout} s")
-            # Reading state.json costs ~30 µs: poll often early on (every 40 ms at 10 s,
-            # so a short run's end is seen within a few hundredths of a second), back off
-            # to every ``poll`` seconds for long runs.
-            time.sleep(min(poll, 0.02 + waited / 500))
+        with Waker() as waker:
+            # The supervisor replaces state.json at each change: inotify on the run's folder
+            # wakes this loop at once. Without it (or where it sees no other host's writes)
+            # the loop polls: often early on (every 40 ms at 10 s, so a short run's end is
+            # seen within a few hundredths of a second), then every ``poll`` seconds.
+            waker.watch(self.store.paths(self.id).root)
+            while True:
+                state = self.state
+                if state["status"] in TERMINAL and not self._mirroring(state):
+                    break
+                waited = time.monotonic() - start
+                if timeout is not None and waited > timeout:
+                    if state["status"] in TERMINAL:
+                        break  # the run ended; its mirror is still going
+                    raise TimeoutError(f"run {self.id} is still {state['status']} after "
+                                       f"{timeout} s")
+                left = poll if timeout is None else max(0.01, min(poll, timeout - waited))
+                waker.wait(left, min(poll, 0.02 + waited / 500))
         if raise_on_failure:
             self.raise_for_status(state)
         return self

@@ -27,6 +27,7 @@ from .. import procs
 from ..errors import TrainerError
 from ..store import TERMINAL, Store, read_json
 from ..store.sweeps import SWEEP_TERMINAL, SweepStore
+from ..waker import Waker
 from .spec import SweepSpec
 
 POLL_S = 0.05  # between looks at the trials, where inotify cannot wake the driver
@@ -48,45 +49,6 @@ class Live:
     offset: int = 0
     count: int = 0  # metric values read, the step of a value logged without one
     reported: set = field(default_factory=set)
-
-
-class Waker:
-    """Sleeps until a watched folder changes (inotify, through ``inotify_simple``) or a
-    timeout passes; without inotify it sleeps ``POLL_S``. A trial's end or metric wakes the
-    driver at once, not at its next poll."""
-
-    def __init__(self) -> None:
-        try:
-            from inotify_simple import INotify, flags
-
-            self.inotify: Any = INotify()
-            self.mask = flags.MOVED_TO | flags.CLOSE_WRITE | flags.MODIFY | flags.CREATE
-        except (ImportError, OSError):
-            self.inotify = None
-        self.watches: dict[str, int] = {}
-
-    def watch(self, *paths: Any) -> None:
-        for path in map(str, paths):
-            if self.inotify is not None and path not in self.watches:
-                try:
-                    self.watches[path] = self.inotify.add_watch(path, self.mask)
-                except OSError:
-                    pass
-
-    def forget(self, *paths: Any) -> None:
-        for path in map(str, paths):
-            wd = self.watches.pop(path, None)
-            if wd is not None:
-                try:
-                    self.inotify.rm_watch(wd)
-                except OSError:  # the folder is gone, and its watch with it
-                    pass
-
-    def wait(self) -> None:
-        if self.inotify is None:
-            time.sleep(POLL_S)
-        else:
-            self.inotify.read(timeout=int(WAKE_S * 1000))
 
 
 class SweepDriver:
@@ -194,7 +156,7 @@ class SweepDriver:
                 self.save()
             if self.staged is None and not self.starting_done(deadline):
                 self.stage_next()
-            self.waker.wait()
+            self.waker.wait(WAKE_S, POLL_S)
 
     def stage_next(self) -> None:
         """Copy (and check) the template's snapshot for the next trial while the driver
@@ -367,7 +329,7 @@ class SweepDriver:
         deadline = time.monotonic() + CANCEL_WAIT_S
         while self.live and time.monotonic() < deadline:
             self.poll()
-            self.waker.wait()
+            self.waker.wait(WAKE_S, POLL_S)
         for number in list(self.live):  # a run that did not end in time is still recorded
             record = self.record(number)
             record.update(status="canceled", end=time.time(), error=reason)
