@@ -168,3 +168,26 @@ def py_spy_argv(python: str | None, pid: object) -> list[str]:
     beside = os.path.join(os.path.dirname(python), "py-spy") if python else "py-spy"
     return ["sh", "-c", 'if [ -x "$1" ]; then s="$1"; else s=py-spy; fi; exec "$s" dump --pid "$2"',
             "sh", beside, str(pid)]
+
+
+def pids_in_group(pgid: int, session: int | None = None) -> list[int]:
+    """Live processes in process group ``pgid`` (and, if given, in session ``session``).
+
+    Ranks forked by a warm pool (``jupyter_trainer.pool``) keep the pool's initial
+    environment in ``/proc/PID/environ``, so ``pids_with_env`` cannot see them; their
+    process group (one per run, inside the pool's session) can. The session check keeps a
+    later, unrelated group that happens to reuse the number out."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] in ("Z", "X") or int(fields[2]) != pgid:
+            continue
+        if session is None or int(fields[3]) == session:
+            found.append(int(entry.name))
+    return sorted(found)

@@ -70,6 +70,7 @@ LAYERS = {
     "spec": 1, "home": 1, "files": 1, "procs": 1, "units": 1, "waker": 1,
     "capture": 2, "environment": 2, "launch": 2, "attribution": 2,
     "nodes": 3, "datasets": 3.2,  # data inputs: checked, fetched, staged through a node shell
+    "pool": 3.4,  # the warm rank pool that the local target forks --hot ranks from
     "targets": 3.5,  # targets stand on the node layer, never the reverse
     "store": 4,
     "supervisor": 5, "follow": 5, "doctor": 5, "watch": 4.5, "stacks": 5,
