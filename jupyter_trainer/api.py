@@ -46,6 +46,7 @@ def submit(
     params: Mapping[str, Any] | Sequence[str] | None = None,
     source: str | os.PathLike | None = None,
     max_restarts: int = 0,
+    hot: bool = False,
     stall_timeout: float = DEFAULT_STALL_TIMEOUT,
     on_stall: str = "warn",
     stop_on_nan: str | Sequence[str] = (),
@@ -63,7 +64,9 @@ def submit(
     helpers and imports); ``params`` are ``KEY=VALUE`` strings or a mapping that override
     them. ``data`` maps input names to folders, files or URLs (or is ``NAME=PATH`` strings):
     the code finds each at ``jt.data[NAME]`` on its node. ``mlflow`` is a tracking URI the
-    run is mirrored to (default: ``$MLFLOW_TRACKING_URI``). Everything is validated and
+    run is mirrored to (default: ``$MLFLOW_TRACKING_URI``). ``hot`` forks the ranks from a
+    warm pool that has imported torch (local target, torchrun, no restarts; see
+    docs/hot-start.md), falling back to torchrun. Everything is validated and
     captured before the run is created; on any error nothing is written and nothing starts.
     """
     store, tgt, write = _run_writer(
@@ -71,7 +74,7 @@ def submit(
         launcher=launcher, backend=backend, env=env, params=_given_params(params),
         source=source, max_restarts=max_restarts, stall_timeout=stall_timeout,
         on_stall=on_stall, stop_on_nan=stop_on_nan, data=data, mlflow=mlflow,
-        namespace=namespace, history=history, home=home, origin=origin)
+        namespace=namespace, history=history, home=home, origin=origin, hot=hot)
     run = Run(start_run(store, tgt, write), store)
     return run.wait() if wait else run
 
@@ -79,7 +82,7 @@ def submit(
 def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, launcher,
                 backend, env, params: dict[str, Any], source, max_restarts, stall_timeout,
                 on_stall, stop_on_nan, namespace, history, home, origin, data=None,
-                mlflow=None):
+                mlflow=None, hot=False):
     """The store, the target and ``write(staging) -> RunSpec`` (which captures the snapshot)
     of a run of ``code`` or ``script``: checked, but nothing written yet."""
     from . import capture  # lazy: keeps ``import jupyter_trainer`` cheap
@@ -87,11 +90,14 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
     if (code is None) == (script is None):
         raise SpecError("give either the code of a cell or a script path, not both")
     launch = LaunchSpec(launcher=launcher, nodes=nodes, procs=procs, backend=backend,
-                        max_restarts=max_restarts)
+                        max_restarts=max_restarts, hot=hot)
     watch = WatchSpec(stall_timeout=stall_timeout, on_stall=on_stall, stop_on_nan=stop_on_nan)
     overrides = params
     store = Store(home)
     tgt = get_target(TargetSpec(target).name, store.home)
+    if hot and tgt.kind != "local":
+        raise SpecError(f"--hot forks ranks on this machine; it works on a local target only "
+                        f"({target!r} is {tgt.kind}): drop --hot")
     env_spec = environment.resolve(env, home=store.home)
     source_dir = Path(source).expanduser() if source is not None else None
     from .datasets import resolve_inputs  # lazy: hashing and URL fetching only when asked

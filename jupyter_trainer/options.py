@@ -73,6 +73,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-restarts", type=int, default=0, metavar="N",
                         help="when a rank fails, start every rank again, up to N times; the "
                              "training code resumes from jt.load_checkpoint() (default: 0)")
+    parser.add_argument("--hot", action="store_true",
+                        help="fork the ranks from a warm pool that has imported torch: starts "
+                             "in a fraction of a second (local target, torchrun, no restarts)")
     parser.add_argument("--stall-timeout", type=float, default=DEFAULT_STALL_TIMEOUT,
                         metavar="SECONDS",
                         help="name a rank as stalled when it logs no progress for this long "
@@ -95,7 +98,7 @@ def submit_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
     return {
         "name": ns.name, "target": ns.target, "nodes": ns.nodes, "procs": ns.procs,
         "launcher": ns.launcher, "backend": ns.backend, "env": ns.env, "params": ns.param,
-        "source": ns.source, "max_restarts": ns.max_restarts,
+        "source": ns.source, "max_restarts": ns.max_restarts, "hot": ns.hot,
         "stall_timeout": ns.stall_timeout, "on_stall": ns.on_stall,
         "stop_on_nan": ns.stop_on_nan, "data": ns.data, "mlflow": ns.mlflow,
     }

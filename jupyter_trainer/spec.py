@@ -106,6 +106,7 @@ class LaunchSpec:
     procs: int = 1
     backend: str | None = None  # None: NCCL where CUDA GPUs are present, else Gloo
     max_restarts: int = 0  # how often every rank is started again after one fails
+    hot: bool = False  # fork the ranks from a warm pool (local target, torchrun); see pool
 
     def __post_init__(self) -> None:
         if self.launcher not in LAUNCHERS:
@@ -125,6 +126,17 @@ class LaunchSpec:
                 "--launcher python runs exactly one process; use --launcher torchrun "
                 f"(or mpirun) for {self.world_size} processes"
             )
+        if type(self.hot) is not bool:
+            raise SpecError(f"hot must be True or False, got {self.hot!r}")
+        if self.hot and self.launcher != "torchrun":
+            raise SpecError(f"--hot forks the ranks torchrun would start; it works with "
+                            f"--launcher torchrun only (got {self.launcher}): drop --hot")
+        if self.hot and self.max_restarts:
+            raise SpecError("--hot cannot restart ranks; drop --hot to use --max-restarts "
+                            "(torchrun restarts them)")
+        if self.hot and self.nodes != 1:
+            raise SpecError("--hot runs on the local target, one node; drop --hot for "
+                            f"--nodes {self.nodes}")
 
     @property
     def world_size(self) -> int:
@@ -332,6 +344,8 @@ class RunSpec:
         data["carried"] = list(self.carried)
         data["watch"]["stop_on_nan"] = list(self.watch.stop_on_nan)
         data["data"] = [asdict(d) for d in self.data]
+        if not self.launch.hot:  # written only when asked for: earlier specs stay as they were
+            del data["launch"]["hot"]
         return data
 
     @classmethod

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import procs, starter
+from jupyter_trainer import pool, procs, starter
 from jupyter_trainer.store import HOME_ENV, Store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,10 +41,10 @@ def home(tmp_path, monkeypatch) -> Path:
         if run_dir.name.startswith("."):
             continue
         deadline = time.monotonic() + 15
-        left = procs.pids_with_env("JT_RUN_ID", run_dir.name)
+        left = pool.leftover_pids(run_dir.name, run_dir)
         while left and time.monotonic() < deadline:
             time.sleep(0.2)
-            left = procs.pids_with_env("JT_RUN_ID", run_dir.name)
+            left = pool.leftover_pids(run_dir.name, run_dir)
         if left:
             leaks[run_dir.name] = [procs.describe(p) for p in left]
             procs.signal_pids(left, 9)
@@ -52,6 +52,7 @@ def home(tmp_path, monkeypatch) -> Path:
         sup = state.get("supervisor") or {}
         if state["status"] not in ("completed", "failed", "canceled", "lost") and sup.get("pid"):
             os.kill(sup["pid"], 15)
+    pool.stop_pools(path)  # the warm rank pools --hot runs started in this store
     assert not leaks, f"processes left behind: {leaks}"
 
 
@@ -73,7 +74,9 @@ def store(home) -> Store:
 
 
 def leftover(run_id: str) -> list[str]:
-    return [procs.describe(p) for p in procs.pids_with_env("JT_RUN_ID", run_id)]
+    """The live processes of a run of the current store, ranks forked by a pool included."""
+    run_dir = Path(os.environ[HOME_ENV], "runs", run_id) if os.environ.get(HOME_ENV) else None
+    return [procs.describe(p) for p in pool.leftover_pids(run_id, run_dir)]
 
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, what: str = "condition"):

@@ -14,6 +14,7 @@ from typing import Any
 from .. import procs
 from ..errors import TargetError
 from ..launch import Command, LaunchPlan, build_command
+from ..pool import leftover_pids
 from ..spec import RunSpec
 from .base import Handle, Target, count_nvidia_gpus, require_program
 
@@ -35,6 +36,9 @@ class LocalTarget(Target):
     def __init__(self, name: str = "local", config: dict[str, Any] | None = None) -> None:
         super().__init__(name, config)
         self._children: dict[int, subprocess.Popen] = {}
+        self._run_dirs: dict[str, str] = {}          # run id -> run folder (leftover checks)
+        self._hot: dict[str, tuple[RunSpec, LaunchPlan]] = {}  # runs that asked for --hot
+        self._pool_runs: dict[int, Any] = {}         # pgid -> pool.client.PoolRun
 
     @cached_property
     def _gpus(self) -> int:
@@ -71,6 +75,7 @@ class LocalTarget(Target):
 
     def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
         code = os.path.join(run_dir, "code")
+        self._run_dirs[run_id] = run_dir
         return LaunchPlan(
             run_id=run_id,
             run_dir=run_dir,
@@ -88,10 +93,27 @@ class LocalTarget(Target):
         )
 
     def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
+        if spec.launch.hot:  # start() tries the pool first; this command is the fallback
+            self._hot[plan.run_id] = (spec, plan)
         return build_command(spec.launch, plan)
 
     def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
         base = {k: v for k, v in os.environ.items() if not k.startswith("JT_")}
+        hot = self._hot.pop(str(command.env.get("JT_RUN_ID")), None)
+        if hot is None:
+            return self._start_launcher(command, base, run_dir, log_path)
+        from ..pool.hot_start import start_in_pool  # lazy: only --hot needs the pool client
+
+        try:
+            run, handle = start_in_pool(*hot, command, base, run_dir, log_path)
+        except TargetError as exc:  # the pool cannot: torchrun, with the reason noted
+            handle = self._start_launcher(command, base, run_dir, log_path)
+            return {**handle, "hot": {"used": False, "why": str(exc)}}
+        self._pool_runs[handle["pgid"]] = run
+        return handle
+
+    def _start_launcher(self, command: Command, base: dict[str, str], run_dir: str,
+                        log_path: str) -> Handle:
         with open(log_path, "ab") as log:
             try:
                 child = subprocess.Popen(
@@ -108,6 +130,9 @@ class LocalTarget(Target):
         child = self._children.get(handle["pid"])
         if child is not None:
             return child.poll()
+        pool_run = self._pool_runs.get(handle.get("pgid", 0))
+        if pool_run is not None:
+            return pool_run.poll()
         return None if procs.is_alive(handle["pid"], handle.get("start_ticks")) else -1
 
     def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
@@ -115,7 +140,7 @@ class LocalTarget(Target):
             child = self._children.get(handle["pid"])
             if child is not None:
                 child.poll()  # reap the launcher so it does not linger as a zombie
-            return procs.pids_with_env("JT_RUN_ID", run_id)
+            return leftover_pids(run_id, self._run_dirs.get(run_id))
 
         procs.signal_group(handle["pgid"], signal.SIGTERM)
         procs.signal_pids(alive(), signal.SIGTERM)
@@ -129,7 +154,7 @@ class LocalTarget(Target):
         return {"sigkilled": killed}
 
     def leftovers(self, run_id: str) -> list[str]:
-        return [procs.describe(p) for p in procs.pids_with_env("JT_RUN_ID", run_id)]
+        return [procs.describe(p) for p in leftover_pids(run_id, self._run_dirs.get(run_id))]
 
 
 def _torch_has_mpi() -> bool:

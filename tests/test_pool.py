@@ -1,0 +1,214 @@
+"""--hot: ranks forked by a warm pool, checked against torchrun with real processes.
+
+Every run here is a real 2-rank Gloo job; the pool is a real detached process. The ``home``
+fixture checks that no rank of any run is left (ranks forked by a pool included, through
+``pool.leftover_pids``) and ends the store's pools.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from jupyter_trainer import api, pool, procs
+from jupyter_trainer.errors import SpecError
+from jupyter_trainer.spec import CodeSpec, LaunchSpec, RunSpec
+from jupyter_trainer.pool import client
+
+from conftest import leftover, wait_for
+
+ALL_REDUCE = """
+import json, os
+import torch, torch.distributed as dist
+from jupyter_trainer import runtime as jt
+dist.init_process_group("gloo", init_method="env://")
+t = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(t)
+print(f"rank {jt.rank} sum {t.item()}", flush=True)
+jt.log(step=0, total=t.item())
+with open(os.path.join(jt.outputs_dir, f"env-{jt.rank}.json"), "w") as f:
+    json.dump(dict(os.environ), f)
+dist.destroy_process_group()
+"""
+
+LONG_CELL = """
+import time
+import torch.distributed as dist
+from jupyter_trainer import runtime as jt
+dist.init_process_group()
+for step in range(10_000):
+    jt.log(step=step, x=step)
+    time.sleep(0.05)
+"""
+
+# Differ from run to run (or, for the agent's store, by design: there is no agent).
+PER_RUN = {"MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE", "JT_RUN_ID",
+           "JT_RUN_DIR", "TORCHELASTIC_USE_AGENT_STORE"}
+TORCHRUN_VARS = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                 "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                 "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS"}
+
+
+def rank_envs(run: api.Run) -> dict[int, dict[str, str]]:
+    return {r: json.loads(Path(run.outputs, f"env-{r}.json").read_text()) for r in (0, 1)}
+
+
+def wait_until_all_ranks_log(run: api.Run, ranks: int = 2) -> None:
+    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(ranks)),
+             timeout=90, what=f"events from {ranks} ranks of {run.id}")
+
+
+def hot_record(run: api.Run) -> dict:
+    return run.state["launcher"].get("hot") or {}
+
+
+@pytest.mark.parametrize("hot", [False, True], ids=["torchrun", "hot"])
+def test_all_reduce_logs_metrics_and_torchrun_variables(home, hot):
+    run = api.submit(ALL_REDUCE, procs=2, hot=hot, name="reduce").wait(timeout=180)
+    assert run.status == "completed"
+    for r in (0, 1):
+        assert f"rank {r} sum 3.0" in run.logs(r)
+        assert run.metrics(r)["total"][-1][1] == 3.0
+    envs = rank_envs(run)
+    for r, env in envs.items():
+        assert TORCHRUN_VARS <= set(env)
+        assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"],
+                env["GROUP_RANK"], env["ROLE_RANK"], env["ROLE_WORLD_SIZE"]) == \
+            (str(r), str(r), "2", "2", "0", str(r), "2")
+        assert env["TORCHELASTIC_RESTART_COUNT"] == env["TORCHELASTIC_MAX_RESTARTS"] == "0"
+        assert env["JT_RUN_ID"] == run.id and env["JT_LAUNCHER"] == "torchrun"
+    assert envs[0]["MASTER_PORT"] == envs[1]["MASTER_PORT"]
+    assert envs[0]["TORCHELASTIC_RUN_ID"] == envs[1]["TORCHELASTIC_RUN_ID"]
+    if hot:
+        assert hot_record(run)["used"] is True
+        assert (Path(run.store.home, "runs", run.id, pool.records.RUN_RECORD)).exists()
+    else:
+        assert "hot" not in run.state["launcher"]
+    assert leftover(run.id) == []
+
+
+def test_a_hot_rank_sees_the_environment_a_torchrun_rank_sees(home):
+    cold = api.submit(ALL_REDUCE, procs=2, name="cold").wait(timeout=180)
+    hot = api.submit(ALL_REDUCE, procs=2, hot=True, name="hot").wait(timeout=180)
+    assert hot_record(hot)["used"] is True
+    for r in (0, 1):
+        a, b = rank_envs(cold)[r], rank_envs(hot)[r]
+        assert set(a) == set(b), (set(a) ^ set(b))
+        differ = {k for k in a if a[k] != b[k]}
+        assert differ <= PER_RUN, {k: (a[k], b[k]) for k in differ - PER_RUN}
+    assert rank_envs(hot)[0]["TORCHELASTIC_USE_AGENT_STORE"] == "False"
+
+
+def test_a_failing_hot_rank_fails_the_run_naming_it(home):
+    code = """
+import time
+import torch.distributed as dist
+dist.init_process_group()
+if dist.get_rank() == 1:
+    raise ValueError("rank one broke")
+time.sleep(600)
+"""
+    run = api.submit(code, procs=2, hot=True, name="hot-fail")
+    with pytest.raises(api.RunFailed) as info:
+        run.wait(timeout=120)
+    assert info.value.failed_rank == 1
+    assert "rank one broke" in run.state["error"]
+    assert run.state["rank_exit_codes"]["1"] == 1
+    assert hot_record(run)["used"] is True
+    assert leftover(run.id) == []
+
+
+def test_cancel_leaves_no_hot_rank(home):
+    run = api.submit(LONG_CELL, procs=2, hot=True, name="hot-cancel")
+    wait_until_all_ranks_log(run)
+    pids = {rec["pid"] for rec in run.store.rank_records(run.id).values()}
+    assert len(pids) == 2 and leftover(run.id)
+    run.cancel(wait=True, timeout=30)
+    assert run.status == "canceled"
+    assert leftover(run.id) == []
+    assert all(not procs.is_alive(pid) for pid in pids)
+    assert run.state["teardown"]["leftovers"] == []
+
+
+def test_killing_the_pool_mid_run_leaves_no_rank_and_says_why(home):
+    run = api.submit(LONG_CELL, procs=2, hot=True, name="hot-pool-killed")
+    wait_until_all_ranks_log(run)
+    pool_pid = hot_record(run)["pool"]
+    os.kill(pool_pid, signal.SIGKILL)
+    wait_for(lambda: run.status in ("failed", "lost"), timeout=60, what="the run to end")
+    assert leftover(run.id) == []
+    state = run.state
+    assert "SIGKILL" in (state.get("error") or ""), state.get("error")
+    assert "rank pool" in run.store.paths(run.id).logs.joinpath("launcher.log").read_text()
+
+
+def test_killing_the_supervisor_leaves_no_hot_rank(home):
+    run = api.submit(LONG_CELL, procs=2, hot=True, name="hot-orphan")
+    wait_until_all_ranks_log(run)
+    os.kill(run.state["supervisor"]["pid"], signal.SIGKILL)
+    wait_for(lambda: run.status == "lost", timeout=20, what="status lost")
+    wait_for(lambda: leftover(run.id) == [], timeout=20, what="ranks to end with their supervisor")
+    assert pool.records.live_pools(home)  # the pool itself lives on for the next run
+
+
+def test_a_second_run_reuses_the_warm_pool_and_two_runs_are_independent(home):
+    first = api.submit(ALL_REDUCE, procs=2, hot=True, name="first").wait(timeout=180)
+    assert hot_record(first) | {"warm": False} == hot_record(first)  # it started the pool
+    second = api.submit(ALL_REDUCE, procs=2, hot=True, name="second").wait(timeout=60)
+    assert hot_record(second)["warm"] is True
+    assert hot_record(second)["pool"] == hot_record(first)["pool"]
+    both = [api.submit(ALL_REDUCE.replace("dist.get_rank() + 1", f"dist.get_rank() + {k}"),
+                       procs=2, hot=True, name=f"together-{k}") for k in (1, 10)]
+    for run, total in zip(both, (3.0, 21.0)):
+        run.wait(timeout=120)
+        assert run.metrics(0)["total"][-1][1] == total
+        assert hot_record(run)["warm"] is True
+    assert both[0].state["launcher"]["pgid"] != both[1].state["launcher"]["pgid"]
+
+
+def test_a_module_that_initialises_cuda_makes_the_run_use_torchrun(home, tmp_path, monkeypatch):
+    """No GPU here: the module fakes an initialised CUDA where the pool looks for it."""
+    fake = tmp_path / "fakecuda"
+    fake.mkdir()
+    (fake / "cudaish.py").write_text("import torch\ntorch.cuda.is_initialized = lambda: True\n")
+    monkeypatch.setenv("PYTHONPATH", str(fake))
+    run = api.submit("import cudaish\n" + ALL_REDUCE, procs=2, hot=True,
+                     name="cuda-at-import").wait(timeout=180)
+    assert run.status == "completed" and run.metrics(0)["total"][-1][1] == 3.0
+    record = hot_record(run)
+    assert record["used"] is False and "initialised CUDA" in record["why"]
+    assert "cudaish" in record["why"]
+    assert "torch.distributed.run" in run.state["launcher"]["argv"]
+
+
+def test_an_idle_pool_exits_and_removes_its_socket(home):
+    key = client.pool_key(sys.executable, "idle-test", ["torch"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JT_")}
+    sock, warm = client.connect_or_start(sys.executable, key, ["torch"], env, home, idle=2.0)
+    sock.close()
+    assert warm is False
+    folder = Path(home, pool.records.POOLS_DIR)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / f"{key}.sock").stat().st_mode) == 0o600
+    record = json.loads((folder / f"{key}.json").read_text())
+    assert procs.is_alive(record["pid"], record["start_ticks"])
+    wait_for(lambda: not procs.is_alive(record["pid"], record["start_ticks"]), timeout=30,
+             what="the idle pool to exit")
+    assert not (folder / f"{key}.sock").exists() and not (folder / f"{key}.json").exists()
+
+
+def test_hot_is_checked_where_it_is_asked_for(home):
+    with pytest.raises(SpecError, match="--launcher torchrun only"):
+        api.submit("pass", hot=True, launcher="python")
+    with pytest.raises(SpecError, match="--max-restarts"):
+        api.submit("pass", hot=True, procs=2, max_restarts=1)
+    spec = RunSpec(name="x", code=CodeSpec(entry="a.py", hash="h"),
+                   launch=LaunchSpec(procs=2, hot=True))
+    assert RunSpec.from_dict(spec.to_dict()) == spec
+    assert "hot" not in RunSpec(name="x", code=CodeSpec(entry="a.py", hash="h")).to_dict()["launch"]
