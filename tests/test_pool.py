@@ -34,6 +34,8 @@ print(f"rank {jt.rank} sum {t.item()}", flush=True)
 jt.log(step=0, total=t.item())
 with open(os.path.join(jt.outputs_dir, f"env-{jt.rank}.json"), "w") as f:
     json.dump(dict(os.environ), f)
+with open(os.path.join(jt.outputs_dir, f"threads-{jt.rank}.txt"), "w") as f:
+    f.write(str(torch.get_num_threads()))
 dist.destroy_process_group()
 """
 
@@ -103,6 +105,9 @@ def test_a_hot_rank_sees_the_environment_a_torchrun_rank_sees(home):
         differ = {k for k in a if a[k] != b[k]}
         assert differ <= PER_RUN, {k: (a[k], b[k]) for k in differ - PER_RUN}
     assert rank_envs(hot)[0]["TORCHELASTIC_USE_AGENT_STORE"] == "False"
+    threads = [[(run.outputs / f"threads-{r}.txt").read_text() for r in (0, 1)]
+               for run in (cold, hot)]
+    assert threads[0] == threads[1] == ["1", "1"]  # OMP_NUM_THREADS=1, as torchrun's ranks
 
 
 def test_a_failing_hot_rank_fails_the_run_naming_it(home):

@@ -1,6 +1,6 @@
 """What a rank forked by a pool does before it is the rank: become what torchrun's worker
 would be (process group, death with the pool, stdio, environment, working directory,
-``sys.argv``, fresh random state), then run the snapshot's boot.py as ``__main__``."""
+``sys.argv``, fresh random state, torch's thread count), then run the snapshot's boot.py as ``__main__``."""
 
 from __future__ import annotations
 
@@ -38,6 +38,15 @@ def _fresh_random_state() -> None:
             pass
 
 
+def _threads_as_set() -> None:
+    """torch read ``OMP_NUM_THREADS`` when the pool imported it; a new interpreter would
+    read the rank's value (1 where several ranks share a node), so apply it now."""
+    torch = sys.modules.get("torch")
+    wanted = os.environ.get("OMP_NUM_THREADS", "")
+    if torch is not None and wanted.isdigit() and int(wanted) > 0:
+        torch.set_num_threads(int(wanted))
+
+
 def run_rank(request: dict[str, Any], rank: dict[str, Any], pool: int, pgid: int,
              close_fds: Iterable[int]) -> None:
     """Never returns: the forked child ends with ``os._exit`` and the rank's exit code."""
@@ -69,6 +78,7 @@ def run_rank(request: dict[str, Any], rank: dict[str, Any], pool: int, pgid: int
         sys.argv = list(request["argv"])
         sys.path[0] = os.path.dirname(os.path.abspath(boot))  # as for ``python boot.py``
         _fresh_random_state()
+        _threads_as_set()
         try:
             runpy.run_path(boot, run_name="__main__")
             code = 0
