@@ -1,14 +1,18 @@
 """Launch overhead of ``jt.submit(...).wait()`` against bare torchrun, on the same tiny job.
 
-    .venv/bin/python bench/launch_overhead.py [--repeats N] [--json PATH]
+    .venv/bin/python bench/launch_overhead.py [--repeats N] [--hot] [--json PATH]
 
 Each sample is the wall time of a 2-rank Gloo ``all_reduce`` script, launched either as
 
   jt:   jt.submit(script=PATH, procs=2, launcher="torchrun", home=<fresh tmp>).wait()
   bare: python -m torch.distributed.run --standalone --nnodes=1 --nproc-per-node=2 PATH
 
-interleaved (jt, bare, jt, bare, ...) after one untimed warm-up of each. The bare launcher
-gets the variables jupyter_trainer gives its ranks (OMP_NUM_THREADS=1, PYTHONUNBUFFERED=1).
+interleaved (jt, bare, jt, bare, ...) after one untimed warm-up of each. With ``--hot`` each
+round also times a third side, ``jt.submit(..., hot=True).wait()`` in one store kept for
+all of them, so its warm rank pool (started by an untimed warm-up, whose time is reported
+as the first run's) forks the ranks; the pool's resident memory once idle is reported too.
+The bare launcher gets the variables jupyter_trainer gives its ranks (OMP_NUM_THREADS=1,
+PYTHONUNBUFFERED=1).
 Every jt run uses a fresh temporary JUPYTER_TRAINER_HOME and must end ``completed``; the
 bench waits (untimed) for each run's detached supervisor to exit before the next sample so
 its tail never overlaps the next measurement.
@@ -40,6 +44,7 @@ import jupyter_trainer as jt  # noqa: E402
 from jupyter_trainer import procs  # noqa: E402
 
 TARGET_RATIO = 1.10
+HOT_TARGET_RATIO = 0.30  # issue: a --hot run (warm pool) against bare torchrun
 
 TINY = """\
 import torch, torch.distributed as dist
@@ -97,12 +102,15 @@ def run_bare(script: Path, workdir: Path) -> float:
     return elapsed
 
 
-def run_jt(script: Path) -> tuple[float, dict[str, Any]]:
-    home = Path(tempfile.mkdtemp(prefix="jt-bench-home-"))
+def run_jt(script: Path, hot_home: Path | None = None) -> tuple[float, dict[str, Any]]:
+    """One jt sample: in a fresh store, or with ``hot_home`` as a ``--hot`` run in that
+    store (kept between samples, so its rank pool stays warm)."""
+    home = hot_home or Path(tempfile.mkdtemp(prefix="jt-bench-home-"))
     try:
         wall0 = time.time()
         t0 = time.perf_counter()
-        run = jt.submit(script=script, procs=2, launcher="torchrun", home=home)
+        run = jt.submit(script=script, procs=2, launcher="torchrun", home=home,
+                        hot=hot_home is not None)
         wall_submitted = time.time()
         run.wait(raise_on_failure=False)
         elapsed = time.perf_counter() - t0
@@ -132,10 +140,25 @@ def run_jt(script: Path) -> tuple[float, dict[str, Any]]:
         # Untimed: let the supervisor finish its tail (index update, exit) before going on.
         tail = wait_process_gone(sup.get("pid"), sup.get("start_ticks"))
         info = {"run_id": run.id, "events": events, "supervisor_tail_s": tail,
-                "launcher_argv": state.get("launcher", {}).get("argv")}
+                "launcher_argv": state.get("launcher", {}).get("argv"),
+                "hot": state.get("launcher", {}).get("hot")}
+        if hot_home is not None and not (info["hot"] or {}).get("used"):
+            sys.exit(f"the --hot run {run.id} did not use the rank pool: {info['hot']}")
         return elapsed, info
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        if hot_home is None:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def pool_rss_mib(info: dict[str, Any]) -> float | None:
+    """The resident memory of the pool that ran a hot sample, now that it is idle."""
+    pid = (info.get("hot") or {}).get("pool")
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (OSError, TypeError):
+        return None
+    kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), None)
+    return kb / 1024 if kb is not None else None
 
 
 def describe(samples: list[float]) -> dict[str, float]:
@@ -199,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=8, help="timed (jt, bare) pairs (default 8)")
     parser.add_argument("--json", type=Path, help="also write every sample and table here")
+    parser.add_argument("--hot", action="store_true",
+                        help="also time --hot runs (warm rank pool) in a third column")
     parser.add_argument("--reference-reps", type=int, default=5,
                         help="repetitions of the interpreter start-up references (0: skip)")
     args = parser.parse_args(argv)
@@ -217,19 +242,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{warm_jt:.2f} s; bare ...", end=" ", flush=True)
         warm_bare = run_bare(script, work)
         print(f"{warm_bare:.2f} s", flush=True)
+        hot_home = work / "hot-home" if args.hot else None
+        if hot_home is not None:
+            warm_hot, _ = run_jt(script, hot_home)  # starts the pool: the first run's cost
+            print(f"warm-up: hot (starting the pool) {warm_hot:.2f} s", flush=True)
 
-        jt_s, bare_s, infos, loads = [], [], [], []
+        jt_s, bare_s, hot_s, infos, hot_infos, loads = [], [], [], [], [], []
         for i in range(args.repeats):
             t_jt, info = run_jt(script)
             t_bare = run_bare(script, work)
             jt_s.append(t_jt)
             bare_s.append(t_bare)
             infos.append(info)
+            if hot_home is not None:
+                t_hot, hot_info = run_jt(script, hot_home)
+                hot_s.append(t_hot)
+                hot_infos.append(hot_info)
             loads.append(loadavg()[0] if loadavg() else float("nan"))
-            print(f"pair {i + 1}/{args.repeats}: jt {t_jt:.3f} s  bare {t_bare:.3f} s  "
-                  f"(load1 {loads[-1]:.2f})", flush=True)
+            print(f"round {i + 1}/{args.repeats}: jt {t_jt:.3f} s  bare {t_bare:.3f} s  "
+                  + (f"hot {hot_s[-1]:.3f} s  " if hot_s else "")
+                  + f"(load1 {loads[-1]:.2f})", flush=True)
+        rss = pool_rss_mib(hot_infos[-1]) if hot_infos else None
         refs = reference_costs(args.reference_reps) if args.reference_reps > 0 else {}
     finally:
+        if args.hot:
+            from jupyter_trainer import pool
+
+            pool.stop_pools(work / "hot-home")
         shutil.rmtree(work, ignore_errors=True)
     load_end = loadavg()
 
@@ -245,6 +284,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:6}{s['median']:9.3f}{s['min']:9.3f}{s['max']:9.3f}{s['stdev']:9.3f}")
     verdict = "OK" if ratio <= TARGET_RATIO else "OVER TARGET"
     print(f"ratio of medians jt/bare = {ratio:.3f}  (target <= {TARGET_RATIO:.2f}: {verdict})")
+    hot_ratio = None
+    if hot_s:
+        sh = describe(hot_s)
+        hot_ratio = sh["median"] / sb["median"]
+        print(f"{'hot':6}{sh['median']:9.3f}{sh['min']:9.3f}{sh['max']:9.3f}{sh['stdev']:9.3f}")
+        print(f"ratio of medians hot/bare = {hot_ratio:.3f}  (target <= {HOT_TARGET_RATIO:.2f}: "
+              f"{'OK' if hot_ratio <= HOT_TARGET_RATIO else 'OVER TARGET'}); the first hot run, "
+              f"which started the pool, took {warm_hot:.3f} s; the idle pool holds "
+              + (f"{rss:.0f} MiB resident" if rss is not None else "? (gone)"))
     print(f"overhead = {overhead_ms:.0f} ms (difference of medians); "
           f"median paired difference = {paired:.0f} ms")
     print(f"loadavg start {load_start} end {load_end}; load1 per pair "
@@ -281,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
             "repeats": args.repeats, "jt_s": jt_s, "bare_s": bare_s,
             "warmup": {"jt_s": warm_jt, "bare_s": warm_bare},
             "jt": sj, "bare": sb, "ratio": ratio, "target_ratio": TARGET_RATIO,
+            "hot_s": hot_s, "hot_ratio": hot_ratio, "hot_target_ratio": HOT_TARGET_RATIO,
+            "hot_runs": hot_infos, "pool_rss_mib": rss,
             "overhead_ms": overhead_ms, "paired_overhead_ms": paired,
             "loadavg_start": load_start, "loadavg_end": load_end, "load1_per_pair": loads,
             "breakdown": rows, "runs": infos, "reference_ms": refs,
