@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import urllib.parse
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from ..errors import SpecError
 from ..spec import DataSpec, validate_data_name
@@ -56,18 +57,36 @@ def cache_dir(home: Path) -> Path:
 
 def resolve_inputs(data: Mapping[str, str | os.PathLike] | Sequence[str] | None, *,
                    home: Path) -> tuple[DataSpec, ...]:
-    sources = parse_inputs(data)
-    if not sources:
-        return ()
+    return _resolve_all([(name, source, source) for name, source in parse_inputs(data).items()],
+                        home)
+
+
+def refresh_inputs(inputs: Sequence[DataSpec], *, home: Path) -> tuple[DataSpec, ...]:
+    """``inputs`` as they are now (a rerun, a sweep's next trial): each local input hashed
+    again at its path (cheap where unchanged), each URL asked again; the names and sources
+    are kept."""
+    return _resolve_all([(d.name, d.source if is_url(d.source) else d.path, d.source)
+                         for d in inputs], home)
+
+
+@contextmanager
+def _hashes(home: Path) -> Iterator[HashCache]:
     cache = HashCache(cache_dir(home) / "data-hashes.db")
     try:
-        return tuple(_resolve(name, source, home, cache) for name, source in sources.items())
+        yield cache
     finally:
         cache.close()
 
 
-def _resolve(name: str, source: str, home: Path, cache: HashCache,
-             shown: str | None = None) -> DataSpec:
+def _resolve_all(items: list[tuple[str, str, str]], home: Path) -> tuple[DataSpec, ...]:
+    """(name, where to read it, the source to record) -> checked ``DataSpec``s."""
+    if not items:
+        return ()
+    with _hashes(home) as cache:
+        return tuple(_resolve(name, source, home, cache, shown) for name, source, shown in items)
+
+
+def _resolve(name: str, source: str, home: Path, cache: HashCache, shown: str) -> DataSpec:
     if is_url(source):
         from .fetch import fetch  # urllib.request and fsspec only for a URL
 
@@ -84,33 +103,16 @@ def _resolve(name: str, source: str, home: Path, cache: HashCache,
             raise SpecError(f"the data input {name}={source}: {local} is neither a folder nor "
                             "a regular file")
     found = manifest(local, cache)
-    return DataSpec(name=name, source=shown or source, path=str(local), kind=found.kind,
+    return DataSpec(name=name, source=shown, path=str(local), kind=found.kind,
                     size=found.size, files=len(found.entries), hash=found.hash)
-
-
-def refresh_inputs(inputs: Sequence[DataSpec], *, home: Path) -> tuple[DataSpec, ...]:
-    """``inputs`` as they are now (a rerun, a sweep's next trial): each local input hashed
-    again at its path (cheap where unchanged), each URL asked again; the names and sources
-    are kept."""
-    if not inputs:
-        return ()
-    cache = HashCache(cache_dir(home) / "data-hashes.db")
-    try:
-        return tuple(_resolve(d.name, d.source if is_url(d.source) else d.path, home, cache,
-                              shown=d.source) for d in inputs)
-    finally:
-        cache.close()
 
 
 def check_unchanged(item: DataSpec, home: Path) -> Manifest:
     """``item``'s manifest, after checking that its files still hash as at submit (only
     stat'ed where the hash cache knows them): a changed input must not be stored in a node
     cache under its old hash."""
-    cache = HashCache(cache_dir(home) / "data-hashes.db")
-    try:
+    with _hashes(home) as cache:
         found = manifest(Path(item.path), cache)
-    finally:
-        cache.close()
     if found.hash != item.hash:
         raise SpecError(f"the data input {item.name} ({item.path}) changed after the run was "
                         f"submitted (its content hash was {item.hash}, it is {found.hash} "
