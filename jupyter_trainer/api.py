@@ -8,6 +8,7 @@ in any process, can follow or cancel the same run.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
@@ -46,7 +47,7 @@ def submit(
     params: Mapping[str, Any] | Sequence[str] | None = None,
     source: str | os.PathLike | None = None,
     max_restarts: int = 0,
-    hot: bool = False,
+    hot: bool | None = None,
     stall_timeout: float = DEFAULT_STALL_TIMEOUT,
     on_stall: str = "warn",
     stop_on_nan: str | Sequence[str] = (),
@@ -65,8 +66,9 @@ def submit(
     them. ``data`` maps input names to folders, files or URLs (or is ``NAME=PATH`` strings):
     the code finds each at ``jt.data[NAME]`` on its node. ``mlflow`` is a tracking URI the
     run is mirrored to (default: ``$MLFLOW_TRACKING_URI``). ``hot`` forks the ranks from a
-    warm pool that has imported torch (local target, torchrun, no restarts; see
-    docs/hot-start.md), falling back to torchrun. Everything is validated and
+    warm pool that has imported torch, falling back to torchrun; by default (``None``) a
+    one-node torchrun run on the local target without restarts is hot unless ``$JT_HOT`` is
+    ``0``, and ``hot=False`` always starts torchrun (see docs/hot-start.md). Everything is validated and
     captured before the run is created; on any error nothing is written and nothing starts.
     """
     store, tgt, write = _run_writer(
@@ -82,15 +84,17 @@ def submit(
 def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, launcher,
                 backend, env, params: dict[str, Any], source, max_restarts, stall_timeout,
                 on_stall, stop_on_nan, namespace, history, home, origin, data=None,
-                mlflow=None, hot=False):
+                mlflow=None, hot=None):
     """The store, the target and ``write(staging) -> RunSpec`` (which captures the snapshot)
     of a run of ``code`` or ``script``: checked, but nothing written yet."""
     from . import capture  # lazy: keeps ``import jupyter_trainer`` cheap
 
     if (code is None) == (script is None):
         raise SpecError("give either the code of a cell or a script path, not both")
+    if hot is not None and type(hot) is not bool:
+        raise SpecError(f"hot must be True, False or None (the default), got {hot!r}")
     launch = LaunchSpec(launcher=launcher, nodes=nodes, procs=procs, backend=backend,
-                        max_restarts=max_restarts, hot=hot)
+                        max_restarts=max_restarts, hot=bool(hot))
     watch = WatchSpec(stall_timeout=stall_timeout, on_stall=on_stall, stop_on_nan=stop_on_nan)
     overrides = params
     store = Store(home)
@@ -98,6 +102,8 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
     if hot and tgt.kind != "local":
         raise SpecError(f"--hot forks ranks on this machine; it works on a local target only "
                         f"({target!r} is {tgt.kind}): drop --hot")
+    if hot is None and hot_by_default(tgt.kind, launch):
+        launch = dataclasses.replace(launch, hot=True)
     env_spec = environment.resolve(env, home=store.home)
     source_dir = Path(source).expanduser() if source is not None else None
     from .datasets import resolve_inputs  # lazy: hashing and URL fetching only when asked
@@ -124,6 +130,22 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
         )
 
     return store, tgt, write
+
+
+HOT_ENV = "JT_HOT"  # 0 turns the warm pool off where it would be the default
+
+
+def hot_by_default(kind: str, launch: LaunchSpec) -> bool:
+    """Whether a run that does not say ``hot`` uses the warm pool: one node on the local
+    target, started by torchrun without restarts, unless ``$JT_HOT`` is 0."""
+    value = os.environ.get(HOT_ENV, "").strip().lower()
+    if value not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
+        raise SpecError(f"${HOT_ENV}={value!r} is not a switch: set it to 0 (plain torchrun "
+                        f"where a run does not ask for --hot) or 1, or unset it")
+    if value in ("0", "false", "no", "off"):
+        return False
+    return (kind == "local" and launch.launcher == "torchrun" and launch.nodes == 1
+            and not launch.max_restarts)
 
 
 def tracking_uri(uri: str | None) -> str | None:

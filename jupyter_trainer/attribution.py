@@ -68,12 +68,13 @@ class Death:
                 and other.record.get("host") != self.record.get("host")
                 and 0 <= other.at - self.at < CROSS_HOST_WINDOW_S)) for other in others)
 
-    def error(self, launcher: str) -> str:
-        """The run's one-line error for this death."""
+    def error(self, launcher: str, starter: str | None = None) -> str:
+        """The run's one-line error for this death; ``starter`` names what started the ranks
+        when it was not the launcher's own process (the warm rank pool)."""
         if self.rank is None:
             how = f"killed by {self.signal}" if self.signal else "ended without an exit code"
-            return (f"the launcher ({launcher}) was {how} before any rank failed; its ranks "
-                    "were stopped; see logs/launcher.log")
+            return (f"{starter or f'the launcher ({launcher})'} was {how} before any rank "
+                    "failed; its ranks were stopped; see logs/launcher.log")
         if self.how in ON_ITS_OWN:
             return (self.record.get("error")
                     or f"rank {self.rank} exited with code {self.record.get('exit_code')}")

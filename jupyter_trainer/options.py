@@ -73,9 +73,11 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-restarts", type=int, default=0, metavar="N",
                         help="when a rank fails, start every rank again, up to N times; the "
                              "training code resumes from jt.load_checkpoint() (default: 0)")
-    parser.add_argument("--hot", action="store_true",
+    parser.add_argument("--hot", action=argparse.BooleanOptionalAction, default=None,
                         help="fork the ranks from a warm pool that has imported torch: starts "
-                             "in a fraction of a second (local target, torchrun, no restarts)")
+                             "in a fraction of a second; the default for one-node torchrun "
+                             "runs on the local target without --max-restarts (--no-hot: "
+                             "plain torchrun)")
     parser.add_argument("--stall-timeout", type=float, default=DEFAULT_STALL_TIMEOUT,
                         metavar="SECONDS",
                         help="name a rank as stalled when it logs no progress for this long "

@@ -474,10 +474,11 @@ class Supervisor:
             # not the SIGTERM its ranks received.
             fields.update(error=report["error"], traceback=log_tail)
         elif first is not None:
-            launcher_name = self.spec.launch.launcher
+            hot = (self.state.get("launcher") or {}).get("hot") or {}
+            starter = f"the warm rank pool (pid {hot['pool']})" if hot.get("used") else None
             fields.update(failure={"rank": first.rank, "how": first.how, "at": first.at,
                                    "signal": first.signal},
-                          error=first.error(launcher_name),
+                          error=first.error(self.spec.launch.launcher, starter),
                           traceback=(first.record.get("traceback") or "")[-TRACEBACK_TAIL:]
                           or (log_tail if first.by_signal else None))
             if first.rank is not None:

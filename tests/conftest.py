@@ -56,6 +56,24 @@ def home(tmp_path, monkeypatch) -> Path:
     assert not leaks, f"processes left behind: {leaks}"
 
 
+@pytest.fixture(params=["hot", "torchrun"])
+def launch_mode(request, monkeypatch) -> str:
+    """Run the test twice: ranks forked by the warm pool (the default) and ranks started by
+    torchrun (``$JT_HOT=0``), so that any difference between the two fails a test. Check
+    each run with ``launched_by``: a mode that did not take effect fails too."""
+    monkeypatch.setenv("JT_HOT", "1" if request.param == "hot" else "0")
+    return request.param
+
+
+def launched_by(run) -> str:
+    """``hot`` when the pool forked the run's ranks, ``torchrun`` when torchrun started them."""
+    launcher = run.state.get("launcher") or {}
+    if (launcher.get("hot") or {}).get("used"):
+        return "hot"
+    assert "torch.distributed.run" in launcher.get("argv", []), launcher
+    return "torchrun"
+
+
 @pytest.fixture
 def ip(home):
     """A real IPython shell with the extension loaded; its namespace is reset afterwards."""

@@ -23,6 +23,9 @@ from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures
 from test_ssh_launchers import mpi_pair  # noqa: F401 (fixture)
 
 LAUNCHERS = ("torchrun", "mpirun", "horovod", "python")
+# On this machine torchrun's ranks are also forked by the warm pool ("hot"), and every local
+# case runs both ways.
+LOCAL = ("torchrun", "hot", "mpirun", "horovod", "python")
 
 # Every rank starts, meets the others, says so (the test waits for that), then runs a loop of
 # small collectives; with RAISE the last rank raises at step 20, well after all are up.
@@ -66,7 +69,17 @@ def submit(launcher: str, *, raise_: bool, name: str, target: str = "local") -> 
     kwargs = {"nodes": 2, "procs": 1} if target != "local" and launcher != "python" else {}
     if target == "local":
         kwargs["procs"] = 1 if launcher == "python" else 2
-    return api.submit(code, launcher=launcher, target=target, name=name, **kwargs)
+        if launcher in ("torchrun", "hot"):
+            kwargs["hot"] = launcher == "hot"
+    run = api.submit(code, launcher="torchrun" if launcher == "hot" else launcher,
+                     target=target, name=name, **kwargs)
+    return run
+
+
+def check_mode(run: api.Run, launcher: str) -> None:
+    """The run was started the way the case asked: forked by the pool only for "hot"."""
+    hot = (run.state["launcher"].get("hot") or {}).get("used", False)
+    assert hot is (launcher == "hot"), run.state["launcher"]
 
 
 def world(launcher: str) -> int:
@@ -141,6 +154,8 @@ def kill_rank_case(home, launcher: str, target: str = "local") -> None:
     exited = run.store.rank_records(run.id)[victim]["exited"]
     assert killed_at <= exited < killed_at + 5, (killed_at, exited)
     nothing_left(run)
+    if target == "local":
+        check_mode(run, launcher)
 
 
 def exception_case(home, launcher: str, target: str = "local") -> None:
@@ -153,27 +168,33 @@ def exception_case(home, launcher: str, target: str = "local") -> None:
     assert state["failure"]["how"] == "exception"
     assert f"rank {victim} gave up" in state["traceback"]
     nothing_left(run)
+    if target == "local":
+        check_mode(run, launcher)
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize("launcher", LOCAL)
 def test_sigkill_a_rank_names_it(home, launcher):
     kill_rank_case(home, launcher)
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize("launcher", LOCAL)
 def test_exception_in_a_rank_names_it(home, launcher):
     exception_case(home, launcher)
 
 
 def kill_once_up(launcher: str, whom: str) -> api.Run:
-    """A run whose ``whom`` ("supervisor" or "launcher") gets SIGKILL once every rank is up."""
+    """A run whose ``whom`` ("supervisor" or "launcher") gets SIGKILL once every rank is up;
+    a hot run's launcher is the warm pool that forked its ranks."""
     run = submit(launcher, raise_=False, name=f"kill-{whom}-{launcher}")
     all_up(run, world(launcher))
-    os.kill(run.state[whom]["pid"], signal.SIGKILL)
+    check_mode(run, launcher)
+    victim = run.state["launcher"]["hot"]["pool"] if (launcher, whom) == ("hot", "launcher") \
+        else run.state[whom]["pid"]
+    os.kill(victim, signal.SIGKILL)
     return run
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize("launcher", LOCAL)
 def test_sigkill_the_supervisor_leaves_a_lost_run_and_no_rank(home, launcher):
     run = kill_once_up(launcher, "supervisor")
     # The launcher gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and ends its ranks.
@@ -186,12 +207,17 @@ def test_sigkill_the_supervisor_leaves_a_lost_run_and_no_rank(home, launcher):
     assert index_row(home, run.id)["status"] in ("running", "lost")
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize("launcher", LOCAL)
 def test_sigkill_the_launcher_names_the_launcher(home, launcher):
     run = kill_once_up(launcher, "launcher")
     state = finished(run)
     assert state["launcher"]["exit_code"] == -signal.SIGKILL
-    if launcher == "python":  # the launcher is rank 0 itself
+    if launcher == "hot":
+        check_failed(home, run, state, None)
+        assert state["error"].startswith(
+            f"the warm rank pool (pid {state['launcher']['hot']['pool']}) was killed by "
+            "SIGKILL before any rank failed"), state["error"]
+    elif launcher == "python":  # the launcher is rank 0 itself
         check_failed(home, run, state, 0)
         assert state["error"].startswith("rank 0 ended without recording an exit (killed by "
                                          "SIGKILL)"), state["error"]

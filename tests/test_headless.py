@@ -13,7 +13,7 @@ import pytest
 import jupyter_trainer as jt
 from jupyter_trainer import api
 
-from conftest import REPO
+from conftest import REPO, launched_by
 
 
 def outputs_of(nb):
@@ -22,7 +22,7 @@ def outputs_of(nb):
             yield from cell.get("outputs", [])
 
 
-def test_quickstart_runs_headless_with_chart_and_summary(home, tmp_path):
+def test_quickstart_runs_headless_with_chart_and_summary(home, tmp_path, launch_mode):
     out = tmp_path / "quickstart.out.ipynb"
     papermill.execute_notebook(str(REPO / "notebooks" / "quickstart.ipynb"), str(out),
                                parameters={"epochs": 10}, kernel_name="python3",
@@ -38,9 +38,10 @@ def test_quickstart_runs_headless_with_chart_and_summary(home, tmp_path):
     assert run.status == "completed" and run.spec.params["epochs"] == 10
     assert run.metrics()["acc"][-1][1] > 0.9
     assert (run.outputs / "model.pt").stat().st_size > 0
+    assert launched_by(run) == launch_mode
 
 
-def test_failed_run_fails_the_notebook(home, tmp_path):
+def test_failed_run_fails_the_notebook(home, tmp_path, launch_mode):
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell("%load_ext jupyter_trainer"),
@@ -70,6 +71,7 @@ def test_failed_run_fails_the_notebook(home, tmp_path):
                for o in train.outputs)
     last = next(c for c in executed.cells if c.source.startswith("print('must not run')"))
     assert last.get("outputs") == []
+    assert launched_by(api.runs(home=home)[0]) == launch_mode
 
 
 def test_a_sweep_notebook_runs_headless_with_its_table_and_charts(home, tmp_path):

@@ -14,7 +14,7 @@ from jupyter_trainer import api
 from jupyter_trainer.errors import RunCanceled
 from jupyter_trainer.store import Store
 
-from conftest import leftover, wait_for
+from conftest import launched_by, leftover, wait_for
 
 LONG_CELL = """
 import time
@@ -34,7 +34,7 @@ def wait_until_all_ranks_log(run: api.Run, ranks: int = 2) -> None:
              timeout=60, what=f"events from {ranks} ranks of {run.id}")
 
 
-def test_cancel_mid_run_ends_every_process_within_5s(home):
+def test_cancel_mid_run_ends_every_process_within_5s(home, launch_mode):
     run = api.submit(LONG_CELL, procs=2, name="cancel-me")
     wait_until_all_ranks_log(run)
     pids = {rec["pid"] for rec in run.store.rank_records(run.id).values()}
@@ -49,9 +49,10 @@ def test_cancel_mid_run_ends_every_process_within_5s(home):
     assert state["reason"] == "canceled by user" and state["teardown"]["leftovers"] == []
     with pytest.raises(RunCanceled):
         run.raise_for_status()
+    assert launched_by(run) == launch_mode
 
 
-def test_kernel_interrupt_cancels_the_run(home, tmp_path):
+def test_kernel_interrupt_cancels_the_run(home, tmp_path, launch_mode):
     """The notebook's Stop button: a real kernel, interrupted while %%train waits."""
     from jupyter_client.manager import start_new_kernel
 
@@ -74,13 +75,13 @@ def test_kernel_interrupt_cancels_the_run(home, tmp_path):
         assert "the cell was interrupted" in content["traceback"][0]
         wait_for(lambda: leftover(run.id) == [], timeout=5, what="every rank to end")
         assert time.monotonic() - interrupted < 5 + 1
-        assert run.status == "canceled"
+        assert run.status == "canceled" and launched_by(run) == launch_mode
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
 
 
-def test_lost_supervisor_is_reported_and_its_ranks_die(home):
+def test_lost_supervisor_is_reported_and_its_ranks_die(home, launch_mode):
     run = api.submit(LONG_CELL, procs=2, name="orphan")
     wait_until_all_ranks_log(run)
     supervisor = run.state["supervisor"]["pid"]
@@ -90,6 +91,7 @@ def test_lost_supervisor_is_reported_and_its_ranks_die(home):
     with pytest.raises(api.RunFailed, match="lost"):
         run.wait(timeout=1)
     assert [r.id for r in api.runs(status="lost", home=home)] == [run.id]
+    assert launched_by(run) == launch_mode
 
 
 def test_failing_mpirun_rank_stops_the_others(home):
@@ -130,7 +132,7 @@ def test_supervisor_outlives_the_submitting_process(home, tmp_path):
     assert run.status == "completed"
 
 
-def test_rank_killed_by_a_signal_is_named(home):
+def test_rank_killed_by_a_signal_is_named(home, launch_mode):
     code = """
 import os, signal, time
 import torch.distributed as dist
@@ -146,7 +148,8 @@ time.sleep(600)
         run.wait(timeout=90)
     assert info.value.failed_rank == 1
     assert "rank 1 ended without recording an exit" in str(info.value)
-    assert leftover(run.id) == []
+    assert "SIGKILL" in run.state["error"], run.state["error"]
+    assert leftover(run.id) == [] and launched_by(run) == launch_mode
 
 
 def test_a_cells_traceback_cites_the_cells_own_lines(home):

@@ -10,7 +10,7 @@ import pytest
 from jupyter_trainer import api
 from jupyter_trainer.store import Store
 
-from conftest import leftover
+from conftest import launched_by, leftover
 
 
 def run_cell(ip, source: str):
@@ -24,7 +24,7 @@ def only_run(home) -> api.Run:
     return runs[0]
 
 
-def test_cell_uses_notebook_params_helpers_and_imports(ip, home, capsys):
+def test_cell_uses_notebook_params_helpers_and_imports(ip, home, capsys, launch_mode):
     assert run_cell(ip, "lr = 0.05\nepochs = 3\nunused = 'x'").success
     assert run_cell(ip, "import numpy as np\n"
                         "def make_model(hidden):\n"
@@ -46,7 +46,8 @@ dist.destroy_process_group()
     spec = json.loads((run.path / "spec.json").read_text())
     assert spec["params"] == {"lr": 0.05, "epochs": 3, "extra": [1, 2]}
     assert spec["launch"] == {"launcher": "torchrun", "nodes": 1, "procs": 2, "backend": None,
-                              "max_restarts": 0}
+                              "max_restarts": 0, **({"hot": True} if launch_mode == "hot" else {})}
+    assert launched_by(run) == launch_mode
     store = Store(home)
     for rank in (0, 1):
         events, _ = store.read_events(run.id, rank)
@@ -90,7 +91,7 @@ dist.destroy_process_group()
     assert "mpirun" in run.state["launcher"]["argv"][0]
 
 
-def test_failing_rank_is_recorded_and_nothing_is_left(ip, home):
+def test_failing_rank_is_recorded_and_nothing_is_left(ip, home, launch_mode):
     count = ip.execution_count  # the In [n] of the cell below
     result = run_cell(ip, """%%train --procs 2 --name boom
 import time
@@ -118,6 +119,7 @@ for step in range(100):
     assert leftover(run.id) == []
     steps = [e["step"] for e in Store(home).iter_events(run.id, 1) if e["kind"] == "metric"]
     assert steps == [0, 1, 2, 3]
+    assert launched_by(run) == launch_mode
 
 
 @pytest.mark.parametrize("line, message", [

@@ -96,7 +96,8 @@ def test_all_reduce_logs_metrics_and_torchrun_variables(home, hot):
 
 
 def test_a_hot_rank_sees_the_environment_a_torchrun_rank_sees(home):
-    cold = api.submit(ALL_REDUCE, procs=2, name="cold").wait(timeout=180)
+    cold = api.submit(ALL_REDUCE, procs=2, hot=False, name="cold").wait(timeout=180)
+    assert "hot" not in cold.state["launcher"]
     hot = api.submit(ALL_REDUCE, procs=2, hot=True, name="hot").wait(timeout=180)
     assert hot_record(hot)["used"] is True
     for r in (0, 1):
