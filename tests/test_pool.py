@@ -218,3 +218,47 @@ def test_hot_is_checked_where_it_is_asked_for(home):
                    launch=LaunchSpec(procs=2, hot=True))
     assert RunSpec.from_dict(spec.to_dict()) == spec
     assert "hot" not in RunSpec(name="x", code=CodeSpec(entry="a.py", hash="h")).to_dict()["launch"]
+
+
+def test_two_notebooks_share_one_pool_and_get_independent_runs(home, tmp_path):
+    """Two kernels (here two Python processes, each submitting as a notebook does) run cells
+    at the same time: one warm pool forks both runs' ranks, each run in its own process
+    group with its own rendezvous and results."""
+    import subprocess
+
+    warm = api.submit(ALL_REDUCE, procs=2, name="warm-up").wait(timeout=180)
+    assert hot_record(warm)["used"] is True
+    script = tmp_path / "notebook.py"
+    script.write_text(
+        "import sys, jupyter_trainer as jt\n"
+        "code = open(sys.argv[1]).read().replace('dist.get_rank() + 1', "
+        "'dist.get_rank() + ' + sys.argv[2]) + 'import time\\ntime.sleep(3)\\n'\n"
+        "run = jt.submit(code, procs=2, name='nb-' + sys.argv[2]).wait(timeout=120)\n"
+        "print(run.id, flush=True)\n")
+    cell = tmp_path / "cell.py"
+    cell.write_text(ALL_REDUCE)
+    kernels = [subprocess.Popen([sys.executable, str(script), str(cell), k],
+                                stdout=subprocess.PIPE, text=True) for k in ("1", "10")]
+    ids = [k.communicate(timeout=180)[0].strip() for k in kernels]
+    assert [k.returncode for k in kernels] == [0, 0], ids
+    runs = [api.get_run(run_id) for run_id in ids]
+    for run, total in zip(runs, (3.0, 21.0)):
+        assert run.status == "completed" and run.metrics(0)["total"][-1][1] == total
+        assert hot_record(run)["pool"] == hot_record(warm)["pool"]
+        assert leftover(run.id) == []
+    assert runs[0].state["launcher"]["pgid"] != runs[1].state["launcher"]["pgid"]
+    assert rank_envs(runs[0])[0]["MASTER_PORT"] != rank_envs(runs[1])[0]["MASTER_PORT"]
+    first, second = (run.store.rank_records(run.id)[0] for run in runs)
+    assert first["started"] < second["exited"] and second["started"] < first["exited"]  # at once
+
+
+def test_the_pool_preloads_installed_modules_only(tmp_path):
+    """What names a pool: torch and the installed modules the entry imports; the snapshot's
+    own modules (they change between runs) and the standard library (cheap) are left out, so
+    adding ``import time`` to a cell keeps its pool."""
+    (tmp_path / "helper.py").write_text("")
+    (tmp_path / "cell.py").write_text("import time, os.path\nimport numpy as np\n"
+                                      "from collections import deque\nimport torch.nn\n"
+                                      "import helper\nfrom . import sibling\n")
+    assert client.entry_modules(str(tmp_path), "cell.py") == \
+        ["numpy", "torch", "torch.distributed", "torch.nn"]

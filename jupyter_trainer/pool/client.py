@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -51,8 +52,9 @@ def pool_key(python: str, env_id: str, modules: Sequence[str]) -> str:
 
 
 def entry_modules(code_dir: str, entry: str) -> list[str]:
-    """torch, and the top-level modules ``entry`` imports that are not part of the snapshot
-    (those change from run to run, so a pool never holds them)."""
+    """torch, and the modules ``entry`` imports that are neither part of the snapshot (those
+    change from run to run, so a pool never holds them) nor in the standard library (cheap
+    to import in the rank: a cell that adds ``import time`` keeps its pool)."""
     found = set(BASE_MODULES)
     try:
         tree = ast.parse(Path(code_dir, entry).read_text(encoding="utf-8"))
@@ -64,7 +66,7 @@ def entry_modules(code_dir: str, entry: str) -> list[str]:
                  and node.module else [])
         for name in names:
             top = name.split(".")[0]
-            if top in _NOT_PRELOADED or any(Path(code_dir, top + s).exists()
+            if top in _NOT_PRELOADED or top in sys.stdlib_module_names or any(Path(code_dir, top + s).exists()
                                             for s in ("", ".py")):
                 continue
             found.add(name)
