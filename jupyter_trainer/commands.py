@@ -1,7 +1,8 @@
 """The management commands ``runs``, ``show``, ``logs``, ``cancel``, ``diff``, ``stack``,
-``doctor``, ``targets`` and ``target add`` (with the sweep commands of ``tuning.commands``
-and those of run files and models of ``model_commands``), and the commands that start a run
-again (``rerun``, ``resume``): one definition, used by ``jupyter-trainer`` and by ``%train``.
+``doctor``, ``targets`` and ``target add`` (with the sweep commands of ``tuning.commands``,
+those of run files and models of ``model_commands`` and ``pools``), and the commands that
+start a run again (``rerun``, ``resume``): one definition, used by ``jupyter-trainer`` and by
+``%train``.
 
 Each command has one argparse definition (``add_commands``) and one function that writes its
 text to a given stream and returns an exit code (``run_command``), so a flag, an output and an
@@ -23,6 +24,7 @@ from .options import OptionParser, ParamAction, add_target_options
 from .errors import SpecError
 from .store import STATUSES, Store
 from .model_commands import MODEL_COMMANDS
+from .pool_commands import POOL_COMMANDS
 from .tuning.commands import SWEEP_COMMANDS
 from .tensorboard.commands import TENSORBOARD_COMMANDS
 from .mlflow_mirror.commands import MLFLOW_COMMANDS
@@ -219,7 +221,7 @@ COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace, T
     "diff": (_define_diff, cmd_diff), "stack": (_define_stack, cmd_stack),
     "doctor": (_define_doctor, cmd_doctor), "targets": (_define_targets, cmd_targets),
     "target": (_define_target, cmd_target), **SWEEP_COMMANDS, **MODEL_COMMANDS,
-    **TENSORBOARD_COMMANDS, **MLFLOW_COMMANDS,
+    **TENSORBOARD_COMMANDS, **MLFLOW_COMMANDS, **POOL_COMMANDS,
 }
 
 

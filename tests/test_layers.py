@@ -83,6 +83,7 @@ LAYERS = {
     "api": 7, "options": 7,
     "tuning": 7.5,  # sweeps: a client of the run API, as the magics are
     "model_commands": 7.8,  # files, download, register, models: gathered by commands
+    "pool_commands": 7.8,  # pools: list or stop the warm rank pools
     "commands": 8, "server": 8,
     "magics": 9, "cli": 9,
 }

@@ -262,3 +262,27 @@ def test_the_pool_preloads_installed_modules_only(tmp_path):
                                       "import helper\nfrom . import sibling\n")
     assert client.entry_modules(str(tmp_path), "cell.py") == \
         ["numpy", "torch", "torch.distributed", "torch.nn"]
+
+
+def test_the_pools_command_lists_and_stops_pools_but_not_under_a_running_run(home):
+    import subprocess
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "pools", *args],
+                              capture_output=True, text=True, timeout=60)
+
+    assert cli().stdout.strip() == "no warm rank pool is running"
+    run = api.submit(LONG_CELL, procs=2, name="pool-busy")
+    wait_until_all_ranks_log(run)
+    pool_pid = hot_record(run)["pool"]
+    rows = json.loads(cli("--json").stdout)
+    assert [r["pid"] for r in rows] == [pool_pid]
+    assert "torch" in rows[0]["modules"] and rows[0]["rss"] > 50 << 20
+    assert str(pool_pid) in cli().stdout
+    refused = cli("--stop")
+    assert refused.returncode == 2 and run.id in refused.stderr and "--force" in refused.stderr
+    assert run.status == "running" and procs.is_alive(pool_pid)
+    run.cancel(wait=True, timeout=30)
+    stopped = cli("--stop")
+    assert stopped.returncode == 0 and stopped.stdout.strip() == "stopped 1 pool"
+    assert not procs.is_alive(pool_pid) and pool.records.live_pools(home) == []

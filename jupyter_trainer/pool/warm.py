@@ -69,7 +69,8 @@ def main(argv: list[str]) -> int:
     refused, watched, skipped = import_modules(modules)
     record_path = os.path.join(folder, f"{ns.key}.json")
     record = {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid()), "key": ns.key,
-              "python": sys.executable, "modules": modules, "skipped": skipped,
+              "python": sys.executable, "started": time.time(), "modules": modules,
+              "skipped": skipped,
               "refused": refused, "socket": ns.socket, "idle_s": ns.idle,
               "import_s": round(time.monotonic() - started, 3)}
     if os.path.exists(ns.socket):
