@@ -58,6 +58,8 @@ dist.destroy_process_group()
         assert (run.outputs / f"rank{rank}.txt").read_text() == f"{rank}/2 [1, 2]"
     out = capsys.readouterr().out
     assert f"run {run.id} completed" in out and "lr_sum" in out
+    launch_line = "· torchrun, hot ·" if launch_mode == "hot" else "· torchrun ·"
+    assert launch_line in out, out
 
 
 def test_hostile_param_values_arrive_unchanged(ip, home):

@@ -132,7 +132,7 @@ def sent_dates(updates: list[dict]) -> list[float]:
 
 def test_no_wait_returns_at_once_and_the_widget_keeps_updating(kernel, home):
     started = time.monotonic()
-    kernel.execute(STEPS_CELL.format(name="bg", steps=30, metric="loss", offset=0.5, sleep=0.1))
+    kernel.execute(STEPS_CELL.format(name="bg", steps=30, metric="loss", offset=0.5, sleep=0.2))
     assert time.monotonic() - started < 10
     run = api.runs(home=home)[0]
     assert run.status in ("created", "preparing", "queued", "running")

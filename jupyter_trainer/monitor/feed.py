@@ -18,7 +18,8 @@ from ..follow import (LogTail, LogTimes, Series, as_floats, count_non_finite, do
                       finite_range, mean_across_ranks, minmax_indices)
 from .health import health_payload
 from .staging import inputs_line, staging_rows, staging_text
-from .text import RateMeter, progress_line, source_line, summary_text, traceback_tail
+from .text import (RateMeter, launcher_label, progress_line, source_line, summary_text,
+                   traceback_tail)
 
 STAGES = ("preparing", "queued", "running", "finalizing")
 MAX_SERIES_POINTS = 1000      # per series on a chart: ~2 per pixel of a wide chart
@@ -120,7 +121,7 @@ class RunFeed:
             environment["build_seconds"] = spec.env.prepared.get("build_seconds")
         return {
             "run_id": self.run.id, "name": spec.name, "target": spec.target.name,
-            "launcher": spec.launch.launcher, "nodes": spec.launch.nodes,
+            "launcher": launcher_label(spec, state, why=False), "nodes": spec.launch.nodes,
             "procs": spec.launch.procs,
             "backend": state.get("backend") or spec.launch.backend or "auto",
             "environment": environment, "params": dict(spec.params),

@@ -106,6 +106,18 @@ def metric_table(follower: RunFollower) -> list[tuple[str, float, float, float]]
     return rows
 
 
+def launcher_label(spec: Any, state: dict[str, Any], why: bool = True) -> str:
+    """The run's launcher as a reader should see it: ``torchrun, hot`` when the warm pool
+    forked its ranks, and, when a hot run fell back to torchrun, that it did (and why)."""
+    hot = (state.get("launcher") or {}).get("hot")
+    if not isinstance(hot, dict):
+        return spec.launch.launcher
+    if hot.get("used"):
+        return f"{spec.launch.launcher}, hot"
+    reason = f": {hot['why']}" if why and hot.get("why") else ""
+    return f"{spec.launch.launcher} (not hot{reason})"
+
+
 def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None,
                  traceback: bool = True) -> str:
     state = follower.state
@@ -113,7 +125,7 @@ def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None,
              + (" (" + ", ".join(f"{n} {d:.1f}s" for n, d in stage_durations(state)) + ")"
                 if state.get("stages") else "")]
     if spec is not None:
-        lines.append(f"target {spec.target.name} · {spec.launch.launcher} · "
+        lines.append(f"target {spec.target.name} · {launcher_label(spec, state)} · "
                      f"{spec.launch.nodes}×{spec.launch.procs} procs · "
                      f"{state.get('backend', spec.launch.backend or 'auto')}")
     if state.get("environment"):
