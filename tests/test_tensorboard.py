@@ -186,14 +186,15 @@ def scalars(base: str, run: str, tag: str) -> list:
 
 
 def tensorboard_pids(home: Path) -> dict[int, list[str]]:
-    """Processes of this test's store whose command line names TensorBoard: their argv."""
+    """Processes of this test's store that are TensorBoard (its program, not a path that
+    happens to hold the word, as the test's own folder does): their argv."""
     found = {}
     for pid in procs.pids_with_env(HOME_ENV, str(home)):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
         except OSError:
             continue
-        if any("tensorboard" in arg for arg in argv):
+        if "tensorboard.main" in argv or any(Path(a).name == "tensorboard" for a in argv):
             found[pid] = argv
     return found
 

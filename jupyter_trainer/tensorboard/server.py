@@ -152,6 +152,9 @@ def _end_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
+    deadline = time.monotonic() + 5.0  # killed members stay in the group until they are reaped
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _group_alive(pgid: int) -> bool:
