@@ -10,6 +10,8 @@ request on each connection:
   rank failed, as torchrun exits). A rank that fails ends the others (SIGTERM, then SIGKILL
   after ``KILL_GRACE_S``), as torchrun does; so does the client's going away (its
   connection closes, or its process ends).
+- ``{"op": "stop"}`` on a run's connection: end its ranks as a failing rank would (the
+  client, a node's launcher that got SIGTERM, still reads their exits and ``done``).
 - ``{"op": "ping"}``: ``{"ok": true, "pool": pid}``, or ``{"ok": false, "why": ...}``.
 
 Single-threaded on purpose: ``PR_SET_PDEATHSIG`` fires when the *thread* that forked a rank
@@ -144,6 +146,11 @@ class Pool:
 
     # -- requests --------------------------------------------------------------------
     def _answer(self, conn: socket.socket, request: dict[str, Any]) -> None:
+        if request.get("op") == "stop":
+            for run in list(self.runs.values()):
+                if run.conn is conn:
+                    self._end(run)
+            return
         why = self.refused or self._stale()
         if why or request.get("op") == "ping":
             self._send(conn, {"ok": not why, "pool": os.getpid(), "why": why,
