@@ -44,6 +44,15 @@ def log(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
 
 
+
+def _pool_words(hot: dict[str, Any]) -> str:
+    """The warm rank pool that started the ranks, in an error: one node's, or each node's."""
+    pools = hot.get("pools") or {}
+    if len(pools) > 1:
+        return "a node's warm rank pool (" + ", ".join(
+            f"{host}: pid {pid}" for host, pid in pools.items()) + ")"
+    return f"the warm rank pool (pid {hot['pool']})"
+
 class Supervisor:
     def __init__(self, store: Store, run_id: str) -> None:
         self.store = store
@@ -475,7 +484,7 @@ class Supervisor:
             fields.update(error=report["error"], traceback=log_tail)
         elif first is not None:
             hot = (self.state.get("launcher") or {}).get("hot") or {}
-            starter = f"the warm rank pool (pid {hot['pool']})" if hot.get("used") else None
+            starter = _pool_words(hot) if hot.get("used") else None
             fields.update(failure={"rank": first.rank, "how": first.how, "at": first.at,
                                    "signal": first.signal},
                           error=first.error(self.spec.launch.launcher, starter),

@@ -99,8 +99,33 @@ def test_killing_a_nodes_pool_mid_run_leaves_no_rank_and_says_why(pair, home, tm
     wait_for(lambda: run.status in ("failed", "lost"), timeout=90, what="the run to end")
     state = run.state
     assert "SIGKILL" in (state.get("error") or ""), state.get("error")
-    assert "rank pool" in (run.store.existing(run.id).logs / "launcher.log").read_text()
+    # The pool's own death, or (first seen under load) its ranks', killed with it
+    assert (f"{ALIASES[1]}: pid {pools[ALIASES[1]]}" in state["error"]
+            or "killed by SIGKILL" in state["error"]), state["error"]
+    log = (run.store.existing(run.id).logs / "launcher.log").read_text()
+    assert f"[{ALIASES[1]}] [jt pool] the rank pool (pid {pools[ALIASES[1]]}) ended" in log
     wait_for(lambda: leftover(run.id) == [], timeout=30, what="no rank left")
+
+
+def test_a_module_initialising_cuda_makes_every_node_use_torchrun(pair, home, tmp_path):
+    """No GPU here: the module fakes an initialised CUDA where the pool looks for it."""
+    fake = tmp_path / "fakecuda"
+    fake.mkdir()
+    (fake / "cudaish.py").write_text("import torch\ntorch.cuda.is_initialized = lambda: True\n")
+    python = tmp_path / "python"  # the nodes' interpreter, with the module on its path
+    python.write_text(f"#!/bin/sh\nPYTHONPATH={fake}${{PYTHONPATH:+:$PYTHONPATH}}\n"
+                      f"export PYTHONPATH\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    add_target("pair", "ssh", home=home, replace=True, hosts=list(ALIASES), python=str(python),
+               workdir=str(tmp_path / "remote"), env={"GLOO_SOCKET_IFNAME": "lo"},
+               connect_timeout=5)
+    run = api.submit("import cudaish\n" + ENV_DUMP, target="pair", nodes=2, procs=2,
+                     name="cuda-at-import").wait(timeout=180)
+    assert launched_by(run) == "torchrun"
+    why = hot(run)["why"]
+    assert hot(run)["used"] is False and "initialised CUDA" in why and "cudaish" in why
+    assert f"node {ALIASES[0]}" in why and f"node {ALIASES[1]}" in why
+    assert [f"rank {r} sum 10.0" in run.logs(r) for r in range(4)] == [True] * 4
 
 
 def test_the_pool_files_a_node_gets_import_nothing_else_of_jupyter_trainer(tmp_path):

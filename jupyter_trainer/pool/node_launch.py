@@ -60,9 +60,14 @@ def as_launched(args: dict[str, Any]) -> dict[str, str]:
 
 
 def node_pool_key(args: dict[str, Any], env: dict[str, str]) -> str:
-    """One pool per host, interpreter, environment, module set, import-shaping variables
-    and version of the pool's files."""
-    text = json.dumps([socket.gethostname(), os.path.abspath(args["python"]), args["env_id"],
+    """One pool per host and network namespace (nodes may share a workdir, and a unix
+    socket reaches across namespaces), interpreter, environment, module set,
+    import-shaping variables and version of the pool's files."""
+    try:
+        netns = os.readlink("/proc/self/ns/net")
+    except OSError:
+        netns = ""
+    text = json.dumps([socket.gethostname(), netns, os.path.abspath(args["python"]), args["env_id"],
                        sorted(set(args["modules"])), {k: env.get(k) for k in IMPORT_SHAPING},
                        args.get("bundle", "")])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
