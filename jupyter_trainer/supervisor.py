@@ -46,11 +46,12 @@ def log(message: str) -> None:
 
 
 def _pool_words(hot: dict[str, Any]) -> str:
-    """The warm rank pool that started the ranks, in an error: one node's, or each node's."""
-    pools = hot.get("pools") or {}
-    if len(pools) > 1:
-        return "a node's warm rank pool (" + ", ".join(
-            f"{host}: pid {pid}" for host, pid in pools.items()) + ")"
+    """What started the ranks, in an error: the warm rank pool here, or on the nodes the
+    pool's launcher (which dies by SIGKILL with its node's pool, after saying so)."""
+    pools = hot.get("pools")
+    if pools:
+        return "the rank pool's launcher on a node (pools: " + ", ".join(
+            f"{host} pid {pid}" for host, pid in pools.items()) + ")"
     return f"the warm rank pool (pid {hot['pool']})"
 
 class Supervisor:

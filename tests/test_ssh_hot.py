@@ -100,11 +100,31 @@ def test_killing_a_nodes_pool_mid_run_leaves_no_rank_and_says_why(pair, home, tm
     state = run.state
     assert "SIGKILL" in (state.get("error") or ""), state.get("error")
     # The pool's own death, or (first seen under load) its ranks', killed with it
-    assert (f"{ALIASES[1]}: pid {pools[ALIASES[1]]}" in state["error"]
+    assert (f"{ALIASES[1]} pid {pools[ALIASES[1]]}" in state["error"]
             or "killed by SIGKILL" in state["error"]), state["error"]
     log = (run.store.existing(run.id).logs / "launcher.log").read_text()
     assert f"[{ALIASES[1]}] [jt pool] the rank pool (pid {pools[ALIASES[1]]}) ended" in log
     wait_for(lambda: leftover(run.id) == [], timeout=30, what="no rank left")
+
+
+def test_killing_a_nodes_launcher_mid_run_leaves_no_rank(pair, home):
+    """The pool watches the launcher that handed it the ranks, as torchrun's workers die with
+    their agent."""
+    run = api.submit(LONG, target="pair", nodes=2, procs=2, name="hot-launcher-killed")
+    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)), timeout=120,
+             what="all four ranks to log")
+    assert launched_by(run) == "hot"
+    os.kill(run.state["launcher"]["nodes"][1]["pid"], signal.SIGKILL)
+    wait_for(lambda: run.status in ("failed", "lost"), timeout=90, what="the run to end")
+    assert run.state["error"].startswith("the rank pool's launcher on a node (pools: "), \
+        run.state["error"]
+    assert "was killed by SIGKILL before any rank failed" in run.state["error"]
+    wait_for(lambda: leftover(run.id) == [], timeout=30, what="no rank left")
+    assert pool.records.live_pools(pair_workdir(run))  # the pools live on
+
+
+def pair_workdir(run: api.Run) -> Path:
+    return Path(run.state["launcher"]["nodes"][0]["run_dir"]).parent.parent
 
 
 def test_a_module_initialising_cuda_makes_every_node_use_torchrun(pair, home, tmp_path):

@@ -39,6 +39,7 @@ from .client import (PoolUnavailable, _ask, connect_or_start, error_dir, pools_d
                      start_ranks, torchrun_env)
 
 BUNDLE_PACKAGE = "_jt_node_pool"
+SUPERVISOR_GRACE_S = 5.0
 IMPORT_SHAPING = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "VIRTUAL_ENV",
                   "CUDA_HOME", "CUDA_VISIBLE_DEVICES")
 
@@ -123,7 +124,10 @@ def rank_request(args: dict[str, Any], base: dict[str, str]) -> dict[str, Any]:
                                   local_world_size=per_node, node_rank=node, nodes=nodes)}
              for local in range(per_node)]
     run_dir = args["run_dir"]
+    # A killed launcher is seen by the run's supervisor, which stops the ranks as it would
+    # torchrun's orphans; the pool ends them itself only if nobody has by then.
     return {"run_id": args["run_id"], "run_dir": run_dir, "cwd": run_dir, "ranks": ranks,
+            "supervisor_grace": SUPERVISOR_GRACE_S,
             "log": os.path.join(run_dir, "logs", f"launcher-{node}.log"), "argv": args["argv"]}
 
 
