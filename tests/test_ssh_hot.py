@@ -73,6 +73,18 @@ def test_hot_ranks_on_two_nodes_get_what_torchrun_gives_them(pair, home):
     assert leftover(second.id) == []
 
 
+def test_two_hot_runs_at_once_share_the_nodes_pools_and_stay_independent(pair, home):
+    runs = [api.submit(ENV_DUMP.replace("dist.get_rank() + 1", f"dist.get_rank() + {k}"),
+                       target="pair", nodes=2, procs=2, name=f"together-{k}") for k in (1, 10)]
+    for run, total in zip(runs, (10.0, 46.0)):
+        run.wait(timeout=180)
+        assert launched_by(run) == "hot"
+        assert [f"rank {r} sum {total}" in run.logs(r) for r in range(4)] == [True] * 4
+        assert {rank_envs(run)[r]["JT_RUN_ID"] for r in range(4)} == {run.id}
+    assert hot(runs[0])["pools"] == hot(runs[1])["pools"]  # started once, by either run
+    assert all(leftover(run.id) == [] for run in runs)
+
+
 def test_cancel_of_a_hot_run_leaves_no_rank_and_the_agent_sees_them(pair, home, tmp_path):
     run = api.submit(LONG, target="pair", nodes=2, procs=2, name="hot-cancel")
     wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)), timeout=120,
