@@ -17,9 +17,10 @@ jupyter_trainer needs to be installed on the node.
   ``MASTER_ADDR``/``MASTER_PORT`` node 0's address and the run's port, where rank 0 hosts
   the store), follow them, and exit as torchrun does: 0, or 1 with its failure summary when
   a rank failed. SIGTERM, SIGINT or SIGHUP stop the ranks (SIGTERM, then SIGKILL) and this
-  waits for their end. The pool watches this process, so killing it ends the ranks too; a
-  pool killed mid-run takes its ranks with it, and this launcher says so in its log and
-  ends by SIGKILL, as its ranks did.
+  waits for their end. The pool watches this process: killing it ends the ranks too,
+  ``SUPERVISOR_GRACE_S`` later (the run's supervisor sees the launcher's death first and
+  stops them itself, as it stops torchrun's orphans). A pool killed mid-run takes its ranks
+  with it, and this launcher says so in its log and ends by SIGKILL, as its ranks did.
 """
 
 from __future__ import annotations
