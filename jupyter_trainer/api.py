@@ -67,8 +67,9 @@ def submit(
     the code finds each at ``jt.data[NAME]`` on its node. ``mlflow`` is a tracking URI the
     run is mirrored to (default: ``$MLFLOW_TRACKING_URI``). ``hot`` forks the ranks from a
     warm pool that has imported torch, falling back to torchrun; by default (``None``) a
-    one-node torchrun run on the local target without restarts is hot unless ``$JT_HOT`` is
-    ``0``, and ``hot=False`` always starts torchrun (see docs/hot-start.md). Everything is validated and
+    torchrun run without restarts on the local target (one node) or an ssh target is hot
+    unless ``$JT_HOT`` is ``0``, and ``hot=False`` always starts torchrun (see
+    docs/hot-start.md). Everything is validated and
     captured before the run is created; on any error nothing is written and nothing starts.
     """
     store, tgt, write = _run_writer(
@@ -99,9 +100,13 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
     overrides = params
     store = Store(home)
     tgt = get_target(TargetSpec(target).name, store.home)
-    if hot and tgt.kind != "local":
-        raise SpecError(f"--hot forks ranks on this machine; it works on a local target only "
-                        f"({target!r} is {tgt.kind}): drop --hot")
+    if hot and tgt.kind not in HOT_KINDS:
+        raise SpecError(f"--hot forks ranks from a pool on this machine or on ssh hosts; it "
+                        f"works on a local or ssh target only ({target!r} is {tgt.kind}): "
+                        "drop --hot")
+    if hot and tgt.kind == "local" and launch.nodes != 1:
+        raise SpecError(f"--hot runs on the local target with one node; drop --hot for "
+                        f"--nodes {launch.nodes}")
     if hot is None and hot_by_default(tgt.kind, launch):
         launch = dataclasses.replace(launch, hot=True)
     env_spec = environment.resolve(env, home=store.home)
@@ -133,19 +138,20 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
 
 
 HOT_ENV = "JT_HOT"  # 0 turns the warm pool off where it would be the default
+HOT_KINDS = ("local", "ssh")  # targets whose ranks a warm pool can fork
 
 
 def hot_by_default(kind: str, launch: LaunchSpec) -> bool:
-    """Whether a run that does not say ``hot`` uses the warm pool: one node on the local
-    target, started by torchrun without restarts, unless ``$JT_HOT`` is 0."""
+    """Whether a run that does not say ``hot`` uses the warm pool: torchrun without restarts,
+    on the local target (one node) or an ssh target (any nodes), unless ``$JT_HOT`` is 0."""
     value = os.environ.get(HOT_ENV, "").strip().lower()
     if value not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
         raise SpecError(f"${HOT_ENV}={value!r} is not a switch: set it to 0 (plain torchrun "
                         f"where a run does not ask for --hot) or 1, or unset it")
     if value in ("0", "false", "no", "off"):
         return False
-    return (kind == "local" and launch.launcher == "torchrun" and launch.nodes == 1
-            and not launch.max_restarts)
+    return (kind in HOT_KINDS and launch.launcher == "torchrun" and not launch.max_restarts
+            and (kind != "local" or launch.nodes == 1))
 
 
 def tracking_uri(uri: str | None) -> str | None:

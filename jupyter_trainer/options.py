@@ -75,9 +75,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                              "training code resumes from jt.load_checkpoint() (default: 0)")
     parser.add_argument("--hot", action=argparse.BooleanOptionalAction, default=None,
                         help="fork the ranks from a warm pool that has imported torch: starts "
-                             "in a fraction of a second; the default for one-node torchrun "
-                             "runs on the local target without --max-restarts (--no-hot: "
-                             "plain torchrun)")
+                             "in a fraction of a second; the default for torchrun runs "
+                             "without --max-restarts on the local target (one node) and on "
+                             "ssh targets (--no-hot: plain torchrun)")
     parser.add_argument("--stall-timeout", type=float, default=DEFAULT_STALL_TIMEOUT,
                         metavar="SECONDS",
                         help="name a rank as stalled when it logs no progress for this long "

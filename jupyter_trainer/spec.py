@@ -106,7 +106,7 @@ class LaunchSpec:
     procs: int = 1
     backend: str | None = None  # None: NCCL where CUDA GPUs are present, else Gloo
     max_restarts: int = 0  # how often every rank is started again after one fails
-    hot: bool = False  # fork the ranks from a warm pool (local target, torchrun); see pool
+    hot: bool = False  # fork the ranks from a warm pool (local or ssh target, torchrun)
 
     def __post_init__(self) -> None:
         if self.launcher not in LAUNCHERS:
@@ -134,9 +134,6 @@ class LaunchSpec:
         if self.hot and self.max_restarts:
             raise SpecError("--hot cannot restart ranks; drop --hot to use --max-restarts "
                             "(torchrun restarts them)")
-        if self.hot and self.nodes != 1:
-            raise SpecError("--hot runs on the local target, one node; drop --hot for "
-                            f"--nodes {self.nodes}")
 
     @property
     def world_size(self) -> int:

@@ -44,6 +44,16 @@ def log(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
 
 
+
+def _pool_words(hot: dict[str, Any]) -> str:
+    """What started the ranks, in an error: the warm rank pool here, or on the nodes the
+    pool's launcher (which dies by SIGKILL with its node's pool, after saying so)."""
+    pools = hot.get("pools")
+    if pools:
+        return "the rank pool's launcher on a node (pools: " + ", ".join(
+            f"{host} pid {pid}" for host, pid in pools.items()) + ")"
+    return f"the warm rank pool (pid {hot['pool']})"
+
 class Supervisor:
     def __init__(self, store: Store, run_id: str) -> None:
         self.store = store
@@ -475,7 +485,7 @@ class Supervisor:
             fields.update(error=report["error"], traceback=log_tail)
         elif first is not None:
             hot = (self.state.get("launcher") or {}).get("hot") or {}
-            starter = f"the warm rank pool (pid {hot['pool']})" if hot.get("used") else None
+            starter = _pool_words(hot) if hot.get("used") else None
             fields.update(failure={"rank": first.rank, "how": first.how, "at": first.at,
                                    "signal": first.signal},
                           error=first.error(self.spec.launch.launcher, starter),

@@ -41,10 +41,10 @@ def home(tmp_path, monkeypatch) -> Path:
         if run_dir.name.startswith("."):
             continue
         deadline = time.monotonic() + 15
-        left = pool.leftover_pids(run_dir.name, run_dir)
+        left = leftover_pids(run_dir.name)
         while left and time.monotonic() < deadline:
             time.sleep(0.2)
-            left = pool.leftover_pids(run_dir.name, run_dir)
+            left = leftover_pids(run_dir.name)
         if left:
             leaks[run_dir.name] = [procs.describe(p) for p in left]
             procs.signal_pids(left, 9)
@@ -53,6 +53,9 @@ def home(tmp_path, monkeypatch) -> Path:
         if state["status"] not in ("completed", "failed", "canceled", "lost") and sup.get("pid"):
             os.kill(sup["pid"], 15)
     pool.stop_pools(path)  # the warm rank pools --hot runs started in this store
+    for pools in tmp_path.rglob(pool.records.POOLS_DIR):  # and on an ssh target's nodes
+        if pools.is_dir():
+            pool.stop_pools(pools.parent)
     assert not leaks, f"processes left behind: {leaks}"
 
 
@@ -91,10 +94,29 @@ def store(home) -> Store:
     return Store(home)
 
 
-def leftover(run_id: str) -> list[str]:
-    """The live processes of a run of the current store, ranks forked by a pool included."""
+def leftover_pids(run_id: str) -> list[int]:
+    """The pids ``leftover`` describes."""
     run_dir = Path(os.environ[HOME_ENV], "runs", run_id) if os.environ.get(HOME_ENV) else None
-    return [procs.describe(p) for p in pool.leftover_pids(run_id, run_dir)]
+    found = set(pool.leftover_pids(run_id, run_dir))
+    for node_dir in node_run_dirs(run_dir) if run_dir is not None else ():
+        found.update(pool.records.recorded_pids(node_dir))
+    return sorted(found)
+
+
+def leftover(run_id: str) -> list[str]:
+    """The live processes of a run of the current store, ranks forked by a pool included
+    (here, or on the nodes of an ssh target, which share this machine's processes)."""
+    return [procs.describe(p) for p in leftover_pids(run_id)]
+
+
+def node_run_dirs(run_dir: Path) -> list[str]:
+    """The run folders on the nodes of a multi-node run, from its state."""
+    try:
+        state = json.loads((run_dir / "state.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [n["run_dir"] for n in (state.get("launcher") or {}).get("nodes") or ()
+            if isinstance(n, dict) and n.get("run_dir")]
 
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, what: str = "condition"):

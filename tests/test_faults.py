@@ -22,10 +22,9 @@ from conftest import leftover, wait_for
 from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 from test_ssh_launchers import mpi_pair  # noqa: F401 (fixture)
 
-LAUNCHERS = ("torchrun", "mpirun", "horovod", "python")
-# On this machine torchrun's ranks are also forked by the warm pool ("hot"), and every local
-# case runs both ways.
-LOCAL = ("torchrun", "hot", "mpirun", "horovod", "python")
+# On this machine and on ssh nodes torchrun's ranks are also forked by the warm pool ("hot"),
+# and every case runs both ways.
+LAUNCHERS = ("torchrun", "hot", "mpirun", "horovod", "python")
 
 # Every rank starts, meets the others, says so (the test waits for that), then runs a loop of
 # small collectives; with RAISE the last rank raises at step 20, well after all are up.
@@ -69,8 +68,8 @@ def submit(launcher: str, *, raise_: bool, name: str, target: str = "local") -> 
     kwargs = {"nodes": 2, "procs": 1} if target != "local" and launcher != "python" else {}
     if target == "local":
         kwargs["procs"] = 1 if launcher == "python" else 2
-        if launcher in ("torchrun", "hot"):
-            kwargs["hot"] = launcher == "hot"
+    if launcher in ("torchrun", "hot"):
+        kwargs["hot"] = launcher == "hot"
     run = api.submit(code, launcher="torchrun" if launcher == "hot" else launcher,
                      target=target, name=name, **kwargs)
     return run
@@ -154,8 +153,7 @@ def kill_rank_case(home, launcher: str, target: str = "local") -> None:
     exited = run.store.rank_records(run.id)[victim]["exited"]
     assert killed_at <= exited < killed_at + 5, (killed_at, exited)
     nothing_left(run)
-    if target == "local":
-        check_mode(run, launcher)
+    check_mode(run, launcher)
 
 
 def exception_case(home, launcher: str, target: str = "local") -> None:
@@ -168,16 +166,15 @@ def exception_case(home, launcher: str, target: str = "local") -> None:
     assert state["failure"]["how"] == "exception"
     assert f"rank {victim} gave up" in state["traceback"]
     nothing_left(run)
-    if target == "local":
-        check_mode(run, launcher)
+    check_mode(run, launcher)
 
 
-@pytest.mark.parametrize("launcher", LOCAL)
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_sigkill_a_rank_names_it(home, launcher):
     kill_rank_case(home, launcher)
 
 
-@pytest.mark.parametrize("launcher", LOCAL)
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_exception_in_a_rank_names_it(home, launcher):
     exception_case(home, launcher)
 
@@ -194,7 +191,7 @@ def kill_once_up(launcher: str, whom: str) -> api.Run:
     return run
 
 
-@pytest.mark.parametrize("launcher", LOCAL)
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_sigkill_the_supervisor_leaves_a_lost_run_and_no_rank(home, launcher):
     run = kill_once_up(launcher, "supervisor")
     # The launcher gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and ends its ranks.
@@ -207,7 +204,7 @@ def test_sigkill_the_supervisor_leaves_a_lost_run_and_no_rank(home, launcher):
     assert index_row(home, run.id)["status"] in ("running", "lost")
 
 
-@pytest.mark.parametrize("launcher", LOCAL)
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_sigkill_the_launcher_names_the_launcher(home, launcher):
     run = kill_once_up(launcher, "launcher")
     state = finished(run)

@@ -19,7 +19,7 @@ from jupyter_trainer.spec import CodeSpec, EnvSpec, LaunchSpec, RunSpec
 from jupyter_trainer.targets import get_target
 from jupyter_trainer.targets.registry import add_target
 
-from conftest import leftover, live_state, wait_for
+from conftest import launched_by, leftover, live_state, wait_for
 from ssh_hosts import ADDRESSES, ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 TRAIN = """
@@ -61,7 +61,7 @@ SLEEPER = ("import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=
 HOSTILE = "x'; $(touch /tmp/pwned) `id` \"y\""
 
 
-def test_two_node_torchrun_gloo_training_streams_live(pair, home, tmp_path):
+def test_two_node_torchrun_gloo_training_streams_live(pair, home, tmp_path, launch_mode):
     add_target("pair", "ssh", home=home, replace=True, hosts=list(ALIASES),
                workdir=str(tmp_path / "remote"), connect_timeout=5,
                env={"GLOO_SOCKET_IFNAME": "lo", "JT_TEST_VAR": HOSTILE})
@@ -73,6 +73,7 @@ def test_two_node_torchrun_gloo_training_streams_live(pair, home, tmp_path):
     run.wait(timeout=180)
     state = run.state
     assert state["status"] == "completed", state.get("error")
+    assert launched_by(run) == launch_mode
     remote = str(tmp_path / "remote" / "runs" / run.id)
     for rank in range(4):
         log = run.logs(rank)
@@ -140,10 +141,11 @@ def test_a_run_logs_in_once_per_node(pair, home, tmp_path):
     assert [a - b for a, b in zip(sessions_started(pair), before)] == [1, 1]
 
 
-def test_cancel_mid_run_leaves_nothing_on_either_host(pair, home):
+def test_cancel_mid_run_leaves_nothing_on_either_host(pair, home, launch_mode):
     run = api.submit(SLEEPER, target="pair", nodes=2, procs=2, name="ssh-cancel")
     wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)), timeout=120,
              what="all four ranks to log")
+    assert launched_by(run) == launch_mode
     assert run.status == "running" and len(leftover(run.id)) >= 4
     started = time.monotonic()
     run.cancel(timeout=60)
@@ -155,7 +157,7 @@ def test_cancel_mid_run_leaves_nothing_on_either_host(pair, home):
     assert sorted(state["rank_exit_codes"]) == ["0", "1", "2", "3"]
 
 
-def test_a_rank_failing_on_node_1_fails_the_run_and_stops_node_0(pair, home):
+def test_a_rank_failing_on_node_1_fails_the_run_and_stops_node_0(pair, home, launch_mode):
     code = ("import os, time, torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
             "dist.init_process_group()\n"
             "if os.environ['JT_NODE_RANK'] == '1' and jt.local_rank == 0:\n"
@@ -165,6 +167,7 @@ def test_a_rank_failing_on_node_1_fails_the_run_and_stops_node_0(pair, home):
     with pytest.raises(RunFailed) as info:
         run.wait(timeout=180)
     rank = info.value.failed_rank
+    assert launched_by(run) == launch_mode and rank == 2
     assert "KeyError: 'missing column on n2'" in str(info.value)
     assert "missing column on n2" in run.logs(rank)
     assert run.state["teardown"]["leftovers"] == [] and leftover(run.id) == []

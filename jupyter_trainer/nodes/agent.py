@@ -9,7 +9,7 @@ connection then serves ``stage``, ``start`` and ``follow``), ``stage`` (unpack a
 ``environment`` (build a locked environment, then pre-flight it), ``start`` (the run folder;
 the launcher detached, under a keeper), ``follow`` (new bytes of logs, events and rank
 records, the launcher's state; on request, ``finish``, ``discard``), ``finish``, ``stop``,
-``leftovers`` (by process group and ``JT_RUN_ID``) and ``discard`` (``work/``)."""
+``leftovers`` (by process group, ``JT_RUN_ID`` and a hot run's pool record) and ``discard``."""
 
 import json, os, re, signal, sys, time  # the rest where needed: every call starts an agent
 
@@ -46,7 +46,8 @@ def alive(pid, ticks=None):
     return now is not None and (ticks is None or now == ticks)
 
 
-def pids_with_env(run_id):
+def pids_with_env(run_id, run_dir=None):
+    """With ``JT_RUN_ID``, and a hot run's pool-forked ranks (their record, read by ``pool/``)."""
     needle, found = ("JT_RUN_ID=" + run_id).encode(), []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
@@ -58,7 +59,10 @@ def pids_with_env(run_id):
             continue
         if needle in env and start_ticks(int(name)) is not None:
             found.append(int(name))
-    return sorted(found)
+    if run_dir and os.path.isfile(os.path.join(run_dir, "pool-ranks.json")):
+        sys.path[:0] = [p for p in [os.path.join(run_dir, "pool")] if p not in sys.path]
+        found += __import__("_jt_node_pool.pool.records").pool.records.recorded_pids(run_dir)
+    return sorted(set(found))
 
 
 def describe(pid):
@@ -97,8 +101,7 @@ def cmd_preflight(workdir, args):
         except Exception:  # its parent package fails to import
             out["missing"].append(name)
     out["versions"] = {name: _version(name) for name in args.get("versions", [])}
-    for tool in args.get("tools", []):
-        out["tools"][tool] = shutil.which(tool)
+    out["tools"] = {tool: shutil.which(tool) for tool in args.get("tools", [])}
     if args.get("gpus"):
         out["gpus"], out["gpu_error"] = _count_gpus()
     for name in args.get("resolve", []):
@@ -110,9 +113,8 @@ def cmd_preflight(workdir, args):
         with socket.socket() as sock:
             sock.bind(("", 0))
             out["port"] = sock.getsockname()[1]
-    snap = args.get("snapshot")
-    if snap:
-        out["snapshot"], out["snapshot_set_aside"] = _intact_snapshot(workdir, snap)
+    if args.get("snapshot"):
+        out["snapshot"], out["snapshot_set_aside"] = _intact_snapshot(workdir, args["snapshot"])
     try:
         os.makedirs(os.path.join(workdir, "runs"), exist_ok=True)
         out["writable"] = os.access(os.path.join(workdir, "runs"), os.W_OK)
@@ -139,8 +141,7 @@ def serve(workdir):
 
 
 def _version(name):
-    """The installed version of ``name`` from its dist-info folder name (importlib.metadata
-    reads every distribution's metadata and costs a tenth of a second)."""
+    """``name``'s version from its dist-info folder (importlib.metadata costs 0.1 s)."""
     prefix = name + "-"
     for folder in sys.path:
         try:
@@ -184,8 +185,8 @@ def _intact_snapshot(workdir, name):
 
 
 def unpack(root, name, stream):
-    """Unpack a gzipped tar into ``root/name`` through a temporary folder and one rename, so a
-    reader sees a whole folder or none, and two writers make one. False: it was there."""
+    """A gzipped tar into ``root/name`` through a temporary folder and one rename (a reader sees
+    all or nothing; two writers make one); False: it was there."""
     import shutil, tarfile  # noqa: E401
     dest = os.path.join(root, name)
     os.makedirs(root, exist_ok=True)
@@ -224,8 +225,7 @@ def cmd_environment(workdir, args):
     folder = os.path.join(root, "locks", args["name"])
     argv = [sys.executable, os.path.join(folder, "build.py"), os.path.join(folder, "lock"),
             os.path.join(root, "venvs"), "--base-python", sys.executable]
-    if args.get("uv"):
-        argv += ["--uv", args["uv"]]
+    argv += ["--uv", args["uv"]] if args.get("uv") else []
     done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           universal_newlines=True)
     if done.returncode:
@@ -275,6 +275,11 @@ def start(workdir, spec):
         os.makedirs(os.path.dirname(os.path.join(run_dir, rel)), exist_ok=True)
         write_atomic(os.path.join(run_dir, rel), text, 0o755 if rel.startswith("bin/") else 0o644)
     _touch(os.path.join(run_dir, "lease"))
+    if "warm" in spec:  # a hot run: its rank pool readied on every node before any launcher
+        done = __import__("subprocess").run(spec["warm"], cwd=run_dir, stdout=-1, stderr=-1, stdin=-3)
+        said = (done.stdout.strip().splitlines() or [b""])[-1]
+        return answer(json.loads(said) if said.startswith(b"{") else {"ok": False, "why": (
+            done.stderr.decode(errors="replace").strip() or "exit %d" % done.returncode)[-800:]})
     if "argv" not in spec:
         return answer({"prepared": True})
     earlier = os.path.join(run_dir, "node-%d.exit" % spec["node"])  # a relaunch's last end
@@ -454,8 +459,7 @@ def follow(args, offsets):
                 continue
             if request is None:  # stdin closed: the other end is gone
                 return
-            finish(dict(request["finish"], run_dir=args["run_dir"], node=args["node"]),
-                   follower)
+            finish(dict(request["finish"], run_dir=args["run_dir"], node=args["node"]), follower)
             for request in iter(requests.get, None):  # the run has ended here
                 if request.get("discard"):
                     answer({"t": "discarded", "removed": discard(args["run_dir"])})
@@ -498,16 +502,15 @@ def _offsets():  # the first line on stdin of a follow or finish call
 
 
 def finish(args, follower):
-    """Everything the end of a run needs from a node, in one answer: stop what is left, a
-    last pass over its files, what is still alive, (with ``outputs``) its ``outputs/`` and
-    ``logs/user/``, and the content hash of the snapshot its ranks started from."""
+    """The end of a run here, in one answer: stop what is left, a last pass over its files,
+    what is still alive, (``outputs``) ``outputs/`` and ``logs/user/``, the snapshot's hash."""
     report = stop(args)
     while follower.one_pass():
         pass
     frame(dict(follower.launcher_status(), t="status"))
     if args.get("outputs"):
         _send_outputs(args["run_dir"])
-    report["leftovers"] = [describe(p) for p in pids_with_env(args["run_id"])]
+    report["leftovers"] = [describe(p) for p in pids_with_env(args["run_id"], args["run_dir"])]
     code = os.path.join(args["run_dir"], "code")
     if os.path.isdir(code):
         report["snapshot"] = {"path": os.path.realpath(code), "hash": tree_hash(code)}
@@ -537,8 +540,7 @@ def tree_hash(root):
 
 
 def discard(run_dir):
-    """Remove the run's working directories on this node (the scratch of a run that ended
-    well); the rest of the run folder stays. Returns what was removed."""
+    """Remove the run's working directories here (the rest stays); returns what was removed."""
     import shutil
     path = os.path.join(run_dir, "work")
     gone = "%s.discarded-%s" % (path, os.urandom(6).hex())
@@ -552,22 +554,22 @@ def discard(run_dir):
 
 def stop(args):
     """SIGTERM to the launcher's group and every process of the run, SIGKILL after grace."""
-    run_id = args["run_id"]
+    run_id, run_dir = args["run_id"], args.get("run_dir")
     pgid, ticks = args.get("pgid"), args.get("start_ticks")
-    found = pids_with_env(run_id)
+    found = pids_with_env(run_id, run_dir)
     killpg(pgid, ticks, signal.SIGTERM)
     kill(found, signal.SIGTERM)
     deadline = time.monotonic() + float(args.get("grace", 3.0))
-    left = pids_with_env(run_id)
+    left = pids_with_env(run_id, run_dir)
     while left and time.monotonic() < deadline:
         time.sleep(0.05)
-        left = pids_with_env(run_id)
+        left = pids_with_env(run_id, run_dir)
     killed = [describe(p) for p in left]
     if left or alive(pgid, ticks):
         killpg(pgid, ticks, signal.SIGKILL)
         kill(left, signal.SIGKILL)
         deadline = time.monotonic() + 5
-        while pids_with_env(run_id) and time.monotonic() < deadline:
+        while pids_with_env(run_id, run_dir) and time.monotonic() < deadline:
             time.sleep(0.05)
     return {"sigterm": len(found), "sigkilled": killed}
 
@@ -582,7 +584,7 @@ COMMANDS = {"preflight": cmd_preflight, "environment": cmd_environment,
             "discard": lambda workdir, args: answer({"removed": discard(args["run_dir"])}),
             "stop": lambda workdir, args: answer(stop(args)),
             "leftovers": lambda workdir, args: answer(
-                {"leftovers": [describe(p) for p in pids_with_env(args["run_id"])]})}
+                {"leftovers": [describe(p) for p in pids_with_env(args["run_id"], args.get("run_dir"))]})}
 
 
 def main(argv):

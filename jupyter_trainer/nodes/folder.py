@@ -162,12 +162,14 @@ class RemoteFolder:
                                 self.info["workdir"], self.snapshot, payload, self.timeout + 600)
 
     # -- the launch --------------------------------------------------------------------
-    def start(self, payload: Mapping[str, Any], what: str) -> dict[str, Any]:
-        """The run folder with ``payload``'s files; its launcher, if it has one."""
-        answer = self._in_session({"start": payload}, b"", what, self.timeout + 60)
+    def start(self, payload: Mapping[str, Any], what: str,
+              timeout: float | None = None) -> dict[str, Any]:
+        """The run folder with ``payload``'s files; its launcher, if it has one (or, with
+        ``warm``, the node's rank pool readied: see targets/node_hot.py)."""
+        timeout = self.timeout + (60 if timeout is None else timeout)
+        answer = self._in_session({"start": payload}, b"", what, timeout)
         if answer is None:
-            answer, _ = self._call("start", None, what, self.timeout + 60,
-                                   json.dumps(payload).encode())
+            answer, _ = self._call("start", None, what, timeout, json.dumps(payload).encode())
         if answer.get("error"):
             raise TargetError(f"node {self.label}: {answer['error']}")
         return answer
@@ -249,7 +251,7 @@ class RemoteFolder:
         return f"{self.label}:{where}", seen["hash"] if seen else None
 
     def leftovers(self, run_id: str) -> list[str]:
-        answer, _ = self._call("leftovers", {"run_id": run_id},
+        answer, _ = self._call("leftovers", {"run_id": run_id, "run_dir": self.run_dir},
                                "checking for leftover processes", self.timeout + 20)
         return answer["leftovers"]
 

@@ -74,22 +74,28 @@ def entry_modules(code_dir: str, entry: str) -> list[str]:
 
 
 def torchrun_env(base: Mapping[str, str], *, rank: int, world_size: int, master_port: int,
-                 elastic_id: str, error_dir: str, master_addr: str = "localhost") -> dict[str, str]:
-    """What torchrun ``--standalone`` on one node gives worker ``rank``, over ``base``.
-    One difference: ``TORCHELASTIC_USE_AGENT_STORE`` is False (there is no agent, so rank
-    0 hosts the store at MASTER_ADDR:MASTER_PORT, as ``env://`` does outside torchrun)."""
+                 elastic_id: str, error_dir: str, master_addr: str = "localhost",
+                 local_rank: int | None = None, local_world_size: int | None = None,
+                 node_rank: int = 0, nodes: int = 1) -> dict[str, str]:
+    """What torchrun gives worker ``rank``, over ``base``: on one node as ``--standalone``
+    does, or (``node_rank`` of ``nodes``, ``local_world_size`` ranks each) as one of a
+    multi-node c10d rendezvous does. One difference: ``TORCHELASTIC_USE_AGENT_STORE`` is
+    False (there is no agent, so rank 0 hosts the store at MASTER_ADDR:MASTER_PORT, as
+    ``env://`` does outside torchrun)."""
+    local = rank if local_rank is None else local_rank
+    per_node = world_size if local_world_size is None else local_world_size
     env = dict(base)
     env.update({
-        "RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0",
+        "RANK": str(rank), "LOCAL_RANK": str(local), "GROUP_RANK": str(node_rank),
         "ROLE_RANK": str(rank), "ROLE_NAME": "default",
-        "WORLD_SIZE": str(world_size), "LOCAL_WORLD_SIZE": str(world_size),
-        "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": str(world_size),
+        "WORLD_SIZE": str(world_size), "LOCAL_WORLD_SIZE": str(per_node),
+        "GROUP_WORLD_SIZE": str(nodes), "ROLE_WORLD_SIZE": str(world_size),
         "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port),
         "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
         "TORCHELASTIC_RUN_ID": elastic_id, "TORCHELASTIC_USE_AGENT_STORE": "False",
         "TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": base.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
-        "TORCHELASTIC_ERROR_FILE": os.path.join(error_dir, "attempt_0", str(rank), "error.json"),
+        "TORCHELASTIC_ERROR_FILE": os.path.join(error_dir, "attempt_0", str(local), "error.json"),
     })
     return env
 
@@ -134,9 +140,11 @@ def _lock_free(folder: Path, key: str) -> bool:
 
 
 def connect_or_start(python: str, key: str, modules: Sequence[str], env: Mapping[str, str],
-                     home: str | os.PathLike | None = None,
-                     idle: float | None = None) -> tuple[socket.socket, bool]:
-    """A connection to pool ``key`` and whether it was warm (already running)."""
+                     home: str | os.PathLike | None = None, idle: float | None = None,
+                     program: Sequence[str] | None = None) -> tuple[socket.socket, bool]:
+    """A connection to pool ``key`` and whether it was warm (already running). ``program``
+    starts a pool (default ``python -u -m jupyter_trainer.pool``; a node runs its copy of
+    the pool's files, see ``node_launch``)."""
     folder = pools_dir(home)
     path = folder / f"{key}.sock"
     sock = _connect(path)
@@ -144,8 +152,8 @@ def connect_or_start(python: str, key: str, modules: Sequence[str], env: Mapping
         return sock, True
     if idle is None:
         idle = float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_S)
-    argv = [python, "-u", "-m", "jupyter_trainer.pool", "--socket", str(path), "--key", key,
-            "--idle", str(idle), "--modules", ",".join(modules)]
+    argv = [*(program or (python, "-u", "-m", "jupyter_trainer.pool")), "--socket", str(path),
+            "--key", key, "--idle", str(idle), "--modules", ",".join(modules)]
     try:
         starter = subprocess.run(argv, env=dict(env), cwd=folder, stdin=subprocess.DEVNULL,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -193,6 +201,7 @@ class PoolRun:
         self.exits: dict[int, int] = {}
         self.exit: int | None = None
         self.lost: str | None = None
+        self.local_ranks: dict[int, int] = {}  # rank -> local rank, where they differ
         sock.setblocking(False)
 
     def poll(self) -> int | None:
@@ -223,7 +232,7 @@ class PoolRun:
             self.exit = int(message["exit"])
             failed = {r: c for r, c in sorted(self.exits.items()) if c != 0}
             if failed:
-                self._note(_summary(failed, self.reply.get("ranks") or {}))
+                self._note(_summary(failed, self.reply.get("ranks") or {}, self.local_ranks))
             self.close()
 
     def _lost(self) -> None:
@@ -243,6 +252,15 @@ class PoolRun:
         except OSError:
             pass
 
+    def stop(self) -> None:
+        """Ask the pool to end the ranks (SIGTERM, then SIGKILL); ``poll`` still follows them
+        to their end."""
+        if self.exit is None:
+            try:
+                self.sock.sendall(b'{"op": "stop"}\n')
+            except OSError:
+                pass
+
     def close(self) -> None:
         try:
             self.sock.close()
@@ -250,21 +268,24 @@ class PoolRun:
             pass
 
 
-def _summary(failed: dict[int, int], ranks: dict[str, Any]) -> str:
+def _summary(failed: dict[int, int], ranks: dict[str, Any],
+             local_ranks: Mapping[int, int] | None = None) -> str:
     """Failed ranks in torchrun's own words, which the supervisor already reads."""
     lines = ["[jt pool] ranks failed:"]
     for rank, code in failed.items():
         pid = (ranks.get(str(rank)) or {}).get("pid")
-        lines += [f"  rank      : {rank} (local_rank: {rank})",
+        local = (local_ranks or {}).get(rank, rank)
+        lines += [f"  rank      : {rank} (local_rank: {local})",
                   f"  exitcode  : {code} (pid: {pid})"]
     return "\n".join(lines) + "\n"
 
 
 def start_ranks(python: str, key: str, modules: Sequence[str], pool_env: Mapping[str, str],
-                request: dict[str, Any], home: str | os.PathLike | None = None) -> PoolRun:
+                request: dict[str, Any], home: str | os.PathLike | None = None,
+                idle: float | None = None, program: Sequence[str] | None = None) -> PoolRun:
     """Start a run's ranks in pool ``key`` (started first if none runs); PoolUnavailable
     says why when the pool cannot (the caller falls back to torchrun)."""
-    sock, warm = connect_or_start(python, key, modules, pool_env, home)
+    sock, warm = connect_or_start(python, key, modules, pool_env, home, idle, program)
     try:
         reply = _ask(sock, {"op": "run", **request,
                             "supervisor": {"pid": os.getpid(),

@@ -22,7 +22,7 @@ _IMPORT_SHAPING = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LD_PRELOAD", 
                    "CUDA_HOME", "CUDA_VISIBLE_DEVICES")
 
 
-def _environment_id(spec: RunSpec) -> dict[str, Any]:
+def environment_id(spec: RunSpec) -> dict[str, Any]:
     """What names the run's environment: a redefined or rebuilt one gets another pool (the
     pre-flight's timings and findings, which vary from run to run, are left out)."""
     env = asdict(spec.env)
@@ -48,7 +48,7 @@ def start_in_pool(spec: RunSpec, plan: LaunchPlan, command: Command, base: dict[
     modules = entry_modules(os.path.join(run_dir, "code"), spec.code.entry)
     pool_env = {**base, **{k: v for k, v in plan.extra_env.items() if not k.startswith("JT_")}}
     shaping = {k: pool_env[k] for k in _IMPORT_SHAPING if k in pool_env}
-    env_id = json.dumps([_environment_id(spec), plan.extra_env, shaping], sort_keys=True,
+    env_id = json.dumps([environment_id(spec), plan.extra_env, shaping], sort_keys=True,
                         default=str)
     key = pool_key(plan.python, env_id, modules)
     try:

@@ -9,7 +9,10 @@ request on each connection:
   ``{"rank": r, "exit": code}`` per rank and ``{"done": true, "exit": code}`` (0, or 1 when a
   rank failed, as torchrun exits). A rank that fails ends the others (SIGTERM, then SIGKILL
   after ``KILL_GRACE_S``), as torchrun does; so does the client's going away (its
-  connection closes, or its process ends).
+  connection closes, or its process ends; with ``"supervisor_grace": S``, S seconds after
+  the supervisor's end, so that whoever follows the run sees that end first).
+- ``{"op": "stop"}`` on a run's connection: end its ranks as a failing rank would (the
+  client, a node's launcher that got SIGTERM, still reads their exits and ``done``).
 - ``{"op": "ping"}``: ``{"ok": true, "pool": pid}``, or ``{"ok": false, "why": ...}``.
 
 Single-threaded on purpose: ``PR_SET_PDEATHSIG`` fires when the *thread* that forked a rank
@@ -51,7 +54,9 @@ class _Run:
         self.fds: dict[int, int] = {}      # pidfd -> pid
         self.failed = False
         self.kill_at: float | None = None
+        self.end_at: float | None = None   # the supervisor ended: end the ranks then
         self.supervisor_fd: int | None = None
+        self.supervisor_grace = 0.0
 
 
 class Pool:
@@ -72,7 +77,8 @@ class Pool:
         signal.signal(signal.SIGTERM, lambda *_: setattr(self, "stopping", True))
         while not self.stopping:
             now = time.monotonic()
-            deadlines = [r.kill_at for r in self.runs.values() if r.kill_at is not None]
+            deadlines = [t for r in self.runs.values() for t in (r.kill_at, r.end_at)
+                         if t is not None]
             if not self.runs and not self.buffers:
                 deadlines.append(self.last_busy + self.idle)
             timeout = max(0.0, min(deadlines) - now) if deadlines else None
@@ -81,6 +87,9 @@ class Pool:
                 getattr(self, f"_on_{kind}")(key.fileobj, obj)
             now = time.monotonic()
             for run in list(self.runs.values()):
+                if run.end_at is not None and now >= run.end_at:
+                    run.end_at = None
+                    self._end(run)
                 if run.kill_at is not None and now >= run.kill_at:
                     procs.signal_group(run.pgid, signal.SIGKILL)
                     run.kill_at = None
@@ -140,10 +149,15 @@ class Pool:
         self.sel.unregister(fd)
         os.close(fd)
         run.supervisor_fd = None
-        self._end(run)
+        self._orphaned(run)
 
     # -- requests --------------------------------------------------------------------
     def _answer(self, conn: socket.socket, request: dict[str, Any]) -> None:
+        if request.get("op") == "stop":
+            for run in list(self.runs.values()):
+                if run.conn is conn:
+                    self._end(run)
+            return
         why = self.refused or self._stale()
         if why or request.get("op") == "ping":
             self._send(conn, {"ok": not why, "pool": os.getpid(), "why": why,
@@ -212,6 +226,7 @@ class Pool:
             run.fds[fd] = pid
             self.sel.register(fd, selectors.EVENT_READ, ("rank", run))
         sup = request.get("supervisor") or {}
+        run.supervisor_grace = float(request.get("supervisor_grace") or 0.0)
         if procs.is_alive(sup.get("pid"), sup.get("start_ticks")):
             try:
                 run.supervisor_fd = os.pidfd_open(sup["pid"])
@@ -230,6 +245,13 @@ class Pool:
             if run.kill_at is None:
                 run.kill_at = time.monotonic() + KILL_GRACE_S
 
+    def _orphaned(self, run: _Run) -> None:
+        """The run's client or supervisor is gone: end its ranks, now or after its grace."""
+        if run.supervisor_grace <= 0:
+            self._end(run)
+        elif run.end_at is None and run.kill_at is None:
+            run.end_at = time.monotonic() + run.supervisor_grace
+
     def _close_run(self, run: _Run) -> None:
         self.runs.pop(run.pgid, None)
         if run.supervisor_fd is not None:
@@ -243,7 +265,7 @@ class Pool:
         conn.close()
         for run in list(self.runs.values()):
             if run.conn is conn:  # the client went away while its ranks run
-                self._end(run)
+                self._orphaned(run)
 
     def _send(self, conn: socket.socket, message: dict[str, Any]) -> None:
         if conn not in self.buffers:

@@ -52,6 +52,8 @@ from ..nodes.folder import Node, RemoteFolder
 from ..nodes.mirror import LocalFiles
 from ..nodes.prepare import required_modules, snapshot_tarball
 from ..nodes.ssh import SshClient, control_dir, user_config_file
+from ..pool.bundle import node_bundle
+from . import node_hot
 from .base import BuiltEnvironment, Handle, Target, checkpoint_blobs
 from .ssh_commands import HostConfig, NodeLaunch, SshConfig, node_launches
 from .ssh_prepare import hop_options, is_ip, node_address
@@ -107,6 +109,7 @@ class SshTarget(Target):
         self._left: dict[str, list[str]] = {}    # host -> what was alive after it
         self._fresh_leftovers = False
         self._seeded = False                     # a resumed run's checkpoint went to node 0
+        self._hot: tuple[RunSpec, LaunchPlan] | None = None  # a hot run: warm, then start
 
     def gpus_per_node(self) -> int:
         return self.cfg.gpus_per_node
@@ -274,13 +277,11 @@ class SshTarget(Target):
         real_ssh = self._folders[0].info["tools"].get("ssh") or "ssh"
         self._launches = node_launches(spec.launch, plan, self._nodes, real_ssh=real_ssh,
                                        network_interfaces=self.cfg.network_interfaces)
+        self._hot = (spec, plan) if spec.launch.hot else None
         return self._launches[0].command or Command(())
 
     def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
         self._started = list(self._folders)
-        # Nodes without a launcher first: mpirun's ranks need their run folder to exist.
-        order = sorted(self._launches, key=lambda item: item.command is not None)
-
         spec_json = (Path(run_dir) / "spec.json").read_text()  # the ranks read params there
 
         seed = {} if self._seeded else checkpoint_blobs(run_dir)
@@ -293,6 +294,9 @@ class SshTarget(Target):
                 payload["blobs"] = seed
             return self._folders[item.node.index].start(payload, "starting the launcher")
 
+        hot = self._warm_pools(run_dir, spec_json) if self._hot is not None else None
+        # Nodes without a launcher first: mpirun's ranks need their run folder to exist.
+        order = sorted(self._launches, key=lambda item: item.command is not None)
         prepared = _parallel(start_one, [i for i in order if i.command is None])
         launched = _parallel(start_one, [i for i in order if i.command is not None])
         _raise_any([*prepared, *launched], "the run could not start on every node")
@@ -306,11 +310,40 @@ class SshTarget(Target):
                           "run_dir": item.run_dir, "launcher": item.command is not None,
                           **{k: a[k] for k in ("pid", "pgid", "start_ticks", "keeper") if k in a}})
         return {"target": self.name, "kind": self.kind, "hosts": [n.host for n in self._nodes],
+                **({"hot": hot} if hot is not None else {}),
                 "nodes": nodes, "run_dir_remote": self._nodes[0].run_dir(self._run_id),
                 "staging": self._staged,
                 "preflight": {f.label: {k: f.info.get(k) for k in ("hostname", "python",
                                                                   "versions", "gpus")}
                               for f in self._folders}}
+
+    def _warm_pools(self, run_dir: str, spec_json: str) -> dict[str, Any]:
+        """Ready every node's rank pool; with all of them up, the nodes' launchers become the
+        pool's (node_hot.py). The record for ``state["launcher"]["hot"]``."""
+        spec, plan = self._hot  # type: ignore[misc]
+        self._hot = None
+        items = [i for i in self._launches if i.command is not None]
+        bundle = node_bundle()[0]
+        args = [node_hot.launch_args(spec, plan, i, str(Path(run_dir) / "code"), bundle)
+                for i in items]
+
+        def warm(pair: tuple[NodeLaunch, dict[str, Any]]) -> dict[str, Any]:
+            payload = node_hot.warm_payload(pair[0], pair[1], self._snapshot,
+                                            self.cfg.orphan_timeout)
+            payload["files"]["spec.json"] = spec_json
+            return self._folders[pair[0].node.index].start(
+                payload, "readying the rank pool", timeout=node_hot.WARM_TIMEOUT_S)
+
+        started = time.monotonic()
+        record = node_hot.verdict(items, _parallel(warm, list(zip(items, args))))
+        if record["used"]:
+            hot = {i.node.index: node_hot.hot_launch(i, a) for i, a in zip(items, args)}
+            self._launches = [hot.get(i.node.index, i) for i in self._launches]
+        self._log(f"[jt] rank pools on {len(items)} node(s) "
+                  + (f"ready in {time.monotonic() - started:.2f} s ("
+                     + ("warm" if record["warm"] else "started") + ")\n" if record["used"]
+                     else f"not used, starting torchrun: {record['why']}\n"))
+        return record
 
     # -- while it runs -----------------------------------------------------------------
     def _pump(self, force: bool = False) -> None:
@@ -496,4 +529,4 @@ def _end_args(handle: Handle, folder: RemoteFolder, run_id: str, grace: float) -
     """What a node's ``stop`` or ``finish`` needs: the run, its launcher's ids there."""
     ids = next((n for n in handle.get("nodes", []) if n.get("host") == folder.label), {})
     return {"run_id": run_id, "pgid": ids.get("pgid"), "start_ticks": ids.get("start_ticks"),
-            "grace": grace, "outputs": True}
+            "grace": grace, "outputs": True, "run_dir": folder.run_dir}
