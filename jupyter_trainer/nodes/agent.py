@@ -110,12 +110,14 @@ def cmd_preflight(workdir, args):
         with socket.socket() as sock:
             sock.bind(("", 0))
             out["port"] = sock.getsockname()[1]
-    snap = args.get("snapshot")
-    if snap:
-        out["snapshot"], out["snapshot_set_aside"] = _intact_snapshot(workdir, snap)
+    if args.get("snapshot"):
+        out["snapshot"], out["snapshot_set_aside"] = _intact_snapshot(workdir, args["snapshot"])
+    runs = os.path.join(workdir, "runs")
+    while args.get("probe") and not os.path.exists(runs):  # a dry run's makes nothing, and
+        runs = os.path.dirname(runs)  # asks of the folder that would hold runs/
     try:
-        os.makedirs(os.path.join(workdir, "runs"), exist_ok=True)
-        out["writable"] = os.access(os.path.join(workdir, "runs"), os.W_OK)
+        os.makedirs(runs, exist_ok=True)
+        out["writable"] = os.access(runs, os.W_OK)
     except OSError as exc:
         out["writable"], out["write_error"] = False, str(exc)
     answer(out)
