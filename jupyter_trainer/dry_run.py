@@ -42,7 +42,8 @@ class DryRun:
     target: str                    # the target's name
     kind: str                      # its kind: local, ssh, slurm, ray, ...
     run_id: str                    # the placeholder run id
-    run_dir: str                   # the placeholder run folder (gone once the dry run ends)
+    run_dir: str                   # the placeholder run folder, as the target names it (the
+                                   # local one is gone once the dry run ends)
     argv: tuple[str, ...]          # the launcher's argv (slurm: sbatch's)
     env: Mapping[str, str] = field(default_factory=dict)           # variables it is given
     env_defaults: Mapping[str, str] = field(default_factory=dict)  # given unless set
@@ -97,9 +98,9 @@ def dry_run(store: Store, target: Target, write: Callable[[Path], RunSpec]) -> D
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     notes = [*notes, *parts.get("notes", ())]
-    header = _header(target, run_id, str(run_dir), spec, notes)
+    header = _header(target, run_id, plan.run_dir, spec, notes)
     return DryRun(text=text, header=header, target=target.name, kind=target.kind,
-                  run_id=run_id, run_dir=str(run_dir), argv=tuple(command.argv),
+                  run_id=run_id, run_dir=plan.run_dir, argv=tuple(command.argv),
                   env=dict(command.env), env_defaults=dict(command.env_defaults),
                   nodes=tuple(parts.get("nodes", ())), script=parts.get("script"),
                   notes=tuple(notes))
@@ -109,7 +110,7 @@ def _header(target: Target, run_id: str, run_dir: str, spec: RunSpec, notes: lis
     launch = spec.launch
     lines = [f"dry run on target {target.name!r} ({target.kind}): nothing was started and no "
              "run was created.",
-             f"The run id {run_id!r} and the run folder {run_dir} are placeholders; a real run "
+             f"The run id {run_id!r} and its run folder {run_dir} are placeholders; a real run "
              "gets its own id (NAME-DATE-TIME-HEX) and folder, and may get other free ports.",
              f"{spec.name}: {launch.launcher}, {launch.nodes} node(s) x {launch.procs} "
              f"process(es), snapshot {spec.code.hash}"]
