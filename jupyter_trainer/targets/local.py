@@ -101,11 +101,13 @@ class LocalTarget(Target):
         """The launcher's argv and added variables, started in the run's folder (the rest of
         the environment is this process's, less its ``JT_*`` variables)."""
         self._hot.pop(plan.run_id, None)
-        text = shell_text(command, cwd=plan.run_dir)
-        if spec.launch.hot:
-            text = ("# --hot: a warm pool forks the ranks with this environment when it can; "
-                    "this command is what starts them otherwise\n" + text)
-        return text
+        return shell_text(command, cwd=plan.run_dir)
+
+    def dry_run_parts(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> dict[str, Any]:
+        if not spec.launch.hot:
+            return {}
+        return {"notes": ["--hot: a warm pool forks the ranks with this command's environment "
+                          "when it can; the command shown starts them otherwise"]}
 
     def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
         base = {k: v for k, v in os.environ.items() if not k.startswith("JT_")}
