@@ -202,15 +202,21 @@ class SshTarget(Target):
         self._nodes = [Node(f.index, h.host, node_address(h, o, first_info["resolved"]),
                             f.info["workdir"], f.python, hop_options(o))
                        for h, o, f in zip(hosts, resolved, self._folders)]
+        return self._nodes_plan(spec, run_id, backend, int(first_info["port"]),
+                                bool(first_info["root"]), min(f.info["cpus"] for f in self._folders))
+
+    def _nodes_plan(self, spec: RunSpec, run_id: str, backend: str, port: int, root: bool,
+                    cpus: float) -> LaunchPlan:
+        """The LaunchPlan on ``self._nodes``: node 0's interpreter, address and ``port``;
+        ``root``: node 0 runs as root; ``cpus``: the fewest CPUs of a node."""
         first = self._nodes[0]
         remote = first.run_dir(run_id)
         return LaunchPlan(
             run_id=run_id, run_dir=remote, python=first.python,
             boot=f"{remote}/code/_jt/boot.py", entry=spec.code.entry, args=spec.code.args,
-            backend=backend, backend_forced=launch.backend is not None,
-            master_addr=first.address, master_port=int(first_info["port"]),
-            run_as_root=bool(first_info["root"]),
-            oversubscribe=launch.procs > min(f.info["cpus"] for f in self._folders),
+            backend=backend, backend_forced=spec.launch.backend is not None,
+            master_addr=first.address, master_port=port, run_as_root=root,
+            oversubscribe=spec.launch.procs > cpus,
             extra_env={**self.cfg.env, **({DATA_STAGED_ENV: "1"} if spec.data else {})})
 
     def _judge(self) -> None:
@@ -283,7 +289,7 @@ class SshTarget(Target):
 
     # -- launch ------------------------------------------------------------------------
     def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
-        real_ssh = self._folders[0].info["tools"].get("ssh") or "ssh"
+        real_ssh = (self._folders[0].info["tools"].get("ssh") if self._folders else None) or "ssh"
         self._launches = node_launches(spec.launch, plan, self._nodes, real_ssh=real_ssh,
                                        network_interfaces=self.cfg.network_interfaces)
         return self._launches[0].command or Command(())
