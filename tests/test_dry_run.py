@@ -22,6 +22,8 @@ from jupyter_trainer.targets.registry import add_target
 
 from conftest import REPO
 from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+from test_ray import ray_cluster, rc  # noqa: F401 (fixtures)
+from test_ssh_target import HOSTILE as TARGET_VALUE  # the rc target's JT_TEST_VAR
 
 TRAIN = """
 import torch.distributed as dist
@@ -205,6 +207,24 @@ def test_magic_cell_and_script_dry_runs(ip, home, tmp_path, capsys):
     assert api.runs(home=home) == []
 
 
+@pytest.mark.parametrize("line", ["--procs 2 --bogus", "--launcher deepspeed", "--procs two",
+                                  "--backend nccl", "--nodes 2", "-p 1x=3", "--target nowhere",
+                                  "--source /does/not/exist", "--env missing"])
+def test_magic_bad_input_gives_the_real_submit_error(ip, home, line):
+    ip.user_ns["fh"] = open(os.devnull)
+    try:
+        errors = [ip.run_cell(f"%%train {flags}\nprint('should not run', fh)",
+                              store_history=True).error_in_exec
+                  for flags in (f"--dry-run {line}", line, "--dry-run")]
+    finally:
+        ip.user_ns["fh"].close()
+    dry, real, uncarriable = errors
+    assert type(dry) is type(real) and str(dry).replace("--dry-run ", "") == str(real)
+    assert "fh" in str(uncarriable) and "open file" in str(uncarriable)
+    assert api.runs(home=home) == []
+    assert not (home / "runs").exists() or not any((home / "runs").iterdir())
+
+
 # -- ssh -----------------------------------------------------------------------------------
 def test_ssh_dry_run_prints_each_node_and_leaves_the_nodes_alone(pair, home, tmp_path):
     workdir = tmp_path / "remote"
@@ -258,3 +278,20 @@ def test_slurm_dry_run_prints_the_script_and_submits_nothing(cluster, home):
     with pytest.raises(TargetError, match="sbatch --test-only refused the job"):
         api.submit(TRAIN, namespace={"lr": 0.1}, target="nowhere", dry_run=True)
     assert cluster.queue() == [] and api.runs(home=home) == []
+
+
+# -- ray -----------------------------------------------------------------------------------
+def test_ray_dry_run_prints_each_node_and_reserves_nothing(rc, home, tmp_path):
+    shown = api.submit(TRAIN, namespace={"lr": 0.1}, target="rc", nodes=2, procs=1,
+                       dry_run=True)
+    assert (shown.kind, len(shown.nodes)) == ("ray", 2)
+    assert len({node["host"] for node in shown.nodes}) == 2
+    for index, node in enumerate(shown.nodes):
+        assert node["run_dir"].startswith(str(tmp_path / "nodes"))
+        assert node["run_dir"].endswith("/runs/cell-dry-run")
+        assert f"--node-rank={index}" in node["argv"] and "--nnodes=2" in node["argv"]
+        assert node["env"]["JT_TEST_VAR"] == TARGET_VALUE
+        assert f"export JT_TEST_VAR={shlex.quote(TARGET_VALUE)}" in shown.text.splitlines()
+    assert "Ray places the run's bundles when it starts" in shown.header
+    assert not (tmp_path / "nodes").exists()  # no actor, agent or folder on the nodes
+    assert_nothing_created(home, shown)
