@@ -23,6 +23,7 @@ from jupyter_trainer.targets.registry import add_target
 from conftest import REPO
 from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 from test_ray import ray_cluster, rc  # noqa: F401 (fixtures)
+from test_slurm_remote import login  # noqa: F401 (fixture)
 from test_ssh_target import HOSTILE as TARGET_VALUE  # the rc target's JT_TEST_VAR
 
 TRAIN = """
@@ -295,3 +296,38 @@ def test_ray_dry_run_prints_each_node_and_reserves_nothing(rc, home, tmp_path):
     assert "Ray places the run's bundles when it starts" in shown.header
     assert not (tmp_path / "nodes").exists()  # no actor, agent or folder on the nodes
     assert_nothing_created(home, shown)
+
+
+def test_slurm_dry_run_through_a_login_node_leaves_the_cluster_folder_alone(login, home,
+                                                                            tmp_path):
+    shown = api.submit(TRAIN, namespace={"lr": 0.1}, target="hpc", procs=2, dry_run=True)
+    remote = f"{tmp_path / 'shared'}/runs/cell-dry-run"
+    assert shown.run_dir == remote and f"--chdir={remote}" in shown.argv
+    assert "sbatch --test-only: " in shown.header  # asked on the login node, over ssh
+    assert f"{remote}/code/_jt/boot.py" in shown.script
+    assert not (tmp_path / "shared").exists()
+    assert login.queue() == []
+    assert_nothing_created(home, shown)
+
+
+# -- environments --------------------------------------------------------------------------
+def test_a_named_environment_is_shown_unbuilt_then_checked_once_built(home):
+    from jupyter_trainer import environment
+
+    environment.define(environment.from_line("dryenv", pip=["six==1.16.0"], inherit=True),
+                       home=home)
+    venvs = home / "environments" / "venvs"
+    code = "import six\nprint(six.__version__)\n"
+    shown = api.submit(code, env="dryenv", launcher="python", dry_run=True)
+    python = shown.argv[0]
+    assert python.startswith(f"{venvs}/") and not Path(python).exists()
+    assert f"environment 'dryenv' is not built yet" in shown.header
+    assert not venvs.exists() or not any(p.name[0] != "." for p in venvs.iterdir())
+    assert_nothing_created(home, shown)
+
+    real = api.submit(code, env="dryenv", launcher="python", wait=True)
+    assert real.state["launcher"]["argv"][0] == python  # the interpreter the dry run named
+    again = api.submit(code, env="dryenv", launcher="python", dry_run=True)
+    assert again.argv[0] == python and "not built yet" not in again.header
+    with pytest.raises(EnvError, match="not_in_dryenv"):
+        api.submit("import not_in_dryenv\n", env="dryenv", dry_run=True)
