@@ -17,6 +17,7 @@ import pytest
 from jupyter_trainer import api, procs
 from jupyter_trainer.dry_run import DryRun
 from jupyter_trainer.errors import EnvError, SpecError, TargetError
+from jupyter_trainer.nodes.ssh import control_dir
 from jupyter_trainer.store import HOME_ENV
 from jupyter_trainer.targets.registry import add_target
 
@@ -62,6 +63,8 @@ def assert_nothing_created(home: Path, shown: DryRun) -> None:
     assert not (home / "staging").exists() or list((home / "staging").iterdir()) == []
     assert not Path(shown.run_dir).exists()  # the placeholder folder went with the dry run
     assert _own_processes(home, shown.run_dir) == []
+    masters = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert f"ssh: {control_dir(home)}/" not in masters  # no ssh ControlMaster kept
 
 
 def _materialise(shown: DryRun, real: api.Run) -> None:

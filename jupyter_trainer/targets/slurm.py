@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import zlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +142,10 @@ class SlurmTarget(Target):
 
     def dry_plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
         """``plan``; on a cluster with its own run folders (``login``/``workdir``), the
-        folder the run would get there, without the cluster's pre-flight (which makes it)."""
+        folder the run would get there, without the cluster's pre-flight (which makes it).
+        The login node's connection ends with the dry run (no ControlMaster is kept)."""
+        if self.cfg.login:
+            self._shell = replace(self._login_shell(), persist=0)
         if self.cfg.remote:
             run_dir = posixpath.join(self.cfg.workdir or "~/jupyter_trainer", "runs", run_id)
         return self._plan_in(spec, run_id, run_dir, backend, self._python(spec))

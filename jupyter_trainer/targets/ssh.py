@@ -163,6 +163,7 @@ class SshTarget(Target):
         the agent, making the workdir or looking at the snapshot's copy there: the same
         failures (a host that cannot be reached, a missing python, import, tool or GPU) stop
         the dry run, and nothing is left on the nodes."""
+        self.cfg = replace(self.cfg, control_persist=0)  # no ControlMaster outlives it
         return self._plan(spec, run_id, run_dir, backend, probe=True)
 
     def _plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str, *,
