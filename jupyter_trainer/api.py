@@ -27,6 +27,7 @@ from .waker import Waker
 
 if TYPE_CHECKING:
     from .compare import RunDiff
+    from .dry_run import DryRun
     from .doctor import Report
     from .model_registry import Model
     from .store.outputs import RunFile
@@ -58,7 +59,8 @@ def submit(
     wait: bool = False,
     home: str | os.PathLike | None = None,
     origin: Mapping[str, Any] | None = None,
-) -> "Run":
+    dry_run: bool = False,
+) -> "Run | DryRun":
     """Snapshot ``code`` (a cell's source) or ``script`` and start it as a run.
 
     ``namespace`` is where the code's free names are looked up (the notebook's variables,
@@ -71,6 +73,8 @@ def submit(
     unless ``$JT_HOT`` is ``0``, and ``hot=False`` always starts torchrun (see
     docs/hot-start.md). Everything is validated and
     captured before the run is created; on any error nothing is written and nothing starts.
+    With ``dry_run`` nothing is created or started either way: the returned ``DryRun`` says
+    what would be run (its ``text`` is what ``--dry-run`` prints; see dry_run.py).
     """
     store, tgt, write = _run_writer(
         code, script=script, args=args, name=name, target=target, nodes=nodes, procs=procs,
@@ -78,6 +82,10 @@ def submit(
         source=source, max_restarts=max_restarts, stall_timeout=stall_timeout,
         on_stall=on_stall, stop_on_nan=stop_on_nan, data=data, mlflow=mlflow,
         namespace=namespace, history=history, home=home, origin=origin, hot=hot)
+    if dry_run:
+        from .dry_run import dry_run as show_run  # lazy: only --dry-run needs it
+
+        return show_run(store, tgt, write)
     run = Run(start_run(store, tgt, write), store)
     return run.wait() if wait else run
 

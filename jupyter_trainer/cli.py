@@ -84,6 +84,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     from .options import submit_kwargs
 
+    if args.dry_run:  # stdout: only what would be run, so it can be piped to another tool
+        shown = api.submit(script=args.script, args=args.script_args, dry_run=True,
+                           **submit_kwargs(args))
+        print(shown.header, end="", file=sys.stderr, flush=True)
+        print(shown.text, end="", flush=True)
+        return 0
     run = api.submit(script=args.script, args=args.script_args, **submit_kwargs(args))
     print(run.id, flush=True)
     source = source_line(run.spec)

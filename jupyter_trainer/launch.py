@@ -8,6 +8,7 @@ a shell (ssh, sbatch) quotes them with ``shlex.join``.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
@@ -269,4 +270,16 @@ def render(command: Command) -> str:
     lines += [f"  {name}={json.dumps(command.env[name])}" for name in sorted(command.env)]
     lines.append("env_defaults:")
     lines += [f"  {n}={json.dumps(command.env_defaults[n])}" for n in sorted(command.env_defaults)]
+    return "\n".join(lines) + "\n"
+
+
+def shell_text(command: Command, cwd: str | None = None) -> str:
+    """``command`` as shell lines a person can read and run: ``cd``, the variables it must
+    get (``export``), the defaults it gets unless already set, then its argv. Every value is
+    quoted with ``shlex``, so the shell passes exactly what the launcher would get."""
+    lines = [f"cd {shlex.quote(cwd)}"] if cwd else []
+    lines += [f"export {name}={shlex.quote(command.env[name])}" for name in sorted(command.env)]
+    lines += [f"export {name}=${{{name}:-{shlex.quote(value)}}}"
+              for name, value in sorted(command.env_defaults.items())]
+    lines.append(shlex.join(command.argv))
     return "\n".join(lines) + "\n"

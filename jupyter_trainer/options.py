@@ -93,6 +93,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mlflow", default=None, metavar="URI",
                         help="mirror the run to this MLflow tracking URI (default: "
                              "$MLFLOW_TRACKING_URI when set)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check and capture everything, then print what would be run "
+                             "(launcher argv and added variables, each node's command, the "
+                             "sbatch script); start nothing, create no run")
 
 
 def submit_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
@@ -158,6 +162,9 @@ _SWEEP_DEFAULTS = {"trials": 10, "parallel": 1, "metric": None, "goal": "max", "
 def is_sweep(ns: argparse.Namespace) -> bool:
     """Whether the options ask for a sweep; sweep options without ``--sweep`` are an error."""
     if ns.sweep or ns.sweep_file:
+        if getattr(ns, "dry_run", False):
+            raise SpecError("--dry-run shows one run and a sweep starts many: leave out "
+                            "--sweep to see the command of one run with these options")
         return True
     given = [key for key, default in _SWEEP_DEFAULTS.items() if getattr(ns, key) != default]
     if given:

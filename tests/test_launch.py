@@ -6,13 +6,18 @@ lists must carry them unchanged. Regenerate with JT_UPDATE_GOLDEN=1 after a deli
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from jupyter_trainer.errors import LaunchError, SpecError
-from jupyter_trainer.launch import LAUNCHERS, LaunchPlan, Topology, build_command, launcher, render
+from jupyter_trainer.launch import (LAUNCHERS, LaunchPlan, Topology, build_command, launcher, render,
+                                    shell_text)
 from jupyter_trainer.spec import LAUNCHERS as SPEC_LAUNCHERS, LaunchSpec
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -116,3 +121,30 @@ def test_a_topology_with_several_hosts_reaches_them_from_one_launcher():
                                                              launcher_cache=False), {})
     assert hvd.argv[hvd.argv.index("--hostfile") + 1] == "/r/h f"
     assert "--disable-cache" in hvd.argv
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_shell_text_gives_bash_the_exact_argv_and_environment(case, tmp_path):
+    """What --dry-run prints: bash, running it, starts exactly this argv with these variables
+    (the defaults only where unset); a golden file holds one case's text."""
+    launch, plan = CASES[case]
+    cmd = build_command(launch, plan)
+    text = shell_text(cmd, cwd=str(tmp_path))
+    assert text.startswith(f"cd {shlex.quote(str(tmp_path))}\n")
+    assert text.endswith(shlex.join(cmd.argv) + "\n")  # values with newlines span lines
+    printer = [sys.executable, "-c", "import json, os, sys; "
+               "print(json.dumps([dict(os.environ), sys.argv[1:]]))"]
+    probe = text[:text.rindex(shlex.join(cmd.argv))] + shlex.join([*printer, *cmd.argv])
+    env = {"PATH": os.environ["PATH"], "OMP_NUM_THREADS": "7"}
+    out = subprocess.run(["bash", "-c", probe], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    got_env, got_argv = json.loads(out)
+    assert got_argv == list(cmd.argv)
+    assert {k: got_env.get(k) for k in cmd.env} == dict(cmd.env)
+    assert all(got_env[k] == "7" for k in cmd.env_defaults)  # the user's value kept
+    if case == "torchrun_2procs":
+        golden = GOLDEN / "torchrun_2procs_shell.txt"
+        text = text.replace(str(tmp_path), "/RUN/FOLDER")
+        if os.environ.get("JT_UPDATE_GOLDEN"):
+            golden.write_text(text)
+        assert text.splitlines() == golden.read_text().splitlines()

@@ -79,6 +79,7 @@ LAYERS = {
     "tensorboard": 6,  # event files from the store, and a TensorBoard over them
     "mlflow_mirror": 6,  # a run into an MLflow run, read from the store after the fact
     "start": 6.5, "compare": 6.5,  # start runs and compare them: above starter and monitor
+    "dry_run": 6.5,  # a run checked and shown as it would start, never started
     "model_registry": 6.5,  # registers a run's outputs with its lineage (store + follow)
     "api": 7, "options": 7,
     "tuning": 7.5,  # sweeps: a client of the run API, as the magics are

@@ -19,8 +19,8 @@ import pytest
 from jupyter_trainer.errors import TargetError
 from jupyter_trainer.launch import LaunchPlan
 from jupyter_trainer.spec import LaunchSpec
-from jupyter_trainer.nodes.commands import (BOOTSTRAP, agent_command, bootstrap_command,
-                                            snapshot_dir_name)
+from jupyter_trainer.nodes.commands import (BOOTSTRAP, PROBE, agent_command, bootstrap_command,
+                                            probe_command, snapshot_dir_name)
 from jupyter_trainer.nodes.folder import Node
 from jupyter_trainer.nodes.ssh import SshClient, classify, control_dir
 from jupyter_trainer.targets.ssh_commands import (SshConfig, hop_config, hop_wrapper,
@@ -127,6 +127,11 @@ def test_remote_commands_survive_the_shell_unchanged(tmp_path):
         got = json.loads(out.stdout)
         assert got[:-1] == expected and json.loads(got[-1]) == args
         assert shlex.split(command)[1:] == got
+    out = subprocess.run(["sh", "-c", probe_command(str(printer), HOSTILE, args)],
+                         capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout)  # a dry run's pre-flight: nothing installed, probe set
+    assert got[:-1] == ["-c", PROBE, HOSTILE, "preflight"]
+    assert json.loads(got[-1]) == {**args, "probe": True}
 
 
 def test_hop_wrapper_and_config_match_golden_and_are_valid(tmp_path):

@@ -25,7 +25,7 @@ _HOMES = {
                      "from_line", "list_environments", "prune", "prune_text", "show_text"),
                     "manage"),
     **dict.fromkeys(("EnvDriftWarning", "Realization", "check_target", "current", "prepare",
-                     "realize", "resolve"), "stages"),
+                     "preview", "realize", "resolve"), "stages"),
 }
 __all__ = sorted(_HOMES)
 

@@ -173,3 +173,47 @@ def realize(env: EnvSpec, target: "Target", *, home: Path | None = None,
         "variables": sorted(env.variables), "image": env.image, "preflight": check,
     }
     return Realization(python=python, variables=dict(env.variables), record=record)
+
+
+def preview(env: EnvSpec, code_dir: Path, entry: str, *, target: "Target", launcher: str,
+            home: Path | None = None) -> tuple[EnvSpec, list[str]]:
+    """``prepare`` for a dry run: nothing is built. The interpreter the ranks would run and
+    what could not be known without a build, in words (``notes``). An environment built
+    already, or the kernel's own Python, is pre-flight checked as ``prepare`` checks it; a
+    failing check raises the same ``EnvError``."""
+    check_target(env, target)
+    if not target.shares_filesystem:
+        notes = [f"environment {env.name!r} is built (or found cached) on the target's nodes "
+                 "when the run starts; its python there replaces the one shown"] if env.name else []
+        return env, notes
+    home = Path(home) if home else default_home()
+    inherit = False
+    if env.name is None:
+        python = env.python or sys.executable
+    else:
+        found = lock.find(home, env.lock) if env.lock else None
+        if found is None:
+            raise EnvError(f"the lock {env.lock!r} of environment {env.name!r} is missing from "
+                           f"{lock.locks_dir(home)}; define the environment again")
+        try:
+            base = builder.describe_interpreter(sys.executable)
+            built = builder.existing(str(found.path), str(venvs_dir(home)), base)
+            env_id = builder.plan(str(found.path), base)["env_id"]
+        except builder.BuildError as exc:
+            raise EnvError(f"environment {env.name!r} (version {env.version}) could not be "
+                           f"built: {exc}") from None
+        if built is None:
+            python = str(venvs_dir(home) / env_id / "bin" / "python")
+            return replace(env, python=python), [
+                f"environment {env.name!r} is not built yet: a real submit builds it into "
+                f"{venvs_dir(home) / env_id} first, then checks the imports with its python"]
+        python, inherit = built["python"], bool(built.get("inherit"))
+    record = preflight.check(python, Path(code_dir), entry, launcher=launcher,
+                             variables=env.variables)
+    if not record["ok"]:
+        raise EnvError(preflight.failure_message(record, env_name=env.name, version=env.version,
+                                                 inherit=inherit))
+    label = f"environment {env.name!r}" if env.name else "the kernel's Python"
+    for difference in record["differences"]:
+        warnings.warn(EnvDriftWarning(f"{label}: {difference}"), stacklevel=3)
+    return replace(env, python=python, prepared={"built": False, "preflight": record}), []

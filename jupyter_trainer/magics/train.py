@@ -70,7 +70,7 @@ class TrainMagics(Magics):
             print(shown.text)
             return None
 
-    def _cell(self, line: str, cell: str) -> api.Run | None:
+    def _cell(self, line: str, cell: str) -> Any:
         words, rest = split_line(line)
         if rest:
             raise SpecError("script arguments after `--` only go with %train path/to/script.py")
@@ -86,6 +86,12 @@ class TrainMagics(Magics):
                               origin=_origin(self.shell), **sweep_kwargs(opts),
                               **submit_kwargs(opts))
             return self._watch_sweep(sweep, mode, wait=not opts.no_wait)
+        if opts.dry_run:  # shown as the cell's value; nothing to wait for or watch
+            if opts.form:
+                raise SpecError("--form does not go with --dry-run: leave out --form to see "
+                                "what these options would run")
+            return api.submit(code, namespace=self.shell.user_ns, history=history,
+                              origin=_origin(self.shell), dry_run=True, **submit_kwargs(opts))
         if opts.form and mode == "widget":
             from ..monitor.form import LaunchForm
             from ..monitor.widget import RunMonitor
@@ -166,7 +172,9 @@ class TrainMagics(Magics):
                                   **sweep_kwargs(opts), **submit_kwargs(opts))
                 return self._watch_sweep(sweep, monitor_mode())
             run = api.submit(script=opts.script, args=rest, origin=_origin(self.shell),
-                             **submit_kwargs(opts))
+                             dry_run=opts.dry_run, **submit_kwargs(opts))
+            if opts.dry_run:
+                return run  # a DryRun, shown as the value
             _say_source(run)
             return self._watch(run)
         opts = parse_with_settings(_management_parser(), sweep_words(words))

@@ -1,15 +1,12 @@
 """The agent that runs on each node: ``python jt-node-<hash>.py --workdir W SUB ARGS``.
 
-Standard library only (Python 3.8+): installed once under ``W/bin/`` (named by its hash)
-and run with the node's python. ARGS is one JSON argv element; payloads come on stdin;
-answers are frames on stdout, a line ``\\x1eJT {json}`` then ``n`` raw bytes (the marker
-skips whatever a login shell's rc files print). SUB is ``preflight`` (interpreter, imports,
-GPUs, tools, a free port, whether an intact snapshot is here; with ``session``, the same
-connection then serves ``stage``, ``start`` and ``follow``), ``stage`` (unpack a snapshot),
-``environment`` (build a locked environment, then pre-flight it), ``start`` (the run folder;
-the launcher detached, under a keeper), ``follow`` (new bytes of logs, events and rank
-records, the launcher's state; on request, ``finish``, ``discard``), ``finish``, ``stop``,
-``leftovers`` (by process group, ``JT_RUN_ID`` and a hot run's pool record) and ``discard``."""
+Standard library only (Python 3.8+), installed once under ``W/bin/``, run with the node's
+python. ARGS is one JSON argv element, payloads come on stdin, answers are frames on stdout
+(``\x1eJT {json}`` then ``n`` raw bytes; the marker skips what a login shell's rc prints).
+SUB: ``preflight`` (interpreter, imports, GPUs, tools, a port, an intact snapshot; with
+``session`` it then serves ``stage``, ``start``, ``follow``), ``stage``, ``environment``,
+``start`` (the launcher under a keeper), ``follow`` (logs, events, rank records; ``finish``,
+``discard``), ``finish``, ``stop``, ``leftovers`` (process group, JT_RUN_ID, pool record)."""
 
 import json, os, re, signal, sys, time  # the rest where needed: every call starts an agent
 
@@ -115,9 +112,12 @@ def cmd_preflight(workdir, args):
             out["port"] = sock.getsockname()[1]
     if args.get("snapshot"):
         out["snapshot"], out["snapshot_set_aside"] = _intact_snapshot(workdir, args["snapshot"])
+    runs = os.path.join(workdir, "runs")
+    while args.get("probe") and not os.path.exists(runs):  # a dry run's makes nothing, and
+        runs = os.path.dirname(runs)  # asks of the folder that would hold runs/
     try:
-        os.makedirs(os.path.join(workdir, "runs"), exist_ok=True)
-        out["writable"] = os.access(os.path.join(workdir, "runs"), os.W_OK)
+        os.makedirs(runs, exist_ok=True)
+        out["writable"] = os.access(runs, os.W_OK)
     except OSError as exc:
         out["writable"], out["write_error"] = False, str(exc)
     answer(out)

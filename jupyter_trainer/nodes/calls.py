@@ -15,7 +15,8 @@ from ..errors import TargetError
 from ..home import default_home
 from ..spec import EnvSpec
 from . import agent
-from .commands import agent_command, agent_file, bootstrap_command, bootstrap_input
+from .commands import (agent_command, agent_file, bootstrap_command, bootstrap_input,
+                       probe_command)
 from .frames import parse_answer
 from .prepare import environment_payload
 from .transport import NodeShell
@@ -33,9 +34,11 @@ def preflight_command(python: str, workdir: str, args: Mapping[str, Any]) -> str
 
 
 def preflight(client: NodeShell, python: str, workdir: str, args: Mapping[str, Any],
-              timeout: float) -> dict[str, Any]:
-    """Install the agent if the host lacks it, then its ``preflight``."""
-    done = client.run(preflight_command(python, workdir, args),
+              timeout: float, *, probe: bool = False) -> dict[str, Any]:
+    """Install the agent if the host lacks it, then its ``preflight``. With ``probe`` (a
+    dry run) the same questions, with nothing installed or made on the host."""
+    command = probe_command if probe else preflight_command
+    done = client.run(command(python, workdir, args),
                       input=bootstrap_input(agent_source()), timeout=timeout, what="pre-flight")
     check_interpreter(client.host, python, done.returncode)
     return parse_answer(client.host, done, "pre-flight")

@@ -33,6 +33,16 @@ BOOTSTRAP = (
 )
 
 
+# A dry run's pre-flight: the agent read from stdin as above and run, never installed.
+PROBE = (
+    "import os,sys\n"
+    "w=os.path.abspath(os.path.expanduser(sys.argv[1]))\n"
+    "s=sys.stdin.buffer.read(int(sys.stdin.buffer.readline()))\n"
+    "sys.argv=['jt-node','--workdir',w]+sys.argv[2:]\n"
+    "exec(compile(s,'jt-node','exec'),{'__name__':'__main__','__file__':'jt-node'})\n"
+)
+
+
 def agent_file(digest: str) -> str:
     """The agent's file name on a node, content-addressed so versions never mix."""
     return f"{AGENT_NAME}-{digest[:16]}.py"
@@ -44,6 +54,13 @@ def bootstrap_command(python: str, workdir: str, agent: str, sub: str,
     ``bootstrap_input``, then the call's own input)."""
     return shlex.join([python, "-c", BOOTSTRAP, workdir, agent, sub,
                        json.dumps(args, sort_keys=True)])
+
+
+def probe_command(python: str, workdir: str, args: Mapping[str, Any]) -> str:
+    """The remote command of a dry run's pre-flight, which changes nothing on the node
+    (stdin: ``bootstrap_input``)."""
+    return shlex.join([python, "-c", PROBE, workdir, "preflight",
+                       json.dumps({**args, "probe": True}, sort_keys=True)])
 
 
 def bootstrap_input(source: bytes) -> bytes:

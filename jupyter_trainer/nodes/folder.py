@@ -111,6 +111,14 @@ class RemoteFolder:
             raise
         return self.info
 
+    def probe(self, run_id: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """``preflight`` for a dry run: the node is asked, nothing is installed or made there
+        (nor is its copy of the snapshot looked at)."""
+        self.run_id = run_id
+        self.info = calls.preflight(self.shell, self.python, self.workdir, args,
+                                    self.timeout + 60, probe=True)
+        return self.info
+
     def _args_for(self, run_id: str, code_hash: str, args: Mapping[str, Any]) -> dict[str, Any]:
         self.run_id = run_id
         self.snapshot = snapshot_dir_name(code_hash)

@@ -14,7 +14,7 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from .. import procs, rank_files
 from ..errors import TargetError
-from ..launch import WORK_DIR, Command, LaunchPlan
+from ..launch import WORK_DIR, Command, LaunchPlan, shell_text
 from ..spec import LaunchSpec, RunSpec
 
 Handle = dict  # JSON-serialisable: written into state.json so another process can follow it
@@ -93,6 +93,27 @@ class Target(ABC):
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, **self.config}
+
+    # -- dry run (``--dry-run``): check -> dry_plan -> command -> dry_run, in the submitting
+    # process; nothing is started, staged or built, and no run is created -----------------
+    def dry_plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        """``plan`` for a dry run: the same LaunchPlan, found without changing anything on
+        the target (no folder made, nothing installed there). ``run_id`` is a placeholder and
+        ``run_dir`` a temporary folder holding the snapshot (``code/``) and ``spec.json``.
+        Here: ``plan``, for targets whose plan only reads."""
+        return self.plan(spec, run_id, run_dir, backend)
+
+    def dry_run(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> str:
+        """What a run would start, as the text ``--dry-run`` prints (alone on the CLI's
+        stdout, so it may be fed to another tool). Here: the launcher's argv and the
+        variables jupyter_trainer adds to the environment it inherits, as shell lines with
+        every value quoted as it would be passed. Raises like a real submit on bad input."""
+        return shell_text(command)
+
+    def dry_run_parts(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> dict[str, Any]:
+        """Structured parts of the dry run beyond the command's argv and env (``nodes``: each
+        node's command; ``script``: a batch script), for ``DryRun``'s fields."""
+        return {}
 
     # -- supervisor side ---------------------------------------------------------------
     def warm_up(self) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import procs
 from ..errors import TargetError
-from ..launch import Command, LaunchPlan, build_command
+from ..launch import Command, LaunchPlan, build_command, shell_text
 from ..pool import leftover_pids
 from ..spec import RunSpec
 from .base import Handle, Target, count_nvidia_gpus, require_program
@@ -96,6 +96,18 @@ class LocalTarget(Target):
         if spec.launch.hot:  # start() tries the pool first; this command is the fallback
             self._hot[plan.run_id] = (spec, plan)
         return build_command(spec.launch, plan)
+
+    def dry_run(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> str:
+        """The launcher's argv and added variables, started in the run's folder (the rest of
+        the environment is this process's, less its ``JT_*`` variables)."""
+        self._hot.pop(plan.run_id, None)
+        return shell_text(command, cwd=plan.run_dir)
+
+    def dry_run_parts(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> dict[str, Any]:
+        if not spec.launch.hot:
+            return {}
+        return {"notes": ["--hot: a warm pool forks the ranks with this command's environment "
+                          "when it can; the command shown starts them otherwise"]}
 
     def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
         base = {k: v for k, v in os.environ.items() if not k.startswith("JT_")}

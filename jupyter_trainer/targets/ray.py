@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import posixpath
 import re
 import socket
@@ -45,7 +46,8 @@ from ..home import default_home
 from ..launch import LaunchPlan
 from ..spec import RunSpec
 from ..nodes import calls
-from ..nodes.commands import agent_file, bootstrap_command, bootstrap_input
+from ..nodes.commands import agent_file, bootstrap_command, bootstrap_input, snapshot_dir_name
+from ..nodes.folder import Node
 from ..nodes.frames import parse_answer
 from ..nodes.mirror import LocalFiles
 from ..nodes.ray_actor import still_running
@@ -243,6 +245,7 @@ def main(argv: list[str]) -> int:
 
 # -- the target ------------------------------------------------------------------------
 QUEUE_CHECK_S = 1.0     # how often plan() looks at a placement group it waits for
+DRY_RUN_PORT = 29500    # a dry run's rendezvous port: node 0 finds a free one at the start
 SETTLE_S = 10.0         # how long killed actors get to be gone from their nodes
 
 
@@ -433,6 +436,36 @@ class RayTarget(SshTarget):
     def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
         self._bind_nodes(spec, run_id, run_dir)
         return super().plan(spec, run_id, run_dir, backend)
+
+    def dry_plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        """The plan on the nodes a placement group would most likely get: the first alive
+        nodes that fit a bundle, as ``check`` found them. Nothing is reserved, and no actor
+        or agent is started on them: Ray picks the nodes, and node 0 a free rendezvous port,
+        when the run starts."""
+        launch = spec.launch
+        facts = cluster_facts(self.ray_cfg.address, self.cfg.connect_timeout + 30,
+                              default_home() / "cache")
+        fit = [n for n in facts["nodes"]
+               if n["cpus"] >= launch.procs and n["gpus"] >= self.cfg.gpus_per_node]
+        if len(fit) < launch.nodes:
+            raise TargetError(f"the Ray cluster of target {self.name!r} has {len(fit)} node(s) "
+                              f"that fit a bundle of the run now and it asks for {launch.nodes}; "
+                              "a dry run shows only nodes that exist (the autoscaler adds the "
+                              "others when the run starts)")
+        self._snapshot = snapshot_dir_name(spec.code.hash)
+        self._nodes = [Node(i, f"ray-{n['node_id'][:8]}", n["address"],
+                            posixpath.join(self.cfg.workdir, n["node_id"]),
+                            self.cfg.python or spec.env.python or n.get("executable")
+                            or sys.executable) for i, n in enumerate(fit[:launch.nodes])]
+        return self._nodes_plan(spec, run_id, backend, DRY_RUN_PORT, os.geteuid() == 0,
+                                min(n["cpus"] for n in fit[:launch.nodes]))
+
+    def dry_run_parts(self, spec: RunSpec, plan: LaunchPlan, command: Any) -> dict[str, Any]:
+        parts = super().dry_run_parts(spec, plan, command)
+        parts["notes"] = [*parts["notes"], "Ray places the run's bundles when it starts: the "
+                          "nodes shown are the first alive ones that fit, and the rendezvous "
+                          f"port {DRY_RUN_PORT} stands for the free one node 0 finds then"]
+        return parts
 
     def start(self, command: Any, run_dir: str, log_path: str) -> Handle:
         handle = super().start(command, run_dir, log_path)

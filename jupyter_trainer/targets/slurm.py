@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import zlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,10 @@ RUNNING_POLL_S = 0.5
 QUEUED_POLL_S = (0.25, 5.0)  # first and longest interval while the job waits
 
 
-def _run(argv: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess:
+def _run(argv: list[str], timeout: float = 30.0,
+         input: str | None = None) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input)
     except subprocess.TimeoutExpired as exc:
         raise TargetError(f"{argv[0]} did not answer within {timeout:.0f} s; is slurmctld up?") from exc
 
@@ -81,6 +83,7 @@ class SlurmTarget(Target):
         self._shell: NodeShell | None = None
         self._folder: ClusterFolder | None = None
         self._left: list[str] = []
+        self._tested: list[str] = []  # what sbatch --test-only said of a dry run's job
 
     # -- the Slurm commands, here or on the login node ----------------------------------
     def _login_shell(self) -> NodeShell:
@@ -92,11 +95,13 @@ class SlurmTarget(Target):
                            else LocalShell())
         return self._shell
 
-    def _run(self, argv: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess:
+    def _run(self, argv: list[str], timeout: float = 30.0,
+             input: str | None = None) -> subprocess.CompletedProcess:
         if not self.cfg.login:
-            return _run(argv, timeout)
+            return _run(argv, timeout, input)
         env = [f"{k}={v}" for k, v in sorted(self.cfg.login_env.items())]
         done = self._login_shell().run(shlex.join(["env", *env, *argv] if env else argv),
+                                       input=None if input is None else input.encode(),
                                        timeout=timeout, what=argv[0])
         if done.returncode == 255:
             raise TargetError(f"login node {self.cfg.login}: {argv[0]} could not be run over "
@@ -124,10 +129,7 @@ class SlurmTarget(Target):
 
     # -- supervisor side ---------------------------------------------------------------
     def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
-        if spec.env.name is not None and not self.cfg.remote:
-            python = spec.env.python or sys.executable  # built in the (shared) run store
-        else:
-            python = self.cfg.python or spec.env.python or sys.executable
+        python = self._python(spec)
         if self.cfg.remote:
             self._folder = ClusterFolder(
                 self._login_shell(), python, self.cfg.workdir or "~/jupyter_trainer", run_dir,
@@ -136,13 +138,32 @@ class SlurmTarget(Target):
                 uv=self.cfg.uv, lost_after=max(30, 3 * self.cfg.connect_timeout))
             self._folder.check_cluster(spec, run_id)
             run_dir = self._folder.run_dir
+        return self._plan_in(spec, run_id, run_dir, backend, python)
+
+    def dry_plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        """``plan``; on a cluster with its own run folders (``login``/``workdir``), the
+        folder the run would get there, without the cluster's pre-flight (which makes it).
+        The login node's connection ends with the dry run (no ControlMaster is kept)."""
+        if self.cfg.login:
+            self._shell = replace(self._login_shell(), persist=0)
+        if self.cfg.remote:
+            run_dir = posixpath.join(self.cfg.workdir or "~/jupyter_trainer", "runs", run_id)
+        return self._plan_in(spec, run_id, run_dir, backend, self._python(spec))
+
+    def _python(self, spec: RunSpec) -> str:
+        if spec.env.name is not None and not self.cfg.remote:
+            return spec.env.python or sys.executable  # built in the (shared) run store
+        return self.cfg.python or spec.env.python or sys.executable
+
+    def _plan_in(self, spec: RunSpec, run_id: str, run_dir: str, backend: str,
+                 python: str) -> LaunchPlan:
         return LaunchPlan(
             run_id=run_id, run_dir=run_dir, python=python,
-            boot=os.path.join(run_dir, "code", "_jt", "boot.py"), entry=spec.code.entry,
+            boot=posixpath.join(run_dir, "code", "_jt", "boot.py"), entry=spec.code.entry,
             args=spec.code.args, backend=backend, backend_forced=spec.launch.backend is not None,
             master_addr="", master_port=20000 + zlib.crc32(run_id.encode()) % 20000,
             run_as_root=os.geteuid() == 0, oversubscribe=False,
-            extra_env={**self.cfg.env, **({DATA_STAGED_ENV: "1"} if spec.data and self._folder
+            extra_env={**self.cfg.env, **({DATA_STAGED_ENV: "1"} if spec.data and self.cfg.remote
                                           else {})})
 
     def build_environment(self, spec: RunSpec, plan: LaunchPlan) -> BuiltEnvironment | None:
@@ -163,9 +184,29 @@ class SlurmTarget(Target):
 
     def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
         self._script = batch_script(self.cfg, spec, plan, getattr(spec.env, "image", None))
-        output = JOB_OUTPUT if self._folder else "logs/launcher.log"
+        output = JOB_OUTPUT if self.cfg.remote else "logs/launcher.log"
         return Command(tuple(sbatch_argv(self.cfg, spec, plan, f"{plan.run_dir}/job.sbatch",
                                          output)))
+
+    def dry_run(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> str:
+        """The sbatch command and the batch script it would submit, once ``sbatch
+        --test-only`` has checked the job against the cluster (partition, nodes, GPUs, time
+        limit) without submitting it; a job the cluster refuses raises ``TargetError``."""
+        argv = [a for a in command.argv[:-1]
+                if a != "--parsable" and not a.startswith(("--output=", "--chdir="))]
+        done = self._run([*argv, "--test-only"], timeout=60, input=self._script or "")
+        answer = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        if done.returncode != 0:
+            raise TargetError(f"sbatch --test-only refused the job on target {self.name!r}: "
+                              + " ".join(answer)[-800:])
+        self._tested = [f"sbatch --test-only: {line.removeprefix('sbatch: ')}"
+                        for line in answer[-1:]]
+        script_path = command.argv[-1]
+        return (f"# sbatch (its job script, {script_path}, follows)\n"
+                f"{shlex.join(command.argv)}\n# {script_path}:\n{self._script or ''}")
+
+    def dry_run_parts(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> dict[str, Any]:
+        return {"script": self._script, "notes": self._tested}
 
     def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
         script = Path(run_dir, "job.sbatch")

@@ -45,7 +45,7 @@ from .. import procs
 from ..datasets.stage import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
 from ..errors import TargetError, TrainerError
 from ..home import default_home
-from ..launch import Command, LaunchPlan, launcher
+from ..launch import Command, LaunchPlan, launcher, shell_text
 from ..spec import RunSpec
 from ..nodes.commands import snapshot_dir_name
 from ..nodes.folder import Node, RemoteFolder
@@ -159,6 +159,18 @@ class SshTarget(Target):
         return host.python or self.cfg.python or spec.env.python or sys.executable
 
     def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        return self._plan(spec, run_id, run_dir, backend, probe=False)
+
+    def dry_plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        """``plan`` with the pre-flight's questions asked of every node without installing
+        the agent, making the workdir or looking at the snapshot's copy there: the same
+        failures (a host that cannot be reached, a missing python, import, tool or GPU) stop
+        the dry run, and nothing is left on the nodes."""
+        self.cfg = replace(self.cfg, control_persist=0)  # no ControlMaster outlives it
+        return self._plan(spec, run_id, run_dir, backend, probe=True)
+
+    def _plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str, *,
+              probe: bool) -> LaunchPlan:
         launch = spec.launch
         self._run_id = run_id
         self._files = LocalFiles(run_dir)
@@ -182,10 +194,11 @@ class SshTarget(Target):
                     "gpus": self.cfg.gpus_per_node > 0,
                     "resolve": names if folder.index == 0 else [], "port": folder.index == 0}
 
-        if self.node_sessions:  # opened here, in the supervisor's main thread
+        if self.node_sessions and not probe:  # opened here, in the supervisor's main thread
             for folder in self._folders:
                 folder.open_session(run_id, spec.code.hash, asked(folder))
-        pre = _parallel(lambda f: f.preflight(run_id, spec.code.hash, asked(f)), self._folders)
+        pre = _parallel((lambda f: f.probe(run_id, asked(f))) if probe else
+                        (lambda f: f.preflight(run_id, spec.code.hash, asked(f))), self._folders)
         _raise_any(pre, "pre-flight failed on some nodes")
         self._judge()
         self._check = {"modules": modules, "versions": versions}
@@ -193,15 +206,21 @@ class SshTarget(Target):
         self._nodes = [Node(f.index, h.host, node_address(h, o, first_info["resolved"]),
                             f.info["workdir"], f.python, hop_options(o))
                        for h, o, f in zip(hosts, resolved, self._folders)]
+        return self._nodes_plan(spec, run_id, backend, int(first_info["port"]),
+                                bool(first_info["root"]), min(f.info["cpus"] for f in self._folders))
+
+    def _nodes_plan(self, spec: RunSpec, run_id: str, backend: str, port: int, root: bool,
+                    cpus: float) -> LaunchPlan:
+        """The LaunchPlan on ``self._nodes``: node 0's interpreter, address and ``port``;
+        ``root``: node 0 runs as root; ``cpus``: the fewest CPUs of a node."""
         first = self._nodes[0]
         remote = first.run_dir(run_id)
         return LaunchPlan(
             run_id=run_id, run_dir=remote, python=first.python,
             boot=f"{remote}/code/_jt/boot.py", entry=spec.code.entry, args=spec.code.args,
-            backend=backend, backend_forced=launch.backend is not None,
-            master_addr=first.address, master_port=int(first_info["port"]),
-            run_as_root=bool(first_info["root"]),
-            oversubscribe=launch.procs > min(f.info["cpus"] for f in self._folders),
+            backend=backend, backend_forced=spec.launch.backend is not None,
+            master_addr=first.address, master_port=port, run_as_root=root,
+            oversubscribe=spec.launch.procs > cpus,
             extra_env={**self.cfg.env, **({DATA_STAGED_ENV: "1"} if spec.data else {})})
 
     def _judge(self) -> None:
@@ -274,11 +293,42 @@ class SshTarget(Target):
 
     # -- launch ------------------------------------------------------------------------
     def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
-        real_ssh = self._folders[0].info["tools"].get("ssh") or "ssh"
+        real_ssh = (self._folders[0].info["tools"].get("ssh") if self._folders else None) or "ssh"
         self._launches = node_launches(spec.launch, plan, self._nodes, real_ssh=real_ssh,
                                        network_interfaces=self.cfg.network_interfaces)
         self._hot = (spec, plan) if spec.launch.hot else None
         return self._launches[0].command or Command(())
+
+    def dry_run(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> str:
+        """Each node's command, as shell lines run in its run folder there, with the files
+        the run writes beside it (the hop config of mpirun and horovodrun)."""
+        chunks = []
+        for item in self._launches:
+            node = item.node
+            chunks.append(f"# node {node.index}: {node.host} ({node.address}), python "
+                          f"{node.python}\n")
+            for rel, text in sorted(item.files.items()):
+                chunks.append(f"# file {item.run_dir}/{rel}:\n"
+                              + "".join(f"#   {line}\n" for line in text.splitlines()))
+            if item.command is None:
+                chunks.append(f"# no launcher here: node 0's {spec.launch.launcher} starts "
+                              "this node's ranks over ssh\n")
+                continue
+            if item.path_prepend:
+                chunks.append("export PATH=" + ":".join(shlex.quote(p) for p in item.path_prepend)
+                              + ':"$PATH"\n')
+            chunks.append(shell_text(item.command, cwd=item.run_dir))
+        return "".join(chunks)
+
+    def dry_run_parts(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> dict[str, Any]:
+        nodes = [{"index": i.node.index, "host": i.node.host, "address": i.node.address,
+                  "run_dir": i.run_dir, "python": i.node.python,
+                  "argv": list(i.command.argv) if i.command else None,
+                  "env": dict(i.command.env) if i.command else {},
+                  "env_defaults": dict(i.command.env_defaults) if i.command else {},
+                  "files": dict(i.files)} for i in self._launches]
+        return {"nodes": nodes, "notes": [f"the run's snapshot {self._snapshot} is sent to "
+                                          "each node that lacks it when the run starts"]}
 
     def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
         self._started = list(self._folders)
