@@ -44,7 +44,6 @@ def log(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
 
 
-
 def _pool_words(hot: dict[str, Any]) -> str:
     """What started the ranks, in an error: the warm rank pool here, or on the nodes the
     pool's launcher (which dies by SIGKILL with its node's pool, after saying so)."""
@@ -53,6 +52,7 @@ def _pool_words(hot: dict[str, Any]) -> str:
         return "the rank pool's launcher on a node (pools: " + ", ".join(
             f"{host} pid {pid}" for host, pid in pools.items()) + ")"
     return f"the warm rank pool (pid {hot['pool']})"
+
 
 class Supervisor:
     def __init__(self, store: Store, run_id: str) -> None:
@@ -467,9 +467,11 @@ class Supervisor:
                                             self.spec.launch.launcher, launcher_exit)
         first = attribution.first_death(attribution.rank_deaths(records, said))
         launcher = self._launcher_death(outcome)
+        hot = (self.state.get("launcher") or {}).get("hot") or {}
         if launcher is not None and (first is None or launcher.at <= first.at
-                                     or first.record.get("orphaned")):
-            first = launcher  # no rank died before the launcher was killed
+                                     or first.record.get("orphaned")
+                                     or (hot.get("used") and first.how == "killed")):
+            first = launcher  # no rank died first, or the pool died and its ranks with it
         killed = attribution.unrecorded(records) if launcher_exit not in (0, None) else []
         reason = self.cancel_reason()
         if reason and "error" not in outcome:
@@ -484,11 +486,10 @@ class Supervisor:
             # not the SIGTERM its ranks received.
             fields.update(error=report["error"], traceback=log_tail)
         elif first is not None:
-            hot = (self.state.get("launcher") or {}).get("hot") or {}
-            starter = _pool_words(hot) if hot.get("used") else None
             fields.update(failure={"rank": first.rank, "how": first.how, "at": first.at,
                                    "signal": first.signal},
-                          error=first.error(self.spec.launch.launcher, starter),
+                          error=first.error(self.spec.launch.launcher,
+                                            _pool_words(hot) if hot.get("used") else None),
                           traceback=(first.record.get("traceback") or "")[-TRACEBACK_TAIL:]
                           or (log_tail if first.by_signal else None))
             if first.rank is not None:

@@ -21,7 +21,7 @@ from .spec import SweepSpec
 
 # submit()'s run options and their defaults: every trial is such a run.
 _RUN_DEFAULTS = {name: p.default for name, p in inspect.signature(submit).parameters.items()
-                 if name not in ("code", "wait", "home")}
+                 if name not in ("code", "wait", "home", "dry_run")}
 _RUN_OPTIONS = frozenset(_RUN_DEFAULTS)
 
 
