@@ -1,0 +1,314 @@
+"""The kubernetes target: a run is a Kubeflow Trainer ``TrainJob`` or an Indexed Job with a
+headless Service (manifests.py), created through lightkube (cluster.py), never kubectl.
+
+``plan`` decides the API (``api = "auto"``: a TrainJob when the cluster serves them) and
+packs the snapshot; ``command`` is the launcher from the launcher table; ``dry_run`` prints
+the manifests ``start`` would create. While the run goes, ``phase`` says ``queued`` with the
+scheduler's reason as long as a pod is Pending, ``sync`` follows every pod's log (marked
+lines become the run folder's logs, events and rank records; the rest is the pod's launcher
+log), and ``poll`` reads the Job's or TrainJob's conditions. ``stop`` deletes everything
+with foreground propagation and waits until no pod of the run is left.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from ...errors import TargetError
+from ...launch import Command, LaunchPlan
+from ...spec import RunSpec
+from ..base import Handle, Target
+from . import stream
+from .cluster import Cluster, require_lightkube
+from .config import KubeConfig
+from .manifests import (RunObjects, check_launch, check_snapshot_size, launcher_command,
+                        manifests, pod_plan, run_dir, spec_json)
+from .names import RUN_ID_LABEL, label_value, object_name
+
+MAIN_KIND = {"trainjob": "TrainJob", "job": "Job"}
+STOP_SETTLE_S = 30.0   # after the grace: how long deleted pods get to be gone
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+
+
+class KubernetesTarget(Target):
+    kind = "kubernetes"
+    queues = True
+    runs_images = True
+
+    def __init__(self, name: str, config: Mapping[str, Any] | None = None) -> None:
+        super().__init__(name, config)
+        self.cfg = KubeConfig.from_config(name, self.config)
+        self._cluster: Cluster | None = None
+        self._pending: dict[str, Any] = {}
+        self._local_run_dir: Path | None = None
+        self._followers: dict[str, threading.Thread] = {}
+        self._left: list[str] = []
+
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            self._cluster = Cluster(self.cfg, self.name)
+        return self._cluster
+
+    def gpus_per_node(self) -> int:
+        return self.cfg.gpus_per_node
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "kubeconfig": str(self.cfg.kubeconfig_path()),
+                "context": self.cfg.context, "namespace": self.cfg.namespace, "api": self.cfg.api,
+                "image": self.cfg.image, "gpus_per_node": self.cfg.gpus_per_node,
+                "runtime": self.cfg.runtime, "workdir_pvc": self.cfg.workdir_pvc}
+
+    # -- submit side -------------------------------------------------------------------
+    def image(self, spec: RunSpec) -> str:
+        image = self.cfg.image or spec.env.image
+        if not image:
+            raise TargetError(f"target {self.name!r} needs a container image for the pods: set "
+                              "image = \"REPO:TAG\" in the target, or `image:` in the run's "
+                              "environment (%%environment)")
+        return image
+
+    def check(self, spec: RunSpec) -> None:
+        require_lightkube()
+        self.image(spec)
+        if self.cfg.api != "auto":
+            check_launch(spec, self.cfg.api)
+        if spec.data:
+            raise TargetError(f"--data inputs need the run folders on a shared volume: set "
+                              f"workdir_pvc = \"CLAIM\" in target {self.name!r} and put the data "
+                              "there (staging --data onto it is not supported yet)"
+                              if not self.cfg.workdir_pvc else
+                              "--data inputs are not staged onto workdir_pvc yet; read the data "
+                              "from the claim's own path in the training code instead")
+
+    # -- supervisor side ---------------------------------------------------------------
+    def api(self) -> str:
+        """``trainjob`` or ``job``: the setting, or (auto) what the cluster serves."""
+        if self.cfg.api != "auto":
+            return self.cfg.api
+        return "trainjob" if self.cluster.serves_trainjobs() else "job"
+
+    def namespace(self) -> str:
+        if self.cfg.namespace:
+            return self.cfg.namespace
+        try:
+            return self.cluster.namespace
+        except TargetError:
+            return "default"  # no kubeconfig: what kubectl apply would use
+
+    def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        from ...nodes.prepare import snapshot_tarball
+
+        api = self.api()
+        check_launch(spec, api)
+        code = Path(run_dir) / "code"
+        if not code.is_dir():
+            raise TargetError(f"the run's snapshot {code} is missing")
+        snapshot = snapshot_tarball(code)
+        if not check_snapshot_size(snapshot, self.cfg):
+            raise TargetError(f"the run's snapshot ({len(snapshot)} bytes compressed) is too "
+                              f"large for a ConfigMap, and copying it onto workdir_pvc "
+                              f"{self.cfg.workdir_pvc!r} is not supported yet; make it smaller "
+                              "(a .jtignore in --source)")
+        written = Path(run_dir) / "spec.json"
+        self._local_run_dir = Path(run_dir)
+        self._pending = {"spec": spec, "run_id": run_id, "api": api,
+                         "namespace": self.namespace(), "image": self.image(spec),
+                         "snapshot": snapshot,
+                         "spec_json": written.read_text() if written.exists() else spec_json(spec)}
+        return pod_plan(spec, run_id, self.cfg, api, backend)
+
+    def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
+        return launcher_command(spec, plan, self._pending.get("api") or self.api())
+
+    def objects(self, command: Command) -> RunObjects:
+        if not self._pending:
+            raise TargetError("the kubernetes target has no planned run: call plan() first")
+        return RunObjects(cfg=self.cfg, command=command, **self._pending)
+
+    def dry_run(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> str:
+        """Every object the run would create, as a multi-document YAML stream that
+        ``kubectl apply -f -`` takes."""
+        import yaml
+
+        return yaml.safe_dump_all(manifests(self.objects(command)), sort_keys=False,
+                                  allow_unicode=True, width=1000)
+
+    def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
+        objects = self.objects(command)
+        self._local_run_dir = Path(run_dir)
+        created: list[tuple[str, str]] = []
+        try:
+            for manifest in manifests(objects):
+                self.cluster.create(manifest)
+                created.append((manifest["kind"], manifest["metadata"]["name"]))
+        except TargetError:
+            for kind, name in reversed(created):
+                try:
+                    self.cluster.delete(kind, name, 0)
+                except TargetError:
+                    pass
+            raise
+        return {"target": self.name, "kind": self.kind, "api": objects.api,
+                "namespace": objects.namespace, "name": objects.name,
+                "objects": [f"{kind}/{name}" for kind, name in created],
+                "run_dir_remote": run_dir(self.cfg, objects.run_id),
+                "labels": {RUN_ID_LABEL: label_value(objects.run_id)},
+                "selector": f"{RUN_ID_LABEL}={label_value(objects.run_id)}"}
+
+    # -- while it runs -----------------------------------------------------------------
+    def _pods(self, handle: Handle) -> list[dict[str, Any]]:
+        return self.cluster.pods(dict(handle["labels"]))
+
+    def phase(self, handle: Handle) -> dict[str, Any]:
+        pods = self._pods(handle)
+        main = MAIN_KIND[handle["api"]]
+        if not pods:
+            return {"stage": "queued", "reason": f"waiting for the {main}'s pods to be created"}
+        pending = [p for p in pods if (p.get("status") or {}).get("phase") == "Pending"]
+        if not pending:
+            return {"stage": "running", "pods": len(pods)}
+        return {"stage": "queued", "pods": len(pods), "pending": len(pending),
+                "reason": self.pending_reason(pending[0])}
+
+    def pending_reason(self, pod: dict[str, Any]) -> str:
+        """Why a Pending pod waits: the scheduler's words (``0/4 nodes are available: ...``)
+        from its PodScheduled condition or its latest FailedScheduling event, else what its
+        container waits for (an image pull)."""
+        name = pod["metadata"]["name"]
+        status = pod.get("status") or {}
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
+                    and cond.get("message"):
+                return f"pod {name}: {cond['message']}"
+        events = [e for e in self.cluster.events(name) if e.get("reason") == "FailedScheduling"]
+        if events:
+            latest = max(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime")
+                                                   or ""))
+            return f"pod {name}: {latest.get('message', 'FailedScheduling')}"
+        for cs in status.get("containerStatuses") or []:
+            waiting = (cs.get("state") or {}).get("waiting")
+            if waiting:
+                return f"pod {name}: {waiting.get('reason')} {waiting.get('message') or ''}".strip()
+        return f"pod {name} is Pending"
+
+    def sync(self, handle: Handle) -> None:
+        """A follower thread per running pod, started once: its log goes into the run folder."""
+        for pod in self._pods(handle):
+            name = pod["metadata"]["name"]
+            phase = (pod.get("status") or {}).get("phase")
+            if name in self._followers or phase not in ("Running", "Succeeded", "Failed"):
+                continue
+            annotations = pod["metadata"].get("annotations") or {}
+            node = annotations.get(INDEX_ANNOTATION, name)
+            thread = threading.Thread(target=self._follow, args=(name, node), daemon=True,
+                                      name=f"jt-kube-log-{name}")
+            self._followers[name] = thread
+            thread.start()
+
+    def _follow(self, pod: str, node: str) -> None:
+        if self._local_run_dir is None:
+            return
+        launcher_log = self._local_run_dir / "logs" / f"launcher-{node}.log"
+        launcher_log.parent.mkdir(parents=True, exist_ok=True)
+        seen = 0
+        for _ in range(20):  # a stream cut short is followed again; marked lines are idempotent
+            plain = 0
+            try:
+                with launcher_log.open("ab") as out:
+                    for line in self.cluster.log_lines(pod):
+                        record = stream.split_marked(line)
+                        if record is not None:
+                            stream.apply(self._local_run_dir, record)
+                            continue
+                        plain += 1
+                        if plain > seen:
+                            out.write(line)
+                            out.flush()
+                            seen = plain
+                return
+            except Exception:
+                time.sleep(1.0)
+
+    def poll(self, handle: Handle) -> int | None:
+        state = self._state(handle)
+        if state["state"] == "running":
+            return None
+        return state["exit_code"]
+
+    def _state(self, handle: Handle) -> dict[str, Any]:
+        main = MAIN_KIND[handle["api"]]
+        obj = self.cluster.get(main, handle["name"])
+        if obj is None:
+            return {"state": "gone", "exit_code": 1, "message": f"{main} {handle['name']} is gone"}
+        for cond in (obj.get("status") or {}).get("conditions") or []:
+            if cond.get("status") != "True":
+                continue
+            if cond.get("type") in ("Complete", "SuccessCriteriaMet"):
+                return {"state": "completed", "exit_code": 0}
+            if cond.get("type") == "Failed":
+                failed = self._failed_pod(handle)
+                return {"state": "failed", "exit_code": (failed or {}).get("exit_code") or 1,
+                        "reason": cond.get("reason"), "message": cond.get("message"),
+                        **({"failed_pod": failed} if failed else {})}
+        return {"state": "running"}
+
+    def _failed_pod(self, handle: Handle) -> dict[str, Any] | None:
+        """The pod whose container ended first with a non-zero exit code."""
+        found = []
+        for pod in self._pods(handle):
+            for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+                term = (cs.get("state") or {}).get("terminated") or {}
+                if term.get("exitCode"):
+                    found.append({"pod": pod["metadata"]["name"], "exit_code": term["exitCode"],
+                                  "reason": term.get("reason"),
+                                  "finished": str(term.get("finishedAt") or "")})
+        return min(found, key=lambda f: f["finished"]) if found else None
+
+    def report(self, handle: Handle) -> dict[str, Any]:
+        state = self._state(handle)
+        report = {"api": handle["api"], "name": handle["name"], **state}
+        if state["state"] == "failed" and "failed_pod" not in state:
+            report["error"] = (f"Kubernetes ended the {MAIN_KIND[handle['api']]}: "
+                               f"{state.get('reason')}: {state.get('message')}")
+        return report
+
+    # -- the end -----------------------------------------------------------------------
+    def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
+        deleted = []
+        for item in reversed(handle.get("objects") or []):
+            kind, _, name = item.partition("/")
+            if self.cluster.delete(kind, name, int(grace)):
+                deleted.append(item)
+        deadline = time.monotonic() + grace + STOP_SETTLE_S
+        left = self._pods(handle)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.5)
+            left = self._pods(handle)
+        self._left = [_describe(p) for p in left]
+        return {"deleted": deleted, "propagation": "Foreground", "pods_left": list(self._left)}
+
+    def leftovers(self, run_id: str) -> list[str]:
+        labels = {RUN_ID_LABEL: label_value(run_id)}
+        found = [_describe(p) for p in self.cluster.pods(labels)]
+        api = self._pending.get("api")
+        for kind in ([MAIN_KIND[api]] if api else []):
+            if self.cluster.get(kind, object_name(run_id)) is not None:
+                found.append(f"{kind} {object_name(run_id)} still exists")
+        self._left = []
+        return found
+
+    def collect(self, handle: Handle) -> dict[str, Any]:
+        where = (f"persistentVolumeClaim {self.cfg.workdir_pvc}: "
+                 f"{handle.get('run_dir_remote')}/outputs in the pods"
+                 if self.cfg.workdir_pvc else "the pods' emptyDir volumes (gone with the pods)")
+        return {"outputs": where}
+
+
+def _describe(pod: dict[str, Any]) -> str:
+    status = pod.get("status") or {}
+    return (f"pod {pod['metadata']['name']} ({status.get('phase', 'unknown')}"
+            + (", being deleted" if pod["metadata"].get("deletionTimestamp") else "") + ")")
