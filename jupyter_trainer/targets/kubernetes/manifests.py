@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import yaml
+
 from ...errors import TargetError
 from ...launch import LAUNCHERS, Command, LaunchPlan, Topology, rank_env, rank_program
 from ...spec import RunSpec
@@ -257,12 +259,12 @@ def train_job(objects: RunObjects) -> dict[str, Any]:
                                "numNodes": launch.nodes, "numProcPerNode": launch.procs}
     if resources(cfg):
         trainer["resourcesPerNode"] = resources(cfg)
-    pod_meta = {"labels": dict(meta["labels"]), "annotations": dict(meta["annotations"])}
-    pod_spec = {"containers": [{"name": CONTAINER, "volumeMounts": _mounts(objects)}],
-                "volumes": _volumes(objects), **_placement(cfg)}
-    jobs = [{"name": job, "template": {"metadata": {"labels": dict(meta["labels"])},
-                                       "spec": {"template": {"metadata": pod_meta,
-                                                             "spec": pod_spec}}}}
+    jobs = [{"name": job, "template": {"metadata": {"labels": dict(meta["labels"])}, "spec": {
+        "template": {"metadata": {"labels": dict(meta["labels"]),
+                                  "annotations": dict(meta["annotations"])},
+                     "spec": {"containers": [{"name": CONTAINER,
+                                              "volumeMounts": _mounts(objects)}],
+                              "volumes": _volumes(objects), **_placement(cfg)}}}}}
             for job in (("launcher", "node") if mpi else ("node",))]
     return {"apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": meta, "spec": {
         "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
@@ -278,6 +280,17 @@ def manifests(objects: RunObjects) -> list[dict[str, Any]]:
     if objects.api == "trainjob":
         return [config_map(objects), train_job(objects)]
     return [config_map(objects), headless_service(objects), indexed_job(objects)]
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:  # every object written out in full
+        return True
+
+
+def to_yaml(docs: Sequence[Mapping[str, Any]]) -> str:
+    """``docs`` as a multi-document YAML stream, as ``kubectl apply -f -`` reads it."""
+    return yaml.dump_all(list(docs), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                         width=1000)
 
 
 def spec_json(spec: RunSpec) -> str:

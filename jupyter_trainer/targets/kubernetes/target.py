@@ -25,7 +25,7 @@ from . import stream
 from .cluster import Cluster, require_lightkube
 from .config import KubeConfig
 from .manifests import (RunObjects, check_launch, check_snapshot_size, launcher_command,
-                        manifests, pod_plan, run_dir, spec_json)
+                        manifests, pod_plan, run_dir, spec_json, to_yaml)
 from .names import RUN_ID_LABEL, label_value, object_name
 
 MAIN_KIND = {"trainjob": "TrainJob", "job": "Job"}
@@ -132,10 +132,7 @@ class KubernetesTarget(Target):
     def dry_run(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> str:
         """Every object the run would create, as a multi-document YAML stream that
         ``kubectl apply -f -`` takes."""
-        import yaml
-
-        return yaml.safe_dump_all(manifests(self.objects(command)), sort_keys=False,
-                                  allow_unicode=True, width=1000)
+        return to_yaml(manifests(self.objects(command)))
 
     def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
         objects = self.objects(command)
