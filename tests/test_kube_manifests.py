@@ -79,9 +79,9 @@ CASES = {
     "job_hostile": (make_spec(nodes=2, procs=2, name="Ünïcode $(rm -rf /) 'run' " + "y" * 60,
                               params={"cmd": "'; rm -rf ~'", "sub": "$(touch /tmp/pwned)",
                                       "nested": {"a": ["`id`", 1.5, None]}},
-                              args=("--lr", "'; rm -rf ~'", "$HOME", "a b")),
+                              args=("--lr", "'; rm -rf ~'", "$(HOME)", "$$HOME a b")),
                     {"api": "job", "namespace": "ml", "image": IMAGE,
-                     "env": {"WEIRD": "x'; echo $PATH \"y\""}},
+                     "env": {"WEIRD": "x'; echo $(PATH) $$ \"y\""}},
                     "Run.With.DOTS_and_CAPS-" + "9" * 100),
 }
 
@@ -216,12 +216,31 @@ def containers(doc):
 SHELLS = {"sh", "bash", "dash", "zsh", "/bin/sh", "/bin/bash", "/usr/bin/env"}
 
 
+_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def kubelet_expand(text: str, env: dict) -> str:
+    """What the kubelet does to a container's command, args and env values: ``$(NAME)`` of a
+    defined variable is replaced, ``$$`` becomes ``$``."""
+    return _REF.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)),
+                    text)
+
+
+def as_started(container: dict) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment the container's process gets."""
+    env = {"HOME": "/root", "PATH": "/usr/bin", "JOB_COMPLETION_INDEX": "0"}
+    for e in container["env"]:
+        env[e["name"]] = kubelet_expand(e["value"], env)
+    argv = [kubelet_expand(a, env) for a in container["command"] + container.get("args", [])]
+    return argv, env
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_containers_run_argv_lists_without_a_shell(case):
     spec = CASES[case][0]
     for doc in build(case):
         for c in containers(doc):
-            argv = c["command"] + c.get("args", [])
+            argv, _ = as_started(c)
             assert all(isinstance(a, str) for a in argv)
             assert not SHELLS & set(argv) and "-c" not in argv, argv
             for value in [*spec.code.args, *map(str, spec.params.values())]:
@@ -232,9 +251,8 @@ def test_containers_run_argv_lists_without_a_shell(case):
 def test_hostile_values_arrive_unchanged():
     spec, config, run_id = CASES["job_hostile"]
     (cm, svc, job) = build("job_hostile")
-    argv = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    argv, env = as_started(job["spec"]["template"]["spec"]["containers"][0])
     assert argv[-4:] == list(spec.code.args)
-    env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["WEIRD"] == config["env"]["WEIRD"] and env["JT_RUN_ID"] == run_id
     assert json.loads(job["metadata"]["annotations"]["jupyter-trainer/params"]) == spec.params
     assert job["metadata"]["annotations"][RUN_ID_LABEL] == run_id

@@ -138,16 +138,23 @@ def pod_program_source() -> str:
     return Path(pod.__file__).read_text(encoding="utf-8")
 
 
+def literal(text: str) -> str:
+    """``text`` as the kubelet must pass it on: it expands ``$(NAME)`` in a container's
+    command, args and env values and turns ``$$`` into ``$``, so every ``$`` is doubled."""
+    return text.replace("$", "$$")
+
+
 def container_argv(objects: RunObjects) -> list[str]:
     """The container's command: the pod program, the run folder and the ConfigMap's folder,
     then the launcher's argv."""
-    return [objects.cfg.python, pod_program_path(), run_dir(objects.cfg, objects.run_id),
-            IN_DIR, "--", *objects.command.argv]
+    return [literal(a) for a in (objects.cfg.python, pod_program_path(),
+                                 run_dir(objects.cfg, objects.run_id), IN_DIR, "--",
+                                 *objects.command.argv)]
 
 
 def container_env(command: Command) -> list[dict[str, str]]:
     merged = {**command.env_defaults, **command.env}
-    return [{"name": k, "value": merged[k]} for k in sorted(merged)]
+    return [{"name": k, "value": literal(merged[k])} for k in sorted(merged)]
 
 
 def resources(cfg: KubeConfig) -> dict[str, dict[str, str]]:
