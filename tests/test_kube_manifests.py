@@ -27,6 +27,7 @@ import yaml
 from hypothesis import given, settings, strategies as st
 
 from jupyter_trainer.errors import TargetError
+from jupyter_trainer.nodes.mirror import LocalFiles
 from jupyter_trainer.spec import CodeSpec, DataSpec, EnvSpec, LaunchSpec, RunSpec, TargetSpec
 from jupyter_trainer.targets.kubernetes import KubernetesTarget, stream
 from jupyter_trainer.targets.kubernetes.config import KubeConfig
@@ -425,13 +426,13 @@ def test_pod_program_unpacks_runs_and_mirrors_the_run_folder(tmp_path):
                            sys.executable, "-c", WRITER, str(pod_run)],
                           capture_output=True, env=env, timeout=60)
     assert done.returncode == 3, done.stderr
-    plain = []
-    for line in done.stdout.splitlines(keepends=True):
-        record = stream.split_marked(line)
-        if record is None:
-            plain.append(line.decode())
-        else:
-            stream.apply(local, record)
+    log = stream.PodLog(LocalFiles(str(local)), 1, "jt-digits-1-1-abcde")
+    for _ in range(2):  # a stream read twice (a reconnect) writes everything once
+        log.restart()
+        for line in done.stdout.splitlines(keepends=True):
+            log.feed(line)
+    plain = [line.decode() for line in done.stdout.splitlines(keepends=True)
+             if stream.split_marked(line) is None]
     assert plain[0] == "launcher says hi\n"
     assert json.loads(plain[1]) == {"PET_NODE_RANK": "1", "JT_NODE_RANK": "1",
                                     "PET_RDZV_CONF": "is_host=0", "PET_RDZV_ENDPOINT": None}
@@ -439,12 +440,36 @@ def test_pod_program_unpacks_runs_and_mirrors_the_run_folder(tmp_path):
     for rel in ("logs/rank-0.log", "events/rank-0.jsonl", "ranks/rank-0.json"):
         assert (local / rel).read_bytes() == (pod_run / rel).read_bytes(), rel
     assert (pod_run / "spec.json").read_text() == '{"params": {"lr": 1}}'
+    assert (local / "logs" / "launcher.log").read_text().splitlines()[0] == \
+        "[jt-digits-1-1-abcde] launcher says hi"
+    assert len((local / "logs" / "launcher.log").read_text().splitlines()) == 3
 
 
 def test_marked_lines_that_would_leave_the_run_folder_are_refused():
     from jupyter_trainer.targets.kubernetes.pod import MARK
 
-    for rel in ("../x", "logs/../../x", "code/a.py", "/etc/passwd", "logs/a/b"):
+    for rel in ("../x", "logs/../../x", "code/a.py", "/etc/passwd", "logs/a/b", 7):
         line = (MARK + json.dumps({"f": rel, "at": 0, "a": "eA=="}) + "\n").encode()
         assert stream.split_marked(line) is None
     assert stream.split_marked(b"an ordinary line\n") is None
+
+
+def test_without_a_kubeconfig_auto_says_what_to_set(tmp_path):
+    target = KubernetesTarget("k8s", {"image": IMAGE, "kubeconfig": str(tmp_path / "none")})
+    with pytest.raises(TargetError, match="kubeconfig"):
+        dry_run(target, make_spec(), run_dir_with_code(tmp_path))
+
+
+def test_an_unreachable_cluster_is_named(tmp_path):
+    config = tmp_path / "kubeconfig"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u",
+                                               "namespace": "team"}}]}))
+    target = KubernetesTarget("k8s", {"image": IMAGE, "kubeconfig": str(config),
+                                      "connect_timeout": 2})
+    assert target.namespace() == "team"
+    with pytest.raises(TargetError, match="reachable"):
+        dry_run(target, make_spec(), run_dir_with_code(tmp_path))

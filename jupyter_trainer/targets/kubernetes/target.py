@@ -21,16 +21,19 @@ from ...errors import TargetError
 from ...launch import Command, LaunchPlan
 from ...spec import RunSpec
 from ..base import Handle, Target
-from . import stream
+from ...nodes.mirror import LocalFiles
 from .cluster import Cluster, require_lightkube
 from .config import KubeConfig
-from .manifests import (RunObjects, check_launch, check_snapshot_size, launcher_command,
+from .manifests import (MPI_LAUNCHERS, RunObjects, check_launch, check_snapshot_size, launcher_command,
                         manifests, pod_plan, run_dir, spec_json, to_yaml)
 from .names import RUN_ID_LABEL, label_value, object_name
+from .stream import PodLog
 
 MAIN_KIND = {"trainjob": "TrainJob", "job": "Job"}
 STOP_SETTLE_S = 30.0   # after the grace: how long deleted pods get to be gone
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+FOLLOW_TRIES = 20
 
 
 class KubernetesTarget(Target):
@@ -43,9 +46,8 @@ class KubernetesTarget(Target):
         self.cfg = KubeConfig.from_config(name, self.config)
         self._cluster: Cluster | None = None
         self._pending: dict[str, Any] = {}
-        self._local_run_dir: Path | None = None
+        self._files: LocalFiles | None = None
         self._followers: dict[str, threading.Thread] = {}
-        self._left: list[str] = []
 
     @property
     def cluster(self) -> Cluster:
@@ -114,7 +116,6 @@ class KubernetesTarget(Target):
                               f"{self.cfg.workdir_pvc!r} is not supported yet; make it smaller "
                               "(a .jtignore in --source)")
         written = Path(run_dir) / "spec.json"
-        self._local_run_dir = Path(run_dir)
         self._pending = {"spec": spec, "run_id": run_id, "api": api,
                          "namespace": self.namespace(), "image": self.image(spec),
                          "snapshot": snapshot,
@@ -136,7 +137,7 @@ class KubernetesTarget(Target):
 
     def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
         objects = self.objects(command)
-        self._local_run_dir = Path(run_dir)
+        self._files = LocalFiles(run_dir)
         created: list[tuple[str, str]] = []
         try:
             for manifest in manifests(objects):
@@ -153,6 +154,7 @@ class KubernetesTarget(Target):
                 "namespace": objects.namespace, "name": objects.name,
                 "objects": [f"{kind}/{name}" for kind, name in created],
                 "run_dir_remote": run_dir(self.cfg, objects.run_id),
+                "mpi": objects.api == "trainjob" and objects.spec.launch.launcher in MPI_LAUNCHERS,
                 "labels": {RUN_ID_LABEL: label_value(objects.run_id)},
                 "selector": f"{RUN_ID_LABEL}={label_value(objects.run_id)}"}
 
@@ -193,42 +195,40 @@ class KubernetesTarget(Target):
         return f"pod {name} is Pending"
 
     def sync(self, handle: Handle) -> None:
-        """A follower thread per running pod, started once: its log goes into the run folder."""
+        """A follower thread per started pod, once: its log goes into the run folder."""
+        if self._files is None:
+            return
         for pod in self._pods(handle):
             name = pod["metadata"]["name"]
             phase = (pod.get("status") or {}).get("phase")
             if name in self._followers or phase not in ("Running", "Succeeded", "Failed"):
                 continue
-            annotations = pod["metadata"].get("annotations") or {}
-            node = annotations.get(INDEX_ANNOTATION, name)
-            thread = threading.Thread(target=self._follow, args=(name, node), daemon=True,
+            log = PodLog(self._files, node_number(pod, handle.get("mpi", False)), name)
+            thread = threading.Thread(target=self._follow, args=(name, log), daemon=True,
                                       name=f"jt-kube-log-{name}")
             self._followers[name] = thread
             thread.start()
 
-    def _follow(self, pod: str, node: str) -> None:
-        if self._local_run_dir is None:
-            return
-        launcher_log = self._local_run_dir / "logs" / f"launcher-{node}.log"
-        launcher_log.parent.mkdir(parents=True, exist_ok=True)
-        seen = 0
-        for _ in range(20):  # a stream cut short is followed again; marked lines are idempotent
-            plain = 0
+    def _follow(self, pod: str, log: PodLog) -> None:
+        for _ in range(FOLLOW_TRIES):  # a stream cut short is read again from its start
+            log.restart()
             try:
-                with launcher_log.open("ab") as out:
-                    for line in self.cluster.log_lines(pod):
-                        record = stream.split_marked(line)
-                        if record is not None:
-                            stream.apply(self._local_run_dir, record)
-                            continue
-                        plain += 1
-                        if plain > seen:
-                            out.write(line)
-                            out.flush()
-                            seen = plain
+                for line in self.cluster.log_lines(pod):
+                    log.feed(line)
                 return
-            except Exception:
+            except Exception:  # the API server or the connection went away for a moment
                 time.sleep(1.0)
+
+    def collect(self, handle: Handle) -> dict[str, Any]:
+        """The followers' last lines (the pods have ended), and where the outputs are."""
+        for thread in list(self._followers.values()):
+            thread.join(timeout=10)
+        if self._files is not None:
+            self._files.flush_partial()
+        where = (f"persistentVolumeClaim {self.cfg.workdir_pvc}: "
+                 f"{handle.get('run_dir_remote')}/outputs in the pods"
+                 if self.cfg.workdir_pvc else "the pods' emptyDir volumes (gone with the pods)")
+        return {"outputs": where, "followed_pods": sorted(self._followers)}
 
     def poll(self, handle: Handle) -> int | None:
         state = self._state(handle)
@@ -285,24 +285,29 @@ class KubernetesTarget(Target):
         while left and time.monotonic() < deadline:
             time.sleep(0.5)
             left = self._pods(handle)
-        self._left = [_describe(p) for p in left]
-        return {"deleted": deleted, "propagation": "Foreground", "pods_left": list(self._left)}
+        return {"deleted": deleted, "propagation": "Foreground",
+                "pods_left": [_describe(p) for p in left]}
 
     def leftovers(self, run_id: str) -> list[str]:
-        labels = {RUN_ID_LABEL: label_value(run_id)}
-        found = [_describe(p) for p in self.cluster.pods(labels)]
-        api = self._pending.get("api")
-        for kind in ([MAIN_KIND[api]] if api else []):
-            if self.cluster.get(kind, object_name(run_id)) is not None:
-                found.append(f"{kind} {object_name(run_id)} still exists")
-        self._left = []
+        """The run's pods still there, and any of its objects not yet deleted."""
+        found = [_describe(p) for p in self.cluster.pods({RUN_ID_LABEL: label_value(run_id)})]
+        name = object_name(run_id)
+        for kind in ("Job", "Service", "ConfigMap") + (("TrainJob",) if self.cfg.api != "job"
+                                                        else ()):
+            if self.cluster.get(kind, name) is not None:
+                found.append(f"{kind} {name} still exists")
         return found
 
-    def collect(self, handle: Handle) -> dict[str, Any]:
-        where = (f"persistentVolumeClaim {self.cfg.workdir_pvc}: "
-                 f"{handle.get('run_dir_remote')}/outputs in the pods"
-                 if self.cfg.workdir_pvc else "the pods' emptyDir volumes (gone with the pods)")
-        return {"outputs": where}
+
+def node_number(pod: dict[str, Any], mpi: bool) -> int:
+    """The node a pod is, for its launcher log: its Job's completion index (under an MPI
+    TrainJob the launcher pod is node 0 and the node pods follow it)."""
+    meta = pod["metadata"]
+    index = (meta.get("annotations") or {}).get(INDEX_ANNOTATION, "0")
+    number = int(index) if str(index).isdigit() else 0
+    if mpi and (meta.get("labels") or {}).get(REPLICATED_JOB_LABEL) != "launcher":
+        number += 1
+    return number
 
 
 def _describe(pod: dict[str, Any]) -> str:
