@@ -434,7 +434,7 @@ def test_pod_program_unpacks_runs_and_mirrors_the_run_folder(tmp_path):
     plain = [line.decode() for line in done.stdout.splitlines(keepends=True)
              if stream.split_marked(line) is None]
     assert plain[0] == "launcher says hi\n"
-    assert json.loads(plain[1]) == {"PET_NODE_RANK": "1", "JT_NODE_RANK": "1",
+    assert json.loads(plain[1]) == {"PET_NODE_RANK": None, "JT_NODE_RANK": "1",
                                     "PET_RDZV_CONF": "is_host=0", "PET_RDZV_ENDPOINT": None}
     assert plain[2] == "print('cell')\n"
     for rel in ("logs/rank-0.log", "events/rank-0.jsonl", "ranks/rank-0.json"):

@@ -7,9 +7,9 @@ the standard library only and imports nothing of jupyter_trainer. It
    (once per run folder, under a lock: pods that share a ``workdir_pvc`` folder unpack once;
    without a ``snapshot.tar.gz`` the snapshot is expected in ``RUN_DIR/code`` already);
 2. gives the launcher this pod's node rank: ``JOB_COMPLETION_INDEX`` (an Indexed Job) or
-   ``PET_NODE_RANK`` (a TrainJob) becomes ``PET_NODE_RANK``, ``JT_NODE_RANK`` and torchrun's
-   ``is_host`` (node 0 hosts the c10d store), and ``PET_MASTER_ADDR:PET_MASTER_PORT`` the
-   rendezvous endpoint when none is given;
+   ``PET_NODE_RANK`` (a TrainJob) becomes ``JT_NODE_RANK`` and torchrun's ``is_host``
+   (node 0 hosts the c10d store, which then ranks the nodes), and
+   ``PET_MASTER_ADDR:PET_MASTER_PORT`` the rendezvous endpoint when none is given;
 3. runs ARGV (the launcher, an argv list: nothing here goes through a shell), passing
    SIGTERM on, and exits with its exit code;
 4. meanwhile copies what the ranks write into the run folder (``logs/``, ``events/``,
@@ -34,7 +34,9 @@ import tarfile
 import threading
 import time
 
-MARK = "\x1ejt1 "          # starts a line that carries a run-folder file's new bytes
+# Starts a line that carries a run-folder file's new bytes: a visible sign (U+241E, SYMBOL
+# FOR RECORD SEPARATOR) that no line splitter treats as a line break, as it would 0x1e.
+MARK = "\u241ejt1 "
 FOLLOWED = ("logs", "events", "ranks")
 WHOLE = (".json", ".beat")  # files rewritten whole (atomic replace), sent whole
 CHUNK = 48 * 1024
@@ -76,7 +78,6 @@ def node_env(env: dict[str, str]) -> dict[str, str]:
     env = dict(env)
     index = env.get("JOB_COMPLETION_INDEX") or env.get("PET_NODE_RANK")
     if index is not None:
-        env.setdefault("PET_NODE_RANK", index)
         env.setdefault("JT_NODE_RANK", index)
         env.setdefault("PET_RDZV_CONF", f"is_host={int(index == '0')}")
     if "PET_RDZV_ENDPOINT" not in env and env.get("PET_MASTER_ADDR"):

@@ -25,7 +25,8 @@ from ...nodes.mirror import LocalFiles
 from .cluster import Cluster, require_lightkube
 from .config import KubeConfig
 from .manifests import (MPI_LAUNCHERS, RunObjects, check_launch, check_snapshot_size, launcher_command,
-                        manifests, pod_plan, run_dir, spec_json, to_yaml)
+                        manifests, pod_plan, spec_json, to_yaml)
+from .manifests import run_dir as pod_run_dir
 from .names import RUN_ID_LABEL, label_value, object_name
 from .stream import PodLog
 
@@ -33,7 +34,9 @@ MAIN_KIND = {"trainjob": "TrainJob", "job": "Job"}
 STOP_SETTLE_S = 30.0   # after the grace: how long deleted pods get to be gone
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 FOLLOW_TRIES = 20
+PODS_TTL_S = 0.5
 
 
 class KubernetesTarget(Target):
@@ -48,6 +51,8 @@ class KubernetesTarget(Target):
         self._pending: dict[str, Any] = {}
         self._files: LocalFiles | None = None
         self._followers: dict[str, threading.Thread] = {}
+        self._final: dict[str, Any] | None = None
+        self._seen_pods: tuple[float, list[dict[str, Any]]] = (-PODS_TTL_S, [])
 
     @property
     def cluster(self) -> Cluster:
@@ -153,14 +158,19 @@ class KubernetesTarget(Target):
         return {"target": self.name, "kind": self.kind, "api": objects.api,
                 "namespace": objects.namespace, "name": objects.name,
                 "objects": [f"{kind}/{name}" for kind, name in created],
-                "run_dir_remote": run_dir(self.cfg, objects.run_id),
+                "run_dir_remote": pod_run_dir(self.cfg, objects.run_id),
                 "mpi": objects.api == "trainjob" and objects.spec.launch.launcher in MPI_LAUNCHERS,
-                "labels": {RUN_ID_LABEL: label_value(objects.run_id)},
+                "labels": pod_labels(objects.api, objects.run_id),
                 "selector": f"{RUN_ID_LABEL}={label_value(objects.run_id)}"}
 
     # -- while it runs -----------------------------------------------------------------
-    def _pods(self, handle: Handle) -> list[dict[str, Any]]:
-        return self.cluster.pods(dict(handle["labels"]))
+    def _pods(self, handle: Handle, fresh: bool = False) -> list[dict[str, Any]]:
+        """The run's pods, asked at most every PODS_TTL_S (phase, sync and poll all look)."""
+        asked, pods = self._seen_pods
+        if fresh or time.monotonic() - asked >= PODS_TTL_S:
+            pods = self.cluster.pods(dict(handle["labels"]))
+            self._seen_pods = (time.monotonic(), pods)
+        return pods
 
     def phase(self, handle: Handle) -> dict[str, Any]:
         pods = self._pods(handle)
@@ -237,6 +247,16 @@ class KubernetesTarget(Target):
         return state["exit_code"]
 
     def _state(self, handle: Handle) -> dict[str, Any]:
+        """The run's end as the Job's or TrainJob's conditions say, kept once it is final
+        (``report`` is asked after ``stop`` deleted the object)."""
+        if self._final is not None:
+            return self._final
+        state = self._conditions(handle)
+        if state["state"] in ("completed", "failed"):
+            self._final = state
+        return state
+
+    def _conditions(self, handle: Handle) -> dict[str, Any]:
         main = MAIN_KIND[handle["api"]]
         obj = self.cluster.get(main, handle["name"])
         if obj is None:
@@ -256,7 +276,7 @@ class KubernetesTarget(Target):
     def _failed_pod(self, handle: Handle) -> dict[str, Any] | None:
         """The pod whose container ended first with a non-zero exit code."""
         found = []
-        for pod in self._pods(handle):
+        for pod in self._pods(handle, fresh=True):
             for cs in (pod.get("status") or {}).get("containerStatuses") or []:
                 term = (cs.get("state") or {}).get("terminated") or {}
                 if term.get("exitCode"):
@@ -281,22 +301,32 @@ class KubernetesTarget(Target):
             if self.cluster.delete(kind, name, int(grace)):
                 deleted.append(item)
         deadline = time.monotonic() + grace + STOP_SETTLE_S
-        left = self._pods(handle)
+        left = self._pods(handle, fresh=True)
         while left and time.monotonic() < deadline:
             time.sleep(0.5)
-            left = self._pods(handle)
+            left = self._pods(handle, fresh=True)
         return {"deleted": deleted, "propagation": "Foreground",
                 "pods_left": [_describe(p) for p in left]}
 
     def leftovers(self, run_id: str) -> list[str]:
         """The run's pods still there, and any of its objects not yet deleted."""
-        found = [_describe(p) for p in self.cluster.pods({RUN_ID_LABEL: label_value(run_id)})]
         name = object_name(run_id)
+        pods = {p["metadata"]["name"]: p for api in ("job", "trainjob")
+                for p in self.cluster.pods(pod_labels(api, run_id))}
+        found = [_describe(p) for _, p in sorted(pods.items())]
         for kind in ("Job", "Service", "ConfigMap") + (("TrainJob",) if self.cfg.api != "job"
                                                         else ()):
             if self.cluster.get(kind, name) is not None:
                 found.append(f"{kind} {name} still exists")
         return found
+
+
+def pod_labels(api: str, run_id: str) -> dict[str, str]:
+    """A selector for the run's pods: our run-id label on a Job's; the JobSet's own label
+    on a TrainJob's (set by the Trainer's JobSet whatever the runtime patches carry)."""
+    if api == "trainjob":
+        return {JOBSET_LABEL: object_name(run_id)}
+    return {RUN_ID_LABEL: label_value(run_id)}
 
 
 def node_number(pod: dict[str, Any], mpi: bool) -> int:
