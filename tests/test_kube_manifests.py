@@ -473,3 +473,19 @@ def test_an_unreachable_cluster_is_named(tmp_path):
     assert target.namespace() == "team"
     with pytest.raises(TargetError, match="reachable"):
         dry_run(target, make_spec(), run_dir_with_code(tmp_path))
+
+
+def test_outputs_come_back_through_workdir_pvc_where_this_machine_sees_it(tmp_path):
+    claim = tmp_path / "claim"
+    (claim / "run-1" / "outputs" / "model").mkdir(parents=True)
+    (claim / "run-1" / "outputs" / "model" / "weights.pt").write_bytes(b"w")
+    target = KubernetesTarget("k8s", {"image": IMAGE, "workdir_pvc": "runs",
+                                      "workdir_local": str(claim)})
+    target._files = LocalFiles(str(tmp_path / "local"))
+    got = target.collect({"run_dir_remote": "/jt/runs/run-1"})
+    assert got["copied"]["files"] == 1 and "runs" in got["outputs"]
+    assert (tmp_path / "local" / "outputs" / "model" / "weights.pt").read_bytes() == b"w"
+    without = KubernetesTarget("k8s", {"image": IMAGE}).collect({"run_dir_remote": "/jt/run"})
+    assert "workdir_pvc" in without["outputs"]
+    with pytest.raises(TargetError, match="workdir_local"):
+        KubernetesTarget("k8s", {"workdir_local": str(claim)})

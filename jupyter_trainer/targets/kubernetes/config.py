@@ -17,7 +17,7 @@ from ...errors import TargetError
 APIS = ("auto", "trainjob", "job")
 KEYS = ("kubeconfig", "context", "namespace", "image", "python", "gpus_per_node", "resources",
         "node_selector", "tolerations", "service_account", "runtime", "mpi_runtime",
-        "workdir_pvc", "api", "env", "connect_timeout")
+        "workdir_pvc", "workdir_local", "api", "env", "connect_timeout")
 DEFAULT_RUNTIME = "torch-distributed"
 DEFAULT_MPI_RUNTIME = "mpi-distributed"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -50,6 +50,7 @@ class KubeConfig:
     runtime: str = DEFAULT_RUNTIME         # ClusterTrainingRuntime for torchrun and python
     mpi_runtime: str = DEFAULT_MPI_RUNTIME  # ... for mpirun and horovod (the mpi ML policy)
     workdir_pvc: str | None = None     # a ReadWriteMany claim holding the run folders
+    workdir_local: str | None = None   # where this machine sees that claim, if it does
     api: str = "auto"
     env: Mapping[str, str] = field(default_factory=dict)
     connect_timeout: int = 30
@@ -79,6 +80,12 @@ class KubeConfig:
                                       or key == "namespace" and len(value) > 63):
                 raise fail(key, f"must be a Kubernetes object name (lowercase letters, digits, "
                                 f"'-' and '.'), got {value!r}")
+        local = config.get("workdir_local")
+        if local is not None and (not isinstance(local, str) or not local.startswith("/")
+                                  or not config.get("workdir_pvc")):
+            raise fail("workdir_local", f"is the absolute path where this machine sees "
+                                        f"workdir_pvc's volume (it needs workdir_pvc), got "
+                                        f"{local!r}")
         gpus = config.get("gpus_per_node", 0)
         if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= 64:
             raise fail("gpus_per_node", f"must be a whole number of GPUs from 0 to 64 (it asks "
@@ -103,7 +110,7 @@ class KubeConfig:
             service_account=config.get("service_account"),
             runtime=config.get("runtime", DEFAULT_RUNTIME),
             mpi_runtime=config.get("mpi_runtime", DEFAULT_MPI_RUNTIME),
-            workdir_pvc=config.get("workdir_pvc"), api=api,
+            workdir_pvc=config.get("workdir_pvc"), workdir_local=local, api=api,
             env=_string_table(fail, "env", config.get("env", {}), _ENV_NAME, None,
                               "env = { NCCL_DEBUG = \"INFO\" }"),
             connect_timeout=timeout)

@@ -12,6 +12,7 @@ with foreground propagation and waits until no pod of the run is left.
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -26,7 +27,7 @@ from .cluster import Cluster, require_lightkube
 from .config import KubeConfig
 from .manifests import (MPI_LAUNCHERS, RunObjects, check_launch, check_snapshot_size, launcher_command,
                         manifests, pod_plan, spec_json, to_yaml)
-from .manifests import run_dir as pod_run_dir
+from .manifests import PVC_DIR, run_dir as pod_run_dir
 from .names import RUN_ID_LABEL, label_value, object_name
 from .stream import PodLog
 
@@ -230,15 +231,23 @@ class KubernetesTarget(Target):
                 time.sleep(1.0)
 
     def collect(self, handle: Handle) -> dict[str, Any]:
-        """The followers' last lines (the pods have ended), and where the outputs are."""
+        """The followers' last lines (the pods have ended), and the outputs: copied from
+        workdir_pvc where this machine sees it (``workdir_local``), else where they are."""
         for thread in list(self._followers.values()):
             thread.join(timeout=10)
+        report: dict[str, Any] = {"followed_pods": sorted(self._followers)}
         if self._files is not None:
             self._files.flush_partial()
-        where = (f"persistentVolumeClaim {self.cfg.workdir_pvc}: "
-                 f"{handle.get('run_dir_remote')}/outputs in the pods"
-                 if self.cfg.workdir_pvc else "the pods' emptyDir volumes (gone with the pods)")
-        return {"outputs": where, "followed_pods": sorted(self._followers)}
+        remote = f"{handle.get('run_dir_remote')}/outputs"
+        if not self.cfg.workdir_pvc:
+            return {**report, "outputs": f"{remote} in the pods' emptyDir volumes, gone with "
+                                         "the pods (set workdir_pvc to keep them)"}
+        report["outputs"] = f"persistentVolumeClaim {self.cfg.workdir_pvc}: {remote}"
+        if self.cfg.workdir_local and self._files is not None:
+            report["copied"] = copy_outputs(
+                Path(self.cfg.workdir_local) / Path(remote).relative_to(PVC_DIR),
+                self._files.root / "outputs")
+        return report
 
     def poll(self, handle: Handle) -> int | None:
         state = self._state(handle)
@@ -319,6 +328,23 @@ class KubernetesTarget(Target):
             if self.cluster.get(kind, name) is not None:
                 found.append(f"{kind} {name} still exists")
         return found
+
+
+def copy_outputs(src: Path, dest: Path) -> dict[str, Any]:
+    """The run's outputs from the claim (as this machine sees it) into the run folder."""
+    if not src.is_dir():
+        return {"error": f"{src} is not there: is workdir_local the folder where this "
+                         f"machine mounts workdir_pvc?"}
+    files = 0
+    for path in sorted(src.rglob("*")):
+        target = dest / path.relative_to(src)
+        if path.is_dir() and not path.is_symlink():
+            target.mkdir(parents=True, exist_ok=True)
+        elif path.is_file() and not path.is_symlink():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            files += 1
+    return {"from": str(src), "files": files}
 
 
 def pod_labels(api: str, run_id: str) -> dict[str, str]:
