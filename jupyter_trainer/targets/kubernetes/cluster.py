@@ -69,6 +69,15 @@ class Cluster:
                                   field_manager="jupyter-trainer")
         return self._client
 
+    def close(self) -> None:
+        """End the client's connections (following pod logs too); never raises."""
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:
+                pass
+
     @property
     def namespace(self) -> str:
         self.client  # noqa: B018 (reads the context's namespace)

@@ -177,12 +177,24 @@ class KubernetesTarget(Target):
         pods = self._pods(handle)
         main = MAIN_KIND[handle["api"]]
         if not pods:
-            return {"stage": "queued", "reason": f"waiting for the {main}'s pods to be created"}
+            return {"stage": "queued", "reason": self._waiting_reason(handle)}
         pending = [p for p in pods if (p.get("status") or {}).get("phase") == "Pending"]
         if not pending:
             return {"stage": "running", "pods": len(pods)}
         return {"stage": "queued", "pods": len(pods), "pending": len(pending),
                 "reason": self.pending_reason(pending[0])}
+
+    def _waiting_reason(self, handle: Handle) -> str:
+        """Why a run has no pod yet: a condition of its Job or TrainJob that says (a queue
+        such as Kueue suspends it until it is admitted), else that they are being made."""
+        main = MAIN_KIND[handle["api"]]
+        obj = self.cluster.get(main, handle["name"]) or {}
+        for cond in (obj.get("status") or {}).get("conditions") or []:
+            if cond.get("status") == "True" and cond.get("message"):
+                return f"{main} {handle['name']}: {cond.get('type')}: {cond['message']}"
+        if (obj.get("spec") or {}).get("suspend"):
+            return f"{main} {handle['name']} is suspended"
+        return f"waiting for the {main}'s pods to be created"
 
     def pending_reason(self, pod: dict[str, Any]) -> str:
         """Why a Pending pod waits: the scheduler's words (``0/4 nodes are available: ...``)
@@ -261,7 +273,7 @@ class KubernetesTarget(Target):
         if self._final is not None:
             return self._final
         state = self._conditions(handle)
-        if state["state"] in ("completed", "failed"):
+        if state["state"] in ("completed", "failed", "gone"):
             self._final = state
         return state
 
@@ -297,10 +309,17 @@ class KubernetesTarget(Target):
     def report(self, handle: Handle) -> dict[str, Any]:
         state = self._state(handle)
         report = {"api": handle["api"], "name": handle["name"], **state}
-        if state["state"] == "failed" and "failed_pod" not in state:
+        if state["state"] == "gone":
+            report["error"] = (f"{state['message']}: it was deleted before the run ended "
+                               "(kubectl delete, or its namespace went)")
+        elif state["state"] == "failed" and "failed_pod" not in state:
             report["error"] = (f"Kubernetes ended the {MAIN_KIND[handle['api']]}: "
                                f"{state.get('reason')}: {state.get('message')}")
         return report
+
+    def release(self, handle: Handle | None) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
 
     # -- the end -----------------------------------------------------------------------
     def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
