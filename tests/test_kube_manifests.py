@@ -173,7 +173,8 @@ def check_metadata(doc):
     assert is_dns_label(meta["name"]), meta["name"]
     for key, value in meta.get("labels", {}).items():
         assert is_label_value(value), (key, value)
-    assert sum(len(k) + len(v.encode()) for k, v in meta.get("annotations", {}).items()) < 256 * 1024
+    annotations = meta.get("annotations", {})
+    assert sum(len(k) + len(v.encode()) for k, v in annotations.items()) < 256 * 1024
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

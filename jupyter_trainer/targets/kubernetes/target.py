@@ -25,9 +25,9 @@ from ..base import Handle, Target
 from ...nodes.mirror import LocalFiles
 from .cluster import Cluster, require_lightkube
 from .config import KubeConfig
-from .manifests import (MPI_LAUNCHERS, RunObjects, check_launch, check_snapshot_size, launcher_command,
-                        manifests, pod_plan, spec_json, to_yaml)
-from .manifests import PVC_DIR, run_dir as pod_run_dir
+from .manifests import (MPI_LAUNCHERS, PVC_DIR, RunObjects, check_launch, check_snapshot_size,
+                        launcher_command, manifests, pod_plan, spec_json, to_yaml)
+from .manifests import run_dir as pod_run_dir
 from .names import RUN_ID_LABEL, label_value, object_name
 from .stream import PodLog
 
@@ -65,10 +65,11 @@ class KubernetesTarget(Target):
         return self.cfg.gpus_per_node
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "kubeconfig": str(self.cfg.kubeconfig_path()),
-                "context": self.cfg.context, "namespace": self.cfg.namespace, "api": self.cfg.api,
-                "image": self.cfg.image, "gpus_per_node": self.cfg.gpus_per_node,
-                "runtime": self.cfg.runtime, "workdir_pvc": self.cfg.workdir_pvc}
+        return {"name": self.name, "kind": self.kind,
+                "kubeconfig": str(self.cfg.kubeconfig_path()), "context": self.cfg.context,
+                "namespace": self.cfg.namespace, "api": self.cfg.api, "image": self.cfg.image,
+                "gpus_per_node": self.cfg.gpus_per_node, "runtime": self.cfg.runtime,
+                "workdir_pvc": self.cfg.workdir_pvc}
 
     # -- submit side -------------------------------------------------------------------
     def image(self, spec: RunSpec) -> str:
@@ -160,7 +161,8 @@ class KubernetesTarget(Target):
                 "namespace": objects.namespace, "name": objects.name,
                 "objects": [f"{kind}/{name}" for kind, name in created],
                 "run_dir_remote": pod_run_dir(self.cfg, objects.run_id),
-                "mpi": objects.api == "trainjob" and objects.spec.launch.launcher in MPI_LAUNCHERS,
+                "mpi": (objects.api == "trainjob"
+                        and objects.spec.launch.launcher in MPI_LAUNCHERS),
                 "labels": pod_labels(objects.api, objects.run_id),
                 "selector": f"{RUN_ID_LABEL}={label_value(objects.run_id)}"}
 
@@ -322,28 +324,44 @@ class KubernetesTarget(Target):
             self._cluster.close()
 
     # -- the end -----------------------------------------------------------------------
+    def _kinds(self, api: str | None) -> tuple[str, ...]:
+        """The kinds a run may have created, the main object first (its pods go with it)."""
+        if api == "trainjob":
+            return ("TrainJob", "ConfigMap")
+        if api == "job" or self.cfg.api == "job":
+            return ("Job", "Service", "ConfigMap")
+        return ("TrainJob", "Job", "Service", "ConfigMap")
+
+    def _run_pods(self, run_id: str) -> list[dict[str, Any]]:
+        pods = {p["metadata"]["name"]: p for api in ("job", "trainjob")
+                for p in self.cluster.pods(pod_labels(api, run_id))}
+        return [p for _, p in sorted(pods.items())]
+
     def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
-        deleted = []
-        for item in reversed(handle.get("objects") or []):
-            kind, _, name = item.partition("/")
-            if self.cluster.delete(kind, name, int(grace)):
-                deleted.append(item)
+        """Delete the run's objects with foreground propagation, then wait (the grace, and
+        STOP_SETTLE_S more) until none of them and no pod of the run is left."""
+        api = handle.get("api") or self._pending.get("api")
+        items = list(handle.get("objects") or [])
+        targets = ([tuple(item.split("/", 1)) for item in reversed(items)] if items
+                   else [(kind, object_name(run_id)) for kind in self._kinds(api)])
+        deleted = [f"{kind}/{name}" for kind, name in targets
+                   if self.cluster.delete(kind, name, int(grace))]
         deadline = time.monotonic() + grace + STOP_SETTLE_S
-        left = self._pods(handle, fresh=True)
-        while left and time.monotonic() < deadline:
+        while True:
+            left = [_describe(p) for p in self._run_pods(run_id)]
+            left += [f"{kind} {name} (being deleted)" for kind, name in targets
+                     if self.cluster.get(kind, name) is not None]
+            if not left or time.monotonic() >= deadline:
+                break
             time.sleep(0.5)
-            left = self._pods(handle, fresh=True)
-        return {"deleted": deleted, "propagation": "Foreground",
-                "pods_left": [_describe(p) for p in left]}
+        self._seen_pods = (-PODS_TTL_S, [])
+        return {"deleted": deleted, "propagation": "Foreground", "left": left}
 
     def leftovers(self, run_id: str) -> list[str]:
         """The run's pods still there, and any of its objects not yet deleted."""
+        found = [_describe(p) for p in self._run_pods(run_id)]
         name = object_name(run_id)
-        pods = {p["metadata"]["name"]: p for api in ("job", "trainjob")
-                for p in self.cluster.pods(pod_labels(api, run_id))}
-        found = [_describe(p) for _, p in sorted(pods.items())]
-        for kind in ("Job", "Service", "ConfigMap") + (("TrainJob",) if self.cfg.api != "job"
-                                                        else ()):
+        for kind in self._kinds(self._pending.get("api")):
             if self.cluster.get(kind, name) is not None:
                 found.append(f"{kind} {name} still exists")
         return found
