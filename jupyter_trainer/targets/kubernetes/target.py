@@ -38,6 +38,7 @@ REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 FOLLOW_TRIES = 20
 PODS_TTL_S = 0.5
+FOLLOW_END_S = 15.0    # how long the pods' log streams get to reach their end
 
 
 class KubernetesTarget(Target):
@@ -94,6 +95,13 @@ class KubernetesTarget(Target):
                               "from the claim's own path in the training code instead")
 
     # -- supervisor side ---------------------------------------------------------------
+    def warm_up(self) -> None:
+        try:
+            import lightkube  # noqa: F401 (the supervisor waits for its run anyway)
+            from lightkube.resources import batch_v1, core_v1  # noqa: F401
+        except ImportError:
+            pass  # check() already refused the run
+
     def api(self) -> str:
         """``trainjob`` or ``job``: the setting, or (auto) what the cluster serves."""
         if self.cfg.api != "auto":
@@ -234,6 +242,11 @@ class KubernetesTarget(Target):
             self._followers[name] = thread
             thread.start()
 
+    def _join_followers(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for thread in list(self._followers.values()):
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
     def _follow(self, pod: str, log: PodLog) -> None:
         for _ in range(FOLLOW_TRIES):  # a stream cut short is read again from its start
             log.restart()
@@ -247,8 +260,7 @@ class KubernetesTarget(Target):
     def collect(self, handle: Handle) -> dict[str, Any]:
         """The followers' last lines (the pods have ended), and the outputs: copied from
         workdir_pvc where this machine sees it (``workdir_local``), else where they are."""
-        for thread in list(self._followers.values()):
-            thread.join(timeout=10)
+        self._join_followers(FOLLOW_END_S)
         report: dict[str, Any] = {"followed_pods": sorted(self._followers)}
         if self._files is not None:
             self._files.flush_partial()
@@ -340,6 +352,8 @@ class KubernetesTarget(Target):
     def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
         """Delete the run's objects with foreground propagation, then wait (the grace, and
         STOP_SETTLE_S more) until none of them and no pod of the run is left."""
+        if self._final is not None:  # ended by itself: read the logs to their end first
+            self._join_followers(FOLLOW_END_S)
         api = handle.get("api") or self._pending.get("api")
         items = list(handle.get("objects") or [])
         targets = ([tuple(item.split("/", 1)) for item in reversed(items)] if items
