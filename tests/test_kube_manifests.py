@@ -490,3 +490,21 @@ def test_outputs_come_back_through_workdir_pvc_where_this_machine_sees_it(tmp_pa
     assert "workdir_pvc" in without["outputs"]
     with pytest.raises(TargetError, match="workdir_local"):
         KubernetesTarget("k8s", {"workdir_local": str(claim)})
+
+
+def test_a_large_snapshot_is_written_onto_workdir_pvc_through_workdir_local(tmp_path):
+    claim = tmp_path / "claim"
+    claim.mkdir()
+    big = os.urandom(1100 * 1024)
+    spec, run = make_spec(), run_dir_with_code(tmp_path, big)
+    with pytest.raises(TargetError, match="workdir_local"):
+        dry_run(KubernetesTarget("k8s", {"image": IMAGE, "api": "job", "workdir_pvc": "runs"}),
+                spec, run)
+    target = KubernetesTarget("k8s", {"image": IMAGE, "api": "job", "workdir_pvc": "runs",
+                                      "workdir_local": str(claim)})
+    (cm, svc, job) = yaml.safe_load_all(dry_run(target, spec, run))
+    assert "binaryData" not in cm and cm["data"]["spec.json"]
+    kubernetes_validate.validate(job, K8S_VERSION, strict=True)
+    plan = target.plan(spec, "digits-1", str(run), "gloo")
+    target.stage(spec, plan, str(run))
+    assert (claim / "digits-1" / "code" / "_jt" / "cell.py").read_bytes() == big

@@ -166,17 +166,23 @@ def resources(cfg: KubeConfig) -> dict[str, dict[str, str]]:
 
 
 def check_snapshot_size(snapshot: bytes, cfg: KubeConfig) -> bool:
-    """True when the snapshot goes in the ConfigMap; False when it goes on ``workdir_pvc``.
-    Raises when it fits neither."""
+    """True when the snapshot goes in the ConfigMap; False when this machine puts it on
+    ``workdir_pvc`` itself (through ``workdir_local``). Raises when it can do neither."""
     room = CONFIGMAP_LIMIT - len(pod_program_source().encode())
     if len(snapshot) <= room:
         return True
-    if cfg.workdir_pvc:
+    if cfg.workdir_pvc and cfg.workdir_local:
         return False
-    raise TargetError(f"the run's snapshot is {len(snapshot) / 2**20:.2f} MiB compressed, over "
-                      f"the {room / 2**20:.2f} MiB a ConfigMap can carry: set workdir_pvc = "
-                      "\"CLAIM\" in the target (a ReadWriteMany PersistentVolumeClaim for the "
-                      "run folders), or make the snapshot smaller (a .jtignore in --source)")
+    size = (f"the run's snapshot is {len(snapshot) / 2**20:.2f} MiB compressed, over the "
+            f"{room / 2**20:.2f} MiB a ConfigMap can carry")
+    if cfg.workdir_pvc:
+        raise TargetError(f"{size}: set workdir_local = \"PATH\" in the target, where this "
+                          f"machine mounts workdir_pvc {cfg.workdir_pvc!r}, so the snapshot is "
+                          "written there; or make it smaller (a .jtignore in --source)")
+    raise TargetError(f"{size}: set workdir_pvc = \"CLAIM\" in the target (a ReadWriteMany "
+                      "PersistentVolumeClaim for the run folders) and workdir_local = \"PATH\" "
+                      "(where this machine mounts it), or make the snapshot smaller (a "
+                      ".jtignore in --source)")
 
 
 # -- the objects -----------------------------------------------------------------------

@@ -12,6 +12,7 @@ with foreground propagation and waits until no pod of the run is left.
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -125,17 +126,28 @@ class KubernetesTarget(Target):
         if not code.is_dir():
             raise TargetError(f"the run's snapshot {code} is missing")
         snapshot = snapshot_tarball(code)
-        if not check_snapshot_size(snapshot, self.cfg):
-            raise TargetError(f"the run's snapshot ({len(snapshot)} bytes compressed) is too "
-                              f"large for a ConfigMap, and copying it onto workdir_pvc "
-                              f"{self.cfg.workdir_pvc!r} is not supported yet; make it smaller "
-                              "(a .jtignore in --source)")
         written = Path(run_dir) / "spec.json"
         self._pending = {"spec": spec, "run_id": run_id, "api": api,
                          "namespace": self.namespace(), "image": self.image(spec),
-                         "snapshot": snapshot,
+                         "snapshot": snapshot if check_snapshot_size(snapshot, self.cfg) else None,
                          "spec_json": written.read_text() if written.exists() else spec_json(spec)}
         return pod_plan(spec, run_id, self.cfg, api, backend)
+
+    def stage(self, spec: RunSpec, plan: LaunchPlan, run_dir: str) -> None:
+        """A snapshot too large for the ConfigMap: written into the run's folder on
+        workdir_pvc, through the path where this machine mounts it."""
+        if not self._pending or self._pending["snapshot"] is not None:
+            return
+        dest = local_claim_path(self.cfg, plan.run_dir) / "code"
+        copied = copy_tree(Path(run_dir) / "code", dest.with_name("code.staging"))
+        if "error" in copied:
+            raise TargetError(f"cannot stage the snapshot onto workdir_pvc: {copied['error']}")
+        try:
+            os.replace(dest.with_name("code.staging"), dest)
+        except OSError as exc:
+            raise TargetError(f"cannot stage the snapshot onto workdir_pvc at {dest}: {exc} "
+                              "(a run folder of that run id is there already?)") from None
+        self.on_staging({"snapshot": {"to": str(dest), "files": copied["files"]}, "done": True})
 
     def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
         return launcher_command(spec, plan, self._pending.get("api") or self.api())
@@ -270,9 +282,8 @@ class KubernetesTarget(Target):
                                          "the pods (set workdir_pvc to keep them)"}
         report["outputs"] = f"persistentVolumeClaim {self.cfg.workdir_pvc}: {remote}"
         if self.cfg.workdir_local and self._files is not None:
-            report["copied"] = copy_outputs(
-                Path(self.cfg.workdir_local) / Path(remote).relative_to(PVC_DIR),
-                self._files.root / "outputs")
+            report["copied"] = copy_tree(local_claim_path(self.cfg, remote),
+                                         self._files.root / "outputs")
         return report
 
     def poll(self, handle: Handle) -> int | None:
@@ -381,11 +392,17 @@ class KubernetesTarget(Target):
         return found
 
 
-def copy_outputs(src: Path, dest: Path) -> dict[str, Any]:
-    """The run's outputs from the claim (as this machine sees it) into the run folder."""
+def local_claim_path(cfg: KubeConfig, pod_path: str) -> Path:
+    """A path in the pods under workdir_pvc's mount, as this machine sees it."""
+    return Path(cfg.workdir_local or "/") / Path(pod_path).relative_to(PVC_DIR)
+
+
+def copy_tree(src: Path, dest: Path) -> dict[str, Any]:
+    """Folders and plain files of ``src`` into ``dest``, between the run folder and the
+    claim as this machine sees it."""
     if not src.is_dir():
-        return {"error": f"{src} is not there: is workdir_local the folder where this "
-                         f"machine mounts workdir_pvc?"}
+        return {"error": f"{src} is not there (is workdir_local where this machine mounts "
+                         "workdir_pvc?)"}
     files = 0
     for path in sorted(src.rglob("*")):
         target = dest / path.relative_to(src)
