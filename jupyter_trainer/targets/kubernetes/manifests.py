@@ -74,15 +74,26 @@ def run_dir(cfg: KubeConfig, run_id: str) -> str:
 def pod_plan(spec: RunSpec, run_id: str, cfg: KubeConfig, api: str, backend: str,
              extra_env: Mapping[str, str] | None = None) -> LaunchPlan:
     """The LaunchPlan as the pods see it: the image's Python, the in-pod run folder, and
-    (for an Indexed Job) pod 0 of the run as the rendezvous address."""
+    the address of the first node's pod (``master_addr``), where rank 0 is."""
     folder = run_dir(cfg, run_id)
-    name = object_name(run_id)
     return LaunchPlan(
         run_id=run_id, run_dir=folder, python=cfg.python,
         boot=posixpath.join(folder, "code", "_jt", "boot.py"), entry=spec.code.entry,
         args=spec.code.args, backend=backend, backend_forced=spec.launch.backend is not None,
-        master_addr=f"{name}-0.{name}" if api == "job" else "", master_port=RDZV_PORT,
+        master_addr=first_node(spec, run_id, api), master_port=RDZV_PORT,
         run_as_root=True, oversubscribe=False, extra_env={**cfg.env, **(extra_env or {})})
+
+
+def first_node(spec: RunSpec, run_id: str, api: str) -> str:
+    """Node 0's address: this pod on one node; pod 0 of an Indexed Job through its headless
+    Service; the first pod of the Trainer's ``node`` job (the first host of its MPI hostfile,
+    where mpirun puts rank 0). Empty for torchrun under a TrainJob: the Trainer gives it."""
+    name = object_name(run_id)
+    if spec.launch.nodes == 1:
+        return "127.0.0.1"
+    if api == "job":
+        return f"{name}-0.{name}"
+    return f"{name}-node-0-0.{name}" if spec.launch.launcher in MPI_LAUNCHERS else ""
 
 
 def check_launch(spec: RunSpec, api: str) -> None:
@@ -112,9 +123,6 @@ def launcher_command(spec: RunSpec, plan: LaunchPlan, api: str) -> Command:
     if launch.launcher == "torchrun" and api == "job":
         env["PET_RDZV_ENDPOINT"] = f"{plan.master_addr}:{plan.master_port}"
     multi_mpi = api == "trainjob" and launch.launcher in MPI_LAUNCHERS
-    if multi_mpi:
-        env.pop("MASTER_ADDR", None)  # the ranks learn it from MPI
-        env.pop("MASTER_PORT", None)
     topology = Topology(rendezvous_known=launch.launcher != "torchrun",
                         hostfile=MPI_HOSTFILE if multi_mpi and launch.launcher == "horovod"
                         else None)
