@@ -356,3 +356,49 @@ def test_watch_sees_added_modified_deleted(kube_cluster):
     assert seen[0] == ("ADDED", "Pending")
     assert ("MODIFIED", "Running") in seen and seen[-1][0] == "DELETED"
     assert int(json.loads(line)["object"]["metadata"]["resourceVersion"]) > int(rv)
+
+
+def test_init_containers_run_first_and_share_emptydir_and_pvc_volumes(kube_cluster):
+    kc = client(kube_cluster)
+    write = [PY, "-c", "import os; open('/scratch/order', 'a').write(os.environ['STEP'] + ' ')"]
+    main = [PY, "-c", "import os; print(open('/scratch/order').read(), os.environ['POD'], os.environ['WHO'], os.environ['NODE'],"
+            " file=open('/data/out.txt', 'w'))"]
+    mounts = [VolumeMount(name="scratch", mountPath="/scratch"), VolumeMount(name="data", mountPath="/data")]
+    env = [{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+           {"name": "WHO", "value": "$(POD) on $(NODE) $$(POD)"},
+           {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    kc.create(Pod.from_dict({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "init"}, "spec": {
+        "restartPolicy": "Never",
+        "volumes": [{"name": "scratch", "emptyDir": {}},
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "results"}}],
+        "initContainers": [{"name": f"step{i}", "image": "x", "command": write, "env": [
+            {"name": "STEP", "value": str(i)}], "volumeMounts": [m.to_dict() for m in mounts]} for i in (1, 2)],
+        "containers": [{"name": "main", "image": "x", "command": main, "env": env,
+                        "volumeMounts": [m.to_dict() for m in mounts]}]}}))
+    wait_for(lambda: kc.get(Pod, "init").status.phase == "Succeeded", what="the pod to succeed")
+    pod = kc.get(Pod, "init")
+    assert [s.state.terminated.exitCode for s in pod.status.initContainerStatuses] == [0, 0]
+    out = next((kube_cluster.root / "pvcs" / "default" / "results").glob("out.txt")).read_text()
+    assert out == "1 2  init init on $(NODE) $(POD) fake-node\n"  # NODE is defined after WHO
+
+
+@pytest.mark.parametrize("kube_cluster", [TRAINER], indirect=True)
+def test_trainjob_foreground_delete_removes_jobs_pods_and_processes(kube_cluster):
+    kc = client(kube_cluster)
+    kc.create(TrainJob(metadata=ObjectMeta(name="long"), spec={
+        "runtimeRef": {"name": "torch-distributed"},
+        "trainer": {"numNodes": 2, "command": [PY, "-c", SLEEP_WITH_A_CHILD_IN_ITS_OWN_SESSION]}}))
+    procs = wait_for(lambda: (lambda ps: ps if len(ps) == 4 else None)(kube_cluster.processes()),
+                     what="2 nodes x 2 processes")
+    assert {p["container"] for p in procs} == {"node"}
+    assert kc.get(Job, "long-node-0").metadata.ownerReferences[0].kind == "TrainJob"
+    kc.delete(TrainJob, "long", cascade=CascadeType.FOREGROUND)
+
+    def gone():
+        try:
+            kc.get(TrainJob, "long")
+        except ApiError as exc:
+            return exc.status.code == 404
+    wait_for(gone, what="the TrainJob to be deleted")
+    assert not [p["pid"] for p in procs if alive(p["pid"])]
+    assert not list(kc.list(Job)) and not list(kc.list(Pod)) and not list(kc.list(Service))
