@@ -88,7 +88,11 @@ CASES = {
 
 
 def build(case: str, snapshot: bytes = b"snapshot-bytes") -> list[dict]:
-    spec, config, run_id = CASES[case]
+    return build_from(*CASES[case], snapshot=snapshot)
+
+
+def build_from(spec: RunSpec, config: dict, run_id: str,
+               snapshot: bytes = b"snapshot-bytes") -> list[dict]:
     cfg = KubeConfig.from_config("k8s", config)
     backend = "nccl" if cfg.gpus_per_node else "gloo"
     plan = pod_plan(spec, run_id, cfg, config["api"], backend)
@@ -177,17 +181,22 @@ def check_metadata(doc):
     assert sum(len(k) + len(v.encode()) for k, v in annotations.items()) < 256 * 1024
 
 
+def validate(doc, trainjob_schema):
+    """``doc`` against its schema (and, for a TrainJob, the CRD's CEL rules on its fields)."""
+    check_metadata(doc)
+    if doc["kind"] == "TrainJob":
+        jsonschema.Draft202012Validator(strict(trainjob_schema)).validate(doc)
+        rules = cel_rules(trainjob_schema, doc)
+        assert [r for r in rules if r[2] is None] == [], "CEL rules this test cannot check"
+        assert [r for r in rules if r[2] is False] == []
+    else:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_manifest_is_schema_valid(case, trainjob_schema):
     for doc in build(case):
-        check_metadata(doc)
-        if doc["kind"] == "TrainJob":
-            jsonschema.Draft202012Validator(strict(trainjob_schema)).validate(doc)
-            rules = cel_rules(trainjob_schema, doc)
-            assert [r for r in rules if r[2] is None] == [], "CEL rules this test cannot check"
-            assert [r for r in rules if r[2] is False] == []
-        else:
-            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+        validate(doc, trainjob_schema)
 
 
 def test_strict_schemas_catch_a_misspelt_field(trainjob_schema):
@@ -248,6 +257,30 @@ def test_containers_run_argv_lists_without_a_shell(case):
             for value in [*spec.code.args, *map(str, spec.params.values())]:
                 # a user value is a whole argument, never part of a longer one
                 assert not any(value in a and value != a for a in argv), (value, argv)
+
+
+RUN_IDS = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", fullmatch=True).filter(
+    lambda r: ".." not in r)
+NAMES = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp", "Cn", "Co", "Cf")),
+                min_size=1, max_size=100).filter(str.isprintable)
+
+
+@settings(max_examples=25, deadline=None)
+@given(run_id=RUN_IDS, name=NAMES, args=st.lists(st.text(max_size=40), max_size=4),
+       value=st.text(max_size=60), api=st.sampled_from(["job", "trainjob"]),
+       nodes=st.integers(1, 3))
+def test_any_run_gives_valid_manifests_that_carry_its_values(run_id, name, args, value, api,
+                                                             nodes, trainjob_schema):
+    spec = make_spec(nodes=nodes, procs=2, name=name, params={"p": value}, args=args)
+    config = {"api": api, "namespace": "ml", "image": IMAGE, "env": {"V": value}}
+    for doc in build_from(spec, config, run_id):
+        validate(doc, trainjob_schema)
+        for c in containers(doc):
+            argv, env = as_started(c)
+            if args:
+                assert argv[-len(args):] == args
+            assert env["V"] == value and env["JT_RUN_ID"] == run_id
+        assert json.loads(doc["metadata"]["annotations"]["jupyter-trainer/params"]) == {"p": value}
 
 
 def test_hostile_values_arrive_unchanged():
@@ -358,8 +391,8 @@ def test_dry_run_prints_every_object_as_yaml(tmp_path, trainjob_schema):
     docs = list(yaml.safe_load_all(dry_run(target, make_spec(nodes=2, procs=2),
                                            run_dir_with_code(tmp_path))))
     assert [d["kind"] for d in docs] == ["ConfigMap", "TrainJob"]
-    jsonschema.Draft202012Validator(strict(trainjob_schema)).validate(docs[1])
-    kubernetes_validate.validate(docs[0], K8S_VERSION, strict=True)
+    for doc in docs:
+        validate(doc, trainjob_schema)
     with tarfile.open(fileobj=io.BytesIO(base64.b64decode(
             docs[0]["binaryData"]["snapshot.tar.gz"]))) as tar:
         assert tar.extractfile("_jt/cell.py").read() == b"print('hello')\n"
@@ -504,7 +537,7 @@ def test_a_large_snapshot_is_written_onto_workdir_pvc_through_workdir_local(tmp_
                                       "workdir_local": str(claim)})
     (cm, svc, job) = yaml.safe_load_all(dry_run(target, spec, run))
     assert "binaryData" not in cm and cm["data"]["spec.json"]
-    kubernetes_validate.validate(job, K8S_VERSION, strict=True)
+    validate(job, None)
     plan = target.plan(spec, "digits-1", str(run), "gloo")
     target.stage(spec, plan, str(run))
     assert (claim / "digits-1" / "code" / "_jt" / "cell.py").read_bytes() == big
