@@ -402,3 +402,41 @@ def test_trainjob_foreground_delete_removes_jobs_pods_and_processes(kube_cluster
     wait_for(gone, what="the TrainJob to be deleted")
     assert not [p["pid"] for p in procs if alive(p["pid"])]
     assert not list(kc.list(Job)) and not list(kc.list(Pod)) and not list(kc.list(Service))
+
+
+def test_apply_json_patch_and_stale_updates(kube_cluster):
+    kc = client(kube_cluster)
+    cm = ConfigMap(metadata=ObjectMeta(name="applied", labels={"v": "1"}), data={"a": "1"})
+    assert kc.apply(cm, field_manager="test").data == {"a": "1"}
+    cm.data = {"a": "2"}
+    first = kc.apply(cm, field_manager="test")
+    assert first.data == {"a": "2"}
+    patched = kc.patch(ConfigMap, "applied", [{"op": "add", "path": "/data/b", "value": "3"}],
+                       patch_type=__import__("lightkube").types.PatchType.JSON)
+    assert patched.data == {"a": "2", "b": "3"}
+    with pytest.raises(ApiError) as err:
+        kc.replace(first)  # first's resourceVersion is stale now
+    assert err.value.status.code == 409 and err.value.status.reason == "Conflict"
+    pod = Pod(metadata=ObjectMeta(name="h"), spec=PodSpec(hostname="x" * 64, containers=[
+        Container(name="main", image="x", command=[PY, "-c", "1"])]))
+    with pytest.raises(ApiError) as err:
+        kc.create(pod)
+    assert err.value.status.code == 422 and "spec.hostname" in err.value.status.message
+
+
+@pytest.mark.parametrize("kube_cluster", [TRAINER], indirect=True)
+def test_failing_trainjob_node_fails_the_trainjob_after_the_jobs_retries(kube_cluster):
+    kc = client(kube_cluster)
+    argv = [PY, "-c", "import os, sys, time\nif os.environ['PET_NODE_RANK'] == '1': sys.exit(5)\n"
+            "time.sleep(300)"]
+    kc.create(TrainJob(metadata=ObjectMeta(name="crash"), spec={
+        "runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2, "command": argv}}))
+    failed = wait_for(lambda: condition(kc.get(TrainJob, "crash"), "Failed"), timeout=60,
+                      what="the TrainJob to fail")
+    assert (failed["reason"], failed["message"]) == (
+        "FailedJobs", "jobset failed due to one or more job failures (first failed job: crash-node-0)")
+    job = kc.get(Job, "crash-node-0")
+    assert job.spec.backoffLimit == 6 and job.status.failed == 7  # the Job's default, as in a real cluster
+    assert condition(job, "Failed")["reason"] == "BackoffLimitExceeded"
+    wait_for(lambda: not kube_cluster.processes(), what="node 0 to be stopped")
+    assert kc.get(TrainJob, "crash")["status"]["jobsStatus"][0]["failed"] == 1

@@ -141,6 +141,12 @@ def _name(res: Resource, name: str, inv: Invalid):
 
 
 def _pod_spec(field: str, spec: dict, inv: Invalid):
+    for key in ("hostname", "subdomain"):
+        value = spec.get(key)
+        if value is not None and (not DNS1123_LABEL.match(value) or len(value) > 63):
+            inv.add(f"{field}.{key}", f'Invalid value: "{value}": {LABEL_MSG}'
+                    if DNS1123_LABEL.match(value) is None else
+                    f'Invalid value: "{value}": must be no more than 63 characters')
     volumes = {v.get("name") for v in spec.get("volumes") or []}
     for group in ("initContainers", "containers"):
         for i, c in enumerate(spec.get(group) or []):
