@@ -47,6 +47,7 @@ dist.destroy_process_group()
 FAIL_INDEX_1 = """
 import os, sys, time
 if os.environ["JOB_COMPLETION_INDEX"] == "1":
+    open("/dev/termination-log", "w").write("index 1 gives up\\n")
     sys.exit(3)
 time.sleep(300)
 """
@@ -222,17 +223,22 @@ def test_failing_pod_fails_the_job_and_stops_the_others(kube_cluster):
             for p in kc.list(Pod, labels={"job-name": "bad"})}
     term = pods["1"].status.containerStatuses[0].state.terminated
     assert (pods["1"].status.phase, term.exitCode, term.reason) == ("Failed", 3, "Error")
+    assert term.message == "index 1 gives up\n"  # written to /dev/termination-log
 
 
 def test_pod_failure_policy_fail_job_names_the_pod(kube_cluster):
     kc = client(kube_cluster)
-    job = indexed_job("pfp", [PY, "-c", "import sys; sys.exit(42)"], completions=1, backoff=6,
+    job = indexed_job("pfp", [PY, "-c", "import sys; print('x' * 3000); print('why'); sys.exit(42)"],
+                      completions=1, backoff=6,
                       podFailurePolicy=PodFailurePolicy(rules=[PodFailurePolicyRule(
                           action="FailJob", onExitCodes=PodFailurePolicyOnExitCodesRequirement(
                               operator="In", values=[42]))]))
+    job.spec.template.spec.containers[0].terminationMessagePolicy = "FallbackToLogsOnError"
     kc.create(job)
     failed = wait_for(lambda: condition(kc.get(Job, "pfp"), "Failed"), what="Job Failed")
     pod = next(iter(kc.list(Pod, labels={"job-name": "pfp"})))
+    message = pod.status.containerStatuses[0].state.terminated.message
+    assert len(message) == 2048 and message.endswith("xx\nwhy\n")
     assert failed["reason"] == "PodFailurePolicy"
     assert failed["message"] == (f"Container main for pod default/{pod.metadata.name} failed with "
                                  "exit code 42 matching FailJob rule at index 0")

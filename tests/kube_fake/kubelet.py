@@ -340,6 +340,9 @@ class PodRun(threading.Thread):
         mounts = [[str(vols[m["name"]] / m["subPath"]) if m.get("subPath") else str(vols[m["name"]]),
                    m["mountPath"], bool(m.get("readOnly"))] for m in c.get("volumeMounts") or []]
         mounts.append([str(self.hosts), "/etc/hosts", False])
+        term = self.dir / f"{c['name']}.termination-log"
+        term.write_bytes(b"")
+        mounts.append([str(term), c.get("terminationMessagePath") or "/dev/termination-log", False])
         root = self.dir / "root" / c["name"]
         root.mkdir(parents=True, exist_ok=True)
         plan = self.dir / f"{c['name']}.plan.json"
@@ -395,11 +398,23 @@ class PodRun(threading.Thread):
     def _exit_code(rc):
         return 128 - rc if rc < 0 else rc
 
+    def _message(self, c, code) -> str | None:
+        """The termination message, as the kubelet reads it: the container's message file, or
+        with FallbackToLogsOnError after a failure the end of its log (80 lines, 2 KiB)."""
+        term = self.dir / f"{c['name']}.termination-log"
+        text = term.read_bytes()[:4096] if term.exists() else b""
+        if not text and code != 0 and c.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            text = b"".join((self.dir / f"{c['name']}.log").read_bytes().splitlines(True)[-80:])[-2048:]
+        return text.decode(errors="replace") or None
+
     def _terminated(self, c, code, started):
         self.ended.add(c["name"])
-        self.statuses[c["name"]] = self._cstatus(c, {"terminated": {
-            "exitCode": code, "reason": "Completed" if code == 0 else "Error",
-            "startedAt": started, "finishedAt": now(), "containerID": f"fake://{c['name']}"}})
+        state = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                 "startedAt": started, "finishedAt": now(), "containerID": f"fake://{c['name']}"}
+        message = self._message(c, code)
+        if message:
+            state["message"] = message
+        self.statuses[c["name"]] = self._cstatus(c, {"terminated": state})
 
     def _kill(self, proc, grace, name=None):
         prefix = self.marker(name) if name else self.marker("")
