@@ -431,18 +431,30 @@ def test_apply_json_patch_and_stale_updates(kube_cluster):
 
 
 @pytest.mark.parametrize("kube_cluster", [TRAINER], indirect=True)
-def test_failing_trainjob_node_fails_the_trainjob_after_the_jobs_retries(kube_cluster):
+def test_failing_trainjob_node_restarts_in_place_until_the_backoff_limit(kube_cluster):
     kc = client(kube_cluster)
-    argv = [PY, "-c", "import os, sys, time\nif os.environ['PET_NODE_RANK'] == '1': sys.exit(5)\n"
-            "time.sleep(300)"]
+    argv = [PY, "-c", "import os, sys, time\nif os.environ['PET_NODE_RANK'] == '1':\n"
+            "    print('node 1 fails'); sys.exit(5)\ntime.sleep(300)"]
     kc.create(TrainJob(metadata=ObjectMeta(name="crash"), spec={
         "runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2, "command": argv}}))
+    pod = wait_for(lambda: next((p for p in kc.list(Pod, labels={"batch.kubernetes.io/job-completion-index": "1"})
+                                 if p.status.containerStatuses and p.status.containerStatuses[0].restartCount >= 1),
+                                None), what="node 1 restarted in place")
+    assert pod.spec.restartPolicy == "OnFailure" and pod.status.phase == "Running"
+    status = pod.status.containerStatuses[0]
+    assert status.lastState.terminated.exitCode == 5
+    previous = httpx.get(f"{kube_cluster.url}/api/v1/namespaces/default/pods/{pod.metadata.name}/log",
+                         params={"previous": "true"})
+    assert previous.text == "node 1 fails\n"
     failed = wait_for(lambda: condition(kc.get(TrainJob, "crash"), "Failed"), timeout=60,
                       what="the TrainJob to fail")
     assert (failed["reason"], failed["message"]) == (
         "FailedJobs", "jobset failed due to one or more job failures (first failed job: crash-node-0)")
     job = kc.get(Job, "crash-node-0")
-    assert job.spec.backoffLimit == 6 and job.status.failed == 7  # the Job's default, as in a real cluster
+    assert job.spec.backoffLimit == 6  # the Job's default, as in a real cluster
     assert condition(job, "Failed")["reason"] == "BackoffLimitExceeded"
-    wait_for(lambda: not kube_cluster.processes(), what="node 0 to be stopped")
+    backoffs = [e for e in kc.list(Event, fields={"involvedObject.name": pod.metadata.name})
+                if e.reason == "BackOff"]
+    assert len(backoffs) == 6
+    wait_for(lambda: not kube_cluster.processes() and not list(kc.list(Pod)), what="the pods to be deleted")
     assert kc.get(TrainJob, "crash")["status"]["jobsStatus"][0]["failed"] == 1

@@ -36,11 +36,15 @@ class FakeCluster:
     the ``torch-distributed`` runtime; ``allocatable`` is the node's capacity (quantities as in
     Kubernetes; a resource not named there is 0). ``master_port`` is given to TrainJob pods as
     PET_MASTER_PORT (the real Trainer uses 29400; the default here is a free port per TrainJob,
-    so that clusters running side by side on one host do not collide).
+    so that clusters running side by side on one host do not collide). A container restarted in
+    place (restartPolicy OnFailure or Always) waits ``restart_backoff`` seconds, doubling per
+    restart up to 30 times that (the kubelet's CrashLoopBackOff starts at 10 s, capped at 5 min).
     """
 
     def __init__(self, tmp_path, *, trainjob_api: bool = False, allocatable: dict | None = None,
-                 master_port: int | None = None, namespace: str = "default"):
+                 master_port: int | None = None, namespace: str = "default",
+                 restart_backoff: float = 0.2):
+        self.restart_backoff = restart_backoff
         self.root = Path(tmp_path) / "kube-fake"
         self.root.mkdir(parents=True, exist_ok=True)
         self.token = uuid.uuid4().hex

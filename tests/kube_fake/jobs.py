@@ -118,7 +118,12 @@ class JobController:
             status["failed"] = status.get("failed", 0) + 1
             if action == "FailJob" and not failure:
                 failure = ("PodFailurePolicy", message)
-        if not failure and status.get("failed", 0) > spec.get("backoffLimit", 6):
+        limit = spec.get("backoffLimit", 6)
+        restarts = sum(cs.get("restartCount", 0) for p in active for cs in
+                       (p["status"].get("initContainerStatuses") or []) + (p["status"].get("containerStatuses") or []))
+        on_failure = spec["template"]["spec"].get("restartPolicy") == "OnFailure"
+        if not failure and (status.get("failed", 0) > limit or on_failure and (
+                restarts > 0 if limit == 0 else restarts >= limit)):
             failure = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
         if indexed:
             status["completedIndexes"] = _ranges(succeeded_idx)

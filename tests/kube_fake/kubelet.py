@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 
 from . import scheduler, volumes
@@ -157,25 +159,27 @@ class Kubelet:
             cname = names[0]
         if cname not in names + inits:
             raise ApiError(400, "BadRequest", f"container {cname} is not valid for pod {name}")
-        if query.get("previous") == "true":
+        run = self.runs.get(pod["metadata"]["uid"])
+        previous = query.get("previous") in ("true", "1")
+        path = run.log_path(cname, previous) if run else None
+        if previous and path is None:
             raise ApiError(400, "BadRequest", f'previous terminated container "{cname}" in pod '
                            f'"{name}" not found')
-        run = self.runs.get(pod["metadata"]["uid"])
-        path = run.log_path(cname) if run else None
-        if path is None or not path.exists():
+        if path is None:
             waiting = "PodInitializing" if cname in names and inits else "ContainerCreating"
             raise ApiError(400, "BadRequest", f'container "{cname}" in pod "{name}" is waiting to '
                            f"start: {waiting}")
-        return self._follow(run, cname, path, query.get("follow") in ("true", "1"),
-                            query.get("tailLines"))
+        follow = query.get("follow") in ("true", "1") and not previous
+        return self._follow(run, cname, path, follow, query.get("tailLines"))
 
     def _follow(self, run, cname, path, follow, tail):
+        generation = run.generation.get(cname)
         yield b""
         with open(path, "rb") as f:
             if tail is not None:
                 yield b"".join(f.read().splitlines(keepends=True)[-int(tail):]) if int(tail) else b""
             while True:
-                finished = run.finished(cname) or self.cluster.stopping
+                finished = run.finished(cname, generation) or self.cluster.stopping
                 data = f.read(65536)
                 if data:
                     yield data
@@ -220,12 +224,16 @@ class PodRun(threading.Thread):
         self.stopped = threading.Event()
         self.ended: set[str] = set()
         self.statuses: dict[str, dict] = {}
+        self.restarts: dict[str, int] = {}
+        self.last_state: dict[str, dict] = {}
+        self.generation: dict[str, int] = {}
 
-    def log_path(self, cname):
-        return self.dir / f"{cname}.log" if (self.dir / f"{cname}.log").exists() else None
+    def log_path(self, cname, previous=False):
+        path = self.dir / (f"{cname}.log.previous" if previous else f"{cname}.log")
+        return path if path.exists() else None
 
-    def finished(self, cname):
-        return cname in self.ended or self.done.is_set()
+    def finished(self, cname, generation):
+        return cname in self.ended or self.done.is_set() or self.generation.get(cname) != generation
 
     def write_hosts(self, text: str):
         if self.hosts.read_text() != text:
@@ -249,8 +257,10 @@ class PodRun(threading.Thread):
         self.cluster.store.mutate(self.kubelet.pod_res, meta["namespace"], meta["name"], change)
 
     def _cstatus(self, c, state, **extra):
+        last = {"terminated": self.last_state[c["name"]]} if c["name"] in self.last_state else {}
         return {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False,
-                "started": "running" in state, "restartCount": 0, "state": state, **extra}
+                "started": "running" in state, "restartCount": self.restarts.get(c["name"], 0),
+                "state": state, "lastState": last, **extra}
 
     def _publish(self, phase=None, ready=False, initialized=None):
         spec = self.pod["spec"]
@@ -279,8 +289,8 @@ class PodRun(threading.Thread):
     def run(self):
         try:
             self._run()
-        except Exception as exc:  # a fault of the fake itself: show it on the pod
-            (self.dir / "kubelet-error.txt").write_text(repr(exc))
+        except Exception as exc:  # a fault of the fake itself: show it on the pod and to the test
+            self.cluster.errors.append(f"pod {self.pod['metadata']['name']}:\n{traceback.format_exc()}")
             self._update(lambda o: o["status"].update(phase="Failed", reason="FakeKubeletError",
                                                       message=repr(exc)))
         finally:
@@ -356,23 +366,57 @@ class PodRun(threading.Thread):
                 env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
 
+    def _launch(self, c, vols, node, main):
+        """Start one container instance: (container, process, startedAt), or None if stopped."""
+        name = c["name"]
+        log = self.dir / f"{name}.log"
+        if self.restarts.get(name) and log.exists():
+            log.unlink()  # the instance before is kept as .previous by _back_off
+        proc = self._wait_ready(lambda: self._start(c, vols, node))
+        if proc is None:
+            return None
+        started = now()
+        self.generation[name] = self.generation.get(name, 0) + 1
+        self.ended.discard(name)
+        self.statuses[name] = self._cstatus(c, {"running": {"startedAt": started}},
+                                            containerID=f"fake://{proc.pid}", ready=main)
+        self.cluster.event(self.pod, "Normal", "Pulled", f'Container image "{c.get("image")}" '
+                           "already present on machine", "kubelet")
+        self.cluster.event(self.pod, "Normal", "Created", f"Created container: {name}", "kubelet")
+        self.cluster.event(self.pod, "Normal", "Started", f"Started container {name}", "kubelet")
+        return c, proc, started
+
+    def _back_off(self, c) -> bool:
+        """Wait before restarting a container in place (CrashLoopBackOff); False if stopped."""
+        name, meta = c["name"], self.pod["metadata"]
+        log = self.dir / f"{name}.log"
+        if log.exists():
+            shutil.copyfile(log, self.dir / f"{name}.log.previous")
+        self.restarts[name] = self.restarts.get(name, 0) + 1
+        self.last_state[name] = self.statuses[name]["state"]["terminated"]
+        delay = min(self.cluster.restart_backoff * 2 ** (self.restarts[name] - 1),
+                    self.cluster.restart_backoff * 30)
+        self.statuses[name] = self._cstatus(c, {"waiting": {
+            "reason": "CrashLoopBackOff", "message": f"back-off {delay:g}s restarting failed "
+            f"container={name} pod={meta['name']}_{meta['namespace']}({meta['uid']})"}})
+        self._publish(ready=False, initialized=True)
+        self.cluster.event(self.pod, "Warning", "BackOff", f"Back-off restarting failed container "
+                           f"{name} in pod {meta['name']}_{meta['namespace']}({meta['uid']})", "kubelet")
+        return not self.stopped.wait(delay)
+
     def _run_containers(self, containers, vols, main=False):
-        """Exit codes of ``containers`` run side by side; None when the pod was stopped first."""
+        """Exit codes of ``containers`` run side by side (restarted in place as the pod's
+        restartPolicy says); None when the pod was stopped first."""
         node = self.cluster.store.get(self.kubelet.node_res, None, NODE)
+        policy = self.pod["spec"].get("restartPolicy", "Always")
         procs = {}
         for c in containers:
-            proc = self._wait_ready(lambda c=c: self._start(c, vols, node))
-            if proc is None:
-                for p in procs.values():
+            launched = self._launch(c, vols, node, main)
+            if launched is None:
+                for _, p, _ in procs.values():
                     self._kill(p, 0)
                 return None
-            procs[c["name"]] = (c, proc, now())
-            self.statuses[c["name"]] = self._cstatus(c, {"running": {"startedAt": procs[c["name"]][2]}},
-                                                     containerID=f"fake://{proc.pid}", ready=main)
-            self.cluster.event(self.pod, "Normal", "Pulled", f'Container image "{c.get("image")}" '
-                               "already present on machine", "kubelet")
-            self.cluster.event(self.pod, "Normal", "Created", f"Created container: {c['name']}", "kubelet")
-            self.cluster.event(self.pod, "Normal", "Started", f"Started container {c['name']}", "kubelet")
+            procs[c["name"]] = launched
         self._publish("Running" if main else None, ready=main, initialized=main)
         codes = {}
         while len(codes) < len(procs):
@@ -384,13 +428,24 @@ class PodRun(threading.Thread):
                         codes[name] = self._kill(proc, self.grace or 0, name)
                         self._terminated(c, codes[name], procs[name][2])
                 return None
-            for name, (c, proc, started) in procs.items():
-                if name not in codes and proc.poll() is not None:
-                    codes[name] = self._exit_code(proc.returncode)
-                    signal_marker(self.marker(name), signal.SIGKILL)  # the rest of the container
-                    self._terminated(c, codes[name], started)
-                    if main and len(codes) < len(procs):
-                        self._publish(ready=False, initialized=True)
+            for name, (c, proc, started) in list(procs.items()):
+                if name in codes or proc.poll() is not None and name in self.ended:
+                    continue
+                if proc.poll() is None:
+                    continue
+                code = self._exit_code(proc.returncode)
+                signal_marker(self.marker(name), signal.SIGKILL)  # the rest of the container
+                self._terminated(c, code, started)
+                if main and (policy == "Always" or policy == "OnFailure" and code != 0):
+                    if self._back_off(c):
+                        relaunched = self._launch(c, vols, node, main)
+                        if relaunched is not None:
+                            procs[name] = relaunched
+                            self._publish(ready=True, initialized=True)
+                    continue
+                codes[name] = code
+                if main and len(codes) < len(procs):
+                    self._publish(ready=False, initialized=True)
             self.stopped.wait(0.05)
         return [codes[c["name"]] for c in containers]
 

@@ -84,7 +84,7 @@ class TrainJobController:
                                   RJOB_NAME: rjob["name"], "jobset.sigs.k8s.io/job-index": "0"}
             pod = pod_t["spec"]
             pod["subdomain"] = name
-            pod.setdefault("restartPolicy", "OnFailure" if rjob["name"] != TRAINER_NODE else "Never")
+            pod.setdefault("restartPolicy", "OnFailure")  # JobSet's default
             if rjob["name"] == TRAINER_NODE:
                 job_spec.update({"completionMode": "Indexed", "completions": nodes,
                                  "parallelism": nodes})
