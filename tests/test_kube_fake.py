@@ -458,3 +458,50 @@ def test_failing_trainjob_node_restarts_in_place_until_the_backoff_limit(kube_cl
     assert len(backoffs) == 6
     wait_for(lambda: not kube_cluster.processes() and not list(kc.list(Pod)), what="the pods to be deleted")
     assert kc.get(TrainJob, "crash")["status"]["jobsStatus"][0]["failed"] == 1
+
+
+@pytest.mark.parametrize("kube_cluster", [TRAINER], indirect=True)
+def test_trainjob_runtime_patches_reach_the_pods(kube_cluster):
+    kc = client(kube_cluster)
+    kc.create(ConfigMap(metadata=ObjectMeta(name="code"), data={"greeting.txt": "patched in"}))
+    script = ("import os\nprint(open('/etc/jt/greeting.txt').read(), os.environ['FROM_PATCH'], "
+              "os.environ['FROM_TRAINER'], os.environ['PET_NODE_RANK'], flush=True)\n")
+    pod_patch = {"metadata": {"labels": {"run": "r1"}, "annotations": {"note": "a b"}},
+                 "spec": {"volumes": [{"name": "code", "configMap": {"name": "code"}}],
+                          "containers": [{"name": "node", "env": [{"name": "FROM_PATCH", "value": "p"}],
+                                          "volumeMounts": [{"name": "code", "mountPath": "/etc/jt"}]}],
+                          "nodeSelector": {"kubernetes.io/os": "linux"},
+                          "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}}
+    created = kc.create(TrainJob(metadata=ObjectMeta(name="patched"), spec={
+        "runtimeRef": {"name": "torch-distributed"},
+        "trainer": {"numNodes": 2, "command": [PY, "-c", script],
+                    "env": [{"name": "FROM_TRAINER", "value": "t"}]},
+        "runtimePatches": [{"manager": "test", "trainingRuntimeSpec": {"template": {"spec": {
+            "replicatedJobs": [{"name": "node", "template": {"metadata": {"labels": {"job": "j"}},
+                                                              "spec": {"template": pod_patch}}}]}}}}]}))
+    assert created["spec"]["runtimePatches"][0]["time"]  # stamped by the webhook
+    wait_for(lambda: condition(kc.get(TrainJob, "patched"), "Complete"), timeout=60, what="Complete")
+    assert kc.get(Job, "patched-node-0").metadata.labels["job"] == "j"
+    pods = sorted(kc.list(Pod, labels={"run": "r1"}), key=lambda p: p.metadata.name)
+    assert len(pods) == 2
+    for pod in pods:
+        assert pod.metadata.annotations["note"] == "a b"
+        assert pod.spec.nodeSelector == {"kubernetes.io/os": "linux"}
+        assert pod.spec.tolerations[0].key == "nvidia.com/gpu"
+        assert pod.spec.containers[0].image.startswith("pytorch/pytorch:")  # the runtime's
+    logs = sorted("".join(kc.log(p.metadata.name)) for p in pods)
+    assert logs == ["patched in p t 0\n", "patched in p t 1\n"]
+
+
+@pytest.mark.parametrize("kube_cluster", [TRAINER], indirect=True)
+@pytest.mark.parametrize("rjob, container, field", [
+    ("launcher", "node", "replicatedJobs[0].name"), ("node", "sidecar", "containers[0].name")])
+def test_runtime_patches_of_what_the_runtime_lacks_are_refused(kube_cluster, rjob, container, field):
+    with pytest.raises(ApiError) as err:
+        client(kube_cluster).create(TrainJob(metadata=ObjectMeta(name="bad"), spec={
+            "runtimeRef": {"name": "torch-distributed"}, "trainer": {"command": [PY, "-c", "pass"]},
+            "runtimePatches": [{"manager": "test", "trainingRuntimeSpec": {"template": {"spec": {
+                "replicatedJobs": [{"name": rjob, "template": {"spec": {"template": {"spec": {
+                    "containers": [{"name": container, "env": [{"name": "A", "value": "1"}]}]}}}}}]}}}}]}))
+    assert err.value.status.code == 422 and field in err.value.status.message
+    assert list(client(kube_cluster).list(Job)) == []

@@ -6,7 +6,9 @@ Status objects with 400/404/409/422); schema validation of created objects (Kube
 OpenAPI through kubernetes-validate, the Trainer CRDs' openAPIV3Schema) plus the name, label and
 Job rules the real server checks in code; the Job controller (Indexed pods, hostnames, index
 env/label/annotation, backoffLimit, podFailurePolicy, conditions); a Trainer v2 torch TrainJob
-made into a headless Service plus an Indexed Job with the torch plugin's PET_* env; ownerReference
+made into a headless Service plus an Indexed Job with the torch plugin's PET_* env and its
+runtimePatches applied as the CRD's list types say (refused for a job or container the runtime
+lacks); ownerReference
 garbage collection with Orphan/Background/Foreground propagation; scheduling on requests against
 one node's allocatable, with the default scheduler's FailedScheduling message; containers run
 from their argv with their env, volumes, working directory, hostname and a cluster /etc/hosts in

@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 import uuid
 
-from .store import ApiError
+from . import trainer
+from .store import ApiError, now
 
 _IPS = itertools.count(10)
 
@@ -86,3 +87,13 @@ def admit(cluster, res, obj: dict):
                            {"name": meta.get("name"), "kind": "TrainJob",
                             "causes": [{"reason": "FieldValueInvalid", "field": "spec.runtimeRef",
                                         "message": f'{ref["kind"]} {ref["name"]} not found'}]})
+        runtime = cluster.store.find(rt_res, ns, ref["name"]) if ref.get("name") else None
+        errors = trainer.patch_errors(runtime, obj) if runtime is not None else []
+        if errors:
+            raise ApiError(422, "Invalid", 'admission webhook "validator.trainjob.trainer.kubeflow.org" '
+                           f'denied the request: {"; ".join(errors)}',
+                           {"name": meta.get("name"), "kind": "TrainJob",
+                            "causes": [{"reason": "FieldValueInvalid", "field": e.split(":")[0],
+                                        "message": e} for e in errors]})
+        for patch in spec.get("runtimePatches") or []:
+            patch["time"] = now()  # the webhook stamps each patch

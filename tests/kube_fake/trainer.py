@@ -1,7 +1,7 @@
 """The Kubeflow Trainer v2 controller, for TrainJobs that reference a torch runtime: it makes what
 the real one makes through a JobSet (a headless Service named after the TrainJob and one Indexed
-Job per replicated job, `<trainjob>-<replicatedJob>-0`) and gives the trainer container the torch
-plugin's PET_* variables."""
+Job per replicated job, `<trainjob>-<replicatedJob>-0`), applies the TrainJob's `runtimePatches` to
+the runtime's template and gives the trainer container the torch plugin's PET_* variables."""
 
 from __future__ import annotations
 
@@ -17,6 +17,10 @@ from .store import now
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 RJOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
 TRAINER_NODE = "node"
+# The lists the TrainJob CRD declares as x-kubernetes-list-type: map keyed by name (under
+# runtimePatches); every other list (tolerations) is atomic, every object merges field by field.
+PATCH_LIST_MAPS = {"replicatedJobs", "containers", "initContainers", "volumes", "imagePullSecrets",
+                   "schedulingGates", "env", "volumeMounts"}
 
 
 def load_runtime(path: Path) -> dict:
@@ -24,6 +28,61 @@ def load_runtime(path: Path) -> dict:
     text = "\n".join(line for line in path.read_text().splitlines()
                      if not re.match(r"^\s*\{\{.*\}\}\s*$", line))
     return yaml.safe_load(text)
+
+
+def apply_patch(target, patch, key=None):
+    """``patch`` over ``target`` as server-side apply merges a runtime patch: objects field by
+    field, list-maps entry by entry on their name, anything else replaced."""
+    if isinstance(patch, dict):
+        out = copy.deepcopy(target) if isinstance(target, dict) else {}
+        for k, v in patch.items():
+            out[k] = apply_patch(out.get(k), v, k)
+        return out
+    if isinstance(patch, list) and key in PATCH_LIST_MAPS:
+        out = [copy.deepcopy(t) for t in target or []]
+        for item in patch:
+            at = next((i for i, t in enumerate(out) if t.get("name") == item.get("name")), None)
+            if at is None:
+                out.append(copy.deepcopy(item))
+            else:
+                out[at] = apply_patch(out[at], item)
+        return out
+    return copy.deepcopy(patch)
+
+
+def patched_template(runtime: dict, trainjob: dict) -> dict:
+    """The runtime's JobSet template with the TrainJob's runtimePatches applied in order."""
+    template = copy.deepcopy(runtime["spec"]["template"])
+    for patch in (trainjob.get("spec") or {}).get("runtimePatches") or []:
+        template = apply_patch(template, (patch.get("trainingRuntimeSpec") or {}).get("template")
+                               or {})
+    return template
+
+
+def patch_errors(runtime: dict, trainjob: dict) -> list[str]:
+    """What the Trainer's webhook refuses in runtimePatches: a replicated job or a container
+    the runtime does not have (a patch may change containers, not add them)."""
+    jobs = {j["name"]: j for j in runtime["spec"]["template"]["spec"]["replicatedJobs"]}
+    errors = []
+    for i, patch in enumerate((trainjob.get("spec") or {}).get("runtimePatches") or []):
+        spec = ((patch.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}
+        for j, rjob in enumerate(spec.get("replicatedJobs") or []):
+            where = f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec.replicatedJobs[{j}]"
+            if rjob["name"] not in jobs:
+                errors.append(f"{where}.name: Invalid value: \"{rjob['name']}\": the runtime has no "
+                              f"replicated job of that name (it has {', '.join(sorted(jobs))})")
+                continue
+            pod = jobs[rjob["name"]]["template"]["spec"]["template"]["spec"]
+            pod_patch = (((rjob.get("template") or {}).get("spec") or {}).get("template")
+                         or {}).get("spec") or {}
+            for field in ("containers", "initContainers"):
+                have = {c["name"] for c in pod.get(field) or []}
+                for k, c in enumerate(pod_patch.get(field) or []):
+                    if c["name"] not in have:
+                        errors.append(f"{where}.template.spec.template.spec.{field}[{k}].name: "
+                                      f"Invalid value: \"{c['name']}\": the replicated job has no "
+                                      f"such {field[:-1]}")
+    return errors
 
 
 class TrainJobController:
@@ -75,7 +134,7 @@ class TrainJobController:
                          "ownerReferences": self._owner(tj)},
             "spec": {"clusterIP": "None", "selector": {JOBSET_NAME: name},
                      "publishNotReadyAddresses": True}})
-        for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        for rjob in patched_template(runtime, tj)["spec"]["replicatedJobs"]:
             job_spec = copy.deepcopy(rjob["template"]["spec"])
             tmeta = copy.deepcopy(rjob["template"].get("metadata") or {})
             pod_t = job_spec["template"]
