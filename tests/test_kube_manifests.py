@@ -40,6 +40,8 @@ from jupyter_trainer.targets.registry import get_target
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 jsonschema = pytest.importorskip("jsonschema")
 
+from kube_fake.validation import strict  # noqa: E402 (after the skips)
+
 GOLDEN = Path(__file__).parent / "golden" / "kube"
 CRD = Path(__file__).resolve().parents[2] / "shared" / "k8s" / "trainer.kubeflow.org_trainjobs.yaml"
 K8S_VERSION = "1.31"
@@ -124,20 +126,6 @@ def test_manifests_match_golden(case):
 
 
 # -- schemas ---------------------------------------------------------------------------
-def strict(schema):
-    """The CRD schema as the API server applies it, strict: objects with ``properties``
-    refuse other fields (the server would prune them silently; here they are mistakes)."""
-    if isinstance(schema, list):
-        return [strict(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: strict(v) for k, v in schema.items()}
-    if ("properties" in out and "additionalProperties" not in out
-            and not out.get("x-kubernetes-preserve-unknown-fields")):
-        out["additionalProperties"] = False
-    return out
-
-
 @pytest.fixture(scope="module")
 def trainjob_schema():
     crd = yaml.safe_load(CRD.read_text())

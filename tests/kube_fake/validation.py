@@ -39,13 +39,14 @@ DNS1035_MSG = ("a DNS-1035 label must consist of lower case alphanumeric charact
                "'[a-z]([-a-z0-9]*[a-z0-9])?')")
 
 
-def _strict(schema):
-    """The schema with unknown fields refused where the CRD does not keep them."""
+def strict(schema):
+    """The CRD schema as the API server applies it, strict: objects with ``properties``
+    refuse other fields (the server would prune them silently; here they are mistakes)."""
     if isinstance(schema, list):
-        return [_strict(s) for s in schema]
+        return [strict(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: _strict(v) for k, v in schema.items()}
+    out = {k: strict(v) for k, v in schema.items()}
     if ("properties" in out and "additionalProperties" not in out
             and not out.get("x-kubernetes-preserve-unknown-fields")):
         out["additionalProperties"] = False
@@ -56,7 +57,7 @@ def _strict(schema):
 def crd_validator(kind: str):
     doc = yaml.safe_load((K8S_DIR / CRD_FILES[kind]).read_text())
     version = next(v for v in doc["spec"]["versions"] if v.get("served"))
-    schema = _strict(version["schema"]["openAPIV3Schema"])
+    schema = strict(version["schema"]["openAPIV3Schema"])
     schema["properties"]["metadata"] = {"type": "object"}
     if kind == "TrainingRuntime":
         schema["properties"]["kind"] = {"type": "string"}
