@@ -166,3 +166,28 @@ def test_an_unschedulable_pod_shows_queued_with_the_schedulers_reason(home, kube
     assert state["status"] == "canceled"
     assert state["teardown"]["leftovers"] == []
     assert kube_cluster.processes() == [] and run_objects(kube_cluster) == []
+
+
+@pytest.mark.parametrize("kube_cluster, api_name", [(TRAINER, "trainjob")], indirect=True,
+                         ids=["trainjob"])
+def test_a_node_container_that_dies_restarting_in_place_fails_the_run(home, kube_cluster, api_name):
+    """A rank killed without a traceback (os._exit) takes its node's torchrun down; the
+    TrainJob's pod restarts in place (OnFailure), so only its container status says so."""
+    kube_target(home, kube_cluster, api_name)
+    code = ("import os, time\nimport torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
+            "dist.init_process_group('gloo')\njt.log(step=0, up=1)\n"
+            "if jt.rank == 2:\n    os._exit(7)\ntime.sleep(600)\n")
+    started = time.monotonic()
+    run = api.submit(code, target="kube", nodes=2, procs=2, name="kube-exit")
+    with pytest.raises(RunFailed):
+        run.wait(timeout=180)
+    state = run.state
+    assert state["status"] == "failed" and state["failed_rank"] == 2, json.dumps(state, indent=1)
+    assert "rank 2 ended without recording an exit (exited with code 7" in state["error"]
+    scheduler = state["scheduler"]
+    assert (scheduler["state"], scheduler["reason"]) == ("failed", "ContainerFailed")
+    assert "-node-0-1-" in scheduler["failed_pod"]["pod"] and scheduler["failed_pod"]["exit_code"]
+    # Found from the container's end, not after the Job's backoffLimit of restarts.
+    assert time.monotonic() - started < 60
+    assert state["teardown"]["leftovers"] == []
+    assert kube_cluster.processes() == [] and run_objects(kube_cluster) == []

@@ -56,6 +56,7 @@ class KubernetesTarget(Target):
         self._followers: dict[str, threading.Thread] = {}
         self._final: dict[str, Any] | None = None
         self._seen_pods: tuple[float, list[dict[str, Any]]] = (-PODS_TTL_S, [])
+        self._deleting = False  # stop() deletes the run's objects: their absence is ours
 
     @property
     def cluster(self) -> Cluster:
@@ -306,6 +307,9 @@ class KubernetesTarget(Target):
         main = MAIN_KIND[handle["api"]]
         obj = self.cluster.get(main, handle["name"])
         if obj is None:
+            if self._deleting:
+                return {"state": "deleted", "exit_code": None,
+                        "message": f"{main} {handle['name']} was deleted by this run's teardown"}
             return {"state": "gone", "exit_code": 1, "message": f"{main} {handle['name']} is gone"}
         for cond in (obj.get("status") or {}).get("conditions") or []:
             if cond.get("status") != "True":
@@ -313,22 +317,34 @@ class KubernetesTarget(Target):
             if cond.get("type") in ("Complete", "SuccessCriteriaMet"):
                 return {"state": "completed", "exit_code": 0}
             if cond.get("type") == "Failed":
-                failed = self._failed_pod(handle)
+                failed = self._failed_pod(handle, fresh=True)
                 return {"state": "failed", "exit_code": (failed or {}).get("exit_code") or 1,
                         "reason": cond.get("reason"), "message": cond.get("message"),
                         **({"failed_pod": failed} if failed else {})}
+        # A TrainJob's pods restart in place (JobSet's restartPolicy OnFailure) until the
+        # Job's backoffLimit: the first container that ended non-zero ends the run now.
+        failed = self._failed_pod(handle)
+        if failed is not None:
+            return {"state": "failed", "exit_code": failed["exit_code"],
+                    "reason": "ContainerFailed",
+                    "message": f"container {failed['container']} of pod {failed['pod']} exited "
+                               f"with code {failed['exit_code']}", "failed_pod": failed}
         return {"state": "running"}
 
-    def _failed_pod(self, handle: Handle) -> dict[str, Any] | None:
-        """The pod whose container ended first with a non-zero exit code."""
+    def _failed_pod(self, handle: Handle, fresh: bool = False) -> dict[str, Any] | None:
+        """The pod whose container ended first with a non-zero exit code, in its current
+        state or, restarted in place since, its last one."""
         found = []
-        for pod in self._pods(handle, fresh=True):
+        for pod in self._pods(handle, fresh=fresh):
             for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-                term = (cs.get("state") or {}).get("terminated") or {}
-                if term.get("exitCode"):
-                    found.append({"pod": pod["metadata"]["name"], "exit_code": term["exitCode"],
-                                  "reason": term.get("reason"),
-                                  "finished": str(term.get("finishedAt") or "")})
+                ends = [(cs.get("state") or {}).get("terminated") or {},
+                        (cs.get("lastState") or {}).get("terminated") or {}]
+                for term in ends:
+                    if term.get("exitCode"):
+                        found.append({"pod": pod["metadata"]["name"], "container": cs.get("name"),
+                                      "exit_code": term["exitCode"], "reason": term.get("reason"),
+                                      "restarts": cs.get("restartCount", 0),
+                                      "finished": str(term.get("finishedAt") or "")})
         return min(found, key=lambda f: f["finished"]) if found else None
 
     def report(self, handle: Handle) -> dict[str, Any]:
@@ -365,6 +381,7 @@ class KubernetesTarget(Target):
         STOP_SETTLE_S more) until none of them and no pod of the run is left."""
         if self._final is not None:  # ended by itself: read the logs to their end first
             self._join_followers(FOLLOW_END_S)
+        self._deleting = True
         api = handle.get("api") or self._pending.get("api")
         items = list(handle.get("objects") or [])
         targets = ([tuple(item.split("/", 1)) for item in reversed(items)] if items
