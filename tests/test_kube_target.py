@@ -157,10 +157,11 @@ def test_a_failing_rank_fails_the_run_naming_the_rank_and_its_error(home, kube_c
 def test_an_unschedulable_pod_shows_queued_with_the_schedulers_reason(home, kube_cluster, api_name):
     kube_target(home, kube_cluster, api_name, gpus_per_node=1)
     run = api.submit(SLEEPER, target="kube", nodes=2, procs=2, name="kube-gpu", backend="gloo")
-    state = wait_for(lambda: run.state["status"] == "queued" and "nvidia.com/gpu" in str(
-        run.state.get("queue_reason") or run.state) and run.state, timeout=60,
+    state = wait_for(lambda: (lambda s: s["status"] == "queued" and "nvidia.com/gpu" in str(
+        (s.get("queue") or {}).get("reason")) and s)(run.state), timeout=60,
         what="queued with the scheduler's reason")
-    assert "0/1 nodes are available: 1 Insufficient nvidia.com/gpu" in json.dumps(state), state
+    assert "0/1 nodes are available: 1 Insufficient nvidia.com/gpu" in state["queue"]["reason"]
+    assert state["queue"]["stage"] == "queued"
     run.cancel(timeout=90)
     state = run.state
     assert state["status"] == "canceled"
