@@ -166,6 +166,7 @@ class KubernetesTarget(Target):
     def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
         objects = self.objects(command)
         self._files = LocalFiles(run_dir)
+        self._deleting = False
         created: list[tuple[str, str]] = []
         try:
             for manifest in manifests(objects):
