@@ -18,6 +18,7 @@ from .base import Target
 
 ENTRY_POINT_GROUP = "jupyter_trainer.targets"
 _BUILTIN = {
+    "kubernetes": "jupyter_trainer.targets.kubernetes:KubernetesTarget",
     "local": "jupyter_trainer.targets.local:LocalTarget",
     "ray": "jupyter_trainer.targets.ray:RayTarget",
     "slurm": "jupyter_trainer.targets.slurm:SlurmTarget",

@@ -1,0 +1,174 @@
+"""The API server, through lightkube: the few calls the target makes, each turning the
+client's errors into a ``TargetError`` that names the setting to fix.
+
+lightkube is imported here only, on first use, so that ``import jupyter_trainer`` and the
+other targets never pay for it and a missing install is said with its fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from ...errors import TargetError
+from .config import KubeConfig
+from .manifests import TRAINER_API
+
+INSTALL = "pip install 'jupyter_trainer[kubernetes]'"
+
+
+def require_lightkube() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("lightkube") is None:
+        raise TargetError(f"the kubernetes target needs the lightkube client: {INSTALL}")
+
+
+def _resource(kind: str) -> Any:
+    if kind == "TrainJob":
+        from lightkube.generic_resource import create_namespaced_resource
+
+        group, version = TRAINER_API.split("/")
+        return create_namespaced_resource(group, version, "TrainJob", "trainjobs")
+    from lightkube.resources.batch_v1 import Job
+    from lightkube.resources.core_v1 import ConfigMap, Event, Pod, Service
+
+    return {"Job": Job, "ConfigMap": ConfigMap, "Service": Service, "Pod": Pod,
+            "Event": Event}[kind]
+
+
+class Cluster:
+    """One client for one target's cluster (the kubeconfig, context and namespace of it)."""
+
+    def __init__(self, cfg: KubeConfig, target: str) -> None:
+        self.cfg = cfg
+        self.target = target
+        self._client: Any = None
+        self._namespace: str | None = None
+
+    def _fail(self, what: str, exc: BaseException) -> TargetError:
+        message = getattr(getattr(exc, "status", None), "message", None) or str(exc)
+        return TargetError(f"target {self.target!r}: {what}: {' '.join(message.split())[:500]}")
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            require_lightkube()
+            import httpx2  # lightkube's HTTP client
+            from lightkube import Client, ConfigError, KubeConfig as LightKubeConfig
+
+            path = self.cfg.kubeconfig_path()
+            try:
+                single = LightKubeConfig.from_file(path).get(context_name=self.cfg.context)
+            except ConfigError as exc:
+                raise TargetError(f"target {self.target!r}: cannot use kubeconfig {path}: {exc}; "
+                                  "set kubeconfig = \"PATH\" (and context) in the target, or "
+                                  "$KUBECONFIG") from None
+            self._namespace = self.cfg.namespace or single.namespace
+            self._client = Client(config=single, namespace=self._namespace,
+                                  timeout=httpx2.Timeout(float(self.cfg.connect_timeout)),
+                                  field_manager="jupyter-trainer")
+        return self._client
+
+    def close(self) -> None:
+        """End the client's connections (following pod logs too); never raises."""
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:
+                pass
+
+    @property
+    def namespace(self) -> str:
+        self.client  # noqa: B018 (reads the context's namespace)
+        return self._namespace or "default"
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from lightkube import ApiError
+
+        try:
+            return fn(*args, **kwargs)
+        except ApiError:
+            raise
+        except Exception as exc:  # connection refused, TLS, timeouts: httpx2's own errors
+            raise self._fail(f"{what} (is the cluster at the kubeconfig's server reachable?)",
+                             exc) from exc
+
+    def serves_trainjobs(self) -> bool:
+        """Whether the cluster serves Kubeflow Trainer's TrainJob API."""
+        from lightkube import ApiError
+
+        try:
+            self._call("asking for the TrainJob API", lambda: next(iter(
+                self.client.list(_resource("TrainJob"), namespace=self.namespace,
+                                 chunk_size=1)), None))
+        except ApiError as exc:
+            if exc.status.code == 404:
+                return False
+            raise self._fail("asking for the TrainJob API", exc) from exc
+        return True
+
+    def create(self, manifest: dict[str, Any]) -> None:
+        from lightkube import ApiError
+        from lightkube.codecs import from_dict
+
+        _resource(manifest["kind"])  # a generic kind must be known before from_dict
+        kind, name = manifest["kind"], manifest["metadata"]["name"]
+        try:
+            self._call(f"creating {kind} {name}", self.client.create, from_dict(manifest))
+        except ApiError as exc:
+            raise self._fail(f"the API server refused {kind} {name}", exc) from exc
+
+    def get(self, kind: str, name: str) -> dict[str, Any] | None:
+        from lightkube import ApiError
+
+        try:
+            obj = self._call(f"reading {kind} {name}", self.client.get, _resource(kind), name,
+                             namespace=self.namespace)
+        except ApiError as exc:
+            if exc.status.code == 404:
+                return None
+            raise self._fail(f"reading {kind} {name}", exc) from exc
+        return obj if isinstance(obj, dict) else obj.to_dict()
+
+    def delete(self, kind: str, name: str, grace: int | None = None) -> bool:
+        """Delete with foreground propagation (the pods go before the owner); False when
+        it was already gone."""
+        from lightkube import ApiError
+        from lightkube.types import CascadeType
+
+        try:
+            self._call(f"deleting {kind} {name}", self.client.delete, _resource(kind), name,
+                       namespace=self.namespace, grace_period=grace,
+                       cascade=CascadeType.FOREGROUND)
+        except ApiError as exc:
+            if exc.status.code == 404:
+                return False
+            raise self._fail(f"deleting {kind} {name}", exc) from exc
+        return True
+
+    def pods(self, labels: dict[str, str]) -> list[dict[str, Any]]:
+        from lightkube import ApiError
+
+        try:
+            found = self._call("listing the run's pods", lambda: list(self.client.list(
+                _resource("Pod"), namespace=self.namespace, labels=labels)))
+        except ApiError as exc:
+            raise self._fail("listing the run's pods", exc) from exc
+        return [p.to_dict() for p in found]
+
+    def events(self, pod: str) -> list[dict[str, Any]]:
+        from lightkube import ApiError
+
+        try:
+            found = self._call("reading a pod's events", lambda: list(self.client.list(
+                _resource("Event"), namespace=self.namespace,
+                fields={"involvedObject.name": pod})))
+        except ApiError:
+            return []
+        return [e.to_dict() for e in found]
+
+    def log_lines(self, pod: str) -> Iterator[bytes]:
+        """The pod's log, followed until the container ends."""
+        for line in self.client.log(pod, namespace=self.namespace, follow=True):
+            yield line.encode("utf-8", "surrogateescape")

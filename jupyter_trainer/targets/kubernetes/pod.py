@@ -1,0 +1,173 @@
+"""The program every pod of a Kubernetes run starts: ``python pod.py RUN_DIR IN_DIR -- ARGV``.
+
+Shipped in the run's ConfigMap (mounted at IN_DIR) and run by the image's Python, so it uses
+the standard library only and imports nothing of jupyter_trainer. It
+
+1. unpacks ``IN_DIR/snapshot.tar.gz`` into ``RUN_DIR/code`` and copies ``IN_DIR/spec.json``
+   (once per run folder, under a lock: pods that share a ``workdir_pvc`` folder unpack once;
+   without a ``snapshot.tar.gz`` the snapshot is expected in ``RUN_DIR/code`` already);
+2. gives the launcher this pod's node rank: ``JOB_COMPLETION_INDEX`` (an Indexed Job) or
+   ``PET_NODE_RANK`` (a TrainJob) becomes ``JT_NODE_RANK`` and torchrun's ``is_host``
+   (node 0 hosts the c10d store, which then ranks the nodes), and
+   ``PET_MASTER_ADDR:PET_MASTER_PORT`` the rendezvous endpoint when none is given;
+3. runs ARGV (the launcher, an argv list: nothing here goes through a shell), passing
+   SIGTERM on, and exits with its exit code;
+4. meanwhile copies what the ranks write into the run folder (``logs/``, ``events/``,
+   ``ranks/``) onto its stdout, the pod log, as marked lines (``MARK`` + JSON), which the
+   target splits off into the local run folder. The launcher's own output passes through
+   whole lines, so a marked line is never cut into.
+
+With ``--rank`` (a rank started by mpirun on a node pod) it only unpacks, then execs ARGV.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+
+# Starts a line that carries a run-folder file's new bytes: a visible sign (U+241E, SYMBOL
+# FOR RECORD SEPARATOR) that no line splitter treats as a line break, as it would 0x1e.
+MARK = "\u241ejt1 "
+FOLLOWED = ("logs", "events", "ranks")
+WHOLE = (".json", ".beat")  # files rewritten whole (atomic replace), sent whole
+# Bytes per marked line: its base64 stays under the 16 KiB at which container runtimes cut a
+# log line into parts.
+CHUNK = 8 * 1024
+INTERVAL = 0.25
+_out_lock = threading.Lock()
+
+
+def emit(line: bytes) -> None:
+    """One whole line onto stdout, never interleaved with another."""
+    with _out_lock:
+        view = memoryview(line)
+        while view:
+            view = view[os.write(1, view):]
+
+
+def unpack(run_dir: str, in_dir: str) -> None:
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, ".jt-unpack.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        spec = os.path.join(in_dir, "spec.json")
+        if os.path.exists(spec) and not os.path.exists(os.path.join(run_dir, "spec.json")):
+            shutil.copyfile(spec, os.path.join(run_dir, "spec.json"))
+        code, tarball = os.path.join(run_dir, "code"), os.path.join(in_dir, "snapshot.tar.gz")
+        if os.path.isdir(code) or not os.path.exists(tarball):
+            return
+        tmp = code + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        with tarfile.open(tarball) as tar:
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(tmp, filter="data")
+            else:  # Pythons before the tarfile filters: refuse paths that leave the folder
+                for member in tar.getmembers():
+                    target = os.path.realpath(os.path.join(tmp, member.name))
+                    if not (member.isfile() or member.isdir()) or not target.startswith(
+                            os.path.realpath(tmp) + os.sep):
+                        raise SystemExit(f"[jt] unsafe snapshot member {member.name!r}")
+                tar.extractall(tmp)
+        os.rename(tmp, code)
+
+
+def node_env(env: dict[str, str]) -> dict[str, str]:
+    env = dict(env)
+    index = env.get("JOB_COMPLETION_INDEX") or env.get("PET_NODE_RANK")
+    if index is not None:
+        env.setdefault("JT_NODE_RANK", index)
+        env.setdefault("PET_RDZV_CONF", f"is_host={int(index == '0')}")
+    if "PET_RDZV_ENDPOINT" not in env and env.get("PET_MASTER_ADDR"):
+        env["PET_RDZV_ENDPOINT"] = f"{env['PET_MASTER_ADDR']}:{env.get('PET_MASTER_PORT', '29400')}"
+    return env
+
+
+def mark(rel: str, **fields: object) -> bytes:
+    return (MARK + json.dumps({"f": rel, **fields}, separators=(",", ":")) + "\n").encode()
+
+
+class Mirror:
+    """Sends the new bytes of the run folder's followed files as marked lines."""
+
+    def __init__(self, run_dir: str) -> None:
+        self.run_dir = run_dir
+        self.sent: dict[str, object] = {}
+
+    def once(self) -> None:
+        for top in FOLLOWED:
+            folder = os.path.join(self.run_dir, top)
+            try:
+                names = sorted(os.listdir(folder))
+            except OSError:
+                continue
+            for name in names:
+                if name.endswith(".tmp"):  # a file being written, renamed into place later
+                    continue
+                self.file(f"{top}/{name}")
+
+    def file(self, rel: str) -> None:
+        path = os.path.join(self.run_dir, rel)
+        try:
+            if rel.endswith(WHOLE):
+                stat = os.stat(path)
+                key = (stat.st_mtime_ns, stat.st_size)
+                if self.sent.get(rel) != key:
+                    with open(path, "rb") as f:
+                        data = f.read()
+                    self.sent[rel] = key
+                    emit(mark(rel, w=base64.b64encode(data).decode()))
+                return
+            at = int(self.sent.get(rel, 0))  # type: ignore[arg-type]
+            with open(path, "rb") as f:
+                f.seek(at)
+                while True:
+                    data = f.read(CHUNK)
+                    if not data:
+                        break
+                    emit(mark(rel, at=at, a=base64.b64encode(data).decode()))
+                    at += len(data)
+            self.sent[rel] = at
+        except OSError:
+            pass
+
+    def run(self, done: threading.Event) -> None:
+        while not done.wait(INTERVAL):
+            self.once()
+
+
+def main(argv: list[str]) -> int:
+    rank_only = argv[:1] == ["--rank"]
+    argv = argv[1:] if rank_only else argv
+    if len(argv) < 4 or argv[2] != "--":
+        print("usage: pod.py [--rank] RUN_DIR IN_DIR -- ARGV...", file=sys.stderr)
+        return 2
+    run_dir, in_dir, command = argv[0], argv[1], argv[3:]
+    unpack(run_dir, in_dir)
+    env = node_env(dict(os.environ))
+    if rank_only:
+        os.execvpe(command[0], command, env)
+    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    signal.signal(signal.SIGTERM, lambda signum, frame: child.send_signal(signal.SIGTERM))
+    mirror, done = Mirror(run_dir), threading.Event()
+    thread = threading.Thread(target=mirror.run, args=(done,), daemon=True)
+    thread.start()
+    for line in iter(child.stdout.readline, b""):  # type: ignore[union-attr]
+        emit(line if line.endswith(b"\n") else line + b"\n")
+    code = child.wait()
+    done.set()
+    thread.join()
+    time.sleep(INTERVAL)  # a rank's last write, renamed into place as the launcher ended
+    mirror.once()
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

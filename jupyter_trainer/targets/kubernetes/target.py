@@ -1,0 +1,458 @@
+"""The kubernetes target: a run is a Kubeflow Trainer ``TrainJob`` or an Indexed Job with a
+headless Service (manifests.py), created through lightkube (cluster.py), never kubectl.
+
+``plan`` decides the API (``api = "auto"``: a TrainJob when the cluster serves them) and
+packs the snapshot; ``command`` is the launcher from the launcher table; ``dry_run`` prints
+the manifests ``start`` would create. While the run goes, ``phase`` says ``queued`` with the
+scheduler's reason as long as a pod is Pending, ``sync`` follows every pod's log (marked
+lines become the run folder's logs, events and rank records; the rest is the pod's launcher
+log), and ``poll`` reads the Job's or TrainJob's conditions. ``stop`` deletes everything
+with foreground propagation and waits until no pod of the run is left.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from ...errors import TargetError
+from ...launch import Command, LaunchPlan
+from ...spec import RunSpec
+from ..base import Handle, Target
+from ...nodes.mirror import LocalFiles
+from .cluster import Cluster, require_lightkube
+from .config import KubeConfig
+from .manifests import (MPI_LAUNCHERS, PVC_DIR, RunObjects, check_launch, check_snapshot_size,
+                        launcher_command, manifests, pod_plan, spec_json, to_yaml)
+from .manifests import run_dir as pod_run_dir
+from .names import RUN_ID_LABEL, label_value, object_name
+from .stream import PodLog
+
+MAIN_KIND = {"trainjob": "TrainJob", "job": "Job"}
+STOP_SETTLE_S = 30.0   # after the grace: how long deleted pods get to be gone
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+FOLLOW_TRIES = 20
+PODS_TTL_S = 0.5
+FOLLOW_END_S = 15.0    # how long the pods' log streams get to reach their end
+
+
+class KubernetesTarget(Target):
+    kind = "kubernetes"
+    queues = True
+    runs_images = True
+
+    def __init__(self, name: str, config: Mapping[str, Any] | None = None) -> None:
+        super().__init__(name, config)
+        self.cfg = KubeConfig.from_config(name, self.config)
+        self._cluster: Cluster | None = None
+        self._pending: dict[str, Any] = {}
+        self._files: LocalFiles | None = None
+        self._followers: dict[str, threading.Thread] = {}
+        self._final: dict[str, Any] | None = None
+        self._seen_pods: tuple[float, list[dict[str, Any]]] = (-PODS_TTL_S, [])
+        self._deleting = False  # stop() deletes the run's objects: their absence is ours
+
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            self._cluster = Cluster(self.cfg, self.name)
+        return self._cluster
+
+    def gpus_per_node(self) -> int:
+        return self.cfg.gpus_per_node
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind,
+                "kubeconfig": str(self.cfg.kubeconfig_path()), "context": self.cfg.context,
+                "namespace": self.cfg.namespace, "api": self.cfg.api, "image": self.cfg.image,
+                "gpus_per_node": self.cfg.gpus_per_node, "runtime": self.cfg.runtime,
+                "workdir_pvc": self.cfg.workdir_pvc}
+
+    # -- submit side -------------------------------------------------------------------
+    def image(self, spec: RunSpec) -> str:
+        image = self.cfg.image or spec.env.image
+        if not image:
+            raise TargetError(f"target {self.name!r} needs a container image for the pods: set "
+                              "image = \"REPO:TAG\" in the target, or `image:` in the run's "
+                              "environment (%%environment)")
+        return image
+
+    def check(self, spec: RunSpec) -> None:
+        require_lightkube()
+        self.image(spec)
+        if self.cfg.api != "auto":
+            check_launch(spec, self.cfg.api)
+        if spec.data:
+            raise TargetError(f"--data inputs need the run folders on a shared volume: set "
+                              f"workdir_pvc = \"CLAIM\" in target {self.name!r} and put the data "
+                              "there (staging --data onto it is not supported yet)"
+                              if not self.cfg.workdir_pvc else
+                              "--data inputs are not staged onto workdir_pvc yet; read the data "
+                              "from the claim's own path in the training code instead")
+
+    # -- supervisor side ---------------------------------------------------------------
+    def warm_up(self) -> None:
+        try:
+            import lightkube  # noqa: F401 (the supervisor waits for its run anyway)
+            from lightkube.resources import batch_v1, core_v1  # noqa: F401
+        except ImportError:
+            pass  # check() already refused the run
+
+    def api(self) -> str:
+        """``trainjob`` or ``job``: the setting, or (auto) what the cluster serves."""
+        if self.cfg.api != "auto":
+            return self.cfg.api
+        return "trainjob" if self.cluster.serves_trainjobs() else "job"
+
+    def namespace(self) -> str:
+        if self.cfg.namespace:
+            return self.cfg.namespace
+        try:
+            return self.cluster.namespace
+        except TargetError:
+            return "default"  # no kubeconfig: what kubectl apply would use
+
+    def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        from ...nodes.prepare import snapshot_tarball
+
+        api = self.api()
+        check_launch(spec, api)
+        code = Path(run_dir) / "code"
+        if not code.is_dir():
+            raise TargetError(f"the run's snapshot {code} is missing")
+        snapshot = snapshot_tarball(code)
+        written = Path(run_dir) / "spec.json"
+        self._pending = {"spec": spec, "run_id": run_id, "api": api,
+                         "namespace": self.namespace(), "image": self.image(spec),
+                         "snapshot": snapshot if check_snapshot_size(snapshot, self.cfg) else None,
+                         "spec_json": written.read_text() if written.exists() else spec_json(spec)}
+        return pod_plan(spec, run_id, self.cfg, api, backend)
+
+    def stage(self, spec: RunSpec, plan: LaunchPlan, run_dir: str) -> None:
+        """A snapshot too large for the ConfigMap: written into the run's folder on
+        workdir_pvc, through the path where this machine mounts it."""
+        if not self._pending or self._pending["snapshot"] is not None:
+            return
+        dest = local_claim_path(self.cfg, plan.run_dir) / "code"
+        copied = copy_tree(Path(run_dir) / "code", dest.with_name("code.staging"))
+        if "error" in copied:
+            raise TargetError(f"cannot stage the snapshot onto workdir_pvc: {copied['error']}")
+        try:
+            os.replace(dest.with_name("code.staging"), dest)
+        except OSError as exc:
+            raise TargetError(f"cannot stage the snapshot onto workdir_pvc at {dest}: {exc} "
+                              "(a run folder of that run id is there already?)") from None
+        self.on_staging({"snapshot": {"to": str(dest), "files": copied["files"]}, "done": True})
+
+    def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
+        return launcher_command(spec, plan, self._pending.get("api") or self.api())
+
+    def objects(self, command: Command) -> RunObjects:
+        if not self._pending:
+            raise TargetError("the kubernetes target has no planned run: call plan() first")
+        return RunObjects(cfg=self.cfg, command=command, **self._pending)
+
+    def dry_run(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> str:
+        """Every object the run would create, as a multi-document YAML stream that
+        ``kubectl apply -f -`` takes."""
+        return to_yaml(manifests(self.objects(command)))
+
+    def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
+        objects = self.objects(command)
+        self._files = LocalFiles(run_dir)
+        self._deleting = False
+        created: list[tuple[str, str]] = []
+        try:
+            for manifest in manifests(objects):
+                self.cluster.create(manifest)
+                created.append((manifest["kind"], manifest["metadata"]["name"]))
+        except TargetError:
+            for kind, name in reversed(created):
+                try:
+                    self.cluster.delete(kind, name, 0)
+                except TargetError:
+                    pass
+            raise
+        return {"target": self.name, "kind": self.kind, "api": objects.api,
+                "namespace": objects.namespace, "name": objects.name,
+                "objects": [f"{kind}/{name}" for kind, name in created],
+                "run_dir_remote": pod_run_dir(self.cfg, objects.run_id),
+                "mpi": (objects.api == "trainjob"
+                        and objects.spec.launch.launcher in MPI_LAUNCHERS),
+                "labels": pod_labels(objects.api, objects.run_id),
+                "selector": f"{RUN_ID_LABEL}={label_value(objects.run_id)}"}
+
+    # -- while it runs -----------------------------------------------------------------
+    def _pods(self, handle: Handle, fresh: bool = False) -> list[dict[str, Any]]:
+        """The run's pods, asked at most every PODS_TTL_S (phase, sync and poll all look)."""
+        asked, pods = self._seen_pods
+        if fresh or time.monotonic() - asked >= PODS_TTL_S:
+            pods = self.cluster.pods(dict(handle["labels"]))
+            self._seen_pods = (time.monotonic(), pods)
+        return pods
+
+    def phase(self, handle: Handle) -> dict[str, Any]:
+        pods = self._pods(handle)
+        main = MAIN_KIND[handle["api"]]
+        if not pods:
+            return {"stage": "queued", "reason": self._waiting_reason(handle)}
+        pending = [p for p in pods if (p.get("status") or {}).get("phase") == "Pending"]
+        if not pending:
+            return {"stage": "running", "pods": len(pods)}
+        return {"stage": "queued", "pods": len(pods), "pending": len(pending),
+                "reason": self.pending_reason(pending[0])}
+
+    def _waiting_reason(self, handle: Handle) -> str:
+        """Why a run has no pod yet: a condition of its Job or TrainJob that says (a queue
+        such as Kueue suspends it until it is admitted), else that they are being made."""
+        main = MAIN_KIND[handle["api"]]
+        obj = self.cluster.get(main, handle["name"]) or {}
+        for cond in (obj.get("status") or {}).get("conditions") or []:
+            if cond.get("status") == "True" and cond.get("message"):
+                return f"{main} {handle['name']}: {cond.get('type')}: {cond['message']}"
+        if (obj.get("spec") or {}).get("suspend"):
+            return f"{main} {handle['name']} is suspended"
+        return f"waiting for the {main}'s pods to be created"
+
+    def pending_reason(self, pod: dict[str, Any]) -> str:
+        """Why a Pending pod waits: the scheduler's words (``0/4 nodes are available: ...``)
+        from its PodScheduled condition or its latest FailedScheduling event, else what its
+        container waits for (an image pull)."""
+        name = pod["metadata"]["name"]
+        status = pod.get("status") or {}
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
+                    and cond.get("message"):
+                return f"pod {name}: {cond['message']}"
+        events = [e for e in self.cluster.events(name) if e.get("reason") == "FailedScheduling"]
+        if events:
+            latest = max(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime")
+                                                   or ""))
+            return f"pod {name}: {latest.get('message', 'FailedScheduling')}"
+        for cs in status.get("containerStatuses") or []:
+            waiting = (cs.get("state") or {}).get("waiting")
+            if waiting:
+                return f"pod {name}: {waiting.get('reason')} {waiting.get('message') or ''}".strip()
+        return f"pod {name} is Pending"
+
+    def sync(self, handle: Handle) -> None:
+        """A follower thread per started pod, once: its log goes into the run folder."""
+        if self._files is None:
+            return
+        for pod in self._pods(handle):
+            name = pod["metadata"]["name"]
+            phase = (pod.get("status") or {}).get("phase")
+            if name in self._followers or phase not in ("Running", "Succeeded", "Failed"):
+                continue
+            log = PodLog(self._files, node_number(pod, handle.get("mpi", False)), name)
+            thread = threading.Thread(target=self._follow, args=(name, log), daemon=True,
+                                      name=f"jt-kube-log-{name}")
+            self._followers[name] = thread
+            thread.start()
+
+    def _join_followers(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for thread in list(self._followers.values()):
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+    def _follow(self, pod: str, log: PodLog) -> None:
+        for _ in range(FOLLOW_TRIES):  # a stream cut short is read again from its start
+            log.restart()
+            try:
+                for line in self.cluster.log_lines(pod):
+                    log.feed(line)
+                return
+            except Exception:  # the API server or the connection went away for a moment
+                time.sleep(1.0)
+
+    def collect(self, handle: Handle) -> dict[str, Any]:
+        """The followers' last lines (the pods have ended), and the outputs: copied from
+        workdir_pvc where this machine sees it (``workdir_local``), else where they are."""
+        self._join_followers(FOLLOW_END_S)
+        report: dict[str, Any] = {"followed_pods": sorted(self._followers)}
+        if self._files is not None:
+            self._files.flush_partial()
+        remote = f"{handle.get('run_dir_remote')}/outputs"
+        if not self.cfg.workdir_pvc:
+            return {**report, "outputs": f"{remote} in the pods' emptyDir volumes, gone with "
+                                         "the pods (set workdir_pvc to keep them)"}
+        report["outputs"] = f"persistentVolumeClaim {self.cfg.workdir_pvc}: {remote}"
+        if self.cfg.workdir_local and self._files is not None:
+            report["copied"] = copy_tree(local_claim_path(self.cfg, remote),
+                                         self._files.root / "outputs")
+        return report
+
+    def poll(self, handle: Handle) -> int | None:
+        state = self._state(handle)
+        if state["state"] == "running":
+            return None
+        return state["exit_code"]
+
+    def _state(self, handle: Handle) -> dict[str, Any]:
+        """The run's end as the Job's or TrainJob's conditions say, kept once it is final
+        (``report`` is asked after ``stop`` deleted the object)."""
+        if self._final is not None:
+            return self._final
+        state = self._conditions(handle)
+        if state["state"] in ("completed", "failed", "gone"):
+            self._final = state
+        return state
+
+    def _conditions(self, handle: Handle) -> dict[str, Any]:
+        main = MAIN_KIND[handle["api"]]
+        obj = self.cluster.get(main, handle["name"])
+        if obj is None:
+            if self._deleting:
+                return {"state": "deleted", "exit_code": None,
+                        "message": f"{main} {handle['name']} was deleted by this run's teardown"}
+            return {"state": "gone", "exit_code": 1, "message": f"{main} {handle['name']} is gone"}
+        for cond in (obj.get("status") or {}).get("conditions") or []:
+            if cond.get("status") != "True":
+                continue
+            if cond.get("type") in ("Complete", "SuccessCriteriaMet"):
+                return {"state": "completed", "exit_code": 0}
+            if cond.get("type") == "Failed":
+                failed = self._failed_pod(handle, fresh=True)
+                return {"state": "failed", "exit_code": (failed or {}).get("exit_code") or 1,
+                        "reason": cond.get("reason"), "message": cond.get("message"),
+                        **({"failed_pod": failed} if failed else {})}
+        # A TrainJob's pods restart in place (JobSet's restartPolicy OnFailure) until the
+        # Job's backoffLimit: the first container that ended non-zero ends the run now.
+        failed = self._failed_pod(handle)
+        if failed is not None:
+            return {"state": "failed", "exit_code": failed["exit_code"],
+                    "reason": "ContainerFailed",
+                    "message": f"container {failed['container']} of pod {failed['pod']} exited "
+                               f"with code {failed['exit_code']}", "failed_pod": failed}
+        return {"state": "running"}
+
+    def _failed_pod(self, handle: Handle, fresh: bool = False) -> dict[str, Any] | None:
+        """The pod whose container ended first with a non-zero exit code, in its current
+        state or, restarted in place since, its last one."""
+        found = []
+        for pod in self._pods(handle, fresh=fresh):
+            for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+                ends = [(cs.get("state") or {}).get("terminated") or {},
+                        (cs.get("lastState") or {}).get("terminated") or {}]
+                for term in ends:
+                    if term.get("exitCode"):
+                        found.append({"pod": pod["metadata"]["name"], "container": cs.get("name"),
+                                      "exit_code": term["exitCode"], "reason": term.get("reason"),
+                                      "restarts": cs.get("restartCount", 0),
+                                      "finished": str(term.get("finishedAt") or "")})
+        return min(found, key=lambda f: f["finished"]) if found else None
+
+    def report(self, handle: Handle) -> dict[str, Any]:
+        state = self._state(handle)
+        report = {"api": handle["api"], "name": handle["name"], **state}
+        if state["state"] == "gone":
+            report["error"] = (f"{state['message']}: it was deleted before the run ended "
+                               "(kubectl delete, or its namespace went)")
+        elif state["state"] == "failed" and "failed_pod" not in state:
+            report["error"] = (f"Kubernetes ended the {MAIN_KIND[handle['api']]}: "
+                               f"{state.get('reason')}: {state.get('message')}")
+        return report
+
+    def release(self, handle: Handle | None) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
+
+    # -- the end -----------------------------------------------------------------------
+    def _kinds(self, api: str | None) -> tuple[str, ...]:
+        """The kinds a run may have created, the main object first (its pods go with it)."""
+        if api == "trainjob":
+            return ("TrainJob", "ConfigMap")
+        if api == "job" or self.cfg.api == "job":
+            return ("Job", "Service", "ConfigMap")
+        return ("TrainJob", "Job", "Service", "ConfigMap")
+
+    def _run_pods(self, run_id: str) -> list[dict[str, Any]]:
+        pods = {p["metadata"]["name"]: p for api in ("job", "trainjob")
+                for p in self.cluster.pods(pod_labels(api, run_id))}
+        return [p for _, p in sorted(pods.items())]
+
+    def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
+        """Delete the run's objects with foreground propagation, then wait (the grace, and
+        STOP_SETTLE_S more) until none of them and no pod of the run is left."""
+        if self._final is not None:  # ended by itself: read the logs to their end first
+            self._join_followers(FOLLOW_END_S)
+        self._deleting = True
+        api = handle.get("api") or self._pending.get("api")
+        items = list(handle.get("objects") or [])
+        targets = ([tuple(item.split("/", 1)) for item in reversed(items)] if items
+                   else [(kind, object_name(run_id)) for kind in self._kinds(api)])
+        deleted = [f"{kind}/{name}" for kind, name in targets
+                   if self.cluster.delete(kind, name, int(grace))]
+        deadline = time.monotonic() + grace + STOP_SETTLE_S
+        while True:
+            left = [_describe(p) for p in self._run_pods(run_id)]
+            left += [f"{kind} {name} (being deleted)" for kind, name in targets
+                     if self.cluster.get(kind, name) is not None]
+            if not left or time.monotonic() >= deadline:
+                break
+            time.sleep(0.5)
+        self._seen_pods = (-PODS_TTL_S, [])
+        return {"deleted": deleted, "propagation": "Foreground", "left": left}
+
+    def leftovers(self, run_id: str) -> list[str]:
+        """The run's pods still there, and any of its objects not yet deleted."""
+        found = [_describe(p) for p in self._run_pods(run_id)]
+        name = object_name(run_id)
+        for kind in self._kinds(self._pending.get("api")):
+            if self.cluster.get(kind, name) is not None:
+                found.append(f"{kind} {name} still exists")
+        return found
+
+
+def local_claim_path(cfg: KubeConfig, pod_path: str) -> Path:
+    """A path in the pods under workdir_pvc's mount, as this machine sees it."""
+    return Path(cfg.workdir_local or "/") / Path(pod_path).relative_to(PVC_DIR)
+
+
+def copy_tree(src: Path, dest: Path) -> dict[str, Any]:
+    """Folders and plain files of ``src`` into ``dest``, between the run folder and the
+    claim as this machine sees it."""
+    if not src.is_dir():
+        return {"error": f"{src} is not there (is workdir_local where this machine mounts "
+                         "workdir_pvc?)"}
+    files = 0
+    for path in sorted(src.rglob("*")):
+        target = dest / path.relative_to(src)
+        if path.is_dir() and not path.is_symlink():
+            target.mkdir(parents=True, exist_ok=True)
+        elif path.is_file() and not path.is_symlink():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            files += 1
+    return {"from": str(src), "files": files}
+
+
+def pod_labels(api: str, run_id: str) -> dict[str, str]:
+    """A selector for the run's pods: our run-id label on a Job's; the JobSet's own label
+    on a TrainJob's (set by the Trainer's JobSet whatever the runtime patches carry)."""
+    if api == "trainjob":
+        return {JOBSET_LABEL: object_name(run_id)}
+    return {RUN_ID_LABEL: label_value(run_id)}
+
+
+def node_number(pod: dict[str, Any], mpi: bool) -> int:
+    """The node a pod is, for its launcher log: its Job's completion index (under an MPI
+    TrainJob the launcher pod is node 0 and the node pods follow it)."""
+    meta = pod["metadata"]
+    index = (meta.get("annotations") or {}).get(INDEX_ANNOTATION, "0")
+    number = int(index) if str(index).isdigit() else 0
+    if mpi and (meta.get("labels") or {}).get(REPLICATED_JOB_LABEL) != "launcher":
+        number += 1
+    return number
+
+
+def _describe(pod: dict[str, Any]) -> str:
+    status = pod.get("status") or {}
+    return (f"pod {pod['metadata']['name']} ({status.get('phase', 'unknown')}"
+            + (", being deleted" if pod["metadata"].get("deletionTimestamp") else "") + ")")

@@ -1,0 +1,29 @@
+"""A fake Kubernetes API server at the process boundary, whose pods run as local processes.
+
+What it is faithful to: the REST shapes lightkube uses (discovery, CRUD, merge/strategic/JSON
+patch and server-side apply, label/field selectors, resourceVersion watches, pod log streams,
+Status objects with 400/404/409/422); schema validation of created objects (Kubernetes 1.37
+OpenAPI through kubernetes-validate, the Trainer CRDs' openAPIV3Schema) plus the name, label and
+Job rules the real server checks in code; the Job controller (Indexed pods, hostnames, index
+env/label/annotation, backoffLimit, podFailurePolicy, conditions); a Trainer v2 torch TrainJob
+made into a headless Service plus an Indexed Job with the torch plugin's PET_* env and its
+runtimePatches applied as the CRD's list types say (refused for a job or container the runtime
+lacks); ownerReference
+garbage collection with Orphan/Background/Foreground propagation; scheduling on requests against
+one node's allocatable, with the default scheduler's FailedScheduling message; containers run
+from their argv with their env, volumes, working directory, hostname and a cluster /etc/hosts in
+their own mount and UTS namespaces; pod phases, container states, restarts, termination messages
+and events.
+
+What only a real cluster shows: images (containers run the host's files and Python, so the
+command must exist here; an image's entrypoint is unknown), network isolation (every pod shares
+the host's network: ports collide, a Service does not map port to targetPort, DNS is /etc/hosts
+on 127.0.0.1), resource limits and GPUs (requests only gate scheduling), admission webhooks and
+CEL rules beyond those named above, unknown fields (refused here, as with fieldValidation=Strict;
+a real server drops them with a warning by default), multiple nodes, preemption, RBAC and auth,
+the Job controller's real back-off delays, JobSet itself, and the MPI runtime.
+"""
+
+from .cluster import FakeCluster
+
+__all__ = ["FakeCluster"]

@@ -1,0 +1,484 @@
+"""The kubelet of the one fake node: binds pods the scheduler lets through, and runs each pod's
+containers as real local processes in their own mount and UTS namespaces."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from . import scheduler, volumes
+from .store import ApiError, now
+
+NODE = "fake-node"
+PODINIT = str(Path(__file__).with_name("podinit.py"))
+MARKER = "KUBE_FAKE_POD"
+
+
+def _cond(type_, status, reason=None, message=None):
+    c = {"type": type_, "status": status, "lastProbeTime": None, "lastTransitionTime": now()}
+    if reason:
+        c["reason"] = reason
+    if message:
+        c["message"] = message
+    return c
+
+
+def live_pids(prefix: str) -> dict[int, str]:
+    """pid -> marker of every live process whose environment carries a marker starting with
+    ``prefix`` (descendants inherit it, whatever session or group they move to)."""
+    out = {}
+    needle = f"{MARKER}={prefix}".encode()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                env = f.read()
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+        except OSError:
+            continue
+        for item in env.split(b"\0"):
+            if item.startswith(needle):
+                out[int(entry.name)] = item.split(b"=", 1)[1].decode()
+                break
+    return out
+
+
+def signal_marker(prefix: str, sig: int):
+    for pid in live_pids(prefix):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+class Kubelet:
+    def __init__(self, cluster):
+        self.cluster = cluster
+        reg = cluster.registry
+        self.pod_res = reg.find("", "v1", "pods")
+        self.node_res = reg.find("", "v1", "nodes")
+        self.svc_res = reg.find("", "v1", "services")
+        self.runs: dict[str, "PodRun"] = {}
+        self.unschedulable: dict[str, str] = {}
+        self.root = cluster.root / "kubelet"
+
+    # -- the control loop's part
+    def sync(self):
+        store = self.cluster.store
+        pods = sorted(store.list(self.pod_res)[0],
+                      key=lambda p: int(p["metadata"]["resourceVersion"]) if not p["spec"].get(
+                          "nodeName") else 0)
+        node = store.get(self.node_res, None, NODE)
+        services = store.list(self.svc_res)[0]
+        live = set()
+        for pod in pods:
+            meta = pod["metadata"]
+            live.add(meta["uid"])
+            run = self.runs.get(meta["uid"])
+            if meta.get("deletionTimestamp"):
+                if run and not run.done.is_set():
+                    run.stop(meta.get("deletionGracePeriodSeconds",
+                                      pod["spec"].get("terminationGracePeriodSeconds", 30)))
+                else:
+                    self._forget(pod)
+                continue
+            if not pod["spec"].get("nodeName"):
+                self._schedule(pod, node, pods)
+            elif run is None and pod["status"].get("phase") == "Pending":
+                self.runs[meta["uid"]] = PodRun(self, pod)
+                self.runs[meta["uid"]].start()
+            if run is not None:
+                run.write_hosts(volumes.hosts_file(self.cluster, pod, pods, services))
+        for uid in [u for u in self.runs if u not in live]:
+            self.runs.pop(uid).stop(0)
+
+    def _forget(self, pod):
+        try:
+            self.cluster.store.remove(self.pod_res, pod["metadata"]["namespace"], pod["metadata"]["name"])
+        except ApiError:
+            pass
+        self.runs.pop(pod["metadata"]["uid"], None)
+
+    def _schedule(self, pod, node, pods):
+        bound = [p for p in pods if p["spec"].get("nodeName") == NODE
+                 and p["status"].get("phase") not in ("Succeeded", "Failed")]
+        message = scheduler.fits(node, pod, bound)
+        meta = pod["metadata"]
+        if message:
+            if self.unschedulable.get(meta["uid"]) != message:
+                self.unschedulable[meta["uid"]] = message
+                self.cluster.event(pod, "Warning", "FailedScheduling", message, "default-scheduler")
+
+                def pending(obj):
+                    obj["status"]["conditions"] = [_cond("PodScheduled", "False", "Unschedulable", message)]
+                self.cluster.store.mutate(self.pod_res, meta["namespace"], meta["name"], pending)
+            return
+        self.unschedulable.pop(meta["uid"], None)
+
+        def bind(obj):
+            obj["spec"]["nodeName"] = NODE
+            obj["status"]["conditions"] = [_cond("PodScheduled", "True")]
+        self.cluster.store.mutate(self.pod_res, meta["namespace"], meta["name"], bind)
+        self.cluster.event(pod, "Normal", "Scheduled",
+                           f"Successfully assigned {meta['namespace']}/{meta['name']} to {NODE}",
+                           "default-scheduler")
+
+    # -- the API's part
+    def delete_pod(self, ns, name, grace):
+        store = self.cluster.store
+        pod = store.get(self.pod_res, ns, name)
+        run = self.runs.get(pod["metadata"]["uid"])
+        if run is None or run.done.is_set():
+            return store.remove(self.pod_res, ns, name)
+        grace = pod["spec"].get("terminationGracePeriodSeconds", 30) if grace is None else grace
+        out = store.mark_deleted(self.pod_res, ns, name, grace=grace, keep=True)
+        run.stop(grace)
+        return out
+
+    def log_stream(self, ns, name, query):
+        pod = self.cluster.store.get(self.pod_res, ns, name)
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        inits = [c["name"] for c in pod["spec"].get("initContainers") or []]
+        cname = query.get("container")
+        if not cname:
+            if len(names) != 1:
+                extra = f" or one of the init containers: [{' '.join(inits)}]" if inits else ""
+                raise ApiError(400, "BadRequest", f"a container name must be specified for pod "
+                               f"{name}, choose one of: [{' '.join(names)}]{extra}")
+            cname = names[0]
+        if cname not in names + inits:
+            raise ApiError(400, "BadRequest", f"container {cname} is not valid for pod {name}")
+        run = self.runs.get(pod["metadata"]["uid"])
+        previous = query.get("previous") in ("true", "1")
+        path = run.log_path(cname, previous) if run else None
+        if previous and path is None:
+            raise ApiError(400, "BadRequest", f'previous terminated container "{cname}" in pod '
+                           f'"{name}" not found')
+        if path is None:
+            waiting = "PodInitializing" if cname in names and inits else "ContainerCreating"
+            raise ApiError(400, "BadRequest", f'container "{cname}" in pod "{name}" is waiting to '
+                           f"start: {waiting}")
+        follow = query.get("follow") in ("true", "1") and not previous
+        return self._follow(run, cname, path, follow, query.get("tailLines"))
+
+    def _follow(self, run, cname, path, follow, tail):
+        generation = run.generation.get(cname)
+        yield b""
+        with open(path, "rb") as f:
+            if tail is not None:
+                yield b"".join(f.read().splitlines(keepends=True)[-int(tail):]) if int(tail) else b""
+            while True:
+                finished = run.finished(cname, generation) or self.cluster.stopping
+                data = f.read(65536)
+                if data:
+                    yield data
+                    continue
+                if not follow or finished:
+                    return
+                time.sleep(0.05)
+
+    def processes(self) -> list[dict]:
+        out = []
+        for pid, marker in sorted(live_pids(self.cluster.token + "/").items()):
+            _, ns, pod, container = marker.rstrip("/").split("/", 3)
+            try:
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            out.append({"pid": pid, "namespace": ns, "pod": pod, "container": container,
+                        "cmdline": [c.decode(errors="replace") for c in cmd if c]})
+        return out
+
+    def stop_all(self):
+        for run in list(self.runs.values()):
+            run.stop(0)
+        for run in list(self.runs.values()):
+            run.join(10)
+        signal_marker(self.cluster.token + "/", signal.SIGKILL)
+
+
+class PodRun(threading.Thread):
+    """One pod on the node: volumes, then init containers in order, then its containers."""
+
+    def __init__(self, kubelet: Kubelet, pod: dict):
+        super().__init__(name=f"pod-{pod['metadata']['name']}", daemon=True)
+        self.kubelet, self.cluster, self.pod = kubelet, kubelet.cluster, pod
+        meta = pod["metadata"]
+        self.dir = kubelet.root / f"{meta['namespace']}_{meta['name']}_{meta['uid'][:8]}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.hosts = self.dir / "hosts"
+        self.hosts.write_text("127.0.0.1\tlocalhost\n")
+        self.done = threading.Event()
+        self.grace: float | None = None
+        self.stopped = threading.Event()
+        self.ended: set[str] = set()
+        self.statuses: dict[str, dict] = {}
+        self.restarts: dict[str, int] = {}
+        self.last_state: dict[str, dict] = {}
+        self.generation: dict[str, int] = {}
+
+    def log_path(self, cname, previous=False):
+        path = self.dir / (f"{cname}.log.previous" if previous else f"{cname}.log")
+        return path if path.exists() else None
+
+    def finished(self, cname, generation):
+        return cname in self.ended or self.done.is_set() or self.generation.get(cname) != generation
+
+    def write_hosts(self, text: str):
+        if self.hosts.read_text() != text:
+            with open(self.hosts, "r+") as f:  # in place: the containers bind-mount this inode
+                f.write(text)
+                f.truncate()
+
+    def stop(self, grace):
+        if self.grace is None or grace < self.grace:
+            self.grace = grace
+        self.stopped.set()
+
+    def marker(self, cname):
+        """The environment marker of one container ("" for the whole pod)."""
+        meta = self.pod["metadata"]
+        return f"{self.cluster.token}/{meta['namespace']}/{meta['name']}/" + (f"{cname}/" if cname else "")
+
+    # -- status
+    def _update(self, change):
+        meta = self.pod["metadata"]
+        self.cluster.store.mutate(self.kubelet.pod_res, meta["namespace"], meta["name"], change)
+
+    def _cstatus(self, c, state, **extra):
+        last = {"terminated": self.last_state[c["name"]]} if c["name"] in self.last_state else {}
+        return {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False,
+                "started": "running" in state, "restartCount": self.restarts.get(c["name"], 0),
+                "state": state, "lastState": last, **extra}
+
+    def _publish(self, phase=None, ready=False, initialized=None):
+        spec = self.pod["spec"]
+        inits = [self.statuses[c["name"]] for c in spec.get("initContainers") or []]
+        mains = [self.statuses[c["name"]] for c in spec["containers"]]
+
+        def change(obj):
+            st = obj["status"]
+            if phase:
+                st["phase"] = phase
+            st.update({"hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}], "podIP": "127.0.0.1",
+                       "podIPs": [{"ip": "127.0.0.1"}], "containerStatuses": mains})
+            st.setdefault("startTime", now())
+            if inits:
+                st["initContainerStatuses"] = inits
+            conds = {c["type"]: c for c in st.get("conditions") or []}
+            conds["Initialized"] = _cond("Initialized", "True" if initialized else "False")
+            for t in ("ContainersReady", "Ready"):
+                conds[t] = _cond(t, "True" if ready else "False",
+                                 None if ready else ("PodCompleted" if phase in ("Succeeded", "Failed")
+                                                     else "ContainersNotReady"))
+            st["conditions"] = list(conds.values())
+        self._update(change)
+
+    # -- running
+    def run(self):
+        try:
+            self._run()
+        except Exception as exc:  # a fault of the fake itself: show it on the pod and to the test
+            self.cluster.errors.append(f"pod {self.pod['metadata']['name']}:\n{traceback.format_exc()}")
+            self._update(lambda o: o["status"].update(phase="Failed", reason="FakeKubeletError",
+                                                      message=repr(exc)))
+        finally:
+            signal_marker(self.marker(""), signal.SIGKILL)
+            self.done.set()
+            meta = self.pod["metadata"]
+            current = self.cluster.store.find(self.kubelet.pod_res, meta["namespace"], meta["name"])
+            if current and current["metadata"].get("deletionTimestamp"):
+                self.kubelet._forget(current)
+            self.cluster.wake()
+
+    def _run(self):
+        spec = self.pod["spec"]
+        inits, mains = spec.get("initContainers") or [], spec["containers"]
+        for c in inits:
+            self.statuses[c["name"]] = self._cstatus(c, {"waiting": {"reason": "PodInitializing"}})
+        for c in mains:
+            self.statuses[c["name"]] = self._cstatus(c, {"waiting": {"reason": (
+                "PodInitializing" if inits else "ContainerCreating")}})
+        self._publish(initialized=not inits)
+        vols = self._wait_ready(lambda: volumes.materialise(self.cluster, self.pod, self.dir))
+        if vols is None:
+            return
+        for c in inits:
+            codes = self._run_containers([c], vols)
+            if codes is None:
+                return
+            if codes[0] != 0:
+                self._publish("Failed", initialized=False)
+                return
+        codes = self._run_containers(mains, vols, main=True)
+        if codes is None:
+            return
+        self._publish("Succeeded" if all(c == 0 for c in codes) else "Failed", initialized=True)
+
+    def _wait_ready(self, make):
+        """make(), retried while it reports a missing object (one event per distinct reason)."""
+        told = None
+        while not self.stopped.is_set():
+            try:
+                return make()
+            except volumes.NotReady as exc:
+                if told != exc.message:
+                    told = exc.message
+                    self.cluster.event(self.pod, "Warning", exc.reason,
+                                       f"MountVolume.SetUp failed: {exc.message}" if exc.reason ==
+                                       "FailedMount" else f"Error: {exc.message}", "kubelet")
+                self.stopped.wait(0.2)
+        return None
+
+    def _start(self, c, vols, node):
+        env = volumes.container_env(self.cluster, self.pod, c, node)
+        argv = [volumes.expand(a, env) for a in (c.get("command") or []) + (c.get("args") or [])]
+        if not c.get("command"):
+            raise volumes.NotReady("CreateContainerError", "the fake kubelet needs a command: it "
+                                   f"cannot know the entrypoint of image {c.get('image')!r}")
+        mounts = [[str(vols[m["name"]] / m["subPath"]) if m.get("subPath") else str(vols[m["name"]]),
+                   m["mountPath"], bool(m.get("readOnly"))] for m in c.get("volumeMounts") or []]
+        mounts.append([str(self.hosts), "/etc/hosts", False])
+        term = self.dir / f"{c['name']}.termination-log"
+        term.write_bytes(b"")
+        mounts.append([str(term), c.get("terminationMessagePath") or "/dev/termination-log", False])
+        root = self.dir / "root" / c["name"]
+        root.mkdir(parents=True, exist_ok=True)
+        plan = self.dir / f"{c['name']}.plan.json"
+        plan.write_text(json.dumps({"root": str(root), "mounts": mounts, "argv": argv,
+                                    "workdir": c.get("workingDir"), "hostname": env["HOSTNAME"]}))
+        env[MARKER] = self.marker(c["name"])
+        with open(self.dir / f"{c['name']}.log", "ab") as log:
+            return subprocess.Popen(
+                ["unshare", "--mount", "--uts", "--propagation", "private", "--", sys.executable,
+                 "-I", "-S", PODINIT, str(plan)],
+                env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True)
+
+    def _launch(self, c, vols, node, main):
+        """Start one container instance: (container, process, startedAt), or None if stopped."""
+        name = c["name"]
+        log = self.dir / f"{name}.log"
+        if self.restarts.get(name) and log.exists():
+            log.unlink()  # the instance before is kept as .previous by _back_off
+        proc = self._wait_ready(lambda: self._start(c, vols, node))
+        if proc is None:
+            return None
+        started = now()
+        self.generation[name] = self.generation.get(name, 0) + 1
+        self.ended.discard(name)
+        self.statuses[name] = self._cstatus(c, {"running": {"startedAt": started}},
+                                            containerID=f"fake://{proc.pid}", ready=main)
+        self.cluster.event(self.pod, "Normal", "Pulled", f'Container image "{c.get("image")}" '
+                           "already present on machine", "kubelet")
+        self.cluster.event(self.pod, "Normal", "Created", f"Created container: {name}", "kubelet")
+        self.cluster.event(self.pod, "Normal", "Started", f"Started container {name}", "kubelet")
+        return c, proc, started
+
+    def _back_off(self, c) -> bool:
+        """Wait before restarting a container in place (CrashLoopBackOff); False if stopped."""
+        name, meta = c["name"], self.pod["metadata"]
+        log = self.dir / f"{name}.log"
+        if log.exists():
+            shutil.copyfile(log, self.dir / f"{name}.log.previous")
+        self.restarts[name] = self.restarts.get(name, 0) + 1
+        self.last_state[name] = self.statuses[name]["state"]["terminated"]
+        delay = min(self.cluster.restart_backoff * 2 ** (self.restarts[name] - 1),
+                    self.cluster.restart_backoff * 30)
+        self.statuses[name] = self._cstatus(c, {"waiting": {
+            "reason": "CrashLoopBackOff", "message": f"back-off {delay:g}s restarting failed "
+            f"container={name} pod={meta['name']}_{meta['namespace']}({meta['uid']})"}})
+        self._publish(ready=False, initialized=True)
+        self.cluster.event(self.pod, "Warning", "BackOff", f"Back-off restarting failed container "
+                           f"{name} in pod {meta['name']}_{meta['namespace']}({meta['uid']})", "kubelet")
+        return not self.stopped.wait(delay)
+
+    def _run_containers(self, containers, vols, main=False):
+        """Exit codes of ``containers`` run side by side (restarted in place as the pod's
+        restartPolicy says); None when the pod was stopped first."""
+        node = self.cluster.store.get(self.kubelet.node_res, None, NODE)
+        policy = self.pod["spec"].get("restartPolicy", "Always")
+        procs = {}
+        for c in containers:
+            launched = self._launch(c, vols, node, main)
+            if launched is None:
+                for _, p, _ in procs.values():
+                    self._kill(p, 0)
+                return None
+            procs[c["name"]] = launched
+        self._publish("Running" if main else None, ready=main, initialized=main)
+        codes = {}
+        while len(codes) < len(procs):
+            if self.stopped.is_set():
+                for name, (c, proc, _) in procs.items():
+                    if name not in codes:
+                        self.cluster.event(self.pod, "Normal", "Killing", f"Stopping container {name}",
+                                           "kubelet")
+                        codes[name] = self._kill(proc, self.grace or 0, name)
+                        self._terminated(c, codes[name], procs[name][2])
+                return None
+            for name, (c, proc, started) in list(procs.items()):
+                if name in codes or proc.poll() is not None and name in self.ended:
+                    continue
+                if proc.poll() is None:
+                    continue
+                code = self._exit_code(proc.returncode)
+                signal_marker(self.marker(name), signal.SIGKILL)  # the rest of the container
+                self._terminated(c, code, started)
+                if main and (policy == "Always" or policy == "OnFailure" and code != 0):
+                    if self._back_off(c):
+                        relaunched = self._launch(c, vols, node, main)
+                        if relaunched is not None:
+                            procs[name] = relaunched
+                            self._publish(ready=True, initialized=True)
+                    continue
+                codes[name] = code
+                if main and len(codes) < len(procs):
+                    self._publish(ready=False, initialized=True)
+            self.stopped.wait(0.05)
+        return [codes[c["name"]] for c in containers]
+
+    @staticmethod
+    def _exit_code(rc):
+        return 128 - rc if rc < 0 else rc
+
+    def _message(self, c, code) -> str | None:
+        """The termination message, as the kubelet reads it: the container's message file, or
+        with FallbackToLogsOnError after a failure the end of its log (80 lines, 2 KiB)."""
+        term = self.dir / f"{c['name']}.termination-log"
+        text = term.read_bytes()[:4096] if term.exists() else b""
+        if not text and code != 0 and c.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            text = b"".join((self.dir / f"{c['name']}.log").read_bytes().splitlines(True)[-80:])[-2048:]
+        return text.decode(errors="replace") or None
+
+    def _terminated(self, c, code, started):
+        self.ended.add(c["name"])
+        state = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                 "startedAt": started, "finishedAt": now(), "containerID": f"fake://{c['name']}"}
+        message = self._message(c, code)
+        if message:
+            state["message"] = message
+        self.statuses[c["name"]] = self._cstatus(c, {"terminated": state})
+
+    def _kill(self, proc, grace, name=None):
+        prefix = self.marker(name) if name else self.marker("")
+        signal_marker(prefix, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and live_pids(prefix):
+            time.sleep(0.05)
+        signal_marker(prefix, signal.SIGKILL)
+        proc.wait()
+        while live_pids(prefix):
+            time.sleep(0.02)
+        return self._exit_code(proc.returncode)

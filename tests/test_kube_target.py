@@ -1,0 +1,194 @@
+"""The kubernetes target's whole lifecycle against the fake API server (tests/kube_fake):
+``%%train`` cells and the CLI send real runs whose pods are real local processes (torchrun,
+Gloo), through the plain Indexed Job API and through a Kubeflow TrainJob."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import sys
+import threading
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from jupyter_trainer import api
+from jupyter_trainer.errors import RunFailed
+from jupyter_trainer.targets.kubernetes.manifests import RDZV_PORT
+from jupyter_trainer.targets.registry import add_target
+
+from conftest import REPO, wait_for
+from kube_fake.fixtures import kube_cluster  # noqa: F401 (a fixture)
+
+JOB = {"trainjob_api": False}
+TRAINER = {"trainjob_api": True}
+BOTH = pytest.mark.parametrize("kube_cluster, api_name", [(JOB, "job"), (TRAINER, "trainjob")],
+                               indirect=True, ids=["job", "trainjob"])
+
+ALLREDUCE = """%%train --target kube --nodes 2 --procs 2 --name kube-ddp
+import time
+import torch, torch.distributed as dist
+from jupyter_trainer import runtime as jt
+dist.init_process_group("gloo")
+t = torch.tensor([float(jt.rank + 1)])
+dist.all_reduce(t)
+for step in range(steps):
+    jt.log(step=step, total=t.item(), rank=jt.rank)
+    time.sleep(pause)
+print(f"rank {jt.rank} of {jt.world_size} sum {t.item()}")
+"""
+
+
+@pytest.fixture
+def api_name(request):
+    """The API a test's target uses. The pods of a plain Job share this host's network, so
+    its fixed rendezvous port (29400, as in a real pod of its own) is held by one such run at a
+    time on this machine; a TrainJob's port is a free one the fake gives it."""
+    name = request.param
+    if name != "job":
+        yield name
+        return
+    with open(Path(tempfile.gettempdir()) / f"jt-kube-rdzv-{RDZV_PORT}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield name
+
+
+def kube_target(home, cluster, api_name: str, **settings) -> None:
+    add_target("kube", "kubernetes", home=home, replace=True, kubeconfig=str(cluster.kubeconfig),
+               image="example.org/trainer:1.0", python=sys.executable, api=api_name,
+               env={"PYTHONPATH": str(REPO), "GLOO_SOCKET_IFNAME": "lo"}, **settings)
+
+
+def only_run(home) -> api.Run:
+    runs = api.runs(home=home)
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+@BOTH
+def test_two_by_two_gloo_cell_completes_with_live_events(ip, home, kube_cluster, api_name):
+    kube_target(home, kube_cluster, api_name)
+    ip.user_ns.update(steps=40, pause=0.1)
+    result = {}
+    cell = threading.Thread(target=lambda: result.update(r=ip.run_cell(ALLREDUCE, store_history=True)))
+    cell.start()
+    run = wait_for(lambda: api.runs(home=home) and only_run(home), what="the run to be created")
+    live = wait_for(lambda: run.status == "running" and all(
+        run.store.read_events(run.id, r)[0] for r in range(4)) and run.state,
+        timeout=180, what="events of all 4 ranks while running")
+    assert live["status"] == "running"
+    cell.join(240)
+    assert not cell.is_alive()
+    assert result["r"].success, result["r"].error_in_exec
+    state = run.state
+    assert state["status"] == "completed", state.get("error")
+    for rank in range(4):
+        assert f"rank {rank} of 4 sum 10.0" in run.logs(rank)
+        assert [s for s, _ in run.metrics(rank)["total"]] == list(range(40))
+    assert state["teardown"]["leftovers"] == []
+    assert kube_cluster.processes() == []
+
+
+SLEEPER = ("import time\nimport torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
+           "dist.init_process_group('gloo')\njt.log(step=0, up=1)\ntime.sleep(600)\n")
+
+
+def run_objects(cluster) -> list[str]:
+    """Every Job, TrainJob, Service, ConfigMap and Pod of a run left in the fake's store."""
+    kinds = [("batch", "v1", "jobs"), ("", "v1", "services"), ("", "v1", "configmaps"),
+             ("", "v1", "pods"), ("trainer.kubeflow.org", "v1alpha1", "trainjobs")]
+    found = []
+    for group, version, plural in kinds:
+        res = cluster.registry.find(group, version, plural)
+        if res is None:
+            continue
+        for obj in cluster.store.list(res, cluster.namespace)[0]:
+            if "jupyter-trainer/run-id" in (obj["metadata"].get("labels") or {}) or plural == "pods":
+                found.append(f"{obj['kind']}/{obj['metadata']['name']}")
+    return found
+
+
+@BOTH
+def test_cancel_mid_run_leaves_no_pod_process_and_no_object(home, kube_cluster, api_name):
+    kube_target(home, kube_cluster, api_name)
+    run = api.submit(SLEEPER, target="kube", nodes=2, procs=2, name="kube-cancel")
+    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)), timeout=120,
+             what="all four ranks to log")
+    assert run.status == "running" and len(kube_cluster.processes()) >= 2
+    run.cancel(timeout=90)
+    state = run.state
+    assert state["status"] == "canceled"
+    assert kube_cluster.processes() == []
+    assert run_objects(kube_cluster) == []
+    teardown = state["teardown"]
+    assert teardown["leftovers"] == []
+    kinds = {"job": ["Job", "Service", "ConfigMap"], "trainjob": ["TrainJob", "ConfigMap"]}[api_name]
+    assert [o.split("/")[0] for o in teardown["deleted"]] == kinds, teardown
+    assert teardown["propagation"] == "Foreground" and teardown["left"] == []
+
+
+FAIL_RANK_3 = ("import time\nimport torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
+               "dist.init_process_group('gloo')\njt.log(step=0, up=1)\n"
+               "if jt.rank == 3:\n    raise KeyError('missing column on node 1')\ntime.sleep(600)\n")
+
+
+@BOTH
+def test_a_failing_rank_fails_the_run_naming_the_rank_and_its_error(home, kube_cluster, api_name):
+    kube_target(home, kube_cluster, api_name)
+    started = time.monotonic()
+    run = api.submit(FAIL_RANK_3, target="kube", nodes=2, procs=2, name="kube-fail")
+    with pytest.raises(RunFailed) as info:
+        run.wait(timeout=180)
+    took = time.monotonic() - started
+    state = run.state
+    assert state["status"] == "failed" and state.get("failed_rank") == 3, json.dumps(state, indent=1)
+    assert info.value.failed_rank == 3
+    assert state["error"] == "KeyError: 'missing column on node 1'"
+    assert "raise KeyError('missing column on node 1')" in (state.get("traceback") or "")
+    assert state["teardown"]["leftovers"] == []
+    assert kube_cluster.processes() == [] and run_objects(kube_cluster) == []
+    # Found from the container's end, not after the Job's retries (TrainJob pods restart in place).
+    assert took < 60, took
+
+
+@BOTH
+def test_an_unschedulable_pod_shows_queued_with_the_schedulers_reason(home, kube_cluster, api_name):
+    kube_target(home, kube_cluster, api_name, gpus_per_node=1)
+    run = api.submit(SLEEPER, target="kube", nodes=2, procs=2, name="kube-gpu", backend="gloo")
+    state = wait_for(lambda: (lambda s: s["status"] == "queued" and "nvidia.com/gpu" in str(
+        (s.get("queue") or {}).get("reason")) and s)(run.state), timeout=60,
+        what="queued with the scheduler's reason")
+    assert "0/1 nodes are available: 1 Insufficient nvidia.com/gpu" in state["queue"]["reason"]
+    assert state["queue"]["stage"] == "queued"
+    run.cancel(timeout=90)
+    state = run.state
+    assert state["status"] == "canceled"
+    assert state["teardown"]["leftovers"] == []
+    assert kube_cluster.processes() == [] and run_objects(kube_cluster) == []
+
+
+@pytest.mark.parametrize("kube_cluster, api_name", [(TRAINER, "trainjob")], indirect=True,
+                         ids=["trainjob"])
+def test_a_node_container_that_dies_restarting_in_place_fails_the_run(home, kube_cluster, api_name):
+    """A rank killed without a traceback (os._exit) takes its node's torchrun down; the
+    TrainJob's pod restarts in place (OnFailure), so only its container status says so."""
+    kube_target(home, kube_cluster, api_name)
+    code = ("import os, time\nimport torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
+            "dist.init_process_group('gloo')\njt.log(step=0, up=1)\n"
+            "if jt.rank == 2:\n    os._exit(7)\ntime.sleep(600)\n")
+    started = time.monotonic()
+    run = api.submit(code, target="kube", nodes=2, procs=2, name="kube-exit")
+    with pytest.raises(RunFailed):
+        run.wait(timeout=180)
+    state = run.state
+    assert state["status"] == "failed" and state["failed_rank"] == 2, json.dumps(state, indent=1)
+    assert "rank 2 ended without recording an exit (exited with code 7" in state["error"]
+    scheduler = state["scheduler"]
+    assert (scheduler["state"], scheduler["reason"]) == ("failed", "ContainerFailed")
+    assert "-node-0-1-" in scheduler["failed_pod"]["pod"] and scheduler["failed_pod"]["exit_code"]
+    # Found from the container's end, not after the Job's backoffLimit of restarts.
+    assert time.monotonic() - started < 60
+    assert state["teardown"]["leftovers"] == []
+    assert kube_cluster.processes() == [] and run_objects(kube_cluster) == []
