@@ -192,3 +192,38 @@ def test_a_node_container_that_dies_restarting_in_place_fails_the_run(home, kube
     assert time.monotonic() - started < 60
     assert state["teardown"]["leftovers"] == []
     assert kube_cluster.processes() == [] and run_objects(kube_cluster) == []
+
+
+@BOTH
+def test_dry_run_prints_the_objects_a_run_then_creates(home, kube_cluster, api_name, tmp_path):
+    """``jupyter-trainer submit --dry-run`` prints the run's manifests alone on stdout (what
+    ``kubectl apply -f -`` takes), creates nothing on the cluster and no run; a real run of the
+    same script then creates objects of the same kinds."""
+    import os
+    import subprocess
+
+    import yaml
+
+    kube_target(home, kube_cluster, api_name)
+    script = tmp_path / "train.py"
+    script.write_text(SLEEPER)
+    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
+                           "--target", "kube", "--nodes", "2", "--procs", "2", "--dry-run"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    printed = [doc for doc in yaml.safe_load_all(done.stdout) if doc is not None]
+    kinds = sorted(doc["kind"] for doc in printed)
+    expected = ["ConfigMap", "Job", "Service"] if api_name == "job" else ["ConfigMap", "TrainJob"]
+    assert kinds == expected, kinds
+    assert all(doc["metadata"]["labels"]["jupyter-trainer/run-id"] for doc in printed)
+    assert api.runs(home=home) == [] and run_objects(kube_cluster) == []
+    assert kube_cluster.processes() == []
+
+    run = api.submit(script=script, target="kube", nodes=2, procs=2)
+    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)), timeout=120,
+             what="all four ranks to log")
+    created = {entry.split("/")[0] for entry in run_objects(kube_cluster)} - {"Pod"}
+    assert created >= set(expected), created
+    run.cancel(timeout=90)
+    assert kube_cluster.processes() == []
