@@ -1,13 +1,16 @@
 """Launch overhead of ``jt.submit(...).wait()`` against bare torchrun, on the same tiny job.
 
-    .venv/bin/python bench/launch_overhead.py [--repeats N] [--hot] [--json PATH]
+    .venv/bin/python bench/launch_overhead.py [--repeats N] [--hot] [--one-store] [--json PATH]
 
 Each sample is the wall time of a 2-rank Gloo ``all_reduce`` script, launched either as
 
   jt:   jt.submit(script=PATH, procs=2, launcher="torchrun", home=<fresh tmp>).wait()
   bare: python -m torch.distributed.run --standalone --nnodes=1 --nproc-per-node=2 PATH
 
-interleaved (jt, bare, jt, bare, ...) after one untimed warm-up of each. With ``--hot`` each
+interleaved (jt, bare, jt, bare, ...) after one untimed warm-up of each. The jt side passes
+``hot=False``: it is started by torchrun. With ``--one-store`` every jt run goes to one store
+kept for the whole bench, as a notebook's runs do, so a supervisor started ahead waits for
+each next run; without it each torchrun sample is a fresh store's first run. With ``--hot`` each
 round also times a third side, ``jt.submit(..., hot=True).wait()`` in one store kept for
 all of them, so its warm rank pool (started by an untimed warm-up, whose time is reported
 as the first run's) forks the ranks; the pool's resident memory once idle is reported too.
@@ -102,15 +105,17 @@ def run_bare(script: Path, workdir: Path) -> float:
     return elapsed
 
 
-def run_jt(script: Path, hot_home: Path | None = None) -> tuple[float, dict[str, Any]]:
-    """One jt sample: in a fresh store, or with ``hot_home`` as a ``--hot`` run in that
-    store (kept between samples, so its rank pool stays warm)."""
+def run_jt(script: Path, hot_home: Path | None = None, *, hot: bool | None = None,
+           ) -> tuple[float, dict[str, Any]]:
+    """One jt sample: in a fresh store, or in ``hot_home``, kept between samples (so its
+    rank pool stays warm and a supervisor waits for the next run, as in a notebook), as a
+    hot run unless ``hot`` is False."""
     home = hot_home or Path(tempfile.mkdtemp(prefix="jt-bench-home-"))
+    hot = hot_home is not None if hot is None else hot
     try:
         wall0 = time.time()
         t0 = time.perf_counter()
-        run = jt.submit(script=script, procs=2, launcher="torchrun", home=home,
-                        hot=hot_home is not None)
+        run = jt.submit(script=script, procs=2, launcher="torchrun", home=home, hot=hot)
         wall_submitted = time.time()
         run.wait(raise_on_failure=False)
         elapsed = time.perf_counter() - t0
@@ -142,7 +147,7 @@ def run_jt(script: Path, hot_home: Path | None = None) -> tuple[float, dict[str,
         info = {"run_id": run.id, "events": events, "supervisor_tail_s": tail,
                 "launcher_argv": state.get("launcher", {}).get("argv"),
                 "hot": state.get("launcher", {}).get("hot")}
-        if hot_home is not None and not (info["hot"] or {}).get("used"):
+        if hot and not (info["hot"] or {}).get("used"):
             sys.exit(f"the --hot run {run.id} did not use the rank pool: {info['hot']}")
         return elapsed, info
     finally:
@@ -224,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write every sample and table here")
     parser.add_argument("--hot", action="store_true",
                         help="also time --hot runs (warm rank pool) in a third column")
+    parser.add_argument("--one-store", action="store_true",
+                        help="every jt run (torchrun and hot) in one store kept for the whole "
+                             "bench, as a notebook's runs are: a supervisor started ahead waits "
+                             "for each next run (default: a fresh store per torchrun run)")
     parser.add_argument("--reference-reps", type=int, default=5,
                         help="repetitions of the interpreter start-up references (0: skip)")
     args = parser.parse_args(argv)
@@ -238,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
           f"loadavg at start={load_start}", flush=True)
     try:
         print("warm-up: jt ...", end=" ", flush=True)
-        warm_jt, _ = run_jt(script)
+        kept = work / "hot-home" if args.one_store else None  # both jt sides' store
+        warm_jt, _ = run_jt(script, kept, hot=False)
         print(f"{warm_jt:.2f} s; bare ...", end=" ", flush=True)
         warm_bare = run_bare(script, work)
         print(f"{warm_bare:.2f} s", flush=True)
@@ -249,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
 
         jt_s, bare_s, hot_s, infos, hot_infos, loads = [], [], [], [], [], []
         for i in range(args.repeats):
-            t_jt, info = run_jt(script)
+            t_jt, info = run_jt(script, kept, hot=False)
             t_bare = run_bare(script, work)
             jt_s.append(t_jt)
             bare_s.append(t_bare)
@@ -265,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         rss = pool_rss_mib(hot_infos[-1]) if hot_infos else None
         refs = reference_costs(args.reference_reps) if args.reference_reps > 0 else {}
     finally:
-        if args.hot:
+        if args.hot or args.one_store:
             from jupyter_trainer import pool
 
             pool.stop_pools(work / "hot-home")
