@@ -1,7 +1,7 @@
 """The kubernetes target's names, settings and manifests, without a cluster.
 
 Every manifest is validated against the real schemas: the Kubeflow Trainer TrainJob CRD's
-openAPIV3Schema (../shared/k8s, made strict: a field the CRD does not know fails here
+openAPIV3Schema (tests/kube_fake/schemas, made strict: a field the CRD does not know fails here
 instead of being pruned by the API server) and the core batch/v1 Job, v1 Service and v1
 ConfigMap schemas shipped by kubernetes-validate. Golden files hold the manifests of 1x1,
 2x4 with GPUs (both APIs), mpirun on the Trainer's MPI runtime, and a run with hostile
@@ -43,7 +43,7 @@ jsonschema = pytest.importorskip("jsonschema")
 from kube_fake.validation import strict  # noqa: E402 (after the skips)
 
 GOLDEN = Path(__file__).parent / "golden" / "kube"
-CRD = Path(__file__).resolve().parents[2] / "shared" / "k8s" / "trainer.kubeflow.org_trainjobs.yaml"
+CRD = Path(__file__).resolve().parent / "kube_fake" / "schemas" / "trainer.kubeflow.org_trainjobs.yaml"
 K8S_VERSION = "1.31"
 IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 HOSTILE = ["$(rm -rf /)", "'; rm -rf ~'", "`id`", "a b\nc", "-rf", "ünï©ødé ☃", "x" * 300,

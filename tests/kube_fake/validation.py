@@ -16,7 +16,7 @@ from kubernetes_validate.utils import ValidationError, validate
 from .resources import Resource
 from .store import ApiError
 
-K8S_DIR = Path("/work/shared/k8s")
+K8S_DIR = Path(__file__).resolve().parent / "schemas"  # the Trainer CRDs, vendored
 CRD_FILES = {"TrainJob": "trainer.kubeflow.org_trainjobs.yaml",
              "ClusterTrainingRuntime": "trainer.kubeflow.org_clustertrainingruntimes.yaml",
              "TrainingRuntime": "trainer.kubeflow.org_clustertrainingruntimes.yaml"}
