@@ -173,6 +173,10 @@ if rank == 0:
     os.write(1, (json.dumps(line) + "\\n").encode())
 dist.barrier()  # no rank tears Gloo down while another still talks to it
 dist.destroy_process_group()
+if not os.environ.get("JT_RUN_DIR"):
+    # Bare torchrun: end as a jupyter_trainer rank does (boot.py), past C++ static teardown,
+    # where torch 2.13 can abort a finished rank ("terminate called without an active exception").
+    os._exit(0)
 '''
 
 

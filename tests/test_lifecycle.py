@@ -152,6 +152,33 @@ time.sleep(600)
     assert leftover(run.id) == [] and launched_by(run) == launch_mode
 
 
+def test_a_rank_ends_as_python_would_but_never_aborts_in_native_teardown(home, launch_mode):
+    """A finished rank joins its threads and runs its atexit handlers, and an abort in C/C++
+    static teardown (where torch's Gloo can abort after ``destroy_process_group``; here a
+    C-level exit handler that calls abort()) does not turn the finished run into a crash."""
+    code = """
+import atexit, ctypes, os, threading, time
+import torch.distributed as dist
+from jupyter_trainer import runtime as jt
+dist.init_process_group()
+libc = ctypes.CDLL(None)
+libc.__cxa_atexit(ctypes.cast(libc.abort, ctypes.c_void_p), None, None)
+os.makedirs("outputs", exist_ok=True)
+atexit.register(lambda: open(f"outputs/atexit-{jt.rank}", "w").write("ran"))
+def late():
+    time.sleep(1)
+    open(f"outputs/thread-{jt.rank}", "w").write("joined")
+threading.Thread(target=late).start()
+"""
+    run = api.submit(code, procs=2, name="native-teardown")
+    run.wait(timeout=90)
+    assert run.status == "completed", run.state.get("error")
+    for rank in range(2):
+        assert (run.outputs / f"atexit-{rank}").read_text() == "ran"
+        assert (run.outputs / f"thread-{rank}").read_text() == "joined"
+    assert leftover(run.id) == [] and launched_by(run) == launch_mode
+
+
 def test_a_cells_traceback_cites_the_cells_own_lines(home):
     """The cell runs from a script with the parameters and carried definitions above it; a
     traceback gives the cell's lines (``Cell In [n]`` when the notebook said which cell, as

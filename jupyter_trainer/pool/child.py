@@ -4,11 +4,13 @@ would be (process group, death with the pool, stdio, environment, working direct
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import runpy
 import signal
 import sys
+import threading
 import traceback
 from typing import Any, Iterable
 
@@ -47,6 +49,15 @@ def _threads_as_set() -> None:
         torch.set_num_threads(int(wanted))
 
 
+def _python_shutdown() -> None:
+    """What the interpreter does before it ends, as ``python boot.py`` would: join the
+    rank's non-daemon threads, then run the atexit handlers the rank registered."""
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
+    atexit._run_exitfuncs()
+
+
 def run_rank(request: dict[str, Any], rank: dict[str, Any], pool: int, pgid: int,
              close_fds: Iterable[int]) -> None:
     """Never returns: the forked child ends with ``os._exit`` and the rank's exit code."""
@@ -54,6 +65,7 @@ def run_rank(request: dict[str, Any], rank: dict[str, Any], pool: int, pgid: int
     try:
         os.setpgid(0, pgid or 0)
         _die_with_pool(pool)
+        atexit._clear()  # the pool's handlers are not the rank's
         for fd in close_fds:
             try:
                 os.close(fd)
@@ -89,6 +101,7 @@ def run_rank(request: dict[str, Any], rank: dict[str, Any], pool: int, pgid: int
         except BaseException:
             traceback.print_exc()
             code = 1
+        _python_shutdown()
     except BaseException:
         try:
             traceback.print_exc()
