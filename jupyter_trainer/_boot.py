@@ -65,8 +65,7 @@ def _keep_earlier_attempt(record_path: str, rank: int, attempt: int) -> None:
 
 
 def _redirect_output(log_path: str) -> None:
-    sys.stdout.flush()
-    sys.stderr.flush()
+    _flush_stdio()
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -79,8 +78,7 @@ def _redirect_output(log_path: str) -> None:
 
 
 def _error_line(exc: BaseException) -> str:
-    name = type(exc).__qualname__
-    module = type(exc).__module__
+    name, module = type(exc).__qualname__, type(exc).__module__
     if module not in ("builtins", "__main__"):
         name = f"{module}.{name}"
     message = " ".join(str(exc).split())
@@ -128,10 +126,8 @@ def _cell_lines(text: str, entry: str, run_dir: str | None) -> str:
 
 
 def _exit_code(code: Any) -> int:
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code
+    if code is None or isinstance(code, int):
+        return code or 0
     print(code, file=sys.stderr)  # what python does for sys.exit("message")
     return 1
 
@@ -452,22 +448,22 @@ def _enter_workdir(run_dir: str, snapshot: str, key: str) -> tuple[str, dict[str
     return dest, info
 
 
-def _leave_before_native_teardown() -> None:
-    """The last atexit handler: once Python's shutdown has joined the rank's threads and run
-    every other atexit handler, end with the rank's exit code, skipping C++ static destructors.
-
-    torch 2.13 can abort in them after a rank has finished ("terminate called without an
-    active exception", about 1 two-rank Gloo run in 30 here, even after
-    ``destroy_process_group``), which turned a finished run into a SIGABRT."""
-    if _exit_code is None or "torch" not in sys.modules:
-        return
-    gc.collect()  # close the files that only reference cycles still hold
+def _flush_stdio() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
-    os._exit(_exit_code & 0xFF)
+
+
+def _leave_before_native_teardown() -> None:
+    """The last atexit handler (threads joined, other handlers run): exit past C++ static
+    destructors, where torch 2.13 can abort a finished rank ("terminate called without an
+    active exception", 1 two-rank Gloo run in 30 here, even after destroy_process_group)."""
+    if _exit_code is not None and "torch" in sys.modules:
+        gc.collect()  # close the files that only reference cycles still hold
+        _flush_stdio()
+        os._exit(_exit_code & 0xFF)
 
 
 def main(argv: list[str]) -> int:
@@ -484,8 +480,7 @@ def main(argv: list[str]) -> int:
     record: dict[str, Any] = {}
     record_path = None
     if run_dir:
-        logs = os.path.join(run_dir, "logs")
-        ranks = os.path.join(run_dir, "ranks")
+        logs, ranks = os.path.join(run_dir, "logs"), os.path.join(run_dir, "ranks")
         os.makedirs(logs, exist_ok=True)
         os.makedirs(ranks, exist_ok=True)
         _redirect_output(os.path.join(logs, f"rank-{runtime.rank}.log"))
@@ -528,11 +523,7 @@ def main(argv: list[str]) -> int:
                 _write_json(record_path, record)
             except OSError as exc:
                 print(f"[jt] cannot record the rank's end: {exc}", file=sys.stderr)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
+        _flush_stdio()
 
     def on_terminate(signum: int) -> None:
         # Called by the runtime's SIGTERM handler once the events are written.
