@@ -69,7 +69,8 @@ def submit(
     the code finds each at ``jt.data[NAME]`` on its node. ``mlflow`` is a tracking URI the
     run is mirrored to (default: ``$MLFLOW_TRACKING_URI``). ``hot`` forks the ranks from a
     warm pool that has imported torch, falling back to torchrun; by default (``None``) a
-    torchrun run without restarts on the local target (one node) or an ssh target is hot
+    torchrun run without restarts on the local target (one node), an ssh target or a Slurm
+    target with ``hold`` is hot
     unless ``$JT_HOT`` is ``0``, and ``hot=False`` always starts torchrun (see
     docs/hot-start.md). Everything is validated and
     captured before the run is created; on any error nothing is written and nothing starts.
@@ -108,14 +109,18 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
     overrides = params
     store = Store(home)
     tgt = get_target(TargetSpec(target).name, store.home)
+    holds = bool(getattr(tgt, "holds", False))
+    if hot and tgt.kind == "slurm" and not holds:
+        raise SpecError(f"--hot on Slurm needs an allocation kept between runs: set hold = "
+                        f"SECONDS (say 1800) in target {target!r}, or drop --hot")
     if hot and tgt.kind not in HOT_KINDS:
-        raise SpecError(f"--hot forks ranks from a pool on this machine or on ssh hosts; it "
-                        f"works on a local or ssh target only ({target!r} is {tgt.kind}): "
-                        "drop --hot")
+        raise SpecError(f"--hot forks ranks from a pool on this machine, ssh hosts or a held "
+                        f"Slurm allocation; it works on a local, ssh or slurm target only "
+                        f"({target!r} is {tgt.kind}): drop --hot")
     if hot and tgt.kind == "local" and launch.nodes != 1:
         raise SpecError(f"--hot runs on the local target with one node; drop --hot for "
                         f"--nodes {launch.nodes}")
-    if hot is None and hot_by_default(tgt.kind, launch):
+    if hot is None and hot_by_default(tgt.kind, launch, holds):
         launch = dataclasses.replace(launch, hot=True)
     env_spec = environment.resolve(env, home=store.home)
     source_dir = Path(source).expanduser() if source is not None else None
@@ -146,12 +151,13 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
 
 
 HOT_ENV = "JT_HOT"  # 0 turns the warm pool off where it would be the default
-HOT_KINDS = ("local", "ssh")  # targets whose ranks a warm pool can fork
+HOT_KINDS = ("local", "ssh", "slurm")  # targets whose ranks a warm pool can fork
 
 
-def hot_by_default(kind: str, launch: LaunchSpec) -> bool:
+def hot_by_default(kind: str, launch: LaunchSpec, holds: bool = False) -> bool:
     """Whether a run that does not say ``hot`` uses the warm pool: torchrun without restarts,
-    on the local target (one node) or an ssh target (any nodes), unless ``$JT_HOT`` is 0."""
+    on the local target (one node), an ssh target (any nodes) or a Slurm target that holds
+    an allocation between runs (``holds``), unless ``$JT_HOT`` is 0."""
     value = os.environ.get(HOT_ENV, "").strip().lower()
     if value not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
         raise SpecError(f"${HOT_ENV}={value!r} is not a switch: set it to 0 (plain torchrun "
@@ -159,7 +165,7 @@ def hot_by_default(kind: str, launch: LaunchSpec) -> bool:
     if value in ("0", "false", "no", "off"):
         return False
     return (kind in HOT_KINDS and launch.launcher == "torchrun" and not launch.max_restarts
-            and (kind != "local" or launch.nodes == 1))
+            and (kind != "local" or launch.nodes == 1) and (kind != "slurm" or holds))
 
 
 def tracking_uri(uri: str | None) -> str | None:

@@ -76,8 +76,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hot", action=argparse.BooleanOptionalAction, default=None,
                         help="fork the ranks from a warm pool that has imported torch: starts "
                              "in a fraction of a second; the default for torchrun runs "
-                             "without --max-restarts on the local target (one node) and on "
-                             "ssh targets (--no-hot: plain torchrun)")
+                             "without --max-restarts on the local target (one node), on "
+                             "ssh targets and on Slurm targets with hold (--no-hot: plain "
+                             "torchrun)")
     parser.add_argument("--stall-timeout", type=float, default=DEFAULT_STALL_TIMEOUT,
                         metavar="SECONDS",
                         help="name a rank as stalled when it logs no progress for this long "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any, TextIO
+from typing import Any, Collection, TextIO
 
 from .errors import SpecError
 from .home import default_home
@@ -42,14 +42,16 @@ def pool_rows() -> list[dict[str, Any]]:
     return rows
 
 
-def serving(pids: set[int]) -> list[str]:
-    """The active runs whose ranks one of the pools ``pids`` forked."""
+def serving(pids: Collection[int], allocations: Collection[str] = ()) -> list[str]:
+    """The active runs whose ranks one of the pools ``pids`` forked, or that run in one of
+    the held Slurm ``allocations``."""
     store = Store(default_home())
     found = []
     for status in ACTIVE:
         for row in store.list_runs(status=status, limit=1000):
             hot = (store.read_state(row["id"]).get("launcher") or {}).get("hot") or {}
-            if hot.get("used") and hot.get("pool") in pids:
+            held = hot.get("allocation") in allocations
+            if hot.get("used") and (hot.get("pool") in pids or held):
                 found.append(row["id"])
     return found
 
@@ -68,21 +70,31 @@ def _define_pools(sub: Any) -> None:
 
 
 def cmd_pools(args: argparse.Namespace, out: TextIO) -> int:
-    rows = pool_rows()
+    from .targets.slurm_hold import held_allocations, release
+
+    rows, held = pool_rows(), held_allocations(default_home())
     if args.stop:
         if args.json:
             raise SpecError("pools: --json lists the pools; leave it out with --stop")
-        busy = serving({r["pid"] for r in rows})
+        busy = serving({r["pid"] for r in rows}, {h["job_id"] for h in held})
         if busy and not args.force:
             raise SpecError(f"pools: a pool is running the ranks of {', '.join(busy)}; wait for "
                             "those runs or cancel them, or add --force (they fail)")
+        release([h["job_id"] for h in held])
         killed = stop_pools(default_home())
         print(f"stopped {len(rows)} pool{'' if len(rows) == 1 else 's'}"
-              + (f" ({len(killed)} needed SIGKILL)" if killed else ""), file=out)
+              + (f" ({len(killed)} needed SIGKILL)" if killed else "")
+              + (f" and released {len(held)} held Slurm allocation"
+                 f"{'' if len(held) == 1 else 's'} ({', '.join(h['job_id'] for h in held)})"
+                 if held else ""), file=out)
         return 0
     if args.json:
-        print(json.dumps(rows, indent=1), file=out)
-    elif not rows:
+        print(json.dumps(rows + [{"slurm_allocation": h} for h in held], indent=1), file=out)
+        return 0
+    for h in held:
+        print(f"held Slurm allocation: job {h['job_id']} ({h['name']}) {h['state']} for "
+              f"{h['elapsed']} on {h['nodes'] or '?'}", file=out)
+    if not rows:
         print("no warm rank pool is running", file=out)
     else:
         body = [(r["pid"], _age(r["age_s"]), format_bytes(r["rss"]) if r["rss"] else "?",

@@ -14,6 +14,16 @@ import time
 from pathlib import Path
 
 
+def die_with_parent() -> None:
+    """In a launcher child: get SIGTERM if the supervisor dies, so no run outlives it."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 def detach() -> None:
     """Fork into a new session; the parent exits at once, so whoever started this process
     never waits for it."""

@@ -106,7 +106,7 @@ class LaunchSpec:
     procs: int = 1
     backend: str | None = None  # None: NCCL where CUDA GPUs are present, else Gloo
     max_restarts: int = 0  # how often every rank is started again after one fails
-    hot: bool = False  # fork the ranks from a warm pool (local or ssh target, torchrun)
+    hot: bool = False  # fork the ranks from a warm pool (local, ssh, held Slurm)
 
     def __post_init__(self) -> None:
         if self.launcher not in LAUNCHERS:

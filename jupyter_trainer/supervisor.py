@@ -56,8 +56,7 @@ def _pool_words(hot: dict[str, Any]) -> str:
 
 class Supervisor:
     def __init__(self, store: Store, run_id: str) -> None:
-        self.store = store
-        self.run_id = run_id
+        self.store, self.run_id = store, run_id
         self.paths = store.existing(run_id)
         self.spec = store.read_spec(run_id)
         self.state: dict[str, Any] = read_json(self.paths.state)
@@ -358,7 +357,8 @@ class Supervisor:
     def _follow_queue(self) -> None:
         """Record the scheduler's reason while queued; move to running once the job starts."""
         phase = self.target.phase(self.handle)
-        if phase.get("stage") == "running":
+        if phase.get("stage") == "running":  # the handle may have grown as the run started
+            self.state["launcher"].update(self.handle)
             self.transition("running", queue=phase)
         else:
             self._note_queue(phase)

@@ -18,11 +18,14 @@ from .node_launch import BUNDLE_PACKAGE
 FOLDER = "pool"  # in a node's run folder
 _PACKAGE = Path(__file__).resolve().parent.parent
 SHIPPED = ("procs.py", "home.py", "pool/__init__.py", "pool/client.py", "pool/server.py",
-           "pool/warm.py", "pool/child.py", "pool/records.py", "pool/node_launch.py")
+           "pool/warm.py", "pool/child.py", "pool/records.py", "pool/node_launch.py",
+           "pool/keeper.py")
 _PROGRAMS = {
     "launch.py": ("import sys\nfrom _jt_node_pool.pool.node_launch import main\n\n"
                   "sys.exit(main(sys.argv[1:]))\n"),
     "pool.py": "import sys\nfrom _jt_node_pool.pool.warm import main\n\nsys.exit(main(sys.argv[1:]))\n",
+    "keeper.py": ("import sys\nfrom _jt_node_pool.pool.keeper import main\n\n"
+                  "sys.exit(main(sys.argv[1:]))\n"),
 }
 
 

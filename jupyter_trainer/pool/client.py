@@ -139,12 +139,20 @@ def _lock_free(folder: Path, key: str) -> bool:
         os.close(fd)
 
 
+def _spawn_here(argv: Sequence[str], env: dict[str, str], cwd: str) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          timeout=60, start_new_session=True)
+
+
 def connect_or_start(python: str, key: str, modules: Sequence[str], env: Mapping[str, str],
                      home: str | os.PathLike | None = None, idle: float | None = None,
-                     program: Sequence[str] | None = None) -> tuple[socket.socket, bool]:
+                     program: Sequence[str] | None = None,
+                     spawn: Any = None) -> tuple[socket.socket, bool]:
     """A connection to pool ``key`` and whether it was warm (already running). ``program``
     starts a pool (default ``python -u -m jupyter_trainer.pool``; a node runs its copy of
-    the pool's files, see ``node_launch``)."""
+    the pool's files, see ``node_launch``); ``spawn(argv, env, cwd)`` runs it (default: here;
+    in a held Slurm allocation, the node's keeper)."""
     folder = pools_dir(home)
     path = folder / f"{key}.sock"
     sock = _connect(path)
@@ -155,10 +163,8 @@ def connect_or_start(python: str, key: str, modules: Sequence[str], env: Mapping
     argv = [*(program or (python, "-u", "-m", "jupyter_trainer.pool")), "--socket", str(path),
             "--key", key, "--idle", str(idle), "--modules", ",".join(modules)]
     try:
-        starter = subprocess.run(argv, env=dict(env), cwd=folder, stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                 timeout=60, start_new_session=True)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        starter = (spawn or _spawn_here)(argv, dict(env), str(folder))
+    except (OSError, subprocess.SubprocessError) as exc:
         raise PoolUnavailable(f"the pool could not start: {exc}") from exc
     if starter.returncode != 0:
         said = starter.stderr.decode(errors="replace").strip().splitlines()
@@ -282,10 +288,11 @@ def _summary(failed: dict[int, int], ranks: dict[str, Any],
 
 def start_ranks(python: str, key: str, modules: Sequence[str], pool_env: Mapping[str, str],
                 request: dict[str, Any], home: str | os.PathLike | None = None,
-                idle: float | None = None, program: Sequence[str] | None = None) -> PoolRun:
+                idle: float | None = None, program: Sequence[str] | None = None,
+                spawn: Any = None) -> PoolRun:
     """Start a run's ranks in pool ``key`` (started first if none runs); PoolUnavailable
     says why when the pool cannot (the caller falls back to torchrun)."""
-    sock, warm = connect_or_start(python, key, modules, pool_env, home, idle, program)
+    sock, warm = connect_or_start(python, key, modules, pool_env, home, idle, program, spawn)
     try:
         reply = _ask(sock, {"op": "run", **request,
                             "supervisor": {"pid": os.getpid(),

@@ -32,7 +32,9 @@ import select
 import shutil
 import signal
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -41,6 +43,7 @@ from .client import (PoolUnavailable, _ask, connect_or_start, error_dir, pools_d
 
 BUNDLE_PACKAGE = "_jt_node_pool"
 SUPERVISOR_GRACE_S = 5.0
+KEEPER_START_S = 60.0  # a new allocation's keeper starts with its first step
 IMPORT_SHAPING = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "VIRTUAL_ENV",
                   "CUDA_HOME", "CUDA_VISIBLE_DEVICES")
 
@@ -92,6 +95,57 @@ def pool_program(args: dict[str, Any]) -> list[str] | None:
     return [args["python"], "-u", str(installed / "pool.py")]
 
 
+def _keeper_path(args: dict[str, Any]) -> Path | None:
+    """The node's keeper of a held Slurm allocation (``args["keeper"]``), else None."""
+    if not args.get("keeper"):
+        return None
+    from .keeper import keeper_socket
+
+    return keeper_socket(args["home"], os.environ["SLURM_JOB_ID"], socket.gethostname())
+
+
+def _keeper_spawn(args: dict[str, Any], key: str) -> Any:
+    """``spawn`` for ``connect_or_start``: the node's keeper starts the pool, in its step."""
+    path = _keeper_path(args)
+    if path is None:
+        return None
+
+    def spawn(argv: Sequence[str], env: dict[str, str], cwd: str) -> subprocess.CompletedProcess:
+        sock = _keeper_connection(path)
+        try:
+            said = _ask(sock, {"op": "spawn", "argv": list(argv), "env": env, "cwd": cwd,
+                               "record": str(pools_dir(args["home"]) / f"{key}.json")}, 90)
+        finally:
+            sock.close()
+        if not said.get("ok"):
+            raise OSError(f"the allocation's keeper could not start the pool: {said.get('why')}")
+        return subprocess.CompletedProcess(argv, said["returncode"], b"", said["stderr"].encode())
+
+    return spawn
+
+
+def _keeper_connection(path: Path, wait: float = KEEPER_START_S) -> socket.socket:
+    """A connection to the node's keeper, which may still be starting in a new allocation."""
+    from .server import unix_address
+
+    deadline = time.monotonic() + wait
+    while True:
+        address, dir_fd = unix_address(str(path))
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            if time.monotonic() >= deadline:
+                raise PoolUnavailable(f"the allocation's keeper does not answer at {path}: "
+                                      f"{exc}") from exc
+        finally:
+            if dir_fd is not None:
+                os.close(dir_fd)
+        time.sleep(0.1)
+
+
 def warm(args: dict[str, Any]) -> dict[str, Any]:
     env = pool_env(as_launched(args))
     key = node_pool_key(args, env)
@@ -99,13 +153,15 @@ def warm(args: dict[str, Any]) -> dict[str, Any]:
         program = pool_program(args)
         for attempt in (1, 2):  # a pool whose files changed exits when asked: start anew
             sock, was_warm = connect_or_start(args["python"], key, args["modules"], env,
-                                              args["home"], args.get("idle"), program)
+                                              args["home"], args.get("idle"), program,
+                                              _keeper_spawn(args, key))
             try:
                 said = _ask(sock, {"op": "ping"}, timeout=30)
             finally:
                 sock.close()
             if said.get("ok"):
-                return {"ok": True, "warm": was_warm, "pool": said.get("pool"), "key": key}
+                return {"ok": True, "warm": was_warm, "pool": said.get("pool"), "key": key,
+                        "host": socket.gethostname()}
             if attempt == 2 or "changed" not in str(said.get("why")):
                 return {"ok": False, "why": said.get("why") or "the pool refused"}
     except (PoolUnavailable, OSError, ValueError) as exc:
@@ -136,19 +192,26 @@ def run(args: dict[str, Any]) -> int:
     stopping: list[int] = []
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda signum, _frame: stopping.append(signum))
+    if args.get("node_rank") is None:  # a step of a held Slurm allocation: one task a node
+        args = {**args, "node_rank": int(os.environ["SLURM_NODEID"]),
+                "master_addr": os.environ["MASTER_ADDR"]}
     env = pool_env(dict(os.environ))
     request = rank_request(args, dict(os.environ))
     key = node_pool_key(args, env)
     try:
-        program = pool_program(args)
+        keeper = _keeper_path(args)
+        lease = None if keeper is None else _keeper_connection(keeper)
+        if lease is not None:  # the allocation stays while this run trains
+            _ask(lease, {"op": "lease"}, 30)
+        program, spawn = pool_program(args), _keeper_spawn(args, key)
         try:
             pool_run = start_ranks(args["python"], key, args["modules"], env, request,
-                                   args["home"], args.get("idle"), program)
+                                   args["home"], args.get("idle"), program, spawn)
         except PoolUnavailable as exc:
             if "changed" not in str(exc):
                 raise
             pool_run = start_ranks(args["python"], key, args["modules"], env, request,
-                                   args["home"], args.get("idle"), program)
+                                   args["home"], args.get("idle"), program, spawn)
     except (PoolUnavailable, OSError) as exc:
         print(f"[jt pool] node {args['node_rank']}: the rank pool could not start the ranks: "
               f"{exc}", flush=True)

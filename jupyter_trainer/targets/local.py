@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import os
 import signal
@@ -17,17 +16,6 @@ from ..launch import Command, LaunchPlan, build_command, shell_text
 from ..pool import leftover_pids
 from ..spec import RunSpec
 from .base import Handle, Target, count_nvidia_gpus, require_program
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the launcher child: get SIGTERM if the supervisor dies, so no run outlives it."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
-
 
 class LocalTarget(Target):
     kind = "local"
@@ -131,7 +119,7 @@ class LocalTarget(Target):
                 child = subprocess.Popen(
                     command.argv, env=command.environ(base), cwd=run_dir,
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True, preexec_fn=_die_with_parent,
+                    start_new_session=True, preexec_fn=procs.die_with_parent,
                 )
             except OSError as exc:
                 raise TargetError(f"could not start {command.argv[0]}: {exc}") from exc

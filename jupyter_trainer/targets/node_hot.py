@@ -25,19 +25,26 @@ from .ssh_commands import NodeLaunch
 WARM_TIMEOUT_S = 180.0  # a cold pool imports torch on a loaded node
 
 
-def launch_args(spec: RunSpec, plan: LaunchPlan, item: NodeLaunch, code_dir: str,
-                bundle: str) -> dict[str, Any]:
-    """What a node's pool launcher needs (it reads the ranks' environment from its own)."""
-    node, launch = item.node, spec.launch
-    idle = os.environ.get(IDLE_ENV)
-    return {"python": node.python, "home": node.workdir, "bundle": bundle,
+def pool_args(spec: RunSpec, plan: LaunchPlan, code_dir: str, bundle: str, *, python: str,
+              home: str, run_dir: str, node_rank: int | None) -> dict[str, Any]:
+    """What a node's pool launcher needs (it reads the ranks' environment from its own).
+    ``node_rank`` None: each node takes its own from Slurm (a step of a held allocation)."""
+    launch, idle = spec.launch, os.environ.get(IDLE_ENV)
+    return {"python": python, "home": home, "bundle": bundle,
             "env_id": json.dumps(environment_id(spec), sort_keys=True, default=str),
             "modules": entry_modules(code_dir, spec.code.entry),
             "idle": float(idle) if idle else None, "procs": launch.procs,
-            "nodes": launch.nodes, "node_rank": node.index, "master_addr": plan.master_addr,
+            "nodes": launch.nodes, "node_rank": node_rank,
+            "master_addr": plan.master_addr if node_rank is not None else None,
             "master_port": plan.master_port, "elastic_id": plan.run_id,
-            "run_id": plan.run_id, "run_dir": item.run_dir,
-            "argv": [f"{item.run_dir}/code/_jt/boot.py", plan.entry, *plan.args]}
+            "run_id": plan.run_id, "run_dir": run_dir,
+            "argv": [f"{run_dir}/code/_jt/boot.py", plan.entry, *plan.args]}
+
+
+def launch_args(spec: RunSpec, plan: LaunchPlan, item: NodeLaunch, code_dir: str,
+                bundle: str) -> dict[str, Any]:
+    return pool_args(spec, plan, code_dir, bundle, python=item.node.python,
+                     home=item.node.workdir, run_dir=item.run_dir, node_rank=item.node.index)
 
 
 def _program(item: NodeLaunch) -> str:
@@ -68,18 +75,18 @@ def hot_launch(item: NodeLaunch, args: Mapping[str, Any]) -> NodeLaunch:
     return replace(item, command=Command(argv, command.env, command.env_defaults))
 
 
-def verdict(launches: Sequence[NodeLaunch], answers: Sequence[Any]) -> dict[str, Any]:
+def verdict(hosts: Sequence[str], answers: Sequence[Any]) -> dict[str, Any]:
     """``state["launcher"]["hot"]`` from every node's warm answer (or the error it raised)."""
     why = []
-    for item, answer in zip(launches, answers):
+    for host, answer in zip(hosts, answers):
         if isinstance(answer, Exception):
-            why.append(f"node {item.node.host}: {answer}")
+            why.append(f"node {host}: {answer}")
         elif not answer.get("ok"):
-            why.append(f"node {item.node.host}: {answer.get('why') or answer.get('error')}")
+            why.append(f"node {host}: {answer.get('why') or answer.get('error')}")
     if why:
         return {"used": False, "why": "; ".join(why)}
-    pools = {item.node.host: a["pool"] for item, a in zip(launches, answers)}
-    return {"used": True, "pool": pools[launches[0].node.host], "pools": pools,
+    pools = {host: a["pool"] for host, a in zip(hosts, answers)}
+    return {"used": True, "pool": pools[hosts[0]], "pools": pools,
             "warm": all(a.get("warm") for a in answers),
-            "warm_nodes": {item.node.host: bool(a.get("warm")) for item, a in zip(launches, answers)},
+            "warm_nodes": {host: bool(a.get("warm")) for host, a in zip(hosts, answers)},
             "key": answers[0].get("key")}

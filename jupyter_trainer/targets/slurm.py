@@ -7,6 +7,8 @@ with this machine, so ranks write their logs and events straight into it and eve
 sees them live. With either, the run folder is on the cluster under ``workdir``
 (slurm_stage.py stages it and copies it back live), and with ``login`` every Slurm command
 runs over ssh on that node, through the ssh target's client (ControlMaster, BatchMode).
+With ``hold``, a hot run is instead two steps of an allocation kept between runs
+(slurm_hold.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import procs
+from ..pool.records import leftover_pids
 from ..datasets.stage import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
 from ..errors import TargetError
 from ..launch import Command, LaunchPlan
@@ -31,6 +34,7 @@ from ..spec import RunSpec
 from ..home import default_home
 from .base import BuiltEnvironment, Handle, Target, checkpoint_blobs, require_program
 from .slurm_script import SlurmConfig, batch_script, parse_job_id, sbatch_argv
+from .slurm_hold import ALIVE, HeldRun
 from .slurm_stage import JOB_OUTPUT, ClusterFolder
 from ..nodes.ssh import SshClient, control_dir, user_config_file
 from ..nodes.transport import LocalShell, NodeShell
@@ -71,6 +75,11 @@ class SlurmTarget(Target):
         return self.cfg.container == "pyxis"
 
     @property
+    def holds(self) -> bool:
+        """Hot runs go to an allocation kept between runs (``hold``; see slurm_hold)."""
+        return bool(self.cfg.hold)
+
+    @property
     def shares_filesystem(self) -> bool:  # type: ignore[override]
         return not self.cfg.remote
 
@@ -84,6 +93,8 @@ class SlurmTarget(Target):
         self._folder: ClusterFolder | None = None
         self._left: list[str] = []
         self._tested: list[str] = []  # what sbatch --test-only said of a dry run's job
+        self._held: HeldRun | None = None  # a hot run, in an allocation held between runs
+        self._pending: tuple[Command, str, str] | None = None  # ... until the allocation runs
 
     # -- the Slurm commands, here or on the login node ----------------------------------
     def _login_shell(self) -> NodeShell:
@@ -183,7 +194,11 @@ class SlurmTarget(Target):
                     self._folder.files.log)["data"]
 
     def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
+        """The run's own sbatch; a hot run (``hold`` set) starts in the held allocation
+        instead, and only falls back to this (see ``slurm_hold``)."""
         self._script = batch_script(self.cfg, spec, plan, getattr(spec.env, "image", None))
+        if spec.launch.hot and self.cfg.hold:
+            self._held = HeldRun(self.cfg, self.name, spec, plan, str(default_home()), self._run)
         output = JOB_OUTPUT if self.cfg.remote else "logs/launcher.log"
         return Command(tuple(sbatch_argv(self.cfg, spec, plan, f"{plan.run_dir}/job.sbatch",
                                          output)))
@@ -209,6 +224,27 @@ class SlurmTarget(Target):
         return {"script": self._script, "notes": self._tested}
 
     def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
+        if self._held is None:
+            return self._submit(command, run_dir)
+        handle: Handle = {"hold_job": self._held.allocation()}
+        self._pending = (command, run_dir, log_path)
+        state = self._held.queue_state(handle["hold_job"]) or {}
+        if state.get("state") == "RUNNING":
+            self._start_held(handle)
+        else:
+            handle["waiting"] = True
+        return handle
+
+    def _start_held(self, handle: Handle) -> None:
+        """Warm every node's pool, then fork the ranks from them; torchrun in the same
+        allocation when a node's pool cannot serve the run."""
+        assert self._held is not None and self._pending is not None
+        handle.pop("waiting", None)
+        hot = self._held.warm(handle["hold_job"])
+        handle.update(self._held.start(handle["hold_job"], self._pending[2], hot["used"]),
+                      hot=hot)
+
+    def _submit(self, command: Command, run_dir: str) -> Handle:
         script = Path(run_dir, "job.sbatch")
         script.write_text(self._script or "")
         handle: Handle = {"script": str(script)}
@@ -280,23 +316,47 @@ class SlurmTarget(Target):
         return entry
 
     def poll(self, handle: Handle) -> int | None:
+        if self._held is not None and "job_id" not in handle:
+            if handle.get("waiting"):
+                state = self._held.queue_state(handle["hold_job"]) or {}
+                if state.get("state") not in ALIVE:
+                    handle["error"] = (f"the held allocation (job {handle['hold_job']}) ended "
+                                       f"before the run started: {state or 'gone'}")
+                    return 1
+                if state["state"] == "RUNNING":
+                    self._start_held(handle)
+                return None
+            return self._held.poll()
         entry = self._status(handle)
         if entry is not None and entry.get("state") not in FINAL:
             return None
         return self.report(handle).get("exit_code", 1)
 
     def phase(self, handle: Handle) -> dict[str, Any]:
+        if self._held is not None and "job_id" not in handle:
+            if handle.get("waiting"):
+                self.poll(handle)
+            waiting = bool(handle.get("waiting"))
+            state = (self._held.queue_state(handle["hold_job"]) or {}) if waiting else {}
+            return {"stage": "queued" if waiting else "running",
+                    "job_id": handle["hold_job"], "held": True, **state}
         entry = self._status(handle) or {}
         stage = "queued" if entry.get("state") in QUEUED else "running"
         return {"stage": stage, "job_id": handle["job_id"], "state": entry.get("state"),
                 "reason": entry.get("reason"), "nodes": entry.get("nodes")}
 
     def report(self, handle: Handle) -> dict[str, Any]:
+        if "job_id" not in handle:  # a step of the held allocation
+            code = self._held.poll() if self._held is not None else None
+            return {"exit_code": 1 if code is None else code,
+                    **({"error": handle["error"]} if handle.get("error") else {})}
         final = _final_state(handle["job_id"], self._run)
         error = SCHEDULER_FAILURES.get(final.get("state", ""))
         return {**final, **({"error": error} if error else {})}
 
     def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
+        if self._held is not None and "job_id" not in handle:
+            return {} if handle.get("waiting") else self._held.stop(grace)
         job = handle.get("job_id")
         if job is None:  # sbatch never answered: nothing in the queue to end
             return self._finish_folder(run_id, grace)
@@ -341,8 +401,9 @@ class SlurmTarget(Target):
             return {"removed": [], "errors": [str(exc)]}
 
     def leftovers(self, run_id: str) -> list[str]:
-        found = [procs.describe(p) for p in procs.pids_with_env("JT_RUN_ID", run_id)]
-        found += self._left
+        # Ranks forked by a held allocation's pool carry no JT_RUN_ID: their record names them.
+        pids = leftover_pids(run_id, self._held.plan.run_dir if self._held else None)
+        found = [procs.describe(p) for p in pids] + self._left
         self._left = []
         for job, (_, entry) in self._seen.items():
             if entry is not None and self._queue_entry(job) is not None:

@@ -43,6 +43,7 @@ class SlurmConfig:
     modules: tuple[str, ...] = ()
     container: str | None = None  # "pyxis" when srun takes --container-image
     env: Mapping[str, str] = field(default_factory=dict)
+    hold: int | None = None       # seconds an idle allocation is kept for hot runs
 
     @classmethod
     def from_config(cls, name: str, config: Mapping[str, Any]) -> "SlurmConfig":
@@ -81,9 +82,14 @@ class SlurmConfig:
             if data.get(key) is not None:
                 data[key] = single_line(name, key, data[key])
         data["ssh_options"] = ssh_options(name, data.get("ssh_options", ()))
-        for key, low, high in (("connect_timeout", 1, 300), ("env_timeout", 10, 86400)):
-            if key in data:
+        for key, low, high in (("connect_timeout", 1, 300), ("env_timeout", 10, 86400),
+                               ("hold", 60, 7 * 86400)):
+            if data.get(key) is not None:
                 data[key] = seconds(name, key, data[key], low, high)
+        if data.get("hold") and (data.get("login") or data.get("workdir")):
+            raise TargetError(f"target {name!r}: hold keeps an allocation whose nodes share "
+                              "the run store's filesystem; it does not work with login or "
+                              "workdir yet: remove hold (runs are then jobs of their own)")
         return cls(**data)
 
     @property
@@ -120,8 +126,10 @@ def sbatch_argv(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan, script: str,
 
 
 def batch_script(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan,
-                 image: str | None = None) -> str:
-    """The batch script: modules, the run's variables, then one launcher per node."""
+                 image: str | None = None, in_step: bool = False) -> str:
+    """The batch script: modules, the run's variables, then one launcher per node.
+    ``in_step``: the script of a step that already runs one task per node (a held
+    allocation's), which starts the launcher itself rather than through ``srun``."""
     launch = spec.launch
     if image and cfg.container != "pyxis":
         raise TargetError(
@@ -164,9 +172,9 @@ def batch_script(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan,
     srun = ["srun", "--kill-on-bad-exit=1", "--export=ALL"]
     if image:
         srun.append(f"--container-image={image}")
-    if not single and entry.placement == "every_node":
+    if not single and not in_step and entry.placement == "every_node":
         argv = [*srun, "--ntasks-per-node=1", *argv]
-    elif not single and entry.placement == "one_rank":
+    elif not single and not in_step and entry.placement == "one_rank":
         argv = [*srun, "--ntasks=1", *argv]
     lines.append("exec " + shlex.join(argv))
     return "\n".join(lines) + "\n"

@@ -385,7 +385,8 @@ class SshTarget(Target):
                 payload, "readying the rank pool", timeout=node_hot.WARM_TIMEOUT_S)
 
         started = time.monotonic()
-        record = node_hot.verdict(items, _parallel(warm, list(zip(items, args))))
+        answers = _parallel(warm, list(zip(items, args)))
+        record = node_hot.verdict([i.node.host for i in items], answers)
         if record["used"]:
             hot = {i.node.index: node_hot.hot_launch(i, a) for i, a in zip(items, args)}
             self._launches = [hot.get(i.node.index, i) for i in self._launches]
