@@ -44,7 +44,7 @@ class DryRun:
     run_id: str                    # the placeholder run id
     run_dir: str                   # the placeholder run folder, as the target names it (the
                                    # local one is gone once the dry run ends)
-    argv: tuple[str, ...]          # the launcher's argv (slurm: sbatch's)
+    argv: tuple[str, ...]          # the launcher's argv (slurm: sbatch's, or a held run's srun)
     env: Mapping[str, str] = field(default_factory=dict)           # variables it is given
     env_defaults: Mapping[str, str] = field(default_factory=dict)  # given unless set
     nodes: tuple[Mapping[str, Any], ...] = ()  # per node: host, run_dir, argv, env (ssh, ray)
@@ -100,7 +100,7 @@ def dry_run(store: Store, target: Target, write: Callable[[Path], RunSpec]) -> D
     notes = [*notes, *parts.get("notes", ())]
     header = _header(target, run_id, plan.run_dir, spec, notes)
     return DryRun(text=text, header=header, target=target.name, kind=target.kind,
-                  run_id=run_id, run_dir=plan.run_dir, argv=tuple(command.argv),
+                  run_id=run_id, run_dir=plan.run_dir, argv=tuple(parts.get("argv", command.argv)),
                   env=dict(command.env), env_defaults=dict(command.env_defaults),
                   nodes=tuple(parts.get("nodes", ())), script=parts.get("script"),
                   notes=tuple(notes))

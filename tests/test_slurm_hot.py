@@ -170,6 +170,23 @@ def test_without_hold_slurm_runs_are_jobs_and_hot_says_how_to_hold(cluster, home
     assert run.state["launcher"]["job_id"] and not run.state["launcher"].get("hot")
 
 
+def test_dry_run_shows_the_steps_and_holds_nothing(held, home):
+    shown = api.submit(TRAIN, procs=2, target="cluster", params={"steps": 1}, dry_run=True)
+    assert shown.argv[:3] == ("srun", "--jobid=<held job>", "--overlap")
+    assert shown.argv[-1] == f"{shown.run_dir}/hot-run.sh"
+    assert "none is held yet, so the run first submits it" in shown.text
+    assert "jt-hold-cluster-1x2" in shown.text and "keeper.py" in shown.text
+    assert '"warm"' not in shown.script and "launch.py run" in shown.script
+    assert any("hot: the ranks fork" in n for n in shown.notes)
+    assert held.queue() == [] and not (home / "pools").exists() and api.runs(home=home) == []
+
+    _wait(api.submit(TRAIN, procs=2, target="cluster", params={"steps": 1}), held)
+    job = _hold_job(home)
+    again = api.submit(TRAIN, procs=2, target="cluster", params={"steps": 1}, dry_run=True)
+    assert again.argv[1] == f"--jobid={job}" and f"job {job}" in again.text
+    assert "keeper.py" not in again.text and len(api.runs(home=home)) == 1
+
+
 def test_hold_is_checked():
     with pytest.raises(TargetError, match="hold must be a whole number of seconds"):
         SlurmConfig.from_config("c", {"hold": "20m"})

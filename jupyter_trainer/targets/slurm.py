@@ -207,6 +207,8 @@ class SlurmTarget(Target):
         """The sbatch command and the batch script it would submit, once ``sbatch
         --test-only`` has checked the job against the cluster (partition, nodes, GPUs, time
         limit) without submitting it; a job the cluster refuses raises ``TargetError``."""
+        if self._held is not None:
+            return self._held.dry_run()
         argv = [a for a in command.argv[:-1]
                 if a != "--parsable" and not a.startswith(("--output=", "--chdir="))]
         done = self._run([*argv, "--test-only"], timeout=60, input=self._script or "")
@@ -221,6 +223,8 @@ class SlurmTarget(Target):
                 f"{shlex.join(command.argv)}\n# {script_path}:\n{self._script or ''}")
 
     def dry_run_parts(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> dict[str, Any]:
+        if self._held is not None:
+            return self._held.dry_run_parts()
         return {"script": self._script, "notes": self._tested}
 
     def start(self, command: Command, run_dir: str, log_path: str) -> Handle:

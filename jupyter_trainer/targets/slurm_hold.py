@@ -50,10 +50,13 @@ def hold_name(target: str, spec: RunSpec) -> str:
     return f"{safe}-{spec.launch.nodes}x{spec.launch.procs}"
 
 
+def bundle_dir(home: str) -> Path:
+    return Path(home, POOLS_DIR, f"code-{node_bundle()[0]}")
+
+
 def install_bundle(home: str) -> Path:
     """The pool's files (with the keeper) under ``<home>/pools/code-<hash>``, once."""
-    digest, files = node_bundle()
-    folder = Path(home, POOLS_DIR, f"code-{digest}")
+    folder, files = bundle_dir(home), node_bundle()[1]
     if folder.is_dir():
         return folder
     tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
@@ -114,7 +117,7 @@ class HeldRun:
         self.cfg, self.spec, self.plan, self.home, self._run = cfg, spec, plan, home, run
         self.name = hold_name(target, spec)
         self.folder = Path(home, POOLS_DIR, "holds")
-        self.code = install_bundle(home)
+        self.code = bundle_dir(home)
         self.step: subprocess.Popen | None = None
         self.args = node_hot.pool_args(
             spec, plan, str(Path(plan.run_dir, "code")), node_bundle()[0], python=plan.python,
@@ -129,15 +132,21 @@ class HeldRun:
         state, _, reason = line.partition("|")
         return {"state": state, "reason": reason}
 
+    def held_job(self) -> str | None:
+        """The job on record for this shape, while Slurm still has it."""
+        job = read_json(self.folder / f"{self.name}.json").get("job_id")
+        return job if job and (self.queue_state(job) or {}).get("state") in ALIVE else None
+
     def allocation(self) -> str:
         """The held job for this shape: the one on record while it lives, else a new one."""
         self.folder.mkdir(parents=True, exist_ok=True)
         record = self.folder / f"{self.name}.json"
         with open(self.folder / f"{self.name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            job = read_json(record).get("job_id")
-            if job and (self.queue_state(job) or {}).get("state") in ALIVE:
+            job = self.held_job()
+            if job:
                 return job
+            install_bundle(self.home)
             script = self.folder / f"{self.name}.sbatch"
             script.write_text(holder_script(self.cfg, self.plan.python, self.code, self.home))
             done = self._run(holder_argv(self.cfg, self.spec, self.name, self.folder, script),
@@ -159,10 +168,39 @@ class HeldRun:
         path.write_text(step_script(self.cfg, self.spec, self.plan, argv))
         return str(path)
 
+    def _launcher(self, mode: str) -> list[str]:
+        return [self.plan.python, str(self.code / "launch.py"), mode, json.dumps(self.args)]
+
+    def dry_run(self) -> str:
+        """What a hot run would do: the allocation it would use (or submit), then its two
+        steps and their scripts; nothing is submitted or written."""
+        job = self.held_job()
+        lines = [f"# hot: two steps of the allocation held for {self.name}: "
+                 + (f"job {job}" if job else "none is held yet, so the run first submits it")]
+        if not job:
+            script = self.folder / f"{self.name}.sbatch"
+            lines += [shlex.join(holder_argv(self.cfg, self.spec, self.name, self.folder, script)),
+                      f"# {script}:",
+                      holder_script(self.cfg, self.plan.python, self.code, self.home).rstrip()]
+        job = job or "<held job>"
+        for name, mode, extra in (("hot-warm.sh", "warm", "--label"),
+                                  ("hot-run.sh", "run", "--kill-on-bad-exit=1")):
+            path = f"{self.plan.run_dir}/{name}"
+            lines += [shlex.join([*self._srun(job, extra), "bash", path]), f"# {path}:",
+                      step_script(self.cfg, self.spec, self.plan, self._launcher(mode)).rstrip()]
+        return "\n".join(lines) + "\n"
+
+    def dry_run_parts(self) -> dict[str, Any]:
+        path = f"{self.plan.run_dir}/hot-run.sh"
+        return {"argv": [*self._srun(self.held_job() or "<held job>", "--kill-on-bad-exit=1"),
+                         "bash", path],
+                "script": step_script(self.cfg, self.spec, self.plan, self._launcher("run")),
+                "notes": [f"hot: the ranks fork from warm pools in the allocation held for "
+                          f"{self.name} (hold = {self.cfg.hold} s); --no-hot submits a job"]}
+
     def warm(self, job: str) -> dict[str, Any]:
         """``state["launcher"]["hot"]`` once every node's pool is ready (or why not)."""
-        script = self._script("hot-warm.sh", [self.plan.python, str(self.code / "launch.py"),
-                                              "warm", json.dumps(self.args)])
+        script = self._script("hot-warm.sh", self._launcher("warm"))
         try:
             done = self._run([*self._srun(job, "--label"), "bash", script], timeout=WARM_TIMEOUT_S)
         except TargetError as exc:
@@ -184,9 +222,7 @@ class HeldRun:
 
     def start(self, job: str, log_path: str, hot: bool) -> dict[str, Any]:
         """The run's step: the pools fork the ranks (``hot``), or torchrun starts them."""
-        script = self._script("hot-run.sh", [
-            self.plan.python, str(self.code / "launch.py"), "run", json.dumps(self.args)]
-            if hot else None)
+        script = self._script("hot-run.sh", self._launcher("run") if hot else None)
         env = {k: v for k, v in os.environ.items() if not k.startswith("JT_")}
         with open(log_path, "ab") as log:
             try:
