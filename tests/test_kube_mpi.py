@@ -84,6 +84,9 @@ def test_mpirun_two_nodes_by_two_gloo_completes_with_live_events_of_every_rank(h
     assert launcher_env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
     assert launcher_env["OMPI_MCA_orte_set_default_slots"] == "2"
     assert pods["node"]["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd"]
+    # The launcher runs our argv alone: none of the runtime's own args (/home/mpiuser/pi).
+    launcher = pods["launcher"]["spec"]["containers"][0]
+    assert launcher["args"][0] == "mpirun" and launcher["args"][-1] == "_jt/cell.py", launcher
     assert pods["launcher"]["status"]["podIP"] != pods["node"]["status"]["podIP"]
 
     run.wait(timeout=120)
@@ -165,3 +168,19 @@ def test_horovod_two_nodes_by_two_completes_with_every_rank(home, kube_cluster):
         assert f"rank {rank} of 4 sum 10.0" in run.logs(rank)
         assert [s for s, _ in run.metrics(rank)["total"]] == list(range(10))
     assert_nothing_left(state, kube_cluster)
+
+
+@pytest.mark.parametrize("kube_cluster", [{"trainjob_api": True}], indirect=True)
+def test_the_mpi_runtime_refuses_the_open_mpi_variables_it_sets_itself(kube_cluster):
+    from lightkube.core.exceptions import ApiError
+    from lightkube.models.meta_v1 import ObjectMeta
+    from test_kube_fake import PY, TrainJob, client
+
+    with pytest.raises(ApiError) as err:
+        client(kube_cluster).create(TrainJob(metadata=ObjectMeta(name="bad"), spec={
+            "runtimeRef": {"name": "mpi-distributed"}, "trainer": {
+                "command": [PY, "-c", "pass"],
+                "env": [{"name": "OMPI_MCA_orte_default_hostfile", "value": "/tmp/h"}]}}))
+    assert err.value.status.code == 422
+    assert "must not have reserved envs" in err.value.status.message
+    assert "OMPI_MCA_orte_default_hostfile" in err.value.status.message

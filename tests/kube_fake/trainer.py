@@ -162,7 +162,7 @@ class TrainJobController:
             gets_env = is_trainer or (mpi is not None and mpi_plugin.launcher_as_node(mpi)
                                       and rjob["name"] == TRAINER_NODE)
             for c in pod["containers"]:
-                if c["name"] == TRAINER_NODE and (is_trainer or gets_env):
+                if c["name"] == TRAINER_NODE and gets_env:
                     self._trainer_container(c, tj, trainer, policy, nodes, is_trainer)
             if mpi is not None:
                 mpi_plugin.enforce(mpi, rjob, pod, tj, trainer)
