@@ -8,7 +8,9 @@ Job rules the real server checks in code; the Job controller (Indexed pods, host
 env/label/annotation, backoffLimit, podFailurePolicy, conditions); a Trainer v2 torch TrainJob
 made into a headless Service plus an Indexed Job with the torch plugin's PET_* env and its
 runtimePatches applied as the CRD's list types say (refused for a job or container the runtime
-lacks); ownerReference
+lacks); an MPI TrainJob (mpi.py) made into launcher and node jobs with the MPI plugin's SSH key
+Secret, hostfile ConfigMap and OMPI_* env, its pods (``pod_network``) in network and PID
+namespaces of their own so that the launcher's mpirun reaches the node pods' sshd; ownerReference
 garbage collection with Orphan/Background/Foreground propagation; scheduling on requests against
 one node's allocatable, with the default scheduler's FailedScheduling message; containers run
 from their argv with their env, volumes, working directory, hostname and a cluster /etc/hosts in
@@ -16,12 +18,14 @@ their own mount and UTS namespaces; pod phases, container states, restarts, term
 and events.
 
 What only a real cluster shows: images (containers run the host's files and Python, so the
-command must exist here; an image's entrypoint is unknown), network isolation (every pod shares
-the host's network: ports collide, a Service does not map port to targetPort, DNS is /etc/hosts
-on 127.0.0.1), resource limits and GPUs (requests only gate scheduling), admission webhooks and
+command must exist here; an image's entrypoint is unknown; ``images`` can add files to one),
+users (every container runs as root), network policies and Service IPs (without
+``pod_network`` every pod shares the host's network and ports collide; with it pods have
+addresses of their own but the host reaches none; a Service does not map port to targetPort;
+DNS is /etc/hosts), resource limits and GPUs (requests only gate scheduling), admission webhooks and
 CEL rules beyond those named above, unknown fields (refused here, as with fieldValidation=Strict;
 a real server drops them with a warning by default), multiple nodes, preemption, RBAC and auth,
-the Job controller's real back-off delays, JobSet itself, and the MPI runtime.
+the Job controller's real back-off delays, and JobSet itself.
 """
 
 from .cluster import FakeCluster

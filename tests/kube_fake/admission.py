@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import uuid
 
-from . import trainer
+from . import mpi, trainer
 from .store import ApiError, now
 
 _IPS = itertools.count(10)
@@ -89,6 +89,8 @@ def admit(cluster, res, obj: dict):
                                         "message": f'{ref["kind"]} {ref["name"]} not found'}]})
         runtime = cluster.store.find(rt_res, ns, ref["name"]) if ref.get("name") else None
         errors = trainer.patch_errors(runtime, obj) if runtime is not None else []
+        if runtime is not None and mpi.policy(runtime) is not None:
+            errors += mpi.validate(mpi.policy(runtime), obj)
         if errors:
             raise ApiError(422, "Invalid", 'admission webhook "validator.trainjob.trainer.kubeflow.org" '
                            f'denied the request: {"; ".join(errors)}',

@@ -39,12 +39,18 @@ class FakeCluster:
     so that clusters running side by side on one host do not collide). A container restarted in
     place (restartPolicy OnFailure or Always) waits ``restart_backoff`` seconds, doubling per
     restart up to 30 times that (the kubelet's CrashLoopBackOff starts at 10 s, capped at 5 min).
+    With the Trainer API the ``mpi-distributed`` runtime is installed too. ``pod_network`` gives
+    each pod a network namespace of its own (network.py) and each container a PID namespace;
+    ``images`` maps an image name to the files it adds (images.py).
     """
 
     def __init__(self, tmp_path, *, trainjob_api: bool = False, allocatable: dict | None = None,
                  master_port: int | None = None, namespace: str = "default",
-                 restart_backoff: float = 0.2):
+                 restart_backoff: float = 0.2, pod_network: bool = False,
+                 images: dict[str, dict[str, str]] | None = None):
         self.restart_backoff = restart_backoff
+        self.pod_network = pod_network
+        self.images = images or {}
         self.root = Path(tmp_path) / "kube-fake"
         self.root.mkdir(parents=True, exist_ok=True)
         self.token = uuid.uuid4().hex
@@ -86,9 +92,9 @@ class FakeCluster:
             self.create(sa_res, {"apiVersion": "v1", "kind": "ServiceAccount",
                                  "metadata": {"name": "default", "namespace": ns}})
         if trainjob_api:
-            runtime = load_runtime(K8S_DIR / "torch-distributed-runtime.yaml")
-            self.create(self.registry.find("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes"),
-                        runtime)
+            for runtime in ("torch-distributed-runtime.yaml", "mpi-distributed-runtime.yaml"):
+                self.create(self.registry.find("trainer.kubeflow.org", "v1alpha1",
+                                               "clustertrainingruntimes"), load_runtime(K8S_DIR / runtime))
 
     # -- used by the server and the controllers
     def admit(self, res, obj):

@@ -15,11 +15,22 @@ import traceback
 from pathlib import Path
 
 from . import scheduler, volumes
+from .network import PodNetwork
 from .store import ApiError, now
 
 NODE = "fake-node"
 PODINIT = str(Path(__file__).with_name("podinit.py"))
 MARKER = "KUBE_FAKE_POD"
+# The mount namespace of each live container (its inode) -> the container's marker: a process
+# that entered a container without its environment (an sshd session) is found by it.
+MOUNT_NS: dict[int, str] = {}
+
+
+def mount_ns(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/mnt").st_ino
+    except OSError:
+        return None
 
 
 def _cond(type_, status, reason=None, message=None):
@@ -33,7 +44,8 @@ def _cond(type_, status, reason=None, message=None):
 
 def live_pids(prefix: str) -> dict[int, str]:
     """pid -> marker of every live process whose environment carries a marker starting with
-    ``prefix`` (descendants inherit it, whatever session or group they move to)."""
+    ``prefix`` (descendants inherit it, whatever session or group they move to), or that is
+    in the mount namespace of a container whose marker starts so."""
     out = {}
     needle = f"{MARKER}={prefix}".encode()
     for entry in os.scandir("/proc"):
@@ -51,11 +63,15 @@ def live_pids(prefix: str) -> dict[int, str]:
             if item.startswith(needle):
                 out[int(entry.name)] = item.split(b"=", 1)[1].decode()
                 break
+        else:
+            marker = MOUNT_NS.get(mount_ns(int(entry.name)) or 0)
+            if marker and marker.startswith(prefix):
+                out[int(entry.name)] = marker
     return out
 
 
-def signal_marker(prefix: str, sig: int):
-    for pid in live_pids(prefix):
+def signal_marker(prefix: str, sig: int, skip: int | None = None):
+    for pid in set(live_pids(prefix)) - {skip}:
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
@@ -72,6 +88,10 @@ class Kubelet:
         self.runs: dict[str, "PodRun"] = {}
         self.unschedulable: dict[str, str] = {}
         self.root = cluster.root / "kubelet"
+        self.network = PodNetwork(cluster.token) if cluster.pod_network else None
+
+    def pod_ip(self, uid: str) -> str:
+        return (self.network.ip(uid) if self.network else None) or "127.0.0.1"
 
     # -- the control loop's part
     def sync(self):
@@ -96,10 +116,14 @@ class Kubelet:
             if not pod["spec"].get("nodeName"):
                 self._schedule(pod, node, pods)
             elif run is None and pod["status"].get("phase") == "Pending":
-                self.runs[meta["uid"]] = PodRun(self, pod)
-                self.runs[meta["uid"]].start()
+                run = self.runs[meta["uid"]] = PodRun(self, pod)
+                if self.network:
+                    self.network.netns(meta["uid"])
+                run.write_hosts(volumes.hosts_file(self.cluster, pod, pods, services, self.pod_ip))
+                run.start()
+                continue
             if run is not None:
-                run.write_hosts(volumes.hosts_file(self.cluster, pod, pods, services))
+                run.write_hosts(volumes.hosts_file(self.cluster, pod, pods, services, self.pod_ip))
         for uid in [u for u in self.runs if u not in live]:
             self.runs.pop(uid).stop(0)
 
@@ -206,6 +230,8 @@ class Kubelet:
         for run in list(self.runs.values()):
             run.join(10)
         signal_marker(self.cluster.token + "/", signal.SIGKILL)
+        if self.network:
+            self.network.close()
 
 
 class PodRun(threading.Thread):
@@ -267,12 +293,14 @@ class PodRun(threading.Thread):
         inits = [self.statuses[c["name"]] for c in spec.get("initContainers") or []]
         mains = [self.statuses[c["name"]] for c in spec["containers"]]
 
+        ip = self.kubelet.pod_ip(self.pod["metadata"]["uid"])
+
         def change(obj):
             st = obj["status"]
             if phase:
                 st["phase"] = phase
-            st.update({"hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}], "podIP": "127.0.0.1",
-                       "podIPs": [{"ip": "127.0.0.1"}], "containerStatuses": mains})
+            st.update({"hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}], "podIP": ip,
+                       "podIPs": [{"ip": ip}], "containerStatuses": mains})
             st.setdefault("startTime", now())
             if inits:
                 st["initContainerStatuses"] = inits
@@ -295,6 +323,13 @@ class PodRun(threading.Thread):
                                                       message=repr(exc)))
         finally:
             signal_marker(self.marker(""), signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while live_pids(self.marker("")) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            for ns in [n for n, m in MOUNT_NS.items() if m.startswith(self.marker(""))]:
+                MOUNT_NS.pop(ns, None)
+            if self.kubelet.network:
+                self.kubelet.network.release(self.pod["metadata"]["uid"])
             self.done.set()
             meta = self.pod["metadata"]
             current = self.cluster.store.find(self.kubelet.pod_res, meta["namespace"], meta["name"])
@@ -349,6 +384,7 @@ class PodRun(threading.Thread):
                                    f"cannot know the entrypoint of image {c.get('image')!r}")
         mounts = [[str(vols[m["name"]] / m["subPath"]) if m.get("subPath") else str(vols[m["name"]]),
                    m["mountPath"], bool(m.get("readOnly"))] for m in c.get("volumeMounts") or []]
+        mounts += self._image_files(c)
         mounts.append([str(self.hosts), "/etc/hosts", False])
         term = self.dir / f"{c['name']}.termination-log"
         term.write_bytes(b"")
@@ -359,12 +395,29 @@ class PodRun(threading.Thread):
         plan.write_text(json.dumps({"root": str(root), "mounts": mounts, "argv": argv,
                                     "workdir": c.get("workingDir"), "hostname": env["HOSTNAME"]}))
         env[MARKER] = self.marker(c["name"])
+        # With pod networks a container also has a PID namespace of its own, as a real one:
+        # its command is PID 1 (/proc/1/fd/1 is its log) and the rest dies with it.
+        network = self.kubelet.network
+        isolate = (["nsenter", f"--net=/run/netns/{network.netns(self.pod['metadata']['uid'])}"]
+                   if network else [])
+        pid_ns = ["--pid", "--fork", "--mount-proc"] if network else []
         with open(self.dir / f"{c['name']}.log", "ab") as log:
             return subprocess.Popen(
-                ["unshare", "--mount", "--uts", "--propagation", "private", "--", sys.executable,
+                [*isolate, "unshare", "--mount", "--uts", *pid_ns, "--propagation", "private", "--",
+                 sys.executable,
                  "-I", "-S", PODINIT, str(plan)],
                 env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
+
+    def _image_files(self, c) -> list[list]:
+        """Read-only mounts of the files the container's image adds (FakeCluster's images)."""
+        mounts = []
+        for i, (path, text) in enumerate(sorted(self.cluster.images.get(c.get("image"), {}).items())):
+            src = self.dir / "image" / c["name"] / str(i)
+            src.parent.mkdir(parents=True, exist_ok=True)
+            src.write_text(text)
+            mounts.append([str(src), path, True])
+        return mounts
 
     def _launch(self, c, vols, node, main):
         """Start one container instance: (container, process, startedAt), or None if stopped."""
@@ -375,6 +428,7 @@ class PodRun(threading.Thread):
         proc = self._wait_ready(lambda: self._start(c, vols, node))
         if proc is None:
             return None
+        self._note_mount_ns(proc, name)
         started = now()
         self.generation[name] = self.generation.get(name, 0) + 1
         self.ended.discard(name)
@@ -385,6 +439,17 @@ class PodRun(threading.Thread):
         self.cluster.event(self.pod, "Normal", "Created", f"Created container: {name}", "kubelet")
         self.cluster.event(self.pod, "Normal", "Started", f"Started container {name}", "kubelet")
         return c, proc, started
+
+    def _note_mount_ns(self, proc, name):
+        """Remember the container's mount namespace once unshare has made it."""
+        own = mount_ns(os.getpid())
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and proc.poll() is None:
+            ns = mount_ns(proc.pid)
+            if ns and ns != own:
+                MOUNT_NS[ns] = self.marker(name)
+                return
+            time.sleep(0.01)
 
     def _back_off(self, c) -> bool:
         """Wait before restarting a container in place (CrashLoopBackOff); False if stopped."""
@@ -473,7 +538,8 @@ class PodRun(threading.Thread):
 
     def _kill(self, proc, grace, name=None):
         prefix = self.marker(name) if name else self.marker("")
-        signal_marker(prefix, signal.SIGTERM)
+        # In a PID namespace of its own, proc is unshare, which waits for the container's PID 1.
+        signal_marker(prefix, signal.SIGTERM, skip=proc.pid if self.kubelet.network else None)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and live_pids(prefix):
             time.sleep(0.05)

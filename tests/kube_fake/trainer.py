@@ -1,7 +1,9 @@
-"""The Kubeflow Trainer v2 controller, for TrainJobs that reference a torch runtime: it makes what
-the real one makes through a JobSet (a headless Service named after the TrainJob and one Indexed
-Job per replicated job, `<trainjob>-<replicatedJob>-0`), applies the TrainJob's `runtimePatches` to
-the runtime's template and gives the trainer container the torch plugin's PET_* variables."""
+"""The Kubeflow Trainer v2 controller, for TrainJobs that reference a torch or an MPI runtime: it
+makes what the real one makes through a JobSet (a headless Service named after the TrainJob and one
+Indexed Job per replicated job, `<trainjob>-<replicatedJob>-0`), applies the TrainJob's
+`runtimePatches` to the runtime's template, gives the trainer's image, command and env to the
+`node` container of the job labelled as the trainer's, and adds what the torch plugin (PET_*
+variables) or the MPI plugin (mpi.py: SSH keys, hostfile, OMPI_* variables) adds."""
 
 from __future__ import annotations
 
@@ -11,12 +13,14 @@ from pathlib import Path
 
 import yaml
 
+from . import mpi as mpi_plugin
 from .jobs import terminal
 from .store import now
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 RJOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
 TRAINER_NODE = "node"
+ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 # The lists the TrainJob CRD declares as x-kubernetes-list-type: map keyed by name (under
 # runtimePatches); every other list (tolerations) is atomic, every object merges field by field.
 PATCH_LIST_MAPS = {"replicatedJobs", "containers", "initContainers", "volumes", "imagePullSecrets",
@@ -128,13 +132,20 @@ class TrainJobController:
         policy = runtime["spec"].get("mlPolicy") or {}
         nodes = trainer.get("numNodes") or policy.get("numNodes") or 1
         labels = {**(meta.get("labels") or {}), JOBSET_NAME: name}
+        mpi = mpi_plugin.policy(runtime)
+        rjobs = patched_template(runtime, tj)["spec"]["replicatedJobs"]
+        counts = {r["name"]: (nodes if mpi is None else mpi_plugin.node_count(mpi, nodes))
+                  if r["name"] == TRAINER_NODE else 1 for r in rjobs}
         self.cluster.create(self.svc_res, {
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": name, "namespace": ns, "labels": labels,
                          "ownerReferences": self._owner(tj)},
             "spec": {"clusterIP": "None", "selector": {JOBSET_NAME: name},
                      "publishNotReadyAddresses": True}})
-        for rjob in patched_template(runtime, tj)["spec"]["replicatedJobs"]:
+        if mpi is not None:
+            for plural, obj in mpi_plugin.objects(mpi, tj, trainer, counts, self._owner(tj)):
+                self.cluster.create(self.cluster.registry.find("", "v1", plural), obj)
+        for rjob in rjobs:
             job_spec = copy.deepcopy(rjob["template"]["spec"])
             tmeta = copy.deepcopy(rjob["template"].get("metadata") or {})
             pod_t = job_spec["template"]
@@ -144,12 +155,17 @@ class TrainJobController:
             pod = pod_t["spec"]
             pod["subdomain"] = name
             pod.setdefault("restartPolicy", "OnFailure")  # JobSet's default
-            if rjob["name"] == TRAINER_NODE:
-                job_spec.update({"completionMode": "Indexed", "completions": nodes,
-                                 "parallelism": nodes})
-                for c in pod["containers"]:
-                    if c["name"] == TRAINER_NODE:
-                        self._trainer_container(c, tj, trainer, policy, nodes)
+            count = counts[rjob["name"]]
+            job_spec.update({"completionMode": "Indexed", "completions": count,
+                             "parallelism": count})
+            is_trainer = (tmeta.get("labels") or {}).get(ANCESTOR) == "trainer"
+            gets_env = is_trainer or (mpi is not None and mpi_plugin.launcher_as_node(mpi)
+                                      and rjob["name"] == TRAINER_NODE)
+            for c in pod["containers"]:
+                if c["name"] == TRAINER_NODE and gets_env:
+                    self._trainer_container(c, tj, trainer, policy, nodes, is_trainer)
+            if mpi is not None:
+                mpi_plugin.enforce(mpi, rjob, pod, tj, trainer)
             self.cluster.create(self.job_res, {
                 "apiVersion": "batch/v1", "kind": "Job",
                 "metadata": {"name": f"{name}-{rjob['name']}-0", "namespace": ns,
@@ -157,12 +173,12 @@ class TrainJobController:
                              "ownerReferences": self._owner(tj)},
                 "spec": job_spec})
 
-    def _trainer_container(self, c, tj, trainer, policy, nodes):
+    def _trainer_container(self, c, tj, trainer, policy, nodes, is_trainer=True):
         name = tj["metadata"]["name"]
         for field in ("image", "command", "args"):
-            if trainer.get(field):
+            if trainer.get(field) and is_trainer:
                 c[field] = trainer[field]
-        if trainer.get("resourcesPerNode"):
+        if trainer.get("resourcesPerNode") and is_trainer:
             c["resources"] = trainer["resourcesPerNode"]
         env = {e["name"]: e for e in c.get("env") or []}
         for e in trainer.get("env") or []:
@@ -177,6 +193,16 @@ class TrainJobController:
                 "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}
             c["ports"] = [{"containerPort": self.master_port(tj), "protocol": "TCP"}]
         c["env"] = list(env.values())
+
+    def _success_jobs(self, tj, jobs):
+        """The jobs whose completion completes the JobSet: its successPolicy's targets (an
+        MPI runtime's launcher) with operator All, else every job."""
+        runtime = self._runtime(tj) or {}
+        success = ((runtime.get("spec") or {}).get("template", {}).get("spec") or {}).get(
+            "successPolicy") or {}
+        targets = success.get("targetReplicatedJobs")
+        chosen = [j for j in jobs if not targets or j["metadata"]["labels"].get(RJOB_NAME) in targets]
+        return chosen or jobs
 
     def _status(self, tj, jobs):
         meta = tj["metadata"]
@@ -195,7 +221,7 @@ class TrainJobController:
                     "type": "Failed", "status": "True", "reason": "FailedJobs",
                     "message": "jobset failed due to one or more job failures (first failed job: "
                                f"{failed[0]['metadata']['name']})", "lastTransitionTime": t})
-            elif all(terminal(j) == "Complete" for j in jobs):
+            elif all(terminal(j) == "Complete" for j in self._success_jobs(tj, jobs)):
                 status.setdefault("conditions", []).append({
                     "type": "Complete", "status": "True", "reason": "AllJobsCompleted",
                     "message": "jobset completed successfully", "lastTransitionTime": t})

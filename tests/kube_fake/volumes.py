@@ -65,6 +65,10 @@ def materialise(cluster, pod: dict, pod_dir: Path) -> dict[str, Path]:
             files = _files(store, reg.find("", "v1", "secrets"), ns, sec["secretName"], "secret",
                            sec.get("optional", False))
             _write(where, files, sec.get("items"), sec.get("defaultMode", 0o644))
+            owner = run_as_user(pod)
+            if owner:
+                for path in [where, *where.rglob("*")]:
+                    os.chown(path, owner, -1)
         elif "emptyDir" in vol:
             where.mkdir(parents=True, exist_ok=True)
         elif "persistentVolumeClaim" in vol:
@@ -85,6 +89,17 @@ def materialise(cluster, pod: dict, pod_dir: Path) -> dict[str, Path]:
                            "by the fake kubelet")
         out[name] = where
     return out
+
+
+def run_as_user(pod: dict) -> int | None:
+    """The user a pod asks its containers to run as. The fake runs them as root (the host's
+    Python is not another user's to run) but gives that user its Secret files, so that a key
+    is, as under a real kubelet, not the process's own: ssh refuses a key of its own user
+    that others may read (a private key mounted 0640)."""
+    contexts = [pod["spec"].get("securityContext") or {}] + [
+        c.get("securityContext") or {} for c in pod["spec"]["containers"]]
+    users = [ctx["runAsUser"] for ctx in contexts if ctx.get("runAsUser")]
+    return users[-1] if users else None
 
 
 def fieldref(pod: dict, path: str) -> str:
@@ -152,16 +167,17 @@ def container_env(cluster, pod: dict, c: dict, node: dict) -> dict:
     return env
 
 
-def hosts_file(cluster, pod: dict, pods: list[dict], services: list[dict]) -> str:
+def hosts_file(cluster, pod: dict, pods: list[dict], services: list[dict],
+               pod_ip=lambda uid: "127.0.0.1") -> str:
     """The pod's /etc/hosts: its own names, then the cluster DNS names (headless-service pod
-    records and service names), all on 127.0.0.1."""
+    records on each pod's IP, service names on 127.0.0.1)."""
     ns, spec = pod["metadata"]["namespace"], pod["spec"]
     hostname = spec.get("hostname") or pod["metadata"]["name"][:63]
     own = [hostname]
     if spec.get("subdomain"):
         own.insert(0, f"{hostname}.{spec['subdomain']}.{ns}.svc.cluster.local")
     lines = ["# Kubernetes-managed hosts file (the fake kubelet's, with the cluster's DNS names).",
-             "127.0.0.1\t" + "\t".join(own), "127.0.0.1\tlocalhost",
+             pod_ip(pod["metadata"]["uid"]) + "\t" + "\t".join(own), "127.0.0.1\tlocalhost",
              "::1\tlocalhost ip6-localhost ip6-loopback"]
     headless = {(s["metadata"]["namespace"], s["metadata"]["name"]) for s in services
                 if s["spec"].get("clusterIP") == "None"}
@@ -175,6 +191,7 @@ def hosts_file(cluster, pod: dict, pods: list[dict], services: list[dict]) -> st
             continue
         base = f"{pspec['hostname']}.{pspec['subdomain']}"
         names = [f"{base}.{pns}.svc.cluster.local", f"{base}.{pns}.svc", f"{base}.{pns}"]
-        lines.append("127.0.0.1\t" + "\t".join(names + ([base] if pns == ns else [])))
+        lines.append(pod_ip(p["metadata"]["uid"]) + "\t"
+                     + "\t".join(names + ([base] if pns == ns else [])))
     return "\n".join(lines) + "\n"
 

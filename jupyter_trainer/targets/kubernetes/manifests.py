@@ -86,14 +86,15 @@ def pod_plan(spec: RunSpec, run_id: str, cfg: KubeConfig, api: str, backend: str
 
 def first_node(spec: RunSpec, run_id: str, api: str) -> str:
     """Node 0's address: this pod on one node; pod 0 of an Indexed Job through its headless
-    Service; the first pod of the Trainer's ``node`` job (the first host of its MPI hostfile,
-    where mpirun puts rank 0). Empty for torchrun under a TrainJob: the Trainer gives it."""
+    Service. Empty under a TrainJob: the Trainer gives torchrun's, and under the MPI runtime
+    the launcher pod's pod.py takes the first host of the Trainer's hostfile, where mpirun
+    puts rank 0 (the launcher pod itself when the runtime runs the launcher as a node)."""
     name = object_name(run_id)
     if spec.launch.nodes == 1:
         return "127.0.0.1"
     if api == "job":
         return f"{name}-0.{name}"
-    return f"{name}-node-0-0.{name}" if spec.launch.launcher in MPI_LAUNCHERS else ""
+    return ""
 
 
 def check_launch(spec: RunSpec, api: str) -> None:
@@ -275,7 +276,12 @@ def train_job(objects: RunObjects) -> dict[str, Any]:
     cfg, launch = objects.cfg, objects.spec.launch
     mpi = launch.launcher in MPI_LAUNCHERS
     meta = _metadata(objects)
-    trainer: dict[str, Any] = {"image": objects.image, "command": container_argv(objects),
+    # The pod program as the command and the launcher as its args: the Trainer replaces a
+    # runtime container's command and args each only when the TrainJob gives them, so a
+    # runtime's args (the MPI runtime's launcher has some) would otherwise follow our argv.
+    argv = container_argv(objects)
+    cut = argv.index("--") + 1
+    trainer: dict[str, Any] = {"image": objects.image, "command": argv[:cut], "args": argv[cut:],
                                "env": container_env(objects.command),
                                "numNodes": launch.nodes, "numProcPerNode": launch.procs}
     if resources(cfg):

@@ -9,7 +9,9 @@ the standard library only and imports nothing of jupyter_trainer. It
 2. gives the launcher this pod's node rank: ``JOB_COMPLETION_INDEX`` (an Indexed Job) or
    ``PET_NODE_RANK`` (a TrainJob) becomes ``JT_NODE_RANK`` and torchrun's ``is_host``
    (node 0 hosts the c10d store, which then ranks the nodes), and
-   ``PET_MASTER_ADDR:PET_MASTER_PORT`` the rendezvous endpoint when none is given;
+   ``PET_MASTER_ADDR:PET_MASTER_PORT`` the rendezvous endpoint when none is given, and an
+   empty ``MASTER_ADDR`` (mpirun under the Trainer's MPI runtime) the first host of the
+   runtime's hostfile, which mpirun passes on to every rank;
 3. runs ARGV (the launcher, an argv list: nothing here goes through a shell), passing
    SIGTERM on, and exits with its exit code;
 4. meanwhile copies what the ranks write into the run folder (``logs/``, ``events/``,
@@ -17,7 +19,9 @@ the standard library only and imports nothing of jupyter_trainer. It
    target splits off into the local run folder. The launcher's own output passes through
    whole lines, so a marked line is never cut into.
 
-With ``--rank`` (a rank started by mpirun on a node pod) it only unpacks, then execs ARGV.
+With ``--rank`` (a rank started by mpirun on a node pod) it unpacks, then execs ARGV; where
+no launcher follows the run folder (a node pod's own), a child first copies that rank's files
+onto the pod log the same way.
 """
 
 from __future__ import annotations
@@ -43,15 +47,18 @@ WHOLE = (".json", ".beat")  # files rewritten whole (atomic replace), sent whole
 # log line into parts.
 CHUNK = 8 * 1024
 INTERVAL = 0.25
+FOLLOWED_MARK = ".jt-followed"  # in a run folder whose files a launcher's pod.py copies
+CONTAINER_LOG = "/proc/1/fd/1"  # the pod log, from any process of the container
+HOSTFILE = "/etc/mpi/hostfile"  # where the Trainer's MPI runtime mounts the hostfile
 _out_lock = threading.Lock()
 
 
-def emit(line: bytes) -> None:
-    """One whole line onto stdout, never interleaved with another."""
+def emit(line: bytes, fd: int = 1) -> None:
+    """One whole line onto ``fd`` (stdout), never interleaved with another."""
     with _out_lock:
         view = memoryview(line)
         while view:
-            view = view[os.write(1, view):]
+            view = view[os.write(fd, view):]
 
 
 def unpack(run_dir: str, in_dir: str) -> None:
@@ -87,7 +94,22 @@ def node_env(env: dict[str, str]) -> dict[str, str]:
         env.setdefault("PET_RDZV_CONF", f"is_host={int(index == '0')}")
     if "PET_RDZV_ENDPOINT" not in env and env.get("PET_MASTER_ADDR"):
         env["PET_RDZV_ENDPOINT"] = f"{env['PET_MASTER_ADDR']}:{env.get('PET_MASTER_PORT', '29400')}"
+    if "MASTER_ADDR" in env and not env["MASTER_ADDR"]:
+        env["MASTER_ADDR"] = first_host(env.get("OMPI_MCA_orte_default_hostfile", HOSTFILE))
     return env
+
+
+def first_host(hostfile: str) -> str:
+    """The first host of an MPI hostfile (``NAME slots=N`` lines), where mpirun puts rank 0."""
+    try:
+        with open(hostfile) as f:
+            for line in f:
+                words = line.split("#", 1)[0].split()
+                if words:
+                    return words[0]
+    except OSError:
+        pass
+    return ""
 
 
 def mark(rel: str, **fields: object) -> bytes:
@@ -97,8 +119,10 @@ def mark(rel: str, **fields: object) -> bytes:
 class Mirror:
     """Sends the new bytes of the run folder's followed files as marked lines."""
 
-    def __init__(self, run_dir: str) -> None:
+    def __init__(self, run_dir: str, only: str = "", fd: int = 1) -> None:
         self.run_dir = run_dir
+        self.only = only  # a file-name prefix (``rank-3.``): that rank's files alone
+        self.fd = fd
         self.sent: dict[str, object] = {}
 
     def once(self) -> None:
@@ -109,8 +133,8 @@ class Mirror:
             except OSError:
                 continue
             for name in names:
-                if name.endswith(".tmp"):  # a file being written, renamed into place later
-                    continue
+                if name.endswith(".tmp") or not name.startswith(self.only):
+                    continue  # a file being written (renamed into place later), or not ours
                 self.file(f"{top}/{name}")
 
     def file(self, rel: str) -> None:
@@ -123,7 +147,7 @@ class Mirror:
                     with open(path, "rb") as f:
                         data = f.read()
                     self.sent[rel] = key
-                    emit(mark(rel, w=base64.b64encode(data).decode()))
+                    emit(mark(rel, w=base64.b64encode(data).decode()), self.fd)
                 return
             at = int(self.sent.get(rel, 0))  # type: ignore[arg-type]
             with open(path, "rb") as f:
@@ -132,7 +156,7 @@ class Mirror:
                     data = f.read(CHUNK)
                     if not data:
                         break
-                    emit(mark(rel, at=at, a=base64.b64encode(data).decode()))
+                    emit(mark(rel, at=at, a=base64.b64encode(data).decode()), self.fd)
                     at += len(data)
             self.sent[rel] = at
         except OSError:
@@ -141,6 +165,33 @@ class Mirror:
     def run(self, done: threading.Event) -> None:
         while not done.wait(INTERVAL):
             self.once()
+
+
+def follow_rank(run_dir: str, env: dict[str, str]) -> None:
+    """A rank on a pod whose run folder no launcher's pod.py follows (an MPI node pod, its
+    own emptyDir): a child copies this rank's files onto the pod's log (the stdout of the
+    container's first process, where ``kubectl logs`` reads) until the rank has ended."""
+    rank = env.get("OMPI_COMM_WORLD_RANK") or env.get("HOROVOD_RANK") or env.get("RANK")
+    if rank is None or os.path.exists(os.path.join(run_dir, FOLLOWED_MARK)):
+        return
+    try:
+        fd = os.open(CONTAINER_LOG, os.O_WRONLY | os.O_APPEND)
+    except OSError:
+        return
+    parent = os.getpid()
+    if os.fork():
+        os.close(fd)
+        return
+    null = os.open(os.devnull, os.O_RDWR)
+    for std in (0, 1, 2):
+        os.dup2(null, std)
+    mirror = Mirror(run_dir, only=f"rank-{rank}.", fd=fd)
+    while os.getppid() == parent:
+        time.sleep(INTERVAL)
+        mirror.once()
+    time.sleep(INTERVAL)
+    mirror.once()
+    os._exit(0)
 
 
 def main(argv: list[str]) -> int:
@@ -153,7 +204,10 @@ def main(argv: list[str]) -> int:
     unpack(run_dir, in_dir)
     env = node_env(dict(os.environ))
     if rank_only:
+        follow_rank(run_dir, env)
         os.execvpe(command[0], command, env)
+    with open(os.path.join(run_dir, FOLLOWED_MARK), "w"):
+        pass
     child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     signal.signal(signal.SIGTERM, lambda signum, frame: child.send_signal(signal.SIGTERM))
     mirror, done = Mirror(run_dir), threading.Event()
