@@ -230,7 +230,7 @@ def test_cli_serves_a_live_run_and_leaves_no_process(home, tmp_path, stop):
         assert sorted(p.name for p in folder.iterdir()) == [run.id, "tensorboard.log"]
     finally:
         server.send_signal(stop)
-        server.wait(timeout=60)
+        server.wait(timeout=120)  # stop's own bounds: export thread 30 s, TensorBoard 15 s
     assert server.returncode == 130
     assert wait_for(lambda: not tensorboard_pids(home), timeout=15, what="no TensorBoard left")
     assert not folder.exists()
