@@ -6,5 +6,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$ROOT/scripts/setup.sh" tests
 VENV=${JT_VENV:-$ROOT/.venv}
 cd "$ROOT"
-# A private temp root, so concurrent pytest sessions never remove each other's folders.
-exec "$VENV/bin/python" -m pytest -n "${JT_TEST_WORKERS:-auto}" --basetemp "$(mktemp -d)" "$@"
+# A private temp root, so concurrent pytest sessions never remove each other's folders;
+# removed when the session ends (it holds a few GB of run stores and clusters' state).
+BASETEMP=$(mktemp -d)
+trap 'rm -rf "$BASETEMP"' EXIT
+"$VENV/bin/python" -m pytest -n "${JT_TEST_WORKERS:-auto}" --basetemp "$BASETEMP" "$@"
