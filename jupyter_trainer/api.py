@@ -394,12 +394,14 @@ class Run:
                             run_id=self.id, status=status, failed_rank=rank,
                             traceback=state.get("traceback"))
 
-    def cancel(self, *, wait: bool = True, timeout: float = 30.0) -> None:
-        """Ask the supervisor to stop every process of the run; by default wait until it has."""
+    def cancel(self, *, wait: bool = True, timeout: float = 30.0,
+               reason: str = "canceled by user") -> None:
+        """Ask the supervisor to stop every process of the run; by default wait until it has.
+        ``reason`` is what the run's state records (and ``show`` prints) as why it ended."""
         status = self.status
         if status in TERMINAL:
             raise RunStateError(f"run {self.id} already ended ({status}); nothing to cancel")
-        self.store.request_cancel(self.id)
+        self.store.request_cancel(self.id, reason=reason)
         if wait:
             self.wait(timeout, raise_on_failure=False)
 

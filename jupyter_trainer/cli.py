@@ -15,6 +15,9 @@ from .options import HelpRequested, add_run_options, add_sweep_options, parse_wi
 from .tuning.commands import sweep_words
 from .tuning import api as sweep_api
 
+# What a run or sweep canceled by Ctrl-C while this command followed it records as its reason.
+CTRL_C_REASON = "interrupted with Ctrl-C while jupyter-trainer followed it"
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(
@@ -137,7 +140,7 @@ def follow_sweep(sweep) -> int:
             time.sleep(1.0)
     except KeyboardInterrupt:
         print(f"interrupted: canceling sweep {sweep.id}", file=sys.stderr)
-        sweep.cancel()
+        sweep.cancel(reason=CTRL_C_REASON)
         raise
     print(sweep_text(sweep), file=sys.stderr)
     return 0 if sweep.status == "completed" else 1
@@ -150,7 +153,7 @@ def follow(run: api.Run) -> int:
         monitor.follow()
     except KeyboardInterrupt:
         print(f"interrupted: canceling run {run.id}", file=sys.stderr)
-        run.cancel(wait=True, timeout=15)
+        run.cancel(wait=True, timeout=15, reason=CTRL_C_REASON)
         raise
     print(monitor.summary(), file=sys.stderr)
     run.raise_for_status()

@@ -531,7 +531,7 @@ def test_live_monitor_progress_charts_logs_and_cancel(browser, home):
     assert run.spec.params == LIVE_PARAMS
     check_live_view(page, "[data-testid=jt-monitor]", run)
     page.page.wait_for_selector(".jp-OutputArea-output:has-text('RunCanceled')")
-    assert run.state["reason"] == "canceled by user"
+    assert run.state["reason"] == "canceled from the notebook (Cancel button)"
 
 
 FORM_CELL = """%%train --form --procs 2 --name from-form

@@ -157,7 +157,7 @@ def test_cancel_in_the_sweep_widget_ends_a_running_sweep(browser, home):
     pw.click(within("[data-testid=jt-sweep-cancel]"))
     wait_for(lambda: sweep.status == "canceled", 60, what="the sweep to be canceled")
     pw.wait_for_selector(within("[data-testid=jt-sweep-status]:text-is('canceled')"))
-    assert "Canceled: canceled by user" in page.text(within("[data-testid=jt-sweep-banner]"))
+    assert "Canceled: canceled from the notebook (Cancel button)" in page.text(within("[data-testid=jt-sweep-banner]"))
     assert pw.locator(within("[data-testid=jt-sweep-cancel]")).is_hidden()
     statuses = [r.get_attribute("data-status") for r in pw.locator(within("[data-testid=jt-sweep-trial]")).all()]
     assert statuses == ["canceled", "canceled"]

@@ -76,6 +76,14 @@ def test_kernel_interrupt_cancels_the_run(home, tmp_path, launch_mode):
         wait_for(lambda: leftover(run.id) == [], timeout=5, what="every rank to end")
         assert time.monotonic() - interrupted < 5 + 1
         assert run.status == "canceled" and launched_by(run) == launch_mode
+        assert run.state["reason"] == "stopped from the notebook (Stop button)"
+        said = []
+        while kc.iopub_channel.msg_ready():
+            msg = kc.get_iopub_msg(timeout=1)
+            if msg["msg_type"] == "stream" and msg["parent_header"].get("msg_id") == msg_id:
+                said.append(msg["content"]["text"])
+        assert (f"Stop button: canceling run {run.id} (a kernel restart or shutdown would leave "
+                "it running)") in "".join(said)
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)

@@ -85,8 +85,11 @@ def test_the_stop_button_cancels_the_sweep_the_cell_waits_for(kernel, home):
     assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "RunCanceled"
     assert f"sweep {sweep.id} canceled" in reply["content"]["evalue"]
     assert sweep.status == "canceled"
+    assert sweep.state["reason"] == "stopped from the notebook (Stop button)"
+    assert f"Stop button: canceling sweep {sweep.id} and its trials" in kernel.text_of(msg_id)
     for run in runs:
         assert run.status == "canceled" and leftover(run.id) == []
+        assert run.state["reason"] == f"sweep {sweep.id}: stopped from the notebook (Stop button)"
     driver = sweep.sweeps.read_state(sweep.id)["driver"]
     wait_for(lambda: not procs.is_alive(driver["pid"], driver["start_ticks"]), 10,
              what="the driver to exit")

@@ -149,7 +149,7 @@ def test_cancel_from_the_widget_ends_the_sweep_and_every_process(kernel, home):
     assert kernel.value(f"{MONITOR}.wait_final(30)", 40)
     assert kernel.value(f"{MONITOR}.view.cancel_state") == "requested"
     state = kernel.value(f"{MONITOR}.view.state")
-    assert state["status"] == "canceled" and state["reason"] == "canceled by user"
+    assert state["status"] == "canceled" and state["reason"] == "canceled from the notebook (Cancel button)"
     assert len(state["trials"]) == 2
     assert {t["status"] for t in state["trials"]} == {"canceled"}
     for trial in sweep.state["trials"]:

@@ -21,6 +21,12 @@ from ..tuning.commands import sweep_words
 from ..tuning import api as sweep_api
 from ..errors import RunCanceled, SpecError
 
+# What a run or sweep canceled by the notebook's Stop button records as its reason.
+STOP_REASON = "stopped from the notebook (Stop button)"
+# How long an interrupted cell waits for the shutdown request that follows the interrupt
+# jupyter_client sends before a restart or shutdown (it comes within milliseconds).
+SHUTDOWN_GRACE_S = 2.0
+
 LINE_HELP = """\
 %%train [options]            run the cell as a job (%%train --help lists the options)
 %train runs [--status S] [--name N] [--limit N] [--offset N] [--json]
@@ -122,10 +128,14 @@ class TrainMagics(Magics):
                 show(run, traceback=False)  # the raised RunFailed shows it
                 run.wait(raise_on_failure=False)  # and its MLflow mirror, with --mlflow
         except KeyboardInterrupt:
+            if _kernel_is_shutting_down(self.shell):
+                _say_left_running("run", run.id)
+                return None
             # The notebook's Stop button: end the run, and fail the cell with one line (the
             # interrupt's own traceback would only show this package's frames).
-            print(f"interrupted: canceling run {run.id}", file=sys.stderr, flush=True)
-            run.cancel(wait=True, timeout=15)
+            print(f"Stop button: canceling run {run.id} (a kernel restart or shutdown would "
+                  "leave it running)", file=sys.stderr, flush=True)
+            run.cancel(wait=True, timeout=15, reason=STOP_REASON)
             raise RunCanceled(f"run {run.id} {run.status}: the cell was interrupted (the "
                               "notebook's Stop button)", run_id=run.id,
                               status=run.status) from None
@@ -153,8 +163,12 @@ class TrainMagics(Magics):
                 print(f"sweep {sweep.id} started; follow it with %train attach {sweep.id}")
                 return sweep
         except KeyboardInterrupt:
-            print(f"interrupted: canceling sweep {sweep.id}", file=sys.stderr, flush=True)
-            sweep.cancel()
+            if _kernel_is_shutting_down(self.shell):
+                _say_left_running("sweep", sweep.id)
+                return None
+            print(f"Stop button: canceling sweep {sweep.id} and its trials (a kernel restart "
+                  "or shutdown would leave it running)", file=sys.stderr, flush=True)
+            sweep.cancel(reason=STOP_REASON)
             raise RunCanceled(f"sweep {sweep.id} {sweep.status}: the cell was interrupted (the "
                               "notebook's Stop button)", run_id=sweep.id,
                               status=sweep.status) from None
@@ -202,6 +216,32 @@ class TrainMagics(Magics):
             return None
         show(run)
         return run
+
+
+def _kernel_is_shutting_down(shell: Any, grace: float = SHUTDOWN_GRACE_S) -> bool:
+    """Tell the Stop button from the interrupt that precedes a shutdown.
+
+    jupyter_client interrupts a kernel before every restart and every shutdown (the menu's
+    Restart and Shut Down, closing a notebook, the server stopping, idle culling), then sends
+    ``shutdown_request`` on the control channel, which ipykernel answers on its control
+    thread by setting ``shell.exit_now``. So after an interrupt the cell waits up to
+    ``grace`` seconds for that flag: it is a shutdown when the flag is set (or the kernel is
+    killed meanwhile), the Stop button otherwise. A second interrupt is the Stop button.
+    """
+    deadline = time.monotonic() + grace
+    try:
+        while time.monotonic() < deadline:
+            if getattr(shell, "exit_now", False):
+                return True
+            time.sleep(0.02)
+    except KeyboardInterrupt:
+        return False
+    return bool(getattr(shell, "exit_now", False))
+
+
+def _say_left_running(kind: str, ident: str) -> None:
+    print(f"the kernel is shutting down: {kind} {ident} goes on; follow it after the restart "
+          f"with %train attach {ident}", file=sys.stderr, flush=True)
 
 
 def _show_tensorboard(opts: argparse.Namespace) -> None:

@@ -284,7 +284,7 @@ class SweepMonitor(ipywidgets.VBox):
         from ..errors import TrainerError
 
         try:
-            self._sweep.cancel(wait=False)
+            self._sweep.cancel(wait=False, reason="canceled from the notebook (Cancel button)")
         except TrainerError as exc:
             self.view.cancel_state = str(exc)
         self._feeder.refresh()

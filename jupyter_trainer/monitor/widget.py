@@ -191,7 +191,7 @@ class RunMonitor(anywidget.AnyWidget):
         if self._run is None or self._feeder is None:
             return
         try:
-            self._run.cancel(wait=False)
+            self._run.cancel(wait=False, reason="canceled from the notebook (Cancel button)")
             self._feeder.request("cancel:requested")
         except TrainerError as exc:
             self._feeder.request(f"cancel:{exc}")

@@ -113,26 +113,28 @@ class Sweep:
             raise TrainerError(f"sweep {self.id} failed: {self.state.get('error')}")
         return self
 
-    def cancel(self, *, wait: bool = True, timeout: float = 90.0) -> None:
+    def cancel(self, *, wait: bool = True, timeout: float = 90.0,
+               reason: str = "canceled by user") -> None:
         """Cancel the sweep and every running trial; by default wait until they have ended.
-        A sweep whose driver is gone is canceled here."""
+        A sweep whose driver is gone is canceled here. ``reason`` is recorded in the sweep's
+        state and its trials'."""
         status = self.status
         if status in SWEEP_TERMINAL:
             raise RunStateError(f"sweep {self.id} already ended ({status}); nothing to cancel")
-        self.sweeps.request_cancel(self.id)
+        self.sweeps.request_cancel(self.id, reason=reason)
         if status == "interrupted":
-            self._cancel_without_driver()
+            self._cancel_without_driver(reason)
         elif wait:
             deadline = time.monotonic() + timeout
             while not self.done:
                 if self.status == "interrupted":
-                    self._cancel_without_driver()
+                    self._cancel_without_driver(reason)
                     break
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"sweep {self.id} did not end within {timeout} s")
                 time.sleep(0.1)
 
-    def _cancel_without_driver(self) -> None:
+    def _cancel_without_driver(self, reason: str) -> None:
         from ..api import Run
 
         state = self.sweeps.read_state(self.id)
@@ -140,9 +142,9 @@ class Sweep:
             if trial["status"] in ("running", "starting") and trial.get("run"):
                 run = Run(trial["run"], self.store)
                 if run.status not in TERMINAL:
-                    run.cancel(wait=True)
+                    run.cancel(wait=True, reason=f"sweep {self.id}: {reason}")
                 trial.update(status="canceled", end=time.time())
-        state.update(status="canceled", ended=time.time(), reason="canceled by user")
+        state.update(status="canceled", ended=time.time(), reason=reason)
         state.pop("recorded_status", None)
         self.sweeps.write_state(self.id, state)
 
