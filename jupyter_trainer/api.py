@@ -91,6 +91,15 @@ def submit(
     return run.wait() if wait else run
 
 
+def _first_line(origin: Mapping[str, Any] | None) -> int:
+    """The editor's number of the cell's first line, ``origin["first_line"]``: 2 for a cell
+    under ``%%train``; line numbers in errors and tracebacks count from it."""
+    value = (origin or {}).get("first_line", 1)
+    if type(value) is not int or not 1 <= value <= 1000:
+        raise SpecError(f"origin first_line must be a line number from 1 to 1000, got {value!r}")
+    return value
+
+
 def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, launcher,
                 backend, env, params: dict[str, Any], source, max_restarts, stall_timeout,
                 on_stall, stop_on_nan, namespace, history, home, origin, data=None,
@@ -107,6 +116,7 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
                         max_restarts=max_restarts, hot=bool(hot))
     watch = WatchSpec(stall_timeout=stall_timeout, on_stall=on_stall, stop_on_nan=stop_on_nan)
     overrides = params
+    first_line = _first_line(origin)
     store = Store(home)
     tgt = get_target(TargetSpec(target).name, store.home)
     holds = bool(getattr(tgt, "holds", False))
@@ -133,8 +143,9 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
     def write(staging: Path) -> RunSpec:
         if code is not None:
             context = capture.resolve_cell(code, namespace or {}, overrides=overrides,
-                                           history=history)
-            code_spec = capture.write_cell_snapshot(staging, code, context, source_dir=source_dir)
+                                           history=history, first_line=first_line)
+            code_spec = capture.write_cell_snapshot(staging, code, context, source_dir=source_dir,
+                                                    first_line=first_line)
             run_params, carried = context.params, context.carried_names
         else:
             code_spec = capture.write_script_snapshot(staging, Path(script).expanduser(), args,

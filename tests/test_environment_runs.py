@@ -85,7 +85,7 @@ def test_missing_import_is_stopped_before_anything_starts(ip, home):
     message = str(result.error_in_exec)
     assert type(result.error_in_exec).__name__ == "EnvError"
     assert "environment 'lean'" in message and "cannot import 'sklearn'" in message
-    assert "imported by the cell, line 2: `import sklearn`" in message
+    assert "imported by the cell, line 3: `import sklearn`" in message
     assert "add `scikit-learn` to the pip list of environment 'lean'" in message
     assert "or set inherit: true" in message
     assert nothing_started(home)

@@ -110,8 +110,9 @@ for step in range(100):
     error = result.error_in_exec
     assert type(error).__name__ == "RunFailed" and error.failed_rank == 1
     assert "ValueError: bad batch at step 3" in error.traceback
-    # The frame is the cell's own line 8 (the raise), not a line of the captured script.
-    assert f"Cell In [{count}], line 8, in <module>" in error.traceback, error.traceback
+    # The frame is the raise on the cell's line 9 as the editor numbers it (the %%train line
+    # is line 1), not a line of the captured script.
+    assert f"Cell In [{count}], line 9, in <module>" in error.traceback, error.traceback
     assert "cell.py" not in error.traceback
     run = only_run(home)
     state = run.state
@@ -188,3 +189,17 @@ def test_management_commands(ip, home, capsys):
     assert not result.success and "invalid run id" in str(result.error_in_exec)
     result = run_cell(ip, f"%train cancel {run.id}")
     assert not result.success and "already ended (completed)" in str(result.error_in_exec)
+
+
+@pytest.mark.parametrize("cell, line", [
+    ("%%train --launcher python\nx = 1\nfor\n", "line 3: invalid syntax"),
+    ("%%train --launcher python --sweep x=uniform(0,1) --trials 2 --metric y\ny = x\nfor\n",
+     "line 3: invalid syntax"),
+    ("%%train --launcher python\nx = 1\n\n!nvidia-smi\n", "line 4: get_ipython().system"),
+])
+def test_capture_errors_name_the_line_the_editor_shows(ip, home, cell, line):
+    """The %%train line is line 1 of the cell in the editor's gutter."""
+    result = run_cell(ip, cell)
+    assert type(result.error_in_exec).__name__ == "CaptureError"
+    assert line in str(result.error_in_exec), result.error_in_exec
+    assert api.runs(home=home) == []

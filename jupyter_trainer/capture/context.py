@@ -74,7 +74,7 @@ class CellContext:
 def resolve_cell(cell: str, namespace: Mapping[str, Any], *,
                  overrides: Mapping[str, Any] | None = None,
                  history: Sequence[str] = (),
-                 max_carry_bytes: int | None = None) -> CellContext:
+                 max_carry_bytes: int | None = None, first_line: int = 1) -> CellContext:
     """Work out what ``cell`` needs from ``namespace`` (IPython's ``user_ns``).
 
     ``cell`` is the cell as IPython transformed it (``shell.transform_cell``);
@@ -82,12 +82,14 @@ def resolve_cell(cell: str, namespace: Mapping[str, Any], *,
     find the source of notebook definitions ``inspect`` cannot; ``overrides`` are the
     ``-p`` values, which win over notebook values. ``max_carry_bytes`` defaults to
     ``$JUPYTER_TRAINER_MAX_CARRY_BYTES`` or 8 MiB. Raises ``CaptureError`` naming every
-    object that cannot be carried.
+    object that cannot be carried. Line numbers in errors count ``cell``'s first line as
+    line ``first_line``, as the notebook's editor does (2 under a ``%%train`` line).
     """
-    tree = parse_source(cell)
+    tree = parse_source(cell, first_line=first_line)
     lines = ipython_uses(tree)
     if lines:
-        shown = "; ".join(f"line {n}: {cell.splitlines()[n - 1].strip()}" for n in lines[:5])
+        shown = "; ".join(f"line {n + first_line - 1}: {cell.splitlines()[n - 1].strip()}"
+                          for n in lines[:5])
         raise CaptureError(
             f"the cell uses IPython ({shown}). Magics and `!` shell commands don't run inside "
             "training processes: write the step in Python (subprocess.run([...]) for a shell "

@@ -20,13 +20,14 @@ _DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
-def parse_source(source: str, filename: str = "<cell>") -> ast.Module:
-    """Parse ``source``, turning a syntax error into a ``CaptureError`` with its line."""
+def parse_source(source: str, filename: str = "<cell>", first_line: int = 1) -> ast.Module:
+    """Parse ``source``, turning a syntax error into a ``CaptureError`` with its line, counted
+    as the editor counts it: ``source``'s first line is line ``first_line`` there."""
     try:
         return ast.parse(source, filename=filename)
     except SyntaxError as exc:
         text = (exc.text or "").strip()
-        where = f"{filename}, line {exc.lineno}" if exc.lineno else filename
+        where = f"{filename}, line {exc.lineno + first_line - 1}" if exc.lineno else filename
         raise CaptureError(
             f"{where}: {exc.msg}" + (f": {text}" if text else "") + "; fix the code and run again"
         ) from exc
@@ -34,13 +35,13 @@ def parse_source(source: str, filename: str = "<cell>") -> ast.Module:
         raise CaptureError(f"{filename}: cannot parse the code: {exc}") from exc
 
 
-def free_names(source: str) -> list[str]:
+def free_names(source: str, first_line: int = 1) -> list[str]:
     """Names ``source`` reads without binding them first, in first-seen order.
 
     Builtins are returned too; the resolver skips names the namespace does not have.
     """
     visitor = _FreeNameVisitor()
-    visitor.visit(parse_source(source))
+    visitor.visit(parse_source(source, first_line=first_line))
     bound_anywhere = visitor.module.names
     seen: dict[str, None] = {}
     for name, deferred in visitor.reads:

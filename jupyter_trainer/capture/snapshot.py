@@ -70,10 +70,11 @@ _CHUNK = 1 << 20
 
 
 def write_cell_snapshot(dest: Path, cell: str, context: CellContext, *,
-                        source_dir: Path | None = None) -> CodeSpec:
-    """Write the snapshot of a ``%%train`` cell into ``dest`` (which must not exist)."""
+                        source_dir: Path | None = None, first_line: int = 1) -> CodeSpec:
+    """Write the snapshot of a ``%%train`` cell into ``dest`` (which must not exist);
+    ``first_line`` is the editor's number of the cell's first line (``render_cell_script``)."""
     files, excluded = _plan_source(source_dir) if source_dir is not None else ({}, [])
-    generated = {CELL_ENTRY: render_cell_script(cell, context).encode("utf-8")}
+    generated = {CELL_ENTRY: render_cell_script(cell, context, first_line).encode("utf-8")}
     if context.carried:
         generated[CARRIED_FILE] = pickle.dumps(dict(context.carried),
                                                protocol=pickle.DEFAULT_PROTOCOL)

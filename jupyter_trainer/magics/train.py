@@ -84,12 +84,13 @@ class TrainMagics(Magics):
         mode = monitor_mode()
         code = self.shell.transform_cell(cell)
         history = list(self.shell.user_ns.get("In", []))
+        origin = {**_origin(self.shell), "first_line": 2}  # the cell's line 1 is %%train
         if is_sweep(opts):
             if opts.form:
                 raise SpecError("--form does not go with --sweep: a sweep's values come from "
                                 "its search space; leave one of them out")
             sweep = sweep_api.sweep(code, namespace=self.shell.user_ns, history=history,
-                              origin=_origin(self.shell), **sweep_kwargs(opts),
+                              origin=origin, **sweep_kwargs(opts),
                               **submit_kwargs(opts))
             return self._watch_sweep(sweep, mode, wait=not opts.no_wait)
         if opts.dry_run:  # shown as the cell's value; nothing to wait for or watch
@@ -97,17 +98,17 @@ class TrainMagics(Magics):
                 raise SpecError("--form does not go with --dry-run: leave out --form to see "
                                 "what these options would run")
             return api.submit(code, namespace=self.shell.user_ns, history=history,
-                              origin=_origin(self.shell), dry_run=True, **submit_kwargs(opts))
+                              origin=origin, dry_run=True, **submit_kwargs(opts))
         if opts.form and mode == "widget":
             from ..monitor.form import LaunchForm
             from ..monitor.widget import RunMonitor
 
             form = LaunchForm(code, self.shell.user_ns, submit_kwargs(opts), history=history,
-                              origin=_origin(self.shell), submit=api.submit)
+                              origin=origin, submit=api.submit)
             display(RunMonitor(launcher=form))
             return None
         run = api.submit(code, namespace=self.shell.user_ns, history=history,
-                         origin=_origin(self.shell), **submit_kwargs(opts))
+                         origin=origin, **submit_kwargs(opts))
         _say_source(run)
         if opts.no_wait:
             if mode == "widget":

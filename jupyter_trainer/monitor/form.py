@@ -126,7 +126,8 @@ class LaunchForm:
         self._submit = submit
         overrides = parse_params(list(self.options.get("params") or []))
         # Raises CaptureError now, before any form is shown, if the cell cannot travel.
-        context = resolve_cell(code, namespace, overrides=overrides, history=history)
+        context = resolve_cell(code, namespace, overrides=overrides, history=history,
+                               first_line=int(self.origin.get("first_line", 1)))
         self.params = dict(context.params)
         self.kinds = {name: kind_of(value) for name, value in self.params.items()}
 

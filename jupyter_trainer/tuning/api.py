@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..api import _given_params, _is_flag_list, _run_writer, submit
+from ..api import _first_line, _given_params, _is_flag_list, _run_writer, submit
 from ..errors import SpecError
 from ..spec import validate_run_id
 from ..store import Store
@@ -59,7 +59,8 @@ def sweep(code: str | None = None, *, space: Mapping[str, Any] | Sequence[str] |
                      prune_every=prune_every, timeout=timeout, seed=seed, objective=objective,
                      name=name)
     if code is not None:
-        check_cell_reads(code, texts, options.get("namespace") or {})
+        check_cell_reads(code, texts, options.get("namespace") or {},
+                         first_line=_first_line(options.get("origin")))
     run_options = {key: value for key, value in {**_RUN_DEFAULTS, **options}.items()
                    if key != "params"}
     store, tgt, write = _run_writer(

@@ -21,12 +21,14 @@ def placeholders(space: Mapping[str, str]) -> dict[str, Any]:
     return {key: None for key in space}
 
 
-def check_cell_reads(code: str, space: Mapping[str, str], namespace: Mapping[str, Any]) -> None:
+def check_cell_reads(code: str, space: Mapping[str, str], namespace: Mapping[str, Any],
+                     first_line: int = 1) -> None:
     """Each swept key must be a name the cell reads (or a notebook variable its helpers may
-    read): a trial's value replaces that variable."""
+    read): a trial's value replaces that variable. ``first_line`` numbers a syntax error's
+    line as the editor does."""
     from ..capture import free_names
 
-    read = set(free_names(code))
+    read = set(free_names(code, first_line))
     unread = [key for key in space if key not in read and key not in namespace]
     if unread:
         raise SpecError(
