@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence, TextIO
 from . import api
 from .monitor.health import stalled_of
 from .monitor.text import runs_table, summary_text, targets_table
-from .options import OptionParser, ParamAction, add_target_options
+from .options import OptionParser, ParamAction, add_target_options, explain
 from .errors import SpecError
 from .store import STATUSES, Store
 from .model_commands import MODEL_COMMANDS
@@ -35,7 +35,7 @@ class CommandParser(OptionParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         command = self.prog.partition(" ")[2]  # "runs" of "jupyter-trainer runs" or "%train runs"
-        raise SpecError(f"{command + ': ' if command else ''}{message} "
+        raise SpecError(f"{command + ': ' if command else ''}{explain(self, message)} "
                         f"(add --help to see every option)")
 
 

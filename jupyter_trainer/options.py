@@ -9,8 +9,10 @@ process: a bad flag raises ``SpecError`` with the usage line, and ``--help`` rai
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 import shlex
-from typing import Any
+from typing import Any, Iterator
 
 from .errors import SpecError
 from .spec import BACKENDS, DEFAULT_STALL_TIMEOUT, LAUNCHERS, ON_STALL
@@ -24,9 +26,40 @@ class HelpRequested(Exception):
         self.text = text
 
 
+_INVALID_VALUE = re.compile(r"argument (?P<flags>[^:]+): invalid (?P<kind>\w+) value: (?P<value>.+)")
+_KINDS = {"int": "a whole number", "float": "a number"}
+
+
+def option_strings(parser: argparse.ArgumentParser) -> Iterator[str]:
+    """Every ``--long`` option of ``parser`` and of its subcommands' parsers."""
+    for action in parser._actions:
+        yield from (s for s in action.option_strings if s.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                yield from option_strings(sub)
+
+
+def explain(parser: argparse.ArgumentParser, message: str) -> str:
+    """argparse's ``message`` in one line a person acts on: the flag and what it takes, or
+    the unknown option with the option it most likely meant."""
+    invalid = _INVALID_VALUE.fullmatch(message)
+    if invalid and invalid["kind"] in _KINDS:
+        flag = invalid["flags"].split("/")[-1]
+        return f"{flag} takes {_KINDS[invalid['kind']]}, not {invalid['value']}"
+    if message.startswith("unrecognized arguments: "):
+        known = sorted(set(option_strings(parser)))
+        hints = []
+        for word in message.partition(": ")[2].split():
+            if word.startswith("--"):
+                close = difflib.get_close_matches(word.partition("=")[0], known, n=1, cutoff=0.6)
+                hints += [f"did you mean {close[0]}?"] if close else []
+        return "; ".join([message, *hints])
+    return message
+
+
 class OptionParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise SpecError(f"{self.prog}: {message}\n{self.format_usage().strip()}\n"
+        raise SpecError(f"{self.prog}: {explain(self, message)} "
                         f"(`{self.prog} --help` lists every option)")
 
     def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]

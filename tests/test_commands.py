@@ -66,7 +66,8 @@ def test_every_command_prints_the_same_in_both_front_ends(two_ranks, ip, capsys)
 
 @pytest.mark.parametrize("line, message", [
     ("runs --limit -1", "limit must be a whole number of at least 1, not -1"),
-    ("runs --limit ten", "runs: argument --limit: invalid int value: 'ten'"),
+    ("runs --limit ten", "runs: --limit takes a whole number, not 'ten'"),
+    ("runs --statsu running", "unrecognized arguments: --statsu running; did you mean --status?"),
     ("logs some-run --tail -2", "logs: argument --tail: must be at least 0, not -2"),
     ("runs --status bogus", "runs: argument --status: invalid choice: 'bogus'"),
     ("runs --bogus", "unrecognized arguments: --bogus"),

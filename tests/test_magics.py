@@ -128,7 +128,8 @@ for step in range(100):
 @pytest.mark.parametrize("line, message", [
     ("--procs 2 --bogus", "unrecognized arguments: --bogus"),
     ("--launcher deepspeed", "unknown launcher 'deepspeed'; choose one of torchrun"),
-    ("--procs two", "invalid int value: 'two'"),
+    ("--procs two", "%%train: --procs takes a whole number, not 'two' (`%%train --help` lists"),
+    ("--prcs 2", "unrecognized arguments: --prcs 2; did you mean --procs?"),
     ("--backend nccl", "--backend nccl needs CUDA GPUs"),
     ("--nodes 2", "--nodes must be 1"),
     ("-p 1x=3", "invalid parameter '1x=3'"),
@@ -140,6 +141,7 @@ def test_bad_input_is_refused_and_launches_nothing(ip, home, line, message):
     result = run_cell(ip, f"%%train {line}\nprint('should not run')")
     assert not result.success
     assert message in str(result.error_in_exec)
+    assert "\n" not in str(result.error_in_exec)  # one line, never argparse's usage block
     assert api.runs(home=home) == []
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())
 
