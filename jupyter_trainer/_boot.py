@@ -546,6 +546,7 @@ def main(argv: list[str]) -> int:
     if os.environ.get("JT_BACKEND_OVERRIDE") == "1" and os.environ.get("JT_BACKEND"):
         rank_env.force_backend(os.environ["JT_BACKEND"])
     rank_env.separate_restarts()
+    rank_env.host_store_on_held_port()
 
     snapshot = os.path.dirname(_HERE)
     code_root = snapshot

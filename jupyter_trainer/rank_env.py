@@ -9,8 +9,14 @@ imported only where it is patched).
 
 from __future__ import annotations
 
+import functools
+import importlib.abc
+import importlib.machinery
 import os
+import sys
 from typing import Any
+
+STORE_FD_ENV = "JT_STORE_LISTEN_FD"  # pool.child.STORE_FD_ENV
 
 
 def slurm_tasks_on_node(spec: str, node: int) -> str | None:
@@ -77,8 +83,6 @@ def rank_source(env: os._Environ[str] | dict[str, str]) -> dict[str, str | None]
 
 def force_backend(backend: str) -> None:
     """Make ``init_process_group()`` without a backend use the one the user forced."""
-    import functools
-
     import torch.distributed as dist
 
     original = dist.init_process_group
@@ -106,8 +110,6 @@ def separate_restarts() -> None:
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
     if attempt in ("", "0") or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
         return
-    import functools
-
     import torch.distributed as dist
     from torch.distributed.constants import default_pg_timeout
 
@@ -127,3 +129,64 @@ def separate_restarts() -> None:
         return original(backend, init_method, timeout, world_size, rank, store, **kwargs)
 
     dist.init_process_group = init_process_group
+
+
+def host_store_on_held_port() -> None:
+    """Rank 0 of a run forked by a pool: host the rendezvous store on the socket the pool
+    bound and listens on (``$JT_STORE_LISTEN_FD``, port ``$MASTER_PORT``), rather than bind
+    that port anew, which another process may have taken since it was chosen.
+
+    torch's ``env://`` and ``tcp://`` rendezvous make their store in
+    ``torch.distributed.rendezvous._create_c10d_store``; the first store rank 0 makes there on
+    that port is made on the held socket (``TCPStore(master_listen_fd=...)``), the rest as
+    torch makes them. Patched now if torch is loaded (a warm pool preloads it), else when the
+    cell imports it."""
+    text = os.environ.pop(STORE_FD_ENV, None)
+    if not text:
+        return
+    held = [int(text)]
+    port = int(os.environ.get("MASTER_PORT", "0"))
+
+    def patch(rendezvous: Any) -> None:
+        original = rendezvous._create_c10d_store
+
+        @functools.wraps(original)
+        def create_store(hostname: str, port_: int, rank: int, world_size: int, timeout: Any,
+                         use_libuv: bool = True) -> Any:
+            if held and rank == 0 and int(port_) == port \
+                    and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+                return rendezvous.TCPStore(host_name=hostname, port=port, world_size=world_size,
+                                           is_master=True, timeout=timeout, multi_tenant=True,
+                                           master_listen_fd=held.pop(), use_libuv=use_libuv)
+            return original(hostname, port_, rank, world_size, timeout, use_libuv)
+
+        rendezvous._create_c10d_store = create_store
+
+    loaded = sys.modules.get("torch.distributed.rendezvous")
+    if loaded is not None:
+        patch(loaded)
+    else:
+        sys.meta_path.insert(0, _PatchOnImport("torch.distributed.rendezvous", patch))
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Call ``patch(module)`` once module ``name`` has been imported and run."""
+
+    def __init__(self, name: str, patch: Any) -> None:
+        self.name, self.patch = name, patch
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        run_module = spec.loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            run_module(module)
+            self.patch(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec

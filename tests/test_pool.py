@@ -7,9 +7,12 @@ fixture checks that no rank of any run is left (ranks forked by a pool included,
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import signal
+import socket
 import stat
 import sys
 from pathlib import Path
@@ -92,6 +95,38 @@ def test_all_reduce_logs_metrics_and_torchrun_variables(home, hot):
         assert (Path(run.store.home, "runs", run.id, pool.records.RUN_RECORD)).exists()
     else:
         assert "hot" not in run.state["launcher"]
+    assert leftover(run.id) == []
+
+
+def test_a_hot_run_holds_its_rendezvous_port_until_rank_0_hosts_the_store(home):
+    """The pool listens on the port before it forks and rank 0 hosts the store on that very
+    socket. A port picked by probing and releasing it stayed free for seconds (rank 0's
+    imports), so a process that bound it meanwhile, such as another run's rank asking the
+    kernel for any free port, made rank 0 fail or the ranks rendezvous with a stranger."""
+    code = """
+import os, time
+import torch.distributed as dist
+print("port", os.environ["MASTER_PORT"], flush=True)
+time.sleep(3)  # rank 0's imports on a busy machine
+dist.init_process_group("gloo")
+dist.barrier()
+dist.destroy_process_group()
+"""
+    run = api.submit(code, procs=2, hot=True, name="held-port")
+    port = int(wait_for(lambda: re.search(r"port (\d+)", run.logs(0)), 90,
+                        what="rank 0's MASTER_PORT")[1])
+    stranger = None
+    try:
+        with pytest.raises(OSError) as refused:
+            stranger = socket.create_server(("", port), family=socket.AF_INET6,
+                                            dualstack_ipv6=True)
+        assert refused.value.errno == errno.EADDRINUSE
+        run.wait(timeout=120)
+    finally:
+        if stranger is not None:
+            stranger.close()
+    assert run.status == "completed" and hot_record(run)["used"] is True
+    assert json.loads(Path(run.path, pool.records.RUN_RECORD).read_text())["master_port"] == port
     assert leftover(run.id) == []
 
 

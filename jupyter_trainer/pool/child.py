@@ -15,6 +15,7 @@ import traceback
 from typing import Any, Iterable
 
 _PR_SET_PDEATHSIG = 1
+STORE_FD_ENV = "JT_STORE_LISTEN_FD"  # rank 0: the listening socket the pool bound for its store
 
 
 def _die_with_pool(pool: int) -> None:

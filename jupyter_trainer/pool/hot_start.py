@@ -43,8 +43,10 @@ def start_in_pool(spec: RunSpec, plan: LaunchPlan, command: Command, base: dict[
                                              master_port=plan.master_port,
                                              elastic_id=elastic_id, error_dir=errors)}
              for r in range(world)]
+    # The pool holds the rendezvous port from the moment it picks it (see pool/server.py).
     request = {"run_id": plan.run_id, "run_dir": run_dir, "cwd": run_dir, "log": log_path,
-               "argv": [plan.boot, plan.entry, *plan.args], "ranks": ranks}
+               "argv": [plan.boot, plan.entry, *plan.args], "ranks": ranks,
+               "store": {"port": 0}}
     modules = entry_modules(os.path.join(run_dir, "code"), spec.code.entry)
     pool_env = {**base, **{k: v for k, v in plan.extra_env.items() if not k.startswith("JT_")}}
     shaping = {k: pool_env[k] for k in _IMPORT_SHAPING if k in pool_env}

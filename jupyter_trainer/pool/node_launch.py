@@ -183,9 +183,12 @@ def rank_request(args: dict[str, Any], base: dict[str, str]) -> dict[str, Any]:
     run_dir = args["run_dir"]
     # A killed launcher is seen by the run's supervisor, which stops the ranks as it would
     # torchrun's orphans; the pool ends them itself only if nobody has by then.
-    return {"run_id": args["run_id"], "run_dir": run_dir, "cwd": run_dir, "ranks": ranks,
-            "supervisor_grace": SUPERVISOR_GRACE_S,
-            "log": os.path.join(run_dir, "logs", f"launcher-{node}.log"), "argv": args["argv"]}
+    request = {"run_id": args["run_id"], "run_dir": run_dir, "cwd": run_dir, "ranks": ranks,
+               "supervisor_grace": SUPERVISOR_GRACE_S,
+               "log": os.path.join(run_dir, "logs", f"launcher-{node}.log"), "argv": args["argv"]}
+    if node == 0:  # rank 0's node holds the rendezvous port while its ranks start
+        request["store"] = {"port": int(args["master_port"])}
+    return request
 
 
 def run(args: dict[str, Any]) -> int:

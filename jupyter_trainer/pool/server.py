@@ -15,6 +15,14 @@ request on each connection:
   client, a node's launcher that got SIGTERM, still reads their exits and ``done``).
 - ``{"op": "ping"}``: ``{"ok": true, "pool": pid}``, or ``{"ok": false, "why": ...}``.
 
+A run request with ``"store": {"port": P}`` has the pool bind and listen on the
+rendezvous port itself before it forks (P = 0: any free port), so the port is held from the
+moment it is chosen: the ranks get it as ``MASTER_PORT``, rank 0 gets the listening socket
+(``JT_STORE_LISTEN_FD``) and hosts the store on it, as torchrun's agent hosts its store on a
+port it holds. A port chosen by probing and releasing could be taken by another process
+before rank 0 binds it (seconds later, after its imports), and the run's ranks would then
+rendezvous with a stranger.
+
 Single-threaded on purpose: ``PR_SET_PDEATHSIG`` fires when the *thread* that forked a rank
 ends, so every fork happens on the one thread that lives as long as the pool.
 """
@@ -45,6 +53,23 @@ def unix_address(path: str) -> tuple[str, int | None]:
         return path, None
     folder = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
     return f"/proc/self/fd/{folder}/{os.path.basename(path)}", folder
+
+
+def _listen(where: dict[str, Any]) -> socket.socket:
+    """A socket listening on the rendezvous port ``where["port"]`` (0: any free one) of
+    every address, IPv4 and IPv6, as torch's own store server listens, for rank 0 to host
+    the run's store on."""
+    port = int(where.get("port") or 0)
+    try:
+        return socket.create_server(("", port), family=socket.AF_INET6, backlog=512,
+                                    reuse_port=False, dualstack_ipv6=True)
+    except OSError:
+        pass  # no IPv6 on this node
+    try:
+        return socket.create_server(("", port), family=socket.AF_INET, backlog=512)
+    except OSError as exc:
+        raise OSError(f"the rendezvous port {port or '(any)'} of this node cannot be listened "
+                      f"on: {exc.strerror or exc}") from None
 
 
 class _Run:
@@ -183,6 +208,23 @@ class Pool:
         return None
 
     def _fork(self, conn: socket.socket, request: dict[str, Any]) -> dict[str, Any]:
+        from .child import STORE_FD_ENV
+
+        store = _listen(request["store"]) if request.get("store") else None
+        try:
+            if store is not None:
+                port = str(store.getsockname()[1])
+                for rank in request["ranks"]:
+                    rank["env"]["MASTER_PORT"] = port
+                    if int(rank["rank"]) == 0:
+                        rank["env"][STORE_FD_ENV] = str(store.fileno())
+            return self._fork_ranks(conn, request, store)
+        finally:
+            if store is not None:
+                store.close()  # rank 0 has it now
+
+    def _fork_ranks(self, conn: socket.socket, request: dict[str, Any],
+                    store: socket.socket | None) -> dict[str, Any]:
         from .child import run_rank
 
         go_read, go_write = os.pipe()
@@ -199,7 +241,9 @@ class Pool:
                     os.close(go_write)
                     os.read(go_read, 1)  # wait until the pool has recorded every rank
                     os.close(go_read)
-                    run_rank(request, rank, pool, pgid, own)
+                    keep_store = store is not None and int(rank["rank"]) == 0
+                    run_rank(request, rank, pool, pgid,
+                             own + ([store.fileno()] if store and not keep_store else []))
                 pgid = pgid or pid
                 try:
                     os.setpgid(pid, pgid)
@@ -217,6 +261,8 @@ class Pool:
         ranks = {str(r): {"pid": p, "start_ticks": procs.start_ticks(p)} for p, r in pids.items()}
         record = {"pool": pool, "pool_start_ticks": procs.start_ticks(pool), "pgid": pgid,
                   "session": os.getsid(0), "ranks": ranks, "run_id": request.get("run_id")}
+        if store is not None:
+            record["master_port"] = store.getsockname()[1]
         write_json(Path(request["run_dir"], RUN_RECORD), record)
         os.close(go_write)  # the ranks go
         run = _Run(conn, pgid)
