@@ -12,7 +12,9 @@ If some ranks are behind while others still progress, the ones behind are stalle
 rank that logs is behind, the run as a whole has stopped: the suspects are those with the
 lowest last step and the ranks that never log, and their stacks decide: a rank whose Python
 stack sits in a collective (torch.distributed, Horovod, DDP's backward) waits for a peer and
-is not the cause, as long as another suspect is not waiting.
+is not the cause, as long as another suspect is not waiting. When every suspect waits, the
+cause is a rank they wait for: a live rank whose stack is elsewhere, though it may not be
+behind yet (one whose last event was a moment later crosses the timeout a moment later).
 """
 
 from __future__ import annotations
@@ -149,7 +151,7 @@ class RunWatch:
                 self.stacks[(attempt, rank)] = stack
         waiting = {r for r in suspects if waits_for_peers(self.stacks.get((attempt, r), ""),
                                                           records[r].get("pid"))}
-        named = (suspects - waiting) or suspects
+        named = (suspects - waiting) or self._waited_for(records, suspects, attempt) or suspects
         last_progress = max(t for t, _ in logged.values())
         out = []
         for rank in sorted(named):
@@ -159,6 +161,22 @@ class RunWatch:
                         "stack": self.stacks.get((attempt, rank)),
                         "waiting": rank in waiting})
         return out
+
+    def _waited_for(self, records: dict[int, dict[str, Any]], suspects: set[int],
+                    attempt: int) -> set[int]:
+        """Every suspect waits on its peers: the ranks they wait for are the live ranks whose
+        stacks are elsewhere, even those not yet quiet for the whole timeout (a waiting rank
+        whose last event was a little older crosses it first). Their stacks are read now."""
+        others = {r: rec for r, rec in records.items() if r not in suspects}
+        if not others:
+            return set()
+        found = set()
+        for rank, stack in self.read_stacks(others).items():
+            frames = main_thread_frames(stack, records[rank].get("pid"))
+            if frames and not _WAITING.search(frames[0][1]):
+                self.stacks[(attempt, rank)] = stack
+                found.add(rank)
+        return found
 
     def forget_stacks(self, ranks: set[int]) -> None:
         """Ranks that progress again get a fresh stack at their next stall."""

@@ -331,3 +331,56 @@ def test_a_node_clock_that_is_off_does_not_shift_stall_detection(tmp_path):
     assert (stalled["rank"], stalled["last_step"]) == (1, 6)
     assert 12 <= stalled["seconds"] < 14 and "test_a_node_clock" in stalled["stack"]
     assert RunWatch(paths, "torchrun", 15, lambda found: {}).stalled() == []
+
+
+COLLECTIVE_PAIR = """
+import sys, time, torch, torch.distributed as dist
+rank = int(sys.argv[1])
+dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=rank, world_size=2)
+
+def wait_for_a_lost_batch():
+    time.sleep(600)
+
+print("ready", flush=True)
+if rank == 1:
+    wait_for_a_lost_batch()
+dist.all_reduce(torch.ones(1))
+"""
+
+
+def test_the_rank_the_others_wait_for_is_named_even_if_a_waiting_rank_went_quiet_first(tmp_path):
+    """Rank 0 waits in all_reduce for rank 1, which is stuck elsewhere. Rank 0's last event
+    happens to be older, so it crosses the timeout first (on a loaded machine, or with
+    heartbeats brought back over ssh, by whole seconds): the stall is still rank 1's, whose
+    stack is not in a collective, not rank 0's."""
+    from jupyter_trainer.store import RunPaths
+    from jupyter_trainer.targets.local import LocalTarget
+    from jupyter_trainer.watch import RunWatch
+
+    script = tmp_path / "pair.py"
+    script.write_text(COLLECTIVE_PAIR)
+    ranks = [subprocess.Popen([sys.executable, str(script), str(r), str(tmp_path / "store")],
+                              stdout=subprocess.PIPE, text=True) for r in (0, 1)]
+    try:
+        for proc in ranks:
+            assert proc.stdout.readline().strip() == "ready"
+        paths = RunPaths(tmp_path / "run")
+        paths.ranks.mkdir(parents=True)
+        paths.events.mkdir()
+        now = time.time()
+        for rank, quiet in ((0, 12.0), (1, 4.0)):
+            (paths.ranks / f"rank-{rank}.json").write_text(json.dumps(
+                {"rank": rank, "pid": ranks[rank].pid, "host": os.uname().nodename,
+                 "started": now - 60, "attempt": 0}))
+            (paths.events / f"rank-{rank}.beat").write_text(json.dumps(
+                {"attempt": 0, "step": 4, "progress": now - quiet, "beat": now}))
+        watch = RunWatch(paths, "torchrun", 10, lambda found: LocalTarget().stacks(None, found))
+        wait_for(lambda: "all_reduce" in LocalTarget().stacks(None, {0: {"pid": ranks[0].pid}})[0],
+                 timeout=30, what="rank 0 inside all_reduce")
+        [stalled] = watch.stalled()
+        assert (stalled["rank"], stalled["waiting"]) == (1, False), stalled
+        assert "wait_for_a_lost_batch" in stalled["stack"]
+    finally:
+        for proc in ranks:
+            proc.kill()
+            proc.wait()
