@@ -17,13 +17,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
-from .errors import SpecError, StoreError
+from .errors import SpecError
 from .follow import RunFollower
 from .mlflow_mirror import sync_model
 from .spec import is_json_value
 from .store import Store
 from .store.models import ModelStore, parse_ref, validate_model_name
-from .store.outputs import inside, replace_with_copy
+from .store.outputs import Copy, copy_beneath, destination, inside
 
 
 @dataclass(frozen=True)
@@ -72,12 +72,13 @@ class Model:
 
     @property
     def path(self) -> Path:
-        """The registered file (``torch.load(model.path)``) or folder, in the registry."""
+        """The registered file (``torch.load(model.path)``) or folder, in the registry.
+        (``lineage`` is checked when read: its path is one plain name in the version.)"""
         return self.folder / self.lineage["path"]
 
     @property
     def files(self) -> list[ModelFile]:
-        return [ModelFile(**f) for f in self.lineage["files"]]
+        return [ModelFile(f["path"], f["size"], f["sha256"]) for f in self.lineage["files"]]
 
     @property
     def run(self) -> str:
@@ -90,26 +91,19 @@ class Model:
 
     def download(self, dest: str | os.PathLike) -> list[Path]:
         """Copy the model's file or folder into the folder ``dest`` (made if missing), each
-        file checked against its recorded sha256 as it is copied. Returns the paths written;
-        a file that does not match is removed again and raises ``StoreError``."""
-        folder, dest = self.folder, Path(dest).expanduser()
-        written = []
+        file checked against its recorded sha256 as it is copied. Returns the paths written.
+        A file that does not match raises ``StoreError`` and leaves any file of that name
+        in ``dest`` as it was. No link is followed, in the registry or in ``dest``: a
+        version or a ``dest`` that holds one where a file or folder should be is refused."""
+        dest = destination(dest)
+        prefix = (self.name, str(self.version))
+        copies = []
         for entry in self.files:
-            parts = PurePosixPath(entry.path).parts
-            target = dest.joinpath(*parts)
-            try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                digest = replace_with_copy(folder.joinpath(*parts), target)
-            except OSError as exc:
-                raise StoreError(f"cannot copy {entry.path} of model {self.name}@{self.version} "
-                                 f"to {target}: {exc.strerror or exc}") from None
-            if digest != entry.sha256:
-                target.unlink(missing_ok=True)
-                raise StoreError(f"{entry.path} of model {self.name}@{self.version} does not "
-                                 f"match its recorded sha256 ({digest} != {entry.sha256}): the "
-                                 f"registry's copy in {folder} is damaged")
-            written.append(target)
-        return written
+            parts = tuple(entry.path.split("/"))  # checked plain parts (model_records)
+            copies.append(Copy((*prefix, *parts), parts,
+                               f"{entry.path} of model {self.name}@{self.version}", entry.sha256))
+        return copy_beneath(self.registry.dir, copies, dest,
+                            damaged=f"the registry's copy in {self.folder} is damaged")
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "path": str(self.path),
@@ -216,4 +210,3 @@ def get_model(name: str, version: int | None = None, *,
     registry = ModelStore(home)
     folder = registry.version_dir(name, version)
     return Model(name, int(folder.name), registry)
-

@@ -13,7 +13,8 @@ A version's files are copies, never links, so pruning or deleting its run change
 here. A version is copied and hashed under a hidden name, then numbered and renamed into
 place inside the index's write transaction: two registrations of one name at the same time
 get two numbers, and a failed one leaves nothing. The folders are the truth and
-``models.db`` a cache of them, healed like ``runs.db``.
+``models.db`` a cache of them, healed like ``runs.db``; what they record is checked before
+any path is built from it (``model_records``).
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ from typing import Any, Callable
 from ..errors import InvalidRunId, ModelNotFound, SpecError, StoreError
 from ..home import HOME_ENV, default_home
 from ..spec import validate_run_id
-from . import _is_run_id, _rmtree, read_json, write_json_atomic
+from . import _is_run_id, _rmtree, write_json_atomic
+from .confined import Refused, open_beneath, open_folder, real_parts
 from .index import FolderIndex, unwritable
-from .outputs import copy_hashed, walk_files
+from .model_records import LINEAGE, read_lineage
+from .outputs import copy_descriptor, walk_files
 
-LINEAGE = "lineage.json"
 _VERSION = re.compile(r"[1-9][0-9]{0,8}")
 COLUMNS = ("name", "version", "run_id", "path", "files", "bytes", "created", "tags")
 _SCHEMA = """
@@ -141,12 +143,13 @@ class ModelStore:
         return [n for n in entries if _is_run_id(n) and versions_in(self.dir / n)]
 
     def _folder_rows(self) -> list[dict[str, Any]]:
+        """The rows the version folders call for; a damaged version has none."""
         rows = []
         for name in self.names():
             for version in versions_in(self.dir / name):
                 try:
-                    rows.append(index_row(read_json(self.dir / name / str(version) / LINEAGE)))
-                except (OSError, ValueError, KeyError, TypeError):
+                    rows.append(index_row(read_lineage(self.dir, name, version)))
+                except StoreError:
                     continue
         return rows
 
@@ -179,7 +182,8 @@ class ModelStore:
         return folder / str(version)
 
     def lineage(self, name: str, version: int | None = None) -> dict[str, Any]:
-        return read_json(self.version_dir(name, version) / LINEAGE)
+        """The version's lineage, checked: a damaged one raises ``StoreError``."""
+        return read_lineage(self.dir, name, int(self.version_dir(name, version).name))
 
     def register(self, name: str, source: Path, root: Path, lineage: dict[str, Any]) -> dict[str, Any]:
         """Copy the file or folder ``source`` (inside ``root``, a run's ``outputs/``) as the
@@ -191,15 +195,14 @@ class ModelStore:
         if item == LINEAGE:
             raise SpecError(f"a registered file cannot be named {LINEAGE} (the version's own "
                             "record has that name); rename it in the run's outputs/")
-        files = ([(item, source)] if source.is_file() else
-                 [(f"{item}/{rel}", path) for rel, path in walk_files(source, root, strict=True)])
+        files = _files_to_copy(source, root, item)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             stage = Path(tempfile.mkdtemp(prefix=".register-", dir=folder))
         except OSError as exc:
             raise unwritable(folder, exc) from None
         try:
-            copied = _copy_files(files, stage)
+            copied = _copy_files(root, files, stage)
             record: dict[str, Any] = {}
 
             def finish(version: int) -> dict[str, Any]:
@@ -220,15 +223,54 @@ class ModelStore:
         return record
 
 
-def _copy_files(files: list[tuple[str, Path]], stage: Path) -> list[dict[str, Any]]:
-    """Copy each (relative path, source) into ``stage``, read-only; their records."""
+def _files_to_copy(source: Path, root: Path, item: str) -> list[tuple[str, tuple[str, ...]]]:
+    """(path in the version, parts below ``root``, links resolved) of each file of
+    ``source``, a file or folder inside ``root``."""
+    if source.is_file():
+        found = [(item, source)]
+    else:
+        found = [(f"{item}/{rel}", path) for rel, path in walk_files(source, root, strict=True)]
+    files = []
+    for rel, path in found:
+        parts = real_parts(root, path)
+        if not parts:
+            raise StoreError(f"{rel} left the run's outputs/ while it was being registered; "
+                             "nothing was registered")
+        files.append((rel, parts))
+    return files
+
+
+def _copy_files(root: Path, files: list[tuple[str, tuple[str, ...]]],
+                stage: Path) -> list[dict[str, Any]]:
+    """Copy each (relative path, parts below ``root``) into ``stage``, read-only; their
+    records. Each source is opened again below ``root`` without following any link, and
+    must be a regular file: one swapped for a link or anything else since the scan is
+    refused, never copied."""
     copied = []
-    for rel, src in files:
-        dst = stage.joinpath(*rel.split("/"))
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        digest = copy_hashed(src, dst)
-        os.chmod(dst, 0o444)
-        copied.append({"path": rel, "size": dst.stat().st_size, "sha256": digest})
+    root_fd = open_folder(root)
+    try:
+        for rel, parts in files:
+            dst = stage.joinpath(*rel.split("/"))
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fin = open_beneath(root_fd, parts)
+            except Refused as exc:
+                raise StoreError(f"{exc.filename} in the run's outputs/ {exc.strerror}: it "
+                                 "changed while it was being registered; nothing was "
+                                 "registered") from None
+            try:
+                fout = os.open(dst, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+                try:
+                    digest = copy_descriptor(fin, fout, f"{'/'.join(parts)} in the run's outputs/")
+                    size = os.fstat(fout).st_size
+                finally:
+                    os.close(fout)
+            finally:
+                os.close(fin)
+            os.chmod(dst, 0o444)
+            copied.append({"path": rel, "size": size, "sha256": digest})
+    finally:
+        os.close(root_fd)
     for dirpath, _dirs, _files in os.walk(stage):
         if dirpath != str(stage):
             os.chmod(dirpath, 0o555)
