@@ -1,6 +1,6 @@
 """The commands of a run's files and of the model registry, for ``jupyter-trainer`` and
 ``%train`` (``commands.COMMANDS`` holds them): ``files``, ``download``, ``register`` and
-``models [list | show | download | register]``."""
+``models [list | show | download | register | delete]``."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import time
 from typing import Any, TextIO
 
 from . import api
-from .model_registry import Model, get_model, models
+from .errors import SpecError, StoreError
+from .model_registry import Model, check_owner, delete_model, get_model, models
 from .monitor.text import columns
 from .options import ParamAction
-from .store.models import ModelStore
+from .store.models import ModelStore, parse_ref, versions_in
 from .units import format_bytes
 
 
@@ -85,9 +86,10 @@ def cmd_register(args: argparse.Namespace, out: TextIO) -> int:
 def _define_models(sub: Any) -> None:
     parser = sub.add_parser(
         "models", help="the model registry: list | show NAME[@V] | download NAME[@V] DEST | "
-                       "register RUN NAME PATH",
+                       "register RUN NAME PATH | delete NAME@V --yes",
         usage="%(prog)s [list [--json] | show NAME[@V] [--json] | download NAME[@V] DEST | "
-              "register RUN NAME PATH [--tag KEY=VALUE ...]]")
+              "register RUN NAME PATH [--tag KEY=VALUE ...] | "
+              "delete NAME@V|NAME --all [--yes] [--force]]")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     listing = actions.add_parser("list", help="every model with its latest version (the default)")
     listing.add_argument("--json", action="store_true", help="print JSON rows")
@@ -98,12 +100,29 @@ def _define_models(sub: Any) -> None:
     download.add_argument("model", metavar="NAME[@V]", help="the latest version unless @V is given")
     download.add_argument("dest", help="a folder (made if missing)")
     _register_arguments(actions.add_parser("register", help="as `register RUN NAME PATH`"))
+    delete = actions.add_parser(
+        "delete", help="delete a version (NAME@V) or every version (NAME --all)",
+        description="Delete version V of NAME from the registry (its files and index row; its "
+                    "number is never given again), or with --all every version of NAME, which "
+                    "frees the name. It cannot be undone, so nothing is deleted without --yes: "
+                    "without it, the command says what it would delete. The runs the versions "
+                    "came from are not touched.")
+    delete.add_argument("model", metavar="NAME@V|NAME", help="NAME@V, or NAME with --all")
+    delete.add_argument("--all", action="store_true", dest="all_versions",
+                        help="delete every version of NAME (its next version is 1 again)")
+    delete.add_argument("--yes", action="store_true",
+                        help="delete: without it, nothing is deleted")
+    delete.add_argument("--force", action="store_true",
+                        help="also delete versions another user registered")
+    delete.add_argument("--json", action="store_true", help="print what was deleted as JSON")
 
 
 def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
     action = args.action or "list"
     if action == "register":
         return cmd_register(args, out)
+    if action == "delete":
+        return cmd_delete(args, out)
     if action == "list":
         rows = ModelStore().rows()
         if args.action and args.json:
@@ -118,6 +137,52 @@ def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     print(json.dumps(model.to_dict(), indent=1) if args.json else model_text(model), file=out)
     return 0
+
+
+def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
+    """``models delete``: what would go, unless ``--yes``; then delete it."""
+    name, version = parse_ref(args.model)
+    if version is None and args.model.endswith("@latest"):
+        version = get_model(name).version
+    if version is not None and args.all_versions:
+        raise SpecError(f"models delete: give {name}@{version} or {name} --all, not both")
+    if version is None and not args.all_versions:
+        have = ", ".join(str(m.version) for m in reversed(models(name)))
+        raise SpecError(f"models delete: say which version of {name} to delete ({name}@N; it "
+                        f"has {have}), or add --all to delete every version of {name}")
+    registry = ModelStore()
+    doomed = [get_model(name, version)] if version is not None else \
+        [Model(name, v, registry) for v in registry.versions(name)]
+    check_owner(doomed, force=args.force)
+    what = (f"{name}@{version}" if version is not None else
+            f"every version of {name} ({', '.join(str(m.version) for m in doomed)})")
+    if not args.yes:
+        raise SpecError(f"models delete: this deletes {what}: {_sizes(doomed)}; it cannot be "
+                        "undone: add --yes to delete")
+    deleted = delete_model(name, version, all_versions=args.all_versions, force=args.force)
+    if args.json:
+        print(json.dumps({"name": name, "deleted": deleted}), file=out)
+    elif version is not None:
+        left = versions_in(registry.folder(name))
+        print(f"deleted {name}@{version}; {name} has "
+              f"{'versions ' + ', '.join(map(str, left)) if left else 'no versions'} now",
+              file=out)
+    else:
+        print(f"deleted {what}; {name} is free again (its next version is 1)", file=out)
+    return 0
+
+
+def _sizes(versions: list[Model]) -> str:
+    """What each of ``versions`` holds and where it came from, for ``delete``'s question."""
+    shown = []
+    for model in versions:
+        try:
+            files = model.files
+            shown.append(f"{model.name}@{model.version} ({_count(len(files), 'file')}, "
+                         f"{format_bytes(sum(f.size for f in files))}, from run {model.run})")
+        except StoreError:
+            shown.append(f"{model.name}@{model.version} (its record is damaged)")
+    return "; ".join(shown)
 
 
 def models_table(rows: list[dict[str, Any]]) -> str:

@@ -5,6 +5,8 @@ Registering copies a file or folder out of a run's ``outputs/`` into the registr
 (``store.models``) as the next version of a name, with the run's lineage: its id and name,
 params, final metrics, code hash, environment lock, data inputs, sweep and trial, and each
 copied file's sha256. The copy is the model: deleting or pruning the run changes nothing.
+Deleting a version (``Model.delete``, ``delete_model``) is the registering user's to do:
+another user's version needs ``force``.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from __future__ import annotations
 import getpass
 import math
 import os
+import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
-from .errors import SpecError
+from .errors import NotOwner, SpecError, StoreError
 from .follow import RunFollower
 from .mlflow_mirror import sync_model
 from .spec import is_json_value
@@ -104,6 +107,24 @@ class Model:
                                f"{entry.path} of model {self.name}@{self.version}", entry.sha256))
         return copy_beneath(self.registry.dir, copies, dest,
                             damaged=f"the registry's copy in {self.folder} is damaged")
+
+    @property
+    def owner(self) -> str:
+        """Who registered this version (the lineage's ``user``; for a version whose record
+        is damaged, the owner of its folder)."""
+        try:
+            return str(self.lineage.get("user"))
+        except StoreError:
+            return _user_of(os.lstat(self.folder).st_uid)
+
+    def delete(self, *, force: bool = False) -> None:
+        """Delete this version from the registry: its files and its index row. Its number
+        is never given to another version. A version registered by another user needs
+        ``force=True`` (``NotOwner`` otherwise). Only the registry changes: the run it came
+        from stays as it is."""
+        check_owner([self], force=force)
+        self.registry.delete_version(self.name, self.version, {
+            "deleted": time.time(), "user": getpass.getuser(), "run_id": _run_of(self)})
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "path": str(self.path),
@@ -210,3 +231,60 @@ def get_model(name: str, version: int | None = None, *,
     registry = ModelStore(home)
     folder = registry.version_dir(name, version)
     return Model(name, int(folder.name), registry)
+
+
+def delete_model(name: str, version: int | None = None, *, all_versions: bool = False,
+                 force: bool = False, home: str | os.PathLike | None = None) -> list[int]:
+    """Delete version ``version`` of model ``name`` (``name`` may be ``NAME@VERSION``), or
+    with ``all_versions=True`` every version of it, which frees the name (its next version
+    is 1 again). Returns the version numbers deleted. Nothing is deleted without a version
+    or ``all_versions``, or when one of the versions was registered by another user
+    (``NotOwner``) unless ``force=True``."""
+    name, at = parse_ref(name)
+    if version is not None and at is not None and version != at:
+        raise SpecError(f"two versions asked: {name}@{at} and version={version}; give one")
+    version = version if version is not None else at
+    if version is not None and all_versions:
+        raise SpecError(f"give a version ({name}@{version}) or all_versions=True, not both")
+    if version is None and not all_versions:
+        have = ", ".join(str(m.version) for m in reversed(models(name, home=home)))
+        raise SpecError(f"say which version of {name} to delete ({name}@N; it has {have}), "
+                        "or all_versions=True (--all) to delete every version")
+    if version is not None:
+        model = get_model(name, version, home=home)
+        model.delete(force=force)
+        return [model.version]
+    registry = ModelStore(home)
+    found = [Model(name, v, registry) for v in registry.versions(name)]
+    check_owner(found, force=force)
+    registry.delete_model(name)
+    return sorted(m.version for m in found)
+
+
+def check_owner(versions: Sequence[Model], *, force: bool) -> None:
+    """``NotOwner`` unless every one of ``versions`` was registered by this user, or
+    ``force``."""
+    if force:
+        return
+    me = getpass.getuser()
+    theirs = [m for m in versions if m.owner != me]
+    if theirs:
+        shown = ", ".join(f"{m.name}@{m.version} by {m.owner}" for m in theirs)
+        raise NotOwner(f"{shown}: registered by another user, not you ({me}); nothing was "
+                       "deleted (force=True, or --force, deletes it anyway)")
+
+
+def _run_of(model: Model) -> str | None:
+    try:
+        return model.run
+    except StoreError:
+        return None
+
+
+def _user_of(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)

@@ -1,6 +1,6 @@
 """The records of the model registry's folders, read as untrusted input.
 
-A version's ``lineage.json`` is a file anyone who can write
+A version's ``lineage.json`` and a model's ``.deleted.json`` are files anyone who can write
 the registry (another user of a shared store, a registry copied from elsewhere) can forge.
 Nothing is built from them before they are checked: every path a lineage names must be a
 plain relative path inside its version (no ``..``, no absolute path, no empty part), and
@@ -20,6 +20,7 @@ from ..errors import StoreError
 from .confined import Refused, open_beneath, open_folder, safe_parts
 
 LINEAGE = "lineage.json"
+DELETED = ".deleted.json"  # models/<name>/.deleted.json: numbers never to be given again
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _MAX_RECORD = 64 << 20
 
@@ -111,3 +112,31 @@ def _file_problem(entry: Any, top: str, seen: set[str]) -> str | None:
     if not isinstance(entry.get("sha256"), str) or not _SHA256.fullmatch(entry["sha256"]):
         return f"file {path!r} has sha256 {entry.get('sha256')!r}"
     return None
+
+
+def read_deleted(models_dir: Path, name: str) -> dict[str, dict[str, Any]]:
+    """The deleted versions of ``name`` (``{"2": {"deleted": t, "user": u}}``); a record
+    that cannot be trusted raises ``StoreError``: numbering versions without it could give
+    a deleted version's number to a new one."""
+    where = models_dir / name / DELETED
+    try:
+        record = read_record(models_dir, (name, DELETED))
+    except FileNotFoundError:
+        return {}
+    except NotADirectoryError:
+        return {}
+    except Refused as exc:
+        problem = f"{exc.filename} {exc.strerror}"
+    except OSError as exc:
+        problem = f"it cannot be read ({exc.strerror or exc})"
+    except (ValueError, RecursionError) as exc:
+        problem = f"it is not JSON ({exc})"
+    else:
+        if isinstance(record, dict) and all(
+                isinstance(k, str) and k.isdigit() and isinstance(v, dict)
+                for k, v in record.items()):
+            return record
+        problem = "it is not a mapping of version numbers"
+    raise StoreError(f"the record of model {name}'s deleted versions ({where}) is damaged: "
+                     f"{problem}; fix or remove it: it keeps their numbers from being given "
+                     "to new versions")

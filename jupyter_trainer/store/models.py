@@ -8,13 +8,16 @@ $JUPYTER_TRAINER_HOME
                                  data, sweep) and each file's path, size and sha256
     <file or folder>             the registered file or folder, copied out of the run
   models/<name>/.register-*      a version being copied (renamed into place when complete)
+  models/<name>/.deleted.json    the numbers of its deleted versions (never given again)
+  models/<name>/.delete-*, models/.delete-*   a version, or a model, being removed
 ```
 A version's files are copies, never links, so pruning or deleting its run changes nothing
 here. A version is copied and hashed under a hidden name, then numbered and renamed into
 place inside the index's write transaction: two registrations of one name at the same time
-get two numbers, and a failed one leaves nothing. The folders are the truth and
-``models.db`` a cache of them, healed like ``runs.db``; what they record is checked before
-any path is built from it (``model_records``).
+get two numbers, and a failed one leaves nothing. Deleting renames the version out of
+place and drops its row in one such transaction, then removes the files. The folders are
+the truth and ``models.db`` a cache of them, healed like ``runs.db``; what they record is
+checked before any path is built from it (``model_records``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import tempfile
 import time
 from pathlib import Path
@@ -33,7 +37,7 @@ from ..spec import validate_run_id
 from . import _is_run_id, _rmtree, write_json_atomic
 from .confined import Refused, open_beneath, open_folder, real_parts
 from .index import FolderIndex, unwritable
-from .model_records import LINEAGE, read_lineage
+from .model_records import DELETED, LINEAGE, read_deleted, read_lineage
 from .outputs import copy_descriptor, walk_files
 
 _VERSION = re.compile(r"[1-9][0-9]{0,8}")
@@ -108,7 +112,8 @@ class ModelIndex(FolderIndex):
         def decide(conn: Any) -> tuple[dict[str, Any], Path]:
             top = conn.execute("SELECT MAX(version) FROM models WHERE name = ?",
                                (name,)).fetchone()[0] or 0
-            numbered.append(max([top, *versions_in(folder)]) + 1)
+            gone = [int(v) for v in read_deleted(folder.parent, name)]
+            numbered.append(max([top, *versions_in(folder), *gone]) + 1)
             return finish(numbered[-1]), folder / str(numbered[-1])
 
         self.publish_with(stage, decide)
@@ -176,10 +181,31 @@ class ModelStore:
         if version is None:
             return folder / str(found[-1])
         if version not in found:
-            raise ModelNotFound(f"model {name!r} has no version {version}; it has version"
+            raise ModelNotFound(f"model {name!r} has no version {version}"
+                                f"{self._deleted_note(name, version)}; it has version"
                                 f"{'s' if len(found) > 1 else ''} "
                                 f"{', '.join(map(str, found))}")
         return folder / str(version)
+
+    def _deleted_note(self, name: str, version: int) -> str:
+        """``: it was deleted (when by whom)`` for a deleted version, else ``""``."""
+        try:
+            gone = read_deleted(self.dir, name).get(str(version))
+        except StoreError:
+            return ""
+        when = gone.get("deleted") if gone else None
+        if not isinstance(when, (int, float)):
+            return ""
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+        return f": it was deleted ({stamp} by {gone.get('user') or 'unknown'})"
+
+    def versions(self, name: str) -> list[int]:
+        """Every version folder of ``name`` on disk, sorted, damaged ones included;
+        ``ModelNotFound`` naming the models there are if it has none."""
+        found = versions_in(self.folder(name))
+        if not found:
+            self.version_dir(name)  # raises ModelNotFound naming the models
+        return found
 
     def lineage(self, name: str, version: int | None = None) -> dict[str, Any]:
         """The version's lineage, checked: a damaged one raises ``StoreError``."""
@@ -221,6 +247,53 @@ class ModelStore:
                                  f"{exc.strerror or exc}") from None
             raise
         return record
+
+    def delete_version(self, name: str, version: int, by: dict[str, Any]) -> None:
+        """Remove version ``version`` of ``name``: its number is recorded in
+        ``.deleted.json`` (with ``by``: who and when), never to be given again, and its
+        folder is renamed out of place and its row dropped in one write transaction, then
+        its files removed."""
+        folder = self.folder(name)
+        here = folder / str(version)
+        if not os.path.lexists(here):
+            self.version_dir(name, version)  # raises ModelNotFound naming the versions
+        doomed = folder / f".delete-{version}-{secrets.token_hex(4)}"
+
+        def work(conn: Any) -> None:
+            if not os.path.lexists(here):
+                raise ModelNotFound(f"model {name!r} has no version {version} (it was deleted "
+                                    "meanwhile)")
+            gone = read_deleted(self.dir, name)
+            gone[str(version)] = by
+            write_json_atomic(folder / DELETED, gone)
+            os.rename(here, doomed)
+            conn.execute("DELETE FROM models WHERE name = ? AND version = ?", (name, version))
+
+        self._delete(folder, work, lambda: os.rename(doomed, here), doomed)
+
+    def delete_model(self, name: str) -> None:
+        """Remove every version of ``name`` and its record of deleted ones: the name is
+        free again, and its next registration is version 1."""
+        folder = self.folder(name)
+        if not os.path.lexists(folder):
+            self.version_dir(name)  # raises ModelNotFound naming the models
+        doomed = self.dir / f".delete-{name}-{secrets.token_hex(4)}"
+
+        def work(conn: Any) -> None:
+            os.rename(folder, doomed)
+            conn.execute("DELETE FROM models WHERE name = ?", (name,))
+
+        self._delete(folder, work, lambda: os.rename(doomed, folder), doomed)
+
+    def _delete(self, folder: Path, work: Callable[[Any], None], undo: Callable[[], None],
+                doomed: Path) -> None:
+        try:
+            self.index.transact(work, undo)
+            _rmtree(doomed)
+        except OSError as exc:
+            raise StoreError(f"cannot delete from {folder}: {exc.strerror or exc}; "
+                             "`jupyter-trainer doctor --fix` finishes a deletion left "
+                             "halfway") from None
 
 
 def _files_to_copy(source: Path, root: Path, item: str) -> list[tuple[str, tuple[str, ...]]]:

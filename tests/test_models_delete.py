@@ -1,0 +1,162 @@
+"""Deleting model versions: from the Python API, the CLI and ``%train``; numbers never given
+again, the index kept in step, another user's versions refused without ``force``, a damaged
+version still deletable, and no path trick reaching outside the registry."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import jupyter_trainer as jt
+from jupyter_trainer.errors import ModelNotFound, NotOwner, SpecError
+from jupyter_trainer.store.models import ModelStore
+
+from test_models_hostile import forge, made_run, writable
+
+CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def index(home: Path) -> list[tuple[str, int]]:
+    with sqlite3.connect(home / "models.db") as conn:
+        return conn.execute("SELECT name, version FROM models ORDER BY name, version").fetchall()
+
+
+@pytest.fixture
+def run(store):
+    return made_run(store, {"model.pt": b"weights", "tok/a.txt": b"a"})
+
+
+def test_delete_a_version_and_its_number_is_never_given_again(run, home):
+    for _ in range(3):
+        run.register_model("digits", "model.pt")
+    jt.get_model("digits@2").delete()
+    assert [m.version for m in jt.models("digits")] == [3, 1]
+    assert index(home) == [("digits", 1), ("digits", 3)]
+    assert sorted(p.name for p in (home / "models" / "digits").iterdir()) == [
+        ".deleted.json", "1", "3"]
+    with pytest.raises(ModelNotFound, match=r"model 'digits' has no version 2: it was deleted "
+                                            r"\(\d{4}-\d\d-\d\d .* by \w+\); it has versions 1, 3$"):
+        jt.get_model("digits@2")
+    assert jt.delete_model("digits@3") == [3]
+    assert run.register_model("digits", "model.pt").version == 4  # not 3 again
+    (home / "models.db").unlink()  # the index is a cache: the numbers live in the folders
+    assert run.register_model("digits", "model.pt").version == 5
+    assert run.outputs.joinpath("model.pt").read_bytes() == b"weights"  # the run is untouched
+
+
+def test_delete_every_version_frees_the_name(run, home):
+    run.register_model("digits", "model.pt")
+    run.register_model("digits", "tok")
+    run.register_model("other", "model.pt")
+    jt.get_model("digits@1").delete()
+    with pytest.raises(SpecError, match=r"say which version of digits to delete \(digits@N; it "
+                                        r"has 2\), or all_versions=True"):
+        jt.delete_model("digits")
+    with pytest.raises(SpecError, match="not both"):
+        jt.delete_model("digits@2", all_versions=True)
+    assert jt.delete_model("digits", all_versions=True) == [2]
+    assert not (home / "models" / "digits").exists() and index(home) == [("other", 1)]
+    assert not [p for p in (home / "models").iterdir() if p.name.startswith(".")]
+    assert run.register_model("digits", "model.pt").version == 1
+    with pytest.raises(ModelNotFound, match="no model 'nope'"):
+        jt.delete_model("nope", all_versions=True)
+
+
+def test_another_users_version_needs_force(run, home):
+    mine = run.register_model("digits", "model.pt")
+    theirs = run.register_model("digits", "model.pt")
+    forge(theirs, theirs.lineage["files"], user="someone-else")
+    with pytest.raises(NotOwner, match=r"digits@2 by someone-else: registered by another user, "
+                                       r"not you \(\w+\); nothing was deleted"):
+        jt.get_model("digits@2").delete()
+    with pytest.raises(NotOwner):
+        jt.delete_model("digits", all_versions=True)
+    assert [m.version for m in jt.models("digits")] == [2, 1] and mine.folder.exists()
+    jt.get_model("digits@2").delete(force=True)
+    assert [m.version for m in jt.models("digits")] == [1]
+
+
+def test_a_damaged_version_can_still_be_deleted(run, home):
+    run.register_model("digits", "model.pt")
+    folder = run.register_model("digits", "model.pt").folder
+    writable(folder)
+    (folder / "lineage.json").write_text("{not json")
+    model = jt.get_model("digits@2")
+    assert model.owner  # the owner of its folder
+    model.delete()
+    assert index(home) == [("digits", 1)] and not folder.exists()
+
+
+def test_a_version_that_is_a_link_is_removed_not_followed(run, home, tmp_path):
+    run.register_model("digits", "model.pt")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "lineage.json").write_text(json.dumps({"user": "x"}))
+    (elsewhere / "keep.txt").write_text("keep")
+    (home / "models" / "digits" / "2").symlink_to(elsewhere)
+    jt.delete_model("digits@2", force=True)
+    assert not (home / "models" / "digits" / "2").is_symlink()
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["keep.txt", "lineage.json"]
+    for bad in ("../digits@1", "digits/1", "digits@0", "digits@-1", ".deleted.json@1"):
+        with pytest.raises(SpecError):
+            jt.delete_model(bad)
+    assert [m.version for m in jt.models("digits")] == [1]
+
+
+def test_cli_models_delete(run, home, tmp_path):
+    for _ in range(2):
+        run.register_model("digits", "model.pt")
+    done = cli("models", "delete", "digits@1")
+    assert done.returncode == 2 and done.stderr.strip() == (
+        f"jupyter-trainer: error: models delete: this deletes digits@1: digits@1 (1 file, 7 bytes, "
+        f"from run {run.id}); it cannot be undone: add --yes to delete")
+    assert [m.version for m in jt.models("digits")] == [2, 1]
+    done = cli("models", "delete", "digits@1", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "deleted digits@1; digits has versions 2 now\n"
+    done = cli("models", "delete", "digits")
+    assert done.returncode == 2 and "say which version of digits to delete (digits@N; it has " \
+        "2), or add --all" in done.stderr
+    forge(jt.get_model("digits@2"), jt.get_model("digits@2").lineage["files"], user="bob")
+    done = cli("models", "delete", "digits", "--all", "--yes")
+    assert done.returncode == 2 and "digits@2 by bob: registered by another user" in done.stderr
+    done = cli("models", "delete", "digits", "--all", "--yes", "--force", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout) == {"name": "digits", "deleted": [2]}
+    assert ModelStore(home).rows() == []
+    done = cli("models", "delete", "digits@1", "--yes")
+    assert done.returncode == 2 and "no model 'digits'" in done.stderr
+
+
+def test_models_download_refuses_an_empty_dest(run, tmp_path):
+    run.register_model("digits", "model.pt")
+    here = tmp_path / "cwd"
+    here.mkdir()
+    done = cli("models", "download", "digits", "", cwd=here)
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "jupyter-trainer: error: DEST is empty: give the folder to copy into ('.' for the "
+        "current folder)")
+    assert list(here.iterdir()) == []
+    done = cli("models", "download", "digits", ".", cwd=here)
+    assert done.returncode == 0 and (here / "model.pt").read_bytes() == b"weights"
+
+
+def test_magic_models_delete(ip, run, capsys):
+    run.register_model("digits", "model.pt")
+    run.register_model("digits", "model.pt")
+    result = ip.run_cell("%train models delete digits@2")
+    assert not result.success and "add --yes to delete" in str(result.error_in_exec)
+    assert ip.run_cell("%train models delete digits@2 --yes").success
+    assert capsys.readouterr().out.endswith("deleted digits@2; digits has versions 1 now\n")
+    assert ip.run_cell("%train models delete digits --all --yes").success
+    assert jt.models() == []
+    assert ip.run_cell("%train help").success
+    assert "%train models delete NAME@V --yes" in capsys.readouterr().out
