@@ -136,6 +136,24 @@ def test_cli_models_delete(run, home, tmp_path):
     assert done.returncode == 2 and "no model 'digits'" in done.stderr
 
 
+@pytest.mark.parametrize("args, message", [
+    (("register", "RUN", "-bad", "model.pt"), "register: invalid model name '-bad': a model "
+                                              "name is 1-128 letters"),
+    (("models", "register", "RUN", "-bad", "model.pt"), "invalid model name '-bad'"),
+    (("models", "show", "-bad"), "show: invalid model name '-bad'"),
+    (("models", "download", "-bad", "dest"), "invalid model name '-bad'"),
+    (("models", "delete", "-bad", "--yes"), "delete: invalid model name '-bad'"),
+    (("register", "-x", "m", "model.pt"), "register: invalid run id '-x'"),
+    (("register", "RUN", "m", "-odd.pt"), "'-odd.pt' is taken for an option; give a path that "
+                                          "starts with '-' as ./-odd.pt"),
+    (("models", "download", "m", "-out"), "give a folder that starts with '-' as ./-out"),
+])
+def test_a_dashed_word_says_what_is_wrong_with_it(run, args, message):
+    done = cli(*(run.id if a == "RUN" else a for a in args))
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "required" not in done.stderr and "Traceback" not in done.stderr
+
+
 def test_models_download_refuses_an_empty_dest(run, tmp_path):
     run.register_model("digits", "model.pt")
     here = tmp_path / "cwd"
