@@ -210,14 +210,20 @@ def cmd_stack(args: argparse.Namespace, out: TextIO) -> int:
 
 def _define_doctor(sub: Any) -> None:
     doctor = sub.add_parser(
-        "doctor", help="check the run store: index, lost runs, changed snapshots",
+        "doctor", help="check the run store: index, lost runs, changed snapshots, the model "
+                       "registry and the data caches",
         description="Report where the index, the runs' states and their snapshots disagree "
-                    "with the run folders; change nothing unless --fix is given. Exits 1 "
+                    "with the run folders, where models.db and the versions' lineage.json "
+                    "disagree with the model folders or their files, and what is broken in "
+                    "the data input caches; change nothing unless --fix is given. Exits 1 "
                     "while problems remain.")
     doctor.add_argument("--fix", action="store_true",
-                        help="rebuild a broken index, rewrite stale rows, record lost runs")
+                        help="rebuild a broken index, rewrite stale rows, record lost runs, "
+                             "remove what a cut-short registration, deletion or download left "
+                             "and broken data cache entries")
     doctor.add_argument("--no-hash", action="store_true",
-                        help="do not hash every snapshot (faster on large stores)")
+                        help="do not hash every snapshot and model file (faster on large "
+                             "stores)")
     doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
 
 

@@ -25,11 +25,15 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _MAX_RECORD = 64 << 20
 
 
-def damaged(name: str, version: int, where: Path, problem: str) -> StoreError:
-    return StoreError(f"the record of model {name}@{version} ({where}) is damaged: {problem}; "
-                      f"nothing was read from it (`jupyter-trainer doctor` lists damaged "
-                      f"versions; `jupyter-trainer models delete {name}@{version} --yes` "
-                      "removes it)")
+class Damaged(StoreError):
+    """A version's record cannot be trusted; ``problem`` says why."""
+
+    def __init__(self, name: str, version: int, where: Path, problem: str) -> None:
+        super().__init__(f"the record of model {name}@{version} ({where}) is damaged: "
+                         f"{problem}; nothing was read from it (`jupyter-trainer doctor` lists "
+                         f"damaged versions; `jupyter-trainer models delete {name}@{version} "
+                         "--yes` removes it)")
+        self.problem = problem
 
 
 def read_record(models_dir: Path, parts: tuple[str, ...]) -> Any:
@@ -54,16 +58,16 @@ def read_lineage(models_dir: Path, name: str, version: int) -> dict[str, Any]:
     try:
         record = read_record(models_dir, (name, str(version), LINEAGE))
     except Refused as exc:
-        raise damaged(name, version, where, f"{exc.filename} {exc.strerror}") from None
+        raise Damaged(name, version, where, f"{exc.filename} {exc.strerror}") from None
     except FileNotFoundError:
-        raise damaged(name, version, where, f"{LINEAGE} is missing") from None
+        raise Damaged(name, version, where, f"{LINEAGE} is missing") from None
     except OSError as exc:
-        raise damaged(name, version, where, f"it cannot be read ({exc.strerror or exc})") from None
+        raise Damaged(name, version, where, f"it cannot be read ({exc.strerror or exc})") from None
     except (ValueError, RecursionError) as exc:
-        raise damaged(name, version, where, f"it is not JSON ({exc})") from None
+        raise Damaged(name, version, where, f"it is not JSON ({exc})") from None
     problem = lineage_problem(record, name, version)
     if problem:
-        raise damaged(name, version, where, problem)
+        raise Damaged(name, version, where, problem)
     return record
 
 

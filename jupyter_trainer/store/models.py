@@ -267,6 +267,7 @@ class ModelStore:
             gone[str(version)] = by
             write_json_atomic(folder / DELETED, gone)
             os.rename(here, doomed)
+            os.utime(doomed, follow_symlinks=False)  # its age tells doctor it is being removed
             conn.execute("DELETE FROM models WHERE name = ? AND version = ?", (name, version))
 
         self._delete(folder, work, lambda: os.rename(doomed, here), doomed)
@@ -281,6 +282,7 @@ class ModelStore:
 
         def work(conn: Any) -> None:
             os.rename(folder, doomed)
+            os.utime(doomed, follow_symlinks=False)
             conn.execute("DELETE FROM models WHERE name = ?", (name,))
 
         self._delete(folder, work, lambda: os.rename(doomed, folder), doomed)
