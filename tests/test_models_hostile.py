@@ -279,3 +279,19 @@ def test_register_copies_links_that_stay_inside_outputs(store):
     assert (folder.folder / "tok" / "b.txt").read_bytes() == b"weights"
     mode = stat.S_IMODE((folder.folder / "tok" / "b.txt").lstat().st_mode)
     assert mode == 0o444
+
+
+
+@pytest.mark.parametrize("parts", [("..", "secret"), ("a/../../secret",), ("",), (".",)])
+def test_open_beneath_walks_only_plain_names(tmp_path, parts):
+    """Whatever a caller passes, ``openat`` never gets a part that climbs or jumps."""
+    from jupyter_trainer.store.confined import Refused, open_beneath, open_folder
+
+    (tmp_path / "secret").write_text("s")
+    (tmp_path / "root" / "a").mkdir(parents=True)
+    root = open_folder(tmp_path / "root")
+    try:
+        with pytest.raises(Refused, match="is not a plain name"):
+            open_beneath(root, parts)
+    finally:
+        os.close(root)

@@ -42,6 +42,15 @@ def safe_parts(text: object) -> tuple[str, ...] | None:
     return parts
 
 
+def _plain(parts: Sequence[str]) -> Sequence[str]:
+    """``parts`` if each is one plain name; a ``/``, ``.`` or ``..`` would let ``openat``
+    walk where the parts do not say."""
+    for part in parts:
+        if not part or part in (".", "..") or "/" in part or "\x00" in part:
+            raise Refused(errno.EINVAL, "is not a plain name", "/".join(parts))
+    return parts
+
+
 def open_folder(path: Path) -> int:
     """A descriptor of the folder ``path`` (links in ``path`` itself followed)."""
     return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -53,7 +62,7 @@ def open_beneath(root_fd: int, parts: Sequence[str], *, folder: bool = False) ->
     a part that is missing)."""
     fd = root_fd
     try:
-        for depth, part in enumerate(parts):
+        for depth, part in enumerate(_plain(parts)):
             last = depth == len(parts) - 1
             flags = _FILE_FLAGS if last and not folder else _DIR_FLAGS
             try:
@@ -85,7 +94,7 @@ def make_folders_beneath(root_fd: int, parts: Sequence[str]) -> int:
     a part that exists as a link or a file is ``Refused``, never followed."""
     fd = root_fd
     try:
-        for depth, part in enumerate(parts):
+        for depth, part in enumerate(_plain(parts)):
             try:
                 os.mkdir(part, 0o777, dir_fd=fd)
             except FileExistsError:
@@ -114,6 +123,7 @@ def write_beneath(dir_fd: int, name: str, fill: Callable[[int], str],
     wrote) under a temporary name, then rename it over ``name``: a reader sees the old file
     or the whole new one, and a link at ``name`` is replaced, never followed. ``check(digest)``
     may refuse the copy before it replaces anything. Returns the digest."""
+    _plain([name])
     tmp = f".{name}.{secrets.token_hex(6)}"
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                  0o644, dir_fd=dir_fd)
