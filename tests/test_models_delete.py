@@ -8,6 +8,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,46 @@ def test_a_version_that_is_a_link_is_removed_not_followed(run, home, tmp_path):
         with pytest.raises(SpecError):
             jt.delete_model(bad)
     assert [m.version for m in jt.models("digits")] == [1]
+
+
+RACE = textwrap.dedent("""
+    import os, sys, time
+    import jupyter_trainer as jt
+    from jupyter_trainer import api
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.001)
+    if sys.argv[2] == "register":
+        print(api.get_run(sys.argv[3]).register_model("digits", "tok").version)
+    else:
+        print(jt.delete_model(sys.argv[3]))
+""")
+
+
+def test_deletes_and_registrations_at_once_keep_the_index_and_the_numbers(run, home, tmp_path):
+    for _ in range(4):
+        run.register_model("digits", "model.pt")
+    go = tmp_path / "go"
+    jobs = [("delete", "digits@1"), ("delete", "digits@3"), ("delete", "digits@3"),
+            ("register", run.id), ("register", run.id)]
+    procs = [subprocess.Popen([sys.executable, "-c", RACE, str(go), *job], text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for job in jobs]
+    go.touch()
+    results = [proc.communicate(timeout=120) for proc in procs]
+    codes = [proc.returncode for proc in procs]
+    assert codes[0] == 0 and sorted(codes[1:3]) == [0, 1] and codes[3:] == [0, 0], results
+    failed = [err for code, (_, err) in zip(codes, results) if code]
+    assert len(failed) == 1 and "has no version 3" in failed[0], results  # deleted only once
+    registered = sorted(int(out) for (out, _), (kind, _) in zip(results, jobs)
+                        if kind == "register")
+    assert registered == [5, 6]
+    assert [m.version for m in jt.models("digits")] == [6, 5, 4, 2]
+    assert index(home) == [("digits", v) for v in (2, 4, 5, 6)]
+    gone = json.loads((home / "models" / "digits" / ".deleted.json").read_text())
+    assert sorted(gone) == ["1", "3"]
+    assert not [p for p in (home / "models" / "digits").iterdir() if p.name.startswith(".")
+                and p.name != ".deleted.json"]
+    done = cli("doctor", "--json")  # the made run's code hash is a stand-in: runs aside
+    assert [f for f in json.loads(done.stdout)["findings"] if f["run_id"] is None] == []
 
 
 def test_cli_models_delete(run, home, tmp_path):
