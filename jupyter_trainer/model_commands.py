@@ -14,8 +14,9 @@ import time
 from typing import Any, TextIO
 
 from . import api
-from .errors import SpecError, StoreError
-from .model_registry import Model, check_owner, delete_model, get_model, models
+from .errors import ModelNotFound, SpecError, StoreError
+from .model_registry import (Model, check_owner, delete_model, get_model, models,
+                             version_to_delete)
 from .monitor.text import columns
 from .options import ParamAction
 from .spec import validate_run_id
@@ -174,7 +175,7 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
         raise SpecError(f"models delete: say which version of {name} to delete ({name}@N; it "
                         f"has {have}), or add --all to delete every version of {name}")
     registry = ModelStore()
-    doomed = [get_model(name, version)] if version is not None else \
+    doomed = [version_to_delete(registry, name, version)] if version is not None else \
         [Model(name, v, registry) for v in registry.versions(name)]
     check_owner(doomed, force=args.force)
     what = (f"{name}@{version}" if version is not None else
@@ -203,8 +204,8 @@ def _sizes(versions: list[Model]) -> str:
             files = model.files
             shown.append(f"{model.name}@{model.version} ({_count(len(files), 'file')}, "
                          f"{format_bytes(sum(f.size for f in files))}, from run {model.run})")
-        except StoreError:
-            shown.append(f"{model.name}@{model.version} (its record is damaged)")
+        except (StoreError, ModelNotFound):
+            shown.append(f"{model.name}@{model.version} (its record is damaged or missing)")
     return "; ".join(shown)
 
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
-from .errors import NotOwner, SpecError, StoreError
+from .errors import ModelNotFound, NotOwner, SpecError, StoreError
 from .follow import RunFollower
 from .mlflow_mirror import sync_model
 from .spec import is_json_value
@@ -114,8 +114,8 @@ class Model:
         is damaged, the owner of its folder)."""
         try:
             return str(self.lineage.get("user"))
-        except StoreError:
-            return _user_of(os.lstat(self.folder).st_uid)
+        except (StoreError, ModelNotFound):  # damaged, or its lineage.json is gone
+            return _user_of(os.lstat(self.registry.folder(self.name) / str(self.version)).st_uid)
 
     def delete(self, *, force: bool = False) -> None:
         """Delete this version from the registry: its files and its index row. Its number
@@ -250,15 +250,23 @@ def delete_model(name: str, version: int | None = None, *, all_versions: bool = 
         have = ", ".join(str(m.version) for m in reversed(models(name, home=home)))
         raise SpecError(f"say which version of {name} to delete ({name}@N; it has {have}), "
                         "or all_versions=True (--all) to delete every version")
+    registry = ModelStore(home)
     if version is not None:
-        model = get_model(name, version, home=home)
+        model = version_to_delete(registry, name, version)
         model.delete(force=force)
         return [model.version]
-    registry = ModelStore(home)
     found = [Model(name, v, registry) for v in registry.versions(name)]
     check_owner(found, force=force)
     registry.delete_model(name)
     return sorted(m.version for m in found)
+
+
+def version_to_delete(registry: ModelStore, name: str, version: int) -> Model:
+    """Version ``version`` of ``name``, even one whose ``lineage.json`` is gone (what
+    ``get_model`` would not find is still on disk, and deleting is how it is cleared)."""
+    if version in registry.versions(name):
+        return Model(name, version, registry)
+    return get_model(name, version, home=registry.home)  # raises ModelNotFound
 
 
 def check_owner(versions: Sequence[Model], *, force: bool) -> None:
@@ -277,7 +285,7 @@ def check_owner(versions: Sequence[Model], *, force: bool) -> None:
 def _run_of(model: Model) -> str | None:
     try:
         return model.run
-    except StoreError:
+    except (StoreError, ModelNotFound):
         return None
 
 

@@ -95,6 +95,14 @@ def test_a_damaged_version_can_still_be_deleted(run, home):
     assert model.owner  # the owner of its folder
     model.delete()
     assert index(home) == [("digits", 1)] and not folder.exists()
+    lost = run.register_model("digits", "model.pt").folder  # 3
+    writable(lost)
+    (lost / "lineage.json").unlink()
+    with pytest.raises(ModelNotFound):
+        jt.get_model("digits@3")
+    done = cli("models", "delete", "digits@3", "--yes")
+    assert done.returncode == 0 and done.stdout == "deleted digits@3; digits has versions 1 now\n"
+    assert not lost.exists() and index(home) == [("digits", 1)]
 
 
 def test_a_version_that_is_a_link_is_removed_not_followed(run, home, tmp_path):
