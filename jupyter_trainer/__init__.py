@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 
 _API = {"submit", "rerun", "resume", "diff", "get_run", "runs", "Run"}
 _SWEEP_API = {"sweep", "sweeps", "get_sweep", "Sweep"}
-_MODEL_API = {"models", "get_model", "Model"}
+_MODEL_API = {"models", "get_model", "delete_model", "Model"}
 __all__ = sorted(_API | _SWEEP_API | _MODEL_API | {"load_ipython_extension", "__version__"})
 
 

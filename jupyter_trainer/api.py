@@ -339,10 +339,11 @@ class Run:
         ``outputs/``, a folder, or a glob: ``*.pt``, ``checkpoints/**/*.pt``) into the folder
         ``dest``, each at its path under ``outputs/``. Returns the paths written; a pattern
         that matches nothing raises ``SpecError`` naming the files there are."""
-        from .store.outputs import copy_out, match
+        from .store.outputs import copy_out, destination, match
 
+        folder = destination(dest)
         root = self.store.existing(self.id).outputs
-        return copy_out(root, match(root, pattern), Path(dest).expanduser())
+        return copy_out(root, match(root, pattern), folder)
 
     def register_model(self, name: str, path: str,
                        tags: Mapping[str, Any] | Sequence[str] | None = None) -> "Model":

@@ -31,12 +31,51 @@ from .mlflow_mirror.commands import MLFLOW_COMMANDS
 
 
 class CommandParser(OptionParser):
-    """A subcommand's parser: an error is one line that says how to see the options."""
+    """A subcommand's parser: an error is one line that says how to see the options.
+
+    ``word_checks`` maps a positional's ``dest`` to a check of the word given for it: a
+    word that starts with '-' and is no option of the command is put to the check of the
+    positional whose place it takes, so ``register RUN -m x.pt`` says what is wrong with the
+    name ``-m`` instead of argparse's "the following arguments are required: path"."""
+
+    word_checks: dict[str, Callable[[str], object]] = {}
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        command = self.prog.partition(" ")[2]  # "runs" of "jupyter-trainer runs" or "%train runs"
-        raise SpecError(f"{command + ': ' if command else ''}{explain(self, message)} "
+        raise SpecError(f"{self.command_prefix()}{explain(self, message)} "
                         f"(add --help to see every option)")
+
+    def command_prefix(self) -> str:
+        command = self.prog.partition(" ")[2]  # "runs" of "jupyter-trainer runs" or "%train runs"
+        return f"{command}: " if command else ""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        if args is not None and self.word_checks:
+            self._check_dashed_words(list(args))
+        return super().parse_known_args(args, namespace)
+
+    def _check_dashed_words(self, words: list[str]) -> None:
+        places = [a for a in self._actions if not a.option_strings]
+        given, skip = 0, False
+        for word in words:
+            if skip:
+                skip = False
+                continue
+            if word in ("-h", "--help") or not word.startswith("-") or word == "-" or \
+                    self._negative_number_matcher.match(word):
+                given += 1
+                continue
+            flag = word.partition("=")[0]
+            known = [o for o in self._option_string_actions if o == flag] or \
+                [o for o in self._option_string_actions if o.startswith(flag) and len(flag) > 2]
+            if len(known) == 1:
+                skip = "=" not in word and self._option_string_actions[known[0]].nargs is None
+                continue
+            check = self.word_checks.get(places[given].dest) if given < len(places) else None
+            if check is not None:
+                try:
+                    check(word)
+                except SpecError as exc:
+                    raise SpecError(f"{self.command_prefix()}{exc}") from None
 
 
 def at_least(low: int) -> Callable[[str], int]:
@@ -172,14 +211,20 @@ def cmd_stack(args: argparse.Namespace, out: TextIO) -> int:
 
 def _define_doctor(sub: Any) -> None:
     doctor = sub.add_parser(
-        "doctor", help="check the run store: index, lost runs, changed snapshots",
+        "doctor", help="check the run store: index, lost runs, changed snapshots, the model "
+                       "registry and the data caches",
         description="Report where the index, the runs' states and their snapshots disagree "
-                    "with the run folders; change nothing unless --fix is given. Exits 1 "
+                    "with the run folders, where models.db and the versions' lineage.json "
+                    "disagree with the model folders or their files, and what is broken in "
+                    "the data input caches; change nothing unless --fix is given. Exits 1 "
                     "while problems remain.")
     doctor.add_argument("--fix", action="store_true",
-                        help="rebuild a broken index, rewrite stale rows, record lost runs")
+                        help="rebuild a broken index, rewrite stale rows, record lost runs, "
+                             "remove what a cut-short registration, deletion or download left "
+                             "and broken data cache entries")
     doctor.add_argument("--no-hash", action="store_true",
-                        help="do not hash every snapshot (faster on large stores)")
+                        help="do not hash every snapshot and model file (faster on large "
+                             "stores)")
     doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
 
 

@@ -61,6 +61,10 @@ class StoreError(TrainerError):
     """The run store cannot be read or written (an unwritable folder, a broken index)."""
 
 
+class NotOwner(TrainerError):
+    """What was asked belongs to another user (a model version they registered)."""
+
+
 class RunStateError(TrainerError):
     """The run is not in a state that allows the operation (for example, cancel a finished run)."""
 

@@ -5,6 +5,8 @@ Registering copies a file or folder out of a run's ``outputs/`` into the registr
 (``store.models``) as the next version of a name, with the run's lineage: its id and name,
 params, final metrics, code hash, environment lock, data inputs, sweep and trial, and each
 copied file's sha256. The copy is the model: deleting or pruning the run changes nothing.
+Deleting a version (``Model.delete``, ``delete_model``) is the registering user's to do:
+another user's version needs ``force``.
 """
 
 from __future__ import annotations
@@ -12,18 +14,19 @@ from __future__ import annotations
 import getpass
 import math
 import os
+import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
-from .errors import SpecError, StoreError
+from .errors import ModelNotFound, NotOwner, SpecError, StoreError
 from .follow import RunFollower
 from .mlflow_mirror import sync_model
 from .spec import is_json_value
 from .store import Store
 from .store.models import ModelStore, parse_ref, validate_model_name
-from .store.outputs import inside, replace_with_copy
+from .store.outputs import Copy, copy_beneath, destination, inside
 
 
 @dataclass(frozen=True)
@@ -72,12 +75,13 @@ class Model:
 
     @property
     def path(self) -> Path:
-        """The registered file (``torch.load(model.path)``) or folder, in the registry."""
+        """The registered file (``torch.load(model.path)``) or folder, in the registry.
+        (``lineage`` is checked when read: its path is one plain name in the version.)"""
         return self.folder / self.lineage["path"]
 
     @property
     def files(self) -> list[ModelFile]:
-        return [ModelFile(**f) for f in self.lineage["files"]]
+        return [ModelFile(f["path"], f["size"], f["sha256"]) for f in self.lineage["files"]]
 
     @property
     def run(self) -> str:
@@ -90,26 +94,37 @@ class Model:
 
     def download(self, dest: str | os.PathLike) -> list[Path]:
         """Copy the model's file or folder into the folder ``dest`` (made if missing), each
-        file checked against its recorded sha256 as it is copied. Returns the paths written;
-        a file that does not match is removed again and raises ``StoreError``."""
-        folder, dest = self.folder, Path(dest).expanduser()
-        written = []
+        file checked against its recorded sha256 as it is copied. Returns the paths written.
+        A file that does not match raises ``StoreError`` and leaves any file of that name
+        in ``dest`` as it was. No link is followed, in the registry or in ``dest``: a
+        version or a ``dest`` that holds one where a file or folder should be is refused."""
+        dest = destination(dest)
+        prefix = (self.name, str(self.version))
+        copies = []
         for entry in self.files:
-            parts = PurePosixPath(entry.path).parts
-            target = dest.joinpath(*parts)
-            try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                digest = replace_with_copy(folder.joinpath(*parts), target)
-            except OSError as exc:
-                raise StoreError(f"cannot copy {entry.path} of model {self.name}@{self.version} "
-                                 f"to {target}: {exc.strerror or exc}") from None
-            if digest != entry.sha256:
-                target.unlink(missing_ok=True)
-                raise StoreError(f"{entry.path} of model {self.name}@{self.version} does not "
-                                 f"match its recorded sha256 ({digest} != {entry.sha256}): the "
-                                 f"registry's copy in {folder} is damaged")
-            written.append(target)
-        return written
+            parts = tuple(entry.path.split("/"))  # checked plain parts (model_records)
+            copies.append(Copy((*prefix, *parts), parts,
+                               f"{entry.path} of model {self.name}@{self.version}", entry.sha256))
+        return copy_beneath(self.registry.dir, copies, dest,
+                            damaged=f"the registry's copy in {self.folder} is damaged")
+
+    @property
+    def owner(self) -> str:
+        """Who registered this version (the lineage's ``user``; for a version whose record
+        is damaged, the owner of its folder)."""
+        try:
+            return str(self.lineage.get("user"))
+        except (StoreError, ModelNotFound):  # damaged, or its lineage.json is gone
+            return _user_of(os.lstat(self.registry.folder(self.name) / str(self.version)).st_uid)
+
+    def delete(self, *, force: bool = False) -> None:
+        """Delete this version from the registry: its files and its index row. Its number
+        is never given to another version. A version registered by another user needs
+        ``force=True`` (``NotOwner`` otherwise). Only the registry changes: the run it came
+        from stays as it is."""
+        check_owner([self], force=force)
+        self.registry.delete_version(self.name, self.version, {
+            "deleted": time.time(), "user": getpass.getuser(), "run_id": _run_of(self)})
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version, "path": str(self.path),
@@ -217,3 +232,67 @@ def get_model(name: str, version: int | None = None, *,
     folder = registry.version_dir(name, version)
     return Model(name, int(folder.name), registry)
 
+
+def delete_model(name: str, version: int | None = None, *, all_versions: bool = False,
+                 force: bool = False, home: str | os.PathLike | None = None) -> list[int]:
+    """Delete version ``version`` of model ``name`` (``name`` may be ``NAME@VERSION``), or
+    with ``all_versions=True`` every version of it, which frees the name (its next version
+    is 1 again). Returns the version numbers deleted. Nothing is deleted without a version
+    or ``all_versions``, or when one of the versions was registered by another user
+    (``NotOwner``) unless ``force=True``."""
+    name, at = parse_ref(name)
+    if version is not None and at is not None and version != at:
+        raise SpecError(f"two versions asked: {name}@{at} and version={version}; give one")
+    version = version if version is not None else at
+    if version is not None and all_versions:
+        raise SpecError(f"give a version ({name}@{version}) or all_versions=True, not both")
+    if version is None and not all_versions:
+        have = ", ".join(str(m.version) for m in reversed(models(name, home=home)))
+        raise SpecError(f"say which version of {name} to delete ({name}@N; it has {have}), "
+                        "or all_versions=True (--all) to delete every version")
+    registry = ModelStore(home)
+    if version is not None:
+        model = version_to_delete(registry, name, version)
+        model.delete(force=force)
+        return [model.version]
+    found = [Model(name, v, registry) for v in registry.versions(name)]
+    check_owner(found, force=force)
+    registry.delete_model(name)
+    return sorted(m.version for m in found)
+
+
+def version_to_delete(registry: ModelStore, name: str, version: int) -> Model:
+    """Version ``version`` of ``name``, even one whose ``lineage.json`` is gone (what
+    ``get_model`` would not find is still on disk, and deleting is how it is cleared)."""
+    if version in registry.versions(name):
+        return Model(name, version, registry)
+    return get_model(name, version, home=registry.home)  # raises ModelNotFound
+
+
+def check_owner(versions: Sequence[Model], *, force: bool) -> None:
+    """``NotOwner`` unless every one of ``versions`` was registered by this user, or
+    ``force``."""
+    if force:
+        return
+    me = getpass.getuser()
+    theirs = [m for m in versions if m.owner != me]
+    if theirs:
+        shown = ", ".join(f"{m.name}@{m.version} by {m.owner}" for m in theirs)
+        raise NotOwner(f"{shown}: registered by another user, not you ({me}); nothing was "
+                       "deleted (force=True, or --force, deletes it anyway)")
+
+
+def _run_of(model: Model) -> str | None:
+    try:
+        return model.run
+    except (StoreError, ModelNotFound):
+        return None
+
+
+def _user_of(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)

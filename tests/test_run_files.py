@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from jupyter_trainer import api
-from jupyter_trainer.errors import SpecError
+from jupyter_trainer.errors import SpecError, StoreError
 from jupyter_trainer.store.outputs import RunFile
 
 WEIRD = "it's \"odd\"; $(rm -rf ~) *.txt"
@@ -132,3 +132,35 @@ def test_magic_files_and_download(ip, run, tmp_path, capsys):
     assert not result.success and "names no file" in str(result.error_in_exec)
     assert ip.run_cell("%train help").success
     assert "%train files RUN" in capsys.readouterr().out
+
+
+def test_download_never_follows_a_link_inside_dest(run, tmp_path):
+    """DEST (a shared folder) already holds ckpt -> another user's folder: nothing is
+    written through it, and a link where a file goes is replaced, not written through."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "model.pt").write_text("theirs")
+    dest = tmp_path / "shared"
+    dest.mkdir()
+    (dest / "ckpt").symlink_to(victim)
+    with pytest.raises(StoreError, match=r"cannot write ckpt/step-1/w.bin into .*shared: ckpt "
+                                         r"is a link \(or a file\) where a folder is needed"):
+        run.download("ckpt", dest)
+    assert sorted(p.name for p in victim.iterdir()) == ["model.pt"]
+    (dest / "model.pt").symlink_to(victim / "model.pt")
+    assert run.download("model.pt", dest) == [dest / "model.pt"]
+    assert not (dest / "model.pt").is_symlink() and (victim / "model.pt").read_text() == "theirs"
+
+
+def test_an_empty_dest_is_refused_not_taken_for_the_current_folder(run, tmp_path, monkeypatch):
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    with pytest.raises(SpecError, match="DEST is empty: give the folder to copy into"):
+        run.download("model.pt", "")
+    done = subprocess.run([*CLI, "download", run.id, "model.pt", ""], capture_output=True,
+                          text=True, timeout=120, cwd=here)
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "jupyter-trainer: error: DEST is empty: give the folder to copy into ('.' for the "
+        "current folder)")
+    assert list(here.iterdir()) == []

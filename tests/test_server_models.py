@@ -1,6 +1,7 @@
 """The model registry's REST API on a real in-process jupyter_server, unauthenticated access
-disallowed: the list of models, one model with every version and its lineage, an unknown
-model 404 and a malformed name 400, for versions registered from real runs."""
+disallowed: the list of models, one model with every version and its lineage, deleting
+versions (the server user's own only), an unknown model 404 and a malformed name or
+version 400, for versions registered from real runs."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import jupyter_trainer as jt
 from jupyter_trainer import api
 from jupyter_trainer.store import Store
 
+from test_models_hostile import forge
 from test_server import BASE, expect_error, get_json, jp_server_config  # noqa: F401
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
@@ -42,7 +44,7 @@ def registered(home) -> dict:
             "tok1": first.register_model("tok", "tok")}
 
 
-ENDPOINTS = [("models",), ("models", "digits")]
+ENDPOINTS = [("models",), ("models", "digits"), ("models", "digits", "1")]
 
 
 def server_config(allow_unauthenticated_access: bool) -> dict:
@@ -59,6 +61,12 @@ async def test_every_model_endpoint_requires_auth(jp_fetch, registered, parts):
         await jp_fetch(BASE, *parts, headers={"Authorization": ""})
     assert info.value.code in (401, 403)
     assert (await jp_fetch(BASE, *parts)).code == 200
+    if len(parts) > 1:
+        with pytest.raises(HTTPClientError) as info:
+            await jp_fetch(BASE, *parts, method="DELETE", headers={"Authorization": ""},
+                           params={"all": "1"})
+        assert info.value.code in (401, 403)
+        assert [m.version for m in jt.models("digits")] == [2, 1]
 
 
 async def test_list_the_models(jp_fetch, registered):
@@ -127,5 +135,56 @@ async def test_traversal_in_a_model_name_is_refused(jp_fetch, home, bad):
 
 
 async def test_unknown_routes_list_the_model_routes(jp_fetch, home):
-    error = await expect_error(jp_fetch, 404, "models", "x", "y")
-    assert "models/MODEL" in error["error"]
+    error = await expect_error(jp_fetch, 404, "models", "x", "y", "z")
+    assert "models/MODEL/VERSION" in error["error"]
+    error = await expect_error(jp_fetch, 404, "models", "x", "y", "z", method="DELETE")
+    assert "models/MODEL/VERSION" in error["error"]
+
+
+async def test_delete_a_version_then_every_version(jp_fetch, registered, home):
+    done = await jp_fetch(BASE, "models", "digits", "1", method="DELETE")
+    assert json.loads(done.body) == {"name": "digits", "deleted": [1]}
+    assert [m.version for m in jt.models("digits")] == [2]
+    assert [v["version"] for v in (await get_json(jp_fetch, "models", "digits"))["versions"]] \
+        == [2]
+    error = await expect_error(jp_fetch, 404, "models", "digits", "1")
+    assert "it was deleted" in error["error"]
+    error = await expect_error(jp_fetch, 400, "models", "digits", method="DELETE")
+    assert "only with ?all=1" in error["error"]
+    done = await jp_fetch(BASE, "models", "digits", method="DELETE", params={"all": "1"})
+    assert json.loads(done.body) == {"name": "digits", "deleted": [2]}
+    assert [m["name"] for m in (await get_json(jp_fetch, "models"))["models"]] == ["tok"]
+    assert registered["first"].outputs.joinpath("model.pt").is_file()  # runs are untouched
+
+
+async def test_one_version_and_a_damaged_one(jp_fetch, registered):
+    shown = await get_json(jp_fetch, "models", "digits", "2")
+    assert shown["name"] == "digits" and shown["version"] == 2
+    assert shown["lineage"] == registered["digits2"].lineage
+    forge(registered["digits1"], [{"path": "../../escape", "size": 1, "sha256": "0" * 64}])
+    versions = (await get_json(jp_fetch, "models", "digits"))["versions"]
+    assert versions[0]["lineage"]["params"] == {"lr": 0.25} and "damaged" not in versions[0]
+    assert versions[1]["lineage"] == {} and "file path '../../escape'" in versions[1]["damaged"]
+
+
+async def test_another_users_version_is_403(jp_fetch, registered):
+    digits2 = registered["digits2"]
+    forge(digits2, digits2.lineage["files"], user="someone-else")
+    for parts, params in ((("models", "digits", "2"), {}), (("models", "digits"), {"all": "1"})):
+        error = await expect_error(jp_fetch, 403, *parts, method="DELETE", params=params)
+        assert error["type"] == "NotOwner" and "digits@2 by someone-else" in error["error"]
+    assert [m.version for m in jt.models("digits")] == [2, 1]
+
+
+@pytest.mark.parametrize("parts, code, message", [
+    (("models", "digits", "0"), 400, "invalid model version '0'"),
+    (("models", "digits", "latest"), 400, "give the number of the version"),
+    (("models", "digits", "1%2F..%2F.."), 400, "invalid model version"),
+    (("models", "digits", "9"), 404, "has no version 9"),
+    (("models", "..", "1"), 400, "invalid model name"),
+    (("models", "nope", "1"), 404, "no model 'nope'"),
+])
+async def test_bad_deletes_are_refused(jp_fetch, registered, parts, code, message):
+    error = await expect_error(jp_fetch, code, *parts, method="DELETE")
+    assert message in error["error"]
+    assert [m.version for m in jt.models("digits")] == [2, 1]

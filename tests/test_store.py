@@ -123,3 +123,25 @@ def test_snapshot_and_spec_are_read_only(store):
     assert not (store.paths(run_id).spec.stat().st_mode & 0o222)
     store.delete(run_id)
     assert not store.paths(run_id).root.exists() and store.list_runs() == []
+
+
+def test_deleting_a_run_leaves_what_its_links_point_to_alone(store, tmp_path):
+    """A run's outputs hold a link to a folder outside the run (``os.symlink("/", ...)`` is
+    enough): deleting the run removes the link, never changes or removes its target."""
+    outside = tmp_path / "shared-data"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "sub" / "keep.txt").write_text("keep")
+    outside.chmod(0o751)
+    (outside / "sub").chmod(0o705)
+    run_id = make_run(store)
+    outputs = store.paths(run_id).outputs
+    outputs.mkdir(exist_ok=True)
+    (outputs / "data").symlink_to(outside)
+    (outputs / "nested").mkdir()
+    (outputs / "nested" / "sub").symlink_to(outside / "sub")
+    (outputs / "nested").chmod(0o555)
+    store.delete(run_id)
+    assert not store.paths(run_id).root.exists()
+    assert (outside.stat().st_mode & 0o777, (outside / "sub").stat().st_mode & 0o777) == \
+        (0o751, 0o705)
+    assert (outside / "sub" / "keep.txt").read_text() == "keep"

@@ -42,6 +42,7 @@ LINE_HELP = """\
 %train download RUN PATTERN DEST   copy outputs/ files ('*.pt', 'ckpt/**') into the folder DEST
 %train register RUN NAME PATH [--tag KEY=VALUE ...]   a file or folder of outputs/ as NAME's next version
 %train models [list [--json] | show NAME[@V] [--json] | download NAME[@V] DEST]   the model registry
+%train models delete NAME@V --yes | NAME --all --yes [--force]   delete a version, or every version
 %train doctor [--fix] [--no-hash] [--json]   check the run store; --fix repairs what it can
 %train sweeps                the sweeps, newest first
 %train sweep show SWEEP [--json] | sweep resume SWEEP | sweep cancel SWEEP

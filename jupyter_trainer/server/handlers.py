@@ -26,8 +26,8 @@ from jupyter_server.utils import url_path_join
 from tornado.iostream import StreamClosedError
 
 from .. import __version__
-from ..errors import (InvalidRunId, ModelNotFound, RunNotFound, RunStateError, SpecError,
-                      StoreError, TrainerError)
+from ..errors import (InvalidRunId, ModelNotFound, NotOwner, RunNotFound, RunStateError,
+                      SpecError, StoreError, TrainerError)
 from ..monitor.health import list_fields
 from ..spec import MAX_PROCS
 from ..store import TERMINAL, Store, read_complete_lines
@@ -48,6 +48,8 @@ def _status_of(exc: TrainerError) -> int:
         return 404
     if isinstance(exc, RunStateError):
         return 409
+    if isinstance(exc, NotOwner):
+        return 403
     if isinstance(exc, (SpecError, InvalidRunId)):
         return 400
     if isinstance(exc, StoreError):  # the run store cannot be read or written: not the request
@@ -325,7 +327,8 @@ class NotFoundHandler(BaseHandler):
 
     ROUTES = ("version", "runs", "runs/RUN", "runs/RUN/events", "runs/RUN/logs",
               "runs/RUN/stream", "runs/RUN/cancel", "runs/RUN/view (WebSocket)", "sweeps",
-              "sweeps/SWEEP", "sweeps/SWEEP/cancel", "models", "models/MODEL")
+              "sweeps/SWEEP", "sweeps/SWEEP/cancel", "models", "models/MODEL",
+              "models/MODEL/VERSION")
 
     @tornado.web.authenticated
     async def get(self, *_args: str) -> None:
@@ -333,6 +336,10 @@ class NotFoundHandler(BaseHandler):
 
     @tornado.web.authenticated
     async def post(self, *_args: str) -> None:
+        self._not_found()
+
+    @tornado.web.authenticated
+    async def delete(self, *_args: str) -> None:
         self._not_found()
 
     def _not_found(self) -> None:

@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
@@ -489,11 +490,23 @@ def read_complete_lines(path: Path, offset: int, max_bytes: int | None) -> tuple
 
 
 def _rmtree(path: Path) -> None:
-    def make_writable(func, p, _exc):
-        os.chmod(p, 0o700)
-        func(p)
-    if path.exists():
-        for root, dirs, _files in os.walk(path):
-            for d in dirs:
-                os.chmod(os.path.join(root, d), 0o700)
-        shutil.rmtree(path, onerror=make_writable)
+    """Remove ``path``, read-only folders in it included. No link is followed: a link is
+    removed, never what it points to (nor its mode changed)."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(found.st_mode):
+        os.unlink(path)
+        return
+    # fwalk opens each folder without following links and hands over its descriptor:
+    # fchmod changes that very folder, whatever has been renamed or linked meanwhile
+    for _dir, _dirs, _files, dir_fd in os.fwalk(path, follow_symlinks=False):
+        os.chmod(dir_fd, 0o700)
+    shutil.rmtree(path, onerror=_gone_already)
+
+
+def _gone_already(func: Any, path: str, exc_info: Any) -> None:
+    """What ``shutil.rmtree`` does when one entry fails: one removed meanwhile is fine."""
+    if not isinstance(exc_info[1], FileNotFoundError):
+        raise exc_info[1]

@@ -152,24 +152,39 @@ class FolderIndex:
                                                        tuple[dict[str, Any], Path]]) -> None:
         """``publish`` the row and final path that ``decide(conn)`` returns: it runs inside
         the write transaction, so writers of the index call it one at a time."""
+        moved: list[Path] = []
+
         def work(conn: sqlite3.Connection) -> None:
+            row, final = decide(conn)
+            conn.execute(self._insert % "", row)
+            if os.path.lexists(final):
+                raise StoreError(f"a {self.LABEL} folder {final} already exists; try again")
+            os.rename(tmp, final)
+            moved.append(final)
+
+        self.transact(work, lambda: os.rename(moved[-1], tmp))  # the caller removes it
+
+    def transact(self, work: Callable[[sqlite3.Connection], T],
+                 undo: Callable[[], Any] | None = None) -> T:
+        """``work(conn)`` in one write transaction (writers of the index take turns), while
+        no rebuild runs; ``undo()`` reverts what ``work`` did to the folders when the
+        commit fails."""
+        def run(conn: sqlite3.Connection) -> T:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                row, final = decide(conn)
-                conn.execute(self._insert % "", row)
-                if os.path.lexists(final):
-                    raise StoreError(f"a {self.LABEL} folder {final} already exists; try again")
-                os.rename(tmp, final)
+                result = work(conn)
             except BaseException:
                 _rollback(conn)
                 raise
             try:
                 conn.execute("COMMIT")
             except BaseException:
-                os.rename(final, tmp)  # the caller removes it
+                if undo is not None:
+                    undo()
                 _rollback(conn)
                 raise
-        self.run(work, creating=True)
+            return result
+        return self.run(run, creating=True)
 
     def check_writable(self) -> None:
         """Raise ``StoreError`` unless the index accepts a write (rolled back at once)."""

@@ -8,12 +8,16 @@ $JUPYTER_TRAINER_HOME
                                  data, sweep) and each file's path, size and sha256
     <file or folder>             the registered file or folder, copied out of the run
   models/<name>/.register-*      a version being copied (renamed into place when complete)
+  models/<name>/.deleted.json    the numbers of its deleted versions (never given again)
+  models/<name>/.delete-*, models/.delete-*   a version, or a model, being removed
 ```
 A version's files are copies, never links, so pruning or deleting its run changes nothing
 here. A version is copied and hashed under a hidden name, then numbered and renamed into
 place inside the index's write transaction: two registrations of one name at the same time
-get two numbers, and a failed one leaves nothing. The folders are the truth and
-``models.db`` a cache of them, healed like ``runs.db``.
+get two numbers, and a failed one leaves nothing. Deleting renames the version out of
+place and drops its row in one such transaction, then removes the files. The folders are
+the truth and ``models.db`` a cache of them, healed like ``runs.db``; what they record is
+checked before any path is built from it (``model_records``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import tempfile
 import time
 from pathlib import Path
@@ -29,11 +34,12 @@ from typing import Any, Callable
 from ..errors import InvalidRunId, ModelNotFound, SpecError, StoreError
 from ..home import HOME_ENV, default_home
 from ..spec import validate_run_id
-from . import _is_run_id, _rmtree, read_json, write_json_atomic
+from . import _is_run_id, _rmtree, write_json_atomic
+from .confined import Refused, open_beneath, open_folder, real_parts
 from .index import FolderIndex, unwritable
-from .outputs import copy_hashed, walk_files
+from .model_records import DELETED, LINEAGE, read_deleted, read_lineage
+from .outputs import copy_descriptor, walk_files
 
-LINEAGE = "lineage.json"
 _VERSION = re.compile(r"[1-9][0-9]{0,8}")
 COLUMNS = ("name", "version", "run_id", "path", "files", "bytes", "created", "tags")
 _SCHEMA = """
@@ -106,7 +112,8 @@ class ModelIndex(FolderIndex):
         def decide(conn: Any) -> tuple[dict[str, Any], Path]:
             top = conn.execute("SELECT MAX(version) FROM models WHERE name = ?",
                                (name,)).fetchone()[0] or 0
-            numbered.append(max([top, *versions_in(folder)]) + 1)
+            gone = [int(v) for v in read_deleted(folder.parent, name)]
+            numbered.append(max([top, *versions_in(folder), *gone]) + 1)
             return finish(numbered[-1]), folder / str(numbered[-1])
 
         self.publish_with(stage, decide)
@@ -141,12 +148,13 @@ class ModelStore:
         return [n for n in entries if _is_run_id(n) and versions_in(self.dir / n)]
 
     def _folder_rows(self) -> list[dict[str, Any]]:
+        """The rows the version folders call for; a damaged version has none."""
         rows = []
         for name in self.names():
             for version in versions_in(self.dir / name):
                 try:
-                    rows.append(index_row(read_json(self.dir / name / str(version) / LINEAGE)))
-                except (OSError, ValueError, KeyError, TypeError):
+                    rows.append(index_row(read_lineage(self.dir, name, version)))
+                except StoreError:
                     continue
         return rows
 
@@ -173,13 +181,35 @@ class ModelStore:
         if version is None:
             return folder / str(found[-1])
         if version not in found:
-            raise ModelNotFound(f"model {name!r} has no version {version}; it has version"
+            raise ModelNotFound(f"model {name!r} has no version {version}"
+                                f"{self._deleted_note(name, version)}; it has version"
                                 f"{'s' if len(found) > 1 else ''} "
                                 f"{', '.join(map(str, found))}")
         return folder / str(version)
 
+    def _deleted_note(self, name: str, version: int) -> str:
+        """``: it was deleted (when by whom)`` for a deleted version, else ``""``."""
+        try:
+            gone = read_deleted(self.dir, name).get(str(version))
+        except StoreError:
+            return ""
+        when = gone.get("deleted") if gone else None
+        if not isinstance(when, (int, float)):
+            return ""
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+        return f": it was deleted ({stamp} by {gone.get('user') or 'unknown'})"
+
+    def versions(self, name: str) -> list[int]:
+        """Every version folder of ``name`` on disk, sorted, damaged ones included;
+        ``ModelNotFound`` naming the models there are if it has none."""
+        found = versions_in(self.folder(name))
+        if not found:
+            self.version_dir(name)  # raises ModelNotFound naming the models
+        return found
+
     def lineage(self, name: str, version: int | None = None) -> dict[str, Any]:
-        return read_json(self.version_dir(name, version) / LINEAGE)
+        """The version's lineage, checked: a damaged one raises ``StoreError``."""
+        return read_lineage(self.dir, name, int(self.version_dir(name, version).name))
 
     def register(self, name: str, source: Path, root: Path, lineage: dict[str, Any]) -> dict[str, Any]:
         """Copy the file or folder ``source`` (inside ``root``, a run's ``outputs/``) as the
@@ -191,15 +221,14 @@ class ModelStore:
         if item == LINEAGE:
             raise SpecError(f"a registered file cannot be named {LINEAGE} (the version's own "
                             "record has that name); rename it in the run's outputs/")
-        files = ([(item, source)] if source.is_file() else
-                 [(f"{item}/{rel}", path) for rel, path in walk_files(source, root, strict=True)])
+        files = _files_to_copy(source, root, item)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             stage = Path(tempfile.mkdtemp(prefix=".register-", dir=folder))
         except OSError as exc:
             raise unwritable(folder, exc) from None
         try:
-            copied = _copy_files(files, stage)
+            copied = _copy_files(root, files, stage)
             record: dict[str, Any] = {}
 
             def finish(version: int) -> dict[str, Any]:
@@ -219,16 +248,104 @@ class ModelStore:
             raise
         return record
 
+    def delete_version(self, name: str, version: int, by: dict[str, Any]) -> None:
+        """Remove version ``version`` of ``name``: its number is recorded in
+        ``.deleted.json`` (with ``by``: who and when), never to be given again, and its
+        folder is renamed out of place and its row dropped in one write transaction, then
+        its files removed."""
+        folder = self.folder(name)
+        here = folder / str(version)
+        if not os.path.lexists(here):
+            self.version_dir(name, version)  # raises ModelNotFound naming the versions
+        doomed = folder / f".delete-{version}-{secrets.token_hex(4)}"
 
-def _copy_files(files: list[tuple[str, Path]], stage: Path) -> list[dict[str, Any]]:
-    """Copy each (relative path, source) into ``stage``, read-only; their records."""
+        def work(conn: Any) -> None:
+            if not os.path.lexists(here):
+                raise ModelNotFound(f"model {name!r} has no version {version} (it was deleted "
+                                    "meanwhile)")
+            gone = read_deleted(self.dir, name)
+            gone[str(version)] = by
+            write_json_atomic(folder / DELETED, gone)
+            os.rename(here, doomed)
+            os.utime(doomed, follow_symlinks=False)  # its age tells doctor it is being removed
+            conn.execute("DELETE FROM models WHERE name = ? AND version = ?", (name, version))
+
+        self._delete(folder, work, lambda: os.rename(doomed, here), doomed)
+
+    def delete_model(self, name: str) -> None:
+        """Remove every version of ``name`` and its record of deleted ones: the name is
+        free again, and its next registration is version 1."""
+        folder = self.folder(name)
+        if not os.path.lexists(folder):
+            self.version_dir(name)  # raises ModelNotFound naming the models
+        doomed = self.dir / f".delete-{name}-{secrets.token_hex(4)}"
+
+        def work(conn: Any) -> None:
+            os.rename(folder, doomed)
+            os.utime(doomed, follow_symlinks=False)
+            conn.execute("DELETE FROM models WHERE name = ?", (name,))
+
+        self._delete(folder, work, lambda: os.rename(doomed, folder), doomed)
+
+    def _delete(self, folder: Path, work: Callable[[Any], None], undo: Callable[[], None],
+                doomed: Path) -> None:
+        try:
+            self.index.transact(work, undo)
+            _rmtree(doomed)
+        except OSError as exc:
+            raise StoreError(f"cannot delete from {folder}: {exc.strerror or exc}; "
+                             "`jupyter-trainer doctor --fix` finishes a deletion left "
+                             "halfway") from None
+
+
+def _files_to_copy(source: Path, root: Path, item: str) -> list[tuple[str, tuple[str, ...]]]:
+    """(path in the version, parts below ``root``, links resolved) of each file of
+    ``source``, a file or folder inside ``root``."""
+    if source.is_file():
+        found = [(item, source)]
+    else:
+        found = [(f"{item}/{rel}", path) for rel, path in walk_files(source, root, strict=True)]
+    files = []
+    for rel, path in found:
+        parts = real_parts(root, path)
+        if not parts:
+            raise StoreError(f"{rel} left the run's outputs/ while it was being registered; "
+                             "nothing was registered")
+        files.append((rel, parts))
+    return files
+
+
+def _copy_files(root: Path, files: list[tuple[str, tuple[str, ...]]],
+                stage: Path) -> list[dict[str, Any]]:
+    """Copy each (relative path, parts below ``root``) into ``stage``, read-only; their
+    records. Each source is opened again below ``root`` without following any link, and
+    must be a regular file: one swapped for a link or anything else since the scan is
+    refused, never copied."""
     copied = []
-    for rel, src in files:
-        dst = stage.joinpath(*rel.split("/"))
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        digest = copy_hashed(src, dst)
-        os.chmod(dst, 0o444)
-        copied.append({"path": rel, "size": dst.stat().st_size, "sha256": digest})
+    root_fd = open_folder(root)
+    try:
+        for rel, parts in files:
+            dst = stage.joinpath(*rel.split("/"))
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fin = open_beneath(root_fd, parts)
+            except Refused as exc:
+                raise StoreError(f"{exc.filename} in the run's outputs/ {exc.strerror}: it "
+                                 "changed while it was being registered; nothing was "
+                                 "registered") from None
+            try:
+                fout = os.open(dst, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+                try:
+                    digest = copy_descriptor(fin, fout, f"{'/'.join(parts)} in the run's outputs/")
+                    size = os.fstat(fout).st_size
+                finally:
+                    os.close(fout)
+            finally:
+                os.close(fin)
+            os.chmod(dst, 0o444)
+            copied.append({"path": rel, "size": size, "sha256": digest})
+    finally:
+        os.close(root_fd)
     for dirpath, _dirs, _files in os.walk(stage):
         if dirpath != str(stage):
             os.chmod(dirpath, 0o555)

@@ -3,7 +3,10 @@ out of it (hashed with sha256 while they are made, for the model registry).
 
 Every path a user gives is relative to ``outputs/``. A path or pattern that is absolute or
 has a ``..`` part is refused; a symbolic link is followed only where it points inside
-``outputs/`` (a link out of it is neither listed, nor copied, nor registered).
+``outputs/`` (a link out of it is neither listed, nor copied, nor registered). What a scan
+found is opened again without following any link (``confined``): a file swapped for a link
+after the scan is refused, not copied. Copies into a user's folder never follow a link
+already inside it.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ import fnmatch
 import hashlib
 import os
 import queue
-import tempfile
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
 from ..errors import SpecError, StoreError
+from .confined import (Refused, make_folders_beneath, open_beneath, open_folder, real_parts,
+                       write_beneath)
 
 # Files at least this large are copied by the kernel (copy_file_range) while the copy
 # already written is hashed in this thread; smaller ones are read once, hashed, written.
@@ -86,6 +90,9 @@ def walk_files(folder: Path, root: Path, *, strict: bool = False) -> Iterator[tu
             entries = sorted(os.scandir(here), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
             return
+        except OSError as exc:
+            raise SpecError(f"cannot read the folder {here} of the run's outputs/ "
+                            f"({exc.strerror}); make it readable") from None
         for entry in entries:
             path, rel = Path(entry.path), prefix + entry.name
             if entry.is_symlink():
@@ -103,8 +110,15 @@ def walk_files(folder: Path, root: Path, *, strict: bool = False) -> Iterator[tu
 
 
 def list_files(root: Path) -> list[RunFile]:
-    """Every file of a run's ``outputs/`` (``root``), sorted by path."""
-    return [RunFile(rel, path.stat().st_size) for rel, path in walk_files(root, root)]
+    """Every file of a run's ``outputs/`` (``root``), sorted by path; one removed while
+    they are listed is left out."""
+    found = []
+    for rel, path in walk_files(root, root):
+        try:
+            found.append(RunFile(rel, path.stat().st_size))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return found
 
 
 def _what_exists(root: Path, limit: int = 8) -> str:
@@ -141,63 +155,132 @@ def match(root: Path, pattern: str) -> list[RunFile]:
     return found
 
 
+def destination(dest: str | os.PathLike) -> Path:
+    """The folder ``dest`` names; an empty one is refused rather than taken for the
+    current folder."""
+    if isinstance(dest, (str, bytes)) and not os.fsdecode(dest).strip():
+        raise SpecError("DEST is empty: give the folder to copy into ('.' for the current "
+                        "folder)")
+    return Path(os.fsdecode(os.fspath(dest))).expanduser()
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One file to copy: its parts below the source folder and below DEST, how messages
+    name it, and the sha256 its copy must have (None: any)."""
+
+    source: tuple[str, ...]
+    target: tuple[str, ...]
+    label: str
+    sha256: str | None = None
+
+
+def copy_beneath(source: Path, copies: list[Copy], dest: Path, *,
+                 damaged: str = "") -> list[Path]:
+    """Copy each of ``copies`` from below the folder ``source`` to below the folder ``dest``
+    (made if missing): no link below either is followed, so nothing is read from outside
+    ``source`` or written outside ``dest``. Each file is written under a temporary name and
+    renamed over the old one once complete (and, with a ``sha256``, once it matches: a
+    mismatch raises ``StoreError`` ending with ``damaged`` and leaves the old file). Returns
+    the paths written."""
+    try:
+        src_fd = open_folder(source)
+    except OSError as exc:
+        raise StoreError(f"cannot read {source}: {exc.strerror or exc}") from None
+    try:
+        try:
+            dest.mkdir(parents=True, exist_ok=True)
+            dest_fd = open_folder(dest)
+        except OSError as exc:
+            raise StoreError(f"cannot make the folder {dest}: {exc.strerror or exc}") from None
+        try:
+            return [_copy_one(src_fd, source, item, dest_fd, dest, damaged) for item in copies]
+        finally:
+            os.close(dest_fd)
+    finally:
+        os.close(src_fd)
+
+
+def _copy_one(src_fd: int, source: Path, item: Copy, dest_fd: int, dest: Path,
+              damaged: str) -> Path:
+    target = dest.joinpath(*item.target)
+    try:
+        fin = open_beneath(src_fd, item.source)
+    except Refused as exc:
+        raise StoreError(f"{item.label} in {source}: {exc.filename} {exc.strerror}; "
+                         f"{damaged or 'nothing was copied from it'}") from None
+    except OSError as exc:
+        raise StoreError(f"cannot read {item.label} in {source}: {exc.strerror or exc}") from None
+    try:
+        def check(digest: str) -> None:
+            if item.sha256 is not None and digest != item.sha256:
+                raise StoreError(f"{item.label} does not match its recorded sha256 ({digest} "
+                                 f"!= {item.sha256}){': ' + damaged if damaged else ''}")
+        try:
+            dir_fd = make_folders_beneath(dest_fd, item.target[:-1])
+        except Refused as exc:
+            raise StoreError(f"cannot write {'/'.join(item.target)} into {dest}: {exc.filename} "
+                             f"{exc.strerror}; remove it or choose another folder") from None
+        try:
+            write_beneath(dir_fd, item.target[-1],
+                          lambda fout: copy_descriptor(fin, fout, f"{source}/{item.label}"), check)
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        raise StoreError(f"cannot copy {item.label} to {target}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fin)
+    return target
+
+
 def copy_out(root: Path, files: list[RunFile], dest: Path) -> list[Path]:
     """Copy ``files`` of ``root`` into the folder ``dest`` (made if missing), each at its
-    path relative to ``root``; an existing file is replaced whole. Returns the paths written."""
-    written = []
+    path relative to ``root``; an existing file is replaced whole. A link inside ``root``
+    is copied as the file it points to there. Returns the paths written."""
+    copies = []
     for entry in files:
-        target = dest.joinpath(*PurePosixPath(entry.path).parts)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            replace_with_copy(root.joinpath(*PurePosixPath(entry.path).parts), target)
-        except OSError as exc:
-            raise StoreError(f"cannot copy {entry.path} to {target}: {exc.strerror or exc}") from None
-        written.append(target)
-    return written
-
-
-def replace_with_copy(src: Path, target: Path) -> str:
-    """Copy ``src`` to ``target`` under a temporary name, then rename it over ``target``:
-    a reader sees the old file or the whole new one. Returns the copy's sha256."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
-    try:
-        digest = copy_hashed(src, Path(tmp), exclusive=False)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return digest
+        rel = PurePosixPath(entry.path).parts
+        found = real_parts(root, root.joinpath(*rel))
+        if not found:
+            raise StoreError(f"{entry.path} left the run's outputs/ since it was listed; "
+                             "nothing was copied from it")
+        copies.append(Copy(found, rel, entry.path))
+    return copy_beneath(root, copies, dest)
 
 
 def copy_hashed(src: Path, dst: Path, *, exclusive: bool = True) -> str:
     """Copy the file ``src`` to ``dst`` (a new file unless ``exclusive`` is false) and return
-    the sha256 of what was written, read back from ``dst``.
+    the sha256 of what was written, read back from ``dst`` (see ``copy_descriptor``)."""
+    flags = os.O_RDWR | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fin = os.open(src, os.O_RDONLY)
+    try:
+        fout = os.open(dst, flags, 0o644)
+        try:
+            return copy_descriptor(fin, fout, str(src))
+        finally:
+            os.close(fout)
+    finally:
+        os.close(fin)
+
+
+def copy_descriptor(fin: int, fout: int, label: str) -> str:
+    """Copy the open file ``fin`` into ``fout`` (open for reading and writing, empty) and
+    return the sha256 of what was written, read back from ``fout``.
 
     A large file is copied in the kernel (``copy_file_range``, else ``sendfile``) by a
-    second thread, while this one hashes the part of ``dst`` already written: the two
+    second thread, while this one hashes the part of ``fout`` already written: the two
     overlap, so the copy costs about the longer of the two, not their sum. A source that
     changes while it is copied is refused (``StoreError``): its copy could be torn.
     """
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
-    fin = os.open(src, os.O_RDONLY)
-    try:
-        before = os.fstat(fin)
-        fout = os.open(dst, flags, 0o644)
-        try:
-            if before.st_size < _PIPELINE_BYTES:
-                digest = _copy_small(fin, fout)
-            else:
-                digest = _copy_pipelined(fin, fout, dst, before.st_size)
-        finally:
-            os.close(fout)
-        after = os.fstat(fin)
-    finally:
-        os.close(fin)
+    before = os.fstat(fin)
+    if before.st_size < _PIPELINE_BYTES:
+        digest = _copy_small(fin, fout)
+    else:
+        digest = _copy_pipelined(fin, fout, label, before.st_size)
+    after = os.fstat(fin)
     if (before.st_size, before.st_mtime_ns, before.st_ctime_ns) != \
             (after.st_size, after.st_mtime_ns, after.st_ctime_ns):
-        raise StoreError(f"{src} changed while it was being copied; copy it again once the "
+        raise StoreError(f"{label} changed while it was being copied; copy it again once the "
                          "run has finished writing it")
     return digest
 
@@ -212,7 +295,7 @@ def _copy_small(fin: int, fout: int) -> str:
     return digest.hexdigest()
 
 
-def _copy_pipelined(fin: int, fout: int, dst: Path, size: int) -> str:
+def _copy_pipelined(fin: int, fout: int, label: str, size: int) -> str:
     done: queue.Queue = queue.Queue()  # the copied length after each chunk, then None
     failed: list[BaseException] = []
     stop = threading.Event()
@@ -233,15 +316,14 @@ def _copy_pipelined(fin: int, fout: int, dst: Path, size: int) -> str:
     digest, hashed = hashlib.sha256(), 0
     view = memoryview(bytearray(_READ_CHUNK))
     try:
-        with open(dst, "rb", buffering=0) as reader:
-            while (copied := done.get()) is not None:
-                while hashed < copied:
-                    n = os.preadv(reader.fileno(), [view[:min(_READ_CHUNK, copied - hashed)]],
-                                  hashed)
-                    if n <= 0:
-                        raise StoreError(f"{dst} is shorter than what was copied into it")
-                    digest.update(view[:n])
-                    hashed += n
+        while (copied := done.get()) is not None:
+            while hashed < copied:
+                n = os.preadv(fout, [view[:min(_READ_CHUNK, copied - hashed)]], hashed)
+                if n <= 0:
+                    raise StoreError(f"the copy of {label} is shorter than what was copied "
+                                     "into it")
+                digest.update(view[:n])
+                hashed += n
     finally:
         stop.set()
         worker.join()  # before the caller closes the descriptors it copies between

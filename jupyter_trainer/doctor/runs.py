@@ -1,7 +1,6 @@
-"""``jupyter-trainer doctor``: where the run store's record disagrees with itself.
+"""``jupyter-trainer doctor``'s checks of the runs: ``runs.db`` and the run folders.
 
-The run folders are the truth. Doctor compares the index, the states and the snapshots
-with them and reports one finding per problem:
+The run folders are the truth. One finding per problem:
 
 - the index file is missing, not a file, or corrupt (fix: move it aside, rebuild it);
 - a run folder has no index row, a row has no folder, or a row's status, end or failed
@@ -10,87 +9,26 @@ with them and reports one finding per problem:
   in its state, ended when the supervisor was last seen);
 - a snapshot no longer hashes to its ``spec.code.hash`` (reported only: nothing can
   restore the code a run was started with).
-
-Nothing changes unless ``fix`` is given.
 """
 
 from __future__ import annotations
 
 import socket
 import time
-from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from .capture.snapshot import hash_snapshot
-from .spec import RunSpec
-from .store import ACTIVE, Store, read_json
+from ..capture.snapshot import hash_snapshot
+from ..spec import RunSpec
+from ..store import ACTIVE, Store, read_json
+from .report import Finding, Report, add, check_index
 
 # Index columns that must match the run's folder (``updated`` is the index's own).
 _COMPARED = ("status", "ended", "failed_rank", "name", "target", "launcher", "nodes", "procs",
              "code_hash", "created", "started")
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One problem: what is wrong (``message``), and what ``--fix`` did or would do."""
-
-    check: str  # index | unindexed | orphan-row | disagrees | lost | unreadable | snapshot
-    message: str
-    run_id: str | None = None
-    fix: str | None = None  # what --fix does; None: it cannot be fixed
-    done: str | None = None  # what --fix did; None: not fixed
-
-    @property
-    def fixed(self) -> bool:
-        return self.done is not None
-
-    def line(self) -> str:
-        where = f"run {self.run_id}: " if self.run_id else ""
-        if self.done:
-            return f"{where}{self.message}; fixed: {self.done}"
-        if self.fix:
-            return f"{where}{self.message}; --fix would {self.fix}"
-        return f"{where}{self.message}"
-
-
-@dataclass
-class Report:
-    home: Path
-    runs: int = 0
-    fix: bool = False
-    findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def unresolved(self) -> list[Finding]:
-        return [f for f in self.findings if not f.fixed]
-
-    def text(self) -> str:
-        lines = [f.line() for f in self.findings]
-        fixable = [f for f in self.unresolved if f.fix]
-        checked = f"{self.runs} run{'s' * (self.runs != 1)} checked"
-        if not self.findings:
-            lines.append(f"no problems in {self.home} ({checked})")
-        elif not self.unresolved:
-            lines.append(f"{_count(self.findings)} found and fixed in {self.home} ({checked})")
-        else:
-            summary = f"{_count(self.unresolved)} in {self.home} ({checked})"
-            if fixable:
-                summary += (f"; `jupyter-trainer doctor --fix` fixes "
-                            f"{'it' if len(self.unresolved) == 1 else len(fixable)}"
-                            f"{'' if len(self.unresolved) == 1 else ' of them'}")
-            lines.append(summary)
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"home": str(self.home), "runs": self.runs, "fix": self.fix,
-                "findings": [{**asdict(f), "fixed": f.fixed} for f in self.findings]}
-
-
-def examine(store: Store, *, fix: bool = False, hashes: bool = True) -> Report:
-    """Check ``store``; with ``fix``, repair what can be repaired. ``hashes``: also hash
-    every snapshot (reads every file of every run's code)."""
-    report = Report(home=store.home, fix=fix)
+def check_runs(store: Store, report: Report, *, hashes: bool) -> None:
     rows = _check_index(store, report)
     run_ids = store.run_ids_on_disk()
     report.runs = len(run_ids)
@@ -100,27 +38,14 @@ def examine(store: Store, *, fix: bool = False, hashes: bool = True) -> Report:
         for run_id in sorted(set(rows) - set(run_ids)):
             if store.paths(run_id).spec.is_file():
                 continue  # created after the folders were listed
-            _add(report, Finding("orphan-row", "in the index, but its folder is gone", run_id,
-                                 "drop the row"), lambda: store.index.delete(run_id), "row dropped")
-    return report
+            add(report, Finding("orphan-row", "in the index, but its folder is gone", run_id,
+                                "drop the row"), lambda: store.index.delete(run_id), "row dropped")
 
 
 def _check_index(store: Store, report: Report) -> dict[str, dict[str, Any]] | None:
     """The index rows, or None when the index is broken and stays so."""
-    problem = store.index.problem()
-    if problem is None:
-        return store.index_rows()
-    on_disk = len(store.run_ids_on_disk())
-    if problem == "is missing" and not on_disk:
-        return {}  # a store never used
-    finding = Finding("index", f"the index {store.db_path} {problem}", None,
-                      f"move it aside and rebuild it from the {on_disk} run folders")
-    if not report.fix:
-        report.findings.append(finding)
+    if not check_index(store.index, len(store.run_ids_on_disk()), "index", report):
         return None
-    moved, count = store.index.rebuild(problem)
-    done = (f"moved aside to {moved.name}, " if moved else "") + f"rebuilt from {count} run folders"
-    report.findings.append(replace(finding, done=done))
     return store.index_rows()
 
 
@@ -137,7 +62,7 @@ def _check_run(store: Store, run_id: str, rows: dict[str, dict[str, Any]] | None
         return
     row = rows.get(run_id) if rows is not None else None
     if status in ACTIVE and store.read_state(run_id)["status"] == "lost":
-        if _add(report, Finding("lost", _lost_message(store, paths, recorded), run_id,
+        if add(report, Finding("lost", _lost_message(store, paths, recorded), run_id,
                                 "record it as lost, ended when the supervisor was last seen"),
                 lambda: store.record_lost(run_id), "recorded as lost in state.json and the index"):
             row = store.index.row(run_id)
@@ -153,14 +78,14 @@ def _check_row(store: Store, run_id: str, row: dict[str, Any] | None, report: Re
         return
     if row is None:
         if store.index.row(run_id) is None:  # not a run made since the rows were read
-            _add(report, Finding("unindexed", "its folder has no index row", run_id,
+            add(report, Finding("unindexed", "its folder has no index row", run_id,
                                  "index it from its folder"), lambda: store.reindex(run_id),
                  "indexed")
         return
     differ = [c for c in _COMPARED if row.get(c) != expected.get(c)]
     if differ:
         said = ", ".join(f"{c} {row.get(c)!r} (state: {expected.get(c)!r})" for c in differ)
-        _add(report, Finding("disagrees", f"the index disagrees with its state: {said}", run_id,
+        add(report, Finding("disagrees", f"the index disagrees with its state: {said}", run_id,
                              "rewrite the row from its folder"), lambda: store.reindex(run_id),
              "row rewritten from its folder")
 
@@ -186,16 +111,3 @@ def _lost_message(store: Store, paths: Any, recorded: dict[str, Any]) -> str:
     gone = (f"its supervisor (pid {sup['pid']} on {sup.get('host') or socket.gethostname()}) "
             "is gone" if sup.get("pid") else "no supervisor ever started for it")
     return f"lost: its state says {recorded['status']}, but {gone}; last seen {seen}"
-
-
-def _count(findings: list[Finding]) -> str:
-    return f"{len(findings)} problem{'s' * (len(findings) != 1)}"
-
-
-def _add(report: Report, finding: Finding, repair: Callable[[], Any], done: str) -> bool:
-    """Record ``finding``, repaired first when fixing; True if it was repaired."""
-    if report.fix:
-        repair()
-        finding = replace(finding, done=done)
-    report.findings.append(finding)
-    return finding.fixed
