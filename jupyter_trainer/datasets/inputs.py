@@ -93,6 +93,10 @@ def _resolve(name: str, source: str, home: Path, cache: HashCache, shown: str) -
         local = fetch(source, cache_dir(home) / "data-url")
     else:
         local = Path(source).expanduser().absolute()
+        if not local.exists() and local.is_symlink():
+            raise SpecError(f"the data input {name}={source}: {local} is a symbolic link to "
+                            f"{os.readlink(local)}, which does not exist; fix the link or give "
+                            "the data's own path")
         if not local.exists():
             raise SpecError(f"the data input {name}={source}: {local} does not exist; give an "
                             "existing folder or file (or an http(s):// or fsspec URL)")
