@@ -66,7 +66,9 @@ def submit(
     ``namespace`` is where the code's free names are looked up (the notebook's variables,
     helpers and imports); ``params`` are ``KEY=VALUE`` strings or a mapping that override
     them. ``data`` maps input names to folders, files or URLs (or is ``NAME=PATH`` strings):
-    the code finds each at ``jt.data[NAME]`` on its node. ``mlflow`` is a tracking URI the
+    the code finds each at ``jt.data[NAME]`` on its node; a URL is downloaded now, within
+    ``$JUPYTER_TRAINER_MAX_DOWNLOAD_BYTES`` and ``$JUPYTER_TRAINER_DOWNLOAD_TIMEOUT``, and
+    recorded with its credentials redacted (docs/data.md). ``mlflow`` is a tracking URI the
     run is mirrored to (default: ``$MLFLOW_TRACKING_URI``). ``hot`` forks the ranks from a
     warm pool that has imported torch, falling back to torchrun; by default (``None``) a
     torchrun run without restarts on the local target (one node), an ssh target or a Slurm
@@ -77,16 +79,18 @@ def submit(
     With ``dry_run`` nothing is created or started either way: the returned ``DryRun`` says
     what would be run (its ``text`` is what ``--dry-run`` prints; see dry_run.py).
     """
+    notes: list[str] = []  # what a dry run could not do (download a URL input)
     store, tgt, write = _run_writer(
         code, script=script, args=args, name=name, target=target, nodes=nodes, procs=procs,
         launcher=launcher, backend=backend, env=env, params=_given_params(params),
         source=source, max_restarts=max_restarts, stall_timeout=stall_timeout,
         on_stall=on_stall, stop_on_nan=stop_on_nan, data=data, mlflow=mlflow,
-        namespace=namespace, history=history, home=home, origin=origin, hot=hot)
+        namespace=namespace, history=history, home=home, origin=origin, hot=hot,
+        dry_run=dry_run, notes=notes)
     if dry_run:
         from .dry_run import dry_run as show_run  # lazy: only --dry-run needs it
 
-        return show_run(store, tgt, write)
+        return show_run(store, tgt, write, notes)
     run = Run(start_run(store, tgt, write), store)
     return run.wait() if wait else run
 
@@ -103,9 +107,10 @@ def _first_line(origin: Mapping[str, Any] | None) -> int:
 def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, launcher,
                 backend, env, params: dict[str, Any], source, max_restarts, stall_timeout,
                 on_stall, stop_on_nan, namespace, history, home, origin, data=None,
-                mlflow=None, hot=None):
+                mlflow=None, hot=None, dry_run=False, notes=None):
     """The store, the target and ``write(staging) -> RunSpec`` (which captures the snapshot)
-    of a run of ``code`` or ``script``: checked, but nothing written yet."""
+    of a run of ``code`` or ``script``: checked, but nothing written yet. With ``dry_run``
+    URL inputs are not downloaded (``notes`` says so)."""
     from . import capture  # lazy: keeps ``import jupyter_trainer`` cheap
 
     if (code is None) == (script is None):
@@ -136,7 +141,8 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
     source_dir = Path(source).expanduser() if source is not None else None
     from .datasets import resolve_inputs  # lazy: hashing and URL fetching only when asked
 
-    inputs = resolve_inputs(data, home=store.home)  # a missing or unreadable input stops here
+    # a missing or unreadable input stops here; a URL is downloaded (not in a dry run)
+    inputs = resolve_inputs(data, home=store.home, dry_run=dry_run, notes=notes)
     mlflow = tracking_uri(mlflow if mlflow is not None
                           else os.environ.get("MLFLOW_TRACKING_URI") or None)
 

@@ -5,7 +5,8 @@ The same steps as ``start.start_run`` up to the target's command: the snapshot i
 is resolved as far as it goes without a build (``environment.preview``), and the target
 plans (``Target.dry_plan``, which changes nothing on the target) and builds its command.
 Then ``Target.dry_run`` says what would be run. No run folder, no index row, no supervisor,
-no environment build, nothing staged to a node and nothing submitted to a scheduler.
+no environment build, no URL input downloaded (the server is only asked what it has),
+nothing staged to a node and nothing submitted to a scheduler.
 
 The run id is a placeholder (``<name>-dry-run``: a valid run id, DNS-1123 safe too), and so
 is the run folder: the temporary folder that holds the snapshot while the target plans,
@@ -22,7 +23,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from html import escape
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from . import environment
 from .spec import RunSpec, validate_run_id
@@ -72,9 +73,11 @@ def placeholder_run_id(name: str) -> str:
     return validate_run_id(f"{slug}-{PLACEHOLDER_SUFFIX}")
 
 
-def dry_run(store: Store, target: Target, write: Callable[[Path], RunSpec]) -> DryRun:
+def dry_run(store: Store, target: Target, write: Callable[[Path], RunSpec],
+            notes: Sequence[str] = ()) -> DryRun:
     """Capture the run that ``write(staging)`` makes, check and plan it on ``target``, and
-    return what it would start. Raises as ``start_run`` would; creates nothing."""
+    return what it would start. Raises as ``start_run`` would; creates nothing. ``notes``:
+    what was found before (a URL input that a submit would download), for the header."""
     scratch = Path(tempfile.mkdtemp(prefix="jt-dry-run-"))
     try:
         spec = write(scratch / "staging" / "code")
@@ -83,9 +86,9 @@ def dry_run(store: Store, target: Target, write: Callable[[Path], RunSpec]) -> D
         run_dir.mkdir()
         os.replace(scratch / "staging" / "code", run_dir / "code")
         target.check(spec)
-        env, notes = environment.preview(spec.env, run_dir / "code", spec.code.entry,
-                                         target=target, launcher=spec.launch.launcher,
-                                         home=store.home)
+        env, env_notes = environment.preview(spec.env, run_dir / "code", spec.code.entry,
+                                             target=target, launcher=spec.launch.launcher,
+                                             home=store.home)
         spec = replace(spec, env=env)
         (run_dir / "spec.json").write_text(json.dumps(spec.to_dict(), indent=1))
         backend = target.resolve_backend(spec.launch)
@@ -97,7 +100,7 @@ def dry_run(store: Store, target: Target, write: Callable[[Path], RunSpec]) -> D
         parts = target.dry_run_parts(spec, plan, command)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    notes = [*notes, *parts.get("notes", ())]
+    notes = [*notes, *env_notes, *parts.get("notes", ())]
     header = _header(target, run_id, plan.run_dir, spec, notes)
     return DryRun(text=text, header=header, target=target.name, kind=target.kind,
                   run_id=run_id, run_dir=plan.run_dir, argv=tuple(parts.get("argv", command.argv)),

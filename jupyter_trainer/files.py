@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -19,3 +20,25 @@ def write_text_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def private_folder(path: Path) -> Path:
+    """``path`` made if needed and owner-only (0700), tightened if it was looser."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if stat.S_IMODE(path.stat().st_mode) & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """``path`` made if needed and owner-only (0600), tightened if it was looser, with the
+    files SQLite keeps beside a database (``-wal``, ``-shm``, ``-journal``): SQLite gives
+    those the database's mode when it makes them, but one made looser earlier stays so."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for each in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))):
+        try:
+            if stat.S_IMODE(each.stat().st_mode) & 0o077:
+                os.chmod(each, 0o600)
+        except FileNotFoundError:
+            pass
+    return path

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 from .errors import InvalidRunId, SpecError
+from .urls import redact
 
 LAUNCHERS = ("torchrun", "mpirun", "horovod", "python")
 BACKENDS = ("nccl", "gloo", "mpi")
@@ -261,7 +262,11 @@ def validate_data_name(name: object) -> str:
 class DataSpec:
     """One data input: its name (``jt.data[name]``), what the user gave (a path or a URL),
     the local file or folder that holds its content (the path itself, or the download
-    cache), and that content's size, file count and hash."""
+    cache), and that content's size, file count and hash.
+
+    A URL's credentials (a password, a token in its query: ``urls.redact``) never stay in
+    ``source``: every spec written, shown, served or copied into a model's lineage holds the
+    URL with ``***`` in their place, and so does an older spec read back."""
 
     name: str
     source: str
@@ -273,6 +278,9 @@ class DataSpec:
 
     def __post_init__(self) -> None:
         validate_data_name(self.name)
+        if not isinstance(self.source, str):
+            raise SpecError(f"data input {self.name}: its source must be a string")
+        object.__setattr__(self, "source", redact(self.source))
         if self.kind not in DATA_KINDS:
             raise SpecError(f"data input {self.name}: kind must be one of {DATA_KINDS}")
         if not self.path.startswith("/"):

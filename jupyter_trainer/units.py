@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import re
+
+_SCALES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
 
 def format_bytes(size: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if size >= scale:
             return f"{size / scale:.1f} {unit}"
     return f"{size} bytes"
+
+
+def parse_bytes(text: str) -> int | None:
+    """``"20G"``, ``"500 MiB"``, ``"1.5g"``, ``"1048576"`` -> bytes; None when it is not a
+    size. K, M, G and T count in 1024s, as curl's ``--max-filesize`` reads them."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text, re.I)
+    if not match:
+        return None
+    return int(float(match.group(1)) * _SCALES[match.group(2).lower()])

@@ -11,6 +11,8 @@ import hashlib
 import http.server
 import io
 import os
+import re
+import stat
 import subprocess
 import sys
 import threading
@@ -279,3 +281,35 @@ def test_data_changed_between_submit_and_staging_is_not_cached_under_its_old_has
     (data / "part-1.bin").write_bytes(b"changed after submit")
     with pytest.raises(SpecError, match="changed after the run was submitted"):
         check_unchanged(item, home)
+
+
+def test_the_hash_cache_is_private(home, tmp_path):
+    """data-hashes.db lists the path and hash of every file given as data: only its owner
+    may read it (one made earlier is tightened)."""
+    data = tmp_path / "set"
+    make_folder(data, 1, 10)
+    db = home / "cache" / "data-hashes.db"
+    db.parent.mkdir(parents=True)
+    db.touch(mode=0o644)
+    db.chmod(0o644)
+    resolve_inputs({"train": data}, home=home)
+    for path in [db, *db.parent.glob("data-hashes.db-*")]:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+def test_a_dangling_link_is_named_as_what_it_is(home, tmp_path):
+    data = tmp_path / "set"
+    make_folder(data, 1, 10)
+    (data / "labels.csv").symlink_to(tmp_path / "moved-away.csv")
+    with pytest.raises(SpecError) as info:
+        resolve_inputs({"train": data}, home=home)
+    assert str(info.value) == (f"{data / 'labels.csv'} is a symbolic link to "
+                               f"{tmp_path / 'moved-away.csv'}, which does not exist: fix the "
+                               "link, remove it, or leave it out of the data input")
+    link = tmp_path / "current"
+    link.symlink_to(tmp_path / "gone")
+    with pytest.raises(SpecError, match=re.escape(f"{link} is a symbolic link to "
+                                                  f"{tmp_path / 'gone'}, which does not exist; "
+                                                  "fix the link")):
+        api.submit("print(1)", launcher="python", data={"train": str(link)})
+    assert Store(home).list_runs() == []

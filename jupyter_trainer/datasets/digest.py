@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import SpecError
+from ..files import private_file
 
 HASH_LEN = 32  # hex digits of a content hash: the node cache's folder names
 
@@ -53,10 +54,12 @@ class Manifest:
 
 
 class HashCache:
-    """``(path, size, mtime_ns, inode) -> sha256`` in ``<home>/cache/data-hashes.db``."""
+    """``(path, size, mtime_ns, inode) -> sha256`` in ``<home>/cache/data-hashes.db``, which
+    only its owner may read (0600): it lists the path of every file given as data."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(path)
         self.db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INT, "
@@ -116,7 +119,22 @@ def manifest(source: Path, cache: HashCache) -> Manifest:
                 sha = file_sha256(full)
                 cache.remember(full, st, sha)
         except OSError as exc:
-            raise SpecError(f"cannot read {full} ({exc.strerror}): a data input must be "
-                            "readable by you; fix its permissions or leave it out") from None
+            raise _unreadable(full, exc) from None
         entries.append(Entry(rel, st.st_size, sha))
     return Manifest(kind, tuple(entries))
+
+
+def _unreadable(path: str, exc: OSError) -> SpecError:
+    """Why ``path`` cannot be hashed, as what it is: a link to nothing, a file that went
+    away, one the user may not read, or another error (a loop of links)."""
+    if isinstance(exc, FileNotFoundError) and os.path.islink(path):
+        return SpecError(f"{path} is a symbolic link to {os.readlink(path)}, which does not "
+                         "exist: fix the link, remove it, or leave it out of the data input")
+    if isinstance(exc, FileNotFoundError):
+        return SpecError(f"{path} was removed while it was being hashed; submit again once "
+                         "the data input stops changing")
+    if isinstance(exc, PermissionError):
+        return SpecError(f"cannot read {path} ({exc.strerror}): a data input must be readable "
+                         "by you; fix its permissions or leave it out")
+    return SpecError(f"cannot read {path} ({exc.strerror}); fix it or leave it out of the data "
+                     "input")
