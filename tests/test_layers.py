@@ -39,6 +39,7 @@ def test_only_front_ends_import_jupyter(rel, top, path):
 
 
 @pytest.mark.parametrize("name", ["runtime.py", "rank_env.py", "rank_files.py", "rank_onnx.py", "rank_data.py",
+                                  "rank_workdir.py",
                                   "_boot.py",
                                   "nodes/agent.py"])
 def test_runtime_uses_the_standard_library_only(name):
@@ -66,7 +67,7 @@ def test_no_module_is_too_long():
 
 
 LAYERS = {
-    "errors": 0, "lazy": 0, "rank_env": 0, "rank_files": 0, "rank_onnx": 0, "rank_data": 0,
+    "errors": 0, "lazy": 0, "rank_env": 0, "rank_files": 0, "rank_onnx": 0, "rank_data": 0, "rank_workdir": 0,
     "urls": 0,  # credentials in URLs, redacted: the spec redacts a data input's source
     "spec": 1, "home": 1, "files": 1, "procs": 1, "units": 1, "waker": 1,
     "capture": 2, "environment": 2, "launch": 2, "attribution": 2,

@@ -63,7 +63,8 @@ _RUNTIME_FILES = (("_boot.py", f"{RESERVED_DIR}/boot.py"),
                   ("rank_env.py", f"{RESERVED_DIR}/jupyter_trainer/rank_env.py"),
                   ("rank_files.py", f"{RESERVED_DIR}/jupyter_trainer/rank_files.py"),
                   ("rank_onnx.py", f"{RESERVED_DIR}/jupyter_trainer/rank_onnx.py"),
-                  ("rank_data.py", f"{RESERVED_DIR}/jupyter_trainer/rank_data.py"))
+                  ("rank_data.py", f"{RESERVED_DIR}/jupyter_trainer/rank_data.py"),
+                  ("rank_workdir.py", f"{RESERVED_DIR}/jupyter_trainer/rank_workdir.py"))
 _SHIM_INIT = (b'"""Stand-in for jupyter_trainer inside a run snapshot: only `runtime` '
               b'is here."""\n')
 _CHUNK = 1 << 20
