@@ -293,3 +293,22 @@ def test_timeout_starts_no_trial_after_it_and_lets_running_ones_finish(home, tmp
     assert last_start < state["started"] + 2.5 + 1.0
     for trial in state["trials"]:  # --objective best: the best value logged, here the last
         assert trial["objective"] == pytest.approx(trial["params"]["x"] * 6)
+
+
+def test_sweep_show_escapes_swept_values_that_are_not_printable(home, tmp_path):
+    """A swept string with a newline or an ANSI escape shows on its own row, escaped as
+    repr writes it, in the table and in the summary line's best params."""
+    code = "from jupyter_trainer import runtime as jt\njt.log(step=0, score=len(word))\n"
+    sweep = jt.sweep(code, space={"word": "choice('a\\nb', '\\x1b[2Jclear')"},
+                     metric="score", trials=2, parallel=1, sampler="grid", launcher="python",
+                     namespace={"word": "x"})
+    sweep.wait(timeout=120)
+    assert sorted(r.spec.params["word"] for r in sweep.trials()) == ["\x1b[2Jclear", "a\nb"]
+    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "sweep", "show",
+                            sweep.id], capture_output=True, text=True, timeout=60, check=True)
+    lines = shown.stdout.splitlines()
+    assert len(lines) == 4, lines  # the summary, the header and one row per trial
+    assert "\x1b" not in shown.stdout
+    assert any("a\\nb" in line for line in lines[2:])
+    assert any("\\x1b[2Jclear" in line for line in lines[2:])
+    assert "word=\\x1b[2Jclear" in lines[0]  # the best trial: the longer string
