@@ -19,6 +19,7 @@ from .model_registry import (Model, check_owner, delete_model, get_model, models
                              version_to_delete)
 from .monitor.text import columns
 from .options import ParamAction
+from .printable import printable
 from .spec import validate_run_id
 from .store.models import ModelStore, parse_ref, validate_model_name, versions_in
 from .units import format_bytes
@@ -54,7 +55,8 @@ def cmd_files(args: argparse.Namespace, out: TextIO) -> int:
     elif not found:
         print(f"run {args.run} has no outputs", file=out)
     else:
-        print(columns(("SIZE", "PATH"), [(format_bytes(f.size), f.path) for f in found]), file=out)
+        print(columns(("SIZE", "PATH"), [(format_bytes(f.size), printable(f.path))
+                                         for f in found]), file=out)
         print(f"{_count(len(found), 'file')}, {format_bytes(sum(f.size for f in found))}", file=out)
     return 0
 
@@ -73,7 +75,7 @@ def _define_download(sub: Any) -> None:
 
 def cmd_download(args: argparse.Namespace, out: TextIO) -> int:
     for path in api.get_run(args.run).download(args.pattern, args.dest):
-        print(path, file=out)
+        print(printable(str(path)), file=out)
     return 0
 
 

@@ -157,7 +157,8 @@ def add_sweep_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--trials", type=int, default=10, metavar="N",
                        help="how many trials to start in all (default: 10)")
     group.add_argument("--parallel", type=int, default=1, metavar="N",
-                       help="at most N trials running at once (default: 1)")
+                       help="at most N trials running at once, no more than --trials "
+                            "(default: 1)")
     group.add_argument("--metric", default=None, metavar="NAME",
                        help="the metric to optimise, as the trials jt.log() it (on rank 0)")
     group.add_argument("--goal", default="max", metavar="max|min", help="default: max")
@@ -172,7 +173,8 @@ def add_sweep_options(parser: argparse.ArgumentParser) -> None:
                        help="ask the pruner every STEPS steps (default: 1)")
     group.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                        help="start no trial after this long; running trials finish")
-    group.add_argument("--seed", type=int, default=None, help="the sampler's seed")
+    group.add_argument("--seed", type=int, default=None,
+                       help="the sampler's seed, 0 to 2**32-1")
     group.add_argument("--objective", default="last", metavar="last|best",
                        help="a trial's objective: the metric's last value or its best "
                             "(default: last)")

@@ -69,7 +69,7 @@ def test_no_module_is_too_long():
 LAYERS = {
     "errors": 0, "lazy": 0, "rank_env": 0, "rank_files": 0, "rank_onnx": 0, "rank_data": 0, "rank_workdir": 0,
     "urls": 0,  # credentials in URLs, redacted: the spec redacts a data input's source
-    "spec": 1, "home": 1, "files": 1, "procs": 1, "units": 1, "waker": 1,
+    "spec": 1, "home": 1, "files": 1, "procs": 1, "units": 1, "printable": 1, "waker": 1,
     "capture": 2, "environment": 2, "launch": 2, "attribution": 2,
     "nodes": 3, "datasets": 3.2,  # data inputs: checked, fetched, staged through a node shell
     "pool": 3.4,  # the warm rank pool that the local target forks --hot ranks from

@@ -164,3 +164,28 @@ def test_an_empty_dest_is_refused_not_taken_for_the_current_folder(run, tmp_path
         "jupyter-trainer: error: DEST is empty: give the folder to copy into ('.' for the "
         "current folder)")
     assert list(here.iterdir()) == []
+
+
+def test_cli_files_escapes_names_that_are_not_printable(home, tmp_path):
+    """An output file's name may hold a newline or an ANSI escape: `files` shows it on one
+    line, escaped as repr writes it, and so does `download` and a message that lists it."""
+    hostile = ["two\nlines.txt", "\x1b[2J\x1b[31mred.txt", "back\\slash.txt"]
+    run = api.submit("from jupyter_trainer import runtime as jt\n"
+                     f"for name in {hostile!r}:\n"
+                     "    (jt.outputs_dir / name).write_text('x')\n",
+                     launcher="python", name="names", wait=True)
+    assert sorted(f.path for f in run.files()) == sorted(hostile)
+    listed = cli("files", run.id)
+    assert listed.returncode == 0, listed.stderr
+    assert "\x1b" not in listed.stdout
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 5 and lines[-1] == "3 files, 3 bytes"  # header, 3 files, total
+    assert {line.split(maxsplit=2)[2] for line in lines[1:4]} == {
+        "two\\nlines.txt", "\\x1b[2J\\x1b[31mred.txt", "back\\\\slash.txt"}
+    assert json.loads(cli("files", run.id, "--json").stdout)[0]["path"] in hostile
+    done = cli("download", run.id, "*.txt", str(tmp_path / "d"))
+    assert done.returncode == 0 and "\x1b" not in done.stdout
+    assert len(done.stdout.splitlines()) == 3
+    missing = cli("download", run.id, "nothing.bin", str(tmp_path / "e"))
+    assert missing.returncode == 2 and "\x1b" not in missing.stderr
+    assert len(missing.stderr.splitlines()) == 1 and "two\\nlines.txt" in missing.stderr

@@ -37,7 +37,7 @@ def start_sweep(tmp_path: Path, trials: int = 4, **space) -> jt.Sweep:
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
     return jt.sweep(script=str(script), space={**SPACE, **space}, metric="val_acc",
-                     trials=trials, parallel=2, launcher="python")
+                     trials=trials, parallel=min(2, trials), launcher="python")
 
 
 def dead_pid() -> int:

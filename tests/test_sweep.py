@@ -213,6 +213,13 @@ def test_cancel_ends_every_trial_and_the_driver(home, tmp_path):
     ({"space": {}}, "search space"),
     ({"space": {"lr": "uniform(0, 1)"}, "target": "nowhere"}, "nowhere"),
     ({"space": {"lr": "uniform(0, 1)"}, "procs": 0}, "procs"),
+    ({"space": {"lr": "uniform(0, 1)"}, "seed": -1}, r"--seed -1 is not valid: give a whole "
+                                                     r"number from 0 to 4294967295"),
+    ({"space": {"lr": "uniform(0, 1)"}, "seed": 2**32}, "--seed 4294967296 is not valid"),
+    ({"space": {"lr": "uniform(0, 1)"}, "trials": 4, "parallel": 5},
+     "--parallel 5 is more than --trials 4: give --parallel 4 or less"),
+    ({"space": {"lr": "uniform(0, 1)"}, "trials": 1000, "parallel": 101},
+     "--parallel 101 is more than 100 trials at once: give --parallel 100 or less"),
 ])
 def test_bad_input_names_the_problem_and_starts_nothing(home, tmp_path, kwargs, message):
     options = {"metric": "score", "launcher": "python", **kwargs}
@@ -293,3 +300,41 @@ def test_timeout_starts_no_trial_after_it_and_lets_running_ones_finish(home, tmp
     assert last_start < state["started"] + 2.5 + 1.0
     for trial in state["trials"]:  # --objective best: the best value logged, here the last
         assert trial["objective"] == pytest.approx(trial["params"]["x"] * 6)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--seed", "-1"], "--seed -1 is not valid: give a whole number from 0 to 4294967295"),
+    (["--trials", "3", "--parallel", "4"], "--parallel 4 is more than --trials 3"),
+    (["--trials", "5000", "--parallel", "5000"], "--parallel 5000 is more than 100 trials"),
+])
+def test_cli_refuses_a_bad_seed_or_parallel_in_one_line_and_starts_nothing(home, tmp_path,
+                                                                           flags, message):
+    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "sweep",
+                           str(script(tmp_path, PEAK)), "--launcher", "python", "--sweep",
+                           "x=uniform(0, 1)", "--sweep", "y=uniform(0, 1)", "--metric", "score",
+                           *flags], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jupyter-trainer: error: ")
+    assert message in lines[0]
+    assert not (home / "sweeps").exists() or not any((home / "sweeps").iterdir())
+    assert api.runs() == []
+
+
+def test_sweep_show_escapes_swept_values_that_are_not_printable(home, tmp_path):
+    """A swept string with a newline or an ANSI escape shows on its own row, escaped as
+    repr writes it, in the table and in the summary line's best params."""
+    code = "from jupyter_trainer import runtime as jt\njt.log(step=0, score=len(word))\n"
+    sweep = jt.sweep(code, space={"word": "choice('a\\nb', '\\x1b[2Jclear')"},
+                     metric="score", trials=2, parallel=1, sampler="grid", launcher="python",
+                     namespace={"word": "x"})
+    sweep.wait(timeout=120)
+    assert sorted(r.spec.params["word"] for r in sweep.trials()) == ["\x1b[2Jclear", "a\nb"]
+    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "sweep", "show",
+                            sweep.id], capture_output=True, text=True, timeout=60, check=True)
+    lines = shown.stdout.splitlines()
+    assert len(lines) == 4, lines  # the summary, the header and one row per trial
+    assert "\x1b" not in shown.stdout
+    assert any("a\\nb" in line for line in lines[2:])
+    assert any("\\x1b[2Jclear" in line for line in lines[2:])
+    assert "word=\\x1b[2Jclear" in lines[0]  # the best trial: the longer string

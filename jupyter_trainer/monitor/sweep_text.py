@@ -6,14 +6,17 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
+from ..printable import printable
 from .text import columns, fmt_duration, fmt_value
 
 
 def _value(value: Any) -> str:
+    """A value on one line: control characters and newlines (of a swept string, say) are
+    escaped as ``repr`` writes them."""
     if value is None:
         return "-"
     return fmt_value(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else str(value)
+        else printable(str(value))
 
 
 def _param(value: Any) -> str:
@@ -37,7 +40,7 @@ def trials_table(rows: Sequence[dict[str, Any]], metric: str) -> str:
                      _value(row.get("step")),
                      fmt_duration(row["duration"]) if row.get("duration") is not None else "-",
                      *(_param(row["params"].get(k)) for k in keys), row.get("run") or "-",
-                     note[:120]))
+                     printable(note)[:120]))
     return columns(header, body)
 
 
@@ -55,7 +58,7 @@ def sweep_line(state: dict[str, Any], spec: dict[str, Any]) -> str:
         params = ", ".join(f"{k}={_param(v)}" for k, v in best["params"].items())
         line += f"; best #{best['number']} {spec['metric']}={_value(best['objective'])} ({params})"
     if state.get("error"):
-        line += f"; error: {state['error']}"
+        line += f"; error: {printable(state['error'])}"
     elif state.get("reason") and state["status"] != "running":
         line += f"; {state['reason']}"
     return line

@@ -24,6 +24,7 @@ from typing import Any, Iterator
 from ..errors import SpecError, StoreError
 from .confined import (Refused, make_folders_beneath, open_beneath, open_folder, real_parts,
                        write_beneath)
+from ..printable import printable
 
 # Files at least this large are copied by the kernel (copy_file_range) while the copy
 # already written is hashed in this thread; smaller ones are read once, hashed, written.
@@ -122,7 +123,7 @@ def list_files(root: Path) -> list[RunFile]:
 
 
 def _what_exists(root: Path, limit: int = 8) -> str:
-    names = [f.path for f in list_files(root)]
+    names = [printable(f.path) for f in list_files(root)]
     if not names:
         return "the run's outputs/ is empty"
     shown = ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")

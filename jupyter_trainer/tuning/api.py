@@ -16,7 +16,8 @@ from ..store import Store
 from ..store.sweeps import SweepStore
 from .create import check_cell_reads, create_sweep, placeholders
 from .handle import Sweep
-from .space import load_space_file, parse_space, space_texts
+from .space import parse_space, space_texts
+from .space_file import load_space_file
 from .spec import SweepSpec
 
 # submit()'s run options and their defaults: every trial is such a run.

@@ -41,7 +41,7 @@ def create_sweep(store: Store, target: Target, write: Callable[[Path], RunSpec],
                  spec: SweepSpec) -> str:
     """Write the template run with ``write``, check it and the target, make the sweep and
     start its driver; return the sweep's id."""
-    from .driver import start_driver
+    from .driver_start import start_driver
 
     sweeps = SweepStore(store.home)
     store.check_writable()

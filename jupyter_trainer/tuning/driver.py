@@ -1,39 +1,43 @@
 """The sweep driver: one detached process per sweep, the owner of its Optuna study.
 
-``python -m jupyter_trainer.tuning.driver --detach SWEEP_ID`` keeps at most ``parallel``
-trials running until ``trials`` have started (or ``timeout`` has passed) and every started
-one has ended. A trial is an ordinary run of the sweep's template (``start.start_trial``):
+The driver (started by ``driver_start``) keeps at most ``parallel`` trials running until
+``trials`` have started (or ``timeout`` has passed) and every started one has ended. A trial is an ordinary run of the sweep's template (``start.start_trial``):
 the driver reads rank 0's events of each running trial as they arrive, reports the sweep's
 metric to the study at each step and, when the pruner says so, cancels the run (it is then
 ``pruned``, at that step, with the reason). The study lives in the sweep's ``study.db``, and
 the driver writes the sweep's ``state.json`` after every change, so a driver killed at any
 point loses no finished trial: a new driver (``jupyter-trainer sweep resume``) adopts the
 trials still running, records those that ended meanwhile, and goes on to the same total.
+
+A trial ends when its run has ended and left no process (``ended.is_over``): a pruned trial
+keeps its place among the ``parallel`` until its run has stopped, and the sweep's final
+state (completed, canceled or failed) is written only once every trial it started is over.
 """
 
 from __future__ import annotations
 
-import argparse
-import fcntl
 import math
 import os
 import socket
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import procs
-from ..errors import TrainerError
+from ..errors import RunNotFound, TrainerError
 from ..store import TERMINAL, Store, read_json
-from ..store.sweeps import SWEEP_TERMINAL, SweepStore
+from ..store.sweeps import SweepStore
 from ..waker import Waker
+from .ended import is_over
 from .spec import SweepSpec
 
 POLL_S = 0.05  # between looks at the trials, where inotify cannot wake the driver
 WAKE_S = 0.5  # the longest wait for a change inotify reports (a cancel request, a deadline)
 START_FAILURES = 3  # trials in a row that cannot start end the sweep as failed
-CANCEL_WAIT_S = 60.0
+# How often the driver says which trials it still waits for while the sweep ends. The wait
+# itself has no limit of its own: each run's supervisor bounds its teardown (SIGTERM, then
+# SIGKILL), and a supervisor that dies leaves its run lost, which ends the wait too.
+ENDING_NOTE_S = 30.0
 
 
 def log(message: str) -> None:
@@ -51,6 +55,15 @@ class Live:
     reported: set = field(default_factory=set)
 
 
+@dataclass
+class Ending:
+    """A trial whose outcome is recorded but whose run has not yet ended and left no
+    process: a pruned trial whose run is stopping, or one whose supervisor is exiting."""
+
+    run: str
+    final: bool = False  # the run's state is final; only its supervisor is left to exit
+
+
 class SweepDriver:
     def __init__(self, store: Store, sweep_id: str) -> None:
         self.store, self.id = store, sweep_id
@@ -59,6 +72,7 @@ class SweepDriver:
         self.spec = SweepSpec.from_dict(self.sweeps.read_spec(sweep_id))
         self.state: dict[str, Any] = read_json(self.paths.state)
         self.live: dict[int, Live] = {}
+        self.ending: dict[int, Ending] = {}
         self.waker = Waker()
         self.staged: Any = None  # the next trial's snapshot, copied ahead of its start
         self.waker.watch(self.paths.root)
@@ -106,27 +120,27 @@ class SweepDriver:
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> int:
-        self.open_study()
-        now = time.time()
-        self.state.update(
-            status="running", started=self.state.get("started") or now, ended=None, error=None,
-            metric=self.spec.metric, goal=self.spec.goal, trials_total=self.total,
-            parallel=self.spec.parallel, storage=self.paths.storage_url,
-            driver={"pid": os.getpid(), "host": socket.gethostname(),
-                    "start_ticks": procs.start_ticks(os.getpid()), "since": now})
-        self.recover()
-        self.save()
-        log(f"sweep {self.id}: {self.total} trials, {self.spec.parallel} at a time")
         try:
+            self.open_study()
+            now = time.time()
+            self.state.update(
+                status="running", started=self.state.get("started") or now, ended=None,
+                error=None, metric=self.spec.metric, goal=self.spec.goal,
+                trials_total=self.total, parallel=self.spec.parallel,
+                storage=self.paths.storage_url,
+                driver={"pid": os.getpid(), "host": socket.gethostname(),
+                        "start_ticks": procs.start_ticks(os.getpid()), "since": now})
+            self.recover()
+            self.save()
+            log(f"sweep {self.id}: {self.total} trials, {self.spec.parallel} at a time")
             self.loop()
         except BaseException as exc:
-            self.state.update(status="failed", ended=time.time(),
-                              error=f"{type(exc).__name__}: {exc}")
-            self.save()
+            error = f"{type(exc).__name__}: {exc}"
+            self.stop_after_failure(error)
+            self.end("failed", error=error)
             raise
         finally:
-            if self.staged is not None:
-                self.store.discard_staging(self.staged)
+            self.discard_staged()
         return 0
 
     def loop(self) -> None:
@@ -139,24 +153,52 @@ class SweepDriver:
                 self.cancel_all(request.get("reason") or "canceled by user")
                 return
             changed = self.poll()
-            while not self.starting_done(deadline) and len(self.live) < self.spec.parallel:
+            while not self.starting_done(deadline) and self.busy() < self.spec.parallel:
+                if self.sweeps.cancel_request(self.id) is not None:
+                    break  # seen at the top of the loop, before any more trials start
                 failures = 0 if self.start_next() else failures + 1
                 changed = True
                 if failures >= START_FAILURES:
                     raise TrainerError(f"{failures} trials in a row could not start; the last: "
                                        f"{self.state['trials'][-1].get('error')}")
-            if self.starting_done(deadline) and not self.live:
-                self.state.update(status="completed", ended=time.time())
+            if self.starting_done(deadline) and not self.live and not self.ending:
+                fields = {}
                 if deadline and time.time() >= deadline and len(self.state["trials"]) < self.total:
-                    self.state["reason"] = f"--timeout {self.spec.timeout:g} s reached"
-                self.save()
-                log(f"sweep {self.id} completed: best {self.state.get('best')}")
+                    fields["reason"] = f"--timeout {self.spec.timeout:g} s reached"
+                self.end("completed", **fields)
                 return
             if changed:
                 self.save()
             if self.staged is None and not self.starting_done(deadline):
                 self.stage_next()
-            self.waker.wait(WAKE_S, POLL_S)
+            self.pause()
+
+    def busy(self) -> int:
+        """The trials that hold a place among the ``parallel``: those running, and those
+        pruned whose runs are still stopping."""
+        return len(self.live) + sum(not e.final for e in self.ending.values())
+
+    def pause(self) -> None:
+        """Wait for a change: a supervisor's exit wakes no watch, so look often for one."""
+        exiting = any(e.final for e in self.ending.values())
+        self.waker.wait(POLL_S if exiting else WAKE_S, POLL_S)
+
+    def end(self, status: str, **fields: Any) -> None:
+        """Write the sweep's final state; every trial it started is over by now. What the
+        driver itself started (a waiting supervisor, a staged snapshot) goes first."""
+        from .. import starter
+
+        starter.release_spare()
+        self.discard_staged()
+        self.state.update(status=status, ended=time.time(), **fields)
+        self.save()
+        log(f"sweep {self.id} {status}: " + (fields.get("error") or fields.get("reason")
+                                              or f"best {self.state.get('best')}"))
+
+    def discard_staged(self) -> None:
+        if self.staged is not None:
+            self.store.discard_staging(self.staged)
+            self.staged = None
 
     def stage_next(self) -> None:
         """Copy (and check) the template's snapshot for the next trial while the driver
@@ -198,18 +240,37 @@ class SweepDriver:
         return True
 
     # -- following the trials ----------------------------------------------------------
-    def poll(self) -> bool:
+    def poll(self, prune: bool = True) -> bool:
+        """Read what the running trials logged (pruning with ``prune``), record those whose
+        runs ended, and let go of those that are over; True if anything changed."""
         changed = False
         for number, live in list(self.live.items()):
             record = self.record(number)
             status = self.store.read_state(live.run)["status"]
-            if self.read_metric(live, record, prune=status not in TERMINAL):
+            if self.read_metric(live, record, prune=prune and status not in TERMINAL):
                 changed = True
                 if record["status"] == "pruned":
                     continue
             if status in TERMINAL:
                 self.read_metric(live, record, prune=False)
                 self.finish(live, record, self.store.read_state(live.run))
+                changed = True
+        return self.reap() or changed
+
+    def reap(self) -> bool:
+        """Let go of the ending trials whose runs have ended and left no process; a trial's
+        end is then its run's."""
+        changed = False
+        for number, ending in list(self.ending.items()):
+            try:
+                state = self.store.read_state(ending.run)
+            except RunNotFound:  # deleted meanwhile: nothing of it is left to wait for
+                state = {"status": "lost", "ended": None}
+            ending.final = state["status"] in TERMINAL
+            if is_over(state):
+                del self.ending[number]
+                self.waker.forget(self.store.paths(ending.run).root)
+                self.record(number)["end"] = state.get("ended") or time.time()
                 changed = True
         return changed
 
@@ -258,32 +319,22 @@ class SweepDriver:
             (self.prune_kind == "hyperband" or (step - after) % self.spec.prune_every == 0)
 
     def prune(self, live: Live, record: dict[str, Any], step: int, value: float) -> None:
+        from .policies import prune_reason
+
         finite = value if math.isfinite(value) else None
         record.update(status="pruned", pruned_at=step, end=time.time(),
-                      reason=self.prune_reason(step, finite))
+                      reason=prune_reason(self.spec.prune, self.spec.metric, step, finite))
         self.store.request_cancel(live.run, reason=f"pruned by sweep {self.id} at step {step}: "
                                                    f"{record['reason']}")
         self.tell(record["number"], state=self.optuna.trial.TrialState.PRUNED)
         self.unfollow(record["number"])
+        self.ending[record["number"]] = Ending(live.run)
         log(f"trial {record['number']} pruned at step {step}: {record['reason']}")
-
-    def prune_reason(self, step: int, value: float | None) -> str:
-        from .policies import parse_prune
-
-        policy = parse_prune(self.spec.prune)
-        shown = f"{self.spec.metric} {value:.6g}" if value is not None else \
-            f"{self.spec.metric} not finite"
-        why = {
-            "median": "worse than the median of the earlier trials at that step",
-            "truncation": f"among the worst {policy.value:g}% of the trials at that step",
-            "bandit": "outside the slack of the best trial at that step",
-            "hyperband": "not promoted to hyperband's next rung",
-        }.get(policy.kind, "stopped by the pruner")
-        return f"{shown} at step {step} was {why} ({self.spec.prune} policy)"
 
     def finish(self, live: Live, record: dict[str, Any], run_state: dict[str, Any]) -> None:
         TrialState = self.optuna.trial.TrialState
         self.unfollow(record["number"])
+        self.ending[record["number"]] = Ending(live.run, final=True)
         record["end"] = run_state.get("ended") or time.time()
         status = run_state["status"]
         objective = record.get("best") if self.spec.objective == "best" else record.get("last")
@@ -312,32 +363,54 @@ class SweepDriver:
         self.waker.watch(paths.root, paths.events)
 
     def unfollow(self, number: int) -> None:
+        """Stop reading the trial's events; its run's folder stays watched until it is over."""
         live = self.live.pop(number)
-        paths = self.store.paths(live.run)
-        self.waker.forget(paths.root, paths.events)
+        self.waker.forget(self.store.paths(live.run).events)
 
     def record(self, number: int) -> dict[str, Any]:
         return next(t for t in self.state["trials"] if t["number"] == number)
 
     # -- cancel and recovery -----------------------------------------------------------
     def cancel_all(self, reason: str) -> None:
+        self.request_stop(reason)
+        self.settle()
+        self.end("canceled", reason=reason)
+
+    def request_stop(self, reason: str) -> None:
+        """Ask the run of every running trial to stop."""
         for live in self.live.values():
             try:
                 self.store.request_cancel(live.run, reason=f"sweep {self.id}: {reason}")
             except TrainerError:
                 pass
-        deadline = time.monotonic() + CANCEL_WAIT_S
-        while self.live and time.monotonic() < deadline:
-            self.poll()
-            self.waker.wait(WAKE_S, POLL_S)
-        for number in list(self.live):  # a run that did not end in time is still recorded
-            record = self.record(number)
-            record.update(status="canceled", end=time.time(), error=reason)
-            self.tell(number, state=self.optuna.trial.TrialState.FAIL)
-            self.unfollow(number)
-        self.state.update(status="canceled", ended=time.time(), reason=reason)
-        self.save()
-        log(f"sweep {self.id} canceled: {reason}")
+
+    def settle(self) -> None:
+        """Wait until every trial started is over: those asked to stop are recorded as their
+        runs end (canceled, or completed if one finished first), none is pruned meanwhile."""
+        noted = time.monotonic()
+        while self.live or self.ending:
+            if self.poll(prune=False):
+                self.save()
+            if time.monotonic() - noted > ENDING_NOTE_S:
+                noted = time.monotonic()
+                runs = [t.run for t in (*self.live.values(), *self.ending.values())]
+                log(f"waiting for the runs of {len(runs)} trials to end: {', '.join(runs)}")
+            self.pause()
+
+    def stop_after_failure(self, error: str) -> None:
+        """The sweep failed: stop its running trials and wait until they are over, as a
+        cancel does. Where even that fails, wait for each run by its state alone."""
+        self.request_stop(f"the sweep failed: {error}")
+        try:
+            self.settle()
+            return
+        except Exception as exc:
+            log(f"cannot record the trials' ends ({type(exc).__name__}: {exc}); waiting for "
+                "their runs to end")
+        runs = {t.run for t in (*self.live.values(), *self.ending.values())}
+        while runs:
+            runs = {run for run in runs if not _over_or_unreadable(self.store, run)}
+            time.sleep(WAKE_S)
 
     def recover(self) -> None:
         """Pick up what an earlier driver left: trials still running are followed again,
@@ -362,6 +435,7 @@ class SweepDriver:
             self.follow(frozen.number, Live(self.optuna.trial.Trial(self.study, frozen._trial_id),
                                             run_id, reported=set(frozen.intermediate_values)))
             log(f"trial {frozen.number}: following run {run_id} again")
+        self.recover_ending()
         for record in list(self.state["trials"]):  # told, but the state was not saved
             if record["status"] in ("running", "starting") and record["number"] not in self.live:
                 frozen = self.study.trials[record["number"]]
@@ -371,6 +445,20 @@ class SweepDriver:
                 if record["status"] == "completed":
                     self.update_best(record)
         self.state["trials"].sort(key=lambda t: t["number"])
+
+    def recover_ending(self) -> None:
+        """Trials an earlier driver recorded (pruned, say) whose runs are not over yet: the
+        sweep ends after them too."""
+        for record in self.state["trials"]:
+            if record.get("run") and record["number"] not in self.live:
+                try:
+                    state = self.store.read_state(record["run"])
+                except RunNotFound:
+                    continue
+                if not is_over(state):
+                    self.ending[record["number"]] = Ending(record["run"],
+                                                           final=state["status"] in TERMINAL)
+                    self.waker.watch(self.store.paths(record["run"]).root)
 
     def find_run(self, number: int) -> str | None:
         """The run of trial ``number``, if one was created (the driver may have stopped
@@ -392,6 +480,13 @@ class SweepDriver:
         self.sweeps.write_state(self.id, self.state)
 
 
+def _over_or_unreadable(store: Store, run_id: str) -> bool:
+    try:
+        return is_over(store.read_state(run_id))
+    except Exception:  # a run whose state cannot be read cannot be waited for
+        return True
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
@@ -400,50 +495,3 @@ def _number(value: Any) -> float | None:
     if value in ("nan", "inf", "-inf"):
         return float(value)
     return None
-
-
-def start_driver(home: str, sweep_id: str) -> None:
-    """Start the sweep's driver in its own session; returns once it has detached."""
-    import subprocess
-
-    from ..home import HOME_ENV
-
-    done = subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.tuning.driver", "--detach", sweep_id],
-        env={**os.environ, HOME_ENV: str(home)}, stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        raise TrainerError(f"the driver of sweep {sweep_id} did not start: "
-                           f"{done.stderr.strip()[-2000:]}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jupyter_trainer.tuning.driver")
-    parser.add_argument("sweep_id")
-    parser.add_argument("--detach", action="store_true")
-    args = parser.parse_args(argv)
-    store = Store()
-    sweeps = SweepStore(store.home)
-    paths = sweeps.existing(args.sweep_id)
-    state = read_json(paths.state)
-    if state["status"] in SWEEP_TERMINAL and state["status"] != "failed":
-        print(f"sweep {args.sweep_id} already ended ({state['status']})", file=sys.stderr)
-        return 2
-    if state["status"] == "running" and not sweeps.driver_gone(state):
-        print(f"sweep {args.sweep_id} already has a driver (pid {state['driver']['pid']})",
-              file=sys.stderr)
-        return 2
-    lock = open(paths.root / "driver.lock", "w")
-    try:  # held for the driver's life (the detached child inherits it)
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(f"sweep {args.sweep_id} already has a driver", file=sys.stderr)
-        return 2
-    if args.detach:
-        procs.detach()
-    procs.redirect_output(paths.log)
-    return SweepDriver(store, args.sweep_id).run()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

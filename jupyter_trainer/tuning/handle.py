@@ -10,6 +10,7 @@ from ..errors import RunStateError, TrainerError
 from ..spec import validate_run_id
 from ..store import TERMINAL, Store
 from ..store.sweeps import SWEEP_TERMINAL, SweepStore
+from .ended import run_over, still_running
 
 if TYPE_CHECKING:
     from ..api import Run
@@ -96,11 +97,14 @@ class Sweep:
 
     def wait(self, timeout: float | None = None, poll: float = 0.5) -> "Sweep":
         """Block until the sweep ends (or its driver is gone: ``TrainerError`` says how to
-        resume it)."""
+        resume it). An ended sweep has no trial left running, and its driver has exited."""
         start = time.monotonic()
         while True:
-            status = self.status
-            if status in SWEEP_TERMINAL:
+            state = self.state
+            status = state["status"]
+            if status in SWEEP_TERMINAL and (
+                    not still_running(state.get("driver")) or
+                    timeout is not None and time.monotonic() - start > timeout):
                 break
             if status == "interrupted":
                 raise TrainerError(f"the driver of sweep {self.id} is gone before the sweep "
@@ -122,27 +126,37 @@ class Sweep:
         if status in SWEEP_TERMINAL:
             raise RunStateError(f"sweep {self.id} already ended ({status}); nothing to cancel")
         self.sweeps.request_cancel(self.id, reason=reason)
+        deadline = time.monotonic() + timeout
         if status == "interrupted":
-            self._cancel_without_driver(reason)
+            self._cancel_without_driver(deadline, reason)
         elif wait:
-            deadline = time.monotonic() + timeout
-            while not self.done:
-                if self.status == "interrupted":
-                    self._cancel_without_driver(reason)
+            while True:
+                state = self.state
+                if state["status"] in SWEEP_TERMINAL and not still_running(state.get("driver")):
+                    break
+                if state["status"] == "interrupted":
+                    self._cancel_without_driver(deadline, reason)
                     break
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"sweep {self.id} did not end within {timeout} s")
                 time.sleep(0.1)
 
-    def _cancel_without_driver(self, reason: str) -> None:
-        from ..api import Run
-
+    def _cancel_without_driver(self, deadline: float, reason: str) -> None:
+        """Cancel the runs of the trials here, wait until each is over, then record the
+        sweep as canceled (its driver is gone, so nobody else will)."""
         state = self.sweeps.read_state(self.id)
+        runs = [t["run"] for t in state["trials"] if t.get("run")]
+        for run_id in runs:  # a pruned trial's run may still be stopping too
+            if not run_over(self.store, run_id) and \
+                    self.store.read_state(run_id)["status"] not in TERMINAL:
+                self.store.request_cancel(run_id, reason=f"sweep {self.id}: {reason}")
+        while runs := [run_id for run_id in runs if not run_over(self.store, run_id)]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the runs {', '.join(runs)} of sweep {self.id} did not end "
+                                   "in time; cancel the sweep again to wait for them")
+            time.sleep(0.1)
         for trial in state["trials"]:
-            if trial["status"] in ("running", "starting") and trial.get("run"):
-                run = Run(trial["run"], self.store)
-                if run.status not in TERMINAL:
-                    run.cancel(wait=True, reason=f"sweep {self.id}: {reason}")
+            if trial["status"] in ("running", "starting"):
                 trial.update(status="canceled", end=time.time())
         state.update(status="canceled", ended=time.time(), reason=reason)
         state.pop("recorded_status", None)
@@ -150,8 +164,9 @@ class Sweep:
 
     def resume(self) -> "Sweep":
         """Start a driver again for a sweep whose driver is gone (or that failed)."""
-        from .driver import start_driver
+        from .driver_start import check_spec, start_driver
 
+        check_spec(self.sweeps, self.id)
         status = self.status
         if status not in ("interrupted", "failed"):
             raise RunStateError(f"sweep {self.id} is {status}: only an interrupted or failed "

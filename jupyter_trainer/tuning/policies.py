@@ -120,6 +120,20 @@ def check_sampler(name: str, space: Mapping[str, Dimension]) -> None:
         grid_size(space)
 
 
+def prune_reason(policy_text: str, metric: str, step: int, value: float | None) -> str:
+    """Why the policy ``policy_text`` stopped a trial whose ``metric`` was ``value`` (None:
+    not finite) at ``step``, in words for the trials table."""
+    policy = parse_prune(policy_text)
+    shown = f"{metric} {value:.6g}" if value is not None else f"{metric} not finite"
+    why = {
+        "median": "worse than the median of the earlier trials at that step",
+        "truncation": f"among the worst {policy.value:g}% of the trials at that step",
+        "bandit": "outside the slack of the best trial at that step",
+        "hyperband": "not promoted to hyperband's next rung",
+    }.get(policy.kind, "stopped by the pruner")
+    return f"{shown} at step {step} was {why} ({policy_text} policy)"
+
+
 def make_sampler(name: str, space: Mapping[str, Dimension],
                  seed: int | None = None) -> "optuna.samplers.BaseSampler":
     """Optuna's sampler for ``name``: random, grid (every combination of the space's

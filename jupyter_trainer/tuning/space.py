@@ -26,7 +26,6 @@ import math
 import re
 from dataclasses import dataclass
 from decimal import Decimal, DecimalException
-from pathlib import Path
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -206,36 +205,6 @@ def parse_space(items: Mapping[str, Any] | Iterable[str] | str | None) -> dict[s
         space[key] = parse_dimension(key, value)
         given[key] = item
     return space
-
-
-def load_space_file(path: str | Path) -> dict[str, Any]:
-    """Read a YAML file whose top level maps each key to an expression or a fixed value;
-    pass the result to ``parse_space``."""
-    import yaml
-
-    path = Path(path)
-    example = "lr: loguniform(1e-4, 1e-1) and hidden: choice(32, 64, 128) on their own lines"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"the sweep space file {path} does not exist; check the path (a "
-                        f"relative one starts at {Path.cwd()})") from None
-    except UnicodeDecodeError:
-        raise SpecError(f"the sweep space file {path} is not UTF-8 text; save it as UTF-8 "
-                        "YAML") from None
-    except OSError as exc:
-        raise SpecError(f"cannot read the sweep space file {path}: {exc.strerror or exc}; "
-                        "give a readable YAML file") from None
-    try:
-        data = yaml.load(text, Loader=_unique_key_loader())
-    except yaml.YAMLError as exc:
-        raise SpecError(f"the sweep space file {path} is not valid YAML: "
-                        f"{' '.join(str(exc).split())}; fix it to lines like {example}") from None
-    if not isinstance(data, dict) or not data:
-        got = "is empty" if data in (None, {}) else f"holds a {type(data).__name__}"
-        raise SpecError(f"the sweep space file {path} {got}; it must map each key to an "
-                        f"expression, for example {example}")
-    return dict(data)
 
 
 def space_texts(space: Mapping[str, Dimension]) -> dict[str, str]:
@@ -421,23 +390,3 @@ def _quniform_top(lo: float, hi: float, q: float) -> float:
     """``hi`` lowered to the last lo + k*q that does not pass it, so Optuna gets a range
     that is a whole number of steps (it would otherwise lower it itself, with a warning)."""
     return float(Decimal(repr(lo)) + _quniform_steps(lo, hi, q) * Decimal(repr(q)))
-
-
-def _unique_key_loader() -> type:
-    """A ``yaml.SafeLoader`` that refuses a key given twice (safe_load keeps the last)."""
-    import yaml
-
-    class UniqueKeyLoader(yaml.SafeLoader):
-        def construct_mapping(self, node: Any, deep: bool = False) -> dict:
-            seen = set()
-            for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=deep)
-                if not isinstance(key, str):
-                    continue
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"the key {key!r} is given twice", key_node.start_mark)
-                seen.add(key)
-            return super().construct_mapping(node, deep=deep)
-
-    return UniqueKeyLoader

@@ -14,6 +14,10 @@ from ..errors import SpecError
 
 GOALS = {"max": "max", "maximize": "max", "min": "min", "minimize": "min"}
 OBJECTIVES = ("last", "best")
+# Each running trial has a supervisor process on the driver's host (and, on the local
+# target, its ranks): past this many at once a sweep is better split into several.
+MAX_PARALLEL = 100
+MAX_SEED = 2**32 - 1  # the samplers seed numpy, whose seeds are 0 to 2**32 - 1
 
 
 @dataclass(frozen=True)
@@ -57,12 +61,21 @@ class SweepSpec:
                 flag = "--" + key.replace("_", "-")
                 raise SpecError(f"{flag} {value!r} is not valid: give a whole number of at "
                                 f"least {low}")
+        if self.parallel > self.trials:
+            raise SpecError(f"--parallel {self.parallel} is more than --trials {self.trials}: "
+                            f"give --parallel {self.trials} or less")
+        if self.parallel > MAX_PARALLEL:
+            raise SpecError(f"--parallel {self.parallel} is more than {MAX_PARALLEL} trials at "
+                            f"once: give --parallel {MAX_PARALLEL} or less, or split the search "
+                            "into several sweeps")
         if self.timeout is not None and (not isinstance(self.timeout, (int, float))
                                          or not math.isfinite(self.timeout) or self.timeout <= 0):
             raise SpecError(f"--timeout {self.timeout!r} is not valid: give a number of seconds "
                             "above 0, or leave it out for no time limit")
-        if self.seed is not None and type(self.seed) is not int:
-            raise SpecError(f"--seed {self.seed!r} is not a whole number")
+        if self.seed is not None and (type(self.seed) is not int
+                                      or not 0 <= self.seed <= MAX_SEED):
+            raise SpecError(f"--seed {self.seed!r} is not valid: give a whole number from 0 to "
+                            f"{MAX_SEED}, or leave it out for a different search each time")
         if self.objective not in OBJECTIVES:
             raise SpecError(f"objective {self.objective!r} is not one of {', '.join(OBJECTIVES)}")
         check_sampler(self.sampler, space)
