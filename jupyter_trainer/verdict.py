@@ -48,8 +48,12 @@ def pool_words(hot: dict[str, Any]) -> str:
 def first_failure(e: Evidence) -> attribution.Death | None:
     """The process that failed first: a rank by its records (and the launcher's words), or
     the launcher when a signal killed it before any rank failed, or when the pool died and
-    its ranks with it."""
-    first = attribution.first_death(attribution.rank_deaths(e.records, e.launcher_words))
+    its ranks with it. A rank that recorded exit code 0 and then died by a signal counts
+    only when the launcher did not exit 0 (the launcher saw every rank end well)."""
+    deaths = attribution.rank_deaths(e.records, e.launcher_words)
+    if e.launcher_exit == 0:
+        deaths = [d for d in deaths if d.how != attribution.AFTER_EXIT]
+    first = attribution.first_death(deaths)
     launcher = e.launcher_death
     if launcher is not None and (first is None or launcher.at <= first.at
                                  or first.record.get("orphaned")

@@ -39,12 +39,13 @@ def test_only_front_ends_import_jupyter(rel, top, path):
 
 
 @pytest.mark.parametrize("name", ["runtime.py", "rank_env.py", "rank_files.py", "rank_onnx.py", "rank_data.py",
-                                  "_boot.py",
+                                  "rank_death.py", "_boot.py",
                                   "nodes/agent.py"])
 def test_runtime_uses_the_standard_library_only(name):
     stdlib = sys.stdlib_module_names
     imported = imported_modules(PACKAGE / name)
-    siblings = {"_boot.py": {"jupyter_trainer"}, "rank_env.py": {"torch.distributed.constants"},
+    siblings = {"_boot.py": {"jupyter_trainer", "jupyter_trainer.rank_death"},
+                "rank_env.py": {"torch.distributed.constants"},
                 "runtime.py": {"jupyter_trainer.rank_env", "jupyter_trainer.rank_files",
                                "jupyter_trainer.rank_onnx", "jupyter_trainer.rank_data"}}
     allowed = {"torch.distributed"} | siblings.get(name, set())
@@ -67,6 +68,7 @@ def test_no_module_is_too_long():
 
 LAYERS = {
     "errors": 0, "lazy": 0, "rank_env": 0, "rank_files": 0, "rank_onnx": 0, "rank_data": 0,
+    "rank_death": 0,
     "spec": 1, "home": 1, "files": 1, "procs": 1, "units": 1, "waker": 1,
     "capture": 2, "environment": 2, "launch": 2, "attribution": 2,
     "nodes": 3, "datasets": 3.2,  # data inputs: checked, fetched, staged through a node shell

@@ -197,3 +197,32 @@ def test_a_cells_traceback_cites_the_cells_own_lines(home):
                           origin={"cell": 12}).wait(timeout=60, raise_on_failure=False)
     assert "  Cell In [12], line 2, in <module>" in numbered.state["traceback"]
     assert leftover(run.id) == [] and leftover(numbered.id) == []
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "python"])
+def test_a_rank_that_finished_and_then_died_by_a_signal_is_named(home, launcher):
+    """The last rank's code finishes (it records exit code 0), then its process aborts in
+    native teardown, as torch's C++ destructors can: the error names the rank and the signal,
+    not "the launcher exited with code 1". torch is not imported, so boot leaves the rank to
+    Python's own exit, where the C exit handler runs."""
+    code = """
+import ctypes, resource
+from jupyter_trainer import runtime as jt
+jt.log(step=0, x=1)
+if jt.rank == jt.world_size - 1:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file in the working directory
+    libc = ctypes.CDLL(None)
+    libc.__cxa_atexit(ctypes.cast(libc.abort, ctypes.c_void_p), None, None)
+"""
+    procs = 2 if launcher == "torchrun" else 1
+    run = api.submit(code, procs=procs, launcher=launcher, hot=False, name="teardown-abort")
+    with pytest.raises(api.RunFailed) as info:
+        run.wait(timeout=90)
+    state = run.state
+    assert info.value.failed_rank == procs - 1, state.get("error")
+    assert state["rank_exit_codes"][str(procs - 1)] == 0
+    assert f"rank {procs - 1} finished its code (it recorded exit code 0)" in state["error"]
+    assert "killed by SIGABRT" in state["error"], state["error"]
+    assert state["failure"]["signal"] == "SIGABRT"
+    assert leftover(run.id) == []
+
