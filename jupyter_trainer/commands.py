@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import time
 from typing import Any, Callable, Sequence, TextIO
 
@@ -62,10 +63,28 @@ def _define_runs(sub: Any) -> None:
 
 
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
-    rows = Store().list_runs(status=args.status, name=args.name, limit=args.limit,
-                             offset=args.offset)
-    print(json.dumps(rows, indent=1) if args.json else runs_table(rows), file=out)
+    store = Store()
+    rows = store.list_runs(status=args.status, name=args.name, limit=args.limit,
+                           offset=args.offset)
+    if args.json:
+        print(json.dumps(rows, indent=1), file=out)
+    else:
+        print(runs_table(rows) if rows else no_runs(store, args), file=out)
     return 0
+
+
+def no_runs(store: Store, args: argparse.Namespace) -> str:
+    """What an empty list means: an empty store, or filters that leave nothing out of it."""
+    total = len(store.run_ids_on_disk())
+    filters = [f"--status {args.status}" if args.status else "",
+               f"--name {shlex.quote(args.name)}" if args.name else "",
+               f"--offset {args.offset}" if args.offset else ""]
+    filters = [f for f in filters if f]
+    if not total or not filters:
+        return "no runs yet"
+    which = "that filter" if len(filters) == 1 else "those filters"
+    return (f"no runs match {' '.join(filters)} (the store {store.home} holds {total} "
+            f"run{'s' * (total != 1)}; leave out {which} to list them)")
 
 
 def _define_show(sub: Any) -> None:
