@@ -23,7 +23,7 @@ from .monitor.health import stalled_of
 from .monitor.text import runs_table, summary_text, targets_table
 from .options import OptionParser, ParamAction, add_target_options
 from .errors import SpecError
-from .store import STATUSES, Store
+from .store import STATUSES, TERMINAL, Store
 from .model_commands import MODEL_COMMANDS
 from .pool_commands import POOL_COMMANDS
 from .tuning.commands import SWEEP_COMMANDS
@@ -68,8 +68,13 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
                            offset=args.offset)
     if args.json:
         print(json.dumps(rows, indent=1), file=out)
+    elif rows:
+        print(runs_table(rows), file=out)
+        for row in rows:  # a run whose state is damaged is listed as its index row has it
+            if row.get("damaged"):
+                print(row["damaged"], file=out)
     else:
-        print(runs_table(rows) if rows else no_runs(store, args), file=out)
+        print(no_runs(store, args), file=out)
     return 0
 
 
@@ -95,8 +100,8 @@ def _define_show(sub: Any) -> None:
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     run = api.get_run(args.run)
+    state = run.state  # a damaged record says so here, naming its file
     if args.json:
-        state = run.state
         stalled = [{"rank": e["rank"], "seconds": round(e["seconds"], 1),
                     "last_step": e.get("last_step")} for e in stalled_of(state, time.time())]
         print(json.dumps({"id": run.id, "spec": run.spec.to_dict(), "state": state,
@@ -126,7 +131,11 @@ def cmd_logs(args: argparse.Namespace, out: TextIO) -> int:
         run.check_rank(args.rank)
     prefixed = args.rank is None and run.spec.launch.world_size > 1
     while True:
-        finished = run.done  # read before the logs, so nothing written after it is missed
+        # read before the logs, so nothing written after it is missed; only when following,
+        # so that a run whose state is damaged still shows its logs (and while following, a
+        # state its supervisor is writing again reads as unfinished)
+        finished = not args.follow or (
+            run.store.current_state(run.id) or {}).get("status") in TERMINAL
         ranks = [args.rank] if args.rank is not None else store.ranks(run.id)
         for rank in ranks:
             first = rank not in offsets
@@ -149,8 +158,12 @@ def _define_cancel(sub: Any) -> None:
 
 def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
     run = api.get_run(args.run)
-    run.cancel()
-    print(f"run {run.id} {run.status}", file=out)
+    status = run.cancel()
+    if status == "lost":
+        print(f"run {run.id} lost: its supervisor was gone, and what was left of its processes "
+              "was ended; `jupyter-trainer doctor --fix` records it as lost", file=out)
+    else:
+        print(f"run {run.id} {status}", file=out)
     return 0
 
 

@@ -9,7 +9,9 @@ with them and reports one finding per problem:
 - a run is lost: its state is unfinished and its supervisor is gone (fix: record ``lost``
   in its state, ended when the supervisor was last seen);
 - a snapshot no longer hashes to its ``spec.code.hash`` (reported only: nothing can
-  restore the code a run was started with).
+  restore the code a run was started with);
+- a run's ``state.json`` or ``spec.json`` is missing or unreadable (fix: rebuild the state
+  from the index row, or move a run without a spec aside; see ``store.repair``).
 
 Nothing changes unless ``fix`` is given.
 """
@@ -23,8 +25,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .capture.snapshot import hash_snapshot
-from .spec import RunSpec
-from .store import ACTIVE, Store, read_json
+from .errors import RecordDamaged
+from .store import ACTIVE, Store, load_spec, load_state, repair
 
 # Index columns that must match the run's folder (``updated`` is the index's own).
 _COMPARED = ("status", "ended", "failed_rank", "name", "target", "launcher", "nodes", "procs",
@@ -35,7 +37,8 @@ _COMPARED = ("status", "ended", "failed_rank", "name", "target", "launcher", "no
 class Finding:
     """One problem: what is wrong (``message``), and what ``--fix`` did or would do."""
 
-    check: str  # index | unindexed | orphan-row | disagrees | lost | unreadable | snapshot
+    # index | unindexed | orphan-row | disagrees | lost | damaged | unreadable | snapshot
+    check: str
     message: str
     run_id: str | None = None
     fix: str | None = None  # what --fix does; None: it cannot be fixed
@@ -128,9 +131,17 @@ def _check_run(store: Store, run_id: str, rows: dict[str, dict[str, Any]] | None
                report: Report, *, hashes: bool) -> None:
     paths = store.paths(run_id)
     try:
-        spec = RunSpec.from_dict(read_json(paths.spec))
-        recorded = read_json(paths.state)
+        spec = load_spec(paths, run_id)
+        recorded = load_state(paths, run_id)
         status = recorded["status"]
+    except RecordDamaged as exc:
+        found = repair.damage(store, run_id, exc)
+        finding = Finding("damaged", found.message, run_id, found.fix)
+        if found.repair is None or found.done is None:
+            report.findings.append(finding)
+        else:
+            _add(report, finding, found.repair, found.done)
+        return
     except (OSError, ValueError, KeyError, TypeError) as exc:
         report.findings.append(Finding("unreadable", f"its spec or state cannot be read ({exc})",
                                        run_id))

@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,7 +24,9 @@ from .errors import TrainerError
 from .home import HOME_ENV
 from .launcher_exit import LauncherExit
 from .snapshot_check import settle_code
-from .store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, read_json
+from .state_writer import StateWriter
+from .store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, load_state, write_json_atomic
+from .store.liveness import pid_record
 from .targets import Target, get_target
 from .verdict import TRACEBACK_TAIL
 from .watch import RunWatch
@@ -50,7 +51,8 @@ class Supervisor:
         self.store, self.run_id = store, run_id
         self.paths = store.existing(run_id)
         self.spec = store.read_spec(run_id)
-        self.state: dict[str, Any] = read_json(self.paths.state)
+        self.state: dict[str, Any] = load_state(self.paths, run_id)
+        self.writer = StateWriter(store, run_id, self.spec, log)
         self.signal_reason: str | None = None
         self.target: Target | None = None
         self.handle: dict[str, Any] | None = None
@@ -78,11 +80,11 @@ class Supervisor:
             self.state["ended"] = now
         self.state["status"] = status
         self.state.update(fields)
-        self.store.write_state(self.run_id, self.state, self.spec)
+        self.writer.write(self.state)
         log(f"{status} {' '.join(f'{k}={v!r}' for k, v in fields.items() if k != 'traceback')}")
 
     def save(self) -> None:
-        self.store.write_state(self.run_id, self.state, self.spec)
+        self.writer.write(self.state)
 
     def cancel_reason(self) -> str | None:
         if self.signal_reason:
@@ -94,8 +96,11 @@ class Supervisor:
     def run(self) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._on_signal)
-        self.state["supervisor"] = {"pid": os.getpid(), "host": socket.gethostname(),
-                                    "start_ticks": procs.start_ticks(os.getpid())}
+        self.state["supervisor"] = pid_record()
+        try:  # how readers find this process when the state cannot be read
+            write_json_atomic(self.paths.supervisor, self.state["supervisor"])
+        except OSError as exc:
+            log(f"cannot write {self.paths.supervisor}: {exc}")
         self._start_heartbeat()
         outcome: dict[str, Any] = {}
         try:
@@ -141,6 +146,10 @@ class Supervisor:
                     path.touch()
                 except OSError:
                     pass
+                try:
+                    self.writer.beat()
+                except Exception as exc:  # the heartbeat itself must go on
+                    log(f"keeping the run's record failed: {exc!r}")
                 time.sleep(HEARTBEAT_S)
 
         threading.Thread(target=beat, name="heartbeat", daemon=True).start()

@@ -76,7 +76,7 @@ LAYERS = {
     "targets": 3.5,  # targets stand on the node layer, never the reverse
     "store": 4,
     "verdict": 4.6,  # how a run ended, from the evidence the supervisor gathers
-    "launcher_exit": 4.7, "snapshot_check": 4.7,  # the supervisor's parts
+    "launcher_exit": 4.7, "state_writer": 4.7, "snapshot_check": 4.7,  # the supervisor's parts
     "supervisor": 5, "follow": 5, "doctor": 5, "watch": 4.5, "stacks": 5,
     "monitor": 6,
     "starter": 6,
