@@ -74,6 +74,14 @@ class RecordDamaged(StoreError):
         self.problem = problem
 
 
+class DiskFull(StoreError):
+    """The run store's file system is full (or the user's quota is spent)."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class RunStateError(TrainerError):
     """The run is not in a state that allows the operation (for example, cancel a finished run)."""
 

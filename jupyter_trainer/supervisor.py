@@ -25,7 +25,8 @@ from .home import HOME_ENV
 from .launcher_exit import LauncherExit
 from .snapshot_check import settle_code
 from .state_writer import StateWriter
-from .store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, load_state, write_json_atomic
+from .store import (ACTIVE, HEARTBEAT_S, TERMINAL, Store, load_state, reserve,
+                    write_json_atomic)
 from .store.liveness import pid_record
 from .targets import Target, get_target
 from .verdict import TRACEBACK_TAIL
@@ -43,7 +44,10 @@ MLFLOW_LAST_RESORT_S = 900  # the mirror to MLflow stops itself sooner ($JT_MLFL
 
 
 def log(message: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
+    try:
+        print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
+    except OSError:  # supervisor.log is on a full disk: the state still says what happened
+        pass
 
 
 class Supervisor:
@@ -101,26 +105,52 @@ class Supervisor:
             write_json_atomic(self.paths.supervisor, self.state["supervisor"])
         except OSError as exc:
             log(f"cannot write {self.paths.supervisor}: {exc}")
+        self.writer.reserve()
         self._start_heartbeat()
         outcome: dict[str, Any] = {}
         try:
             self.transition("preparing")
+            self.writer.check()
             if not self.cancel_reason():
                 outcome = self._launch_and_watch()
         except TrainerError as exc:
             outcome = {"error": str(exc)}
         except Exception as exc:  # a supervisor bug must still end the run cleanly
-            outcome = {"error": f"internal error in the supervisor: {exc!r}",
-                       "traceback": traceback.format_exc()[-TRACEBACK_TAIL:]}
+            if reserve.is_disk_full(exc):
+                where = getattr(exc, "filename", None) or self.paths.root
+                outcome = {"error": reserve.disk_full_error(self.run_id, where)}
+            else:
+                outcome = {"error": f"internal error in the supervisor: {exc!r}",
+                           "traceback": traceback.format_exc()[-TRACEBACK_TAIL:]}
         finally:
-            self._finish(outcome)
+            self._finish_surely(outcome)
             if self.target is not None:
                 try:
                     self.target.release(self.handle)
                 except Exception as exc:
                     log(f"releasing the target failed: {exc!r}")
+        if not self.writer.settle():
+            log("the run's end could not be recorded: the disk stayed full")
         self._mirror_to_mlflow()
         return 0
+
+    def _finish_surely(self, outcome: dict[str, Any]) -> None:
+        """``_finish``; if that fails, stop the run's processes and record the failure all
+        the same, so that no run stays unfinished and no process is left."""
+        try:
+            self._finish(outcome)
+        except Exception as exc:
+            log(f"finishing the run failed: {exc!r}")
+            if self.state["status"] in TERMINAL:
+                return
+            error = (self.writer.full_now() or f"internal error in the supervisor while "
+                     f"finishing the run: {exc!r}")
+            try:
+                teardown = self._teardown()
+            except Exception as again:
+                teardown = {"error": repr(again)}
+            self.transition("failed", error=error, teardown=teardown,
+                            traceback=traceback.format_exc()[-TRACEBACK_TAIL:])
 
     def _mirror_to_mlflow(self) -> None:
         """With ``--mlflow``, mirror the ended run (``jupyter_trainer.mlflow_mirror``, in a
@@ -183,6 +213,7 @@ class Supervisor:
         if realized.variables:  # the environment's variables, over the target's own
             plan = replace(plan, extra_env={**plan.extra_env, **realized.variables})
         command = self.target.command(spec, plan)
+        self.writer.check()
         self.transition("queued" if self.target.queues else "running", backend=backend,
                         python=python or plan.python, launcher={"argv": list(command.argv)})
         self.started = (spec, plan)
@@ -229,6 +260,9 @@ class Supervisor:
             now = time.monotonic()
             if now >= next_watch:
                 next_watch = now + WATCH_S
+                full = self.writer.full_now()
+                if full:
+                    return {"error": full}
                 ended = self._observe()
                 if ended:
                     return ended
@@ -440,7 +474,7 @@ class Supervisor:
             log_tail=self.launcher_exit.log_tail(),
             hot=(self.state.get("launcher") or {}).get("hot") or {},
             report=report, world_size=self.spec.launch.world_size,
-            cancel_reason=self.cancel_reason()))
+            cancel_reason=self.cancel_reason(), disk_full=self.writer.full_now()))
         self.transition(status, **fields, **why)
 
 

@@ -2,7 +2,7 @@
 
 The supervisor gathers the evidence once every process of the run is gone (what the watch
 loop ended with, each rank's record, the launcher's exit and last words, the scheduler's
-report, a cancel request) and ``decide`` turns it into ``completed``,
+report, a cancel request, a full disk) and ``decide`` turns it into ``completed``,
 ``canceled`` or ``failed`` with one error line, the rank that failed first and its traceback.
 Which process failed first is ``attribution``'s business; this module only weighs its answer
 against the rest.
@@ -33,6 +33,7 @@ class Evidence:
     report: dict[str, Any] = field(default_factory=dict)  # the scheduler's report
     world_size: int = 1
     cancel_reason: str | None = None
+    disk_full: str | None = None            # the error of a full disk, if the disk filled
 
 
 def pool_words(hot: dict[str, Any]) -> str:
@@ -73,6 +74,12 @@ def decide(e: Evidence) -> tuple[str, dict[str, Any]]:
         fields.update(error=e.outcome["error"], traceback=e.outcome.get("traceback"))
         if e.outcome.get("failed_rank") is not None:
             fields["failed_rank"] = e.outcome["failed_rank"]
+    elif e.disk_full and (first is not None or killed or e.launcher_exit not in (0, None)
+                          or e.outcome.get("stopped_after_rank_failure")
+                          or len(e.records) < e.world_size):
+        # Ranks that could not write their logs or records fail in ways that blame them;
+        # the full disk is the cause.
+        fields.update(error=e.disk_full, traceback=e.log_tail)
     elif e.report.get("error") and (first is None or first.by_signal):
         # The scheduler ended the job (time limit, memory, node failure): that is the cause,
         # not the SIGTERM its ranks received.

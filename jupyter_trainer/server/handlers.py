@@ -26,7 +26,7 @@ from jupyter_server.utils import url_path_join
 from tornado.iostream import StreamClosedError
 
 from .. import __version__
-from ..errors import (InvalidRunId, ModelNotFound, RecordDamaged, RunNotFound,
+from ..errors import (DiskFull, InvalidRunId, ModelNotFound, RecordDamaged, RunNotFound,
                       RunStateError, SpecError, StoreError, TrainerError)
 from ..monitor.health import list_fields
 from ..spec import MAX_PROCS
@@ -52,6 +52,8 @@ def _status_of(exc: TrainerError) -> int:
         return 409
     if isinstance(exc, (SpecError, InvalidRunId)):
         return 400
+    if isinstance(exc, DiskFull):
+        return 507
     if isinstance(exc, StoreError):  # the run store cannot be read or written: not the request
         return 503
     return 500

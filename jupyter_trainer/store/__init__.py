@@ -7,6 +7,7 @@ $JUPYTER_TRAINER_HOME            (default ~/.jupyter_trainer)
   staging/                       snapshots being written (moved into a run atomically)
   runs/<run-id>/
     spec.json  state.json  cancel.request  supervisor.log  supervisor.alive  supervisor.pid
+    .state-spare-*                 room for the state on a full disk (``reserve``)
     code/  events/rank-<r>.jsonl  logs/rank-<r>.log  ranks/rank-<r>.json  outputs/
     checkpoints/step-<N>.pt|.pkl   complete checkpoints (written under a "."-name, renamed)
   damaged/<run-id>/              a run whose spec was damaged, set aside by ``doctor --fix``
@@ -34,14 +35,15 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .. import rank_files
-from ..errors import RecordDamaged, RunNotFound, RunStateError, SpecError, StoreError
+from ..errors import (DiskFull, RecordDamaged, RunNotFound, RunStateError, SpecError,
+                      StoreError)
 from ..home import HOME_ENV, default_home
 from ..spec import RunSpec, validate_run_id
-from . import liveness
+from . import liveness, reserve
 from .index import RunIndex, index_row, unwritable
 from .liveness import HEARTBEAT_S  # noqa: F401 (re-exported)
-from .records import (ACTIVE, STATUSES, TERMINAL, RunPaths, load_spec, load_state,  # noqa: F401
-                      read_json, write_json_atomic)
+from .records import (ACTIVE, STATUSES, TERMINAL, RunPaths, json_text, load_spec,  # noqa: F401
+                      load_state, read_json, write_json_atomic)
 
 _log = logging.getLogger(__name__)
 
@@ -284,6 +286,10 @@ class Store:
         if current is not None and "end" not in current:
             current["end"] = max(ended, current.get("start", ended))
         state.update(status="lost", ended=ended, supervisor_last_seen=ended)
+        if reserve.is_full(paths.root):  # the likely cause, stated as the fact it is
+            state.setdefault("error", f"the run's supervisor process is gone, and the run "
+                             f"store's disk is full ({paths.root}); free some space, then "
+                             "`jupyter-trainer doctor --fix` records the run as lost")
         state.setdefault("error", "the run's supervisor process is gone (killed or crashed); "
                          "its launcher was sent SIGTERM when it died")
         return state
@@ -301,19 +307,32 @@ class Store:
         self._index_upsert(run_id, self.read_spec(run_id), state)
         return state
 
-    def write_state(self, run_id: str, state: dict[str, Any], spec: RunSpec | None = None) -> None:
+    def write_state(self, run_id: str, state: dict[str, Any], spec: RunSpec | None = None) -> bool:
         """Replace the run's state atomically and update its index row. Supervisor only.
 
         ``state.json`` is the record; an index that cannot be written here does not stop
         the run: readers take an unfinished row's status from the state, and ``doctor``
-        reports and fixes the row.
+        reports and fixes the row. On a full disk the state goes through the room the
+        supervisor reserved (``reserve``): True when it did, ``DiskFull`` when even that
+        could not take it.
         """
         state["updated"] = time.time()
-        write_json_atomic(self.paths(run_id).state, state)
+        paths = self.paths(run_id)
+        full = False
+        try:
+            write_json_atomic(paths.state, state)
+        except OSError as exc:
+            if not reserve.is_disk_full(exc):
+                raise
+            if not reserve.write_in_reserve(paths, json_text(state)):
+                raise DiskFull(reserve.disk_full_error(run_id, paths.state),
+                               path=str(paths.state)) from None
+            full = True
         try:
             self._index_upsert(run_id, spec or self.read_spec(run_id), state)
         except StoreError as exc:
             _log.warning("jupyter-trainer: run %s is %s, but %s", run_id, state["status"], exc)
+        return full
 
     def _effective(self, run_id: str) -> dict[str, Any]:
         """The status, end and failed rank of an unfinished index row, from the run's state."""
@@ -347,10 +366,14 @@ class Store:
         liveness.write_cancel_request(self.existing(run_id), reason)
 
     def cancel_request(self, run_id: str) -> dict[str, Any] | None:
+        """The cancel request, if any; an empty one (written on a full disk) has no reason."""
+        path = self.paths(run_id).cancel_request
         try:
-            return read_json(self.paths(run_id).cancel_request)
-        except (FileNotFoundError, json.JSONDecodeError):
+            return read_json(path)
+        except FileNotFoundError:
             return None
+        except (OSError, ValueError):
+            return {"reason": "canceled"} if path.exists() else None
 
     # -- ranks, events, logs -----------------------------------------------------------
     def ranks(self, run_id: str) -> list[int]:

@@ -10,6 +10,7 @@ reader that finds it gone dates the run's end to the last touch.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
@@ -17,7 +18,7 @@ import time
 from typing import Any
 
 from .. import procs
-from ..errors import RecordDamaged, RunStateError
+from ..errors import RecordDamaged, RunStateError, StoreError
 from .records import ACTIVE, RunPaths, read_supervisor, write_json_atomic
 
 # A run still "created" this long after creation never got a supervisor.
@@ -61,8 +62,19 @@ def last_seen(paths: RunPaths, state: dict[str, Any]) -> float:
 
 
 def write_cancel_request(paths: RunPaths, reason: str) -> None:
-    """Write ``cancel.request``, which the supervisor reads."""
-    write_json_atomic(paths.cancel_request, {"requested": time.time(), "reason": reason})
+    """Write ``cancel.request``. On a full disk, an empty one (it needs no data blocks):
+    the supervisor reads that as a cancel without a reason."""
+    try:
+        write_json_atomic(paths.cancel_request, {"requested": time.time(), "reason": reason})
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise StoreError(f"cannot ask for the cancel of the run in {paths.root}: "
+                             f"{exc.strerror or exc}") from None
+        try:
+            paths.cancel_request.touch()
+        except OSError as again:
+            raise StoreError(f"cannot ask for the cancel of the run in {paths.root}: "
+                             f"{again.strerror or again}") from None
 
 
 def cancel_damaged(paths: RunPaths, damaged: RecordDamaged, indexed: str | None,
