@@ -387,3 +387,26 @@ def test_a_damaged_state_of_an_ended_run_is_named_and_doctor_rebuilds_it(
     kept = home / "runs" / failed / shown["rebuilt"]["damaged"]
     assert kept.is_file() == (how == "truncated")
     assert cli("doctor", "--no-hash").returncode == 0
+
+
+def test_the_monitor_feed_shows_a_damaged_state_as_its_notice(healed_home, home):
+    """The notebook widget's and the Lab view's feed starts on a run whose state.json is gone
+    and says why in its notice, naming the file and the fix, instead of dying."""
+    from jupyter_trainer.monitor.feeder import ViewFeeder
+
+    from conftest import wait_for
+
+    run_id = next(r for r, s in healed_home.items() if s == "completed")
+    state = home / "runs" / run_id / "state.json"
+    state.unlink()
+    updates: list[dict] = []
+    feeder = ViewFeeder(api.get_run(run_id), updates.append)
+    assert feeder.first()["state"]["status"] == "unknown"
+    feeder.start()
+    try:
+        notice = wait_for(lambda: next((u["notice"] for u in updates if u.get("notice")), None),
+                          timeout=20, what="the feed's notice")
+    finally:
+        feeder.stop()
+        feeder.join(10)
+    assert f"state {state} is missing" in notice and FIX in notice, notice
