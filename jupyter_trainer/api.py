@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from . import environment, procs
-from .errors import LaunchError, RunCanceled, RunFailed, RunStateError, SpecError
+from .errors import LaunchError, RecordDamaged, RunCanceled, RunFailed, SpecError
 from .follow import RunFollower
 from .spec import (DEFAULT_STALL_TIMEOUT, LaunchSpec, RunSpec, TargetSpec, WatchSpec,
                    parse_params, validate_run_id)
@@ -244,9 +244,14 @@ def diff(a: str, b: str, *, home: str | os.PathLike | None = None) -> "RunDiff":
 
 
 def get_run(run_id: str, *, home: str | os.PathLike | None = None) -> "Run":
-    """The run ``run_id`` from the store; raises ``RunNotFound`` if there is none."""
+    """The run ``run_id`` from the store; raises ``RunNotFound`` if there is none. A run
+    whose record is damaged is found all the same (it can still be canceled): reading its
+    spec or state raises ``RecordDamaged``, which names the file and the fix."""
     store = Store(home)
-    store.existing(validate_run_id(run_id))
+    try:
+        store.existing(validate_run_id(run_id))
+    except RecordDamaged:
+        pass
     return Run(run_id, store)
 
 
@@ -376,7 +381,8 @@ class Run:
             # seen within a few hundredths of a second), then every ``poll`` seconds.
             waker.watch(self.store.paths(self.id).root)
             while True:
-                state = self.state
+                # None: the state is damaged, and the supervisor that writes it again runs
+                state = self.store.current_state(self.id) or {"status": "unknown"}
                 if state["status"] in TERMINAL and not self._mirroring(state):
                     break
                 waited = time.monotonic() - start
@@ -413,15 +419,20 @@ class Run:
                             traceback=state.get("traceback"))
 
     def cancel(self, *, wait: bool = True, timeout: float = 30.0,
-               reason: str = "canceled by user") -> None:
+               reason: str = "canceled by user") -> str:
         """Ask the supervisor to stop every process of the run; by default wait until it has.
-        ``reason`` is what the run's state records (and ``show`` prints) as why it ended."""
-        status = self.status
-        if status in TERMINAL:
-            raise RunStateError(f"run {self.id} already ended ({status}); nothing to cancel")
-        self.store.request_cancel(self.id, reason=reason)
-        if wait:
+        ``reason`` is what the run's state records (and ``show`` prints) as why it ended.
+        Returns the run's status then.
+
+        A run that ended raises ``RunStateError``. A run whose state is damaged is canceled
+        all the same while its supervisor or its processes can be found (see
+        ``Store.cancel``); with its supervisor gone, its processes are ended here and the
+        status is ``lost``."""
+        status = self.store.cancel(self.id, reason=reason)
+        if status != "lost" and wait:
             self.wait(timeout, raise_on_failure=False)
+            status = (self.store.current_state(self.id) or {"status": status})["status"]
+        return status
 
     def follower(self) -> RunFollower:
         return RunFollower(self.store, self.id)

@@ -9,6 +9,9 @@ first failure is the process that died first, from what each rank recorded itsel
 - ``ended`` of a rank that recorded its own end on a signal (SIGTERM, through the runtime);
 - ``exited``: when the rank's process ended, written by its death watcher (see ``_boot``),
   the only time a rank killed by SIGKILL leaves;
+- ``after_exit``: how the process of a rank that recorded exit code 0 really ended, when
+  that was otherwise (a signal, another status), also from its death watcher: its Python code
+  finished, then its native teardown died (a C++ destructor or exit handler calling abort());
 - ``peers_gone`` and ``orphaned``, taken by a failing rank at the moment it failed: the ranks
   on its host already dead or dying then, and whether its launcher was already gone. A rank
   with either is a consequence, not a cause. This settles, free of any clock, the one close
@@ -37,6 +40,7 @@ from typing import Any
 from . import procs
 
 ON_ITS_OWN = ("exception", "exit")
+AFTER_EXIT = "after exit"  # recorded exit code 0, then the process died otherwise
 CROSS_HOST_WINDOW_S = 0.25  # over 3x the 75 ms a watcher took to wake on a loaded 2-core node
 
 
@@ -46,7 +50,7 @@ class Death:
 
     rank: int | None
     at: float                        # when it failed, seconds since the epoch; inf if unknown
-    how: str                         # "exception", "exit", "signal" or "killed"
+    how: str                         # "exception", "exit", "signal", "killed" or AFTER_EXIT
     record: dict[str, Any] = field(default_factory=dict, compare=False)
     signal: str | None = None
     exit_status: int | None = None
@@ -80,6 +84,13 @@ class Death:
                     or f"rank {self.rank} exited with code {self.record.get('exit_code')}")
         if self.how == "signal":
             return f"rank {self.rank} was terminated by {self.signal}"
+        if self.how == AFTER_EXIT:
+            died = (f"killed by {self.signal}" if self.signal
+                    else f"ended with status {self.exit_status}")
+            return (f"rank {self.rank} finished its code (it recorded exit code 0), then its "
+                    f"process was {died} as it ended, in native teardown (a C/C++ "
+                    "destructor or exit handler); see logs/launcher.log and "
+                    f"logs/rank-{self.rank}.log")
         if self.signal:
             cause = f"killed by {self.signal}"
         elif self.exit_status is not None:
@@ -101,6 +112,11 @@ def rank_deaths(records: dict[int, dict[str, Any]],
     for rank, rec in records.items():
         code = rec.get("exit_code")
         if code == 0:
+            late = rec.get("after_exit") or {}
+            name = late.get("signal") or said.get(rank)
+            if name or late.get("exit_status"):
+                deaths.append(Death(rank, float(rec.get("exited", math.inf)), AFTER_EXIT, rec,
+                                    name, late.get("exit_status"), launcher_saw=rank in said))
             continue
         exited = float(rec.get("exited", math.inf))
         if code is None:

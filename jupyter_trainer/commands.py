@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import time
 from typing import Any, Callable, Sequence, TextIO
 
@@ -22,7 +23,7 @@ from .monitor.health import stalled_of
 from .monitor.text import runs_table, summary_text, targets_table
 from .options import OptionParser, ParamAction, add_target_options, explain
 from .errors import SpecError
-from .store import STATUSES, Store
+from .store import STATUSES, TERMINAL, Store
 from .model_commands import MODEL_COMMANDS
 from .pool_commands import POOL_COMMANDS
 from .tuning.commands import SWEEP_COMMANDS
@@ -101,10 +102,33 @@ def _define_runs(sub: Any) -> None:
 
 
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
-    rows = Store().list_runs(status=args.status, name=args.name, limit=args.limit,
-                             offset=args.offset)
-    print(json.dumps(rows, indent=1) if args.json else runs_table(rows), file=out)
+    store = Store()
+    rows = store.list_runs(status=args.status, name=args.name, limit=args.limit,
+                           offset=args.offset)
+    if args.json:
+        print(json.dumps(rows, indent=1), file=out)
+    elif rows:
+        print(runs_table(rows), file=out)
+        for row in rows:  # a run whose state is damaged is listed as its index row has it
+            if row.get("damaged"):
+                print(row["damaged"], file=out)
+    else:
+        print(no_runs(store, args), file=out)
     return 0
+
+
+def no_runs(store: Store, args: argparse.Namespace) -> str:
+    """What an empty list means: an empty store, or filters that leave nothing out of it."""
+    total = len(store.run_ids_on_disk())
+    filters = [f"--status {args.status}" if args.status else "",
+               f"--name {shlex.quote(args.name)}" if args.name else "",
+               f"--offset {args.offset}" if args.offset else ""]
+    filters = [f for f in filters if f]
+    if not total or not filters:
+        return "no runs yet"
+    which = "that filter" if len(filters) == 1 else "those filters"
+    return (f"no runs match {' '.join(filters)} (the store {store.home} holds {total} "
+            f"run{'s' * (total != 1)}; leave out {which} to list them)")
 
 
 def _define_show(sub: Any) -> None:
@@ -115,8 +139,8 @@ def _define_show(sub: Any) -> None:
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     run = api.get_run(args.run)
+    state = run.state  # a damaged record says so here, naming its file
     if args.json:
-        state = run.state
         stalled = [{"rank": e["rank"], "seconds": round(e["seconds"], 1),
                     "last_step": e.get("last_step")} for e in stalled_of(state, time.time())]
         print(json.dumps({"id": run.id, "spec": run.spec.to_dict(), "state": state,
@@ -146,7 +170,11 @@ def cmd_logs(args: argparse.Namespace, out: TextIO) -> int:
         run.check_rank(args.rank)
     prefixed = args.rank is None and run.spec.launch.world_size > 1
     while True:
-        finished = run.done  # read before the logs, so nothing written after it is missed
+        # read before the logs, so nothing written after it is missed; only when following,
+        # so that a run whose state is damaged still shows its logs (and while following, a
+        # state its supervisor is writing again reads as unfinished)
+        finished = not args.follow or (
+            run.store.current_state(run.id) or {}).get("status") in TERMINAL
         ranks = [args.rank] if args.rank is not None else store.ranks(run.id)
         for rank in ranks:
             first = rank not in offsets
@@ -169,8 +197,12 @@ def _define_cancel(sub: Any) -> None:
 
 def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
     run = api.get_run(args.run)
-    run.cancel()
-    print(f"run {run.id} {run.status}", file=out)
+    status = run.cancel()
+    if status == "lost":
+        print(f"run {run.id} lost: its supervisor was gone, and what was left of its processes "
+              "was ended; `jupyter-trainer doctor --fix` records it as lost", file=out)
+    else:
+        print(f"run {run.id} {status}", file=out)
     return 0
 
 

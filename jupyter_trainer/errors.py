@@ -65,6 +65,27 @@ class NotOwner(TrainerError):
     """What was asked belongs to another user (a model version they registered)."""
 
 
+class RecordDamaged(StoreError):
+    """A run's record file (its ``spec.json`` or ``state.json``) is missing or cannot be read.
+
+    The message names the file, what is wrong with it and what ``jupyter-trainer doctor
+    --fix`` does about it; ``path`` is the file and ``problem`` what is wrong with it."""
+
+    def __init__(self, message: str, *, run_id: str, path: str, problem: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.path = path
+        self.problem = problem
+
+
+class DiskFull(StoreError):
+    """The run store's file system is full (or the user's quota is spent)."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class RunStateError(TrainerError):
     """The run is not in a state that allows the operation (for example, cancel a finished run)."""
 

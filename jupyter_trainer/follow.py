@@ -98,7 +98,8 @@ class RunFollower:
         for the next call and ``behind`` is set), so a reader catching up on a long history
         can publish what it has between steps.
         """
-        self.state = self.store.read_state(self.run_id)
+        # None: the state is damaged, and the supervisor that writes it again runs
+        self.state = self.store.current_state(self.run_id) or self.state
         paths = self.store.paths(self.run_id)
         new, behind = 0, False
         for rank in self.store.ranks(self.run_id):

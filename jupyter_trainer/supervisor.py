@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,19 +19,23 @@ import traceback
 from dataclasses import replace
 from typing import Any
 
-from . import attribution, environment, procs
+from . import attribution, environment, procs, verdict
 from .errors import TrainerError
 from .home import HOME_ENV
-from .store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, read_json
+from .launcher_exit import LauncherExit
+from .snapshot_check import settle_code
+from .state_writer import StateWriter
+from .store import (ACTIVE, HEARTBEAT_S, TERMINAL, Store, load_state, reserve,
+                    write_json_atomic)
+from .store.liveness import pid_record
 from .targets import Target, get_target
-from .targets.base import remove_workdirs
+from .verdict import TRACEBACK_TAIL
 from .watch import RunWatch
 
 POLL_S = 0.05
 QUEUE_POLL_S = 0.25      # how often a reservation's phase is asked while the run waits
 STOP_GRACE_S = 3.0       # SIGTERM -> SIGKILL
 RANK_FAILURE_GRACE_S = 2.0  # how long a launcher gets to stop its ranks after one fails
-TRACEBACK_TAIL = 8000
 LAUNCHER_WORDS_TAIL = 256 << 10  # what is searched for the launcher's words on its ranks
 WATCH_S = 0.5            # how often attempts, NaN values and stalls are looked for
 STAGING_SAVE_S = 0.5     # how often staging's progress is saved to the state
@@ -41,17 +44,10 @@ MLFLOW_LAST_RESORT_S = 900  # the mirror to MLflow stops itself sooner ($JT_MLFL
 
 
 def log(message: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
-
-
-def _pool_words(hot: dict[str, Any]) -> str:
-    """What started the ranks, in an error: the warm rank pool here, or on the nodes the
-    pool's launcher (which dies by SIGKILL with its node's pool, after saying so)."""
-    pools = hot.get("pools")
-    if pools:
-        return "the rank pool's launcher on a node (pools: " + ", ".join(
-            f"{host} pid {pid}" for host, pid in pools.items()) + ")"
-    return f"the warm rank pool (pid {hot['pool']})"
+    try:
+        print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
+    except OSError:  # supervisor.log is on a full disk: the state still says what happened
+        pass
 
 
 class Supervisor:
@@ -59,11 +55,13 @@ class Supervisor:
         self.store, self.run_id = store, run_id
         self.paths = store.existing(run_id)
         self.spec = store.read_spec(run_id)
-        self.state: dict[str, Any] = read_json(self.paths.state)
+        self.state: dict[str, Any] = load_state(self.paths, run_id)
+        self.writer = StateWriter(store, run_id, self.spec, log)
         self.signal_reason: str | None = None
         self.target: Target | None = None
         self.handle: dict[str, Any] | None = None
-        self.launcher_exited_at: float | None = None
+        self.launcher_exit = LauncherExit(self.paths.logs / "launcher.log",
+                                          self.spec.launch.launcher)
         self._staging_saved = 0.0
         self.relaunches = 0  # attempts started again by this supervisor (not by torchrun)
         self.started: tuple[Any, Any] | None = None  # (spec, plan) the launcher was started with
@@ -73,7 +71,8 @@ class Supervisor:
     # -- state -------------------------------------------------------------------------
     def transition(self, status: str, **fields: Any) -> None:
         if status in TERMINAL:  # every process of the run is gone by now
-            fields.update(self._settle_code(status))
+            fields.update(settle_code(status, self.spec, self.paths, self.target, self.handle,
+                                      log))
         now = time.time()
         stages = self.state.setdefault("stages", {})
         current = stages.get(self.state["status"])
@@ -85,11 +84,11 @@ class Supervisor:
             self.state["ended"] = now
         self.state["status"] = status
         self.state.update(fields)
-        self.store.write_state(self.run_id, self.state, self.spec)
+        self.writer.write(self.state)
         log(f"{status} {' '.join(f'{k}={v!r}' for k, v in fields.items() if k != 'traceback')}")
 
     def save(self) -> None:
-        self.store.write_state(self.run_id, self.state, self.spec)
+        self.writer.write(self.state)
 
     def cancel_reason(self) -> str | None:
         if self.signal_reason:
@@ -101,28 +100,57 @@ class Supervisor:
     def run(self) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._on_signal)
-        self.state["supervisor"] = {"pid": os.getpid(), "host": socket.gethostname(),
-                                    "start_ticks": procs.start_ticks(os.getpid())}
+        self.state["supervisor"] = pid_record()
+        try:  # how readers find this process when the state cannot be read
+            write_json_atomic(self.paths.supervisor, self.state["supervisor"])
+        except OSError as exc:
+            log(f"cannot write {self.paths.supervisor}: {exc}")
+        self.writer.reserve()
         self._start_heartbeat()
         outcome: dict[str, Any] = {}
         try:
             self.transition("preparing")
+            self.writer.check()
             if not self.cancel_reason():
                 outcome = self._launch_and_watch()
         except TrainerError as exc:
             outcome = {"error": str(exc)}
         except Exception as exc:  # a supervisor bug must still end the run cleanly
-            outcome = {"error": f"internal error in the supervisor: {exc!r}",
-                       "traceback": traceback.format_exc()[-TRACEBACK_TAIL:]}
+            if reserve.is_disk_full(exc):
+                where = getattr(exc, "filename", None) or self.paths.root
+                outcome = {"error": reserve.disk_full_error(self.run_id, where)}
+            else:
+                outcome = {"error": f"internal error in the supervisor: {exc!r}",
+                           "traceback": traceback.format_exc()[-TRACEBACK_TAIL:]}
         finally:
-            self._finish(outcome)
+            self._finish_surely(outcome)
             if self.target is not None:
                 try:
                     self.target.release(self.handle)
                 except Exception as exc:
                     log(f"releasing the target failed: {exc!r}")
+        if not self.writer.settle():
+            log("the run's end could not be recorded: the disk stayed full")
         self._mirror_to_mlflow()
         return 0
+
+    def _finish_surely(self, outcome: dict[str, Any]) -> None:
+        """``_finish``; if that fails, stop the run's processes and record the failure all
+        the same, so that no run stays unfinished and no process is left."""
+        try:
+            self._finish(outcome)
+        except Exception as exc:
+            log(f"finishing the run failed: {exc!r}")
+            if self.state["status"] in TERMINAL:
+                return
+            error = (self.writer.full_now() or f"internal error in the supervisor while "
+                     f"finishing the run: {exc!r}")
+            try:
+                teardown = self._teardown()
+            except Exception as again:
+                teardown = {"error": repr(again)}
+            self.transition("failed", error=error, teardown=teardown,
+                            traceback=traceback.format_exc()[-TRACEBACK_TAIL:])
 
     def _mirror_to_mlflow(self) -> None:
         """With ``--mlflow``, mirror the ended run (``jupyter_trainer.mlflow_mirror``, in a
@@ -148,6 +176,10 @@ class Supervisor:
                     path.touch()
                 except OSError:
                     pass
+                try:
+                    self.writer.beat()
+                except Exception as exc:  # the heartbeat itself must go on
+                    log(f"keeping the run's record failed: {exc!r}")
                 time.sleep(HEARTBEAT_S)
 
         threading.Thread(target=beat, name="heartbeat", daemon=True).start()
@@ -181,6 +213,7 @@ class Supervisor:
         if realized.variables:  # the environment's variables, over the target's own
             plan = replace(plan, extra_env={**plan.extra_env, **realized.variables})
         command = self.target.command(spec, plan)
+        self.writer.check()
         self.transition("queued" if self.target.queues else "running", backend=backend,
                         python=python or plan.python, launcher={"argv": list(command.argv)})
         self.started = (spec, plan)
@@ -197,10 +230,9 @@ class Supervisor:
             self.save()
 
     def _start(self, command: Any) -> None:
-        self.launcher_exited_at = None
         self.handle = self.target.start(command, str(self.paths.root),
-                                        str(self.paths.logs / "launcher.log"))
-        self._time_launcher_exit()
+                                        str(self.launcher_exit.log_path))
+        self.launcher_exit.time(self.handle)
         self.state["launcher"].update(self.handle)
         self.save()
 
@@ -228,6 +260,9 @@ class Supervisor:
             now = time.monotonic()
             if now >= next_watch:
                 next_watch = now + WATCH_S
+                full = self.writer.full_now()
+                if full:
+                    return {"error": full}
                 ended = self._observe()
                 if ended:
                     return ended
@@ -371,49 +406,17 @@ class Supervisor:
 
     def _first_failure(self) -> attribution.Death | None:
         """The earliest rank that failed on its own or was killed, by its own records (see
-        ``attribution``). A rank that recorded a SIGTERM was stopped by someone already ending
-        the run (its launcher, the scheduler, its watcher when the launcher is gone), so it
-        does not start the wait for the launcher to stop the others. Only the current
-        attempt's records count: an earlier attempt's stay until its ranks start again."""
+        ``attribution``). A rank that recorded a SIGTERM, or got one after it recorded its
+        exit, was stopped by someone already ending the run (its launcher, the scheduler, its
+        watcher when the launcher is gone), so it does not start the wait for the launcher to
+        stop the others. Only the current attempt's records count: an earlier attempt's stay
+        until its ranks start again."""
         records = self.store.rank_records(self.run_id)
         current = max([self.relaunches, *(r.get("attempt", 0) for r in records.values())])
         deaths = attribution.rank_deaths({rank: r for rank, r in records.items()
                                           if r.get("attempt", 0) == current})
-        return attribution.first_death([d for d in deaths if d.how != "signal"])
-
-    def _time_launcher_exit(self) -> None:
-        """Note the moment the launcher exits, when it is this process's child (the local
-        target): a thread waits for it with ``WNOWAIT``, so ``poll`` still reaps it. Ranks
-        that die because their launcher died die after this time; the poll loop alone would
-        see the exit up to a poll later, after some of them."""
-        pid = (self.handle or {}).get("pid")
-        if not isinstance(pid, int) or pid <= 0:
-            return
-        flags = os.WEXITED | os.WNOWAIT
-        try:
-            if os.waitid(os.P_PID, pid, flags | os.WNOHANG) is not None:
-                self.launcher_exited_at = time.time()
-                return
-        except ChildProcessError:
-            return  # not our child: the launcher runs elsewhere
-
-        def wait() -> None:
-            try:
-                os.waitid(os.P_PID, pid, flags)
-            except ChildProcessError:
-                pass  # reaped by poll() meanwhile: it has exited just now
-            self.launcher_exited_at = time.time()
-
-        threading.Thread(target=wait, name="launcher-exit", daemon=True).start()
-
-    def _launcher_death(self, outcome: dict[str, Any]) -> attribution.Death | None:
-        """The launcher, if a signal killed it while the ranks ran. Under ``--launcher
-        python`` the launcher is rank 0 itself, whose own record speaks for it."""
-        if "launcher_exit" not in outcome or self.spec.launch.launcher == "python":
-            return None
-        seen = [t for t in (self.launcher_exited_at, outcome.get("launcher_seen_exit"))
-                if t is not None]
-        return attribution.launcher_death(outcome["launcher_exit"], min(seen, default=None))
+        return attribution.first_death([d for d in deaths if d.how != "signal" and not (
+            d.how == attribution.AFTER_EXIT and d.signal == "SIGTERM")])
 
     def _teardown(self) -> dict[str, Any]:
         """Stop every process of the run and prove none is left."""
@@ -462,104 +465,17 @@ class Supervisor:
         report = self.target.report(self.handle) if self.target and self.handle else {}
         if report:
             fields["scheduler"] = report
-        log_tail = self._launcher_log_tail()
-        said = attribution.launcher_signals(self._launcher_log_tail(LAUNCHER_WORDS_TAIL),
-                                            self.spec.launch.launcher, launcher_exit)
-        first = attribution.first_death(attribution.rank_deaths(records, said))
-        launcher = self._launcher_death(outcome)
-        hot = (self.state.get("launcher") or {}).get("hot") or {}
-        if launcher is not None and (first is None or launcher.at <= first.at
-                                     or first.record.get("orphaned")
-                                     or (hot.get("used") and first.how == "killed")):
-            first = launcher  # no rank died first, or the pool died and its ranks with it
-        killed = attribution.unrecorded(records) if launcher_exit not in (0, None) else []
-        reason = self.cancel_reason()
-        if reason and "error" not in outcome:
-            self.transition("canceled", reason=reason, **fields)
-            return
-        if "error" in outcome:
-            fields.update(error=outcome["error"], traceback=outcome.get("traceback"))
-            if outcome.get("failed_rank") is not None:
-                fields["failed_rank"] = outcome["failed_rank"]
-        elif report.get("error") and (first is None or first.by_signal):
-            # The scheduler ended the job (time limit, memory, node failure): that is the cause,
-            # not the SIGTERM its ranks received.
-            fields.update(error=report["error"], traceback=log_tail)
-        elif first is not None:
-            fields.update(failure={"rank": first.rank, "how": first.how, "at": first.at,
-                                   "signal": first.signal},
-                          error=first.error(self.spec.launch.launcher,
-                                            _pool_words(hot) if hot.get("used") else None),
-                          traceback=(first.record.get("traceback") or "")[-TRACEBACK_TAIL:]
-                          or (log_tail if first.by_signal else None))
-            if first.rank is not None:
-                fields["failed_rank"] = first.rank
-        elif killed:
-            fields.update(failed_rank=killed[0], traceback=log_tail,
-                          error=f"rank {killed[0]} ended without recording an exit (killed by a "
-                                "signal, for example by the out-of-memory killer); see "
-                                "logs/launcher.log")
-        elif launcher_exit not in (0, None) or outcome.get("stopped_after_rank_failure"):
-            fields.update(error=f"the launcher exited with code {launcher_exit}",
-                          traceback=log_tail)
-        elif len(records) < self.spec.launch.world_size:
-            fields.update(error=f"only {len(records)} of {self.spec.launch.world_size} ranks "
-                                "started", traceback=self._launcher_log_tail())
-        else:
-            self.transition("completed", **fields)
-            return
-        self.transition("failed", **fields)
-
-    # -- the code at the end -----------------------------------------------------------
-    def _settle_code(self, status: str) -> dict[str, Any]:
-        """Whether every copy of the snapshot is still as captured, and the nodes' working
-        directories: removed when the run completed or was canceled, kept when it failed."""
-        fields: dict[str, Any] = {}
-        try:
-            fields["snapshot"] = self._check_snapshot()
-            if not fields["snapshot"]["intact"]:
-                log(f"the snapshot changed during the run: {fields['snapshot']['changed']}")
-            if status == "failed":
-                fields["workdirs"] = {"kept": True}
-            elif self.target is not None:
-                fields["workdirs"] = {"kept": False, **self.target.discard_workdirs(
-                    self.handle, str(self.paths.root))}
-            else:
-                fields["workdirs"] = {"kept": False, **remove_workdirs(str(self.paths.root))}
-        except Exception as exc:  # the run must still reach its terminal state
-            log(f"checking the snapshot or the working directories failed: {exc!r}")
-            fields.setdefault("workdirs", {"error": repr(exc)})
-        return fields
-
-    def _check_snapshot(self) -> dict[str, Any]:
-        """The snapshot's content hash, here and on every node that ran from a copy of it."""
-        from .capture.snapshot import hash_snapshot  # here, not at start-up: it pulls pathspec
-
-        expected = self.spec.code.hash
-        try:
-            found: dict[str, str | None] = {"code/": hash_snapshot(self.paths.code)}
-        except OSError as exc:
-            log(f"cannot hash the snapshot: {exc}")
-            found = {"code/": None}
-        if self.target is not None and self.handle is not None:
-            found.update(self.target.snapshot_hashes(self.handle))
-        changed = {where: h for where, h in found.items() if h is not None and h != expected}
-        record: dict[str, Any] = {"hash": expected, "intact": not changed}
-        if changed:
-            record["changed"] = changed
-        unverified = sorted(where for where, h in found.items() if h is None)
-        if unverified:
-            record["unverified"] = unverified
-        return record
-
-    def _launcher_log_tail(self, chars: int = TRACEBACK_TAIL) -> str | None:
-        try:
-            with open(self.paths.logs / "launcher.log", "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                fh.seek(max(0, fh.tell() - chars))
-                return fh.read().decode(errors="replace") or None
-        except FileNotFoundError:
-            return None
+        launcher = self.spec.launch.launcher
+        status, why = verdict.decide(verdict.Evidence(
+            outcome=outcome, records=records, launcher=launcher, launcher_exit=launcher_exit,
+            launcher_death=self.launcher_exit.death(outcome),
+            launcher_words=attribution.launcher_signals(
+                self.launcher_exit.log_tail(LAUNCHER_WORDS_TAIL), launcher, launcher_exit),
+            log_tail=self.launcher_exit.log_tail(),
+            hot=(self.state.get("launcher") or {}).get("hot") or {},
+            report=report, world_size=self.spec.launch.world_size,
+            cancel_reason=self.cancel_reason(), disk_full=self.writer.full_now()))
+        self.transition(status, **fields, **why)
 
 
 def _with_python(spec, python: str):

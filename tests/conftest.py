@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from jupyter_trainer import pool, procs, starter
+from jupyter_trainer.errors import TrainerError
 from jupyter_trainer.store import HOME_ENV, Store
+from jupyter_trainer.store.records import read_supervisor
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -48,9 +50,13 @@ def home(tmp_path, monkeypatch) -> Path:
         if left:
             leaks[run_dir.name] = [procs.describe(p) for p in left]
             procs.signal_pids(left, 9)
-        state = store.read_state(run_dir.name)
+        try:
+            state = store.read_state(run_dir.name)
+        except TrainerError:  # a test damaged the run's record: its supervisor's own record
+            state = {"status": "unknown", "supervisor": read_supervisor(store.paths(run_dir.name))}
         sup = state.get("supervisor") or {}
-        if state["status"] not in ("completed", "failed", "canceled", "lost") and sup.get("pid"):
+        if state["status"] not in ("completed", "failed", "canceled", "lost") and \
+                procs.is_alive(sup.get("pid"), sup.get("start_ticks")):
             os.kill(sup["pid"], 15)
     pool.stop_pools(path)  # the warm rank pools --hot runs started in this store
     for pools in tmp_path.rglob(pool.records.POOLS_DIR):  # and on an ssh target's nodes

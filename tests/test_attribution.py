@@ -99,3 +99,24 @@ def test_a_rank_with_no_evidence_is_left_to_the_caller():
     assert at.rank_deaths(records) == [] and at.unrecorded(records) == [0]
     said = at.rank_deaths(records, {0: "SIGKILL"})
     assert [(d.rank, d.at, d.signal) for d in said] == [(0, math.inf, "SIGKILL")]
+
+
+def test_a_rank_that_recorded_exit_0_and_then_died_by_a_signal_is_named():
+    """Its code finished, then native teardown aborted: the launcher only says "exit 1"."""
+    records = {0: record(0, exit_code=0, ended=10.0, exited=10.01),
+               1: record(1, exit_code=0, ended=10.0, exited=10.02,
+                         after_exit={"signal": "SIGABRT"})}
+    first = at.first_death(at.rank_deaths(records))
+    assert (first.rank, first.how, first.signal, first.at) == (1, at.AFTER_EXIT, "SIGABRT", 10.02)
+    assert first.error("torchrun").startswith(
+        "rank 1 finished its code (it recorded exit code 0), then its process was killed by "
+        "SIGABRT as it ended")
+    # The launcher's words alone (the watcher found the rank already reaped) name it too.
+    aborted = TORCHRUN_ONE_NODE.replace("-15", "-6").replace("SIGTERM", "SIGABRT")
+    words = at.launcher_signals(aborted)
+    first = at.first_death(at.rank_deaths({0: record(0, exit_code=0, exited=10.0),
+                                            1: record(1, exit_code=0, exited=10.0)}, words))
+    assert (first.rank, first.signal) == (0, "SIGABRT")
+    # A rank that failed on its own before still goes first.
+    records[0].update(exit_code=1, failed_at=9.0, error="RuntimeError: no")
+    assert at.first_death(at.rank_deaths(records)).rank == 0

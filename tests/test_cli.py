@@ -107,3 +107,20 @@ def test_target_add_and_targets(home):
     bad = cli("target", "add", "other", "--kind", "nope", "hosts=[a]")
     assert bad.returncode == 2 and "unknown target kind 'nope'" in bad.stderr
     assert "other" not in cli("targets").stdout
+
+
+def test_runs_that_match_no_filter_say_which_filter(home, tmp_path):
+    """A store with runs, none of them running: not "no runs yet"."""
+    script = tmp_path / "ok.py"
+    script.write_text("print('fine')\n")
+    for _ in range(2):
+        assert cli("submit", str(script), "--launcher", "python", "--wait").returncode == 0
+    none = cli("runs", "--status", "running")
+    assert none.returncode == 0 and none.stderr == ""
+    assert none.stdout == (f"no runs match --status running (the store {home} holds 2 runs; "
+                           "leave out that filter to list them)\n")
+    both = cli("runs", "--status", "completed", "--name", "other model")
+    assert both.stdout == (f"no runs match --status completed --name 'other model' (the store "
+                           f"{home} holds 2 runs; leave out those filters to list them)\n")
+    assert "match --offset 5" in cli("runs", "--offset", "5").stdout
+    assert len(cli("runs", "--status", "completed").stdout.splitlines()) == 3

@@ -8,17 +8,20 @@ checks the final state, the rank it names, the index row, and that no process is
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import time
 
 import pytest
 
-from jupyter_trainer import api, procs
+from jupyter_trainer import api, procs, starter
 from jupyter_trainer.store import Store
 
-from conftest import leftover, wait_for
+from conftest import leftover, leftover_pids, wait_for
 from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 from test_ssh_launchers import mpi_pair  # noqa: F401 (fixture)
 
@@ -235,3 +238,95 @@ def test_ssh_sigkill_a_rank_names_it(mpi_pair, home, launcher):
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_ssh_exception_in_a_rank_names_it(mpi_pair, home, launcher):
     exception_case(home, launcher, target="pair")
+
+
+# -- a full disk -----------------------------------------------------------------------------
+
+@pytest.fixture
+def small_home(home):
+    """``home`` on a 16 MiB tmpfs of its own, to be filled while a run runs. At the end, even
+    on failure, whatever its runs left is ended (and reported), then it is unmounted."""
+    home.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(home)],
+                             capture_output=True, text=True)
+    if mounted.returncode:
+        pytest.fail(f"a small tmpfs for the run store needs root and mount(8): {mounted.stderr}")
+    leaks: dict[str, list[str]] = {}
+    try:
+        yield home
+    finally:
+        starter.release_spare()
+        for run_dir in (home / "runs").glob("[!.]*"):
+            left = wait_for_gone(run_dir.name)
+            if left:
+                leaks[run_dir.name] = [procs.describe(p) for p in left]
+                procs.signal_pids(left, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while subprocess.run(["umount", str(home)], capture_output=True).returncode:
+            if time.monotonic() > deadline:
+                subprocess.run(["umount", "-l", str(home)], check=True)
+                break
+            time.sleep(0.2)
+    assert not leaks, f"processes left behind: {leaks}"
+
+
+def wait_for_gone(run_id: str, timeout: float = 15) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while (left := leftover_pids(run_id)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def fill(path) -> None:
+    """Write zeros to ``path`` until the file system says it is full."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        while True:
+            os.write(fd, b"\0" * (1 << 16))
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
+    finally:
+        os.close(fd)
+
+
+DISK_LOOP = """
+import time
+from jupyter_trainer import runtime as jt
+jt.log(step=0, up=1)
+for step in range(1, 100_000):
+    if WRITES:
+        print(f"step {step}", flush=True)
+        jt.log(step=step, loss=1.0 / step)
+    time.sleep(0.02)
+"""
+
+
+@pytest.mark.parametrize("writes", [True, False], ids=["ranks-write", "quiet-ranks"])
+def test_a_full_disk_fails_the_run_as_disk_full_and_ends_its_ranks(small_home, writes):
+    """The run store's file system fills while a real run runs, written by the ranks or not:
+    the supervisor survives, records ``failed: disk full (path)`` (through the room it
+    reserved), ends every process, and no reader ever sees the run lost or crashed."""
+    run = api.submit(DISK_LOOP.replace("WRITES", str(writes)), procs=2, hot=False,
+                     name="disk-full")
+    all_up(run, 2)
+    supervisor = run.state["supervisor"]
+    fill(small_home / "filler")
+    seen = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        seen.append(run.status)  # what a reader sees meanwhile: never an exception, never lost
+        if seen[-1] in ("completed", "failed", "canceled", "lost"):
+            break
+        time.sleep(0.05)
+    state = run.state
+    assert state["status"] == "failed" and "lost" not in seen, (seen[-5:], state.get("error"))
+    assert state["error"].startswith(f"disk full ({small_home}"), state["error"]
+    assert "rerun" in state["error"] and state["teardown"]["leftovers"] == []
+    wait_for(lambda: not procs.is_alive(supervisor["pid"], supervisor["start_ticks"]),
+             timeout=30, what="the supervisor to exit")
+    nothing_left(run)
+    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "show", run.id],
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "disk full" in shown.stdout, (shown.stdout, shown.stderr)
+    assert index_row(small_home, run.id)["status"] == "failed"
+    assert not list(run.path.glob(".state-spare-*"))  # the reserve is given back

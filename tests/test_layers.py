@@ -39,13 +39,14 @@ def test_only_front_ends_import_jupyter(rel, top, path):
 
 
 @pytest.mark.parametrize("name", ["runtime.py", "rank_env.py", "rank_files.py", "rank_onnx.py", "rank_data.py",
-                                  "rank_workdir.py",
+                                  "rank_workdir.py", "rank_death.py",
                                   "_boot.py",
                                   "nodes/agent.py"])
 def test_runtime_uses_the_standard_library_only(name):
     stdlib = sys.stdlib_module_names
     imported = imported_modules(PACKAGE / name)
-    siblings = {"_boot.py": {"jupyter_trainer"}, "rank_env.py": {"torch.distributed.constants"},
+    siblings = {"_boot.py": {"jupyter_trainer", "jupyter_trainer.rank_death"},
+                "rank_env.py": {"torch.distributed.constants"},
                 "runtime.py": {"jupyter_trainer.rank_env", "jupyter_trainer.rank_files",
                                "jupyter_trainer.rank_onnx", "jupyter_trainer.rank_data"}}
     allowed = {"torch.distributed"} | siblings.get(name, set())
@@ -68,6 +69,7 @@ def test_no_module_is_too_long():
 
 LAYERS = {
     "errors": 0, "lazy": 0, "rank_env": 0, "rank_files": 0, "rank_onnx": 0, "rank_data": 0, "rank_workdir": 0,
+    "rank_death": 0,
     "urls": 0,  # credentials in URLs, redacted: the spec redacts a data input's source
     "spec": 1, "home": 1, "files": 1, "procs": 1, "units": 1, "printable": 1, "waker": 1,
     "capture": 2, "environment": 2, "launch": 2, "attribution": 2,
@@ -75,6 +77,8 @@ LAYERS = {
     "pool": 3.4,  # the warm rank pool that the local target forks --hot ranks from
     "targets": 3.5,  # targets stand on the node layer, never the reverse
     "store": 4,
+    "verdict": 4.6,  # how a run ended, from the evidence the supervisor gathers
+    "launcher_exit": 4.7, "state_writer": 4.7, "snapshot_check": 4.7,  # the supervisor's parts
     "supervisor": 5, "follow": 5, "doctor": 5, "watch": 4.5, "stacks": 5,
     "monitor": 6,
     "starter": 6,

@@ -205,3 +205,81 @@ def test_a_cells_traceback_cites_the_cells_own_lines(home):
                           origin={"cell": 12}).wait(timeout=60, raise_on_failure=False)
     assert "  Cell In [12], line 2, in <module>" in numbered.state["traceback"]
     assert leftover(run.id) == [] and leftover(numbered.id) == []
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "python"])
+def test_a_rank_that_finished_and_then_died_by_a_signal_is_named(home, launcher):
+    """The last rank's code finishes (it records exit code 0), then its process aborts in
+    native teardown, as torch's C++ destructors can: the error names the rank and the signal,
+    not "the launcher exited with code 1". torch is not imported, so boot leaves the rank to
+    Python's own exit, where the C exit handler runs."""
+    code = """
+import ctypes, resource
+from jupyter_trainer import runtime as jt
+jt.log(step=0, x=1)
+if jt.rank == jt.world_size - 1:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file in the working directory
+    libc = ctypes.CDLL(None)
+    libc.__cxa_atexit(ctypes.cast(libc.abort, ctypes.c_void_p), None, None)
+"""
+    procs = 2 if launcher == "torchrun" else 1
+    run = api.submit(code, procs=procs, launcher=launcher, hot=False, name="teardown-abort")
+    with pytest.raises(api.RunFailed) as info:
+        run.wait(timeout=90)
+    state = run.state
+    assert info.value.failed_rank == procs - 1, state.get("error")
+    assert state["rank_exit_codes"][str(procs - 1)] == 0
+    assert f"rank {procs - 1} finished its code (it recorded exit code 0)" in state["error"]
+    assert "killed by SIGABRT" in state["error"], state["error"]
+    assert state["failure"]["signal"] == "SIGABRT"
+    assert leftover(run.id) == []
+
+
+@pytest.mark.parametrize("how", ["cli", "api"])
+def test_a_running_run_whose_state_is_gone_is_named_and_still_canceled(home, how):
+    """With state.json gone from a running run (its supervisor stopped, so it cannot write
+    the state again), every reader names the file and the fix in one line, and cancel goes
+    through the supervisor, found by its pid record; once it runs again it ends the run."""
+    import subprocess
+    import threading
+
+    from jupyter_trainer.errors import TrainerError
+
+    cli = [sys.executable, "-m", "jupyter_trainer.cli"]
+    run = api.submit(LONG_CELL, procs=2, name="no-state")
+    wait_until_all_ranks_log(run)
+    paths = run.store.paths(run.id)
+    supervisor = run.state["supervisor"]["pid"]
+    os.kill(supervisor, signal.SIGSTOP)
+    canceled: dict[str, object] = {}
+    try:
+        paths.state.unlink()
+        shown = subprocess.run([*cli, "show", run.id], capture_output=True, text=True)
+        assert shown.returncode == 2 and shown.stderr.count("\n") == 1, shown.stderr
+        assert f"state {paths.state} is missing" in shown.stderr
+        assert "`jupyter-trainer doctor --fix`" in shown.stderr
+        assert "Traceback" not in shown.stderr
+        with pytest.raises(TrainerError, match="doctor --fix"):
+            run.status  # noqa: B018
+        listed = subprocess.run([*cli, "runs"], capture_output=True, text=True)
+        assert listed.returncode == 0 and f"state {paths.state} is missing" in listed.stdout
+        logs = subprocess.run([*cli, "logs", run.id], capture_output=True, text=True)
+        assert logs.returncode == 0 and logs.stderr == ""
+        if how == "cli":
+            canceling = subprocess.Popen([*cli, "cancel", run.id], stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True)
+        else:
+            canceling = threading.Thread(
+                target=lambda: canceled.update(status=run.cancel(timeout=60)))
+            canceling.start()
+        wait_for(paths.cancel_request.exists, timeout=30, what="the cancel request")
+    finally:
+        os.kill(supervisor, signal.SIGCONT)
+    if how == "cli":
+        out, err = canceling.communicate(timeout=60)
+        assert canceling.returncode == 0 and out == f"run {run.id} canceled\n", (out, err)
+    else:
+        canceling.join(60)
+        assert canceled == {"status": "canceled"}
+    assert run.status == "canceled" and run.state["reason"] == "canceled by user"
+    wait_for(lambda: leftover(run.id) == [], timeout=10, what="every process of the run to end")

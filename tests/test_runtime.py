@@ -71,7 +71,7 @@ def run(tmp_path: Path) -> Path:
     shutil.copy(PKG / "_boot.py", jt / "boot.py")
     shutil.copy(PKG / "__init__.py", jt / "jupyter_trainer" / "__init__.py")
     for name in ("runtime.py", "rank_env.py", "rank_files.py", "rank_onnx.py", "rank_data.py",
-                 "rank_workdir.py"):
+                 "rank_workdir.py", "rank_death.py"):
         shutil.copy(PKG / name, jt / "jupyter_trainer" / name)
     (run / "spec.json").write_text(json.dumps({"params": {"lr": 0.1, "epochs": 3}}))
     return run

@@ -170,3 +170,40 @@ async def test_stream_refuses_bad_offsets(jp_fetch, home, query):
     run = finished_run()
     error = await expect_error(jp_fetch, 400, "runs", run.id, "stream", params=query)
     assert "rank:offset" in error["error"] or "twice" in error["error"]
+
+
+async def test_a_damaged_record_is_409_with_the_fix_and_the_run_can_be_canceled(jp_fetch, home):
+    """A run whose spec is truncated answers 409 naming the file and `doctor --fix`, never
+    500; a running run whose state.json is gone is still canceled (its supervisor, stopped
+    meanwhile so that it cannot write the state again, is found by its pid record)."""
+    import os
+    import signal
+
+    ended = finished_run(name="srv-spec")
+    spec = ended.store.paths(ended.id).spec
+    os.chmod(spec, 0o644)
+    spec.write_text(spec.read_text()[:40])
+    error = await expect_error(jp_fetch, 409, "runs", ended.id)
+    assert error["type"] == "RecordDamaged" and f"spec {spec} is not valid JSON" in error["error"]
+    assert "`jupyter-trainer doctor --fix`" in error["error"]
+    assert [r["id"] for r in (await get_json(jp_fetch, "runs"))["runs"]] == [ended.id]
+
+    run = api.submit("import time\nfor i in range(600):\n    time.sleep(0.1)", launcher="python",
+                     name="srv-no-state")
+    wait_for(lambda: run.store.index.row(run.id)["status"] == "running", what="running")
+    state = run.store.paths(run.id).state
+    supervisor = run.state["supervisor"]["pid"]
+    os.kill(supervisor, signal.SIGSTOP)
+    try:
+        state.unlink()
+        error = await expect_error(jp_fetch, 409, "runs", run.id)
+        assert f"state {state} is missing" in error["error"] and "doctor --fix" in error["error"]
+        rows = (await get_json(jp_fetch, "runs"))["runs"]
+        assert rows[0]["id"] == run.id and f"state {state} is missing" in rows[0]["damaged"]
+        response = await jp_fetch(BASE, "runs", run.id, "cancel", method="POST", body=b"")
+        assert response.code == 202 and json.loads(response.body)["status"] == "running"
+    finally:
+        os.kill(supervisor, signal.SIGCONT)
+    run.wait(timeout=30, raise_on_failure=False)
+    assert run.status == "canceled" and run.state["reason"] == "canceled from JupyterLab"
+    wait_for(lambda: leftover(run.id) == [], timeout=10, what="every process of the run to end")

@@ -74,7 +74,7 @@ def test_listing_filters_and_pages(store):
 def test_created_run_without_supervisor_becomes_lost(store, monkeypatch):
     run_id = make_run(store)
     assert store.read_state(run_id)["status"] == "created"
-    monkeypatch.setattr("jupyter_trainer.store.CREATED_GRACE_S", 0.0)
+    monkeypatch.setattr("jupyter_trainer.store.liveness.CREATED_GRACE_S", 0.0)
     assert store.read_state(run_id)["status"] == "lost"
     assert [r["status"] for r in store.list_runs()] == ["lost"]
 

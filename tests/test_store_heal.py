@@ -286,3 +286,127 @@ def test_runs_paging_in_the_api(healed_home, home):
                 {"offset": -1}, {"offset": "1"}):
         with pytest.raises(SpecError, match="limit|offset"):
             api.runs(**bad)
+
+
+# -- damaged run records ---------------------------------------------------------------------
+# A run's spec.json or state.json that is missing or unreadable: every command that reads it
+# says so in one line that names the file and `jupyter-trainer doctor --fix`, which repairs
+# what can be repaired; the others work; nothing prints a traceback.
+
+FIX = "`jupyter-trainer doctor --fix`"
+
+
+def commands_on(run_id: str, other: str, dest: Path) -> dict[str, list[str]]:
+    """Every command that reads run ``run_id``, as CLI arguments."""
+    return {"show": ["show", run_id], "show --json": ["show", run_id, "--json"],
+            "logs": ["logs", run_id], "cancel": ["cancel", run_id], "files": ["files", run_id],
+            "download": ["download", run_id, "*", str(dest / "dl")],
+            "diff": ["diff", run_id, other], "rerun": ["rerun", run_id],
+            "resume": ["resume", run_id], "stack": ["stack", run_id],
+            "register": ["register", run_id, "model", "x"],
+            "tensorboard": ["tensorboard", run_id, "--logdir", str(dest / "tb")],
+            "mlflow sync": ["mlflow", "sync", run_id, "--uri", f"file:{dest / 'ml'}"]}
+
+
+def damage(path: Path, how: str) -> None:
+    if how == "missing":
+        path.unlink()
+    else:
+        os.chmod(path, 0o644)
+        text = path.read_text()
+        path.write_text(text[: len(text) // 2])
+
+
+def one_line(done: subprocess.CompletedProcess, *needles: str) -> None:
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    for needle in needles:
+        assert needle in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("how", ["truncated", "missing"])
+def test_a_damaged_spec_is_named_in_one_line_and_doctor_sets_the_run_aside(
+        ip, healed_home, home, tmp_path, how):
+    run_id = next(r for r, s in healed_home.items() if s == "completed")
+    other = next(r for r in healed_home if r != run_id)
+    spec = home / "runs" / run_id / "spec.json"
+    damage(spec, how)
+    named = ["cannot be rebuilt", f"spec {spec} ", FIX, str(home / "damaged" / run_id)]
+    commands = commands_on(run_id, other, tmp_path)
+    results = dict(zip(commands, run_together(list(commands.values()))))
+    for name, (code, out, err) in results.items():
+        assert "Traceback" not in err and err.count("\n") <= 1, (name, err)
+    for name in ("show", "show --json", "logs", "diff", "rerun", "resume", "tensorboard",
+                 "mlflow sync"):
+        code, out, err = results[name]
+        assert code == 2 and all(n in err for n in named), (name, code, err)
+    assert results["files"][0] == (0 if how == "truncated" else 2)  # outputs/ needs no spec
+    assert "already ended (completed" in results["cancel"][2]
+    assert listed() == healed_home  # the list reads the index, not the spec
+    # The notebook: one line too.
+    error = ip.run_cell(f"%train show {run_id}", store_history=True).error_in_exec
+    assert str(spec) in str(error) and len(error._render_traceback_()) == 1
+    # doctor says what it would do, then does it; every command works again.
+    report = cli("doctor", "--no-hash")
+    assert report.returncode == 1 and f"run {run_id}: {spec} " in report.stdout
+    assert f"--fix would move the run aside to {home / 'damaged' / run_id}" in report.stdout
+    fixed = cli("doctor", "--fix", "--no-hash")
+    assert fixed.returncode == 0 and "moved aside" in fixed.stdout, fixed.stdout
+    assert (home / "damaged" / run_id / "logs").is_dir()
+    assert listed() == {r: s for r, s in healed_home.items() if r != run_id}
+    one_line(cli("show", run_id), f"no run {run_id!r}")
+    assert cli("doctor", "--no-hash").returncode == 0
+
+
+@pytest.mark.parametrize("how", ["truncated", "missing"])
+def test_a_damaged_state_of_an_ended_run_is_named_and_doctor_rebuilds_it(
+        healed_home, home, tmp_path, how):
+    failed = next(r for r, s in healed_home.items() if s == "failed")
+    other = next(r for r in healed_home if r != failed)
+    state = home / "runs" / failed / "state.json"
+    damage(state, how)
+    named = [f"state {state} ", FIX, "rebuilds it from the run's index row"]
+    commands = commands_on(failed, other, tmp_path)
+    del commands["rerun"]  # it works: it needs the spec and the code, not the state
+    results = dict(zip(commands, run_together(list(commands.values()))))
+    for name, (code, out, err) in results.items():
+        assert "Traceback" not in err and err.count("\n") <= 1, (name, err)
+    for name in ("show", "show --json", "diff", "stack", "tensorboard"):
+        code, out, err = results[name]
+        assert code == 2 and all(n in err for n in named), (name, code, err)
+    code, out, err = results["cancel"]  # the index says it ended, and the message says why
+    assert code == 2 and "already ended (failed, by the index)" in err and str(state) in err
+    assert results["logs"][0] == 0  # the logs need no state
+    assert listed() == healed_home  # an ended run's row is the index's
+    with pytest.raises(StoreError, match="doctor --fix"):
+        api.get_run(failed).status
+    fixed = cli("doctor", "--fix", "--no-hash")
+    assert fixed.returncode == 0 and "rebuilt from the index row" in fixed.stdout, fixed.stdout
+    shown = json.loads(cli("show", failed, "--json").stdout)["state"]
+    assert shown["status"] == "failed" and shown["rebuilt"]["from"] == "index row"
+    kept = home / "runs" / failed / shown["rebuilt"]["damaged"]
+    assert kept.is_file() == (how == "truncated")
+    assert cli("doctor", "--no-hash").returncode == 0
+
+
+def test_the_monitor_feed_shows_a_damaged_state_as_its_notice(healed_home, home):
+    """The notebook widget's and the Lab view's feed starts on a run whose state.json is gone
+    and says why in its notice, naming the file and the fix, instead of dying."""
+    from jupyter_trainer.monitor.feeder import ViewFeeder
+
+    from conftest import wait_for
+
+    run_id = next(r for r, s in healed_home.items() if s == "completed")
+    state = home / "runs" / run_id / "state.json"
+    state.unlink()
+    updates: list[dict] = []
+    feeder = ViewFeeder(api.get_run(run_id), updates.append)
+    assert feeder.first()["state"]["status"] == "unknown"
+    feeder.start()
+    try:
+        notice = wait_for(lambda: next((u["notice"] for u in updates if u.get("notice")), None),
+                          timeout=20, what="the feed's notice")
+    finally:
+        feeder.stop()
+        feeder.join(10)
+    assert f"state {state} is missing" in notice and FIX in notice, notice

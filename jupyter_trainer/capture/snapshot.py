@@ -7,10 +7,10 @@ Layout of a snapshot folder (``runs/<id>/code/``)::
     _jt/cell.py                       cell runs: the generated entry script
     _jt/carried.pkl                   cell runs with carried objects: {name: pickle bytes}
     _jt/boot.py                       copy of jupyter_trainer/_boot.py
-    _jt/jupyter_trainer/runtime.py    copies of jupyter_trainer/runtime.py and the two
-    _jt/jupyter_trainer/rank_*.py     modules it uses (stdlib only), so ``from
-                                      jupyter_trainer import runtime`` works on nodes
-                                      without the package
+    _jt/jupyter_trainer/runtime.py    copies of jupyter_trainer/runtime.py and the
+    _jt/jupyter_trainer/rank_*.py     rank_* modules it and boot.py use (stdlib only), so
+                                      ``from jupyter_trainer import runtime`` works on
+                                      nodes without the package
 
 Every file is made read-only. The hash covers every path and every byte, so two runs of
 the same code share a hash and any change gives a new one.
@@ -64,7 +64,8 @@ _RUNTIME_FILES = (("_boot.py", f"{RESERVED_DIR}/boot.py"),
                   ("rank_files.py", f"{RESERVED_DIR}/jupyter_trainer/rank_files.py"),
                   ("rank_onnx.py", f"{RESERVED_DIR}/jupyter_trainer/rank_onnx.py"),
                   ("rank_data.py", f"{RESERVED_DIR}/jupyter_trainer/rank_data.py"),
-                  ("rank_workdir.py", f"{RESERVED_DIR}/jupyter_trainer/rank_workdir.py"))
+                  ("rank_workdir.py", f"{RESERVED_DIR}/jupyter_trainer/rank_workdir.py"),
+                  ("rank_death.py", f"{RESERVED_DIR}/jupyter_trainer/rank_death.py"))
 _SHIM_INIT = (b'"""Stand-in for jupyter_trainer inside a run snapshot: only `runtime` '
               b'is here."""\n')
 _CHUNK = 1 << 20

@@ -8,7 +8,9 @@ The run folders are the truth. One finding per problem:
 - a run is lost: its state is unfinished and its supervisor is gone (fix: record ``lost``
   in its state, ended when the supervisor was last seen);
 - a snapshot no longer hashes to its ``spec.code.hash`` (reported only: nothing can
-  restore the code a run was started with).
+  restore the code a run was started with);
+- a run's ``state.json`` or ``spec.json`` is missing or unreadable (fix: rebuild the state
+  from the index row, or move a run without a spec aside; see ``store.repair``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ..capture.snapshot import hash_snapshot
-from ..spec import RunSpec
-from ..store import ACTIVE, Store, read_json
+from ..errors import RecordDamaged
+from ..store import ACTIVE, Store, load_spec, load_state, repair
 from .report import Finding, Report, add, check_index
 
 # Index columns that must match the run's folder (``updated`` is the index's own).
@@ -53,9 +55,17 @@ def _check_run(store: Store, run_id: str, rows: dict[str, dict[str, Any]] | None
                report: Report, *, hashes: bool) -> None:
     paths = store.paths(run_id)
     try:
-        spec = RunSpec.from_dict(read_json(paths.spec))
-        recorded = read_json(paths.state)
+        spec = load_spec(paths, run_id)
+        recorded = load_state(paths, run_id)
         status = recorded["status"]
+    except RecordDamaged as exc:
+        found = repair.damage(store, run_id, exc)
+        finding = Finding("damaged", found.message, run_id, found.fix)
+        if found.repair is None or found.done is None:
+            report.findings.append(finding)
+        else:
+            add(report, finding, found.repair, found.done)
+        return
     except (OSError, ValueError, KeyError, TypeError) as exc:
         report.findings.append(Finding("unreadable", f"its spec or state cannot be read ({exc})",
                                        run_id))

@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from ..errors import TrainerError
 from .feed import RunFeed
 
 UPDATE_INTERVAL = 0.25   # seconds between updates: at most 4 a second
@@ -32,7 +33,10 @@ class ViewFeeder:
 
     def __init__(self, run: Any, publish: Publish, *, name: str = "jt-view") -> None:
         self.feed = feed = RunFeed(run)
-        feed.follower.state = run.state
+        try:
+            feed.follower.state = run.store.current_state(run.id) or {"status": "unknown"}
+        except TrainerError:  # a damaged record: the first poll puts the message in the notice
+            feed.follower.state = {"status": "unknown"}
         self.publish = publish
         self.chart_options: dict[str, Any] = {"x": "step", "agg": "ranks", "selected": None}
         self.log_selection = "all"

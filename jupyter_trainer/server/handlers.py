@@ -26,8 +26,8 @@ from jupyter_server.utils import url_path_join
 from tornado.iostream import StreamClosedError
 
 from .. import __version__
-from ..errors import (InvalidRunId, ModelNotFound, NotOwner, RunNotFound, RunStateError,
-                      SpecError, StoreError, TrainerError)
+from ..errors import (DiskFull, InvalidRunId, ModelNotFound, NotOwner, RecordDamaged,
+                      RunNotFound, RunStateError, SpecError, StoreError, TrainerError)
 from ..monitor.health import list_fields
 from ..spec import MAX_PROCS
 from ..store import TERMINAL, Store, read_complete_lines
@@ -46,12 +46,16 @@ STREAM_POLL_S = 0.25
 def _status_of(exc: TrainerError) -> int:
     if isinstance(exc, (RunNotFound, ModelNotFound)):
         return 404
-    if isinstance(exc, RunStateError):
+    if isinstance(exc, (RunStateError, RecordDamaged)):
+        # A damaged record is the run's state, not the request's fault nor the server's,
+        # and retrying will not help: 409 with the message, which says what repairs it.
         return 409
     if isinstance(exc, NotOwner):
         return 403
     if isinstance(exc, (SpecError, InvalidRunId)):
         return 400
+    if isinstance(exc, DiskFull):
+        return 507
     if isinstance(exc, StoreError):  # the run store cannot be read or written: not the request
         return 503
     return 500
@@ -247,11 +251,7 @@ class CancelHandler(BaseHandler):
 
 def request_cancel(store: Store, run_id: str) -> str:
     """Ask the run's supervisor to cancel it; its status now. A run that ended refuses."""
-    status = store.read_state(run_id)["status"]
-    if status in TERMINAL:
-        raise RunStateError(f"run {run_id} already ended ({status}); nothing to cancel")
-    store.request_cancel(run_id, reason="canceled from JupyterLab")
-    return status
+    return store.cancel(run_id, reason="canceled from JupyterLab")
 
 
 class StreamHandler(BaseHandler):
@@ -295,7 +295,8 @@ class StreamHandler(BaseHandler):
                       log_offsets: dict[int, int]) -> None:
         last_state = None
         while True:
-            state = store.read_state(run_id)
+            # None: the state is damaged and its supervisor, which writes it again, runs
+            state = store.current_state(run_id) or last_state or {"status": "unknown"}
             if state != last_state:
                 self._send("state", state)
                 last_state = state

@@ -6,16 +6,20 @@ $JUPYTER_TRAINER_HOME            (default ~/.jupyter_trainer)
   runs.db.lock                   held shared while a run is created, exclusive to rebuild
   staging/                       snapshots being written (moved into a run atomically)
   runs/<run-id>/
-    spec.json  state.json  cancel.request  supervisor.log  supervisor.alive
+    spec.json  state.json  cancel.request  supervisor.log  supervisor.alive  supervisor.pid
+    .state-spare-*                 room for the state on a full disk (``reserve``)
     code/  events/rank-<r>.jsonl  logs/rank-<r>.log  ranks/rank-<r>.json  outputs/
     checkpoints/step-<N>.pt|.pkl   complete checkpoints (written under a "."-name, renamed)
+  damaged/<run-id>/              a run whose spec was damaged, set aside by ``doctor --fix``
 ```
 The supervisor of a run is the only writer of its ``state.json``; readers only read, and
-write requests (``cancel.request``). The run folders are the truth and the index a cache of
-them: a missing or corrupt index is rebuilt from the folders when it is opened (a corrupt
-one is moved aside, never deleted), and a run is created folder and row together or not at
-all. ``jupyter-trainer doctor --fix`` is the one other writer of a state: it records a run
-whose supervisor is gone as ``lost``.
+write requests (``cancel.request``). A record that cannot be read raises ``RecordDamaged``
+(``records``); ``liveness`` finds a run's supervisor, also without its state. The run
+folders are the truth and the index a cache of them: a missing or corrupt index is rebuilt
+from the folders when it is opened (a corrupt one is moved aside, never deleted), and a run
+is created folder and row together or not at all. ``jupyter-trainer doctor --fix`` is the
+one other writer of a state: it records a run whose supervisor is gone as ``lost``, and
+rebuilds a damaged state (``repair``).
 """
 
 from __future__ import annotations
@@ -29,70 +33,21 @@ import socket
 import stat
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from .. import procs, rank_files
-from ..errors import RunNotFound, SpecError, StoreError
+from .. import rank_files
+from ..errors import (DiskFull, RecordDamaged, RunNotFound, RunStateError, SpecError,
+                      StoreError)
 from ..home import HOME_ENV, default_home
 from ..spec import RunSpec, validate_run_id
+from . import liveness, reserve
 from .index import RunIndex, index_row, unwritable
+from .liveness import HEARTBEAT_S  # noqa: F401 (re-exported)
+from .records import (ACTIVE, STATUSES, TERMINAL, RunPaths, json_text, load_spec,  # noqa: F401
+                      load_state, read_json, write_json_atomic)
 
-ACTIVE = ("created", "preparing", "queued", "running", "finalizing")
-TERMINAL = ("completed", "failed", "canceled", "lost")
-STATUSES = ACTIVE + TERMINAL
-# A run still "created" this long after creation never got a supervisor.
-CREATED_GRACE_S = 60.0
-# How often a live supervisor touches ``supervisor.alive``.
-HEARTBEAT_S = 1.0
 _log = logging.getLogger(__name__)
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` so that readers see the old or the new file, never a torn one."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def read_json(path: Path) -> Any:
-    with open(path) as fh:
-        return json.load(fh)
-
-
-@dataclass(frozen=True)
-class RunPaths:
-    """Where each piece of one run lives."""
-
-    root: Path
-
-    spec = property(lambda self: self.root / "spec.json")
-    state = property(lambda self: self.root / "state.json")
-    cancel_request = property(lambda self: self.root / "cancel.request")
-    supervisor_log = property(lambda self: self.root / "supervisor.log")
-    heartbeat = property(lambda self: self.root / "supervisor.alive")
-    code = property(lambda self: self.root / "code")
-    events = property(lambda self: self.root / "events")
-    logs = property(lambda self: self.root / "logs")
-    ranks = property(lambda self: self.root / "ranks")
-    outputs = property(lambda self: self.root / "outputs")
-    checkpoints = property(lambda self: self.root / "checkpoints")
-
-    def events_file(self, rank: int) -> Path:
-        return self.events / f"rank-{rank}.jsonl"
-
-    def log_file(self, rank: int) -> Path:
-        return self.logs / f"rank-{rank}.log"
-
-    def rank_file(self, rank: int) -> Path:
-        return self.ranks / f"rank-{rank}.json"
 
 
 _RANK_FILE = re.compile(r"rank-(\d+)\.(?:jsonl|log|json)")
@@ -127,6 +82,8 @@ class Store:
     def existing(self, run_id: str) -> RunPaths:
         paths = self.paths(run_id)
         if not paths.spec.is_file():
+            if paths.state.is_file():  # a run's folder, without its spec: damaged
+                load_spec(paths, run_id)
             raise RunNotFound(
                 f"no run {run_id!r} in {self.home}; list runs with `jupyter-trainer runs` "
                 f"(or set {HOME_ENV} to the store that holds it)"
@@ -202,13 +159,13 @@ class Store:
         return [row for run_id in self.run_ids_on_disk() if (row := self.folder_row(run_id))]
 
     def run_ids_on_disk(self) -> list[str]:
-        """Ids of the run folders (those with a spec), sorted."""
+        """Ids of the run folders (those with a spec, or a state whose spec is gone), sorted."""
         try:
             entries = list(os.scandir(self.runs_dir))
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted(e.name for e in entries if _is_run_id(e.name)
-                      and os.path.isfile(Path(e.path, "spec.json")))
+        return sorted(e.name for e in entries if _is_run_id(e.name) and any(
+            os.path.isfile(Path(e.path, name)) for name in ("spec.json", "state.json")))
 
     def index_rows(self) -> dict[str, dict[str, Any]]:
         """Every index row as stored (status as last recorded, liveness not applied)."""
@@ -299,19 +256,31 @@ class Store:
         return run_id
 
     def read_spec(self, run_id: str) -> RunSpec:
-        return RunSpec.from_dict(read_json(self.existing(run_id).spec))
+        """The run's spec; ``RecordDamaged`` names ``spec.json`` if it cannot be read."""
+        return load_spec(self.existing(run_id), run_id)
 
     def read_state(self, run_id: str) -> dict[str, Any]:
         """The run's state as written by its supervisor; a run whose supervisor is gone is
-        ``lost``, ended when the supervisor was last seen (so its duration stops growing)."""
+        ``lost``, ended when the supervisor was last seen (so its duration stops growing).
+        ``RecordDamaged`` names ``state.json`` if it cannot be read."""
         paths = self.existing(run_id)
-        state = read_json(paths.state)
-        if state["status"] not in ACTIVE or not self._supervisor_gone(state):
+        state = load_state(paths, run_id)
+        if state["status"] not in ACTIVE or not liveness.supervisor_gone(state):
             return state
-        state = read_json(paths.state)  # it may have written its last state and exited since
+        state = load_state(paths, run_id)  # it may have written its last state and exited since
         if state["status"] not in ACTIVE:
             return state
         return self._as_lost(paths, state)
+
+    def current_state(self, run_id: str) -> dict[str, Any] | None:
+        """``read_state``, or None while the state is damaged but the run's supervisor runs
+        (it writes the state again): for readers that follow a run and can wait."""
+        try:
+            return self.read_state(run_id)
+        except RecordDamaged:
+            if liveness.supervisor_running(self.paths(run_id)):
+                return None
+            raise
 
     def _as_lost(self, paths: RunPaths, state: dict[str, Any]) -> dict[str, Any]:
         ended = self.last_seen(paths, state)
@@ -319,20 +288,15 @@ class Store:
         if current is not None and "end" not in current:
             current["end"] = max(ended, current.get("start", ended))
         state.update(status="lost", ended=ended, supervisor_last_seen=ended)
+        if reserve.is_full(paths.root):  # the likely cause, stated as the fact it is
+            state.setdefault("error", f"the run's supervisor process is gone, and the run "
+                             f"store's disk is full ({paths.root}); free some space, then "
+                             "`jupyter-trainer doctor --fix` records the run as lost")
         state.setdefault("error", "the run's supervisor process is gone (killed or crashed); "
                          "its launcher was sent SIGTERM when it died")
         return state
 
-    @staticmethod
-    def last_seen(paths: RunPaths, state: dict[str, Any]) -> float:
-        """When the run's supervisor was last known alive: its heartbeat, else its last
-        state write, else the run's creation."""
-        times = [state.get("updated") or 0.0, state.get("created") or 0.0]
-        try:
-            times.append(paths.heartbeat.stat().st_mtime)
-        except OSError:
-            pass
-        return max(times)
+    last_seen = staticmethod(liveness.last_seen)
 
     def record_lost(self, run_id: str) -> dict[str, Any] | None:
         """Write ``lost`` into the state of a run whose supervisor is gone (with ``ended`` =
@@ -345,46 +309,73 @@ class Store:
         self._index_upsert(run_id, self.read_spec(run_id), state)
         return state
 
-    def write_state(self, run_id: str, state: dict[str, Any], spec: RunSpec | None = None) -> None:
+    def write_state(self, run_id: str, state: dict[str, Any], spec: RunSpec | None = None) -> bool:
         """Replace the run's state atomically and update its index row. Supervisor only.
 
         ``state.json`` is the record; an index that cannot be written here does not stop
         the run: readers take an unfinished row's status from the state, and ``doctor``
-        reports and fixes the row.
+        reports and fixes the row. On a full disk the state goes through the room the
+        supervisor reserved (``reserve``): True when it did, ``DiskFull`` when even that
+        could not take it.
         """
         state["updated"] = time.time()
-        write_json_atomic(self.paths(run_id).state, state)
+        paths = self.paths(run_id)
+        full = False
+        try:
+            write_json_atomic(paths.state, state)
+        except OSError as exc:
+            if not reserve.is_disk_full(exc):
+                raise
+            if not reserve.write_in_reserve(paths, json_text(state)):
+                raise DiskFull(reserve.disk_full_error(run_id, paths.state),
+                               path=str(paths.state)) from None
+            full = True
         try:
             self._index_upsert(run_id, spec or self.read_spec(run_id), state)
         except StoreError as exc:
             _log.warning("jupyter-trainer: run %s is %s, but %s", run_id, state["status"], exc)
+        return full
 
     def _effective(self, run_id: str) -> dict[str, Any]:
         """The status, end and failed rank of an unfinished index row, from the run's state."""
         try:
             state = self.read_state(run_id)
+        except RecordDamaged as exc:
+            return {"damaged": str(exc)}
         except (RunNotFound, OSError, ValueError, KeyError):
             return {}
         return {"status": state["status"], "ended": state.get("ended"),
                 "failed_rank": state.get("failed_rank")}
 
-    def _supervisor_gone(self, state: dict[str, Any]) -> bool:
-        sup = state.get("supervisor")
-        if not sup:
-            return time.time() - state.get("created", 0) > CREATED_GRACE_S
-        if sup.get("host") != socket.gethostname():
-            return False
-        return not procs.is_alive(sup.get("pid"), sup.get("start_ticks"))
+    def cancel(self, run_id: str, reason: str = "canceled by user") -> str:
+        """Ask the run's supervisor to stop every process of the run; returns the run's
+        status. A run that ended refuses (``RunStateError``). A run whose state is damaged
+        is still canceled: through its supervisor, found by its pid record, or, with the
+        supervisor gone, by ending what is left of its processes (then ``lost``)."""
+        paths = self.paths(run_id)
+        try:
+            status = self.read_state(run_id)["status"]
+        except RecordDamaged as damaged:
+            row = self.index.row(run_id) if os.path.lexists(self.db_path) else None
+            return liveness.cancel_damaged(paths, damaged, row and row["status"], reason)
+        if status in TERMINAL:
+            raise RunStateError(f"run {run_id} already ended ({status}); nothing to cancel")
+        liveness.write_cancel_request(paths, reason)
+        return status
 
     def request_cancel(self, run_id: str, reason: str = "canceled by user") -> None:
-        paths = self.existing(run_id)
-        write_json_atomic(paths.cancel_request, {"requested": time.time(), "reason": reason})
+        """Write the run's cancel request, whatever its state (``cancel`` checks it first)."""
+        liveness.write_cancel_request(self.existing(run_id), reason)
 
     def cancel_request(self, run_id: str) -> dict[str, Any] | None:
+        """The cancel request, if any; an empty one (written on a full disk) has no reason."""
+        path = self.paths(run_id).cancel_request
         try:
-            return read_json(self.paths(run_id).cancel_request)
-        except (FileNotFoundError, json.JSONDecodeError):
+            return read_json(path)
+        except FileNotFoundError:
             return None
+        except (OSError, ValueError):
+            return {"reason": "canceled"} if path.exists() else None
 
     # -- ranks, events, logs -----------------------------------------------------------
     def ranks(self, run_id: str) -> list[int]:

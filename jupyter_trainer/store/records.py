@@ -1,0 +1,141 @@
+"""A run's record files: where each lives, how they are written, and how they are read.
+
+``spec.json`` and ``state.json`` are replaced atomically, so a reader sees the old file or
+the new one, never a torn one. One that is missing or cannot be read all the same (a disk
+error, a hand edit, a truncated copy) is *damaged*: reading it raises ``RecordDamaged``,
+which names the file, what is wrong with it and what ``jupyter-trainer doctor --fix`` does
+about it, never a bare ``KeyError`` or ``JSONDecodeError``. Every reader goes through
+``load_spec`` and ``load_state``; each front end shows the error as it shows any other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import RecordDamaged, RunNotFound, SpecError
+from ..spec import RunSpec
+
+ACTIVE = ("created", "preparing", "queued", "running", "finalizing")
+TERMINAL = ("completed", "failed", "canceled", "lost")
+STATUSES = ACTIVE + TERMINAL
+FIX = "jupyter-trainer doctor --fix"
+DAMAGED_DIR = "damaged"  # <home>/damaged/<run-id>: runs set aside by doctor --fix
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` so that readers see the old or the new file, never a torn one."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json_text(data))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def json_text(data: Any) -> str:
+    """A record as its file holds it."""
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def read_json(path: Path) -> Any:
+    with open(path) as fh:
+        return json.load(fh)
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where each piece of one run lives."""
+
+    root: Path
+
+    spec = property(lambda self: self.root / "spec.json")
+    state = property(lambda self: self.root / "state.json")
+    cancel_request = property(lambda self: self.root / "cancel.request")
+    supervisor_log = property(lambda self: self.root / "supervisor.log")
+    heartbeat = property(lambda self: self.root / "supervisor.alive")
+    supervisor = property(lambda self: self.root / "supervisor.pid")
+    code = property(lambda self: self.root / "code")
+    events = property(lambda self: self.root / "events")
+    logs = property(lambda self: self.root / "logs")
+    ranks = property(lambda self: self.root / "ranks")
+    outputs = property(lambda self: self.root / "outputs")
+    checkpoints = property(lambda self: self.root / "checkpoints")
+
+    def events_file(self, rank: int) -> Path:
+        return self.events / f"rank-{rank}.jsonl"
+
+    def log_file(self, rank: int) -> Path:
+        return self.logs / f"rank-{rank}.log"
+
+    def rank_file(self, rank: int) -> Path:
+        return self.ranks / f"rank-{rank}.json"
+
+
+def load_spec(paths: RunPaths, run_id: str) -> RunSpec:
+    """The run's spec; ``RecordDamaged`` if ``spec.json`` cannot be read as one."""
+    data, problem = _load(paths, paths.spec, run_id)
+    if problem is None:
+        try:
+            return RunSpec.from_dict(data)
+        except (SpecError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            problem = f"does not hold a run spec ({exc})"
+    home = paths.root.parent.parent
+    raise RecordDamaged(
+        f"run {run_id}: its spec {paths.spec} {problem}. A run's spec cannot be rebuilt once "
+        f"its supervisor has ended (a running one restores it); `{FIX}` moves the run aside "
+        f"to {home / DAMAGED_DIR / run_id}, with its logs and outputs",
+        run_id=run_id, path=str(paths.spec), problem=problem)
+
+
+def load_state(paths: RunPaths, run_id: str) -> dict[str, Any]:
+    """The run's state as recorded; ``RecordDamaged`` if ``state.json`` cannot be read as
+    one (it is then missing, not JSON, or without a status and a creation time)."""
+    state, problem = _load(paths, paths.state, run_id)
+    if problem is None:
+        if not isinstance(state, dict):
+            problem = "does not hold a JSON object"
+        elif state.get("status") not in STATUSES:
+            problem = f"holds no known status ({state.get('status')!r})"
+        elif not isinstance(state.get("created"), (int, float)):
+            problem = "holds no creation time"
+        else:
+            return state
+    raise state_damaged(paths, run_id, problem)
+
+
+def state_damaged(paths: RunPaths, run_id: str, problem: str) -> RecordDamaged:
+    return RecordDamaged(
+        f"run {run_id}: its state {paths.state} {problem}. While its supervisor runs, the "
+        f"supervisor writes it again within seconds; otherwise `{FIX}` rebuilds it from the "
+        "run's index row", run_id=run_id, path=str(paths.state), problem=problem)
+
+
+def _load(paths: RunPaths, path: Path, run_id: str) -> tuple[Any, str | None]:
+    """The JSON in ``path``, or what is wrong with it."""
+    try:
+        return read_json(path), None
+    except FileNotFoundError:
+        if not paths.root.is_dir():  # the run was deleted meanwhile
+            raise RunNotFound(f"no run {run_id!r} in {paths.root.parent.parent}") from None
+        return None, "is missing"
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        return None, f"is not valid JSON ({exc})"
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+
+
+def read_supervisor(paths: RunPaths) -> dict[str, Any] | None:
+    """The supervisor's own record of itself (pid, host, start ticks), written when it
+    starts, beside its state: how a reader finds it when the state is damaged."""
+    try:
+        record = read_json(paths.supervisor)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and record.get("pid") else None
