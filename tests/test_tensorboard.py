@@ -146,6 +146,25 @@ def test_export_reads_back_exactly_and_again_writes_nothing(home, tmp_path):
     assert rank0.read_bytes() == before[str(rank0.relative_to(logdir))][1]
 
 
+@pytest.mark.parametrize("logdir, says", [
+    ("/proc/nope", "tensorboard --logdir /proc/nope: cannot write there"),  # cannot be made
+    ("/sys", "tensorboard --logdir /sys: cannot write there"),  # a folder not even root writes
+    ("", "tensorboard --logdir is empty"),
+    ("notes.txt", "notes.txt: not a folder"),
+])
+def test_a_bad_logdir_is_one_line_and_writes_nothing(home, tmp_path, logdir, says):
+    run = api.submit("from jupyter_trainer import runtime as jt\njt.log(loss=1.0)\n",
+                     launcher="python", name="logdir", wait=True)
+    (tmp_path / "notes.txt").write_text("not a folder")
+    done = subprocess.run([*CLI, "tensorboard", run.id, "--logdir", logdir], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("jupyter-trainer: error: ") and says in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and "name a folder" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jt-home", "notes.txt"]
+    assert not (home / "tensorboard").exists()
+
+
 def test_a_live_run_keeps_appending(home, tmp_path):
     gate = tmp_path / "go"
     run = api.submit(GATED, procs=2, name="live", params={"gate": str(gate)})
