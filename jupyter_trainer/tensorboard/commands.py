@@ -73,11 +73,15 @@ def _export(exporter: Exporter, follow: bool, out: TextIO) -> int:
     return 0
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # as Ctrl-C: a kill, a closed terminal
+
+
 def _serve(args: argparse.Namespace, out: TextIO) -> int:
-    """TensorBoard until Ctrl-C (or SIGTERM); then nothing of it is left running."""
+    """TensorBoard until Ctrl-C, SIGTERM or SIGHUP; then nothing of it is left running (and
+    on a SIGKILL of this process, TensorBoard ends itself: see ``tied``)."""
     server = TensorBoardServer(args.runs, host=args.host, port=args.port)
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    previous = {sig: signal.signal(sig, _interrupt) for sig in STOP_SIGNALS} if main else {}
     try:
         with server:
             print(f"TensorBoard at {server.url} ({len(server.runs)} run"
@@ -85,8 +89,8 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
                   flush=True)
             code = server.wait()
     finally:
-        if main:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     print(f"TensorBoard exited with code {code}", file=out)
     return 1
 
