@@ -227,3 +227,102 @@ def test_dry_run_prints_the_objects_a_run_then_creates(home, kube_cluster, api_n
     assert created >= set(expected), created
     run.cancel(timeout=90)
     assert kube_cluster.processes() == []
+
+
+def without_snapshot(docs: list[dict]) -> list[dict]:
+    """The manifests less the snapshot's bytes (a gzip stream that may differ run to run)."""
+    for doc in docs:
+        doc.get("binaryData", {}).pop("snapshot.tar.gz", None)
+    return docs
+
+
+def unreachable_kubeconfig(tmp_path: Path) -> Path:
+    """A kubeconfig whose server is a loopback port nothing listens on."""
+    from kube_fake.cluster import free_port
+
+    path = tmp_path / "gone-kubeconfig"
+    path.write_text(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: gone, cluster: {{server: "http://127.0.0.1:{free_port()}"}}}}]
+users: [{{name: me, user: {{token: "t"}}}}]
+contexts: [{{name: gone, context: {{cluster: gone, user: me, namespace: default}}}}]
+current-context: gone
+""")
+    return path
+
+
+@pytest.mark.parametrize("where, says", [
+    ("nothing listening", "is the cluster at the kubeconfig's server reachable?"),
+    ("no kubeconfig", "cannot use kubeconfig"),
+])
+def test_dry_run_with_api_auto_and_no_cluster_shows_both_apis(home, tmp_path, where, says):
+    """``api = "auto"`` picks the API by what the cluster serves; a dry run that cannot ask it
+    prints the run both ways, each set preceded by a comment saying when it applies, with
+    the same manifests as ``api = "trainjob"`` and ``api = "job"`` print."""
+    import os
+    import subprocess
+
+    import yaml
+
+    kubeconfig = unreachable_kubeconfig(tmp_path) if where == "nothing listening" else \
+        tmp_path / "missing"
+    script = tmp_path / "train.py"
+    script.write_text(SLEEPER)
+    shown = {}
+    for api_name in ("auto", "trainjob", "job"):
+        add_target("kube", "kubernetes", home=home, replace=True, kubeconfig=str(kubeconfig),
+                   image="example.org/trainer:1.0", python=sys.executable, api=api_name)
+        done = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
+                               "--target", "kube", "--nodes", "2", "--procs", "2", "--dry-run"],
+                              capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert done.returncode == 0, done.stderr
+        shown[api_name] = done
+    both = shown["auto"]
+    notes = both.stderr
+    assert 'api = "auto" and the cluster could not be asked which API it serves' in notes
+    assert says in notes and "so the run is shown both ways" in notes
+    trainjob_part, job_part = both.stdout.split("---\n# where it does not: ")
+    assert trainjob_part.startswith("# where the cluster serves Kubeflow Trainer v2 (TrainJob): "
+                                    "a Kubeflow Trainer TrainJob\n")
+    assert job_part.startswith("an Indexed Job with a headless Service\n")
+    assert without_snapshot(list(yaml.safe_load_all(trainjob_part))) == \
+        without_snapshot(list(yaml.safe_load_all(shown["trainjob"].stdout)))
+    assert without_snapshot(list(yaml.safe_load_all(job_part.split("\n", 1)[1]))) == \
+        without_snapshot(list(yaml.safe_load_all(shown["job"].stdout)))
+    assert "could not be asked" not in shown["job"].stderr + shown["trainjob"].stderr
+    assert api.runs(home=home) == []
+
+
+def test_dry_run_with_api_auto_and_no_cluster_leaves_out_an_api_that_cannot_run_it(home,
+                                                                                  tmp_path):
+    add_target("kube", "kubernetes", home=home, replace=True,
+               kubeconfig=str(unreachable_kubeconfig(tmp_path)), image="example.org/trainer:1.0",
+               python=sys.executable, api="auto")
+    shown = api.submit("print('hi')", target="kube", nodes=2, procs=2, launcher="mpirun",
+                       dry_run=True)
+    assert [line.split(":")[0] for line in shown.text.splitlines()
+            if line.startswith("kind:")] == ["kind"] * 2
+    assert "kind: TrainJob" in shown.text and "kind: Job" not in shown.text
+    assert any("so the run is a Kubeflow Trainer TrainJob" in note for note in shown.notes)
+    assert any(note.startswith("not an Indexed Job with a headless Service: --launcher mpirun "
+                               "on 2 nodes needs Kubeflow Trainer's MPI runtime")
+               for note in shown.notes), shown.notes
+
+
+@BOTH
+def test_dry_run_with_api_auto_says_which_api_the_cluster_serves(home, kube_cluster, api_name):
+    kube_target(home, kube_cluster, "auto")
+    shown = api.submit("print('hi')", target="kube", nodes=2, procs=2, dry_run=True)
+    kinds = sorted(line.split(": ", 1)[1] for line in shown.text.splitlines()
+                   if line.startswith("kind: "))
+    if api_name == "trainjob":
+        assert kinds == ["ConfigMap", "TrainJob"]
+        said = ('api = "auto": the cluster serves Kubeflow Trainer\'s TrainJob API, so the run '
+                'is a Kubeflow Trainer TrainJob')
+    else:
+        assert kinds == ["ConfigMap", "Job", "Service"]
+        said = ('api = "auto": the cluster does not serve Kubeflow Trainer\'s TrainJob API, so '
+                'the run is an Indexed Job with a headless Service')
+    assert said in shown.notes and f"# {said}\n" in shown.header
+    assert run_objects(kube_cluster) == [] and api.runs(home=home) == []

@@ -126,3 +126,34 @@ async def test_cancel_through_the_view(jp_ws_fetch, home):
     assert leftover(run.id) == []
     viewer.send({"msg": {"type": "cancel"}})  # a run that ended says so
     model = await viewer.read_until(lambda m: "already ended" in m.get("cancel_state", ""))
+
+
+async def test_a_deeply_nested_message_is_refused_and_the_socket_still_answers(jp_ws_fetch, home):
+    run = api.submit("print('x')", launcher="python", name="view-deep", wait=True)
+    viewer = Viewer(await jp_ws_fetch(BASE, "runs", run.id, "view"))
+    await viewer.read_until(lambda m: m.get("state", {}).get("status") == "completed")
+    # Past Python's recursion limit; brackets inside strings do not count.
+    viewer.ws.write_message('{"set": {"log_selection": "' + "[" * 100 + '"}, "x": '
+                            + "[" * 50_000 + "]" * 50_000 + "}")
+    await viewer.read_until(lambda m: viewer.errors, timeout=10)
+    assert viewer.errors == ["message nested deeper than 8 levels"]
+    viewer.send({"set": {"log_selection": "0"}})
+    model = await viewer.read_until(lambda m: m.get("log", {}).get("selection") == "0")
+    assert model["log"]["lines"] == [[0, "x"]]
+    viewer.send({"set": {"chart_options": {"x": "step", "agg": "mean",
+                                           "selected": ["[{" * 20] * 3}}})  # strings, not depth
+    model = await viewer.read_until(lambda m: m.get("charts", {}).get("agg") == "mean")
+    assert len(viewer.errors) == 1
+
+
+async def test_a_message_over_the_size_limit_closes_the_socket_with_1009(jp_ws_fetch, home):
+    run = api.submit("print('x')", launcher="python", name="view-big", wait=True)
+    viewer = Viewer(await jp_ws_fetch(BASE, "runs", run.id, "view"))
+    await viewer.read_until(lambda m: m.get("state", {}).get("status") == "completed")
+    viewer.send({"set": {"log_selection": "x" * (2 << 20)}})  # 2 MiB; the limit is 1 MiB
+    while (text := await asyncio.wait_for(viewer.ws.read_message(), 10)) is not None:
+        assert "error" not in json.loads(text)  # closed, not parsed and answered
+    assert viewer.ws.close_code == 1009
+    # Another viewer is served as before.
+    again = Viewer(await jp_ws_fetch(BASE, "runs", run.id, "view"))
+    await again.read_until(lambda m: m.get("state", {}).get("status") == "completed")

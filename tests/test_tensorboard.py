@@ -146,6 +146,25 @@ def test_export_reads_back_exactly_and_again_writes_nothing(home, tmp_path):
     assert rank0.read_bytes() == before[str(rank0.relative_to(logdir))][1]
 
 
+@pytest.mark.parametrize("logdir, says", [
+    ("/proc/nope", "tensorboard --logdir /proc/nope: cannot write there"),  # cannot be made
+    ("/sys", "tensorboard --logdir /sys: cannot write there"),  # a folder not even root writes
+    ("", "tensorboard --logdir is empty"),
+    ("notes.txt", "notes.txt: not a folder"),
+])
+def test_a_bad_logdir_is_one_line_and_writes_nothing(home, tmp_path, logdir, says):
+    run = api.submit("from jupyter_trainer import runtime as jt\njt.log(loss=1.0)\n",
+                     launcher="python", name="logdir", wait=True)
+    (tmp_path / "notes.txt").write_text("not a folder")
+    done = subprocess.run([*CLI, "tensorboard", run.id, "--logdir", logdir], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("jupyter-trainer: error: ") and says in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and "name a folder" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jt-home", "notes.txt"]
+    assert not (home / "tensorboard").exists()
+
+
 def test_a_live_run_keeps_appending(home, tmp_path):
     gate = tmp_path / "go"
     run = api.submit(GATED, procs=2, name="live", params={"gate": str(gate)})
@@ -185,28 +204,61 @@ def scalars(base: str, run: str, tag: str) -> list:
         return []  # not loaded yet
 
 
+def argv_of(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return []
+
+
 def tensorboard_pids(home: Path) -> dict[int, list[str]]:
-    """Processes of this test's store that are TensorBoard (its program, not a path that
-    happens to hold the word, as the test's own folder does): their argv."""
+    """Processes of this test's store that are TensorBoard or its data server (their
+    programs, not a path that happens to hold the word, as the test's own folder does):
+    their argv."""
     found = {}
     for pid in procs.pids_with_env(HOME_ENV, str(home)):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
-        except OSError:
-            continue
-        if "tensorboard.main" in argv or any(Path(a).name == "tensorboard" for a in argv):
+        argv = argv_of(pid)
+        if {"tensorboard.main", "jupyter_trainer.tensorboard.tied"} & set(argv) or any(
+                Path(a).name == "tensorboard" or "tensorboard_data_server" in a for a in argv):
             found[pid] = argv
     return found
 
 
-def served_folder(home: Path) -> Path:
-    """The folder TensorBoard was started on (``--logdir``)."""
-    argv = next(a for a in tensorboard_pids(home).values() if "tensorboard.main" in a)
+def tree(root: int) -> dict[int, int | None]:
+    """Every descendant of ``root`` now: pid -> start time (to tell it from a later process
+    that gets the same pid)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        try:
+            stat = Path(f"/proc/{name}/stat").read_text() if name.isdigit() else ""
+        except OSError:
+            continue
+        if stat:
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(name))
+    found, todo = {}, [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found[child] = procs.start_ticks(child)
+            todo.append(child)
+    return found
+
+
+def still_alive(processes: dict[int, int | None]) -> list[str]:
+    return [procs.describe(p) for p, ticks in processes.items() if procs.is_alive(p, ticks)]
+
+
+def served_folder(processes: dict[int, int | None]) -> Path:
+    """The folder TensorBoard was started on (its ``--logdir``)."""
+    argv = next(a for a in map(argv_of, processes) if "--logdir" in a)
     return Path(argv[argv.index("--logdir") + 1])
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
-def test_cli_serves_a_live_run_and_leaves_no_process(home, tmp_path, stop):
+@pytest.mark.parametrize("stop, code", [(signal.SIGINT, 130), (signal.SIGTERM, 130),
+                                        (signal.SIGHUP, 130), (signal.SIGKILL, -9)],
+                         ids=["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
+def test_cli_serves_a_live_run_and_leaves_no_process(home, tmp_path, stop, code):
+    """Whichever way the command ends, TensorBoard and its data server end with it; killed
+    (no handler runs), TensorBoard notices its parent is gone and ends itself."""
     gate = tmp_path / "go"
     run = api.submit(GATED, procs=2, name="served", params={"gate": str(gate)})
     live_state(run, ranks=2, timeout=120)
@@ -225,14 +277,17 @@ def test_cli_serves_a_live_run_and_leaves_no_process(home, tmp_path, stop):
         served = wait_for(lambda: (found := scalars(base, f"{run.id}/rank-1", "loss"))
                           and len(found) == 6 and found, timeout=60, what="all six steps served")
         assert [(step, value) for _, step, value in served] == [(s, s + 0.25) for s in range(6)]
-        assert len(tensorboard_pids(home)) >= 2  # this command and TensorBoard
-        folder = served_folder(home)
+        started = tree(server.pid)  # TensorBoard and its data server
+        assert any("tensorboard_data_server" in " ".join(argv_of(p)) for p in started), \
+            [procs.describe(p) for p in started]
+        folder = served_folder(started)
         assert sorted(p.name for p in folder.iterdir()) == [run.id, "tensorboard.log"]
     finally:
         server.send_signal(stop)
         server.wait(timeout=120)  # stop's own bounds: export thread 30 s, TensorBoard 15 s
-    assert server.returncode == 130
-    assert wait_for(lambda: not tensorboard_pids(home), timeout=15, what="no TensorBoard left")
+    assert server.returncode == code
+    wait_for(lambda: not still_alive(started), timeout=15, what="no process of TensorBoard's tree")
+    assert not tensorboard_pids(home)
     assert not folder.exists()
     assert (home / "tensorboard" / run.id / ".jt-export.json").is_file()  # the export stays
 
@@ -282,3 +337,29 @@ def test_without_tensorboard_the_error_names_the_extra(home):
                           timeout=120, env={**os.environ})
     assert done.returncode == 2
     assert "pip install jupyter_trainer[tensorboard]" in done.stderr, done.stderr
+
+
+def test_tensorboard_of_a_killed_kernel_ends_with_it(home):
+    """``%train tensorboard`` in a real kernel, then ``kill -9`` of the kernel: TensorBoard and
+    its data server end too (no atexit runs in a killed process)."""
+    from jupyter_client.manager import start_new_kernel
+
+    run = api.submit(KNOWN, procs=2, name="kernel-tb", wait=True)
+    km, kc = start_new_kernel(kernel_name="python3", env={**os.environ})
+    try:
+        reply = kc.execute_interactive(f"%load_ext jupyter_trainer\n%train tensorboard {run.id}",
+                                       timeout=120)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        kernel = km.provisioner.pid
+        started = tree(kernel)
+        assert any("tensorboard_data_server" in " ".join(argv_of(p)) for p in started), \
+            [procs.describe(p) for p in started]
+        folder = served_folder(started)
+        os.kill(kernel, signal.SIGKILL)
+        wait_for(lambda: not km.is_alive(), timeout=30, what="the kernel to be gone")
+        wait_for(lambda: not still_alive(started), timeout=15,
+                 what="no process of TensorBoard's tree")
+        assert not tensorboard_pids(home) and not folder.exists()
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

@@ -6,7 +6,9 @@ the run id checked and the run looked up before the upgrade). The server runs th
 ``{"set": {name: value, ...}}``, with the chart series' float64 buffers base64-encoded.
 The viewer sends ``{"set": {"chart_options": {...}}}`` or ``{"set": {"log_selection": "1"}}``
 as it changes them, and ``{"msg": {"type": "cancel" | "log_resync"}}``. A message that is
-not one of these is answered with ``{"error": ...}`` and changes nothing.
+not one of these is answered with ``{"error": ...}`` and changes nothing; so is one nested
+deeper than ``MAX_DEPTH`` (refused before it is parsed). A message over ``MAX_MESSAGE_BYTES``
+closes the socket with code 1009 (message too big).
 """
 
 from __future__ import annotations
@@ -30,7 +32,23 @@ from ..store import Store
 from .handlers import _status_of, request_cancel
 
 MAX_METRICS = 1000          # names in one chart selection
+MAX_MESSAGE_BYTES = 1 << 20  # a viewer's message; the largest, a full chart selection, is far less
+MAX_DEPTH = 8                # nesting of a viewer's message; the deepest valid one has 4 levels
 _RANK = re.compile(r"(all|[0-9]{1,7})")
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[][{}]")
+
+
+def check_depth(text: str | bytes) -> None:
+    """ValueError when the JSON in ``text`` nests deeper than ``MAX_DEPTH``: found by counting
+    brackets outside strings, so a hostile message never reaches the recursive parser."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    depth = 0
+    for bracket in _BRACKETS.findall(_STRINGS.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > MAX_DEPTH:
+            raise ValueError(f"message nested deeper than {MAX_DEPTH} levels")
 
 
 def check_options(value: Any) -> dict[str, Any]:
@@ -64,6 +82,7 @@ class ViewSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
     """One viewer of one run."""
 
     feeder: ViewFeeder | None = None
+    max_message_size = MAX_MESSAGE_BYTES  # tornado closes the socket with 1009 beyond it
 
     def set_default_headers(self) -> None:
         """JupyterHandler's headers do not apply to a WebSocket."""
@@ -98,6 +117,7 @@ class ViewSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
 
     def on_message(self, message: str | bytes) -> None:
         try:
+            check_depth(message)
             self._handle(json.loads(message))
         except (ValueError, TypeError, AttributeError) as exc:
             self._send(json.dumps({"error": f"{exc}"[:500]}))

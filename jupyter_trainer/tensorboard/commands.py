@@ -10,8 +10,8 @@ import threading
 import time
 from typing import Any, TextIO
 
-from ..errors import SpecError
-from .export import Exporter
+from ..errors import SpecError, StoreError
+from .export import Exporter, writable_logdir
 from .server import TensorBoardServer, shared_server, stop_shared
 
 
@@ -47,11 +47,22 @@ def cmd_tensorboard(args: argparse.Namespace, out: TextIO) -> int:
         return _serve(args, out)
     if not args.runs:
         raise SpecError("tensorboard: name at least one RUN (`jupyter-trainer runs` lists them)")
-    exporter = Exporter(args.runs, args.logdir)
+    exporter = Exporter(args.runs, args.logdir)  # each run exists, or nothing is written
+    writable_logdir(args.logdir)
+    try:
+        return _export(exporter, args.follow, out)
+    except BrokenPipeError:  # our own output's reader went away: not the folder's fault
+        raise
+    except OSError as exc:  # the folder went away or filled up while exporting
+        raise StoreError(f"tensorboard --logdir {exporter.logdir}: writing the event files "
+                         f"failed ({exc.strerror or exc})") from None
+
+
+def _export(exporter: Exporter, follow: bool, out: TextIO) -> int:
     for run_id, count in exporter.export().items():
         print(f"{run_id}: {count} values written to {exporter.logdir / run_id}", file=out,
               flush=True)
-    if args.follow and not exporter.finished:
+    if follow and not exporter.finished:
         totals = dict.fromkeys(exporter.runs, 0)
         while not exporter.finished:
             time.sleep(1.0)
@@ -62,11 +73,15 @@ def cmd_tensorboard(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # as Ctrl-C: a kill, a closed terminal
+
+
 def _serve(args: argparse.Namespace, out: TextIO) -> int:
-    """TensorBoard until Ctrl-C (or SIGTERM); then nothing of it is left running."""
+    """TensorBoard until Ctrl-C, SIGTERM or SIGHUP; then nothing of it is left running (and
+    on a SIGKILL of this process, TensorBoard ends itself: see ``tied``)."""
     server = TensorBoardServer(args.runs, host=args.host, port=args.port)
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    previous = {sig: signal.signal(sig, _interrupt) for sig in STOP_SIGNALS} if main else {}
     try:
         with server:
             print(f"TensorBoard at {server.url} ({len(server.runs)} run"
@@ -74,8 +89,8 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
                   flush=True)
             code = server.wait()
     finally:
-        if main:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     print(f"TensorBoard exited with code {code}", file=out)
     return 1
 

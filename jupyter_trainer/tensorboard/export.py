@@ -26,12 +26,13 @@ import json
 import math
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Iterator
 
-from ..errors import MissingExtra
+from ..errors import MissingExtra, SpecError
 from ..follow import RunFollower, Series
 from ..store import Store, write_json_atomic
 
@@ -232,6 +233,25 @@ def _locked(path: Path) -> Iterator[None]:
     with open(path, "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         yield
+
+
+def writable_logdir(text: str) -> Path:
+    """``--logdir``'s folder, created if missing and checked writable (a file made and
+    removed there); SpecError naming what is wrong and the fix."""
+    if not text.strip():
+        raise SpecError("tensorboard --logdir is empty: name a folder to write the event "
+                        "files to")
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise SpecError(f"tensorboard --logdir {path}: not a folder; name a folder (it is "
+                        "created if missing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as exc:
+        raise SpecError(f"tensorboard --logdir {path}: cannot write there "
+                        f"({exc.strerror or exc}); name a folder you can write to") from None
+    return path
 
 
 class Exporter:

@@ -5,7 +5,8 @@
 those runs with ``tensorboard --logdir DIR --host 127.0.0.1 --port 0`` (the port the system
 gave is read from what TensorBoard prints), and exports live runs' new values every second from
 a thread. TensorBoard runs in its own process group, so ``stop()`` ends it with the data server
-it starts, and removes the links.
+it starts, and removes the links. It is started through ``tied``, so it also ends, links
+removed, within a fraction of a second when the process that started it is killed.
 
 ``shared_server`` is the one server a process (a notebook's kernel) keeps for ``%train
 tensorboard``: a later call adds runs to it; it is stopped at exit or by ``stop_shared``.
@@ -69,8 +70,9 @@ class TensorBoardServer:
         self.folder = Path(tempfile.mkdtemp(prefix="jt-tensorboard-"))
         self._link(self.runs)
         log = self.folder / "tensorboard.log"
-        argv = [sys.executable, "-m", "tensorboard.main", "--logdir", str(self.folder),
-                "--host", self.host, "--port", str(self.port), "--reload_interval", "2"]
+        argv = [sys.executable, "-m", "jupyter_trainer.tensorboard.tied", str(os.getpid()),
+                str(self.folder), "--logdir", str(self.folder), "--host", self.host,
+                "--port", str(self.port), "--reload_interval", "2"]
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True)

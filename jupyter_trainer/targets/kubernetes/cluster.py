@@ -98,10 +98,10 @@ class Cluster:
         """Whether the cluster serves Kubeflow Trainer's TrainJob API."""
         from lightkube import ApiError
 
+        client, namespace = self.client, self.namespace  # a bad kubeconfig says so itself
         try:
             self._call("asking for the TrainJob API", lambda: next(iter(
-                self.client.list(_resource("TrainJob"), namespace=self.namespace,
-                                 chunk_size=1)), None))
+                client.list(_resource("TrainJob"), namespace=namespace, chunk_size=1)), None))
         except ApiError as exc:
             if exc.status.code == 404:
                 return False

@@ -3,7 +3,8 @@ headless Service (manifests.py), created through lightkube (cluster.py), never k
 
 ``plan`` decides the API (``api = "auto"``: a TrainJob when the cluster serves them) and
 packs the snapshot; ``command`` is the launcher from the launcher table; ``dry_run`` prints
-the manifests ``start`` would create. While the run goes, ``phase`` says ``queued`` with the
+the manifests ``start`` would create (with ``api = "auto"`` and a cluster that cannot be asked,
+both ways: dry_run.py). While the run goes, ``phase`` says ``queued`` with the
 scheduler's reason as long as a pod is Pending, ``sync`` follows every pod's log (marked
 lines become the run folder's logs, events and rank records; the rest is the pod's launcher
 log), and ``poll`` reads the Job's or TrainJob's conditions. ``stop`` deletes everything
@@ -26,8 +27,9 @@ from ..base import Handle, Target
 from ...nodes.mirror import LocalFiles
 from .cluster import Cluster, require_lightkube
 from .config import KubeConfig
+from .dry_run import DryApis, dry_apis, dry_run_text
 from .manifests import (MPI_LAUNCHERS, PVC_DIR, RunObjects, check_launch, check_snapshot_size,
-                        launcher_command, manifests, pod_plan, spec_json, to_yaml)
+                        launcher_command, manifests, pod_plan, spec_json)
 from .manifests import run_dir as pod_run_dir
 from .names import RUN_ID_LABEL, label_value, object_name
 from .stream import PodLog
@@ -57,6 +59,7 @@ class KubernetesTarget(Target):
         self._final: dict[str, Any] | None = None
         self._seen_pods: tuple[float, list[dict[str, Any]]] = (-PODS_TTL_S, [])
         self._deleting = False  # stop() deletes the run's objects: their absence is ours
+        self._dry: DryApis | None = None
 
     @property
     def cluster(self) -> Cluster:
@@ -119,9 +122,18 @@ class KubernetesTarget(Target):
             return "default"  # no kubeconfig: what kubectl apply would use
 
     def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        return self._plan(spec, run_id, run_dir, backend, self.api())
+
+    def dry_plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        """``plan`` with the API a dry run shows first: with ``api = "auto"`` and a cluster
+        that cannot be asked, the run is shown both ways (dry_run.py)."""
+        self._dry = dry_apis(self, spec)
+        return self._plan(spec, run_id, run_dir, backend, self._dry.apis[0])
+
+    def _plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str,
+              api: str) -> LaunchPlan:
         from ...nodes.prepare import snapshot_tarball
 
-        api = self.api()
         check_launch(spec, api)
         code = Path(run_dir) / "code"
         if not code.is_dir():
@@ -160,8 +172,12 @@ class KubernetesTarget(Target):
 
     def dry_run(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> str:
         """Every object the run would create, as a multi-document YAML stream that
-        ``kubectl apply -f -`` takes."""
-        return to_yaml(manifests(self.objects(command)))
+        ``kubectl apply -f -`` takes (both APIs' where ``dry_plan`` could not tell which)."""
+        apis = self._dry.apis if self._dry else (self._pending.get("api") or self.api(),)
+        return dry_run_text(self, spec, plan, command, apis)
+
+    def dry_run_parts(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> dict[str, Any]:
+        return {"notes": list(self._dry.notes)} if self._dry else {}
 
     def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
         objects = self.objects(command)
