@@ -70,8 +70,8 @@ def main() -> int:
         os.environ["HOME"] = str(root / "home")
         home = root / "jt"
         os.environ["JUPYTER_TRAINER_HOME"] = str(home)
-        from jupyter_trainer.datasets.inputs import resolve_inputs
-        from jupyter_trainer.datasets.stage import NodeCache, rsync_shell, stage_inputs
+        from jupyter_trainer.inputs.inputs import resolve_inputs
+        from jupyter_trainer.nodes.stage_inputs import NodeCache, rsync_shell, stage_inputs
         from jupyter_trainer.nodes.ssh import SshClient, control_dir
 
         data = root / "dataset"

@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from jupyter_trainer import environment  # noqa: E402
-from jupyter_trainer.environment import build as builder  # noqa: E402
+from jupyter_trainer.rankside import env_build as builder  # noqa: E402
 from jupyter_trainer.environment import lock  # noqa: E402
 
 TARGET_RATIO = 1.10

@@ -85,7 +85,7 @@ def main() -> int:
         fresh = ("import time; t = time.perf_counter()\n"
                  "from jupyter_trainer import environment\n"
                  "from jupyter_trainer.environment.stages import build_locked\n"
-                 "from jupyter_trainer.home import default_home\n"
+                 "from jupyter_trainer.rankside.home import default_home\n"
                  "info = build_locked(environment.resolve('bench'), default_home())\n"
                  "print(time.perf_counter() - t)")
         rows["fresh interpreter (import + resolve + realise)"] = [

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import jupyter_trainer as jt  # noqa: E402
-from jupyter_trainer.follow import RunFollower  # noqa: E402
+from jupyter_trainer.store.follow import RunFollower  # noqa: E402
 
 TARGET = 200_000
 

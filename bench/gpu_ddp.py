@@ -254,7 +254,7 @@ def result_line(text: str) -> dict[str, Any] | None:
 
 def hot_support() -> tuple[bool, str]:
     """Whether a hot (pool) start can be asked for, decided now rather than assumed."""
-    help_text = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", "--help"],
+    help_text = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", "--help"],
                                capture_output=True, text=True, cwd=REPO).stdout
     if "--hot" not in help_text:
         return False, "jupyter-trainer submit has no --hot"
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     warmup = args.warmup if args.warmup is not None else (15 if on_gpu else 2)
     wargs = [f"--device={device}", f"--steps={steps}", f"--warmup={warmup}",
              f"--batch={args.batch}", *(["--compile"] if args.compile else [])]
-    # The supervisor is ``python -m jupyter_trainer.supervisor``: let it find the package
+    # The supervisor is ``python -m jupyter_trainer.supervisor.run``: let it find the package
     # where it is not installed (the GPU machine runs it from the checkout).
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
 
@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{used}", flush=True)
     finally:
         if hot:
-            from jupyter_trainer.pool import stop_pools
+            from jupyter_trainer.rankside.hotstart import stop_pools
 
             stop_pools(home)
         shutil.rmtree(work, ignore_errors=True)

@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import jupyter_trainer as jt  # noqa: E402
-from jupyter_trainer import procs  # noqa: E402
+from jupyter_trainer.rankside import procs  # noqa: E402
 
 TARGET_RATIO = 1.10
 HOT_TARGET_RATIO = 0.30  # issue: a --hot run (warm pool) against bare torchrun
@@ -203,7 +203,7 @@ def reference_costs(reps: int) -> dict[str, float]:
     """Median wall ms of a few interpreter start-ups that explain the fixed costs."""
     cases = {
         "python -c pass": ["-c", "pass"],
-        "python -c 'import jupyter_trainer.supervisor'": ["-c", "import jupyter_trainer.supervisor"],
+        "python -c 'import jupyter_trainer.supervisor.run'": ["-c", "import jupyter_trainer.supervisor.run"],
         "python -c 'import torch.distributed'": ["-c", "import torch.distributed"],
     }
     out = {}
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         refs = reference_costs(args.reference_reps) if args.reference_reps > 0 else {}
     finally:
         if args.hot or args.one_store:
-            from jupyter_trainer import pool
+            from jupyter_trainer.rankside import hotstart as pool
 
             pool.stop_pools(work / "hot-home")
         shutil.rmtree(work, ignore_errors=True)

@@ -117,7 +117,7 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="jt-bench-register-", dir=opts.dir))
     os.environ["JUPYTER_TRAINER_HOME"] = str(work / "home")
-    from jupyter_trainer import api
+    from jupyter_trainer.api import runs as api
 
     print(f"load average {loadavg()} · {os.cpu_count()} CPUs · Python {sys.version.split()[0]}"
           f" · {work}", flush=True)

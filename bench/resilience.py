@@ -46,7 +46,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jupyter_trainer as jt  # noqa: E402
-from jupyter_trainer import procs, starter  # noqa: E402
+from jupyter_trainer.rankside import procs
+from jupyter_trainer.supervisor import starter
 from jupyter_trainer.store import TERMINAL  # noqa: E402
 from launch_overhead import RANK_ENV, describe, loadavg, wait_process_gone  # noqa: E402
 

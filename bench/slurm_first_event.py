@@ -50,7 +50,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 import jupyter_trainer as jt  # noqa: E402
-from jupyter_trainer import procs, starter  # noqa: E402
+from jupyter_trainer.rankside import procs
+from jupyter_trainer.supervisor import starter
 from jupyter_trainer.store import Store  # noqa: E402
 from slurm_cluster import start_cluster  # noqa: E402
 

@@ -41,7 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import jupyter_trainer as jt  # noqa: E402
-from jupyter_trainer import procs  # noqa: E402
+from jupyter_trainer.rankside import procs  # noqa: E402
 from launch_overhead import describe, loadavg  # noqa: E402
 
 TARGET_OVERHEAD_RATIO = 1.05

@@ -72,7 +72,7 @@ def make_run(home: Path, points: int, log_mb: float) -> "jt.Run":
 def attach_and_measure(run: "jt.Run") -> dict:
     from ipywidgets.widgets.widget import _remove_buffers
 
-    from jupyter_trainer.monitor.widget import RunMonitor
+    from jupyter_trainer.frontends.widgets.widget import RunMonitor
 
     sent: list[tuple[float, int, list[str]]] = []
     widget = RunMonitor()

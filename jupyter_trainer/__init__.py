@@ -18,15 +18,15 @@ __all__ = sorted(_API | _SWEEP_API | _MODEL_API | {"load_ipython_extension", "__
 
 def __getattr__(name: str) -> Any:
     if name in _API:
-        from . import api
+        from .api import runs as api
 
         return getattr(api, name)
     if name in _SWEEP_API:
-        from .tuning import api as sweep_api
+        from .api.sweeps import functions as sweep_api
 
         return getattr(sweep_api, name)
     if name in _MODEL_API:
-        from . import model_registry
+        from .api import models as model_registry
 
         return getattr(model_registry, name)
     raise AttributeError(f"module 'jupyter_trainer' has no attribute {name!r}")
@@ -34,7 +34,7 @@ def __getattr__(name: str) -> Any:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext jupyter_trainer``: register ``%%train``, ``%train`` and ``%environment``."""
-    from .magics import register
+    from .frontends.magics import register
 
     register(ipython)
 
@@ -49,5 +49,5 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
-    """The REST API (``jupyter_trainer.server``), enabled automatically on install."""
-    return [{"module": "jupyter_trainer.server"}]
+    """The REST API (``jupyter_trainer.frontends.server``), enabled automatically on install."""
+    return [{"module": "jupyter_trainer.frontends.server"}]

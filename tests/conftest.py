@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import pool, procs, starter
-from jupyter_trainer.errors import TrainerError
+from jupyter_trainer.rankside import hotstart as pool, procs
+from jupyter_trainer.supervisor import starter
+from jupyter_trainer.core.errors import TrainerError
 from jupyter_trainer.store import HOME_ENV, Store
 from jupyter_trainer.store.records import read_supervisor
 

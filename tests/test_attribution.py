@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from jupyter_trainer import attribution as at
+from jupyter_trainer.supervisor import attribution as at
 
 MPIRUN = """\
 --------------------------------------------------------------------------

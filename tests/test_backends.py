@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.errors import TargetError
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import TargetError
 
 SHOW = "import os\nprint(os.environ['JT_BACKEND'], os.environ.get('JT_BACKEND_OVERRIDE', '-'))"
 

@@ -24,7 +24,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jupyter_trainer import api, procs
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import procs
 
 from conftest import REPO, leftover, wait_for
 
@@ -314,7 +315,7 @@ for step in range(total):
 
 
 LIVE_PARAMS = {"lr": 0.1, "epochs": 50, "steps_per_epoch": 20}
-STALL_STACK = """Process 4242: python -m jupyter_trainer._boot
+STALL_STACK = """Process 4242: python -m jupyter_trainer.rankside.boot
 Python v3.12.3 (/usr/bin/python3.12)
 
 Thread 4242 (active): "MainThread"

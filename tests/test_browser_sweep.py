@@ -8,7 +8,8 @@ under ``$JT_ARTIFACTS`` like test_browser.py's.
 from __future__ import annotations
 
 import jupyter_trainer as jt
-from jupyter_trainer import api, procs
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import procs
 
 from conftest import leftover, wait_for
 from test_browser import browser  # noqa: F401 (the fixture)

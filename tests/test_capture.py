@@ -16,7 +16,7 @@ from textwrap import dedent
 import pytest
 
 from jupyter_trainer.capture import CellContext, DEFAULT_MAX_CARRY_BYTES, free_names, resolve_cell
-from jupyter_trainer.errors import CaptureError, SpecError
+from jupyter_trainer.core.errors import CaptureError, SpecError
 
 HOSTILE = "'; rm -rf ~ \"$(reboot)\" `id` \\n\n{x}"
 

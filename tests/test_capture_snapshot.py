@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 import jupyter_trainer
-from jupyter_trainer.capture import (
-    RESERVED_DIR, hash_snapshot, resolve_cell, write_cell_snapshot, write_script_snapshot,
-)
-from jupyter_trainer.errors import CaptureError
+from jupyter_trainer.capture import (RESERVED_DIR, hash_snapshot, resolve_cell,
+                                     write_cell_snapshot, write_script_snapshot)
+from jupyter_trainer.core.errors import CaptureError
 
 PACKAGE = Path(jupyter_trainer.__file__).parent
 HOSTILE = "'; rm -rf ~ \"$(reboot)\"\n"
@@ -195,14 +194,14 @@ def test_runtime_files_are_copied(tmp_path):
     jt = tmp_path / "code" / "_jt"
     assert (jt / "jupyter_trainer" / "__init__.py").read_text().startswith('"""')
     if not (PACKAGE / "_boot.py").is_file():
-        pytest.skip("jupyter_trainer/_boot.py not written yet")
+        pytest.skip("jupyter_trainer/rankside/boot.py not written yet")
     assert (jt / "boot.py").read_bytes() == (PACKAGE / "_boot.py").read_bytes()
     assert (jt / "jupyter_trainer" / "runtime.py").read_bytes() == (PACKAGE / "runtime.py").read_bytes()
 
 
 def test_cell_snapshot_runs_end_to_end(tmp_path):
     if not (PACKAGE / "runtime.py").is_file():
-        pytest.skip("jupyter_trainer/runtime.py not written yet")
+        pytest.skip("jupyter_trainer/rankside/runtime.py not written yet")
     ns = {"__name__": "__main__"}
     exec(compile("def helper(v):\n    return v * scale\n", "<cell-2>", "exec"), ns)
     ns.update(scale=3, hidden=(64, 32), cmd=HOSTILE)

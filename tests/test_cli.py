@@ -9,11 +9,11 @@ import sys
 import time
 from pathlib import Path
 
-from jupyter_trainer import api
+from jupyter_trainer.api import runs as api
 
 from conftest import leftover, wait_for
 
-CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
 
 def cli(*args: str, **kwargs) -> subprocess.CompletedProcess:

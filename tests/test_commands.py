@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.errors import TrainerError
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import TrainerError
 
 from conftest import leftover, wait_for
 
-CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 PREFIX = "jupyter-trainer: error: "
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.datasets.inputs import resolve_inputs
-from jupyter_trainer.errors import SpecError
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.inputs.inputs import resolve_inputs
+from jupyter_trainer.core.errors import SpecError
 from jupyter_trainer.store import Store
 
 from conftest import wait_for
@@ -107,7 +107,7 @@ def test_a_killed_submit_leaves_no_partial_download(home, site, tmp_path):
                          (signal.SIGHUP, -signal.SIGHUP)):
         err = tmp_path / f"stderr-{signum}"
         with open(err, "wb") as sink:
-            proc = subprocess.Popen([sys.executable, "-m", "jupyter_trainer.cli", "submit",
+            proc = subprocess.Popen([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit",
                                      str(script), "--launcher", "python", "--data", f"w={url}"],
                                     stdout=subprocess.DEVNULL, stderr=sink)
         try:

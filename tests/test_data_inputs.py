@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.datasets.inputs import check_unchanged, resolve_inputs
-from jupyter_trainer.datasets.stage import NodeCache, probe, stage
-from jupyter_trainer.errors import SpecError
-from jupyter_trainer.monitor.feed import RunFeed
-from jupyter_trainer.monitor.text import TextMonitor
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.inputs.inputs import check_unchanged, resolve_inputs
+from jupyter_trainer.nodes.stage_inputs import NodeCache, probe, stage
+from jupyter_trainer.core.errors import SpecError
+from jupyter_trainer.frontends.views.feed import RunFeed
+from jupyter_trainer.frontends.views.text import TextMonitor
 from jupyter_trainer.nodes.transport import LocalShell
 from jupyter_trainer.store import Store
 from jupyter_trainer.targets.registry import add_target
@@ -119,7 +119,7 @@ def test_an_unreadable_file_starts_nothing(home, tmp_path):
     drop = (["setpriv", "--inh-caps=-dac_override,-dac_read_search",
              "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else [])
     done = subprocess.run(
-        [*drop, sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
+        [*drop, sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script),
          "--launcher", "python", "--data", f"train={data}"],
         capture_output=True, text=True, timeout=120)
     assert done.returncode != 0

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.datasets.inputs import resolve_inputs
-from jupyter_trainer.errors import SpecError
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.inputs.inputs import resolve_inputs
+from jupyter_trainer.core.errors import SpecError
 from jupyter_trainer.store import Store
-from jupyter_trainer.urls import redact
+from jupyter_trainer.core.urls import redact
 
 from http_servers import Server, Site
 
@@ -101,7 +101,7 @@ async def test_url_credentials_are_used_and_kept_out_of_every_record(home, sites
     model = run.register_model("secret-model", "model.txt")
     assert [d["source"] for d in model.lineage["data"]] == [d.source for d in run.spec.data]
 
-    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "show", run.id],
+    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
                            capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and "token=***&v=2" in shown.stdout, shown.stderr
     response = await jp_fetch("jupyter-trainer/api", "runs", run.id)
@@ -160,7 +160,7 @@ def test_a_password_url_that_fails_says_why_without_the_password(home, sites, tm
                   "sign the URL again if it is a presigned one that has expired")
     script = tmp_path / "train.py"
     script.write_text("print(1)\n")
-    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
+    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script),
                            "--launcher", "python", "--data", f"w={url}"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
@@ -225,6 +225,6 @@ def test_a_run_recorded_with_a_secret_in_its_spec_is_shown_redacted(home, tmp_pa
     recorded["data"][0]["source"] = "https://h.example/d.tar?token=OLD-S3CRET&v=1"
     spec_file.write_text(json.dumps(recorded))
     assert Store(home).read_spec(run.id).data[0].source == "https://h.example/d.tar?token=***&v=1"
-    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "show", run.id],
+    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
                            capture_output=True, text=True, timeout=60)
     assert "d.tar?token=***&v=1" in shown.stdout and "OLD-S3CRET" not in shown.stdout

@@ -12,11 +12,12 @@ import pytest
 from IPython.utils.capture import capture_output
 
 import jupyter_trainer as jt
-from jupyter_trainer import api, environment
+from jupyter_trainer.api import runs as api
+from jupyter_trainer import environment
 from jupyter_trainer.environment.definition import EnvDefinition
-from jupyter_trainer.errors import InvalidRunId, RunNotFound
+from jupyter_trainer.core.errors import InvalidRunId, RunNotFound
 
-CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
 CELL = """\
 from jupyter_trainer import runtime as jt

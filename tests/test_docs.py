@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_trainer.environment.definition import EnvDefinition
-from jupyter_trainer.options import cell_parser
+from jupyter_trainer.frontends.commands.options import cell_parser
 from jupyter_trainer.store import Store
 from jupyter_trainer.targets.registry import get_target
 
@@ -95,11 +95,11 @@ def help_text(command: tuple[str, ...]) -> str:
                                                  or command[1].endswith(".py")):
         return cell_parser().format_help()
     if command[0] == "%train" and command[1] == "attach":
-        from jupyter_trainer.magics.train import _management_parser
+        from jupyter_trainer.frontends.magics.train import _management_parser
 
         return _management_parser().format_help()
     if command[0] in ("%train", "jupyter-trainer"):
-        argv = [sys.executable, "-m", "jupyter_trainer.cli", *command[1:], "--help"]
+        argv = [sys.executable, "-m", "jupyter_trainer.frontends.cli", *command[1:], "--help"]
     else:
         argv = [sys.executable, command[-1], "--help"]
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=120)

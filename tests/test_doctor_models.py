@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import jupyter_trainer as jt
-from jupyter_trainer import api
-from jupyter_trainer.datasets import resolve_inputs
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.inputs import resolve_inputs
 
 from test_data_inputs import http_folder  # noqa: F401 (fixture)
 from test_models_hostile import writable

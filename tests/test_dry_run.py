@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import api, procs
-from jupyter_trainer.dry_run import DryRun
-from jupyter_trainer.errors import EnvError, SpecError, TargetError
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import procs
+from jupyter_trainer.api.dry_run import DryRun
+from jupyter_trainer.core.errors import EnvError, SpecError, TargetError
 from jupyter_trainer.nodes.ssh import control_dir
 from jupyter_trainer.store import HOME_ENV
 from jupyter_trainer.targets.registry import add_target
@@ -140,7 +141,7 @@ def test_cli_prints_only_the_command_on_stdout(home, tmp_path):
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
+    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script),
                            "--procs", "2", "--dry-run", "-p", f"tag={HOSTILE}", "--", HOSTILE],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -158,7 +159,7 @@ def test_cli_bad_input_fails_as_a_real_submit_does(home, tmp_path):
     script = tmp_path / "train.py"
     script.write_text("import no_such_module_here\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    outs = [subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
+    outs = [subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script),
                             *extra], env=env, capture_output=True, text=True, timeout=120)
             for extra in (["--dry-run"], [])]
     assert [o.returncode for o in outs] == [2, 2]

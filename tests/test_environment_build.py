@@ -20,11 +20,11 @@ import pytest
 import uv
 
 from jupyter_trainer import environment
-from jupyter_trainer.environment import build as builder
+from jupyter_trainer.rankside import env_build as builder
 from jupyter_trainer.environment import lock
 from jupyter_trainer.environment.definition import EnvDefinition
 from jupyter_trainer.environment.stages import build_locked, venvs_dir
-from jupyter_trainer.errors import EnvError
+from jupyter_trainer.core.errors import EnvError
 
 KERNEL_SITE = Path(importlib.util.find_spec("six").origin).parent  # the kernel's site-packages
 

@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jupyter_trainer import api, environment
+from jupyter_trainer.api import runs as api
+from jupyter_trainer import environment
 from jupyter_trainer.environment.definition import EnvDefinition
 from jupyter_trainer.environment.stages import venvs_dir
 
@@ -80,7 +81,7 @@ def test_prune_from_the_cli_and_the_magic(home, ip, capsys):
     stale = define_and_build(home, "delta", "inherit: true\npip: [six==1.16.0]")
     environment.define(EnvDefinition.from_yaml("delta", "inherit: true\npip: [idna]"), home=home)
 
-    cli = [sys.executable, "-m", "jupyter_trainer.cli", "env"]
+    cli = [sys.executable, "-m", "jupyter_trainer.frontends.cli", "env"]
     out = subprocess.run([*cli, "prune", "--dry-run"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert f"would remove {stale['env_id']} (" in out.stdout and Path(stale["path"]).is_dir()

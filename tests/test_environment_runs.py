@@ -12,9 +12,11 @@ import nbformat
 import papermill
 import pytest
 
-from jupyter_trainer import api, cli, environment
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.frontends import cli
+from jupyter_trainer import environment
 from jupyter_trainer.environment import EnvDriftWarning
-from jupyter_trainer.targets.local import LocalTarget
+from jupyter_trainer.targets.local.target import LocalTarget
 
 LAYERED = """%%environment layered
 inherit: true          # torch comes from the kernel
@@ -210,8 +212,8 @@ def test_papermill_notebook_defines_and_uses_an_environment(home, tmp_path):
 
 
 def test_text_summary_names_the_environment(home):
-    from jupyter_trainer import api
-    from jupyter_trainer.monitor.text import summary_text
+    from jupyter_trainer.api import runs as api
+    from jupyter_trainer.frontends.views.text import summary_text
 
     run = api.submit("print('x')", launcher="python", wait=True)
     follower = run.follower()

@@ -18,7 +18,9 @@ import time
 
 import pytest
 
-from jupyter_trainer import api, procs, starter
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import procs
+from jupyter_trainer.supervisor import starter
 from jupyter_trainer.store import Store
 
 from conftest import leftover, leftover_pids, wait_for
@@ -325,7 +327,7 @@ def test_a_full_disk_fails_the_run_as_disk_full_and_ends_its_ranks(small_home, w
     wait_for(lambda: not procs.is_alive(supervisor["pid"], supervisor["start_ticks"]),
              timeout=30, what="the supervisor to exit")
     nothing_left(run)
-    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "show", run.id],
+    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
                            capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and "disk full" in shown.stdout, (shown.stdout, shown.stderr)
     assert index_row(small_home, run.id)["status"] == "failed"

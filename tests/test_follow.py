@@ -12,10 +12,10 @@ import time
 import numpy as np
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.follow import (LogTail, decode_lines, downsample,
-                                    mean_across_ranks, minmax_indices)
-from jupyter_trainer.monitor.feed import RunFeed
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.store.follow import (LogTail, decode_lines, downsample, mean_across_ranks,
+                                          minmax_indices)
+from jupyter_trainer.frontends.views.feed import RunFeed
 
 
 @pytest.fixture
@@ -157,7 +157,7 @@ def test_text_metrics_are_kept_as_the_last_value_per_rank_and_shown(finished_run
     """``jt.log(phase="train")`` is not charted, but it is not dropped without a word either:
     the follower keeps each rank's last text value, the widget gets them, the text summary
     lists them."""
-    from jupyter_trainer.monitor.text import summary_text
+    from jupyter_trainer.frontends.views.text import summary_text
 
     run = finished_run
     for rank, phases in ((0, ["warmup", "train"]), (1, ["warmup", "eval"])):

@@ -11,7 +11,7 @@ import papermill
 import pytest
 
 import jupyter_trainer as jt
-from jupyter_trainer import api
+from jupyter_trainer.api import runs as api
 
 from conftest import REPO, launched_by
 

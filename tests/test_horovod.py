@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.errors import RunFailed
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import RunFailed
 
 from conftest import leftover
 

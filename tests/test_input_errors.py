@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.errors import EnvError, SpecError
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import EnvError, SpecError
 
 from conftest import leftover
 
-CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ import time
 import pytest
 
 import jupyter_trainer as jt
-from jupyter_trainer import api
+from jupyter_trainer.api import runs as api
 
 from conftest import leftover, wait_for
 from test_widget import Kernel

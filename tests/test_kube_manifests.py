@@ -26,15 +26,16 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from jupyter_trainer.errors import TargetError
+from jupyter_trainer.core.errors import TargetError
 from jupyter_trainer.nodes.mirror import LocalFiles
-from jupyter_trainer.spec import CodeSpec, DataSpec, EnvSpec, LaunchSpec, RunSpec, TargetSpec
+from jupyter_trainer.core.spec import CodeSpec, DataSpec, EnvSpec, LaunchSpec, RunSpec, TargetSpec
 from jupyter_trainer.targets.kubernetes import KubernetesTarget, stream
 from jupyter_trainer.targets.kubernetes.config import KubeConfig
-from jupyter_trainer.targets.kubernetes.manifests import (
-    CONFIGMAP_LIMIT, RunObjects, launcher_command, manifests, pod_plan, spec_json, to_yaml)
-from jupyter_trainer.targets.kubernetes.names import (
-    RUN_ID_LABEL, dns_label, is_dns_label, is_label_value, label_value, object_name)
+from jupyter_trainer.targets.kubernetes.manifests import (CONFIGMAP_LIMIT, RunObjects,
+                                                          launcher_command, manifests, pod_plan,
+                                                          spec_json, to_yaml)
+from jupyter_trainer.targets.kubernetes.names import (RUN_ID_LABEL, dns_label, is_dns_label,
+                                                      is_label_value, label_value, object_name)
 from jupyter_trainer.targets.registry import get_target
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
@@ -110,7 +111,7 @@ def normalised(docs: list[dict]) -> list[dict]:
     docs = copy.deepcopy(docs)
     for doc in docs:
         if doc["kind"] == "ConfigMap":
-            doc["data"]["pod.py"] = "<jupyter_trainer/targets/kubernetes/pod.py>"
+            doc["data"]["pod.py"] = "<jupyter_trainer/rankside/kube_pod.py>"
     return docs
 
 
@@ -436,7 +437,7 @@ sys.exit(3)
 
 def test_pod_program_unpacks_runs_and_mirrors_the_run_folder(tmp_path):
     from jupyter_trainer.nodes.prepare import snapshot_tarball
-    from jupyter_trainer.targets.kubernetes import pod
+    from jupyter_trainer.rankside import kube_pod as pod
 
     code = run_dir_with_code(tmp_path, b"print('cell')\n") / "code"
     in_dir, pod_run, local = tmp_path / "in", tmp_path / "pod-run", tmp_path / "local"
@@ -468,7 +469,7 @@ def test_pod_program_unpacks_runs_and_mirrors_the_run_folder(tmp_path):
 
 
 def test_marked_lines_that_would_leave_the_run_folder_are_refused():
-    from jupyter_trainer.targets.kubernetes.pod import MARK
+    from jupyter_trainer.rankside.kube_pod import MARK
 
     for rel in ("../x", "logs/../../x", "code/a.py", "/etc/passwd", "logs/a/b", 7):
         line = (MARK + json.dumps({"f": rel, "at": 0, "a": "eA=="}) + "\n").encode()

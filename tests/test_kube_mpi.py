@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.errors import RunFailed
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import RunFailed
 from jupyter_trainer.targets.kubernetes.names import object_name
 from jupyter_trainer.targets.registry import add_target
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.errors import RunFailed
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import RunFailed
 from jupyter_trainer.targets.kubernetes.manifests import RDZV_PORT
 from jupyter_trainer.targets.registry import add_target
 
@@ -207,7 +207,7 @@ def test_dry_run_prints_the_objects_a_run_then_creates(home, kube_cluster, api_n
     kube_target(home, kube_cluster, api_name)
     script = tmp_path / "train.py"
     script.write_text(SLEEPER)
-    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
+    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script),
                            "--target", "kube", "--nodes", "2", "--procs", "2", "--dry-run"],
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -272,7 +272,7 @@ def test_dry_run_with_api_auto_and_no_cluster_shows_both_apis(home, tmp_path, wh
     for api_name in ("auto", "trainjob", "job"):
         add_target("kube", "kubernetes", home=home, replace=True, kubeconfig=str(kubeconfig),
                    image="example.org/trainer:1.0", python=sys.executable, api=api_name)
-        done = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
+        done = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script),
                                "--target", "kube", "--nodes", "2", "--procs", "2", "--dry-run"],
                               capture_output=True, text=True, timeout=120,
                               env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 
-from jupyter_trainer import api
+from jupyter_trainer.api import runs as api
 
 from conftest import REPO, leftover, wait_for
 from test_follow import INTERLEAVED
@@ -43,7 +43,7 @@ def submit_cli(tmp_path, name: str, *extra: str) -> str:
     script = tmp_path / f"{name}.py"
     script.write_text("lr, epochs, steps_per_epoch = 0.1, 50, 20\n" + LIVE_SCRIPT)
     params = [a for k, v in LIVE_PARAMS.items() for a in ("--param", f"{k}={v}")]
-    out = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "submit", str(script),
+    out = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script),
                           "--procs", "2", "--name", name, *params, *extra],
                          capture_output=True, text=True, check=True).stdout
     return out.split()[0]

@@ -8,7 +8,7 @@ does, even when a poll falls between the press and the release.
 
 from __future__ import annotations
 
-from jupyter_trainer import api
+from jupyter_trainer.api import runs as api
 from jupyter_trainer.store import Store
 
 from test_browser import browser  # noqa: F401

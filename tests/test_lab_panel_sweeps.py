@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 import jupyter_trainer as jt
-from jupyter_trainer import api
+from jupyter_trainer.api import runs as api
 
 from conftest import leftover, wait_for
 from test_browser import TIMEOUT_MS, browser  # noqa: F401

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer.errors import LaunchError, SpecError
-from jupyter_trainer.launch import (LAUNCHERS, LaunchPlan, Topology, build_command, launcher, render,
-                                    shell_text)
-from jupyter_trainer.spec import LAUNCHERS as SPEC_LAUNCHERS, LaunchSpec
+from jupyter_trainer.core.errors import LaunchError, SpecError
+from jupyter_trainer.launchers.table import (LAUNCHERS, LaunchPlan, Topology, build_command,
+                                             launcher, render, shell_text)
+from jupyter_trainer.core.spec import LAUNCHERS as SPEC_LAUNCHERS, LaunchSpec
 
 GOLDEN = Path(__file__).parent / "golden"
 HOSTILE_DIR = "/tmp/we ird/'quote\"s'/$(touch pwned)/new\nline"

@@ -45,10 +45,10 @@ def test_only_front_ends_import_jupyter(rel, top, path):
 def test_runtime_uses_the_standard_library_only(name):
     stdlib = sys.stdlib_module_names
     imported = imported_modules(PACKAGE / name)
-    siblings = {"_boot.py": {"jupyter_trainer", "jupyter_trainer.rank_death"},
+    siblings = {"_boot.py": {"jupyter_trainer", "jupyter_trainer.rankside.death_watch"},
                 "rank_env.py": {"torch.distributed.constants"},
-                "runtime.py": {"jupyter_trainer.rank_env", "jupyter_trainer.rank_files",
-                               "jupyter_trainer.rank_onnx", "jupyter_trainer.rank_data"}}
+                "runtime.py": {"jupyter_trainer.rankside.launcher_env", "jupyter_trainer.rankside.rank_files",
+                               "jupyter_trainer.rankside.onnx_export", "jupyter_trainer.rankside.data"}}
     allowed = {"torch.distributed"} | siblings.get(name, set())
     assert {m for m in imported if m.split(".")[0] not in stdlib} - allowed == set()
     assert "from ." not in (PACKAGE / name).read_text()

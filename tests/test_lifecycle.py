@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.errors import RunCanceled
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import RunCanceled
 from jupyter_trainer.store import Store
 
 from conftest import launched_by, leftover, wait_for
@@ -243,9 +243,9 @@ def test_a_running_run_whose_state_is_gone_is_named_and_still_canceled(home, how
     import subprocess
     import threading
 
-    from jupyter_trainer.errors import TrainerError
+    from jupyter_trainer.core.errors import TrainerError
 
-    cli = [sys.executable, "-m", "jupyter_trainer.cli"]
+    cli = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
     run = api.submit(LONG_CELL, procs=2, name="no-state")
     wait_until_all_ranks_log(run)
     paths = run.store.paths(run.id)

@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from jupyter_trainer import api
+from jupyter_trainer.api import runs as api
 from jupyter_trainer.store import Store
 
 from conftest import launched_by, leftover

@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from jupyter_trainer import api, procs
-from jupyter_trainer.tensorboard.server import _end_group as end_group
-from jupyter_trainer.tensorboard.server import _group_alive as group_alive
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import procs
+from jupyter_trainer.mirrors.tensorboard.server import _end_group as end_group
+from jupyter_trainer.mirrors.tensorboard.server import _group_alive as group_alive
 
 from conftest import wait_for
 
-CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 STEPS = 2000
 PARAMS = {"lr": 0.1, "opt": {"name": "adam", "betas": [0.9, 0.999]}, "amp": False, "tag": "x y"}
 CODE = f"""\
@@ -263,7 +264,7 @@ def test_bad_run_no_uri_and_missing_mlflow_name_the_fix(home, monkeypatch):
     assert "mlflow" not in run.state
 
     code = ("import sys; sys.modules['mlflow'] = None\n"
-            "from jupyter_trainer.cli import main\n"
+            "from jupyter_trainer.frontends.cli import main\n"
             f"sys.exit(main(['mlflow', 'sync', {run.id!r}, '--uri', 'http://127.0.0.1:9']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
@@ -278,7 +279,7 @@ def test_the_worker_without_mlflow_records_the_extra(home):
     names the extra, not a crash."""
     run = api.submit("print('hi')", launcher="python", wait=True)
     code = ("import sys; sys.modules['mlflow'] = None\n"
-            "from jupyter_trainer.mlflow_mirror.sync import main\n"
+            "from jupyter_trainer.mirrors.mlflow.sync import main\n"
             f"sys.exit(main(['worker', {run.id!r}, '--uri', 'http://127.0.0.1:9', '--record']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 import jupyter_trainer as jt
-from jupyter_trainer import api
-from jupyter_trainer.errors import ModelNotFound, SpecError, StoreError
-from jupyter_trainer.spec import CodeSpec, EnvSpec, RunSpec
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import ModelNotFound, SpecError, StoreError
+from jupyter_trainer.core.spec import CodeSpec, EnvSpec, RunSpec
 from jupyter_trainer.store import outputs
 from jupyter_trainer.store.models import ModelStore
 
-CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 TRAIN = """
 from jupyter_trainer import runtime as jt
 for step in range(3):
@@ -86,7 +86,7 @@ def test_two_versions_from_two_runs_outlive_the_first_run(home, store, tmp_path)
 
 
 def outputs_file(path: str, data: bytes):
-    from jupyter_trainer.model_registry import ModelFile
+    from jupyter_trainer.api.models import ModelFile
 
     return ModelFile(path, len(data), hashlib.sha256(data).hexdigest())
 

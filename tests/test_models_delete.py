@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 import jupyter_trainer as jt
-from jupyter_trainer.errors import ModelNotFound, NotOwner, SpecError
+from jupyter_trainer.core.errors import ModelNotFound, NotOwner, SpecError
 from jupyter_trainer.store.models import ModelStore
 
 from test_models_hostile import forge, made_run, writable
 
-CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

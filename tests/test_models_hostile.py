@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 import jupyter_trainer as jt
-from jupyter_trainer import api
-from jupyter_trainer.errors import SpecError, StoreError
-from jupyter_trainer.spec import CodeSpec, RunSpec
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import SpecError, StoreError
+from jupyter_trainer.core.spec import CodeSpec, RunSpec
 from jupyter_trainer.store import Store
 
 SAFE_BASHRC = "# the victim's own .bashrc\n"

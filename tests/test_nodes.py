@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_trainer.errors import TargetError
-from jupyter_trainer.nodes import agent, calls
+from jupyter_trainer.core.errors import TargetError
+from jupyter_trainer.rankside import agent
+from jupyter_trainer.nodes import calls
 from jupyter_trainer.nodes.folder import RemoteFolder
 from jupyter_trainer.nodes.mirror import LocalFiles
 from jupyter_trainer.nodes.prepare import snapshot_tarball

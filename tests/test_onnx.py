@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from jupyter_trainer import api
+from jupyter_trainer.api import runs as api
 
 from conftest import REPO
 

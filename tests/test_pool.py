@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import api, pool, procs
-from jupyter_trainer.errors import SpecError
-from jupyter_trainer.spec import CodeSpec, LaunchSpec, RunSpec
-from jupyter_trainer.pool import client
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import hotstart as pool, procs
+from jupyter_trainer.core.errors import SpecError
+from jupyter_trainer.core.spec import CodeSpec, LaunchSpec, RunSpec
+from jupyter_trainer.rankside.hotstart import client
 
 from conftest import leftover, wait_for
 
@@ -303,7 +304,7 @@ def test_the_pools_command_lists_and_stops_pools_but_not_under_a_running_run(hom
     import subprocess
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "pools", *args],
+        return subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "pools", *args],
                               capture_output=True, text=True, timeout=60)
 
     assert cli().stdout.strip() == "no warm rank pool is running"

@@ -13,14 +13,15 @@ import sys
 
 import pytest
 
-from jupyter_trainer import api, procs
-from jupyter_trainer.errors import TargetError
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import procs
+from jupyter_trainer.core.errors import TargetError
 from jupyter_trainer.targets.registry import add_target
 
 from conftest import leftover, live_state, wait_for
 from test_ssh_target import HOSTILE, TRAIN
 
-CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 SLEEPER = ("import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\n"
            "time.sleep(600)\n")
 

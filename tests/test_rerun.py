@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 
 import jupyter_trainer as jt
-from jupyter_trainer import api, environment
+from jupyter_trainer.api import runs as api
+from jupyter_trainer import environment
 from jupyter_trainer.capture import hash_snapshot
 from jupyter_trainer.environment.definition import EnvDefinition
-from jupyter_trainer.errors import (InvalidRunId, RunNotFound, RunStateError, SpecError,
-                                    StoreError, TargetError)
+from jupyter_trainer.core.errors import (InvalidRunId, RunNotFound, RunStateError, SpecError,
+                                         StoreError, TargetError)
 from jupyter_trainer.store import Store, latest_checkpoint
 
-CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
 SGD = """\
 import torch

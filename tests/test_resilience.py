@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import api, rank_files
-from jupyter_trainer.errors import RunFailed, SpecError
-from jupyter_trainer.stacks import run_stacks
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import rank_files
+from jupyter_trainer.core.errors import RunFailed, SpecError
+from jupyter_trainer.api.stacks import run_stacks
 from jupyter_trainer.targets.registry import add_target
 
 from conftest import leftover, wait_for
@@ -313,8 +314,8 @@ def test_a_node_clock_that_is_off_does_not_shift_stall_detection(tmp_path):
     """Heartbeats as a node an hour ahead writes them: rank 1's last event was 12 s before
     its last heartbeat (on the node's clock), which reached this machine just now."""
     from jupyter_trainer.store import RunPaths
-    from jupyter_trainer.targets.local import LocalTarget
-    from jupyter_trainer.watch import RunWatch
+    from jupyter_trainer.targets.local.target import LocalTarget
+    from jupyter_trainer.supervisor.watch import RunWatch
 
     paths = RunPaths(tmp_path)
     paths.ranks.mkdir()
@@ -354,8 +355,8 @@ def test_the_rank_the_others_wait_for_is_named_even_if_a_waiting_rank_went_quiet
     heartbeats brought back over ssh, by whole seconds): the stall is still rank 1's, whose
     stack is not in a collective, not rank 0's."""
     from jupyter_trainer.store import RunPaths
-    from jupyter_trainer.targets.local import LocalTarget
-    from jupyter_trainer.watch import RunWatch
+    from jupyter_trainer.targets.local.target import LocalTarget
+    from jupyter_trainer.supervisor.watch import RunWatch
 
     script = tmp_path / "pair.py"
     script.write_text(COLLECTIVE_PAIR)

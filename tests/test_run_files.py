@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.errors import SpecError, StoreError
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import SpecError, StoreError
 from jupyter_trainer.store.outputs import RunFile
 
 WEIRD = "it's \"odd\"; $(rm -rf ~) *.txt"
@@ -95,7 +95,7 @@ def test_a_run_without_outputs(home, tmp_path):
         empty.download("*", tmp_path / "d")
 
 
-CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

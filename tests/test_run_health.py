@@ -16,11 +16,12 @@ import time
 
 import pytest
 
-from jupyter_trainer import api, procs
-from jupyter_trainer.monitor.feed import RunFeed
-from jupyter_trainer.monitor.health import STACK_CHARS
-from jupyter_trainer.monitor.text import TextMonitor
-from jupyter_trainer.spec import CodeSpec, LaunchSpec, RunSpec, WatchSpec
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import procs
+from jupyter_trainer.frontends.views.feed import RunFeed
+from jupyter_trainer.frontends.views.health import STACK_CHARS
+from jupyter_trainer.frontends.views.text import TextMonitor
+from jupyter_trainer.core.spec import CodeSpec, LaunchSpec, RunSpec, WatchSpec
 
 from test_browser import STALL_STACK as STACK, write_state
 from test_server import get_json, jp_server_config  # noqa: F401  (the server's configuration)

@@ -8,7 +8,7 @@ import time
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_trainer import api
+from jupyter_trainer.api import runs as api
 
 from conftest import leftover, wait_for
 

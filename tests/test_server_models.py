@@ -11,7 +11,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 import jupyter_trainer as jt
-from jupyter_trainer import api
+from jupyter_trainer.api import runs as api
 from jupyter_trainer.store import Store
 
 from test_models_hostile import forge

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_trainer import api
+from jupyter_trainer.api import runs as api
 
 from conftest import leftover, wait_for
 from test_server import BASE, jp_server_config  # noqa: F401  (the server's configuration)

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.errors import RunFailed
-from jupyter_trainer.monitor.text import progress_line
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import RunFailed
+from jupyter_trainer.frontends.views.text import progress_line
 
 from conftest import leftover, wait_for
 
@@ -133,7 +133,7 @@ def test_reattach_after_the_submitter_is_gone(cluster, home, tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
     run = api.get_run(out.stdout.strip())
     wait_for(lambda: run.state.get("launcher", {}).get("job_id"), what="the job id")
-    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "show", run.id, "--json"],
+    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id, "--json"],
                            capture_output=True, text=True, check=True)
     assert '"job_id"' in shown.stdout
     run.wait(timeout=120)
@@ -168,7 +168,7 @@ def test_a_notebook_cell_runs_on_the_cluster(cluster, home):
 
 
 def summary_text_of(run) -> str:
-    from jupyter_trainer.monitor.text import summary_text
+    from jupyter_trainer.frontends.views.text import summary_text
 
     follower = run.follower()
     follower.poll()

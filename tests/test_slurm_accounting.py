@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.errors import RunFailed
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import RunFailed
 
 from conftest import leftover
 from slurm_cluster import as_target, start_cluster, worker_index

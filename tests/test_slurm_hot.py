@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import api, procs
-from jupyter_trainer.errors import RunFailed, SpecError, TargetError
-from jupyter_trainer.pool.records import read_json
-from jupyter_trainer.targets.slurm_script import SlurmConfig
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import procs
+from jupyter_trainer.core.errors import RunFailed, SpecError, TargetError
+from jupyter_trainer.rankside.hotstart.records import read_json
+from jupyter_trainer.targets.slurm.script import SlurmConfig
 
 from conftest import leftover, wait_for
 from test_slurm import SLEEPER, TRAIN
@@ -141,7 +142,7 @@ def test_killed_keeper_ends_its_pools_and_the_allocation(held, home):
 
 def test_the_pools_command_lists_and_releases_the_allocation(held, home):
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "pools", *args],
+        return subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "pools", *args],
                               capture_output=True, text=True, timeout=60)
 
     run = api.submit(SLEEPER, procs=2, target="cluster", name="hot-busy")

@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.errors import RunFailed, TargetError
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import RunFailed, TargetError
 
 from conftest import leftover, wait_for
 from ssh_hosts import ssh_pair, user_home  # noqa: F401 (fixtures)

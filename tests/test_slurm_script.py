@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer.errors import TargetError
-from jupyter_trainer.launch import LaunchPlan
-from jupyter_trainer.spec import CodeSpec, EnvSpec, LaunchSpec, RunSpec
-from jupyter_trainer.targets.slurm_script import (SlurmConfig, batch_script, parse_job_id,
+from jupyter_trainer.core.errors import TargetError
+from jupyter_trainer.launchers.table import LaunchPlan
+from jupyter_trainer.core.spec import CodeSpec, EnvSpec, LaunchSpec, RunSpec
+from jupyter_trainer.targets.slurm.script import (SlurmConfig, batch_script, parse_job_id,
                                                   render_for_golden, sbatch_argv)
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -105,7 +105,7 @@ def test_job_id_parsing():
 def test_final_state_from_sacct_lines(sacct, state, code, error):
     """How sacct's State|ExitCode becomes the run's exit code and failure reason (sacct's
     output as it prints it; the real sacct path runs in test_slurm_accounting.py)."""
-    from jupyter_trainer.targets.slurm import SCHEDULER_FAILURES, _final_state
+    from jupyter_trainer.targets.slurm.target import SCHEDULER_FAILURES, _final_state
 
     asked = []
 
@@ -123,7 +123,7 @@ def test_final_state_from_sacct_lines(sacct, state, code, error):
 
 
 def test_final_state_falls_back_to_scontrol_without_accounting():
-    from jupyter_trainer.targets.slurm import _final_state
+    from jupyter_trainer.targets.slurm.target import _final_state
 
     def no_accounting(argv, timeout=30.0):
         if argv[0] == "sacct":

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import api
+from jupyter_trainer.api import runs as api
 from jupyter_trainer.capture import resolve_cell, source_summary, write_cell_snapshot
-from jupyter_trainer.monitor.feed import RunFeed
+from jupyter_trainer.frontends.views.feed import RunFeed
 
 from conftest import leftover
 from test_browser import browser  # noqa: F401  (the fixture)
@@ -95,7 +95,7 @@ def test_the_magic_says_what_it_took_and_left_out(ip, home, project, capsys):
 
 
 def test_the_cli_says_it_on_submit_and_show(home, project):
-    env_cli = [sys.executable, "-m", "jupyter_trainer.cli"]
+    env_cli = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
     done = subprocess.run([*env_cli, "submit", str(project / "train.py"), "--launcher", "python",
                            "--source", str(project), "--wait"],
                           capture_output=True, text=True, timeout=120)

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer.errors import TargetError
-from jupyter_trainer.launch import LaunchPlan
-from jupyter_trainer.spec import LaunchSpec
+from jupyter_trainer.core.errors import TargetError
+from jupyter_trainer.launchers.table import LaunchPlan
+from jupyter_trainer.core.spec import LaunchSpec
 from jupyter_trainer.nodes.commands import (BOOTSTRAP, PROBE, agent_command, bootstrap_command,
                                             probe_command, snapshot_dir_name)
 from jupyter_trainer.nodes.folder import Node
 from jupyter_trainer.nodes.ssh import SshClient, classify, control_dir
-from jupyter_trainer.targets.ssh_commands import (SshConfig, hop_config, hop_wrapper,
+from jupyter_trainer.targets.ssh.commands import (SshConfig, hop_config, hop_wrapper,
                                                   node_launches, render_launches)
 
 GOLDEN = Path(__file__).parent / "golden"

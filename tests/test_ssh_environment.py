@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.errors import RunFailed
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import RunFailed
 
 from conftest import leftover
 from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)

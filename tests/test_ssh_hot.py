@@ -11,9 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jupyter_trainer import api, pool
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import hotstart as pool
 from jupyter_trainer.nodes.frames import FrameReader
-from jupyter_trainer.pool.bundle import SHIPPED, node_bundle
+from jupyter_trainer.nodes.hotstart.bundle import SHIPPED, node_bundle
 from jupyter_trainer.targets.registry import add_target
 
 from conftest import launched_by, leftover, wait_for

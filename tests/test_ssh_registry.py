@@ -6,10 +6,10 @@ import tomllib
 
 import pytest
 
-from jupyter_trainer.errors import TargetError
+from jupyter_trainer.core.errors import TargetError
 from jupyter_trainer.targets import configured_targets, get_target
 from jupyter_trainer.targets.registry import add_target, parse_settings
-from jupyter_trainer.targets.ssh import SshTarget
+from jupyter_trainer.targets.ssh.target import SshTarget
 
 ISSUE = dict(hosts=["gpu1", "gpu2"], workdir="/scratch/jt", gpus_per_node=8,
              env={"NCCL_SOCKET_IFNAME": "eth0"})
@@ -101,7 +101,7 @@ def test_target_add_in_a_real_ipython_shell(ip, home, capsys):
         ip.run_line_magic("train", "target add pair --kind ssh hosts=[gpu3]")
     with pytest.raises(TargetError, match=r"unknown key\(s\) \['bogus'\]"):
         ip.run_line_magic("train", "target add other --kind slurm bogus=1")
-    from jupyter_trainer.errors import SpecError
+    from jupyter_trainer.core.errors import SpecError
     with pytest.raises(SpecError, match="unrecognized arguments: --bogus"):
         ip.run_line_magic("train", "target add other --kind ssh hosts=[a] --bogus")
     assert set(configured_targets(home)) == {"local", "pair", "cluster"}

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.errors import RunFailed, TargetError
-from jupyter_trainer.spec import CodeSpec, EnvSpec, LaunchSpec, RunSpec
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import RunFailed, TargetError
+from jupyter_trainer.core.spec import CodeSpec, EnvSpec, LaunchSpec, RunSpec
 from jupyter_trainer.targets import get_target
 from jupyter_trainer.targets.registry import add_target
 

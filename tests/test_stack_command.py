@@ -6,11 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from jupyter_trainer import api, pool
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import hotstart as pool
 
 from conftest import wait_for
 
-CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
 WAITING = """\
 import time

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer.errors import InvalidRunId, RunNotFound, SpecError
-from jupyter_trainer.spec import CodeSpec, RunSpec, validate_run_id
+from jupyter_trainer.core.errors import InvalidRunId, RunNotFound, SpecError
+from jupyter_trainer.core.spec import CodeSpec, RunSpec, validate_run_id
 from jupyter_trainer.store import Store
 
 

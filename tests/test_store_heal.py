@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import api
-from jupyter_trainer.errors import SpecError, StoreError
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import SpecError, StoreError
 from jupyter_trainer.store import Store
 
 from conftest import leftover
 
-CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
 
 def cli(*args: str, home: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -392,7 +392,7 @@ def test_a_damaged_state_of_an_ended_run_is_named_and_doctor_rebuilds_it(
 def test_the_monitor_feed_shows_a_damaged_state_as_its_notice(healed_home, home):
     """The notebook widget's and the Lab view's feed starts on a run whose state.json is gone
     and says why in its notice, naming the file and the fix, instead of dying."""
-    from jupyter_trainer.monitor.feeder import ViewFeeder
+    from jupyter_trainer.frontends.views.feeder import ViewFeeder
 
     from conftest import wait_for
 

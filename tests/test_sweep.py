@@ -14,8 +14,9 @@ import pytest
 
 from conftest import leftover, wait_for
 import jupyter_trainer as jt
-from jupyter_trainer import api, procs
-from jupyter_trainer.errors import SpecError, TrainerError
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import procs
+from jupyter_trainer.core.errors import SpecError, TrainerError
 
 # A known optimum at x=0.3, y=0.7 (objective 0 there, negative elsewhere).
 PEAK = """
@@ -238,7 +239,7 @@ def test_a_cell_must_read_the_swept_names(home):
 
 
 def test_cli_sweep_show_json_and_list(home, tmp_path):
-    cli = [sys.executable, "-m", "jupyter_trainer.cli"]
+    cli = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
     env = {**os.environ}
     space_file = tmp_path / "space.yaml"
     space_file.write_text("x: choice(0.1, 0.3, 0.5)\ny: uniform(0.6, 0.8)\n")
@@ -272,7 +273,8 @@ def test_cli_sweep_show_json_and_list(home, tmp_path):
 
 
 def test_a_magic_line_keeps_the_quotes_of_sweep_expressions():
-    from jupyter_trainer.options import cell_parser, is_sweep, split_line, sweep_kwargs
+    from jupyter_trainer.frontends.commands.options import (cell_parser, is_sweep, split_line,
+                                                            sweep_kwargs)
 
     words, rest = split_line("--procs 2 --sweep word=choice('a b','c;d') --sweep 'lr=uniform(0,1)' "
                              "--name 'my run' -p note=\"x y\" --trials 3 --metric acc -- extra")
@@ -309,7 +311,7 @@ def test_timeout_starts_no_trial_after_it_and_lets_running_ones_finish(home, tmp
 ])
 def test_cli_refuses_a_bad_seed_or_parallel_in_one_line_and_starts_nothing(home, tmp_path,
                                                                            flags, message):
-    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "sweep",
+    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "sweep",
                            str(script(tmp_path, PEAK)), "--launcher", "python", "--sweep",
                            "x=uniform(0, 1)", "--sweep", "y=uniform(0, 1)", "--metric", "score",
                            *flags], capture_output=True, text=True, timeout=120)
@@ -330,7 +332,7 @@ def test_sweep_show_escapes_swept_values_that_are_not_printable(home, tmp_path):
                      namespace={"word": "x"})
     sweep.wait(timeout=120)
     assert sorted(r.spec.params["word"] for r in sweep.trials()) == ["\x1b[2Jclear", "a\nb"]
-    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "sweep", "show",
+    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "sweep", "show",
                             sweep.id], capture_output=True, text=True, timeout=60, check=True)
     lines = shown.stdout.splitlines()
     assert len(lines) == 4, lines  # the summary, the header and one row per trial

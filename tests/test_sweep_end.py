@@ -15,7 +15,7 @@ from pathlib import Path
 
 from conftest import leftover, wait_for
 import jupyter_trainer as jt
-from jupyter_trainer import procs
+from jupyter_trainer.rankside import procs
 from jupyter_trainer.store import TERMINAL
 
 # Each trial scores lower than every trial before it at the same step (the score is minus
@@ -156,7 +156,7 @@ def test_a_sweep_whose_stored_seed_breaks_the_sampler_says_so_on_resume(home, tm
                                        "counts": {}}))
     assert sweep.status == "interrupted"
     began = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.cli", "sweep", "resume",
+    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "sweep", "resume",
                            sweep.id], capture_output=True, text=True, timeout=120)
     assert time.monotonic() - began < 20
     assert done.returncode == 2, done

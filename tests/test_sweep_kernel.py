@@ -9,7 +9,7 @@ import time
 import pytest
 
 import jupyter_trainer as jt
-from jupyter_trainer import procs
+from jupyter_trainer.rankside import procs
 
 from conftest import leftover, wait_for
 from test_widget import Kernel

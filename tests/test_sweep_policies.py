@@ -11,10 +11,11 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from jupyter_trainer.errors import SpecError
-from jupyter_trainer.tuning.policies import (
-    SAMPLERS, BanditPruner, PrunePolicy, check_sampler, make_pruner, make_sampler, parse_prune)
-from jupyter_trainer.tuning.space import parse_space
+from jupyter_trainer.core.errors import SpecError
+from jupyter_trainer.api.sweeps.policies import (SAMPLERS, BanditPruner, PrunePolicy,
+                                                 check_sampler, make_pruner, make_sampler,
+                                                 parse_prune)
+from jupyter_trainer.api.sweeps.space import parse_space
 
 NAN = math.nan
 

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from jupyter_trainer.errors import SpecError
-from jupyter_trainer.tuning.space import (
-    MAX_GRID_POINTS, Dimension, grid, grid_size, parse_dimension, parse_space, space_texts,
-    suggest_params, values_from_params)
-from jupyter_trainer.tuning.space_file import load_space_file
+from jupyter_trainer.core.errors import SpecError
+from jupyter_trainer.api.sweeps.space import (MAX_GRID_POINTS, Dimension, grid, grid_size,
+                                              parse_dimension, parse_space, space_texts,
+                                              suggest_params, values_from_params)
+from jupyter_trainer.api.sweeps.space_file import load_space_file
 
 HOSTILE = ["; rm -rf / #", "$(touch /tmp/x)", "`id`", "a'b\"c", "line\nbreak", "\\x00", "é ☃"]
 
@@ -329,7 +329,7 @@ def test_a_billion_laughs_sweep_file_is_refused_at_once_in_little_memory(home, t
     began = time.monotonic()
     try:  # in 512 MiB of address space, within 30 s
         done = subprocess.run(
-            [sys.executable, "-m", "jupyter_trainer.cli", "sweep", str(tmp_path / "train.py"),
+            [sys.executable, "-m", "jupyter_trainer.frontends.cli", "sweep", str(tmp_path / "train.py"),
              "--sweep-file", str(tmp_path / "laughs.yaml"), "--metric", "score",
              "--launcher", "python"],
             capture_output=True, text=True, timeout=30, preexec_fn=limit_memory)
@@ -468,7 +468,7 @@ def test_grid_search_suggests_every_combination_once():
 
 
 def test_parsing_does_not_import_optuna():
-    code = ("import sys\nfrom jupyter_trainer.tuning import policies, space\n"
+    code = ("import sys\nfrom jupyter_trainer.api.sweeps import policies, space\n"
             "space.parse_space(['lr=loguniform(1e-4, 1e-1)'])\npolicies.parse_prune('bandit:0.1')\n"
             "policies.check_sampler('tpe', {})\nassert 'optuna' not in sys.modules, 'optuna'\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

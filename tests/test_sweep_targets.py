@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 import jupyter_trainer as jt
-from jupyter_trainer import api
+from jupyter_trainer.api import runs as api
 
 from conftest import leftover
 from ssh_hosts import ADDRESSES, ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)

@@ -8,7 +8,8 @@ messages. test_browser_sweep.py checks the same widget drawn in JupyterLab.
 from __future__ import annotations
 
 import jupyter_trainer as jt
-from jupyter_trainer import api, procs
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import procs
 
 from conftest import leftover, wait_for
 from test_widget import Kernel, kernel  # noqa: F401 (the fixture)
@@ -21,7 +22,7 @@ for step in range({steps}):
     time.sleep({sleep})
 """
 
-MONITORS = "__import__('jupyter_trainer.monitor.sweep_widget', fromlist=['x']).live_sweep_monitors()"
+MONITORS = "__import__('jupyter_trainer.frontends.widgets.sweep_widget', fromlist=['x']).live_sweep_monitors()"
 MONITOR = f"{MONITORS}[-1]"
 
 

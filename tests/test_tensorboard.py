@@ -21,13 +21,14 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import api_pb2
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
-from jupyter_trainer import api, procs
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import procs
 from jupyter_trainer.store import HOME_ENV
-from jupyter_trainer.tensorboard.server import stop_shared
+from jupyter_trainer.mirrors.tensorboard.server import stop_shared
 
 from conftest import live_state, wait_for
 
-CLI = [sys.executable, "-m", "jupyter_trainer.cli"]
+CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
 KNOWN = """\
 from jupyter_trainer import runtime as jt
@@ -218,7 +219,7 @@ def tensorboard_pids(home: Path) -> dict[int, list[str]]:
     found = {}
     for pid in procs.pids_with_env(HOME_ENV, str(home)):
         argv = argv_of(pid)
-        if {"tensorboard.main", "jupyter_trainer.tensorboard.tied"} & set(argv) or any(
+        if {"tensorboard.main", "jupyter_trainer.mirrors.tensorboard.tied"} & set(argv) or any(
                 Path(a).name == "tensorboard" or "tensorboard_data_server" in a for a in argv):
             found[pid] = argv
     return found
@@ -331,7 +332,7 @@ def shown_and_stopped(ip, home: Path, capsys, first: api.Run, second: api.Run) -
 
 def test_without_tensorboard_the_error_names_the_extra(home):
     code = ("import sys; sys.modules['tensorboard'] = None\n"
-            "from jupyter_trainer.cli import main\n"
+            "from jupyter_trainer.frontends.cli import main\n"
             "sys.exit(main(['tensorboard', 'some-run', '--logdir', 'logs']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, env={**os.environ})

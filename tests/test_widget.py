@@ -17,7 +17,7 @@ import papermill
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from jupyter_trainer import api
+from jupyter_trainer.api import runs as api
 from jupyter_trainer.store import Store
 
 from conftest import leftover, wait_for
@@ -114,7 +114,7 @@ def kernel(home):
         k.close()
 
 
-MONITORS = "__import__('jupyter_trainer.monitor.widget', fromlist=['x']).live_monitors()"
+MONITORS = "__import__('jupyter_trainer.frontends.widgets.widget', fromlist=['x']).live_monitors()"
 
 
 def monitor_of(kernel: Kernel, run_id: str) -> str:
@@ -362,7 +362,7 @@ def test_form_under_papermill_starts_at_once_with_the_notebook_values(home, tmp_
 
 
 def test_the_monitor_switches_between_widget_and_text(home):
-    probe = "from jupyter_trainer.monitor import monitor_mode; print('@@' + repr(monitor_mode()))"
+    probe = "from jupyter_trainer.frontends.views import monitor_mode; print('@@' + repr(monitor_mode()))"
     for env, stdin, expected in ((None, True, "widget"), (None, False, "text"),
                                  ("text", True, "text"), ("widget", False, "widget")):
         k = Kernel(JUPYTER_TRAINER_MONITOR=env or "")  # empty: auto, the default

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer import api
+from jupyter_trainer.api import runs as api
 from jupyter_trainer.capture.snapshot import hash_snapshot
-from jupyter_trainer.errors import RunFailed
-from jupyter_trainer.monitor.text import summary_text
+from jupyter_trainer.core.errors import RunFailed
+from jupyter_trainer.frontends.views.text import summary_text
 from jupyter_trainer.targets.registry import add_target
 
 from conftest import leftover, wait_for

@@ -6,7 +6,7 @@ notebook namespace into a ``CellContext``, and ``write_cell_snapshot`` /
 Nothing here imports IPython: the caller passes the namespace and the transformed cell.
 """
 
-from ..lazy import lazy_exports
+from ..core.lazy import lazy_exports
 
 # Loaded on first use (PEP 562): the run supervisor only hashes a snapshot.
 _HOMES = {

@@ -31,9 +31,9 @@ from typing import Any, Mapping, Sequence
 
 import cloudpickle
 
-from ..errors import CaptureError, SpecError
-from ..spec import is_json_value
-from ..units import format_bytes
+from ..core.errors import CaptureError, SpecError
+from ..core.spec import is_json_value
+from ..core.units import format_bytes
 from .names import free_names, ipython_uses, parse_source
 
 __all__ = ["CellContext", "resolve_cell", "DEFAULT_MAX_CARRY_BYTES", "MAX_CARRY_ENV",

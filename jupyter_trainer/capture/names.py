@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from typing import Iterable
 
-from ..errors import CaptureError
+from ..core.errors import CaptureError
 
 __all__ = ["free_names", "parse_source", "ipython_uses"]
 

@@ -6,8 +6,8 @@ Layout of a snapshot folder (``runs/<id>/code/``)::
     <script>.py                       script runs without --source: the script itself
     _jt/cell.py                       cell runs: the generated entry script
     _jt/carried.pkl                   cell runs with carried objects: {name: pickle bytes}
-    _jt/boot.py                       copy of jupyter_trainer/_boot.py
-    _jt/jupyter_trainer/runtime.py    copies of jupyter_trainer/runtime.py and the
+    _jt/boot.py                       copy of jupyter_trainer/rankside/boot.py
+    _jt/jupyter_trainer/rankside/runtime.py    copies of jupyter_trainer/rankside/runtime.py and the
     _jt/jupyter_trainer/rank_*.py     rank_* modules it and boot.py use (stdlib only), so
                                       ``from jupyter_trainer import runtime`` works on
                                       nodes without the package
@@ -27,9 +27,9 @@ from typing import Sequence
 
 import pathspec
 
-from ..errors import CaptureError
-from ..spec import CodeSpec
-from ..units import format_bytes
+from ..core.errors import CaptureError
+from ..core.spec import CodeSpec
+from ..core.units import format_bytes
 from .cellscript import render_cell_script
 from .context import CellContext
 
@@ -59,13 +59,13 @@ MAX_SNAPSHOT_ENV = "JUPYTER_TRAINER_MAX_SNAPSHOT_BYTES"
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _RUNTIME_FILES = (("_boot.py", f"{RESERVED_DIR}/boot.py"),
-                  ("runtime.py", f"{RESERVED_DIR}/jupyter_trainer/runtime.py"),
-                  ("rank_env.py", f"{RESERVED_DIR}/jupyter_trainer/rank_env.py"),
-                  ("rank_files.py", f"{RESERVED_DIR}/jupyter_trainer/rank_files.py"),
-                  ("rank_onnx.py", f"{RESERVED_DIR}/jupyter_trainer/rank_onnx.py"),
-                  ("rank_data.py", f"{RESERVED_DIR}/jupyter_trainer/rank_data.py"),
-                  ("rank_workdir.py", f"{RESERVED_DIR}/jupyter_trainer/rank_workdir.py"),
-                  ("rank_death.py", f"{RESERVED_DIR}/jupyter_trainer/rank_death.py"))
+                  ("runtime.py", f"{RESERVED_DIR}/jupyter_trainer/rankside/runtime.py"),
+                  ("rank_env.py", f"{RESERVED_DIR}/jupyter_trainer/rankside/launcher_env.py"),
+                  ("rank_files.py", f"{RESERVED_DIR}/jupyter_trainer/rankside/rank_files.py"),
+                  ("rank_onnx.py", f"{RESERVED_DIR}/jupyter_trainer/rankside/onnx_export.py"),
+                  ("rank_data.py", f"{RESERVED_DIR}/jupyter_trainer/rankside/data.py"),
+                  ("rank_workdir.py", f"{RESERVED_DIR}/jupyter_trainer/rankside/workdir.py"),
+                  ("rank_death.py", f"{RESERVED_DIR}/jupyter_trainer/rankside/death_watch.py"))
 _SHIM_INIT = (b'"""Stand-in for jupyter_trainer inside a run snapshot: only `runtime` '
               b'is here."""\n')
 _CHUNK = 1 << 20

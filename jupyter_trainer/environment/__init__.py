@@ -15,7 +15,7 @@ can run on a node without this package. Packages are downloaded through uv's own
 
 from __future__ import annotations
 
-from ..lazy import lazy_exports
+from ..core.lazy import lazy_exports
 
 # Loaded on first use (PEP 562), so the run supervisor, which needs only ``realize``, does
 # not pay for the modules that define, lock, list and prune environments.

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import EnvError
+from ..core.errors import EnvError
 
 KEYS = ("python", "pip", "env", "inherit", "image")
 RESERVED_NAMES = ("list", "show", "export", "build", "help")

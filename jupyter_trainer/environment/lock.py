@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import EnvError
-from . import build as builder
+from ..core.errors import EnvError
+from ..rankside import env_build as builder
 from .definition import EnvDefinition
 
 

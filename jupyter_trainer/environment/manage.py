@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import EnvError
-from ..home import default_home
-from ..spec import EnvSpec
-from ..units import format_bytes
-from . import build as builder
+from ..core.errors import EnvError
+from ..rankside.home import default_home
+from ..core.spec import EnvSpec
+from ..core.units import format_bytes
+from ..rankside import env_build as builder
 from . import lock
 from .definition import EnvDefinition, parse_assignment
 from .registry import EnvRecord, Registry

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import EnvError
-from ..files import write_text_atomic
+from ..core.errors import EnvError
+from ..core.files import write_text_atomic
 from .definition import EnvDefinition, validate_name
 
 _VERSION_CHARS = set("0123456789abcdef")

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EnvError
-from ..home import default_home
-from ..spec import EnvSpec
-from . import build as builder
+from ..core.errors import EnvError
+from ..rankside.home import default_home
+from ..core.spec import EnvSpec
+from ..rankside import env_build as builder
 from . import lock, preflight
 from .registry import Registry
 

@@ -11,12 +11,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import TargetError
-from ..home import default_home
-from ..spec import EnvSpec
-from . import agent
-from .commands import (agent_command, agent_file, bootstrap_command, bootstrap_input,
-                       probe_command)
+from ..core.errors import TargetError
+from ..rankside.home import default_home
+from ..core.spec import EnvSpec
+from ..rankside import agent
+from .commands import agent_command, agent_file, bootstrap_command, bootstrap_input, probe_command
 from .frames import parse_answer
 from .prepare import environment_payload
 from .transport import NodeShell

@@ -12,7 +12,7 @@ import re
 import shlex
 from typing import Any, Mapping
 
-from ..errors import TargetError
+from ..core.errors import TargetError
 
 AGENT_NAME = "jt-node"
 _SNAPSHOT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")

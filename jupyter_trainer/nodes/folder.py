@@ -7,8 +7,8 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..errors import TargetError
-from ..spec import EnvSpec
+from ..core.errors import TargetError
+from ..core.spec import EnvSpec
 from . import calls
 from .commands import agent_command, bootstrap_input, snapshot_dir_name
 from .frames import FrameReader, parse_answer

@@ -12,7 +12,7 @@ import json
 import subprocess
 from typing import Any, Iterator
 
-from ..errors import TargetError
+from ..core.errors import TargetError
 from .ssh import classify
 
 MARK = b"\x1eJT "

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import TargetError
+from ..core.errors import TargetError
 from .frames import FrameReader
 from .ssh import classify
 from .transport import NodeShell

@@ -15,8 +15,8 @@ import tarfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import TargetError
-from ..spec import RunSpec
+from ..core.errors import TargetError
+from ..core.spec import RunSpec
 
 
 def required_modules(spec: RunSpec, code: Path) -> tuple[list[str], list[str]]:
@@ -74,7 +74,7 @@ def environment_payload(lock_dir: Path) -> tuple[str, bytes]:
     """(folder name on the node, gzipped tar of ``build.py`` and ``lock/``): all a node
     needs to build a locked environment. The name hashes both, so a node keeps one folder
     per lock and builder version and an unchanged pair is unpacked only once."""
-    from ..environment import build as builder
+    from ..rankside import env_build as builder
 
     files = {"build.py": Path(builder.__file__).read_bytes()}
     for path in sorted(lock_dir.iterdir()):

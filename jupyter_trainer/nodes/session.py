@@ -15,7 +15,7 @@ import subprocess
 import time
 from typing import Any
 
-from ..errors import TargetError
+from ..core.errors import TargetError
 from .frames import FrameReader, parse_answer
 from .transport import NodeShell
 

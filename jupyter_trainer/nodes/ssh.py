@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import TargetError
+from ..core.errors import TargetError
 from .transport import die_with_parent, run_argv
 
 # A unix socket path has room for 107 bytes; ssh adds ".XXXXXXXXXXXXXXXX" while it binds.

@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import IO, Any, Protocol, Sequence, runtime_checkable
 
-from ..errors import TargetError
+from ..core.errors import TargetError
 
 _PR_SET_PDEATHSIG = 1
 

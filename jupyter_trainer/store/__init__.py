@@ -36,16 +36,16 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from .. import rank_files
-from ..errors import (DiskFull, RecordDamaged, RunNotFound, RunStateError, SpecError,
-                      StoreError)
-from ..home import HOME_ENV, default_home
-from ..spec import RunSpec, validate_run_id
+from ..rankside import rank_files
+from ..core.errors import (DiskFull, RecordDamaged, RunNotFound, RunStateError, SpecError,
+                           StoreError)
+from ..rankside.home import HOME_ENV, default_home
+from ..core.spec import RunSpec, validate_run_id
 from . import liveness, reserve
 from .index import RunIndex, index_row, unwritable
 from .liveness import HEARTBEAT_S  # noqa: F401 (re-exported)
-from .records import (ACTIVE, STATUSES, TERMINAL, RunPaths, json_text, load_spec,  # noqa: F401
-                      load_state, read_json, write_json_atomic)
+from .records import (ACTIVE, STATUSES, TERMINAL, RunPaths, json_text, load_spec, load_state,
+                      read_json, write_json_atomic)
 
 _log = logging.getLogger(__name__)
 

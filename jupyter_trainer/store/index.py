@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
-from ..errors import StoreError
-from ..home import HOME_ENV
-from ..spec import RunSpec
+from ..core.errors import StoreError
+from ..rankside.home import HOME_ENV
+from ..core.spec import RunSpec
 
 COLUMNS = ("id", "name", "status", "target", "launcher", "nodes", "procs", "code_hash",
            "created", "started", "ended", "failed_rank", "updated")

@@ -17,8 +17,8 @@ import socket
 import time
 from typing import Any
 
-from .. import procs
-from ..errors import RecordDamaged, RunStateError, StoreError
+from ..rankside import procs
+from ..core.errors import RecordDamaged, RunStateError, StoreError
 from .records import ACTIVE, RunPaths, read_supervisor, write_json_atomic
 
 # A run still "created" this long after creation never got a supervisor.
@@ -85,7 +85,7 @@ def cancel_damaged(paths: RunPaths, damaged: RecordDamaged, indexed: str | None,
     if supervisor_running(paths):
         write_cancel_request(paths, reason)
         return indexed or "running"
-    from ..pool import leftover_pids
+    from ..rankside.hotstart import leftover_pids
 
     run_id = paths.root.name
     left = leftover_pids(run_id, paths.root)

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
+from ..core.errors import StoreError
 from .confined import Refused, open_beneath, open_folder, safe_parts
 
 LINEAGE = "lineage.json"

@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import InvalidRunId, ModelNotFound, SpecError, StoreError
-from ..home import HOME_ENV, default_home
-from ..spec import validate_run_id
+from ..core.errors import InvalidRunId, ModelNotFound, SpecError, StoreError
+from ..rankside.home import HOME_ENV, default_home
+from ..core.spec import validate_run_id
 from . import _is_run_id, _rmtree, write_json_atomic
 from .confined import Refused, open_beneath, open_folder, real_parts
 from .index import FolderIndex, unwritable

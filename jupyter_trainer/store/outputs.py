@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
-from ..errors import SpecError, StoreError
+from ..core.errors import SpecError, StoreError
 from .confined import (Refused, make_folders_beneath, open_beneath, open_folder, real_parts,
                        write_beneath)
-from ..printable import printable
+from ..core.printable import printable
 
 # Files at least this large are copied by the kernel (copy_file_range) while the copy
 # already written is hashed in this thread; smaller ones are read once, hashed, written.

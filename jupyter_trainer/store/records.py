@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import RecordDamaged, RunNotFound, SpecError
-from ..spec import RunSpec
+from ..core.errors import RecordDamaged, RunNotFound, SpecError
+from ..core.spec import RunSpec
 
 ACTIVE = ("created", "preparing", "queued", "running", "finalizing")
 TERMINAL = ("completed", "failed", "canceled", "lost")

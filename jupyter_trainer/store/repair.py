@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import RecordDamaged, StoreError
+from ..core.errors import RecordDamaged, StoreError
 from . import liveness
 from .records import DAMAGED_DIR, TERMINAL, RunPaths, write_json_atomic
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import procs
-from ..errors import StoreError, SweepNotFound
-from ..home import HOME_ENV, default_home
-from ..spec import RunSpec, validate_run_id
+from ..rankside import procs
+from ..core.errors import StoreError, SweepNotFound
+from ..rankside.home import HOME_ENV, default_home
+from ..core.spec import RunSpec, validate_run_id
 from . import _rmtree, _slug, read_json, write_json_atomic
 from .index import unwritable
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
-from .. import procs, rank_files
-from ..errors import TargetError
-from ..launch import WORK_DIR, Command, LaunchPlan, shell_text
-from ..spec import LaunchSpec, RunSpec
+from ..rankside import procs, rank_files
+from ..core.errors import TargetError
+from ..launchers.table import WORK_DIR, Command, LaunchPlan, shell_text
+from ..core.spec import LaunchSpec, RunSpec
 
 Handle = dict  # JSON-serialisable: written into state.json so another process can follow it
 

@@ -10,19 +10,19 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecError, TargetError
-from ..files import write_text_atomic
-from ..home import default_home
-from ..spec import TargetSpec
+from ..core.errors import SpecError, TargetError
+from ..core.files import write_text_atomic
+from ..rankside.home import default_home
+from ..core.spec import TargetSpec
 from .base import Target
 
 ENTRY_POINT_GROUP = "jupyter_trainer.targets"
 _BUILTIN = {
     "kubernetes": "jupyter_trainer.targets.kubernetes:KubernetesTarget",
-    "local": "jupyter_trainer.targets.local:LocalTarget",
-    "ray": "jupyter_trainer.targets.ray:RayTarget",
-    "slurm": "jupyter_trainer.targets.slurm:SlurmTarget",
-    "ssh": "jupyter_trainer.targets.ssh:SshTarget",
+    "local": "jupyter_trainer.targets.local.target:LocalTarget",
+    "ray": "jupyter_trainer.targets.ray.target:RayTarget",
+    "slurm": "jupyter_trainer.targets.slurm.target:SlurmTarget",
+    "ssh": "jupyter_trainer.targets.ssh.target:SshTarget",
 }
 
 

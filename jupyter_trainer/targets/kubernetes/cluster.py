@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ...errors import TargetError
+from ...core.errors import TargetError
 from .config import KubeConfig
 from .manifests import TRAINER_API
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ...errors import TargetError
+from ...core.errors import TargetError
 
 APIS = ("auto", "trainjob", "job")
 KEYS = ("kubeconfig", "context", "namespace", "image", "python", "gpus_per_node", "resources",

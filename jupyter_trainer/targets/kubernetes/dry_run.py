@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ...errors import TargetError
-from ...launch import Command, LaunchPlan
-from ...spec import RunSpec
+from ...core.errors import TargetError
+from ...launchers.table import Command, LaunchPlan
+from ...core.spec import RunSpec
 from .manifests import RunObjects, check_launch, first_node, launcher_command, manifests, to_yaml
 
 if TYPE_CHECKING:

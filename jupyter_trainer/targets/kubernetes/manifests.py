@@ -28,10 +28,10 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-from ...errors import TargetError
-from ...launch import LAUNCHERS, Command, LaunchPlan, Topology, rank_env, rank_program
-from ...spec import RunSpec
-from . import pod
+from ...core.errors import TargetError
+from ...launchers.table import LAUNCHERS, Command, LaunchPlan, Topology, rank_env, rank_program
+from ...core.spec import RunSpec
+from ...rankside import kube_pod as pod
 from .config import GPU_RESOURCE, KubeConfig
 from .names import object_name, run_annotations, run_labels
 

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from ...nodes.mirror import LocalFiles
-from .pod import FOLLOWED, MARK
+from ...rankside.kube_pod import FOLLOWED, MARK
 
 _MARK = MARK.encode()
 

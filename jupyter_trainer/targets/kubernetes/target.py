@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from ...errors import TargetError
-from ...launch import Command, LaunchPlan
-from ...spec import RunSpec
+from ...core.errors import TargetError
+from ...launchers.table import Command, LaunchPlan
+from ...core.spec import RunSpec
 from ..base import Handle, Target
 from ...nodes.mirror import LocalFiles
 from .cluster import Cluster, require_lightkube

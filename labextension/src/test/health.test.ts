@@ -6,7 +6,7 @@ import {
   stallBadge, stallHtml, stallTitle, topFrame
 } from '../view/health';
 
-const STACK = `Process 4242: python -m jupyter_trainer._boot
+const STACK = `Process 4242: python -m jupyter_trainer.rankside.boot
 Python v3.12.3 (/usr/bin/python3.12)
 
 Thread 4250 (idle): "pin_memory"

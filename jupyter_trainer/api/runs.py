@@ -1,0 +1,504 @@
+"""The public Python API: ``submit``, ``rerun``, ``resume``, ``diff``, ``get_run``, ``runs`` and
+the ``Run`` handle.
+
+Every front end (magics, CLI, widget, server) goes through these functions. A ``Run`` is
+only a reader of the run store: it never owns the run's processes, so any number of them,
+in any process, can follow or cancel the same run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from .. import environment
+from ..rankside import procs
+from ..core.errors import LaunchError, RecordDamaged, RunCanceled, RunFailed, SpecError
+from ..store.follow import RunFollower
+from ..core.spec import (DEFAULT_STALL_TIMEOUT, LaunchSpec, RunSpec, TargetSpec, WatchSpec,
+                         parse_params, validate_run_id)
+from ..store import ACTIVE, HOME_ENV, TERMINAL, Store
+from .start import start_again, start_run, submitter
+from ..targets import get_target
+from ..core.waker import Waker
+
+if TYPE_CHECKING:
+    from .diff import RunDiff
+    from .dry_run import DryRun
+    from ..store.doctor import Report
+    from .models import Model
+    from ..store.outputs import RunFile
+
+
+def submit(
+    code: str | None = None,
+    *,
+    script: str | os.PathLike | None = None,
+    args: Sequence[str] = (),
+    name: str | None = None,
+    target: str = "local",
+    nodes: int = 1,
+    procs: int = 1,
+    launcher: str = "torchrun",
+    backend: str | None = None,
+    env: str | None = None,
+    params: Mapping[str, Any] | Sequence[str] | None = None,
+    source: str | os.PathLike | None = None,
+    max_restarts: int = 0,
+    hot: bool | None = None,
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+    on_stall: str = "warn",
+    stop_on_nan: str | Sequence[str] = (),
+    data: Mapping[str, str | os.PathLike] | Sequence[str] | None = None,
+    mlflow: str | None = None,
+    namespace: Mapping[str, Any] | None = None,
+    history: Sequence[str] = (),
+    wait: bool = False,
+    home: str | os.PathLike | None = None,
+    origin: Mapping[str, Any] | None = None,
+    dry_run: bool = False,
+) -> "Run | DryRun":
+    """Snapshot ``code`` (a cell's source) or ``script`` and start it as a run.
+
+    ``namespace`` is where the code's free names are looked up (the notebook's variables,
+    helpers and imports); ``params`` are ``KEY=VALUE`` strings or a mapping that override
+    them. ``data`` maps input names to folders, files or URLs (or is ``NAME=PATH`` strings):
+    the code finds each at ``jt.data[NAME]`` on its node; a URL is downloaded now, within
+    ``$JUPYTER_TRAINER_MAX_DOWNLOAD_BYTES`` and ``$JUPYTER_TRAINER_DOWNLOAD_TIMEOUT``, and
+    recorded with its credentials redacted (docs/data.md). ``mlflow`` is a tracking URI the
+    run is mirrored to (default: ``$MLFLOW_TRACKING_URI``). ``hot`` forks the ranks from a
+    warm pool that has imported torch, falling back to torchrun; by default (``None``) a
+    torchrun run without restarts on the local target (one node), an ssh target or a Slurm
+    target with ``hold`` is hot
+    unless ``$JT_HOT`` is ``0``, and ``hot=False`` always starts torchrun (see
+    docs/hot-start.md). Everything is validated and
+    captured before the run is created; on any error nothing is written and nothing starts.
+    With ``dry_run`` nothing is created or started either way: the returned ``DryRun`` says
+    what would be run (its ``text`` is what ``--dry-run`` prints; see dry_run.py).
+    """
+    notes: list[str] = []  # what a dry run could not do (download a URL input)
+    store, tgt, write = _run_writer(
+        code, script=script, args=args, name=name, target=target, nodes=nodes, procs=procs,
+        launcher=launcher, backend=backend, env=env, params=_given_params(params),
+        source=source, max_restarts=max_restarts, stall_timeout=stall_timeout,
+        on_stall=on_stall, stop_on_nan=stop_on_nan, data=data, mlflow=mlflow,
+        namespace=namespace, history=history, home=home, origin=origin, hot=hot,
+        dry_run=dry_run, notes=notes)
+    if dry_run:
+        from .dry_run import dry_run as show_run  # lazy: only --dry-run needs it
+
+        return show_run(store, tgt, write, notes)
+    run = Run(start_run(store, tgt, write), store)
+    return run.wait() if wait else run
+
+
+def _first_line(origin: Mapping[str, Any] | None) -> int:
+    """The editor's number of the cell's first line, ``origin["first_line"]``: 2 for a cell
+    under ``%%train``; line numbers in errors and tracebacks count from it."""
+    value = (origin or {}).get("first_line", 1)
+    if type(value) is not int or not 1 <= value <= 1000:
+        raise SpecError(f"origin first_line must be a line number from 1 to 1000, got {value!r}")
+    return value
+
+
+def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, launcher,
+                backend, env, params: dict[str, Any], source, max_restarts, stall_timeout,
+                on_stall, stop_on_nan, namespace, history, home, origin, data=None,
+                mlflow=None, hot=None, dry_run=False, notes=None):
+    """The store, the target and ``write(staging) -> RunSpec`` (which captures the snapshot)
+    of a run of ``code`` or ``script``: checked, but nothing written yet. With ``dry_run``
+    URL inputs are not downloaded (``notes`` says so)."""
+    from .. import capture  # lazy: keeps ``import jupyter_trainer`` cheap
+
+    if (code is None) == (script is None):
+        raise SpecError("give either the code of a cell or a script path, not both")
+    if hot is not None and type(hot) is not bool:
+        raise SpecError(f"hot must be True, False or None (the default), got {hot!r}")
+    launch = LaunchSpec(launcher=launcher, nodes=nodes, procs=procs, backend=backend,
+                        max_restarts=max_restarts, hot=bool(hot))
+    watch = WatchSpec(stall_timeout=stall_timeout, on_stall=on_stall, stop_on_nan=stop_on_nan)
+    overrides = params
+    first_line = _first_line(origin)
+    store = Store(home)
+    tgt = get_target(TargetSpec(target).name, store.home)
+    holds = bool(getattr(tgt, "holds", False))
+    if hot and tgt.kind == "slurm" and not holds:
+        raise SpecError(f"--hot on Slurm needs an allocation kept between runs: set hold = "
+                        f"SECONDS (say 1800) in target {target!r}, or drop --hot")
+    if hot and tgt.kind not in HOT_KINDS:
+        raise SpecError(f"--hot forks ranks from a pool on this machine, ssh hosts or a held "
+                        f"Slurm allocation; it works on a local, ssh or slurm target only "
+                        f"({target!r} is {tgt.kind}): drop --hot")
+    if hot and tgt.kind == "local" and launch.nodes != 1:
+        raise SpecError(f"--hot runs on the local target with one node; drop --hot for "
+                        f"--nodes {launch.nodes}")
+    if hot is None and hot_by_default(tgt.kind, launch, holds):
+        launch = dataclasses.replace(launch, hot=True)
+    env_spec = environment.resolve(env, home=store.home)
+    source_dir = Path(source).expanduser() if source is not None else None
+    from ..inputs import resolve_inputs  # lazy: hashing and URL fetching only when asked
+
+    # a missing or unreadable input stops here; a URL is downloaded (not in a dry run)
+    inputs = resolve_inputs(data, home=store.home, dry_run=dry_run, notes=notes)
+    mlflow = tracking_uri(mlflow if mlflow is not None
+                          else os.environ.get("MLFLOW_TRACKING_URI") or None)
+
+    def write(staging: Path) -> RunSpec:
+        if code is not None:
+            context = capture.resolve_cell(code, namespace or {}, overrides=overrides,
+                                           history=history, first_line=first_line)
+            code_spec = capture.write_cell_snapshot(staging, code, context, source_dir=source_dir,
+                                                    first_line=first_line)
+            run_params, carried = context.params, context.carried_names
+        else:
+            code_spec = capture.write_script_snapshot(staging, Path(script).expanduser(), args,
+                                                      source_dir=source_dir)
+            run_params, carried = overrides, ()
+        return RunSpec(
+            name=name or (Path(script).stem if script is not None else "cell"),
+            code=code_spec, launch=launch, target=TargetSpec(target), env=env_spec,
+            params=run_params, carried=carried, watch=watch,
+            origin={**submitter(), **(origin or {})}, data=inputs, mlflow=mlflow,
+        )
+
+    return store, tgt, write
+
+
+HOT_ENV = "JT_HOT"  # 0 turns the warm pool off where it would be the default
+HOT_KINDS = ("local", "ssh", "slurm")  # targets whose ranks a warm pool can fork
+
+
+def hot_by_default(kind: str, launch: LaunchSpec, holds: bool = False) -> bool:
+    """Whether a run that does not say ``hot`` uses the warm pool: torchrun without restarts,
+    on the local target (one node), an ssh target (any nodes) or a Slurm target that holds
+    an allocation between runs (``holds``), unless ``$JT_HOT`` is 0."""
+    value = os.environ.get(HOT_ENV, "").strip().lower()
+    if value not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
+        raise SpecError(f"${HOT_ENV}={value!r} is not a switch: set it to 0 (plain torchrun "
+                        f"where a run does not ask for --hot) or 1, or unset it")
+    if value in ("0", "false", "no", "off"):
+        return False
+    return (kind in HOT_KINDS and launch.launcher == "torchrun" and not launch.max_restarts
+            and (kind != "local" or launch.nodes == 1) and (kind != "slurm" or holds))
+
+
+def tracking_uri(uri: str | None) -> str | None:
+    """An MLflow tracking URI as the supervisor will use it: a relative local path
+    (``sqlite:///mlflow.db``, ``file:mlruns``, ``mlruns``) made absolute here, where the
+    notebook or shell that named it runs, since the supervisor runs elsewhere."""
+    if not uri:
+        return None
+    for prefix in ("sqlite:///", "file://", "file:"):
+        if uri.startswith(prefix):
+            rest = uri[len(prefix):]
+            if prefix == "sqlite:///" and rest.startswith("/") or prefix == "file://":
+                return uri
+            return f"{prefix if prefix == 'sqlite:///' else 'file:'}{os.path.abspath(rest)}"
+    if ":" not in uri and ("/" in uri or uri.startswith((".", "~")) or os.path.exists(uri)):
+        return os.path.abspath(os.path.expanduser(uri))
+    return uri  # a server, or a name MLflow resolves itself (databricks)
+
+
+def _given_params(params: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (as ``-p`` gives them) or a mapping, as a dict."""
+    return parse_params(list(params)) if _is_flag_list(params) else dict(params or {})
+
+
+def _is_flag_list(params: object) -> bool:
+    return isinstance(params, (list, tuple)) and all(isinstance(p, str) for p in params)
+
+
+def rerun(run_id: str, params: Mapping[str, Any] | Sequence[str] | None = None,
+          target: str | None = None, wait: bool = False,
+          home: str | os.PathLike | None = None) -> "Run":
+    """Start a new run of run ``run_id``: its exact code snapshot, environment (the same
+    lock), params and launch. ``params`` (a mapping or ``KEY=VALUE`` strings) change some of
+    its params, ``target`` where it goes. The new run's spec records ``lineage``
+    ``{"rerun_of": run_id}``. A bad id, a missing run or an unknown param starts nothing."""
+    store = Store(home)
+    run = Run(start_again(store, run_id, params=_given_params(params), target=target), store)
+    return run.wait() if wait else run
+
+
+def resume(run_id: str, params: Mapping[str, Any] | Sequence[str] | None = None,
+           target: str | None = None, wait: bool = False,
+           home: str | os.PathLike | None = None) -> "Run":
+    """``rerun``, starting from run ``run_id``'s latest complete checkpoint: it is copied into
+    the new run's ``checkpoints/`` (where ``jt.load_checkpoint()`` finds it) before the run
+    starts. A run without a checkpoint raises ``RunStateError`` and starts nothing."""
+    store = Store(home)
+    run = Run(start_again(store, run_id, params=_given_params(params), target=target,
+                          resume=True), store)
+    return run.wait() if wait else run
+
+
+def diff(a: str, b: str, *, home: str | os.PathLike | None = None) -> "RunDiff":
+    """What differs between runs ``a`` and ``b``: params, launch and target, environment
+    packages, code and metrics. Reads the two run records; changes nothing."""
+    from .diff import compare_runs
+
+    return compare_runs(Store(home), a, b)
+
+
+def get_run(run_id: str, *, home: str | os.PathLike | None = None) -> "Run":
+    """The run ``run_id`` from the store; raises ``RunNotFound`` if there is none. A run
+    whose record is damaged is found all the same (it can still be canceled): reading its
+    spec or state raises ``RecordDamaged``, which names the file and the fix."""
+    store = Store(home)
+    try:
+        store.existing(validate_run_id(run_id))
+    except RecordDamaged:
+        pass
+    return Run(run_id, store)
+
+
+def runs(*, status: str | None = None, name: str | None = None, limit: int = 50,
+         offset: int = 0, home: str | os.PathLike | None = None) -> list["Run"]:
+    """Runs in the store, newest first, optionally filtered by status or name substring.
+
+    ``limit`` is at least 1 and ``offset`` at least 0; anything else raises ``SpecError``.
+    """
+    store = Store(home)
+    return [Run(row["id"], store) for row in
+            store.list_runs(status=status, name=name, limit=limit, offset=offset)]
+
+
+def doctor(*, fix: bool = False, hashes: bool = True,
+           home: str | os.PathLike | None = None) -> "Report":
+    """Check the run store (index, states, lost runs, snapshots; see ``doctor``) and, with
+    ``fix``, repair what can be repaired. Without ``fix`` nothing changes."""
+    from ..store import doctor as checks
+
+    return checks.examine(Store(home), fix=fix, hashes=hashes)
+
+
+def prune_environments(*, dry_run: bool = False,
+                       home: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+    """Remove the built environments that neither a name's latest version nor an unfinished
+    run uses (see ``environment.prune``); with ``dry_run``, only say which."""
+    store = Store(home)
+    keep: dict[str, str] = {}
+    for row in store.list_runs(limit=1 << 30):
+        if row["status"] not in ACTIVE:
+            continue
+        state_env = store.read_state(row["id"]).get("environment") or {}
+        for env_id in (state_env.get("env_id"), store.read_spec(row["id"]).env.prepared.get("env_id")):
+            if env_id:
+                keep.setdefault(env_id, f"used by run {row['id']} ({row['status']})")
+    return environment.prune(keep=keep, dry_run=dry_run, home=store.home)
+
+
+class Run:
+    """A handle on one run in the store. Cheap; reads the store on every access."""
+
+    def __init__(self, run_id: str, store: Store | None = None) -> None:
+        self.id = validate_run_id(run_id)
+        self.store = store or Store()
+        self._spec: RunSpec | None = None
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} {self.status}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Run) and other.id == self.id and other.store.home == self.store.home
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    @property
+    def spec(self) -> RunSpec:
+        if self._spec is None:
+            self._spec = self.store.read_spec(self.id)
+        return self._spec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self.store.read_state(self.id)
+
+    @property
+    def status(self) -> str:
+        return self.state["status"]
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def path(self) -> Path:
+        return self.store.paths(self.id).root
+
+    @property
+    def outputs(self) -> Path:
+        return self.store.paths(self.id).outputs
+
+    def files(self) -> list["RunFile"]:
+        """Every file of the run's ``outputs/``: its path relative to ``outputs/`` and its
+        size, sorted by path."""
+        from ..store.outputs import list_files
+
+        return list_files(self.store.existing(self.id).outputs)
+
+    def download(self, pattern: str, dest: str | os.PathLike) -> list[Path]:
+        """Copy the files of ``outputs/`` that ``pattern`` names (a path relative to
+        ``outputs/``, a folder, or a glob: ``*.pt``, ``checkpoints/**/*.pt``) into the folder
+        ``dest``, each at its path under ``outputs/``. Returns the paths written; a pattern
+        that matches nothing raises ``SpecError`` naming the files there are."""
+        from ..store.outputs import copy_out, destination, match
+
+        folder = destination(dest)
+        root = self.store.existing(self.id).outputs
+        return copy_out(root, match(root, pattern), folder)
+
+    def register_model(self, name: str, path: str,
+                       tags: Mapping[str, Any] | Sequence[str] | None = None) -> "Model":
+        """Copy ``path`` (a file or folder of ``outputs/``) into the model registry as the
+        next version of ``name``, with this run's lineage; return that version."""
+        from .models import register_model
+
+        return register_model(self.store, self.id, name, path, tags)
+
+    def wait(self, timeout: float | None = None, *, raise_on_failure: bool = True,
+             poll: float = 0.5) -> "Run":
+        """Block until the run ends. Raises ``RunFailed``/``RunCanceled`` unless told not to.
+
+        Polls the state file quickly at first and backs off to every ``poll`` seconds, so
+        short runs return promptly and long ones cost nothing. A run mirrored to MLflow
+        (``--mlflow``) is waited for until its supervisor has recorded the mirror too
+        (``state["mlflow"]``), within ``timeout``.
+        """
+        start = time.monotonic()
+        with Waker() as waker:
+            # The supervisor replaces state.json at each change: inotify on the run's folder
+            # wakes this loop at once. Without it (or where it sees no other host's writes)
+            # the loop polls: often early on (every 40 ms at 10 s, so a short run's end is
+            # seen within a few hundredths of a second), then every ``poll`` seconds.
+            waker.watch(self.store.paths(self.id).root)
+            while True:
+                # None: the state is damaged, and the supervisor that writes it again runs
+                state = self.store.current_state(self.id) or {"status": "unknown"}
+                if state["status"] in TERMINAL and not self._mirroring(state):
+                    break
+                waited = time.monotonic() - start
+                if timeout is not None and waited > timeout:
+                    if state["status"] in TERMINAL:
+                        break  # the run ended; its mirror is still going
+                    raise TimeoutError(f"run {self.id} is still {state['status']} after "
+                                       f"{timeout} s")
+                left = poll if timeout is None else max(0.01, min(poll, timeout - waited))
+                waker.wait(left, min(poll, 0.02 + waited / 500))
+        if raise_on_failure:
+            self.raise_for_status(state)
+        return self
+
+    def _mirroring(self, state: dict[str, Any]) -> bool:
+        """Whether the ended run's supervisor is still mirroring it to MLflow."""
+        if not self.spec.mlflow or "mlflow" in state:
+            return False
+        supervisor = state.get("supervisor") or {}
+        return (supervisor.get("host") == socket.gethostname()
+                and procs.is_alive(supervisor.get("pid"), supervisor.get("start_ticks")))
+
+    def raise_for_status(self, state: dict[str, Any] | None = None) -> None:
+        state = state or self.state
+        status = state["status"]
+        if status == "canceled":
+            raise RunCanceled(f"run {self.id} was canceled: {state.get('reason', '')}".rstrip(": "),
+                              run_id=self.id, status=status)
+        if status in ("failed", "lost"):
+            rank = state.get("failed_rank")
+            where = f" (rank {rank} failed first)" if rank is not None else ""
+            raise RunFailed(f"run {self.id} {status}{where}: {state.get('error', 'unknown error')}",
+                            run_id=self.id, status=status, failed_rank=rank,
+                            traceback=state.get("traceback"))
+
+    def cancel(self, *, wait: bool = True, timeout: float = 30.0,
+               reason: str = "canceled by user") -> str:
+        """Ask the supervisor to stop every process of the run; by default wait until it has.
+        ``reason`` is what the run's state records (and ``show`` prints) as why it ended.
+        Returns the run's status then.
+
+        A run that ended raises ``RunStateError``. A run whose state is damaged is canceled
+        all the same while its supervisor or its processes can be found (see
+        ``Store.cancel``); with its supervisor gone, its processes are ended here and the
+        status is ``lost``."""
+        status = self.store.cancel(self.id, reason=reason)
+        if status != "lost" and wait:
+            self.wait(timeout, raise_on_failure=False)
+            status = (self.store.current_state(self.id) or {"status": status})["status"]
+        return status
+
+    def follower(self) -> RunFollower:
+        return RunFollower(self.store, self.id)
+
+    def metrics(self, rank: int | None = 0) -> dict[str, list[tuple[float | None, float]]]:
+        """Each metric's (step, value) points of ``rank``; ``rank=None``: mean across ranks."""
+        follower = self.follower()
+        follower.poll()
+        out: dict[str, list[tuple[float | None, float]]] = {}
+        for metric, by_rank in follower.series.items():
+            if rank is not None:
+                if rank in by_rank:
+                    s = by_rank[rank]
+                    out[metric] = [(None if st != st else st, v) for st, v in zip(s.steps, s.values)]
+                continue
+            length = min(len(s) for s in by_rank.values())
+            first = next(iter(by_rank.values()))
+            out[metric] = [(None if first.steps[i] != first.steps[i] else first.steps[i],
+                            sum(s.values[i] for s in by_rank.values()) / len(by_rank))
+                           for i in range(length)]
+        return out
+
+    def logs(self, rank: int = 0) -> str:
+        """Everything rank ``rank`` printed (stdout and stderr)."""
+        text, _ = self.store.read_log(self.id, self.check_rank(rank), 0, max_bytes=None)
+        return text
+
+    def check_rank(self, rank: int) -> int:
+        """``rank`` if the run has it (below its world size, or with a trace in the store);
+        else ``SpecError`` naming the ranks it has."""
+        size = self.spec.launch.world_size
+        if type(rank) is int and (0 <= rank < size or rank in self.store.ranks(self.id)):
+            return rank
+        ranks = "rank 0 only" if size == 1 else f"ranks 0 to {size - 1}"
+        raise SpecError(f"run {self.id} has no rank {rank!r}: it has {ranks} "
+                        f"(world size {size}); pick one of those")
+
+    def rerun(self, params: Mapping[str, Any] | Sequence[str] | None = None,
+              target: str | None = None, wait: bool = False) -> "Run":
+        """A new run of this run's snapshot, environment, params and launch (see ``rerun``)."""
+        return rerun(self.id, params, target, wait, home=self.store.home)
+
+    def resume(self, params: Mapping[str, Any] | Sequence[str] | None = None,
+               target: str | None = None, wait: bool = False) -> "Run":
+        """A new run from this run's latest checkpoint (see ``resume``)."""
+        return resume(self.id, params, target, wait, home=self.store.home)
+
+    def stacks(self, rank: int | None = None) -> dict[int, str]:
+        """The current Python stack of each rank (or of ``rank``), by rank."""
+        from .stacks import run_stacks
+
+        return run_stacks(self.store, self.id, rank=rank)
+
+    def monitor(self, **kwargs: Any):
+        """This run's monitor, live or finished, with its whole history.
+
+        In a notebook front end: the ``RunMonitor`` widget (it shows itself as a cell's
+        value; ``display()`` it otherwise), kept current by a background thread, so this
+        returns at once. Under papermill, in a terminal or with
+        ``JUPYTER_TRAINER_MONITOR=text``: the text monitor, followed to the run's end.
+        """
+        from ..frontends.views import monitor
+
+        return monitor(self, **kwargs)
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE

@@ -1,0 +1,171 @@
+"""Start a run: the one path from a snapshot in staging to a detached supervisor.
+
+``submit`` takes it with a snapshot it has just written; ``start_again`` (rerun and resume)
+takes it with a copy of a stored run's snapshot, the same environment lock, the same params
+(some overridden), launch and data inputs (hashed again: the new run records them as they
+are now), and records where the new run came from in its ``lineage``.
+Everything is checked before the run exists (the target, the environment's build and its
+pre-flight import check, the copied snapshot's hash); on any error nothing is left in the
+store and nothing starts.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .. import environment
+from ..supervisor import starter
+from ..inputs.inputs import refresh_inputs
+from ..core.errors import RunStateError, SpecError, StoreError
+from ..core.spec import RunSpec, TargetSpec, validate_run_id
+from ..store import Store, latest_checkpoint
+from ..targets import Target, get_target
+
+
+def submitter() -> dict[str, str]:
+    """Who starts a run, for its ``origin``."""
+    return {"user": getpass.getuser(), "host": socket.gethostname()}
+
+
+def start_run(store: Store, target: Target, write: Callable[[Path], RunSpec],
+              seed: Callable[[str], Any] | None = None) -> str:
+    """Create the run whose snapshot and spec ``write(staging)`` makes, start its
+    supervisor and return the run's id.
+
+    The supervisor's interpreter (one kept waiting since the last run, or one started now)
+    imports what it needs while ``write`` runs; it is handed the run id once the run
+    exists. ``seed(run_id)`` fills the new run's folder before its supervisor starts (a
+    resumed run's checkpoint); if it fails, the run is removed again.
+    """
+    supervisor = starter.take(str(store.home), target.name)
+    staging = run_id = None
+    try:
+        store.check_writable()  # an unwritable store fails here, before any snapshot is written
+        staging = store.staging_dir()
+        spec = write(staging)
+        target.check(spec)
+        # Build the environment if it is not cached and check the snapshot's imports with
+        # its interpreter, before the run exists: a missing module starts nothing.
+        spec = replace(spec, env=environment.prepare(spec.env, staging, spec.code.entry,
+                                                     target=target,
+                                                     launcher=spec.launch.launcher,
+                                                     home=store.home))
+        run_id = store.create(spec, staging)
+        if seed is not None:
+            seed(run_id)
+    except BaseException:
+        starter.give_back(supervisor)
+        if run_id is not None:
+            store.delete(run_id)
+        elif staging is not None:
+            store.discard_staging(staging)
+        raise
+    supervisor.start(run_id)
+    starter.keep_spare(str(store.home), target.name)
+    return run_id
+
+
+def start_again(store: Store, run_id: str, *, params: Mapping[str, Any] | None = None,
+                target: str | None = None, resume: bool = False) -> str:
+    """Start a new run of run ``run_id``'s code, environment, params and launch; return its
+    id. ``params`` override some of the run's params (only those it has: they are the names
+    its code reads); ``target`` sends it elsewhere. With ``resume`` the run's latest
+    complete checkpoint is copied into the new run's ``checkpoints/`` first."""
+    old_id = validate_run_id(run_id)
+    old = store.read_spec(old_id)
+    overrides = dict(params or {})
+    unknown = sorted(set(overrides) - set(old.params))
+    if unknown:
+        known = ", ".join(sorted(old.params)) or "none"
+        raise SpecError(f"run {old_id} has no parameter {', '.join(map(repr, unknown))}; its "
+                        f"parameters are: {known} (the same code runs again, and it reads "
+                        "only those)")
+    lineage: dict[str, Any] = {"rerun_of": old_id}
+    checkpoint = None
+    if resume:
+        folder = store.paths(old_id).checkpoints
+        checkpoint = latest_checkpoint(folder)
+        if checkpoint is None:
+            raise RunStateError(f"run {old_id} has no checkpoint (no complete step-N.pt or "
+                                f"step-N.pkl in {folder}); use rerun to start it from the "
+                                "beginning")
+        lineage = {"resumed_from": old_id, "checkpoint": checkpoint.name}
+    where = TargetSpec(target) if target is not None else old.target
+    tgt = get_target(where.name, store.home)
+    spec = replace(old, target=where, env=same_environment(old), params={**old.params, **overrides},
+                   lineage=lineage, origin={**old.origin, **submitter()},
+                   data=refresh_inputs(old.data, home=store.home))
+
+    def write(staging: Path) -> RunSpec:
+        store.copy_snapshot(old_id, staging)
+        check_copy(staging, old.code.hash, f"run {old_id}")
+        return spec
+
+    seed = (lambda new_id: store.seed_checkpoint(new_id, checkpoint)) if checkpoint else None
+    return start_run(store, tgt, write, seed)
+
+
+def start_trial(store: Store, sweep_id: str, number: int, params: Mapping[str, Any],
+                staged: Path | None = None) -> str:
+    """Start trial ``number`` of sweep ``sweep_id``: a run of the sweep's template (its
+    snapshot, environment lock, launch and target) with ``params`` over the template's;
+    return the run's id. Its spec records the sweep and the trial's number. ``staged`` is a
+    copy of the template's snapshot made ahead (``stage_template``), moved into the run."""
+    from ..store.sweeps import SweepStore
+
+    template = SweepStore(store.home).read_template(sweep_id)
+    spec = replace(template, name=f"{template.name}.t{number}", env=same_environment(template),
+                   params={**template.params, **params}, sweep=sweep_id, trial=number,
+                   data=refresh_inputs(template.data, home=store.home))
+
+    def write(staging: Path) -> RunSpec:
+        if staged is not None:
+            os.replace(staged, staging)
+            store.discard_staging(staged)
+        else:
+            copy_template(store, sweep_id, staging)
+        return spec
+
+    return start_run(store, get_target(template.target.name, store.home), write)
+
+
+def stage_template(store: Store, sweep_id: str) -> Path:
+    """A checked copy of sweep ``sweep_id``'s template snapshot in a new staging folder."""
+    staging = store.staging_dir()
+    try:
+        copy_template(store, sweep_id, staging)
+    except BaseException:
+        store.discard_staging(staging)
+        raise
+    return staging
+
+
+def copy_template(store: Store, sweep_id: str, staging: Path) -> None:
+    from ..store.sweeps import SweepStore
+
+    sweeps = SweepStore(store.home)
+    sweeps.copy_template(sweep_id, staging)
+    check_copy(staging, sweeps.read_template(sweep_id).code.hash, f"sweep {sweep_id}")
+
+
+def same_environment(spec: RunSpec):
+    """``spec``'s environment for a new run of it: the recorded lock (or interpreter), never
+    the name's newest definition; what was prepared for it is prepared again."""
+    return replace(spec.env, prepared={}, python=spec.env.python if spec.env.name is None else None)
+
+
+def check_copy(staging: Path, expected: str, owner: str) -> None:
+    """Raise ``StoreError`` unless the snapshot copied to ``staging`` hashes to ``expected``."""
+    from ..capture import hash_snapshot  # lazy: only a copied snapshot is hashed here
+
+    found = hash_snapshot(staging)
+    if found != expected:
+        raise StoreError(
+            f"the code snapshot of {owner} changed after it was written (its hash is {found}, "
+            f"{expected} was recorded), so it is not the code that was captured; nothing was "
+            "started (`jupyter-trainer doctor` reports a changed run snapshot)")

@@ -1,0 +1,290 @@
+"""``%%train`` and ``%train``: parse the line, call the Python API, display. Nothing else."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.display import Image, display
+
+from ...api import runs as api
+from ..views import monitor_mode, show
+from ..commands.table import STARTERS, CommandParser, add_commands, run_command, start_again
+from ..views.text import source_line
+from ..commands.options import (HelpRequested, cell_parser, is_sweep, parse_with_settings,
+                                script_parser, split_line, submit_kwargs, sweep_kwargs)
+from ..commands.sweeps import sweep_words
+from ...api.sweeps import functions as sweep_api
+from ...core.errors import RunCanceled, SpecError
+
+# What a run or sweep canceled by the notebook's Stop button records as its reason.
+STOP_REASON = "stopped from the notebook (Stop button)"
+# How long an interrupted cell waits for the shutdown request that follows the interrupt
+# jupyter_client sends before a restart or shutdown (it comes within milliseconds).
+SHUTDOWN_GRACE_S = 2.0
+
+LINE_HELP = """\
+%%train [options]            run the cell as a job (%%train --help lists the options)
+%train runs [--status S] [--name N] [--limit N] [--offset N] [--json]
+%train attach RUN|SWEEP      follow a run or a sweep, live or finished
+%train show RUN [--json]     a run's summary
+%train logs RUN [-f] [--rank R] [--tail N]
+%train cancel RUN
+%train rerun RUN [-p KEY=VALUE ...] [--target T] [--no-wait]   the same code, env and launch again
+%train resume RUN [-p KEY=VALUE ...] [--target T] [--no-wait]  ... from its latest checkpoint
+%train diff RUN_A RUN_B [--json]   params, launch, environment, code and metrics side by side
+%train stack RUN [--rank R]  each rank's current Python stack
+%train files RUN [--json]    the files of a run's outputs/
+%train download RUN PATTERN DEST   copy outputs/ files ('*.pt', 'ckpt/**') into the folder DEST
+%train register RUN NAME PATH [--tag KEY=VALUE ...]   a file or folder of outputs/ as NAME's next version
+%train models [list [--json] | show NAME[@V] [--json] | download NAME[@V] DEST]   the model registry
+%train models delete NAME@V --yes | NAME --all --yes [--force]   delete a version, or every version
+%train doctor [--fix] [--no-hash] [--json]   check the run store; --fix repairs what it can
+%train sweeps                the sweeps, newest first
+%train sweep show SWEEP [--json] | sweep resume SWEEP | sweep cancel SWEEP
+%train tensorboard RUN... [--port P]   the runs' metrics in TensorBoard, shown here (--stop ends it)
+%train tensorboard RUN... --logdir DIR [--follow]   write the runs' TensorBoard event files to DIR
+%train mlflow sync RUN [--uri URI]   mirror the run to MLflow again (see --mlflow URI)
+%train targets
+%train target add NAME --kind KIND [--replace] KEY=VALUE ...   (hosts=[gpu1,gpu2] workdir=/scratch/jt)
+%train path/to/script.py [options] [-- script args]
+%train COMMAND --help        a command's options"""
+
+
+def _management_parser() -> CommandParser:
+    parser = CommandParser(prog="%train", description=LINE_HELP,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=CommandParser)
+    sub.add_parser("attach").add_argument("run")
+    add_commands(sub)
+    return parser
+
+
+@magics_class
+class TrainMagics(Magics):
+    @line_cell_magic
+    def train(self, line: str, cell: str | None = None) -> Any:
+        try:
+            if cell is None:
+                return self._line(line)
+            return self._cell(line, cell)
+        except HelpRequested as shown:
+            print(shown.text)
+            return None
+
+    def _cell(self, line: str, cell: str) -> Any:
+        words, rest = split_line(line)
+        if rest:
+            raise SpecError("script arguments after `--` only go with %train path/to/script.py")
+        opts = cell_parser().parse_args(words)
+        mode = monitor_mode()
+        code = self.shell.transform_cell(cell)
+        history = list(self.shell.user_ns.get("In", []))
+        origin = {**_origin(self.shell), "first_line": 2}  # the cell's line 1 is %%train
+        if is_sweep(opts):
+            if opts.form:
+                raise SpecError("--form does not go with --sweep: a sweep's values come from "
+                                "its search space; leave one of them out")
+            sweep = sweep_api.sweep(code, namespace=self.shell.user_ns, history=history,
+                              origin=origin, **sweep_kwargs(opts),
+                              **submit_kwargs(opts))
+            return self._watch_sweep(sweep, mode, wait=not opts.no_wait)
+        if opts.dry_run:  # shown as the cell's value; nothing to wait for or watch
+            if opts.form:
+                raise SpecError("--form does not go with --dry-run: leave out --form to see "
+                                "what these options would run")
+            return api.submit(code, namespace=self.shell.user_ns, history=history,
+                              origin=origin, dry_run=True, **submit_kwargs(opts))
+        if opts.form and mode == "widget":
+            from ..widgets.form import LaunchForm
+            from ..widgets.widget import RunMonitor
+
+            form = LaunchForm(code, self.shell.user_ns, submit_kwargs(opts), history=history,
+                              origin=origin, submit=api.submit)
+            display(RunMonitor(launcher=form))
+            return None
+        run = api.submit(code, namespace=self.shell.user_ns, history=history,
+                         origin=origin, **submit_kwargs(opts))
+        _say_source(run)
+        if opts.no_wait:
+            if mode == "widget":
+                display(_widget(run))
+                return None
+            print(f"run {run.id} started; follow it with %train attach {run.id}")
+            return run
+        return self._watch(run, mode)
+
+    def _watch(self, run: api.Run, mode: str | None = None) -> api.Run:
+        widget = None
+        try:
+            if (mode or monitor_mode()) == "widget":
+                widget = _widget(run)
+                display(widget)
+                run.wait(raise_on_failure=False)
+            else:
+                show(run, traceback=False)  # the raised RunFailed shows it
+                run.wait(raise_on_failure=False)  # and its MLflow mirror, with --mlflow
+        except KeyboardInterrupt:
+            if _kernel_is_shutting_down(self.shell):
+                _say_left_running("run", run.id)
+                return None
+            # The notebook's Stop button: end the run, and fail the cell with one line (the
+            # interrupt's own traceback would only show this package's frames).
+            print(f"Stop button: canceling run {run.id} (a kernel restart or shutdown would "
+                  "leave it running)", file=sys.stderr, flush=True)
+            run.cancel(wait=True, timeout=15, reason=STOP_REASON)
+            raise RunCanceled(f"run {run.id} {run.status}: the cell was interrupted (the "
+                              "notebook's Stop button)", run_id=run.id,
+                              status=run.status) from None
+        if widget is not None:
+            widget.wait_final(timeout=10)
+        run.raise_for_status()
+        # The widget shows the run, its outputs included; a <Run ...> echoed under it would
+        # say nothing more (jt.get_run(id) or %train runs give the handle).
+        return None if widget is not None else run
+
+    def _watch_sweep(self, sweep: Any, mode: str, wait: bool = True) -> Any:
+        from ..widgets.sweep import show_sweep
+
+        try:
+            if mode == "widget":
+                from ..widgets.sweep_widget import SweepMonitor
+
+                display(SweepMonitor(sweep))
+                if wait:
+                    while not sweep.done and sweep.status != "interrupted":
+                        time.sleep(0.5)
+            elif wait:
+                show_sweep(sweep)
+            else:
+                print(f"sweep {sweep.id} started; follow it with %train attach {sweep.id}")
+                return sweep
+        except KeyboardInterrupt:
+            if _kernel_is_shutting_down(self.shell):
+                _say_left_running("sweep", sweep.id)
+                return None
+            print(f"Stop button: canceling sweep {sweep.id} and its trials (a kernel restart "
+                  "or shutdown would leave it running)", file=sys.stderr, flush=True)
+            sweep.cancel(reason=STOP_REASON)
+            raise RunCanceled(f"sweep {sweep.id} {sweep.status}: the cell was interrupted (the "
+                              "notebook's Stop button)", run_id=sweep.id,
+                              status=sweep.status) from None
+        return None if mode == "widget" else sweep
+
+    def _line(self, line: str) -> Any:
+        words, rest = split_line(line)
+        if not words or words[0] in ("help", "-h", "--help"):
+            print(LINE_HELP)
+            return None
+        if words[0].endswith(".py") or os.path.isfile(os.path.expanduser(words[0])):
+            opts = script_parser("%train").parse_args(words)
+            if is_sweep(opts):
+                sweep = sweep_api.sweep(script=opts.script, args=rest, origin=_origin(self.shell),
+                                  **sweep_kwargs(opts), **submit_kwargs(opts))
+                return self._watch_sweep(sweep, monitor_mode())
+            run = api.submit(script=opts.script, args=rest, origin=_origin(self.shell),
+                             dry_run=opts.dry_run, **submit_kwargs(opts))
+            if opts.dry_run:
+                return run  # a DryRun, shown as the value
+            _say_source(run)
+            return self._watch(run)
+        opts = parse_with_settings(_management_parser(), sweep_words(words))
+        if opts.command in STARTERS:
+            run = start_again(opts, rest)
+            if opts.wait is False:
+                print(f"run {run.id} started; follow it with %train attach {run.id}")
+                return run
+            return self._watch(run)
+        if opts.command == "diff" and not opts.json:
+            _show_diff(api.diff(opts.a, opts.b))
+            return None
+        if opts.command == "tensorboard" and opts.logdir is None and not opts.stop:
+            _show_tensorboard(opts)
+            return None
+        if opts.command != "attach":
+            run_command(opts, sys.stdout)
+            return None
+        if sweep_api.is_sweep_id(opts.run):
+            sweep = sweep_api.get_sweep(opts.run)
+            return self._watch_sweep(sweep, monitor_mode(), wait=monitor_mode() != "widget")
+        run = api.get_run(opts.run)
+        if monitor_mode() == "widget":
+            display(_widget(run))  # follows the run in the background
+            return None
+        show(run)
+        return run
+
+
+def _kernel_is_shutting_down(shell: Any, grace: float = SHUTDOWN_GRACE_S) -> bool:
+    """Tell the Stop button from the interrupt that precedes a shutdown.
+
+    jupyter_client interrupts a kernel before every restart and every shutdown (the menu's
+    Restart and Shut Down, closing a notebook, the server stopping, idle culling), then sends
+    ``shutdown_request`` on the control channel, which ipykernel answers on its control
+    thread by setting ``shell.exit_now``. So after an interrupt the cell waits up to
+    ``grace`` seconds for that flag: it is a shutdown when the flag is set (or the kernel is
+    killed meanwhile), the Stop button otherwise. A second interrupt is the Stop button.
+    """
+    deadline = time.monotonic() + grace
+    try:
+        while time.monotonic() < deadline:
+            if getattr(shell, "exit_now", False):
+                return True
+            time.sleep(0.02)
+    except KeyboardInterrupt:
+        return False
+    return bool(getattr(shell, "exit_now", False))
+
+
+def _say_left_running(kind: str, ident: str) -> None:
+    print(f"the kernel is shutting down: {kind} {ident} goes on; follow it after the restart "
+          f"with %train attach {ident}", file=sys.stderr, flush=True)
+
+
+def _show_tensorboard(opts: argparse.Namespace) -> None:
+    """The kernel's TensorBoard over the runs: its address, then TensorBoard itself."""
+    from IPython.display import IFrame
+
+    from ..commands.tensorboard import background
+
+    server = background(opts)
+    print(f"TensorBoard at {server.url} with {', '.join(server.runs)} "
+          "(`%train tensorboard --stop` ends it)", flush=True)
+    display(IFrame(server.url, width="100%", height=800))
+
+
+def _show_diff(found: Any) -> None:
+    """The differences as text, then both runs' metrics overlaid, one chart per metric."""
+    print(found.text(), flush=True)
+    png = found.chart_png()
+    if png is not None:
+        display(Image(data=png, format="png"))
+
+
+def _say_source(run: api.Run) -> None:
+    line = source_line(run.spec)
+    if line:
+        print(line, flush=True)
+
+
+def _widget(run: api.Run) -> Any:
+    from ..widgets.widget import RunMonitor
+
+    return RunMonitor(run)
+
+
+def _origin(shell: Any) -> dict[str, Any]:
+    """Where a run comes from: the working directory, the notebook, and the number of the
+    cell (its ``In [n]``; tracebacks then cite ``Cell In [n], line m``)."""
+    origin: dict[str, Any] = {"cwd": os.getcwd()}
+    running = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    if isinstance(getattr(running, "execution_count", None), int):
+        origin["cell"] = running.execution_count  # the shell's own count is already the next
+    if os.environ.get("JPY_SESSION_NAME"):
+        origin["notebook"] = os.environ["JPY_SESSION_NAME"]
+    return origin

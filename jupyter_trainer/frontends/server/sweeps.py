@@ -1,0 +1,158 @@
+"""REST handlers of sweeps: the list, one sweep with every trial, cancel; and which runs are
+trials of a sweep, so that the runs list can leave them to their sweep's row.
+
+``GET sweeps`` lists one row per sweep, newest first (``limit``, ``offset``, ``status``,
+``name`` as for runs); ``GET sweeps/SWEEP`` answers what ``jupyter-trainer sweep show SWEEP
+--json`` prints; ``POST sweeps/SWEEP/cancel`` asks the sweep's driver to cancel it and its
+running trials (202), or 409 once the sweep has ended. A sweep id is checked before any path
+is built from it: a malformed one answers 400, an unknown one 404.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from typing import Any, Iterable
+
+import tornado.web
+from jupyter_server.utils import url_path_join
+from tornado.ioloop import IOLoop
+
+from ...core.errors import InvalidRunId, SpecError, TrainerError
+from ...core.spec import validate_run_id
+from ...store import Store
+from ...store.sweeps import SWEEP_ACTIVE, SWEEP_TERMINAL, SweepStore
+from ...api.sweeps.functions import get_sweep
+from ..commands.sweeps import sweep_json
+from .handlers import BaseHandler
+
+SWEEP = r"(?P<sweep_id>[^/]+)"
+SWEEP_STATUSES = (*SWEEP_ACTIVE, "interrupted", *SWEEP_TERMINAL)
+TRIAL_ENDED = ("completed", "pruned", "failed", "canceled")
+
+
+def checked_sweep_id(sweep_id: str) -> str:
+    """``sweep_id`` if it is a safe path segment; a 400 that says what a sweep id is, if not."""
+    try:
+        return validate_run_id(sweep_id)
+    except InvalidRunId:
+        shown = sweep_id if len(sweep_id) <= 80 else sweep_id[:80] + "..."
+        raise InvalidRunId(f"invalid sweep id {shown!r}: a sweep id is 1-128 letters, digits, "
+                           "'.', '_' or '-', starting with a letter or digit; list sweep ids "
+                           "with `jupyter-trainer sweeps`") from None
+
+
+def sweep_row(sweeps: SweepStore, sweep_id: str) -> dict[str, Any]:
+    """What the sweeps list shows of one sweep: no trial in full, their counts by status."""
+    spec, state = sweeps.read_spec(sweep_id), sweeps.read_state(sweep_id)
+    trials = state.get("trials") or []
+    counts = Counter(t["status"] for t in trials)
+    return {
+        "id": sweep_id, "name": spec.get("name") or sweep_id, "status": state["status"],
+        "metric": state.get("metric") or spec.get("metric"),
+        "goal": state.get("goal") or spec.get("goal"),
+        "trials_started": len(trials),
+        "trials_done": sum(counts[s] for s in TRIAL_ENDED),
+        "trials_total": state.get("trials_total") or spec.get("trials"),
+        "parallel": state.get("parallel") or spec.get("parallel"),
+        "counts": dict(counts), "best": state.get("best"), "created": state["created"],
+        "started": state.get("started"), "ended": state.get("ended"), "error": state.get("error"),
+    }
+
+
+def list_sweeps(store: Store, status: str | None = None, name: str | None = None) -> list[dict]:
+    """Every sweep's row, newest first; a sweep removed or half-written meanwhile is left out."""
+    if status is not None and status not in SWEEP_STATUSES:
+        raise SpecError(f"unknown sweep status {status!r}; choose one of "
+                        f"{', '.join(SWEEP_STATUSES)}")
+    sweeps = SweepStore(store.home)
+    rows = []
+    for sweep_id in sweeps.ids():
+        try:
+            row = sweep_row(sweeps, sweep_id)
+        except (TrainerError, OSError, ValueError, KeyError):
+            continue
+        if status and row["status"] != status:
+            continue
+        if name and name.casefold() not in row["name"].casefold():
+            continue
+        rows.append(row)
+    return rows
+
+
+def trial_runs(store: Store, rows: Iterable[dict[str, Any]]) -> dict[str, tuple[str, int]]:
+    """{run id: (sweep id, trial number)} of the ``rows`` that are trials.
+
+    The sweeps' states name their trials' runs. A trial's run exists a moment before its
+    driver writes its id down, so the specs of the runs made since the oldest unfinished
+    sweep began are read as well (only those: reading every spec would cost a file per run).
+    """
+    sweeps = SweepStore(store.home)
+    found: dict[str, tuple[str, int]] = {}
+    since: float | None = None
+    for sweep_id in sweeps.ids():
+        try:
+            state = sweeps.read_state(sweep_id)
+        except (TrainerError, OSError, ValueError):
+            continue
+        for trial in state.get("trials") or []:
+            if trial.get("run"):
+                found[trial["run"]] = (sweep_id, trial["number"])
+        if state.get("status") not in SWEEP_TERMINAL:
+            created = state.get("created") or 0.0
+            since = created if since is None else min(since, created)
+    if since is not None:
+        for row in rows:
+            if row["id"] in found or row["created"] < since:
+                continue
+            try:
+                spec = store.read_spec(row["id"])
+            except (TrainerError, OSError, ValueError):
+                continue
+            if spec.sweep is not None and spec.trial is not None:
+                found[row["id"]] = (spec.sweep, spec.trial)
+    return found
+
+
+class SweepsHandler(BaseHandler):
+    @tornado.web.authenticated
+    async def get(self) -> None:
+        await self._execute_guarded(self._get())
+
+    async def _get(self) -> None:
+        limit, offset, status, name = self.list_args("sweep")
+        rows = list_sweeps(self.store, status, name)
+        self.write_json({"sweeps": rows[offset:offset + limit], "limit": limit,
+                         "offset": offset, "more": len(rows) > offset + limit})
+
+
+class SweepHandler(BaseHandler):
+    @tornado.web.authenticated
+    async def get(self, sweep_id: str) -> None:
+        await self._execute_guarded(self._get(sweep_id))
+
+    async def _get(self, sweep_id: str) -> None:
+        sweep = get_sweep(checked_sweep_id(sweep_id), home=self.store.home)
+        self.write_json(sweep_json(sweep))
+
+
+class SweepCancelHandler(BaseHandler):
+    @tornado.web.authenticated
+    async def post(self, sweep_id: str) -> None:
+        await self._execute_guarded(self._post(sweep_id))
+
+    async def _post(self, sweep_id: str) -> None:
+        sweep = get_sweep(checked_sweep_id(sweep_id), home=self.store.home)
+        status = sweep.status
+        # An interrupted sweep (its driver gone) is canceled here, trial by trial: not on
+        # the server's event loop.
+        await IOLoop.current().run_in_executor(None, functools.partial(sweep.cancel, wait=False))
+        self.write_json({"id": sweep.id, "status": status, "cancel_requested": True}, 202)
+
+
+def sweep_routes(base: str) -> list[tuple]:
+    return [
+        (url_path_join(base, "sweeps"), SweepsHandler),
+        (url_path_join(base, "sweeps", SWEEP), SweepHandler),
+        (url_path_join(base, "sweeps", SWEEP, "cancel"), SweepCancelHandler),
+    ]

@@ -1,0 +1,161 @@
+"""The run view's feed over a WebSocket: what the notebook widget gets as kernel messages.
+
+``GET /jupyter-trainer/api/runs/RUN/view`` upgrades to a WebSocket (Jupyter auth required,
+the run id checked and the run looked up before the upgrade). The server runs the same
+``ViewFeeder`` as the widget and sends each update as one JSON text message,
+``{"set": {name: value, ...}}``, with the chart series' float64 buffers base64-encoded.
+The viewer sends ``{"set": {"chart_options": {...}}}`` or ``{"set": {"log_selection": "1"}}``
+as it changes them, and ``{"msg": {"type": "cancel" | "log_resync"}}``. A message that is
+not one of these is answered with ``{"error": ...}`` and changes nothing; so is one nested
+deeper than ``MAX_DEPTH`` (refused before it is parsed). A message over ``MAX_MESSAGE_BYTES``
+closes the socket with code 1009 (message too big).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from typing import Any
+
+from jupyter_server.auth.decorator import ws_authenticated
+from jupyter_server.base.handlers import JupyterHandler
+from jupyter_server.base.websocket import WebSocketMixin
+from tornado import web
+from tornado.ioloop import IOLoop
+from tornado.websocket import WebSocketClosedError, WebSocketHandler
+
+from ...api.runs import Run
+from ...core.errors import TrainerError
+from ..views.feeder import ViewFeeder
+from ...store import Store
+from .handlers import _status_of, request_cancel
+
+MAX_METRICS = 1000          # names in one chart selection
+MAX_MESSAGE_BYTES = 1 << 20  # a viewer's message; the largest, a full chart selection, is far less
+MAX_DEPTH = 8                # nesting of a viewer's message; the deepest valid one has 4 levels
+_RANK = re.compile(r"(all|[0-9]{1,7})")
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[][{}]")
+
+
+def check_depth(text: str | bytes) -> None:
+    """ValueError when the JSON in ``text`` nests deeper than ``MAX_DEPTH``: found by counting
+    brackets outside strings, so a hostile message never reaches the recursive parser."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    depth = 0
+    for bracket in _BRACKETS.findall(_STRINGS.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > MAX_DEPTH:
+            raise ValueError(f"message nested deeper than {MAX_DEPTH} levels")
+
+
+def check_options(value: Any) -> dict[str, Any]:
+    """Chart options as the viewer may set them; ValueError naming what is wrong."""
+    if not isinstance(value, dict) or set(value) - {"x", "agg", "selected"}:
+        raise ValueError("chart_options must be an object with x, agg and selected")
+    x, agg, selected = value.get("x", "step"), value.get("agg", "ranks"), value.get("selected")
+    if x not in ("step", "time") or agg not in ("ranks", "mean"):
+        raise ValueError('chart_options: x is "step" or "time", agg is "ranks" or "mean"')
+    if selected is not None and not (isinstance(selected, list) and len(selected) <= MAX_METRICS
+                                     and all(isinstance(n, str) for n in selected)):
+        raise ValueError(f"chart_options.selected is null or a list of at most {MAX_METRICS} "
+                         "metric names")
+    return {"x": x, "agg": agg, "selected": selected}
+
+
+def encode(changes: dict[str, Any]) -> str:
+    """One update as JSON: the chart series' byte buffers as base64 text."""
+    charts = changes.get("charts")
+    if charts:
+        charts = dict(charts, charts={
+            name: dict(chart, series=[dict(s, x=base64.b64encode(s["x"]).decode(),
+                                           y=base64.b64encode(s["y"]).decode())
+                                      for s in chart["series"]])
+            for name, chart in charts["charts"].items()})
+        changes = dict(changes, charts=charts)
+    return json.dumps({"set": changes})
+
+
+class ViewSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
+    """One viewer of one run."""
+
+    feeder: ViewFeeder | None = None
+    max_message_size = MAX_MESSAGE_BYTES  # tornado closes the socket with 1009 beyond it
+
+    def set_default_headers(self) -> None:
+        """JupyterHandler's headers do not apply to a WebSocket."""
+
+    @ws_authenticated
+    async def get(self, run_id: str) -> None:
+        store = Store()
+        try:
+            store.existing(run_id)
+            self.run = Run(run_id, store)
+            self.run.spec  # noqa: B018  (a run without a readable spec cannot be shown)
+        except TrainerError as exc:
+            raise web.HTTPError(_status_of(exc), str(exc)) from None
+        await super().get(run_id)
+
+    def open(self, *args: Any, **kwargs: Any) -> None:
+        super().open()
+        self.loop = IOLoop.current()
+        self.feeder = ViewFeeder(self.run, self._publish, name=f"jt-view-{self.run.id}")
+        self.write_message(encode(self.feeder.first()))
+        self.feeder.start()
+
+    def _publish(self, changes: dict[str, Any]) -> None:
+        """On the feeder's thread: hand the update to the server's event loop."""
+        self.loop.add_callback(self._send, encode(changes))
+
+    def _send(self, text: str) -> None:
+        try:
+            self.write_message(text)
+        except WebSocketClosedError:
+            self.on_close()
+
+    def on_message(self, message: str | bytes) -> None:
+        try:
+            check_depth(message)
+            self._handle(json.loads(message))
+        except (ValueError, TypeError, AttributeError) as exc:
+            self._send(json.dumps({"error": f"{exc}"[:500]}))
+
+    def _handle(self, message: Any) -> None:
+        feeder = self.feeder
+        if feeder is None:
+            return
+        if not isinstance(message, dict) or len(message) != 1 or not (
+                isinstance(message.get("set"), dict) or isinstance(message.get("msg"), dict)):
+            raise ValueError('send {"set": {...}} or {"msg": {"type": ...}}')
+        if "set" in message:
+            changes = message["set"]
+            if set(changes) - {"chart_options", "log_selection"}:
+                raise ValueError("only chart_options and log_selection can be set")
+            if "chart_options" in changes:
+                feeder.chart_options = check_options(changes["chart_options"])
+                feeder.request("charts")
+            if "log_selection" in changes:
+                selection = changes["log_selection"]
+                if not isinstance(selection, str) or not _RANK.fullmatch(selection):
+                    raise ValueError('log_selection is "all" or a rank number')
+                feeder.log_selection = selection
+                feeder.request("log_reset")
+            return
+        kind = message["msg"].get("type")
+        if kind == "log_resync":
+            feeder.request("log_reset")
+        elif kind == "cancel":
+            try:
+                request_cancel(self.run.store, self.run.id)
+                feeder.request("cancel:requested")
+            except TrainerError as exc:
+                feeder.request(f"cancel:{exc}")
+        else:
+            raise ValueError(f"unknown message type {kind!r}: cancel or log_resync")
+
+    def on_close(self) -> None:
+        if self.feeder is not None:
+            self.feeder.stop()
+            self.feeder = None

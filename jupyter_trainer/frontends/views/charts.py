@@ -1,0 +1,46 @@
+"""One PNG chart per metric, drawn with matplotlib's Agg canvas (no GUI, no pyplot state)."""
+
+from __future__ import annotations
+
+import io
+import math
+
+from ...store.follow import RunFollower, Series
+
+MAX_POINTS = 4000
+
+
+def _xy(series: Series) -> tuple[list[float], list[float]]:
+    n = len(series)
+    stride = max(1, math.ceil(n / MAX_POINTS))
+    xs = [s if s == s else i for i, s in enumerate(series.steps)]
+    idx = list(range(0, n, stride))
+    if idx and idx[-1] != n - 1:
+        idx.append(n - 1)  # keep the final value exact
+    return [xs[i] for i in idx], [series.values[i] for i in idx]
+
+
+def metric_pngs(follower: RunFollower, width: float = 5.0, height: float = 3.0) -> dict[str, bytes]:
+    """metric name -> PNG bytes, one line per rank against step."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    charts = {}
+    for name, by_rank in sorted(follower.series.items()):
+        fig = Figure(figsize=(width, height), dpi=100)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        for rank in sorted(by_rank):
+            xs, ys = _xy(by_rank[rank])
+            ax.plot(xs, ys, label=f"rank {rank}", linewidth=1.2, alpha=1.0 if rank == 0 else 0.6)
+        ax.set_title(f"{name} — {follower.run_id}", fontsize=9)
+        ax.set_xlabel("step")
+        ax.set_ylabel(name)
+        ax.grid(True, alpha=0.3)
+        if len(by_rank) > 1:
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        charts[name] = buf.getvalue()
+    return charts

@@ -1,0 +1,90 @@
+"""A sweep as text: its trials table and one-line summary (``jupyter-trainer sweep show``,
+the sweep monitor under papermill) and the list of sweeps (``jupyter-trainer sweeps``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+from ...core.printable import printable
+from .text import columns, fmt_duration, fmt_value
+
+
+def _value(value: Any) -> str:
+    """A value on one line: control characters and newlines (of a swept string, say) are
+    escaped as ``repr`` writes them."""
+    if value is None:
+        return "-"
+    return fmt_value(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else printable(str(value))
+
+
+def _param(value: Any) -> str:
+    text = _value(value)
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
+def trials_table(rows: Sequence[dict[str, Any]], metric: str) -> str:
+    """One line per trial (``Sweep.table()`` rows): number, status, objective, last step,
+    duration, each param, and why a trial was pruned or failed."""
+    if not rows:
+        return "no trials yet"
+    keys = sorted({key for row in rows for key in row["params"]})
+    header = ("#", "STATUS", metric.upper(), "STEP", "TIME", *keys, "RUN", "NOTE")
+    body = []
+    for row in rows:
+        note = row.get("reason") or ""
+        if row["status"] == "pruned" and row.get("pruned_at") is not None:
+            note = f"pruned at step {row['pruned_at']}: {note}"
+        body.append((row["number"], row["status"], _value(row.get("objective")),
+                     _value(row.get("step")),
+                     fmt_duration(row["duration"]) if row.get("duration") is not None else "-",
+                     *(_param(row["params"].get(k)) for k in keys), row.get("run") or "-",
+                     printable(note)[:120]))
+    return columns(header, body)
+
+
+def sweep_line(state: dict[str, Any], spec: dict[str, Any]) -> str:
+    """``sweep ID: running, 5 of 12 trials (2 running, 2 completed, 1 pruned); best #3 ...``"""
+    counts = state.get("counts") or {}
+    started = len(state.get("trials", []))
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    line = (f"sweep {state['id']}: {state['status']}, {started} of "
+            f"{state.get('trials_total', spec['trials'])} trials")
+    if parts:
+        line += f" ({parts})"
+    best = state.get("best")
+    if best:
+        params = ", ".join(f"{k}={_param(v)}" for k, v in best["params"].items())
+        line += f"; best #{best['number']} {spec['metric']}={_value(best['objective'])} ({params})"
+    if state.get("error"):
+        line += f"; error: {printable(state['error'])}"
+    elif state.get("reason") and state["status"] != "running":
+        line += f"; {state['reason']}"
+    return line
+
+
+def sweep_text(sweep: Any) -> str:
+    """The sweep's summary line and its trials table."""
+    state, spec = sweep.state, sweep.sweeps.read_spec(sweep.id)
+    text = sweep_line(state, spec) + "\n" + trials_table(sweep.table(), spec["metric"])
+    if state["status"] == "interrupted":
+        text += (f"\nits driver is gone: resume it with `jupyter-trainer sweep resume "
+                 f"{sweep.id}`")
+    return text
+
+
+def sweeps_table(sweeps: Sequence[Any]) -> str:
+    """One line per sweep, newest first."""
+    if not sweeps:
+        return "no sweeps yet"
+    body = []
+    for sweep in sweeps:
+        state, spec = sweep.state, sweep.sweeps.read_spec(sweep.id)
+        best = state.get("best")
+        body.append((sweep.id, state["status"],
+                     f"{len(state.get('trials', []))}/{state.get('trials_total', spec['trials'])}",
+                     f"{spec['metric']} ({spec['goal']})",
+                     _value(best["objective"]) if best else "-",
+                     time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state["created"]))))
+    return columns(("SWEEP", "STATUS", "TRIALS", "METRIC", "BEST", "CREATED"), body)

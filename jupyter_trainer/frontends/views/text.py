@@ -1,0 +1,362 @@
+"""Plain-text monitoring: throttled progress lines and an end-of-run summary."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Sequence, TextIO
+
+from ...store.follow import RunFollower, elapsed, finite_range
+from .staging import StagingNotes, inputs_line
+from .health import (attempt_label, attempts_of, non_finite_of, restarts_shown, stack_head,
+                     stalled_of, watch_settings)
+
+STAGES = ("preparing", "queued", "running", "finalizing")
+STALL_WARNINGS = 8  # stalled ranks warned of one by one at a time; the others in one line
+
+
+def fmt_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def fmt_seconds(seconds: float) -> str:
+    """"42 s" under a minute, else a clock ("1:02")."""
+    return f"{seconds:.0f} s" if seconds < 59.5 else fmt_duration(seconds)
+
+
+def fmt_clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def fmt_value(value: float) -> str:
+    return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.4e}"
+
+
+class RateMeter:
+    """Progress rate and ETA from the first and latest progress reports."""
+
+    def __init__(self) -> None:
+        self.first: tuple[float, float] | None = None
+
+    def estimate(self, done: float, total: float | None, t: float) -> tuple[float | None, float | None]:
+        if self.first is None or done < self.first[0]:
+            self.first = (done, t)
+            return None, None
+        d0, t0 = self.first
+        if t <= t0 or done <= d0:
+            return None, None
+        rate = (done - d0) / (t - t0)
+        eta = (total - done) / rate if total else None
+        return rate, eta
+
+
+def progress_line(follower: RunFollower, meter: RateMeter | None = None, now: float | None = None,
+                  spec: Any = None) -> str:
+    """One line: status, elapsed, the attempt (with restarts), progress, stalled ranks, metrics."""
+    state = follower.state
+    parts = [f"[{follower.run_id}] {state.get('status', '?')} {fmt_duration(elapsed(state, now))}"]
+    attempt = attempt_label(attempts_of(state), watch_settings(spec)["max_restarts"])
+    if attempt:
+        parts.append(attempt)
+    queue = state.get("queue") or {}
+    if state.get("status") == "queued" and queue.get("reason"):
+        parts.append(f"job {queue.get('job_id')} waiting: {queue['reason']}")
+    prog = follower.overall_progress()
+    if prog is not None:
+        text = f"step {prog.done:g}"
+        if prog.total:
+            text += f"/{prog.total:g} ({100 * prog.done / prog.total:.0f}%)"
+        if meter is not None:
+            rate, eta = meter.estimate(prog.done, prog.total, prog.t)
+            if rate:
+                text += f" {rate:.3g}/s"
+            if eta is not None:
+                text += f" ETA {fmt_duration(eta)}"
+        parts.append(text)
+    stalled = stalled_of(state, now or time.time())
+    if stalled and state.get("status") == "running":
+        parts.append("stalled: " + ", ".join(
+            f"rank {e['rank']} {fmt_seconds(e['seconds'] or 0)}" for e in stalled[:4])
+            + (f" and {len(stalled) - 4} more" if len(stalled) > 4 else ""))
+    latest = follower.latest()
+    if latest:
+        parts.append(" ".join(f"{k}={fmt_value(v)}" for k, v in latest.items()))
+    return " | ".join(parts)
+
+
+def stage_durations(state: dict[str, Any]) -> list[tuple[str, float]]:
+    out = []
+    for name in STAGES:
+        stage = state.get("stages", {}).get(name)
+        if stage:
+            out.append((name, (stage.get("end") or state.get("ended") or time.time()) - stage["start"]))
+    return out
+
+
+def metric_table(follower: RunFollower) -> list[tuple[str, float, float, float]]:
+    """(metric, final, min, max) of rank 0 (or the lowest rank that logged it)."""
+    rows = []
+    for name, by_rank in follower.series.items():
+        series = by_rank[0] if 0 in by_rank else by_rank[min(by_rank)]
+        if len(series):
+            rows.append((name, series.last, *finite_range(series.values)))
+    return rows
+
+
+def launcher_label(spec: Any, state: dict[str, Any], why: bool = True) -> str:
+    """The run's launcher as a reader should see it: ``torchrun, hot`` when the warm pool
+    forked its ranks, and, when a hot run fell back to torchrun, that it did (and why)."""
+    hot = (state.get("launcher") or {}).get("hot")
+    if not isinstance(hot, dict):
+        return spec.launch.launcher
+    if hot.get("used"):
+        return f"{spec.launch.launcher}, hot"
+    reason = f": {hot['why']}" if why and hot.get("why") else ""
+    return f"{spec.launch.launcher} (not hot{reason})"
+
+
+def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None,
+                 traceback: bool = True) -> str:
+    state = follower.state
+    lines = [f"run {follower.run_id} {state.get('status')} in {fmt_duration(elapsed(state))}"
+             + (" (" + ", ".join(f"{n} {d:.1f}s" for n, d in stage_durations(state)) + ")"
+                if state.get("stages") else "")]
+    if spec is not None:
+        lines.append(f"target {spec.target.name} · {launcher_label(spec, state)} · "
+                     f"{spec.launch.nodes}×{spec.launch.procs} procs · "
+                     f"{state.get('backend', spec.launch.backend or 'auto')}")
+    if state.get("environment"):
+        lines.append(environment_line(state["environment"]))
+    if spec is not None and source_line(spec):
+        lines.append(source_line(spec))
+    if spec is not None and inputs_line(spec):
+        lines.append(inputs_line(spec))
+    job = (state.get("launcher") or {}).get("job_id")
+    if job:
+        scheduler = state.get("scheduler") or {}
+        lines.append(f"slurm job {job}" + (f": {scheduler['state']}" if scheduler.get("state") else ""))
+    rows = metric_table(follower)
+    if rows:
+        width = max(len("metric"), *(len(r[0]) for r in rows))
+        lines.append(f"{'metric':<{width}}  {'final':>10}  {'min':>10}  {'max':>10}")
+        lines += [f"{n:<{width}}  {fmt_value(f):>10}  {fmt_value(lo):>10}  {fmt_value(hi):>10}"
+                  for n, f, lo, hi in rows]
+    for name, by_rank in sorted(follower.texts.items()):
+        lines.append(f"{name} (text, not charted): " + ", ".join(
+            f"rank {r} {v!r}" for r, v in sorted(by_rank.items())))
+    if state.get("status") in ("failed", "lost"):
+        rank = state.get("failed_rank")
+        lines.append(("rank %s failed first: " % rank if rank is not None else "error: ")
+                     + str(state.get("error", "")))
+        if traceback and state.get("traceback"):
+            lines.append(traceback_tail(state["traceback"]))
+    if state.get("status") == "canceled":
+        lines.append(f"canceled: {state.get('reason', '')}")
+    lines += health_summary(state, spec, traceback)
+    snapshot = state.get("snapshot") or {}
+    if snapshot.get("intact") is False:
+        lines.append("the run changed its code snapshot: " + ", ".join(snapshot.get("changed", {})))
+    if outputs is not None:
+        files = sorted(p.name for p in outputs.iterdir()) if outputs.is_dir() else []
+        lines.append(f"outputs: {outputs}" + (f" ({', '.join(files[:10])})" if files else " (empty)"))
+    return "\n".join(lines)
+
+
+def stall_lines(entry: dict[str, Any], stack_lines: int = 12) -> list[str]:
+    """A stalled rank's warning and the first lines of its stack."""
+    step = entry.get("last_step")
+    line = (f"WARNING: rank {entry['rank']} stalled for {fmt_seconds(entry.get('seconds') or 0)}"
+            + (f" after step {step}" if step is not None else " before its first step")
+            + (f" on {entry['host']}" if entry.get("host") else "")
+            + (f" (no progress since {fmt_clock(entry['since'])})" if entry.get("since") else ""))
+    if entry.get("waiting"):
+        line += ": it waits in a collective for a peer"
+    stack = entry.get("stack")
+    return [line] + ["    " + row for row in stack_head(stack, stack_lines)] if stack else [line]
+
+
+def non_finite_line(fact: dict[str, Any], stop_on_nan: Sequence[str] = ()) -> str:
+    """"loss became nan at step 15 on rank 0"."""
+    step = fact.get("step")
+    line = (f"{fact['metric']} became {fact.get('value', 'nan')}"
+            + (f" at step {step}" if step is not None else "") + f" on rank {fact.get('rank')}")
+    return line + (" (--stop-on-nan fails the run)" if fact["metric"] in stop_on_nan else "")
+
+
+def attempt_lines(state: dict[str, Any], max_restarts: int) -> list[str]:
+    """Each attempt: when it started, how long it ran and how it ended."""
+    attempts = attempts_of(state)
+    if not restarts_shown(attempts, max_restarts):
+        return []
+    total = f" of {max_restarts + 1} allowed" if max_restarts else ""
+    lines = [f"attempts: {len(attempts)}{total}"]
+    for i, a in enumerate(attempts):
+        last = i == len(attempts) - 1
+        end = a.get("end") or (state.get("ended") if last else None)
+        ran = fmt_duration(end - a["start"]) if end and a.get("start") else "?"
+        if a.get("failed_rank") is not None or a.get("error"):
+            who = f"rank {a['failed_rank']} failed" if a.get("failed_rank") is not None else "failed"
+            outcome = who + (f": {a['error']}" if a.get("error") else "")
+        else:
+            outcome = state.get("status", "?") if last else "ended"
+        started = fmt_clock(a["start"]) if a.get("start") else "?"
+        lines.append(f"  attempt {a['attempt'] + 1}: started {started}, ran {ran}, {outcome}")
+    return lines
+
+
+def health_summary(state: dict[str, Any], spec: Any, stacks: bool = True) -> list[str]:
+    """The end summary's lines on restarts, NaN/inf and the stacks of a stall."""
+    settings = watch_settings(spec)
+    lines = attempt_lines(state, settings["max_restarts"])
+    facts = non_finite_of(state)
+    if facts:
+        lines.append("non-finite values: " + "; ".join(
+            non_finite_line(f, settings["stop_on_nan"]) for f in facts))
+    saved = state.get("stacks") or {}
+    if stacks and isinstance(saved, dict):
+        for rank, stack in sorted(saved.items(), key=lambda kv: str(kv[0]).zfill(8)):
+            if isinstance(stack, str) and stack:
+                lines.append(f"stack of rank {rank} when the run was ended for a stall:")
+                lines += ["    " + row for row in stack_head(stack)]
+    return lines
+
+
+class HealthNotes:
+    """What the text monitor has said about restarts, stalls and NaN/inf: each once."""
+
+    def __init__(self, spec: Any = None) -> None:
+        self.settings = watch_settings(spec)
+        self.attempts_said = 1  # the first attempt is the run's start: nothing to say
+        self.stalls: dict[int, Any] = {}  # rank -> since, of the stalls said and not over
+        self.non_finite: set[str] = set()
+
+    def news(self, state: dict[str, Any], now: float) -> list[str]:
+        """Lines about what happened since the last call."""
+        lines = []
+        attempts = attempts_of(state)
+        for i in range(self.attempts_said, len(attempts)):
+            lines.append(restart_line(attempts[:i + 1], self.settings["max_restarts"]))
+        self.attempts_said = max(self.attempts_said, len(attempts))
+        if state.get("status") == "running":
+            stalled = {e["rank"]: e for e in stalled_of(state, now)}
+            new = [e for rank, e in stalled.items()
+                   if rank not in self.stalls or self.stalls[rank] != e.get("since")]
+            for entry in new[:STALL_WARNINGS]:  # a rank that waits for a peer: its top frames
+                lines += stall_lines(entry, 3 if entry["waiting"] else 12)
+            if len(new) > STALL_WARNINGS:
+                lines.append(f"WARNING: {len(new) - STALL_WARNINGS} more ranks stalled: ranks "
+                             + ", ".join(str(e["rank"]) for e in new[STALL_WARNINGS:]))
+            for rank, since in self.stalls.items():
+                if rank not in stalled:
+                    lines.append(f"rank {rank} makes progress again"
+                                 + (f" after {fmt_seconds(now - since)}" if since else ""))
+            self.stalls = {rank: entry.get("since") for rank, entry in stalled.items()}
+        for fact in non_finite_of(state):
+            if fact["metric"] not in self.non_finite:
+                self.non_finite.add(fact["metric"])
+                lines.append(non_finite_line(fact, self.settings["stop_on_nan"]))
+        return lines
+
+
+def restart_line(attempts: list[dict[str, Any]], max_restarts: int) -> str:
+    """"restarting every rank after rank 1 failed: ... (attempt 2/3)" for the last attempt."""
+    before = attempts[-2]
+    why = (f"rank {before['failed_rank']} failed" if before.get("failed_rank") is not None
+           else "a failure")
+    why += f": {before['error']}" if before.get("error") else ""
+    return f"restarting every rank after {why} ({attempt_label(attempts, max_restarts)})"
+
+
+def source_line(spec: Any) -> str | None:
+    """What ``--source`` took and left out as secrets (None without ``--source``)."""
+    from ...capture.snapshot import source_summary  # lazy: pathspec only when shown
+
+    return source_summary(spec.code)
+
+
+def environment_line(env: dict[str, Any]) -> str:
+    """Which environment a run used, and whether its submission built it or reused it."""
+    if env.get("name"):
+        line = f"env {env['name']}@{env.get('version')}"
+        if env.get("built"):
+            secs = env.get("build_seconds")
+            line += f" (built in {secs:.1f}s)" if secs is not None else " (built)"
+        else:
+            line += " (reused)"
+    else:
+        line = "env: the kernel's Python"
+    if env.get("python_version"):
+        line += f" · python {env['python_version']}"
+    if env.get("torch"):
+        line += f" · torch {env['torch']}"
+    differences = (env.get("preflight") or {}).get("differences") or []
+    return line + "".join(f"\n  differs from the notebook: {d}" for d in differences)
+
+
+def traceback_tail(text: str, lines: int = 25) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+class TextMonitor:
+    """Follows a run to its end, printing at most one progress line every ``interval`` s."""
+
+    def __init__(self, run: Any, out: TextIO | None = None, interval: float = 5.0,
+                 poll: float = 0.25) -> None:
+        self.run = run
+        self.out = out or sys.stdout
+        self.interval = interval
+        self.poll = poll
+        self.follower = run.follower()
+        self.meter = RateMeter()
+        self.notes = HealthNotes(run.spec)
+        self.staging = StagingNotes()
+        self._last_line = -float("inf")
+
+    def follow(self, timeout: float | None = None) -> RunFollower:
+        """Print progress lines, and at once a line for each restart, stalled rank and
+        first NaN/inf, until the run ends (or ``timeout``)."""
+        for follower in self.follower.follow(self.poll, timeout):
+            prog = follower.overall_progress()
+            if prog is not None:
+                self.meter.estimate(prog.done, prog.total, prog.t)
+            now_s = time.time()
+            for line in [*self.staging.news(follower.state, now_s),
+                         *self.notes.news(follower.state, now_s)]:
+                print(line, file=self.out, flush=True)
+            now = time.monotonic()
+            if now - self._last_line >= self.interval and not follower.finished:
+                print(progress_line(follower, self.meter, spec=self.run.spec), file=self.out,
+                      flush=True)
+                self._last_line = now
+        return self.follower
+
+    def summary(self, traceback: bool = True) -> str:
+        return summary_text(self.follower, self.run.spec, self.run.outputs, traceback)
+
+
+def runs_table(rows: list[dict[str, Any]]) -> str:
+    """A text table of index rows (``Store.list_runs``), newest first."""
+    if not rows:
+        return "no runs yet"
+    header = ("RUN", "STATUS", "TARGET", "LAUNCHER", "PROCS", "CREATED")
+    body = [(r["id"], r["status"], r["target"], r["launcher"], f"{r['nodes']}x{r['procs']}",
+             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"]))) for r in rows]
+    return columns(header, body)
+
+
+def columns(header: Sequence[str], body: Sequence[Sequence[Any]]) -> str:
+    """Rows of cells as left-aligned text columns, two spaces apart."""
+    widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(len(header))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
+                     for row in [header, *body])
+
+
+def targets_table(targets: dict[str, dict[str, Any]]) -> str:
+    lines = []
+    for name, config in sorted(targets.items()):
+        extra = ", ".join(f"{k}={v}" for k, v in config.items() if k != "kind")
+        lines.append(f"{name:<16} {config.get('kind', '?'):<8} {extra}".rstrip())
+    return "\n".join(lines)

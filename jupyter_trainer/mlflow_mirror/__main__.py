@@ -1,8 +1,0 @@
-"""``python -m jupyter_trainer.mlflow_mirror sync RUN``: what the supervisor runs once a run
-with ``--mlflow`` has ended (see ``sync``)."""
-
-import sys
-
-from .sync import main
-
-sys.exit(main())

@@ -1,0 +1,285 @@
+"""Start one rank of a run: ``python -u code/_jt/boot.py ENTRY [ARGS...]``.
+
+Every launcher (torchrun, mpirun, horovodrun, plain python) starts this file, copied into the
+run's snapshot as ``code/_jt/boot.py`` beside a fallback copy of the runtime in
+``code/_jt/jupyter_trainer/``. It maps ranks (by importing the runtime), sends this rank's
+stdout/stderr to ``logs/rank-<r>.log``, records the rank's start and end in
+``ranks/rank-<r>.json`` (exit code, and the error and traceback of a crash), then runs ENTRY as
+``__main__`` the way ``python ENTRY ARGS`` would, from the node's private working directory
+``work/node-<n>/``: a copy of the snapshot (never the snapshot itself, which stays as
+captured), where ``./outputs`` is the run's ``outputs/`` and ``./logs`` its ``logs/user/``.
+Standard library only; of jupyter_trainer it imports only the runtime and ``rank_death`` (the
+rank's death watcher)."""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import json
+import os
+import re
+import runpy
+import signal
+import sys
+import time
+from typing import Any
+
+_HERE, _TRACEBACK_CHARS = os.path.dirname(os.path.abspath(__file__)), 8000
+_CELL_MARKER = "# --- cell ---"            # capture.cellscript.CELL_MARKER
+_exit_code: int | None = None              # the rank's exit code, once main() has returned
+
+
+def _shim_last() -> None:
+    """Let an installed jupyter_trainer win; the copy beside this file is only a fallback."""
+    here = os.path.realpath(_HERE)
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
+    sys.path.append(_HERE)
+
+
+def _keep_earlier_attempt(record_path: str, rank: int, attempt: int) -> None:
+    """Move an earlier attempt's record of this rank to ``rank-<r>.attempt-<k>.json``."""
+    try:
+        with open(record_path, encoding="utf-8") as f:
+            earlier = json.load(f).get("attempt", 0)
+        if isinstance(earlier, int) and earlier < attempt:
+            kept = os.path.join(os.path.dirname(record_path), f"rank-{rank}.attempt-{earlier}.json")
+            os.replace(record_path, kept)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _redirect_output(log_path: str) -> None:
+    _flush_stdio()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+        except (AttributeError, ValueError):
+            pass
+
+
+def _error_line(exc: BaseException) -> str:
+    name, module = type(exc).__qualname__, type(exc).__module__
+    if module not in ("builtins", "__main__"):
+        name = f"{module}.{name}"
+    message = " ".join(str(exc).split())
+    line = f"{name}: {message}" if message else name
+    return line[:1000]
+
+
+def _user_traceback(exc: BaseException, entry: str, run_dir: str | None) -> str:
+    """The traceback from the entry's first frame on (boot and runpy frames dropped), with
+    the frames of a notebook cell given as the cell's own lines (``_cell_lines``)."""
+    import traceback
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != entry:
+        tb = tb.tb_next
+    text = "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
+    return _cell_lines(text, entry, run_dir)
+
+
+def _cell_lines(text: str, entry: str, run_dir: str | None) -> str:
+    """``File ".../_jt/cell.py", line 31`` -> ``Cell In [7], line 3``: the cell follows
+    ``_CELL_MARKER`` verbatim in the script capture made of it, and the run's origin says
+    which execution of the notebook it was. Lines above the marker (the parameters and the
+    notebook definitions the run carries) keep the script's name."""
+    if os.path.basename(entry) != "cell.py" or os.path.basename(os.path.dirname(entry)) != "_jt":
+        return text
+    try:
+        with open(entry, encoding="utf-8") as f:
+            marker = f.read().splitlines().index(_CELL_MARKER) + 1
+    except (OSError, ValueError):
+        return text
+    cell = None
+    try:
+        with open(os.path.join(run_dir or "", "spec.json"), encoding="utf-8") as f:
+            cell = json.load(f).get("origin", {}).get("cell")
+    except (OSError, ValueError, AttributeError):
+        pass
+    name = f"Cell In [{cell}]" if isinstance(cell, int) else "the cell"
+
+    def mapped(match: re.Match) -> str:
+        line = int(match.group(1))
+        return f"{name}, line {line - marker}" if line > marker else match.group(0)
+
+    return re.sub(r'File "%s", line (\d+)' % re.escape(entry), mapped, text)
+
+
+def _exit_code(code: Any) -> int:
+    if code is None or isinstance(code, int):
+        return code or 0
+    print(code, file=sys.stderr)  # what python does for sys.exit("message")
+    return 1
+
+
+def _release_process_group() -> None:
+    """Destroy a process group the entry left open, so Gloo/NCCL threads stop before exit.
+
+    Without this, a rank that ends while its backend's threads are still running can abort
+    in C++ teardown ("terminate called without an active exception") after its work is done.
+    """
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception as exc:
+        print(f"[jt] destroying the process group failed: {exc}", file=sys.stderr)
+
+
+def _flush_stdio() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _leave_before_native_teardown() -> None:
+    """The last atexit handler (threads joined, other handlers run): exit past C++ static
+    destructors, where torch 2.13 can abort a finished rank ("terminate called without an
+    active exception", 1 two-rank Gloo run in 30 here, even after destroy_process_group)."""
+    if _exit_code is not None and "torch" in sys.modules:
+        gc.collect()  # close the files that only reference cycles still hold
+        _flush_stdio()
+        os._exit(_exit_code & 0xFF)
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: boot.py ENTRY [ARGS...]", file=sys.stderr)
+        return 2
+    atexit.register(_leave_before_native_teardown)  # first registered, so it runs last
+    _shim_last()
+    sys.dont_write_bytecode = True  # no __pycache__ in the snapshot from the runtime's copy
+    from jupyter_trainer.rankside import runtime  # maps RANK/WORLD_SIZE/... into os.environ
+    from jupyter_trainer.rankside import death_watch as rank_death
+    sys.dont_write_bytecode = bool(sys.flags.dont_write_bytecode)
+
+    run_dir = os.environ.get("JT_RUN_DIR") or None
+    record: dict[str, Any] = {}
+    record_path = None
+    if run_dir:
+        logs, ranks = os.path.join(run_dir, "logs"), os.path.join(run_dir, "ranks")
+        os.makedirs(logs, exist_ok=True)
+        os.makedirs(ranks, exist_ok=True)
+        _redirect_output(os.path.join(logs, f"rank-{runtime.rank}.log"))
+        if hasattr(runtime, "_mark_output"):  # an older installed runtime has no log times
+            runtime._mark_output(os.path.join(logs, f"rank-{runtime.rank}.times"))
+        record_path = os.path.join(ranks, f"rank-{runtime.rank}.json")
+        attempt = getattr(runtime, "attempt", 0)
+        if attempt:
+            _keep_earlier_attempt(record_path, runtime.rank, attempt)
+        record = {"rank": runtime.rank, "local_rank": runtime.local_rank,
+                  "world_size": runtime.world_size, "pid": os.getpid(),
+                  "host": rank_death.hostname(), "started": time.time(), "attempt": attempt}
+        if os.environ.get("SLURMD_NODENAME"):  # Slurm's name of the node, which srun takes
+            record["slurm_node"] = os.environ["SLURMD_NODENAME"]
+        rank_death.write_json(record_path, record)
+        rank_death.watch_death(record_path)
+    launchers = rank_death.launcher_chain(os.environ.get("JT_RUN_ID", ""))
+
+    def evidence() -> dict[str, Any]:
+        """Taken the moment this rank fails: which peers were already dying, and whether
+        this rank's launcher was already gone (see ``rank_death.failure_evidence``)."""
+        if record_path is None:
+            return {}
+        try:
+            return rank_death.failure_evidence(os.path.dirname(record_path), runtime.rank,
+                                               launchers)
+        except Exception as exc:  # the rank's own end must be recorded all the same
+            print(f"[jt] cannot look at the other ranks: {exc!r}", file=sys.stderr)
+            return {}
+
+    boot_pid = os.getpid()
+
+    def finish(exit_code: int, **extra: Any) -> None:
+        try:
+            runtime.flush()
+        except Exception as exc:
+            print(f"[jt] flushing events failed: {exc}", file=sys.stderr)
+        if record_path is not None and os.getpid() == boot_pid:
+            record.update(ended=time.time(), exit_code=exit_code, **extra)
+            try:
+                rank_death.write_json(record_path, record)
+            except OSError as exc:
+                print(f"[jt] cannot record the rank's end: {exc}", file=sys.stderr)
+        _flush_stdio()
+
+    def on_terminate(signum: int) -> None:
+        # Called by the runtime's SIGTERM handler once the events are written.
+        if os.getpid() != boot_pid:
+            return
+        name = signal.Signals(signum).name
+        seen = evidence()
+        print(f"[jt] rank {runtime.rank} terminated by {name}", file=sys.stderr)
+        finish(128 + signum, signal=name, **seen)
+        os._exit(128 + signum)
+
+    hooks = getattr(runtime, "_terminate_hooks", None)
+    if hooks is not None:
+        hooks.append(on_terminate)
+    if hasattr(runtime, "_start_heartbeat"):
+        runtime._start_heartbeat()
+
+    from jupyter_trainer.rankside import launcher_env as rank_env, workdir as rank_workdir
+
+    if os.environ.get("JT_BACKEND_OVERRIDE") == "1" and os.environ.get("JT_BACKEND"):
+        rank_env.force_backend(os.environ["JT_BACKEND"])
+    rank_env.separate_restarts()
+    rank_env.host_store_on_held_port()
+
+    snapshot = os.path.dirname(_HERE)
+    code_root = snapshot
+    if run_dir:  # the ranks run from the node's private copy, never from the snapshot
+        try:
+            code_root, record["workdir"] = rank_workdir.enter_workdir(
+                run_dir, os.path.realpath(snapshot),
+                rank_workdir.node_key(runtime.world_size, runtime.local_world_size))
+        except OSError as exc:
+            message = f"cannot make the node's working directory: {exc}"
+            print(f"[jt] {message}", file=sys.stderr)
+            finish(1, error=message)
+            return 1
+        rank_death.write_json(record_path, record)
+        sys.path[:] = [os.path.join(code_root, "_jt") if p == _HERE else p for p in sys.path]
+    entry = argv[0]
+    if os.path.isabs(entry) and os.path.commonpath([os.path.abspath(entry), snapshot]) == snapshot:
+        entry = os.path.relpath(entry, snapshot)
+    entry = os.path.abspath(os.path.join(code_root, entry))
+    jt_dir = os.path.join(code_root, "_jt")
+    in_jt = os.path.commonpath([entry, jt_dir]) == jt_dir
+    sys.argv = [entry, *argv[1:]]
+    sys.path.insert(0, code_root if in_jt else os.path.dirname(entry))
+
+    try:
+        runpy.run_path(entry, run_name="__main__")
+    except SystemExit as exc:
+        failed_at = time.time()
+        code = _exit_code(exc.code)
+        if code == 0:
+            _release_process_group()
+            finish(code)
+        else:
+            finish(code, failed_at=failed_at, **evidence())
+        return code
+    except BaseException as exc:
+        failed_at = time.time()  # before the traceback is formatted: the failure's own time
+        seen = evidence()
+        code = 128 + signal.SIGINT if isinstance(exc, KeyboardInterrupt) else 1
+        tb = _user_traceback(exc, entry, run_dir)
+        print(tb, end="", file=sys.stderr)
+        finish(code, failed_at=failed_at, error=_error_line(exc), traceback=tb[-_TRACEBACK_CHARS:],
+               **seen)
+        return code
+    _release_process_group()
+    finish(0)
+    return 0
+
+
+if __name__ == "__main__":
+    _exit_code = main(sys.argv[1:])
+    sys.exit(_exit_code)

@@ -1,0 +1,223 @@
+"""How a rank's death is witnessed: the watcher forked beside each rank, and the evidence a
+failing rank takes of the failures around it. Part of the rank side: ``boot.py`` uses it,
+inside a run's snapshot (``code/_jt/jupyter_trainer/rankside/death_watch.py``) or installed. Standard
+library only.
+
+``attribution`` (on the supervisor's side) reads what is recorded here: ``exited``, the
+``signal`` or ``exit_status`` of a rank that recorded no exit, ``after_exit`` of one that did
+and then died otherwise, ``peers_gone`` and ``orphaned``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+import time
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+_DEATH_SIGNAL = signal.SIGUSR2
+_STATUS_EXIT_CODE_FIELD = 52  # of /proc/PID/stat: the wait status of a zombie (Linux >= 3.5)
+_ORPHAN_CHECK_S = 0.5   # how often the watcher checks that the rank's launcher still exists
+_ORPHAN_GRACE_S = 5.0   # SIGTERM -> SIGKILL for a rank whose launcher is gone
+
+
+def launcher_chain(run_id: str) -> list[int]:
+    """This rank's parent and the ancestors above it that belong to the run (they carry its
+    ``JT_RUN_ID``): the launcher and its helpers (horovodrun's shells and middlemen, say)."""
+    chain = [os.getppid()]
+    needle = f"JT_RUN_ID={run_id}".encode()
+    while run_id and len(chain) < 16:
+        try:
+            with open(f"/proc/{chain[-1]}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    break
+        except OSError:
+            break
+        parent = _parent_of(chain[-1])
+        if parent in (None, 0, 1) or parent in chain:
+            break
+        chain.append(parent)
+    return chain
+
+
+def failure_evidence(ranks_dir: str, rank: int, launchers: list[int]) -> dict[str, Any]:
+    """What this failing rank can see for itself of the failures around it.
+
+    ``peers_gone``: the ranks on this host whose processes had already ended, or were ending,
+    when this rank failed. A rank killed by SIGKILL is only timed by its watcher, a moment
+    after the kernel closed its sockets, and a peer may raise "connection closed" in between;
+    this is the proof, free of any clock, that the peer went first. ``orphaned``: this rank's
+    launcher, or a process between it and this rank, had already gone.
+    """
+    found: dict[str, Any] = {}
+    if os.getppid() != launchers[0] or any(_ending(pid) for pid in launchers):
+        found["orphaned"] = True
+    host = hostname()
+    gone = []
+    try:
+        names = os.listdir(ranks_dir)
+    except OSError:
+        names = []
+    for name in names:
+        match = re.fullmatch(r"rank-(\d+)\.json", name)
+        if not match or int(match.group(1)) == rank:
+            continue
+        try:
+            with open(os.path.join(ranks_dir, name), encoding="utf-8") as f:
+                peer = json.load(f)
+        except (OSError, ValueError):
+            continue
+        pid = peer.get("pid")
+        if peer.get("host") == host and isinstance(pid, int) and _ending(pid):
+            gone.append(int(match.group(1)))
+    if gone:
+        found["peers_gone"] = sorted(gone)
+    return found
+
+
+_PF_EXITING = 0x4
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields 3 on of /proc/PID/stat (``[0]`` is the state, ``[1]`` the parent), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()  # the name may hold spaces and parentheses
+
+
+def _ending(pid: int) -> bool:
+    """True when ``pid`` has ended or is in the kernel's exit path (PF_EXITING)."""
+    fields = _stat(pid)
+    return fields is None or fields[0] in ("Z", "X", "x") or bool(int(fields[6]) & _PF_EXITING)
+
+
+def watch_death(record_path: str) -> None:
+    """Fork a watcher that records when this rank's process ended, however it ended.
+
+    A rank killed by SIGKILL (the out-of-memory killer, ``kill -9``) runs no code of its own,
+    so its record would say nothing and a peer's later "connection closed" exception would
+    look like the first failure. The watcher is a child forked here, before the entry runs:
+    ``PR_SET_PDEATHSIG`` makes the kernel signal it the moment this process exits, whatever
+    ends it, with no polling. Being a child (not a process the supervisor or a node agent
+    polls by pid) makes it work the same under every launcher and on every target, local,
+    ssh or Slurm, since it writes beside the rank's record, on the rank's node, and the
+    record travels back as it always does. A launcher only waits on its own children, the
+    ranks, so it never waits on this one.
+
+    On the signal it writes ``exited`` (the time) into the record; when the rank recorded no
+    ``exit_code`` itself, also the ``signal`` or ``exit_status`` if the dead rank can still be
+    read as a zombie. Then it exits at once. It ignores SIGTERM, SIGINT and SIGHUP, which
+    launchers and the supervisor send to a whole process group, so it outlives its rank and
+    records the end; SIGKILL still ends it.
+
+    It also ends a rank whose launcher is gone (SIGTERM, then SIGKILL; checked every
+    ``_ORPHAN_CHECK_S``): mpirun, say, can die without ending its ranks.
+    """
+    parent = os.getpid()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        print(f"[jt] cannot watch the rank for its death: {exc}", file=sys.stderr)
+        return
+    if pid:
+        return
+    try:
+        _death_watcher(record_path, parent)
+    finally:
+        os._exit(0)
+
+
+def _death_watcher(record_path: str, parent: int) -> None:
+    import ctypes
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, [_DEATH_SIGNAL])
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.closerange(3, 1 << 16)  # hold none of the launcher's pipes or the rank's sockets
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, int(_DEATH_SIGNAL), 0, 0, 0) != 0:
+        return
+    # The rank may have died before prctl: then this process already has a new parent. The
+    # signal also comes when a thread of the rank that was our parent ends and we move to a
+    # sibling thread; only a parent other than the rank's process means the rank is gone.
+    launcher = _parent_of(parent)
+    stop = []
+    while os.getppid() == parent:
+        signal.sigtimedwait([_DEATH_SIGNAL], _ORPHAN_CHECK_S)
+        if launcher in (None, 0, 1) or _parent_of(parent) in (launcher, None):
+            continue
+        # The rank's launcher is gone: nothing will stop this rank any more (mpirun can end
+        # on SIGTERM without ending its ranks). End it as its launcher would have.
+        if not stop:
+            stop.append(time.monotonic())
+            _signal(parent, signal.SIGTERM)
+        elif time.monotonic() - stop[0] > _ORPHAN_GRACE_S:
+            _signal(parent, signal.SIGKILL)
+    exited = time.time()
+    status = _zombie_status(parent)
+    try:
+        with open(record_path, encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return
+    if record.get("pid") != parent:
+        return
+    record["exited"] = exited
+    if record.get("exit_code") is None and status:  # 0 is also what an unreadable one shows
+        if status & 0x7F:
+            record["signal"] = _signal_name(status & 0x7F)
+        else:
+            record["exit_status"] = status >> 8
+    elif record.get("exit_code") == 0 and status:
+        # The rank's code finished and it recorded so, then its process died otherwise: in
+        # native teardown (a C++ destructor or exit handler that aborts, say).
+        record["after_exit"] = ({"signal": _signal_name(status & 0x7F)} if status & 0x7F
+                                else {"exit_status": status >> 8})
+    write_json(record_path, record)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def _parent_of(pid: int) -> int | None:
+    fields = _stat(pid)
+    return None if fields is None else int(fields[1])
+
+
+def _zombie_status(pid: int) -> int | None:
+    """The wait status of ``pid`` if it is still an unreaped zombie, else None."""
+    fields = _stat(pid)
+    if fields is None or fields[0] != "Z" or len(fields) < _STATUS_EXIT_CODE_FIELD - 2:
+        return None
+    return int(fields[_STATUS_EXIT_CODE_FIELD - 3])
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def hostname() -> str:
+    return os.uname().nodename  # socket.gethostname(), without importing socket
+
+
+def write_json(path: str, record: dict[str, Any]) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(record, f)
+    os.replace(tmp, path)

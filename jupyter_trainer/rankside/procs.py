@@ -1,0 +1,203 @@
+"""Process facts from /proc, and tree teardown, for this host.
+
+Linux only. Used by the supervisor (to end a run's processes and prove none is left)
+and by readers (to tell a live supervisor from a dead one, despite pid reuse).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+
+def die_with_parent() -> None:
+    """In a launcher child: get SIGTERM if the supervisor dies, so no run outlives it."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def detach() -> None:
+    """Fork into a new session; the parent exits at once, so whoever started this process
+    never waits for it."""
+    if os.fork():
+        os._exit(0)
+    os.setsid()
+
+
+def redirect_output(path: Path) -> None:
+    """Send this process's stdout and stderr to ``path`` (appended) and read stdin from
+    /dev/null, as a detached process does."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process start time in clock ticks since boot, or None if there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    fields = stat[stat.rindex(")") + 2:].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+def is_alive(pid: int | None, ticks: int | None = None) -> bool:
+    """True when ``pid`` runs and, if ``ticks`` is given, is the same process as before."""
+    if not pid:
+        return False
+    now = start_ticks(pid)
+    return now is not None and (ticks is None or now == ticks)
+
+
+def pids_with_env(name: str, value: str) -> list[int]:
+    """Live processes whose initial environment has ``name=value`` (this process excluded).
+
+    Every process of a run inherits ``JT_RUN_ID`` from its launcher, including those that
+    left the launcher's process group, so this finds stragglers that a group kill misses.
+    """
+    needle = f"{name}={value}".encode()
+    found = []
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            environ = Path(entry.path, "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and start_ticks(int(entry.name)) is not None:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def describe(pid: int) -> str:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        cmd = "?"
+    return f"{pid} {cmd.strip()[:200]}"
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def signal_pids(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def wait_gone(pids_fn, timeout: float, poll: float = 0.05) -> list[int]:
+    """Poll ``pids_fn()`` until it returns no pids or ``timeout`` passes; return what is left."""
+    deadline = time.monotonic() + timeout
+    left = pids_fn()
+    while left and time.monotonic() < deadline:
+        time.sleep(poll)
+        left = pids_fn()
+    return left
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def termination_signal_name(code: int | None) -> str | None:
+    """``-15`` (Popen) or ``143`` (shell) -> ``'SIGTERM'``; other codes -> None."""
+    if code is None:
+        return None
+    num = -code if code < 0 else code - 128 if code > 128 else None
+    if num is None:
+        return None
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return None
+
+
+def py_spy() -> str | None:
+    """The ``py-spy`` program: beside this interpreter (it is installed with the package),
+    else on PATH."""
+    import shutil
+
+    beside = Path(os.path.dirname(os.path.abspath(sys.executable))) / "py-spy"
+    return str(beside) if os.access(beside, os.X_OK) else shutil.which("py-spy")
+
+
+def python_stack(pid: int, timeout: float = 15.0) -> str:
+    """The Python stack of every thread of ``pid`` on this host, as ``py-spy dump`` prints it;
+    a line saying why when it cannot be read."""
+    import subprocess
+
+    program = py_spy()
+    if program is None:
+        return "(no stack: py-spy is not installed; pip install py-spy)"
+    if not is_alive(pid):
+        return f"(no stack: process {pid} has ended)"
+    try:
+        done = subprocess.run([program, "dump", "--pid", str(pid)], capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"(no stack: py-spy did not answer within {timeout:g} s)"
+    except OSError as exc:
+        return f"(no stack: cannot run py-spy: {exc})"
+    if done.returncode != 0:
+        why = (done.stderr or done.stdout).strip().splitlines()
+        hint = (" (reading another process's memory needs ptrace permission: run as the same "
+                "user with kernel.yama.ptrace_scope=0, or give py-spy CAP_SYS_PTRACE)"
+                if any("ermission" in line for line in why) else "")
+        return f"(no stack: py-spy failed: {why[-1] if why else done.returncode}{hint})"
+    return done.stdout
+
+
+def py_spy_argv(python: str | None, pid: object) -> list[str]:
+    """``py-spy dump --pid PID`` for another host: the py-spy beside ``python`` (the ranks'
+    interpreter) when there is one, else the one on that host's PATH."""
+    beside = os.path.join(os.path.dirname(python), "py-spy") if python else "py-spy"
+    return ["sh", "-c", 'if [ -x "$1" ]; then s="$1"; else s=py-spy; fi; exec "$s" dump --pid "$2"',
+            "sh", beside, str(pid)]
+
+
+def pids_in_group(pgid: int, session: int | None = None) -> list[int]:
+    """Live processes in process group ``pgid`` (and, if given, in session ``session``).
+
+    Ranks forked by a warm pool (``jupyter_trainer.rankside.hotstart``) keep the pool's initial
+    environment in ``/proc/PID/environ``, so ``pids_with_env`` cannot see them; their
+    process group (one per run, inside the pool's session) can. The session check keeps a
+    later, unrelated group that happens to reuse the number out."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] in ("Z", "X") or int(fields[2]) != pgid:
+            continue
+        if session is None or int(fields[3]) == session:
+            found.append(int(entry.name))
+    return sorted(found)

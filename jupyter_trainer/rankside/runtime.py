@@ -1,0 +1,596 @@
+"""What a training script sees of jupyter_trainer: ranks, params, outputs, metric logging.
+
+``from jupyter_trainer import runtime as jt`` inside the training code. This module is copied
+into every run's snapshot and imported on nodes where jupyter_trainer is not installed, so it
+uses the standard library only and imports nothing else of the package.
+
+At import it maps the launcher's rank variables (Open MPI, Horovod, Slurm, PMI) onto the
+``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` names torch's ``env://`` rendezvous reads, so an unchanged
+``torch.distributed.init_process_group()`` works under ``mpirun``. It runs in a rank process,
+never in the kernel, which is why writing ``os.environ`` here is right.
+
+``log`` and ``progress`` never touch the disk on the caller's thread: they append a tuple to a
+deque that a daemon thread turns into JSON lines (``events/rank-<r>.jsonl``) every 0.25 s.
+Pending events are written at exit, on an unhandled exception and on SIGTERM. Outside a run
+(``JT_RUN_DIR`` unset) everything still works: ``log`` prints at most one line a second.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import json
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+__all__ = [
+    "attempt", "backend", "checkpoint_dir", "data", "export_onnx", "flush", "in_run", "load_carried",
+    "load_checkpoint", "local_rank", "local_world_size", "log", "node_rank", "outputs_dir",
+    "params", "progress", "rank", "run_dir", "run_id", "save_checkpoint", "world_size",
+]
+
+FLUSH_INTERVAL = 0.25  # seconds between background writes of buffered events
+_CHUNK = 4096  # events encoded per os.write
+_SIGTERM_GRACE = 2.0  # seconds the main thread gets to handle SIGTERM before the flusher does
+
+
+# --- rank mapping -----------------------------------------------------------------------------
+
+def _map_ranks() -> None:
+    """Fill torch's rank variables from the launcher's when ``RANK`` is not set already."""
+    if "RANK" in os.environ:
+        return
+    from jupyter_trainer.rankside.launcher_env import rank_source
+
+    for name, value in rank_source(os.environ).items():
+        if value is not None and value != "":
+            os.environ[name] = value
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return default
+
+
+_map_ranks()
+
+rank: int = _env_int("RANK", 0)
+world_size: int = _env_int("WORLD_SIZE", 1)
+local_rank: int = _env_int("LOCAL_RANK", 0)
+local_world_size: int = _env_int("LOCAL_WORLD_SIZE", world_size if world_size > 0 else 1)
+node_rank: int = _env_int("GROUP_RANK", _env_int("NODE_RANK", 0))
+run_id: str | None = os.environ.get("JT_RUN_ID") or None
+backend: str | None = os.environ.get("JT_BACKEND") or None
+_run_dir: str | None = os.environ.get("JT_RUN_DIR") or None  # ``run_dir``, before pathlib
+in_run: bool = _run_dir is not None
+# Which start of the run this is: 0, then 1, 2, ... after a rank failed and every rank was
+# started again (by torchrun's own restart, or by the supervisor for the other launchers).
+attempt: int = _env_int("JT_ATTEMPT", 0) + _env_int("TORCHELASTIC_RESTART_COUNT", 0)
+
+
+# --- lazily computed attributes -------------------------------------------------------------
+
+def _read_spec(key: str) -> Any:
+    if _run_dir is None:
+        return None
+    path = os.path.join(_run_dir, "spec.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.loads(f.read()).get(key)
+    except FileNotFoundError:
+        return None
+    except (ValueError, AttributeError) as exc:
+        raise RuntimeError(f"jupyter_trainer: cannot read {key} from {path}: {exc}") from None
+
+
+def __getattr__(name: str) -> Any:
+    # Module attributes computed on first access, then cached as ordinary globals.
+    if name == "params":
+        found = _read_spec("params")
+        value: Any = dict(found) if isinstance(found, dict) else {}
+    elif name == "data":
+        import jupyter_trainer.rankside.data as rank_data
+
+        value = rank_data.DataPaths(_read_spec("data") or [], rank_data.node_root(_run_dir))
+    elif name in ("run_dir", "outputs_dir", "checkpoint_dir"):
+        from pathlib import Path  # about 4 ms at a rank's start, so only when asked for
+
+        value = Path(_run_dir) if _run_dir is not None else None
+        if name != "run_dir":
+            folder = "outputs" if name == "outputs_dir" else "checkpoints"
+            value = (value or Path.cwd()) / folder
+            value.mkdir(parents=True, exist_ok=True)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+# --- event buffer -----------------------------------------------------------------------------
+
+_METRIC = "metric"
+_PROGRESS = "progress"
+_buf: collections.deque = collections.deque()
+_append = _buf.append
+_time = time.time
+_lock = threading.Lock()  # held while events are taken from _buf and written, keeps order
+_lock_owner: int | None = None
+_start_lock = threading.Lock()
+_flusher: threading.Thread | None = None
+_closed = False
+_fd: int | None = None
+_write_failed = False
+_last_print = 0.0
+_pid = os.getpid()
+
+
+def log(step: int | None = None, **metrics: Any) -> None:
+    """Record one metric event, e.g. ``log(step=i, loss=loss.item())``.
+
+    Returns at once: the values are converted (``.item()``, ``float()``, else ``str()``) and
+    written by a background thread, so pass a value that will not change afterwards (a
+    tensor updated in place is read when it is written, not when it was logged).
+    """
+    if _run_dir is None:
+        _print_outside(step, metrics)
+        return
+    _append((_METRIC, _time(), step, metrics))
+    if _flusher is None:
+        _start_flusher()
+
+
+def progress(done: float, total: float | None = None) -> None:
+    """Record how far the run is (``done`` of ``total`` steps); a no-op outside a run."""
+    if _run_dir is None:
+        return
+    _append((_PROGRESS, _time(), done, total))
+    if _flusher is None:
+        _start_flusher()
+
+
+def flush() -> None:
+    """Write every buffered event now (blocks on the disk; the training loop never needs it)."""
+    global _lock_owner
+    if _run_dir is None:
+        return
+    with _lock:
+        _lock_owner = threading.get_ident()
+        try:
+            _drain()
+        finally:
+            _lock_owner = None
+    if _deferred_signal is not None and threading.current_thread() is threading.main_thread():
+        _terminate(_deferred_signal)
+
+
+def _print_outside(step: Any, metrics: dict[str, Any]) -> None:
+    global _last_print
+    now = _time()
+    if now - _last_print < 1.0:
+        return
+    _last_print = now
+    parts = ["[jt]"]
+    if step is not None:
+        parts.append(f"step {_step(step)}")
+    for key, value in metrics.items():
+        value = _number(value)
+        parts.append(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}")
+    print(" ".join(parts), flush=True)
+
+
+def _number(value: Any) -> Any:
+    """A JSON-safe form of ``value``: int/float kept, ``.item()``/``float()`` tried, else str.
+
+    Non-finite floats become the strings "nan", "inf", "-inf" (JSON has no such numbers;
+    ``float()`` reads them back).
+    """
+    kind = type(value)
+    if kind is int:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else repr(value)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        item = getattr(value, "item", None)
+        if item is not None:
+            try:
+                value = item()
+            except Exception:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            try:
+                value = float(value)
+            except Exception:
+                return str(value)
+    if isinstance(value, int):
+        return int(value)
+    value = float(value)
+    return value if math.isfinite(value) else repr(value)
+
+
+def _step(step: Any) -> int | None:
+    if step is None or type(step) is int:
+        return step
+    value = _number(step)
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+_keys: dict[Any, str] = {}  # metric name -> its JSON form
+
+
+def _json_number(value: Any) -> str:
+    kind = type(value)
+    if kind is float and value - value == 0.0:  # finite: repr is valid JSON
+        return repr(value)
+    if kind is int:
+        return repr(value)
+    return json.dumps(_number(value))
+
+
+def _encode(event: tuple) -> str:
+    kind, t, a, b = event
+    if kind is _METRIC:
+        parts = []
+        for name, value in b.items():
+            key = _keys.get(name)
+            if key is None:
+                key = _keys[name] = json.dumps(str(name))
+            parts.append(f"{key}: {_json_number(value)}")
+        step = "null" if a is None else repr(a) if type(a) is int else json.dumps(_step(a))
+        return (f'{{"kind": "metric", "t": {t!r}, "step": {step}, '
+                f'"values": {{{", ".join(parts)}}}}}\n')
+    total = None if b is None else _number(b)
+    return (f'{{"kind": "progress", "t": {t!r}, "done": {json.dumps(_number(a))}, '
+            f'"total": {json.dumps(total)}}}\n')
+
+
+def _drain() -> None:
+    """Encode and append everything buffered; caller holds ``_lock``."""
+    popleft = _buf.popleft
+    while _buf:
+        lines = []
+        event = None
+        try:
+            for _ in range(_CHUNK):
+                event = popleft()
+                try:
+                    lines.append(_encode(event))
+                except Exception as exc:  # one odd value must not cost the other events
+                    lines.append(json.dumps({"kind": "error", "t": _time(),
+                                             "error": f"{type(exc).__name__}: {exc}"}) + "\n")
+        except IndexError:
+            pass
+        if event is not None:
+            _note_progress(event)
+        _write("".join(lines).encode("utf-8"))
+
+
+def _write(data: bytes) -> None:
+    """Append whole lines to this rank's events file (O_APPEND, so forks can share it)."""
+    global _fd, _write_failed
+    try:
+        if _fd is None:
+            events = os.path.join(_run_dir, "events")  # type: ignore[arg-type]
+            os.makedirs(events, exist_ok=True)
+            _fd = os.open(os.path.join(events, f"rank-{rank}.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                          0o644)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(_fd, view):]
+    except OSError as exc:
+        if not _write_failed:
+            _write_failed = True
+            print(f"[jt] cannot write events: {exc}", file=sys.stderr, flush=True)
+
+
+# --- heartbeat --------------------------------------------------------------------------------
+
+_BEAT_S = 1.0  # at most this often the flusher rewrites events/rank-<r>.beat
+_beat_on = os.environ.get("JT_HEARTBEAT", "1") != "0"
+_beat_last = 0.0
+_beat_step: int | None = None   # the step of the last metric event that had one
+_beat_done: Any = None          # the last progress report's ``done``
+_beat_t: float | None = None    # when the last event was logged
+
+
+def _note_progress(event: tuple) -> None:
+    """Remember the newest event drained; the flusher thread calls this, never the caller."""
+    global _beat_step, _beat_done, _beat_t
+    kind, t, a, _ = event
+    _beat_t = t
+    if kind is _METRIC:
+        if a is not None:
+            _beat_step = _step(a)
+    else:
+        _beat_done = _number(a)
+
+
+def _beat() -> None:
+    """``events/rank-<r>.beat``: this rank is alive, and its last step and when it was logged.
+    The supervisor reads it to name a rank that stopped making progress."""
+    global _beat_last
+    now = _time()
+    if not _beat_on or now - _beat_last < _BEAT_S or os.getpid() != _pid:
+        return
+    _beat_last = now
+    import jupyter_trainer.rankside.rank_files as rank_files
+
+    try:
+        rank_files.write_beat(os.path.join(_run_dir, "events", f"rank-{rank}.beat"),  # type: ignore[arg-type]
+                              {"pid": _pid, "attempt": attempt, "step": _beat_step,
+                               "done": _beat_done, "progress": _beat_t, "beat": now})
+    except (OSError, TypeError, ValueError):
+        pass
+
+
+def _start_flusher() -> None:
+    global _flusher
+    with _start_lock:
+        if _flusher is None and not _closed:
+            thread = threading.Thread(target=_flush_loop, name="jt-events", daemon=True)
+            thread.start()
+            _flusher = thread
+
+
+def _flush_loop() -> None:
+    import select
+
+    while not _closed:
+        if _wake_r is not None:
+            try:
+                ready, _, _ = select.select([_wake_r], [], [], FLUSH_INTERVAL)
+                data = os.read(_wake_r, 512) if ready else b""
+            except OSError:
+                data = b""
+            if signal.SIGTERM in data:
+                _sigterm_from_flusher()
+        else:
+            time.sleep(FLUSH_INTERVAL)
+        try:
+            flush()
+            _beat()
+        except Exception:  # keep flushing: a failure here must not end event logging
+            pass
+
+
+# --- exit, exceptions, SIGTERM ----------------------------------------------------------------
+
+# Called as hook(signum) on SIGTERM after the events are flushed and before the process ends;
+# the boot script records the rank's end here. A hook may end the process itself.
+_terminate_hooks: list[Callable[[int], None]] = []
+_terminating = threading.Lock()
+_deferred_signal: int | None = None
+_wake_r: int | None = None
+_wake_w: int | None = None
+
+
+def _terminate(signum: int) -> None:
+    """Flush, run the hooks, and die of ``signum`` (from the main thread) or exit 128+signum."""
+    global _deferred_signal
+    _deferred_signal = None
+    if not _terminating.acquire(blocking=False):
+        return  # the other thread is already ending the process
+    if os.getpid() == _pid:
+        try:
+            flush()
+        except Exception:
+            pass
+        for hook in list(_terminate_hooks):
+            try:
+                hook(signum)
+            except Exception:
+                pass
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        time.sleep(5)  # the signal is delivered before this returns; belt and braces
+    os._exit(128 + signum)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    global _deferred_signal
+    if os.getpid() != _pid:  # a forked child inherited the handler: just die as usual
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    if _lock_owner == threading.get_ident():
+        _deferred_signal = signum  # we interrupted our own flush(); it ends the process after
+        return
+    _terminate(signum)
+
+
+def _sigterm_from_flusher() -> None:
+    """SIGTERM arrived; if the main thread is stuck in C code and cannot run the handler, end
+    the process from here after a grace period."""
+    time.sleep(_SIGTERM_GRACE)
+    if signal.getsignal(signal.SIGTERM) is _on_sigterm and os.getpid() == _pid:
+        _terminate(signal.SIGTERM)
+
+
+def _at_exit() -> None:
+    global _closed
+    try:
+        flush()
+    finally:
+        _closed = True
+
+
+def _excepthook(exc_type: type, exc: BaseException, tb: Any) -> None:
+    try:
+        flush()
+    except Exception:
+        pass
+    _previous_excepthook(exc_type, exc, tb)
+
+
+def _after_fork_in_child() -> None:
+    # A forked child (a DataLoader worker, say) holds a copy of the parent's pending events
+    # and fds but not its thread. Start clean, and give the SIGTERM handling back: the
+    # parent's flusher must never read the child's signals from a shared wakeup pipe.
+    global _lock, _start_lock, _flusher, _lock_owner, _terminating, _wake_r, _wake_w
+    _buf.clear()
+    _lock, _start_lock, _terminating = threading.Lock(), threading.Lock(), threading.Lock()
+    _lock_owner = None
+    _flusher = None
+    _terminate_hooks.clear()
+    if _wake_r is not None:
+        try:
+            signal.set_wakeup_fd(-1)
+            if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        except ValueError:
+            pass
+        for fd in (_wake_r, _wake_w):
+            try:
+                os.close(fd)  # type: ignore[arg-type]
+            except OSError:
+                pass
+        _wake_r = _wake_w = None
+
+
+def _install() -> None:
+    global _previous_excepthook, _wake_r, _wake_w
+    atexit.register(_at_exit)
+    _previous_excepthook = sys.excepthook
+    sys.excepthook = _excepthook
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return  # someone else owns SIGTERM; leave it alone
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    # A wakeup fd lets the flusher thread see SIGTERM even while the main thread sits in C
+    # code (a hung collective) and so cannot run the Python handler.
+    try:
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        if signal.set_wakeup_fd(w, warn_on_full_buffer=False) != -1:
+            signal.set_wakeup_fd(-1)  # someone else uses it (not expected): leave theirs
+            raise OSError("wakeup fd in use")
+        _wake_r, _wake_w = r, w
+    except (OSError, ValueError):
+        pass
+
+
+_previous_excepthook = sys.excepthook
+if in_run:
+    _install()
+
+
+def _start_heartbeat() -> None:
+    """Start the flusher now, not at the first event, so a rank that has not logged yet is
+    still seen alive. The boot script calls this; importing the module starts no thread."""
+    if _beat_on and in_run:
+        _start_flusher()
+
+
+# --- log times and checkpoints -------------------------------------------------------------
+
+def _mark_output(times_path: str) -> None:
+    """Note times for this rank's log (its stdout and stderr, fds 1 and 2) in ``times_path``."""
+    import jupyter_trainer.rankside.rank_files as rank_files
+
+    marks = rank_files.LogMarks(times_path)
+    sys.stdout = rank_files.MarkedStream(sys.stdout, marks)
+    sys.stderr = rank_files.MarkedStream(sys.stderr, marks)
+
+
+def save_checkpoint(obj: Any, step: int, *, keep: int = 3) -> str | None:
+    """Save ``obj`` (a state dict, say) as the checkpoint of ``step`` in ``checkpoint_dir``.
+
+    Rank 0 writes; the other ranks return None at once, so every rank may call it. The file is
+    written under a temporary name, synced and then renamed, so a crash mid-write never leaves
+    a checkpoint that ``load_checkpoint`` would read. With torch imported it is ``torch.save``d
+    (``step-N.pt``), otherwise pickled (``step-N.pkl``). All but the newest ``keep`` are
+    removed. Returns the file's path on rank 0.
+    """
+    import jupyter_trainer.rankside.rank_files as rank_files
+
+    if type(step) is not int:
+        step = _step(step)  # a 0-d tensor or numpy integer
+        if step is None:
+            raise TypeError("save_checkpoint(obj, step): step must be a whole number")
+    if step < 0 or keep < 1:
+        raise ValueError("save_checkpoint(obj, step, keep=K): step >= 0 and keep >= 1")
+    if rank != 0:
+        return None
+    return rank_files.save_checkpoint(_checkpoint_folder(), obj, step, keep)
+
+
+def _checkpoint_folder() -> str:
+    return str(globals().get("checkpoint_dir") or __getattr__("checkpoint_dir"))
+
+
+def load_checkpoint(*, map_location: Any = "cpu") -> Any:
+    """The newest complete checkpoint of this run, ``Checkpoint(step, state, path)``, or None.
+
+    After a restart it is the one the failed attempt saved last; in a resumed run, the one the
+    earlier run saved. When torch.distributed is initialised with several ranks, rank 0 reads
+    it and broadcasts it, so every rank starts from the same step even where only rank 0's
+    node has the file.
+    """
+    import jupyter_trainer.rankside.rank_files as rank_files
+
+    folder = _checkpoint_folder()
+    dist = rank_files.initialised_dist() if world_size > 1 else None
+    if dist is None:
+        return rank_files.read_latest(folder, map_location)
+    found = [rank_files.read_latest(folder, map_location) if rank == 0 else None]
+    dist.broadcast_object_list(found, src=0)
+    return found[0]
+
+
+def export_onnx(model: Any, example_inputs: Any, name: str = "model", **options: Any) -> dict | None:
+    """Write ``outputs_dir/NAME.onnx`` on rank 0 and check it against onnxruntime; returns its
+    record (None on the other ranks). Options and tolerances: ``rank_onnx.export_onnx``."""
+    import jupyter_trainer.rankside.onnx_export as rank_onnx
+
+    name = rank_onnx.check_name(name)
+    if rank != 0:
+        return None
+    folder = str(globals().get("outputs_dir") or __getattr__("outputs_dir"))
+    return rank_onnx.export_onnx(model, example_inputs, name, folder, **options)
+
+
+# --- carried notebook variables ---------------------------------------------------------------
+
+def load_carried(cell_file: str) -> dict[str, Any]:
+    """The notebook values captured with a cell: ``carried.pkl`` beside ``cell_file``.
+
+    That file holds ``{name: pickle bytes}``; each value is loaded on its own so the error
+    names the variable that failed. cloudpickle output loads with plain pickle as long as
+    cloudpickle is importable here.
+    """
+    import pickle
+    from pathlib import Path
+
+    path = Path(cell_file).resolve().parent / "carried.pkl"
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    blobs = pickle.loads(raw)
+    carried: dict[str, Any] = {}
+    for name, blob in blobs.items():
+        try:
+            carried[name] = pickle.loads(blob)
+        except Exception as exc:
+            raise RuntimeError(
+                f"jupyter_trainer: cannot load notebook variable {name!r} from {path}: "
+                f"{type(exc).__name__}: {exc} (is the package that defines it, or cloudpickle, "
+                f"installed in the run's environment?)") from exc
+    return carried

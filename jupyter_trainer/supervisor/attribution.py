@@ -1,0 +1,192 @@
+"""Which process of a run failed first, by evidence, never by the first traceback to appear.
+
+A rank that dies takes its peers down with it: they fail a moment later with "connection
+closed by peer" or a timeout, and their tracebacks are often the only ones written. So the
+first failure is the process that died first, from what each rank recorded itself:
+
+- ``failed_at``: when boot caught the rank's exception (or a non-zero ``sys.exit``), taken
+  before the traceback is formatted;
+- ``ended`` of a rank that recorded its own end on a signal (SIGTERM, through the runtime);
+- ``exited``: when the rank's process ended, written by its death watcher (see ``_boot``),
+  the only time a rank killed by SIGKILL leaves;
+- ``after_exit``: how the process of a rank that recorded exit code 0 really ended, when
+  that was otherwise (a signal, another status), also from its death watcher: its Python code
+  finished, then its native teardown died (a C++ destructor or exit handler calling abort());
+- ``peers_gone`` and ``orphaned``, taken by a failing rank at the moment it failed: the ranks
+  on its host already dead or dying then, and whether its launcher was already gone. A rank
+  with either is a consequence, not a cause. This settles, free of any clock, the one close
+  race: a killed rank is timed by its watcher a moment after the kernel closed its sockets,
+  and a peer blocked on one of them may raise in between;
+- the launcher's own end, timed by the supervisor, when a signal killed the launcher.
+
+What the launcher printed (mpirun's "noticed that process rank N ... exited on signal S",
+torchrun's error summary, horovodrun's "Process N exit with status code C") corroborates: it
+names the signal a watcher could not read, and a dead rank whose record holds no time. A rank
+cannot look into another host's processes, so for the close race across hosts the launcher's
+word stands in for ``peers_gone``: a rank the launcher saw killed by a signal is taken as the
+cause of a failure on another host less than ``CROSS_HOST_WINDOW_S`` before its watcher's time.
+Otherwise ranks on different hosts are compared by their times as they are, which relies on
+the nodes' clocks being synchronised (NTP), as every launcher's own timeouts already do.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..rankside import procs
+
+ON_ITS_OWN = ("exception", "exit")
+AFTER_EXIT = "after exit"  # recorded exit code 0, then the process died otherwise
+CROSS_HOST_WINDOW_S = 0.25  # over 3x the 75 ms a watcher took to wake on a loaded 2-core node
+
+
+@dataclass(frozen=True)
+class Death:
+    """One process that ended badly. ``rank`` is None for the launcher itself."""
+
+    rank: int | None
+    at: float                        # when it failed, seconds since the epoch; inf if unknown
+    how: str                         # "exception", "exit", "signal", "killed" or AFTER_EXIT
+    record: dict[str, Any] = field(default_factory=dict, compare=False)
+    signal: str | None = None
+    exit_status: int | None = None
+    launcher_saw: bool = False       # the launcher's own words name this rank's signal
+
+    @property
+    def by_signal(self) -> bool:
+        return self.how not in ON_ITS_OWN
+
+    def caused_by(self, others: list[Death]) -> bool:
+        """True when this rank saw, as it failed, its launcher gone or one of ``others`` dying,
+        or when the launcher saw a rank on another host killed just after (see the docstring)."""
+        if self.record.get("orphaned"):
+            return True
+        gone = set(self.record.get("peers_gone") or ())
+        return any(other.rank is not None and other is not self and (
+            other.rank in gone
+            or (other.how == "killed" and other.launcher_saw
+                and other.record.get("host") != self.record.get("host")
+                and 0 <= other.at - self.at < CROSS_HOST_WINDOW_S)) for other in others)
+
+    def error(self, launcher: str, starter: str | None = None) -> str:
+        """The run's one-line error for this death; ``starter`` names what started the ranks
+        when it was not the launcher's own process (the warm rank pool)."""
+        if self.rank is None:
+            how = f"killed by {self.signal}" if self.signal else "ended without an exit code"
+            return (f"{starter or f'the launcher ({launcher})'} was {how} before any rank "
+                    "failed; its ranks were stopped; see logs/launcher.log")
+        if self.how in ON_ITS_OWN:
+            return (self.record.get("error")
+                    or f"rank {self.rank} exited with code {self.record.get('exit_code')}")
+        if self.how == "signal":
+            return f"rank {self.rank} was terminated by {self.signal}"
+        if self.how == AFTER_EXIT:
+            died = (f"killed by {self.signal}" if self.signal
+                    else f"ended with status {self.exit_status}")
+            return (f"rank {self.rank} finished its code (it recorded exit code 0), then its "
+                    f"process was {died} as it ended, in native teardown (a C/C++ "
+                    "destructor or exit handler); see logs/launcher.log and "
+                    f"logs/rank-{self.rank}.log")
+        if self.signal:
+            cause = f"killed by {self.signal}"
+        elif self.exit_status is not None:
+            cause = f"exited with code {self.exit_status} before boot could record it"
+        else:
+            cause = "killed by a signal, for example by the out-of-memory killer"
+        return (f"rank {self.rank} ended without recording an exit ({cause}); "
+                "see logs/launcher.log")
+
+
+def rank_deaths(records: dict[int, dict[str, Any]],
+                launcher_words: dict[int, str] | None = None) -> list[Death]:
+    """Every rank that ended badly, with the times its record holds.
+
+    ``launcher_words`` (rank -> signal name, from ``launcher_signals``) names the signal of a
+    rank whose own record could not, and adds a rank the launcher saw die by a signal."""
+    said = launcher_words or {}
+    deaths = []
+    for rank, rec in records.items():
+        code = rec.get("exit_code")
+        if code == 0:
+            late = rec.get("after_exit") or {}
+            name = late.get("signal") or said.get(rank)
+            if name or late.get("exit_status"):
+                deaths.append(Death(rank, float(rec.get("exited", math.inf)), AFTER_EXIT, rec,
+                                    name, late.get("exit_status"), launcher_saw=rank in said))
+            continue
+        exited = float(rec.get("exited", math.inf))
+        if code is None:
+            if "exited" not in rec and rank not in said:
+                continue  # no evidence yet; see ``unrecorded``
+            deaths.append(Death(rank, exited, "killed", rec, rec.get("signal") or said.get(rank),
+                                rec.get("exit_status"), launcher_saw=rank in said))
+        elif rec.get("signal"):
+            deaths.append(Death(rank, min(exited, float(rec.get("ended", math.inf))), "signal",
+                                rec, rec["signal"]))
+        else:
+            at = float(rec.get("failed_at", rec.get("ended", math.inf)))
+            deaths.append(Death(rank, at, "exception" if rec.get("error") else "exit", rec))
+    return deaths
+
+
+def unrecorded(records: dict[int, dict[str, Any]]) -> list[int]:
+    """Ranks that started and left no end and no watcher's time at all."""
+    return sorted(rank for rank, rec in records.items()
+                  if rec.get("exit_code") is None and "exited" not in rec)
+
+
+def first_death(deaths: list[Death]) -> Death | None:
+    """The earliest death that was not a consequence of another one (see the docstring)."""
+    if not deaths:
+        return None
+    causes = [d for d in deaths if not d.caused_by(deaths)] or deaths
+    return min(causes, key=lambda d: (d.at, d.by_signal, _rank_key(d)))
+
+
+def _rank_key(death: Death) -> int:
+    return death.rank if death.rank is not None else -1
+
+
+def launcher_death(exit_code: int | None, at: float | None) -> Death | None:
+    """The launcher itself, when a signal killed it (a negative exit code, as ``wait`` gives)."""
+    if exit_code is None or exit_code >= 0:
+        return None
+    return Death(None, at if at is not None else math.inf, "killed",
+                 signal=procs.termination_signal_name(exit_code))
+
+
+_MPIRUN = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
+# A target with several nodes prefixes each node's lines with its name: "[n2]   rank : 1".
+_TORCHRUN = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n(?:\[[^\]\n]*\])?\s*exitcode\s*:\s*(-\d+)")
+_HOROVOD = re.compile(r"Process (\d+) exit with status code (-?\d+)")
+
+
+def launcher_signals(log_text: str | None, launcher: str = "",
+                     exit_code: int | None = None) -> dict[int, str]:
+    """Ranks the launcher's own messages say a signal ended: rank -> signal name. Under
+    ``--launcher python`` the launcher is rank 0, so its exit code is rank 0's."""
+    found: dict[int, str] = {}
+    if launcher == "python" and exit_code is not None and exit_code < 0:
+        found[0] = procs.termination_signal_name(exit_code) or f"signal {-exit_code}"
+    if not log_text:
+        return found
+    for rank, num in _MPIRUN.findall(log_text):
+        found.setdefault(int(rank), _name(int(num)))
+    for rank, code in _TORCHRUN.findall(log_text):
+        found.setdefault(int(rank), _name(-int(code)))
+    for rank, code in _HOROVOD.findall(log_text):  # -9 from a process, 137 from a shell
+        name = procs.termination_signal_name(int(code))
+        if name is not None:
+            found.setdefault(int(rank), name)
+    return found
+
+
+def _name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"

@@ -1,0 +1,446 @@
+"""The Slurm target: one batch job per run, submitted with ``sbatch``, followed with
+``squeue`` (backing off while queued), finished from ``sacct`` or ``scontrol``, ended with
+``scancel``.
+
+Without ``login`` or ``workdir`` the run store is on a filesystem the compute nodes share
+with this machine, so ranks write their logs and events straight into it and every reader
+sees them live. With either, the run folder is on the cluster under ``workdir``
+(slurm_stage.py stages it and copies it back live), and with ``login`` every Slurm command
+runs over ssh on that node, through the ssh target's client (ControlMaster, BatchMode).
+With ``hold``, a hot run is instead two steps of an allocation kept between runs
+(slurm_hold.py).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import zlib
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ...rankside import procs
+from ...rankside.hotstart.records import leftover_pids
+from ...nodes.stage_inputs import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
+from ...core.errors import TargetError
+from ...launchers.table import Command, LaunchPlan
+from ...core.spec import RunSpec
+from ...rankside.home import default_home
+from ..base import BuiltEnvironment, Handle, Target, checkpoint_blobs, require_program
+from .script import SlurmConfig, batch_script, parse_job_id, sbatch_argv
+from .hold import ALIVE, HeldRun
+from .stage import JOB_OUTPUT, ClusterFolder
+from ...nodes.ssh import SshClient, control_dir, user_config_file
+from ...nodes.transport import LocalShell, NodeShell
+
+QUEUED = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SUSPENDED"}
+# Final states whose cause is the scheduler, not the training code: each becomes the error.
+SCHEDULER_FAILURES = {
+    "TIMEOUT": "Slurm ended the job at its time limit (TIMEOUT); raise `time` in the target",
+    "OUT_OF_MEMORY": "Slurm ended the job: a task ran out of memory (OUT_OF_MEMORY)",
+    "NODE_FAIL": "Slurm ended the job: a node failed (NODE_FAIL)",
+    "BOOT_FAIL": "Slurm could not boot a node for the job (BOOT_FAIL)",
+    "DEADLINE": "Slurm ended the job at its deadline (DEADLINE)",
+    "PREEMPTED": "Slurm preempted the job (PREEMPTED)",
+}
+# States a job cannot leave: only these end the wait for accounting to catch up.
+FINAL = {"COMPLETED", "FAILED", "CANCELLED", *SCHEDULER_FAILURES}
+# slurmctld sends a job's end to slurmdbd asynchronously: for a moment after the job has left
+# the queue, sacct can still say PENDING or RUNNING with exit code 0:0.
+SACCT_LAG_S = 5.0
+RUNNING_POLL_S = 0.5
+QUEUED_POLL_S = (0.25, 5.0)  # first and longest interval while the job waits
+
+
+def _run(argv: list[str], timeout: float = 30.0,
+         input: str | None = None) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input)
+    except subprocess.TimeoutExpired as exc:
+        raise TargetError(f"{argv[0]} did not answer within {timeout:.0f} s; is slurmctld up?") from exc
+
+
+class SlurmTarget(Target):
+    kind = "slurm"
+    queues = True
+
+    @property
+    def runs_images(self) -> bool:  # type: ignore[override]
+        return self.cfg.container == "pyxis"
+
+    @property
+    def holds(self) -> bool:
+        """Hot runs go to an allocation kept between runs (``hold``; see slurm_hold)."""
+        return bool(self.cfg.hold)
+
+    @property
+    def shares_filesystem(self) -> bool:  # type: ignore[override]
+        return not self.cfg.remote
+
+    def __init__(self, name: str, config: dict[str, Any] | None = None) -> None:
+        super().__init__(name, config)
+        self.cfg = SlurmConfig.from_config(name, self.config)
+        self._script: str | None = None
+        self._seen: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self._queued_interval = QUEUED_POLL_S[0]
+        self._shell: NodeShell | None = None
+        self._folder: ClusterFolder | None = None
+        self._left: list[str] = []
+        self._tested: list[str] = []  # what sbatch --test-only said of a dry run's job
+        self._held: HeldRun | None = None  # a hot run, in an allocation held between runs
+        self._pending: tuple[Command, str, str] | None = None  # ... until the allocation runs
+
+    # -- the Slurm commands, here or on the login node ----------------------------------
+    def _login_shell(self) -> NodeShell:
+        if self._shell is None:
+            self._shell = (SshClient(self.cfg.login, str(control_dir(default_home())),
+                                     self.cfg.ssh_options,
+                                     self.cfg.ssh_config or user_config_file(),
+                                     self.cfg.connect_timeout) if self.cfg.login
+                           else LocalShell())
+        return self._shell
+
+    def _run(self, argv: list[str], timeout: float = 30.0,
+             input: str | None = None) -> subprocess.CompletedProcess:
+        if not self.cfg.login:
+            return _run(argv, timeout, input)
+        env = [f"{k}={v}" for k, v in sorted(self.cfg.login_env.items())]
+        done = self._login_shell().run(shlex.join(["env", *env, *argv] if env else argv),
+                                       input=None if input is None else input.encode(),
+                                       timeout=timeout, what=argv[0])
+        if done.returncode == 255:
+            raise TargetError(f"login node {self.cfg.login}: {argv[0]} could not be run over "
+                              f"ssh: {done.stderr.decode(errors='replace').strip()[-600:]}")
+        return subprocess.CompletedProcess(done.args, done.returncode,
+                                           done.stdout.decode(errors="replace"),
+                                           done.stderr.decode(errors="replace"))
+
+    def gpus_per_node(self) -> int:
+        return self.cfg.gpus_per_node
+
+    # -- submit side -------------------------------------------------------------------
+    def check(self, spec: RunSpec) -> None:
+        if self.cfg.login:
+            require_program("ssh", "install the OpenSSH client (apt-get install "
+                                   "openssh-client) to reach the login node")
+        else:
+            require_program("sbatch", "install the Slurm client commands (apt-get install "
+                                      "slurm-client) on this machine, or set login = \"HOST\" "
+                                      "to run them on a login node over ssh")
+        image = getattr(spec.env, "image", None)
+        if image and self.cfg.container != "pyxis":
+            raise TargetError(f"target {self.name!r} cannot run container image {image!r}: set "
+                              "container = \"pyxis\" if its srun has --container-image")
+
+    # -- supervisor side ---------------------------------------------------------------
+    def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        python = self._python(spec)
+        if self.cfg.remote:
+            self._folder = ClusterFolder(
+                self._login_shell(), python, self.cfg.workdir or "~/jupyter_trainer", run_dir,
+                tools=["sbatch", "squeue", "scancel"] if self.cfg.login else [],
+                timeout=self.cfg.connect_timeout, env_timeout=self.cfg.env_timeout,
+                uv=self.cfg.uv, lost_after=max(30, 3 * self.cfg.connect_timeout))
+            self._folder.check_cluster(spec, run_id)
+            run_dir = self._folder.run_dir
+        return self._plan_in(spec, run_id, run_dir, backend, python)
+
+    def dry_plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
+        """``plan``; on a cluster with its own run folders (``login``/``workdir``), the
+        folder the run would get there, without the cluster's pre-flight (which makes it).
+        The login node's connection ends with the dry run (no ControlMaster is kept)."""
+        if self.cfg.login:
+            self._shell = replace(self._login_shell(), persist=0)
+        if self.cfg.remote:
+            run_dir = posixpath.join(self.cfg.workdir or "~/jupyter_trainer", "runs", run_id)
+        return self._plan_in(spec, run_id, run_dir, backend, self._python(spec))
+
+    def _python(self, spec: RunSpec) -> str:
+        if spec.env.name is not None and not self.cfg.remote:
+            return spec.env.python or sys.executable  # built in the (shared) run store
+        return self.cfg.python or spec.env.python or sys.executable
+
+    def _plan_in(self, spec: RunSpec, run_id: str, run_dir: str, backend: str,
+                 python: str) -> LaunchPlan:
+        return LaunchPlan(
+            run_id=run_id, run_dir=run_dir, python=python,
+            boot=posixpath.join(run_dir, "code", "_jt", "boot.py"), entry=spec.code.entry,
+            args=spec.code.args, backend=backend, backend_forced=spec.launch.backend is not None,
+            master_addr="", master_port=20000 + zlib.crc32(run_id.encode()) % 20000,
+            run_as_root=os.geteuid() == 0, oversubscribe=False,
+            extra_env={**self.cfg.env, **({DATA_STAGED_ENV: "1"} if spec.data and self.cfg.remote
+                                          else {})})
+
+    def build_environment(self, spec: RunSpec, plan: LaunchPlan) -> BuiltEnvironment | None:
+        if self._folder is None or spec.env.name is None:
+            return None  # built in the run store, which the compute nodes share
+        return self._folder.realise(spec)
+
+    def stage(self, spec: RunSpec, plan: LaunchPlan, run_dir: str) -> None:
+        if self._folder is not None:
+            self._folder.send(spec)
+            if spec.data:  # once, into <workdir>/data on the cluster's shared filesystem
+                cache = NodeCache(self._folder.shell, posixpath.join(
+                    self._folder.info["workdir"], "data"), self._folder.python,
+                    rsync_shell(self._folder.shell))
+                self._folder.staged["data"] = stage_inputs(
+                    [cache], spec.data, default_home(), self.on_staging,
+                    self._folder.files.log)["data"]
+
+    def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
+        """The run's own sbatch; a hot run (``hold`` set) starts in the held allocation
+        instead, and only falls back to this (see ``slurm_hold``)."""
+        self._script = batch_script(self.cfg, spec, plan, getattr(spec.env, "image", None))
+        if spec.launch.hot and self.cfg.hold:
+            self._held = HeldRun(self.cfg, self.name, spec, plan, str(default_home()), self._run)
+        output = JOB_OUTPUT if self.cfg.remote else "logs/launcher.log"
+        return Command(tuple(sbatch_argv(self.cfg, spec, plan, f"{plan.run_dir}/job.sbatch",
+                                         output)))
+
+    def dry_run(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> str:
+        """The sbatch command and the batch script it would submit, once ``sbatch
+        --test-only`` has checked the job against the cluster (partition, nodes, GPUs, time
+        limit) without submitting it; a job the cluster refuses raises ``TargetError``."""
+        if self._held is not None:
+            return self._held.dry_run()
+        argv = [a for a in command.argv[:-1]
+                if a != "--parsable" and not a.startswith(("--output=", "--chdir="))]
+        done = self._run([*argv, "--test-only"], timeout=60, input=self._script or "")
+        answer = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        if done.returncode != 0:
+            raise TargetError(f"sbatch --test-only refused the job on target {self.name!r}: "
+                              + " ".join(answer)[-800:])
+        self._tested = [f"sbatch --test-only: {line.removeprefix('sbatch: ')}"
+                        for line in answer[-1:]]
+        script_path = command.argv[-1]
+        return (f"# sbatch (its job script, {script_path}, follows)\n"
+                f"{shlex.join(command.argv)}\n# {script_path}:\n{self._script or ''}")
+
+    def dry_run_parts(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> dict[str, Any]:
+        if self._held is not None:
+            return self._held.dry_run_parts()
+        return {"script": self._script, "notes": self._tested}
+
+    def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
+        if self._held is None:
+            return self._submit(command, run_dir)
+        handle: Handle = {"hold_job": self._held.allocation()}
+        self._pending = (command, run_dir, log_path)
+        state = self._held.queue_state(handle["hold_job"]) or {}
+        if state.get("state") == "RUNNING":
+            self._start_held(handle)
+        else:
+            handle["waiting"] = True
+        return handle
+
+    def _start_held(self, handle: Handle) -> None:
+        """Warm every node's pool, then fork the ranks from them; torchrun in the same
+        allocation when a node's pool cannot serve the run."""
+        assert self._held is not None and self._pending is not None
+        handle.pop("waiting", None)
+        hot = self._held.warm(handle["hold_job"])
+        handle.update(self._held.start(handle["hold_job"], self._pending[2], hot["used"]),
+                      hot=hot)
+
+    def _submit(self, command: Command, run_dir: str) -> Handle:
+        script = Path(run_dir, "job.sbatch")
+        script.write_text(self._script or "")
+        handle: Handle = {"script": str(script)}
+        if self._folder is not None:
+            self._folder.open({"spec.json": Path(run_dir, "spec.json").read_text(),
+                                "job.sbatch": self._script or ""}, checkpoint_blobs(run_dir))
+            handle.update(run_dir_remote=self._folder.run_dir, staging=self._folder.staged,
+                          **({"login": self.cfg.login} if self.cfg.login else {}))
+        try:
+            done = self._run(list(command.argv), timeout=60)
+            if done.returncode != 0:
+                raise TargetError(f"sbatch refused the job: "
+                                  f"{done.stderr.strip() or done.stdout.strip()}")
+            job = parse_job_id(done.stdout)
+        except TargetError:
+            if self._folder is not None:  # nothing will run: stop copying the folder back
+                self._finish_folder(self._folder.run_id, 0)
+            raise
+        return {"job_id": job, **handle}
+
+    def stacks(self, handle: Handle | None, ranks: dict[int, dict[str, Any]]) -> dict[int, str]:
+        """Each rank's stack by ``py-spy dump``, run on the rank's node as one more step of
+        the run's job (``srun --overlap``), so it works wherever the node is."""
+        job = (handle or {}).get("job_id")
+        if not job:
+            return super().stacks(handle, ranks)
+        found = {}
+        for rank, record in ranks.items():
+            node, pid = record.get("slurm_node") or record.get("host"), record.get("pid")
+            argv = ["srun", f"--jobid={job}", "--overlap", "--nodes=1", "--ntasks=1",
+                    "--quiet", *([f"--nodelist={node}"] if node else []),
+                    *procs.py_spy_argv((handle or {}).get("python"), pid)]
+            try:
+                done = self._run(argv, timeout=60)
+            except (TargetError, subprocess.TimeoutExpired) as exc:
+                found[rank] = f"(no stack: {exc})"
+                continue
+            found[rank] = (done.stdout if done.returncode == 0 else
+                           f"(no stack: {' '.join(argv[:6])} ... failed: "
+                           f"{(done.stderr or done.stdout).strip()[-400:]})")
+        return found
+
+    def sync(self, handle: Handle) -> None:
+        if self._folder is not None:
+            self._folder.pump()
+
+    def _queue_entry(self, job_id: str) -> dict[str, Any] | None:
+        """The job's line in ``squeue``, or None once it has left the queue."""
+        out = self._run(["squeue", "-h", "-j", job_id, "-o", "%T|%r|%N|%M"])
+        if out.returncode != 0 and "Invalid job id" not in out.stderr:
+            raise TargetError(f"squeue failed: {out.stderr.strip()}")
+        line = out.stdout.strip()
+        if not line:
+            return None
+        state, reason, nodes, elapsed = (line.split("|") + ["", "", ""])[:4]
+        return {"state": state, "reason": reason, "nodes": nodes, "elapsed": elapsed}
+
+    def _status(self, handle: Handle) -> dict[str, Any] | None:
+        """The queue entry, asked at most every half second (backing off while queued)."""
+        job = handle["job_id"]
+        asked, entry = self._seen.get(job, (0.0, {}))
+        queued = entry is not None and entry.get("state") in QUEUED
+        interval = self._queued_interval if queued else RUNNING_POLL_S
+        if entry is not None and time.monotonic() - asked >= interval:
+            entry = self._queue_entry(job)
+            self._seen[job] = (time.monotonic(), entry)
+            if queued:
+                self._queued_interval = min(QUEUED_POLL_S[1], self._queued_interval * 1.5)
+        return entry
+
+    def poll(self, handle: Handle) -> int | None:
+        if self._held is not None and "job_id" not in handle:
+            if handle.get("waiting"):
+                state = self._held.queue_state(handle["hold_job"]) or {}
+                if state.get("state") not in ALIVE:
+                    handle["error"] = (f"the held allocation (job {handle['hold_job']}) ended "
+                                       f"before the run started: {state or 'gone'}")
+                    return 1
+                if state["state"] == "RUNNING":
+                    self._start_held(handle)
+                return None
+            return self._held.poll()
+        entry = self._status(handle)
+        if entry is not None and entry.get("state") not in FINAL:
+            return None
+        return self.report(handle).get("exit_code", 1)
+
+    def phase(self, handle: Handle) -> dict[str, Any]:
+        if self._held is not None and "job_id" not in handle:
+            if handle.get("waiting"):
+                self.poll(handle)
+            waiting = bool(handle.get("waiting"))
+            state = (self._held.queue_state(handle["hold_job"]) or {}) if waiting else {}
+            return {"stage": "queued" if waiting else "running",
+                    "job_id": handle["hold_job"], "held": True, **state}
+        entry = self._status(handle) or {}
+        stage = "queued" if entry.get("state") in QUEUED else "running"
+        return {"stage": stage, "job_id": handle["job_id"], "state": entry.get("state"),
+                "reason": entry.get("reason"), "nodes": entry.get("nodes")}
+
+    def report(self, handle: Handle) -> dict[str, Any]:
+        if "job_id" not in handle:  # a step of the held allocation
+            code = self._held.poll() if self._held is not None else None
+            return {"exit_code": 1 if code is None else code,
+                    **({"error": handle["error"]} if handle.get("error") else {})}
+        final = _final_state(handle["job_id"], self._run)
+        error = SCHEDULER_FAILURES.get(final.get("state", ""))
+        return {**final, **({"error": error} if error else {})}
+
+    def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
+        if self._held is not None and "job_id" not in handle:
+            return {} if handle.get("waiting") else self._held.stop(grace)
+        job = handle.get("job_id")
+        if job is None:  # sbatch never answered: nothing in the queue to end
+            return self._finish_folder(run_id, grace)
+        self._run(["scancel", job])
+        deadline = time.monotonic() + grace + 15  # Slurm's KillWait, then SIGKILL
+        while time.monotonic() < deadline:
+            steps = self._run(["squeue", "-h", "-s", "-j", job]).stdout.strip()
+            if self._queue_entry(job) is None and not steps:
+                break
+            time.sleep(0.2)
+        left = procs.pids_with_env("JT_RUN_ID", run_id)
+        if left:  # tasks on this host that outlived their step
+            procs.signal_pids(left, signal.SIGKILL)
+        self._seen[job] = (time.monotonic(), None)
+        return {"scancel": job, "sigkilled": [procs.describe(p) for p in left],
+                **self._finish_folder(run_id, grace)}
+
+    def _finish_folder(self, run_id: str, grace: float) -> dict[str, Any]:
+        """The cluster folder's last bytes, outputs and leftovers (once the job is gone)."""
+        if self._folder is None:
+            return {}
+        try:
+            ended = self._folder.finish(run_id, grace)
+        except TargetError as exc:
+            self._left = [f"{self._folder.label}: not verified: {exc}"]
+            return {"folder": {"error": str(exc)}}
+        self._left = [f"{self._folder.label}: {p}" for p in ended["leftovers"]]
+        return {"folder": {"host": self._folder.label, "sigkilled": ended["sigkilled"]}}
+
+    def collect(self, handle: Handle) -> dict[str, Any]:
+        return self._folder.report() if self._folder is not None else {}
+
+    def snapshot_hashes(self, handle: Handle) -> dict[str, str | None]:
+        return self._folder.snapshot_hashes() if self._folder is not None else {}
+
+    def discard_workdirs(self, handle: Handle | None, run_dir: str) -> dict[str, Any]:
+        if self._folder is None or handle is None:
+            return super().discard_workdirs(handle, run_dir)
+        try:
+            return self._folder.discard_all()
+        except TargetError as exc:
+            return {"removed": [], "errors": [str(exc)]}
+
+    def leftovers(self, run_id: str) -> list[str]:
+        # Ranks forked by a held allocation's pool carry no JT_RUN_ID: their record names them.
+        pids = leftover_pids(run_id, self._held.plan.run_dir if self._held else None)
+        found = [procs.describe(p) for p in pids] + self._left
+        self._left = []
+        for job, (_, entry) in self._seen.items():
+            if entry is not None and self._queue_entry(job) is not None:
+                found.append(f"slurm job {job} still in the queue")
+        return found
+
+
+def _final_state(job_id: str, run=_run) -> dict[str, Any]:
+    """Final state and exit code: from ``sacct`` when accounting runs, else ``scontrol``.
+
+    sacct's record lags the job's end by a moment, so one that is not final yet is asked
+    again for up to SACCT_LAG_S before ``scontrol`` (kept MinJobAge seconds) answers instead.
+    """
+    deadline = time.monotonic() + SACCT_LAG_S
+    while True:
+        acct = run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode"])
+        line = acct.stdout.strip().splitlines()[0] if acct.returncode == 0 and acct.stdout.strip() else ""
+        final = "|" in line and (line.split("|")[0].split() or [""])[0] in FINAL
+        if final or "|" not in line or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    if final:
+        state, code = line.split("|")[:2]
+        source = "sacct"
+    else:
+        show = run(["scontrol", "show", "job", "-o", job_id])
+        fields = dict(f.split("=", 1) for f in show.stdout.split() if "=" in f)
+        state, code, source = fields.get("JobState", ""), fields.get("ExitCode", ""), "scontrol"
+    state = state.split()[0] if state else "UNKNOWN"  # "CANCELLED by 0" -> "CANCELLED"
+    exit_code, _, sig = code.partition(":")
+    result: dict[str, Any] = {"job_id": job_id, "state": state, "source": source}
+    if exit_code.isdigit():
+        result["exit_code"] = int(exit_code) or (128 + int(sig) if sig.isdigit() and int(sig) else 0)
+        if state != "COMPLETED" and result["exit_code"] == 0:
+            result["exit_code"] = 1
+    return result
