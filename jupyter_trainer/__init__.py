@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from .core.version import __version__
 
 _API = {"submit", "rerun", "resume", "diff", "get_run", "runs", "Run"}
 _SWEEP_API = {"sweep", "sweeps", "get_sweep", "Sweep"}

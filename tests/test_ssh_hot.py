@@ -14,7 +14,8 @@ from pathlib import Path
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.rankside import hotstart as pool
 from jupyter_trainer.nodes.frames import FrameReader
-from jupyter_trainer.nodes.hotstart.bundle import SHIPPED, node_bundle
+from jupyter_trainer import rankside
+from jupyter_trainer.nodes.hotstart.bundle import node_bundle
 from jupyter_trainer.targets.registry import add_target
 
 from conftest import launched_by, leftover, wait_for
@@ -163,14 +164,15 @@ def test_a_module_initialising_cuda_makes_every_node_use_torchrun(pair, home, tm
 
 def test_the_pool_files_a_node_gets_import_nothing_else_of_jupyter_trainer(tmp_path):
     digest, files = node_bundle()
-    assert len(digest) == 16 and len(files) == len(SHIPPED) + 4  # launch, pool, keeper, __init__
+    assert len(digest) == 16 and len(files) == len(rankside.POOL) + 3  # launch, pool, keeper
     for rel, text in files.items():
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     code = ("import sys\n"
-            "import _jt_node_pool.pool.node_launch, _jt_node_pool.pool.warm, "
-            "_jt_node_pool.pool.child, _jt_node_pool.pool.records, _jt_node_pool.pool.keeper\n"
+            "import _jt_node_pool.hotstart.node_launch, _jt_node_pool.hotstart.warm, "
+            "_jt_node_pool.hotstart.child, _jt_node_pool.hotstart.records, "
+            "_jt_node_pool.hotstart.keeper\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'jupyter_trainer'))\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     # -S: no site-packages, so an import of anything not shipped (jupyter_trainer) fails

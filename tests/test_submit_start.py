@@ -26,7 +26,7 @@ def supervisors_of_this_process() -> list[str]:
     """Live children of this process that run the supervisor."""
     return [procs.describe(pid) for pid in _children(os.getpid())
             if procs.start_ticks(pid) is not None
-            and "jupyter_trainer.supervisor.run" in procs.describe(pid)]
+            and "jupyter_trainer.supervisor" in procs.describe(pid)]
 
 
 def test_a_refused_submit_starts_nothing_and_keeps_one_supervisor_waiting(home):
@@ -83,7 +83,7 @@ def test_a_waiting_supervisor_ends_with_the_process_that_started_it(home):
 
     def waiting() -> list[int]:
         return [pid for pid in procs.pids_with_env(HOME_ENV, str(home))
-                if "jupyter_trainer.supervisor.run" in procs.describe(pid)]
+                if "jupyter_trainer.supervisor" in procs.describe(pid)]
     assert wait_for(lambda: not waiting(), timeout=20, what="the waiting supervisor to end")
     assert not procs.is_alive(parent)
 

@@ -27,6 +27,7 @@ from typing import Sequence
 
 import pathspec
 
+from .. import rankside
 from ..core.errors import CaptureError
 from ..core.spec import CodeSpec
 from ..core.units import format_bytes
@@ -57,17 +58,6 @@ JUNK_PATTERNS = ("__pycache__/", "*.py[co]", ".ipynb_checkpoints/")
 DEFAULT_MAX_SNAPSHOT_BYTES = 200 * 1024 * 1024
 MAX_SNAPSHOT_ENV = "JUPYTER_TRAINER_MAX_SNAPSHOT_BYTES"
 
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent
-_RUNTIME_FILES = (("_boot.py", f"{RESERVED_DIR}/boot.py"),
-                  ("runtime.py", f"{RESERVED_DIR}/jupyter_trainer/rankside/runtime.py"),
-                  ("rank_env.py", f"{RESERVED_DIR}/jupyter_trainer/rankside/launcher_env.py"),
-                  ("rank_files.py", f"{RESERVED_DIR}/jupyter_trainer/rankside/rank_files.py"),
-                  ("rank_onnx.py", f"{RESERVED_DIR}/jupyter_trainer/rankside/onnx_export.py"),
-                  ("rank_data.py", f"{RESERVED_DIR}/jupyter_trainer/rankside/data.py"),
-                  ("rank_workdir.py", f"{RESERVED_DIR}/jupyter_trainer/rankside/workdir.py"),
-                  ("rank_death.py", f"{RESERVED_DIR}/jupyter_trainer/rankside/death_watch.py"))
-_SHIM_INIT = (b'"""Stand-in for jupyter_trainer inside a run snapshot: only `runtime` '
-              b'is here."""\n')
 _CHUNK = 1 << 20
 
 
@@ -354,12 +344,14 @@ def _combine(digests: dict[str, str]) -> str:
 
 
 def _runtime_files() -> dict[str, bytes]:
-    """The package files a rank needs without jupyter_trainer installed on its node."""
-    out = {f"{RESERVED_DIR}/jupyter_trainer/__init__.py": _SHIM_INIT}
-    for name, rel in _RUNTIME_FILES:
-        path = _PACKAGE_DIR / name
-        if path.is_file():  # both are part of the package; tolerate a partial checkout
-            out[rel] = path.read_bytes()
+    """What a rank needs of jupyter_trainer, for a node without it: the boot script as
+    ``_jt/boot.py`` and the rank side under a stand-in package ``_jt/jupyter_trainer/``."""
+    shim = f"{RESERVED_DIR}/jupyter_trainer"
+    out = {f"{RESERVED_DIR}/boot.py": rankside.source(rankside.BOOT),
+           f"{shim}/__init__.py": rankside.SHIM_INIT.encode(),
+           f"{shim}/runtime.py": rankside.SHIM_RUNTIME.encode()}
+    for name in rankside.SNAPSHOT:
+        out[f"{shim}/rankside/{name}"] = rankside.source(name)
     return out
 
 

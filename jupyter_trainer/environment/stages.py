@@ -25,7 +25,7 @@ import sys
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..core.errors import EnvError
 from ..rankside.home import default_home
@@ -34,8 +34,19 @@ from ..rankside import env_build as builder
 from . import lock, preflight
 from .registry import Registry
 
-if TYPE_CHECKING:
-    from ..targets import Target
+
+
+class Target(Protocol):
+    """What a stage needs to know of the target a run goes to (``targets.Target`` has it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def shares_filesystem(self) -> bool: ...
 
 
 class EnvDriftWarning(UserWarning):
@@ -73,7 +84,7 @@ def resolve(name: str | None, *, home: Path | None = None) -> EnvSpec:
                    variables=dict(definition.env), image=definition.image)
 
 
-def check_target(env: EnvSpec, target: "Target") -> None:
+def check_target(env: EnvSpec, target: Target) -> None:
     """Refuse an image on a target that cannot run one, naming both and the fix."""
     if env.image and not getattr(target, "runs_images", False):
         raise EnvError(
@@ -97,7 +108,7 @@ def build_locked(env: EnvSpec, home: Path, base_python: str | None = None) -> di
                        f"built: {exc}") from None
 
 
-def prepare(env: EnvSpec, code_dir: Path, entry: str, *, target: "Target", launcher: str,
+def prepare(env: EnvSpec, code_dir: Path, entry: str, *, target: Target, launcher: str,
             home: Path | None = None) -> EnvSpec:
     """Build if needed and pre-flight check ``env`` for the snapshot in ``code_dir``.
 
@@ -129,7 +140,7 @@ def prepare(env: EnvSpec, code_dir: Path, entry: str, *, target: "Target", launc
     return replace(env, python=python, prepared=prepared)
 
 
-def realize(env: EnvSpec, target: "Target", *, home: Path | None = None,
+def realize(env: EnvSpec, target: Target, *, home: Path | None = None,
             code_dir: Path | None = None, entry: str | None = None,
             launcher: str | None = None) -> Realization:
     """The interpreter the target's ranks run, ready to use, and the record of how."""
@@ -175,7 +186,7 @@ def realize(env: EnvSpec, target: "Target", *, home: Path | None = None,
     return Realization(python=python, variables=dict(env.variables), record=record)
 
 
-def preview(env: EnvSpec, code_dir: Path, entry: str, *, target: "Target", launcher: str,
+def preview(env: EnvSpec, code_dir: Path, entry: str, *, target: Target, launcher: str,
             home: Path | None = None) -> tuple[EnvSpec, list[str]]:
     """``prepare`` for a dry run: nothing is built. The interpreter the ranks would run and
     what could not be known without a build, in words (``notes``). An environment built

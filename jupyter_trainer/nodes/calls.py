@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from ..core.errors import TargetError
 from ..rankside.home import default_home
 from ..core.spec import EnvSpec
-from ..rankside import agent
+from .. import rankside
 from .commands import agent_command, agent_file, bootstrap_command, bootstrap_input, probe_command
 from .frames import parse_answer
 from .prepare import environment_payload
@@ -23,7 +23,7 @@ from .transport import NodeShell
 
 @lru_cache(maxsize=1)
 def agent_source() -> bytes:
-    return Path(agent.__file__).read_bytes()
+    return rankside.source(rankside.AGENT)
 
 
 def preflight_command(python: str, workdir: str, args: Mapping[str, Any]) -> str:

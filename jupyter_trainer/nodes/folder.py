@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from ..core.errors import TargetError
 from ..core.spec import EnvSpec
+from ..launchers.table import Command
 from . import calls
 from .commands import agent_command, bootstrap_input, snapshot_dir_name
 from .frames import FrameReader, parse_answer
@@ -273,3 +274,25 @@ class RemoteFolder:
             got = self._call("discard", {"run_dir": self.run_dir},
                              "removing the working directories", self.timeout + 60)
         return [f"{self.label}:{p}" for p in got[0].get("removed", [])]
+
+
+@dataclass(frozen=True)
+class NodeLaunch:
+    """What one node runs: a launcher (or nothing: mpirun reaches it), and files it needs."""
+
+    node: Node
+    run_dir: str
+    command: Command | None
+    path_prepend: tuple[str, ...] = ()
+    files: Mapping[str, str] = field(default_factory=dict)  # relative to run_dir -> text
+
+    def payload(self, snapshot: str, orphan_timeout: int) -> dict[str, Any]:
+        """The JSON the node's agent reads on stdin to prepare the run and start it."""
+        data: dict[str, Any] = {"run_dir": self.run_dir, "snapshot": snapshot,
+                                "node": self.node.index, "files": dict(self.files),
+                                "orphan_timeout": orphan_timeout}
+        if self.command is not None:
+            data.update(argv=list(self.command.argv), env=dict(self.command.env),
+                        env_defaults=dict(self.command.env_defaults),
+                        path_prepend=list(self.path_prepend), cwd=self.run_dir)
+        return data

@@ -74,9 +74,9 @@ def environment_payload(lock_dir: Path) -> tuple[str, bytes]:
     """(folder name on the node, gzipped tar of ``build.py`` and ``lock/``): all a node
     needs to build a locked environment. The name hashes both, so a node keeps one folder
     per lock and builder version and an unchanged pair is unpacked only once."""
-    from ..rankside import env_build as builder
+    from .. import rankside
 
-    files = {"build.py": Path(builder.__file__).read_bytes()}
+    files = {"build.py": rankside.source(rankside.ENV_BUILD)}
     for path in sorted(lock_dir.iterdir()):
         if path.is_file():
             files[f"lock/{path.name}"] = path.read_bytes()

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .. import rankside
 from ..core.errors import TargetError
 from .transport import LocalShell, NodeShell
 from ..core.spec import DataSpec
@@ -42,7 +43,7 @@ Progress = Callable[[str, dict[str, Any]], None]  # (input name, its record on t
 _PROGRESS = re.compile(rb"^\s*([\d,]+)\s+(\d+)%\s+([\d.]+[kMGT]?B/s)")
 _STAT = re.compile(r"^(Total bytes sent|Number of regular files transferred|"
                    r"Total transferred file size):\s*([\d,]+)", re.M)
-_UNPACK = Path(__file__).with_name("node_unpack.py")
+_UNPACK = rankside.DATA_UNPACK
 DATA_STAGED_ENV = "JT_DATA_STAGED"  # set for the ranks: jt.data is in <workdir>/data
 PROBE_TIMEOUT_S = 60
 COPY_TIMEOUT_S = 24 * 3600
@@ -208,7 +209,7 @@ def _tar(cache: NodeCache, item: DataSpec, found: Manifest, partial: str,
                     recursive=False)
     payload = json.dumps({"dest": partial, "base": posixpath.join(cache.root, previous)
                           if previous else None, "link": kept}).encode() + b"\n" + buf.getvalue()
-    cache.run(shlex.join([cache.python, "-c", _UNPACK.read_text()]), input=payload,
+    cache.run(shlex.join([cache.python, "-c", rankside.text(_UNPACK)]), input=payload,
               what=f"unpacking data input {item.name}", timeout=COPY_TIMEOUT_S)
     size = sum(e.size for e in changed)
     return {"sent": len(payload), "files": len(changed), "transferred": size}

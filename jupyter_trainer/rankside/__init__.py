@@ -1,1 +1,63 @@
-"""TODO"""
+"""The rank side: what runs in a rank or on a node, standard library only.
+
+A rank's node may have no jupyter_trainer installed, or another version, so everything this
+machine sends elsewhere is a file of this folder, read through ``source()``, and those files
+import only the standard library and each other (``tests/test_shipped.py`` checks both).
+What is sent, and how:
+
+- ``SNAPSHOT``: the boot script and the runtime, copied into every run's snapshot
+  (``code/_jt/``), beside the snapshot's own ``jupyter_trainer`` stand-in package;
+- ``AGENT``: the node agent, sent to ssh, Ray and Slurm nodes as one file;
+- ``POOL``: the hot-start pool, its forked child and the node launcher, sent to a node as
+  the package ``_jt_node_pool``;
+- ``DATA_UNPACK``: sent with ``python -c`` to unpack a data input on a node;
+- ``ENV_BUILD``: sent in a tar with an environment's lock to build it on a node;
+- ``KUBE_POD``: the program every pod of a Kubernetes run starts;
+- ``RAY_ACTOR``: the shell that runs as a Ray actor on the nodes of a Ray cluster.
+
+Some of these import a third-party package inside a function, where the node has it by
+definition (torch in the runtime, ray in the Ray actor, uv in the environment builder).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+BOOT = "boot.py"
+SNAPSHOT = ("__init__.py", "runtime.py", "launcher_env.py", "rank_files.py", "onnx_export.py",
+            "data.py", "workdir.py", "death_watch.py")
+AGENT = "agent.py"
+POOL = ("__init__.py", "procs.py", "home.py", "hotstart/__init__.py", "hotstart/client.py",
+        "hotstart/server.py", "hotstart/warm.py", "hotstart/child.py", "hotstart/records.py",
+        "hotstart/node_launch.py", "hotstart/keeper.py")
+DATA_UNPACK = "data_unpack.py"
+ENV_BUILD = "env_build.py"
+KUBE_POD = "kube_pod.py"
+RAY_ACTOR = "ray_actor.py"
+
+# The snapshot's stand-in for the package: ``jupyter_trainer`` with this folder and the
+# public name ``jupyter_trainer.runtime``, so the cell's ``from jupyter_trainer import
+# runtime as jt`` works on a node without jupyter_trainer.
+SHIM_INIT = '"""Stand-in for jupyter_trainer inside a run snapshot: only the rank side."""\n'
+SHIM_RUNTIME = ('"""``from jupyter_trainer import runtime as jt`` inside a run."""\n\n'
+                "import sys\n\nfrom .rankside import runtime as _runtime\n\n"
+                "sys.modules[__name__] = _runtime\n")
+
+
+def shipped() -> tuple[str, ...]:
+    """Every file of this folder that leaves this machine, by any of the ways above."""
+    return tuple(sorted({BOOT, *SNAPSHOT, AGENT, *POOL, DATA_UNPACK, ENV_BUILD, KUBE_POD,
+                         RAY_ACTOR}))
+
+
+def source(name: str) -> bytes:
+    """The bytes of ``name``, a file of this folder named as in ``shipped()``."""
+    if name not in shipped():
+        raise ValueError(f"{name!r} is not a file the rank side ships")
+    return (HERE / name).read_bytes()
+
+
+def text(name: str) -> str:
+    return source(name).decode("utf-8")

@@ -58,7 +58,7 @@ def pids_with_env(run_id, run_dir=None):
             found.append(int(name))
     if run_dir and os.path.isfile(os.path.join(run_dir, "pool-ranks.json")):
         sys.path[:0] = [p for p in [os.path.join(run_dir, "pool")] if p not in sys.path]
-        found += __import__("_jt_node_pool.pool.records").pool.records.recorded_pids(run_dir)
+        found += __import__("_jt_node_pool.hotstart.records").hotstart.records.recorded_pids(run_dir)
     return sorted(set(found))
 
 

@@ -1,6 +1,6 @@
 """Drive one run from ``created`` to a terminal state. One detached process per run.
 
-Started by ``submit`` as ``python -m jupyter_trainer.supervisor.run --detach RUN_ID``: it forks
+Started by ``submit`` as ``python -m jupyter_trainer.supervisor --detach RUN_ID``: it forks
 into its own session so it outlives the kernel that asked for it, then is the only writer
 of the run's ``state.json``. Readers never own the run; they write ``cancel.request``.
 """
@@ -484,7 +484,7 @@ def _with_python(spec, python: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jupyter_trainer.supervisor.run")
+    parser = argparse.ArgumentParser(prog="python -m jupyter_trainer.supervisor")
     parser.add_argument("run_id", help="the run, or - to read it from stdin once ready")
     parser.add_argument("--detach", action="store_true")
     parser.add_argument("--target", help="the run's target, to load its code while waiting")

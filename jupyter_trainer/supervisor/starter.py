@@ -32,7 +32,7 @@ class SupervisorStarter:
         self.home, self.target, self.cwd = home, target, os.getcwd()
         self.env = {**os.environ, HOME_ENV: home}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyter_trainer.supervisor.run", "--detach", f"--target={target}",
+            [sys.executable, "-m", "jupyter_trainer.supervisor", "--detach", f"--target={target}",
              "-"],
             env=self.env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True)

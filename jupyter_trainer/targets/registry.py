@@ -19,10 +19,10 @@ from .base import Target
 ENTRY_POINT_GROUP = "jupyter_trainer.targets"
 _BUILTIN = {
     "kubernetes": "jupyter_trainer.targets.kubernetes:KubernetesTarget",
-    "local": "jupyter_trainer.targets.local.target:LocalTarget",
-    "ray": "jupyter_trainer.targets.ray.target:RayTarget",
-    "slurm": "jupyter_trainer.targets.slurm.target:SlurmTarget",
-    "ssh": "jupyter_trainer.targets.ssh.target:SshTarget",
+    "local": "jupyter_trainer.targets.local:LocalTarget",
+    "ray": "jupyter_trainer.targets.ray:RayTarget",
+    "slurm": "jupyter_trainer.targets.slurm:SlurmTarget",
+    "ssh": "jupyter_trainer.targets.ssh:SshTarget",
 }
 
 

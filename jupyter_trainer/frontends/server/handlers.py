@@ -25,7 +25,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado.iostream import StreamClosedError
 
-from ... import __version__
+from ...core.version import __version__
 from ...core.errors import (DiskFull, InvalidRunId, ModelNotFound, NotOwner, RecordDamaged,
                             RunNotFound, RunStateError, SpecError, StoreError, TrainerError)
 from ..views.health import list_fields

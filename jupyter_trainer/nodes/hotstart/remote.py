@@ -20,7 +20,7 @@ from ...rankside.hotstart.client import IDLE_ENV, entry_modules
 from .local import environment_id
 from ...rankside.hotstart.node_launch import IMPORT_SHAPING
 from ...core.spec import RunSpec
-from ...targets.ssh.commands import NodeLaunch
+from ..folder import NodeLaunch
 
 WARM_TIMEOUT_S = 180.0  # a cold pool imports torch on a loaded node
 

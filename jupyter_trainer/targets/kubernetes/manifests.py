@@ -31,7 +31,7 @@ import yaml
 from ...core.errors import TargetError
 from ...launchers.table import LAUNCHERS, Command, LaunchPlan, Topology, rank_env, rank_program
 from ...core.spec import RunSpec
-from ...rankside import kube_pod as pod
+from ... import rankside
 from .config import GPU_RESOURCE, KubeConfig
 from .names import object_name, run_annotations, run_labels
 
@@ -144,7 +144,7 @@ def pod_program_path() -> str:
 
 
 def pod_program_source() -> str:
-    return Path(pod.__file__).read_text(encoding="utf-8")
+    return rankside.text(rankside.KUBE_POD)
 
 
 def literal(text: str) -> str:

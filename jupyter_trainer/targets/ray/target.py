@@ -21,7 +21,7 @@ cluster does not give; they run on one node only.
 
 Before anything is created, ``check`` asks the cluster for its facts (alive nodes, their
 CPUs, GPUs, python and torch) from a short-lived child driver, ``python -m
-jupyter_trainer.targets.ray.target ADDRESS``, so a notebook kernel never becomes a Ray driver just to
+jupyter_trainer.targets.ray ADDRESS``, so a notebook kernel never becomes a Ray driver just to
 check a target; ``ray`` is imported only inside the functions that need it.
 """
 
@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from ... import rankside
 from ...core.errors import TargetError, TrainerError
 from ...core.files import write_text_atomic
 from ...rankside.home import default_home
@@ -160,7 +161,7 @@ def cluster_facts(address: str, timeout: float, cache: Path | None = None) -> di
 
 
 def _ask(address: str, timeout: float) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "jupyter_trainer.targets.ray.target", address]
+    argv = [sys.executable, "-m", "jupyter_trainer.targets.ray", address]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
@@ -422,10 +423,7 @@ class RayTarget(SshTarget):
 
     def _shell_name(self, node_id: str) -> str:
         """A node's shared shell, one per version of its code, runtime_env and idle time."""
-        from ...rankside import ray_actor
-
-        with open(ray_actor.__file__, "rb") as fh:
-            code = calls.agent_source() + fh.read()
+        code = calls.agent_source() + rankside.source(rankside.RAY_ACTOR)
         digest = hashlib.sha256(code + repr((sorted(self.ray_cfg.runtime_env.items()),
                                              self.ray_cfg.shell_persist)).encode())
         return f"jt-shell-{node_id[:16]}-{digest.hexdigest()[:10]}"

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from ...core.errors import TargetError
 from ...launchers.table import Command, LaunchPlan, Topology, launcher, rank_env
-from ...nodes.folder import Node
+from ...nodes.folder import Node, NodeLaunch
 from ...core.spec import LaunchSpec
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -159,28 +159,6 @@ def ssh_options(name: str, value: Any) -> tuple[tuple[str, str], ...]:
 
 
 # -- the launch, node by node ------------------------------------------------------------
-@dataclass(frozen=True)
-class NodeLaunch:
-    """What one node runs: a launcher (or nothing: mpirun reaches it), and files it needs."""
-
-    node: Node
-    run_dir: str
-    command: Command | None
-    path_prepend: tuple[str, ...] = ()
-    files: Mapping[str, str] = field(default_factory=dict)  # relative to run_dir -> text
-
-    def payload(self, snapshot: str, orphan_timeout: int) -> dict[str, Any]:
-        """The JSON the node's agent reads on stdin to prepare the run and start it."""
-        data: dict[str, Any] = {"run_dir": self.run_dir, "snapshot": snapshot,
-                                "node": self.node.index, "files": dict(self.files),
-                                "orphan_timeout": orphan_timeout}
-        if self.command is not None:
-            data.update(argv=list(self.command.argv), env=dict(self.command.env),
-                        env_defaults=dict(self.command.env_defaults),
-                        path_prepend=list(self.path_prepend), cwd=self.run_dir)
-        return data
-
-
 def hop_config(nodes: Sequence[Node]) -> str:
     """An ssh config for hops between nodes (mpirun, horovodrun): one block per address.
 
