@@ -45,7 +45,7 @@ def unload_ipython_extension(ipython: Any) -> None:
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
     """The prebuilt JupyterLab extension inside the package (``jupyter labextension develop``)."""
-    return [{"src": "labextension", "dest": "jupyter-trainer-labextension"}]
+    return [{"src": "frontends/labextension", "dest": "jupyter-trainer-labextension"}]
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:

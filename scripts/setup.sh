@@ -87,12 +87,12 @@ if [ "$have" != "$key [examples,test,bench]" ] && [ "$have" != "$key [$extras]" 
     # Unlink the served build folder first, so that pip's copy of install.json does not land
     # in it through the link (the next build would then find that file twice).
     rm -rf "$VENV/share/jupyter/labextensions/jupyter-trainer-labextension" \
-        "$ROOT/jupyter_trainer/labextension/install.json"
+        "$ROOT/jupyter_trainer/frontends/labextension/install.json"
     log "installing jupyter_trainer[$extras] (editable)"
     "$VENV/bin/pip" install -q -e "$ROOT[$extras]"
     # Serve the lab extension from its build folder, so a rebuild needs no reinstall.
     rm -rf "$VENV/share/jupyter/labextensions/jupyter-trainer-labextension"
-    ln -s "$ROOT/jupyter_trainer/labextension" "$VENV/share/jupyter/labextensions/jupyter-trainer-labextension"
+    ln -s "$ROOT/jupyter_trainer/frontends/labextension" "$VENV/share/jupyter/labextensions/jupyter-trainer-labextension"
     echo "$key [$extras]" > "$stamp"
 fi
 

@@ -48,7 +48,7 @@ def test_wheel_ships_the_prebuilt_extension_and_enables_both_sides(tmp_path, hom
     assert f"{data}share/jupyter/labextensions/{NAME}/package.json" in names
     assert any(n.startswith(f"{data}share/jupyter/labextensions/{NAME}/static/") for n in names)
     # the run view's bundle for the notebook widget, built with the extension
-    assert {"jupyter_trainer/monitor/static/widget.js", "jupyter_trainer/monitor/static/widget.css"} <= set(names)
+    assert {"jupyter_trainer/frontends/widgets/static/widget.js", "jupyter_trainer/frontends/widgets/static/widget.css"} <= set(names)
     assert f"{data}etc/jupyter/jupyter_server_config.d/jupyter_trainer.json" in names
 
     venv = tmp_path / "venv"
