@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .core import hooks
 from .core.version import __version__
 
 _API = {"submit", "rerun", "resume", "diff", "get_run", "runs", "Run"}
@@ -30,6 +31,22 @@ def __getattr__(name: str) -> Any:
 
         return getattr(model_registry, name)
     raise AttributeError(f"module 'jupyter_trainer' has no attribute {name!r}")
+
+
+def _run_monitor(run: Any, **options: Any) -> Any:
+    from .frontends.widgets import monitor
+
+    return monitor(run, **options)
+
+
+def _sweep_monitor(sweep: Any, **options: Any) -> Any:
+    from .frontends.widgets.sweep import sweep_monitor
+
+    return sweep_monitor(sweep, **options)
+
+
+hooks.set_monitor("run", _run_monitor)
+hooks.set_monitor("sweep", _sweep_monitor)
 
 
 def load_ipython_extension(ipython: Any) -> None:

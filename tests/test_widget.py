@@ -362,7 +362,7 @@ def test_form_under_papermill_starts_at_once_with_the_notebook_values(home, tmp_
 
 
 def test_the_monitor_switches_between_widget_and_text(home):
-    probe = "from jupyter_trainer.frontends.views import monitor_mode; print('@@' + repr(monitor_mode()))"
+    probe = "from jupyter_trainer.frontends.widgets import monitor_mode; print('@@' + repr(monitor_mode()))"
     for env, stdin, expected in ((None, True, "widget"), (None, False, "text"),
                                  ("text", True, "text"), ("widget", False, "widget")):
         k = Kernel(JUPYTER_TRAINER_MONITOR=env or "")  # empty: auto, the default

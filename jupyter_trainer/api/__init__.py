@@ -1,1 +1,8 @@
-"""TODO"""
+"""Layer 8: the Python API, ``import jupyter_trainer as jt``.
+
+``runs.py``: ``submit``, ``rerun``, ``resume``, ``get_run``, ``runs`` and ``Run``, with
+``start.py`` (the one path from a snapshot to a supervisor) and ``dry_run.py``; ``diff.py``:
+two runs compared; ``models.py``: the model registry; ``stacks.py``: ranks' live stacks;
+``sweeps/``: hyperparameter sweeps, a client of ``submit`` and ``Run`` like the magics.
+The package exposes these names lazily (``jupyter_trainer.__init__``).
+"""

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from ..core import hooks
 from .. import environment
 from ..rankside import procs
 from ..core.errors import LaunchError, RecordDamaged, RunCanceled, RunFailed, SpecError
@@ -495,9 +496,7 @@ class Run:
         returns at once. Under papermill, in a terminal or with
         ``JUPYTER_TRAINER_MONITOR=text``: the text monitor, followed to the run's end.
         """
-        from ..frontends.views import monitor
-
-        return monitor(self, **kwargs)
+        return hooks.monitor("run", self, **kwargs)
 
     @property
     def is_active(self) -> bool:

@@ -41,7 +41,8 @@ RAY_ACTOR = "ray_actor.py"
 # public name ``jupyter_trainer.runtime``, so the cell's ``from jupyter_trainer import
 # runtime as jt`` works on a node without jupyter_trainer.
 SHIM_INIT = '"""Stand-in for jupyter_trainer inside a run snapshot: only the rank side."""\n'
-SHIM_RUNTIME = ('"""``from jupyter_trainer import runtime as jt`` inside a run."""\n\n'
+SHIM_RUNTIME = ('"""``from jupyter_trainer import runtime as jt``: the rank side\'s runtime by '
+                'its public name."""\n\n'
                 "import sys\n\nfrom .rankside import runtime as _runtime\n\n"
                 "sys.modules[__name__] = _runtime\n")
 

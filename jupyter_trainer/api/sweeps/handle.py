@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from ...core import hooks
 from ...core.errors import RunStateError, TrainerError
 from ...core.spec import validate_run_id
 from ...store import TERMINAL, Store
@@ -183,6 +184,4 @@ class Sweep:
 
     def monitor(self, **kwargs: Any):
         """This sweep's monitor (the widget in a notebook, text and plots elsewhere)."""
-        from ...frontends.widgets.sweep import sweep_monitor
-
-        return sweep_monitor(self, **kwargs)
+        return hooks.monitor("sweep", self, **kwargs)

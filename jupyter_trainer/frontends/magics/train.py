@@ -12,7 +12,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import Image, display
 
 from ...api import runs as api
-from ..views import monitor_mode, show
+from ..widgets import monitor_mode, show
 from ..commands.table import STARTERS, CommandParser, add_commands, run_command, start_again
 from ..views.text import source_line
 from ..commands.options import (HelpRequested, cell_parser, is_sweep, parse_with_settings,

@@ -1,0 +1,7 @@
+"""``from jupyter_trainer import runtime as jt``: the rank side's runtime by its public name."""
+
+import sys
+
+from .rankside import runtime as _runtime
+
+sys.modules[__name__] = _runtime
