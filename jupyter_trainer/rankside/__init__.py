@@ -29,7 +29,8 @@ BOOT = "boot.py"
 SNAPSHOT = ("__init__.py", "runtime.py", "launcher_env.py", "rank_files.py", "onnx_export.py",
             "data.py", "workdir.py", "death_watch.py")
 AGENT = "agent.py"
-POOL = ("__init__.py", "procs.py", "home.py", "hotstart/__init__.py", "hotstart/client.py",
+POOL = ("__init__.py", "procs.py", "home.py", "hotstart/__init__.py", "hotstart/__main__.py",
+        "hotstart/client.py",
         "hotstart/server.py", "hotstart/warm.py", "hotstart/child.py", "hotstart/records.py",
         "hotstart/node_launch.py", "hotstart/keeper.py")
 DATA_UNPACK = "data_unpack.py"

@@ -11,15 +11,12 @@ Service (less any way ``check_launch`` refuses, with its reason in the notes).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from ...core.errors import TargetError
-from ...launchers.table import Command, LaunchPlan
+from ...launchers.table import LaunchPlan
 from ...core.spec import RunSpec
 from .manifests import RunObjects, check_launch, first_node, launcher_command, manifests, to_yaml
-
-if TYPE_CHECKING:
-    from .target import KubernetesTarget
 
 WHAT = {"trainjob": "a Kubeflow Trainer TrainJob", "job": "an Indexed Job with a headless Service"}
 WHEN = {"trainjob": "where the cluster serves Kubeflow Trainer v2 (TrainJob)",
@@ -34,13 +31,14 @@ class DryApis:
     notes: tuple[str, ...]
 
 
-def dry_apis(target: "KubernetesTarget", spec: RunSpec) -> DryApis:
-    """The setting's API; with ``auto``, the one the cluster serves, or both where it cannot
-    be asked. Raises as ``plan`` does when no API can run the launch."""
-    if target.cfg.api != "auto":
-        return DryApis((target.cfg.api,), ())
+def dry_apis(setting: str, served: Callable[[], str], spec: RunSpec) -> DryApis:
+    """The API of the target's ``setting``; with ``auto``, the one the cluster serves (asked
+    with ``served()``), or both where it cannot be asked. Raises as ``plan`` does when no
+    API can run the launch."""
+    if setting != "auto":
+        return DryApis((setting,), ())
     try:
-        api = target.api()
+        api = served()
     except TargetError as exc:
         unknown = str(exc)
     else:
@@ -66,11 +64,10 @@ def dry_apis(target: "KubernetesTarget", spec: RunSpec) -> DryApis:
     return DryApis(tuple(apis), (*notes, *refused))
 
 
-def dry_run_text(target: "KubernetesTarget", spec: RunSpec, plan: LaunchPlan,
-                 command: Command, apis: tuple[str, ...]) -> str:
-    """The manifests of each API in ``apis`` (``plan`` and ``command`` are for the first),
+def dry_run_text(objects: RunObjects, spec: RunSpec, plan: LaunchPlan,
+                 apis: tuple[str, ...]) -> str:
+    """The manifests of each API in ``apis`` (``objects`` and ``plan`` are for the first),
     as one YAML stream; with two, each set preceded by a comment that says when it applies."""
-    objects = target.objects(command)
     if len(apis) == 1:
         return to_yaml(manifests(objects))
     blocks = []

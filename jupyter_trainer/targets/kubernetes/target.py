@@ -127,7 +127,7 @@ class KubernetesTarget(Target):
     def dry_plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
         """``plan`` with the API a dry run shows first: with ``api = "auto"`` and a cluster
         that cannot be asked, the run is shown both ways (dry_run.py)."""
-        self._dry = dry_apis(self, spec)
+        self._dry = dry_apis(self.cfg.api, self.api, spec)
         return self._plan(spec, run_id, run_dir, backend, self._dry.apis[0])
 
     def _plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str,
@@ -174,7 +174,7 @@ class KubernetesTarget(Target):
         """Every object the run would create, as a multi-document YAML stream that
         ``kubectl apply -f -`` takes (both APIs' where ``dry_plan`` could not tell which)."""
         apis = self._dry.apis if self._dry else (self._pending.get("api") or self.api(),)
-        return dry_run_text(self, spec, plan, command, apis)
+        return dry_run_text(self.objects(command), spec, plan, apis)
 
     def dry_run_parts(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> dict[str, Any]:
         return {"notes": list(self._dry.notes)} if self._dry else {}
