@@ -44,16 +44,6 @@ def log(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
 
 
-def _pool_words(hot: dict[str, Any]) -> str:
-    """What started the ranks, in an error: the warm rank pool here, or on the nodes the
-    pool's launcher (which dies by SIGKILL with its node's pool, after saying so)."""
-    pools = hot.get("pools")
-    if pools:
-        return "the rank pool's launcher on a node (pools: " + ", ".join(
-            f"{host} pid {pid}" for host, pid in pools.items()) + ")"
-    return f"the warm rank pool (pid {hot['pool']})"
-
-
 class Supervisor:
     def __init__(self, store: Store, run_id: str) -> None:
         self.store, self.run_id = store, run_id
@@ -486,10 +476,10 @@ class Supervisor:
             # not the SIGTERM its ranks received.
             fields.update(error=report["error"], traceback=log_tail)
         elif first is not None:
+            starter = attribution.pool_words(hot) if hot.get("used") else None
             fields.update(failure={"rank": first.rank, "how": first.how, "at": first.at,
                                    "signal": first.signal},
-                          error=first.error(self.spec.launch.launcher,
-                                            _pool_words(hot) if hot.get("used") else None),
+                          error=first.error(self.spec.launch.launcher, starter),
                           traceback=(first.record.get("traceback") or "")[-TRACEBACK_TAIL:]
                           or (log_tail if first.by_signal else None))
             if first.rank is not None:
