@@ -6,10 +6,13 @@ a placement group per run, a node-shell actor on each bundle's node running the 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -235,3 +238,46 @@ def test_data_reaches_both_ray_nodes_through_their_shells(rc, home, tmp_path):
     assert len(first) == 2 and {r["tool"] for r in first.values()} == {"tar"}
     second = runs[1].state["launcher"]["staging"]["data"]["d"]
     assert {r["state"] for r in second.values()} == {"cached"}
+
+
+# Cancel request -> run canceled, from the middle of its preparation: the step under way (a
+# pre-flight per node), then the end-of-run check per node; 0.2-0.9 s measured on 2 busy cores.
+PREPARED_CANCEL_S = 10.0
+
+
+@contextlib.contextmanager
+def every_core_busy():
+    """A busy loop per core (``stress --cpu N``), started and ended here."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+             for _ in range(os.cpu_count() or 1)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+def test_a_cancel_while_a_run_is_prepared_under_load_starts_no_rank(rc, home):
+    """Preparing a Ray run (node shells, each node's pre-flight, staging, the launchers'
+    start) takes seconds, more on a loaded machine. A cancel that comes meanwhile ends the run
+    there: no launcher or rank of it ever starts (they used to be launched all the same and
+    stopped only once watched, seconds after the cancel)."""
+    with every_core_busy():
+        run = api.submit(SLEEPER, target="rc", nodes=2, procs=1, name="ray-prepared")
+        log = home / "runs" / run.id / "logs" / "launcher.log"
+        wait_for(lambda: log.exists() and "Ray node shell(s) up" in log.read_text(),
+                 timeout=240, interval=0.01, what="the node shells, before each node's pre-flight")
+        asked = time.monotonic()
+        run.cancel(wait=False)
+        started: set[str] = set()
+        while run.status not in ("canceled", "failed", "completed", "lost") and \
+                time.monotonic() - asked < 240:
+            started.update(procs.describe(p) for p in procs.pids_with_env("JT_RUN_ID", run.id))
+            time.sleep(0.02)
+        took = time.monotonic() - asked
+    assert run.status == "canceled", run.state.get("error")
+    assert not started, started
+    assert took < PREPARED_CANCEL_S, took
+    assert "nodes" not in run.state["launcher"]  # no launcher was started on any node
+    assert run.state["teardown"]["leftovers"] == [] and leftover(run.id) == []

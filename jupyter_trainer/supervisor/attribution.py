@@ -101,6 +101,16 @@ class Death:
                 "see logs/launcher.log")
 
 
+def pool_words(hot: dict[str, Any]) -> str:
+    """What started the ranks, in an error: the warm rank pool here, or on the nodes the
+    pool's launcher (which dies by SIGKILL with its node's pool, after saying so)."""
+    pools = hot.get("pools")
+    if pools:
+        return "the rank pool's launcher on a node (pools: " + ", ".join(
+            f"{host} pid {pid}" for host, pid in pools.items()) + ")"
+    return f"the warm rank pool (pid {hot['pool']})"
+
+
 def rank_deaths(records: dict[int, dict[str, Any]],
                 launcher_words: dict[int, str] | None = None) -> list[Death]:
     """Every rank that ended badly, with the times its record holds.

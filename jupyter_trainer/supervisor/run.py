@@ -199,6 +199,8 @@ class Supervisor:
         realized = environment.realize(self.spec.env, self.target, home=self.store.home,
                                        code_dir=self.paths.code, entry=self.spec.code.entry,
                                        launcher=self.spec.launch.launcher)
+        if self.cancel_reason():  # before each step that can take seconds: no launch after it
+            return {}
         python = realized.python
         self.state["environment"] = realized.record  # saved with the next transition
         backend = self.target.resolve_backend(self.spec.launch)
@@ -206,11 +208,17 @@ class Supervisor:
                 else _with_python(self.spec, python))
         # The target's hooks, in the order Target's docstring gives.
         plan = self.target.plan(spec, self.run_id, str(self.paths.root), backend)
+        if self.cancel_reason():
+            return {}
         built = self.target.build_environment(spec, plan)
         if built is not None:  # the target built the environment on its nodes
             plan = replace(plan, python=built.python)
             self.state["environment"].update(built.record())
+        if self.cancel_reason():
+            return {}
         self.target.stage(spec, plan, str(self.paths.root))
+        if self.cancel_reason():
+            return {}
         if realized.variables:  # the environment's variables, over the target's own
             plan = replace(plan, extra_env={**plan.extra_env, **realized.variables})
         command = self.target.command(spec, plan)

@@ -36,16 +36,6 @@ class Evidence:
     disk_full: str | None = None            # the error of a full disk, if the disk filled
 
 
-def pool_words(hot: dict[str, Any]) -> str:
-    """What started the ranks, in an error: the warm rank pool here, or on the nodes the
-    pool's launcher (which dies by SIGKILL with its node's pool, after saying so)."""
-    pools = hot.get("pools")
-    if pools:
-        return "the rank pool's launcher on a node (pools: " + ", ".join(
-            f"{host} pid {pid}" for host, pid in pools.items()) + ")"
-    return f"the warm rank pool (pid {hot['pool']})"
-
-
 def first_failure(e: Evidence) -> attribution.Death | None:
     """The process that failed first: a rank by its records (and the launcher's words), or
     the launcher when a signal killed it before any rank failed, or when the pool died and
@@ -85,7 +75,7 @@ def decide(e: Evidence) -> tuple[str, dict[str, Any]]:
         # not the SIGTERM its ranks received.
         fields.update(error=e.report["error"], traceback=e.log_tail)
     elif first is not None:
-        starter = pool_words(e.hot) if e.hot.get("used") else None
+        starter = attribution.pool_words(e.hot) if e.hot.get("used") else None
         fields.update(failure={"rank": first.rank, "how": first.how, "at": first.at,
                                "signal": first.signal},
                       error=first.error(e.launcher, starter),
