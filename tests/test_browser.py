@@ -424,7 +424,9 @@ def check_live_view(page: Page, root: str, run, *, shots: str = "", panel_row: s
     assert titles() == ["loss", "accuracy", "lr"]
     assert [c.get_attribute("data-metric") for c in pw.locator(within(".jt-metric-chip")).all()] == \
         ["loss", "accuracy", "lr"]
-    assert re.match(r"last \S+ · min \S+ · max \S+", page.text(within(".jt-chart-stats")))
+    # each figure of a chart's header says which rank it is of
+    assert re.fullmatch(r"ranks 0, 1 · last \S+ · min \S+ \(rank [01]\) · max \S+ \(rank [01]\)",
+                        " ".join(page.text(within(".jt-chart-stats")).split()))
     # a text metric is not charted: its last value per rank is listed
     pw.wait_for_selector(within("[data-testid=jt-text-metrics] tr[data-metric=phase]"))
     texts = page.text(within("[data-testid=jt-text-metrics]"))
@@ -641,7 +643,9 @@ def test_a_huge_run_stays_smooth_in_the_browser(browser, home):
     assert all(0 < n <= 2000 for n in drawn), drawn
     assert page.page.locator("[data-testid=jt-log-line]").count() <= 2000
     assert "1,000,000 points × 2 ranks" in page.text(".jt-chart-foot")
-    assert page.text(".jt-chart-card[data-metric=loss] .jt-chart-stats") == "last 1e-6 · min 1e-6 · max 1.01"
+    # rank 1's spike (1.02) is the maximum, not rank 0's (1.01)
+    assert " ".join(page.text(".jt-chart-card[data-metric=loss] .jt-chart-stats").split()) == \
+        "ranks 0, 1 · last 1e-6 · min 1e-6 (rank 0) · max 1.02 (rank 1)"
     long_tasks = [d for start, d in page.page.evaluate("window.__longTasks") if start >= since]
     assert max(long_tasks, default=0) < 250, f"the page was blocked for {max(long_tasks)} ms"
     page.shot("10-huge-run")
@@ -803,7 +807,7 @@ def test_the_run_view_follows_the_theme_in_the_widget_and_the_lab_view(themed_br
         loss = f"{root} .jt-chart-card[data-metric=loss]"
         assert pw.get_attribute(f"{loss} [data-testid=jt-chart]", "data-non-finite") == "2"
         assert "2 NaN/inf" in page.text(f"{loss} .jt-chart-foot")
-        assert re.search(r"min 0\.28\d* · max 2\b", page.text(f"{loss} .jt-chart-stats"))
+        assert re.search(r"min 0\.28\d* \(rank 0\) · max 2 \(rank 0\)", page.text(f"{loss} .jt-chart-stats"))
         if where == "lab":  # opened after the NaN was recorded; the widget had ended before
             nan = f"{root} [data-testid=jt-non-finite]"
             assert page.text(nan) == "⚠ loss became NaN at step 15 on rank 0"
