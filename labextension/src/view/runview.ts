@@ -149,6 +149,8 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
   let cancelClicked = false;
   let heard = Date.now(); // when the model last changed
   let gone = ''; // why the model's connection is gone, once it is
+  let shownNow: number | null = null; // the clock as last shown (the feeder's time)
+  let frozenNow: number | null = null; // where the clock stopped once the connection was gone
 
   const send = (content: unknown): boolean => {
     try {
@@ -188,10 +190,13 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     send({ type: 'cancel' });
   });
 
-  /** The kernel (or server) that fed this view is gone: show its last state as such. */
+  /** The kernel (or server) that fed this view is gone: show its last state as such, its
+   * clock stopped where it was (never set back to the last state's time). */
   function markGone(): void {
     if (gone || TERMINAL.includes((model.get('state') || {}).status)) return;
-    gone = options.goneText || 'no connection: this is what the run looked like last';
+    gone = (options.goneText || 'no connection: this is what the run looked like last')
+      .replace('%train attach RUN', `%train attach ${model.get('run_id') || 'RUN'}`);
+    frozenNow = shownNow;
     schedule('head');
   }
 
@@ -289,7 +294,8 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     const state = model.get('state') || {};
     const terminal = TERMINAL.includes(state.status);
     if (!terminal && !gone && Date.now() - heard > SILENT_S * 1000) markGone();
-    const now = gone ? state.now || Date.now() / 1000 + clock.offset : Date.now() / 1000 + clock.offset;
+    const now = frozenNow ?? (gone ? state.now || Date.now() / 1000 : Date.now() / 1000 + clock.offset);
+    shownNow = now;
     const end = state.ended || now;
     $('[data-testid=jt-elapsed]').textContent = state.created ? formatDuration(end - state.created) : '';
     tickHealth(health, end);

@@ -81,6 +81,8 @@ export function mountSweepView(root: HTMLElement, model: IViewModel, options: IS
   let cancelClicked = false;
   let clock = { offset: 0 }; // the kernel's time - the browser's, from the last state
   let gone = '';
+  let shownNow: number | null = null; // the clock as last shown (the kernel's time)
+  let frozenNow: number | null = null; // where it stopped once the connection was gone
 
   const state = (): ISweepState => model.get('state') || {};
   const spec = (): ISweepSpec => model.get('spec') || {};
@@ -147,7 +149,9 @@ export function mountSweepView(root: HTMLElement, model: IViewModel, options: IS
 
   function markGone(): void {
     if (gone || SWEEP_TERMINAL.includes(state().status || '')) return;
-    gone = options.goneText || 'no connection: this is what the sweep looked like last';
+    gone = (options.goneText || 'no connection: this is what the sweep looked like last')
+      .replace('%train attach SWEEP', `%train attach ${model.get('sweep_id') || state().id || 'SWEEP'}`);
+    frozenNow = shownNow; // the clock stops where it was, never set back
     schedule('head');
   }
 
@@ -268,7 +272,8 @@ export function mountSweepView(root: HTMLElement, model: IViewModel, options: IS
   // Durations of running trials and the sweep's elapsed time advance every second.
   function tick(): void {
     const s = state();
-    const t = gone ? s.now || now() : now();
+    const t = frozenNow ?? (gone ? s.now || now() : now());
+    shownNow = t;
     const start = s.started || s.created;
     $('[data-testid=jt-sweep-elapsed]').textContent = start ? formatDuration((s.ended || t) - start) : '';
     for (const trial of trials()) {
