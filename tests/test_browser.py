@@ -588,6 +588,16 @@ def test_form_launch_records_the_entered_values(browser, home):
 
 def test_a_failed_run_shows_the_failing_rank_and_traceback(browser, home):
     lab, page = browser
+    # the Lab view's messages from the server, held while ``release`` says so (set up
+    # before the page loads: Playwright routes the sockets of pages loaded after)
+    held: list = []
+    release = {"now": True}
+
+    def hold(ws) -> None:
+        server = ws.connect_to_server()
+        server.on_message(lambda message: ws.send(message) if release["now"] else held.append((ws, message)))
+
+    page.page.route_web_socket("**/jupyter-trainer/api/runs/*/view*", hold)
     lab.write_notebook("fail.ipynb", ["%load_ext jupyter_trainer", """%%train --procs 2 --name diverges
 import time
 from jupyter_trainer import runtime as jt
@@ -598,6 +608,7 @@ for step in range(60):
     loss = 1.0 + (step * 0.1 if jt.rank == 1 else 0.0)
     jt.log(step=step, loss=loss)
     jt.progress(step + 1, 60)
+    print(f"rank {jt.rank} step {step} loss {loss:.2f}", flush=True)
     check(loss, step)
     time.sleep(0.05)
 """])
@@ -615,6 +626,36 @@ for step in range(60):
     assert outputs.startswith("Outputs") and str(run.outputs) in outputs and "(empty)" in outputs
     page.shot("09-failed")
     assert leftover(api.runs(home=home)[0].id) == []
+    # The server-fed view of the finished run opens on the end of its log, the traceback,
+    # even when it is filled while out of sight (a tab behind another, as JupyterLab
+    # restores them): the server's first messages are held until the notebook is in front.
+    pw = page.page
+    release["now"] = False
+    pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
+    pw.click(f"[data-testid=jt-runs-row][data-run='{run.id}']")
+    body = f"#jt-run-{run.id} [data-testid=jt-log-body]"
+    pw.wait_for_selector(body)
+    pw.click(".lm-TabBar-tab:has-text('fail.ipynb')")
+    pw.wait_for_selector(body, state="hidden")
+    # (the page's events reach this thread while it waits on the page)
+    wait_for(lambda: pw.wait_for_timeout(50) or held, 30, what="the view's first message")
+    release["now"] = True
+    for ws, message in held:
+        ws.send(message)
+    pw.wait_for_selector(f"{body} [data-testid=jt-log-line]:has-text('FloatingPointError')",
+                         state="attached")
+    pw.wait_for_timeout(500)  # filled while hidden
+    pw.click(f".lm-TabBar-tab[data-id='jt-run-area-{run.id}']")
+    pw.wait_for_selector(body)
+    assert_log_at_end(pw, body)
+
+
+def assert_log_at_end(pw, body: str) -> None:
+    """The log ``body`` is scrolled to its newest line (and has more than it shows)."""
+    at = pw.eval_on_selector(body, """b => ({top: b.scrollTop, height: b.clientHeight, total: b.scrollHeight,
+        last: b.lastElementChild.getBoundingClientRect().bottom <= b.getBoundingClientRect().bottom + 1})""")
+    assert at["total"] > at["height"] > 0, at
+    assert at["top"] + at["height"] >= at["total"] - 8 and at["last"], f"the log is not at its end: {at}"
 
 
 def test_a_huge_run_stays_smooth_in_the_browser(browser, home):
@@ -765,20 +806,43 @@ def test_after_a_kernel_restart_the_old_widget_says_its_kernel_is_gone(browser, 
     assert leftover(run.id) == []
 
 
-def test_after_a_restart_and_a_reload_the_output_shows_the_run_from_the_server(browser, home):
-    lab, page = browser
+@pytest.fixture(params=["jupyterlab", "notebook"], ids=["lab", "notebook7"])
+def any_front_end(home, request):
+    """JupyterLab, then Notebook 7, each with a page in headless Chromium."""
+    with _open_browser(home, request, request.param) as opened:
+        yield opened
+
+
+def widths(pw, view: str) -> dict:
+    """The width of the output that holds ``view`` and of the view itself, in pixels."""
+    return pw.eval_on_selector(view, """el => {
+        const child = el.closest('.jp-OutputArea-child');
+        const prompt = child.querySelector('.jp-OutputArea-prompt');
+        return {area: child.getBoundingClientRect().width - (prompt ? prompt.getBoundingClientRect().width : 0),
+                view: el.getBoundingClientRect().width}; }""")
+
+
+def test_after_a_restart_and_a_reload_the_output_shows_the_run_from_the_server(any_front_end, home):
+    lab, page = any_front_end
     run = start_a_long_run(lab, page, "reloaded.ipynb")
     pw = page.page
+    widget = widths(pw, "[data-testid=jt-monitor]")
     pw.keyboard.press("Control+s")
     pw.wait_for_selector(".jp-mod-dirty", state="detached")
     page.restart_kernel()
     pw.wait_for_selector(lab.idle_kernel)
     pw.reload()
     # not "Error displaying widget: model not found": the run view, fed by the server
-    pw.wait_for_selector("[data-testid=jt-monitor][data-source=server] [data-testid=jt-status]:text-is('running')",
-                         timeout=TIMEOUT_MS)
+    view = "[data-testid=jt-monitor][data-source=server]"
+    pw.wait_for_selector(f"{view} [data-testid=jt-status]:text-is('running')", timeout=TIMEOUT_MS)
     assert "model not found" not in pw.inner_text(".jp-OutputArea")
     assert page.text("[data-testid=jt-run-id]") == run.id
+    # it fills the output area as the widget did, not the width of its text
+    server = widths(pw, view)
+    assert server["view"] >= server["area"] - 2 and server["view"] >= widget["view"] - 2, (server, widget)
+    progress = pw.eval_on_selector(f"{view} [data-testid=jt-progress-text]",
+                                   "el => el.scrollWidth <= el.clientWidth")
+    assert progress, "the progress line is cut off"
     fraction = lambda: float(page.attr("[data-testid=jt-progress-fill]", "data-fraction") or 0)  # noqa: E731
     before = wait_for(fraction, 30, what="progress")
     wait_for(lambda: fraction() > before, 30, what="progress from the server")

@@ -391,6 +391,7 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     clearInterval(timer);
     frames.cancel();
     unlisten();
+    logs.dispose();
     store.listeners.delete(onLog);
     metrics.destroy();
   };
