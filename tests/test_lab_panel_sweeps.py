@@ -94,8 +94,9 @@ def test_a_sweep_is_one_row_that_expands_to_its_trials(browser, home, tmp_path):
     assert [t["status"] for t in trials] == ["completed", "completed", "pruned", "pruned"]
     for shown, recorded in zip(trials, state["trials"]):
         assert shown["objective"] == recorded["objective"]
-        if recorded["objective"] is None:
-            assert shown["shown"] == "–"
+        if recorded["objective"] is None:  # pruned: the last value it reported, marked
+            value, kind = shown["shown"].split()
+            assert kind == "last" and math.isclose(float(value), recorded["last"], rel_tol=1e-4)
         else:
             assert math.isclose(float(shown["shown"]), recorded["objective"], rel_tol=1e-4)
         assert f"hidden={recorded['params']['hidden']}" in shown["params"]

@@ -3,9 +3,10 @@ trials of a sweep, so that the runs list can leave them to their sweep's row.
 
 ``GET sweeps`` lists one row per sweep, newest first (``limit``, ``offset``, ``status``,
 ``name`` as for runs); ``GET sweeps/SWEEP`` answers what ``jupyter-trainer sweep show SWEEP
---json`` prints; ``POST sweeps/SWEEP/cancel`` asks the sweep's driver to cancel it and its
-running trials (202), or 409 once the sweep has ended. A sweep id is checked before any path
-is built from it: a malformed one answers 400, an unknown one 404.
+--json`` prints, each trial with the value it reported when it has no objective;
+``POST sweeps/SWEEP/cancel`` asks the sweep's driver to cancel it and its running trials
+(202), or 409 once the sweep has ended. A sweep id is checked before any path is built
+from it: a malformed one answers 400, an unknown one 404.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from jupyter_server.utils import url_path_join
 from tornado.ioloop import IOLoop
 
 from ..errors import InvalidRunId, SpecError, TrainerError
+from ..monitor.sweep_charts import with_reported
 from ..spec import validate_run_id
 from ..store import Store
 from ..store.sweeps import SWEEP_ACTIVE, SWEEP_TERMINAL, SweepStore
@@ -133,7 +135,11 @@ class SweepHandler(BaseHandler):
 
     async def _get(self, sweep_id: str) -> None:
         sweep = get_sweep(checked_sweep_id(sweep_id), home=self.store.home)
-        self.write_json(sweep_json(sweep))
+        shown = sweep_json(sweep)
+        # each trial with what it reported when it has no objective: the panel shows it, marked
+        shown["trials"] = with_reported(shown["trials"], sweep.state.get("trials") or [],
+                                        shown["spec"].get("objective") or "last")
+        self.write_json(shown)
 
 
 class SweepCancelHandler(BaseHandler):

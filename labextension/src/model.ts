@@ -138,6 +138,8 @@ export interface ITrialRow {
   pruned_at: number | null;
   reason: string | null;
   duration: number | null;
+  /** What a trial without an objective reported (``server.sweeps.with_reported``). */
+  reported?: { value: number; step?: number | null; kind: string } | null;
 }
 
 export interface ISweepDetail {

@@ -257,13 +257,15 @@ export class RunsPanel extends Widget {
     const note = trialNote(trial);
     const params = paramsText(trial.params);
     const title = [trial.run ? `run ${trial.run}` : 'its run is starting', params, note].filter(Boolean).join('\n');
-    const objective = trial.objective === null ? '–' : formatNumber(trial.objective);
+    const reported = trial.objective === null && trial.reported ? trial.reported : null;
+    const objective = trial.objective !== null ? escape(formatNumber(trial.objective))
+      : reported ? `<span class="jt-sweep-reported" data-reported="${reported.value}">${escape(formatNumber(reported.value))} <span class="jt-sweep-reported-kind">${escape(reported.kind)}</span></span>` : '–';
     return `
             <div class="jt-sweeps-trial${best ? ' jt-sweeps-best-trial' : ''}" role="listitem" data-testid="jt-sweeps-trial" data-status="${status}" data-number="${trial.number}"${trial.run ? ` data-run="${escape(trial.run)}" tabindex="0"` : ''}${trial.objective === null ? '' : ` data-objective="${trial.objective}"`} title="${escape(title)}">
               <span class="jt-sweeps-number">${best ? '★' : ''}#${trial.number}</span>
               <span class="jt-badge jt-status-${status}" data-testid="jt-sweeps-trial-status">${status}</span>
               <span class="jt-sweeps-params" data-testid="jt-sweeps-params">${escape(params)}</span>
-              <span class="jt-sweeps-objective" data-testid="jt-sweeps-objective">${escape(objective)}</span>
+              <span class="jt-sweeps-objective" data-testid="jt-sweeps-objective"${reported ? ` title="the ${escape(reported.kind)} value it reported, not an objective: the best trial is among the completed ones"` : ''}>${objective}</span>
             </div>`;
   }
 

@@ -244,9 +244,14 @@ export class ParallelPlot {
       const stroke = l.color ? ` style="stroke:${l.color}"` : '';
       return `<path class="${cls}" data-number="${l.number}" data-status="${esc(l.status)}" d="${l.d}"${stroke}/>`;
     }).join('');
+    // a value reported without being an objective: a hollow mark on the objective axis
+    const marks = drawn.filter(l => l.reported).map(l => {
+      const at = l.reported as { x: number; y: number };
+      return `<circle class="jt-pc-reported jt-pc-${esc(l.status)}" data-number="${l.number}" cx="${at.x.toFixed(1)}" cy="${at.y.toFixed(1)}" r="4"/>`;
+    }).join('');
     // wide, invisible copies on top take the pointer, so a thin line is easy to hover
     const hits = drawn.map(l => `<path class="jt-pc-hit" data-number="${l.number}" d="${l.d}"/>`).join('');
-    return `${axes}<g class="jt-pc-lines">${lines}</g><g class="jt-pc-hits">${hits}</g>`;
+    return `${axes}<g class="jt-pc-lines">${lines}${marks}</g><g class="jt-pc-hits">${hits}</g>`;
   }
 
   private lineAt(target: EventTarget | null): number | null {
