@@ -154,6 +154,8 @@ def test_cancel_in_the_sweep_widget_ends_a_running_sweep(browser, home):
     pw.wait_for_function("""sel => document.querySelectorAll(sel).length === 2""",
                          arg=within("[data-testid=jt-sweep-trial][data-status=running]"))
     driver = sweep.state["driver"]
+    wait_for(lambda: all(t.get("last") is not None for t in sweep.state["trials"]), 60,
+             what="each running trial to have logged val_acc")
     assert cell_busy(page)
     pw.click(within("[data-testid=jt-sweep-cancel]"))
     wait_for(lambda: sweep.status == "canceled", 60, what="the sweep to be canceled")
@@ -162,6 +164,21 @@ def test_cancel_in_the_sweep_widget_ends_a_running_sweep(browser, home):
     assert pw.locator(within("[data-testid=jt-sweep-cancel]")).is_hidden()
     statuses = [r.get_attribute("data-status") for r in pw.locator(within("[data-testid=jt-sweep-trial]")).all()]
     assert statuses == ["canceled", "canceled"]
+    # each canceled trial shows the last val_acc it logged, marked as no objective
+    state = sweep.state
+    shown = pw.eval_on_selector_all(within("[data-testid=jt-sweep-trial] .jt-sweep-reported"),
+                                    "els => els.map(e => [+e.dataset.reported, e.textContent, e.title])")
+    assert [value for value, _, _ in shown] == [t["last"] for t in state["trials"]], (shown, state)
+    assert all(text.endswith(" last") and "not an objective" in title for _, text, title in shown)
+    # best so far counts completed trials only, and says so instead of waiting for one
+    no_best = page.text(within("[data-testid=jt-sweep-no-best]"))
+    assert no_best.startswith("no trial completed (2 canceled): best so far counts completed trials only"), no_best
+    assert "waiting" not in page.text(within("[data-testid=jt-sweep-best-chart]"))
+    assert "best so far counts completed trials only" in page.text(within("[data-testid=jt-sweep-best-chart]"))
+    # parallel coordinates draw both trials, to the values they reported (hollow marks)
+    lines = parallel_lines(page)
+    assert sorted(ln["n"] for ln in lines) == [0, 1] and all(ln["d"].count("L") == 2 for ln in lines), lines
+    assert pw.locator(within("[data-testid=jt-sweep-parallel] circle.jt-pc-reported")).count() == 2
     page.shot("sweep-03-canceled", SWEEP)
     for trial in sweep.state["trials"]:
         wait_for(lambda: leftover(trial["run"]) == [], 15, what=f"run {trial['run']} to end")

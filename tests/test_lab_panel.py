@@ -102,26 +102,51 @@ def test_panel_and_run_view_are_the_widgets_view(browser, home, tmp_path):  # no
         shutil.copy(shot, REPO / "docs" / "screenshots" / "lab-run-view.png")
 
 
-def test_attach_in_notebook_inserts_and_runs_the_cell(browser, home, tmp_path):  # noqa: F811
+FILLER = 24  # cells of 12 lines each: the end of the notebook is far below the fold
+
+
+def monitor_in_view(pw, cell: str) -> bool:
+    """Whether the run view in ``cell``'s output is wholly inside the notebook's visible area."""
+    return pw.eval_on_selector(cell, """c => {
+        const view = c.closest('.jp-WindowedPanel-outer').getBoundingClientRect();
+        const box = c.querySelector('[data-testid=jt-monitor]').getBoundingClientRect();
+        return box.top >= view.top - 1 && box.bottom <= view.bottom + 1; }""")
+
+
+def test_attach_in_notebook_inserts_runs_and_shows_the_cell(browser, home, tmp_path):  # noqa: F811
     lab, page = browser
     run = api.submit(INTERLEAVED, procs=2, name="to-attach", wait=True)
-    lab.write_notebook("attach.ipynb", ["%load_ext jupyter_trainer"])
+    filler = "\n".join(f"# line {i}" for i in range(12))
+    lab.write_notebook("attach.ipynb", ["%load_ext jupyter_trainer", *[filler] * FILLER])
     open_panel(page, lab, lab.notebook_url("attach.ipynb"))
     pw = page.page
     pw.wait_for_selector(lab.idle_kernel)
-    pw.click(".jp-Notebook .jp-Cell >> nth=0")  # a cell focused, then the side panel clicked
+    pw.set_viewport_size({"width": 1280, "height": 800})  # a laptop's screen
+    # the last cell used, then the notebook scrolled back to its top: the new cell goes
+    # below the last one, out of sight, and Attach shows it, with the run it shows
+    outer = ".jp-NotebookPanel .jp-WindowedPanel-outer"
+    pw.eval_on_selector(outer, "el => { el.scrollTop = el.scrollHeight; }")
+    last = f".jp-Notebook .jp-Cell:nth-child({FILLER + 1}) .jp-InputPrompt"
+    pw.click(last)
+    pw.wait_for_selector(f".jp-Notebook .jp-Cell.jp-mod-active:nth-child({FILLER + 1})")
+    pw.eval_on_selector(outer, "el => { el.scrollTop = 0; }")
+    pw.wait_for_timeout(300)
     pw.click(f"[data-testid=jt-runs-row][data-run='{run.id}'] [data-testid=jt-runs-attach]")
-    cell = pw.locator(".jp-Notebook .jp-Cell >> nth=1")
+    new = f".jp-Notebook .jp-Cell >> nth={FILLER + 1}"
+    cell = pw.locator(new)
     cell.wait_for()
     assert f'get_run("{run.id}").monitor()' in cell.locator(".jp-InputArea-editor").inner_text()
-    pw.wait_for_selector(f".jp-Cell >> nth=1 >> [data-testid=jt-run-id]:text-is('{run.id}')")
-    pw.wait_for_selector(".jp-Cell >> nth=1 >> [data-testid=jt-status]:text-is('completed')")
+    pw.wait_for_selector(f"{new} >> [data-testid=jt-run-id]:text-is('{run.id}')")
+    pw.wait_for_selector(f"{new} >> [data-testid=jt-status]:text-is('completed')")
+    wait_for(lambda: monitor_in_view(pw, f".jp-Notebook .jp-Cell:nth-child({FILLER + 2})"),
+             timeout=10, what="the inserted cell's run view to be scrolled into view")
     # the log history of both ranks, in the order the lines were written
     lines = lambda: [t.split("] ", 1)[-1] for t in pw.locator(  # noqa: E731
-        ".jp-Cell >> nth=1 >> [data-testid=jt-log-line]").all_inner_texts() if "line" in t]
+        f"{new} >> [data-testid=jt-log-line]").all_inner_texts() if "line" in t]
     wait_for(lambda: len(lines()) == 8, timeout=20, what="the attached run's log")
     assert lines() == [f"rank {i % 2} line {i // 2}" for i in range(8)], lines()
     assert not pw.locator(".jp-Dialog").count()
+    page.shot("attached-in-view", ".jp-Notebook")
 
 
 def test_a_view_whose_connection_is_gone_says_so(browser, home, tmp_path):  # noqa: F811

@@ -94,8 +94,9 @@ def test_a_sweep_is_one_row_that_expands_to_its_trials(browser, home, tmp_path):
     assert [t["status"] for t in trials] == ["completed", "completed", "pruned", "pruned"]
     for shown, recorded in zip(trials, state["trials"]):
         assert shown["objective"] == recorded["objective"]
-        if recorded["objective"] is None:
-            assert shown["shown"] == "–"
+        if recorded["objective"] is None:  # pruned: the last value it reported, marked
+            value, kind = shown["shown"].split()
+            assert kind == "last" and math.isclose(float(value), recorded["last"], rel_tol=1e-4)
         else:
             assert math.isclose(float(shown["shown"]), recorded["objective"], rel_tol=1e-4)
         assert f"hidden={recorded['params']['hidden']}" in shown["params"]
@@ -170,3 +171,56 @@ def test_a_running_sweep_is_canceled_from_its_row(browser, home, tmp_path):  # n
     assert sweep.status == "canceled"
     for run in runs:
         assert run.status == "canceled" and leftover(run.id) == []
+
+
+def test_a_sweep_shows_its_name_opens_its_own_view_and_attaches(browser, home, tmp_path):  # noqa: F811
+    lab, page = browser
+    name = "lr-and-hidden-search"
+    sweep = start_sweep(tmp_path, name=name)
+    sweep.wait(timeout=180)
+    lab.write_notebook("sweep-attach.ipynb", ["%load_ext jupyter_trainer"])
+    open_panel(page, lab, lab.notebook_url("sweep-attach.ipynb"))
+    pw = page.page
+    pw.wait_for_selector(lab.idle_kernel)  # the notebook is open: it takes the focus no more
+    row = row_of(sweep.id)
+    # the whole name, at the panel's default width
+    shown = f"{row} .jt-runs-name"
+    pw.wait_for_selector(shown)
+    assert pw.inner_text(shown) == name
+    assert pw.eval_on_selector(shown, "el => el.scrollWidth <= el.clientWidth + 1 && "
+                               "el.getBoundingClientRect().width > 0"), "the name is cut"
+    page.shot("panel-sweep-name", "#jupyter-trainer-runs")
+
+    # its own view: the trials table, best so far and parallel coordinates, from the server
+    pw.click(f"{row} [data-testid=jt-sweeps-open]")
+    view = f"#jt-sweep-{sweep.id} [data-testid=jt-sweep]"
+    pw.wait_for_selector(f"{view} [data-testid=jt-sweep-status]:text-is('completed')")
+    state = sweep.state
+    assert page.text(f"{view} [data-testid=jt-sweep-id]") == sweep.id
+    assert pw.locator(f"{view} [data-testid=jt-sweep-trial]").count() == len(state["trials"])
+    assert pw.get_attribute(f"{view} [data-testid=jt-sweep-best-canvas]", "data-points") == \
+        str(state["counts"]["completed"])
+    pw.wait_for_function("sel => document.querySelectorAll(sel).length === 4",
+                         arg=f"{view} [data-testid=jt-sweep-parallel] path.jt-pc-line")
+    assert float(pw.get_attribute(f"{view} .jt-sweep-best-value", "data-value")) == \
+        state["best"]["objective"]
+    assert pw.locator(f"{view} [data-testid=jt-sweep-cancel]").is_hidden()
+    page.shot("lab-sweep-view", f"#jt-sweep-{sweep.id}")
+    # a trial opens its run's view
+    best = state["best"]
+    pw.click(f"{view} [data-testid=jt-sweep-trial][data-number='{best['number']}']")
+    run_view = f"#jt-run-{best['run']} [data-testid=jt-monitor]"
+    pw.wait_for_selector(f"{run_view} [data-testid=jt-status]:text-is('completed')")
+
+    # "Attach in notebook" inserts and runs a cell that shows the sweep's widget
+    pw.click(".lm-TabBar-tab:has-text('sweep-attach.ipynb')")
+    pw.click(".jp-Notebook .jp-Cell >> nth=0")
+    pw.click(f"{row} [data-testid=jt-sweeps-attach]")
+    cell = pw.locator(".jp-Notebook .jp-Cell >> nth=1")
+    cell.wait_for()
+    assert f'get_sweep("{sweep.id}").monitor()' in cell.locator(".jp-InputArea-editor").inner_text()
+    pw.wait_for_selector(f".jp-Cell >> nth=1 >> [data-testid=jt-sweep-id]:text-is('{sweep.id}')")
+    pw.wait_for_selector(".jp-Cell >> nth=1 >> [data-testid=jt-sweep-status]:text-is('completed')")
+    assert not pw.locator(".jp-Dialog").count()
+    for trial in state["trials"]:
+        assert leftover(trial["run"]) == []

@@ -19,6 +19,7 @@ from jupyter_trainer.frontends.commands.sweeps import sweep_json
 
 from conftest import leftover, wait_for
 from test_server import BASE, expect_error, finished_run, get_json, jp_server_config  # noqa: F401
+from test_server_view import Viewer
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -85,7 +86,9 @@ async def test_list_and_show_a_sweep(jp_fetch, sweep, home):
     assert row["best"]["objective"] == max(t["objective"] for t in state["trials"])
 
     shown = await get_json(jp_fetch, "sweeps", sweep.id)
-    assert shown == json.loads(json.dumps(sweep_json(sweep)))  # what `sweep show --json` prints
+    # what `sweep show --json` prints, each trial with what it reported without an objective
+    assert [t.pop("reported") for t in shown["trials"]] == [None] * 4  # all completed
+    assert shown == json.loads(json.dumps(sweep_json(sweep)))
     assert [(t["number"], t["run"], t["params"], t["status"], t["objective"])
             for t in shown["trials"]] == \
         [(t["number"], t["run"], t["params"], t["status"], t["objective"]) for t in state["trials"]]
@@ -210,3 +213,54 @@ async def test_an_unknown_sweep_is_404(jp_fetch, home, method, tail):
 async def test_unknown_routes_list_the_sweep_routes(jp_fetch, home):
     error = await expect_error(jp_fetch, 404, "sweeps", "x", "y")
     assert "sweeps/SWEEP/cancel" in error["error"]
+
+
+async def test_the_sweep_view_socket_requires_auth_and_a_real_sweep(jp_ws_fetch, sweep):
+    with pytest.raises(HTTPClientError) as info:
+        await jp_ws_fetch(BASE, "sweeps", sweep.id, "view", headers={"Authorization": ""})
+    assert info.value.code == 403
+    with pytest.raises(HTTPClientError) as info:
+        await jp_ws_fetch(BASE, "sweeps", UNKNOWN, "view")
+    assert info.value.code == 404
+    with pytest.raises(HTTPClientError) as info:
+        await jp_ws_fetch(BASE, "sweeps", "..", "view")
+    assert info.value.code in (400, 404)
+
+
+async def test_the_sweep_view_socket_feeds_what_the_sweep_widget_shows(jp_ws_fetch, sweep):
+    state = sweep.state
+    viewer = Viewer(await jp_ws_fetch(BASE, "sweeps", sweep.id, "view"))
+    model = await viewer.read_until(lambda m: m.get("state", {}).get("status") == "completed")
+    assert model["sweep_id"] == sweep.id and model["spec"]["metric"] == "val_acc"
+    assert [t["objective"] for t in model["state"]["trials"]] == \
+        [t["objective"] for t in state["trials"]]
+    assert model["state"]["best"] == state["best"] and "driver" not in model["state"]
+    assert len(model["charts"]["best"]) == 4 and len(model["charts"]["lines"]) == 4
+    # a sweep that ended cannot be canceled: the view says why; other messages are refused
+    viewer.send({"msg": {"type": "cancel"}})
+    model = await viewer.read_until(lambda m: "already ended" in m.get("cancel_state", ""))
+    viewer.send({"msg": {"type": "open", "number": 0}})
+    await viewer.read_until(lambda m: viewer.errors, timeout=10)
+    assert "a sweep's view sends only" in viewer.errors[0]
+    assert sweep.status == "completed"
+
+
+async def test_cancel_through_the_sweep_view(jp_ws_fetch, home, tmp_path):
+    sweep = start_sweep(tmp_path, steps=400, pause=0.1)
+    wait_for(lambda: sweep.state.get("counts", {}).get("running", 0) == 2 and all(
+        t.get("last") is not None for t in sweep.state["trials"]), 120,
+        what="two trials running, each with a value logged")
+    viewer = Viewer(await jp_ws_fetch(BASE, "sweeps", sweep.id, "view"))
+    await viewer.read_until(lambda m: m.get("state", {}).get("status") == "running")
+    viewer.send({"msg": {"type": "cancel"}})
+    model = await viewer.read_until(lambda m: m.get("state", {}).get("status") == "canceled",
+                                    timeout=120)
+    assert model["cancel_state"] == "requested"
+    trials = model["state"]["trials"]
+    assert [t["status"] for t in trials] == ["canceled", "canceled"]
+    # what each logged before the cancel, marked as no objective
+    assert [t["reported"]["kind"] for t in trials] == ["last", "last"]
+    assert [t["reported"]["value"] for t in trials] == [t["last"] for t in sweep.state["trials"]]
+    for trial in sweep.state["trials"]:
+        wait_for(lambda: leftover(trial["run"]) == [], 15, what=f"run {trial['run']} to end")
+

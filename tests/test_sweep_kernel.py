@@ -95,3 +95,31 @@ def test_the_stop_button_cancels_the_sweep_the_cell_waits_for(kernel, home):
              what="the driver to exit")
     time.sleep(0.5)
     assert len(jt.sweeps(home=home)[0].trials()) == 2  # no trial started after the cancel
+
+
+@pytest.mark.parametrize("mode", ["widget", "text"])
+def test_a_sweep_canceled_elsewhere_fails_the_cell_that_waits_for_it(home, mode):
+    """Canceled from the panel, the CLI or its widget's Cancel, a sweep ends its waiting cell
+    as a canceled run does: with RunCanceled and the recorded reason, in one line."""
+    from test_widget import Kernel
+
+    k = Kernel(JUPYTER_TRAINER_MONITOR=mode)
+    try:
+        k.execute("%load_ext jupyter_trainer\nx = 0.0\nword = ''")
+        msg_id = k.kc.execute(CELL.format(trials=4, steps=300, extra=""))
+        sweep = wait_for(lambda: jt.sweeps(home=home), 90, what="the sweep")[0]
+        wait_for(lambda: sweep.state.get("counts", {}).get("running", 0) >= 1, 90,
+                 what="a trial running")
+        sweep.cancel(reason="canceled from JupyterLab")
+        k._collect_until_idle(msg_id, 120)
+        reply = k.kc.get_shell_msg(timeout=30)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = k.kc.get_shell_msg(timeout=30)
+        content = reply["content"]
+        assert content["status"] == "error" and content["ename"] == "RunCanceled", content
+        assert content["traceback"] == [
+            f"RunCanceled: sweep {sweep.id} was canceled: canceled from JupyterLab"]
+        attached = k.execute(f"%train attach {sweep.id}", timeout=60)  # attaching is no error
+        assert attached["content"]["status"] == "ok"
+    finally:
+        k.close()

@@ -61,9 +61,10 @@ export class TrainerClient {
     return this.request(this.idPath('sweeps', id, 'cancel'), { method: 'POST' });
   }
 
-  /** The run view's feed (``runs/ID/view``), authenticated as JupyterLab's own sockets are. */
-  viewSocket(id: string): WebSocket {
-    let url = URLExt.join(this.settings.wsUrl, PREFIX, this.idPath('runs', id, 'view'));
+  /** The run view's feed (``runs/ID/view``) or the sweep view's (``sweeps/ID/view``),
+   * authenticated as JupyterLab's own sockets are. */
+  viewSocket(id: string, kind: 'runs' | 'sweeps' = 'runs'): WebSocket {
+    let url = URLExt.join(this.settings.wsUrl, PREFIX, this.idPath(kind, id, 'view'));
     if (this.settings.appendToken && this.settings.token) {
       url += `?token=${encodeURIComponent(this.settings.token)}`;
     }

@@ -138,6 +138,8 @@ export interface ITrialRow {
   pruned_at: number | null;
   reason: string | null;
   duration: number | null;
+  /** What a trial without an objective reported (``server.sweeps.with_reported``). */
+  reported?: { value: number; step?: number | null; kind: string } | null;
 }
 
 export interface ISweepDetail {
@@ -205,4 +207,10 @@ export function trialNote(trial: ITrialRow): string {
     return trial.reason;
   }
   return trial.status === 'pruned' && trial.pruned_at !== null ? `pruned at step ${trial.pruned_at}` : '';
+}
+
+/** The cell "Attach in notebook" inserts for a run or a sweep: plain Python, so it works
+ * whether or not the notebook loaded the %train magics. */
+export function attachSource(kind: 'run' | 'sweep', id: string): string {
+  return `import jupyter_trainer\njupyter_trainer.${kind === 'sweep' ? 'get_sweep' : 'get_run'}(${JSON.stringify(id)}).monitor()`;
 }

@@ -21,7 +21,8 @@ const SWEEP_ACTIVE = ['created', 'running', 'interrupted'];
 
 export interface IRunsPanelActions {
   open(id: string): void;
-  attach(id: string): void;
+  openSweep(id: string): void;
+  attach(id: string, kind: 'run' | 'sweep'): void;
 }
 
 type Row = IRunRow & {
@@ -216,9 +217,11 @@ export class RunsPanel extends Widget {
             <div class="jt-runs-line">
               <button class="jt-sweeps-toggle" data-action="toggle" data-testid="jt-sweeps-toggle" aria-expanded="${open}" aria-label="${open ? 'Hide' : 'Show'} the trials of ${escape(row.name)}">${open ? '▾' : '▸'}</button>
               <span class="jt-badge jt-status-${status}" data-testid="jt-sweeps-status-badge">${status}</span>
-              <span class="jt-runs-name">${escape(row.name)}</span>
               <span class="jt-sweeps-kind">sweep</span>
               <span class="jt-runs-duration">${formatDuration(runDuration(row, now))}</span>
+            </div>
+            <div class="jt-runs-line jt-sweeps-name-line">
+              <span class="jt-runs-name jt-sweeps-name" data-testid="jt-sweeps-name" title="${escape(row.name)}">${escape(row.name)}</span>
             </div>
             <div class="jt-runs-line jt-runs-meta">
               <span class="jt-sweeps-trials" data-testid="jt-sweeps-trials" data-done="${row.trials_done}" data-total="${total}">${escape(trialsText(row))}${counts ? ` · ${escape(counts)}` : ''}</span>
@@ -228,6 +231,10 @@ export class RunsPanel extends Widget {
             </div>
             <div class="jt-runs-line jt-runs-meta">
               <span>started ${escape(startedAt(row.created, now))} · <code class="jt-runs-id">${escape(shortId(row.id))}</code></span>
+            </div>
+            <div class="jt-runs-line jt-runs-meta jt-sweeps-actions">
+              <button class="jt-runs-attach" data-action="open-sweep" data-testid="jt-sweeps-open" title="Open the sweep's view: its trials table, best so far and parallel coordinates">Open sweep</button>
+              <button class="jt-runs-attach" data-action="attach-sweep" data-testid="jt-sweeps-attach" title="Insert and run a cell that shows this sweep, in the notebook you used last">Attach in notebook</button>
             </div>
             ${row.error ? `<div class="jt-sweeps-error">${escape(row.error)}</div>` : ''}
             ${bar}
@@ -257,13 +264,15 @@ export class RunsPanel extends Widget {
     const note = trialNote(trial);
     const params = paramsText(trial.params);
     const title = [trial.run ? `run ${trial.run}` : 'its run is starting', params, note].filter(Boolean).join('\n');
-    const objective = trial.objective === null ? '–' : formatNumber(trial.objective);
+    const reported = trial.objective === null && trial.reported ? trial.reported : null;
+    const objective = trial.objective !== null ? escape(formatNumber(trial.objective))
+      : reported ? `<span class="jt-sweep-reported" data-reported="${reported.value}">${escape(formatNumber(reported.value))} <span class="jt-sweep-reported-kind">${escape(reported.kind)}</span></span>` : '–';
     return `
             <div class="jt-sweeps-trial${best ? ' jt-sweeps-best-trial' : ''}" role="listitem" data-testid="jt-sweeps-trial" data-status="${status}" data-number="${trial.number}"${trial.run ? ` data-run="${escape(trial.run)}" tabindex="0"` : ''}${trial.objective === null ? '' : ` data-objective="${trial.objective}"`} title="${escape(title)}">
               <span class="jt-sweeps-number">${best ? '★' : ''}#${trial.number}</span>
               <span class="jt-badge jt-status-${status}" data-testid="jt-sweeps-trial-status">${status}</span>
               <span class="jt-sweeps-params" data-testid="jt-sweeps-params">${escape(params)}</span>
-              <span class="jt-sweeps-objective" data-testid="jt-sweeps-objective">${escape(objective)}</span>
+              <span class="jt-sweeps-objective" data-testid="jt-sweeps-objective"${reported ? ` title="the ${escape(reported.kind)} value it reported, not an objective: the best trial is among the completed ones"` : ''}>${objective}</span>
             </div>`;
   }
 
@@ -281,6 +290,10 @@ export class RunsPanel extends Widget {
       const action = (target.closest('[data-action]') as HTMLElement | null)?.dataset.action;
       if (action === 'cancel-sweep') {
         void this.cancelSweep(sweep.dataset.sweep);
+      } else if (action === 'open-sweep') {
+        this.actions.openSweep(sweep.dataset.sweep);
+      } else if (action === 'attach-sweep') {
+        this.actions.attach(sweep.dataset.sweep, 'sweep');
       } else if (action === 'toggle') {
         this.toggle(sweep.dataset.sweep);
       }
@@ -291,7 +304,7 @@ export class RunsPanel extends Widget {
       return;
     }
     if (target.dataset.action === 'attach') {
-      this.actions.attach(row.dataset.run);
+      this.actions.attach(row.dataset.run, 'run');
     } else {
       this.actions.open(row.dataset.run);
     }

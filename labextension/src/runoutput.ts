@@ -42,7 +42,9 @@ export function showLostRunOutputs(panel: NotebookPanel, client: TrainerClient):
             w.hide();
           }
         });
-        output.addWidget(new ServerRunView(client, runId));
+        const view = new ServerRunView(client, runId);
+        view.addClass('jt-server-output'); // fills the output area, as the widget does
+        output.addWidget(view);
       }
     }
   };

@@ -1,7 +1,8 @@
 /**
  * The run view the notebook widget shows (``view/runview``), fed by the server's view
  * socket instead of kernel messages: as a main-area tab (``RunView``), and in a notebook
- * output whose widget model is gone (``runoutput.ts``).
+ * output whose widget model is gone (``runoutput.ts``). ``SocketView`` is what it and the
+ * sweep's tab (``sweeptab.ts``) share.
  */
 
 import { Widget } from '@lumino/widgets';
@@ -12,22 +13,16 @@ import { SocketModel } from './view/socketmodel';
 
 const GONE = 'the connection to the Jupyter server closed: this is what the run looked like last';
 
-/** One run, followed over its own view socket until the widget is disposed. */
-export class ServerRunView extends Widget {
-  private model: SocketModel;
+/** A view drawn by ``mount`` on a server feed, followed until the widget is disposed. */
+export class SocketView extends Widget {
   private unmount: () => void;
 
-  constructor(client: TrainerClient, readonly runId: string, goneText = GONE) {
+  constructor(protected model: SocketModel, mount: (root: HTMLElement) => () => void) {
     super();
-    const model = new SocketModel(runId, () => client.viewSocket(runId));
-    model.on('change:log', () => ingestLog(model));
     const root = document.createElement('div');
-    root.className = 'jt-monitor';
-    root.dataset.testid = 'jt-monitor';
     root.dataset.source = 'server';
     this.node.append(root);
-    this.model = model;
-    this.unmount = mountRunView(root, model, { goneText });
+    this.unmount = mount(root);
   }
 
   dispose(): void {
@@ -37,6 +32,19 @@ export class ServerRunView extends Widget {
     this.unmount();
     this.model.dispose();
     super.dispose();
+  }
+}
+
+/** One run, followed over its own view socket until the widget is disposed. */
+export class ServerRunView extends SocketView {
+  constructor(client: TrainerClient, readonly runId: string, goneText = GONE) {
+    const model = new SocketModel(runId, () => client.viewSocket(runId));
+    model.on('change:log', () => ingestLog(model));
+    super(model, root => {
+      root.className = 'jt-monitor';
+      root.dataset.testid = 'jt-monitor';
+      return mountRunView(root, model, { goneText });
+    });
   }
 }
 

@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ...core import hooks
-from ...core.errors import RunStateError, TrainerError
+from ...core.errors import RunCanceled, RunFailed, RunStateError, TrainerError
 from ...core.spec import validate_run_id
 from ...store import TERMINAL, Store
 from ...store.sweeps import SWEEP_TERMINAL, SweepStore
@@ -115,8 +115,24 @@ class Sweep:
                 raise TimeoutError(f"sweep {self.id} is still {status} after {timeout} s")
             time.sleep(min(poll, 0.05 + (time.monotonic() - start) / 200))
         if status == "failed":
-            raise TrainerError(f"sweep {self.id} failed: {self.state.get('error')}")
+            self.raise_for_status()
         return self
+
+    def raise_for_status(self) -> None:
+        """As ``Run.raise_for_status``: ``RunCanceled`` for a canceled sweep (with the reason
+        it recorded), ``RunFailed`` for a failed one, ``TrainerError`` for one whose driver is
+        gone; nothing for a running or completed one."""
+        state = self.state
+        status = state["status"]
+        if status == "canceled":
+            raise RunCanceled(f"sweep {self.id} was canceled: {state.get('reason') or ''}"
+                              .rstrip(": "), run_id=self.id, status=status)
+        if status == "failed":
+            raise RunFailed(f"sweep {self.id} failed: {state.get('error')}", run_id=self.id,
+                            status=status)
+        if status == "interrupted":
+            raise TrainerError(f"the driver of sweep {self.id} is gone before the sweep ended; "
+                               f"resume it with `jupyter-trainer sweep resume {self.id}`")
 
     def cancel(self, *, wait: bool = True, timeout: float = 90.0,
                reason: str = "canceled by user") -> None:

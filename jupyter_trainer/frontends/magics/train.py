@@ -148,7 +148,8 @@ class TrainMagics(Magics):
         # say nothing more (jt.get_run(id) or %train runs give the handle).
         return None if widget is not None else run
 
-    def _watch_sweep(self, sweep: Any, mode: str, wait: bool = True) -> Any:
+    def _watch_sweep(self, sweep: Any, mode: str, wait: bool = True,
+                     attached: bool = False) -> Any:
         from ..widgets.sweep import show_sweep
 
         try:
@@ -164,6 +165,8 @@ class TrainMagics(Magics):
             else:
                 print(f"sweep {sweep.id} started; follow it with %train attach {sweep.id}")
                 return sweep
+            if wait and not attached:  # a sweep the cell started fails it when canceled or
+                sweep.raise_for_status()   # failed, as a run does
         except KeyboardInterrupt:
             if _kernel_is_shutting_down(self.shell):
                 _say_left_running("sweep", sweep.id)
@@ -211,7 +214,8 @@ class TrainMagics(Magics):
             return None
         if sweep_api.is_sweep_id(opts.run):
             sweep = sweep_api.get_sweep(opts.run)
-            return self._watch_sweep(sweep, monitor_mode(), wait=monitor_mode() != "widget")
+            return self._watch_sweep(sweep, monitor_mode(), wait=monitor_mode() != "widget",
+                                     attached=True)
         run = api.get_run(opts.run)
         if monitor_mode() == "widget":
             display(_widget(run))  # follows the run in the background

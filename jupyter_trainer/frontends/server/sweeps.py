@@ -3,28 +3,35 @@ trials of a sweep, so that the runs list can leave them to their sweep's row.
 
 ``GET sweeps`` lists one row per sweep, newest first (``limit``, ``offset``, ``status``,
 ``name`` as for runs); ``GET sweeps/SWEEP`` answers what ``jupyter-trainer sweep show SWEEP
---json`` prints; ``POST sweeps/SWEEP/cancel`` asks the sweep's driver to cancel it and its
-running trials (202), or 409 once the sweep has ended. A sweep id is checked before any path
-is built from it: a malformed one answers 400, an unknown one 404.
+--json`` prints, each trial with the value it reported when it has no objective;
+``POST sweeps/SWEEP/cancel`` asks the sweep's driver to cancel it and its running trials
+(202), or 409 once the sweep has ended; ``GET sweeps/SWEEP/view`` upgrades to a WebSocket
+that feeds the sweep view, as ``runs/RUN/view`` feeds the run view. A sweep id is checked
+before any path is built from it: a malformed one answers 400, an unknown one 404.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections import Counter
 from typing import Any, Iterable
 
 import tornado.web
+from jupyter_server.auth.decorator import ws_authenticated
 from jupyter_server.utils import url_path_join
 from tornado.ioloop import IOLoop
 
+from ...api.sweeps.functions import get_sweep
 from ...core.errors import InvalidRunId, SpecError, TrainerError
 from ...core.spec import validate_run_id
 from ...store import Store
 from ...store.sweeps import SWEEP_ACTIVE, SWEEP_TERMINAL, SweepStore
-from ...api.sweeps.functions import get_sweep
 from ..commands.sweeps import sweep_json
-from .handlers import BaseHandler
+from ..views.sweep_charts import with_reported
+from ..views.sweep_feeder import SweepFeeder
+from .handlers import BaseHandler, _status_of
+from .view import FeedSocket, check_message
 
 SWEEP = r"(?P<sweep_id>[^/]+)"
 SWEEP_STATUSES = (*SWEEP_ACTIVE, "interrupted", *SWEEP_TERMINAL)
@@ -133,7 +140,11 @@ class SweepHandler(BaseHandler):
 
     async def _get(self, sweep_id: str) -> None:
         sweep = get_sweep(checked_sweep_id(sweep_id), home=self.store.home)
-        self.write_json(sweep_json(sweep))
+        shown = sweep_json(sweep)
+        # each trial with what it reported when it has no objective: the panel shows it, marked
+        shown["trials"] = with_reported(shown["trials"], sweep.state.get("trials") or [],
+                                        shown["spec"].get("objective") or "last")
+        self.write_json(shown)
 
 
 class SweepCancelHandler(BaseHandler):
@@ -150,9 +161,49 @@ class SweepCancelHandler(BaseHandler):
         self.write_json({"id": sweep.id, "status": status, "cancel_requested": True}, 202)
 
 
+class SweepViewSocket(FeedSocket):
+    """One viewer of one sweep: the sweep view the notebook's sweep widget draws (header,
+    best so far, parallel coordinates, trials), fed by the same ``SweepFeeder``. The viewer
+    sends ``{"msg": {"type": "cancel"}}``; it opens a trial's run in a view of its own."""
+
+    @ws_authenticated
+    async def get(self, sweep_id: str) -> None:
+        try:
+            self.sweep = get_sweep(checked_sweep_id(sweep_id), home=Store().home)
+            self.sweep.state  # noqa: B018  (a sweep without a readable state cannot be shown)
+        except TrainerError as exc:
+            raise tornado.web.HTTPError(_status_of(exc), str(exc)) from None
+        await super().get(sweep_id)
+
+    def make_feeder(self) -> SweepFeeder:
+        return SweepFeeder(self.sweep, self._publish)
+
+    def _handle(self, message: Any) -> None:
+        if self.feeder is None:
+            return
+        check_message(message)
+        kind = message.get("msg", {}).get("type")
+        if kind != "cancel":
+            raise ValueError(f"a sweep's view sends only {{\"msg\": {{\"type\": \"cancel\"}}}}, "
+                             f"not {message!r:.100}")
+        self._send(json.dumps({"set": {"cancel_state": "requested"}}))
+        IOLoop.current().run_in_executor(None, self._cancel)
+
+    def _cancel(self) -> None:
+        """Off the server's loop: an interrupted sweep is canceled here, trial by trial."""
+        try:
+            self.sweep.cancel(wait=False)
+        except TrainerError as exc:
+            self.loop.add_callback(self._send, json.dumps({"set": {"cancel_state": str(exc)}}))
+        feeder = self.feeder
+        if feeder is not None:
+            feeder.refresh()
+
+
 def sweep_routes(base: str) -> list[tuple]:
     return [
         (url_path_join(base, "sweeps"), SweepsHandler),
         (url_path_join(base, "sweeps", SWEEP), SweepHandler),
         (url_path_join(base, "sweeps", SWEEP, "cancel"), SweepCancelHandler),
+        (url_path_join(base, "sweeps", SWEEP, "view"), SweepViewSocket),
     ]

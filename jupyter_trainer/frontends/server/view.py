@@ -8,7 +8,8 @@ The viewer sends ``{"set": {"chart_options": {...}}}`` or ``{"set": {"log_select
 as it changes them, and ``{"msg": {"type": "cancel" | "log_resync"}}``. A message that is
 not one of these is answered with ``{"error": ...}`` and changes nothing; so is one nested
 deeper than ``MAX_DEPTH`` (refused before it is parsed). A message over ``MAX_MESSAGE_BYTES``
-closes the socket with code 1009 (message too big).
+closes the socket with code 1009 (message too big). ``FeedSocket`` is what this socket and
+the sweep view's (``server.sweeps``) share.
 """
 
 from __future__ import annotations
@@ -78,36 +79,32 @@ def encode(changes: dict[str, Any]) -> str:
     return json.dumps({"set": changes})
 
 
-class ViewSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
-    """One viewer of one run."""
+class FeedSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
+    """One viewer of one feed (a run's ``ViewFeeder``, a sweep's ``SweepFeeder``): its first
+    update, then each one the feeder publishes on its thread, sent from the server's loop."""
 
-    feeder: ViewFeeder | None = None
+    feeder: Any = None
     max_message_size = MAX_MESSAGE_BYTES  # tornado closes the socket with 1009 beyond it
 
     def set_default_headers(self) -> None:
         """JupyterHandler's headers do not apply to a WebSocket."""
 
-    @ws_authenticated
-    async def get(self, run_id: str) -> None:
-        store = Store()
-        try:
-            store.existing(run_id)
-            self.run = Run(run_id, store)
-            self.run.spec  # noqa: B018  (a run without a readable spec cannot be shown)
-        except TrainerError as exc:
-            raise web.HTTPError(_status_of(exc), str(exc)) from None
-        await super().get(run_id)
+    def make_feeder(self) -> Any:
+        raise NotImplementedError
+
+    def encode(self, changes: dict[str, Any]) -> str:
+        return json.dumps({"set": changes})
 
     def open(self, *args: Any, **kwargs: Any) -> None:
         super().open()
         self.loop = IOLoop.current()
-        self.feeder = ViewFeeder(self.run, self._publish, name=f"jt-view-{self.run.id}")
-        self.write_message(encode(self.feeder.first()))
+        self.feeder = self.make_feeder()
+        self.write_message(self.encode(self.feeder.first()))
         self.feeder.start()
 
     def _publish(self, changes: dict[str, Any]) -> None:
         """On the feeder's thread: hand the update to the server's event loop."""
-        self.loop.add_callback(self._send, encode(changes))
+        self.loop.add_callback(self._send, self.encode(changes))
 
     def _send(self, text: str) -> None:
         try:
@@ -123,12 +120,46 @@ class ViewSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
             self._send(json.dumps({"error": f"{exc}"[:500]}))
 
     def _handle(self, message: Any) -> None:
+        raise NotImplementedError
+
+    def on_close(self) -> None:
+        if self.feeder is not None:
+            self.feeder.stop()
+            self.feeder = None
+
+
+def check_message(message: Any) -> None:
+    """A viewer's message is ``{"set": {...}}`` or ``{"msg": {"type": ...}}``."""
+    if not isinstance(message, dict) or len(message) != 1 or not (
+            isinstance(message.get("set"), dict) or isinstance(message.get("msg"), dict)):
+        raise ValueError('send {"set": {...}} or {"msg": {"type": ...}}')
+
+
+class ViewSocket(FeedSocket):
+    """One viewer of one run."""
+
+    @ws_authenticated
+    async def get(self, run_id: str) -> None:
+        store = Store()
+        try:
+            store.existing(run_id)
+            self.run = Run(run_id, store)
+            self.run.spec  # noqa: B018  (a run without a readable spec cannot be shown)
+        except TrainerError as exc:
+            raise web.HTTPError(_status_of(exc), str(exc)) from None
+        await super().get(run_id)
+
+    def make_feeder(self) -> ViewFeeder:
+        return ViewFeeder(self.run, self._publish, name=f"jt-view-{self.run.id}")
+
+    def encode(self, changes: dict[str, Any]) -> str:
+        return encode(changes)
+
+    def _handle(self, message: Any) -> None:
         feeder = self.feeder
         if feeder is None:
             return
-        if not isinstance(message, dict) or len(message) != 1 or not (
-                isinstance(message.get("set"), dict) or isinstance(message.get("msg"), dict)):
-            raise ValueError('send {"set": {...}} or {"msg": {"type": ...}}')
+        check_message(message)
         if "set" in message:
             changes = message["set"]
             if set(changes) - {"chart_options", "log_selection"}:
@@ -154,8 +185,3 @@ class ViewSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
                 feeder.request(f"cancel:{exc}")
         else:
             raise ValueError(f"unknown message type {kind!r}: cancel or log_resync")
-
-    def on_close(self) -> None:
-        if self.feeder is not None:
-            self.feeder.stop()
-            self.feeder = None

@@ -17,6 +17,7 @@ from typing import Any
 from ...store.follow import (LogTail, LogTimes, Series, as_floats, count_non_finite, downsample,
                              finite_range, mean_across_ranks, minmax_indices)
 from .health import health_payload
+from .rankstats import RankStat, rank_summary
 from .staging import inputs_line, staging_rows, staging_text
 from .text import (RateMeter, launcher_label, progress_line, source_line, summary_text,
                    traceback_tail)
@@ -53,7 +54,9 @@ class RunFeed:
         self.all_logs: deque[tuple[int, str]] = deque(maxlen=log_lines)
         self.all_total = 0
         self.data_version = 0      # bumped when new metric events arrive
-        self._stats: dict[tuple[str, int], tuple[int, float, float]] = {}
+        self._stats: dict[tuple[str, int], tuple[int, float, float, int]] = {}
+        self._means: dict[str, tuple[tuple[int, ...], int, float, float, int]] = {}
+        self._mean_last: dict[str, float] = {}
         self._state_key: Any = None
 
     # -- reading -----------------------------------------------------------------------
@@ -196,20 +199,51 @@ class RunFeed:
         return n, lo, hi, bad
 
     def metrics_payload(self) -> list[dict[str, Any]]:
-        """Every metric with its exact final, min and max (of rank 0, else the lowest rank)."""
+        """Every metric with its exact last, min and max over all the ranks that logged it,
+        each with its rank (``monitor.rankstats``), and, when several ranks logged it, of
+        their mean (``mean``): what the chips show in either chart mode."""
         out = []
         for name, by_rank in list(self.follower.series.items()):
-            rank = 0 if 0 in by_rank else min(by_rank)
-            series = by_rank[rank]
-            if not len(series):
+            stats = []
+            for rank, series in sorted(by_rank.items()):
+                if len(series):
+                    count, lo, hi, bad = self._series_stats(name, rank, series)
+                    stats.append(RankStat(rank, series.last, lo, hi, count, bad))
+            if not stats:
                 continue
-            count, lo, hi, bad = self._series_stats(name, rank, series)
+            series = by_rank[stats[0].rank]
             step = series.steps[-1]
-            out.append({"name": name, "ranks": sorted(by_rank), "rank": rank, "count": count,
-                        "last": json_number(series.last), "min": json_number(lo),
-                        "max": json_number(hi), "non_finite": bad,
-                        "step": None if step != step else step})
+            summary = rank_summary(stats)  # JSON as it is: no NaN among its numbers
+            out.append({"name": name, "step": None if step != step else step,
+                        **summary,
+                        "mean": self._mean_stats(name, by_rank) if len(stats) > 1 else None})
         return out
+
+    def _mean_stats(self, name: str, by_rank: dict[int, Series]) -> dict[str, Any]:
+        """The last, min and max of the ranks' index-aligned mean (what the Mean charts
+        draw), updated from the points every rank has added since last time."""
+        import numpy as np
+
+        ranks = tuple(sorted(by_rank))
+        length = min(len(by_rank[r]) for r in ranks)
+        seen_ranks, seen, lo, hi, bad = self._means.get(name, (ranks, 0, math.inf, -math.inf, 0))
+        if seen_ranks != ranks:  # a rank joined: start over
+            seen, lo, hi, bad = 0, math.inf, -math.inf, 0
+        if length > seen:
+            total = np.zeros(length - seen)
+            for r in ranks:
+                total += as_floats(by_rank[r].values)[seen:length]
+            mean = total / len(ranks)
+            finite = mean[np.isfinite(mean)]
+            if len(finite):
+                lo, hi = min(lo, float(finite.min())), max(hi, float(finite.max()))
+            bad += len(mean) - len(finite)
+            self._means[name] = (ranks, length, lo, hi, bad)
+            self._mean_last[name] = float(mean[-1])
+        last = self._mean_last.get(name, math.nan)
+        return {"ranks": list(ranks), "last": json_number(last),
+                "min": json_number(lo) if lo <= hi else None,
+                "max": json_number(hi) if lo <= hi else None, "count": length, "non_finite": bad}
 
     def texts_payload(self) -> dict[str, dict[str, str]]:
         """Text metrics (``jt.log(phase="train")``), not charted: the last value per rank."""

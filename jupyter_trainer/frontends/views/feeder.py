@@ -28,45 +28,24 @@ CLOCK_REFRESH = 5.0      # seconds between state updates while nothing changes (
 Publish = Callable[[dict[str, Any]], None]
 
 
-class ViewFeeder:
-    """The feeder thread of one view; ``publish`` is called on that thread."""
+class FeedThread:
+    """What a view's feeder (of a run here, of a sweep in ``monitor.sweep_feeder``) does
+    alike: its ``_loop`` runs on a daemon thread of its own from ``start()`` until it is
+    done or ``stop()``; a request wakes it (``_wake``); ``finished`` is set once its last
+    update is out; ``publish`` is called on that thread with each update."""
 
-    def __init__(self, run: Any, publish: Publish, *, name: str = "jt-view") -> None:
-        self.feed = feed = RunFeed(run)
-        try:
-            feed.follower.state = run.store.current_state(run.id) or {"status": "unknown"}
-        except TrainerError:  # a damaged record: the first poll puts the message in the notice
-            feed.follower.state = {"status": "unknown"}
+    def __init__(self, publish: Publish, name: str) -> None:
         self.publish = publish
-        self.chart_options: dict[str, Any] = {"x": "step", "agg": "ranks", "selected": None}
-        self.log_selection = "all"
-        self.finished = threading.Event()  # set once the last update of the run is out
+        self.finished = threading.Event()
         self.updates_sent = 0
-        self.text = f"run {run.id} {feed.follower.state.get('status')}"
         self.on_done: Callable[[], None] | None = None
         self._name = name
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._lock = threading.Lock()
-        self._requests: set[str] = set()
-        self._feeding = False
-        self._last_push = 0.0
-        self._last_state_push = 0.0
-        self._chart_bytes = 0
-        self._notice = ""
-        self._log_sent = 0
-        self._log_gen = 0
-        self._sent_log_selection: str | None = None  # the first log payload is a reset
         self._thread: threading.Thread | None = None
 
-    def first(self) -> dict[str, Any]:
-        """What to show at once, before the thread has read anything."""
-        self._last_push = time.monotonic()  # that was an update: the next one waits its turn
-        return {"run_id": self.feed.run.id, "info": self.feed.info(),
-                "state": self.feed.state_payload(), "loading": True}
-
     def start(self) -> None:
-        self._feeding = True
         self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
         self._thread.start()
 
@@ -77,6 +56,43 @@ class ViewFeeder:
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
             self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        raise NotImplementedError
+
+
+class ViewFeeder(FeedThread):
+    """The feeder thread of one view of a run."""
+
+    def __init__(self, run: Any, publish: Publish, *, name: str = "jt-view") -> None:
+        super().__init__(publish, name)
+        self.feed = feed = RunFeed(run)
+        try:
+            feed.follower.state = run.store.current_state(run.id) or {"status": "unknown"}
+        except TrainerError:  # a damaged record: the first poll puts the message in the notice
+            feed.follower.state = {"status": "unknown"}
+        self.chart_options: dict[str, Any] = {"x": "step", "agg": "ranks", "selected": None}
+        self.log_selection = "all"
+        self.text = f"run {run.id} {feed.follower.state.get('status')}"
+        self._requests: set[str] = set()
+        self._feeding = False
+        self._last_push = 0.0
+        self._last_state_push = 0.0
+        self._chart_bytes = 0
+        self._notice = ""
+        self._log_sent = 0
+        self._log_gen = 0
+        self._sent_log_selection: str | None = None  # the first log payload is a reset
+
+    def first(self) -> dict[str, Any]:
+        """What to show at once, before the thread has read anything."""
+        self._last_push = time.monotonic()  # that was an update: the next one waits its turn
+        return {"run_id": self.feed.run.id, "info": self.feed.info(),
+                "state": self.feed.state_payload(), "loading": True}
+
+    def start(self) -> None:
+        self._feeding = True
+        super().start()
 
     def request(self, what: str) -> None:
         """Ask for ``charts``, ``log_reset`` or ``cancel:<outcome>`` in the next update; once

@@ -14,9 +14,39 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def reported(trial: dict[str, Any], objective: str = "last") -> dict[str, Any] | None:
+    """What a trial without an objective reported of the metric: ``{"value", "step",
+    "kind"}``, the value the objective would have been taken from (its last one, or its best
+    with ``--objective best``) had it completed; ``kind`` is ``so far`` while it runs, else
+    ``last``/``best``. None for a completed trial (its objective says it) and for one that
+    logged no finite value.
+
+    A pruned, canceled or failed trial stopped before its end: its value is shown, marked,
+    but it is no objective. Best-so-far and the sweep's best count completed trials only,
+    as Optuna's ``best_trial`` does (``best_so_far``)."""
+    if trial.get("status") == "completed" and _finite(trial.get("objective")):
+        return None
+    value = trial.get("best") if objective == "best" else trial.get("last")
+    if not _finite(value):
+        return None
+    running = trial.get("status") in ("starting", "running")
+    return {"value": value, "step": trial.get("step"),
+            "kind": "so far" if running else ("best" if objective == "best" else "last")}
+
+
+def with_reported(rows: list[dict[str, Any]], trials: list[dict[str, Any]],
+                  objective: str = "last") -> list[dict[str, Any]]:
+    """``rows`` (``Sweep.table()``'s, one per trial) each with its trial's ``reported``."""
+    by_number = {t["number"]: t for t in trials}
+    return [dict(row, reported=reported(by_number.get(row["number"], row), objective))
+            for row in rows]
+
+
 def best_so_far(state: dict[str, Any], goal: str) -> list[dict[str, Any]]:
     """``[{"n": k, "number": trial, "objective": v, "best": b}]`` over completed trials in the
-    order they ended: ``b`` is the best objective among the first ``k``."""
+    order they ended: ``b`` is the best objective among the first ``k``. Only a completed
+    trial's objective is comparable with another's: a pruned or canceled trial's value is of
+    an earlier step, so it never counts here (``reported``)."""
     done = sorted((t for t in state.get("trials", [])
                    if t["status"] == "completed" and _finite(t.get("objective"))),
                   key=lambda t: (t.get("end") or 0, t["number"]))
@@ -29,9 +59,11 @@ def best_so_far(state: dict[str, Any], goal: str) -> list[dict[str, Any]]:
     return points
 
 
-def parallel_axes(state: dict[str, Any], space: dict[str, str]) -> list[dict[str, Any]]:
+def parallel_axes(state: dict[str, Any], space: dict[str, str],
+                  objective: str = "last") -> list[dict[str, Any]]:
     """One axis per swept param (fixed ones left out), then the objective: ``{"name", "kind":
-    "linear"|"log"|"category", "categories"?, "lo", "hi"}``."""
+    "linear"|"log"|"category", "categories"?, "lo", "hi"}``. The objective axis spans the
+    completed trials' objectives and the values the others reported."""
     trials = state.get("trials", [])
     axes = []
     for key, text in space.items():
@@ -46,10 +78,19 @@ def parallel_axes(state: dict[str, Any], space: dict[str, str]) -> list[dict[str
             finite = [math.log10(v) if log else v for v in values] or [0.0]
             axes.append({"name": key, "kind": "log" if log else "linear",
                          "lo": min(finite), "hi": max(finite)})
-    objectives = [t.get("objective") for t in trials if _finite(t.get("objective"))]
+    objectives = [value for t in trials if (value := _objective_or_reported(t, objective))
+                  is not None]
     axes.append({"name": "objective", "kind": "linear", "lo": min(objectives or [0.0]),
                  "hi": max(objectives or [1.0])})
     return axes
+
+
+def _objective_or_reported(trial: dict[str, Any], objective: str) -> float | None:
+    """Where a trial sits on the objective axis: its objective, else what it reported."""
+    if _finite(trial.get("objective")):
+        return trial["objective"]
+    found = reported(trial, objective)
+    return found["value"] if found else None
 
 
 def position(axis: dict[str, Any], value: Any) -> float | None:
@@ -66,14 +107,17 @@ def position(axis: dict[str, Any], value: Any) -> float | None:
 
 def sweep_chart_data(state: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     """Both charts as plain data: ``{"best": [...], "axes": [...], "lines": [{"number",
-    "status", "objective", "ys": [position per axis]}]}``."""
-    axes = parallel_axes(state, spec["space"])
+    "status", "objective", "reported", "ys": [position per axis]}]}``; a trial without an
+    objective sits on the objective axis at the value it reported (``reported``)."""
+    objective = spec.get("objective") or "last"
+    axes = parallel_axes(state, spec["space"], objective)
     lines = []
     for trial in state.get("trials", []):
         ys = [position(axis, trial["params"].get(axis["name"])) for axis in axes[:-1]]
-        ys.append(position(axes[-1], trial.get("objective")))
+        ys.append(position(axes[-1], _objective_or_reported(trial, objective)))
         lines.append({"number": trial["number"], "status": trial["status"],
-                      "objective": trial.get("objective"), "ys": ys})
+                      "objective": trial.get("objective"),
+                      "reported": reported(trial, objective), "ys": ys})
     return {"best": best_so_far(state, spec["goal"]), "axes": axes, "lines": lines,
             "metric": spec["metric"], "goal": spec["goal"]}
 

@@ -7,6 +7,7 @@ import time
 from typing import Any, Sequence
 
 from ...core.printable import printable
+from .sweep_charts import with_reported
 from .text import columns, fmt_duration, fmt_value
 
 
@@ -24,9 +25,21 @@ def _param(value: Any) -> str:
     return text if len(text) <= 24 else text[:21] + "..."
 
 
+def _objective(row: dict[str, Any]) -> str:
+    """A trial's objective, else the value it reported, starred (see ``REPORTED_NOTE``)."""
+    if row.get("objective") is not None or not row.get("reported"):
+        return _value(row.get("objective"))
+    return f"{_value(row['reported']['value'])}*"
+
+
+REPORTED_NOTE = ("* the {kind} {metric} a trial reported without completing: not an objective, "
+                 "so not in the running for the best trial")
+
+
 def trials_table(rows: Sequence[dict[str, Any]], metric: str) -> str:
     """One line per trial (``Sweep.table()`` rows): number, status, objective, last step,
-    duration, each param, and why a trial was pruned or failed."""
+    duration, each param, and why a trial was pruned or failed. A trial without an objective
+    shows the value it reported (rows with ``reported``), starred and explained below."""
     if not rows:
         return "no trials yet"
     keys = sorted({key for row in rows for key in row["params"]})
@@ -36,12 +49,18 @@ def trials_table(rows: Sequence[dict[str, Any]], metric: str) -> str:
         note = row.get("reason") or ""
         if row["status"] == "pruned" and row.get("pruned_at") is not None:
             note = f"pruned at step {row['pruned_at']}: {note}"
-        body.append((row["number"], row["status"], _value(row.get("objective")),
+        body.append((row["number"], row["status"], _objective(row),
                      _value(row.get("step")),
                      fmt_duration(row["duration"]) if row.get("duration") is not None else "-",
                      *(_param(row["params"].get(k)) for k in keys), row.get("run") or "-",
                      printable(note)[:120]))
-    return columns(header, body)
+    table = columns(header, body)
+    starred = [row["reported"] for row in rows
+               if row.get("objective") is None and row.get("reported")]
+    if starred:
+        kinds = sorted({r["kind"] for r in starred})
+        table += "\n" + REPORTED_NOTE.format(kind="/".join(kinds), metric=metric)
+    return table
 
 
 def sweep_line(state: dict[str, Any], spec: dict[str, Any]) -> str:
@@ -57,6 +76,8 @@ def sweep_line(state: dict[str, Any], spec: dict[str, Any]) -> str:
     if best:
         params = ", ".join(f"{k}={_param(v)}" for k, v in best["params"].items())
         line += f"; best #{best['number']} {spec['metric']}={_value(best['objective'])} ({params})"
+    elif state["status"] in ("completed", "canceled", "failed"):
+        line += "; no trial completed (the best trial is among the completed ones)"
     if state.get("error"):
         line += f"; error: {printable(state['error'])}"
     elif state.get("reason") and state["status"] != "running":
@@ -67,7 +88,8 @@ def sweep_line(state: dict[str, Any], spec: dict[str, Any]) -> str:
 def sweep_text(sweep: Any) -> str:
     """The sweep's summary line and its trials table."""
     state, spec = sweep.state, sweep.sweeps.read_spec(sweep.id)
-    text = sweep_line(state, spec) + "\n" + trials_table(sweep.table(), spec["metric"])
+    rows = with_reported(sweep.table(), state.get("trials", []), spec.get("objective") or "last")
+    text = sweep_line(state, spec) + "\n" + trials_table(rows, spec["metric"])
     if state["status"] == "interrupted":
         text += (f"\nits driver is gone: resume it with `jupyter-trainer sweep resume "
                  f"{sweep.id}`")

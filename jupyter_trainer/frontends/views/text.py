@@ -7,6 +7,7 @@ import time
 from typing import Any, Sequence, TextIO
 
 from ...store.follow import RunFollower, elapsed, finite_range
+from .rankstats import RankStat, rank_summary, ranks_label
 from .staging import StagingNotes, inputs_line
 from .health import (attempt_label, attempts_of, non_finite_of, restarts_shown, stack_head,
                      stalled_of, watch_settings)
@@ -81,9 +82,11 @@ def progress_line(follower: RunFollower, meter: RateMeter | None = None, now: fl
         parts.append("stalled: " + ", ".join(
             f"rank {e['rank']} {fmt_seconds(e['seconds'] or 0)}" for e in stalled[:4])
             + (f" and {len(stalled) - 4} more" if len(stalled) > 4 else ""))
-    latest = follower.latest()
-    if latest:
-        parts.append(" ".join(f"{k}={fmt_value(v)}" for k, v in latest.items()))
+    ranks = sorted({rank for by_rank in follower.series.values() for rank in by_rank})
+    latest = follower.latest(0 if 0 in ranks else ranks[0]) if ranks else {}
+    if latest:  # one rank's values, named when there are others
+        parts.append((f"rank {0 if 0 in ranks else ranks[0]}: " if len(ranks) > 1 else "")
+                     + " ".join(f"{k}={fmt_value(v)}" for k, v in latest.items()))
     return " | ".join(parts)
 
 
@@ -104,6 +107,45 @@ def metric_table(follower: RunFollower) -> list[tuple[str, float, float, float]]
         if len(series):
             rows.append((name, series.last, *finite_range(series.values)))
     return rows
+
+
+def metric_rows(follower: RunFollower) -> list[tuple[str, str, str, str, str]]:
+    """(metric, ranks, final, min, max) over every rank that logged the metric, each figure
+    naming its rank when several ranks logged it: ``0.406 (rank 1)``."""
+    rows = []
+    for name, by_rank in follower.series.items():
+        stats = []
+        for rank, series in sorted(by_rank.items()):
+            if len(series):
+                stats.append(RankStat(rank, series.last, *finite_range(series.values),
+                                      len(series), 0))
+        if stats:
+            rows.append((name, *summary_cells(rank_summary(stats))))
+    return rows
+
+
+def summary_cells(summary: dict[str, Any]) -> tuple[str, str, str, str]:
+    """(ranks, final, min, max) of a ``rank_summary`` as the text summary writes them."""
+    ranks = summary["ranks"]
+    several = len(ranks) > 1
+    label = ranks_label(ranks).split(" ", 1)[1]
+
+    def value(v: Any, rank: Any) -> str:
+        if v is None:
+            return "-"
+        return f"{fmt_value(v)} (rank {rank})" if several else fmt_value(v)
+
+    last = summary["last"]
+    if last["lo"] is None:
+        final = []
+    elif last["lo"] == last["hi"]:
+        final = [fmt_value(last["lo"]) + (" (all ranks)" if several and not last["non_finite"]
+                                          else f" (rank {last['lo_rank']})" if several else "")]
+    else:
+        final = [f"{value(last['lo'], last['lo_rank'])} .. {value(last['hi'], last['hi_rank'])}"]
+    final += [f"{v} (rank {r})" if several else v for r, v in last["non_finite"]]
+    return (label, ", ".join(final) or "-", value(summary["min"], summary["min_rank"]),
+            value(summary["max"], summary["max_rank"]))
 
 
 def launcher_label(spec: Any, state: dict[str, Any], why: bool = True) -> str:
@@ -138,12 +180,9 @@ def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None,
     if job:
         scheduler = state.get("scheduler") or {}
         lines.append(f"slurm job {job}" + (f": {scheduler['state']}" if scheduler.get("state") else ""))
-    rows = metric_table(follower)
+    rows = metric_rows(follower)
     if rows:
-        width = max(len("metric"), *(len(r[0]) for r in rows))
-        lines.append(f"{'metric':<{width}}  {'final':>10}  {'min':>10}  {'max':>10}")
-        lines += [f"{n:<{width}}  {fmt_value(f):>10}  {fmt_value(lo):>10}  {fmt_value(hi):>10}"
-                  for n, f, lo, hi in rows]
+        lines.append(columns(("metric", "ranks", "final", "min", "max"), rows))
     for name, by_rank in sorted(follower.texts.items()):
         lines.append(f"{name} (text, not charted): " + ", ".join(
             f"rank {r} {v!r}" for r, v in sorted(by_rank.items())))

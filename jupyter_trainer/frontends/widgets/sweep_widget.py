@@ -3,10 +3,9 @@ the trial a person clicked.
 
 ``SweepMonitor`` is an ipywidgets ``VBox``. Its first child, ``SweepView``, draws the sweep
 (header, best-so-far and parallel-coordinates charts, trials table) from traits that one
-``SweepFeeder`` thread keeps current: it reads the sweep's state about twice a second and
-sends only what changed, and it stops once the sweep has ended (or its driver is gone) and
-that last state is out. A click on a trial row arrives as a comm message; the monitor then
-shows a ``RunMonitor`` of that trial's run as its second child, closing the one before.
+``SweepFeeder`` thread keeps current (``monitor.sweep_feeder``). A click on a trial row
+arrives as a comm message; the monitor then shows a ``RunMonitor`` of that trial's run as
+its second child, closing the one before.
 Like ``RunMonitor``, the widgets take their messages on the subshell the front end chose,
 so Cancel and a click work while ``%%train`` blocks the kernel's main thread.
 """
@@ -14,27 +13,17 @@ so Cancel and a click work while ``%%train`` blocks the kernel's main thread.
 from __future__ import annotations
 
 import threading
-import time
 import weakref
-from typing import Any, Callable
+from typing import Any
 
 import anywidget
 import ipywidgets
 import traitlets as t
 
-from ..views.sweep_charts import sweep_chart_data
+from ..views.sweep_feeder import POLL_S, SweepFeeder
 from ..views.sweep_text import sweep_text
 from .widget import (RunMonitor, _route_messages_to_front_end_subshell, _view_asset,
                      display_updatable, update_displays)
-
-POLL_S = 0.5          # seconds between two reads of the sweep's state
-UNREADABLE_POLL_S = 2.0
-FINAL = ("completed", "canceled", "failed", "interrupted")  # nothing more will change
-SPEC_KEYS = ("name", "space", "metric", "goal", "trials", "parallel", "sampler", "prune",
-             "prune_after", "objective", "timeout")
-HIDDEN_STATE = ("values", "driver", "storage")  # big, or of no use to the view
-
-Publish = Callable[[dict[str, Any]], None]
 
 _LIVE: "weakref.WeakSet[SweepMonitor]" = weakref.WeakSet()
 
@@ -42,117 +31,6 @@ _LIVE: "weakref.WeakSet[SweepMonitor]" = weakref.WeakSet()
 def live_sweep_monitors() -> list["SweepMonitor"]:
     """Sweep monitors of this kernel that have not been closed (for tests and tools)."""
     return [m for m in list(_LIVE) if not m._closed]
-
-
-def view_state(state: dict[str, Any]) -> dict[str, Any]:
-    """The sweep's state as the view needs it: each trial without its metric's history."""
-    out = {k: v for k, v in state.items() if k not in HIDDEN_STATE}
-    out["trials"] = [{k: v for k, v in trial.items() if k not in HIDDEN_STATE}
-                     for trial in state.get("trials", [])]
-    return out
-
-
-class SweepFeeder:
-    """Reads a sweep's state on its own thread and publishes what changed (``state``,
-    ``charts``, ``notice``); ``publish`` is called on that thread."""
-
-    def __init__(self, sweep: Any, publish: Publish, *, interval: float = POLL_S) -> None:
-        self.sweep = sweep
-        self.publish = publish
-        self.interval = interval
-        self.spec = sweep.sweeps.read_spec(sweep.id)
-        self.finished = threading.Event()  # set once the sweep's last state is out
-        self.updates_sent = 0
-        self.text = f"sweep {sweep.id}"
-        self.last_state: dict[str, Any] = {}
-        self.on_done: Callable[[], None] | None = None
-        self._sent: dict[str, Any] = {}
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    @property
-    def thread(self) -> threading.Thread | None:
-        return self._thread
-
-    @property
-    def notice(self) -> str:
-        """Why the sweep cannot be read now ("" while it can)."""
-        return self._sent.get("notice", "")
-
-    def first(self) -> dict[str, Any]:
-        """Everything the view shows, read now (the widget's first message carries it)."""
-        changes = self._read()
-        with self._lock:
-            self._sent.update(changes)
-        if "state" in changes:
-            changes["state"] = {**changes["state"], "now": time.time()}
-        changes["spec"] = {k: self.spec[k] for k in SPEC_KEYS if k in self.spec}
-        changes["sweep_id"] = self.sweep.id
-        return changes
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name=f"jt-sweep-{self.sweep.id}",
-                                        daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-
-    def join(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def refresh(self) -> None:
-        """Read the state again now: on the thread while it runs, else here (a sweep
-        canceled after its driver was gone changes once more after the thread stopped)."""
-        if self._thread is not None and self._thread.is_alive():
-            self._wake.set()
-        elif not self._stop.is_set():
-            self._send(self._read())
-
-    def _read(self) -> dict[str, Any]:
-        """What changed since the last update (all of it, the first time)."""
-        try:
-            state = self.sweep.state
-        except Exception as exc:  # the sweep was deleted, its state is unreadable, ...
-            return self._diff({"notice": f"cannot read the sweep: {type(exc).__name__}: {exc}"})
-        self.last_state = state
-        return self._diff({"state": view_state(state), "charts": sweep_chart_data(state, self.spec),
-                           "notice": ""})
-
-    def _diff(self, payload: dict[str, Any]) -> dict[str, Any]:
-        with self._lock:
-            return {k: v for k, v in payload.items() if self._sent.get(k, None) != v}
-
-    def _send(self, changes: dict[str, Any]) -> None:
-        with self._lock:
-            if not changes:
-                return
-            self._sent.update(changes)
-            if "state" in changes:  # the viewer's clock: running trials' durations
-                changes["state"] = {**changes["state"], "now": time.time()}
-            try:
-                self.text = sweep_text(self.sweep)
-            except Exception:  # unreadable now; the notice says why
-                pass
-            self.publish(changes)
-            self.updates_sent += 1
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            changes = self._read()
-            self._send(changes)
-            status = self.last_state.get("status")
-            if status in FINAL and not self._sent.get("notice"):
-                break
-            self._wake.wait(UNREADABLE_POLL_S if self._sent.get("notice") else self.interval)
-            self._wake.clear()
-        if not self._stop.is_set() and self.on_done is not None:
-            self.on_done()
-        self.finished.set()
 
 
 class SweepView(anywidget.AnyWidget):

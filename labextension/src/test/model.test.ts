@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import {
-  isValidRunId, runDuration, runsQuery, shortId, startedAt, versionMismatch
+  attachSource, isValidRunId, runDuration, runsQuery, shortId, startedAt, versionMismatch
 } from '../model.js';
 
 test('only set filters reach the query string, encoded', () => {
@@ -35,4 +35,9 @@ test('two runs of one name are told apart by id and start time', () => {
   const now = new Date(2026, 10, 24, 18, 0, 0).getTime() / 1000;
   assert.equal(startedAt(new Date(2026, 10, 24, 9, 5, 7).getTime() / 1000, now), '09:05:07');
   assert.equal(startedAt(new Date(2026, 10, 20, 23, 59, 0).getTime() / 1000, now), '2026-11-20 23:59:00');
+});
+
+test('Attach in notebook inserts plain Python that shows the run or the sweep', () => {
+  assert.equal(attachSource('run', 'r-1'), 'import jupyter_trainer\njupyter_trainer.get_run("r-1").monitor()');
+  assert.equal(attachSource('sweep', 's-1'), 'import jupyter_trainer\njupyter_trainer.get_sweep("s-1").monitor()');
 });

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import {
-  IChartData, ITrial, axisTicks, bestHtml, countsList, formatParam, paramKeys, parallelLayout,
-  rampColor, settingsList, shade, sortTrials, startedText, trialDuration, trialNote
+  IChartData, ITrial, axisTicks, bestHtml, countsList, formatParam, noBestText, objectiveHtml, paramKeys,
+  parallelLayout, rampColor, settingsList, shade, sortTrials, startedText, trialDuration, trialNote
 } from '../view/sweepformat';
 
 const trial = (number: number, status: string, objective: number | null, extra: Partial<ITrial> = {}): ITrial =>
@@ -100,3 +100,52 @@ test('the parallel plot draws one path per trial, broken where a value is missin
   // top of the plot is the axis's high end
   assert.ok(byNumber[0].d.endsWith(`${xs[2].toFixed(1)},${layout.top.toFixed(1)}`), byNumber[0].d);
 });
+
+test('a trial stopped before the end shows what it reported, marked as no objective', () => {
+  const canceled = trial(4, 'canceled', null, { reported: { value: 0.4213, step: 12, kind: 'last' } });
+  const html = objectiveHtml(canceled, 'val_acc');
+  assert.match(html, /^<span class="jt-sweep-reported" data-reported="0.4213" title="the last val_acc it reported at step 12 before it was canceled: not an objective, so it does not count for the best trial">0.4213 <span class="jt-sweep-reported-kind">last<\/span><\/span>$/);
+  assert.equal(objectiveHtml(trial(5, 'completed', 0.9), 'val_acc'), '0.9');
+  assert.equal(objectiveHtml(trial(6, 'canceled', null), 'val_acc'), '–');
+  const running = objectiveHtml(trial(7, 'running', null, { reported: { value: 0.3, step: 2, kind: 'so far' } }), 'acc');
+  assert.match(running, /title="acc 0.3 at step 2, its latest while it runs">0.3 <span class="jt-sweep-reported-kind">so far/);
+});
+
+test('best so far counts completed trials only, and says so when none completed', () => {
+  assert.equal(noBestText({ status: 'running', counts: { running: 2 } }), 'no completed trial yet');
+  assert.equal(noBestText({ status: 'running', counts: { running: 1, pruned: 1 } }),
+    'no completed trial yet (1 pruned): best so far counts completed trials only');
+  assert.equal(noBestText({ status: 'canceled', counts: { canceled: 2 } }),
+    'no trial completed (2 canceled): best so far counts completed trials only; the values the others reported are in the table, marked');
+  assert.doesNotMatch(bestHtml({ status: 'canceled', best: null, counts: { canceled: 2 } }, {}), /waiting/);
+});
+
+test('sorted by objective, trials that only reported a value come after the completed ones', () => {
+  const trials = [
+    trial(0, 'canceled', null, { reported: { value: 0.99, kind: 'last' } }), trial(1, 'completed', 0.5),
+    trial(2, 'running', null), trial(3, 'pruned', null, { reported: { value: 0.2, kind: 'last' } }),
+    trial(4, 'completed', 0.7)
+  ];
+  assert.deepEqual(sortTrials(trials, 'objective', 'max').map(t => t.number), [4, 1, 0, 3, 2]);
+  assert.deepEqual(sortTrials(trials, 'objective', 'min').map(t => t.number), [1, 4, 3, 0, 2]);
+});
+
+test('a canceled trial\'s line reaches the objective axis at its reported value, with a hollow mark', () => {
+  const data: IChartData = {
+    metric: 'acc', goal: 'max',
+    axes: [{ name: 'lr', kind: 'log', lo: -3, hi: -1 }, { name: 'objective', kind: 'linear', lo: 0.2, hi: 0.8 }],
+    lines: [
+      { number: 0, status: 'canceled', objective: null, reported: { value: 0.5, step: 3, kind: 'last' }, ys: [0.5, 0.5] },
+      { number: 1, status: 'running', objective: null, ys: [1, null] }
+    ]
+  };
+  const layout = parallelLayout(data, 400, 200, null);
+  const byNumber = Object.fromEntries(layout.lines.map(l => [l.number, l]));
+  assert.equal(byNumber[0].d.split('L').length, 2);
+  assert.deepEqual(byNumber[0].reported, { x: layout.axes[1].x, y: (layout.top + layout.bottom) / 2 });
+  assert.equal(byNumber[0].color, null); // not coloured as an objective
+  // a trial with one value so far is a dot, not an invisible path
+  assert.match(byNumber[1].d, /^M[\d.]+,[\d.]+l0,0$/);
+  assert.equal(byNumber[1].reported, null);
+});
+

@@ -54,6 +54,22 @@ export function niceTicks(min, max, count = 5) {
   return ticks;
 }
 
+// Ticks of an axis of whole numbers (steps, trials): whole steps of 1, 2 or 5 times a power
+// of ten, never less than 1, so a run of 4 steps is labelled 0 1 2 3, not 0 0.5 1 ... 2.5.
+export function integerTicks(min, max, count = 5) {
+  if (!isFinite(min) || !isFinite(max)) return [];
+  const lo = Math.ceil(min - 1e-9);
+  const hi = Math.floor(max + 1e-9);
+  if (hi < lo) return [];
+  if (hi === lo) return [lo];
+  const raw = (hi - lo) / Math.max(1, count);
+  const mag = Math.pow(10, Math.max(0, Math.floor(Math.log10(raw))));
+  const step = [1, 2, 5, 10].map((f) => f * mag).find((s) => s >= raw) || 10 * mag;
+  const ticks = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi; v += step) ticks.push(v || 0); // never -0
+  return ticks;
+}
+
 // Ticks of a log axis, as log10 values between lo and hi (log10 too): powers of ten when
 // the range holds at least two of them, then 1-2-5 steps within each decade, and over less
 // than a decade the nice ticks of the plain values, so a log axis always has labels.

@@ -7,14 +7,11 @@
 import uPlot from 'uplot';
 
 import { escapeHtml } from './ansi.js';
-import { PALETTE, formatDuration, formatNumber, formatTick, logTicks, niceTicks } from './chart.js';
+import { PALETTE, formatDuration, formatNumber, formatTick, integerTicks, logTicks, niceTicks } from './chart.js';
+import { ISeries, alignSeries, undrawnMarks } from './series';
+import { onThemeChange } from './theme';
 
-export interface ISeries {
-  label: string;
-  color?: string;
-  x: Float64Array;
-  y: Float64Array;
-}
+export type { ISeries } from './series';
 
 export interface IChartSpec {
   series: ISeries[];
@@ -26,12 +23,20 @@ export function cssVar(el: Element, name: string, fallback: string): string {
   return getComputedStyle(el).getPropertyValue(name).trim() || fallback;
 }
 
-/** The theme's look of a chart's axes (read when the chart is made). */
-export function axisStyle(el: Element): { fg: string; font: string; axis: uPlot.Axis } {
-  const fg = cssVar(el, '--jp-ui-font-color2', '#616161');
-  const grid = cssVar(el, '--jp-border-color2', '#e0e0e0');
+/** The theme's look of a chart's axes, read from the view's own colours (``--jt-muted`` and
+ * ``--jt-border``, which follow the JupyterLab theme) when the chart is drawn, and again
+ * when the theme changes. */
+export function axisStyle(el: Element): { fg: string; grid: string; font: string; axis: uPlot.Axis } {
+  const fg = cssVar(el, '--jt-muted', cssVar(el, '--jp-ui-font-color2', '#616161'));
+  const grid = cssVar(el, '--jt-border', cssVar(el, '--jp-border-color2', '#e0e0e0'));
   const font = `11px ${cssVar(el, '--jp-ui-font-family', 'system-ui, sans-serif')}`;
-  return { fg, font, axis: { stroke: fg, font, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1, size: 4 } } };
+  return { fg, grid, font, axis: { stroke: fg, font, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1, size: 4 } } };
+}
+
+/** Note on a chart's canvas the colours it was drawn in (tests read them). */
+export function markStyle(canvas: HTMLCanvasElement, style: { fg: string; grid: string }): void {
+  canvas.dataset.axisColor = style.fg;
+  canvas.dataset.gridColor = style.grid;
 }
 
 /** Put a chart's hover box beside the cursor, on the side with more room. */
@@ -44,23 +49,6 @@ export function placeTip(tip: HTMLElement, u: uPlot, container: HTMLElement): vo
   tip.style.left = flip ? '' : `${left + 12}px`;
   tip.style.right = flip ? `${box.width - left + 12}px` : '';
   tip.style.top = `${over.top - box.top + 4}px`;
-}
-
-/** The series on one x axis: the sorted union of their x values. Where a series has no
- * point at an x its value is undefined (uPlot joins the line across it); where its value is
- * NaN or ±inf (or not positive on a log axis) it is null, a gap in the line. */
-export function alignSeries(series: ISeries[], logY: boolean): uPlot.AlignedData {
-  const xs = Array.from(new Set(series.flatMap(s => Array.from(s.x)))).sort((a, b) => a - b);
-  const where = new Map(xs.map((x, i) => [x, i]));
-  const columns = series.map(s => {
-    const column: Array<number | null | undefined> = new Array(xs.length).fill(undefined);
-    for (let i = 0; i < s.x.length; i++) {
-      const y = s.y[i];
-      column[where.get(s.x[i]) as number] = Number.isFinite(y) && (!logY || y > 0) ? y : null;
-    }
-    return column;
-  });
-  return [xs, ...columns] as uPlot.AlignedData;
 }
 
 /** The value of ``column`` at ``idx``, or at the nearest index that has one. */
@@ -82,8 +70,10 @@ export class LineChart {
   private empty: HTMLElement;
   private resize: ResizeObserver;
   private colors: string[] = [];
-  private marks: number[][] = []; // per series: the x of each NaN or ±inf value
+  private marks: number[][] = []; // per series: the x of each value not drawn (NaN, ±inf, ≤ 0 on log)
   private labels: string[] = [];
+  private style = { fg: '', grid: '' };
+  private unwatchTheme: () => void;
 
   constructor(private container: HTMLElement, private options: { height?: number } = {}) {
     this.empty = document.createElement('div');
@@ -95,6 +85,16 @@ export class LineChart {
     container.append(this.empty, this.tip);
     this.resize = new ResizeObserver(() => this.plot?.setSize(this.size()));
     this.resize.observe(container);
+    this.unwatchTheme = onThemeChange(() => this.restyle());
+  }
+
+  /** Draw again in the theme's colours, if they changed since the chart was drawn. */
+  restyle(): void {
+    if (!this.plot) return;
+    const { fg, grid } = axisStyle(this.container);
+    if (fg === this.style.fg && grid === this.style.grid) return;
+    this.shape = '';
+    this.update(this.spec);
   }
 
   /** The canvas drawn on (tests read its pixels and data-* attributes). */
@@ -104,35 +104,39 @@ export class LineChart {
 
   update(spec: IChartSpec): void {
     this.spec = spec;
-    const drawable = spec.series.filter(s => s.x.length);
-    this.empty.hidden = drawable.length > 0;
-    if (!drawable.length) {
+    const shown = spec.series.filter(s => s.x.length);
+    this.empty.hidden = shown.length > 0;
+    if (!shown.length) {
       this.plot?.destroy();
       this.plot = null;
       this.shape = '';
       return;
     }
-    const data = alignSeries(drawable, spec.logY);
-    this.marks = drawable.map(s => Array.from(s.x).filter((_x, i) => !Number.isFinite(s.y[i])));
-    const shape = JSON.stringify([drawable.map(s => [s.label, s.color]), spec.xKind, spec.logY]);
+    const data = alignSeries(shown, spec.logY);
+    const undrawn = undrawnMarks(shown, spec.logY);
+    this.marks = undrawn.marks;
+    const shape = JSON.stringify([shown.map(s => [s.label, s.color]), spec.xKind, spec.logY]);
     if (!this.plot || shape !== this.shape) {
       this.plot?.destroy();
-      this.plot = new uPlot(this.plotOptions(drawable), data, this.container);
+      this.plot = new uPlot(this.plotOptions(shown), data, this.container);
       this.container.append(this.tip);
       this.shape = shape;
+      markStyle(this.plot.ctx.canvas, this.style);
     } else {
       this.plot.setData(data);
     }
     const canvas = this.plot.ctx.canvas;
     canvas.dataset.testid = 'jt-chart';
-    canvas.dataset.points = String(drawable.reduce((n, s) => n + s.x.length, 0));
+    canvas.dataset.points = String(shown.reduce((n, s) => n + s.x.length, 0));
     canvas.dataset.x = spec.xKind;
-    canvas.dataset.series = String(drawable.length);
-    canvas.dataset.nonFinite = String(this.marks.reduce((n, m) => n + m.length, 0));
+    canvas.dataset.series = String(shown.length);
+    canvas.dataset.nonFinite = String(undrawn.nonFinite);
+    canvas.dataset.nonPositive = String(undrawn.nonPositive);
   }
 
   destroy(): void {
     this.resize.disconnect();
+    this.unwatchTheme();
     this.plot?.destroy();
     this.empty.remove();
     this.tip.remove();
@@ -143,7 +147,8 @@ export class LineChart {
   }
 
   private plotOptions(series: ISeries[]): uPlot.Options {
-    const { axis } = axisStyle(this.container);
+    const { axis, fg, grid } = axisStyle(this.container);
+    this.style = { fg, grid };
     const { xKind, logY } = this.spec;
     const yLabel = (v: number): string => (logY ? formatNumber(Number(v.toPrecision(6))) : formatTick(v));
     this.colors = series.map((s, k) => s.color || PALETTE[k % PALETTE.length]);
@@ -159,7 +164,17 @@ export class LineChart {
           : { range: (_u, min, max) => (min === max ? [min - (Math.abs(min) || 1) * 0.05, max + (Math.abs(max) || 1) * 0.05] : [min - (max - min) * 0.06, max + (max - min) * 0.06]) }
       },
       axes: [
-        { ...axis, space: 60, values: (_u, splits) => splits.map(v => (v === null || v === undefined ? '' : xKind === 'time' ? formatDuration(v) : formatTick(v))) },
+        {
+          ...axis,
+          space: 60,
+          // steps are whole numbers: never a tick at step 2.5
+          ...(xKind === 'step' ? { splits: (u: uPlot, _i: number, min: number, max: number) => integerTicks(min, max, Math.max(1, Math.floor(u.bbox.width / devicePixelRatio / 70))) } : {}),
+          values: (u, splits) => {
+            const labels = splits.map(v => (v === null || v === undefined ? '' : xKind === 'time' ? formatDuration(v) : formatTick(v)));
+            u.ctx.canvas.dataset.xTicks = labels.filter(Boolean).join(' ');
+            return labels;
+          }
+        },
         {
           ...axis,
           size: 50,

@@ -42,8 +42,20 @@ export class LogView {
     });
     this.body.addEventListener("scroll", () => {
       const b = this.body;
+      if (!b.clientHeight) return; // not laid out (hidden): no reader scrolled it
       this.follow = b.scrollHeight - b.scrollTop - b.clientHeight < 8;
     });
+    // A view filled before it is laid out (a Lab tab, an output drawn later) could not be
+    // scrolled then: once it gets its size, its newest lines (a failure's traceback) show.
+    this.resize = new ResizeObserver(() => {
+      if (this.follow && this.body.clientHeight) this.body.scrollTop = this.body.scrollHeight;
+    });
+    this.resize.observe(this.body);
+  }
+
+  /** Stop watching the log body's size (the view is taken down). */
+  dispose() {
+    this.resize.disconnect();
   }
 
   setRanks(ranks, selection) {

@@ -1,15 +1,16 @@
 /**
  * The run view: header, parameters, stage timeline, progress with rate and ETA, metric
  * charts with chips and switches, text metrics, per-rank logs, failure banner, stalled
- * ranks, restarts and first NaN/inf values (``health``), outputs and Cancel. Written once; the notebook widget (anywidget, kernel messages) and the Lab
- * panel's main-area view (a WebSocket to the server) both mount it on a model with the
+ * ranks, restarts and first NaN/inf values (``health``), outputs and Cancel; the Metrics
+ * section is ``metricsview``. Written once; the notebook widget (anywidget, kernel
+ * messages) and the Lab panel's main-area view (a WebSocket to the server) both mount it on a model with the
  * anywidget model's methods, and the Python side (``monitor.feeder``) fills both alike.
  */
-import { PALETTE, formatBytes, formatDuration, formatNumber } from './chart.js';
-import { LineChart } from './linechart';
+import { formatBytes, formatDuration, formatNumber } from './chart.js';
 import { LogView } from './logview.js';
 import { ansiToHtml, escapeHtml } from './ansi.js';
 import { IHealthParts, renderHealth, tickHealth } from './health';
+import { MetricsSection } from './metricsview';
 import { FrameScheduler, Handlers, listen, showCancel } from './viewparts';
 
 /** What the view reads and writes: the anywidget model's interface. */
@@ -97,43 +98,6 @@ export function ingestLog(model: IViewModel): void {
   for (const listener of store.listeners) listener(event);
 }
 
-/** A series' float64 values: a DataView (kernel message buffers) or base64 (WebSocket). */
-function toFloats(view: any): Float64Array {
-  if (!view) return new Float64Array(0);
-  if (view instanceof Float64Array) return view;
-  if (typeof view === 'string') {
-    const bytes = Uint8Array.from(atob(view), c => c.charCodeAt(0));
-    return new Float64Array(bytes.buffer);
-  }
-  const buffer = view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength);
-  return new Float64Array(buffer);
-}
-
-function h(tag: string, cls?: string, html?: string): HTMLElement {
-  const el = document.createElement(tag);
-  if (cls) el.className = cls;
-  if (html !== undefined) el.innerHTML = html;
-  return el;
-}
-
-interface ISegmented extends HTMLElement {
-  set(value: string): void;
-}
-
-function segmented(name: string, options: Array<[string, string]>, onPick: (value: string) => void): ISegmented {
-  const el = h('span', 'jt-segmented') as ISegmented;
-  el.dataset.testid = `jt-opt-${name}`;
-  for (const [value, label] of options) {
-    const b = h('button', 'jt-seg', escapeHtml(label)) as HTMLButtonElement;
-    b.type = 'button';
-    b.dataset.value = value;
-    b.addEventListener("click", () => onPick(value));
-    el.append(b);
-  }
-  el.set = (value: string) => el.querySelectorAll('button').forEach(b => b.setAttribute('aria-pressed', String(b.dataset.value === value)));
-  return el;
-}
-
 /** Draw the run of ``model`` into ``root``; returns the function that takes it down. */
 export function mountRunView(root: HTMLElement, model: IViewModel, options: IViewOptions = {}): () => void {
   const store = storeFor(model);
@@ -181,17 +145,13 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     stall: $('[data-testid=jt-stall]'), attempts: $('[data-testid=jt-attempts]'),
     chip: $('[data-testid=jt-attempt]'), nonFinite: $('[data-testid=jt-non-finite]')
   };
-  const charts = new Map<string, { card: HTMLElement; chart: LineChart }>();
   let clock = { offset: 0 }; // feeder's time - browser time, from the last state
   let cancelClicked = false;
   let heard = Date.now(); // when the model last changed
   let gone = ''; // why the model's connection is gone, once it is
+  let shownNow: number | null = null; // the clock as last shown (the feeder's time)
+  let frozenNow: number | null = null; // where the clock stopped once the connection was gone
 
-  const setOption = (key: string, value: unknown): void => {
-    const opts = { ...(model.get('chart_options') || {}), [key]: value };
-    model.set('chart_options', opts);
-    model.save_changes();
-  };
   const send = (content: unknown): boolean => {
     try {
       model.send(content);
@@ -201,14 +161,7 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
       return false;
     }
   };
-  const xCtl = segmented('x', [['step', 'Step'], ['time', 'Wall time']], v => setOption('x', v));
-  const aggCtl = segmented('agg', [['ranks', 'Per rank'], ['mean', 'Mean']], v => setOption('agg', v));
-  const yCtl = segmented('y', [['linear', 'Linear'], ['log', 'Log']], v => {
-    store.logY = v === 'log';
-    yCtl.set(v);
-    drawCharts();
-  });
-  $('.jt-chart-controls').append(xCtl, aggCtl, yCtl);
+  const metrics = new MetricsSection(root, model, store);
 
   const logs = new LogView($('.jt-log-slot'), {
     maxLines: store.maxLines,
@@ -237,10 +190,13 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     send({ type: 'cancel' });
   });
 
-  /** The kernel (or server) that fed this view is gone: show its last state as such. */
+  /** The kernel (or server) that fed this view is gone: show its last state as such, its
+   * clock stopped where it was (never set back to the last state's time). */
   function markGone(): void {
     if (gone || TERMINAL.includes((model.get('state') || {}).status)) return;
-    gone = options.goneText || 'no connection: this is what the run looked like last';
+    gone = (options.goneText || 'no connection: this is what the run looked like last')
+      .replace('%train attach RUN', `%train attach ${model.get('run_id') || 'RUN'}`);
+    frozenNow = shownNow;
     schedule('head');
   }
 
@@ -338,7 +294,8 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     const state = model.get('state') || {};
     const terminal = TERMINAL.includes(state.status);
     if (!terminal && !gone && Date.now() - heard > SILENT_S * 1000) markGone();
-    const now = gone ? state.now || Date.now() / 1000 + clock.offset : Date.now() / 1000 + clock.offset;
+    const now = frozenNow ?? (gone ? state.now || Date.now() / 1000 : Date.now() / 1000 + clock.offset);
+    shownNow = now;
     const end = state.ended || now;
     $('[data-testid=jt-elapsed]').textContent = state.created ? formatDuration(end - state.created) : '';
     tickHealth(health, end);
@@ -393,118 +350,10 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     text.textContent = parts.join('  ·  ');
   }
 
-  // The metrics shown: the user's last choice, which the feeder's charts may not have
-  // caught up with yet; until there is one, the feeder's default.
-  const selectedMetrics = (): Set<string> => {
-    const chosen = (model.get('chart_options') || {}).selected;
-    return new Set(Array.isArray(chosen) ? chosen : (model.get('charts') || {}).selected || []);
-  };
-
-  // Chips are kept across updates (only their text and state change), so that a click whose
-  // press and release straddle an update still lands on the same button.
-  const chipsBox = $('[data-testid=jt-metric-chips]');
-  chipsBox.addEventListener('click', event => {
-    const chip = (event.target as HTMLElement).closest('button.jt-metric-chip') as HTMLElement | null;
-    if (!chip) return;
-    const names: string[] = (model.get('metrics') || []).map((m: any) => m.name);
-    const next = selectedMetrics();
-    const name = chip.dataset.metric as string;
-    if (next.has(name)) next.delete(name);
-    else next.add(name);
-    setOption('selected', names.filter(n => next.has(n)));
-    renderChips();
-  });
-
-  function renderChips(): void {
-    const selected = selectedMetrics();
-    const metrics: any[] = model.get('metrics') || [];
-    const have = [...chipsBox.querySelectorAll('button.jt-metric-chip')] as HTMLElement[];
-    if (have.map(b => b.dataset.metric).join('\u0000') !== metrics.map(m => m.name).join('\u0000')) {
-      chipsBox.replaceChildren(...metrics.map(m => {
-        const b = h('button', 'jt-chip jt-metric-chip');
-        b.setAttribute('type', 'button');
-        b.dataset.metric = m.name;
-        return b;
-      }));
-    }
-    metrics.forEach((m, k) => {
-      const b = chipsBox.children[k] as HTMLElement;
-      const html = `${escapeHtml(m.name)} <b>${formatNumber(m.last)}</b>`;
-      if (b.innerHTML !== html) b.innerHTML = html;
-      b.title = `last ${formatNumber(m.last)} · min ${formatNumber(m.min)} · max ${formatNumber(m.max)} · ${m.count} points`;
-      b.classList.toggle('jt-on', selected.has(m.name));
-    });
-    renderTexts();
-    const note = $('.jt-metrics-note');
-    const loading = model.get('loading') ? ' · reading history…' : '';
-    note.textContent = metrics.length ? `${selected.size} of ${metrics.length} shown${loading}` : `none logged yet — jt.log(step=…, loss=…)${loading}`;
-    const opts = model.get('chart_options') || {};
-    xCtl.set(opts.x || 'step');
-    aggCtl.set(opts.agg || 'ranks');
-    yCtl.set(store.logY ? 'log' : 'linear');
-  }
-
-  function renderTexts(): void {
-    // Text metrics (jt.log(phase="train")) are not charted: their last value on each rank.
-    const texts: { [name: string]: { [rank: string]: string } } = model.get('texts') || {};
-    const table = $('[data-testid=jt-text-metrics]');
-    const names = Object.keys(texts);
-    table.hidden = !names.length;
-    const html = names.map(name => `<tr data-metric="${escapeHtml(name)}"><th>${escapeHtml(name)} <span class="jt-muted">(text, not charted)</span></th>${Object.entries(texts[name]).map(([rank, value]) => `<td><span class="jt-muted">rank ${escapeHtml(rank)}</span> ${escapeHtml(value)}</td>`).join('')}</tr>`).join('');
-    if (table.innerHTML !== html) table.innerHTML = html;
-  }
-
-  function drawCharts(): void {
-    const payload = model.get('charts') || {};
-    const data: { [name: string]: any } = payload.charts || {};
-    const area = $('[data-testid=jt-charts]');
-    for (const [name, entry] of charts) {
-      if (!(name in data)) {
-        entry.chart.destroy();
-        entry.card.remove();
-        charts.delete(name);
-      }
-    }
-    for (const name of payload.selected || []) {
-      const chart = data[name];
-      if (!chart) continue;
-      let entry = charts.get(name);
-      if (!entry) {
-        const card = h('div', 'jt-chart-card');
-        card.dataset.metric = name;
-        card.innerHTML = `<div class="jt-chart-head"><span class="jt-chart-title">${escapeHtml(name)}</span><span class="jt-chart-stats"></span></div><div class="jt-chart-legend"></div><div class="jt-chart-area"></div><div class="jt-chart-foot jt-muted"></div>`;
-        area.append(card);
-        entry = { card, chart: new LineChart(card.querySelector('.jt-chart-area') as HTMLElement) };
-        charts.set(name, entry);
-      }
-      const series = chart.series.map((s: any, k: number) => ({ label: s.label, color: PALETTE[(s.rank ?? k) % PALETTE.length], x: toFloats(s.x), y: toFloats(s.y) }));
-      const first = chart.series[0] || {};
-      const part = (sel: string): HTMLElement => (entry as { card: HTMLElement }).card.querySelector(sel) as HTMLElement;
-      part('.jt-chart-stats').innerHTML = `last <b>${formatNumber(first.last)}</b> · min ${formatNumber(first.min)} · max ${formatNumber(first.max)}`;
-      part('.jt-chart-legend').innerHTML = chart.series.length > 1 || first.rank === null
-        ? chart.series.map((s: any, k: number) => `<span class="jt-legend-item"><span class="jt-swatch" style="background:${series[k].color}"></span>${escapeHtml(s.label)} <b>${formatNumber(s.last)}</b></span>`).join('') : '';
-      const total = chart.series.reduce((n: number, s: any) => n + s.count, 0);
-      const drawn = chart.series.reduce((n: number, s: any) => n + s.points, 0);
-      const perSeries = chart.series.length > 1 ? `${first.count.toLocaleString()} points × ${chart.series.length} ranks` : `${first.count.toLocaleString()} points`;
-      const nonFinite = chart.series.reduce((n: number, s: any) => n + (s.non_finite || 0), 0);
-      part('.jt-chart-foot').textContent = perSeries +
-        (nonFinite ? ` · ${nonFinite.toLocaleString()} NaN/inf (×, not drawn)` : '') +
-        (drawn < total ? ` · ${drawn.toLocaleString()} drawn (min/max per bucket)` : '') +
-        (chart.ranks > chart.series.length && first.rank !== null ? ` · first ${chart.series.length} of ${chart.ranks} ranks` : '');
-      entry.chart.update({ series, xKind: payload.x === 'time' ? 'time' : 'step', logY: store.logY });
-      entry.chart.canvas.dataset.count = String(total);
-    }
-    const order: string[] = (payload.selected || []).filter((n: string) => charts.has(n));
-    order.forEach(n => area.append((charts.get(n) as { card: HTMLElement }).card));
-  }
-
   const frames = new FrameScheduler(dirty => {
     if (dirty.has('head')) renderHead();
     if (dirty.has('progress') || dirty.has('head')) renderProgress();
-    if (dirty.has('charts')) {
-      renderChips();
-      drawCharts();
-    }
+    if (dirty.has('charts')) metrics.render();
   });
   const schedule = (part: string): void => frames.schedule(part);
   const heardFrom = (fn: () => void) => () => {
@@ -529,6 +378,8 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     'change:texts': heardFrom(() => schedule('charts')),
     'change:charts': heardFrom(() => schedule('charts')),
     'change:loading': heardFrom(() => schedule('charts')),
+    // the chips follow the chosen mode at once; the charts when the feeder answers
+    'change:chart_options': () => schedule('charts'),
     'change:log_selection': () => logs.setRanks(store.ranks || [], model.get('log_selection'))
   };
   const unlisten = listen(model, handlers, markGone);
@@ -540,8 +391,9 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     clearInterval(timer);
     frames.cancel();
     unlisten();
+    logs.dispose();
     store.listeners.delete(onLog);
-    for (const { chart } of charts.values()) chart.destroy();
+    metrics.destroy();
   };
 }
 

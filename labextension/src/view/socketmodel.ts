@@ -1,7 +1,7 @@
 /**
  * The run view's model in JupyterLab: the server's view feed over a WebSocket
- * (``/jupyter-trainer/api/runs/RUN/view``), with the anywidget model's methods, so the same
- * run view draws it. The server sends ``{"set": {...}}`` updates; ``set`` + ``save_changes``
+ * (``/jupyter-trainer/api/runs/RUN/view``, or ``sweeps/SWEEP/view`` for the sweep view),
+ * with the anywidget model's methods, so the same view draws it. The server sends ``{"set": {...}}`` updates; ``set`` + ``save_changes``
  * and ``send`` go back as ``{"set": ...}`` and ``{"msg": ...}``.
  */
 import type { IViewModel } from './runview';
@@ -16,9 +16,10 @@ export class SocketModel implements IViewModel {
   private queue: string[] = [];
   private closed = false;
 
-  /** ``open`` makes the socket (JupyterLab's settings know the URL, auth and class). */
-  constructor(runId: string, private open: () => WebSocket) {
-    this.values = { run_id: runId, key: `lab:${runId}:${Math.random()}`, log_selection: 'all', chart_options: { x: 'step', agg: 'ranks', selected: null } };
+  /** ``open`` makes the socket (JupyterLab's settings know the URL, auth and class);
+   * ``values`` are the model's values until the server says otherwise (a run's by default). */
+  constructor(runId: string, private open: () => WebSocket, values?: { [name: string]: any }) {
+    this.values = values || { run_id: runId, key: `lab:${runId}:${Math.random()}`, log_selection: 'all', chart_options: { x: 'step', agg: 'ranks', selected: null } };
     this.connect();
   }
 

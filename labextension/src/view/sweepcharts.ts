@@ -8,8 +8,9 @@
  */
 import uPlot from 'uplot';
 
-import { formatNumber, niceTicks } from './chart.js';
-import { axisStyle, cssVar, placeTip } from './linechart';
+import { formatNumber, integerTicks, niceTicks } from './chart.js';
+import { axisStyle, cssVar, markStyle, placeTip } from './linechart';
+import { onThemeChange } from './theme';
 import { IChartData, IPlotLayout, parallelLayout } from './sweepformat';
 
 const SVG = 'http://www.w3.org/2000/svg';
@@ -24,6 +25,9 @@ export class BestChart {
   private empty: HTMLElement;
   private tip: HTMLElement;
   private resize: ResizeObserver;
+  private data: IChartData = {};
+  private style = { fg: '', grid: '' };
+  private unwatchTheme: () => void;
 
   constructor(private container: HTMLElement, private height = 200) {
     this.empty = document.createElement('div');
@@ -39,9 +43,26 @@ export class BestChart {
       else this.plot?.setSize(this.size());
     });
     this.resize.observe(container);
+    this.unwatchTheme = onThemeChange(() => this.restyle());
+  }
+
+  /** Draw again in the theme's colours, if they changed since the chart was drawn. */
+  restyle(): void {
+    if (!this.plot) return;
+    const { fg, grid } = axisStyle(this.container);
+    if (fg === this.style.fg && grid === this.style.grid) return;
+    this.plot.destroy();
+    this.plot = null;
+    this.update(this.data);
+  }
+
+  /** What the chart says while it has no point to draw. */
+  setEmptyText(text: string): void {
+    if (this.empty.textContent !== text) this.empty.textContent = text;
   }
 
   update(data: IChartData): void {
+    this.data = data;
     if (!this.container.isConnected) {
       this.pending = data; // drawn once the card is in the page, in the theme's colours
       return;
@@ -60,6 +81,7 @@ export class BestChart {
     if (!this.plot) {
       this.plot = new uPlot(this.options(), aligned, this.container);
       this.container.append(this.tip);
+      markStyle(this.plot.ctx.canvas, this.style);
     } else {
       this.plot.setData(aligned);
     }
@@ -71,6 +93,7 @@ export class BestChart {
 
   destroy(): void {
     this.resize.disconnect();
+    this.unwatchTheme();
     this.plot?.destroy();
     this.empty.remove();
     this.tip.remove();
@@ -82,7 +105,8 @@ export class BestChart {
 
   private options(): uPlot.Options {
     const el = this.container;
-    const { fg, font, axis } = axisStyle(el);
+    const { fg, grid, font, axis } = axisStyle(el);
+    this.style = { fg, grid };
     const accent = cssVar(el, '--jp-brand-color1', '#1976d2');
     const pad = (min: number, max: number): uPlot.Range.MinMax =>
       min === max ? [min - (Math.abs(min) || 1) * 0.05, max + (Math.abs(max) || 1) * 0.05] : [min - (max - min) * 0.08, max + (max - min) * 0.08];
@@ -92,7 +116,7 @@ export class BestChart {
       cursor: { drag: { x: false, y: false, setScale: false }, points: { size: 7 } },
       scales: { x: { time: false, range: (_u, min, max) => [Math.min(0.5, min - 0.5), max + 0.5] }, y: { range: (_u, min, max) => pad(min, max) } },
       axes: [
-        { ...axis, space: 40, label: 'trials completed', labelSize: 18, labelFont: font, splits: (_u, _i, min, max) => niceTicks(Math.ceil(min), Math.floor(max), 6).filter(v => Number.isInteger(v)), values: (_u, splits) => splits.map(v => formatNumber(v)) },
+        { ...axis, space: 40, label: 'trials completed', labelSize: 18, labelFont: font, splits: (_u, _i, min, max) => integerTicks(min, max, 6), values: (_u, splits) => splits.map(v => formatNumber(v)) },
         { ...axis, size: 54, splits: (_u, _i, min, max) => niceTicks(min, max, 4), values: (_u, splits) => splits.map(v => formatNumber(Number(v.toPrecision(4)))) }
       ],
       series: [
@@ -220,9 +244,14 @@ export class ParallelPlot {
       const stroke = l.color ? ` style="stroke:${l.color}"` : '';
       return `<path class="${cls}" data-number="${l.number}" data-status="${esc(l.status)}" d="${l.d}"${stroke}/>`;
     }).join('');
+    // a value reported without being an objective: a hollow mark on the objective axis
+    const marks = drawn.filter(l => l.reported).map(l => {
+      const at = l.reported as { x: number; y: number };
+      return `<circle class="jt-pc-reported jt-pc-${esc(l.status)}" data-number="${l.number}" cx="${at.x.toFixed(1)}" cy="${at.y.toFixed(1)}" r="4"/>`;
+    }).join('');
     // wide, invisible copies on top take the pointer, so a thin line is easy to hover
     const hits = drawn.map(l => `<path class="jt-pc-hit" data-number="${l.number}" d="${l.d}"/>`).join('');
-    return `${axes}<g class="jt-pc-lines">${lines}</g><g class="jt-pc-hits">${hits}</g>`;
+    return `${axes}<g class="jt-pc-lines">${lines}${marks}</g><g class="jt-pc-hits">${hits}</g>`;
   }
 
   private lineAt(target: EventTarget | null): number | null {

@@ -8,12 +8,22 @@
 import { escapeHtml } from './ansi.js';
 import { formatDuration, formatNumber, logTicks, niceTicks } from './chart.js';
 
+/** What a trial without an objective reported of the metric (``monitor.sweep_charts.reported``):
+ * ``kind`` is ``last`` (or ``best`` with ``--objective best``) once it ended, ``so far`` while
+ * it runs. */
+export interface IReported {
+  value: number;
+  step?: number | null;
+  kind: string;
+}
+
 export interface ITrial {
   number: number;
   run?: string | null;
   params: { [key: string]: unknown };
   status: string;
   objective?: number | null;
+  reported?: IReported | null;
   step?: number | null;
   start?: number | null;
   end?: number | null;
@@ -66,7 +76,7 @@ export interface IAxis {
 export interface IChartData {
   best?: Array<{ n: number; number: number; objective: number; best: number }>;
   axes?: IAxis[];
-  lines?: Array<{ number: number; status: string; objective: number | null; ys: Array<number | null> }>;
+  lines?: Array<{ number: number; status: string; objective: number | null; reported?: IReported | null; ys: Array<number | null> }>;
   metric?: string;
   goal?: string;
 }
@@ -147,26 +157,59 @@ export function settingsList(spec: ISweepSpec): string[] {
   return parts;
 }
 
+/** Why there is no best trial (yet): best so far counts completed trials only. */
+export function noBestText(state: ISweepState): string {
+  const counts = state.counts || {};
+  const stopped = ['pruned', 'canceled', 'failed'].filter(s => counts[s]).map(s => `${counts[s]} ${s}`);
+  if (!SWEEP_TERMINAL.includes(state.status || '') && state.status !== 'interrupted') {
+    return stopped.length ? `no completed trial yet (${stopped.join(', ')}): best so far counts completed trials only` : 'no completed trial yet';
+  }
+  return `no trial completed${stopped.length ? ` (${stopped.join(', ')})` : ''}: best so far counts completed trials only; ` +
+    'the values the others reported are in the table, marked';
+}
+
+/** A trial's objective cell: its objective, else what it reported, marked as not one. */
+export function objectiveHtml(trial: ITrial, metric: string): string {
+  if (typeof trial.objective === 'number') return formatNumber(trial.objective);
+  const r = trial.reported;
+  if (!r) return '–';
+  return `<span class="jt-sweep-reported" data-reported="${r.value}" title="${escapeHtml(reportedTitle(trial, metric))}">` +
+    `${formatNumber(r.value)} <span class="jt-sweep-reported-kind">${escapeHtml(r.kind)}</span></span>`;
+}
+
+/** The tooltip of a reported value: what it is, and that it is no objective. */
+export function reportedTitle(trial: ITrial, metric: string): string {
+  const r = trial.reported;
+  if (!r) return '';
+  const at = r.step !== null && r.step !== undefined ? ` at step ${formatNumber(r.step)}` : '';
+  if (r.kind === 'so far') return `${metric} ${formatNumber(r.value)}${at}, its latest while it runs`;
+  const what = r.kind === 'best' ? `the best ${metric} it reported` : `the last ${metric} it reported`;
+  return `${what}${at} before it was ${trial.status === 'failed' ? 'stopped by its failure' : trial.status}: ` +
+    'not an objective, so it does not count for the best trial';
+}
+
 /** The best trial so far as HTML: its number, objective and params. */
 export function bestHtml(state: ISweepState, spec: ISweepSpec): string {
   const best = state.best;
-  if (!best) return '<span class="jt-muted">no completed trial yet</span>';
+  if (!best) return `<span class="jt-muted" data-testid="jt-sweep-no-best">${escapeHtml(noBestText(state))}</span>`;
   const params = Object.entries(best.params || {})
     .map(([k, v]) => `<span class="jt-chip jt-param-chip"><span class="jt-muted">${escapeHtml(k)}</span> ${escapeHtml(formatParam(v))}</span>`).join('');
   return `<span class="jt-sweep-best-label">★ best</span> <span class="jt-sweep-best-trial">#${best.number}</span> ` +
     `<span class="jt-muted">${escapeHtml(spec.metric || 'objective')}</span> <b class="jt-sweep-best-value" data-value="${best.objective}">${formatNumber(best.objective)}</b> ${params}`;
 }
 
-/** Trials by number, or by objective (the best first, trials without one last). */
+/** Trials by number, or by objective: the completed ones best first, then those that only
+ * reported a value (best first: they are not comparable with an objective), then the rest. */
 export function sortTrials(trials: ITrial[], by: 'number' | 'objective', goal: string | undefined): ITrial[] {
   const sorted = trials.slice();
   if (by === 'number') return sorted.sort((a, b) => a.number - b.number);
   const sign = goal === 'min' ? 1 : -1;
-  const has = (t: ITrial): boolean => typeof t.objective === 'number' && Number.isFinite(t.objective);
+  const tier = (t: ITrial): number => (typeof t.objective === 'number' && Number.isFinite(t.objective) ? 0 : t.reported ? 1 : 2);
+  const value = (t: ITrial): number => (tier(t) === 0 ? (t.objective as number) : t.reported ? t.reported.value : 0);
   return sorted.sort((a, b) => {
-    if (has(a) !== has(b)) return has(a) ? -1 : 1;
-    if (!has(a)) return a.number - b.number;
-    return sign * ((a.objective as number) - (b.objective as number)) || a.number - b.number;
+    if (tier(a) !== tier(b)) return tier(a) - tier(b);
+    if (tier(a) === 2) return a.number - b.number;
+    return sign * (value(a) - value(b)) || a.number - b.number;
   });
 }
 
@@ -212,6 +255,8 @@ export interface IPlotLine {
   d: string;
   color: string | null;
   best: boolean;
+  /** Where a reported value (not an objective) sits on the objective axis: a hollow mark. */
+  reported: { x: number; y: number } | null;
 }
 
 export interface IPlotLayout {
@@ -273,19 +318,26 @@ export function parallelLayout(data: IChartData, width: number, height: number, 
   const lines = (data.lines || []).map(line => {
     let d = '';
     let pen = false;
+    let alone = false; // the last piece has one point so far
     line.ys.forEach((at, i) => {
       if (at === null || at === undefined || !Number.isFinite(at)) {
-        pen = false;
+        if (alone) d += 'l0,0'; // a point with no neighbour is drawn as a dot (round caps)
+        pen = alone = false;
         return;
       }
       d += `${pen ? 'L' : 'M'}${xs[i].toFixed(1)},${y(at).toFixed(1)}`;
+      alone = !pen;
       pen = true;
     });
+    if (alone) d += 'l0,0';
     const finished = line.status === 'completed' && typeof line.objective === 'number' && Number.isFinite(line.objective);
+    const last = line.ys.length ? line.ys[line.ys.length - 1] : null;
+    const marked = !finished && !!line.reported && last !== null && last !== undefined && Number.isFinite(last);
     return {
       number: line.number, status: line.status, objective: line.objective, d,
       color: finished ? rampColor(shade(line.objective as number, objectiveAxis.lo ?? 0, objectiveAxis.hi ?? 1, data.goal)) : null,
-      best: line.number === bestNumber
+      best: line.number === bestNumber,
+      reported: marked ? { x: xs[xs.length - 1], y: y(last as number) } : null
     };
   });
   const rank = (l: IPlotLine): number => (l.best ? 3 : l.color ? 2 : isActive(l.status) ? 1 : 0);

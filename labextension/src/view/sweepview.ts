@@ -15,7 +15,7 @@ import type { IViewModel } from './runview';
 import { BestChart, ParallelPlot } from './sweepcharts';
 import {
   ISweepSpec, ISweepState, ITrial, SWEEP_TERMINAL, bestHtml, countsList, formatParam, isActive,
-  paramKeys, settingsList, sortTrials, startedText, trialDuration, trialNote
+  noBestText, objectiveHtml, paramKeys, settingsList, sortTrials, startedText, trialDuration, trialNote
 } from './sweepformat';
 
 export interface ISweepViewOptions {
@@ -81,6 +81,8 @@ export function mountSweepView(root: HTMLElement, model: IViewModel, options: IS
   let cancelClicked = false;
   let clock = { offset: 0 }; // the kernel's time - the browser's, from the last state
   let gone = '';
+  let shownNow: number | null = null; // the clock as last shown (the kernel's time)
+  let frozenNow: number | null = null; // where it stopped once the connection was gone
 
   const state = (): ISweepState => model.get('state') || {};
   const spec = (): ISweepSpec => model.get('spec') || {};
@@ -101,7 +103,9 @@ export function mountSweepView(root: HTMLElement, model: IViewModel, options: IS
     const trial = trials().find(t => t.number === number);
     if (!trial) return `trial #${number}`;
     const params = Object.entries(trial.params || {}).map(([k, v]) => `<div>${escapeHtml(k)} = <b>${escapeHtml(formatParam(v))}</b></div>`).join('');
-    const objective = typeof trial.objective === 'number' ? ` · ${escapeHtml(spec().metric || 'objective')} <b>${formatNumber(trial.objective)}</b>` : '';
+    const metric = escapeHtml(spec().metric || 'objective');
+    const objective = typeof trial.objective === 'number' ? ` · ${metric} <b>${formatNumber(trial.objective)}</b>`
+      : trial.reported ? ` · ${metric} <b>${formatNumber(trial.reported.value)}</b> (${escapeHtml(trial.reported.kind)} reported, not an objective)` : '';
     return `<div class="jt-tip-head">trial #${number} · ${escapeHtml(trial.status)}${objective}</div>${params}`;
   };
   const best = new BestChart($('.jt-best-area'));
@@ -147,7 +151,9 @@ export function mountSweepView(root: HTMLElement, model: IViewModel, options: IS
 
   function markGone(): void {
     if (gone || SWEEP_TERMINAL.includes(state().status || '')) return;
-    gone = options.goneText || 'no connection: this is what the sweep looked like last';
+    gone = (options.goneText || 'no connection: this is what the sweep looked like last')
+      .replace('%train attach SWEEP', `%train attach ${model.get('sweep_id') || state().id || 'SWEEP'}`);
+    frozenNow = shownNow; // the clock stops where it was, never set back
     schedule('head');
   }
 
@@ -230,7 +236,7 @@ export function mountSweepView(root: HTMLElement, model: IViewModel, options: IS
         `<td class="jt-num">${trial.number}</td>`,
         ...keys.map(k => `<td class="jt-sweep-param">${escapeHtml(formatParam((trial.params || {})[k]))}</td>`),
         `<td><span class="jt-badge jt-status-${escapeHtml(trial.status)}">${escapeHtml(trial.status)}</span></td>`,
-        `<td class="jt-num jt-sweep-objective">${trial.number === bestNumber ? '<span class="jt-sweep-star" title="the best trial so far">★</span> ' : ''}${formatNumber(trial.objective)}</td>`,
+        `<td class="jt-num jt-sweep-objective">${trial.number === bestNumber ? '<span class="jt-sweep-star" title="the best trial so far">★</span> ' : ''}${objectiveHtml(trial, metric)}</td>`,
         `<td class="jt-num">${formatNumber(trial.step)}</td>`,
         `<td class="jt-num jt-sweep-dur">${trialDuration(trial, t)}</td>`,
         `<td class="jt-sweep-note">${escapeHtml(trialNote(trial))}</td>`
@@ -253,6 +259,7 @@ export function mountSweepView(root: HTMLElement, model: IViewModel, options: IS
   function renderCharts(): void {
     const data = model.get('charts') || {};
     const s = state();
+    best.setEmptyText(noBestText(s));
     best.update(data);
     const points = data.best || [];
     setHtml($('.jt-best-stats'), points.length ? `best <b>${formatNumber(points[points.length - 1].best)}</b> after ${points.length} completed` : '');
@@ -262,13 +269,15 @@ export function mountSweepView(root: HTMLElement, model: IViewModel, options: IS
     const lines = data.lines || [];
     setHtml($('.jt-pc-stats'), lines.length ? `${lines.length} trial${lines.length === 1 ? '' : 's'}` : '');
     setHtml($('.jt-pc-key'), lines.length
-      ? `worse <span class="jt-pc-ramp"></span> better ${metric} · dashed: running, pruned, failed or canceled · click a line for its run` : '');
+      ? `worse <span class="jt-pc-ramp"></span> better ${metric} · dashed: running, pruned, failed or canceled` +
+        `${lines.some((l: { reported?: unknown; objective: unknown }) => l.reported && l.objective === null) ? ' · ○ the value it reported, not an objective' : ''} · click a line for its run` : '');
   }
 
   // Durations of running trials and the sweep's elapsed time advance every second.
   function tick(): void {
     const s = state();
-    const t = gone ? s.now || now() : now();
+    const t = frozenNow ?? (gone ? s.now || now() : now());
+    shownNow = t;
     const start = s.started || s.created;
     $('[data-testid=jt-sweep-elapsed]').textContent = start ? formatDuration((s.ended || t) - start) : '';
     for (const trial of trials()) {
@@ -288,7 +297,7 @@ export function mountSweepView(root: HTMLElement, model: IViewModel, options: IS
     'change:state': () => {
       const s = state();
       if (s.now) clock = { offset: s.now - Date.now() / 1000 };
-      ['head', 'table'].forEach(schedule);
+      ['head', 'table', 'charts'].forEach(schedule);
     },
     'change:spec': () => ['head', 'table', 'charts'].forEach(schedule),
     'change:sweep_id': () => schedule('head'),

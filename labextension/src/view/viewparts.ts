@@ -8,14 +8,17 @@ import type { IViewModel } from './runview';
 export type Handlers = { [event: string]: (...args: any[]) => void };
 
 /** ``handlers`` on ``model``, and ``onGone`` on each way a model says its connection is
- * gone: ipywidgets' comm closed or the kernel restarted (the manager disconnects its
- * models), or the Lab view's socket closed. Returns what takes them all off again. */
+ * gone: ipywidgets' comm closed or the kernel restarting (the widget manager disconnects
+ * every model as soon as the kernel's status is ``restarting``: ``comm_live_update``), or
+ * the Lab view's socket closed. Returns what takes them all off again. */
 export function listen(model: IViewModel, handlers: Handlers, onGone: () => void): () => void {
   const all: Handlers = {
     ...handlers,
     'comm:close': onGone,
     comm_live_update: () => {
-      if ((model as any).comm_live === false) onGone();
+      // anywidget hands views a proxy of the model, without ``comm_live``: once a view is
+      // up, its model only ever goes from live to not live (a new kernel makes new models)
+      if ((model as any).comm_live !== true) onGone();
     },
     gone: onGone
   };

@@ -1,0 +1,198 @@
+/**
+ * The run view's Metrics section: the chart switches (step or wall time, per rank or the
+ * ranks' mean, linear or log y), a chip per metric, the text metrics, and a chart per metric
+ * shown. Every figure says which rank or ranks it is of (``rankstats``).
+ */
+import { PALETTE, formatNumber } from './chart.js';
+import { escapeHtml } from './ansi.js';
+import { LineChart } from './linechart';
+import { ChartMode, chartStatsHtml, chipParts } from './rankstats';
+import type { IViewModel } from './runview';
+
+/** A series' float64 values: a DataView (kernel message buffers) or base64 (WebSocket). */
+function toFloats(view: any): Float64Array {
+  if (!view) return new Float64Array(0);
+  if (view instanceof Float64Array) return view;
+  if (typeof view === 'string') {
+    const bytes = Uint8Array.from(atob(view), c => c.charCodeAt(0));
+    return new Float64Array(bytes.buffer);
+  }
+  const buffer = view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength);
+  return new Float64Array(buffer);
+}
+
+function h(tag: string, cls?: string, html?: string): HTMLElement {
+  const el = document.createElement(tag);
+  if (cls) el.className = cls;
+  if (html !== undefined) el.innerHTML = html;
+  return el;
+}
+
+interface ISegmented extends HTMLElement {
+  set(value: string): void;
+}
+
+function segmented(name: string, options: Array<[string, string]>, onPick: (value: string) => void): ISegmented {
+  const el = h('span', 'jt-segmented') as ISegmented;
+  el.dataset.testid = `jt-opt-${name}`;
+  for (const [value, label] of options) {
+    const b = h('button', 'jt-seg', escapeHtml(label)) as HTMLButtonElement;
+    b.type = 'button';
+    b.dataset.value = value;
+    b.addEventListener("click", () => onPick(value));
+    el.append(b);
+  }
+  el.set = (value: string) => el.querySelectorAll('button').forEach(b => b.setAttribute('aria-pressed', String(b.dataset.value === value)));
+  return el;
+}
+
+/** The Metrics section of the run view under ``root``; ``view.logY`` is the y scale, shared
+ * by the views of one widget. */
+export class MetricsSection {
+  private charts = new Map<string, { card: HTMLElement; chart: LineChart }>();
+  private chipsBox: HTMLElement;
+  private xCtl: ISegmented;
+  private aggCtl: ISegmented;
+  private yCtl: ISegmented;
+
+  constructor(private root: HTMLElement, private model: IViewModel, private view: { logY: boolean }) {
+    this.xCtl = segmented('x', [['step', 'Step'], ['time', 'Wall time']], v => this.setOption('x', v));
+    this.aggCtl = segmented('agg', [['ranks', 'Per rank'], ['mean', 'Mean']], v => this.setOption('agg', v));
+    this.yCtl = segmented('y', [['linear', 'Linear'], ['log', 'Log']], v => {
+      view.logY = v === 'log';
+      this.yCtl.set(v);
+      this.drawCharts();
+    });
+    this.$('.jt-chart-controls').append(this.xCtl, this.aggCtl, this.yCtl);
+    // Chips are kept across updates (only their text and state change), so that a click
+    // whose press and release straddle an update still lands on the same button.
+    this.chipsBox = this.$('[data-testid=jt-metric-chips]');
+    this.chipsBox.addEventListener('click', event => {
+      const chip = (event.target as HTMLElement).closest('button.jt-metric-chip') as HTMLElement | null;
+      if (!chip) return;
+      const names: string[] = (model.get('metrics') || []).map((m: any) => m.name);
+      const next = this.selectedMetrics();
+      const name = chip.dataset.metric as string;
+      if (next.has(name)) next.delete(name);
+      else next.add(name);
+      this.setOption('selected', names.filter(n => next.has(n)));
+      this.renderChips();
+    });
+  }
+
+  /** Draw what the model has now. */
+  render(): void {
+    this.renderChips();
+    this.drawCharts();
+  }
+
+  destroy(): void {
+    for (const { chart } of this.charts.values()) chart.destroy();
+  }
+
+  private $(sel: string): HTMLElement {
+    return this.root.querySelector(sel) as HTMLElement;
+  }
+
+  private setOption(key: string, value: unknown): void {
+    const opts = { ...(this.model.get('chart_options') || {}), [key]: value };
+    this.model.set('chart_options', opts);
+    this.model.save_changes();
+  }
+
+  /** The metrics shown: the user's last choice, which the feeder's charts may not have
+   * caught up with yet; until there is one, the feeder's default. */
+  private selectedMetrics(): Set<string> {
+    const chosen = (this.model.get('chart_options') || {}).selected;
+    return new Set(Array.isArray(chosen) ? chosen : (this.model.get('charts') || {}).selected || []);
+  }
+
+  private renderChips(): void {
+    const selected = this.selectedMetrics();
+    const metrics: any[] = this.model.get('metrics') || [];
+    const have = [...this.chipsBox.querySelectorAll('button.jt-metric-chip')] as HTMLElement[];
+    if (have.map(b => b.dataset.metric).join('\u0000') !== metrics.map(m => m.name).join('\u0000')) {
+      this.chipsBox.replaceChildren(...metrics.map(m => {
+        const b = h('button', 'jt-chip jt-metric-chip');
+        b.setAttribute('type', 'button');
+        b.dataset.metric = m.name;
+        return b;
+      }));
+    }
+    const mode: ChartMode = (this.model.get('chart_options') || {}).agg === 'mean' ? 'mean' : 'ranks';
+    metrics.forEach((m, k) => {
+      const b = this.chipsBox.children[k] as HTMLElement;
+      const chip = chipParts(m, mode);
+      const html = `${escapeHtml(m.name)} <b>${escapeHtml(chip.value)}</b> <span class="jt-chip-who">${escapeHtml(chip.who)}</span>`;
+      if (b.innerHTML !== html) b.innerHTML = html;
+      b.title = chip.title;
+      b.classList.toggle('jt-on', selected.has(m.name));
+    });
+    this.renderTexts();
+    const note = this.$('.jt-metrics-note');
+    const loading = this.model.get('loading') ? ' · reading history…' : '';
+    note.textContent = metrics.length ? `${selected.size} of ${metrics.length} shown${loading}` : `none logged yet — jt.log(step=…, loss=…)${loading}`;
+    const opts = this.model.get('chart_options') || {};
+    this.xCtl.set(opts.x || 'step');
+    this.aggCtl.set(opts.agg || 'ranks');
+    this.yCtl.set(this.view.logY ? 'log' : 'linear');
+  }
+
+  private renderTexts(): void {
+    // Text metrics (jt.log(phase="train")) are not charted: their last value on each rank.
+    const texts: { [name: string]: { [rank: string]: string } } = this.model.get('texts') || {};
+    const table = this.$('[data-testid=jt-text-metrics]');
+    const names = Object.keys(texts);
+    table.hidden = !names.length;
+    const html = names.map(name => `<tr data-metric="${escapeHtml(name)}"><th>${escapeHtml(name)} <span class="jt-muted">(text, not charted)</span></th>${Object.entries(texts[name]).map(([rank, value]) => `<td><span class="jt-muted">rank ${escapeHtml(rank)}</span> ${escapeHtml(value)}</td>`).join('')}</tr>`).join('');
+    if (table.innerHTML !== html) table.innerHTML = html;
+  }
+
+  private drawCharts(): void {
+    const payload = this.model.get('charts') || {};
+    const data: { [name: string]: any } = payload.charts || {};
+    const area = this.$('[data-testid=jt-charts]');
+    for (const [name, entry] of this.charts) {
+      if (!(name in data)) {
+        entry.chart.destroy();
+        entry.card.remove();
+        this.charts.delete(name);
+      }
+    }
+    for (const name of payload.selected || []) {
+      const chart = data[name];
+      if (!chart) continue;
+      let entry = this.charts.get(name);
+      if (!entry) {
+        const card = h('div', 'jt-chart-card');
+        card.dataset.metric = name;
+        card.innerHTML = `<div class="jt-chart-head"><span class="jt-chart-title">${escapeHtml(name)}</span><span class="jt-chart-stats"></span></div><div class="jt-chart-legend"></div><div class="jt-chart-area"></div><div class="jt-chart-foot jt-muted"></div>`;
+        area.append(card);
+        entry = { card, chart: new LineChart(card.querySelector('.jt-chart-area') as HTMLElement) };
+        this.charts.set(name, entry);
+      }
+      const series = chart.series.map((s: any, k: number) => ({ label: s.label, color: PALETTE[(s.rank ?? k) % PALETTE.length], x: toFloats(s.x), y: toFloats(s.y) }));
+      const first = chart.series[0] || {};
+      const part = (sel: string): HTMLElement => (entry as { card: HTMLElement }).card.querySelector(sel) as HTMLElement;
+      const mean = first.rank === null;
+      part('.jt-chart-stats').innerHTML = chartStatsHtml(chart.series, mean ? 'mean' : 'ranks', chart.ranks);
+      part('.jt-chart-legend').innerHTML = chart.series.length > 1 || first.rank === null
+        ? chart.series.map((s: any, k: number) => `<span class="jt-legend-item"><span class="jt-swatch" style="background:${series[k].color}"></span>${escapeHtml(s.label)} <b>${formatNumber(s.last)}</b></span>`).join('') : '';
+      const total = chart.series.reduce((n: number, s: any) => n + s.count, 0);
+      const drawn = chart.series.reduce((n: number, s: any) => n + s.points, 0);
+      const perSeries = chart.series.length > 1 ? `${first.count.toLocaleString()} points × ${chart.series.length} ranks` : `${first.count.toLocaleString()} points`;
+      const nonFinite = chart.series.reduce((n: number, s: any) => n + (s.non_finite || 0), 0);
+      entry.chart.update({ series, xKind: payload.x === 'time' ? 'time' : 'step', logY: this.view.logY });
+      entry.chart.canvas.dataset.count = String(total);
+      const nonPositive = Number(entry.chart.canvas.dataset.nonPositive || 0);
+      const thinned = drawn < total;
+      part('.jt-chart-foot').textContent = perSeries +
+        (nonFinite ? ` · ${nonFinite.toLocaleString()} NaN/inf (×, not drawn)` : '') +
+        (nonPositive ? ` · ${thinned ? '' : `${nonPositive.toLocaleString()} `}value${nonPositive === 1 && !thinned ? '' : 's'} ≤ 0 (×, not drawn on a log scale)` : '') +
+        (thinned ? ` · ${drawn.toLocaleString()} drawn (min/max per bucket)` : '') +
+        (chart.ranks > chart.series.length && first.rank !== null ? ` · first ${chart.series.length} of ${chart.ranks} ranks` : '');
+    }
+    const order: string[] = (payload.selected || []).filter((n: string) => this.charts.has(n));
+    order.forEach(n => area.append((this.charts.get(n) as { card: HTMLElement }).card));
+  }
+}

@@ -1,0 +1,138 @@
+"""The run view's figures and charts in a real JupyterLab, in headless Chromium: which rank
+each figure is of, in either chart mode; whole-number step ticks; zeros on a log scale;
+and charts that follow a theme switched while they are shown, alike in the notebook widget
+and the Lab view. Screenshots go under ``$JT_ARTIFACTS`` like test_browser.py's.
+"""
+
+from __future__ import annotations
+
+import re
+
+from jupyter_trainer import api
+
+from conftest import leftover
+from test_browser import browser, luminance  # noqa: F401 (the fixture)
+
+# Two ranks, four steps: acc goes down to 0.5 on rank 0 and to 0.406 on rank 1; loss
+# reaches 0 on rank 0 at step 2.
+SHORT_CELL = """%%train --procs 2 --name figures
+from jupyter_trainer import runtime as jt
+acc = {0: [0.5, 0.7, 0.9, 0.8], 1: [0.6, 0.406, 0.8, 0.85]}[jt.rank]
+loss = {0: [1.0, 0.5, 0.0, 0.25], 1: [1.1, 0.6, 0.1, 0.35]}[jt.rank]
+for step in range(4):
+    jt.log(step=step, acc=acc[step], loss=loss[step])
+    jt.progress(step + 1, 4)
+"""
+
+# The mean ink of the y-axis labels of a chart's canvas (its left 44 CSS pixels).
+LABEL_INK = """c => {
+    const w = Math.round(44 * devicePixelRatio), d = c.getContext('2d').getImageData(0, 0, w, c.height).data;
+    let sum = 0, n = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 40) { sum += 0.2126 * d[i] + 0.7152 * d[i + 1] + 0.0722 * d[i + 2]; n++; }
+    return n ? sum / n / 255 : null; }"""
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def check_figures(page, root: str) -> None:
+    """The figures of the run view under ``root`` each say which rank or ranks they are of,
+    in Per rank mode and in Mean mode alike; steps are ticked with whole numbers."""
+    pw = page.page
+    acc = f"{root} .jt-chart-card[data-metric=acc]"
+    pw.wait_for_selector(f"{acc} [data-testid=jt-chart][data-points]")
+    assert words(page.text(f"{acc} .jt-chart-stats")) == \
+        "ranks 0, 1 · last 0.8–0.85 · min 0.406 (rank 1) · max 0.9 (rank 0)"
+    chip = f"{root} .jt-metric-chip[data-metric=acc]"
+    assert words(page.text(chip)) == "acc 0.8–0.85 ranks 0, 1"
+    assert "min 0.406 (rank 1)" in pw.get_attribute(chip, "title")
+    ticks = pw.get_attribute(f"{acc} [data-testid=jt-chart]", "data-x-ticks").split()
+    assert ticks == ["0", "1", "2", "3"], ticks  # not 0 0.5 1 ... 2.5
+    # the mean of the ranks: the header, the chips and the legend all say so
+    pw.click(f"{root} [data-testid=jt-opt-agg] button[data-value=mean]")
+    pw.wait_for_selector(f"{chip}:has-text('mean')")
+    assert words(page.text(chip)) == "acc 0.825 mean"
+    assert pw.get_attribute(chip, "title").startswith("mean of 2 ranks: last 0.825 · min 0.55 · max 0.85")
+    pw.wait_for_selector(f"{acc} .jt-chart-stats:has-text('mean of 2 ranks')")
+    assert words(page.text(f"{acc} .jt-chart-stats")) == "mean of 2 ranks · last 0.825 · min 0.55 · max 0.85"
+    pw.click(f"{root} [data-testid=jt-opt-agg] button[data-value=ranks]")
+    pw.wait_for_selector(f"{acc} .jt-chart-stats:has-text('ranks 0, 1')")
+    # on a log scale rank 0's zero is marked and counted, as a NaN is
+    loss = f"{root} .jt-chart-card[data-metric=loss]"
+    pw.click(f"{root} [data-testid=jt-opt-y] button[data-value=log]")
+    pw.wait_for_selector(f"{loss} .jt-chart-foot:has-text('≤ 0')")
+    assert pw.get_attribute(f"{loss} [data-testid=jt-chart]", "data-non-positive") == "1"
+    assert "1 value ≤ 0 (×, not drawn on a log scale)" in page.text(f"{loss} .jt-chart-foot")
+    pw.click(f"{root} [data-testid=jt-opt-y] button[data-value=linear]")
+
+
+def chart_colours(page, root: str) -> list[dict]:
+    """Each chart under ``root``: the colours it was drawn in, the theme's colours for them
+    now, and the mean luminance of its y-axis labels as drawn."""
+    return page.page.eval_on_selector_all(f"{root} [data-testid=jt-chart]", f"""cs => cs.map(c => {{
+        const style = getComputedStyle(c.closest('.jt-monitor'));
+        return {{axis: c.dataset.axisColor, grid: c.dataset.gridColor,
+                 themeAxis: style.getPropertyValue('--jt-muted').trim(),
+                 themeGrid: style.getPropertyValue('--jt-border').trim(),
+                 background: style.backgroundColor, ink: ({LABEL_INK})(c)}}; }})""")
+
+
+def switch_theme(pw, theme: str) -> None:
+    """Settings > Theme > ``theme``, as a person switches it."""
+    pw.click(".lm-MenuBar-item:has-text('Settings')")
+    pw.hover(".lm-Menu-item:has-text('Theme')")
+    pw.click(f".lm-Menu-item[data-command='apputils:change-theme']:has-text('{theme}')")
+    light = "true" if "Light" in theme else "false"
+    pw.wait_for_function(f"document.body.dataset.jpThemeLight === '{light}'")
+
+
+def check_dark(page, root: str) -> list[dict]:
+    charts = chart_colours(page, root)
+    assert charts, f"no chart under {root}"
+    for chart in charts:
+        assert luminance(chart["background"]) < 0.3, chart
+        assert chart["axis"] == chart["themeAxis"] and chart["grid"] == chart["themeGrid"], chart
+        assert chart["ink"] is not None and chart["ink"] > 0.5, f"dark tick labels on dark: {chart}"
+    return charts
+
+
+def test_figures_name_their_ranks_and_charts_follow_a_theme_switch(browser, home):
+    lab, page = browser
+    pw = page.page
+    lab.write_notebook("figures.ipynb", ["%load_ext jupyter_trainer", SHORT_CELL])
+    page.open("figures.ipynb")
+    page.run_all()
+    widget = ".jp-OutputArea [data-testid=jt-monitor]"
+    pw.wait_for_selector(f"{widget} [data-testid=jt-status]:text-is('completed')")
+    run = api.get_run(page.text(f"{widget} [data-testid=jt-run-id]"))
+    check_figures(page, widget)
+    page.shot("figures-widget", widget)
+    pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
+    pw.click(f"[data-testid=jt-runs-row][data-run='{run.id}']")
+    view = f"#jt-run-{run.id} [data-testid=jt-monitor]"
+    check_figures(page, view)
+    light = chart_colours(page, view)
+    assert all(c["ink"] is not None and c["ink"] < 0.5 for c in light), light
+
+    # switched while the Lab view is shown: its charts are drawn again in the dark theme
+    switch_theme(pw, "JupyterLab Dark")
+    pw.wait_for_timeout(300)
+    lab_view = check_dark(page, view)
+    page.shot("figures-lab-view-dark", view)
+    # and the widget's, though its notebook was hidden then; both draw the same grid
+    pw.click(".lm-TabBar-tab:has-text('figures.ipynb')")
+    pw.wait_for_selector(f"{widget} [data-testid=jt-chart]")
+    pw.wait_for_timeout(300)
+    in_widget = check_dark(page, widget)
+    assert {c["grid"] for c in in_widget} == {c["grid"] for c in lab_view}
+    assert {c["axis"] for c in in_widget} == {c["axis"] for c in lab_view}
+    page.shot("figures-widget-dark", widget)
+    # and back
+    switch_theme(pw, "JupyterLab Light")
+    pw.wait_for_timeout(300)
+    back = chart_colours(page, widget)
+    assert [c["grid"] for c in back] == [c["themeGrid"] for c in back]
+    assert all(c["ink"] < 0.5 for c in back), back
+    assert not re.search("error", " ".join(page.errors), re.I), page.errors
+    assert leftover(run.id) == []
