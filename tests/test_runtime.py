@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_trainer.capture.snapshot import runtime_files
+
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "jupyter_trainer"
 PY = sys.executable
@@ -66,13 +68,10 @@ def free_port() -> int:
 def run(tmp_path: Path) -> Path:
     """A run directory holding the snapshot layout the supervisor ships."""
     run = tmp_path / "run"
-    jt = run / "code" / "_jt"
-    (jt / "jupyter_trainer").mkdir(parents=True)
-    shutil.copy(PKG / "_boot.py", jt / "boot.py")
-    shutil.copy(PKG / "__init__.py", jt / "jupyter_trainer" / "__init__.py")
-    for name in ("runtime.py", "rank_env.py", "rank_files.py", "rank_onnx.py", "rank_data.py",
-                 "rank_workdir.py", "rank_death.py"):
-        shutil.copy(PKG / name, jt / "jupyter_trainer" / name)
+    for rel, data in runtime_files().items():  # what every snapshot carries
+        path = run / "code" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
     (run / "spec.json").write_text(json.dumps({"params": {"lr": 0.1, "epochs": 3}}))
     return run
 
@@ -315,7 +314,7 @@ def test_boot_prefers_installed_runtime(run: Path) -> None:
     """)
     proc = boot(run, "_jt/cell.py", site=True, PYTHONPATH=str(REPO))
     assert proc.returncode == 0
-    assert f"runtime from {PKG / 'runtime.py'}" in (run / "logs" / "rank-0.log").read_text()
+    assert f"runtime from {PKG / 'rankside' / 'runtime.py'}" in (run / "logs" / "rank-0.log").read_text()
 
 
 def test_boot_script_entry_dir_first_on_path_and_exit_code(run: Path) -> None:

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.frontends.server.handlers import API_PREFIX, MAX_OFFSET, MAX_RANK
+from jupyter_trainer.frontends.server.base import API_PREFIX, MAX_OFFSET, MAX_RANK
 from jupyter_trainer.store import HOME_ENV
 
 from conftest import leftover, wait_for

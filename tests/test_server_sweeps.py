@@ -15,7 +15,7 @@ import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.rankside import procs
 from jupyter_trainer.store.sweeps import SweepStore
-from jupyter_trainer.frontends.commands.sweeps import sweep_json
+from jupyter_trainer.frontends.views.sweep_text import sweep_json
 
 from conftest import leftover, wait_for
 from test_server import BASE, expect_error, finished_run, get_json, jp_server_config  # noqa: F401

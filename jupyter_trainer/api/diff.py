@@ -21,8 +21,8 @@ from typing import Any
 from ..capture.snapshot import RESERVED_DIR
 from ..environment import lock as locks
 from ..rankside.env_build import parse_lock, public_version
-from ..store.follow import RunFollower, Series, downsample
-from ..frontends.views.text import fmt_value, metric_table
+from ..store.follow import RunFollower, Series, downsample, finite_range
+from ..core.units import fmt_value
 from ..core.spec import EnvSpec, RunSpec, validate_run_id
 from ..store import Store
 
@@ -321,3 +321,14 @@ def _show(value: Any) -> str:
 
 def _json_number(value: float) -> float | str:
     return value if math.isfinite(value) else str(value)
+
+
+def metric_table(follower: RunFollower) -> list[tuple[str, float, float, float]]:
+    """(metric, final, min, max) of rank 0 (or the lowest rank that logged it): what a diff
+    compares."""
+    rows = []
+    for name, by_rank in follower.series.items():
+        series = by_rank[0] if 0 in by_rank else by_rank[min(by_rank)]
+        if len(series):
+            rows.append((name, series.last, *finite_range(series.values)))
+    return rows

@@ -70,7 +70,7 @@ def write_cell_snapshot(dest: Path, cell: str, context: CellContext, *,
     if context.carried:
         generated[CARRIED_FILE] = pickle.dumps(dict(context.carried),
                                                protocol=pickle.DEFAULT_PROTOCOL)
-    generated.update(_runtime_files())
+    generated.update(runtime_files())
     count, size, digest = _write(Path(dest), files, generated, source_dir)
     return CodeSpec(entry=CELL_ENTRY, hash=digest, origin="cell", files=count, bytes=size,
                     source_dir=_abs(source_dir), excluded=tuple(sorted(excluded)),
@@ -106,7 +106,7 @@ def write_script_snapshot(dest: Path, script: Path, args: Sequence[str] = (), *,
                 f"entry script {entry!r} is left out of the snapshot by the default exclusions "
                 f"or {IGNORE_FILE}; add a line '!{entry}' to {IGNORE_FILE}"
             )
-    count, size, digest = _write(Path(dest), files, _runtime_files(), source_dir)
+    count, size, digest = _write(Path(dest), files, runtime_files(), source_dir)
     return CodeSpec(entry=entry, hash=digest, origin="script", args=tuple(args), files=count,
                     bytes=size, source_dir=_abs(source_dir), excluded=tuple(sorted(excluded)),
                     source_files=len(files) if source_dir is not None else 0)
@@ -343,7 +343,7 @@ def _combine(digests: dict[str, str]) -> str:
     return "sha256:" + total.hexdigest()
 
 
-def _runtime_files() -> dict[str, bytes]:
+def runtime_files() -> dict[str, bytes]:
     """What a rank needs of jupyter_trainer, for a node without it: the boot script as
     ``_jt/boot.py`` and the rank side under a stand-in package ``_jt/jupyter_trainer/``."""
     shim = f"{RESERVED_DIR}/jupyter_trainer"

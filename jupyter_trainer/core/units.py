@@ -1,4 +1,4 @@
-"""Sizes as people read them, in messages of every layer."""
+"""Sizes and values as people read them, in messages of every layer."""
 
 from __future__ import annotations
 
@@ -21,3 +21,8 @@ def parse_bytes(text: str) -> int | None:
     if not match:
         return None
     return int(float(match.group(1)) * _SCALES[match.group(2).lower()])
+
+
+def fmt_value(value: float) -> str:
+    """A metric's value as people read it: four significant digits, or an exponent."""
+    return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.4e}"

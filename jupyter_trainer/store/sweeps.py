@@ -26,14 +26,17 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..rankside import procs
-from ..core.errors import StoreError, SweepNotFound
+from ..core.errors import StoreError, SweepNotFound, TrainerError
 from ..rankside.home import HOME_ENV, default_home
 from ..core.spec import RunSpec, validate_run_id
 from . import _rmtree, _slug, read_json, write_json_atomic
 from .index import unwritable
+
+if TYPE_CHECKING:
+    from . import Store
 
 SWEEP_ACTIVE = ("created", "running")
 SWEEP_TERMINAL = ("completed", "canceled", "failed")
@@ -168,3 +171,37 @@ class SweepStore:
         except OSError as exc:
             raise StoreError(f"cannot copy the code snapshot of sweep {sweep_id} ({source}): "
                              f"{exc}") from None
+
+
+def trial_runs(store: "Store", rows: Iterable[dict[str, Any]]) -> dict[str, tuple[str, int]]:
+    """{run id: (sweep id, trial number)} of the ``rows`` that are trials.
+
+    The sweeps' states name their trials' runs. A trial's run exists a moment before its
+    driver writes its id down, so the specs of the runs made since the oldest unfinished
+    sweep began are read as well (only those: reading every spec would cost a file per run).
+    """
+    sweeps = SweepStore(store.home)
+    found: dict[str, tuple[str, int]] = {}
+    since: float | None = None
+    for sweep_id in sweeps.ids():
+        try:
+            state = sweeps.read_state(sweep_id)
+        except (TrainerError, OSError, ValueError):
+            continue
+        for trial in state.get("trials") or []:
+            if trial.get("run"):
+                found[trial["run"]] = (sweep_id, trial["number"])
+        if state.get("status") not in SWEEP_TERMINAL:
+            created = state.get("created") or 0.0
+            since = created if since is None else min(since, created)
+    if since is not None:
+        for row in rows:
+            if row["id"] in found or row["created"] < since:
+                continue
+            try:
+                spec = store.read_spec(row["id"])
+            except (TrainerError, OSError, ValueError):
+                continue
+            if spec.sweep is not None and spec.trial is not None:
+                found[row["id"]] = (spec.sweep, spec.trial)
+    return found

@@ -9,6 +9,7 @@ import json
 from typing import Any, Sequence, TextIO
 
 from ...api.sweeps import functions as api
+from ..views.sweep_text import sweep_json, sweep_text
 
 ACTIONS = ("show", "resume", "cancel")
 
@@ -47,17 +48,7 @@ def _define_show(sub: Any) -> None:
                       help="print the sweep's spec, status, best and every trial as JSON")
 
 
-def sweep_json(sweep: Any) -> dict[str, Any]:
-    state = sweep.state
-    return {"id": sweep.id, "status": state["status"], "spec": sweep.sweeps.read_spec(sweep.id),
-            "storage": sweep.storage, "best": state.get("best"), "counts": state.get("counts", {}),
-            "trials_total": state.get("trials_total"), "error": state.get("error"),
-            "trials": sweep.table()}
-
-
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
-    from ..views.sweep_text import sweep_text
-
     sweep = api.get_sweep(args.sweep)
     print(json.dumps(sweep_json(sweep), indent=1) if args.json else sweep_text(sweep), file=out)
     return 0

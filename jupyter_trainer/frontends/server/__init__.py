@@ -14,7 +14,7 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 
 def _load_jupyter_server_extension(server_app: Any) -> None:
-    from .handlers import setup_handlers
+    from .routes import setup_handlers
 
     setup_handlers(server_app.web_app)
     server_app.log.info("jupyter_trainer: REST API at %s", "/jupyter-trainer/api")

@@ -28,7 +28,7 @@ from ...core.errors import ModelNotFound, SpecError, StoreError, TrainerError
 from ...api.models import delete_model
 from ...store import Store
 from ...store.models import ModelStore, parse_ref, validate_model_name
-from .handlers import BaseHandler
+from .base import BaseHandler
 
 MODEL = r"(?P<name>[^/]+)"
 VERSION = r"(?P<version>[^/]+)"

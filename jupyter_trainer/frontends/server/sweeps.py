@@ -27,10 +27,9 @@ from ...core.errors import InvalidRunId, SpecError, TrainerError
 from ...core.spec import validate_run_id
 from ...store import Store
 from ...store.sweeps import SWEEP_ACTIVE, SWEEP_TERMINAL, SweepStore
-from ..commands.sweeps import sweep_json
-from ..views.sweep_charts import with_reported
+from ..views.sweep_text import sweep_json
 from ..views.sweep_feeder import SweepFeeder
-from .handlers import BaseHandler, _status_of
+from .base import BaseHandler, status_of
 from .view import FeedSocket, check_message
 
 SWEEP = r"(?P<sweep_id>[^/]+)"
@@ -87,40 +86,6 @@ def list_sweeps(store: Store, status: str | None = None, name: str | None = None
     return rows
 
 
-def trial_runs(store: Store, rows: Iterable[dict[str, Any]]) -> dict[str, tuple[str, int]]:
-    """{run id: (sweep id, trial number)} of the ``rows`` that are trials.
-
-    The sweeps' states name their trials' runs. A trial's run exists a moment before its
-    driver writes its id down, so the specs of the runs made since the oldest unfinished
-    sweep began are read as well (only those: reading every spec would cost a file per run).
-    """
-    sweeps = SweepStore(store.home)
-    found: dict[str, tuple[str, int]] = {}
-    since: float | None = None
-    for sweep_id in sweeps.ids():
-        try:
-            state = sweeps.read_state(sweep_id)
-        except (TrainerError, OSError, ValueError):
-            continue
-        for trial in state.get("trials") or []:
-            if trial.get("run"):
-                found[trial["run"]] = (sweep_id, trial["number"])
-        if state.get("status") not in SWEEP_TERMINAL:
-            created = state.get("created") or 0.0
-            since = created if since is None else min(since, created)
-    if since is not None:
-        for row in rows:
-            if row["id"] in found or row["created"] < since:
-                continue
-            try:
-                spec = store.read_spec(row["id"])
-            except (TrainerError, OSError, ValueError):
-                continue
-            if spec.sweep is not None and spec.trial is not None:
-                found[row["id"]] = (spec.sweep, spec.trial)
-    return found
-
-
 class SweepsHandler(BaseHandler):
     @tornado.web.authenticated
     async def get(self) -> None:
@@ -140,11 +105,7 @@ class SweepHandler(BaseHandler):
 
     async def _get(self, sweep_id: str) -> None:
         sweep = get_sweep(checked_sweep_id(sweep_id), home=self.store.home)
-        shown = sweep_json(sweep)
-        # each trial with what it reported when it has no objective: the panel shows it, marked
-        shown["trials"] = with_reported(shown["trials"], sweep.state.get("trials") or [],
-                                        shown["spec"].get("objective") or "last")
-        self.write_json(shown)
+        self.write_json(sweep_json(sweep))
 
 
 class SweepCancelHandler(BaseHandler):
@@ -172,7 +133,7 @@ class SweepViewSocket(FeedSocket):
             self.sweep = get_sweep(checked_sweep_id(sweep_id), home=Store().home)
             self.sweep.state  # noqa: B018  (a sweep without a readable state cannot be shown)
         except TrainerError as exc:
-            raise tornado.web.HTTPError(_status_of(exc), str(exc)) from None
+            raise tornado.web.HTTPError(status_of(exc), str(exc)) from None
         await super().get(sweep_id)
 
     def make_feeder(self) -> SweepFeeder:

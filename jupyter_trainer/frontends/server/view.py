@@ -30,7 +30,7 @@ from ...api.runs import Run
 from ...core.errors import TrainerError
 from ..views.feeder import ViewFeeder
 from ...store import Store
-from .handlers import _status_of, request_cancel
+from .base import request_cancel, status_of
 
 MAX_METRICS = 1000          # names in one chart selection
 MAX_MESSAGE_BYTES = 1 << 20  # a viewer's message; the largest, a full chart selection, is far less
@@ -146,7 +146,7 @@ class ViewSocket(FeedSocket):
             self.run = Run(run_id, store)
             self.run.spec  # noqa: B018  (a run without a readable spec cannot be shown)
         except TrainerError as exc:
-            raise web.HTTPError(_status_of(exc), str(exc)) from None
+            raise web.HTTPError(status_of(exc), str(exc)) from None
         await super().get(run_id)
 
     def make_feeder(self) -> ViewFeeder:

@@ -8,7 +8,8 @@ from typing import Any, Sequence
 
 from ...core.printable import printable
 from .sweep_charts import with_reported
-from .text import columns, fmt_duration, fmt_value
+from ...core.units import fmt_value
+from .text import columns, fmt_duration
 
 
 def _value(value: Any) -> str:
@@ -110,3 +111,16 @@ def sweeps_table(sweeps: Sequence[Any]) -> str:
                      _value(best["objective"]) if best else "-",
                      time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state["created"]))))
     return columns(("SWEEP", "STATUS", "TRIALS", "METRIC", "BEST", "CREATED"), body)
+
+
+def sweep_json(sweep: Any) -> dict[str, Any]:
+    """A sweep as JSON (``sweep show --json`` and the REST API): its spec, state and one row
+    per trial, each with what it reported when it has no objective (``reported``)."""
+    state = sweep.state
+    spec = sweep.sweeps.read_spec(sweep.id)
+    return {"id": sweep.id, "status": state["status"], "spec": spec, "storage": sweep.storage,
+            "best": state.get("best"), "counts": state.get("counts", {}),
+            "trials_total": state.get("trials_total"), "error": state.get("error"),
+            "trials": with_reported(sweep.table(), state.get("trials") or [],
+                                    spec.get("objective") or "last")}
+

@@ -6,6 +6,7 @@ import sys
 import time
 from typing import Any, Sequence, TextIO
 
+from ...core.units import fmt_value
 from ...store.follow import RunFollower, elapsed, finite_range
 from .rankstats import RankStat, rank_summary, ranks_label
 from .staging import StagingNotes, inputs_line
@@ -30,10 +31,6 @@ def fmt_seconds(seconds: float) -> str:
 
 def fmt_clock(t: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t))
-
-
-def fmt_value(value: float) -> str:
-    return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.4e}"
 
 
 class RateMeter:
@@ -97,16 +94,6 @@ def stage_durations(state: dict[str, Any]) -> list[tuple[str, float]]:
         if stage:
             out.append((name, (stage.get("end") or state.get("ended") or time.time()) - stage["start"]))
     return out
-
-
-def metric_table(follower: RunFollower) -> list[tuple[str, float, float, float]]:
-    """(metric, final, min, max) of rank 0 (or the lowest rank that logged it)."""
-    rows = []
-    for name, by_rank in follower.series.items():
-        series = by_rank[0] if 0 in by_rank else by_rank[min(by_rank)]
-        if len(series):
-            rows.append((name, series.last, *finite_range(series.values)))
-    return rows
 
 
 def metric_rows(follower: RunFollower) -> list[tuple[str, str, str, str, str]]:

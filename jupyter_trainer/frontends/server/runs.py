@@ -1,13 +1,6 @@
-"""REST handlers: list runs, read one run, read events and logs incrementally, stream, cancel
-(sweeps have theirs in ``sweeps.py``, the model registry in ``models.py``).
-
-Every verb is ``@tornado.web.authenticated``. Run ids are validated by the store before any
-path is built from them. Core errors map to statuses in one place (``_status_of``), and every
-error answer is JSON with ``error`` (and ``message``, as jupyter_server's own errors have).
-
-Numbers in a query are ASCII digits only, in a documented range: byte offsets 0 to 2**62,
-ranks 0 to ``MAX_RANK``, ``limit`` 1 to 1000; anything else answers 400 naming the argument
-and its range. An offset past the end of a file reads nothing.
+"""REST handlers of runs: list them, read one, read events and logs incrementally, stream,
+cancel (sweeps have theirs in ``sweeps.py``, the model registry in ``models.py``, the run
+view's WebSocket in ``view.py``). An offset past the end of a file reads nothing.
 """
 
 from __future__ import annotations
@@ -31,49 +24,10 @@ from ...core.errors import (DiskFull, InvalidRunId, ModelNotFound, NotOwner, Rec
 from ..views.health import list_fields
 from ...core.spec import MAX_PROCS
 from ...store import TERMINAL, Store, read_complete_lines
+from ...store.sweeps import trial_runs
 
-API_PREFIX = "jupyter-trainer/api"
-_RUN = r"(?P<run_id>[^/]+)"
-MAX_READ_BYTES = 4 << 20
-MAX_OFFSET = 1 << 62
-MAX_RANK = 1024 * MAX_PROCS - 1  # the largest world size a LaunchSpec allows, less one
-MAX_NAME_FILTER = 100  # a run name is at most 100 characters
-ALL_RUNS = 1 << 30
-_DIGITS = re.compile(r"[0-9]+")  # ASCII only: \d and int() take other scripts' digits too
-STREAM_POLL_S = 0.25
-
-
-def _status_of(exc: TrainerError) -> int:
-    if isinstance(exc, (RunNotFound, ModelNotFound)):
-        return 404
-    if isinstance(exc, (RunStateError, RecordDamaged)):
-        # A damaged record is the run's state, not the request's fault nor the server's,
-        # and retrying will not help: 409 with the message, which says what repairs it.
-        return 409
-    if isinstance(exc, NotOwner):
-        return 403
-    if isinstance(exc, (SpecError, InvalidRunId)):
-        return 400
-    if isinstance(exc, DiskFull):
-        return 507
-    if isinstance(exc, StoreError):  # the run store cannot be read or written: not the request
-        return 503
-    return 500
-
-
-def _in_range(raw: str, low: int, high: int) -> bool:
-    return bool(_DIGITS.fullmatch(raw) and len(raw.lstrip("0")) <= len(str(high))
-                and low <= int(raw) <= high)
-
-
-def parse_whole(name: str, raw: str, low: int, high: int) -> int:
-    """``raw`` as a whole number from ``low`` to ``high``, written in ASCII digits only."""
-    if not _in_range(raw, low, high):
-        shown = raw if len(raw) <= 40 else raw[:40] + "..."
-        raise SpecError(f"query argument {name}={shown!r} must be a whole number from {low} "
-                        f"to {high}, in ASCII digits")
-    return int(raw)
-
+from .base import (ALL_RUNS, MAX_NAME_FILTER, MAX_OFFSET, MAX_RANK, MAX_READ_BYTES, STREAM_POLL_S,
+                   BaseHandler, parse_whole, request_cancel, status_of)
 
 def _read_lines(path: Path, offset: int) -> tuple[bytes, int]:
     """Complete lines of ``path`` from ``offset``. An offset past what the file system allows
@@ -105,62 +59,6 @@ def read_log(store: Store, run_id: str, rank: int, offset: int) -> tuple[str, in
     return data.decode(errors="replace"), new_offset
 
 
-class BaseHandler(APIHandler):
-    """Maps the core's errors to JSON error responses."""
-
-    @property
-    def store(self) -> Store:
-        return Store()
-
-    def write_json(self, data: Any, status: int = 200) -> None:
-        self.set_status(status)
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(data))
-
-    def write_failure(self, exc: TrainerError) -> None:
-        self.write_json({"error": str(exc), "message": str(exc), "type": type(exc).__name__},
-                        _status_of(exc))
-
-    def int_arg(self, name: str, default: int, low: int = 0, high: int = MAX_OFFSET) -> int:
-        raw = self.get_query_argument(name, None, strip=False)
-        return default if raw is None else parse_whole(name, raw, low, high)
-
-    def list_args(self, kind: str) -> tuple[int, int, str | None, str | None]:
-        """A list's ``limit``, ``offset`` and its ``status`` and ``name`` filters (None if
-        not given); ``kind`` (run, sweep) names what is listed in an error."""
-        limit = self.int_arg("limit", 50, 1, 1000)
-        offset = self.int_arg("offset", 0)
-        status = self.get_query_argument("status", None) or None
-        name = self.get_query_argument("name", None) or None
-        if name is not None and len(name) > MAX_NAME_FILTER:
-            raise SpecError(f"query argument name is {len(name)} characters long; a {kind} "
-                            f"name has at most {MAX_NAME_FILTER}, so give at most that many")
-        return limit, offset, status, name
-
-    def offsets_arg(self, name: str) -> dict[int, int]:
-        """``name=RANK:OFFSET,RANK:OFFSET`` as {rank: offset}; absent or empty: {}."""
-        raw = self.get_query_argument(name, "", strip=False)
-        offsets: dict[int, int] = {}
-        for pair in filter(None, raw.split(",")):
-            rank, sep, offset = pair.partition(":")
-            if not (sep and _in_range(rank, 0, MAX_RANK) and _in_range(offset, 0, MAX_OFFSET)):
-                shown = raw if len(raw) <= 80 else raw[:80] + "..."
-                raise SpecError(f"query argument {name}={shown!r} must be rank:offset pairs "
-                                f"separated by commas, like {name}=0:1234,1:88 (the offsets "
-                                f"of the last messages received), ranks from 0 to {MAX_RANK} "
-                                f"and offsets from 0 to {MAX_OFFSET}, in ASCII digits")
-            if int(rank) in offsets:
-                raise SpecError(f"query argument {name} names rank {int(rank)} twice")
-            offsets[int(rank)] = int(offset)
-        return offsets
-
-    async def _execute_guarded(self, coro) -> None:
-        try:
-            await coro
-        except TrainerError as exc:
-            self.write_failure(exc)
-
-
 class VersionHandler(BaseHandler):
     @tornado.web.authenticated
     async def get(self) -> None:
@@ -176,8 +74,6 @@ class RunsHandler(BaseHandler):
         await self._execute_guarded(self._get())
 
     async def _get(self) -> None:
-        from .sweeps import trial_runs
-
         limit, offset, status, name = self.list_args("run")
         with_trials = self.int_arg("trials", 1, 0, 1)
         store = self.store
@@ -249,11 +145,6 @@ class CancelHandler(BaseHandler):
         self.write_json({"id": run_id, "status": status, "cancel_requested": True}, 202)
 
 
-def request_cancel(store: Store, run_id: str) -> str:
-    """Ask the run's supervisor to cancel it; its status now. A run that ended refuses."""
-    return store.cancel(run_id, reason="canceled from JupyterLab")
-
-
 class StreamHandler(BaseHandler):
     """Server-sent events: ``state`` on every change, ``events`` and ``log`` as they arrive,
     then ``end`` once the run is over and everything was sent.
@@ -323,48 +214,3 @@ class StreamHandler(BaseHandler):
         self.write(f"event: {kind}\ndata: {json.dumps(data)}\n\n")
 
 
-class NotFoundHandler(BaseHandler):
-    """Any other path under the API: a JSON 404 that lists the routes."""
-
-    ROUTES = ("version", "runs", "runs/RUN", "runs/RUN/events", "runs/RUN/logs",
-              "runs/RUN/stream", "runs/RUN/cancel", "runs/RUN/view (WebSocket)", "sweeps",
-              "sweeps/SWEEP", "sweeps/SWEEP/cancel", "models", "models/MODEL",
-              "models/MODEL/VERSION")
-
-    @tornado.web.authenticated
-    async def get(self, *_args: str) -> None:
-        self._not_found()
-
-    @tornado.web.authenticated
-    async def post(self, *_args: str) -> None:
-        self._not_found()
-
-    @tornado.web.authenticated
-    async def delete(self, *_args: str) -> None:
-        self._not_found()
-
-    def _not_found(self) -> None:
-        message = (f"no such route {self.request.path!r}; the routes under /{API_PREFIX}/ are "
-                   + ", ".join(self.ROUTES))
-        self.write_json({"error": message, "message": message, "type": "NotFound"}, 404)
-
-
-def setup_handlers(web_app: Any) -> None:
-    from .models import model_routes
-    from .sweeps import sweep_routes
-    from .view import ViewSocket
-
-    base = url_path_join(web_app.settings["base_url"], API_PREFIX)
-    web_app.add_handlers(".*$", [
-        (url_path_join(base, "version"), VersionHandler),
-        (url_path_join(base, "runs"), RunsHandler),
-        (url_path_join(base, "runs", _RUN), RunHandler),
-        (url_path_join(base, "runs", _RUN, "events"), RankReadHandler, {"field": "events"}),
-        (url_path_join(base, "runs", _RUN, "logs"), RankReadHandler, {"field": "text"}),
-        (url_path_join(base, "runs", _RUN, "stream"), StreamHandler),
-        (url_path_join(base, "runs", _RUN, "cancel"), CancelHandler),
-        (url_path_join(base, "runs", _RUN, "view"), ViewSocket),
-        *sweep_routes(base),
-        *model_routes(base),
-        (url_path_join(base, "(.*)"), NotFoundHandler),
-    ])
