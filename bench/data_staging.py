@@ -71,8 +71,8 @@ def main() -> int:
         home = root / "jt"
         os.environ["JUPYTER_TRAINER_HOME"] = str(home)
         from jupyter_trainer.inputs.inputs import resolve_inputs
-        from jupyter_trainer.nodes.stage_inputs import NodeCache, rsync_shell, stage_inputs
         from jupyter_trainer.nodes.ssh import SshClient, control_dir
+        from jupyter_trainer.nodes.stage_inputs import NodeCache, rsync_shell, stage_inputs
 
         data = root / "dataset"
         make_folder(data, args.gib)
@@ -86,8 +86,10 @@ def main() -> int:
         first_hash = time.perf_counter() - started
 
         def caches() -> list[NodeCache]:
-            return [NodeCache(c, str(w / "data"), sys.executable, rsync_shell(c))
-                    for c, w in zip(clients, workdirs)]
+            return [
+                NodeCache(c, str(w / "data"), sys.executable, rsync_shell(c))
+                for c, w in zip(clients, workdirs)
+            ]
 
         def jt_stage() -> tuple[float, dict]:
             started = time.perf_counter()
@@ -98,10 +100,24 @@ def main() -> int:
             dests = [w / "by-hand" for w in workdirs]
             started = time.perf_counter()
             with ThreadPoolExecutor(2) as pool:
-                codes = list(pool.map(lambda pair: subprocess.run(
-                    ["rsync", "-a", "-e", f"ssh -F {config}", f"{data}/",
-                     f"{pair[0]}:{pair[1]}/"], capture_output=True).returncode,
-                    zip(("n1", "n2"), dests)))
+                codes = list(
+                    pool.map(
+                        lambda pair: (
+                            subprocess.run(
+                                [
+                                    "rsync",
+                                    "-a",
+                                    "-e",
+                                    f"ssh -F {config}",
+                                    f"{data}/",
+                                    f"{pair[0]}:{pair[1]}/",
+                                ],
+                                capture_output=True,
+                            ).returncode
+                        ),
+                        zip(("n1", "n2"), dests),
+                    )
+                )
             took = time.perf_counter() - started
             assert codes == [0, 0], codes
             for dest in dests:
@@ -132,7 +148,9 @@ def main() -> int:
             assert {r["state"] for r in done["data"]["train"].values()} == {"cached"}
         med = {k: statistics.median(v) for k, v in samples.items()}
         result = {
-            "gib": args.gib, "files": FILES, "repeats": args.repeats,
+            "gib": args.gib,
+            "files": FILES,
+            "repeats": args.repeats,
             "first_hash_s": round(first_hash, 3),
             "samples_s": {k: [round(x, 3) for x in v] for k, v in samples.items()},
             "median_s": {k: round(v, 3) for k, v in med.items()},

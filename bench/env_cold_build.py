@@ -41,8 +41,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from jupyter_trainer import environment  # noqa: E402
-from jupyter_trainer.rankside import env_build as builder  # noqa: E402
 from jupyter_trainer.environment import lock  # noqa: E402
+from jupyter_trainer.rankside import env_build as builder  # noqa: E402
 
 TARGET_RATIO = 1.10
 DEFAULT_PIP = ["scikit-learn==1.7.*", "rich"]
@@ -76,10 +76,23 @@ def jt_build(lock_dir: Path, work: Path) -> float:
 def raw(requirements: Path, work: Path, uv: str) -> float:
     venv = work / "raw"
     start = time.perf_counter()
-    subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True,
-                   env=uv_env())
-    subprocess.run([uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
-                    "-r", str(requirements)], check=True, env=uv_env())
+    subprocess.run(
+        [uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True, env=uv_env()
+    )
+    subprocess.run(
+        [
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(venv / "bin" / "python"),
+            "-r",
+            str(requirements),
+        ],
+        check=True,
+        env=uv_env(),
+    )
     elapsed = time.perf_counter() - start
     check(str(venv / "bin" / "python"), [])
     return elapsed
@@ -94,11 +107,15 @@ def summary(name: str, jt: list[float], raw_: list[float]) -> float:
     ratio = statistics.median(jt) / statistics.median(raw_)
     print(f"{name}:")
     for side, values in (("jt", jt), ("raw", raw_)):
-        print(f"  {side:>4}: median {statistics.median(values):.2f} s  min {min(values):.2f}  "
-              f"max {max(values):.2f}" + (f"  stdev {statistics.stdev(values):.2f}"
-                                          if len(values) > 1 else ""))
-    print(f"  ratio jt/raw {ratio:.3f}: {'meets' if ratio <= TARGET_RATIO else 'MISSES'} "
-          f"the target of {TARGET_RATIO}")
+        print(
+            f"  {side:>4}: median {statistics.median(values):.2f} s  min {min(values):.2f}  "
+            f"max {max(values):.2f}"
+            + (f"  stdev {statistics.stdev(values):.2f}" if len(values) > 1 else "")
+        )
+    print(
+        f"  ratio jt/raw {ratio:.3f}: {'meets' if ratio <= TARGET_RATIO else 'MISSES'} "
+        f"the target of {TARGET_RATIO}"
+    )
     return ratio
 
 
@@ -115,8 +132,9 @@ def main() -> int:
         home = keep / "home"
         info = environment.define(environment.from_line("cold", pip=args.pip), home=home)
         lock_dir = lock.locks_dir(home) / info["lock"]
-        samples: dict[str, list[float]] = {k: [] for k in ("build jt", "build raw",
-                                                           "full jt", "full raw")}
+        samples: dict[str, list[float]] = {
+            k: [] for k in ("build jt", "build raw", "full jt", "full raw")
+        }
         for i in range(args.repeats + 1):  # round 0 is the warm-up
             for kind in samples:
                 work = Path(tempfile.mkdtemp(prefix="sample-", dir=keep))
@@ -134,20 +152,36 @@ def main() -> int:
                 if i:
                     samples[kind].append(elapsed)
             if i:
-                print(f"  round {i}: " + "  ".join(f"{k} {v[-1]:.2f}s" for k, v in samples.items()),
-                      flush=True)
+                print(
+                    f"  round {i}: " + "  ".join(f"{k} {v[-1]:.2f}s" for k, v in samples.items()),
+                    flush=True,
+                )
     finally:
         shutil.rmtree(keep, ignore_errors=True)
     version = subprocess.run([uv, "--version"], capture_output=True, text=True).stdout.split()[1]
-    print(f"\n{' '.join(args.pip)}: {args.repeats} interleaved rounds, warm uv cache (uv {version}, "
-          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f})")
-    build_ratio = summary("cold build (lock to ready venv)", samples["build jt"], samples["build raw"])
-    full_ratio = summary("spec to ready interpreter (lock included)", samples["full jt"],
-                         samples["full raw"])
+    print(
+        f"\n{' '.join(args.pip)}: {args.repeats} interleaved rounds, warm uv cache (uv {version}, "
+        f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f})"
+    )
+    build_ratio = summary(
+        "cold build (lock to ready venv)", samples["build jt"], samples["build raw"]
+    )
+    full_ratio = summary(
+        "spec to ready interpreter (lock included)", samples["full jt"], samples["full raw"]
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"samples": samples, "build_ratio": build_ratio,
-                                               "full_ratio": full_ratio, "target": TARGET_RATIO,
-                                               "pip": args.pip}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "samples": samples,
+                    "build_ratio": build_ratio,
+                    "full_ratio": full_ratio,
+                    "target": TARGET_RATIO,
+                    "pip": args.pip,
+                },
+                indent=1,
+            )
+        )
     return 0 if build_ratio <= TARGET_RATIO else 1
 
 

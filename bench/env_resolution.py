@@ -38,9 +38,12 @@ CELL = "import six, tomli\nimport torch.distributed as dist\nprint(six.__version
 
 def stats(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
-    return {"median_ms": statistics.median(values) * 1000, "min_ms": ordered[0] * 1000,
-            "p95_ms": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] * 1000,
-            "max_ms": ordered[-1] * 1000}
+    return {
+        "median_ms": statistics.median(values) * 1000,
+        "min_ms": ordered[0] * 1000,
+        "p95_ms": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] * 1000,
+        "max_ms": ordered[-1] * 1000,
+    }
 
 
 def main() -> int:
@@ -61,8 +64,12 @@ def main() -> int:
         (code / "_jt").mkdir(parents=True)
         (code / "_jt" / "cell.py").write_text(CELL)
 
-        rows: dict[str, list[float]] = {"resolve": [], "realise": [], "resolve + realise": [],
-                                        "pre-flight check": []}
+        rows: dict[str, list[float]] = {
+            "resolve": [],
+            "realise": [],
+            "resolve + realise": [],
+            "pre-flight check": [],
+        }
         python = ""
         for _ in range(args.repeats):
             t0 = time.perf_counter()
@@ -82,28 +89,41 @@ def main() -> int:
             rows["resolve + realise"].append(t2 - t0)
             rows["pre-flight check"].append(t3 - t2)
 
-        fresh = ("import time; t = time.perf_counter()\n"
-                 "from jupyter_trainer import environment\n"
-                 "from jupyter_trainer.environment.stages import build_locked\n"
-                 "from jupyter_trainer.rankside.home import default_home\n"
-                 "info = build_locked(environment.resolve('bench'), default_home())\n"
-                 "print(time.perf_counter() - t)")
+        fresh = (
+            "import time; t = time.perf_counter()\n"
+            "from jupyter_trainer import environment\n"
+            "from jupyter_trainer.environment.stages import build_locked\n"
+            "from jupyter_trainer.rankside.home import default_home\n"
+            "info = build_locked(environment.resolve('bench'), default_home())\n"
+            "print(time.perf_counter() - t)"
+        )
         rows["fresh interpreter (import + resolve + realise)"] = [
-            float(subprocess.run([sys.executable, "-c", fresh], capture_output=True, text=True,
-                                 check=True).stdout) for _ in range(max(3, args.repeats // 10))]
+            float(
+                subprocess.run(
+                    [sys.executable, "-c", fresh], capture_output=True, text=True, check=True
+                ).stdout
+            )
+            for _ in range(max(3, args.repeats // 10))
+        ]
 
     results = {name: stats(values) for name, values in rows.items()}
     width = max(map(len, results))
-    print(f"warm resolution, {args.repeats} repeats (python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f})")
+    print(
+        f"warm resolution, {args.repeats} repeats (python {sys.version.split()[0]}, "
+        f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f})"
+    )
     print(f"{'':<{width}}  {'median':>9}  {'min':>9}  {'p95':>9}  {'max':>9}")
     for name, s in results.items():
-        print(f"{name:<{width}}  {s['median_ms']:>7.1f}ms  {s['min_ms']:>7.1f}ms  "
-              f"{s['p95_ms']:>7.1f}ms  {s['max_ms']:>7.1f}ms")
+        print(
+            f"{name:<{width}}  {s['median_ms']:>7.1f}ms  {s['min_ms']:>7.1f}ms  "
+            f"{s['p95_ms']:>7.1f}ms  {s['max_ms']:>7.1f}ms"
+        )
     warm = results["resolve + realise"]["median_ms"] / 1000
     verdict = "meets" if warm <= TARGET_S else "MISSES"
-    print(f"resolve + realise median {warm * 1000:.1f} ms: {verdict} the target of "
-          f"{TARGET_S * 1000:.0f} ms; interpreter {python}")
+    print(
+        f"resolve + realise median {warm * 1000:.1f} ms: {verdict} the target of "
+        f"{TARGET_S * 1000:.0f} ms; interpreter {python}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps({"results": results, "target_s": TARGET_S}, indent=1))
     return 0 if warm <= TARGET_S else 1

@@ -53,17 +53,24 @@ def loadavg() -> str:
         return "?"
 
 
-def make_run(home: Path, events: int, ranks: int) -> "jt.Run":
+def make_run(home: Path, events: int, ranks: int) -> jt.Run:
     started = time.monotonic()
-    run = jt.submit(LOGGER.format(events=events), procs=ranks, launcher="torchrun",
-                    name="ingest-bench", home=home)
+    run = jt.submit(
+        LOGGER.format(events=events),
+        procs=ranks,
+        launcher="torchrun",
+        name="ingest-bench",
+        home=home,
+    )
     run.wait(timeout=3600)
-    print(f"logged {events:,} events x {ranks} ranks in {time.monotonic() - started:.1f} s "
-          f"(run {run.id})")
+    print(
+        f"logged {events:,} events x {ranks} ranks in {time.monotonic() - started:.1f} s "
+        f"(run {run.id})"
+    )
     return run
 
 
-def measure(run: "jt.Run", stepped: bool) -> tuple[float, int, int]:
+def measure(run: jt.Run, stepped: bool) -> tuple[float, int, int]:
     follower = RunFollower(run.store, run.id)
     started = time.perf_counter()
     if stepped:
@@ -93,14 +100,23 @@ def main() -> int:
                 seconds, events, size = measure(run, mode == "stepped")
                 rates.append(events / seconds)
                 mbs.append(size / seconds / 1e6)
-            results[mode] = {"events": events, "bytes": size, "best_events_per_s": max(rates),
-                             "median_events_per_s": statistics.median(rates),
-                             "best_mb_per_s": max(mbs), "median_mb_per_s": statistics.median(mbs)}
+            results[mode] = {
+                "events": events,
+                "bytes": size,
+                "best_events_per_s": max(rates),
+                "median_events_per_s": statistics.median(rates),
+                "best_mb_per_s": max(mbs),
+                "median_mb_per_s": statistics.median(mbs),
+            }
     print(f"\nload average {loadavg()} · {os.cpu_count()} CPUs · Python {sys.version.split()[0]}")
-    print(f"{'read':<8} {'events':>11} {'MB':>7} {'best ev/s':>11} {'median ev/s':>12} {'median MB/s':>12}")
+    print(
+        f"{'read':<8} {'events':>11} {'MB':>7} {'best ev/s':>11} {'median ev/s':>12} {'median MB/s':>12}"
+    )
     for mode, r in results.items():
-        print(f"{mode:<8} {r['events']:>11,} {r['bytes'] / 1e6:>7.1f} {r['best_events_per_s']:>11,.0f} "
-              f"{r['median_events_per_s']:>12,.0f} {r['median_mb_per_s']:>12.1f}")
+        print(
+            f"{mode:<8} {r['events']:>11,} {r['bytes'] / 1e6:>7.1f} {r['best_events_per_s']:>11,.0f} "
+            f"{r['median_events_per_s']:>12,.0f} {r['median_mb_per_s']:>12.1f}"
+        )
     ok = results["full"]["median_events_per_s"] >= TARGET
     print(f"\ntarget >= {TARGET:,} events/s: {'met' if ok else 'NOT met'} (median, full read)")
     if args.json:

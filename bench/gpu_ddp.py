@@ -44,7 +44,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -56,9 +55,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from launch_overhead import RANK_ENV, describe, loadavg, wait_process_gone  # noqa: E402
+
 import jupyter_trainer as jt  # noqa: E402
 from jupyter_trainer.targets.base import count_nvidia_gpus  # noqa: E402
-from launch_overhead import RANK_ENV, describe, loadavg, wait_process_gone  # noqa: E402
 
 TARGET_RATIO = 0.99
 MARK = '{"gpu_ddp": '  # how rank 0's result line starts
@@ -191,7 +191,7 @@ class ComputeApps:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def __enter__(self) -> "ComputeApps":
+    def __enter__(self) -> ComputeApps:
         if self.smi:
             self._thread.start()
         return self
@@ -204,12 +204,22 @@ class ComputeApps:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                out = subprocess.run([self.smi, "--query-compute-apps=pid,used_memory",
-                                      "--format=csv,noheader,nounits"],
-                                     capture_output=True, text=True, timeout=10).stdout
+                out = subprocess.run(
+                    [
+                        self.smi,
+                        "--query-compute-apps=pid,used_memory",
+                        "--format=csv,noheader,nounits",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                ).stdout
                 rows = [line.split(",") for line in out.splitlines()]
-                apps = [(int(r[0]), int(r[1])) for r in rows
-                        if len(r) == 2 and r[0].strip().isdigit() and r[1].strip().isdigit()]
+                apps = [
+                    (int(r[0]), int(r[1]))
+                    for r in rows
+                    if len(r) == 2 and r[0].strip().isdigit() and r[1].strip().isdigit()
+                ]
                 self.samples.append(apps)
                 for pid, _ in apps:
                     if pid not in self.who:
@@ -225,13 +235,21 @@ class ComputeApps:
         for apps in self.samples:
             for pid, mib in apps:
                 seen[pid] = max(mib, seen.get(pid, 0))
-        strangers = {pid: {**self.who.get(pid, {}),
-                           "child_of_rank": self.who.get(pid, {}).get("ppid") in rank_pids}
-                     for pid in sorted(set(seen) - rank_pids)}
-        return {"ok": None if not seen else not strangers, "samples": len(self.samples),
-                "seen_mib": {str(p): m for p, m in sorted(seen.items())},
-                "rank_pids": sorted(rank_pids), "not_ranks": {str(p): c for p, c in strangers.items()},
-                "errors": self.errors[:3]}
+        strangers = {
+            pid: {
+                **self.who.get(pid, {}),
+                "child_of_rank": self.who.get(pid, {}).get("ppid") in rank_pids,
+            }
+            for pid in sorted(set(seen) - rank_pids)
+        }
+        return {
+            "ok": None if not seen else not strangers,
+            "samples": len(self.samples),
+            "seen_mib": {str(p): m for p, m in sorted(seen.items())},
+            "rank_pids": sorted(rank_pids),
+            "not_ranks": {str(p): c for p, c in strangers.items()},
+            "errors": self.errors[:3],
+        }
 
 
 def _describe_pid(pid: int) -> dict[str, Any]:
@@ -254,8 +272,12 @@ def result_line(text: str) -> dict[str, Any] | None:
 
 def hot_support() -> tuple[bool, str]:
     """Whether a hot (pool) start can be asked for, decided now rather than assumed."""
-    help_text = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", "--help"],
-                               capture_output=True, text=True, cwd=REPO).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    ).stdout
     if "--hot" not in help_text:
         return False, "jupyter-trainer submit has no --hot"
     if "hot" not in inspect.signature(jt.submit).parameters:
@@ -263,44 +285,72 @@ def hot_support() -> tuple[bool, str]:
     return True, "jupyter-trainer submit --hot"
 
 
-def run_jt(script: Path, wargs: list[str], nprocs: int, hot: bool | None, home: Path,
-           interval: float) -> dict[str, Any]:
+def run_jt(
+    script: Path, wargs: list[str], nprocs: int, hot: bool | None, home: Path, interval: float
+) -> dict[str, Any]:
     """One run through ``jt.submit``; ``home`` is the bench's run store, kept between runs so
     that a hot run finds the pool the previous one started."""
     extra = {} if hot is None else {"hot": hot}
     t0 = time.perf_counter()
     with ComputeApps(interval) as apps:
-        run = jt.submit(script=script, args=wargs, procs=nprocs, launcher="torchrun",
-                        home=home, **extra)
+        run = jt.submit(
+            script=script, args=wargs, procs=nprocs, launcher="torchrun", home=home, **extra
+        )
         run.wait(raise_on_failure=False)
     wall = time.perf_counter() - t0
     state = run.state
-    logs = {p.name: p.read_text(errors="replace") for p in sorted((run.path / "logs").glob("*.log"))}
+    logs = {
+        p.name: p.read_text(errors="replace") for p in sorted((run.path / "logs").glob("*.log"))
+    }
     if state["status"] != "completed":
-        sys.exit(f"jt run {run.id} ended {state['status']!r}, not 'completed': "
-                 f"{state.get('error')}\n" + "\n".join(f"--- {k}\n{v[-3000:]}" for k, v in logs.items()))
+        sys.exit(
+            f"jt run {run.id} ended {state['status']!r}, not 'completed': "
+            f"{state.get('error')}\n" + "\n".join(f"--- {k}\n{v[-3000:]}" for k, v in logs.items())
+        )
     res = result_line(logs.get("rank-0.log", ""))
     if res is None:
-        sys.exit(f"jt run {run.id}: no result line in logs/rank-0.log:\n{logs.get('rank-0.log', '')[-3000:]}")
+        sys.exit(
+            f"jt run {run.id}: no result line in logs/rank-0.log:\n{logs.get('rank-0.log', '')[-3000:]}"
+        )
     ranks = [json.loads(p.read_text()) for p in sorted((run.path / "ranks").glob("rank-*.json"))]
     pids = {r["pid"] for r in ranks} | set(res["pids"])
     sup = state.get("supervisor", {})
     wait_process_gone(sup.get("pid"), sup.get("start_ticks"))  # untimed: its tail
-    return {**res, "wall_s": wall, "run_id": run.id, "jt_backend": state.get("backend"),
-            "launcher_argv": state.get("launcher", {}).get("argv"),
-            "supervisor_pid": sup.get("pid"), "compute_apps": apps.verdict(pids),
-            "hot": state.get("launcher", {}).get("hot")}
+    return {
+        **res,
+        "wall_s": wall,
+        "run_id": run.id,
+        "jt_backend": state.get("backend"),
+        "launcher_argv": state.get("launcher", {}).get("argv"),
+        "supervisor_pid": sup.get("pid"),
+        "compute_apps": apps.verdict(pids),
+        "hot": state.get("launcher", {}).get("hot"),
+    }
 
 
-def run_bare(script: Path, wargs: list[str], nprocs: int, workdir: Path,
-             interval: float) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-            f"--nproc-per-node={nprocs}", str(script), *wargs]
+def run_bare(
+    script: Path, wargs: list[str], nprocs: int, workdir: Path, interval: float
+) -> dict[str, Any]:
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes=1",
+        f"--nproc-per-node={nprocs}",
+        str(script),
+        *wargs,
+    ]
     t0 = time.perf_counter()
     with ComputeApps(interval) as apps:
-        done = subprocess.run(argv, env={**os.environ, **RANK_ENV}, cwd=workdir,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT)
+        done = subprocess.run(
+            argv,
+            env={**os.environ, **RANK_ENV},
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
     wall = time.perf_counter() - t0
     out = done.stdout.decode(errors="replace")
     res = result_line(out)
@@ -319,17 +369,26 @@ def gpu_list() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", choices=["cuda", "cpu"],
-                        help="default: cuda where nvidia-smi lists a GPU and torch is built "
-                             "with CUDA, else cpu (a smoke test, not the benchmark)")
+    parser.add_argument(
+        "--device",
+        choices=["cuda", "cpu"],
+        help="default: cuda where nvidia-smi lists a GPU and torch is built "
+        "with CUDA, else cpu (a smoke test, not the benchmark)",
+    )
     parser.add_argument("--procs", type=int, help="ranks (default: the GPUs; 2 on cpu)")
     parser.add_argument("--repeats", type=int, default=5, help="rounds of every side (default 5)")
     parser.add_argument("--steps", type=int, help="timed steps per run (default 60; 10 on cpu)")
     parser.add_argument("--warmup", type=int, help="untimed steps first (default 15; 2 on cpu)")
-    parser.add_argument("--batch", type=int, default=0, help="per-rank batch (default 32; 8 on cpu)")
+    parser.add_argument(
+        "--batch", type=int, default=0, help="per-rank batch (default 32; 8 on cpu)"
+    )
     parser.add_argument("--compile", action="store_true", help="torch.compile the DDP model")
-    parser.add_argument("--sample-interval", type=float, default=0.25,
-                        help="seconds between nvidia-smi samples (default 0.25)")
+    parser.add_argument(
+        "--sample-interval",
+        type=float,
+        default=0.25,
+        help="seconds between nvidia-smi samples (default 0.25)",
+    )
     parser.add_argument("--json", type=Path, help="also write every sample and the summary here")
     args = parser.parse_args(argv)
     if args.repeats < 1:
@@ -341,23 +400,36 @@ def main(argv: list[str] | None = None) -> int:
     nprocs = args.procs or (count_nvidia_gpus() if on_gpu else 2)
     steps = args.steps or (60 if on_gpu else 10)
     warmup = args.warmup if args.warmup is not None else (15 if on_gpu else 2)
-    wargs = [f"--device={device}", f"--steps={steps}", f"--warmup={warmup}",
-             f"--batch={args.batch}", *(["--compile"] if args.compile else [])]
+    wargs = [
+        f"--device={device}",
+        f"--steps={steps}",
+        f"--warmup={warmup}",
+        f"--batch={args.batch}",
+        *(["--compile"] if args.compile else []),
+    ]
     # The supervisor is ``python -m jupyter_trainer.supervisor.run``: let it find the package
     # where it is not installed (the GPU machine runs it from the checkout).
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO), os.environ.get("PYTHONPATH")])
+    )
 
     hot, hot_note = hot_support()
     sides = {"jt": False if hot else None, "bare": None, **({"jt-hot": True} if hot else {})}
     torch_version = importlib.metadata.version("torch")
-    print(f"# {platform.node()}  device={device}  ranks={nprocs}  torch={torch_version}  "
-          f"gpus={len(gpus)}  loadavg={loadavg()}", flush=True)
+    print(
+        f"# {platform.node()}  device={device}  ranks={nprocs}  torch={torch_version}  "
+        f"gpus={len(gpus)}  loadavg={loadavg()}",
+        flush=True,
+    )
     for g in gpus:
         print(f"# {g}", flush=True)
     print(f"# sides: {', '.join(sides)}  (jt-hot: {hot_note})", flush=True)
     if not on_gpu:
-        print("# CPU RUN (Gloo, tiny model): a check of this script, NOT the GPU benchmark; "
-              "no target is judged", flush=True)
+        print(
+            "# CPU RUN (Gloo, tiny model): a check of this script, NOT the GPU benchmark; "
+            "no target is judged",
+            flush=True,
+        )
 
     work = Path(tempfile.mkdtemp(prefix="jt-bench-gpu-"))
     home = work / "jt-home"
@@ -367,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i in range(args.repeats):
             names = list(sides)
-            order = names[i % len(names):] + names[:i % len(names)]
+            order = names[i % len(names) :] + names[: i % len(names)]
             for name in order:
                 if name == "bare":
                     r = run_bare(script, wargs, nprocs, work, args.sample_interval)
@@ -375,9 +447,12 @@ def main(argv: list[str] | None = None) -> int:
                     r = run_jt(script, wargs, nprocs, sides[name], home, args.sample_interval)
                 runs[name].append(r)
                 used = f" pool={r['hot']}" if r.get("hot") else ""
-                print(f"round {i + 1}/{args.repeats} {name:6} {r['samples_per_s']:12.1f} samples/s "
-                      f"backend={r['backend']} threads={r['threads']} wall={r['wall_s']:.1f} s"
-                      f"{used}", flush=True)
+                print(
+                    f"round {i + 1}/{args.repeats} {name:6} {r['samples_per_s']:12.1f} samples/s "
+                    f"backend={r['backend']} threads={r['threads']} wall={r['wall_s']:.1f} s"
+                    f"{used}",
+                    flush=True,
+                )
     finally:
         if hot:
             from jupyter_trainer.rankside.hotstart import stop_pools
@@ -386,10 +461,15 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
     stats = {name: describe([r["samples_per_s"] for r in rs]) for name, rs in runs.items()}
-    ratios = {f"{name}/bare": stats[name]["median"] / stats["bare"]["median"]
-              for name in sides if name != "bare"}
+    ratios = {
+        f"{name}/bare": stats[name]["median"] / stats["bare"]["median"]
+        for name in sides
+        if name != "bare"
+    }
     backends = {name: sorted({r["backend"] for r in rs}) for name, rs in runs.items()}
-    jt_backends = sorted({r["jt_backend"] for name, rs in runs.items() if name != "bare" for r in rs})
+    jt_backends = sorted(
+        {r["jt_backend"] for name, rs in runs.items() if name != "bare" for r in rs}
+    )
     first = runs["bare"][0]
     apps_ok = {name: [r["compute_apps"]["ok"] for r in rs] for name, rs in runs.items()}
 
@@ -397,27 +477,37 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Samples/s, {args.repeats} interleaved rounds ({'GPU' if on_gpu else 'CPU smoke run'})")
     print(f"{'':8}{'median':>12}{'min':>12}{'max':>12}  backend")
     for name, s in stats.items():
-        print(f"{name:8}{s['median']:12.1f}{s['min']:12.1f}{s['max']:12.1f}  {','.join(backends[name])}")
+        print(
+            f"{name:8}{s['median']:12.1f}{s['min']:12.1f}{s['max']:12.1f}  {','.join(backends[name])}"
+        )
     problems = []
     for key, ratio in ratios.items():
         verdict = "" if not on_gpu else ("  OK" if ratio >= TARGET_RATIO else "  UNDER TARGET")
         print(f"ratio of medians {key} = {ratio:.4f}  (target >= {TARGET_RATIO}){verdict}")
         if on_gpu and ratio < TARGET_RATIO:
             problems.append(f"{key} = {ratio:.4f} < {TARGET_RATIO}")
-    print(f"backend jt chose: {', '.join(map(str, jt_backends))}"
-          + ("  (must be nccl)" if on_gpu else ""))
+    print(
+        f"backend jt chose: {', '.join(map(str, jt_backends))}"
+        + ("  (must be nccl)" if on_gpu else "")
+    )
     if on_gpu and jt_backends != ["nccl"]:
         problems.append(f"jt chose backend {jt_backends}, not nccl")
     for name, rs in runs.items():
         strangers = {k: v for r in rs for k, v in r["compute_apps"]["not_ranks"].items()}
-        print(f"nvidia-smi compute apps during {name}: ok per run {apps_ok[name]}"
-              + (f"; NOT RANKS: {strangers}" if strangers else ""))
+        print(
+            f"nvidia-smi compute apps during {name}: ok per run {apps_ok[name]}"
+            + (f"; NOT RANKS: {strangers}" if strangers else "")
+        )
         if name != "bare" and strangers:
-            problems.append(f"{name}: a process that is not a rank held a CUDA context: {strangers}")
-    print(f"device: {first['device_name']} x{len(gpus) if on_gpu else 0}; torch {first['torch']} "
-          f"(CUDA {first['cuda']}); model {first['params'] / 1e6:.1f} M parameters, "
-          f"{steps} timed steps after {warmup}, batch {first['model']['batch']} per rank, "
-          f"{nprocs} rank(s)")
+            problems.append(
+                f"{name}: a process that is not a rank held a CUDA context: {strangers}"
+            )
+    print(
+        f"device: {first['device_name']} x{len(gpus) if on_gpu else 0}; torch {first['torch']} "
+        f"(CUDA {first['cuda']}); model {first['params'] / 1e6:.1f} M parameters, "
+        f"{steps} timed steps after {warmup}, batch {first['model']['batch']} per rank, "
+        f"{nprocs} rank(s)"
+    )
     if not on_gpu:
         print("CPU RUN: these figures check the script; they are NOT the GPU benchmark.")
     for p in problems:
@@ -425,16 +515,37 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "device": device, "gpu_benchmark": on_gpu, "gpus": gpus, "gpu_count": len(gpus),
-            "gpu_name": first["device_name"], "torch": torch_version, "cuda": first["cuda"],
-            "procs": nprocs, "repeats": args.repeats, "steps": steps, "warmup": warmup,
-            "compile": args.compile, "hot": {"side": hot, "note": hot_note},
-            "stats": stats, "ratios": ratios, "target_ratio": TARGET_RATIO,
-            "backends": backends, "jt_backend": jt_backends, "compute_apps_ok": apps_ok,
-            "problems": problems, "runs": runs, "host": platform.node(),
-            "loadavg_end": loadavg(), "python": sys.executable,
-        }, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "device": device,
+                    "gpu_benchmark": on_gpu,
+                    "gpus": gpus,
+                    "gpu_count": len(gpus),
+                    "gpu_name": first["device_name"],
+                    "torch": torch_version,
+                    "cuda": first["cuda"],
+                    "procs": nprocs,
+                    "repeats": args.repeats,
+                    "steps": steps,
+                    "warmup": warmup,
+                    "compile": args.compile,
+                    "hot": {"side": hot, "note": hot_note},
+                    "stats": stats,
+                    "ratios": ratios,
+                    "target_ratio": TARGET_RATIO,
+                    "backends": backends,
+                    "jt_backend": jt_backends,
+                    "compute_apps_ok": apps_ok,
+                    "problems": problems,
+                    "runs": runs,
+                    "host": platform.node(),
+                    "loadavg_end": loadavg(),
+                    "python": sys.executable,
+                },
+                indent=1,
+            )
+        )
         print(f"\nwrote {args.json}")
     return 1 if problems else 0
 

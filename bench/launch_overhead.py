@@ -93,20 +93,39 @@ def wait_process_gone(pid: int | None, ticks: int | None, timeout: float = 30.0)
 
 def run_bare(script: Path, workdir: Path) -> float:
     env = {**os.environ, **RANK_ENV}
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-            "--nproc-per-node=2", str(script)]
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nnodes=1",
+        "--nproc-per-node=2",
+        str(script),
+    ]
     t0 = time.perf_counter()
-    done = subprocess.run(argv, env=env, cwd=workdir, stdin=subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    done = subprocess.run(
+        argv,
+        env=env,
+        cwd=workdir,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     elapsed = time.perf_counter() - t0
     if done.returncode != 0:
-        sys.exit(f"bare torchrun failed (exit {done.returncode}):\n"
-                 f"{done.stdout.decode(errors='replace')[-4000:]}")
+        sys.exit(
+            f"bare torchrun failed (exit {done.returncode}):\n"
+            f"{done.stdout.decode(errors='replace')[-4000:]}"
+        )
     return elapsed
 
 
-def run_jt(script: Path, hot_home: Path | None = None, *, hot: bool | None = None,
-           ) -> tuple[float, dict[str, Any]]:
+def run_jt(
+    script: Path,
+    hot_home: Path | None = None,
+    *,
+    hot: bool | None = None,
+) -> tuple[float, dict[str, Any]]:
     """One jt sample: in a fresh store, or in ``hot_home``, kept between samples (so its
     rank pool stays warm and a supervisor waits for the next run, as in a notebook), as a
     hot run unless ``hot`` is False."""
@@ -123,11 +142,17 @@ def run_jt(script: Path, hot_home: Path | None = None, *, hot: bool | None = Non
 
         state = run.state
         if state["status"] != "completed":
-            logs = "\n".join(f"--- {p.relative_to(run.path)}\n{p.read_text(errors='replace')[-2000:]}"
-                             for p in sorted(run.path.glob("**/*.log")))
-            sys.exit(f"jt run {run.id} ended {state['status']!r}, not 'completed': "
-                     f"{state.get('error')}\n{state.get('traceback') or ''}\n{logs}")
-        ranks = [json.loads(p.read_text()) for p in sorted((run.path / "ranks").glob("rank-*.json"))]
+            logs = "\n".join(
+                f"--- {p.relative_to(run.path)}\n{p.read_text(errors='replace')[-2000:]}"
+                for p in sorted(run.path.glob("**/*.log"))
+            )
+            sys.exit(
+                f"jt run {run.id} ended {state['status']!r}, not 'completed': "
+                f"{state.get('error')}\n{state.get('traceback') or ''}\n{logs}"
+            )
+        ranks = [
+            json.loads(p.read_text()) for p in sorted((run.path / "ranks").glob("rank-*.json"))
+        ]
         stages = state.get("stages", {})
         events = {
             "submit_called": wall0,
@@ -144,9 +169,13 @@ def run_jt(script: Path, hot_home: Path | None = None, *, hot: bool | None = Non
         sup = state.get("supervisor", {})
         # Untimed: let the supervisor finish its tail (index update, exit) before going on.
         tail = wait_process_gone(sup.get("pid"), sup.get("start_ticks"))
-        info = {"run_id": run.id, "events": events, "supervisor_tail_s": tail,
-                "launcher_argv": state.get("launcher", {}).get("argv"),
-                "hot": state.get("launcher", {}).get("hot")}
+        info = {
+            "run_id": run.id,
+            "events": events,
+            "supervisor_tail_s": tail,
+            "launcher_argv": state.get("launcher", {}).get("argv"),
+            "hot": state.get("launcher", {}).get("hot"),
+        }
         if hot and not (info["hot"] or {}).get("used"):
             sys.exit(f"the --hot run {run.id} did not use the rank pool: {info['hot']}")
         return elapsed, info
@@ -162,13 +191,19 @@ def pool_rss_mib(info: dict[str, Any]) -> float | None:
         status = Path(f"/proc/{pid}/status").read_text()
     except (OSError, TypeError):
         return None
-    kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), None)
+    kb = next(
+        (int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), None
+    )
     return kb / 1024 if kb is not None else None
 
 
 def describe(samples: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples),
-            "stdev": statistics.stdev(samples) if len(samples) > 1 else 0.0}
+    return {
+        "median": statistics.median(samples),
+        "min": min(samples),
+        "max": max(samples),
+        "stdev": statistics.stdev(samples) if len(samples) > 1 else 0.0,
+    }
 
 
 def breakdown(infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -184,18 +219,26 @@ def breakdown(infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
             offsets.append((ev[key] - ev["submit_called"]) * 1e3)
             if prev is not None and ev.get(prev) is not None:
                 gaps.append((ev[key] - ev[prev]) * 1e3)
-        rows.append({"event": key, "label": label,
-                     "offset_ms": statistics.median(offsets) if offsets else None,
-                     "gap_ms": statistics.median(gaps) if gaps else None,
-                     "gap_min_ms": min(gaps) if gaps else None,
-                     "gap_max_ms": max(gaps) if gaps else None})
+        rows.append(
+            {
+                "event": key,
+                "label": label,
+                "offset_ms": statistics.median(offsets) if offsets else None,
+                "gap_ms": statistics.median(gaps) if gaps else None,
+                "gap_min_ms": min(gaps) if gaps else None,
+                "gap_max_ms": max(gaps) if gaps else None,
+            }
+        )
         prev = key
     return rows
 
 
 def span(infos: list[dict[str, Any]], a: str, b: str) -> float:
-    vals = [(i["events"][b] - i["events"][a]) * 1e3 for i in infos
-            if i["events"].get(a) is not None and i["events"].get(b) is not None]
+    vals = [
+        (i["events"][b] - i["events"][a]) * 1e3
+        for i in infos
+        if i["events"].get(a) is not None and i["events"].get(b) is not None
+    ]
     return statistics.median(vals) if vals else float("nan")
 
 
@@ -203,7 +246,10 @@ def reference_costs(reps: int) -> dict[str, float]:
     """Median wall ms of a few interpreter start-ups that explain the fixed costs."""
     cases = {
         "python -c pass": ["-c", "pass"],
-        "python -c 'import jupyter_trainer.supervisor.run'": ["-c", "import jupyter_trainer.supervisor.run"],
+        "python -c 'import jupyter_trainer.supervisor.run'": [
+            "-c",
+            "import jupyter_trainer.supervisor.run",
+        ],
         "python -c 'import torch.distributed'": ["-c", "import torch.distributed"],
     }
     out = {}
@@ -212,8 +258,9 @@ def reference_costs(reps: int) -> dict[str, float]:
         times = []
         for _ in range(reps):
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, *args], env=env, cwd=REPO, check=True,
-                           stdin=subprocess.DEVNULL)
+            subprocess.run(
+                [sys.executable, *args], env=env, cwd=REPO, check=True, stdin=subprocess.DEVNULL
+            )
             times.append((time.perf_counter() - t0) * 1e3)
         out[label] = statistics.median(times)
     return out
@@ -227,14 +274,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=8, help="timed (jt, bare) pairs (default 8)")
     parser.add_argument("--json", type=Path, help="also write every sample and table here")
-    parser.add_argument("--hot", action="store_true",
-                        help="also time --hot runs (warm rank pool) in a third column")
-    parser.add_argument("--one-store", action="store_true",
-                        help="every jt run (torchrun and hot) in one store kept for the whole "
-                             "bench, as a notebook's runs are: a supervisor started ahead waits "
-                             "for each next run (default: a fresh store per torchrun run)")
-    parser.add_argument("--reference-reps", type=int, default=5,
-                        help="repetitions of the interpreter start-up references (0: skip)")
+    parser.add_argument(
+        "--hot", action="store_true", help="also time --hot runs (warm rank pool) in a third column"
+    )
+    parser.add_argument(
+        "--one-store",
+        action="store_true",
+        help="every jt run (torchrun and hot) in one store kept for the whole "
+        "bench, as a notebook's runs are: a supervisor started ahead waits "
+        "for each next run (default: a fresh store per torchrun run)",
+    )
+    parser.add_argument(
+        "--reference-reps",
+        type=int,
+        default=5,
+        help="repetitions of the interpreter start-up references (0: skip)",
+    )
     args = parser.parse_args(argv)
     if args.repeats < 2:
         parser.error("--repeats must be at least 2 (a stdev needs two samples)")
@@ -243,8 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     script = work / "tiny_allreduce.py"
     script.write_text(TINY)
     load_start = loadavg()
-    print(f"# {platform.node()}  cpus={os.cpu_count()}  python={platform.python_version()}  "
-          f"loadavg at start={load_start}", flush=True)
+    print(
+        f"# {platform.node()}  cpus={os.cpu_count()}  python={platform.python_version()}  "
+        f"loadavg at start={load_start}",
+        flush=True,
+    )
     try:
         print("warm-up: jt ...", end=" ", flush=True)
         kept = work / "hot-home" if args.one_store else None  # both jt sides' store
@@ -269,9 +327,12 @@ def main(argv: list[str] | None = None) -> int:
                 hot_s.append(t_hot)
                 hot_infos.append(hot_info)
             loads.append(loadavg()[0] if loadavg() else float("nan"))
-            print(f"round {i + 1}/{args.repeats}: jt {t_jt:.3f} s  bare {t_bare:.3f} s  "
-                  + (f"hot {hot_s[-1]:.3f} s  " if hot_s else "")
-                  + f"(load1 {loads[-1]:.2f})", flush=True)
+            print(
+                f"round {i + 1}/{args.repeats}: jt {t_jt:.3f} s  bare {t_bare:.3f} s  "
+                + (f"hot {hot_s[-1]:.3f} s  " if hot_s else "")
+                + f"(load1 {loads[-1]:.2f})",
+                flush=True,
+            )
         rss = pool_rss_mib(hot_infos[-1]) if hot_infos else None
         refs = reference_costs(args.reference_reps) if args.reference_reps > 0 else {}
     finally:
@@ -299,31 +360,45 @@ def main(argv: list[str] | None = None) -> int:
         sh = describe(hot_s)
         hot_ratio = sh["median"] / sb["median"]
         print(f"{'hot':6}{sh['median']:9.3f}{sh['min']:9.3f}{sh['max']:9.3f}{sh['stdev']:9.3f}")
-        print(f"ratio of medians hot/bare = {hot_ratio:.3f}  (target <= {HOT_TARGET_RATIO:.2f}: "
-              f"{'OK' if hot_ratio <= HOT_TARGET_RATIO else 'OVER TARGET'}); the first hot run, "
-              f"which started the pool, took {warm_hot:.3f} s; the idle pool holds "
-              + (f"{rss:.0f} MiB resident" if rss is not None else "? (gone)"))
-    print(f"overhead = {overhead_ms:.0f} ms (difference of medians); "
-          f"median paired difference = {paired:.0f} ms")
-    print(f"loadavg start {load_start} end {load_end}; load1 per pair "
-          f"{', '.join(f'{x:.2f}' for x in loads)}")
+        print(
+            f"ratio of medians hot/bare = {hot_ratio:.3f}  (target <= {HOT_TARGET_RATIO:.2f}: "
+            f"{'OK' if hot_ratio <= HOT_TARGET_RATIO else 'OVER TARGET'}); the first hot run, "
+            f"which started the pool, took {warm_hot:.3f} s; the idle pool holds "
+            + (f"{rss:.0f} MiB resident" if rss is not None else "? (gone)")
+        )
+    print(
+        f"overhead = {overhead_ms:.0f} ms (difference of medians); "
+        f"median paired difference = {paired:.0f} ms"
+    )
+    print(
+        f"loadavg start {load_start} end {load_end}; load1 per pair "
+        f"{', '.join(f'{x:.2f}' for x in loads)}"
+    )
 
     rows = breakdown(infos)
     print()
     print(f"Where a jt run's time goes (median over the {len(infos)} timed jt runs, ms)")
     print(f"{'event':34}{'at':>8}{'gap':>8}{'gmin':>8}{'gmax':>8}")
     for row in rows:
-        print(f"{row['label']:34}{fmt(row['offset_ms'])}{fmt(row['gap_ms'])}"
-              f"{fmt(row['gap_min_ms'])}{fmt(row['gap_max_ms'])}")
+        print(
+            f"{row['label']:34}{fmt(row['offset_ms'])}{fmt(row['gap_ms'])}"
+            f"{fmt(row['gap_min_ms'])}{fmt(row['gap_max_ms'])}"
+        )
     launcher_ms = span(infos, "running", "finalizing")
     outside_ms = span(infos, "submit_called", "wait_returned") - launcher_ms
-    inside = statistics.median((i["events"]["finalizing"] - i["events"]["running"] - b) * 1e3
-                               for i, b in zip(infos, bare_s))
-    print(f"launcher lifetime (running -> finalizing) {launcher_ms:.0f} ms vs bare median "
-          f"{sb['median'] * 1e3:.0f} ms (median paired difference {inside:.0f} ms); "
-          f"jt time outside the launcher {outside_ms:.0f} ms")
-    print(f"supervisor still alive after wait() returned (untimed): median "
-          f"{statistics.median(i['supervisor_tail_s'] for i in infos) * 1e3:.0f} ms")
+    inside = statistics.median(
+        (i["events"]["finalizing"] - i["events"]["running"] - b) * 1e3
+        for i, b in zip(infos, bare_s)
+    )
+    print(
+        f"launcher lifetime (running -> finalizing) {launcher_ms:.0f} ms vs bare median "
+        f"{sb['median'] * 1e3:.0f} ms (median paired difference {inside:.0f} ms); "
+        f"jt time outside the launcher {outside_ms:.0f} ms"
+    )
+    print(
+        f"supervisor still alive after wait() returned (untimed): median "
+        f"{statistics.median(i['supervisor_tail_s'] for i in infos) * 1e3:.0f} ms"
+    )
     if infos and infos[0].get("launcher_argv"):
         print("jt launcher argv: " + " ".join(infos[0]["launcher_argv"]))
 
@@ -335,17 +410,37 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "repeats": args.repeats, "jt_s": jt_s, "bare_s": bare_s,
-            "warmup": {"jt_s": warm_jt, "bare_s": warm_bare},
-            "jt": sj, "bare": sb, "ratio": ratio, "target_ratio": TARGET_RATIO,
-            "hot_s": hot_s, "hot_ratio": hot_ratio, "hot_target_ratio": HOT_TARGET_RATIO,
-            "hot_runs": hot_infos, "pool_rss_mib": rss,
-            "overhead_ms": overhead_ms, "paired_overhead_ms": paired,
-            "loadavg_start": load_start, "loadavg_end": load_end, "load1_per_pair": loads,
-            "breakdown": rows, "runs": infos, "reference_ms": refs,
-            "host": platform.node(), "cpus": os.cpu_count(), "python": sys.executable,
-        }, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "repeats": args.repeats,
+                    "jt_s": jt_s,
+                    "bare_s": bare_s,
+                    "warmup": {"jt_s": warm_jt, "bare_s": warm_bare},
+                    "jt": sj,
+                    "bare": sb,
+                    "ratio": ratio,
+                    "target_ratio": TARGET_RATIO,
+                    "hot_s": hot_s,
+                    "hot_ratio": hot_ratio,
+                    "hot_target_ratio": HOT_TARGET_RATIO,
+                    "hot_runs": hot_infos,
+                    "pool_rss_mib": rss,
+                    "overhead_ms": overhead_ms,
+                    "paired_overhead_ms": paired,
+                    "loadavg_start": load_start,
+                    "loadavg_end": load_end,
+                    "load1_per_pair": loads,
+                    "breakdown": rows,
+                    "runs": infos,
+                    "reference_ms": refs,
+                    "host": platform.node(),
+                    "cpus": os.cpu_count(),
+                    "python": sys.executable,
+                },
+                indent=1,
+            )
+        )
         print(f"\nwrote {args.json}")
     return 0
 

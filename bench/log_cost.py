@@ -23,8 +23,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 TARGET_NS = 2000  # median per call of jt.log must stay at or under 2 µs
 TARGET_BEAT_RATIO = 1.10  # jt.log with the heartbeat on, against the same with it off
@@ -39,8 +39,9 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def make_cases(tmp: Path, calls: int) -> dict[str, Callable[[float], int]]:
-    from jupyter_trainer import runtime as jt
     from torch.utils.tensorboard import SummaryWriter
+
+    from jupyter_trainer import runtime as jt
 
     if not jt.in_run:
         raise SystemExit("JT_RUN_DIR must be set before the runtime is imported")
@@ -52,7 +53,7 @@ def make_cases(tmp: Path, calls: int) -> dict[str, Callable[[float], int]]:
     # One function per case, the same loop shape in each; returns ns for ``calls`` calls.
     def empty(x: float) -> int:
         t0 = now()
-        for i in range(calls):
+        for _ in range(calls):
             pass
         return now() - t0
 
@@ -69,6 +70,7 @@ def make_cases(tmp: Path, calls: int) -> dict[str, Callable[[float], int]]:
                 return jt_log(x)
             finally:
                 jt._beat_on = True
+
         return case
 
     def tensorboard(x: float) -> int:
@@ -83,9 +85,13 @@ def make_cases(tmp: Path, calls: int) -> dict[str, Callable[[float], int]]:
             print(f"{i} {x}", file=text)
         return now() - t0
 
-    return {"empty loop": empty, "jt.log": with_heartbeat(True),
-            "jt.log, heartbeat off": with_heartbeat(False),
-            "tensorboard add_scalar": tensorboard, "print to file": print_file}
+    return {
+        "empty loop": empty,
+        "jt.log": with_heartbeat(True),
+        "jt.log, heartbeat off": with_heartbeat(False),
+        "tensorboard add_scalar": tensorboard,
+        "print to file": print_file,
+    }
 
 
 def flusher_cost(events: int) -> float:
@@ -130,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             cases[name](0.5)
         for b in range(args.batches):
             x = 1.0 / (b + 1)
-            for name in names[b % len(names):] + names[:b % len(names)]:
+            for name in names[b % len(names) :] + names[: b % len(names)]:
                 samples[name].append(cases[name](x) / args.calls)
         beat_written = (tmp / "run" / "events" / "rank-0.beat").exists()  # by the flusher
         bg = flusher_cost(100_000)
@@ -139,41 +145,63 @@ def main(argv: list[str] | None = None) -> int:
         with open(events_file) as f:
             lines = sum(1 for _ in f)
 
-    rows = {name: {"median_ns": statistics.median(v), "p99_ns": percentile(v, 99)}
-            for name, v in samples.items()}
+    rows = {
+        name: {"median_ns": statistics.median(v), "p99_ns": percentile(v, 99)}
+        for name, v in samples.items()
+    }
     jt_med = rows["jt.log"]["median_ns"]
-    ratios = {"jt/print": jt_med / rows["print to file"]["median_ns"],
-              "jt/tensorboard": jt_med / rows["tensorboard add_scalar"]["median_ns"],
-              "heartbeat on/off": jt_med / rows["jt.log, heartbeat off"]["median_ns"]}
+    ratios = {
+        "jt/print": jt_med / rows["print to file"]["median_ns"],
+        "jt/tensorboard": jt_med / rows["tensorboard add_scalar"]["median_ns"],
+        "heartbeat on/off": jt_med / rows["jt.log, heartbeat off"]["median_ns"],
+    }
     beat_met = ratios["heartbeat on/off"] <= TARGET_BEAT_RATIO
     result = {
-        "python": platform.python_version(), "machine": platform.machine(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
         "loadavg": os.getloadavg(),
-        "batches": args.batches, "calls_per_batch": args.calls, "rows": rows,
-        "ratios": ratios, "flusher_ns_per_event": bg, "events_written": lines,
-        "heartbeat_write_ns": beat_ns, "heartbeat_file_written": beat_written,
-        "target_ns": TARGET_NS, "target_beat_ratio": TARGET_BEAT_RATIO,
-        "target_ns_met": jt_med <= TARGET_NS, "target_beat_ratio_met": beat_met,
+        "batches": args.batches,
+        "calls_per_batch": args.calls,
+        "rows": rows,
+        "ratios": ratios,
+        "flusher_ns_per_event": bg,
+        "events_written": lines,
+        "heartbeat_write_ns": beat_ns,
+        "heartbeat_file_written": beat_written,
+        "target_ns": TARGET_NS,
+        "target_beat_ratio": TARGET_BEAT_RATIO,
+        "target_ns_met": jt_med <= TARGET_NS,
+        "target_beat_ratio_met": beat_met,
         "target_met": jt_med <= TARGET_NS and beat_met,
     }
 
-    print(f"per-call cost, {args.batches} batches x {args.calls} calls "
-          f"(Python {result['python']}, {result['machine']}, "
-          f"load average {result['loadavg'][0]:.2f})")
+    print(
+        f"per-call cost, {args.batches} batches x {args.calls} calls "
+        f"(Python {result['python']}, {result['machine']}, "
+        f"load average {result['loadavg'][0]:.2f})"
+    )
     print(f"{'case':<24}{'median ns':>12}{'p99 ns':>12}")
     for name, row in rows.items():
         print(f"{name:<24}{row['median_ns']:>12.0f}{row['p99_ns']:>12.0f}")
-    print(f"ratios (median): jt/print = {ratios['jt/print']:.2f}, "
-          f"jt/tensorboard = {ratios['jt/tensorboard']:.3f}")
-    print(f"flusher thread: {bg:.0f} ns per event encoded and written, off the caller's thread "
-          f"({lines} events written)")
-    print(f"heartbeat: {beat_ns:.0f} ns per write of rank-0.beat, at most one a second on the "
-          f"flusher thread (file written: {beat_written})")
+    print(
+        f"ratios (median): jt/print = {ratios['jt/print']:.2f}, "
+        f"jt/tensorboard = {ratios['jt/tensorboard']:.3f}"
+    )
+    print(
+        f"flusher thread: {bg:.0f} ns per event encoded and written, off the caller's thread "
+        f"({lines} events written)"
+    )
+    print(
+        f"heartbeat: {beat_ns:.0f} ns per write of rank-0.beat, at most one a second on the "
+        f"flusher thread (file written: {beat_written})"
+    )
     verdict = "PASS" if result["target_ns_met"] else "FAIL"
     print(f"target: jt.log median {jt_med / 1000:.2f} us <= {TARGET_NS / 1000:.0f} us: {verdict}")
     verdict = "PASS" if beat_met else "FAIL"
-    print(f"target: heartbeat on/off = {ratios['heartbeat on/off']:.3f} "
-          f"<= {TARGET_BEAT_RATIO:.2f}: {verdict}")
+    print(
+        f"target: heartbeat on/off = {ratios['heartbeat on/off']:.3f} "
+        f"<= {TARGET_BEAT_RATIO:.2f}: {verdict}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     return 0 if result["target_met"] else 1

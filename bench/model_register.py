@@ -44,8 +44,12 @@ def loadavg() -> str:
 
 
 def stats(samples: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples),
-            "stdev": statistics.stdev(samples) if len(samples) > 1 else 0.0}
+    return {
+        "median": statistics.median(samples),
+        "min": min(samples),
+        "max": max(samples),
+        "stdev": statistics.stdev(samples) if len(samples) > 1 else 0.0,
+    }
 
 
 def write_random(path: Path, size: int) -> None:
@@ -102,8 +106,10 @@ def floor_ms(src: Path, work: Path) -> dict[str, float]:
                 left -= os.copy_file_range(fin.fileno(), fout.fileno(), left)
         copies.append(time.perf_counter() - t0)
         dst.unlink()
-    return {"sha256_ms": statistics.median(hashes) * 1e3,
-            "copy_file_range_ms": statistics.median(copies) * 1e3}
+    return {
+        "sha256_ms": statistics.median(hashes) * 1e3,
+        "copy_file_range_ms": statistics.median(copies) * 1e3,
+    }
 
 
 def main() -> int:
@@ -111,19 +117,30 @@ def main() -> int:
     parser.add_argument("--size-mb", type=int, default=500, help="size of the model (MB, 10^6)")
     parser.add_argument("--repeats", type=int, default=7, help="timed pairs per cache state")
     parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--dir", type=Path, default=None,
-                        help="where the store and the copies go (default: a temp folder)")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where the store and the copies go (default: a temp folder)",
+    )
     opts = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="jt-bench-register-", dir=opts.dir))
     os.environ["JUPYTER_TRAINER_HOME"] = str(work / "home")
     from jupyter_trainer.api import runs as api
 
-    print(f"load average {loadavg()} · {os.cpu_count()} CPUs · Python {sys.version.split()[0]}"
-          f" · {work}", flush=True)
+    print(
+        f"load average {loadavg()} · {os.cpu_count()} CPUs · Python {sys.version.split()[0]}"
+        f" · {work}",
+        flush=True,
+    )
     try:
-        run = api.submit("from jupyter_trainer import runtime as jt\njt.log(step=0, loss=0.5)\n",
-                         launcher="python", name="bench", wait=True)
+        run = api.submit(
+            "from jupyter_trainer import runtime as jt\njt.log(step=0, loss=0.5)\n",
+            launcher="python",
+            name="bench",
+            wait=True,
+        )
         src = run.outputs / "model.bin"
         size = opts.size_mb * 1000 * 1000
         write_random(src, size)
@@ -133,7 +150,7 @@ def main() -> int:
         for state in ("hot", "cold"):
             times: dict[str, list[float]] = {"cp": [], "register": []}
             for i in range(opts.repeats + 1):  # the first pair warms up, untimed
-                for side in (("cp", "register") if i % 2 else ("register", "cp")):
+                for side in ("cp", "register") if i % 2 else ("register", "cp"):
                     os.sync()
                     set_cache(src, hot=state == "hot")
                     if side == "cp":
@@ -152,35 +169,45 @@ def main() -> int:
                     if i:
                         times[side].append(took)
             results[state] = {side: stats(v) for side, v in times.items()}
-            results[state]["ratio"] = (results[state]["register"]["median"] /
-                                       results[state]["cp"]["median"])
+            results[state]["ratio"] = (
+                results[state]["register"]["median"] / results[state]["cp"]["median"]
+            )
             results[state]["samples"] = times
     finally:
         os.sync()
         remove(work)
 
-    print(f"\nRegistering a {opts.size_mb} MB file against cp, {opts.repeats} interleaved "
-          f"pairs per cache state (seconds)")
+    print(
+        f"\nRegistering a {opts.size_mb} MB file against cp, {opts.repeats} interleaved "
+        f"pairs per cache state (seconds)"
+    )
     print(f"{'':>14} {'median':>8} {'min':>8} {'max':>8} {'stdev':>8}")
     for state in ("hot", "cold"):
         for side in ("cp", "register"):
             s = results[state][side]
-            print(f"{state + ' ' + side:>14} {s['median']:8.3f} {s['min']:8.3f} {s['max']:8.3f} "
-                  f"{s['stdev']:8.3f}")
+            print(
+                f"{state + ' ' + side:>14} {s['median']:8.3f} {s['min']:8.3f} {s['max']:8.3f} "
+                f"{s['stdev']:8.3f}"
+            )
         ratio = results[state]["ratio"]
         verdict = "OK" if ratio <= TARGET else "over"
-        print(f"{state:>5} ratio of medians register/cp = {ratio:.3f}  "
-              f"(target <= {TARGET:.2f}: {verdict})")
-    rate = lambda ms: size / (ms / 1e3) / 1e9  # noqa: E731
-    print(f"\nalone, hot: sha256 {floor['sha256_ms']:.0f} ms ({rate(floor['sha256_ms']):.2f} GB/s),"
-          f" copy_file_range {floor['copy_file_range_ms']:.0f} ms "
-          f"({rate(floor['copy_file_range_ms']):.2f} GB/s)")
+        print(
+            f"{state:>5} ratio of medians register/cp = {ratio:.3f}  "
+            f"(target <= {TARGET:.2f}: {verdict})"
+        )
+    rate = lambda ms: size / (ms / 1e3) / 1e9
+    print(
+        f"\nalone, hot: sha256 {floor['sha256_ms']:.0f} ms ({rate(floor['sha256_ms']):.2f} GB/s),"
+        f" copy_file_range {floor['copy_file_range_ms']:.0f} ms "
+        f"({rate(floor['copy_file_range_ms']):.2f} GB/s)"
+    )
     sha = results["hot"]["register"]["median"] * 1e3 / floor["sha256_ms"]
     print(f"hot register / sha256 alone = {sha:.2f}: registering costs its hash")
     print(f"load average {loadavg()}")
     if opts.json:
-        opts.json.write_text(json.dumps({"size_mb": opts.size_mb, "floor": floor, **results},
-                                        indent=1))
+        opts.json.write_text(
+            json.dumps({"size_mb": opts.size_mb, "floor": floor, **results}, indent=1)
+        )
     return 0 if all(results[state]["ratio"] <= TARGET for state in ("hot", "cold")) else 1
 
 

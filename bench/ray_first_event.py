@@ -41,19 +41,24 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # drivers stay on loopback, as the cluster
 
-import jupyter_trainer as jt  # noqa: E402
-from jupyter_trainer.store import Store  # noqa: E402
 from ray_cluster import start_cluster  # noqa: E402
 
-CODE = ("import torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
-        "dist.init_process_group('gloo')\njt.log(step=0, x=1)\njt.flush()\n"
-        "dist.destroy_process_group()\n")
-HAND = ("import json, os, sys, time, torch.distributed as dist\n"
-        "dist.init_process_group('gloo')\n"
-        "if dist.get_rank() == 0:\n"
-        "    with open(sys.argv[1], 'a') as fh:\n"
-        "        fh.write(json.dumps({'t': time.time(), 'step': 0, 'x': 1}) + '\\n')\n"
-        "dist.destroy_process_group()\n")
+import jupyter_trainer as jt  # noqa: E402
+from jupyter_trainer.store import Store  # noqa: E402
+
+CODE = (
+    "import torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
+    "dist.init_process_group('gloo')\njt.log(step=0, x=1)\njt.flush()\n"
+    "dist.destroy_process_group()\n"
+)
+HAND = (
+    "import json, os, sys, time, torch.distributed as dist\n"
+    "dist.init_process_group('gloo')\n"
+    "if dist.get_rank() == 0:\n"
+    "    with open(sys.argv[1], 'a') as fh:\n"
+    "        fh.write(json.dumps({'t': time.time(), 'step': 0, 'x': 1}) + '\\n')\n"
+    "dist.destroy_process_group()\n"
+)
 SAMPLE_TIMEOUT_S = 180.0
 
 
@@ -67,7 +72,8 @@ def run_jt(work: Path, i: int, address: str, interval: float) -> dict[str, Any]:
         home.mkdir()
         (home / "targets.toml").write_text(
             f'[targets.rc]\nkind = "ray"\naddress = "{address}"\nworkdir = "{work}/nodes"\n'
-            'env = { GLOO_SOCKET_IFNAME = "lo" }\n')
+            'env = { GLOO_SOCKET_IFNAME = "lo" }\n'
+        )
     store = Store(home)
     wall0 = time.time()
     t0 = time.perf_counter()
@@ -75,8 +81,10 @@ def run_jt(work: Path, i: int, address: str, interval: float) -> dict[str, Any]:
     submitted = time.perf_counter() - t0
     while not store.read_events(run.id, 0)[0]:
         if time.perf_counter() - t0 > SAMPLE_TIMEOUT_S:
-            sys.exit(f"jt run {run.id}: no event after {SAMPLE_TIMEOUT_S:.0f} s; state "
-                     f"{json.dumps(run.state)[:2000]}")
+            sys.exit(
+                f"jt run {run.id}: no event after {SAMPLE_TIMEOUT_S:.0f} s; state "
+                f"{json.dumps(run.state)[:2000]}"
+            )
         time.sleep(interval)
     elapsed = time.perf_counter() - t0
     run.wait(timeout=180, raise_on_failure=False)  # untimed
@@ -85,13 +93,19 @@ def run_jt(work: Path, i: int, address: str, interval: float) -> dict[str, Any]:
         sys.exit(f"jt run {run.id} ended {state['status']!r}: {state.get('error')}")
     stages = state.get("stages", {})
     ranks = store.rank_records(run.id)
-    marks = {"preparing": stages.get("preparing", {}).get("start"),
-             "queued": stages.get("queued", {}).get("start"),
-             "running": stages.get("running", {}).get("start"),
-             "rank 0 in boot.py": ranks.get(0, {}).get("started"),
-             "event written": store.read_events(run.id, 0)[0][0].get("t")}
-    return {"elapsed_s": elapsed, "submit_returned_s": submitted, "run_id": run.id,
-            "marks_s": {k: (v - wall0 if v else None) for k, v in marks.items()}}
+    marks = {
+        "preparing": stages.get("preparing", {}).get("start"),
+        "queued": stages.get("queued", {}).get("start"),
+        "running": stages.get("running", {}).get("start"),
+        "rank 0 in boot.py": ranks.get(0, {}).get("started"),
+        "event written": store.read_events(run.id, 0)[0][0].get("t"),
+    }
+    return {
+        "elapsed_s": elapsed,
+        "submit_returned_s": submitted,
+        "run_id": run.id,
+        "marks_s": {k: (v - wall0 if v else None) for k, v in marks.items()},
+    }
 
 
 def run_hand(work: Path, i: int, client: Any, interval: float) -> dict[str, Any]:
@@ -99,21 +113,28 @@ def run_hand(work: Path, i: int, client: Any, interval: float) -> dict[str, Any]
 
     script, path = work / "hand.py", work / f"hand-{i}.jsonl"
     script.write_text(HAND)
-    entry = (f"{sys.executable} -m torch.distributed.run --standalone --nproc-per-node 2 "
-             f"{script} {path}")
+    entry = (
+        f"{sys.executable} -m torch.distributed.run --standalone --nproc-per-node 2 {script} {path}"
+    )
     t0 = time.perf_counter()
-    job = client.submit_job(entrypoint=entry, runtime_env={"env_vars": {
-        "GLOO_SOCKET_IFNAME": "lo"}})
+    job = client.submit_job(
+        entrypoint=entry, runtime_env={"env_vars": {"GLOO_SOCKET_IFNAME": "lo"}}
+    )
     submitted = time.perf_counter() - t0
     while not (path.exists() and path.read_text().strip()):
         if time.perf_counter() - t0 > SAMPLE_TIMEOUT_S:
-            sys.exit(f"ray job {job}: no line after {SAMPLE_TIMEOUT_S:.0f} s: "
-                     f"{client.get_job_logs(job)[-2000:]}")
+            sys.exit(
+                f"ray job {job}: no line after {SAMPLE_TIMEOUT_S:.0f} s: "
+                f"{client.get_job_logs(job)[-2000:]}"
+            )
         time.sleep(interval)
     elapsed = time.perf_counter() - t0
     deadline = time.monotonic() + 120
-    while client.get_job_status(job) not in (JobStatus.SUCCEEDED, JobStatus.FAILED,
-                                             JobStatus.STOPPED):
+    while client.get_job_status(job) not in (
+        JobStatus.SUCCEEDED,
+        JobStatus.FAILED,
+        JobStatus.STOPPED,
+    ):
         if time.monotonic() > deadline:
             sys.exit(f"ray job {job} did not end")
         time.sleep(0.1)
@@ -141,8 +162,11 @@ def main() -> int:
             for i in range(1, args.pairs + 1):
                 first, second = ("jt", "hand") if i % 2 else ("hand", "jt")
                 for side in (first, second):
-                    sample = (run_jt(work, i, cluster.address, args.interval) if side == "jt"
-                              else run_hand(work, i, client, args.interval))
+                    sample = (
+                        run_jt(work, i, cluster.address, args.interval)
+                        if side == "jt"
+                        else run_hand(work, i, client, args.interval)
+                    )
                     samples[side].append(sample)
                     print(f"{side:4} {i}: {sample['elapsed_s'] * 1000:7.0f} ms", flush=True)
     finally:
@@ -150,15 +174,20 @@ def main() -> int:
         if left:
             print(f"processes of the bench's Ray cluster were left: {left}", file=sys.stderr)
     med = {k: statistics.median(s["elapsed_s"] for s in v) for k, v in samples.items()}
-    result = {"pairs": args.pairs, "load": loadavg(), "machine": platform.platform(),
-              "median_ms": {k: round(v * 1000) for k, v in med.items()},
-              "min_ms": {k: round(min(s["elapsed_s"] for s in v) * 1000)
-                         for k, v in samples.items()},
-              "max_ms": {k: round(max(s["elapsed_s"] for s in v) * 1000)
-                         for k, v in samples.items()},
-              "submit_returned_ms": {k: round(statistics.median(
-                  s["submit_returned_s"] for s in v) * 1000) for k, v in samples.items()},
-              "ratio": round(med["jt"] / med["hand"], 2), "samples": samples}
+    result = {
+        "pairs": args.pairs,
+        "load": loadavg(),
+        "machine": platform.platform(),
+        "median_ms": {k: round(v * 1000) for k, v in med.items()},
+        "min_ms": {k: round(min(s["elapsed_s"] for s in v) * 1000) for k, v in samples.items()},
+        "max_ms": {k: round(max(s["elapsed_s"] for s in v) * 1000) for k, v in samples.items()},
+        "submit_returned_ms": {
+            k: round(statistics.median(s["submit_returned_s"] for s in v) * 1000)
+            for k, v in samples.items()
+        },
+        "ratio": round(med["jt"] / med["hand"], 2),
+        "samples": samples,
+    }
     print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=1))
     print("jt, seconds after submit (medians):")
     for mark in samples["jt"][0]["marks_s"]:

@@ -49,20 +49,25 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-import jupyter_trainer as jt  # noqa: E402
-from jupyter_trainer.rankside import procs
-from jupyter_trainer.supervisor import starter
-from jupyter_trainer.store import Store  # noqa: E402
 from slurm_cluster import start_cluster  # noqa: E402
 
+import jupyter_trainer as jt  # noqa: E402
+from jupyter_trainer.rankside import procs  # noqa: E402
+from jupyter_trainer.store import Store  # noqa: E402
+from jupyter_trainer.supervisor import starter  # noqa: E402
+
 CODE = "from jupyter_trainer import runtime as jt\njt.log(step=0, x=1)\njt.flush()\n"
-HAND = ("import json, time\n"
-        "with open({path!r}, 'a') as fh:\n"
-        "    fh.write(json.dumps({{'t': time.time(), 'step': 0, 'x': 1}}) + '\\n')\n")
+HAND = (
+    "import json, time\n"
+    "with open({path!r}, 'a') as fh:\n"
+    "    fh.write(json.dumps({{'t': time.time(), 'step': 0, 'x': 1}}) + '\\n')\n"
+)
 TARGETS = '[targets.cluster]\nkind = "slurm"\npartition = "debug"\ntime = "10:00"\n'
 SAMPLE_TIMEOUT_S = 60.0
-LOG_LINE = re.compile(r"^\[([0-9T:.-]+)\] (?:_slurm_rpc_submit_batch_job: JobId=(\d+)|"
-                      r"sched(?:/backfill)?: (?:Allocate|_start_job: Started) JobId=(\d+))")
+LOG_LINE = re.compile(
+    r"^\[([0-9T:.-]+)\] (?:_slurm_rpc_submit_batch_job: JobId=(\d+)|"
+    r"sched(?:/backfill)?: (?:Allocate|_start_job: Started) JobId=(\d+))"
+)
 
 
 def loadavg() -> list[float]:
@@ -99,8 +104,9 @@ def ticks_to_wall(ticks: int | None) -> float | None:
 def wait_queue_empty(env: dict[str, str], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not subprocess.run(["squeue", "-h"], env=env, capture_output=True,
-                              text=True).stdout.strip():
+        if not subprocess.run(
+            ["squeue", "-h"], env=env, capture_output=True, text=True
+        ).stdout.strip():
             return
         time.sleep(0.05)
     sys.exit("the Slurm queue did not empty within 60 s")
@@ -122,26 +128,35 @@ def run_jt(work: Path, i: int, interval: float, env: dict[str, str]) -> dict[str
         if events:
             break
         if time.perf_counter() - t0 > SAMPLE_TIMEOUT_S:
-            sys.exit(f"jt run {run.id}: no event after {SAMPLE_TIMEOUT_S:.0f} s; state "
-                     f"{json.dumps(run.state)[:2000]}")
+            sys.exit(
+                f"jt run {run.id}: no event after {SAMPLE_TIMEOUT_S:.0f} s; state "
+                f"{json.dumps(run.state)[:2000]}"
+            )
         time.sleep(interval)
     elapsed = time.perf_counter() - t0
     # Untimed from here: let the run end and its supervisor exit before the next sample.
     run.wait(timeout=120, raise_on_failure=False)
     state = run.state
     if state["status"] != "completed":
-        sys.exit(f"jt run {run.id} ended {state['status']!r}: {state.get('error')}\n"
-                 f"{state.get('traceback') or ''}")
+        sys.exit(
+            f"jt run {run.id} ended {state['status']!r}: {state.get('error')}\n"
+            f"{state.get('traceback') or ''}"
+        )
     sup = state.get("supervisor", {})
     deadline = time.monotonic() + 30
-    while sup.get("pid") and procs.is_alive(sup["pid"], sup.get("start_ticks")) \
-            and time.monotonic() < deadline:
+    while (
+        sup.get("pid")
+        and procs.is_alive(sup["pid"], sup.get("start_ticks"))
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.01)
     wait_queue_empty(env)
     ranks = store.rank_records(run.id)
     stages = state.get("stages", {})
     return {
-        "elapsed_s": elapsed, "job_id": state["launcher"]["job_id"], "run_id": run.id,
+        "elapsed_s": elapsed,
+        "job_id": state["launcher"]["job_id"],
+        "run_id": run.id,
         "waiting_supervisor": waiting,
         "wall": {
             "start": wall0,
@@ -162,8 +177,12 @@ def run_hand(work: Path, i: int, interval: float, env: dict[str, str]) -> dict[s
     wrap = f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
     wall0 = time.time()
     t0 = time.perf_counter()
-    done = subprocess.run(["sbatch", "--parsable", f"--job-name=hand-{i}", "--output=/dev/null",
-                           "--wrap", wrap], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        ["sbatch", "--parsable", f"--job-name=hand-{i}", "--output=/dev/null", "--wrap", wrap],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         sys.exit(f"sbatch failed: {done.stderr}")
     job = done.stdout.strip().split(";")[0]
@@ -171,8 +190,9 @@ def run_hand(work: Path, i: int, interval: float, env: dict[str, str]) -> dict[s
     running_seen = None
     while True:
         if running_seen is None:
-            state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], env=env,
-                                   capture_output=True, text=True).stdout.strip()
+            state = subprocess.run(
+                ["squeue", "-h", "-j", job, "-o", "%T"], env=env, capture_output=True, text=True
+            ).stdout.strip()
             if state not in ("PENDING", "CONFIGURING"):  # RUNNING, COMPLETING, or gone
                 running_seen = time.perf_counter()
         try:
@@ -188,7 +208,8 @@ def run_hand(work: Path, i: int, interval: float, env: dict[str, str]) -> dict[s
     line = json.loads(data.split(b"\n")[0])
     wait_queue_empty(env)
     return {
-        "elapsed_s": elapsed, "job_id": job,
+        "elapsed_s": elapsed,
+        "job_id": job,
         "wall": {
             "start": wall0,
             "sbatch_returned": wall0 + (t_sbatch - t0),
@@ -204,26 +225,47 @@ def describe(xs: list[float]) -> dict[str, float]:
 
 
 def median_ms(samples: list[dict[str, Any]], a: str, b: str) -> float | None:
-    vals = [(s["wall"][b] - s["wall"][a]) * 1e3 for s in samples
-            if s["wall"].get(a) is not None and s["wall"].get(b) is not None]
+    vals = [
+        (s["wall"][b] - s["wall"][a]) * 1e3
+        for s in samples
+        if s["wall"].get(a) is not None and s["wall"].get(b) is not None
+    ]
     return statistics.median(vals) if vals else None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=8, help="timed (jt, hand) pairs (default 8)")
-    parser.add_argument("--interval", type=float, default=0.02,
-                        help="seconds between reads of the event file, both sides (default 0.02)")
-    parser.add_argument("--port-base", type=int, default=32000,
-                        help="first of the four ports of the bench's Slurm (default 32000)")
-    parser.add_argument("--accounting", action="store_true",
-                        help="run the cluster with slurmdbd + MariaDB (sacct answers)")
-    parser.add_argument("--jitter", type=float, default=1.0,
-                        help="random untimed pause before each sample, up to this (default 1 s)")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=0.02,
+        help="seconds between reads of the event file, both sides (default 0.02)",
+    )
+    parser.add_argument(
+        "--port-base",
+        type=int,
+        default=32000,
+        help="first of the four ports of the bench's Slurm (default 32000)",
+    )
+    parser.add_argument(
+        "--accounting",
+        action="store_true",
+        help="run the cluster with slurmdbd + MariaDB (sacct answers)",
+    )
+    parser.add_argument(
+        "--jitter",
+        type=float,
+        default=1.0,
+        help="random untimed pause before each sample, up to this (default 1 s)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of the jitter (default 1)")
     parser.add_argument("--json", type=Path, help="also write every sample and table here")
-    parser.add_argument("--cold", action="store_true",
-                        help="keep no supervisor waiting between runs (each is a first run)")
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="keep no supervisor waiting between runs (each is a first run)",
+    )
     args = parser.parse_args(argv)
     if args.pairs < 1:
         parser.error("--pairs must be at least 1")
@@ -232,12 +274,16 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="jt-bench-slurm-"))
     load_start = loadavg()
-    print(f"# {platform.node()}  cpus={os.cpu_count()}  python={platform.python_version()}  "
-          f"interval={args.interval * 1e3:.0f} ms  jitter={args.jitter:g} s  cold={args.cold}  "
-          f"loadavg at start={load_start}", flush=True)
+    print(
+        f"# {platform.node()}  cpus={os.cpu_count()}  python={platform.python_version()}  "
+        f"interval={args.interval * 1e3:.0f} ms  jitter={args.jitter:g} s  cold={args.cold}  "
+        f"loadavg at start={load_start}",
+        flush=True,
+    )
     t = time.monotonic()
-    cluster = start_cluster(work / "slurm", 90, port_base=args.port_base,
-                            accounting=args.accounting)
+    cluster = start_cluster(
+        work / "slurm", 90, port_base=args.port_base, accounting=args.accounting
+    )
     print(f"Slurm up in {time.monotonic() - t:.1f} s ({cluster.conf})", flush=True)
     os.environ["SLURM_CONF"] = str(cluster.conf)  # the supervisors inherit it
     env = cluster.env
@@ -257,24 +303,29 @@ def main(argv: list[str] | None = None) -> int:
             jts.append(run_jt(work, i, args.interval, env))
             pause()
             hands.append(run_hand(work, i, args.interval, env))
-            print(f"pair {i}/{args.pairs}: jt {jts[-1]['elapsed_s']:.3f} s  "
-                  f"hand {hands[-1]['elapsed_s']:.3f} s", flush=True)
+            print(
+                f"pair {i}/{args.pairs}: jt {jts[-1]['elapsed_s']:.3f} s  "
+                f"hand {hands[-1]['elapsed_s']:.3f} s",
+                flush=True,
+            )
         times = slurm_times(cluster.root / "slurmctld.log")
     finally:
         cluster.stop()
     load_end = loadavg()
     for s in jts + hands:  # Slurm's own view of each job
         s["wall"].update(times.get(s["job_id"], {}))
-        s["slurm_wait_s"] = (s["wall"]["allocated"] - s["wall"]["submitted"]
-                             if "allocated" in s["wall"] and "submitted" in s["wall"] else None)
+        s["slurm_wait_s"] = (
+            s["wall"]["allocated"] - s["wall"]["submitted"]
+            if "allocated" in s["wall"] and "submitted" in s["wall"]
+            else None
+        )
     shutil.rmtree(work, ignore_errors=True)
 
     sj = describe([s["elapsed_s"] for s in jts])
     sh = describe([s["elapsed_s"] for s in hands])
     ratio = sj["median"] / sh["median"]
     diff_ms = (sj["median"] - sh["median"]) * 1e3
-    paired = statistics.median((a["elapsed_s"] - b["elapsed_s"]) * 1e3
-                               for a, b in zip(jts, hands))
+    paired = statistics.median((a["elapsed_s"] - b["elapsed_s"]) * 1e3 for a, b in zip(jts, hands))
     # Each sample less Slurm's scheduling wait (submitted -> allocated, from slurmctld.log).
     timed_j = [s for s in jts if s["slurm_wait_s"] is not None]
     timed_h = [s for s in hands if s["slurm_wait_s"] is not None]
@@ -286,32 +337,43 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"Submit -> first event readable, {args.pairs} interleaved pairs (ms)")
     print(f"{'':40}{'median':>9}{'min':>9}{'max':>9}")
-    rows = [("jt.submit -> Store.read_events", sj), ("sbatch + squeue/file polling", sh),
-            ("  Slurm scheduling wait, jt jobs", wait_j),
-            ("  Slurm scheduling wait, hand jobs", wait_h),
-            ("jt, less Slurm's wait", ex_j), ("hand, less Slurm's wait", ex_h)]
+    rows = [
+        ("jt.submit -> Store.read_events", sj),
+        ("sbatch + squeue/file polling", sh),
+        ("  Slurm scheduling wait, jt jobs", wait_j),
+        ("  Slurm scheduling wait, hand jobs", wait_h),
+        ("jt, less Slurm's wait", ex_j),
+        ("hand, less Slurm's wait", ex_h),
+    ]
     for label, s in rows:
         print(f"{label:40}{s['median'] * 1e3:9.0f}{s['min'] * 1e3:9.0f}{s['max'] * 1e3:9.0f}")
-    print(f"ratio of medians jt/hand = {ratio:.2f}; difference of medians = {diff_ms:.0f} ms; "
-          f"median paired difference = {paired:.0f} ms")
-    print(f"less Slurm's wait: ratio {ex_j['median'] / ex_h['median']:.2f}, difference "
-          f"{(ex_j['median'] - ex_h['median']) * 1e3:.0f} ms")
+    print(
+        f"ratio of medians jt/hand = {ratio:.2f}; difference of medians = {diff_ms:.0f} ms; "
+        f"median paired difference = {paired:.0f} ms"
+    )
+    print(
+        f"less Slurm's wait: ratio {ex_j['median'] / ex_h['median']:.2f}, difference "
+        f"{(ex_j['median'] - ex_h['median']) * 1e3:.0f} ms"
+    )
 
-    steps_jt = [("start", "submit_returned",
-                 "submit() returns (capture, store, supervisor spawned)"),
-                ("start", "supervisor_forked", "supervisor detached (forked, 10 ms ticks)"),
-                ("start", "preparing", "supervisor set up, run preparing"),
-                ("start", "sbatch_called", "supervisor about to call sbatch"),
-                ("start", "submitted", "slurmctld accepted the job"),
-                ("submitted", "allocated", "Slurm scheduling wait"),
-                ("allocated", "process_started", "allocated -> rank in boot.py (batch + srun)"),
-                ("process_started", "event_written", "boot.py -> jt.log"),
-                ("event_written", "seen", "event written -> read by the poller")]
-    steps_hand = [("start", "submitted", "slurmctld accepted the job"),
-                  ("start", "sbatch_returned", "sbatch returned"),
-                  ("submitted", "allocated", "Slurm scheduling wait"),
-                  ("allocated", "event_written", "allocated -> python wrote the line"),
-                  ("event_written", "seen", "line written -> read by the poller")]
+    steps_jt = [
+        ("start", "submit_returned", "submit() returns (capture, store, supervisor spawned)"),
+        ("start", "supervisor_forked", "supervisor detached (forked, 10 ms ticks)"),
+        ("start", "preparing", "supervisor set up, run preparing"),
+        ("start", "sbatch_called", "supervisor about to call sbatch"),
+        ("start", "submitted", "slurmctld accepted the job"),
+        ("submitted", "allocated", "Slurm scheduling wait"),
+        ("allocated", "process_started", "allocated -> rank in boot.py (batch + srun)"),
+        ("process_started", "event_written", "boot.py -> jt.log"),
+        ("event_written", "seen", "event written -> read by the poller"),
+    ]
+    steps_hand = [
+        ("start", "submitted", "slurmctld accepted the job"),
+        ("start", "sbatch_returned", "sbatch returned"),
+        ("submitted", "allocated", "Slurm scheduling wait"),
+        ("allocated", "event_written", "allocated -> python wrote the line"),
+        ("event_written", "seen", "line written -> read by the poller"),
+    ]
     breakdown = {}
     for name, samples, steps in (("jt", jts, steps_jt), ("hand", hands, steps_hand)):
         print(f"\nWhere the time goes, {name} (median ms over {len(samples)} samples)")
@@ -324,17 +386,33 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "pairs": args.pairs, "interval_s": args.interval, "accounting": args.accounting,
-            "jitter_s": args.jitter, "seed": args.seed,
-            "warmup_s": {"jt": w_jt, "hand": w_hand}, "jt": sj, "hand": sh, "ratio": ratio,
-            "difference_ms": diff_ms, "paired_difference_ms": paired,
-            "less_slurm_wait": {"jt": ex_j, "hand": ex_h},
-            "slurm_wait": {"jt": wait_j, "hand": wait_h}, "breakdown": breakdown,
-            "samples": {"jt": jts, "hand": hands}, "loadavg_start": load_start,
-            "loadavg_end": load_end, "host": platform.node(), "cpus": os.cpu_count(),
-            "python": sys.executable,
-        }, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "pairs": args.pairs,
+                    "interval_s": args.interval,
+                    "accounting": args.accounting,
+                    "jitter_s": args.jitter,
+                    "seed": args.seed,
+                    "warmup_s": {"jt": w_jt, "hand": w_hand},
+                    "jt": sj,
+                    "hand": sh,
+                    "ratio": ratio,
+                    "difference_ms": diff_ms,
+                    "paired_difference_ms": paired,
+                    "less_slurm_wait": {"jt": ex_j, "hand": ex_h},
+                    "slurm_wait": {"jt": wait_j, "hand": wait_h},
+                    "breakdown": breakdown,
+                    "samples": {"jt": jts, "hand": hands},
+                    "loadavg_start": load_start,
+                    "loadavg_end": load_end,
+                    "host": platform.node(),
+                    "cpus": os.cpu_count(),
+                    "python": sys.executable,
+                },
+                indent=1,
+            )
+        )
         print(f"wrote {args.json}")
     return 0
 

@@ -32,12 +32,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-import jupyter_trainer as jt  # noqa: E402
 from launch_overhead import TINY, loadavg  # noqa: E402
 from slurm_cluster import start_cluster  # noqa: E402
 
-TARGETS = ('[targets.cluster]\nkind = "slurm"\npartition = "debug"\ntime = "10:00"\n'
-           'hold = 600\n')
+import jupyter_trainer as jt  # noqa: E402
+
+TARGETS = '[targets.cluster]\nkind = "slurm"\npartition = "debug"\ntime = "10:00"\nhold = 600\n'
 
 
 def timed(home: Path, hot: bool) -> tuple[float, dict]:
@@ -87,12 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cluster.stop()
     job_m, hot_m = statistics.median(jobs), statistics.median(hots)
-    print(f"\nsubmit -> wait() returns, median of {args.pairs}: job {job_m:.3f} s "
-          f"(min {min(jobs):.3f})  hot {hot_m:.3f} s (min {min(hots):.3f})  "
-          f"hot/job = {hot_m / job_m:.3f}   loadavg at end={loadavg()}")
+    print(
+        f"\nsubmit -> wait() returns, median of {args.pairs}: job {job_m:.3f} s "
+        f"(min {min(jobs):.3f})  hot {hot_m:.3f} s (min {min(hots):.3f})  "
+        f"hot/job = {hot_m / job_m:.3f}   loadavg at end={loadavg()}"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"job_s": jobs, "hot_s": hots,
-                                         "ratio": hot_m / job_m}, indent=1))
+        args.json.write_text(
+            json.dumps({"job_s": jobs, "hot_s": hots, "ratio": hot_m / job_m}, indent=1)
+        )
     return 0
 
 

@@ -74,15 +74,20 @@ def jt_run(jt, index: int) -> float:
     began, ended = rank_times("".join(run.logs(r) for r in range(4)))
     remote = Path(state["launcher"]["run_dir_remote"])
     exited = max(json.loads(p.read_text())["ended"] for p in remote.glob("node-*.exit"))
-    print(f"  jt:   first cell start {began - wall:.2f}, last cell end {ended - wall:.2f}, "
-          f"done {elapsed:.2f}")
-    print(f"  jt phases: submit->preparing {stages['preparing']['start'] - state['created']:.2f}"
-          f"  preparing {stages['preparing']['end'] - stages['preparing']['start']:.2f}"
-          f"  running->first rank {first - stages['running']['start']:.2f}"
-          f"  ranks {last - first:.2f}  last rank->launchers exit {exited - last:.2f}"
-          f"  ->finalizing {stages['finalizing']['start'] - exited:.2f}"
-          f"  finalizing {state['ended'] - stages['finalizing']['start']:.2f}"
-          f"  ->wait returns {wall + elapsed - state['ended']:.2f}", flush=True)
+    print(
+        f"  jt:   first cell start {began - wall:.2f}, last cell end {ended - wall:.2f}, "
+        f"done {elapsed:.2f}"
+    )
+    print(
+        f"  jt phases: submit->preparing {stages['preparing']['start'] - state['created']:.2f}"
+        f"  preparing {stages['preparing']['end'] - stages['preparing']['start']:.2f}"
+        f"  running->first rank {first - stages['running']['start']:.2f}"
+        f"  ranks {last - first:.2f}  last rank->launchers exit {exited - last:.2f}"
+        f"  ->finalizing {stages['finalizing']['start'] - exited:.2f}"
+        f"  finalizing {state['ended'] - stages['finalizing']['start']:.2f}"
+        f"  ->wait returns {wall + elapsed - state['ended']:.2f}",
+        flush=True,
+    )
     return elapsed
 
 
@@ -92,12 +97,23 @@ def hand_run(config: Path, snapshot: str, python: str, index: int) -> float:
     port = procs.free_port("127.0.0.2")
     cmds = []
     for node in range(2):
-        torchrun = [python, "-m", "torch.distributed.run", "--nnodes=2", "--rdzv-backend=c10d",
-                    f"--rdzv-id=hand-{index}", f"--rdzv-endpoint=127.0.0.2:{port}",
-                    f"--rdzv-conf=is_host={int(node == 0)}", "--nproc-per-node=2",
-                    "--max-restarts=0", "--monitor-interval=0.1", "_jt/cell.py"]
-        remote = (f"cd {snapshot} && env OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=lo "
-                  + " ".join(torchrun))
+        torchrun = [
+            python,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes=2",
+            "--rdzv-backend=c10d",
+            f"--rdzv-id=hand-{index}",
+            f"--rdzv-endpoint=127.0.0.2:{port}",
+            f"--rdzv-conf=is_host={int(node == 0)}",
+            "--nproc-per-node=2",
+            "--max-restarts=0",
+            "--monitor-interval=0.1",
+            "_jt/cell.py",
+        ]
+        remote = f"cd {snapshot} && env OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=lo " + " ".join(
+            torchrun
+        )
         cmds.append(["ssh", "-F", str(config), "-T", f"n{node + 1}", remote])
     wall = time.time()
     start = time.perf_counter()
@@ -107,8 +123,10 @@ def hand_run(config: Path, snapshot: str, python: str, index: int) -> float:
     if any(c.returncode for c in children) or outs[0].count("sum 4.0") != 2:
         raise SystemExit(f"the hand run failed:\n{outs}")
     began, ended = rank_times("".join(outs))
-    print(f"  hand: first cell start {began - wall:.2f}, last cell end {ended - wall:.2f}, "
-          f"done {elapsed:.2f}")
+    print(
+        f"  hand: first cell start {began - wall:.2f}, last cell end {ended - wall:.2f}, "
+        f"done {elapsed:.2f}"
+    )
     return elapsed
 
 
@@ -129,7 +147,8 @@ def main() -> int:
         workdir = root / "remote"
         (root / "jt" / "targets.toml").write_text(
             f'[targets.pair]\nkind = "ssh"\nhosts = ["n1", "n2"]\nworkdir = "{workdir}"\n'
-            'env = { GLOO_SOCKET_IFNAME = "lo" }\n')
+            'env = { GLOO_SOCKET_IFNAME = "lo" }\n'
+        )
         import jupyter_trainer as jt
 
         samples: dict[str, list[float]] = {"jt": [], "hand": []}
@@ -142,21 +161,28 @@ def main() -> int:
                 # there (__pycache__), and jt's pre-flight would set the changed copy aside
                 # and send it again before every jt run.
                 snapshot = str(workdir / "hand-code")
-                shutil.copytree(workdir / "snapshots" / run.spec.code.hash.replace(":", "-"),
-                                snapshot)
+                shutil.copytree(
+                    workdir / "snapshots" / run.spec.code.hash.replace(":", "-"), snapshot
+                )
                 python = run.state["python"]
             hand = hand_run(config, snapshot, python, i)
             if i:
                 samples["jt"].append(took)
                 samples["hand"].append(hand)
-            print(f"round {i}{' (warm-up)' if not i else ''}: jt {took:.2f} s, hand {hand:.2f} s",
-                  flush=True)
+            print(
+                f"round {i}{' (warm-up)' if not i else ''}: jt {took:.2f} s, hand {hand:.2f} s",
+                flush=True,
+            )
         ratio = statistics.median(samples["jt"]) / statistics.median(samples["hand"])
         for side, values in samples.items():
-            print(f"{side:>5}: median {statistics.median(values):.2f} s  min {min(values):.2f}  "
-                  f"max {max(values):.2f}  stdev {statistics.stdev(values):.2f}")
-        print(f"ratio jt/hand {ratio:.3f}: {'meets' if ratio <= TARGET_RATIO else 'MISSES'} "
-              f"the target of {TARGET_RATIO}")
+            print(
+                f"{side:>5}: median {statistics.median(values):.2f} s  min {min(values):.2f}  "
+                f"max {max(values):.2f}  stdev {statistics.stdev(values):.2f}"
+            )
+        print(
+            f"ratio jt/hand {ratio:.3f}: {'meets' if ratio <= TARGET_RATIO else 'MISSES'} "
+            f"the target of {TARGET_RATIO}"
+        )
         if args.json:
             Path(args.json).write_text(json.dumps({"samples": samples, "ratio": ratio}, indent=1))
     finally:

@@ -40,9 +40,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import jupyter_trainer as jt  # noqa: E402
-from jupyter_trainer.rankside import procs  # noqa: E402
-from launch_overhead import describe, loadavg  # noqa: E402
+from launch_overhead import describe, loadavg
+
+import jupyter_trainer as jt
+from jupyter_trainer.rankside import procs
 
 TARGET_OVERHEAD_RATIO = 1.05
 TARGET_PRUNE_S = 2.0
@@ -85,35 +86,55 @@ def plain_loop(script: Path, trials: int, folder: Path) -> dict[str, Any]:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(storage=f"sqlite:///{folder / 'plain.db'}", direction="maximize",
-                                sampler=optuna.samplers.RandomSampler(seed=SEED))
+    study = optuna.create_study(
+        storage=f"sqlite:///{folder / 'plain.db'}",
+        direction="maximize",
+        sampler=optuna.samplers.RandomSampler(seed=SEED),
+    )
     durations = []
     t0 = time.perf_counter()
     for _ in range(trials):
         trial = study.ask()
         x = trial.suggest_float("x", 0.0, 1.0)
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, str(script), repr(x)], capture_output=True,
-                              text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, str(script), repr(x)], capture_output=True, text=True, check=True
+        )
         durations.append(time.perf_counter() - start)
         study.tell(trial, float(done.stdout))
     wall = time.perf_counter() - t0
-    return {"wall_s": wall, "run_s": sum(durations),
-            "overhead_per_trial_s": (wall - sum(durations)) / trials}
+    return {
+        "wall_s": wall,
+        "run_s": sum(durations),
+        "overhead_per_trial_s": (wall - sum(durations)) / trials,
+    }
 
 
 def jt_sweep(script: Path, trials: int, home: Path) -> dict[str, Any]:
     t0 = time.time()
-    sweep = jt.sweep(script=script, space={"x": "uniform(0, 1)"}, metric="score", trials=trials,
-                     parallel=1, sampler="random", seed=SEED, launcher="python", home=home)
+    sweep = jt.sweep(
+        script=script,
+        space={"x": "uniform(0, 1)"},
+        metric="score",
+        trials=trials,
+        parallel=1,
+        sampler="random",
+        seed=SEED,
+        launcher="python",
+        home=home,
+    )
     sweep.wait(timeout=600, poll=0.05)
     state = sweep.state
     assert state["status"] == "completed" and len(state["trials"]) == trials, state
     runs = [r.state for r in sweep.trials()]
     run_s = sum(s["ended"] - s["created"] for s in runs)
     wall = state["ended"] - state["started"]
-    return {"wall_s": wall, "run_s": run_s, "creation_s": state["started"] - t0,
-            "overhead_per_trial_s": (wall - run_s) / trials}
+    return {
+        "wall_s": wall,
+        "run_s": run_s,
+        "creation_s": state["started"] - t0,
+        "overhead_per_trial_s": (wall - run_s) / trials,
+    }
 
 
 def overhead(repeats: int, trials: int, folder: Path) -> dict[str, Any]:
@@ -127,16 +148,24 @@ def overhead(repeats: int, trials: int, folder: Path) -> dict[str, Any]:
         run_folder.mkdir()
         samples["plain"].append(plain_loop(plain_script, trials, run_folder))
         samples["jt"].append(jt_sweep(jt_script, trials, folder / f"home-{k}"))
-        print(f"repeat {k + 1}: plain {samples['plain'][-1]['overhead_per_trial_s'] * 1e3:.1f} "
-              f"ms/trial, jt {samples['jt'][-1]['overhead_per_trial_s'] * 1e3:.1f} ms/trial",
-              flush=True)
+        print(
+            f"repeat {k + 1}: plain {samples['plain'][-1]['overhead_per_trial_s'] * 1e3:.1f} "
+            f"ms/trial, jt {samples['jt'][-1]['overhead_per_trial_s'] * 1e3:.1f} ms/trial",
+            flush=True,
+        )
     plain = [s["overhead_per_trial_s"] for s in samples["plain"]]
     ours = [s["overhead_per_trial_s"] for s in samples["jt"]]
     ratio = statistics.median(ours) / statistics.median(plain)
-    return {"trials": trials, "repeats": repeats, "plain_s": describe(plain),
-            "jt_s": describe(ours), "ratio": ratio, "target": TARGET_OVERHEAD_RATIO,
-            "met": ratio <= TARGET_OVERHEAD_RATIO,
-            "jt_creation_s": describe([s["creation_s"] for s in samples["jt"]])}
+    return {
+        "trials": trials,
+        "repeats": repeats,
+        "plain_s": describe(plain),
+        "jt_s": describe(ours),
+        "ratio": ratio,
+        "target": TARGET_OVERHEAD_RATIO,
+        "met": ratio <= TARGET_OVERHEAD_RATIO,
+        "jt_creation_s": describe([s["creation_s"] for s in samples["jt"]]),
+    }
 
 
 def prune_latency(repeats: int, folder: Path) -> dict[str, Any]:
@@ -146,15 +175,25 @@ def prune_latency(repeats: int, folder: Path) -> dict[str, Any]:
     for k in range(repeats):
         marks = folder / f"marks-{k}"
         marks.mkdir()
-        sweep = jt.sweep(script=script, args=[str(marks)], space={"k": "choice(0, 1)"},
-                         metric="score", trials=2, parallel=1, sampler="grid",
-                         prune="bandit:0.1", procs=2, home=folder / f"prune-{k}")
+        sweep = jt.sweep(
+            script=script,
+            args=[str(marks)],
+            space={"k": "choice(0, 1)"},
+            metric="score",
+            trials=2,
+            parallel=1,
+            sampler="grid",
+            prune="bandit:0.1",
+            procs=2,
+            home=folder / f"prune-{k}",
+        )
         while len(sweep.state["trials"]) < 2 or not sweep.state["trials"][1].get("run"):
             time.sleep(0.005)
         bad = sweep.state["trials"][1:]
         run_id = bad[0]["run"]
         while not procs.pids_with_env("JT_RUN_ID", run_id) and jt.get_run(
-                run_id, home=sweep.store.home).status in ("created", "preparing", "running"):
+            run_id, home=sweep.store.home
+        ).status in ("created", "preparing", "running"):
             time.sleep(0.005)
         while procs.pids_with_env("JT_RUN_ID", run_id):
             time.sleep(0.005)
@@ -163,12 +202,19 @@ def prune_latency(repeats: int, folder: Path) -> dict[str, Any]:
         trial = next(t for t in sweep.state["trials"] if t["run"] == run_id)
         assert trial["status"] == "pruned" and trial["pruned_at"] == 3, trial
         run = jt.get_run(run_id, home=sweep.store.home)
-        crossing = next(e for e in run.store.iter_events(run_id, 0)
-                        if e.get("kind") == "metric" and e.get("step") == 3)
+        crossing = next(
+            e
+            for e in run.store.iter_events(run_id, 0)
+            if e.get("kind") == "metric" and e.get("step") == 3
+        )
         samples.append(gone - crossing["t"])
         print(f"repeat {k + 1}: pruned {samples[-1]:.3f} s after the crossing event", flush=True)
-    return {"repeats": len(samples), "latency_s": describe(samples), "target_s": TARGET_PRUNE_S,
-            "met": max(samples) <= TARGET_PRUNE_S}
+    return {
+        "repeats": len(samples),
+        "latency_s": describe(samples),
+        "target_s": TARGET_PRUNE_S,
+        "met": max(samples) <= TARGET_PRUNE_S,
+    }
 
 
 def main() -> int:
@@ -179,8 +225,13 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
-    result: dict[str, Any] = {"machine": {"python": platform.python_version(),
-                                          "cpus": os.cpu_count(), "loadavg_before": loadavg()}}
+    result: dict[str, Any] = {
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "loadavg_before": loadavg(),
+        }
+    }
     with tempfile.TemporaryDirectory(prefix="jt-bench-sweep-") as tmp:
         folder = Path(tmp)
         if args.only in (None, "overhead"):

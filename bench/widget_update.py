@@ -53,23 +53,32 @@ jt.progress(N, N)
 
 
 def wire_size(data: dict, buffers: list) -> int:
-    return len(json.dumps(data, separators=(",", ":")).encode()) + sum(len(b) for b in buffers or ())
+    return len(json.dumps(data, separators=(",", ":")).encode()) + sum(
+        len(b) for b in buffers or ()
+    )
 
 
-def make_run(home: Path, points: int, log_mb: float) -> "jt.Run":
+def make_run(home: Path, points: int, log_mb: float) -> jt.Run:
     lines = int(log_mb * 1e6 / 2 / 112)  # per rank; a line is ~112 bytes
     started = time.monotonic()
-    run = jt.submit(LOGGER.format(points=points, lines=lines), procs=2, launcher="torchrun",
-                    name="widget-bench", home=home)
+    run = jt.submit(
+        LOGGER.format(points=points, lines=lines),
+        procs=2,
+        launcher="torchrun",
+        name="widget-bench",
+        home=home,
+    )
     run.wait(timeout=3600)
     logs = sum(p.stat().st_size for p in (run.path / "logs").glob("rank-*.log"))
     events = sum(p.stat().st_size for p in (run.path / "events").glob("rank-*.jsonl"))
-    print(f"run {run.id}: {points:,} points x 4 metrics x 2 ranks ({events / 1e6:.0f} MB of events), "
-          f"{logs / 1e6:.0f} MB of logs, made in {time.monotonic() - started:.0f} s")
+    print(
+        f"run {run.id}: {points:,} points x 4 metrics x 2 ranks ({events / 1e6:.0f} MB of events), "
+        f"{logs / 1e6:.0f} MB of logs, made in {time.monotonic() - started:.0f} s"
+    )
     return run
 
 
-def attach_and_measure(run: "jt.Run") -> dict:
+def attach_and_measure(run: jt.Run) -> dict:
     from ipywidgets.widgets.widget import _remove_buffers
 
     from jupyter_trainer.frontends.widgets.widget import RunMonitor
@@ -77,7 +86,8 @@ def attach_and_measure(run: "jt.Run") -> dict:
     sent: list[tuple[float, int, list[str]]] = []
     widget = RunMonitor()
     widget.comm.send = lambda data=None, metadata=None, buffers=None: sent.append(
-        (time.monotonic(), wire_size(data, buffers), sorted(data.get("state", {}))))
+        (time.monotonic(), wire_size(data, buffers), sorted(data.get("state", {})))
+    )
     delays: list[float] = []
     started = time.monotonic()
     widget.attach(run)
@@ -90,7 +100,7 @@ def attach_and_measure(run: "jt.Run") -> dict:
     for x in ("step", "time"):
         for agg in ("ranks", "mean"):
             payload = widget._feeder.feed.chart_payload({"x": x, "agg": agg, "selected": None})
-            state, paths, buffers = _remove_buffers({"charts": payload})
+            state, _, buffers = _remove_buffers({"charts": payload})
             views[f"x={x}, {agg}"] = wire_size(state, buffers)
     state, _, buffers = _remove_buffers(widget.get_state())
     widget.close()
@@ -98,9 +108,14 @@ def attach_and_measure(run: "jt.Run") -> dict:
     gaps = [b[0] - a[0] for a, b in zip(sent, sent[1:])]
     delays.sort()
     return {
-        "updates": len(sent), "largest_update": max(sizes), "final_update": sizes[-1],
-        "median_update": statistics.median(sizes), "min_gap_s": min(gaps) if gaps else None,
-        "full_state": wire_size(state, buffers), "catch_up_s": caught_up, "chart_views": views,
+        "updates": len(sent),
+        "largest_update": max(sizes),
+        "final_update": sizes[-1],
+        "median_update": statistics.median(sizes),
+        "min_gap_s": min(gaps) if gaps else None,
+        "full_state": wire_size(state, buffers),
+        "catch_up_s": caught_up,
+        "chart_views": views,
         "main_thread_max_delay_ms": 1000 * delays[-1],
         "main_thread_p99_delay_ms": 1000 * delays[int(0.99 * (len(delays) - 1))],
         "series_points": {m["name"]: m["count"] for m in widget.metrics},
@@ -116,16 +131,22 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="jt-widget-") as tmp:
         run = make_run(Path(tmp), args.points, args.log_mb)
         r = attach_and_measure(run)
-    kb = lambda n: f"{n / 1024:.1f} KB"  # noqa: E731
+    kb = lambda n: f"{n / 1024:.1f} KB"
     print(f"\npoints per series: {r['series_points']}")
-    print(f"updates sent while catching up and at the end: {r['updates']} "
-          f"(closest two {r['min_gap_s']:.3f} s apart), history read in {r['catch_up_s']:.1f} s")
-    print(f"largest update {kb(r['largest_update'])} · final update {kb(r['final_update'])} · "
-          f"median {kb(r['median_update'])} · whole widget state {kb(r['full_state'])}")
+    print(
+        f"updates sent while catching up and at the end: {r['updates']} "
+        f"(closest two {r['min_gap_s']:.3f} s apart), history read in {r['catch_up_s']:.1f} s"
+    )
+    print(
+        f"largest update {kb(r['largest_update'])} · final update {kb(r['final_update'])} · "
+        f"median {kb(r['median_update'])} · whole widget state {kb(r['full_state'])}"
+    )
     for view, size in r["chart_views"].items():
         print(f"  charts, {view:<16} {kb(size)}")
-    print(f"main thread (the kernel) woke late by at most {r['main_thread_max_delay_ms']:.0f} ms "
-          f"(99th percentile {r['main_thread_p99_delay_ms']:.1f} ms) while the history was read")
+    print(
+        f"main thread (the kernel) woke late by at most {r['main_thread_max_delay_ms']:.0f} ms "
+        f"(99th percentile {r['main_thread_p99_delay_ms']:.1f} ms) while the history was read"
+    )
     ok = r["largest_update"] <= TARGET
     print(f"\ntarget: one update <= {TARGET // 1024} KB: {'met' if ok else 'NOT met'}")
     if args.json:

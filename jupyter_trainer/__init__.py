@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from .core import hooks
-from .core.version import __version__
+from .core.version import __version__ as __version__
 
 _API = {"submit", "rerun", "resume", "diff", "get_run", "runs", "Run"}
 _SWEEP_API = {"sweep", "sweeps", "get_sweep", "Sweep"}
 _MODEL_API = {"models", "get_model", "delete_model", "Model"}
-__all__ = sorted(_API | _SWEEP_API | _MODEL_API | {"load_ipython_extension", "__version__"})
+__all__ = sorted(_API | _SWEEP_API | _MODEL_API | {"load_ipython_extension", "__version__"})  # noqa: PLE0605
 
 
 def __getattr__(name: str) -> Any:

@@ -6,6 +6,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$ROOT/scripts/setup.sh" tests
 VENV=${JT_VENV:-$ROOT/.venv}
 cd "$ROOT"
+bash "$ROOT/scripts/check.sh"
 # A private temp root, so concurrent pytest sessions never remove each other's folders;
 # removed when the session ends (it holds a few GB of run stores and clusters' state).
 BASETEMP=$(mktemp -d)

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_trainer.rankside import hotstart as pool, procs
-from jupyter_trainer.supervisor import starter
 from jupyter_trainer.core.errors import TrainerError
+from jupyter_trainer.rankside import hotstart as pool
+from jupyter_trainer.rankside import procs
 from jupyter_trainer.store import HOME_ENV, Store
 from jupyter_trainer.store.records import read_supervisor
+from jupyter_trainer.supervisor import starter
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -30,12 +31,16 @@ def home(tmp_path, monkeypatch) -> Path:
     leaks = {}
     for sweep_dir in (path / "sweeps").glob("*") if (path / "sweeps").exists() else ():
         state_file = sweep_dir / "state.json"
-        driver = (json.loads(state_file.read_text()).get("driver") or {}) if state_file.exists() else {}
+        driver = (
+            (json.loads(state_file.read_text()).get("driver") or {}) if state_file.exists() else {}
+        )
         if driver.get("host") != socket.gethostname():
             continue
         deadline = time.monotonic() + 15
-        while procs.is_alive(driver.get("pid"), driver.get("start_ticks")) and \
-                time.monotonic() < deadline:
+        while (
+            procs.is_alive(driver.get("pid"), driver.get("start_ticks"))
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.2)
         if procs.is_alive(driver.get("pid"), driver.get("start_ticks")):
             leaks[sweep_dir.name] = [procs.describe(driver["pid"])]
@@ -56,8 +61,9 @@ def home(tmp_path, monkeypatch) -> Path:
         except TrainerError:  # a test damaged the run's record: its supervisor's own record
             state = {"status": "unknown", "supervisor": read_supervisor(store.paths(run_dir.name))}
         sup = state.get("supervisor") or {}
-        if state["status"] not in ("completed", "failed", "canceled", "lost") and \
-                procs.is_alive(sup.get("pid"), sup.get("start_ticks")):
+        if state["status"] not in ("completed", "failed", "canceled", "lost") and procs.is_alive(
+            sup.get("pid"), sup.get("start_ticks")
+        ):
             os.kill(sup["pid"], 15)
     pool.stop_pools(path)  # the warm rank pools --hot runs started in this store
     for pools in tmp_path.rglob(pool.records.POOLS_DIR):  # and on an ssh target's nodes
@@ -122,8 +128,11 @@ def node_run_dirs(run_dir: Path) -> list[str]:
         state = json.loads((run_dir / "state.json").read_text())
     except (OSError, ValueError):
         return []
-    return [n["run_dir"] for n in (state.get("launcher") or {}).get("nodes") or ()
-            if isinstance(n, dict) and n.get("run_dir")]
+    return [
+        n["run_dir"]
+        for n in (state.get("launcher") or {}).get("nodes") or ()
+        if isinstance(n, dict) and n.get("run_dir")
+    ]
 
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, what: str = "condition"):
@@ -139,9 +148,15 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, what: str 
 def live_state(run, ranks: int, timeout: float) -> dict:
     """The run's state once it is running and every one of its ``ranks`` has logged an
     event (the events reached the local store while the run still goes)."""
-    return wait_for(lambda: run.status == "running" and all(
-        run.store.read_events(run.id, r)[0] for r in range(ranks)) and run.state,
-        timeout=timeout, what=f"events of all {ranks} ranks while running")
+    return wait_for(
+        lambda: (
+            run.status == "running"
+            and all(run.store.read_events(run.id, r)[0] for r in range(ranks))
+            and run.state
+        ),
+        timeout=timeout,
+        what=f"events of all {ranks} ranks while running",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -161,4 +176,3 @@ def cluster(slurm, home, monkeypatch):
 
     with as_target(slurm, home, monkeypatch) as cluster:
         yield cluster
-

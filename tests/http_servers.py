@@ -31,11 +31,11 @@ class Site:
 
     files: dict[str, bytes] = field(default_factory=dict)
     basic: tuple[str, str] | None = None  # required user and password
-    token: str | None = None              # required ?token=
-    trickle_every: float = 0.2            # /trickle: one byte this often
-    stall_for: float = 30.0               # /trickle, /silent, /stall give up after this long
-    trickle_for: float = 2.5              # /stall: trickles this long, then sends nothing
-    endless_limit: int = 256 << 20        # /endless stops here (a client that never stops)
+    token: str | None = None  # required ?token=
+    trickle_every: float = 0.2  # /trickle: one byte this often
+    stall_for: float = 30.0  # /trickle, /silent, /stall give up after this long
+    trickle_for: float = 2.5  # /stall: trickles this long, then sends nothing
+    endless_limit: int = 256 << 20  # /endless stops here (a client that never stops)
     requests: list[Request] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -61,8 +61,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         site = self.site
         parts = urllib.parse.urlsplit(self.path)
         query = urllib.parse.parse_qs(parts.query)
-        site.requests.append(Request(self.command, parts.path, self.headers.get("Authorization"),
-                                     self.headers.get("Range")))
+        site.requests.append(
+            Request(
+                self.command,
+                parts.path,
+                self.headers.get("Authorization"),
+                self.headers.get("Range"),
+            )
+        )
         if not self._allowed(query):
             return self._empty(401, {"WWW-Authenticate": 'Basic realm="data"'})
         route, _, rest = parts.path.lstrip("/").partition("/")
@@ -145,8 +151,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         until = started + self.site.stall_for
         try:
             while time.monotonic() < until and not self.site.stop.is_set():
-                if route == "trickle" or (route == "stall" and
-                                          time.monotonic() - started < self.site.trickle_for):
+                if route == "trickle" or (
+                    route == "stall" and time.monotonic() - started < self.site.trickle_for
+                ):
                     self.wfile.write(b"x")
                     self.wfile.flush()
                 self.site.stop.wait(self.site.trickle_every)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 @dataclass
 class Graph:
-    root: Path                                   # the package's folder
-    package: str                                 # its name
+    root: Path  # the package's folder
+    package: str  # its name
     modules: dict[str, Path] = field(default_factory=dict)
     edges: dict[str, set[str]] = field(default_factory=dict)
     lines: dict[tuple[str, str], int] = field(default_factory=dict)  # first line of each edge
@@ -113,8 +113,11 @@ def _targets(graph: Graph, name: str, is_package: bool, node: ast.AST) -> list[s
         module = ".".join(base + ([node.module] if node.module else []))
     else:
         module = node.module or ""
-    subs = [f"{module}.{alias.name}" for alias in node.names
-            if f"{module}.{alias.name}" in graph.modules]
+    subs = [
+        f"{module}.{alias.name}"
+        for alias in node.names
+        if f"{module}.{alias.name}" in graph.modules
+    ]
     # ``from pkg import sub`` imports the submodule; ``pkg`` counts only for other names.
     return subs if len(subs) == len(node.names) else [module, *subs]
 

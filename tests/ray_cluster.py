@@ -26,7 +26,8 @@ PORTS_PER_NODE = 50
 ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
-SECOND_NODE = """
+SECOND_NODE = (
+    """
 import signal, sys, threading
 from ray._private.node import Node
 from ray._private.parameter import RayParams
@@ -42,7 +43,9 @@ node = Node(params, head=False, shutdown_at_exit=True, spawn_reaper=False)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 print("node up", flush=True)
 threading.Event().wait()
-""" % PORTS_PER_NODE
+"""
+    % PORTS_PER_NODE
+)
 
 
 def _block(worker: int) -> int:
@@ -53,10 +56,19 @@ def _block(worker: int) -> int:
 
 def _ports(base: int) -> list[str]:
     """The fixed ports of one node (from ``base``) and its worker range after them."""
-    names = ("--node-manager-port", "--object-manager-port", "--dashboard-agent-grpc-port",
-             "--dashboard-agent-listen-port", "--metrics-export-port", "--runtime-env-agent-port")
+    names = (
+        "--node-manager-port",
+        "--object-manager-port",
+        "--dashboard-agent-grpc-port",
+        "--dashboard-agent-listen-port",
+        "--metrics-export-port",
+        "--runtime-env-agent-port",
+    )
     args = [f"{name}={base + i}" for i, name in enumerate(names)]
-    return args + [f"--min-worker-port={base + 10}", f"--max-worker-port={base + PORTS_PER_NODE - 1}"]
+    return args + [
+        f"--min-worker-port={base + 10}",
+        f"--max-worker-port={base + PORTS_PER_NODE - 1}",
+    ]
 
 
 @dataclass
@@ -124,11 +136,24 @@ def start_cluster(worker: int = 0, cpus: int = 2) -> RayCluster:
     base = _block(worker)
     root = Path(tempfile.mkdtemp(prefix="jtray-", dir="/tmp"))  # Ray's socket paths are short
     cluster = RayCluster(root, gcs_port=base, dashboard_port=base + 1)
-    common = ["--block", "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}",
-              "--disable-usage-stats"]
-    head = [RAY, "start", "--head", f"--port={base}", "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={base + 1}", f"--ray-client-server-port={base + 2}",
-            f"--temp-dir={root}", *common, *_ports(base + 10)]
+    common = [
+        "--block",
+        "--node-ip-address=127.0.0.1",
+        f"--num-cpus={cpus}",
+        "--disable-usage-stats",
+    ]
+    head = [
+        RAY,
+        "start",
+        "--head",
+        f"--port={base}",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={base + 1}",
+        f"--ray-client-server-port={base + 2}",
+        f"--temp-dir={root}",
+        *common,
+        *_ports(base + 10),
+    ]
     # ``ray start`` refuses to add a node to a head in its loopback-only mode, so the second
     # node is started the way ray.cluster_utils starts one, by a small driver of Ray's Node.
     second = [sys.executable, "-c", SECOND_NODE, cluster.address, str(cpus), str(base + 60)]
@@ -176,24 +201,38 @@ def _group_alive(pgid: int) -> bool:
 
 def _start(cluster: RayCluster, argv: list[str], log: str) -> None:
     with open(cluster.root / log, "ab") as out:
-        cluster.procs.append(subprocess.Popen(
-            argv, env=cluster.env(), stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True, cwd=cluster.root))
+        cluster.procs.append(
+            subprocess.Popen(
+                argv,
+                env=cluster.env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=cluster.root,
+            )
+        )
 
 
 def _wait_nodes(cluster: RayCluster, count: int, timeout: float = 180.0) -> None:
     """Until ``count`` nodes are alive (asked through a child driver, as a user's would)."""
-    code = ("import ray,sys\nray.init(address=sys.argv[1], logging_level='ERROR')\n"
-            "print(sum(1 for n in ray.nodes() if n['Alive']))\n")
+    code = (
+        "import ray,sys\nray.init(address=sys.argv[1], logging_level='ERROR')\n"
+        "print(sum(1 for n in ray.nodes() if n['Alive']))\n"
+    )
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
         if any(p.poll() is not None for p in cluster.procs):
             break
         try:
-            done = subprocess.run([sys.executable, "-c", code, cluster.address],
-                                  env=cluster.env(), capture_output=True, text=True,
-                                  timeout=max(1.0, min(60.0, deadline - time.monotonic())))
+            done = subprocess.run(
+                [sys.executable, "-c", code, cluster.address],
+                env=cluster.env(),
+                capture_output=True,
+                text=True,
+                timeout=max(1.0, min(60.0, deadline - time.monotonic())),
+            )
         except subprocess.TimeoutExpired:  # a loaded machine: ask again while time is left
             last = ["no answer from a driver within 60 s"]
             continue
@@ -201,6 +240,9 @@ def _wait_nodes(cluster: RayCluster, count: int, timeout: float = 180.0) -> None
         if done.returncode == 0 and last[0].isdigit() and int(last[0]) >= count:
             return
         time.sleep(0.5)
-    logs = "".join((cluster.root / n).read_text(errors="replace")[-1500:]
-                   for n in ("head.log", "node.log") if (cluster.root / n).exists())
+    logs = "".join(
+        (cluster.root / n).read_text(errors="replace")[-1500:]
+        for n in ("head.log", "node.log")
+        if (cluster.root / n).exists()
+    )
     raise RuntimeError(f"the Ray cluster did not reach {count} node(s): {last}\n{logs}")

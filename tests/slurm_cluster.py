@@ -17,10 +17,10 @@ import signal
 import subprocess
 import time
 import zlib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 CONF = """\
 ClusterName=jt{worker}
@@ -80,10 +80,15 @@ StorageLoc=slurm_acct_db
 
 # A throwaway database: small files, no fsync. (slurmdbd logs that these are below its
 # recommended production values; that is expected here.)
-MARIADB_OPTS = ["--innodb-log-file-size=8M", "--innodb-buffer-pool-size=32M",
-                "--innodb-flush-log-at-trx-commit=0", "--innodb-flush-method=nosync",
-                "--innodb-doublewrite=0", "--innodb-lock-wait-timeout=900",
-                "--skip-name-resolve"]
+MARIADB_OPTS = [
+    "--innodb-log-file-size=8M",
+    "--innodb-buffer-pool-size=32M",
+    "--innodb-flush-log-at-trx-commit=0",
+    "--innodb-flush-method=nosync",
+    "--innodb-doublewrite=0",
+    "--innodb-lock-wait-timeout=900",
+    "--skip-name-resolve",
+]
 DB_PASS = "jt-test-only"
 
 
@@ -100,24 +105,30 @@ class SlurmCluster:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(argv, env=self.env, capture_output=True, text=True, check=check,
-                              timeout=60)
+        return subprocess.run(
+            argv, env=self.env, capture_output=True, text=True, check=check, timeout=60
+        )
 
     def queue(self) -> list[str]:
         return self.run("squeue", "-h", "-o", "%i %T").stdout.split("\n")[:-1]
 
     def sacct(self, job_id: str) -> str:
         """``State|ExitCode`` of the job as the accounting database has it ("" if unknown)."""
-        return self.run("sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode",
-                        check=False).stdout.strip()
+        return self.run(
+            "sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode", check=False
+        ).stdout.strip()
 
     def stop(self) -> None:
         """Cancel every job, then end every daemon (slurmd, slurmctld, slurmdbd, MariaDB),
         each in turn; safe to call on a half-started cluster and more than once."""
         if any(p.poll() is None and p.args[0] == "slurmctld" for p in self.procs):
             try:
-                subprocess.run(["scancel", "--full", "--user", os.environ.get("USER", "root")],
-                               env=self.env, capture_output=True, timeout=15)
+                subprocess.run(
+                    ["scancel", "--full", "--user", os.environ.get("USER", "root")],
+                    env=self.env,
+                    capture_output=True,
+                    timeout=15,
+                )
             except subprocess.TimeoutExpired:
                 pass
         for proc in self.procs:
@@ -149,42 +160,92 @@ def _start_accounting(root: Path, cluster: SlurmCluster, db_port: int, dbd_port:
     """MariaDB in ``root/mysql`` on 127.0.0.1:db_port, the accounting database, slurmdbd."""
     for program, package in (("mariadbd", "mariadb-server"), ("slurmdbd", "slurmdbd")):
         if not shutil.which(program):
-            raise RuntimeError(f"{program} is not installed: apt-get install {package} "
-                               "(scripts/setup.sh does)")
+            raise RuntimeError(
+                f"{program} is not installed: apt-get install {package} (scripts/setup.sh does)"
+            )
     data, sock = root / "mysql", root / "mysql.sock"
-    init = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={data}",
-                           "--user=root", "--auth-root-authentication-method=normal",
-                           "--skip-test-db", *MARIADB_OPTS],
-                          capture_output=True, text=True, timeout=120)
+    init = subprocess.run(
+        [
+            "mariadb-install-db",
+            "--no-defaults",
+            f"--datadir={data}",
+            "--user=root",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            *MARIADB_OPTS,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if init.returncode != 0:
-        raise RuntimeError("mariadb-install-db failed:\n"
-                           f"{init.stdout[-1500:]}{init.stderr[-1500:]}")
-    cluster.procs.append(subprocess.Popen(
-        ["mariadbd", "--no-defaults", f"--datadir={data}", "--user=root", f"--socket={sock}",
-         f"--pid-file={root}/mysql.pid", f"--log-error={root}/mysql.err",
-         "--skip-networking=0", "--bind-address=127.0.0.1", f"--port={db_port}", *MARIADB_OPTS],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True))
+        raise RuntimeError(
+            f"mariadb-install-db failed:\n{init.stdout[-1500:]}{init.stderr[-1500:]}"
+        )
+    cluster.procs.append(
+        subprocess.Popen(
+            [
+                "mariadbd",
+                "--no-defaults",
+                f"--datadir={data}",
+                "--user=root",
+                f"--socket={sock}",
+                f"--pid-file={root}/mysql.pid",
+                f"--log-error={root}/mysql.err",
+                "--skip-networking=0",
+                "--bind-address=127.0.0.1",
+                f"--port={db_port}",
+                *MARIADB_OPTS,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    )
     client = ["mariadb", "--no-defaults", f"--socket={sock}", "-uroot"]
-    _wait("MariaDB", lambda: subprocess.run([*client, "-e", "SELECT 1"], capture_output=True,
-                                            timeout=10).returncode == 0,
-          cluster, root / "mysql.err")
-    subprocess.run([*client, "-e",
-                    "CREATE DATABASE slurm_acct_db; "
-                    f"CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{DB_PASS}'; "
-                    "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"],
-                   check=True, capture_output=True, timeout=30)
+    _wait(
+        "MariaDB",
+        lambda: (
+            subprocess.run([*client, "-e", "SELECT 1"], capture_output=True, timeout=10).returncode
+            == 0
+        ),
+        cluster,
+        root / "mysql.err",
+    )
+    subprocess.run(
+        [
+            *client,
+            "-e",
+            "CREATE DATABASE slurm_acct_db; "
+            f"CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{DB_PASS}'; "
+            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     dbd_conf = root / "slurmdbd.conf"
-    dbd_conf.write_text(DBD_CONF.format(root=root, dbd_port=dbd_port, db_port=db_port,
-                                        db_pass=DB_PASS))
+    dbd_conf.write_text(
+        DBD_CONF.format(root=root, dbd_port=dbd_port, db_port=db_port, db_pass=DB_PASS)
+    )
     dbd_conf.chmod(0o600)
-    cluster.procs.append(subprocess.Popen(
-        ["slurmdbd", "-D"], env=cluster.env, stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT, start_new_session=True))
+    cluster.procs.append(
+        subprocess.Popen(
+            ["slurmdbd", "-D"],
+            env=cluster.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    )
     # slurmdbd answers once it has created its tables; then register the cluster (slurmctld
     # would add itself too, but explicitly is deterministic).
-    _wait("slurmdbd", lambda: cluster.run("sacctmgr", "-n", "show", "cluster",
-                                          check=False).returncode == 0,
-          cluster, root / "slurmdbd.log")
+    _wait(
+        "slurmdbd",
+        lambda: cluster.run("sacctmgr", "-n", "show", "cluster", check=False).returncode == 0,
+        cluster,
+        root / "slurmdbd.log",
+    )
     cluster.run("sacctmgr", "-i", "add", "cluster", cluster.name)
 
 
@@ -194,8 +255,14 @@ def _session_slot() -> int:
     return zlib.crc32(uid.encode()) % 187
 
 
-def start_cluster(root: Path, worker: int, cpus: int = 2, *, accounting: bool = False,
-                  port_base: int | None = None) -> SlurmCluster:
+def start_cluster(
+    root: Path,
+    worker: int,
+    cpus: int = 2,
+    *,
+    accounting: bool = False,
+    port_base: int | None = None,
+) -> SlurmCluster:
     """Start slurmctld + slurmd (and, with ``accounting``, MariaDB + slurmdbd) under ``root``.
 
     Ports: a block of 64 per test session (chosen from the session's id, so that two test
@@ -205,7 +272,9 @@ def start_cluster(root: Path, worker: int, cpus: int = 2, *, accounting: bool = 
     below the kernel's ephemeral range. ``port_base`` overrides both (four ports from it).
     """
     if not shutil.which("slurmctld"):
-        raise RuntimeError("Slurm is not installed: apt-get install slurm-wlm (scripts/setup.sh does)")
+        raise RuntimeError(
+            "Slurm is not installed: apt-get install slurm-wlm (scripts/setup.sh does)"
+        )
     if port_base is None:
         block = 20000 + 64 * _session_slot()
         port_base = block + 32 + 4 * worker if accounting else block + 2 * worker
@@ -213,43 +282,60 @@ def start_cluster(root: Path, worker: int, cpus: int = 2, *, accounting: bool = 
     (root / "state").mkdir(parents=True)
     (root / "spool" / "localhost").mkdir(parents=True)
     conf = root / "slurm.conf"
-    text = CONF.format(root=root, worker=worker, cpus=cpus, ctld_port=ctld_port,
-                       slurmd_port=slurmd_port)
+    text = CONF.format(
+        root=root, worker=worker, cpus=cpus, ctld_port=ctld_port, slurmd_port=slurmd_port
+    )
     if accounting:
-        text = text.replace("AccountingStorageType=accounting_storage/none",
-                            ACCOUNTING.format(dbd_port=dbd_port))
+        text = text.replace(
+            "AccountingStorageType=accounting_storage/none", ACCOUNTING.format(dbd_port=dbd_port)
+        )
     conf.write_text(text)
     cluster = SlurmCluster(root, conf, [], accounting=accounting, name=f"jt{worker}")
     env = cluster.env
     try:
         if accounting:
             _start_accounting(root, cluster, db_port, dbd_port)
-        ctld = subprocess.Popen(["slurmctld", "-D", "-i"], env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        ctld = subprocess.Popen(
+            ["slurmctld", "-D", "-i"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         cluster.procs.insert(0, ctld)
-        slurmd = subprocess.Popen(["slurmd", "-D", "-N", "localhost"], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+        slurmd = subprocess.Popen(
+            ["slurmd", "-D", "-N", "localhost"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         cluster.procs.insert(0, slurmd)
     except BaseException:
         cluster.stop()
         raise
 
     def idle() -> bool:
-        state = subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True,
-                               text=True, timeout=30)
+        state = subprocess.run(
+            ["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True, timeout=30
+        )
         return state.stdout.strip() == "idle"
 
     def registered() -> bool:  # slurmctld has told slurmdbd where it listens
-        out = cluster.run("sacctmgr", "-n", "-P", "show", "cluster", "format=Cluster,ControlPort",
-                          check=False).stdout.split()
+        out = cluster.run(
+            "sacctmgr", "-n", "-P", "show", "cluster", "format=Cluster,ControlPort", check=False
+        ).stdout.split()
         return f"{cluster.name}|{ctld_port}" in out
 
     try:
         _wait("Slurm (an idle node)", idle, cluster, root / "slurmctld.log")
         if accounting:
-            _wait("slurmctld's registration with slurmdbd", registered, cluster,
-                  root / "slurmctld.log")
+            _wait(
+                "slurmctld's registration with slurmdbd",
+                registered,
+                cluster,
+                root / "slurmctld.log",
+            )
     except BaseException:
         cluster.stop()
         raise
@@ -262,15 +348,16 @@ def worker_index(worker_id: str) -> int:
 
 
 @contextmanager
-def as_target(cluster: "SlurmCluster", home: Path, monkeypatch) -> Iterator["SlurmCluster"]:
+def as_target(cluster: SlurmCluster, home: Path, monkeypatch) -> Iterator[SlurmCluster]:
     """``cluster`` as the target named 'cluster' of the test's run store; its queue is
     emptied afterwards, so the next test starts with an idle node."""
     from conftest import wait_for
 
     monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
     home.mkdir(parents=True, exist_ok=True)
-    (home / "targets.toml").write_text('[targets.cluster]\nkind = "slurm"\npartition = "debug"\n'
-                                       'time = "10:00"\n')
+    (home / "targets.toml").write_text(
+        '[targets.cluster]\nkind = "slurm"\npartition = "debug"\ntime = "10:00"\n'
+    )
     yield cluster
     cluster.run("scancel", "--user", os.environ.get("USER", "root"), check=False)
     wait_for(lambda: cluster.queue() == [], timeout=30, what="an empty queue")

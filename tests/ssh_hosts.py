@@ -70,7 +70,7 @@ def _children(pid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+        if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
             found.append(int(entry.name))
     return found
 
@@ -88,8 +88,8 @@ def _descendants(pid: int) -> list[int]:
 class SshHosts:
     root: Path
     ports: dict[str, int]
-    key: Path                       # the client's private key (authorized on both hosts)
-    wrong_key: Path                 # a key no host accepts
+    key: Path  # the client's private key (authorized on both hosts)
+    wrong_key: Path  # a key no host accepts
     daemons: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     def alias_address(self, alias: str) -> str:
@@ -105,9 +105,12 @@ class SshHosts:
         for alias, address in zip(ALIASES, ADDRESSES):
             blocks.append(
                 f"Host {alias}\n  HostName {address}\n  Port {self.ports[address]}\n"
-                f"  User root\n  IdentityFile {key or self.key}\n  IdentitiesOnly yes\n")
-        blocks.append(f"Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n"
-                      f"  LogLevel ERROR\n{extra}")
+                f"  User root\n  IdentityFile {key or self.key}\n  IdentitiesOnly yes\n"
+            )
+        blocks.append(
+            f"Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n"
+            f"  LogLevel ERROR\n{extra}"
+        )
         return "\n".join(blocks)
 
     def write_home(self, home: Path, **kwargs) -> Path:
@@ -121,12 +124,16 @@ class SshHosts:
 
     def start_node(self, address: str) -> None:
         conf = self.root / f"sshd-{address}.conf"
-        conf.write_text(SSHD_CONFIG.format(root=self.root, address=address,
-                                           port=self.ports[address]))
+        conf.write_text(
+            SSHD_CONFIG.format(root=self.root, address=address, port=self.ports[address])
+        )
         self.bin_dir(address).mkdir(exist_ok=True)
         log = self.root / f"sshd-{address}.log"
-        proc = subprocess.Popen([SSHD, "-D", "-f", str(conf), "-E", str(log)],
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [SSHD, "-D", "-f", str(conf), "-E", str(log)],
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self.daemons[address] = proc
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -172,8 +179,10 @@ class SshHosts:
 
 def start_hosts(root: Path) -> SshHosts:
     if not os.path.exists(SSHD):
-        raise RuntimeError("the OpenSSH server is not installed: apt-get install openssh-server "
-                           "(scripts/setup.sh does)")
+        raise RuntimeError(
+            "the OpenSSH server is not installed: apt-get install openssh-server "
+            "(scripts/setup.sh does)"
+        )
     if not shutil.which("ssh"):
         raise RuntimeError("the OpenSSH client is not installed: apt-get install openssh-client")
     Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
@@ -224,15 +233,22 @@ def user_home(ssh_pair, tmp_path, monkeypatch):
 def pair(ssh_pair, user_home, home, tmp_path):
     """A target 'pair' on n1 and n2 (a shared workdir); both hosts are up before and after,
     and the test's ControlMasters are closed at the end."""
-    from jupyter_trainer.targets.registry import add_target
     from jupyter_trainer.nodes.ssh import close_masters, control_dir
+    from jupyter_trainer.targets.registry import add_target
 
     for address in ADDRESSES:
         if address not in ssh_pair.daemons:
             ssh_pair.start_node(address)
     home.mkdir(parents=True, exist_ok=True)
-    add_target("pair", "ssh", home=home, hosts=list(ALIASES), workdir=str(tmp_path / "remote"),
-               env={"GLOO_SOCKET_IFNAME": "lo"}, connect_timeout=5)
+    add_target(
+        "pair",
+        "ssh",
+        home=home,
+        hosts=list(ALIASES),
+        workdir=str(tmp_path / "remote"),
+        env={"GLOO_SOCKET_IFNAME": "lo"},
+        connect_timeout=5,
+    )
     yield ssh_pair
     close_masters(control_dir(home))
     shutil.rmtree(control_dir(home), ignore_errors=True)

@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from ssh_hosts import SSHD, _descendants, _keygen
 
 SSHD_CONFIG = """\
@@ -53,7 +52,7 @@ class NetnsHosts:
         self.addresses = [f"10.200.{self.k}.2", f"10.200.{self.k}.3"]
         self.daemons: list[subprocess.Popen] = []
 
-    def start(self) -> "NetnsHosts":
+    def start(self) -> NetnsHosts:
         _keygen(self.root / "host_key")
         _keygen(self.root / "client_key")
         auth = self.root / "authorized_keys"
@@ -72,9 +71,13 @@ class NetnsHosts:
             conf.write_text(SSHD_CONFIG.format(root=self.root, address=address))
             log = self.root / f"sshd-{ns}.log"
             script = f"hostname node-{'ab'[i]} && exec {SSHD} -D -f {conf} -E {log}"
-            self.daemons.append(subprocess.Popen(
-                ["ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c", script],
-                stdin=subprocess.DEVNULL, start_new_session=True))
+            self.daemons.append(
+                subprocess.Popen(
+                    ["ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c", script],
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
         for address in self.addresses:  # wait until each sshd answers
             for _ in range(100):
                 probe = subprocess.run(["ssh-keyscan", "-T", "1", address], capture_output=True)
@@ -85,11 +88,14 @@ class NetnsHosts:
         return self
 
     def client_config(self) -> str:
-        blocks = [f"Host {alias}\n  HostName {address}\n  User root\n"
-                  f"  IdentityFile {self.root / 'client_key'}\n  IdentitiesOnly yes\n"
-                  for alias, address in zip(("a1", "a2"), self.addresses)]
-        blocks.append("Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n"
-                      "  LogLevel ERROR\n")
+        blocks = [
+            f"Host {alias}\n  HostName {address}\n  User root\n"
+            f"  IdentityFile {self.root / 'client_key'}\n  IdentitiesOnly yes\n"
+            for alias, address in zip(("a1", "a2"), self.addresses)
+        ]
+        blocks.append(
+            "Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+        )
         return "\n".join(blocks)
 
     def stop(self) -> None:

@@ -57,18 +57,30 @@ def test_the_launchers_words_name_signals():
 
 def test_a_killed_rank_goes_before_the_peer_it_took_down_whatever_the_clock_says():
     # The peer raised 10 ms before the killed rank's watcher woke, but saw it dying already.
-    records = {0: record(0, exit_code=1, failed_at=100.000, ended=100.002, exited=100.05,
-                         error="RuntimeError: Connection closed by peer", peers_gone=[1]),
-               1: record(1, exited=100.010, signal="SIGKILL")}
+    records = {
+        0: record(
+            0,
+            exit_code=1,
+            failed_at=100.000,
+            ended=100.002,
+            exited=100.05,
+            error="RuntimeError: Connection closed by peer",
+            peers_gone=[1],
+        ),
+        1: record(1, exited=100.010, signal="SIGKILL"),
+    }
     first = at.first_death(at.rank_deaths(records))
     assert (first.rank, first.how, first.signal, first.at) == (1, "killed", "SIGKILL", 100.010)
-    assert first.error("mpirun") == ("rank 1 ended without recording an exit (killed by "
-                                     "SIGKILL); see logs/launcher.log")
+    assert first.error("mpirun") == (
+        "rank 1 ended without recording an exit (killed by SIGKILL); see logs/launcher.log"
+    )
 
 
 def test_across_hosts_the_launchers_word_stands_in_for_what_a_peer_saw():
-    records = {0: record(0, host="a", exit_code=1, failed_at=100.000, error="RuntimeError: reset"),
-               1: record(1, host="b", exited=100.080)}
+    records = {
+        0: record(0, host="a", exit_code=1, failed_at=100.000, error="RuntimeError: reset"),
+        1: record(1, host="b", exited=100.080),
+    }
     assert at.first_death(at.rank_deaths(records)).rank == 0  # the clocks alone
     assert at.first_death(at.rank_deaths(records, {1: "SIGKILL"})).rank == 1
     records[1]["exited"] = 100.5  # too long after: rank 0 failed on its own
@@ -76,9 +88,17 @@ def test_across_hosts_the_launchers_word_stands_in_for_what_a_peer_saw():
 
 
 def test_the_earliest_failure_wins_when_none_saw_another():
-    records = {0: record(0, exit_code=143, signal="SIGTERM", ended=223.36, exited=223.44),
-               1: record(1, exit_code=1, failed_at=220.74, ended=220.75, exited=223.37,
-                         error="RuntimeError: rank 1 gave up")}
+    records = {
+        0: record(0, exit_code=143, signal="SIGTERM", ended=223.36, exited=223.44),
+        1: record(
+            1,
+            exit_code=1,
+            failed_at=220.74,
+            ended=220.75,
+            exited=223.37,
+            error="RuntimeError: rank 1 gave up",
+        ),
+    }
     first = at.first_death(at.rank_deaths(records))
     assert (first.rank, first.how) == (1, "exception")
     assert first.error("torchrun") == "RuntimeError: rank 1 gave up"
@@ -103,19 +123,24 @@ def test_a_rank_with_no_evidence_is_left_to_the_caller():
 
 def test_a_rank_that_recorded_exit_0_and_then_died_by_a_signal_is_named():
     """Its code finished, then native teardown aborted: the launcher only says "exit 1"."""
-    records = {0: record(0, exit_code=0, ended=10.0, exited=10.01),
-               1: record(1, exit_code=0, ended=10.0, exited=10.02,
-                         after_exit={"signal": "SIGABRT"})}
+    records = {
+        0: record(0, exit_code=0, ended=10.0, exited=10.01),
+        1: record(1, exit_code=0, ended=10.0, exited=10.02, after_exit={"signal": "SIGABRT"}),
+    }
     first = at.first_death(at.rank_deaths(records))
     assert (first.rank, first.how, first.signal, first.at) == (1, at.AFTER_EXIT, "SIGABRT", 10.02)
     assert first.error("torchrun").startswith(
         "rank 1 finished its code (it recorded exit code 0), then its process was killed by "
-        "SIGABRT as it ended")
+        "SIGABRT as it ended"
+    )
     # The launcher's words alone (the watcher found the rank already reaped) name it too.
     aborted = TORCHRUN_ONE_NODE.replace("-15", "-6").replace("SIGTERM", "SIGABRT")
     words = at.launcher_signals(aborted)
-    first = at.first_death(at.rank_deaths({0: record(0, exit_code=0, exited=10.0),
-                                            1: record(1, exit_code=0, exited=10.0)}, words))
+    first = at.first_death(
+        at.rank_deaths(
+            {0: record(0, exit_code=0, exited=10.0), 1: record(1, exit_code=0, exited=10.0)}, words
+        )
+    )
     assert (first.rank, first.signal) == (0, "SIGABRT")
     # A rank that failed on its own before still goes first.
     records[0].update(exit_code=1, failed_at=9.0, error="RuntimeError: no")

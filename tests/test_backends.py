@@ -21,9 +21,11 @@ def fake_gpus(tmp_path, monkeypatch):
     bin_dir = tmp_path / "fake-bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
-    smi.write_text("#!/bin/sh\n[ \"$1\" = -L ] || exit 2\n"
-                   "echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-fake)'\n"
-                   "echo 'GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-11111111-fake)'\n")
+    smi.write_text(
+        '#!/bin/sh\n[ "$1" = -L ] || exit 2\n'
+        "echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-fake)'\n"
+        "echo 'GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-11111111-fake)'\n"
+    )
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

@@ -13,9 +13,23 @@ from conftest import REPO
 def test_gpu_ddp_bench_runs_on_cpu(tmp_path):
     out = tmp_path / "gpu_ddp.json"
     done = subprocess.run(
-        [sys.executable, "bench/gpu_ddp.py", "--device", "cpu", "--repeats", "1", "--steps", "3",
-         "--json", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "bench/gpu_ddp.py",
+            "--device",
+            "cpu",
+            "--repeats",
+            "1",
+            "--steps",
+            "3",
+            "--json",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "NOT the GPU benchmark" in done.stdout
     result = json.loads(out.read_text())

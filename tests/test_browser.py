@@ -23,31 +23,44 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import REPO, leftover, wait_for
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.rankside import procs
 
-from conftest import REPO, leftover, wait_for
-
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
 ARTIFACTS = Path(os.environ.get("JT_ARTIFACTS") or REPO / "out" / "artifacts")
 TIMEOUT_MS = 90_000
 # Errors of the front ends themselves, which they raise with every third-party extension
 # disabled. Notebook 7.6's keyboard-shortcuts plugin reads the schema of a plugin that is
 # not in the settings registry when the page loads.
-KNOWN_ERRORS = re.compile(r"^TypeError: Cannot read properties of undefined \(reading 'schema'\)\n"
-                          r"\s+at \S+/static/notebook/notebook_core\.", re.M)
+KNOWN_ERRORS = re.compile(
+    r"^TypeError: Cannot read properties of undefined \(reading 'schema'\)\n"
+    r"\s+at \S+/static/notebook/notebook_core\.",
+    re.M,
+)
 
 
 class JupyterLab:
     """``jupyter lab`` (or, with ``app="notebook"``, Notebook 7) in folders of its own;
     ``stop`` ends it and every process it started."""
 
-    def __init__(self, base: Path, env: dict[str, str], app: str = "jupyterlab",
-                 theme: str = "JupyterLab Light") -> None:
+    def __init__(
+        self,
+        base: Path,
+        env: dict[str, str],
+        app: str = "jupyterlab",
+        theme: str = "JupyterLab Light",
+    ) -> None:
         self.base = base
         self.app = app
         self.root = base / "notebooks"
@@ -57,18 +70,36 @@ class JupyterLab:
         settings = base / "lab-settings" / "@jupyterlab" / "apputils-extension"
         settings.mkdir(parents=True, exist_ok=True)
         (settings / "notification.jupyterlab-settings").write_text(
-            json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+            json.dumps({"fetchNews": "false", "checkForUpdates": False})
+        )
         (settings / "themes.jupyterlab-settings").write_text(json.dumps({"theme": theme}))
-        self.env = {**env, "JUPYTERLAB_SETTINGS_DIR": str(base / "lab-settings"),
-                    "JUPYTERLAB_WORKSPACES_DIR": str(base / "lab-workspaces"),
-                    "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
-                    "JUPYTER_CONFIG_DIR": str(base / "config")}
+        self.env = {
+            **env,
+            "JUPYTERLAB_SETTINGS_DIR": str(base / "lab-settings"),
+            "JUPYTERLAB_WORKSPACES_DIR": str(base / "lab-workspaces"),
+            "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+            "JUPYTER_CONFIG_DIR": str(base / "config"),
+        }
         self.log_path = base / "jupyter-lab.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", app, "--no-browser", "--ip", "127.0.0.1",
-             "--port", str(self.port), f"--ServerApp.token={self.token}", "--allow-root",
-             f"--ServerApp.root_dir={self.root}", "--ServerApp.port_retries=0"],
-            env=self.env, stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                app,
+                "--no-browser",
+                "--ip",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                f"--ServerApp.token={self.token}",
+                "--allow-root",
+                f"--ServerApp.root_dir={self.root}",
+                "--ServerApp.port_retries=0",
+            ],
+            env=self.env,
+            stdout=open(self.log_path, "w"),
+            stderr=subprocess.STDOUT,
+        )
         try:
             self._wait_ready()
         except BaseException:
@@ -89,7 +120,9 @@ class JupyterLab:
                     return
             except OSError:
                 time.sleep(0.3)
-        raise RuntimeError(f"{self.app} did not answer in {timeout} s:\n{self.log_path.read_text()}")
+        raise RuntimeError(
+            f"{self.app} did not answer in {timeout} s:\n{self.log_path.read_text()}"
+        )
 
     @property
     def idle_kernel(self) -> str:
@@ -106,8 +139,11 @@ class JupyterLab:
     def write_notebook(self, name: str, cells: list[str]) -> str:
         nb = nbformat.v4.new_notebook()
         nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                     "language": "python"}
+        nb.metadata["kernelspec"] = {
+            "name": "python3",
+            "display_name": "Python 3 (ipykernel)",
+            "language": "python",
+        }
         nbformat.write(nb, self.root / name)
         return name
 
@@ -147,8 +183,11 @@ class Page:
         self.dismiss_popups()
 
     def dismiss_popups(self) -> None:
-        for selector in (".jp-toast-button:has-text('No')", ".jp-Notification-Toast-Close",
-                         "button.jp-toast-dismiss"):
+        for selector in (
+            ".jp-toast-button:has-text('No')",
+            ".jp-Notification-Toast-Close",
+            "button.jp-toast-dismiss",
+        ):
             for button in self.page.locator(selector).all():
                 if button.is_visible():
                     button.click()
@@ -229,16 +268,22 @@ class Page:
 
     def canvas_ink(self, root: str = "") -> list[int]:
         """Pixels drawn (non-transparent) on each chart canvas (under ``root``)."""
-        return self.page.eval_on_selector_all(f"{root} [data-testid=jt-chart]".strip(), """cs => cs.map(c => {
+        return self.page.eval_on_selector_all(
+            f"{root} [data-testid=jt-chart]".strip(),
+            """cs => cs.map(c => {
             const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-            let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; })""")
+            let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; })""",
+        )
 
 
 def _is_local(url: str) -> bool:
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    return parts.scheme not in ("http", "https", "ws", "wss") or parts.hostname in ("127.0.0.1", "localhost")
+    return parts.scheme not in ("http", "https", "ws", "wss") or parts.hostname in (
+        "127.0.0.1",
+        "localhost",
+    )
 
 
 @contextmanager
@@ -261,8 +306,12 @@ def _open_browser(home: Path, request, app: str, theme: str = "JupyterLab Light"
     try:
         with sync_playwright() as pw:
             context = pw.chromium.launch_persistent_context(
-                str(base / "chromium-profile"), executable_path=CHROMIUM, headless=True,
-                args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 1700})
+                str(base / "chromium-profile"),
+                executable_path=CHROMIUM,
+                headless=True,
+                args=CHROMIUM_ARGS,
+                viewport={"width": 1280, "height": 1700},
+            )
             try:
                 context.set_default_timeout(TIMEOUT_MS)
                 context.on("request", note_offsite)
@@ -350,39 +399,65 @@ def check_stall(page: Page, root: str, run, shot, panel_row: str = "") -> None:
     lists the attempts and names the NaN; the runs list row (``panel_row``) marks the stall.
     Once the rank makes progress again the warning goes."""
     pw = page.page
-    within = lambda selector: under(root, selector)  # noqa: E731
+    within = lambda selector: under(root, selector)
     assert pw.locator(within("[data-testid=jt-attempt]")).is_hidden()  # no restarts, no attempt
     now = time.time()
-    rank1 = {"rank": 1, "seconds": 30.0, "since": now - 42, "last_step": 4, "host": "node-b",
-             "stack": STALL_STACK, "waiting": False}
-    write_state(run, stalled=[rank1],
-                attempts=[{"attempt": 0, "start": now - 100, "end": now - 60, "failed_rank": 1,
-                           "error": "RuntimeError: NCCL watchdog timeout"},
-                          {"attempt": 1, "start": now - 58, "end": None, "failed_rank": None,
-                           "error": None}],
-                non_finite={"loss": {"rank": 0, "step": 15, "value": "nan", "t": now - 50}})
+    rank1 = {
+        "rank": 1,
+        "seconds": 30.0,
+        "since": now - 42,
+        "last_step": 4,
+        "host": "node-b",
+        "stack": STALL_STACK,
+        "waiting": False,
+    }
+    write_state(
+        run,
+        stalled=[rank1],
+        attempts=[
+            {
+                "attempt": 0,
+                "start": now - 100,
+                "end": now - 60,
+                "failed_rank": 1,
+                "error": "RuntimeError: NCCL watchdog timeout",
+            },
+            {"attempt": 1, "start": now - 58, "end": None, "failed_rank": None, "error": None},
+        ],
+        non_finite={"loss": {"rank": 0, "step": 15, "value": "nan", "t": now - 50}},
+    )
     banner = within("[data-testid=jt-stall][role=alert]")
     pw.wait_for_selector(f"{banner}:has-text('Rank 1 is stalled')")
     assert_readable(pw, banner)
     said = " ".join(page.text(banner).split())
-    assert re.search(r"Rank 1: no progress for 4\d s after step 4 on node-b in wait_for_batch "
-                     r"\(loader\.py:88\)", said), said
-    clock = lambda: page.text(within("[data-testid=jt-stall] .jt-stall-for"))  # noqa: E731
+    assert re.search(
+        r"Rank 1: no progress for 4\d s after step 4 on node-b in wait_for_batch "
+        r"\(loader\.py:88\)",
+        said,
+    ), said
+    clock = lambda: page.text(within("[data-testid=jt-stall] .jt-stall-for"))
     first = clock()
     wait_for(lambda: clock() != first, 5, what="the stall time to count on")
     pw.click(within("[data-testid=jt-stall] summary"))
     assert "train_step (cell.py:12)" in page.text(within("[data-testid=jt-stall] pre"))
     # a newer stack of the same stall: the stack the reader opened stays open
     write_state(run, stalled=[{**rank1, "stack": STALL_STACK + "    prefetch (loader.py:60)\n"}])
-    pw.wait_for_selector(within("[data-testid=jt-stall] pre:has-text('prefetch (loader.py:60)')"),
-                         state="attached")
+    pw.wait_for_selector(
+        within("[data-testid=jt-stall] pre:has-text('prefetch (loader.py:60)')"), state="attached"
+    )
     assert pw.locator(within("[data-testid=jt-stall] details")).get_attribute("open") is not None
     assert page.text(within("[data-testid=jt-attempt]")) == "attempt 2"
     attempts = " ".join(page.text(within("[data-testid=jt-attempts]")).split())
-    assert re.search(r"1 \S+ 0:40 rank 1 failed: RuntimeError: NCCL watchdog timeout", attempts), attempts
-    assert "loss became NaN at step 15 on rank 0" in page.text(within("[data-testid=jt-non-finite]"))
+    assert re.search(r"1 \S+ 0:40 rank 1 failed: RuntimeError: NCCL watchdog timeout", attempts), (
+        attempts
+    )
+    assert "loss became NaN at step 15 on rank 0" in page.text(
+        within("[data-testid=jt-non-finite]")
+    )
     if panel_row:
-        pw.wait_for_selector(f"{panel_row} [data-testid=jt-runs-stalled]:has-text('stalled: rank 1')")
+        pw.wait_for_selector(
+            f"{panel_row} [data-testid=jt-runs-stalled]:has-text('stalled: rank 1')"
+        )
         assert page.text(f"{panel_row} [data-testid=jt-runs-attempt]") == "attempt 2"
         page.shot("panel-stalled", "#jupyter-trainer-runs")
     shot("02b-stalled")
@@ -397,7 +472,7 @@ def check_live_view(page: Page, root: str, run, *, shots: str = "", panel_row: s
     """What a person sees of a live run, asserted on the run view under ``root``: the
     notebook widget and the Lab view run this same function, as they are one component."""
     pw = page.page
-    within = lambda selector: under(root, selector)  # noqa: E731
+    within = lambda selector: under(root, selector)
 
     def shot(name: str) -> None:
         page.shot(f"{shots}{name}", root)
@@ -408,31 +483,41 @@ def check_live_view(page: Page, root: str, run, *, shots: str = "", panel_row: s
     assert all(f"{k} {v}" in params for k, v in LIVE_PARAMS.items()), params
     assert "target local" in page.text(within("[data-testid=jt-meta]"))
     pw.wait_for_selector(within("[data-testid=jt-status]:text-is('running')"))
-    assert page.attr(within("[data-testid=jt-stages] [data-stage=running]"), "class").endswith("jt-stage-active")
+    assert page.attr(within("[data-testid=jt-stages] [data-stage=running]"), "class").endswith(
+        "jt-stage-active"
+    )
     shot("01-running")
 
     # the progress bar advances, with rate and ETA
-    fraction = lambda: float(page.attr(within("[data-testid=jt-progress-fill]"), "data-fraction") or 0)  # noqa: E731
+    fraction = lambda: float(
+        page.attr(within("[data-testid=jt-progress-fill]"), "data-fraction") or 0
+    )
     first = wait_for(fraction, 60, what="progress")
     wait_for(lambda: fraction() > first + 0.02, 60, what="the progress bar to advance")
-    assert re.search(r"\d+ / 1,?000 \(\d+%\) .* steps/s .* ETA", page.text(within("[data-testid=jt-progress-text]")))
+    assert re.search(
+        r"\d+ / 1,?000 \(\d+%\) .* steps/s .* ETA",
+        page.text(within("[data-testid=jt-progress-text]")),
+    )
     shot("02-progress")
     check_stall(page, root, run, shot, panel_row)
 
     # charts with their chips, legends and stats are drawn and grow
     pw.wait_for_selector(within("[data-testid=jt-chart][data-points]"))
-    titles = lambda: pw.locator(within(".jt-chart-title")).all_inner_texts()  # noqa: E731
+    titles = lambda: pw.locator(within(".jt-chart-title")).all_inner_texts()
     assert titles() == ["loss", "accuracy", "lr"]
-    assert [c.get_attribute("data-metric") for c in pw.locator(within(".jt-metric-chip")).all()] == \
-        ["loss", "accuracy", "lr"]
+    assert [
+        c.get_attribute("data-metric") for c in pw.locator(within(".jt-metric-chip")).all()
+    ] == ["loss", "accuracy", "lr"]
     # each figure of a chart's header says which rank it is of
-    assert re.fullmatch(r"ranks 0, 1 · last \S+ · min \S+ \(rank [01]\) · max \S+ \(rank [01]\)",
-                        " ".join(page.text(within(".jt-chart-stats")).split()))
+    assert re.fullmatch(
+        r"ranks 0, 1 · last \S+ · min \S+ \(rank [01]\) · max \S+ \(rank [01]\)",
+        " ".join(page.text(within(".jt-chart-stats")).split()),
+    )
     # a text metric is not charted: its last value per rank is listed
     pw.wait_for_selector(within("[data-testid=jt-text-metrics] tr[data-metric=phase]"))
     texts = page.text(within("[data-testid=jt-text-metrics]"))
     assert re.search(r"phase \(text, not charted\)\s*rank 0 train\s*rank 1 train", texts), texts
-    count = lambda: int(page.attr(within("[data-testid=jt-chart]"), "data-count") or 0)  # noqa: E731
+    count = lambda: int(page.attr(within("[data-testid=jt-chart]"), "data-count") or 0)
     before = count()
     ink = page.canvas_ink(root)
     assert len(ink) == 3 and all(n > 500 for n in ink), f"a chart canvas is blank: {ink}"
@@ -444,28 +529,41 @@ def check_live_view(page: Page, root: str, run, *, shots: str = "", panel_row: s
     pw.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.5)
     tip = pw.locator(within(".jt-chart-tip")).first
     tip.wait_for(state="visible")
-    assert re.search(r"step \d+.*rank 0: \S+.*rank 1: \S+", " ".join(tip.inner_text().split())), tip.inner_text()
+    assert re.search(r"step \d+.*rank 0: \S+.*rank 1: \S+", " ".join(tip.inner_text().split())), (
+        tip.inner_text()
+    )
     card = pw.locator(within(".jt-chart-card")).first.bounding_box()
     where = tip.bounding_box()
     assert card["y"] <= where["y"] <= box["y"] + box["height"] / 2, (card, where)
-    assert card["x"] <= where["x"] and where["x"] + where["width"] <= card["x"] + card["width"], (card, where)
+    assert card["x"] <= where["x"] and where["x"] + where["width"] <= card["x"] + card["width"], (
+        card,
+        where,
+    )
     pw.mouse.move(0, 0)
 
     # charts against wall time, of the mean across ranks; metrics can be hidden and shown
     pw.click(within("[data-testid=jt-opt-x] button[data-value=time]"))
     pw.click(within("[data-testid=jt-opt-agg] button[data-value=mean]"))
-    pw.wait_for_function("""root => {
+    pw.wait_for_function(
+        """root => {
         const cs = [...document.querySelectorAll(root + ' [data-testid=jt-chart]')];
         return cs.length === 3 && cs.every(c => c.dataset.x === 'time' && c.dataset.series === '1'); }""",
-                         arg=root)
+        arg=root,
+    )
     assert pw.locator(within(".jt-legend-item:has-text('mean of 2 ranks')")).count() == 3
     pw.click(within(".jt-metric-chip[data-metric=lr]"))
     wait_for(lambda: titles() == ["loss", "accuracy"], 20, what="lr's chart to be hidden")
     shot("03b-wall-time-mean")
     # a log y axis labels its ticks, even over less than a decade (accuracy, so far)
     pw.click(within("[data-testid=jt-opt-y] button[data-value=log]"))
-    ticks = wait_for(lambda: [c.get_attribute("data-y-ticks") or "" for c in
-                              pw.locator(within("[data-testid=jt-chart]")).all()], 10, what="log axes")
+    ticks = wait_for(
+        lambda: [
+            c.get_attribute("data-y-ticks") or ""
+            for c in pw.locator(within("[data-testid=jt-chart]")).all()
+        ],
+        10,
+        what="log axes",
+    )
     assert len(ticks) == 2 and all(len(t.split()) >= 2 for t in ticks), ticks
     pw.click(within("[data-testid=jt-opt-y] button[data-value=linear]"))
     pw.click(within(".jt-metric-chip[data-metric=lr]"))
@@ -478,22 +576,30 @@ def check_live_view(page: Page, root: str, run, *, shots: str = "", panel_row: s
         wait_for(lambda: count() > seen, 60, what="the charts to be updated")
     # An update built before the server had the second click may still show the first;
     # the ones after it must show the chart again (a lost click would never).
-    wait_for(lambda: titles() == ["loss", "accuracy", "lr"], 30,
-             what="lr's chart, kept after two quick clicks")
+    wait_for(
+        lambda: titles() == ["loss", "accuracy", "lr"],
+        30,
+        what="lr's chart, kept after two quick clicks",
+    )
     assert "jt-on" in (page.attr(within(".jt-metric-chip[data-metric=lr]"), "class") or "")
 
     # log lines appear, in colour, and can be searched and picked by rank
-    lines = lambda: pw.locator(within("[data-testid=jt-log-line]"))  # noqa: E731
+    lines = lambda: pw.locator(within("[data-testid=jt-log-line]"))
     wait_for(lambda: lines().count() > 10, 60, what="log lines")
     assert pw.locator(within("[data-testid=jt-log-line] .jt-fg-2")).count() > 0  # green INFO
     pw.fill(within("[data-testid=jt-log-search]"), "warn")
-    wait_for(lambda: "of" in page.text(within("[data-testid=jt-log-count]")), 60, what="search results")
+    wait_for(
+        lambda: "of" in page.text(within("[data-testid=jt-log-count]")), 60, what="search results"
+    )
     shown = lines().all_inner_texts()
     assert shown and all("WARN" in line for line in shown)
     assert pw.locator(within("[data-testid=jt-log-line] mark.jt-match")).count() == len(shown)
     pw.select_option(within("[data-testid=jt-log-rank]"), "1")
-    wait_for(lambda: all(line.startswith("WARN rank 1") for line in lines().all_inner_texts() or ["x"]),
-             20, what="rank 1's lines only")
+    wait_for(
+        lambda: all(line.startswith("WARN rank 1") for line in lines().all_inner_texts() or ["x"]),
+        20,
+        what="rank 1's lines only",
+    )
     shot("04-logs-search")
     pw.fill(within("[data-testid=jt-log-search]"), "")
     pw.select_option(within("[data-testid=jt-log-rank]"), "all")
@@ -513,8 +619,10 @@ def check_live_view(page: Page, root: str, run, *, shots: str = "", panel_row: s
 
 def test_live_monitor_progress_charts_logs_and_cancel(browser, home):
     lab, page = browser
-    lab.write_notebook("live.ipynb", ["%load_ext jupyter_trainer",
-                                      "lr = 0.1\nepochs = 50\nsteps_per_epoch = 20", LIVE_CELL])
+    lab.write_notebook(
+        "live.ipynb",
+        ["%load_ext jupyter_trainer", "lr = 0.1\nepochs = 50\nsteps_per_epoch = 20", LIVE_CELL],
+    )
     page.open("live.ipynb")
     page.run_all()
     page.page.wait_for_selector("[data-testid=jt-monitor] [data-testid=jt-progress-text]")
@@ -527,8 +635,9 @@ def test_live_monitor_progress_charts_logs_and_cancel(browser, home):
             if (/ \\/ /.test(el().textContent)) { clearInterval(tick); done([...seen]); }
         }, 20);
     })""")
-    assert before_progress and not [t for t in before_progress if "call jt.progress" in t], \
+    assert before_progress and not [t for t in before_progress if "call jt.progress" in t], (
         before_progress
+    )
     page.page.wait_for_selector("[data-testid=jt-monitor] [data-testid=jt-run-id]:not(:empty)")
     run = api.get_run(page.text("[data-testid=jt-run-id]"))
     assert run.spec.params == LIVE_PARAMS
@@ -550,10 +659,14 @@ print("trained", lr, epochs, layers, optimizer, augment, flush=True)
 
 def test_form_launch_records_the_entered_values(browser, home):
     lab, page = browser
-    lab.write_notebook("form.ipynb", [
-        "%load_ext jupyter_trainer",
-        "lr = 0.1\nepochs = 3\nlayers = [64, 32]\noptimizer = 'sgd'\naugment = False",
-        FORM_CELL])
+    lab.write_notebook(
+        "form.ipynb",
+        [
+            "%load_ext jupyter_trainer",
+            "lr = 0.1\nepochs = 3\nlayers = [64, 32]\noptimizer = 'sgd'\naugment = False",
+            FORM_CELL,
+        ],
+    )
     page.open("form.ipynb")
     page.run_all()
     page.page.wait_for_selector("[data-testid=jt-form]")
@@ -576,12 +689,21 @@ def test_form_launch_records_the_entered_values(browser, home):
 
     page.page.wait_for_selector("[data-testid=jt-monitor] [data-testid=jt-run-id]:not(:empty)")
     run = api.get_run(page.text("[data-testid=jt-run-id]"))
-    assert run.spec.params == {"lr": 0.025, "epochs": 4, "layers": [128, 64, 10],
-                               "optimizer": "adam", "augment": True}
+    assert run.spec.params == {
+        "lr": 0.025,
+        "epochs": 4,
+        "layers": [128, 64, 10],
+        "optimizer": "adam",
+        "augment": True,
+    }
     assert run.spec.launch.procs == 2 and run.name == "from-form"
     run.wait(timeout=90)
-    page.page.wait_for_function("document.querySelector('[data-testid=jt-status]').textContent === 'completed'")
-    page.page.wait_for_selector("[data-testid=jt-log-line]:has-text('trained 0.025 4 [128, 64, 10] adam True')")
+    page.page.wait_for_function(
+        "document.querySelector('[data-testid=jt-status]').textContent === 'completed'"
+    )
+    page.page.wait_for_selector(
+        "[data-testid=jt-log-line]:has-text('trained 0.025 4 [128, 64, 10] adam True')"
+    )
     assert page.attr("[data-testid=jt-progress-fill]", "data-fraction") == "1"
     page.shot("08-form-became-monitor")
     assert leftover(run.id) == []
@@ -596,10 +718,16 @@ def test_a_failed_run_shows_the_failing_rank_and_traceback(browser, home):
 
     def hold(ws) -> None:
         server = ws.connect_to_server()
-        server.on_message(lambda message: ws.send(message) if release["now"] else held.append((ws, message)))
+        server.on_message(
+            lambda message: ws.send(message) if release["now"] else held.append((ws, message))
+        )
 
     page.page.route_web_socket("**/jupyter-trainer/api/runs/*/view*", hold)
-    lab.write_notebook("fail.ipynb", ["%load_ext jupyter_trainer", """%%train --procs 2 --name diverges
+    lab.write_notebook(
+        "fail.ipynb",
+        [
+            "%load_ext jupyter_trainer",
+            """%%train --procs 2 --name diverges
 import time
 from jupyter_trainer import runtime as jt
 def check(loss, step):
@@ -612,11 +740,14 @@ for step in range(60):
     print(f"rank {jt.rank} step {step} loss {loss:.2f}", flush=True)
     check(loss, step)
     time.sleep(0.05)
-"""])
+""",
+        ],
+    )
     page.open("fail.ipynb")
     page.run_all()
     page.page.wait_for_function(
-        "(document.querySelector('[data-testid=jt-status]') || {}).textContent === 'failed'")
+        "(document.querySelector('[data-testid=jt-status]') || {}).textContent === 'failed'"
+    )
     banner = page.text("[data-testid=jt-banner]")
     assert "Rank 1 failed first: FloatingPointError: loss diverged to 4.10 at step 31" in banner
     assert 'raise FloatingPointError(f"loss diverged to' in banner
@@ -643,8 +774,9 @@ for step in range(60):
     release["now"] = True
     for ws, message in held:
         ws.send(message)
-    pw.wait_for_selector(f"{body} [data-testid=jt-log-line]:has-text('FloatingPointError')",
-                         state="attached")
+    pw.wait_for_selector(
+        f"{body} [data-testid=jt-log-line]:has-text('FloatingPointError')", state="attached"
+    )
     pw.wait_for_timeout(500)  # filled while hidden
     pw.click(f".lm-TabBar-tab[data-id='jt-run-area-{run.id}']")
     pw.wait_for_selector(body)
@@ -653,10 +785,15 @@ for step in range(60):
 
 def assert_log_at_end(pw, body: str) -> None:
     """The log ``body`` is scrolled to its newest line (and has more than it shows)."""
-    at = pw.eval_on_selector(body, """b => ({top: b.scrollTop, height: b.clientHeight, total: b.scrollHeight,
-        last: b.lastElementChild.getBoundingClientRect().bottom <= b.getBoundingClientRect().bottom + 1})""")
+    at = pw.eval_on_selector(
+        body,
+        """b => ({top: b.scrollTop, height: b.clientHeight, total: b.scrollHeight,
+        last: b.lastElementChild.getBoundingClientRect().bottom <= b.getBoundingClientRect().bottom + 1})""",
+    )
     assert at["total"] > at["height"] > 0, at
-    assert at["top"] + at["height"] >= at["total"] - 8 and at["last"], f"the log is not at its end: {at}"
+    assert at["top"] + at["height"] >= at["total"] - 8 and at["last"], (
+        f"the log is not at its end: {at}"
+    )
 
 
 def test_a_huge_run_stays_smooth_in_the_browser(browser, home):
@@ -678,16 +815,27 @@ def test_a_huge_run_stays_smooth_in_the_browser(browser, home):
     since = page.page.evaluate("performance.now()")
     page.page.wait_for_function(
         "[...document.querySelectorAll('[data-testid=jt-chart]')].map(c => c.dataset.count).join() === '2000000,2000000'",
-        timeout=180_000)
-    wait_for(lambda: "rank 1 done" in " ".join(
-        page.page.locator("[data-testid=jt-log-line]").all_inner_texts()[-2:]), 30, what="the log tail")
-    drawn = page.page.eval_on_selector_all("[data-testid=jt-chart]", "cs => cs.map(c => +c.dataset.points)")
+        timeout=180_000,
+    )
+    wait_for(
+        lambda: (
+            "rank 1 done"
+            in " ".join(page.page.locator("[data-testid=jt-log-line]").all_inner_texts()[-2:])
+        ),
+        30,
+        what="the log tail",
+    )
+    drawn = page.page.eval_on_selector_all(
+        "[data-testid=jt-chart]", "cs => cs.map(c => +c.dataset.points)"
+    )
     assert all(0 < n <= 2000 for n in drawn), drawn
     assert page.page.locator("[data-testid=jt-log-line]").count() <= 2000
     assert "1,000,000 points × 2 ranks" in page.text(".jt-chart-foot")
     # rank 1's spike (1.02) is the maximum, not rank 0's (1.01)
-    assert " ".join(page.text(".jt-chart-card[data-metric=loss] .jt-chart-stats").split()) == \
-        "ranks 0, 1 · last 1e-6 · min 1e-6 (rank 0) · max 1.02 (rank 1)"
+    assert (
+        " ".join(page.text(".jt-chart-card[data-metric=loss] .jt-chart-stats").split())
+        == "ranks 0, 1 · last 1e-6 · min 1e-6 (rank 0) · max 1.02 (rank 1)"
+    )
     long_tasks = [d for start, d in page.page.evaluate("window.__longTasks") if start >= since]
     assert max(long_tasks, default=0) < 250, f"the page was blocked for {max(long_tasks)} ms"
     page.shot("10-huge-run")
@@ -695,7 +843,11 @@ def test_a_huge_run_stays_smooth_in_the_browser(browser, home):
 
 def test_a_reloaded_page_shows_the_live_widget_again(browser, home):
     lab, page = browser
-    lab.write_notebook("reload.ipynb", ["%load_ext jupyter_trainer", """%%train --no-wait --procs 2 --name reload
+    lab.write_notebook(
+        "reload.ipynb",
+        [
+            "%load_ext jupyter_trainer",
+            """%%train --no-wait --procs 2 --name reload
 import time
 from jupyter_trainer import runtime as jt
 for step in range(250):
@@ -703,7 +855,9 @@ for step in range(250):
     jt.progress(step + 1, 250)
     print("reload step", step, flush=True)
     time.sleep(0.06)
-"""])
+""",
+        ],
+    )
     page.open("reload.ipynb")
     page.run_all()
     page.page.wait_for_selector("[data-testid=jt-log-line]")
@@ -713,23 +867,35 @@ for step in range(250):
     page.page.reload()
     page.page.wait_for_selector("[data-testid=jt-monitor] [data-testid=jt-run-id]:not(:empty)")
     assert page.text("[data-testid=jt-run-id]") == run.id and not run.done
-    fraction = lambda: float(page.attr("[data-testid=jt-progress-fill]", "data-fraction") or 0)  # noqa: E731
+    fraction = lambda: float(page.attr("[data-testid=jt-progress-fill]", "data-fraction") or 0)
     before = fraction()
     wait_for(lambda: fraction() > before, 30, what="progress after the reload")
-    wait_for(lambda: page.page.locator("[data-testid=jt-log-line]:has-text('reload step 0')").count() == 2,
-             30, what="the log history after the reload")
+    wait_for(
+        lambda: (
+            page.page.locator("[data-testid=jt-log-line]:has-text('reload step 0')").count() == 2
+        ),
+        30,
+        what="the log history after the reload",
+    )
     page.shot("11-after-reload")
     run.wait(timeout=60)
-    page.page.wait_for_function("document.querySelector('[data-testid=jt-status]').textContent === 'completed'")
+    page.page.wait_for_function(
+        "document.querySelector('[data-testid=jt-status]').textContent === 'completed'"
+    )
     assert page.attr("[data-testid=jt-progress-fill]", "data-fraction") == "1"
     assert leftover(run.id) == []
 
 
 def test_notebook7_shows_the_same_live_monitor(notebook7, home):
     server, page = notebook7
-    server.write_notebook("nb7.ipynb", ["%load_ext jupyter_trainer",
-                                        "lr = 0.1\nepochs = 50\nsteps_per_epoch = 20",
-                                        LIVE_CELL.replace("browser-live", "notebook7")])
+    server.write_notebook(
+        "nb7.ipynb",
+        [
+            "%load_ext jupyter_trainer",
+            "lr = 0.1\nepochs = 50\nsteps_per_epoch = 20",
+            LIVE_CELL.replace("browser-live", "notebook7"),
+        ],
+    )
     page.open("nb7.ipynb")
     page.run_all()
     page.page.wait_for_selector("[data-testid=jt-monitor] [data-testid=jt-run-id]:not(:empty)")
@@ -779,8 +945,11 @@ def test_after_a_kernel_restart_the_old_widget_says_its_kernel_is_gone(browser, 
     lab, page = browser
     run = start_a_long_run(lab, page, "restart.ipynb")
     pw = page.page
-    wait_for(lambda: clock_seconds(page.text("[data-testid=jt-elapsed]")) >= 7, 30,
-             what="the clock past the feeder's first state refresh")
+    wait_for(
+        lambda: clock_seconds(page.text("[data-testid=jt-elapsed]")) >= 7,
+        30,
+        what="the clock past the feeder's first state refresh",
+    )
     pw.evaluate(WATCH_WIDGET)
     pw.click(".lm-MenuBar-item:has-text('Kernel')")
     pw.click(".lm-Menu-item[data-command='kernelmenu:restart']")
@@ -816,11 +985,14 @@ def any_front_end(home, request):
 
 def widths(pw, view: str) -> dict:
     """The width of the output that holds ``view`` and of the view itself, in pixels."""
-    return pw.eval_on_selector(view, """el => {
+    return pw.eval_on_selector(
+        view,
+        """el => {
         const child = el.closest('.jp-OutputArea-child');
         const prompt = child.querySelector('.jp-OutputArea-prompt');
         return {area: child.getBoundingClientRect().width - (prompt ? prompt.getBoundingClientRect().width : 0),
-                view: el.getBoundingClientRect().width}; }""")
+                view: el.getBoundingClientRect().width}; }""",
+    )
 
 
 def test_after_a_restart_and_a_reload_the_output_shows_the_run_from_the_server(any_front_end, home):
@@ -840,18 +1012,27 @@ def test_after_a_restart_and_a_reload_the_output_shows_the_run_from_the_server(a
     assert page.text("[data-testid=jt-run-id]") == run.id
     # it fills the output area as the widget did, not the width of its text
     server = widths(pw, view)
-    assert server["view"] >= server["area"] - 2 and server["view"] >= widget["view"] - 2, (server, widget)
-    progress = pw.eval_on_selector(f"{view} [data-testid=jt-progress-text]",
-                                   "el => el.scrollWidth <= el.clientWidth")
+    assert server["view"] >= server["area"] - 2 and server["view"] >= widget["view"] - 2, (
+        server,
+        widget,
+    )
+    progress = pw.eval_on_selector(
+        f"{view} [data-testid=jt-progress-text]", "el => el.scrollWidth <= el.clientWidth"
+    )
     assert progress, "the progress line is cut off"
-    fraction = lambda: float(page.attr("[data-testid=jt-progress-fill]", "data-fraction") or 0)  # noqa: E731
+    fraction = lambda: float(page.attr("[data-testid=jt-progress-fill]", "data-fraction") or 0)
     before = wait_for(fraction, 30, what="progress")
     wait_for(lambda: fraction() > before, 30, what="progress from the server")
-    wait_for(lambda: page.page.locator("[data-testid=jt-log-line]:has-text('long step')").count() > 3,
-             30, what="log lines from the server")
+    wait_for(
+        lambda: page.page.locator("[data-testid=jt-log-line]:has-text('long step')").count() > 3,
+        30,
+        what="log lines from the server",
+    )
     page.shot("14-reloaded-after-restart")
     pw.click("[data-testid=jt-cancel]")
-    wait_for(lambda: run.status == "canceled", 20, what="the run to be canceled from the server view")
+    wait_for(
+        lambda: run.status == "canceled", 20, what="the run to be canceled from the server view"
+    )
     pw.wait_for_selector("[data-testid=jt-status]:text-is('canceled')")
     assert leftover(run.id) == []
 
@@ -875,7 +1056,9 @@ def luminance(css: str) -> float:
 
 def assert_readable(pw, selector: str) -> None:
     """The text of ``selector`` stands out from its own background."""
-    back, fore = pw.eval_on_selector(selector, "el => [getComputedStyle(el).backgroundColor, getComputedStyle(el).color]")
+    back, fore = pw.eval_on_selector(
+        selector, "el => [getComputedStyle(el).backgroundColor, getComputedStyle(el).color]"
+    )
     assert abs(luminance(back) - luminance(fore)) > 0.45, (selector, back, fore)
 
 
@@ -893,16 +1076,24 @@ def test_the_run_view_follows_the_theme_in_the_widget_and_the_lab_view(themed_br
 
     def check(where: str, root: str) -> None:
         background = pw.eval_on_selector(root, "el => getComputedStyle(el).backgroundColor")
-        color = pw.eval_on_selector(f"{root} [data-testid=jt-name]", "el => getComputedStyle(el).color")
+        color = pw.eval_on_selector(
+            f"{root} [data-testid=jt-name]", "el => getComputedStyle(el).color"
+        )
         dark = theme == "dark"
-        assert (luminance(background) < 0.3) == dark and (luminance(color) > 0.6) == dark, \
-            (where, theme, background, color)
+        assert (luminance(background) < 0.3) == dark and (luminance(color) > 0.6) == dark, (
+            where,
+            theme,
+            background,
+            color,
+        )
         assert pw.text_content(f"{root} [data-testid=jt-status]") == "completed"
         # NaN at step 15 on both ranks: marked on the chart and counted, never dropped
         loss = f"{root} .jt-chart-card[data-metric=loss]"
         assert pw.get_attribute(f"{loss} [data-testid=jt-chart]", "data-non-finite") == "2"
         assert "2 NaN/inf" in page.text(f"{loss} .jt-chart-foot")
-        assert re.search(r"min 0\.28\d* \(rank 0\) · max 2 \(rank 0\)", page.text(f"{loss} .jt-chart-stats"))
+        assert re.search(
+            r"min 0\.28\d* \(rank 0\) · max 2 \(rank 0\)", page.text(f"{loss} .jt-chart-stats")
+        )
         if where == "lab":  # opened after the NaN was recorded; the widget had ended before
             nan = f"{root} [data-testid=jt-non-finite]"
             assert page.text(nan) == "⚠ loss became NaN at step 15 on rank 0"

@@ -9,11 +9,10 @@ complete.
 from __future__ import annotations
 
 import pytest
-
-from jupyter_trainer import api
-
 from conftest import leftover, wait_for
 from test_browser import browser  # noqa: F401 (the fixture)
+
+from jupyter_trainer import api
 
 WAITING_CELL = """%%train --procs 2 --name waiting
 import time
@@ -33,8 +32,9 @@ def last_step(run: api.Run) -> int:
     return max((e["step"] for e in events if e.get("step") is not None), default=-1)
 
 
-@pytest.mark.parametrize("command", ["kernelmenu:restart", "kernelmenu:shutdown"],
-                         ids=["restart", "shutdown"])
+@pytest.mark.parametrize(
+    "command", ["kernelmenu:restart", "kernelmenu:shutdown"], ids=["restart", "shutdown"]
+)
 def test_the_kernel_menu_never_ends_the_run_a_cell_waits_for(browser, home, command):
     lab, page = browser
     pw = page.page

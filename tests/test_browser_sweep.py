@@ -7,12 +7,11 @@ under ``$JT_ARTIFACTS`` like test_browser.py's.
 
 from __future__ import annotations
 
-import jupyter_trainer as jt
-from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import procs
-
 from conftest import leftover, wait_for
 from test_browser import browser  # noqa: F401 (the fixture)
+
+import jupyter_trainer as jt
+from jupyter_trainer.rankside import procs
 
 SWEEP = "[data-testid=jt-sweep]"
 SWEEP_CELL = """%%train --launcher python --name {name} --sweep lr=loguniform(1e-3,1e-1) --sweep hidden=choice(32,64,128) --trials {trials} --parallel 2 --metric val_acc --sampler random --seed 7
@@ -30,8 +29,14 @@ def within(selector: str) -> str:
 
 
 def open_sweep(lab, page, name: str, trials: int, steps: int) -> jt.Sweep:
-    lab.write_notebook(f"{name}.ipynb", ["%load_ext jupyter_trainer", "lr = 0.01\nhidden = 64",
-                                         SWEEP_CELL.format(name=name, trials=trials, steps=steps)])
+    lab.write_notebook(
+        f"{name}.ipynb",
+        [
+            "%load_ext jupyter_trainer",
+            "lr = 0.01\nhidden = 64",
+            SWEEP_CELL.format(name=name, trials=trials, steps=steps),
+        ],
+    )
     page.open(f"{name}.ipynb")
     page.run_all()
     page.page.wait_for_selector(within("[data-testid=jt-sweep-id]:not(:empty)"))
@@ -43,14 +48,19 @@ def cell_busy(page) -> bool:
 
 
 def parallel_lines(page) -> list[dict]:
-    return page.page.eval_on_selector_all(within("[data-testid=jt-sweep-parallel] path.jt-pc-line"),
-                                          "ps => ps.map(p => ({n: +p.dataset.number, s: p.dataset.status, d: p.getAttribute('d')}))")
+    return page.page.eval_on_selector_all(
+        within("[data-testid=jt-sweep-parallel] path.jt-pc-line"),
+        "ps => ps.map(p => ({n: +p.dataset.number, s: p.dataset.status, d: p.getAttribute('d')}))",
+    )
 
 
 def best_chart_ink(page) -> int:
-    return page.page.eval_on_selector(within("[data-testid=jt-sweep-best-canvas]"), """c => {
+    return page.page.eval_on_selector(
+        within("[data-testid=jt-sweep-best-canvas]"),
+        """c => {
         const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-        let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }""")
+        let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }""",
+    )
 
 
 def test_the_sweep_widget_follows_the_sweep_and_opens_a_trial(browser, home):
@@ -79,7 +89,12 @@ def test_the_sweep_widget_follows_the_sweep_and_opens_a_trial(browser, home):
     monitor = ".jt-sweep-monitor [data-testid=jt-monitor]"
     pw.wait_for_selector(f"{monitor} [data-testid=jt-run-id]:text-is('{run_id}')")
     assert not sweep.done and cell_busy(page), "the click was answered only after the sweep"
-    assert pw.locator(within(f"[data-testid=jt-sweep-trial][data-number='{number}'][aria-selected=true]")).count() == 1
+    assert (
+        pw.locator(
+            within(f"[data-testid=jt-sweep-trial][data-number='{number}'][aria-selected=true]")
+        ).count()
+        == 1
+    )
     assert pw.locator(monitor).count() == 1
     # the run monitor follows the trial: its params are the trial's
     params = " ".join(page.text(f"{monitor} [data-testid=jt-params]").split())
@@ -87,7 +102,9 @@ def test_the_sweep_widget_follows_the_sweep_and_opens_a_trial(browser, home):
     assert f"hidden {trial['params']['hidden']}" in params
 
     # the table reaches 4 finished trials; the header, best and charts show the final state
-    pw.wait_for_selector(within("[data-testid=jt-sweep-status]:text-is('completed')"), timeout=120_000)
+    pw.wait_for_selector(
+        within("[data-testid=jt-sweep-status]:text-is('completed')"), timeout=120_000
+    )
     state = sweep.state
     assert state["status"] == "completed" and state["counts"] == {"completed": 4}
     rows = pw.locator(within("[data-testid=jt-sweep-trial]"))
@@ -97,7 +114,9 @@ def test_the_sweep_widget_follows_the_sweep_and_opens_a_trial(browser, home):
     assert page.text(within("[data-testid=jt-sweep-counts]")) == "4 completed"
     assert pw.locator(within("[data-testid=jt-sweep-cancel]")).is_hidden()
     best = state["best"]
-    shown = pw.get_attribute(within("[data-testid=jt-sweep-best] .jt-sweep-best-value"), "data-value")
+    shown = pw.get_attribute(
+        within("[data-testid=jt-sweep-best] .jt-sweep-best-value"), "data-value"
+    )
     assert float(shown) == best["objective"]
     said = " ".join(page.text(within("[data-testid=jt-sweep-best]")).split())
     assert said.startswith(f"★ best #{best['number']} val_acc ")
@@ -119,13 +138,20 @@ def test_the_sweep_widget_follows_the_sweep_and_opens_a_trial(browser, home):
     lines = parallel_lines(page)
     assert sorted(ln["n"] for ln in lines) == [0, 1, 2, 3]
     assert all(ln["s"] == "completed" and ln["d"].count("L") == len(keys) for ln in lines), lines
-    axes = pw.eval_on_selector_all(within("[data-testid=jt-sweep-parallel] .jt-pc-axis"), "gs => gs.map(g => g.dataset.axis)")
+    axes = pw.eval_on_selector_all(
+        within("[data-testid=jt-sweep-parallel] .jt-pc-axis"), "gs => gs.map(g => g.dataset.axis)"
+    )
     assert axes == [*keys, "val_acc"]
-    assert pw.locator(within("[data-testid=jt-sweep-parallel] path.jt-pc-best")).get_attribute("data-number") == str(best["number"])
+    assert pw.locator(within("[data-testid=jt-sweep-parallel] path.jt-pc-best")).get_attribute(
+        "data-number"
+    ) == str(best["number"])
     # hovering a line names its trial
-    point = pw.eval_on_selector(within(f"[data-testid=jt-sweep-parallel] path.jt-pc-hit[data-number='{best['number']}']"), """p => {
+    point = pw.eval_on_selector(
+        within(f"[data-testid=jt-sweep-parallel] path.jt-pc-hit[data-number='{best['number']}']"),
+        """p => {
         const at = p.getPointAtLength(p.getTotalLength() * 0.3), m = p.getScreenCTM();
-        return [at.x * m.a + at.y * m.c + m.e, at.x * m.b + at.y * m.d + m.f]; }""")
+        return [at.x * m.a + at.y * m.c + m.e, at.x * m.b + at.y * m.d + m.f]; }""",
+    )
     pw.mouse.move(*point)
     tip = pw.locator(within("[data-testid=jt-sweep-parallel] .jt-chart-tip"))
     tip.wait_for(state="visible")
@@ -151,37 +177,58 @@ def test_cancel_in_the_sweep_widget_ends_a_running_sweep(browser, home):
     lab, page = browser
     pw = page.page
     sweep = open_sweep(lab, page, "sweep-cancel", trials=12, steps=400)
-    pw.wait_for_function("""sel => document.querySelectorAll(sel).length === 2""",
-                         arg=within("[data-testid=jt-sweep-trial][data-status=running]"))
+    pw.wait_for_function(
+        """sel => document.querySelectorAll(sel).length === 2""",
+        arg=within("[data-testid=jt-sweep-trial][data-status=running]"),
+    )
     driver = sweep.state["driver"]
-    wait_for(lambda: all(t.get("last") is not None for t in sweep.state["trials"]), 60,
-             what="each running trial to have logged val_acc")
+    wait_for(
+        lambda: all(t.get("last") is not None for t in sweep.state["trials"]),
+        60,
+        what="each running trial to have logged val_acc",
+    )
     assert cell_busy(page)
     pw.click(within("[data-testid=jt-sweep-cancel]"))
     wait_for(lambda: sweep.status == "canceled", 60, what="the sweep to be canceled")
     pw.wait_for_selector(within("[data-testid=jt-sweep-status]:text-is('canceled')"))
-    assert "Canceled: canceled from the notebook (Cancel button)" in page.text(within("[data-testid=jt-sweep-banner]"))
+    assert "Canceled: canceled from the notebook (Cancel button)" in page.text(
+        within("[data-testid=jt-sweep-banner]")
+    )
     assert pw.locator(within("[data-testid=jt-sweep-cancel]")).is_hidden()
-    statuses = [r.get_attribute("data-status") for r in pw.locator(within("[data-testid=jt-sweep-trial]")).all()]
+    statuses = [
+        r.get_attribute("data-status")
+        for r in pw.locator(within("[data-testid=jt-sweep-trial]")).all()
+    ]
     assert statuses == ["canceled", "canceled"]
     # each canceled trial shows the last val_acc it logged, marked as no objective
     state = sweep.state
-    shown = pw.eval_on_selector_all(within("[data-testid=jt-sweep-trial] .jt-sweep-reported"),
-                                    "els => els.map(e => [+e.dataset.reported, e.textContent, e.title])")
+    shown = pw.eval_on_selector_all(
+        within("[data-testid=jt-sweep-trial] .jt-sweep-reported"),
+        "els => els.map(e => [+e.dataset.reported, e.textContent, e.title])",
+    )
     assert [value for value, _, _ in shown] == [t["last"] for t in state["trials"]], (shown, state)
     assert all(text.endswith(" last") and "not an objective" in title for _, text, title in shown)
     # best so far counts completed trials only, and says so instead of waiting for one
     no_best = page.text(within("[data-testid=jt-sweep-no-best]"))
-    assert no_best.startswith("no trial completed (2 canceled): best so far counts completed trials only"), no_best
+    assert no_best.startswith(
+        "no trial completed (2 canceled): best so far counts completed trials only"
+    ), no_best
     assert "waiting" not in page.text(within("[data-testid=jt-sweep-best-chart]"))
-    assert "best so far counts completed trials only" in page.text(within("[data-testid=jt-sweep-best-chart]"))
+    assert "best so far counts completed trials only" in page.text(
+        within("[data-testid=jt-sweep-best-chart]")
+    )
     # parallel coordinates draw both trials, to the values they reported (hollow marks)
     lines = parallel_lines(page)
-    assert sorted(ln["n"] for ln in lines) == [0, 1] and all(ln["d"].count("L") == 2 for ln in lines), lines
+    assert sorted(ln["n"] for ln in lines) == [0, 1] and all(
+        ln["d"].count("L") == 2 for ln in lines
+    ), lines
     assert pw.locator(within("[data-testid=jt-sweep-parallel] circle.jt-pc-reported")).count() == 2
     page.shot("sweep-03-canceled", SWEEP)
     for trial in sweep.state["trials"]:
         wait_for(lambda: leftover(trial["run"]) == [], 15, what=f"run {trial['run']} to end")
-    wait_for(lambda: not procs.is_alive(driver["pid"], driver.get("start_ticks")), 15,
-             what="the sweep's driver to exit")
+    wait_for(
+        lambda: not procs.is_alive(driver["pid"], driver.get("start_ticks")),
+        15,
+        what="the sweep's driver to exit",
+    )
     pw.wait_for_selector(".jp-InputArea-prompt:has-text('[3]')")  # the cell ended with it

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 
-from jupyter_trainer import api
-
 from conftest import leftover
 from test_browser import browser, luminance  # noqa: F401 (the fixture)
+
+from jupyter_trainer import api
 
 # Two ranks, four steps: acc goes down to 0.5 on rank 0 and to 0.406 on rank 1; loss
 # reaches 0 on rank 0 at step 2.
@@ -42,8 +42,10 @@ def check_figures(page, root: str) -> None:
     pw = page.page
     acc = f"{root} .jt-chart-card[data-metric=acc]"
     pw.wait_for_selector(f"{acc} [data-testid=jt-chart][data-points]")
-    assert words(page.text(f"{acc} .jt-chart-stats")) == \
-        "ranks 0, 1 · last 0.8–0.85 · min 0.406 (rank 1) · max 0.9 (rank 0)"
+    assert (
+        words(page.text(f"{acc} .jt-chart-stats"))
+        == "ranks 0, 1 · last 0.8–0.85 · min 0.406 (rank 1) · max 0.9 (rank 0)"
+    )
     chip = f"{root} .jt-metric-chip[data-metric=acc]"
     assert words(page.text(chip)) == "acc 0.8–0.85 ranks 0, 1"
     assert "min 0.406 (rank 1)" in pw.get_attribute(chip, "title")
@@ -53,9 +55,14 @@ def check_figures(page, root: str) -> None:
     pw.click(f"{root} [data-testid=jt-opt-agg] button[data-value=mean]")
     pw.wait_for_selector(f"{chip}:has-text('mean')")
     assert words(page.text(chip)) == "acc 0.825 mean"
-    assert pw.get_attribute(chip, "title").startswith("mean of 2 ranks: last 0.825 · min 0.55 · max 0.85")
+    assert pw.get_attribute(chip, "title").startswith(
+        "mean of 2 ranks: last 0.825 · min 0.55 · max 0.85"
+    )
     pw.wait_for_selector(f"{acc} .jt-chart-stats:has-text('mean of 2 ranks')")
-    assert words(page.text(f"{acc} .jt-chart-stats")) == "mean of 2 ranks · last 0.825 · min 0.55 · max 0.85"
+    assert (
+        words(page.text(f"{acc} .jt-chart-stats"))
+        == "mean of 2 ranks · last 0.825 · min 0.55 · max 0.85"
+    )
     pw.click(f"{root} [data-testid=jt-opt-agg] button[data-value=ranks]")
     pw.wait_for_selector(f"{acc} .jt-chart-stats:has-text('ranks 0, 1')")
     # on a log scale rank 0's zero is marked and counted, as a NaN is
@@ -70,12 +77,15 @@ def check_figures(page, root: str) -> None:
 def chart_colours(page, root: str) -> list[dict]:
     """Each chart under ``root``: the colours it was drawn in, the theme's colours for them
     now, and the mean luminance of its y-axis labels as drawn."""
-    return page.page.eval_on_selector_all(f"{root} [data-testid=jt-chart]", f"""cs => cs.map(c => {{
+    return page.page.eval_on_selector_all(
+        f"{root} [data-testid=jt-chart]",
+        f"""cs => cs.map(c => {{
         const style = getComputedStyle(c.closest('.jt-monitor'));
         return {{axis: c.dataset.axisColor, grid: c.dataset.gridColor,
                  themeAxis: style.getPropertyValue('--jt-muted').trim(),
                  themeGrid: style.getPropertyValue('--jt-border').trim(),
-                 background: style.backgroundColor, ink: ({LABEL_INK})(c)}}; }})""")
+                 background: style.backgroundColor, ink: ({LABEL_INK})(c)}}; }})""",
+    )
 
 
 def switch_theme(pw, theme: str) -> None:

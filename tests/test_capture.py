@@ -15,10 +15,10 @@ from textwrap import dedent
 
 import pytest
 
-from jupyter_trainer.capture import CellContext, DEFAULT_MAX_CARRY_BYTES, free_names, resolve_cell
+from jupyter_trainer.capture import DEFAULT_MAX_CARRY_BYTES, CellContext, free_names, resolve_cell
 from jupyter_trainer.core.errors import CaptureError, SpecError
 
-HOSTILE = "'; rm -rf ~ \"$(reboot)\" `id` \\n\n{x}"
+HOSTILE = '\'; rm -rf ~ "$(reboot)" `id` \\n\n{x}'
 
 
 def notebook(*cells: str, **values) -> tuple[dict, list[str]]:
@@ -35,6 +35,7 @@ def notebook(*cells: str, **values) -> tuple[dict, list[str]]:
 
 
 # -- free names -----------------------------------------------------------------------------
+
 
 def test_free_names_shadowing_and_first_seen_order():
     src = "x = 1\nprint(x, y)\nz = y + w\nprint(z)"
@@ -118,6 +119,7 @@ def test_syntax_error_names_the_line():
 
 # -- resolving against a namespace ----------------------------------------------------------
 
+
 def test_modules_become_import_lines():
     import json as js
     import os.path as osp
@@ -125,8 +127,12 @@ def test_modules_become_import_lines():
 
     ns = {"js": js, "os": os, "ET": ET, "osp": osp}
     ctx = resolve_cell("js.dumps(os.sep, ET, osp)", ns)
-    assert ctx.imports == ("import json as js", "import os",
-                           "import xml.etree.ElementTree as ET", f"import {osp.__name__} as osp")
+    assert ctx.imports == (
+        "import json as js",
+        "import os",
+        "import xml.etree.ElementTree as ET",
+        f"import {osp.__name__} as osp",
+    )
     assert ctx.carried_names == ("ET", "js", "os", "osp")
     assert ctx.params == {} and ctx.carried == {} and ctx.definitions == ()
 
@@ -136,8 +142,11 @@ def test_library_objects_become_from_imports():
 
     ns = {"dedent": dedent, "to_json": to_json, "OrderedDict": OrderedDict}
     ctx = resolve_cell("dedent(to_json(OrderedDict()))", ns)
-    assert ctx.imports == ("from textwrap import dedent", "from json import dumps as to_json",
-                           "from collections import OrderedDict")
+    assert ctx.imports == (
+        "from textwrap import dedent",
+        "from json import dumps as to_json",
+        "from collections import OrderedDict",
+    )
 
 
 def test_notebook_helper_from_history_with_transitive_needs():
@@ -211,8 +220,12 @@ def test_lambda_and_notebook_instance_are_carried_and_load_without_the_notebook(
         v = {k: pickle.loads(b) for k, b in blobs.items()}
         print(v["square"](3), v["origin"].x, type(v["hidden"]).__name__, v["hidden"])
     """)
-    out = subprocess.run([sys.executable, "-c", script], input=pickle.dumps(ctx.carried),
-                         capture_output=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        input=pickle.dumps(ctx.carried),
+        capture_output=True,
+        check=True,
+    )
     assert out.stdout.decode().split() == ["9", "5", "tuple", "(64,", "32)"]
 
 
@@ -256,7 +269,9 @@ def test_generator_cannot_be_carried():
 
 def test_overrides_beat_notebook_values_and_are_always_included():
     ns = {"lr": 0.1, "epochs": 10, "model": threading.Lock()}
-    ctx = resolve_cell("model; lr * epochs", ns, overrides={"lr": 0.5, "model": "resnet", "extra": [1]})
+    ctx = resolve_cell(
+        "model; lr * epochs", ns, overrides={"lr": 0.5, "model": "resnet", "extra": [1]}
+    )
     assert ctx.params == {"epochs": 10, "lr": 0.5, "model": "resnet", "extra": [1]}
     assert ctx.carried == {}
     assert ctx.carried_names == ("epochs",)
@@ -270,7 +285,11 @@ def test_override_must_be_json():
 def test_hostile_strings_round_trip_exactly():
     ns = {"cmd": HOSTILE, "opts": {"a'b": [HOSTILE, None, True]}}
     ctx = resolve_cell("cmd, opts, tag", ns, overrides={"tag": HOSTILE + "!"})
-    assert ctx.params == {"cmd": HOSTILE, "opts": {"a'b": [HOSTILE, None, True]}, "tag": HOSTILE + "!"}
+    assert ctx.params == {
+        "cmd": HOSTILE,
+        "opts": {"a'b": [HOSTILE, None, True]},
+        "tag": HOSTILE + "!",
+    }
     assert json.loads(json.dumps(ctx.params)) == ctx.params
 
 
@@ -282,8 +301,17 @@ def test_large_json_is_carried_not_a_parameter():
 
 
 def test_ipython_internals_dunders_and_absent_names_are_ignored():
-    ns = {"In": [""], "Out": {}, "_": 1, "_3": 2, "_i3": "x", "_oh": {}, "__file__": "x",
-          "get_ipython": print, "print": print}
+    ns = {
+        "In": [""],
+        "Out": {},
+        "_": 1,
+        "_3": 2,
+        "_i3": "x",
+        "_oh": {},
+        "__file__": "x",
+        "get_ipython": print,
+        "print": print,
+    }
     ctx = resolve_cell("print(In, Out, _, _3, _i3, _oh, __file__, len, missing)", ns)
     assert ctx.carried_names == ("print",)  # a shadowed builtin is the user's
     assert ctx.imports == ("from builtins import print",)
@@ -291,8 +319,11 @@ def test_ipython_internals_dunders_and_absent_names_are_ignored():
 
 def test_magics_in_the_cell_are_rejected_with_the_line():
     cell = "x = 1\nget_ipython().system('nvidia-smi')\n"
-    with pytest.raises(CaptureError, match=r"line 2: get_ipython\(\)\.system\('nvidia-smi'\).*"
-                                           r"shell commands don't run inside training processes"):
+    with pytest.raises(
+        CaptureError,
+        match=r"line 2: get_ipython\(\)\.system\('nvidia-smi'\).*"
+        r"shell commands don't run inside training processes",
+    ):
         resolve_cell(cell, {"get_ipython": print})
 
 
@@ -304,9 +335,11 @@ def test_context_is_frozen():
 
 
 def test_capture_imports_no_jupyter_torch_or_numpy():
-    script = ("import sys, jupyter_trainer.capture as c\n"
-              "c.resolve_cell('x', {'x': (1,)})\n"
-              "bad = {'IPython', 'ipywidgets', 'torch', 'numpy', 'jupyter_server', 'tornado'}\n"
-              "print(sorted(bad & {m.split('.')[0] for m in sys.modules}))\n")
+    script = (
+        "import sys, jupyter_trainer.capture as c\n"
+        "c.resolve_cell('x', {'x': (1,)})\n"
+        "bad = {'IPython', 'ipywidgets', 'torch', 'numpy', 'jupyter_server', 'tornado'}\n"
+        "print(sorted(bad & {m.split('.')[0] for m in sys.modules}))\n"
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

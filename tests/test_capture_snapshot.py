@@ -13,12 +13,17 @@ from pathlib import Path
 import pytest
 
 import jupyter_trainer
-from jupyter_trainer.capture import (RESERVED_DIR, hash_snapshot, resolve_cell,
-                                     write_cell_snapshot, write_script_snapshot)
+from jupyter_trainer.capture import (
+    RESERVED_DIR,
+    hash_snapshot,
+    resolve_cell,
+    write_cell_snapshot,
+    write_script_snapshot,
+)
 from jupyter_trainer.core.errors import CaptureError
 
 PACKAGE = Path(jupyter_trainer.__file__).parent
-HOSTILE = "'; rm -rf ~ \"$(reboot)\"\n"
+HOSTILE = '\'; rm -rf ~ "$(reboot)"\n'
 
 
 def make_tree(root: Path, files: dict[str, str]) -> Path:
@@ -43,31 +48,41 @@ def empty_context():
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    return make_tree(tmp_path / "project", {
-        "train.py": "print('train')\n",
-        "pkg/model.py": "WIDTH = 3\n",
-        "pkg/__pycache__/model.cpython-311.pyc": "junk",
-        "notes.pyc": "junk",
-        ".ipynb_checkpoints/x-checkpoint.ipynb": "{}",
-        "data/big.bin": "0" * 100,
-        "runs/ckpt.pt": "w",
-        ".env": "TOKEN=secret",
-        ".env.local": "TOKEN=secret",
-        "certs/server.pem": "pem",
-        "keys/id_rsa": "key",
-        "aws_credentials.json": "{}",
-        ".git/config": "[core]",
-        ".netrc": "machine x",
-        ".trainignore": "data/\n*.pt\n",
-    })
+    return make_tree(
+        tmp_path / "project",
+        {
+            "train.py": "print('train')\n",
+            "pkg/model.py": "WIDTH = 3\n",
+            "pkg/__pycache__/model.cpython-311.pyc": "junk",
+            "notes.pyc": "junk",
+            ".ipynb_checkpoints/x-checkpoint.ipynb": "{}",
+            "data/big.bin": "0" * 100,
+            "runs/ckpt.pt": "w",
+            ".env": "TOKEN=secret",
+            ".env.local": "TOKEN=secret",
+            "certs/server.pem": "pem",
+            "keys/id_rsa": "key",
+            "aws_credentials.json": "{}",
+            ".git/config": "[core]",
+            ".netrc": "machine x",
+            ".trainignore": "data/\n*.pt\n",
+        },
+    )
 
 
 def test_trainignore_and_default_exclusions(project, tmp_path):
     code = write_cell_snapshot(tmp_path / "code", "print(1)", empty_context(), source_dir=project)
     assert source_files(tmp_path / "code") == {"train.py", "pkg/model.py", ".trainignore"}
     # secrets are listed so the user sees them; junk and .trainignore'd files are not
-    assert code.excluded == (".env", ".env.local", ".git/", ".netrc", "aws_credentials.json",
-                             "certs/server.pem", "keys/id_rsa")
+    assert code.excluded == (
+        ".env",
+        ".env.local",
+        ".git/",
+        ".netrc",
+        "aws_credentials.json",
+        "certs/server.pem",
+        "keys/id_rsa",
+    )
     assert code.source_dir == str(project.resolve())
 
 
@@ -144,29 +159,38 @@ def test_symlinks_inside_are_copied_outside_and_folders_are_left_out(tmp_path):
 def test_snapshot_size_limit(project, tmp_path, monkeypatch):
     (project / "weights.npy").write_bytes(b"\0" * 50_000)
     monkeypatch.setenv("JUPYTER_TRAINER_MAX_SNAPSHOT_BYTES", "40000")
-    with pytest.raises(CaptureError, match=r"over the 39\.1 KiB limit.*weights\.npy \(48\.8 KiB\)"
-                                           r".*\.trainignore"):
+    with pytest.raises(
+        CaptureError,
+        match=r"over the 39\.1 KiB limit.*weights\.npy \(48\.8 KiB\)"
+        r".*\.trainignore",
+    ):
         write_cell_snapshot(tmp_path / "code", "pass", empty_context(), source_dir=project)
     assert not (tmp_path / "code").exists()
 
 
 # -- the generated entry script -------------------------------------------------------------
 
+
 def test_cell_script_is_valid_python_in_section_order(tmp_path):
     ns = {"__name__": "__main__"}
     exec(compile("def helper(v):\n    return v * scale\n", "<cell-2>", "exec"), ns)
     ns.update(scale=2, hidden=(64, 32), cmd=HOSTILE, json=json)
     cell = "# my cell\nprint(helper(hidden[0]), cmd, json.dumps(1))\n"
-    ctx = resolve_cell(cell, ns, history=["def helper(v):\n    return v * scale\n"],
-                       overrides={"tag": HOSTILE})
+    ctx = resolve_cell(
+        cell, ns, history=["def helper(v):\n    return v * scale\n"], overrides={"tag": HOSTILE}
+    )
     code = write_cell_snapshot(tmp_path / "code", cell, ctx)
     assert (code.entry, code.origin, code.source_dir) == ("_jt/cell.py", "cell", None)
     text = (tmp_path / "code" / code.entry).read_text()
     compile(text, code.entry, "exec")
-    order = ["from jupyter_trainer import runtime as _jt_runtime",
-             "globals().update(_jt_runtime.params)",
-             "globals().update(_jt_runtime.load_carried(__file__))",
-             "import json", "def helper(v):", "# --- cell ---\n" + cell]
+    order = [
+        "from jupyter_trainer import runtime as _jt_runtime",
+        "globals().update(_jt_runtime.params)",
+        "globals().update(_jt_runtime.load_carried(__file__))",
+        "import json",
+        "def helper(v):",
+        "# --- cell ---\n" + cell,
+    ]
     positions = [text.index(piece) for piece in order]
     assert positions == sorted(positions) and text.startswith("#")
     assert HOSTILE.strip() not in text  # values travel as data, never as code
@@ -196,7 +220,9 @@ def test_runtime_files_are_copied(tmp_path):
     if not (PACKAGE / "_boot.py").is_file():
         pytest.skip("jupyter_trainer/rankside/boot.py not written yet")
     assert (jt / "boot.py").read_bytes() == (PACKAGE / "_boot.py").read_bytes()
-    assert (jt / "jupyter_trainer" / "runtime.py").read_bytes() == (PACKAGE / "runtime.py").read_bytes()
+    assert (jt / "jupyter_trainer" / "runtime.py").read_bytes() == (
+        PACKAGE / "runtime.py"
+    ).read_bytes()
 
 
 def test_cell_snapshot_runs_end_to_end(tmp_path):
@@ -206,19 +232,27 @@ def test_cell_snapshot_runs_end_to_end(tmp_path):
     exec(compile("def helper(v):\n    return v * scale\n", "<cell-2>", "exec"), ns)
     ns.update(scale=3, hidden=(64, 32), cmd=HOSTILE)
     cell = "print(repr((helper(hidden[1]), cmd, tag)))"
-    ctx = resolve_cell(cell, ns, history=["def helper(v):\n    return v * scale\n"],
-                       overrides={"tag": HOSTILE})
+    ctx = resolve_cell(
+        cell, ns, history=["def helper(v):\n    return v * scale\n"], overrides={"tag": HOSTILE}
+    )
     code = write_cell_snapshot(tmp_path / "run" / "code", cell, ctx)
     (tmp_path / "run" / "spec.json").write_text(json.dumps({"params": ctx.params}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JT_", "RANK", "WORLD_"))}
     env["JT_RUN_DIR"] = str(tmp_path / "run")
-    out = subprocess.run([sys.executable, code.entry], cwd=tmp_path / "run" / "code", env=env,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, code.entry],
+        cwd=tmp_path / "run" / "code",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == repr((96, HOSTILE, HOSTILE))
 
 
 # -- script snapshots -----------------------------------------------------------------------
+
 
 def test_script_without_source_is_copied_to_the_root(tmp_path):
     script = make_tree(tmp_path, {"my train.py": "print('hi')\n"}) / "my train.py"
@@ -229,7 +263,9 @@ def test_script_without_source_is_copied_to_the_root(tmp_path):
 
 
 def test_script_inside_source(project, tmp_path):
-    code = write_script_snapshot(tmp_path / "code", project / "pkg" / "model.py", source_dir=project)
+    code = write_script_snapshot(
+        tmp_path / "code", project / "pkg" / "model.py", source_dir=project
+    )
     assert code.entry == "pkg/model.py" and "train.py" in source_files(tmp_path / "code")
 
 

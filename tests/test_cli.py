@@ -6,12 +6,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from jupyter_trainer.api import runs as api
-
 from conftest import leftover, wait_for
+
+from jupyter_trainer.api import runs as api
 
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
@@ -36,8 +35,19 @@ def write_script(tmp_path: Path) -> Path:
 
 def test_submit_wait_show_runs(home, tmp_path):
     script = write_script(tmp_path)
-    done = cli("submit", str(script), "--procs", "2", "--name", "cli run", "--wait",
-               "--", "--steps", "5", "'; rm -rf ~'")
+    done = cli(
+        "submit",
+        str(script),
+        "--procs",
+        "2",
+        "--name",
+        "cli run",
+        "--wait",
+        "--",
+        "--steps",
+        "5",
+        "'; rm -rf ~'",
+    )
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.strip()
     assert "completed" in done.stderr
@@ -91,19 +101,27 @@ def test_bad_input_exits_nonzero_with_a_clear_message(home, tmp_path):
 
 def test_jupyter_subcommand_is_available(home):
     jupyter = Path(sys.executable).with_name("jupyter")
-    done = subprocess.run([str(jupyter), "trainer", "targets"], capture_output=True, text=True,
-                          env={**os.environ, "PATH": f"{jupyter.parent}:{os.environ['PATH']}"})
+    done = subprocess.run(
+        [str(jupyter), "trainer", "targets"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": f"{jupyter.parent}:{os.environ['PATH']}"},
+    )
     assert done.returncode == 0 and done.stdout.startswith("local")
 
 
 def test_target_add_and_targets(home):
-    added = cli("target", "add", "pair", "--kind", "ssh", "hosts=[gpu1,gpu2]", "workdir=/scratch/jt")
+    added = cli(
+        "target", "add", "pair", "--kind", "ssh", "hosts=[gpu1,gpu2]", "workdir=/scratch/jt"
+    )
     assert added.returncode == 0, added.stderr
     assert "target 'pair' saved in" in added.stdout
     listed = cli("targets").stdout
     assert "pair             ssh      hosts=['gpu1', 'gpu2'], workdir=/scratch/jt" in listed
     again = cli("target", "add", "pair", "--kind", "ssh", "hosts=[gpu3]")
-    assert again.returncode == 2 and "already exists" in again.stderr and "--replace" in again.stderr
+    assert (
+        again.returncode == 2 and "already exists" in again.stderr and "--replace" in again.stderr
+    )
     bad = cli("target", "add", "other", "--kind", "nope", "hosts=[a]")
     assert bad.returncode == 2 and "unknown target kind 'nope'" in bad.stderr
     assert "other" not in cli("targets").stdout
@@ -117,10 +135,14 @@ def test_runs_that_match_no_filter_say_which_filter(home, tmp_path):
         assert cli("submit", str(script), "--launcher", "python", "--wait").returncode == 0
     none = cli("runs", "--status", "running")
     assert none.returncode == 0 and none.stderr == ""
-    assert none.stdout == (f"no runs match --status running (the store {home} holds 2 runs; "
-                           "leave out that filter to list them)\n")
+    assert none.stdout == (
+        f"no runs match --status running (the store {home} holds 2 runs; "
+        "leave out that filter to list them)\n"
+    )
     both = cli("runs", "--status", "completed", "--name", "other model")
-    assert both.stdout == (f"no runs match --status completed --name 'other model' (the store "
-                           f"{home} holds 2 runs; leave out those filters to list them)\n")
+    assert both.stdout == (
+        f"no runs match --status completed --name 'other model' (the store "
+        f"{home} holds 2 runs; leave out those filters to list them)\n"
+    )
     assert "match --offset 5" in cli("runs", "--offset", "5").stdout
     assert len(cli("runs", "--status", "completed").stdout.splitlines()) == 3

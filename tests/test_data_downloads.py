@@ -17,19 +17,20 @@ import time
 from pathlib import Path
 
 import pytest
-
-from jupyter_trainer.api import runs as api
-from jupyter_trainer.inputs.inputs import resolve_inputs
-from jupyter_trainer.core.errors import SpecError
-from jupyter_trainer.store import Store
-
 from conftest import wait_for
 from http_servers import Server, Site
 
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import SpecError
+from jupyter_trainer.inputs.inputs import resolve_inputs
+from jupyter_trainer.store import Store
+
 MAX_ENV = "JUPYTER_TRAINER_MAX_DOWNLOAD_BYTES"
 TIME_ENV = "JUPYTER_TRAINER_DOWNLOAD_TIMEOUT"
-READ_SHA = ("import hashlib\nfrom jupyter_trainer import runtime as jt\n"
-            "print('sha', hashlib.sha256(jt.data['w'].read_bytes()).hexdigest(), flush=True)\n")
+READ_SHA = (
+    "import hashlib\nfrom jupyter_trainer import runtime as jt\n"
+    "print('sha', hashlib.sha256(jt.data['w'].read_bytes()).hexdigest(), flush=True)\n"
+)
 
 
 @pytest.fixture
@@ -62,8 +63,11 @@ def test_an_endless_response_is_cut_at_the_size_limit_and_removed(home, site, mo
 def test_a_size_over_the_limit_is_refused_before_the_download(home, site, monkeypatch):
     site.files["big.bin"] = os.urandom(3 << 20)
     monkeypatch.setenv(MAX_ENV, "1MiB")
-    with pytest.raises(SpecError, match=r"is 3\.0 MiB, over the download limit of 1\.0 MiB; "
-                                        rf"raise it with {MAX_ENV}=6M"):
+    with pytest.raises(
+        SpecError,
+        match=r"is 3\.0 MiB, over the download limit of 1\.0 MiB; "
+        rf"raise it with {MAX_ENV}=6M",
+    ):
         api.submit("print(1)", launcher="python", data={"w": site.server.url("/file/big.bin")})
     assert site.gets() == []  # only asked (HEAD): not a byte downloaded
     assert url_cache(home) == [] and Store(home).list_runs() == []
@@ -73,8 +77,9 @@ def test_a_size_over_the_limit_is_refused_before_the_download(home, site, monkey
 
 
 @pytest.mark.parametrize("route", ["trickle", "silent", "stall"])
-def test_a_slow_server_is_cut_at_the_deadline_with_progress_said(home, site, monkeypatch,
-                                                                   capsys, route):
+def test_a_slow_server_is_cut_at_the_deadline_with_progress_said(
+    home, site, monkeypatch, capsys, route
+):
     """The deadline holds whether bytes trickle in (each read returns), none come at all,
     or they stop coming 2.5 s into a 3 s limit: then a read that began before the end
     would block past it (its socket timeout is what was left when it connected), so the
@@ -91,8 +96,11 @@ def test_a_slow_server_is_cut_at_the_deadline_with_progress_said(home, site, mon
     said = capsys.readouterr().err
     assert f"[jt] data w from {url}: downloading 10.0 MiB\n" in said
     if route != "silent":
-        assert re.search(rf"\[jt\] data w from {re.escape(url)}: \d+ bytes of 10\.0 MiB, "
-                         r"\d+ bytes/s\n", said), said
+        assert re.search(
+            rf"\[jt\] data w from {re.escape(url)}: \d+ bytes of 10\.0 MiB, "
+            r"\d+ bytes/s\n",
+            said,
+        ), said
     assert url_cache(home) == [] and Store(home).list_runs() == []
 
 
@@ -103,16 +111,34 @@ def test_a_killed_submit_leaves_no_partial_download(home, site, tmp_path):
     script = tmp_path / "train.py"
     script.write_text("print('started')\n")
     url = site.server.url("/trickle")
-    for signum, code in ((signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM),
-                         (signal.SIGHUP, -signal.SIGHUP)):
+    for signum, code in (
+        (signal.SIGINT, 130),
+        (signal.SIGTERM, -signal.SIGTERM),
+        (signal.SIGHUP, -signal.SIGHUP),
+    ):
         err = tmp_path / f"stderr-{signum}"
         with open(err, "wb") as sink:
-            proc = subprocess.Popen([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit",
-                                     str(script), "--launcher", "python", "--data", f"w={url}"],
-                                    stdout=subprocess.DEVNULL, stderr=sink)
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "jupyter_trainer.frontends.cli",
+                    "submit",
+                    str(script),
+                    "--launcher",
+                    "python",
+                    "--data",
+                    f"w={url}",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=sink,
+            )
         try:
-            wait_for(lambda: list((home / "cache" / "data-url").glob(".*/*")), timeout=60,
-                     what="a partial download")
+            wait_for(
+                lambda: list((home / "cache" / "data-url").glob(".*/*")),
+                timeout=60,
+                what="a partial download",
+            )
             proc.send_signal(signum)
             assert proc.wait(30) == code, err.read_text()
         finally:
@@ -139,8 +165,7 @@ def test_a_dry_run_downloads_nothing(home, site):
     assert run.spec.data[0].size == 7000
 
 
-def test_a_url_without_head_is_cached_by_a_range_request_and_downloaded_when_it_changes(
-        home, site):
+def test_a_url_without_head_is_cached_by_a_range_request_and_downloaded_when_it_changes(home, site):
     """A presigned URL is signed for GET: HEAD is refused, a one-byte Range GET is not."""
     site.files["w.bin"] = b"version 1"
     url = site.server.url("/signed/w.bin?X-Amz-Signature=0123456789abcdef&X-Amz-Expires=60")
@@ -171,6 +196,9 @@ def test_an_fsspec_folder_over_the_size_limit_is_refused_and_leaves_nothing(home
         [item] = resolve_inputs({"train": "memory://jt-sets/train"}, home=home)
         assert (item.kind, item.files, item.size) == ("dir", 3, 3 << 20)
         assert sorted(p.name for p in Path(item.path).iterdir()) == [
-            "part-0.bin", "part-1.bin", "part-2.bin"]
+            "part-0.bin",
+            "part-1.bin",
+            "part-2.bin",
+        ]
     finally:
         fs.rm("/jt-sets", recursive=True)

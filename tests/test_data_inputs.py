@@ -19,18 +19,17 @@ import threading
 from pathlib import Path
 
 import pytest
+from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.inputs.inputs import check_unchanged, resolve_inputs
-from jupyter_trainer.nodes.stage_inputs import NodeCache, probe, stage
 from jupyter_trainer.core.errors import SpecError
 from jupyter_trainer.frontends.views.feed import RunFeed
 from jupyter_trainer.frontends.views.text import TextMonitor
+from jupyter_trainer.inputs.inputs import check_unchanged, resolve_inputs
+from jupyter_trainer.nodes.stage_inputs import NodeCache, probe, stage
 from jupyter_trainer.nodes.transport import LocalShell
 from jupyter_trainer.store import Store
 from jupyter_trainer.targets.registry import add_target
-
-from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 # Each rank prints every file of its input with the file's SHA-256, and where it found it.
 READ = """
@@ -60,13 +59,19 @@ def make_folder(root: Path, files: int, size: int) -> dict[str, str]:
 
 
 def seen(run, rank: int = 0) -> dict[str, str]:
-    return {line.split()[2]: line.split()[3] for line in run.logs(rank).splitlines()
-            if line.startswith(f"file {rank} ")}
+    return {
+        line.split()[2]: line.split()[3]
+        for line in run.logs(rank).splitlines()
+        if line.startswith(f"file {rank} ")
+    }
 
 
 def root_of(run, rank: int = 0) -> str:
-    return next(line.split(" ", 2)[2] for line in run.logs(rank).splitlines()
-                if line.startswith(f"root {rank} "))
+    return next(
+        line.split(" ", 2)[2]
+        for line in run.logs(rank).splitlines()
+        if line.startswith(f"root {rank} ")
+    )
 
 
 def test_local_run_reads_the_input_in_place_and_records_it(home, tmp_path):
@@ -88,20 +93,25 @@ def test_local_run_reads_the_input_in_place_and_records_it(home, tmp_path):
 def test_a_single_file_input_is_a_path_to_the_file(home, tmp_path):
     path = tmp_path / "table.csv"
     path.write_text("a,b\n1,2\n")
-    code = ("from jupyter_trainer import runtime as jt\n"
-            "print('read', jt.data['table'].read_text().replace(chr(10), '|'), flush=True)\n")
+    code = (
+        "from jupyter_trainer import runtime as jt\n"
+        "print('read', jt.data['table'].read_text().replace(chr(10), '|'), flush=True)\n"
+    )
     run = api.submit(code, launcher="python", data=[f"table={path}"], wait=True)
     assert "read a,b|1,2|" in run.logs(0)
     assert run.spec.data[0].kind == "file" and run.spec.data[0].size == 8
 
 
-@pytest.mark.parametrize("data, message", [
-    (["train=/nonexistent/folder"], "does not exist"),
-    (["train"], "write --data NAME=PATH"),
-    (["1bad=/tmp"], "invalid data input name"),
-    (["train=/tmp", "train=/var"], "given twice"),
-    (["train=nosuchscheme://bucket/x"], "nosuchscheme"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (["train=/nonexistent/folder"], "does not exist"),
+        (["train"], "write --data NAME=PATH"),
+        (["1bad=/tmp"], "invalid data input name"),
+        (["train=/tmp", "train=/var"], "given twice"),
+        (["train=nosuchscheme://bucket/x"], "nosuchscheme"),
+    ],
+)
 def test_bad_inputs_start_nothing(home, data, message):
     with pytest.raises(SpecError, match=message):
         api.submit("print(1)", launcher="python", data=data)
@@ -116,12 +126,32 @@ def test_an_unreadable_file_starts_nothing(home, tmp_path):
     (data / "part-1.bin").chmod(0)
     script = tmp_path / "train.py"
     script.write_text("print('started')\n")
-    drop = (["setpriv", "--inh-caps=-dac_override,-dac_read_search",
-             "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else [])
+    drop = (
+        [
+            "setpriv",
+            "--inh-caps=-dac_override,-dac_read_search",
+            "--bounding-set=-dac_override,-dac_read_search",
+        ]
+        if os.geteuid() == 0
+        else []
+    )
     done = subprocess.run(
-        [*drop, sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script),
-         "--launcher", "python", "--data", f"train={data}"],
-        capture_output=True, text=True, timeout=120)
+        [
+            *drop,
+            sys.executable,
+            "-m",
+            "jupyter_trainer.frontends.cli",
+            "submit",
+            str(script),
+            "--launcher",
+            "python",
+            "--data",
+            f"train={data}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0
     assert f"cannot read {data / 'part-1.bin'} (Permission denied)" in done.stderr, done.stderr
     assert Store(home).list_runs() == []
@@ -157,14 +187,27 @@ def test_tar_fallback_sends_only_changed_files(home, tmp_path):
 def test_two_ssh_nodes_stage_once_then_only_what_changed(pair, home, tmp_path):
     """Each host has its own workdir, so each really gets its copy, over rsync."""
     dirs = [tmp_path / "w1", tmp_path / "w2"]
-    add_target("apart", "ssh", home=home, connect_timeout=5, env={"GLOO_SOCKET_IFNAME": "lo"},
-               hosts=[{"host": a, "workdir": str(d)} for a, d in zip(ALIASES, dirs)])
+    add_target(
+        "apart",
+        "ssh",
+        home=home,
+        connect_timeout=5,
+        env={"GLOO_SOCKET_IFNAME": "lo"},
+        hosts=[{"host": a, "workdir": str(d)} for a, d in zip(ALIASES, dirs)],
+    )
     data = tmp_path / "dataset"
     hashes = make_folder(data, 5, 10 << 20)  # 50 MB
 
     def submit(name: str):
-        return api.submit(READ, target="apart", nodes=2, procs=1, launcher="torchrun",
-                          data={"train": str(data)}, name=name).wait(timeout=300)
+        return api.submit(
+            READ,
+            target="apart",
+            nodes=2,
+            procs=1,
+            launcher="torchrun",
+            data={"train": str(data)},
+            name=name,
+        ).wait(timeout=300)
 
     first = submit("data-1")
     staged = first.state["launcher"]["staging"]["data"]["train"]
@@ -185,8 +228,9 @@ def test_two_ssh_nodes_stage_once_then_only_what_changed(pair, home, tmp_path):
     assert "data: train = " in TextMonitor(first).summary()
     feed = RunFeed(first)
     feed.poll()
-    assert {row["node"]: row["state"] for row in feed.state_payload()["staging"]} == \
-        dict.fromkeys(ALIASES, "sent")
+    assert {row["node"]: row["state"] for row in feed.state_payload()["staging"]} == dict.fromkeys(
+        ALIASES, "sent"
+    )
 
     second = submit("data-2")
     said = io.StringIO()
@@ -226,7 +270,7 @@ class _Counting(http.server.SimpleHTTPRequestHandler):
 def http_folder(tmp_path):
     served = tmp_path / "served"
     served.mkdir()
-    handler = lambda *a, **k: _Counting(*a, directory=str(served), **k)  # noqa: E731
+    handler = lambda *a, **k: _Counting(*a, directory=str(served), **k)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -241,8 +285,10 @@ def test_a_url_input_is_downloaded_once(home, http_folder):
     served, base = http_folder
     payload = os.urandom(300_000)
     (served / "weights.bin").write_bytes(payload)
-    code = ("import hashlib\nfrom jupyter_trainer import runtime as jt\n"
-            "print('sha', hashlib.sha256(jt.data['w'].read_bytes()).hexdigest(), flush=True)\n")
+    code = (
+        "import hashlib\nfrom jupyter_trainer import runtime as jt\n"
+        "print('sha', hashlib.sha256(jt.data['w'].read_bytes()).hexdigest(), flush=True)\n"
+    )
     url = f"{base}/weights.bin"
     runs = [api.submit(code, launcher="python", data={"w": url}, wait=True) for _ in range(2)]
     for run in runs:
@@ -303,13 +349,18 @@ def test_a_dangling_link_is_named_as_what_it_is(home, tmp_path):
     (data / "labels.csv").symlink_to(tmp_path / "moved-away.csv")
     with pytest.raises(SpecError) as info:
         resolve_inputs({"train": data}, home=home)
-    assert str(info.value) == (f"{data / 'labels.csv'} is a symbolic link to "
-                               f"{tmp_path / 'moved-away.csv'}, which does not exist: fix the "
-                               "link, remove it, or leave it out of the data input")
+    assert str(info.value) == (
+        f"{data / 'labels.csv'} is a symbolic link to "
+        f"{tmp_path / 'moved-away.csv'}, which does not exist: fix the "
+        "link, remove it, or leave it out of the data input"
+    )
     link = tmp_path / "current"
     link.symlink_to(tmp_path / "gone")
-    with pytest.raises(SpecError, match=re.escape(f"{link} is a symbolic link to "
-                                                  f"{tmp_path / 'gone'}, which does not exist; "
-                                                  "fix the link")):
+    with pytest.raises(
+        SpecError,
+        match=re.escape(
+            f"{link} is a symbolic link to {tmp_path / 'gone'}, which does not exist; fix the link"
+        ),
+    ):
         api.submit("print(1)", launcher="python", data={"train": str(link)})
     assert Store(home).list_runs() == []

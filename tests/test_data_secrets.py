@@ -14,29 +14,34 @@ import sys
 from pathlib import Path
 
 import pytest
+from http_servers import Server, Site
 
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.inputs.inputs import resolve_inputs
 from jupyter_trainer.core.errors import SpecError
-from jupyter_trainer.store import Store
 from jupyter_trainer.core.urls import redact
-
-from http_servers import Server, Site
+from jupyter_trainer.inputs.inputs import resolve_inputs
+from jupyter_trainer.store import Store
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
 PASSWORD = "pw-S3CRET-basic"
 TOKEN = "tok-S3CRET-query"
-READ = ("import hashlib\nfrom jupyter_trainer import runtime as jt\n"
-        "for name in sorted(jt.data):\n"
-        "    print('sha', name, hashlib.sha256(jt.data[name].read_bytes()).hexdigest())\n"
-        "(jt.outputs_dir / 'model.txt').write_text('weights')\n")
+READ = (
+    "import hashlib\nfrom jupyter_trainer import runtime as jt\n"
+    "for name in sorted(jt.data):\n"
+    "    print('sha', name, hashlib.sha256(jt.data[name].read_bytes()).hexdigest())\n"
+    "(jt.outputs_dir / 'model.txt').write_text('weights')\n"
+)
 
 
 @pytest.fixture
 def jp_server_config(home):
-    return {"ServerApp": {"jpserver_extensions": {"jupyter_trainer": True},
-                          "allow_unauthenticated_access": False}}
+    return {
+        "ServerApp": {
+            "jpserver_extensions": {"jupyter_trainer": True},
+            "allow_unauthenticated_access": False,
+        }
+    }
 
 
 @pytest.fixture
@@ -62,27 +67,40 @@ def files_holding(root: Path, *needles: str) -> list[str]:
     return sorted(found)
 
 
-@pytest.mark.parametrize("url, shown", [
-    ("https://reader:pw@host:8443/d/w.bin", "https://reader:***@host:8443/d/w.bin"),
-    ("https://ghp_abc123@github.com/o/r/raw/w.bin", "https://***@github.com/o/r/raw/w.bin"),
-    ("https://b.s3.amazonaws.com/k.tar?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F1"
-     "&X-Amz-Date=20250101T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host"
-     "&X-Amz-Security-Token=IQo&X-Amz-Signature=9f8e",
-     "https://b.s3.amazonaws.com/k.tar?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=***"
-     "&X-Amz-Date=20250101T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host"
-     "&X-Amz-Security-Token=***&X-Amz-Signature=***"),
-    ("https://a.blob.core.windows.net/c/d.zip?sv=2022-11-02&se=2025-01-01T00%3A00Z&sp=r&sig=Ab%2B",
-     "https://a.blob.core.windows.net/c/d.zip?sv=2022-11-02&se=2025-01-01T00%3A00Z&sp=r&sig=***"),
-    ("https://storage.googleapis.com/b/o?X-Goog-Credential=sa%40p&X-Goog-Signature=beef",
-     "https://storage.googleapis.com/b/o?X-Goog-Credential=***&X-Goog-Signature=***"),
-    ("https://h/d?api_key=k1&version=3#access_token=t2",
-     "https://h/d?api_key=***&version=3#access_token=***"),
-    ("ftp://me:p%40ss@h/d", "ftp://me:***@h/d"),
-    ("abfs://container@account.dfs.core.windows.net/d",
-     "abfs://container@account.dfs.core.windows.net/d"),
-    ("s3://bucket/train/", "s3://bucket/train/"),
-    ("/data/train", "/data/train"),
-])
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("https://reader:pw@host:8443/d/w.bin", "https://reader:***@host:8443/d/w.bin"),
+        ("https://ghp_abc123@github.com/o/r/raw/w.bin", "https://***@github.com/o/r/raw/w.bin"),
+        (
+            "https://b.s3.amazonaws.com/k.tar?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F1"
+            "&X-Amz-Date=20250101T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host"
+            "&X-Amz-Security-Token=IQo&X-Amz-Signature=9f8e",
+            "https://b.s3.amazonaws.com/k.tar?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=***"
+            "&X-Amz-Date=20250101T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host"
+            "&X-Amz-Security-Token=***&X-Amz-Signature=***",
+        ),
+        (
+            "https://a.blob.core.windows.net/c/d.zip?sv=2022-11-02&se=2025-01-01T00%3A00Z&sp=r&sig=Ab%2B",
+            "https://a.blob.core.windows.net/c/d.zip?sv=2022-11-02&se=2025-01-01T00%3A00Z&sp=r&sig=***",
+        ),
+        (
+            "https://storage.googleapis.com/b/o?X-Goog-Credential=sa%40p&X-Goog-Signature=beef",
+            "https://storage.googleapis.com/b/o?X-Goog-Credential=***&X-Goog-Signature=***",
+        ),
+        (
+            "https://h/d?api_key=k1&version=3#access_token=t2",
+            "https://h/d?api_key=***&version=3#access_token=***",
+        ),
+        ("ftp://me:p%40ss@h/d", "ftp://me:***@h/d"),
+        (
+            "abfs://container@account.dfs.core.windows.net/d",
+            "abfs://container@account.dfs.core.windows.net/d",
+        ),
+        ("s3://bucket/train/", "s3://bucket/train/"),
+        ("/data/train", "/data/train"),
+    ],
+)
 def test_redact_hides_secrets_and_keeps_the_rest(url, shown):
     assert redact(url) == shown
     assert redact(shown) == shown
@@ -92,17 +110,28 @@ async def test_url_credentials_are_used_and_kept_out_of_every_record(home, sites
     basic, query = sites
     with_password = basic.server.url("/file/w.bin", f"reader:{PASSWORD}")
     with_token = query.server.url(f"/file/w.bin?token={TOKEN}&v=2")
-    run = api.submit(READ, launcher="python", name="secret-data", wait=True,
-                     data={"a": with_password, "b": with_token})
+    run = api.submit(
+        READ,
+        launcher="python",
+        name="secret-data",
+        wait=True,
+        data={"a": with_password, "b": with_token},
+    )
     assert run.logs(0).count("sha ") == 2
-    assert [d.source for d in run.spec.data] == [basic.server.url("/file/w.bin", "reader:***"),
-                                                  query.server.url("/file/w.bin?token=***&v=2")]
+    assert [d.source for d in run.spec.data] == [
+        basic.server.url("/file/w.bin", "reader:***"),
+        query.server.url("/file/w.bin?token=***&v=2"),
+    ]
     assert all(r.auth and r.auth.startswith("Basic ") for r in basic.requests)
     model = run.register_model("secret-model", "model.txt")
     assert [d["source"] for d in model.lineage["data"]] == [d.source for d in run.spec.data]
 
-    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
-                           capture_output=True, text=True, timeout=60)
+    shown = subprocess.run(
+        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert shown.returncode == 0 and "token=***&v=2" in shown.stdout, shown.stderr
     response = await jp_fetch("jupyter-trainer/api", "runs", run.id)
     body = response.body.decode()
@@ -116,8 +145,9 @@ async def test_url_credentials_are_used_and_kept_out_of_every_record(home, sites
     assert stat.S_IMODE(kept.parent.stat().st_mode) == 0o700
     # the downloads may be private data too
     assert stat.S_IMODE((home / "cache" / "data-url").stat().st_mode) == 0o700
-    entries = [json.loads(p.read_text())
-               for p in (home / "cache" / "data-url").glob("*/source.json")]
+    entries = [
+        json.loads(p.read_text()) for p in (home / "cache" / "data-url").glob("*/source.json")
+    ]
     assert sorted(e["url"] for e in entries) == sorted(d.source for d in run.spec.data)
 
     # A rerun fetches again with the kept credentials (the servers refuse anything else).
@@ -130,14 +160,19 @@ async def test_url_credentials_are_used_and_kept_out_of_every_record(home, sites
 
 def test_a_rerun_whose_credentials_are_gone_says_to_give_the_url_again(home, sites):
     _, query = sites
-    run = api.submit("print(1)", launcher="python", wait=True,
-                     data={"w": query.server.url(f"/file/w.bin?token={TOKEN}")})
+    run = api.submit(
+        "print(1)",
+        launcher="python",
+        wait=True,
+        data={"w": query.server.url(f"/file/w.bin?token={TOKEN}")},
+    )
     (home / "secrets" / "data-urls.db").unlink()
     with pytest.raises(SpecError) as info:
         api.rerun(run.id)
     shown = query.server.url("/file/w.bin?token=***")
-    assert str(info.value).startswith(f"the data input w ({shown}) was given with credentials, "
-                                      "and they are not kept any more")
+    assert str(info.value).startswith(
+        f"the data input w ({shown}) was given with credentials, and they are not kept any more"
+    )
     assert "submit the run again with --data w=URL" in str(info.value)
     assert TOKEN not in str(info.value) and len(Store(home).list_runs()) == 1
 
@@ -156,13 +191,28 @@ def test_a_password_url_that_fails_says_why_without_the_password(home, sites, tm
         reason = "Connection refused; check the URL and the network"
     else:
         url = basic.server.url("/file/w.bin", "reader:not-the-S3CRET")
-        reason = ("HTTP 401 Unauthorized; the server refused its credentials: check them, or "
-                  "sign the URL again if it is a presigned one that has expired")
+        reason = (
+            "HTTP 401 Unauthorized; the server refused its credentials: check them, or "
+            "sign the URL again if it is a presigned one that has expired"
+        )
     script = tmp_path / "train.py"
     script.write_text("print(1)\n")
-    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script),
-                           "--launcher", "python", "--data", f"w={url}"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jupyter_trainer.frontends.cli",
+            "submit",
+            str(script),
+            "--launcher",
+            "python",
+            "--data",
+            f"w={url}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0
     assert f"({redact(url)})" in done.stderr and reason in done.stderr, done.stderr
     assert "S3CRET" not in done.stderr + done.stdout and "Traceback" not in done.stderr
@@ -181,8 +231,9 @@ def test_credentials_follow_a_redirect_to_the_same_origin_only(home, sites):
         same = basic.server.url("/redirect?to=/file/w.bin", f"reader:{PASSWORD}")
         [item] = _resolve({"w": same}, home)
         assert Path(item.path).read_bytes() == basic.files["w.bin"]
-        away = basic.server.url(f"/redirect?to={elsewhere.url('/file/w.bin')}",
-                                f"reader:{PASSWORD}")
+        away = basic.server.url(
+            f"/redirect?to={elsewhere.url('/file/w.bin')}", f"reader:{PASSWORD}"
+        )
         [item] = _resolve({"w": away}, home)
         assert Path(item.path).read_bytes() == b"elsewhere"
         assert other.requests and all(r.auth is None for r in other.requests)
@@ -203,8 +254,12 @@ def test_netrc_gives_credentials_to_a_url_without_them(home, sites, tmp_path, mo
 
 def test_a_dry_run_keeps_no_credentials(home, sites):
     _, query = sites
-    shown = api.submit("print(1)", launcher="python", dry_run=True,
-                       data={"w": query.server.url(f"/file/w.bin?token={TOKEN}")})
+    shown = api.submit(
+        "print(1)",
+        launcher="python",
+        dry_run=True,
+        data={"w": query.server.url(f"/file/w.bin?token={TOKEN}")},
+    )
     assert "token=***" in shown.header and TOKEN not in shown.header
     assert not (home / "secrets").exists() and query.gets() == []
 
@@ -225,6 +280,10 @@ def test_a_run_recorded_with_a_secret_in_its_spec_is_shown_redacted(home, tmp_pa
     recorded["data"][0]["source"] = "https://h.example/d.tar?token=OLD-S3CRET&v=1"
     spec_file.write_text(json.dumps(recorded))
     assert Store(home).read_spec(run.id).data[0].source == "https://h.example/d.tar?token=***&v=1"
-    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
-                           capture_output=True, text=True, timeout=60)
+    shown = subprocess.run(
+        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "d.tar?token=***&v=1" in shown.stdout and "OLD-S3CRET" not in shown.stdout

@@ -12,10 +12,10 @@ import pytest
 from IPython.utils.capture import capture_output
 
 import jupyter_trainer as jt
-from jupyter_trainer.api import runs as api
 from jupyter_trainer import environment
-from jupyter_trainer.environment.definition import EnvDefinition
+from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import InvalidRunId, RunNotFound
+from jupyter_trainer.environment.definition import EnvDefinition
 
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
@@ -54,14 +54,20 @@ def test_diff_shows_exactly_the_changed_param_and_line(ip, home):
     assert found.params == {"added": {}, "removed": {}, "changed": {"lr": [0.1, 0.2]}}
     assert found.code["changed"] == ["_jt/cell.py"]
     assert (found.code["added"], found.code["removed"], found.code["binary"]) == ([], [], [])
-    changes = [line for line in found.code["diff"].splitlines()
-               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    changes = [
+        line
+        for line in found.code["diff"].splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
     assert changes == ["-scale = 2", "+scale = 3"]
     assert found.launch == {} and found.environment["a"] == found.environment["b"]
     loss_a, loss_b = a.metrics()["loss"], b.metrics()["loss"]
-    assert found.metrics == {"loss": {
-        "a": {"final": loss_a[-1][1], "min": loss_a[-1][1], "max": loss_a[0][1]},
-        "b": {"final": loss_b[-1][1], "min": loss_b[-1][1], "max": loss_b[0][1]}}}
+    assert found.metrics == {
+        "loss": {
+            "a": {"final": loss_a[-1][1], "min": loss_a[-1][1], "max": loss_a[0][1]},
+            "b": {"final": loss_b[-1][1], "min": loss_b[-1][1], "max": loss_b[0][1]},
+        }
+    }
     text = found.text()
     assert text.splitlines()[:4] == [f"A = {a.id}", f"B = {b.id}", "params:", "  lr: 0.1 → 0.2"]
     assert "launch and target: same\nenvironment: same (the kernel's own Python" in text
@@ -76,9 +82,12 @@ def test_diff_shows_exactly_the_changed_param_and_line(ip, home):
     same = jt.diff(a.id, a.id)
     assert same.same and not found.same
     assert same.text().splitlines()[2:] == [
-        "params: same", "launch and target: same",
-        f"environment: same ({found.environment['a']})", "code: same",
-        "metrics (rank 0): same (final, min and max of every metric)"]
+        "params: same",
+        "launch and target: same",
+        f"environment: same ({found.environment['a']})",
+        "code: same",
+        "metrics (rank 0): same (final, min and max of every metric)",
+    ]
 
     with capture_output() as shown_in_notebook:
         assert ip.run_line_magic("train", f"diff {a.id} {b.id}") is None
@@ -89,22 +98,51 @@ def test_diff_shows_exactly_the_changed_param_and_line(ip, home):
     assert [ax.get_title() for ax in figure.axes] == ["loss"]
     assert [t.get_text() for t in figure.axes[0].get_legend().get_texts()] == [a.id, b.id]
     assert [list(line.get_ydata()) for line in figure.axes[0].get_lines()] == [
-        [v for _, v in loss_a], [v for _, v in loss_b]]
+        [v for _, v in loss_a],
+        [v for _, v in loss_b],
+    ]
 
 
 def test_diff_of_files_launch_and_non_finite_metrics(home, tmp_path):
-    helper_a = ("def values():\n"
-                "    return [(2.0, None), (float('nan'), None), (float('inf'), None), (0.5, None)]\n")
-    helper_b = ("def values():\n"
-                "    return [(3.0, 0.1), (1.0, 0.5), (0.25, 0.9)]\n")
-    src_a = source(tmp_path / "a", {"train.py": TRAIN, "helper.py": helper_a,
-                                    "weights.bin": b"\x00\x01\x02", "old.txt": "gone\n"})
-    src_b = source(tmp_path / "b", {"train.py": TRAIN, "helper.py": helper_b,
-                                    "weights.bin": b"\x00\x01\x03", "new.txt": "new\n"})
-    a = api.submit(script=src_a / "train.py", source=src_a, launcher="python",
-                   params={"lr": 0.1, "note": "x"}, wait=True)
-    b = api.submit(script=src_b / "train.py", source=src_b, args=["--fast"], procs=1,
-                   params={"lr": 0.1, "extra": [1, 2]}, max_restarts=2, wait=True)
+    helper_a = (
+        "def values():\n"
+        "    return [(2.0, None), (float('nan'), None), (float('inf'), None), (0.5, None)]\n"
+    )
+    helper_b = "def values():\n    return [(3.0, 0.1), (1.0, 0.5), (0.25, 0.9)]\n"
+    src_a = source(
+        tmp_path / "a",
+        {
+            "train.py": TRAIN,
+            "helper.py": helper_a,
+            "weights.bin": b"\x00\x01\x02",
+            "old.txt": "gone\n",
+        },
+    )
+    src_b = source(
+        tmp_path / "b",
+        {
+            "train.py": TRAIN,
+            "helper.py": helper_b,
+            "weights.bin": b"\x00\x01\x03",
+            "new.txt": "new\n",
+        },
+    )
+    a = api.submit(
+        script=src_a / "train.py",
+        source=src_a,
+        launcher="python",
+        params={"lr": 0.1, "note": "x"},
+        wait=True,
+    )
+    b = api.submit(
+        script=src_b / "train.py",
+        source=src_b,
+        args=["--fast"],
+        procs=1,
+        params={"lr": 0.1, "extra": [1, 2]},
+        max_restarts=2,
+        wait=True,
+    )
     found = jt.diff(a.id, b.id)
     assert found.params == {"added": {"extra": [1, 2]}, "removed": {"note": "x"}, "changed": {}}
     assert found.launch == {"launcher": ["python", "torchrun"], "max_restarts": [0, 2]}
@@ -112,15 +150,23 @@ def test_diff_of_files_launch_and_non_finite_metrics(home, tmp_path):
     assert (found.code["added"], found.code["removed"]) == (["new.txt"], ["old.txt"])
     assert found.code["changed"] == ["helper.py", "weights.bin"]
     assert found.code["binary"] == ["weights.bin"] and "weights.bin" not in found.code["diff"]
-    assert found.environment["note"] == ("both run on the kernel's own Python: no lock, "
-                                         "packages not recorded")
+    assert found.environment["note"] == (
+        "both run on the kernel's own Python: no lock, packages not recorded"
+    )
     assert found.metrics["loss"]["a"] == {"final": 0.5, "min": 0.5, "max": 2.0}
     assert found.metrics["acc"] == {"a": None, "b": {"final": 0.9, "min": 0.1, "max": 0.9}}
     text = found.text()
-    for line in ('  extra: only in B ([1, 2])', '  note: only in A ("x")',
-                 '  launcher: "python" → "torchrun"', '  max_restarts: 0 → 2',
-                 '  args: [] → ["--fast"]', "  only in B: new.txt", "  only in A: old.txt",
-                 "  changed (binary): weights.bin", "+++ B/helper.py"):
+    for line in (
+        "  extra: only in B ([1, 2])",
+        '  note: only in A ("x")',
+        '  launcher: "python" → "torchrun"',
+        "  max_restarts: 0 → 2",
+        '  args: [] → ["--fast"]',
+        "  only in B: new.txt",
+        "  only in A: old.txt",
+        "  changed (binary): weights.bin",
+        "+++ B/helper.py",
+    ):
         assert line in text, line
     acc_row = next(line for line in text.splitlines() if line.startswith("  acc "))
     assert acc_row.split()[1:] == ["-", "-", "-", "0.9", "0.1", "0.9"]
@@ -128,8 +174,10 @@ def test_diff_of_files_launch_and_non_finite_metrics(home, tmp_path):
     assert data["metrics"]["loss"]["a"] == {"final": 0.5, "min": 0.5, "max": 2.0}
     assert data["same"] is False
 
-    nan_last = source(tmp_path / "c", {"train.py": TRAIN, "helper.py": helper_a.replace(
-        "(0.5, None)]", "(float('nan'), None)]")})
+    nan_last = source(
+        tmp_path / "c",
+        {"train.py": TRAIN, "helper.py": helper_a.replace("(0.5, None)]", "(float('nan'), None)]")},
+    )
     c = api.submit(script=nan_last / "train.py", source=nan_last, launcher="python", wait=True)
     row = jt.diff(a.id, c.id).to_dict()["metrics"]["loss"]["b"]
     assert row == {"final": "nan", "min": 2.0, "max": 2.0}
@@ -139,13 +187,19 @@ def test_diff_of_files_launch_and_non_finite_metrics(home, tmp_path):
 def test_diff_of_environment_locks(home):
     environment.define(EnvDefinition.from_yaml("pinned", "inherit: true\npip:\n  - six==1.16.0\n"))
     a = api.submit("print(1)", env="pinned", launcher="python", wait=True)
-    environment.define(EnvDefinition.from_yaml(
-        "pinned", "inherit: true\npip:\n  - six==1.16.0\n  - tomli==2.0.1\n"))
+    environment.define(
+        EnvDefinition.from_yaml(
+            "pinned", "inherit: true\npip:\n  - six==1.16.0\n  - tomli==2.0.1\n"
+        )
+    )
     b = api.submit("print(1)", env="pinned", launcher="python", wait=True)
     kernel = api.submit("print(1)", launcher="python", wait=True)
     found = jt.diff(a.id, b.id)
-    assert found.environment["packages"] == {"added": {"tomli": "2.0.1"}, "removed": {},
-                                             "changed": {}}
+    assert found.environment["packages"] == {
+        "added": {"tomli": "2.0.1"},
+        "removed": {},
+        "changed": {},
+    }
     text = found.text()
     assert f"  A: environment pinned@{a.spec.env.version} (lock {a.spec.env.lock})" in text
     assert "  tomli: only in B (2.0.1)" in text

@@ -20,24 +20,31 @@ import shlex
 import subprocess
 import sys
 import textwrap
-import tomllib
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
+import tomllib
+from conftest import REPO
 
 from jupyter_trainer.environment.definition import EnvDefinition
 from jupyter_trainer.frontends.commands.options import cell_parser
 from jupyter_trainer.store import Store
 from jupyter_trainer.targets.registry import get_target
 
-from conftest import REPO
-
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-EXECUTED = ["README.md", "docs/notebook.md", "docs/api.md", "docs/sweeps.md", "docs/models.md",
-            "docs/data.md"]
+EXECUTED = [
+    "README.md",
+    "docs/notebook.md",
+    "docs/api.md",
+    "docs/sweeps.md",
+    "docs/models.md",
+    "docs/data.md",
+]
 FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```$", re.S | re.M)
-COMMAND = re.compile(r"^\s*(%%train|%train|jupyter-trainer|(\.venv/bin/)?python (-m \S+ )?bench/|scripts/)")
+COMMAND = re.compile(
+    r"^\s*(%%train|%train|jupyter-trainer|(\.venv/bin/)?python (-m \S+ )?bench/|scripts/)"
+)
 
 
 def page_name(path: Path) -> str:
@@ -47,7 +54,9 @@ def page_name(path: Path) -> str:
 def code_blocks(path: Path) -> list[tuple[int, str, str]]:
     """(line, language, text) of each fenced block of ``path``."""
     text = path.read_text()
-    return [(text.count("\n", 0, m.start()) + 1, m.group(1), m.group(2)) for m in FENCE.finditer(text)]
+    return [
+        (text.count("\n", 0, m.start()) + 1, m.group(1), m.group(2)) for m in FENCE.finditer(text)
+    ]
 
 
 def checked_blocks():
@@ -72,27 +81,38 @@ RUNNER = textwrap.dedent("""
 def test_python_blocks_run_as_a_notebook_would(page, home, tmp_path):
     blocks = [text for _, lang, text in code_blocks(REPO / page) if lang == "python"]
     assert blocks, f"{page} has no Python block"
-    done = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps(blocks), text=True,
-                          capture_output=True, cwd=tmp_path, timeout=600,
-                          env={**__import__("os").environ, "JUPYTER_TRAINER_MONITOR": "text"})
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNER],
+        input=json.dumps(blocks),
+        text=True,
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=600,
+        env={**__import__("os").environ, "JUPYTER_TRAINER_MONITOR": "text"},
+    )
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     runs = Store(home).list_runs()
     assert runs, f"{page} started no run"
-    failed = {r["id"]: Store(home).read_state(r["id"]) for r in runs
-              if r["status"] not in ("completed", "canceled")}
-    assert not failed, {run_id: (state.get("status"), state.get("error"),
-                                 (state.get("traceback") or "")[-1500:])
-                        for run_id, state in failed.items()}
+    failed = {
+        r["id"]: Store(home).read_state(r["id"])
+        for r in runs
+        if r["status"] not in ("completed", "canceled")
+    }
+    assert not failed, {
+        run_id: (state.get("status"), state.get("error"), (state.get("traceback") or "")[-1500:])
+        for run_id, state in failed.items()
+    }
     trained = [r for r in runs if r["name"] in ("hello", "helpers")]
     for row in trained:
         assert (Store(home).paths(row["id"]).outputs / "model.pt").is_file(), row
 
 
-@lru_cache(maxsize=None)
+@cache
 def help_text(command: tuple[str, ...]) -> str:
     """What ``--help`` says for a command: the CLI's subcommand, the magic, or a script."""
-    if command[0] in ("%%train", "%train") and (len(command) == 1 or command[1].startswith("-")
-                                                 or command[1].endswith(".py")):
+    if command[0] in ("%%train", "%train") and (
+        len(command) == 1 or command[1].startswith("-") or command[1].endswith(".py")
+    ):
         return cell_parser().format_help()
     if command[0] == "%train" and command[1] == "attach":
         from jupyter_trainer.frontends.magics.train import _management_parser
@@ -120,15 +140,24 @@ def check_command(line: str, targets: set[str]) -> None:
         command = (script,)
     else:
         command = tuple(words[:2]) if words[0] in ("%train", "jupyter-trainer") else (words[0],)
-        if len(words) > 2 and words[0] in ("%train", "jupyter-trainer") and words[2].islower() \
-                and words[2].isalpha() and words[2] in help_text(command):
+        if (
+            len(words) > 2
+            and words[0] in ("%train", "jupyter-trainer")
+            and words[2].islower()
+            and words[2].isalpha()
+            and words[2] in help_text(command)
+        ):
             command = tuple(words[:3])  # a subcommand's own action: target add, env build
     known = help_text(command)
     for flag in {w.split("=", 1)[0] for w in words if w.startswith("--") and len(w) > 2}:
-        assert re.search(rf"(^|[\s,\[]){re.escape(flag)}\b", known), f"{line!r}: {flag} is not an option of {' '.join(command)}"
+        assert re.search(rf"(^|[\s,\[]){re.escape(flag)}\b", known), (
+            f"{line!r}: {flag} is not an option of {' '.join(command)}"
+        )
     if "--target" in words and words[0] == "%%train":
         name = words[words.index("--target") + 1]
-        assert name in targets | {"local", "NAME"} or name.isupper(), f"{line!r}: no target {name!r} on this page"
+        assert name in targets | {"local", "NAME"} or name.isupper(), (
+            f"{line!r}: no target {name!r} on this page"
+        )
 
 
 def page_targets(path: Path) -> set[str]:

@@ -11,11 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from jupyter_trainer.store import Store
-
 from conftest import leftover, wait_for
 from test_store_heal import cli, fleet, healed_home, listed, moved_aside  # noqa: F401
+
+from jupyter_trainer.store import Store
 
 
 def doctor(*flags: str) -> tuple[int, list[str]]:
@@ -31,18 +30,30 @@ def index_dump(home: Path) -> list[tuple]:
 
 def test_a_killed_supervisor_makes_a_lost_run_that_doctor_records(home, tmp_path):
     script = tmp_path / "long.py"
-    script.write_text("import time\nfrom jupyter_trainer import runtime as jt\n"
-                      "for i in range(900):\n    jt.progress(i, 900)\n    time.sleep(0.1)\n")
+    script.write_text(
+        "import time\nfrom jupyter_trainer import runtime as jt\n"
+        "for i in range(900):\n    jt.progress(i, 900)\n    time.sleep(0.1)\n"
+    )
     done = cli("submit", str(script), "--launcher", "python")
     run_id = done.stdout.strip()
     assert done.returncode == 0 and run_id, done.stderr
     store = Store(home)
     paths = store.paths(run_id)
-    wait_for(lambda: store.read_state(run_id)["status"] == "running" and paths.heartbeat.exists()
-             and store.ranks(run_id), timeout=60, what="the run to be running")
+    wait_for(
+        lambda: (
+            store.read_state(run_id)["status"] == "running"
+            and paths.heartbeat.exists()
+            and store.ranks(run_id)
+        ),
+        timeout=60,
+        what="the run to be running",
+    )
     first_beat = paths.heartbeat.stat().st_mtime
-    wait_for(lambda: paths.heartbeat.stat().st_mtime > first_beat, timeout=10,
-             what="the heartbeat to move")
+    wait_for(
+        lambda: paths.heartbeat.stat().st_mtime > first_beat,
+        timeout=10,
+        what="the heartbeat to move",
+    )
     supervisor = store.read_state(run_id)["supervisor"]["pid"]
     os.kill(supervisor, signal.SIGKILL)
     killed_at = time.time()
@@ -63,9 +74,11 @@ def test_a_killed_supervisor_makes_a_lost_run_that_doctor_records(home, tmp_path
     code, lines = doctor("--no-hash")
     assert code == 1 and len(lines) == 2
     seen = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(last_beat))
-    assert lines[0] == (f"run {run_id}: lost: its state says running, but its supervisor (pid "
-                        f"{supervisor} on {os.uname().nodename}) is gone; last seen {seen}; "
-                        "--fix would record it as lost, ended when the supervisor was last seen")
+    assert lines[0] == (
+        f"run {run_id}: lost: its state says running, but its supervisor (pid "
+        f"{supervisor} on {os.uname().nodename}) is gone; last seen {seen}; "
+        "--fix would record it as lost, ended when the supervisor was last seen"
+    )
     assert paths.state.read_bytes() == recorded and index_dump(home) == rows  # nothing changed
 
     code, lines = doctor("--fix")
@@ -87,8 +100,9 @@ def test_a_tampered_snapshot_is_reported_and_stays_reported(healed_home, home):
     for flags in ((), ("--fix",)):
         code, lines = doctor(*flags)
         assert code == 1 and len(lines) == 2, lines
-        assert lines[0].startswith(f"run {run_id}: its snapshot changed after submission: "
-                                   "code/ hashes to sha256:")
+        assert lines[0].startswith(
+            f"run {run_id}: its snapshot changed after submission: code/ hashes to sha256:"
+        )
         assert lines[1] == f"1 problem in {home} (3 runs checked)"
     assert doctor("--no-hash") == (0, [f"no problems in {home} (3 runs checked)"])
 
@@ -99,9 +113,11 @@ def test_index_disagreements_are_reported_then_fixed(healed_home, home):
     with sqlite3.connect(home / "runs.db") as conn:
         conn.execute("UPDATE runs SET status = 'running', ended = NULL WHERE id = ?", (stale,))
         conn.execute("DELETE FROM runs WHERE id = ?", (unindexed,))
-        conn.execute("INSERT INTO runs SELECT 'ghost-1', name, status, target, launcher, nodes, "
-                     "procs, code_hash, created, started, ended, failed_rank, updated FROM runs "
-                     "LIMIT 1")
+        conn.execute(
+            "INSERT INTO runs SELECT 'ghost-1', name, status, target, launcher, nodes, "
+            "procs, code_hash, created, started, ended, failed_rank, updated FROM runs "
+            "LIMIT 1"
+        )
     rows = index_dump(home)
     done = cli("doctor", "--json")
     assert done.returncode == 1 and index_dump(home) == rows
@@ -110,7 +126,8 @@ def test_index_disagreements_are_reported_then_fixed(healed_home, home):
     assert set(found) == {("disagrees", stale), ("unindexed", unindexed), ("orphan-row", "ghost-1")}
     assert not any(f["fixed"] for f in report["findings"])
     assert found[("disagrees", stale)]["message"].startswith(
-        "the index disagrees with its state: status 'running' (state: 'completed'), ended None")
+        "the index disagrees with its state: status 'running' (state: 'completed'), ended None"
+    )
 
     code, lines = doctor("--fix")
     assert code == 0 and len(lines) == 4 and all("; fixed: " in line for line in lines[:3])
@@ -132,8 +149,9 @@ def test_a_corrupt_index_is_left_alone_without_fix(healed_home, home):
 
     code, lines = doctor("--fix")
     [aside] = moved_aside(home)
-    assert code == 0 and lines[0].endswith(f"fixed: moved aside to {aside}, rebuilt from 3 run "
-                                           "folders")
+    assert code == 0 and lines[0].endswith(
+        f"fixed: moved aside to {aside}, rebuilt from 3 run folders"
+    )
     assert (home / aside).read_bytes() == garbage
     assert listed() == healed_home
 
@@ -147,8 +165,9 @@ def test_train_doctor_in_the_notebook(ip, healed_home, home, capsys):
     result = ip.run_cell("%train doctor --fix --no-hash", store_history=True)
     assert result.success, result.error_in_exec
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 4 and all(line.endswith("its folder has no index row; fixed: indexed")
-                                 for line in out[:3])
+    assert len(out) == 4 and all(
+        line.endswith("its folder has no index row; fixed: indexed") for line in out[:3]
+    )
 
 
 @pytest.mark.parametrize("flags", [["--fix", "--json"], ["--no-hash"]])

@@ -13,14 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+from test_data_inputs import http_folder  # noqa: F401 (fixture)
+from test_models_hostile import writable
+from test_store_heal import cli
 
 import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.inputs import resolve_inputs
-
-from test_data_inputs import http_folder  # noqa: F401 (fixture)
-from test_models_hostile import writable
-from test_store_heal import cli
 
 HOUR_AGO = time.time() - 3600
 
@@ -39,10 +38,12 @@ def findings(*flags: str) -> dict[tuple[str, str | None], dict]:
 
 def finished_run(files: dict[str, bytes]) -> api.Run:
     """A completed run whose outputs/ holds ``files``."""
-    code = ("from jupyter_trainer import runtime as jt\n"
-            f"for rel, data in {files!r}.items():\n"
-            "    (jt.outputs_dir / rel).parent.mkdir(parents=True, exist_ok=True)\n"
-            "    (jt.outputs_dir / rel).write_bytes(data)\n")
+    code = (
+        "from jupyter_trainer import runtime as jt\n"
+        f"for rel, data in {files!r}.items():\n"
+        "    (jt.outputs_dir / rel).parent.mkdir(parents=True, exist_ok=True)\n"
+        "    (jt.outputs_dir / rel).write_bytes(data)\n"
+    )
     return api.submit(code, launcher="python", wait=True)
 
 
@@ -62,8 +63,13 @@ def snapshot(root: Path) -> dict[str, bytes | str]:
     found: dict[str, bytes | str] = {}
     for path in sorted(root.rglob("*")):
         rel = str(path.relative_to(root))
-        found[rel] = (f"-> {os.readlink(path)}" if path.is_symlink() else
-                      path.read_bytes() if path.is_file() else "dir")
+        found[rel] = (
+            f"-> {os.readlink(path)}"
+            if path.is_symlink()
+            else path.read_bytes()
+            if path.is_file()
+            else "dir"
+        )
     return found
 
 
@@ -77,10 +83,13 @@ def registry(home, tmp_path):
     run.register_model("third", "model.pt")
     with sqlite3.connect(home / "models.db") as conn:
         conn.execute("DELETE FROM models WHERE name = 'digits' AND version = 1")
-        conn.execute("UPDATE models SET tags = '{\"stage\": \"prod\"}' WHERE name = 'digits' "
-                     "AND version = 2")
-        conn.execute("INSERT INTO models SELECT 'ghost', 1, run_id, path, files, bytes, "
-                     "created, tags FROM models LIMIT 1")
+        conn.execute(
+            "UPDATE models SET tags = '{\"stage\": \"prod\"}' WHERE name = 'digits' AND version = 2"
+        )
+        conn.execute(
+            "INSERT INTO models SELECT 'ghost', 1, run_id, path, files, bytes, "
+            "created, tags FROM models LIMIT 1"
+        )
     writable(other.folder)
     (other.folder / "lineage.json").write_text("{not json")
     writable(tok.folder)
@@ -91,8 +100,11 @@ def registry(home, tmp_path):
     elsewhere.mkdir()
     (elsewhere / "lineage.json").write_text("{}")
     (models / "digits" / "9").symlink_to(elsewhere)
-    for stale in (models / "digits" / ".register-abc123", models / "digits" / ".delete-7-ab",
-                  models / ".delete-gone-cd"):
+    for stale in (
+        models / "digits" / ".register-abc123",
+        models / "digits" / ".delete-7-ab",
+        models / ".delete-gone-cd",
+    ):
         (stale / "tok").mkdir(parents=True)
         (stale / "tok" / "w.bin").write_bytes(b"partial")
         (stale / "tok").chmod(0o555)
@@ -108,23 +120,35 @@ def test_doctor_reports_then_fixes_the_model_registry(registry, home):
     rows, files = model_rows(home), snapshot(models)
     found = findings()
     assert set(found) == {
-        ("model-unindexed", "model digits@1"), ("model-disagrees", "model digits@2"),
-        ("model-files", "model digits@2"), ("model-link", "model digits@9"),
-        ("model-lineage", "model other@1"), ("model-orphan-row", "model ghost@1"),
-        ("model-deleted-record", "model third"), ("model-partial", "model registry")}
-    partial = [f for f in json.loads(cli("doctor", "--json").stdout)["findings"]
-               if f["check"] == "model-partial"]
+        ("model-unindexed", "model digits@1"),
+        ("model-disagrees", "model digits@2"),
+        ("model-files", "model digits@2"),
+        ("model-link", "model digits@9"),
+        ("model-lineage", "model other@1"),
+        ("model-orphan-row", "model ghost@1"),
+        ("model-deleted-record", "model third"),
+        ("model-partial", "model registry"),
+    }
+    partial = [
+        f
+        for f in json.loads(cli("doctor", "--json").stdout)["findings"]
+        if f["check"] == "model-partial"
+    ]
     assert sorted(f["message"].rsplit(" ", 1)[1] for f in partial) == sorted(
-        str(models / p) for p in ("digits/.register-abc123", "digits/.delete-7-ab",
-                                  ".delete-gone-cd"))
+        str(models / p)
+        for p in ("digits/.register-abc123", "digits/.delete-7-ab", ".delete-gone-cd")
+    )
     assert found[("model-files", "model digits@2")]["message"] == (
         "the registry's copy is damaged: tok/a.txt does not match its recorded size and "
-        f"sha256; register it again from run {registry['run'].id}")
+        f"sha256; register it again from run {registry['run'].id}"
+    )
     assert found[("model-lineage", "model other@1")]["message"].startswith(
-        "its lineage.json is damaged: it is not JSON (")
+        "its lineage.json is damaged: it is not JSON ("
+    )
     assert found[("model-disagrees", "model digits@2")]["message"] == (
-        "the model index disagrees with its lineage.json: tags '{\"stage\": \"prod\"}' "
-        "(lineage.json: '{}')")
+        'the model index disagrees with its lineage.json: tags \'{"stage": "prod"}\' '
+        "(lineage.json: '{}')"
+    )
     assert model_rows(home) == rows and snapshot(models) == files  # nothing changed
 
     code, lines = doctor("--fix")
@@ -133,15 +157,21 @@ def test_doctor_reports_then_fixes_the_model_registry(registry, home):
     fixed = [line for line in lines if "; fixed: " in line]
     assert len(fixed) == 7 and len(lines) == 11
     assert "model digits@9: its folder is a link to " in "\n".join(lines)
-    assert model_rows(home) == [("digits", 1, "{}"), ("digits", 2, "{}"), ("other", 1, "{}"),
-                                ("third", 1, "{}")]
+    assert model_rows(home) == [
+        ("digits", 1, "{}"),
+        ("digits", 2, "{}"),
+        ("other", 1, "{}"),
+        ("third", 1, "{}"),
+    ]
     assert not (models / "digits" / "9").exists() and not (models / ".delete-gone-cd").exists()
     assert (registry["elsewhere"] / "lineage.json").read_text() == "{}"  # not followed
     assert sorted(p.name for p in (models / "digits").iterdir()) == ["1", "2"]
     assert (models / "other" / ".register-busy" / "w.bin").exists()  # still going: left alone
-    assert set(findings()) == {("model-files", "model digits@2"),
-                               ("model-lineage", "model other@1"),
-                               ("model-deleted-record", "model third")}
+    assert set(findings()) == {
+        ("model-files", "model digits@2"),
+        ("model-lineage", "model other@1"),
+        ("model-deleted-record", "model third"),
+    }
     assert ("model-files", "model digits@2") not in findings("--no-hash")
     jt.delete_model("other@1")
     jt.delete_model("digits@2")
@@ -149,10 +179,13 @@ def test_doctor_reports_then_fixes_the_model_registry(registry, home):
     assert doctor() == (0, [f"no problems in {home} (1 run, 2 model versions checked)"])
 
 
-@pytest.mark.parametrize("damage, problem", [
-    (lambda db: db.unlink(), "is missing"),
-    (lambda db: db.write_bytes(b"not a database\n" * 100), "is corrupt ("),
-])
+@pytest.mark.parametrize(
+    "damage, problem",
+    [
+        (lambda db: db.unlink(), "is missing"),
+        (lambda db: db.write_bytes(b"not a database\n" * 100), "is corrupt ("),
+    ],
+)
 def test_a_missing_or_corrupt_model_index_is_rebuilt(home, damage, problem):
     run = finished_run({"model.pt": b"weights"})
     for _ in range(2):
@@ -170,18 +203,22 @@ def test_a_missing_or_corrupt_model_index_is_rebuilt(home, damage, problem):
     assert doctor() == (0, [f"no problems in {home} (1 run, 2 model versions checked)"])
 
 
-def test_doctor_checks_and_clears_the_data_caches(home, tmp_path, http_folder):  # noqa: F811
+def test_doctor_checks_and_clears_the_data_caches(home, tmp_path, http_folder):
     served, base = http_folder
     for name in ("a.bin", "b.bin", "c.bin"):
         (served / name).write_bytes(os.urandom(50_000))
     local = tmp_path / "local"
     local.mkdir()
     (local / "x.txt").write_text("x")
-    resolve_inputs({"a": f"{base}/a.bin", "b": f"{base}/b.bin", "c": f"{base}/c.bin",
-                    "d": str(local)}, home=home)
+    resolve_inputs(
+        {"a": f"{base}/a.bin", "b": f"{base}/b.bin", "c": f"{base}/c.bin", "d": str(local)},
+        home=home,
+    )
     cache = home / "cache"
-    entries = {json.loads((p / "source.json").read_text())["url"].rsplit("/", 1)[1]: p
-               for p in (cache / "data-url").iterdir()}
+    entries = {
+        json.loads((p / "source.json").read_text())["url"].rsplit("/", 1)[1]: p
+        for p in (cache / "data-url").iterdir()
+    }
     with open(entries["a.bin"] / "a.bin", "r+b") as fh:
         fh.truncate(20_000)  # a download cut off, but in place
     (entries["b.bin"] / "source.json").write_text("{garbage")
@@ -198,22 +235,30 @@ def test_doctor_checks_and_clears_the_data_caches(home, tmp_path, http_folder): 
     before = snapshot(cache)
 
     found = findings()
-    rel = lambda p: f"data cache {p.relative_to(home)}"  # noqa: E731
-    assert set(found) == {("data-hashes", "data cache"),
-                          ("data-corrupt", rel(entries["a.bin"])),
-                          ("data-corrupt", rel(entries["b.bin"])),
-                          ("data-partial", rel(stale))}
+    rel = lambda p: f"data cache {p.relative_to(home)}"
+    assert set(found) == {
+        ("data-hashes", "data cache"),
+        ("data-corrupt", rel(entries["a.bin"])),
+        ("data-corrupt", rel(entries["b.bin"])),
+        ("data-partial", rel(stale)),
+    }
     assert found[("data-corrupt", rel(entries["a.bin"]))]["message"].startswith(
-        "its download a.bin has 20000 bytes, the server announced 50000: it is incomplete")
+        "its download a.bin has 20000 bytes, the server announced 50000: it is incomplete"
+    )
     assert found[("data-corrupt", rel(entries["b.bin"]))]["message"].startswith(
-        "its source.json cannot be read (")
+        "its source.json cannot be read ("
+    )
     assert snapshot(cache) == before
 
     code, lines = doctor("--fix")
-    assert code == 0 and lines[-1] == f"4 problems found and fixed in {home} (0 runs, 6 data " \
-        "cache entries checked)", lines
+    assert (
+        code == 0
+        and lines[-1]
+        == f"4 problems found and fixed in {home} (0 runs, 6 data cache entries checked)"
+    ), lines
     assert sorted(p.name for p in (cache / "data-url").iterdir()) == sorted(
-        [entries["c.bin"].name, busy.name])
+        [entries["c.bin"].name, busy.name]
+    )
     assert not (cache / "data-hashes.db").exists()
     resolve_inputs({"a": f"{base}/a.bin", "b": f"{base}/b.bin"}, home=home)  # fetched again
     busy.rename(tmp_path / "busy")  # that download finished elsewhere

@@ -13,20 +13,19 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import procs
-from jupyter_trainer.api.dry_run import DryRun
-from jupyter_trainer.core.errors import EnvError, SpecError, TargetError
-from jupyter_trainer.nodes.ssh import control_dir
-from jupyter_trainer.store import HOME_ENV
-from jupyter_trainer.targets.registry import add_target
-
 from conftest import REPO
 from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 from test_ray import ray_cluster, rc  # noqa: F401 (fixtures)
 from test_slurm_remote import login  # noqa: F401 (fixture)
 from test_ssh_target import HOSTILE as TARGET_VALUE  # the rc target's JT_TEST_VAR
+
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.api.dry_run import DryRun
+from jupyter_trainer.core.errors import EnvError, SpecError, TargetError
+from jupyter_trainer.nodes.ssh import control_dir
+from jupyter_trainer.rankside import procs
+from jupyter_trainer.store import HOME_ENV
+from jupyter_trainer.targets.registry import add_target
 
 TRAIN = """
 import torch.distributed as dist
@@ -38,7 +37,7 @@ print("rank", jt.rank, "of", jt.world_size, "tag", jt.params.get("tag"))
 if jt.world_size > 1:
     dist.destroy_process_group()
 """
-HOSTILE = "'; rm -rf ~; echo \"$(touch PWNED)\" `id`"
+HOSTILE = '\'; rm -rf ~; echo "$(touch PWNED)" `id`'
 
 
 def _own_processes(home: Path, run_dir: str) -> list[str]:
@@ -95,8 +94,9 @@ def test_local_dry_run_is_the_command_a_real_run_starts(home, launcher):
 
     real = api.submit(TRAIN, wait=True, **asked)
     recorded = real.state["launcher"]["argv"]
-    expected = [a.replace(shown.run_dir, str(real.path)).replace(shown.run_id, real.id)
-                for a in shown.argv]
+    expected = [
+        a.replace(shown.run_dir, str(real.path)).replace(shown.run_id, real.id) for a in shown.argv
+    ]
     assert recorded == expected
     assert f"tag {HOSTILE}" in real.logs(0)
 
@@ -106,12 +106,14 @@ def test_local_dry_run_is_the_command_a_real_run_starts(home, launcher):
     _materialise(shown, real)
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith("JT_")}
-        done = subprocess.run(["bash", "-c", shown.text], env=env, capture_output=True,
-                              text=True, timeout=120)
+        done = subprocess.run(
+            ["bash", "-c", shown.text], env=env, capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         events = (Path(shown.run_dir) / "events" / "rank-0.jsonl").read_text()
-        metric = [json.loads(line) for line in events.splitlines()
-                  if json.loads(line)["kind"] == "metric"]
+        metric = [
+            json.loads(line) for line in events.splitlines() if json.loads(line)["kind"] == "metric"
+        ]
         assert metric[0]["values"] == {"lr": 0.5, "world": procs}
         assert not Path("PWNED").exists()
     finally:
@@ -122,16 +124,23 @@ def test_hostile_script_args_and_target_variables_are_quoted(home, tmp_path):
     script = tmp_path / "train.py"
     script.write_text("import sys\nprint(sys.argv[1:])\n")
     add_target("here", "local", home=home, env={"JT_TEST_VALUE": HOSTILE})
-    shown = api.submit(script=script, args=[HOSTILE, "$(touch PWNED)", "a b"], target="here",
-                       launcher="python", dry_run=True)
+    shown = api.submit(
+        script=script,
+        args=[HOSTILE, "$(touch PWNED)", "a b"],
+        target="here",
+        launcher="python",
+        dry_run=True,
+    )
     assert shown.argv[-3:] == (HOSTILE, "$(touch PWNED)", "a b")
     assert shown.env["JT_TEST_VALUE"] == HOSTILE
     # What bash makes of the printed lines is exactly those values.
-    probe = shown.text.replace(shlex.join(shown.argv),
-                               'printf "%s\\n" "$JT_TEST_VALUE" ' + shlex.join(shown.argv[-3:]))
+    probe = shown.text.replace(
+        shlex.join(shown.argv), 'printf "%s\\n" "$JT_TEST_VALUE" ' + shlex.join(shown.argv[-3:])
+    )
     probe = probe.split("\n", 1)[1]  # not the cd: the placeholder folder is gone
-    out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, cwd=tmp_path,
-                         check=True).stdout
+    out = subprocess.run(
+        ["bash", "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=True
+    ).stdout
     assert out.splitlines() == [HOSTILE, HOSTILE, "$(touch PWNED)", "a b"]
     assert not (tmp_path / "PWNED").exists()
     assert_nothing_created(home, shown)
@@ -141,12 +150,30 @@ def test_cli_prints_only_the_command_on_stdout(home, tmp_path):
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script),
-                           "--procs", "2", "--dry-run", "-p", f"tag={HOSTILE}", "--", HOSTILE],
-                          env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jupyter_trainer.frontends.cli",
+            "submit",
+            str(script),
+            "--procs",
+            "2",
+            "--dry-run",
+            "-p",
+            f"tag={HOSTILE}",
+            "--",
+            HOSTILE,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
-    shown = api.submit(script=script, procs=2, params=[f"tag={HOSTILE}"], args=[HOSTILE],
-                       dry_run=True)
+    shown = api.submit(
+        script=script, procs=2, params=[f"tag={HOSTILE}"], args=[HOSTILE], dry_run=True
+    )
     placeholder = shlex.split(done.stdout.splitlines()[0])[1]  # cd FOLDER: its own temporary one
     assert done.stdout.replace(placeholder, shown.run_dir) == shown.text
     assert shlex.split(done.stdout.splitlines()[-1])[-1] == HOSTILE
@@ -159,9 +186,16 @@ def test_cli_bad_input_fails_as_a_real_submit_does(home, tmp_path):
     script = tmp_path / "train.py"
     script.write_text("import no_such_module_here\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    outs = [subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script),
-                            *extra], env=env, capture_output=True, text=True, timeout=120)
-            for extra in (["--dry-run"], [])]
+    outs = [
+        subprocess.run(
+            [sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script), *extra],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        for extra in (["--dry-run"], [])
+    ]
     assert [o.returncode for o in outs] == [2, 2]
     assert outs[0].stdout == outs[1].stdout == ""
     assert outs[0].stderr == outs[1].stderr and "no_such_module_here" in outs[0].stderr
@@ -169,10 +203,12 @@ def test_cli_bad_input_fails_as_a_real_submit_does(home, tmp_path):
 
 
 def test_bad_input_raises_the_real_errors_and_creates_nothing(home):
-    cases = [(dict(nodes=2), TargetError, "--nodes must be 1"),
-             (dict(env="no-such-env"), EnvError, "no-such-env"),
-             (dict(backend="nccl"), TargetError, "needs CUDA GPUs"),
-             (dict(params=["lr"]), SpecError, "lr")]
+    cases = [
+        (dict(nodes=2), TargetError, "--nodes must be 1"),
+        (dict(env="no-such-env"), EnvError, "no-such-env"),
+        (dict(backend="nccl"), TargetError, "needs CUDA GPUs"),
+        (dict(params=["lr"]), SpecError, "lr"),
+    ]
     for kwargs, error, words in cases:
         with pytest.raises(error, match=words):
             api.submit("print(1)", dry_run=True, **kwargs)
@@ -186,8 +222,10 @@ def test_bad_input_raises_the_real_errors_and_creates_nothing(home):
 
 def test_magic_cell_and_script_dry_runs(ip, home, tmp_path, capsys):
     ip.user_ns["lr"] = 0.25
-    result = ip.run_cell(f"%%train --dry-run --procs 2 -p {shlex.quote('tag=' + HOSTILE)}\n"
-                         "print(lr, tag)\n", store_history=True)
+    result = ip.run_cell(
+        f"%%train --dry-run --procs 2 -p {shlex.quote('tag=' + HOSTILE)}\nprint(lr, tag)\n",
+        store_history=True,
+    )
     assert result.success, result.error_in_exec
     shown = result.result
     assert isinstance(shown, DryRun) and "torch.distributed.run" in shown.text
@@ -200,27 +238,44 @@ def test_magic_cell_and_script_dry_runs(ip, home, tmp_path, capsys):
 
     script = tmp_path / "job.py"
     script.write_text("print('job')\n")
-    result = ip.run_cell(f"%train {shlex.quote(str(script))} --dry-run --launcher python -- x",
-                         store_history=True)
+    result = ip.run_cell(
+        f"%train {shlex.quote(str(script))} --dry-run --launcher python -- x", store_history=True
+    )
     assert result.success, result.error_in_exec
     assert result.result.argv[-2:] == ("job.py", "x") and result.result.run_id == "job-dry-run"
 
-    for line in ("%%train --dry-run --form\nprint(1)\n",
-                 "%%train --dry-run --sweep lr=choice(1,2)\nprint(lr)\n"):
+    for line in (
+        "%%train --dry-run --form\nprint(1)\n",
+        "%%train --dry-run --sweep lr=choice(1,2)\nprint(lr)\n",
+    ):
         result = ip.run_cell(line, store_history=True)
         assert isinstance(result.error_in_exec, SpecError)
     assert api.runs(home=home) == []
 
 
-@pytest.mark.parametrize("line", ["--procs 2 --bogus", "--launcher deepspeed", "--procs two",
-                                  "--backend nccl", "--nodes 2", "-p 1x=3", "--target nowhere",
-                                  "--source /does/not/exist", "--env missing"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "--procs 2 --bogus",
+        "--launcher deepspeed",
+        "--procs two",
+        "--backend nccl",
+        "--nodes 2",
+        "-p 1x=3",
+        "--target nowhere",
+        "--source /does/not/exist",
+        "--env missing",
+    ],
+)
 def test_magic_bad_input_gives_the_real_submit_error(ip, home, line):
     ip.user_ns["fh"] = open(os.devnull)
     try:
-        errors = [ip.run_cell(f"%%train {flags}\nprint('should not run', fh)",
-                              store_history=True).error_in_exec
-                  for flags in (f"--dry-run {line}", line, "--dry-run")]
+        errors = [
+            ip.run_cell(
+                f"%%train {flags}\nprint('should not run', fh)", store_history=True
+            ).error_in_exec
+            for flags in (f"--dry-run {line}", line, "--dry-run")
+        ]
     finally:
         ip.user_ns["fh"].close()
     dry, real, uncarriable = errors
@@ -233,8 +288,7 @@ def test_magic_bad_input_gives_the_real_submit_error(ip, home, line):
 # -- ssh -----------------------------------------------------------------------------------
 def test_ssh_dry_run_prints_each_node_and_leaves_the_nodes_alone(pair, home, tmp_path):
     workdir = tmp_path / "remote"
-    shown = api.submit(TRAIN, namespace={"lr": 0.1}, target="pair", nodes=2, procs=2,
-                       dry_run=True)
+    shown = api.submit(TRAIN, namespace={"lr": 0.1}, target="pair", nodes=2, procs=2, dry_run=True)
     assert (shown.kind, len(shown.nodes)) == ("ssh", 2)
     for index, node in enumerate(shown.nodes):
         run_dir = f"{workdir}/runs/cell-dry-run"
@@ -251,8 +305,9 @@ def test_ssh_dry_run_prints_each_node_and_leaves_the_nodes_alone(pair, home, tmp
     assert not workdir.exists()  # no agent installed, no folder made, no snapshot sent
     assert_nothing_created(home, shown)
 
-    mpi = api.submit(TRAIN, namespace={"lr": 0.1}, target="pair", nodes=2, launcher="mpirun",
-                     dry_run=True)
+    mpi = api.submit(
+        TRAIN, namespace={"lr": 0.1}, target="pair", nodes=2, launcher="mpirun", dry_run=True
+    )
     assert mpi.nodes[1]["argv"] is None and "-H" in mpi.nodes[0]["argv"]
     assert "# file " in mpi.text and "ssh_config" in mpi.text
     assert not workdir.exists()
@@ -265,8 +320,14 @@ def test_ssh_dry_run_prints_each_node_and_leaves_the_nodes_alone(pair, home, tmp
 # -- slurm ---------------------------------------------------------------------------------
 def test_slurm_dry_run_prints_the_script_and_submits_nothing(cluster, home):
     before = cluster.queue()
-    shown = api.submit(TRAIN, namespace={"lr": 0.1}, target="cluster", procs=2,
-                       params=[f"tag={HOSTILE}"], dry_run=True)
+    shown = api.submit(
+        TRAIN,
+        namespace={"lr": 0.1},
+        target="cluster",
+        procs=2,
+        params=[f"tag={HOSTILE}"],
+        dry_run=True,
+    )
     assert shown.kind == "slurm" and shown.argv[0] == "sbatch"
     assert "--partition=debug" in shown.argv and "--time=10:00" in shown.argv
     assert shown.argv[-1] == f"{shown.run_dir}/job.sbatch"
@@ -278,8 +339,9 @@ def test_slurm_dry_run_prints_the_script_and_submits_nothing(cluster, home):
     assert cluster.queue() == before == []
     assert_nothing_created(home, shown)
 
-    (home / "targets.toml").write_text('[targets.nowhere]\nkind = "slurm"\n'
-                                       'partition = "no-such-partition"\n')
+    (home / "targets.toml").write_text(
+        '[targets.nowhere]\nkind = "slurm"\npartition = "no-such-partition"\n'
+    )
     with pytest.raises(TargetError, match="sbatch --test-only refused the job"):
         api.submit(TRAIN, namespace={"lr": 0.1}, target="nowhere", dry_run=True)
     assert cluster.queue() == [] and api.runs(home=home) == []
@@ -287,8 +349,7 @@ def test_slurm_dry_run_prints_the_script_and_submits_nothing(cluster, home):
 
 # -- ray -----------------------------------------------------------------------------------
 def test_ray_dry_run_prints_each_node_and_reserves_nothing(rc, home, tmp_path):
-    shown = api.submit(TRAIN, namespace={"lr": 0.1}, target="rc", nodes=2, procs=1,
-                       dry_run=True)
+    shown = api.submit(TRAIN, namespace={"lr": 0.1}, target="rc", nodes=2, procs=1, dry_run=True)
     assert (shown.kind, len(shown.nodes)) == ("ray", 2)
     assert len({node["host"] for node in shown.nodes}) == 2
     for index, node in enumerate(shown.nodes):
@@ -302,8 +363,7 @@ def test_ray_dry_run_prints_each_node_and_reserves_nothing(rc, home, tmp_path):
     assert_nothing_created(home, shown)
 
 
-def test_slurm_dry_run_through_a_login_node_leaves_the_cluster_folder_alone(login, home,
-                                                                            tmp_path):
+def test_slurm_dry_run_through_a_login_node_leaves_the_cluster_folder_alone(login, home, tmp_path):
     shown = api.submit(TRAIN, namespace={"lr": 0.1}, target="hpc", procs=2, dry_run=True)
     remote = f"{tmp_path / 'shared'}/runs/cell-dry-run"
     assert shown.run_dir == remote and f"--chdir={remote}" in shown.argv
@@ -318,14 +378,15 @@ def test_slurm_dry_run_through_a_login_node_leaves_the_cluster_folder_alone(logi
 def test_a_named_environment_is_shown_unbuilt_then_checked_once_built(home):
     from jupyter_trainer import environment
 
-    environment.define(environment.from_line("dryenv", pip=["six==1.16.0"], inherit=True),
-                       home=home)
+    environment.define(
+        environment.from_line("dryenv", pip=["six==1.16.0"], inherit=True), home=home
+    )
     venvs = home / "environments" / "venvs"
     code = "import six\nprint(six.__version__)\n"
     shown = api.submit(code, env="dryenv", launcher="python", dry_run=True)
     python = shown.argv[0]
     assert python.startswith(f"{venvs}/") and not Path(python).exists()
-    assert f"environment 'dryenv' is not built yet" in shown.header
+    assert "environment 'dryenv' is not built yet" in shown.header
     assert not venvs.exists() or not any(p.name[0] != "." for p in venvs.iterdir())
     assert_nothing_created(home, shown)
 

@@ -20,11 +20,11 @@ import pytest
 import uv
 
 from jupyter_trainer import environment
-from jupyter_trainer.rankside import env_build as builder
+from jupyter_trainer.core.errors import EnvError
 from jupyter_trainer.environment import lock
 from jupyter_trainer.environment.definition import EnvDefinition
 from jupyter_trainer.environment.stages import build_locked, venvs_dir
-from jupyter_trainer.core.errors import EnvError
+from jupyter_trainer.rankside import env_build as builder
 
 KERNEL_SITE = Path(importlib.util.find_spec("six").origin).parent  # the kernel's site-packages
 
@@ -58,7 +58,9 @@ def test_lock_is_reproducible_and_hashed(tmp_path):
         texts.append((tmp_path / folder / "requirements.lock").read_text())
     assert texts[0] == texts[1]
     pins = {e["name"]: e for e in builder.parse_lock(texts[0])}
-    assert set(pins) == {"six", "tomli"} and all(e["version"] and e["hashed"] for e in pins.values())
+    assert set(pins) == {"six", "tomli"} and all(
+        e["version"] and e["hashed"] for e in pins.values()
+    )
     meta = json.loads((tmp_path / "a" / "lock.json").read_text())
     assert meta["python"] == "%d.%d" % sys.version_info[:2] and meta["inherit"] is False
 
@@ -68,7 +70,10 @@ def test_layered_lock_prefers_what_the_kernel_has(tmp_path):
     base = builder.describe_self()
     definition = EnvDefinition.from_yaml("pref", "inherit: true\npip: [idna, six==1.16.0]")
     lock.compile_into(tmp_path, definition, base=base)
-    pins = {e["name"]: e["version"] for e in builder.parse_lock((tmp_path / "requirements.lock").read_text())}
+    pins = {
+        e["name"]: e["version"]
+        for e in builder.parse_lock((tmp_path / "requirements.lock").read_text())
+    }
     assert pins == {"idna": importlib.metadata.version("idna"), "six": "1.16.0"}
 
 
@@ -79,7 +84,7 @@ def test_second_resolve_reuses_the_environment_without_uv_or_network(home, tmp_p
     marker = Path(first["path"]) / builder.MARKER
     stamp = marker.stat().st_mtime_ns
     fake, calls = recording_uv(tmp_path, fail=True)
-    monkeypatch.setenv(builder.UV_ENV, str(fake))            # any uv call would fail ...
+    monkeypatch.setenv(builder.UV_ENV, str(fake))  # any uv call would fail ...
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")  # ... and so would any download
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
     timings = []
@@ -112,14 +117,20 @@ def test_inherit_layers_on_the_kernel_and_added_packages_win(home):
     define(home, "layer", "inherit: true\npip: [six==1.16.0, idna]")
     built = environment.build_environment("layer", home=home)
     assert built["skipped"] == [f"idna=={importlib.metadata.version('idna')}"]  # the kernel's
-    out = json.loads(env_python(built["python"], (
-        "import importlib.util, json, sys, six, idna\n"
-        "print(json.dumps([six.__version__, six.__file__, idna.__file__, sys.prefix,\n"
-        "                  importlib.util.find_spec('torch').origin]))")))
+    out = json.loads(
+        env_python(
+            built["python"],
+            (
+                "import importlib.util, json, sys, six, idna\n"
+                "print(json.dumps([six.__version__, six.__file__, idna.__file__, sys.prefix,\n"
+                "                  importlib.util.find_spec('torch').origin]))"
+            ),
+        )
+    )
     six_version, six_file, idna_file, prefix, torch_origin = out
     assert six_version == "1.16.0" and six_file.startswith(built["path"])  # the environment's wins
-    assert Path(idna_file).parent.parent == KERNEL_SITE                   # the kernel's, not reinstalled
-    assert Path(torch_origin).parent.parent == KERNEL_SITE                # torch from the kernel
+    assert Path(idna_file).parent.parent == KERNEL_SITE  # the kernel's, not reinstalled
+    assert Path(torch_origin).parent.parent == KERNEL_SITE  # torch from the kernel
     assert prefix == built["path"]
 
 
@@ -127,20 +138,30 @@ def test_a_standalone_environment_does_not_see_the_kernel(home):
     define(home, "alone", "pip: [six==1.16.0, pygments]")
     built = environment.build_environment("alone", home=home)
     assert built["skipped"] == [] and built["inherit"] is False
-    out = env_python(built["python"], "import importlib.util as u, six\n"
-                                      "print(six.__version__, u.find_spec('torch'), u.find_spec('idna'))")
+    out = env_python(
+        built["python"],
+        "import importlib.util as u, six\n"
+        "print(six.__version__, u.find_spec('torch'), u.find_spec('idna'))",
+    )
     assert out == "1.16.0 None None"
     # Built in a temporary folder and renamed: its console scripts still run.
-    script = subprocess.run([str(Path(built["path"]) / "bin" / "pygmentize"), "-V"],
-                            capture_output=True, text=True, timeout=60)
+    script = subprocess.run(
+        [str(Path(built["path"]) / "bin" / "pygmentize"), "-V"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert script.returncode == 0 and "Pygments" in script.stdout, script.stderr
 
 
 def test_a_python_that_is_not_here_is_named(home, monkeypatch):
     monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
     define(home, "old", "python: '3.9'\npip: [six==1.16.0]")
-    with pytest.raises(EnvError, match=r"could not be built: no Python 3\.9 was found on this "
-                                       r"machine \(the base interpreter is 3\.11"):
+    with pytest.raises(
+        EnvError,
+        match=r"could not be built: no Python 3\.9 was found on this "
+        r"machine \(the base interpreter is 3\.11",
+    ):
         environment.build_environment("old", home=home)
     assert [p for p in venvs_dir(home).iterdir() if not p.name.endswith(".lock")] == []
 
@@ -148,11 +169,21 @@ def test_a_python_that_is_not_here_is_named(home, monkeypatch):
 def test_two_processes_building_at_once_get_one_good_environment(home, tmp_path):
     define(home, "race", "inherit: true\npip: [tomli, six==1.16.0]")
     slow, calls = recording_uv(tmp_path, sleep=1.0)  # widen the window in which both build
-    code = ("import json; from jupyter_trainer import environment as e; "
-            "print(json.dumps(e.build_environment('race')))")
+    code = (
+        "import json; from jupyter_trainer import environment as e; "
+        "print(json.dumps(e.build_environment('race')))"
+    )
     env = {**os.environ, builder.UV_ENV: str(slow)}
-    children = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", code],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     results = []
     for child in children:
         out, err = child.communicate(timeout=240)
@@ -169,9 +200,14 @@ def test_two_processes_building_at_once_get_one_good_environment(home, tmp_path)
 def test_a_failed_build_leaves_no_environment_behind(home, tmp_path):
     folder = tmp_path / "lock"
     folder.mkdir()
-    (folder / "lock.json").write_text(json.dumps({"format": builder.FORMAT, "inherit": False,
-                                                   "python": "%d.%d" % sys.version_info[:2]}))
-    (folder / "requirements.lock").write_text("six==1.16.0 \\\n    --hash=sha256:" + "0" * 64 + "\n")
+    (folder / "lock.json").write_text(
+        json.dumps(
+            {"format": builder.FORMAT, "inherit": False, "python": "%d.%d" % sys.version_info[:2]}
+        )
+    )
+    (folder / "requirements.lock").write_text(
+        "six==1.16.0 \\\n    --hash=sha256:" + "0" * 64 + "\n"
+    )
     venvs = tmp_path / "venvs"
     plan = builder.plan(str(folder), builder.describe_self())
     stale = venvs / f".{plan['env_id']}.tmp-killed"  # as if an earlier build was killed
@@ -189,9 +225,22 @@ def test_build_script_runs_on_a_node_without_the_package(home, tmp_path):
     node.mkdir()
     shutil.copy(builder.__file__, node / "build.py")
     shutil.copytree(lock.locks_dir(home) / info["lock"], node / "lock")
-    out = subprocess.run([sys.executable, "-S", "-E", str(node / "build.py"), str(node / "lock"),
-                          str(node / "venvs"), "--uv", uv.find_uv_bin()],
-                         capture_output=True, text=True, cwd=node, timeout=240)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-E",
+            str(node / "build.py"),
+            str(node / "lock"),
+            str(node / "venvs"),
+            "--uv",
+            uv.find_uv_bin(),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=node,
+        timeout=240,
+    )
     assert out.returncode == 0, out.stderr
     record = json.loads(out.stdout)
     assert record["built"] and record["python"].startswith(str(node / "venvs"))

@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jupyter_trainer.api import runs as api
+from conftest import leftover, wait_for
+
 from jupyter_trainer import environment
+from jupyter_trainer.api import runs as api
 from jupyter_trainer.environment.definition import EnvDefinition
 from jupyter_trainer.environment.stages import venvs_dir
-
-from conftest import leftover, wait_for
 
 
 def define_and_build(home: Path, name: str, body: str) -> dict:
@@ -30,13 +30,17 @@ def test_prune_keeps_latest_versions_and_unfinished_runs(home, tmp_path):
     a1_version = environment.Registry(home).get("alpha").version
     a2 = define_and_build(home, "alpha", "inherit: true\npip: [six==1.16.0, tomli==2.0.1]")
     b1 = define_and_build(home, "beta", "inherit: true\npip: [idna]")
-    environment.define(EnvDefinition.from_yaml("beta", "inherit: true\npip: [idna, tomli==2.0.1]"),
-                       home=home)  # the latest beta is defined, not built
+    environment.define(
+        EnvDefinition.from_yaml("beta", "inherit: true\npip: [idna, tomli==2.0.1]"), home=home
+    )  # the latest beta is defined, not built
     assert len({a1["env_id"], a2["env_id"], b1["env_id"]}) == 3
 
     planned = rows_by_id(api.prune_environments(dry_run=True, home=home))
-    assert planned[a2["env_id"]] == {**planned[a2["env_id"]], "removed": False,
-                                     "why": "the latest version of alpha"}
+    assert planned[a2["env_id"]] == {
+        **planned[a2["env_id"]],
+        "removed": False,
+        "why": "the latest version of alpha",
+    }
     assert planned[a1["env_id"]]["removed"] and planned[b1["env_id"]]["removed"]
     assert all(Path(r["path"]).is_dir() for r in planned.values()), "a dry run removed something"
     text = environment.prune_text(list(planned.values()), dry_run=True)
@@ -44,9 +48,13 @@ def test_prune_keeps_latest_versions_and_unfinished_runs(home, tmp_path):
     assert "would remove 2 built environments" in text
 
     gate = tmp_path / "go"
-    run = api.submit(f"import pathlib, time\nwhile not pathlib.Path({str(gate)!r}).exists(): "
-                     "time.sleep(0.05)\nimport six\nprint('six', six.__version__)",
-                     env=f"alpha@{a1_version}", name="holds-alpha-v1", home=home)
+    run = api.submit(
+        f"import pathlib, time\nwhile not pathlib.Path({str(gate)!r}).exists(): "
+        "time.sleep(0.05)\nimport six\nprint('six', six.__version__)",
+        env=f"alpha@{a1_version}",
+        name="holds-alpha-v1",
+        home=home,
+    )
     wait_for(lambda: run.status == "running", 60, what="the run to start")
     pruned = rows_by_id(api.prune_environments(home=home))
     assert pruned[a1["env_id"]]["why"] == f"used by run {run.id} (running)"
@@ -59,8 +67,9 @@ def test_prune_keeps_latest_versions_and_unfinished_runs(home, tmp_path):
     assert "six 1.16.0" in run.logs(0)
     wait_for(lambda: leftover(run.id) == [], 15, what="the run's processes to end")
     assert rows_by_id(api.prune_environments(home=home))[a1["env_id"]]["removed"]
-    assert sorted(p.name for p in venvs_dir(home).iterdir() if not p.name.startswith(".")) \
-        == [a2["env_id"]]
+    assert sorted(p.name for p in venvs_dir(home).iterdir() if not p.name.startswith(".")) == [
+        a2["env_id"]
+    ]
 
     again = environment.build_environment(f"alpha@{a1_version}", home=home)  # from uv's cache
     assert again["built"] and again["env_id"] == a1["env_id"]
@@ -85,8 +94,10 @@ def test_prune_from_the_cli_and_the_magic(home, ip, capsys):
     out = subprocess.run([*cli, "prune", "--dry-run"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert f"would remove {stale['env_id']} (" in out.stdout and Path(stale["path"]).is_dir()
-    for bad, message in ((["show", "delta", "--dry-run"], "--dry-run goes with prune"),
-                         (["prune", "delta"], "prune takes no NAME")):
+    for bad, message in (
+        (["show", "delta", "--dry-run"], "--dry-run goes with prune"),
+        (["prune", "delta"], "prune takes no NAME"),
+    ):
         out = subprocess.run([*cli, *bad], capture_output=True, text=True, timeout=60)
         assert out.returncode == 2 and message in out.stderr
     assert Path(stale["path"]).is_dir()

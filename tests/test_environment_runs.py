@@ -12,10 +12,10 @@ import nbformat
 import papermill
 import pytest
 
-from jupyter_trainer.api import runs as api
-from jupyter_trainer.frontends import cli
 from jupyter_trainer import environment
+from jupyter_trainer.api import runs as api
 from jupyter_trainer.environment import EnvDriftWarning
+from jupyter_trainer.frontends import cli
 from jupyter_trainer.targets.local.target import LocalTarget
 
 LAYERED = """%%environment layered
@@ -46,8 +46,11 @@ def run_cell(ip, source: str):
 def nothing_started(home) -> bool:
     runs = home / "runs"
     staging = home / "staging"
-    return (api.runs(home=home) == [] and (not runs.exists() or not any(runs.iterdir()))
-            and (not staging.exists() or not any(staging.iterdir())))
+    return (
+        api.runs(home=home) == []
+        and (not runs.exists() or not any(runs.iterdir()))
+        and (not staging.exists() or not any(staging.iterdir()))
+    )
 
 
 def test_environment_cell_then_train_cell_builds_once_and_records_it(ip, home, capsys):
@@ -111,8 +114,11 @@ def test_kernel_runs_are_checked_too(ip, home, tmp_path, monkeypatch):
     assert "the notebook kernel's Python cannot import 'helpers_only_here'" in message
     assert "add its folder to the snapshot with --source DIR" in message
     assert nothing_started(home)
-    result = run_cell(ip, f"%%train --launcher python --source {tmp_path}\n"
-                          "import helpers_only_here\nprint(helpers_only_here.VALUE + 1)\n")
+    result = run_cell(
+        ip,
+        f"%%train --launcher python --source {tmp_path}\n"
+        "import helpers_only_here\nprint(helpers_only_here.VALUE + 1)\n",
+    )
     assert result.success, result.error_in_exec
     run = result.result
     assert run.logs(0).strip() == "42"
@@ -126,7 +132,9 @@ def test_runs_pin_versions_and_report_drift(home):
     old = environment.Registry(home).get("pinned").version
     environment.define(environment.from_line("pinned", pip=["six==1.15.0"]), home=home)
     code = "import six\nprint(six.__version__)\n"
-    with pytest.warns(EnvDriftWarning, match="torch .* in the notebook, not installed in the run's"):
+    with pytest.warns(
+        EnvDriftWarning, match="torch .* in the notebook, not installed in the run's"
+    ):
         latest = api.submit(code, env="pinned", launcher="python", wait=True, home=home)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EnvDriftWarning)
@@ -135,25 +143,34 @@ def test_runs_pin_versions_and_report_drift(home):
     assert pinned.spec.env.version == old != latest.spec.env.version
     assert pinned.state["environment"]["preflight"]["differences"] == [
         f"torch {pinned.state['environment']['preflight']['kernel']['torch']} in the notebook, "
-        "not installed in the run's environment"]
+        "not installed in the run's environment"
+    ]
 
 
 def test_an_image_on_the_local_target_is_refused(ip, home):
     assert run_cell(ip, "%%environment boxed\nimage: pytorch/pytorch:2.3.0-runtime\n").success
     result = run_cell(ip, "%%train --env boxed --launcher python\nprint(1)\n")
     assert not result.success
-    assert "asks for the container image 'pytorch/pytorch:2.3.0-runtime', but target 'local' " \
-           "(local) starts processes directly" in str(result.error_in_exec)
+    assert (
+        "asks for the container image 'pytorch/pytorch:2.3.0-runtime', but target 'local' "
+        "(local) starts processes directly" in str(result.error_in_exec)
+    )
     assert nothing_started(home)
 
 
 def test_supervisor_rebuilds_an_environment_deleted_after_submit(home, tmp_path):
     environment.define(environment.from_line("gone", pip=["six==1.16.0"], inherit=True), home=home)
-    run = api.submit("import six\nprint(six.__version__)\n", env="gone", launcher="python",
-                     wait=True, home=home)
+    run = api.submit(
+        "import six\nprint(six.__version__)\n", env="gone", launcher="python", wait=True, home=home
+    )
     shutil.rmtree(run.state["environment"]["python"].rsplit("/bin/", 1)[0])
-    realized = environment.realize(run.spec.env, LocalTarget(), home=home,
-                                   code_dir=run.path / "code", entry=run.spec.code.entry)
+    realized = environment.realize(
+        run.spec.env,
+        LocalTarget(),
+        home=home,
+        code_dir=run.path / "code",
+        entry=run.spec.code.entry,
+    )
     assert realized.record["built"] is True and realized.python == run.spec.env.python
     assert realized.record["preflight"]["ok"]
 
@@ -198,11 +215,16 @@ def test_papermill_notebook_defines_and_uses_an_environment(home, tmp_path):
         nbformat.v4.new_code_cell(LAYERED),
         nbformat.v4.new_code_cell(TRAIN.replace("--procs 2", "--procs 2 --name nb-env")),
     ]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     src, out = tmp_path / "env.ipynb", tmp_path / "env.out.ipynb"
     nbformat.write(nb, src)
-    papermill.execute_notebook(str(src), str(out), kernel_name="python3", progress_bar=False,
-                               cwd=str(tmp_path))
+    papermill.execute_notebook(
+        str(src), str(out), kernel_name="python3", progress_bar=False, cwd=str(tmp_path)
+    )
     executed = nbformat.read(out, as_version=4)
     text = json.dumps([c.get("outputs", []) for c in executed.cells])
     assert "environment layered version" in text and " completed in " in text

@@ -17,15 +17,14 @@ import sys
 import time
 
 import pytest
-
-from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import procs
-from jupyter_trainer.supervisor import starter
-from jupyter_trainer.store import Store
-
 from conftest import leftover, leftover_pids, wait_for
 from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 from test_ssh_launchers import mpi_pair  # noqa: F401 (fixture)
+
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import procs
+from jupyter_trainer.store import Store
+from jupyter_trainer.supervisor import starter
 
 # On this machine and on ssh nodes torchrun's ranks are also forked by the warm pool ("hot"),
 # and every case runs both ways.
@@ -75,8 +74,13 @@ def submit(launcher: str, *, raise_: bool, name: str, target: str = "local") -> 
         kwargs["procs"] = 1 if launcher == "python" else 2
     if launcher in ("torchrun", "hot"):
         kwargs["hot"] = launcher == "hot"
-    run = api.submit(code, launcher="torchrun" if launcher == "hot" else launcher,
-                     target=target, name=name, **kwargs)
+    run = api.submit(
+        code,
+        launcher="torchrun" if launcher == "hot" else launcher,
+        target=target,
+        name=name,
+        **kwargs,
+    )
     return run
 
 
@@ -91,18 +95,27 @@ def world(launcher: str) -> int:
 
 
 def all_up(run: api.Run, ranks: int) -> dict[int, dict]:
-    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(ranks)),
-             timeout=120, what=f"every rank of {run.id} to start")
+    wait_for(
+        lambda: all(run.store.read_events(run.id, r)[0] for r in range(ranks)),
+        timeout=120,
+        what=f"every rank of {run.id} to start",
+    )
     return run.store.rank_records(run.id)
 
 
 def finished(run: api.Run, timeout: float = 90) -> dict:
     """The final state, once the supervisor wrote it to state.json and to the index, and ended."""
-    wait_for(lambda: run.status in ("completed", "failed", "canceled", "lost"),
-             timeout=timeout, what=f"{run.id} to end")
+    wait_for(
+        lambda: run.status in ("completed", "failed", "canceled", "lost"),
+        timeout=timeout,
+        what=f"{run.id} to end",
+    )
     supervisor = run.state["supervisor"]
-    wait_for(lambda: not procs.is_alive(supervisor["pid"], supervisor.get("start_ticks")),
-             timeout=30, what=f"the supervisor of {run.id} to exit")
+    wait_for(
+        lambda: not procs.is_alive(supervisor["pid"], supervisor.get("start_ticks")),
+        timeout=30,
+        what=f"the supervisor of {run.id} to exit",
+    )
     return run.state
 
 
@@ -151,8 +164,9 @@ def kill_rank_case(home, launcher: str, target: str = "local") -> None:
     # The signal is named where the rank's zombie or the launcher's words tell it: always
     # here; over ssh, horovodrun only hears the remote shell's exit code 255.
     known = "SIGKILL" if target == "local" or launcher != "horovod" else ""
-    assert state["error"].startswith(f"rank {victim} ended without recording an exit (killed by "
-                                     f"{known}"), state["error"]
+    assert state["error"].startswith(
+        f"rank {victim} ended without recording an exit (killed by {known}"
+    ), state["error"]
     failure = state["failure"]
     assert failure["rank"] == victim and failure["how"] == "killed", failure
     exited = run.store.rank_records(run.id)[victim]["exited"]
@@ -190,8 +204,11 @@ def kill_once_up(launcher: str, whom: str) -> api.Run:
     run = submit(launcher, raise_=False, name=f"kill-{whom}-{launcher}")
     all_up(run, world(launcher))
     check_mode(run, launcher)
-    victim = run.state["launcher"]["hot"]["pool"] if (launcher, whom) == ("hot", "launcher") \
+    victim = (
+        run.state["launcher"]["hot"]["pool"]
+        if (launcher, whom) == ("hot", "launcher")
         else run.state[whom]["pid"]
+    )
     os.kill(victim, signal.SIGKILL)
     return run
 
@@ -201,8 +218,11 @@ def test_sigkill_the_supervisor_leaves_a_lost_run_and_no_rank(home, launcher):
     run = kill_once_up(launcher, "supervisor")
     # The launcher gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and ends its ranks.
     nothing_left(run)
-    state = wait_for(lambda: (s := Store(home).read_state(run.id))["status"] == "lost" and s,
-                     timeout=30, what=f"{run.id} to read as lost")
+    state = wait_for(
+        lambda: (s := Store(home).read_state(run.id))["status"] == "lost" and s,
+        timeout=30,
+        what=f"{run.id} to read as lost",
+    )
     assert state.get("failed_rank") is None
     row = listed(home, run.id)
     assert row["status"] == "lost" and row["failed_rank"] is None, row
@@ -218,17 +238,24 @@ def test_sigkill_the_launcher_names_the_launcher(home, launcher):
         check_failed(home, run, state, None)
         assert state["error"].startswith(
             f"the warm rank pool (pid {state['launcher']['hot']['pool']}) was killed by "
-            "SIGKILL before any rank failed"), state["error"]
+            "SIGKILL before any rank failed"
+        ), state["error"]
     elif launcher == "python":  # the launcher is rank 0 itself
         check_failed(home, run, state, 0)
-        assert state["error"].startswith("rank 0 ended without recording an exit (killed by "
-                                         "SIGKILL)"), state["error"]
+        assert state["error"].startswith(
+            "rank 0 ended without recording an exit (killed by SIGKILL)"
+        ), state["error"]
     else:
         check_failed(home, run, state, None)
-        assert state["error"].startswith(f"the launcher ({launcher}) was killed by SIGKILL "
-                                         "before any rank failed"), state["error"]
-        assert state["failure"] == {"rank": None, "how": "killed", "signal": "SIGKILL",
-                                    "at": state["failure"]["at"]}
+        assert state["error"].startswith(
+            f"the launcher ({launcher}) was killed by SIGKILL before any rank failed"
+        ), state["error"]
+        assert state["failure"] == {
+            "rank": None,
+            "how": "killed",
+            "signal": "SIGKILL",
+            "at": state["failure"]["at"],
+        }
     nothing_left(run)
 
 
@@ -244,13 +271,17 @@ def test_ssh_exception_in_a_rank_names_it(mpi_pair, home, launcher):
 
 # -- a full disk -----------------------------------------------------------------------------
 
+
 @pytest.fixture
 def small_home(home):
     """``home`` on a 16 MiB tmpfs of its own, to be filled while a run runs. At the end, even
     on failure, whatever its runs left is ended (and reported), then it is unmounted."""
     home.mkdir(parents=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(home)],
-                             capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(home)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode:
         pytest.fail(f"a small tmpfs for the run store needs root and mount(8): {mounted.stderr}")
     leaks: dict[str, list[str]] = {}
@@ -308,8 +339,7 @@ def test_a_full_disk_fails_the_run_as_disk_full_and_ends_its_ranks(small_home, w
     """The run store's file system fills while a real run runs, written by the ranks or not:
     the supervisor survives, records ``failed: disk full (path)`` (through the room it
     reserved), ends every process, and no reader ever sees the run lost or crashed."""
-    run = api.submit(DISK_LOOP.replace("WRITES", str(writes)), procs=2, hot=False,
-                     name="disk-full")
+    run = api.submit(DISK_LOOP.replace("WRITES", str(writes)), procs=2, hot=False, name="disk-full")
     all_up(run, 2)
     supervisor = run.state["supervisor"]
     fill(small_home / "filler")
@@ -324,11 +354,18 @@ def test_a_full_disk_fails_the_run_as_disk_full_and_ends_its_ranks(small_home, w
     assert state["status"] == "failed" and "lost" not in seen, (seen[-5:], state.get("error"))
     assert state["error"].startswith(f"disk full ({small_home}"), state["error"]
     assert "rerun" in state["error"] and state["teardown"]["leftovers"] == []
-    wait_for(lambda: not procs.is_alive(supervisor["pid"], supervisor["start_ticks"]),
-             timeout=30, what="the supervisor to exit")
+    wait_for(
+        lambda: not procs.is_alive(supervisor["pid"], supervisor["start_ticks"]),
+        timeout=30,
+        what="the supervisor to exit",
+    )
     nothing_left(run)
-    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
-                           capture_output=True, text=True, timeout=60)
+    shown = subprocess.run(
+        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert shown.returncode == 0 and "disk full" in shown.stdout, (shown.stdout, shown.stderr)
     assert index_row(small_home, run.id)["status"] == "failed"
     assert not list(run.path.glob(".state-spare-*"))  # the reserve is given back

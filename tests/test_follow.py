@@ -13,9 +13,14 @@ import numpy as np
 import pytest
 
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.store.follow import (LogTail, decode_lines, downsample, mean_across_ranks,
-                                          minmax_indices)
 from jupyter_trainer.frontends.views.feed import RunFeed
+from jupyter_trainer.store.follow import (
+    LogTail,
+    decode_lines,
+    downsample,
+    mean_across_ranks,
+    minmax_indices,
+)
 
 
 @pytest.fixture
@@ -43,8 +48,13 @@ def test_follower_reads_in_bounded_steps_and_matches_a_full_read(finished_run):
         for i in range(20_000):
             fh.write(metric(i, 100.0 + i, loss=1.0 / (i + 1), flag=True, name="x", big=i))
             if i % 100 == 0:
-                fh.write(json.dumps({"kind": "progress", "t": 100.0 + i, "done": i, "total": 20_000}) + "\n")
-        fh.write(json.dumps({"kind": "metric", "t": 1.0, "step": None, "values": {"loss": 5}}) + "\n")
+                fh.write(
+                    json.dumps({"kind": "progress", "t": 100.0 + i, "done": i, "total": 20_000})
+                    + "\n"
+                )
+        fh.write(
+            json.dumps({"kind": "metric", "t": 1.0, "step": None, "values": {"loss": 5}}) + "\n"
+        )
         fh.write('{"kind": "metric", "t": 2.0, "st')  # a line still being written
     full = run.follower()
     full.poll()
@@ -103,7 +113,7 @@ def test_minmax_downsampling_keeps_extremes_and_the_final_value():
     rng = random.Random(1)
     n = 1_000_000
     ys = np.cumsum(np.array([rng.gauss(0, 1) for _ in range(n)]))
-    ys[123_457] = 1e6   # a spike
+    ys[123_457] = 1e6  # a spike
     ys[654_321] = -1e6  # a dip
     xs = np.arange(n, dtype=np.float64)
     idx = minmax_indices(ys, 1000)
@@ -131,8 +141,9 @@ def test_mean_across_ranks_aligns_by_index(finished_run):
 def test_feed_payloads_stay_small_for_long_series(finished_run):
     run = finished_run
     with open(run.path / "events" / "rank-0.jsonl", "w") as fh:
-        fh.writelines(metric(i, 1000.0 + i / 100, loss=1.0 / (i + 1), acc=i / 200_000)
-                      for i in range(200_000))
+        fh.writelines(
+            metric(i, 1000.0 + i / 100, loss=1.0 / (i + 1), acc=i / 200_000) for i in range(200_000)
+        )
     feed = RunFeed(run)
     while True:
         feed.poll()
@@ -148,7 +159,9 @@ def test_feed_payloads_stay_small_for_long_series(finished_run):
     assert list(timed["charts"]) == ["acc"]
     x = np.frombuffer(timed["charts"]["acc"]["series"][0]["x"], dtype="<f8")
     created = run.state["created"]
-    assert x[0] == pytest.approx(1000.0 - created) and x[-1] == pytest.approx(1000.0 + 1999.99 - created)
+    assert x[0] == pytest.approx(1000.0 - created) and x[-1] == pytest.approx(
+        1000.0 + 1999.99 - created
+    )
     summary = {m["name"]: m for m in feed.metrics_payload()}
     assert summary["acc"]["count"] == 200_000 and summary["acc"]["max"] == 199_999 / 200_000
 
@@ -196,8 +209,9 @@ def test_the_all_ranks_log_history_comes_in_the_order_it_was_written(home):
     feed.poll()
     lines = [text for _, text in feed.all_logs if text.startswith("rank ")]
     assert lines == [f"rank {i % 2} line {i // 2}" for i in range(8)], lines
-    assert [text for text in feed.rank_logs[1] if text.startswith("rank ")] == \
-        [f"rank 1 line {i}" for i in range(4)]
+    assert [text for text in feed.rank_logs[1] if text.startswith("rank ")] == [
+        f"rank 1 line {i}" for i in range(4)
+    ]
 
 
 def test_a_log_tail_cut_mid_file_still_knows_where_each_line_starts(tmp_path):
@@ -206,14 +220,16 @@ def test_a_log_tail_cut_mid_file_still_knows_where_each_line_starts(tmp_path):
     tail = LogTail(path, max_lines=10, max_bytes=95)
     lines = tail.poll()
     assert lines[-1] == "line 099" and tail.starts[-1] == 99 * 9
-    assert all(path.read_bytes()[s:s + 8].decode() == line for s, line in zip(tail.starts, lines))
+    assert all(path.read_bytes()[s : s + 8].decode() == line for s, line in zip(tail.starts, lines))
 
 
 def test_nan_and_inf_are_kept_as_numbers_and_shown_as_such(home):
-    code = ("from jupyter_trainer import runtime as jt\n"
-            "for step in range(20):\n"
-            "    loss = float('nan') if step == 15 else float('inf') if step == 16 else 1 / (step + 1)\n"
-            "    jt.log(step=step, loss=loss)\n")
+    code = (
+        "from jupyter_trainer import runtime as jt\n"
+        "for step in range(20):\n"
+        "    loss = float('nan') if step == 15 else float('inf') if step == 16 else 1 / (step + 1)\n"
+        "    jt.log(step=step, loss=loss)\n"
+    )
     run = api.submit(code, launcher="python", name="nan", wait=True)
     feed = RunFeed(run)
     feed.poll()

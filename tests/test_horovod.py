@@ -7,11 +7,10 @@ when it is missing: a skipped test would hide a launcher that does not work.
 from __future__ import annotations
 
 import pytest
+from conftest import leftover
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed
-
-from conftest import leftover
 
 TRAIN = """
 import torch
@@ -50,24 +49,32 @@ hvd.shutdown()
 """
 
 
-@pytest.mark.parametrize("backend, flag", [(None, "--gloo"), ("mpi", "--mpi")],
-                         ids=["gloo", "mpi"])
+@pytest.mark.parametrize("backend, flag", [(None, "--gloo"), ("mpi", "--mpi")], ids=["gloo", "mpi"])
 def test_horovod_trains_and_allreduces(home, backend, flag):
-    run = api.submit(TRAIN, procs=2, launcher="horovod", backend=backend,
-                     name=f"hvd-{flag.strip('-')}", home=home)
+    run = api.submit(
+        TRAIN,
+        procs=2,
+        launcher="horovod",
+        backend=backend,
+        name=f"hvd-{flag.strip('-')}",
+        home=home,
+    )
     try:
         run.wait(timeout=240)
     except RunFailed:
-        pytest.fail(f"horovod run failed: {run.state.get('error')}\n--- rank 0\n{run.logs(0)}"
-                    f"\n--- rank 1\n{run.logs(1)}")
+        pytest.fail(
+            f"horovod run failed: {run.state.get('error')}\n--- rank 0\n{run.logs(0)}"
+            f"\n--- rank 1\n{run.logs(1)}"
+        )
     state = run.state
     assert state["status"] == "completed", state
     argv = state["launcher"]["argv"]
     assert argv[1:3] == ["-m", "horovod.runner.launch"] and flag in argv
     for rank in (0, 1):
         log = run.logs(rank)
-        assert (f"hvd rank {rank} size 2 local {rank} jt {rank}/2 sum 3.0 same_params True "
-                f"learned True") in log, log
+        assert (
+            f"hvd rank {rank} size 2 local {rank} jt {rank}/2 sum 3.0 same_params True learned True"
+        ) in log, log
         steps = [step for step, _ in run.metrics(rank)["loss"]]
         assert steps == list(range(30))
     assert leftover(run.id) == []
@@ -87,8 +94,7 @@ time.sleep(2)
 hvd.allreduce(torch.ones(1), op=hvd.Sum)     # rank 0 waits here for a rank that is gone
 time.sleep(600)
 """
-    run = api.submit(code, procs=2, launcher="horovod", backend=backend, name="hvd-boom",
-                     home=home)
+    run = api.submit(code, procs=2, launcher="horovod", backend=backend, name="hvd-boom", home=home)
     with pytest.raises(RunFailed) as info:
         run.wait(timeout=120)
     assert info.value.failed_rank == 1

@@ -8,11 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import leftover
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import EnvError, SpecError
-
-from conftest import leftover
 
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
@@ -23,8 +22,13 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def two_ranks(home):
-    run = api.submit("from jupyter_trainer import runtime as jt\nprint('hello from', jt.rank)\n",
-                     launcher="torchrun", procs=2, name="two", wait=True)
+    run = api.submit(
+        "from jupyter_trainer import runtime as jt\nprint('hello from', jt.rank)\n",
+        launcher="torchrun",
+        procs=2,
+        name="two",
+        wait=True,
+    )
     assert leftover(run.id) == []
     return run
 
@@ -32,16 +36,21 @@ def two_ranks(home):
 def test_a_rank_the_run_lacks_is_an_error_everywhere(two_ranks, ip):
     run = two_ranks
     assert run.logs(1) == "hello from 1\n"
-    with pytest.raises(SpecError, match=rf"run {run.id} has no rank 99: it has ranks 0 to 1 "
-                                        r"\(world size 2\)"):
+    with pytest.raises(
+        SpecError,
+        match=rf"run {run.id} has no rank 99: it has ranks 0 to 1 "
+        r"\(world size 2\)",
+    ):
         run.logs(99)
     with pytest.raises(SpecError, match="has no rank -1"):
         run.logs(-1)
 
     done = cli("logs", run.id, "--rank", "99")
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.strip() == (f"jupyter-trainer: error: run {run.id} has no rank 99: it has "
-                                   "ranks 0 to 1 (world size 2); pick one of those")
+    assert done.stderr.strip() == (
+        f"jupyter-trainer: error: run {run.id} has no rank 99: it has "
+        "ranks 0 to 1 (world size 2); pick one of those"
+    )
     assert cli("logs", run.id, "--rank", "1").stdout == "hello from 1\n"
 
     result = ip.run_cell(f"%train logs {run.id} --rank 99")
@@ -70,12 +79,13 @@ def test_a_sibling_module_left_out_suggests_source(home, ip, tmp_path, monkeypat
     (project / "train.py").write_text("import helpers\nprint(helpers.answer())\n")
     done = cli("submit", "train.py", "--launcher", "python", cwd=project)
     assert done.returncode == 2 and done.stdout == ""
-    assert (f"{project / 'helpers.py'} is in the current folder but not in the run's snapshot: "
-            f"take that folder along with --source '{project}'") in done.stderr
+    assert (
+        f"{project / 'helpers.py'} is in the current folder but not in the run's snapshot: "
+        f"take that folder along with --source '{project}'"
+    ) in done.stderr
     assert "install the package" not in done.stderr
     assert api.runs() == []
-    done = cli("submit", "train.py", "--launcher", "python", "--source", ".", "--wait",
-               cwd=project)
+    done = cli("submit", "train.py", "--launcher", "python", "--source", ".", "--wait", cwd=project)
     assert done.returncode == 0, done.stderr
     run = api.get_run(done.stdout.strip())
     assert run.logs() == "42\n" and leftover(run.id) == []

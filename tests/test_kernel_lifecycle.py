@@ -12,12 +12,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from conftest import leftover, wait_for
+from test_widget import Kernel
 
 import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api
-
-from conftest import leftover, wait_for
-from test_widget import Kernel
 
 RUN_CELL = """%%train --procs 2 --name through-{action}
 import time
@@ -66,8 +65,11 @@ def _attach_in(kernel: Kernel, ident: str) -> str:
     kernel.execute("%load_ext jupyter_trainer\n%env JUPYTER_TRAINER_MONITOR=text")
     reply = kernel.execute(f"%train attach {ident}", timeout=180, allow_stdin=False)
     msg_id = reply["parent_header"]["msg_id"]
-    return "".join(m["content"].get("text", "") + m["content"].get("data", {}).get("text/plain", "")
-                   for m in kernel.messages if m["parent_header"].get("msg_id") == msg_id)
+    return "".join(
+        m["content"].get("text", "") + m["content"].get("data", {}).get("text/plain", "")
+        for m in kernel.messages
+        if m["parent_header"].get("msg_id") == msg_id
+    )
 
 
 @pytest.mark.parametrize("mode", ["widget", "text"])
@@ -83,8 +85,11 @@ def test_a_waiting_run_trains_on_through_a_kernel_restart_or_shutdown(home, acti
         _end_kernel(kernel, action)
         at_end = _last_step(run)
         # The run goes on training: new steps arrive, nothing asked it to stop.
-        wait_for(lambda: _last_step(run) >= at_end + 5, timeout=30,
-                 what=f"steps after the kernel's {action} (status {run.status})")
+        wait_for(
+            lambda: _last_step(run) >= at_end + 5,
+            timeout=30,
+            what=f"steps after the kernel's {action} (status {run.status})",
+        )
         assert run.status == "running"
         assert run.store.cancel_request(run.id) is None
         after = kernel if action == "restart" else Kernel(JUPYTER_TRAINER_MONITOR="text")
@@ -105,8 +110,11 @@ def test_a_waiting_sweep_goes_on_through_a_kernel_restart_or_shutdown(home, acti
         kernel.execute("%load_ext jupyter_trainer\nx = 0.0")
         kernel.kc.execute(SWEEP_CELL)
         sweep = wait_for(lambda: jt.sweeps(home=home), timeout=60, what="the sweep")[0]
-        wait_for(lambda: sweep.state.get("counts", {}).get("running", 0) == 2, 90,
-                 what="two trials running")
+        wait_for(
+            lambda: sweep.state.get("counts", {}).get("running", 0) == 2,
+            90,
+            what="two trials running",
+        )
         _end_kernel(kernel, action)
         time.sleep(3)  # longer than the cell waits for a shutdown request after an interrupt
         assert sweep.status == "running"

@@ -24,18 +24,31 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jupyter_trainer.core.errors import TargetError
-from jupyter_trainer.nodes.mirror import LocalFiles
 from jupyter_trainer.core.spec import CodeSpec, DataSpec, EnvSpec, LaunchSpec, RunSpec, TargetSpec
+from jupyter_trainer.nodes.mirror import LocalFiles
 from jupyter_trainer.targets.kubernetes import KubernetesTarget, stream
 from jupyter_trainer.targets.kubernetes.config import KubeConfig
-from jupyter_trainer.targets.kubernetes.manifests import (CONFIGMAP_LIMIT, RunObjects,
-                                                          launcher_command, manifests, pod_plan,
-                                                          spec_json, to_yaml)
-from jupyter_trainer.targets.kubernetes.names import (RUN_ID_LABEL, dns_label, is_dns_label,
-                                                      is_label_value, label_value, object_name)
+from jupyter_trainer.targets.kubernetes.manifests import (
+    CONFIGMAP_LIMIT,
+    RunObjects,
+    launcher_command,
+    manifests,
+    pod_plan,
+    spec_json,
+    to_yaml,
+)
+from jupyter_trainer.targets.kubernetes.names import (
+    RUN_ID_LABEL,
+    dns_label,
+    is_dns_label,
+    is_label_value,
+    label_value,
+    object_name,
+)
 from jupyter_trainer.targets.registry import get_target
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
@@ -44,49 +57,106 @@ jsonschema = pytest.importorskip("jsonschema")
 from kube_fake.validation import strict  # noqa: E402 (after the skips)
 
 GOLDEN = Path(__file__).parent / "golden" / "kube"
-CRD = Path(__file__).resolve().parent / "kube_fake" / "schemas" / "trainer.kubeflow.org_trainjobs.yaml"
+CRD = (
+    Path(__file__).resolve().parent
+    / "kube_fake"
+    / "schemas"
+    / "trainer.kubeflow.org_trainjobs.yaml"
+)
 K8S_VERSION = "1.31"
 IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
-HOSTILE = ["$(rm -rf /)", "'; rm -rf ~'", "`id`", "a b\nc", "-rf", "ünï©ødé ☃", "x" * 300,
-           "--leading", "..", ".hidden", "UPPER.case_Name", "", "-", "a/b", "0123"]
+HOSTILE = [
+    "$(rm -rf /)",
+    "'; rm -rf ~'",
+    "`id`",
+    "a b\nc",
+    "-rf",
+    "ünï©ødé ☃",
+    "x" * 300,
+    "--leading",
+    "..",
+    ".hidden",
+    "UPPER.case_Name",
+    "",
+    "-",
+    "a/b",
+    "0123",
+]
 
 
-def make_spec(launcher="torchrun", nodes=1, procs=1, name="digits", params=None,
-              args=(), image=None, data=()) -> RunSpec:
-    return RunSpec(name=name, code=CodeSpec(entry="_jt/cell.py", hash="0123456789abcdef",
-                                            args=tuple(args)),
-                   launch=LaunchSpec(launcher, nodes=nodes, procs=procs),
-                   target=TargetSpec("k8s"), env=EnvSpec(image=image),
-                   params=params or {"lr": 0.01}, data=tuple(data))
+def make_spec(
+    launcher="torchrun", nodes=1, procs=1, name="digits", params=None, args=(), image=None, data=()
+) -> RunSpec:
+    return RunSpec(
+        name=name,
+        code=CodeSpec(entry="_jt/cell.py", hash="0123456789abcdef", args=tuple(args)),
+        launch=LaunchSpec(launcher, nodes=nodes, procs=procs),
+        target=TargetSpec("k8s"),
+        env=EnvSpec(image=image),
+        params=params or {"lr": 0.01},
+        data=tuple(data),
+    )
 
 
 CASES = {
-    "job_1x1": (make_spec(), {"api": "job", "namespace": "ml", "image": IMAGE},
-                "digits-20261124-101500-abc123"),
-    "job_2x4_gpu": (make_spec(nodes=2, procs=4),
-                    {"api": "job", "namespace": "ml", "image": IMAGE, "gpus_per_node": 4,
-                     "resources": {"cpu": "16", "memory": "64Gi"},
-                     "node_selector": {"cloud.example.com/gpu": "a100"},
-                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
-                                      "effect": "NoSchedule"}],
-                     "service_account": "trainer"},
-                    "digits-20261124-101500-abc123"),
-    "trainjob_2x4_gpu": (make_spec(nodes=2, procs=4),
-                         {"api": "trainjob", "namespace": "ml", "image": IMAGE,
-                          "gpus_per_node": 4, "resources": {"requests": {"cpu": "8"},
-                                                            "limits": {"memory": "64Gi"}},
-                          "workdir_pvc": "team-runs"},
-                         "digits-20261124-101500-abc123"),
-    "trainjob_mpirun": (make_spec("mpirun", nodes=2, procs=2),
-                        {"api": "trainjob", "namespace": "ml", "image": IMAGE},
-                        "digits-20261124-101500-abc123"),
-    "job_hostile": (make_spec(nodes=2, procs=2, name="Ünïcode $(rm -rf /) 'run' " + "y" * 60,
-                              params={"cmd": "'; rm -rf ~'", "sub": "$(touch /tmp/pwned)",
-                                      "nested": {"a": ["`id`", 1.5, None]}},
-                              args=("--lr", "'; rm -rf ~'", "$(HOME)", "$$HOME a b")),
-                    {"api": "job", "namespace": "ml", "image": IMAGE,
-                     "env": {"WEIRD": "x'; echo $(PATH) $$ \"y\""}},
-                    "Run.With.DOTS_and_CAPS-" + "9" * 100),
+    "job_1x1": (
+        make_spec(),
+        {"api": "job", "namespace": "ml", "image": IMAGE},
+        "digits-20261124-101500-abc123",
+    ),
+    "job_2x4_gpu": (
+        make_spec(nodes=2, procs=4),
+        {
+            "api": "job",
+            "namespace": "ml",
+            "image": IMAGE,
+            "gpus_per_node": 4,
+            "resources": {"cpu": "16", "memory": "64Gi"},
+            "node_selector": {"cloud.example.com/gpu": "a100"},
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ],
+            "service_account": "trainer",
+        },
+        "digits-20261124-101500-abc123",
+    ),
+    "trainjob_2x4_gpu": (
+        make_spec(nodes=2, procs=4),
+        {
+            "api": "trainjob",
+            "namespace": "ml",
+            "image": IMAGE,
+            "gpus_per_node": 4,
+            "resources": {"requests": {"cpu": "8"}, "limits": {"memory": "64Gi"}},
+            "workdir_pvc": "team-runs",
+        },
+        "digits-20261124-101500-abc123",
+    ),
+    "trainjob_mpirun": (
+        make_spec("mpirun", nodes=2, procs=2),
+        {"api": "trainjob", "namespace": "ml", "image": IMAGE},
+        "digits-20261124-101500-abc123",
+    ),
+    "job_hostile": (
+        make_spec(
+            nodes=2,
+            procs=2,
+            name="Ünïcode $(rm -rf /) 'run' " + "y" * 60,
+            params={
+                "cmd": "'; rm -rf ~'",
+                "sub": "$(touch /tmp/pwned)",
+                "nested": {"a": ["`id`", 1.5, None]},
+            },
+            args=("--lr", "'; rm -rf ~'", "$(HOME)", "$$HOME a b"),
+        ),
+        {
+            "api": "job",
+            "namespace": "ml",
+            "image": IMAGE,
+            "env": {"WEIRD": 'x\'; echo $(PATH) $$ "y"'},
+        },
+        "Run.With.DOTS_and_CAPS-" + "9" * 100,
+    ),
 }
 
 
@@ -94,15 +164,24 @@ def build(case: str, snapshot: bytes = b"snapshot-bytes") -> list[dict]:
     return build_from(*CASES[case], snapshot=snapshot)
 
 
-def build_from(spec: RunSpec, config: dict, run_id: str,
-               snapshot: bytes = b"snapshot-bytes") -> list[dict]:
+def build_from(
+    spec: RunSpec, config: dict, run_id: str, snapshot: bytes = b"snapshot-bytes"
+) -> list[dict]:
     cfg = KubeConfig.from_config("k8s", config)
     backend = "nccl" if cfg.gpus_per_node else "gloo"
     plan = pod_plan(spec, run_id, cfg, config["api"], backend)
     command = launcher_command(spec, plan, config["api"])
-    objects = RunObjects(spec=spec, run_id=run_id, cfg=cfg, api=config["api"],
-                         namespace=cfg.namespace or "default", image=cfg.image or "",
-                         command=command, snapshot=snapshot, spec_json=spec_json(spec))
+    objects = RunObjects(
+        spec=spec,
+        run_id=run_id,
+        cfg=cfg,
+        api=config["api"],
+        namespace=cfg.namespace or "default",
+        image=cfg.image or "",
+        command=command,
+        snapshot=snapshot,
+        spec_json=spec_json(spec),
+    )
     return manifests(objects)
 
 
@@ -137,8 +216,9 @@ def trainjob_schema():
 # The CEL rules (x-kubernetes-validations) on the fields our TrainJobs set, as Python. A
 # rule not listed here fails the test, so a new CRD rule on our path is never skipped.
 CEL = {
-    "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')":
-        lambda v: re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", v["metadata"]["name"]),
+    "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')": lambda v: re.fullmatch(
+        r"[a-z]([-a-z0-9]*[a-z0-9])?", v["metadata"]["name"]
+    ),
     "size(self.metadata.name) <= 63": lambda v: len(v["metadata"]["name"]) <= 63,
     "self >= 1": lambda v: v >= 1,
     "self == oldSelf": lambda v: True,  # immutability: only on update
@@ -222,8 +302,7 @@ _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 def kubelet_expand(text: str, env: dict) -> str:
     """What the kubelet does to a container's command, args and env values: ``$(NAME)`` of a
     defined variable is replaced, ``$$`` becomes ``$``."""
-    return _REF.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)),
-                    text)
+    return _REF.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)
 
 
 def as_started(container: dict) -> tuple[list[str], dict[str, str]]:
@@ -249,17 +328,27 @@ def test_containers_run_argv_lists_without_a_shell(case):
 
 
 RUN_IDS = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", fullmatch=True).filter(
-    lambda r: ".." not in r)
-NAMES = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp", "Cn", "Co", "Cf")),
-                min_size=1, max_size=100).filter(str.isprintable)
+    lambda r: ".." not in r
+)
+NAMES = st.text(
+    st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp", "Cn", "Co", "Cf")),
+    min_size=1,
+    max_size=100,
+).filter(str.isprintable)
 
 
 @settings(max_examples=25, deadline=None)
-@given(run_id=RUN_IDS, name=NAMES, args=st.lists(st.text(max_size=40), max_size=4),
-       value=st.text(max_size=60), api=st.sampled_from(["job", "trainjob"]),
-       nodes=st.integers(1, 3))
-def test_any_run_gives_valid_manifests_that_carry_its_values(run_id, name, args, value, api,
-                                                             nodes, trainjob_schema):
+@given(
+    run_id=RUN_IDS,
+    name=NAMES,
+    args=st.lists(st.text(max_size=40), max_size=4),
+    value=st.text(max_size=60),
+    api=st.sampled_from(["job", "trainjob"]),
+    nodes=st.integers(1, 3),
+)
+def test_any_run_gives_valid_manifests_that_carry_its_values(
+    run_id, name, args, value, api, nodes, trainjob_schema
+):
     spec = make_spec(nodes=nodes, procs=2, name=name, params={"p": value}, args=args)
     config = {"api": api, "namespace": "ml", "image": IMAGE, "env": {"V": value}}
     for doc in build_from(spec, config, run_id):
@@ -267,7 +356,7 @@ def test_any_run_gives_valid_manifests_that_carry_its_values(run_id, name, args,
         for c in containers(doc):
             argv, env = as_started(c)
             if args:
-                assert argv[-len(args):] == args
+                assert argv[-len(args) :] == args
             assert env["V"] == value and env["JT_RUN_ID"] == run_id
         assert json.loads(doc["metadata"]["annotations"]["jupyter-trainer/params"]) == {"p": value}
 
@@ -348,7 +437,8 @@ def test_bad_settings_name_the_setting(config, named):
 
 def test_the_kind_is_registered(tmp_path):
     (tmp_path / "targets.toml").write_text(
-        '[targets.k8s]\nkind = "kubernetes"\nimage = "repo/img:1"\napi = "job"\n')
+        '[targets.k8s]\nkind = "kubernetes"\nimage = "repo/img:1"\napi = "job"\n'
+    )
     assert isinstance(get_target("k8s", home=tmp_path), KubernetesTarget)
 
 
@@ -377,20 +467,27 @@ def dry_run(target, spec, run):
 
 def test_dry_run_prints_every_object_as_yaml(tmp_path, trainjob_schema):
     target = KubernetesTarget("k8s", {"image": IMAGE, "api": "trainjob", "namespace": "ml"})
-    docs = list(yaml.safe_load_all(dry_run(target, make_spec(nodes=2, procs=2),
-                                           run_dir_with_code(tmp_path))))
+    docs = list(
+        yaml.safe_load_all(
+            dry_run(target, make_spec(nodes=2, procs=2), run_dir_with_code(tmp_path))
+        )
+    )
     assert [d["kind"] for d in docs] == ["ConfigMap", "TrainJob"]
     for doc in docs:
         validate(doc, trainjob_schema)
-    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(
-            docs[0]["binaryData"]["snapshot.tar.gz"]))) as tar:
+    with tarfile.open(
+        fileobj=io.BytesIO(base64.b64decode(docs[0]["binaryData"]["snapshot.tar.gz"]))
+    ) as tar:
         assert tar.extractfile("_jt/cell.py").read() == b"print('hello')\n"
 
 
 def test_the_environment_image_is_used_and_one_is_required(tmp_path):
     target = KubernetesTarget("k8s", {"api": "job"})
-    docs = list(yaml.safe_load_all(dry_run(target, make_spec(image="repo/env:7"),
-                                           run_dir_with_code(tmp_path))))
+    docs = list(
+        yaml.safe_load_all(
+            dry_run(target, make_spec(image="repo/env:7"), run_dir_with_code(tmp_path))
+        )
+    )
     assert docs[-1]["spec"]["template"]["spec"]["containers"][0]["image"] == "repo/env:7"
     with pytest.raises(TargetError, match="image"):
         target.check(make_spec())
@@ -445,26 +542,47 @@ def test_pod_program_unpacks_runs_and_mirrors_the_run_folder(tmp_path):
     (in_dir / "snapshot.tar.gz").write_bytes(snapshot_tarball(code))
     (in_dir / "spec.json").write_text('{"params": {"lr": 1}}')
     env = {"PATH": os.environ["PATH"], "JOB_COMPLETION_INDEX": "1"}
-    done = subprocess.run([sys.executable, pod.__file__, str(pod_run), str(in_dir), "--",
-                           sys.executable, "-c", WRITER, str(pod_run)],
-                          capture_output=True, env=env, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            pod.__file__,
+            str(pod_run),
+            str(in_dir),
+            "--",
+            sys.executable,
+            "-c",
+            WRITER,
+            str(pod_run),
+        ],
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 3, done.stderr
     log = stream.PodLog(LocalFiles(str(local)), 1, "jt-digits-1-1-abcde")
     for _ in range(2):  # a stream read twice (a reconnect) writes everything once
         log.restart()
         for line in done.stdout.splitlines(keepends=True):
             log.feed(line)
-    plain = [line.decode() for line in done.stdout.splitlines(keepends=True)
-             if stream.split_marked(line) is None]
+    plain = [
+        line.decode()
+        for line in done.stdout.splitlines(keepends=True)
+        if stream.split_marked(line) is None
+    ]
     assert plain[0] == "launcher says hi\n"
-    assert json.loads(plain[1]) == {"PET_NODE_RANK": None, "JT_NODE_RANK": "1",
-                                    "PET_RDZV_CONF": "is_host=0", "PET_RDZV_ENDPOINT": None}
+    assert json.loads(plain[1]) == {
+        "PET_NODE_RANK": None,
+        "JT_NODE_RANK": "1",
+        "PET_RDZV_CONF": "is_host=0",
+        "PET_RDZV_ENDPOINT": None,
+    }
     assert plain[2] == "print('cell')\n"
     for rel in ("logs/rank-0.log", "events/rank-0.jsonl", "ranks/rank-0.json"):
         assert (local / rel).read_bytes() == (pod_run / rel).read_bytes(), rel
     assert (pod_run / "spec.json").read_text() == '{"params": {"lr": 1}}'
-    assert (local / "logs" / "launcher.log").read_text().splitlines()[0] == \
-        "[jt-digits-1-1-abcde] launcher says hi"
+    assert (local / "logs" / "launcher.log").read_text().splitlines()[
+        0
+    ] == "[jt-digits-1-1-abcde] launcher says hi"
     assert len((local / "logs" / "launcher.log").read_text().splitlines()) == 3
 
 
@@ -485,14 +603,23 @@ def test_without_a_kubeconfig_auto_says_what_to_set(tmp_path):
 
 def test_an_unreachable_cluster_is_named(tmp_path):
     config = tmp_path / "kubeconfig"
-    config.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
-        "users": [{"name": "u", "user": {}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u",
-                                               "namespace": "team"}}]}))
-    target = KubernetesTarget("k8s", {"image": IMAGE, "kubeconfig": str(config),
-                                      "connect_timeout": 2})
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+                "users": [{"name": "u", "user": {}}],
+                "contexts": [
+                    {"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "team"}}
+                ],
+            }
+        )
+    )
+    target = KubernetesTarget(
+        "k8s", {"image": IMAGE, "kubeconfig": str(config), "connect_timeout": 2}
+    )
     assert target.namespace() == "team"
     with pytest.raises(TargetError, match="reachable"):
         dry_run(target, make_spec(), run_dir_with_code(tmp_path))
@@ -502,8 +629,9 @@ def test_outputs_come_back_through_workdir_pvc_where_this_machine_sees_it(tmp_pa
     claim = tmp_path / "claim"
     (claim / "run-1" / "outputs" / "model").mkdir(parents=True)
     (claim / "run-1" / "outputs" / "model" / "weights.pt").write_bytes(b"w")
-    target = KubernetesTarget("k8s", {"image": IMAGE, "workdir_pvc": "runs",
-                                      "workdir_local": str(claim)})
+    target = KubernetesTarget(
+        "k8s", {"image": IMAGE, "workdir_pvc": "runs", "workdir_local": str(claim)}
+    )
     target._files = LocalFiles(str(tmp_path / "local"))
     got = target.collect({"run_dir_remote": "/jt/runs/run-1"})
     assert got["copied"]["files"] == 1 and "runs" in got["outputs"]
@@ -520,10 +648,14 @@ def test_a_large_snapshot_is_written_onto_workdir_pvc_through_workdir_local(tmp_
     big = os.urandom(1100 * 1024)
     spec, run = make_spec(), run_dir_with_code(tmp_path, big)
     with pytest.raises(TargetError, match="workdir_local"):
-        dry_run(KubernetesTarget("k8s", {"image": IMAGE, "api": "job", "workdir_pvc": "runs"}),
-                spec, run)
-    target = KubernetesTarget("k8s", {"image": IMAGE, "api": "job", "workdir_pvc": "runs",
-                                      "workdir_local": str(claim)})
+        dry_run(
+            KubernetesTarget("k8s", {"image": IMAGE, "api": "job", "workdir_pvc": "runs"}),
+            spec,
+            run,
+        )
+    target = KubernetesTarget(
+        "k8s", {"image": IMAGE, "api": "job", "workdir_pvc": "runs", "workdir_local": str(claim)}
+    )
     (cm, svc, job) = yaml.safe_load_all(dry_run(target, spec, run))
     assert "binaryData" not in cm and cm["data"]["spec.json"]
     validate(job, None)

@@ -7,25 +7,28 @@ from __future__ import annotations
 import fcntl
 import json
 import sys
-import threading
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO, wait_for
+from kube_fake.fixtures import kube_cluster  # noqa: F401 (a fixture)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed
 from jupyter_trainer.targets.kubernetes.manifests import RDZV_PORT
 from jupyter_trainer.targets.registry import add_target
 
-from conftest import REPO, wait_for
-from kube_fake.fixtures import kube_cluster  # noqa: F401 (a fixture)
-
 JOB = {"trainjob_api": False}
 TRAINER = {"trainjob_api": True}
-BOTH = pytest.mark.parametrize("kube_cluster, api_name", [(JOB, "job"), (TRAINER, "trainjob")],
-                               indirect=True, ids=["job", "trainjob"])
+BOTH = pytest.mark.parametrize(
+    "kube_cluster, api_name",
+    [(JOB, "job"), (TRAINER, "trainjob")],
+    indirect=True,
+    ids=["job", "trainjob"],
+)
 
 ALLREDUCE = """%%train --target kube --nodes 2 --procs 2 --name kube-ddp
 import time
@@ -56,9 +59,18 @@ def api_name(request):
 
 
 def kube_target(home, cluster, api_name: str, **settings) -> None:
-    add_target("kube", "kubernetes", home=home, replace=True, kubeconfig=str(cluster.kubeconfig),
-               image="example.org/trainer:1.0", python=sys.executable, api=api_name,
-               env={"PYTHONPATH": str(REPO), "GLOO_SOCKET_IFNAME": "lo"}, **settings)
+    add_target(
+        "kube",
+        "kubernetes",
+        home=home,
+        replace=True,
+        kubeconfig=str(cluster.kubeconfig),
+        image="example.org/trainer:1.0",
+        python=sys.executable,
+        api=api_name,
+        env={"PYTHONPATH": str(REPO), "GLOO_SOCKET_IFNAME": "lo"},
+        **settings,
+    )
 
 
 def only_run(home) -> api.Run:
@@ -72,12 +84,20 @@ def test_two_by_two_gloo_cell_completes_with_live_events(ip, home, kube_cluster,
     kube_target(home, kube_cluster, api_name)
     ip.user_ns.update(steps=40, pause=0.1)
     result = {}
-    cell = threading.Thread(target=lambda: result.update(r=ip.run_cell(ALLREDUCE, store_history=True)))
+    cell = threading.Thread(
+        target=lambda: result.update(r=ip.run_cell(ALLREDUCE, store_history=True))
+    )
     cell.start()
     run = wait_for(lambda: api.runs(home=home) and only_run(home), what="the run to be created")
-    live = wait_for(lambda: run.status == "running" and all(
-        run.store.read_events(run.id, r)[0] for r in range(4)) and run.state,
-        timeout=180, what="events of all 4 ranks while running")
+    live = wait_for(
+        lambda: (
+            run.status == "running"
+            and all(run.store.read_events(run.id, r)[0] for r in range(4))
+            and run.state
+        ),
+        timeout=180,
+        what="events of all 4 ranks while running",
+    )
     assert live["status"] == "running"
     cell.join(240)
     assert not cell.is_alive()
@@ -91,21 +111,31 @@ def test_two_by_two_gloo_cell_completes_with_live_events(ip, home, kube_cluster,
     assert kube_cluster.processes() == []
 
 
-SLEEPER = ("import time\nimport torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
-           "dist.init_process_group('gloo')\njt.log(step=0, up=1)\ntime.sleep(600)\n")
+SLEEPER = (
+    "import time\nimport torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
+    "dist.init_process_group('gloo')\njt.log(step=0, up=1)\ntime.sleep(600)\n"
+)
 
 
 def run_objects(cluster) -> list[str]:
     """Every Job, TrainJob, Service, ConfigMap and Pod of a run left in the fake's store."""
-    kinds = [("batch", "v1", "jobs"), ("", "v1", "services"), ("", "v1", "configmaps"),
-             ("", "v1", "pods"), ("trainer.kubeflow.org", "v1alpha1", "trainjobs")]
+    kinds = [
+        ("batch", "v1", "jobs"),
+        ("", "v1", "services"),
+        ("", "v1", "configmaps"),
+        ("", "v1", "pods"),
+        ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+    ]
     found = []
     for group, version, plural in kinds:
         res = cluster.registry.find(group, version, plural)
         if res is None:
             continue
         for obj in cluster.store.list(res, cluster.namespace)[0]:
-            if "jupyter-trainer/run-id" in (obj["metadata"].get("labels") or {}) or plural == "pods":
+            if (
+                "jupyter-trainer/run-id" in (obj["metadata"].get("labels") or {})
+                or plural == "pods"
+            ):
                 found.append(f"{obj['kind']}/{obj['metadata']['name']}")
     return found
 
@@ -114,8 +144,11 @@ def run_objects(cluster) -> list[str]:
 def test_cancel_mid_run_leaves_no_pod_process_and_no_object(home, kube_cluster, api_name):
     kube_target(home, kube_cluster, api_name)
     run = api.submit(SLEEPER, target="kube", nodes=2, procs=2, name="kube-cancel")
-    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)), timeout=120,
-             what="all four ranks to log")
+    wait_for(
+        lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)),
+        timeout=120,
+        what="all four ranks to log",
+    )
     assert run.status == "running" and len(kube_cluster.processes()) >= 2
     run.cancel(timeout=90)
     state = run.state
@@ -124,14 +157,18 @@ def test_cancel_mid_run_leaves_no_pod_process_and_no_object(home, kube_cluster, 
     assert run_objects(kube_cluster) == []
     teardown = state["teardown"]
     assert teardown["leftovers"] == []
-    kinds = {"job": ["Job", "Service", "ConfigMap"], "trainjob": ["TrainJob", "ConfigMap"]}[api_name]
+    kinds = {"job": ["Job", "Service", "ConfigMap"], "trainjob": ["TrainJob", "ConfigMap"]}[
+        api_name
+    ]
     assert [o.split("/")[0] for o in teardown["deleted"]] == kinds, teardown
     assert teardown["propagation"] == "Foreground" and teardown["left"] == []
 
 
-FAIL_RANK_3 = ("import time\nimport torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
-               "dist.init_process_group('gloo')\njt.log(step=0, up=1)\n"
-               "if jt.rank == 3:\n    raise KeyError('missing column on node 1')\ntime.sleep(600)\n")
+FAIL_RANK_3 = (
+    "import time\nimport torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
+    "dist.init_process_group('gloo')\njt.log(step=0, up=1)\n"
+    "if jt.rank == 3:\n    raise KeyError('missing column on node 1')\ntime.sleep(600)\n"
+)
 
 
 @BOTH
@@ -143,7 +180,9 @@ def test_a_failing_rank_fails_the_run_naming_the_rank_and_its_error(home, kube_c
         run.wait(timeout=180)
     took = time.monotonic() - started
     state = run.state
-    assert state["status"] == "failed" and state.get("failed_rank") == 3, json.dumps(state, indent=1)
+    assert state["status"] == "failed" and state.get("failed_rank") == 3, json.dumps(
+        state, indent=1
+    )
     assert info.value.failed_rank == 3
     assert state["error"] == "KeyError: 'missing column on node 1'"
     assert "raise KeyError('missing column on node 1')" in (state.get("traceback") or "")
@@ -157,9 +196,17 @@ def test_a_failing_rank_fails_the_run_naming_the_rank_and_its_error(home, kube_c
 def test_an_unschedulable_pod_shows_queued_with_the_schedulers_reason(home, kube_cluster, api_name):
     kube_target(home, kube_cluster, api_name, gpus_per_node=1)
     run = api.submit(SLEEPER, target="kube", nodes=2, procs=2, name="kube-gpu", backend="gloo")
-    state = wait_for(lambda: (lambda s: s["status"] == "queued" and "nvidia.com/gpu" in str(
-        (s.get("queue") or {}).get("reason")) and s)(run.state), timeout=60,
-        what="queued with the scheduler's reason")
+    state = wait_for(
+        lambda: (
+            lambda s: (
+                s["status"] == "queued"
+                and "nvidia.com/gpu" in str((s.get("queue") or {}).get("reason"))
+                and s
+            )
+        )(run.state),
+        timeout=60,
+        what="queued with the scheduler's reason",
+    )
     assert "0/1 nodes are available: 1 Insufficient nvidia.com/gpu" in state["queue"]["reason"]
     assert state["queue"]["stage"] == "queued"
     run.cancel(timeout=90)
@@ -169,15 +216,18 @@ def test_an_unschedulable_pod_shows_queued_with_the_schedulers_reason(home, kube
     assert kube_cluster.processes() == [] and run_objects(kube_cluster) == []
 
 
-@pytest.mark.parametrize("kube_cluster, api_name", [(TRAINER, "trainjob")], indirect=True,
-                         ids=["trainjob"])
+@pytest.mark.parametrize(
+    "kube_cluster, api_name", [(TRAINER, "trainjob")], indirect=True, ids=["trainjob"]
+)
 def test_a_node_container_that_dies_restarting_in_place_fails_the_run(home, kube_cluster, api_name):
     """A rank killed without a traceback (os._exit) takes its node's torchrun down; the
     TrainJob's pod restarts in place (OnFailure), so only its container status says so."""
     kube_target(home, kube_cluster, api_name)
-    code = ("import os, time\nimport torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
-            "dist.init_process_group('gloo')\njt.log(step=0, up=1)\n"
-            "if jt.rank == 2:\n    os._exit(7)\ntime.sleep(600)\n")
+    code = (
+        "import os, time\nimport torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
+        "dist.init_process_group('gloo')\njt.log(step=0, up=1)\n"
+        "if jt.rank == 2:\n    os._exit(7)\ntime.sleep(600)\n"
+    )
     started = time.monotonic()
     run = api.submit(code, target="kube", nodes=2, procs=2, name="kube-exit")
     with pytest.raises(RunFailed):
@@ -207,10 +257,26 @@ def test_dry_run_prints_the_objects_a_run_then_creates(home, kube_cluster, api_n
     kube_target(home, kube_cluster, api_name)
     script = tmp_path / "train.py"
     script.write_text(SLEEPER)
-    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script),
-                           "--target", "kube", "--nodes", "2", "--procs", "2", "--dry-run"],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jupyter_trainer.frontends.cli",
+            "submit",
+            str(script),
+            "--target",
+            "kube",
+            "--nodes",
+            "2",
+            "--procs",
+            "2",
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 0, done.stderr
     printed = [doc for doc in yaml.safe_load_all(done.stdout) if doc is not None]
     kinds = sorted(doc["kind"] for doc in printed)
@@ -221,8 +287,11 @@ def test_dry_run_prints_the_objects_a_run_then_creates(home, kube_cluster, api_n
     assert kube_cluster.processes() == []
 
     run = api.submit(script=script, target="kube", nodes=2, procs=2)
-    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)), timeout=120,
-             what="all four ranks to log")
+    wait_for(
+        lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)),
+        timeout=120,
+        what="all four ranks to log",
+    )
     created = {entry.split("/")[0] for entry in run_objects(kube_cluster)} - {"Pod"}
     assert created >= set(expected), created
     run.cancel(timeout=90)
@@ -251,10 +320,13 @@ current-context: gone
     return path
 
 
-@pytest.mark.parametrize("where, says", [
-    ("nothing listening", "is the cluster at the kubeconfig's server reachable?"),
-    ("no kubeconfig", "cannot use kubeconfig"),
-])
+@pytest.mark.parametrize(
+    "where, says",
+    [
+        ("nothing listening", "is the cluster at the kubeconfig's server reachable?"),
+        ("no kubeconfig", "cannot use kubeconfig"),
+    ],
+)
 def test_dry_run_with_api_auto_and_no_cluster_shows_both_apis(home, tmp_path, where, says):
     """``api = "auto"`` picks the API by what the cluster serves; a dry run that cannot ask it
     prints the run both ways, each set preceded by a comment saying when it applies, with
@@ -264,18 +336,43 @@ def test_dry_run_with_api_auto_and_no_cluster_shows_both_apis(home, tmp_path, wh
 
     import yaml
 
-    kubeconfig = unreachable_kubeconfig(tmp_path) if where == "nothing listening" else \
-        tmp_path / "missing"
+    kubeconfig = (
+        unreachable_kubeconfig(tmp_path) if where == "nothing listening" else tmp_path / "missing"
+    )
     script = tmp_path / "train.py"
     script.write_text(SLEEPER)
     shown = {}
     for api_name in ("auto", "trainjob", "job"):
-        add_target("kube", "kubernetes", home=home, replace=True, kubeconfig=str(kubeconfig),
-                   image="example.org/trainer:1.0", python=sys.executable, api=api_name)
-        done = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script),
-                               "--target", "kube", "--nodes", "2", "--procs", "2", "--dry-run"],
-                              capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        add_target(
+            "kube",
+            "kubernetes",
+            home=home,
+            replace=True,
+            kubeconfig=str(kubeconfig),
+            image="example.org/trainer:1.0",
+            python=sys.executable,
+            api=api_name,
+        )
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "jupyter_trainer.frontends.cli",
+                "submit",
+                str(script),
+                "--target",
+                "kube",
+                "--nodes",
+                "2",
+                "--procs",
+                "2",
+                "--dry-run",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         assert done.returncode == 0, done.stderr
         shown[api_name] = done
     both = shown["auto"]
@@ -283,46 +380,66 @@ def test_dry_run_with_api_auto_and_no_cluster_shows_both_apis(home, tmp_path, wh
     assert 'api = "auto" and the cluster could not be asked which API it serves' in notes
     assert says in notes and "so the run is shown both ways" in notes
     trainjob_part, job_part = both.stdout.split("---\n# where it does not: ")
-    assert trainjob_part.startswith("# where the cluster serves Kubeflow Trainer v2 (TrainJob): "
-                                    "a Kubeflow Trainer TrainJob\n")
+    assert trainjob_part.startswith(
+        "# where the cluster serves Kubeflow Trainer v2 (TrainJob): a Kubeflow Trainer TrainJob\n"
+    )
     assert job_part.startswith("an Indexed Job with a headless Service\n")
-    assert without_snapshot(list(yaml.safe_load_all(trainjob_part))) == \
-        without_snapshot(list(yaml.safe_load_all(shown["trainjob"].stdout)))
-    assert without_snapshot(list(yaml.safe_load_all(job_part.split("\n", 1)[1]))) == \
-        without_snapshot(list(yaml.safe_load_all(shown["job"].stdout)))
+    assert without_snapshot(list(yaml.safe_load_all(trainjob_part))) == without_snapshot(
+        list(yaml.safe_load_all(shown["trainjob"].stdout))
+    )
+    assert without_snapshot(
+        list(yaml.safe_load_all(job_part.split("\n", 1)[1]))
+    ) == without_snapshot(list(yaml.safe_load_all(shown["job"].stdout)))
     assert "could not be asked" not in shown["job"].stderr + shown["trainjob"].stderr
     assert api.runs(home=home) == []
 
 
-def test_dry_run_with_api_auto_and_no_cluster_leaves_out_an_api_that_cannot_run_it(home,
-                                                                                  tmp_path):
-    add_target("kube", "kubernetes", home=home, replace=True,
-               kubeconfig=str(unreachable_kubeconfig(tmp_path)), image="example.org/trainer:1.0",
-               python=sys.executable, api="auto")
-    shown = api.submit("print('hi')", target="kube", nodes=2, procs=2, launcher="mpirun",
-                       dry_run=True)
-    assert [line.split(":")[0] for line in shown.text.splitlines()
-            if line.startswith("kind:")] == ["kind"] * 2
+def test_dry_run_with_api_auto_and_no_cluster_leaves_out_an_api_that_cannot_run_it(home, tmp_path):
+    add_target(
+        "kube",
+        "kubernetes",
+        home=home,
+        replace=True,
+        kubeconfig=str(unreachable_kubeconfig(tmp_path)),
+        image="example.org/trainer:1.0",
+        python=sys.executable,
+        api="auto",
+    )
+    shown = api.submit(
+        "print('hi')", target="kube", nodes=2, procs=2, launcher="mpirun", dry_run=True
+    )
+    assert [line.split(":")[0] for line in shown.text.splitlines() if line.startswith("kind:")] == [
+        "kind"
+    ] * 2
     assert "kind: TrainJob" in shown.text and "kind: Job" not in shown.text
     assert any("so the run is a Kubeflow Trainer TrainJob" in note for note in shown.notes)
-    assert any(note.startswith("not an Indexed Job with a headless Service: --launcher mpirun "
-                               "on 2 nodes needs Kubeflow Trainer's MPI runtime")
-               for note in shown.notes), shown.notes
+    assert any(
+        note.startswith(
+            "not an Indexed Job with a headless Service: --launcher mpirun "
+            "on 2 nodes needs Kubeflow Trainer's MPI runtime"
+        )
+        for note in shown.notes
+    ), shown.notes
 
 
 @BOTH
 def test_dry_run_with_api_auto_says_which_api_the_cluster_serves(home, kube_cluster, api_name):
     kube_target(home, kube_cluster, "auto")
     shown = api.submit("print('hi')", target="kube", nodes=2, procs=2, dry_run=True)
-    kinds = sorted(line.split(": ", 1)[1] for line in shown.text.splitlines()
-                   if line.startswith("kind: "))
+    kinds = sorted(
+        line.split(": ", 1)[1] for line in shown.text.splitlines() if line.startswith("kind: ")
+    )
     if api_name == "trainjob":
         assert kinds == ["ConfigMap", "TrainJob"]
-        said = ('api = "auto": the cluster serves Kubeflow Trainer\'s TrainJob API, so the run '
-                'is a Kubeflow Trainer TrainJob')
+        said = (
+            'api = "auto": the cluster serves Kubeflow Trainer\'s TrainJob API, so the run '
+            "is a Kubeflow Trainer TrainJob"
+        )
     else:
         assert kinds == ["ConfigMap", "Job", "Service"]
-        said = ('api = "auto": the cluster does not serve Kubeflow Trainer\'s TrainJob API, so '
-                'the run is an Indexed Job with a headless Service')
+        said = (
+            'api = "auto": the cluster does not serve Kubeflow Trainer\'s TrainJob API, so '
+            "the run is an Indexed Job with a headless Service"
+        )
     assert said in shown.notes and f"# {said}\n" in shown.header
     assert run_objects(kube_cluster) == [] and api.runs(home=home) == []

@@ -13,32 +13,42 @@ from test_browser import browser  # noqa: F401  (the fixture)
 
 ENV_CELL = '%%environment digits\npython: "3.11"\ninherit: true\npip:\n  - scikit-learn==1.7.*\n'
 TRAIN_CELL = "%%train --procs 2 --name digits\nimport torch\nfor epoch in range(3):\n    pass\n"
-TYPED_ENV_CELL = "%%environment typed\nenv:\n  OMP_NUM_THREADS: \"1\"\n"
+TYPED_ENV_CELL = '%%environment typed\nenv:\n  OMP_NUM_THREADS: "1"\n'
 
 CELL = ".jp-Notebook .jp-Cell"
 
 
 def languages(pw) -> list[str | None]:
-    return pw.eval_on_selector_all(f"{CELL} .cm-content", "cs => cs.map(c => c.dataset.language || null)")
+    return pw.eval_on_selector_all(
+        f"{CELL} .cm-content", "cs => cs.map(c => c.dataset.language || null)"
+    )
 
 
 def token_colour(pw, index: int, text: str) -> str | None:
     """The computed colour of the first highlighted token spelled ``text`` in cell ``index``."""
-    return pw.evaluate("""([sel, index, text]) => {
+    return pw.evaluate(
+        """([sel, index, text]) => {
         const cell = document.querySelectorAll(sel)[index];
         const span = [...cell.querySelectorAll('.cm-content .cm-line span')].find(s => s.textContent === text);
-        return span ? getComputedStyle(span).color : null; }""", [CELL, index, text])
+        return span ? getComputedStyle(span).color : null; }""",
+        [CELL, index, text],
+    )
 
 
 def css_colour(pw, variable: str) -> str:
     """``var(--name)`` resolved to the ``rgb(...)`` form that getComputedStyle reports."""
-    return pw.evaluate("""name => { const el = document.createElement('span');
+    return pw.evaluate(
+        """name => { const el = document.createElement('span');
         el.style.color = `var(${name})`; document.body.append(el);
-        const colour = getComputedStyle(el).color; el.remove(); return colour; }""", variable)
+        const colour = getComputedStyle(el).color; el.remove(); return colour; }""",
+        variable,
+    )
 
 
 def wait_languages(pw, expected: list[str], what: str) -> None:
-    wait_for(lambda: languages(pw) == expected, 20, what=f"{what}: {expected}, last seen {languages(pw)}")
+    wait_for(
+        lambda: languages(pw) == expected, 20, what=f"{what}: {expected}, last seen {languages(pw)}"
+    )
 
 
 def replace_first_line(pw, index: int, text: str) -> None:
@@ -48,7 +58,7 @@ def replace_first_line(pw, index: int, text: str) -> None:
     pw.keyboard.insert_text(text)
 
 
-def test_environment_cells_are_yaml_and_train_cells_python(browser, home):  # noqa: F811
+def test_environment_cells_are_yaml_and_train_cells_python(browser, home):
     lab, page = browser
     lab.write_notebook("highlight.ipynb", [ENV_CELL, TRAIN_CELL])
     page.open("highlight.ipynb")
@@ -59,7 +69,9 @@ def test_environment_cells_are_yaml_and_train_cells_python(browser, home):  # no
     page.dismiss_popups()
     wait_languages(pw, ["yaml", "python"], "the cells' languages once the kernel is connected")
 
-    assert token_colour(pw, 0, "python") == css_colour(pw, "--jp-mirror-editor-atom-color")  # a YAML key
+    assert token_colour(pw, 0, "python") == css_colour(
+        pw, "--jp-mirror-editor-atom-color"
+    )  # a YAML key
     assert token_colour(pw, 1, "import") == css_colour(pw, "--jp-mirror-editor-keyword-color")
     page.shot("highlight-loaded", ".jp-Notebook")
 

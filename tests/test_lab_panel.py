@@ -14,18 +14,19 @@ import shutil
 import subprocess
 import sys
 
-from jupyter_trainer.api import runs as api
-
 from conftest import REPO, leftover, wait_for
-from test_follow import INTERLEAVED
 from test_browser import LIVE_CELL, LIVE_PARAMS, TIMEOUT_MS, browser, check_live_view  # noqa: F401
+from test_follow import INTERLEAVED
+
+from jupyter_trainer.api import runs as api
 
 LIVE_SCRIPT = LIVE_CELL.split("\n", 1)[1]
 
 
 def fraction(page, run_id: str) -> float:
-    value = page.locator(f"[data-testid=jt-runs-row][data-run='{run_id}'] "
-                         "[data-testid=jt-runs-progress]").get_attribute("data-fraction")
+    value = page.locator(
+        f"[data-testid=jt-runs-row][data-run='{run_id}'] [data-testid=jt-runs-progress]"
+    ).get_attribute("data-fraction")
     return float(value or 0)
 
 
@@ -33,8 +34,11 @@ def open_panel(page, lab, url: str = "") -> None:
     """JupyterLab (at ``url``, default the launcher) with the Training Runs panel shown."""
     pw = page.page
     pw.goto(url or f"{lab.url}/lab?token={lab.token}&reset")
-    pw.wait_for_selector("#jupyter-trainer-runs, [data-id='jupyter-trainer-runs']", state="attached",
-                         timeout=TIMEOUT_MS)
+    pw.wait_for_selector(
+        "#jupyter-trainer-runs, [data-id='jupyter-trainer-runs']",
+        state="attached",
+        timeout=TIMEOUT_MS,
+    )
     page.dismiss_popups()
     pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
 
@@ -43,9 +47,24 @@ def submit_cli(tmp_path, name: str, *extra: str) -> str:
     script = tmp_path / f"{name}.py"
     script.write_text("lr, epochs, steps_per_epoch = 0.1, 50, 20\n" + LIVE_SCRIPT)
     params = [a for k, v in LIVE_PARAMS.items() for a in ("--param", f"{k}={v}")]
-    out = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script),
-                          "--procs", "2", "--name", name, *params, *extra],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jupyter_trainer.frontends.cli",
+            "submit",
+            str(script),
+            "--procs",
+            "2",
+            "--name",
+            name,
+            *params,
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return out.split()[0]
 
 
@@ -53,7 +72,7 @@ def background(pw, selector: str) -> str:
     return pw.eval_on_selector(selector, "el => getComputedStyle(el).backgroundColor")
 
 
-def test_panel_and_run_view_are_the_widgets_view(browser, home, tmp_path):  # noqa: F811
+def test_panel_and_run_view_are_the_widgets_view(browser, home, tmp_path):
     lab, page = browser
     run_id = submit_cli(tmp_path, "from-cli")
     twin_id = submit_cli(tmp_path, "from-cli")  # the same name: told apart by id and time
@@ -74,7 +93,10 @@ def test_panel_and_run_view_are_the_widgets_view(browser, home, tmp_path):  # no
     # badges are styled by status, and so are the progress bars
     running_badge = background(pw, f"{row} [data-testid=jt-runs-status-badge]")
     canceled_badge = background(pw, f"{twin_row} [data-testid=jt-runs-status-badge]")
-    assert running_badge not in ("rgba(0, 0, 0, 0)", canceled_badge), (running_badge, canceled_badge)
+    assert running_badge not in ("rgba(0, 0, 0, 0)", canceled_badge), (
+        running_badge,
+        canceled_badge,
+    )
     first = wait_for(lambda: fraction(pw, run_id), timeout=30, what="progress in the panel")
     wait_for(lambda: fraction(pw, run_id) > first, timeout=30, what="progress to advance")
     running_bar = background(pw, f"{row} [data-testid=jt-runs-progress] > div")
@@ -96,8 +118,11 @@ def test_panel_and_run_view_are_the_widgets_view(browser, home, tmp_path):  # no
     # closing the view closes its socket
     pw.click(f".lm-TabBar-tab[data-id='jt-run-area-{run_id}'] .lm-TabBar-tabCloseIcon")
     pw.wait_for_selector(f"#jt-run-{run_id}", state="detached")
-    wait_for(lambda: sockets and all(ws.is_closed() for ws in sockets), timeout=10,
-             what="the closed view's socket to be closed")
+    wait_for(
+        lambda: sockets and all(ws.is_closed() for ws in sockets),
+        timeout=10,
+        what="the closed view's socket to be closed",
+    )
     if os.environ.get("JT_UPDATE_SCREENSHOTS"):  # refresh the README's picture on purpose only
         shutil.copy(shot, REPO / "docs" / "screenshots" / "lab-run-view.png")
 
@@ -107,13 +132,16 @@ FILLER = 24  # cells of 12 lines each: the end of the notebook is far below the 
 
 def monitor_in_view(pw, cell: str) -> bool:
     """Whether the run view in ``cell``'s output is wholly inside the notebook's visible area."""
-    return pw.eval_on_selector(cell, """c => {
+    return pw.eval_on_selector(
+        cell,
+        """c => {
         const view = c.closest('.jp-WindowedPanel-outer').getBoundingClientRect();
         const box = c.querySelector('[data-testid=jt-monitor]').getBoundingClientRect();
-        return box.top >= view.top - 1 && box.bottom <= view.bottom + 1; }""")
+        return box.top >= view.top - 1 && box.bottom <= view.bottom + 1; }""",
+    )
 
 
-def test_attach_in_notebook_inserts_runs_and_shows_the_cell(browser, home, tmp_path):  # noqa: F811
+def test_attach_in_notebook_inserts_runs_and_shows_the_cell(browser, home, tmp_path):
     lab, page = browser
     run = api.submit(INTERLEAVED, procs=2, name="to-attach", wait=True)
     filler = "\n".join(f"# line {i}" for i in range(12))
@@ -138,18 +166,24 @@ def test_attach_in_notebook_inserts_runs_and_shows_the_cell(browser, home, tmp_p
     assert f'get_run("{run.id}").monitor()' in cell.locator(".jp-InputArea-editor").inner_text()
     pw.wait_for_selector(f"{new} >> [data-testid=jt-run-id]:text-is('{run.id}')")
     pw.wait_for_selector(f"{new} >> [data-testid=jt-status]:text-is('completed')")
-    wait_for(lambda: monitor_in_view(pw, f".jp-Notebook .jp-Cell:nth-child({FILLER + 2})"),
-             timeout=10, what="the inserted cell's run view to be scrolled into view")
+    wait_for(
+        lambda: monitor_in_view(pw, f".jp-Notebook .jp-Cell:nth-child({FILLER + 2})"),
+        timeout=10,
+        what="the inserted cell's run view to be scrolled into view",
+    )
     # the log history of both ranks, in the order the lines were written
-    lines = lambda: [t.split("] ", 1)[-1] for t in pw.locator(  # noqa: E731
-        f"{new} >> [data-testid=jt-log-line]").all_inner_texts() if "line" in t]
+    lines = lambda: [
+        t.split("] ", 1)[-1]
+        for t in pw.locator(f"{new} >> [data-testid=jt-log-line]").all_inner_texts()
+        if "line" in t
+    ]
     wait_for(lambda: len(lines()) == 8, timeout=20, what="the attached run's log")
     assert lines() == [f"rank {i % 2} line {i // 2}" for i in range(8)], lines()
     assert not pw.locator(".jp-Dialog").count()
     page.shot("attached-in-view", ".jp-Notebook")
 
 
-def test_a_view_whose_connection_is_gone_says_so(browser, home, tmp_path):  # noqa: F811
+def test_a_view_whose_connection_is_gone_says_so(browser, home, tmp_path):
     lab, page = browser
     run_id = submit_cli(tmp_path, "cut-off")
     run = api.get_run(run_id)
@@ -167,7 +201,9 @@ def test_a_view_whose_connection_is_gone_says_so(browser, home, tmp_path):  # no
     pw.wait_for_selector(f"{view} [data-testid=jt-status]:text-is('running')")
     sockets[0][0].close()
     pw.wait_for_selector(f"{view} [data-testid=jt-status]:text-is('running?')")
-    assert "connection to the Jupyter server closed" in pw.inner_text(f"{view} [data-testid=jt-notice]")
+    assert "connection to the Jupyter server closed" in pw.inner_text(
+        f"{view} [data-testid=jt-notice]"
+    )
     assert pw.is_disabled(f"{view} [data-testid=jt-cancel]")
     frozen = pw.inner_text(f"{view} [data-testid=jt-elapsed]")
     pw.wait_for_timeout(2500)

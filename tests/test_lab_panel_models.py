@@ -8,11 +8,11 @@ does, even when a poll falls between the press and the release.
 
 from __future__ import annotations
 
-from jupyter_trainer.api import runs as api
-from jupyter_trainer.store import Store
-
 from test_browser import browser  # noqa: F401
 from test_lab_panel import open_panel
+
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.store import Store
 
 TRAIN = """
 from jupyter_trainer import runtime as jt
@@ -24,19 +24,28 @@ POLL_S = 1.5  # the panel's polling interval
 
 
 def train(name: str, lr: float, size: int) -> api.Run:
-    return api.submit(TRAIN, launcher="python", name=name, params={"lr": lr},
-                      namespace={"lr": lr, "size": size}, wait=True)
+    return api.submit(
+        TRAIN,
+        launcher="python",
+        name=name,
+        params={"lr": lr},
+        namespace={"lr": lr, "size": size},
+        wait=True,
+    )
 
 
 def versions_shown(pw, row: str) -> list[dict]:
-    return pw.eval_on_selector_all(f"{row} [data-testid=jt-models-version]", """vs => vs.map(v => ({
+    return pw.eval_on_selector_all(
+        f"{row} [data-testid=jt-models-version]",
+        """vs => vs.map(v => ({
         version: +v.dataset.version,
         run: v.querySelector('[data-testid=jt-models-run]').dataset.run,
         link: v.querySelector('[data-testid=jt-models-run]').textContent,
         enabled: !v.querySelector('[data-testid=jt-models-run]').disabled,
         size: v.querySelector('[data-testid=jt-models-size]').textContent,
         tags: v.querySelector('[data-testid=jt-models-tags]').textContent,
-        created: v.querySelector('[data-testid=jt-models-created]').textContent}))""")
+        created: v.querySelector('[data-testid=jt-models-created]').textContent}))""",
+    )
 
 
 def slow_click(pw, selector: str, held_s: float) -> None:
@@ -48,7 +57,7 @@ def slow_click(pw, selector: str, held_s: float) -> None:
     pw.mouse.up()
 
 
-def test_models_expand_to_versions_whose_runs_open(browser, home):  # noqa: F811
+def test_models_expand_to_versions_whose_runs_open(browser, home):
     lab, page = browser
     first, second = train("first", 0.5, 300), train("second", 0.25, 2048)
     first.register_model("digits", "model.pt", tags={"stage": "dev"})
@@ -57,8 +66,9 @@ def test_models_expand_to_versions_whose_runs_open(browser, home):  # noqa: F811
     open_panel(page, lab)
     row = "[data-testid=jt-models-row][data-model='digits']"
     pw.wait_for_selector(row)
-    assert pw.eval_on_selector_all("[data-testid=jt-models-row]", "rs => rs.map(r => r.dataset.model)") \
-        == ["digits", "other"]
+    assert pw.eval_on_selector_all(
+        "[data-testid=jt-models-row]", "rs => rs.map(r => r.dataset.model)"
+    ) == ["digits", "other"]
     assert pw.text_content(f"{row} [data-testid=jt-models-latest]") == "v1"
     assert pw.text_content(f"{row} [data-testid=jt-models-count]") == "1 version"
     assert "300 bytes" in pw.text_content(f"{row} [data-testid=jt-models-meta]")
@@ -78,9 +88,12 @@ def test_models_expand_to_versions_whose_runs_open(browser, home):  # noqa: F811
     assert pw.get_attribute(row, "aria-expanded") == "true"
     pw.wait_for_selector(f"{row} [data-testid=jt-models-version] >> nth=1")
     shown = versions_shown(pw, row)
-    assert [(v["version"], v["run"], v["link"], v["enabled"], v["size"], v["tags"])
-            for v in shown] == [(2, second.id, second.id, True, "2.0 KiB", "stage=prod"),
-                                (1, first.id, first.id, True, "300 bytes", "stage=dev")]
+    assert [
+        (v["version"], v["run"], v["link"], v["enabled"], v["size"], v["tags"]) for v in shown
+    ] == [
+        (2, second.id, second.id, True, "2.0 KiB", "stage=prod"),
+        (1, first.id, first.id, True, "300 bytes", "stage=dev"),
+    ]
     assert all(v["created"] for v in shown)
     page.shot("panel-models", "#jupyter-trainer-runs")
 
@@ -97,8 +110,9 @@ def test_models_expand_to_versions_whose_runs_open(browser, home):  # noqa: F811
     # the same view as the run's row opens: one tab per run
     pw.click(f"[data-testid=jt-runs-row][data-run='{first.id}']")
     pw.click(f"{row} [data-testid=jt-models-version][data-version='2'] [data-testid=jt-models-run]")
-    pw.wait_for_selector(f"#jt-run-{second.id} [data-testid=jt-monitor] [data-testid=jt-status]"
-                         ":text-is('completed')")
+    pw.wait_for_selector(
+        f"#jt-run-{second.id} [data-testid=jt-monitor] [data-testid=jt-status]:text-is('completed')"
+    )
     pw.click(link)
     pw.wait_for_selector(f"#jt-run-{first.id}", state="visible")
     assert pw.locator(f".lm-TabBar-tab[data-id='jt-run-area-{first.id}']").count() == 1
@@ -113,7 +127,7 @@ def test_models_expand_to_versions_whose_runs_open(browser, home):  # noqa: F811
     assert pw.get_attribute(row, "aria-expanded") == "false"
 
 
-def test_no_models_yet(browser, home):  # noqa: F811
+def test_no_models_yet(browser, home):
     lab, page = browser
     pw = page.page
     open_panel(page, lab)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 
-import jupyter_trainer as jt
-from jupyter_trainer.api import runs as api
-
 from conftest import leftover, wait_for
 from test_browser import TIMEOUT_MS, browser  # noqa: F401
 from test_lab_panel import open_panel
+
+import jupyter_trainer as jt
+from jupyter_trainer.api import runs as api
 
 # Trials 0 and 1 learn, alike up to step 2 and then as their params say; later ones do
 # not, and the median policy, judging at step 2 only, prunes them there (each starts once
@@ -41,8 +41,15 @@ def start_sweep(tmp_path, **options) -> jt.Sweep:
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
     space = {**SPACE, **options.pop("space", {})}
-    return jt.sweep(script=str(script), space=space, metric="val_acc", trials=4, parallel=2,
-                     launcher="python", **options)
+    return jt.sweep(
+        script=str(script),
+        space=space,
+        metric="val_acc",
+        trials=4,
+        parallel=2,
+        launcher="python",
+        **options,
+    )
 
 
 def row_of(sweep_id: str) -> str:
@@ -50,15 +57,18 @@ def row_of(sweep_id: str) -> str:
 
 
 def panel_trials(pw, row: str) -> list[dict]:
-    return pw.eval_on_selector_all(f"{row} [data-testid=jt-sweeps-trial]", """ts => ts.map(t => ({
+    return pw.eval_on_selector_all(
+        f"{row} [data-testid=jt-sweeps-trial]",
+        """ts => ts.map(t => ({
         number: +t.dataset.number, run: t.dataset.run || null, status: t.dataset.status,
         objective: t.dataset.objective === undefined ? null : +t.dataset.objective,
         shown: t.querySelector('[data-testid=jt-sweeps-objective]').textContent,
         badge: t.querySelector('[data-testid=jt-sweeps-trial-status]').textContent,
-        params: t.querySelector('[data-testid=jt-sweeps-params]').textContent}))""")
+        params: t.querySelector('[data-testid=jt-sweeps-params]').textContent}))""",
+    )
 
 
-def test_a_sweep_is_one_row_that_expands_to_its_trials(browser, home, tmp_path):  # noqa: F811
+def test_a_sweep_is_one_row_that_expands_to_its_trials(browser, home, tmp_path):
     lab, page = browser
     plain = api.submit("print('alone')", launcher="python", name="alone", wait=True)
     pw = page.page
@@ -74,23 +84,31 @@ def test_a_sweep_is_one_row_that_expands_to_its_trials(browser, home, tmp_path):
     running = f"{row} [data-testid=jt-sweeps-trial][data-status=running]"
     number = pw.get_attribute(running, "data-number")
     page.shot("panel-sweep-running", "#jupyter-trainer-runs")
-    pw.wait_for_selector(f"{row}[data-status=completed] [data-testid=jt-sweeps-trials]"
-                         "[data-done='4'][data-total='4']", timeout=TIMEOUT_MS)
+    pw.wait_for_selector(
+        f"{row}[data-status=completed] [data-testid=jt-sweeps-trials]"
+        "[data-done='4'][data-total='4']",
+        timeout=TIMEOUT_MS,
+    )
     assert sweep.status == "completed"
     state = sweep.state
-    pw.wait_for_function("([row, n]) => document.querySelectorAll(row + ' [data-testid=jt-sweeps-trial]').length === n"
-                         " && ![...document.querySelectorAll(row + ' [data-testid=jt-sweeps-trial]')]"
-                         ".some(t => ['running', 'starting'].includes(t.dataset.status))", arg=[row, 4])
-    assert pw.get_attribute(f"{row} [data-testid=jt-sweeps-trial][data-number='{number}']",
-                            "data-status") in ("completed", "pruned")
+    pw.wait_for_function(
+        "([row, n]) => document.querySelectorAll(row + ' [data-testid=jt-sweeps-trial]').length === n"
+        " && ![...document.querySelectorAll(row + ' [data-testid=jt-sweeps-trial]')]"
+        ".some(t => ['running', 'starting'].includes(t.dataset.status))",
+        arg=[row, 4],
+    )
+    assert pw.get_attribute(
+        f"{row} [data-testid=jt-sweeps-trial][data-number='{number}']", "data-status"
+    ) in ("completed", "pruned")
     head = pw.inner_text(f"{row} [data-testid=jt-sweeps-trials]")
     assert head.startswith("4/4 trials") and "2 pruned" in head, head
     assert pw.text_content(f"{row} [data-testid=jt-sweeps-status-badge]") == "completed"
 
     # each trial as the state has it: number, run, status, objective and params
     trials = panel_trials(pw, row)
-    assert [(t["number"], t["run"], t["status"], t["badge"]) for t in trials] == \
-        [(t["number"], t["run"], t["status"], t["status"]) for t in state["trials"]]
+    assert [(t["number"], t["run"], t["status"], t["badge"]) for t in trials] == [
+        (t["number"], t["run"], t["status"], t["status"]) for t in state["trials"]
+    ]
     assert [t["status"] for t in trials] == ["completed", "completed", "pruned", "pruned"]
     for shown, recorded in zip(trials, state["trials"]):
         assert shown["objective"] == recorded["objective"]
@@ -100,20 +118,27 @@ def test_a_sweep_is_one_row_that_expands_to_its_trials(browser, home, tmp_path):
         else:
             assert math.isclose(float(shown["shown"]), recorded["objective"], rel_tol=1e-4)
         assert f"hidden={recorded['params']['hidden']}" in shown["params"]
-        assert math.isclose(float(shown["params"].split("lr=")[1]), recorded["params"]["lr"],
-                            rel_tol=1e-4)
+        assert math.isclose(
+            float(shown["params"].split("lr=")[1]), recorded["params"]["lr"], rel_tol=1e-4
+        )
     best = f"{row} [data-testid=jt-sweeps-best]"
     assert float(pw.get_attribute(best, "data-objective")) == state["best"]["objective"]
     assert pw.get_attribute(best, "data-run") == state["best"]["run"]
-    assert "best val_acc" in pw.inner_text(best) and f"(#{state['best']['number']})" in \
-        pw.inner_text(best)
+    assert "best val_acc" in pw.inner_text(
+        best
+    ) and f"(#{state['best']['number']})" in pw.inner_text(best)
     assert "jt-sweeps-best-trial" in pw.get_attribute(
-        f"{row} [data-testid=jt-sweeps-trial][data-number='{state['best']['number']}']", "class")
+        f"{row} [data-testid=jt-sweeps-trial][data-number='{state['best']['number']}']", "class"
+    )
     pruned = f"{row} [data-testid=jt-sweeps-trial][data-status=pruned]"
     assert "median" in pw.get_attribute(pruned, "title")
-    badges = {s: pw.eval_on_selector(f"{row} [data-testid=jt-sweeps-trial][data-status={s}] .jt-badge",
-                                     "el => getComputedStyle(el).backgroundColor")
-              for s in ("completed", "pruned")}
+    badges = {
+        s: pw.eval_on_selector(
+            f"{row} [data-testid=jt-sweeps-trial][data-status={s}] .jt-badge",
+            "el => getComputedStyle(el).backgroundColor",
+        )
+        for s in ("completed", "pruned")
+    }
     assert badges["completed"] != badges["pruned"], badges
 
     # the trials are not runs of their own in the list
@@ -147,25 +172,31 @@ def test_a_sweep_is_one_row_that_expands_to_its_trials(browser, home, tmp_path):
         assert leftover(trial["run"]) == []
 
 
-def test_a_running_sweep_is_canceled_from_its_row(browser, home, tmp_path):  # noqa: F811
+def test_a_running_sweep_is_canceled_from_its_row(browser, home, tmp_path):
     lab, page = browser
     sweep = start_sweep(tmp_path, space={"steps": 400, "pause": 0.1})
-    wait_for(lambda: sweep.state.get("counts", {}).get("running", 0) == 2, 120,
-             what="two trials running")
+    wait_for(
+        lambda: sweep.state.get("counts", {}).get("running", 0) == 2, 120, what="two trials running"
+    )
     pw = page.page
     open_panel(page, lab)
     row = row_of(sweep.id)
     pw.click(f"{row} [data-testid=jt-sweeps-toggle]")
     pw.wait_for_selector(f"{row} [data-testid=jt-sweeps-trial][data-status=running] >> nth=1")
-    assert pw.inner_text(f"{row} [data-testid=jt-sweeps-best]") == \
-        "maximize val_acc: no trial completed yet"
+    assert (
+        pw.inner_text(f"{row} [data-testid=jt-sweeps-best]")
+        == "maximize val_acc: no trial completed yet"
+    )
     runs = sweep.trials()
 
     pw.click(f"{row} [data-testid=jt-sweeps-cancel]")
     pw.click(".jp-Dialog .jp-Dialog-button.jp-mod-warn")
     pw.wait_for_selector(f"{row}[data-status=canceled]", timeout=TIMEOUT_MS)
-    pw.wait_for_function("row => [...document.querySelectorAll(row + ' [data-testid=jt-sweeps-trial]')]"
-                         ".map(t => t.dataset.status).join() === 'canceled,canceled'", arg=row)
+    pw.wait_for_function(
+        "row => [...document.querySelectorAll(row + ' [data-testid=jt-sweeps-trial]')]"
+        ".map(t => t.dataset.status).join() === 'canceled,canceled'",
+        arg=row,
+    )
     pw.wait_for_selector(f"{row} [data-testid=jt-sweeps-cancel]", state="detached")
     page.shot("panel-sweep-canceled", "#jupyter-trainer-runs")
     assert sweep.status == "canceled"
@@ -173,7 +204,7 @@ def test_a_running_sweep_is_canceled_from_its_row(browser, home, tmp_path):  # n
         assert run.status == "canceled" and leftover(run.id) == []
 
 
-def test_a_sweep_shows_its_name_opens_its_own_view_and_attaches(browser, home, tmp_path):  # noqa: F811
+def test_a_sweep_shows_its_name_opens_its_own_view_and_attaches(browser, home, tmp_path):
     lab, page = browser
     name = "lr-and-hidden-search"
     sweep = start_sweep(tmp_path, name=name)
@@ -187,8 +218,9 @@ def test_a_sweep_shows_its_name_opens_its_own_view_and_attaches(browser, home, t
     shown = f"{row} .jt-runs-name"
     pw.wait_for_selector(shown)
     assert pw.inner_text(shown) == name
-    assert pw.eval_on_selector(shown, "el => el.scrollWidth <= el.clientWidth + 1 && "
-                               "el.getBoundingClientRect().width > 0"), "the name is cut"
+    assert pw.eval_on_selector(
+        shown, "el => el.scrollWidth <= el.clientWidth + 1 && el.getBoundingClientRect().width > 0"
+    ), "the name is cut"
     page.shot("panel-sweep-name", "#jupyter-trainer-runs")
 
     # its own view: the trials table, best so far and parallel coordinates, from the server
@@ -198,12 +230,17 @@ def test_a_sweep_shows_its_name_opens_its_own_view_and_attaches(browser, home, t
     state = sweep.state
     assert page.text(f"{view} [data-testid=jt-sweep-id]") == sweep.id
     assert pw.locator(f"{view} [data-testid=jt-sweep-trial]").count() == len(state["trials"])
-    assert pw.get_attribute(f"{view} [data-testid=jt-sweep-best-canvas]", "data-points") == \
-        str(state["counts"]["completed"])
-    pw.wait_for_function("sel => document.querySelectorAll(sel).length === 4",
-                         arg=f"{view} [data-testid=jt-sweep-parallel] path.jt-pc-line")
-    assert float(pw.get_attribute(f"{view} .jt-sweep-best-value", "data-value")) == \
-        state["best"]["objective"]
+    assert pw.get_attribute(f"{view} [data-testid=jt-sweep-best-canvas]", "data-points") == str(
+        state["counts"]["completed"]
+    )
+    pw.wait_for_function(
+        "sel => document.querySelectorAll(sel).length === 4",
+        arg=f"{view} [data-testid=jt-sweep-parallel] path.jt-pc-line",
+    )
+    assert (
+        float(pw.get_attribute(f"{view} .jt-sweep-best-value", "data-value"))
+        == state["best"]["objective"]
+    )
     assert pw.locator(f"{view} [data-testid=jt-sweep-cancel]").is_hidden()
     page.shot("lab-sweep-view", f"#jt-sweep-{sweep.id}")
     # a trial opens its run's view

@@ -16,9 +16,17 @@ from pathlib import Path
 import pytest
 
 from jupyter_trainer.core.errors import LaunchError, SpecError
-from jupyter_trainer.launchers.table import (LAUNCHERS, LaunchPlan, Topology, build_command,
-                                             launcher, render, shell_text)
-from jupyter_trainer.core.spec import LAUNCHERS as SPEC_LAUNCHERS, LaunchSpec
+from jupyter_trainer.core.spec import LAUNCHERS as SPEC_LAUNCHERS
+from jupyter_trainer.core.spec import LaunchSpec
+from jupyter_trainer.launchers.table import (
+    LAUNCHERS,
+    LaunchPlan,
+    Topology,
+    build_command,
+    launcher,
+    render,
+    shell_text,
+)
 
 GOLDEN = Path(__file__).parent / "golden"
 HOSTILE_DIR = "/tmp/we ird/'quote\"s'/$(touch pwned)/new\nline"
@@ -35,17 +43,21 @@ PLAN = LaunchPlan(
     master_port=29555,
     run_as_root=True,
     oversubscribe=True,
-    extra_env={"NCCL_SOCKET_IFNAME": "eth0", "WEIRD": "x'; echo $PATH \"y\""},
+    extra_env={"NCCL_SOCKET_IFNAME": "eth0", "WEIRD": 'x\'; echo $PATH "y"'},
 )
 
 CASES = {
     "torchrun_2procs": (LaunchSpec("torchrun", procs=2), PLAN),
-    "torchrun_forced_nccl": (LaunchSpec("torchrun", procs=4, backend="nccl"),
-                             LaunchPlan(**{**PLAN.__dict__, "backend": "nccl", "backend_forced": True})),
+    "torchrun_forced_nccl": (
+        LaunchSpec("torchrun", procs=4, backend="nccl"),
+        LaunchPlan(**{**PLAN.__dict__, "backend": "nccl", "backend_forced": True}),
+    ),
     "mpirun_2procs": (LaunchSpec("mpirun", procs=2), PLAN),
     "horovod_gloo": (LaunchSpec("horovod", procs=2), PLAN),
-    "horovod_mpi": (LaunchSpec("horovod", procs=2, backend="mpi"),
-                    LaunchPlan(**{**PLAN.__dict__, "backend": "mpi", "backend_forced": True})),
+    "horovod_mpi": (
+        LaunchSpec("horovod", procs=2, backend="mpi"),
+        LaunchPlan(**{**PLAN.__dict__, "backend": "mpi", "backend_forced": True}),
+    ),
     "python_single": (LaunchSpec("python"), PLAN),
 }
 
@@ -65,9 +77,9 @@ def test_hostile_values_arrive_unchanged(case):
     launch, plan = CASES[case]
     cmd = build_command(launch, plan)
     assert plan.python in cmd.argv and plan.boot in cmd.argv
-    tail = list(cmd.argv[-len(plan.args) - 1:])
+    tail = list(cmd.argv[-len(plan.args) - 1 :])
     assert tail == [plan.entry, *plan.args]
-    assert cmd.env["WEIRD"] == "x'; echo $PATH \"y\""
+    assert cmd.env["WEIRD"] == 'x\'; echo $PATH "y"'
     assert cmd.env["JT_RUN_DIR"] == plan.run_dir
 
 
@@ -91,13 +103,16 @@ def test_multi_node_needs_a_multi_node_target():
         build_command(LaunchSpec("torchrun", nodes=2, procs=2), PLAN)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"launcher": "deepspeed"}, "unknown launcher 'deepspeed'; choose one of torchrun"),
-    ({"procs": 0}, "--procs must be a whole number"),
-    ({"nodes": "2"}, "--nodes must be a whole number"),
-    ({"backend": "ucc"}, "unknown backend 'ucc'"),
-    ({"launcher": "python", "procs": 2}, "--launcher python runs exactly one process"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"launcher": "deepspeed"}, "unknown launcher 'deepspeed'; choose one of torchrun"),
+        ({"procs": 0}, "--procs must be a whole number"),
+        ({"nodes": "2"}, "--nodes must be a whole number"),
+        ({"backend": "ucc"}, "unknown backend 'ucc'"),
+        ({"launcher": "python", "procs": 2}, "--launcher python runs exactly one process"),
+    ],
+)
 def test_bad_launch_specs_are_refused(kwargs, match):
     with pytest.raises(SpecError, match=match):
         LaunchSpec(**kwargs)
@@ -114,11 +129,13 @@ def test_a_topology_with_several_hosts_reaches_them_from_one_launcher():
     launch = LaunchSpec("mpirun", nodes=2, procs=3)
     cmd = launcher("mpirun").command(launch, PLAN, Topology(hosts=("10.0.0.1", "fe80::1")), {})
     assert cmd.argv[cmd.argv.index("-H") + 1] == "10.0.0.1:3,[fe80::1]:3"
-    one = launcher("mpirun").command(LaunchSpec("mpirun", procs=3), PLAN,
-                                     Topology(hosts=("10.0.0.1",)), {})
+    one = launcher("mpirun").command(
+        LaunchSpec("mpirun", procs=3), PLAN, Topology(hosts=("10.0.0.1",)), {}
+    )
     assert "-H" not in one.argv  # one node: the ranks start where mpirun runs
-    hvd = launcher("horovod").command(launch, PLAN, Topology(hostfile="/r/h f",
-                                                             launcher_cache=False), {})
+    hvd = launcher("horovod").command(
+        launch, PLAN, Topology(hostfile="/r/h f", launcher_cache=False), {}
+    )
     assert hvd.argv[hvd.argv.index("--hostfile") + 1] == "/r/h f"
     assert "--disable-cache" in hvd.argv
 
@@ -132,12 +149,16 @@ def test_shell_text_gives_bash_the_exact_argv_and_environment(case, tmp_path):
     text = shell_text(cmd, cwd=str(tmp_path))
     assert text.startswith(f"cd {shlex.quote(str(tmp_path))}\n")
     assert text.endswith(shlex.join(cmd.argv) + "\n")  # values with newlines span lines
-    printer = [sys.executable, "-c", "import json, os, sys; "
-               "print(json.dumps([dict(os.environ), sys.argv[1:]]))"]
-    probe = text[:text.rindex(shlex.join(cmd.argv))] + shlex.join([*printer, *cmd.argv])
+    printer = [
+        sys.executable,
+        "-c",
+        "import json, os, sys; print(json.dumps([dict(os.environ), sys.argv[1:]]))",
+    ]
+    probe = text[: text.rindex(shlex.join(cmd.argv))] + shlex.join([*printer, *cmd.argv])
     env = {"PATH": os.environ["PATH"], "OMP_NUM_THREADS": "7"}
-    out = subprocess.run(["bash", "-c", probe], env=env, capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["bash", "-c", probe], env=env, capture_output=True, text=True, check=True
+    ).stdout
     got_env, got_argv = json.loads(out)
     assert got_argv == list(cmd.argv)
     assert {k: got_env.get(k) for k in cmd.env} == dict(cmd.env)

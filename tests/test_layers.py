@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from import_graph import read_graph
 
 PACKAGE = Path(__file__).resolve().parent.parent / "jupyter_trainer"
@@ -21,28 +20,27 @@ GRAPH = read_graph(PACKAGE)
 
 # Folders of the package, lowest layer first. A module's folder is the longest prefix here.
 LAYERS = {
-    "rankside": 0,      # what a rank or a node runs: standard library only (test_shipped.py)
-    "core": 1,          # errors, spec, typed records, small utilities
-    "capture": 2,       # cell + namespace -> snapshot
-    "environment": 2,   # %environment: lock, build, pre-flight
-    "inputs": 2,        # --data: checked, hashed, fetched
-    "launchers": 2,     # the launcher table: argv and environment of each launcher
-    "nodes": 3,         # the node layer: agent client, mirror, hot-start clients
-    "targets": 4,       # one folder per kind
-    "store": 5,         # run folders, indexes, models, sweeps
-    "supervisor": 6,    # drives one run
-    "mirrors": 7,       # TensorBoard and MLflow, read from the store
-    "api": 8,           # the Python API: runs, sweeps, models, diff
-    "frontends.views": 9,     # pure view code every front end shares
+    "rankside": 0,  # what a rank or a node runs: standard library only (test_shipped.py)
+    "core": 1,  # errors, spec, typed records, small utilities
+    "capture": 2,  # cell + namespace -> snapshot
+    "environment": 2,  # %environment: lock, build, pre-flight
+    "inputs": 2,  # --data: checked, hashed, fetched
+    "launchers": 2,  # the launcher table: argv and environment of each launcher
+    "nodes": 3,  # the node layer: agent client, mirror, hot-start clients
+    "targets": 4,  # one folder per kind
+    "store": 5,  # run folders, indexes, models, sweeps
+    "supervisor": 6,  # drives one run
+    "mirrors": 7,  # TensorBoard and MLflow, read from the store
+    "api": 8,  # the Python API: runs, sweeps, models, diff
+    "frontends.views": 9,  # pure view code every front end shares
     "frontends.widgets": 10,  # the notebook widgets
-    "frontends.commands": 10, # the command table the CLI and %train share
+    "frontends.commands": 10,  # the command table the CLI and %train share
     "frontends.magics": 11,
     "frontends.cli": 11,
     "frontends.server": 11,
-    "": 12,             # the package itself: jupyter_trainer, __main__, runtime
+    "": 12,  # the package itself: jupyter_trainer, __main__, runtime
 }
-JUPYTER_ONLY = ("IPython", "ipywidgets", "anywidget", "tornado", "jupyter_server",
-                "ipykernel")
+JUPYTER_ONLY = ("IPython", "ipywidgets", "anywidget", "tornado", "jupyter_server", "ipykernel")
 MAY_USE_JUPYTER = ("frontends.widgets", "frontends.magics", "frontends.server")
 MAX_LINES = 600
 
@@ -70,8 +68,10 @@ def test_imports_go_down_the_layers(module):
         if LAYERS[theirs] >= LAYERS[mine]:
             line = GRAPH.lines[(module, other)]
             bad.append(f"line {line}: {other} ({theirs or 'the package'}, layer {LAYERS[theirs]})")
-    assert not bad, (f"{module} ({mine}, layer {LAYERS[mine]}) imports from its own layer or "
-                     f"above: " + "; ".join(bad))
+    assert not bad, (
+        f"{module} ({mine}, layer {LAYERS[mine]}) imports from its own layer or "
+        f"above: " + "; ".join(bad)
+    )
 
 
 def test_the_import_graph_has_no_cycle():
@@ -84,7 +84,8 @@ def test_every_module_has_a_layer():
     assert top <= known, top - known
     front = {m.split(".")[2] for m in MODULES if m.startswith("jupyter_trainer.frontends.")}
     assert front <= {f.split(".")[1] for f in LAYERS if f.startswith("frontends.")} | {
-        "labextension"}, front
+        "labextension"
+    }, front
 
 
 def test_the_layer_test_sees_imports_inside_functions():
@@ -102,23 +103,31 @@ def test_only_front_ends_import_jupyter(module):
 
 
 def test_import_is_cheap():
-    code = ("import sys, jupyter_trainer, jupyter_trainer.runtime\n"
-            f"print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            f"{JUPYTER_ONLY + ('torch', 'matplotlib', 'optuna')!r}))")
+    code = (
+        "import sys, jupyter_trainer, jupyter_trainer.runtime\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        f"{JUPYTER_ONLY + ('torch', 'matplotlib', 'optuna')!r}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_no_module_is_too_long():
     """Split a module by its second responsibility before it grows past this."""
-    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
     assert not long
 
 
 def test_the_top_of_the_package_stays_small():
-    entries = sorted(p.name for p in PACKAGE.iterdir()
-                     if p.name not in ("__pycache__",) and not p.name.endswith(".pyc"))
+    entries = sorted(
+        p.name
+        for p in PACKAGE.iterdir()
+        if p.name not in ("__pycache__",) and not p.name.endswith(".pyc")
+    )
     assert len(entries) <= 16, entries
 
 

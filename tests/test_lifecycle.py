@@ -9,12 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import launched_by, leftover, wait_for
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunCanceled
-from jupyter_trainer.store import Store
-
-from conftest import launched_by, leftover, wait_for
 
 LONG_CELL = """
 import time
@@ -30,8 +28,11 @@ for step in range(10_000):
 
 def wait_until_all_ranks_log(run: api.Run, ranks: int = 2) -> None:
     store = run.store
-    wait_for(lambda: all(store.read_events(run.id, r)[0] for r in range(ranks)),
-             timeout=60, what=f"events from {ranks} ranks of {run.id}")
+    wait_for(
+        lambda: all(store.read_events(run.id, r)[0] for r in range(ranks)),
+        timeout=60,
+        what=f"events from {ranks} ranks of {run.id}",
+    )
 
 
 def test_cancel_mid_run_ends_every_process_within_5s(home, launch_mode):
@@ -82,8 +83,10 @@ def test_kernel_interrupt_cancels_the_run(home, tmp_path, launch_mode):
             msg = kc.get_iopub_msg(timeout=1)
             if msg["msg_type"] == "stream" and msg["parent_header"].get("msg_id") == msg_id:
                 said.append(msg["content"]["text"])
-        assert (f"Stop button: canceling run {run.id} (a kernel restart or shutdown would leave "
-                "it running)") in "".join(said)
+        assert (
+            f"Stop button: canceling run {run.id} (a kernel restart or shutdown would leave "
+            "it running)"
+        ) in "".join(said)
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
@@ -191,6 +194,7 @@ def test_a_cells_traceback_cites_the_cells_own_lines(home):
     """The cell runs from a script with the parameters and carried definitions above it; a
     traceback gives the cell's lines (``Cell In [n]`` when the notebook said which cell, as
     %%train does; tests/test_magics.py); the frames of other files stay as they are."""
+
     def helper(x):
         return 1 / x
 
@@ -201,8 +205,9 @@ def test_a_cells_traceback_cites_the_cells_own_lines(home):
     assert state["status"] == "failed" and "ZeroDivisionError" in tb
     assert "  the cell, line 2, in <module>" in tb, tb
     assert ", in helper" in tb and "cell.py" not in tb
-    numbered = api.submit(code, launcher="python", namespace={"helper": helper},
-                          origin={"cell": 12}).wait(timeout=60, raise_on_failure=False)
+    numbered = api.submit(
+        code, launcher="python", namespace={"helper": helper}, origin={"cell": 12}
+    ).wait(timeout=60, raise_on_failure=False)
     assert "  Cell In [12], line 2, in <module>" in numbered.state["traceback"]
     assert leftover(run.id) == [] and leftover(numbered.id) == []
 
@@ -260,17 +265,19 @@ def test_a_running_run_whose_state_is_gone_is_named_and_still_canceled(home, how
         assert "`jupyter-trainer doctor --fix`" in shown.stderr
         assert "Traceback" not in shown.stderr
         with pytest.raises(TrainerError, match="doctor --fix"):
-            run.status  # noqa: B018
+            run.status
         listed = subprocess.run([*cli, "runs"], capture_output=True, text=True)
         assert listed.returncode == 0 and f"state {paths.state} is missing" in listed.stdout
         logs = subprocess.run([*cli, "logs", run.id], capture_output=True, text=True)
         assert logs.returncode == 0 and logs.stderr == ""
         if how == "cli":
-            canceling = subprocess.Popen([*cli, "cancel", run.id], stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, text=True)
+            canceling = subprocess.Popen(
+                [*cli, "cancel", run.id], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
         else:
             canceling = threading.Thread(
-                target=lambda: canceled.update(status=run.cancel(timeout=60)))
+                target=lambda: canceled.update(status=run.cancel(timeout=60))
+            )
             canceling.start()
         wait_for(paths.cancel_request.exists, timeout=30, what="the cancel request")
     finally:

@@ -6,11 +6,10 @@ import json
 import shlex
 
 import pytest
+from conftest import launched_by, leftover
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.store import Store
-
-from conftest import launched_by, leftover
 
 
 def run_cell(ip, source: str):
@@ -26,10 +25,12 @@ def only_run(home) -> api.Run:
 
 def test_cell_uses_notebook_params_helpers_and_imports(ip, home, capsys, launch_mode):
     assert run_cell(ip, "lr = 0.05\nepochs = 3\nunused = 'x'").success
-    assert run_cell(ip, "import numpy as np\n"
-                        "def make_model(hidden):\n"
-                        "    return np.full(hidden, lr)\n").success
-    result = run_cell(ip, """%%train --procs 2 --name digits -p "extra=[1, 2]"
+    assert run_cell(
+        ip, "import numpy as np\ndef make_model(hidden):\n    return np.full(hidden, lr)\n"
+    ).success
+    result = run_cell(
+        ip,
+        """%%train --procs 2 --name digits -p "extra=[1, 2]"
 import torch.distributed as dist
 from jupyter_trainer import runtime as jt
 dist.init_process_group()
@@ -39,21 +40,30 @@ for step in range(epochs):
     jt.progress(step + 1, epochs)
 (jt.outputs_dir / f"rank{jt.rank}.txt").write_text(f"{jt.rank}/{jt.world_size} {extra}")
 dist.destroy_process_group()
-""")
+""",
+    )
     assert result.success, result.error_in_exec
     run = result.result
     assert isinstance(run, api.Run) and run.status == "completed"
     spec = json.loads((run.path / "spec.json").read_text())
     assert spec["params"] == {"lr": 0.05, "epochs": 3, "extra": [1, 2]}
-    assert spec["launch"] == {"launcher": "torchrun", "nodes": 1, "procs": 2, "backend": None,
-                              "max_restarts": 0, **({"hot": True} if launch_mode == "hot" else {})}
+    assert spec["launch"] == {
+        "launcher": "torchrun",
+        "nodes": 1,
+        "procs": 2,
+        "backend": None,
+        "max_restarts": 0,
+        **({"hot": True} if launch_mode == "hot" else {}),
+    }
     assert launched_by(run) == launch_mode
     store = Store(home)
     for rank in (0, 1):
         events, _ = store.read_events(run.id, rank)
         metrics = [e for e in events if e["kind"] == "metric"]
         assert [e["step"] for e in metrics] == [0, 1, 2]
-        assert all(e["values"] == {"lr_sum": pytest.approx(0.2), "rank_seen": rank} for e in metrics)
+        assert all(
+            e["values"] == {"lr_sum": pytest.approx(0.2), "rank_seen": rank} for e in metrics
+        )
         assert events[-1] == {**events[-1], "kind": "progress", "done": 3, "total": 3}
         assert (run.outputs / f"rank{rank}.txt").read_text() == f"{rank}/2 [1, 2]"
     out = capsys.readouterr().out
@@ -63,19 +73,24 @@ dist.destroy_process_group()
 
 
 def test_hostile_param_values_arrive_unchanged(ip, home):
-    hostile = "'; rm -rf ~; echo \"$(whoami)\" `id` \\n"
+    hostile = '\'; rm -rf ~; echo "$(whoami)" `id` \\n'
     ip.user_ns["nb_value"] = hostile
-    result = run_cell(ip, f"""%%train --launcher python -p {shlex.quote('cli_value=' + hostile)}
+    result = run_cell(
+        ip,
+        f"""%%train --launcher python -p {shlex.quote("cli_value=" + hostile)}
 print(repr(nb_value))
 print(repr(cli_value))
-""")
+""",
+    )
     assert result.success, result.error_in_exec
     log = result.result.logs(0)
     assert log.splitlines() == [repr(hostile), repr(hostile)]
 
 
 def test_mpirun_init_process_group_reads_env(ip, home):
-    result = run_cell(ip, """%%train --launcher mpirun --procs 2
+    result = run_cell(
+        ip,
+        """%%train --launcher mpirun --procs 2
 import os
 import torch, torch.distributed as dist
 dist.init_process_group("gloo")
@@ -84,7 +99,8 @@ dist.all_reduce(t)
 print("rank", dist.get_rank(), "of", dist.get_world_size(), "sum", t.item(),
       "ompi", os.environ["OMPI_COMM_WORLD_RANK"])
 dist.destroy_process_group()
-""")
+""",
+    )
     assert result.success, result.error_in_exec
     run = result.result
     assert run.status == "completed"
@@ -95,7 +111,9 @@ dist.destroy_process_group()
 
 def test_failing_rank_is_recorded_and_nothing_is_left(ip, home, launch_mode):
     count = ip.execution_count  # the In [n] of the cell below
-    result = run_cell(ip, """%%train --procs 2 --name boom
+    result = run_cell(
+        ip,
+        """%%train --procs 2 --name boom
 import time
 import torch.distributed as dist
 from jupyter_trainer import runtime as jt
@@ -105,7 +123,8 @@ for step in range(100):
     if step == 3 and jt.rank == 1:
         raise ValueError("bad batch at step 3")
     time.sleep(0.1)
-""")
+""",
+    )
     assert not result.success
     error = result.error_in_exec
     assert type(error).__name__ == "RunFailed" and error.failed_rank == 1
@@ -125,18 +144,21 @@ for step in range(100):
     assert launched_by(run) == launch_mode
 
 
-@pytest.mark.parametrize("line, message", [
-    ("--procs 2 --bogus", "unrecognized arguments: --bogus"),
-    ("--launcher deepspeed", "unknown launcher 'deepspeed'; choose one of torchrun"),
-    ("--procs two", "%%train: --procs takes a whole number, not 'two' (`%%train --help` lists"),
-    ("--prcs 2", "unrecognized arguments: --prcs 2; did you mean --procs?"),
-    ("--backend nccl", "--backend nccl needs CUDA GPUs"),
-    ("--nodes 2", "--nodes must be 1"),
-    ("-p 1x=3", "invalid parameter '1x=3'"),
-    ("--target nowhere", "unknown target 'nowhere'; available: local"),
-    ("--source /does/not/exist", "/does/not/exist"),
-    ("--env missing", "unknown environment 'missing'"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("--procs 2 --bogus", "unrecognized arguments: --bogus"),
+        ("--launcher deepspeed", "unknown launcher 'deepspeed'; choose one of torchrun"),
+        ("--procs two", "%%train: --procs takes a whole number, not 'two' (`%%train --help` lists"),
+        ("--prcs 2", "unrecognized arguments: --prcs 2; did you mean --procs?"),
+        ("--backend nccl", "--backend nccl needs CUDA GPUs"),
+        ("--nodes 2", "--nodes must be 1"),
+        ("-p 1x=3", "invalid parameter '1x=3'"),
+        ("--target nowhere", "unknown target 'nowhere'; available: local"),
+        ("--source /does/not/exist", "/does/not/exist"),
+        ("--env missing", "unknown environment 'missing'"),
+    ],
+)
 def test_bad_input_is_refused_and_launches_nothing(ip, home, line, message):
     result = run_cell(ip, f"%%train {line}\nprint('should not run')")
     assert not result.success
@@ -161,13 +183,16 @@ def test_uncarriable_objects_are_named_and_nothing_is_launched(ip, home, tmp_pat
 
 
 def test_no_wait_returns_at_once_and_attach_follows(ip, home, capsys):
-    result = run_cell(ip, """%%train --no-wait --launcher python --name bg
+    result = run_cell(
+        ip,
+        """%%train --no-wait --launcher python --name bg
 import time
 from jupyter_trainer import runtime as jt
 for i in range(20):
     jt.log(step=i, v=i)
     time.sleep(0.1)
-""")
+""",
+    )
     assert result.success
     run = result.result
     assert run.status in ("created", "preparing", "running")
@@ -193,12 +218,17 @@ def test_management_commands(ip, home, capsys):
     assert not result.success and "already ended (completed)" in str(result.error_in_exec)
 
 
-@pytest.mark.parametrize("cell, line", [
-    ("%%train --launcher python\nx = 1\nfor\n", "line 3: invalid syntax"),
-    ("%%train --launcher python --sweep x=uniform(0,1) --trials 2 --metric y\ny = x\nfor\n",
-     "line 3: invalid syntax"),
-    ("%%train --launcher python\nx = 1\n\n!nvidia-smi\n", "line 4: get_ipython().system"),
-])
+@pytest.mark.parametrize(
+    "cell, line",
+    [
+        ("%%train --launcher python\nx = 1\nfor\n", "line 3: invalid syntax"),
+        (
+            "%%train --launcher python --sweep x=uniform(0,1) --trials 2 --metric y\ny = x\nfor\n",
+            "line 3: invalid syntax",
+        ),
+        ("%%train --launcher python\nx = 1\n\n!nvidia-smi\n", "line 4: get_ipython().system"),
+    ],
+)
 def test_capture_errors_name_the_line_the_editor_shows(ip, home, cell, line):
     """The %%train line is line 1 of the cell in the editor's gutter."""
     result = run_cell(ip, cell)

@@ -16,14 +16,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import wait_for
 from mlflow import MlflowClient
 
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import procs
 from jupyter_trainer.mirrors.tensorboard.server import _end_group as end_group
 from jupyter_trainer.mirrors.tensorboard.server import _group_alive as group_alive
-
-from conftest import wait_for
+from jupyter_trainer.rankside import procs
 
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 STEPS = 2000
@@ -51,8 +50,11 @@ def expected(rank: int) -> dict[str, list[tuple[int, float]]]:
     """(step, value) of each metric that CODE logs on ``rank``, as MLflow keeps them."""
     loss = [(i, 1.0 / (i + 1) + rank) for i in range(STEPS)]
     loss += [(STEPS, math.nan), (STEPS + 1, sys.float_info.max)]  # MLflow: inf as max double
-    return {"loss": loss, "lr": [(i, 0.1 * 0.5 ** (i // 500)) for i in range(STEPS)],
-            "acc": [(i, 0.25 * i + rank) for i in range(3)]}
+    return {
+        "loss": loss,
+        "lr": [(i, 0.1 * 0.5 ** (i // 500)) for i in range(STEPS)],
+        "acc": [(i, 0.25 * i + rank) for i in range(3)],
+    }
 
 
 class Server:
@@ -63,15 +65,32 @@ class Server:
         self.uri = f"http://127.0.0.1:{port}"
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 120.0) -> "Server":
+    def start(self, timeout: float = 120.0) -> Server:
         self.folder.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "mlflow", "server",
-                "--backend-store-uri", f"sqlite:///{self.folder / 'mlflow.db'}",
-                "--default-artifact-root", str(self.folder / "artifacts"),
-                "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
+        argv = [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{self.folder / 'mlflow.db'}",
+            "--default-artifact-root",
+            str(self.folder / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            "1",
+        ]
         log = open(self.folder / "server.log", "ab")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         log.close()
         deadline = time.monotonic() + timeout
         while True:
@@ -118,19 +137,33 @@ def history(client: MlflowClient, run_id: str, key: str) -> list[tuple[int, floa
 def same(got: list, want: list) -> bool:
     return len(got) == len(want) and all(
         g == w or (isinstance(g, float) and math.isnan(g) and math.isnan(w))
-        for got_row, want_row in zip(got, want) for g, w in zip(got_row, want_row))
+        for got_row, want_row in zip(got, want)
+        for g, w in zip(got_row, want_row)
+    )
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_a_run_is_mirrored_whole_and_a_second_sync_adds_nothing(home, server, tmp_path):
     digits = tmp_path / "digits.csv"
     digits.write_text("1,2,3\n")
-    run = api.submit(CODE, launcher="python", name="mirror-exp", params=PARAMS,
-                     data={"digits": str(digits)}, mlflow=server.uri, wait=True)
+    run = api.submit(
+        CODE,
+        launcher="python",
+        name="mirror-exp",
+        params=PARAMS,
+        data={"digits": str(digits)},
+        mlflow=server.uri,
+        wait=True,
+    )
     record = mirrored(run)
     assert run.status == "completed"
     assert record["status"] == "synced" and record["error"] is None, record
@@ -144,22 +177,41 @@ def test_a_run_is_mirrored_whole_and_a_second_sync_adds_nothing(home, server, tm
     assert client.get_experiment(found.info.experiment_id).name == "mirror-exp"
     assert found.info.start_time == int(run.state["created"] * 1000)
     assert found.info.end_time == int(run.state["ended"] * 1000)
-    assert found.data.params == {"lr": "0.1", "opt.name": "adam", "opt.betas": "[0.9, 0.999]",
-                                 "amp": "false", "tag": "x y"}
+    assert found.data.params == {
+        "lr": "0.1",
+        "opt.name": "adam",
+        "opt.betas": "[0.9, 0.999]",
+        "amp": "false",
+        "tag": "x y",
+    }
     tags = found.data.tags
     data = run.spec.data[0]
-    want_tags = {"run_id": run.id, "status": "completed", "target": "local",
-                 "launcher": "python", "nodes": "1", "procs": "1", "world_size": "1",
-                 "code_hash": run.spec.code.hash, "data.digits": data.hash,
-                 "data.digits.source": data.source, "text.phase": "done"}
+    want_tags = {
+        "run_id": run.id,
+        "status": "completed",
+        "target": "local",
+        "launcher": "python",
+        "nodes": "1",
+        "procs": "1",
+        "world_size": "1",
+        "code_hash": run.spec.code.hash,
+        "data.digits": data.hash,
+        "data.digits.source": data.source,
+        "text.phase": "done",
+    }
     assert {k: tags.get(f"jupyter_trainer.{k}") for k in want_tags} == want_tags
     assert set(found.data.metrics) == {"loss", "lr", "acc"}  # one rank: no /rank-N
     for name, want in expected(0).items():
         assert same(history(client, found.info.run_id, name), want), name
-    times = [int(e["t"] * 1000) for e in run.store.iter_events(run.id, 0)
-             if e["kind"] == "metric" and "lr" in e["values"]]
-    assert [m.timestamp for m in sorted(client.get_metric_history(found.info.run_id, "lr"),
-                                        key=lambda m: m.step)] == times
+    times = [
+        int(e["t"] * 1000)
+        for e in run.store.iter_events(run.id, 0)
+        if e["kind"] == "metric" and "lr" in e["values"]
+    ]
+    assert [
+        m.timestamp
+        for m in sorted(client.get_metric_history(found.info.run_id, "lr"), key=lambda m: m.step)
+    ] == times
     got = Path(client.download_artifacts(found.info.run_id, "outputs", str(tmp_path / "dl")))
     assert (got / "model.pt").read_text() == "weights"
     assert (got / "plots" / "loss.txt").read_text() == "a plot"
@@ -168,14 +220,17 @@ def test_a_run_is_mirrored_whole_and_a_second_sync_adds_nothing(home, server, tm
     first = run.register_model("mirror-net", "model.pt", tags={"stage": "dev"})
     second = run.register_model("mirror-net", "model.pt")
     assert first.mlflow["status"] == "synced" and second.mlflow["status"] == "synced"
-    versions = {v.tags["jupyter_trainer.version"]: v
-                for v in client.search_model_versions("name = 'mirror-net'")}
+    versions = {
+        v.tags["jupyter_trainer.version"]: v
+        for v in client.search_model_versions("name = 'mirror-net'")
+    }
     assert sorted(versions) == ["1", "2"]
     assert versions["1"].run_id == found.info.run_id
     assert versions["1"].tags["jupyter_trainer.run_id"] == run.id
     assert versions["1"].tags["jupyter_trainer.tag.stage"] == "dev"
-    model_file = client.download_artifacts(found.info.run_id, "models/mirror-net/1/model.pt",
-                                           str(tmp_path / "model"))
+    model_file = client.download_artifacts(
+        found.info.run_id, "models/mirror-net/1/model.pt", str(tmp_path / "model")
+    )
     assert Path(model_file).read_text() == "weights"
 
     # Syncing again updates the same MLflow run: no second run, point or model version.
@@ -197,8 +252,14 @@ def test_torchrun_ranks_get_their_own_metrics_and_the_magic_syncs(ip, home, serv
     assert record["metrics"] == 2 * (2 * STEPS + 5)
     client = MlflowClient(server.uri)
     found = client.get_run(record["mlflow_run_id"])
-    assert set(found.data.metrics) == {"loss", "lr", "acc", "loss/rank-1", "lr/rank-1",
-                                       "acc/rank-1"}
+    assert set(found.data.metrics) == {
+        "loss",
+        "lr",
+        "acc",
+        "loss/rank-1",
+        "lr/rank-1",
+        "acc/rank-1",
+    }
     assert found.data.tags["jupyter_trainer.launcher"] == "torchrun"
     assert found.data.tags["jupyter_trainer.world_size"] == "2"
     for rank, suffix in ((0, ""), (1, "/rank-1")):
@@ -259,15 +320,17 @@ def test_bad_run_no_uri_and_missing_mlflow_name_the_fix(home, monkeypatch):
     done = cli("mlflow", "sync", "no-such-run")
     assert done.returncode == 2 and "jupyter-trainer runs" in done.stderr, done.stderr
     done = cli("mlflow", "sync", run.id)
-    assert done.returncode == 2 and "--uri URI" in done.stderr and "MLFLOW_TRACKING_URI" in \
-        done.stderr, done.stderr
+    assert (
+        done.returncode == 2 and "--uri URI" in done.stderr and "MLFLOW_TRACKING_URI" in done.stderr
+    ), done.stderr
     assert "mlflow" not in run.state
 
-    code = ("import sys; sys.modules['mlflow'] = None\n"
-            "from jupyter_trainer.frontends.cli import main\n"
-            f"sys.exit(main(['mlflow', 'sync', {run.id!r}, '--uri', 'http://127.0.0.1:9']))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    code = (
+        "import sys; sys.modules['mlflow'] = None\n"
+        "from jupyter_trainer.frontends.cli import main\n"
+        f"sys.exit(main(['mlflow', 'sync', {run.id!r}, '--uri', 'http://127.0.0.1:9']))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "pip install jupyter_trainer[mlflow]" in done.stderr, done.stderr
     record = run.state["mlflow"]
@@ -278,11 +341,12 @@ def test_the_worker_without_mlflow_records_the_extra(home):
     """The child that mirrors (what the supervisor runs) without MLflow: a failed record that
     names the extra, not a crash."""
     run = api.submit("print('hi')", launcher="python", wait=True)
-    code = ("import sys; sys.modules['mlflow'] = None\n"
-            "from jupyter_trainer.mirrors.mlflow.sync import main\n"
-            f"sys.exit(main(['worker', {run.id!r}, '--uri', 'http://127.0.0.1:9', '--record']))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    code = (
+        "import sys; sys.modules['mlflow'] = None\n"
+        "from jupyter_trainer.mirrors.mlflow.sync import main\n"
+        f"sys.exit(main(['worker', {run.id!r}, '--uri', 'http://127.0.0.1:9', '--record']))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
     record = json.loads(done.stdout.strip().splitlines()[-1])
     assert record["status"] == "failed"

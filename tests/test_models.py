@@ -37,8 +37,9 @@ for step in range(3):
 
 
 def train(lr: float, name: str = "train") -> api.Run:
-    return api.submit(TRAIN, launcher="python", name=name, params={"lr": lr},
-                      namespace={"lr": lr}, wait=True)
+    return api.submit(
+        TRAIN, launcher="python", name=name, params={"lr": lr}, namespace={"lr": lr}, wait=True
+    )
 
 
 def sha256(path: Path) -> str:
@@ -103,27 +104,42 @@ def test_a_folder_is_registered_whole_and_read_only(home, tmp_path):
         assert copy.stat().st_mode & 0o222 == 0
     written = model.download(tmp_path)
     assert [p.relative_to(tmp_path).as_posix() for p in written] == [
-        "tok/config.json", "tok/vocab/words.txt"]
+        "tok/config.json",
+        "tok/vocab/words.txt",
+    ]
     assert (tmp_path / "tok/vocab/words.txt").read_text() == "a\nb\n"
     whole = run.register_model("everything", ".")
     assert whole.path.name == "outputs"
-    assert [f.path for f in whole.files] == ["outputs/model.pt", "outputs/tok/config.json",
-                                             "outputs/tok/vocab/words.txt"]
+    assert [f.path for f in whole.files] == [
+        "outputs/model.pt",
+        "outputs/tok/config.json",
+        "outputs/tok/vocab/words.txt",
+    ]
 
 
 def test_a_sweep_trial_records_its_sweep_and_environment_lock(home, store):
-    env = EnvSpec(name="torch-cpu", version="v3", lock="lock-abc",
-                  prepared={"env_id": "env-123"})
-    spec = RunSpec(name="trial", code=CodeSpec(entry="_jt/cell.py", hash="sha256:1"),
-                   env=env, params={"lr": 0.3}, sweep="s-sweep-1", trial=4)
+    env = EnvSpec(name="torch-cpu", version="v3", lock="lock-abc", prepared={"env_id": "env-123"})
+    spec = RunSpec(
+        name="trial",
+        code=CodeSpec(entry="_jt/cell.py", hash="sha256:1"),
+        env=env,
+        params={"lr": 0.3},
+        sweep="s-sweep-1",
+        trial=4,
+    )
     snapshot = store.staging_dir()
     snapshot.mkdir()
     run_id = store.create(spec, snapshot)
     (store.paths(run_id).outputs / "best.pt").write_bytes(b"best")
     lineage = api.get_run(run_id).register_model("swept", "best.pt").lineage
     assert (lineage["sweep"], lineage["trial"]) == ("s-sweep-1", 4)
-    assert lineage["environment"] == {"name": "torch-cpu", "version": "v3", "lock": "lock-abc",
-                                      "env_id": "env-123", "python": None}
+    assert lineage["environment"] == {
+        "name": "torch-cpu",
+        "version": "v3",
+        "lock": "lock-abc",
+        "env_id": "env-123",
+        "python": None,
+    }
     assert lineage["metrics"] == {} and lineage["code_hash"] == "sha256:1"
 
 
@@ -140,13 +156,22 @@ def test_concurrent_registrations_get_distinct_versions(home, tmp_path):
     run = train(0.1)
     (run.outputs / "big.bin").write_bytes(os.urandom(40 << 20))  # copied by the pipeline
     go = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", REGISTER, run.id, str(go)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", REGISTER, run.id, str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     threads, versions = [], []
     for _ in range(2):
-        threads.append(threading.Thread(
-            target=lambda: versions.append(run.register_model("shared", "big.bin").version)))
+        threads.append(
+            threading.Thread(
+                target=lambda: versions.append(run.register_model("shared", "big.bin").version)
+            )
+        )
     go.touch()
     for thread in threads:
         thread.start()
@@ -164,23 +189,31 @@ def test_concurrent_registrations_get_distinct_versions(home, tmp_path):
     assert not [p for p in (home / "models" / "shared").iterdir() if p.name.startswith(".")]
 
 
-@pytest.mark.parametrize("name, path, message", [
-    ("m", "../spec.json", "leaves the run's outputs/"),
-    ("m", "tok/../../state.json", "leaves the run's outputs/"),
-    ("m", "/etc/passwd", "leaves the run's outputs/"),
-    ("m", "", "non-empty path"),
-    ("m", "escape.pt", "is a link that leaves the run's outputs/"),
-    ("m", "escape-dir", "is a link that leaves the run's outputs/"),
-    ("m", "linked", "is a link to .*only files inside the run's outputs/"),
-    ("m", "missing.pt", "'missing.pt' is not in the run's outputs/.*it has lineage.json, linked/ok.txt, model.pt"),
-    ("m", "lineage.json", "cannot be named lineage.json"),
-    ("../m", "model.pt", "invalid model name"),
-    ("a/b", "model.pt", "invalid model name"),
-    (".hidden", "model.pt", "invalid model name"),
-    ("", "model.pt", "invalid model name"),
-])
-def test_escapes_and_bad_names_are_refused_and_nothing_is_written(home, tmp_path, name, path,
-                                                                  message):
+@pytest.mark.parametrize(
+    "name, path, message",
+    [
+        ("m", "../spec.json", "leaves the run's outputs/"),
+        ("m", "tok/../../state.json", "leaves the run's outputs/"),
+        ("m", "/etc/passwd", "leaves the run's outputs/"),
+        ("m", "", "non-empty path"),
+        ("m", "escape.pt", "is a link that leaves the run's outputs/"),
+        ("m", "escape-dir", "is a link that leaves the run's outputs/"),
+        ("m", "linked", "is a link to .*only files inside the run's outputs/"),
+        (
+            "m",
+            "missing.pt",
+            "'missing.pt' is not in the run's outputs/.*it has lineage.json, linked/ok.txt, model.pt",
+        ),
+        ("m", "lineage.json", "cannot be named lineage.json"),
+        ("../m", "model.pt", "invalid model name"),
+        ("a/b", "model.pt", "invalid model name"),
+        (".hidden", "model.pt", "invalid model name"),
+        ("", "model.pt", "invalid model name"),
+    ],
+)
+def test_escapes_and_bad_names_are_refused_and_nothing_is_written(
+    home, tmp_path, name, path, message
+):
     run = train(0.1)
     secret = tmp_path / "secret"
     secret.mkdir()
@@ -196,10 +229,15 @@ def test_escapes_and_bad_names_are_refused_and_nothing_is_written(home, tmp_path
     assert registered_versions(home) == [] and jt.models() == []
 
 
-@pytest.mark.parametrize("tags, message", [
-    ({"k": {"nested": 1}}, "a value is a string"), ({"": "x"}, "non-empty string"),
-    (["novalue"], "KEY=VALUE"), ({"k": float("nan")}, "a value is a string"),
-])
+@pytest.mark.parametrize(
+    "tags, message",
+    [
+        ({"k": {"nested": 1}}, "a value is a string"),
+        ({"": "x"}, "non-empty string"),
+        (["novalue"], "KEY=VALUE"),
+        ({"k": float("nan")}, "a value is a string"),
+    ],
+)
 def test_bad_tags_are_refused(home, tags, message):
     run = train(0.1)
     with pytest.raises(SpecError, match=message):
@@ -241,7 +279,10 @@ def test_the_index_heals_from_the_folders(home, caplog):
     assert ModelStore(home).rows() == before
     (home / "models.db").write_bytes(b"not a database" * 100)
     assert [(r["name"], r["version"], r["tags"]) for r in ModelStore(home).rows()] == [
-        ("a", 2, {}), ("a", 1, {"t": "1"}), ("b", 1, {})]
+        ("a", 2, {}),
+        ("a", 1, {"t": "1"}),
+        ("b", 1, {}),
+    ]
     assert list(home.glob("models.db.corrupt-*")) and "model index" in caplog.text
     assert run.register_model("a", "model.pt").version == 3
     with sqlite3.connect(home / "models.db") as conn:
@@ -256,6 +297,7 @@ def test_copies_fall_back_when_the_kernel_cannot_copy(tmp_path, monkeypatch):
 
     def refuse(*_args):
         raise OSError(errno.EXDEV, "cross-device")
+
     monkeypatch.setattr(outputs, "_by_copy_file_range", refuse)
     assert outputs.copy_hashed(tmp_path / "src", tmp_path / "b") == expected
     monkeypatch.setattr(outputs, "_by_sendfile", refuse)
@@ -291,12 +333,13 @@ def test_cli_register_models_show_download(home, tmp_path):
     assert record["version"] == 2 and record["run_id"] == second.id
     done = cli("models", "download", "digits@1", str(tmp_path / "d"))
     assert done.returncode == 0 and done.stdout.strip() == str(tmp_path / "d" / "model.pt")
-    for args, message in [(("models", "show", "nope"), "no model 'nope'"),
-                          (("models", "show", "digits@9"), "has no version 9"),
-                          (("register", first.id, "x", "../spec.json"), "leaves the run's"),
-                          (("register", first.id, "x", "model.pt", "--tag", "a=1", "--tag", "a=2"),
-                           "given twice"),
-                          (("models", "drop"), "invalid choice")]:
+    for args, message in [
+        (("models", "show", "nope"), "no model 'nope'"),
+        (("models", "show", "digits@9"), "has no version 9"),
+        (("register", first.id, "x", "../spec.json"), "leaves the run's"),
+        (("register", first.id, "x", "model.pt", "--tag", "a=1", "--tag", "a=2"), "given twice"),
+        (("models", "drop"), "invalid choice"),
+    ]:
         done = cli(*args)
         assert done.returncode == 2 and message in done.stderr, (args, done.stderr)
 

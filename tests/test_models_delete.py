@@ -12,12 +12,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from test_models_hostile import forge, made_run, writable
 
 import jupyter_trainer as jt
 from jupyter_trainer.core.errors import ModelNotFound, NotOwner, SpecError
 from jupyter_trainer.store.models import ModelStore
-
-from test_models_hostile import forge, made_run, writable
 
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
@@ -43,9 +42,15 @@ def test_delete_a_version_and_its_number_is_never_given_again(run, home):
     assert [m.version for m in jt.models("digits")] == [3, 1]
     assert index(home) == [("digits", 1), ("digits", 3)]
     assert sorted(p.name for p in (home / "models" / "digits").iterdir()) == [
-        ".deleted.json", "1", "3"]
-    with pytest.raises(ModelNotFound, match=r"model 'digits' has no version 2: it was deleted "
-                                            r"\(\d{4}-\d\d-\d\d .* by \w+\); it has versions 1, 3$"):
+        ".deleted.json",
+        "1",
+        "3",
+    ]
+    with pytest.raises(
+        ModelNotFound,
+        match=r"model 'digits' has no version 2: it was deleted "
+        r"\(\d{4}-\d\d-\d\d .* by \w+\); it has versions 1, 3$",
+    ):
         jt.get_model("digits@2")
     assert jt.delete_model("digits@3") == [3]
     assert run.register_model("digits", "model.pt").version == 4  # not 3 again
@@ -59,8 +64,11 @@ def test_delete_every_version_frees_the_name(run, home):
     run.register_model("digits", "tok")
     run.register_model("other", "model.pt")
     jt.get_model("digits@1").delete()
-    with pytest.raises(SpecError, match=r"say which version of digits to delete \(digits@N; it "
-                                        r"has 2\), or all_versions=True"):
+    with pytest.raises(
+        SpecError,
+        match=r"say which version of digits to delete \(digits@N; it "
+        r"has 2\), or all_versions=True",
+    ):
         jt.delete_model("digits")
     with pytest.raises(SpecError, match="not both"):
         jt.delete_model("digits@2", all_versions=True)
@@ -76,8 +84,11 @@ def test_another_users_version_needs_force(run, home):
     mine = run.register_model("digits", "model.pt")
     theirs = run.register_model("digits", "model.pt")
     forge(theirs, theirs.lineage["files"], user="someone-else")
-    with pytest.raises(NotOwner, match=r"digits@2 by someone-else: registered by another user, "
-                                       r"not you \(\w+\); nothing was deleted"):
+    with pytest.raises(
+        NotOwner,
+        match=r"digits@2 by someone-else: registered by another user, "
+        r"not you \(\w+\); nothing was deleted",
+    ):
         jt.get_model("digits@2").delete()
     with pytest.raises(NotOwner):
         jt.delete_model("digits", all_versions=True)
@@ -138,25 +149,41 @@ def test_deletes_and_registrations_at_once_keep_the_index_and_the_numbers(run, h
     for _ in range(4):
         run.register_model("digits", "model.pt")
     go = tmp_path / "go"
-    jobs = [("delete", "digits@1"), ("delete", "digits@3"), ("delete", "digits@3"),
-            ("register", run.id), ("register", run.id)]
-    procs = [subprocess.Popen([sys.executable, "-c", RACE, str(go), *job], text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for job in jobs]
+    jobs = [
+        ("delete", "digits@1"),
+        ("delete", "digits@3"),
+        ("delete", "digits@3"),
+        ("register", run.id),
+        ("register", run.id),
+    ]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACE, str(go), *job],
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for job in jobs
+    ]
     go.touch()
     results = [proc.communicate(timeout=120) for proc in procs]
     codes = [proc.returncode for proc in procs]
     assert codes[0] == 0 and sorted(codes[1:3]) == [0, 1] and codes[3:] == [0, 0], results
     failed = [err for code, (_, err) in zip(codes, results) if code]
     assert len(failed) == 1 and "has no version 3" in failed[0], results  # deleted only once
-    registered = sorted(int(out) for (out, _), (kind, _) in zip(results, jobs)
-                        if kind == "register")
+    registered = sorted(
+        int(out) for (out, _), (kind, _) in zip(results, jobs) if kind == "register"
+    )
     assert registered == [5, 6]
     assert [m.version for m in jt.models("digits")] == [6, 5, 4, 2]
     assert index(home) == [("digits", v) for v in (2, 4, 5, 6)]
     gone = json.loads((home / "models" / "digits" / ".deleted.json").read_text())
     assert sorted(gone) == ["1", "3"]
-    assert not [p for p in (home / "models" / "digits").iterdir() if p.name.startswith(".")
-                and p.name != ".deleted.json"]
+    assert not [
+        p
+        for p in (home / "models" / "digits").iterdir()
+        if p.name.startswith(".") and p.name != ".deleted.json"
+    ]
     done = cli("doctor", "--json")  # the made run's code hash is a stand-in: runs aside
     assert [f for f in json.loads(done.stdout)["findings"] if f["run_id"] is None] == []
 
@@ -167,14 +194,18 @@ def test_cli_models_delete(run, home, tmp_path):
     done = cli("models", "delete", "digits@1")
     assert done.returncode == 2 and done.stderr.strip() == (
         f"jupyter-trainer: error: models delete: this deletes digits@1: digits@1 (1 file, 7 bytes, "
-        f"from run {run.id}); it cannot be undone: add --yes to delete")
+        f"from run {run.id}); it cannot be undone: add --yes to delete"
+    )
     assert [m.version for m in jt.models("digits")] == [2, 1]
     done = cli("models", "delete", "digits@1", "--yes")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "deleted digits@1; digits has versions 2 now\n"
     done = cli("models", "delete", "digits")
-    assert done.returncode == 2 and "say which version of digits to delete (digits@N; it has " \
-        "2), or add --all" in done.stderr
+    assert (
+        done.returncode == 2
+        and "say which version of digits to delete (digits@N; it has 2), or add --all"
+        in done.stderr
+    )
     forge(jt.get_model("digits@2"), jt.get_model("digits@2").lineage["files"], user="bob")
     done = cli("models", "delete", "digits", "--all", "--yes")
     assert done.returncode == 2 and "digits@2 by bob: registered by another user" in done.stderr
@@ -185,18 +216,25 @@ def test_cli_models_delete(run, home, tmp_path):
     assert done.returncode == 2 and "no model 'digits'" in done.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (("register", "RUN", "-bad", "model.pt"), "register: invalid model name '-bad': a model "
-                                              "name is 1-128 letters"),
-    (("models", "register", "RUN", "-bad", "model.pt"), "invalid model name '-bad'"),
-    (("models", "show", "-bad"), "show: invalid model name '-bad'"),
-    (("models", "download", "-bad", "dest"), "invalid model name '-bad'"),
-    (("models", "delete", "-bad", "--yes"), "delete: invalid model name '-bad'"),
-    (("register", "-x", "m", "model.pt"), "register: invalid run id '-x'"),
-    (("register", "RUN", "m", "-odd.pt"), "'-odd.pt' is taken for an option; give a path that "
-                                          "starts with '-' as ./-odd.pt"),
-    (("models", "download", "m", "-out"), "give a folder that starts with '-' as ./-out"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ("register", "RUN", "-bad", "model.pt"),
+            "register: invalid model name '-bad': a model name is 1-128 letters",
+        ),
+        (("models", "register", "RUN", "-bad", "model.pt"), "invalid model name '-bad'"),
+        (("models", "show", "-bad"), "show: invalid model name '-bad'"),
+        (("models", "download", "-bad", "dest"), "invalid model name '-bad'"),
+        (("models", "delete", "-bad", "--yes"), "delete: invalid model name '-bad'"),
+        (("register", "-x", "m", "model.pt"), "register: invalid run id '-x'"),
+        (
+            ("register", "RUN", "m", "-odd.pt"),
+            "'-odd.pt' is taken for an option; give a path that starts with '-' as ./-odd.pt",
+        ),
+        (("models", "download", "m", "-out"), "give a folder that starts with '-' as ./-out"),
+    ],
+)
 def test_a_dashed_word_says_what_is_wrong_with_it(run, args, message):
     done = cli(*(run.id if a == "RUN" else a for a in args))
     assert done.returncode == 2 and message in done.stderr, done.stderr
@@ -210,7 +248,8 @@ def test_models_download_refuses_an_empty_dest(run, tmp_path):
     done = cli("models", "download", "digits", "", cwd=here)
     assert done.returncode == 2 and done.stderr.strip() == (
         "jupyter-trainer: error: DEST is empty: give the folder to copy into ('.' for the "
-        "current folder)")
+        "current folder)"
+    )
     assert list(here.iterdir()) == []
     done = cli("models", "download", "digits", ".", cwd=here)
     assert done.returncode == 0 and (here / "model.pt").read_bytes() == b"weights"

@@ -73,16 +73,21 @@ def model(store):
 
 
 def untouched(victim: Path) -> bool:
-    return sorted(p.name for p in victim.iterdir()) == [".bashrc"] and \
-        (victim / ".bashrc").read_text() == SAFE_BASHRC
+    return (
+        sorted(p.name for p in victim.iterdir()) == [".bashrc"]
+        and (victim / ".bashrc").read_text() == SAFE_BASHRC
+    )
 
 
 def test_a_dotdot_path_in_the_lineage_writes_nothing_outside_dest(model, tmp_path):
     (model.folder.parent / "escaped.txt").write_bytes(PAYLOAD)  # what ../escaped.txt reads
     forge(model, [entry("../escaped.txt", PAYLOAD)])
     dest = tmp_path / "work" / "dest"
-    with pytest.raises(StoreError, match=r"record of model digits@1 .* is damaged: file path "
-                                         r"'\.\./escaped\.txt' is not a plain relative path"):
+    with pytest.raises(
+        StoreError,
+        match=r"record of model digits@1 .* is damaged: file path "
+        r"'\.\./escaped\.txt' is not a plain relative path",
+    ):
         jt.get_model("digits@1").download(dest)
     assert not (tmp_path / "work" / "escaped.txt").exists()
     assert not dest.exists() or not any(dest.iterdir())
@@ -174,6 +179,7 @@ def test_a_damaged_copy_leaves_the_file_in_dest_alone(model, tmp_path):
 
 # -- register: a file swapped for a link between the scan and the copy ---------------------
 
+
 @pytest.fixture
 def swap_on_open(monkeypatch):
     """``swap(path, make)``: the first time a file named like ``path`` is opened for
@@ -194,6 +200,7 @@ def swap_on_open(monkeypatch):
 
     def swap(path: Path, make) -> None:
         armed[path.name] = (make, path)
+
     yield swap
     assert not armed, "the file was never opened"
 
@@ -202,6 +209,7 @@ def to_link(target: Path):
     def make(path: Path) -> None:
         path.unlink()
         path.symlink_to(target)
+
     return make
 
 
@@ -210,21 +218,28 @@ def registered_bytes(home: Path) -> list[bytes]:
     return [p.read_bytes() for p in root.rglob("*") if p.is_file()] if root.exists() else []
 
 
-@pytest.mark.parametrize("path, swapped", [("weights.bin", "weights.bin"),
-                                           ("tok", "tok/weights.bin")])
-def test_a_file_swapped_for_a_link_before_it_is_opened_is_not_copied(store, home, tmp_path,
-                                                                     swap_on_open, path, swapped):
+@pytest.mark.parametrize(
+    "path, swapped", [("weights.bin", "weights.bin"), ("tok", "tok/weights.bin")]
+)
+def test_a_file_swapped_for_a_link_before_it_is_opened_is_not_copied(
+    store, home, tmp_path, swap_on_open, path, swapped
+):
     secret = tmp_path / "secret.key"
     secret.write_bytes(b"SECRET of another user")
-    run = made_run(store, {"weights.bin": b"w" * 100, "tok/weights.bin": b"t" * 100,
-                           "tok/a.txt": b"a"})
+    run = made_run(
+        store, {"weights.bin": b"w" * 100, "tok/weights.bin": b"t" * 100, "tok/a.txt": b"a"}
+    )
     swap_on_open(run.outputs / swapped, to_link(secret))
-    with pytest.raises(StoreError, match=f"{swapped} in the run's outputs/ is a link .*changed "
-                                         "while it was being registered; nothing was registered"):
+    with pytest.raises(
+        StoreError,
+        match=f"{swapped} in the run's outputs/ is a link .*changed "
+        "while it was being registered; nothing was registered",
+    ):
         run.register_model("m", path)
     assert not any(b"SECRET" in data for data in registered_bytes(home))
-    assert jt.models() == [] and not [p for p in (home / "models").rglob("*")
-                                      if p.name.startswith(".register-")]
+    assert jt.models() == [] and not [
+        p for p in (home / "models").rglob("*") if p.name.startswith(".register-")
+    ]
 
 
 def test_a_file_swapped_for_a_fifo_is_refused_without_waiting(store, home, swap_on_open):
@@ -239,11 +254,13 @@ def test_a_file_swapped_for_a_fifo_is_refused_without_waiting(store, home, swap_
                 os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
             except OSError:
                 continue
+
     thread = threading.Thread(target=unblock, daemon=True)
     thread.start()
     try:
-        with pytest.raises(StoreError, match="weights.bin in the run's outputs/ is not a "
-                                             "regular file"):
+        with pytest.raises(
+            StoreError, match="weights.bin in the run's outputs/ is not a regular file"
+        ):
             run.register_model("m", "weights.bin")
     finally:
         done.set()
@@ -279,7 +296,6 @@ def test_register_copies_links_that_stay_inside_outputs(store):
     assert (folder.folder / "tok" / "b.txt").read_bytes() == b"weights"
     mode = stat.S_IMODE((folder.folder / "tok" / "b.txt").lstat().st_mode)
     assert mode == 0o444
-
 
 
 @pytest.mark.parametrize("parts", [("..", "secret"), ("a/../../secret",), ("",), (".",)])

@@ -5,7 +5,6 @@ protocol alone (as a Ray actor or a scheduler's shell would be)."""
 from __future__ import annotations
 
 import json
-
 import subprocess
 import sys
 import time
@@ -16,13 +15,13 @@ from typing import Any
 import pytest
 
 from jupyter_trainer.core.errors import TargetError
-from jupyter_trainer.rankside import agent
 from jupyter_trainer.nodes import calls
 from jupyter_trainer.nodes.folder import RemoteFolder
 from jupyter_trainer.nodes.mirror import LocalFiles
 from jupyter_trainer.nodes.prepare import snapshot_tarball
 from jupyter_trainer.nodes.ssh import SshClient
 from jupyter_trainer.nodes.transport import LocalShell, NodeShell
+from jupyter_trainer.rankside import agent
 from jupyter_trainer.targets import BuiltEnvironment
 
 
@@ -37,11 +36,18 @@ class EnvShell:
     def _argv(self, remote: str) -> list[str]:
         return ["env", "-i", "PATH=/usr/bin:/bin", "/bin/sh", "-c", remote]
 
-    def run(self, remote_command: str, *, input: bytes | None = None, timeout: float = 60.0,
-            what: str = "a command") -> subprocess.CompletedProcess:
+    def run(
+        self,
+        remote_command: str,
+        *,
+        input: bytes | None = None,
+        timeout: float = 60.0,
+        what: str = "a command",
+    ) -> subprocess.CompletedProcess:
         self.ran += 1
-        return subprocess.run(self._argv(remote_command), input=input, capture_output=True,
-                              timeout=timeout)
+        return subprocess.run(
+            self._argv(remote_command), input=input, capture_output=True, timeout=timeout
+        )
 
     def popen(self, remote_command: str, **kwargs: Any) -> subprocess.Popen:
         self.ran += 1
@@ -69,9 +75,18 @@ def test_a_call_that_outlives_its_timeout_names_the_node_and_the_call():
 @pytest.mark.parametrize("shell", [LocalShell(), EnvShell()], ids=["local", "own"])
 def test_preflight_installs_the_agent_through_any_transport(shell, tmp_path):
     workdir = tmp_path / "w d"
-    answer = calls.preflight(shell, sys.executable, str(workdir),
-                             {"modules": ["json", "no_such_module_jt"], "versions": [],
-                              "snapshot": "sha256-00", "tools": ["sh"]}, 60)
+    answer = calls.preflight(
+        shell,
+        sys.executable,
+        str(workdir),
+        {
+            "modules": ["json", "no_such_module_jt"],
+            "versions": [],
+            "snapshot": "sha256-00",
+            "tools": ["sh"],
+        },
+        60,
+    )
     assert answer["workdir"] == str(workdir)
     assert answer["missing"] == ["no_such_module_jt"]
     assert answer["tools"]["sh"]
@@ -94,8 +109,14 @@ def test_a_remote_folder_goes_through_its_whole_lifecycle_on_another_transport(t
     local = tmp_path / "local-run"
     (local / "logs").mkdir(parents=True)
     shell = EnvShell()
-    folder = RemoteFolder(shell, sys.executable, str(tmp_path / "node w"), LocalFiles(str(local)),
-                          timeout=10, lost_after=30)
+    folder = RemoteFolder(
+        shell,
+        sys.executable,
+        str(tmp_path / "node w"),
+        LocalFiles(str(local)),
+        timeout=10,
+        lost_after=30,
+    )
     args = {"modules": [], "versions": [], "tools": []}
     code_hash = agent.tree_hash(str(code))
     folder.preflight("r1", code_hash, args)
@@ -110,19 +131,32 @@ def test_a_remote_folder_goes_through_its_whole_lifecycle_on_another_transport(t
     assert folder.has_snapshot and folder.set_aside is None
     assert folder.run_dir == f"{tmp_path}/node w/runs/r1"
 
-    script = ("import os\nopen('logs/rank-0.log', 'w').write('hello\\n')\n"
-              "open('outputs/w.txt', 'w').write('42')\n")
-    started = folder.start({"run_dir": folder.run_dir, "snapshot": folder.snapshot, "node": 0,
-                            "files": {"spec.json": "{}"}, "orphan_timeout": 60,
-                            "argv": [sys.executable, "-c", script], "env": {"JT_RUN_ID": "r1"},
-                            "env_defaults": {}, "path_prepend": [], "cwd": folder.run_dir},
-                           "starting the launcher")
+    script = (
+        "import os\nopen('logs/rank-0.log', 'w').write('hello\\n')\n"
+        "open('outputs/w.txt', 'w').write('42')\n"
+    )
+    started = folder.start(
+        {
+            "run_dir": folder.run_dir,
+            "snapshot": folder.snapshot,
+            "node": 0,
+            "files": {"spec.json": "{}"},
+            "orphan_timeout": 60,
+            "argv": [sys.executable, "-c", script],
+            "env": {"JT_RUN_ID": "r1"},
+            "env_defaults": {},
+            "path_prepend": [],
+            "cwd": folder.run_dir,
+        },
+        "starting the launcher",
+    )
     assert started["pid"] > 0
     follower = folder.follow()
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and (
-                follower.status.get("exit") != 0 or not (local / "logs/rank-0.log").exists()):
+            follower.status.get("exit") != 0 or not (local / "logs/rank-0.log").exists()
+        ):
             folder.pump()
             time.sleep(0.05)
         assert follower.status.get("exit") == 0
@@ -142,13 +176,25 @@ def test_a_remote_folder_goes_through_its_whole_lifecycle_on_another_transport(t
 
 
 def test_built_environment_records_what_the_run_state_keeps():
-    ssh_like = BuiltEnvironment("/e/bin/python", env_id="e1", python_version="3.11.7",
-                                torch="2.13.0", built=True, build_seconds=2.5,
-                                nodes={"n1": {"python": "/e/bin/python", "built": True}})
+    ssh_like = BuiltEnvironment(
+        "/e/bin/python",
+        env_id="e1",
+        python_version="3.11.7",
+        torch="2.13.0",
+        built=True,
+        build_seconds=2.5,
+        nodes={"n1": {"python": "/e/bin/python", "built": True}},
+    )
     assert ssh_like.record() == {
-        "python": "/e/bin/python", "env_id": "e1", "python_version": "3.11.7",
-        "torch": "2.13.0", "built": True, "build_seconds": 2.5, "built_at": None,
-        "nodes": {"n1": {"python": "/e/bin/python", "built": True}}}
+        "python": "/e/bin/python",
+        "env_id": "e1",
+        "python_version": "3.11.7",
+        "torch": "2.13.0",
+        "built": True,
+        "build_seconds": 2.5,
+        "built_at": None,
+        "nodes": {"n1": {"python": "/e/bin/python", "built": True}},
+    }
     assert BuiltEnvironment("/p", on="login").record()["on"] == "login"
     assert "nodes" not in BuiltEnvironment("/p").record()
 
@@ -158,7 +204,7 @@ def test_a_launcher_that_ends_while_its_status_is_read_is_not_taken_for_lost(tmp
     yet and then both processes gone looks at the exit record again, instead of reporting a
     lost launcher (exit -1, which the supervisor took for a SIGHUP)."""
 
-    (tmp_path / "node-0.json").write_text(json.dumps({"pid": 2 ** 22 + 1, "keeper": 2 ** 22 + 2}))
+    (tmp_path / "node-0.json").write_text(json.dumps({"pid": 2**22 + 1, "keeper": 2**22 + 2}))
 
     def keeper_finishes_now(pid, ticks=None):  # the keeper writes the exit record, then is gone
         (tmp_path / "node-0.exit").write_text(json.dumps({"exit_code": 0}))

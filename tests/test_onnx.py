@@ -14,11 +14,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
+from conftest import REPO
 from torch import nn
 
 from jupyter_trainer.api import runs as api
-
-from conftest import REPO
 
 # notebooks/quickstart.ipynb's model and data, trained briefly on each rank's shard.
 TRAIN = """\
@@ -60,17 +59,23 @@ def test_quickstart_model_exported_on_rank_0_and_checked_against_onnxruntime(hom
     run = api.submit(TRAIN, procs=2, name="onnx", wait=True)
     assert run.status == "completed", run.logs(0)
     outputs = run.outputs
-    assert sorted(p.name for p in outputs.iterdir()) == ["model.onnx", "model.onnx.json",
-                                                         "model.pt"]
+    assert sorted(p.name for p in outputs.iterdir()) == [
+        "model.onnx",
+        "model.onnx.json",
+        "model.pt",
+    ]
     record = json.loads((outputs / "model.onnx.json").read_text())
     assert record["checked"] is True and record["within_tolerance"] is True, record
     assert 0 <= record["max_abs_diff"] <= 1e-5
     assert (record["rtol"], record["atol"]) == (1e-3, 1e-5)
     assert record["onnxruntime"] == ort.__version__ and record["opset"] >= 18
-    assert record["file"] == "model.onnx" and record["bytes"] == (outputs / "model.onnx").stat().st_size
+    assert (
+        record["file"] == "model.onnx"
+        and record["bytes"] == (outputs / "model.onnx").stat().st_size
+    )
     assert [i["shape"][1] for i in record["inputs"]] == [64]
     assert [o["shape"][1] for o in record["outputs"]] == [10]
-    assert "record True training True True" in run.logs(0)   # eval for the export only
+    assert "record True training True True" in run.logs(0)  # eval for the export only
     assert "record False training True True" in run.logs(1)  # other ranks write nothing
     assert "onnxruntime" in run.logs(0) and "matches torch" in run.logs(0)
 
@@ -91,9 +96,14 @@ def python(tmp_path: Path, *parts: str) -> subprocess.CompletedProcess:
     """Run the parts of a script, each dedented, outside a run with ``tmp_path`` as cwd."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JT_", "RANK", "WORLD_SIZE"))}
     code = "".join(textwrap.dedent(part) for part in parts)
-    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, text=True,
-                          capture_output=True, timeout=300,
-                          env={**env, "PYTHONPATH": str(REPO)})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        text=True,
+        capture_output=True,
+        timeout=300,
+        env={**env, "PYTHONPATH": str(REPO)},
+    )
 
 
 MODEL = """
@@ -107,7 +117,10 @@ MODEL = """
 
 
 def test_outside_a_run_writes_to_outputs_and_restores_each_mode(tmp_path):
-    done = python(tmp_path, MODEL, """
+    done = python(
+        tmp_path,
+        MODEL,
+        """
     record = jt.export_onnx(model, (torch.randn(3, 8),), name="tiny.onnx")
     print(model.training, model[0].training, model[1].training)
     print(record["path"], record["checked"], record["within_tolerance"])
@@ -117,23 +130,31 @@ def test_outside_a_run_writes_to_outputs_and_restores_each_mode(tmp_path):
         except ValueError:
             continue
         sys.exit(f"{bad!r} accepted")
-    """)
+    """,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "True True False" in lines
     assert f"{tmp_path / 'outputs' / 'tiny.onnx'} True True" in lines
-    assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["tiny.onnx",
-                                                                       "tiny.onnx.json"]
+    assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == [
+        "tiny.onnx",
+        "tiny.onnx.json",
+    ]
 
 
 def test_without_onnxruntime_the_model_is_exported_unchecked(tmp_path):
-    done = python(tmp_path, """
+    done = python(
+        tmp_path,
+        """
     import sys
     sys.modules["onnxruntime"] = None  # as if it were not installed
-    """, MODEL, """
+    """,
+        MODEL,
+        """
     record = jt.export_onnx(model, torch.randn(3, 8))
     print(record["checked"], record["not_checked"])
-    """)
+    """,
+    )
     assert done.returncode == 0, done.stderr
     assert "False onnxruntime is not installed (pip install jupyter_trainer[onnx])" in done.stdout
     record = json.loads((tmp_path / "outputs" / "model.onnx.json").read_text())
@@ -143,16 +164,23 @@ def test_without_onnxruntime_the_model_is_exported_unchecked(tmp_path):
 
 @pytest.mark.parametrize("missing", ["onnx", "onnxscript"])
 def test_without_the_extra_the_error_names_it(tmp_path, missing):
-    done = python(tmp_path, f"""
+    done = python(
+        tmp_path,
+        f"""
     import sys
     sys.modules[{missing!r}] = None
-    """, MODEL, """
+    """,
+        MODEL,
+        """
     try:
         jt.export_onnx(model, torch.randn(3, 8))
     except ImportError as exc:
         print("error:", exc)
-    """)
+    """,
+    )
     assert done.returncode == 0, done.stderr
-    assert (f"error: jt.export_onnx needs {missing}, which is not installed here: "
-            "pip install jupyter_trainer[onnx]") in done.stdout
+    assert (
+        f"error: jt.export_onnx needs {missing}, which is not installed here: "
+        "pip install jupyter_trainer[onnx]"
+    ) in done.stdout
     assert not (tmp_path / "outputs" / "model.onnx").exists()

@@ -18,14 +18,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import leftover, wait_for
 
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import hotstart as pool, procs
 from jupyter_trainer.core.errors import SpecError
 from jupyter_trainer.core.spec import CodeSpec, LaunchSpec, RunSpec
+from jupyter_trainer.rankside import hotstart as pool
+from jupyter_trainer.rankside import procs
 from jupyter_trainer.rankside.hotstart import client
-
-from conftest import leftover, wait_for
 
 ALL_REDUCE = """
 import json, os
@@ -54,11 +54,28 @@ for step in range(10_000):
 """
 
 # Differ from run to run (or, for the agent's store, by design: there is no agent).
-PER_RUN = {"MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE", "JT_RUN_ID",
-           "JT_RUN_DIR", "TORCHELASTIC_USE_AGENT_STORE"}
-TORCHRUN_VARS = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                 "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                 "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS"}
+PER_RUN = {
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_ERROR_FILE",
+    "JT_RUN_ID",
+    "JT_RUN_DIR",
+    "TORCHELASTIC_USE_AGENT_STORE",
+}
+TORCHRUN_VARS = {
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+}
 
 
 def rank_envs(run: api.Run) -> dict[int, dict[str, str]]:
@@ -66,8 +83,11 @@ def rank_envs(run: api.Run) -> dict[int, dict[str, str]]:
 
 
 def wait_until_all_ranks_log(run: api.Run, ranks: int = 2) -> None:
-    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(ranks)),
-             timeout=90, what=f"events from {ranks} ranks of {run.id}")
+    wait_for(
+        lambda: all(run.store.read_events(run.id, r)[0] for r in range(ranks)),
+        timeout=90,
+        what=f"events from {ranks} ranks of {run.id}",
+    )
 
 
 def hot_record(run: api.Run) -> dict:
@@ -83,10 +103,16 @@ def test_all_reduce_logs_metrics_and_torchrun_variables(home, hot):
         assert run.metrics(r)["total"][-1][1] == 3.0
     envs = rank_envs(run)
     for r, env in envs.items():
-        assert TORCHRUN_VARS <= set(env)
-        assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"],
-                env["GROUP_RANK"], env["ROLE_RANK"], env["ROLE_WORLD_SIZE"]) == \
-            (str(r), str(r), "2", "2", "0", str(r), "2")
+        assert set(env) >= TORCHRUN_VARS
+        assert (
+            env["RANK"],
+            env["LOCAL_RANK"],
+            env["WORLD_SIZE"],
+            env["LOCAL_WORLD_SIZE"],
+            env["GROUP_RANK"],
+            env["ROLE_RANK"],
+            env["ROLE_WORLD_SIZE"],
+        ) == (str(r), str(r), "2", "2", "0", str(r), "2")
         assert env["TORCHELASTIC_RESTART_COUNT"] == env["TORCHELASTIC_MAX_RESTARTS"] == "0"
         assert env["JT_RUN_ID"] == run.id and env["JT_LAUNCHER"] == "torchrun"
     assert envs[0]["MASTER_PORT"] == envs[1]["MASTER_PORT"]
@@ -114,13 +140,13 @@ dist.barrier()
 dist.destroy_process_group()
 """
     run = api.submit(code, procs=2, hot=True, name="held-port")
-    port = int(wait_for(lambda: re.search(r"port (\d+)", run.logs(0)), 90,
-                        what="rank 0's MASTER_PORT")[1])
+    port = int(
+        wait_for(lambda: re.search(r"port (\d+)", run.logs(0)), 90, what="rank 0's MASTER_PORT")[1]
+    )
     stranger = None
     try:
         with pytest.raises(OSError) as refused:
-            stranger = socket.create_server(("", port), family=socket.AF_INET6,
-                                            dualstack_ipv6=True)
+            stranger = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True)
         assert refused.value.errno == errno.EADDRINUSE
         run.wait(timeout=120)
     finally:
@@ -138,12 +164,13 @@ def test_a_hot_rank_sees_the_environment_a_torchrun_rank_sees(home):
     assert hot_record(hot)["used"] is True
     for r in (0, 1):
         a, b = rank_envs(cold)[r], rank_envs(hot)[r]
-        assert set(a) == set(b), (set(a) ^ set(b))
+        assert set(a) == set(b), set(a) ^ set(b)
         differ = {k for k in a if a[k] != b[k]}
         assert differ <= PER_RUN, {k: (a[k], b[k]) for k in differ - PER_RUN}
     assert rank_envs(hot)[0]["TORCHELASTIC_USE_AGENT_STORE"] == "False"
-    threads = [[(run.outputs / f"threads-{r}.txt").read_text() for r in (0, 1)]
-               for run in (cold, hot)]
+    threads = [
+        [(run.outputs / f"threads-{r}.txt").read_text() for r in (0, 1)] for run in (cold, hot)
+    ]
     assert threads[0] == threads[1] == ["1", "1"]  # OMP_NUM_THREADS=1, as torchrun's ranks
 
 
@@ -205,8 +232,15 @@ def test_a_second_run_reuses_the_warm_pool_and_two_runs_are_independent(home):
     second = api.submit(ALL_REDUCE, procs=2, hot=True, name="second").wait(timeout=60)
     assert hot_record(second)["warm"] is True
     assert hot_record(second)["pool"] == hot_record(first)["pool"]
-    both = [api.submit(ALL_REDUCE.replace("dist.get_rank() + 1", f"dist.get_rank() + {k}"),
-                       procs=2, hot=True, name=f"together-{k}") for k in (1, 10)]
+    both = [
+        api.submit(
+            ALL_REDUCE.replace("dist.get_rank() + 1", f"dist.get_rank() + {k}"),
+            procs=2,
+            hot=True,
+            name=f"together-{k}",
+        )
+        for k in (1, 10)
+    ]
     for run, total in zip(both, (3.0, 21.0)):
         run.wait(timeout=120)
         assert run.metrics(0)["total"][-1][1] == total
@@ -220,8 +254,9 @@ def test_a_module_that_initialises_cuda_makes_the_run_use_torchrun(home, tmp_pat
     fake.mkdir()
     (fake / "cudaish.py").write_text("import torch\ntorch.cuda.is_initialized = lambda: True\n")
     monkeypatch.setenv("PYTHONPATH", str(fake))
-    run = api.submit("import cudaish\n" + ALL_REDUCE, procs=2, hot=True,
-                     name="cuda-at-import").wait(timeout=180)
+    run = api.submit(
+        "import cudaish\n" + ALL_REDUCE, procs=2, hot=True, name="cuda-at-import"
+    ).wait(timeout=180)
     assert run.status == "completed" and run.metrics(0)["total"][-1][1] == 3.0
     record = hot_record(run)
     assert record["used"] is False and "initialised CUDA" in record["why"]
@@ -240,8 +275,11 @@ def test_an_idle_pool_exits_and_removes_its_socket(home):
     assert stat.S_IMODE((folder / f"{key}.sock").stat().st_mode) == 0o600
     record = json.loads((folder / f"{key}.json").read_text())
     assert procs.is_alive(record["pid"], record["start_ticks"])
-    wait_for(lambda: not procs.is_alive(record["pid"], record["start_ticks"]), timeout=30,
-             what="the idle pool to exit")
+    wait_for(
+        lambda: not procs.is_alive(record["pid"], record["start_ticks"]),
+        timeout=30,
+        what="the idle pool to exit",
+    )
     assert not (folder / f"{key}.sock").exists() and not (folder / f"{key}.json").exists()
 
 
@@ -250,8 +288,9 @@ def test_hot_is_checked_where_it_is_asked_for(home):
         api.submit("pass", hot=True, launcher="python")
     with pytest.raises(SpecError, match="--max-restarts"):
         api.submit("pass", hot=True, procs=2, max_restarts=1)
-    spec = RunSpec(name="x", code=CodeSpec(entry="a.py", hash="h"),
-                   launch=LaunchSpec(procs=2, hot=True))
+    spec = RunSpec(
+        name="x", code=CodeSpec(entry="a.py", hash="h"), launch=LaunchSpec(procs=2, hot=True)
+    )
     assert RunSpec.from_dict(spec.to_dict()) == spec
     assert "hot" not in RunSpec(name="x", code=CodeSpec(entry="a.py", hash="h")).to_dict()["launch"]
 
@@ -270,11 +309,16 @@ def test_two_notebooks_share_one_pool_and_get_independent_runs(home, tmp_path):
         "code = open(sys.argv[1]).read().replace('dist.get_rank() + 1', "
         "'dist.get_rank() + ' + sys.argv[2]) + 'import time\\ntime.sleep(3)\\n'\n"
         "run = jt.submit(code, procs=2, name='nb-' + sys.argv[2]).wait(timeout=120)\n"
-        "print(run.id, flush=True)\n")
+        "print(run.id, flush=True)\n"
+    )
     cell = tmp_path / "cell.py"
     cell.write_text(ALL_REDUCE)
-    kernels = [subprocess.Popen([sys.executable, str(script), str(cell), k],
-                                stdout=subprocess.PIPE, text=True) for k in ("1", "10")]
+    kernels = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(cell), k], stdout=subprocess.PIPE, text=True
+        )
+        for k in ("1", "10")
+    ]
     ids = [k.communicate(timeout=180)[0].strip() for k in kernels]
     assert [k.returncode for k in kernels] == [0, 0], ids
     runs = [api.get_run(run_id) for run_id in ids]
@@ -293,19 +337,29 @@ def test_the_pool_preloads_installed_modules_only(tmp_path):
     own modules (they change between runs) and the standard library (cheap) are left out, so
     adding ``import time`` to a cell keeps its pool."""
     (tmp_path / "helper.py").write_text("")
-    (tmp_path / "cell.py").write_text("import time, os.path\nimport numpy as np\n"
-                                      "from collections import deque\nimport torch.nn\n"
-                                      "import helper\nfrom . import sibling\n")
-    assert client.entry_modules(str(tmp_path), "cell.py") == \
-        ["numpy", "torch", "torch.distributed", "torch.nn"]
+    (tmp_path / "cell.py").write_text(
+        "import time, os.path\nimport numpy as np\n"
+        "from collections import deque\nimport torch.nn\n"
+        "import helper\nfrom . import sibling\n"
+    )
+    assert client.entry_modules(str(tmp_path), "cell.py") == [
+        "numpy",
+        "torch",
+        "torch.distributed",
+        "torch.nn",
+    ]
 
 
 def test_the_pools_command_lists_and_stops_pools_but_not_under_a_running_run(home):
     import subprocess
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "pools", *args],
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "jupyter_trainer.frontends.cli", "pools", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     assert cli().stdout.strip() == "no warm rank pool is running"
     run = api.submit(LONG_CELL, procs=2, name="pool-busy")

@@ -15,18 +15,19 @@ import sys
 import time
 
 import pytest
-
-from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import procs
-from jupyter_trainer.core.errors import TargetError
-from jupyter_trainer.targets.registry import add_target
-
 from conftest import leftover, live_state, wait_for
 from test_ssh_target import HOSTILE, TRAIN
 
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import TargetError
+from jupyter_trainer.rankside import procs
+from jupyter_trainer.targets.registry import add_target
+
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
-SLEEPER = ("import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\n"
-           "time.sleep(600)\n")
+SLEEPER = (
+    "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\n"
+    "time.sleep(600)\n"
+)
 
 
 @pytest.fixture(scope="session")
@@ -44,9 +45,14 @@ def rc(ray_cluster, home, tmp_path, monkeypatch):
     """A target "rc" on the test cluster; every driver (checks, supervisors) stays on
     loopback, as the cluster does."""
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    add_target("rc", "ray", home=home, address=ray_cluster.address,
-               workdir=str(tmp_path / "nodes"),
-               env={"GLOO_SOCKET_IFNAME": "lo", "JT_TEST_VAR": HOSTILE})
+    add_target(
+        "rc",
+        "ray",
+        home=home,
+        address=ray_cluster.address,
+        workdir=str(tmp_path / "nodes"),
+        env={"GLOO_SOCKET_IFNAME": "lo", "JT_TEST_VAR": HOSTILE},
+    )
     return ray_cluster
 
 
@@ -57,8 +63,9 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 def test_two_node_ddp_from_the_cli_streams_live_and_brings_outputs_back(rc, home, tmp_path):
     script = tmp_path / "train.py"
     script.write_text("import time\nsteps, pause = 20, 0.2\n" + TRAIN)
-    done = cli("submit", str(script), "--target", "rc", "--nodes", "2", "--procs", "2",
-               "--name", "ray-ddp")
+    done = cli(
+        "submit", str(script), "--target", "rc", "--nodes", "2", "--procs", "2", "--name", "ray-ddp"
+    )
     assert done.returncode == 0, done.stderr
     run = api.get_run(done.stdout.strip().splitlines()[0])
     live = live_state(run, 4, timeout=240)
@@ -80,9 +87,12 @@ def test_two_node_ddp_from_the_cli_streams_live_and_brings_outputs_back(rc, home
     assert sorted(placed) == sorted([(n["host"], n["run_dir"]) for n in nodes] * 2)
     # Each Ray node works in its own folder, though both share this filesystem.
     assert {n["run_dir"] for n in nodes} == {
-        str(tmp_path / "nodes" / ray_nodes[n["host"]] / "runs" / run.id) for n in nodes}
+        str(tmp_path / "nodes" / ray_nodes[n["host"]] / "runs" / run.id) for n in nodes
+    }
     assert {p.name for p in run.outputs.iterdir()} == {
-        "model.pt", *(f"from-rank-{r}.txt" for r in range(4))}
+        "model.pt",
+        *(f"from-rank-{r}.txt" for r in range(4)),
+    }
     teardown = state["teardown"]
     assert teardown["leftovers"] == [] and leftover(run.id) == []
     # Nothing written outside the run store and the nodes' folders; scratch gone on success.
@@ -97,8 +107,11 @@ def test_two_node_ddp_from_the_cli_streams_live_and_brings_outputs_back(rc, home
 
 
 def test_a_notebook_cell_with_an_environment_runs_on_both_ray_nodes(rc, home, ip, tmp_path):
-    assert ip.run_cell("%%environment raynodes\ninherit: true\npip:\n  - tomli==2.0.1\n"
-                       "env:\n  ENV_MARK: \"from the environment\"\n", store_history=True).success
+    assert ip.run_cell(
+        "%%environment raynodes\ninherit: true\npip:\n  - tomli==2.0.1\n"
+        'env:\n  ENV_MARK: "from the environment"\n',
+        store_history=True,
+    ).success
     ip.run_cell("steps = 3", store_history=True)
     result = ip.run_cell(
         "%%train --target rc --nodes 2 --procs 1 --env raynodes --name ray-cell\n"
@@ -111,7 +124,9 @@ def test_a_notebook_cell_with_an_environment_runs_on_both_ray_nodes(rc, home, ip
         "    jt.log(step=step, world=t.item())\n"
         "print('tomli', tomli.__version__, 'mark', os.environ['ENV_MARK'], 'python',\n"
         "      sys.executable, flush=True)\n"
-        "dist.destroy_process_group()\n", store_history=True)
+        "dist.destroy_process_group()\n",
+        store_history=True,
+    )
     assert result.success, result.error_in_exec
     run = result.result
     assert run.status == "completed", run.state.get("error")
@@ -126,15 +141,28 @@ def test_a_notebook_cell_with_an_environment_runs_on_both_ray_nodes(rc, home, ip
 
 
 def test_cancel_mid_run_leaves_no_rank_and_no_ray_worker(rc, home, tmp_path):
-    add_target("own", "ray", home=home, address=rc.address, workdir=str(tmp_path / "own"),
-               env={"GLOO_SOCKET_IFNAME": "lo"}, shell_persist=0)  # actors of the run's own
+    add_target(
+        "own",
+        "ray",
+        home=home,
+        address=rc.address,
+        workdir=str(tmp_path / "own"),
+        env={"GLOO_SOCKET_IFNAME": "lo"},
+        shell_persist=0,
+    )  # actors of the run's own
     run = api.submit(SLEEPER, target="own", nodes=2, procs=2, name="ray-cancel")
-    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)), timeout=240,
-             what="all four ranks to log")
+    wait_for(
+        lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)),
+        timeout=240,
+        what="all four ranks to log",
+    )
     alive = leftover(run.id)
     assert run.status == "running" and len(alive) >= 6, alive  # 4 ranks, 2 torchruns
-    actors = wait_for(lambda: run.state.get("launcher", {}).get("actor_pids"), timeout=30,
-                      what="the actors' pids in the run's state")
+    actors = wait_for(
+        lambda: run.state.get("launcher", {}).get("actor_pids"),
+        timeout=30,
+        what="the actors' pids in the run's state",
+    )
     assert len(actors) == 2
     assert all("ray::NodeActor" in procs.describe(pid) for pid in actors.values()), actors
     run.cancel(timeout=90)
@@ -146,8 +174,15 @@ def test_cancel_mid_run_leaves_no_rank_and_no_ray_worker(rc, home, tmp_path):
 
 
 def test_node_shells_are_shared_by_runs_and_end_when_idle(rc, home, tmp_path):
-    add_target("brief", "ray", home=home, address=rc.address, workdir=str(tmp_path / "brief"),
-               env={"GLOO_SOCKET_IFNAME": "lo"}, shell_persist=4)
+    add_target(
+        "brief",
+        "ray",
+        home=home,
+        address=rc.address,
+        workdir=str(tmp_path / "brief"),
+        env={"GLOO_SOCKET_IFNAME": "lo"},
+        shell_persist=4,
+    )
     code = "from jupyter_trainer import runtime as jt\nprint('rank', jt.rank, flush=True)\n"
     first = api.submit(code, target="brief", nodes=2, procs=1).wait(timeout=240)
     shells = first.state["launcher"]["actor_pids"]
@@ -157,8 +192,11 @@ def test_node_shells_are_shared_by_runs_and_end_when_idle(rc, home, tmp_path):
     second = api.submit(code, target="brief", nodes=2, procs=1).wait(timeout=240)
     assert second.state["launcher"]["actor_pids"] == shells  # the same processes, reused
     assert [second.logs(r) for r in (0, 1)] == ["rank 0\n", "rank 1\n"]
-    wait_for(lambda: not [p for p in shells.values() if "ray::NodeActor" in procs.describe(p)],
-             timeout=60, what="the idle node shells to end themselves")
+    wait_for(
+        lambda: not [p for p in shells.values() if "ray::NodeActor" in procs.describe(p)],
+        timeout=60,
+        what="the idle node shells to end themselves",
+    )
     third = api.submit(code, target="brief", nodes=2, procs=1).wait(timeout=240)
     assert set(third.state["launcher"]["actor_pids"].values()).isdisjoint(shells.values())
     assert third.logs(1) == "rank 1\n"
@@ -167,8 +205,11 @@ def test_node_shells_are_shared_by_runs_and_end_when_idle(rc, home, tmp_path):
 def test_more_nodes_than_the_cluster_has_stays_queued_with_rays_reason(rc, home):
     add_target("grows", "ray", home=home, address=rc.address, autoscaling=True)
     run = api.submit("print('never')", target="grows", nodes=3, procs=2, name="ray-queued")
-    state = wait_for(lambda: (s := run.state).get("queue", {}).get("reason") and s, timeout=120,
-                     what="the queue reason")
+    state = wait_for(
+        lambda: (s := run.state).get("queue", {}).get("reason") and s,
+        timeout=120,
+        what="the queue reason",
+    )
     assert state["status"] == "queued"
     reason = state["queue"]["reason"]
     assert "3 node(s) x 2 CPU (STRICT_SPREAD)" in reason and "2 alive node(s)" in reason, reason
@@ -180,8 +221,10 @@ def test_more_nodes_than_the_cluster_has_stays_queued_with_rays_reason(rc, home)
     run.cancel(timeout=60)
     state = run.state
     assert state["status"] == "canceled" and state["teardown"]["leftovers"] == []
-    assert state["teardown"]["ray"] == {"actors_killed": 0,
-                                        "placement_group_removed": state["queue"]["placement_group"]}
+    assert state["teardown"]["ray"] == {
+        "actors_killed": 0,
+        "placement_group_removed": state["queue"]["placement_group"],
+    }
     assert leftover(run.id) == []
 
 
@@ -195,8 +238,11 @@ def test_errors_before_launch(rc, home):
     add_target("nowhere", "ray", home=home, address=f"127.0.0.1:{_free_port()}")
     with pytest.raises(TargetError, match=r"unreachable .*start it \(ray start --head\)"):
         api.submit("print(1)", target="nowhere", nodes=1, procs=1)
-    with pytest.raises(TargetError, match=r"too small: the run needs 3 node\(s\) with 2 CPU\(s\), "
-                                          r"it has 2 alive node\(s\)"):
+    with pytest.raises(
+        TargetError,
+        match=r"too small: the run needs 3 node\(s\) with 2 CPU\(s\), "
+        r"it has 2 alive node\(s\)",
+    ):
         api.submit("print(1)", target="rc", nodes=3, procs=2)
     with pytest.raises(TargetError, match="too small: the run needs 1 node"):
         api.submit("print(1)", target="rc", nodes=1, procs=3)
@@ -211,8 +257,15 @@ def test_errors_before_launch(rc, home):
     with pytest.raises(TargetError, match=r"shell_persist must be a number of seconds"):
         add_target("bad", "ray", home=home, address="auto", shell_persist=-1)
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())
-    done = cli("target", "add", "viacli", "--kind", "ray", f"address={rc.address}",
-               "runtime_env={env_vars={NCCL_DEBUG=INFO}}")
+    done = cli(
+        "target",
+        "add",
+        "viacli",
+        "--kind",
+        "ray",
+        f"address={rc.address}",
+        "runtime_env={env_vars={NCCL_DEBUG=INFO}}",
+    )
     assert done.returncode == 0, done.stderr
     assert 'address = "127.0.0.1:' in (home / "targets.toml").read_text()
 
@@ -223,11 +276,15 @@ def test_data_reaches_both_ray_nodes_through_their_shells(rc, home, tmp_path):
     data = tmp_path / "dataset"
     data.mkdir()
     (data / "labels.txt").write_text("cat\ndog\n")
-    code = ("from jupyter_trainer import runtime as jt\n"
-            "print('labels', jt.rank, (jt.data['d'] / 'labels.txt').read_text().split(),"
-            " jt.data['d'], flush=True)\n")
-    runs = [api.submit(code, target="rc", nodes=2, procs=1, data={"d": str(data)})
-            .wait(timeout=240) for _ in range(2)]
+    code = (
+        "from jupyter_trainer import runtime as jt\n"
+        "print('labels', jt.rank, (jt.data['d'] / 'labels.txt').read_text().split(),"
+        " jt.data['d'], flush=True)\n"
+    )
+    runs = [
+        api.submit(code, target="rc", nodes=2, procs=1, data={"d": str(data)}).wait(timeout=240)
+        for _ in range(2)
+    ]
     digest = runs[0].spec.data[0].hash
     for run in runs:
         for rank in (0, 1):
@@ -248,8 +305,10 @@ PREPARED_CANCEL_S = 10.0
 @contextlib.contextmanager
 def every_core_busy():
     """A busy loop per core (``stress --cpu N``), started and ended here."""
-    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-             for _ in range(os.cpu_count() or 1)]
+    loops = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 1)
+    ]
     try:
         yield
     finally:
@@ -266,13 +325,19 @@ def test_a_cancel_while_a_run_is_prepared_under_load_starts_no_rank(rc, home):
     with every_core_busy():
         run = api.submit(SLEEPER, target="rc", nodes=2, procs=1, name="ray-prepared")
         log = home / "runs" / run.id / "logs" / "launcher.log"
-        wait_for(lambda: log.exists() and "Ray node shell(s) up" in log.read_text(),
-                 timeout=240, interval=0.01, what="the node shells, before each node's pre-flight")
+        wait_for(
+            lambda: log.exists() and "Ray node shell(s) up" in log.read_text(),
+            timeout=240,
+            interval=0.01,
+            what="the node shells, before each node's pre-flight",
+        )
         asked = time.monotonic()
         run.cancel(wait=False)
         started: set[str] = set()
-        while run.status not in ("canceled", "failed", "completed", "lost") and \
-                time.monotonic() - asked < 240:
+        while (
+            run.status not in ("canceled", "failed", "completed", "lost")
+            and time.monotonic() - asked < 240
+        ):
             started.update(procs.describe(p) for p in procs.pids_with_env("JT_RUN_ID", run.id))
             time.sleep(0.02)
         took = time.monotonic() - asked

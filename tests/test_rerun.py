@@ -12,12 +12,18 @@ from pathlib import Path
 import pytest
 
 import jupyter_trainer as jt
-from jupyter_trainer.api import runs as api
 from jupyter_trainer import environment
+from jupyter_trainer.api import runs as api
 from jupyter_trainer.capture import hash_snapshot
+from jupyter_trainer.core.errors import (
+    InvalidRunId,
+    RunNotFound,
+    RunStateError,
+    SpecError,
+    StoreError,
+    TargetError,
+)
 from jupyter_trainer.environment.definition import EnvDefinition
-from jupyter_trainer.core.errors import (InvalidRunId, RunNotFound, RunStateError, SpecError,
-                                         StoreError, TargetError)
 from jupyter_trainer.store import Store, latest_checkpoint
 
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
@@ -71,8 +77,15 @@ def started_nothing(home: Path, runs: list[str]) -> None:
 
 
 def test_rerun_reproduces_a_completed_run_exactly(home, tmp_path):
-    old = api.submit(script=script(tmp_path, SGD), procs=2, params={"lr": 0.05},
-                     max_restarts=1, stall_timeout=120, stop_on_nan=["loss"], wait=True)
+    old = api.submit(
+        script=script(tmp_path, SGD),
+        procs=2,
+        params={"lr": 0.05},
+        max_restarts=1,
+        stall_timeout=120,
+        stop_on_nan=["loss"],
+        wait=True,
+    )
     new = jt.rerun(old.id, wait=True)
     assert new.id != old.id and new.status == "completed"
     for rank in (0, 1):
@@ -89,12 +102,15 @@ def test_rerun_reproduces_a_completed_run_exactly(home, tmp_path):
 
 def test_rerun_with_a_param_reaches_the_cell_code(ip, home):
     assert ip.run_cell("lr = 0.1\nsteps = 3", store_history=True).success
-    first = ip.run_cell("""%%train --name cell
+    first = ip.run_cell(
+        """%%train --name cell
 from jupyter_trainer import runtime as jt
 for step in range(steps):
     jt.log(step=step, scaled=lr * (step + 1))
 print("lr seen", lr, jt.params["lr"])
-""", store_history=True)
+""",
+        store_history=True,
+    )
     assert first.success, first.error_in_exec
     old = first.result
     again = ip.run_line_magic("train", f"rerun {old.id} -p lr=0.5")
@@ -107,8 +123,13 @@ print("lr seen", lr, jt.params["lr"])
 
 
 def test_cli_rerun_changes_a_param_and_keeps_the_script_arguments(home, tmp_path):
-    old = api.submit(script=script(tmp_path, CHECKPOINTS), args=["--epochs", "'; rm -rf ~'"],
-                     launcher="python", params={"lr": 0.1}, wait=True)
+    old = api.submit(
+        script=script(tmp_path, CHECKPOINTS),
+        args=["--epochs", "'; rm -rf ~'"],
+        launcher="python",
+        params={"lr": 0.1},
+        wait=True,
+    )
     done = cli("rerun", old.id, "-p", "lr=[1, 2]", "--target", "local", "--wait")
     assert done.returncode == 0, done.stderr
     new = api.get_run(done.stdout.strip())
@@ -122,28 +143,42 @@ def test_cli_rerun_changes_a_param_and_keeps_the_script_arguments(home, tmp_path
 
 def test_rerun_keeps_the_runs_environment_lock(home, tmp_path):
     environment.define(EnvDefinition.from_yaml("pinned", "inherit: true\npip:\n  - six==1.16.0\n"))
-    probe = ("import importlib.util, six\n"
-             "print('six', six.__version__, 'tomli', importlib.util.find_spec('tomli') is not None)\n")
+    probe = (
+        "import importlib.util, six\n"
+        "print('six', six.__version__, 'tomli', importlib.util.find_spec('tomli') is not None)\n"
+    )
     old = api.submit(probe, env="pinned", launcher="python", wait=True)
-    environment.define(EnvDefinition.from_yaml(
-        "pinned", "inherit: true\npip:\n  - six==1.16.0\n  - tomli==2.0.1\n"))
+    environment.define(
+        EnvDefinition.from_yaml(
+            "pinned", "inherit: true\npip:\n  - six==1.16.0\n  - tomli==2.0.1\n"
+        )
+    )
     newer = api.submit(probe, env="pinned", launcher="python", wait=True)
     assert newer.spec.env.lock != old.spec.env.lock and "tomli True" in newer.logs(0)
     again = old.rerun(wait=True)
-    assert (again.spec.env.version, again.spec.env.lock) == (old.spec.env.version,
-                                                             old.spec.env.lock)
+    assert (again.spec.env.version, again.spec.env.lock) == (
+        old.spec.env.version,
+        old.spec.env.lock,
+    )
     assert "six 1.16.0 tomli False" in again.logs(0)
 
 
 def test_resume_copies_the_latest_complete_checkpoint(ip, home, tmp_path):
-    old = api.submit(script=script(tmp_path, CHECKPOINTS), launcher="python",
-                     params={"lr": 0.1}, wait=True)
+    old = api.submit(
+        script=script(tmp_path, CHECKPOINTS), launcher="python", params={"lr": 0.1}, wait=True
+    )
     assert "checkpoints []" in old.logs(0)
     folder = old.path / "checkpoints"
     folder.mkdir(exist_ok=True)
-    files = {"step-2.pt": b"two", "step-10.pkl": b"ten", "step-9.pt": b"nine",
-             ".step-11.pt.tmp": b"being written", "step-12.pt.partial": b"no",
-             "step-x.pt": b"no", "notes.txt": b"no"}
+    files = {
+        "step-2.pt": b"two",
+        "step-10.pkl": b"ten",
+        "step-9.pt": b"nine",
+        ".step-11.pt.tmp": b"being written",
+        "step-12.pt.partial": b"no",
+        "step-x.pt": b"no",
+        "notes.txt": b"no",
+    }
     for name, data in files.items():
         (folder / name).write_bytes(data)
     assert latest_checkpoint(folder) == folder / "step-10.pkl"
@@ -158,21 +193,29 @@ def test_resume_copies_the_latest_complete_checkpoint(ip, home, tmp_path):
 
 
 def test_bad_input_starts_nothing(ip, home, tmp_path):
-    old = api.submit(script=script(tmp_path, CHECKPOINTS), launcher="python",
-                     params={"lr": 0.1, "batch": 8}, wait=True)
+    old = api.submit(
+        script=script(tmp_path, CHECKPOINTS),
+        launcher="python",
+        params={"lr": 0.1, "batch": 8},
+        wait=True,
+    )
     with pytest.raises(InvalidRunId, match="invalid run id '../x'"):
         jt.rerun("../x")
     with pytest.raises(RunNotFound, match="no run 'gone-20260101-000000-000000'"):
         jt.rerun("gone-20260101-000000-000000")
-    with pytest.raises(SpecError, match=r"has no parameter 'momentum'; its parameters are: "
-                                        r"batch, lr"):
+    with pytest.raises(
+        SpecError,
+        match=r"has no parameter 'momentum'; its parameters are: "
+        r"batch, lr",
+    ):
         jt.rerun(old.id, params={"momentum": 0.9, "lr": 0.2})
     with pytest.raises(SpecError, match="invalid parameter 'lr'"):
         jt.rerun(old.id, params=["lr"])
     with pytest.raises(TargetError, match="nowhere"):
         jt.rerun(old.id, target="nowhere")
-    with pytest.raises(RunStateError, match="has no checkpoint .*; use rerun to start it from "
-                                            "the beginning"):
+    with pytest.raises(
+        RunStateError, match="has no checkpoint .*; use rerun to start it from the beginning"
+    ):
         jt.resume(old.id)
     (old.path / "checkpoints").mkdir(exist_ok=True)
     (old.path / "checkpoints" / ".step-3.pt.tmp").write_bytes(b"half")
@@ -195,8 +238,9 @@ def test_bad_input_starts_nothing(ip, home, tmp_path):
 
 
 def test_rerun_refuses_a_changed_snapshot(home, tmp_path):
-    old = api.submit(script=script(tmp_path, CHECKPOINTS), launcher="python",
-                     params={"lr": 0.1}, wait=True)
+    old = api.submit(
+        script=script(tmp_path, CHECKPOINTS), launcher="python", params={"lr": 0.1}, wait=True
+    )
     changed = old.path / "code" / "train.py"
     os.chmod(changed, 0o644)
     changed.write_text(CHECKPOINTS + "print('edited')\n")
@@ -207,7 +251,9 @@ def test_rerun_refuses_a_changed_snapshot(home, tmp_path):
 
 
 def test_resumed_run_loads_what_the_earlier_run_saved(home, tmp_path):
-    counting = script(tmp_path, """\
+    counting = script(
+        tmp_path,
+        """\
 from jupyter_trainer import runtime as jt
 found = jt.load_checkpoint()
 start = found.step + 1 if found else 0
@@ -215,7 +261,8 @@ print("starting at", start, "from", found.state if found else None)
 for step in range(start, start + 3):
     jt.log(step=step, value=float(step))
     jt.save_checkpoint({"step": step}, step)
-""")
+""",
+    )
     old = api.submit(script=counting, launcher="python", wait=True)
     assert "starting at 0 from None" in old.logs(0)
     new = jt.resume(old.id, wait=True)

@@ -13,16 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
-
-from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import rank_files
-from jupyter_trainer.core.errors import RunFailed, SpecError
-from jupyter_trainer.api.stacks import run_stacks
-from jupyter_trainer.targets.registry import add_target
-
 from conftest import leftover, wait_for
 from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 from test_ssh_launchers import fail_with_logs, mpi_pair  # noqa: F401 (fixture)
+
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.api.stacks import run_stacks
+from jupyter_trainer.core.errors import RunFailed, SpecError
+from jupyter_trainer.rankside import rank_files
+from jupyter_trainer.targets.registry import add_target
 
 # Every step adds the world size to w; a checkpoint every 5 steps; rank 1 fails at step 12 of
 # the first attempt. Resumed from step 9, the run ends with w = 2 * 16 all the same.
@@ -60,7 +59,10 @@ def check_restarted(run: api.Run, world: int) -> None:
     assert steps[15] == 1 and max(s for s, a in metrics["attempt"] if a == 0) >= 11
     assert metrics["w"][-1] == (15, float(world * 16))
     assert sorted(p.name for p in run.store.existing(run.id).checkpoints.iterdir()) == [
-        "step-14.pt", "step-4.pt", "step-9.pt"]
+        "step-14.pt",
+        "step-4.pt",
+        "step-9.pt",
+    ]
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "mpirun", "horovod"])
@@ -72,9 +74,11 @@ def test_a_crash_restarts_every_rank_from_the_last_checkpoint(home, launcher):
 
 
 def test_restarts_used_up_fail_the_run_with_each_attempt_recorded(home):
-    code = ("from jupyter_trainer import runtime as jt\n"
-            "jt.log(step=jt.attempt, attempt=jt.attempt)\n"
-            "raise SystemExit(f'attempt {jt.attempt} failed')\n")
+    code = (
+        "from jupyter_trainer import runtime as jt\n"
+        "jt.log(step=jt.attempt, attempt=jt.attempt)\n"
+        "raise SystemExit(f'attempt {jt.attempt} failed')\n"
+    )
     run = api.submit(code, launcher="mpirun", max_restarts=1, name="exhausted")
     with pytest.raises(RunFailed):
         run.wait(timeout=60)
@@ -86,8 +90,9 @@ def test_restarts_used_up_fail_the_run_with_each_attempt_recorded(home):
 
 
 def test_restarts_on_the_ssh_hosts(pair, home):
-    run = api.submit(RESTARTING, target="pair", nodes=2, procs=1, max_restarts=2,
-                     name="ssh-restart")
+    run = api.submit(
+        RESTARTING, target="pair", nodes=2, procs=1, max_restarts=2, name="ssh-restart"
+    )
     try:
         run.wait(timeout=180)
     except RunFailed:
@@ -96,8 +101,15 @@ def test_restarts_on_the_ssh_hosts(pair, home):
 
 
 def test_supervisor_restarts_mpirun_across_the_ssh_hosts(mpi_pair, home):
-    run = api.submit(RESTARTING, target="pair", nodes=2, procs=1, launcher="mpirun",
-                     max_restarts=2, name="ssh-mpi-restart")
+    run = api.submit(
+        RESTARTING,
+        target="pair",
+        nodes=2,
+        procs=1,
+        launcher="mpirun",
+        max_restarts=2,
+        name="ssh-mpi-restart",
+    )
     try:
         run.wait(timeout=180)
     except RunFailed:
@@ -127,25 +139,36 @@ for step in range(10_000):
 def test_a_stalled_rank_is_named_with_its_stack(home):
     run = api.submit(STALLING, procs=2, stall_timeout=10, name="stall")
     try:
-        wait_for(lambda: run.status == "running" and run.metrics(1).get("loss"), timeout=60,
-                 what="rank 1's first steps")
+        wait_for(
+            lambda: run.status == "running" and run.metrics(1).get("loss"),
+            timeout=60,
+            what="rank 1's first steps",
+        )
         began = time.time()
-        state = wait_for(lambda: run.state.get("stalled") and run.state, timeout=30,
-                         what="a stalled rank in the state")
+        state = wait_for(
+            lambda: run.state.get("stalled") and run.state,
+            timeout=30,
+            what="a stalled rank in the state",
+        )
         [stalled] = state["stalled"]
         assert (stalled["rank"], stalled["last_step"], stalled["waiting"]) == (1, 4, False)
         assert 10 <= stalled["seconds"] < 10 + (time.time() - began) + 5
         assert "wait_for_a_lost_batch" in stalled["stack"]
-        shown = subprocess.run([str(Path(sys.executable).with_name("jupyter-trainer")), "show",
-                                run.id, "--json"], capture_output=True, text=True, timeout=60)
+        shown = subprocess.run(
+            [str(Path(sys.executable).with_name("jupyter-trainer")), "show", run.id, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         [listed] = json.loads(shown.stdout)["stalled"]
         assert (listed["rank"], listed["last_step"]) == (1, 4) and listed["seconds"] >= 10
         stacks = run_stacks(run.store, run.id)
         assert sorted(stacks) == [0, 1]
         assert "all_reduce" in stacks[0] and "wait_for_a_lost_batch" in stacks[1]
         cli = Path(sys.executable).with_name("jupyter-trainer")
-        printed = subprocess.run([str(cli), "stack", run.id], capture_output=True, text=True,
-                                 timeout=60)
+        printed = subprocess.run(
+            [str(cli), "stack", run.id], capture_output=True, text=True, timeout=60
+        )
         assert printed.returncode == 0, printed.stderr
         assert printed.stdout.index("rank 0 (") < printed.stdout.index("all_reduce")
         assert printed.stdout.index("rank 1 (") < printed.stdout.index("wait_for_a_lost_batch")
@@ -169,10 +192,12 @@ def test_on_stall_cancel_ends_the_run_with_its_stacks(home):
 
 
 def test_stop_on_nan_fails_the_run_at_the_first_nan(home):
-    code = ("import time\nfrom jupyter_trainer import runtime as jt\n"
-            "for step in range(2000):\n"
-            "    jt.log(step=step, loss=float('nan') if step >= 15 else 1 / (step + 1), acc=0.5)\n"
-            "    time.sleep(0.01)\n")
+    code = (
+        "import time\nfrom jupyter_trainer import runtime as jt\n"
+        "for step in range(2000):\n"
+        "    jt.log(step=step, loss=float('nan') if step >= 15 else 1 / (step + 1), acc=0.5)\n"
+        "    time.sleep(0.01)\n"
+    )
     run = api.submit(code, launcher="python", stop_on_nan=["loss"], name="nan")
     with pytest.raises(RunFailed, match=r"loss became nan at step 15 on rank 0"):
         run.wait(timeout=60)
@@ -182,22 +207,32 @@ def test_stop_on_nan_fails_the_run_at_the_first_nan(home):
 
 
 def test_nan_without_stop_on_nan_is_recorded_and_the_run_goes_on(home):
-    code = ("from jupyter_trainer import runtime as jt\n"
-            "for step in range(30):\n"
-            "    jt.log(step=step, loss=float('inf') if step == 15 else 1.0)\n")
+    code = (
+        "from jupyter_trainer import runtime as jt\n"
+        "for step in range(30):\n"
+        "    jt.log(step=step, loss=float('inf') if step == 15 else 1.0)\n"
+    )
     run = api.submit(code, launcher="python", name="inf").wait(timeout=60)
-    assert run.state["non_finite"] == {"loss": {"rank": 0, "step": 15, "value": "inf",
-                                                "t": run.state["non_finite"]["loss"]["t"]}}
+    assert run.state["non_finite"] == {
+        "loss": {"rank": 0, "step": 15, "value": "inf", "t": run.state["non_finite"]["loss"]["t"]}
+    }
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"max_restarts": -1}, "--max-restarts"), ({"stall_timeout": -5}, "--stall-timeout"),
-    ({"on_stall": "retry"}, "--on-stall"), ({"stop_on_nan": [""]}, "--stop-on-nan")])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_restarts": -1}, "--max-restarts"),
+        ({"stall_timeout": -5}, "--stall-timeout"),
+        ({"on_stall": "retry"}, "--on-stall"),
+        ({"stop_on_nan": [""]}, "--stop-on-nan"),
+    ],
+)
 def test_bad_resilience_options_start_nothing(home, kwargs, message):
     with pytest.raises(SpecError, match=message):
         api.submit("print(1)", **kwargs)
     assert not (home / "runs").exists() or not any(
-        p for p in (home / "runs").iterdir() if not p.name.startswith("."))
+        p for p in (home / "runs").iterdir() if not p.name.startswith(".")
+    )
 
 
 # -- checkpoints, file by file -------------------------------------------------------------
@@ -216,13 +251,20 @@ def test_a_half_written_checkpoint_is_never_loaded(tmp_path):
     run_dir = tmp_path / "run"
     env = {**os.environ, "JT_RUN_DIR": str(run_dir), "RANK": "0", "WORLD_SIZE": "1"}
     package = str(Path(rank_files.__file__).resolve().parents[1])
-    writer = subprocess.Popen([sys.executable, "-c", WRITER.format(package=package)],
-                              env=env, stdout=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER.format(package=package)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert writer.stdout.readline().strip() == "saved"
         folder = run_dir / "checkpoints"
-        wait_for(lambda: any(p.name.startswith(".step-2.") for p in folder.iterdir()),
-                 timeout=30, what="the second checkpoint being written")
+        wait_for(
+            lambda: any(p.name.startswith(".step-2.") for p in folder.iterdir()),
+            timeout=30,
+            what="the second checkpoint being written",
+        )
     finally:
         writer.send_signal(signal.SIGKILL)
         writer.wait()
@@ -243,19 +285,22 @@ def test_restarts_and_a_stall_on_slurm(cluster, home):
     run = api.submit(RESTARTING, target="cluster", procs=2, max_restarts=2, name="slurm-restart")
     run.wait(timeout=180, raise_on_failure=False)
     check_restarted(run, 2)
-    stalling = api.submit(STALLING, target="cluster", procs=2, stall_timeout=5,
-                          on_stall="cancel", name="slurm-stall")
+    stalling = api.submit(
+        STALLING, target="cluster", procs=2, stall_timeout=5, on_stall="cancel", name="slurm-stall"
+    )
     with pytest.raises(RunFailed, match="rank 1 stalled"):
         stalling.wait(timeout=180)
     assert "wait_for_a_lost_batch" in stalling.state["stacks"]["1"]
 
 
 def test_a_stall_on_the_ssh_hosts_is_named_with_stacks_read_over_ssh(pair, home):
-    run = api.submit(STALLING, target="pair", nodes=2, procs=1, stall_timeout=5,
-                     name="ssh-stall")
+    run = api.submit(STALLING, target="pair", nodes=2, procs=1, stall_timeout=5, name="ssh-stall")
     try:
-        state = wait_for(lambda: run.state.get("stalled") and run.state, timeout=90,
-                         what="a stalled rank in the state")
+        state = wait_for(
+            lambda: run.state.get("stalled") and run.state,
+            timeout=90,
+            what="a stalled rank in the state",
+        )
         assert [e["rank"] for e in state["stalled"]] == [1], state["stalled"]
         assert "wait_for_a_lost_batch" in state["stalled"][0]["stack"]
         stacks = run_stacks(run.store, run.id)
@@ -278,11 +323,18 @@ jt.save_checkpoint({"last": step}, step)
 """
 
 
-def test_a_run_resumes_on_the_ssh_hosts_from_the_checkpoint_it_brought_back(pair, home,
-                                                                            tmp_path):
-    add_target("apart", "ssh", home=home, hosts=[
-        {"host": alias, "workdir": str(tmp_path / f"node-{i}")} for i, alias in enumerate(ALIASES)],
-        env={"GLOO_SOCKET_IFNAME": "lo"}, connect_timeout=5)  # no folder in common
+def test_a_run_resumes_on_the_ssh_hosts_from_the_checkpoint_it_brought_back(pair, home, tmp_path):
+    add_target(
+        "apart",
+        "ssh",
+        home=home,
+        hosts=[
+            {"host": alias, "workdir": str(tmp_path / f"node-{i}")}
+            for i, alias in enumerate(ALIASES)
+        ],
+        env={"GLOO_SOCKET_IFNAME": "lo"},
+        connect_timeout=5,
+    )  # no folder in common
     first = api.submit(RESUMABLE, target="apart", nodes=2, procs=1, name="ssh-first")
     first.wait(timeout=120)
     assert [p.name for p in first.store.existing(first.id).checkpoints.iterdir()] == ["step-2.pt"]
@@ -294,8 +346,14 @@ def test_a_run_resumes_on_the_ssh_hosts_from_the_checkpoint_it_brought_back(pair
 
 
 def test_the_supervisor_restarts_mpirun_on_slurm(cluster, home):
-    run = api.submit(RESTARTING, target="cluster", procs=2, launcher="mpirun", max_restarts=2,
-                     name="slurm-mpi-restart")
+    run = api.submit(
+        RESTARTING,
+        target="cluster",
+        procs=2,
+        launcher="mpirun",
+        max_restarts=2,
+        name="slurm-mpi-restart",
+    )
     run.wait(timeout=180, raise_on_failure=False)
     check_restarted(run, 2)
 
@@ -303,7 +361,8 @@ def test_the_supervisor_restarts_mpirun_on_slurm(cluster, home):
 def test_a_run_resumes_on_slurm_with_a_workdir_apart_from_the_store(cluster, home, tmp_path):
     (home / "targets.toml").write_text(
         f'[targets.apart]\nkind = "slurm"\npartition = "debug"\ntime = "10:00"\n'
-        f'workdir = "{tmp_path / "cluster-fs"}"\n')
+        f'workdir = "{tmp_path / "cluster-fs"}"\n'
+    )
     first = api.submit(RESUMABLE, target="apart", procs=2, name="slurm-first").wait(timeout=120)
     assert [p.name for p in first.store.existing(first.id).checkpoints.iterdir()] == ["step-2.pt"]
     again = api.resume(first.id).wait(timeout=120)
@@ -314,19 +373,28 @@ def test_a_node_clock_that_is_off_does_not_shift_stall_detection(tmp_path):
     """Heartbeats as a node an hour ahead writes them: rank 1's last event was 12 s before
     its last heartbeat (on the node's clock), which reached this machine just now."""
     from jupyter_trainer.store import RunPaths
-    from jupyter_trainer.targets.local.target import LocalTarget
     from jupyter_trainer.supervisor.watch import RunWatch
+    from jupyter_trainer.targets.local.target import LocalTarget
 
     paths = RunPaths(tmp_path)
     paths.ranks.mkdir()
     paths.events.mkdir()
     ahead = time.time() + 3600
     for rank, quiet in ((0, 0.5), (1, 12.0)):
-        (paths.ranks / f"rank-{rank}.json").write_text(json.dumps(
-            {"rank": rank, "pid": os.getpid(), "host": os.uname().nodename, "started": ahead - 60,
-             "attempt": 0}))
-        (paths.events / f"rank-{rank}.beat").write_text(json.dumps(
-            {"attempt": 0, "step": 7 - rank, "progress": ahead - quiet, "beat": ahead}))
+        (paths.ranks / f"rank-{rank}.json").write_text(
+            json.dumps(
+                {
+                    "rank": rank,
+                    "pid": os.getpid(),
+                    "host": os.uname().nodename,
+                    "started": ahead - 60,
+                    "attempt": 0,
+                }
+            )
+        )
+        (paths.events / f"rank-{rank}.beat").write_text(
+            json.dumps({"attempt": 0, "step": 7 - rank, "progress": ahead - quiet, "beat": ahead})
+        )
     watch = RunWatch(paths, "torchrun", 10, lambda found: LocalTarget().stacks(None, found))
     [stalled] = watch.stalled()
     assert (stalled["rank"], stalled["last_step"]) == (1, 6)
@@ -355,13 +423,19 @@ def test_the_rank_the_others_wait_for_is_named_even_if_a_waiting_rank_went_quiet
     heartbeats brought back over ssh, by whole seconds): the stall is still rank 1's, whose
     stack is not in a collective, not rank 0's."""
     from jupyter_trainer.store import RunPaths
-    from jupyter_trainer.targets.local.target import LocalTarget
     from jupyter_trainer.supervisor.watch import RunWatch
+    from jupyter_trainer.targets.local.target import LocalTarget
 
     script = tmp_path / "pair.py"
     script.write_text(COLLECTIVE_PAIR)
-    ranks = [subprocess.Popen([sys.executable, str(script), str(r), str(tmp_path / "store")],
-                              stdout=subprocess.PIPE, text=True) for r in (0, 1)]
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(r), str(tmp_path / "store")],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for r in (0, 1)
+    ]
     try:
         for proc in ranks:
             assert proc.stdout.readline().strip() == "ready"
@@ -370,14 +444,26 @@ def test_the_rank_the_others_wait_for_is_named_even_if_a_waiting_rank_went_quiet
         paths.events.mkdir()
         now = time.time()
         for rank, quiet in ((0, 12.0), (1, 4.0)):
-            (paths.ranks / f"rank-{rank}.json").write_text(json.dumps(
-                {"rank": rank, "pid": ranks[rank].pid, "host": os.uname().nodename,
-                 "started": now - 60, "attempt": 0}))
-            (paths.events / f"rank-{rank}.beat").write_text(json.dumps(
-                {"attempt": 0, "step": 4, "progress": now - quiet, "beat": now}))
+            (paths.ranks / f"rank-{rank}.json").write_text(
+                json.dumps(
+                    {
+                        "rank": rank,
+                        "pid": ranks[rank].pid,
+                        "host": os.uname().nodename,
+                        "started": now - 60,
+                        "attempt": 0,
+                    }
+                )
+            )
+            (paths.events / f"rank-{rank}.beat").write_text(
+                json.dumps({"attempt": 0, "step": 4, "progress": now - quiet, "beat": now})
+            )
         watch = RunWatch(paths, "torchrun", 10, lambda found: LocalTarget().stacks(None, found))
-        wait_for(lambda: "all_reduce" in LocalTarget().stacks(None, {0: {"pid": ranks[0].pid}})[0],
-                 timeout=30, what="rank 0 inside all_reduce")
+        wait_for(
+            lambda: "all_reduce" in LocalTarget().stacks(None, {0: {"pid": ranks[0].pid}})[0],
+            timeout=30,
+            what="rank 0 inside all_reduce",
+        )
         [stalled] = watch.stalled()
         assert (stalled["rank"], stalled["waiting"]) == (1, False), stalled
         assert "wait_for_a_lost_batch" in stalled["stack"]

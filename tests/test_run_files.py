@@ -13,7 +13,7 @@ from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import SpecError, StoreError
 from jupyter_trainer.store.outputs import RunFile
 
-WEIRD = "it's \"odd\"; $(rm -rf ~) *.txt"
+WEIRD = 'it\'s "odd"; $(rm -rf ~) *.txt'
 CODE = f"""
 import os
 from jupyter_trainer import runtime as jt
@@ -39,22 +39,29 @@ def run(home, tmp_path, monkeypatch) -> api.Run:
 
 def test_files_lists_the_outputs_with_sizes(run):
     assert run.files() == [
-        RunFile("alias.pt", 700), RunFile("ckpt/step-1/w.bin", 10),
-        RunFile("ckpt/step-2/w.bin", 20), RunFile(WEIRD, 3), RunFile("model.pt", 700)]
+        RunFile("alias.pt", 700),
+        RunFile("ckpt/step-1/w.bin", 10),
+        RunFile("ckpt/step-2/w.bin", 20),
+        RunFile(WEIRD, 3),
+        RunFile("model.pt", 700),
+    ]
     assert run.files()[0].to_dict() == {"path": "alias.pt", "size": 700}
 
 
-@pytest.mark.parametrize("pattern, expected", [
-    ("*.pt", ["alias.pt", "model.pt"]),
-    ("model.pt", ["model.pt"]),
-    ("ckpt", ["ckpt/step-1/w.bin", "ckpt/step-2/w.bin"]),
-    ("ckpt/**/*.bin", ["ckpt/step-1/w.bin", "ckpt/step-2/w.bin"]),
-    ("**/w.bin", ["ckpt/step-1/w.bin", "ckpt/step-2/w.bin"]),
-    ("ckpt/step-[2]", ["ckpt/step-2/w.bin"]),
-    ("./ckpt/*-1/*", ["ckpt/step-1/w.bin"]),
-    (WEIRD, [WEIRD]),
-    ("**", ["alias.pt", "ckpt/step-1/w.bin", "ckpt/step-2/w.bin", WEIRD, "model.pt"]),
-])
+@pytest.mark.parametrize(
+    "pattern, expected",
+    [
+        ("*.pt", ["alias.pt", "model.pt"]),
+        ("model.pt", ["model.pt"]),
+        ("ckpt", ["ckpt/step-1/w.bin", "ckpt/step-2/w.bin"]),
+        ("ckpt/**/*.bin", ["ckpt/step-1/w.bin", "ckpt/step-2/w.bin"]),
+        ("**/w.bin", ["ckpt/step-1/w.bin", "ckpt/step-2/w.bin"]),
+        ("ckpt/step-[2]", ["ckpt/step-2/w.bin"]),
+        ("./ckpt/*-1/*", ["ckpt/step-1/w.bin"]),
+        (WEIRD, [WEIRD]),
+        ("**", ["alias.pt", "ckpt/step-1/w.bin", "ckpt/step-2/w.bin", WEIRD, "model.pt"]),
+    ],
+)
 def test_download_copies_what_the_pattern_names(run, tmp_path, pattern, expected):
     dest = tmp_path / "dest dir"
     written = run.download(pattern, dest)
@@ -72,15 +79,18 @@ def test_download_replaces_an_existing_file(run, tmp_path):
     assert (tmp_path / "model.pt").read_bytes() == b"weights" * 100
 
 
-@pytest.mark.parametrize("pattern, message", [
-    ("", "non-empty path"),
-    ("../spec.json", "leaves the run's outputs/"),
-    ("ckpt/../../state.json", "leaves the run's outputs/"),
-    ("/etc/passwd", "leaves the run's outputs/"),
-    ("outside.pt", "'outside.pt' names no file.*it has alias.pt, ckpt/step-1/w.bin"),
-    ("root/etc/passwd", "names no file"),
-    ("*.onnx", r"'\*.onnx' matches no file in the run's outputs/; it has alias.pt"),
-])
+@pytest.mark.parametrize(
+    "pattern, message",
+    [
+        ("", "non-empty path"),
+        ("../spec.json", "leaves the run's outputs/"),
+        ("ckpt/../../state.json", "leaves the run's outputs/"),
+        ("/etc/passwd", "leaves the run's outputs/"),
+        ("outside.pt", "'outside.pt' names no file.*it has alias.pt, ckpt/step-1/w.bin"),
+        ("root/etc/passwd", "names no file"),
+        ("*.onnx", r"'\*.onnx' matches no file in the run's outputs/; it has alias.pt"),
+    ],
+)
 def test_bad_patterns_are_refused_and_nothing_is_written(run, tmp_path, pattern, message):
     dest = tmp_path / "dest"
     with pytest.raises(SpecError, match=message):
@@ -112,8 +122,10 @@ def test_cli_files_and_download(run, tmp_path):
     assert rows[1] == {"path": "ckpt/step-1/w.bin", "size": 10}
     done = cli("download", run.id, "ckpt/*/w.bin", str(tmp_path / "d"))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [str(tmp_path / "d/ckpt/step-1/w.bin"),
-                                        str(tmp_path / "d/ckpt/step-2/w.bin")]
+    assert done.stdout.splitlines() == [
+        str(tmp_path / "d/ckpt/step-1/w.bin"),
+        str(tmp_path / "d/ckpt/step-2/w.bin"),
+    ]
     bad = cli("download", run.id, "../*", str(tmp_path / "e"))
     assert bad.returncode == 2 and "leaves the run's outputs/" in bad.stderr
     assert not (tmp_path / "e").exists()
@@ -143,8 +155,11 @@ def test_download_never_follows_a_link_inside_dest(run, tmp_path):
     dest = tmp_path / "shared"
     dest.mkdir()
     (dest / "ckpt").symlink_to(victim)
-    with pytest.raises(StoreError, match=r"cannot write ckpt/step-1/w.bin into .*shared: ckpt "
-                                         r"is a link \(or a file\) where a folder is needed"):
+    with pytest.raises(
+        StoreError,
+        match=r"cannot write ckpt/step-1/w.bin into .*shared: ckpt "
+        r"is a link \(or a file\) where a folder is needed",
+    ):
         run.download("ckpt", dest)
     assert sorted(p.name for p in victim.iterdir()) == ["model.pt"]
     (dest / "model.pt").symlink_to(victim / "model.pt")
@@ -158,11 +173,17 @@ def test_an_empty_dest_is_refused_not_taken_for_the_current_folder(run, tmp_path
     monkeypatch.chdir(here)
     with pytest.raises(SpecError, match="DEST is empty: give the folder to copy into"):
         run.download("model.pt", "")
-    done = subprocess.run([*CLI, "download", run.id, "model.pt", ""], capture_output=True,
-                          text=True, timeout=120, cwd=here)
+    done = subprocess.run(
+        [*CLI, "download", run.id, "model.pt", ""],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=here,
+    )
     assert done.returncode == 2 and done.stderr.strip() == (
         "jupyter-trainer: error: DEST is empty: give the folder to copy into ('.' for the "
-        "current folder)")
+        "current folder)"
+    )
     assert list(here.iterdir()) == []
 
 
@@ -170,10 +191,14 @@ def test_cli_files_escapes_names_that_are_not_printable(home, tmp_path):
     """An output file's name may hold a newline or an ANSI escape: `files` shows it on one
     line, escaped as repr writes it, and so does `download` and a message that lists it."""
     hostile = ["two\nlines.txt", "\x1b[2J\x1b[31mred.txt", "back\\slash.txt"]
-    run = api.submit("from jupyter_trainer import runtime as jt\n"
-                     f"for name in {hostile!r}:\n"
-                     "    (jt.outputs_dir / name).write_text('x')\n",
-                     launcher="python", name="names", wait=True)
+    run = api.submit(
+        "from jupyter_trainer import runtime as jt\n"
+        f"for name in {hostile!r}:\n"
+        "    (jt.outputs_dir / name).write_text('x')\n",
+        launcher="python",
+        name="names",
+        wait=True,
+    )
     assert sorted(f.path for f in run.files()) == sorted(hostile)
     listed = cli("files", run.id)
     assert listed.returncode == 0, listed.stderr
@@ -181,7 +206,10 @@ def test_cli_files_escapes_names_that_are_not_printable(home, tmp_path):
     lines = listed.stdout.splitlines()
     assert len(lines) == 5 and lines[-1] == "3 files, 3 bytes"  # header, 3 files, total
     assert {line.split(maxsplit=2)[2] for line in lines[1:4]} == {
-        "two\\nlines.txt", "\\x1b[2J\\x1b[31mred.txt", "back\\\\slash.txt"}
+        "two\\nlines.txt",
+        "\\x1b[2J\\x1b[31mred.txt",
+        "back\\\\slash.txt",
+    }
     assert json.loads(cli("files", run.id, "--json").stdout)[0]["path"] in hostile
     done = cli("download", run.id, "*.txt", str(tmp_path / "d"))
     assert done.returncode == 0 and "\x1b" not in done.stdout

@@ -32,14 +32,26 @@ MPIRUN = shutil.which("mpirun")
 needs_mpirun = pytest.mark.skipif(MPIRUN is None, reason="Open MPI's mpirun is not installed")
 
 _LAUNCHER_VARS = ("JT_", "OMPI_", "PMI", "SLURM_", "HOROVOD_")
-_RANK_VARS = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
-              "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH"}
+_RANK_VARS = {
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "NODE_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "PYTHONPATH",
+}
 
 
 def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without any run, launcher or rank variable, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(_LAUNCHER_VARS) and k not in _RANK_VARS}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(_LAUNCHER_VARS) and k not in _RANK_VARS
+    }
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
@@ -82,23 +94,41 @@ def write(path: Path, source: str) -> Path:
     return path
 
 
-def boot(run: Path, entry: str, *args: str, site: bool = False, wait: bool = True,
-         **env: str) -> subprocess.CompletedProcess | subprocess.Popen:
+def boot(
+    run: Path, entry: str, *args: str, site: bool = False, wait: bool = True, **env: str
+) -> subprocess.CompletedProcess | subprocess.Popen:
     """Start ``code/_jt/boot.py ENTRY ARGS`` the way a launcher does (cwd outside the repo)."""
-    argv = [PY, *([] if site else ["-S"]), "-u", str(run / "code" / "_jt" / "boot.py"), entry,
-            *args]
+    argv = [
+        PY,
+        *([] if site else ["-S"]),
+        "-u",
+        str(run / "code" / "_jt" / "boot.py"),
+        entry,
+        *args,
+    ]
     env = clean_env(**{"JT_RUN_DIR": str(run), "JT_RUN_ID": "r-test", **env})
     if not wait:
-        return subprocess.Popen(argv, cwd=run.parent, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
-    return subprocess.run(argv, cwd=run.parent, env=env, capture_output=True, text=True,
-                          timeout=60)
+        return subprocess.Popen(
+            argv,
+            cwd=run.parent,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    return subprocess.run(argv, cwd=run.parent, env=env, capture_output=True, text=True, timeout=60)
 
 
 def python(script: Path, cwd: Path, **env: str) -> subprocess.CompletedProcess:
     """Run a script that imports the runtime from the repo (no boot)."""
-    return subprocess.run([PY, "-u", str(script)], cwd=cwd, capture_output=True, text=True,
-                          timeout=60, env=clean_env(PYTHONPATH=str(REPO), **env))
+    return subprocess.run(
+        [PY, "-u", str(script)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(PYTHONPATH=str(REPO), **env),
+    )
 
 
 def rank_record(run: Path, rank: int = 0) -> dict:
@@ -107,8 +137,11 @@ def rank_record(run: Path, rank: int = 0) -> dict:
 
 # --- events -----------------------------------------------------------------------------------
 
+
 def test_thousand_events_written_in_order_on_normal_exit(tmp_path: Path) -> None:
-    script = write(tmp_path / "train.py", """
+    script = write(
+        tmp_path / "train.py",
+        """
         import threading
         from jupyter_trainer import runtime as jt
         assert threading.active_count() == 1, "import must not start a thread"
@@ -116,7 +149,8 @@ def test_thousand_events_written_in_order_on_normal_exit(tmp_path: Path) -> None
             jt.log(step=i, loss=1.0 / (i + 1), acc=i)
         assert threading.active_count() == 2
         jt.progress(1000, 1000)
-    """)
+    """,
+    )
     proc = python(script, tmp_path, JT_RUN_DIR=str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stderr
     events = read_events(tmp_path / "run")
@@ -129,28 +163,35 @@ def test_thousand_events_written_in_order_on_normal_exit(tmp_path: Path) -> None
     assert events[-1] == {"kind": "progress", "t": events[-1]["t"], "done": 1000, "total": 1000}
     line = (tmp_path / "run" / "events" / "rank-0.jsonl").read_text().splitlines()[1]
     assert line.startswith('{"kind": "metric", "t": ') and line.endswith(
-        ', "step": 1, "values": {"loss": 0.5, "acc": 1}}')
+        ', "step": 1, "values": {"loss": 0.5, "acc": 1}}'
+    )
 
 
 def test_explicit_flush_writes_before_exit(tmp_path: Path) -> None:
-    script = write(tmp_path / "train.py", """
+    script = write(
+        tmp_path / "train.py",
+        """
         from jupyter_trainer import runtime as jt
         jt.log(step=7, loss=2.0)
         jt.flush()
         print(len(open(jt.run_dir / "events" / "rank-0.jsonl").readlines()))
-    """)
+    """,
+    )
     proc = python(script, tmp_path, JT_RUN_DIR=str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["1"]
 
 
 def test_values_converted_to_json(tmp_path: Path) -> None:
-    script = write(tmp_path / "train.py", """
+    script = write(
+        tmp_path / "train.py",
+        """
         import decimal, numpy as np
         from jupyter_trainer import runtime as jt
         jt.log(step=np.int64(4), a=np.float32(0.5), b=decimal.Decimal("1.5"), c=float("nan"),
                d=float("-inf"), e=object(), f=True, g=np.int64(9), h=[1, 2])
-    """)
+    """,
+    )
     proc = python(script, tmp_path, JT_RUN_DIR=str(tmp_path / "run"))
     assert proc.returncode == 0, proc.stderr
     raw = (tmp_path / "run" / "events" / "rank-0.jsonl").read_text()
@@ -164,26 +205,32 @@ def test_values_converted_to_json(tmp_path: Path) -> None:
 
 
 def test_crash_flushes_events_without_boot(tmp_path: Path) -> None:
-    script = write(tmp_path / "train.py", """
+    script = write(
+        tmp_path / "train.py",
+        """
         from jupyter_trainer import runtime as jt
         for i in range(10):
             if i == 3:
                 raise RuntimeError("diverged")
             jt.log(step=i, loss=1.0)
-    """)
+    """,
+    )
     proc = python(script, tmp_path, JT_RUN_DIR=str(tmp_path / "run"))
     assert proc.returncode == 1 and "RuntimeError: diverged" in proc.stderr
     assert [e["step"] for e in read_events(tmp_path / "run")] == [0, 1, 2]
 
 
 def test_crash_recorded_by_boot(run: Path) -> None:
-    write(run / "code" / "_jt" / "cell.py", """
+    write(
+        run / "code" / "_jt" / "cell.py",
+        """
         from jupyter_trainer import runtime as jt
         for i in range(10):
             if i == 3:
                 raise ValueError(f"boom at step {i}")
             jt.log(step=i, loss=0.5)
-    """)
+    """,
+    )
     proc = boot(run, "_jt/cell.py")
     assert proc.returncode == 1
     assert [e["step"] for e in read_events(run)] == [0, 1, 2]
@@ -196,7 +243,9 @@ def test_crash_recorded_by_boot(run: Path) -> None:
 
 
 def _loop_script(path: Path) -> Path:
-    return write(path, """
+    return write(
+        path,
+        """
         import hashlib, sys, time
         from jupyter_trainer import runtime as jt
         for i in range(10**9):
@@ -205,7 +254,8 @@ def _loop_script(path: Path) -> Path:
             if "--stuck" in sys.argv and i == 20:
                 hashlib.pbkdf2_hmac("sha256", b"x", b"y", 10**9)  # minutes in C, GIL released
             time.sleep(0.002)
-    """)
+    """,
+    )
 
 
 def _last_printed_step(text: str) -> int:
@@ -229,9 +279,13 @@ def test_sigterm_flushes_events_and_records_exit_via_boot(run: Path) -> None:
 
 def test_sigterm_flushes_events_without_boot(tmp_path: Path) -> None:
     script = _loop_script(tmp_path / "train.py")
-    proc = subprocess.Popen([PY, "-u", str(script)], cwd=tmp_path, stdout=subprocess.PIPE,
-                            text=True, env=clean_env(PYTHONPATH=str(REPO),
-                                                     JT_RUN_DIR=str(tmp_path / "run")))
+    proc = subprocess.Popen(
+        [PY, "-u", str(script)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=clean_env(PYTHONPATH=str(REPO), JT_RUN_DIR=str(tmp_path / "run")),
+    )
     wait_for(tmp_path / "run" / "events" / "rank-0.jsonl")
     time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
@@ -257,7 +311,9 @@ def test_sigterm_while_main_thread_is_stuck_in_c_code(run: Path) -> None:
 
 
 def test_forked_child_terminated_leaves_rank_running(run: Path) -> None:
-    write(run / "code" / "_jt" / "cell.py", """
+    write(
+        run / "code" / "_jt" / "cell.py",
+        """
         import multiprocessing as mp, time
         from jupyter_trainer import runtime as jt
         jt.log(step=0, loss=1.0)
@@ -270,7 +326,8 @@ def test_forked_child_terminated_leaves_rank_running(run: Path) -> None:
         time.sleep(2.6)  # longer than the runtime's SIGTERM grace period
         jt.log(step=1, loss=0.5)
         print("parent alive")
-    """)
+    """,
+    )
     proc = boot(run, "_jt/cell.py")
     log = (run / "logs" / "rank-0.log").read_text()
     assert proc.returncode == 0, log
@@ -281,15 +338,19 @@ def test_forked_child_terminated_leaves_rank_running(run: Path) -> None:
 
 # --- boot -------------------------------------------------------------------------------------
 
+
 def test_boot_uses_shim_and_captures_output(run: Path) -> None:
-    write(run / "code" / "_jt" / "cell.py", """
+    write(
+        run / "code" / "_jt" / "cell.py",
+        """
         import sys
         from jupyter_trainer import runtime as jt
         print("runtime from", jt.__file__)
         print("argv", sys.argv[1:], "path0", sys.path[0])
         print("params", jt.params, "outputs", jt.outputs_dir, "run", jt.run_id)
         print("this goes to stderr", file=sys.stderr)
-    """)
+    """,
+    )
     proc = boot(run, "_jt/cell.py", "--epochs", "2")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout == "" and proc.stderr == ""  # all of it went to the rank log
@@ -308,23 +369,32 @@ def test_boot_uses_shim_and_captures_output(run: Path) -> None:
 
 
 def test_boot_prefers_installed_runtime(run: Path) -> None:
-    write(run / "code" / "_jt" / "cell.py", """
+    write(
+        run / "code" / "_jt" / "cell.py",
+        """
         from jupyter_trainer import runtime as jt
         print("runtime from", jt.__file__)
-    """)
+    """,
+    )
     proc = boot(run, "_jt/cell.py", site=True, PYTHONPATH=str(REPO))
     assert proc.returncode == 0
-    assert f"runtime from {PKG / 'rankside' / 'runtime.py'}" in (run / "logs" / "rank-0.log").read_text()
+    assert (
+        f"runtime from {PKG / 'rankside' / 'runtime.py'}"
+        in (run / "logs" / "rank-0.log").read_text()
+    )
 
 
 def test_boot_script_entry_dir_first_on_path_and_exit_code(run: Path) -> None:
     write(run / "code" / "train" / "helpers.py", "ANSWER = 42\n")
-    write(run / "code" / "train" / "main.py", """
+    write(
+        run / "code" / "train" / "main.py",
+        """
         import sys
         import helpers
         print("answer", helpers.ANSWER, sys.argv[1:])
         sys.exit(3)
-    """)
+    """,
+    )
     proc = boot(run, "train/main.py", "a b", "--x=1")
     assert proc.returncode == 3
     assert "answer 42 ['a b', '--x=1']" in (run / "logs" / "rank-0.log").read_text()
@@ -333,20 +403,26 @@ def test_boot_script_entry_dir_first_on_path_and_exit_code(run: Path) -> None:
 
 
 def test_boot_outside_a_run(tmp_path: Path, run: Path) -> None:
-    write(run / "code" / "_jt" / "cell.py", """
+    write(
+        run / "code" / "_jt" / "cell.py",
+        """
         import sys
         print("hello", sys.argv[1:])
         raise SystemExit(0)
-    """)
+    """,
+    )
     argv = [PY, "-S", "-u", str(run / "code" / "_jt" / "boot.py"), "_jt/cell.py", "x"]
-    proc = subprocess.run(argv, cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        argv, cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0 and proc.stdout == "hello ['x']\n"
     assert not (run / "logs").exists() and not (run / "ranks").exists()
 
 
 def test_boot_forced_backend_applies_to_bare_init_process_group(run: Path) -> None:
-    write(run / "code" / "_jt" / "cell.py", f"""
+    write(
+        run / "code" / "_jt" / "cell.py",
+        f"""
         import os
         import torch.distributed as dist
         os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
@@ -354,9 +430,16 @@ def test_boot_forced_backend_applies_to_bare_init_process_group(run: Path) -> No
         dist.init_process_group()
         print("backend", dist.get_backend())
         dist.destroy_process_group()
-    """)
-    proc = boot(run, "_jt/cell.py", site=True, PYTHONPATH=str(REPO), JT_BACKEND="gloo",
-                JT_BACKEND_OVERRIDE="1")
+    """,
+    )
+    proc = boot(
+        run,
+        "_jt/cell.py",
+        site=True,
+        PYTHONPATH=str(REPO),
+        JT_BACKEND="gloo",
+        JT_BACKEND_OVERRIDE="1",
+    )
     log = (run / "logs" / "rank-0.log").read_text()
     assert proc.returncode == 0, log
     assert "backend gloo" in log  # torch alone answers "undefined" for a bare call
@@ -364,14 +447,17 @@ def test_boot_forced_backend_applies_to_bare_init_process_group(run: Path) -> No
 
 def test_boot_destroys_a_process_group_the_entry_left_open(run: Path) -> None:
     # A Gloo group left open can abort the rank in C++ teardown after its work is done.
-    write(run / "code" / "_jt" / "cell.py", f"""
+    write(
+        run / "code" / "_jt" / "cell.py",
+        f"""
         import atexit, os
         import torch.distributed as dist
         os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT="{free_port()}")
         dist.init_process_group("gloo")
         atexit.register(lambda: print("open at exit", dist.is_initialized(), flush=True))
-    """)
+    """,
+    )
     proc = boot(run, "_jt/cell.py", site=True, PYTHONPATH=str(REPO))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "open at exit False" in (run / "logs" / "rank-0.log").read_text()
@@ -379,7 +465,9 @@ def test_boot_destroys_a_process_group_the_entry_left_open(run: Path) -> None:
 
 def test_boot_leaves_a_failed_entry_s_process_group_alone(run: Path) -> None:
     # Destroying it after a failure could block on peers that are still in a collective.
-    write(run / "code" / "_jt" / "cell.py", f"""
+    write(
+        run / "code" / "_jt" / "cell.py",
+        f"""
         import atexit, os
         import torch.distributed as dist
         os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
@@ -387,7 +475,8 @@ def test_boot_leaves_a_failed_entry_s_process_group_alone(run: Path) -> None:
         dist.init_process_group("gloo")
         atexit.register(lambda: print("open at exit", dist.is_initialized(), flush=True))
         raise SystemExit(3)
-    """)
+    """,
+    )
     proc = boot(run, "_jt/cell.py", site=True, PYTHONPATH=str(REPO))
     assert proc.returncode == 3
     assert "open at exit True" in (run / "logs" / "rank-0.log").read_text()
@@ -395,34 +484,80 @@ def test_boot_leaves_a_failed_entry_s_process_group_alone(run: Path) -> None:
 
 # --- rank mapping -----------------------------------------------------------------------------
 
-_PRINT_RANKS = ("from jupyter_trainer import runtime as jt; import os; "
-                "line = ' '.join(map(str, (jt.rank, jt.world_size, jt.local_rank,"
-                " jt.local_world_size, jt.node_rank, os.environ['RANK'], os.environ['WORLD_SIZE'],"
-                " os.environ['LOCAL_RANK']))); os.write(1, (line + '\\n').encode())")
+_PRINT_RANKS = (
+    "from jupyter_trainer import runtime as jt; import os; "
+    "line = ' '.join(map(str, (jt.rank, jt.world_size, jt.local_rank,"
+    " jt.local_world_size, jt.node_rank, os.environ['RANK'], os.environ['WORLD_SIZE'],"
+    " os.environ['LOCAL_RANK']))); os.write(1, (line + '\\n').encode())"
+)
 
 
-@pytest.mark.parametrize("env, expected", [
-    ({"HOROVOD_RANK": "3", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "1",
-      "HOROVOD_LOCAL_SIZE": "2", "HOROVOD_CROSS_RANK": "1"}, "3 4 1 2 1 3 4 1"),
-    ({"SLURM_PROCID": "5", "SLURM_NTASKS": "6", "SLURM_LOCALID": "1", "SLURM_NODEID": "2",
-      "SLURM_TASKS_PER_NODE": "2(x3)"}, "5 6 1 2 2 5 6 1"),
-    ({"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"},
-     "1 2 1 2 0 1 2 1"),
-    ({"RANK": "7", "WORLD_SIZE": "8", "LOCAL_RANK": "3", "OMPI_COMM_WORLD_RANK": "1",
-      "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "1"}, "7 8 3 8 0 7 8 3"),
-], ids=["horovod", "slurm", "pmi", "rank-already-set"])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        (
+            {
+                "HOROVOD_RANK": "3",
+                "HOROVOD_SIZE": "4",
+                "HOROVOD_LOCAL_RANK": "1",
+                "HOROVOD_LOCAL_SIZE": "2",
+                "HOROVOD_CROSS_RANK": "1",
+            },
+            "3 4 1 2 1 3 4 1",
+        ),
+        (
+            {
+                "SLURM_PROCID": "5",
+                "SLURM_NTASKS": "6",
+                "SLURM_LOCALID": "1",
+                "SLURM_NODEID": "2",
+                "SLURM_TASKS_PER_NODE": "2(x3)",
+            },
+            "5 6 1 2 2 5 6 1",
+        ),
+        (
+            {"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"},
+            "1 2 1 2 0 1 2 1",
+        ),
+        (
+            {
+                "RANK": "7",
+                "WORLD_SIZE": "8",
+                "LOCAL_RANK": "3",
+                "OMPI_COMM_WORLD_RANK": "1",
+                "OMPI_COMM_WORLD_SIZE": "2",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+            },
+            "7 8 3 8 0 7 8 3",
+        ),
+    ],
+    ids=["horovod", "slurm", "pmi", "rank-already-set"],
+)
 def test_rank_mapping_from_launcher_env(tmp_path: Path, env: dict, expected: str) -> None:
-    proc = subprocess.run([PY, "-c", _PRINT_RANKS], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60, env=clean_env(PYTHONPATH=str(REPO), **env))
+    proc = subprocess.run(
+        [PY, "-c", _PRINT_RANKS],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(PYTHONPATH=str(REPO), **env),
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == expected
 
 
 def _mpirun(*argv: str, **env: str) -> subprocess.CompletedProcess:
-    cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2",
-           "-x", f"PYTHONPATH={REPO}", *argv]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                          env=clean_env(**env))
+    cmd = [
+        MPIRUN,
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        "2",
+        "-x",
+        f"PYTHONPATH={REPO}",
+        *argv,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=clean_env(**env))
 
 
 @needs_mpirun
@@ -434,7 +569,9 @@ def test_mpirun_maps_open_mpi_ranks(tmp_path: Path) -> None:
 
 @needs_mpirun
 def test_mpirun_gloo_all_reduce_with_unchanged_init(tmp_path: Path) -> None:
-    script = write(tmp_path / "allreduce.py", """
+    script = write(
+        tmp_path / "allreduce.py",
+        """
         import torch, torch.distributed as dist
         from jupyter_trainer import runtime as jt
         dist.init_process_group("gloo")
@@ -444,10 +581,19 @@ def test_mpirun_gloo_all_reduce_with_unchanged_init(tmp_path: Path) -> None:
             f.write(f"rank {dist.get_rank()} of {dist.get_world_size()} sum {t.item()}")
         jt.log(step=torch.tensor(jt.rank), total=t, lr=torch.tensor([0.5]))
         dist.destroy_process_group()
-    """)
+    """,
+    )
     run = tmp_path / "run"
-    proc = _mpirun("-x", "MASTER_ADDR=127.0.0.1", "-x", f"MASTER_PORT={free_port()}",
-                   "-x", f"JT_RUN_DIR={run}", PY, str(script))
+    proc = _mpirun(
+        "-x",
+        "MASTER_ADDR=127.0.0.1",
+        "-x",
+        f"MASTER_PORT={free_port()}",
+        "-x",
+        f"JT_RUN_DIR={run}",
+        PY,
+        str(script),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for r in (0, 1):
         assert (run / "outputs" / f"rank-{r}.txt").read_text() == f"rank {r} of 2 sum 3.0"
@@ -457,8 +603,11 @@ def test_mpirun_gloo_all_reduce_with_unchanged_init(tmp_path: Path) -> None:
 
 # --- outside a run ----------------------------------------------------------------------------
 
+
 def test_outside_a_run_everything_is_harmless(tmp_path: Path) -> None:
-    script = write(tmp_path / "train.py", """
+    script = write(
+        tmp_path / "train.py",
+        """
         import threading
         from jupyter_trainer import runtime as jt
         assert (jt.in_run, jt.rank, jt.world_size, jt.run_id, jt.params) == (False, 0, 1, None, {})
@@ -469,43 +618,57 @@ def test_outside_a_run_everything_is_harmless(tmp_path: Path) -> None:
         jt.flush()
         print("outputs", jt.outputs_dir, jt.outputs_dir.is_dir())
         print("threads", threading.active_count())
-    """)
+    """,
+    )
     proc = python(script, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
-        "[jt] step 0 loss=0.125", f"outputs {tmp_path / 'outputs'} True", "threads 1"]
+        "[jt] step 0 loss=0.125",
+        f"outputs {tmp_path / 'outputs'} True",
+        "threads 1",
+    ]
     assert (tmp_path / "outputs").is_dir()
     assert not list(tmp_path.rglob("*.jsonl")) and not (tmp_path / "events").exists()
 
 
 def test_log_prints_again_after_a_second(tmp_path: Path) -> None:
-    script = write(tmp_path / "train.py", """
+    script = write(
+        tmp_path / "train.py",
+        """
         import time
         from jupyter_trainer import runtime as jt
         jt.log(step=1, loss=0.5)
         time.sleep(1.05)
         jt.log(step=2, loss=0.25)
         jt.log(step=3, loss=0.125)
-    """)
+    """,
+    )
     proc = python(script, tmp_path)
     assert proc.stdout.splitlines() == ["[jt] step 1 loss=0.5", "[jt] step 2 loss=0.25"]
 
 
 # --- carried variables --------------------------------------------------------------------------
 
+
 def test_load_carried(tmp_path: Path) -> None:
     cloudpickle = pytest.importorskip("cloudpickle")
     cell = tmp_path / "_jt" / "cell.py"
     write(cell, "")
-    blobs = {"lr": pickle.dumps(0.01), "layers": pickle.dumps([64, 32]),
-             "scale": cloudpickle.dumps(lambda x: 2 * x)}
+    blobs = {
+        "lr": pickle.dumps(0.01),
+        "layers": pickle.dumps([64, 32]),
+        "scale": cloudpickle.dumps(lambda x: 2 * x),
+    }
     (cell.parent / "carried.pkl").write_bytes(pickle.dumps(blobs))
-    script = write(tmp_path / "load.py", f"""
+    script = write(
+        tmp_path / "load.py",
+        f"""
         from jupyter_trainer import runtime as jt
         got = jt.load_carried({str(cell)!r})
         print(sorted(got), got["lr"], got["layers"], got["scale"](21))
-        print(jt.load_carried({str(tmp_path / 'elsewhere' / 'cell.py')!r}))
-    """)
+        print(jt.load_carried({str(tmp_path / "elsewhere" / "cell.py")!r}))
+    """,
+    )
     proc = python(script, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["['layers', 'lr', 'scale'] 0.01 [64, 32] 42", "{}"]

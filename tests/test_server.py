@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
+from conftest import leftover, wait_for
 from tornado.httpclient import HTTPClientError
 
 from jupyter_trainer.api import runs as api
-
-from conftest import leftover, wait_for
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -19,8 +17,12 @@ BASE = "jupyter-trainer/api"
 
 @pytest.fixture
 def jp_server_config(home):
-    return {"ServerApp": {"jpserver_extensions": {"jupyter_trainer": True},
-                          "allow_unauthenticated_access": False}}
+    return {
+        "ServerApp": {
+            "jpserver_extensions": {"jupyter_trainer": True},
+            "allow_unauthenticated_access": False,
+        }
+    }
 
 
 async def get_json(jp_fetch, *parts, **params):
@@ -35,14 +37,23 @@ async def expect_error(jp_fetch, code, *parts, method="GET", **kwargs):
     return json.loads(info.value.response.body) if info.value.response.body else {}
 
 
-def finished_run(name="srv", code="print('hi')\nfrom jupyter_trainer import runtime as jt\n"
-                                "for i in range(5): jt.log(step=i, x=i)"):
+def finished_run(
+    name="srv",
+    code="print('hi')\nfrom jupyter_trainer import runtime as jt\n"
+    "for i in range(5): jt.log(step=i, x=i)",
+):
     return api.submit(code, launcher="python", name=name, wait=True)
 
 
-ENDPOINTS = [("GET", ("version",)), ("GET", ("runs",)), ("GET", ("runs", "RUN")),
-             ("GET", ("runs", "RUN", "events")), ("GET", ("runs", "RUN", "logs")),
-             ("GET", ("runs", "RUN", "stream")), ("POST", ("runs", "RUN", "cancel"))]
+ENDPOINTS = [
+    ("GET", ("version",)),
+    ("GET", ("runs",)),
+    ("GET", ("runs", "RUN")),
+    ("GET", ("runs", "RUN", "events")),
+    ("GET", ("runs", "RUN", "logs")),
+    ("GET", ("runs", "RUN", "stream")),
+    ("POST", ("runs", "RUN", "cancel")),
+]
 
 
 @pytest.mark.parametrize("method, parts", ENDPOINTS)
@@ -79,16 +90,22 @@ async def test_run_events_and_logs_incrementally(jp_fetch, home):
     assert detail["state"]["status"] == "completed" and detail["spec"]["name"] == "srv"
     first = await get_json(jp_fetch, "runs", run.id, "events", rank="0")
     assert [e["step"] for e in first["events"] if e["kind"] == "metric"] == [0, 1, 2, 3, 4]
-    again = await get_json(jp_fetch, "runs", run.id, "events", rank="0", offset=str(first["offset"]))
+    again = await get_json(
+        jp_fetch, "runs", run.id, "events", rank="0", offset=str(first["offset"])
+    )
     assert again["events"] == [] and again["offset"] == first["offset"]
     logs = await get_json(jp_fetch, "runs", run.id, "logs", rank="0")
     assert logs["text"] == "hi\n"
 
 
 async def test_list_shows_the_slowest_ranks_progress(jp_fetch, home):
-    run = api.submit("from jupyter_trainer import runtime as jt\n"
-                     "for i in range(1, 8):\n    jt.progress(i * (jt.rank + 1), 20)\n",
-                     procs=2, name="prog", wait=True)
+    run = api.submit(
+        "from jupyter_trainer import runtime as jt\n"
+        "for i in range(1, 8):\n    jt.progress(i * (jt.rank + 1), 20)\n",
+        procs=2,
+        name="prog",
+        wait=True,
+    )
     row = (await get_json(jp_fetch, "runs"))["runs"][0]
     assert row["id"] == run.id
     assert row["progress"]["done"] == 7 and row["progress"]["total"] == 20
@@ -107,8 +124,11 @@ async def test_unknown_run_is_404(jp_fetch, home):
 
 
 async def test_cancel_a_live_run(jp_fetch, home):
-    run = api.submit("import time\nfor i in range(600):\n    time.sleep(0.1)", launcher="python",
-                     name="srv-cancel")
+    run = api.submit(
+        "import time\nfor i in range(600):\n    time.sleep(0.1)",
+        launcher="python",
+        name="srv-cancel",
+    )
     wait_for(lambda: run.status == "running", what="running")
     response = await jp_fetch(BASE, "runs", run.id, "cancel", method="POST", body=b"")
     assert response.code == 202
@@ -121,28 +141,45 @@ async def test_cancel_a_live_run(jp_fetch, home):
 def stream_messages(body: bytes) -> list[tuple[str, dict]]:
     """(event kind, payload) of each server-sent event in ``body``."""
     blocks = [block for block in body.decode().split("\n\n") if block]
-    return [(b.split("\n")[0].removeprefix("event: "),
-             json.loads(b.split("\n", 1)[1].removeprefix("data: "))) for b in blocks]
+    return [
+        (
+            b.split("\n")[0].removeprefix("event: "),
+            json.loads(b.split("\n", 1)[1].removeprefix("data: ")),
+        )
+        for b in blocks
+    ]
 
 
 async def test_stream_sends_state_events_logs_and_end(jp_fetch, home):
-    run = api.submit("import time\nfrom jupyter_trainer import runtime as jt\n"
-                     "for i in range(10):\n    print('line', i, flush=True)\n"
-                     "    jt.log(step=i, x=i)\n    time.sleep(0.05)", launcher="python")
+    run = api.submit(
+        "import time\nfrom jupyter_trainer import runtime as jt\n"
+        "for i in range(10):\n    print('line', i, flush=True)\n"
+        "    jt.log(step=i, x=i)\n    time.sleep(0.05)",
+        launcher="python",
+    )
     response = await jp_fetch(BASE, "runs", run.id, "stream", request_timeout=60)
     kinds, payloads = zip(*stream_messages(response.body))
     assert kinds[0] == "state" and kinds[-1] == "end"
-    steps = [e["step"] for k, p in zip(kinds, payloads) if k == "events"
-             for e in p["events"] if e["kind"] == "metric"]
+    steps = [
+        e["step"]
+        for k, p in zip(kinds, payloads)
+        if k == "events"
+        for e in p["events"]
+        if e["kind"] == "metric"
+    ]
     logs = "".join(p["text"] for k, p in zip(kinds, payloads) if k == "log")
     assert steps == list(range(10)) and logs == "".join(f"line {i}\n" for i in range(10))
     assert payloads[-1]["status"] == "completed"
 
 
 async def test_stream_resumes_each_rank_from_the_offsets_given(jp_fetch, home):
-    run = api.submit("from jupyter_trainer import runtime as jt\nfor i in range(6):\n"
-                     "    print('rank', jt.rank, 'line', i, flush=True)\n    jt.log(step=i, x=i)",
-                     procs=2, name="srv-resume", wait=True)
+    run = api.submit(
+        "from jupyter_trainer import runtime as jt\nfor i in range(6):\n"
+        "    print('rank', jt.rank, 'line', i, flush=True)\n    jt.log(step=i, x=i)",
+        procs=2,
+        name="srv-resume",
+        wait=True,
+    )
     whole = stream_messages((await jp_fetch(BASE, "runs", run.id, "stream")).body)
     last = {(kind, p["rank"]): p["offset"] for kind, p in whole if kind in ("events", "log")}
     assert set(last) == {("events", 0), ("events", 1), ("log", 0), ("log", 1)}
@@ -150,9 +187,17 @@ async def test_stream_resumes_each_rank_from_the_offsets_given(jp_fetch, home):
     # rank 0 resumed at its end, rank 1 from its middle (after its first three events)
     events_1 = run.store.existing(run.id).events_file(1).read_bytes()
     cut = len(b"".join(events_1.splitlines(keepends=True)[:3]))
-    resumed = stream_messages((await jp_fetch(
-        BASE, "runs", run.id, "stream",
-        params={"events": f"0:{last['events', 0]},1:{cut}", "logs": f"0:{last['log', 0]}"})).body)
+    resumed = stream_messages(
+        (
+            await jp_fetch(
+                BASE,
+                "runs",
+                run.id,
+                "stream",
+                params={"events": f"0:{last['events', 0]},1:{cut}", "logs": f"0:{last['log', 0]}"},
+            )
+        ).body
+    )
     kinds = [kind for kind, _ in resumed]
     assert kinds[0] == "state" and kinds[-1] == "end"
     sent = {(kind, p["rank"]) for kind, p in resumed if kind in ("events", "log")}
@@ -163,9 +208,17 @@ async def test_stream_resumes_each_rank_from_the_offsets_given(jp_fetch, home):
     assert log_1 == "".join(f"rank 1 line {i}\n" for i in range(6))
 
 
-@pytest.mark.parametrize("query", [{"events": "0"}, {"events": "0:-5"}, {"logs": "a:1"},
-                                   {"events": "0:1,0:2"}, {"logs": "0:\u0661"},
-                                   {"events": "0:" + "9" * 40}])
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"events": "0"},
+        {"events": "0:-5"},
+        {"logs": "a:1"},
+        {"events": "0:1,0:2"},
+        {"logs": "0:\u0661"},
+        {"events": "0:" + "9" * 40},
+    ],
+)
 async def test_stream_refuses_bad_offsets(jp_fetch, home, query):
     run = finished_run()
     error = await expect_error(jp_fetch, 400, "runs", run.id, "stream", params=query)
@@ -188,8 +241,11 @@ async def test_a_damaged_record_is_409_with_the_fix_and_the_run_can_be_canceled(
     assert "`jupyter-trainer doctor --fix`" in error["error"]
     assert [r["id"] for r in (await get_json(jp_fetch, "runs"))["runs"]] == [ended.id]
 
-    run = api.submit("import time\nfor i in range(600):\n    time.sleep(0.1)", launcher="python",
-                     name="srv-no-state")
+    run = api.submit(
+        "import time\nfor i in range(600):\n    time.sleep(0.1)",
+        launcher="python",
+        name="srv-no-state",
+    )
     wait_for(lambda: run.store.index.row(run.id)["status"] == "running", what="running")
     state = run.store.paths(run.id).state
     supervisor = run.state["supervisor"]["pid"]

@@ -19,24 +19,54 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from conftest import leftover, wait_for
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from test_browser import JupyterLab
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.frontends.server.base import API_PREFIX, MAX_OFFSET, MAX_RANK
 from jupyter_trainer.store import HOME_ENV
 
-from conftest import leftover, wait_for
-from test_browser import JupyterLab
-
-SETTINGS = settings(max_examples=100, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
-BIG = [str(1 << 44), str(MAX_OFFSET), str(MAX_OFFSET + 1), str(1 << 63), str(1 << 64),
-       "9" * 19, "9" * 40, "0" * 30 + "7", str(MAX_RANK), str(MAX_RANK + 1)]
-ODD = ["-1", "+5", " 5", "5 ", "1_000", "\u0663", "\u0661\u0662", "\uff15", "0x10", "1e3",
-       "1.0", "", " ", "NaN", "inf", "5\x00", "%", "-0", "\u00b2"]
-NUMBERS = st.one_of(st.integers(0, 1 << 66).map(str), st.sampled_from(BIG + ODD),
-                    st.text(max_size=12))
+SETTINGS = settings(
+    max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+BIG = [
+    str(1 << 44),
+    str(MAX_OFFSET),
+    str(MAX_OFFSET + 1),
+    str(1 << 63),
+    str(1 << 64),
+    "9" * 19,
+    "9" * 40,
+    "0" * 30 + "7",
+    str(MAX_RANK),
+    str(MAX_RANK + 1),
+]
+ODD = [
+    "-1",
+    "+5",
+    " 5",
+    "5 ",
+    "1_000",
+    "\u0663",
+    "\u0661\u0662",
+    "\uff15",
+    "0x10",
+    "1e3",
+    "1.0",
+    "",
+    " ",
+    "NaN",
+    "inf",
+    "5\x00",
+    "%",
+    "-0",
+    "\u00b2",
+]
+NUMBERS = st.one_of(
+    st.integers(0, 1 << 66).map(str), st.sampled_from(BIG + ODD), st.text(max_size=12)
+)
 
 
 class Api:
@@ -45,15 +75,20 @@ class Api:
     def __init__(self, server: JupyterLab) -> None:
         self.server = server
 
-    def call(self, method: str, path: str, query: dict[str, str] | None = None,
-             timeout: float = 30) -> tuple[int, str, bytes]:
+    def call(
+        self, method: str, path: str, query: dict[str, str] | None = None, timeout: float = 30
+    ) -> tuple[int, str, bytes]:
         url = f"/{API_PREFIX}/{path}"
         if query:
             url += "?" + urllib.parse.urlencode(query)
         conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=timeout)
         try:
-            conn.request(method, url, body=b"" if method in ("POST", "PUT") else None,
-                         headers={"Authorization": f"token {self.server.token}"})
+            conn.request(
+                method,
+                url,
+                body=b"" if method in ("POST", "PUT") else None,
+                headers={"Authorization": f"token {self.server.token}"},
+            )
             response = conn.getresponse()
             return response.status, response.getheader("Content-Type") or "", response.read()
         finally:
@@ -67,23 +102,34 @@ def rest(tmp_path_factory):
     finished = api.submit(
         "print('hi')\nfrom jupyter_trainer import runtime as jt\n"
         "for i in range(5):\n    jt.log(step=i, x=i)\n"
-        "jt.log(step=5, digits='n' + '1' * 5000, nested='[' * 5000)\n", launcher="python",
-        name="fuzz", wait=True, home=home)
-    live = api.submit("import time\ntime.sleep(600)\n", launcher="python", name="fuzz-live",
-                      home=home)
-    server = JupyterLab(base / "server", {**os.environ, HOME_ENV: str(home)},
-                        app="jupyter_server")
+        "jt.log(step=5, digits='n' + '1' * 5000, nested='[' * 5000)\n",
+        launcher="python",
+        name="fuzz",
+        wait=True,
+        home=home,
+    )
+    live = api.submit(
+        "import time\ntime.sleep(600)\n", launcher="python", name="fuzz-live", home=home
+    )
+    server = JupyterLab(base / "server", {**os.environ, HOME_ENV: str(home)}, app="jupyter_server")
     try:
         wait_for(lambda: live.status == "running", what="the live run to be running")
-        yield {"api": Api(server), "finished": finished, "live": live,
-               "events_size": (finished.path / "events" / "rank-0.jsonl").stat().st_size}
+        yield {
+            "api": Api(server),
+            "finished": finished,
+            "live": live,
+            "events_size": (finished.path / "events" / "rank-0.jsonl").stat().st_size,
+        }
     finally:
         server.stop()
         if not live.done:
             live.cancel(wait=True, timeout=30)
         for run in (finished, live):
-            wait_for(lambda run=run: leftover(run.id) == [], timeout=15,
-                     what=f"no process of {run.id} left")
+            wait_for(
+                lambda run=run: leftover(run.id) == [],
+                timeout=15,
+                what=f"no process of {run.id} left",
+            )
 
 
 def check_answer(status: int, content_type: str, body: bytes) -> dict | None:
@@ -105,12 +151,17 @@ def in_range(raw: str, high: int, low: int = 0) -> bool:
 
 
 def run_id_of(rest, which: str) -> str:
-    return {"finished": rest["finished"].id, "live": rest["live"].id,
-            "missing": "nope-20260101-000000-abcdef"}[which]
+    return {
+        "finished": rest["finished"].id,
+        "live": rest["live"].id,
+        "missing": "nope-20260101-000000-abcdef",
+    }[which]
 
 
-RUN_IDS = st.one_of(st.sampled_from(["finished", "live", "missing"]),
-                    st.text(min_size=1, max_size=40).map(lambda t: "raw:" + t))
+RUN_IDS = st.one_of(
+    st.sampled_from(["finished", "live", "missing"]),
+    st.text(min_size=1, max_size=40).map(lambda t: "raw:" + t),
+)
 
 
 def path_id(rest, which: str) -> str:
@@ -120,15 +171,22 @@ def path_id(rest, which: str) -> str:
 
 
 @SETTINGS
-@given(limit=st.one_of(st.none(), NUMBERS), offset=st.one_of(st.none(), NUMBERS),
-       status=st.one_of(st.none(), st.sampled_from(["completed", "running", "lost", "nope"]),
-                        st.text(max_size=10)),
-       name=st.one_of(st.none(), st.text(max_size=120)))
+@given(
+    limit=st.one_of(st.none(), NUMBERS),
+    offset=st.one_of(st.none(), NUMBERS),
+    status=st.one_of(
+        st.none(), st.sampled_from(["completed", "running", "lost", "nope"]), st.text(max_size=10)
+    ),
+    name=st.one_of(st.none(), st.text(max_size=120)),
+)
 @example(limit="1000", offset=str(1 << 62), status=None, name=None)
 @example(limit="\u0663", offset=None, status=None, name=None)
 def test_runs_list(rest, limit, offset, status, name):
-    query = {k: v for k, v in {"limit": limit, "offset": offset, "status": status,
-                               "name": name}.items() if v is not None}
+    query = {
+        k: v
+        for k, v in {"limit": limit, "offset": offset, "status": status, "name": name}.items()
+        if v is not None
+    }
     status_code, kind, body = rest["api"].call("GET", "runs", query)
     data = check_answer(status_code, kind, body)
     for arg, value, low, high in (("limit", limit, 1, 1000), ("offset", offset, 0, MAX_OFFSET)):
@@ -141,9 +199,12 @@ def test_runs_list(rest, limit, offset, status, name):
 
 
 @SETTINGS
-@given(field=st.sampled_from(["events", "logs"]), which=RUN_IDS,
-       rank=st.one_of(st.none(), NUMBERS, st.sampled_from(["0", "1"])),
-       offset=st.one_of(st.none(), NUMBERS, st.integers(0, 40000).map(str)))
+@given(
+    field=st.sampled_from(["events", "logs"]),
+    which=RUN_IDS,
+    rank=st.one_of(st.none(), NUMBERS, st.sampled_from(["0", "1"])),
+    offset=st.one_of(st.none(), NUMBERS, st.integers(0, 40000).map(str)),
+)
 @example(field="logs", which="finished", rank=None, offset=str(1 << 44))
 @example(field="events", which="finished", rank=None, offset=str(1 << 44))
 @example(field="events", which="finished", rank="0", offset=str(MAX_OFFSET))
@@ -152,8 +213,11 @@ def test_rank_reads(rest, field, which, rank, offset):
     query = {k: v for k, v in {"rank": rank, "offset": offset}.items() if v is not None}
     status, kind, body = rest["api"].call("GET", f"runs/{path_id(rest, which)}/{field}", query)
     data = check_answer(status, kind, body)
-    bad = [arg for arg, value, high in (("rank", rank, MAX_RANK), ("offset", offset, MAX_OFFSET))
-           if value is not None and not in_range(value, high)]
+    bad = [
+        arg
+        for arg, value, high in (("rank", rank, MAX_RANK), ("offset", offset, MAX_OFFSET))
+        if value is not None and not in_range(value, high)
+    ]
     if which in ("finished", "live"):
         if bad:
             assert status == 400 and f"query argument {bad[0]}=" in data["error"]
@@ -162,8 +226,9 @@ def test_rank_reads(rest, field, which, rank, offset):
             start = int(offset or 0)
             assert data["offset"] >= start
             if start >= 1 << 40:  # past the end of any file here
-                assert data["offset"] == start and not data["events" if field == "events"
-                                                            else "text"]
+                assert (
+                    data["offset"] == start and not data["events" if field == "events" else "text"]
+                )
     elif which == "missing":
         assert status in (400, 404)
 
@@ -173,10 +238,16 @@ def offsets_text(pairs: list[tuple[str, str]]) -> str:
 
 
 OFFSETS = st.one_of(
-    st.none(), st.text(max_size=30),
-    st.lists(st.tuples(st.one_of(NUMBERS, st.sampled_from(["0", "1"])),
-                       st.one_of(NUMBERS, st.integers(0, 40000).map(str))),
-             max_size=4).map(offsets_text))
+    st.none(),
+    st.text(max_size=30),
+    st.lists(
+        st.tuples(
+            st.one_of(NUMBERS, st.sampled_from(["0", "1"])),
+            st.one_of(NUMBERS, st.integers(0, 40000).map(str)),
+        ),
+        max_size=4,
+    ).map(offsets_text),
+)
 
 
 @SETTINGS
@@ -199,23 +270,48 @@ def test_stream(rest, which, events, logs):
 
 
 @SETTINGS
-@given(method=st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH"]),
-       path=st.one_of(
-           st.sampled_from(["version", "runs", "runs/", "runs/RUN", "runs/RUN/events",
-                            "runs/RUN/logs", "runs/RUN/cancel", "runs/RUN/nope", "nope",
-                            "runs/RUN/events/extra", ""]),
-           st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=4).map(
-               lambda parts: "/".join(urllib.parse.quote(p, safe="") for p in parts))),
-       which=RUN_IDS.filter(lambda w: w != "live"))
+@given(
+    method=st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH"]),
+    path=st.one_of(
+        st.sampled_from(
+            [
+                "version",
+                "runs",
+                "runs/",
+                "runs/RUN",
+                "runs/RUN/events",
+                "runs/RUN/logs",
+                "runs/RUN/cancel",
+                "runs/RUN/nope",
+                "nope",
+                "runs/RUN/events/extra",
+                "",
+            ]
+        ),
+        st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=4).map(
+            lambda parts: "/".join(urllib.parse.quote(p, safe="") for p in parts)
+        ),
+    ),
+    which=RUN_IDS.filter(lambda w: w != "live"),
+)
 def test_every_route_and_method(rest, method, path, which):
     path = path.replace("RUN", path_id(rest, which))
     status, kind, body = rest["api"].call(method, path)
     check_answer(status, kind, body)
 
 
-@pytest.mark.parametrize("path", ["runs/%FF/logs", "runs/RUN/logs?offset=%FF",
-                                  "runs/RUN/stream?logs=0:%C0%AF", "runs?name=%FF%FE",
-                                  "runs/RUN/events?rank=%00", "runs/%2e%2e/logs", "runs/RUN/"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "runs/%FF/logs",
+        "runs/RUN/logs?offset=%FF",
+        "runs/RUN/stream?logs=0:%C0%AF",
+        "runs?name=%FF%FE",
+        "runs/RUN/events?rank=%00",
+        "runs/%2e%2e/logs",
+        "runs/RUN/",
+    ],
+)
 def test_bytes_that_are_not_utf8_or_not_a_route(rest, path):
     status, kind, body = rest["api"].call("GET", path.replace("RUN", rest["finished"].id))
     check_answer(status, kind, body)

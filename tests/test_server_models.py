@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_models_hostile import forge
+from test_server import BASE, expect_error, get_json, jp_server_config  # noqa: F401
 from tornado.httpclient import HTTPClientError
 
 import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.store import Store
-
-from test_models_hostile import forge
-from test_server import BASE, expect_error, get_json, jp_server_config  # noqa: F401
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -30,31 +29,42 @@ for step in range(3):
 
 
 def train(lr: float, name: str) -> api.Run:
-    return api.submit(TRAIN, launcher="python", name=name, params={"lr": lr},
-                      namespace={"lr": lr}, wait=True)
+    return api.submit(
+        TRAIN, launcher="python", name=name, params={"lr": lr}, namespace={"lr": lr}, wait=True
+    )
 
 
 @pytest.fixture
 def registered(home) -> dict:
     """digits@1 from one run, digits@2 from another, tok@1 (a folder) from the first."""
     first, second = train(0.5, "first"), train(0.25, "second")
-    return {"first": first, "second": second,
-            "digits1": first.register_model("digits", "model.pt", tags={"stage": "dev"}),
-            "digits2": second.register_model("digits", "model.pt", tags={"stage": "prod"}),
-            "tok1": first.register_model("tok", "tok")}
+    return {
+        "first": first,
+        "second": second,
+        "digits1": first.register_model("digits", "model.pt", tags={"stage": "dev"}),
+        "digits2": second.register_model("digits", "model.pt", tags={"stage": "prod"}),
+        "tok1": first.register_model("tok", "tok"),
+    }
 
 
 ENDPOINTS = [("models",), ("models", "digits"), ("models", "digits", "1")]
 
 
 def server_config(allow_unauthenticated_access: bool) -> dict:
-    return {"ServerApp": {"jpserver_extensions": {"jupyter_trainer": True},
-                          "allow_unauthenticated_access": allow_unauthenticated_access}}
+    return {
+        "ServerApp": {
+            "jpserver_extensions": {"jupyter_trainer": True},
+            "allow_unauthenticated_access": allow_unauthenticated_access,
+        }
+    }
 
 
 # With unauthenticated access allowed by the server, only @web.authenticated refuses.
-@pytest.mark.parametrize("jp_server_config", [server_config(False), server_config(True)],
-                         ids=["server-refuses", "handler-refuses"])
+@pytest.mark.parametrize(
+    "jp_server_config",
+    [server_config(False), server_config(True)],
+    ids=["server-refuses", "handler-refuses"],
+)
 @pytest.mark.parametrize("parts", ENDPOINTS)
 async def test_every_model_endpoint_requires_auth(jp_fetch, registered, parts):
     with pytest.raises(HTTPClientError) as info:
@@ -63,8 +73,9 @@ async def test_every_model_endpoint_requires_auth(jp_fetch, registered, parts):
     assert (await jp_fetch(BASE, *parts)).code == 200
     if len(parts) > 1:
         with pytest.raises(HTTPClientError) as info:
-            await jp_fetch(BASE, *parts, method="DELETE", headers={"Authorization": ""},
-                           params={"all": "1"})
+            await jp_fetch(
+                BASE, *parts, method="DELETE", headers={"Authorization": ""}, params={"all": "1"}
+            )
         assert info.value.code in (401, 403)
         assert [m.version for m in jt.models("digits")] == [2, 1]
 
@@ -73,23 +84,44 @@ async def test_list_the_models(jp_fetch, registered):
     first, second = registered["first"], registered["second"]
     digits2, tok1 = registered["digits2"], registered["tok1"]
     page = await get_json(jp_fetch, "models")
-    assert page == {"models": [
-        {"name": "digits", "versions": 2, "latest": 2, "created": digits2.lineage["created"],
-         "run_id": second.id, "path": "model.pt", "files": 1, "bytes": 400,
-         "tags": {"stage": "prod"}, "run_exists": True},
-        {"name": "tok", "versions": 1, "latest": 1, "created": tok1.lineage["created"],
-         "run_id": first.id, "path": "tok", "files": 1, "bytes": 4, "tags": {},
-         "run_exists": True},
-    ]}
+    assert page == {
+        "models": [
+            {
+                "name": "digits",
+                "versions": 2,
+                "latest": 2,
+                "created": digits2.lineage["created"],
+                "run_id": second.id,
+                "path": "model.pt",
+                "files": 1,
+                "bytes": 400,
+                "tags": {"stage": "prod"},
+                "run_exists": True,
+            },
+            {
+                "name": "tok",
+                "versions": 1,
+                "latest": 1,
+                "created": tok1.lineage["created"],
+                "run_id": first.id,
+                "path": "tok",
+                "files": 1,
+                "bytes": 4,
+                "tags": {},
+                "run_exists": True,
+            },
+        ]
+    }
 
 
 async def test_show_a_model_with_every_version_and_its_lineage(jp_fetch, registered, home):
     first, second = registered["first"], registered["second"]
     shown = await get_json(jp_fetch, "models", "digits")
     assert shown["name"] == "digits"
-    assert [(v["version"], v["run_id"], v["tags"], v["bytes"], v["run_exists"])
-            for v in shown["versions"]] == [(2, second.id, {"stage": "prod"}, 400, True),
-                                            (1, first.id, {"stage": "dev"}, 300, True)]
+    assert [
+        (v["version"], v["run_id"], v["tags"], v["bytes"], v["run_exists"])
+        for v in shown["versions"]
+    ] == [(2, second.id, {"stage": "prod"}, 400, True), (1, first.id, {"stage": "dev"}, 300, True)]
     for version in shown["versions"]:
         model = jt.get_model("digits", version["version"])
         assert version["lineage"] == json.loads((model.folder / "lineage.json").read_text())
@@ -116,8 +148,9 @@ async def test_an_unknown_model_is_404(jp_fetch, registered):
     assert "no model 'nope'" in error["error"] and "digits, tok" in error["error"]
 
 
-@pytest.mark.parametrize("bad", [".hidden", "a%20b", "x" * 200, "-dash", "a..b", "a%2Fb",
-                                 "..%2Fruns", "a%00b"])
+@pytest.mark.parametrize(
+    "bad", [".hidden", "a%20b", "x" * 200, "-dash", "a..b", "a%2Fb", "..%2Fruns", "a%00b"]
+)
 async def test_a_malformed_model_name_is_400(jp_fetch, registered, bad):
     error = await expect_error(jp_fetch, 400, "models", bad)
     assert error["error"].startswith("invalid model name ") and error["type"] == "SpecError"
@@ -145,8 +178,7 @@ async def test_delete_a_version_then_every_version(jp_fetch, registered, home):
     done = await jp_fetch(BASE, "models", "digits", "1", method="DELETE")
     assert json.loads(done.body) == {"name": "digits", "deleted": [1]}
     assert [m.version for m in jt.models("digits")] == [2]
-    assert [v["version"] for v in (await get_json(jp_fetch, "models", "digits"))["versions"]] \
-        == [2]
+    assert [v["version"] for v in (await get_json(jp_fetch, "models", "digits"))["versions"]] == [2]
     error = await expect_error(jp_fetch, 404, "models", "digits", "1")
     assert "it was deleted" in error["error"]
     error = await expect_error(jp_fetch, 400, "models", "digits", method="DELETE")
@@ -176,14 +208,17 @@ async def test_another_users_version_is_403(jp_fetch, registered):
     assert [m.version for m in jt.models("digits")] == [2, 1]
 
 
-@pytest.mark.parametrize("parts, code, message", [
-    (("models", "digits", "0"), 400, "invalid model version '0'"),
-    (("models", "digits", "latest"), 400, "give the number of the version"),
-    (("models", "digits", "1%2F..%2F.."), 400, "invalid model version"),
-    (("models", "digits", "9"), 404, "has no version 9"),
-    (("models", "..", "1"), 400, "invalid model name"),
-    (("models", "nope", "1"), 404, "no model 'nope'"),
-])
+@pytest.mark.parametrize(
+    "parts, code, message",
+    [
+        (("models", "digits", "0"), 400, "invalid model version '0'"),
+        (("models", "digits", "latest"), 400, "give the number of the version"),
+        (("models", "digits", "1%2F..%2F.."), 400, "invalid model version"),
+        (("models", "digits", "9"), 404, "has no version 9"),
+        (("models", "..", "1"), 400, "invalid model name"),
+        (("models", "nope", "1"), 404, "no model 'nope'"),
+    ],
+)
 async def test_bad_deletes_are_refused(jp_fetch, registered, parts, code, message):
     error = await expect_error(jp_fetch, code, *parts, method="DELETE")
     assert message in error["error"]

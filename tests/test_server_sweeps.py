@@ -9,17 +9,15 @@ import time
 from pathlib import Path
 
 import pytest
-from tornado.httpclient import HTTPClientError
-
-import jupyter_trainer as jt
-from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import procs
-from jupyter_trainer.store.sweeps import SweepStore
-from jupyter_trainer.frontends.views.sweep_text import sweep_json
-
 from conftest import leftover, wait_for
 from test_server import BASE, expect_error, finished_run, get_json, jp_server_config  # noqa: F401
 from test_server_view import Viewer
+from tornado.httpclient import HTTPClientError
+
+import jupyter_trainer as jt
+from jupyter_trainer.frontends.views.sweep_text import sweep_json
+from jupyter_trainer.rankside import procs
+from jupyter_trainer.store.sweeps import SweepStore
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -38,8 +36,14 @@ UNKNOWN = "nope-sweep-20260101-000000-abcdef"
 def start_sweep(tmp_path: Path, trials: int = 4, **space) -> jt.Sweep:
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
-    return jt.sweep(script=str(script), space={**SPACE, **space}, metric="val_acc",
-                     trials=trials, parallel=min(2, trials), launcher="python")
+    return jt.sweep(
+        script=str(script),
+        space={**SPACE, **space},
+        metric="val_acc",
+        trials=trials,
+        parallel=min(2, trials),
+        launcher="python",
+    )
 
 
 def dead_pid() -> int:
@@ -55,8 +59,11 @@ def sweep(home, tmp_path) -> jt.Sweep:
     return start_sweep(tmp_path).wait(timeout=120)
 
 
-ENDPOINTS = [("GET", ("sweeps",)), ("GET", ("sweeps", "SWEEP")),
-             ("POST", ("sweeps", "SWEEP", "cancel"))]
+ENDPOINTS = [
+    ("GET", ("sweeps",)),
+    ("GET", ("sweeps", "SWEEP")),
+    ("POST", ("sweeps", "SWEEP", "cancel")),
+]
 
 
 @pytest.mark.parametrize("method, parts", ENDPOINTS)
@@ -79,19 +86,33 @@ async def test_list_and_show_a_sweep(jp_fetch, sweep, home):
     assert page["more"] is False and len(page["sweeps"]) == 1
     row = page["sweeps"][0]
     assert row == {
-        "id": sweep.id, "name": "train", "status": "completed", "metric": "val_acc",
-        "goal": "max", "trials_started": 4, "trials_done": 4, "trials_total": 4, "parallel": 2,
-        "counts": {"completed": 4}, "best": state["best"], "created": state["created"],
-        "started": state["started"], "ended": state["ended"], "error": None}
+        "id": sweep.id,
+        "name": "train",
+        "status": "completed",
+        "metric": "val_acc",
+        "goal": "max",
+        "trials_started": 4,
+        "trials_done": 4,
+        "trials_total": 4,
+        "parallel": 2,
+        "counts": {"completed": 4},
+        "best": state["best"],
+        "created": state["created"],
+        "started": state["started"],
+        "ended": state["ended"],
+        "error": None,
+    }
     assert row["best"]["objective"] == max(t["objective"] for t in state["trials"])
 
     shown = await get_json(jp_fetch, "sweeps", sweep.id)
     # what `sweep show --json` prints, each trial with what it reported without an objective
     assert [t.pop("reported") for t in shown["trials"]] == [None] * 4  # all completed
     assert shown == json.loads(json.dumps(sweep_json(sweep)))
-    assert [(t["number"], t["run"], t["params"], t["status"], t["objective"])
-            for t in shown["trials"]] == \
-        [(t["number"], t["run"], t["params"], t["status"], t["objective"]) for t in state["trials"]]
+    assert [
+        (t["number"], t["run"], t["params"], t["status"], t["objective"]) for t in shown["trials"]
+    ] == [
+        (t["number"], t["run"], t["params"], t["status"], t["objective"]) for t in state["trials"]
+    ]
     assert set(shown["spec"]["space"]) == set(SPACE) and shown["storage"] == sweep.storage
 
     # filters
@@ -145,8 +166,9 @@ async def test_a_trial_not_yet_written_down_is_still_left_to_its_sweep(jp_fetch,
 
 async def test_cancel_a_running_sweep(jp_fetch, home, tmp_path):
     sweep = start_sweep(tmp_path, trials=6, steps=200, pause=0.1)
-    wait_for(lambda: sweep.state.get("counts", {}).get("running", 0) == 2, 120,
-             what="two trials running")
+    wait_for(
+        lambda: sweep.state.get("counts", {}).get("running", 0) == 2, 120, what="two trials running"
+    )
     runs = sweep.trials()
     wait_for(lambda: all(r.status == "running" for r in runs), 60, what="their runs running")
     row = (await get_json(jp_fetch, "sweeps"))["sweeps"][0]
@@ -155,8 +177,11 @@ async def test_cancel_a_running_sweep(jp_fetch, home, tmp_path):
 
     response = await jp_fetch(BASE, "sweeps", sweep.id, "cancel", method="POST", body=b"")
     assert response.code == 202
-    assert json.loads(response.body) == {"id": sweep.id, "status": "running",
-                                         "cancel_requested": True}
+    assert json.loads(response.body) == {
+        "id": sweep.id,
+        "status": "running",
+        "cancel_requested": True,
+    }
     wait_for(lambda: sweep.done, 60, what="the sweep to end")
     shown = await get_json(jp_fetch, "sweeps", sweep.id)
     assert shown["status"] == "canceled"
@@ -164,8 +189,7 @@ async def test_cancel_a_running_sweep(jp_fetch, home, tmp_path):
     for run in runs:
         assert run.status == "canceled" and leftover(run.id) == []
     wait_for(lambda: not procs.is_alive(driver), 10, what="the driver to exit")
-    error = await expect_error(jp_fetch, 409, "sweeps", sweep.id, "cancel", method="POST",
-                               body=b"")
+    error = await expect_error(jp_fetch, 409, "sweeps", sweep.id, "cancel", method="POST", body=b"")
     assert "already ended (canceled)" in error["error"]
 
 
@@ -190,8 +214,11 @@ async def test_cancel_a_sweep_whose_driver_is_gone(jp_fetch, sweep, home):
 async def test_a_malformed_sweep_id_is_400(jp_fetch, home, bad, method, tail):
     body = b"" if method == "POST" else None
     error = await expect_error(jp_fetch, 400, "sweeps", bad, *tail, method=method, body=body)
-    assert error["error"].startswith("invalid sweep id ") and "jupyter-trainer sweeps" in \
-        error["error"] and error["type"] == "InvalidRunId"
+    assert (
+        error["error"].startswith("invalid sweep id ")
+        and "jupyter-trainer sweeps" in error["error"]
+        and error["type"] == "InvalidRunId"
+    )
 
 
 @pytest.mark.parametrize("bad", ["..", "..%2F..%2Fetc", "%2Fetc%2Fpasswd", "a%00b"])
@@ -206,8 +233,12 @@ async def test_an_unknown_sweep_is_404(jp_fetch, home, method, tail):
     body = b"" if method == "POST" else None
     error = await expect_error(jp_fetch, 404, "sweeps", UNKNOWN, *tail, method=method, body=body)
     assert f"no sweep '{UNKNOWN}'" in error["error"] and error["type"] == "SweepNotFound"
-    assert (await get_json(jp_fetch, "sweeps")) == {"sweeps": [], "limit": 50, "offset": 0,
-                                                    "more": False}
+    assert (await get_json(jp_fetch, "sweeps")) == {
+        "sweeps": [],
+        "limit": 50,
+        "offset": 0,
+        "more": False,
+    }
 
 
 async def test_unknown_routes_list_the_sweep_routes(jp_fetch, home):
@@ -232,8 +263,9 @@ async def test_the_sweep_view_socket_feeds_what_the_sweep_widget_shows(jp_ws_fet
     viewer = Viewer(await jp_ws_fetch(BASE, "sweeps", sweep.id, "view"))
     model = await viewer.read_until(lambda m: m.get("state", {}).get("status") == "completed")
     assert model["sweep_id"] == sweep.id and model["spec"]["metric"] == "val_acc"
-    assert [t["objective"] for t in model["state"]["trials"]] == \
-        [t["objective"] for t in state["trials"]]
+    assert [t["objective"] for t in model["state"]["trials"]] == [
+        t["objective"] for t in state["trials"]
+    ]
     assert model["state"]["best"] == state["best"] and "driver" not in model["state"]
     assert len(model["charts"]["best"]) == 4 and len(model["charts"]["lines"]) == 4
     # a sweep that ended cannot be canceled: the view says why; other messages are refused
@@ -247,14 +279,20 @@ async def test_the_sweep_view_socket_feeds_what_the_sweep_widget_shows(jp_ws_fet
 
 async def test_cancel_through_the_sweep_view(jp_ws_fetch, home, tmp_path):
     sweep = start_sweep(tmp_path, steps=400, pause=0.1)
-    wait_for(lambda: sweep.state.get("counts", {}).get("running", 0) == 2 and all(
-        t.get("last") is not None for t in sweep.state["trials"]), 120,
-        what="two trials running, each with a value logged")
+    wait_for(
+        lambda: (
+            sweep.state.get("counts", {}).get("running", 0) == 2
+            and all(t.get("last") is not None for t in sweep.state["trials"])
+        ),
+        120,
+        what="two trials running, each with a value logged",
+    )
     viewer = Viewer(await jp_ws_fetch(BASE, "sweeps", sweep.id, "view"))
     await viewer.read_until(lambda m: m.get("state", {}).get("status") == "running")
     viewer.send({"msg": {"type": "cancel"}})
-    model = await viewer.read_until(lambda m: m.get("state", {}).get("status") == "canceled",
-                                    timeout=120)
+    model = await viewer.read_until(
+        lambda m: m.get("state", {}).get("status") == "canceled", timeout=120
+    )
     assert model["cancel_state"] == "requested"
     trials = model["state"]["trials"]
     assert [t["status"] for t in trials] == ["canceled", "canceled"]
@@ -263,4 +301,3 @@ async def test_cancel_through_the_sweep_view(jp_ws_fetch, home, tmp_path):
     assert [t["reported"]["value"] for t in trials] == [t["last"] for t in sweep.state["trials"]]
     for trial in sweep.state["trials"]:
         wait_for(lambda: leftover(trial["run"]) == [], 15, what=f"run {trial['run']} to end")
-

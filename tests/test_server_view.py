@@ -9,12 +9,11 @@ import json
 
 import numpy as np
 import pytest
+from conftest import leftover, wait_for
+from test_server import BASE, jp_server_config  # noqa: F401  (the server's configuration)
 from tornado.httpclient import HTTPClientError
 
 from jupyter_trainer.api import runs as api
-
-from conftest import leftover, wait_for
-from test_server import BASE, jp_server_config  # noqa: F401  (the server's configuration)
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -65,15 +64,22 @@ async def test_the_view_socket_requires_auth_and_a_real_run(jp_ws_fetch, home):
 
 
 async def test_a_finished_run_is_sent_as_the_widget_shows_it(jp_ws_fetch, home):
-    code = ("from jupyter_trainer import runtime as jt\n"
-            "for i in range(20):\n    print('rank', jt.rank, 'line', i, flush=True)\n"
-            "    jt.log(step=i, loss=1.0 / (i + 1), phase='train')\n"
-            "    jt.progress(i + 1, 20)\n")
+    code = (
+        "from jupyter_trainer import runtime as jt\n"
+        "for i in range(20):\n    print('rank', jt.rank, 'line', i, flush=True)\n"
+        "    jt.log(step=i, loss=1.0 / (i + 1), phase='train')\n"
+        "    jt.progress(i + 1, 20)\n"
+    )
     run = api.submit(code, procs=2, name="view-done", wait=True)
     viewer = Viewer(await jp_ws_fetch(BASE, "runs", run.id, "view"))
-    model = await viewer.read_until(lambda m: m.get("state", {}).get("status") == "completed"
-                                    and m.get("charts", {}).get("charts") and m.get("log")
-                                    and not m.get("loading", True))
+    model = await viewer.read_until(
+        lambda m: (
+            m.get("state", {}).get("status") == "completed"
+            and m.get("charts", {}).get("charts")
+            and m.get("log")
+            and not m.get("loading", True)
+        )
+    )
     assert model["run_id"] == run.id and model["info"]["name"] == "view-done"
     assert model["info"]["procs"] == 2 and model["progress"]["done"] == 20
     assert [m["name"] for m in model["metrics"]] == ["loss"]
@@ -95,13 +101,16 @@ async def test_a_finished_run_is_sent_as_the_widget_shows_it(jp_ws_fetch, home):
     assert model["log"]["reset"] and {r for r, _ in model["log"]["lines"]} == {1}
 
 
-@pytest.mark.parametrize("message, says", [
-    ({"set": {"state": {}}}, "only chart_options and log_selection"),
-    ({"set": {"chart_options": {"x": "bogus"}}}, 'x is "step" or "time"'),
-    ({"set": {"log_selection": "../etc"}}, 'log_selection is "all" or a rank'),
-    ({"msg": {"type": "shutdown"}}, "unknown message type 'shutdown'"),
-    ([1, 2], 'send {"set"'),
-])
+@pytest.mark.parametrize(
+    "message, says",
+    [
+        ({"set": {"state": {}}}, "only chart_options and log_selection"),
+        ({"set": {"chart_options": {"x": "bogus"}}}, 'x is "step" or "time"'),
+        ({"set": {"log_selection": "../etc"}}, 'log_selection is "all" or a rank'),
+        ({"msg": {"type": "shutdown"}}, "unknown message type 'shutdown'"),
+        ([1, 2], 'send {"set"'),
+    ],
+)
 async def test_bad_messages_are_refused_and_change_nothing(jp_ws_fetch, home, message, says):
     run = api.submit("print('x')", launcher="python", name="view-bad", wait=True)
     viewer = Viewer(await jp_ws_fetch(BASE, "runs", run.id, "view"))
@@ -115,8 +124,11 @@ async def test_bad_messages_are_refused_and_change_nothing(jp_ws_fetch, home, me
 
 
 async def test_cancel_through_the_view(jp_ws_fetch, home):
-    run = api.submit("import time\nfor i in range(600):\n    time.sleep(0.1)", launcher="python",
-                     name="view-cancel")
+    run = api.submit(
+        "import time\nfor i in range(600):\n    time.sleep(0.1)",
+        launcher="python",
+        name="view-cancel",
+    )
     wait_for(lambda: run.status == "running", what="running")
     viewer = Viewer(await jp_ws_fetch(BASE, "runs", run.id, "view"))
     await viewer.read_until(lambda m: m.get("state", {}).get("status") == "running")
@@ -133,15 +145,17 @@ async def test_a_deeply_nested_message_is_refused_and_the_socket_still_answers(j
     viewer = Viewer(await jp_ws_fetch(BASE, "runs", run.id, "view"))
     await viewer.read_until(lambda m: m.get("state", {}).get("status") == "completed")
     # Past Python's recursion limit; brackets inside strings do not count.
-    viewer.ws.write_message('{"set": {"log_selection": "' + "[" * 100 + '"}, "x": '
-                            + "[" * 50_000 + "]" * 50_000 + "}")
+    viewer.ws.write_message(
+        '{"set": {"log_selection": "' + "[" * 100 + '"}, "x": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    )
     await viewer.read_until(lambda m: viewer.errors, timeout=10)
     assert viewer.errors == ["message nested deeper than 8 levels"]
     viewer.send({"set": {"log_selection": "0"}})
     model = await viewer.read_until(lambda m: m.get("log", {}).get("selection") == "0")
     assert model["log"]["lines"] == [[0, "x"]]
-    viewer.send({"set": {"chart_options": {"x": "step", "agg": "mean",
-                                           "selected": ["[{" * 20] * 3}}})  # strings, not depth
+    viewer.send(
+        {"set": {"chart_options": {"x": "step", "agg": "mean", "selected": ["[{" * 20] * 3}}}
+    )  # strings, not depth
     model = await viewer.read_until(lambda m: m.get("charts", {}).get("agg") == "mean")
     assert len(viewer.errors) == 1
 

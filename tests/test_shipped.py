@@ -55,8 +55,11 @@ def test_a_shipped_file_imports_only_the_standard_library(name):
             top = full.split(".")[0]
             if top in sys.stdlib_module_names or full.startswith("jupyter_trainer.rankside"):
                 continue
-            if full == "jupyter_trainer" and isinstance(node, ast.ImportFrom) and \
-                    {a.name for a in node.names} <= {"rankside"}:
+            if (
+                full == "jupyter_trainer"
+                and isinstance(node, ast.ImportFrom)
+                and {a.name for a in node.names} <= {"rankside"}
+            ):
                 continue
             if top in ON_THE_NODE and id(node) not in top_level:
                 continue
@@ -89,10 +92,12 @@ def test_the_snapshot_carries_the_rank_side_and_a_stand_in_package(tmp_path):
     write_script_snapshot(tmp_path / "code", script)
     jt = tmp_path / "code" / RESERVED_DIR
     shipped = {p.relative_to(jt).as_posix(): p.read_bytes() for p in jt.rglob("*.py")}
-    expected = {"boot.py": rankside.source(rankside.BOOT),
-                "jupyter_trainer/__init__.py": rankside.SHIM_INIT.encode(),
-                "jupyter_trainer/runtime.py": rankside.SHIM_RUNTIME.encode(),
-                **{f"jupyter_trainer/rankside/{n}": rankside.source(n) for n in rankside.SNAPSHOT}}
+    expected = {
+        "boot.py": rankside.source(rankside.BOOT),
+        "jupyter_trainer/__init__.py": rankside.SHIM_INIT.encode(),
+        "jupyter_trainer/runtime.py": rankside.SHIM_RUNTIME.encode(),
+        **{f"jupyter_trainer/rankside/{n}": rankside.source(n) for n in rankside.SNAPSHOT},
+    }
     assert shipped == expected
     # The package's public name for the runtime is the same alias as the stand-in's.
     assert (PACKAGE / "runtime.py").read_text() == rankside.SHIM_RUNTIME
@@ -107,11 +112,17 @@ def test_each_way_of_shipping_sends_rank_side_files():
     assert calls.agent_source() == rankside.source(rankside.AGENT)
     assert pod_program_source() == rankside.text(rankside.KUBE_POD)
     _, files = node_bundle()
-    package = {path.removeprefix(f"{FOLDER}/{BUNDLE_PACKAGE}/"): text for path, text in
-               files.items() if path.startswith(f"{FOLDER}/{BUNDLE_PACKAGE}/")}
+    package = {
+        path.removeprefix(f"{FOLDER}/{BUNDLE_PACKAGE}/"): text
+        for path, text in files.items()
+        if path.startswith(f"{FOLDER}/{BUNDLE_PACKAGE}/")
+    }
     assert package == {name: rankside.text(name) for name in rankside.POOL}
-    programs = {path: text for path, text in files.items() if path not in
-                {f"{FOLDER}/{BUNDLE_PACKAGE}/{n}" for n in rankside.POOL}}
+    programs = {
+        path: text
+        for path, text in files.items()
+        if path not in {f"{FOLDER}/{BUNDLE_PACKAGE}/{n}" for n in rankside.POOL}
+    }
     for text in programs.values():  # three entry lines into the bundle, nothing more
         assert text.splitlines()[1].startswith(f"from {BUNDLE_PACKAGE}.hotstart.")
     with pytest.raises(ValueError, match="not a file the rank side ships"):
@@ -142,15 +153,27 @@ def test_shipped_files_run_where_jupyter_trainer_is_not_installed(tmp_path):
     write_script_snapshot(tmp_path / "code", script)
     (tmp_path / "agent.py").write_bytes(rankside.source(rankside.AGENT))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    code = ("import sys\n"
-            "from jupyter_trainer import runtime as jt\n"
-            "from jupyter_trainer.rankside import launcher_env, workdir, death_watch\n"
-            "assert jt.__name__ == 'jupyter_trainer.rankside.runtime', jt.__name__\n"
-            "print(sorted(m for m in sys.modules if m.startswith('jupyter_trainer')))\n")
-    done = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path / "code" / RESERVED_DIR,
-                          env=env, capture_output=True, text=True)
+    code = (
+        "import sys\n"
+        "from jupyter_trainer import runtime as jt\n"
+        "from jupyter_trainer.rankside import launcher_env, workdir, death_watch\n"
+        "assert jt.__name__ == 'jupyter_trainer.rankside.runtime', jt.__name__\n"
+        "print(sorted(m for m in sys.modules if m.startswith('jupyter_trainer')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        cwd=tmp_path / "code" / RESERVED_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert "jupyter_trainer.rankside.runtime" in done.stdout
-    agent = subprocess.run([sys.executable, "-S", str(tmp_path / "agent.py"), "--help"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True)
+    agent = subprocess.run(
+        [sys.executable, "-S", str(tmp_path / "agent.py"), "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert "Traceback" not in agent.stderr, agent.stderr

@@ -6,12 +6,11 @@ import subprocess
 import sys
 
 import pytest
+from conftest import leftover, wait_for
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed
 from jupyter_trainer.frontends.views.text import progress_line
-
-from conftest import leftover, wait_for
 
 TRAIN = """
 import torch, torch.distributed as dist
@@ -25,7 +24,9 @@ for step in range(steps):
 print("rank", dist.get_rank(), "of", dist.get_world_size(), "sum", t.item())
 dist.destroy_process_group()
 """
-SLEEPER = "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\ntime.sleep(600)"
+SLEEPER = (
+    "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\ntime.sleep(600)"
+)
 
 
 def test_two_task_torchrun_gloo_training(cluster, home):
@@ -43,10 +44,12 @@ def test_two_task_torchrun_gloo_training(cluster, home):
 
 
 def test_mpirun_inside_the_allocation(cluster, home):
-    code = ("import os, torch, torch.distributed as dist\ndist.init_process_group('gloo')\n"
-            "t = torch.ones(1)\ndist.all_reduce(t)\n"
-            "print('mpi rank', os.environ['OMPI_COMM_WORLD_RANK'], 'sum', t.item(), "
-            "'job', os.environ['SLURM_JOB_ID'])\n")
+    code = (
+        "import os, torch, torch.distributed as dist\ndist.init_process_group('gloo')\n"
+        "t = torch.ones(1)\ndist.all_reduce(t)\n"
+        "print('mpi rank', os.environ['OMPI_COMM_WORLD_RANK'], 'sum', t.item(), "
+        "'job', os.environ['SLURM_JOB_ID'])\n"
+    )
     run = api.submit(code, target="cluster", procs=2, launcher="mpirun", name="slurm-mpi")
     run.wait(timeout=120)
     job = run.state["launcher"]["job_id"]
@@ -55,12 +58,16 @@ def test_mpirun_inside_the_allocation(cluster, home):
 
 
 def test_cancel_while_pending_shows_the_reason(cluster, home):
-    blocker = cluster.run("sbatch", "--parsable", "-c", "2", "--output=/dev/null", "--wrap",
-                          "sleep 300").stdout.strip()
+    blocker = cluster.run(
+        "sbatch", "--parsable", "-c", "2", "--output=/dev/null", "--wrap", "sleep 300"
+    ).stdout.strip()
     wait_for(lambda: f"{blocker} RUNNING" in cluster.queue(), what="the blocker to run")
     run = api.submit(SLEEPER, target="cluster", procs=2, name="slurm-pending")
-    queued = wait_for(lambda: run.state.get("queue", {}).get("reason") in ("Resources", "Priority")
-                      and run.state, timeout=30, what="a queue reason")
+    queued = wait_for(
+        lambda: run.state.get("queue", {}).get("reason") in ("Resources", "Priority") and run.state,
+        timeout=30,
+        what="a queue reason",
+    )
     assert queued["status"] == "queued" and queued["queue"]["state"] == "PENDING"
     job = queued["launcher"]["job_id"]
     follower = run.follower()
@@ -74,8 +81,11 @@ def test_cancel_while_pending_shows_the_reason(cluster, home):
 
 def test_cancel_while_running_ends_every_task(cluster, home):
     run = api.submit(SLEEPER, target="cluster", procs=2, name="slurm-running")
-    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in (0, 1)), timeout=60,
-             what="both ranks to log")
+    wait_for(
+        lambda: all(run.store.read_events(run.id, r)[0] for r in (0, 1)),
+        timeout=60,
+        what="both ranks to log",
+    )
     assert run.status == "running" and leftover(run.id)
     run.cancel(timeout=30)
     assert run.status == "canceled" and leftover(run.id) == []
@@ -84,9 +94,11 @@ def test_cancel_while_running_ends_every_task(cluster, home):
 
 
 def test_failing_task_names_its_rank(cluster, home):
-    code = ("import time, torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
-            "dist.init_process_group()\nif jt.rank == 1:\n    raise KeyError('missing column')\n"
-            "time.sleep(600)\n")
+    code = (
+        "import time, torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
+        "dist.init_process_group()\nif jt.rank == 1:\n    raise KeyError('missing column')\n"
+        "time.sleep(600)\n"
+    )
     run = api.submit(code, target="cluster", procs=2, name="slurm-fail")
     with pytest.raises(RunFailed) as info:
         run.wait(timeout=120)
@@ -105,18 +117,29 @@ def test_time_limit_is_a_clear_timeout(cluster, home):
 def test_node_failure_is_a_clear_node_fail_and_not_requeued(cluster, home):
     run = api.submit(SLEEPER, target="cluster", procs=1, launcher="python", name="slurm-node-fail")
     wait_for(lambda: run.store.read_events(run.id, 0)[0], timeout=60, what="the task to log")
-    node = cluster.run("squeue", "-h", "-o", "%N", "-j", run.state["launcher"]["job_id"]).stdout.strip()
+    node = cluster.run(
+        "squeue", "-h", "-o", "%N", "-j", run.state["launcher"]["job_id"]
+    ).stdout.strip()
     try:
         cluster.run("scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=jt-test")
         with pytest.raises(RunFailed, match="a node failed \\(NODE_FAIL\\)"):
             run.wait(timeout=60)
     finally:  # slurmctld may refuse RESUME while the node is still ending the job
+
         def idle() -> bool:
             return cluster.run("sinfo", "-h", "-o", "%t", "-n", node).stdout.strip() == "idle"
 
-        wait_for(lambda: idle() or cluster.run("scontrol", "update", f"NodeName={node}",
-                                               "State=RESUME", check=False).returncode == 0,
-                 timeout=30, what="slurmctld to take RESUME")
+        wait_for(
+            lambda: (
+                idle()
+                or cluster.run(
+                    "scontrol", "update", f"NodeName={node}", "State=RESUME", check=False
+                ).returncode
+                == 0
+            ),
+            timeout=30,
+            what="slurmctld to take RESUME",
+        )
         wait_for(idle, timeout=30, what=f"{node} back in service")
     assert run.state["scheduler"]["state"] == "NODE_FAIL"
     assert leftover(run.id) == []
@@ -129,12 +152,17 @@ def test_reattach_after_the_submitter_is_gone(cluster, home, tmp_path):
         "run = jt.submit('import time\\nfrom jupyter_trainer import runtime as jt\\n"
         "for i in range(20):\\n    jt.log(step=i, x=i)\\n    time.sleep(0.2)', target='cluster',"
         " launcher='python', name='slurm-reattach')\n"
-        "print(run.id, flush=True)\n")
+        "print(run.id, flush=True)\n"
+    )
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
     run = api.get_run(out.stdout.strip())
     wait_for(lambda: run.state.get("launcher", {}).get("job_id"), what="the job id")
-    shown = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id, "--json"],
-                           capture_output=True, text=True, check=True)
+    shown = subprocess.run(
+        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert '"job_id"' in shown.stdout
     run.wait(timeout=120)
     assert [s for s, _ in run.metrics()["x"]] == list(range(20))
@@ -143,8 +171,13 @@ def test_reattach_after_the_submitter_is_gone(cluster, home, tmp_path):
 def test_named_environment_runs_on_the_cluster(cluster, home):
     from jupyter_trainer.environment import EnvDefinition, define
 
-    define(EnvDefinition.from_yaml("extra", 'python: "3.11"\ninherit: true\npip:\n  - six==1.16.0\n'
-                                   "env:\n  EXTRA_VAR: from-env\n"), home=home)
+    define(
+        EnvDefinition.from_yaml(
+            "extra",
+            'python: "3.11"\ninherit: true\npip:\n  - six==1.16.0\nenv:\n  EXTRA_VAR: from-env\n',
+        ),
+        home=home,
+    )
     code = "import os, six\nprint('six', six.__version__, os.environ['EXTRA_VAR'])\n"
     run = api.submit(code, target="cluster", launcher="python", env="extra", name="slurm-env")
     run.wait(timeout=180)

@@ -7,14 +7,12 @@ could land on two workers and each would start its own database.
 
 from __future__ import annotations
 
-
 import pytest
+from conftest import leftover
+from slurm_cluster import as_target, start_cluster, worker_index
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed
-
-from conftest import leftover
-from slurm_cluster import as_target, start_cluster, worker_index
 
 TRAIN = """
 import torch, torch.distributed as dist
@@ -31,8 +29,9 @@ FAIL = "from jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\nraise S
 
 @pytest.fixture(scope="session")
 def slurm_acct(tmp_path_factory, worker_id):
-    cluster = start_cluster(tmp_path_factory.mktemp("slurm-acct"), worker_index(worker_id),
-                            accounting=True)
+    cluster = start_cluster(
+        tmp_path_factory.mktemp("slurm-acct"), worker_index(worker_id), accounting=True
+    )
     yield cluster
     cluster.stop()
 

@@ -9,17 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import procs
-from jupyter_trainer.core.errors import RunFailed, SpecError, TargetError
-from jupyter_trainer.rankside.hotstart.records import read_json
-from jupyter_trainer.targets.slurm.script import SlurmConfig
-
 from conftest import leftover, wait_for
 from test_slurm import SLEEPER, TRAIN
 
-HOLD = 'hold = 600\n'
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import RunFailed, SpecError, TargetError
+from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.hotstart.records import read_json
+from jupyter_trainer.targets.slurm.script import SlurmConfig
+
+HOLD = "hold = 600\n"
 
 
 @pytest.fixture
@@ -86,14 +85,16 @@ def test_second_run_forks_from_the_pool_the_first_warmed(held, home):
 
 
 def test_a_pool_that_cannot_serve_makes_torchrun_start_the_ranks_in_the_allocation(
-        held, home, tmp_path, monkeypatch):
+    held, home, tmp_path, monkeypatch
+):
     """No GPU here: the module fakes an initialised CUDA where the pool looks for it."""
     fake = tmp_path / "fakecuda"
     fake.mkdir()
     (fake / "cudaish.py").write_text("import torch\ntorch.cuda.is_initialized = lambda: True\n")
     monkeypatch.setenv("PYTHONPATH", str(fake))
-    run = api.submit("import cudaish\n" + TRAIN, procs=2, target="cluster", params={"steps": 1},
-                     name="hot-cuda")
+    run = api.submit(
+        "import cudaish\n" + TRAIN, procs=2, target="cluster", params={"steps": 1}, name="hot-cuda"
+    )
     _wait(run, held)
     hot, launcher = run.state["launcher"]["hot"], run.state["launcher"]
     assert not hot["used"] and "initialised CUDA" in hot["why"] and "cudaish" in hot["why"], hot
@@ -115,9 +116,11 @@ def test_cancel_ends_the_ranks_but_keeps_the_allocation(held, home):
 
 
 def test_failing_rank_is_named(held, home):
-    code = ("import torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
-            "dist.init_process_group()\njt.log(step=0, x=1)\n"
-            "if jt.rank == 1:\n    raise ValueError('bad batch')\nimport time; time.sleep(600)\n")
+    code = (
+        "import torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
+        "dist.init_process_group()\njt.log(step=0, x=1)\n"
+        "if jt.rank == 1:\n    raise ValueError('bad batch')\nimport time; time.sleep(600)\n"
+    )
     run = api.submit(code, procs=2, target="cluster", name="hot-fail")
     with pytest.raises(RunFailed) as info:
         _wait(run, held, 180)
@@ -142,8 +145,12 @@ def test_killed_keeper_ends_its_pools_and_the_allocation(held, home):
 
 def test_the_pools_command_lists_and_releases_the_allocation(held, home):
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "pools", *args],
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "jupyter_trainer.frontends.cli", "pools", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     run = api.submit(SLEEPER, procs=2, target="cluster", name="hot-busy")
     _until_training(run, held)
@@ -156,8 +163,9 @@ def test_the_pools_command_lists_and_releases_the_allocation(held, home):
     assert job in " ".join(held.queue())
     run.cancel(wait=True, timeout=30)
     stopped = cli("--stop")
-    assert stopped.stdout.strip() == (f"stopped 1 pool and released 1 held Slurm allocation "
-                                      f"({job})"), stopped
+    assert stopped.stdout.strip() == (
+        f"stopped 1 pool and released 1 held Slurm allocation ({job})"
+    ), stopped
     wait_for(lambda: held.queue() == [], timeout=30, what="the held job's end")
     assert not procs.is_alive(pool)
 

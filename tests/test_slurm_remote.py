@@ -9,12 +9,11 @@ import json
 import os
 
 import pytest
+from conftest import leftover, wait_for
+from ssh_hosts import ssh_pair, user_home  # noqa: F401 (fixtures)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed, TargetError
-
-from conftest import leftover, wait_for
-from ssh_hosts import ssh_pair, user_home  # noqa: F401 (fixtures)
 
 TRAIN = """
 import torch, torch.distributed as dist
@@ -30,13 +29,16 @@ if jt.rank == 0:
 print("rank", dist.get_rank(), "sum", t.item(), "dir", jt.run_dir, flush=True)
 dist.destroy_process_group()
 """
-SLEEPER = "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\ntime.sleep(600)"
+SLEEPER = (
+    "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\ntime.sleep(600)"
+)
 
 
 def target(home, name: str, **keys) -> None:
     lines = [f"[targets.{name}]", 'kind = "slurm"', 'partition = "debug"', 'time = "10:00"']
-    lines += [f"{k} = {json.dumps(v) if not isinstance(v, dict) else _table(v)}"
-              for k, v in keys.items()]
+    lines += [
+        f"{k} = {json.dumps(v) if not isinstance(v, dict) else _table(v)}" for k, v in keys.items()
+    ]
     home.mkdir(parents=True, exist_ok=True)
     (home / "targets.toml").write_text("\n".join(lines) + "\n")
 
@@ -46,15 +48,21 @@ def _table(value: dict) -> str:
 
 
 @pytest.fixture
-def login(slurm, cluster, ssh_pair, user_home, home, tmp_path):  # noqa: F811
+def login(slurm, cluster, ssh_pair, user_home, home, tmp_path):
     """A target 'hpc' whose Slurm commands run over ssh on n1; the cluster's slurm.conf is
     given to them with login_env, as on a site with several clusters."""
     from jupyter_trainer.nodes.ssh import close_masters, control_dir
 
     if "127.0.0.2" not in ssh_pair.daemons:
         ssh_pair.start_node("127.0.0.2")
-    target(home, "hpc", login="n1", workdir=str(tmp_path / "shared"), connect_timeout=5,
-           login_env={"SLURM_CONF": str(slurm.conf)})
+    target(
+        home,
+        "hpc",
+        login="n1",
+        workdir=str(tmp_path / "shared"),
+        connect_timeout=5,
+        login_env={"SLURM_CONF": str(slurm.conf)},
+    )
     yield slurm
     close_masters(control_dir(home))
 
@@ -91,8 +99,11 @@ def test_login_node_runs_every_slurm_command_over_ssh(login, home, tmp_path):
 
 def test_cancel_through_the_login_node(login, home):
     run = api.submit(SLEEPER, target="hpc", procs=2, name="slurm-login-cancel")
-    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in (0, 1)), timeout=60,
-             what="both ranks to log, mirrored from the cluster folder")
+    wait_for(
+        lambda: all(run.store.read_events(run.id, r)[0] for r in (0, 1)),
+        timeout=60,
+        what="both ranks to log, mirrored from the cluster folder",
+    )
     job = run.state["launcher"]["job_id"]
     run.cancel(timeout=60)
     assert run.status == "canceled" and leftover(run.id) == []
@@ -103,8 +114,10 @@ def test_cancel_through_the_login_node(login, home):
 def test_environment_is_built_on_the_cluster_through_the_login_node(login, home, ip, tmp_path):
     env = "%%environment hpcenv\ninherit: true\npip:\n  - six==1.16.0\n"
     assert ip.run_cell(env, store_history=True).success
-    code = ("import six, sys\nfrom jupyter_trainer import runtime as jt\n"
-            "print('six', six.__version__, 'python', sys.executable)\n")
+    code = (
+        "import six, sys\nfrom jupyter_trainer import runtime as jt\n"
+        "print('six', six.__version__, 'python', sys.executable)\n"
+    )
     run = api.submit(code, target="hpc", launcher="python", env="hpcenv", name="slurm-env")
     run.wait(timeout=300)
     venvs = tmp_path / "shared" / "envs" / "venvs"
@@ -117,8 +130,7 @@ def test_environment_is_built_on_the_cluster_through_the_login_node(login, home,
 
 
 def test_unreachable_login_node_fails_naming_it_and_submits_nothing(login, home, tmp_path):
-    target(home, "gone", login="nobody@127.0.0.9", workdir=str(tmp_path / "w"),
-           connect_timeout=2)
+    target(home, "gone", login="nobody@127.0.0.9", workdir=str(tmp_path / "w"), connect_timeout=2)
     run = api.submit("print(1)", target="gone", launcher="python", name="slurm-gone")
     with pytest.raises(RunFailed) as failed:
         run.wait(timeout=60)
@@ -135,8 +147,11 @@ def test_login_env_without_login_is_refused(home):
 
 def test_sbatch_refusal_fails_the_run_and_stops_following_the_folder(cluster, home, tmp_path):
     target(home, "wrongpart", workdir=str(tmp_path / "shared"))
-    text = (home / "targets.toml").read_text().replace('partition = "debug"',
-                                                      'partition = "no-such-partition"')
+    text = (
+        (home / "targets.toml")
+        .read_text()
+        .replace('partition = "debug"', 'partition = "no-such-partition"')
+    )
     (home / "targets.toml").write_text(text)
     run = api.submit("print(1)", target="wrongpart", launcher="python", name="slurm-refused")
     with pytest.raises(RunFailed, match="sbatch refused the job"):
@@ -152,6 +167,7 @@ def test_sbatch_refusal_fails_the_run_and_stops_following_the_folder(cluster, ho
             except OSError:
                 pass
         return found
+
     assert wait_for(lambda: mentioning_the_run() == [], timeout=10, what="no follower left")
 
 
@@ -163,15 +179,18 @@ print("data", jt.rank, path, hashlib.sha256(path.read_bytes()).hexdigest(), flus
 """
 
 
-def test_data_is_staged_once_into_the_cluster_workdir_through_the_login_node(login, home,
-                                                                             tmp_path):
+def test_data_is_staged_once_into_the_cluster_workdir_through_the_login_node(login, home, tmp_path):
     data = tmp_path / "dataset"
     data.mkdir()
     payload = os.urandom(1 << 20)
     (data / "part.bin").write_bytes(payload)
     digest = __import__("hashlib").sha256(payload).hexdigest()
-    runs = [api.submit(READ_DATA, target="hpc", procs=2, name=f"slurm-data-{k}",
-                       data={"train": str(data)}).wait(timeout=120) for k in range(2)]
+    runs = [
+        api.submit(
+            READ_DATA, target="hpc", procs=2, name=f"slurm-data-{k}", data={"train": str(data)}
+        ).wait(timeout=120)
+        for k in range(2)
+    ]
     cached = tmp_path / "shared" / "data" / runs[0].spec.data[0].hash / "dataset" / "part.bin"
     for run in runs:
         for rank in (0, 1):

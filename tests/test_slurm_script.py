@@ -12,42 +12,68 @@ from pathlib import Path
 import pytest
 
 from jupyter_trainer.core.errors import TargetError
-from jupyter_trainer.launchers.table import LaunchPlan
 from jupyter_trainer.core.spec import CodeSpec, EnvSpec, LaunchSpec, RunSpec
-from jupyter_trainer.targets.slurm.script import (SlurmConfig, batch_script, parse_job_id,
-                                                  render_for_golden, sbatch_argv)
+from jupyter_trainer.launchers.table import LaunchPlan
+from jupyter_trainer.targets.slurm.script import (
+    SlurmConfig,
+    batch_script,
+    parse_job_id,
+    render_for_golden,
+    sbatch_argv,
+)
 
 GOLDEN = Path(__file__).parent / "golden"
 HOSTILE = "/shared/we ird/'q\"s'/$(touch pwned)"
-CONFIG = SlurmConfig.from_config("cluster", {
-    "partition": "gpu", "account": "proj42", "time": "02:00:00", "gpus_per_node": 4,
-    "sbatch": ["--qos=high", "--constraint=a100"], "modules": ["cuda/12.4", "nccl; rm -rf ~"],
-    "env": {"NCCL_SOCKET_IFNAME": "eth0", "HOSTILE": "$(id) `id` 'x'"},
-})
+CONFIG = SlurmConfig.from_config(
+    "cluster",
+    {
+        "partition": "gpu",
+        "account": "proj42",
+        "time": "02:00:00",
+        "gpus_per_node": 4,
+        "sbatch": ["--qos=high", "--constraint=a100"],
+        "modules": ["cuda/12.4", "nccl; rm -rf ~"],
+        "env": {"NCCL_SOCKET_IFNAME": "eth0", "HOSTILE": "$(id) `id` 'x'"},
+    },
+)
 
 
 def spec(launcher: str, nodes: int = 2, procs: int = 4) -> RunSpec:
-    return RunSpec(name="digits; rm -rf ~", code=CodeSpec(entry="_jt/cell.py", hash="sha256:0",
-                                                          args=("--lr", "'; echo hi'")),
-                   launch=LaunchSpec(launcher, nodes=nodes, procs=procs if launcher != "python" else 1)
-                   if launcher != "python" else LaunchSpec("python"),
-                   env=EnvSpec(python=f"{HOSTILE}/venv/bin/python"))
+    return RunSpec(
+        name="digits; rm -rf ~",
+        code=CodeSpec(entry="_jt/cell.py", hash="sha256:0", args=("--lr", "'; echo hi'")),
+        launch=LaunchSpec(launcher, nodes=nodes, procs=procs if launcher != "python" else 1)
+        if launcher != "python"
+        else LaunchSpec("python"),
+        env=EnvSpec(python=f"{HOSTILE}/venv/bin/python"),
+    )
 
 
 def plan(run_spec: RunSpec) -> LaunchPlan:
     run_dir = f"{HOSTILE}/runs/digits-1"
-    return LaunchPlan(run_id="digits-1", run_dir=run_dir, python=run_spec.env.python,
-                      boot=f"{run_dir}/code/_jt/boot.py", entry="_jt/cell.py",
-                      args=run_spec.code.args, backend="nccl", master_addr="",
-                      master_port=29123, run_as_root=True, extra_env=CONFIG.env)
+    return LaunchPlan(
+        run_id="digits-1",
+        run_dir=run_dir,
+        python=run_spec.env.python,
+        boot=f"{run_dir}/code/_jt/boot.py",
+        entry="_jt/cell.py",
+        args=run_spec.code.args,
+        backend="nccl",
+        master_addr="",
+        master_port=29123,
+        run_as_root=True,
+        extra_env=CONFIG.env,
+    )
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "mpirun", "horovod", "python"])
 def test_sbatch_matches_golden(launcher):
     run_spec = spec(launcher) if launcher != "python" else spec("python", 1, 1)
     p = plan(run_spec)
-    text = render_for_golden(sbatch_argv(CONFIG, run_spec, p, f"{p.run_dir}/job.sbatch"),
-                             batch_script(CONFIG, run_spec, p))
+    text = render_for_golden(
+        sbatch_argv(CONFIG, run_spec, p, f"{p.run_dir}/job.sbatch"),
+        batch_script(CONFIG, run_spec, p),
+    )
     golden = GOLDEN / f"slurm_{launcher}.txt"
     if os.environ.get("JT_UPDATE_GOLDEN"):
         golden.write_text(text)
@@ -75,13 +101,16 @@ def test_container_image_uses_pyxis_or_is_refused():
         batch_script(CONFIG, run_spec, plan(run_spec), image="nvcr.io/x")
 
 
-@pytest.mark.parametrize("config, match", [
-    ({"partitoin": "gpu"}, r"unknown key\(s\) \['partitoin'\]"),
-    ({"time": "two hours"}, "not a Slurm time limit"),
-    ({"gpus_per_node": "4"}, "gpus_per_node must be a whole number"),
-    ({"sbatch": "--qos=high"}, "sbatch must be a list of strings"),
-    ({"container": "docker"}, 'container must be "pyxis"'),
-])
+@pytest.mark.parametrize(
+    "config, match",
+    [
+        ({"partitoin": "gpu"}, r"unknown key\(s\) \['partitoin'\]"),
+        ({"time": "two hours"}, "not a Slurm time limit"),
+        ({"gpus_per_node": "4"}, "gpus_per_node must be a whole number"),
+        ({"sbatch": "--qos=high"}, "sbatch must be a list of strings"),
+        ({"container": "docker"}, 'container must be "pyxis"'),
+    ],
+)
 def test_bad_target_config_is_refused(config, match):
     with pytest.raises(TargetError, match=match):
         SlurmConfig.from_config("cluster", config)
@@ -93,15 +122,18 @@ def test_job_id_parsing():
         parse_job_id("sbatch: error: Batch job submission failed")
 
 
-@pytest.mark.parametrize("sacct,state,code,error", [
-    ("COMPLETED|0:0", "COMPLETED", 0, None),
-    ("FAILED|3:0", "FAILED", 3, None),
-    ("CANCELLED by 0|0:15", "CANCELLED", 143, None),
-    ("OUT_OF_MEMORY|0:125", "OUT_OF_MEMORY", 253, "ran out of memory (OUT_OF_MEMORY)"),
-    ("NODE_FAIL|0:0", "NODE_FAIL", 1, "a node failed (NODE_FAIL)"),
-    ("TIMEOUT|0:0", "TIMEOUT", 1, "time limit (TIMEOUT); raise `time`"),
-    ("PREEMPTED|0:15", "PREEMPTED", 143, "preempted the job (PREEMPTED)"),
-])
+@pytest.mark.parametrize(
+    "sacct,state,code,error",
+    [
+        ("COMPLETED|0:0", "COMPLETED", 0, None),
+        ("FAILED|3:0", "FAILED", 3, None),
+        ("CANCELLED by 0|0:15", "CANCELLED", 143, None),
+        ("OUT_OF_MEMORY|0:125", "OUT_OF_MEMORY", 253, "ran out of memory (OUT_OF_MEMORY)"),
+        ("NODE_FAIL|0:0", "NODE_FAIL", 1, "a node failed (NODE_FAIL)"),
+        ("TIMEOUT|0:0", "TIMEOUT", 1, "time limit (TIMEOUT); raise `time`"),
+        ("PREEMPTED|0:15", "PREEMPTED", 143, "preempted the job (PREEMPTED)"),
+    ],
+)
 def test_final_state_from_sacct_lines(sacct, state, code, error):
     """How sacct's State|ExitCode becomes the run's exit code and failure reason (sacct's
     output as it prints it; the real sacct path runs in test_slurm_accounting.py)."""
@@ -127,14 +159,28 @@ def test_final_state_falls_back_to_scontrol_without_accounting():
 
     def no_accounting(argv, timeout=30.0):
         if argv[0] == "sacct":
-            return subprocess.CompletedProcess(argv, 1, stdout="", stderr=(
-                "sacct: error: Problem talking to the database: Connection refused"))
-        return subprocess.CompletedProcess(argv, 0, stderr="", stdout=(
-            "JobId=42 JobName=jt-x JobState=OUT_OF_MEMORY Reason=OutOfMemory ExitCode=0:125 "
-            "RunTime=00:00:03\n"))
+            return subprocess.CompletedProcess(
+                argv,
+                1,
+                stdout="",
+                stderr=("sacct: error: Problem talking to the database: Connection refused"),
+            )
+        return subprocess.CompletedProcess(
+            argv,
+            0,
+            stderr="",
+            stdout=(
+                "JobId=42 JobName=jt-x JobState=OUT_OF_MEMORY Reason=OutOfMemory ExitCode=0:125 "
+                "RunTime=00:00:03\n"
+            ),
+        )
 
-    assert _final_state("42", no_accounting) == {"job_id": "42", "state": "OUT_OF_MEMORY",
-                                                 "source": "scontrol", "exit_code": 253}
+    assert _final_state("42", no_accounting) == {
+        "job_id": "42",
+        "state": "OUT_OF_MEMORY",
+        "source": "scontrol",
+        "exit_code": 253,
+    }
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "mpirun", "horovod"])
@@ -148,5 +194,6 @@ def test_one_node_runs_its_launcher_in_the_batch_step(launcher):
     assert "scontrol show hostnames" in two
     assert ("exec srun " in two) == (launcher == "torchrun")
     pyxis = SlurmConfig.from_config("c", {"container": "pyxis"})
-    assert "srun " in batch_script(pyxis, spec("torchrun", nodes=1),
-                                   plan(spec("torchrun", nodes=1)), image="img")
+    assert "srun " in batch_script(
+        pyxis, spec("torchrun", nodes=1), plan(spec("torchrun", nodes=1)), image="img"
+    )

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import pytest
+from conftest import leftover
+from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed
-
-from conftest import leftover
-from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 LAYERED = """%%environment nodes
 inherit: true          # torch comes from the node's python
@@ -67,8 +66,14 @@ def test_environment_is_built_on_every_node_then_reused(pair, home, ip, tmp_path
 def test_an_import_the_environment_lacks_stops_the_run_naming_the_node(pair, home, ip):
     lean = "%%environment lean\ninherit: false\npip:\n  - six==1.16.0\n"
     assert ip.run_cell(lean, store_history=True).success
-    run = api.submit("import torch\nprint('never')", target="pair", nodes=2, procs=1,
-                     env="lean", name="ssh-env-lean")
+    run = api.submit(
+        "import torch\nprint('never')",
+        target="pair",
+        nodes=2,
+        procs=1,
+        env="lean",
+        name="ssh-env-lean",
+    )
     with pytest.raises(RunFailed) as failed:
         run.wait(timeout=300)
     message = str(failed.value)

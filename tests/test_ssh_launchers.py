@@ -9,25 +9,36 @@ cluster these variables are the user's to set in the target's ``env``, or not at
 from __future__ import annotations
 
 import pytest
+from conftest import leftover
+from ssh_hosts import ADDRESSES, ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+from test_horovod import TRAIN as HOROVOD_TRAIN
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed
 from jupyter_trainer.targets.registry import add_target
 
-from conftest import leftover
-from ssh_hosts import ADDRESSES, ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
-from test_horovod import TRAIN as HOROVOD_TRAIN
-
-LOOPBACK_MPI = {"OMPI_MCA_oob_tcp_if_include": "lo", "OMPI_MCA_btl": "self,tcp",
-                "OMPI_MCA_btl_tcp_if_include": "lo", "GLOO_SOCKET_IFNAME": "lo",
-                "HOROVOD_GLOO_IFACE": "lo"}
+LOOPBACK_MPI = {
+    "OMPI_MCA_oob_tcp_if_include": "lo",
+    "OMPI_MCA_btl": "self,tcp",
+    "OMPI_MCA_btl_tcp_if_include": "lo",
+    "GLOO_SOCKET_IFNAME": "lo",
+    "HOROVOD_GLOO_IFACE": "lo",
+}
 
 
 @pytest.fixture
 def mpi_pair(pair, home, tmp_path):
-    add_target("pair", "ssh", home=home, replace=True, hosts=list(ALIASES),
-               workdir=str(tmp_path / "remote"), connect_timeout=5, env=LOOPBACK_MPI,
-               network_interfaces=["lo"])
+    add_target(
+        "pair",
+        "ssh",
+        home=home,
+        replace=True,
+        hosts=list(ALIASES),
+        workdir=str(tmp_path / "remote"),
+        connect_timeout=5,
+        env=LOOPBACK_MPI,
+        network_interfaces=["lo"],
+    )
     return pair
 
 
@@ -39,12 +50,14 @@ def fail_with_logs(run, ranks):
 
 
 def test_mpirun_across_two_hosts(mpi_pair, home, tmp_path):
-    code = ("import os, socket, torch, torch.distributed as dist\n"
-            "from jupyter_trainer import runtime as jt\n"
-            "dist.init_process_group('gloo')\nt = torch.ones(1)\ndist.all_reduce(t)\n"
-            "print('mpi rank', os.environ['OMPI_COMM_WORLD_RANK'], 'jt', jt.rank, 'of',"
-            " jt.world_size, 'sum', t.item(), 'dir', os.environ['JT_RUN_DIR'], flush=True)\n"
-            "jt.log(step=0, sum=t.item())\n")
+    code = (
+        "import os, socket, torch, torch.distributed as dist\n"
+        "from jupyter_trainer import runtime as jt\n"
+        "dist.init_process_group('gloo')\nt = torch.ones(1)\ndist.all_reduce(t)\n"
+        "print('mpi rank', os.environ['OMPI_COMM_WORLD_RANK'], 'jt', jt.rank, 'of',"
+        " jt.world_size, 'sum', t.item(), 'dir', os.environ['JT_RUN_DIR'], flush=True)\n"
+        "jt.log(step=0, sum=t.item())\n"
+    )
     run = api.submit(code, target="pair", nodes=2, procs=2, launcher="mpirun", name="ssh-mpi")
     try:
         run.wait(timeout=180)
@@ -61,11 +74,17 @@ def test_mpirun_across_two_hosts(mpi_pair, home, tmp_path):
     assert state["teardown"]["leftovers"] == [] and leftover(run.id) == []
 
 
-@pytest.mark.parametrize("backend, flag", [(None, "--gloo"), ("mpi", "--mpi")],
-                         ids=["gloo", "mpi"])
+@pytest.mark.parametrize("backend, flag", [(None, "--gloo"), ("mpi", "--mpi")], ids=["gloo", "mpi"])
 def test_horovod_trains_across_two_hosts(mpi_pair, home, backend, flag):
-    run = api.submit(HOROVOD_TRAIN, target="pair", nodes=2, procs=1, launcher="horovod",
-                     backend=backend, name=f"ssh-hvd-{flag.strip('-')}")
+    run = api.submit(
+        HOROVOD_TRAIN,
+        target="pair",
+        nodes=2,
+        procs=1,
+        launcher="horovod",
+        backend=backend,
+        name=f"ssh-hvd-{flag.strip('-')}",
+    )
     try:
         run.wait(timeout=240)
     except RunFailed:
@@ -77,8 +96,9 @@ def test_horovod_trains_across_two_hosts(mpi_pair, home, backend, flag):
     for rank in range(2):
         log = run.logs(rank)
         # local rank 0 on each host: the ranks really are on two hosts
-        assert (f"hvd rank {rank} size 2 local 0 jt {rank}/2 sum 3.0 same_params True "
-                f"learned True") in log, log
+        assert (
+            f"hvd rank {rank} size 2 local 0 jt {rank}/2 sum 3.0 same_params True learned True"
+        ) in log, log
         assert [s for s, _ in run.metrics(rank)["loss"]] == list(range(30))
     assert state["teardown"]["leftovers"] == [] and leftover(run.id) == []
 
@@ -87,9 +107,14 @@ def test_cancel_mpirun_run_ends_ranks_on_both_hosts(mpi_pair, home):
     from conftest import wait_for
 
     code = "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\ntime.sleep(600)\n"
-    run = api.submit(code, target="pair", nodes=2, procs=1, launcher="mpirun", name="ssh-mpi-cancel")
-    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(2)), timeout=120,
-             what="both ranks to log")
+    run = api.submit(
+        code, target="pair", nodes=2, procs=1, launcher="mpirun", name="ssh-mpi-cancel"
+    )
+    wait_for(
+        lambda: all(run.store.read_events(run.id, r)[0] for r in range(2)),
+        timeout=120,
+        what="both ranks to log",
+    )
     # node 1's Open MPI daemon, started over ssh by mpirun, carries the run id as well
     assert any("orted" in line for line in leftover(run.id)), leftover(run.id)
     run.cancel(timeout=60)

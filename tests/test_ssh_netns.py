@@ -6,14 +6,13 @@ the rendezvous address is one the other node really reaches and that ranks run "
 from __future__ import annotations
 
 import pytest
+from conftest import leftover
+from ssh_netns import netns_hosts  # noqa: F401 (fixture)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed
-from jupyter_trainer.targets.registry import add_target
 from jupyter_trainer.nodes.ssh import close_masters, control_dir
-
-from conftest import leftover
-from ssh_netns import netns_hosts  # noqa: F401 (fixture)
+from jupyter_trainer.targets.registry import add_target
 
 CODE = """
 import os, socket, torch, torch.distributed as dist
@@ -35,9 +34,16 @@ def far(netns_hosts, home, tmp_path, monkeypatch):
     (user / ".ssh" / "config").write_text(netns_hosts.client_config())
     monkeypatch.setenv("HOME", str(user))
     home.mkdir(parents=True, exist_ok=True)
-    yield lambda **env: add_target("far", "ssh", home=home, replace=True, hosts=["a1", "a2"],
-                                   workdir=str(tmp_path / "remote"), connect_timeout=5,
-                                   env={"GLOO_SOCKET_IFNAME": "eth0", **env})
+    yield lambda **env: add_target(
+        "far",
+        "ssh",
+        home=home,
+        replace=True,
+        hosts=["a1", "a2"],
+        workdir=str(tmp_path / "remote"),
+        connect_timeout=5,
+        env={"GLOO_SOCKET_IFNAME": "eth0", **env},
+    )
     close_masters(control_dir(home))
 
 
@@ -63,7 +69,10 @@ def test_torchrun_across_network_namespaces(far, netns_hosts):
 
 
 def test_mpirun_across_network_namespaces(far, netns_hosts):
-    far(OMPI_MCA_oob_tcp_if_include="eth0", OMPI_MCA_btl="self,tcp",
-        OMPI_MCA_btl_tcp_if_include="eth0")
+    far(
+        OMPI_MCA_oob_tcp_if_include="eth0",
+        OMPI_MCA_btl="self,tcp",
+        OMPI_MCA_btl_tcp_if_include="eth0",
+    )
     run = api.submit(CODE, target="far", nodes=2, procs=1, launcher="mpirun", name="netns-mpi")
     check(run, netns_hosts, "mpirun")

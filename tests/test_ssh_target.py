@@ -12,15 +12,14 @@ import threading
 import time
 
 import pytest
+from conftest import launched_by, leftover, live_state, wait_for
+from ssh_hosts import ADDRESSES, ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed, TargetError
 from jupyter_trainer.core.spec import CodeSpec, EnvSpec, LaunchSpec, RunSpec
 from jupyter_trainer.targets import get_target
 from jupyter_trainer.targets.registry import add_target
-
-from conftest import launched_by, leftover, live_state, wait_for
-from ssh_hosts import ADDRESSES, ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 TRAIN = """
 import os, torch, torch.distributed as dist
@@ -56,17 +55,32 @@ del model, opt        # DDP's reducer before the process group: no C++ thread le
 dist.barrier()
 dist.destroy_process_group()
 """
-SLEEPER = ("import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\n"
-           "time.sleep(600)\n")
-HOSTILE = "x'; $(touch /tmp/pwned) `id` \"y\""
+SLEEPER = (
+    "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\n"
+    "time.sleep(600)\n"
+)
+HOSTILE = 'x\'; $(touch /tmp/pwned) `id` "y"'
 
 
 def test_two_node_torchrun_gloo_training_streams_live(pair, home, tmp_path, launch_mode):
-    add_target("pair", "ssh", home=home, replace=True, hosts=list(ALIASES),
-               workdir=str(tmp_path / "remote"), connect_timeout=5,
-               env={"GLOO_SOCKET_IFNAME": "lo", "JT_TEST_VAR": HOSTILE})
-    run = api.submit("import time\n" + TRAIN, namespace={"steps": 30, "pause": 0.1},
-                     target="pair", nodes=2, procs=2, name="ssh-ddp")
+    add_target(
+        "pair",
+        "ssh",
+        home=home,
+        replace=True,
+        hosts=list(ALIASES),
+        workdir=str(tmp_path / "remote"),
+        connect_timeout=5,
+        env={"GLOO_SOCKET_IFNAME": "lo", "JT_TEST_VAR": HOSTILE},
+    )
+    run = api.submit(
+        "import time\n" + TRAIN,
+        namespace={"steps": 30, "pause": 0.1},
+        target="pair",
+        nodes=2,
+        procs=2,
+        name="ssh-ddp",
+    )
     # Live: events of every rank reach the local store while the run is still going.
     live = live_state(run, 4, timeout=120)
     assert live["status"] == "running"
@@ -77,8 +91,10 @@ def test_two_node_torchrun_gloo_training_streams_live(pair, home, tmp_path, laun
     remote = str(tmp_path / "remote" / "runs" / run.id)
     for rank in range(4):
         log = run.logs(rank)
-        assert (f"rank {rank} of 4 node n{rank // 2 + 1} sum 10.0 learned True dir {remote} "
-                f"var {HOSTILE}") in log, log
+        assert (
+            f"rank {rank} of 4 node n{rank // 2 + 1} sum 10.0 learned True dir {remote} "
+            f"var {HOSTILE}"
+        ) in log, log
         assert [s for s, _ in run.metrics(rank)["loss"]] == list(range(30))
     nodes = state["launcher"]["nodes"]
     assert [(n["host"], n["address"]) for n in nodes] == list(zip(ALIASES, ADDRESSES))
@@ -95,8 +111,14 @@ def test_two_node_torchrun_gloo_training_streams_live(pair, home, tmp_path, laun
 def test_unchanged_snapshot_is_not_sent_again(pair, home, tmp_path):
     """Each host has its own workdir here, so staging really copies to both."""
     dirs = [tmp_path / "w1", tmp_path / "w2"]
-    add_target("apart", "ssh", home=home, connect_timeout=5, env={"GLOO_SOCKET_IFNAME": "lo"},
-               hosts=[{"host": a, "workdir": str(d)} for a, d in zip(ALIASES, dirs)])
+    add_target(
+        "apart",
+        "ssh",
+        home=home,
+        connect_timeout=5,
+        env={"GLOO_SOCKET_IFNAME": "lo"},
+        hosts=[{"host": a, "workdir": str(d)} for a, d in zip(ALIASES, dirs)],
+    )
     code = "from jupyter_trainer import runtime as jt\nprint('hello from', jt.rank, flush=True)\n"
     first = api.submit(code, target="apart", nodes=2, procs=1, name="stage-1").wait(timeout=120)
     staging = first.state["launcher"]["staging"]
@@ -104,8 +126,11 @@ def test_unchanged_snapshot_is_not_sent_again(pair, home, tmp_path):
     snap = staging["snapshot"]
     copies = [d / "snapshots" / snap for d in dirs]
     before = [(c.stat().st_ino, c.stat().st_mtime_ns) for c in copies]
-    assert all((c / "_jt" / "cell.py").read_text() ==
-               (first.store.existing(first.id).code / "_jt" / "cell.py").read_text() for c in copies)
+    assert all(
+        (c / "_jt" / "cell.py").read_text()
+        == (first.store.existing(first.id).code / "_jt" / "cell.py").read_text()
+        for c in copies
+    )
     second = api.submit(code, target="apart", nodes=2, procs=1, name="stage-2").wait(timeout=120)
     staging = second.state["launcher"]["staging"]
     assert staging["snapshot"] == snap
@@ -118,24 +143,34 @@ def test_unchanged_snapshot_is_not_sent_again(pair, home, tmp_path):
 
 def sessions_started(hosts) -> list[int]:
     """How many sessions each sshd has started so far (its VERBOSE log says each)."""
-    return [(hosts.root / f"sshd-{a}.log").read_text().count("Starting session:")
-            for a in ADDRESSES]
+    return [
+        (hosts.root / f"sshd-{a}.log").read_text().count("Starting session:") for a in ADDRESSES
+    ]
 
 
 def test_a_run_logs_in_once_per_node(pair, home, tmp_path):
     """Pre-flight, staging, start, follow, the end and the discard of the working
     directories all go through one session per node (nodes/session.py)."""
     dirs = [tmp_path / "s1", tmp_path / "s2"]
-    add_target("apart", "ssh", home=home, connect_timeout=5, env={"GLOO_SOCKET_IFNAME": "lo"},
-               hosts=[{"host": a, "workdir": str(d)} for a, d in zip(ALIASES, dirs)])
-    code = ("from jupyter_trainer import runtime as jt\nopen('scratch', 'w').write('x')\n"
-            "jt.log(step=0, x=1)\nprint('rank', jt.rank, flush=True)\n")
+    add_target(
+        "apart",
+        "ssh",
+        home=home,
+        connect_timeout=5,
+        env={"GLOO_SOCKET_IFNAME": "lo"},
+        hosts=[{"host": a, "workdir": str(d)} for a, d in zip(ALIASES, dirs)],
+    )
+    code = (
+        "from jupyter_trainer import runtime as jt\nopen('scratch', 'w').write('x')\n"
+        "jt.log(step=0, x=1)\nprint('rank', jt.rank, flush=True)\n"
+    )
     before = sessions_started(pair)
     run = api.submit(code, target="apart", nodes=2, procs=1).wait(timeout=120)
     state = run.state
     assert state["launcher"]["staging"]["sent_to"] == list(ALIASES)  # staged in the session
-    assert sorted(state["workdirs"]["removed"]) == [f"{a}:{d}/runs/{run.id}/work"
-                                                   for a, d in zip(ALIASES, dirs)]
+    assert sorted(state["workdirs"]["removed"]) == [
+        f"{a}:{d}/runs/{run.id}/work" for a, d in zip(ALIASES, dirs)
+    ]
     assert not any((d / "runs" / run.id / "work").exists() for d in dirs)
     assert [run.logs(r) for r in (0, 1)] == ["rank 0\n", "rank 1\n"]
     assert [a - b for a, b in zip(sessions_started(pair), before)] == [1, 1]
@@ -143,8 +178,11 @@ def test_a_run_logs_in_once_per_node(pair, home, tmp_path):
 
 def test_cancel_mid_run_leaves_nothing_on_either_host(pair, home, launch_mode):
     run = api.submit(SLEEPER, target="pair", nodes=2, procs=2, name="ssh-cancel")
-    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)), timeout=120,
-             what="all four ranks to log")
+    wait_for(
+        lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)),
+        timeout=120,
+        what="all four ranks to log",
+    )
     assert launched_by(run) == launch_mode
     assert run.status == "running" and len(leftover(run.id)) >= 4
     started = time.monotonic()
@@ -158,11 +196,13 @@ def test_cancel_mid_run_leaves_nothing_on_either_host(pair, home, launch_mode):
 
 
 def test_a_rank_failing_on_node_1_fails_the_run_and_stops_node_0(pair, home, launch_mode):
-    code = ("import os, time, torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
-            "dist.init_process_group()\n"
-            "if os.environ['JT_NODE_RANK'] == '1' and jt.local_rank == 0:\n"
-            "    raise KeyError('missing column on ' + os.environ['JT_NODE'])\n"
-            "time.sleep(600)\n")
+    code = (
+        "import os, time, torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
+        "dist.init_process_group()\n"
+        "if os.environ['JT_NODE_RANK'] == '1' and jt.local_rank == 0:\n"
+        "    raise KeyError('missing column on ' + os.environ['JT_NODE'])\n"
+        "time.sleep(600)\n"
+    )
     run = api.submit(code, target="pair", nodes=2, procs=2, name="ssh-fail")
     with pytest.raises(RunFailed) as info:
         run.wait(timeout=180)
@@ -183,8 +223,10 @@ def test_unreachable_host_fails_fast_naming_it(pair, home, user_home):
         run.wait(timeout=60)
     assert time.monotonic() - started < 30
     state = run.state
-    assert state["status"] == "failed" and "launcher" not in state or not state["launcher"].get("nodes")
-    assert "running" not in state["stages"]   # stopped while preparing: nothing launched
+    assert (state["status"] == "failed" and "launcher" not in state) or not state["launcher"].get(
+        "nodes"
+    )
+    assert "running" not in state["stages"]  # stopped while preparing: nothing launched
 
 
 def test_a_host_that_never_answers_fails_within_the_connect_timeout(pair, home, user_home):
@@ -225,35 +267,53 @@ def test_a_host_that_never_answers_fails_within_the_connect_timeout(pair, home, 
 def test_wrong_credentials_name_the_node(pair, home, user_home):
     pair.write_home(user_home, key=pair.wrong_key)
     run = api.submit("print(1)", target="pair", nodes=2, procs=1, name="ssh-auth")
-    with pytest.raises(RunFailed, match=r"node n1: pre-flight failed: authentication failed") \
-            as info:
+    with pytest.raises(
+        RunFailed, match=r"node n1: pre-flight failed: authentication failed"
+    ) as info:
         run.wait(timeout=60)
-    assert "node n2" in str(info.value)   # every node that failed is named
+    assert "node n2" in str(info.value)  # every node that failed is named
 
 
 def test_missing_interpreter_on_one_node(pair, home, tmp_path):
-    add_target("nopy", "ssh", home=home, connect_timeout=5, workdir=str(tmp_path / "remote"),
-               hosts=["n1", {"host": "n2", "python": "/nonexistent/bin/python3"}])
+    add_target(
+        "nopy",
+        "ssh",
+        home=home,
+        connect_timeout=5,
+        workdir=str(tmp_path / "remote"),
+        hosts=["n1", {"host": "n2", "python": "/nonexistent/bin/python3"}],
+    )
     run = api.submit("print(1)", target="nopy", nodes=2, procs=1, name="ssh-nopy")
-    with pytest.raises(RunFailed, match=r"node n2: the interpreter /nonexistent/bin/python3 "
-                                        r"was not found"):
+    with pytest.raises(
+        RunFailed,
+        match=r"node n2: the interpreter /nonexistent/bin/python3 "
+        r"was not found",
+    ):
         run.wait(timeout=60)
 
 
 def test_gpu_count_is_checked_on_every_node(pair, home, tmp_path):
     for address, count in zip(ADDRESSES, (2, 1)):
         smi = pair.bin_dir(address) / "nvidia-smi"
-        smi.write_text("#!/bin/sh\n" + "".join(f"echo 'GPU {i}: Fake (UUID: GPU-{i})'\n"
-                                               for i in range(count)))
+        smi.write_text(
+            "#!/bin/sh\n" + "".join(f"echo 'GPU {i}: Fake (UUID: GPU-{i})'\n" for i in range(count))
+        )
         smi.chmod(0o755)
     try:
-        add_target("gpus", "ssh", home=home, hosts=list(ALIASES), gpus_per_node=2,
-                   workdir=str(tmp_path / "remote"))
+        add_target(
+            "gpus",
+            "ssh",
+            home=home,
+            hosts=list(ALIASES),
+            gpus_per_node=2,
+            workdir=str(tmp_path / "remote"),
+        )
         run = api.submit("print(1)", target="gpus", nodes=2, procs=2, name="ssh-gpus")
         with pytest.raises(RunFailed) as info:
             run.wait(timeout=60)
         assert "node n2 (" in str(info.value) and "1 GPU(s) found, gpus_per_node is 2" in str(
-            info.value)
+            info.value
+        )
         assert "node n1" not in str(info.value)
     finally:
         for address in ADDRESSES:
@@ -261,32 +321,48 @@ def test_gpu_count_is_checked_on_every_node(pair, home, tmp_path):
 
 
 def test_node_lost_mid_run_fails_within_bounded_time(pair, home, tmp_path):
-    add_target("pair", "ssh", home=home, replace=True, hosts=list(ALIASES),
-               workdir=str(tmp_path / "remote"), connect_timeout=3, node_timeout=5,
-               env={"GLOO_SOCKET_IFNAME": "lo"})
+    add_target(
+        "pair",
+        "ssh",
+        home=home,
+        replace=True,
+        hosts=list(ALIASES),
+        workdir=str(tmp_path / "remote"),
+        connect_timeout=3,
+        node_timeout=5,
+        env={"GLOO_SOCKET_IFNAME": "lo"},
+    )
     run = api.submit(SLEEPER, target="pair", nodes=2, procs=1, name="ssh-lost")
-    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(2)), timeout=120,
-             what="both ranks to log")
+    wait_for(
+        lambda: all(run.store.read_events(run.id, r)[0] for r in range(2)),
+        timeout=120,
+        what="both ranks to log",
+    )
     node = run.state["launcher"]["nodes"][1]
     started = time.monotonic()
-    pair.kill_node(ADDRESSES[1])                # the host's sshd and every session ...
-    os.killpg(node["pgid"], signal.SIGKILL)      # ... and what ran there: the node is gone
+    pair.kill_node(ADDRESSES[1])  # the host's sshd and every session ...
+    os.killpg(node["pgid"], signal.SIGKILL)  # ... and what ran there: the node is gone
     with pytest.raises(RunFailed, match=r"node n2 \(127\.0\.0\.3\) was lost"):
         run.wait(timeout=90)
     assert time.monotonic() - started < 45
     teardown = run.state["teardown"]
-    assert "error" in teardown["nodes"]["n2"]            # it could not be asked ...
+    assert "error" in teardown["nodes"]["n2"]  # it could not be asked ...
     assert any(line.startswith("n2: not verified") for line in teardown["leftovers"])
-    assert leftover(run.id) == []                        # ... and node 0 ended its ranks
+    assert leftover(run.id) == []  # ... and node 0 ended its ranks
 
 
 def test_network_blip_loses_no_events(pair, home):
-    code = ("import time\nfrom jupyter_trainer import runtime as jt\n"
-            "for step in range(60):\n    jt.log(step=step, x=step)\n    print('step', step, flush=True)\n"
-            "    time.sleep(0.1)\n")
+    code = (
+        "import time\nfrom jupyter_trainer import runtime as jt\n"
+        "for step in range(60):\n    jt.log(step=step, x=step)\n    print('step', step, flush=True)\n"
+        "    time.sleep(0.1)\n"
+    )
     run = api.submit(code, target="pair", nodes=2, procs=1, name="ssh-blip")
-    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(2)), timeout=120,
-             what="both ranks to log")
+    wait_for(
+        lambda: all(run.store.read_events(run.id, r)[0] for r in range(2)),
+        timeout=120,
+        what="both ranks to log",
+    )
     cut = pair.drop_connections(ADDRESSES[0]) + pair.drop_connections(ADDRESSES[1])
     assert cut >= 2
     run.wait(timeout=120)
@@ -305,8 +381,12 @@ def test_target_checks_before_anything_is_created(pair, home):
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())
     target = get_target("pair", home)
     assert target.describe()["hosts"] == list(ALIASES)
-    spec = RunSpec(name="x", code=CodeSpec(entry="_jt/cell.py", hash="sha256:0"),
-                   launch=LaunchSpec(nodes=2, procs=1), env=EnvSpec(image="nvcr.io/x:1"))
+    spec = RunSpec(
+        name="x",
+        code=CodeSpec(entry="_jt/cell.py", hash="sha256:0"),
+        launch=LaunchSpec(nodes=2, procs=1),
+        env=EnvSpec(image="nvcr.io/x:1"),
+    )
     with pytest.raises(TargetError, match="cannot run the container image"):
         target.check(spec)
 
@@ -314,18 +394,31 @@ def test_target_checks_before_anything_is_created(pair, home):
 def test_a_dead_supervisor_does_not_leave_the_run_on_the_nodes(pair, home, tmp_path):
     """Like a local run whose supervisor dies, the nodes end the run: nobody follows it any
     more, so after orphan_timeout each node's keeper stops its launcher."""
-    add_target("pair", "ssh", home=home, replace=True, hosts=list(ALIASES),
-               workdir=str(tmp_path / "remote"), orphan_timeout=10,
-               env={"GLOO_SOCKET_IFNAME": "lo"})
+    add_target(
+        "pair",
+        "ssh",
+        home=home,
+        replace=True,
+        hosts=list(ALIASES),
+        workdir=str(tmp_path / "remote"),
+        orphan_timeout=10,
+        env={"GLOO_SOCKET_IFNAME": "lo"},
+    )
     run = api.submit(SLEEPER, target="pair", nodes=2, procs=1, name="ssh-orphan")
-    wait_for(lambda: all(run.store.read_events(run.id, r)[0] for r in range(2)), timeout=120,
-             what="both ranks to log")
+    wait_for(
+        lambda: all(run.store.read_events(run.id, r)[0] for r in range(2)),
+        timeout=120,
+        what="both ranks to log",
+    )
     os.kill(run.state["supervisor"]["pid"], signal.SIGKILL)
     wait_for(lambda: leftover(run.id) == [], timeout=60, what="the nodes to end the run")
     assert run.status == "lost"
     folder = tmp_path / "remote" / "runs" / run.id
-    exits = wait_for(lambda: len(found := sorted(folder.glob("node-*.exit"))) == 2 and found,
-                     timeout=10, what="both keepers to record the end")
+    exits = wait_for(
+        lambda: len(found := sorted(folder.glob("node-*.exit"))) == 2 and found,
+        timeout=10,
+        what="both keepers to record the end",
+    )
     assert any('"orphaned": true' in p.read_text() for p in exits)
 
 
@@ -347,7 +440,8 @@ def test_a_notebook_cell_runs_on_two_nodes(pair, home):
         "for step in range(steps):\n"
         "    jt.log(step=step, world=t.item())\n"
         "    time.sleep(pause)\n"
-        "print('sum', t.item())\n")
+        "print('sum', t.item())\n"
+    )
     assert result.success, result.error_in_exec
     run = result.result
     assert run.status == "completed" and run.spec.params == {"steps": 5, "pause": 0.0}

@@ -6,10 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from conftest import wait_for
+
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.rankside import hotstart as pool
-
-from conftest import wait_for
 
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
@@ -33,8 +33,11 @@ def test_stack_names_each_rank_its_host_and_pid(ip, home, tmp_path, capsys):
     script = tmp_path / "wait.py"
     script.write_text(WAITING)
     run = api.submit(script=script, procs=2, stall_timeout=0)
-    wait_for(lambda: run.status == "running" and all("ready" in run.logs(r) for r in (0, 1)),
-             timeout=60, what="both ranks waiting")
+    wait_for(
+        lambda: run.status == "running" and all("ready" in run.logs(r) for r in (0, 1)),
+        timeout=60,
+        what="both ranks waiting",
+    )
     records = run.store.rank_records(run.id)
     alive = pool.leftover_pids(run.id, run.path)  # the ranks, however they were started
     assert all(records[r]["pid"] in alive for r in (0, 1))
@@ -42,7 +45,9 @@ def test_stack_names_each_rank_its_host_and_pid(ip, home, tmp_path, capsys):
     done = cli("stack", run.id)
     assert done.returncode == 0, done.stderr
     for rank in (0, 1):
-        assert f"rank {rank} ({records[rank]['host']}, pid {records[rank]['pid']}):\n" in done.stdout
+        assert (
+            f"rank {rank} ({records[rank]['host']}, pid {records[rank]['pid']}):\n" in done.stdout
+        )
     assert done.stdout.count("waiting_in_a_named_function") >= 2
     one = cli("stack", run.id, "--rank", "1")
     assert one.returncode == 0 and one.stdout.startswith(f"rank 1 ({records[1]['host']}, pid ")

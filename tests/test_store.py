@@ -6,7 +6,6 @@ import json
 import sqlite3
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -26,8 +25,24 @@ def make_run(store: Store, name: str = "t") -> str:
     return store.create(make_spec(name), snapshot)
 
 
-@pytest.mark.parametrize("bad", ["", "..", "../x", "a/b", "/etc", ".hidden", "a\nb", "x" * 129,
-                                 "a..b", None, 3, "run id", "ok\x00"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "..",
+        "../x",
+        "a/b",
+        "/etc",
+        ".hidden",
+        "a\nb",
+        "x" * 129,
+        "a..b",
+        None,
+        3,
+        "run id",
+        "ok\x00",
+    ],
+)
 def test_unsafe_run_ids_are_refused_everywhere(store, bad):
     with pytest.raises(InvalidRunId, match="invalid run id"):
         validate_run_id(bad)
@@ -47,7 +62,9 @@ def test_create_layout_and_index(store):
     assert store.read_spec(run_id) == make_spec("My Run: v2!")
     with sqlite3.connect(store.db_path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT name, status FROM runs").fetchall() == [("My Run: v2!", "created")]
+        assert conn.execute("SELECT name, status FROM runs").fetchall() == [
+            ("My Run: v2!", "created")
+        ]
 
 
 def test_missing_run_is_a_clear_error(store):
@@ -142,6 +159,8 @@ def test_deleting_a_run_leaves_what_its_links_point_to_alone(store, tmp_path):
     (outputs / "nested").chmod(0o555)
     store.delete(run_id)
     assert not store.paths(run_id).root.exists()
-    assert (outside.stat().st_mode & 0o777, (outside / "sub").stat().st_mode & 0o777) == \
-        (0o751, 0o705)
+    assert (outside.stat().st_mode & 0o777, (outside / "sub").stat().st_mode & 0o777) == (
+        0o751,
+        0o705,
+    )
     assert (outside / "sub" / "keep.txt").read_text() == "keep"

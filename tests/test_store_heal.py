@@ -14,12 +14,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from conftest import leftover
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import SpecError, StoreError
 from jupyter_trainer.store import Store
-
-from conftest import leftover
 
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
@@ -38,8 +37,10 @@ def listed(home: Path | None = None) -> dict[str, str]:
 
 def run_together(commands: list[list[str]], timeout: float = 240) -> list[tuple[int, str, str]]:
     """Start every CLI command at once; (exit status, stdout, stderr) of each."""
-    procs = [subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for args in commands]
+    procs = [
+        subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for args in commands
+    ]
     try:
         outs = [p.communicate(timeout=timeout) for p in procs]
     finally:
@@ -166,8 +167,9 @@ def read_only(path: Path):
     except (OSError, subprocess.CalledProcessError) as exc:
         pytest.fail(f"a read-only bind mount needs root and mount(8): {exc}")
     try:
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["mount", "-o", "remount,bind,ro", str(path)], check=True, capture_output=True
+        )
         yield path
     finally:
         subprocess.run(["umount", str(path)], check=True, capture_output=True)
@@ -179,8 +181,7 @@ def tree(home: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("what", ["home", "index"])
-def test_unwritable_store_fails_in_one_line_and_creates_nothing(healed_home, home, tmp_path,
-                                                               what):
+def test_unwritable_store_fails_in_one_line_and_creates_nothing(healed_home, home, tmp_path, what):
     script = tmp_path / "ok.py"
     script.write_text("print('fine')\n")
     cli("runs")  # let the index settle (WAL folded in) before it is frozen
@@ -192,8 +193,9 @@ def test_unwritable_store_fails_in_one_line_and_creates_nothing(healed_home, hom
     assert done.returncode == 2 and done.stdout == ""
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
     named = str(home / "runs") if what == "home" else str(home / "runs.db")
-    assert done.stderr.startswith(f"jupyter-trainer: error: cannot write {named} ") or \
-        done.stderr.startswith(f"jupyter-trainer: error: the run index {named} cannot be written")
+    assert done.stderr.startswith(
+        f"jupyter-trainer: error: cannot write {named} "
+    ) or done.stderr.startswith(f"jupyter-trainer: error: the run index {named} cannot be written")
     assert "writable" in done.stderr and "JUPYTER_TRAINER_HOME" in done.stderr
     assert listed() == healed_home
 
@@ -215,8 +217,10 @@ def test_a_failing_index_insert_leaves_no_run_folder(healed_home, home, tmp_path
     script = tmp_path / "ok.py"
     script.write_text("print('fine')\n")
     with sqlite3.connect(home / "runs.db") as conn:  # the index refuses every new row
-        conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON runs "
-                     "BEGIN SELECT RAISE(ABORT, 'no new rows'); END")
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON runs "
+            "BEGIN SELECT RAISE(ABORT, 'no new rows'); END"
+        )
     done = cli("submit", str(script), "--launcher", "python")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "no new rows" in done.stderr and done.stderr.count("\n") == 1
@@ -250,8 +254,9 @@ def test_sixteen_concurrent_submitters_each_get_a_run(healed_home, home, tmp_pat
     script.write_text("from jupyter_trainer import runtime as jt\njt.log(step=0, ok=1)\n")
     for name in ("runs.db", "runs.db-wal", "runs.db-shm"):
         (home / name).unlink(missing_ok=True)
-    results = run_together([["submit", str(script), "--launcher", "python", "--name",
-                             f"swarm {i}"] for i in range(16)])
+    results = run_together(
+        [["submit", str(script), "--launcher", "python", "--name", f"swarm {i}"] for i in range(16)]
+    )
     assert all(code == 0 for code, _, _ in results), [err for _, _, err in results]
     assert not any("Traceback" in err for _, _, err in results)
     ids = [out.strip() for _, out, _ in results]
@@ -259,18 +264,21 @@ def test_sixteen_concurrent_submitters_each_get_a_run(healed_home, home, tmp_pat
     for run_id in ids:
         api.get_run(run_id).wait(timeout=240)
     statuses = listed()
-    assert statuses == {**healed_home, **{run_id: "completed" for run_id in ids}}
+    assert statuses == {**healed_home, **dict.fromkeys(ids, "completed")}
     assert set(Store(home).index_rows()) == set(statuses)
     assert not [p for p in (home / "runs").iterdir() if p.name.startswith(".")]
     assert not list((home / "staging").iterdir())
     assert all(not leftover(run_id) for run_id in ids)
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--limit", "-1"], "limit must be a whole number of at least 1, not -1"),
-    (["--limit", "0"], "limit must be a whole number of at least 1, not 0"),
-    (["--offset", "-1"], "offset must be a whole number of at least 0, not -1"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--limit", "-1"], "limit must be a whole number of at least 1, not -1"),
+        (["--limit", "0"], "limit must be a whole number of at least 1, not 0"),
+        (["--offset", "-1"], "offset must be a whole number of at least 0, not -1"),
+    ],
+)
 def test_runs_limit_and_offset_are_checked(healed_home, flags, message):
     done = cli("runs", *flags)
     assert done.returncode == 2 and done.stdout == ""
@@ -282,8 +290,14 @@ def test_runs_paging_in_the_api(healed_home, home):
     assert sorted(newest_first) == sorted(healed_home)
     assert [run.id for run in api.runs(limit=1, offset=2)] == newest_first[2:3]
     assert [run.id for run in api.runs(offset=3)] == []
-    for bad in ({"limit": -1}, {"limit": 0}, {"limit": True}, {"limit": 1.5},
-                {"offset": -1}, {"offset": "1"}):
+    for bad in (
+        {"limit": -1},
+        {"limit": 0},
+        {"limit": True},
+        {"limit": 1.5},
+        {"offset": -1},
+        {"offset": "1"},
+    ):
         with pytest.raises(SpecError, match="limit|offset"):
             api.runs(**bad)
 
@@ -298,14 +312,21 @@ FIX = "`jupyter-trainer doctor --fix`"
 
 def commands_on(run_id: str, other: str, dest: Path) -> dict[str, list[str]]:
     """Every command that reads run ``run_id``, as CLI arguments."""
-    return {"show": ["show", run_id], "show --json": ["show", run_id, "--json"],
-            "logs": ["logs", run_id], "cancel": ["cancel", run_id], "files": ["files", run_id],
-            "download": ["download", run_id, "*", str(dest / "dl")],
-            "diff": ["diff", run_id, other], "rerun": ["rerun", run_id],
-            "resume": ["resume", run_id], "stack": ["stack", run_id],
-            "register": ["register", run_id, "model", "x"],
-            "tensorboard": ["tensorboard", run_id, "--logdir", str(dest / "tb")],
-            "mlflow sync": ["mlflow", "sync", run_id, "--uri", f"file:{dest / 'ml'}"]}
+    return {
+        "show": ["show", run_id],
+        "show --json": ["show", run_id, "--json"],
+        "logs": ["logs", run_id],
+        "cancel": ["cancel", run_id],
+        "files": ["files", run_id],
+        "download": ["download", run_id, "*", str(dest / "dl")],
+        "diff": ["diff", run_id, other],
+        "rerun": ["rerun", run_id],
+        "resume": ["resume", run_id],
+        "stack": ["stack", run_id],
+        "register": ["register", run_id, "model", "x"],
+        "tensorboard": ["tensorboard", run_id, "--logdir", str(dest / "tb")],
+        "mlflow sync": ["mlflow", "sync", run_id, "--uri", f"file:{dest / 'ml'}"],
+    }
 
 
 def damage(path: Path, how: str) -> None:
@@ -326,7 +347,8 @@ def one_line(done: subprocess.CompletedProcess, *needles: str) -> None:
 
 @pytest.mark.parametrize("how", ["truncated", "missing"])
 def test_a_damaged_spec_is_named_in_one_line_and_doctor_sets_the_run_aside(
-        ip, healed_home, home, tmp_path, how):
+    ip, healed_home, home, tmp_path, how
+):
     run_id = next(r for r, s in healed_home.items() if s == "completed")
     other = next(r for r in healed_home if r != run_id)
     spec = home / "runs" / run_id / "spec.json"
@@ -336,8 +358,16 @@ def test_a_damaged_spec_is_named_in_one_line_and_doctor_sets_the_run_aside(
     results = dict(zip(commands, run_together(list(commands.values()))))
     for name, (code, out, err) in results.items():
         assert "Traceback" not in err and err.count("\n") <= 1, (name, err)
-    for name in ("show", "show --json", "logs", "diff", "rerun", "resume", "tensorboard",
-                 "mlflow sync"):
+    for name in (
+        "show",
+        "show --json",
+        "logs",
+        "diff",
+        "rerun",
+        "resume",
+        "tensorboard",
+        "mlflow sync",
+    ):
         code, out, err = results[name]
         assert code == 2 and all(n in err for n in named), (name, code, err)
     assert results["files"][0] == (0 if how == "truncated" else 2)  # outputs/ needs no spec
@@ -360,7 +390,8 @@ def test_a_damaged_spec_is_named_in_one_line_and_doctor_sets_the_run_aside(
 
 @pytest.mark.parametrize("how", ["truncated", "missing"])
 def test_a_damaged_state_of_an_ended_run_is_named_and_doctor_rebuilds_it(
-        healed_home, home, tmp_path, how):
+    healed_home, home, tmp_path, how
+):
     failed = next(r for r, s in healed_home.items() if s == "failed")
     other = next(r for r in healed_home if r != failed)
     state = home / "runs" / failed / "state.json"
@@ -392,9 +423,9 @@ def test_a_damaged_state_of_an_ended_run_is_named_and_doctor_rebuilds_it(
 def test_the_monitor_feed_shows_a_damaged_state_as_its_notice(healed_home, home):
     """The notebook widget's and the Lab view's feed starts on a run whose state.json is gone
     and says why in its notice, naming the file and the fix, instead of dying."""
-    from jupyter_trainer.frontends.views.feeder import ViewFeeder
-
     from conftest import wait_for
+
+    from jupyter_trainer.frontends.views.feeder import ViewFeeder
 
     run_id = next(r for r, s in healed_home.items() if s == "completed")
     state = home / "runs" / run_id / "state.json"
@@ -404,8 +435,11 @@ def test_the_monitor_feed_shows_a_damaged_state_as_its_notice(healed_home, home)
     assert feeder.first()["state"]["status"] == "unknown"
     feeder.start()
     try:
-        notice = wait_for(lambda: next((u["notice"] for u in updates if u.get("notice")), None),
-                          timeout=20, what="the feed's notice")
+        notice = wait_for(
+            lambda: next((u["notice"] for u in updates if u.get("notice")), None),
+            timeout=20,
+            what="the feed's notice",
+        )
     finally:
         feeder.stop()
         feeder.join(10)

@@ -11,22 +11,24 @@ import subprocess
 import sys
 
 import pytest
-
-from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import procs
-from jupyter_trainer.supervisor import starter
-from jupyter_trainer.core.errors import EnvError
-from jupyter_trainer.store import HOME_ENV
-
 from conftest import leftover, wait_for
 from ssh_hosts import _children
+
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import EnvError
+from jupyter_trainer.rankside import procs
+from jupyter_trainer.store import HOME_ENV
+from jupyter_trainer.supervisor import starter
 
 
 def supervisors_of_this_process() -> list[str]:
     """Live children of this process that run the supervisor."""
-    return [procs.describe(pid) for pid in _children(os.getpid())
-            if procs.start_ticks(pid) is not None
-            and "jupyter_trainer.supervisor" in procs.describe(pid)]
+    return [
+        procs.describe(pid)
+        for pid in _children(os.getpid())
+        if procs.start_ticks(pid) is not None
+        and "jupyter_trainer.supervisor" in procs.describe(pid)
+    ]
 
 
 def test_a_refused_submit_starts_nothing_and_keeps_one_supervisor_waiting(home):
@@ -74,16 +76,23 @@ def test_a_changed_environment_or_store_gets_a_new_supervisor(home, tmp_path, mo
 
 
 def test_a_waiting_supervisor_ends_with_the_process_that_started_it(home):
-    script = ("import jupyter_trainer as jt, os, sys\n"
-              "jt.submit(\"print(2)\\n\", launcher='python', wait=True)\n"
-              "print(os.getpid())\n")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True, timeout=120)
+    script = (
+        "import jupyter_trainer as jt, os, sys\n"
+        "jt.submit(\"print(2)\\n\", launcher='python', wait=True)\n"
+        "print(os.getpid())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
     parent = int(out.stdout.split()[-1])
 
     def waiting() -> list[int]:
-        return [pid for pid in procs.pids_with_env(HOME_ENV, str(home))
-                if "jupyter_trainer.supervisor" in procs.describe(pid)]
+        return [
+            pid
+            for pid in procs.pids_with_env(HOME_ENV, str(home))
+            if "jupyter_trainer.supervisor" in procs.describe(pid)
+        ]
+
     assert wait_for(lambda: not waiting(), timeout=20, what="the waiting supervisor to end")
     assert not procs.is_alive(parent)
 

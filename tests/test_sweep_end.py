@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from conftest import leftover, wait_for
+
 import jupyter_trainer as jt
 from jupyter_trainer.rankside import procs
 from jupyter_trainer.store import TERMINAL
@@ -42,13 +43,23 @@ for step in range(int(jt.params["steps"])):
 """
 
 
-def start(tmp_path: Path, *, trials: int, parallel: int, steps: int = 6,
-          stop: float = 1.5) -> jt.Sweep:
+def start(
+    tmp_path: Path, *, trials: int, parallel: int, steps: int = 6, stop: float = 1.5
+) -> jt.Sweep:
     script = tmp_path / "train.py"
     script.write_text(SLOW_TO_STOP)
-    return jt.sweep(script=script, space={"x": "uniform(0, 1)", "steps": steps, "stop": stop},
-                    metric="score", goal="max", trials=trials, parallel=parallel,
-                    sampler="random", seed=5, prune="median:1", launcher="python")
+    return jt.sweep(
+        script=script,
+        space={"x": "uniform(0, 1)", "steps": steps, "stop": stop},
+        metric="score",
+        goal="max",
+        trials=trials,
+        parallel=parallel,
+        sampler="random",
+        seed=5,
+        prune="median:1",
+        launcher="python",
+    )
 
 
 def most_at_once(sweep: jt.Sweep) -> int:
@@ -79,8 +90,9 @@ def still_running(sweep: jt.Sweep) -> list[str]:
             found.append(f"run of trial {trial['number']} is {run_state['status']}")
         supervisor = run_state.get("supervisor") or {}
         if procs.is_alive(supervisor.get("pid"), supervisor.get("start_ticks")):
-            found.append(f"supervisor of trial {trial['number']}: "
-                         f"{procs.describe(supervisor['pid'])}")
+            found.append(
+                f"supervisor of trial {trial['number']}: {procs.describe(supervisor['pid'])}"
+            )
         found += [f"rank of trial {trial['number']}: {p}" for p in leftover(trial["run"])]
     driver = state.get("driver") or {}
     if procs.is_alive(driver.get("pid"), driver.get("start_ticks")):
@@ -106,8 +118,12 @@ def test_wait_returns_once_every_trial_has_ended_and_left_nothing(home, tmp_path
 def pruned_then(sweep: jt.Sweep, action) -> None:
     """Do ``action`` as soon as the sweep records its first pruned trial (whose run is then
     still stopping)."""
-    wait_for(lambda: sweep.state.get("counts", {}).get("pruned"), 120, interval=0.02,
-             what="a pruned trial")
+    wait_for(
+        lambda: sweep.state.get("counts", {}).get("pruned"),
+        120,
+        interval=0.02,
+        what="a pruned trial",
+    )
     action()
 
 
@@ -151,13 +167,25 @@ def test_a_sweep_whose_stored_seed_breaks_the_sampler_says_so_on_resume(home, tm
     spec = json.loads(paths.spec.read_text())
     paths.spec.write_text(json.dumps({**spec, "seed": -1}))
     paths.study.unlink()
-    paths.state.write_text(json.dumps({"id": sweep.id, "status": "created",
-                                       "created": time.time() - 600, "trials": [],
-                                       "counts": {}}))
+    paths.state.write_text(
+        json.dumps(
+            {
+                "id": sweep.id,
+                "status": "created",
+                "created": time.time() - 600,
+                "trials": [],
+                "counts": {},
+            }
+        )
+    )
     assert sweep.status == "interrupted"
     began = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "jupyter_trainer.frontends.cli", "sweep", "resume",
-                           sweep.id], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "sweep", "resume", sweep.id],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert time.monotonic() - began < 20
     assert done.returncode == 2, done
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1

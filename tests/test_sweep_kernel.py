@@ -7,12 +7,11 @@ import json
 import time
 
 import pytest
+from conftest import leftover, wait_for
+from test_widget import Kernel
 
 import jupyter_trainer as jt
 from jupyter_trainer.rankside import procs
-
-from conftest import leftover, wait_for
-from test_widget import Kernel
 
 CELL = """%%train --launcher python --sweep x=uniform(-1,1) --sweep word=choice('a b','c;d') --trials {trials} --parallel 2 --metric score --seed 4 {extra}
 import time
@@ -47,8 +46,9 @@ def output_of(kernel: Kernel, reply: dict) -> str:
 def test_a_sweep_outlives_a_kernel_restart_and_is_attached_again(kernel, home):
     reply = kernel.execute(CELL.format(trials=6, steps=10, extra="--no-wait"))
     sweep = jt.sweeps(home=home)[0]
-    assert f"sweep {sweep.id} started; follow it with %train attach {sweep.id}" in \
-        output_of(kernel, reply)
+    assert f"sweep {sweep.id} started; follow it with %train attach {sweep.id}" in output_of(
+        kernel, reply
+    )
     wait_for(lambda: len(sweep.state["trials"]) >= 2, 60, what="two trials")
     kernel.km.restart_kernel(now=True)
     kernel.kc.wait_for_ready(timeout=60)
@@ -65,15 +65,20 @@ def test_a_sweep_outlives_a_kernel_restart_and_is_attached_again(kernel, home):
     listed = output_of(kernel, kernel.execute("%train sweeps"))
     assert sweep.id in listed and "6/6" in listed
     shown = output_of(kernel, kernel.execute(f"%train sweep show {sweep.id} --json"))
-    data = json.loads(shown[shown.index("{"):])
+    data = json.loads(shown[shown.index("{") :])
     assert data["best"] == best and [t["number"] for t in data["trials"]] == list(range(6))
 
 
 def test_the_stop_button_cancels_the_sweep_the_cell_waits_for(kernel, home):
     msg_id = kernel.kc.execute(CELL.format(trials=4, steps=300, extra=""))
-    wait_for(lambda: jt.sweeps(home=home) and
-             jt.sweeps(home=home)[0].state.get("counts", {}).get("running", 0) == 2, 90,
-             what="two trials running")
+    wait_for(
+        lambda: (
+            jt.sweeps(home=home)
+            and jt.sweeps(home=home)[0].state.get("counts", {}).get("running", 0) == 2
+        ),
+        90,
+        what="two trials running",
+    )
     sweep = jt.sweeps(home=home)[0]
     runs = sweep.trials()
     wait_for(lambda: all(r.status == "running" for r in runs), 60, what="the trials' ranks")
@@ -91,8 +96,11 @@ def test_the_stop_button_cancels_the_sweep_the_cell_waits_for(kernel, home):
         assert run.status == "canceled" and leftover(run.id) == []
         assert run.state["reason"] == f"sweep {sweep.id}: stopped from the notebook (Stop button)"
     driver = sweep.sweeps.read_state(sweep.id)["driver"]
-    wait_for(lambda: not procs.is_alive(driver["pid"], driver["start_ticks"]), 10,
-             what="the driver to exit")
+    wait_for(
+        lambda: not procs.is_alive(driver["pid"], driver["start_ticks"]),
+        10,
+        what="the driver to exit",
+    )
     time.sleep(0.5)
     assert len(jt.sweeps(home=home)[0].trials()) == 2  # no trial started after the cancel
 
@@ -108,8 +116,9 @@ def test_a_sweep_canceled_elsewhere_fails_the_cell_that_waits_for_it(home, mode)
         k.execute("%load_ext jupyter_trainer\nx = 0.0\nword = ''")
         msg_id = k.kc.execute(CELL.format(trials=4, steps=300, extra=""))
         sweep = wait_for(lambda: jt.sweeps(home=home), 90, what="the sweep")[0]
-        wait_for(lambda: sweep.state.get("counts", {}).get("running", 0) >= 1, 90,
-                 what="a trial running")
+        wait_for(
+            lambda: sweep.state.get("counts", {}).get("running", 0) >= 1, 90, what="a trial running"
+        )
         sweep.cancel(reason="canceled from JupyterLab")
         k._collect_until_idle(msg_id, 120)
         reply = k.kc.get_shell_msg(timeout=30)
@@ -118,7 +127,8 @@ def test_a_sweep_canceled_elsewhere_fails_the_cell_that_waits_for_it(home, mode)
         content = reply["content"]
         assert content["status"] == "error" and content["ename"] == "RunCanceled", content
         assert content["traceback"] == [
-            f"RunCanceled: sweep {sweep.id} was canceled: canceled from JupyterLab"]
+            f"RunCanceled: sweep {sweep.id} was canceled: canceled from JupyterLab"
+        ]
         attached = k.execute(f"%train attach {sweep.id}", timeout=60)  # attaching is no error
         assert attached["content"]["status"] == "ok"
     finally:

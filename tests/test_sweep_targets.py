@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import os
 
-import jupyter_trainer as jt
-from jupyter_trainer.api import runs as api
-
 from conftest import leftover
 from ssh_hosts import ADDRESSES, ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+
+import jupyter_trainer as jt
 
 TRAIN = """
 import os, torch, torch.distributed as dist
@@ -22,13 +21,21 @@ for step in range(3):
 print("rank", dist.get_rank(), "word", word, "node", os.environ.get("SLURM_JOB_ID", "ssh"))
 dist.destroy_process_group()
 """
-HOSTILE = "x'; $(touch /tmp/jt-sweep-pwned) `id` \"y\""
+HOSTILE = 'x\'; $(touch /tmp/jt-sweep-pwned) `id` "y"'
 
 
 def test_on_slurm_each_trial_is_its_own_job(cluster, home):
-    sweep = jt.sweep(TRAIN, space={"x": "choice(1, 2, 3)", "word": "plain"}, metric="score",
-                      trials=3, parallel=2, sampler="grid", target="cluster", procs=2,
-                      namespace={"x": 0, "word": ""})
+    sweep = jt.sweep(
+        TRAIN,
+        space={"x": "choice(1, 2, 3)", "word": "plain"},
+        metric="score",
+        trials=3,
+        parallel=2,
+        sampler="grid",
+        target="cluster",
+        procs=2,
+        namespace={"x": 0, "word": ""},
+    )
     sweep.wait(timeout=300)
     state = sweep.state
     assert state["status"] == "completed", state
@@ -43,10 +50,19 @@ def test_on_slurm_each_trial_is_its_own_job(cluster, home):
     assert state["best"]["objective"] == 3 * 3 + 3.0  # x=3 at step 2, plus the all-reduce
 
 
-def test_over_ssh_hostile_values_reach_both_nodes_unchanged(pair, home):  # noqa: F811
-    sweep = jt.sweep(TRAIN, space={"x": 2, "word": f"choice({HOSTILE!r}, 'ok')"},
-                      metric="score", trials=2, parallel=1, sampler="grid", target="pair",
-                      nodes=2, procs=1, namespace={"x": 0, "word": ""})
+def test_over_ssh_hostile_values_reach_both_nodes_unchanged(pair, home):
+    sweep = jt.sweep(
+        TRAIN,
+        space={"x": 2, "word": f"choice({HOSTILE!r}, 'ok')"},
+        metric="score",
+        trials=2,
+        parallel=1,
+        sampler="grid",
+        target="pair",
+        nodes=2,
+        procs=1,
+        namespace={"x": 0, "word": ""},
+    )
     sweep.wait(timeout=300)
     assert sweep.status == "completed", sweep.state
     words = set()

@@ -7,12 +7,12 @@ messages. test_browser_sweep.py checks the same widget drawn in JupyterLab.
 
 from __future__ import annotations
 
+from conftest import leftover, wait_for
+from test_widget import Kernel, kernel  # noqa: F401 (the fixture)
+
 import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.rankside import procs
-
-from conftest import leftover, wait_for
-from test_widget import Kernel, kernel  # noqa: F401 (the fixture)
 
 SWEEP_CELL = """%%train --no-wait --launcher python --name {name} --sweep lr=loguniform(1e-3,1e-1) --sweep hidden=choice(32,64,128) --trials {trials} --parallel 2 --metric val_acc
 import time
@@ -26,8 +26,9 @@ MONITORS = "__import__('jupyter_trainer.frontends.widgets.sweep_widget', fromlis
 MONITOR = f"{MONITORS}[-1]"
 
 
-def start_sweep(kernel: Kernel, name: str, trials: int = 4, steps: int = 8,
-                sleep: float = 0.05) -> jt.Sweep:
+def start_sweep(
+    kernel: Kernel, name: str, trials: int = 4, steps: int = 8, sleep: float = 0.05
+) -> jt.Sweep:
     kernel.execute("lr = 0.01\nhidden = 64")
     kernel.execute(SWEEP_CELL.format(name=name, trials=trials, steps=steps, sleep=sleep))
     assert kernel.value(f"len({MONITORS})") == 1
@@ -35,8 +36,12 @@ def start_sweep(kernel: Kernel, name: str, trials: int = 4, steps: int = 8,
 
 
 def comm_opens(kernel: Kernel, model_name: str) -> list[dict]:
-    return [m["content"] for m in kernel.messages if m["msg_type"] == "comm_open"
-            and m["content"]["data"]["state"].get("_model_name") == model_name]
+    return [
+        m["content"]
+        for m in kernel.messages
+        if m["msg_type"] == "comm_open"
+        and m["content"]["data"]["state"].get("_model_name") == model_name
+    ]
 
 
 def view_updates(kernel: Kernel, comm_id: str) -> list[dict]:
@@ -52,12 +57,17 @@ def test_the_widget_follows_a_sweep_to_its_end(kernel, home):
     assert final["status"] == "completed" and final["counts"] == {"completed": 4}
 
     # the first message (the comm's open) carries the spec and whatever state there was
-    opened = next(c for c in kernel.messages if c["msg_type"] == "comm_open"
-                  and c["content"]["comm_id"] == view_id)["content"]["data"]["state"]
+    opened = next(
+        c
+        for c in kernel.messages
+        if c["msg_type"] == "comm_open" and c["content"]["comm_id"] == view_id
+    )["content"]["data"]["state"]
     assert opened["sweep_id"] == sweep.id
     assert opened["spec"]["metric"] == "val_acc" and opened["spec"]["goal"] == "max"
-    assert opened["spec"]["space"] == {"lr": "loguniform(0.001, 0.1)",
-                                       "hidden": "choice(32, 64, 128)"}
+    assert opened["spec"]["space"] == {
+        "lr": "loguniform(0.001, 0.1)",
+        "hidden": "choice(32, 64, 128)",
+    }
     # updates followed the sweep: trials appeared, ran and completed, one at a time or two
     updates = view_updates(kernel, view_id)
     states = [u["state"] for u in updates if "state" in u]
@@ -76,8 +86,9 @@ def test_the_widget_follows_a_sweep_to_its_end(kernel, home):
     # the traits hold the sweep's final state, its best and both charts' data
     view = kernel.value(f"{{'state': {MONITOR}.view.state, 'charts': {MONITOR}.view.charts}}")
     assert view["state"]["best"] == final["best"]
-    assert [t["objective"] for t in view["state"]["trials"]] == \
-        [t["objective"] for t in final["trials"]]
+    assert [t["objective"] for t in view["state"]["trials"]] == [
+        t["objective"] for t in final["trials"]
+    ]
     charts = view["charts"]
     assert len(charts["best"]) == 4 and charts["best"][-1]["best"] == final["best"]["objective"]
     axes = {a["name"]: a for a in charts["axes"]}
@@ -124,13 +135,17 @@ def test_a_click_on_a_trial_opens_its_run_monitor_below(kernel, home):
     wait_for(lambda: kernel.value(f"{MONITOR}.view.selected") == 0, 20, what="trial 0 to open")
     assert kernel.value(f"{MONITOR}.trial_monitor.run_id") == trials[0]
     kernel.drain(0.5)
-    assert any(m["msg_type"] == "comm_close" and m["content"]["comm_id"] == first
-               for m in kernel.messages)
+    assert any(
+        m["msg_type"] == "comm_close" and m["content"]["comm_id"] == first for m in kernel.messages
+    )
     assert kernel.value(f"len({MONITOR}.children)") == 2
     # a trial that does not exist opens nothing and says so
     kernel.send_to_widget(view_id, {"type": "open", "number": 99})
-    wait_for(lambda: kernel.value(f"{MONITOR}.view.notice") == "trial 99 has no run yet", 20,
-             what="the notice")
+    wait_for(
+        lambda: kernel.value(f"{MONITOR}.view.notice") == "trial 99 has no run yet",
+        20,
+        what="the notice",
+    )
     assert kernel.value(f"{MONITOR}.trial_monitor.run_id") == trials[0]
     # close_trial takes it away
     kernel.send_to_widget(view_id, {"type": "close_trial"})
@@ -141,8 +156,11 @@ def test_a_click_on_a_trial_opens_its_run_monitor_below(kernel, home):
 
 def test_cancel_from_the_widget_ends_the_sweep_and_every_process(kernel, home):
     sweep = start_sweep(kernel, "cancel", trials=12, steps=400, sleep=0.05)
-    wait_for(lambda: sum(t["status"] == "running" for t in sweep.state["trials"]) == 2, 60,
-             what="two running trials")
+    wait_for(
+        lambda: sum(t["status"] == "running" for t in sweep.state["trials"]) == 2,
+        60,
+        what="two running trials",
+    )
     driver = sweep.state["driver"]
     view_id = kernel.value(f"{MONITOR}.view.comm.comm_id")
     kernel.send_to_widget(view_id, {"type": "cancel"})
@@ -150,19 +168,28 @@ def test_cancel_from_the_widget_ends_the_sweep_and_every_process(kernel, home):
     assert kernel.value(f"{MONITOR}.wait_final(30)", 40)
     assert kernel.value(f"{MONITOR}.view.cancel_state") == "requested"
     state = kernel.value(f"{MONITOR}.view.state")
-    assert state["status"] == "canceled" and state["reason"] == "canceled from the notebook (Cancel button)"
+    assert (
+        state["status"] == "canceled"
+        and state["reason"] == "canceled from the notebook (Cancel button)"
+    )
     assert len(state["trials"]) == 2
     assert {t["status"] for t in state["trials"]} == {"canceled"}
     for trial in sweep.state["trials"]:
         wait_for(lambda: leftover(trial["run"]) == [], 15, what=f"run {trial['run']} to end")
         assert api.get_run(trial["run"]).status == "canceled"
-    wait_for(lambda: not procs.is_alive(driver["pid"], driver.get("start_ticks")), 15,
-             what="the sweep's driver to exit")
+    wait_for(
+        lambda: not procs.is_alive(driver["pid"], driver.get("start_ticks")),
+        15,
+        what="the sweep's driver to exit",
+    )
     assert kernel.value(f"{MONITOR}.feeder.thread.is_alive()") is False
     # a second Cancel on the ended sweep says why nothing happens
     kernel.send_to_widget(view_id, {"type": "cancel"})
-    wait_for(lambda: "already ended" in kernel.value(f"{MONITOR}.view.cancel_state"), 20,
-             what="the second cancel's answer")
+    wait_for(
+        lambda: "already ended" in kernel.value(f"{MONITOR}.view.cancel_state"),
+        20,
+        what="the second cancel's answer",
+    )
 
 
 def test_closing_the_widget_stops_its_threads(kernel, home):
@@ -173,9 +200,17 @@ def test_closing_the_widget_stops_its_threads(kernel, home):
     wait_for(lambda: kernel.value(f"{MONITOR}.trial_monitor is not None"), 20, what="trial 0")
     kernel.execute(f"_m = {MONITOR}; _m.close(); _m.feeder.join(5)")
     assert kernel.value("_m.feeder.thread.is_alive()") is False
-    wait_for(lambda: not [n for n in kernel.value("[t.name for t in __import__('threading')"
-                                                  ".enumerate()]") if n.startswith("jt-")],
-             10, what="the monitors' threads to stop")
+    wait_for(
+        lambda: (
+            not [
+                n
+                for n in kernel.value("[t.name for t in __import__('threading').enumerate()]")
+                if n.startswith("jt-")
+            ]
+        ),
+        10,
+        what="the monitors' threads to stop",
+    )
     assert kernel.value(f"len({MONITORS})") == 0
     assert not sweep.done  # closing the view does not touch the sweep
     sweep.cancel()

@@ -16,17 +16,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import live_state, wait_for
 from IPython.utils.capture import capture_output
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import api_pb2
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
 from jupyter_trainer.api import runs as api
+from jupyter_trainer.mirrors.tensorboard.server import stop_shared
 from jupyter_trainer.rankside import procs
 from jupyter_trainer.store import HOME_ENV
-from jupyter_trainer.mirrors.tensorboard.server import stop_shared
-
-from conftest import live_state, wait_for
 
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
@@ -64,8 +63,10 @@ def read_back(folder: Path) -> dict[str, list[tuple[int, float, float]]]:
     """(step, value, wall time) of each scalar in ``folder``, by TensorBoard's own reader."""
     reader = EventAccumulator(str(folder), size_guidance={"scalars": 0})
     reader.Reload()
-    return {tag: [(e.step, e.value, e.wall_time) for e in reader.Scalars(tag)]
-            for tag in reader.Tags()["scalars"]}
+    return {
+        tag: [(e.step, e.value, e.wall_time) for e in reader.Scalars(tag)]
+        for tag in reader.Tags()["scalars"]
+    }
 
 
 def f32(value: float) -> float:
@@ -76,7 +77,9 @@ def f32(value: float) -> float:
 def same(got: list, want: list) -> bool:
     return len(got) == len(want) and all(
         g == w or (isinstance(g, float) and math.isnan(g) and math.isnan(w))
-        for got_row, want_row in zip(got, want) for g, w in zip(got_row, want_row))
+        for got_row, want_row in zip(got, want)
+        for g, w in zip(got_row, want_row)
+    )
 
 
 def logged_times(run: api.Run, rank: int) -> dict[str, list[float]]:
@@ -97,16 +100,21 @@ def session(folder: Path) -> dict:
     found = {}
     if "_hparams_/session_start_info" in content:
         found["start"] = hparams_metadata.parse_session_start_info_plugin_data(
-            content["_hparams_/session_start_info"])
+            content["_hparams_/session_start_info"]
+        )
     if "_hparams_/session_end_info" in content:
         found["end"] = hparams_metadata.parse_session_end_info_plugin_data(
-            content["_hparams_/session_end_info"])
+            content["_hparams_/session_end_info"]
+        )
     return found
 
 
 def files_of(folder: Path) -> dict[str, tuple[int, bytes]]:
-    return {str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.read_bytes())
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_export_reads_back_exactly_and_again_writes_nothing(home, tmp_path):
@@ -121,10 +129,17 @@ def test_export_reads_back_exactly_and_again_writes_nothing(home, tmp_path):
         got = read_back(logdir / run.id / f"rank-{rank}")
         assert sorted(got) == ["acc", "loss", "lr"]  # the text metric is not a scalar
         t = logged_times(run, rank)
-        want = {"loss": list(zip([0, 10, 20, 30, 40, 50],
-                                 [f32(v) for v in losses[rank]] + [math.nan, math.inf], t["loss"])),
-                "lr": list(zip([0, 10, 20, 30], [f32(0.1 / (i + 1)) for i in range(4)], t["lr"])),
-                "acc": list(zip([0, 1], [0.5, 0.75], t["acc"]))}  # no step logged: 0, 1
+        want = {
+            "loss": list(
+                zip(
+                    [0, 10, 20, 30, 40, 50],
+                    [f32(v) for v in losses[rank]] + [math.nan, math.inf],
+                    t["loss"],
+                )
+            ),
+            "lr": list(zip([0, 10, 20, 30], [f32(0.1 / (i + 1)) for i in range(4)], t["lr"])),
+            "acc": list(zip([0, 1], [0.5, 0.75], t["acc"])),
+        }  # no step logged: 0, 1
         for tag in want:
             assert same(got[tag], want[tag]), (rank, tag, got[tag], want[tag])
     found = session(logdir / run.id)
@@ -137,7 +152,9 @@ def test_export_reads_back_exactly_and_again_writes_nothing(home, tmp_path):
 
     before = files_of(logdir)
     done = cli("tensorboard", run.id, "--logdir", str(logdir))
-    assert done.returncode == 0 and done.stdout == f"{run.id}: 0 values written to {logdir / run.id}\n"
+    assert (
+        done.returncode == 0 and done.stdout == f"{run.id}: 0 values written to {logdir / run.id}\n"
+    )
     assert files_of(logdir) == before  # not even rewritten
 
     rank0 = next((logdir / run.id / "rank-0").glob("events.out.tfevents.*"))
@@ -147,18 +164,30 @@ def test_export_reads_back_exactly_and_again_writes_nothing(home, tmp_path):
     assert rank0.read_bytes() == before[str(rank0.relative_to(logdir))][1]
 
 
-@pytest.mark.parametrize("logdir, says", [
-    ("/proc/nope", "tensorboard --logdir /proc/nope: cannot write there"),  # cannot be made
-    ("/sys", "tensorboard --logdir /sys: cannot write there"),  # a folder not even root writes
-    ("", "tensorboard --logdir is empty"),
-    ("notes.txt", "notes.txt: not a folder"),
-])
+@pytest.mark.parametrize(
+    "logdir, says",
+    [
+        ("/proc/nope", "tensorboard --logdir /proc/nope: cannot write there"),  # cannot be made
+        ("/sys", "tensorboard --logdir /sys: cannot write there"),  # a folder not even root writes
+        ("", "tensorboard --logdir is empty"),
+        ("notes.txt", "notes.txt: not a folder"),
+    ],
+)
 def test_a_bad_logdir_is_one_line_and_writes_nothing(home, tmp_path, logdir, says):
-    run = api.submit("from jupyter_trainer import runtime as jt\njt.log(loss=1.0)\n",
-                     launcher="python", name="logdir", wait=True)
+    run = api.submit(
+        "from jupyter_trainer import runtime as jt\njt.log(loss=1.0)\n",
+        launcher="python",
+        name="logdir",
+        wait=True,
+    )
     (tmp_path / "notes.txt").write_text("not a folder")
-    done = subprocess.run([*CLI, "tensorboard", run.id, "--logdir", logdir], capture_output=True,
-                          text=True, timeout=120, cwd=tmp_path)
+    done = subprocess.run(
+        [*CLI, "tensorboard", run.id, "--logdir", logdir],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("jupyter-trainer: error: ") and says in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1 and "name a folder" in done.stderr
@@ -173,12 +202,17 @@ def test_a_live_run_keeps_appending(home, tmp_path):
     logdir = tmp_path / "logs"
     assert cli("tensorboard", run.id, "--logdir", str(logdir)).returncode == 0
     for rank in (0, 1):
-        assert [(s, v) for s, v, _ in read_back(logdir / run.id / f"rank-{rank}")["loss"]] == \
-            [(s, s + rank / 4) for s in range(3)]
+        assert [(s, v) for s, v, _ in read_back(logdir / run.id / f"rank-{rank}")["loss"]] == [
+            (s, s + rank / 4) for s in range(3)
+        ]
     assert set(session(logdir / run.id)) == {"start"}  # not ended yet
 
-    follow = subprocess.Popen([*CLI, "tensorboard", run.id, "--logdir", str(logdir), "--follow"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    follow = subprocess.Popen(
+        [*CLI, "tensorboard", run.id, "--logdir", str(logdir), "--follow"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     first = follow.stdout.readline()
     assert first == f"{run.id}: 0 values written to {logdir / run.id}\n"  # nothing new yet
     gate.touch()
@@ -187,8 +221,9 @@ def test_a_live_run_keeps_appending(home, tmp_path):
     assert run.wait().status == "completed"
     assert out == f"{run.id} ended: 6 more values written\n"
     for rank in (0, 1):
-        assert [(s, v) for s, v, _ in read_back(logdir / run.id / f"rank-{rank}")["loss"]] == \
-            [(s, s + rank / 4) for s in range(6)]
+        assert [(s, v) for s, v, _ in read_back(logdir / run.id / f"rank-{rank}")["loss"]] == [
+            (s, s + rank / 4) for s in range(6)
+        ]
     assert session(logdir / run.id)["end"].status == api_pb2.STATUS_SUCCESS
 
 
@@ -220,7 +255,8 @@ def tensorboard_pids(home: Path) -> dict[int, list[str]]:
     for pid in procs.pids_with_env(HOME_ENV, str(home)):
         argv = argv_of(pid)
         if {"tensorboard.main", "jupyter_trainer.mirrors.tensorboard.tied"} & set(argv) or any(
-                Path(a).name == "tensorboard" or "tensorboard_data_server" in a for a in argv):
+            Path(a).name == "tensorboard" or "tensorboard_data_server" in a for a in argv
+        ):
             found[pid] = argv
     return found
 
@@ -254,33 +290,45 @@ def served_folder(processes: dict[int, int | None]) -> Path:
     return Path(argv[argv.index("--logdir") + 1])
 
 
-@pytest.mark.parametrize("stop, code", [(signal.SIGINT, 130), (signal.SIGTERM, 130),
-                                        (signal.SIGHUP, 130), (signal.SIGKILL, -9)],
-                         ids=["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
+@pytest.mark.parametrize(
+    "stop, code",
+    [(signal.SIGINT, 130), (signal.SIGTERM, 130), (signal.SIGHUP, 130), (signal.SIGKILL, -9)],
+    ids=["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"],
+)
 def test_cli_serves_a_live_run_and_leaves_no_process(home, tmp_path, stop, code):
     """Whichever way the command ends, TensorBoard and its data server end with it; killed
     (no handler runs), TensorBoard notices its parent is gone and ends itself."""
     gate = tmp_path / "go"
     run = api.submit(GATED, procs=2, name="served", params={"gate": str(gate)})
     live_state(run, ranks=2, timeout=120)
-    server = subprocess.Popen([*CLI, "tensorboard", run.id], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [*CLI, "tensorboard", run.id], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         line = server.stdout.readline()
         assert line.startswith("TensorBoard at http://127.0.0.1:"), (line, server.stderr.read())
         base = line.split()[2]
         assert base.endswith("/") and "(1 run; Ctrl-C stops it)" in line
         assert {f"{run.id}/rank-0", f"{run.id}/rank-1"} <= set(get(f"{base}data/runs"))
-        wait_for(lambda: len(scalars(base, f"{run.id}/rank-1", "loss")) == 3, timeout=60,
-                 what="the first three steps served")
+        wait_for(
+            lambda: len(scalars(base, f"{run.id}/rank-1", "loss")) == 3,
+            timeout=60,
+            what="the first three steps served",
+        )
         gate.touch()
         assert run.wait().status == "completed"
-        served = wait_for(lambda: (found := scalars(base, f"{run.id}/rank-1", "loss"))
-                          and len(found) == 6 and found, timeout=60, what="all six steps served")
+        served = wait_for(
+            lambda: (
+                (found := scalars(base, f"{run.id}/rank-1", "loss")) and len(found) == 6 and found
+            ),
+            timeout=60,
+            what="all six steps served",
+        )
         assert [(step, value) for _, step, value in served] == [(s, s + 0.25) for s in range(6)]
         started = tree(server.pid)  # TensorBoard and its data server
-        assert any("tensorboard_data_server" in " ".join(argv_of(p)) for p in started), \
-            [procs.describe(p) for p in started]
+        assert any("tensorboard_data_server" in " ".join(argv_of(p)) for p in started), [
+            procs.describe(p) for p in started
+        ]
         folder = served_folder(started)
         assert sorted(p.name for p in folder.iterdir()) == [run.id, "tensorboard.log"]
     finally:
@@ -296,8 +344,9 @@ def test_cli_serves_a_live_run_and_leaves_no_process(home, tmp_path, stop, code)
 def test_magic_shows_tensorboard_adds_runs_and_stops_it(ip, home, capsys, monkeypatch):
     html = ip.display_formatter.formatters["text/html"]  # as in a notebook's kernel
     monkeypatch.setattr(html, "enabled", True)
-    monkeypatch.setattr(ip.display_formatter, "active_types",
-                        [*ip.display_formatter.active_types, "text/html"])
+    monkeypatch.setattr(
+        ip.display_formatter, "active_types", [*ip.display_formatter.active_types, "text/html"]
+    )
     first = api.submit(KNOWN, procs=2, name="first", params=PARAMS, wait=True)
     second = api.submit(KNOWN, procs=1, name="second", wait=True)
     try:
@@ -312,14 +361,19 @@ def shown_and_stopped(ip, home: Path, capsys, first: api.Run, second: api.Run) -
     line = next(l for l in shown.stdout.splitlines() if l.startswith("TensorBoard at "))
     base = line.split()[2]
     assert f"with {first.id} (`%train tensorboard --stop` ends it)" in line
-    assert any(base in out.data.get("text/html", "") and "<iframe" in out.data["text/html"]
-               for out in shown.outputs)
+    assert any(
+        base in out.data.get("text/html", "") and "<iframe" in out.data["text/html"]
+        for out in shown.outputs
+    )
     assert f"{first.id}/rank-1" in get(f"{base}data/runs")
     with capture_output() as shown:
         assert ip.run_cell(f"%train tensorboard {second.id}", store_history=True).success
     assert f"TensorBoard at {base} with {first.id}, {second.id}" in shown.stdout
-    wait_for(lambda: f"{second.id}/rank-0" in get(f"{base}data/runs"), timeout=30,
-             what="the second run served by the same TensorBoard")
+    wait_for(
+        lambda: f"{second.id}/rank-0" in get(f"{base}data/runs"),
+        timeout=30,
+        what="the second run served by the same TensorBoard",
+    )
     assert (home / "tensorboard" / second.id / ".jt-export.json").is_file()
 
     capsys.readouterr()
@@ -331,11 +385,18 @@ def shown_and_stopped(ip, home: Path, capsys, first: api.Run, second: api.Run) -
 
 
 def test_without_tensorboard_the_error_names_the_extra(home):
-    code = ("import sys; sys.modules['tensorboard'] = None\n"
-            "from jupyter_trainer.frontends.cli import main\n"
-            "sys.exit(main(['tensorboard', 'some-run', '--logdir', 'logs']))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, env={**os.environ})
+    code = (
+        "import sys; sys.modules['tensorboard'] = None\n"
+        "from jupyter_trainer.frontends.cli import main\n"
+        "sys.exit(main(['tensorboard', 'some-run', '--logdir', 'logs']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ},
+    )
     assert done.returncode == 2
     assert "pip install jupyter_trainer[tensorboard]" in done.stderr, done.stderr
 
@@ -348,18 +409,21 @@ def test_tensorboard_of_a_killed_kernel_ends_with_it(home):
     run = api.submit(KNOWN, procs=2, name="kernel-tb", wait=True)
     km, kc = start_new_kernel(kernel_name="python3", env={**os.environ})
     try:
-        reply = kc.execute_interactive(f"%load_ext jupyter_trainer\n%train tensorboard {run.id}",
-                                       timeout=120)
+        reply = kc.execute_interactive(
+            f"%load_ext jupyter_trainer\n%train tensorboard {run.id}", timeout=120
+        )
         assert reply["content"]["status"] == "ok", reply["content"]
         kernel = km.provisioner.pid
         started = tree(kernel)
-        assert any("tensorboard_data_server" in " ".join(argv_of(p)) for p in started), \
-            [procs.describe(p) for p in started]
+        assert any("tensorboard_data_server" in " ".join(argv_of(p)) for p in started), [
+            procs.describe(p) for p in started
+        ]
         folder = served_folder(started)
         os.kill(kernel, signal.SIGKILL)
         wait_for(lambda: not km.is_alive(), timeout=30, what="the kernel to be gone")
-        wait_for(lambda: not still_alive(started), timeout=15,
-                 what="no process of TensorBoard's tree")
+        wait_for(
+            lambda: not still_alive(started), timeout=15, what="no process of TensorBoard's tree"
+        )
         assert not tensorboard_pids(home) and not folder.exists()
     finally:
         kc.stop_channels()

@@ -57,8 +57,11 @@ def test_the_saved_summary_says_which_rank_each_figure_is_of(two_ranks):
     follower = two_ranks.follower()
     follower.poll()
     text = summary_text(follower, two_ranks.spec)
-    rows = {line.split()[0]: " ".join(line.split()) for line in text.splitlines()
-            if line.split() and line.split()[0] in ("metric", "acc", "lr")}
+    rows = {
+        line.split()[0]: " ".join(line.split())
+        for line in text.splitlines()
+        if line.split() and line.split()[0] in ("metric", "acc", "lr")
+    }
     assert rows["metric"] == "metric ranks final min max"
     assert rows["acc"] == "acc 0, 1 0.85 (rank 1) .. 0.9 (rank 0) 0.406 (rank 1) 0.9 (rank 0)"
     assert rows["lr"] == "lr 0 0.03333 0.03333 0.1"
@@ -67,11 +70,19 @@ def test_the_saved_summary_says_which_rank_each_figure_is_of(two_ranks):
 
 
 def test_rank_summaries_name_the_lowest_rank_on_a_tie_and_keep_nan():
-    summary = rank_summary([RankStat(1, float("nan"), 0.1, 3.0, 5, 1),
-                            RankStat(0, 2.0, 0.1, 3.0, 4, 0)])
+    summary = rank_summary(
+        [RankStat(1, float("nan"), 0.1, 3.0, 5, 1), RankStat(0, 2.0, 0.1, 3.0, 4, 0)]
+    )
     assert (summary["min_rank"], summary["max_rank"]) == (0, 0)
-    assert summary["last"] == {"lo": 2.0, "lo_rank": 0, "hi": 2.0, "hi_rank": 0,
-                               "non_finite": [[1, "nan"]]}
+    assert summary["last"] == {
+        "lo": 2.0,
+        "lo_rank": 0,
+        "hi": 2.0,
+        "hi_rank": 0,
+        "non_finite": [[1, "nan"]],
+    }
     assert summary["non_finite"] == 1 and summary["count"] == 5
     assert ranks_label([0]) == "rank 0" and ranks_label([2, 0, 1, 3]) == "ranks 0-3"
-    assert ranks_label([0, 1]) == "ranks 0, 1" and ranks_label(list(range(8)), 16) == "ranks 0-7 of 16"
+    assert (
+        ranks_label([0, 1]) == "ranks 0, 1" and ranks_label(list(range(8)), 16) == "ranks 0-7 of 16"
+    )

@@ -15,12 +15,11 @@ from datetime import datetime
 import nbformat
 import papermill
 import pytest
+from conftest import leftover, wait_for
 from jupyter_client.manager import start_new_kernel
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.store import Store
-
-from conftest import leftover, wait_for
 
 STEPS_CELL = """%%train --no-wait --procs 2 --name {name}
 import time
@@ -40,8 +39,9 @@ class Kernel:
         self.km, self.kc = start_new_kernel(kernel_name="python3", env={**os.environ, **env})
         self.messages: list[dict] = []
 
-    def execute(self, code: str, timeout: float = 120, allow_stdin: bool = True,
-                check: bool = True) -> dict:
+    def execute(
+        self, code: str, timeout: float = 120, allow_stdin: bool = True, check: bool = True
+    ) -> dict:
         """Run ``code``; returns the execute reply. Collects IOPub until the kernel is idle."""
         msg_id = self.kc.execute(code, allow_stdin=allow_stdin)
         self._collect_until_idle(msg_id, timeout)
@@ -49,8 +49,10 @@ class Kernel:
         while reply["parent_header"].get("msg_id") != msg_id:
             reply = self.kc.get_shell_msg(timeout=timeout)
         if check and reply["content"]["status"] != "ok":
-            raise AssertionError(f"cell failed: {reply['content'].get('ename')}: "
-                                 f"{reply['content'].get('evalue')}\n{self.text_of(msg_id)}")
+            raise AssertionError(
+                f"cell failed: {reply['content'].get('ename')}: "
+                f"{reply['content'].get('evalue')}\n{self.text_of(msg_id)}"
+            )
         return reply
 
     def _collect_until_idle(self, msg_id: str, timeout: float) -> None:
@@ -59,8 +61,11 @@ class Kernel:
             msg = self.kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
             msg["received"] = time.monotonic()
             self.messages.append(msg)
-            if (msg["msg_type"] == "status" and msg["parent_header"].get("msg_id") == msg_id
-                    and msg["content"]["execution_state"] == "idle"):
+            if (
+                msg["msg_type"] == "status"
+                and msg["parent_header"].get("msg_id") == msg_id
+                and msg["content"]["execution_state"] == "idle"
+            ):
                 return
         raise AssertionError(f"the kernel stayed busy for {timeout} s")
 
@@ -76,8 +81,11 @@ class Kernel:
             self.messages.append(msg)
 
     def text_of(self, msg_id: str) -> str:
-        return "".join(m["content"].get("text", "") for m in self.messages
-                       if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "stream")
+        return "".join(
+            m["content"].get("text", "")
+            for m in self.messages
+            if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "stream"
+        )
 
     def value(self, expr: str, timeout: float = 60):
         """``expr`` evaluated in the kernel, as JSON."""
@@ -86,18 +94,25 @@ class Kernel:
         for line in self.text_of(msg_id).splitlines():
             if line.startswith("@@"):
                 return json.loads(line[2:])
-        raise AssertionError(f"no value for {expr}: {[m['content'] for m in self.messages if m['parent_header'].get('msg_id') == msg_id][-3:]}")
+        raise AssertionError(
+            f"no value for {expr}: {[m['content'] for m in self.messages if m['parent_header'].get('msg_id') == msg_id][-3:]}"
+        )
 
     def send_to_widget(self, comm_id: str, content: dict) -> None:
-        msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id,
-                                               "data": {"method": "custom", "content": content}})
+        msg = self.kc.session.msg(
+            "comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": content}}
+        )
         self.kc.shell_channel.send(msg)
 
     def updates(self, comm_id: str) -> list[dict]:
         """The state updates the kernel sent to widget ``comm_id``, in order."""
-        return [m for m in self.messages if m["msg_type"] == "comm_msg"
-                and m["content"]["comm_id"] == comm_id
-                and m["content"]["data"].get("method") == "update"]
+        return [
+            m
+            for m in self.messages
+            if m["msg_type"] == "comm_msg"
+            and m["content"]["comm_id"] == comm_id
+            and m["content"]["data"].get("method") == "update"
+        ]
 
     def close(self) -> None:
         self.kc.stop_channels()
@@ -163,8 +178,9 @@ def test_no_wait_returns_at_once_and_the_widget_keeps_updating(kernel, home):
     assert sum("bg says step" in line for line in lines) == 60
     # the background thread never printed into a cell's output
     streams = [m for m in kernel.messages if m["msg_type"] == "stream"]
-    assert all("other cell ran" in m["content"]["text"] or "@@" in m["content"]["text"]
-               for m in streams), [m["content"]["text"] for m in streams]
+    assert all(
+        "other cell ran" in m["content"]["text"] or "@@" in m["content"]["text"] for m in streams
+    ), [m["content"]["text"] for m in streams]
     # text/plain shows the state now: the display was brought up to date at the end
     final = [m for m in kernel.messages if m["msg_type"] == "update_display_data"]
     assert final and f"run {run.id} completed" in final[-1]["content"]["data"]["text/plain"]
@@ -191,11 +207,15 @@ def test_attach_after_kernel_restart_shows_the_whole_history(kernel, home):
     assert [s["state"]["status"] for s in states if "state" in s][-1] == "completed"
     summary = {m["name"]: m for m in kernel.value(f"{monitor_of(kernel, run.id)}.metrics")}
     assert summary["loss"]["count"] == 60 and summary["loss"]["max"] == 2.0
-    charts = kernel.value(f"{{k: [(s['count'], s['points'], s['rank']) for s in v['series']]"
-                          f" for k, v in {monitor_of(kernel, run.id)}.charts['charts'].items()}}")
+    charts = kernel.value(
+        f"{{k: [(s['count'], s['points'], s['rank']) for s in v['series']]"
+        f" for k, v in {monitor_of(kernel, run.id)}.charts['charts'].items()}}"
+    )
     assert charts["loss"] == [[60, 60, 0], [60, 60, 1]]
-    first_x = kernel.value(f"__import__('struct').unpack_from('<d', "
-                           f"{monitor_of(kernel, run.id)}.charts['charts']['loss']['series'][0]['x'])[0]")
+    first_x = kernel.value(
+        f"__import__('struct').unpack_from('<d', "
+        f"{monitor_of(kernel, run.id)}.charts['charts']['loss']['series'][0]['x'])[0]"
+    )
     assert first_x == 0.0  # the history from the first step, not from the restart on
     # the same widget from the Python API, for a finished run
     kernel.execute(f"import jupyter_trainer as jt\nm2 = jt.get_run({run.id!r}).monitor()\nm2")
@@ -209,8 +229,10 @@ def test_two_background_runs_keep_their_own_data(kernel, home):
     kernel.execute(STEPS_CELL.format(name="second", steps=25, metric="beta", offset=20, sleep=0.1))
     runs = {r.name: r for r in api.runs(home=home)}
     assert set(runs) == {"first", "second"}
-    comms = {name: kernel.value(f"{monitor_of(kernel, run.id)}.comm.comm_id")
-             for name, run in runs.items()}
+    comms = {
+        name: kernel.value(f"{monitor_of(kernel, run.id)}.comm.comm_id")
+        for name, run in runs.items()
+    }
     assert comms["first"] != comms["second"]
     for run in runs.values():
         wait_final(kernel, run.id)
@@ -223,7 +245,9 @@ def test_two_background_runs_keep_their_own_data(kernel, home):
         assert infos and all(i["run_id"] == run.id for i in infos)
         names = {m["name"] for s in states for m in s.get("metrics", [])}
         assert names == {metric, "other"}
-        lasts = [m["last"]["hi"] for s in states for m in s.get("metrics", []) if m["name"] == metric]
+        lasts = [
+            m["last"]["hi"] for s in states for m in s.get("metrics", []) if m["name"] == metric
+        ]
         assert lasts[-1] == 1.0 / 25 + offset
         lines = [line for s in states if s.get("log") for _, line in s["log"]["lines"]]
         assert lines and all(line.startswith(f"{name} says step") for line in lines)
@@ -233,7 +257,8 @@ def test_two_background_runs_keep_their_own_data(kernel, home):
 
 
 def test_a_failed_run_names_the_rank_and_its_traceback(kernel, home):
-    reply = kernel.execute("""%%train --procs 2 --name widget-fail
+    reply = kernel.execute(
+        """%%train --procs 2 --name widget-fail
 import time
 from jupyter_trainer import runtime as jt
 for step in range(50):
@@ -241,7 +266,9 @@ for step in range(50):
     if step == 3 and jt.rank == 1:
         raise ValueError("bad batch at step 3")
     time.sleep(0.05)
-""", check=False)
+""",
+        check=False,
+    )
     assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "RunFailed"
     run = api.runs(home=home)[0]
     state = kernel.value(f"{monitor_of(kernel, run.id)}.state")
@@ -275,21 +302,30 @@ from jupyter_trainer import runtime as jt
     run = api.runs(home=home)[0]
     wait_final(kernel, run.id)
     outputs = kernel.value(f"{monitor_of(kernel, run.id)}.state")["outputs"]
-    assert outputs == {"folder": str(run.outputs),
-                       "files": [{"path": "model.pt", "bytes": 2048},
-                                 {"path": "plots/loss.png", "bytes": 3}]}
+    assert outputs == {
+        "folder": str(run.outputs),
+        "files": [{"path": "model.pt", "bytes": 2048}, {"path": "plots/loss.png", "bytes": 3}],
+    }
     parent = reply["parent_header"]["msg_id"]
-    echoed = [m for m in kernel.messages if m["parent_header"].get("msg_id") == parent
-              and m["msg_type"] == "execute_result"]
+    echoed = [
+        m
+        for m in kernel.messages
+        if m["parent_header"].get("msg_id") == parent and m["msg_type"] == "execute_result"
+    ]
     assert echoed == [], echoed  # no <Run ... completed> under the widget
     assert leftover(run.id) == []
 
 
 def test_cancel_from_the_widget_ends_a_background_run(kernel, home):
-    kernel.execute(STEPS_CELL.format(name="cancel-me", steps=2000, metric="loss", offset=0, sleep=0.05))
+    kernel.execute(
+        STEPS_CELL.format(name="cancel-me", steps=2000, metric="loss", offset=0, sleep=0.05)
+    )
     run = api.runs(home=home)[0]
-    wait_for(lambda: run.status == "running" and Store(home).read_events(run.id, 1)[0], 60,
-             what="the run to start")
+    wait_for(
+        lambda: run.status == "running" and Store(home).read_events(run.id, 1)[0],
+        60,
+        what="the run to start",
+    )
     comm_id = kernel.value(f"{monitor_of(kernel, run.id)}.comm.comm_id")
     kernel.send_to_widget(comm_id, {"type": "cancel"})
     wait_for(lambda: run.status == "canceled", 15, what="the run to be canceled")
@@ -307,64 +343,133 @@ print("params", repr(lr), repr(epochs), repr(label), repr(layers), repr(amp), re
 
 
 def test_form_launch_records_the_values_entered(kernel, home):
-    kernel.execute("lr = 0.1\nepochs = 3\nlabel = 'base'\nlayers = [64, 32]\namp = False\n"
-                   "extra = None")
+    kernel.execute(
+        "lr = 0.1\nepochs = 3\nlabel = 'base'\nlayers = [64, 32]\namp = False\nextra = None"
+    )
     kernel.execute(FORM_CELL)
     assert api.runs(home=home) == [], "--form must not start anything by itself"
     form = kernel.value(f"[m for m in {MONITORS} if m.mode == 'form'][-1].form")
     kinds = {p["name"]: [p["type"], p["value"]] for p in form["params"]}
-    assert kinds == {"lr": ["float", 0.1], "epochs": ["int", 3], "label": ["str", "base"],
-                     "layers": ["list", [64, 32]], "amp": ["bool", False], "extra": ["json", None]}
+    assert kinds == {
+        "lr": ["float", 0.1],
+        "epochs": ["int", 3],
+        "label": ["str", "base"],
+        "layers": ["list", [64, 32]],
+        "amp": ["bool", False],
+        "extra": ["json", None],
+    }
     assert form["targets"][0] == "local" and form["environments"][0]["label"] == "(kernel)"
     comm_id = kernel.value(f"[m for m in {MONITORS} if m.mode == 'form'][-1].comm.comm_id")
-    options = {"name": "from-form", "target": "local", "nodes": "1", "procs": "1",
-               "launcher": "python", "env": ""}
+    options = {
+        "name": "from-form",
+        "target": "local",
+        "nodes": "1",
+        "procs": "1",
+        "launcher": "python",
+        "env": "",
+    }
     # a value of the wrong type is refused, and nothing starts
-    kernel.send_to_widget(comm_id, {"type": "launch", "options": options, "values": {
-        "lr": "0.2", "epochs": "three", "label": "x", "layers": "[1]", "amp": True, "extra": "1"}})
-    errors = wait_for(lambda: kernel.value(f"[m for m in {MONITORS} if m.comm.comm_id == "
-                                           f"{comm_id!r}][0].form_errors"), 20, what="form errors")
+    kernel.send_to_widget(
+        comm_id,
+        {
+            "type": "launch",
+            "options": options,
+            "values": {
+                "lr": "0.2",
+                "epochs": "three",
+                "label": "x",
+                "layers": "[1]",
+                "amp": True,
+                "extra": "1",
+            },
+        },
+    )
+    errors = wait_for(
+        lambda: kernel.value(
+            f"[m for m in {MONITORS} if m.comm.comm_id == {comm_id!r}][0].form_errors"
+        ),
+        20,
+        what="form errors",
+    )
     assert errors == {"epochs": "epochs must be a whole number"}
     assert api.runs(home=home) == []
-    kernel.send_to_widget(comm_id, {"type": "launch", "options": options, "values": {
-        "lr": "2e-3", "epochs": "5", "label": "tuned", "layers": "[128, 64, 10]", "amp": True,
-        "extra": '{"seed": 7}'}})
+    kernel.send_to_widget(
+        comm_id,
+        {
+            "type": "launch",
+            "options": options,
+            "values": {
+                "lr": "2e-3",
+                "epochs": "5",
+                "label": "tuned",
+                "layers": "[128, 64, 10]",
+                "amp": True,
+                "extra": '{"seed": 7}',
+            },
+        },
+    )
     run = wait_for(lambda: api.runs(home=home), 30, what="the launched run")[0]
     run.wait(timeout=60)
     assert run.name == "from-form"
-    assert run.spec.params == {"lr": 0.002, "epochs": 5, "label": "tuned",
-                               "layers": [128, 64, 10], "amp": True, "extra": {"seed": 7}}
+    assert run.spec.params == {
+        "lr": 0.002,
+        "epochs": 5,
+        "label": "tuned",
+        "layers": [128, 64, 10],
+        "amp": True,
+        "extra": {"seed": 7},
+    }
     assert run.logs(0).strip() == "params 0.002 5 'tuned' [128, 64, 10] True {'seed': 7}"
     # the form became the run's monitor
     widget = f"[m for m in {MONITORS} if m.comm.comm_id == {comm_id!r}][0]"
     assert kernel.value(f"{widget}.wait_final(30) and ({widget}.mode, {widget}.run_id)") == [
-        "monitor", run.id]
+        "monitor",
+        run.id,
+    ]
     assert kernel.value(f"{widget}.state['status']") == "completed"
 
 
 def test_form_under_papermill_starts_at_once_with_the_notebook_values(home, tmp_path):
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("%load_ext jupyter_trainer"),
-                nbformat.v4.new_code_cell("lr = 0.1\nepochs = 3\nlabel = 'base'\nlayers = [1]\n"
-                                          "amp = False\nextra = None",
-                                          metadata={"tags": ["parameters"]}),
-                nbformat.v4.new_code_cell(FORM_CELL)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("%load_ext jupyter_trainer"),
+        nbformat.v4.new_code_cell(
+            "lr = 0.1\nepochs = 3\nlabel = 'base'\nlayers = [1]\namp = False\nextra = None",
+            metadata={"tags": ["parameters"]},
+        ),
+        nbformat.v4.new_code_cell(FORM_CELL),
+    ]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.write(nb, tmp_path / "form.ipynb")
-    papermill.execute_notebook(str(tmp_path / "form.ipynb"), str(tmp_path / "out.ipynb"),
-                               parameters={"lr": 0.5}, kernel_name="python3", progress_bar=False)
+    papermill.execute_notebook(
+        str(tmp_path / "form.ipynb"),
+        str(tmp_path / "out.ipynb"),
+        parameters={"lr": 0.5},
+        kernel_name="python3",
+        progress_bar=False,
+    )
     run = api.runs(home=home)[0]
     assert run.status == "completed" and run.spec.params["lr"] == 0.5
     out = nbformat.read(tmp_path / "out.ipynb", as_version=4)
     outputs = out.cells[-1].outputs
     assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
-    assert any(f"run {run.id} completed" in o.get("data", {}).get("text/plain", "") for o in outputs)
+    assert any(
+        f"run {run.id} completed" in o.get("data", {}).get("text/plain", "") for o in outputs
+    )
 
 
 def test_the_monitor_switches_between_widget_and_text(home):
     probe = "from jupyter_trainer.frontends.widgets import monitor_mode; print('@@' + repr(monitor_mode()))"
-    for env, stdin, expected in ((None, True, "widget"), (None, False, "text"),
-                                 ("text", True, "text"), ("widget", False, "widget")):
+    for env, stdin, expected in (
+        (None, True, "widget"),
+        (None, False, "text"),
+        ("text", True, "text"),
+        ("widget", False, "widget"),
+    ):
         k = Kernel(JUPYTER_TRAINER_MONITOR=env or "")  # empty: auto, the default
         try:
             msg_id = k.kc.execute(probe, allow_stdin=stdin)
@@ -375,8 +480,12 @@ def test_the_monitor_switches_between_widget_and_text(home):
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         env={**os.environ, "JUPYTER_TRAINER_MONITOR": "widget"})
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "JUPYTER_TRAINER_MONITOR": "widget"},
+    )
     assert "@@'text'" in out.stdout  # no kernel, no widget
 
 
@@ -392,11 +501,17 @@ def huge_run(n: int = 1_000_000, log_mb: int = 100) -> api.Run:
     start = run.state["created"]
     for rank in (0, 1):
         with open(run.path / "events" / f"rank-{rank}.jsonl", "w") as fh:
-            fh.write("".join(
-                f'{{"kind": "metric", "t": {start + i / 1000!r}, "step": {i}, "values": '
-                f'{{"loss": {1.0 / (i + 1) + (rank + 1) * 0.01 * (i % 997 == 0)!r}, '
-                f'"acc": {i / n!r}}}}}\n' for i in range(n)))
-            fh.write(f'{{"kind": "progress", "t": {start + n / 1000!r}, "done": {n}, "total": {n}}}\n')
+            fh.write(
+                "".join(
+                    f'{{"kind": "metric", "t": {start + i / 1000!r}, "step": {i}, "values": '
+                    f'{{"loss": {1.0 / (i + 1) + (rank + 1) * 0.01 * (i % 997 == 0)!r}, '
+                    f'"acc": {i / n!r}}}}}\n'
+                    for i in range(n)
+                )
+            )
+            fh.write(
+                f'{{"kind": "progress", "t": {start + n / 1000!r}, "done": {n}, "total": {n}}}\n'
+            )
         with open(run.path / "logs" / f"rank-{rank}.log", "w") as fh:
             block = "".join(f"rank {rank} line {i:06d} " + "x" * 80 + "\n" for i in range(10_000))
             for _ in range(log_mb // 2):
@@ -427,9 +542,14 @@ def test_a_huge_run_keeps_the_kernel_responsive_and_updates_small(kernel, home):
     # over both ranks: rank 1's spike of 1.02, named as rank 1's
     assert (metrics["loss"]["max"], metrics["loss"]["max_rank"]) == (1.02, 1)
     assert metrics["acc"]["max"] == (n - 1) / n
-    points = kernel.value(f"[s['points'] for c in {monitor_of(kernel, run.id)}.charts['charts'].values()"
-                          f" for s in c['series']]")
+    points = kernel.value(
+        f"[s['points'] for c in {monitor_of(kernel, run.id)}.charts['charts'].values()"
+        f" for s in c['series']]"
+    )
     assert len(points) == 4 and max(points) <= 1000
     log = kernel.value(f"{monitor_of(kernel, run.id)}.log")
     tail = [line for _, line in log["lines"]]
-    assert len(tail) <= 2000 and tail[-1] in ("\x1b[32mrank 0 done\x1b[0m", "\x1b[32mrank 1 done\x1b[0m")
+    assert len(tail) <= 2000 and tail[-1] in (
+        "\x1b[32mrank 0 done\x1b[0m",
+        "\x1b[32mrank 1 done\x1b[0m",
+    )

@@ -15,15 +15,14 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import leftover, wait_for
+from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.capture.snapshot import hash_snapshot
 from jupyter_trainer.core.errors import RunFailed
 from jupyter_trainer.frontends.views.text import summary_text
 from jupyter_trainer.targets.registry import add_target
-
-from conftest import leftover, wait_for
-from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 # multigpu_torchrun.py's pattern, without the model: resume from ./snapshot.pt if present.
 CHECKPOINT = """
@@ -38,10 +37,14 @@ os.makedirs("outputs", exist_ok=True)
 Path(f"outputs/model-{jt.rank}.pt").write_text(jt.run_id)
 Path(f"logs/train-{jt.rank}.txt").write_text(f"rank {jt.rank} log")
 """
-SLEEPER = ("import time\nfrom pathlib import Path\nfrom jupyter_trainer import runtime as jt\n"
-           "Path('scratch.tmp').write_text('x')\njt.log(step=0, up=1)\ntime.sleep(600)\n")
-TAMPER = ("import os\nopen(os.path.join(os.environ['JT_RUN_DIR'], 'code', 'planted.txt'), 'w')"
-          ".write('x')\nopen('scratch.tmp', 'w').write('kept for inspection')\n")
+SLEEPER = (
+    "import time\nfrom pathlib import Path\nfrom jupyter_trainer import runtime as jt\n"
+    "Path('scratch.tmp').write_text('x')\njt.log(step=0, up=1)\ntime.sleep(600)\n"
+)
+TAMPER = (
+    "import os\nopen(os.path.join(os.environ['JT_RUN_DIR'], 'code', 'planted.txt'), 'w')"
+    ".write('x')\nopen('scratch.tmp', 'w').write('kept for inspection')\n"
+)
 
 
 def started_fresh(run, rank: int, workdir: Path) -> bool:
@@ -53,8 +56,11 @@ def started_fresh(run, rank: int, workdir: Path) -> bool:
 
 
 def snapshot_files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def work(run) -> Path:
@@ -62,6 +68,7 @@ def work(run) -> Path:
 
 
 # -- local ------------------------------------------------------------------------------------
+
 
 def test_a_second_run_of_the_same_code_starts_fresh_locally(home):
     first = api.submit(CHECKPOINT, procs=2, launcher="torchrun", name="ckpt").wait(timeout=120)
@@ -82,14 +89,18 @@ def test_a_second_run_of_the_same_code_starts_fresh_locally(home):
 
 
 def test_ranks_of_a_node_share_one_copy_made_once(home):
-    code = ("import os, time\nfrom jupyter_trainer import runtime as jt\n"
-            "print('cwd', os.getcwd(), 'file', __file__, flush=True)\n")
+    code = (
+        "import os, time\nfrom jupyter_trainer import runtime as jt\n"
+        "print('cwd', os.getcwd(), 'file', __file__, flush=True)\n"
+    )
     run = api.submit(code, procs=2, launcher="mpirun", name="share").wait(timeout=120)
     workdir = work(run) / "node-0"
     for rank in (0, 1):
         assert f"cwd {workdir} file {workdir}/_jt/cell.py" in run.logs(rank)
-    records = [json.loads((run.store.existing(run.id).ranks / f"rank-{r}.json").read_text())
-               for r in (0, 1)]
+    records = [
+        json.loads((run.store.existing(run.id).ranks / f"rank-{r}.json").read_text())
+        for r in (0, 1)
+    ]
     made = [r["workdir"] for r in records if r["workdir"].get("created")]
     assert len(made) == 1 and all(r["workdir"]["path"] == str(workdir) for r in records)
     assert made[0]["files"] == run.spec.code.files
@@ -108,7 +119,8 @@ def test_writes_next_to_the_script_stay_in_the_copy(home, tmp_path):
         "Path(__file__).with_name('side.txt').write_text('scratch')\n"
         "print('outputs is a link:', os.path.islink('outputs'), sorted(os.listdir('outputs')))\n"
         "Path('outputs/model.pt').write_bytes(b'weights')\n"
-        "raise SystemExit(3)\n")
+        "raise SystemExit(3)\n"
+    )
     run = api.submit(script=source / "train.py", source=source, name="own-file")
     with pytest.raises(RunFailed):
         run.wait(timeout=120)
@@ -139,8 +151,9 @@ def test_a_script_writing_into_the_snapshot_is_reported(home):
 
 def test_scratch_is_removed_when_canceled_and_after_a_completed_run(home):
     run = api.submit(SLEEPER, name="scratch")
-    wait_for(lambda: (work(run) / "node-0" / "scratch.tmp").exists(), timeout=60,
-             what="the scratch file")
+    wait_for(
+        lambda: (work(run) / "node-0" / "scratch.tmp").exists(), timeout=60, what="the scratch file"
+    )
     run.cancel(timeout=30)
     assert run.status == "canceled" and leftover(run.id) == []
     assert not work(run).exists()
@@ -152,13 +165,22 @@ def test_scratch_is_removed_when_canceled_and_after_a_completed_run(home):
 
 # -- ssh ----------------------------------------------------------------------------------------
 
+
 def test_second_run_on_ssh_hosts_does_not_see_the_first_ones_checkpoint(pair, home, tmp_path):
     """Each host has its own workdir, as nodes with their own disks do."""
     dirs = [tmp_path / "w1", tmp_path / "w2"]
-    add_target("apart", "ssh", home=home, connect_timeout=5, env={"GLOO_SOCKET_IFNAME": "lo"},
-               hosts=[{"host": a, "workdir": str(d)} for a, d in zip(ALIASES, dirs)])
-    runs = [api.submit(CHECKPOINT, target="apart", nodes=2, procs=1, name="ssh-ckpt")
-            .wait(timeout=180) for _ in range(2)]
+    add_target(
+        "apart",
+        "ssh",
+        home=home,
+        connect_timeout=5,
+        env={"GLOO_SOCKET_IFNAME": "lo"},
+        hosts=[{"host": a, "workdir": str(d)} for a, d in zip(ALIASES, dirs)],
+    )
+    runs = [
+        api.submit(CHECKPOINT, target="apart", nodes=2, procs=1, name="ssh-ckpt").wait(timeout=180)
+        for _ in range(2)
+    ]
     first, second = runs
     assert second.state["launcher"]["staging"]["already_on"] == list(ALIASES)
     snap = first.state["launcher"]["staging"]["snapshot"]
@@ -175,15 +197,24 @@ def test_second_run_on_ssh_hosts_does_not_see_the_first_ones_checkpoint(pair, ho
         assert snapshot == {"hash": run.spec.code.hash, "intact": True}
         assert not any((r / "work").exists() for r in remotes)
         assert run.state["workdirs"]["removed"] == [
-            f"{h}:{r}/work" for h, r in zip(ALIASES, remotes)]
+            f"{h}:{r}/work" for h, r in zip(ALIASES, remotes)
+        ]
         collected = run.state["teardown"]["collected"]["nodes"]
         assert {f for n in collected.values() for f in n.get("logs", [])} == {
-            "train-0.txt", "train-1.txt"}
+            "train-0.txt",
+            "train-1.txt",
+        }
 
 
 def test_mpirun_across_two_ssh_nodes_gives_each_node_its_own_directory(pair, home, tmp_path):
-    run = api.submit("import os\nprint('cwd', os.getcwd(), flush=True)\n", target="pair",
-                     nodes=2, procs=2, launcher="mpirun", name="ssh-mpi-work")
+    run = api.submit(
+        "import os\nprint('cwd', os.getcwd(), flush=True)\n",
+        target="pair",
+        nodes=2,
+        procs=2,
+        launcher="mpirun",
+        name="ssh-mpi-work",
+    )
     run.wait(timeout=180)
     remote = tmp_path / "remote" / "runs" / run.id
     ranks = run.store.existing(run.id).ranks
@@ -196,10 +227,13 @@ def test_mpirun_across_two_ssh_nodes_gives_each_node_its_own_directory(pair, hom
 
 
 def test_a_node_writing_into_its_shared_snapshot_is_reported(pair, home, tmp_path):
-    code = ("import os\nimport torch.distributed as dist\n"
-            "print('planted before:', os.path.exists('planted.txt'), flush=True)\n"
-            "dist.init_process_group('gloo')\ndist.barrier()\n"  # every node has its copy
-            + TAMPER + "raise SystemExit(1)\n")
+    code = (
+        "import os\nimport torch.distributed as dist\n"
+        "print('planted before:', os.path.exists('planted.txt'), flush=True)\n"
+        "dist.init_process_group('gloo')\ndist.barrier()\n"  # every node has its copy
+        + TAMPER
+        + "raise SystemExit(1)\n"
+    )
     run = api.submit(code, target="pair", nodes=2, procs=1, name="ssh-tamper")
     with pytest.raises(RunFailed):
         run.wait(timeout=180)
@@ -232,6 +266,7 @@ def test_a_node_writing_into_its_shared_snapshot_is_reported(pair, home, tmp_pat
 
 # -- slurm --------------------------------------------------------------------------------------
 
+
 def test_outputs_and_logs_on_slurm(cluster, home):
     run = api.submit(CHECKPOINT, target="cluster", procs=2, launcher="mpirun", name="slurm-out")
     run.wait(timeout=120)
@@ -247,7 +282,8 @@ def test_outputs_and_logs_come_back_from_a_slurm_workdir(cluster, home, tmp_path
     shared = tmp_path / "shared"
     (home / "targets.toml").write_text(
         '[targets.apart]\nkind = "slurm"\npartition = "debug"\ntime = "10:00"\n'
-        f'workdir = {json.dumps(str(shared))}\n')
+        f"workdir = {json.dumps(str(shared))}\n"
+    )
     run = api.submit(CHECKPOINT, target="apart", procs=2, launcher="mpirun", name="slurm-apart")
     run.wait(timeout=120)
     remote = shared / "runs" / run.id
@@ -255,7 +291,8 @@ def test_outputs_and_logs_come_back_from_a_slurm_workdir(cluster, home, tmp_path
         assert started_fresh(run, rank, remote / "work" / "node-0")
         assert (run.outputs / f"model-{rank}.pt").read_text() == run.id
         assert (run.store.existing(run.id).logs / "user" / f"train-{rank}.txt").read_text() == (
-            f"rank {rank} log")
+            f"rank {rank} log"
+        )
     snapshot = run.state["snapshot"]
     assert snapshot["intact"] is True and "unverified" not in snapshot
     assert [where.split(":", 1)[1] for where in snapshot.get("changed", {})] == []

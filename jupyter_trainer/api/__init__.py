@@ -10,6 +10,22 @@ The package exposes these names lazily (``jupyter_trainer.__init__``).
 from ..core.lazy import lazy_exports
 
 # ``jupyter_trainer.api.submit`` and the rest, as before the API had a folder of its own.
-__getattr__, __dir__ = lazy_exports(__name__, {
-    name: "runs" for name in ("submit", "rerun", "resume", "diff", "get_run", "runs", "doctor",
-                              "prune_environments", "Run", "RunFailed", "RunCanceled")})
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    dict.fromkeys(
+        (
+            "submit",
+            "rerun",
+            "resume",
+            "diff",
+            "get_run",
+            "runs",
+            "doctor",
+            "prune_environments",
+            "Run",
+            "RunFailed",
+            "RunCanceled",
+        ),
+        "runs",
+    ),
+)

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from ..capture.snapshot import RESERVED_DIR
+from ..core.spec import EnvSpec, RunSpec, validate_run_id
+from ..core.units import fmt_value
 from ..environment import lock as locks
 from ..rankside.env_build import parse_lock, public_version
-from ..store.follow import RunFollower, Series, downsample, finite_range
-from ..core.units import fmt_value
-from ..core.spec import EnvSpec, RunSpec, validate_run_id
 from ..store import Store
+from ..store.follow import RunFollower, Series, downsample, finite_range
 
 # The package's own files in a snapshot, not the user's code. The cell's script
 # (_jt/cell.py) and its carried objects (_jt/carried.pkl) are the user's, and compared.
@@ -39,37 +39,60 @@ class RunDiff:
     a: str
     b: str
     params: dict[str, dict[str, Any]]  # added / removed: {key: value}; changed: {key: [a, b]}
-    launch: dict[str, list[Any]]       # {setting: [a, b]} for launch, target and watch settings
-    environment: dict[str, Any]        # a, b: what each runs on; packages; note
-    code: dict[str, Any]               # added, removed, changed, binary: paths; diff: unified
+    launch: dict[str, list[Any]]  # {setting: [a, b]} for launch, target and watch settings
+    environment: dict[str, Any]  # a, b: what each runs on; packages; note
+    code: dict[str, Any]  # added, removed, changed, binary: paths; diff: unified
     metrics: dict[str, dict[str, Any]]  # {metric: {a: {final, min, max} | None, b: ...}}
-    curves: dict[str, dict[str, Series]] = field(default_factory=dict, repr=False,
-                                                 compare=False)  # {metric: {run id: rank 0}}
+    curves: dict[str, dict[str, Series]] = field(
+        default_factory=dict, repr=False, compare=False
+    )  # {metric: {run id: rank 0}}
 
     @property
     def same(self) -> bool:
-        return not (any(self.params.values()) or self.launch or _env_differs(self.environment)
-                    or _code_differs(self.code) or _metrics_differ(self.metrics))
+        return not (
+            any(self.params.values())
+            or self.launch
+            or _env_differs(self.environment)
+            or _code_differs(self.code)
+            or _metrics_differ(self.metrics)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: non-finite metric values as "nan", "inf" or "-inf"."""
-        metrics = {name: {side: None if row is None else {k: _json_number(v) for k, v in row.items()}
-                          for side, row in by_run.items()} for name, by_run in self.metrics.items()}
-        return {"a": self.a, "b": self.b, "same": self.same, "params": self.params,
-                "launch": self.launch, "environment": self.environment, "code": self.code,
-                "metrics": metrics}
+        metrics = {
+            name: {
+                side: None if row is None else {k: _json_number(v) for k, v in row.items()}
+                for side, row in by_run.items()
+            }
+            for name, by_run in self.metrics.items()
+        }
+        return {
+            "a": self.a,
+            "b": self.b,
+            "same": self.same,
+            "params": self.params,
+            "launch": self.launch,
+            "environment": self.environment,
+            "code": self.code,
+            "metrics": metrics,
+        }
 
     def text(self) -> str:
         lines = [f"A = {self.a}", f"B = {self.b}"]
         lines += _section("params", _params_lines(self.params))
-        lines += _section("launch and target", [f"  {k}: {_show(a)} → {_show(b)}"
-                                                for k, (a, b) in self.launch.items()])
-        lines += _section("environment", _env_lines(self.environment),
-                          same=f"same ({self.environment['a']})")
+        lines += _section(
+            "launch and target",
+            [f"  {k}: {_show(a)} → {_show(b)}" for k, (a, b) in self.launch.items()],
+        )
+        lines += _section(
+            "environment", _env_lines(self.environment), same=f"same ({self.environment['a']})"
+        )
         lines += _section("code", _code_lines(self.code))
-        lines += _section("metrics (rank 0)", _metric_lines(self.metrics),
-                          same="same (final, min and max of every metric)"
-                          if self.metrics else "none logged")
+        lines += _section(
+            "metrics (rank 0)",
+            _metric_lines(self.metrics),
+            same="same (final, min and max of every metric)" if self.metrics else "none logged",
+        )
         return "\n".join(lines)
 
     def chart_figure(self, width: float = 6.0, height: float = 2.4) -> Any:
@@ -86,8 +109,7 @@ class RunDiff:
         for ax, (name, by_run) in zip(axes, sorted(self.curves.items())):
             for run_id, series in by_run.items():
                 xs = [s if s == s else i for i, s in enumerate(series.steps)]
-                ax.plot(*downsample(xs, series.values, CHART_POINTS), label=run_id,
-                        linewidth=1.2)
+                ax.plot(*downsample(xs, series.values, CHART_POINTS), label=run_id, linewidth=1.2)
             ax.set_title(name, fontsize=9)
             ax.set_xlabel("step")
             ax.grid(True, alpha=0.3)
@@ -111,19 +133,26 @@ def compare_runs(store: Store, a: str, b: str) -> RunDiff:
     spec_a, spec_b = store.read_spec(a), store.read_spec(b)
     metrics, curves = _compare_metrics(store, a, b)
     return RunDiff(
-        a=a, b=b, params=_compare_params(spec_a.params, spec_b.params),
+        a=a,
+        b=b,
+        params=_compare_params(spec_a.params, spec_b.params),
         launch=_compare_launch(spec_a, spec_b),
         environment=_compare_environments(store.home, spec_a.env, spec_b.env),
         code=_compare_code(store.paths(a).code, store.paths(b).code, spec_a, spec_b, a, b),
-        metrics=metrics, curves=curves)
+        metrics=metrics,
+        curves=curves,
+    )
 
 
 # -- params, launch ---------------------------------------------------------------------------
 
+
 def _compare_params(a: dict[str, Any], b: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {"added": {k: b[k] for k in sorted(set(b) - set(a))},
-            "removed": {k: a[k] for k in sorted(set(a) - set(b))},
-            "changed": {k: [a[k], b[k]] for k in sorted(set(a) & set(b)) if a[k] != b[k]}}
+    return {
+        "added": {k: b[k] for k in sorted(set(b) - set(a))},
+        "removed": {k: a[k] for k in sorted(set(a) - set(b))},
+        "changed": {k: [a[k], b[k]] for k in sorted(set(a) & set(b)) if a[k] != b[k]},
+    }
 
 
 def _launch_settings(spec: RunSpec) -> dict[str, Any]:
@@ -133,11 +162,15 @@ def _launch_settings(spec: RunSpec) -> dict[str, Any]:
 
 def _compare_launch(a: RunSpec, b: RunSpec) -> dict[str, list[Any]]:
     left, right = _launch_settings(a), _launch_settings(b)
-    return {k: [left.get(k), right.get(k)] for k in [*left, *(k for k in right if k not in left)]
-            if left.get(k) != right.get(k)}
+    return {
+        k: [left.get(k), right.get(k)]
+        for k in [*left, *(k for k in right if k not in left)]
+        if left.get(k) != right.get(k)
+    }
 
 
 # -- environment ------------------------------------------------------------------------------
+
 
 def _env_label(env: EnvSpec) -> str:
     if env.name is None:
@@ -161,16 +194,20 @@ def _compare_environments(home: Path, a: EnvSpec, b: EnvSpec) -> dict[str, Any]:
         if a.name is None and b.name is None:
             out["note"] = "both run on the kernel's own Python: no lock, packages not recorded"
         else:
-            out["note"] = (f"run {'A' if a.name is None else 'B'} runs on the kernel's own "
-                           "Python and has no lock: its packages are not recorded")
+            out["note"] = (
+                f"run {'A' if a.name is None else 'B'} runs on the kernel's own "
+                "Python and has no lock: its packages are not recorded"
+            )
         return out
     if a.lock == b.lock:
         return out
     pa, pb = _packages(home, a), _packages(home, b)
     if pa is None or pb is None:
         missing = [label for label, p, env in (("A", pa, a), ("B", pb, b)) if p is None]
-        out["note"] = (f"the lock of run {' and '.join(missing)} is not in this store "
-                       f"({locks.locks_dir(home)}): packages cannot be compared")
+        out["note"] = (
+            f"the lock of run {' and '.join(missing)} is not in this store "
+            f"({locks.locks_dir(home)}): packages cannot be compared"
+        )
         return out
     out["packages"] = _compare_params(pa, pb)
     return out
@@ -194,6 +231,7 @@ def _env_lines(env: dict[str, Any]) -> list[str]:
 
 # -- code -------------------------------------------------------------------------------------
 
+
 def _snapshot_files(root: Path) -> dict[str, Path]:
     files = {}
     for dirpath, _dirs, names in os.walk(root):
@@ -214,15 +252,24 @@ def _text(data: bytes) -> list[str] | None:
         return None
 
 
-def _compare_code(root_a: Path, root_b: Path, a: RunSpec, b: RunSpec, id_a: str,
-                  id_b: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"added": [], "removed": [], "changed": [], "binary": [], "diff": "",
-                           "settings": {}}
+def _compare_code(
+    root_a: Path, root_b: Path, a: RunSpec, b: RunSpec, id_a: str, id_b: str
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "added": [],
+        "removed": [],
+        "changed": [],
+        "binary": [],
+        "diff": "",
+        "settings": {},
+    }
     for key in ("entry", "args"):
         va, vb = getattr(a.code, key), getattr(b.code, key)
         if va != vb:
-            out["settings"][key] = [list(va) if key == "args" else va,
-                                    list(vb) if key == "args" else vb]
+            out["settings"][key] = [
+                list(va) if key == "args" else va,
+                list(vb) if key == "args" else vb,
+            ]
     if a.code.hash == b.code.hash:
         return out
     files_a, files_b = _snapshot_files(root_a), _snapshot_files(root_b)
@@ -238,8 +285,9 @@ def _compare_code(root_a: Path, root_b: Path, a: RunSpec, b: RunSpec, id_a: str,
         if text_a is None or text_b is None:
             out["binary"].append(rel)
             continue
-        chunks.append("".join(difflib.unified_diff(
-            text_a, text_b, fromfile=f"A/{rel}", tofile=f"B/{rel}")))
+        chunks.append(
+            "".join(difflib.unified_diff(text_a, text_b, fromfile=f"A/{rel}", tofile=f"B/{rel}"))
+        )
     out["diff"] = "".join(c if c.endswith("\n") else c + "\n" for c in chunks)
     return out
 
@@ -259,13 +307,16 @@ def _code_lines(code: dict[str, Any]) -> list[str]:
 
 # -- metrics ----------------------------------------------------------------------------------
 
+
 def _compare_metrics(store: Store, a: str, b: str):
     tables, curves = {}, {}
     for run_id in (a, b):
         follower = RunFollower(store, run_id)
         follower.poll()
-        tables[run_id] = {name: {"final": final, "min": lo, "max": hi}
-                          for name, final, lo, hi in metric_table(follower)}
+        tables[run_id] = {
+            name: {"final": final, "min": lo, "max": hi}
+            for name, final, lo, hi in metric_table(follower)
+        }
         for name, by_rank in follower.series.items():
             series = by_rank[0] if 0 in by_rank else by_rank[min(by_rank)]
             if len(series):
@@ -295,13 +346,17 @@ def _metric_lines(metrics: dict[str, dict[str, Any]]) -> list[str]:
     head = "  ".join(f"{f'{side} {k}':>10}" for side in "AB" for k in ("final", "min", "max"))
     lines = [f"  {'metric':<{width}}  {head}"]
     for name, row in metrics.items():
-        cells = [fmt_value(row[side][k]) if row[side] is not None else "-"
-                 for side in ("a", "b") for k in ("final", "min", "max")]
+        cells = [
+            fmt_value(row[side][k]) if row[side] is not None else "-"
+            for side in ("a", "b")
+            for k in ("final", "min", "max")
+        ]
         lines.append(f"  {name:<{width}}  " + "  ".join(f"{c:>10}" for c in cells))
     return lines
 
 
 # -- text -------------------------------------------------------------------------------------
+
 
 def _section(title: str, lines: list[str], same: str = "same") -> list[str]:
     return [f"{title}:", *lines] if lines else [f"{title}: {same}"]

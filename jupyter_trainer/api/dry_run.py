@@ -20,10 +20,11 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from html import escape
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from .. import environment
 from ..core.spec import RunSpec, validate_run_id
@@ -40,17 +41,17 @@ class DryRun:
 
     text: str
     header: str
-    target: str                    # the target's name
-    kind: str                      # its kind: local, ssh, slurm, ray, ...
-    run_id: str                    # the placeholder run id
-    run_dir: str                   # the placeholder run folder, as the target names it (the
-                                   # local one is gone once the dry run ends)
-    argv: tuple[str, ...]          # the launcher's argv (slurm: sbatch's, or a held run's srun)
-    env: Mapping[str, str] = field(default_factory=dict)           # variables it is given
+    target: str  # the target's name
+    kind: str  # its kind: local, ssh, slurm, ray, ...
+    run_id: str  # the placeholder run id
+    run_dir: str  # the placeholder run folder, as the target names it (the
+    # local one is gone once the dry run ends)
+    argv: tuple[str, ...]  # the launcher's argv (slurm: sbatch's, or a held run's srun)
+    env: Mapping[str, str] = field(default_factory=dict)  # variables it is given
     env_defaults: Mapping[str, str] = field(default_factory=dict)  # given unless set
     nodes: tuple[Mapping[str, Any], ...] = ()  # per node: host, run_dir, argv, env (ssh, ray)
-    script: str | None = None      # the batch script (slurm)
-    notes: tuple[str, ...] = ()    # what could not be known without starting the run
+    script: str | None = None  # the batch script (slurm)
+    notes: tuple[str, ...] = ()  # what could not be known without starting the run
 
     def __str__(self) -> str:
         return self.header + self.text
@@ -63,8 +64,10 @@ class DryRun:
 
     def _repr_html_(self) -> str:
         """In a notebook: the header as a note, the text as the block it is."""
-        return (f'<pre style="opacity: 0.7; white-space: pre-wrap">{escape(self.header)}</pre>'
-                f"<pre>{escape(self.text)}</pre>")
+        return (
+            f'<pre style="opacity: 0.7; white-space: pre-wrap">{escape(self.header)}</pre>'
+            f"<pre>{escape(self.text)}</pre>"
+        )
 
 
 def placeholder_run_id(name: str) -> str:
@@ -73,8 +76,9 @@ def placeholder_run_id(name: str) -> str:
     return validate_run_id(f"{slug}-{PLACEHOLDER_SUFFIX}")
 
 
-def dry_run(store: Store, target: Target, write: Callable[[Path], RunSpec],
-            notes: Sequence[str] = ()) -> DryRun:
+def dry_run(
+    store: Store, target: Target, write: Callable[[Path], RunSpec], notes: Sequence[str] = ()
+) -> DryRun:
     """Capture the run that ``write(staging)`` makes, check and plan it on ``target``, and
     return what it would start. Raises as ``start_run`` would; creates nothing. ``notes``:
     what was found before (a URL input that a submit would download), for the header."""
@@ -86,9 +90,14 @@ def dry_run(store: Store, target: Target, write: Callable[[Path], RunSpec],
         run_dir.mkdir()
         os.replace(scratch / "staging" / "code", run_dir / "code")
         target.check(spec)
-        env, env_notes = environment.preview(spec.env, run_dir / "code", spec.code.entry,
-                                             target=target, launcher=spec.launch.launcher,
-                                             home=store.home)
+        env, env_notes = environment.preview(
+            spec.env,
+            run_dir / "code",
+            spec.code.entry,
+            target=target,
+            launcher=spec.launch.launcher,
+            home=store.home,
+        )
         spec = replace(spec, env=env)
         (run_dir / "spec.json").write_text(json.dumps(spec.to_dict(), indent=1))
         backend = target.resolve_backend(spec.launch)
@@ -102,21 +111,32 @@ def dry_run(store: Store, target: Target, write: Callable[[Path], RunSpec],
         shutil.rmtree(scratch, ignore_errors=True)
     notes = [*notes, *env_notes, *parts.get("notes", ())]
     header = _header(target, run_id, plan.run_dir, spec, notes)
-    return DryRun(text=text, header=header, target=target.name, kind=target.kind,
-                  run_id=run_id, run_dir=plan.run_dir, argv=tuple(parts.get("argv", command.argv)),
-                  env=dict(command.env), env_defaults=dict(command.env_defaults),
-                  nodes=tuple(parts.get("nodes", ())), script=parts.get("script"),
-                  notes=tuple(notes))
+    return DryRun(
+        text=text,
+        header=header,
+        target=target.name,
+        kind=target.kind,
+        run_id=run_id,
+        run_dir=plan.run_dir,
+        argv=tuple(parts.get("argv", command.argv)),
+        env=dict(command.env),
+        env_defaults=dict(command.env_defaults),
+        nodes=tuple(parts.get("nodes", ())),
+        script=parts.get("script"),
+        notes=tuple(notes),
+    )
 
 
 def _header(target: Target, run_id: str, run_dir: str, spec: RunSpec, notes: list[str]) -> str:
     launch = spec.launch
-    lines = [f"dry run on target {target.name!r} ({target.kind}): nothing was started and no "
-             "run was created.",
-             f"The run id {run_id!r} and its run folder {run_dir} are placeholders; a real run "
-             "gets its own id (NAME-DATE-TIME-HEX) and folder, and may get other free ports.",
-             f"{spec.name}: {launch.launcher}, {launch.nodes} node(s) x {launch.procs} "
-             f"process(es), snapshot {spec.code.hash}"]
+    lines = [
+        f"dry run on target {target.name!r} ({target.kind}): nothing was started and no "
+        "run was created.",
+        f"The run id {run_id!r} and its run folder {run_dir} are placeholders; a real run "
+        "gets its own id (NAME-DATE-TIME-HEX) and folder, and may get other free ports.",
+        f"{spec.name}: {launch.launcher}, {launch.nodes} node(s) x {launch.procs} "
+        f"process(es), snapshot {spec.code.hash}",
+    ]
     if spec.params:  # the ranks read them from the run's spec.json, not from the command
         lines.append("params (in spec.json): " + json.dumps(spec.params, sort_keys=True))
     lines += notes

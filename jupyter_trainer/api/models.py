@@ -16,15 +16,16 @@ import math
 import os
 import time
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..core.errors import ModelNotFound, NotOwner, SpecError, StoreError
-from ..store.follow import RunFollower
-from ..mirrors.mlflow import sync_model
 from ..core.spec import is_json_value
+from ..mirrors.mlflow import sync_model
 from ..store import Store
+from ..store.follow import RunFollower
 from ..store.models import ModelStore, parse_ref, validate_model_name
 from ..store.outputs import Copy, copy_beneath, destination, inside
 
@@ -56,8 +57,11 @@ class Model:
         return f"<Model {self.name}@{self.version} from run {self.run}>"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Model) and (other.name, other.version, other.registry.home) \
-            == (self.name, self.version, self.registry.home)
+        return isinstance(other, Model) and (other.name, other.version, other.registry.home) == (
+            self.name,
+            self.version,
+            self.registry.home,
+        )
 
     def __hash__(self) -> int:
         return hash((self.name, self.version))
@@ -103,10 +107,20 @@ class Model:
         copies = []
         for entry in self.files:
             parts = tuple(entry.path.split("/"))  # checked plain parts (model_records)
-            copies.append(Copy((*prefix, *parts), parts,
-                               f"{entry.path} of model {self.name}@{self.version}", entry.sha256))
-        return copy_beneath(self.registry.dir, copies, dest,
-                            damaged=f"the registry's copy in {self.folder} is damaged")
+            copies.append(
+                Copy(
+                    (*prefix, *parts),
+                    parts,
+                    f"{entry.path} of model {self.name}@{self.version}",
+                    entry.sha256,
+                )
+            )
+        return copy_beneath(
+            self.registry.dir,
+            copies,
+            dest,
+            damaged=f"the registry's copy in {self.folder} is damaged",
+        )
 
     @property
     def owner(self) -> str:
@@ -123,12 +137,19 @@ class Model:
         ``force=True`` (``NotOwner`` otherwise). Only the registry changes: the run it came
         from stays as it is."""
         check_owner([self], force=force)
-        self.registry.delete_version(self.name, self.version, {
-            "deleted": time.time(), "user": getpass.getuser(), "run_id": _run_of(self)})
+        self.registry.delete_version(
+            self.name,
+            self.version,
+            {"deleted": time.time(), "user": getpass.getuser(), "run_id": _run_of(self)},
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version, "path": str(self.path),
-                **{k: v for k, v in self.lineage.items() if k not in ("name", "version", "path")}}
+        return {
+            "name": self.name,
+            "version": self.version,
+            "path": str(self.path),
+            **{k: v for k, v in self.lineage.items() if k not in ("name", "version", "path")},
+        }
 
 
 def parse_tags(tags: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any]:
@@ -149,8 +170,9 @@ def parse_tags(tags: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any]
         if not isinstance(key, str) or not key:
             raise SpecError(f"a tag's name is a non-empty string, not {key!r}")
         if isinstance(value, (dict, list)) or not is_json_value(value):
-            raise SpecError(f"tag {key!r}: a value is a string, number, true, false or null, "
-                            f"not {value!r}")
+            raise SpecError(
+                f"tag {key!r}: a value is a string, number, true, false or null, not {value!r}"
+            )
     return dict(tags)
 
 
@@ -163,16 +185,25 @@ def run_lineage(store: Store, run_id: str) -> dict[str, Any]:
     metrics.update({k: by_rank[0] for k, by_rank in follower.texts.items() if 0 in by_rank})
     built = state.get("environment") or {}
     return {
-        "run_id": run_id, "run_name": spec.name, "run_status": state["status"],
-        "params": dict(spec.params), "metrics": dict(sorted(metrics.items())),
+        "run_id": run_id,
+        "run_name": spec.name,
+        "run_status": state["status"],
+        "params": dict(spec.params),
+        "metrics": dict(sorted(metrics.items())),
         "code_hash": spec.code.hash,
-        "environment": {"name": spec.env.name, "version": spec.env.version,
-                        "lock": spec.env.lock or built.get("lock"),
-                        "env_id": built.get("env_id") or spec.env.prepared.get("env_id"),
-                        "python": built.get("python") or spec.env.python},
-        "data": [{"name": d.name, "source": d.source, "size": d.size, "files": d.files,
-                  "hash": d.hash} for d in spec.data],
-        "sweep": spec.sweep, "trial": spec.trial,
+        "environment": {
+            "name": spec.env.name,
+            "version": spec.env.version,
+            "lock": spec.env.lock or built.get("lock"),
+            "env_id": built.get("env_id") or spec.env.prepared.get("env_id"),
+            "python": built.get("python") or spec.env.python,
+        },
+        "data": [
+            {"name": d.name, "source": d.source, "size": d.size, "files": d.files, "hash": d.hash}
+            for d in spec.data
+        ],
+        "sweep": spec.sweep,
+        "trial": spec.trial,
     }
 
 
@@ -180,8 +211,13 @@ def _json_number(value: float) -> float | str:
     return value if math.isfinite(value) else str(value)
 
 
-def register_model(store: Store, run_id: str, name: str, path: str,
-                   tags: Mapping[str, Any] | Sequence[str] | None = None) -> Model:
+def register_model(
+    store: Store,
+    run_id: str,
+    name: str,
+    path: str,
+    tags: Mapping[str, Any] | Sequence[str] | None = None,
+) -> Model:
     """Copy ``path`` (a file or folder of run ``run_id``'s ``outputs/``) into the registry as
     the next version of ``name``, with the run's lineage; return that version. A bad name,
     a path outside the outputs or a bad tag writes nothing."""
@@ -189,8 +225,12 @@ def register_model(store: Store, run_id: str, name: str, path: str,
     tags = parse_tags(tags)
     root = store.existing(run_id).outputs
     source = inside(root, path, "the model path")
-    lineage = {**run_lineage(store, run_id), "source": str(PurePosixPath(path)), "tags": tags,
-               "user": getpass.getuser()}
+    lineage = {
+        **run_lineage(store, run_id),
+        "source": str(PurePosixPath(path)),
+        "tags": tags,
+        "user": getpass.getuser(),
+    }
     registry = ModelStore(store.home)
     record = registry.register(name, source, root, lineage)
     model = Model(name, record["version"], registry)
@@ -199,9 +239,13 @@ def register_model(store: Store, run_id: str, name: str, path: str,
     if uri:  # best effort: the version is registered here whatever MLflow says
         model.mlflow = sync_model(store, run_id, name, model.version)
         if model.mlflow["status"] != "synced":
-            warnings.warn(f"{name}@{model.version} is registered, but not in MLflow at {uri}: "
-                          f"{model.mlflow['error']} (`jupyter-trainer mlflow sync {run_id}` "
-                          "tries again)", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"{name}@{model.version} is registered, but not in MLflow at {uri}: "
+                f"{model.mlflow['error']} (`jupyter-trainer mlflow sync {run_id}` "
+                "tries again)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
     return model
 
 
@@ -218,8 +262,9 @@ def models(name: str | None = None, *, home: str | os.PathLike | None = None) ->
     return list(latest.values())
 
 
-def get_model(name: str, version: int | None = None, *,
-              home: str | os.PathLike | None = None) -> Model:
+def get_model(
+    name: str, version: int | None = None, *, home: str | os.PathLike | None = None
+) -> Model:
     """Version ``version`` of model ``name`` (None: the latest; ``name`` may also be
     ``NAME@VERSION``); ``ModelNotFound`` naming what exists if there is none."""
     name, at = parse_ref(name)
@@ -233,8 +278,14 @@ def get_model(name: str, version: int | None = None, *,
     return Model(name, int(folder.name), registry)
 
 
-def delete_model(name: str, version: int | None = None, *, all_versions: bool = False,
-                 force: bool = False, home: str | os.PathLike | None = None) -> list[int]:
+def delete_model(
+    name: str,
+    version: int | None = None,
+    *,
+    all_versions: bool = False,
+    force: bool = False,
+    home: str | os.PathLike | None = None,
+) -> list[int]:
     """Delete version ``version`` of model ``name`` (``name`` may be ``NAME@VERSION``), or
     with ``all_versions=True`` every version of it, which frees the name (its next version
     is 1 again). Returns the version numbers deleted. Nothing is deleted without a version
@@ -248,8 +299,10 @@ def delete_model(name: str, version: int | None = None, *, all_versions: bool = 
         raise SpecError(f"give a version ({name}@{version}) or all_versions=True, not both")
     if version is None and not all_versions:
         have = ", ".join(str(m.version) for m in reversed(models(name, home=home)))
-        raise SpecError(f"say which version of {name} to delete ({name}@N; it has {have}), "
-                        "or all_versions=True (--all) to delete every version")
+        raise SpecError(
+            f"say which version of {name} to delete ({name}@N; it has {have}), "
+            "or all_versions=True (--all) to delete every version"
+        )
     registry = ModelStore(home)
     if version is not None:
         model = version_to_delete(registry, name, version)
@@ -278,8 +331,10 @@ def check_owner(versions: Sequence[Model], *, force: bool) -> None:
     theirs = [m for m in versions if m.owner != me]
     if theirs:
         shown = ", ".join(f"{m.name}@{m.version} by {m.owner}" for m in theirs)
-        raise NotOwner(f"{shown}: registered by another user, not you ({me}); nothing was "
-                       "deleted (force=True, or --force, deletes it anyway)")
+        raise NotOwner(
+            f"{shown}: registered by another user, not you ({me}); nothing was "
+            "deleted (force=True, or --force, deletes it anyway)"
+        )
 
 
 def _run_of(model: Model) -> str | None:

@@ -12,27 +12,35 @@ import dataclasses
 import os
 import socket
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ..core import hooks
 from .. import environment
-from ..rankside import procs
-from ..core.errors import LaunchError, RecordDamaged, RunCanceled, RunFailed, SpecError
-from ..store.follow import RunFollower
-from ..core.spec import (DEFAULT_STALL_TIMEOUT, LaunchSpec, RunSpec, TargetSpec, WatchSpec,
-                         parse_params, validate_run_id)
-from ..store import ACTIVE, HOME_ENV, TERMINAL, Store
-from .start import start_again, start_run, submitter
-from ..targets import get_target
+from ..core import hooks
+from ..core.errors import RecordDamaged, RunCanceled, RunFailed, SpecError
+from ..core.spec import (
+    DEFAULT_STALL_TIMEOUT,
+    LaunchSpec,
+    RunSpec,
+    TargetSpec,
+    WatchSpec,
+    parse_params,
+    validate_run_id,
+)
 from ..core.waker import Waker
+from ..rankside import procs
+from ..store import ACTIVE, TERMINAL, Store
+from ..store.follow import RunFollower
+from ..targets import get_target
+from .start import start_again, start_run, submitter
 
 if TYPE_CHECKING:
+    from ..store.doctor import Report
+    from ..store.outputs import RunFile
     from .diff import RunDiff
     from .dry_run import DryRun
-    from ..store.doctor import Report
     from .models import Model
-    from ..store.outputs import RunFile
 
 
 def submit(
@@ -62,7 +70,7 @@ def submit(
     home: str | os.PathLike | None = None,
     origin: Mapping[str, Any] | None = None,
     dry_run: bool = False,
-) -> "Run | DryRun":
+) -> Run | DryRun:
     """Snapshot ``code`` (a cell's source) or ``script`` and start it as a run.
 
     ``namespace`` is where the code's free names are looked up (the notebook's variables,
@@ -83,12 +91,32 @@ def submit(
     """
     notes: list[str] = []  # what a dry run could not do (download a URL input)
     store, tgt, write = _run_writer(
-        code, script=script, args=args, name=name, target=target, nodes=nodes, procs=procs,
-        launcher=launcher, backend=backend, env=env, params=_given_params(params),
-        source=source, max_restarts=max_restarts, stall_timeout=stall_timeout,
-        on_stall=on_stall, stop_on_nan=stop_on_nan, data=data, mlflow=mlflow,
-        namespace=namespace, history=history, home=home, origin=origin, hot=hot,
-        dry_run=dry_run, notes=notes)
+        code,
+        script=script,
+        args=args,
+        name=name,
+        target=target,
+        nodes=nodes,
+        procs=procs,
+        launcher=launcher,
+        backend=backend,
+        env=env,
+        params=_given_params(params),
+        source=source,
+        max_restarts=max_restarts,
+        stall_timeout=stall_timeout,
+        on_stall=on_stall,
+        stop_on_nan=stop_on_nan,
+        data=data,
+        mlflow=mlflow,
+        namespace=namespace,
+        history=history,
+        home=home,
+        origin=origin,
+        hot=hot,
+        dry_run=dry_run,
+        notes=notes,
+    )
     if dry_run:
         from .dry_run import dry_run as show_run  # lazy: only --dry-run needs it
 
@@ -106,10 +134,34 @@ def _first_line(origin: Mapping[str, Any] | None) -> int:
     return value
 
 
-def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, launcher,
-                backend, env, params: dict[str, Any], source, max_restarts, stall_timeout,
-                on_stall, stop_on_nan, namespace, history, home, origin, data=None,
-                mlflow=None, hot=None, dry_run=False, notes=None):
+def _run_writer(
+    code: str | None,
+    *,
+    script,
+    args,
+    name,
+    target,
+    nodes,
+    procs,
+    launcher,
+    backend,
+    env,
+    params: dict[str, Any],
+    source,
+    max_restarts,
+    stall_timeout,
+    on_stall,
+    stop_on_nan,
+    namespace,
+    history,
+    home,
+    origin,
+    data=None,
+    mlflow=None,
+    hot=None,
+    dry_run=False,
+    notes=None,
+):
     """The store, the target and ``write(staging) -> RunSpec`` (which captures the snapshot)
     of a run of ``code`` or ``script``: checked, but nothing written yet. With ``dry_run``
     URL inputs are not downloaded (``notes`` says so)."""
@@ -119,8 +171,14 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
         raise SpecError("give either the code of a cell or a script path, not both")
     if hot is not None and type(hot) is not bool:
         raise SpecError(f"hot must be True, False or None (the default), got {hot!r}")
-    launch = LaunchSpec(launcher=launcher, nodes=nodes, procs=procs, backend=backend,
-                        max_restarts=max_restarts, hot=bool(hot))
+    launch = LaunchSpec(
+        launcher=launcher,
+        nodes=nodes,
+        procs=procs,
+        backend=backend,
+        max_restarts=max_restarts,
+        hot=bool(hot),
+    )
     watch = WatchSpec(stall_timeout=stall_timeout, on_stall=on_stall, stop_on_nan=stop_on_nan)
     overrides = params
     first_line = _first_line(origin)
@@ -128,15 +186,20 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
     tgt = get_target(TargetSpec(target).name, store.home)
     holds = bool(getattr(tgt, "holds", False))
     if hot and tgt.kind == "slurm" and not holds:
-        raise SpecError(f"--hot on Slurm needs an allocation kept between runs: set hold = "
-                        f"SECONDS (say 1800) in target {target!r}, or drop --hot")
+        raise SpecError(
+            f"--hot on Slurm needs an allocation kept between runs: set hold = "
+            f"SECONDS (say 1800) in target {target!r}, or drop --hot"
+        )
     if hot and tgt.kind not in HOT_KINDS:
-        raise SpecError(f"--hot forks ranks from a pool on this machine, ssh hosts or a held "
-                        f"Slurm allocation; it works on a local, ssh or slurm target only "
-                        f"({target!r} is {tgt.kind}): drop --hot")
+        raise SpecError(
+            f"--hot forks ranks from a pool on this machine, ssh hosts or a held "
+            f"Slurm allocation; it works on a local, ssh or slurm target only "
+            f"({target!r} is {tgt.kind}): drop --hot"
+        )
     if hot and tgt.kind == "local" and launch.nodes != 1:
-        raise SpecError(f"--hot runs on the local target with one node; drop --hot for "
-                        f"--nodes {launch.nodes}")
+        raise SpecError(
+            f"--hot runs on the local target with one node; drop --hot for --nodes {launch.nodes}"
+        )
     if hot is None and hot_by_default(tgt.kind, launch, holds):
         launch = dataclasses.replace(launch, hot=True)
     env_spec = environment.resolve(env, home=store.home)
@@ -145,25 +208,36 @@ def _run_writer(code: str | None, *, script, args, name, target, nodes, procs, l
 
     # a missing or unreadable input stops here; a URL is downloaded (not in a dry run)
     inputs = resolve_inputs(data, home=store.home, dry_run=dry_run, notes=notes)
-    mlflow = tracking_uri(mlflow if mlflow is not None
-                          else os.environ.get("MLFLOW_TRACKING_URI") or None)
+    mlflow = tracking_uri(
+        mlflow if mlflow is not None else os.environ.get("MLFLOW_TRACKING_URI") or None
+    )
 
     def write(staging: Path) -> RunSpec:
         if code is not None:
-            context = capture.resolve_cell(code, namespace or {}, overrides=overrides,
-                                           history=history, first_line=first_line)
-            code_spec = capture.write_cell_snapshot(staging, code, context, source_dir=source_dir,
-                                                    first_line=first_line)
+            context = capture.resolve_cell(
+                code, namespace or {}, overrides=overrides, history=history, first_line=first_line
+            )
+            code_spec = capture.write_cell_snapshot(
+                staging, code, context, source_dir=source_dir, first_line=first_line
+            )
             run_params, carried = context.params, context.carried_names
         else:
-            code_spec = capture.write_script_snapshot(staging, Path(script).expanduser(), args,
-                                                      source_dir=source_dir)
+            code_spec = capture.write_script_snapshot(
+                staging, Path(script).expanduser(), args, source_dir=source_dir
+            )
             run_params, carried = overrides, ()
         return RunSpec(
             name=name or (Path(script).stem if script is not None else "cell"),
-            code=code_spec, launch=launch, target=TargetSpec(target), env=env_spec,
-            params=run_params, carried=carried, watch=watch,
-            origin={**submitter(), **(origin or {})}, data=inputs, mlflow=mlflow,
+            code=code_spec,
+            launch=launch,
+            target=TargetSpec(target),
+            env=env_spec,
+            params=run_params,
+            carried=carried,
+            watch=watch,
+            origin={**submitter(), **(origin or {})},
+            data=inputs,
+            mlflow=mlflow,
         )
 
     return store, tgt, write
@@ -179,12 +253,19 @@ def hot_by_default(kind: str, launch: LaunchSpec, holds: bool = False) -> bool:
     an allocation between runs (``holds``), unless ``$JT_HOT`` is 0."""
     value = os.environ.get(HOT_ENV, "").strip().lower()
     if value not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
-        raise SpecError(f"${HOT_ENV}={value!r} is not a switch: set it to 0 (plain torchrun "
-                        f"where a run does not ask for --hot) or 1, or unset it")
+        raise SpecError(
+            f"${HOT_ENV}={value!r} is not a switch: set it to 0 (plain torchrun "
+            f"where a run does not ask for --hot) or 1, or unset it"
+        )
     if value in ("0", "false", "no", "off"):
         return False
-    return (kind in HOT_KINDS and launch.launcher == "torchrun" and not launch.max_restarts
-            and (kind != "local" or launch.nodes == 1) and (kind != "slurm" or holds))
+    return (
+        kind in HOT_KINDS
+        and launch.launcher == "torchrun"
+        and not launch.max_restarts
+        and (kind != "local" or launch.nodes == 1)
+        and (kind != "slurm" or holds)
+    )
 
 
 def tracking_uri(uri: str | None) -> str | None:
@@ -195,8 +276,8 @@ def tracking_uri(uri: str | None) -> str | None:
         return None
     for prefix in ("sqlite:///", "file://", "file:"):
         if uri.startswith(prefix):
-            rest = uri[len(prefix):]
-            if prefix == "sqlite:///" and rest.startswith("/") or prefix == "file://":
+            rest = uri[len(prefix) :]
+            if (prefix == "sqlite:///" and rest.startswith("/")) or prefix == "file://":
                 return uri
             return f"{prefix if prefix == 'sqlite:///' else 'file:'}{os.path.abspath(rest)}"
     if ":" not in uri and ("/" in uri or uri.startswith((".", "~")) or os.path.exists(uri)):
@@ -213,9 +294,13 @@ def _is_flag_list(params: object) -> bool:
     return isinstance(params, (list, tuple)) and all(isinstance(p, str) for p in params)
 
 
-def rerun(run_id: str, params: Mapping[str, Any] | Sequence[str] | None = None,
-          target: str | None = None, wait: bool = False,
-          home: str | os.PathLike | None = None) -> "Run":
+def rerun(
+    run_id: str,
+    params: Mapping[str, Any] | Sequence[str] | None = None,
+    target: str | None = None,
+    wait: bool = False,
+    home: str | os.PathLike | None = None,
+) -> Run:
     """Start a new run of run ``run_id``: its exact code snapshot, environment (the same
     lock), params and launch. ``params`` (a mapping or ``KEY=VALUE`` strings) change some of
     its params, ``target`` where it goes. The new run's spec records ``lineage``
@@ -225,19 +310,24 @@ def rerun(run_id: str, params: Mapping[str, Any] | Sequence[str] | None = None,
     return run.wait() if wait else run
 
 
-def resume(run_id: str, params: Mapping[str, Any] | Sequence[str] | None = None,
-           target: str | None = None, wait: bool = False,
-           home: str | os.PathLike | None = None) -> "Run":
+def resume(
+    run_id: str,
+    params: Mapping[str, Any] | Sequence[str] | None = None,
+    target: str | None = None,
+    wait: bool = False,
+    home: str | os.PathLike | None = None,
+) -> Run:
     """``rerun``, starting from run ``run_id``'s latest complete checkpoint: it is copied into
     the new run's ``checkpoints/`` (where ``jt.load_checkpoint()`` finds it) before the run
     starts. A run without a checkpoint raises ``RunStateError`` and starts nothing."""
     store = Store(home)
-    run = Run(start_again(store, run_id, params=_given_params(params), target=target,
-                          resume=True), store)
+    run = Run(
+        start_again(store, run_id, params=_given_params(params), target=target, resume=True), store
+    )
     return run.wait() if wait else run
 
 
-def diff(a: str, b: str, *, home: str | os.PathLike | None = None) -> "RunDiff":
+def diff(a: str, b: str, *, home: str | os.PathLike | None = None) -> RunDiff:
     """What differs between runs ``a`` and ``b``: params, launch and target, environment
     packages, code and metrics. Reads the two run records; changes nothing."""
     from .diff import compare_runs
@@ -245,7 +335,7 @@ def diff(a: str, b: str, *, home: str | os.PathLike | None = None) -> "RunDiff":
     return compare_runs(Store(home), a, b)
 
 
-def get_run(run_id: str, *, home: str | os.PathLike | None = None) -> "Run":
+def get_run(run_id: str, *, home: str | os.PathLike | None = None) -> Run:
     """The run ``run_id`` from the store; raises ``RunNotFound`` if there is none. A run
     whose record is damaged is found all the same (it can still be canceled): reading its
     spec or state raises ``RecordDamaged``, which names the file and the fix."""
@@ -257,19 +347,28 @@ def get_run(run_id: str, *, home: str | os.PathLike | None = None) -> "Run":
     return Run(run_id, store)
 
 
-def runs(*, status: str | None = None, name: str | None = None, limit: int = 50,
-         offset: int = 0, home: str | os.PathLike | None = None) -> list["Run"]:
+def runs(
+    *,
+    status: str | None = None,
+    name: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+    home: str | os.PathLike | None = None,
+) -> list[Run]:
     """Runs in the store, newest first, optionally filtered by status or name substring.
 
     ``limit`` is at least 1 and ``offset`` at least 0; anything else raises ``SpecError``.
     """
     store = Store(home)
-    return [Run(row["id"], store) for row in
-            store.list_runs(status=status, name=name, limit=limit, offset=offset)]
+    return [
+        Run(row["id"], store)
+        for row in store.list_runs(status=status, name=name, limit=limit, offset=offset)
+    ]
 
 
-def doctor(*, fix: bool = False, hashes: bool = True,
-           home: str | os.PathLike | None = None) -> "Report":
+def doctor(
+    *, fix: bool = False, hashes: bool = True, home: str | os.PathLike | None = None
+) -> Report:
     """Check the run store (index, states, lost runs, snapshots; see ``doctor``) and, with
     ``fix``, repair what can be repaired. Without ``fix`` nothing changes."""
     from ..store import doctor as checks
@@ -277,8 +376,9 @@ def doctor(*, fix: bool = False, hashes: bool = True,
     return checks.examine(Store(home), fix=fix, hashes=hashes)
 
 
-def prune_environments(*, dry_run: bool = False,
-                       home: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+def prune_environments(
+    *, dry_run: bool = False, home: str | os.PathLike | None = None
+) -> list[dict[str, Any]]:
     """Remove the built environments that neither a name's latest version nor an unfinished
     run uses (see ``environment.prune``); with ``dry_run``, only say which."""
     store = Store(home)
@@ -287,7 +387,10 @@ def prune_environments(*, dry_run: bool = False,
         if row["status"] not in ACTIVE:
             continue
         state_env = store.read_state(row["id"]).get("environment") or {}
-        for env_id in (state_env.get("env_id"), store.read_spec(row["id"]).env.prepared.get("env_id")):
+        for env_id in (
+            state_env.get("env_id"),
+            store.read_spec(row["id"]).env.prepared.get("env_id"),
+        ):
             if env_id:
                 keep.setdefault(env_id, f"used by run {row['id']} ({row['status']})")
     return environment.prune(keep=keep, dry_run=dry_run, home=store.home)
@@ -305,7 +408,9 @@ class Run:
         return f"<Run {self.id} {self.status}>"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Run) and other.id == self.id and other.store.home == self.store.home
+        return (
+            isinstance(other, Run) and other.id == self.id and other.store.home == self.store.home
+        )
 
     def __hash__(self) -> int:
         return hash(self.id)
@@ -340,7 +445,7 @@ class Run:
     def outputs(self) -> Path:
         return self.store.paths(self.id).outputs
 
-    def files(self) -> list["RunFile"]:
+    def files(self) -> list[RunFile]:
         """Every file of the run's ``outputs/``: its path relative to ``outputs/`` and its
         size, sorted by path."""
         from ..store.outputs import list_files
@@ -358,16 +463,18 @@ class Run:
         root = self.store.existing(self.id).outputs
         return copy_out(root, match(root, pattern), folder)
 
-    def register_model(self, name: str, path: str,
-                       tags: Mapping[str, Any] | Sequence[str] | None = None) -> "Model":
+    def register_model(
+        self, name: str, path: str, tags: Mapping[str, Any] | Sequence[str] | None = None
+    ) -> Model:
         """Copy ``path`` (a file or folder of ``outputs/``) into the model registry as the
         next version of ``name``, with this run's lineage; return that version."""
         from .models import register_model
 
         return register_model(self.store, self.id, name, path, tags)
 
-    def wait(self, timeout: float | None = None, *, raise_on_failure: bool = True,
-             poll: float = 0.5) -> "Run":
+    def wait(
+        self, timeout: float | None = None, *, raise_on_failure: bool = True, poll: float = 0.5
+    ) -> Run:
         """Block until the run ends. Raises ``RunFailed``/``RunCanceled`` unless told not to.
 
         Polls the state file quickly at first and backs off to every ``poll`` seconds, so
@@ -391,8 +498,9 @@ class Run:
                 if timeout is not None and waited > timeout:
                     if state["status"] in TERMINAL:
                         break  # the run ended; its mirror is still going
-                    raise TimeoutError(f"run {self.id} is still {state['status']} after "
-                                       f"{timeout} s")
+                    raise TimeoutError(
+                        f"run {self.id} is still {state['status']} after {timeout} s"
+                    )
                 left = poll if timeout is None else max(0.01, min(poll, timeout - waited))
                 waker.wait(left, min(poll, 0.02 + waited / 500))
         if raise_on_failure:
@@ -404,24 +512,33 @@ class Run:
         if not self.spec.mlflow or "mlflow" in state:
             return False
         supervisor = state.get("supervisor") or {}
-        return (supervisor.get("host") == socket.gethostname()
-                and procs.is_alive(supervisor.get("pid"), supervisor.get("start_ticks")))
+        return supervisor.get("host") == socket.gethostname() and procs.is_alive(
+            supervisor.get("pid"), supervisor.get("start_ticks")
+        )
 
     def raise_for_status(self, state: dict[str, Any] | None = None) -> None:
         state = state or self.state
         status = state["status"]
         if status == "canceled":
-            raise RunCanceled(f"run {self.id} was canceled: {state.get('reason', '')}".rstrip(": "),
-                              run_id=self.id, status=status)
+            raise RunCanceled(
+                f"run {self.id} was canceled: {state.get('reason', '')}".rstrip(": "),
+                run_id=self.id,
+                status=status,
+            )
         if status in ("failed", "lost"):
             rank = state.get("failed_rank")
             where = f" (rank {rank} failed first)" if rank is not None else ""
-            raise RunFailed(f"run {self.id} {status}{where}: {state.get('error', 'unknown error')}",
-                            run_id=self.id, status=status, failed_rank=rank,
-                            traceback=state.get("traceback"))
+            raise RunFailed(
+                f"run {self.id} {status}{where}: {state.get('error', 'unknown error')}",
+                run_id=self.id,
+                status=status,
+                failed_rank=rank,
+                traceback=state.get("traceback"),
+            )
 
-    def cancel(self, *, wait: bool = True, timeout: float = 30.0,
-               reason: str = "canceled by user") -> str:
+    def cancel(
+        self, *, wait: bool = True, timeout: float = 30.0, reason: str = "canceled by user"
+    ) -> str:
         """Ask the supervisor to stop every process of the run; by default wait until it has.
         ``reason`` is what the run's state records (and ``show`` prints) as why it ended.
         Returns the run's status then.
@@ -448,13 +565,19 @@ class Run:
             if rank is not None:
                 if rank in by_rank:
                     s = by_rank[rank]
-                    out[metric] = [(None if st != st else st, v) for st, v in zip(s.steps, s.values)]
+                    out[metric] = [
+                        (None if st != st else st, v) for st, v in zip(s.steps, s.values)
+                    ]
                 continue
             length = min(len(s) for s in by_rank.values())
             first = next(iter(by_rank.values()))
-            out[metric] = [(None if first.steps[i] != first.steps[i] else first.steps[i],
-                            sum(s.values[i] for s in by_rank.values()) / len(by_rank))
-                           for i in range(length)]
+            out[metric] = [
+                (
+                    None if first.steps[i] != first.steps[i] else first.steps[i],
+                    sum(s.values[i] for s in by_rank.values()) / len(by_rank),
+                )
+                for i in range(length)
+            ]
         return out
 
     def logs(self, rank: int = 0) -> str:
@@ -469,16 +592,26 @@ class Run:
         if type(rank) is int and (0 <= rank < size or rank in self.store.ranks(self.id)):
             return rank
         ranks = "rank 0 only" if size == 1 else f"ranks 0 to {size - 1}"
-        raise SpecError(f"run {self.id} has no rank {rank!r}: it has {ranks} "
-                        f"(world size {size}); pick one of those")
+        raise SpecError(
+            f"run {self.id} has no rank {rank!r}: it has {ranks} "
+            f"(world size {size}); pick one of those"
+        )
 
-    def rerun(self, params: Mapping[str, Any] | Sequence[str] | None = None,
-              target: str | None = None, wait: bool = False) -> "Run":
+    def rerun(
+        self,
+        params: Mapping[str, Any] | Sequence[str] | None = None,
+        target: str | None = None,
+        wait: bool = False,
+    ) -> Run:
         """A new run of this run's snapshot, environment, params and launch (see ``rerun``)."""
         return rerun(self.id, params, target, wait, home=self.store.home)
 
-    def resume(self, params: Mapping[str, Any] | Sequence[str] | None = None,
-               target: str | None = None, wait: bool = False) -> "Run":
+    def resume(
+        self,
+        params: Mapping[str, Any] | Sequence[str] | None = None,
+        target: str | None = None,
+        wait: bool = False,
+    ) -> Run:
         """A new run from this run's latest checkpoint (see ``resume``)."""
         return resume(self.id, params, target, wait, home=self.store.home)
 

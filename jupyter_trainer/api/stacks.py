@@ -20,8 +20,12 @@ def run_stacks(store: Store, run_id: str, rank: int | None = None) -> dict[int, 
     state = store.read_state(run_id)
     if state.get("status") in TERMINAL:
         saved = state.get("stacks") or {}
-        hint = (" (the stacks saved when it was ended for a stall are in its state: "
-                "`jupyter-trainer show RUN --json`)" if saved else "")
+        hint = (
+            " (the stacks saved when it was ended for a stall are in its state: "
+            "`jupyter-trainer show RUN --json`)"
+            if saved
+            else ""
+        )
         raise RunStateError(f"run {run_id} is {state['status']}: it has no live ranks{hint}")
     spec = store.read_spec(run_id)
     records = current_records(paths.ranks)
@@ -31,8 +35,10 @@ def run_stacks(store: Store, run_id: str, rank: int | None = None) -> dict[int, 
             raise SpecError(f"run {run_id} has no rank {rank} (its ranks: {known})")
         records = {rank: records[rank]}
     if not records:
-        raise RunStateError(f"run {run_id} has no rank running yet ({state.get('status')}); "
-                            "try again once it is running")
+        raise RunStateError(
+            f"run {run_id} has no rank running yet ({state.get('status')}); "
+            "try again once it is running"
+        )
     target = get_target(spec.target.name, store.home)
     handle: dict[str, Any] = {**(state.get("launcher") or {}), "python": state.get("python")}
     return dict(sorted(target.stacks(handle, records).items()))

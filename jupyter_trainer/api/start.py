@@ -14,16 +14,17 @@ from __future__ import annotations
 import getpass
 import os
 import socket
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .. import environment
-from ..supervisor import starter
-from ..inputs.inputs import refresh_inputs
 from ..core.errors import RunStateError, SpecError, StoreError
 from ..core.spec import RunSpec, TargetSpec, validate_run_id
+from ..inputs.inputs import refresh_inputs
 from ..store import Store, latest_checkpoint
+from ..supervisor import starter
 from ..targets import Target, get_target
 
 
@@ -32,8 +33,12 @@ def submitter() -> dict[str, str]:
     return {"user": getpass.getuser(), "host": socket.gethostname()}
 
 
-def start_run(store: Store, target: Target, write: Callable[[Path], RunSpec],
-              seed: Callable[[str], Any] | None = None) -> str:
+def start_run(
+    store: Store,
+    target: Target,
+    write: Callable[[Path], RunSpec],
+    seed: Callable[[str], Any] | None = None,
+) -> str:
     """Create the run whose snapshot and spec ``write(staging)`` makes, start its
     supervisor and return the run's id.
 
@@ -51,10 +56,17 @@ def start_run(store: Store, target: Target, write: Callable[[Path], RunSpec],
         target.check(spec)
         # Build the environment if it is not cached and check the snapshot's imports with
         # its interpreter, before the run exists: a missing module starts nothing.
-        spec = replace(spec, env=environment.prepare(spec.env, staging, spec.code.entry,
-                                                     target=target,
-                                                     launcher=spec.launch.launcher,
-                                                     home=store.home))
+        spec = replace(
+            spec,
+            env=environment.prepare(
+                spec.env,
+                staging,
+                spec.code.entry,
+                target=target,
+                launcher=spec.launch.launcher,
+                home=store.home,
+            ),
+        )
         run_id = store.create(spec, staging)
         if seed is not None:
             seed(run_id)
@@ -70,8 +82,14 @@ def start_run(store: Store, target: Target, write: Callable[[Path], RunSpec],
     return run_id
 
 
-def start_again(store: Store, run_id: str, *, params: Mapping[str, Any] | None = None,
-                target: str | None = None, resume: bool = False) -> str:
+def start_again(
+    store: Store,
+    run_id: str,
+    *,
+    params: Mapping[str, Any] | None = None,
+    target: str | None = None,
+    resume: bool = False,
+) -> str:
     """Start a new run of run ``run_id``'s code, environment, params and launch; return its
     id. ``params`` override some of the run's params (only those it has: they are the names
     its code reads); ``target`` sends it elsewhere. With ``resume`` the run's latest
@@ -82,24 +100,34 @@ def start_again(store: Store, run_id: str, *, params: Mapping[str, Any] | None =
     unknown = sorted(set(overrides) - set(old.params))
     if unknown:
         known = ", ".join(sorted(old.params)) or "none"
-        raise SpecError(f"run {old_id} has no parameter {', '.join(map(repr, unknown))}; its "
-                        f"parameters are: {known} (the same code runs again, and it reads "
-                        "only those)")
+        raise SpecError(
+            f"run {old_id} has no parameter {', '.join(map(repr, unknown))}; its "
+            f"parameters are: {known} (the same code runs again, and it reads "
+            "only those)"
+        )
     lineage: dict[str, Any] = {"rerun_of": old_id}
     checkpoint = None
     if resume:
         folder = store.paths(old_id).checkpoints
         checkpoint = latest_checkpoint(folder)
         if checkpoint is None:
-            raise RunStateError(f"run {old_id} has no checkpoint (no complete step-N.pt or "
-                                f"step-N.pkl in {folder}); use rerun to start it from the "
-                                "beginning")
+            raise RunStateError(
+                f"run {old_id} has no checkpoint (no complete step-N.pt or "
+                f"step-N.pkl in {folder}); use rerun to start it from the "
+                "beginning"
+            )
         lineage = {"resumed_from": old_id, "checkpoint": checkpoint.name}
     where = TargetSpec(target) if target is not None else old.target
     tgt = get_target(where.name, store.home)
-    spec = replace(old, target=where, env=same_environment(old), params={**old.params, **overrides},
-                   lineage=lineage, origin={**old.origin, **submitter()},
-                   data=refresh_inputs(old.data, home=store.home))
+    spec = replace(
+        old,
+        target=where,
+        env=same_environment(old),
+        params={**old.params, **overrides},
+        lineage=lineage,
+        origin={**old.origin, **submitter()},
+        data=refresh_inputs(old.data, home=store.home),
+    )
 
     def write(staging: Path) -> RunSpec:
         store.copy_snapshot(old_id, staging)
@@ -110,8 +138,9 @@ def start_again(store: Store, run_id: str, *, params: Mapping[str, Any] | None =
     return start_run(store, tgt, write, seed)
 
 
-def start_trial(store: Store, sweep_id: str, number: int, params: Mapping[str, Any],
-                staged: Path | None = None) -> str:
+def start_trial(
+    store: Store, sweep_id: str, number: int, params: Mapping[str, Any], staged: Path | None = None
+) -> str:
     """Start trial ``number`` of sweep ``sweep_id``: a run of the sweep's template (its
     snapshot, environment lock, launch and target) with ``params`` over the template's;
     return the run's id. Its spec records the sweep and the trial's number. ``staged`` is a
@@ -119,9 +148,15 @@ def start_trial(store: Store, sweep_id: str, number: int, params: Mapping[str, A
     from ..store.sweeps import SweepStore
 
     template = SweepStore(store.home).read_template(sweep_id)
-    spec = replace(template, name=f"{template.name}.t{number}", env=same_environment(template),
-                   params={**template.params, **params}, sweep=sweep_id, trial=number,
-                   data=refresh_inputs(template.data, home=store.home))
+    spec = replace(
+        template,
+        name=f"{template.name}.t{number}",
+        env=same_environment(template),
+        params={**template.params, **params},
+        sweep=sweep_id,
+        trial=number,
+        data=refresh_inputs(template.data, home=store.home),
+    )
 
     def write(staging: Path) -> RunSpec:
         if staged is not None:
@@ -168,4 +203,5 @@ def check_copy(staging: Path, expected: str, owner: str) -> None:
         raise StoreError(
             f"the code snapshot of {owner} changed after it was written (its hash is {found}, "
             f"{expected} was recorded), so it is not the code that was captured; nothing was "
-            "started (`jupyter-trainer doctor` reports a changed run snapshot)")
+            "started (`jupyter-trainer doctor` reports a changed run snapshot)"
+        )

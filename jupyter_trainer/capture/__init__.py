@@ -12,9 +12,17 @@ from ..core.lazy import lazy_exports
 _HOMES = {
     **dict.fromkeys(("DEFAULT_MAX_CARRY_BYTES", "CellContext", "resolve_cell"), "context"),
     "free_names": "names",
-    **dict.fromkeys(("RESERVED_DIR", "hash_snapshot", "source_summary", "write_cell_snapshot",
-                     "write_script_snapshot"), "snapshot"),
+    **dict.fromkeys(
+        (
+            "RESERVED_DIR",
+            "hash_snapshot",
+            "source_summary",
+            "write_cell_snapshot",
+            "write_script_snapshot",
+        ),
+        "snapshot",
+    ),
 }
-__all__ = sorted(_HOMES)
+__all__ = sorted(_HOMES)  # noqa: PLE0605
 
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES)

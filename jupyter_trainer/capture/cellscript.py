@@ -11,7 +11,7 @@ import ast
 
 from .context import CellContext
 
-__all__ = ["render_cell_script", "CELL_MARKER"]
+__all__ = ["CELL_MARKER", "render_cell_script"]
 
 CELL_MARKER = "# --- cell ---"
 
@@ -36,8 +36,10 @@ def render_cell_script(cell: str, context: CellContext, first_line: int = 1) -> 
         out.append("# Parameters (values in the run's spec.json): " + ", ".join(context.params))
     out.append("globals().update(_jt_runtime.params)")
     if context.carried:
-        out.append("# Notebook objects carried by pickle in _jt/carried.pkl: "
-                   + ", ".join(sorted(context.carried)))
+        out.append(
+            "# Notebook objects carried by pickle in _jt/carried.pkl: "
+            + ", ".join(sorted(context.carried))
+        )
         out.append("globals().update(_jt_runtime.load_carried(__file__))")
     if context.imports:
         out += ["", "# Imports the cell and its notebook definitions use", *context.imports]
@@ -61,12 +63,19 @@ def _hoist_future_imports(cell: str) -> tuple[list[str], str]:
     lines = cell.splitlines(keepends=True)
     moved: list[str] = []
     for i, node in enumerate(body):
-        if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
-                and isinstance(node.value.value, str):
+        if (
+            i == 0
+            and isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
             continue  # a docstring may precede them
         if not (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
             break
-        if node.lineno != node.end_lineno or len(ast.parse(lines[node.lineno - 1].strip()).body) != 1:
+        if (
+            node.lineno != node.end_lineno
+            or len(ast.parse(lines[node.lineno - 1].strip()).body) != 1
+        ):
             break  # shares its line with other code; leave the cell alone
         moved.append(lines[node.lineno - 1].strip())
         lines[node.lineno - 1] = f"# {moved[-1]}  (moved to the top of this file)\n"

@@ -26,8 +26,9 @@ import sys
 import textwrap
 import threading
 import types
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import cloudpickle
 
@@ -36,8 +37,13 @@ from ..core.spec import is_json_value
 from ..core.units import format_bytes
 from .names import free_names, ipython_uses, parse_source
 
-__all__ = ["CellContext", "resolve_cell", "DEFAULT_MAX_CARRY_BYTES", "MAX_CARRY_ENV",
-           "MAX_PARAM_JSON_BYTES"]
+__all__ = [
+    "DEFAULT_MAX_CARRY_BYTES",
+    "MAX_CARRY_ENV",
+    "MAX_PARAM_JSON_BYTES",
+    "CellContext",
+    "resolve_cell",
+]
 
 DEFAULT_MAX_CARRY_BYTES = 8 * 1024 * 1024
 MAX_CARRY_ENV = "JUPYTER_TRAINER_MAX_CARRY_BYTES"
@@ -45,10 +51,24 @@ MAX_CARRY_ENV = "JUPYTER_TRAINER_MAX_CARRY_BYTES"
 # being written into spec.json.
 MAX_PARAM_JSON_BYTES = 64 * 1024
 
-_IPYTHON_NAMES = frozenset({
-    "In", "Out", "get_ipython", "exit", "quit", "_", "__", "___",
-    "_i", "_ii", "_iii", "_oh", "_ih", "_dh",
-})
+_IPYTHON_NAMES = frozenset(
+    {
+        "In",
+        "Out",
+        "get_ipython",
+        "exit",
+        "quit",
+        "_",
+        "__",
+        "___",
+        "_i",
+        "_ii",
+        "_iii",
+        "_oh",
+        "_ih",
+        "_dh",
+    }
+)
 _IPYTHON_NUMBERED = re.compile(r"_i?\d+")
 
 _LOCK_TYPES = {type(threading.Lock()): "threading.Lock", type(threading.RLock()): "threading.RLock"}
@@ -71,10 +91,15 @@ class CellContext:
     carried_names: tuple[str, ...]  # every notebook name carried in any form, sorted
 
 
-def resolve_cell(cell: str, namespace: Mapping[str, Any], *,
-                 overrides: Mapping[str, Any] | None = None,
-                 history: Sequence[str] = (),
-                 max_carry_bytes: int | None = None, first_line: int = 1) -> CellContext:
+def resolve_cell(
+    cell: str,
+    namespace: Mapping[str, Any],
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    history: Sequence[str] = (),
+    max_carry_bytes: int | None = None,
+    first_line: int = 1,
+) -> CellContext:
     """Work out what ``cell`` needs from ``namespace`` (IPython's ``user_ns``).
 
     ``cell`` is the cell as IPython transformed it (``shell.transform_cell``);
@@ -88,8 +113,9 @@ def resolve_cell(cell: str, namespace: Mapping[str, Any], *,
     tree = parse_source(cell, first_line=first_line)
     lines = ipython_uses(tree)
     if lines:
-        shown = "; ".join(f"line {n + first_line - 1}: {cell.splitlines()[n - 1].strip()}"
-                          for n in lines[:5])
+        shown = "; ".join(
+            f"line {n + first_line - 1}: {cell.splitlines()[n - 1].strip()}" for n in lines[:5]
+        )
         raise CaptureError(
             f"the cell uses IPython ({shown}). Magics and `!` shell commands don't run inside "
             "training processes: write the step in Python (subprocess.run([...]) for a shell "
@@ -138,19 +164,25 @@ def _carry_limit(explicit: int | None) -> int:
                 "to, for example, 16777216 for 16 MiB"
             ) from None
     if type(explicit) is not int or explicit <= 0:
-        raise CaptureError(f"the carry size limit must be a positive number of bytes, got {explicit!r}")
+        raise CaptureError(
+            f"the carry size limit must be a positive number of bytes, got {explicit!r}"
+        )
     return explicit
 
 
 def is_ipython_internal(name: str) -> bool:
     """Names IPython puts in ``user_ns`` for itself, and dunder names."""
-    return (name in _IPYTHON_NAMES or _IPYTHON_NUMBERED.fullmatch(name) is not None
-            or (name.startswith("__") and name.endswith("__")))
+    return (
+        name in _IPYTHON_NAMES
+        or _IPYTHON_NUMBERED.fullmatch(name) is not None
+        or (name.startswith("__") and name.endswith("__"))
+    )
 
 
 class _Resolver:
-    def __init__(self, namespace: Mapping[str, Any], fixed: set[str],
-                 history: Sequence[str], limit: int) -> None:
+    def __init__(
+        self, namespace: Mapping[str, Any], fixed: set[str], history: Sequence[str], limit: int
+    ) -> None:
         self.namespace = namespace
         self.fixed = fixed
         self.history = history
@@ -165,19 +197,32 @@ class _Resolver:
         self._history_trees: list[tuple[str, ast.Module]] | None = None
 
     def resolve(self, name: str, reader: str) -> None:
-        if (name in self.names or name in self._visiting or name in self.fixed
-                or is_ipython_internal(name) or name not in self.namespace):
+        if (
+            name in self.names
+            or name in self._visiting
+            or name in self.fixed
+            or is_ipython_internal(name)
+            or name not in self.namespace
+        ):
             return
         value = self.namespace[name]
         if isinstance(value, types.ModuleType):
-            self._import(name, f"import {value.__name__}" if value.__name__ == name
-                         else f"import {value.__name__} as {name}")
+            self._import(
+                name,
+                f"import {value.__name__}"
+                if value.__name__ == name
+                else f"import {value.__name__} as {name}",
+            )
         elif _is_notebook_definition(value):
             self._definition(name, value, reader)
         elif (ref := _import_reference(value)) is not None:
             module, qualname = ref
-            self._import(name, f"from {module} import {qualname}" if qualname == name
-                         else f"from {module} import {qualname} as {name}")
+            self._import(
+                name,
+                f"from {module} import {qualname}"
+                if qualname == name
+                else f"from {module} import {qualname} as {name}",
+            )
         elif is_json_value(value) and _json_size(value) <= MAX_PARAM_JSON_BYTES:
             self.params[name] = json.loads(json.dumps(value))
             self.names.add(name)
@@ -213,7 +258,7 @@ class _Resolver:
             for node in reversed(tree.body):
                 if isinstance(node, kind) and node.name == name:
                     first = min([d.lineno for d in node.decorator_list] + [node.lineno])
-                    lines = text.splitlines()[first - 1:node.end_lineno]
+                    lines = text.splitlines()[first - 1 : node.end_lineno]
                     return textwrap.dedent("\n".join(lines)) + "\n"
         return None
 
@@ -239,10 +284,12 @@ def _is_notebook_definition(value: Any) -> bool:
 
     Instances of notebook classes are excluded: they have no ``__qualname__`` of their own.
     """
-    return (getattr(value, "__module__", None) == "__main__"
-            and isinstance(getattr(value, "__qualname__", None), str)
-            and isinstance(getattr(value, "__name__", None), str)
-            and (inspect.isclass(value) or inspect.isfunction(inspect.unwrap(value))))
+    return (
+        getattr(value, "__module__", None) == "__main__"
+        and isinstance(getattr(value, "__qualname__", None), str)
+        and isinstance(getattr(value, "__name__", None), str)
+        and (inspect.isclass(value) or inspect.isfunction(inspect.unwrap(value)))
+    )
 
 
 def _inspect_source(name: str, value: Any) -> str | None:
@@ -258,8 +305,11 @@ def _defines(source: str, name: str) -> bool:
         body = ast.parse(source).body
     except SyntaxError:
         return False
-    return bool(body) and isinstance(body[0], (ast.FunctionDef, ast.AsyncFunctionDef,
-                                               ast.ClassDef)) and body[0].name == name
+    return (
+        bool(body)
+        and isinstance(body[0], (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and body[0].name == name
+    )
 
 
 def _parse_history_cell(text: Any) -> tuple[str, ast.Module] | None:
@@ -275,16 +325,21 @@ def _parse_history_cell(text: Any) -> tuple[str, ast.Module] | None:
 
 def _blank_magics(text: str) -> str:
     """Blank out raw ``%magic`` and ``!cmd`` lines, keeping line numbers."""
-    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line
-                     for line in text.splitlines())
+    return "\n".join(
+        "" if line.lstrip().startswith(("%", "!")) else line for line in text.splitlines()
+    )
 
 
 def _import_reference(value: Any) -> tuple[str, str] | None:
     """``(module, name)`` when ``from module import name`` gives back this very object."""
     module_name = getattr(value, "__module__", None)
     qualname = getattr(value, "__qualname__", None)
-    if (not isinstance(module_name, str) or not isinstance(qualname, str)
-            or module_name == "__main__" or not qualname.isidentifier()):
+    if (
+        not isinstance(module_name, str)
+        or not isinstance(qualname, str)
+        or module_name == "__main__"
+        or not qualname.isidentifier()
+    ):
         return None
     module = sys.modules.get(module_name)
     if module is None:
@@ -363,18 +418,24 @@ def _cheap_size(value: Any) -> int | None:
 
 
 def _too_big(value: Any, size: int, limit: int, verb: str) -> str:
-    return (f"{_describe(value)} value {verb}{format_bytes(size)}, over the {format_bytes(limit)} "
-            f"carry limit (${MAX_CARRY_ENV}); {_FIX_BIG}")
+    return (
+        f"{_describe(value)} value {verb}{format_bytes(size)}, over the {format_bytes(limit)} "
+        f"carry limit (${MAX_CARRY_ENV}); {_FIX_BIG}"
+    )
 
 
 def _describe(value: Any) -> str:
     kind = type(value)
-    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return (
+        kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    )
 
 
 def _problem_message(problems: list[tuple[str, str, str]]) -> str:
     count = len(problems)
-    head = (f"cannot carry {count} notebook object{'s' if count > 1 else ''} into the training "
-            "processes (nothing was started):")
+    head = (
+        f"cannot carry {count} notebook object{'s' if count > 1 else ''} into the training "
+        "processes (nothing was started):"
+    )
     items = [f"  - {name} (read by {reader}): {why}" for name, reader, why in problems]
     return "\n".join([head, *items])

@@ -10,11 +10,11 @@ it (``lr = lr * 2``), or read inside a function body when the code never binds i
 from __future__ import annotations
 
 import ast
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..core.errors import CaptureError
 
-__all__ = ["free_names", "parse_source", "ipython_uses"]
+__all__ = ["free_names", "ipython_uses", "parse_source"]
 
 _DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
@@ -53,20 +53,30 @@ def free_names(source: str, first_line: int = 1) -> list[str]:
 
 def ipython_uses(tree: ast.AST) -> list[int]:
     """Line numbers where the (already transformed) code calls ``get_ipython``."""
-    return sorted({
-        node.lineno for node in ast.walk(tree)
-        if isinstance(node, ast.Name) and node.id == "get_ipython" and isinstance(node.ctx, ast.Load)
-    })
+    return sorted(
+        {
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Name)
+            and node.id == "get_ipython"
+            and isinstance(node.ctx, ast.Load)
+        }
+    )
 
 
 class _Scope:
     """One scope. Function and comprehension scopes know their locals up front (as
     Python decides them at compile time); module and class scopes grow as code runs."""
 
-    __slots__ = ("kind", "parent", "names", "globals", "deferred")
+    __slots__ = ("deferred", "globals", "kind", "names", "parent")
 
-    def __init__(self, kind: str, parent: _Scope | None, names: Iterable[str] = (),
-                 globals_: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        kind: str,
+        parent: _Scope | None,
+        names: Iterable[str] = (),
+        globals_: Iterable[str] = (),
+    ) -> None:
         self.kind = kind
         self.parent = parent
         self.names = set(names)
@@ -215,8 +225,9 @@ class _FreeNameVisitor(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         args = node.args
         annotations = [a.annotation for a in _all_args(args)]
-        self._visit_all([*node.decorator_list, *args.defaults, *args.kw_defaults,
-                         *annotations, node.returns])
+        self._visit_all(
+            [*node.decorator_list, *args.defaults, *args.kw_defaults, *annotations, node.returns]
+        )
         self._store(node.name)
         self._in_scope(_function_scope(node, self.scope), node.body)
 
@@ -233,8 +244,9 @@ def _all_args(args: ast.arguments) -> list[ast.arg]:
     return [*args.posonlyargs, *args.args, *args.kwonlyargs, *extra]
 
 
-def _function_scope(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda,
-                    parent: _Scope) -> _Scope:
+def _function_scope(
+    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, parent: _Scope
+) -> _Scope:
     names = {a.arg for a in _all_args(node.args)}
     globals_: set[str] = set()
     body = node.body if isinstance(node.body, list) else [node.body]

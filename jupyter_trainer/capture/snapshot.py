@@ -22,8 +22,8 @@ import hashlib
 import os
 import pickle
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pathspec
 
@@ -35,10 +35,19 @@ from .cellscript import render_cell_script
 from .context import CellContext
 
 __all__ = [
-    "RESERVED_DIR", "IGNORE_FILE", "SECRET_FILE_PATTERNS", "SECRET_PATTERNS", "JUNK_PATTERNS",
-    "CELL_ENTRY", "is_secret", "source_summary",
-    "DEFAULT_MAX_SNAPSHOT_BYTES", "MAX_SNAPSHOT_ENV",
-    "write_cell_snapshot", "write_script_snapshot", "hash_snapshot",
+    "CELL_ENTRY",
+    "DEFAULT_MAX_SNAPSHOT_BYTES",
+    "IGNORE_FILE",
+    "JUNK_PATTERNS",
+    "MAX_SNAPSHOT_ENV",
+    "RESERVED_DIR",
+    "SECRET_FILE_PATTERNS",
+    "SECRET_PATTERNS",
+    "hash_snapshot",
+    "is_secret",
+    "source_summary",
+    "write_cell_snapshot",
+    "write_script_snapshot",
 ]
 
 RESERVED_DIR = "_jt"
@@ -50,10 +59,29 @@ CARRIED_FILE = f"{RESERVED_DIR}/carried.pkl"
 # run imports) and tokenizer files.
 SECRET_FILE_PATTERNS = ("*secret*", "*token*", "*creds*", "!*.py", "!*tokeniz*")
 # Files and folders; these win over the exceptions above.
-SECRET_PATTERNS = (".env", ".env.*", "*.pem", "*.key", "id_*", ".git/", "*credential*",
-                   ".netrc", ".pypirc", "*service-account*.json", "*service_account*.json",
-                   "kubeconfig", "*.kubeconfig", ".kube/", "**/.docker/config.json", ".npmrc",
-                   ".htpasswd", "*.p12", "*.pfx", "*.keystore", "*.jks")
+SECRET_PATTERNS = (
+    ".env",
+    ".env.*",
+    "*.pem",
+    "*.key",
+    "id_*",
+    ".git/",
+    "*credential*",
+    ".netrc",
+    ".pypirc",
+    "*service-account*.json",
+    "*service_account*.json",
+    "kubeconfig",
+    "*.kubeconfig",
+    ".kube/",
+    "**/.docker/config.json",
+    ".npmrc",
+    ".htpasswd",
+    "*.p12",
+    "*.pfx",
+    "*.keystore",
+    "*.jks",
+)
 JUNK_PATTERNS = ("__pycache__/", "*.py[co]", ".ipynb_checkpoints/")
 DEFAULT_MAX_SNAPSHOT_BYTES = 200 * 1024 * 1024
 MAX_SNAPSHOT_ENV = "JUPYTER_TRAINER_MAX_SNAPSHOT_BYTES"
@@ -61,24 +89,39 @@ MAX_SNAPSHOT_ENV = "JUPYTER_TRAINER_MAX_SNAPSHOT_BYTES"
 _CHUNK = 1 << 20
 
 
-def write_cell_snapshot(dest: Path, cell: str, context: CellContext, *,
-                        source_dir: Path | None = None, first_line: int = 1) -> CodeSpec:
+def write_cell_snapshot(
+    dest: Path,
+    cell: str,
+    context: CellContext,
+    *,
+    source_dir: Path | None = None,
+    first_line: int = 1,
+) -> CodeSpec:
     """Write the snapshot of a ``%%train`` cell into ``dest`` (which must not exist);
     ``first_line`` is the editor's number of the cell's first line (``render_cell_script``)."""
     files, excluded = _plan_source(source_dir) if source_dir is not None else ({}, [])
     generated = {CELL_ENTRY: render_cell_script(cell, context, first_line).encode("utf-8")}
     if context.carried:
-        generated[CARRIED_FILE] = pickle.dumps(dict(context.carried),
-                                               protocol=pickle.DEFAULT_PROTOCOL)
+        generated[CARRIED_FILE] = pickle.dumps(
+            dict(context.carried), protocol=pickle.DEFAULT_PROTOCOL
+        )
     generated.update(runtime_files())
     count, size, digest = _write(Path(dest), files, generated, source_dir)
-    return CodeSpec(entry=CELL_ENTRY, hash=digest, origin="cell", files=count, bytes=size,
-                    source_dir=_abs(source_dir), excluded=tuple(sorted(excluded)),
-                    source_files=len(files))
+    return CodeSpec(
+        entry=CELL_ENTRY,
+        hash=digest,
+        origin="cell",
+        files=count,
+        bytes=size,
+        source_dir=_abs(source_dir),
+        excluded=tuple(sorted(excluded)),
+        source_files=len(files),
+    )
 
 
-def write_script_snapshot(dest: Path, script: Path, args: Sequence[str] = (), *,
-                          source_dir: Path | None = None) -> CodeSpec:
+def write_script_snapshot(
+    dest: Path, script: Path, args: Sequence[str] = (), *, source_dir: Path | None = None
+) -> CodeSpec:
     """Write the snapshot of an entry script run with ``%train script.py``.
 
     Without ``source_dir`` the script alone is copied to the snapshot root; with it, the
@@ -107,9 +150,17 @@ def write_script_snapshot(dest: Path, script: Path, args: Sequence[str] = (), *,
                 f"or {IGNORE_FILE}; add a line '!{entry}' to {IGNORE_FILE}"
             )
     count, size, digest = _write(Path(dest), files, runtime_files(), source_dir)
-    return CodeSpec(entry=entry, hash=digest, origin="script", args=tuple(args), files=count,
-                    bytes=size, source_dir=_abs(source_dir), excluded=tuple(sorted(excluded)),
-                    source_files=len(files) if source_dir is not None else 0)
+    return CodeSpec(
+        entry=entry,
+        hash=digest,
+        origin="script",
+        args=tuple(args),
+        files=count,
+        bytes=size,
+        source_dir=_abs(source_dir),
+        excluded=tuple(sorted(excluded)),
+        source_files=len(files) if source_dir is not None else 0,
+    )
 
 
 def hash_snapshot(root: Path) -> str:
@@ -133,11 +184,16 @@ def source_summary(code: CodeSpec, most: int = 8) -> str | None:
     took = f"{code.source_files} file{'s' if code.source_files != 1 else ''}"
     line = f"--source {code.source_dir}: took {took}"
     if secrets:
-        shown = ", ".join(secrets[:most]) + (f" and {len(secrets) - most} more (spec.json "
-                                             "lists them all)" if len(secrets) > most else "")
+        shown = ", ".join(secrets[:most]) + (
+            f" and {len(secrets) - most} more (spec.json lists them all)"
+            if len(secrets) > most
+            else ""
+        )
         ignore = str(Path(code.source_dir) / IGNORE_FILE)
-        line += (f"; left out as secrets by name: {shown} (to send one, add a line "
-                 f"'!{secrets[0]}' to {ignore})")
+        line += (
+            f"; left out as secrets by name: {shown} (to send one, add a line "
+            f"'!{secrets[0]}' to {ignore})"
+        )
     else:
         line += "; no secrets by name left out"
     if links:
@@ -195,7 +251,8 @@ class _Rules:
         """Whether the file at ``rel`` or any folder above it is excluded."""
         parts = rel.split("/")
         return self.excluded(rel, False) or any(
-            self.excluded("/".join(parts[:i]), True) for i in range(1, len(parts)))
+            self.excluded("/".join(parts[:i]), True) for i in range(1, len(parts))
+        )
 
 
 def _plan_source(source_dir: Path) -> tuple[dict[str, Path], list[str]]:
@@ -203,7 +260,9 @@ def _plan_source(source_dir: Path) -> tuple[dict[str, Path], list[str]]:
     root = Path(source_dir)
     if not root.is_dir():
         what = "does not exist" if not root.exists() else "is not a folder"
-        raise CaptureError(f"source folder {str(root)!r} {what}; pass an existing folder as --source")
+        raise CaptureError(
+            f"source folder {str(root)!r} {what}; pass an existing folder as --source"
+        )
     real_root = root.resolve()
     rules = _Rules(root)
     reserved = root / RESERVED_DIR
@@ -236,8 +295,11 @@ def _plan_source(source_dir: Path) -> tuple[dict[str, Path], list[str]]:
                     excluded.append(rel)
             elif path.is_symlink():
                 target = path.resolve()
-                if (target.is_file() and target.is_relative_to(real_root)
-                        and not rules.left_out(target.relative_to(real_root).as_posix())):
+                if (
+                    target.is_file()
+                    and target.is_relative_to(real_root)
+                    and not rules.left_out(target.relative_to(real_root).as_posix())
+                ):
                     files[rel] = target
                 else:
                     excluded.append(rel)  # points outside, at an excluded file, or nowhere
@@ -248,11 +310,15 @@ def _plan_source(source_dir: Path) -> tuple[dict[str, Path], list[str]]:
 
 # -- writing ------------------------------------------------------------------------------
 
-def _write(dest: Path, files: dict[str, Path], generated: dict[str, bytes],
-           source_dir: Path | None) -> tuple[int, int, str]:
+
+def _write(
+    dest: Path, files: dict[str, Path], generated: dict[str, bytes], source_dir: Path | None
+) -> tuple[int, int, str]:
     _check_size(files, generated, source_dir)
     if os.path.lexists(dest):
-        raise CaptureError(f"snapshot folder {str(dest)!r} already exists; snapshots are never overwritten")
+        raise CaptureError(
+            f"snapshot folder {str(dest)!r} already exists; snapshots are never overwritten"
+        )
     try:
         dest.mkdir(parents=True)
     except OSError as exc:
@@ -291,7 +357,9 @@ def _copy(src: Path, target: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def _check_size(files: dict[str, Path], generated: dict[str, bytes], source_dir: Path | None) -> None:
+def _check_size(
+    files: dict[str, Path], generated: dict[str, bytes], source_dir: Path | None
+) -> None:
     limit = _snapshot_limit()
     sizes = {rel: _size(path) for rel, path in files.items()}
     total = sum(sizes.values()) + sum(len(d) for d in generated.values())
@@ -347,9 +415,11 @@ def runtime_files() -> dict[str, bytes]:
     """What a rank needs of jupyter_trainer, for a node without it: the boot script as
     ``_jt/boot.py`` and the rank side under a stand-in package ``_jt/jupyter_trainer/``."""
     shim = f"{RESERVED_DIR}/jupyter_trainer"
-    out = {f"{RESERVED_DIR}/boot.py": rankside.source(rankside.BOOT),
-           f"{shim}/__init__.py": rankside.SHIM_INIT.encode(),
-           f"{shim}/runtime.py": rankside.SHIM_RUNTIME.encode()}
+    out = {
+        f"{RESERVED_DIR}/boot.py": rankside.source(rankside.BOOT),
+        f"{shim}/__init__.py": rankside.SHIM_INIT.encode(),
+        f"{shim}/runtime.py": rankside.SHIM_RUNTIME.encode(),
+    }
     for name in rankside.SNAPSHOT:
         out[f"{shim}/rankside/{name}"] = rankside.source(name)
     return out

@@ -93,8 +93,15 @@ class RunStateError(TrainerError):
 class RunFailed(TrainerError):
     """Raised by ``Run.wait()`` when the run ended ``failed`` or ``lost``."""
 
-    def __init__(self, message: str, *, run_id: str, status: str,
-                 failed_rank: int | None = None, traceback: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str,
+        status: str,
+        failed_rank: int | None = None,
+        traceback: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.run_id = run_id
         self.status = status

@@ -7,7 +7,8 @@ a front end's (the widget in a notebook, text elsewhere). The API asks here; the
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .errors import TrainerError
 
@@ -23,6 +24,7 @@ def monitor(kind: str, obj: Any, **options: Any) -> Any:
     try:
         show = _monitors[kind]
     except KeyError:
-        raise TrainerError(f"no monitor for a {kind} is set up; import jupyter_trainer first") \
-            from None
+        raise TrainerError(
+            f"no monitor for a {kind} is set up; import jupyter_trainer first"
+        ) from None
     return show(obj, **options)

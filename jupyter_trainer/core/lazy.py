@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
-def lazy_exports(package: str, homes: dict[str, str]
-                 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_exports(
+    package: str, homes: dict[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``__getattr__`` and ``__dir__`` for ``package``, whose attribute ``name`` lives in its
     submodule ``homes[name]``."""
     namespace = importlib.import_module(package).__dict__

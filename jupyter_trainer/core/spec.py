@@ -11,8 +11,9 @@ from __future__ import annotations
 import ast
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import InvalidRunId, SpecError
 from .urls import redact
@@ -87,8 +88,10 @@ def parse_params(items: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
     for item in items or ():
         key, value = parse_param(item)
         if key in params:
-            raise SpecError(f"the parameter {key!r} is given twice ({item!r} after an earlier "
-                            f"value); keep the one you mean")
+            raise SpecError(
+                f"the parameter {key!r} is given twice ({item!r} after an earlier "
+                f"value); keep the one you mean"
+            )
         params[key] = value
     return params
 
@@ -130,11 +133,15 @@ class LaunchSpec:
         if type(self.hot) is not bool:
             raise SpecError(f"hot must be True or False, got {self.hot!r}")
         if self.hot and self.launcher != "torchrun":
-            raise SpecError(f"--hot forks the ranks torchrun would start; it works with "
-                            f"--launcher torchrun only (got {self.launcher}): drop --hot")
+            raise SpecError(
+                f"--hot forks the ranks torchrun would start; it works with "
+                f"--launcher torchrun only (got {self.launcher}): drop --hot"
+            )
         if self.hot and self.max_restarts:
-            raise SpecError("--hot cannot restart ranks; drop --hot to use --max-restarts "
-                            "(torchrun restarts them)")
+            raise SpecError(
+                "--hot cannot restart ranks; drop --hot to use --max-restarts "
+                "(torchrun restarts them)"
+            )
 
     @property
     def world_size(self) -> int:
@@ -154,27 +161,38 @@ class WatchSpec:
     """What the supervisor watches for while the ranks run, and what it does then."""
 
     stall_timeout: float = DEFAULT_STALL_TIMEOUT  # seconds without progress; 0 turns it off
-    on_stall: str = "warn"                        # "warn": name the rank; "cancel": end the run
-    stop_on_nan: tuple[str, ...] = ()             # metrics whose NaN or inf fails the run
+    on_stall: str = "warn"  # "warn": name the rank; "cancel": end the run
+    stop_on_nan: tuple[str, ...] = ()  # metrics whose NaN or inf fails the run
 
     def __post_init__(self) -> None:
         timeout = self.stall_timeout
-        if (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                or not math.isfinite(timeout) or timeout < 0):
-            raise SpecError(f"--stall-timeout must be a number of seconds, 0 or more (0 turns "
-                            f"stall detection off), got {timeout!r}")
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not math.isfinite(timeout)
+            or timeout < 0
+        ):
+            raise SpecError(
+                f"--stall-timeout must be a number of seconds, 0 or more (0 turns "
+                f"stall detection off), got {timeout!r}"
+            )
         if 0 < timeout < 1:
-            raise SpecError(f"--stall-timeout {timeout!r} is under a second; give at least 1 "
-                            "(or 0 to turn stall detection off)")
+            raise SpecError(
+                f"--stall-timeout {timeout!r} is under a second; give at least 1 "
+                "(or 0 to turn stall detection off)"
+            )
         if self.on_stall not in ON_STALL:
-            raise SpecError(f"--on-stall must be one of {', '.join(ON_STALL)}, got "
-                            f"{self.on_stall!r}")
+            raise SpecError(
+                f"--on-stall must be one of {', '.join(ON_STALL)}, got {self.on_stall!r}"
+            )
         given = self.stop_on_nan
         names = (given,) if isinstance(given, str) else tuple(given)
         for name in names:
             if not isinstance(name, str) or not name or not name.isprintable():
-                raise SpecError(f"--stop-on-nan takes a metric's name as jt.log gets it (for "
-                                f"example --stop-on-nan loss), got {name!r}")
+                raise SpecError(
+                    f"--stop-on-nan takes a metric's name as jt.log gets it (for "
+                    f"example --stop-on-nan loss), got {name!r}"
+                )
         if len(set(names)) != len(names):
             raise SpecError(f"--stop-on-nan names a metric twice: {list(names)}")
         object.__setattr__(self, "stall_timeout", float(timeout))
@@ -201,10 +219,10 @@ class EnvSpec:
 
     name: str | None = None
     version: str | None = None  # content hash of the definition, filled in when resolved
-    python: str | None = None   # interpreter path on the target, filled in when realised
-    lock: str | None = None     # key of the lock folder the environment is built from
+    python: str | None = None  # interpreter path on the target, filled in when realised
+    lock: str | None = None  # key of the lock folder the environment is built from
     variables: Mapping[str, str] = field(default_factory=dict)  # set for every rank
-    image: str | None = None    # a container image, for targets that run them
+    image: str | None = None  # a container image, for targets that run them
     # What submit found: built or reused, build time, the pre-flight check's result.
     prepared: Mapping[str, Any] = field(default_factory=dict)
 
@@ -239,7 +257,9 @@ class CodeSpec:
         if self.origin not in ("cell", "script"):
             raise SpecError(f"code origin must be 'cell' or 'script', got {self.origin!r}")
         if not self.entry or self.entry.startswith("/") or ".." in self.entry.split("/"):
-            raise SpecError(f"entry script {self.entry!r} must be a relative path inside the snapshot")
+            raise SpecError(
+                f"entry script {self.entry!r} must be a relative path inside the snapshot"
+            )
         if not all(isinstance(a, str) for a in self.args):
             raise SpecError("script arguments must be strings")
         object.__setattr__(self, "args", tuple(self.args))
@@ -252,9 +272,11 @@ DATA_KINDS = ("dir", "file")
 
 def validate_data_name(name: object) -> str:
     if not isinstance(name, str) or not _DATA_NAME.fullmatch(name):
-        raise SpecError(f"invalid data input name {name!r}: write --data NAME=PATH where NAME is "
-                        "1-64 letters, digits, '_', '.' or '-', starting with a letter or '_' "
-                        "(the training code reads jt.data['NAME'])")
+        raise SpecError(
+            f"invalid data input name {name!r}: write --data NAME=PATH where NAME is "
+            "1-64 letters, digits, '_', '.' or '-', starting with a letter or '_' "
+            "(the training code reads jt.data['NAME'])"
+        )
     return name
 
 
@@ -313,24 +335,29 @@ class RunSpec:
     sweep: str | None = None
     trial: int | None = None
     data: tuple[DataSpec, ...] = ()  # the inputs, as jt.data finds them
-    mlflow: str | None = None        # a tracking URI the run is mirrored to
+    mlflow: str | None = None  # a tracking URI the run is mirrored to
 
     def __post_init__(self) -> None:
         validate_name(self.name)
-        data = tuple(d if isinstance(d, DataSpec) else DataSpec(**_known(DataSpec, d))
-                     for d in self.data)
+        data = tuple(
+            d if isinstance(d, DataSpec) else DataSpec(**_known(DataSpec, d)) for d in self.data
+        )
         names = [d.name for d in data]
         if len(set(names)) != len(names):
             raise SpecError(f"a data input name is given twice: {names}; give each its own")
         object.__setattr__(self, "data", data)
-        if self.mlflow is not None and (not isinstance(self.mlflow, str) or not self.mlflow
-                                        or not self.mlflow.isprintable()):
-            raise SpecError(f"--mlflow takes a tracking URI (http://host:5000, "
-                            f"sqlite:///mlflow.db, a folder), got {self.mlflow!r}")
+        if self.mlflow is not None and (
+            not isinstance(self.mlflow, str) or not self.mlflow or not self.mlflow.isprintable()
+        ):
+            raise SpecError(
+                f"--mlflow takes a tracking URI (http://host:5000, "
+                f"sqlite:///mlflow.db, a folder), got {self.mlflow!r}"
+            )
         if self.sweep is not None:
             validate_run_id(self.sweep)
         if (self.sweep is None) != (self.trial is None) or (
-                self.trial is not None and (type(self.trial) is not int or self.trial < 0)):
+            self.trial is not None and (type(self.trial) is not int or self.trial < 0)
+        ):
             raise SpecError("a trial names both its sweep and its number (a whole number >= 0)")
         if not is_json_value(dict(self.params)):
             bad = sorted(k for k, v in self.params.items() if not is_json_value({k: v}))
@@ -354,7 +381,7 @@ class RunSpec:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "RunSpec":
+    def from_dict(cls, data: Mapping[str, Any]) -> RunSpec:
         try:
             return cls(
                 name=data["name"],

@@ -24,8 +24,11 @@ import re
 import urllib.parse
 
 MASK = "***"
-_SECRET_NAME = re.compile(r"(?:^|[-_.])sig$|signature|token|secret|pass|pwd|credential|key|"
-                          r"auth|session", re.I)
+_SECRET_NAME = re.compile(
+    r"(?:^|[-_.])sig$|signature|token|secret|pass|pwd|credential|key|"
+    r"auth|session",
+    re.I,
+)
 _SCRUB_MIN = 4  # shorter "secrets" are left in free text: "t" would blank every t
 _TOKEN_USER_SCHEMES = ("http", "https")
 
@@ -63,9 +66,10 @@ def _secret_name(raw_name: str) -> bool:
 def _redact_params(text: str) -> str:
     if "=" not in text:
         return text
-    return "&".join(name if value is None else
-                    f"{name}={MASK if value and _secret_name(name) else value}"
-                    for name, value in _params(text))
+    return "&".join(
+        name if value is None else f"{name}={MASK if value and _secret_name(name) else value}"
+        for name, value in _params(text)
+    )
 
 
 def secrets_in(url: str) -> list[str]:
@@ -96,8 +100,15 @@ def redact(url: str) -> str:
         netloc = f"{user}:{MASK if password else ''}@{host}"
     elif user is not None:
         netloc = f"{MASK if parts.scheme.lower() in _TOKEN_USER_SCHEMES else user}@{host}"
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path,
-                                    _redact_params(parts.query), _redact_params(parts.fragment)))
+    return urllib.parse.urlunsplit(
+        (
+            parts.scheme,
+            netloc,
+            parts.path,
+            _redact_params(parts.query),
+            _redact_params(parts.fragment),
+        )
+    )
 
 
 def is_redacted(url: str) -> bool:

@@ -60,7 +60,7 @@ class Waker:
             self.inotify = None
         self.watches.clear()
 
-    def __enter__(self) -> "Waker":
+    def __enter__(self) -> Waker:
         return self
 
     def __exit__(self, *exc: Any) -> None:

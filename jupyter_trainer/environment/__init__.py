@@ -20,13 +20,36 @@ from ..core.lazy import lazy_exports
 # Loaded on first use (PEP 562), so the run supervisor, which needs only ``realize``, does
 # not pay for the modules that define, lock, list and prune environments.
 _HOMES = {
-    "EnvDefinition": "definition", "Registry": "registry",
-    **dict.fromkeys(("build_environment", "define", "environments_table", "export_text",
-                     "from_line", "list_environments", "prune", "prune_text", "show_text"),
-                    "manage"),
-    **dict.fromkeys(("EnvDriftWarning", "Realization", "check_target", "current", "prepare",
-                     "preview", "realize", "resolve"), "stages"),
+    "EnvDefinition": "definition",
+    "Registry": "registry",
+    **dict.fromkeys(
+        (
+            "build_environment",
+            "define",
+            "environments_table",
+            "export_text",
+            "from_line",
+            "list_environments",
+            "prune",
+            "prune_text",
+            "show_text",
+        ),
+        "manage",
+    ),
+    **dict.fromkeys(
+        (
+            "EnvDriftWarning",
+            "Realization",
+            "check_target",
+            "current",
+            "prepare",
+            "preview",
+            "realize",
+            "resolve",
+        ),
+        "stages",
+    ),
 }
-__all__ = sorted(_HOMES)
+__all__ = sorted(_HOMES)  # noqa: PLE0605
 
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES)

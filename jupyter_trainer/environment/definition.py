@@ -15,9 +15,10 @@ import difflib
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..core.errors import EnvError
 
@@ -29,14 +30,27 @@ _VAR_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PROJECT = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
 _REQUIREMENT_RE = re.compile(
     rf"(?P<name>{_PROJECT})\s*(?P<extras>\[[^\]]*\])?\s*"
-    r"(?:(?P<url>@\s*\S+)|(?P<specs>[^;@]*))\s*(?P<marker>;.*)?", re.S)
+    r"(?:(?P<url>@\s*\S+)|(?P<specs>[^;@]*))\s*(?P<marker>;.*)?",
+    re.S,
+)
 _SPEC_RE = re.compile(r"\s*(===|==|~=|!=|<=|>=|<|>)\s*(\S+?)\s*")
 _VERSION_RE = re.compile(
     r"(\d+!)?\d+(\.\d+)*((a|b|c|rc|alpha|beta|pre|preview)\.?\d*)?(\.?post\d*)?(\.?dev\d*)?"
-    r"(\+[a-z0-9]+(\.[a-z0-9]+)*)?", re.I)
+    r"(\+[a-z0-9]+(\.[a-z0-9]+)*)?",
+    re.I,
+)
 # Variables every rank gets from the launcher or from jupyter_trainer itself.
-_LAUNCHER_VARS = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                  "MASTER_PORT", "GROUP_RANK", "ROLE_RANK", "PYTHONUNBUFFERED"}
+_LAUNCHER_VARS = {
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "PYTHONUNBUFFERED",
+}
 _IMAGE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
 
 
@@ -47,11 +61,15 @@ def _fail(name: str, message: str) -> EnvError:
 def validate_name(name: object) -> str:
     """An environment name is a safe path segment and not one of the magic's sub-commands."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-        raise EnvError(f"invalid environment name {name!r}: use 1-64 letters, digits, '.', '_' "
-                       "or '-', starting with a letter or digit")
+        raise EnvError(
+            f"invalid environment name {name!r}: use 1-64 letters, digits, '.', '_' "
+            "or '-', starting with a letter or digit"
+        )
     if name in RESERVED_NAMES:
-        raise EnvError(f"{name!r} cannot name an environment: it is a sub-command of "
-                       f"%environment ({', '.join(RESERVED_NAMES)}); choose another name")
+        raise EnvError(
+            f"{name!r} cannot name an environment: it is a sub-command of "
+            f"%environment ({', '.join(RESERVED_NAMES)}); choose another name"
+        )
     return name
 
 
@@ -60,11 +78,11 @@ class EnvDefinition:
     """One validated environment definition. Build with ``from_mapping`` or ``from_yaml``."""
 
     name: str
-    python: str | None = None           # "3.11" or "3.11.7"; None: the kernel's Python
-    pip: tuple[str, ...] = ()            # requirement lines, in the order given
+    python: str | None = None  # "3.11" or "3.11.7"; None: the kernel's Python
+    pip: tuple[str, ...] = ()  # requirement lines, in the order given
     env: Mapping[str, str] = field(default_factory=dict)  # variables set for every rank
-    inherit: bool = False                # layer on the kernel's own packages
-    image: str | None = None             # a container image, for targets that run them
+    inherit: bool = False  # layer on the kernel's own packages
+    image: str | None = None  # a container image, for targets that run them
     requirements_file: str | None = None  # where ``pip`` came from, if a file (not hashed)
 
     def __post_init__(self) -> None:
@@ -74,8 +92,13 @@ class EnvDefinition:
 
     def content(self) -> dict[str, Any]:
         """What the version hashes: everything that changes what a run gets."""
-        return {"python": self.python, "pip": list(self.pip), "env": dict(sorted(self.env.items())),
-                "inherit": self.inherit, "image": self.image}
+        return {
+            "python": self.python,
+            "pip": list(self.pip),
+            "env": dict(sorted(self.env.items())),
+            "inherit": self.inherit,
+            "image": self.image,
+        }
 
     @property
     def version(self) -> str:
@@ -99,7 +122,7 @@ class EnvDefinition:
         return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
 
     @classmethod
-    def from_yaml(cls, name: str, text: str, base_dir: Path | None = None) -> "EnvDefinition":
+    def from_yaml(cls, name: str, text: str, base_dir: Path | None = None) -> EnvDefinition:
         """Parse the body of a ``%%environment NAME`` cell."""
         import yaml
 
@@ -111,41 +134,60 @@ class EnvDefinition:
         if data is None:
             data = {}
         if not isinstance(data, dict):
-            raise _fail(name, "the cell must be a YAML mapping of keys "
-                              f"({', '.join(KEYS)}), for example `python: \"3.11\"`")
+            raise _fail(
+                name,
+                "the cell must be a YAML mapping of keys "
+                f'({", ".join(KEYS)}), for example `python: "3.11"`',
+            )
         return cls.from_mapping(name, data, base_dir)
 
     @classmethod
-    def from_mapping(cls, name: str, data: Mapping[Any, Any],
-                     base_dir: Path | None = None) -> "EnvDefinition":
+    def from_mapping(
+        cls, name: str, data: Mapping[Any, Any], base_dir: Path | None = None
+    ) -> EnvDefinition:
         """Validate every key of ``data``; an unknown key is an error naming the valid ones."""
         validate_name(name)
         _check_keys(name, data)
         pip, req_file = _parse_pip(name, data.get("pip"), base_dir)
         image = data.get("image")
         if image is not None and (not isinstance(image, str) or not _IMAGE_RE.fullmatch(image)):
-            raise _fail(name, f"image: {image!r} is not a container image reference; write "
-                              "for example `image: pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime`")
+            raise _fail(
+                name,
+                f"image: {image!r} is not a container image reference; write "
+                "for example `image: pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime`",
+            )
         inherit = data.get("inherit", False)
         if not isinstance(inherit, bool):
             raise _fail(name, f"inherit: {inherit!r} must be true or false (without quotes)")
-        return cls(name=name, python=_parse_python(name, data.get("python")), pip=pip,
-                   env=_parse_env(name, data.get("env")), inherit=inherit, image=image,
-                   requirements_file=req_file)
+        return cls(
+            name=name,
+            python=_parse_python(name, data.get("python")),
+            pip=pip,
+            env=_parse_env(name, data.get("env")),
+            inherit=inherit,
+            image=image,
+            requirements_file=req_file,
+        )
 
 
 def _check_keys(name: str, data: Mapping[Any, Any]) -> None:
     if "conda" in data or ("dependencies" in data and "channels" in data):
-        raise _fail(name, "conda is not supported: no conda channel is reachable from this "
-                          "machine and no conda is installed. List the packages under `pip:` "
-                          "instead (most exist on PyPI under the same name), and use `image:` "
-                          "for system libraries on a target that runs containers")
+        raise _fail(
+            name,
+            "conda is not supported: no conda channel is reachable from this "
+            "machine and no conda is installed. List the packages under `pip:` "
+            "instead (most exist on PyPI under the same name), and use `image:` "
+            "for system libraries on a target that runs containers",
+        )
     for key in data:
         if key in KEYS:
             continue
         if key == "requirements":
-            raise _fail(name, "`requirements:` goes under `pip:`: write `pip: {requirements: "
-                              "path/to/requirements.txt}`")
+            raise _fail(
+                name,
+                "`requirements:` goes under `pip:`: write `pip: {requirements: "
+                "path/to/requirements.txt}`",
+            )
         close = difflib.get_close_matches(str(key), KEYS, n=1)
         hint = f"did you mean `{close[0]}:`? " if close else ""
         raise _fail(name, f"unknown key `{key}:`; {hint}the keys are {', '.join(KEYS)}")
@@ -155,11 +197,16 @@ def _parse_python(name: str, value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise _fail(name, f"python: {value!r} was read as a number by YAML (3.10 becomes 3.1); "
-                          "quote the version: `python: \"3.11\"`")
+        raise _fail(
+            name,
+            f"python: {value!r} was read as a number by YAML (3.10 becomes 3.1); "
+            'quote the version: `python: "3.11"`',
+        )
     if not isinstance(value, str) or not _PYTHON_RE.fullmatch(value.strip()):
-        raise _fail(name, f"python: {value!r} is not a Python version; write a version like "
-                          "\"3.11\" or \"3.11.7\"")
+        raise _fail(
+            name,
+            f'python: {value!r} is not a Python version; write a version like "3.11" or "3.11.7"',
+        )
     return value.strip()
 
 
@@ -169,22 +216,31 @@ def _parse_pip(name: str, value: Any, base_dir: Path | None) -> tuple[tuple[str,
     if isinstance(value, dict):
         extra = set(value) - {"requirements"}
         if extra or "requirements" not in value:
-            raise _fail(name, f"pip: as a mapping takes only `requirements: PATH` (got "
-                              f"{sorted(map(str, value))}); or give pip: a list of requirements")
+            raise _fail(
+                name,
+                f"pip: as a mapping takes only `requirements: PATH` (got "
+                f"{sorted(map(str, value))}); or give pip: a list of requirements",
+            )
         path = value["requirements"]
         if not isinstance(path, str) or not path.strip():
             raise _fail(name, "pip: requirements: must be the path of a requirements file")
         return read_requirements_file(name, Path(path), base_dir), path
     if isinstance(value, str):
-        raise _fail(name, "pip: must be a list, one requirement per item, for example\n"
-                          "pip:\n  - scikit-learn==1.7.*\n  - rich")
+        raise _fail(
+            name,
+            "pip: must be a list, one requirement per item, for example\n"
+            "pip:\n  - scikit-learn==1.7.*\n  - rich",
+        )
     if not isinstance(value, list):
         raise _fail(name, f"pip: must be a list of requirements, got {type(value).__name__}")
     items = []
     for item in value:
         if not isinstance(item, str):
-            raise _fail(name, f"pip: item {item!r} is not a requirement string; write "
-                              "`- package==1.2` (a `name: version` item becomes a mapping in YAML)")
+            raise _fail(
+                name,
+                f"pip: item {item!r} is not a requirement string; write "
+                "`- package==1.2` (a `name: version` item becomes a mapping in YAML)",
+            )
         items.append(check_requirement(name, item))
     return tuple(items), None
 
@@ -197,17 +253,21 @@ def read_requirements_file(name: str, path: Path, base_dir: Path | None = None) 
     try:
         text = full.read_text()
     except OSError as exc:
-        raise _fail(name, f"pip: requirements: cannot read {str(full)!r}: "
-                          f"{exc.strerror or exc}") from None
+        raise _fail(
+            name, f"pip: requirements: cannot read {str(full)!r}: {exc.strerror or exc}"
+        ) from None
     items = []
     for number, line in enumerate(text.replace("\\\n", " ").splitlines(), 1):
         line = re.sub(r"(^|\s)#.*$", "", line).strip()
         if not line:
             continue
         if line.startswith("-"):
-            raise _fail(name, f"{full} line {number}: option {line.split()[0]!r} is not supported "
-                              "in an environment's requirements; list the requirements themselves "
-                              "(an index is chosen with uv's own settings, e.g. UV_INDEX_URL)")
+            raise _fail(
+                name,
+                f"{full} line {number}: option {line.split()[0]!r} is not supported "
+                "in an environment's requirements; list the requirements themselves "
+                "(an index is chosen with uv's own settings, e.g. UV_INDEX_URL)",
+            )
         items.append(check_requirement(name, line))
     return tuple(items)
 
@@ -220,20 +280,29 @@ def check_requirement(name: str, text: str) -> str:
     req = " ".join(text.split())
     match = _REQUIREMENT_RE.fullmatch(req)
     if not req or match is None:
-        raise _fail(name, f"pip: {text!r} is not a requirement; write `name`, `name==1.2`, "
-                          "`name>=1.2,<2` or `name[extra]==1.2`")
+        raise _fail(
+            name,
+            f"pip: {text!r} is not a requirement; write `name`, `name==1.2`, "
+            "`name>=1.2,<2` or `name[extra]==1.2`",
+        )
     specs = (match.group("specs") or "").strip()
     if specs:
         for part in specs.split(","):
             spec = _SPEC_RE.fullmatch(part)
             if spec is None:
-                raise _fail(name, f"pip: {req!r}: {part.strip()!r} is not a version constraint; "
-                                  "use ==, >=, <=, ~=, !=, < or > followed by a version")
+                raise _fail(
+                    name,
+                    f"pip: {req!r}: {part.strip()!r} is not a version constraint; "
+                    "use ==, >=, <=, ~=, !=, < or > followed by a version",
+                )
             op, version = spec.groups()
             wildcard = version.endswith(".*") and op in ("==", "!=")
             if op != "===" and not _VERSION_RE.fullmatch(version[:-2] if wildcard else version):
-                raise _fail(name, f"pip: {req!r}: {version!r} is not a version; versions are "
-                                  "numbers like 1.7, 1.7.2 or 1.7.* (PEP 440)")
+                raise _fail(
+                    name,
+                    f"pip: {req!r}: {version!r} is not a version; versions are "
+                    "numbers like 1.7, 1.7.2 or 1.7.* (PEP 440)",
+                )
     return req
 
 
@@ -241,8 +310,11 @@ def _parse_env(name: str, value: Any) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise _fail(name, "env: must be a mapping of variable names to values, for example\n"
-                          "env:\n  OMP_NUM_THREADS: \"1\"")
+        raise _fail(
+            name,
+            "env: must be a mapping of variable names to values, for example\n"
+            'env:\n  OMP_NUM_THREADS: "1"',
+        )
     out = {}
     for key, val in value.items():
         check_variable(name, key, val)
@@ -254,11 +326,16 @@ def check_variable(name: str, key: Any, value: Any) -> None:
     if not isinstance(key, str) or not _VAR_RE.fullmatch(key):
         raise _fail(name, f"env: {key!r} is not a variable name (letters, digits, '_')")
     if key.startswith("JT_") or key in _LAUNCHER_VARS:
-        raise _fail(name, f"env: {key} is set by the launcher or jupyter_trainer for every "
-                          "rank; it cannot be set by an environment")
+        raise _fail(
+            name,
+            f"env: {key} is set by the launcher or jupyter_trainer for every "
+            "rank; it cannot be set by an environment",
+        )
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise _fail(name, f"env: {key}: {value!r} must be a string; quote it, for example "
-                          f"`{key}: \"{value}\"`")
+        raise _fail(
+            name,
+            f'env: {key}: {value!r} must be a string; quote it, for example `{key}: "{value}"`',
+        )
 
 
 def parse_assignment(name: str, item: str) -> tuple[str, str]:

@@ -61,18 +61,26 @@ def lock_python(definition: EnvDefinition) -> str:
 
 def check_python(definition: EnvDefinition) -> None:
     """A layered environment runs the kernel's interpreter, so the versions must agree."""
-    if definition.inherit and definition.python and \
-            not builder.version_matches(definition.python, kernel_python_version()):
+    if (
+        definition.inherit
+        and definition.python
+        and not builder.version_matches(definition.python, kernel_python_version())
+    ):
         raise EnvError(
-            f"environment {definition.name!r}: python: \"{definition.python}\" with inherit: "
+            f'environment {definition.name!r}: python: "{definition.python}" with inherit: '
             f"true cannot layer on the notebook kernel's Python {kernel_python_version()}; "
-            f"drop `python:` (or write \"{kernel_python_version()[:4]}\"), or set inherit: false "
-            "for a separate interpreter")
+            f'drop `python:` (or write "{kernel_python_version()[:4]}"), or set inherit: false '
+            "for a separate interpreter"
+        )
 
 
 def lock_key(definition: EnvDefinition, base: dict[str, Any] | None) -> str:
-    identity: dict[str, Any] = {"format": builder.FORMAT, "pip": list(definition.pip),
-                                "python": lock_python(definition), "inherit": definition.inherit}
+    identity: dict[str, Any] = {
+        "format": builder.FORMAT,
+        "pip": list(definition.pip),
+        "python": lock_python(definition),
+        "inherit": definition.inherit,
+    }
     if definition.inherit:
         if base is None:
             raise ValueError("a layered definition needs the base description")
@@ -93,8 +101,13 @@ def find(home: Path, key: str) -> Lock | None:
     return Lock(key, path, meta)
 
 
-def ensure(definition: EnvDefinition, home: Path, *, base: dict[str, Any] | None = None,
-           uv: str | None = None) -> Lock:
+def ensure(
+    definition: EnvDefinition,
+    home: Path,
+    *,
+    base: dict[str, Any] | None = None,
+    uv: str | None = None,
+) -> Lock:
     """The lock of ``definition`` for this kernel, compiled once and then read from the store."""
     check_python(definition)
     if definition.inherit and base is None:
@@ -118,8 +131,9 @@ def ensure(definition: EnvDefinition, home: Path, *, base: dict[str, Any] | None
     return find(home, key) or Lock(key, parent / key, meta)
 
 
-def compile_into(folder: Path, definition: EnvDefinition, *, base: dict[str, Any] | None,
-                 uv: str | None = None) -> dict[str, Any]:
+def compile_into(
+    folder: Path, definition: EnvDefinition, *, base: dict[str, Any] | None, uv: str | None = None
+) -> dict[str, Any]:
     """Run ``uv pip compile`` for ``definition`` in ``folder``; write the three lock files.
 
     Reproducible: the same definition and base give the same ``requirements.lock`` text
@@ -129,29 +143,50 @@ def compile_into(folder: Path, definition: EnvDefinition, *, base: dict[str, Any
     (folder / "requirements.in").write_text("".join(f"{r}\n" for r in definition.pip))
     out = folder / "requirements.lock"
     if definition.inherit and base is not None:
-        out.write_text("".join(f"{n}=={builder.public_version(v)}\n"
-                               for n, v in base["packages"].items()))
+        out.write_text(
+            "".join(f"{n}=={builder.public_version(v)}\n" for n, v in base["packages"].items())
+        )
     else:
         out.write_text("")
     try:
         uv_bin = builder.find_uv(uv)
         if definition.pip:
-            builder.run_uv(uv_bin, ["pip", "compile", "requirements.in", "-o", "requirements.lock",
-                                    "--generate-hashes", "--no-header", "--quiet",
-                                    "--python", sys.executable, "--python-version", python],
-                           cwd=str(folder))
+            builder.run_uv(
+                uv_bin,
+                [
+                    "pip",
+                    "compile",
+                    "requirements.in",
+                    "-o",
+                    "requirements.lock",
+                    "--generate-hashes",
+                    "--no-header",
+                    "--quiet",
+                    "--python",
+                    sys.executable,
+                    "--python-version",
+                    python,
+                ],
+                cwd=str(folder),
+            )
         else:
             out.write_text("")
     except builder.BuildError as exc:
-        raise EnvError(f"environment {definition.name!r}: uv could not resolve its requirements "
-                       f"for Python {python}; nothing was stored. Fix the pip list (a version "
-                       "that does not exist, a misspelt name) and define it again, or, if uv "
-                       f"could not reach the package index, check the network and UV_INDEX_URL."
-                       f"\n{exc}") from None
+        raise EnvError(
+            f"environment {definition.name!r}: uv could not resolve its requirements "
+            f"for Python {python}; nothing was stored. Fix the pip list (a version "
+            "that does not exist, a misspelt name) and define it again, or, if uv "
+            f"could not reach the package index, check the network and UV_INDEX_URL."
+            f"\n{exc}"
+        ) from None
     meta: dict[str, Any] = {
-        "format": builder.FORMAT, "python": python, "inherit": definition.inherit,
-        "requirements": list(definition.pip), "created": time.time(),
-        "platform": sys.platform, "resolver": "uv pip compile --generate-hashes",
+        "format": builder.FORMAT,
+        "python": python,
+        "inherit": definition.inherit,
+        "requirements": list(definition.pip),
+        "created": time.time(),
+        "platform": sys.platform,
+        "resolver": "uv pip compile --generate-hashes",
     }
     if definition.inherit and base is not None:
         meta["base"] = {k: base[k] for k in ("executable", "version", "packages")}

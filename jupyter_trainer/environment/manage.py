@@ -6,14 +6,15 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..core.errors import EnvError
-from ..rankside.home import default_home
 from ..core.spec import EnvSpec
 from ..core.units import format_bytes
 from ..rankside import env_build as builder
+from ..rankside.home import default_home
 from . import lock
 from .definition import EnvDefinition, parse_assignment
 from .registry import EnvRecord, Registry
@@ -24,8 +25,9 @@ def _home(home: Path | None) -> Path:
     return Path(home) if home else default_home()
 
 
-def define(definition: EnvDefinition, *, home: Path | None = None,
-           build: bool = False) -> dict[str, Any]:
+def define(
+    definition: EnvDefinition, *, home: Path | None = None, build: bool = False
+) -> dict[str, Any]:
     """Lock ``definition`` (so a bad requirement fails now) and store it as the latest.
 
     Nothing is stored when locking fails. With ``build`` the environment is built too,
@@ -34,16 +36,26 @@ def define(definition: EnvDefinition, *, home: Path | None = None,
     home = _home(home)
     found = lock.ensure(definition, home)
     record, new = Registry(home).define(definition)
-    info: dict[str, Any] = {"name": record.name, "version": record.version, "new": new,
-                            "lock": found.key, "pins": len(builder.parse_lock(found.text))}
+    info: dict[str, Any] = {
+        "name": record.name,
+        "version": record.version,
+        "new": new,
+        "lock": found.key,
+        "pins": len(builder.parse_lock(found.text)),
+    }
     if build:
         info["build"] = build_locked(_spec(record, found.key), home)
     return info
 
 
 def _spec(record: EnvRecord, lock_key: str) -> EnvSpec:
-    return EnvSpec(name=record.name, version=record.version, lock=lock_key,
-                   variables=record.definition.env, image=record.definition.image)
+    return EnvSpec(
+        name=record.name,
+        version=record.version,
+        lock=lock_key,
+        variables=record.definition.env,
+        image=record.definition.image,
+    )
 
 
 def built_record(home: Path, found: lock.Lock) -> dict[str, Any] | None:
@@ -75,10 +87,18 @@ def list_environments(*, home: Path | None = None) -> list[dict[str, Any]]:
         d = record.definition
         found = _lock_for(record, home, create=False)
         state = "defined" if found is None else "built" if built_record(home, found) else "locked"
-        rows.append({"name": name, "version": record.version,
-                     "versions": len(registry.versions(name)),
-                     "python": d.python or "kernel's", "inherit": d.inherit,
-                     "pip": len(d.pip), "state": state, "created": record.created})
+        rows.append(
+            {
+                "name": name,
+                "version": record.version,
+                "versions": len(registry.versions(name)),
+                "python": d.python or "kernel's",
+                "inherit": d.inherit,
+                "pip": len(d.pip),
+                "state": state,
+                "created": record.created,
+            }
+        )
     return rows
 
 
@@ -86,12 +106,23 @@ def environments_table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no environments yet; define one with a `%%environment NAME` cell"
     header = ("NAME", "VERSION", "VERSIONS", "PYTHON", "INHERIT", "PIP", "STATE", "DEFINED")
-    body = [(r["name"], r["version"], str(r["versions"]), r["python"],
-             "yes" if r["inherit"] else "no", str(r["pip"]), r["state"],
-             time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"]))) for r in rows]
+    body = [
+        (
+            r["name"],
+            r["version"],
+            str(r["versions"]),
+            r["python"],
+            "yes" if r["inherit"] else "no",
+            str(r["pip"]),
+            r["state"],
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"])),
+        )
+        for r in rows
+    ]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
-                     for row in [header, *body])
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *body]
+    )
 
 
 def _when(stamp: float) -> str:
@@ -106,9 +137,12 @@ def show_text(name: str, *, home: Path | None = None) -> str:
     record = registry.get(env_name, version or None)
     d = record.definition
     versions = registry.versions(env_name)
-    lines = [f"environment {d.name} version {d.version} (defined {_when(record.created)}; "
-             f"{len(versions)} version{'s' if len(versions) != 1 else ''}: "
-             + ", ".join(r.version for r in versions) + ")"]
+    lines = [
+        f"environment {d.name} version {d.version} (defined {_when(record.created)}; "
+        f"{len(versions)} version{'s' if len(versions) != 1 else ''}: "
+        + ", ".join(r.version for r in versions)
+        + ")"
+    ]
     if d.requirements_file:
         lines.append(f"pip requirements read from {d.requirements_file}")
     lines += ["", d.to_yaml().rstrip()]
@@ -118,15 +152,22 @@ def show_text(name: str, *, home: Path | None = None) -> str:
         return "\n".join(lines)
     meta = found.meta
     kind = f"layered on {meta['base']['executable']}" if meta.get("inherit") else "standalone"
-    lines += ["", f"lock {found.key}: Python {meta['python']}, {kind}, "
-                  f"created {_when(meta['created'])}"]
-    lines += [f"  {e['name']}=={e['version']}" if e["version"] else f"  {e['line']}"
-              for e in builder.parse_lock(found.text)] or ["  (no packages)"]
+    lines += [
+        "",
+        f"lock {found.key}: Python {meta['python']}, {kind}, created {_when(meta['created'])}",
+    ]
+    lines += [
+        f"  {e['name']}=={e['version']}" if e["version"] else f"  {e['line']}"
+        for e in builder.parse_lock(found.text)
+    ] or ["  (no packages)"]
     built = built_record(home, found)
     if built:
-        lines += ["", f"built {built['env_id']} in {built['build_seconds']:.1f} s at "
-                      f"{_when(built['built_at'])}: "
-                      f"{built['python']}"]
+        lines += [
+            "",
+            f"built {built['env_id']} in {built['build_seconds']:.1f} s at "
+            f"{_when(built['built_at'])}: "
+            f"{built['python']}",
+        ]
         if built.get("skipped"):
             lines.append("  from the base interpreter: " + ", ".join(built["skipped"]))
     else:
@@ -144,11 +185,15 @@ def export_text(name: str, *, requirements: bool = False, home: Path | None = No
     if requirements:
         return "".join(f"{r}\n" for r in d.pip)
     found = lock.ensure(d, home)
-    head = (f"# environment {d.name} version {d.version}, lock {found.key}: Python "
-            f"{found.meta['python']}, platform {found.meta.get('platform', sys.platform)}\n")
+    head = (
+        f"# environment {d.name} version {d.version}, lock {found.key}: Python "
+        f"{found.meta['python']}, platform {found.meta.get('platform', sys.platform)}\n"
+    )
     if d.inherit:
-        head += ("# inherit: true -- layered on the kernel's packages; pins the base already "
-                 "has are not reinstalled\n")
+        head += (
+            "# inherit: true -- layered on the kernel's packages; pins the base already "
+            "has are not reinstalled\n"
+        )
     return head + found.text
 
 
@@ -161,8 +206,9 @@ def build_environment(name: str, *, home: Path | None = None) -> dict[str, Any]:
     return build_locked(_spec(record, found.key), home)
 
 
-def prune(*, keep: Mapping[str, str] = {}, dry_run: bool = False,
-          home: Path | None = None) -> list[dict[str, Any]]:
+def prune(
+    *, keep: Mapping[str, str] = {}, dry_run: bool = False, home: Path | None = None
+) -> list[dict[str, Any]]:
     """Remove the built environments on this machine that nothing needs any more: those that
     are not the build of a name's latest version and not in ``keep`` ({env_id: why}, e.g.
     the environments of unfinished runs). Definitions and locks stay, so a removed one is
@@ -183,12 +229,20 @@ def prune(*, keep: Mapping[str, str] = {}, dry_run: bool = False,
                 if record.version == latest:
                     kept.setdefault(built["env_id"], f"the latest version of {name}")
     folder = venvs_dir(home)
-    entries = sorted(p for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
+    entries = (
+        sorted(p for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else []
+    )
     rows = []
     for path in entries:
         why = kept.get(path.name)
-        row = {"env_id": path.name, "of": labels.get(path.name), "path": str(path),
-               "bytes": _disk_bytes(path), "why": why, "removed": False}
+        row = {
+            "env_id": path.name,
+            "of": labels.get(path.name),
+            "path": str(path),
+            "bytes": _disk_bytes(path),
+            "why": why,
+            "removed": False,
+        }
         if why is None:
             row["removed"] = dry_run or builder.remove(str(folder), path.name)
             if not row["removed"]:
@@ -212,6 +266,7 @@ def prune_text(rows: list[dict[str, Any]], *, dry_run: bool = False) -> str:
     """What ``prune`` did (or would do), for the CLI and ``%environment prune``."""
     gone = [r for r in rows if r["removed"]]
     verb = "would remove" if dry_run else "removed"
+
     def label(row: dict[str, Any]) -> str:
         of = f"{row['of']}, " if row["of"] else ""
         return f"{row['env_id']} ({of}{format_bytes(row['bytes'])})"
@@ -219,16 +274,27 @@ def prune_text(rows: list[dict[str, Any]], *, dry_run: bool = False) -> str:
     lines = [f"{verb} {label(r)}" for r in gone]
     lines += [f"kept {label(r)}: {r['why']}" for r in rows if not r["removed"]]
     total = format_bytes(sum(r["bytes"] for r in gone))
-    lines.append(f"{verb} {len(gone)} built environment{'s' if len(gone) != 1 else ''}, "
-                 f"{total}; definitions and locks are kept, so any of them is built again "
-                 "when a run needs it" if gone else "nothing to remove")
+    lines.append(
+        f"{verb} {len(gone)} built environment{'s' if len(gone) != 1 else ''}, "
+        f"{total}; definitions and locks are kept, so any of them is built again "
+        "when a run needs it"
+        if gone
+        else "nothing to remove"
+    )
     return "\n".join(lines)
 
 
-def from_line(name: str, *, pip: list[str] | None = None, requirements: str | None = None,
-              python: str | None = None, variables: list[str] | None = None,
-              inherit: bool = False, image: str | None = None,
-              base_dir: Path | None = None) -> EnvDefinition:
+def from_line(
+    name: str,
+    *,
+    pip: list[str] | None = None,
+    requirements: str | None = None,
+    python: str | None = None,
+    variables: list[str] | None = None,
+    inherit: bool = False,
+    image: str | None = None,
+    base_dir: Path | None = None,
+) -> EnvDefinition:
     """The definition of the line form ``%environment NAME --pip A B --python 3.11 ...``."""
     if pip and requirements:
         raise EnvError(f"environment {name!r}: give --pip or --requirements, not both")

@@ -25,8 +25,9 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 LAUNCHER_MODULES = {"torchrun": ("torch",), "horovod": ("horovod",)}
 RESERVED_DIR = "_jt"
@@ -84,17 +85,23 @@ def _listing(folder: Path) -> tuple[str, ...]:
         return ()
 
 
-def _run_check(python: str, root: Path, shim: Path, names: list[str], env: dict[str, str],
-               cwd: str) -> tuple[dict[str, Any] | None, str | None]:
+def _run_check(
+    python: str, root: Path, shim: Path, names: list[str], env: dict[str, str], cwd: str
+) -> tuple[dict[str, Any] | None, str | None]:
     """The check's answer (or None and why), from ``_FOUND`` when nothing it saw changed."""
-    key = (python, tuple(sorted(env.items())), _listing(root), _listing(shim),
-           tuple(names))
+    key = (python, tuple(sorted(env.items())), _listing(root), _listing(shim), tuple(names))
     cached = _FOUND.get(key)
     if cached is not None and _stamps([f for f, _ in cached[1]]) == cached[1]:
         return dict(cached[0]), None
-    out = subprocess.run([python, "-c", _CHECK, str(root), str(shim), *names],
-                         capture_output=True, text=True, timeout=120, env=env, cwd=cwd,
-                         stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [python, "-c", _CHECK, str(root), str(shim), *names],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
     found = json.loads(out.stdout) if out.returncode == 0 else None
     if found is None:
         return None, out.stderr.strip()[-2000:] or f"exit code {out.returncode}"
@@ -114,8 +121,12 @@ def top_level_imports(source: str) -> list[tuple[str, int]]:
     for node in body:
         if isinstance(node, ast.Import):
             found += [(alias.name.split(".")[0], node.lineno) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                and node.module != "__future__":
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and node.module != "__future__"
+        ):
             found.append((node.module.split(".")[0], node.lineno))
     return found
 
@@ -135,16 +146,21 @@ def _kernel_versions() -> tuple[tuple[str, str | None], ...]:
         torch = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         torch = None
-    return (("python", platform.python_version()), ("torch", torch),
-            ("executable", sys.executable))
+    return (("python", platform.python_version()), ("torch", torch), ("executable", sys.executable))
 
 
 def kernel_versions() -> dict[str, str | None]:
     return dict(_kernel_versions())
 
 
-def check(python: str, code_dir: Path, entry: str, *, launcher: str,
-          variables: Mapping[str, str] | None = None) -> dict[str, Any]:
+def check(
+    python: str,
+    code_dir: Path,
+    entry: str,
+    *,
+    launcher: str,
+    variables: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Run the check with ``python``; return a JSON-able record (``ok``, ``missing``, ...)."""
     start = time.monotonic()
     source_path = Path(code_dir) / entry
@@ -157,31 +173,49 @@ def check(python: str, code_dir: Path, entry: str, *, launcher: str,
     first: dict[str, int] = {}
     for module, line in imports:
         first.setdefault(module, line)
-    required = {m: f"needed by --launcher {launcher}" for m in LAUNCHER_MODULES.get(launcher, ())}
+    required = dict.fromkeys(LAUNCHER_MODULES.get(launcher, ()), f"needed by --launcher {launcher}")
     names = sorted(set(first) | set(required))
     env = {k: v for k, v in os.environ.items() if not k.startswith("JT_")}
     env.update(variables or {})
     try:
-        found, problem = _run_check(python, search_root(Path(code_dir), entry),
-                                    Path(code_dir) / RESERVED_DIR, names, env, str(code_dir))
+        found, problem = _run_check(
+            python,
+            search_root(Path(code_dir), entry),
+            Path(code_dir) / RESERVED_DIR,
+            names,
+            env,
+            str(code_dir),
+        )
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
         found, problem = None, str(exc)
     kernel = kernel_versions()
     record: dict[str, Any] = {"ok": False, "checked": names, "kernel": kernel, "missing": []}
     if found is None:
-        record.update(error=f"the interpreter {python} could not run the check: {problem}",
-                      seconds=round(time.monotonic() - start, 3))
+        record.update(
+            error=f"the interpreter {python} could not run the check: {problem}",
+            seconds=round(time.monotonic() - start, 3),
+        )
         return record
     for module in found["missing"]:
         line = first.get(module)
-        record["missing"].append({
-            "module": module, "line": line,
-            "source": lines[line - 1].strip() if line and line <= len(lines) else None,
-            "why": required.get(module) or where_imported(entry, lines, line),
-            "kernel": where_kernel_finds(module), "local": local_module(module)})
-    record.update(ok=not record["missing"], python=found["python"], torch=found["torch"],
-                  unchecked=found["errors"], differences=differences(kernel, found),
-                  seconds=round(time.monotonic() - start, 3))
+        record["missing"].append(
+            {
+                "module": module,
+                "line": line,
+                "source": lines[line - 1].strip() if line and line <= len(lines) else None,
+                "why": required.get(module) or where_imported(entry, lines, line),
+                "kernel": where_kernel_finds(module),
+                "local": local_module(module),
+            }
+        )
+    record.update(
+        ok=not record["missing"],
+        python=found["python"],
+        torch=found["torch"],
+        unchecked=found["errors"],
+        differences=differences(kernel, found),
+        seconds=round(time.monotonic() - start, 3),
+    )
     return record
 
 
@@ -200,8 +234,10 @@ def differences(kernel: Mapping[str, Any], env: Mapping[str, Any]) -> list[str]:
     for what in ("python", "torch"):
         mine, theirs = kernel.get(what), env.get(what)
         if mine != theirs:
-            out.append(f"{what} {mine or 'is not installed'} in the notebook, "
-                       f"{theirs or 'not installed'} in the run's environment")
+            out.append(
+                f"{what} {mine or 'is not installed'} in the notebook, "
+                f"{theirs or 'not installed'} in the run's environment"
+            )
     return out
 
 
@@ -241,15 +277,22 @@ def local_module(module: str, folder: Path | None = None) -> str | None:
     return None
 
 
-def failure_message(record: Mapping[str, Any], *, env_name: str | None, version: str | None,
-                    inherit: bool = False) -> str:
+def failure_message(
+    record: Mapping[str, Any], *, env_name: str | None, version: str | None, inherit: bool = False
+) -> str:
     """What failed and how to fix it, one paragraph per missing module."""
-    where = (f"environment {env_name!r} (version {version})" if env_name
-             else "the notebook kernel's Python")
+    where = (
+        f"environment {env_name!r} (version {version})"
+        if env_name
+        else "the notebook kernel's Python"
+    )
     if record.get("error"):
         return f"pre-flight check failed for {where}: {record['error']}. Nothing was started."
-    lines = [f"pre-flight check: {where} cannot import "
-             + ", ".join(repr(m["module"]) for m in record["missing"]) + ". Nothing was started."]
+    lines = [
+        f"pre-flight check: {where} cannot import "
+        + ", ".join(repr(m["module"]) for m in record["missing"])
+        + ". Nothing was started."
+    ]
     for item in record["missing"]:
         module, kernel = item["module"], item.get("kernel")
         head = f"- {module!r} ({item['why']}"
@@ -257,31 +300,45 @@ def failure_message(record: Mapping[str, Any], *, env_name: str | None, version:
         dist = (kernel or {}).get("distribution")
         if item.get("local"):
             folder = shlex.quote(str(Path(item["local"]).parent))
-            fix = (f"{item['local']} is in the current folder but not in the run's snapshot: "
-                   f"take that folder along with --source {folder} (if it is the --source "
-                   f"already, check that its {IGNORE_FILE} does not leave the file out)")
+            fix = (
+                f"{item['local']} is in the current folder but not in the run's snapshot: "
+                f"take that folder along with --source {folder} (if it is the --source "
+                f"already, check that its {IGNORE_FILE} does not leave the file out)"
+            )
         elif kernel and not dist:
-            fix = (f"the notebook imports it from {kernel['path']}, which the run does not "
-                   "have: add its folder to the snapshot with --source DIR")
+            fix = (
+                f"the notebook imports it from {kernel['path']}, which the run does not "
+                "have: add its folder to the snapshot with --source DIR"
+            )
         elif env_name and dist:
-            fix = (f"the notebook has it from the package {dist!r} ({kernel.get('version')}); add "
-                   f"`{dist}` to the pip list of environment {env_name!r} (its %%environment "
-                   f"cell, or %environment {env_name} --pip {dist} ...) and run that again"
-                   + ("" if inherit else ", or set inherit: true to use the notebook's packages"))
+            fix = (
+                f"the notebook has it from the package {dist!r} ({kernel.get('version')}); add "
+                f"`{dist}` to the pip list of environment {env_name!r} (its %%environment "
+                f"cell, or %environment {env_name} --pip {dist} ...) and run that again"
+                + ("" if inherit else ", or set inherit: true to use the notebook's packages")
+            )
         elif dist:
-            fix = (f"the notebook finds the package {dist!r} through a sys.path entry the run "
-                   "does not get; install it into the notebook's Python, or add its folder "
-                   "with --source DIR")
+            fix = (
+                f"the notebook finds the package {dist!r} through a sys.path entry the run "
+                "does not get; install it into the notebook's Python, or add its folder "
+                "with --source DIR"
+            )
         elif env_name:
-            fix = (f"no package installed here provides it; add the package that does to the pip "
-                   f"list of environment {env_name!r} and define it again")
+            fix = (
+                f"no package installed here provides it; add the package that does to the pip "
+                f"list of environment {env_name!r} and define it again"
+            )
         else:
-            fix = ("it is not installed in the notebook's Python either; install the package that "
-                   "provides it (%pip install ...), or run with --env NAME of an environment "
-                   "that has it")
+            fix = (
+                "it is not installed in the notebook's Python either; install the package that "
+                "provides it (%pip install ...), or run with --env NAME of an environment "
+                "that has it"
+            )
         if module == "torch" and "launcher" in item["why"]:
-            fix = ("torchrun is `python -m torch.distributed.run` of the run's interpreter, which "
-                   "has no torch: set inherit: true to use the notebook's torch, add torch to "
-                   "the pip list, or use --launcher python for a single process")
+            fix = (
+                "torchrun is `python -m torch.distributed.run` of the run's interpreter, which "
+                "has no torch: set inherit: true to use the notebook's torch, add torch to "
+                "the pip list, or use --launcher python for a single process"
+            )
         lines.append(f"{head}: {fix}")
     return "\n".join(lines)

@@ -54,9 +54,13 @@ class Registry:
         path = folder / f"{definition.version}.json"
         new = not path.exists()
         if new:
-            data = {"name": definition.name, "version": definition.version,
-                    "created": time.time(), "definition": definition.content(),
-                    "requirements_file": definition.requirements_file}
+            data = {
+                "name": definition.name,
+                "version": definition.version,
+                "created": time.time(),
+                "definition": definition.content(),
+                "requirements_file": definition.requirements_file,
+            }
             write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
         write_text_atomic(folder / "LATEST", definition.version + "\n")
         return self._load(path), new
@@ -73,10 +77,13 @@ class Registry:
                 raise EnvError(
                     f"unknown environment {name!r}: no environment of that name is defined "
                     f"(defined: {known}); define it with a `%%environment {name}` cell, or "
-                    "leave --env out to run with the notebook kernel's own Python") from None
+                    "leave --env out to run with the notebook kernel's own Python"
+                ) from None
         if not version or not set(version) <= _VERSION_CHARS:
-            raise EnvError(f"invalid environment version {version!r}: a version is the hex hash "
-                           f"that `%environment show {name}` lists")
+            raise EnvError(
+                f"invalid environment version {version!r}: a version is the hex hash "
+                f"that `%environment show {name}` lists"
+            )
         matches = sorted(folder.glob(f"{version}*.json")) if folder.is_dir() else []
         if len(matches) != 1:
             listed = ", ".join(r.version for r in self.versions(name)) or "none"
@@ -101,13 +108,21 @@ class Registry:
             data: dict[str, Any] = json.loads(path.read_text())
             content = data["definition"]
             definition = EnvDefinition(
-                name=data["name"], python=content["python"], pip=tuple(content["pip"]),
-                env=content["env"], inherit=content["inherit"], image=content["image"],
-                requirements_file=data.get("requirements_file"))
+                name=data["name"],
+                python=content["python"],
+                pip=tuple(content["pip"]),
+                env=content["env"],
+                inherit=content["inherit"],
+                image=content["image"],
+                requirements_file=data.get("requirements_file"),
+            )
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise EnvError(f"environment definition {path} is unreadable ({exc}); define the "
-                           "environment again") from None
+            raise EnvError(
+                f"environment definition {path} is unreadable ({exc}); define the environment again"
+            ) from None
         if definition.version != data.get("version"):
-            raise EnvError(f"environment definition {path} does not match its version hash; "
-                           "it was edited by hand: define the environment again")
+            raise EnvError(
+                f"environment definition {path} does not match its version hash; "
+                "it was edited by hand: define the environment again"
+            )
         return EnvRecord(definition, float(data.get("created", 0.0)))

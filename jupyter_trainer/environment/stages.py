@@ -28,12 +28,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..core.errors import EnvError
-from ..rankside.home import default_home
 from ..core.spec import EnvSpec
 from ..rankside import env_build as builder
+from ..rankside.home import default_home
 from . import lock, preflight
 from .registry import Registry
-
 
 
 class Target(Protocol):
@@ -80,8 +79,13 @@ def resolve(name: str | None, *, home: Path | None = None) -> EnvSpec:
     record = Registry(home).get(env_name, version or None)
     definition = record.definition
     found = lock.ensure(definition, home)
-    return EnvSpec(name=definition.name, version=definition.version, lock=found.key,
-                   variables=dict(definition.env), image=definition.image)
+    return EnvSpec(
+        name=definition.name,
+        version=definition.version,
+        lock=found.key,
+        variables=dict(definition.env),
+        image=definition.image,
+    )
 
 
 def check_target(env: EnvSpec, target: Target) -> None:
@@ -91,25 +95,37 @@ def check_target(env: EnvSpec, target: Target) -> None:
             f"environment {env.name!r} asks for the container image {env.image!r}, but target "
             f"{target.name!r} ({target.kind}) starts processes directly on its hosts and cannot "
             "run an image; remove `image:` from the environment, or use a target that runs "
-            "containers")
+            "containers"
+        )
 
 
 def build_locked(env: EnvSpec, home: Path, base_python: str | None = None) -> dict[str, Any]:
     """Build (or find) the environment of ``env.lock`` on this machine."""
     found = lock.find(home, env.lock) if env.lock else None
     if found is None:
-        raise EnvError(f"the lock {env.lock!r} of environment {env.name!r} is missing from "
-                       f"{lock.locks_dir(home)}; define the environment again")
+        raise EnvError(
+            f"the lock {env.lock!r} of environment {env.name!r} is missing from "
+            f"{lock.locks_dir(home)}; define the environment again"
+        )
     try:
-        return builder.build(str(found.path), str(venvs_dir(home)),
-                             base_python=base_python or sys.executable)
+        return builder.build(
+            str(found.path), str(venvs_dir(home)), base_python=base_python or sys.executable
+        )
     except builder.BuildError as exc:
-        raise EnvError(f"environment {env.name!r} (version {env.version}) could not be "
-                       f"built: {exc}") from None
+        raise EnvError(
+            f"environment {env.name!r} (version {env.version}) could not be built: {exc}"
+        ) from None
 
 
-def prepare(env: EnvSpec, code_dir: Path, entry: str, *, target: Target, launcher: str,
-            home: Path | None = None) -> EnvSpec:
+def prepare(
+    env: EnvSpec,
+    code_dir: Path,
+    entry: str,
+    *,
+    target: Target,
+    launcher: str,
+    home: Path | None = None,
+) -> EnvSpec:
     """Build if needed and pre-flight check ``env`` for the snapshot in ``code_dir``.
 
     Raises ``EnvError`` when the check fails. Targets whose nodes do not share this
@@ -125,24 +141,38 @@ def prepare(env: EnvSpec, code_dir: Path, entry: str, *, target: Target, launche
     else:
         info = build_locked(env, home)
         python = info["python"]
-    record = preflight.check(python, Path(code_dir), entry, launcher=launcher,
-                             variables=env.variables)
+    record = preflight.check(
+        python, Path(code_dir), entry, launcher=launcher, variables=env.variables
+    )
     if not record["ok"]:
-        raise EnvError(preflight.failure_message(record, env_name=env.name, version=env.version,
-                                                 inherit=bool(info.get("inherit"))))
+        raise EnvError(
+            preflight.failure_message(
+                record, env_name=env.name, version=env.version, inherit=bool(info.get("inherit"))
+            )
+        )
     label = f"environment {env.name!r}" if env.name else "the kernel's Python"
     for difference in record["differences"]:
         warnings.warn(EnvDriftWarning(f"{label}: {difference}"), stacklevel=3)
-    prepared = {"built": bool(info["built"]), "env_id": info.get("env_id"),
-                "build_seconds": info.get("build_seconds") if info["built"] else None,
-                "built_at": info.get("built_at"), "base_python": sys.executable,
-                "preflight": record}
+    prepared = {
+        "built": bool(info["built"]),
+        "env_id": info.get("env_id"),
+        "build_seconds": info.get("build_seconds") if info["built"] else None,
+        "built_at": info.get("built_at"),
+        "base_python": sys.executable,
+        "preflight": record,
+    }
     return replace(env, python=python, prepared=prepared)
 
 
-def realize(env: EnvSpec, target: Target, *, home: Path | None = None,
-            code_dir: Path | None = None, entry: str | None = None,
-            launcher: str | None = None) -> Realization:
+def realize(
+    env: EnvSpec,
+    target: Target,
+    *,
+    home: Path | None = None,
+    code_dir: Path | None = None,
+    entry: str | None = None,
+    launcher: str | None = None,
+) -> Realization:
     """The interpreter the target's ranks run, ready to use, and the record of how."""
     check_target(env, target)
     home = Path(home) if home else default_home()
@@ -151,51 +181,91 @@ def realize(env: EnvSpec, target: Target, *, home: Path | None = None,
     if env.name is None:
         python = env.python or sys.executable
         if target.shares_filesystem and not os.access(python, os.X_OK):
-            raise EnvError(f"the run's interpreter {python} is missing or not executable on "
-                           "this machine")
+            raise EnvError(
+                f"the run's interpreter {python} is missing or not executable on this machine"
+            )
     else:
         if not target.shares_filesystem:
             # Built on each node by the target itself (from the same lock), which records
             # the interpreter and the build there.
-            return Realization(python=None, variables=dict(env.variables), record={
-                "name": env.name, "version": env.version, "lock": env.lock, "python": None,
-                "inherit": None, "built": None, "realised_on": "nodes",
-                "variables": sorted(env.variables), "image": env.image, "preflight": None})
+            return Realization(
+                python=None,
+                variables=dict(env.variables),
+                record={
+                    "name": env.name,
+                    "version": env.version,
+                    "lock": env.lock,
+                    "python": None,
+                    "inherit": None,
+                    "built": None,
+                    "realised_on": "nodes",
+                    "variables": sorted(env.variables),
+                    "image": env.image,
+                    "preflight": None,
+                },
+            )
         info = build_locked(env, home, prepared.get("base_python"))
         python = info["python"]
     check = prepared.get("preflight")
-    if (target.shares_filesystem and (check is None or python != env.python)
-            and code_dir is not None and entry):
-        check = preflight.check(python, Path(code_dir), entry, launcher=launcher or "python",
-                                variables=env.variables)
+    if (
+        target.shares_filesystem
+        and (check is None or python != env.python)
+        and code_dir is not None
+        and entry
+    ):
+        check = preflight.check(
+            python, Path(code_dir), entry, launcher=launcher or "python", variables=env.variables
+        )
         if not check["ok"]:
-            raise EnvError(preflight.failure_message(check, env_name=env.name,
-                                                     version=env.version,
-                                                     inherit=bool(info.get("inherit"))))
+            raise EnvError(
+                preflight.failure_message(
+                    check, env_name=env.name, version=env.version, inherit=bool(info.get("inherit"))
+                )
+            )
     built_now = bool(info["built"])
     built = built_now or bool(prepared.get("built"))
     record = {
-        "name": env.name, "version": env.version, "lock": env.lock,
-        "env_id": info.get("env_id", prepared.get("env_id")), "python": python,
-        "python_version": (check or {}).get("python"), "torch": (check or {}).get("torch"),
-        "inherit": info.get("inherit", env.name is None), "built": built,
+        "name": env.name,
+        "version": env.version,
+        "lock": env.lock,
+        "env_id": info.get("env_id", prepared.get("env_id")),
+        "python": python,
+        "python_version": (check or {}).get("python"),
+        "torch": (check or {}).get("torch"),
+        "inherit": info.get("inherit", env.name is None),
+        "built": built,
         "build_seconds": info.get("build_seconds") if built_now else prepared.get("build_seconds"),
         "built_at": info.get("built_at", prepared.get("built_at")),
-        "variables": sorted(env.variables), "image": env.image, "preflight": check,
+        "variables": sorted(env.variables),
+        "image": env.image,
+        "preflight": check,
     }
     return Realization(python=python, variables=dict(env.variables), record=record)
 
 
-def preview(env: EnvSpec, code_dir: Path, entry: str, *, target: Target, launcher: str,
-            home: Path | None = None) -> tuple[EnvSpec, list[str]]:
+def preview(
+    env: EnvSpec,
+    code_dir: Path,
+    entry: str,
+    *,
+    target: Target,
+    launcher: str,
+    home: Path | None = None,
+) -> tuple[EnvSpec, list[str]]:
     """``prepare`` for a dry run: nothing is built. The interpreter the ranks would run and
     what could not be known without a build, in words (``notes``). An environment built
     already, or the kernel's own Python, is pre-flight checked as ``prepare`` checks it; a
     failing check raises the same ``EnvError``."""
     check_target(env, target)
     if not target.shares_filesystem:
-        notes = [f"environment {env.name!r} is built (or found cached) on the target's nodes "
-                 "when the run starts; its python there replaces the one shown"] if env.name else []
+        notes = (
+            [
+                f"environment {env.name!r} is built (or found cached) on the target's nodes "
+                "when the run starts; its python there replaces the one shown"
+            ]
+            if env.name
+            else []
+        )
         return env, notes
     home = Path(home) if home else default_home()
     inherit = False
@@ -204,26 +274,34 @@ def preview(env: EnvSpec, code_dir: Path, entry: str, *, target: Target, launche
     else:
         found = lock.find(home, env.lock) if env.lock else None
         if found is None:
-            raise EnvError(f"the lock {env.lock!r} of environment {env.name!r} is missing from "
-                           f"{lock.locks_dir(home)}; define the environment again")
+            raise EnvError(
+                f"the lock {env.lock!r} of environment {env.name!r} is missing from "
+                f"{lock.locks_dir(home)}; define the environment again"
+            )
         try:
             base = builder.describe_interpreter(sys.executable)
             built = builder.existing(str(found.path), str(venvs_dir(home)), base)
             env_id = builder.plan(str(found.path), base)["env_id"]
         except builder.BuildError as exc:
-            raise EnvError(f"environment {env.name!r} (version {env.version}) could not be "
-                           f"built: {exc}") from None
+            raise EnvError(
+                f"environment {env.name!r} (version {env.version}) could not be built: {exc}"
+            ) from None
         if built is None:
             python = str(venvs_dir(home) / env_id / "bin" / "python")
             return replace(env, python=python), [
                 f"environment {env.name!r} is not built yet: a real submit builds it into "
-                f"{venvs_dir(home) / env_id} first, then checks the imports with its python"]
+                f"{venvs_dir(home) / env_id} first, then checks the imports with its python"
+            ]
         python, inherit = built["python"], bool(built.get("inherit"))
-    record = preflight.check(python, Path(code_dir), entry, launcher=launcher,
-                             variables=env.variables)
+    record = preflight.check(
+        python, Path(code_dir), entry, launcher=launcher, variables=env.variables
+    )
     if not record["ok"]:
-        raise EnvError(preflight.failure_message(record, env_name=env.name, version=env.version,
-                                                 inherit=inherit))
+        raise EnvError(
+            preflight.failure_message(
+                record, env_name=env.name, version=env.version, inherit=inherit
+            )
+        )
     label = f"environment {env.name!r}" if env.name else "the kernel's Python"
     for difference in record["differences"]:
         warnings.warn(EnvDriftWarning(f"{label}: {difference}"), stacklevel=3)

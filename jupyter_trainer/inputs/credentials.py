@@ -34,8 +34,10 @@ def _open(home: Path) -> sqlite3.Connection:
     private_folder(path.parent)
     private_file(path)
     db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
-    db.execute("CREATE TABLE IF NOT EXISTS urls (shown TEXT PRIMARY KEY, url TEXT NOT NULL, "
-               "saved REAL NOT NULL)")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS urls (shown TEXT PRIMARY KEY, url TEXT NOT NULL, "
+        "saved REAL NOT NULL)"
+    )
     return db
 
 
@@ -58,7 +60,9 @@ def recall(home: Path, name: str, shown: str) -> str:
         with closing(_open(home)) as db:
             row = db.execute("SELECT url FROM urls WHERE shown = ?", (shown,)).fetchone()
     if row is None:
-        raise SpecError(f"the data input {name} ({shown}) was given with credentials, and they "
-                        f"are not kept any more ({path} has no entry for it); submit the run "
-                        f"again with --data {name}=URL, the full URL")
+        raise SpecError(
+            f"the data input {name} ({shown}) was given with credentials, and they "
+            f"are not kept any more ({path} has no entry for it); submit the run "
+            f"again with --data {name}=URL, the full URL"
+        )
     return row[0]

@@ -12,9 +12,9 @@ import hashlib
 import os
 import sqlite3
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from ..core.errors import SpecError
 from ..core.files import private_file
@@ -31,7 +31,7 @@ class Entry:
 
 @dataclass(frozen=True)
 class Manifest:
-    kind: str                   # "dir" or "file"
+    kind: str  # "dir" or "file"
     entries: tuple[Entry, ...]
 
     @property
@@ -49,7 +49,7 @@ class Manifest:
         return {"kind": self.kind, "files": [[e.path, e.size, e.sha256] for e in self.entries]}
 
     @classmethod
-    def from_json(cls, data: dict) -> "Manifest":
+    def from_json(cls, data: dict) -> Manifest:
         return cls(data["kind"], tuple(Entry(p, int(s), h) for p, s, h in data["files"]))
 
 
@@ -62,13 +62,16 @@ class HashCache:
         private_file(path)
         self.db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INT, "
-                        "mtime INT, inode INT, sha256 TEXT)")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INT, "
+            "mtime INT, inode INT, sha256 TEXT)"
+        )
         self.new: list[tuple] = []
 
     def lookup(self, path: str, st: os.stat_result) -> str | None:
-        row = self.db.execute("SELECT size, mtime, inode, sha256 FROM files WHERE path = ?",
-                              (path,)).fetchone()
+        row = self.db.execute(
+            "SELECT size, mtime, inode, sha256 FROM files WHERE path = ?", (path,)
+        ).fetchone()
         if row and tuple(row[:3]) == (st.st_size, st.st_mtime_ns, st.st_ino):
             return row[3]
         return None
@@ -98,8 +101,10 @@ def _files(root: Path) -> Iterator[tuple[str, str]]:
 
 
 def _walk_error(exc: OSError) -> None:
-    raise SpecError(f"cannot read the folder {exc.filename}: {exc.strerror}; make it readable "
-                    "(chmod) or leave it out of the data input")
+    raise SpecError(
+        f"cannot read the folder {exc.filename}: {exc.strerror}; make it readable "
+        "(chmod) or leave it out of the data input"
+    )
 
 
 def manifest(source: Path, cache: HashCache) -> Manifest:
@@ -128,13 +133,20 @@ def _unreadable(path: str, exc: OSError) -> SpecError:
     """Why ``path`` cannot be hashed, as what it is: a link to nothing, a file that went
     away, one the user may not read, or another error (a loop of links)."""
     if isinstance(exc, FileNotFoundError) and os.path.islink(path):
-        return SpecError(f"{path} is a symbolic link to {os.readlink(path)}, which does not "
-                         "exist: fix the link, remove it, or leave it out of the data input")
+        return SpecError(
+            f"{path} is a symbolic link to {os.readlink(path)}, which does not "
+            "exist: fix the link, remove it, or leave it out of the data input"
+        )
     if isinstance(exc, FileNotFoundError):
-        return SpecError(f"{path} was removed while it was being hashed; submit again once "
-                         "the data input stops changing")
+        return SpecError(
+            f"{path} was removed while it was being hashed; submit again once "
+            "the data input stops changing"
+        )
     if isinstance(exc, PermissionError):
-        return SpecError(f"cannot read {path} ({exc.strerror}): a data input must be readable "
-                         "by you; fix its permissions or leave it out")
-    return SpecError(f"cannot read {path} ({exc.strerror}); fix it or leave it out of the data "
-                     "input")
+        return SpecError(
+            f"cannot read {path} ({exc.strerror}): a data input must be readable "
+            "by you; fix its permissions or leave it out"
+        )
+    return SpecError(
+        f"cannot read {path} ({exc.strerror}); fix it or leave it out of the data input"
+    )

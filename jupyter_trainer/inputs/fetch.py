@@ -28,13 +28,14 @@ import signal
 import tempfile
 import threading
 import urllib.parse
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from ..rankside import procs
 from ..core.files import private_folder
 from ..core.urls import redact
+from ..rankside import procs
 from .limits import Limits, Say, Transfer, say_on_stderr
 
 PARTIAL = ".partial-"
@@ -45,8 +46,14 @@ def cache_key(url: str) -> str:
     return hashlib.sha256(redact(url).encode()).hexdigest()[:24]
 
 
-def fetch(name: str, url: str, cache_root: Path, *, limits: Limits | None = None,
-          say: Say | None = say_on_stderr) -> Path:
+def fetch(
+    name: str,
+    url: str,
+    cache_root: Path,
+    *,
+    limits: Limits | None = None,
+    say: Say | None = say_on_stderr,
+) -> Path:
     """The local copy of ``url`` (a file, or a folder for a directory URL), downloaded now
     unless an up-to-date copy is in the cache. ``name`` is the input's, for messages."""
     limits = limits or Limits.from_env()
@@ -62,16 +69,18 @@ def fetch(name: str, url: str, cache_root: Path, *, limits: Limits | None = None
         leaf = _leaf(url)
         with partial_folder(cache_root, entry.name) as tmp:
             _download(url, tmp / leaf, transfer)
-            (tmp / "source.json").write_text(json.dumps(
-                {"url": transfer.shown, "leaf": leaf, "facts": fresh}))
+            (tmp / "source.json").write_text(
+                json.dumps({"url": transfer.shown, "leaf": leaf, "facts": fresh})
+            )
             _put_in_place(tmp, entry, leaf)
         if say:
             say(transfer.done_text())
     return entry / leaf
 
 
-def look(name: str, url: str, cache_root: Path, *,
-         limits: Limits | None = None) -> tuple[Path, dict[str, Any], bool]:
+def look(
+    name: str, url: str, cache_root: Path, *, limits: Limits | None = None
+) -> tuple[Path, dict[str, Any], bool]:
     """What ``fetch`` would do, downloading nothing and writing nothing (``--dry-run``):
     where the copy is or would be, what the server says of it, and whether the cache has
     it up to date. A server that says it is over the size limit raises, as ``fetch`` would."""
@@ -163,8 +172,9 @@ def _terminated(signum: int, frame: Any) -> None:
 def partial_folder(root: Path, key: str) -> Iterator[Path]:
     """A private folder for one download, removed however the block ends."""
     me = os.getpid()
-    tmp = Path(tempfile.mkdtemp(prefix=f"{PARTIAL}{me}-{procs.start_ticks(me) or 0}-{key}-",
-                                dir=root))
+    tmp = Path(
+        tempfile.mkdtemp(prefix=f"{PARTIAL}{me}-{procs.start_ticks(me) or 0}-{key}-", dir=root)
+    )
     caught = _catch_termination()
     try:
         yield tmp

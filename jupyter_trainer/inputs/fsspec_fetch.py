@@ -28,17 +28,21 @@ def _filesystem(url: str, transfer: Transfer) -> Any:
     try:
         import fsspec
     except ImportError:
-        raise SpecError(f"{what} needs fsspec (pip install fsspec) and its driver for this "
-                        "scheme") from None
+        raise SpecError(
+            f"{what} needs fsspec (pip install fsspec) and its driver for this scheme"
+        ) from None
     scheme = urllib.parse.urlsplit(url).scheme
     try:
         return fsspec.core.url_to_fs(url)
     except ImportError as exc:
-        raise SpecError(f"{what} needs the fsspec driver for {scheme}://: "
-                        f"{scrub(str(exc), url)}") from None
+        raise SpecError(
+            f"{what} needs the fsspec driver for {scheme}://: {scrub(str(exc), url)}"
+        ) from None
     except ValueError as exc:
-        raise SpecError(f"{what}: fsspec does not know {scheme}:// ({scrub(str(exc), url)}); "
-                        "install the package that provides it") from None
+        raise SpecError(
+            f"{what}: fsspec does not know {scheme}:// ({scrub(str(exc), url)}); "
+            "install the package that provides it"
+        ) from None
 
 
 def fsspec_facts(url: str, transfer: Transfer) -> dict[str, Any]:
@@ -46,13 +50,18 @@ def fsspec_facts(url: str, transfer: Transfer) -> dict[str, Any]:
     try:
         info = fs.info(path)
     except FileNotFoundError:
-        raise SpecError(f"the data input {transfer.name} ({transfer.shown}) does not "
-                        "exist") from None
+        raise SpecError(
+            f"the data input {transfer.name} ({transfer.shown}) does not exist"
+        ) from None
     except Exception as exc:
-        raise SpecError(f"cannot read the data input {transfer.name} ({transfer.shown}): "
-                        f"{scrub(str(exc), url)}") from None
-    return {k: str(info[k]) for k in ("size", "type", "mtime", "ETag", "etag", "LastModified",
-                                      "md5Hash", "checksum") if info.get(k) is not None}
+        raise SpecError(
+            f"cannot read the data input {transfer.name} ({transfer.shown}): {scrub(str(exc), url)}"
+        ) from None
+    return {
+        k: str(info[k])
+        for k in ("size", "type", "mtime", "ETag", "etag", "LastModified", "md5Hash", "checksum")
+        if info.get(k) is not None
+    }
 
 
 def fsspec_download(url: str, dest: Path, transfer: Transfer) -> None:
@@ -74,8 +83,10 @@ def fsspec_download(url: str, dest: Path, transfer: Transfer) -> None:
     except SpecError:
         raise
     except Exception as exc:
-        raise SpecError(f"downloading the data input {transfer.name} ({transfer.shown}) "
-                        f"failed: {scrub(str(exc), url)}") from None
+        raise SpecError(
+            f"downloading the data input {transfer.name} ({transfer.shown}) "
+            f"failed: {scrub(str(exc), url)}"
+        ) from None
 
 
 def _listing(fs: Any, path: str, dest: Path, transfer: Transfer) -> list[tuple[str, Path, int]]:
@@ -89,7 +100,9 @@ def _listing(fs: Any, path: str, dest: Path, transfer: Transfer) -> list[tuple[s
     for remote, info in sorted(fs.find(path, detail=True).items()):
         rel = posixpath.normpath(posixpath.relpath(remote, base))
         if rel.startswith("../") or rel in (".", "..") or posixpath.isabs(rel):
-            raise SpecError(f"the data input {transfer.name} ({transfer.shown}) lists "
-                            f"{remote!r}, outside {base!r}; it cannot be downloaded as a folder")
+            raise SpecError(
+                f"the data input {transfer.name} ({transfer.shown}) lists "
+                f"{remote!r}, outside {base!r}; it cannot be downloaded as a folder"
+            )
         out.append((remote, dest / rel, int(info.get("size") or 0)))
     return out

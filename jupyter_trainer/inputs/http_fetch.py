@@ -68,8 +68,11 @@ def _range_facts(url: str, transfer: Transfer) -> dict[str, Any]:
         raise _failure(exc, url, transfer) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         raise _failure(exc, url, transfer) from None
-    found = {"Content-Length": total, "ETag": headers.get("ETag"),
-             "Last-Modified": headers.get("Last-Modified")}
+    found = {
+        "Content-Length": total,
+        "ETag": headers.get("ETag"),
+        "Last-Modified": headers.get("Last-Modified"),
+    }
     return {k: v for k, v in found.items() if v}
 
 
@@ -90,8 +93,10 @@ def http_download(url: str, dest: Path, transfer: Transfer) -> None:
         raise _failure(exc, url, transfer) from None
     transfer.check_time()  # a connection shut by the watchdog ends like a complete one
     if expected is not None and transfer.bytes != expected:
-        raise SpecError(f"downloading the data input {transfer.name} ({transfer.shown}) failed: "
-                        f"the server sent {transfer.bytes} of the {expected} bytes it announced")
+        raise SpecError(
+            f"downloading the data input {transfer.name} ({transfer.shown}) failed: "
+            f"the server sent {transfer.bytes} of the {expected} bytes it announced"
+        )
 
 
 def _failure(exc: BaseException, url: str, transfer: Transfer) -> SpecError:
@@ -102,19 +107,26 @@ def _failure(exc: BaseException, url: str, transfer: Transfer) -> SpecError:
     if isinstance(exc, urllib.error.HTTPError):
         hint = "check the URL"
         if exc.code in (401, 403) and (secrets_in(url) or _credentials(url)):
-            hint = ("the server refused its credentials: check them, or sign the URL again "
-                    "if it is a presigned one that has expired")
+            hint = (
+                "the server refused its credentials: check them, or sign the URL again "
+                "if it is a presigned one that has expired"
+            )
         elif exc.code == 401:
-            hint = ("it needs credentials: give them in the URL (https://user:token@host/...), "
-                    "as a presigned URL, or in ~/.netrc")
-        return SpecError(f"cannot fetch {what}: HTTP {exc.code} {scrub(str(exc.reason), url)}; "
-                         f"{hint}")
+            hint = (
+                "it needs credentials: give them in the URL (https://user:token@host/...), "
+                "as a presigned URL, or in ~/.netrc"
+            )
+        return SpecError(
+            f"cannot fetch {what}: HTTP {exc.code} {scrub(str(exc.reason), url)}; {hint}"
+        )
     reason = getattr(exc, "reason", None) or exc
     if isinstance(reason, TimeoutError):
-        return SpecError(f"{what} sent nothing for {_read_timeout(transfer):g} s; check the URL "
-                         "and the server")
-    return SpecError(f"cannot reach {what}: {scrub(str(reason), url)}; check the URL and the "
-                     "network")
+        return SpecError(
+            f"{what} sent nothing for {_read_timeout(transfer):g} s; check the URL and the server"
+        )
+    return SpecError(
+        f"cannot reach {what}: {scrub(str(reason), url)}; check the URL and the network"
+    )
 
 
 def _credentials(url: str) -> tuple[str, str] | None:
@@ -138,8 +150,9 @@ def _read_timeout(transfer: Transfer) -> float:
     return max(0.001, min(READ_TIMEOUT_S, transfer.left()))
 
 
-def _open(url: str, method: str, transfer: Transfer,
-          headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
+def _open(
+    url: str, method: str, transfer: Transfer, headers: dict[str, str] | None = None
+) -> http.client.HTTPResponse:
     transfer.check_time()
     bare, _ = without_userinfo(url)
     request = urllib.request.Request(bare, method=method, headers=headers or {})

@@ -13,10 +13,10 @@ from __future__ import annotations
 import hashlib
 import os
 import urllib.parse
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 from ..core.errors import SpecError
 from ..core.spec import DataSpec, validate_data_name
@@ -41,16 +41,20 @@ def parse_inputs(data: Mapping[str, str | os.PathLike] | Sequence[str] | None) -
     if isinstance(data, Mapping):
         items = [(str(k), os.fspath(v)) for k, v in data.items()]
     elif isinstance(data, (str, bytes)):
-        raise SpecError(f"data inputs are NAME=PATH strings in a list, or a mapping; got "
-                        f"{redact(data) if isinstance(data, str) else data!r}")
+        raise SpecError(
+            f"data inputs are NAME=PATH strings in a list, or a mapping; got "
+            f"{redact(data) if isinstance(data, str) else data!r}"
+        )
     else:
         items = []
         for item in data:
             name, sep, source = str(item).partition("=")
             if not sep or not source.strip():
-                raise SpecError(f"invalid data input {redact(str(item))!r}: write --data "
-                                "NAME=PATH (a folder, a file or a URL), for example --data "
-                                "digits=~/data")
+                raise SpecError(
+                    f"invalid data input {redact(str(item))!r}: write --data "
+                    "NAME=PATH (a folder, a file or a URL), for example --data "
+                    "digits=~/data"
+                )
             items.append((name.strip(), source.strip()))
     found: dict[str, str] = {}
     for name, source in items:
@@ -65,9 +69,14 @@ def cache_dir(home: Path) -> Path:
     return Path(home) / "cache"
 
 
-def resolve_inputs(data: Mapping[str, str | os.PathLike] | Sequence[str] | None, *,
-                   home: Path, dry_run: bool = False, notes: list[str] | None = None,
-                   say: Say | None = say_on_stderr) -> tuple[DataSpec, ...]:
+def resolve_inputs(
+    data: Mapping[str, str | os.PathLike] | Sequence[str] | None,
+    *,
+    home: Path,
+    dry_run: bool = False,
+    notes: list[str] | None = None,
+    say: Say | None = say_on_stderr,
+) -> tuple[DataSpec, ...]:
     """Checked ``DataSpec``s of ``data``, each URL downloaded (or found up to date), its
     progress said through ``say``. With ``dry_run`` no URL is downloaded and no credential
     kept: each is only asked about, and ``notes`` gets a line on what a submit would do."""
@@ -75,13 +84,16 @@ def resolve_inputs(data: Mapping[str, str | os.PathLike] | Sequence[str] | None,
     return _resolve_all(items, home, Fetching(dry_run, notes, say))
 
 
-def refresh_inputs(inputs: Sequence[DataSpec], *, home: Path,
-                   say: Say | None = say_on_stderr) -> tuple[DataSpec, ...]:
+def refresh_inputs(
+    inputs: Sequence[DataSpec], *, home: Path, say: Say | None = say_on_stderr
+) -> tuple[DataSpec, ...]:
     """``inputs`` as they are now (a rerun, a sweep's next trial): each local input hashed
     again at its path (cheap where unchanged), each URL asked again, with the credentials
     kept for it (``credentials.py``); the names and sources are kept."""
-    items = [(d.name, recall(home, d.name, d.source) if is_url(d.source) else d.path, d.source)
-             for d in inputs]
+    items = [
+        (d.name, recall(home, d.name, d.source) if is_url(d.source) else d.path, d.source)
+        for d in inputs
+    ]
     return _resolve_all(items, home, Fetching(False, None, say))
 
 
@@ -104,18 +116,21 @@ def _hashes(home: Path) -> Iterator[HashCache]:
         cache.close()
 
 
-def _resolve_all(items: list[tuple[str, str, str]], home: Path,
-                 how: Fetching) -> tuple[DataSpec, ...]:
+def _resolve_all(
+    items: list[tuple[str, str, str]], home: Path, how: Fetching
+) -> tuple[DataSpec, ...]:
     """(name, where to read it, the source to record) -> checked ``DataSpec``s."""
     if not items:
         return ()
     with _hashes(home) as cache:
-        return tuple(_resolve(name, source, home, cache, shown, how)
-                     for name, source, shown in items)
+        return tuple(
+            _resolve(name, source, home, cache, shown, how) for name, source, shown in items
+        )
 
 
-def _resolve(name: str, source: str, home: Path, cache: HashCache, shown: str,
-             how: Fetching) -> DataSpec:
+def _resolve(
+    name: str, source: str, home: Path, cache: HashCache, shown: str, how: Fetching
+) -> DataSpec:
     if is_url(source):
         if how.dry_run:
             return _looked_at(name, source, home, cache, how)
@@ -126,21 +141,35 @@ def _resolve(name: str, source: str, home: Path, cache: HashCache, shown: str,
     else:
         local = Path(source).expanduser().absolute()
         if not local.exists() and local.is_symlink():
-            raise SpecError(f"the data input {name}={source}: {local} is a symbolic link to "
-                            f"{os.readlink(local)}, which does not exist; fix the link or give "
-                            "the data's own path")
+            raise SpecError(
+                f"the data input {name}={source}: {local} is a symbolic link to "
+                f"{os.readlink(local)}, which does not exist; fix the link or give "
+                "the data's own path"
+            )
         if not local.exists():
-            raise SpecError(f"the data input {name}={source}: {local} does not exist; give an "
-                            "existing folder or file (or an http(s):// or fsspec URL)")
+            raise SpecError(
+                f"the data input {name}={source}: {local} does not exist; give an "
+                "existing folder or file (or an http(s):// or fsspec URL)"
+            )
         if not os.access(local, os.R_OK) or (local.is_dir() and not os.access(local, os.X_OK)):
-            raise SpecError(f"the data input {name}={source}: {local} is not readable by you; "
-                            "fix its permissions")
+            raise SpecError(
+                f"the data input {name}={source}: {local} is not readable by you; "
+                "fix its permissions"
+            )
         if not (local.is_dir() or local.is_file()):
-            raise SpecError(f"the data input {name}={source}: {local} is neither a folder nor "
-                            "a regular file")
+            raise SpecError(
+                f"the data input {name}={source}: {local} is neither a folder nor a regular file"
+            )
     found = manifest(local, cache)
-    return DataSpec(name=name, source=shown, path=str(local), kind=found.kind,
-                    size=found.size, files=len(found.entries), hash=found.hash)
+    return DataSpec(
+        name=name,
+        source=shown,
+        path=str(local),
+        kind=found.kind,
+        size=found.size,
+        files=len(found.entries),
+        hash=found.hash,
+    )
 
 
 def _looked_at(name: str, url: str, home: Path, cache: HashCache, how: Fetching) -> DataSpec:
@@ -154,17 +183,33 @@ def _looked_at(name: str, url: str, home: Path, cache: HashCache, how: Fetching)
         if how.notes is not None:
             how.notes.append(f"data {name}: {shown} is in the download cache, up to date")
         found = manifest(local, cache)
-        return DataSpec(name=name, source=shown, path=str(local), kind=found.kind,
-                        size=found.size, files=len(found.entries), hash=found.hash)
+        return DataSpec(
+            name=name,
+            source=shown,
+            path=str(local),
+            kind=found.kind,
+            size=found.size,
+            files=len(found.entries),
+            hash=found.hash,
+        )
     size = announced_size(facts)
     said = f" ({format_bytes(size)})" if size is not None else ""
     if how.notes is not None:
-        how.notes.append(f"data {name}: {shown}{said} is not downloaded by a dry run; a submit "
-                         f"downloads it into {local.parent.parent} first")
+        how.notes.append(
+            f"data {name}: {shown}{said} is not downloaded by a dry run; a submit "
+            f"downloads it into {local.parent.parent} first"
+        )
     stand_in = hashlib.sha256(shown.encode()).hexdigest()[:HASH_LEN]
     folder = facts.get("type") == "directory"
-    return DataSpec(name=name, source=shown, path=str(local), kind="dir" if folder else "file",
-                    size=size or 0, files=0 if folder else 1, hash=stand_in)
+    return DataSpec(
+        name=name,
+        source=shown,
+        path=str(local),
+        kind="dir" if folder else "file",
+        size=size or 0,
+        files=0 if folder else 1,
+        hash=stand_in,
+    )
 
 
 def check_unchanged(item: DataSpec, home: Path) -> Manifest:
@@ -174,7 +219,9 @@ def check_unchanged(item: DataSpec, home: Path) -> Manifest:
     with _hashes(home) as cache:
         found = manifest(Path(item.path), cache)
     if found.hash != item.hash:
-        raise SpecError(f"the data input {item.name} ({item.path}) changed after the run was "
-                        f"submitted (its content hash was {item.hash}, it is {found.hash} "
-                        "now); submit the run again to use it as it is")
+        raise SpecError(
+            f"the data input {item.name} ({item.path}) changed after the run was "
+            f"submitted (its content hash was {item.hash}, it is {found.hash} "
+            "now); submit the run again to use it as it is"
+        )
     return found

@@ -23,13 +23,13 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..core.errors import SpecError
-from ..rankside.home import HOME_ENV
 from ..core.units import format_bytes, parse_bytes
+from ..rankside.home import HOME_ENV
 
 MAX_BYTES_ENV = "JUPYTER_TRAINER_MAX_DOWNLOAD_BYTES"
 TIMEOUT_ENV = "JUPYTER_TRAINER_DOWNLOAD_TIMEOUT"
@@ -51,20 +51,24 @@ class Limits:
     seconds: float = DEFAULT_TIMEOUT_S
 
     @classmethod
-    def from_env(cls) -> "Limits":
+    def from_env(cls) -> Limits:
         raw_size = os.environ.get(MAX_BYTES_ENV, "").strip()
         raw_time = os.environ.get(TIMEOUT_ENV, "").strip()
         size = parse_bytes(raw_size) if raw_size else DEFAULT_MAX_BYTES
         if not size:
-            raise SpecError(f"{MAX_BYTES_ENV}={raw_size!r} is not a size: set it to bytes or a "
-                            "size such as 50G or 500MiB, or unset it for the default (20G)")
+            raise SpecError(
+                f"{MAX_BYTES_ENV}={raw_size!r} is not a size: set it to bytes or a "
+                "size such as 50G or 500MiB, or unset it for the default (20G)"
+            )
         try:
             seconds = float(raw_time) if raw_time else DEFAULT_TIMEOUT_S
         except ValueError:
             seconds = -1.0
         if not 0 < seconds < float("inf"):
-            raise SpecError(f"{TIMEOUT_ENV}={raw_time!r} is not a number of seconds above 0: set "
-                            "it to, say, 7200, or unset it for the default (3600)")
+            raise SpecError(
+                f"{TIMEOUT_ENV}={raw_time!r} is not a number of seconds above 0: set "
+                "it to, say, 7200, or unset it for the default (3600)"
+            )
         return cls(size, seconds)
 
 
@@ -73,11 +77,12 @@ class Transfer:
     watched connections when its time is up (``expired``). A context manager: the watchdog
     runs from ``__enter__`` to ``__exit__``."""
 
-    def __init__(self, name: str, shown: str, limits: Limits, say: Say | None,
-                 room: Path | None = None) -> None:
+    def __init__(
+        self, name: str, shown: str, limits: Limits, say: Say | None, room: Path | None = None
+    ) -> None:
         self.name, self.shown, self.limits, self.say = name, shown, limits, say
         self.room = room  # the folder the download goes to: its free space is checked
-        self.total: int | None = None   # what the server says it has, when it says
+        self.total: int | None = None  # what the server says it has, when it says
         self.bytes = 0
         self.expired = False
         self._started = time.monotonic()
@@ -89,7 +94,7 @@ class Transfer:
         self._timer = threading.Timer(limits.seconds, self._expire)
         self._timer.daemon = True
 
-    def __enter__(self) -> "Transfer":
+    def __enter__(self) -> Transfer:
         self._started = time.monotonic()
         self._timer.start()
         return self
@@ -109,16 +114,20 @@ class Transfer:
         if total is not None:
             self.total = total
             if total > self.limits.max_bytes:
-                raise SpecError(f"the data input {self.name} ({self.shown}) is "
-                                f"{format_bytes(total)}, over the download limit of "
-                                f"{format_bytes(self.limits.max_bytes)}; raise it with "
-                                f"{MAX_BYTES_ENV}={_size_hint(total)}")
+                raise SpecError(
+                    f"the data input {self.name} ({self.shown}) is "
+                    f"{format_bytes(total)}, over the download limit of "
+                    f"{format_bytes(self.limits.max_bytes)}; raise it with "
+                    f"{MAX_BYTES_ENV}={_size_hint(total)}"
+                )
             free = shutil.disk_usage(self.room).free if self.room is not None else total
             if total > free:
-                raise SpecError(f"the data input {self.name} ({self.shown}) is "
-                                f"{format_bytes(total)}, and {self.room} has {format_bytes(free)} "
-                                f"free; make room there, or set {HOME_ENV} to a store on a "
-                                "larger disk")
+                raise SpecError(
+                    f"the data input {self.name} ({self.shown}) is "
+                    f"{format_bytes(total)}, and {self.room} has {format_bytes(free)} "
+                    f"free; make room there, or set {HOME_ENV} to a store on a "
+                    "larger disk"
+                )
         if self.say and not self._announced:
             self._announced = True
             size = f" {format_bytes(self.total)}" if self.total is not None else ""
@@ -128,12 +137,17 @@ class Transfer:
         """``count`` more bytes arrived: over the size or the time stops the download."""
         self.bytes += count
         if self.bytes > self.limits.max_bytes:
-            said = (f" (it said {format_bytes(self.total)})" if self.total is not None else
-                    " (it did not say its size)")
-            raise SpecError(f"the data input {self.name} ({self.shown}) sent more than the "
-                            f"download limit of {format_bytes(self.limits.max_bytes)}{said}; "
-                            f"the download was stopped and removed; raise the limit with "
-                            f"{MAX_BYTES_ENV}={_size_hint(self.bytes)}")
+            said = (
+                f" (it said {format_bytes(self.total)})"
+                if self.total is not None
+                else " (it did not say its size)"
+            )
+            raise SpecError(
+                f"the data input {self.name} ({self.shown}) sent more than the "
+                f"download limit of {format_bytes(self.limits.max_bytes)}{said}; "
+                f"the download was stopped and removed; raise the limit with "
+                f"{MAX_BYTES_ENV}={_size_hint(self.bytes)}"
+            )
         self.check_time()
         now = time.monotonic()
         if self.say and now - self._said >= SAID_EVERY_S:
@@ -145,12 +159,17 @@ class Transfer:
             raise self.timeout_error()
 
     def timeout_error(self) -> SpecError:
-        got = (f"{format_bytes(self.bytes)} of {format_bytes(self.total)}" if self.total
-               else format_bytes(self.bytes))
-        return SpecError(f"the data input {self.name} ({self.shown}) did not download within "
-                         f"the limit of {self.limits.seconds:g} s ({got} arrived); the download "
-                         f"was stopped and removed; raise the limit with {TIMEOUT_ENV}="
-                         f"{max(60, int(self.limits.seconds * 4))} (seconds), or check the server")
+        got = (
+            f"{format_bytes(self.bytes)} of {format_bytes(self.total)}"
+            if self.total
+            else format_bytes(self.bytes)
+        )
+        return SpecError(
+            f"the data input {self.name} ({self.shown}) did not download within "
+            f"the limit of {self.limits.seconds:g} s ({got} arrived); the download "
+            f"was stopped and removed; raise the limit with {TIMEOUT_ENV}="
+            f"{max(60, int(self.limits.seconds * 4))} (seconds), or check the server"
+        )
 
     # -- progress ------------------------------------------------------------------
     def rate(self) -> float:
@@ -158,13 +177,17 @@ class Transfer:
 
     def progress_text(self) -> str:
         of = f" of {format_bytes(self.total)}" if self.total else ""
-        return (f"data {self.name} from {self.shown}: {format_bytes(self.bytes)}{of}, "
-                f"{format_bytes(int(self.rate()))}/s")
+        return (
+            f"data {self.name} from {self.shown}: {format_bytes(self.bytes)}{of}, "
+            f"{format_bytes(int(self.rate()))}/s"
+        )
 
     def done_text(self) -> str:
         seconds = time.monotonic() - self._started
-        return (f"data {self.name} from {self.shown}: {format_bytes(self.bytes)} downloaded in "
-                f"{seconds:.1f} s, {format_bytes(int(self.rate()))}/s")
+        return (
+            f"data {self.name} from {self.shown}: {format_bytes(self.bytes)} downloaded in "
+            f"{seconds:.1f} s, {format_bytes(int(self.rate()))}/s"
+        )
 
     # -- the watchdog --------------------------------------------------------------
     def watch(self, sock: socket.socket) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
 
 from ..core.errors import LaunchError
 from ..core.spec import LaunchSpec
@@ -40,15 +40,15 @@ class LaunchPlan:
     run_id: str
     run_dir: str
     python: str
-    boot: str                      # absolute path of code/_jt/boot.py
-    entry: str                     # the entry script, relative to code/
+    boot: str  # absolute path of code/_jt/boot.py
+    entry: str  # the entry script, relative to code/
     args: Sequence[str] = ()
-    backend: str = "gloo"          # the resolved backend
-    backend_forced: bool = False   # the user chose it with --backend
+    backend: str = "gloo"  # the resolved backend
+    backend_forced: bool = False  # the user chose it with --backend
     master_addr: str = "127.0.0.1"
     master_port: int = 29500
-    run_as_root: bool = False      # Open MPI refuses root without --allow-run-as-root
-    oversubscribe: bool = False    # more ranks than cores on a node
+    run_as_root: bool = False  # Open MPI refuses root without --allow-run-as-root
+    oversubscribe: bool = False  # more ranks than cores on a node
     extra_env: Mapping[str, str] = field(default_factory=dict)  # the target's variables
 
 
@@ -79,9 +79,15 @@ def env_defaults(launch: LaunchSpec) -> dict[str, str]:
     return {"OMP_NUM_THREADS": "1"} if launch.procs > 1 else {}
 
 
-def torchrun_argv(launch: LaunchSpec, plan: LaunchPlan, *, standalone: bool = True,
-                  endpoint: bool = True, node_rank: int | None = None,
-                  local_addr: str | None = None) -> list[str]:
+def torchrun_argv(
+    launch: LaunchSpec,
+    plan: LaunchPlan,
+    *,
+    standalone: bool = True,
+    endpoint: bool = True,
+    node_rank: int | None = None,
+    local_addr: str | None = None,
+) -> list[str]:
     """torchrun for one node of ``launch``. ``standalone``: a single node rendezvouses with
     itself on a free port. ``endpoint=False`` leaves the rendezvous address out, for a
     script that exports it as ``PET_RDZV_ENDPOINT`` once the first host is known.
@@ -103,9 +109,14 @@ def torchrun_argv(launch: LaunchSpec, plan: LaunchPlan, *, standalone: bool = Tr
         if local_addr:
             argv.append(f"--local-addr={local_addr}")
     restarts = launch.max_restarts if launch.restarts_itself else 0
-    argv += [f"--nproc-per-node={launch.procs}", f"--max-restarts={restarts}",
-             "--monitor-interval=0.1",
-             plan.boot, plan.entry, *plan.args]
+    argv += [
+        f"--nproc-per-node={launch.procs}",
+        f"--max-restarts={restarts}",
+        "--monitor-interval=0.1",
+        plan.boot,
+        plan.entry,
+        *plan.args,
+    ]
     return argv
 
 
@@ -119,8 +130,9 @@ def hosts_slots(hosts: Sequence[str], slots: int) -> str:
     return ",".join(f"{endpoint_address(host)}:{slots}" for host in hosts)
 
 
-def mpirun_argv(launch: LaunchSpec, plan: LaunchPlan, env: Mapping[str, str],
-                hosts: Sequence[str] | None = None) -> list[str]:
+def mpirun_argv(
+    launch: LaunchSpec, plan: LaunchPlan, env: Mapping[str, str], hosts: Sequence[str] | None = None
+) -> list[str]:
     """mpirun; ``hosts`` (a multi-node target) puts ``launch.procs`` ranks on each with ``-H``."""
     argv = ["mpirun", "-np", str(launch.world_size), "--bind-to", "none"]
     if hosts:
@@ -134,20 +146,37 @@ def mpirun_argv(launch: LaunchSpec, plan: LaunchPlan, env: Mapping[str, str],
     return argv + rank_program(plan)
 
 
-def horovodrun_argv(launch: LaunchSpec, plan: LaunchPlan,
-                    hosts: Sequence[str] | None = None, extra: Sequence[str] = ()) -> list[str]:
+def horovodrun_argv(
+    launch: LaunchSpec,
+    plan: LaunchPlan,
+    hosts: Sequence[str] | None = None,
+    extra: Sequence[str] = (),
+) -> list[str]:
     """horovodrun; ``hosts`` are its host arguments (default ``-H localhost:<procs>``; a
     multi-node target passes ``--hostfile PATH`` or ``-H a:4,b:4``); ``extra`` are further
     horovodrun options (``--disable-cache``, ``--network-interfaces``)."""
     # Run as a module of the run's interpreter: an environment layered on the kernel's
     # packages has Horovod but no horovodrun script of its own.
     hosts = ["-H", f"localhost:{launch.procs}"] if hosts is None else list(hosts)
-    argv = [plan.python, "-m", "horovod.runner.launch", "-np", str(launch.world_size),
-            *hosts, *extra]
+    argv = [
+        plan.python,
+        "-m",
+        "horovod.runner.launch",
+        "-np",
+        str(launch.world_size),
+        *hosts,
+        *extra,
+    ]
     if plan.backend == "mpi":
         argv.append("--mpi")
-        mpi_args = [a for a, on in (("--allow-run-as-root", plan.run_as_root),
-                                    ("--oversubscribe", plan.oversubscribe)) if on]
+        mpi_args = [
+            a
+            for a, on in (
+                ("--allow-run-as-root", plan.run_as_root),
+                ("--oversubscribe", plan.oversubscribe),
+            )
+            if on
+        ]
         if mpi_args:
             argv.append("--mpi-args=" + " ".join(mpi_args))
     else:
@@ -160,14 +189,14 @@ class Topology:
     """Where the ranks go, as a target knows it when it builds one launcher's command. The
     defaults are one launcher on this host that finds its ranks by itself."""
 
-    node_rank: int | None = None      # this launcher's node, when one starts on every node
-    address: str | None = None        # this node's address, as the other nodes reach it
-    hosts: Sequence[str] = ()         # every node's address, node 0 first, for a launcher
-                                      # that reaches the other nodes itself
-    hostfile: str | None = None       # a file with ``NAME slots=N`` lines, written at start
-    rendezvous_known: bool = True     # False: the address is known only when the job runs
-    interfaces: Sequence[str] = ()    # the network interfaces ranks may use
-    launcher_cache: bool = True       # False: write no launcher cache into the node's home
+    node_rank: int | None = None  # this launcher's node, when one starts on every node
+    address: str | None = None  # this node's address, as the other nodes reach it
+    hosts: Sequence[str] = ()  # every node's address, node 0 first, for a launcher
+    # that reaches the other nodes itself
+    hostfile: str | None = None  # a file with ``NAME slots=N`` lines, written at start
+    rendezvous_known: bool = True  # False: the address is known only when the job runs
+    interfaces: Sequence[str] = ()  # the network interfaces ranks may use
+    launcher_cache: bool = True  # False: write no launcher cache into the node's home
 
 
 @dataclass(frozen=True)
@@ -183,35 +212,49 @@ class Launcher:
     argv: Callable[[LaunchSpec, LaunchPlan, Topology, Mapping[str, str]], list[str]]
     rank_vars: Mapping[str, str] = field(default_factory=dict)  # every rank gets these
     tools: Callable[[LaunchSpec, int], list[str]] = lambda launch, node: []
-    endpoint_var: str | None = None   # where it reads a rendezvous address known only late
-    reads_hostfile: bool = False      # under a scheduler it is given the hosts in a file
+    endpoint_var: str | None = None  # where it reads a rendezvous address known only late
+    reads_hostfile: bool = False  # under a scheduler it is given the hosts in a file
 
-    def command(self, launch: LaunchSpec, plan: LaunchPlan, topology: Topology,
-                env: Mapping[str, str]) -> Command:
+    def command(
+        self, launch: LaunchSpec, plan: LaunchPlan, topology: Topology, env: Mapping[str, str]
+    ) -> Command:
         """The launcher's Command; ``env`` is what the target gives every rank."""
         env = {**env, **self.rank_vars}
         defaults = env_defaults(launch)
-        return Command(tuple(self.argv(launch, plan, topology, {**defaults, **env})), env,
-                       defaults)
+        return Command(tuple(self.argv(launch, plan, topology, {**defaults, **env})), env, defaults)
 
 
-def _torchrun(launch: LaunchSpec, plan: LaunchPlan, topo: Topology,
-              env: Mapping[str, str]) -> list[str]:
+def _torchrun(
+    launch: LaunchSpec, plan: LaunchPlan, topo: Topology, env: Mapping[str, str]
+) -> list[str]:
     known = topo.rendezvous_known
-    return torchrun_argv(launch, plan, standalone=known, endpoint=known,
-                         node_rank=topo.node_rank, local_addr=topo.address)
+    return torchrun_argv(
+        launch,
+        plan,
+        standalone=known,
+        endpoint=known,
+        node_rank=topo.node_rank,
+        local_addr=topo.address,
+    )
 
 
-def _mpirun(launch: LaunchSpec, plan: LaunchPlan, topo: Topology,
-            env: Mapping[str, str]) -> list[str]:
+def _mpirun(
+    launch: LaunchSpec, plan: LaunchPlan, topo: Topology, env: Mapping[str, str]
+) -> list[str]:
     # One node: mpirun starts its ranks where it runs; an -H would make it ssh to itself.
     return mpirun_argv(launch, plan, env, hosts=list(topo.hosts) if len(topo.hosts) > 1 else None)
 
 
-def _horovod(launch: LaunchSpec, plan: LaunchPlan, topo: Topology,
-             env: Mapping[str, str]) -> list[str]:
-    hosts = (["--hostfile", topo.hostfile] if topo.hostfile
-             else ["-H", hosts_slots(topo.hosts, launch.procs)] if topo.hosts else None)
+def _horovod(
+    launch: LaunchSpec, plan: LaunchPlan, topo: Topology, env: Mapping[str, str]
+) -> list[str]:
+    hosts = (
+        ["--hostfile", topo.hostfile]
+        if topo.hostfile
+        else ["-H", hosts_slots(topo.hosts, launch.procs)]
+        if topo.hosts
+        else None
+    )
     extra = [] if topo.launcher_cache else ["--disable-cache"]  # else ~/.horovod on nodes
     if topo.interfaces:
         extra += ["--network-interfaces", ",".join(topo.interfaces)]
@@ -236,11 +279,15 @@ def _horovod_tools(launch: LaunchSpec, node: int) -> list[str]:
 LAUNCHERS: dict[str, Launcher] = {
     "torchrun": Launcher("torchrun", "every_node", _torchrun, endpoint_var="PET_RDZV_ENDPOINT"),
     "mpirun": Launcher("mpirun", "first_node", _mpirun, tools=_mpirun_tools),
-    "horovod": Launcher("horovod", "first_node", _horovod, tools=_horovod_tools,
-                        reads_hostfile=True),
-    "python": Launcher("python", "one_rank", lambda launch, plan, topo, env: rank_program(plan),
-                       rank_vars={"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
-                                  "LOCAL_WORLD_SIZE": "1"}),
+    "horovod": Launcher(
+        "horovod", "first_node", _horovod, tools=_horovod_tools, reads_hostfile=True
+    ),
+    "python": Launcher(
+        "python",
+        "one_rank",
+        lambda launch, plan, topo, env: rank_program(plan),
+        rank_vars={"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"},
+    ),
 }
 
 
@@ -248,8 +295,9 @@ def launcher(name: str) -> Launcher:
     try:
         return LAUNCHERS[name]
     except KeyError:
-        raise LaunchError(f"unknown launcher {name!r}; choose one of "
-                          f"{', '.join(LAUNCHERS)}") from None
+        raise LaunchError(
+            f"unknown launcher {name!r}; choose one of {', '.join(LAUNCHERS)}"
+        ) from None
 
 
 def build_command(launch: LaunchSpec, plan: LaunchPlan) -> Command:
@@ -279,7 +327,9 @@ def shell_text(command: Command, cwd: str | None = None) -> str:
     quoted with ``shlex``, so the shell passes exactly what the launcher would get."""
     lines = [f"cd {shlex.quote(cwd)}"] if cwd else []
     lines += [f"export {name}={shlex.quote(command.env[name])}" for name in sorted(command.env)]
-    lines += [f"export {name}=${{{name}:-{shlex.quote(value)}}}"
-              for name, value in sorted(command.env_defaults.items())]
+    lines += [
+        f"export {name}=${{{name}:-{shlex.quote(value)}}}"
+        for name, value in sorted(command.env_defaults.items())
+    ]
     lines.append(shlex.join(command.argv))
     return "\n".join(lines) + "\n"

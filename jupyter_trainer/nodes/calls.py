@@ -7,14 +7,14 @@ The ssh target makes these calls on every node; the Slurm target on its login no
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from functools import lru_cache
-from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from ..core.errors import TargetError
-from ..rankside.home import default_home
-from ..core.spec import EnvSpec
 from .. import rankside
+from ..core.errors import TargetError
+from ..core.spec import EnvSpec
+from ..rankside.home import default_home
 from .commands import agent_command, agent_file, bootstrap_command, bootstrap_input, probe_command
 from .frames import parse_answer
 from .prepare import environment_payload
@@ -32,13 +32,24 @@ def preflight_command(python: str, workdir: str, args: Mapping[str, Any]) -> str
     return bootstrap_command(python, workdir, agent, "preflight", args)
 
 
-def preflight(client: NodeShell, python: str, workdir: str, args: Mapping[str, Any],
-              timeout: float, *, probe: bool = False) -> dict[str, Any]:
+def preflight(
+    client: NodeShell,
+    python: str,
+    workdir: str,
+    args: Mapping[str, Any],
+    timeout: float,
+    *,
+    probe: bool = False,
+) -> dict[str, Any]:
     """Install the agent if the host lacks it, then its ``preflight``. With ``probe`` (a
     dry run) the same questions, with nothing installed or made on the host."""
     command = probe_command if probe else preflight_command
-    done = client.run(command(python, workdir, args),
-                      input=bootstrap_input(agent_source()), timeout=timeout, what="pre-flight")
+    done = client.run(
+        command(python, workdir, args),
+        input=bootstrap_input(agent_source()),
+        timeout=timeout,
+        what="pre-flight",
+    )
     check_interpreter(client.host, python, done.returncode)
     return parse_answer(client.host, done, "pre-flight")
 
@@ -46,21 +57,42 @@ def preflight(client: NodeShell, python: str, workdir: str, args: Mapping[str, A
 def check_interpreter(host: str, python: str, returncode: int | None) -> None:
     """The node's shell could not run ``python`` (exit code 126 or 127)."""
     if returncode in (126, 127):
-        raise TargetError(f"node {host}: the interpreter {python} was not found or "
-                          "cannot run there; set python = \"/path/to/python\" in the target "
-                          "(or per host)")
+        raise TargetError(
+            f"node {host}: the interpreter {python} was not found or "
+            'cannot run there; set python = "/path/to/python" in the target '
+            "(or per host)"
+        )
 
 
-def send_snapshot(client: NodeShell, python: str, agent: str, workdir: str, snapshot: str,
-                  payload: bytes, timeout: float) -> dict[str, Any]:
-    done = client.run(agent_command(python, agent, workdir, "stage", {"snapshot": snapshot}),
-                      input=payload, timeout=timeout, what="sending the snapshot")
+def send_snapshot(
+    client: NodeShell,
+    python: str,
+    agent: str,
+    workdir: str,
+    snapshot: str,
+    payload: bytes,
+    timeout: float,
+) -> dict[str, Any]:
+    done = client.run(
+        agent_command(python, agent, workdir, "stage", {"snapshot": snapshot}),
+        input=payload,
+        timeout=timeout,
+        what="sending the snapshot",
+    )
     return parse_answer(client.host, done, "sending the snapshot")
 
 
-def build_environment(client: NodeShell, python: str, agent: str, workdir: str, env: EnvSpec,
-                      check: Mapping[str, Any], *, uv: str | None,
-                      timeout: float) -> dict[str, Any]:
+def build_environment(
+    client: NodeShell,
+    python: str,
+    agent: str,
+    workdir: str,
+    env: EnvSpec,
+    check: Mapping[str, Any],
+    *,
+    uv: str | None,
+    timeout: float,
+) -> dict[str, Any]:
     """Build ``env``'s lock on the host (cached there under ``<workdir>/envs``) with
     ``python`` as the base, and pre-flight ``check`` with the environment's python:
     ``{"environment": build record, "check": pre-flight answer}``."""
@@ -68,15 +100,21 @@ def build_environment(client: NodeShell, python: str, agent: str, workdir: str, 
 
     found = lock.find(default_home(), env.lock or "")
     if found is None:
-        raise TargetError(f"the lock {env.lock!r} of environment {env.name!r} is missing from "
-                          "this machine's store; define the environment again")
+        raise TargetError(
+            f"the lock {env.lock!r} of environment {env.name!r} is missing from "
+            "this machine's store; define the environment again"
+        )
     name, payload = environment_payload(found.path)
-    remote = agent_command(python, agent, workdir, "environment",
-                           {"name": name, "uv": uv, "check": dict(check)})
-    done = client.run(remote, input=payload, timeout=timeout,
-                      what=f"building environment {env.name!r}")
+    remote = agent_command(
+        python, agent, workdir, "environment", {"name": name, "uv": uv, "check": dict(check)}
+    )
+    done = client.run(
+        remote, input=payload, timeout=timeout, what=f"building environment {env.name!r}"
+    )
     answer = parse_answer(client.host, done, "building the environment")
     if answer.get("error"):
-        raise TargetError(f"node {client.host}: environment {env.name!r} (version "
-                          f"{env.version}) could not be built there: {answer['error']}")
+        raise TargetError(
+            f"node {client.host}: environment {env.name!r} (version "
+            f"{env.version}) could not be built there: {answer['error']}"
+        )
     return answer

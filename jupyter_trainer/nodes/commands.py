@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..core.errors import TargetError
 
@@ -48,19 +49,29 @@ def agent_file(digest: str) -> str:
     return f"{AGENT_NAME}-{digest[:16]}.py"
 
 
-def bootstrap_command(python: str, workdir: str, agent: str, sub: str,
-                      args: Mapping[str, Any]) -> str:
+def bootstrap_command(
+    python: str, workdir: str, agent: str, sub: str, args: Mapping[str, Any]
+) -> str:
     """The remote command that installs the agent if needed and runs ``sub`` (stdin:
     ``bootstrap_input``, then the call's own input)."""
-    return shlex.join([python, "-c", BOOTSTRAP, workdir, agent, sub,
-                       json.dumps(args, sort_keys=True)])
+    return shlex.join(
+        [python, "-c", BOOTSTRAP, workdir, agent, sub, json.dumps(args, sort_keys=True)]
+    )
 
 
 def probe_command(python: str, workdir: str, args: Mapping[str, Any]) -> str:
     """The remote command of a dry run's pre-flight, which changes nothing on the node
     (stdin: ``bootstrap_input``)."""
-    return shlex.join([python, "-c", PROBE, workdir, "preflight",
-                       json.dumps({**args, "probe": True}, sort_keys=True)])
+    return shlex.join(
+        [
+            python,
+            "-c",
+            PROBE,
+            workdir,
+            "preflight",
+            json.dumps({**args, "probe": True}, sort_keys=True),
+        ]
+    )
 
 
 def bootstrap_input(source: bytes) -> bytes:
@@ -68,11 +79,20 @@ def bootstrap_input(source: bytes) -> bytes:
     return b"%d\n" % len(source) + source
 
 
-def agent_command(python: str, agent_path: str, workdir: str, sub: str,
-                  args: Mapping[str, Any] | None = None) -> str:
+def agent_command(
+    python: str, agent_path: str, workdir: str, sub: str, args: Mapping[str, Any] | None = None
+) -> str:
     """The remote command running an installed agent; a payload, if any, goes on stdin."""
-    return shlex.join([python, agent_path, "--workdir", workdir, sub,
-                       json.dumps(dict(args or {}), sort_keys=True)])
+    return shlex.join(
+        [
+            python,
+            agent_path,
+            "--workdir",
+            workdir,
+            sub,
+            json.dumps(dict(args or {}), sort_keys=True),
+        ]
+    )
 
 
 def snapshot_dir_name(code_hash: str) -> str:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..core.errors import TargetError
 from ..core.spec import EnvSpec
@@ -24,9 +25,9 @@ class Node:
     """One node of a run, resolved: who it is, where its files are, how the others reach it."""
 
     index: int
-    host: str                       # the ssh destination (an alias is fine)
-    address: str                    # an address the other nodes can reach
-    workdir: str                    # absolute, on the node
+    host: str  # the ssh destination (an alias is fine)
+    address: str  # an address the other nodes can reach
+    workdir: str  # absolute, on the node
     python: str
     hop: Mapping[str, Sequence[str]] = field(default_factory=dict)  # ssh -G options, for hops
 
@@ -52,12 +53,22 @@ class RemoteFolder:
     ``snapshot_hash`` and ``discard`` (its working directories, after a run that ended well).
     """
 
-    def __init__(self, shell: NodeShell, python: str, workdir: str, files: LocalFiles, *,
-                 index: int = 0, timeout: int = 10, lost_after: float = 30,
-                 env_timeout: int = 1800, uv: str | None = None) -> None:
+    def __init__(
+        self,
+        shell: NodeShell,
+        python: str,
+        workdir: str,
+        files: LocalFiles,
+        *,
+        index: int = 0,
+        timeout: int = 10,
+        lost_after: float = 30,
+        env_timeout: int = 1800,
+        uv: str | None = None,
+    ) -> None:
         self.shell = shell
-        self.python = python          # the agent's interpreter on the node
-        self.workdir = workdir        # as configured; ``info["workdir"]`` is it resolved
+        self.python = python  # the agent's interpreter on the node
+        self.workdir = workdir  # as configured; ``info["workdir"]`` is it resolved
         self.files = files
         self.index = index
         self.timeout = timeout
@@ -67,7 +78,7 @@ class RemoteFolder:
         self.run_id = ""
         self.snapshot = ""
         self.info: dict[str, Any] = {}
-        self.built: dict[str, Any] | None = None   # the agent's environment build record
+        self.built: dict[str, Any] | None = None  # the agent's environment build record
         self.follower: NodeFollower | None = None
         self.session: AgentSession | None = None  # from open_session until follow
         self.finished: tuple[dict[str, Any], bytes] | None = None
@@ -85,8 +96,14 @@ class RemoteFolder:
         """The command line of one agent call on this node."""
         return agent_command(self.python, self.info["agent"], self.info["workdir"], sub, args)
 
-    def _call(self, sub: str, args: Mapping[str, Any] | None, what: str, timeout: float,
-              data: bytes | None = None) -> tuple[dict[str, Any], bytes]:
+    def _call(
+        self,
+        sub: str,
+        args: Mapping[str, Any] | None,
+        what: str,
+        timeout: float,
+        data: bytes | None = None,
+    ) -> tuple[dict[str, Any], bytes]:
         done = self.shell.run(self.agent(sub, args), input=data, timeout=timeout, what=what)
         return parse_answer(self.label, done, what), done.stdout
 
@@ -95,18 +112,24 @@ class RemoteFolder:
         """Start the pre-flight on a connection that ``stage``, ``start`` and ``follow`` then
         reuse (see nodes/session.py). From the main thread; ``preflight`` reads its answer."""
         args = {**self._args_for(run_id, code_hash, args), "session": True}
-        self.session = AgentSession(self.shell, calls.preflight_command(self.python,
-                                                                        self.workdir, args))
+        self.session = AgentSession(
+            self.shell, calls.preflight_command(self.python, self.workdir, args)
+        )
 
     def preflight(self, run_id: str, code_hash: str, args: Mapping[str, Any]) -> dict[str, Any]:
         if self.session is None:
-            self.info = calls.preflight(self.shell, self.python, self.workdir,
-                                        self._args_for(run_id, code_hash, args),
-                                        self.timeout + 60)
+            self.info = calls.preflight(
+                self.shell,
+                self.python,
+                self.workdir,
+                self._args_for(run_id, code_hash, args),
+                self.timeout + 60,
+            )
             return self.info
         try:
-            self.info = self.session.ask(bootstrap_input(calls.agent_source()), "pre-flight",
-                                         self.timeout + 60)
+            self.info = self.session.ask(
+                bootstrap_input(calls.agent_source()), "pre-flight", self.timeout + 60
+            )
         except TargetError:
             calls.check_interpreter(self.shell.host, self.python, self.session.proc.returncode)
             raise
@@ -116,8 +139,9 @@ class RemoteFolder:
         """``preflight`` for a dry run: the node is asked, nothing is installed or made there
         (nor is its copy of the snapshot looked at)."""
         self.run_id = run_id
-        self.info = calls.preflight(self.shell, self.python, self.workdir, args,
-                                    self.timeout + 60, probe=True)
+        self.info = calls.preflight(
+            self.shell, self.python, self.workdir, args, self.timeout + 60, probe=True
+        )
         return self.info
 
     def _args_for(self, run_id: str, code_hash: str, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -125,8 +149,9 @@ class RemoteFolder:
         self.snapshot = snapshot_dir_name(code_hash)
         return {**args, "snapshot": self.snapshot}
 
-    def _in_session(self, body: dict[str, Any], payload: bytes, what: str,
-                    timeout: float) -> dict[str, Any] | None:
+    def _in_session(
+        self, body: dict[str, Any], payload: bytes, what: str, timeout: float
+    ) -> dict[str, Any] | None:
         """The session's answer to a request, or None when there is no live session (the
         caller then makes a call of its own)."""
         if self.session is None or not self.session.alive():
@@ -145,9 +170,16 @@ class RemoteFolder:
     def build_environment(self, env: EnvSpec, check: Mapping[str, Any]) -> dict[str, Any]:
         """Build ``env`` here and pre-flight ``check`` with its python, which ``info`` then
         describes; returns the build record."""
-        answer = calls.build_environment(self.shell, self.python, self.info["agent"],
-                                         self.info["workdir"], env, check, uv=self.uv,
-                                         timeout=self.timeout + self.env_timeout)
+        answer = calls.build_environment(
+            self.shell,
+            self.python,
+            self.info["agent"],
+            self.info["workdir"],
+            env,
+            check,
+            uv=self.uv,
+            timeout=self.timeout + self.env_timeout,
+        )
         checked = answer["check"]
         self.info.update({k: checked[k] for k in ("python", "executable", "missing", "versions")})
         self.built = answer["environment"]
@@ -165,14 +197,29 @@ class RemoteFolder:
 
     def stage(self, payload: bytes) -> None:
         """Send the snapshot (a tarball from ``snapshot_tarball``)."""
-        if self._in_session({"stage": self.snapshot, "n": len(payload)}, payload,
-                            "sending the snapshot", self.timeout + 600) is None:
-            calls.send_snapshot(self.shell, self.python, self.info["agent"],
-                                self.info["workdir"], self.snapshot, payload, self.timeout + 600)
+        if (
+            self._in_session(
+                {"stage": self.snapshot, "n": len(payload)},
+                payload,
+                "sending the snapshot",
+                self.timeout + 600,
+            )
+            is None
+        ):
+            calls.send_snapshot(
+                self.shell,
+                self.python,
+                self.info["agent"],
+                self.info["workdir"],
+                self.snapshot,
+                payload,
+                self.timeout + 600,
+            )
 
     # -- the launch --------------------------------------------------------------------
-    def start(self, payload: Mapping[str, Any], what: str,
-              timeout: float | None = None) -> dict[str, Any]:
+    def start(
+        self, payload: Mapping[str, Any], what: str, timeout: float | None = None
+    ) -> dict[str, Any]:
         """The run folder with ``payload``'s files; its launcher, if it has one (or, with
         ``warm``, the node's rank pool readied: see targets/node_hot.py)."""
         timeout = self.timeout + (60 if timeout is None else timeout)
@@ -187,8 +234,14 @@ class RemoteFolder:
         """The follow session: the run's own session from here on, when it is still up
         (a blip later restarts it as a call of its own)."""
         where = {"run_dir": self.run_dir, "node": self.index}
-        self.follower = NodeFollower(self.shell, lambda: self.agent("follow", where),
-                                     self.index, self.label, self.files, self.lost_after)
+        self.follower = NodeFollower(
+            self.shell,
+            lambda: self.agent("follow", where),
+            self.index,
+            self.label,
+            self.files,
+            self.lost_after,
+        )
         session, self.session = self.session, None
         if session is not None and session.alive():
             self.follower.start(session.proc, {"follow": where}, session.reader)
@@ -221,16 +274,18 @@ class RemoteFolder:
         if self.follower is not None:
             self.follower.kill()
 
-    def end(self, args: Mapping[str, Any], timeout: float, *,
-            finish: bool = True) -> tuple[dict[str, Any], bytes]:
+    def end(
+        self, args: Mapping[str, Any], timeout: float, *, finish: bool = True
+    ) -> tuple[dict[str, Any], bytes]:
         """A call of its own (no follow session): ``finish`` (stop, last bytes, outputs) or,
         later, only ``stop``. Returns (answer, outputs tar); file frames are applied."""
         data = None
         if finish:
             args = dict(args, run_dir=self.run_dir, node=self.index)
             data = json.dumps({"offsets": self.files.resume_offsets(self.index)}).encode() + b"\n"
-        answer, stdout = self._call("finish" if finish else "stop", args, "ending the run",
-                                    timeout, data)
+        answer, stdout = self._call(
+            "finish" if finish else "stop", args, "ending the run", timeout, data
+        )
         tar = bytearray()
         for header, payload in FrameReader().feed(stdout):
             kind = header.get("t")
@@ -260,8 +315,12 @@ class RemoteFolder:
         return f"{self.label}:{where}", seen["hash"] if seen else None
 
     def leftovers(self, run_id: str) -> list[str]:
-        answer, _ = self._call("leftovers", {"run_id": run_id, "run_dir": self.run_dir},
-                               "checking for leftover processes", self.timeout + 20)
+        answer, _ = self._call(
+            "leftovers",
+            {"run_id": run_id, "run_dir": self.run_dir},
+            "checking for leftover processes",
+            self.timeout + 20,
+        )
         return answer["leftovers"]
 
     def discard(self) -> list[str]:
@@ -271,8 +330,12 @@ class RemoteFolder:
         if self.finished_in_session and self.follower.request({"discard": True}):
             got = self.follower.await_answer("discarded", self.timeout + 60)
         if got is None:
-            got = self._call("discard", {"run_dir": self.run_dir},
-                             "removing the working directories", self.timeout + 60)
+            got = self._call(
+                "discard",
+                {"run_dir": self.run_dir},
+                "removing the working directories",
+                self.timeout + 60,
+            )
         return [f"{self.label}:{p}" for p in got[0].get("removed", [])]
 
 
@@ -288,11 +351,19 @@ class NodeLaunch:
 
     def payload(self, snapshot: str, orphan_timeout: int) -> dict[str, Any]:
         """The JSON the node's agent reads on stdin to prepare the run and start it."""
-        data: dict[str, Any] = {"run_dir": self.run_dir, "snapshot": snapshot,
-                                "node": self.node.index, "files": dict(self.files),
-                                "orphan_timeout": orphan_timeout}
+        data: dict[str, Any] = {
+            "run_dir": self.run_dir,
+            "snapshot": snapshot,
+            "node": self.node.index,
+            "files": dict(self.files),
+            "orphan_timeout": orphan_timeout,
+        }
         if self.command is not None:
-            data.update(argv=list(self.command.argv), env=dict(self.command.env),
-                        env_defaults=dict(self.command.env_defaults),
-                        path_prepend=list(self.path_prepend), cwd=self.run_dir)
+            data.update(
+                argv=list(self.command.argv),
+                env=dict(self.command.env),
+                env_defaults=dict(self.command.env_defaults),
+                path_prepend=list(self.path_prepend),
+                cwd=self.run_dir,
+            )
         return data

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ..core.errors import TargetError
 from .ssh import classify
@@ -30,23 +31,23 @@ class FrameReader:
         while True:
             start = self.buf.find(MARK)
             if start < 0:
-                del self.buf[:max(0, len(self.buf) - len(MARK))]
+                del self.buf[: max(0, len(self.buf) - len(MARK))]
                 return
             end = self.buf.find(b"\n", start)
             if end < 0:
                 del self.buf[:start]
                 return
             try:
-                header = json.loads(self.buf[start + len(MARK):end])
+                header = json.loads(self.buf[start + len(MARK) : end])
             except ValueError:
-                del self.buf[:end + 1]
+                del self.buf[: end + 1]
                 continue
             size = int(header.get("n", 0))
             if len(self.buf) < end + 1 + size:
                 del self.buf[:start]
                 return
-            payload = bytes(self.buf[end + 1:end + 1 + size])
-            del self.buf[:end + 1 + size]
+            payload = bytes(self.buf[end + 1 : end + 1 + size])
+            del self.buf[: end + 1 + size]
             yield header, payload
 
 

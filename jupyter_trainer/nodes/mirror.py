@@ -24,8 +24,9 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..core.errors import TargetError
 from .frames import FrameReader
@@ -35,8 +36,8 @@ from .transport import NodeShell
 _APPENDED = re.compile(r"(logs/rank-\d+\.(?:log|times)|events/rank-\d+\.jsonl)")
 _REPLACED = re.compile(r"ranks/rank-\d+(?:\.attempt-\d+)?\.json|events/rank-\d+\.beat")
 _LAUNCHER = re.compile(r"logs/launcher-(\d+)\.log")
-STALL_S = 10.0           # no frame (not even a heartbeat) this long: the session is dead
-RETRY_S = (0.2, 3.0)     # first and longest pause between reconnections
+STALL_S = 10.0  # no frame (not even a heartbeat) this long: the session is dead
+RETRY_S = (0.2, 3.0)  # first and longest pause between reconnections
 
 
 class LocalFiles:
@@ -84,7 +85,7 @@ class LocalFiles:
                 # rather than lose them, and say so in the file.
                 data = f"\n[jt: {offset - size} bytes missing here]\n".encode() + data
             else:
-                data = data[size - offset:]
+                data = data[size - offset :]
             fh.write(data)
             self.bytes_written += len(data)
 
@@ -104,7 +105,7 @@ class LocalFiles:
         have = self.launcher_offsets.get(node, 0)
         if offset + len(data) <= have:
             return
-        data = data[max(0, have - offset):]
+        data = data[max(0, have - offset) :]
         self.launcher_offsets[node] = max(have, offset) + len(data)
         text = self._partial.pop(node, b"") + data
         lines = text.split(b"\n")
@@ -131,8 +132,15 @@ class NodeFollower:
     """One node's follow session: started, read without blocking, restarted after a blip,
     and declared lost when the node stays unreachable for ``node_timeout`` seconds."""
 
-    def __init__(self, client: NodeShell, command: Callable[[], str], node: int, label: str,
-                 files: LocalFiles, node_timeout: float) -> None:
+    def __init__(
+        self,
+        client: NodeShell,
+        command: Callable[[], str],
+        node: int,
+        label: str,
+        files: LocalFiles,
+        node_timeout: float,
+    ) -> None:
         self.client = client
         self.command = command
         self.node = node
@@ -150,12 +158,17 @@ class NodeFollower:
         self.error = ""
         self._stderr = b""
 
-    def start(self, session: subprocess.Popen | None = None,
-              request: dict[str, Any] | None = None, reader: FrameReader | None = None) -> None:
+    def start(
+        self,
+        session: subprocess.Popen | None = None,
+        request: dict[str, Any] | None = None,
+        reader: FrameReader | None = None,
+    ) -> None:
         """A new follow session, or ``session`` (the run's own, nodes/session.py) turned
         into one with ``request``."""
-        self.proc = session or self.client.popen(self.command(), stdin=subprocess.PIPE,
-                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = session or self.client.popen(
+            self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         for stream in (self.proc.stdout, self.proc.stderr):
             fd = stream.fileno()
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
@@ -194,8 +207,10 @@ class NodeFollower:
         if got:
             self.last_frame = now
             if self.down_since is not None:
-                self.files.log(f"[jt] node {self.label}: connection back after "
-                               f"{now - self.down_since:.1f} s; resumed from offsets\n")
+                self.files.log(
+                    f"[jt] node {self.label}: connection back after "
+                    f"{now - self.down_since:.1f} s; resumed from offsets\n"
+                )
             self.down_since, self.retry = None, RETRY_S[0]
         dead = self.proc.poll() is not None
         if dead or now - self.last_frame > STALL_S:
@@ -214,12 +229,16 @@ class NodeFollower:
         self._read_stderr()
         self.proc.stderr.close()
         err = self._stderr.decode(errors="replace")
-        self.error = classify(self.client.host, code, err) if code == 255 else (
-            " ".join(err.split())[-600:] or f"the follow session ended with code {code}")
+        self.error = (
+            classify(self.client.host, code, err)
+            if code == 255
+            else (" ".join(err.split())[-600:] or f"the follow session ended with code {code}")
+        )
         if self.down_since is None:
             self.down_since = now
-            self.files.log(f"[jt] node {self.label}: connection lost ({self.error}); "
-                           "reconnecting\n")
+            self.files.log(
+                f"[jt] node {self.label}: connection lost ({self.error}); reconnecting\n"
+            )
         self.proc = None
         self.reconnects += 1
         self.next_try = now + self.retry
@@ -311,8 +330,11 @@ def merge_outputs(data: bytes, run_dir: Path) -> dict[str, Any]:
                 tar.extractall(tmp, filter="data")
             else:  # Python < 3.11.4: refuse what the data filter would
                 for member in tar.getmembers():
-                    if member.name.startswith("/") or ".." in member.name.split("/") or not (
-                            member.isfile() or member.isdir()):
+                    if (
+                        member.name.startswith("/")
+                        or ".." in member.name.split("/")
+                        or not (member.isfile() or member.isdir())
+                    ):
                         raise TargetError(f"refusing output {member.name!r} from a node")
                 tar.extractall(tmp)
         for folder, key in COLLECTED.items():

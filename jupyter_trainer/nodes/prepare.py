@@ -12,8 +12,9 @@ import hashlib
 import io
 import sys
 import tarfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..core.errors import TargetError
 from ..core.spec import RunSpec
@@ -34,7 +35,11 @@ def required_modules(spec: RunSpec, code: Path) -> tuple[list[str], list[str]]:
         source = ""
     needed |= {module for module, _ in top_level_imports(source)}
     root = code if spec.code.entry.startswith("_jt/") else (code / spec.code.entry).parent
-    own = {p.stem if p.suffix == ".py" else p.name for p in root.iterdir()} if root.is_dir() else set()
+    own = (
+        {p.stem if p.suffix == ".py" else p.name for p in root.iterdir()}
+        if root.is_dir()
+        else set()
+    )
     needed -= own | {"jupyter_trainer", "__main__"} | set(sys.builtin_module_names)
     return sorted(needed), sorted({"torch", *(["horovod"] if launcher == "horovod" else [])})
 
@@ -43,18 +48,24 @@ def judge(host: str, info: Mapping[str, Any], gpus_per_node: int) -> TargetError
     """The pre-flight's verdict on one node: None when it can run the job."""
     problems = []
     if info["missing"]:
-        problems.append(f"{info['executable']} cannot import {', '.join(info['missing'])} "
-                        "(install them there, or point `python` at an environment that has "
-                        "them)")
+        problems.append(
+            f"{info['executable']} cannot import {', '.join(info['missing'])} "
+            "(install them there, or point `python` at an environment that has "
+            "them)"
+        )
     for tool, path in info["tools"].items():
         if not path:
             problems.append(f"{tool} was not found on the node's PATH")
     if gpus_per_node and info.get("gpus", 0) < gpus_per_node:
-        problems.append(f"{info.get('gpus', 0)} GPU(s) found, gpus_per_node is {gpus_per_node}"
-                        + (f" ({info['gpu_error']})" if info.get("gpu_error") else ""))
+        problems.append(
+            f"{info.get('gpus', 0)} GPU(s) found, gpus_per_node is {gpus_per_node}"
+            + (f" ({info['gpu_error']})" if info.get("gpu_error") else "")
+        )
     if not info.get("writable"):
-        problems.append(f"workdir {info['workdir']} is not writable "
-                        f"({info.get('write_error', 'permission denied')})")
+        problems.append(
+            f"workdir {info['workdir']} is not writable "
+            f"({info.get('write_error', 'permission denied')})"
+        )
     if problems:
         return TargetError(f"node {host} ({info['hostname']}): " + "; ".join(problems))
     return None

@@ -32,8 +32,9 @@ class AgentSession:
     def __init__(self, shell: NodeShell, command: str) -> None:
         self.host = shell.host
         self.reader = FrameReader()
-        self.proc = shell.popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        self.proc = shell.popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -61,8 +62,9 @@ class AgentSession:
             self.close()
             raise TargetError(f"node {self.host}: {what} did not finish within {timeout:.0f} s")
         self.proc.wait()
-        done = subprocess.CompletedProcess(self.proc.args, self.proc.returncode, b"",
-                                           self.proc.stderr.read())
+        done = subprocess.CompletedProcess(
+            self.proc.args, self.proc.returncode, b"", self.proc.stderr.read()
+        )
         return parse_answer(self.host, done, what)
 
     def close(self) -> None:

@@ -18,9 +18,9 @@ import pwd
 import re
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from ..core.errors import TargetError
 from .transport import die_with_parent, run_argv
@@ -103,9 +103,9 @@ class SshClient:
     """How to reach one host: its destination, the target's options, the control folder."""
 
     host: str
-    control: str                               # folder of ControlMaster sockets
+    control: str  # folder of ControlMaster sockets
     options: tuple[tuple[str, str], ...] = ()  # the target's ssh_options
-    config_file: str | None = None             # ``ssh -F``
+    config_file: str | None = None  # ``ssh -F``
     connect_timeout: int = 10
     persist: int = 120
     program: str = "ssh"
@@ -117,22 +117,47 @@ class SshClient:
         if self.config_file:
             argv += ["-F", self.config_file]
         argv += option_args(self.options)
-        argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}",
-                 "-o", f"ServerAliveInterval={ALIVE_INTERVAL_S}",
-                 "-o", f"ServerAliveCountMax={ALIVE_COUNT}",
-                 "-o", "ControlMaster=auto", "-o", f"ControlPath={self.control}/%C",
-                 "-o", f"ControlPersist={self.persist}" if self.persist else "ControlPersist=no",
-                 "-T", *extra, "--", self.host]
+        argv += [
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={self.connect_timeout}",
+            "-o",
+            f"ServerAliveInterval={ALIVE_INTERVAL_S}",
+            "-o",
+            f"ServerAliveCountMax={ALIVE_COUNT}",
+            "-o",
+            "ControlMaster=auto",
+            "-o",
+            f"ControlPath={self.control}/%C",
+            "-o",
+            f"ControlPersist={self.persist}" if self.persist else "ControlPersist=no",
+            "-T",
+            *extra,
+            "--",
+            self.host,
+        ]
         if remote is not None:
             argv.append(remote)
         return argv
 
-    def run(self, remote: str, *, input: bytes | None = None, timeout: float = 60.0,
-            what: str = "a command") -> subprocess.CompletedProcess:
+    def run(
+        self,
+        remote: str,
+        *,
+        input: bytes | None = None,
+        timeout: float = 60.0,
+        what: str = "a command",
+    ) -> subprocess.CompletedProcess:
         """Run ``remote`` on the host and wait, at most ``timeout`` seconds."""
-        return run_argv(self.argv(remote), host=self.host, input=input, timeout=timeout,
-                        what=what, fix="install the OpenSSH client (apt-get install "
-                        "openssh-client)")
+        return run_argv(
+            self.argv(remote),
+            host=self.host,
+            input=input,
+            timeout=timeout,
+            what=what,
+            fix="install the OpenSSH client (apt-get install openssh-client)",
+        )
 
     def popen(self, remote: str, **kwargs) -> subprocess.Popen:
         """A long-lived session (a follow). It gets SIGTERM when the calling thread's process
@@ -147,13 +172,19 @@ class SshClient:
         argv = [self.program, *(["-F", self.config_file] if self.config_file else [])]
         argv += option_args(self.options)
         try:
-            done = subprocess.run([*argv, "-G", "--", self.host], capture_output=True,
-                                  text=True, timeout=15, stdin=subprocess.DEVNULL)
+            done = subprocess.run(
+                [*argv, "-G", "--", self.host],
+                capture_output=True,
+                text=True,
+                timeout=15,
+                stdin=subprocess.DEVNULL,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise TargetError(f"ssh -G {self.host} failed: {exc}") from exc
         if done.returncode != 0:
-            raise TargetError(f"node {self.host}: ssh cannot use this destination: "
-                              f"{done.stderr.strip()}")
+            raise TargetError(
+                f"node {self.host}: ssh cannot use this destination: {done.stderr.strip()}"
+            )
         options: dict[str, list[str]] = {}
         for line in done.stdout.splitlines():
             key, _, value = line.partition(" ")
@@ -162,8 +193,12 @@ class SshClient:
 
     def close(self) -> None:
         """End this host's ControlMaster (``ssh -O exit``), if one is running."""
-        subprocess.run([*self.argv(extra=["-O", "exit"])], capture_output=True, timeout=15,
-                       stdin=subprocess.DEVNULL)
+        subprocess.run(
+            [*self.argv(extra=["-O", "exit"])],
+            capture_output=True,
+            timeout=15,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 def close_masters(folder: Path) -> int:
@@ -173,7 +208,11 @@ def close_masters(folder: Path) -> int:
         return 0
     for sock in Path(folder).iterdir():
         if sock.is_socket():
-            done = subprocess.run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "jt"],
-                                  capture_output=True, timeout=15, stdin=subprocess.DEVNULL)
+            done = subprocess.run(
+                ["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "jt"],
+                capture_output=True,
+                timeout=15,
+                stdin=subprocess.DEVNULL,
+            )
             count += done.returncode == 0
     return count

@@ -28,21 +28,25 @@ import shutil
 import subprocess
 import tarfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .. import rankside
 from ..core.errors import TargetError
-from .transport import LocalShell, NodeShell
 from ..core.spec import DataSpec
 from ..core.units import format_bytes
 from ..inputs.digest import Manifest
+from .transport import LocalShell, NodeShell
 
 Progress = Callable[[str, dict[str, Any]], None]  # (input name, its record on this node)
 _PROGRESS = re.compile(rb"^\s*([\d,]+)\s+(\d+)%\s+([\d.]+[kMGT]?B/s)")
-_STAT = re.compile(r"^(Total bytes sent|Number of regular files transferred|"
-                   r"Total transferred file size):\s*([\d,]+)", re.M)
+_STAT = re.compile(
+    r"^(Total bytes sent|Number of regular files transferred|"
+    r"Total transferred file size):\s*([\d,]+)",
+    re.M,
+)
 _UNPACK = rankside.DATA_UNPACK
 DATA_STAGED_ENV = "JT_DATA_STAGED"  # set for the ranks: jt.data is in <workdir>/data
 PROBE_TIMEOUT_S = 60
@@ -54,8 +58,8 @@ class NodeCache:
     """One node's data cache: how to reach it, where it is, how to rsync to it."""
 
     shell: NodeShell
-    root: str                       # <workdir>/data, absolute on the node
-    python: str                     # the node's interpreter (for the tar fallback)
+    root: str  # <workdir>/data, absolute on the node
+    python: str  # the node's interpreter (for the tar fallback)
     rsync_shell: list[str] | None = None  # rsync's -e command; None: a local folder
     present: set[str] = field(default_factory=set)
     previous: dict[str, str] = field(default_factory=dict)
@@ -71,14 +75,23 @@ class NodeCache:
         reachable = self.rsync_shell is not None or isinstance(self.shell, LocalShell)
         return self.has_rsync and reachable and shutil.which("rsync") is not None
 
-    def run(self, script: str, *, input: bytes | None = None, what: str,
-            timeout: float = PROBE_TIMEOUT_S) -> str:
+    def run(
+        self,
+        script: str,
+        *,
+        input: bytes | None = None,
+        what: str,
+        timeout: float = PROBE_TIMEOUT_S,
+    ) -> str:
         # sh -c: some transports exec the split command line without a shell (Ray's)
-        done = self.shell.run(shlex.join(["sh", "-c", script]), input=input, timeout=timeout,
-                              what=what)
+        done = self.shell.run(
+            shlex.join(["sh", "-c", script]), input=input, timeout=timeout, what=what
+        )
         if done.returncode != 0:
-            raise TargetError(f"node {self.label}: {what} failed (exit {done.returncode}): "
-                              f"{done.stderr.decode(errors='replace').strip()[-800:]}")
+            raise TargetError(
+                f"node {self.label}: {what} failed (exit {done.returncode}): "
+                f"{done.stderr.decode(errors='replace').strip()[-800:]}"
+            )
         return done.stdout.decode(errors="replace")
 
 
@@ -90,17 +103,22 @@ def rsync_shell(shell: NodeShell) -> list[str] | None:
     full = list(argv())
     if "--" not in full:
         return None
-    return full[:full.index("--")]
+    return full[: full.index("--")]
 
 
 def probe(cache: NodeCache, inputs: Sequence[DataSpec]) -> None:
     """Which inputs the node has, the previous copy of each name, and rsync."""
     q = shlex.quote
     lines = [f"mkdir -p {q(cache.root)}/names && cd {q(cache.root)} || exit 3"]
-    lines += [f"[ -d {q(d.hash)} ] && [ -f {q(d.hash + '.json')} ] && echo have {q(d.hash)}"
-              for d in inputs]
-    lines += [f'p=$(cat names/{q(d.name)} 2>/dev/null) && [ -d "$p" ] && [ -f "$p.json" ] && '
-              f'echo prev {q(d.name)} "$p"' for d in inputs]
+    lines += [
+        f"[ -d {q(d.hash)} ] && [ -f {q(d.hash + '.json')} ] && echo have {q(d.hash)}"
+        for d in inputs
+    ]
+    lines += [
+        f'p=$(cat names/{q(d.name)} 2>/dev/null) && [ -d "$p" ] && [ -f "$p.json" ] && '
+        f'echo prev {q(d.name)} "$p"'
+        for d in inputs
+    ]
     lines.append("command -v rsync >/dev/null 2>&1 && echo rsync")
     lines.append("exit 0")
     out = cache.run("\n".join(lines), what="looking for the data inputs in its cache")
@@ -139,30 +157,39 @@ def stage(cache: NodeCache, item: DataSpec, found: Manifest, progress: Progress)
             pass
         raise
     seconds = max(time.monotonic() - started, 1e-6)
-    record.update(state="sent", seconds=round(seconds, 3),
-                  rate=round(record["transferred"] / seconds))
+    record.update(
+        state="sent", seconds=round(seconds, 3), rate=round(record["transferred"] / seconds)
+    )
     cache.present.add(item.hash)
     progress(item.name, record)
     return record
 
 
-def _rsync(cache: NodeCache, item: DataSpec, partial: str, previous: str | None,
-           record: dict[str, Any], progress: Progress) -> dict[str, Any]:
+def _rsync(
+    cache: NodeCache,
+    item: DataSpec,
+    partial: str,
+    previous: str | None,
+    record: dict[str, Any],
+    progress: Progress,
+) -> dict[str, Any]:
     q = shlex.quote
     dest = posixpath.join(partial, item.leaf) if item.kind == "dir" else partial
     cache.run(f"mkdir -p {q(partial)}", what="making a folder for a data input")
-    argv = ["rsync", "-a", "--stats", "--info=progress2", "--no-inc-recursive",
-            "--protect-args"]
+    argv = ["rsync", "-a", "--stats", "--info=progress2", "--no-inc-recursive", "--protect-args"]
     if previous:
         base = posixpath.join(cache.root, previous)
-        argv.append(f"--link-dest={posixpath.join(base, item.leaf) if item.kind == 'dir' else base}")
+        argv.append(
+            f"--link-dest={posixpath.join(base, item.leaf) if item.kind == 'dir' else base}"
+        )
     source = item.path.rstrip("/") + ("/" if item.kind == "dir" else "")
     if cache.rsync_shell is not None:
         argv += ["-e", shlex.join(cache.rsync_shell), source, f"{cache.shell.host}:{dest}/"]
     else:
         argv += [source, dest + "/"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+    )
     text = bytearray()
     last = 0.0
     assert proc.stdout is not None
@@ -172,29 +199,39 @@ def _rsync(cache: NodeCache, item: DataSpec, partial: str, previous: str | None,
             match = _PROGRESS.match(line)
             if match and time.monotonic() - last > 0.2:
                 last = time.monotonic()
-                record.update(bytes=int(match.group(1).replace(b",", b"")),
-                              rate_text=match.group(3).decode())
+                record.update(
+                    bytes=int(match.group(1).replace(b",", b"")), rate_text=match.group(3).decode()
+                )
                 progress(item.name, record)
     code = proc.wait()
     error = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if code != 0:
-        raise TargetError(f"node {cache.label}: rsync of data input {item.name} failed "
-                          f"(exit {code}): {error.strip()[-800:]}")
-    stats = {name: int(value.replace(",", "")) for name, value in
-             _STAT.findall(text.decode(errors="replace"))}
-    return {"sent": stats.get("Total bytes sent", 0),
-            "files": stats.get("Number of regular files transferred", 0),
-            "transferred": stats.get("Total transferred file size", 0),
-            "bytes": item.size}
+        raise TargetError(
+            f"node {cache.label}: rsync of data input {item.name} failed "
+            f"(exit {code}): {error.strip()[-800:]}"
+        )
+    stats = {
+        name: int(value.replace(",", ""))
+        for name, value in _STAT.findall(text.decode(errors="replace"))
+    }
+    return {
+        "sent": stats.get("Total bytes sent", 0),
+        "files": stats.get("Number of regular files transferred", 0),
+        "transferred": stats.get("Total transferred file size", 0),
+        "bytes": item.size,
+    }
 
 
-def _tar(cache: NodeCache, item: DataSpec, found: Manifest, partial: str,
-         previous: str | None) -> dict[str, Any]:
+def _tar(
+    cache: NodeCache, item: DataSpec, found: Manifest, partial: str, previous: str | None
+) -> dict[str, Any]:
     old: dict[str, tuple[int, str]] = {}
     if previous:
         try:
-            text = cache.run(f"cat {shlex.quote(posixpath.join(cache.root, previous + '.json'))}",
-                             what="reading the previous copy's manifest")
+            text = cache.run(
+                f"cat {shlex.quote(posixpath.join(cache.root, previous + '.json'))}",
+                what="reading the previous copy's manifest",
+            )
             old = {e.path: (e.size, e.sha256) for e in Manifest.from_json(json.loads(text)).entries}
         except (TargetError, ValueError, KeyError):
             previous, old = None, {}
@@ -205,12 +242,28 @@ def _tar(cache: NodeCache, item: DataSpec, found: Manifest, partial: str,
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for e in changed:
-            tar.add(local / e.path if item.kind == "dir" else local, arcname=prefix + e.path,
-                    recursive=False)
-    payload = json.dumps({"dest": partial, "base": posixpath.join(cache.root, previous)
-                          if previous else None, "link": kept}).encode() + b"\n" + buf.getvalue()
-    cache.run(shlex.join([cache.python, "-c", rankside.text(_UNPACK)]), input=payload,
-              what=f"unpacking data input {item.name}", timeout=COPY_TIMEOUT_S)
+            tar.add(
+                local / e.path if item.kind == "dir" else local,
+                arcname=prefix + e.path,
+                recursive=False,
+            )
+    payload = (
+        json.dumps(
+            {
+                "dest": partial,
+                "base": posixpath.join(cache.root, previous) if previous else None,
+                "link": kept,
+            }
+        ).encode()
+        + b"\n"
+        + buf.getvalue()
+    )
+    cache.run(
+        shlex.join([cache.python, "-c", rankside.text(_UNPACK)]),
+        input=payload,
+        what=f"unpacking data input {item.name}",
+        timeout=COPY_TIMEOUT_S,
+    )
     size = sum(e.size for e in changed)
     return {"sent": len(payload), "files": len(changed), "transferred": size}
 
@@ -219,18 +272,27 @@ def _commit(cache: NodeCache, item: DataSpec, found: Manifest, partial: str) -> 
     q = shlex.quote
     token = secrets.token_hex(4)
     final, meta = item.hash, f"{item.hash}.json"
-    script = (f"set -e; cd {q(cache.root)}; cat > .{q(meta)}.{token}; "
-              f"mv -T {q(partial)} {q(final)} 2>/dev/null || rm -rf -- {q(partial)}; "
-              f"mv .{q(meta)}.{token} {q(meta)}; "
-              f"printf %s {q(final)} > names/.{q(item.name)}.{token}; "
-              f"mv names/.{q(item.name)}.{token} names/{q(item.name)}")
-    cache.run(script, input=json.dumps(found.to_json()).encode(),
-              what=f"putting data input {item.name} in place")
+    script = (
+        f"set -e; cd {q(cache.root)}; cat > .{q(meta)}.{token}; "
+        f"mv -T {q(partial)} {q(final)} 2>/dev/null || rm -rf -- {q(partial)}; "
+        f"mv .{q(meta)}.{token} {q(meta)}; "
+        f"printf %s {q(final)} > names/.{q(item.name)}.{token}; "
+        f"mv names/.{q(item.name)}.{token} names/{q(item.name)}"
+    )
+    cache.run(
+        script,
+        input=json.dumps(found.to_json()).encode(),
+        what=f"putting data input {item.name} in place",
+    )
 
 
-def stage_inputs(caches: Sequence[NodeCache], inputs: Sequence[DataSpec], home: Path,
-                 report: Callable[[dict[str, Any]], None],
-                 log: Callable[[str], None]) -> dict[str, Any]:
+def stage_inputs(
+    caches: Sequence[NodeCache],
+    inputs: Sequence[DataSpec],
+    home: Path,
+    report: Callable[[dict[str, Any]], None],
+    log: Callable[[str], None],
+) -> dict[str, Any]:
     """Every input on every node (nodes in parallel, inputs in turn on each); ``report``
     gets ``{"data": {input: {node: record}}, "done": bool}`` as it goes. Returns that, with
     each node's errors raised as one ``TargetError`` naming every failed node."""
@@ -252,6 +314,7 @@ def stage_inputs(caches: Sequence[NodeCache], inputs: Sequence[DataSpec], home: 
             with lock:
                 status["data"][name][cache.label] = dict(record)
                 report(json.loads(json.dumps(status)))
+
         return progress
 
     def one_node(cache: NodeCache) -> str | None:
@@ -260,12 +323,16 @@ def stage_inputs(caches: Sequence[NodeCache], inputs: Sequence[DataSpec], home: 
             for item in inputs:
                 done = stage(cache, item, manifests[item.hash], progress_on(cache))
                 if done["state"] == "sent":
-                    log(f"[jt] data {item.name} ({format_bytes(item.size)}, {item.files} files) to "
+                    log(
+                        f"[jt] data {item.name} ({format_bytes(item.size)}, {item.files} files) to "
                         f"{cache.label} with {done['tool']}: {done['files']} file(s), "
-                        f"{format_bytes(done['transferred'])} sent in {done['seconds']} s\n")
+                        f"{format_bytes(done['transferred'])} sent in {done['seconds']} s\n"
+                    )
                 else:
-                    log(f"[jt] data {item.name} is in {cache.label}'s cache already "
-                        f"({item.hash}): nothing sent\n")
+                    log(
+                        f"[jt] data {item.name} is in {cache.label}'s cache already "
+                        f"({item.hash}): nothing sent\n"
+                    )
         except TargetError as exc:
             return str(exc)
         return None
@@ -275,7 +342,7 @@ def stage_inputs(caches: Sequence[NodeCache], inputs: Sequence[DataSpec], home: 
     status["done"] = True
     report(status)
     if errors:
-        raise TargetError("staging the data inputs failed; nothing was launched:\n  "
-                          + "\n  ".join(errors))
+        raise TargetError(
+            "staging the data inputs failed; nothing was launched:\n  " + "\n  ".join(errors)
+        )
     return status
-

@@ -14,8 +14,9 @@ from __future__ import annotations
 import ctypes
 import signal
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Protocol, Sequence, runtime_checkable
+from typing import IO, Any, Protocol, runtime_checkable
 
 from ..core.errors import TargetError
 
@@ -48,8 +49,14 @@ class NodeShell(Protocol):
 
     host: str
 
-    def run(self, remote_command: str, *, input: bytes | None = None, timeout: float = 60.0,
-            what: str = "a command") -> subprocess.CompletedProcess:
+    def run(
+        self,
+        remote_command: str,
+        *,
+        input: bytes | None = None,
+        timeout: float = 60.0,
+        what: str = "a command",
+    ) -> subprocess.CompletedProcess:
         """Run it and wait at most ``timeout`` seconds (then raise a TargetError saying
         ``what`` did not finish); stdout and stderr are captured as bytes."""
         ...
@@ -77,15 +84,20 @@ def die_with_parent() -> None:
         pass
 
 
-def run_argv(argv: Sequence[str], *, host: str, input: bytes | None, timeout: float,
-             what: str, fix: str) -> subprocess.CompletedProcess:
+def run_argv(
+    argv: Sequence[str], *, host: str, input: bytes | None, timeout: float, what: str, fix: str
+) -> subprocess.CompletedProcess:
     """``argv`` run here for a call on ``host``; ``fix`` says how to get its program."""
     try:
-        return subprocess.run(list(argv), input=input, capture_output=True, timeout=timeout,
-                              stdin=None if input is not None else subprocess.DEVNULL)
+        return subprocess.run(
+            list(argv),
+            input=input,
+            capture_output=True,
+            timeout=timeout,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired as exc:
-        raise TargetError(f"node {host}: {what} did not finish within "
-                          f"{timeout:.0f} s") from exc
+        raise TargetError(f"node {host}: {what} did not finish within {timeout:.0f} s") from exc
     except OSError as exc:
         raise TargetError(f"cannot run {argv[0]}: {exc}; {fix}") from exc
 
@@ -100,14 +112,25 @@ class LocalShell:
     def argv(self, remote: str | None = None) -> list[str]:
         return ["/bin/sh", "-c", remote or "true"]
 
-    def run(self, remote_command: str, *, input: bytes | None = None, timeout: float = 60.0,
-            what: str = "a command") -> subprocess.CompletedProcess:
-        return run_argv(self.argv(remote_command), host=self.host, input=input,
-                        timeout=timeout, what=what, fix="this machine needs a POSIX /bin/sh")
+    def run(
+        self,
+        remote_command: str,
+        *,
+        input: bytes | None = None,
+        timeout: float = 60.0,
+        what: str = "a command",
+    ) -> subprocess.CompletedProcess:
+        return run_argv(
+            self.argv(remote_command),
+            host=self.host,
+            input=input,
+            timeout=timeout,
+            what=what,
+            fix="this machine needs a POSIX /bin/sh",
+        )
 
     def popen(self, remote_command: str, **kwargs: Any) -> subprocess.Popen:
-        return subprocess.Popen(self.argv(remote_command), preexec_fn=die_with_parent,
-                                **kwargs)
+        return subprocess.Popen(self.argv(remote_command), preexec_fn=die_with_parent, **kwargs)
 
     def resolve(self) -> dict[str, list[str]]:
         return {"hostname": ["localhost"]}

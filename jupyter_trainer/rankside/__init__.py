@@ -26,13 +26,31 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 BOOT = "boot.py"
-SNAPSHOT = ("__init__.py", "runtime.py", "launcher_env.py", "rank_files.py", "onnx_export.py",
-            "data.py", "workdir.py", "death_watch.py")
+SNAPSHOT = (
+    "__init__.py",
+    "runtime.py",
+    "launcher_env.py",
+    "rank_files.py",
+    "onnx_export.py",
+    "data.py",
+    "workdir.py",
+    "death_watch.py",
+)
 AGENT = "agent.py"
-POOL = ("__init__.py", "procs.py", "home.py", "hotstart/__init__.py", "hotstart/__main__.py",
-        "hotstart/client.py",
-        "hotstart/server.py", "hotstart/warm.py", "hotstart/child.py", "hotstart/records.py",
-        "hotstart/node_launch.py", "hotstart/keeper.py")
+POOL = (
+    "__init__.py",
+    "procs.py",
+    "home.py",
+    "hotstart/__init__.py",
+    "hotstart/__main__.py",
+    "hotstart/client.py",
+    "hotstart/server.py",
+    "hotstart/warm.py",
+    "hotstart/child.py",
+    "hotstart/records.py",
+    "hotstart/node_launch.py",
+    "hotstart/keeper.py",
+)
 DATA_UNPACK = "data_unpack.py"
 ENV_BUILD = "env_build.py"
 KUBE_POD = "kube_pod.py"
@@ -42,16 +60,19 @@ RAY_ACTOR = "ray_actor.py"
 # public name ``jupyter_trainer.runtime``, so the cell's ``from jupyter_trainer import
 # runtime as jt`` works on a node without jupyter_trainer.
 SHIM_INIT = '"""Stand-in for jupyter_trainer inside a run snapshot: only the rank side."""\n'
-SHIM_RUNTIME = ('"""``from jupyter_trainer import runtime as jt``: the rank side\'s runtime by '
-                'its public name."""\n\n'
-                "import sys\n\nfrom .rankside import runtime as _runtime\n\n"
-                "sys.modules[__name__] = _runtime\n")
+SHIM_RUNTIME = (
+    '"""``from jupyter_trainer import runtime as jt``: the rank side\'s runtime by '
+    'its public name."""\n\n'
+    "import sys\n\nfrom .rankside import runtime as _runtime\n\n"
+    "sys.modules[__name__] = _runtime\n"
+)
 
 
 def shipped() -> tuple[str, ...]:
     """Every file of this folder that leaves this machine, by any of the ways above."""
-    return tuple(sorted({BOOT, *SNAPSHOT, AGENT, *POOL, DATA_UNPACK, ENV_BUILD, KUBE_POD,
-                         RAY_ACTOR}))
+    return tuple(
+        sorted({BOOT, *SNAPSHOT, AGENT, *POOL, DATA_UNPACK, ENV_BUILD, KUBE_POD, RAY_ACTOR})
+    )
 
 
 def source(name: str) -> bytes:

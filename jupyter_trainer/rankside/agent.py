@@ -8,13 +8,20 @@ SUB: ``preflight`` (interpreter, imports, GPUs, tools, a port, an intact snapsho
 ``start`` (the launcher under a keeper), ``follow`` (logs, events, rank records; ``finish``,
 ``discard``), ``finish``, ``stop``, ``leftovers`` (process group, JT_RUN_ID, pool record)."""
 
-import json, os, re, signal, sys, time  # the rest where needed: every call starts an agent
+import json
+import os
+import re
+import signal
+import sys
+import time  # the rest where needed: every call starts an agent
 
 MARK = b"\x1eJT "
 CHUNK = 1 << 20
 REPLACED = re.compile(r"ranks/rank-\d+(?:\.attempt-\d+)?\.json|events/rank-\d+\.beat")
-FOLLOWED = re.compile(r"logs/rank-\d+\.(?:log|times)|events/rank-\d+\.jsonl|logs/launcher-\d+\.log|"
-                      + REPLACED.pattern)
+FOLLOWED = re.compile(
+    r"logs/rank-\d+\.(?:log|times)|events/rank-\d+\.jsonl|logs/launcher-\d+\.log|"
+    + REPLACED.pattern
+)
 HEARTBEAT_S, PASS_S = 1.0, 0.05  # a launcher's exit is seen within PASS_S
 
 
@@ -34,7 +41,7 @@ def start_ticks(pid):
             stat = fh.read()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     return None if fields[0] == "Z" else int(fields[19])
 
 
@@ -58,7 +65,9 @@ def pids_with_env(run_id, run_dir=None):
             found.append(int(name))
     if run_dir and os.path.isfile(os.path.join(run_dir, "pool-ranks.json")):
         sys.path[:0] = [p for p in [os.path.join(run_dir, "pool")] if p not in sys.path]
-        found += __import__("_jt_node_pool.hotstart.records").hotstart.records.recorded_pids(run_dir)
+        found += __import__("_jt_node_pool.hotstart.records").hotstart.records.recorded_pids(
+            run_dir
+        )
     return sorted(set(found))
 
 
@@ -86,11 +95,23 @@ def killpg(pgid, ticks, sig):
 
 
 def cmd_preflight(workdir, args):
-    import importlib.util, shutil, socket  # noqa: E401
-    out = {"python": "%d.%d.%d" % sys.version_info[:3], "executable": sys.executable,
-           "hostname": socket.gethostname(), "workdir": workdir, "agent": __file__,
-           "cpus": os.cpu_count() or 1, "root": os.geteuid() == 0, "missing": [],
-           "versions": {}, "tools": {}, "resolved": {}}
+    import importlib.util
+    import shutil
+    import socket
+
+    out = {
+        "python": "%d.%d.%d" % sys.version_info[:3],
+        "executable": sys.executable,
+        "hostname": socket.gethostname(),
+        "workdir": workdir,
+        "agent": __file__,
+        "cpus": os.cpu_count() or 1,
+        "root": os.geteuid() == 0,
+        "missing": [],
+        "versions": {},
+        "tools": {},
+        "resolved": {},
+    }
     for name in args.get("modules", []):
         try:
             if importlib.util.find_spec(name) is None:
@@ -129,6 +150,7 @@ def serve(workdir):
     """The pre-flight's connection, kept for the run's next steps: one JSON line a request,
     ``stage`` (a tar of ``n`` bytes follows), ``start``, then ``follow``, which keeps it."""
     import io
+
     for line in iter(sys.stdin.buffer.readline, b""):
         ask = json.loads(line)
         if "follow" in ask:
@@ -136,8 +158,15 @@ def serve(workdir):
         if "start" in ask:
             start(workdir, ask["start"])
         else:
-            answer({"staged": unpack(os.path.join(workdir, "snapshots"), ask["stage"],
-                                     io.BytesIO(sys.stdin.buffer.read(ask["n"])))})
+            answer(
+                {
+                    "staged": unpack(
+                        os.path.join(workdir, "snapshots"),
+                        ask["stage"],
+                        io.BytesIO(sys.stdin.buffer.read(ask["n"])),
+                    )
+                }
+            )
 
 
 def _version(name):
@@ -145,23 +174,33 @@ def _version(name):
     prefix = name + "-"
     for folder in sys.path:
         try:
-            found = [n for n in os.listdir(folder or ".")
-                     if n.startswith(prefix) and n.endswith(".dist-info")]
+            found = [
+                n
+                for n in os.listdir(folder or ".")
+                if n.startswith(prefix) and n.endswith(".dist-info")
+            ]
         except OSError:
             continue
         if found:
-            return found[0][len(prefix):-len(".dist-info")]
+            return found[0][len(prefix) : -len(".dist-info")]
     return None
 
 
 def _count_gpus():
     """GPUs ``nvidia-smi -L`` lists (honouring CUDA_VISIBLE_DEVICES), and why 0 if it failed."""
-    import shutil, subprocess  # noqa: E401
+    import shutil
+    import subprocess
+
     if not shutil.which("nvidia-smi"):
         return 0, "nvidia-smi was not found on the node's PATH"
     try:
-        done = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, universal_newlines=True, timeout=20)
+        done = subprocess.run(
+            ["nvidia-smi", "-L"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return 0, "nvidia-smi -L failed: %s" % exc
     count = sum(1 for line in done.stdout.splitlines() if line.startswith("GPU "))
@@ -187,7 +226,9 @@ def _intact_snapshot(workdir, name):
 def unpack(root, name, stream):
     """A gzipped tar into ``root/name`` through a temporary folder and one rename (a reader sees
     all or nothing; two writers make one); False: it was there."""
-    import shutil, tarfile  # noqa: E401
+    import shutil
+    import tarfile
+
     dest = os.path.join(root, name)
     os.makedirs(root, exist_ok=True)
     if os.path.isdir(dest):
@@ -218,39 +259,66 @@ def cmd_environment(workdir, args):
     build.py builds (or finds) the environment under ``envs/venvs/`` on this python; then
     the pre-flight ``args["check"]`` runs with the environment's own python."""
     import subprocess
+
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,80}", args["name"]):
         return answer({"error": "refusing environment folder name %r" % args["name"]})
     root = os.path.join(workdir, "envs")
     unpack(os.path.join(root, "locks"), args["name"], sys.stdin.buffer)
     folder = os.path.join(root, "locks", args["name"])
-    argv = [sys.executable, os.path.join(folder, "build.py"), os.path.join(folder, "lock"),
-            os.path.join(root, "venvs"), "--base-python", sys.executable]
+    argv = [
+        sys.executable,
+        os.path.join(folder, "build.py"),
+        os.path.join(folder, "lock"),
+        os.path.join(root, "venvs"),
+        "--base-python",
+        sys.executable,
+    ]
     argv += ["--uv", args["uv"]] if args.get("uv") else []
-    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True)
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if done.returncode:
-        return answer({"error": (done.stderr.strip() or "build.py exited with code %d"
-                                 % done.returncode)[-3000:]})
+        return answer(
+            {
+                "error": (done.stderr.strip() or "build.py exited with code %d" % done.returncode)[
+                    -3000:
+                ]
+            }
+        )
     record = json.loads(done.stdout)
-    check = subprocess.run([record["python"], __file__, "--workdir", workdir, "preflight",
-                            json.dumps(args.get("check", {}))],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    check = subprocess.run(
+        [
+            record["python"],
+            __file__,
+            "--workdir",
+            workdir,
+            "preflight",
+            json.dumps(args.get("check", {})),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     header = _first_frame(check.stdout)
     if check.returncode or header is None:
-        return answer({"error": "the environment's python %s failed the pre-flight: %s" % (
-            record["python"], check.stderr.decode(errors="replace").strip()[-2000:])})
+        return answer(
+            {
+                "error": "the environment's python %s failed the pre-flight: %s"
+                % (record["python"], check.stderr.decode(errors="replace").strip()[-2000:])
+            }
+        )
     answer({"environment": record, "check": header})
 
 
 def _first_frame(data):
     at = data.find(MARK)
-    header = json.loads(data[at + len(MARK):].split(b"\n", 1)[0].decode()) if at >= 0 else None
+    header = json.loads(data[at + len(MARK) :].split(b"\n", 1)[0].decode()) if at >= 0 else None
     return header and {k: v for k, v in header.items() if k != "n"}
 
 
 def _check_member(member):
-    if member.name.startswith("/") or ".." in member.name.split("/") or not (
-            member.isfile() or member.isdir()):
+    if (
+        member.name.startswith("/")
+        or ".." in member.name.split("/")
+        or not (member.isfile() or member.isdir())
+    ):
         raise SystemExit("refusing snapshot member %r" % member.name)
 
 
@@ -276,10 +344,20 @@ def start(workdir, spec):
         write_atomic(os.path.join(run_dir, rel), text, 0o755 if rel.startswith("bin/") else 0o644)
     _touch(os.path.join(run_dir, "lease"))
     if "warm" in spec:  # a hot run: its rank pool readied on every node before any launcher
-        done = __import__("subprocess").run(spec["warm"], cwd=run_dir, stdout=-1, stderr=-1, stdin=-3)
+        done = __import__("subprocess").run(
+            spec["warm"], cwd=run_dir, stdout=-1, stderr=-1, stdin=-3
+        )
         said = (done.stdout.strip().splitlines() or [b""])[-1]
-        return answer(json.loads(said) if said.startswith(b"{") else {"ok": False, "why": (
-            done.stderr.decode(errors="replace").strip() or "exit %d" % done.returncode)[-800:]})
+        return answer(
+            json.loads(said)
+            if said.startswith(b"{")
+            else {
+                "ok": False,
+                "why": (
+                    done.stderr.decode(errors="replace").strip() or "exit %d" % done.returncode
+                )[-800:],
+            }
+        )
     if "argv" not in spec:
         return answer({"prepared": True})
     earlier = os.path.join(run_dir, "node-%d.exit" % spec["node"])  # a relaunch's last end
@@ -300,11 +378,15 @@ def start(workdir, spec):
 
 def _keeper(spec, report_fd):
     import subprocess
+
     os.setsid()
     node = spec["node"]
     run_dir = spec["run_dir"]
-    log = os.open(os.path.join(run_dir, "logs", "launcher-%d.log" % node),
-                  os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log = os.open(
+        os.path.join(run_dir, "logs", "launcher-%d.log" % node),
+        os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+        0o644,
+    )
     null = os.open(os.devnull, os.O_RDWR)
     for fd, src in ((0, null), (1, log), (2, log)):  # let go of the ssh session's pipes
         os.dup2(src, fd)
@@ -315,11 +397,21 @@ def _keeper(spec, report_fd):
         env["PATH"] = os.pathsep.join(spec["path_prepend"] + [env.get("PATH", os.defpath)])
     exit_path = os.path.join(run_dir, "node-%d.exit" % node)
     try:
-        child = subprocess.Popen(spec["argv"], env=env, cwd=spec["cwd"], stdin=null,
-                                 stdout=log, stderr=log, start_new_session=True,
-                                 close_fds=True)
+        child = subprocess.Popen(
+            spec["argv"],
+            env=env,
+            cwd=spec["cwd"],
+            stdin=null,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
     except OSError as exc:
-        os.write(report_fd, json.dumps({"error": "cannot start %s: %s" % (spec["argv"][0], exc)}).encode())
+        os.write(
+            report_fd,
+            json.dumps({"error": "cannot start %s: %s" % (spec["argv"][0], exc)}).encode(),
+        )
         return
     ticks = start_ticks(child.pid)
     ids = {"pid": child.pid, "pgid": child.pid, "start_ticks": ticks, "keeper": os.getpid()}
@@ -345,8 +437,9 @@ def _keeper(spec, report_fd):
             killpg(child.pid, ticks, signal.SIGTERM)
         elif orphaned and time.monotonic() > deadline:
             killpg(child.pid, ticks, signal.SIGKILL)
-    write_atomic(exit_path, json.dumps({"exit_code": code, "ended": time.time(),
-                                        "orphaned": orphaned}))
+    write_atomic(
+        exit_path, json.dumps({"exit_code": code, "ended": time.time(), "orphaned": orphaned})
+    )
 
 
 def write_atomic(path, text, mode=0o644):
@@ -428,7 +521,9 @@ class Follower:
                 return {"exit": ended.get("exit_code"), "alive": False}
             if ids is None:
                 return {"exit": None, "alive": None}  # this node runs no launcher of its own
-            if look == 1 and (alive(ids["pid"], ids.get("start_ticks")) or alive(ids.get("keeper"))):
+            if look == 1 and (
+                alive(ids["pid"], ids.get("start_ticks")) or alive(ids.get("keeper"))
+            ):
                 return {"exit": None, "alive": True}
         return {"exit": -1, "alive": False, "lost": "launcher and keeper gone; no exit recorded"}
 
@@ -437,7 +532,9 @@ def follow(args, offsets):
     """Stream the run's files until the other end goes away. A ``{"finish": ARGS}`` line on
     stdin ends the run through this same session (see ``finish``); after it, a
     ``{"discard": true}`` line removes the run's working directories (``discarded``)."""
-    import queue, threading  # noqa: E401
+    import queue
+    import threading
+
     follower = Follower(args["run_dir"], args["node"], offsets)
     lease = os.path.join(args["run_dir"], "lease")
     requests = queue.Queue()
@@ -521,6 +618,7 @@ def tree_hash(root):
     """sha256 over the sorted (relative path, sha256 of content) pairs of every file under
     ``root``: the snapshot's content hash, as capture computes it."""
     import hashlib
+
     digests = {}
     for dirpath, _dirs, names in os.walk(root):
         for name in names:
@@ -542,6 +640,7 @@ def tree_hash(root):
 def discard(run_dir):
     """Remove the run's working directories here (the rest stays); returns what was removed."""
     import shutil
+
     path = os.path.join(run_dir, "work")
     gone = "%s.discarded-%s" % (path, os.urandom(6).hex())
     try:  # nodes that share a filesystem share the folder: one of them takes it
@@ -574,17 +673,27 @@ def stop(args):
     return {"sigterm": len(found), "sigkilled": killed}
 
 
-COMMANDS = {"preflight": cmd_preflight, "environment": cmd_environment,
-            "stage": lambda workdir, args: answer({"staged": unpack(  # snapshot tar on stdin
-                os.path.join(workdir, "snapshots"), args["snapshot"], sys.stdin.buffer)}),
-            "start": lambda workdir, args: start(workdir, json.loads(sys.stdin.buffer.read())),
-            "follow": lambda workdir, args: follow(args, _offsets()),
-            "finish": lambda workdir, args: finish(args, Follower(args["run_dir"], args["node"],
-                                                                  _offsets())),
-            "discard": lambda workdir, args: answer({"removed": discard(args["run_dir"])}),
-            "stop": lambda workdir, args: answer(stop(args)),
-            "leftovers": lambda workdir, args: answer(
-                {"leftovers": [describe(p) for p in pids_with_env(args["run_id"], args.get("run_dir"))]})}
+COMMANDS = {
+    "preflight": cmd_preflight,
+    "environment": cmd_environment,
+    "stage": lambda workdir, args: answer(
+        {
+            "staged": unpack(  # snapshot tar on stdin
+                os.path.join(workdir, "snapshots"), args["snapshot"], sys.stdin.buffer
+            )
+        }
+    ),
+    "start": lambda workdir, args: start(workdir, json.loads(sys.stdin.buffer.read())),
+    "follow": lambda workdir, args: follow(args, _offsets()),
+    "finish": lambda workdir, args: finish(
+        args, Follower(args["run_dir"], args["node"], _offsets())
+    ),
+    "discard": lambda workdir, args: answer({"removed": discard(args["run_dir"])}),
+    "stop": lambda workdir, args: answer(stop(args)),
+    "leftovers": lambda workdir, args: answer(
+        {"leftovers": [describe(p) for p in pids_with_env(args["run_id"], args.get("run_dir"))]}
+    ),
+}
 
 
 def main(argv):

@@ -25,8 +25,8 @@ import time
 from typing import Any
 
 _HERE, _TRACEBACK_CHARS = os.path.dirname(os.path.abspath(__file__)), 8000
-_CELL_MARKER = "# --- cell ---"            # capture.cellscript.CELL_MARKER
-_exit_code: int | None = None              # the rank's exit code, once main() has returned
+_CELL_MARKER = "# --- cell ---"  # capture.cellscript.CELL_MARKER
+_exit_code: int | None = None  # the rank's exit code, once main() has returned
 
 
 def _shim_last() -> None:
@@ -155,8 +155,9 @@ def main(argv: list[str]) -> int:
     atexit.register(_leave_before_native_teardown)  # first registered, so it runs last
     _shim_last()
     sys.dont_write_bytecode = True  # no __pycache__ in the snapshot from the runtime's copy
-    from jupyter_trainer.rankside import runtime  # maps RANK/WORLD_SIZE/... into os.environ
     from jupyter_trainer.rankside import death_watch as rank_death
+    from jupyter_trainer.rankside import runtime  # maps RANK/WORLD_SIZE/... into os.environ
+
     sys.dont_write_bytecode = bool(sys.flags.dont_write_bytecode)
 
     run_dir = os.environ.get("JT_RUN_DIR") or None
@@ -173,9 +174,15 @@ def main(argv: list[str]) -> int:
         attempt = getattr(runtime, "attempt", 0)
         if attempt:
             _keep_earlier_attempt(record_path, runtime.rank, attempt)
-        record = {"rank": runtime.rank, "local_rank": runtime.local_rank,
-                  "world_size": runtime.world_size, "pid": os.getpid(),
-                  "host": rank_death.hostname(), "started": time.time(), "attempt": attempt}
+        record = {
+            "rank": runtime.rank,
+            "local_rank": runtime.local_rank,
+            "world_size": runtime.world_size,
+            "pid": os.getpid(),
+            "host": rank_death.hostname(),
+            "started": time.time(),
+            "attempt": attempt,
+        }
         if os.environ.get("SLURMD_NODENAME"):  # Slurm's name of the node, which srun takes
             record["slurm_node"] = os.environ["SLURMD_NODENAME"]
         rank_death.write_json(record_path, record)
@@ -188,8 +195,9 @@ def main(argv: list[str]) -> int:
         if record_path is None:
             return {}
         try:
-            return rank_death.failure_evidence(os.path.dirname(record_path), runtime.rank,
-                                               launchers)
+            return rank_death.failure_evidence(
+                os.path.dirname(record_path), runtime.rank, launchers
+            )
         except Exception as exc:  # the rank's own end must be recorded all the same
             print(f"[jt] cannot look at the other ranks: {exc!r}", file=sys.stderr)
             return {}
@@ -225,7 +233,8 @@ def main(argv: list[str]) -> int:
     if hasattr(runtime, "_start_heartbeat"):
         runtime._start_heartbeat()
 
-    from jupyter_trainer.rankside import launcher_env as rank_env, workdir as rank_workdir
+    from jupyter_trainer.rankside import launcher_env as rank_env
+    from jupyter_trainer.rankside import workdir as rank_workdir
 
     if os.environ.get("JT_BACKEND_OVERRIDE") == "1" and os.environ.get("JT_BACKEND"):
         rank_env.force_backend(os.environ["JT_BACKEND"])
@@ -237,8 +246,10 @@ def main(argv: list[str]) -> int:
     if run_dir:  # the ranks run from the node's private copy, never from the snapshot
         try:
             code_root, record["workdir"] = rank_workdir.enter_workdir(
-                run_dir, os.path.realpath(snapshot),
-                rank_workdir.node_key(runtime.world_size, runtime.local_world_size))
+                run_dir,
+                os.path.realpath(snapshot),
+                rank_workdir.node_key(runtime.world_size, runtime.local_world_size),
+            )
         except OSError as exc:
             message = f"cannot make the node's working directory: {exc}"
             print(f"[jt] {message}", file=sys.stderr)
@@ -272,8 +283,13 @@ def main(argv: list[str]) -> int:
         code = 128 + signal.SIGINT if isinstance(exc, KeyboardInterrupt) else 1
         tb = _user_traceback(exc, entry, run_dir)
         print(tb, end="", file=sys.stderr)
-        finish(code, failed_at=failed_at, error=_error_line(exc), traceback=tb[-_TRACEBACK_CHARS:],
-               **seen)
+        finish(
+            code,
+            failed_at=failed_at,
+            error=_error_line(exc),
+            traceback=tb[-_TRACEBACK_CHARS:],
+            **seen,
+        )
         return code
     _release_process_group()
     finish(0)

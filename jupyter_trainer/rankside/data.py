@@ -10,9 +10,9 @@ folder>``.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 class DataPaths(Mapping):
@@ -33,8 +33,10 @@ class DataPaths(Mapping):
             return self._paths[name]
         except KeyError:
             given = ", ".join(sorted(self._paths)) or "none"
-            raise KeyError(f"the run has no data input {name!r} (its inputs: {given}); start "
-                           f"it with --data {name}=PATH") from None
+            raise KeyError(
+                f"the run has no data input {name!r} (its inputs: {given}); start "
+                f"it with --data {name}=PATH"
+            ) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._paths)

@@ -21,8 +21,8 @@ from typing import Any
 _PR_SET_PDEATHSIG = 1
 _DEATH_SIGNAL = signal.SIGUSR2
 _STATUS_EXIT_CODE_FIELD = 52  # of /proc/PID/stat: the wait status of a zombie (Linux >= 3.5)
-_ORPHAN_CHECK_S = 0.5   # how often the watcher checks that the rank's launcher still exists
-_ORPHAN_GRACE_S = 5.0   # SIGTERM -> SIGKILL for a rank whose launcher is gone
+_ORPHAN_CHECK_S = 0.5  # how often the watcher checks that the rank's launcher still exists
+_ORPHAN_GRACE_S = 5.0  # SIGTERM -> SIGKILL for a rank whose launcher is gone
 
 
 def launcher_chain(run_id: str) -> list[int]:
@@ -89,7 +89,7 @@ def _stat(pid: int) -> list[str] | None:
             stat = f.read().decode()
     except OSError:
         return None
-    return stat[stat.rindex(")") + 2:].split()  # the name may hold spaces and parentheses
+    return stat[stat.rindex(")") + 2 :].split()  # the name may hold spaces and parentheses
 
 
 def _ending(pid: int) -> bool:
@@ -180,8 +180,11 @@ def _death_watcher(record_path: str, parent: int) -> None:
     elif record.get("exit_code") == 0 and status:
         # The rank's code finished and it recorded so, then its process died otherwise: in
         # native teardown (a C++ destructor or exit handler that aborts, say).
-        record["after_exit"] = ({"signal": _signal_name(status & 0x7F)} if status & 0x7F
-                                else {"exit_status": status >> 8})
+        record["after_exit"] = (
+            {"signal": _signal_name(status & 0x7F)}
+            if status & 0x7F
+            else {"exit_status": status >> 8}
+        )
     write_json(record_path, record)
 
 

@@ -87,9 +87,13 @@ def describe_self() -> dict[str, Any]:
             if parsed:
                 packages[parsed[0]] = parsed[1]
     # ``identity`` is the same whichever name (python, python3, a symlink) started it.
-    return {"executable": sys.executable, "version": "%d.%d.%d" % sys.version_info[:3],
-            "identity": [os.path.realpath(sys.executable), os.path.realpath(sys.prefix)],
-            "sites": sites, "packages": dict(sorted(packages.items()))}
+    return {
+        "executable": sys.executable,
+        "version": "%d.%d.%d" % sys.version_info[:3],
+        "identity": [os.path.realpath(sys.executable), os.path.realpath(sys.prefix)],
+        "sites": sites,
+        "packages": dict(sorted(packages.items())),
+    }
 
 
 def describe_interpreter(python: str | None = None) -> dict[str, Any]:
@@ -97,18 +101,23 @@ def describe_interpreter(python: str | None = None) -> dict[str, Any]:
     if python is None or os.path.abspath(python) == os.path.abspath(sys.executable):
         return describe_self()
     try:
-        out = subprocess.run([python, os.path.abspath(__file__), "--describe"], capture_output=True,
-                             text=True, timeout=60)
+        out = subprocess.run(
+            [python, os.path.abspath(__file__), "--describe"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except OSError as exc:
         raise BuildError(f"cannot run the base interpreter {python}: {exc}") from None
     if out.returncode != 0:
-        raise BuildError(f"the base interpreter {python} failed to describe itself: "
-                         f"{out.stderr.strip()[-2000:]}")
+        raise BuildError(
+            f"the base interpreter {python} failed to describe itself: {out.stderr.strip()[-2000:]}"
+        )
     return json.loads(out.stdout)
 
 
 def version_matches(wanted: str, actual: str) -> bool:
-    """"3.11" matches 3.11.x; "3.11.7" matches only 3.11.7."""
+    """ "3.11" matches 3.11.x; "3.11.7" matches only 3.11.7."""
     return actual.split(".")[: len(wanted.split("."))] == wanted.split(".")
 
 
@@ -125,9 +134,14 @@ def parse_lock(text: str) -> list[dict[str, Any]]:
         if not line:
             continue
         match = _REQ_LINE.match(line)
-        entries.append({"name": canonical_name(match.group(1)) if match else None,
-                        "version": match.group(3) if match else None,
-                        "hashed": "--hash=" in line, "line": line})
+        entries.append(
+            {
+                "name": canonical_name(match.group(1)) if match else None,
+                "version": match.group(3) if match else None,
+                "hashed": "--hash=" in line,
+                "line": line,
+            }
+        )
     return entries
 
 
@@ -140,8 +154,9 @@ def read_lock(lock_dir: str) -> tuple[dict[str, Any], str]:
     except (OSError, ValueError) as exc:
         raise BuildError(f"{lock_dir} is not a usable lock folder: {exc}") from None
     if meta.get("format") != FORMAT:
-        raise BuildError(f"{lock_dir}: lock format {meta.get('format')!r}, this builder "
-                         f"reads {FORMAT}")
+        raise BuildError(
+            f"{lock_dir}: lock format {meta.get('format')!r}, this builder reads {FORMAT}"
+        )
     return meta, text
 
 
@@ -153,21 +168,40 @@ def plan(lock_dir: str, base: dict[str, Any]) -> dict[str, Any]:
     entries = parse_lock(text)
     matches = version_matches(python, base["version"])
     if inherit and not matches:
-        raise BuildError(f"the lock layers on Python {python} but the base interpreter "
-                         f"{base['executable']} is Python {base['version']}")
+        raise BuildError(
+            f"the lock layers on Python {python} but the base interpreter "
+            f"{base['executable']} is Python {base['version']}"
+        )
     have = base["packages"]
-    skipped = sorted(f"{e['name']}=={e['version']}" for e in entries if inherit and e["name"]
-                     and public_version(have.get(e["name"], "")) == public_version(e["version"]))
+    skipped = sorted(
+        f"{e['name']}=={e['version']}"
+        for e in entries
+        if inherit
+        and e["name"]
+        and public_version(have.get(e["name"], "")) == public_version(e["version"])
+    )
     interpreter = base["executable"] if matches else python
-    identity = {"format": FORMAT, "lock": hashlib.sha256(text.encode()).hexdigest(),
-                "python": python, "inherit": inherit,
-                "interpreter": base["identity"] if matches else python,
-                "sites": base["sites"] if inherit else [], "skipped": skipped}
+    identity = {
+        "format": FORMAT,
+        "lock": hashlib.sha256(text.encode()).hexdigest(),
+        "python": python,
+        "inherit": inherit,
+        "interpreter": base["identity"] if matches else python,
+        "sites": base["sites"] if inherit else [],
+        "skipped": skipped,
+    }
     env_id = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     install = [e for e in entries if f"{e['name']}=={e['version']}" not in skipped]
-    return {"env_id": env_id, "meta": meta, "interpreter": interpreter, "inherit": inherit,
-            "base_version": base["version"],
-            "sites": base["sites"], "skipped": skipped, "install": install}
+    return {
+        "env_id": env_id,
+        "meta": meta,
+        "interpreter": interpreter,
+        "inherit": inherit,
+        "base_version": base["version"],
+        "sites": base["sites"],
+        "skipped": skipped,
+        "install": install,
+    }
 
 
 # -- building ------------------------------------------------------------------------------
@@ -182,8 +216,9 @@ def find_uv(explicit: str | None = None) -> str:
         except (ImportError, FileNotFoundError):
             found = shutil.which("uv")
     if not found:
-        raise BuildError("uv was not found: install it (pip install uv) or set "
-                         f"{UV_ENV} to its path")
+        raise BuildError(
+            f"uv was not found: install it (pip install uv) or set {UV_ENV} to its path"
+        )
     return found
 
 
@@ -191,19 +226,23 @@ def run_uv(uv: str, args: list[str], cwd: str | None = None) -> str:
     env = {**os.environ, "NO_COLOR": "1", "UV_NO_PROGRESS": "1"}
     env.pop("VIRTUAL_ENV", None)  # every call names its interpreter explicitly
     try:
-        out = subprocess.run([uv, *args], capture_output=True, text=True, cwd=cwd, env=env,
-                             stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            [uv, *args], capture_output=True, text=True, cwd=cwd, env=env, stdin=subprocess.DEVNULL
+        )
     except OSError as exc:
         raise BuildError(f"cannot run uv ({uv}): {exc}") from None
     if out.returncode != 0:
-        raise BuildError(f"`uv {args[0]} {args[1] if len(args) > 1 else ''}` failed:\n"
-                         f"{out.stderr.strip()[-4000:]}")
+        raise BuildError(
+            f"`uv {args[0]} {args[1] if len(args) > 1 else ''}` failed:\n"
+            f"{out.stderr.strip()[-4000:]}"
+        )
     return out.stdout
 
 
 def ready(path: str) -> bool:
-    return (os.path.isfile(os.path.join(path, MARKER))
-            and os.path.exists(os.path.join(path, "bin", "python")))
+    return os.path.isfile(os.path.join(path, MARKER)) and os.path.exists(
+        os.path.join(path, "bin", "python")
+    )
 
 
 def existing(lock_dir: str, venvs_dir: str, base: dict[str, Any]) -> dict[str, Any] | None:
@@ -219,8 +258,14 @@ def _record(dest: str, built: bool) -> dict[str, Any]:
     return {**marker, "path": dest, "python": os.path.join(dest, "bin", "python"), "built": built}
 
 
-def build(lock_dir: str, venvs_dir: str, *, base_python: str | None = None,
-          uv: str | None = None, offline: bool | None = None) -> dict[str, Any]:
+def build(
+    lock_dir: str,
+    venvs_dir: str,
+    *,
+    base_python: str | None = None,
+    uv: str | None = None,
+    offline: bool | None = None,
+) -> dict[str, Any]:
     """The environment of ``lock_dir`` under ``venvs_dir``, built unless it already is.
 
     ``base_python``: the interpreter a layered lock builds on (default: the one running
@@ -275,25 +320,37 @@ def _build_into(venv: str, work: str, p: dict[str, Any], uv: str, offline: bool 
     except BuildError as exc:
         if p["interpreter"] != p["meta"]["python"]:
             raise
-        raise BuildError(f"no Python {p['interpreter']} was found on this machine (the base "
-                         f"interpreter is {p['base_version']}) and uv could not get one: install "
-                         f"Python {p['interpreter']} (`uv python install {p['interpreter']}` where "
-                         "it can download), or choose the base's version with `python:`.\n"
-                         f"{exc}") from None
+        raise BuildError(
+            f"no Python {p['interpreter']} was found on this machine (the base "
+            f"interpreter is {p['base_version']}) and uv could not get one: install "
+            f"Python {p['interpreter']} (`uv python install {p['interpreter']}` where "
+            "it can download), or choose the base's version with `python:`.\n"
+            f"{exc}"
+        ) from None
     if p["inherit"]:
         purelib = glob.glob(os.path.join(venv, "lib", "python*", "site-packages"))
         if len(purelib) != 1:
             raise BuildError(f"cannot find the site-packages of the new environment in {venv}")
         with open(os.path.join(purelib[0], INHERIT_PTH), "w") as fh:
-            fh.write("# Added by jupyter_trainer: the base interpreter's packages, after this "
-                     "environment's own\n")
+            fh.write(
+                "# Added by jupyter_trainer: the base interpreter's packages, after this "
+                "environment's own\n"
+            )
             fh.writelines(f"import site; site.addsitedir({s!r})\n" for s in p["sites"])
     if p["install"]:
         listing = os.path.join(work, "install.txt")
         with open(listing, "w") as fh:
             fh.writelines(e["line"] + "\n" for e in p["install"])
-        args = ["pip", "install", "--quiet", "--no-deps", "--python",
-                os.path.join(venv, "bin", "python"), "-r", listing]
+        args = [
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--python",
+            os.path.join(venv, "bin", "python"),
+            "-r",
+            listing,
+        ]
         if all(e["hashed"] for e in p["install"] if not e["line"].startswith("-")):
             args.append("--require-hashes")
         if offline is None:
@@ -303,11 +360,18 @@ def _build_into(venv: str, work: str, p: dict[str, Any], uv: str, offline: bool 
                 run_uv(uv, args)
         else:
             run_uv(uv, [*args, "--offline"] if offline else args)
-    marker = {"format": FORMAT, "env_id": p["env_id"], "lock_python": p["meta"]["python"],
-              "interpreter": p["interpreter"], "inherit": p["inherit"],
-              "base_sites": p["sites"] if p["inherit"] else [], "skipped": p["skipped"],
-              "installed": [e["line"].split(" ", 1)[0] for e in p["install"]],
-              "built_at": time.time(), "build_seconds": round(time.monotonic() - start, 3)}
+    marker = {
+        "format": FORMAT,
+        "env_id": p["env_id"],
+        "lock_python": p["meta"]["python"],
+        "interpreter": p["interpreter"],
+        "inherit": p["inherit"],
+        "base_sites": p["sites"] if p["inherit"] else [],
+        "skipped": p["skipped"],
+        "installed": [e["line"].split(" ", 1)[0] for e in p["install"]],
+        "built_at": time.time(),
+        "build_seconds": round(time.monotonic() - start, 3),
+    }
     with open(os.path.join(venv, MARKER), "w") as fh:
         json.dump(marker, fh, indent=1, sort_keys=True)
 
@@ -327,8 +391,13 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.lock_dir and args.venvs_dir):
         parser.error("LOCK_DIR and VENVS_DIR are required")
     try:
-        record = build(args.lock_dir, args.venvs_dir, base_python=args.base_python,
-                       uv=args.uv, offline=args.offline)
+        record = build(
+            args.lock_dir,
+            args.venvs_dir,
+            base_python=args.base_python,
+            uv=args.uv,
+            offline=args.offline,
+        )
     except BuildError as exc:
         print(f"build.py: {exc}", file=sys.stderr)
         return 1

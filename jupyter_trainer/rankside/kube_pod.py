@@ -58,7 +58,7 @@ def emit(line: bytes, fd: int = 1) -> None:
     with _out_lock:
         view = memoryview(line)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
 
 
 def unpack(run_dir: str, in_dir: str) -> None:
@@ -80,7 +80,8 @@ def unpack(run_dir: str, in_dir: str) -> None:
                 for member in tar.getmembers():
                     target = os.path.realpath(os.path.join(tmp, member.name))
                     if not (member.isfile() or member.isdir()) or not target.startswith(
-                            os.path.realpath(tmp) + os.sep):
+                        os.path.realpath(tmp) + os.sep
+                    ):
                         raise SystemExit(f"[jt] unsafe snapshot member {member.name!r}")
                 tar.extractall(tmp)
         os.rename(tmp, code)

@@ -38,8 +38,10 @@ def ompi_node_index(env: os._Environ[str] | dict[str, str]) -> str | None:
     try:
         nodes = int(env.get("OMPI_MCA_orte_num_nodes", ""))
         rank, size = int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"])
-        local, local_size = (int(env["OMPI_COMM_WORLD_LOCAL_RANK"]),
-                             int(env["OMPI_COMM_WORLD_LOCAL_SIZE"]))
+        local, local_size = (
+            int(env["OMPI_COMM_WORLD_LOCAL_RANK"]),
+            int(env["OMPI_COMM_WORLD_LOCAL_SIZE"]),
+        )
     except (KeyError, ValueError):
         return None
     if nodes == 1:
@@ -53,16 +55,24 @@ def rank_source(env: os._Environ[str] | dict[str, str]) -> dict[str, str | None]
     """RANK, WORLD_SIZE, ... as the first launcher found in ``env`` gives them (may be empty)."""
     if "OMPI_COMM_WORLD_RANK" in env:
         node = ompi_node_index(env)
-        return {"RANK": env["OMPI_COMM_WORLD_RANK"], "WORLD_SIZE": env.get("OMPI_COMM_WORLD_SIZE"),
-                "LOCAL_RANK": env.get("OMPI_COMM_WORLD_LOCAL_RANK"),
-                "LOCAL_WORLD_SIZE": env.get("OMPI_COMM_WORLD_LOCAL_SIZE"),
-                "GROUP_RANK": node, "NODE_RANK": node}
+        return {
+            "RANK": env["OMPI_COMM_WORLD_RANK"],
+            "WORLD_SIZE": env.get("OMPI_COMM_WORLD_SIZE"),
+            "LOCAL_RANK": env.get("OMPI_COMM_WORLD_LOCAL_RANK"),
+            "LOCAL_WORLD_SIZE": env.get("OMPI_COMM_WORLD_LOCAL_SIZE"),
+            "GROUP_RANK": node,
+            "NODE_RANK": node,
+        }
     if "HOROVOD_RANK" in env:
         node = env.get("HOROVOD_CROSS_RANK")
-        return {"RANK": env["HOROVOD_RANK"], "WORLD_SIZE": env.get("HOROVOD_SIZE"),
-                "LOCAL_RANK": env.get("HOROVOD_LOCAL_RANK"),
-                "LOCAL_WORLD_SIZE": env.get("HOROVOD_LOCAL_SIZE"),
-                "GROUP_RANK": node, "NODE_RANK": node}
+        return {
+            "RANK": env["HOROVOD_RANK"],
+            "WORLD_SIZE": env.get("HOROVOD_SIZE"),
+            "LOCAL_RANK": env.get("HOROVOD_LOCAL_RANK"),
+            "LOCAL_WORLD_SIZE": env.get("HOROVOD_LOCAL_SIZE"),
+            "GROUP_RANK": node,
+            "NODE_RANK": node,
+        }
     if "SLURM_PROCID" in env:
         node = env.get("SLURM_NODEID")
         local_size = None
@@ -71,13 +81,21 @@ def rank_source(env: os._Environ[str] | dict[str, str]) -> dict[str, str | None]
                 local_size = slurm_tasks_on_node(env["SLURM_TASKS_PER_NODE"], int(node))
             except ValueError:
                 local_size = None
-        return {"RANK": env["SLURM_PROCID"], "WORLD_SIZE": env.get("SLURM_NTASKS"),
-                "LOCAL_RANK": env.get("SLURM_LOCALID"), "LOCAL_WORLD_SIZE": local_size,
-                "GROUP_RANK": node, "NODE_RANK": node}
+        return {
+            "RANK": env["SLURM_PROCID"],
+            "WORLD_SIZE": env.get("SLURM_NTASKS"),
+            "LOCAL_RANK": env.get("SLURM_LOCALID"),
+            "LOCAL_WORLD_SIZE": local_size,
+            "GROUP_RANK": node,
+            "NODE_RANK": node,
+        }
     if "PMI_RANK" in env:
-        return {"RANK": env["PMI_RANK"], "WORLD_SIZE": env.get("PMI_SIZE"),
-                "LOCAL_RANK": env.get("MPI_LOCALRANKID"),
-                "LOCAL_WORLD_SIZE": env.get("MPI_LOCALNRANKS")}
+        return {
+            "RANK": env["PMI_RANK"],
+            "WORLD_SIZE": env.get("PMI_SIZE"),
+            "LOCAL_RANK": env.get("MPI_LOCALRANKID"),
+            "LOCAL_WORLD_SIZE": env.get("MPI_LOCALNRANKS"),
+        }
     return {}
 
 
@@ -116,15 +134,25 @@ def separate_restarts() -> None:
     original = dist.init_process_group
 
     @functools.wraps(original)
-    def init_process_group(backend: Any = None, init_method: Any = None, timeout: Any = None,
-                           world_size: int = -1, rank: int = -1, store: Any = None,
-                           **kwargs: Any) -> Any:
+    def init_process_group(
+        backend: Any = None,
+        init_method: Any = None,
+        timeout: Any = None,
+        world_size: int = -1,
+        rank: int = -1,
+        store: Any = None,
+        **kwargs: Any,
+    ) -> Any:
         if store is None and init_method in (None, "env://"):
             world_size = int(os.environ["WORLD_SIZE"]) if world_size == -1 else world_size
             rank = int(os.environ["RANK"]) if rank == -1 else rank
-            shared = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                                   world_size, is_master=False,
-                                   timeout=timeout or default_pg_timeout)
+            shared = dist.TCPStore(
+                os.environ["MASTER_ADDR"],
+                int(os.environ["MASTER_PORT"]),
+                world_size,
+                is_master=False,
+                timeout=timeout or default_pg_timeout,
+            )
             store, init_method = dist.PrefixStore(f"/jt/attempt_{attempt}/", shared), None
         return original(backend, init_method, timeout, world_size, rank, store, **kwargs)
 
@@ -151,13 +179,30 @@ def host_store_on_held_port() -> None:
         original = rendezvous._create_c10d_store
 
         @functools.wraps(original)
-        def create_store(hostname: str, port_: int, rank: int, world_size: int, timeout: Any,
-                         use_libuv: bool = True) -> Any:
-            if held and rank == 0 and int(port_) == port \
-                    and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
-                return rendezvous.TCPStore(host_name=hostname, port=port, world_size=world_size,
-                                           is_master=True, timeout=timeout, multi_tenant=True,
-                                           master_listen_fd=held.pop(), use_libuv=use_libuv)
+        def create_store(
+            hostname: str,
+            port_: int,
+            rank: int,
+            world_size: int,
+            timeout: Any,
+            use_libuv: bool = True,
+        ) -> Any:
+            if (
+                held
+                and rank == 0
+                and int(port_) == port
+                and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+            ):
+                return rendezvous.TCPStore(
+                    host_name=hostname,
+                    port=port,
+                    world_size=world_size,
+                    is_master=True,
+                    timeout=timeout,
+                    multi_tenant=True,
+                    master_listen_fd=held.pop(),
+                    use_libuv=use_libuv,
+                )
             return original(hostname, port_, rank, world_size, timeout, use_libuv)
 
         rendezvous._create_c10d_store = create_store

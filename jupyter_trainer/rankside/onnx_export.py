@@ -25,14 +25,25 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
 def check_name(name: str) -> str:
     """``name`` without a trailing ``.onnx``, if it is a plain file name."""
     if not isinstance(name, str) or not _NAME.fullmatch(name.removesuffix(".onnx")):
-        raise ValueError(f"export_onnx(name={name!r}): a file name of letters, digits, '.', '_' "
-                         "and '-' that starts with a letter or digit")
+        raise ValueError(
+            f"export_onnx(name={name!r}): a file name of letters, digits, '.', '_' "
+            "and '-' that starts with a letter or digit"
+        )
     return name.removesuffix(".onnx")
 
 
-def export_onnx(model: Any, example_inputs: Any, name: str, folder: str, *,
-                dynamic_batch: bool = True, opset: int | None = None, check: bool = True,
-                rtol: float = RTOL, atol: float = ATOL) -> dict[str, Any]:
+def export_onnx(
+    model: Any,
+    example_inputs: Any,
+    name: str,
+    folder: str,
+    *,
+    dynamic_batch: bool = True,
+    opset: int | None = None,
+    check: bool = True,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+) -> dict[str, Any]:
     """Export ``model`` with ``torch.onnx.export(..., dynamo=True)`` to ``folder/NAME.onnx``.
 
     ``example_inputs`` is one tensor or a tuple of the model's positional inputs. A
@@ -59,8 +70,9 @@ def export_onnx(model: Any, example_inputs: Any, name: str, folder: str, *,
     module = model
     if isinstance(module, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
         module = module.module
-    inputs = (tuple(example_inputs) if isinstance(example_inputs, (tuple, list))
-              else (example_inputs,))
+    inputs = (
+        tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    )
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{name}.onnx")
     staging = os.path.join(folder, f".{name}.onnx.{os.getpid()}.tmp")
@@ -69,15 +81,21 @@ def export_onnx(model: Any, example_inputs: Any, name: str, folder: str, *,
         module.eval()
         with torch.no_grad():
             program = torch.onnx.export(
-                module, inputs, dynamo=True, verbose=False, opset_version=opset,
-                dynamic_shapes=_batch_shapes(torch, inputs) if dynamic_batch else None)
+                module,
+                inputs,
+                dynamo=True,
+                verbose=False,
+                opset_version=opset,
+                dynamic_shapes=_batch_shapes(torch, inputs) if dynamic_batch else None,
+            )
             shutil.rmtree(staging, ignore_errors=True)
             os.makedirs(staging)
             program.save(os.path.join(staging, f"{name}.onnx"))
             record = _describe(onnx, os.path.join(staging, f"{name}.onnx"))
             if check:
-                record.update(_check(torch, module, inputs, os.path.join(staging, f"{name}.onnx"),
-                                     rtol, atol))
+                record.update(
+                    _check(torch, module, inputs, os.path.join(staging, f"{name}.onnx"), rtol, atol)
+                )
             else:
                 record.update(checked=False, not_checked="check=False was given")
             record.update(rtol=rtol, atol=atol)
@@ -86,9 +104,15 @@ def export_onnx(model: Any, example_inputs: Any, name: str, folder: str, *,
         for m, training in modes:
             m.training = training
         shutil.rmtree(staging, ignore_errors=True)
-    record = {"path": path, "file": f"{name}.onnx", "bytes": os.path.getsize(path), **record,
-              "torch": torch.__version__, "exporter": "torch.onnx.export(dynamo=True)",
-              "t": time.time()}
+    record = {
+        "path": path,
+        "file": f"{name}.onnx",
+        "bytes": os.path.getsize(path),
+        **record,
+        "torch": torch.__version__,
+        "exporter": "torch.onnx.export(dynamo=True)",
+        "t": time.time(),
+    }
     _write_json(path + ".json", record)
     _say(record)
     return record
@@ -98,27 +122,34 @@ def _require(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise ImportError(f"jt.export_onnx needs {module}, which is not installed here: "
-                          f"{EXTRA}", name=module) from exc
+        raise ImportError(
+            f"jt.export_onnx needs {module}, which is not installed here: {EXTRA}", name=module
+        ) from exc
 
 
 def _batch_shapes(torch: Any, inputs: tuple) -> tuple:
     auto = torch.export.Dim.AUTO
-    return tuple({0: auto} if isinstance(x, torch.Tensor) and x.dim() > 0 else None
-                 for x in inputs)
+    return tuple({0: auto} if isinstance(x, torch.Tensor) and x.dim() > 0 else None for x in inputs)
 
 
 def _describe(onnx: Any, path: str) -> dict[str, Any]:
     proto = onnx.load(path, load_external_data=False)
 
     def shapes(values: Any) -> list[dict[str, Any]]:
-        return [{"name": v.name, "shape": [d.dim_param or d.dim_value
-                                           for d in v.type.tensor_type.shape.dim]}
-                for v in values]
+        return [
+            {
+                "name": v.name,
+                "shape": [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim],
+            }
+            for v in values
+        ]
 
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
-    return {"opset": opset, "inputs": shapes(proto.graph.input),
-            "outputs": shapes(proto.graph.output)}
+    return {
+        "opset": opset,
+        "inputs": shapes(proto.graph.input),
+        "outputs": shapes(proto.graph.output),
+    }
 
 
 def _tensors(value: Any, torch: Any) -> list[Any]:
@@ -132,23 +163,28 @@ def _tensors(value: Any, torch: Any) -> list[Any]:
     return []
 
 
-def _check(torch: Any, module: Any, inputs: tuple, path: str, rtol: float, atol: float
-           ) -> dict[str, Any]:
+def _check(
+    torch: Any, module: Any, inputs: tuple, path: str, rtol: float, atol: float
+) -> dict[str, Any]:
     """Run ``path`` in onnxruntime on ``inputs`` and compare with ``module``'s outputs."""
     try:
         np = importlib.import_module("numpy")
         ort = importlib.import_module("onnxruntime")
     except ImportError as exc:
-        return {"checked": False, "onnxruntime": None,
-                "not_checked": f"{exc.name or 'onnxruntime'} is not installed ({EXTRA})"}
+        return {
+            "checked": False,
+            "onnxruntime": None,
+            "not_checked": f"{exc.name or 'onnxruntime'} is not installed ({EXTRA})",
+        }
     found: dict[str, Any] = {"checked": False, "onnxruntime": ort.__version__}
     try:
         session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         fed = [x for x in inputs if isinstance(x, torch.Tensor)]
         names = [i.name for i in session.get_inputs()]
         if len(names) != len(fed):
-            found["not_checked"] = (f"the ONNX model takes {len(names)} inputs and the example "
-                                    f"gives {len(fed)} tensors")
+            found["not_checked"] = (
+                f"the ONNX model takes {len(names)} inputs and the example gives {len(fed)} tensors"
+            )
             return found
         got = session.run(None, {n: x.detach().cpu().numpy() for n, x in zip(names, fed)})
         want = [t.detach().cpu().numpy() for t in _tensors(module(*inputs), torch)]
@@ -168,7 +204,9 @@ def _check(torch: Any, module: Any, inputs: tuple, path: str, rtol: float, atol:
         both = ~(np.isnan(a) & np.isnan(b))
         if both.any():
             worst = max(worst, float(np.nan_to_num(np.abs(a - b)[both], nan=np.inf).max()))
-    found.update(checked=True, within_tolerance=ok, max_abs_diff=worst if worst != np.inf else "inf")
+    found.update(
+        checked=True, within_tolerance=ok, max_abs_diff=worst if worst != np.inf else "inf"
+    )
     return found
 
 
@@ -192,10 +230,15 @@ def _say(record: dict[str, Any]) -> None:
     if not record["checked"]:
         print(f"{head}; not checked against onnxruntime: {record['not_checked']}", flush=True)
     elif record["within_tolerance"]:
-        print(f"{head}; onnxruntime {record['onnxruntime']} matches torch (max abs diff "
-              f"{record['max_abs_diff']:.3g}, rtol {record['rtol']:g}, atol {record['atol']:g})",
-              flush=True)
+        print(
+            f"{head}; onnxruntime {record['onnxruntime']} matches torch (max abs diff "
+            f"{record['max_abs_diff']:.3g}, rtol {record['rtol']:g}, atol {record['atol']:g})",
+            flush=True,
+        )
     else:
-        print(f"{head}; onnxruntime {record['onnxruntime']} differs from torch by up to "
-              f"{record['max_abs_diff']} (beyond rtol {record['rtol']:g}, atol {record['atol']:g})",
-              file=sys.stderr, flush=True)
+        print(
+            f"{head}; onnxruntime {record['onnxruntime']} differs from torch by up to "
+            f"{record['max_abs_diff']} (beyond rtol {record['rtol']:g}, atol {record['atol']:g})",
+            file=sys.stderr,
+            flush=True,
+        )

@@ -48,7 +48,7 @@ def start_ticks(pid: int) -> int | None:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     if fields[0] == "Z":
         return None
     return int(fields[19])
@@ -85,7 +85,9 @@ def pids_with_env(name: str, value: str) -> list[int]:
 
 def describe(pid: int) -> str:
     try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        cmd = (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     except OSError:
         cmd = "?"
     return f"{pid} {cmd.strip()[:200]}"
@@ -157,17 +159,21 @@ def python_stack(pid: int, timeout: float = 15.0) -> str:
     if not is_alive(pid):
         return f"(no stack: process {pid} has ended)"
     try:
-        done = subprocess.run([program, "dump", "--pid", str(pid)], capture_output=True,
-                              text=True, timeout=timeout)
+        done = subprocess.run(
+            [program, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return f"(no stack: py-spy did not answer within {timeout:g} s)"
     except OSError as exc:
         return f"(no stack: cannot run py-spy: {exc})"
     if done.returncode != 0:
         why = (done.stderr or done.stdout).strip().splitlines()
-        hint = (" (reading another process's memory needs ptrace permission: run as the same "
-                "user with kernel.yama.ptrace_scope=0, or give py-spy CAP_SYS_PTRACE)"
-                if any("ermission" in line for line in why) else "")
+        hint = (
+            " (reading another process's memory needs ptrace permission: run as the same "
+            "user with kernel.yama.ptrace_scope=0, or give py-spy CAP_SYS_PTRACE)"
+            if any("ermission" in line for line in why)
+            else ""
+        )
         return f"(no stack: py-spy failed: {why[-1] if why else done.returncode}{hint})"
     return done.stdout
 
@@ -176,8 +182,14 @@ def py_spy_argv(python: str | None, pid: object) -> list[str]:
     """``py-spy dump --pid PID`` for another host: the py-spy beside ``python`` (the ranks'
     interpreter) when there is one, else the one on that host's PATH."""
     beside = os.path.join(os.path.dirname(python), "py-spy") if python else "py-spy"
-    return ["sh", "-c", 'if [ -x "$1" ]; then s="$1"; else s=py-spy; fi; exec "$s" dump --pid "$2"',
-            "sh", beside, str(pid)]
+    return [
+        "sh",
+        "-c",
+        'if [ -x "$1" ]; then s="$1"; else s=py-spy; fi; exec "$s" dump --pid "$2"',
+        "sh",
+        beside,
+        str(pid),
+    ]
 
 
 def pids_in_group(pgid: int, session: int | None = None) -> list[int]:
@@ -195,7 +207,7 @@ def pids_in_group(pgid: int, session: int | None = None) -> list[int]:
             stat = Path(entry.path, "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if fields[0] in ("Z", "X") or int(fields[2]) != pgid:
             continue
         if session is None or int(fields[3]) == session:

@@ -22,6 +22,7 @@ CHECKPOINT = re.compile(r"step-(\d+)\.(pt|pkl)")  # a temporary file starts with
 
 # --- log times -----------------------------------------------------------------------------
 
+
 class LogMarks:
     """``logs/rank-<r>.times``: lines of "<log size> <unix time>". A reader gives each log
     line the time of the last mark at or before its offset, which puts the ranks' log
@@ -60,6 +61,7 @@ class MarkedStream:
 
 # --- heartbeat -----------------------------------------------------------------------------
 
+
 def write_beat(path: str, record: dict[str, Any]) -> None:
     """Replace ``path`` (``events/rank-<r>.beat``) with ``record``, whole: a reader never sees
     half of it."""
@@ -70,6 +72,7 @@ def write_beat(path: str, record: dict[str, Any]) -> None:
 
 
 # --- checkpoints ---------------------------------------------------------------------------
+
 
 class Checkpoint(NamedTuple):
     """What ``load_checkpoint`` found: the step it was saved at, the object, and its file."""
@@ -85,8 +88,11 @@ def checkpoints(folder: str) -> list[tuple[int, str]]:
         names = os.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         return []
-    found = [(int(m.group(1)), os.path.join(folder, name))
-             for name in names if (m := CHECKPOINT.fullmatch(name))]
+    found = [
+        (int(m.group(1)), os.path.join(folder, name))
+        for name in names
+        if (m := CHECKPOINT.fullmatch(name))
+    ]
     return sorted(found)
 
 

@@ -18,12 +18,18 @@ import sys
 import threading
 import time
 
+
 def run_command(command, input=None, timeout=60.0):
     """Run one agent call; (exit code or None when it timed out, stdout, stderr)."""
     try:
-        done = subprocess.run(shlex.split(command), input=input, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, timeout=timeout, 
-                              stdin=None if input is not None else subprocess.DEVNULL)
+        done = subprocess.run(
+            shlex.split(command),
+            input=input,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=timeout,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired as exc:
         return None, exc.stdout or b"", exc.stderr or b""
     except OSError as exc:
@@ -45,10 +51,15 @@ def node_facts():
     pid and start time, by which the run checks at the end that the actor is gone)."""
     import ray
 
-    return {"node_id": ray.get_runtime_context().get_node_id(),
-            "address": ray.util.get_node_ip_address(), "python": sys.executable,
-            "python_version": "%d.%d.%d" % sys.version_info[:3], "pid": os.getpid(),
-            "started": _start_ticks(os.getpid()), "cpus": os.cpu_count() or 1}
+    return {
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "address": ray.util.get_node_ip_address(),
+        "python": sys.executable,
+        "python_version": "%d.%d.%d" % sys.version_info[:3],
+        "pid": os.getpid(),
+        "started": _start_ticks(os.getpid()),
+        "cpus": os.cpu_count() or 1,
+    }
 
 
 def still_running(processes):
@@ -74,6 +85,7 @@ def probe():
     if importlib.util.find_spec("torch") is not None:
         try:
             from importlib.metadata import version
+
             torch = version("torch")
         except Exception:
             torch = "unknown"
@@ -85,8 +97,12 @@ class _Session:
     """One long-lived process; its output is kept in memory until read."""
 
     def __init__(self, command):
-        self.proc = subprocess.Popen(shlex.split(command), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            shlex.split(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.out, self.err = bytearray(), bytearray()
         self.ready = threading.Condition()
         self.open_streams = 2
@@ -118,8 +134,8 @@ class _Session:
                     break
                 self.ready.wait(left)
             out, err = bytes(self.out[:max_bytes]), bytes(self.err[:max_bytes])
-            del self.out[:len(out)]
-            del self.err[:len(err)]
+            del self.out[: len(out)]
+            del self.err[: len(err)]
             drained = not self.open_streams and not self.out and not self.err
         code = self.proc.poll() if drained else None
         if drained and code is None:
@@ -170,8 +186,11 @@ class NodeActor:
         while True:
             time.sleep(min(5.0, idle_exit / 4))
             with self._lock:
-                idle = not self._busy and not self._sessions and (
-                    time.monotonic() - self._used > idle_exit)
+                idle = (
+                    not self._busy
+                    and not self._sessions
+                    and (time.monotonic() - self._used > idle_exit)
+                )
             if idle:
                 import ray
 
@@ -219,4 +238,3 @@ class NodeActor:
         if session is not None:
             session.close()
         return True
-

@@ -26,12 +26,31 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-__all__ = [
-    "attempt", "backend", "checkpoint_dir", "data", "export_onnx", "flush", "in_run", "load_carried",
-    "load_checkpoint", "local_rank", "local_world_size", "log", "node_rank", "outputs_dir",
-    "params", "progress", "rank", "run_dir", "run_id", "save_checkpoint", "world_size",
+__all__ = [  # noqa: F822 (run_dir, params and the like resolve in __getattr__)
+    "attempt",
+    "backend",
+    "checkpoint_dir",
+    "data",
+    "export_onnx",
+    "flush",
+    "in_run",
+    "load_carried",
+    "load_checkpoint",
+    "local_rank",
+    "local_world_size",
+    "log",
+    "node_rank",
+    "outputs_dir",
+    "params",
+    "progress",
+    "rank",
+    "run_dir",
+    "run_id",
+    "save_checkpoint",
+    "world_size",
 ]
 
 FLUSH_INTERVAL = 0.25  # seconds between background writes of buffered events
@@ -40,6 +59,7 @@ _SIGTERM_GRACE = 2.0  # seconds the main thread gets to handle SIGTERM before th
 
 
 # --- rank mapping -----------------------------------------------------------------------------
+
 
 def _map_ranks() -> None:
     """Fill torch's rank variables from the launcher's when ``RANK`` is not set already."""
@@ -76,6 +96,7 @@ attempt: int = _env_int("JT_ATTEMPT", 0) + _env_int("TORCHELASTIC_RESTART_COUNT"
 
 
 # --- lazily computed attributes -------------------------------------------------------------
+
 
 def _read_spec(key: str) -> Any:
     if _run_dir is None:
@@ -250,11 +271,14 @@ def _encode(event: tuple) -> str:
                 key = _keys[name] = json.dumps(str(name))
             parts.append(f"{key}: {_json_number(value)}")
         step = "null" if a is None else repr(a) if type(a) is int else json.dumps(_step(a))
-        return (f'{{"kind": "metric", "t": {t!r}, "step": {step}, '
-                f'"values": {{{", ".join(parts)}}}}}\n')
+        return (
+            f'{{"kind": "metric", "t": {t!r}, "step": {step}, "values": {{{", ".join(parts)}}}}}\n'
+        )
     total = None if b is None else _number(b)
-    return (f'{{"kind": "progress", "t": {t!r}, "done": {json.dumps(_number(a))}, '
-            f'"total": {json.dumps(total)}}}\n')
+    return (
+        f'{{"kind": "progress", "t": {t!r}, "done": {json.dumps(_number(a))}, '
+        f'"total": {json.dumps(total)}}}\n'
+    )
 
 
 def _drain() -> None:
@@ -269,8 +293,12 @@ def _drain() -> None:
                 try:
                     lines.append(_encode(event))
                 except Exception as exc:  # one odd value must not cost the other events
-                    lines.append(json.dumps({"kind": "error", "t": _time(),
-                                             "error": f"{type(exc).__name__}: {exc}"}) + "\n")
+                    lines.append(
+                        json.dumps(
+                            {"kind": "error", "t": _time(), "error": f"{type(exc).__name__}: {exc}"}
+                        )
+                        + "\n"
+                    )
         except IndexError:
             pass
         if event is not None:
@@ -285,11 +313,14 @@ def _write(data: bytes) -> None:
         if _fd is None:
             events = os.path.join(_run_dir, "events")  # type: ignore[arg-type]
             os.makedirs(events, exist_ok=True)
-            _fd = os.open(os.path.join(events, f"rank-{rank}.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-                          0o644)
+            _fd = os.open(
+                os.path.join(events, f"rank-{rank}.jsonl"),
+                os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                0o644,
+            )
         view = memoryview(data)
         while view:
-            view = view[os.write(_fd, view):]
+            view = view[os.write(_fd, view) :]
     except OSError as exc:
         if not _write_failed:
             _write_failed = True
@@ -301,9 +332,9 @@ def _write(data: bytes) -> None:
 _BEAT_S = 1.0  # at most this often the flusher rewrites events/rank-<r>.beat
 _beat_on = os.environ.get("JT_HEARTBEAT", "1") != "0"
 _beat_last = 0.0
-_beat_step: int | None = None   # the step of the last metric event that had one
-_beat_done: Any = None          # the last progress report's ``done``
-_beat_t: float | None = None    # when the last event was logged
+_beat_step: int | None = None  # the step of the last metric event that had one
+_beat_done: Any = None  # the last progress report's ``done``
+_beat_t: float | None = None  # when the last event was logged
 
 
 def _note_progress(event: tuple) -> None:
@@ -329,9 +360,17 @@ def _beat() -> None:
     import jupyter_trainer.rankside.rank_files as rank_files
 
     try:
-        rank_files.write_beat(os.path.join(_run_dir, "events", f"rank-{rank}.beat"),  # type: ignore[arg-type]
-                              {"pid": _pid, "attempt": attempt, "step": _beat_step,
-                               "done": _beat_done, "progress": _beat_t, "beat": now})
+        rank_files.write_beat(
+            os.path.join(_run_dir, "events", f"rank-{rank}.beat"),  # type: ignore[arg-type]
+            {
+                "pid": _pid,
+                "attempt": attempt,
+                "step": _beat_step,
+                "done": _beat_done,
+                "progress": _beat_t,
+                "beat": now,
+            },
+        )
     except (OSError, TypeError, ValueError):
         pass
 
@@ -500,6 +539,7 @@ def _start_heartbeat() -> None:
 
 # --- log times and checkpoints -------------------------------------------------------------
 
+
 def _mark_output(times_path: str) -> None:
     """Note times for this rank's log (its stdout and stderr, fds 1 and 2) in ``times_path``."""
     import jupyter_trainer.rankside.rank_files as rank_files
@@ -554,7 +594,9 @@ def load_checkpoint(*, map_location: Any = "cpu") -> Any:
     return found[0]
 
 
-def export_onnx(model: Any, example_inputs: Any, name: str = "model", **options: Any) -> dict | None:
+def export_onnx(
+    model: Any, example_inputs: Any, name: str = "model", **options: Any
+) -> dict | None:
     """Write ``outputs_dir/NAME.onnx`` on rank 0 and check it against onnxruntime; returns its
     record (None on the other ranks). Options and tolerances: ``rank_onnx.export_onnx``."""
     import jupyter_trainer.rankside.onnx_export as rank_onnx
@@ -567,6 +609,7 @@ def export_onnx(model: Any, example_inputs: Any, name: str = "model", **options:
 
 
 # --- carried notebook variables ---------------------------------------------------------------
+
 
 def load_carried(cell_file: str) -> dict[str, Any]:
     """The notebook values captured with a cell: ``carried.pkl`` beside ``cell_file``.
@@ -592,5 +635,6 @@ def load_carried(cell_file: str) -> dict[str, Any]:
             raise RuntimeError(
                 f"jupyter_trainer: cannot load notebook variable {name!r} from {path}: "
                 f"{type(exc).__name__}: {exc} (is the package that defines it, or cloudpickle, "
-                f"installed in the run's environment?)") from exc
+                f"installed in the run's environment?)"
+            ) from exc
     return carried

@@ -12,10 +12,12 @@ import stat
 import time
 from typing import Any
 
-_WORK = "work"                            # <run>/work/<node>/: each node's working directory
-_LINKED = {"outputs": os.path.join("..", "..", "outputs"),            # ./outputs -> <run>/outputs
-           "logs": os.path.join("..", "..", "logs", "user")}          # ./logs -> <run>/logs/user
-_FICLONE = 0x40049409                      # ioctl: share the source's blocks (btrfs, XFS)
+_WORK = "work"  # <run>/work/<node>/: each node's working directory
+_LINKED = {
+    "outputs": os.path.join("..", "..", "outputs"),  # ./outputs -> <run>/outputs
+    "logs": os.path.join("..", "..", "logs", "user"),
+}  # ./logs -> <run>/logs/user
+_FICLONE = 0x40049409  # ioctl: share the source's blocks (btrfs, XFS)
 
 
 def node_key(world_size: int, local_world_size: int) -> str:

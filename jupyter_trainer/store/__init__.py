@@ -29,23 +29,31 @@ import logging
 import os
 import re
 import shutil
-import socket
 import stat
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from ..rankside import rank_files
-from ..core.errors import (DiskFull, RecordDamaged, RunNotFound, RunStateError, SpecError,
-                           StoreError)
-from ..rankside.home import HOME_ENV, default_home
+from ..core.errors import DiskFull, RecordDamaged, RunNotFound, RunStateError, SpecError, StoreError
 from ..core.spec import RunSpec, validate_run_id
+from ..rankside import rank_files
+from ..rankside.home import HOME_ENV, default_home
 from . import liveness, reserve
 from .index import RunIndex, index_row, unwritable
 from .liveness import HEARTBEAT_S  # noqa: F401 (re-exported)
-from .records import (ACTIVE, STATUSES, TERMINAL, RunPaths, json_text, load_spec, load_state,
-                      read_json, write_json_atomic)
+from .records import (
+    ACTIVE,
+    STATUSES,
+    TERMINAL,
+    RunPaths,
+    json_text,
+    load_spec,
+    load_state,
+    read_json,
+    write_json_atomic,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -109,8 +117,9 @@ class Store:
         try:
             shutil.copytree(source, dest)
         except OSError as exc:
-            raise StoreError(f"cannot copy the code snapshot of run {run_id} ({source}): "
-                             f"{exc}") from None
+            raise StoreError(
+                f"cannot copy the code snapshot of run {run_id} ({source}): {exc}"
+            ) from None
 
     def seed_checkpoint(self, run_id: str, checkpoint: Path) -> Path:
         """Copy ``checkpoint`` into the ``checkpoints/`` of run ``run_id`` (which has not
@@ -128,8 +137,9 @@ class Store:
                 Path(tmp).unlink(missing_ok=True)
                 raise
         except OSError as exc:
-            raise StoreError(f"cannot copy the checkpoint {checkpoint} into run {run_id}: "
-                             f"{exc}") from None
+            raise StoreError(
+                f"cannot copy the checkpoint {checkpoint} into run {run_id}: {exc}"
+            ) from None
         return target
 
     def check_writable(self) -> None:
@@ -150,8 +160,9 @@ class Store:
         spec or state cannot be read."""
         try:
             paths = self.paths(run_id)
-            return index_row(run_id, RunSpec.from_dict(read_json(paths.spec)),
-                             read_json(paths.state))
+            return index_row(
+                run_id, RunSpec.from_dict(read_json(paths.spec)), read_json(paths.state)
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -164,8 +175,12 @@ class Store:
             entries = list(os.scandir(self.runs_dir))
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted(e.name for e in entries if _is_run_id(e.name) and any(
-            os.path.isfile(Path(e.path, name)) for name in ("spec.json", "state.json")))
+        return sorted(
+            e.name
+            for e in entries
+            if _is_run_id(e.name)
+            and any(os.path.isfile(Path(e.path, name)) for name in ("spec.json", "state.json"))
+        )
 
     def index_rows(self) -> dict[str, dict[str, Any]]:
         """Every index row as stored (status as last recorded, liveness not applied)."""
@@ -181,8 +196,14 @@ class Store:
     def _index_upsert(self, run_id: str, spec: RunSpec, state: dict[str, Any]) -> None:
         self.index.upsert(index_row(run_id, spec, state))
 
-    def list_runs(self, *, status: str | None = None, name: str | None = None,
-                  limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+    def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        name: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[dict[str, Any]]:
         """Runs, newest first. ``status`` filters on the effective status (``lost`` included)."""
         if status is not None and status not in STATUSES:
             raise SpecError(f"unknown status {status!r}; choose one of {', '.join(STATUSES)}")
@@ -212,7 +233,7 @@ class Store:
                 row.update(self._effective(row["id"]))
         if status:
             rows = [r for r in rows if r["status"] == status]
-        return rows[offset:offset + limit]
+        return rows[offset : offset + limit]
 
     # -- runs --------------------------------------------------------------------------
     def new_run_id(self, name: str) -> str:
@@ -241,8 +262,12 @@ class Store:
                     folder.mkdir()
                 write_json_atomic(tmp.spec, spec.to_dict())
                 os.chmod(tmp.spec, 0o444)
-                state = {"run_id": run_id, "status": "created", "created": time.time(),
-                         "stages": {}}
+                state = {
+                    "run_id": run_id,
+                    "status": "created",
+                    "created": time.time(),
+                    "stages": {},
+                }
                 write_json_atomic(tmp.state, state)
                 self.index.publish(index_row(run_id, spec, state), tmp.root, final.root)
             except BaseException as exc:
@@ -289,11 +314,17 @@ class Store:
             current["end"] = max(ended, current.get("start", ended))
         state.update(status="lost", ended=ended, supervisor_last_seen=ended)
         if reserve.is_full(paths.root):  # the likely cause, stated as the fact it is
-            state.setdefault("error", f"the run's supervisor process is gone, and the run "
-                             f"store's disk is full ({paths.root}); free some space, then "
-                             "`jupyter-trainer doctor --fix` records the run as lost")
-        state.setdefault("error", "the run's supervisor process is gone (killed or crashed); "
-                         "its launcher was sent SIGTERM when it died")
+            state.setdefault(
+                "error",
+                f"the run's supervisor process is gone, and the run "
+                f"store's disk is full ({paths.root}); free some space, then "
+                "`jupyter-trainer doctor --fix` records the run as lost",
+            )
+        state.setdefault(
+            "error",
+            "the run's supervisor process is gone (killed or crashed); "
+            "its launcher was sent SIGTERM when it died",
+        )
         return state
 
     last_seen = staticmethod(liveness.last_seen)
@@ -327,8 +358,9 @@ class Store:
             if not reserve.is_disk_full(exc):
                 raise
             if not reserve.write_in_reserve(paths, json_text(state)):
-                raise DiskFull(reserve.disk_full_error(run_id, paths.state),
-                               path=str(paths.state)) from None
+                raise DiskFull(
+                    reserve.disk_full_error(run_id, paths.state), path=str(paths.state)
+                ) from None
             full = True
         try:
             self._index_upsert(run_id, spec or self.read_spec(run_id), state)
@@ -344,8 +376,11 @@ class Store:
             return {"damaged": str(exc)}
         except (RunNotFound, OSError, ValueError, KeyError):
             return {}
-        return {"status": state["status"], "ended": state.get("ended"),
-                "failed_rank": state.get("failed_rank")}
+        return {
+            "status": state["status"],
+            "ended": state.get("ended"),
+            "failed_rank": state.get("failed_rank"),
+        }
 
     def cancel(self, run_id: str, reason: str = "canceled by user") -> str:
         """Ask the run's supervisor to stop every process of the run; returns the run's
@@ -384,8 +419,11 @@ class Store:
         found: set[int] = set()
         for folder in (paths.events, paths.logs, paths.ranks):
             if folder.is_dir():
-                found.update(int(m.group(1)) for e in os.scandir(folder)
-                             if (m := _RANK_FILE.fullmatch(e.name)))
+                found.update(
+                    int(m.group(1))
+                    for e in os.scandir(folder)
+                    if (m := _RANK_FILE.fullmatch(e.name))
+                )
         return sorted(found)
 
     def rank_records(self, run_id: str) -> dict[int, dict[str, Any]]:
@@ -398,10 +436,13 @@ class Store:
                 pass
         return records
 
-    def read_events(self, run_id: str, rank: int, offset: int = 0,
-                    max_bytes: int = 64 << 20) -> tuple[list[dict[str, Any]], int]:
+    def read_events(
+        self, run_id: str, rank: int, offset: int = 0, max_bytes: int = 64 << 20
+    ) -> tuple[list[dict[str, Any]], int]:
         """Complete event lines of ``rank`` from byte ``offset``; returns (events, next offset)."""
-        data, offset = read_complete_lines(self.existing(run_id).events_file(rank), offset, max_bytes)
+        data, offset = read_complete_lines(
+            self.existing(run_id).events_file(rank), offset, max_bytes
+        )
         events = []
         for line in data.splitlines():
             try:
@@ -410,8 +451,9 @@ class Store:
                 continue
         return events, offset
 
-    def read_log(self, run_id: str, rank: int, offset: int = 0,
-                 max_bytes: int | None = 16 << 20) -> tuple[str, int]:
+    def read_log(
+        self, run_id: str, rank: int, offset: int = 0, max_bytes: int | None = 16 << 20
+    ) -> tuple[str, int]:
         """Text of ``rank``'s log from byte ``offset`` up to the last complete line."""
         data, offset = read_complete_lines(self.existing(run_id).log_file(rank), offset, max_bytes)
         return data.decode(errors="replace"), offset
@@ -438,8 +480,10 @@ class Store:
                     continue
                 done, total = event.get("done", 0), event.get("total")
                 fraction = done / total if total else None
-                if worst is None or (fraction is not None and
-                                     (worst["fraction"] is None or fraction < worst["fraction"])):
+                if worst is None or (
+                    fraction is not None
+                    and (worst["fraction"] is None or fraction < worst["fraction"])
+                ):
                     worst = {"done": done, "total": total, "fraction": fraction, "t": event["t"]}
                 break
         return worst

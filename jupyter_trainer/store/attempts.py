@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 _RECORD = re.compile(r"rank-(\d+)(?:\.attempt-(\d+))?\.json")
 _BEAT = re.compile(r"rank-(\d+)\.beat")
@@ -28,8 +29,9 @@ def _read(path: str) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def _records(folder: Path, pattern: re.Pattern[str],
-             seen: bool = False) -> Iterator[tuple[re.Match[str], dict]]:
+def _records(
+    folder: Path, pattern: re.Pattern[str], seen: bool = False
+) -> Iterator[tuple[re.Match[str], dict]]:
     """Each JSON object in ``folder`` whose file name matches ``pattern``, with the match;
     with ``seen``, also when the file was last written here (this machine's clock)."""
     try:

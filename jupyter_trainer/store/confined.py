@@ -17,8 +17,8 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Callable, Sequence
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO swapped in for a file must not wait for a writer
@@ -70,8 +70,11 @@ def open_beneath(root_fd: int, parts: Sequence[str], *, folder: bool = False) ->
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     wanted = "a regular file" if last and not folder else "a folder"
-                    raise Refused(exc.errno, f"is a link (or not {wanted}); links are not "
-                                  "followed", "/".join(parts[:depth + 1])) from None
+                    raise Refused(
+                        exc.errno,
+                        f"is a link (or not {wanted}); links are not followed",
+                        "/".join(parts[: depth + 1]),
+                    ) from None
                 raise
             if fd != root_fd:
                 os.close(fd)
@@ -80,8 +83,9 @@ def open_beneath(root_fd: int, parts: Sequence[str], *, folder: bool = False) ->
             return os.dup(root_fd)
         mode = os.fstat(fd).st_mode
         if not (stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode)):
-            raise Refused(errno.EINVAL, f"is not a {'folder' if folder else 'regular file'}",
-                          "/".join(parts))
+            raise Refused(
+                errno.EINVAL, f"is not a {'folder' if folder else 'regular file'}", "/".join(parts)
+            )
         return fd
     except BaseException:
         if fd != root_fd:
@@ -103,8 +107,11 @@ def make_folders_beneath(root_fd: int, parts: Sequence[str]) -> int:
                 new = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise Refused(exc.errno, "is a link (or a file) where a folder is needed; "
-                                  "links are not followed", "/".join(parts[:depth + 1])) from None
+                    raise Refused(
+                        exc.errno,
+                        "is a link (or a file) where a folder is needed; links are not followed",
+                        "/".join(parts[: depth + 1]),
+                    ) from None
                 raise
             if fd != root_fd:
                 os.close(fd)
@@ -116,8 +123,9 @@ def make_folders_beneath(root_fd: int, parts: Sequence[str]) -> int:
         raise
 
 
-def write_beneath(dir_fd: int, name: str, fill: Callable[[int], str],
-                  check: Callable[[str], None] | None = None) -> str:
+def write_beneath(
+    dir_fd: int, name: str, fill: Callable[[int], str], check: Callable[[str], None] | None = None
+) -> str:
     """Make the file ``name`` in the folder ``dir_fd`` from ``fill(fd)`` (which writes the
     descriptor it is given, open for reading and writing, and returns the sha256 of what it
     wrote) under a temporary name, then rename it over ``name``: a reader sees the old file
@@ -125,8 +133,9 @@ def write_beneath(dir_fd: int, name: str, fill: Callable[[int], str],
     may refuse the copy before it replaces anything. Returns the digest."""
     _plain([name])
     tmp = f".{name}.{secrets.token_hex(6)}"
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o644, dir_fd=dir_fd)
+    fd = os.open(
+        tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd
+    )
     try:
         try:
             digest = fill(fd)

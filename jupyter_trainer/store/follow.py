@@ -20,9 +20,10 @@ import time
 from array import array
 from bisect import bisect_right
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from . import TERMINAL, Store, read_complete_lines
 
@@ -169,8 +170,9 @@ class RunFollower:
             elif event.get("kind") == "progress":
                 progress = event
         if progress is not None:
-            self.progress[rank] = Progress(progress.get("done", 0), progress.get("total"),
-                                           progress.get("t", 0.0))
+            self.progress[rank] = Progress(
+                progress.get("done", 0), progress.get("total"), progress.get("t", 0.0)
+            )
         return count
 
     def _new_series(self, rank: int, name: str) -> tuple[Callable, Callable, Callable]:
@@ -244,6 +246,7 @@ def elapsed(state: dict[str, Any], now: float | None = None) -> float:
 
 # -- display helpers: downsampling ---------------------------------------------------------
 
+
 def minmax_indices(values: Sequence[float], max_points: int):
     """Indices (sorted, numpy) of at most ``max_points`` points that draw like all of them.
 
@@ -264,7 +267,7 @@ def minmax_indices(values: Sequence[float], max_points: int):
     base = np.arange(full) * size
     parts = [np.array([0, n - 1]), base + head.argmin(axis=1), base + head.argmax(axis=1)]
     if full * size < n:
-        tail = y[full * size:]
+        tail = y[full * size :]
         parts += [np.array([full * size + tail.argmin(), full * size + tail.argmax()])]
     del head, y
     return np.unique(np.concatenate(parts))
@@ -296,6 +299,7 @@ def mean_across_ranks(by_rank: dict[int, Series]) -> Series:
 
 # -- logs: a bounded tail ------------------------------------------------------------------
 
+
 class LogTail:
     """The last lines of one growing log file, read from its end.
 
@@ -305,8 +309,9 @@ class LogTail:
     cut. Memory and time per poll are bounded whatever the size of the log.
     """
 
-    def __init__(self, path: Path, max_lines: int = 2000, max_bytes: int = 256 << 10,
-                 max_line: int = 4000) -> None:
+    def __init__(
+        self, path: Path, max_lines: int = 2000, max_bytes: int = 256 << 10, max_line: int = 4000
+    ) -> None:
         self.path = path
         self.max_bytes = max_bytes
         self.max_line = max_line
@@ -340,7 +345,7 @@ class LogTail:
         base = start - len(self._partial)
         if cut:
             first = data.find(b"\n")
-            data = data[first + 1:] if first >= 0 else b""
+            data = data[first + 1 :] if first >= 0 else b""
             base = start + first + 1
         data = self._partial + data
         end = data.rfind(b"\n") + 1
@@ -354,7 +359,7 @@ class LogTail:
             at += len(line) + 1
         new = [self._clip(line.decode(errors="replace")) for line in raw]
         if self.lines.maxlen and len(new) > self.lines.maxlen:
-            new, starts = new[-self.lines.maxlen:], starts[-self.lines.maxlen:]
+            new, starts = new[-self.lines.maxlen :], starts[-self.lines.maxlen :]
         self.starts = starts
         self.lines.extend(new)
         return new

@@ -17,16 +17,30 @@ import sqlite3
 import stat
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 from ..core.errors import StoreError
-from ..rankside.home import HOME_ENV
 from ..core.spec import RunSpec
+from ..rankside.home import HOME_ENV
 
-COLUMNS = ("id", "name", "status", "target", "launcher", "nodes", "procs", "code_hash",
-           "created", "started", "ended", "failed_rank", "updated")
+COLUMNS = (
+    "id",
+    "name",
+    "status",
+    "target",
+    "launcher",
+    "nodes",
+    "procs",
+    "code_hash",
+    "created",
+    "started",
+    "ended",
+    "failed_rank",
+    "updated",
+)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
@@ -48,7 +62,16 @@ CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
 """
 # SQLite primary result codes (``sqlite3.Error.sqlite_errorcode & 0xff``).
 _PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = (
-    3, 5, 6, 8, 10, 11, 13, 14, 26)
+    3,
+    5,
+    6,
+    8,
+    10,
+    11,
+    13,
+    14,
+    26,
+)
 _SIDE_FILES = ("", "-wal", "-shm", "-journal")
 _log = logging.getLogger("jupyter_trainer.store")
 T = TypeVar("T")
@@ -75,8 +98,10 @@ def index_row(run_id: str, spec: RunSpec, state: dict[str, Any]) -> dict[str, An
 
 
 def unwritable(path: Path, exc: OSError) -> StoreError:
-    return StoreError(f"cannot write {path} ({exc.strerror or exc}); make it writable, "
-                      f"or set {HOME_ENV} to a writable folder")
+    return StoreError(
+        f"cannot write {path} ({exc.strerror or exc}); make it writable, "
+        f"or set {HOME_ENV} to a writable folder"
+    )
 
 
 class FolderIndex:
@@ -91,8 +116,13 @@ class FolderIndex:
         self.path = home / self.FILE
         self._folder_rows = folder_rows
         self._ready = False
-        self._insert = (f"INSERT %s INTO {self.TABLE} (" + ", ".join(self.COLUMNS) +
-                        ") VALUES (" + ", ".join(":" + c for c in self.COLUMNS) + ")")
+        self._insert = (
+            f"INSERT %s INTO {self.TABLE} ("
+            + ", ".join(self.COLUMNS)
+            + ") VALUES ("
+            + ", ".join(":" + c for c in self.COLUMNS)
+            + ")"
+        )
 
     # -- use ---------------------------------------------------------------------------
     def run(self, work: Callable[[sqlite3.Connection], T], *, creating: bool = False) -> T:
@@ -148,8 +178,9 @@ class FolderIndex:
         a failure of either leaves neither."""
         self.publish_with(tmp, lambda conn: (row, final))
 
-    def publish_with(self, tmp: Path, decide: Callable[[sqlite3.Connection],
-                                                       tuple[dict[str, Any], Path]]) -> None:
+    def publish_with(
+        self, tmp: Path, decide: Callable[[sqlite3.Connection], tuple[dict[str, Any], Path]]
+    ) -> None:
         """``publish`` the row and final path that ``decide(conn)`` returns: it runs inside
         the write transaction, so writers of the index call it one at a time."""
         moved: list[Path] = []
@@ -164,11 +195,13 @@ class FolderIndex:
 
         self.transact(work, lambda: os.rename(moved[-1], tmp))  # the caller removes it
 
-    def transact(self, work: Callable[[sqlite3.Connection], T],
-                 undo: Callable[[], Any] | None = None) -> T:
+    def transact(
+        self, work: Callable[[sqlite3.Connection], T], undo: Callable[[], Any] | None = None
+    ) -> T:
         """``work(conn)`` in one write transaction (writers of the index take turns), while
         no rebuild runs; ``undo()`` reverts what ``work`` did to the folders when the
         commit fails."""
+
         def run(conn: sqlite3.Connection) -> T:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -184,10 +217,12 @@ class FolderIndex:
                 _rollback(conn)
                 raise
             return result
+
         return self.run(run, creating=True)
 
     def check_writable(self) -> None:
         """Raise ``StoreError`` unless the index accepts a write (rolled back at once)."""
+
         def probe(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -195,6 +230,7 @@ class FolderIndex:
                 conn.execute(f"PRAGMA user_version = {version}")
             finally:
                 _rollback(conn)
+
         self.run(probe)
 
     # -- healing -----------------------------------------------------------------------
@@ -212,32 +248,48 @@ class FolderIndex:
         finally:
             os.close(fd)
 
-    def heal(self, found: os.stat_result | None, problem: str, *,
-             quiet: bool = False) -> tuple[Path | None, int] | None:
+    def heal(
+        self, found: os.stat_result | None, problem: str, *, quiet: bool = False
+    ) -> tuple[Path | None, int] | None:
         """Move the index found broken aside and rebuild it from the folders, unless
         another process did so while this one waited (None). Returns (moved to, rows
         indexed); unless ``quiet``, logs a warning that says so."""
         with self.lock():
             now = _lstat(self.path)
-            if now is not None and stat.S_ISREG(now.st_mode) and (
-                    found is None or (now.st_dev, now.st_ino) != (found.st_dev, found.st_ino)):
+            if (
+                now is not None
+                and stat.S_ISREG(now.st_mode)
+                and (found is None or (now.st_dev, now.st_ino) != (found.st_dev, found.st_ino))
+            ):
                 return None
             try:
                 moved = self._move_aside("corrupt" if now is not None else "orphan")
                 count = self._rebuild()
             except (OSError, sqlite3.Error) as exc:
-                raise StoreError(f"the {self.LABEL} index {self.path} {problem} and cannot be rebuilt "
-                                 f"({exc}); make {self.home} writable, or set {HOME_ENV} to a "
-                                 "writable folder") from None
+                raise StoreError(
+                    f"the {self.LABEL} index {self.path} {problem} and cannot be rebuilt "
+                    f"({exc}); make {self.home} writable, or set {HOME_ENV} to a "
+                    "writable folder"
+                ) from None
         if quiet:
             pass
         elif now is not None:
-            _log.warning("jupyter-trainer: the %s index %s %s; moved it aside to %s and "
-                         "rebuilt it from %s", self.LABEL, self.path, problem, moved,
-                         self._folders(count))
+            _log.warning(
+                "jupyter-trainer: the %s index %s %s; moved it aside to %s and rebuilt it from %s",
+                self.LABEL,
+                self.path,
+                problem,
+                moved,
+                self._folders(count),
+            )
         elif count:
-            _log.warning("jupyter-trainer: the %s index %s %s; rebuilt it from %s",
-                         self.LABEL, self.path, problem, self._folders(count))
+            _log.warning(
+                "jupyter-trainer: the %s index %s %s; rebuilt it from %s",
+                self.LABEL,
+                self.path,
+                problem,
+                self._folders(count),
+            )
         return moved, count
 
     def rebuild(self, problem: str) -> tuple[Path | None, int]:
@@ -255,8 +307,9 @@ class FolderIndex:
             conn = sqlite3.connect(self.path, timeout=30)
             try:
                 result = [r[0] for r in conn.execute("PRAGMA quick_check")]
-                conn.execute("SELECT " + ", ".join(self.COLUMNS) +
-                             f" FROM {self.TABLE} LIMIT 1").fetchall()
+                conn.execute(
+                    "SELECT " + ", ".join(self.COLUMNS) + f" FROM {self.TABLE} LIMIT 1"
+                ).fetchall()
             finally:
                 conn.close()
         except sqlite3.DatabaseError as exc:
@@ -268,16 +321,24 @@ class FolderIndex:
     def error(self, exc: sqlite3.Error) -> StoreError:
         code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
         if code in (_BUSY, _LOCKED):
-            return StoreError(f"the {self.LABEL} index {self.path} stayed locked by another process "
-                              f"for 30 s ({exc}); try again")
+            return StoreError(
+                f"the {self.LABEL} index {self.path} stayed locked by another process "
+                f"for 30 s ({exc}); try again"
+            )
         if code == _FULL:
-            return StoreError(f"the {self.LABEL} index {self.path} cannot grow: the disk is full; "
-                              "free some space and try again")
+            return StoreError(
+                f"the {self.LABEL} index {self.path} cannot grow: the disk is full; "
+                "free some space and try again"
+            )
         if code in (_PERM, _READONLY, _IOERR, _CANTOPEN):
-            return StoreError(f"the {self.LABEL} index {self.path} cannot be written ({exc}); make it "
-                              f"and {self.home} writable, or set {HOME_ENV} to a writable folder")
-        return StoreError(f"the {self.LABEL} index {self.path} refused the change ({exc}); check the "
-                          "store with `jupyter-trainer doctor`")
+            return StoreError(
+                f"the {self.LABEL} index {self.path} cannot be written ({exc}); make it "
+                f"and {self.home} writable, or set {HOME_ENV} to a writable folder"
+            )
+        return StoreError(
+            f"the {self.LABEL} index {self.path} refused the change ({exc}); check the "
+            "store with `jupyter-trainer doctor`"
+        )
 
     def _move_aside(self, label: str) -> Path | None:
         """Rename the index and its side files to ``<FILE>.<label>-<UTC stamp>``."""
@@ -333,8 +394,9 @@ class RunIndex(FolderIndex):
         return self.run(lambda conn: {r["id"]: dict(r) for r in conn.execute("SELECT * FROM runs")})
 
     def row(self, run_id: str) -> dict[str, Any] | None:
-        found = self.run(lambda conn: conn.execute("SELECT * FROM runs WHERE id = ?",
-                                                   (run_id,)).fetchone())
+        found = self.run(
+            lambda conn: conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        )
         return dict(found) if found is not None else None
 
 

@@ -17,8 +17,8 @@ import socket
 import time
 from typing import Any
 
-from ..rankside import procs
 from ..core.errors import RecordDamaged, RunStateError, StoreError
+from ..rankside import procs
 from .records import ACTIVE, RunPaths, read_supervisor, write_json_atomic
 
 # A run still "created" this long after creation never got a supervisor.
@@ -68,17 +68,20 @@ def write_cancel_request(paths: RunPaths, reason: str) -> None:
         write_json_atomic(paths.cancel_request, {"requested": time.time(), "reason": reason})
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise StoreError(f"cannot ask for the cancel of the run in {paths.root}: "
-                             f"{exc.strerror or exc}") from None
+            raise StoreError(
+                f"cannot ask for the cancel of the run in {paths.root}: {exc.strerror or exc}"
+            ) from None
         try:
             paths.cancel_request.touch()
         except OSError as again:
-            raise StoreError(f"cannot ask for the cancel of the run in {paths.root}: "
-                             f"{again.strerror or again}") from None
+            raise StoreError(
+                f"cannot ask for the cancel of the run in {paths.root}: {again.strerror or again}"
+            ) from None
 
 
-def cancel_damaged(paths: RunPaths, damaged: RecordDamaged, indexed: str | None,
-                   reason: str) -> str:
+def cancel_damaged(
+    paths: RunPaths, damaged: RecordDamaged, indexed: str | None, reason: str
+) -> str:
     """Cancel a run whose state cannot be read: through its supervisor while that runs
     (found by its pid record), else by ending what is left of its processes here. Returns
     the status to report: the index row's, or ``lost`` when no supervisor was left."""
@@ -91,10 +94,13 @@ def cancel_damaged(paths: RunPaths, damaged: RecordDamaged, indexed: str | None,
     left = leftover_pids(run_id, paths.root)
     if not left:
         if indexed is not None and indexed not in ACTIVE:
-            raise RunStateError(f"run {run_id} already ended ({indexed}, by the index); "
-                                f"nothing to cancel. {damaged}") from None
-        raise RunStateError(f"run {run_id} has no supervisor and no process left; nothing to "
-                            f"cancel. {damaged}") from None
+            raise RunStateError(
+                f"run {run_id} already ended ({indexed}, by the index); "
+                f"nothing to cancel. {damaged}"
+            ) from None
+        raise RunStateError(
+            f"run {run_id} has no supervisor and no process left; nothing to cancel. {damaged}"
+        ) from None
     procs.signal_pids(left, signal.SIGTERM)
     left = procs.wait_gone(lambda: leftover_pids(run_id, paths.root), STOP_GRACE_S)
     if left:

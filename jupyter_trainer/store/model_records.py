@@ -29,10 +29,12 @@ class Damaged(StoreError):
     """A version's record cannot be trusted; ``problem`` says why."""
 
     def __init__(self, name: str, version: int, where: Path, problem: str) -> None:
-        super().__init__(f"the record of model {name}@{version} ({where}) is damaged: "
-                         f"{problem}; nothing was read from it (`jupyter-trainer doctor` lists "
-                         f"damaged versions; `jupyter-trainer models delete {name}@{version} "
-                         "--yes` removes it)")
+        super().__init__(
+            f"the record of model {name}@{version} ({where}) is damaged: "
+            f"{problem}; nothing was read from it (`jupyter-trainer doctor` lists "
+            f"damaged versions; `jupyter-trainer models delete {name}@{version} "
+            "--yes` removes it)"
+        )
         self.problem = problem
 
 
@@ -76,8 +78,10 @@ def lineage_problem(record: Any, name: str, version: int) -> str | None:
     if not isinstance(record, dict):
         return "it is not a JSON object"
     if record.get("name") != name or record.get("version") != version:
-        return (f"it names {record.get('name')!r} version {record.get('version')!r}, not the "
-                "folder it is in")
+        return (
+            f"it names {record.get('name')!r} version {record.get('version')!r}, not the "
+            "folder it is in"
+        )
     for key, kind in (("run_id", str), ("created", (int, float))):
         if not isinstance(record.get(key), kind) or isinstance(record.get(key), bool):
             return f"its {key} is {record.get(key)!r}"
@@ -86,8 +90,10 @@ def lineage_problem(record: Any, name: str, version: int) -> str | None:
     top = record.get("path")
     top_parts = safe_parts(top)
     if top_parts is None or len(top_parts) != 1 or top == LINEAGE:
-        return (f"its path {top!r} is not the name of a file or folder in the version (a "
-                "plain name, no '/' or '..')")
+        return (
+            f"its path {top!r} is not the name of a file or folder in the version (a "
+            "plain name, no '/' or '..')"
+        )
     files = record.get("files")
     if not isinstance(files, list):
         return "its files are not a list"
@@ -105,8 +111,10 @@ def _file_problem(entry: Any, top: str, seen: set[str]) -> str | None:
     path = entry.get("path")
     parts = safe_parts(path)
     if parts is None or parts[0] != top:
-        return (f"file path {path!r} is not a plain relative path inside {top!r} (no '..', "
-                "no absolute path, no empty part)")
+        return (
+            f"file path {path!r} is not a plain relative path inside {top!r} (no '..', "
+            "no absolute path, no empty part)"
+        )
     if path in seen:
         return f"file path {path!r} is listed twice"
     seen.add(path)
@@ -137,10 +145,12 @@ def read_deleted(models_dir: Path, name: str) -> dict[str, dict[str, Any]]:
         problem = f"it is not JSON ({exc})"
     else:
         if isinstance(record, dict) and all(
-                isinstance(k, str) and k.isdigit() and isinstance(v, dict)
-                for k, v in record.items()):
+            isinstance(k, str) and k.isdigit() and isinstance(v, dict) for k, v in record.items()
+        ):
             return record
         problem = "it is not a mapping of version numbers"
-    raise StoreError(f"the record of model {name}'s deleted versions ({where}) is damaged: "
-                     f"{problem}; fix or remove it: it keeps their numbers from being given "
-                     "to new versions")
+    raise StoreError(
+        f"the record of model {name}'s deleted versions ({where}) is damaged: "
+        f"{problem}; fix or remove it: it keeps their numbers from being given "
+        "to new versions"
+    )

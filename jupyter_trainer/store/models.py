@@ -28,12 +28,13 @@ import re
 import secrets
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..core.errors import InvalidRunId, ModelNotFound, SpecError, StoreError
-from ..rankside.home import HOME_ENV, default_home
 from ..core.spec import validate_run_id
+from ..rankside.home import HOME_ENV, default_home
 from . import _is_run_id, _rmtree, write_json_atomic
 from .confined import Refused, open_beneath, open_folder, real_parts
 from .index import FolderIndex, unwritable
@@ -63,8 +64,10 @@ def validate_model_name(name: object) -> str:
     try:
         return validate_run_id(name)
     except InvalidRunId:
-        raise SpecError(f"invalid model name {name!r}: a model name is 1-128 letters, digits, "
-                        "'.', '_' or '-', starting with a letter or digit") from None
+        raise SpecError(
+            f"invalid model name {name!r}: a model name is 1-128 letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit"
+        ) from None
 
 
 def parse_ref(text: str) -> tuple[str, int | None]:
@@ -74,17 +77,25 @@ def parse_ref(text: str) -> tuple[str, int | None]:
     if not at or version == "latest":
         return name, None
     if not _VERSION.fullmatch(version):
-        raise SpecError(f"invalid model version {version!r} in {text!r}: give NAME@N with N a "
-                        "whole number from 1, or NAME for the latest version")
+        raise SpecError(
+            f"invalid model version {version!r} in {text!r}: give NAME@N with N a "
+            "whole number from 1, or NAME for the latest version"
+        )
     return name, int(version)
 
 
 def index_row(lineage: dict[str, Any]) -> dict[str, Any]:
     """The index row of a version with this lineage."""
-    return {"name": lineage["name"], "version": lineage["version"], "run_id": lineage["run_id"],
-            "path": lineage["path"], "files": len(lineage["files"]),
-            "bytes": sum(f["size"] for f in lineage["files"]), "created": lineage["created"],
-            "tags": json.dumps(lineage.get("tags") or {}, sort_keys=True)}
+    return {
+        "name": lineage["name"],
+        "version": lineage["version"],
+        "run_id": lineage["run_id"],
+        "path": lineage["path"],
+        "files": len(lineage["files"]),
+        "bytes": sum(f["size"] for f in lineage["files"]),
+        "created": lineage["created"],
+        "tags": json.dumps(lineage.get("tags") or {}, sort_keys=True),
+    }
 
 
 class ModelIndex(FolderIndex):
@@ -95,14 +106,21 @@ class ModelIndex(FolderIndex):
     def rows(self, name: str | None = None) -> list[dict[str, Any]]:
         """Rows of every version (of ``name``), by name, newest version first."""
         query = "SELECT * FROM models" + (" WHERE name = ?" if name else "")
-        found = self.run(lambda conn: [dict(r) for r in conn.execute(
-            query + " ORDER BY name, version DESC", (name,) if name else ())])
+        found = self.run(
+            lambda conn: [
+                dict(r)
+                for r in conn.execute(
+                    query + " ORDER BY name, version DESC", (name,) if name else ()
+                )
+            ]
+        )
         for row in found:
             row["tags"] = json.loads(row["tags"])
         return found
 
-    def add_version(self, name: str, stage: Path, folder: Path,
-                    finish: Callable[[int], dict[str, Any]]) -> int:
+    def add_version(
+        self, name: str, stage: Path, folder: Path, finish: Callable[[int], dict[str, Any]]
+    ) -> int:
         """Number the version in ``stage`` (one above any version of ``name`` in the index or
         in ``folder``), let ``finish(version)`` write its lineage and return its row, and
         rename ``stage`` to ``folder/<version>``: all in one write transaction, which
@@ -110,8 +128,12 @@ class ModelIndex(FolderIndex):
         numbered: list[int] = []
 
         def decide(conn: Any) -> tuple[dict[str, Any], Path]:
-            top = conn.execute("SELECT MAX(version) FROM models WHERE name = ?",
-                               (name,)).fetchone()[0] or 0
+            top = (
+                conn.execute("SELECT MAX(version) FROM models WHERE name = ?", (name,)).fetchone()[
+                    0
+                ]
+                or 0
+            )
             gone = [int(v) for v in read_deleted(folder.parent, name)]
             numbered.append(max([top, *versions_in(folder), *gone]) + 1)
             return finish(numbered[-1]), folder / str(numbered[-1])
@@ -164,8 +186,11 @@ class ModelStore:
             validate_model_name(name)
         if not os.path.lexists(self.index.path) and not self.names():
             return []  # nothing registered yet: nothing to list, nothing to create
-        return [r for r in self.index.rows(name)
-                if (self.dir / r["name"] / str(r["version"]) / LINEAGE).is_file()]
+        return [
+            r
+            for r in self.index.rows(name)
+            if (self.dir / r["name"] / str(r["version"]) / LINEAGE).is_file()
+        ]
 
     def version_dir(self, name: str, version: int | None = None) -> Path:
         """The folder of ``version`` of ``name`` (None: the latest); ``ModelNotFound``
@@ -175,16 +200,20 @@ class ModelStore:
         if not found:
             names = self.names()
             have = f"registered models: {', '.join(names)}" if names else "no model is registered"
-            raise ModelNotFound(f"no model {name!r} in {self.home} ({have}); register one with "
-                                "`jupyter-trainer register RUN NAME PATH` (or set "
-                                f"{HOME_ENV} to the store that holds it)")
+            raise ModelNotFound(
+                f"no model {name!r} in {self.home} ({have}); register one with "
+                "`jupyter-trainer register RUN NAME PATH` (or set "
+                f"{HOME_ENV} to the store that holds it)"
+            )
         if version is None:
             return folder / str(found[-1])
         if version not in found:
-            raise ModelNotFound(f"model {name!r} has no version {version}"
-                                f"{self._deleted_note(name, version)}; it has version"
-                                f"{'s' if len(found) > 1 else ''} "
-                                f"{', '.join(map(str, found))}")
+            raise ModelNotFound(
+                f"model {name!r} has no version {version}"
+                f"{self._deleted_note(name, version)}; it has version"
+                f"{'s' if len(found) > 1 else ''} "
+                f"{', '.join(map(str, found))}"
+            )
         return folder / str(version)
 
     def _deleted_note(self, name: str, version: int) -> str:
@@ -211,7 +240,9 @@ class ModelStore:
         """The version's lineage, checked: a damaged one raises ``StoreError``."""
         return read_lineage(self.dir, name, int(self.version_dir(name, version).name))
 
-    def register(self, name: str, source: Path, root: Path, lineage: dict[str, Any]) -> dict[str, Any]:
+    def register(
+        self, name: str, source: Path, root: Path, lineage: dict[str, Any]
+    ) -> dict[str, Any]:
         """Copy the file or folder ``source`` (inside ``root``, a run's ``outputs/``) as the
         next version of ``name``, hashing each file as it is copied; write ``lineage``
         (completed with the version, the time and the files) beside it. Returns the
@@ -219,8 +250,10 @@ class ModelStore:
         folder = self.folder(name)
         item = source.name if source != root else "outputs"
         if item == LINEAGE:
-            raise SpecError(f"a registered file cannot be named {LINEAGE} (the version's own "
-                            "record has that name); rename it in the run's outputs/")
+            raise SpecError(
+                f"a registered file cannot be named {LINEAGE} (the version's own "
+                "record has that name); rename it in the run's outputs/"
+            )
         files = _files_to_copy(source, root, item)
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -232,8 +265,14 @@ class ModelStore:
             record: dict[str, Any] = {}
 
             def finish(version: int) -> dict[str, Any]:
-                record.update(lineage, name=name, version=version, created=time.time(),
-                              path=item, files=copied)
+                record.update(
+                    lineage,
+                    name=name,
+                    version=version,
+                    created=time.time(),
+                    path=item,
+                    files=copied,
+                )
                 write_json_atomic(stage / LINEAGE, record)
                 os.chmod(stage / LINEAGE, 0o444)
                 return index_row(record)
@@ -243,8 +282,9 @@ class ModelStore:
             _rmtree(stage)
             _remove_if_empty(folder)
             if isinstance(exc, OSError):
-                raise StoreError(f"cannot register {source} as model {name!r} in {folder}: "
-                                 f"{exc.strerror or exc}") from None
+                raise StoreError(
+                    f"cannot register {source} as model {name!r} in {folder}: {exc.strerror or exc}"
+                ) from None
             raise
         return record
 
@@ -261,8 +301,9 @@ class ModelStore:
 
         def work(conn: Any) -> None:
             if not os.path.lexists(here):
-                raise ModelNotFound(f"model {name!r} has no version {version} (it was deleted "
-                                    "meanwhile)")
+                raise ModelNotFound(
+                    f"model {name!r} has no version {version} (it was deleted meanwhile)"
+                )
             gone = read_deleted(self.dir, name)
             gone[str(version)] = by
             write_json_atomic(folder / DELETED, gone)
@@ -287,15 +328,18 @@ class ModelStore:
 
         self._delete(folder, work, lambda: os.rename(doomed, folder), doomed)
 
-    def _delete(self, folder: Path, work: Callable[[Any], None], undo: Callable[[], None],
-                doomed: Path) -> None:
+    def _delete(
+        self, folder: Path, work: Callable[[Any], None], undo: Callable[[], None], doomed: Path
+    ) -> None:
         try:
             self.index.transact(work, undo)
             _rmtree(doomed)
         except OSError as exc:
-            raise StoreError(f"cannot delete from {folder}: {exc.strerror or exc}; "
-                             "`jupyter-trainer doctor --fix` finishes a deletion left "
-                             "halfway") from None
+            raise StoreError(
+                f"cannot delete from {folder}: {exc.strerror or exc}; "
+                "`jupyter-trainer doctor --fix` finishes a deletion left "
+                "halfway"
+            ) from None
 
 
 def _files_to_copy(source: Path, root: Path, item: str) -> list[tuple[str, tuple[str, ...]]]:
@@ -309,14 +353,17 @@ def _files_to_copy(source: Path, root: Path, item: str) -> list[tuple[str, tuple
     for rel, path in found:
         parts = real_parts(root, path)
         if not parts:
-            raise StoreError(f"{rel} left the run's outputs/ while it was being registered; "
-                             "nothing was registered")
+            raise StoreError(
+                f"{rel} left the run's outputs/ while it was being registered; "
+                "nothing was registered"
+            )
         files.append((rel, parts))
     return files
 
 
-def _copy_files(root: Path, files: list[tuple[str, tuple[str, ...]]],
-                stage: Path) -> list[dict[str, Any]]:
+def _copy_files(
+    root: Path, files: list[tuple[str, tuple[str, ...]]], stage: Path
+) -> list[dict[str, Any]]:
     """Copy each (relative path, parts below ``root``) into ``stage``, read-only; their
     records. Each source is opened again below ``root`` without following any link, and
     must be a regular file: one swapped for a link or anything else since the scan is
@@ -330,9 +377,11 @@ def _copy_files(root: Path, files: list[tuple[str, tuple[str, ...]]],
             try:
                 fin = open_beneath(root_fd, parts)
             except Refused as exc:
-                raise StoreError(f"{exc.filename} in the run's outputs/ {exc.strerror}: it "
-                                 "changed while it was being registered; nothing was "
-                                 "registered") from None
+                raise StoreError(
+                    f"{exc.filename} in the run's outputs/ {exc.strerror}: it "
+                    "changed while it was being registered; nothing was "
+                    "registered"
+                ) from None
             try:
                 fout = os.open(dst, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
                 try:

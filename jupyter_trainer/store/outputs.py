@@ -17,14 +17,21 @@ import hashlib
 import os
 import queue
 import threading
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterator
+from typing import Any
 
 from ..core.errors import SpecError, StoreError
-from .confined import (Refused, make_folders_beneath, open_beneath, open_folder, real_parts,
-                       write_beneath)
 from ..core.printable import printable
+from .confined import (
+    Refused,
+    make_folders_beneath,
+    open_beneath,
+    open_folder,
+    real_parts,
+    write_beneath,
+)
 
 # Files at least this large are copied by the kernel (copy_file_range) while the copy
 # already written is hashed in this thread; smaller ones are read once, hashed, written.
@@ -47,13 +54,16 @@ class RunFile:
 
 def _relative(text: object, what: str) -> PurePosixPath:
     if not isinstance(text, str) or not text.strip() or "\x00" in text:
-        raise SpecError(f"{what} must be a non-empty path relative to the run's outputs/, "
-                        f"not {text!r}")
+        raise SpecError(
+            f"{what} must be a non-empty path relative to the run's outputs/, not {text!r}"
+        )
     rel = PurePosixPath(text)
     if rel.is_absolute() or ".." in rel.parts:
-        raise SpecError(f"{what} {text!r} leaves the run's outputs/: give a path relative to "
-                        "outputs/ without '..' (see the run's files with `jupyter-trainer files "
-                        "RUN`)")
+        raise SpecError(
+            f"{what} {text!r} leaves the run's outputs/: give a path relative to "
+            "outputs/ without '..' (see the run's files with `jupyter-trainer files "
+            "RUN`)"
+        )
     return rel
 
 
@@ -72,11 +82,14 @@ def inside(root: Path, text: str, what: str = "the path") -> Path:
     rel = _relative(text, what)
     path = root.joinpath(*rel.parts)
     if not os.path.lexists(path):
-        raise SpecError(f"{what} {text!r} is not in the run's outputs/ ({root}); "
-                        f"{_what_exists(root)}")
+        raise SpecError(
+            f"{what} {text!r} is not in the run's outputs/ ({root}); {_what_exists(root)}"
+        )
     if not _within(root, path):
-        raise SpecError(f"{what} {text!r} is a link that leaves the run's outputs/ "
-                        f"({os.path.realpath(path)}); register files of the run itself")
+        raise SpecError(
+            f"{what} {text!r} is a link that leaves the run's outputs/ "
+            f"({os.path.realpath(path)}); register files of the run itself"
+        )
     if not (path.is_file() or path.is_dir()):
         raise SpecError(f"{what} {text!r} is neither a file nor a folder")
     return path
@@ -86,27 +99,33 @@ def walk_files(folder: Path, root: Path, *, strict: bool = False) -> Iterator[tu
     """(path relative to ``folder``, path) of each file under ``folder``, sorted; links to
     files are followed when they stay inside ``root``, links to folders are not. Other
     links are left out, or with ``strict`` refused (``SpecError``)."""
+
     def walk(here: Path, prefix: str) -> Iterator[tuple[str, Path]]:
         try:
             entries = sorted(os.scandir(here), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
             return
         except OSError as exc:
-            raise SpecError(f"cannot read the folder {here} of the run's outputs/ "
-                            f"({exc.strerror}); make it readable") from None
+            raise SpecError(
+                f"cannot read the folder {here} of the run's outputs/ "
+                f"({exc.strerror}); make it readable"
+            ) from None
         for entry in entries:
             path, rel = Path(entry.path), prefix + entry.name
             if entry.is_symlink():
                 if _within(root, path) and path.is_file():
                     yield rel, path
                 elif strict:
-                    raise SpecError(f"{rel} in {folder.name}/ is a link to "
-                                    f"{os.path.realpath(path)}: only files inside the run's "
-                                    "outputs/ are copied; replace the link with the file")
+                    raise SpecError(
+                        f"{rel} in {folder.name}/ is a link to "
+                        f"{os.path.realpath(path)}: only files inside the run's "
+                        "outputs/ are copied; replace the link with the file"
+                    )
             elif entry.is_dir():
                 yield from walk(path, rel + "/")
             elif entry.is_file():
                 yield rel, path
+
     yield from walk(folder, "")
 
 
@@ -126,7 +145,9 @@ def _what_exists(root: Path, limit: int = 8) -> str:
     names = [printable(f.path) for f in list_files(root)]
     if not names:
         return "the run's outputs/ is empty"
-    shown = ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+    shown = ", ".join(names[:limit]) + (
+        f" and {len(names) - limit} more" if len(names) > limit else ""
+    )
     return f"it has {shown}"
 
 
@@ -135,8 +156,11 @@ def _segments_match(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
         return not parts
     if pattern[0] == "**":
         return any(_segments_match(pattern[1:], parts[i:]) for i in range(len(parts) + 1))
-    return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) and \
-        _segments_match(pattern[1:], parts[1:])
+    return (
+        bool(parts)
+        and fnmatch.fnmatchcase(parts[0], pattern[0])
+        and _segments_match(pattern[1:], parts[1:])
+    )
 
 
 def match(root: Path, pattern: str) -> list[RunFile]:
@@ -160,8 +184,7 @@ def destination(dest: str | os.PathLike) -> Path:
     """The folder ``dest`` names; an empty one is refused rather than taken for the
     current folder."""
     if isinstance(dest, (str, bytes)) and not os.fsdecode(dest).strip():
-        raise SpecError("DEST is empty: give the folder to copy into ('.' for the current "
-                        "folder)")
+        raise SpecError("DEST is empty: give the folder to copy into ('.' for the current folder)")
     return Path(os.fsdecode(os.fspath(dest))).expanduser()
 
 
@@ -176,8 +199,7 @@ class Copy:
     sha256: str | None = None
 
 
-def copy_beneath(source: Path, copies: list[Copy], dest: Path, *,
-                 damaged: str = "") -> list[Path]:
+def copy_beneath(source: Path, copies: list[Copy], dest: Path, *, damaged: str = "") -> list[Path]:
     """Copy each of ``copies`` from below the folder ``source`` to below the folder ``dest``
     (made if missing): no link below either is followed, so nothing is read from outside
     ``source`` or written outside ``dest``. Each file is written under a temporary name and
@@ -202,29 +224,42 @@ def copy_beneath(source: Path, copies: list[Copy], dest: Path, *,
         os.close(src_fd)
 
 
-def _copy_one(src_fd: int, source: Path, item: Copy, dest_fd: int, dest: Path,
-              damaged: str) -> Path:
+def _copy_one(
+    src_fd: int, source: Path, item: Copy, dest_fd: int, dest: Path, damaged: str
+) -> Path:
     target = dest.joinpath(*item.target)
     try:
         fin = open_beneath(src_fd, item.source)
     except Refused as exc:
-        raise StoreError(f"{item.label} in {source}: {exc.filename} {exc.strerror}; "
-                         f"{damaged or 'nothing was copied from it'}") from None
+        raise StoreError(
+            f"{item.label} in {source}: {exc.filename} {exc.strerror}; "
+            f"{damaged or 'nothing was copied from it'}"
+        ) from None
     except OSError as exc:
         raise StoreError(f"cannot read {item.label} in {source}: {exc.strerror or exc}") from None
     try:
+
         def check(digest: str) -> None:
             if item.sha256 is not None and digest != item.sha256:
-                raise StoreError(f"{item.label} does not match its recorded sha256 ({digest} "
-                                 f"!= {item.sha256}){': ' + damaged if damaged else ''}")
+                raise StoreError(
+                    f"{item.label} does not match its recorded sha256 ({digest} "
+                    f"!= {item.sha256}){': ' + damaged if damaged else ''}"
+                )
+
         try:
             dir_fd = make_folders_beneath(dest_fd, item.target[:-1])
         except Refused as exc:
-            raise StoreError(f"cannot write {'/'.join(item.target)} into {dest}: {exc.filename} "
-                             f"{exc.strerror}; remove it or choose another folder") from None
+            raise StoreError(
+                f"cannot write {'/'.join(item.target)} into {dest}: {exc.filename} "
+                f"{exc.strerror}; remove it or choose another folder"
+            ) from None
         try:
-            write_beneath(dir_fd, item.target[-1],
-                          lambda fout: copy_descriptor(fin, fout, f"{source}/{item.label}"), check)
+            write_beneath(
+                dir_fd,
+                item.target[-1],
+                lambda fout: copy_descriptor(fin, fout, f"{source}/{item.label}"),
+                check,
+            )
         finally:
             os.close(dir_fd)
     except OSError as exc:
@@ -243,8 +278,10 @@ def copy_out(root: Path, files: list[RunFile], dest: Path) -> list[Path]:
         rel = PurePosixPath(entry.path).parts
         found = real_parts(root, root.joinpath(*rel))
         if not found:
-            raise StoreError(f"{entry.path} left the run's outputs/ since it was listed; "
-                             "nothing was copied from it")
+            raise StoreError(
+                f"{entry.path} left the run's outputs/ since it was listed; "
+                "nothing was copied from it"
+            )
         copies.append(Copy(found, rel, entry.path))
     return copy_beneath(root, copies, dest)
 
@@ -279,10 +316,15 @@ def copy_descriptor(fin: int, fout: int, label: str) -> str:
     else:
         digest = _copy_pipelined(fin, fout, label, before.st_size)
     after = os.fstat(fin)
-    if (before.st_size, before.st_mtime_ns, before.st_ctime_ns) != \
-            (after.st_size, after.st_mtime_ns, after.st_ctime_ns):
-        raise StoreError(f"{label} changed while it was being copied; copy it again once the "
-                         "run has finished writing it")
+    if (before.st_size, before.st_mtime_ns, before.st_ctime_ns) != (
+        after.st_size,
+        after.st_mtime_ns,
+        after.st_ctime_ns,
+    ):
+        raise StoreError(
+            f"{label} changed while it was being copied; copy it again once the "
+            "run has finished writing it"
+        )
     return digest
 
 
@@ -292,7 +334,7 @@ def _copy_small(fin: int, fout: int) -> str:
         digest.update(chunk)
         view = memoryview(chunk)
         while view:
-            view = view[os.write(fout, view):]
+            view = view[os.write(fout, view) :]
     return digest.hexdigest()
 
 
@@ -319,10 +361,9 @@ def _copy_pipelined(fin: int, fout: int, label: str, size: int) -> str:
     try:
         while (copied := done.get()) is not None:
             while hashed < copied:
-                n = os.preadv(fout, [view[:min(_READ_CHUNK, copied - hashed)]], hashed)
+                n = os.preadv(fout, [view[: min(_READ_CHUNK, copied - hashed)]], hashed)
                 if n <= 0:
-                    raise StoreError(f"the copy of {label} is shorter than what was copied "
-                                     "into it")
+                    raise StoreError(f"the copy of {label} is shorter than what was copied into it")
                 digest.update(view[:n])
                 hashed += n
     finally:
@@ -348,8 +389,14 @@ def _kernel_copy(fin: int, fout: int, size: int) -> Iterator[int]:
                 yield copied
             return
         except OSError as exc:
-            if copied or exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL,
-                                           errno.EOPNOTSUPP, errno.ENOTSUP, errno.EBADF):
+            if copied or exc.errno not in (
+                errno.EXDEV,
+                errno.ENOSYS,
+                errno.EINVAL,
+                errno.EOPNOTSUPP,
+                errno.ENOTSUP,
+                errno.EBADF,
+            ):
                 raise
     raise StoreError("no way to copy the file was left")
 
@@ -366,5 +413,5 @@ def _by_read_write(fin: int, fout: int, n: int) -> int:
     chunk = os.read(fin, n)
     view = memoryview(chunk)
     while view:
-        view = view[os.write(fout, view):]
+        view = view[os.write(fout, view) :]
     return len(chunk)

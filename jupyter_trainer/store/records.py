@@ -91,7 +91,10 @@ def load_spec(paths: RunPaths, run_id: str) -> RunSpec:
         f"run {run_id}: its spec {paths.spec} {problem}. A run's spec cannot be rebuilt once "
         f"its supervisor has ended (a running one restores it); `{FIX}` moves the run aside "
         f"to {home / DAMAGED_DIR / run_id}, with its logs and outputs",
-        run_id=run_id, path=str(paths.spec), problem=problem)
+        run_id=run_id,
+        path=str(paths.spec),
+        problem=problem,
+    )
 
 
 def load_state(paths: RunPaths, run_id: str) -> dict[str, Any]:
@@ -114,7 +117,11 @@ def state_damaged(paths: RunPaths, run_id: str, problem: str) -> RecordDamaged:
     return RecordDamaged(
         f"run {run_id}: its state {paths.state} {problem}. While its supervisor runs, the "
         f"supervisor writes it again within seconds; otherwise `{FIX}` rebuilds it from the "
-        "run's index row", run_id=run_id, path=str(paths.state), problem=problem)
+        "run's index row",
+        run_id=run_id,
+        path=str(paths.state),
+        problem=problem,
+    )
 
 
 def _load(paths: RunPaths, path: Path, run_id: str) -> tuple[Any, str | None]:

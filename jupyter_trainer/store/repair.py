@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..core.errors import RecordDamaged, StoreError
 from . import liveness
@@ -28,9 +29,9 @@ class Damage:
     """One damaged record, as doctor reports it."""
 
     message: str
-    fix: str | None                       # what --fix does; None: nothing to do
+    fix: str | None  # what --fix does; None: nothing to do
     repair: Callable[[], Any] | None = None
-    done: str | None = None               # what --fix did
+    done: str | None = None  # what --fix did
 
 
 def damage(store: Any, run_id: str, exc: RecordDamaged) -> Damage:
@@ -41,12 +42,19 @@ def damage(store: Any, run_id: str, exc: RecordDamaged) -> Damage:
         return Damage(f"{what}; its supervisor runs and writes it again", None)
     if exc.path == str(paths.spec):
         dest = store.home / DAMAGED_DIR / run_id
-        return Damage(what, f"move the run aside to {dest}", lambda: set_aside(store, run_id),
-                      f"moved aside to {dest}")
+        return Damage(
+            what,
+            f"move the run aside to {dest}",
+            lambda: set_aside(store, run_id),
+            f"moved aside to {dest}",
+        )
     kept = f"state.json.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    return Damage(what, "rebuild it from the run's index row",
-                  lambda: rebuild_state(store, run_id, kept),
-                  f"rebuilt from the index row; the damaged file is kept as {kept}")
+    return Damage(
+        what,
+        "rebuild it from the run's index row",
+        lambda: rebuild_state(store, run_id, kept),
+        f"rebuilt from the index row; the damaged file is kept as {kept}",
+    )
 
 
 def rebuild_state(store: Any, run_id: str, kept: str) -> dict[str, Any]:
@@ -61,19 +69,29 @@ def rebuild_state(store: Any, run_id: str, kept: str) -> dict[str, Any]:
     status = row.get("status") if row.get("status") in TERMINAL else "lost"
     ended = row.get("ended") if status != "lost" else None
     ended = ended or liveness.last_seen(paths, {"created": created, "updated": row.get("updated")})
-    state: dict[str, Any] = {"run_id": run_id, "status": status, "created": created,
-                             "ended": ended, "stages": {}}
+    state: dict[str, Any] = {
+        "run_id": run_id,
+        "status": status,
+        "created": created,
+        "ended": ended,
+        "stages": {},
+    }
     if row.get("started"):
         state["stages"]["running"] = {"start": row["started"], "end": ended}
     if row.get("failed_rank") is not None:
         state["failed_rank"] = row["failed_rank"]
     if status in ("failed", "lost"):
         said = row.get("status") or "nothing of it"
-        state["error"] = (f"the run's state.json was damaged ({kept}) and its supervisor had "
-                          f"ended; rebuilt from the index, which says {said}; the error it "
-                          "recorded is lost, see supervisor.log and logs/")
-    state["rebuilt"] = {"at": time.time(), "from": "index row" if row else "run folder",
-                        "damaged": kept}
+        state["error"] = (
+            f"the run's state.json was damaged ({kept}) and its supervisor had "
+            f"ended; rebuilt from the index, which says {said}; the error it "
+            "recorded is lost, see supervisor.log and logs/"
+        )
+    state["rebuilt"] = {
+        "at": time.time(),
+        "from": "index row" if row else "run folder",
+        "damaged": kept,
+    }
     if os.path.lexists(paths.state):
         os.replace(paths.state, paths.root / kept)
     write_json_atomic(paths.state, state)

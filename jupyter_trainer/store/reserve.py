@@ -36,9 +36,11 @@ def is_disk_full(exc: BaseException) -> bool:
 
 def disk_full_error(run_id: str, path: Path | str) -> str:
     """The run's error when the disk filled under it."""
-    return (f"disk full ({path}): the run store's file system has no space left, so the run "
-            "was stopped; its logs and events end where the disk filled. Free some space, "
-            f"then start it again with `jupyter-trainer rerun {run_id}`")
+    return (
+        f"disk full ({path}): the run store's file system has no space left, so the run "
+        "was stopped; its logs and events end where the disk filled. Free some space, "
+        f"then start it again with `jupyter-trainer rerun {run_id}`"
+    )
 
 
 def is_full(path: Path) -> bool:

@@ -24,14 +24,15 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
-from ..rankside import procs
 from ..core.errors import StoreError, SweepNotFound, TrainerError
-from ..rankside.home import HOME_ENV, default_home
 from ..core.spec import RunSpec, validate_run_id
+from ..rankside import procs
+from ..rankside.home import HOME_ENV, default_home
 from . import _rmtree, _slug, read_json, write_json_atomic
 from .index import unwritable
 
@@ -77,9 +78,11 @@ class SweepStore:
     def existing(self, sweep_id: str) -> SweepPaths:
         paths = self.paths(sweep_id)
         if not paths.spec.is_file():
-            raise SweepNotFound(f"no sweep {sweep_id!r} in {self.home}; list sweeps with "
-                                f"`jupyter-trainer sweeps` (or set {HOME_ENV} to the store that "
-                                "holds it)")
+            raise SweepNotFound(
+                f"no sweep {sweep_id!r} in {self.home}; list sweeps with "
+                f"`jupyter-trainer sweeps` (or set {HOME_ENV} to the store that "
+                "holds it)"
+            )
         return paths
 
     def ids(self) -> list[str]:
@@ -88,9 +91,11 @@ class SweepStore:
             found = [p for p in self.dir.iterdir() if (p / "spec.json").is_file()]
         except FileNotFoundError:
             return []
-        return [p.name for p in sorted(found, key=lambda p: (p / "spec.json").stat().st_mtime,
-                                                  reverse=True)
-                if not p.name.startswith(".")]
+        return [
+            p.name
+            for p in sorted(found, key=lambda p: (p / "spec.json").stat().st_mtime, reverse=True)
+            if not p.name.startswith(".")
+        ]
 
     def create(self, name: str, spec: dict[str, Any], template: RunSpec, snapshot: Path) -> str:
         """Make a sweep folder from its spec and a template run written to ``snapshot`` (a
@@ -112,8 +117,16 @@ class SweepStore:
             os.replace(snapshot, tmp.template_code)
             write_json_atomic(tmp.template_spec, template.to_dict())
             write_json_atomic(tmp.spec, spec)
-            write_json_atomic(tmp.state, {"id": sweep_id, "status": "created",
-                                          "created": time.time(), "trials": [], "counts": {}})
+            write_json_atomic(
+                tmp.state,
+                {
+                    "id": sweep_id,
+                    "status": "created",
+                    "created": time.time(),
+                    "trials": [],
+                    "counts": {},
+                },
+            )
             os.replace(tmp.root, final.root)
         except BaseException as exc:
             _rmtree(tmp.root)
@@ -151,8 +164,9 @@ class SweepStore:
         return not procs.is_alive(driver.get("pid"), driver.get("start_ticks"))
 
     def request_cancel(self, sweep_id: str, reason: str = "canceled by user") -> None:
-        write_json_atomic(self.existing(sweep_id).cancel_request,
-                          {"requested": time.time(), "reason": reason})
+        write_json_atomic(
+            self.existing(sweep_id).cancel_request, {"requested": time.time(), "reason": reason}
+        )
 
     def cancel_request(self, sweep_id: str) -> dict[str, Any] | None:
         try:
@@ -169,11 +183,12 @@ class SweepStore:
         try:
             shutil.copytree(source, dest)
         except OSError as exc:
-            raise StoreError(f"cannot copy the code snapshot of sweep {sweep_id} ({source}): "
-                             f"{exc}") from None
+            raise StoreError(
+                f"cannot copy the code snapshot of sweep {sweep_id} ({source}): {exc}"
+            ) from None
 
 
-def trial_runs(store: "Store", rows: Iterable[dict[str, Any]]) -> dict[str, tuple[str, int]]:
+def trial_runs(store: Store, rows: Iterable[dict[str, Any]]) -> dict[str, tuple[str, int]]:
     """{run id: (sweep id, trial number)} of the ``rows`` that are trials.
 
     The sweeps' states name their trials' runs. A trial's run exists a moment before its

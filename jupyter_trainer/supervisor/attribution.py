@@ -49,12 +49,12 @@ class Death:
     """One process that ended badly. ``rank`` is None for the launcher itself."""
 
     rank: int | None
-    at: float                        # when it failed, seconds since the epoch; inf if unknown
-    how: str                         # "exception", "exit", "signal", "killed" or AFTER_EXIT
+    at: float  # when it failed, seconds since the epoch; inf if unknown
+    how: str  # "exception", "exit", "signal", "killed" or AFTER_EXIT
     record: dict[str, Any] = field(default_factory=dict, compare=False)
     signal: str | None = None
     exit_status: int | None = None
-    launcher_saw: bool = False       # the launcher's own words name this rank's signal
+    launcher_saw: bool = False  # the launcher's own words name this rank's signal
 
     @property
     def by_signal(self) -> bool:
@@ -66,39 +66,56 @@ class Death:
         if self.record.get("orphaned"):
             return True
         gone = set(self.record.get("peers_gone") or ())
-        return any(other.rank is not None and other is not self and (
-            other.rank in gone
-            or (other.how == "killed" and other.launcher_saw
-                and other.record.get("host") != self.record.get("host")
-                and 0 <= other.at - self.at < CROSS_HOST_WINDOW_S)) for other in others)
+        return any(
+            other.rank is not None
+            and other is not self
+            and (
+                other.rank in gone
+                or (
+                    other.how == "killed"
+                    and other.launcher_saw
+                    and other.record.get("host") != self.record.get("host")
+                    and 0 <= other.at - self.at < CROSS_HOST_WINDOW_S
+                )
+            )
+            for other in others
+        )
 
     def error(self, launcher: str, starter: str | None = None) -> str:
         """The run's one-line error for this death; ``starter`` names what started the ranks
         when it was not the launcher's own process (the warm rank pool)."""
         if self.rank is None:
             how = f"killed by {self.signal}" if self.signal else "ended without an exit code"
-            return (f"{starter or f'the launcher ({launcher})'} was {how} before any rank "
-                    "failed; its ranks were stopped; see logs/launcher.log")
+            return (
+                f"{starter or f'the launcher ({launcher})'} was {how} before any rank "
+                "failed; its ranks were stopped; see logs/launcher.log"
+            )
         if self.how in ON_ITS_OWN:
-            return (self.record.get("error")
-                    or f"rank {self.rank} exited with code {self.record.get('exit_code')}")
+            return (
+                self.record.get("error")
+                or f"rank {self.rank} exited with code {self.record.get('exit_code')}"
+            )
         if self.how == "signal":
             return f"rank {self.rank} was terminated by {self.signal}"
         if self.how == AFTER_EXIT:
-            died = (f"killed by {self.signal}" if self.signal
-                    else f"ended with status {self.exit_status}")
-            return (f"rank {self.rank} finished its code (it recorded exit code 0), then its "
-                    f"process was {died} as it ended, in native teardown (a C/C++ "
-                    "destructor or exit handler); see logs/launcher.log and "
-                    f"logs/rank-{self.rank}.log")
+            died = (
+                f"killed by {self.signal}"
+                if self.signal
+                else f"ended with status {self.exit_status}"
+            )
+            return (
+                f"rank {self.rank} finished its code (it recorded exit code 0), then its "
+                f"process was {died} as it ended, in native teardown (a C/C++ "
+                "destructor or exit handler); see logs/launcher.log and "
+                f"logs/rank-{self.rank}.log"
+            )
         if self.signal:
             cause = f"killed by {self.signal}"
         elif self.exit_status is not None:
             cause = f"exited with code {self.exit_status} before boot could record it"
         else:
             cause = "killed by a signal, for example by the out-of-memory killer"
-        return (f"rank {self.rank} ended without recording an exit ({cause}); "
-                "see logs/launcher.log")
+        return f"rank {self.rank} ended without recording an exit ({cause}); see logs/launcher.log"
 
 
 def pool_words(hot: dict[str, Any]) -> str:
@@ -106,13 +123,17 @@ def pool_words(hot: dict[str, Any]) -> str:
     pool's launcher (which dies by SIGKILL with its node's pool, after saying so)."""
     pools = hot.get("pools")
     if pools:
-        return "the rank pool's launcher on a node (pools: " + ", ".join(
-            f"{host} pid {pid}" for host, pid in pools.items()) + ")"
+        return (
+            "the rank pool's launcher on a node (pools: "
+            + ", ".join(f"{host} pid {pid}" for host, pid in pools.items())
+            + ")"
+        )
     return f"the warm rank pool (pid {hot['pool']})"
 
 
-def rank_deaths(records: dict[int, dict[str, Any]],
-                launcher_words: dict[int, str] | None = None) -> list[Death]:
+def rank_deaths(
+    records: dict[int, dict[str, Any]], launcher_words: dict[int, str] | None = None
+) -> list[Death]:
     """Every rank that ended badly, with the times its record holds.
 
     ``launcher_words`` (rank -> signal name, from ``launcher_signals``) names the signal of a
@@ -125,18 +146,43 @@ def rank_deaths(records: dict[int, dict[str, Any]],
             late = rec.get("after_exit") or {}
             name = late.get("signal") or said.get(rank)
             if name or late.get("exit_status"):
-                deaths.append(Death(rank, float(rec.get("exited", math.inf)), AFTER_EXIT, rec,
-                                    name, late.get("exit_status"), launcher_saw=rank in said))
+                deaths.append(
+                    Death(
+                        rank,
+                        float(rec.get("exited", math.inf)),
+                        AFTER_EXIT,
+                        rec,
+                        name,
+                        late.get("exit_status"),
+                        launcher_saw=rank in said,
+                    )
+                )
             continue
         exited = float(rec.get("exited", math.inf))
         if code is None:
             if "exited" not in rec and rank not in said:
                 continue  # no evidence yet; see ``unrecorded``
-            deaths.append(Death(rank, exited, "killed", rec, rec.get("signal") or said.get(rank),
-                                rec.get("exit_status"), launcher_saw=rank in said))
+            deaths.append(
+                Death(
+                    rank,
+                    exited,
+                    "killed",
+                    rec,
+                    rec.get("signal") or said.get(rank),
+                    rec.get("exit_status"),
+                    launcher_saw=rank in said,
+                )
+            )
         elif rec.get("signal"):
-            deaths.append(Death(rank, min(exited, float(rec.get("ended", math.inf))), "signal",
-                                rec, rec["signal"]))
+            deaths.append(
+                Death(
+                    rank,
+                    min(exited, float(rec.get("ended", math.inf))),
+                    "signal",
+                    rec,
+                    rec["signal"],
+                )
+            )
         else:
             at = float(rec.get("failed_at", rec.get("ended", math.inf)))
             deaths.append(Death(rank, at, "exception" if rec.get("error") else "exit", rec))
@@ -145,8 +191,11 @@ def rank_deaths(records: dict[int, dict[str, Any]],
 
 def unrecorded(records: dict[int, dict[str, Any]]) -> list[int]:
     """Ranks that started and left no end and no watcher's time at all."""
-    return sorted(rank for rank, rec in records.items()
-                  if rec.get("exit_code") is None and "exited" not in rec)
+    return sorted(
+        rank
+        for rank, rec in records.items()
+        if rec.get("exit_code") is None and "exited" not in rec
+    )
 
 
 def first_death(deaths: list[Death]) -> Death | None:
@@ -165,8 +214,12 @@ def launcher_death(exit_code: int | None, at: float | None) -> Death | None:
     """The launcher itself, when a signal killed it (a negative exit code, as ``wait`` gives)."""
     if exit_code is None or exit_code >= 0:
         return None
-    return Death(None, at if at is not None else math.inf, "killed",
-                 signal=procs.termination_signal_name(exit_code))
+    return Death(
+        None,
+        at if at is not None else math.inf,
+        "killed",
+        signal=procs.termination_signal_name(exit_code),
+    )
 
 
 _MPIRUN = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
@@ -175,8 +228,9 @@ _TORCHRUN = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n(?:\[[^\]\n]*\])?\s*exitcode\s*
 _HOROVOD = re.compile(r"Process (\d+) exit with status code (-?\d+)")
 
 
-def launcher_signals(log_text: str | None, launcher: str = "",
-                     exit_code: int | None = None) -> dict[int, str]:
+def launcher_signals(
+    log_text: str | None, launcher: str = "", exit_code: int | None = None
+) -> dict[int, str]:
     """Ranks the launcher's own messages say a signal ended: rank -> signal name. Under
     ``--launcher python`` the launcher is rank 0, so its exit code is rank 0's."""
     found: dict[int, str] = {}

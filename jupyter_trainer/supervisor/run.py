@@ -19,28 +19,28 @@ import traceback
 from dataclasses import replace
 from typing import Any
 
-from . import attribution, verdict
 from .. import environment
-from ..rankside import procs
 from ..core.errors import TrainerError
+from ..rankside import procs
 from ..rankside.home import HOME_ENV
-from .launcher_exit import LauncherExit
-from .snapshot_check import settle_code
-from .state_writer import StateWriter
 from ..store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, load_state, reserve, write_json_atomic
 from ..store.liveness import pid_record
 from ..targets import Target, get_target
+from . import attribution, verdict
+from .launcher_exit import LauncherExit
+from .snapshot_check import settle_code
+from .state_writer import StateWriter
 from .verdict import TRACEBACK_TAIL
 from .watch import RunWatch
 
 POLL_S = 0.05
-QUEUE_POLL_S = 0.25      # how often a reservation's phase is asked while the run waits
-STOP_GRACE_S = 3.0       # SIGTERM -> SIGKILL
+QUEUE_POLL_S = 0.25  # how often a reservation's phase is asked while the run waits
+STOP_GRACE_S = 3.0  # SIGTERM -> SIGKILL
 RANK_FAILURE_GRACE_S = 2.0  # how long a launcher gets to stop its ranks after one fails
 LAUNCHER_WORDS_TAIL = 256 << 10  # what is searched for the launcher's words on its ranks
-WATCH_S = 0.5            # how often attempts, NaN values and stalls are looked for
-STAGING_SAVE_S = 0.5     # how often staging's progress is saved to the state
-STALL_REFRESH_S = 2.0    # how often a stalled rank's "seconds" is brought up to date
+WATCH_S = 0.5  # how often attempts, NaN values and stalls are looked for
+STAGING_SAVE_S = 0.5  # how often staging's progress is saved to the state
+STALL_REFRESH_S = 2.0  # how often a stalled rank's "seconds" is brought up to date
 MLFLOW_LAST_RESORT_S = 900  # the mirror to MLflow stops itself sooner ($JT_MLFLOW_TIMEOUT)
 
 
@@ -61,19 +61,20 @@ class Supervisor:
         self.signal_reason: str | None = None
         self.target: Target | None = None
         self.handle: dict[str, Any] | None = None
-        self.launcher_exit = LauncherExit(self.paths.logs / "launcher.log",
-                                          self.spec.launch.launcher)
+        self.launcher_exit = LauncherExit(
+            self.paths.logs / "launcher.log", self.spec.launch.launcher
+        )
         self._staging_saved = 0.0
         self.relaunches = 0  # attempts started again by this supervisor (not by torchrun)
         self.started: tuple[Any, Any] | None = None  # (spec, plan) the launcher was started with
-        self.watch = RunWatch(self.paths, self.spec.launch.launcher,
-                              self.spec.watch.stall_timeout, self._stacks)
+        self.watch = RunWatch(
+            self.paths, self.spec.launch.launcher, self.spec.watch.stall_timeout, self._stacks
+        )
 
     # -- state -------------------------------------------------------------------------
     def transition(self, status: str, **fields: Any) -> None:
         if status in TERMINAL:  # every process of the run is gone by now
-            fields.update(settle_code(status, self.spec, self.paths, self.target, self.handle,
-                                      log))
+            fields.update(settle_code(status, self.spec, self.paths, self.target, self.handle, log))
         now = time.time()
         stages = self.state.setdefault("stages", {})
         current = stages.get(self.state["status"])
@@ -121,8 +122,10 @@ class Supervisor:
                 where = getattr(exc, "filename", None) or self.paths.root
                 outcome = {"error": reserve.disk_full_error(self.run_id, where)}
             else:
-                outcome = {"error": f"internal error in the supervisor: {exc!r}",
-                           "traceback": traceback.format_exc()[-TRACEBACK_TAIL:]}
+                outcome = {
+                    "error": f"internal error in the supervisor: {exc!r}",
+                    "traceback": traceback.format_exc()[-TRACEBACK_TAIL:],
+                }
         finally:
             self._finish_surely(outcome)
             if self.target is not None:
@@ -144,14 +147,20 @@ class Supervisor:
             log(f"finishing the run failed: {exc!r}")
             if self.state["status"] in TERMINAL:
                 return
-            error = (self.writer.full_now() or f"internal error in the supervisor while "
-                     f"finishing the run: {exc!r}")
+            error = (
+                self.writer.full_now()
+                or f"internal error in the supervisor while finishing the run: {exc!r}"
+            )
             try:
                 teardown = self._teardown()
             except Exception as again:
                 teardown = {"error": repr(again)}
-            self.transition("failed", error=error, teardown=teardown,
-                            traceback=traceback.format_exc()[-TRACEBACK_TAIL:])
+            self.transition(
+                "failed",
+                error=error,
+                teardown=teardown,
+                traceback=traceback.format_exc()[-TRACEBACK_TAIL:],
+            )
 
     def _mirror_to_mlflow(self) -> None:
         """With ``--mlflow``, mirror the ended run (``jupyter_trainer.mirrors.mlflow``, in a
@@ -161,8 +170,12 @@ class Supervisor:
             return
         argv = [sys.executable, "-m", "jupyter_trainer.mirrors.mlflow", "sync", self.run_id]
         try:
-            subprocess.run(argv, stdin=subprocess.DEVNULL, timeout=MLFLOW_LAST_RESORT_S,
-                           env={**os.environ, HOME_ENV: str(self.store.home)})
+            subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                timeout=MLFLOW_LAST_RESORT_S,
+                env={**os.environ, HOME_ENV: str(self.store.home)},
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             log(f"mirroring to MLflow failed: {exc!r}")
 
@@ -196,16 +209,22 @@ class Supervisor:
             self.handle = reservation  # from now on, ending the run releases it
             if not self._wait_for_nodes():
                 return {}
-        realized = environment.realize(self.spec.env, self.target, home=self.store.home,
-                                       code_dir=self.paths.code, entry=self.spec.code.entry,
-                                       launcher=self.spec.launch.launcher)
+        realized = environment.realize(
+            self.spec.env,
+            self.target,
+            home=self.store.home,
+            code_dir=self.paths.code,
+            entry=self.spec.code.entry,
+            launcher=self.spec.launch.launcher,
+        )
         if self.cancel_reason():  # before each step that can take seconds: no launch after it
             return {}
         python = realized.python
         self.state["environment"] = realized.record  # saved with the next transition
         backend = self.target.resolve_backend(self.spec.launch)
-        spec = (self.spec if python in (None, self.spec.env.python)
-                else _with_python(self.spec, python))
+        spec = (
+            self.spec if python in (None, self.spec.env.python) else _with_python(self.spec, python)
+        )
         # The target's hooks, in the order Target's docstring gives.
         plan = self.target.plan(spec, self.run_id, str(self.paths.root), backend)
         if self.cancel_reason():
@@ -223,8 +242,12 @@ class Supervisor:
             plan = replace(plan, extra_env={**plan.extra_env, **realized.variables})
         command = self.target.command(spec, plan)
         self.writer.check()
-        self.transition("queued" if self.target.queues else "running", backend=backend,
-                        python=python or plan.python, launcher={"argv": list(command.argv)})
+        self.transition(
+            "queued" if self.target.queues else "running",
+            backend=backend,
+            python=python or plan.python,
+            launcher={"argv": list(command.argv)},
+        )
         self.started = (spec, plan)
         self._start(command)
         return self._watch()
@@ -239,8 +262,9 @@ class Supervisor:
             self.save()
 
     def _start(self, command: Any) -> None:
-        self.handle = self.target.start(command, str(self.paths.root),
-                                        str(self.launcher_exit.log_path))
+        self.handle = self.target.start(
+            command, str(self.paths.root), str(self.launcher_exit.log_path)
+        )
         self.launcher_exit.time(self.handle)
         self.state["launcher"].update(self.handle)
         self.save()
@@ -298,11 +322,16 @@ class Supervisor:
         failed), restarts are left, and nobody asked the run to end. torchrun on one node
         restarts its ranks itself (``LaunchSpec.restarts_itself``); the supervisor does it
         for the other launchers and for torchrun on several nodes."""
-        failed = (outcome.get("launcher_exit") not in (0, None)
-                  or outcome.get("stopped_after_rank_failure"))
-        return bool(failed and "error" not in outcome and not self.cancel_reason()
-                    and not self.spec.launch.restarts_itself
-                    and self.relaunches < self.spec.launch.max_restarts)
+        failed = outcome.get("launcher_exit") not in (0, None) or outcome.get(
+            "stopped_after_rank_failure"
+        )
+        return bool(
+            failed
+            and "error" not in outcome
+            and not self.cancel_reason()
+            and not self.spec.launch.restarts_itself
+            and self.relaunches < self.spec.launch.max_restarts
+        )
 
     def _relaunch(self) -> None:
         assert self.target is not None and self.started is not None
@@ -312,8 +341,7 @@ class Supervisor:
         self.relaunches += 1
         spec, plan = self.started
         plan = replace(plan, extra_env={**plan.extra_env, "JT_ATTEMPT": str(self.relaunches)})
-        log(f"a rank failed; starting attempt {self.relaunches} of "
-            f"{self.spec.launch.max_restarts}")
+        log(f"a rank failed; starting attempt {self.relaunches} of {self.spec.launch.max_restarts}")
         self._start(self.target.command(spec, plan))
 
     def _observe(self) -> dict[str, Any] | None:
@@ -330,10 +358,15 @@ class Supervisor:
     def _observed(self) -> str:
         """What ``_observe`` keeps in the state, as text to compare; a stall's growing
         ``seconds`` in steps of ``STALL_REFRESH_S``, so the state follows it that often."""
-        stalled = [{**e, "seconds": e["seconds"] // STALL_REFRESH_S}
-                   for e in self.state.get("stalled") or []]
-        return json.dumps([self.state.get("attempts"), self.state.get("non_finite"), stalled],
-                          sort_keys=True, default=str)
+        stalled = [
+            {**e, "seconds": e["seconds"] // STALL_REFRESH_S}
+            for e in self.state.get("stalled") or []
+        ]
+        return json.dumps(
+            [self.state.get("attempts"), self.state.get("non_finite"), stalled],
+            sort_keys=True,
+            default=str,
+        )
 
     def _observe_non_finite(self) -> dict[str, Any] | None:
         new = self.watch.non_finite()
@@ -344,9 +377,11 @@ class Supervisor:
             if name in new:
                 fact = new[name]
                 step = "" if fact.get("step") is None else f" at step {fact['step']}"
-                return {"error": f"{name} became {fact['value']}{step} on rank {fact['rank']}; "
-                                 f"--stop-on-nan {name} stopped the run",
-                        "failed_rank": fact["rank"]}
+                return {
+                    "error": f"{name} became {fact['value']}{step} on rank {fact['rank']}; "
+                    f"--stop-on-nan {name} stopped the run",
+                    "failed_rank": fact["rank"],
+                }
         return None
 
     def _observe_stalls(self) -> dict[str, Any] | None:
@@ -357,8 +392,10 @@ class Supervisor:
         was = self.state.get("stalled") or []
         if [e["rank"] for e in was] != sorted(names):
             for entry in stalled:
-                log(f"rank {entry['rank']} stalled: no progress for {entry['seconds']:g} s "
-                    f"after step {entry['last_step']}")
+                log(
+                    f"rank {entry['rank']} stalled: no progress for {entry['seconds']:g} s "
+                    f"after step {entry['last_step']}"
+                )
         self.watch.forget_stacks({e["rank"] for e in was} - names)
         if stalled:
             self.state["stalled"] = stalled
@@ -370,18 +407,22 @@ class Supervisor:
         self.state["stacks"] = {str(r): text for r, text in self._stacks(records).items()}
         first = stalled[0]
         step = "" if first["last_step"] is None else f" after step {first['last_step']}"
-        return {"error": f"rank {first['rank']} stalled: no progress for {first['seconds']:g} s"
-                         f"{step}; --on-stall cancel ended the run (its stacks are saved)",
-                "failed_rank": first["rank"], "traceback": first.get("stack")}
+        return {
+            "error": f"rank {first['rank']} stalled: no progress for {first['seconds']:g} s"
+            f"{step}; --on-stall cancel ended the run (its stacks are saved)",
+            "failed_rank": first["rank"],
+            "traceback": first.get("stack"),
+        }
 
     def _stacks(self, records: dict[int, dict[str, Any]]) -> dict[int, str]:
         if self.target is None:
             return {}
         try:
-            return self.target.stacks({**(self.handle or {}), "python": self.state.get("python")},
-                                      records)
+            return self.target.stacks(
+                {**(self.handle or {}), "python": self.state.get("python")}, records
+            )
         except TrainerError as exc:
-            return {rank: f"(no stack: {exc})" for rank in records}
+            return dict.fromkeys(records, f"(no stack: {exc})")
 
     def _wait_for_nodes(self) -> bool:
         """``queued`` with the scheduler's reason until the target's reservation is granted;
@@ -422,10 +463,17 @@ class Supervisor:
         until its ranks start again."""
         records = self.store.rank_records(self.run_id)
         current = max([self.relaunches, *(r.get("attempt", 0) for r in records.values())])
-        deaths = attribution.rank_deaths({rank: r for rank, r in records.items()
-                                          if r.get("attempt", 0) == current})
-        return attribution.first_death([d for d in deaths if d.how != "signal" and not (
-            d.how == attribution.AFTER_EXIT and d.signal == "SIGTERM")])
+        deaths = attribution.rank_deaths(
+            {rank: r for rank, r in records.items() if r.get("attempt", 0) == current}
+        )
+        return attribution.first_death(
+            [
+                d
+                for d in deaths
+                if d.how != "signal"
+                and not (d.how == attribution.AFTER_EXIT and d.signal == "SIGTERM")
+            ]
+        )
 
     def _teardown(self) -> dict[str, Any]:
         """Stop every process of the run and prove none is left."""
@@ -475,15 +523,24 @@ class Supervisor:
         if report:
             fields["scheduler"] = report
         launcher = self.spec.launch.launcher
-        status, why = verdict.decide(verdict.Evidence(
-            outcome=outcome, records=records, launcher=launcher, launcher_exit=launcher_exit,
-            launcher_death=self.launcher_exit.death(outcome),
-            launcher_words=attribution.launcher_signals(
-                self.launcher_exit.log_tail(LAUNCHER_WORDS_TAIL), launcher, launcher_exit),
-            log_tail=self.launcher_exit.log_tail(),
-            hot=(self.state.get("launcher") or {}).get("hot") or {},
-            report=report, world_size=self.spec.launch.world_size,
-            cancel_reason=self.cancel_reason(), disk_full=self.writer.full_now()))
+        status, why = verdict.decide(
+            verdict.Evidence(
+                outcome=outcome,
+                records=records,
+                launcher=launcher,
+                launcher_exit=launcher_exit,
+                launcher_death=self.launcher_exit.death(outcome),
+                launcher_words=attribution.launcher_signals(
+                    self.launcher_exit.log_tail(LAUNCHER_WORDS_TAIL), launcher, launcher_exit
+                ),
+                log_tail=self.launcher_exit.log_tail(),
+                hot=(self.state.get("launcher") or {}).get("hot") or {},
+                report=report,
+                world_size=self.spec.launch.world_size,
+                cancel_reason=self.cancel_reason(),
+                disk_full=self.writer.full_now(),
+            )
+        )
         self.transition(status, **fields, **why)
 
 

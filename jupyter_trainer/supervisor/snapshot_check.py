@@ -4,7 +4,8 @@ a look when it failed). Recorded in the run's final state as ``snapshot`` and ``
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..core.spec import RunSpec
 from ..store import RunPaths
@@ -12,8 +13,14 @@ from ..targets import Target
 from ..targets.base import remove_workdirs
 
 
-def settle_code(status: str, spec: RunSpec, paths: RunPaths, target: Target | None,
-                handle: dict[str, Any] | None, log: Callable[[str], None]) -> dict[str, Any]:
+def settle_code(
+    status: str,
+    spec: RunSpec,
+    paths: RunPaths,
+    target: Target | None,
+    handle: dict[str, Any] | None,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
     """The ``snapshot`` and ``workdirs`` fields of a run that ends ``status``. Never raises:
     the run must still reach its terminal state."""
     fields: dict[str, Any] = {}
@@ -24,8 +31,7 @@ def settle_code(status: str, spec: RunSpec, paths: RunPaths, target: Target | No
         if status == "failed":
             fields["workdirs"] = {"kept": True}
         elif target is not None:
-            fields["workdirs"] = {"kept": False, **target.discard_workdirs(
-                handle, str(paths.root))}
+            fields["workdirs"] = {"kept": False, **target.discard_workdirs(handle, str(paths.root))}
         else:
             fields["workdirs"] = {"kept": False, **remove_workdirs(str(paths.root))}
     except Exception as exc:
@@ -34,8 +40,13 @@ def settle_code(status: str, spec: RunSpec, paths: RunPaths, target: Target | No
     return fields
 
 
-def check_snapshot(spec: RunSpec, paths: RunPaths, target: Target | None,
-                   handle: dict[str, Any] | None, log: Callable[[str], None]) -> dict[str, Any]:
+def check_snapshot(
+    spec: RunSpec,
+    paths: RunPaths,
+    target: Target | None,
+    handle: dict[str, Any] | None,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
     """The snapshot's content hash, here and on every node that ran from a copy of it."""
     from ..capture.snapshot import hash_snapshot  # here, not at start-up: it pulls pathspec
 

@@ -32,16 +32,31 @@ class SupervisorStarter:
         self.home, self.target, self.cwd = home, target, os.getcwd()
         self.env = {**os.environ, HOME_ENV: home}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyter_trainer.supervisor", "--detach", f"--target={target}",
-             "-"],
-            env=self.env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "jupyter_trainer.supervisor",
+                "--detach",
+                f"--target={target}",
+                "-",
+            ],
+            env=self.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def fits(self, home: str, target: str) -> bool:
         """Whether this (waiting) supervisor would run a run of ``target`` in ``home`` exactly
         as a new one started now would."""
-        return (self.proc.poll() is None and home == self.home and target == self.target
-                and os.getcwd() == self.cwd and {**os.environ, HOME_ENV: home} == self.env)
+        return (
+            self.proc.poll() is None
+            and home == self.home
+            and target == self.target
+            and os.getcwd() == self.cwd
+            and {**os.environ, HOME_ENV: home} == self.env
+        )
 
     def start(self, run_id: str) -> None:
         """Hand it ``run_id``; returns once it has detached into its own session."""

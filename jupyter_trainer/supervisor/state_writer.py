@@ -21,28 +21,30 @@ import json
 import os
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..core.errors import DiskFull, RecordDamaged
 from ..core.spec import RunSpec
 from ..store import ACTIVE, Store, json_text, load_spec, load_state, reserve, write_json_atomic
 
 RESERVE_RETRY_S = 10.0  # how often a failed reservation is tried again
-SETTLE_S = 10.0         # how long a state that could not be written is retried at the end
+SETTLE_S = 10.0  # how long a state that could not be written is retried at the end
 
 
 class StateWriter:
-    def __init__(self, store: Store, run_id: str, spec: RunSpec,
-                 log: Callable[[str], None]) -> None:
+    def __init__(
+        self, store: Store, run_id: str, spec: RunSpec, log: Callable[[str], None]
+    ) -> None:
         self.store, self.run_id, self.spec, self.log = store, run_id, spec, log
         self.paths = store.paths(run_id)
         self.pending: dict[str, Any] | None = None  # a state a full disk refused
-        self.disk_full: str | None = None           # the run's error, once the disk filled
+        self.disk_full: str | None = None  # the run's error, once the disk filled
         self._lock = threading.RLock()
-        self._last: dict[str, Any] | None = None    # the last state written (or pending)
+        self._last: dict[str, Any] | None = None  # the last state written (or pending)
         self._written: tuple[int, int] | None = None  # (inode, size) of state.json as written
         self._spec_seen: tuple[int, int, int] | None = None
-        self._reserved = 0.0                        # when the reserve was last topped up
+        self._reserved = 0.0  # when the reserve was last topped up
 
     # -- writes --------------------------------------------------------------------------
     def write(self, state: dict[str, Any]) -> None:
@@ -104,8 +106,9 @@ class StateWriter:
                 return  # the record is final: others (the MLflow mirror) may add to it
             self._heal_state()
             self._heal_spec()
-            if time.monotonic() - self._reserved > RESERVE_RETRY_S and \
-                    not reserve.ready(self.paths):
+            if time.monotonic() - self._reserved > RESERVE_RETRY_S and not reserve.ready(
+                self.paths
+            ):
                 self.reserve()
 
     def settle(self) -> bool:

@@ -22,18 +22,18 @@ TRACEBACK_TAIL = 8000
 class Evidence:
     """What the supervisor knows about the end of a run, once its processes are gone."""
 
-    outcome: dict[str, Any]                 # what the watch loop ended with
-    records: dict[int, dict[str, Any]]      # each rank's own record (``ranks/rank-<r>.json``)
-    launcher: str                           # the launcher's name (torchrun, mpirun, ...)
+    outcome: dict[str, Any]  # what the watch loop ended with
+    records: dict[int, dict[str, Any]]  # each rank's own record (``ranks/rank-<r>.json``)
+    launcher: str  # the launcher's name (torchrun, mpirun, ...)
     launcher_exit: int | None
     launcher_death: attribution.Death | None  # the launcher itself, killed by a signal
     launcher_words: dict[int, str] = field(default_factory=dict)  # rank -> signal it names
-    log_tail: str | None = None             # the end of logs/launcher.log
-    hot: dict[str, Any] = field(default_factory=dict)   # the warm pool's record, if used
+    log_tail: str | None = None  # the end of logs/launcher.log
+    hot: dict[str, Any] = field(default_factory=dict)  # the warm pool's record, if used
     report: dict[str, Any] = field(default_factory=dict)  # the scheduler's report
     world_size: int = 1
     cancel_reason: str | None = None
-    disk_full: str | None = None            # the error of a full disk, if the disk filled
+    disk_full: str | None = None  # the error of a full disk, if the disk filled
 
 
 def first_failure(e: Evidence) -> attribution.Death | None:
@@ -46,9 +46,12 @@ def first_failure(e: Evidence) -> attribution.Death | None:
         deaths = [d for d in deaths if d.how != attribution.AFTER_EXIT]
     first = attribution.first_death(deaths)
     launcher = e.launcher_death
-    if launcher is not None and (first is None or launcher.at <= first.at
-                                 or first.record.get("orphaned")
-                                 or (e.hot.get("used") and first.how == "killed")):
+    if launcher is not None and (
+        first is None
+        or launcher.at <= first.at
+        or first.record.get("orphaned")
+        or (e.hot.get("used") and first.how == "killed")
+    ):
         first = launcher  # no rank died first, or the pool died and its ranks with it
     return first
 
@@ -64,9 +67,13 @@ def decide(e: Evidence) -> tuple[str, dict[str, Any]]:
         fields.update(error=e.outcome["error"], traceback=e.outcome.get("traceback"))
         if e.outcome.get("failed_rank") is not None:
             fields["failed_rank"] = e.outcome["failed_rank"]
-    elif e.disk_full and (first is not None or killed or e.launcher_exit not in (0, None)
-                          or e.outcome.get("stopped_after_rank_failure")
-                          or len(e.records) < e.world_size):
+    elif e.disk_full and (
+        first is not None
+        or killed
+        or e.launcher_exit not in (0, None)
+        or e.outcome.get("stopped_after_rank_failure")
+        or len(e.records) < e.world_size
+    ):
         # Ranks that could not write their logs or records fail in ways that blame them;
         # the full disk is the cause.
         fields.update(error=e.disk_full, traceback=e.log_tail)
@@ -76,24 +83,30 @@ def decide(e: Evidence) -> tuple[str, dict[str, Any]]:
         fields.update(error=e.report["error"], traceback=e.log_tail)
     elif first is not None:
         starter = attribution.pool_words(e.hot) if e.hot.get("used") else None
-        fields.update(failure={"rank": first.rank, "how": first.how, "at": first.at,
-                               "signal": first.signal},
-                      error=first.error(e.launcher, starter),
-                      traceback=(first.record.get("traceback") or "")[-TRACEBACK_TAIL:]
-                      or (e.log_tail if first.by_signal else None))
+        fields.update(
+            failure={"rank": first.rank, "how": first.how, "at": first.at, "signal": first.signal},
+            error=first.error(e.launcher, starter),
+            traceback=(first.record.get("traceback") or "")[-TRACEBACK_TAIL:]
+            or (e.log_tail if first.by_signal else None),
+        )
         if first.rank is not None:
             fields["failed_rank"] = first.rank
     elif killed:
-        fields.update(failed_rank=killed[0], traceback=e.log_tail,
-                      error=f"rank {killed[0]} ended without recording an exit (killed by a "
-                            "signal, for example by the out-of-memory killer); see "
-                            "logs/launcher.log")
+        fields.update(
+            failed_rank=killed[0],
+            traceback=e.log_tail,
+            error=f"rank {killed[0]} ended without recording an exit (killed by a "
+            "signal, for example by the out-of-memory killer); see "
+            "logs/launcher.log",
+        )
     elif e.launcher_exit not in (0, None) or e.outcome.get("stopped_after_rank_failure"):
-        fields.update(error=f"the launcher exited with code {e.launcher_exit}",
-                      traceback=e.log_tail)
+        fields.update(
+            error=f"the launcher exited with code {e.launcher_exit}", traceback=e.log_tail
+        )
     elif len(e.records) < e.world_size:
-        fields.update(error=f"only {len(e.records)} of {e.world_size} ranks started",
-                      traceback=e.log_tail)
+        fields.update(
+            error=f"only {len(e.records)} of {e.world_size} ranks started", traceback=e.log_tail
+        )
     else:
         return "completed", fields
     return "failed", fields

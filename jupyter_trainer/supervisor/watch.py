@@ -24,17 +24,20 @@ import math
 import os
 import re
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from . import attribution
 from ..store import RunPaths
 from ..store.attempts import attempt_records, beats, current_records
+from . import attribution
 
 SCAN_BYTES = 4 << 20  # events read per file per scan
 NON_FINITE = ("nan", "inf", "-inf")
 # A top frame in one of these means the rank waits for its peers.
-_WAITING = re.compile(r"torch/distributed/|torch/nn/parallel/distributed|torch/autograd/|"
-                      r"horovod/|mpi4py")
+_WAITING = re.compile(
+    r"torch/distributed/|torch/nn/parallel/distributed|torch/autograd/|"
+    r"horovod/|mpi4py"
+)
 _FRAME = re.compile(r"^\s+(\S+) \((.*):(\d+)\)\s*$")
 _THREAD = re.compile(r"^Thread (\d+)")
 _EVENTS = re.compile(r"rank-(\d+)\.jsonl")
@@ -43,8 +46,9 @@ StackReader = Callable[[dict[int, dict[str, Any]]], dict[int, str]]
 
 
 class RunWatch:
-    def __init__(self, paths: RunPaths, launcher: str, stall_timeout: float,
-                 stacks: StackReader) -> None:
+    def __init__(
+        self, paths: RunPaths, launcher: str, stall_timeout: float, stacks: StackReader
+    ) -> None:
         self.paths = paths
         self.launcher = launcher
         self.stall_timeout = stall_timeout
@@ -61,9 +65,12 @@ class RunWatch:
             starts = [r["started"] for r in records.values() if isinstance(r.get("started"), float)]
             ends = [r.get("ended") or r.get("exited") for r in records.values()]
             entry: dict[str, Any] = {
-                "attempt": attempt, "start": min(starts, default=None),
+                "attempt": attempt,
+                "start": min(starts, default=None),
                 "end": max(ends) if ends and all(isinstance(e, float) for e in ends) else None,
-                "failed_rank": None, "error": None}
+                "failed_rank": None,
+                "error": None,
+            }
             first = attribution.first_death(attribution.rank_deaths(records))
             if first is not None:
                 entry.update(failed_rank=first.rank, error=first.error(self.launcher))
@@ -98,7 +105,7 @@ class RunWatch:
                 data = fh.read(SCAN_BYTES)
         except OSError:
             return {}
-        data = data[:data.rfind(b"\n") + 1]
+        data = data[: data.rfind(b"\n") + 1]
         self.offsets[path] = offset + len(data)
         found: dict[str, dict[str, Any]] = {}
         if b'nan"' not in data and b'inf"' not in data:
@@ -113,8 +120,12 @@ class RunWatch:
                 continue
             for name, value in values.items():
                 if value in NON_FINITE and name not in found:
-                    found[name] = {"rank": rank, "step": event.get("step"), "value": value,
-                                   "t": event.get("t")}
+                    found[name] = {
+                        "rank": rank,
+                        "step": event.get("step"),
+                        "value": value,
+                        "t": event.get("t"),
+                    }
         return found
 
     # -- stalls --------------------------------------------------------------------------
@@ -123,8 +134,11 @@ class RunWatch:
         if self.stall_timeout <= 0:
             return []
         now = time.time() if now is None else now
-        records = {r: rec for r, rec in self.current_records().items()
-                   if rec.get("exit_code") is None and not rec.get("exited")}
+        records = {
+            r: rec
+            for r, rec in self.current_records().items()
+            if rec.get("exit_code") is None and not rec.get("exited")
+        }
         if not records:
             return []
         heard = beats(self.paths.events)
@@ -149,21 +163,32 @@ class RunWatch:
         if missing:
             for rank, stack in self.read_stacks(missing).items():
                 self.stacks[(attempt, rank)] = stack
-        waiting = {r for r in suspects if waits_for_peers(self.stacks.get((attempt, r), ""),
-                                                          records[r].get("pid"))}
+        waiting = {
+            r
+            for r in suspects
+            if waits_for_peers(self.stacks.get((attempt, r), ""), records[r].get("pid"))
+        }
         named = (suspects - waiting) or self._waited_for(records, suspects, attempt) or suspects
         last_progress = max(t for t, _ in logged.values())
         out = []
         for rank in sorted(named):
             since, step = logged.get(rank, (last_progress, None))
-            out.append({"rank": rank, "seconds": round(now - since, 1), "since": since,
-                        "last_step": step, "host": records[rank].get("host"),
-                        "stack": self.stacks.get((attempt, rank)),
-                        "waiting": rank in waiting})
+            out.append(
+                {
+                    "rank": rank,
+                    "seconds": round(now - since, 1),
+                    "since": since,
+                    "last_step": step,
+                    "host": records[rank].get("host"),
+                    "stack": self.stacks.get((attempt, rank)),
+                    "waiting": rank in waiting,
+                }
+            )
         return out
 
-    def _waited_for(self, records: dict[int, dict[str, Any]], suspects: set[int],
-                    attempt: int) -> set[int]:
+    def _waited_for(
+        self, records: dict[int, dict[str, Any]], suspects: set[int], attempt: int
+    ) -> set[int]:
         """Every suspect waits on its peers: the ranks they wait for are the live ranks whose
         stacks are elsewhere, even those not yet quiet for the whole timeout (a waiting rank
         whose last event was a little older crosses it first). Their stacks are read now."""

@@ -8,14 +8,15 @@ import shutil
 import socket
 import subprocess
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, ClassVar
 
-from ..rankside import procs, rank_files
 from ..core.errors import TargetError
-from ..launchers.table import WORK_DIR, Command, LaunchPlan, shell_text
 from ..core.spec import LaunchSpec, RunSpec
+from ..launchers.table import WORK_DIR, Command, LaunchPlan, shell_text
+from ..rankside import procs, rank_files
 
 Handle = dict  # JSON-serialisable: written into state.json so another process can follow it
 
@@ -25,22 +26,27 @@ class BuiltEnvironment:
     """A run's locked environment as a target built it on its own nodes: the interpreter
     the ranks run, and what the run's state records of the build (``environment`` there)."""
 
-    python: str                          # on node 0 (or the cluster); the ranks run it
+    python: str  # on node 0 (or the cluster); the ranks run it
     env_id: str | None = None
     python_version: str | None = None
     torch: str | None = None
-    built: bool | None = None            # built now (False: it was cached there)
+    built: bool | None = None  # built now (False: it was cached there)
     build_seconds: float | None = None
     built_at: str | None = None
     nodes: Mapping[str, Mapping[str, Any]] | None = None  # host -> that node's build
-    on: str | None = None                # the one host it was built on
+    on: str | None = None  # the one host it was built on
 
     def record(self) -> dict[str, Any]:
         """The fields the run's state keeps under ``environment``."""
-        data = {"python": self.python, "env_id": self.env_id,
-                "python_version": self.python_version, "torch": self.torch,
-                "built": self.built, "build_seconds": self.build_seconds,
-                "built_at": self.built_at}
+        data = {
+            "python": self.python,
+            "env_id": self.env_id,
+            "python_version": self.python_version,
+            "torch": self.torch,
+            "built": self.built,
+            "build_seconds": self.build_seconds,
+            "built_at": self.built_at,
+        }
         if self.nodes is not None:
             data["nodes"] = {host: dict(info) for host, info in self.nodes.items()}
         if self.on is not None:
@@ -222,8 +228,10 @@ def checkpoint_blobs(run_dir: str) -> dict[str, str]:
     """A resumed run's checkpoint (put in ``checkpoints/`` before it starts) as the base64
     ``blobs`` of a node's start, for a target whose nodes do not see this machine's files.
     Node 0 gets it: its rank 0 loads it and broadcasts it (``jt.load_checkpoint``)."""
-    return {f"checkpoints/{Path(path).name}": base64.b64encode(Path(path).read_bytes()).decode()
-            for _, path in rank_files.checkpoints(str(Path(run_dir) / "checkpoints"))}
+    return {
+        f"checkpoints/{Path(path).name}": base64.b64encode(Path(path).read_bytes()).decode()
+        for _, path in rank_files.checkpoints(str(Path(run_dir) / "checkpoints"))
+    }
 
 
 def remove_workdirs(run_dir: str) -> dict[str, Any]:

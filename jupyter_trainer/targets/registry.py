@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import datetime
 import re
-import tomllib
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
 from ..core.errors import SpecError, TargetError
 from ..core.files import write_text_atomic
-from ..rankside.home import default_home
 from ..core.spec import TargetSpec
+from ..rankside.home import default_home
 from .base import Target
 
 ENTRY_POINT_GROUP = "jupyter_trainer.targets"
@@ -40,7 +45,9 @@ def target_kinds() -> dict[str, str]:
 def _load_kind(kind: str) -> type[Target]:
     kinds = _BUILTIN if kind in _BUILTIN else target_kinds()
     if kind not in kinds:
-        raise TargetError(f"unknown target kind {kind!r}; registered kinds: {', '.join(sorted(kinds))}")
+        raise TargetError(
+            f"unknown target kind {kind!r}; registered kinds: {', '.join(sorted(kinds))}"
+        )
     module, _, attr = kinds[kind].partition(":")
     import importlib
 
@@ -65,7 +72,7 @@ def configured_targets(home: Path | None = None) -> dict[str, dict[str, Any]]:
             raise TargetError(f"{path} is not valid TOML: {exc}") from exc
         for name, config in data.get("targets", {}).items():
             if not isinstance(config, dict) or "kind" not in config:
-                raise TargetError(f"{path}: [targets.{name}] needs a kind, e.g. kind = \"ssh\"")
+                raise TargetError(f'{path}: [targets.{name}] needs a kind, e.g. kind = "ssh"')
             targets[name] = dict(config)
     return targets
 
@@ -87,8 +94,9 @@ _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _HEADER = re.compile(r"\s*\[\[?(?P<key>[^\]]+)\]\]?\s*(#.*)?")
 
 
-def add_target(name: str, kind: str, *, home: Path | None = None, replace: bool = False,
-               **config: Any) -> Path:
+def add_target(
+    name: str, kind: str, *, home: Path | None = None, replace: bool = False, **config: Any
+) -> Path:
     """Validate a target and save it in ``targets.toml``; returns the file's path.
 
     The target class validates ``config`` (by being built from it, exactly as a run would
@@ -108,10 +116,13 @@ def add_target(name: str, kind: str, *, home: Path | None = None, replace: bool 
     old = path.read_text() if path.exists() else ""
     existing = configured_targets(home)
     if name in existing and not replace:
-        raise TargetError(f"target {name!r} already exists in {path}; replace it explicitly "
-                          "(--replace in `target add`, replace=True in Python) or choose another name")
+        raise TargetError(
+            f"target {name!r} already exists in {path}; replace it explicitly "
+            "(--replace in `target add`, replace=True in Python) or choose another name"
+        )
     section = f"[targets.{_toml_key(name)}]\n" + "".join(
-        f"{_toml_key(k)} = {_toml_value(v)}\n" for k, v in entry.items())
+        f"{_toml_key(k)} = {_toml_value(v)}\n" for k, v in entry.items()
+    )
     kept = _without_target(old, name).rstrip()
     text = (kept + "\n\n" if kept else "") + section
     try:
@@ -119,9 +130,12 @@ def add_target(name: str, kind: str, *, home: Path | None = None, replace: bool 
     except (tomllib.TOMLDecodeError, KeyError) as exc:
         raise TargetError(f"could not write target {name!r} into {path}: {exc}") from exc
     others = {k: v for k, v in existing.items() if k not in ("local", name)}
-    if parsed.get(name) != _toml_roundtrip(entry) or any(parsed.get(k) != v for k, v in others.items()):
-        raise TargetError(f"could not update {path} without changing other targets; edit it by "
-                          "hand")
+    if parsed.get(name) != _toml_roundtrip(entry) or any(
+        parsed.get(k) != v for k, v in others.items()
+    ):
+        raise TargetError(
+            f"could not update {path} without changing other targets; edit it by hand"
+        )
     write_text_atomic(path, text)
     return path
 
@@ -169,8 +183,13 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_toml_key(str(k))} = {_toml_value(v)}"
-                                for k, v in value.items() if v is not None) + " }"
+        return (
+            "{ "
+            + ", ".join(
+                f"{_toml_key(str(k))} = {_toml_value(v)}" for k, v in value.items() if v is not None
+            )
+            + " }"
+        )
     raise TargetError(f"a {type(value).__name__} cannot be stored in targets.toml ({value!r})")
 
 
@@ -194,8 +213,10 @@ def parse_settings(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or not _BARE_KEY.fullmatch(key):
-            raise TargetError(f"invalid setting {item!r}: write KEY=VALUE, e.g. "
-                              "hosts=[gpu1,gpu2] or workdir=/scratch/jt")
+            raise TargetError(
+                f"invalid setting {item!r}: write KEY=VALUE, e.g. "
+                "hosts=[gpu1,gpu2] or workdir=/scratch/jt"
+            )
         config[key] = _setting_value(raw, item)
     return config
 
@@ -210,14 +231,18 @@ def _setting_value(raw: str, item: str) -> Any:
 
 def _bare_collection(text: str, item: str) -> Any:
     if text[:1] == "[" and text[-1:] == "]":
-        return [_setting_value(word.strip(), item) for word in text[1:-1].split(",") if word.strip()]
+        return [
+            _setting_value(word.strip(), item) for word in text[1:-1].split(",") if word.strip()
+        ]
     if text[:1] == "{" and text[-1:] == "}":
         table: dict[str, Any] = {}
         for pair in filter(str.strip, text[1:-1].split(",")):
             key, sep, value = pair.partition("=")
             if not sep or not _BARE_KEY.fullmatch(key.strip()):
-                raise TargetError(f"invalid setting {item!r}: a table is {{KEY=VALUE,...}}, "
-                                  "e.g. env={NCCL_SOCKET_IFNAME=eth0}")
+                raise TargetError(
+                    f"invalid setting {item!r}: a table is {{KEY=VALUE,...}}, "
+                    "e.g. env={NCCL_SOCKET_IFNAME=eth0}"
+                )
             table[key.strip()] = _setting_value(value.strip(), item)
         return table
     return text

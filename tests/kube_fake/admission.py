@@ -20,8 +20,12 @@ def _pod_spec(spec: dict):
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("serviceAccountName", "default")
     for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
-        c.setdefault("imagePullPolicy", "Always" if c.get("image", "").endswith(":latest")
-                     or ":" not in c.get("image", "") else "IfNotPresent")
+        c.setdefault(
+            "imagePullPolicy",
+            "Always"
+            if c.get("image", "").endswith(":latest") or ":" not in c.get("image", "")
+            else "IfNotPresent",
+        )
         c.setdefault("terminationMessagePath", "/dev/termination-log")
         c.setdefault("terminationMessagePolicy", "File")
         c.setdefault("resources", {})
@@ -43,9 +47,12 @@ def admit(cluster, res, obj: dict):
         spec.setdefault("backoffLimit", 6)
         spec.setdefault("suspend", False)
         spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
-        own = {"batch.kubernetes.io/controller-uid": meta["uid"],
-               "batch.kubernetes.io/job-name": meta.get("name", ""),
-               "controller-uid": meta["uid"], "job-name": meta.get("name", "")}
+        own = {
+            "batch.kubernetes.io/controller-uid": meta["uid"],
+            "batch.kubernetes.io/job-name": meta.get("name", ""),
+            "controller-uid": meta["uid"],
+            "job-name": meta.get("name", ""),
+        }
         if not spec.get("manualSelector"):
             spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": meta["uid"]}}
         template = spec.setdefault("template", {})
@@ -80,22 +87,45 @@ def admit(cluster, res, obj: dict):
         spec.setdefault("managedBy", MANAGED_BY)
         rt_res = cluster.registry.by_kind("trainer.kubeflow.org/v1alpha1", ref["kind"])
         ns = meta.get("namespace") if ref["kind"] == "TrainingRuntime" else None
-        if ref.get("name") and (rt_res is None or cluster.store.find(rt_res, ns, ref["name"]) is None):
-            raise ApiError(422, "Invalid", f'admission webhook "validator.trainjob.trainer.kubeflow.org" '
-                           f'denied the request: spec.runtimeRef: Invalid value: "{ref["name"]}": '
-                           f'{ref["kind"]} {ref["name"]} not found',
-                           {"name": meta.get("name"), "kind": "TrainJob",
-                            "causes": [{"reason": "FieldValueInvalid", "field": "spec.runtimeRef",
-                                        "message": f'{ref["kind"]} {ref["name"]} not found'}]})
+        if ref.get("name") and (
+            rt_res is None or cluster.store.find(rt_res, ns, ref["name"]) is None
+        ):
+            raise ApiError(
+                422,
+                "Invalid",
+                f'admission webhook "validator.trainjob.trainer.kubeflow.org" '
+                f'denied the request: spec.runtimeRef: Invalid value: "{ref["name"]}": '
+                f"{ref['kind']} {ref['name']} not found",
+                {
+                    "name": meta.get("name"),
+                    "kind": "TrainJob",
+                    "causes": [
+                        {
+                            "reason": "FieldValueInvalid",
+                            "field": "spec.runtimeRef",
+                            "message": f"{ref['kind']} {ref['name']} not found",
+                        }
+                    ],
+                },
+            )
         runtime = cluster.store.find(rt_res, ns, ref["name"]) if ref.get("name") else None
         errors = trainer.patch_errors(runtime, obj) if runtime is not None else []
         if runtime is not None and mpi.policy(runtime) is not None:
             errors += mpi.validate(mpi.policy(runtime), obj)
         if errors:
-            raise ApiError(422, "Invalid", 'admission webhook "validator.trainjob.trainer.kubeflow.org" '
-                           f'denied the request: {"; ".join(errors)}',
-                           {"name": meta.get("name"), "kind": "TrainJob",
-                            "causes": [{"reason": "FieldValueInvalid", "field": e.split(":")[0],
-                                        "message": e} for e in errors]})
+            raise ApiError(
+                422,
+                "Invalid",
+                'admission webhook "validator.trainjob.trainer.kubeflow.org" '
+                f"denied the request: {'; '.join(errors)}",
+                {
+                    "name": meta.get("name"),
+                    "kind": "TrainJob",
+                    "causes": [
+                        {"reason": "FieldValueInvalid", "field": e.split(":")[0], "message": e}
+                        for e in errors
+                    ],
+                },
+            )
         for patch in spec.get("runtimePatches") or []:
             patch["time"] = now()  # the webhook stamps each patch

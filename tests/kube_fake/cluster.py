@@ -44,10 +44,18 @@ class FakeCluster:
     ``images`` maps an image name to the files it adds (images.py).
     """
 
-    def __init__(self, tmp_path, *, trainjob_api: bool = False, allocatable: dict | None = None,
-                 master_port: int | None = None, namespace: str = "default",
-                 restart_backoff: float = 0.2, pod_network: bool = False,
-                 images: dict[str, dict[str, str]] | None = None):
+    def __init__(
+        self,
+        tmp_path,
+        *,
+        trainjob_api: bool = False,
+        allocatable: dict | None = None,
+        master_port: int | None = None,
+        namespace: str = "default",
+        restart_backoff: float = 0.2,
+        pod_network: bool = False,
+        images: dict[str, dict[str, str]] | None = None,
+    ):
         self.restart_backoff = restart_backoff
         self.pod_network = pod_network
         self.images = images or {}
@@ -81,20 +89,50 @@ class FakeCluster:
         ns_res = self.registry.find("", "v1", "namespaces")
         for ns in dict.fromkeys(["default", "kube-system", namespace]):
             self.create(ns_res, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE, "labels": {
-            "kubernetes.io/hostname": NODE, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}},
-            "spec": {}, "status": {"capacity": dict(self.allocatable), "allocatable": dict(self.allocatable),
-                                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                                   "lastTransitionTime": now()}]}}
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": NODE,
+                "labels": {
+                    "kubernetes.io/hostname": NODE,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                },
+            },
+            "spec": {},
+            "status": {
+                "capacity": dict(self.allocatable),
+                "allocatable": dict(self.allocatable),
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "lastTransitionTime": now(),
+                    }
+                ],
+            },
+        }
         self.store.create(self.registry.find("", "v1", "nodes"), node)
         sa_res = self.registry.find("", "v1", "serviceaccounts")
         for ns in dict.fromkeys(["default", namespace]):
-            self.create(sa_res, {"apiVersion": "v1", "kind": "ServiceAccount",
-                                 "metadata": {"name": "default", "namespace": ns}})
+            self.create(
+                sa_res,
+                {
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "metadata": {"name": "default", "namespace": ns},
+                },
+            )
         if trainjob_api:
             for runtime in ("torch-distributed-runtime.yaml", "mpi-distributed-runtime.yaml"):
-                self.create(self.registry.find("trainer.kubeflow.org", "v1alpha1",
-                                               "clustertrainingruntimes"), load_runtime(K8S_DIR / runtime))
+                self.create(
+                    self.registry.find(
+                        "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes"
+                    ),
+                    load_runtime(K8S_DIR / runtime),
+                )
 
     # -- used by the server and the controllers
     def admit(self, res, obj):
@@ -119,16 +157,38 @@ class FakeCluster:
         ns = meta.get("namespace") or "default"
         t = now()
         try:
-            self.store.create(self.registry.find("", "v1", "events"), {
-                "apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": ns},
-                "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
-                                   "name": meta["name"], "namespace": meta.get("namespace"),
-                                   "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
-                "reason": reason, "message": message, "type": type_, "count": 1,
-                "source": {"component": component, **({"host": NODE} if component == "kubelet" else {})},
-                "firstTimestamp": t, "lastTimestamp": t, "eventTime": None,
-                "reportingComponent": component, "reportingInstance": NODE if component == "kubelet" else ""})
+            self.store.create(
+                self.registry.find("", "v1", "events"),
+                {
+                    "apiVersion": "v1",
+                    "kind": "Event",
+                    "metadata": {
+                        "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
+                        "namespace": ns,
+                    },
+                    "involvedObject": {
+                        "apiVersion": obj.get("apiVersion"),
+                        "kind": obj.get("kind"),
+                        "name": meta["name"],
+                        "namespace": meta.get("namespace"),
+                        "uid": meta.get("uid"),
+                        "resourceVersion": meta.get("resourceVersion"),
+                    },
+                    "reason": reason,
+                    "message": message,
+                    "type": type_,
+                    "count": 1,
+                    "source": {
+                        "component": component,
+                        **({"host": NODE} if component == "kubelet" else {}),
+                    },
+                    "firstTimestamp": t,
+                    "lastTimestamp": t,
+                    "eventTime": None,
+                    "reportingComponent": component,
+                    "reportingInstance": NODE if component == "kubelet" else "",
+                },
+            )
         except ApiError:
             pass
 
@@ -156,14 +216,30 @@ class FakeCluster:
         return {p["pid"] for p in self.processes()}
 
     def write_kubeconfig(self):
-        self.kubeconfig.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "fake", "preferences": {},
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake", "user": {"token": "fake-token"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake",
-                                                      "namespace": self.namespace}}]}))
+        self.kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "fake",
+                    "preferences": {},
+                    "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+                    "users": [{"name": "fake", "user": {"token": "fake-token"}}],
+                    "contexts": [
+                        {
+                            "name": "fake",
+                            "context": {
+                                "cluster": "fake",
+                                "user": "fake",
+                                "namespace": self.namespace,
+                            },
+                        }
+                    ],
+                }
+            )
+        )
 
-    def start(self) -> "FakeCluster":
+    def start(self) -> FakeCluster:
         self.write_kubeconfig()
         self.server.start()
         self._loop.start()
@@ -179,7 +255,7 @@ class FakeCluster:
         self.kubelet.stop_all()
         self.server.stop()
 
-    def __enter__(self) -> "FakeCluster":
+    def __enter__(self) -> FakeCluster:
         return self.start()
 
     def __exit__(self, *exc):

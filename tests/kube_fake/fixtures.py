@@ -17,4 +17,6 @@ def kube_cluster(tmp_path, request):
         yield cluster
     left = cluster.processes()
     assert not left, f"pod processes left after teardown: {left}"
-    assert not cluster.errors, "the fake cluster's control loop failed:\n" + "\n".join(cluster.errors)
+    assert not cluster.errors, "the fake cluster's control loop failed:\n" + "\n".join(
+        cluster.errors
+    )

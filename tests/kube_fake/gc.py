@@ -23,8 +23,11 @@ class GarbageCollector:
                 yield res, obj
 
     def dependents(self, uid: str):
-        return [(res, obj) for res, obj in self._all()
-                if any(r.get("uid") == uid for r in obj["metadata"].get("ownerReferences") or [])]
+        return [
+            (res, obj)
+            for res, obj in self._all()
+            if any(r.get("uid") == uid for r in obj["metadata"].get("ownerReferences") or [])
+        ]
 
     def delete(self, res, ns, name, policy, grace):
         store = self.cluster.store
@@ -34,8 +37,15 @@ class GarbageCollector:
             uid = obj["metadata"]["uid"]
             for dres, dep in self.dependents(uid):
                 dm = dep["metadata"]
-                store.mutate(dres, dm.get("namespace"), dm["name"], lambda o: o["metadata"].__setitem__(
-                    "ownerReferences", [r for r in o["metadata"]["ownerReferences"] if r["uid"] != uid]))
+                store.mutate(
+                    dres,
+                    dm.get("namespace"),
+                    dm["name"],
+                    lambda o: o["metadata"].__setitem__(
+                        "ownerReferences",
+                        [r for r in o["metadata"]["ownerReferences"] if r["uid"] != uid],
+                    ),
+                )
         if res.kind == "Pod":
             return self.cluster.kubelet.delete_pod(ns, name, grace)
         if policy == "Foreground" and self.dependents(obj["metadata"]["uid"]):
@@ -55,15 +65,28 @@ class GarbageCollector:
                     if not dep["metadata"].get("deletionTimestamp"):
                         self._quiet_delete(dres, dep, "Foreground")
                 if not deps:
-                    store.mutate(res, meta.get("namespace"), meta["name"], lambda o: o["metadata"].__setitem__(
-                        "finalizers", [f for f in o["metadata"]["finalizers"] if f != FOREGROUND]))
+                    store.mutate(
+                        res,
+                        meta.get("namespace"),
+                        meta["name"],
+                        lambda o: o["metadata"].__setitem__(
+                            "finalizers",
+                            [f for f in o["metadata"]["finalizers"] if f != FOREGROUND],
+                        ),
+                    )
             refs = meta.get("ownerReferences") or []
-            if refs and not meta.get("deletionTimestamp") and all(r["uid"] not in uids for r in refs):
+            if (
+                refs
+                and not meta.get("deletionTimestamp")
+                and all(r["uid"] not in uids for r in refs)
+            ):
                 self._quiet_delete(res, obj, "Background")
 
     def _quiet_delete(self, res, obj, policy):
         try:
-            self.delete(res, obj["metadata"].get("namespace"), obj["metadata"]["name"], policy, None)
+            self.delete(
+                res, obj["metadata"].get("namespace"), obj["metadata"]["name"], policy, None
+            )
         except Exception as exc:  # gone meanwhile
             if getattr(exc, "code", None) != 404:
                 raise

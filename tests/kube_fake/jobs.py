@@ -12,8 +12,14 @@ INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 
 def _cond(type_: str, reason: str, message: str) -> dict:
     t = now()
-    return {"type": type_, "status": "True", "reason": reason, "message": message,
-            "lastProbeTime": t, "lastTransitionTime": t}
+    return {
+        "type": type_,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": t,
+        "lastTransitionTime": t,
+    }
 
 
 def terminal(job: dict) -> str | None:
@@ -57,13 +63,17 @@ def _policy_match(policy: dict | None, pod: dict):
                     continue
                 inside = code in codes.get("values", [])
                 if inside == (codes.get("operator") == "In"):
-                    return rule["action"], (f"Container {cname} for pod {ns}/{name} failed with exit "
-                                            f"code {code} matching {rule['action']} rule at index {i}")
+                    return rule["action"], (
+                        f"Container {cname} for pod {ns}/{name} failed with exit "
+                        f"code {code} matching {rule['action']} rule at index {i}"
+                    )
         for pc in rule.get("onPodConditions") or []:
             for c in (pod.get("status") or {}).get("conditions") or []:
                 if c["type"] == pc["type"] and c["status"] == pc.get("status", "True"):
-                    return rule["action"], (f"Pod {ns}/{name} has condition {c['type']} matching "
-                                            f"{rule['action']} rule at index {i}")
+                    return rule["action"], (
+                        f"Pod {ns}/{name} has condition {c['type']} matching "
+                        f"{rule['action']} rule at index {i}"
+                    )
     return None, None
 
 
@@ -82,8 +92,11 @@ class JobController:
     def _pods(self, job):
         pods, _ = self.cluster.store.list(self.pod_res, job["metadata"]["namespace"])
         uid = job["metadata"]["uid"]
-        return [p for p in pods if any(r.get("uid") == uid for r in
-                                       p["metadata"].get("ownerReferences") or [])]
+        return [
+            p
+            for p in pods
+            if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])
+        ]
 
     def _sync(self, job: dict):
         meta, spec = job["metadata"], job["spec"]
@@ -92,8 +105,12 @@ class JobController:
         pods = self._pods(job)
         status = copy.deepcopy(job.get("status") or {})
         done = terminal(job)
-        active = [p for p in pods if p["status"].get("phase") not in ("Succeeded", "Failed")
-                  and not p["metadata"].get("deletionTimestamp")]
+        active = [
+            p
+            for p in pods
+            if p["status"].get("phase") not in ("Succeeded", "Failed")
+            and not p["metadata"].get("deletionTimestamp")
+        ]
         if done:
             if done == "Failed":
                 self._delete_active(job, active)
@@ -119,16 +136,25 @@ class JobController:
             if action == "FailJob" and not failure:
                 failure = ("PodFailurePolicy", message)
         limit = spec.get("backoffLimit", 6)
-        restarts = sum(cs.get("restartCount", 0) for p in active for cs in
-                       (p["status"].get("initContainerStatuses") or []) + (p["status"].get("containerStatuses") or []))
+        restarts = sum(
+            cs.get("restartCount", 0)
+            for p in active
+            for cs in (p["status"].get("initContainerStatuses") or [])
+            + (p["status"].get("containerStatuses") or [])
+        )
         on_failure = spec["template"]["spec"].get("restartPolicy") == "OnFailure"
-        if not failure and (status.get("failed", 0) > limit or on_failure and (
-                restarts > 0 if limit == 0 else restarts >= limit)):
+        if not failure and (
+            status.get("failed", 0) > limit
+            or (on_failure and (restarts > 0 if limit == 0 else restarts >= limit))
+        ):
             failure = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
         if indexed:
             status["completedIndexes"] = _ranges(succeeded_idx)
-        complete = (len(succeeded_idx) >= spec["completions"] if indexed
-                    else status.get("succeeded", 0) >= (spec.get("completions") or 1))
+        complete = (
+            len(succeeded_idx) >= spec["completions"]
+            if indexed
+            else status.get("succeeded", 0) >= (spec.get("completions") or 1)
+        )
         status.setdefault("startTime", now())
         conditions = status.setdefault("conditions", [])
         if failure:
@@ -137,10 +163,14 @@ class JobController:
             self._delete_active(job, active)
             active = []
         elif complete and not active:
-            conditions += [_cond("SuccessCriteriaMet", "CompletionsReached",
-                                 "Reached expected number of completions"),
-                           _cond("Complete", "CompletionsReached",
-                                 "Reached expected number of completions")]
+            conditions += [
+                _cond(
+                    "SuccessCriteriaMet",
+                    "CompletionsReached",
+                    "Reached expected number of completions",
+                ),
+                _cond("Complete", "CompletionsReached", "Reached expected number of completions"),
+            ]
             status["completionTime"] = now()
             self.cluster.event(job, "Normal", "Completed", "Job completed", "job-controller")
         elif not complete:
@@ -154,37 +184,61 @@ class JobController:
 
         def change(obj):
             obj["status"] = status
+
         if status != job.get("status"):
             self.cluster.store.mutate(self.res, meta["namespace"], meta["name"], change)
 
     def _delete_active(self, job, active):
         for pod in active:
-            self.cluster.delete(self.pod_res, pod["metadata"]["namespace"], pod["metadata"]["name"],
-                                "Background", None)
-            self.cluster.event(job, "Normal", "SuccessfulDelete",
-                               f"Deleted pod: {pod['metadata']['name']}", "job-controller")
+            self.cluster.delete(
+                self.pod_res,
+                pod["metadata"]["namespace"],
+                pod["metadata"]["name"],
+                "Background",
+                None,
+            )
+            self.cluster.event(
+                job,
+                "Normal",
+                "SuccessfulDelete",
+                f"Deleted pod: {pod['metadata']['name']}",
+                "job-controller",
+            )
 
     def _create_pods(self, job, active, succeeded_idx, succeeded) -> list[dict]:
-        spec, meta = job["spec"], job["metadata"]
+        spec = job["spec"]
         room = spec["parallelism"] - len(active)
         indexed = spec.get("completionMode") == "Indexed"
         if indexed:
             busy = {int(p["metadata"]["annotations"][INDEX_KEY]) for p in active}
-            todo = [i for i in range(spec["completions"]) if i not in busy and i not in succeeded_idx]
+            todo = [
+                i for i in range(spec["completions"]) if i not in busy and i not in succeeded_idx
+            ]
         else:
-            todo = [None] * max(0, min(room, (spec.get("completions") or 1) - succeeded
-                                       - len(active)))
+            todo = [None] * max(
+                0, min(room, (spec.get("completions") or 1) - succeeded - len(active))
+            )
         created = []
-        for index in todo[:max(room, 0)]:
+        for index in todo[: max(room, 0)]:
             pod = self._pod(job, index)
             try:
                 created.append(self.cluster.create(self.pod_res, pod))
             except ApiError as exc:
-                self.cluster.event(job, "Warning", "FailedCreate", f"Error creating: {exc.message}",
-                                   "job-controller")
+                self.cluster.event(
+                    job,
+                    "Warning",
+                    "FailedCreate",
+                    f"Error creating: {exc.message}",
+                    "job-controller",
+                )
                 continue
-            self.cluster.event(job, "Normal", "SuccessfulCreate",
-                               f"Created pod: {created[-1]['metadata']['name']}", "job-controller")
+            self.cluster.event(
+                job,
+                "Normal",
+                "SuccessfulCreate",
+                f"Created pod: {created[-1]['metadata']['name']}",
+                "job-controller",
+            )
         return created
 
     def _pod(self, job, index):
@@ -196,15 +250,35 @@ class JobController:
         if index is not None:
             labels[INDEX_KEY] = annotations[INDEX_KEY] = str(index)
             spec["hostname"] = base
-            env = {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
-                "apiVersion": "v1", "fieldPath": f"metadata.labels['{INDEX_KEY}']"}}}
+            env = {
+                "name": "JOB_COMPLETION_INDEX",
+                "valueFrom": {
+                    "fieldRef": {"apiVersion": "v1", "fieldPath": f"metadata.labels['{INDEX_KEY}']"}
+                },
+            }
             for c in (spec.get("initContainers") or []) + spec.get("containers", []):
                 c["env"] = [env] + [e for e in c.get("env") or [] if e["name"] != env["name"]]
-        return {"apiVersion": "v1", "kind": "Pod", "spec": spec, "metadata": {
-            "name": f"{base}-{uuid.uuid4().hex[:5]}", "namespace": meta["namespace"],
-            "labels": labels, "annotations": annotations,
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
-                                 "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]}}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "spec": spec,
+            "metadata": {
+                "name": f"{base}-{uuid.uuid4().hex[:5]}",
+                "namespace": meta["namespace"],
+                "labels": labels,
+                "annotations": annotations,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+        }
 
 
 def _ranges_parse(text: str):

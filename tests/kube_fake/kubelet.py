@@ -85,7 +85,7 @@ class Kubelet:
         self.pod_res = reg.find("", "v1", "pods")
         self.node_res = reg.find("", "v1", "nodes")
         self.svc_res = reg.find("", "v1", "services")
-        self.runs: dict[str, "PodRun"] = {}
+        self.runs: dict[str, PodRun] = {}
         self.unschedulable: dict[str, str] = {}
         self.root = cluster.root / "kubelet"
         self.network = PodNetwork(cluster.token) if cluster.pod_network else None
@@ -96,9 +96,12 @@ class Kubelet:
     # -- the control loop's part
     def sync(self):
         store = self.cluster.store
-        pods = sorted(store.list(self.pod_res)[0],
-                      key=lambda p: int(p["metadata"]["resourceVersion"]) if not p["spec"].get(
-                          "nodeName") else 0)
+        pods = sorted(
+            store.list(self.pod_res)[0],
+            key=lambda p: (
+                int(p["metadata"]["resourceVersion"]) if not p["spec"].get("nodeName") else 0
+            ),
+        )
         node = store.get(self.node_res, None, NODE)
         services = store.list(self.svc_res)[0]
         live = set()
@@ -108,8 +111,12 @@ class Kubelet:
             run = self.runs.get(meta["uid"])
             if meta.get("deletionTimestamp"):
                 if run and not run.done.is_set():
-                    run.stop(meta.get("deletionGracePeriodSeconds",
-                                      pod["spec"].get("terminationGracePeriodSeconds", 30)))
+                    run.stop(
+                        meta.get(
+                            "deletionGracePeriodSeconds",
+                            pod["spec"].get("terminationGracePeriodSeconds", 30),
+                        )
+                    )
                 else:
                     self._forget(pod)
                 continue
@@ -129,14 +136,20 @@ class Kubelet:
 
     def _forget(self, pod):
         try:
-            self.cluster.store.remove(self.pod_res, pod["metadata"]["namespace"], pod["metadata"]["name"])
+            self.cluster.store.remove(
+                self.pod_res, pod["metadata"]["namespace"], pod["metadata"]["name"]
+            )
         except ApiError:
             pass
         self.runs.pop(pod["metadata"]["uid"], None)
 
     def _schedule(self, pod, node, pods):
-        bound = [p for p in pods if p["spec"].get("nodeName") == NODE
-                 and p["status"].get("phase") not in ("Succeeded", "Failed")]
+        bound = [
+            p
+            for p in pods
+            if p["spec"].get("nodeName") == NODE
+            and p["status"].get("phase") not in ("Succeeded", "Failed")
+        ]
         message = scheduler.fits(node, pod, bound)
         meta = pod["metadata"]
         if message:
@@ -145,7 +158,10 @@ class Kubelet:
                 self.cluster.event(pod, "Warning", "FailedScheduling", message, "default-scheduler")
 
                 def pending(obj):
-                    obj["status"]["conditions"] = [_cond("PodScheduled", "False", "Unschedulable", message)]
+                    obj["status"]["conditions"] = [
+                        _cond("PodScheduled", "False", "Unschedulable", message)
+                    ]
+
                 self.cluster.store.mutate(self.pod_res, meta["namespace"], meta["name"], pending)
             return
         self.unschedulable.pop(meta["uid"], None)
@@ -153,10 +169,15 @@ class Kubelet:
         def bind(obj):
             obj["spec"]["nodeName"] = NODE
             obj["status"]["conditions"] = [_cond("PodScheduled", "True")]
+
         self.cluster.store.mutate(self.pod_res, meta["namespace"], meta["name"], bind)
-        self.cluster.event(pod, "Normal", "Scheduled",
-                           f"Successfully assigned {meta['namespace']}/{meta['name']} to {NODE}",
-                           "default-scheduler")
+        self.cluster.event(
+            pod,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {meta['namespace']}/{meta['name']} to {NODE}",
+            "default-scheduler",
+        )
 
     # -- the API's part
     def delete_pod(self, ns, name, grace):
@@ -178,8 +199,12 @@ class Kubelet:
         if not cname:
             if len(names) != 1:
                 extra = f" or one of the init containers: [{' '.join(inits)}]" if inits else ""
-                raise ApiError(400, "BadRequest", f"a container name must be specified for pod "
-                               f"{name}, choose one of: [{' '.join(names)}]{extra}")
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f"a container name must be specified for pod "
+                    f"{name}, choose one of: [{' '.join(names)}]{extra}",
+                )
             cname = names[0]
         if cname not in names + inits:
             raise ApiError(400, "BadRequest", f"container {cname} is not valid for pod {name}")
@@ -187,12 +212,18 @@ class Kubelet:
         previous = query.get("previous") in ("true", "1")
         path = run.log_path(cname, previous) if run else None
         if previous and path is None:
-            raise ApiError(400, "BadRequest", f'previous terminated container "{cname}" in pod '
-                           f'"{name}" not found')
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'previous terminated container "{cname}" in pod "{name}" not found',
+            )
         if path is None:
             waiting = "PodInitializing" if cname in names and inits else "ContainerCreating"
-            raise ApiError(400, "BadRequest", f'container "{cname}" in pod "{name}" is waiting to '
-                           f"start: {waiting}")
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'container "{cname}" in pod "{name}" is waiting to start: {waiting}',
+            )
         follow = query.get("follow") in ("true", "1") and not previous
         return self._follow(run, cname, path, follow, query.get("tailLines"))
 
@@ -201,7 +232,9 @@ class Kubelet:
         yield b""
         with open(path, "rb") as f:
             if tail is not None:
-                yield b"".join(f.read().splitlines(keepends=True)[-int(tail):]) if int(tail) else b""
+                yield (
+                    b"".join(f.read().splitlines(keepends=True)[-int(tail) :]) if int(tail) else b""
+                )
             while True:
                 finished = run.finished(cname, generation) or self.cluster.stopping
                 data = f.read(65536)
@@ -220,8 +253,15 @@ class Kubelet:
                 cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
             except OSError:
                 continue
-            out.append({"pid": pid, "namespace": ns, "pod": pod, "container": container,
-                        "cmdline": [c.decode(errors="replace") for c in cmd if c]})
+            out.append(
+                {
+                    "pid": pid,
+                    "namespace": ns,
+                    "pod": pod,
+                    "container": container,
+                    "cmdline": [c.decode(errors="replace") for c in cmd if c],
+                }
+            )
         return out
 
     def stop_all(self):
@@ -275,7 +315,9 @@ class PodRun(threading.Thread):
     def marker(self, cname):
         """The environment marker of one container ("" for the whole pod)."""
         meta = self.pod["metadata"]
-        return f"{self.cluster.token}/{meta['namespace']}/{meta['name']}/" + (f"{cname}/" if cname else "")
+        return f"{self.cluster.token}/{meta['namespace']}/{meta['name']}/" + (
+            f"{cname}/" if cname else ""
+        )
 
     # -- status
     def _update(self, change):
@@ -284,9 +326,17 @@ class PodRun(threading.Thread):
 
     def _cstatus(self, c, state, **extra):
         last = {"terminated": self.last_state[c["name"]]} if c["name"] in self.last_state else {}
-        return {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False,
-                "started": "running" in state, "restartCount": self.restarts.get(c["name"], 0),
-                "state": state, "lastState": last, **extra}
+        return {
+            "name": c["name"],
+            "image": c.get("image", ""),
+            "imageID": "",
+            "ready": False,
+            "started": "running" in state,
+            "restartCount": self.restarts.get(c["name"], 0),
+            "state": state,
+            "lastState": last,
+            **extra,
+        }
 
     def _publish(self, phase=None, ready=False, initialized=None):
         spec = self.pod["spec"]
@@ -299,18 +349,32 @@ class PodRun(threading.Thread):
             st = obj["status"]
             if phase:
                 st["phase"] = phase
-            st.update({"hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}], "podIP": ip,
-                       "podIPs": [{"ip": ip}], "containerStatuses": mains})
+            st.update(
+                {
+                    "hostIP": "127.0.0.1",
+                    "hostIPs": [{"ip": "127.0.0.1"}],
+                    "podIP": ip,
+                    "podIPs": [{"ip": ip}],
+                    "containerStatuses": mains,
+                }
+            )
             st.setdefault("startTime", now())
             if inits:
                 st["initContainerStatuses"] = inits
             conds = {c["type"]: c for c in st.get("conditions") or []}
             conds["Initialized"] = _cond("Initialized", "True" if initialized else "False")
             for t in ("ContainersReady", "Ready"):
-                conds[t] = _cond(t, "True" if ready else "False",
-                                 None if ready else ("PodCompleted" if phase in ("Succeeded", "Failed")
-                                                     else "ContainersNotReady"))
+                conds[t] = _cond(
+                    t,
+                    "True" if ready else "False",
+                    None
+                    if ready
+                    else (
+                        "PodCompleted" if phase in ("Succeeded", "Failed") else "ContainersNotReady"
+                    ),
+                )
             st["conditions"] = list(conds.values())
+
         self._update(change)
 
     # -- running
@@ -318,9 +382,15 @@ class PodRun(threading.Thread):
         try:
             self._run()
         except Exception as exc:  # a fault of the fake itself: show it on the pod and to the test
-            self.cluster.errors.append(f"pod {self.pod['metadata']['name']}:\n{traceback.format_exc()}")
-            self._update(lambda o: o["status"].update(phase="Failed", reason="FakeKubeletError",
-                                                      message=repr(exc)))
+            self.cluster.errors.append(
+                f"pod {self.pod['metadata']['name']}:\n{traceback.format_exc()}"
+            )
+            message = repr(exc)
+            self._update(
+                lambda o: o["status"].update(
+                    phase="Failed", reason="FakeKubeletError", message=message
+                )
+            )
         finally:
             signal_marker(self.marker(""), signal.SIGKILL)
             deadline = time.monotonic() + 10
@@ -343,8 +413,9 @@ class PodRun(threading.Thread):
         for c in inits:
             self.statuses[c["name"]] = self._cstatus(c, {"waiting": {"reason": "PodInitializing"}})
         for c in mains:
-            self.statuses[c["name"]] = self._cstatus(c, {"waiting": {"reason": (
-                "PodInitializing" if inits else "ContainerCreating")}})
+            self.statuses[c["name"]] = self._cstatus(
+                c, {"waiting": {"reason": ("PodInitializing" if inits else "ContainerCreating")}}
+            )
         self._publish(initialized=not inits)
         vols = self._wait_ready(lambda: volumes.materialise(self.cluster, self.pod, self.dir))
         if vols is None:
@@ -370,9 +441,15 @@ class PodRun(threading.Thread):
             except volumes.NotReady as exc:
                 if told != exc.message:
                     told = exc.message
-                    self.cluster.event(self.pod, "Warning", exc.reason,
-                                       f"MountVolume.SetUp failed: {exc.message}" if exc.reason ==
-                                       "FailedMount" else f"Error: {exc.message}", "kubelet")
+                    self.cluster.event(
+                        self.pod,
+                        "Warning",
+                        exc.reason,
+                        f"MountVolume.SetUp failed: {exc.message}"
+                        if exc.reason == "FailedMount"
+                        else f"Error: {exc.message}",
+                        "kubelet",
+                    )
                 self.stopped.wait(0.2)
         return None
 
@@ -380,10 +457,19 @@ class PodRun(threading.Thread):
         env = volumes.container_env(self.cluster, self.pod, c, node)
         argv = [volumes.expand(a, env) for a in (c.get("command") or []) + (c.get("args") or [])]
         if not c.get("command"):
-            raise volumes.NotReady("CreateContainerError", "the fake kubelet needs a command: it "
-                                   f"cannot know the entrypoint of image {c.get('image')!r}")
-        mounts = [[str(vols[m["name"]] / m["subPath"]) if m.get("subPath") else str(vols[m["name"]]),
-                   m["mountPath"], bool(m.get("readOnly"))] for m in c.get("volumeMounts") or []]
+            raise volumes.NotReady(
+                "CreateContainerError",
+                "the fake kubelet needs a command: it "
+                f"cannot know the entrypoint of image {c.get('image')!r}",
+            )
+        mounts = [
+            [
+                str(vols[m["name"]] / m["subPath"]) if m.get("subPath") else str(vols[m["name"]]),
+                m["mountPath"],
+                bool(m.get("readOnly")),
+            ]
+            for m in c.get("volumeMounts") or []
+        ]
         mounts += self._image_files(c)
         mounts.append([str(self.hosts), "/etc/hosts", False])
         term = self.dir / f"{c['name']}.termination-log"
@@ -392,27 +478,57 @@ class PodRun(threading.Thread):
         root = self.dir / "root" / c["name"]
         root.mkdir(parents=True, exist_ok=True)
         plan = self.dir / f"{c['name']}.plan.json"
-        plan.write_text(json.dumps({"root": str(root), "mounts": mounts, "argv": argv,
-                                    "workdir": c.get("workingDir"), "hostname": env["HOSTNAME"]}))
+        plan.write_text(
+            json.dumps(
+                {
+                    "root": str(root),
+                    "mounts": mounts,
+                    "argv": argv,
+                    "workdir": c.get("workingDir"),
+                    "hostname": env["HOSTNAME"],
+                }
+            )
+        )
         env[MARKER] = self.marker(c["name"])
         # With pod networks a container also has a PID namespace of its own, as a real one:
         # its command is PID 1 (/proc/1/fd/1 is its log) and the rest dies with it.
         network = self.kubelet.network
-        isolate = (["nsenter", f"--net=/run/netns/{network.netns(self.pod['metadata']['uid'])}"]
-                   if network else [])
+        isolate = (
+            ["nsenter", f"--net=/run/netns/{network.netns(self.pod['metadata']['uid'])}"]
+            if network
+            else []
+        )
         pid_ns = ["--pid", "--fork", "--mount-proc"] if network else []
         with open(self.dir / f"{c['name']}.log", "ab") as log:
             return subprocess.Popen(
-                [*isolate, "unshare", "--mount", "--uts", *pid_ns, "--propagation", "private", "--",
-                 sys.executable,
-                 "-I", "-S", PODINIT, str(plan)],
-                env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True)
+                [
+                    *isolate,
+                    "unshare",
+                    "--mount",
+                    "--uts",
+                    *pid_ns,
+                    "--propagation",
+                    "private",
+                    "--",
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    PODINIT,
+                    str(plan),
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     def _image_files(self, c) -> list[list]:
         """Read-only mounts of the files the container's image adds (FakeCluster's images)."""
         mounts = []
-        for i, (path, text) in enumerate(sorted(self.cluster.images.get(c.get("image"), {}).items())):
+        for i, (path, text) in enumerate(
+            sorted(self.cluster.images.get(c.get("image"), {}).items())
+        ):
             src = self.dir / "image" / c["name"] / str(i)
             src.parent.mkdir(parents=True, exist_ok=True)
             src.write_text(text)
@@ -432,10 +548,16 @@ class PodRun(threading.Thread):
         started = now()
         self.generation[name] = self.generation.get(name, 0) + 1
         self.ended.discard(name)
-        self.statuses[name] = self._cstatus(c, {"running": {"startedAt": started}},
-                                            containerID=f"fake://{proc.pid}", ready=main)
-        self.cluster.event(self.pod, "Normal", "Pulled", f'Container image "{c.get("image")}" '
-                           "already present on machine", "kubelet")
+        self.statuses[name] = self._cstatus(
+            c, {"running": {"startedAt": started}}, containerID=f"fake://{proc.pid}", ready=main
+        )
+        self.cluster.event(
+            self.pod,
+            "Normal",
+            "Pulled",
+            f'Container image "{c.get("image")}" already present on machine',
+            "kubelet",
+        )
         self.cluster.event(self.pod, "Normal", "Created", f"Created container: {name}", "kubelet")
         self.cluster.event(self.pod, "Normal", "Started", f"Started container {name}", "kubelet")
         return c, proc, started
@@ -459,14 +581,29 @@ class PodRun(threading.Thread):
             shutil.copyfile(log, self.dir / f"{name}.log.previous")
         self.restarts[name] = self.restarts.get(name, 0) + 1
         self.last_state[name] = self.statuses[name]["state"]["terminated"]
-        delay = min(self.cluster.restart_backoff * 2 ** (self.restarts[name] - 1),
-                    self.cluster.restart_backoff * 30)
-        self.statuses[name] = self._cstatus(c, {"waiting": {
-            "reason": "CrashLoopBackOff", "message": f"back-off {delay:g}s restarting failed "
-            f"container={name} pod={meta['name']}_{meta['namespace']}({meta['uid']})"}})
+        delay = min(
+            self.cluster.restart_backoff * 2 ** (self.restarts[name] - 1),
+            self.cluster.restart_backoff * 30,
+        )
+        self.statuses[name] = self._cstatus(
+            c,
+            {
+                "waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": f"back-off {delay:g}s restarting failed "
+                    f"container={name} pod={meta['name']}_{meta['namespace']}({meta['uid']})",
+                }
+            },
+        )
         self._publish(ready=False, initialized=True)
-        self.cluster.event(self.pod, "Warning", "BackOff", f"Back-off restarting failed container "
-                           f"{name} in pod {meta['name']}_{meta['namespace']}({meta['uid']})", "kubelet")
+        self.cluster.event(
+            self.pod,
+            "Warning",
+            "BackOff",
+            f"Back-off restarting failed container "
+            f"{name} in pod {meta['name']}_{meta['namespace']}({meta['uid']})",
+            "kubelet",
+        )
         return not self.stopped.wait(delay)
 
     def _run_containers(self, containers, vols, main=False):
@@ -488,20 +625,21 @@ class PodRun(threading.Thread):
             if self.stopped.is_set():
                 for name, (c, proc, _) in procs.items():
                     if name not in codes:
-                        self.cluster.event(self.pod, "Normal", "Killing", f"Stopping container {name}",
-                                           "kubelet")
+                        self.cluster.event(
+                            self.pod, "Normal", "Killing", f"Stopping container {name}", "kubelet"
+                        )
                         codes[name] = self._kill(proc, self.grace or 0, name)
                         self._terminated(c, codes[name], procs[name][2])
                 return None
             for name, (c, proc, started) in list(procs.items()):
-                if name in codes or proc.poll() is not None and name in self.ended:
+                if name in codes or (proc.poll() is not None and name in self.ended):
                     continue
                 if proc.poll() is None:
                     continue
                 code = self._exit_code(proc.returncode)
                 signal_marker(self.marker(name), signal.SIGKILL)  # the rest of the container
                 self._terminated(c, code, started)
-                if main and (policy == "Always" or policy == "OnFailure" and code != 0):
+                if main and (policy == "Always" or (policy == "OnFailure" and code != 0)):
                     if self._back_off(c):
                         relaunched = self._launch(c, vols, node, main)
                         if relaunched is not None:
@@ -524,13 +662,20 @@ class PodRun(threading.Thread):
         term = self.dir / f"{c['name']}.termination-log"
         text = term.read_bytes()[:4096] if term.exists() else b""
         if not text and code != 0 and c.get("terminationMessagePolicy") == "FallbackToLogsOnError":
-            text = b"".join((self.dir / f"{c['name']}.log").read_bytes().splitlines(True)[-80:])[-2048:]
+            text = b"".join((self.dir / f"{c['name']}.log").read_bytes().splitlines(True)[-80:])[
+                -2048:
+            ]
         return text.decode(errors="replace") or None
 
     def _terminated(self, c, code, started):
         self.ended.add(c["name"])
-        state = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                 "startedAt": started, "finishedAt": now(), "containerID": f"fake://{c['name']}"}
+        state = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": started,
+            "finishedAt": now(),
+            "containerID": f"fake://{c['name']}",
+        }
         message = self._message(c, code)
         if message:
             state["message"] = message

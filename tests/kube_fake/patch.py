@@ -8,8 +8,13 @@ from .store import ApiError
 
 
 def _merge(target, patch, by_name: bool):
-    if by_name and isinstance(patch, list) and isinstance(target, list) and patch and all(
-            isinstance(p, dict) and "name" in p for p in patch + target):
+    if (
+        by_name
+        and isinstance(patch, list)
+        and isinstance(target, list)
+        and patch
+        and all(isinstance(p, dict) and "name" in p for p in patch + target)
+    ):
         out = [copy.deepcopy(t) for t in target]
         for item in patch:
             if item.get("$patch") == "delete":
@@ -60,8 +65,12 @@ def json_patch(target, ops: list):
             if kind == "test":
                 cur = parent[int(last)] if isinstance(parent, list) else parent[last]
                 if cur != op["value"]:
-                    raise ApiError(422, "Invalid", f"the server rejected our request due to an "
-                                   f"error in our request: test failed at {op['path']}")
+                    raise ApiError(
+                        422,
+                        "Invalid",
+                        f"the server rejected our request due to an "
+                        f"error in our request: test failed at {op['path']}",
+                    )
             elif kind == "remove":
                 del parent[int(last) if isinstance(parent, list) else last]
             elif kind in ("add", "replace"):
@@ -77,8 +86,9 @@ def json_patch(target, ops: list):
             else:
                 raise ApiError(400, "BadRequest", f"unsupported json patch op {kind!r}")
         except (KeyError, IndexError, ValueError) as exc:
-            raise ApiError(422, "Invalid", f"the server rejected our request: {kind} "
-                           f"{op['path']}: {exc}") from None
+            raise ApiError(
+                422, "Invalid", f"the server rejected our request: {kind} {op['path']}: {exc}"
+            ) from None
     return doc
 
 
@@ -90,6 +100,10 @@ def apply_patch(content_type: str, target: dict, patch):
         return strategic_patch(target, patch)
     if ctype == "application/json-patch+json":
         return json_patch(target, patch)
-    raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown "
-                   f"format - accepted media types include: application/json-patch+json, "
-                   f"application/merge-patch+json, application/apply-patch+yaml")
+    raise ApiError(
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown "
+        "format - accepted media types include: application/json-patch+json, "
+        "application/merge-patch+json, application/apply-patch+yaml",
+    )

@@ -14,8 +14,16 @@ libc = ctypes.CDLL(None, use_errno=True)
 
 
 def mount(src, dst, fstype=None, flags=0):
-    if libc.mount(src.encode() if src else None, dst.encode(), fstype.encode() if fstype else None,
-                  flags, None) != 0:
+    if (
+        libc.mount(
+            src.encode() if src else None,
+            dst.encode(),
+            fstype.encode() if fstype else None,
+            flags,
+            None,
+        )
+        != 0
+    ):
         err = ctypes.get_errno()
         raise OSError(err, f"mount {src} on {dst}: {os.strerror(err)}")
 

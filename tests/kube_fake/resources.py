@@ -15,7 +15,16 @@ class Resource:
     kind: str
     plural: str
     namespaced: bool = True
-    verbs: tuple = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+    verbs: tuple = (
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    )
     subresources: tuple = ()
 
     @property
@@ -41,8 +50,13 @@ CORE = [
 ]
 TRAINER = [
     Resource(TRAINER_GROUP, TRAINER_VERSION, "TrainJob", "trainjobs", subresources=("status",)),
-    Resource(TRAINER_GROUP, TRAINER_VERSION, "ClusterTrainingRuntime", "clustertrainingruntimes",
-             namespaced=False),
+    Resource(
+        TRAINER_GROUP,
+        TRAINER_VERSION,
+        "ClusterTrainingRuntime",
+        "clustertrainingruntimes",
+        namespaced=False,
+    ),
     Resource(TRAINER_GROUP, TRAINER_VERSION, "TrainingRuntime", "trainingruntimes"),
 ]
 
@@ -75,8 +89,13 @@ class Registry:
 
     # discovery documents, in the shapes the real server sends
     def core_versions(self) -> dict:
-        return {"kind": "APIVersions", "versions": ["v1"],
-                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
+        return {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}
+            ],
+        }
 
     def api_groups(self) -> dict:
         groups = []
@@ -99,11 +118,30 @@ class Registry:
             return None
         items = []
         for r in found:
-            items.append({"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
-                          "kind": r.kind, "verbs": list(r.verbs)})
+            items.append(
+                {
+                    "name": r.plural,
+                    "singularName": r.singular,
+                    "namespaced": r.namespaced,
+                    "kind": r.kind,
+                    "verbs": list(r.verbs),
+                }
+            )
             for sub in r.subresources:
                 verbs = ["get"] if sub == "log" else ["get", "patch", "update"]
-                items.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
-                              "kind": "Pod" if sub == "log" else r.kind, "verbs": verbs})
+                items.append(
+                    {
+                        "name": f"{r.plural}/{sub}",
+                        "singularName": "",
+                        "namespaced": r.namespaced,
+                        "kind": "Pod" if sub == "log" else r.kind,
+                        "verbs": verbs,
+                    }
+                )
         gv = f"{group}/{version}" if group else version
-        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": items}
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": gv,
+            "resources": items,
+        }

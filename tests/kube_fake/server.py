@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import threading
-import traceback
 import time
+import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -67,7 +67,9 @@ class Handler(BaseHTTPRequestHandler):
         try:
             return yaml.safe_load(raw) if "yaml" in ctype else json.loads(raw)
         except ValueError as exc:
-            raise ApiError(400, "BadRequest", f"the body of the request could not be decoded: {exc}")
+            raise ApiError(
+                400, "BadRequest", f"the body of the request could not be decoded: {exc}"
+            )
 
     def _start_stream(self, ctype: str):
         self.send_response(200)
@@ -124,31 +126,56 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(200, discovery)
         route = _route(reg, path)
         if route is None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource",
-                           {})
+            raise ApiError(404, "NotFound", "the server could not find the requested resource", {})
         res, ns, name, sub = route
         store = cluster.store
-        if ns is not None and not store.find(reg.find("", "v1", "namespaces"), None, ns) \
-                and not (method == "GET" and name is None):
-            raise ApiError(404, "NotFound", f'namespaces "{ns}" not found',
-                           {"name": ns, "kind": "namespaces"})
+        if (
+            ns is not None
+            and not store.find(reg.find("", "v1", "namespaces"), None, ns)
+            and not (method == "GET" and name is None)
+        ):
+            raise ApiError(
+                404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"}
+            )
         if name is None:
             if method == "GET" and query.get("watch") in ("true", "1"):
                 return self._watch(res, ns, query)
             if method == "GET":
-                items, rv = store.list(res, ns, query.get("labelSelector"), query.get("fieldSelector"))
-                return self._send(200, {"kind": f"{res.kind}List", "apiVersion": res.api_version,
-                                        "metadata": {"resourceVersion": rv}, "items": items})
+                items, rv = store.list(
+                    res, ns, query.get("labelSelector"), query.get("fieldSelector")
+                )
+                return self._send(
+                    200,
+                    {
+                        "kind": f"{res.kind}List",
+                        "apiVersion": res.api_version,
+                        "metadata": {"resourceVersion": rv},
+                        "items": items,
+                    },
+                )
             if method == "POST":
                 return self._create(res, ns, self._body(), query)
             if method == "DELETE":
                 body = self._body()
-                items, rv = store.list(res, ns, query.get("labelSelector"), query.get("fieldSelector"))
+                items, rv = store.list(
+                    res, ns, query.get("labelSelector"), query.get("fieldSelector")
+                )
                 for item in items:
-                    cluster.delete(res, item["metadata"].get("namespace"), item["metadata"]["name"],
-                                   *self._delete_options(body, query))
-                return self._send(200, {"kind": f"{res.kind}List", "apiVersion": res.api_version,
-                                        "metadata": {"resourceVersion": rv}, "items": items})
+                    cluster.delete(
+                        res,
+                        item["metadata"].get("namespace"),
+                        item["metadata"]["name"],
+                        *self._delete_options(body, query),
+                    )
+                return self._send(
+                    200,
+                    {
+                        "kind": f"{res.kind}List",
+                        "apiVersion": res.api_version,
+                        "metadata": {"resourceVersion": rv},
+                        "items": items,
+                    },
+                )
             raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {path}")
         if sub == "log" and res.kind == "Pod" and method == "GET":
             return self._log(ns, name, query)
@@ -197,16 +224,24 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(obj, dict):
             raise ApiError(400, "BadRequest", "the body of the request was not an object")
         if obj.get("kind") != res.kind or obj.get("apiVersion") != res.api_version:
-            raise ApiError(400, "BadRequest", f"the API version in the data ({obj.get('apiVersion')}) "
-                           f"and kind ({obj.get('kind')}) do not match the URL's {res.api_version} "
-                           f"{res.kind}")
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"the API version in the data ({obj.get('apiVersion')}) "
+                f"and kind ({obj.get('kind')}) do not match the URL's {res.api_version} "
+                f"{res.kind}",
+            )
 
     def _namespace(self, res, ns, obj):
         meta = obj.setdefault("metadata", {})
         if res.namespaced:
             if meta.get("namespace") and meta["namespace"] != ns:
-                raise ApiError(400, "BadRequest", "the namespace of the provided object does not "
-                               "match the namespace sent on the request")
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    "the namespace of the provided object does not "
+                    "match the namespace sent on the request",
+                )
             meta["namespace"] = ns
         else:
             meta.pop("namespace", None)
@@ -229,7 +264,9 @@ class Handler(BaseHTTPRequestHandler):
         self._check_kind(res, obj)
         self._namespace(res, ns, obj)
         if obj["metadata"].get("name") != name:
-            raise ApiError(400, "BadRequest", "the name of the object does not match the name on the URL")
+            raise ApiError(
+                400, "BadRequest", "the name of the object does not match the name on the URL"
+            )
         old = self.cluster.store.get(res, ns, name)
         if sub == "status":
             obj = {**old, "status": obj.get("status")}
@@ -238,7 +275,9 @@ class Handler(BaseHTTPRequestHandler):
         validate_object(res, obj)
         if query.get("dryRun") == "All":
             return self._send(200, obj)
-        return self._send(200, self.cluster.store.replace(res, obj, obj["metadata"].get("resourceVersion")))
+        return self._send(
+            200, self.cluster.store.replace(res, obj, obj["metadata"].get("resourceVersion"))
+        )
 
     def _patch(self, res, ns, name, sub, body, query):
         ctype = self.headers.get("Content-Type", "")
@@ -260,15 +299,26 @@ class Handler(BaseHTTPRequestHandler):
             validate_object(res, new)
             if query.get("dryRun") == "All":
                 return self._send(200, new)
-            out = store.replace(res, new, (body.get("metadata") or {}).get("resourceVersion")
-                                if isinstance(body, dict) else None)
+            out = store.replace(
+                res,
+                new,
+                (body.get("metadata") or {}).get("resourceVersion")
+                if isinstance(body, dict)
+                else None,
+            )
         return self._send(200, out)
 
     def _watch(self, res, ns, query):
         timeout = float(query.get("timeoutSeconds") or 1800)
-        events = self.cluster.store.watch(res, ns, query.get("resourceVersion"),
-                                          query.get("labelSelector"), query.get("fieldSelector"),
-                                          time.monotonic() + timeout, lambda: self.cluster.stopping)
+        events = self.cluster.store.watch(
+            res,
+            ns,
+            query.get("resourceVersion"),
+            query.get("labelSelector"),
+            query.get("fieldSelector"),
+            time.monotonic() + timeout,
+            lambda: self.cluster.stopping,
+        )
         self._start_stream("application/json")
         try:
             for kind, obj in events:
@@ -279,7 +329,9 @@ class Handler(BaseHTTPRequestHandler):
         self._end_stream()
 
     def _log(self, ns, name, query):
-        chunks = self.cluster.kubelet.log_stream(ns, name, query)  # raises ApiError before streaming
+        chunks = self.cluster.kubelet.log_stream(
+            ns, name, query
+        )  # raises ApiError before streaming
         first = next(chunks, b"")
         self._start_stream("text/plain")
         try:
@@ -300,8 +352,12 @@ class ApiServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                       name="kube-fake-api", daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="kube-fake-api",
+            daemon=True,
+        )
 
     def start(self):
         self.thread.start()

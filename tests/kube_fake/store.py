@@ -26,8 +26,15 @@ class ApiError(Exception):
         self.code, self.reason, self.message, self.details = code, reason, message, details
 
     def status(self) -> dict:
-        out = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-               "message": self.message, "reason": self.reason, "code": self.code}
+        out = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
         if self.details is not None:
             out["details"] = self.details
         return out
@@ -35,12 +42,18 @@ class ApiError(Exception):
 
 def not_found(res: Resource, name: str) -> ApiError:
     what = f"{res.plural}.{res.group}" if res.group else res.plural
-    return ApiError(404, "NotFound", f'{what} "{name}" not found',
-                    {"name": name, "group": res.group, "kind": res.plural})
+    return ApiError(
+        404,
+        "NotFound",
+        f'{what} "{name}" not found',
+        {"name": name, "group": res.group, "kind": res.plural},
+    )
 
 
-_LABEL_TERM = re.compile(r"^\s*(!?)([A-Za-z0-9_./-]+)\s*(?:(==|=|!=)\s*([A-Za-z0-9_.-]*)|"
-                         r"\s+(in|notin)\s*\(([^)]*)\))?\s*$")
+_LABEL_TERM = re.compile(
+    r"^\s*(!?)([A-Za-z0-9_./-]+)\s*(?:(==|=|!=)\s*([A-Za-z0-9_.-]*)|"
+    r"\s+(in|notin)\s*\(([^)]*)\))?\s*$"
+)
 
 
 def _split_terms(selector: str) -> list[str]:
@@ -107,6 +120,7 @@ def field_matcher(selector: str | None):
             got = field_value(obj, p)
             got = "" if got is None else str(got)
             return (got == v) if o != "!=" else (got != v)
+
         checks.append(check)
     return lambda obj: all(c(obj) for c in checks)
 
@@ -151,15 +165,26 @@ class Store:
         except ApiError:
             return None
 
-    def list(self, res: Resource, ns: str | None = None, labels: str | None = None,
-             fields: str | None = None) -> tuple[list[dict], str]:
+    def list(
+        self,
+        res: Resource,
+        ns: str | None = None,
+        labels: str | None = None,
+        fields: str | None = None,
+    ) -> tuple[list[dict], str]:
         lm, fm = label_matcher(labels), field_matcher(fields)
         with self.cond:
-            items = [copy.deepcopy(o) for k, o in self.objects.items()
-                     if k[:2] == (res.group, res.plural) and (ns is None or k[2] == ns)
-                     and lm(o["metadata"].get("labels")) and fm(o)]
-            return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""),
-                                                o["metadata"]["name"])), str(self.rv)
+            items = [
+                copy.deepcopy(o)
+                for k, o in self.objects.items()
+                if k[:2] == (res.group, res.plural)
+                and (ns is None or k[2] == ns)
+                and lm(o["metadata"].get("labels"))
+                and fm(o)
+            ]
+            return sorted(
+                items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"])
+            ), str(self.rv)
 
     def create(self, res: Resource, obj: dict) -> dict:
         meta = obj.setdefault("metadata", {})
@@ -169,8 +194,12 @@ class Store:
             key = self.key(res, meta.get("namespace"), meta.get("name", ""))
             if key in self.objects:
                 what = f"{res.plural}.{res.group}" if res.group else res.plural
-                raise ApiError(409, "AlreadyExists", f'{what} "{meta["name"]}" already exists',
-                               {"name": meta["name"], "group": res.group, "kind": res.plural})
+                raise ApiError(
+                    409,
+                    "AlreadyExists",
+                    f'{what} "{meta["name"]}" already exists',
+                    {"name": meta["name"], "group": res.group, "kind": res.plural},
+                )
             meta["uid"] = meta.get("uid") or str(uuid.uuid4())
             meta["creationTimestamp"] = now()
             meta["generation"] = 1
@@ -191,11 +220,14 @@ class Store:
                 raise not_found(res, meta["name"])
             if expect_rv and expect_rv != old["metadata"]["resourceVersion"]:
                 what = f"{res.plural}.{res.group}" if res.group else res.plural
-                raise ApiError(409, "Conflict",
-                               f'Operation cannot be fulfilled on {what} "{meta["name"]}": the object '
-                               "has been modified; please apply your changes to the latest version "
-                               "and try again", {"name": meta["name"], "group": res.group,
-                                                 "kind": res.plural})
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {what} "{meta["name"]}": the object '
+                    "has been modified; please apply your changes to the latest version "
+                    "and try again",
+                    {"name": meta["name"], "group": res.group, "kind": res.plural},
+                )
             for field in ("uid", "creationTimestamp", "deletionTimestamp", "generation"):
                 if field in old["metadata"]:
                     meta[field] = old["metadata"][field]
@@ -203,10 +235,16 @@ class Store:
                     meta.pop(field, None)
             if old.get("spec") != obj.get("spec"):
                 meta["generation"] = old["metadata"].get("generation", 1) + 1
-            if old == {**obj, "metadata": {**meta, "resourceVersion": old["metadata"]["resourceVersion"]}}:
+            if old == {
+                **obj,
+                "metadata": {**meta, "resourceVersion": old["metadata"]["resourceVersion"]},
+            }:
                 return copy.deepcopy(old)
-            if old["metadata"].get("finalizers") and old["metadata"].get("deletionTimestamp") \
-                    and not meta.get("finalizers"):
+            if (
+                old["metadata"].get("finalizers")
+                and old["metadata"].get("deletionTimestamp")
+                and not meta.get("finalizers")
+            ):
                 del self.objects[key]
                 out = self._record(res, "DELETED", obj)
             else:
@@ -224,8 +262,15 @@ class Store:
             change(obj)
             return self.replace(res, obj)
 
-    def mark_deleted(self, res: Resource, ns: str | None, name: str, finalizer: str | None = None,
-                     grace: int | None = None, keep: bool = False) -> dict:
+    def mark_deleted(
+        self,
+        res: Resource,
+        ns: str | None,
+        name: str,
+        finalizer: str | None = None,
+        grace: int | None = None,
+        keep: bool = False,
+    ) -> dict:
         """Set deletionTimestamp (adding ``finalizer``), or remove an object without finalizers
         (unless ``keep``: a pod stays until the kubelet has stopped its containers)."""
         with self.cond:
@@ -256,16 +301,28 @@ class Store:
         self._notify()
         return out
 
-    def watch(self, res: Resource, ns: str | None, rv: str | None, labels: str | None,
-              fields: str | None, deadline: float, stop):
+    def watch(
+        self,
+        res: Resource,
+        ns: str | None,
+        rv: str | None,
+        labels: str | None,
+        fields: str | None,
+        deadline: float,
+        stop,
+    ):
         """Yield (type, object) events of ``res`` after ``rv``; ADDED for every current object first
         when no version is given. Ends at ``deadline`` or when ``stop()`` says so."""
         lm, fm = label_matcher(labels), field_matcher(fields)
 
         def wanted(r, o):
-            return ((r.group, r.plural) == (res.group, res.plural)
-                    and (ns is None or o["metadata"].get("namespace") == ns)
-                    and lm(o["metadata"].get("labels")) and fm(o))
+            return (
+                (r.group, r.plural) == (res.group, res.plural)
+                and (ns is None or o["metadata"].get("namespace") == ns)
+                and lm(o["metadata"].get("labels"))
+                and fm(o)
+            )
+
         with self.cond:
             if not rv or rv == "0":
                 items, current = self.list(res, ns, labels, fields)
@@ -274,8 +331,14 @@ class Store:
             else:
                 seen = int(rv)
                 if self.history and seen < self.history[0][0] - 1:
-                    yield "ERROR", ApiError(410, "Expired", f"too old resource version: {seen} "
-                                            f"({self.history[0][0] - 1})").status()
+                    yield (
+                        "ERROR",
+                        ApiError(
+                            410,
+                            "Expired",
+                            f"too old resource version: {seen} ({self.history[0][0] - 1})",
+                        ).status(),
+                    )
                     return
                 pending = []
         while True:
@@ -283,8 +346,11 @@ class Store:
             pending = []
             with self.cond:
                 while not self.closed and not stop() and time.monotonic() < deadline:
-                    new = [h for h in self.history[-(self.rv - seen):] if h[0] > seen] \
-                        if self.rv > seen else []
+                    new = (
+                        [h for h in self.history[-(self.rv - seen) :] if h[0] > seen]
+                        if self.rv > seen
+                        else []
+                    )
                     if new:
                         break
                     self.cond.wait(0.5)

@@ -3,9 +3,10 @@ sweep folder and start its driver. On any error nothing is left in the store."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ... import environment
 from ...core.errors import SpecError
@@ -18,11 +19,12 @@ from .spec import SweepSpec
 
 def placeholders(space: Mapping[str, str]) -> dict[str, Any]:
     """The template's value of each swept param: none, every trial gives its own."""
-    return {key: None for key in space}
+    return dict.fromkeys(space)
 
 
-def check_cell_reads(code: str, space: Mapping[str, str], namespace: Mapping[str, Any],
-                     first_line: int = 1) -> None:
+def check_cell_reads(
+    code: str, space: Mapping[str, str], namespace: Mapping[str, Any], first_line: int = 1
+) -> None:
     """Each swept key must be a name the cell reads (or a notebook variable its helpers may
     read): a trial's value replaces that variable. ``first_line`` numbers a syntax error's
     line as the editor does."""
@@ -34,11 +36,13 @@ def check_cell_reads(code: str, space: Mapping[str, str], namespace: Mapping[str
         raise SpecError(
             f"the cell does not read {', '.join(map(repr, unread))}: each --sweep KEY replaces a "
             "notebook variable of that name in the cell, so use the variable in the cell (or "
-            "sweep a name it does use)")
+            "sweep a name it does use)"
+        )
 
 
-def create_sweep(store: Store, target: Target, write: Callable[[Path], RunSpec],
-                 spec: SweepSpec) -> str:
+def create_sweep(
+    store: Store, target: Target, write: Callable[[Path], RunSpec], spec: SweepSpec
+) -> str:
     """Write the template run with ``write``, check it and the target, make the sweep and
     start its driver; return the sweep's id."""
     from .driver_start import start_driver
@@ -50,9 +54,17 @@ def create_sweep(store: Store, target: Target, write: Callable[[Path], RunSpec],
     try:
         template = write(staging)
         target.check(template)
-        template = replace(template, env=environment.prepare(
-            template.env, staging, template.code.entry, target=target,
-            launcher=template.launch.launcher, home=store.home))
+        template = replace(
+            template,
+            env=environment.prepare(
+                template.env,
+                staging,
+                template.code.entry,
+                target=target,
+                launcher=template.launch.launcher,
+                home=store.home,
+            ),
+        )
         sweep_id = sweeps.create(spec.name, spec.to_dict(), template, staging)
         start_driver(str(store.home), sweep_id)
     except BaseException:

@@ -23,11 +23,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...rankside import procs
 from ...core.errors import RunNotFound, TrainerError
+from ...core.waker import Waker
+from ...rankside import procs
 from ...store import TERMINAL, Store, read_json
 from ...store.sweeps import SweepStore
-from ...core.waker import Waker
 from .ended import is_over
 from .spec import SweepSpec
 
@@ -92,18 +92,21 @@ class SweepDriver:
         if self.spec.sampler == "grid":
             self.total = min(self.total, grid_size(self.space))
         self.study = optuna.create_study(
-            study_name=self.id, storage=self.paths.storage_url, load_if_exists=True,
+            study_name=self.id,
+            storage=self.paths.storage_url,
+            load_if_exists=True,
             direction=self.spec.direction,
             sampler=make_sampler(self.spec.sampler, self.space, seed=self.spec.seed),
-            pruner=make_pruner(self.spec.prune, after=self.spec.prune_after,
-                               every=self.spec.prune_every))
+            pruner=make_pruner(
+                self.spec.prune, after=self.spec.prune_after, every=self.spec.prune_every
+            ),
+        )
         self.warm_up()
 
     def warm_up(self) -> None:
         """Import what starting a trial needs, and copy the first trial's snapshot, before
         the sweep starts: the first trial then starts as fast as the others."""
         from ... import capture
-        from .. import start
         from ...supervisor import starter
         from ...targets import get_target
 
@@ -126,12 +129,22 @@ class SweepDriver:
             self.open_study()
             now = time.time()
             self.state.update(
-                status="running", started=self.state.get("started") or now, ended=None,
-                error=None, metric=self.spec.metric, goal=self.spec.goal,
-                trials_total=self.total, parallel=self.spec.parallel,
+                status="running",
+                started=self.state.get("started") or now,
+                ended=None,
+                error=None,
+                metric=self.spec.metric,
+                goal=self.spec.goal,
+                trials_total=self.total,
+                parallel=self.spec.parallel,
                 storage=self.paths.storage_url,
-                driver={"pid": os.getpid(), "host": socket.gethostname(),
-                        "start_ticks": procs.start_ticks(os.getpid()), "since": now})
+                driver={
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "start_ticks": procs.start_ticks(os.getpid()),
+                    "since": now,
+                },
+            )
             self.recover()
             self.save()
             log(f"sweep {self.id}: {self.total} trials, {self.spec.parallel} at a time")
@@ -161,8 +174,10 @@ class SweepDriver:
                 failures = 0 if self.start_next() else failures + 1
                 changed = True
                 if failures >= START_FAILURES:
-                    raise TrainerError(f"{failures} trials in a row could not start; the last: "
-                                       f"{self.state['trials'][-1].get('error')}")
+                    raise TrainerError(
+                        f"{failures} trials in a row could not start; the last: "
+                        f"{self.state['trials'][-1].get('error')}"
+                    )
             if self.starting_done(deadline) and not self.live and not self.ending:
                 fields = {}
                 if deadline and time.time() >= deadline and len(self.state["trials"]) < self.total:
@@ -194,8 +209,10 @@ class SweepDriver:
         self.discard_staged()
         self.state.update(status=status, ended=time.time(), **fields)
         self.save()
-        log(f"sweep {self.id} {status}: " + (fields.get("error") or fields.get("reason")
-                                              or f"best {self.state.get('best')}"))
+        log(
+            f"sweep {self.id} {status}: "
+            + (fields.get("error") or fields.get("reason") or f"best {self.state.get('best')}")
+        )
 
     def discard_staged(self) -> None:
         if self.staged is not None:
@@ -214,7 +231,8 @@ class SweepDriver:
 
     def starting_done(self, deadline: float | None) -> bool:
         return len(self.state["trials"]) >= self.total or (
-            deadline is not None and time.time() >= deadline)
+            deadline is not None and time.time() >= deadline
+        )
 
     def start_next(self) -> bool:
         """Ask the study for a trial and start its run; False if it could not start."""
@@ -223,8 +241,16 @@ class SweepDriver:
 
         trial = self.study.ask()
         params = suggest_params(trial, self.space)
-        record = {"number": trial.number, "run": None, "params": params, "status": "starting",
-                  "objective": None, "step": None, "start": time.time(), "end": None}
+        record = {
+            "number": trial.number,
+            "run": None,
+            "params": params,
+            "status": "starting",
+            "objective": None,
+            "step": None,
+            "start": time.time(),
+            "end": None,
+        }
         # Saved once the run exists: a driver that dies before that leaves a run that
         # recover() finds by its spec, or none, and then the trial does not count.
         self.state["trials"].append(record)
@@ -292,8 +318,11 @@ class SweepDriver:
             if value is None:
                 continue
             step = event.get("step")
-            step = int(step) if isinstance(step, (int, float)) and step >= 0 and step == int(step) \
+            step = (
+                int(step)
+                if isinstance(step, (int, float)) and step >= 0 and step == int(step)
                 else live.count
+            )
             live.count += 1
             new = True
             self.note_value(record, step, value)
@@ -317,17 +346,25 @@ class SweepDriver:
         """Whether the pruner is asked at ``step`` (HyperDrive's delay_evaluation and
         evaluation_interval: ``--prune-after`` and ``--prune-every``)."""
         after = self.spec.prune_after
-        return self.prune_kind != "none" and step >= after and \
-            (self.prune_kind == "hyperband" or (step - after) % self.spec.prune_every == 0)
+        return (
+            self.prune_kind != "none"
+            and step >= after
+            and (self.prune_kind == "hyperband" or (step - after) % self.spec.prune_every == 0)
+        )
 
     def prune(self, live: Live, record: dict[str, Any], step: int, value: float) -> None:
         from .policies import prune_reason
 
         finite = value if math.isfinite(value) else None
-        record.update(status="pruned", pruned_at=step, end=time.time(),
-                      reason=prune_reason(self.spec.prune, self.spec.metric, step, finite))
-        self.store.request_cancel(live.run, reason=f"pruned by sweep {self.id} at step {step}: "
-                                                   f"{record['reason']}")
+        record.update(
+            status="pruned",
+            pruned_at=step,
+            end=time.time(),
+            reason=prune_reason(self.spec.prune, self.spec.metric, step, finite),
+        )
+        self.store.request_cancel(
+            live.run, reason=f"pruned by sweep {self.id} at step {step}: {record['reason']}"
+        )
         self.tell(record["number"], state=self.optuna.trial.TrialState.PRUNED)
         self.unfollow(record["number"])
         self.ending[record["number"]] = Ending(live.run)
@@ -345,12 +382,17 @@ class SweepDriver:
             self.tell(record["number"], objective)
             self.update_best(record)
         elif status == "completed":
-            record.update(status="failed", error=f"the run never logged {self.spec.metric} as a "
-                          f"finite number on rank 0 (jt.log(step=..., {self.spec.metric}=...))")
+            record.update(
+                status="failed",
+                error=f"the run never logged {self.spec.metric} as a "
+                f"finite number on rank 0 (jt.log(step=..., {self.spec.metric}=...))",
+            )
             self.tell(record["number"], state=TrialState.FAIL)
         else:
-            record.update(status="canceled" if status == "canceled" else "failed",
-                          error=run_state.get("reason") or run_state.get("error") or status)
+            record.update(
+                status="canceled" if status == "canceled" else "failed",
+                error=run_state.get("reason") or run_state.get("error") or status,
+            )
             self.tell(record["number"], state=TrialState.FAIL)
         log(f"trial {record['number']} {record['status']}: objective {record['objective']}")
 
@@ -407,8 +449,10 @@ class SweepDriver:
             self.settle()
             return
         except Exception as exc:
-            log(f"cannot record the trials' ends ({type(exc).__name__}: {exc}); waiting for "
-                "their runs to end")
+            log(
+                f"cannot record the trials' ends ({type(exc).__name__}: {exc}); waiting for "
+                "their runs to end"
+            )
         runs = {t.run for t in (*self.live.values(), *self.ending.values())}
         while runs:
             runs = {run for run in runs if not _over_or_unreadable(self.store, run)}
@@ -429,20 +473,33 @@ class SweepDriver:
                 continue
             if record is None:
                 params = self.store.read_spec(run_id).params
-                record = {"number": frozen.number, "params": {k: params[k] for k in self.space},
-                          "objective": None, "step": None, "start": time.time(),
-                          "end": None}
+                record = {
+                    "number": frozen.number,
+                    "params": {k: params[k] for k in self.space},
+                    "objective": None,
+                    "step": None,
+                    "start": time.time(),
+                    "end": None,
+                }
                 self.state["trials"].append(record)
             record.update(run=run_id, status="running")
-            self.follow(frozen.number, Live(self.optuna.trial.Trial(self.study, frozen._trial_id),
-                                            run_id, reported=set(frozen.intermediate_values)))
+            self.follow(
+                frozen.number,
+                Live(
+                    self.optuna.trial.Trial(self.study, frozen._trial_id),
+                    run_id,
+                    reported=set(frozen.intermediate_values),
+                ),
+            )
             log(f"trial {frozen.number}: following run {run_id} again")
         self.recover_ending()
         for record in list(self.state["trials"]):  # told, but the state was not saved
             if record["status"] in ("running", "starting") and record["number"] not in self.live:
                 frozen = self.study.trials[record["number"]]
-                record["status"] = {TrialState.COMPLETE: "completed",
-                                    TrialState.PRUNED: "pruned"}.get(frozen.state, "failed")
+                record["status"] = {
+                    TrialState.COMPLETE: "completed",
+                    TrialState.PRUNED: "pruned",
+                }.get(frozen.state, "failed")
                 record["objective"] = frozen.value
                 if record["status"] == "completed":
                     self.update_best(record)
@@ -458,8 +515,9 @@ class SweepDriver:
                 except RunNotFound:
                     continue
                 if not is_over(state):
-                    self.ending[record["number"]] = Ending(record["run"],
-                                                           final=state["status"] in TERMINAL)
+                    self.ending[record["number"]] = Ending(
+                        record["run"], final=state["status"] in TERMINAL
+                    )
                     self.waker.watch(self.store.paths(record["run"]).root)
 
     def find_run(self, number: int) -> str | None:

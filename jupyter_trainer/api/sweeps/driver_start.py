@@ -10,8 +10,8 @@ import fcntl
 import os
 import sys
 
-from ...rankside import procs
 from ...core.errors import SpecError, TrainerError
+from ...rankside import procs
 from ...store import Store, read_json
 from ...store.sweeps import SWEEP_TERMINAL, SweepStore
 
@@ -24,11 +24,16 @@ def start_driver(home: str, sweep_id: str) -> None:
 
     done = subprocess.run(
         [sys.executable, "-m", "jupyter_trainer.api.sweeps.driver_start", "--detach", sweep_id],
-        env={**os.environ, HOME_ENV: str(home)}, stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, timeout=60)
+        env={**os.environ, HOME_ENV: str(home)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if done.returncode != 0:
-        raise TrainerError(f"the driver of sweep {sweep_id} did not start: "
-                           f"{done.stderr.strip()[-2000:]}")
+        raise TrainerError(
+            f"the driver of sweep {sweep_id} did not start: {done.stderr.strip()[-2000:]}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,8 +54,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sweep {args.sweep_id} already ended ({state['status']})", file=sys.stderr)
         return 2
     if state["status"] == "running" and not sweeps.driver_gone(state):
-        print(f"sweep {args.sweep_id} already has a driver (pid {state['driver']['pid']})",
-              file=sys.stderr)
+        print(
+            f"sweep {args.sweep_id} already has a driver (pid {state['driver']['pid']})",
+            file=sys.stderr,
+        )
         return 2
     lock = open(paths.root / "driver.lock", "w")
     try:  # held for the driver's life (the detached child inherits it)
@@ -74,8 +81,10 @@ def check_spec(sweeps: SweepStore, sweep_id: str) -> None:
     try:
         SweepSpec.from_dict(sweeps.read_spec(sweep_id))
     except SpecError as exc:
-        raise SpecError(f"sweep {sweep_id} cannot run: its spec ({sweeps.paths(sweep_id).spec}) "
-                        f"is not valid: {exc}; start a new sweep with valid options") from None
+        raise SpecError(
+            f"sweep {sweep_id} cannot run: its spec ({sweeps.paths(sweep_id).spec}) "
+            f"is not valid: {exc}; start a new sweep with valid options"
+        ) from None
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from ...rankside import procs
 from ...core.errors import RunNotFound
+from ...rankside import procs
 from ...store import TERMINAL, Store
 
 
@@ -21,8 +21,9 @@ def still_running(process: dict[str, Any] | None) -> bool:
     supervisor, a sweep's driver) still runs. One on another host cannot be seen from here:
     the final state it wrote is taken as its end."""
     process = process or {}
-    return (process.get("host") == socket.gethostname()
-            and procs.is_alive(process.get("pid"), process.get("start_ticks")))
+    return process.get("host") == socket.gethostname() and procs.is_alive(
+        process.get("pid"), process.get("start_ticks")
+    )
 
 
 def is_over(state: dict[str, Any]) -> bool:

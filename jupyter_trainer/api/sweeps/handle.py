@@ -28,14 +28,15 @@ class Sweep:
         return f"<Sweep {self.id} {self.status}>"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sweep) and other.id == self.id and \
-            other.store.home == self.store.home
+        return (
+            isinstance(other, Sweep) and other.id == self.id and other.store.home == self.store.home
+        )
 
     def __hash__(self) -> int:
         return hash(self.id)
 
     @property
-    def spec(self) -> "SweepSpec":
+    def spec(self) -> SweepSpec:
         from .spec import SweepSpec
 
         return SweepSpec.from_dict(self.sweeps.read_spec(self.id))
@@ -64,7 +65,7 @@ class Sweep:
         storage=sweep.storage)``."""
         return self.sweeps.existing(self.id).storage_url
 
-    def trials(self) -> list["Run"]:
+    def trials(self) -> list[Run]:
         """The runs of the trials started so far, by trial number."""
         from ..runs import Run
 
@@ -76,15 +77,22 @@ class Sweep:
         rows = []
         for t in self.state["trials"]:
             start, end = t.get("start"), t.get("end")
-            rows.append({
-                "number": t["number"], "run": t.get("run"), "params": t["params"],
-                "status": t["status"], "objective": t.get("objective"), "step": t.get("step"),
-                "pruned_at": t.get("pruned_at"), "reason": t.get("reason") or t.get("error"),
-                "duration": ((end or time.time()) - start) if start else None,
-            })
+            rows.append(
+                {
+                    "number": t["number"],
+                    "run": t.get("run"),
+                    "params": t["params"],
+                    "status": t["status"],
+                    "objective": t.get("objective"),
+                    "step": t.get("step"),
+                    "pruned_at": t.get("pruned_at"),
+                    "reason": t.get("reason") or t.get("error"),
+                    "duration": ((end or time.time()) - start) if start else None,
+                }
+            )
         return rows
 
-    def best(self) -> "Run | None":
+    def best(self) -> Run | None:
         """The completed trial with the best objective so far (None before one completes)."""
         from ..runs import Run
 
@@ -96,7 +104,7 @@ class Sweep:
         best = self.state.get("best")
         return dict(best["params"]) if best else None
 
-    def wait(self, timeout: float | None = None, poll: float = 0.5) -> "Sweep":
+    def wait(self, timeout: float | None = None, poll: float = 0.5) -> Sweep:
         """Block until the sweep ends (or its driver is gone: ``TrainerError`` says how to
         resume it). An ended sweep has no trial left running, and its driver has exited."""
         start = time.monotonic()
@@ -104,13 +112,16 @@ class Sweep:
             state = self.state
             status = state["status"]
             if status in SWEEP_TERMINAL and (
-                    not still_running(state.get("driver")) or
-                    timeout is not None and time.monotonic() - start > timeout):
+                not still_running(state.get("driver"))
+                or (timeout is not None and time.monotonic() - start > timeout)
+            ):
                 break
             if status == "interrupted":
-                raise TrainerError(f"the driver of sweep {self.id} is gone before the sweep "
-                                   f"ended; resume it with `jupyter-trainer sweep resume "
-                                   f"{self.id}`")
+                raise TrainerError(
+                    f"the driver of sweep {self.id} is gone before the sweep "
+                    f"ended; resume it with `jupyter-trainer sweep resume "
+                    f"{self.id}`"
+                )
             if timeout is not None and time.monotonic() - start > timeout:
                 raise TimeoutError(f"sweep {self.id} is still {status} after {timeout} s")
             time.sleep(min(poll, 0.05 + (time.monotonic() - start) / 200))
@@ -125,17 +136,24 @@ class Sweep:
         state = self.state
         status = state["status"]
         if status == "canceled":
-            raise RunCanceled(f"sweep {self.id} was canceled: {state.get('reason') or ''}"
-                              .rstrip(": "), run_id=self.id, status=status)
+            raise RunCanceled(
+                f"sweep {self.id} was canceled: {state.get('reason') or ''}".rstrip(": "),
+                run_id=self.id,
+                status=status,
+            )
         if status == "failed":
-            raise RunFailed(f"sweep {self.id} failed: {state.get('error')}", run_id=self.id,
-                            status=status)
+            raise RunFailed(
+                f"sweep {self.id} failed: {state.get('error')}", run_id=self.id, status=status
+            )
         if status == "interrupted":
-            raise TrainerError(f"the driver of sweep {self.id} is gone before the sweep ended; "
-                               f"resume it with `jupyter-trainer sweep resume {self.id}`")
+            raise TrainerError(
+                f"the driver of sweep {self.id} is gone before the sweep ended; "
+                f"resume it with `jupyter-trainer sweep resume {self.id}`"
+            )
 
-    def cancel(self, *, wait: bool = True, timeout: float = 90.0,
-               reason: str = "canceled by user") -> None:
+    def cancel(
+        self, *, wait: bool = True, timeout: float = 90.0, reason: str = "canceled by user"
+    ) -> None:
         """Cancel the sweep and every running trial; by default wait until they have ended.
         A sweep whose driver is gone is canceled here. ``reason`` is recorded in the sweep's
         state and its trials'."""
@@ -164,13 +182,17 @@ class Sweep:
         state = self.sweeps.read_state(self.id)
         runs = [t["run"] for t in state["trials"] if t.get("run")]
         for run_id in runs:  # a pruned trial's run may still be stopping too
-            if not run_over(self.store, run_id) and \
-                    self.store.read_state(run_id)["status"] not in TERMINAL:
+            if (
+                not run_over(self.store, run_id)
+                and self.store.read_state(run_id)["status"] not in TERMINAL
+            ):
                 self.store.request_cancel(run_id, reason=f"sweep {self.id}: {reason}")
         while runs := [run_id for run_id in runs if not run_over(self.store, run_id)]:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the runs {', '.join(runs)} of sweep {self.id} did not end "
-                                   "in time; cancel the sweep again to wait for them")
+                raise TimeoutError(
+                    f"the runs {', '.join(runs)} of sweep {self.id} did not end "
+                    "in time; cancel the sweep again to wait for them"
+                )
             time.sleep(0.1)
         for trial in state["trials"]:
             if trial["status"] in ("running", "starting"):
@@ -179,22 +201,25 @@ class Sweep:
         state.pop("recorded_status", None)
         self.sweeps.write_state(self.id, state)
 
-    def resume(self) -> "Sweep":
+    def resume(self) -> Sweep:
         """Start a driver again for a sweep whose driver is gone (or that failed)."""
         from .driver_start import check_spec, start_driver
 
         check_spec(self.sweeps, self.id)
         status = self.status
         if status not in ("interrupted", "failed"):
-            raise RunStateError(f"sweep {self.id} is {status}: only an interrupted or failed "
-                                "sweep can be resumed")
+            raise RunStateError(
+                f"sweep {self.id} is {status}: only an interrupted or failed sweep can be resumed"
+            )
         self.sweeps.clear_cancel(self.id)
         start_driver(str(self.store.home), self.id)
         deadline = time.monotonic() + 60
         while self.status not in ("running", *SWEEP_TERMINAL):
             if time.monotonic() > deadline:
-                raise TrainerError(f"the driver of sweep {self.id} did not start; see "
-                                   f"{self.sweeps.paths(self.id).log}")
+                raise TrainerError(
+                    f"the driver of sweep {self.id} did not start; see "
+                    f"{self.sweeps.paths(self.id).log}"
+                )
             time.sleep(0.05)
         return self
 

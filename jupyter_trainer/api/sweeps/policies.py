@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ...core.errors import SpecError
 from .space import Dimension, grid, grid_size
@@ -37,9 +38,11 @@ if TYPE_CHECKING:
 
 SAMPLERS = ("random", "grid", "tpe", "gp")
 PRUNE_KINDS = ("none", "median", "truncation", "bandit", "hyperband")
-PRUNE_FORMS = ("none, median, median:N (N finished trials before any pruning, default 2), "
-               "truncation:PCT (0 < PCT < 100), bandit:SLACK (slack factor > 0), "
-               "bandit:amount=A (slack amount > 0) or hyperband")
+PRUNE_FORMS = (
+    "none, median, median:N (N finished trials before any pruning, default 2), "
+    "truncation:PCT (0 < PCT < 100), bandit:SLACK (slack factor > 0), "
+    "bandit:amount=A (slack amount > 0) or hyperband"
+)
 STARTUP_TRIALS = 2  # median's default N, and truncation's
 
 
@@ -56,9 +59,11 @@ class PrunePolicy:
         kind, value = self.kind, self.value
         if kind not in PRUNE_KINDS:
             raise SpecError(f"unknown prune policy {kind!r}; use one of {PRUNE_FORMS}")
-        if self.slack not in ("factor", "amount") or self.slack == "amount" and kind != "bandit":
-            raise SpecError(f"slack {self.slack!r} is not valid for {kind}: bandit's slack is "
-                            "a factor or an amount")
+        if self.slack not in ("factor", "amount") or (self.slack == "amount" and kind != "bandit"):
+            raise SpecError(
+                f"slack {self.slack!r} is not valid for {kind}: bandit's slack is "
+                "a factor or an amount"
+            )
         if kind in ("none", "hyperband"):
             if value is not None:
                 raise SpecError(f"the {kind} prune policy takes no value; write {kind}")
@@ -67,11 +72,15 @@ class PrunePolicy:
             if type(value) is not int or value < 0:
                 raise SpecError(f"median:N takes a whole number of trials N >= 0, got {value!r}")
         elif not _is_number(value):
-            raise SpecError(f"{kind} needs a number, for example "
-                            f"{'truncation:25' if kind == 'truncation' else 'bandit:0.1'}")
+            raise SpecError(
+                f"{kind} needs a number, for example "
+                f"{'truncation:25' if kind == 'truncation' else 'bandit:0.1'}"
+            )
         elif kind == "truncation" and not 0 < value < 100:
-            raise SpecError(f"truncation:PCT takes a percentage between 0 and 100 (exclusive) "
-                            f"of trials to stop, got {value!r}")
+            raise SpecError(
+                f"truncation:PCT takes a percentage between 0 and 100 (exclusive) "
+                f"of trials to stop, got {value!r}"
+            )
         elif kind == "bandit" and not value > 0:
             raise SpecError(f"bandit's slack {self.slack} must be above 0, got {value!r}")
         object.__setattr__(self, "value", value)
@@ -134,8 +143,9 @@ def prune_reason(policy_text: str, metric: str, step: int, value: float | None) 
     return f"{shown} at step {step} was {why} ({policy_text} policy)"
 
 
-def make_sampler(name: str, space: Mapping[str, Dimension],
-                 seed: int | None = None) -> "optuna.samplers.BaseSampler":
+def make_sampler(
+    name: str, space: Mapping[str, Dimension], seed: int | None = None
+) -> optuna.samplers.BaseSampler:
     """Optuna's sampler for ``name``: random, grid (every combination of the space's
     grid values, in an order shuffled by ``seed``), tpe or gp (a Gaussian process, which
     needs torch and scipy)."""
@@ -152,13 +162,16 @@ def make_sampler(name: str, space: Mapping[str, Dimension],
         import scipy  # noqa: F401  (Optuna imports these lazily, at the first sample)
         import torch  # noqa: F401
     except ImportError as exc:
-        raise SpecError(f"--sampler gp needs torch and scipy ({exc}); install them with "
-                        "`pip install torch scipy`, or use --sampler tpe") from None
+        raise SpecError(
+            f"--sampler gp needs torch and scipy ({exc}); install them with "
+            "`pip install torch scipy`, or use --sampler tpe"
+        ) from None
     return optuna.samplers.GPSampler(seed=seed)
 
 
-def make_pruner(policy: str | PrunePolicy | None, after: int = 0,
-                every: int = 1) -> "optuna.pruners.BasePruner":
+def make_pruner(
+    policy: str | PrunePolicy | None, after: int = 0, every: int = 1
+) -> optuna.pruners.BasePruner:
     """Optuna's pruner for ``policy``: nothing is pruned before step ``after``, and then
     only every ``every`` steps from there (median and truncation judge at the first step
     reported in each interval, as Optuna's percentile pruners do). Hyperband picks its own
@@ -168,26 +181,35 @@ def make_pruner(policy: str | PrunePolicy | None, after: int = 0,
     policy = parse_prune(policy)
     for name, number, low in (("after", after, 0), ("every", every, 1)):
         if type(number) is not int or number < low:
-            raise SpecError(f"the prune {name} setting takes a whole number of steps >= {low}, "
-                            f"got {number!r}")
+            raise SpecError(
+                f"the prune {name} setting takes a whole number of steps >= {low}, got {number!r}"
+            )
     import optuna
 
     pruners = optuna.pruners
     if policy.kind == "none":
         return pruners.NopPruner()
     if policy.kind == "median":
-        return pruners.MedianPruner(n_startup_trials=policy.value, n_warmup_steps=after,
-                                    interval_steps=every)
+        return pruners.MedianPruner(
+            n_startup_trials=policy.value, n_warmup_steps=after, interval_steps=every
+        )
     if policy.kind == "truncation":
         # Optuna keeps the top ``percentile`` in both directions (it flips it for maximize).
-        return pruners.PercentilePruner(100 - policy.value, n_startup_trials=STARTUP_TRIALS,
-                                        n_warmup_steps=after, interval_steps=every)
+        return pruners.PercentilePruner(
+            100 - policy.value,
+            n_startup_trials=STARTUP_TRIALS,
+            n_warmup_steps=after,
+            interval_steps=every,
+        )
     if policy.kind == "hyperband":
         return pruners.HyperbandPruner(min_resource=max(1, after))
     amount = policy.slack == "amount"
-    return _bandit_class()(slack_factor=None if amount else policy.value,
-                           slack_amount=policy.value if amount else None,
-                           after=after, every=every)
+    return _bandit_class()(
+        slack_factor=None if amount else policy.value,
+        slack_amount=policy.value if amount else None,
+        after=after,
+        every=every,
+    )
 
 
 def __getattr__(name: str) -> Any:
@@ -212,8 +234,13 @@ def _bandit_class() -> type:
         a, when below ``best - a`` or above ``best + a``. With no other value at the step
         nothing is stopped; a value that is NaN or infinite is always stopped."""
 
-        def __init__(self, slack_factor: float | None = None, slack_amount: float | None = None,
-                     after: int = 0, every: int = 1) -> None:
+        def __init__(
+            self,
+            slack_factor: float | None = None,
+            slack_amount: float | None = None,
+            after: int = 0,
+            every: int = 1,
+        ) -> None:
             if (slack_factor is None) == (slack_amount is None):
                 raise SpecError("BanditPruner takes one of slack_factor and slack_amount")
             self.slack_factor = slack_factor
@@ -221,7 +248,7 @@ def _bandit_class() -> type:
             self.after = after
             self.every = every
 
-        def prune(self, study: "optuna.study.Study", trial: "optuna.trial.FrozenTrial") -> bool:
+        def prune(self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial) -> bool:
             step = trial.last_step
             if step is None or step < self.after or (step - self.after) % self.every:
                 return False
@@ -229,20 +256,28 @@ def _bandit_class() -> type:
             if not math.isfinite(value):
                 return True
             states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-            others = [t.intermediate_values[step]
-                      for t in study.get_trials(deepcopy=False, states=states)
-                      if t.number != trial.number and step in t.intermediate_values]
+            others = [
+                t.intermediate_values[step]
+                for t in study.get_trials(deepcopy=False, states=states)
+                if t.number != trial.number and step in t.intermediate_values
+            ]
             others = [v for v in others if math.isfinite(v)]
             if not others:
                 return False
             if study.direction == StudyDirection.MAXIMIZE:
                 best = max(others)
-                bar = best - self.slack_amount if self.slack_factor is None \
+                bar = (
+                    best - self.slack_amount
+                    if self.slack_factor is None
                     else best / (1 + self.slack_factor)
+                )
                 return value < bar
             best = min(others)
-            bar = best + self.slack_amount if self.slack_factor is None \
+            bar = (
+                best + self.slack_amount
+                if self.slack_factor is None
                 else best * (1 + self.slack_factor)
+            )
             return value > bar
 
     BanditPruner.__qualname__ = "BanditPruner"

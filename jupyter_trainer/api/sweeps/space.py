@@ -24,10 +24,11 @@ import copy
 import keyword
 import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, DecimalException
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ...core.errors import SpecError
 from ...core.spec import is_json_value
@@ -36,14 +37,21 @@ if TYPE_CHECKING:
     import optuna
 
 KINDS = ("choice", "uniform", "loguniform", "quniform", "randint", "normal", "fixed")
-FORMS = ("choice(a, b, ...), uniform(lo, hi), loguniform(lo, hi), quniform(lo, hi, q), "
-         "randint(lo, hi) (hi excluded), normal(mu, sigma) or a plain value such as 0.1 or adam")
+FORMS = (
+    "choice(a, b, ...), uniform(lo, hi), loguniform(lo, hi), quniform(lo, hi, q), "
+    "randint(lo, hi) (hi excluded), normal(mu, sigma) or a plain value such as 0.1 or adam"
+)
 MAX_GRID_POINTS = 100_000
 NORMAL_QUANTILE_EDGE = 1e-6  # normal() draws its quantile from [edge, 1 - edge]: about ±4.75 sigma
 
-_PLACEHOLDERS = {"choice": ("a", "b", "..."), "uniform": ("lo", "hi"),
-                 "loguniform": ("lo", "hi"), "quniform": ("lo", "hi", "q"),
-                 "randint": ("lo", "hi"), "normal": ("mu", "sigma")}
+_PLACEHOLDERS = {
+    "choice": ("a", "b", "..."),
+    "uniform": ("lo", "hi"),
+    "loguniform": ("lo", "hi"),
+    "quniform": ("lo", "hi", "q"),
+    "randint": ("lo", "hi"),
+    "normal": ("mu", "sigma"),
+}
 _SCALARS = (str, int, float, bool, type(None))
 _LOOKS_LIKE_CALL = re.compile(rf"\s*({'|'.join(KINDS[:-1])})\s*[(\[{{]")
 _EXAMPLE = "--sweep lr=loguniform(1e-4, 1e-1)"
@@ -74,7 +82,7 @@ class Dimension:
     def is_fixed(self) -> bool:
         return self.kind == "fixed"
 
-    def suggest(self, trial: "optuna.trial.Trial", name: str) -> Any:
+    def suggest(self, trial: optuna.trial.Trial, name: str) -> Any:
         """The value of this dimension for ``trial``, recorded in Optuna under ``name``.
 
         What Optuna sees: ``choice`` a categorical, ``uniform``/``loguniform`` a float
@@ -136,11 +144,14 @@ class Dimension:
             raise SpecError(
                 f"a grid needs a finite list of values and {self.text} is continuous; write it "
                 "as choice(a, b, ...), quniform(lo, hi, q) or randint(lo, hi), or pick another "
-                "sampler (random, tpe or gp)")
+                "sampler (random, tpe or gp)"
+            )
         if count > MAX_GRID_POINTS:
-            raise SpecError(f"{self.text} has {count} grid values, more than {MAX_GRID_POINTS}; "
-                            "narrow the range or take a larger step, or pick another sampler "
-                            "(random, tpe or gp)")
+            raise SpecError(
+                f"{self.text} has {count} grid values, more than {MAX_GRID_POINTS}; "
+                "narrow the range or take a larger step, or pick another sampler "
+                "(random, tpe or gp)"
+            )
         return count
 
 
@@ -164,8 +175,9 @@ def parse_dimension(key: str, text_or_value: Any) -> Dimension:
         return _dimension(key, shown, "fixed", (text_or_value,))
     text = text_or_value.strip()
     if not text:
-        raise SpecError(f"sweep {key}= has no expression after '='; write {key}=EXPR with EXPR "
-                        f"one of {FORMS}")
+        raise SpecError(
+            f"sweep {key}= has no expression after '='; write {key}=EXPR with EXPR one of {FORMS}"
+        )
     try:
         node = ast.parse(text, mode="eval").body
     except (SyntaxError, ValueError, MemoryError, RecursionError):
@@ -173,10 +185,13 @@ def parse_dimension(key: str, text_or_value: Any) -> Dimension:
     if isinstance(node, ast.Call):
         kind, args = _call_parts(key, text, node)
         return _dimension(key, text, kind, args)
-    if (node is not None and any(isinstance(n, ast.Call) for n in ast.walk(node))) \
-            or _LOOKS_LIKE_CALL.match(text):
-        raise SpecError(f"sweep {key}={text}: an expression is a single call with literal "
-                        f"arguments, one of {FORMS}")
+    if (
+        node is not None and any(isinstance(n, ast.Call) for n in ast.walk(node))
+    ) or _LOOKS_LIKE_CALL.match(text):
+        raise SpecError(
+            f"sweep {key}={text}: an expression is a single call with literal "
+            f"arguments, one of {FORMS}"
+        )
     try:
         value = ast.literal_eval(node) if node is not None else text
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -194,14 +209,18 @@ def parse_space(items: Mapping[str, Any] | Iterable[str] | str | None) -> dict[s
     else:
         pairs = [(*_split(item), item) for item in items or ()]
     if not pairs:
-        raise SpecError(f"a sweep needs at least one --sweep KEY=EXPR, for example {_EXAMPLE} "
-                        "--sweep hidden=choice(32, 64, 128)")
+        raise SpecError(
+            f"a sweep needs at least one --sweep KEY=EXPR, for example {_EXAMPLE} "
+            "--sweep hidden=choice(32, 64, 128)"
+        )
     space: dict[str, Dimension] = {}
     given: dict[str, str] = {}
     for key, value, item in pairs:
         if key in space:
-            raise SpecError(f"the sweep key {key!r} is given twice ({given[key]!r}, then "
-                            f"{item!r}); keep the one you mean")
+            raise SpecError(
+                f"the sweep key {key!r} is given twice ({given[key]!r}, then "
+                f"{item!r}); keep the one you mean"
+            )
         space[key] = parse_dimension(key, value)
         given[key] = item
     return space
@@ -212,13 +231,12 @@ def space_texts(space: Mapping[str, Dimension]) -> dict[str, str]:
     return {key: dim.text for key, dim in space.items()}
 
 
-def suggest_params(trial: "optuna.trial.Trial", space: Mapping[str, Dimension]) -> dict[str, Any]:
+def suggest_params(trial: optuna.trial.Trial, space: Mapping[str, Dimension]) -> dict[str, Any]:
     """The values of every key for ``trial`` (fixed ones included)."""
     return {key: dim.suggest(trial, key) for key, dim in space.items()}
 
 
-def values_from_params(params: Mapping[str, Any],
-                       space: Mapping[str, Dimension]) -> dict[str, Any]:
+def values_from_params(params: Mapping[str, Any], space: Mapping[str, Dimension]) -> dict[str, Any]:
     """The values ``suggest_params`` gave, rebuilt from a finished trial's Optuna
     ``params`` (normal quantiles turned into values, fixed keys added). Keys the trial
     never suggested are left out."""
@@ -249,18 +267,26 @@ def grid_size(space: Mapping[str, Dimension]) -> int:
         except SpecError as exc:
             raise SpecError(f"sweep {key}={dim.text}: {exc}") from None
     if size > MAX_GRID_POINTS:
-        raise SpecError(f"the grid has {size} points, more than {MAX_GRID_POINTS}; take fewer "
-                        "values or pick another sampler (random, tpe or gp) with --trials")
+        raise SpecError(
+            f"the grid has {size} points, more than {MAX_GRID_POINTS}; take fewer "
+            "values or pick another sampler (random, tpe or gp) with --trials"
+        )
     return size
 
 
 def check_key(key: object) -> str:
     """Return ``key`` if it can name a notebook variable, else raise ``SpecError``."""
-    if not isinstance(key, str) or not key.isascii() or not key.isidentifier() \
-            or keyword.iskeyword(key):
-        raise SpecError(f"sweep key {key!r} is not a Python identifier; a key names the variable "
-                        "each trial sets, so use letters, digits and '_', not starting with a "
-                        "digit (for example lr or hidden_size)")
+    if (
+        not isinstance(key, str)
+        or not key.isascii()
+        or not key.isidentifier()
+        or keyword.iskeyword(key)
+    ):
+        raise SpecError(
+            f"sweep key {key!r} is not a Python identifier; a key names the variable "
+            "each trial sets, so use letters, digits and '_', not starting with a "
+            "digit (for example lr or hidden_size)"
+        )
     return key
 
 
@@ -275,20 +301,25 @@ def _call_parts(key: str, text: str, node: ast.Call) -> tuple[str, tuple]:
     func = node.func
     if not isinstance(func, ast.Name) or func.id not in _PLACEHOLDERS:
         name = ast.get_source_segment(text, func) or "it"
-        raise SpecError(f"sweep {key}={text}: {name}(...) is not a distribution; write one of "
-                        f"{FORMS}")
+        raise SpecError(
+            f"sweep {key}={text}: {name}(...) is not a distribution; write one of {FORMS}"
+        )
     if node.keywords:
-        raise SpecError(f"sweep {key}={text}: {func.id}(...) takes its arguments by position "
-                        f"only, for example {func.id}({', '.join(_PLACEHOLDERS[func.id])})")
+        raise SpecError(
+            f"sweep {key}={text}: {func.id}(...) takes its arguments by position "
+            f"only, for example {func.id}({', '.join(_PLACEHOLDERS[func.id])})"
+        )
     args = []
     for arg in node.args:
         try:
             args.append(ast.literal_eval(arg))
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             shown = ast.get_source_segment(text, arg) or "an argument"
-            raise SpecError(f"sweep {key}={text}: {shown} is not a literal; arguments are "
-                            "numbers, or strings in quotes such as choice('adam', 'sgd'); "
-                            "nothing in a sweep expression is evaluated") from None
+            raise SpecError(
+                f"sweep {key}={text}: {shown} is not a literal; arguments are "
+                "numbers, or strings in quotes such as choice('adam', 'sgd'); "
+                "nothing in a sweep expression is evaluated"
+            ) from None
     return func.id, tuple(args)
 
 
@@ -307,9 +338,11 @@ def _checked_args(kind: str, args: tuple) -> tuple:
         if len(args) != 1:
             raise SpecError(f"a fixed dimension holds exactly one value, got {len(args)}")
         if not is_json_value(args[0]):
-            raise SpecError(f"a fixed value must be JSON (numbers, strings, booleans, None, lists "
-                            f"or dicts), got a {type(args[0]).__name__}; write a list as [1, 2], "
-                            "or choice(1, 2) to sweep over the values")
+            raise SpecError(
+                f"a fixed value must be JSON (numbers, strings, booleans, None, lists "
+                f"or dicts), got a {type(args[0]).__name__}; write a list as [1, 2], "
+                "or choice(1, 2) to sweep over the values"
+            )
         return args
     if kind == "choice":
         return _checked_choice(args)
@@ -319,33 +352,43 @@ def _checked_args(kind: str, args: tuple) -> tuple:
     if kind == "randint":
         lo, hi = args
         if type(lo) is not int or type(hi) is not int:
-            raise SpecError(f"{form} takes whole numbers, got randint({lo!r}, {hi!r}); use "
-                            "uniform(lo, hi) for floats")
+            raise SpecError(
+                f"{form} takes whole numbers, got randint({lo!r}, {hi!r}); use "
+                "uniform(lo, hi) for floats"
+            )
         if lo >= hi:
-            raise SpecError(f"{form} draws lo <= x < hi (hi is excluded, as in numpy and Ray "
-                            f"Tune), so hi must be greater than lo; for just {lo} write "
-                            f"randint({lo}, {lo + 1}) or the plain value {lo}")
+            raise SpecError(
+                f"{form} draws lo <= x < hi (hi is excluded, as in numpy and Ray "
+                f"Tune), so hi must be greater than lo; for just {lo} write "
+                f"randint({lo}, {lo + 1}) or the plain value {lo}"
+            )
         return args
     numbers = tuple(_finite(form, a) for a in args)
     lo, hi = numbers[:2]
     if kind == "normal":
         if hi <= 0:
-            raise SpecError(f"{form} needs sigma > 0, got {hi!r}; for a fixed value write "
-                            "the number itself")
+            raise SpecError(
+                f"{form} needs sigma > 0, got {hi!r}; for a fixed value write the number itself"
+            )
         return numbers
     if lo >= hi:
-        raise SpecError(f"{form} needs lo < hi, got lo={lo!r} and hi={hi!r}; put the smaller "
-                        "bound first")
+        raise SpecError(
+            f"{form} needs lo < hi, got lo={lo!r} and hi={hi!r}; put the smaller bound first"
+        )
     if kind == "loguniform" and lo <= 0:
-        raise SpecError(f"{form} needs lo > 0 (a log scale has no 0 or negatives), got "
-                        f"{lo!r}; use uniform(lo, hi) for a range that includes 0")
+        raise SpecError(
+            f"{form} needs lo > 0 (a log scale has no 0 or negatives), got "
+            f"{lo!r}; use uniform(lo, hi) for a range that includes 0"
+        )
     if kind == "quniform":
         q = numbers[2]
         if q <= 0:
             raise SpecError(f"{form} needs a step q > 0, got {q!r}")
         if _quniform_steps(lo, hi, q) < 1:
-            raise SpecError(f"{form} with q={q!r} larger than hi - lo leaves only lo; make q "
-                            "smaller or write the plain value")
+            raise SpecError(
+                f"{form} with q={q!r} larger than hi - lo leaves only lo; make q "
+                "smaller or write the plain value"
+            )
     return numbers
 
 
@@ -354,14 +397,18 @@ def _checked_choice(values: tuple) -> tuple:
         raise SpecError("choice(...) needs at least one value, for example choice('adam', 'sgd')")
     for value in values:
         if type(value) not in _SCALARS:
-            raise SpecError(f"choice(...) values are numbers, strings, booleans or None, got "
-                            f"a {type(value).__name__} {value!r}; to choose between lists "
-                            "sweep one key per element")
+            raise SpecError(
+                f"choice(...) values are numbers, strings, booleans or None, got "
+                f"a {type(value).__name__} {value!r}; to choose between lists "
+                "sweep one key per element"
+            )
         if type(value) is float and not math.isfinite(value):
             raise SpecError(f"choice(...) values must be finite numbers, got {value!r}")
     if len(set(values)) != len(values):
-        raise SpecError(f"choice{values!r} lists a value twice (1, 1.0 and True count as one "
-                        "value); keep each value once")
+        raise SpecError(
+            f"choice{values!r} lists a value twice (1, 1.0 and True count as one "
+            "value); keep each value once"
+        )
     return values
 
 
@@ -382,8 +429,10 @@ def _quniform_steps(lo: float, hi: float, q: float) -> int:
     try:
         return int((Decimal(repr(hi)) - Decimal(repr(lo))) // Decimal(repr(q)))
     except DecimalException:
-        raise SpecError(f"quniform({lo!r}, {hi!r}, {q!r}) has too many steps to count "
-                        "exactly; take a larger q or use uniform(lo, hi)") from None
+        raise SpecError(
+            f"quniform({lo!r}, {hi!r}, {q!r}) has too many steps to count "
+            "exactly; take a larger q or use uniform(lo, hi)"
+        ) from None
 
 
 def _quniform_top(lo: float, hi: float, q: float) -> float:

@@ -43,20 +43,27 @@ def load_space_file(path: str | Path) -> dict[str, Any]:
             _check_expanded_size(node)
         data = loader.construct_document(node) if node is not None else None
     except _Refused as exc:
-        raise SpecError(f"the sweep space file {path} {exc}; write its values out instead "
-                        "of aliasing them") from None
+        raise SpecError(
+            f"the sweep space file {path} {exc}; write its values out instead of aliasing them"
+        ) from None
     except yaml.YAMLError as exc:
-        raise SpecError(f"the sweep space file {path} is not valid YAML: "
-                        f"{' '.join(str(exc).split())}; fix it to lines like {EXAMPLE}") from None
+        raise SpecError(
+            f"the sweep space file {path} is not valid YAML: "
+            f"{' '.join(str(exc).split())}; fix it to lines like {EXAMPLE}"
+        ) from None
     except RecursionError:
-        raise SpecError(f"the sweep space file {path} nests its values too deeply; a space "
-                        f"file holds lines like {EXAMPLE}") from None
+        raise SpecError(
+            f"the sweep space file {path} nests its values too deeply; a space "
+            f"file holds lines like {EXAMPLE}"
+        ) from None
     finally:
         loader.dispose()
     if not isinstance(data, dict) or not data:
         got = "is empty" if data in (None, {}) else f"holds a {type(data).__name__}"
-        raise SpecError(f"the sweep space file {path} {got}; it must map each key to an "
-                        f"expression, for example {EXAMPLE}")
+        raise SpecError(
+            f"the sweep space file {path} {got}; it must map each key to an "
+            f"expression, for example {EXAMPLE}"
+        )
     return dict(data)
 
 
@@ -65,19 +72,26 @@ def _read(path: Path) -> str:
         with open(path, "rb") as file:
             raw = file.read(MAX_BYTES + 1)
     except FileNotFoundError:
-        raise SpecError(f"the sweep space file {path} does not exist; check the path (a "
-                        f"relative one starts at {Path.cwd()})") from None
+        raise SpecError(
+            f"the sweep space file {path} does not exist; check the path (a "
+            f"relative one starts at {Path.cwd()})"
+        ) from None
     except OSError as exc:
-        raise SpecError(f"cannot read the sweep space file {path}: {exc.strerror or exc}; "
-                        "give a readable YAML file") from None
+        raise SpecError(
+            f"cannot read the sweep space file {path}: {exc.strerror or exc}; "
+            "give a readable YAML file"
+        ) from None
     if len(raw) > MAX_BYTES:
-        raise SpecError(f"the sweep space file {path} is larger than {MAX_BYTES >> 10} KiB; "
-                        f"a space file is a short mapping of keys to expressions, like {EXAMPLE}")
+        raise SpecError(
+            f"the sweep space file {path} is larger than {MAX_BYTES >> 10} KiB; "
+            f"a space file is a short mapping of keys to expressions, like {EXAMPLE}"
+        )
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise SpecError(f"the sweep space file {path} is not UTF-8 text; save it as UTF-8 "
-                        "YAML") from None
+        raise SpecError(
+            f"the sweep space file {path} is not UTF-8 text; save it as UTF-8 YAML"
+        ) from None
 
 
 def _check_expanded_size(root: Any) -> None:
@@ -94,8 +108,10 @@ def _check_expanded_size(root: Any) -> None:
             on_path.discard(id(node))
             counts[id(node)] = min(1 + sum(counts[id(c)] for c in children), MAX_NODES + 1)
             if counts[id(node)] > MAX_NODES:
-                raise _Refused(f"holds more than {MAX_NODES} values once its aliases (*name) "
-                               "are expanded", node.start_mark)
+                raise _Refused(
+                    f"holds more than {MAX_NODES} values once its aliases (*name) are expanded",
+                    node.start_mark,
+                )
             continue
         if id(node) in counts:
             continue
@@ -130,8 +146,10 @@ def _space_loader() -> type:
             if self.check_event(yaml.AliasEvent):
                 self.aliases += 1
                 if self.aliases > MAX_ALIASES:
-                    raise _Refused(f"uses more than {MAX_ALIASES} aliases (*name)",
-                                   self.peek_event().start_mark)
+                    raise _Refused(
+                        f"uses more than {MAX_ALIASES} aliases (*name)",
+                        self.peek_event().start_mark,
+                    )
             return super().compose_node(parent, index)
 
         def construct_mapping(self, node: Any, deep: bool = False) -> dict:
@@ -142,7 +160,8 @@ def _space_loader() -> type:
                     continue
                 if key in seen:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"the key {key!r} is given twice", key_node.start_mark)
+                        None, None, f"the key {key!r} is given twice", key_node.start_mark
+                    )
                 seen.add(key)
             return super().construct_mapping(node, deep=deep)
 

@@ -7,8 +7,9 @@ is data that parses back to the same space and never holds code.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 from ...core.errors import SpecError
 
@@ -49,8 +50,10 @@ class SweepSpec:
         space = parse_space(dict(self.space))
         object.__setattr__(self, "space", space_texts(space))
         if not isinstance(self.metric, str) or not self.metric.strip():
-            raise SpecError("a sweep needs --metric NAME: the metric its trials log with "
-                            "jt.log(...) that the sweep optimises")
+            raise SpecError(
+                "a sweep needs --metric NAME: the metric its trials log with "
+                "jt.log(...) that the sweep optimises"
+            )
         goal = GOALS.get(str(self.goal).lower())
         if goal is None:
             raise SpecError(f"--goal {self.goal!r} is not a goal: use max or min")
@@ -59,23 +62,34 @@ class SweepSpec:
             value = getattr(self, key)
             if type(value) is not int or value < low:
                 flag = "--" + key.replace("_", "-")
-                raise SpecError(f"{flag} {value!r} is not valid: give a whole number of at "
-                                f"least {low}")
+                raise SpecError(
+                    f"{flag} {value!r} is not valid: give a whole number of at least {low}"
+                )
         if self.parallel > self.trials:
-            raise SpecError(f"--parallel {self.parallel} is more than --trials {self.trials}: "
-                            f"give --parallel {self.trials} or less")
+            raise SpecError(
+                f"--parallel {self.parallel} is more than --trials {self.trials}: "
+                f"give --parallel {self.trials} or less"
+            )
         if self.parallel > MAX_PARALLEL:
-            raise SpecError(f"--parallel {self.parallel} is more than {MAX_PARALLEL} trials at "
-                            f"once: give --parallel {MAX_PARALLEL} or less, or split the search "
-                            "into several sweeps")
-        if self.timeout is not None and (not isinstance(self.timeout, (int, float))
-                                         or not math.isfinite(self.timeout) or self.timeout <= 0):
-            raise SpecError(f"--timeout {self.timeout!r} is not valid: give a number of seconds "
-                            "above 0, or leave it out for no time limit")
-        if self.seed is not None and (type(self.seed) is not int
-                                      or not 0 <= self.seed <= MAX_SEED):
-            raise SpecError(f"--seed {self.seed!r} is not valid: give a whole number from 0 to "
-                            f"{MAX_SEED}, or leave it out for a different search each time")
+            raise SpecError(
+                f"--parallel {self.parallel} is more than {MAX_PARALLEL} trials at "
+                f"once: give --parallel {MAX_PARALLEL} or less, or split the search "
+                "into several sweeps"
+            )
+        if self.timeout is not None and (
+            not isinstance(self.timeout, (int, float))
+            or not math.isfinite(self.timeout)
+            or self.timeout <= 0
+        ):
+            raise SpecError(
+                f"--timeout {self.timeout!r} is not valid: give a number of seconds "
+                "above 0, or leave it out for no time limit"
+            )
+        if self.seed is not None and (type(self.seed) is not int or not 0 <= self.seed <= MAX_SEED):
+            raise SpecError(
+                f"--seed {self.seed!r} is not valid: give a whole number from 0 to "
+                f"{MAX_SEED}, or leave it out for a different search each time"
+            )
         if self.objective not in OBJECTIVES:
             raise SpecError(f"objective {self.objective!r} is not one of {', '.join(OBJECTIVES)}")
         check_sampler(self.sampler, space)
@@ -95,7 +109,7 @@ class SweepSpec:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "SweepSpec":
+    def from_dict(cls, data: Mapping[str, Any]) -> SweepSpec:
         names = {f.name for f in fields(cls)}
         unknown = set(data) - names
         if unknown:

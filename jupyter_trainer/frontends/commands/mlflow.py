@@ -13,22 +13,30 @@ from ...mirrors.mlflow.sync import sync
 
 def _define_mlflow(sub: Any) -> None:
     parser = sub.add_parser(
-        "mlflow", help="mirror a run to an MLflow tracking server: mlflow sync RUN [--uri URI]",
+        "mlflow",
+        help="mirror a run to an MLflow tracking server: mlflow sync RUN [--uri URI]",
         description="Write the run into one MLflow run (made by the first sync, updated by "
-                    "the next): params, every rank's metrics with their steps, tags, outputs/ "
-                    "as artifacts and the run's registered models. A run submitted with "
-                    "--mlflow URI is mirrored when it ends; this does it again, and records the "
-                    "result in the run's state.")
+        "the next): params, every rank's metrics with their steps, tags, outputs/ "
+        "as artifacts and the run's registered models. A run submitted with "
+        "--mlflow URI is mirrored when it ends; this does it again, and records the "
+        "result in the run's state.",
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     sync_parser = actions.add_parser("sync", help="mirror RUN to MLflow now")
     sync_parser.add_argument("run")
-    sync_parser.add_argument("--uri", default=None,
-                             help="the tracking URI (default: the run's --mlflow, else "
-                                  "$MLFLOW_TRACKING_URI)")
-    sync_parser.add_argument("--experiment", default=None, metavar="NAME",
-                             help="the MLflow experiment of a first sync (default: the run's "
-                                  "name; unnamed runs: $MLFLOW_EXPERIMENT_NAME, else "
-                                  "jupyter_trainer)")
+    sync_parser.add_argument(
+        "--uri",
+        default=None,
+        help="the tracking URI (default: the run's --mlflow, else $MLFLOW_TRACKING_URI)",
+    )
+    sync_parser.add_argument(
+        "--experiment",
+        default=None,
+        metavar="NAME",
+        help="the MLflow experiment of a first sync (default: the run's "
+        "name; unnamed runs: $MLFLOW_EXPERIMENT_NAME, else "
+        "jupyter_trainer)",
+    )
     sync_parser.add_argument("--json", action="store_true", help="print the record as JSON")
 
 
@@ -40,13 +48,17 @@ def cmd_mlflow(args: argparse.Namespace, out: TextIO) -> int:
         print(json.dumps(found, indent=1), file=out)
     elif found["status"] == "synced":
         models = ", ".join(found.get("models") or []) or "none"
-        print(f"{args.run} -> MLflow run {found['mlflow_run_id']} in experiment "
-              f"{found['experiment']!r} at {found['uri']}: {found.get('params', 0)} params, "
-              f"{found.get('metrics', 0)} metric values, {found.get('artifacts', 0)} output "
-              f"files, models {models}", file=out)
+        print(
+            f"{args.run} -> MLflow run {found['mlflow_run_id']} in experiment "
+            f"{found['experiment']!r} at {found['uri']}: {found.get('params', 0)} params, "
+            f"{found.get('metrics', 0)} metric values, {found.get('artifacts', 0)} output "
+            f"files, models {models}",
+            file=out,
+        )
     else:
-        print(f"{args.run}: mirroring to MLflow at {found['uri']} failed: {found['error']}",
-              file=out)
+        print(
+            f"{args.run}: mirroring to MLflow at {found['uri']} failed: {found['error']}", file=out
+        )
     return 0 if found["status"] == "synced" else 1
 
 

@@ -14,26 +14,33 @@ import time
 from typing import Any, TextIO
 
 from ...api import runs as api
-from ...core.errors import ModelNotFound, SpecError, StoreError
 from ...api.models import Model, check_owner, delete_model, get_model, models, version_to_delete
-from ..views.text import columns
-from .options import ParamAction
+from ...core.errors import ModelNotFound, SpecError, StoreError
 from ...core.printable import printable
 from ...core.spec import validate_run_id
-from ...store.models import ModelStore, parse_ref, validate_model_name, versions_in
 from ...core.units import format_bytes
+from ...store.models import ModelStore, parse_ref, validate_model_name, versions_in
+from ..views.text import columns
+from .options import ParamAction
 
 
 def _dashed_path(what: str) -> Any:
     def check(word: str) -> None:
-        raise SpecError(f"{word!r} is taken for an option; give {what} that starts with '-' "
-                        f"as ./{word}")
+        raise SpecError(
+            f"{word!r} is taken for an option; give {what} that starts with '-' as ./{word}"
+        )
+
     return check
 
 
-WORD_CHECKS = {"run": validate_run_id, "name": validate_model_name, "model": parse_ref,
-               "path": _dashed_path("a path"), "dest": _dashed_path("a folder"),
-               "pattern": _dashed_path("a pattern")}
+WORD_CHECKS = {
+    "run": validate_run_id,
+    "name": validate_model_name,
+    "model": parse_ref,
+    "path": _dashed_path("a path"),
+    "dest": _dashed_path("a folder"),
+    "pattern": _dashed_path("a pattern"),
+}
 
 
 def _checked(parser: Any) -> Any:
@@ -54,19 +61,25 @@ def cmd_files(args: argparse.Namespace, out: TextIO) -> int:
     elif not found:
         print(f"run {args.run} has no outputs", file=out)
     else:
-        print(columns(("SIZE", "PATH"), [(format_bytes(f.size), printable(f.path))
-                                         for f in found]), file=out)
+        print(
+            columns(("SIZE", "PATH"), [(format_bytes(f.size), printable(f.path)) for f in found]),
+            file=out,
+        )
         print(f"{_count(len(found), 'file')}, {format_bytes(sum(f.size for f in found))}", file=out)
     return 0
 
 
 def _define_download(sub: Any) -> None:
-    download = _checked(sub.add_parser(
-        "download", help="copy files of a run's outputs/ into a folder",
-        description="Copy the files of the run's outputs/ that PATTERN names into DEST, each at "
-                    "its path under outputs/. PATTERN is a path relative to outputs/, a folder "
-                    "(every file under it) or a glob: '*.pt', 'checkpoints/**/*.pt'. Quote it "
-                    "so the shell does not expand it."))
+    download = _checked(
+        sub.add_parser(
+            "download",
+            help="copy files of a run's outputs/ into a folder",
+            description="Copy the files of the run's outputs/ that PATTERN names into DEST, each at "
+            "its path under outputs/. PATTERN is a path relative to outputs/, a folder "
+            "(every file under it) or a glob: '*.pt', 'checkpoints/**/*.pt'. Quote it "
+            "so the shell does not expand it.",
+        )
+    )
     download.add_argument("run")
     download.add_argument("pattern")
     download.add_argument("dest", help="a folder (made if missing)")
@@ -82,17 +95,28 @@ def _register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run")
     parser.add_argument("name", help="the model's name; each registration is its next version")
     parser.add_argument("path", help="a file or folder of the run's outputs/, relative to it")
-    parser.add_argument("--tag", action=ParamAction, default=[], metavar="KEY=VALUE",
-                        help="a tag of this version (repeatable)")
+    parser.add_argument(
+        "--tag",
+        action=ParamAction,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a tag of this version (repeatable)",
+    )
     parser.add_argument("--json", action="store_true", help="print the version's record as JSON")
 
 
 def _define_register(sub: Any) -> None:
-    _register_arguments(_checked(sub.add_parser(
-        "register", help="copy a file or folder of a run's outputs/ into the model registry",
-        description="Copy PATH (a file or folder of the run's outputs/) into the model registry "
-                    "as version N+1 of NAME, with the run's lineage (params, final metrics, code "
-                    "hash, environment lock, sweep, files with their sha256).")))
+    _register_arguments(
+        _checked(
+            sub.add_parser(
+                "register",
+                help="copy a file or folder of a run's outputs/ into the model registry",
+                description="Copy PATH (a file or folder of the run's outputs/) into the model registry "
+                "as version N+1 of NAME, with the run's lineage (params, final metrics, code "
+                "hash, environment lock, sweep, files with their sha256).",
+            )
+        )
+    )
 
 
 def cmd_register(args: argparse.Namespace, out: TextIO) -> int:
@@ -101,19 +125,24 @@ def cmd_register(args: argparse.Namespace, out: TextIO) -> int:
         print(json.dumps(model.to_dict(), indent=1), file=out)
         return 0
     files = model.files
-    print(f"registered {model.name}@{model.version} from run {model.run}: "
-          f"{_count(len(files), 'file')}, {format_bytes(sum(f.size for f in files))}, "
-          f"in {model.path}", file=out)
+    print(
+        f"registered {model.name}@{model.version} from run {model.run}: "
+        f"{_count(len(files), 'file')}, {format_bytes(sum(f.size for f in files))}, "
+        f"in {model.path}",
+        file=out,
+    )
     return 0
 
 
 def _define_models(sub: Any) -> None:
     parser = sub.add_parser(
-        "models", help="the model registry: list | show NAME[@V] | download NAME[@V] DEST | "
-                       "register RUN NAME PATH | delete NAME@V --yes",
+        "models",
+        help="the model registry: list | show NAME[@V] | download NAME[@V] DEST | "
+        "register RUN NAME PATH | delete NAME@V --yes",
         usage="%(prog)s [list [--json] | show NAME[@V] [--json] | download NAME[@V] DEST | "
-              "register RUN NAME PATH [--tag KEY=VALUE ...] | "
-              "delete NAME@V|NAME --all [--yes] [--force]]")
+        "register RUN NAME PATH [--tag KEY=VALUE ...] | "
+        "delete NAME@V|NAME --all [--yes] [--force]]",
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     listing = actions.add_parser("list", help="every model with its latest version (the default)")
     listing.add_argument("--json", action="store_true", help="print JSON rows")
@@ -123,22 +152,31 @@ def _define_models(sub: Any) -> None:
     download = _checked(actions.add_parser("download", help="copy a version's files into a folder"))
     download.add_argument("model", metavar="NAME[@V]", help="the latest version unless @V is given")
     download.add_argument("dest", help="a folder (made if missing)")
-    _register_arguments(_checked(actions.add_parser("register",
-                                                    help="as `register RUN NAME PATH`")))
-    delete = _checked(actions.add_parser(
-        "delete", help="delete a version (NAME@V) or every version (NAME --all)",
-        description="Delete version V of NAME from the registry (its files and index row; its "
-                    "number is never given again), or with --all every version of NAME, which "
-                    "frees the name. It cannot be undone, so nothing is deleted without --yes: "
-                    "without it, the command says what it would delete. The runs the versions "
-                    "came from are not touched."))
+    _register_arguments(
+        _checked(actions.add_parser("register", help="as `register RUN NAME PATH`"))
+    )
+    delete = _checked(
+        actions.add_parser(
+            "delete",
+            help="delete a version (NAME@V) or every version (NAME --all)",
+            description="Delete version V of NAME from the registry (its files and index row; its "
+            "number is never given again), or with --all every version of NAME, which "
+            "frees the name. It cannot be undone, so nothing is deleted without --yes: "
+            "without it, the command says what it would delete. The runs the versions "
+            "came from are not touched.",
+        )
+    )
     delete.add_argument("model", metavar="NAME@V|NAME", help="NAME@V, or NAME with --all")
-    delete.add_argument("--all", action="store_true", dest="all_versions",
-                        help="delete every version of NAME (its next version is 1 again)")
-    delete.add_argument("--yes", action="store_true",
-                        help="delete: without it, nothing is deleted")
-    delete.add_argument("--force", action="store_true",
-                        help="also delete versions another user registered")
+    delete.add_argument(
+        "--all",
+        action="store_true",
+        dest="all_versions",
+        help="delete every version of NAME (its next version is 1 again)",
+    )
+    delete.add_argument("--yes", action="store_true", help="delete: without it, nothing is deleted")
+    delete.add_argument(
+        "--force", action="store_true", help="also delete versions another user registered"
+    )
     delete.add_argument("--json", action="store_true", help="print what was deleted as JSON")
 
 
@@ -173,25 +211,37 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
         raise SpecError(f"models delete: give {name}@{version} or {name} --all, not both")
     if version is None and not args.all_versions:
         have = ", ".join(str(m.version) for m in reversed(models(name)))
-        raise SpecError(f"models delete: say which version of {name} to delete ({name}@N; it "
-                        f"has {have}), or add --all to delete every version of {name}")
+        raise SpecError(
+            f"models delete: say which version of {name} to delete ({name}@N; it "
+            f"has {have}), or add --all to delete every version of {name}"
+        )
     registry = ModelStore()
-    doomed = [version_to_delete(registry, name, version)] if version is not None else \
-        [Model(name, v, registry) for v in registry.versions(name)]
+    doomed = (
+        [version_to_delete(registry, name, version)]
+        if version is not None
+        else [Model(name, v, registry) for v in registry.versions(name)]
+    )
     check_owner(doomed, force=args.force)
-    what = (f"{name}@{version}" if version is not None else
-            f"every version of {name} ({', '.join(str(m.version) for m in doomed)})")
+    what = (
+        f"{name}@{version}"
+        if version is not None
+        else f"every version of {name} ({', '.join(str(m.version) for m in doomed)})"
+    )
     if not args.yes:
-        raise SpecError(f"models delete: this deletes {what}: {_sizes(doomed)}; it cannot be "
-                        "undone: add --yes to delete")
+        raise SpecError(
+            f"models delete: this deletes {what}: {_sizes(doomed)}; it cannot be "
+            "undone: add --yes to delete"
+        )
     deleted = delete_model(name, version, all_versions=args.all_versions, force=args.force)
     if args.json:
         print(json.dumps({"name": name, "deleted": deleted}), file=out)
     elif version is not None:
         left = versions_in(registry.folder(name))
-        print(f"deleted {name}@{version}; {name} has "
-              f"{'versions ' + ', '.join(map(str, left)) if left else 'no versions'} now",
-              file=out)
+        print(
+            f"deleted {name}@{version}; {name} has "
+            f"{'versions ' + ', '.join(map(str, left)) if left else 'no versions'} now",
+            file=out,
+        )
     else:
         print(f"deleted {what}; {name} is free again (its next version is 1)", file=out)
     return 0
@@ -203,8 +253,10 @@ def _sizes(versions: list[Model]) -> str:
     for model in versions:
         try:
             files = model.files
-            shown.append(f"{model.name}@{model.version} ({_count(len(files), 'file')}, "
-                         f"{format_bytes(sum(f.size for f in files))}, from run {model.run})")
+            shown.append(
+                f"{model.name}@{model.version} ({_count(len(files), 'file')}, "
+                f"{format_bytes(sum(f.size for f in files))}, from run {model.run})"
+            )
         except (StoreError, ModelNotFound):
             shown.append(f"{model.name}@{model.version} (its record is damaged or missing)")
     return "; ".join(shown)
@@ -219,11 +271,22 @@ def models_table(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         latest.setdefault(row["name"], row)
         counts[row["name"]] = counts.get(row["name"], 0) + 1
-    body = [(r["name"], r["version"], counts[r["name"]], r["run_id"], r["path"],
-             format_bytes(r["bytes"]), _when(r["created"]), _pairs(r["tags"]))
-            for r in latest.values()]
-    return columns(("MODEL", "LATEST", "VERSIONS", "RUN", "PATH", "SIZE", "REGISTERED", "TAGS"),
-                   body)
+    body = [
+        (
+            r["name"],
+            r["version"],
+            counts[r["name"]],
+            r["run_id"],
+            r["path"],
+            format_bytes(r["bytes"]),
+            _when(r["created"]),
+            _pairs(r["tags"]),
+        )
+        for r in latest.values()
+    ]
+    return columns(
+        ("MODEL", "LATEST", "VERSIONS", "RUN", "PATH", "SIZE", "REGISTERED", "TAGS"), body
+    )
 
 
 def model_text(model: Model) -> str:
@@ -231,14 +294,19 @@ def model_text(model: Model) -> str:
     lin = model.lineage
     versions = ", ".join(str(m.version) for m in reversed(models(model.name)))
     env = lin.get("environment") or {}
-    environment = (f"{env['name']}@{env.get('version')} (lock {env.get('lock')}, "
-                   f"env {env.get('env_id')})" if env.get("name") else
-                   f"the kernel's own Python ({env.get('python') or 'unknown'}), no lock")
+    environment = (
+        f"{env['name']}@{env.get('version')} (lock {env.get('lock')}, env {env.get('env_id')})"
+        if env.get("name")
+        else f"the kernel's own Python ({env.get('python') or 'unknown'}), no lock"
+    )
     sweep = f"{lin['sweep']} trial {lin['trial']}" if lin.get("sweep") else "none"
     rows = [
         ("path", str(model.path)),
-        ("run", f"{lin['run_id']} ({lin.get('run_name')}, {lin.get('run_status')} when "
-                f"registered), outputs/{lin.get('source')}"),
+        (
+            "run",
+            f"{lin['run_id']} ({lin.get('run_name')}, {lin.get('run_status')} when "
+            f"registered), outputs/{lin.get('source')}",
+        ),
         ("registered", f"{_when(lin['created'])} by {lin.get('user')}"),
         ("tags", _pairs(lin.get("tags") or {}) or "none"),
         ("params", _pairs(lin.get("params") or {}) or "none"),
@@ -249,10 +317,11 @@ def model_text(model: Model) -> str:
         ("sweep", sweep),
     ]
     files = model.files
-    lines = [f"model {model.name}@{model.version} (versions {versions})",
-             *(f"  {k:<12} {v}" for k, v in rows),
-             f"  {'files':<12} {_count(len(files), 'file')}, "
-             f"{format_bytes(sum(f.size for f in files))}"]
+    lines = [
+        f"model {model.name}@{model.version} (versions {versions})",
+        *(f"  {k:<12} {v}" for k, v in rows),
+        f"  {'files':<12} {_count(len(files), 'file')}, {format_bytes(sum(f.size for f in files))}",
+    ]
     lines += [f"    {f.sha256}  {format_bytes(f.size):>10}  {f.path}" for f in files]
     return "\n".join(lines)
 
@@ -270,6 +339,8 @@ def _count(n: int, word: str) -> str:
 
 
 MODEL_COMMANDS = {
-    "files": (_define_files, cmd_files), "download": (_define_download, cmd_download),
-    "register": (_define_register, cmd_register), "models": (_define_models, cmd_models),
+    "files": (_define_files, cmd_files),
+    "download": (_define_download, cmd_download),
+    "register": (_define_register, cmd_register),
+    "models": (_define_models, cmd_models),
 }

@@ -12,7 +12,8 @@ import argparse
 import difflib
 import re
 import shlex
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ...core.errors import SpecError
 from ...core.spec import BACKENDS, DEFAULT_STALL_TIMEOUT, LAUNCHERS, ON_STALL
@@ -26,7 +27,9 @@ class HelpRequested(Exception):
         self.text = text
 
 
-_INVALID_VALUE = re.compile(r"argument (?P<flags>[^:]+): invalid (?P<kind>\w+) value: (?P<value>.+)")
+_INVALID_VALUE = re.compile(
+    r"argument (?P<flags>[^:]+): invalid (?P<kind>\w+) value: (?P<value>.+)"
+)
 _KINDS = {"int": "a whole number", "float": "a number"}
 
 
@@ -59,8 +62,9 @@ def explain(parser: argparse.ArgumentParser, message: str) -> str:
 
 class OptionParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise SpecError(f"{self.prog}: {explain(self, message)} "
-                        f"(`{self.prog} --help` lists every option)")
+        raise SpecError(
+            f"{self.prog}: {explain(self, message)} (`{self.prog} --help` lists every option)"
+        )
 
     def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
         raise HelpRequested(self.format_help())
@@ -72,75 +76,149 @@ class OptionParser(argparse.ArgumentParser):
 class ParamAction(argparse.Action):
     """``-p KEY=VALUE``, repeatable; the same KEY twice is an error, not "the last wins"."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         given = list(getattr(namespace, self.dest, None) or [])
         key = str(values).partition("=")[0].strip()
         for earlier in given:
             if earlier.partition("=")[0].strip() == key:
                 raise argparse.ArgumentError(
-                    self, f"the key {key!r} is given twice ({earlier!r}, then {values!r}); "
-                          f"keep the one you mean")
+                    self,
+                    f"the key {key!r} is given twice ({earlier!r}, then {values!r}); "
+                    f"keep the one you mean",
+                )
         setattr(namespace, self.dest, [*given, values])
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The options of a run, in every front end."""
     parser.add_argument("--name", help="a name for the run (default: 'cell' or the script's name)")
-    parser.add_argument("--target", default="local",
-                        help="where to run: 'local' or a target from targets.toml (default: local)")
+    parser.add_argument(
+        "--target",
+        default="local",
+        help="where to run: 'local' or a target from targets.toml (default: local)",
+    )
     parser.add_argument("--nodes", type=int, default=1, help="number of nodes (default: 1)")
-    parser.add_argument("--procs", type=int, default=1,
-                        help="processes per node (default: 1)")
-    parser.add_argument("--launcher", default="torchrun", metavar="|".join(LAUNCHERS),
-                        help="what starts the ranks (default: torchrun)")
-    parser.add_argument("--backend", default=None, metavar="|".join(BACKENDS),
-                        help="process-group backend (default: NCCL on CUDA GPUs, else Gloo)")
-    parser.add_argument("--env", default=None, metavar="NAME",
-                        help="a named environment (default: the kernel's own Python)")
-    parser.add_argument("-p", "--param", action=ParamAction, default=[], metavar="KEY=VALUE",
-                        help="set a hyperparameter; VALUE is a Python literal or a string "
-                             "(repeatable)")
-    parser.add_argument("--source", default=None, metavar="DIR",
-                        help="a folder to add to the snapshot (honours its .trainignore)")
-    parser.add_argument("--max-restarts", type=int, default=0, metavar="N",
-                        help="when a rank fails, start every rank again, up to N times; the "
-                             "training code resumes from jt.load_checkpoint() (default: 0)")
-    parser.add_argument("--hot", action=argparse.BooleanOptionalAction, default=None,
-                        help="fork the ranks from a warm pool that has imported torch: starts "
-                             "in a fraction of a second; the default for torchrun runs "
-                             "without --max-restarts on the local target (one node), on "
-                             "ssh targets and on Slurm targets with hold (--no-hot: plain "
-                             "torchrun)")
-    parser.add_argument("--stall-timeout", type=float, default=DEFAULT_STALL_TIMEOUT,
-                        metavar="SECONDS",
-                        help="name a rank as stalled when it logs no progress for this long "
-                             f"(default: {DEFAULT_STALL_TIMEOUT:g}; 0 turns it off)")
-    parser.add_argument("--on-stall", default="warn", metavar="|".join(ON_STALL),
-                        help="warn: show the stalled rank and its stack; cancel: also end the "
-                             "run, its stacks saved (default: warn)")
-    parser.add_argument("--stop-on-nan", action="append", default=[], metavar="METRIC",
-                        help="fail the run when METRIC becomes NaN or inf (repeatable)")
-    parser.add_argument("--data", action=ParamAction, default=[], metavar="NAME=PATH",
-                        help="a data input: a folder, a file, or an http(s):// or fsspec URL; "
-                             "the code finds it at jt.data['NAME'] on every node (repeatable)")
-    parser.add_argument("--mlflow", default=None, metavar="URI",
-                        help="mirror the run to this MLflow tracking URI (default: "
-                             "$MLFLOW_TRACKING_URI when set)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="check and capture everything, then print what would be run "
-                             "(launcher argv and added variables, each node's command, the "
-                             "sbatch script); start nothing, create no run")
+    parser.add_argument("--procs", type=int, default=1, help="processes per node (default: 1)")
+    parser.add_argument(
+        "--launcher",
+        default="torchrun",
+        metavar="|".join(LAUNCHERS),
+        help="what starts the ranks (default: torchrun)",
+    )
+    parser.add_argument(
+        "--backend",
+        default=None,
+        metavar="|".join(BACKENDS),
+        help="process-group backend (default: NCCL on CUDA GPUs, else Gloo)",
+    )
+    parser.add_argument(
+        "--env",
+        default=None,
+        metavar="NAME",
+        help="a named environment (default: the kernel's own Python)",
+    )
+    parser.add_argument(
+        "-p",
+        "--param",
+        action=ParamAction,
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a hyperparameter; VALUE is a Python literal or a string (repeatable)",
+    )
+    parser.add_argument(
+        "--source",
+        default=None,
+        metavar="DIR",
+        help="a folder to add to the snapshot (honours its .trainignore)",
+    )
+    parser.add_argument(
+        "--max-restarts",
+        type=int,
+        default=0,
+        metavar="N",
+        help="when a rank fails, start every rank again, up to N times; the "
+        "training code resumes from jt.load_checkpoint() (default: 0)",
+    )
+    parser.add_argument(
+        "--hot",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="fork the ranks from a warm pool that has imported torch: starts "
+        "in a fraction of a second; the default for torchrun runs "
+        "without --max-restarts on the local target (one node), on "
+        "ssh targets and on Slurm targets with hold (--no-hot: plain "
+        "torchrun)",
+    )
+    parser.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=DEFAULT_STALL_TIMEOUT,
+        metavar="SECONDS",
+        help="name a rank as stalled when it logs no progress for this long "
+        f"(default: {DEFAULT_STALL_TIMEOUT:g}; 0 turns it off)",
+    )
+    parser.add_argument(
+        "--on-stall",
+        default="warn",
+        metavar="|".join(ON_STALL),
+        help="warn: show the stalled rank and its stack; cancel: also end the "
+        "run, its stacks saved (default: warn)",
+    )
+    parser.add_argument(
+        "--stop-on-nan",
+        action="append",
+        default=[],
+        metavar="METRIC",
+        help="fail the run when METRIC becomes NaN or inf (repeatable)",
+    )
+    parser.add_argument(
+        "--data",
+        action=ParamAction,
+        default=[],
+        metavar="NAME=PATH",
+        help="a data input: a folder, a file, or an http(s):// or fsspec URL; "
+        "the code finds it at jt.data['NAME'] on every node (repeatable)",
+    )
+    parser.add_argument(
+        "--mlflow",
+        default=None,
+        metavar="URI",
+        help="mirror the run to this MLflow tracking URI (default: $MLFLOW_TRACKING_URI when set)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check and capture everything, then print what would be run "
+        "(launcher argv and added variables, each node's command, the "
+        "sbatch script); start nothing, create no run",
+    )
 
 
 def submit_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
     """``api.submit`` keyword arguments from parsed run options."""
     return {
-        "name": ns.name, "target": ns.target, "nodes": ns.nodes, "procs": ns.procs,
-        "launcher": ns.launcher, "backend": ns.backend, "env": ns.env, "params": ns.param,
-        "source": ns.source, "max_restarts": ns.max_restarts, "hot": ns.hot,
-        "stall_timeout": ns.stall_timeout, "on_stall": ns.on_stall,
-        "stop_on_nan": ns.stop_on_nan, "data": ns.data, "mlflow": ns.mlflow,
+        "name": ns.name,
+        "target": ns.target,
+        "nodes": ns.nodes,
+        "procs": ns.procs,
+        "launcher": ns.launcher,
+        "backend": ns.backend,
+        "env": ns.env,
+        "params": ns.param,
+        "source": ns.source,
+        "max_restarts": ns.max_restarts,
+        "hot": ns.hot,
+        "stall_timeout": ns.stall_timeout,
+        "on_stall": ns.on_stall,
+        "stop_on_nan": ns.stop_on_nan,
+        "data": ns.data,
+        "mlflow": ns.mlflow,
     }
 
 
@@ -148,78 +226,152 @@ def add_sweep_options(parser: argparse.ArgumentParser) -> None:
     """The options of a sweep, in every front end: with ``--sweep`` a cell or script runs as
     a search over its params, each trial a run with the run options above."""
     group = parser.add_argument_group("sweep (hyperparameter search; each trial is a run)")
-    group.add_argument("--sweep", action="append", default=[], metavar="KEY=EXPR",
-                       help="search KEY over EXPR: choice(a,b,...), uniform(lo,hi), "
-                            "loguniform(lo,hi), quniform(lo,hi,q), randint(lo,hi) (hi "
-                            "excluded), normal(mu,sigma), or a fixed value (repeatable)")
-    group.add_argument("--sweep-file", default=None, metavar="FILE",
-                       help="a YAML mapping of KEY: EXPR (the --sweep flags win)")
-    group.add_argument("--trials", type=int, default=10, metavar="N",
-                       help="how many trials to start in all (default: 10)")
-    group.add_argument("--parallel", type=int, default=1, metavar="N",
-                       help="at most N trials running at once, no more than --trials "
-                            "(default: 1)")
-    group.add_argument("--metric", default=None, metavar="NAME",
-                       help="the metric to optimise, as the trials jt.log() it (on rank 0)")
+    group.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="KEY=EXPR",
+        help="search KEY over EXPR: choice(a,b,...), uniform(lo,hi), "
+        "loguniform(lo,hi), quniform(lo,hi,q), randint(lo,hi) (hi "
+        "excluded), normal(mu,sigma), or a fixed value (repeatable)",
+    )
+    group.add_argument(
+        "--sweep-file",
+        default=None,
+        metavar="FILE",
+        help="a YAML mapping of KEY: EXPR (the --sweep flags win)",
+    )
+    group.add_argument(
+        "--trials",
+        type=int,
+        default=10,
+        metavar="N",
+        help="how many trials to start in all (default: 10)",
+    )
+    group.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        metavar="N",
+        help="at most N trials running at once, no more than --trials (default: 1)",
+    )
+    group.add_argument(
+        "--metric",
+        default=None,
+        metavar="NAME",
+        help="the metric to optimise, as the trials jt.log() it (on rank 0)",
+    )
     group.add_argument("--goal", default="max", metavar="max|min", help="default: max")
-    group.add_argument("--sampler", default="tpe", metavar="random|grid|tpe|gp",
-                       help="how params are chosen, by Optuna (default: tpe)")
-    group.add_argument("--prune", default="none",
-                       metavar="none|median[:N]|truncation:PCT|bandit:SLACK|hyperband",
-                       help="stop poor trials early (default: none)")
-    group.add_argument("--prune-after", type=int, default=0, metavar="STEP",
-                       help="prune nothing before this step (default: 0)")
-    group.add_argument("--prune-every", type=int, default=1, metavar="STEPS",
-                       help="ask the pruner every STEPS steps (default: 1)")
-    group.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                       help="start no trial after this long; running trials finish")
-    group.add_argument("--seed", type=int, default=None,
-                       help="the sampler's seed, 0 to 2**32-1")
-    group.add_argument("--objective", default="last", metavar="last|best",
-                       help="a trial's objective: the metric's last value or its best "
-                            "(default: last)")
+    group.add_argument(
+        "--sampler",
+        default="tpe",
+        metavar="random|grid|tpe|gp",
+        help="how params are chosen, by Optuna (default: tpe)",
+    )
+    group.add_argument(
+        "--prune",
+        default="none",
+        metavar="none|median[:N]|truncation:PCT|bandit:SLACK|hyperband",
+        help="stop poor trials early (default: none)",
+    )
+    group.add_argument(
+        "--prune-after",
+        type=int,
+        default=0,
+        metavar="STEP",
+        help="prune nothing before this step (default: 0)",
+    )
+    group.add_argument(
+        "--prune-every",
+        type=int,
+        default=1,
+        metavar="STEPS",
+        help="ask the pruner every STEPS steps (default: 1)",
+    )
+    group.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="start no trial after this long; running trials finish",
+    )
+    group.add_argument("--seed", type=int, default=None, help="the sampler's seed, 0 to 2**32-1")
+    group.add_argument(
+        "--objective",
+        default="last",
+        metavar="last|best",
+        help="a trial's objective: the metric's last value or its best (default: last)",
+    )
 
 
 def sweep_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
     """``api.sweep`` keyword arguments (its own, not the run's) from parsed sweep options."""
     return {
-        "space": ns.sweep, "space_file": ns.sweep_file, "metric": ns.metric, "goal": ns.goal,
-        "trials": ns.trials, "parallel": ns.parallel, "sampler": ns.sampler, "prune": ns.prune,
-        "prune_after": ns.prune_after, "prune_every": ns.prune_every, "timeout": ns.timeout,
-        "seed": ns.seed, "objective": ns.objective,
+        "space": ns.sweep,
+        "space_file": ns.sweep_file,
+        "metric": ns.metric,
+        "goal": ns.goal,
+        "trials": ns.trials,
+        "parallel": ns.parallel,
+        "sampler": ns.sampler,
+        "prune": ns.prune,
+        "prune_after": ns.prune_after,
+        "prune_every": ns.prune_every,
+        "timeout": ns.timeout,
+        "seed": ns.seed,
+        "objective": ns.objective,
     }
 
 
-_SWEEP_DEFAULTS = {"trials": 10, "parallel": 1, "metric": None, "goal": "max", "sampler": "tpe",
-                   "prune": "none", "prune_after": 0, "prune_every": 1, "timeout": None,
-                   "seed": None, "objective": "last"}
+_SWEEP_DEFAULTS = {
+    "trials": 10,
+    "parallel": 1,
+    "metric": None,
+    "goal": "max",
+    "sampler": "tpe",
+    "prune": "none",
+    "prune_after": 0,
+    "prune_every": 1,
+    "timeout": None,
+    "seed": None,
+    "objective": "last",
+}
 
 
 def is_sweep(ns: argparse.Namespace) -> bool:
     """Whether the options ask for a sweep; sweep options without ``--sweep`` are an error."""
     if ns.sweep or ns.sweep_file:
         if getattr(ns, "dry_run", False):
-            raise SpecError("--dry-run shows one run and a sweep starts many: leave out "
-                            "--sweep to see the command of one run with these options")
+            raise SpecError(
+                "--dry-run shows one run and a sweep starts many: leave out "
+                "--sweep to see the command of one run with these options"
+            )
         return True
     given = [key for key, default in _SWEEP_DEFAULTS.items() if getattr(ns, key) != default]
     if given:
         flags = ", ".join("--" + key.replace("_", "-") for key in given)
-        raise SpecError(f"{flags} only go with a sweep: add --sweep KEY=EXPR (for example "
-                        "--sweep lr=loguniform(1e-4,1e-1)) or leave them out")
+        raise SpecError(
+            f"{flags} only go with a sweep: add --sweep KEY=EXPR (for example "
+            "--sweep lr=loguniform(1e-4,1e-1)) or leave them out"
+        )
     return False
 
 
 def cell_parser() -> OptionParser:
-    parser = OptionParser(prog="%%train", add_help=True,
-                          description="Run this cell as a distributed training job.")
+    parser = OptionParser(
+        prog="%%train", add_help=True, description="Run this cell as a distributed training job."
+    )
     add_run_options(parser)
-    parser.add_argument("--no-wait", action="store_true",
-                        help="return at once; the run goes on in the background")
-    parser.add_argument("--form", action="store_true",
-                        help="show a launch form (target, nodes, procs, environment and one "
-                             "input per hyperparameter) instead of starting at once; headless "
-                             "(papermill) it starts at once with the notebook's values")
+    parser.add_argument(
+        "--no-wait", action="store_true", help="return at once; the run goes on in the background"
+    )
+    parser.add_argument(
+        "--form",
+        action="store_true",
+        help="show a launch form (target, nodes, procs, environment and one "
+        "input per hyperparameter) instead of starting at once; headless "
+        "(papermill) it starts at once with the notebook's values",
+    )
     add_sweep_options(parser)
     return parser
 
@@ -243,7 +395,7 @@ def split_line(line: str) -> tuple[list[str], list[str]]:
         raise SpecError(f"cannot parse options {line!r}: {exc} (check the quotes)") from exc
     if "--" in words:
         cut = words.index("--")
-        return words[:cut], words[cut + 1:]
+        return words[:cut], words[cut + 1 :]
     return words, []
 
 
@@ -254,8 +406,12 @@ def _sweep_words(line: str) -> list[str]:
     words = []
     for k, word in enumerate(raw):
         expression = (k > 0 and raw[k - 1] == "--sweep") or word.startswith("--sweep=")
-        quoted = len(word) > 1 and word[0] == word[-1] and word[0] in "'\"" and \
-            len(shlex.split(word)) == 1
+        quoted = (
+            len(word) > 1
+            and word[0] == word[-1]
+            and word[0] in "'\""
+            and len(shlex.split(word)) == 1
+        )
         words.append(word if expression and not quoted else shlex.split(word)[0])
     return words
 
@@ -293,11 +449,17 @@ def _raw_words(line: str) -> list[str]:
 def add_target_options(parser: argparse.ArgumentParser) -> None:
     """``target add NAME --kind KIND [--replace] KEY=VALUE ...``, in every front end."""
     parser.add_argument("name", help="the target's name, as --target NAME will use it")
-    parser.add_argument("--kind", required=True, help="ssh, slurm, ray, or a kind a plugin registers")
+    parser.add_argument(
+        "--kind", required=True, help="ssh, slurm, ray, or a kind a plugin registers"
+    )
     parser.add_argument("--replace", action="store_true", help="overwrite a target of this name")
-    parser.add_argument("settings", nargs="*", metavar="KEY=VALUE",
-                        help="the target's keys; VALUE in TOML or bare: hosts=[gpu1,gpu2], "
-                             "workdir=/scratch/jt, gpus_per_node=8, env={NCCL_SOCKET_IFNAME=eth0}")
+    parser.add_argument(
+        "settings",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="the target's keys; VALUE in TOML or bare: hosts=[gpu1,gpu2], "
+        "workdir=/scratch/jt, gpus_per_node=8, env={NCCL_SOCKET_IFNAME=eth0}",
+    )
 
 
 def parse_with_settings(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:

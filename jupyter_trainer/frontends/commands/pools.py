@@ -7,14 +7,15 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any, Collection, TextIO
+from collections.abc import Collection
+from typing import Any, TextIO
 
 from ...core.errors import SpecError
+from ...core.units import format_bytes
 from ...rankside.home import default_home
-from ..views.text import columns
 from ...rankside.hotstart.records import live_pools, stop_pools
 from ...store import ACTIVE, Store
-from ...core.units import format_bytes
+from ..views.text import columns
 
 
 def resident_bytes(pid: int) -> int | None:
@@ -34,11 +35,19 @@ def pool_rows() -> list[dict[str, Any]]:
     rows = []
     for record in live_pools(default_home()):
         started = record.get("started")
-        rows.append({"pid": record["pid"], "key": record.get("key"), "python": record.get("python"),
-                     "modules": record.get("modules") or [], "skipped": record.get("skipped") or {},
-                     "refused": record.get("refused"), "idle_s": record.get("idle_s"),
-                     "age_s": round(time.time() - started, 1) if started else None,
-                     "rss": resident_bytes(record["pid"])})
+        rows.append(
+            {
+                "pid": record["pid"],
+                "key": record.get("key"),
+                "python": record.get("python"),
+                "modules": record.get("modules") or [],
+                "skipped": record.get("skipped") or {},
+                "refused": record.get("refused"),
+                "idle_s": record.get("idle_s"),
+                "age_s": round(time.time() - started, 1) if started else None,
+                "rss": resident_bytes(record["pid"]),
+            }
+        )
     return rows
 
 
@@ -58,14 +67,21 @@ def serving(pids: Collection[int], allocations: Collection[str] = ()) -> list[st
 
 def _define_pools(sub: Any) -> None:
     pools = sub.add_parser(
-        "pools", help="the warm rank pools that hot runs fork their ranks from",
+        "pools",
+        help="the warm rank pools that hot runs fork their ranks from",
         description="List the warm rank pools of the run store (one per interpreter, "
-                    "environment and module set; each exits after its idle time), or end them.")
-    pools.add_argument("--stop", action="store_true",
-                       help="end every pool now (the next hot run starts a fresh one)")
-    pools.add_argument("--force", action="store_true",
-                       help="with --stop: also end pools whose ranks are running (those runs "
-                            "fail)")
+        "environment and module set; each exits after its idle time), or end them.",
+    )
+    pools.add_argument(
+        "--stop",
+        action="store_true",
+        help="end every pool now (the next hot run starts a fresh one)",
+    )
+    pools.add_argument(
+        "--force",
+        action="store_true",
+        help="with --stop: also end pools whose ranks are running (those runs fail)",
+    )
     pools.add_argument("--json", action="store_true", help="print JSON rows")
 
 
@@ -78,29 +94,47 @@ def cmd_pools(args: argparse.Namespace, out: TextIO) -> int:
             raise SpecError("pools: --json lists the pools; leave it out with --stop")
         busy = serving({r["pid"] for r in rows}, {h["job_id"] for h in held})
         if busy and not args.force:
-            raise SpecError(f"pools: a pool is running the ranks of {', '.join(busy)}; wait for "
-                            "those runs or cancel them, or add --force (they fail)")
+            raise SpecError(
+                f"pools: a pool is running the ranks of {', '.join(busy)}; wait for "
+                "those runs or cancel them, or add --force (they fail)"
+            )
         release([h["job_id"] for h in held])
         killed = stop_pools(default_home())
-        print(f"stopped {len(rows)} pool{'' if len(rows) == 1 else 's'}"
-              + (f" ({len(killed)} needed SIGKILL)" if killed else "")
-              + (f" and released {len(held)} held Slurm allocation"
-                 f"{'' if len(held) == 1 else 's'} ({', '.join(h['job_id'] for h in held)})"
-                 if held else ""), file=out)
+        print(
+            f"stopped {len(rows)} pool{'' if len(rows) == 1 else 's'}"
+            + (f" ({len(killed)} needed SIGKILL)" if killed else "")
+            + (
+                f" and released {len(held)} held Slurm allocation"
+                f"{'' if len(held) == 1 else 's'} ({', '.join(h['job_id'] for h in held)})"
+                if held
+                else ""
+            ),
+            file=out,
+        )
         return 0
     if args.json:
         print(json.dumps(rows + [{"slurm_allocation": h} for h in held], indent=1), file=out)
         return 0
     for h in held:
-        print(f"held Slurm allocation: job {h['job_id']} ({h['name']}) {h['state']} for "
-              f"{h['elapsed']} on {h['nodes'] or '?'}", file=out)
+        print(
+            f"held Slurm allocation: job {h['job_id']} ({h['name']}) {h['state']} for "
+            f"{h['elapsed']} on {h['nodes'] or '?'}",
+            file=out,
+        )
     if not rows:
         print("no warm rank pool is running", file=out)
     else:
-        body = [(r["pid"], _age(r["age_s"]), format_bytes(r["rss"]) if r["rss"] else "?",
-                 f"{r['idle_s']:g} s" if r["idle_s"] is not None else "?", r["python"],
-                 ", ".join(r["modules"]) + (" (refuses: CUDA)" if r["refused"] else ""))
-                for r in rows]
+        body = [
+            (
+                r["pid"],
+                _age(r["age_s"]),
+                format_bytes(r["rss"]) if r["rss"] else "?",
+                f"{r['idle_s']:g} s" if r["idle_s"] is not None else "?",
+                r["python"],
+                ", ".join(r["modules"]) + (" (refuses: CUDA)" if r["refused"] else ""),
+            )
+            for r in rows
+        ]
         print(columns(("PID", "AGE", "MEMORY", "IDLE EXIT", "PYTHON", "MODULES"), body), file=out)
     return 0
 

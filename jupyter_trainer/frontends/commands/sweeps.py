@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Sequence, TextIO
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 from ...api.sweeps import functions as api
 from ..views.sweep_text import sweep_json, sweep_text
@@ -32,9 +33,17 @@ def cmd_sweeps(args: argparse.Namespace, out: TextIO) -> int:
 
     found = api.sweeps()
     if args.json:
-        rows = [{"id": s.id, "status": (state := s.state)["status"],
-                 "trials": len(state["trials"]), "trials_total": state.get("trials_total"),
-                 "best": state.get("best"), "created": state["created"]} for s in found]
+        rows = [
+            {
+                "id": s.id,
+                "status": (state := s.state)["status"],
+                "trials": len(state["trials"]),
+                "trials_total": state.get("trials_total"),
+                "best": state.get("best"),
+                "created": state["created"],
+            }
+            for s in found
+        ]
         print(json.dumps(rows, indent=1), file=out)
     else:
         print(sweeps_table(found), file=out)
@@ -44,8 +53,11 @@ def cmd_sweeps(args: argparse.Namespace, out: TextIO) -> int:
 def _define_show(sub: Any) -> None:
     show = sub.add_parser("sweep-show", help="a sweep's trials (sweep show ID)")
     show.add_argument("sweep")
-    show.add_argument("--json", action="store_true",
-                      help="print the sweep's spec, status, best and every trial as JSON")
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="print the sweep's spec, status, best and every trial as JSON",
+    )
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
@@ -55,8 +67,9 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _define_resume(sub: Any) -> None:
-    sub.add_parser("sweep-resume", help="start the driver of an interrupted sweep again "
-                                        "(sweep resume ID)").add_argument("sweep")
+    sub.add_parser(
+        "sweep-resume", help="start the driver of an interrupted sweep again (sweep resume ID)"
+    ).add_argument("sweep")
 
 
 def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
@@ -66,8 +79,9 @@ def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _define_cancel(sub: Any) -> None:
-    sub.add_parser("sweep-cancel", help="cancel a sweep and its running trials "
-                                        "(sweep cancel ID)").add_argument("sweep")
+    sub.add_parser(
+        "sweep-cancel", help="cancel a sweep and its running trials (sweep cancel ID)"
+    ).add_argument("sweep")
 
 
 def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
@@ -78,6 +92,8 @@ def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
 
 
 SWEEP_COMMANDS = {
-    "sweeps": (_define_sweeps, cmd_sweeps), "sweep-show": (_define_show, cmd_show),
-    "sweep-resume": (_define_resume, cmd_resume), "sweep-cancel": (_define_cancel, cmd_cancel),
+    "sweeps": (_define_sweeps, cmd_sweeps),
+    "sweep-show": (_define_show, cmd_show),
+    "sweep-resume": (_define_resume, cmd_resume),
+    "sweep-cancel": (_define_cancel, cmd_cancel),
 }

@@ -16,19 +16,20 @@ import argparse
 import json
 import shlex
 import time
-from typing import Any, Callable, Sequence, TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
 
 from ...api import runs as api
-from ..views.health import stalled_of
-from ..views.text import runs_table, summary_text, targets_table
-from .options import OptionParser, ParamAction, add_target_options, explain
 from ...core.errors import SpecError
 from ...store import STATUSES, TERMINAL, Store
+from ..views.health import stalled_of
+from ..views.text import runs_table, summary_text, targets_table
+from .mlflow import MLFLOW_COMMANDS
 from .models import MODEL_COMMANDS
+from .options import OptionParser, ParamAction, add_target_options, explain
 from .pools import POOL_COMMANDS
 from .sweeps import SWEEP_COMMANDS
 from .tensorboard import TENSORBOARD_COMMANDS
-from .mlflow import MLFLOW_COMMANDS
 
 
 class CommandParser(OptionParser):
@@ -42,8 +43,9 @@ class CommandParser(OptionParser):
     word_checks: dict[str, Callable[[str], object]] = {}
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise SpecError(f"{self.command_prefix()}{explain(self, message)} "
-                        f"(add --help to see every option)")
+        raise SpecError(
+            f"{self.command_prefix()}{explain(self, message)} (add --help to see every option)"
+        )
 
     def command_prefix(self) -> str:
         command = self.prog.partition(" ")[2]  # "runs" of "jupyter-trainer runs" or "%train runs"
@@ -61,13 +63,18 @@ class CommandParser(OptionParser):
             if skip:
                 skip = False
                 continue
-            if word in ("-h", "--help") or not word.startswith("-") or word == "-" or \
-                    self._negative_number_matcher.match(word):
+            if (
+                word in ("-h", "--help")
+                or not word.startswith("-")
+                or word == "-"
+                or self._negative_number_matcher.match(word)
+            ):
                 given += 1
                 continue
             flag = word.partition("=")[0]
-            known = [o for o in self._option_string_actions if o == flag] or \
-                [o for o in self._option_string_actions if o.startswith(flag) and len(flag) > 2]
+            known = [o for o in self._option_string_actions if o == flag] or [
+                o for o in self._option_string_actions if o.startswith(flag) and len(flag) > 2
+            ]
             if len(known) == 1:
                 skip = "=" not in word and self._option_string_actions[known[0]].nargs is None
                 continue
@@ -81,6 +88,7 @@ class CommandParser(OptionParser):
 
 def at_least(low: int) -> Callable[[str], int]:
     """An argparse ``type``: a whole number of at least ``low``."""
+
     def whole(text: str) -> int:
         try:
             value = int(text)
@@ -89,6 +97,7 @@ def at_least(low: int) -> Callable[[str], int]:
         if value < low:
             raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
         return value
+
     return whole
 
 
@@ -103,8 +112,7 @@ def _define_runs(sub: Any) -> None:
 
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
     store = Store()
-    rows = store.list_runs(status=args.status, name=args.name, limit=args.limit,
-                           offset=args.offset)
+    rows = store.list_runs(status=args.status, name=args.name, limit=args.limit, offset=args.offset)
     if args.json:
         print(json.dumps(rows, indent=1), file=out)
     elif rows:
@@ -120,15 +128,19 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
 def no_runs(store: Store, args: argparse.Namespace) -> str:
     """What an empty list means: an empty store, or filters that leave nothing out of it."""
     total = len(store.run_ids_on_disk())
-    filters = [f"--status {args.status}" if args.status else "",
-               f"--name {shlex.quote(args.name)}" if args.name else "",
-               f"--offset {args.offset}" if args.offset else ""]
+    filters = [
+        f"--status {args.status}" if args.status else "",
+        f"--name {shlex.quote(args.name)}" if args.name else "",
+        f"--offset {args.offset}" if args.offset else "",
+    ]
     filters = [f for f in filters if f]
     if not total or not filters:
         return "no runs yet"
     which = "that filter" if len(filters) == 1 else "those filters"
-    return (f"no runs match {' '.join(filters)} (the store {store.home} holds {total} "
-            f"run{'s' * (total != 1)}; leave out {which} to list them)")
+    return (
+        f"no runs match {' '.join(filters)} (the store {store.home} holds {total} "
+        f"run{'s' * (total != 1)}; leave out {which} to list them)"
+    )
 
 
 def _define_show(sub: Any) -> None:
@@ -141,10 +153,22 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     run = api.get_run(args.run)
     state = run.state  # a damaged record says so here, naming its file
     if args.json:
-        stalled = [{"rank": e["rank"], "seconds": round(e["seconds"], 1),
-                    "last_step": e.get("last_step")} for e in stalled_of(state, time.time())]
-        print(json.dumps({"id": run.id, "spec": run.spec.to_dict(), "state": state,
-                          **({"stalled": stalled} if stalled else {})}, indent=1), file=out)
+        stalled = [
+            {"rank": e["rank"], "seconds": round(e["seconds"], 1), "last_step": e.get("last_step")}
+            for e in stalled_of(state, time.time())
+        ]
+        print(
+            json.dumps(
+                {
+                    "id": run.id,
+                    "spec": run.spec.to_dict(),
+                    "state": state,
+                    **({"stalled": stalled} if stalled else {}),
+                },
+                indent=1,
+            ),
+            file=out,
+        )
         return 0
     follower = run.follower()
     follower.poll()
@@ -155,11 +179,17 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 def _define_logs(sub: Any) -> None:
     logs = sub.add_parser("logs", help="a run's per-rank logs")
     logs.add_argument("run")
-    logs.add_argument("-f", "--follow", action="store_true",
-                      help="keep printing until the run ends")
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until the run ends"
+    )
     logs.add_argument("--rank", type=int, default=None, help="only this rank (default: all)")
-    logs.add_argument("--tail", type=at_least(0), default=None, metavar="N",
-                      help="start with the last N lines of each rank (default: all)")
+    logs.add_argument(
+        "--tail",
+        type=at_least(0),
+        default=None,
+        metavar="N",
+        help="start with the last N lines of each rank (default: all)",
+    )
 
 
 def cmd_logs(args: argparse.Namespace, out: TextIO) -> int:
@@ -173,15 +203,16 @@ def cmd_logs(args: argparse.Namespace, out: TextIO) -> int:
         # read before the logs, so nothing written after it is missed; only when following,
         # so that a run whose state is damaged still shows its logs (and while following, a
         # state its supervisor is writing again reads as unfinished)
-        finished = not args.follow or (
-            run.store.current_state(run.id) or {}).get("status") in TERMINAL
+        finished = (
+            not args.follow or (run.store.current_state(run.id) or {}).get("status") in TERMINAL
+        )
         ranks = [args.rank] if args.rank is not None else store.ranks(run.id)
         for rank in ranks:
             first = rank not in offsets
             text, offsets[rank] = store.read_log(run.id, rank, offsets.get(rank, 0))
             lines = text.splitlines(True)
             if first and args.tail is not None:
-                lines = lines[len(lines) - args.tail:] if args.tail else []
+                lines = lines[len(lines) - args.tail :] if args.tail else []
             if lines:
                 prefix = f"[rank {rank}] " if prefixed else ""
                 out.write("".join(prefix + line for line in lines))
@@ -199,8 +230,11 @@ def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
     run = api.get_run(args.run)
     status = run.cancel()
     if status == "lost":
-        print(f"run {run.id} lost: its supervisor was gone, and what was left of its processes "
-              "was ended; `jupyter-trainer doctor --fix` records it as lost", file=out)
+        print(
+            f"run {run.id} lost: its supervisor was gone, and what was left of its processes "
+            "was ended; `jupyter-trainer doctor --fix` records it as lost",
+            file=out,
+        )
     else:
         print(f"run {run.id} {status}", file=out)
     return 0
@@ -208,9 +242,11 @@ def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
 
 def _define_diff(sub: Any) -> None:
     diff = sub.add_parser(
-        "diff", help="what differs between two runs",
+        "diff",
+        help="what differs between two runs",
         description="Params, launch and target, environment packages, code (a unified diff "
-                    "of the snapshots) and each metric's final, min and max, side by side.")
+        "of the snapshots) and each metric's final, min and max, side by side.",
+    )
     diff.add_argument("a", metavar="RUN_A")
     diff.add_argument("b", metavar="RUN_B")
     diff.add_argument("--json", action="store_true", help="print the differences as JSON")
@@ -235,28 +271,38 @@ def cmd_stack(args: argparse.Namespace, out: TextIO) -> int:
     records = run.store.rank_records(run.id)
     for rank, text in sorted(run.stacks(rank=args.rank).items()):
         record = records.get(rank, {})
-        print(f"rank {rank} ({record.get('host', 'host unknown')}, pid "
-              f"{record.get('pid', 'unknown')}):", file=out)
+        print(
+            f"rank {rank} ({record.get('host', 'host unknown')}, pid "
+            f"{record.get('pid', 'unknown')}):",
+            file=out,
+        )
         print(text.rstrip("\n"), file=out)
     return 0
 
 
 def _define_doctor(sub: Any) -> None:
     doctor = sub.add_parser(
-        "doctor", help="check the run store: index, lost runs, changed snapshots, the model "
-                       "registry and the data caches",
+        "doctor",
+        help="check the run store: index, lost runs, changed snapshots, the model "
+        "registry and the data caches",
         description="Report where the index, the runs' states and their snapshots disagree "
-                    "with the run folders, where models.db and the versions' lineage.json "
-                    "disagree with the model folders or their files, and what is broken in "
-                    "the data input caches; change nothing unless --fix is given. Exits 1 "
-                    "while problems remain.")
-    doctor.add_argument("--fix", action="store_true",
-                        help="rebuild a broken index, rewrite stale rows, record lost runs, "
-                             "remove what a cut-short registration, deletion or download left "
-                             "and broken data cache entries")
-    doctor.add_argument("--no-hash", action="store_true",
-                        help="do not hash every snapshot and model file (faster on large "
-                             "stores)")
+        "with the run folders, where models.db and the versions' lineage.json "
+        "disagree with the model folders or their files, and what is broken in "
+        "the data input caches; change nothing unless --fix is given. Exits 1 "
+        "while problems remain.",
+    )
+    doctor.add_argument(
+        "--fix",
+        action="store_true",
+        help="rebuild a broken index, rewrite stale rows, record lost runs, "
+        "remove what a cut-short registration, deletion or download left "
+        "and broken data cache entries",
+    )
+    doctor.add_argument(
+        "--no-hash",
+        action="store_true",
+        help="do not hash every snapshot and model file (faster on large stores)",
+    )
     doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
 
 
@@ -279,9 +325,11 @@ def cmd_targets(args: argparse.Namespace, out: TextIO) -> int:
 
 def _define_target(sub: Any) -> None:
     target = sub.add_parser("target", help="add a target to targets.toml")
-    add_target_options(target.add_subparsers(dest="action", required=True, metavar="ACTION",
-                                             parser_class=CommandParser)
-                       .add_parser("add", help="validate a target and save it in targets.toml"))
+    add_target_options(
+        target.add_subparsers(
+            dest="action", required=True, metavar="ACTION", parser_class=CommandParser
+        ).add_parser("add", help="validate a target and save it in targets.toml")
+    )
 
 
 def cmd_target(args: argparse.Namespace, out: TextIO) -> int:
@@ -293,12 +341,20 @@ def cmd_target(args: argparse.Namespace, out: TextIO) -> int:
 
 
 COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace, TextIO], int]]] = {
-    "runs": (_define_runs, cmd_runs), "show": (_define_show, cmd_show),
-    "logs": (_define_logs, cmd_logs), "cancel": (_define_cancel, cmd_cancel),
-    "diff": (_define_diff, cmd_diff), "stack": (_define_stack, cmd_stack),
-    "doctor": (_define_doctor, cmd_doctor), "targets": (_define_targets, cmd_targets),
-    "target": (_define_target, cmd_target), **SWEEP_COMMANDS, **MODEL_COMMANDS,
-    **TENSORBOARD_COMMANDS, **MLFLOW_COMMANDS, **POOL_COMMANDS,
+    "runs": (_define_runs, cmd_runs),
+    "show": (_define_show, cmd_show),
+    "logs": (_define_logs, cmd_logs),
+    "cancel": (_define_cancel, cmd_cancel),
+    "diff": (_define_diff, cmd_diff),
+    "stack": (_define_stack, cmd_stack),
+    "doctor": (_define_doctor, cmd_doctor),
+    "targets": (_define_targets, cmd_targets),
+    "target": (_define_target, cmd_target),
+    **SWEEP_COMMANDS,
+    **MODEL_COMMANDS,
+    **TENSORBOARD_COMMANDS,
+    **MLFLOW_COMMANDS,
+    **POOL_COMMANDS,
 }
 
 
@@ -313,24 +369,39 @@ STARTERS = {
 def _define_again(sub: Any, name: str) -> None:
     again = sub.add_parser(name, help=STARTERS[name])
     again.add_argument("run")
-    again.add_argument("-p", "--param", action=ParamAction, default=[], metavar="KEY=VALUE",
-                       help="change one of the run's params (repeatable)")
-    again.add_argument("--target", default=None,
-                       help="where to run it (default: where the run ran)")
+    again.add_argument(
+        "-p",
+        "--param",
+        action=ParamAction,
+        default=[],
+        metavar="KEY=VALUE",
+        help="change one of the run's params (repeatable)",
+    )
+    again.add_argument(
+        "--target", default=None, help="where to run it (default: where the run ran)"
+    )
     wait = again.add_mutually_exclusive_group()
-    wait.add_argument("--wait", action="store_true", default=None,
-                      help="follow the new run to its end (the default of %%train); fail if it "
-                           "fails")
-    wait.add_argument("--no-wait", dest="wait", action="store_false",
-                      help="return once the new run has started (the default of "
-                           "jupyter-trainer)")
+    wait.add_argument(
+        "--wait",
+        action="store_true",
+        default=None,
+        help="follow the new run to its end (the default of %%train); fail if it fails",
+    )
+    wait.add_argument(
+        "--no-wait",
+        dest="wait",
+        action="store_false",
+        help="return once the new run has started (the default of jupyter-trainer)",
+    )
 
 
 def start_again(args: argparse.Namespace, script_args: Sequence[str] = ()) -> api.Run:
     """Start the run that parsed ``rerun`` or ``resume`` arguments ask for."""
     if script_args:
-        raise SpecError(f"{args.command} takes no script arguments after `--`: the run's own "
-                        "arguments are part of its snapshot")
+        raise SpecError(
+            f"{args.command} takes no script arguments after `--`: the run's own "
+            "arguments are part of its snapshot"
+        )
     again = api.resume if args.command == "resume" else api.rerun
     return again(args.run, args.param, args.target)
 

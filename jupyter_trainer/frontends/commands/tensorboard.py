@@ -17,31 +17,47 @@ from ...mirrors.tensorboard.server import TensorBoardServer, shared_server, stop
 
 def _define_tensorboard(sub: Any) -> None:
     board = sub.add_parser(
-        "tensorboard", help="runs' metrics in TensorBoard: export them, or serve them",
+        "tensorboard",
+        help="runs' metrics in TensorBoard: export them, or serve them",
         description="Write each run's metrics, one folder per rank, as TensorBoard event files, "
-                    "with its params as hparams. With --logdir, write them there and exit "
-                    "(--follow: keep appending until the runs end). Without it, write them "
-                    "into the run store, start TensorBoard over them, print its address and "
-                    "keep live runs' files growing until Ctrl-C. Exporting again writes only "
-                    "what is new.")
+        "with its params as hparams. With --logdir, write them there and exit "
+        "(--follow: keep appending until the runs end). Without it, write them "
+        "into the run store, start TensorBoard over them, print its address and "
+        "keep live runs' files growing until Ctrl-C. Exporting again writes only "
+        "what is new.",
+    )
     board.add_argument("runs", nargs="*", metavar="RUN")
-    board.add_argument("--logdir", metavar="DIR", default=None,
-                       help="write the event files under DIR/RUN/ and start no TensorBoard")
-    board.add_argument("--follow", action="store_true",
-                       help="with --logdir: keep appending live runs' values until they end")
-    board.add_argument("--host", default="127.0.0.1",
-                       help="the address TensorBoard listens on (default 127.0.0.1: this "
-                            "machine only)")
-    board.add_argument("--port", type=int, default=0,
-                       help="TensorBoard's port (default 0: a free one)")
-    board.add_argument("--stop", action="store_true",
-                       help="stop the TensorBoard that %%train tensorboard started in this kernel")
+    board.add_argument(
+        "--logdir",
+        metavar="DIR",
+        default=None,
+        help="write the event files under DIR/RUN/ and start no TensorBoard",
+    )
+    board.add_argument(
+        "--follow",
+        action="store_true",
+        help="with --logdir: keep appending live runs' values until they end",
+    )
+    board.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address TensorBoard listens on (default 127.0.0.1: this machine only)",
+    )
+    board.add_argument(
+        "--port", type=int, default=0, help="TensorBoard's port (default 0: a free one)"
+    )
+    board.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop the TensorBoard that %%train tensorboard started in this kernel",
+    )
 
 
 def cmd_tensorboard(args: argparse.Namespace, out: TextIO) -> int:
     if args.stop:
-        print("TensorBoard stopped" if stop_shared() else "no TensorBoard was running here",
-              file=out)
+        print(
+            "TensorBoard stopped" if stop_shared() else "no TensorBoard was running here", file=out
+        )
         return 0
     if args.logdir is None:
         return _serve(args, out)
@@ -54,14 +70,17 @@ def cmd_tensorboard(args: argparse.Namespace, out: TextIO) -> int:
     except BrokenPipeError:  # our own output's reader went away: not the folder's fault
         raise
     except OSError as exc:  # the folder went away or filled up while exporting
-        raise StoreError(f"tensorboard --logdir {exporter.logdir}: writing the event files "
-                         f"failed ({exc.strerror or exc})") from None
+        raise StoreError(
+            f"tensorboard --logdir {exporter.logdir}: writing the event files "
+            f"failed ({exc.strerror or exc})"
+        ) from None
 
 
 def _export(exporter: Exporter, follow: bool, out: TextIO) -> int:
     for run_id, count in exporter.export().items():
-        print(f"{run_id}: {count} values written to {exporter.logdir / run_id}", file=out,
-              flush=True)
+        print(
+            f"{run_id}: {count} values written to {exporter.logdir / run_id}", file=out, flush=True
+        )
     if follow and not exporter.finished:
         totals = dict.fromkeys(exporter.runs, 0)
         while not exporter.finished:
@@ -84,9 +103,12 @@ def _serve(args: argparse.Namespace, out: TextIO) -> int:
     previous = {sig: signal.signal(sig, _interrupt) for sig in STOP_SIGNALS} if main else {}
     try:
         with server:
-            print(f"TensorBoard at {server.url} ({len(server.runs)} run"
-                  f"{'s' if len(server.runs) != 1 else ''}; Ctrl-C stops it)", file=out,
-                  flush=True)
+            print(
+                f"TensorBoard at {server.url} ({len(server.runs)} run"
+                f"{'s' if len(server.runs) != 1 else ''}; Ctrl-C stops it)",
+                file=out,
+                flush=True,
+            )
             code = server.wait()
     finally:
         for sig, handler in previous.items():

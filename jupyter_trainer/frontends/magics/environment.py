@@ -9,8 +9,8 @@ from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from ...api import runs as api
 from ... import environment
+from ...api import runs as api
 from ..commands.options import HelpRequested, OptionParser, split_line
 
 HELP = """\
@@ -31,18 +31,21 @@ A run uses one with %%train --env NAME (or NAME@VERSION)."""
 
 
 def _define_parser(prog: str, *, flags: bool) -> OptionParser:
-    parser = OptionParser(prog=prog, description=HELP,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OptionParser(
+        prog=prog, description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("name")
-    parser.add_argument("--build", action="store_true",
-                        help="build the environment now, so the first run reuses it")
+    parser.add_argument(
+        "--build", action="store_true", help="build the environment now, so the first run reuses it"
+    )
     if flags:
         parser.add_argument("--pip", nargs="+", action="extend", default=[], metavar="REQ")
         parser.add_argument("--requirements", metavar="PATH")
         parser.add_argument("--python", metavar="VERSION")
         parser.add_argument("--var", action="append", default=[], metavar="NAME=VALUE")
-        parser.add_argument("--inherit", action="store_true",
-                            help="layer on the notebook kernel's packages")
+        parser.add_argument(
+            "--inherit", action="store_true", help="layer on the notebook kernel's packages"
+        )
         parser.add_argument("--image", metavar="REF")
     return parser
 
@@ -51,8 +54,9 @@ def _named_parser(command: str) -> OptionParser:
     parser = OptionParser(prog=f"%environment {command}")
     parser.add_argument("name")
     if command == "export":
-        parser.add_argument("--requirements", action="store_true",
-                            help="the requirements as defined, not the lock")
+        parser.add_argument(
+            "--requirements", action="store_true", help="the requirements as defined, not the lock"
+        )
     return parser
 
 
@@ -74,12 +78,17 @@ class EnvironmentMagics(Magics):
         info = environment.define(definition, build=build)
         what = "new version" if info["new"] else "unchanged"
         plural = "s" if info["pins"] != 1 else ""
-        text = (f"environment {info['name']} version {info['version']} ({what}): "
-                f"{info['pins']} pinned package{plural}, lock {info['lock']}")
+        text = (
+            f"environment {info['name']} version {info['version']} ({what}): "
+            f"{info['pins']} pinned package{plural}, lock {info['lock']}"
+        )
         if "build" in info:
             built = info["build"]
-            text += (f"; built in {built['build_seconds']:.1f} s" if built["built"]
-                     else "; already built")
+            text += (
+                f"; built in {built['build_seconds']:.1f} s"
+                if built["built"]
+                else "; already built"
+            )
         print(text)
 
     def _line(self, line: str) -> None:
@@ -92,8 +101,9 @@ class EnvironmentMagics(Magics):
             return None
         if words[0] == "prune":
             parser = OptionParser(prog="%environment prune")
-            parser.add_argument("--dry-run", action="store_true",
-                                help="list what would be removed, remove nothing")
+            parser.add_argument(
+                "--dry-run", action="store_true", help="list what would be removed, remove nothing"
+            )
             opts = parser.parse_args(words[1:])
             rows = api.prune_environments(dry_run=opts.dry_run)
             print(environment.prune_text(rows, dry_run=opts.dry_run))
@@ -106,16 +116,30 @@ class EnvironmentMagics(Magics):
                 print(environment.export_text(opts.name, requirements=opts.requirements), end="")
             else:
                 built = environment.build_environment(opts.name)
-                print(f"environment {opts.name}: "
-                      + (f"built in {built['build_seconds']:.1f} s" if built["built"]
-                         else "already built") + f": {built['python']}")
+                print(
+                    f"environment {opts.name}: "
+                    + (
+                        f"built in {built['build_seconds']:.1f} s"
+                        if built["built"]
+                        else "already built"
+                    )
+                    + f": {built['python']}"
+                )
             return None
         opts = _define_parser("%environment", flags=True).parse_args(words)
-        if not (opts.pip or opts.requirements or opts.python or opts.var or opts.inherit
-                or opts.image):
+        if not (
+            opts.pip or opts.requirements or opts.python or opts.var or opts.inherit or opts.image
+        ):
             print(environment.show_text(opts.name))  # `%environment NAME` alone shows it
             return None
         definition = environment.from_line(
-            opts.name, pip=opts.pip, requirements=opts.requirements, python=opts.python,
-            variables=opts.var, inherit=opts.inherit, image=opts.image, base_dir=Path(os.getcwd()))
+            opts.name,
+            pip=opts.pip,
+            requirements=opts.requirements,
+            python=opts.python,
+            variables=opts.var,
+            inherit=opts.inherit,
+            image=opts.image,
+            base_dir=Path(os.getcwd()),
+        )
         return self._define(definition, opts.build)

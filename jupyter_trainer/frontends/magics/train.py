@@ -12,14 +12,22 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import Image, display
 
 from ...api import runs as api
-from ..widgets import monitor_mode, show
-from ..commands.table import STARTERS, CommandParser, add_commands, run_command, start_again
-from ..views.text import source_line
-from ..commands.options import (HelpRequested, cell_parser, is_sweep, parse_with_settings,
-                                script_parser, split_line, submit_kwargs, sweep_kwargs)
-from ..commands.sweeps import sweep_words
 from ...api.sweeps import functions as sweep_api
 from ...core.errors import RunCanceled, SpecError
+from ..commands.options import (
+    HelpRequested,
+    cell_parser,
+    is_sweep,
+    parse_with_settings,
+    script_parser,
+    split_line,
+    submit_kwargs,
+    sweep_kwargs,
+)
+from ..commands.sweeps import sweep_words
+from ..commands.table import STARTERS, CommandParser, add_commands, run_command, start_again
+from ..views.text import source_line
+from ..widgets import monitor_mode, show
 
 # What a run or sweep canceled by the notebook's Stop button records as its reason.
 STOP_REASON = "stopped from the notebook (Stop button)"
@@ -56,10 +64,12 @@ LINE_HELP = """\
 
 
 def _management_parser() -> CommandParser:
-    parser = CommandParser(prog="%train", description=LINE_HELP,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                parser_class=CommandParser)
+    parser = CommandParser(
+        prog="%train", description=LINE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=CommandParser
+    )
     sub.add_parser("attach").add_argument("run")
     add_commands(sub)
     return parser
@@ -88,28 +98,54 @@ class TrainMagics(Magics):
         origin = {**_origin(self.shell), "first_line": 2}  # the cell's line 1 is %%train
         if is_sweep(opts):
             if opts.form:
-                raise SpecError("--form does not go with --sweep: a sweep's values come from "
-                                "its search space; leave one of them out")
-            sweep = sweep_api.sweep(code, namespace=self.shell.user_ns, history=history,
-                              origin=origin, **sweep_kwargs(opts),
-                              **submit_kwargs(opts))
+                raise SpecError(
+                    "--form does not go with --sweep: a sweep's values come from "
+                    "its search space; leave one of them out"
+                )
+            sweep = sweep_api.sweep(
+                code,
+                namespace=self.shell.user_ns,
+                history=history,
+                origin=origin,
+                **sweep_kwargs(opts),
+                **submit_kwargs(opts),
+            )
             return self._watch_sweep(sweep, mode, wait=not opts.no_wait)
         if opts.dry_run:  # shown as the cell's value; nothing to wait for or watch
             if opts.form:
-                raise SpecError("--form does not go with --dry-run: leave out --form to see "
-                                "what these options would run")
-            return api.submit(code, namespace=self.shell.user_ns, history=history,
-                              origin=origin, dry_run=True, **submit_kwargs(opts))
+                raise SpecError(
+                    "--form does not go with --dry-run: leave out --form to see "
+                    "what these options would run"
+                )
+            return api.submit(
+                code,
+                namespace=self.shell.user_ns,
+                history=history,
+                origin=origin,
+                dry_run=True,
+                **submit_kwargs(opts),
+            )
         if opts.form and mode == "widget":
             from ..widgets.form import LaunchForm
             from ..widgets.widget import RunMonitor
 
-            form = LaunchForm(code, self.shell.user_ns, submit_kwargs(opts), history=history,
-                              origin=origin, submit=api.submit)
+            form = LaunchForm(
+                code,
+                self.shell.user_ns,
+                submit_kwargs(opts),
+                history=history,
+                origin=origin,
+                submit=api.submit,
+            )
             display(RunMonitor(launcher=form))
             return None
-        run = api.submit(code, namespace=self.shell.user_ns, history=history,
-                         origin=origin, **submit_kwargs(opts))
+        run = api.submit(
+            code,
+            namespace=self.shell.user_ns,
+            history=history,
+            origin=origin,
+            **submit_kwargs(opts),
+        )
         _say_source(run)
         if opts.no_wait:
             if mode == "widget":
@@ -135,12 +171,18 @@ class TrainMagics(Magics):
                 return None
             # The notebook's Stop button: end the run, and fail the cell with one line (the
             # interrupt's own traceback would only show this package's frames).
-            print(f"Stop button: canceling run {run.id} (a kernel restart or shutdown would "
-                  "leave it running)", file=sys.stderr, flush=True)
+            print(
+                f"Stop button: canceling run {run.id} (a kernel restart or shutdown would "
+                "leave it running)",
+                file=sys.stderr,
+                flush=True,
+            )
             run.cancel(wait=True, timeout=15, reason=STOP_REASON)
-            raise RunCanceled(f"run {run.id} {run.status}: the cell was interrupted (the "
-                              "notebook's Stop button)", run_id=run.id,
-                              status=run.status) from None
+            raise RunCanceled(
+                f"run {run.id} {run.status}: the cell was interrupted (the notebook's Stop button)",
+                run_id=run.id,
+                status=run.status,
+            ) from None
         if widget is not None:
             widget.wait_final(timeout=10)
         run.raise_for_status()
@@ -148,8 +190,7 @@ class TrainMagics(Magics):
         # say nothing more (jt.get_run(id) or %train runs give the handle).
         return None if widget is not None else run
 
-    def _watch_sweep(self, sweep: Any, mode: str, wait: bool = True,
-                     attached: bool = False) -> Any:
+    def _watch_sweep(self, sweep: Any, mode: str, wait: bool = True, attached: bool = False) -> Any:
         from ..widgets.sweep import show_sweep
 
         try:
@@ -166,17 +207,24 @@ class TrainMagics(Magics):
                 print(f"sweep {sweep.id} started; follow it with %train attach {sweep.id}")
                 return sweep
             if wait and not attached:  # a sweep the cell started fails it when canceled or
-                sweep.raise_for_status()   # failed, as a run does
+                sweep.raise_for_status()  # failed, as a run does
         except KeyboardInterrupt:
             if _kernel_is_shutting_down(self.shell):
                 _say_left_running("sweep", sweep.id)
                 return None
-            print(f"Stop button: canceling sweep {sweep.id} and its trials (a kernel restart "
-                  "or shutdown would leave it running)", file=sys.stderr, flush=True)
+            print(
+                f"Stop button: canceling sweep {sweep.id} and its trials (a kernel restart "
+                "or shutdown would leave it running)",
+                file=sys.stderr,
+                flush=True,
+            )
             sweep.cancel(reason=STOP_REASON)
-            raise RunCanceled(f"sweep {sweep.id} {sweep.status}: the cell was interrupted (the "
-                              "notebook's Stop button)", run_id=sweep.id,
-                              status=sweep.status) from None
+            raise RunCanceled(
+                f"sweep {sweep.id} {sweep.status}: the cell was interrupted (the "
+                "notebook's Stop button)",
+                run_id=sweep.id,
+                status=sweep.status,
+            ) from None
         return None if mode == "widget" else sweep
 
     def _line(self, line: str) -> Any:
@@ -187,11 +235,21 @@ class TrainMagics(Magics):
         if words[0].endswith(".py") or os.path.isfile(os.path.expanduser(words[0])):
             opts = script_parser("%train").parse_args(words)
             if is_sweep(opts):
-                sweep = sweep_api.sweep(script=opts.script, args=rest, origin=_origin(self.shell),
-                                  **sweep_kwargs(opts), **submit_kwargs(opts))
+                sweep = sweep_api.sweep(
+                    script=opts.script,
+                    args=rest,
+                    origin=_origin(self.shell),
+                    **sweep_kwargs(opts),
+                    **submit_kwargs(opts),
+                )
                 return self._watch_sweep(sweep, monitor_mode())
-            run = api.submit(script=opts.script, args=rest, origin=_origin(self.shell),
-                             dry_run=opts.dry_run, **submit_kwargs(opts))
+            run = api.submit(
+                script=opts.script,
+                args=rest,
+                origin=_origin(self.shell),
+                dry_run=opts.dry_run,
+                **submit_kwargs(opts),
+            )
             if opts.dry_run:
                 return run  # a DryRun, shown as the value
             _say_source(run)
@@ -214,8 +272,9 @@ class TrainMagics(Magics):
             return None
         if sweep_api.is_sweep_id(opts.run):
             sweep = sweep_api.get_sweep(opts.run)
-            return self._watch_sweep(sweep, monitor_mode(), wait=monitor_mode() != "widget",
-                                     attached=True)
+            return self._watch_sweep(
+                sweep, monitor_mode(), wait=monitor_mode() != "widget", attached=True
+            )
         run = api.get_run(opts.run)
         if monitor_mode() == "widget":
             display(_widget(run))  # follows the run in the background
@@ -246,8 +305,12 @@ def _kernel_is_shutting_down(shell: Any, grace: float = SHUTDOWN_GRACE_S) -> boo
 
 
 def _say_left_running(kind: str, ident: str) -> None:
-    print(f"the kernel is shutting down: {kind} {ident} goes on; follow it after the restart "
-          f"with %train attach {ident}", file=sys.stderr, flush=True)
+    print(
+        f"the kernel is shutting down: {kind} {ident} goes on; follow it after the restart "
+        f"with %train attach {ident}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _show_tensorboard(opts: argparse.Namespace) -> None:
@@ -257,8 +320,11 @@ def _show_tensorboard(opts: argparse.Namespace) -> None:
     from ..commands.tensorboard import background
 
     server = background(opts)
-    print(f"TensorBoard at {server.url} with {', '.join(server.runs)} "
-          "(`%train tensorboard --stop` ends it)", flush=True)
+    print(
+        f"TensorBoard at {server.url} with {', '.join(server.runs)} "
+        "(`%train tensorboard --stop` ends it)",
+        flush=True,
+    )
     display(IFrame(server.url, width="100%", height=800))
 
 

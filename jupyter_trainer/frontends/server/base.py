@@ -11,25 +11,27 @@ answers 400 naming the argument and its range.
 
 from __future__ import annotations
 
-import asyncio
-import errno
 import json
 import re
-import time
-from pathlib import Path
 from typing import Any
 
 import tornado.web
 from jupyter_server.base.handlers import APIHandler
-from jupyter_server.utils import url_path_join
-from tornado.iostream import StreamClosedError
 
-from ...core.version import __version__
-from ...core.errors import (DiskFull, InvalidRunId, ModelNotFound, NotOwner, RecordDamaged,
-                            RunNotFound, RunStateError, SpecError, StoreError, TrainerError)
-from ..views.health import list_fields
+from ...core.errors import (
+    DiskFull,
+    InvalidRunId,
+    ModelNotFound,
+    NotOwner,
+    RecordDamaged,
+    RunNotFound,
+    RunStateError,
+    SpecError,
+    StoreError,
+    TrainerError,
+)
 from ...core.spec import MAX_PROCS
-from ...store import TERMINAL, Store, read_complete_lines
+from ...store import Store
 
 API_PREFIX = "jupyter-trainer/api"
 RUN = r"(?P<run_id>[^/]+)"
@@ -61,16 +63,21 @@ def status_of(exc: TrainerError) -> int:
 
 
 def _in_range(raw: str, low: int, high: int) -> bool:
-    return bool(_DIGITS.fullmatch(raw) and len(raw.lstrip("0")) <= len(str(high))
-                and low <= int(raw) <= high)
+    return bool(
+        _DIGITS.fullmatch(raw)
+        and len(raw.lstrip("0")) <= len(str(high))
+        and low <= int(raw) <= high
+    )
 
 
 def parse_whole(name: str, raw: str, low: int, high: int) -> int:
     """``raw`` as a whole number from ``low`` to ``high``, written in ASCII digits only."""
     if not _in_range(raw, low, high):
         shown = raw if len(raw) <= 40 else raw[:40] + "..."
-        raise SpecError(f"query argument {name}={shown!r} must be a whole number from {low} "
-                        f"to {high}, in ASCII digits")
+        raise SpecError(
+            f"query argument {name}={shown!r} must be a whole number from {low} "
+            f"to {high}, in ASCII digits"
+        )
     return int(raw)
 
 
@@ -87,8 +94,9 @@ class BaseHandler(APIHandler):
         self.finish(json.dumps(data))
 
     def write_failure(self, exc: TrainerError) -> None:
-        self.write_json({"error": str(exc), "message": str(exc), "type": type(exc).__name__},
-                        status_of(exc))
+        self.write_json(
+            {"error": str(exc), "message": str(exc), "type": type(exc).__name__}, status_of(exc)
+        )
 
     def int_arg(self, name: str, default: int, low: int = 0, high: int = MAX_OFFSET) -> int:
         raw = self.get_query_argument(name, None, strip=False)
@@ -102,8 +110,10 @@ class BaseHandler(APIHandler):
         status = self.get_query_argument("status", None) or None
         name = self.get_query_argument("name", None) or None
         if name is not None and len(name) > MAX_NAME_FILTER:
-            raise SpecError(f"query argument name is {len(name)} characters long; a {kind} "
-                            f"name has at most {MAX_NAME_FILTER}, so give at most that many")
+            raise SpecError(
+                f"query argument name is {len(name)} characters long; a {kind} "
+                f"name has at most {MAX_NAME_FILTER}, so give at most that many"
+            )
         return limit, offset, status, name
 
     def offsets_arg(self, name: str) -> dict[int, int]:
@@ -114,10 +124,12 @@ class BaseHandler(APIHandler):
             rank, sep, offset = pair.partition(":")
             if not (sep and _in_range(rank, 0, MAX_RANK) and _in_range(offset, 0, MAX_OFFSET)):
                 shown = raw if len(raw) <= 80 else raw[:80] + "..."
-                raise SpecError(f"query argument {name}={shown!r} must be rank:offset pairs "
-                                f"separated by commas, like {name}=0:1234,1:88 (the offsets "
-                                f"of the last messages received), ranks from 0 to {MAX_RANK} "
-                                f"and offsets from 0 to {MAX_OFFSET}, in ASCII digits")
+                raise SpecError(
+                    f"query argument {name}={shown!r} must be rank:offset pairs "
+                    f"separated by commas, like {name}=0:1234,1:88 (the offsets "
+                    f"of the last messages received), ranks from 0 to {MAX_RANK} "
+                    f"and offsets from 0 to {MAX_OFFSET}, in ASCII digits"
+                )
             if int(rank) in offsets:
                 raise SpecError(f"query argument {name} names rank {int(rank)} twice")
             offsets[int(rank)] = int(offset)
@@ -138,10 +150,22 @@ def request_cancel(store: Store, run_id: str) -> str:
 class NotFoundHandler(BaseHandler):
     """Any other path under the API: a JSON 404 that lists the routes."""
 
-    ROUTES = ("version", "runs", "runs/RUN", "runs/RUN/events", "runs/RUN/logs",
-              "runs/RUN/stream", "runs/RUN/cancel", "runs/RUN/view (WebSocket)", "sweeps",
-              "sweeps/SWEEP", "sweeps/SWEEP/cancel", "models", "models/MODEL",
-              "models/MODEL/VERSION")
+    ROUTES = (
+        "version",
+        "runs",
+        "runs/RUN",
+        "runs/RUN/events",
+        "runs/RUN/logs",
+        "runs/RUN/stream",
+        "runs/RUN/cancel",
+        "runs/RUN/view (WebSocket)",
+        "sweeps",
+        "sweeps/SWEEP",
+        "sweeps/SWEEP/cancel",
+        "models",
+        "models/MODEL",
+        "models/MODEL/VERSION",
+    )
 
     @tornado.web.authenticated
     async def get(self, *_args: str) -> None:
@@ -156,8 +180,8 @@ class NotFoundHandler(BaseHandler):
         self._not_found()
 
     def _not_found(self) -> None:
-        message = (f"no such route {self.request.path!r}; the routes under /{API_PREFIX}/ are "
-                   + ", ".join(self.ROUTES))
+        message = (
+            f"no such route {self.request.path!r}; the routes under /{API_PREFIX}/ are "
+            + ", ".join(self.ROUTES)
+        )
         self.write_json({"error": message, "message": message, "type": "NotFound"}, 404)
-
-

@@ -24,8 +24,8 @@ import tornado.web
 from jupyter_server.utils import url_path_join
 from tornado.ioloop import IOLoop
 
-from ...core.errors import ModelNotFound, SpecError, StoreError, TrainerError
 from ...api.models import delete_model
+from ...core.errors import ModelNotFound, SpecError, StoreError, TrainerError
 from ...store import Store
 from ...store.models import ModelStore, parse_ref, validate_model_name
 from .base import BaseHandler
@@ -50,10 +50,16 @@ def list_models(store: Store) -> list[dict[str, Any]]:
     for row in ModelStore(store.home).rows():  # by name, newest version first
         counts[row["name"]] = counts.get(row["name"], 0) + 1
         latest.setdefault(row["name"], row)
-    return [{"name": name, "versions": counts[name], "latest": row["version"],
-             **{k: row[k] for k in ROW_FIELDS if k != "version"},
-             "run_exists": run_exists(store, row["run_id"])}
-            for name, row in latest.items()]
+    return [
+        {
+            "name": name,
+            "versions": counts[name],
+            "latest": row["version"],
+            **{k: row[k] for k in ROW_FIELDS if k != "version"},
+            "run_exists": run_exists(store, row["run_id"]),
+        }
+        for name, row in latest.items()
+    ]
 
 
 def model_versions(store: Store, name: str) -> dict[str, Any]:
@@ -88,8 +94,10 @@ def model_version(store: Store, name: str, version: int) -> dict[str, Any]:
             found = _version(store, registry, row)
             if found is not None:
                 return {"name": name, **found}
-    raise ModelNotFound(f"model {name!r} version {version} is not in the index; "
-                        "`jupyter-trainer doctor --fix` indexes it")
+    raise ModelNotFound(
+        f"model {name!r} version {version} is not in the index; "
+        "`jupyter-trainer doctor --fix` indexes it"
+    )
 
 
 def version_number(name: str, text: str) -> int:
@@ -124,8 +132,10 @@ class ModelHandler(BaseHandler):
     async def _delete(self, name: str) -> None:
         name = validate_model_name(name)
         if self.int_arg("all", 0, 0, 1) != 1:
-            raise SpecError(f"DELETE models/{name} deletes every version of {name} only with "
-                            f"?all=1; to delete one version, DELETE models/{name}/VERSION")
+            raise SpecError(
+                f"DELETE models/{name} deletes every version of {name} only with "
+                f"?all=1; to delete one version, DELETE models/{name}/VERSION"
+            )
         await _delete(self, name, None)
 
 
@@ -150,8 +160,9 @@ class ModelVersionHandler(BaseHandler):
 async def _delete(handler: BaseHandler, name: str, version: int | None) -> None:
     """Delete off the event loop (a large version takes a while to remove); never
     another user's version: the REST API has no ``force``."""
-    work = functools.partial(delete_model, name, version, all_versions=version is None,
-                             home=handler.store.home)
+    work = functools.partial(
+        delete_model, name, version, all_versions=version is None, home=handler.store.home
+    )
     deleted = await IOLoop.current().run_in_executor(None, work)
     handler.write_json({"name": name, "deleted": deleted})
 

@@ -8,26 +8,29 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any
 
 import tornado.web
-from jupyter_server.base.handlers import APIHandler
-from jupyter_server.utils import url_path_join
 from tornado.iostream import StreamClosedError
 
+from ...core.errors import (
+    TrainerError,
+)
 from ...core.version import __version__
-from ...core.errors import (DiskFull, InvalidRunId, ModelNotFound, NotOwner, RecordDamaged,
-                            RunNotFound, RunStateError, SpecError, StoreError, TrainerError)
-from ..views.health import list_fields
-from ...core.spec import MAX_PROCS
 from ...store import TERMINAL, Store, read_complete_lines
 from ...store.sweeps import trial_runs
+from ..views.health import list_fields
+from .base import (
+    ALL_RUNS,
+    MAX_RANK,
+    MAX_READ_BYTES,
+    STREAM_POLL_S,
+    BaseHandler,
+    request_cancel,
+)
 
-from .base import (ALL_RUNS, MAX_NAME_FILTER, MAX_OFFSET, MAX_RANK, MAX_READ_BYTES, STREAM_POLL_S,
-                   BaseHandler, parse_whole, request_cancel, status_of)
 
 def _read_lines(path: Path, offset: int) -> tuple[bytes, int]:
     """Complete lines of ``path`` from ``offset``. An offset past what the file system allows
@@ -83,14 +86,15 @@ class RunsHandler(BaseHandler):
         else:  # the trials are left to their sweeps' rows, before the page is cut
             rows = store.list_runs(status=status, name=name, limit=ALL_RUNS)
             trials = trial_runs(store, rows)
-            rows = [r for r in rows if r["id"] not in trials][offset:offset + limit + 1]
+            rows = [r for r in rows if r["id"] not in trials][offset : offset + limit + 1]
         now = time.time()
         for row in rows[:limit]:
             row["sweep"], row["trial"] = trials.get(row["id"], (None, None))
             row["progress"] = store.latest_progress(row["id"])
             row.update(health_of(store, row["id"], now))
-        self.write_json({"runs": rows[:limit], "limit": limit, "offset": offset,
-                         "more": len(rows) > limit})
+        self.write_json(
+            {"runs": rows[:limit], "limit": limit, "offset": offset, "more": len(rows) > limit}
+        )
 
 
 def health_of(store: Store, run_id: str, now: float) -> dict[str, Any]:
@@ -112,8 +116,14 @@ class RunHandler(BaseHandler):
     async def _get(self, run_id: str) -> None:
         store = self.store
         spec = store.read_spec(run_id)
-        self.write_json({"id": run_id, "spec": spec.to_dict(), "state": store.read_state(run_id),
-                         "ranks": store.ranks(run_id)})
+        self.write_json(
+            {
+                "id": run_id,
+                "spec": spec.to_dict(),
+                "state": store.read_state(run_id),
+                "ranks": store.ranks(run_id),
+            }
+        )
 
 
 class RankReadHandler(BaseHandler):
@@ -173,8 +183,9 @@ class StreamHandler(BaseHandler):
             return
         except (TrainerError, OSError, ValueError) as exc:
             try:
-                self._send("error", {"error": str(exc), "message": str(exc),
-                                     "type": type(exc).__name__})
+                self._send(
+                    "error", {"error": str(exc), "message": str(exc), "type": type(exc).__name__}
+                )
                 await self.flush()
             except StreamClosedError:
                 return
@@ -182,8 +193,9 @@ class StreamHandler(BaseHandler):
             if not self._finished:
                 self.finish()
 
-    async def _follow(self, store: Store, run_id: str, event_offsets: dict[int, int],
-                      log_offsets: dict[int, int]) -> None:
+    async def _follow(
+        self, store: Store, run_id: str, event_offsets: dict[int, int], log_offsets: dict[int, int]
+    ) -> None:
         last_state = None
         while True:
             # None: the state is damaged and its supervisor, which writes it again, runs
@@ -194,10 +206,12 @@ class StreamHandler(BaseHandler):
             sent = 0
             for rank in store.ranks(run_id):
                 events, event_offsets[rank] = read_events(
-                    store, run_id, rank, event_offsets.get(rank, 0))
+                    store, run_id, rank, event_offsets.get(rank, 0)
+                )
                 if events:
-                    self._send("events", {"rank": rank, "events": events,
-                                          "offset": event_offsets[rank]})
+                    self._send(
+                        "events", {"rank": rank, "events": events, "offset": event_offsets[rank]}
+                    )
                 text, log_offsets[rank] = read_log(store, run_id, rank, log_offsets.get(rank, 0))
                 if text:
                     self._send("log", {"rank": rank, "text": text, "offset": log_offsets[rank]})
@@ -212,5 +226,3 @@ class StreamHandler(BaseHandler):
 
     def _send(self, kind: str, data: Any) -> None:
         self.write(f"event: {kind}\ndata: {json.dumps(data)}\n\n")
-
-

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import Counter
-from typing import Any, Iterable
+from typing import Any
 
 import tornado.web
 from jupyter_server.auth.decorator import ws_authenticated
@@ -27,8 +27,8 @@ from ...core.errors import InvalidRunId, SpecError, TrainerError
 from ...core.spec import validate_run_id
 from ...store import Store
 from ...store.sweeps import SWEEP_ACTIVE, SWEEP_TERMINAL, SweepStore
-from ..views.sweep_text import sweep_json
 from ..views.sweep_feeder import SweepFeeder
+from ..views.sweep_text import sweep_json
 from .base import BaseHandler, status_of
 from .view import FeedSocket, check_message
 
@@ -43,9 +43,11 @@ def checked_sweep_id(sweep_id: str) -> str:
         return validate_run_id(sweep_id)
     except InvalidRunId:
         shown = sweep_id if len(sweep_id) <= 80 else sweep_id[:80] + "..."
-        raise InvalidRunId(f"invalid sweep id {shown!r}: a sweep id is 1-128 letters, digits, "
-                           "'.', '_' or '-', starting with a letter or digit; list sweep ids "
-                           "with `jupyter-trainer sweeps`") from None
+        raise InvalidRunId(
+            f"invalid sweep id {shown!r}: a sweep id is 1-128 letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit; list sweep ids "
+            "with `jupyter-trainer sweeps`"
+        ) from None
 
 
 def sweep_row(sweeps: SweepStore, sweep_id: str) -> dict[str, Any]:
@@ -54,23 +56,30 @@ def sweep_row(sweeps: SweepStore, sweep_id: str) -> dict[str, Any]:
     trials = state.get("trials") or []
     counts = Counter(t["status"] for t in trials)
     return {
-        "id": sweep_id, "name": spec.get("name") or sweep_id, "status": state["status"],
+        "id": sweep_id,
+        "name": spec.get("name") or sweep_id,
+        "status": state["status"],
         "metric": state.get("metric") or spec.get("metric"),
         "goal": state.get("goal") or spec.get("goal"),
         "trials_started": len(trials),
         "trials_done": sum(counts[s] for s in TRIAL_ENDED),
         "trials_total": state.get("trials_total") or spec.get("trials"),
         "parallel": state.get("parallel") or spec.get("parallel"),
-        "counts": dict(counts), "best": state.get("best"), "created": state["created"],
-        "started": state.get("started"), "ended": state.get("ended"), "error": state.get("error"),
+        "counts": dict(counts),
+        "best": state.get("best"),
+        "created": state["created"],
+        "started": state.get("started"),
+        "ended": state.get("ended"),
+        "error": state.get("error"),
     }
 
 
 def list_sweeps(store: Store, status: str | None = None, name: str | None = None) -> list[dict]:
     """Every sweep's row, newest first; a sweep removed or half-written meanwhile is left out."""
     if status is not None and status not in SWEEP_STATUSES:
-        raise SpecError(f"unknown sweep status {status!r}; choose one of "
-                        f"{', '.join(SWEEP_STATUSES)}")
+        raise SpecError(
+            f"unknown sweep status {status!r}; choose one of {', '.join(SWEEP_STATUSES)}"
+        )
     sweeps = SweepStore(store.home)
     rows = []
     for sweep_id in sweeps.ids():
@@ -94,8 +103,14 @@ class SweepsHandler(BaseHandler):
     async def _get(self) -> None:
         limit, offset, status, name = self.list_args("sweep")
         rows = list_sweeps(self.store, status, name)
-        self.write_json({"sweeps": rows[offset:offset + limit], "limit": limit,
-                         "offset": offset, "more": len(rows) > offset + limit})
+        self.write_json(
+            {
+                "sweeps": rows[offset : offset + limit],
+                "limit": limit,
+                "offset": offset,
+                "more": len(rows) > offset + limit,
+            }
+        )
 
 
 class SweepHandler(BaseHandler):
@@ -145,8 +160,9 @@ class SweepViewSocket(FeedSocket):
         check_message(message)
         kind = message.get("msg", {}).get("type")
         if kind != "cancel":
-            raise ValueError(f"a sweep's view sends only {{\"msg\": {{\"type\": \"cancel\"}}}}, "
-                             f"not {message!r:.100}")
+            raise ValueError(
+                f'a sweep\'s view sends only {{"msg": {{"type": "cancel"}}}}, not {message!r:.100}'
+            )
         self._send(json.dumps({"set": {"cancel_state": "requested"}}))
         IOLoop.current().run_in_executor(None, self._cancel)
 

@@ -28,13 +28,13 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ...api.runs import Run
 from ...core.errors import TrainerError
-from ..views.feeder import ViewFeeder
 from ...store import Store
+from ..views.feeder import ViewFeeder
 from .base import request_cancel, status_of
 
-MAX_METRICS = 1000          # names in one chart selection
+MAX_METRICS = 1000  # names in one chart selection
 MAX_MESSAGE_BYTES = 1 << 20  # a viewer's message; the largest, a full chart selection, is far less
-MAX_DEPTH = 8                # nesting of a viewer's message; the deepest valid one has 4 levels
+MAX_DEPTH = 8  # nesting of a viewer's message; the deepest valid one has 4 levels
 _RANK = re.compile(r"(all|[0-9]{1,7})")
 _STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
 _BRACKETS = re.compile(r"[][{}]")
@@ -59,10 +59,14 @@ def check_options(value: Any) -> dict[str, Any]:
     x, agg, selected = value.get("x", "step"), value.get("agg", "ranks"), value.get("selected")
     if x not in ("step", "time") or agg not in ("ranks", "mean"):
         raise ValueError('chart_options: x is "step" or "time", agg is "ranks" or "mean"')
-    if selected is not None and not (isinstance(selected, list) and len(selected) <= MAX_METRICS
-                                     and all(isinstance(n, str) for n in selected)):
-        raise ValueError(f"chart_options.selected is null or a list of at most {MAX_METRICS} "
-                         "metric names")
+    if selected is not None and not (
+        isinstance(selected, list)
+        and len(selected) <= MAX_METRICS
+        and all(isinstance(n, str) for n in selected)
+    ):
+        raise ValueError(
+            f"chart_options.selected is null or a list of at most {MAX_METRICS} metric names"
+        )
     return {"x": x, "agg": agg, "selected": selected}
 
 
@@ -70,11 +74,23 @@ def encode(changes: dict[str, Any]) -> str:
     """One update as JSON: the chart series' byte buffers as base64 text."""
     charts = changes.get("charts")
     if charts:
-        charts = dict(charts, charts={
-            name: dict(chart, series=[dict(s, x=base64.b64encode(s["x"]).decode(),
-                                           y=base64.b64encode(s["y"]).decode())
-                                      for s in chart["series"]])
-            for name, chart in charts["charts"].items()})
+        charts = dict(
+            charts,
+            charts={
+                name: dict(
+                    chart,
+                    series=[
+                        dict(
+                            s,
+                            x=base64.b64encode(s["x"]).decode(),
+                            y=base64.b64encode(s["y"]).decode(),
+                        )
+                        for s in chart["series"]
+                    ],
+                )
+                for name, chart in charts["charts"].items()
+            },
+        )
         changes = dict(changes, charts=charts)
     return json.dumps({"set": changes})
 
@@ -130,8 +146,11 @@ class FeedSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
 
 def check_message(message: Any) -> None:
     """A viewer's message is ``{"set": {...}}`` or ``{"msg": {"type": ...}}``."""
-    if not isinstance(message, dict) or len(message) != 1 or not (
-            isinstance(message.get("set"), dict) or isinstance(message.get("msg"), dict)):
+    if (
+        not isinstance(message, dict)
+        or len(message) != 1
+        or not (isinstance(message.get("set"), dict) or isinstance(message.get("msg"), dict))
+    ):
         raise ValueError('send {"set": {...}} or {"msg": {"type": ...}}')
 
 

@@ -14,23 +14,38 @@ import time
 from collections import deque
 from typing import Any
 
-from ...store.follow import (LogTail, LogTimes, Series, as_floats, count_non_finite, downsample,
-                             finite_range, mean_across_ranks, minmax_indices)
+from ...store.follow import (
+    LogTail,
+    LogTimes,
+    Series,
+    as_floats,
+    count_non_finite,
+    downsample,
+    finite_range,
+    mean_across_ranks,
+    minmax_indices,
+)
 from .health import health_payload
 from .rankstats import RankStat, rank_summary
 from .staging import inputs_line, staging_rows, staging_text
-from .text import (RateMeter, launcher_label, progress_line, source_line, summary_text,
-                   traceback_tail)
+from .text import (
+    RateMeter,
+    launcher_label,
+    progress_line,
+    source_line,
+    summary_text,
+    traceback_tail,
+)
 
 STAGES = ("preparing", "queued", "running", "finalizing")
-MAX_SERIES_POINTS = 1000      # per series on a chart: ~2 per pixel of a wide chart
-CHART_POINT_BUDGET = 8_000    # per update, over every series shown (16 bytes a point)
+MAX_SERIES_POINTS = 1000  # per series on a chart: ~2 per pixel of a wide chart
+CHART_POINT_BUDGET = 8_000  # per update, over every series shown (16 bytes a point)
 MIN_SERIES_POINTS = 200
-MAX_RANK_SERIES = 8           # per-rank view: the first ranks; the mean covers them all
+MAX_RANK_SERIES = 8  # per-rank view: the first ranks; the mean covers them all
 DEFAULT_CHARTS = 4
-LOG_LINES = 2000              # per rank and for the "all ranks" view
-LOG_BYTES = 256 << 10         # read from the end of each rank's log per poll, at most
-LOG_UPDATE_BYTES = 48 << 10   # log text in one update, at most (the newest lines win)
+LOG_LINES = 2000  # per rank and for the "all ranks" view
+LOG_BYTES = 256 << 10  # read from the end of each rank's log per poll, at most
+LOG_UPDATE_BYTES = 48 << 10  # log text in one update, at most (the newest lines win)
 
 
 def json_number(value: float) -> float | str:
@@ -53,7 +68,7 @@ class RunFeed:
         self.rank_totals: dict[int, int] = {}
         self.all_logs: deque[tuple[int, str]] = deque(maxlen=log_lines)
         self.all_total = 0
-        self.data_version = 0      # bumped when new metric events arrive
+        self.data_version = 0  # bumped when new metric events arrive
         self._stats: dict[tuple[str, int], tuple[int, float, float, int]] = {}
         self._means: dict[str, tuple[tuple[int, ...], int, float, float, int]] = {}
         self._mean_last: dict[str, float] = {}
@@ -92,7 +107,9 @@ class RunFeed:
         for rank in self.run.store.ranks(self.run.id):
             tail = self.tails.get(rank)
             if tail is None:
-                tail = self.tails[rank] = LogTail(paths.log_file(rank), self.log_lines, self.log_bytes)
+                tail = self.tails[rank] = LogTail(
+                    paths.log_file(rank), self.log_lines, self.log_bytes
+                )
                 self.times[rank] = LogTimes(paths.log_file(rank).with_suffix(".times"))
                 self.rank_logs[rank] = deque(maxlen=self.log_lines)
                 self.rank_totals[rank] = 0
@@ -101,8 +118,12 @@ class RunFeed:
                 self.rank_logs[rank].extend(new)
                 self.rank_totals[rank] += len(new)
                 times = self.times[rank].at(tail.starts)
-                fresh.extend((when, rank, i, line) for i, (when, line) in enumerate(zip(times, new)))
-        if all(item[0] > 0 for item in fresh):  # a log without times (an older run) keeps rank order
+                fresh.extend(
+                    (when, rank, i, line) for i, (when, line) in enumerate(zip(times, new))
+                )
+        if all(
+            item[0] > 0 for item in fresh
+        ):  # a log without times (an older run) keeps rank order
             fresh.sort(key=lambda item: item[:3])
         self.all_logs.extend((rank, line) for _, rank, _, line in fresh)
         self.all_total += len(fresh)
@@ -115,21 +136,29 @@ class RunFeed:
         environment = {
             "name": env.get("name") or spec.env.name or "kernel",
             "version": env.get("version") or spec.env.version,
-            "built": env.get("built"), "build_seconds": env.get("build_seconds"),
+            "built": env.get("built"),
+            "build_seconds": env.get("build_seconds"),
             "python": env.get("python") or spec.env.python,
-            "python_version": env.get("python_version"), "torch": env.get("torch"),
+            "python_version": env.get("python_version"),
+            "torch": env.get("torch"),
         }
         if spec.env.prepared and environment["built"] is None:
             environment["built"] = spec.env.prepared.get("built")
             environment["build_seconds"] = spec.env.prepared.get("build_seconds")
         return {
-            "run_id": self.run.id, "name": spec.name, "target": spec.target.name,
-            "launcher": launcher_label(spec, state, why=False), "nodes": spec.launch.nodes,
+            "run_id": self.run.id,
+            "name": spec.name,
+            "target": spec.target.name,
+            "launcher": launcher_label(spec, state, why=False),
+            "nodes": spec.launch.nodes,
             "procs": spec.launch.procs,
             "backend": state.get("backend") or spec.launch.backend or "auto",
-            "environment": environment, "params": dict(spec.params),
-            "created": state.get("created"), "notebook": spec.origin.get("notebook"),
-            "source": source_line(spec), "data": inputs_line(spec),
+            "environment": environment,
+            "params": dict(spec.params),
+            "created": state.get("created"),
+            "notebook": spec.origin.get("notebook"),
+            "source": source_line(spec),
+            "data": inputs_line(spec),
         }
 
     def state_payload(self) -> dict[str, Any]:
@@ -141,13 +170,23 @@ class RunFeed:
         for name in STAGES:
             stage = state.get("stages", {}).get(name)
             if stage:
-                stages.append({"name": name, "start": stage.get("start"),
-                               "end": stage.get("end") or state.get("ended")})
+                stages.append(
+                    {
+                        "name": name,
+                        "start": stage.get("start"),
+                        "end": stage.get("end") or state.get("ended"),
+                    }
+                )
         out = {
-            "status": state.get("status", "created"), "now": now,
-            "created": state.get("created"), "ended": state.get("ended"), "stages": stages,
-            "failed_rank": state.get("failed_rank"), "error": state.get("error"),
-            "reason": state.get("reason"), **health_payload(state, self.run.spec, now),
+            "status": state.get("status", "created"),
+            "now": now,
+            "created": state.get("created"),
+            "ended": state.get("ended"),
+            "stages": stages,
+            "failed_rank": state.get("failed_rank"),
+            "error": state.get("error"),
+            "reason": state.get("reason"),
+            **health_payload(state, self.run.spec, now),
             "staging": [dict(row, text=staging_text(row)) for row in staging_rows(state)],
         }
         if state.get("traceback"):
@@ -165,8 +204,9 @@ class RunFeed:
             for path in sorted(p for p in root.rglob("*") if p.is_file()):
                 if len(files) == limit:
                     break
-                files.append({"path": path.relative_to(root).as_posix(),
-                              "bytes": path.stat().st_size})
+                files.append(
+                    {"path": path.relative_to(root).as_posix(), "bytes": path.stat().st_size}
+                )
         return {"folder": str(root), "files": files}
 
     def progress_payload(self) -> dict[str, Any]:
@@ -176,8 +216,13 @@ class RunFeed:
         rate, eta = self.meter.estimate(prog.done, prog.total, prog.t)
         if self.finished:
             eta = None
-        return {"done": prog.done, "total": prog.total, "rate": rate, "eta": eta,
-                "ranks": len(self.follower.progress)}
+        return {
+            "done": prog.done,
+            "total": prog.total,
+            "rate": rate,
+            "eta": eta,
+            "ranks": len(self.follower.progress),
+        }
 
     def _series_stats(self, name: str, rank: int, series: Series) -> tuple[int, float, float, int]:
         """(count, min, max, non-finite count) of one series, updated from the points added
@@ -214,9 +259,14 @@ class RunFeed:
             series = by_rank[stats[0].rank]
             step = series.steps[-1]
             summary = rank_summary(stats)  # JSON as it is: no NaN among its numbers
-            out.append({"name": name, "step": None if step != step else step,
-                        **summary,
-                        "mean": self._mean_stats(name, by_rank) if len(stats) > 1 else None})
+            out.append(
+                {
+                    "name": name,
+                    "step": None if step != step else step,
+                    **summary,
+                    "mean": self._mean_stats(name, by_rank) if len(stats) > 1 else None,
+                }
+            )
         return out
 
     def _mean_stats(self, name: str, by_rank: dict[int, Series]) -> dict[str, Any]:
@@ -241,14 +291,21 @@ class RunFeed:
             self._means[name] = (ranks, length, lo, hi, bad)
             self._mean_last[name] = float(mean[-1])
         last = self._mean_last.get(name, math.nan)
-        return {"ranks": list(ranks), "last": json_number(last),
-                "min": json_number(lo) if lo <= hi else None,
-                "max": json_number(hi) if lo <= hi else None, "count": length, "non_finite": bad}
+        return {
+            "ranks": list(ranks),
+            "last": json_number(last),
+            "min": json_number(lo) if lo <= hi else None,
+            "max": json_number(hi) if lo <= hi else None,
+            "count": length,
+            "non_finite": bad,
+        }
 
     def texts_payload(self) -> dict[str, dict[str, str]]:
         """Text metrics (``jt.log(phase="train")``), not charted: the last value per rank."""
-        return {name: {str(rank): value[:200] for rank, value in sorted(by_rank.items())}
-                for name, by_rank in sorted(self.follower.texts.items())}
+        return {
+            name: {str(rank): value[:200] for rank, value in sorted(by_rank.items())}
+            for name, by_rank in sorted(self.follower.texts.items())
+        }
 
     def chart_payload(self, options: dict[str, Any]) -> dict[str, Any]:
         """Downsampled series of the metrics chosen in ``options`` (x, agg, selected)."""
@@ -266,12 +323,15 @@ class RunFeed:
         for name in chosen:
             by_rank = self.follower.series[name]
             if agg == "mean" and len(by_rank) > 1:
-                plans.append((name, f"mean of {len(by_rank)} ranks", None, mean_across_ranks(by_rank)))
+                plans.append(
+                    (name, f"mean of {len(by_rank)} ranks", None, mean_across_ranks(by_rank))
+                )
             else:
                 for rank in sorted(by_rank)[:MAX_RANK_SERIES]:
                     plans.append((name, f"rank {rank}", rank, by_rank[rank]))
-        per_series = max(MIN_SERIES_POINTS,
-                         min(MAX_SERIES_POINTS, CHART_POINT_BUDGET // max(1, len(plans))))
+        per_series = max(
+            MIN_SERIES_POINTS, min(MAX_SERIES_POINTS, CHART_POINT_BUDGET // max(1, len(plans)))
+        )
         charts: dict[str, Any] = {}
         for name, label, rank, series in plans:
             n = len(series)
@@ -290,33 +350,49 @@ class RunFeed:
                 bad = count_non_finite(series.values)
             else:
                 _, lo, hi, bad = self._series_stats(name, rank, series)
-            chart = charts.setdefault(name, {"series": [], "ranks": len(self.follower.series[name])})
-            chart["series"].append({
-                "label": label, "rank": rank, "count": n, "points": int(len(ys)),
-                "last": json_number(series.last), "min": json_number(lo), "max": json_number(hi),
-                "non_finite": bad,
-                "x": np.ascontiguousarray(xs, dtype="<f8").tobytes(),
-                "y": np.ascontiguousarray(ys, dtype="<f8").tobytes(),
-            })
-        return {"x": x_axis, "agg": agg, "selected": chosen, "charts": charts,
-                "version": self.data_version}
+            chart = charts.setdefault(
+                name, {"series": [], "ranks": len(self.follower.series[name])}
+            )
+            chart["series"].append(
+                {
+                    "label": label,
+                    "rank": rank,
+                    "count": n,
+                    "points": len(ys),
+                    "last": json_number(series.last),
+                    "min": json_number(lo),
+                    "max": json_number(hi),
+                    "non_finite": bad,
+                    "x": np.ascontiguousarray(xs, dtype="<f8").tobytes(),
+                    "y": np.ascontiguousarray(ys, dtype="<f8").tobytes(),
+                }
+            )
+        return {
+            "x": x_axis,
+            "agg": agg,
+            "selected": chosen,
+            "charts": charts,
+            "version": self.data_version,
+        }
 
-    def log_payload(self, selection: str, sent: int, gen: int, reset: bool = False) -> tuple[dict[str, Any] | None, int]:
+    def log_payload(
+        self, selection: str, sent: int, gen: int, reset: bool = False
+    ) -> tuple[dict[str, Any] | None, int]:
         """Lines of ``selection`` ("all" or a rank) after the ``sent`` first; (payload, total)."""
         if selection == "all":
             lines, total = self.all_logs, self.all_total
-            pairs = lambda items: [[r, text] for r, text in items]  # noqa: E731
+            pairs = lambda items: [[r, text] for r, text in items]
         else:
             rank = int(selection) if selection.isdigit() else -1
             lines, total = self.rank_logs.get(rank, ()), self.rank_totals.get(rank, 0)
-            pairs = lambda items: [[rank, text] for text in items]  # noqa: E731
+            pairs = lambda items: [[rank, text] for text in items]
         if not reset and total == sent:
             return None, total
         new = total - sent
         if reset or new > len(lines) or new < 0:
             reset, chunk = True, list(lines)
         else:
-            chunk = list(lines)[len(lines) - new:] if new else []
+            chunk = list(lines)[len(lines) - new :] if new else []
         size = sum(len(item if isinstance(item, str) else item[1]) + 8 for item in chunk)
         if size > LOG_UPDATE_BYTES:  # more than anyone can read: show the newest lines
             reset, kept, size = True, [], 0
@@ -327,9 +403,17 @@ class RunFeed:
                 kept.append(item)
             chunk = kept[::-1]
         skipped = sum(t.skipped for t in self.tails.values())
-        return {"gen": gen, "start": total - len(chunk), "end": total, "reset": reset,
-                "selection": selection, "lines": pairs(chunk), "ranks": sorted(self.tails),
-                "skipped_bytes": skipped, "max_lines": self.log_lines}, total
+        return {
+            "gen": gen,
+            "start": total - len(chunk),
+            "end": total,
+            "reset": reset,
+            "selection": selection,
+            "lines": pairs(chunk),
+            "ranks": sorted(self.tails),
+            "skipped_bytes": skipped,
+            "max_lines": self.log_lines,
+        }, total
 
     def text(self) -> str:
         """The plain-text form of what the widget shows now (the widget's text/plain)."""

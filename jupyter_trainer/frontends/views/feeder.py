@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ...core.errors import TrainerError
 from .feed import RunFeed
 
-UPDATE_INTERVAL = 0.25   # seconds between updates: at most 4 a second
-BIG_CHARTS = 64 << 10    # chart payloads above this are re-sent at most once a second
-HISTORY_STEP = 4 << 20   # bytes of event history read between two updates while catching up
-CLOCK_REFRESH = 5.0      # seconds between state updates while nothing changes (viewer clock)
+UPDATE_INTERVAL = 0.25  # seconds between updates: at most 4 a second
+BIG_CHARTS = 64 << 10  # chart payloads above this are re-sent at most once a second
+HISTORY_STEP = 4 << 20  # bytes of event history read between two updates while catching up
+CLOCK_REFRESH = 5.0  # seconds between state updates while nothing changes (viewer clock)
 
 Publish = Callable[[dict[str, Any]], None]
 
@@ -87,8 +88,12 @@ class ViewFeeder(FeedThread):
     def first(self) -> dict[str, Any]:
         """What to show at once, before the thread has read anything."""
         self._last_push = time.monotonic()  # that was an update: the next one waits its turn
-        return {"run_id": self.feed.run.id, "info": self.feed.info(),
-                "state": self.feed.state_payload(), "loading": True}
+        return {
+            "run_id": self.feed.run.id,
+            "info": self.feed.info(),
+            "state": self.feed.state_payload(),
+            "loading": True,
+        }
 
     def start(self) -> None:
         self._feeding = True
@@ -135,8 +140,9 @@ class ViewFeeder(FeedThread):
             if not feed.finished and now - self._last_state_push > CLOCK_REFRESH:
                 dirty.add("state")  # its "now" keeps the viewer's clock right, and shows it alive
             if now - self._last_push >= UPDATE_INTERVAL and (dirty or requests):
-                charts = "charts" in requests or ("charts" in dirty and (
-                    done or now - last_charts >= self._chart_interval()))
+                charts = "charts" in requests or (
+                    "charts" in dirty and (done or now - last_charts >= self._chart_interval())
+                )
                 self._push(dirty, requests, charts=charts)
                 if charts:
                     last_charts = now
@@ -182,8 +188,11 @@ class ViewFeeder(FeedThread):
             out["texts"] = feed.texts_payload()
         if charts:
             out["charts"] = feed.chart_payload(dict(self.chart_options))
-            self._chart_bytes = sum(len(s["x"]) + len(s["y"]) for c in out["charts"]["charts"].values()
-                                    for s in c["series"])
+            self._chart_bytes = sum(
+                len(s["x"]) + len(s["y"])
+                for c in out["charts"]["charts"].values()
+                for s in c["series"]
+            )
         if "notice" in dirty:
             out["notice"] = self._notice
         for request in requests:

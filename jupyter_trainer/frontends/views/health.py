@@ -11,9 +11,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-STACK_CHARS = 20_000     # of one rank's stack in a payload: its head (py-spy prints the innermost frame first)
-STALLED_STACKS = 8       # ranks whose stacks a payload carries; the others are named without
-STACK_LINE = "Thread "   # where a py-spy dump's frames begin, after its process header
+STACK_CHARS = (
+    20_000  # of one rank's stack in a payload: its head (py-spy prints the innermost frame first)
+)
+STALLED_STACKS = 8  # ranks whose stacks a payload carries; the others are named without
+STACK_LINE = "Thread "  # where a py-spy dump's frames begin, after its process header
 
 
 def watch_settings(spec: Any | None) -> dict[str, Any]:
@@ -30,8 +32,11 @@ def watch_settings(spec: Any | None) -> dict[str, Any]:
 
 def attempts_of(state: dict[str, Any]) -> list[dict[str, Any]]:
     """The run's attempts in order (attempt 0 is the first start)."""
-    found = [a for a in state.get("attempts") or () if isinstance(a, dict)
-             and isinstance(a.get("attempt"), int)]
+    found = [
+        a
+        for a in state.get("attempts") or ()
+        if isinstance(a, dict) and isinstance(a.get("attempt"), int)
+    ]
     return sorted(found, key=lambda a: a["attempt"])
 
 
@@ -41,7 +46,7 @@ def restarts_shown(attempts: list[dict[str, Any]], max_restarts: int) -> bool:
 
 
 def attempt_label(attempts: list[dict[str, Any]], max_restarts: int) -> str | None:
-    """"attempt 2/3" for the latest attempt (of ``max_restarts`` + 1), or None."""
+    """ "attempt 2/3" for the latest attempt (of ``max_restarts`` + 1), or None."""
     if not restarts_shown(attempts, max_restarts):
         return None
     n = attempts[-1]["attempt"] + 1
@@ -94,7 +99,7 @@ def stack_head(stack: str, lines: int = 12) -> list[str]:
     header before it says nothing about where the rank is)."""
     rows = [line.rstrip() for line in stack.splitlines() if line.strip()]
     start = next((i for i, line in enumerate(rows) if line.startswith(STACK_LINE)), 0)
-    return rows[start:start + lines]
+    return rows[start : start + lines]
 
 
 def health_payload(state: dict[str, Any], spec: Any, now: float) -> dict[str, Any]:
@@ -104,8 +109,12 @@ def health_payload(state: dict[str, Any], spec: Any, now: float) -> dict[str, An
     stalled = stalled_of(state, now)
     for i, entry in enumerate(stalled):
         entry["stack"] = clip_stack(entry.get("stack")) if i < STALLED_STACKS else None
-    out = {**settings, "attempts": attempts_of(state), "stalled": stalled,
-           "non_finite": non_finite_of(state)}
+    out = {
+        **settings,
+        "attempts": attempts_of(state),
+        "stalled": stalled,
+        "non_finite": non_finite_of(state),
+    }
     stacks = state.get("stacks")
     if isinstance(stacks, dict) and stacks:
         ranks = sorted(stacks, key=lambda r: int(r) if str(r).isdigit() else math.inf)
@@ -117,8 +126,17 @@ def list_fields(state: dict[str, Any], spec: Any | None, now: float) -> dict[str
     """The runs list's share of it: the latest attempt, the allowed restarts and the
     stalled ranks of a running run (rank, last step, seconds), without their stacks."""
     attempts = attempts_of(state)
-    stalled = [{"rank": e["rank"], "last_step": e.get("last_step"), "seconds": e["seconds"],
-                "waiting": e["waiting"]} for e in stalled_of(state, now)]
-    return {"attempt": attempts[-1]["attempt"] if attempts else None,
-            "max_restarts": watch_settings(spec)["max_restarts"],
-            "stalled": stalled if state.get("status") == "running" else []}
+    stalled = [
+        {
+            "rank": e["rank"],
+            "last_step": e.get("last_step"),
+            "seconds": e["seconds"],
+            "waiting": e["waiting"],
+        }
+        for e in stalled_of(state, now)
+    ]
+    return {
+        "attempt": attempts[-1]["attempt"] if attempts else None,
+        "max_restarts": watch_settings(spec)["max_restarts"],
+        "stalled": stalled if state.get("status") == "running" else [],
+    }

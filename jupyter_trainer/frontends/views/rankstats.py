@@ -10,7 +10,8 @@ widget, no store.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 
 class RankStat(NamedTuple):
@@ -51,12 +52,17 @@ def rank_summary(stats: Sequence[RankStat]) -> dict[str, Any]:
     # max() keeps the first of equal values: with the ranks in order, the lowest rank
     return {
         "ranks": [s.rank for s in ordered],
-        "last": {"lo": lo.last if lo else None, "lo_rank": lo.rank if lo else None,
-                 "hi": hi.last if hi else None, "hi_rank": hi.rank if hi else None,
-                 "non_finite": [[s.rank, repr(float(s.last))] for s in ordered
-                                if not _finite(s.last)]},
-        "min": low.min if low else None, "min_rank": low.rank if low else None,
-        "max": high.max if high else None, "max_rank": high.rank if high else None,
+        "last": {
+            "lo": lo.last if lo else None,
+            "lo_rank": lo.rank if lo else None,
+            "hi": hi.last if hi else None,
+            "hi_rank": hi.rank if hi else None,
+            "non_finite": [[s.rank, repr(float(s.last))] for s in ordered if not _finite(s.last)],
+        },
+        "min": low.min if low else None,
+        "min_rank": low.rank if low else None,
+        "max": high.max if high else None,
+        "max_rank": high.rank if high else None,
         "count": max((s.count for s in ordered), default=0),
         "non_finite": sum(s.non_finite for s in ordered),
     }

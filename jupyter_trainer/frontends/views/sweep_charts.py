@@ -30,16 +30,21 @@ def reported(trial: dict[str, Any], objective: str = "last") -> dict[str, Any] |
     if not _finite(value):
         return None
     running = trial.get("status") in ("starting", "running")
-    return {"value": value, "step": trial.get("step"),
-            "kind": "so far" if running else ("best" if objective == "best" else "last")}
+    return {
+        "value": value,
+        "step": trial.get("step"),
+        "kind": "so far" if running else ("best" if objective == "best" else "last"),
+    }
 
 
-def with_reported(rows: list[dict[str, Any]], trials: list[dict[str, Any]],
-                  objective: str = "last") -> list[dict[str, Any]]:
+def with_reported(
+    rows: list[dict[str, Any]], trials: list[dict[str, Any]], objective: str = "last"
+) -> list[dict[str, Any]]:
     """``rows`` (``Sweep.table()``'s, one per trial) each with its trial's ``reported``."""
     by_number = {t["number"]: t for t in trials}
-    return [dict(row, reported=reported(by_number.get(row["number"], row), objective))
-            for row in rows]
+    return [
+        dict(row, reported=reported(by_number.get(row["number"], row), objective)) for row in rows
+    ]
 
 
 def best_so_far(state: dict[str, Any], goal: str) -> list[dict[str, Any]]:
@@ -47,9 +52,14 @@ def best_so_far(state: dict[str, Any], goal: str) -> list[dict[str, Any]]:
     order they ended: ``b`` is the best objective among the first ``k``. Only a completed
     trial's objective is comparable with another's: a pruned or canceled trial's value is of
     an earlier step, so it never counts here (``reported``)."""
-    done = sorted((t for t in state.get("trials", [])
-                   if t["status"] == "completed" and _finite(t.get("objective"))),
-                  key=lambda t: (t.get("end") or 0, t["number"]))
+    done = sorted(
+        (
+            t
+            for t in state.get("trials", [])
+            if t["status"] == "completed" and _finite(t.get("objective"))
+        ),
+        key=lambda t: (t.get("end") or 0, t["number"]),
+    )
     points, best = [], None
     for k, trial in enumerate(done, 1):
         value = trial["objective"]
@@ -59,8 +69,9 @@ def best_so_far(state: dict[str, Any], goal: str) -> list[dict[str, Any]]:
     return points
 
 
-def parallel_axes(state: dict[str, Any], space: dict[str, str],
-                  objective: str = "last") -> list[dict[str, Any]]:
+def parallel_axes(
+    state: dict[str, Any], space: dict[str, str], objective: str = "last"
+) -> list[dict[str, Any]]:
     """One axis per swept param (fixed ones left out), then the objective: ``{"name", "kind":
     "linear"|"log"|"category", "categories"?, "lo", "hi"}``. The objective axis spans the
     completed trials' objectives and the values the others reported."""
@@ -76,12 +87,25 @@ def parallel_axes(state: dict[str, Any], space: dict[str, str],
         elif "(" in text:
             log = text.startswith("loguniform(") and all(v > 0 for v in values)
             finite = [math.log10(v) if log else v for v in values] or [0.0]
-            axes.append({"name": key, "kind": "log" if log else "linear",
-                         "lo": min(finite), "hi": max(finite)})
-    objectives = [value for t in trials if (value := _objective_or_reported(t, objective))
-                  is not None]
-    axes.append({"name": "objective", "kind": "linear", "lo": min(objectives or [0.0]),
-                 "hi": max(objectives or [1.0])})
+            axes.append(
+                {
+                    "name": key,
+                    "kind": "log" if log else "linear",
+                    "lo": min(finite),
+                    "hi": max(finite),
+                }
+            )
+    objectives = [
+        value for t in trials if (value := _objective_or_reported(t, objective)) is not None
+    ]
+    axes.append(
+        {
+            "name": "objective",
+            "kind": "linear",
+            "lo": min(objectives or [0.0]),
+            "hi": max(objectives or [1.0]),
+        }
+    )
     return axes
 
 
@@ -115,20 +139,32 @@ def sweep_chart_data(state: dict[str, Any], spec: dict[str, Any]) -> dict[str, A
     for trial in state.get("trials", []):
         ys = [position(axis, trial["params"].get(axis["name"])) for axis in axes[:-1]]
         ys.append(position(axes[-1], _objective_or_reported(trial, objective)))
-        lines.append({"number": trial["number"], "status": trial["status"],
-                      "objective": trial.get("objective"),
-                      "reported": reported(trial, objective), "ys": ys})
-    return {"best": best_so_far(state, spec["goal"]), "axes": axes, "lines": lines,
-            "metric": spec["metric"], "goal": spec["goal"]}
+        lines.append(
+            {
+                "number": trial["number"],
+                "status": trial["status"],
+                "objective": trial.get("objective"),
+                "reported": reported(trial, objective),
+                "ys": ys,
+            }
+        )
+    return {
+        "best": best_so_far(state, spec["goal"]),
+        "axes": axes,
+        "lines": lines,
+        "metric": spec["metric"],
+        "goal": spec["goal"],
+    }
 
 
-def sweep_pngs(state: dict[str, Any], spec: dict[str, Any], width: float = 6.0,
-               height: float = 3.2) -> dict[str, bytes]:
+def sweep_pngs(
+    state: dict[str, Any], spec: dict[str, Any], width: float = 6.0, height: float = 3.2
+) -> dict[str, bytes]:
     """``{"best-so-far": PNG, "parallel-coordinates": PNG}``."""
     from matplotlib import cm
-    from matplotlib.ticker import MaxNLocator
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     data = sweep_chart_data(state, spec)
     out = {}
@@ -138,10 +174,23 @@ def sweep_pngs(state: dict[str, Any], spec: dict[str, Any], width: float = 6.0,
     ax = fig.add_subplot()
     best = data["best"]
     if best:
-        ax.scatter([p["n"] for p in best], [p["objective"] for p in best], s=18, color="#8c959f",
-                   label="trial objective", zorder=2)
-        ax.step([p["n"] for p in best], [p["best"] for p in best], where="post", color="#0969da",
-                linewidth=2, label="best so far", zorder=3)
+        ax.scatter(
+            [p["n"] for p in best],
+            [p["objective"] for p in best],
+            s=18,
+            color="#8c959f",
+            label="trial objective",
+            zorder=2,
+        )
+        ax.step(
+            [p["n"] for p in best],
+            [p["best"] for p in best],
+            where="post",
+            color="#0969da",
+            linewidth=2,
+            label="best so far",
+            zorder=3,
+        )
         ax.legend(fontsize=7)
     ax.set_title(f"best {spec['metric']} so far ({spec['goal']}) — {state['id']}", fontsize=9)
     ax.set_xlabel("trials completed")
@@ -173,14 +222,20 @@ def sweep_pngs(state: dict[str, Any], spec: dict[str, Any], width: float = 6.0,
         ax.axvline(x, color="#57606a", linewidth=0.8)
         if axis["kind"] == "category":
             for k, label in enumerate(axis["categories"]):
-                ax.text(x + 0.03, (k + 0.5) / len(axis["categories"]), label[:12], fontsize=6,
-                        va="center")
+                ax.text(
+                    x + 0.03,
+                    (k + 0.5) / len(axis["categories"]),
+                    label[:12],
+                    fontsize=6,
+                    va="center",
+                )
         else:
-            fmt = (lambda v: f"{10 ** v:.3g}") if axis["kind"] == "log" else (lambda v: f"{v:.3g}")
+            fmt = (lambda v: f"{10**v:.3g}") if axis["kind"] == "log" else (lambda v: f"{v:.3g}")
             ax.text(x + 0.03, 0, fmt(axis["lo"]), fontsize=6, va="bottom")
             ax.text(x + 0.03, 1, fmt(axis["hi"]), fontsize=6, va="top")
-    ax.set_xticks(xs, [a["name"] if a["name"] != "objective" else spec["metric"] for a in axes],
-                  fontsize=8)
+    ax.set_xticks(
+        xs, [a["name"] if a["name"] != "objective" else spec["metric"] for a in axes], fontsize=8
+    )
     ax.set_yticks([])
     ax.set_ylim(-0.05, 1.05)
     ax.set_title(f"params against {spec['metric']} (pruned and failed trials dashed)", fontsize=9)

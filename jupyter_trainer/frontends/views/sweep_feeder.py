@@ -18,21 +18,37 @@ from .feeder import FeedThread, Publish
 from .sweep_charts import reported, sweep_chart_data
 from .sweep_text import sweep_text
 
-POLL_S = 0.5          # seconds between two reads of the sweep's state
+POLL_S = 0.5  # seconds between two reads of the sweep's state
 UNREADABLE_POLL_S = 2.0
 FINAL = ("completed", "canceled", "failed", "interrupted")  # nothing more will change
-SPEC_KEYS = ("name", "space", "metric", "goal", "trials", "parallel", "sampler", "prune",
-             "prune_after", "objective", "timeout")
+SPEC_KEYS = (
+    "name",
+    "space",
+    "metric",
+    "goal",
+    "trials",
+    "parallel",
+    "sampler",
+    "prune",
+    "prune_after",
+    "objective",
+    "timeout",
+)
 HIDDEN_STATE = ("values", "driver", "storage")  # big, or of no use to the view
+
 
 def view_state(state: dict[str, Any], spec: dict[str, Any] | None = None) -> dict[str, Any]:
     """The sweep's state as the view needs it: each trial without its metric's history, with
     what a trial without an objective reported (``sweep_charts.reported``)."""
     objective = (spec or {}).get("objective") or "last"
     out = {k: v for k, v in state.items() if k not in HIDDEN_STATE}
-    out["trials"] = [{**{k: v for k, v in trial.items() if k not in HIDDEN_STATE},
-                      "reported": reported(trial, objective)}
-                     for trial in state.get("trials", [])]
+    out["trials"] = [
+        {
+            **{k: v for k, v in trial.items() if k not in HIDDEN_STATE},
+            "reported": reported(trial, objective),
+        }
+        for trial in state.get("trials", [])
+    ]
     return out
 
 
@@ -84,8 +100,13 @@ class SweepFeeder(FeedThread):
         except Exception as exc:  # the sweep was deleted, its state is unreadable, ...
             return self._diff({"notice": f"cannot read the sweep: {type(exc).__name__}: {exc}"})
         self.last_state = state
-        return self._diff({"state": view_state(state, self.spec),
-                           "charts": sweep_chart_data(state, self.spec), "notice": ""})
+        return self._diff(
+            {
+                "state": view_state(state, self.spec),
+                "charts": sweep_chart_data(state, self.spec),
+                "notice": "",
+            }
+        )
 
     def _diff(self, payload: dict[str, Any]) -> dict[str, Any]:
         with self._lock:

@@ -4,11 +4,12 @@ the sweep monitor under papermill) and the list of sweeps (``jupyter-trainer swe
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ...core.printable import printable
-from .sweep_charts import with_reported
 from ...core.units import fmt_value
+from .sweep_charts import with_reported
 from .text import columns, fmt_duration
 
 
@@ -17,8 +18,11 @@ def _value(value: Any) -> str:
     escaped as ``repr`` writes them."""
     if value is None:
         return "-"
-    return fmt_value(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+    return (
+        fmt_value(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
         else printable(str(value))
+    )
 
 
 def _param(value: Any) -> str:
@@ -33,8 +37,10 @@ def _objective(row: dict[str, Any]) -> str:
     return f"{_value(row['reported']['value'])}*"
 
 
-REPORTED_NOTE = ("* the {kind} {metric} a trial reported without completing: not an objective, "
-                 "so not in the running for the best trial")
+REPORTED_NOTE = (
+    "* the {kind} {metric} a trial reported without completing: not an objective, "
+    "so not in the running for the best trial"
+)
 
 
 def trials_table(rows: Sequence[dict[str, Any]], metric: str) -> str:
@@ -50,14 +56,22 @@ def trials_table(rows: Sequence[dict[str, Any]], metric: str) -> str:
         note = row.get("reason") or ""
         if row["status"] == "pruned" and row.get("pruned_at") is not None:
             note = f"pruned at step {row['pruned_at']}: {note}"
-        body.append((row["number"], row["status"], _objective(row),
-                     _value(row.get("step")),
-                     fmt_duration(row["duration"]) if row.get("duration") is not None else "-",
-                     *(_param(row["params"].get(k)) for k in keys), row.get("run") or "-",
-                     printable(note)[:120]))
+        body.append(
+            (
+                row["number"],
+                row["status"],
+                _objective(row),
+                _value(row.get("step")),
+                fmt_duration(row["duration"]) if row.get("duration") is not None else "-",
+                *(_param(row["params"].get(k)) for k in keys),
+                row.get("run") or "-",
+                printable(note)[:120],
+            )
+        )
     table = columns(header, body)
-    starred = [row["reported"] for row in rows
-               if row.get("objective") is None and row.get("reported")]
+    starred = [
+        row["reported"] for row in rows if row.get("objective") is None and row.get("reported")
+    ]
     if starred:
         kinds = sorted({r["kind"] for r in starred})
         table += "\n" + REPORTED_NOTE.format(kind="/".join(kinds), metric=metric)
@@ -69,8 +83,10 @@ def sweep_line(state: dict[str, Any], spec: dict[str, Any]) -> str:
     counts = state.get("counts") or {}
     started = len(state.get("trials", []))
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    line = (f"sweep {state['id']}: {state['status']}, {started} of "
-            f"{state.get('trials_total', spec['trials'])} trials")
+    line = (
+        f"sweep {state['id']}: {state['status']}, {started} of "
+        f"{state.get('trials_total', spec['trials'])} trials"
+    )
     if parts:
         line += f" ({parts})"
     best = state.get("best")
@@ -92,8 +108,7 @@ def sweep_text(sweep: Any) -> str:
     rows = with_reported(sweep.table(), state.get("trials", []), spec.get("objective") or "last")
     text = sweep_line(state, spec) + "\n" + trials_table(rows, spec["metric"])
     if state["status"] == "interrupted":
-        text += (f"\nits driver is gone: resume it with `jupyter-trainer sweep resume "
-                 f"{sweep.id}`")
+        text += f"\nits driver is gone: resume it with `jupyter-trainer sweep resume {sweep.id}`"
     return text
 
 
@@ -105,11 +120,16 @@ def sweeps_table(sweeps: Sequence[Any]) -> str:
     for sweep in sweeps:
         state, spec = sweep.state, sweep.sweeps.read_spec(sweep.id)
         best = state.get("best")
-        body.append((sweep.id, state["status"],
-                     f"{len(state.get('trials', []))}/{state.get('trials_total', spec['trials'])}",
-                     f"{spec['metric']} ({spec['goal']})",
-                     _value(best["objective"]) if best else "-",
-                     time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state["created"]))))
+        body.append(
+            (
+                sweep.id,
+                state["status"],
+                f"{len(state.get('trials', []))}/{state.get('trials_total', spec['trials'])}",
+                f"{spec['metric']} ({spec['goal']})",
+                _value(best["objective"]) if best else "-",
+                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state["created"])),
+            )
+        )
     return columns(("SWEEP", "STATUS", "TRIALS", "METRIC", "BEST", "CREATED"), body)
 
 
@@ -118,9 +138,16 @@ def sweep_json(sweep: Any) -> dict[str, Any]:
     per trial, each with what it reported when it has no objective (``reported``)."""
     state = sweep.state
     spec = sweep.sweeps.read_spec(sweep.id)
-    return {"id": sweep.id, "status": state["status"], "spec": spec, "storage": sweep.storage,
-            "best": state.get("best"), "counts": state.get("counts", {}),
-            "trials_total": state.get("trials_total"), "error": state.get("error"),
-            "trials": with_reported(sweep.table(), state.get("trials") or [],
-                                    spec.get("objective") or "last")}
-
+    return {
+        "id": sweep.id,
+        "status": state["status"],
+        "spec": spec,
+        "storage": sweep.storage,
+        "best": state.get("best"),
+        "counts": state.get("counts", {}),
+        "trials_total": state.get("trials_total"),
+        "error": state.get("error"),
+        "trials": with_reported(
+            sweep.table(), state.get("trials") or [], spec.get("objective") or "last"
+        ),
+    }

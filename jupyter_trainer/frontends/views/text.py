@@ -4,28 +4,36 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Sequence, TextIO
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 from ...core.units import fmt_value
 from ...store.follow import RunFollower, elapsed, finite_range
+from .health import (
+    attempt_label,
+    attempts_of,
+    non_finite_of,
+    restarts_shown,
+    stack_head,
+    stalled_of,
+    watch_settings,
+)
 from .rankstats import RankStat, rank_summary, ranks_label
 from .staging import StagingNotes, inputs_line
-from .health import (attempt_label, attempts_of, non_finite_of, restarts_shown, stack_head,
-                     stalled_of, watch_settings)
 
 STAGES = ("preparing", "queued", "running", "finalizing")
 STALL_WARNINGS = 8  # stalled ranks warned of one by one at a time; the others in one line
 
 
 def fmt_duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def fmt_seconds(seconds: float) -> str:
-    """"42 s" under a minute, else a clock ("1:02")."""
+    """ "42 s" under a minute, else a clock ("1:02")."""
     return f"{seconds:.0f} s" if seconds < 59.5 else fmt_duration(seconds)
 
 
@@ -39,7 +47,9 @@ class RateMeter:
     def __init__(self) -> None:
         self.first: tuple[float, float] | None = None
 
-    def estimate(self, done: float, total: float | None, t: float) -> tuple[float | None, float | None]:
+    def estimate(
+        self, done: float, total: float | None, t: float
+    ) -> tuple[float | None, float | None]:
         if self.first is None or done < self.first[0]:
             self.first = (done, t)
             return None, None
@@ -51,8 +61,12 @@ class RateMeter:
         return rate, eta
 
 
-def progress_line(follower: RunFollower, meter: RateMeter | None = None, now: float | None = None,
-                  spec: Any = None) -> str:
+def progress_line(
+    follower: RunFollower,
+    meter: RateMeter | None = None,
+    now: float | None = None,
+    spec: Any = None,
+) -> str:
     """One line: status, elapsed, the attempt (with restarts), progress, stalled ranks, metrics."""
     state = follower.state
     parts = [f"[{follower.run_id}] {state.get('status', '?')} {fmt_duration(elapsed(state, now))}"]
@@ -76,14 +90,18 @@ def progress_line(follower: RunFollower, meter: RateMeter | None = None, now: fl
         parts.append(text)
     stalled = stalled_of(state, now or time.time())
     if stalled and state.get("status") == "running":
-        parts.append("stalled: " + ", ".join(
-            f"rank {e['rank']} {fmt_seconds(e['seconds'] or 0)}" for e in stalled[:4])
-            + (f" and {len(stalled) - 4} more" if len(stalled) > 4 else ""))
+        parts.append(
+            "stalled: "
+            + ", ".join(f"rank {e['rank']} {fmt_seconds(e['seconds'] or 0)}" for e in stalled[:4])
+            + (f" and {len(stalled) - 4} more" if len(stalled) > 4 else "")
+        )
     ranks = sorted({rank for by_rank in follower.series.values() for rank in by_rank})
     latest = follower.latest(0 if 0 in ranks else ranks[0]) if ranks else {}
     if latest:  # one rank's values, named when there are others
-        parts.append((f"rank {0 if 0 in ranks else ranks[0]}: " if len(ranks) > 1 else "")
-                     + " ".join(f"{k}={fmt_value(v)}" for k, v in latest.items()))
+        parts.append(
+            (f"rank {0 if 0 in ranks else ranks[0]}: " if len(ranks) > 1 else "")
+            + " ".join(f"{k}={fmt_value(v)}" for k, v in latest.items())
+        )
     return " | ".join(parts)
 
 
@@ -92,7 +110,9 @@ def stage_durations(state: dict[str, Any]) -> list[tuple[str, float]]:
     for name in STAGES:
         stage = state.get("stages", {}).get(name)
         if stage:
-            out.append((name, (stage.get("end") or state.get("ended") or time.time()) - stage["start"]))
+            out.append(
+                (name, (stage.get("end") or state.get("ended") or time.time()) - stage["start"])
+            )
     return out
 
 
@@ -104,8 +124,9 @@ def metric_rows(follower: RunFollower) -> list[tuple[str, str, str, str, str]]:
         stats = []
         for rank, series in sorted(by_rank.items()):
             if len(series):
-                stats.append(RankStat(rank, series.last, *finite_range(series.values),
-                                      len(series), 0))
+                stats.append(
+                    RankStat(rank, series.last, *finite_range(series.values), len(series), 0)
+                )
         if stats:
             rows.append((name, *summary_cells(rank_summary(stats))))
     return rows
@@ -126,13 +147,25 @@ def summary_cells(summary: dict[str, Any]) -> tuple[str, str, str, str]:
     if last["lo"] is None:
         final = []
     elif last["lo"] == last["hi"]:
-        final = [fmt_value(last["lo"]) + (" (all ranks)" if several and not last["non_finite"]
-                                          else f" (rank {last['lo_rank']})" if several else "")]
+        final = [
+            fmt_value(last["lo"])
+            + (
+                " (all ranks)"
+                if several and not last["non_finite"]
+                else f" (rank {last['lo_rank']})"
+                if several
+                else ""
+            )
+        ]
     else:
         final = [f"{value(last['lo'], last['lo_rank'])} .. {value(last['hi'], last['hi_rank'])}"]
     final += [f"{v} (rank {r})" if several else v for r, v in last["non_finite"]]
-    return (label, ", ".join(final) or "-", value(summary["min"], summary["min_rank"]),
-            value(summary["max"], summary["max_rank"]))
+    return (
+        label,
+        ", ".join(final) or "-",
+        value(summary["min"], summary["min_rank"]),
+        value(summary["max"], summary["max_rank"]),
+    )
 
 
 def launcher_label(spec: Any, state: dict[str, Any], why: bool = True) -> str:
@@ -147,16 +180,24 @@ def launcher_label(spec: Any, state: dict[str, Any], why: bool = True) -> str:
     return f"{spec.launch.launcher} (not hot{reason})"
 
 
-def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None,
-                 traceback: bool = True) -> str:
+def summary_text(
+    follower: RunFollower, spec: Any = None, outputs: Any = None, traceback: bool = True
+) -> str:
     state = follower.state
-    lines = [f"run {follower.run_id} {state.get('status')} in {fmt_duration(elapsed(state))}"
-             + (" (" + ", ".join(f"{n} {d:.1f}s" for n, d in stage_durations(state)) + ")"
-                if state.get("stages") else "")]
+    lines = [
+        f"run {follower.run_id} {state.get('status')} in {fmt_duration(elapsed(state))}"
+        + (
+            " (" + ", ".join(f"{n} {d:.1f}s" for n, d in stage_durations(state)) + ")"
+            if state.get("stages")
+            else ""
+        )
+    ]
     if spec is not None:
-        lines.append(f"target {spec.target.name} · {launcher_label(spec, state)} · "
-                     f"{spec.launch.nodes}×{spec.launch.procs} procs · "
-                     f"{state.get('backend', spec.launch.backend or 'auto')}")
+        lines.append(
+            f"target {spec.target.name} · {launcher_label(spec, state)} · "
+            f"{spec.launch.nodes}×{spec.launch.procs} procs · "
+            f"{state.get('backend', spec.launch.backend or 'auto')}"
+        )
     if state.get("environment"):
         lines.append(environment_line(state["environment"]))
     if spec is not None and source_line(spec):
@@ -166,17 +207,23 @@ def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None,
     job = (state.get("launcher") or {}).get("job_id")
     if job:
         scheduler = state.get("scheduler") or {}
-        lines.append(f"slurm job {job}" + (f": {scheduler['state']}" if scheduler.get("state") else ""))
+        lines.append(
+            f"slurm job {job}" + (f": {scheduler['state']}" if scheduler.get("state") else "")
+        )
     rows = metric_rows(follower)
     if rows:
         lines.append(columns(("metric", "ranks", "final", "min", "max"), rows))
     for name, by_rank in sorted(follower.texts.items()):
-        lines.append(f"{name} (text, not charted): " + ", ".join(
-            f"rank {r} {v!r}" for r, v in sorted(by_rank.items())))
+        lines.append(
+            f"{name} (text, not charted): "
+            + ", ".join(f"rank {r} {v!r}" for r, v in sorted(by_rank.items()))
+        )
     if state.get("status") in ("failed", "lost"):
         rank = state.get("failed_rank")
-        lines.append(("rank %s failed first: " % rank if rank is not None else "error: ")
-                     + str(state.get("error", "")))
+        lines.append(
+            ("rank %s failed first: " % rank if rank is not None else "error: ")
+            + str(state.get("error", ""))
+        )
         if traceback and state.get("traceback"):
             lines.append(traceback_tail(state["traceback"]))
     if state.get("status") == "canceled":
@@ -187,17 +234,21 @@ def summary_text(follower: RunFollower, spec: Any = None, outputs: Any = None,
         lines.append("the run changed its code snapshot: " + ", ".join(snapshot.get("changed", {})))
     if outputs is not None:
         files = sorted(p.name for p in outputs.iterdir()) if outputs.is_dir() else []
-        lines.append(f"outputs: {outputs}" + (f" ({', '.join(files[:10])})" if files else " (empty)"))
+        lines.append(
+            f"outputs: {outputs}" + (f" ({', '.join(files[:10])})" if files else " (empty)")
+        )
     return "\n".join(lines)
 
 
 def stall_lines(entry: dict[str, Any], stack_lines: int = 12) -> list[str]:
     """A stalled rank's warning and the first lines of its stack."""
     step = entry.get("last_step")
-    line = (f"WARNING: rank {entry['rank']} stalled for {fmt_seconds(entry.get('seconds') or 0)}"
-            + (f" after step {step}" if step is not None else " before its first step")
-            + (f" on {entry['host']}" if entry.get("host") else "")
-            + (f" (no progress since {fmt_clock(entry['since'])})" if entry.get("since") else ""))
+    line = (
+        f"WARNING: rank {entry['rank']} stalled for {fmt_seconds(entry.get('seconds') or 0)}"
+        + (f" after step {step}" if step is not None else " before its first step")
+        + (f" on {entry['host']}" if entry.get("host") else "")
+        + (f" (no progress since {fmt_clock(entry['since'])})" if entry.get("since") else "")
+    )
     if entry.get("waiting"):
         line += ": it waits in a collective for a peer"
     stack = entry.get("stack")
@@ -205,10 +256,13 @@ def stall_lines(entry: dict[str, Any], stack_lines: int = 12) -> list[str]:
 
 
 def non_finite_line(fact: dict[str, Any], stop_on_nan: Sequence[str] = ()) -> str:
-    """"loss became nan at step 15 on rank 0"."""
+    """ "loss became nan at step 15 on rank 0"."""
     step = fact.get("step")
-    line = (f"{fact['metric']} became {fact.get('value', 'nan')}"
-            + (f" at step {step}" if step is not None else "") + f" on rank {fact.get('rank')}")
+    line = (
+        f"{fact['metric']} became {fact.get('value', 'nan')}"
+        + (f" at step {step}" if step is not None else "")
+        + f" on rank {fact.get('rank')}"
+    )
     return line + (" (--stop-on-nan fails the run)" if fact["metric"] in stop_on_nan else "")
 
 
@@ -224,7 +278,9 @@ def attempt_lines(state: dict[str, Any], max_restarts: int) -> list[str]:
         end = a.get("end") or (state.get("ended") if last else None)
         ran = fmt_duration(end - a["start"]) if end and a.get("start") else "?"
         if a.get("failed_rank") is not None or a.get("error"):
-            who = f"rank {a['failed_rank']} failed" if a.get("failed_rank") is not None else "failed"
+            who = (
+                f"rank {a['failed_rank']} failed" if a.get("failed_rank") is not None else "failed"
+            )
             outcome = who + (f": {a['error']}" if a.get("error") else "")
         else:
             outcome = state.get("status", "?") if last else "ended"
@@ -239,8 +295,10 @@ def health_summary(state: dict[str, Any], spec: Any, stacks: bool = True) -> lis
     lines = attempt_lines(state, settings["max_restarts"])
     facts = non_finite_of(state)
     if facts:
-        lines.append("non-finite values: " + "; ".join(
-            non_finite_line(f, settings["stop_on_nan"]) for f in facts))
+        lines.append(
+            "non-finite values: "
+            + "; ".join(non_finite_line(f, settings["stop_on_nan"]) for f in facts)
+        )
     saved = state.get("stacks") or {}
     if stacks and isinstance(saved, dict):
         for rank, stack in sorted(saved.items(), key=lambda kv: str(kv[0]).zfill(8)):
@@ -264,21 +322,28 @@ class HealthNotes:
         lines = []
         attempts = attempts_of(state)
         for i in range(self.attempts_said, len(attempts)):
-            lines.append(restart_line(attempts[:i + 1], self.settings["max_restarts"]))
+            lines.append(restart_line(attempts[: i + 1], self.settings["max_restarts"]))
         self.attempts_said = max(self.attempts_said, len(attempts))
         if state.get("status") == "running":
             stalled = {e["rank"]: e for e in stalled_of(state, now)}
-            new = [e for rank, e in stalled.items()
-                   if rank not in self.stalls or self.stalls[rank] != e.get("since")]
+            new = [
+                e
+                for rank, e in stalled.items()
+                if rank not in self.stalls or self.stalls[rank] != e.get("since")
+            ]
             for entry in new[:STALL_WARNINGS]:  # a rank that waits for a peer: its top frames
                 lines += stall_lines(entry, 3 if entry["waiting"] else 12)
             if len(new) > STALL_WARNINGS:
-                lines.append(f"WARNING: {len(new) - STALL_WARNINGS} more ranks stalled: ranks "
-                             + ", ".join(str(e["rank"]) for e in new[STALL_WARNINGS:]))
+                lines.append(
+                    f"WARNING: {len(new) - STALL_WARNINGS} more ranks stalled: ranks "
+                    + ", ".join(str(e["rank"]) for e in new[STALL_WARNINGS:])
+                )
             for rank, since in self.stalls.items():
                 if rank not in stalled:
-                    lines.append(f"rank {rank} makes progress again"
-                                 + (f" after {fmt_seconds(now - since)}" if since else ""))
+                    lines.append(
+                        f"rank {rank} makes progress again"
+                        + (f" after {fmt_seconds(now - since)}" if since else "")
+                    )
             self.stalls = {rank: entry.get("since") for rank, entry in stalled.items()}
         for fact in non_finite_of(state):
             if fact["metric"] not in self.non_finite:
@@ -288,10 +353,13 @@ class HealthNotes:
 
 
 def restart_line(attempts: list[dict[str, Any]], max_restarts: int) -> str:
-    """"restarting every rank after rank 1 failed: ... (attempt 2/3)" for the last attempt."""
+    """ "restarting every rank after rank 1 failed: ... (attempt 2/3)" for the last attempt."""
     before = attempts[-2]
-    why = (f"rank {before['failed_rank']} failed" if before.get("failed_rank") is not None
-           else "a failure")
+    why = (
+        f"rank {before['failed_rank']} failed"
+        if before.get("failed_rank") is not None
+        else "a failure"
+    )
     why += f": {before['error']}" if before.get("error") else ""
     return f"restarting every rank after {why} ({attempt_label(attempts, max_restarts)})"
 
@@ -329,8 +397,9 @@ def traceback_tail(text: str, lines: int = 25) -> str:
 class TextMonitor:
     """Follows a run to its end, printing at most one progress line every ``interval`` s."""
 
-    def __init__(self, run: Any, out: TextIO | None = None, interval: float = 5.0,
-                 poll: float = 0.25) -> None:
+    def __init__(
+        self, run: Any, out: TextIO | None = None, interval: float = 5.0, poll: float = 0.25
+    ) -> None:
         self.run = run
         self.out = out or sys.stdout
         self.interval = interval
@@ -349,13 +418,18 @@ class TextMonitor:
             if prog is not None:
                 self.meter.estimate(prog.done, prog.total, prog.t)
             now_s = time.time()
-            for line in [*self.staging.news(follower.state, now_s),
-                         *self.notes.news(follower.state, now_s)]:
+            for line in [
+                *self.staging.news(follower.state, now_s),
+                *self.notes.news(follower.state, now_s),
+            ]:
                 print(line, file=self.out, flush=True)
             now = time.monotonic()
             if now - self._last_line >= self.interval and not follower.finished:
-                print(progress_line(follower, self.meter, spec=self.run.spec), file=self.out,
-                      flush=True)
+                print(
+                    progress_line(follower, self.meter, spec=self.run.spec),
+                    file=self.out,
+                    flush=True,
+                )
                 self._last_line = now
         return self.follower
 
@@ -368,16 +442,26 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no runs yet"
     header = ("RUN", "STATUS", "TARGET", "LAUNCHER", "PROCS", "CREATED")
-    body = [(r["id"], r["status"], r["target"], r["launcher"], f"{r['nodes']}x{r['procs']}",
-             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"]))) for r in rows]
+    body = [
+        (
+            r["id"],
+            r["status"],
+            r["target"],
+            r["launcher"],
+            f"{r['nodes']}x{r['procs']}",
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"])),
+        )
+        for r in rows
+    ]
     return columns(header, body)
 
 
 def columns(header: Sequence[str], body: Sequence[Sequence[Any]]) -> str:
     """Rows of cells as left-aligned text columns, two spaces apart."""
     widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(len(header))]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
-                     for row in [header, *body])
+    return "\n".join(
+        "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *body]
+    )
 
 
 def targets_table(targets: dict[str, dict[str, Any]]) -> str:

@@ -11,8 +11,8 @@ import base64
 import html
 from typing import Any
 
-from .mode import kernel_shell, monitor_mode
 from ..views.text import TextMonitor
+from .mode import kernel_shell, monitor_mode
 
 
 def _in_kernel() -> bool:
@@ -29,8 +29,14 @@ def monitor(run: Any, **kwargs: Any) -> Any:
     return show(run, **kwargs)
 
 
-def show(run: Any, *, interval: float = 5.0, timeout: float | None = None,
-         charts: bool | None = None, traceback: bool = True) -> Any:
+def show(
+    run: Any,
+    *,
+    interval: float = 5.0,
+    timeout: float | None = None,
+    charts: bool | None = None,
+    traceback: bool = True,
+) -> Any:
     """Follow ``run`` to its end with throttled progress lines, then show its summary.
 
     In a notebook kernel the summary is displayed as HTML with a text fallback, followed
@@ -53,12 +59,19 @@ def display_summary(text: str, follower: Any, charts: bool = True) -> None:
 
     status = follower.state.get("status", "")
     colour = {"completed": "#1a7f37", "failed": "#cf222e", "lost": "#cf222e"}.get(status, "#9a6700")
-    body = (f'<div class="jt-summary" style="border-left:4px solid {colour};padding-left:8px">'
-            f"<pre style=\"margin:0\">{html.escape(text)}</pre></div>")
+    body = (
+        f'<div class="jt-summary" style="border-left:4px solid {colour};padding-left:8px">'
+        f'<pre style="margin:0">{html.escape(text)}</pre></div>'
+    )
     display({"text/plain": text, "text/html": body}, raw=True)
     if charts:
         from ..views.charts import metric_pngs
 
         for name, png in metric_pngs(follower).items():
-            display({"image/png": base64.b64encode(png).decode("ascii"),
-                     "text/plain": f"<chart of {name}>"}, raw=True)
+            display(
+                {
+                    "image/png": base64.b64encode(png).decode("ascii"),
+                    "text/plain": f"<chart of {name}>",
+                },
+                raw=True,
+            )

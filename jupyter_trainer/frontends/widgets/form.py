@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ...core.spec import LAUNCHERS
 
@@ -78,8 +79,11 @@ def coerce(kind: str, raw: Any) -> Any:
     return value
 
 
-_JSON_WHAT = {"list": "a JSON list, e.g. [1, 2]", "dict": 'a JSON object, e.g. {"a": 1}',
-              "json": "a JSON value"}
+_JSON_WHAT = {
+    "list": "a JSON list, e.g. [1, 2]",
+    "dict": 'a JSON object, e.g. {"a": 1}',
+    "json": "a JSON value",
+}
 
 
 def environment_choices(home: Any = None) -> list[dict[str, str]]:
@@ -113,8 +117,16 @@ def target_names() -> list[str]:
 class LaunchForm:
     """What the form offers for one cell, and the launch itself (called from the widget)."""
 
-    def __init__(self, code: str, namespace: Mapping[str, Any], options: Mapping[str, Any], *,
-                 history: list[str], origin: Mapping[str, Any], submit: Any) -> None:
+    def __init__(
+        self,
+        code: str,
+        namespace: Mapping[str, Any],
+        options: Mapping[str, Any],
+        *,
+        history: list[str],
+        origin: Mapping[str, Any],
+        submit: Any,
+    ) -> None:
         from ...capture import resolve_cell
         from ...core.spec import parse_params
 
@@ -126,20 +138,32 @@ class LaunchForm:
         self._submit = submit
         overrides = parse_params(list(self.options.get("params") or []))
         # Raises CaptureError now, before any form is shown, if the cell cannot travel.
-        context = resolve_cell(code, namespace, overrides=overrides, history=history,
-                               first_line=int(self.origin.get("first_line", 1)))
+        context = resolve_cell(
+            code,
+            namespace,
+            overrides=overrides,
+            history=history,
+            first_line=int(self.origin.get("first_line", 1)),
+        )
         self.params = dict(context.params)
         self.kinds = {name: kind_of(value) for name, value in self.params.items()}
 
     def schema(self) -> dict[str, Any]:
         o = self.options
         return {
-            "params": [{"name": n, "type": self.kinds[n], "value": v, "text": as_text(v)}
-                       for n, v in self.params.items()],
-            "name": o.get("name") or "", "targets": target_names(), "target": o.get("target") or "local",
-            "nodes": o.get("nodes") or 1, "procs": o.get("procs") or 1,
-            "launchers": list(LAUNCHERS), "launcher": o.get("launcher") or "torchrun",
-            "environments": environment_choices(), "environment": o.get("env") or KERNEL_ENV,
+            "params": [
+                {"name": n, "type": self.kinds[n], "value": v, "text": as_text(v)}
+                for n, v in self.params.items()
+            ],
+            "name": o.get("name") or "",
+            "targets": target_names(),
+            "target": o.get("target") or "local",
+            "nodes": o.get("nodes") or 1,
+            "procs": o.get("procs") or 1,
+            "launchers": list(LAUNCHERS),
+            "launcher": o.get("launcher") or "torchrun",
+            "environments": environment_choices(),
+            "environment": o.get("env") or KERNEL_ENV,
         }
 
     def text(self) -> str:
@@ -166,7 +190,9 @@ class LaunchForm:
             errors["_"] = f"unknown parameters: {', '.join(unknown)}"
         return errors
 
-    def launch_arguments(self, values: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    def launch_arguments(
+        self, values: Mapping[str, Any], options: Mapping[str, Any]
+    ) -> dict[str, Any]:
         """``api.submit`` keyword arguments for checked form values."""
         params = {name: coerce(kind, values[name]) for name, kind in self.kinds.items()}
         base = self.options
@@ -184,5 +210,10 @@ class LaunchForm:
 
     def submit(self, values: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
         """Start the run with the form's values; they become the run's params."""
-        return self._submit(self.code, namespace=self.namespace, history=self.history,
-                            origin=self.origin, **self.launch_arguments(values, options))
+        return self._submit(
+            self.code,
+            namespace=self.namespace,
+            history=self.history,
+            origin=self.origin,
+            **self.launch_arguments(values, options),
+        )

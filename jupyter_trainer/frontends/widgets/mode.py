@@ -40,8 +40,9 @@ def monitor_mode() -> str:
     """``"widget"`` or ``"text"`` for a monitor shown now (see the module docstring)."""
     value = os.environ.get(MODE_ENV, "auto").strip().lower() or "auto"
     if value not in MODES:
-        warnings.warn(f"{MODE_ENV}={value!r} is not one of {', '.join(MODES)}; using auto",
-                      stacklevel=2)
+        warnings.warn(
+            f"{MODE_ENV}={value!r} is not one of {', '.join(MODES)}; using auto", stacklevel=2
+        )
         value = "auto"
     shell = kernel_shell()
     if shell is None:

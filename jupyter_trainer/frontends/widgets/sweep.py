@@ -9,8 +9,8 @@ import sys
 import time
 from typing import Any, TextIO
 
-from .mode import kernel_shell, monitor_mode
 from ..views.sweep_text import sweep_text
+from .mode import kernel_shell, monitor_mode
 
 RUNNING = ("created", "running")
 
@@ -24,8 +24,14 @@ def sweep_monitor(sweep: Any, **kwargs: Any) -> Any:
     return show_sweep(sweep, **kwargs)
 
 
-def show_sweep(sweep: Any, *, out: TextIO | None = None, interval: float = 1.0,
-               timeout: float | None = None, charts: bool = True) -> Any:
+def show_sweep(
+    sweep: Any,
+    *,
+    out: TextIO | None = None,
+    interval: float = 1.0,
+    timeout: float | None = None,
+    charts: bool = True,
+) -> Any:
     """Print a line each time a trial starts or ends, to the sweep's end; then its table
     and, in a kernel, both charts as PNG."""
     out = out or sys.stdout
@@ -53,11 +59,14 @@ def show_sweep(sweep: Any, *, out: TextIO | None = None, interval: float = 1.0,
 
 def trial_event(trial: dict[str, Any], metric: str) -> str:
     params = ", ".join(f"{k}={v!r}" for k, v in trial["params"].items())
-    what = {"starting": "starting", "running": f"running as run {trial.get('run')}",
-            "completed": f"completed: {metric}={trial.get('objective')}",
-            "pruned": f"pruned at step {trial.get('pruned_at')}: {trial.get('reason')}",
-            "failed": f"failed: {trial.get('error')}",
-            "canceled": f"canceled: {trial.get('error')}"}.get(trial["status"], trial["status"])
+    what = {
+        "starting": "starting",
+        "running": f"running as run {trial.get('run')}",
+        "completed": f"completed: {metric}={trial.get('objective')}",
+        "pruned": f"pruned at step {trial.get('pruned_at')}: {trial.get('reason')}",
+        "failed": f"failed: {trial.get('error')}",
+        "canceled": f"canceled: {trial.get('error')}",
+    }.get(trial["status"], trial["status"])
     return f"trial {trial['number']} ({params}) {what}"
 
 
@@ -65,12 +74,19 @@ def display_sweep(text: str, state: dict[str, Any], spec: dict[str, Any], charts
     from IPython.display import display
 
     colour = {"completed": "#1a7f37", "failed": "#cf222e"}.get(state["status"], "#9a6700")
-    body = (f'<div class="jt-summary" style="border-left:4px solid {colour};padding-left:8px">'
-            f'<pre style="margin:0">{html.escape(text)}</pre></div>')
+    body = (
+        f'<div class="jt-summary" style="border-left:4px solid {colour};padding-left:8px">'
+        f'<pre style="margin:0">{html.escape(text)}</pre></div>'
+    )
     display({"text/plain": text, "text/html": body}, raw=True)
     if charts:
         from ..views.sweep_charts import sweep_pngs
 
         for name, png in sweep_pngs(state, spec).items():
-            display({"image/png": base64.b64encode(png).decode("ascii"),
-                     "text/plain": f"<{name} chart of sweep {state['id']}>"}, raw=True)
+            display(
+                {
+                    "image/png": base64.b64encode(png).decode("ascii"),
+                    "text/plain": f"<{name} chart of sweep {state['id']}>",
+                },
+                raw=True,
+            )

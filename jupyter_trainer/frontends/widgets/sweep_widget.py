@@ -22,13 +22,18 @@ import traitlets as t
 
 from ..views.sweep_feeder import POLL_S, SweepFeeder
 from ..views.sweep_text import sweep_text
-from .widget import (RunMonitor, _route_messages_to_front_end_subshell, _view_asset,
-                     display_updatable, update_displays)
+from .widget import (
+    RunMonitor,
+    _route_messages_to_front_end_subshell,
+    _view_asset,
+    display_updatable,
+    update_displays,
+)
 
-_LIVE: "weakref.WeakSet[SweepMonitor]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[SweepMonitor] = weakref.WeakSet()
 
 
-def live_sweep_monitors() -> list["SweepMonitor"]:
+def live_sweep_monitors() -> list[SweepMonitor]:
     """Sweep monitors of this kernel that have not been closed (for tests and tools)."""
     return [m for m in list(_LIVE) if not m._closed]
 
@@ -151,8 +156,9 @@ class SweepMonitor(ipywidgets.VBox):
         kind = content.get("type")
         if kind == "cancel":
             self.view.cancel_state = "requested"
-            threading.Thread(target=self._cancel, name=f"jt-sweep-cancel-{self._sweep.id}",
-                             daemon=True).start()
+            threading.Thread(
+                target=self._cancel, name=f"jt-sweep-cancel-{self._sweep.id}", daemon=True
+            ).start()
         elif kind == "open" and isinstance(content.get("number"), int):
             self.open_trial(content["number"])
         elif kind == "close_trial":

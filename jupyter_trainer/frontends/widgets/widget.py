@@ -16,8 +16,9 @@ from __future__ import annotations
 import threading
 import uuid
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import anywidget
 import traitlets as t
@@ -29,7 +30,7 @@ MISSING_VIEW = """export default { render({ el }) { el.textContent = %r; } };"""
 
 RUN_MIME = "application/vnd.jupyter-trainer.run+json"  # labextension/src/runoutput.ts
 
-_LIVE: "weakref.WeakSet[RunMonitor]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[RunMonitor] = weakref.WeakSet()
 
 
 def _view_asset(name: str) -> str:
@@ -38,12 +39,14 @@ def _view_asset(name: str) -> str:
     if path.is_file():
         return path.read_text()
     if name.endswith(".js"):
-        return MISSING_VIEW % (f"The jupyter_trainer run view is not built ({path} is missing): "
-                               "run `npm run build` in labextension/, or reinstall the package.")
+        return MISSING_VIEW % (
+            f"The jupyter_trainer run view is not built ({path} is missing): "
+            "run `npm run build` in labextension/, or reinstall the package."
+        )
     return ""
 
 
-def live_monitors() -> list["RunMonitor"]:
+def live_monitors() -> list[RunMonitor]:
     """Monitor widgets of this kernel that have not been closed (for tests and tools)."""
     return [m for m in list(_LIVE) if not m._closed]
 
@@ -227,8 +230,9 @@ def display_updatable(data: dict[str, Any], metadata: dict[str, Any] | None = No
     return display(data, metadata=metadata or {}, raw=True, display_id=True)
 
 
-def update_displays(handles: list[Any], data: dict[str, Any],
-                    metadata: dict[str, Any] | None = None) -> None:
+def update_displays(
+    handles: list[Any], data: dict[str, Any], metadata: dict[str, Any] | None = None
+) -> None:
     """Bring every display of a widget up to date (its text/plain, as saved notebooks keep)."""
     for handle in handles:
         try:
@@ -250,5 +254,5 @@ def _route_messages_to_front_end_subshell(widget: Any) -> None:
     """
     comm = getattr(widget, "comm", None)
     if comm is not None and hasattr(comm, "_reply_subshell_for"):
-        route: Callable[[Any, Any], Any] = lambda _data, default: default  # noqa: E731
+        route: Callable[[Any, Any], Any] = lambda _data, default: default
         comm._reply_subshell_for = route

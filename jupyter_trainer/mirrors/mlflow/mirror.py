@@ -29,13 +29,14 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterator, Mapping
 from types import SimpleNamespace
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from ...core.errors import MissingExtra
-from ...store.follow import RunFollower
 from ...core.spec import RunSpec
 from ...store import TERMINAL, Store
+from ...store.follow import RunFollower
 from ...store.models import ModelStore
 
 EXTRA = "pip install jupyter_trainer[mlflow]"
@@ -44,12 +45,12 @@ TAG = "jupyter_trainer."
 RUN_TAG = TAG + "run_id"
 VERSION_TAG = TAG + "version"
 STATUS = {"completed": "FINISHED", "failed": "FAILED", "lost": "FAILED", "canceled": "KILLED"}
-BATCH = 1000          # MLflow's log_batch limit: 1000 entries, of which 100 params or 100 tags
+BATCH = 1000  # MLflow's log_batch limit: 1000 entries, of which 100 params or 100 tags
 BATCH_PARAMS_TAGS = 100
-PARAM_CHARS = 6000    # MLflow's longest param value
+PARAM_CHARS = 6000  # MLflow's longest param value
 TAG_CHARS = 5000
 _KEY = re.compile(r"[^\w\-. /]")
-_INT64 = 2.0 ** 63
+_INT64 = 2.0**63
 
 
 def mlflow_modules() -> SimpleNamespace:
@@ -59,10 +60,16 @@ def mlflow_modules() -> SimpleNamespace:
         from mlflow.entities import Metric, Param, RunTag
         from mlflow.exceptions import MlflowException
     except ImportError as exc:
-        raise MissingExtra(f"MLflow is not installed here (no module {exc.name!r}): "
-                           f"{EXTRA}") from None
-    return SimpleNamespace(MlflowClient=MlflowClient, Metric=Metric, Param=Param, RunTag=RunTag,
-                           MlflowException=MlflowException)
+        raise MissingExtra(
+            f"MLflow is not installed here (no module {exc.name!r}): {EXTRA}"
+        ) from None
+    return SimpleNamespace(
+        MlflowClient=MlflowClient,
+        Metric=Metric,
+        Param=Param,
+        RunTag=RunTag,
+        MlflowException=MlflowException,
+    )
 
 
 def experiment_name(spec: RunSpec, environ: Mapping[str, str] = os.environ) -> str:
@@ -94,22 +101,32 @@ def run_tags(run_id: str, spec: RunSpec, state: Mapping[str, Any]) -> dict[str, 
     built = state.get("environment") or {}
     launch = spec.launch
     tags = {
-        RUN_TAG: run_id, "status": state.get("status"), "name": spec.name,
-        "target": spec.target.name, "launcher": launch.launcher,
-        "backend": state.get("backend") or launch.backend, "nodes": launch.nodes,
-        "procs": launch.procs, "world_size": launch.world_size, "code_hash": spec.code.hash,
+        RUN_TAG: run_id,
+        "status": state.get("status"),
+        "name": spec.name,
+        "target": spec.target.name,
+        "launcher": launch.launcher,
+        "backend": state.get("backend") or launch.backend,
+        "nodes": launch.nodes,
+        "procs": launch.procs,
+        "world_size": launch.world_size,
+        "code_hash": spec.code.hash,
         "env": f"{spec.env.name}@{spec.env.version}" if spec.env.name else None,
         "env_lock": spec.env.lock or built.get("lock"),
         "env_id": built.get("env_id") or spec.env.prepared.get("env_id"),
         "python": state.get("python") or built.get("python"),
-        "sweep": spec.sweep, "trial": spec.trial,
+        "sweep": spec.sweep,
+        "trial": spec.trial,
         "error": state.get("error") if state.get("status") in ("failed", "lost") else None,
     }
     for data in spec.data:
         tags[f"data.{data.name}"] = data.hash
         tags[f"data.{data.name}.source"] = data.source
-    out = {(k if k.startswith(TAG) else key(TAG + k)): str(v)[:TAG_CHARS]
-           for k, v in tags.items() if v is not None}
+    out = {
+        (k if k.startswith(TAG) else key(TAG + k)): str(v)[:TAG_CHARS]
+        for k, v in tags.items()
+        if v is not None
+    }
     return out
 
 
@@ -120,8 +137,11 @@ def metric_points(follower: RunFollower) -> Iterator[tuple[str, float, int, int]
             label = key(name if rank == 0 else f"{name}/rank-{rank}")
             step = -1
             for logged, value, t in zip(series.steps, series.values, series.times):
-                step = (int(logged) if math.isfinite(logged) and -_INT64 <= logged < _INT64
-                        else step + 1)
+                step = (
+                    int(logged)
+                    if math.isfinite(logged) and -_INT64 <= logged < _INT64
+                    else step + 1
+                )
                 yield label, value, int(t * 1000), step
 
 
@@ -145,7 +165,9 @@ class Mirror:
         self.counts: dict[str, Any] = {}
         self._info: Any = None
 
-    def run(self, known: str | None = None, *, model: tuple[str, int] | None = None) -> dict[str, Any]:
+    def run(
+        self, known: str | None = None, *, model: tuple[str, int] | None = None
+    ) -> dict[str, Any]:
         """Mirror the run (with ``model``: only the run's record and that model version);
         ``known`` is an MLflow run id from an earlier mirror. Returns what was written."""
         with _quiet_stdout():
@@ -157,14 +179,22 @@ class Mirror:
                 self._log_text_tags(follower)
                 self._log_batches([], list(metric_points(follower)))
                 self._log_outputs(info.artifact_uri)
-            versions = [r for r in ModelStore(self.store.home).rows()
-                        if r["run_id"] == self.run_id
-                        and (model is None or (r["name"], r["version"]) == model)]
-            self.counts["models"] = [self._register(info, r["name"], r["version"])
-                                     for r in reversed(versions)]
+            versions = [
+                r
+                for r in ModelStore(self.store.home).rows()
+                if r["run_id"] == self.run_id
+                and (model is None or (r["name"], r["version"]) == model)
+            ]
+            self.counts["models"] = [
+                self._register(info, r["name"], r["version"]) for r in reversed(versions)
+            ]
             self._set_status()
-        return {"mlflow_run_id": info.run_id, "experiment": self.experiment,
-                "experiment_id": info.experiment_id, **self.counts}
+        return {
+            "mlflow_run_id": info.run_id,
+            "experiment": self.experiment,
+            "experiment_id": info.experiment_id,
+            **self.counts,
+        }
 
     # -- the MLflow run ----------------------------------------------------------------------
     def _experiment_id(self) -> str:
@@ -181,20 +211,27 @@ class Mirror:
         if known:
             try:
                 run = self.client.get_run(known)
-                if run.data.tags.get(RUN_TAG) == self.run_id and run.info.lifecycle_stage == "active":
+                if (
+                    run.data.tags.get(RUN_TAG) == self.run_id
+                    and run.info.lifecycle_stage == "active"
+                ):
                     self.experiment = self.client.get_experiment(run.info.experiment_id).name
                     return run.info
             except self.ml.MlflowException:
                 pass  # deleted, or another server: look for it by its tag
         experiment_id = self._experiment_id()
-        found = self.client.search_runs([experiment_id], f"tags.`{RUN_TAG}` = '{self.run_id}'",
-                                        max_results=1)
+        found = self.client.search_runs(
+            [experiment_id], f"tags.`{RUN_TAG}` = '{self.run_id}'", max_results=1
+        )
         if found:
             return found[0].info
         created = self.state.get("created")
         return self.client.create_run(
-            experiment_id, run_name=self.run_id, tags={RUN_TAG: self.run_id},
-            start_time=int(created * 1000) if created else None).info
+            experiment_id,
+            run_name=self.run_id,
+            tags={RUN_TAG: self.run_id},
+            start_time=int(created * 1000) if created else None,
+        ).info
 
     def _set_status(self) -> None:
         status = self.state.get("status")
@@ -209,12 +246,16 @@ class Mirror:
         params = flat_params(self.spec.params)
         tags = run_tags(self.run_id, self.spec, self.state)
         self.counts["params"] = len(params)
-        return ([self.ml.Param(k, v) for k, v in params.items()]
-                + [self.ml.RunTag(k, v) for k, v in tags.items()])
+        return [self.ml.Param(k, v) for k, v in params.items()] + [
+            self.ml.RunTag(k, v) for k, v in tags.items()
+        ]
 
     def _log_text_tags(self, follower: RunFollower) -> None:
-        texts = {key(f"{TAG}text.{name}"): by_rank[0][:TAG_CHARS]
-                 for name, by_rank in follower.texts.items() if 0 in by_rank}
+        texts = {
+            key(f"{TAG}text.{name}"): by_rank[0][:TAG_CHARS]
+            for name, by_rank in follower.texts.items()
+            if 0 in by_rank
+        }
         self._log_batches([self.ml.RunTag(k, v) for k, v in texts.items()], [])
 
     def _log_batches(self, entities: list[Any], points: list[tuple[str, float, int, int]]) -> None:
@@ -222,12 +263,17 @@ class Mirror:
         ``BATCH`` entries in all."""
         Metric, Param = self.ml.Metric, self.ml.Param
         for start in range(0, len(entities), BATCH_PARAMS_TAGS):
-            chunk = entities[start:start + BATCH_PARAMS_TAGS]
-            self.client.log_batch(self._id, params=[e for e in chunk if isinstance(e, Param)],
-                                  tags=[e for e in chunk if not isinstance(e, Param)])
+            chunk = entities[start : start + BATCH_PARAMS_TAGS]
+            self.client.log_batch(
+                self._id,
+                params=[e for e in chunk if isinstance(e, Param)],
+                tags=[e for e in chunk if not isinstance(e, Param)],
+            )
         for start in range(0, len(points), BATCH):
-            self.client.log_batch(self._id, metrics=[Metric(k, v, t, s)
-                                                     for k, v, t, s in points[start:start + BATCH]])
+            self.client.log_batch(
+                self._id,
+                metrics=[Metric(k, v, t, s) for k, v, t, s in points[start : start + BATCH]],
+            )
         if points:
             self.counts["metrics"] = len(points)
 
@@ -247,8 +293,10 @@ class Mirror:
         """Version ``version`` of model ``name`` in MLflow's registry (once: a version that
         already carries our number and run is left as it is); ``NAME@MLFLOW_VERSION``."""
         for found in self.client.search_model_versions(f"name = '{name}'"):
-            if (found.tags.get(VERSION_TAG) == str(version)
-                    and found.tags.get(RUN_TAG) == self.run_id):
+            if (
+                found.tags.get(VERSION_TAG) == str(version)
+                and found.tags.get(RUN_TAG) == self.run_id
+            ):
                 return f"{name}@{found.version}"
         folder = ModelStore(self.store.home).version_dir(name, version)
         path = f"models/{name}/{version}"
@@ -261,10 +309,17 @@ class Mirror:
             except self.ml.MlflowException:  # made meanwhile
                 pass
         lineage = ModelStore(self.store.home).lineage(name, version)
-        tags = {VERSION_TAG: str(version), RUN_TAG: self.run_id,
-                **{key(f"{TAG}tag.{k}"): str(v) for k, v in (lineage.get("tags") or {}).items()}}
+        tags = {
+            VERSION_TAG: str(version),
+            RUN_TAG: self.run_id,
+            **{key(f"{TAG}tag.{k}"): str(v) for k, v in (lineage.get("tags") or {}).items()},
+        }
         made = self.client.create_model_version(
-            name, source=f"{info.artifact_uri}/{path}/{lineage['path']}", run_id=info.run_id,
-            tags=tags, description=f"{name}@{version} of the jupyter_trainer registry, "
-                                   f"from run {self.run_id}", await_creation_for=0)
+            name,
+            source=f"{info.artifact_uri}/{path}/{lineage['path']}",
+            run_id=info.run_id,
+            tags=tags,
+            description=f"{name}@{version} of the jupyter_trainer registry, from run {self.run_id}",
+            await_creation_for=0,
+        )
         return f"{name}@{made.version}"

@@ -25,7 +25,8 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ...core.errors import MissingExtra, SpecError, TrainerError
 from ...rankside.home import HOME_ENV
@@ -45,7 +46,9 @@ def time_limit() -> float:
     try:
         value = float(text) if text else DEFAULT_LIMIT_S
     except ValueError:
-        raise SpecError(f"{LIMIT_ENV}={text!r}: give the seconds a mirror to MLflow may take") from None
+        raise SpecError(
+            f"{LIMIT_ENV}={text!r}: give the seconds a mirror to MLflow may take"
+        ) from None
     if not value > 0:
         raise SpecError(f"{LIMIT_ENV}={text!r}: give a number of seconds above 0")
     return value
@@ -53,8 +56,14 @@ def time_limit() -> float:
 
 def result(uri: str, error: str | None = None, **fields: Any) -> dict[str, Any]:
     """A mirror's record: synced without ``error``, failed with it."""
-    return {"uri": uri, "status": "failed" if error else "synced", "error": error,
-            "mlflow_run_id": fields.pop("mlflow_run_id", None), "at": time.time(), **fields}
+    return {
+        "uri": uri,
+        "status": "failed" if error else "synced",
+        "error": error,
+        "mlflow_run_id": fields.pop("mlflow_run_id", None),
+        "at": time.time(),
+        **fields,
+    }
 
 
 def save(store: Store, run_id: str, record: dict[str, Any]) -> bool:
@@ -68,8 +77,14 @@ def save(store: Store, run_id: str, record: dict[str, Any]) -> bool:
     return True
 
 
-def sync(run_id: str, uri: str | None = None, *, store: Store | None = None,
-         experiment: str | None = None, record: bool = True) -> dict[str, Any]:
+def sync(
+    run_id: str,
+    uri: str | None = None,
+    *,
+    store: Store | None = None,
+    experiment: str | None = None,
+    record: bool = True,
+) -> dict[str, Any]:
     """Mirror run ``run_id`` to ``uri`` (default: the run's ``--mlflow``, else
     ``$MLFLOW_TRACKING_URI``) in a child process; its record, also kept in the run's state
     when ``record`` and the run has ended. A missing run, no URI or no MLflow raises;
@@ -78,9 +93,11 @@ def sync(run_id: str, uri: str | None = None, *, store: Store | None = None,
     spec = store.read_spec(run_id)  # RunNotFound names the fix
     uri = uri or spec.mlflow or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
-        raise SpecError(f"run {run_id} has no MLflow tracking URI: give one with --uri URI "
-                        "(http://host:5000, sqlite:///mlflow.db), set MLFLOW_TRACKING_URI, or "
-                        "submit runs with --mlflow URI")
+        raise SpecError(
+            f"run {run_id} has no MLflow tracking URI: give one with --uri URI "
+            "(http://host:5000, sqlite:///mlflow.db), set MLFLOW_TRACKING_URI, or "
+            "submit runs with --mlflow URI"
+        )
     return _in_child(store, run_id, uri, experiment=experiment, record=record)
 
 
@@ -93,43 +110,73 @@ def sync_model(store: Store, run_id: str, name: str, version: int) -> dict[str, 
         uri = store.read_spec(run_id).mlflow or ""
         return _in_child(store, run_id, uri, model=f"{name}@{version}", record=False)
     except Exception as exc:
-        return result(uri, str(exc) if isinstance(exc, TrainerError)
-                      else f"{type(exc).__name__}: {exc}")
+        return result(
+            uri, str(exc) if isinstance(exc, TrainerError) else f"{type(exc).__name__}: {exc}"
+        )
 
 
-def _in_child(store: Store, run_id: str, uri: str, *, experiment: str | None = None,
-              model: str | None = None, record: bool) -> dict[str, Any]:
+def _in_child(
+    store: Store,
+    run_id: str,
+    uri: str,
+    *,
+    experiment: str | None = None,
+    model: str | None = None,
+    record: bool,
+) -> dict[str, Any]:
     if importlib.util.find_spec("mlflow") is None:
         missing = MissingExtra(f"MLflow is not installed here (no module 'mlflow'): {EXTRA}")
         if record:
             save(store, run_id, result(uri, str(missing)))
         raise missing
     limit = time_limit()
-    argv = [sys.executable, "-m", "jupyter_trainer.mirrors.mlflow", "worker", run_id,
-            "--uri", uri, "--timeout", str(limit)]
+    argv = [
+        sys.executable,
+        "-m",
+        "jupyter_trainer.mirrors.mlflow",
+        "worker",
+        run_id,
+        "--uri",
+        uri,
+        "--timeout",
+        str(limit),
+    ]
     argv += ["--experiment", experiment] if experiment else []
     argv += ["--model", model] if model else []
     argv += ["--record"] if record else []
     env = {**CHILD_ENV, **os.environ, HOME_ENV: str(store.home)}
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              env=env, timeout=limit + GRACE_S)
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=limit + GRACE_S,
+        )
     except subprocess.TimeoutExpired:
-        found = result(uri, f"the mirror to MLflow did not end within {limit + GRACE_S:g} s "
-                            f"and was killed ({LIMIT_ENV} sets its limit)")
+        found = result(
+            uri,
+            f"the mirror to MLflow did not end within {limit + GRACE_S:g} s "
+            f"and was killed ({LIMIT_ENV} sets its limit)",
+        )
     else:
         lines = done.stdout.strip().splitlines()
         try:
             return json.loads(lines[-1])  # the child recorded it where asked
         except (IndexError, ValueError):
-            found = result(uri, f"the mirror to MLflow exited with code {done.returncode}: "
-                                f"{done.stderr[-ERROR_TAIL:]}")
+            found = result(
+                uri,
+                f"the mirror to MLflow exited with code {done.returncode}: "
+                f"{done.stderr[-ERROR_TAIL:]}",
+            )
     if record:
         save(store, run_id, found)
     return found
 
 
 # -- the child -------------------------------------------------------------------------------
+
 
 class _Once:
     """The child's one result: from its work, or from its alarm when time is up."""
@@ -148,8 +195,10 @@ class _Once:
                 try:
                     save(self.store, self.run_id, found)
                 except Exception as exc:  # say so; the result still goes out
-                    print(f"cannot record the mirror in run {self.run_id}'s state: {exc!r}",
-                          file=sys.stderr)
+                    print(
+                        f"cannot record the mirror in run {self.run_id}'s state: {exc!r}",
+                        file=sys.stderr,
+                    )
             print(json.dumps(found), flush=True)
 
 
@@ -161,7 +210,7 @@ def local_store_lock(uri: str) -> Iterator[None]:
     if not uri.startswith("sqlite:///"):
         yield
         return
-    path = uri[len("sqlite:///"):]
+    path = uri[len("sqlite:///") :]
     with open(f"{path}.jt-lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -186,15 +235,20 @@ def worker(argv: list[str]) -> int:
     start = time.monotonic()
 
     def alarm() -> None:
-        once.finish(result(args.uri, f"the mirror to MLflow did not end within "
-                                     f"{args.timeout:g} s ({LIMIT_ENV} sets this limit)"))
+        once.finish(
+            result(
+                args.uri,
+                f"the mirror to MLflow did not end within "
+                f"{args.timeout:g} s ({LIMIT_ENV} sets this limit)",
+            )
+        )
         os._exit(1)
 
     timer = threading.Timer(args.timeout, alarm)
     timer.daemon = True
     timer.start()
     try:
-        from .mirror import Mirror  # noqa: PLC0415 (the child's work)
+        from .mirror import Mirror
 
         name, _, version = (args.model or "").rpartition("@")
         previous = store.read_state(args.run).get("mlflow") or {}
@@ -224,7 +278,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # in the supervisor's log
         print(f"mirroring run {argv[1]} to MLflow failed: {exc}", file=sys.stderr)
         return 1
-    print(f"MLflow ({found['uri']}): {found['status']}"
-          + (f", run {found['mlflow_run_id']}" if found.get("mlflow_run_id") else "")
-          + (f": {found['error']}" if found.get("error") else ""), flush=True)
+    print(
+        f"MLflow ({found['uri']}): {found['status']}"
+        + (f", run {found['mlflow_run_id']}" if found.get("mlflow_run_id") else "")
+        + (f": {found['error']}" if found.get("error") else ""),
+        flush=True,
+    )
     return 0 if found["status"] == "synced" else 1

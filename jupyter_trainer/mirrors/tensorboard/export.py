@@ -28,21 +28,26 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any
 
 from ...core.errors import MissingExtra, SpecError
-from ...store.follow import RunFollower, Series
 from ...store import Store, write_json_atomic
+from ...store.follow import RunFollower, Series
 
 EXTRA = "pip install jupyter_trainer[tensorboard]"
 STATE = ".jt-export.json"
 LOCK = ".jt-export.lock"
 FILE = re.compile(r"events\.out\.tfevents\.\d+\.jupyter-trainer")
-STATUS = {"completed": "STATUS_SUCCESS", "failed": "STATUS_FAILURE", "lost": "STATUS_FAILURE",
-          "canceled": "STATUS_FAILURE"}
-_INT64 = 2.0 ** 63
+STATUS = {
+    "completed": "STATUS_SUCCESS",
+    "failed": "STATUS_FAILURE",
+    "lost": "STATUS_FAILURE",
+    "canceled": "STATUS_FAILURE",
+}
+_INT64 = 2.0**63
 
 
 def tensorboard_modules() -> SimpleNamespace:
@@ -53,11 +58,17 @@ def tensorboard_modules() -> SimpleNamespace:
         from tensorboard.plugins.hparams import metadata as hparams_metadata
         from tensorboard.summary.writer.record_writer import RecordWriter
     except ImportError as exc:
-        raise MissingExtra(f"TensorBoard is not installed here (no module {exc.name!r}): "
-                           f"{EXTRA}") from None
-    return SimpleNamespace(Event=event_pb2.Event, Summary=summary_pb2.Summary,
-                           Status=api_pb2.Status, PluginData=plugin_data_pb2,
-                           hparams=hparams_metadata, RecordWriter=RecordWriter)
+        raise MissingExtra(
+            f"TensorBoard is not installed here (no module {exc.name!r}): {EXTRA}"
+        ) from None
+    return SimpleNamespace(
+        Event=event_pb2.Event,
+        Summary=summary_pb2.Summary,
+        Status=api_pb2.Status,
+        PluginData=plugin_data_pb2,
+        hparams=hparams_metadata,
+        RecordWriter=RecordWriter,
+    )
 
 
 class RunExport:
@@ -95,9 +106,11 @@ class RunExport:
     def _read_from(self, state: dict[str, Any]) -> None:
         """Point the follower at the offsets ``state`` has written up to, holding no values
         (what an earlier step read but did not write, it reads again)."""
-        self.follower.offsets = {int(key[5:]): stream.get("offset", 0)
-                                 for key, stream in state["streams"].items()
-                                 if key.startswith("rank-")}
+        self.follower.offsets = {
+            int(key[5:]): stream.get("offset", 0)
+            for key, stream in state["streams"].items()
+            if key.startswith("rank-")
+        }
         for ranks in self.follower.series.values():
             for series in ranks.values():
                 for column in (series.steps, series.values, series.times):
@@ -110,8 +123,11 @@ class RunExport:
         files removed, where it is missing or a file is shorter (deleted or replaced)."""
         try:
             state = json.loads((self.folder / STATE).read_text())
-            files = [(self._path(key, stream), stream["size"])
-                     for key, stream in state["streams"].items() if "file" in stream]
+            files = [
+                (self._path(key, stream), stream["size"])
+                for key, stream in state["streams"].items()
+                if "file" in stream
+            ]
             if all(_size(path) >= size for path, size in files):
                 for path, size in files:
                     if _size(path) > size:
@@ -138,8 +154,11 @@ class RunExport:
         with os.fdopen(fd, "ab") as fh:
             records = self.tb.RecordWriter(fh)
             if stream["size"] == 0:
-                records.write(self.tb.Event(wall_time=time.time(),
-                                            file_version="brain.Event:2").SerializeToString())
+                records.write(
+                    self.tb.Event(
+                        wall_time=time.time(), file_version="brain.Event:2"
+                    ).SerializeToString()
+                )
             yield records
             fh.flush()
             stream["size"] = os.fstat(fd).st_size
@@ -162,8 +181,7 @@ class RunExport:
             stream["offset"] = self.follower.offsets.get(rank, 0)
         return written
 
-    def _write_series(self, records: Any, last: dict[str, int], name: str,
-                      series: Series) -> int:
+    def _write_series(self, records: Any, last: dict[str, int], name: str, series: Series) -> int:
         tb = self.tb
         step = last.get(name, -1)
         for logged, value, t in zip(series.steps, series.values, series.times):
@@ -183,27 +201,45 @@ class RunExport:
         pieces = []
         if not stream.get("start"):
             start = self.tb.PluginData.SessionStartInfo(
-                start_time_secs=run_state.get("created") or time.time())
+                start_time_secs=run_state.get("created") or time.time()
+            )
             for name, value in sorted(self.params.items()):
                 _set_hparam(start.hparams[name], value)
-            pieces.append(("_hparams_/session_start_info", start.start_time_secs,
-                           self.tb.PluginData.HParamsPluginData(session_start_info=start)))
+            pieces.append(
+                (
+                    "_hparams_/session_start_info",
+                    start.start_time_secs,
+                    self.tb.PluginData.HParamsPluginData(session_start_info=start),
+                )
+            )
         status = run_state.get("status")
         if self.follower.finished and not stream.get("end"):
             ended = run_state.get("ended") or time.time()
             end = self.tb.PluginData.SessionEndInfo(
                 status=self.tb.Status.Value(STATUS.get(status, "STATUS_UNKNOWN")),
-                end_time_secs=ended)
-            pieces.append(("_hparams_/session_end_info", ended,
-                           self.tb.PluginData.HParamsPluginData(session_end_info=end)))
+                end_time_secs=ended,
+            )
+            pieces.append(
+                (
+                    "_hparams_/session_end_info",
+                    ended,
+                    self.tb.PluginData.HParamsPluginData(session_end_info=end),
+                )
+            )
         if not pieces:
             return
         with self._append("run", stream) as records:
             for tag, t, data in pieces:
-                value = self.tb.Summary.Value(tag=tag, tensor=self.tb.hparams.NULL_TENSOR,
-                                              metadata=self.tb.hparams.create_summary_metadata(data))
-                records.write(self.tb.Event(wall_time=t, step=0, summary=self.tb.Summary(
-                    value=[value])).SerializeToString())
+                value = self.tb.Summary.Value(
+                    tag=tag,
+                    tensor=self.tb.hparams.NULL_TENSOR,
+                    metadata=self.tb.hparams.create_summary_metadata(data),
+                )
+                records.write(
+                    self.tb.Event(
+                        wall_time=t, step=0, summary=self.tb.Summary(value=[value])
+                    ).SerializeToString()
+                )
         stream["start"] = True
         if self.follower.finished:
             stream["end"] = status
@@ -239,26 +275,29 @@ def writable_logdir(text: str) -> Path:
     """``--logdir``'s folder, created if missing and checked writable (a file made and
     removed there); SpecError naming what is wrong and the fix."""
     if not text.strip():
-        raise SpecError("tensorboard --logdir is empty: name a folder to write the event "
-                        "files to")
+        raise SpecError("tensorboard --logdir is empty: name a folder to write the event files to")
     path = Path(text).expanduser()
     if path.exists() and not path.is_dir():
-        raise SpecError(f"tensorboard --logdir {path}: not a folder; name a folder (it is "
-                        "created if missing)")
+        raise SpecError(
+            f"tensorboard --logdir {path}: not a folder; name a folder (it is created if missing)"
+        )
     try:
         path.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=path).close()
     except OSError as exc:
-        raise SpecError(f"tensorboard --logdir {path}: cannot write there "
-                        f"({exc.strerror or exc}); name a folder you can write to") from None
+        raise SpecError(
+            f"tensorboard --logdir {path}: cannot write there "
+            f"({exc.strerror or exc}); name a folder you can write to"
+        ) from None
     return path
 
 
 class Exporter:
     """Exports several runs into one logdir, once or for as long as they go on."""
 
-    def __init__(self, run_ids: list[str], logdir: str | os.PathLike,
-                 store: Store | None = None) -> None:
+    def __init__(
+        self, run_ids: list[str], logdir: str | os.PathLike, store: Store | None = None
+    ) -> None:
         self.store = store or Store()
         self.logdir = Path(logdir).expanduser()
         self.runs: dict[str, RunExport] = {}
@@ -266,8 +305,11 @@ class Exporter:
 
     def add(self, run_ids: list[str]) -> None:
         """Export these runs too (each raises if it does not exist, before any is added)."""
-        new = {r: RunExport(self.store, r, self.logdir) for r in dict.fromkeys(run_ids)
-               if r not in self.runs}
+        new = {
+            r: RunExport(self.store, r, self.logdir)
+            for r in dict.fromkeys(run_ids)
+            if r not in self.runs
+        }
         self.runs.update(new)
 
     def export(self) -> dict[str, int]:

@@ -24,8 +24,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ...core.errors import LaunchError, SpecError
 from ...store import Store
@@ -39,12 +40,22 @@ class TensorBoardServer:
     """TensorBoard over ``run_ids`` on ``host``:``port`` (0: a free port); ``start()`` returns
     its address, ``stop()`` leaves no process behind."""
 
-    def __init__(self, run_ids: Sequence[str], *, store: Store | None = None,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        run_ids: Sequence[str],
+        *,
+        store: Store | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
         if not run_ids:
-            raise SpecError("tensorboard: name at least one RUN (`jupyter-trainer runs` lists them)")
+            raise SpecError(
+                "tensorboard: name at least one RUN (`jupyter-trainer runs` lists them)"
+            )
         if not 0 <= port < 65536:
-            raise SpecError(f"tensorboard --port {port}: a port from 1 to 65535, or 0 for a free one")
+            raise SpecError(
+                f"tensorboard --port {port}: a port from 1 to 65535, or 0 for a free one"
+            )
         self.store = store or Store()
         self.exporter = Exporter(list(run_ids), self.store.home / "tensorboard", self.store)
         self.host, self.port = host, port
@@ -70,12 +81,29 @@ class TensorBoardServer:
         self.folder = Path(tempfile.mkdtemp(prefix="jt-tensorboard-"))
         self._link(self.runs)
         log = self.folder / "tensorboard.log"
-        argv = [sys.executable, "-m", "jupyter_trainer.mirrors.tensorboard.tied", str(os.getpid()),
-                str(self.folder), "--logdir", str(self.folder), "--host", self.host,
-                "--port", str(self.port), "--reload_interval", "2"]
+        argv = [
+            sys.executable,
+            "-m",
+            "jupyter_trainer.mirrors.tensorboard.tied",
+            str(os.getpid()),
+            str(self.folder),
+            "--logdir",
+            str(self.folder),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--reload_interval",
+            "2",
+        ]
         with open(log, "wb") as out:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         while self.url is None:
             found = _ADDRESS.search(log.read_bytes())
@@ -87,8 +115,9 @@ class TensorBoardServer:
                 raise LaunchError(f"TensorBoard did not start ({' '.join(argv)}):\n{text}")
             else:
                 time.sleep(0.1)
-        self._thread = threading.Thread(target=self._keep_exporting, name="jt-tensorboard",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._keep_exporting, name="jt-tensorboard", daemon=True
+        )
         self._thread.start()
         return self.url
 
@@ -115,7 +144,7 @@ class TensorBoardServer:
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
 
-    def __enter__(self) -> "TensorBoardServer":
+    def __enter__(self) -> TensorBoardServer:
         if self.url is None:
             self.start()
         return self
@@ -171,15 +200,21 @@ _shared: TensorBoardServer | None = None
 _at_exit = False
 
 
-def shared_server(run_ids: Sequence[str], *, host: str = "127.0.0.1", port: int = 0
-                  ) -> TensorBoardServer:
+def shared_server(
+    run_ids: Sequence[str], *, host: str = "127.0.0.1", port: int = 0
+) -> TensorBoardServer:
     """This process's TensorBoard with ``run_ids`` added; started (again) where it is not
     running, serves another run store, or was asked for on another host or port."""
     global _shared, _at_exit
     store = Store()
     current = _shared
-    if (current is not None and current.alive and current.store.home == store.home
-            and current.host == host and port in (0, current.port)):
+    if (
+        current is not None
+        and current.alive
+        and current.store.home == store.home
+        and current.host == host
+        and port in (0, current.port)
+    ):
         current.add(run_ids)
         return current
     server = TensorBoardServer(run_ids, store=store, host=host, port=port)

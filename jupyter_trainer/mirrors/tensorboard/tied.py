@@ -38,8 +38,9 @@ def main(argv: list[str]) -> int:
     if os.getppid() != parent:  # gone before this process got here
         shutil.rmtree(folder, ignore_errors=True)
         return 1
-    threading.Thread(target=_watch, args=(parent, folder), name="jt-parent-watch",
-                     daemon=True).start()
+    threading.Thread(
+        target=_watch, args=(parent, folder), name="jt-parent-watch", daemon=True
+    ).start()
     from tensorboard.main import run_main
 
     sys.argv = ["tensorboard", *argv[2:]]

@@ -17,12 +17,17 @@ from ...rankside.hotstart.node_launch import BUNDLE_PACKAGE
 
 FOLDER = "pool"  # in a node's run folder
 _PROGRAMS = {
-    "launch.py": ("import sys\nfrom _jt_node_pool.hotstart.node_launch import main\n\n"
-                  "sys.exit(main(sys.argv[1:]))\n"),
-    "pool.py": ("import sys\nfrom _jt_node_pool.hotstart.warm import main\n\n"
-                "sys.exit(main(sys.argv[1:]))\n"),
-    "keeper.py": ("import sys\nfrom _jt_node_pool.hotstart.keeper import main\n\n"
-                  "sys.exit(main(sys.argv[1:]))\n"),
+    "launch.py": (
+        "import sys\nfrom _jt_node_pool.hotstart.node_launch import main\n\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    ),
+    "pool.py": (
+        "import sys\nfrom _jt_node_pool.hotstart.warm import main\n\nsys.exit(main(sys.argv[1:]))\n"
+    ),
+    "keeper.py": (
+        "import sys\nfrom _jt_node_pool.hotstart.keeper import main\n\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    ),
 }
 
 

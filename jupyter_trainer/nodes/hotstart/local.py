@@ -8,18 +8,32 @@ import os
 from dataclasses import asdict
 from typing import Any
 
-from ...rankside import procs
 from ...core.errors import TargetError
-from ...launchers.table import Command, LaunchPlan
 from ...core.spec import RunSpec
-from ...rankside.hotstart.client import (PoolUnavailable, PoolRun, entry_modules, error_dir,
-                                         new_elastic_id, pool_key, start_ranks, torchrun_env)
-
+from ...launchers.table import Command, LaunchPlan
+from ...rankside import procs
+from ...rankside.hotstart.client import (
+    PoolRun,
+    PoolUnavailable,
+    entry_modules,
+    error_dir,
+    new_elastic_id,
+    pool_key,
+    start_ranks,
+    torchrun_env,
+)
 
 # Variables that change what the pool's imports load; the rest of its environment does not
 # matter, since each rank gets its own whole environment.
-_IMPORT_SHAPING = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "VIRTUAL_ENV",
-                   "CUDA_HOME", "CUDA_VISIBLE_DEVICES")
+_IMPORT_SHAPING = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "VIRTUAL_ENV",
+    "CUDA_HOME",
+    "CUDA_VISIBLE_DEVICES",
+)
 
 
 def environment_id(spec: RunSpec) -> dict[str, Any]:
@@ -27,37 +41,68 @@ def environment_id(spec: RunSpec) -> dict[str, Any]:
     pre-flight's timings and findings, which vary from run to run, are left out)."""
     env = asdict(spec.env)
     prepared = env.pop("prepared", None) or {}
-    return {**env, "env_id": prepared.get("env_id"), "base_python": prepared.get("base_python"),
-            "built_at": prepared.get("built_at")}
+    return {
+        **env,
+        "env_id": prepared.get("env_id"),
+        "base_python": prepared.get("base_python"),
+        "built_at": prepared.get("built_at"),
+    }
 
 
-def start_in_pool(spec: RunSpec, plan: LaunchPlan, command: Command, base: dict[str, str],
-                  run_dir: str, log_path: str) -> tuple[PoolRun, dict[str, Any]]:
+def start_in_pool(
+    spec: RunSpec,
+    plan: LaunchPlan,
+    command: Command,
+    base: dict[str, str],
+    run_dir: str,
+    log_path: str,
+) -> tuple[PoolRun, dict[str, Any]]:
     """Fork the run's ranks in its pool; the PoolRun to follow them and the run's handle.
     TargetError (with the reason) when the pool cannot, so the caller starts torchrun."""
     env = command.environ(base)  # exactly what torchrun itself would get
     elastic_id = new_elastic_id()
     errors = error_dir(elastic_id)
     world = spec.launch.procs
-    ranks = [{"rank": r, "env": torchrun_env(env, rank=r, world_size=world,
-                                             master_port=plan.master_port,
-                                             elastic_id=elastic_id, error_dir=errors)}
-             for r in range(world)]
+    ranks = [
+        {
+            "rank": r,
+            "env": torchrun_env(
+                env,
+                rank=r,
+                world_size=world,
+                master_port=plan.master_port,
+                elastic_id=elastic_id,
+                error_dir=errors,
+            ),
+        }
+        for r in range(world)
+    ]
     # The pool holds the rendezvous port from the moment it picks it (see pool/server.py).
-    request = {"run_id": plan.run_id, "run_dir": run_dir, "cwd": run_dir, "log": log_path,
-               "argv": [plan.boot, plan.entry, *plan.args], "ranks": ranks,
-               "store": {"port": 0}}
+    request = {
+        "run_id": plan.run_id,
+        "run_dir": run_dir,
+        "cwd": run_dir,
+        "log": log_path,
+        "argv": [plan.boot, plan.entry, *plan.args],
+        "ranks": ranks,
+        "store": {"port": 0},
+    }
     modules = entry_modules(os.path.join(run_dir, "code"), spec.code.entry)
     pool_env = {**base, **{k: v for k, v in plan.extra_env.items() if not k.startswith("JT_")}}
     shaping = {k: pool_env[k] for k in _IMPORT_SHAPING if k in pool_env}
-    env_id = json.dumps([environment_id(spec), plan.extra_env, shaping], sort_keys=True,
-                        default=str)
+    env_id = json.dumps(
+        [environment_id(spec), plan.extra_env, shaping], sort_keys=True, default=str
+    )
     key = pool_key(plan.python, env_id, modules)
     try:
         run = start_ranks(plan.python, key, modules, pool_env, request)
     except PoolUnavailable as exc:
         raise TargetError(str(exc)) from exc
     pgid = run.reply["pgid"]
-    handle = {"pid": pgid, "pgid": pgid, "start_ticks": procs.start_ticks(pgid),
-              "hot": {"used": True, "pool": run.reply["pool"], "warm": run.warm, "key": key}}
+    handle = {
+        "pid": pgid,
+        "pgid": pgid,
+        "start_ticks": procs.start_ticks(pgid),
+        "hot": {"used": True, "pool": run.reply["pool"], "warm": run.warm, "key": key},
+    }
     return run, handle

@@ -12,7 +12,8 @@ import signal
 import sys
 import threading
 import traceback
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 STORE_FD_ENV = "JT_STORE_LISTEN_FD"  # rank 0: the listening socket the pool bound for its store
@@ -59,8 +60,9 @@ def _python_shutdown() -> None:
     atexit._run_exitfuncs()
 
 
-def run_rank(request: dict[str, Any], rank: dict[str, Any], pool: int, pgid: int,
-             close_fds: Iterable[int]) -> None:
+def run_rank(
+    request: dict[str, Any], rank: dict[str, Any], pool: int, pgid: int, close_fds: Iterable[int]
+) -> None:
     """Never returns: the forked child ends with ``os._exit`` and the rank's exit code."""
     code = 1
     try:

@@ -16,8 +16,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .. import procs
 from ..home import default_home
@@ -46,8 +47,9 @@ def pools_dir(home: str | os.PathLike | None = None) -> Path:
 def pool_key(python: str, env_id: str, modules: Sequence[str]) -> str:
     """One pool per interpreter, environment and module set (and PYTHONPATH, which decides
     what those names import): a changed one gets a new pool, never a stale one."""
-    text = json.dumps([os.path.abspath(python), env_id, sorted(set(modules)),
-                       os.environ.get("PYTHONPATH", "")])
+    text = json.dumps(
+        [os.path.abspath(python), env_id, sorted(set(modules)), os.environ.get("PYTHONPATH", "")]
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -61,22 +63,39 @@ def entry_modules(code_dir: str, entry: str) -> list[str]:
     except (OSError, SyntaxError, ValueError):
         return sorted(found)
     for node in ast.walk(tree):
-        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                 [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0
-                 and node.module else [])
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module]
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+            else []
+        )
         for name in names:
             top = name.split(".")[0]
-            if top in _NOT_PRELOADED or top in sys.stdlib_module_names or any(Path(code_dir, top + s).exists()
-                                            for s in ("", ".py")):
+            if (
+                top in _NOT_PRELOADED
+                or top in sys.stdlib_module_names
+                or any(Path(code_dir, top + s).exists() for s in ("", ".py"))
+            ):
                 continue
             found.add(name)
     return sorted(found)
 
 
-def torchrun_env(base: Mapping[str, str], *, rank: int, world_size: int, master_port: int,
-                 elastic_id: str, error_dir: str, master_addr: str = "localhost",
-                 local_rank: int | None = None, local_world_size: int | None = None,
-                 node_rank: int = 0, nodes: int = 1) -> dict[str, str]:
+def torchrun_env(
+    base: Mapping[str, str],
+    *,
+    rank: int,
+    world_size: int,
+    master_port: int,
+    elastic_id: str,
+    error_dir: str,
+    master_addr: str = "localhost",
+    local_rank: int | None = None,
+    local_world_size: int | None = None,
+    node_rank: int = 0,
+    nodes: int = 1,
+) -> dict[str, str]:
     """What torchrun gives worker ``rank``, over ``base``: on one node as ``--standalone``
     does, or (``node_rank`` of ``nodes``, ``local_world_size`` ranks each) as one of a
     multi-node c10d rendezvous does. One difference: ``TORCHELASTIC_USE_AGENT_STORE`` is
@@ -85,18 +104,30 @@ def torchrun_env(base: Mapping[str, str], *, rank: int, world_size: int, master_
     local = rank if local_rank is None else local_rank
     per_node = world_size if local_world_size is None else local_world_size
     env = dict(base)
-    env.update({
-        "RANK": str(rank), "LOCAL_RANK": str(local), "GROUP_RANK": str(node_rank),
-        "ROLE_RANK": str(rank), "ROLE_NAME": "default",
-        "WORLD_SIZE": str(world_size), "LOCAL_WORLD_SIZE": str(per_node),
-        "GROUP_WORLD_SIZE": str(nodes), "ROLE_WORLD_SIZE": str(world_size),
-        "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port),
-        "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
-        "TORCHELASTIC_RUN_ID": elastic_id, "TORCHELASTIC_USE_AGENT_STORE": "False",
-        "TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
-        "TORCH_NCCL_ASYNC_ERROR_HANDLING": base.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
-        "TORCHELASTIC_ERROR_FILE": os.path.join(error_dir, "attempt_0", str(local), "error.json"),
-    })
+    env.update(
+        {
+            "RANK": str(rank),
+            "LOCAL_RANK": str(local),
+            "GROUP_RANK": str(node_rank),
+            "ROLE_RANK": str(rank),
+            "ROLE_NAME": "default",
+            "WORLD_SIZE": str(world_size),
+            "LOCAL_WORLD_SIZE": str(per_node),
+            "GROUP_WORLD_SIZE": str(nodes),
+            "ROLE_WORLD_SIZE": str(world_size),
+            "MASTER_ADDR": master_addr,
+            "MASTER_PORT": str(master_port),
+            "TORCHELASTIC_RESTART_COUNT": "0",
+            "TORCHELASTIC_MAX_RESTARTS": "0",
+            "TORCHELASTIC_RUN_ID": elastic_id,
+            "TORCHELASTIC_USE_AGENT_STORE": "False",
+            "TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING": base.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+            "TORCHELASTIC_ERROR_FILE": os.path.join(
+                error_dir, "attempt_0", str(local), "error.json"
+            ),
+        }
+    )
     return env
 
 
@@ -140,15 +171,28 @@ def _lock_free(folder: Path, key: str) -> bool:
 
 
 def _spawn_here(argv: Sequence[str], env: dict[str, str], cwd: str) -> subprocess.CompletedProcess:
-    return subprocess.run(list(argv), env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          timeout=60, start_new_session=True)
+    return subprocess.run(
+        list(argv),
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=60,
+        start_new_session=True,
+    )
 
 
-def connect_or_start(python: str, key: str, modules: Sequence[str], env: Mapping[str, str],
-                     home: str | os.PathLike | None = None, idle: float | None = None,
-                     program: Sequence[str] | None = None,
-                     spawn: Any = None) -> tuple[socket.socket, bool]:
+def connect_or_start(
+    python: str,
+    key: str,
+    modules: Sequence[str],
+    env: Mapping[str, str],
+    home: str | os.PathLike | None = None,
+    idle: float | None = None,
+    program: Sequence[str] | None = None,
+    spawn: Any = None,
+) -> tuple[socket.socket, bool]:
     """A connection to pool ``key`` and whether it was warm (already running). ``program``
     starts a pool (default ``python -u -m jupyter_trainer.rankside.hotstart``; a node runs its copy of
     the pool's files, see ``node_launch``); ``spawn(argv, env, cwd)`` runs it (default: here;
@@ -160,15 +204,26 @@ def connect_or_start(python: str, key: str, modules: Sequence[str], env: Mapping
         return sock, True
     if idle is None:
         idle = float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_S)
-    argv = [*(program or (python, "-u", "-m", "jupyter_trainer.rankside.hotstart")), "--socket", str(path),
-            "--key", key, "--idle", str(idle), "--modules", ",".join(modules)]
+    argv = [
+        *(program or (python, "-u", "-m", "jupyter_trainer.rankside.hotstart")),
+        "--socket",
+        str(path),
+        "--key",
+        key,
+        "--idle",
+        str(idle),
+        "--modules",
+        ",".join(modules),
+    ]
     try:
         starter = (spawn or _spawn_here)(argv, dict(env), str(folder))
     except (OSError, subprocess.SubprocessError) as exc:
         raise PoolUnavailable(f"the pool could not start: {exc}") from exc
     if starter.returncode != 0:
         said = starter.stderr.decode(errors="replace").strip().splitlines()
-        raise PoolUnavailable(f"the pool could not start: {said[-1] if said else starter.returncode}")
+        raise PoolUnavailable(
+            f"the pool could not start: {said[-1] if said else starter.returncode}"
+        )
     started = time.monotonic()
     while time.monotonic() - started < START_TIMEOUT_S:
         sock = _connect(path)
@@ -177,7 +232,7 @@ def connect_or_start(python: str, key: str, modules: Sequence[str], env: Mapping
         if time.monotonic() - started > 3.0 and _lock_free(folder, key):
             break
         time.sleep(0.05)
-    log = (folder / f"{key}.log")
+    log = folder / f"{key}.log"
     tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
     raise PoolUnavailable(f"the pool did not start listening{': ' + tail[0] if tail else ''}")
 
@@ -200,8 +255,9 @@ def _ask(sock: socket.socket, request: dict[str, Any], timeout: float = 60.0) ->
 class PoolRun:
     """A run's ranks in a pool, followed over the connection that started them."""
 
-    def __init__(self, sock: socket.socket, reply: dict[str, Any], warm: bool,
-                 log_path: str) -> None:
+    def __init__(
+        self, sock: socket.socket, reply: dict[str, Any], warm: bool, log_path: str
+    ) -> None:
         self.sock, self.reply, self.warm, self.log_path = sock, reply, warm, log_path
         self.buffer: bytes = reply.pop("_rest", b"")
         self.exits: dict[int, int] = {}
@@ -245,8 +301,10 @@ class PoolRun:
         if self.exit is not None:
             return
         pool = self.reply.get("pool")
-        self.lost = (f"the rank pool (pid {pool}) ended while the ranks ran; its ranks were "
-                     f"killed with it (SIGKILL)")
+        self.lost = (
+            f"the rank pool (pid {pool}) ended while the ranks ran; its ranks were "
+            f"killed with it (SIGKILL)"
+        )
         self._note(f"[jt pool] {self.lost}\n")
         self.exit = -signal.SIGKILL
         self.close()
@@ -274,29 +332,44 @@ class PoolRun:
             pass
 
 
-def _summary(failed: dict[int, int], ranks: dict[str, Any],
-             local_ranks: Mapping[int, int] | None = None) -> str:
+def _summary(
+    failed: dict[int, int], ranks: dict[str, Any], local_ranks: Mapping[int, int] | None = None
+) -> str:
     """Failed ranks in torchrun's own words, which the supervisor already reads."""
     lines = ["[jt pool] ranks failed:"]
     for rank, code in failed.items():
         pid = (ranks.get(str(rank)) or {}).get("pid")
         local = (local_ranks or {}).get(rank, rank)
-        lines += [f"  rank      : {rank} (local_rank: {local})",
-                  f"  exitcode  : {code} (pid: {pid})"]
+        lines += [
+            f"  rank      : {rank} (local_rank: {local})",
+            f"  exitcode  : {code} (pid: {pid})",
+        ]
     return "\n".join(lines) + "\n"
 
 
-def start_ranks(python: str, key: str, modules: Sequence[str], pool_env: Mapping[str, str],
-                request: dict[str, Any], home: str | os.PathLike | None = None,
-                idle: float | None = None, program: Sequence[str] | None = None,
-                spawn: Any = None) -> PoolRun:
+def start_ranks(
+    python: str,
+    key: str,
+    modules: Sequence[str],
+    pool_env: Mapping[str, str],
+    request: dict[str, Any],
+    home: str | os.PathLike | None = None,
+    idle: float | None = None,
+    program: Sequence[str] | None = None,
+    spawn: Any = None,
+) -> PoolRun:
     """Start a run's ranks in pool ``key`` (started first if none runs); PoolUnavailable
     says why when the pool cannot (the caller falls back to torchrun)."""
     sock, warm = connect_or_start(python, key, modules, pool_env, home, idle, program, spawn)
     try:
-        reply = _ask(sock, {"op": "run", **request,
-                            "supervisor": {"pid": os.getpid(),
-                                           "start_ticks": procs.start_ticks(os.getpid())}})
+        reply = _ask(
+            sock,
+            {
+                "op": "run",
+                **request,
+                "supervisor": {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid())},
+            },
+        )
     except (OSError, ValueError) as exc:
         sock.close()
         raise PoolUnavailable(f"the pool did not answer: {exc}") from exc

@@ -19,8 +19,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .records import read_json
 from .server import unix_address
@@ -35,9 +36,16 @@ def keeper_socket(home: str | os.PathLike, job_id: str, host: str) -> Path:
 
 def spawn(argv: Sequence[str], env: dict[str, str], cwd: str) -> subprocess.CompletedProcess:
     """What a pool's starter would do, done by the keeper (in its step)."""
-    return subprocess.run(list(argv), env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          timeout=SPAWN_TIMEOUT_S, start_new_session=True)
+    return subprocess.run(
+        list(argv),
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=SPAWN_TIMEOUT_S,
+        start_new_session=True,
+    )
 
 
 class Keeper:
@@ -45,7 +53,7 @@ class Keeper:
         self.sock, self.idle = sock, idle
         self.leases: dict[socket.socket, bytes] = {}
         self.others: dict[socket.socket, bytes] = {}
-        self.pools: list[Path] = []      # the records of the pools this keeper started
+        self.pools: list[Path] = []  # the records of the pools this keeper started
         self.last_used = time.monotonic()
         self.stopping = False
 
@@ -108,8 +116,11 @@ class Keeper:
             done = spawn(request["argv"], request["env"], request["cwd"])
             if request.get("record"):
                 self.pools.append(Path(request["record"]))
-            return {"ok": True, "returncode": done.returncode,
-                    "stderr": done.stderr.decode(errors="replace")[-2000:]}
+            return {
+                "ok": True,
+                "returncode": done.returncode,
+                "stderr": done.stderr.decode(errors="replace")[-2000:],
+            }
         return {"ok": False, "why": f"unknown op {request['op']!r}"}
 
     def stop_pools(self) -> None:

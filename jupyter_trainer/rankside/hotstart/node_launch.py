@@ -35,17 +35,32 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from .client import (PoolUnavailable, _ask, connect_or_start, error_dir, pools_dir, start_ranks,
-                     torchrun_env)
+from .client import (
+    PoolUnavailable,
+    _ask,
+    connect_or_start,
+    error_dir,
+    pools_dir,
+    start_ranks,
+    torchrun_env,
+)
 
 BUNDLE_PACKAGE = "_jt_node_pool"
 SUPERVISOR_GRACE_S = 5.0
 KEEPER_START_S = 60.0  # a new allocation's keeper starts with its first step
-IMPORT_SHAPING = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "VIRTUAL_ENV",
-                  "CUDA_HOME", "CUDA_VISIBLE_DEVICES")
+IMPORT_SHAPING = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "VIRTUAL_ENV",
+    "CUDA_HOME",
+    "CUDA_VISIBLE_DEVICES",
+)
 
 
 def pool_env(env: dict[str, str]) -> dict[str, str]:
@@ -72,9 +87,17 @@ def node_pool_key(args: dict[str, Any], env: dict[str, str]) -> str:
         netns = os.readlink("/proc/self/ns/net")
     except OSError:
         netns = ""
-    text = json.dumps([socket.gethostname(), netns, os.path.abspath(args["python"]), args["env_id"],
-                       sorted(set(args["modules"])), {k: env.get(k) for k in IMPORT_SHAPING},
-                       args.get("bundle", "")])
+    text = json.dumps(
+        [
+            socket.gethostname(),
+            netns,
+            os.path.abspath(args["python"]),
+            args["env_id"],
+            sorted(set(args["modules"])),
+            {k: env.get(k) for k in IMPORT_SHAPING},
+            args.get("bundle", ""),
+        ]
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -113,8 +136,17 @@ def _keeper_spawn(args: dict[str, Any], key: str) -> Any:
     def spawn(argv: Sequence[str], env: dict[str, str], cwd: str) -> subprocess.CompletedProcess:
         sock = _keeper_connection(path)
         try:
-            said = _ask(sock, {"op": "spawn", "argv": list(argv), "env": env, "cwd": cwd,
-                               "record": str(pools_dir(args["home"]) / f"{key}.json")}, 90)
+            said = _ask(
+                sock,
+                {
+                    "op": "spawn",
+                    "argv": list(argv),
+                    "env": env,
+                    "cwd": cwd,
+                    "record": str(pools_dir(args["home"]) / f"{key}.json"),
+                },
+                90,
+            )
         finally:
             sock.close()
         if not said.get("ok"):
@@ -138,8 +170,9 @@ def _keeper_connection(path: Path, wait: float = KEEPER_START_S) -> socket.socke
         except OSError as exc:
             sock.close()
             if time.monotonic() >= deadline:
-                raise PoolUnavailable(f"the allocation's keeper does not answer at {path}: "
-                                      f"{exc}") from exc
+                raise PoolUnavailable(
+                    f"the allocation's keeper does not answer at {path}: {exc}"
+                ) from exc
         finally:
             if dir_fd is not None:
                 os.close(dir_fd)
@@ -152,16 +185,28 @@ def warm(args: dict[str, Any]) -> dict[str, Any]:
     try:
         program = pool_program(args)
         for attempt in (1, 2):  # a pool whose files changed exits when asked: start anew
-            sock, was_warm = connect_or_start(args["python"], key, args["modules"], env,
-                                              args["home"], args.get("idle"), program,
-                                              _keeper_spawn(args, key))
+            sock, was_warm = connect_or_start(
+                args["python"],
+                key,
+                args["modules"],
+                env,
+                args["home"],
+                args.get("idle"),
+                program,
+                _keeper_spawn(args, key),
+            )
             try:
                 said = _ask(sock, {"op": "ping"}, timeout=30)
             finally:
                 sock.close()
             if said.get("ok"):
-                return {"ok": True, "warm": was_warm, "pool": said.get("pool"), "key": key,
-                        "host": socket.gethostname()}
+                return {
+                    "ok": True,
+                    "warm": was_warm,
+                    "pool": said.get("pool"),
+                    "key": key,
+                    "host": socket.gethostname(),
+                }
             if attempt == 2 or "changed" not in str(said.get("why")):
                 return {"ok": False, "why": said.get("why") or "the pool refused"}
     except (PoolUnavailable, OSError, ValueError) as exc:
@@ -173,19 +218,38 @@ def rank_request(args: dict[str, Any], base: dict[str, str]) -> dict[str, Any]:
     """This node's ranks, each with the environment torchrun gives a multi-node worker."""
     per_node, node, nodes = args["procs"], args["node_rank"], args["nodes"]
     errors = error_dir(args["elastic_id"])
-    ranks = [{"rank": node * per_node + local, "local_rank": local,
-              "env": torchrun_env(base, rank=node * per_node + local,
-                                  world_size=per_node * nodes, master_port=args["master_port"],
-                                  elastic_id=args["elastic_id"], error_dir=errors,
-                                  master_addr=args["master_addr"], local_rank=local,
-                                  local_world_size=per_node, node_rank=node, nodes=nodes)}
-             for local in range(per_node)]
+    ranks = [
+        {
+            "rank": node * per_node + local,
+            "local_rank": local,
+            "env": torchrun_env(
+                base,
+                rank=node * per_node + local,
+                world_size=per_node * nodes,
+                master_port=args["master_port"],
+                elastic_id=args["elastic_id"],
+                error_dir=errors,
+                master_addr=args["master_addr"],
+                local_rank=local,
+                local_world_size=per_node,
+                node_rank=node,
+                nodes=nodes,
+            ),
+        }
+        for local in range(per_node)
+    ]
     run_dir = args["run_dir"]
     # A killed launcher is seen by the run's supervisor, which stops the ranks as it would
     # torchrun's orphans; the pool ends them itself only if nobody has by then.
-    request = {"run_id": args["run_id"], "run_dir": run_dir, "cwd": run_dir, "ranks": ranks,
-               "supervisor_grace": SUPERVISOR_GRACE_S,
-               "log": os.path.join(run_dir, "logs", f"launcher-{node}.log"), "argv": args["argv"]}
+    request = {
+        "run_id": args["run_id"],
+        "run_dir": run_dir,
+        "cwd": run_dir,
+        "ranks": ranks,
+        "supervisor_grace": SUPERVISOR_GRACE_S,
+        "log": os.path.join(run_dir, "logs", f"launcher-{node}.log"),
+        "argv": args["argv"],
+    }
     if node == 0:  # rank 0's node holds the rendezvous port while its ranks start
         request["store"] = {"port": int(args["master_port"])}
     return request
@@ -196,8 +260,11 @@ def run(args: dict[str, Any]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda signum, _frame: stopping.append(signum))
     if args.get("node_rank") is None:  # a step of a held Slurm allocation: one task a node
-        args = {**args, "node_rank": int(os.environ["SLURM_NODEID"]),
-                "master_addr": os.environ["MASTER_ADDR"]}
+        args = {
+            **args,
+            "node_rank": int(os.environ["SLURM_NODEID"]),
+            "master_addr": os.environ["MASTER_ADDR"],
+        }
     env = pool_env(dict(os.environ))
     request = rank_request(args, dict(os.environ))
     key = node_pool_key(args, env)
@@ -208,22 +275,44 @@ def run(args: dict[str, Any]) -> int:
             _ask(lease, {"op": "lease"}, 30)
         program, spawn = pool_program(args), _keeper_spawn(args, key)
         try:
-            pool_run = start_ranks(args["python"], key, args["modules"], env, request,
-                                   args["home"], args.get("idle"), program, spawn)
+            pool_run = start_ranks(
+                args["python"],
+                key,
+                args["modules"],
+                env,
+                request,
+                args["home"],
+                args.get("idle"),
+                program,
+                spawn,
+            )
         except PoolUnavailable as exc:
             if "changed" not in str(exc):
                 raise
-            pool_run = start_ranks(args["python"], key, args["modules"], env, request,
-                                   args["home"], args.get("idle"), program, spawn)
+            pool_run = start_ranks(
+                args["python"],
+                key,
+                args["modules"],
+                env,
+                request,
+                args["home"],
+                args.get("idle"),
+                program,
+                spawn,
+            )
     except (PoolUnavailable, OSError) as exc:
-        print(f"[jt pool] node {args['node_rank']}: the rank pool could not start the ranks: "
-              f"{exc}", flush=True)
+        print(
+            f"[jt pool] node {args['node_rank']}: the rank pool could not start the ranks: {exc}",
+            flush=True,
+        )
         return 1
     pool_run.local_ranks = {r["rank"]: r["local_rank"] for r in request["ranks"]}
-    print(f"[jt pool] node {args['node_rank']}: ranks "
-          f"{', '.join(str(r['rank']) for r in request['ranks'])} forked by the rank pool "
-          f"(pid {pool_run.reply['pool']}, {'warm' if pool_run.warm else 'started now'})",
-          flush=True)
+    print(
+        f"[jt pool] node {args['node_rank']}: ranks "
+        f"{', '.join(str(r['rank']) for r in request['ranks'])} forked by the rank pool "
+        f"(pid {pool_run.reply['pool']}, {'warm' if pool_run.warm else 'started now'})",
+        flush=True,
+    )
     asked = False
     while pool_run.poll() is None:
         if stopping and not asked:

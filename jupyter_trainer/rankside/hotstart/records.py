@@ -19,7 +19,7 @@ from typing import Any
 from .. import procs
 
 RUN_RECORD = "pool-ranks.json"  # in the run folder: the ranks a pool forked for the run
-POOLS_DIR = "pools"             # in the run store: <key>.sock, <key>.json, <key>.log
+POOLS_DIR = "pools"  # in the run store: <key>.sock, <key>.json, <key>.log
 
 
 def write_json(path: str | os.PathLike, record: dict[str, Any]) -> None:

@@ -42,7 +42,7 @@ from typing import Any
 from .. import procs
 from .records import RUN_RECORD, write_json
 
-KILL_GRACE_S = 10.0   # SIGTERM -> SIGKILL for the ranks of a run that is ending
+KILL_GRACE_S = 10.0  # SIGTERM -> SIGKILL for the ranks of a run that is ending
 DEFAULT_IDLE_S = 600.0
 
 
@@ -61,32 +61,41 @@ def _listen(where: dict[str, Any]) -> socket.socket:
     the run's store on."""
     port = int(where.get("port") or 0)
     try:
-        return socket.create_server(("", port), family=socket.AF_INET6, backlog=512,
-                                    reuse_port=False, dualstack_ipv6=True)
+        return socket.create_server(
+            ("", port), family=socket.AF_INET6, backlog=512, reuse_port=False, dualstack_ipv6=True
+        )
     except OSError:
         pass  # no IPv6 on this node
     try:
         return socket.create_server(("", port), family=socket.AF_INET, backlog=512)
     except OSError as exc:
-        raise OSError(f"the rendezvous port {port or '(any)'} of this node cannot be listened "
-                      f"on: {exc.strerror or exc}") from None
+        raise OSError(
+            f"the rendezvous port {port or '(any)'} of this node cannot be listened "
+            f"on: {exc.strerror or exc}"
+        ) from None
 
 
 class _Run:
     def __init__(self, conn: socket.socket, pgid: int) -> None:
         self.conn, self.pgid = conn, pgid
-        self.ranks: dict[int, int] = {}    # pid -> rank
-        self.fds: dict[int, int] = {}      # pidfd -> pid
+        self.ranks: dict[int, int] = {}  # pid -> rank
+        self.fds: dict[int, int] = {}  # pidfd -> pid
         self.failed = False
         self.kill_at: float | None = None
-        self.end_at: float | None = None   # the supervisor ended: end the ranks then
+        self.end_at: float | None = None  # the supervisor ended: end the ranks then
         self.supervisor_fd: int | None = None
         self.supervisor_grace = 0.0
 
 
 class Pool:
-    def __init__(self, sock: socket.socket, idle: float, refused: str | None,
-                 watched: dict[str, float], lock_fd: int) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        idle: float,
+        refused: str | None,
+        watched: dict[str, float],
+        lock_fd: int,
+    ) -> None:
         self.sock, self.idle, self.refused, self.watched = sock, idle, refused, watched
         self.lock_fd = lock_fd
         self.sel = selectors.DefaultSelector()
@@ -102,8 +111,9 @@ class Pool:
         signal.signal(signal.SIGTERM, lambda *_: setattr(self, "stopping", True))
         while not self.stopping:
             now = time.monotonic()
-            deadlines = [t for r in self.runs.values() for t in (r.kill_at, r.end_at)
-                         if t is not None]
+            deadlines = [
+                t for r in self.runs.values() for t in (r.kill_at, r.end_at) if t is not None
+            ]
             if not self.runs and not self.buffers:
                 deadlines.append(self.last_busy + self.idle)
             timeout = max(0.0, min(deadlines) - now) if deadlines else None
@@ -185,8 +195,9 @@ class Pool:
             return
         why = self.refused or self._stale()
         if why or request.get("op") == "ping":
-            self._send(conn, {"ok": not why, "pool": os.getpid(), "why": why,
-                              "served": self.served})
+            self._send(
+                conn, {"ok": not why, "pool": os.getpid(), "why": why, "served": self.served}
+            )
             if why and not self.refused:  # a changed package: let a new pool take the key
                 self.stopping = True
             return
@@ -223,14 +234,19 @@ class Pool:
             if store is not None:
                 store.close()  # rank 0 has it now
 
-    def _fork_ranks(self, conn: socket.socket, request: dict[str, Any],
-                    store: socket.socket | None) -> dict[str, Any]:
+    def _fork_ranks(
+        self, conn: socket.socket, request: dict[str, Any], store: socket.socket | None
+    ) -> dict[str, Any]:
         from .child import run_rank
 
         go_read, go_write = os.pipe()
-        own = [self.sock.fileno(), self.lock_fd, *(c.fileno() for c in self.buffers),
-               *(fd for r in self.runs.values() for fd in r.fds),
-               *(r.supervisor_fd for r in self.runs.values() if r.supervisor_fd is not None)]
+        own = [
+            self.sock.fileno(),
+            self.lock_fd,
+            *(c.fileno() for c in self.buffers),
+            *(fd for r in self.runs.values() for fd in r.fds),
+            *(r.supervisor_fd for r in self.runs.values() if r.supervisor_fd is not None),
+        ]
         pool, pgid, pids = os.getpid(), 0, {}
         sys.stdout.flush()
         sys.stderr.flush()
@@ -242,8 +258,13 @@ class Pool:
                     os.read(go_read, 1)  # wait until the pool has recorded every rank
                     os.close(go_read)
                     keep_store = store is not None and int(rank["rank"]) == 0
-                    run_rank(request, rank, pool, pgid,
-                             own + ([store.fileno()] if store and not keep_store else []))
+                    run_rank(
+                        request,
+                        rank,
+                        pool,
+                        pgid,
+                        own + ([store.fileno()] if store and not keep_store else []),
+                    )
                 pgid = pgid or pid
                 try:
                     os.setpgid(pid, pgid)
@@ -259,8 +280,14 @@ class Pool:
             raise
         os.close(go_read)
         ranks = {str(r): {"pid": p, "start_ticks": procs.start_ticks(p)} for p, r in pids.items()}
-        record = {"pool": pool, "pool_start_ticks": procs.start_ticks(pool), "pgid": pgid,
-                  "session": os.getsid(0), "ranks": ranks, "run_id": request.get("run_id")}
+        record = {
+            "pool": pool,
+            "pool_start_ticks": procs.start_ticks(pool),
+            "pgid": pgid,
+            "session": os.getsid(0),
+            "ranks": ranks,
+            "run_id": request.get("run_id"),
+        }
         if store is not None:
             record["master_port"] = store.getsockname()[1]
         write_json(Path(request["run_dir"], RUN_RECORD), record)

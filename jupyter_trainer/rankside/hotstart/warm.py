@@ -36,8 +36,14 @@ def import_modules(modules: list[str]) -> tuple[str | None, dict[str, float], di
         except Exception:
             initialised = False
         if initialised:
-            return (f"importing {name} initialised CUDA, and a process that did cannot fork "
-                    f"ranks that use it"), {}, skipped
+            return (
+                (
+                    f"importing {name} initialised CUDA, and a process that did cannot fork "
+                    f"ranks that use it"
+                ),
+                {},
+                skipped,
+            )
     watched = {}
     for name in modules:
         path = getattr(sys.modules.get(name), "__file__", None)
@@ -68,11 +74,19 @@ def main(argv: list[str]) -> int:
     modules = [m for m in ns.modules.split(",") if m]
     refused, watched, skipped = import_modules(modules)
     record_path = os.path.join(folder, f"{ns.key}.json")
-    record = {"pid": os.getpid(), "start_ticks": procs.start_ticks(os.getpid()), "key": ns.key,
-              "python": sys.executable, "started": time.time(), "modules": modules,
-              "skipped": skipped,
-              "refused": refused, "socket": ns.socket, "idle_s": ns.idle,
-              "import_s": round(time.monotonic() - started, 3)}
+    record = {
+        "pid": os.getpid(),
+        "start_ticks": procs.start_ticks(os.getpid()),
+        "key": ns.key,
+        "python": sys.executable,
+        "started": time.time(),
+        "modules": modules,
+        "skipped": skipped,
+        "refused": refused,
+        "socket": ns.socket,
+        "idle_s": ns.idle,
+        "import_s": round(time.monotonic() - started, 3),
+    }
     if os.path.exists(ns.socket):
         os.unlink(ns.socket)  # a dead pool's: this one holds the key's lock
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

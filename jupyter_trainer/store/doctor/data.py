@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .report import STALE_S, Finding, Report, add, last_change
 from .. import _rmtree
+from .report import STALE_S, Finding, Report, add, last_change
 
 HASHES = "data-hashes.db"
 URLS = "data-url"
@@ -49,26 +49,48 @@ def check_data(home: Path, report: Report) -> None:
         subject = f"data cache {path.relative_to(home)}"
         if entry.name.startswith("."):
             if now - last_change(path) >= STALE_S:
-                add(report, Finding("data-partial", "a download cut short (it was never put in "
-                                    "place)", fix="remove it", subject=subject),
-                    lambda p=path: _rmtree(p), "removed")
+                add(
+                    report,
+                    Finding(
+                        "data-partial",
+                        "a download cut short (it was never put in place)",
+                        fix="remove it",
+                        subject=subject,
+                    ),
+                    lambda p=path: _rmtree(p),
+                    "removed",
+                )
             continue
         problem = _url_entry_problem(path)
         if problem:
-            add(report, Finding("data-corrupt", problem,
-                                fix="remove it (the next run downloads it again)",
-                                subject=subject),
-                lambda p=path: _rmtree(p), "removed")
+            add(
+                report,
+                Finding(
+                    "data-corrupt",
+                    problem,
+                    fix="remove it (the next run downloads it again)",
+                    subject=subject,
+                ),
+                lambda p=path: _rmtree(p),
+                "removed",
+            )
 
 
 def _check_hashes(path: Path, report: Report) -> None:
     problem = _sqlite_problem(path)
     if problem is None:
         return
-    add(report, Finding("data-hashes", f"the data hash cache {path} {problem}",
-                        fix="remove it (the next run hashes its data inputs again)",
-                        subject="data cache"),
-        lambda: _remove_db(path), "removed")
+    add(
+        report,
+        Finding(
+            "data-hashes",
+            f"the data hash cache {path} {problem}",
+            fix="remove it (the next run hashes its data inputs again)",
+            subject="data cache",
+        ),
+        lambda: _remove_db(path),
+        "removed",
+    )
 
 
 def _sqlite_problem(path: Path) -> str | None:
@@ -102,20 +124,28 @@ def _url_entry_problem(entry: Path) -> str | None:
     except (OSError, ValueError) as exc:
         return f"its source.json cannot be read ({exc})"
     leaf = meta.get("leaf") if isinstance(meta, dict) else None
-    if not isinstance(meta, dict) or not isinstance(meta.get("url"), str) or \
-            not isinstance(leaf, str) or leaf in ("", ".", "..", "source.json") or "/" in leaf \
-            or not isinstance(meta.get("facts", {}), dict):
+    if (
+        not isinstance(meta, dict)
+        or not isinstance(meta.get("url"), str)
+        or not isinstance(leaf, str)
+        or leaf in ("", ".", "..", "source.json")
+        or "/" in leaf
+        or not isinstance(meta.get("facts", {}), dict)
+    ):
         return "its source.json does not say which URL and download it holds"
     download = entry / leaf
     if not os.path.lexists(download):
         return f"its download {leaf} is missing"
     facts = meta.get("facts") or {}
-    announced = facts.get("Content-Length") or (facts.get("size") if facts.get("type") == "file"
-                                                else None)
+    announced = facts.get("Content-Length") or (
+        facts.get("size") if facts.get("type") == "file" else None
+    )
     if announced is not None and download.is_file() and not download.is_symlink():
         size = download.stat().st_size
         if str(size) != str(announced):
-            return (f"its download {leaf} has {size} bytes, the server announced "
-                    f"{announced}: it is incomplete or changed, and the next run would take "
-                    "it for the data")
+            return (
+                f"its download {leaf} has {size} bytes, the server announced "
+                f"{announced}: it is incomplete or changed, and the next run would take "
+                "it for the data"
+            )
     return None

@@ -26,12 +26,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .report import STALE_S, Finding, Report, add, check_index, last_change
 from ...core.errors import StoreError
 from .. import _rmtree
 from ..confined import Refused, open_beneath, open_folder
 from ..model_records import Damaged, read_deleted, read_lineage
 from ..models import COLUMNS, ModelStore, index_row, versions_in
+from .report import STALE_S, Finding, Report, add, check_index, last_change
 
 _CHUNK = 4 << 20
 
@@ -42,65 +42,117 @@ def check_models(home: Path, report: Report, *, hashes: bool) -> None:
     versions = [(name, v) for name in names for v in versions_in(registry.dir / name)]
     report.models = len(versions)
     rows = None
-    if check_index(registry.index, len(versions), "model-index", report) and \
-            os.path.lexists(registry.index.path):
+    if check_index(registry.index, len(versions), "model-index", report) and os.path.lexists(
+        registry.index.path
+    ):
         rows = {(r["name"], r["version"]): r for r in registry.index.rows()}
     for name, version in versions:
         _check_version(registry, name, version, rows, report, hashes=hashes)
     for name, version in sorted(set(rows or {}) - set(versions)):
         folder = registry.dir / name / str(version)
-        add(report, Finding("model-orphan-row", "in the model index, but its folder is gone",
-                            fix="drop the row", subject=f"model {name}@{version}"),
-            lambda n=name, v=version, f=folder: _drop_row(registry, n, v, f), "row dropped")
+        add(
+            report,
+            Finding(
+                "model-orphan-row",
+                "in the model index, but its folder is gone",
+                fix="drop the row",
+                subject=f"model {name}@{version}",
+            ),
+            lambda n=name, v=version, f=folder: _drop_row(registry, n, v, f),
+            "row dropped",
+        )
     _check_leftovers(registry, report)
 
 
-def _check_version(registry: ModelStore, name: str, version: int,
-                   rows: dict[tuple[str, int], dict[str, Any]] | None, report: Report, *,
-                   hashes: bool) -> None:
+def _check_version(
+    registry: ModelStore,
+    name: str,
+    version: int,
+    rows: dict[tuple[str, int], dict[str, Any]] | None,
+    report: Report,
+    *,
+    hashes: bool,
+) -> None:
     subject = f"model {name}@{version}"
     folder = registry.dir / name / str(version)
     if folder.is_symlink():
-        add(report, Finding("model-link", f"its folder is a link to {os.readlink(folder)}, not "
-                            "a folder of the registry", fix="remove the link and its index row",
-                            subject=subject),
+        add(
+            report,
+            Finding(
+                "model-link",
+                f"its folder is a link to {os.readlink(folder)}, not a folder of the registry",
+                fix="remove the link and its index row",
+                subject=subject,
+            ),
             lambda: (folder.unlink(), _drop_row(registry, name, version, folder)),
-            "link and row removed")
+            "link and row removed",
+        )
         return
     try:
         lineage = read_lineage(registry.dir, name, version)
     except Damaged as exc:
-        report.findings.append(Finding(
-            "model-lineage", f"its lineage.json is damaged: {exc.problem}; delete the version "
-            f"(`jupyter-trainer models delete {name}@{version} --yes`) or register it again "
-            "from its run", subject=subject))
+        report.findings.append(
+            Finding(
+                "model-lineage",
+                f"its lineage.json is damaged: {exc.problem}; delete the version "
+                f"(`jupyter-trainer models delete {name}@{version} --yes`) or register it again "
+                "from its run",
+                subject=subject,
+            )
+        )
         return
     if rows is not None:
         _check_row(registry, lineage, rows.get((name, version)), report, subject)
     if hashes:
         problems = _file_problems(registry.dir, lineage)
         if problems:
-            report.findings.append(Finding(
-                "model-files", f"the registry's copy is damaged: {'; '.join(problems)}; "
-                f"register it again from run {lineage['run_id']}", subject=subject))
+            report.findings.append(
+                Finding(
+                    "model-files",
+                    f"the registry's copy is damaged: {'; '.join(problems)}; "
+                    f"register it again from run {lineage['run_id']}",
+                    subject=subject,
+                )
+            )
 
 
-def _check_row(registry: ModelStore, lineage: dict[str, Any], row: dict[str, Any] | None,
-               report: Report, subject: str) -> None:
+def _check_row(
+    registry: ModelStore,
+    lineage: dict[str, Any],
+    row: dict[str, Any] | None,
+    report: Report,
+    subject: str,
+) -> None:
     expected = index_row(lineage)
-    rewrite = (lambda: registry.index.upsert(expected))
+    rewrite = lambda: registry.index.upsert(expected)
     if row is None:
-        add(report, Finding("model-unindexed", "its folder has no index row",
-                            fix="index it from its lineage.json", subject=subject),
-            rewrite, "indexed")
+        add(
+            report,
+            Finding(
+                "model-unindexed",
+                "its folder has no index row",
+                fix="index it from its lineage.json",
+                subject=subject,
+            ),
+            rewrite,
+            "indexed",
+        )
         return
     found = {**row, "tags": json.dumps(row["tags"], sort_keys=True)}
     differ = [c for c in COLUMNS if found.get(c) != expected[c]]
     if differ:
         said = ", ".join(f"{c} {found.get(c)!r} (lineage.json: {expected[c]!r})" for c in differ)
-        add(report, Finding("model-disagrees", f"the model index disagrees with its "
-                            f"lineage.json: {said}", fix="rewrite the row from its lineage.json",
-                            subject=subject), rewrite, "row rewritten from its lineage.json")
+        add(
+            report,
+            Finding(
+                "model-disagrees",
+                f"the model index disagrees with its lineage.json: {said}",
+                fix="rewrite the row from its lineage.json",
+                subject=subject,
+            ),
+            rewrite,
+            "row rewritten from its lineage.json",
+        )
 
 
 def _file_problems(models_dir: Path, lineage: dict[str, Any]) -> list[str]:
@@ -135,8 +187,11 @@ def _file_problems(models_dir: Path, lineage: dict[str, Any]) -> list[str]:
 
 def _drop_row(registry: ModelStore, name: str, version: int, folder: Path) -> None:
     if not os.path.lexists(folder / "lineage.json"):  # not registered again meanwhile
-        registry.index.run(lambda conn: conn.execute(
-            "DELETE FROM models WHERE name = ? AND version = ?", (name, version)))
+        registry.index.run(
+            lambda conn: conn.execute(
+                "DELETE FROM models WHERE name = ? AND version = ?", (name, version)
+            )
+        )
 
 
 def _check_leftovers(registry: ModelStore, report: Report) -> None:
@@ -159,14 +214,21 @@ def _check_leftovers(registry: ModelStore, report: Report) -> None:
 def _leftover(path: Path, what: str, now: float, report: Report) -> None:
     if now - last_change(path) < STALE_S:
         return  # still going
-    add(report, Finding("model-partial", f"{what} was cut short and left {path}",
-                        fix="remove it", subject="model registry"),
-        lambda: _rmtree(path), "removed")
+    add(
+        report,
+        Finding(
+            "model-partial",
+            f"{what} was cut short and left {path}",
+            fix="remove it",
+            subject="model registry",
+        ),
+        lambda: _rmtree(path),
+        "removed",
+    )
 
 
 def _check_deleted(registry: ModelStore, name: str, report: Report) -> None:
     try:
         read_deleted(registry.dir, name)
     except StoreError as exc:
-        report.findings.append(Finding("model-deleted-record", str(exc),
-                                       subject=f"model {name}"))
+        report.findings.append(Finding("model-deleted-record", str(exc), subject=f"model {name}"))

@@ -6,9 +6,10 @@ nothing works on any more from one still being written."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..index import FolderIndex
 
@@ -35,8 +36,9 @@ class Finding:
         return self.done is not None
 
     def line(self) -> str:
-        where = f"run {self.run_id}: " if self.run_id else (
-            f"{self.subject}: " if self.subject else "")
+        where = (
+            f"run {self.run_id}: " if self.run_id else (f"{self.subject}: " if self.subject else "")
+        )
         if self.done:
             return f"{where}{self.message}; fixed: {self.done}"
         if self.fix:
@@ -60,10 +62,15 @@ class Report:
     def text(self) -> str:
         lines = [f.line() for f in self.findings]
         fixable = [f for f in self.unresolved if f.fix]
-        checked = _plural(self.runs, "run") + "".join(
-            f", {_plural(n, what)}" for n, what in ((self.models, "model version"),
-                                                      (self.data, "data cache entry")) if n) \
+        checked = (
+            _plural(self.runs, "run")
+            + "".join(
+                f", {_plural(n, what)}"
+                for n, what in ((self.models, "model version"), (self.data, "data cache entry"))
+                if n
+            )
             + " checked"
+        )
         if not self.findings:
             lines.append(f"no problems in {self.home} ({checked})")
         elif not self.unresolved:
@@ -71,16 +78,23 @@ class Report:
         else:
             summary = f"{_count(self.unresolved)} in {self.home} ({checked})"
             if fixable:
-                summary += (f"; `jupyter-trainer doctor --fix` fixes "
-                            f"{'it' if len(self.unresolved) == 1 else len(fixable)}"
-                            f"{'' if len(self.unresolved) == 1 else ' of them'}")
+                summary += (
+                    f"; `jupyter-trainer doctor --fix` fixes "
+                    f"{'it' if len(self.unresolved) == 1 else len(fixable)}"
+                    f"{'' if len(self.unresolved) == 1 else ' of them'}"
+                )
             lines.append(summary)
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"home": str(self.home), "runs": self.runs, "models": self.models,
-                "data": self.data, "fix": self.fix,
-                "findings": [{**asdict(f), "fixed": f.fixed} for f in self.findings]}
+        return {
+            "home": str(self.home),
+            "runs": self.runs,
+            "models": self.models,
+            "data": self.data,
+            "fix": self.fix,
+            "findings": [{**asdict(f), "fixed": f.fixed} for f in self.findings],
+        }
 
 
 def check_index(index: FolderIndex, on_disk: int, check: str, report: Report) -> bool:
@@ -91,14 +105,19 @@ def check_index(index: FolderIndex, on_disk: int, check: str, report: Report) ->
         return True  # sound, or a store never used
     name = "the index" if index.LABEL == "run" else f"the {index.LABEL} index"
     folders = f"{index.LABEL} folder"
-    finding = Finding(check, f"{name} {index.path} {problem}", None,
-                      f"move it aside and rebuild it from the {_plural(on_disk, folders)}")
+    finding = Finding(
+        check,
+        f"{name} {index.path} {problem}",
+        None,
+        f"move it aside and rebuild it from the {_plural(on_disk, folders)}",
+    )
     if not report.fix:
         report.findings.append(finding)
         return False
     moved, count = index.rebuild(problem)
-    done = (f"moved aside to {moved.name}, " if moved else "") + \
-        f"rebuilt from {_plural(count, folders)}"
+    done = (
+        f"moved aside to {moved.name}, " if moved else ""
+    ) + f"rebuilt from {_plural(count, folders)}"
     report.findings.append(replace(finding, done=done))
     return True
 

@@ -26,8 +26,19 @@ from .. import ACTIVE, Store, load_spec, load_state, repair
 from .report import Finding, Report, add, check_index
 
 # Index columns that must match the run's folder (``updated`` is the index's own).
-_COMPARED = ("status", "ended", "failed_rank", "name", "target", "launcher", "nodes", "procs",
-             "code_hash", "created", "started")
+_COMPARED = (
+    "status",
+    "ended",
+    "failed_rank",
+    "name",
+    "target",
+    "launcher",
+    "nodes",
+    "procs",
+    "code_hash",
+    "created",
+    "started",
+)
 
 
 def check_runs(store: Store, report: Report, *, hashes: bool) -> None:
@@ -40,8 +51,14 @@ def check_runs(store: Store, report: Report, *, hashes: bool) -> None:
         for run_id in sorted(set(rows) - set(run_ids)):
             if store.paths(run_id).spec.is_file():
                 continue  # created after the folders were listed
-            add(report, Finding("orphan-row", "in the index, but its folder is gone", run_id,
-                                "drop the row"), lambda: store.index.delete(run_id), "row dropped")
+            add(
+                report,
+                Finding(
+                    "orphan-row", "in the index, but its folder is gone", run_id, "drop the row"
+                ),
+                lambda: store.index.delete(run_id),  # noqa: B023 (called at once)
+                "row dropped",
+            )
 
 
 def _check_index(store: Store, report: Report) -> dict[str, dict[str, Any]] | None:
@@ -51,8 +68,14 @@ def _check_index(store: Store, report: Report) -> dict[str, dict[str, Any]] | No
     return store.index_rows()
 
 
-def _check_run(store: Store, run_id: str, rows: dict[str, dict[str, Any]] | None,
-               report: Report, *, hashes: bool) -> None:
+def _check_run(
+    store: Store,
+    run_id: str,
+    rows: dict[str, dict[str, Any]] | None,
+    report: Report,
+    *,
+    hashes: bool,
+) -> None:
     paths = store.paths(run_id)
     try:
         spec = load_spec(paths, run_id)
@@ -67,14 +90,23 @@ def _check_run(store: Store, run_id: str, rows: dict[str, dict[str, Any]] | None
             add(report, finding, found.repair, found.done)
         return
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        report.findings.append(Finding("unreadable", f"its spec or state cannot be read ({exc})",
-                                       run_id))
+        report.findings.append(
+            Finding("unreadable", f"its spec or state cannot be read ({exc})", run_id)
+        )
         return
     row = rows.get(run_id) if rows is not None else None
     if status in ACTIVE and store.read_state(run_id)["status"] == "lost":
-        if add(report, Finding("lost", _lost_message(store, paths, recorded), run_id,
-                                "record it as lost, ended when the supervisor was last seen"),
-                lambda: store.record_lost(run_id), "recorded as lost in state.json and the index"):
+        if add(
+            report,
+            Finding(
+                "lost",
+                _lost_message(store, paths, recorded),
+                run_id,
+                "record it as lost, ended when the supervisor was last seen",
+            ),
+            lambda: store.record_lost(run_id),
+            "recorded as lost in state.json and the index",
+        ):
             row = store.index.row(run_id)
     if rows is not None:
         _check_row(store, run_id, row, report)
@@ -88,16 +120,29 @@ def _check_row(store: Store, run_id: str, row: dict[str, Any] | None, report: Re
         return
     if row is None:
         if store.index.row(run_id) is None:  # not a run made since the rows were read
-            add(report, Finding("unindexed", "its folder has no index row", run_id,
-                                 "index it from its folder"), lambda: store.reindex(run_id),
-                 "indexed")
+            add(
+                report,
+                Finding(
+                    "unindexed", "its folder has no index row", run_id, "index it from its folder"
+                ),
+                lambda: store.reindex(run_id),
+                "indexed",
+            )
         return
     differ = [c for c in _COMPARED if row.get(c) != expected.get(c)]
     if differ:
         said = ", ".join(f"{c} {row.get(c)!r} (state: {expected.get(c)!r})" for c in differ)
-        add(report, Finding("disagrees", f"the index disagrees with its state: {said}", run_id,
-                             "rewrite the row from its folder"), lambda: store.reindex(run_id),
-             "row rewritten from its folder")
+        add(
+            report,
+            Finding(
+                "disagrees",
+                f"the index disagrees with its state: {said}",
+                run_id,
+                "rewrite the row from its folder",
+            ),
+            lambda: store.reindex(run_id),
+            "row rewritten from its folder",
+        )
 
 
 def _check_snapshot(code: Path, expected: str, run_id: str, report: Report) -> None:
@@ -109,15 +154,23 @@ def _check_snapshot(code: Path, expected: str, run_id: str, report: Report) -> N
     if found is None:
         report.findings.append(Finding("snapshot", f"its snapshot {code} is missing", run_id))
     elif found != expected:
-        report.findings.append(Finding(
-            "snapshot", f"its snapshot changed after submission: code/ hashes to {found[:19]}…, "
-            f"spec.code.hash is {expected[:19]}…; submit again from the source for a trusted "
-            "record", run_id))
+        report.findings.append(
+            Finding(
+                "snapshot",
+                f"its snapshot changed after submission: code/ hashes to {found[:19]}…, "
+                f"spec.code.hash is {expected[:19]}…; submit again from the source for a trusted "
+                "record",
+                run_id,
+            )
+        )
 
 
 def _lost_message(store: Store, paths: Any, recorded: dict[str, Any]) -> str:
     seen = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(store.last_seen(paths, recorded)))
     sup = recorded.get("supervisor") or {}
-    gone = (f"its supervisor (pid {sup['pid']} on {sup.get('host') or socket.gethostname()}) "
-            "is gone" if sup.get("pid") else "no supervisor ever started for it")
+    gone = (
+        f"its supervisor (pid {sup['pid']} on {sup.get('host') or socket.gethostname()}) is gone"
+        if sup.get("pid")
+        else "no supervisor ever started for it"
+    )
     return f"lost: its state says {recorded['status']}, but {gone}; last seen {seen}"

@@ -7,7 +7,8 @@ other targets never pay for it and a missing install is said with its fix.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ...core.errors import TargetError
 from .config import KubeConfig
@@ -32,8 +33,9 @@ def _resource(kind: str) -> Any:
     from lightkube.resources.batch_v1 import Job
     from lightkube.resources.core_v1 import ConfigMap, Event, Pod, Service
 
-    return {"Job": Job, "ConfigMap": ConfigMap, "Service": Service, "Pod": Pod,
-            "Event": Event}[kind]
+    return {"Job": Job, "ConfigMap": ConfigMap, "Service": Service, "Pod": Pod, "Event": Event}[
+        kind
+    ]
 
 
 class Cluster:
@@ -54,19 +56,25 @@ class Cluster:
         if self._client is None:
             require_lightkube()
             import httpx2  # lightkube's HTTP client
-            from lightkube import Client, ConfigError, KubeConfig as LightKubeConfig
+            from lightkube import Client, ConfigError
+            from lightkube import KubeConfig as LightKubeConfig
 
             path = self.cfg.kubeconfig_path()
             try:
                 single = LightKubeConfig.from_file(path).get(context_name=self.cfg.context)
             except ConfigError as exc:
-                raise TargetError(f"target {self.target!r}: cannot use kubeconfig {path}: {exc}; "
-                                  "set kubeconfig = \"PATH\" (and context) in the target, or "
-                                  "$KUBECONFIG") from None
+                raise TargetError(
+                    f"target {self.target!r}: cannot use kubeconfig {path}: {exc}; "
+                    'set kubeconfig = "PATH" (and context) in the target, or '
+                    "$KUBECONFIG"
+                ) from None
             self._namespace = self.cfg.namespace or single.namespace
-            self._client = Client(config=single, namespace=self._namespace,
-                                  timeout=httpx2.Timeout(float(self.cfg.connect_timeout)),
-                                  field_manager="jupyter-trainer")
+            self._client = Client(
+                config=single,
+                namespace=self._namespace,
+                timeout=httpx2.Timeout(float(self.cfg.connect_timeout)),
+                field_manager="jupyter-trainer",
+            )
         return self._client
 
     def close(self) -> None:
@@ -91,8 +99,9 @@ class Cluster:
         except ApiError:
             raise
         except Exception as exc:  # connection refused, TLS, timeouts: httpx2's own errors
-            raise self._fail(f"{what} (is the cluster at the kubeconfig's server reachable?)",
-                             exc) from exc
+            raise self._fail(
+                f"{what} (is the cluster at the kubeconfig's server reachable?)", exc
+            ) from exc
 
     def serves_trainjobs(self) -> bool:
         """Whether the cluster serves Kubeflow Trainer's TrainJob API."""
@@ -100,8 +109,13 @@ class Cluster:
 
         client, namespace = self.client, self.namespace  # a bad kubeconfig says so itself
         try:
-            self._call("asking for the TrainJob API", lambda: next(iter(
-                client.list(_resource("TrainJob"), namespace=namespace, chunk_size=1)), None))
+            self._call(
+                "asking for the TrainJob API",
+                lambda: next(
+                    iter(client.list(_resource("TrainJob"), namespace=namespace, chunk_size=1)),
+                    None,
+                ),
+            )
         except ApiError as exc:
             if exc.status.code == 404:
                 return False
@@ -123,8 +137,13 @@ class Cluster:
         from lightkube import ApiError
 
         try:
-            obj = self._call(f"reading {kind} {name}", self.client.get, _resource(kind), name,
-                             namespace=self.namespace)
+            obj = self._call(
+                f"reading {kind} {name}",
+                self.client.get,
+                _resource(kind),
+                name,
+                namespace=self.namespace,
+            )
         except ApiError as exc:
             if exc.status.code == 404:
                 return None
@@ -138,9 +157,15 @@ class Cluster:
         from lightkube.types import CascadeType
 
         try:
-            self._call(f"deleting {kind} {name}", self.client.delete, _resource(kind), name,
-                       namespace=self.namespace, grace_period=grace,
-                       cascade=CascadeType.FOREGROUND)
+            self._call(
+                f"deleting {kind} {name}",
+                self.client.delete,
+                _resource(kind),
+                name,
+                namespace=self.namespace,
+                grace_period=grace,
+                cascade=CascadeType.FOREGROUND,
+            )
         except ApiError as exc:
             if exc.status.code == 404:
                 return False
@@ -151,8 +176,12 @@ class Cluster:
         from lightkube import ApiError
 
         try:
-            found = self._call("listing the run's pods", lambda: list(self.client.list(
-                _resource("Pod"), namespace=self.namespace, labels=labels)))
+            found = self._call(
+                "listing the run's pods",
+                lambda: list(
+                    self.client.list(_resource("Pod"), namespace=self.namespace, labels=labels)
+                ),
+            )
         except ApiError as exc:
             raise self._fail("listing the run's pods", exc) from exc
         return [p.to_dict() for p in found]
@@ -161,9 +190,16 @@ class Cluster:
         from lightkube import ApiError
 
         try:
-            found = self._call("reading a pod's events", lambda: list(self.client.list(
-                _resource("Event"), namespace=self.namespace,
-                fields={"involvedObject.name": pod})))
+            found = self._call(
+                "reading a pod's events",
+                lambda: list(
+                    self.client.list(
+                        _resource("Event"),
+                        namespace=self.namespace,
+                        fields={"involvedObject.name": pod},
+                    )
+                ),
+            )
         except ApiError:
             return []
         return [e.to_dict() for e in found]

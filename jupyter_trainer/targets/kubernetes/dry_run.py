@@ -10,17 +10,19 @@ Service (less any way ``check_launch`` refuses, with its reason in the notes).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from ...core.errors import TargetError
-from ...launchers.table import LaunchPlan
 from ...core.spec import RunSpec
+from ...launchers.table import LaunchPlan
 from .manifests import RunObjects, check_launch, first_node, launcher_command, manifests, to_yaml
 
 WHAT = {"trainjob": "a Kubeflow Trainer TrainJob", "job": "an Indexed Job with a headless Service"}
-WHEN = {"trainjob": "where the cluster serves Kubeflow Trainer v2 (TrainJob)",
-        "job": "where it does not"}
+WHEN = {
+    "trainjob": "where the cluster serves Kubeflow Trainer v2 (TrainJob)",
+    "job": "where it does not",
+}
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,13 @@ def dry_apis(setting: str, served: Callable[[], str], spec: RunSpec) -> DryApis:
         unknown = str(exc)
     else:
         served = "serves" if api == "trainjob" else "does not serve"
-        return DryApis((api,), (f'api = "auto": the cluster {served} Kubeflow Trainer\'s '
-                                f"TrainJob API, so the run is {WHAT[api]}",))
+        return DryApis(
+            (api,),
+            (
+                f'api = "auto": the cluster {served} Kubeflow Trainer\'s '
+                f"TrainJob API, so the run is {WHAT[api]}",
+            ),
+        )
     apis, refused = [], []
     for api in ("trainjob", "job"):
         try:
@@ -56,16 +63,19 @@ def dry_apis(setting: str, served: Callable[[], str], spec: RunSpec) -> DryApis:
         raise TargetError(refused[0])
     notes = [f'api = "auto" and the cluster could not be asked which API it serves ({unknown})']
     if len(apis) == 2:
-        notes.append("so the run is shown both ways: a TrainJob where the cluster serves "
-                     "Kubeflow Trainer v2, else an Indexed Job with a headless Service; apply "
-                     'only one, or set api = "trainjob" or "job" in the target to see one')
+        notes.append(
+            "so the run is shown both ways: a TrainJob where the cluster serves "
+            "Kubeflow Trainer v2, else an Indexed Job with a headless Service; apply "
+            'only one, or set api = "trainjob" or "job" in the target to see one'
+        )
     else:
         notes.append(f"so the run is {WHAT[apis[0]]}")
     return DryApis(tuple(apis), (*notes, *refused))
 
 
-def dry_run_text(objects: RunObjects, spec: RunSpec, plan: LaunchPlan,
-                 apis: tuple[str, ...]) -> str:
+def dry_run_text(
+    objects: RunObjects, spec: RunSpec, plan: LaunchPlan, apis: tuple[str, ...]
+) -> str:
     """The manifests of each API in ``apis`` (``objects`` and ``plan`` are for the first),
     as one YAML stream; with two, each set preceded by a comment that says when it applies."""
     if len(apis) == 1:

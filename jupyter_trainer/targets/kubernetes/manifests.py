@@ -22,25 +22,25 @@ from __future__ import annotations
 import base64
 import json
 import posixpath
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import yaml
 
-from ...core.errors import TargetError
-from ...launchers.table import LAUNCHERS, Command, LaunchPlan, Topology, rank_env, rank_program
-from ...core.spec import RunSpec
 from ... import rankside
+from ...core.errors import TargetError
+from ...core.spec import RunSpec
+from ...launchers.table import LAUNCHERS, Command, LaunchPlan, Topology, rank_env, rank_program
 from .config import GPU_RESOURCE, KubeConfig
 from .names import object_name, run_annotations, run_labels
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
-IN_DIR = "/jt/in"               # the ConfigMap: pod.py, spec.json, snapshot.tar.gz
-RUN_DIR = "/jt/run"             # the run folder in a pod, without workdir_pvc (an emptyDir)
-PVC_DIR = "/jt/runs"            # where workdir_pvc is mounted; the run folder is <it>/<run id>
+IN_DIR = "/jt/in"  # the ConfigMap: pod.py, spec.json, snapshot.tar.gz
+RUN_DIR = "/jt/run"  # the run folder in a pod, without workdir_pvc (an emptyDir)
+PVC_DIR = "/jt/runs"  # where workdir_pvc is mounted; the run folder is <it>/<run id>
 RDZV_PORT = 29400
-CONTAINER = "node"              # the Trainer's container name, used for the Job's too
+CONTAINER = "node"  # the Trainer's container name, used for the Job's too
 MPI_HOSTFILE = "/etc/mpi/hostfile"  # the Trainer's MPI runtime writes the hosts there
 # The API server refuses a ConfigMap whose data is over 1 MiB; keep room for the rest.
 CONFIGMAP_LIMIT = 1024 * 1024 - 16 * 1024
@@ -54,11 +54,11 @@ class RunObjects:
     spec: RunSpec
     run_id: str
     cfg: KubeConfig
-    api: str                    # "trainjob" or "job"
+    api: str  # "trainjob" or "job"
     namespace: str
     image: str
-    command: Command            # the launcher's, from ``launcher_command``
-    snapshot: bytes | None      # the gzipped tar of code/, None when it is on workdir_pvc
+    command: Command  # the launcher's, from ``launcher_command``
+    snapshot: bytes | None  # the gzipped tar of code/, None when it is on workdir_pvc
     spec_json: str
 
     @property
@@ -71,17 +71,32 @@ def run_dir(cfg: KubeConfig, run_id: str) -> str:
     return posixpath.join(PVC_DIR, run_id) if cfg.workdir_pvc else RUN_DIR
 
 
-def pod_plan(spec: RunSpec, run_id: str, cfg: KubeConfig, api: str, backend: str,
-             extra_env: Mapping[str, str] | None = None) -> LaunchPlan:
+def pod_plan(
+    spec: RunSpec,
+    run_id: str,
+    cfg: KubeConfig,
+    api: str,
+    backend: str,
+    extra_env: Mapping[str, str] | None = None,
+) -> LaunchPlan:
     """The LaunchPlan as the pods see it: the image's Python, the in-pod run folder, and
     the address of the first node's pod (``master_addr``), where rank 0 is."""
     folder = run_dir(cfg, run_id)
     return LaunchPlan(
-        run_id=run_id, run_dir=folder, python=cfg.python,
-        boot=posixpath.join(folder, "code", "_jt", "boot.py"), entry=spec.code.entry,
-        args=spec.code.args, backend=backend, backend_forced=spec.launch.backend is not None,
-        master_addr=first_node(spec, run_id, api), master_port=RDZV_PORT,
-        run_as_root=True, oversubscribe=False, extra_env={**cfg.env, **(extra_env or {})})
+        run_id=run_id,
+        run_dir=folder,
+        python=cfg.python,
+        boot=posixpath.join(folder, "code", "_jt", "boot.py"),
+        entry=spec.code.entry,
+        args=spec.code.args,
+        backend=backend,
+        backend_forced=spec.launch.backend is not None,
+        master_addr=first_node(spec, run_id, api),
+        master_port=RDZV_PORT,
+        run_as_root=True,
+        oversubscribe=False,
+        extra_env={**cfg.env, **(extra_env or {})},
+    )
 
 
 def first_node(spec: RunSpec, run_id: str, api: str) -> str:
@@ -101,14 +116,18 @@ def check_launch(spec: RunSpec, api: str) -> None:
     """Raise when ``api`` cannot run the run's launcher on its nodes."""
     launch = spec.launch
     if api == "job" and launch.launcher in MPI_LAUNCHERS and launch.nodes > 1:
-        raise TargetError(f"--launcher {launch.launcher} on {launch.nodes} nodes needs Kubeflow "
-                          "Trainer's MPI runtime (its pods reach each other over ssh), which a "
-                          "plain Job does not give: set api = \"trainjob\" on a cluster with "
-                          "Kubeflow Trainer, use --launcher torchrun, or --nodes 1")
+        raise TargetError(
+            f"--launcher {launch.launcher} on {launch.nodes} nodes needs Kubeflow "
+            "Trainer's MPI runtime (its pods reach each other over ssh), which a "
+            'plain Job does not give: set api = "trainjob" on a cluster with '
+            "Kubeflow Trainer, use --launcher torchrun, or --nodes 1"
+        )
     if launch.max_restarts and not launch.restarts_itself:
-        raise TargetError(f"--max-restarts on the kubernetes target works with --launcher "
-                          f"torchrun on one node (torchrun restarts its ranks); drop it for "
-                          f"{launch.nodes} node(s) with {launch.launcher}")
+        raise TargetError(
+            f"--max-restarts on the kubernetes target works with --launcher "
+            f"torchrun on one node (torchrun restarts its ranks); drop it for "
+            f"{launch.nodes} node(s) with {launch.launcher}"
+        )
 
 
 def launcher_command(spec: RunSpec, plan: LaunchPlan, api: str) -> Command:
@@ -124,9 +143,10 @@ def launcher_command(spec: RunSpec, plan: LaunchPlan, api: str) -> Command:
     if launch.launcher == "torchrun" and api == "job":
         env["PET_RDZV_ENDPOINT"] = f"{plan.master_addr}:{plan.master_port}"
     multi_mpi = api == "trainjob" and launch.launcher in MPI_LAUNCHERS
-    topology = Topology(rendezvous_known=launch.launcher != "torchrun",
-                        hostfile=MPI_HOSTFILE if multi_mpi and launch.launcher == "horovod"
-                        else None)
+    topology = Topology(
+        rendezvous_known=launch.launcher != "torchrun",
+        hostfile=MPI_HOSTFILE if multi_mpi and launch.launcher == "horovod" else None,
+    )
     command = entry.command(launch, plan, topology, env)
     if not multi_mpi:
         return command
@@ -156,9 +176,17 @@ def literal(text: str) -> str:
 def container_argv(objects: RunObjects) -> list[str]:
     """The container's command: the pod program, the run folder and the ConfigMap's folder,
     then the launcher's argv."""
-    return [literal(a) for a in (objects.cfg.python, pod_program_path(),
-                                 run_dir(objects.cfg, objects.run_id), IN_DIR, "--",
-                                 *objects.command.argv)]
+    return [
+        literal(a)
+        for a in (
+            objects.cfg.python,
+            pod_program_path(),
+            run_dir(objects.cfg, objects.run_id),
+            IN_DIR,
+            "--",
+            *objects.command.argv,
+        )
+    ]
 
 
 def container_env(command: Command) -> list[dict[str, str]]:
@@ -182,45 +210,64 @@ def check_snapshot_size(snapshot: bytes, cfg: KubeConfig) -> bool:
         return True
     if cfg.workdir_pvc and cfg.workdir_local:
         return False
-    size = (f"the run's snapshot is {len(snapshot) / 2**20:.2f} MiB compressed, over the "
-            f"{room / 2**20:.2f} MiB a ConfigMap can carry")
+    size = (
+        f"the run's snapshot is {len(snapshot) / 2**20:.2f} MiB compressed, over the "
+        f"{room / 2**20:.2f} MiB a ConfigMap can carry"
+    )
     if cfg.workdir_pvc:
-        raise TargetError(f"{size}: set workdir_local = \"PATH\" in the target, where this "
-                          f"machine mounts workdir_pvc {cfg.workdir_pvc!r}, so the snapshot is "
-                          "written there; or make it smaller (a .jtignore in --source)")
-    raise TargetError(f"{size}: set workdir_pvc = \"CLAIM\" in the target (a ReadWriteMany "
-                      "PersistentVolumeClaim for the run folders) and workdir_local = \"PATH\" "
-                      "(where this machine mounts it), or make the snapshot smaller (a "
-                      ".jtignore in --source)")
+        raise TargetError(
+            f'{size}: set workdir_local = "PATH" in the target, where this '
+            f"machine mounts workdir_pvc {cfg.workdir_pvc!r}, so the snapshot is "
+            "written there; or make it smaller (a .jtignore in --source)"
+        )
+    raise TargetError(
+        f'{size}: set workdir_pvc = "CLAIM" in the target (a ReadWriteMany '
+        'PersistentVolumeClaim for the run folders) and workdir_local = "PATH" '
+        "(where this machine mounts it), or make the snapshot smaller (a "
+        ".jtignore in --source)"
+    )
 
 
 # -- the objects -----------------------------------------------------------------------
 def _metadata(objects: RunObjects, name: str | None = None) -> dict[str, Any]:
     spec = objects.spec
-    return {"name": name or objects.name, "namespace": objects.namespace,
-            "labels": run_labels(objects.run_id, spec.name),
-            "annotations": run_annotations(objects.run_id, spec.name, spec.params)}
+    return {
+        "name": name or objects.name,
+        "namespace": objects.namespace,
+        "labels": run_labels(objects.run_id, spec.name),
+        "annotations": run_annotations(objects.run_id, spec.name, spec.params),
+    }
 
 
 def config_map(objects: RunObjects) -> dict[str, Any]:
     data = {"pod.py": pod_program_source(), "spec.json": objects.spec_json}
-    cm: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap",
-                          "metadata": _metadata(objects), "immutable": True, "data": data}
+    cm: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(objects),
+        "immutable": True,
+        "data": data,
+    }
     if objects.snapshot is not None:
         cm["binaryData"] = {"snapshot.tar.gz": base64.b64encode(objects.snapshot).decode()}
     return cm
 
 
 def _volumes(objects: RunObjects) -> list[dict[str, Any]]:
-    run = ({"name": "run", "persistentVolumeClaim": {"claimName": objects.cfg.workdir_pvc}}
-           if objects.cfg.workdir_pvc else {"name": "run", "emptyDir": {}})
+    run = (
+        {"name": "run", "persistentVolumeClaim": {"claimName": objects.cfg.workdir_pvc}}
+        if objects.cfg.workdir_pvc
+        else {"name": "run", "emptyDir": {}}
+    )
     return [{"name": "jt-in", "configMap": {"name": objects.name}}, run]
 
 
 def _mounts(objects: RunObjects) -> list[dict[str, Any]]:
     folder = PVC_DIR if objects.cfg.workdir_pvc else RUN_DIR
-    return [{"name": "jt-in", "mountPath": IN_DIR, "readOnly": True},
-            {"name": "run", "mountPath": folder}]
+    return [
+        {"name": "jt-in", "mountPath": IN_DIR, "readOnly": True},
+        {"name": "run", "mountPath": folder},
+    ]
 
 
 def _placement(cfg: KubeConfig) -> dict[str, Any]:
@@ -235,11 +282,19 @@ def _placement(cfg: KubeConfig) -> dict[str, Any]:
 
 
 def headless_service(objects: RunObjects) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(objects),
-            "spec": {"clusterIP": "None", "publishNotReadyAddresses": True,
-                     "selector": _selector(objects),
-                     "ports": [{"name": "rdzv", "port": RDZV_PORT, "targetPort": RDZV_PORT,
-                                "protocol": "TCP"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(objects),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": _selector(objects),
+            "ports": [
+                {"name": "rdzv", "port": RDZV_PORT, "targetPort": RDZV_PORT, "protocol": "TCP"}
+            ],
+        },
+    }
 
 
 def _selector(objects: RunObjects) -> dict[str, str]:
@@ -249,27 +304,60 @@ def _selector(objects: RunObjects) -> dict[str, str]:
 
 def indexed_job(objects: RunObjects) -> dict[str, Any]:
     nodes = objects.spec.launch.nodes
-    container = {"name": CONTAINER, "image": objects.image, "command": container_argv(objects),
-                 "env": container_env(objects.command), "volumeMounts": _mounts(objects),
-                 "ports": [{"name": "rdzv", "containerPort": RDZV_PORT, "protocol": "TCP"}]}
+    container = {
+        "name": CONTAINER,
+        "image": objects.image,
+        "command": container_argv(objects),
+        "env": container_env(objects.command),
+        "volumeMounts": _mounts(objects),
+        "ports": [{"name": "rdzv", "containerPort": RDZV_PORT, "protocol": "TCP"}],
+    }
     if resources(objects.cfg):
         container["resources"] = resources(objects.cfg)
     meta = _metadata(objects)
-    pod_spec = {"restartPolicy": "Never", "subdomain": objects.name,
-                "enableServiceLinks": False, "containers": [container],
-                "volumes": _volumes(objects), **_placement(objects.cfg)}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {
-        "completionMode": "Indexed", "completions": nodes, "parallelism": nodes,
-        "backoffLimit": 0,
-        # A failed or evicted pod ends the whole job: the other ranks cannot go on without it.
-        "podFailurePolicy": {"rules": [
-            {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER,
-                                                  "operator": "NotIn", "values": [0]}},
-            {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget",
-                                                       "status": "True"}]}]},
-        "template": {"metadata": {"labels": dict(meta["labels"]),
-                                  "annotations": dict(meta["annotations"])},
-                     "spec": pod_spec}}}
+    pod_spec = {
+        "restartPolicy": "Never",
+        "subdomain": objects.name,
+        "enableServiceLinks": False,
+        "containers": [container],
+        "volumes": _volumes(objects),
+        **_placement(objects.cfg),
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta,
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": nodes,
+            "parallelism": nodes,
+            "backoffLimit": 0,
+            # A failed or evicted pod ends the whole job: the other ranks cannot go on without it.
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailJob",
+                        "onExitCodes": {
+                            "containerName": CONTAINER,
+                            "operator": "NotIn",
+                            "values": [0],
+                        },
+                    },
+                    {
+                        "action": "FailJob",
+                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                    },
+                ]
+            },
+            "template": {
+                "metadata": {
+                    "labels": dict(meta["labels"]),
+                    "annotations": dict(meta["annotations"]),
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
 
 
 def train_job(objects: RunObjects) -> dict[str, Any]:
@@ -281,25 +369,62 @@ def train_job(objects: RunObjects) -> dict[str, Any]:
     # runtime's args (the MPI runtime's launcher has some) would otherwise follow our argv.
     argv = container_argv(objects)
     cut = argv.index("--") + 1
-    trainer: dict[str, Any] = {"image": objects.image, "command": argv[:cut], "args": argv[cut:],
-                               "env": container_env(objects.command),
-                               "numNodes": launch.nodes, "numProcPerNode": launch.procs}
+    trainer: dict[str, Any] = {
+        "image": objects.image,
+        "command": argv[:cut],
+        "args": argv[cut:],
+        "env": container_env(objects.command),
+        "numNodes": launch.nodes,
+        "numProcPerNode": launch.procs,
+    }
     if resources(cfg):
         trainer["resourcesPerNode"] = resources(cfg)
-    jobs = [{"name": job, "template": {"metadata": {"labels": dict(meta["labels"])}, "spec": {
-        "template": {"metadata": {"labels": dict(meta["labels"]),
-                                  "annotations": dict(meta["annotations"])},
-                     "spec": {"containers": [{"name": CONTAINER,
-                                              "volumeMounts": _mounts(objects)}],
-                              "volumes": _volumes(objects), **_placement(cfg)}}}}}
-            for job in (("launcher", "node") if mpi else ("node",))]
-    return {"apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": meta, "spec": {
-        "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
-                       "name": cfg.mpi_runtime if mpi else cfg.runtime},
-        "trainer": trainer,
-        "runtimePatches": [{"manager": "jupyter-trainer", "trainingRuntimeSpec": {"template": {
-            "metadata": {"labels": dict(meta["labels"])},
-            "spec": {"replicatedJobs": jobs}}}}]}}
+    jobs = [
+        {
+            "name": job,
+            "template": {
+                "metadata": {"labels": dict(meta["labels"])},
+                "spec": {
+                    "template": {
+                        "metadata": {
+                            "labels": dict(meta["labels"]),
+                            "annotations": dict(meta["annotations"]),
+                        },
+                        "spec": {
+                            "containers": [{"name": CONTAINER, "volumeMounts": _mounts(objects)}],
+                            "volumes": _volumes(objects),
+                            **_placement(cfg),
+                        },
+                    }
+                },
+            },
+        }
+        for job in (("launcher", "node") if mpi else ("node",))
+    ]
+    return {
+        "apiVersion": TRAINER_API,
+        "kind": "TrainJob",
+        "metadata": meta,
+        "spec": {
+            "runtimeRef": {
+                "apiGroup": "trainer.kubeflow.org",
+                "kind": "ClusterTrainingRuntime",
+                "name": cfg.mpi_runtime if mpi else cfg.runtime,
+            },
+            "trainer": trainer,
+            "runtimePatches": [
+                {
+                    "manager": "jupyter-trainer",
+                    "trainingRuntimeSpec": {
+                        "template": {
+                            "metadata": {"labels": dict(meta["labels"])},
+                            "spec": {"replicatedJobs": jobs},
+                        }
+                    },
+                }
+            ],
+        },
+    }
 
 
 def manifests(objects: RunObjects) -> list[dict[str, Any]]:
@@ -316,8 +441,9 @@ class _Dumper(yaml.SafeDumper):
 
 def to_yaml(docs: Sequence[Mapping[str, Any]]) -> str:
     """``docs`` as a multi-document YAML stream, as ``kubectl apply -f -`` reads it."""
-    return yaml.dump_all(list(docs), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
-                         width=1000)
+    return yaml.dump_all(
+        list(docs), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1000
+    )
 
 
 def spec_json(spec: RunSpec) -> str:

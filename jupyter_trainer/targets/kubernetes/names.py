@@ -15,12 +15,12 @@ import json
 import re
 from typing import Any
 
-MAX_LABEL = 63                       # DNS labels and label values
+MAX_LABEL = 63  # DNS labels and label values
 HASH_CHARS = 8
-LABEL_PREFIX = "jupyter-trainer/"    # our labels and annotations
+LABEL_PREFIX = "jupyter-trainer/"  # our labels and annotations
 RUN_ID_LABEL = LABEL_PREFIX + "run-id"
 RUN_NAME_LABEL = LABEL_PREFIX + "run-name"
-MAX_ANNOTATION = 64 * 1024           # one annotation; the API's limit is 256 KiB for all of them
+MAX_ANNOTATION = 64 * 1024  # one annotation; the API's limit is 256 KiB for all of them
 
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
@@ -41,7 +41,7 @@ def dns_label(text: str, max_len: int = MAX_LABEL) -> str:
     base = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
     if not base[:1].isalpha():
         base = ("x-" + base).rstrip("-")
-    base = base[:max_len - HASH_CHARS - 1].rstrip("-")
+    base = base[: max_len - HASH_CHARS - 1].rstrip("-")
     return f"{base}-{short_hash(text)}"
 
 
@@ -52,7 +52,7 @@ def label_value(text: str) -> str:
     if len(text) <= MAX_LABEL and _LABEL_VALUE.fullmatch(text):
         return text
     base = re.sub(r"[^-A-Za-z0-9_.]+", "-", text)
-    base = re.sub(r"^[^A-Za-z0-9]+", "", base)[:MAX_LABEL - HASH_CHARS - 1]
+    base = re.sub(r"^[^A-Za-z0-9]+", "", base)[: MAX_LABEL - HASH_CHARS - 1]
     base = re.sub(r"[^A-Za-z0-9]+$", "", base)
     return f"{base}-{short_hash(text)}" if base else short_hash(text)
 
@@ -80,8 +80,11 @@ def object_name(run_id: str) -> str:
 def run_labels(run_id: str, run_name: str) -> dict[str, str]:
     """The labels every object and pod of the run carries: ``kubectl get pods -l
     jupyter-trainer/run-id=<label>`` finds the run's pods."""
-    return {RUN_ID_LABEL: label_value(run_id), RUN_NAME_LABEL: label_value(run_name),
-            "app.kubernetes.io/managed-by": "jupyter-trainer"}
+    return {
+        RUN_ID_LABEL: label_value(run_id),
+        RUN_NAME_LABEL: label_value(run_name),
+        "app.kubernetes.io/managed-by": "jupyter-trainer",
+    }
 
 
 def annotation_json(value: Any) -> str:
@@ -90,11 +93,19 @@ def annotation_json(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     if len(text.encode()) <= MAX_ANNOTATION:
         return text
-    return json.dumps({"truncated": True, "bytes": len(text.encode()),
-                       "sha256": hashlib.sha256(text.encode()).hexdigest()})
+    return json.dumps(
+        {
+            "truncated": True,
+            "bytes": len(text.encode()),
+            "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        }
+    )
 
 
 def run_annotations(run_id: str, run_name: str, params: Any) -> dict[str, str]:
     """What labels cannot hold: the exact run id and name, and the parameters as JSON."""
-    return {RUN_ID_LABEL: run_id, RUN_NAME_LABEL: run_name,
-            LABEL_PREFIX + "params": annotation_json(params)}
+    return {
+        RUN_ID_LABEL: run_id,
+        RUN_NAME_LABEL: run_name,
+        LABEL_PREFIX + "params": annotation_json(params),
+    }

@@ -26,7 +26,7 @@ def split_marked(line: bytes) -> tuple[dict[str, Any], bytes] | None:
     if not line.startswith(_MARK):
         return None
     try:
-        record = json.loads(line[len(_MARK):])
+        record = json.loads(line[len(_MARK) :])
         rel = _safe(record["f"])
         if "w" in record:
             return {"p": rel, "t": "put"}, base64.b64decode(record["w"], validate=True)

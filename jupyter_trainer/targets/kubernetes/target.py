@@ -17,31 +17,41 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ...core.errors import TargetError
-from ...launchers.table import Command, LaunchPlan
 from ...core.spec import RunSpec
-from ..base import Handle, Target
+from ...launchers.table import Command, LaunchPlan
 from ...nodes.mirror import LocalFiles
+from ..base import Handle, Target
 from .cluster import Cluster, require_lightkube
 from .config import KubeConfig
 from .dry_run import DryApis, dry_apis, dry_run_text
-from .manifests import (MPI_LAUNCHERS, PVC_DIR, RunObjects, check_launch, check_snapshot_size,
-                        launcher_command, manifests, pod_plan, spec_json)
+from .manifests import (
+    MPI_LAUNCHERS,
+    PVC_DIR,
+    RunObjects,
+    check_launch,
+    check_snapshot_size,
+    launcher_command,
+    manifests,
+    pod_plan,
+    spec_json,
+)
 from .manifests import run_dir as pod_run_dir
 from .names import RUN_ID_LABEL, label_value, object_name
 from .stream import PodLog
 
 MAIN_KIND = {"trainjob": "TrainJob", "job": "Job"}
-STOP_SETTLE_S = 30.0   # after the grace: how long deleted pods get to be gone
+STOP_SETTLE_S = 30.0  # after the grace: how long deleted pods get to be gone
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 FOLLOW_TRIES = 20
 PODS_TTL_S = 0.5
-FOLLOW_END_S = 15.0    # how long the pods' log streams get to reach their end
+FOLLOW_END_S = 15.0  # how long the pods' log streams get to reach their end
 
 
 class KubernetesTarget(Target):
@@ -71,19 +81,28 @@ class KubernetesTarget(Target):
         return self.cfg.gpus_per_node
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind,
-                "kubeconfig": str(self.cfg.kubeconfig_path()), "context": self.cfg.context,
-                "namespace": self.cfg.namespace, "api": self.cfg.api, "image": self.cfg.image,
-                "gpus_per_node": self.cfg.gpus_per_node, "runtime": self.cfg.runtime,
-                "workdir_pvc": self.cfg.workdir_pvc}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "kubeconfig": str(self.cfg.kubeconfig_path()),
+            "context": self.cfg.context,
+            "namespace": self.cfg.namespace,
+            "api": self.cfg.api,
+            "image": self.cfg.image,
+            "gpus_per_node": self.cfg.gpus_per_node,
+            "runtime": self.cfg.runtime,
+            "workdir_pvc": self.cfg.workdir_pvc,
+        }
 
     # -- submit side -------------------------------------------------------------------
     def image(self, spec: RunSpec) -> str:
         image = self.cfg.image or spec.env.image
         if not image:
-            raise TargetError(f"target {self.name!r} needs a container image for the pods: set "
-                              "image = \"REPO:TAG\" in the target, or `image:` in the run's "
-                              "environment (%%environment)")
+            raise TargetError(
+                f"target {self.name!r} needs a container image for the pods: set "
+                'image = "REPO:TAG" in the target, or `image:` in the run\'s '
+                "environment (%%environment)"
+            )
         return image
 
     def check(self, spec: RunSpec) -> None:
@@ -92,12 +111,14 @@ class KubernetesTarget(Target):
         if self.cfg.api != "auto":
             check_launch(spec, self.cfg.api)
         if spec.data:
-            raise TargetError(f"--data inputs need the run folders on a shared volume: set "
-                              f"workdir_pvc = \"CLAIM\" in target {self.name!r} and put the data "
-                              "there (staging --data onto it is not supported yet)"
-                              if not self.cfg.workdir_pvc else
-                              "--data inputs are not staged onto workdir_pvc yet; read the data "
-                              "from the claim's own path in the training code instead")
+            raise TargetError(
+                f"--data inputs need the run folders on a shared volume: set "
+                f'workdir_pvc = "CLAIM" in target {self.name!r} and put the data '
+                "there (staging --data onto it is not supported yet)"
+                if not self.cfg.workdir_pvc
+                else "--data inputs are not staged onto workdir_pvc yet; read the data "
+                "from the claim's own path in the training code instead"
+            )
 
     # -- supervisor side ---------------------------------------------------------------
     def warm_up(self) -> None:
@@ -130,8 +151,7 @@ class KubernetesTarget(Target):
         self._dry = dry_apis(self.cfg.api, self.api, spec)
         return self._plan(spec, run_id, run_dir, backend, self._dry.apis[0])
 
-    def _plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str,
-              api: str) -> LaunchPlan:
+    def _plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str, api: str) -> LaunchPlan:
         from ...nodes.prepare import snapshot_tarball
 
         check_launch(spec, api)
@@ -140,10 +160,15 @@ class KubernetesTarget(Target):
             raise TargetError(f"the run's snapshot {code} is missing")
         snapshot = snapshot_tarball(code)
         written = Path(run_dir) / "spec.json"
-        self._pending = {"spec": spec, "run_id": run_id, "api": api,
-                         "namespace": self.namespace(), "image": self.image(spec),
-                         "snapshot": snapshot if check_snapshot_size(snapshot, self.cfg) else None,
-                         "spec_json": written.read_text() if written.exists() else spec_json(spec)}
+        self._pending = {
+            "spec": spec,
+            "run_id": run_id,
+            "api": api,
+            "namespace": self.namespace(),
+            "image": self.image(spec),
+            "snapshot": snapshot if check_snapshot_size(snapshot, self.cfg) else None,
+            "spec_json": written.read_text() if written.exists() else spec_json(spec),
+        }
         return pod_plan(spec, run_id, self.cfg, api, backend)
 
     def stage(self, spec: RunSpec, plan: LaunchPlan, run_dir: str) -> None:
@@ -158,8 +183,10 @@ class KubernetesTarget(Target):
         try:
             os.replace(dest.with_name("code.staging"), dest)
         except OSError as exc:
-            raise TargetError(f"cannot stage the snapshot onto workdir_pvc at {dest}: {exc} "
-                              "(a run folder of that run id is there already?)") from None
+            raise TargetError(
+                f"cannot stage the snapshot onto workdir_pvc at {dest}: {exc} "
+                "(a run folder of that run id is there already?)"
+            ) from None
         self.on_staging({"snapshot": {"to": str(dest), "files": copied["files"]}, "done": True})
 
     def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
@@ -195,14 +222,18 @@ class KubernetesTarget(Target):
                 except TargetError:
                     pass
             raise
-        return {"target": self.name, "kind": self.kind, "api": objects.api,
-                "namespace": objects.namespace, "name": objects.name,
-                "objects": [f"{kind}/{name}" for kind, name in created],
-                "run_dir_remote": pod_run_dir(self.cfg, objects.run_id),
-                "mpi": (objects.api == "trainjob"
-                        and objects.spec.launch.launcher in MPI_LAUNCHERS),
-                "labels": pod_labels(objects.api, objects.run_id),
-                "selector": f"{RUN_ID_LABEL}={label_value(objects.run_id)}"}
+        return {
+            "target": self.name,
+            "kind": self.kind,
+            "api": objects.api,
+            "namespace": objects.namespace,
+            "name": objects.name,
+            "objects": [f"{kind}/{name}" for kind, name in created],
+            "run_dir_remote": pod_run_dir(self.cfg, objects.run_id),
+            "mpi": (objects.api == "trainjob" and objects.spec.launch.launcher in MPI_LAUNCHERS),
+            "labels": pod_labels(objects.api, objects.run_id),
+            "selector": f"{RUN_ID_LABEL}={label_value(objects.run_id)}",
+        }
 
     # -- while it runs -----------------------------------------------------------------
     def _pods(self, handle: Handle, fresh: bool = False) -> list[dict[str, Any]]:
@@ -215,14 +246,17 @@ class KubernetesTarget(Target):
 
     def phase(self, handle: Handle) -> dict[str, Any]:
         pods = self._pods(handle)
-        main = MAIN_KIND[handle["api"]]
         if not pods:
             return {"stage": "queued", "reason": self._waiting_reason(handle)}
         pending = [p for p in pods if (p.get("status") or {}).get("phase") == "Pending"]
         if not pending:
             return {"stage": "running", "pods": len(pods)}
-        return {"stage": "queued", "pods": len(pods), "pending": len(pending),
-                "reason": self.pending_reason(pending[0])}
+        return {
+            "stage": "queued",
+            "pods": len(pods),
+            "pending": len(pending),
+            "reason": self.pending_reason(pending[0]),
+        }
 
     def _waiting_reason(self, handle: Handle) -> str:
         """Why a run has no pod yet: a condition of its Job or TrainJob that says (a queue
@@ -243,13 +277,17 @@ class KubernetesTarget(Target):
         name = pod["metadata"]["name"]
         status = pod.get("status") or {}
         for cond in status.get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
-                    and cond.get("message"):
+            if (
+                cond.get("type") == "PodScheduled"
+                and cond.get("status") == "False"
+                and cond.get("message")
+            ):
                 return f"pod {name}: {cond['message']}"
         events = [e for e in self.cluster.events(name) if e.get("reason") == "FailedScheduling"]
         if events:
-            latest = max(events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime")
-                                                   or ""))
+            latest = max(
+                events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or "")
+            )
             return f"pod {name}: {latest.get('message', 'FailedScheduling')}"
         for cs in status.get("containerStatuses") or []:
             waiting = (cs.get("state") or {}).get("waiting")
@@ -267,8 +305,9 @@ class KubernetesTarget(Target):
             if name in self._followers or phase not in ("Running", "Succeeded", "Failed"):
                 continue
             log = PodLog(self._files, node_number(pod, handle.get("mpi", False)), name)
-            thread = threading.Thread(target=self._follow, args=(name, log), daemon=True,
-                                      name=f"jt-kube-log-{name}")
+            thread = threading.Thread(
+                target=self._follow, args=(name, log), daemon=True, name=f"jt-kube-log-{name}"
+            )
             self._followers[name] = thread
             thread.start()
 
@@ -296,12 +335,16 @@ class KubernetesTarget(Target):
             self._files.flush_partial()
         remote = f"{handle.get('run_dir_remote')}/outputs"
         if not self.cfg.workdir_pvc:
-            return {**report, "outputs": f"{remote} in the pods' emptyDir volumes, gone with "
-                                         "the pods (set workdir_pvc to keep them)"}
+            return {
+                **report,
+                "outputs": f"{remote} in the pods' emptyDir volumes, gone with "
+                "the pods (set workdir_pvc to keep them)",
+            }
         report["outputs"] = f"persistentVolumeClaim {self.cfg.workdir_pvc}: {remote}"
         if self.cfg.workdir_local and self._files is not None:
-            report["copied"] = copy_tree(local_claim_path(self.cfg, remote),
-                                         self._files.root / "outputs")
+            report["copied"] = copy_tree(
+                local_claim_path(self.cfg, remote), self._files.root / "outputs"
+            )
         return report
 
     def poll(self, handle: Handle) -> int | None:
@@ -325,8 +368,11 @@ class KubernetesTarget(Target):
         obj = self.cluster.get(main, handle["name"])
         if obj is None:
             if self._deleting:
-                return {"state": "deleted", "exit_code": None,
-                        "message": f"{main} {handle['name']} was deleted by this run's teardown"}
+                return {
+                    "state": "deleted",
+                    "exit_code": None,
+                    "message": f"{main} {handle['name']} was deleted by this run's teardown",
+                }
             return {"state": "gone", "exit_code": 1, "message": f"{main} {handle['name']} is gone"}
         for cond in (obj.get("status") or {}).get("conditions") or []:
             if cond.get("status") != "True":
@@ -335,17 +381,25 @@ class KubernetesTarget(Target):
                 return {"state": "completed", "exit_code": 0}
             if cond.get("type") == "Failed":
                 failed = self._failed_pod(handle, fresh=True)
-                return {"state": "failed", "exit_code": (failed or {}).get("exit_code") or 1,
-                        "reason": cond.get("reason"), "message": cond.get("message"),
-                        **({"failed_pod": failed} if failed else {})}
+                return {
+                    "state": "failed",
+                    "exit_code": (failed or {}).get("exit_code") or 1,
+                    "reason": cond.get("reason"),
+                    "message": cond.get("message"),
+                    **({"failed_pod": failed} if failed else {}),
+                }
         # A TrainJob's pods restart in place (JobSet's restartPolicy OnFailure) until the
         # Job's backoffLimit: the first container that ended non-zero ends the run now.
         failed = self._failed_pod(handle)
         if failed is not None:
-            return {"state": "failed", "exit_code": failed["exit_code"],
-                    "reason": "ContainerFailed",
-                    "message": f"container {failed['container']} of pod {failed['pod']} exited "
-                               f"with code {failed['exit_code']}", "failed_pod": failed}
+            return {
+                "state": "failed",
+                "exit_code": failed["exit_code"],
+                "reason": "ContainerFailed",
+                "message": f"container {failed['container']} of pod {failed['pod']} exited "
+                f"with code {failed['exit_code']}",
+                "failed_pod": failed,
+            }
         return {"state": "running"}
 
     def _failed_pod(self, handle: Handle, fresh: bool = False) -> dict[str, Any] | None:
@@ -354,25 +408,37 @@ class KubernetesTarget(Target):
         found = []
         for pod in self._pods(handle, fresh=fresh):
             for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-                ends = [(cs.get("state") or {}).get("terminated") or {},
-                        (cs.get("lastState") or {}).get("terminated") or {}]
+                ends = [
+                    (cs.get("state") or {}).get("terminated") or {},
+                    (cs.get("lastState") or {}).get("terminated") or {},
+                ]
                 for term in ends:
                     if term.get("exitCode"):
-                        found.append({"pod": pod["metadata"]["name"], "container": cs.get("name"),
-                                      "exit_code": term["exitCode"], "reason": term.get("reason"),
-                                      "restarts": cs.get("restartCount", 0),
-                                      "finished": str(term.get("finishedAt") or "")})
+                        found.append(
+                            {
+                                "pod": pod["metadata"]["name"],
+                                "container": cs.get("name"),
+                                "exit_code": term["exitCode"],
+                                "reason": term.get("reason"),
+                                "restarts": cs.get("restartCount", 0),
+                                "finished": str(term.get("finishedAt") or ""),
+                            }
+                        )
         return min(found, key=lambda f: f["finished"]) if found else None
 
     def report(self, handle: Handle) -> dict[str, Any]:
         state = self._state(handle)
         report = {"api": handle["api"], "name": handle["name"], **state}
         if state["state"] == "gone":
-            report["error"] = (f"{state['message']}: it was deleted before the run ended "
-                               "(kubectl delete, or its namespace went)")
+            report["error"] = (
+                f"{state['message']}: it was deleted before the run ended "
+                "(kubectl delete, or its namespace went)"
+            )
         elif state["state"] == "failed" and "failed_pod" not in state:
-            report["error"] = (f"Kubernetes ended the {MAIN_KIND[handle['api']]}: "
-                               f"{state.get('reason')}: {state.get('message')}")
+            report["error"] = (
+                f"Kubernetes ended the {MAIN_KIND[handle['api']]}: "
+                f"{state.get('reason')}: {state.get('message')}"
+            )
         return report
 
     def release(self, handle: Handle | None) -> None:
@@ -389,8 +455,11 @@ class KubernetesTarget(Target):
         return ("TrainJob", "Job", "Service", "ConfigMap")
 
     def _run_pods(self, run_id: str) -> list[dict[str, Any]]:
-        pods = {p["metadata"]["name"]: p for api in ("job", "trainjob")
-                for p in self.cluster.pods(pod_labels(api, run_id))}
+        pods = {
+            p["metadata"]["name"]: p
+            for api in ("job", "trainjob")
+            for p in self.cluster.pods(pod_labels(api, run_id))
+        }
         return [p for _, p in sorted(pods.items())]
 
     def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
@@ -401,15 +470,24 @@ class KubernetesTarget(Target):
         self._deleting = True
         api = handle.get("api") or self._pending.get("api")
         items = list(handle.get("objects") or [])
-        targets = ([tuple(item.split("/", 1)) for item in reversed(items)] if items
-                   else [(kind, object_name(run_id)) for kind in self._kinds(api)])
-        deleted = [f"{kind}/{name}" for kind, name in targets
-                   if self.cluster.delete(kind, name, int(grace))]
+        targets = (
+            [tuple(item.split("/", 1)) for item in reversed(items)]
+            if items
+            else [(kind, object_name(run_id)) for kind in self._kinds(api)]
+        )
+        deleted = [
+            f"{kind}/{name}"
+            for kind, name in targets
+            if self.cluster.delete(kind, name, int(grace))
+        ]
         deadline = time.monotonic() + grace + STOP_SETTLE_S
         while True:
             left = [_describe(p) for p in self._run_pods(run_id)]
-            left += [f"{kind} {name} (being deleted)" for kind, name in targets
-                     if self.cluster.get(kind, name) is not None]
+            left += [
+                f"{kind} {name} (being deleted)"
+                for kind, name in targets
+                if self.cluster.get(kind, name) is not None
+            ]
             if not left or time.monotonic() >= deadline:
                 break
             time.sleep(0.5)
@@ -435,8 +513,9 @@ def copy_tree(src: Path, dest: Path) -> dict[str, Any]:
     """Folders and plain files of ``src`` into ``dest``, between the run folder and the
     claim as this machine sees it."""
     if not src.is_dir():
-        return {"error": f"{src} is not there (is workdir_local where this machine mounts "
-                         "workdir_pvc?)"}
+        return {
+            "error": f"{src} is not there (is workdir_local where this machine mounts workdir_pvc?)"
+        }
     files = 0
     for path in sorted(src.rglob("*")):
         target = dest / path.relative_to(src)
@@ -470,5 +549,8 @@ def node_number(pod: dict[str, Any], mpi: bool) -> int:
 
 def _describe(pod: dict[str, Any]) -> str:
     status = pod.get("status") or {}
-    return (f"pod {pod['metadata']['name']} ({status.get('phase', 'unknown')}"
-            + (", being deleted" if pod["metadata"].get("deletionTimestamp") else "") + ")")
+    return (
+        f"pod {pod['metadata']['name']} ({status.get('phase', 'unknown')}"
+        + (", being deleted" if pod["metadata"].get("deletionTimestamp") else "")
+        + ")"
+    )

@@ -10,12 +10,13 @@ import sys
 from functools import cached_property
 from typing import Any
 
-from ...rankside import procs
 from ...core.errors import TargetError
-from ...launchers.table import Command, LaunchPlan, build_command, shell_text
-from ...rankside.hotstart import leftover_pids
 from ...core.spec import RunSpec
+from ...launchers.table import Command, LaunchPlan, build_command, shell_text
+from ...rankside import procs
+from ...rankside.hotstart import leftover_pids
 from ..base import Handle, Target, count_nvidia_gpus, require_program
+
 
 class LocalTarget(Target):
     kind = "local"
@@ -24,9 +25,9 @@ class LocalTarget(Target):
     def __init__(self, name: str = "local", config: dict[str, Any] | None = None) -> None:
         super().__init__(name, config)
         self._children: dict[int, subprocess.Popen] = {}
-        self._run_dirs: dict[str, str] = {}          # run id -> run folder (leftover checks)
+        self._run_dirs: dict[str, str] = {}  # run id -> run folder (leftover checks)
         self._hot: dict[str, tuple[RunSpec, LaunchPlan]] = {}  # runs that asked for --hot
-        self._pool_runs: dict[int, Any] = {}         # pgid -> pool.client.PoolRun
+        self._pool_runs: dict[int, Any] = {}  # pgid -> pool.client.PoolRun
 
     @cached_property
     def _gpus(self) -> int:
@@ -43,7 +44,9 @@ class LocalTarget(Target):
                 f"{launch.nodes}); define an ssh or slurm target for several nodes"
             )
         if launch.launcher == "mpirun":
-            require_program("mpirun", "install Open MPI: apt-get install openmpi-bin libopenmpi-dev")
+            require_program(
+                "mpirun", "install Open MPI: apt-get install openmpi-bin libopenmpi-dev"
+            )
         if launch.launcher == "horovod" and importlib.util.find_spec("horovod") is None:
             raise TargetError(
                 "--launcher horovod needs Horovod in the run's environment; build it with "
@@ -94,8 +97,12 @@ class LocalTarget(Target):
     def dry_run_parts(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> dict[str, Any]:
         if not spec.launch.hot:
             return {}
-        return {"notes": ["--hot: a warm pool forks the ranks with this command's environment "
-                          "when it can; the command shown starts them otherwise"]}
+        return {
+            "notes": [
+                "--hot: a warm pool forks the ranks with this command's environment "
+                "when it can; the command shown starts them otherwise"
+            ]
+        }
 
     def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
         base = {k: v for k, v in os.environ.items() if not k.startswith("JT_")}
@@ -112,14 +119,20 @@ class LocalTarget(Target):
         self._pool_runs[handle["pgid"]] = run
         return handle
 
-    def _start_launcher(self, command: Command, base: dict[str, str], run_dir: str,
-                        log_path: str) -> Handle:
+    def _start_launcher(
+        self, command: Command, base: dict[str, str], run_dir: str, log_path: str
+    ) -> Handle:
         with open(log_path, "ab") as log:
             try:
                 child = subprocess.Popen(
-                    command.argv, env=command.environ(base), cwd=run_dir,
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True, preexec_fn=procs.die_with_parent,
+                    command.argv,
+                    env=command.environ(base),
+                    cwd=run_dir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=procs.die_with_parent,
                 )
             except OSError as exc:
                 raise TargetError(f"could not start {command.argv[0]}: {exc}") from exc

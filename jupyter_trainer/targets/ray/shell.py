@@ -19,8 +19,8 @@ from typing import Any
 
 from ...core.errors import TargetError
 
-READ_WAIT_S = 0.5     # how long one read waits in the actor for new output
-EXTRA_S = 15          # what a call may take beyond its own timeout (scheduling, transport)
+READ_WAIT_S = 0.5  # how long one read waits in the actor for new output
+EXTRA_S = 15  # what a call may take beyond its own timeout (scheduling, transport)
 
 
 def _ray():
@@ -44,8 +44,14 @@ class RayShell:
     address: str
     actor: Any = None
 
-    def run(self, remote: str, *, input: bytes | None = None, timeout: float = 60.0,
-            what: str = "a command") -> subprocess.CompletedProcess:
+    def run(
+        self,
+        remote: str,
+        *,
+        input: bytes | None = None,
+        timeout: float = 60.0,
+        what: str = "a command",
+    ) -> subprocess.CompletedProcess:
         ray = _ray()
         if self.actor is not None:
             ref = self.actor.run.remote(remote, input, timeout)
@@ -55,16 +61,18 @@ class RayShell:
             code, out, err = ray.get(ref, timeout=timeout + EXTRA_S)
         except ray.exceptions.GetTimeoutError as exc:
             ray.cancel(ref, force=True)
-            raise TargetError(f"node {self.host}: {what} did not finish within "
-                              f"{timeout:.0f} s") from exc
+            raise TargetError(
+                f"node {self.host}: {what} did not finish within {timeout:.0f} s"
+            ) from exc
         except ray.exceptions.RayError as exc:
-            raise TargetError(f"node {self.host}: {what} failed: the node's Ray worker is "
-                              f"gone ({_short(exc)})") from exc
+            raise TargetError(
+                f"node {self.host}: {what} failed: the node's Ray worker is gone ({_short(exc)})"
+            ) from exc
         if code is None:
             raise TargetError(f"node {self.host}: {what} did not finish within {timeout:.0f} s")
         return subprocess.CompletedProcess(remote, code, out, err)
 
-    def popen(self, remote: str, **_kwargs: Any) -> "RayPopen":
+    def popen(self, remote: str, **_kwargs: Any) -> RayPopen:
         if self.actor is None:
             raise TargetError(f"node {self.host}: the run's actor is gone; nothing to follow")
         return RayPopen(self, remote)
@@ -84,8 +92,10 @@ def pinned_task(node_id: str):
     from ...rankside.ray_actor import run_command
 
     return ray.remote(run_command).options(
-        num_cpus=0, max_retries=0,
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False))
+        num_cpus=0,
+        max_retries=0,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
+    )
 
 
 def pinned_call(node_id: str, fn: Any, arg: Any, timeout: float) -> Any:
@@ -93,9 +103,15 @@ def pinned_call(node_id: str, fn: Any, arg: Any, timeout: float) -> Any:
     ray = _ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    ref = ray.remote(fn).options(
-        num_cpus=0, max_retries=0,
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)).remote(arg)
+    ref = (
+        ray.remote(fn)
+        .options(
+            num_cpus=0,
+            max_retries=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False),
+        )
+        .remote(arg)
+    )
     try:
         return ray.get(ref, timeout=timeout)
     except ray.exceptions.RayError as exc:
@@ -105,7 +121,7 @@ def pinned_call(node_id: str, fn: Any, arg: Any, timeout: float) -> Any:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 class RayPopen:
@@ -127,11 +143,11 @@ class RayPopen:
         self.stderr = os.fdopen(err_r, "rb", buffering=0)
         self.stdin = os.fdopen(in_w, "wb", buffering=0)
         self._stop = threading.Event()
-        self._pump = threading.Thread(target=self._pull, name=f"ray-pull-{shell.host}",
-                                      daemon=True)
+        self._pump = threading.Thread(target=self._pull, name=f"ray-pull-{shell.host}", daemon=True)
         self._pump.start()
-        threading.Thread(target=self._push, args=(in_r,), name=f"ray-push-{shell.host}",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._push, args=(in_r,), name=f"ray-push-{shell.host}", daemon=True
+        ).start()
 
     def _pull(self) -> None:
         ray = _ray()
@@ -140,7 +156,8 @@ class RayPopen:
             while code is None and not self._stop.is_set():
                 out, err, code = ray.get(
                     self.shell.actor.read.remote(self.sid, 1 << 20, READ_WAIT_S),
-                    timeout=READ_WAIT_S + EXTRA_S)
+                    timeout=READ_WAIT_S + EXTRA_S,
+                )
                 if out:
                     _write_all(self._out_w, out)
                 if err:
@@ -148,8 +165,7 @@ class RayPopen:
         except (ray.exceptions.RayError, OSError) as exc:
             code = 1
             try:
-                _write_all(self._err_w, f"the node's Ray worker is gone: {_short(exc)}\n"
-                           .encode())
+                _write_all(self._err_w, f"the node's Ray worker is gone: {_short(exc)}\n".encode())
             except OSError:
                 pass
         finally:

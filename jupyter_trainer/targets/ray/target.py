@@ -36,35 +36,47 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ... import rankside
 from ...core.errors import TargetError, TrainerError
 from ...core.files import write_text_atomic
-from ...rankside.home import default_home
-from ...launchers.table import LaunchPlan
 from ...core.spec import RunSpec
+from ...launchers.table import LaunchPlan
 from ...nodes import calls
 from ...nodes.commands import agent_file, bootstrap_command, bootstrap_input, snapshot_dir_name
 from ...nodes.folder import Node
 from ...nodes.frames import parse_answer
 from ...nodes.mirror import LocalFiles
+from ...rankside.home import default_home
 from ...rankside.ray_actor import still_running
-from .shell import RayShell, pinned_call
 from ..base import Handle
-from ..ssh.target import SshTarget, _parallel
 from ..ssh.commands import HostConfig, SshConfig
+from ..ssh.target import SshTarget, _parallel
+from .shell import RayShell, pinned_call
 
 NAMESPACE = "jupyter_trainer"
 DEFAULT_WORKDIR = "~/jupyter_trainer_ray"
 RAY_KEYS = ("address", "runtime_env", "autoscaling", "shell_persist")
-SHARED_KEYS = ("workdir", "python", "gpus_per_node", "env", "connect_timeout", "node_timeout",
-               "orphan_timeout", "uv", "env_timeout")
-_ADDRESS = re.compile(r"auto|(ray://)?(?P<host>[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])"
-                      r":(?P<port>\d{1,5})")
-FACTS_TTL_S = 300        # how long a cluster's facts are reused by later submits
+SHARED_KEYS = (
+    "workdir",
+    "python",
+    "gpus_per_node",
+    "env",
+    "connect_timeout",
+    "node_timeout",
+    "orphan_timeout",
+    "uv",
+    "env_timeout",
+)
+_ADDRESS = re.compile(
+    r"auto|(ray://)?(?P<host>[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])"
+    r":(?P<port>\d{1,5})"
+)
+FACTS_TTL_S = 300  # how long a cluster's facts are reused by later submits
 FIX = "start it (ray start --head) or fix address in the target"
 
 
@@ -75,38 +87,48 @@ class RayConfig:
 
     address: str
     runtime_env: Mapping[str, Any] = field(default_factory=dict)
-    autoscaling: bool = False          # True: the cluster may grow, so a run waits for nodes
+    autoscaling: bool = False  # True: the cluster may grow, so a run waits for nodes
     nodes: SshConfig = field(default_factory=lambda: SshConfig(hosts=()))
     # Seconds a node's shell (the actor that runs the agent) outlives its last run, for the
     # next run to reuse (ssh's ControlPersist, for Ray); 0: one shell per run, ended with it.
     shell_persist: int = 300
 
     @classmethod
-    def from_config(cls, name: str, config: Mapping[str, Any]) -> "RayConfig":
+    def from_config(cls, name: str, config: Mapping[str, Any]) -> RayConfig:
         unknown = sorted(set(config) - set(RAY_KEYS) - set(SHARED_KEYS))
         if unknown:
-            raise TargetError(f"target {name!r}: unknown key(s) {unknown}; a ray target takes "
-                              f"{', '.join(sorted(RAY_KEYS + SHARED_KEYS))}")
+            raise TargetError(
+                f"target {name!r}: unknown key(s) {unknown}; a ray target takes "
+                f"{', '.join(sorted(RAY_KEYS + SHARED_KEYS))}"
+            )
         address = config.get("address")
         if not isinstance(address, str) or not _ADDRESS.fullmatch(address):
-            raise TargetError(f"target {name!r}: address must be auto, ray://HOST:PORT or "
-                              f"HOST:PORT (the head's GCS), got {address!r}")
+            raise TargetError(
+                f"target {name!r}: address must be auto, ray://HOST:PORT or "
+                f"HOST:PORT (the head's GCS), got {address!r}"
+            )
         runtime_env = config.get("runtime_env", {})
         if not isinstance(runtime_env, dict) or not all(isinstance(k, str) for k in runtime_env):
-            raise TargetError(f"target {name!r}: runtime_env must be a table, e.g. "
-                              "runtime_env = { env_vars = { NCCL_DEBUG = \"INFO\" } }")
+            raise TargetError(
+                f"target {name!r}: runtime_env must be a table, e.g. "
+                'runtime_env = { env_vars = { NCCL_DEBUG = "INFO" } }'
+            )
         env_vars = runtime_env.get("env_vars", {})
         if not isinstance(env_vars, dict):
-            raise TargetError(f"target {name!r}: runtime_env.env_vars must be a table of "
-                              "NAME = \"value\"")
+            raise TargetError(
+                f'target {name!r}: runtime_env.env_vars must be a table of NAME = "value"'
+            )
         autoscaling = config.get("autoscaling", False)
         if not isinstance(autoscaling, bool):
-            raise TargetError(f"target {name!r}: autoscaling must be true or false, got "
-                              f"{autoscaling!r}")
+            raise TargetError(
+                f"target {name!r}: autoscaling must be true or false, got {autoscaling!r}"
+            )
         persist = config.get("shell_persist", 300)
         if isinstance(persist, bool) or not isinstance(persist, int) or persist < 0:
-            raise TargetError(f"target {name!r}: shell_persist must be a number of seconds "
-                              f"(0 or more), got {persist!r}")
+            raise TargetError(
+                f"target {name!r}: shell_persist must be a number of seconds "
+                f"(0 or more), got {persist!r}"
+            )
         shared = {k: config[k] for k in SHARED_KEYS if k in config}
         shared.setdefault("workdir", DEFAULT_WORKDIR)
         shared.setdefault("connect_timeout", 30)
@@ -119,8 +141,10 @@ def require_ray() -> None:
     import importlib.util
 
     if importlib.util.find_spec("ray") is None:
-        raise TargetError("the ray target needs Ray on this machine: pip install "
-                          "'ray[default]' at the version the cluster runs")
+        raise TargetError(
+            "the ray target needs Ray on this machine: pip install "
+            "'ray[default]' at the version the cluster runs"
+        )
 
 
 def reachable(address: str, timeout: float) -> None:
@@ -132,8 +156,9 @@ def reachable(address: str, timeout: float) -> None:
     try:
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as exc:
-        raise TargetError(f"the Ray cluster at {address} is unreachable ({exc.strerror or exc}); "
-                          f"{FIX}") from None
+        raise TargetError(
+            f"the Ray cluster at {address} is unreachable ({exc.strerror or exc}); {FIX}"
+        ) from None
 
 
 def cluster_facts(address: str, timeout: float, cache: Path | None = None) -> dict[str, Any]:
@@ -163,44 +188,62 @@ def cluster_facts(address: str, timeout: float, cache: Path | None = None) -> di
 def _ask(address: str, timeout: float) -> dict[str, Any]:
     argv = [sys.executable, "-m", "jupyter_trainer.targets.ray", address]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
-        raise TargetError(f"the Ray cluster at {address} did not answer within {timeout:.0f} s; "
-                          f"{FIX}") from None
+        raise TargetError(
+            f"the Ray cluster at {address} did not answer within {timeout:.0f} s; {FIX}"
+        ) from None
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
         why = " ".join((done.stderr or done.stdout).split())[-400:]
         raise TargetError(f"cannot connect to the Ray cluster at {address}: {why}; {FIX}")
     facts = json.loads(lines[-1])
     if facts.get("error"):
-        raise TargetError(f"cannot connect to the Ray cluster at {address}: {facts['error']}; "
-                          f"{FIX}")
+        raise TargetError(
+            f"cannot connect to the Ray cluster at {address}: {facts['error']}; {FIX}"
+        )
     return facts
 
 
-def judge_cluster(name: str, facts: Mapping[str, Any], nodes: int, procs: int, gpus: int,
-                  autoscaling: bool, needs_torch: bool) -> None:
+def judge_cluster(
+    name: str,
+    facts: Mapping[str, Any],
+    nodes: int,
+    procs: int,
+    gpus: int,
+    autoscaling: bool,
+    needs_torch: bool,
+) -> None:
     """Raise when the cluster cannot run ``nodes`` x ``procs`` (x ``gpus``) as it stands."""
     alive = facts["nodes"]
     big = [n for n in alive if n["cpus"] >= procs and n["gpus"] >= gpus]
     if len(big) < nodes and not autoscaling:
         need = f"{nodes} node(s) with {procs} CPU(s)" + (f" and {gpus} GPU(s)" if gpus else "")
-        have = ", ".join(f"{n['address']} {n['cpus']:g} CPU" + (f" {n['gpus']:g} GPU" if n['gpus']
-                                                              else "") for n in alive)
-        raise TargetError(f"the Ray cluster of target {name!r} is too small: the run needs {need}, "
-                          f"it has {len(alive)} alive node(s) ({have}); ask for fewer nodes or "
-                          "processes, add nodes, or set autoscaling = true if it grows")
+        have = ", ".join(
+            f"{n['address']} {n['cpus']:g} CPU" + (f" {n['gpus']:g} GPU" if n["gpus"] else "")
+            for n in alive
+        )
+        raise TargetError(
+            f"the Ray cluster of target {name!r} is too small: the run needs {need}, "
+            f"it has {len(alive)} alive node(s) ({have}); ask for fewer nodes or "
+            "processes, add nodes, or set autoscaling = true if it grows"
+        )
     local = "%d.%d" % sys.version_info[:2]
     for node in alive:
         if node.get("python") and node["python"].rsplit(".", 1)[0] != local:
-            raise TargetError(f"Ray node {node['address']} runs Python {node['python']} and this "
-                              f"machine Python {local}; Ray needs the same major.minor on the "
-                              "driver and the cluster: use a matching Python here or there")
+            raise TargetError(
+                f"Ray node {node['address']} runs Python {node['python']} and this "
+                f"machine Python {local}; Ray needs the same major.minor on the "
+                "driver and the cluster: use a matching Python here or there"
+            )
         if needs_torch and node.get("probed") and not node.get("torch"):
-            raise TargetError(f"Ray node {node['address']} ({node.get('executable')}) cannot "
-                              "import torch; install torch into the cluster's Python, or set "
-                              "python = \"/path/to/python\" in the target")
+            raise TargetError(
+                f"Ray node {node['address']} ({node.get('executable')}) cannot "
+                "import torch; install torch into the cluster's Python, or set "
+                'python = "/path/to/python" in the target'
+            )
 
 
 def _probe(address: str) -> dict[str, Any]:
@@ -210,13 +253,23 @@ def _probe(address: str) -> dict[str, Any]:
     from ...rankside import ray_actor
 
     ray.cloudpickle.register_pickle_by_value(ray_actor)
-    ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
-             logging_level="ERROR", configure_logging=False)
+    ray.init(
+        address=address,
+        namespace=NAMESPACE,
+        log_to_driver=False,
+        logging_level="ERROR",
+        configure_logging=False,
+    )
     alive = [n for n in ray.nodes() if n.get("Alive")]
     task = ray.remote(ray_actor.probe)
-    refs = [task.options(num_cpus=0, max_retries=0, scheduling_strategy=
-                         NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False)).remote()
-            for n in alive]
+    refs = [
+        task.options(
+            num_cpus=0,
+            max_retries=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False),
+        ).remote()
+        for n in alive
+    ]
     probed: dict[str, dict[str, Any]] = {}
     for node, ref in zip(alive, refs):
         try:
@@ -226,11 +279,19 @@ def _probe(address: str) -> dict[str, Any]:
     out = []
     for node in alive:
         res, info = node.get("Resources", {}), probed[node["NodeID"]]
-        out.append({"node_id": node["NodeID"], "address": node.get("NodeManagerAddress"),
-                    "cpus": res.get("CPU", 0), "gpus": res.get("GPU", 0),
-                    "python": info.get("python_version"), "executable": info.get("python"),
-                    "torch": info.get("torch"), "probed": "error" not in info,
-                    "error": info.get("error")})
+        out.append(
+            {
+                "node_id": node["NodeID"],
+                "address": node.get("NodeManagerAddress"),
+                "cpus": res.get("CPU", 0),
+                "gpus": res.get("GPU", 0),
+                "python": info.get("python_version"),
+                "executable": info.get("python"),
+                "torch": info.get("torch"),
+                "probed": "error" not in info,
+                "error": info.get("error"),
+            }
+        )
     ray.shutdown()
     return {"nodes": out}
 
@@ -245,9 +306,9 @@ def main(argv: list[str]) -> int:
 
 
 # -- the target ------------------------------------------------------------------------
-QUEUE_CHECK_S = 1.0     # how often plan() looks at a placement group it waits for
-DRY_RUN_PORT = 29500    # a dry run's rendezvous port: node 0 finds a free one at the start
-SETTLE_S = 10.0         # how long killed actors get to be gone from their nodes
+QUEUE_CHECK_S = 1.0  # how often plan() looks at a placement group it waits for
+DRY_RUN_PORT = 29500  # a dry run's rendezvous port: node 0 finds a free one at the start
+SETTLE_S = 10.0  # how long killed actors get to be gone from their nodes
 
 
 class RayTarget(SshTarget):
@@ -269,23 +330,39 @@ class RayTarget(SshTarget):
         self._released = False
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "address": self.ray_cfg.address,
-                "workdir": self.cfg.workdir, "gpus_per_node": self.cfg.gpus_per_node,
-                "autoscaling": self.ray_cfg.autoscaling}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "address": self.ray_cfg.address,
+            "workdir": self.cfg.workdir,
+            "gpus_per_node": self.cfg.gpus_per_node,
+            "autoscaling": self.ray_cfg.autoscaling,
+        }
 
     # -- submit side -------------------------------------------------------------------
     def check(self, spec: RunSpec) -> None:
         launch = spec.launch
         self._check_processes(spec, "Ray nodes")
         if launch.nodes > 1 and launch.launcher in ("mpirun", "horovod"):
-            raise TargetError(f"--launcher {launch.launcher} reaches the other nodes over ssh, "
-                              "which a Ray cluster does not provide; use --launcher torchrun "
-                              "for several Ray nodes (or --nodes 1)")
-        facts = cluster_facts(self.ray_cfg.address, self.cfg.connect_timeout + 30,
-                              default_home() / "cache")
-        judge_cluster(self.name, facts, launch.nodes, launch.procs, self.cfg.gpus_per_node,
-                      self.ray_cfg.autoscaling, launch.launcher in ("torchrun", "horovod")
-                      and spec.env.name is None and not self.cfg.python)
+            raise TargetError(
+                f"--launcher {launch.launcher} reaches the other nodes over ssh, "
+                "which a Ray cluster does not provide; use --launcher torchrun "
+                "for several Ray nodes (or --nodes 1)"
+            )
+        facts = cluster_facts(
+            self.ray_cfg.address, self.cfg.connect_timeout + 30, default_home() / "cache"
+        )
+        judge_cluster(
+            self.name,
+            facts,
+            launch.nodes,
+            launch.procs,
+            self.cfg.gpus_per_node,
+            self.ray_cfg.autoscaling,
+            launch.launcher in ("torchrun", "horovod")
+            and spec.env.name is None
+            and not self.cfg.python,
+        )
 
     # -- the reservation ---------------------------------------------------------------
     def warm_up(self) -> None:
@@ -305,12 +382,17 @@ class RayTarget(SshTarget):
         ray.cloudpickle.register_pickle_by_value(ray_actor)  # nodes need no jupyter_trainer
         if not ray.is_initialized():
             try:
-                ray.init(address=self.ray_cfg.address, namespace=NAMESPACE,
-                         log_to_driver=False, logging_level="WARNING")
+                ray.init(
+                    address=self.ray_cfg.address,
+                    namespace=NAMESPACE,
+                    log_to_driver=False,
+                    logging_level="WARNING",
+                )
             except Exception as exc:
-                raise TargetError(f"cannot connect to the Ray cluster at "
-                                  f"{self.ray_cfg.address}: {' '.join(str(exc).split())[:400]}"
-                                  ) from exc
+                raise TargetError(
+                    f"cannot connect to the Ray cluster at "
+                    f"{self.ray_cfg.address}: {' '.join(str(exc).split())[:400]}"
+                ) from exc
         return ray
 
     def reserve(self, spec: RunSpec, run_id: str, run_dir: str) -> Handle | None:
@@ -326,13 +408,24 @@ class RayTarget(SshTarget):
         if self.cfg.gpus_per_node:
             self._bundle["GPU"] = float(self.cfg.gpus_per_node)
         self._strategy = "STRICT_SPREAD" if launch.nodes > 1 else "PACK"
-        self._pg = placement_group([dict(self._bundle) for _ in range(launch.nodes)],
-                                   strategy=self._strategy, name=f"jt-{run_id}")
-        self._log(f"[jt] Ray placement group {self._pg.id.hex()}: {launch.nodes} bundle(s) of "
-                  f"{self._bundle_words()}, {self._strategy}")
-        return {"target": self.name, "kind": self.kind, "address": self.ray_cfg.address,
-                "placement_group": self._pg.id.hex(), "bundles": launch.nodes,
-                "bundle": dict(self._bundle), "strategy": self._strategy}
+        self._pg = placement_group(
+            [dict(self._bundle) for _ in range(launch.nodes)],
+            strategy=self._strategy,
+            name=f"jt-{run_id}",
+        )
+        self._log(
+            f"[jt] Ray placement group {self._pg.id.hex()}: {launch.nodes} bundle(s) of "
+            f"{self._bundle_words()}, {self._strategy}"
+        )
+        return {
+            "target": self.name,
+            "kind": self.kind,
+            "address": self.ray_cfg.address,
+            "placement_group": self._pg.id.hex(),
+            "bundles": launch.nodes,
+            "bundle": dict(self._bundle),
+            "strategy": self._strategy,
+        }
 
     def _bundle_words(self) -> str:
         return " + ".join(f"{v:g} {k}" for k, v in self._bundle.items())
@@ -351,13 +444,19 @@ class RayTarget(SshTarget):
         alive = [n for n in ray.nodes() if n.get("Alive")]
         have = ", ".join(f"{n.get('Resources', {}).get('CPU', 0):g} CPU" for n in alive)
         count = len(table.get("bundles") or {})
-        reason = (f"Ray placement group {table.get('state')} "
-                  f"({stats.get('scheduling_state', 'unknown')}): the run needs {count} node(s) "
-                  f"x {self._bundle_words()} ({self._strategy}); the cluster has {len(alive)} "
-                  f"alive node(s)" + (f" ({have})" if have else ""))
-        return {"stage": "queued", "placement_group": self._pg.id.hex(),
-                "state": table.get("state"), "scheduling_state": stats.get("scheduling_state"),
-                "reason": reason}
+        reason = (
+            f"Ray placement group {table.get('state')} "
+            f"({stats.get('scheduling_state', 'unknown')}): the run needs {count} node(s) "
+            f"x {self._bundle_words()} ({self._strategy}); the cluster has {len(alive)} "
+            f"alive node(s)" + (f" ({have})" if have else "")
+        )
+        return {
+            "stage": "queued",
+            "placement_group": self._pg.id.hex(),
+            "state": table.get("state"),
+            "scheduling_state": stats.get("scheduling_state"),
+            "reason": reason,
+        }
 
     def _await_placement(self) -> None:
         """For a caller that did not wait in the queue: wait here, bounded unless the cluster
@@ -366,8 +465,10 @@ class RayTarget(SshTarget):
         started = time.monotonic()
         while (phase := self.phase({}))["stage"] != "running":
             if limit is not None and time.monotonic() - started > limit:
-                raise TargetError(f"{phase['reason']}; ask for fewer nodes or processes, or set "
-                                  "autoscaling = true if the cluster grows")
+                raise TargetError(
+                    f"{phase['reason']}; ask for fewer nodes or processes, or set "
+                    "autoscaling = true if the cluster grows"
+                )
             time.sleep(QUEUE_CHECK_S)
 
     # -- plan: the node shells, then the ssh target's pre-flight and staging -------------
@@ -393,39 +494,67 @@ class RayTarget(SshTarget):
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             on = placement_group_table(self._pg)["bundles_to_node_id"]
-            self._actors = [shell.options(
-                name=self._shell_name(on[i]), lifetime="detached", get_if_exists=True,
-                num_cpus=0, max_concurrency=64, max_restarts=0, **extra,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(on[i], soft=False)
-            ).remote(persist) for i in range(spec.launch.nodes)]
+            self._actors = [
+                shell.options(
+                    name=self._shell_name(on[i]),
+                    lifetime="detached",
+                    get_if_exists=True,
+                    num_cpus=0,
+                    max_concurrency=64,
+                    max_restarts=0,
+                    **extra,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(on[i], soft=False),
+                ).remote(persist)
+                for i in range(spec.launch.nodes)
+            ]
         else:
-            self._actors = [shell.options(
-                name=f"jt-{run_id}-{i}", num_cpus=0, max_concurrency=64, max_restarts=0,
-                **extra, scheduling_strategy=PlacementGroupSchedulingStrategy(
-                    self._pg, placement_group_bundle_index=i)).remote()
-                for i in range(spec.launch.nodes)]
+            self._actors = [
+                shell.options(
+                    name=f"jt-{run_id}-{i}",
+                    num_cpus=0,
+                    max_concurrency=64,
+                    max_restarts=0,
+                    **extra,
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(
+                        self._pg, placement_group_bundle_index=i
+                    ),
+                ).remote()
+                for i in range(spec.launch.nodes)
+            ]
         try:
-            self._facts = ray.get([a.facts.remote() for a in self._actors],
-                                  timeout=self.cfg.connect_timeout + 60)
+            self._facts = ray.get(
+                [a.facts.remote() for a in self._actors], timeout=self.cfg.connect_timeout + 60
+            )
         except Exception as exc:
-            raise TargetError(f"the run's Ray actors did not start: "
-                              f"{' '.join(str(exc).split())[:400]}") from exc
+            raise TargetError(
+                f"the run's Ray actors did not start: {' '.join(str(exc).split())[:400]}"
+            ) from exc
         hosts = []
         self._clients = {}
         for actor, facts in zip(self._actors, self._facts):
             label = f"ray-{facts['node_id'][:8]}"
-            hosts.append(HostConfig(label, posixpath.join(self.cfg.workdir, facts["node_id"]),
-                                    self.cfg.python or facts["python"], facts["address"]))
+            hosts.append(
+                HostConfig(
+                    label,
+                    posixpath.join(self.cfg.workdir, facts["node_id"]),
+                    self.cfg.python or facts["python"],
+                    facts["address"],
+                )
+            )
             self._clients[label] = RayShell(label, facts["node_id"], facts["address"], actor)
         self.cfg = replace(self.cfg, hosts=tuple(hosts))
-        self._log(f"[jt] {len(hosts)} Ray node shell(s) up in {time.monotonic() - started:.2f} s: "
-                  + ", ".join(f"{h.host} ({h.address})" for h in hosts))
+        self._log(
+            f"[jt] {len(hosts)} Ray node shell(s) up in {time.monotonic() - started:.2f} s: "
+            + ", ".join(f"{h.host} ({h.address})" for h in hosts)
+        )
 
     def _shell_name(self, node_id: str) -> str:
         """A node's shared shell, one per version of its code, runtime_env and idle time."""
         code = calls.agent_source() + rankside.source(rankside.RAY_ACTOR)
-        digest = hashlib.sha256(code + repr((sorted(self.ray_cfg.runtime_env.items()),
-                                             self.ray_cfg.shell_persist)).encode())
+        digest = hashlib.sha256(
+            code
+            + repr((sorted(self.ray_cfg.runtime_env.items()), self.ray_cfg.shell_persist)).encode()
+        )
         return f"jt-shell-{node_id[:16]}-{digest.hexdigest()[:10]}"
 
     def _client(self, host: HostConfig) -> RayShell:  # type: ignore[override]
@@ -441,36 +570,61 @@ class RayTarget(SshTarget):
         or agent is started on them: Ray picks the nodes, and node 0 a free rendezvous port,
         when the run starts."""
         launch = spec.launch
-        facts = cluster_facts(self.ray_cfg.address, self.cfg.connect_timeout + 30,
-                              default_home() / "cache")
-        fit = [n for n in facts["nodes"]
-               if n["cpus"] >= launch.procs and n["gpus"] >= self.cfg.gpus_per_node]
+        facts = cluster_facts(
+            self.ray_cfg.address, self.cfg.connect_timeout + 30, default_home() / "cache"
+        )
+        fit = [
+            n
+            for n in facts["nodes"]
+            if n["cpus"] >= launch.procs and n["gpus"] >= self.cfg.gpus_per_node
+        ]
         if len(fit) < launch.nodes:
-            raise TargetError(f"the Ray cluster of target {self.name!r} has {len(fit)} node(s) "
-                              f"that fit a bundle of the run now and it asks for {launch.nodes}; "
-                              "a dry run shows only nodes that exist (the autoscaler adds the "
-                              "others when the run starts)")
+            raise TargetError(
+                f"the Ray cluster of target {self.name!r} has {len(fit)} node(s) "
+                f"that fit a bundle of the run now and it asks for {launch.nodes}; "
+                "a dry run shows only nodes that exist (the autoscaler adds the "
+                "others when the run starts)"
+            )
         self._snapshot = snapshot_dir_name(spec.code.hash)
-        self._nodes = [Node(i, f"ray-{n['node_id'][:8]}", n["address"],
-                            posixpath.join(self.cfg.workdir, n["node_id"]),
-                            self.cfg.python or spec.env.python or n.get("executable")
-                            or sys.executable) for i, n in enumerate(fit[:launch.nodes])]
-        return self._nodes_plan(spec, run_id, backend, DRY_RUN_PORT, os.geteuid() == 0,
-                                min(n["cpus"] for n in fit[:launch.nodes]))
+        self._nodes = [
+            Node(
+                i,
+                f"ray-{n['node_id'][:8]}",
+                n["address"],
+                posixpath.join(self.cfg.workdir, n["node_id"]),
+                self.cfg.python or spec.env.python or n.get("executable") or sys.executable,
+            )
+            for i, n in enumerate(fit[: launch.nodes])
+        ]
+        return self._nodes_plan(
+            spec,
+            run_id,
+            backend,
+            DRY_RUN_PORT,
+            os.geteuid() == 0,
+            min(n["cpus"] for n in fit[: launch.nodes]),
+        )
 
     def dry_run_parts(self, spec: RunSpec, plan: LaunchPlan, command: Any) -> dict[str, Any]:
         parts = super().dry_run_parts(spec, plan, command)
-        parts["notes"] = [*parts["notes"], "Ray places the run's bundles when it starts: the "
-                          "nodes shown are the first alive ones that fit, and the rendezvous "
-                          f"port {DRY_RUN_PORT} stands for the free one node 0 finds then"]
+        parts["notes"] = [
+            *parts["notes"],
+            "Ray places the run's bundles when it starts: the "
+            "nodes shown are the first alive ones that fit, and the rendezvous "
+            f"port {DRY_RUN_PORT} stands for the free one node 0 finds then",
+        ]
         return parts
 
     def start(self, command: Any, run_dir: str, log_path: str) -> Handle:
         handle = super().start(command, run_dir, log_path)
-        handle.update(address=self.ray_cfg.address, placement_group=self._pg.id.hex(),
-                      bundle=dict(self._bundle), strategy=self._strategy,
-                      ray_nodes={s.host: s.node_id for s in self._clients.values()},
-                      actor_pids={f"ray-{f['node_id'][:8]}": f["pid"] for f in self._facts})
+        handle.update(
+            address=self.ray_cfg.address,
+            placement_group=self._pg.id.hex(),
+            bundle=dict(self._bundle),
+            strategy=self._strategy,
+            ray_nodes={s.host: s.node_id for s in self._clients.values()},
+            actor_pids={f"ray-{f['node_id'][:8]}": f["pid"] for f in self._facts},
+        )
         return handle
 
     # -- teardown ----------------------------------------------------------------------
@@ -534,20 +688,29 @@ class RayTarget(SshTarget):
         pythons = {h.host: h.python for h in self.cfg.hosts}
 
         def ask(shell: RayShell) -> list[str]:
-            done = shell.run(bootstrap_command(pythons.get(shell.host) or "python3",
-                                               self.cfg.workdir, agent, "leftovers",
-                                               {"run_id": run_id}),
-                             input=bootstrap_input(source), timeout=self.cfg.connect_timeout + 20,
-                             what="checking for leftover processes")
+            done = shell.run(
+                bootstrap_command(
+                    pythons.get(shell.host) or "python3",
+                    self.cfg.workdir,
+                    agent,
+                    "leftovers",
+                    {"run_id": run_id},
+                ),
+                input=bootstrap_input(source),
+                timeout=self.cfg.connect_timeout + 20,
+                what="checking for leftover processes",
+            )
             return parse_answer(shell.host, done, "checking for leftover processes")["leftovers"]
 
         def actors_left(shell: RayShell) -> list[str]:
-            mine = [(f["pid"], f.get("started")) for f in self._facts
-                    if f["node_id"] == shell.node_id]
+            mine = [
+                (f["pid"], f.get("started")) for f in self._facts if f["node_id"] == shell.node_id
+            ]
             return pinned_call(shell.node_id, still_running, mine, self.cfg.connect_timeout + 20)
 
-        for shell, result in zip(shells, [] if self.ray_cfg.shell_persist
-                                 else _parallel(actors_left, shells)):  # the run's own actors
+        for shell, result in zip(
+            shells, [] if self.ray_cfg.shell_persist else _parallel(actors_left, shells)
+        ):  # the run's own actors
             if isinstance(result, TrainerError):
                 found.append(f"{shell.host}: the run's Ray actor: not verified: {result}")
             else:

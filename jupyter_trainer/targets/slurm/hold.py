@@ -28,16 +28,17 @@ import shlex
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ...rankside import procs
 from ...core.errors import TargetError
-from ...launchers.table import LaunchPlan
-from ...nodes.hotstart.bundle import FOLDER, node_bundle
-from ...rankside.hotstart.records import POOLS_DIR, leftover_pids, read_json, write_json
 from ...core.spec import RunSpec
+from ...launchers.table import LaunchPlan
 from ...nodes.hotstart import remote as node_hot
+from ...nodes.hotstart.bundle import FOLDER, node_bundle
+from ...rankside import procs
+from ...rankside.hotstart.records import POOLS_DIR, leftover_pids, read_json, write_json
 from .script import SlurmConfig, batch_script, parse_job_id
 
 WARM_TIMEOUT_S = 180.0  # a cold pool imports torch on a loaded node
@@ -72,24 +73,50 @@ def install_bundle(home: str) -> Path:
 
 
 def holder_script(cfg: SlurmConfig, python: str, code: Path, home: str) -> str:
-    return "\n".join([
-        "#!/bin/bash",
-        "# jupyter_trainer: an allocation held for hot runs; one keeper per node",
-        "set -euo pipefail",
-        *(f"module load {shlex.quote(m)}" for m in cfg.modules),
-        *(f"export {k}={shlex.quote(v)}" for k, v in sorted(cfg.env.items())),
-        "exec " + shlex.join(["srun", "--overlap", "--ntasks-per-node=1", "--kill-on-bad-exit=0",
-                              "--export=ALL", python, "-u", str(code / "keeper.py"), home,
-                              str(cfg.hold)]),
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                "#!/bin/bash",
+                "# jupyter_trainer: an allocation held for hot runs; one keeper per node",
+                "set -euo pipefail",
+                *(f"module load {shlex.quote(m)}" for m in cfg.modules),
+                *(f"export {k}={shlex.quote(v)}" for k, v in sorted(cfg.env.items())),
+                "exec "
+                + shlex.join(
+                    [
+                        "srun",
+                        "--overlap",
+                        "--ntasks-per-node=1",
+                        "--kill-on-bad-exit=0",
+                        "--export=ALL",
+                        python,
+                        "-u",
+                        str(code / "keeper.py"),
+                        home,
+                        str(cfg.hold),
+                    ]
+                ),
+            ]
+        )
+        + "\n"
+    )
 
 
-def holder_argv(cfg: SlurmConfig, spec: RunSpec, name: str, folder: Path,
-                script: Path) -> list[str]:
+def holder_argv(
+    cfg: SlurmConfig, spec: RunSpec, name: str, folder: Path, script: Path
+) -> list[str]:
     launch = spec.launch
-    argv = ["sbatch", "--parsable", f"--job-name=jt-hold-{name}"[:120], f"--nodes={launch.nodes}",
-            "--ntasks-per-node=1", f"--cpus-per-task={cfg.cpus_per_task or launch.procs}",
-            f"--output={folder}/{name}-%j.log", f"--chdir={folder}", "--no-requeue"]
+    argv = [
+        "sbatch",
+        "--parsable",
+        f"--job-name=jt-hold-{name}"[:120],
+        f"--nodes={launch.nodes}",
+        "--ntasks-per-node=1",
+        f"--cpus-per-task={cfg.cpus_per_task or launch.procs}",
+        f"--output={folder}/{name}-%j.log",
+        f"--chdir={folder}",
+        "--no-requeue",
+    ]
     for flag, value in (("partition", cfg.partition), ("account", cfg.account), ("time", cfg.time)):
         if value:
             argv.append(f"--{flag}={value}")
@@ -98,8 +125,9 @@ def holder_argv(cfg: SlurmConfig, spec: RunSpec, name: str, folder: Path,
     return [*argv, *cfg.sbatch, str(script)]
 
 
-def step_script(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan,
-                argv: list[str] | None = None) -> str:
+def step_script(
+    cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan, argv: list[str] | None = None
+) -> str:
     """What a step of the held allocation runs on every node: the batch script's variables
     and ``MASTER_ADDR``, then ``argv`` (None: the run's own launcher, torchrun)."""
     script = batch_script(cfg, spec, plan, in_step=True)
@@ -112,16 +140,30 @@ def step_script(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan,
 class HeldRun:
     """One hot run in a held allocation, from the wait for it to its step's end."""
 
-    def __init__(self, cfg: SlurmConfig, target: str, spec: RunSpec, plan: LaunchPlan,
-                 home: str, run: Callable[..., subprocess.CompletedProcess]) -> None:
+    def __init__(
+        self,
+        cfg: SlurmConfig,
+        target: str,
+        spec: RunSpec,
+        plan: LaunchPlan,
+        home: str,
+        run: Callable[..., subprocess.CompletedProcess],
+    ) -> None:
         self.cfg, self.spec, self.plan, self.home, self._run = cfg, spec, plan, home, run
         self.name = hold_name(target, spec)
         self.folder = Path(home, POOLS_DIR, "holds")
         self.code = bundle_dir(home)
         self.step: subprocess.Popen | None = None
         self.args = node_hot.pool_args(
-            spec, plan, str(Path(plan.run_dir, "code")), node_bundle()[0], python=plan.python,
-            home=home, run_dir=plan.run_dir, node_rank=None) | {"keeper": True}
+            spec,
+            plan,
+            str(Path(plan.run_dir, "code")),
+            node_bundle()[0],
+            python=plan.python,
+            home=home,
+            run_dir=plan.run_dir,
+            node_rank=None,
+        ) | {"keeper": True}
 
     # -- the allocation ----------------------------------------------------------------
     def queue_state(self, job: str) -> dict[str, str] | None:
@@ -149,19 +191,29 @@ class HeldRun:
             install_bundle(self.home)
             script = self.folder / f"{self.name}.sbatch"
             script.write_text(holder_script(self.cfg, self.plan.python, self.code, self.home))
-            done = self._run(holder_argv(self.cfg, self.spec, self.name, self.folder, script),
-                             timeout=60)
+            done = self._run(
+                holder_argv(self.cfg, self.spec, self.name, self.folder, script), timeout=60
+            )
             if done.returncode != 0:
-                raise TargetError("sbatch refused the held allocation: "
-                                  f"{done.stderr.strip() or done.stdout.strip()}")
+                raise TargetError(
+                    "sbatch refused the held allocation: "
+                    f"{done.stderr.strip() or done.stdout.strip()}"
+                )
             job = parse_job_id(done.stdout)
             write_json(record, {"job_id": job, "name": self.name, "nodes": self.spec.launch.nodes})
             return job
 
     # -- the run's steps ---------------------------------------------------------------
     def _srun(self, job: str, *extra: str) -> list[str]:
-        return ["srun", f"--jobid={job}", "--overlap", f"--nodes={self.spec.launch.nodes}",
-                "--ntasks-per-node=1", "--export=ALL", *extra]
+        return [
+            "srun",
+            f"--jobid={job}",
+            "--overlap",
+            f"--nodes={self.spec.launch.nodes}",
+            "--ntasks-per-node=1",
+            "--export=ALL",
+            *extra,
+        ]
 
     def _script(self, name: str, argv: list[str] | None) -> str:
         path = Path(self.plan.run_dir, name)
@@ -175,28 +227,44 @@ class HeldRun:
         """What a hot run would do: the allocation it would use (or submit), then its two
         steps and their scripts; nothing is submitted or written."""
         job = self.held_job()
-        lines = [f"# hot: two steps of the allocation held for {self.name}: "
-                 + (f"job {job}" if job else "none is held yet, so the run first submits it")]
+        lines = [
+            f"# hot: two steps of the allocation held for {self.name}: "
+            + (f"job {job}" if job else "none is held yet, so the run first submits it")
+        ]
         if not job:
             script = self.folder / f"{self.name}.sbatch"
-            lines += [shlex.join(holder_argv(self.cfg, self.spec, self.name, self.folder, script)),
-                      f"# {script}:",
-                      holder_script(self.cfg, self.plan.python, self.code, self.home).rstrip()]
+            lines += [
+                shlex.join(holder_argv(self.cfg, self.spec, self.name, self.folder, script)),
+                f"# {script}:",
+                holder_script(self.cfg, self.plan.python, self.code, self.home).rstrip(),
+            ]
         job = job or "<held job>"
-        for name, mode, extra in (("hot-warm.sh", "warm", "--label"),
-                                  ("hot-run.sh", "run", "--kill-on-bad-exit=1")):
+        for name, mode, extra in (
+            ("hot-warm.sh", "warm", "--label"),
+            ("hot-run.sh", "run", "--kill-on-bad-exit=1"),
+        ):
             path = f"{self.plan.run_dir}/{name}"
-            lines += [shlex.join([*self._srun(job, extra), "bash", path]), f"# {path}:",
-                      step_script(self.cfg, self.spec, self.plan, self._launcher(mode)).rstrip()]
+            lines += [
+                shlex.join([*self._srun(job, extra), "bash", path]),
+                f"# {path}:",
+                step_script(self.cfg, self.spec, self.plan, self._launcher(mode)).rstrip(),
+            ]
         return "\n".join(lines) + "\n"
 
     def dry_run_parts(self) -> dict[str, Any]:
         path = f"{self.plan.run_dir}/hot-run.sh"
-        return {"argv": [*self._srun(self.held_job() or "<held job>", "--kill-on-bad-exit=1"),
-                         "bash", path],
-                "script": step_script(self.cfg, self.spec, self.plan, self._launcher("run")),
-                "notes": [f"hot: the ranks fork from warm pools in the allocation held for "
-                          f"{self.name} (hold = {self.cfg.hold} s); --no-hot submits a job"]}
+        return {
+            "argv": [
+                *self._srun(self.held_job() or "<held job>", "--kill-on-bad-exit=1"),
+                "bash",
+                path,
+            ],
+            "script": step_script(self.cfg, self.spec, self.plan, self._launcher("run")),
+            "notes": [
+                f"hot: the ranks fork from warm pools in the allocation held for "
+                f"{self.name} (hold = {self.cfg.hold} s); --no-hot submits a job"
+            ],
+        }
 
     def warm(self, job: str) -> dict[str, Any]:
         """``state["launcher"]["hot"]`` once every node's pool is ready (or why not)."""
@@ -215,8 +283,11 @@ class HeldRun:
         nodes = [str(i) for i in range(self.spec.launch.nodes)]
         if sorted(answers) != nodes:
             said = (done.stderr.strip() or done.stdout.strip())[-600:]
-            return {"used": False, "why": f"the warm step answered for nodes {sorted(answers)} "
-                                          f"(exit {done.returncode}): {said}"}
+            return {
+                "used": False,
+                "why": f"the warm step answered for nodes {sorted(answers)} "
+                f"(exit {done.returncode}): {said}",
+            }
         hosts = [str(answers[n].get("host") or f"#{n}") for n in nodes]
         return {**node_hot.verdict(hosts, [answers[n] for n in nodes]), "allocation": job}
 
@@ -227,14 +298,22 @@ class HeldRun:
         with open(log_path, "ab") as log:
             try:
                 self.step = subprocess.Popen(
-                    [*self._srun(job, "--kill-on-bad-exit=1"), "bash", script], env=env,
-                    cwd=self.plan.run_dir, stdin=subprocess.DEVNULL, stdout=log,
-                    stderr=subprocess.STDOUT, start_new_session=True,
-                    preexec_fn=procs.die_with_parent)
+                    [*self._srun(job, "--kill-on-bad-exit=1"), "bash", script],
+                    env=env,
+                    cwd=self.plan.run_dir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=procs.die_with_parent,
+                )
             except OSError as exc:
                 raise TargetError(f"could not start srun: {exc}") from exc
-        return {"pid": self.step.pid, "pgid": self.step.pid,
-                "start_ticks": procs.start_ticks(self.step.pid)}
+        return {
+            "pid": self.step.pid,
+            "pgid": self.step.pid,
+            "start_ticks": procs.start_ticks(self.step.pid),
+        }
 
     def poll(self) -> int | None:
         return None if self.step is None else self.step.poll()
@@ -242,6 +321,7 @@ class HeldRun:
     def stop(self, grace: float) -> dict[str, Any]:
         """SIGTERM to srun (which passes it to each node's launcher, whose pool ends the
         ranks), then SIGKILL to whatever of the run is left after ``grace``."""
+
         def alive() -> list[int]:
             if self.step is not None:
                 self.step.poll()
@@ -267,14 +347,21 @@ def held_allocations(home: str | os.PathLike) -> list[dict[str, Any]]:
     jobs = [r["job_id"] for r in records if r.get("job_id")]
     if not jobs or shutil.which("squeue") is None:
         return []
-    done = subprocess.run(["squeue", "-h", "-j", ",".join(jobs), "-o", "%i|%T|%M|%N"],
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        ["squeue", "-h", "-j", ",".join(jobs), "-o", "%i|%T|%M|%N"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     states = {}
     for line in done.stdout.splitlines():
         job, state, elapsed, nodes = (line.split("|") + ["", "", ""])[:4]
         states[job] = {"state": state, "elapsed": elapsed, "nodes": nodes}
-    return [{"job_id": r["job_id"], "name": r.get("name"), **states[r["job_id"]]}
-            for r in records if r.get("job_id") in states and states[r["job_id"]]["state"] in ALIVE]
+    return [
+        {"job_id": r["job_id"], "name": r.get("name"), **states[r["job_id"]]}
+        for r in records
+        if r.get("job_id") in states and states[r["job_id"]]["state"] in ALIVE
+    ]
 
 
 def release(jobs: list[str]) -> None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ...core.errors import TargetError
-from ...launchers.table import LaunchPlan, Topology, env_defaults, launcher, rank_env
 from ...core.spec import RunSpec
+from ...launchers.table import LaunchPlan, Topology, env_defaults, launcher, rank_env
 from ..ssh.commands import destination, seconds, single_line, ssh_options
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -30,28 +31,30 @@ class SlurmConfig:
     time: str | None = None
     gpus_per_node: int = 0
     cpus_per_task: int | None = None
-    login: str | None = None      # run the Slurm commands over ssh on this login node
-    workdir: str | None = None    # the run folders on the cluster's shared filesystem
-    python: str | None = None     # the interpreter on the cluster; None: the kernel's path
+    login: str | None = None  # run the Slurm commands over ssh on this login node
+    workdir: str | None = None  # the run folders on the cluster's shared filesystem
+    python: str | None = None  # the interpreter on the cluster; None: the kernel's path
     login_env: Mapping[str, str] = field(default_factory=dict)  # for the Slurm commands
     ssh_options: tuple[tuple[str, str], ...] = ()
     ssh_config: str | None = None
     connect_timeout: int = 10
-    uv: str | None = None         # uv on the cluster, for --env; None: build.py finds it
+    uv: str | None = None  # uv on the cluster, for --env; None: build.py finds it
     env_timeout: int = 1800
     sbatch: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
     container: str | None = None  # "pyxis" when srun takes --container-image
     env: Mapping[str, str] = field(default_factory=dict)
-    hold: int | None = None       # seconds an idle allocation is kept for hot runs
+    hold: int | None = None  # seconds an idle allocation is kept for hot runs
 
     @classmethod
-    def from_config(cls, name: str, config: Mapping[str, Any]) -> "SlurmConfig":
-        known = {f for f in cls.__dataclass_fields__}
+    def from_config(cls, name: str, config: Mapping[str, Any]) -> SlurmConfig:
+        known = set(cls.__dataclass_fields__)
         unknown = sorted(set(config) - known)
         if unknown:
-            raise TargetError(f"target {name!r}: unknown key(s) {unknown}; a slurm target "
-                              f"takes {', '.join(sorted(known))}")
+            raise TargetError(
+                f"target {name!r}: unknown key(s) {unknown}; a slurm target "
+                f"takes {', '.join(sorted(known))}"
+            )
         data = dict(config)
         for key in ("sbatch", "modules"):
             value = data.get(key, ())
@@ -63,33 +66,44 @@ class SlurmConfig:
             if value is not None and (type(value) is not int or value < 0):
                 raise TargetError(f"target {name!r}: {key} must be a whole number, got {value!r}")
         if data.get("time") is not None and not _TIME.fullmatch(str(data["time"])):
-            raise TargetError(f"target {name!r}: time {data['time']!r} is not a Slurm time "
-                              "limit; write minutes, HH:MM:SS or D-HH:MM:SS")
+            raise TargetError(
+                f"target {name!r}: time {data['time']!r} is not a Slurm time "
+                "limit; write minutes, HH:MM:SS or D-HH:MM:SS"
+            )
         if data.get("container") not in (None, "pyxis"):
-            raise TargetError(f"target {name!r}: container must be \"pyxis\" or left out")
+            raise TargetError(f'target {name!r}: container must be "pyxis" or left out')
         for key in ("env", "login_env"):
             env = data.get(key, {})
             if not isinstance(env, dict) or not all(_ENV_NAME.fullmatch(str(k)) for k in env):
-                raise TargetError(f"target {name!r}: {key} must be a table of NAME = \"value\" "
-                                  "with NAME a valid variable name")
+                raise TargetError(
+                    f'target {name!r}: {key} must be a table of NAME = "value" '
+                    "with NAME a valid variable name"
+                )
             data[key] = {str(k): str(v) for k, v in env.items()}
         if data.get("login") is not None:
             data["login"] = destination(name, data["login"])
         elif data["login_env"]:
-            raise TargetError(f"target {name!r}: login_env is for the Slurm commands on a "
-                              "login node; set login = \"HOST\" too, or remove login_env")
+            raise TargetError(
+                f"target {name!r}: login_env is for the Slurm commands on a "
+                'login node; set login = "HOST" too, or remove login_env'
+            )
         for key in ("workdir", "python", "ssh_config", "uv"):
             if data.get(key) is not None:
                 data[key] = single_line(name, key, data[key])
         data["ssh_options"] = ssh_options(name, data.get("ssh_options", ()))
-        for key, low, high in (("connect_timeout", 1, 300), ("env_timeout", 10, 86400),
-                               ("hold", 60, 7 * 86400)):
+        for key, low, high in (
+            ("connect_timeout", 1, 300),
+            ("env_timeout", 10, 86400),
+            ("hold", 60, 7 * 86400),
+        ):
             if data.get(key) is not None:
                 data[key] = seconds(name, key, data[key], low, high)
         if data.get("hold") and (data.get("login") or data.get("workdir")):
-            raise TargetError(f"target {name!r}: hold keeps an allocation whose nodes share "
-                              "the run store's filesystem; it does not work with login or "
-                              "workdir yet: remove hold (runs are then jobs of their own)")
+            raise TargetError(
+                f"target {name!r}: hold keeps an allocation whose nodes share "
+                "the run store's filesystem; it does not work with login or "
+                "workdir yet: remove hold (runs are then jobs of their own)"
+            )
         return cls(**data)
 
     @property
@@ -104,20 +118,32 @@ def tasks_per_node(spec: RunSpec) -> int:
     return 1 if launcher(spec.launch.launcher).placement == "every_node" else spec.launch.procs
 
 
-def sbatch_argv(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan, script: str,
-                output: str = "logs/launcher.log") -> list[str]:
+def sbatch_argv(
+    cfg: SlurmConfig,
+    spec: RunSpec,
+    plan: LaunchPlan,
+    script: str,
+    output: str = "logs/launcher.log",
+) -> list[str]:
     """``output``: the job's stdout and stderr, relative to the run folder.
 
     A run is one attempt, so the job is not requeued when a node fails; ``--requeue`` in the
     target's ``sbatch`` list comes later and wins."""
     launch = spec.launch
     cpus = cfg.cpus_per_task or (launch.procs if tasks_per_node(spec) == 1 else 1)
-    argv = ["sbatch", "--parsable", f"--job-name=jt-{spec.name}"[:120],
-            f"--nodes={launch.nodes}", f"--ntasks-per-node={tasks_per_node(spec)}",
-            f"--cpus-per-task={cpus}", f"--output={plan.run_dir}/{output}",
-            f"--chdir={plan.run_dir}", "--kill-on-invalid-dep=yes", "--no-requeue"]
-    for flag, value in (("partition", cfg.partition), ("account", cfg.account),
-                        ("time", cfg.time)):
+    argv = [
+        "sbatch",
+        "--parsable",
+        f"--job-name=jt-{spec.name}"[:120],
+        f"--nodes={launch.nodes}",
+        f"--ntasks-per-node={tasks_per_node(spec)}",
+        f"--cpus-per-task={cpus}",
+        f"--output={plan.run_dir}/{output}",
+        f"--chdir={plan.run_dir}",
+        "--kill-on-invalid-dep=yes",
+        "--no-requeue",
+    ]
+    for flag, value in (("partition", cfg.partition), ("account", cfg.account), ("time", cfg.time)):
         if value:
             argv.append(f"--{flag}={value}")
     if cfg.gpus_per_node:
@@ -125,8 +151,13 @@ def sbatch_argv(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan, script: str,
     return [*argv, *cfg.sbatch, script]
 
 
-def batch_script(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan,
-                 image: str | None = None, in_step: bool = False) -> str:
+def batch_script(
+    cfg: SlurmConfig,
+    spec: RunSpec,
+    plan: LaunchPlan,
+    image: str | None = None,
+    in_step: bool = False,
+) -> str:
     """The batch script: modules, the run's variables, then one launcher per node.
     ``in_step``: the script of a step that already runs one task per node (a held
     allocation's), which starts the launcher itself rather than through ``srun``."""
@@ -134,8 +165,9 @@ def batch_script(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan,
     if image and cfg.container != "pyxis":
         raise TargetError(
             f"environment image {image!r} needs a cluster that runs containers; set "
-            "container = \"pyxis\" in the target if its srun has --container-image, or remove "
-            "image from the environment")
+            'container = "pyxis" in the target if its srun has --container-image, or remove '
+            "image from the environment"
+        )
     env = {**plan.extra_env, **rank_env(plan, launch.launcher)}
     env.pop("MASTER_ADDR", None)  # known only inside the allocation, set below
     env["MASTER_PORT"] = str(plan.master_port)
@@ -145,29 +177,38 @@ def batch_script(cfg: SlurmConfig, spec: RunSpec, plan: LaunchPlan,
         f"{launch.procs} process(es)",
         "set -euo pipefail",
         *(f"module load {shlex.quote(m)}" for m in cfg.modules),
-        *(f"export {k}=${{{k}:-{shlex.quote(v)}}}" for k, v in sorted(env_defaults(launch).items())),
+        *(
+            f"export {k}=${{{k}:-{shlex.quote(v)}}}"
+            for k, v in sorted(env_defaults(launch).items())
+        ),
         *(f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())),
     ]
     # One node without a container: the batch step is already on it, so neither scontrol nor
     # an srun step (each a round trip to the controller, 0.1-0.2 s together) is needed.
     single = launch.nodes == 1 and not image
     if single:
-        lines += ['JT_HOSTS=${SLURMD_NODENAME:-$(hostname)}', 'export MASTER_ADDR=$JT_HOSTS']
+        lines += ["JT_HOSTS=${SLURMD_NODENAME:-$(hostname)}", "export MASTER_ADDR=$JT_HOSTS"]
     else:
-        lines += ['JT_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
-                  'export MASTER_ADDR=$(printf "%s\\n" "$JT_HOSTS" | head -n 1)']
+        lines += [
+            'JT_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+            'export MASTER_ADDR=$(printf "%s\\n" "$JT_HOSTS" | head -n 1)',
+        ]
     entry = launcher(launch.launcher)
-    topology = Topology(rendezvous_known=False,
-                        hostfile=f"{plan.run_dir}/hostfile" if entry.reads_hostfile else None)
+    topology = Topology(
+        rendezvous_known=False,
+        hostfile=f"{plan.run_dir}/hostfile" if entry.reads_hostfile else None,
+    )
     if entry.endpoint_var:
         lines.append(f'export {entry.endpoint_var}="$MASTER_ADDR:$MASTER_PORT"')
     if topology.hostfile:
-        lines.append(f'printf "%s slots={launch.procs}\\n" $JT_HOSTS > '
-                     f'{shlex.quote(topology.hostfile)}')
+        lines.append(
+            f'printf "%s slots={launch.procs}\\n" $JT_HOSTS > {shlex.quote(topology.hostfile)}'
+        )
     argv = entry.argv(launch, plan, topology, {**env_defaults(launch), **env, "MASTER_ADDR": ""})
     if entry.rank_vars:
-        lines.append("export " + " ".join(f"{k}={shlex.quote(v)}"
-                                          for k, v in entry.rank_vars.items()))
+        lines.append(
+            "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in entry.rank_vars.items())
+        )
     # srun starts what does not reach the nodes itself: a launcher on every node, or the rank.
     srun = ["srun", "--kill-on-bad-exit=1", "--export=ALL"]
     if image:

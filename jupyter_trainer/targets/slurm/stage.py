@@ -23,15 +23,16 @@ each node of an ssh target, does the work on the login node, or on this machine 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ...core.errors import TargetError
+from ...core.spec import RunSpec
 from ...nodes.folder import RemoteFolder
 from ...nodes.mirror import LocalFiles
 from ...nodes.prepare import required_modules, snapshot_tarball
 from ...nodes.transport import NodeShell
-from ...core.spec import RunSpec
 from ..base import BuiltEnvironment
 
 JOB_OUTPUT = "logs/launcher-0.log"  # followed like a launcher's log, prefixed in launcher.log
@@ -41,11 +42,29 @@ class ClusterFolder(RemoteFolder):
     """The run's folder on the cluster, reached through ``shell``: one ``RemoteFolder``
     whose launcher is ``sbatch``, so its checks and messages say "submitted"."""
 
-    def __init__(self, shell: NodeShell, python: str, workdir: str, local_run_dir: str, *,
-                 tools: Sequence[str], timeout: int, env_timeout: int, uv: str | None,
-                 lost_after: int) -> None:
-        super().__init__(shell, python, workdir, LocalFiles(local_run_dir), timeout=timeout,
-                         lost_after=lost_after, env_timeout=env_timeout, uv=uv)
+    def __init__(
+        self,
+        shell: NodeShell,
+        python: str,
+        workdir: str,
+        local_run_dir: str,
+        *,
+        tools: Sequence[str],
+        timeout: int,
+        env_timeout: int,
+        uv: str | None,
+        lost_after: int,
+    ) -> None:
+        super().__init__(
+            shell,
+            python,
+            workdir,
+            LocalFiles(local_run_dir),
+            timeout=timeout,
+            lost_after=lost_after,
+            env_timeout=env_timeout,
+            uv=uv,
+        )
         self.tools = list(tools)
         self.environment: BuiltEnvironment | None = None
         self._modules: tuple[list[str], list[str]] = ([], [])
@@ -63,9 +82,15 @@ class ClusterFolder(RemoteFolder):
         modules, versions = self._modules
         named = spec.env.name is not None
         self._started = time.monotonic()
-        self.preflight(run_id, spec.code.hash,
-                       {"modules": [] if named else modules,
-                        "versions": [] if named else versions, "tools": self.tools})
+        self.preflight(
+            run_id,
+            spec.code.hash,
+            {
+                "modules": [] if named else modules,
+                "versions": [] if named else versions,
+                "tools": self.tools,
+            },
+        )
         self._judge()
 
     def realise(self, spec: RunSpec) -> BuiltEnvironment:
@@ -74,20 +99,29 @@ class ClusterFolder(RemoteFolder):
         built = self.build_environment(spec.env, {"modules": modules, "versions": versions})
         self._judge()
         self.environment = BuiltEnvironment(
-            python=built["python"], env_id=built.get("env_id"), built=built.get("built"),
+            python=built["python"],
+            env_id=built.get("env_id"),
+            built=built.get("built"),
             build_seconds=built.get("build_seconds") if built.get("built") else None,
-            built_at=built.get("built_at"), python_version=self.info["python"],
-            torch=self.info["versions"].get("torch"), on=self.label)
+            built_at=built.get("built_at"),
+            python_version=self.info["python"],
+            torch=self.info["versions"].get("torch"),
+            on=self.label,
+        )
         return self.environment
 
     def send(self, spec: RunSpec) -> None:
         """Say what the cluster side is, then send the snapshot unless it is there."""
-        self._log(f"[jt] {self.label}: workdir {self.info['workdir']}, python "
-                  f"{self.info['python']}"
-                  + (f", environment {spec.env.name!r} "
-                     f"{'built' if self.environment.built else 'cached'}"
-                     if self.environment else "")
-                  + f" ({time.monotonic() - self._started:.2f} s)")
+        self._log(
+            f"[jt] {self.label}: workdir {self.info['workdir']}, python "
+            f"{self.info['python']}"
+            + (
+                f", environment {spec.env.name!r} {'built' if self.environment.built else 'cached'}"
+                if self.environment
+                else ""
+            )
+            + f" ({time.monotonic() - self._started:.2f} s)"
+        )
         self._stage(self.files.root / "code")
 
     def _judge(self) -> None:
@@ -102,16 +136,29 @@ class ClusterFolder(RemoteFolder):
         started = time.monotonic()
         payload = snapshot_tarball(code)
         self.stage(payload)
-        self.staged = {"snapshot": self.snapshot, "sent": True, "bytes": len(payload),
-                       "seconds": round(time.monotonic() - started, 3)}
-        self._log(f"[jt] snapshot {self.snapshot} ({len(payload)} bytes) sent to "
-                  f"{self.label} in {self.staged['seconds']} s")
+        self.staged = {
+            "snapshot": self.snapshot,
+            "sent": True,
+            "bytes": len(payload),
+            "seconds": round(time.monotonic() - started, 3),
+        }
+        self._log(
+            f"[jt] snapshot {self.snapshot} ({len(payload)} bytes) sent to "
+            f"{self.label} in {self.staged['seconds']} s"
+        )
 
     def open(self, files: dict[str, str], blobs: dict[str, str] | None = None) -> None:
         """The run folder on the cluster, with ``files`` (and base64 ``blobs``) in it, then
         the live copy."""
-        self.start({"run_dir": self.run_dir, "snapshot": self.snapshot, "files": files,
-                    **({"blobs": blobs} if blobs else {})}, "preparing the run folder")
+        self.start(
+            {
+                "run_dir": self.run_dir,
+                "snapshot": self.snapshot,
+                "files": files,
+                **({"blobs": blobs} if blobs else {}),
+            },
+            "preparing the run folder",
+        )
         self.follow()
 
     # -- at the end --------------------------------------------------------------------
@@ -133,11 +180,16 @@ class ClusterFolder(RemoteFolder):
         """What ``collect`` brought back, for the run's state."""
         report = self.collect()
         if report is None:
-            return {"error": f"{self.label} did not answer when the run ended; the last logs "
-                             f"and outputs are still in {self.run_dir}"}
+            return {
+                "error": f"{self.label} did not answer when the run ended; the last logs "
+                f"and outputs are still in {self.run_dir}"
+            }
         self.files.flush_partial()
-        return {**report, "from": f"{self.label}:{self.run_dir}",
-                "mirrored_bytes": self.files.bytes_written}
+        return {
+            **report,
+            "from": f"{self.label}:{self.run_dir}",
+            "mirrored_bytes": self.files.bytes_written,
+        }
 
     def snapshot_hashes(self) -> dict[str, str | None]:
         """The snapshot the ranks started from, as ``finish`` found it (None: no answer)."""

@@ -25,19 +25,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ...rankside import procs
-from ...rankside.hotstart.records import leftover_pids
-from ...nodes.stage_inputs import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
 from ...core.errors import TargetError
-from ...launchers.table import Command, LaunchPlan
 from ...core.spec import RunSpec
-from ...rankside.home import default_home
-from ..base import BuiltEnvironment, Handle, Target, checkpoint_blobs, require_program
-from .script import SlurmConfig, batch_script, parse_job_id, sbatch_argv
-from .hold import ALIVE, HeldRun
-from .stage import JOB_OUTPUT, ClusterFolder
+from ...launchers.table import Command, LaunchPlan
 from ...nodes.ssh import SshClient, control_dir, user_config_file
+from ...nodes.stage_inputs import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
 from ...nodes.transport import LocalShell, NodeShell
+from ...rankside import procs
+from ...rankside.home import default_home
+from ...rankside.hotstart.records import leftover_pids
+from ..base import BuiltEnvironment, Handle, Target, checkpoint_blobs, require_program
+from .hold import ALIVE, HeldRun
+from .script import SlurmConfig, batch_script, parse_job_id, sbatch_argv
+from .stage import JOB_OUTPUT, ClusterFolder
 
 QUEUED = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SUSPENDED"}
 # Final states whose cause is the scheduler, not the training code: each becomes the error.
@@ -58,12 +58,15 @@ RUNNING_POLL_S = 0.5
 QUEUED_POLL_S = (0.25, 5.0)  # first and longest interval while the job waits
 
 
-def _run(argv: list[str], timeout: float = 30.0,
-         input: str | None = None) -> subprocess.CompletedProcess:
+def _run(
+    argv: list[str], timeout: float = 30.0, input: str | None = None
+) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input)
     except subprocess.TimeoutExpired as exc:
-        raise TargetError(f"{argv[0]} did not answer within {timeout:.0f} s; is slurmctld up?") from exc
+        raise TargetError(
+            f"{argv[0]} did not answer within {timeout:.0f} s; is slurmctld up?"
+        ) from exc
 
 
 class SlurmTarget(Target):
@@ -99,27 +102,42 @@ class SlurmTarget(Target):
     # -- the Slurm commands, here or on the login node ----------------------------------
     def _login_shell(self) -> NodeShell:
         if self._shell is None:
-            self._shell = (SshClient(self.cfg.login, str(control_dir(default_home())),
-                                     self.cfg.ssh_options,
-                                     self.cfg.ssh_config or user_config_file(),
-                                     self.cfg.connect_timeout) if self.cfg.login
-                           else LocalShell())
+            self._shell = (
+                SshClient(
+                    self.cfg.login,
+                    str(control_dir(default_home())),
+                    self.cfg.ssh_options,
+                    self.cfg.ssh_config or user_config_file(),
+                    self.cfg.connect_timeout,
+                )
+                if self.cfg.login
+                else LocalShell()
+            )
         return self._shell
 
-    def _run(self, argv: list[str], timeout: float = 30.0,
-             input: str | None = None) -> subprocess.CompletedProcess:
+    def _run(
+        self, argv: list[str], timeout: float = 30.0, input: str | None = None
+    ) -> subprocess.CompletedProcess:
         if not self.cfg.login:
             return _run(argv, timeout, input)
         env = [f"{k}={v}" for k, v in sorted(self.cfg.login_env.items())]
-        done = self._login_shell().run(shlex.join(["env", *env, *argv] if env else argv),
-                                       input=None if input is None else input.encode(),
-                                       timeout=timeout, what=argv[0])
+        done = self._login_shell().run(
+            shlex.join(["env", *env, *argv] if env else argv),
+            input=None if input is None else input.encode(),
+            timeout=timeout,
+            what=argv[0],
+        )
         if done.returncode == 255:
-            raise TargetError(f"login node {self.cfg.login}: {argv[0]} could not be run over "
-                              f"ssh: {done.stderr.decode(errors='replace').strip()[-600:]}")
-        return subprocess.CompletedProcess(done.args, done.returncode,
-                                           done.stdout.decode(errors="replace"),
-                                           done.stderr.decode(errors="replace"))
+            raise TargetError(
+                f"login node {self.cfg.login}: {argv[0]} could not be run over "
+                f"ssh: {done.stderr.decode(errors='replace').strip()[-600:]}"
+            )
+        return subprocess.CompletedProcess(
+            done.args,
+            done.returncode,
+            done.stdout.decode(errors="replace"),
+            done.stderr.decode(errors="replace"),
+        )
 
     def gpus_per_node(self) -> int:
         return self.cfg.gpus_per_node
@@ -127,26 +145,40 @@ class SlurmTarget(Target):
     # -- submit side -------------------------------------------------------------------
     def check(self, spec: RunSpec) -> None:
         if self.cfg.login:
-            require_program("ssh", "install the OpenSSH client (apt-get install "
-                                   "openssh-client) to reach the login node")
+            require_program(
+                "ssh",
+                "install the OpenSSH client (apt-get install "
+                "openssh-client) to reach the login node",
+            )
         else:
-            require_program("sbatch", "install the Slurm client commands (apt-get install "
-                                      "slurm-client) on this machine, or set login = \"HOST\" "
-                                      "to run them on a login node over ssh")
+            require_program(
+                "sbatch",
+                "install the Slurm client commands (apt-get install "
+                'slurm-client) on this machine, or set login = "HOST" '
+                "to run them on a login node over ssh",
+            )
         image = getattr(spec.env, "image", None)
         if image and self.cfg.container != "pyxis":
-            raise TargetError(f"target {self.name!r} cannot run container image {image!r}: set "
-                              "container = \"pyxis\" if its srun has --container-image")
+            raise TargetError(
+                f"target {self.name!r} cannot run container image {image!r}: set "
+                'container = "pyxis" if its srun has --container-image'
+            )
 
     # -- supervisor side ---------------------------------------------------------------
     def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
         python = self._python(spec)
         if self.cfg.remote:
             self._folder = ClusterFolder(
-                self._login_shell(), python, self.cfg.workdir or "~/jupyter_trainer", run_dir,
+                self._login_shell(),
+                python,
+                self.cfg.workdir or "~/jupyter_trainer",
+                run_dir,
                 tools=["sbatch", "squeue", "scancel"] if self.cfg.login else [],
-                timeout=self.cfg.connect_timeout, env_timeout=self.cfg.env_timeout,
-                uv=self.cfg.uv, lost_after=max(30, 3 * self.cfg.connect_timeout))
+                timeout=self.cfg.connect_timeout,
+                env_timeout=self.cfg.env_timeout,
+                uv=self.cfg.uv,
+                lost_after=max(30, 3 * self.cfg.connect_timeout),
+            )
             self._folder.check_cluster(spec, run_id)
             run_dir = self._folder.run_dir
         return self._plan_in(spec, run_id, run_dir, backend, python)
@@ -166,16 +198,27 @@ class SlurmTarget(Target):
             return spec.env.python or sys.executable  # built in the (shared) run store
         return self.cfg.python or spec.env.python or sys.executable
 
-    def _plan_in(self, spec: RunSpec, run_id: str, run_dir: str, backend: str,
-                 python: str) -> LaunchPlan:
+    def _plan_in(
+        self, spec: RunSpec, run_id: str, run_dir: str, backend: str, python: str
+    ) -> LaunchPlan:
         return LaunchPlan(
-            run_id=run_id, run_dir=run_dir, python=python,
-            boot=posixpath.join(run_dir, "code", "_jt", "boot.py"), entry=spec.code.entry,
-            args=spec.code.args, backend=backend, backend_forced=spec.launch.backend is not None,
-            master_addr="", master_port=20000 + zlib.crc32(run_id.encode()) % 20000,
-            run_as_root=os.geteuid() == 0, oversubscribe=False,
-            extra_env={**self.cfg.env, **({DATA_STAGED_ENV: "1"} if spec.data and self.cfg.remote
-                                          else {})})
+            run_id=run_id,
+            run_dir=run_dir,
+            python=python,
+            boot=posixpath.join(run_dir, "code", "_jt", "boot.py"),
+            entry=spec.code.entry,
+            args=spec.code.args,
+            backend=backend,
+            backend_forced=spec.launch.backend is not None,
+            master_addr="",
+            master_port=20000 + zlib.crc32(run_id.encode()) % 20000,
+            run_as_root=os.geteuid() == 0,
+            oversubscribe=False,
+            extra_env={
+                **self.cfg.env,
+                **({DATA_STAGED_ENV: "1"} if spec.data and self.cfg.remote else {}),
+            },
+        )
 
     def build_environment(self, spec: RunSpec, plan: LaunchPlan) -> BuiltEnvironment | None:
         if self._folder is None or spec.env.name is None:
@@ -186,12 +229,15 @@ class SlurmTarget(Target):
         if self._folder is not None:
             self._folder.send(spec)
             if spec.data:  # once, into <workdir>/data on the cluster's shared filesystem
-                cache = NodeCache(self._folder.shell, posixpath.join(
-                    self._folder.info["workdir"], "data"), self._folder.python,
-                    rsync_shell(self._folder.shell))
+                cache = NodeCache(
+                    self._folder.shell,
+                    posixpath.join(self._folder.info["workdir"], "data"),
+                    self._folder.python,
+                    rsync_shell(self._folder.shell),
+                )
                 self._folder.staged["data"] = stage_inputs(
-                    [cache], spec.data, default_home(), self.on_staging,
-                    self._folder.files.log)["data"]
+                    [cache], spec.data, default_home(), self.on_staging, self._folder.files.log
+                )["data"]
 
     def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
         """The run's own sbatch; a hot run (``hold`` set) starts in the held allocation
@@ -200,8 +246,9 @@ class SlurmTarget(Target):
         if spec.launch.hot and self.cfg.hold:
             self._held = HeldRun(self.cfg, self.name, spec, plan, str(default_home()), self._run)
         output = JOB_OUTPUT if self.cfg.remote else "logs/launcher.log"
-        return Command(tuple(sbatch_argv(self.cfg, spec, plan, f"{plan.run_dir}/job.sbatch",
-                                         output)))
+        return Command(
+            tuple(sbatch_argv(self.cfg, spec, plan, f"{plan.run_dir}/job.sbatch", output))
+        )
 
     def dry_run(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> str:
         """The sbatch command and the batch script it would submit, once ``sbatch
@@ -209,18 +256,26 @@ class SlurmTarget(Target):
         limit) without submitting it; a job the cluster refuses raises ``TargetError``."""
         if self._held is not None:
             return self._held.dry_run()
-        argv = [a for a in command.argv[:-1]
-                if a != "--parsable" and not a.startswith(("--output=", "--chdir="))]
+        argv = [
+            a
+            for a in command.argv[:-1]
+            if a != "--parsable" and not a.startswith(("--output=", "--chdir="))
+        ]
         done = self._run([*argv, "--test-only"], timeout=60, input=self._script or "")
         answer = (done.stderr.strip() or done.stdout.strip()).splitlines()
         if done.returncode != 0:
-            raise TargetError(f"sbatch --test-only refused the job on target {self.name!r}: "
-                              + " ".join(answer)[-800:])
-        self._tested = [f"sbatch --test-only: {line.removeprefix('sbatch: ')}"
-                        for line in answer[-1:]]
+            raise TargetError(
+                f"sbatch --test-only refused the job on target {self.name!r}: "
+                + " ".join(answer)[-800:]
+            )
+        self._tested = [
+            f"sbatch --test-only: {line.removeprefix('sbatch: ')}" for line in answer[-1:]
+        ]
         script_path = command.argv[-1]
-        return (f"# sbatch (its job script, {script_path}, follows)\n"
-                f"{shlex.join(command.argv)}\n# {script_path}:\n{self._script or ''}")
+        return (
+            f"# sbatch (its job script, {script_path}, follows)\n"
+            f"{shlex.join(command.argv)}\n# {script_path}:\n{self._script or ''}"
+        )
 
     def dry_run_parts(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> dict[str, Any]:
         if self._held is not None:
@@ -245,23 +300,31 @@ class SlurmTarget(Target):
         assert self._held is not None and self._pending is not None
         handle.pop("waiting", None)
         hot = self._held.warm(handle["hold_job"])
-        handle.update(self._held.start(handle["hold_job"], self._pending[2], hot["used"]),
-                      hot=hot)
+        handle.update(self._held.start(handle["hold_job"], self._pending[2], hot["used"]), hot=hot)
 
     def _submit(self, command: Command, run_dir: str) -> Handle:
         script = Path(run_dir, "job.sbatch")
         script.write_text(self._script or "")
         handle: Handle = {"script": str(script)}
         if self._folder is not None:
-            self._folder.open({"spec.json": Path(run_dir, "spec.json").read_text(),
-                                "job.sbatch": self._script or ""}, checkpoint_blobs(run_dir))
-            handle.update(run_dir_remote=self._folder.run_dir, staging=self._folder.staged,
-                          **({"login": self.cfg.login} if self.cfg.login else {}))
+            self._folder.open(
+                {
+                    "spec.json": Path(run_dir, "spec.json").read_text(),
+                    "job.sbatch": self._script or "",
+                },
+                checkpoint_blobs(run_dir),
+            )
+            handle.update(
+                run_dir_remote=self._folder.run_dir,
+                staging=self._folder.staged,
+                **({"login": self.cfg.login} if self.cfg.login else {}),
+            )
         try:
             done = self._run(list(command.argv), timeout=60)
             if done.returncode != 0:
-                raise TargetError(f"sbatch refused the job: "
-                                  f"{done.stderr.strip() or done.stdout.strip()}")
+                raise TargetError(
+                    f"sbatch refused the job: {done.stderr.strip() or done.stdout.strip()}"
+                )
             job = parse_job_id(done.stdout)
         except TargetError:
             if self._folder is not None:  # nothing will run: stop copying the folder back
@@ -278,17 +341,27 @@ class SlurmTarget(Target):
         found = {}
         for rank, record in ranks.items():
             node, pid = record.get("slurm_node") or record.get("host"), record.get("pid")
-            argv = ["srun", f"--jobid={job}", "--overlap", "--nodes=1", "--ntasks=1",
-                    "--quiet", *([f"--nodelist={node}"] if node else []),
-                    *procs.py_spy_argv((handle or {}).get("python"), pid)]
+            argv = [
+                "srun",
+                f"--jobid={job}",
+                "--overlap",
+                "--nodes=1",
+                "--ntasks=1",
+                "--quiet",
+                *([f"--nodelist={node}"] if node else []),
+                *procs.py_spy_argv((handle or {}).get("python"), pid),
+            ]
             try:
                 done = self._run(argv, timeout=60)
             except (TargetError, subprocess.TimeoutExpired) as exc:
                 found[rank] = f"(no stack: {exc})"
                 continue
-            found[rank] = (done.stdout if done.returncode == 0 else
-                           f"(no stack: {' '.join(argv[:6])} ... failed: "
-                           f"{(done.stderr or done.stdout).strip()[-400:]})")
+            found[rank] = (
+                done.stdout
+                if done.returncode == 0
+                else f"(no stack: {' '.join(argv[:6])} ... failed: "
+                f"{(done.stderr or done.stdout).strip()[-400:]})"
+            )
         return found
 
     def sync(self, handle: Handle) -> None:
@@ -324,8 +397,10 @@ class SlurmTarget(Target):
             if handle.get("waiting"):
                 state = self._held.queue_state(handle["hold_job"]) or {}
                 if state.get("state") not in ALIVE:
-                    handle["error"] = (f"the held allocation (job {handle['hold_job']}) ended "
-                                       f"before the run started: {state or 'gone'}")
+                    handle["error"] = (
+                        f"the held allocation (job {handle['hold_job']}) ended "
+                        f"before the run started: {state or 'gone'}"
+                    )
                     return 1
                 if state["state"] == "RUNNING":
                     self._start_held(handle)
@@ -342,18 +417,29 @@ class SlurmTarget(Target):
                 self.poll(handle)
             waiting = bool(handle.get("waiting"))
             state = (self._held.queue_state(handle["hold_job"]) or {}) if waiting else {}
-            return {"stage": "queued" if waiting else "running",
-                    "job_id": handle["hold_job"], "held": True, **state}
+            return {
+                "stage": "queued" if waiting else "running",
+                "job_id": handle["hold_job"],
+                "held": True,
+                **state,
+            }
         entry = self._status(handle) or {}
         stage = "queued" if entry.get("state") in QUEUED else "running"
-        return {"stage": stage, "job_id": handle["job_id"], "state": entry.get("state"),
-                "reason": entry.get("reason"), "nodes": entry.get("nodes")}
+        return {
+            "stage": stage,
+            "job_id": handle["job_id"],
+            "state": entry.get("state"),
+            "reason": entry.get("reason"),
+            "nodes": entry.get("nodes"),
+        }
 
     def report(self, handle: Handle) -> dict[str, Any]:
         if "job_id" not in handle:  # a step of the held allocation
             code = self._held.poll() if self._held is not None else None
-            return {"exit_code": 1 if code is None else code,
-                    **({"error": handle["error"]} if handle.get("error") else {})}
+            return {
+                "exit_code": 1 if code is None else code,
+                **({"error": handle["error"]} if handle.get("error") else {}),
+            }
         final = _final_state(handle["job_id"], self._run)
         error = SCHEDULER_FAILURES.get(final.get("state", ""))
         return {**final, **({"error": error} if error else {})}
@@ -375,8 +461,11 @@ class SlurmTarget(Target):
         if left:  # tasks on this host that outlived their step
             procs.signal_pids(left, signal.SIGKILL)
         self._seen[job] = (time.monotonic(), None)
-        return {"scancel": job, "sigkilled": [procs.describe(p) for p in left],
-                **self._finish_folder(run_id, grace)}
+        return {
+            "scancel": job,
+            "sigkilled": [procs.describe(p) for p in left],
+            **self._finish_folder(run_id, grace),
+        }
 
     def _finish_folder(self, run_id: str, grace: float) -> dict[str, Any]:
         """The cluster folder's last bytes, outputs and leftovers (once the job is gone)."""
@@ -424,7 +513,11 @@ def _final_state(job_id: str, run=_run) -> dict[str, Any]:
     deadline = time.monotonic() + SACCT_LAG_S
     while True:
         acct = run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode"])
-        line = acct.stdout.strip().splitlines()[0] if acct.returncode == 0 and acct.stdout.strip() else ""
+        line = (
+            acct.stdout.strip().splitlines()[0]
+            if acct.returncode == 0 and acct.stdout.strip()
+            else ""
+        )
         final = "|" in line and (line.split("|")[0].split() or [""])[0] in FINAL
         if final or "|" not in line or time.monotonic() >= deadline:
             break
@@ -440,7 +533,9 @@ def _final_state(job_id: str, run=_run) -> dict[str, Any]:
     exit_code, _, sig = code.partition(":")
     result: dict[str, Any] = {"job_id": job_id, "state": state, "source": source}
     if exit_code.isdigit():
-        result["exit_code"] = int(exit_code) or (128 + int(sig) if sig.isdigit() and int(sig) else 0)
+        result["exit_code"] = int(exit_code) or (
+            128 + int(sig) if sig.isdigit() and int(sig) else 0
+        )
         if state != "COMPLETED" and result["exit_code"] == 0:
             result["exit_code"] = 1
     return result

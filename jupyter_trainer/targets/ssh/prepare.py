@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from typing import Mapping
+from collections.abc import Mapping
 
 from ...core.errors import TargetError
 from .commands import HOP_OPTIONS, HostConfig
@@ -21,8 +21,9 @@ def is_ip(name: str) -> bool:
         return False
 
 
-def node_address(host: HostConfig, options: Mapping[str, list[str]],
-                 seen_from_first: Mapping[str, list[str]]) -> str:
+def node_address(
+    host: HostConfig, options: Mapping[str, list[str]], seen_from_first: Mapping[str, list[str]]
+) -> str:
     """An address the other nodes can reach ``host`` at. In order: the host's ``address``,
     its ssh HostName when that is an IP, the HostName resolved on node 0 (where it matters;
     a ProxyJump'd private name may not resolve here), then resolved here. Loopback answers
@@ -40,9 +41,11 @@ def node_address(host: HostConfig, options: Mapping[str, list[str]],
     usable = [a for a in candidates if not ipaddress.ip_address(a.split("%")[0]).is_loopback]
     usable.sort(key=lambda a: ":" in a)  # IPv4 first
     if not usable:
-        raise TargetError(f"node {host.host}: its HostName {name!r} does not resolve to a "
-                          "non-loopback address; set the host's address in the target, e.g. "
-                          f"hosts = [{{host = \"{host.host}\", address = \"10.0.0.5\"}}]")
+        raise TargetError(
+            f"node {host.host}: its HostName {name!r} does not resolve to a "
+            "non-loopback address; set the host's address in the target, e.g. "
+            f'hosts = [{{host = "{host.host}", address = "10.0.0.5"}}]'
+        )
     return usable[0]
 
 
