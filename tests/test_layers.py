@@ -135,3 +135,16 @@ def test_the_top_of_the_package_stays_small():
 def test_every_folder_says_what_it_is(folder):
     text = (folder / "__init__.py").read_text()
     assert text.lstrip().startswith('"""') and "TODO" not in text.split('"""')[1], folder
+
+
+def test_api_runs_is_the_module_whichever_import_comes_first():
+    """``jupyter_trainer.api`` exports ``submit`` and the rest lazily; ``runs`` there is the
+    module, also when it is the first name a fresh interpreter imports from the package."""
+    code = (
+        "import types\n"
+        "from jupyter_trainer.api import runs\n"
+        "from jupyter_trainer.api import submit\n"
+        "assert isinstance(runs, types.ModuleType), runs\n"
+        "assert submit is runs.submit\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -10,6 +10,7 @@ The package exposes these names lazily (``jupyter_trainer.__init__``).
 from ..core.lazy import lazy_exports
 
 # ``jupyter_trainer.api.submit`` and the rest, as before the API had a folder of its own.
+# ``jupyter_trainer.api.runs`` is the module; the function is ``jupyter_trainer.runs``.
 __getattr__, __dir__ = lazy_exports(
     __name__,
     dict.fromkeys(
@@ -19,7 +20,6 @@ __getattr__, __dir__ = lazy_exports(
             "resume",
             "diff",
             "get_run",
-            "runs",
             "doctor",
             "prune_environments",
             "Run",
