@@ -233,11 +233,20 @@ def test_a_node_container_that_dies_restarting_in_place_fails_the_run(home, kube
     with pytest.raises(RunFailed):
         run.wait(timeout=180)
     state = run.state
-    assert state["status"] == "failed" and state["failed_rank"] == 2, json.dumps(state, indent=1)
+    assert state["status"] == "failed" and state.get("failed_rank") == 2, json.dumps(
+        state, indent=1
+    )
     assert "rank 2 ended without recording an exit (exited with code 7" in state["error"]
+    # Whichever comes first ends the run: the container's end in the pod's status, or
+    # torchrun's own report of the failed rank in the node's log (then the container is
+    # still stopping, and the scheduler saw only this run's teardown delete the TrainJob).
     scheduler = state["scheduler"]
-    assert (scheduler["state"], scheduler["reason"]) == ("failed", "ContainerFailed")
-    assert "-node-0-1-" in scheduler["failed_pod"]["pod"] and scheduler["failed_pod"]["exit_code"]
+    if scheduler["state"] == "failed":
+        assert scheduler.get("reason") == "ContainerFailed", scheduler
+        assert "-node-0-1-" in scheduler["failed_pod"]["pod"], scheduler
+        assert scheduler["failed_pod"]["exit_code"], scheduler
+    else:
+        assert scheduler["state"] == "deleted", scheduler
     # Found from the container's end, not after the Job's backoffLimit of restarts.
     assert time.monotonic() - started < 60
     assert state["teardown"]["leftovers"] == []
