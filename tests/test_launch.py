@@ -169,3 +169,22 @@ def test_shell_text_gives_bash_the_exact_argv_and_environment(case, tmp_path):
         if os.environ.get("JT_UPDATE_GOLDEN"):
             golden.write_text(text)
         assert text.splitlines() == golden.read_text().splitlines()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hot", [True, False], ids=["warm-pool", "torchrun"])
+def test_a_torchrun_run_leaves_no_folder_in_the_temp_dir(home, tmp_path, monkeypatch, hot):
+    """torchrun keeps its per-attempt folders in the run's scratch, which goes with the run's
+    working directories when it ends well: nothing is left in the temp dir per run."""
+    from jupyter_trainer.api import runs as api
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))  # the run's processes inherit it
+    run = api.submit(
+        "print('hi')\n", launcher="torchrun", procs=2, name="tmpclean", hot=hot, wait=True
+    )
+    assert run.status == "completed"
+    assert bool(run.state["launcher"].get("hot", {}).get("used")) == hot
+    assert sorted(p.name for p in tmp.glob("torchelastic_*")) == []
+    assert not (run.store.paths(run.id).root / "work").exists()

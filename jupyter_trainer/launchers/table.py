@@ -8,6 +8,7 @@ a shell (ssh, sbatch) quotes them with ``shlex.join``.
 from __future__ import annotations
 
 import json
+import posixpath
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -113,6 +114,9 @@ def torchrun_argv(
         f"--nproc-per-node={launch.procs}",
         f"--max-restarts={restarts}",
         "--monitor-interval=0.1",
+        # torchrun's per-attempt folders go to the run's scratch, not a new /tmp/torchelastic_*
+        # left behind by every run; they go with the working directories of a run that ends well.
+        f"--log-dir={posixpath.join(plan.run_dir, WORK_DIR, '.torchrun')}",
         plan.boot,
         plan.entry,
         *plan.args,

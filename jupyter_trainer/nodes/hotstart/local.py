@@ -61,7 +61,7 @@ def start_in_pool(
     TargetError (with the reason) when the pool cannot, so the caller starts torchrun."""
     env = command.environ(base)  # exactly what torchrun itself would get
     elastic_id = new_elastic_id()
-    errors = error_dir(elastic_id)
+    errors = error_dir(run_dir, elastic_id)
     world = spec.launch.procs
     ranks = [
         {

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -131,11 +130,10 @@ def torchrun_env(
     return env
 
 
-def error_dir(elastic_id: str) -> str:
-    """torchrun's per-run folder of error files (``@record`` writes a rank's error there)."""
-    root = tempfile.mkdtemp(prefix="torchelastic_")
-    path = os.path.join(root, elastic_id)
-    return path
+def error_dir(run_dir: str, elastic_id: str) -> str:
+    """torchrun's per-run folder of error files (``@record`` writes a rank's error there), in
+    the run's scratch as ``--log-dir`` puts torchrun's own, never a new folder in /tmp."""
+    return os.path.join(run_dir, "work", ".torchrun", elastic_id)
 
 
 def new_elastic_id() -> str:

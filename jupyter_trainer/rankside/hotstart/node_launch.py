@@ -217,7 +217,7 @@ def warm(args: dict[str, Any]) -> dict[str, Any]:
 def rank_request(args: dict[str, Any], base: dict[str, str]) -> dict[str, Any]:
     """This node's ranks, each with the environment torchrun gives a multi-node worker."""
     per_node, node, nodes = args["procs"], args["node_rank"], args["nodes"]
-    errors = error_dir(args["elastic_id"])
+    errors = error_dir(args["run_dir"], args["elastic_id"])
     ranks = [
         {
             "rank": node * per_node + local,
