@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemons import die_with_this_process
+
 CONF = """\
 ClusterName=jt{worker}
 SlurmctldHost=localhost
@@ -200,6 +202,7 @@ def _start_accounting(root: Path, cluster: SlurmCluster, db_port: int, dbd_port:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_this_process(),
         )
     )
     client = ["mariadb", "--no-defaults", f"--socket={sock}", "-uroot"]
@@ -236,6 +239,7 @@ def _start_accounting(root: Path, cluster: SlurmCluster, db_port: int, dbd_port:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_this_process(),
         )
     )
     # slurmdbd answers once it has created its tables; then register the cluster (slurmctld
@@ -301,6 +305,7 @@ def start_cluster(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_this_process(),
         )
         cluster.procs.insert(0, ctld)
         slurmd = subprocess.Popen(
@@ -309,6 +314,7 @@ def start_cluster(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_this_process(),
         )
         cluster.procs.insert(0, slurmd)
     except BaseException:

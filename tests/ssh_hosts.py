@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from daemons import die_with_this_process
 
 SSHD = "/usr/sbin/sshd"
 ADDRESSES = ("127.0.0.2", "127.0.0.3")
@@ -133,6 +134,7 @@ class SshHosts:
             [SSHD, "-D", "-f", str(conf), "-E", str(log)],
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=die_with_this_process(),
         )
         self.daemons[address] = proc
         deadline = time.monotonic() + 10

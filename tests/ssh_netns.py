@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from daemons import die_with_this_process
 from ssh_hosts import SSHD, _descendants, _keygen
 
 SSHD_CONFIG = """\
@@ -76,6 +77,7 @@ class NetnsHosts:
                     ["ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c", script],
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,
+                    preexec_fn=die_with_this_process(),
                 )
             )
         for address in self.addresses:  # wait until each sshd answers

@@ -1,0 +1,43 @@
+"""The test fixtures' daemons end with the process that started them (tests/daemons.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TESTS = Path(__file__).parent
+
+
+def test_a_fixture_daemon_ends_when_its_pytest_process_is_killed():
+    starter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "from daemons import die_with_this_process\n"
+            "daemon = subprocess.Popen(['sleep', '600'], start_new_session=True,\n"
+            "                          preexec_fn=die_with_this_process())\n"
+            "print(daemon.pid, flush=True)\n"
+            "time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(TESTS)},
+    )
+    daemon = int(starter.stdout.readline())
+    try:
+        os.kill(daemon, 0)  # alive while its starter lives
+        starter.send_signal(signal.SIGKILL)
+        starter.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and Path(f"/proc/{daemon}").exists():
+            time.sleep(0.05)
+        assert not Path(f"/proc/{daemon}").exists(), "the daemon outlived its starter"
+    finally:
+        starter.kill()
+        if Path(f"/proc/{daemon}").exists():
+            os.kill(daemon, signal.SIGKILL)
