@@ -7,7 +7,7 @@
  * anywidget model's methods, and the Python side (``monitor.feeder``) fills both alike.
  */
 import { formatBytes, formatDuration, formatNumber } from './chart.js';
-import { LogView } from './logview.js';
+import { LogLine, LogView } from './logview.js';
 import { ansiToHtml, escapeHtml } from './ansi.js';
 import { IHealthParts, renderHealth, tickHealth } from './health';
 import { MetricsSection } from './metricsview';
@@ -28,7 +28,6 @@ export interface IViewOptions {
   goneText?: string;
 }
 
-type LogLine = [number, string];
 interface ILogStore {
   gen: number | null;
   end: number;

@@ -1,9 +1,17 @@
 /**
  * What the run view and the sweep view do alike: listen to their model's changes, notice
  * that its connection is gone, repaint what changed once per animation frame, and keep
- * their Cancel button in the state the run or sweep is in.
+ * their Cancel button in the state the run or sweep is in; and find the parts of their markup.
  */
 import type { IViewModel } from './runview';
+
+/** The element of ``root`` that ``selector`` names, where the view's own markup always has
+ * one: a missing one is a bug in that markup, said at once. */
+export function part<T extends Element>(root: ParentNode, selector: string): T {
+  const found = root.querySelector<T>(selector);
+  if (!found) throw new Error(`no ${selector} in the view's markup`);
+  return found;
+}
 
 export type Handlers = { [event: string]: (...args: any[]) => void };
 
