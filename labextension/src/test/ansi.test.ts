@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { ansiToHtml, stripAnsi } from '../view/ansi.js';
+import { ansiToHtml, escapeHtml, stripAnsi } from '../view/ansi.js';
 import { formatNumber } from '../view/chart.js';
 
 test('SGR colours and attributes become classes, reset closes them', () => {
@@ -19,6 +19,10 @@ test('256-colour and true-colour codes become inline styles, the first 16 stay c
 test('text is escaped and a search is highlighted without its case', () => {
   assert.equal(ansiToHtml('a<b> & "Loss"', 'loss'), 'a&lt;b&gt; &amp; &quot;<mark class="jt-match">Loss</mark>&quot;');
   assert.equal(ansiToHtml('\x1b[32mloss 0.1\x1b[0m', 'loss'), '<span class="jt-fg-2"><mark class="jt-match">loss</mark> 0.1</span>');
+});
+
+test('text is safe in HTML and in a quoted attribute', () => {
+  assert.equal(escapeHtml(`<a href="x" title='y'>&`), '&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;');
 });
 
 test('what the search matches is the text without escape codes', () => {

@@ -2,12 +2,14 @@
 // themes can restyle them; 256-colour and true-colour codes become inline styles.
 // Standalone ES module: no imports, reused by the log view and the traceback banner.
 
+/** ``text`` as HTML text or a quoted attribute's value. */
 export function escapeHtml(text: unknown): string {
   return String(text)
     .replace(/&/g, "&amp;")
     .replace(/</g, "&lt;")
     .replace(/>/g, "&gt;")
-    .replace(/"/g, "&quot;");
+    .replace(/"/g, "&quot;")
+    .replace(/'/g, "&#39;");
 }
 
 /** The text style the SGR codes seen so far set: a named colour (0-15, a CSS class) or an
@@ -104,7 +106,7 @@ function highlight(text: string, query: string): string {
   let out = "";
   let from = 0;
   for (let at = lower.indexOf(query, from); at >= 0; at = lower.indexOf(query, from)) {
-    out += escapeHtml(text.slice(from, at)) + `<mark class="jt-match">${escapeHtml(text.slice(at, at + query.length))}</mark>`;
+    out += `${escapeHtml(text.slice(from, at))}<mark class="jt-match">${escapeHtml(text.slice(at, at + query.length))}</mark>`;
     from = at + query.length;
   }
   return out + escapeHtml(text.slice(from));

@@ -54,7 +54,7 @@ export function niceTicks(min: number, max: number, count = 5): number[] {
   if (!Number.isFinite(min) || !Number.isFinite(max)) return [];
   if (min === max) return [min];
   const raw = (max - min) / Math.max(1, count);
-  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const mag = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 2.5, 5, 10].map((f) => f * mag).find((s) => s >= raw) || raw;
   const ticks: number[] = [];
   for (let v = Math.ceil(min / step) * step; v <= max + step * 1e-9; v += step) ticks.push(Math.abs(v) < step * 1e-9 ? 0 : v);
@@ -70,7 +70,7 @@ export function integerTicks(min: number, max: number, count = 5): number[] {
   if (hi < lo) return [];
   if (hi === lo) return [lo];
   const raw = (hi - lo) / Math.max(1, count);
-  const mag = Math.pow(10, Math.max(0, Math.floor(Math.log10(raw))));
+  const mag = 10 ** Math.max(0, Math.floor(Math.log10(raw)));
   const step = [1, 2, 5, 10].map((f) => f * mag).find((s) => s >= raw) || 10 * mag;
   const ticks: number[] = [];
   for (let v = Math.ceil(lo / step) * step; v <= hi; v += step) ticks.push(v || 0); // never -0
@@ -93,5 +93,5 @@ export function logTicks(lo: number, hi: number, count = 4): number[] {
     }
   }
   if (steps.length >= 2 && steps.length <= count + 2) return steps;
-  return niceTicks(Math.pow(10, lo), Math.pow(10, hi), count).filter((v) => v > 0).map(Math.log10).filter(inRange);
+  return niceTicks(10 ** lo, 10 ** hi, count).filter((v) => v > 0).map(Math.log10).filter(inRange);
 }

@@ -2,7 +2,7 @@
 // reads. Values are checked here as the user types (the kernel checks them again) and sent
 // as text, so "1e-3" or a long integer reaches Python exactly as typed.
 import { escapeHtml } from "./ansi.js";
-import type { IViewModel } from "./runview";
+import type { IViewModel } from "./viewmodel";
 import { part } from "./viewparts";
 
 /** The kinds of hyperparameter the kernel's launcher reads (``LaunchForm.kinds``). */
@@ -33,12 +33,19 @@ interface IFormSchema {
 /** Problems by field name (a parameter, ``nodes``, ``procs``), ``_`` for the whole form. */
 type FormErrors = { [field: string]: string };
 
+/** The launch form's traits (``TrainWidget`` in the kernel). */
+export interface IFormTraits {
+  form: IFormSchema;
+  form_errors: FormErrors;
+  form_busy: boolean;
+}
+
 /** The launch options sent with the values, by the name of their form field. */
 const OPTIONS = ["name", "target", "nodes", "procs", "launcher", "env"] as const;
 
 const CHECKS: { [kind in ParamKind]: (text: string) => string | null } = {
   int: (t) => (/^\s*[+-]?\d+\s*$/.test(t) ? null : "a whole number"),
-  float: (t) => (t.trim() !== "" && isFinite(Number(t)) ? null : "a number"),
+  float: (t) => (t.trim() !== "" && Number.isFinite(Number(t)) ? null : "a number"),
   str: () => null,
   bool: () => null,
   list: (t) => jsonCheck(t, (v) => Array.isArray(v), "a JSON list, e.g. [1, 2]"),
@@ -63,7 +70,7 @@ function option(value: string, label: string, selected: boolean): string {
 }
 
 /** The launch form in ``root``, fed by ``model``; returns what takes it down. */
-export function renderForm(root: HTMLElement, model: IViewModel): () => void {
+export function renderForm(root: HTMLElement, model: IViewModel<IFormTraits>): () => void {
   const form: IFormSchema = model.get("form") || {};
   const params = form.params || [];
   root.innerHTML = `
