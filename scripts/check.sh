@@ -15,9 +15,9 @@ cd "$ROOT"
     exit 1
 }
 
-# The lab extension: TypeScript in strict mode over every source and test file, and biome's
-# lint (labextension/biome.jsonc), both from the packages setup.sh installs into
-# labextension/node_modules.
+# The lab extension: TypeScript in strict mode over every source and test file (src/version.ts
+# written from package.json first), and biome's lint (labextension/biome.jsonc), both from the
+# packages setup.sh installs into labextension/node_modules.
 LAB="$ROOT/labextension"
 for tool in tsc biome; do
     [ -x "$LAB/node_modules/.bin/$tool" ] || {
@@ -25,7 +25,7 @@ for tool in tsc biome; do
         exit 1
     }
 done
-(cd "$LAB" && node_modules/.bin/tsc -p tsconfig.check.json) || {
+(cd "$LAB" && node scripts/write-version.mjs && node_modules/.bin/tsc -p tsconfig.check.json) || {
     echo "tsc found the type errors above: see them with (cd labextension && node_modules/.bin/tsc -p tsconfig.check.json)" >&2
     exit 1
 }
