@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The static checks the tests start with: ruff's lint and format, and mypy (configured in
-# pyproject.toml). Each failure says the command that fixes or shows it.
+# The static checks the tests start with: ruff's lint and format (configured in
+# pyproject.toml), then the lab extension's type check (tsc) and lint (biome). Each failure
+# says the command that fixes or shows it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${JT_VENV:-$ROOT/.venv}
@@ -11,5 +12,24 @@ cd "$ROOT"
 }
 "$VENV/bin/ruff" format --check . || {
     echo "these files need formatting: run $VENV/bin/ruff format ." >&2
+    exit 1
+}
+
+# The lab extension: TypeScript in strict mode over every source and test file (src/version.ts
+# written from package.json first), and biome's lint (labextension/biome.jsonc), both from the
+# packages setup.sh installs into labextension/node_modules.
+LAB="$ROOT/labextension"
+for tool in tsc biome; do
+    [ -x "$LAB/node_modules/.bin/$tool" ] || {
+        echo "labextension/node_modules/.bin/$tool is missing: run bash scripts/setup.sh" >&2
+        exit 1
+    }
+done
+(cd "$LAB" && node scripts/write-version.mjs && node_modules/.bin/tsc -p tsconfig.check.json) || {
+    echo "tsc found the type errors above: see them with (cd labextension && node_modules/.bin/tsc -p tsconfig.check.json)" >&2
+    exit 1
+}
+(cd "$LAB" && node_modules/.bin/biome lint --error-on-warnings .) || {
+    echo "biome found the problems above: fix them, or run (cd labextension && node_modules/.bin/biome lint --write .)" >&2
     exit 1
 }

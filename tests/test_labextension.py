@@ -32,9 +32,23 @@ def test_typescript_data_layer_unit_tests():
 
 def test_front_end_and_python_versions_agree():
     package = json.loads((LABEXT / "package.json").read_text())
-    version_ts = (LABEXT / "src" / "version.ts").read_text()
-    assert package["version"] == jupyter_trainer.__version__
-    assert f"'{jupyter_trainer.__version__}'" in version_ts
+    assert package["version"] == jupyter_trainer.__version__, (
+        "labextension/package.json and jupyter_trainer/core/version.py must give the same version"
+    )
+    built = REPO / "jupyter_trainer" / "frontends" / "labextension" / "package.json"
+    assert json.loads(built.read_text())["version"] == jupyter_trainer.__version__
+
+
+def test_the_panels_version_is_written_from_package_json(tmp_path):
+    # src/version.ts is generated, never committed: a release changes package.json only
+    assert "src/version.ts" in (LABEXT / ".gitignore").read_text().splitlines()
+    copy = tmp_path / "labextension"
+    (copy / "scripts").mkdir(parents=True)
+    (copy / "src").mkdir()
+    shutil.copy(LABEXT / "scripts" / "write-version.mjs", copy / "scripts")
+    (copy / "package.json").write_text(json.dumps({"name": "x", "version": "9.8.7rc1"}))
+    subprocess.run(["node", "scripts/write-version.mjs"], cwd=copy, check=True, timeout=60)
+    assert 'export const VERSION = "9.8.7rc1";' in (copy / "src" / "version.ts").read_text()
 
 
 def test_wheel_ships_the_prebuilt_extension_and_enables_both_sides(tmp_path, home):

@@ -3,7 +3,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { IListFilter, IRunPage, ISweepDetail, ISweepPage, isValidRunId, runsQuery } from './model';
+import { type IListFilter, type IRunPage, type ISweepDetail, type ISweepPage, isValidRunId, runsQuery } from './model';
 
 const PREFIX = 'jupyter-trainer/api';
 

@@ -7,8 +7,8 @@
  * language its source asks for.
  */
 
-import { ICellModel } from '@jupyterlab/cells';
-import { INotebookTracker, Notebook, NotebookPanel } from '@jupyterlab/notebook';
+import type { ICellModel } from '@jupyterlab/cells';
+import type { INotebookTracker, Notebook, NotebookPanel } from '@jupyterlab/notebook';
 
 import { cellMimeType } from './magicmime';
 

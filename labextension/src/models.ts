@@ -9,7 +9,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { ApiError, TrainerClient } from './api';
+import { ApiError, type TrainerClient } from './api';
 import { isValidRunId, paramsText, startedAt } from './model';
 
 /** What the models list and a model's versions both tell of a version. */

@@ -5,15 +5,15 @@
 import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import { TrainerClient } from './api';
+import type { TrainerClient } from './api';
 import {
-  IRunRow, ISweepDetail, ISweepRow, ITrialRow, bestText, countsText, mergeNewestFirst, paramsText,
+  type IRunRow, type ISweepDetail, type ISweepRow, type ITrialRow, bestText, countsText, mergeNewestFirst, paramsText,
   runDuration, shortId, startedAt, sweepStatus, trialNote, trialsText, versionMismatch
 } from './model';
 import { ModelsSection } from './models';
-import { formatNumber } from './view/chart.js';
-import { formatDuration } from './view/chart.js';
-import { IStall, attemptLabel, stallBadge, stallTitle } from './view/health';
+import { escapeHtml } from './view/ansi.js';
+import { formatDuration, formatNumber } from './view/chart.js';
+import { type IStall, attemptLabel, stallBadge, stallTitle } from './view/health';
 import { VERSION } from './version';
 
 const POLL_MS = 1500;
@@ -31,10 +31,6 @@ type Row = IRunRow & {
   max_restarts?: number;
   stalled?: IStall[];
 };
-
-function escape(text: string): string {
-  return text.replace(/[&<>"']/g, c => `&#${c.charCodeAt(0)};`);
-}
 
 export class RunsPanel extends Widget {
   private timer: number | undefined;
@@ -131,7 +127,7 @@ export class RunsPanel extends Widget {
       this.render();
     } catch (error) {
       if (seq === this.seq) {
-        this.setList(`<div class="jt-runs-empty">Cannot list runs: ${escape(String(error))}</div>`);
+        this.setList(`<div class="jt-runs-empty">Cannot list runs: ${escapeHtml(String(error))}</div>`);
       }
     }
   }
@@ -177,26 +173,26 @@ export class RunsPanel extends Widget {
 
   private runHtml(row: Row, now: number): string {
     const fraction = row.progress?.fraction;
-    const status = escape(row.status);
+    const status = escapeHtml(row.status);
     const bar = fraction === null || fraction === undefined ? '' : progressBar('jt-runs-progress', status, fraction);
     const stall = stallBadge(row.stalled);
     const attempt = row.attempt ? attemptLabel(row.attempt, row.max_restarts || 0) : null;
     return `
-        <div class="jt-runs-row" data-run="${escape(row.id)}" data-testid="jt-runs-row" title="${escape(row.id)}">
+        <div class="jt-runs-row" data-run="${escapeHtml(row.id)}" data-testid="jt-runs-row" title="${escapeHtml(row.id)}">
           <div class="jt-runs-line">
             <span class="jt-badge jt-status-${status}" data-testid="jt-runs-status-badge">${status}</span>
-            <span class="jt-runs-name">${escape(row.name)}</span>
+            <span class="jt-runs-name">${escapeHtml(row.name)}</span>
             <span class="jt-runs-duration">${formatDuration(runDuration(row, now))}</span>
           </div>
           <div class="jt-runs-line jt-runs-meta">
-            <span data-testid="jt-runs-when">started ${escape(startedAt(row.created, now))} · <code class="jt-runs-id" data-testid="jt-runs-id">${escape(shortId(row.id))}</code></span>
+            <span data-testid="jt-runs-when">started ${escapeHtml(startedAt(row.created, now))} · <code class="jt-runs-id" data-testid="jt-runs-id">${escapeHtml(shortId(row.id))}</code></span>
           </div>
           ${stall || attempt ? `<div class="jt-runs-line jt-runs-meta">
-            ${stall ? `<span class="jt-runs-stall" data-testid="jt-runs-stalled" title="${escape(stallTitle(row.stalled))}">⚠ ${escape(stall)}</span>` : ''}
-            ${attempt ? `<span class="jt-runs-attempt" data-testid="jt-runs-attempt">${escape(attempt)}</span>` : ''}
+            ${stall ? `<span class="jt-runs-stall" data-testid="jt-runs-stalled" title="${escapeHtml(stallTitle(row.stalled))}">⚠ ${escapeHtml(stall)}</span>` : ''}
+            ${attempt ? `<span class="jt-runs-attempt" data-testid="jt-runs-attempt">${escapeHtml(attempt)}</span>` : ''}
           </div>` : ''}
           <div class="jt-runs-line jt-runs-meta">
-            <span>${escape(row.target)} · ${escape(row.launcher)} · ${row.nodes}×${row.procs}</span>
+            <span>${escapeHtml(row.target)} · ${escapeHtml(row.launcher)} · ${row.nodes}×${row.procs}</span>
             <button class="jt-runs-attach" data-action="attach" data-testid="jt-runs-attach" title="Insert and run a cell that shows this run, in the notebook you used last">Attach in notebook</button>
           </div>
           ${bar}
@@ -204,8 +200,8 @@ export class RunsPanel extends Widget {
   }
 
   private sweepHtml(row: ISweepRow, now: number): string {
-    const id = escape(row.id);
-    const status = escape(row.status);
+    const id = escapeHtml(row.id);
+    const status = escapeHtml(row.status);
     const open = this.expanded.has(row.id);
     const best = bestText(row);
     const counts = countsText(row.counts);
@@ -215,28 +211,28 @@ export class RunsPanel extends Widget {
         <div class="jt-sweeps-row" data-sweep="${id}" data-status="${status}" data-testid="jt-sweeps-row" aria-expanded="${open}">
           <div class="jt-sweeps-head" data-action="toggle" title="${id}: click to ${open ? 'hide' : 'show'} its trials">
             <div class="jt-runs-line">
-              <button class="jt-sweeps-toggle" data-action="toggle" data-testid="jt-sweeps-toggle" aria-expanded="${open}" aria-label="${open ? 'Hide' : 'Show'} the trials of ${escape(row.name)}">${open ? '▾' : '▸'}</button>
+              <button class="jt-sweeps-toggle" data-action="toggle" data-testid="jt-sweeps-toggle" aria-expanded="${open}" aria-label="${open ? 'Hide' : 'Show'} the trials of ${escapeHtml(row.name)}">${open ? '▾' : '▸'}</button>
               <span class="jt-badge jt-status-${status}" data-testid="jt-sweeps-status-badge">${status}</span>
               <span class="jt-sweeps-kind">sweep</span>
               <span class="jt-runs-duration">${formatDuration(runDuration(row, now))}</span>
             </div>
             <div class="jt-runs-line jt-sweeps-name-line">
-              <span class="jt-runs-name jt-sweeps-name" data-testid="jt-sweeps-name" title="${escape(row.name)}">${escape(row.name)}</span>
+              <span class="jt-runs-name jt-sweeps-name" data-testid="jt-sweeps-name" title="${escapeHtml(row.name)}">${escapeHtml(row.name)}</span>
             </div>
             <div class="jt-runs-line jt-runs-meta">
-              <span class="jt-sweeps-trials" data-testid="jt-sweeps-trials" data-done="${row.trials_done}" data-total="${total}">${escape(trialsText(row))}${counts ? ` · ${escape(counts)}` : ''}</span>
+              <span class="jt-sweeps-trials" data-testid="jt-sweeps-trials" data-done="${row.trials_done}" data-total="${total}">${escapeHtml(trialsText(row))}${counts ? ` · ${escapeHtml(counts)}` : ''}</span>
             </div>
             <div class="jt-runs-line jt-runs-meta">
-              <span class="jt-sweeps-best" data-testid="jt-sweeps-best"${row.best ? ` data-objective="${row.best.objective}" data-run="${escape(row.best.run)}"` : ''}>${best ? `<span class="jt-sweeps-star">★</span> ${escape(best)}` : `${row.goal === 'min' ? 'minimize' : 'maximize'} ${escape(row.metric)}: no trial completed${SWEEP_ACTIVE.includes(row.status) ? ' yet' : ''}`}</span>
+              <span class="jt-sweeps-best" data-testid="jt-sweeps-best"${row.best ? ` data-objective="${row.best.objective}" data-run="${escapeHtml(row.best.run)}"` : ''}>${best ? `<span class="jt-sweeps-star">★</span> ${escapeHtml(best)}` : `${row.goal === 'min' ? 'minimize' : 'maximize'} ${escapeHtml(row.metric)}: no trial completed${SWEEP_ACTIVE.includes(row.status) ? ' yet' : ''}`}</span>
             </div>
             <div class="jt-runs-line jt-runs-meta">
-              <span>started ${escape(startedAt(row.created, now))} · <code class="jt-runs-id">${escape(shortId(row.id))}</code></span>
+              <span>started ${escapeHtml(startedAt(row.created, now))} · <code class="jt-runs-id">${escapeHtml(shortId(row.id))}</code></span>
             </div>
             <div class="jt-runs-line jt-runs-meta jt-sweeps-actions">
               <button class="jt-runs-attach" data-action="open-sweep" data-testid="jt-sweeps-open" title="Open the sweep's view: its trials table, best so far and parallel coordinates">Open sweep</button>
               <button class="jt-runs-attach" data-action="attach-sweep" data-testid="jt-sweeps-attach" title="Insert and run a cell that shows this sweep, in the notebook you used last">Attach in notebook</button>
             </div>
-            ${row.error ? `<div class="jt-sweeps-error">${escape(row.error)}</div>` : ''}
+            ${row.error ? `<div class="jt-sweeps-error">${escapeHtml(row.error)}</div>` : ''}
             ${bar}
           </div>
           ${open ? this.trialsHtml(row) : ''}
@@ -259,20 +255,20 @@ export class RunsPanel extends Widget {
   }
 
   private trialHtml(trial: ITrialRow, row: ISweepRow): string {
-    const status = escape(trial.status);
+    const status = escapeHtml(trial.status);
     const best = row.best !== null && row.best.number === trial.number;
     const note = trialNote(trial);
     const params = paramsText(trial.params);
     const title = [trial.run ? `run ${trial.run}` : 'its run is starting', params, note].filter(Boolean).join('\n');
     const reported = trial.objective === null && trial.reported ? trial.reported : null;
-    const objective = trial.objective !== null ? escape(formatNumber(trial.objective))
-      : reported ? `<span class="jt-sweep-reported" data-reported="${reported.value}">${escape(formatNumber(reported.value))} <span class="jt-sweep-reported-kind">${escape(reported.kind)}</span></span>` : '–';
+    const objective = trial.objective !== null ? escapeHtml(formatNumber(trial.objective))
+      : reported ? `<span class="jt-sweep-reported" data-reported="${reported.value}">${escapeHtml(formatNumber(reported.value))} <span class="jt-sweep-reported-kind">${escapeHtml(reported.kind)}</span></span>` : '–';
     return `
-            <div class="jt-sweeps-trial${best ? ' jt-sweeps-best-trial' : ''}" role="listitem" data-testid="jt-sweeps-trial" data-status="${status}" data-number="${trial.number}"${trial.run ? ` data-run="${escape(trial.run)}" tabindex="0"` : ''}${trial.objective === null ? '' : ` data-objective="${trial.objective}"`} title="${escape(title)}">
+            <div class="jt-sweeps-trial${best ? ' jt-sweeps-best-trial' : ''}" role="listitem" data-testid="jt-sweeps-trial" data-status="${status}" data-number="${trial.number}"${trial.run ? ` data-run="${escapeHtml(trial.run)}" tabindex="0"` : ''}${trial.objective === null ? '' : ` data-objective="${trial.objective}"`} title="${escapeHtml(title)}">
               <span class="jt-sweeps-number">${best ? '★' : ''}#${trial.number}</span>
               <span class="jt-badge jt-status-${status}" data-testid="jt-sweeps-trial-status">${status}</span>
-              <span class="jt-sweeps-params" data-testid="jt-sweeps-params">${escape(params)}</span>
-              <span class="jt-sweeps-objective" data-testid="jt-sweeps-objective"${reported ? ` title="the ${escape(reported.kind)} value it reported, not an objective: the best trial is among the completed ones"` : ''}>${objective}</span>
+              <span class="jt-sweeps-params" data-testid="jt-sweeps-params">${escapeHtml(params)}</span>
+              <span class="jt-sweeps-objective" data-testid="jt-sweeps-objective"${reported ? ` title="the ${escapeHtml(reported.kind)} value it reported, not an objective: the best trial is among the completed ones"` : ''}>${objective}</span>
             </div>`;
   }
 
@@ -286,7 +282,7 @@ export class RunsPanel extends Widget {
       return;
     }
     const sweep = target.closest('.jt-sweeps-row') as HTMLElement | null;
-    if (sweep && sweep.dataset.sweep) {
+    if (sweep?.dataset.sweep) {
       const action = (target.closest('[data-action]') as HTMLElement | null)?.dataset.action;
       if (action === 'cancel-sweep') {
         void this.cancelSweep(sweep.dataset.sweep);
@@ -300,7 +296,7 @@ export class RunsPanel extends Widget {
       return;
     }
     const row = target.closest('.jt-runs-row') as HTMLElement | null;
-    if (!row || !row.dataset.run) {
+    if (!row?.dataset.run) {
       return;
     }
     if (target.dataset.action === 'attach') {

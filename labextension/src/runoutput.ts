@@ -7,10 +7,10 @@
  */
 
 import { CodeCell } from '@jupyterlab/cells';
-import { NotebookPanel } from '@jupyterlab/notebook';
-import { Panel, Widget } from '@lumino/widgets';
+import type { NotebookPanel } from '@jupyterlab/notebook';
+import { Panel, type Widget } from '@lumino/widgets';
 
-import { TrainerClient } from './api';
+import type { TrainerClient } from './api';
 import { isValidRunId } from './model';
 import { ServerRunView } from './runview';
 

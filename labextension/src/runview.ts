@@ -7,7 +7,8 @@
 
 import { Widget } from '@lumino/widgets';
 
-import { TrainerClient } from './api';
+import type { TrainerClient } from './api';
+import type { IRunTraits } from './view/runtraits';
 import { ingestLog, mountRunView } from './view/runview';
 import { SocketModel } from './view/socketmodel';
 
@@ -17,7 +18,7 @@ const GONE = 'the connection to the Jupyter server closed: this is what the run 
 export class SocketView extends Widget {
   private unmount: () => void;
 
-  constructor(protected model: SocketModel, mount: (root: HTMLElement) => () => void) {
+  constructor(protected model: { dispose(): void }, mount: (root: HTMLElement) => () => void) {
     super();
     const root = document.createElement('div');
     root.dataset.source = 'server';
@@ -38,7 +39,12 @@ export class SocketView extends Widget {
 /** One run, followed over its own view socket until the widget is disposed. */
 export class ServerRunView extends SocketView {
   constructor(client: TrainerClient, readonly runId: string, goneText = GONE) {
-    const model = new SocketModel(runId, () => client.viewSocket(runId));
+    const model = new SocketModel<IRunTraits>(() => client.viewSocket(runId), {
+      run_id: runId,
+      key: `lab:${runId}:${Math.random()}`,
+      log_selection: 'all',
+      chart_options: { x: 'step', agg: 'ranks', selected: null }
+    });
     model.on('change:log', () => ingestLog(model));
     super(model, root => {
       root.className = 'jt-monitor';

@@ -5,17 +5,17 @@
  * kernel messages. A click on a trial opens that trial's run view.
  */
 
-import { TrainerClient } from './api';
+import type { TrainerClient } from './api';
 import { SocketView } from './runview';
 import { SocketModel } from './view/socketmodel';
-import { mountSweepView } from './view/sweepview';
+import { type ISweepTraits, mountSweepView } from './view/sweepview';
 
 const GONE = 'the connection to the Jupyter server closed: this is what the sweep looked like ' +
   'last; close and reopen the sweep to follow it again';
 
 export class SweepTab extends SocketView {
   constructor(client: TrainerClient, readonly sweepId: string, openRun: (runId: string) => void) {
-    const model = new SocketModel(sweepId, () => client.viewSocket(sweepId, 'sweeps'),
+    const model = new SocketModel<ISweepTraits>(() => client.viewSocket(sweepId, 'sweeps'),
       { sweep_id: sweepId, key: `lab-sweep:${sweepId}:${Math.random()}`, selected: null });
     super(model, root => mountSweepView(root, model, {
       goneText: GONE,

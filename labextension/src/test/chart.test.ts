@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import { formatDuration, logTicks } from '../view/chart.js';
 
 const labels = (lo: number, hi: number): number[] =>
-  logTicks(Math.log10(lo), Math.log10(hi)).map((t: number) => Number(Math.pow(10, t).toPrecision(6)));
+  logTicks(Math.log10(lo), Math.log10(hi)).map((t: number) => Number((10 ** t).toPrecision(6)));
 
 test('a log axis over decades is labelled at powers of ten', () => {
   assert.deepEqual(labels(0.001, 10), [0.001, 0.01, 0.1, 1, 10]);

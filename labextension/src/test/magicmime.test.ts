@@ -30,7 +30,7 @@ test('an %%environment cell is YAML, every other cell keeps the notebook languag
 });
 
 test('only the first line is looked at, however long the cell', () => {
-  const body = 'pip:\n' + '  - pkg\n'.repeat(200000);
+  const body = `pip:\n${'  - pkg\n'.repeat(200000)}`;
   assert.equal(cellMimeType(`%%environment big\n${body}`, PY), YAML_MIME);
   assert.equal(cellMimeType(`%%train\n${body}`, PY), PY);
 });

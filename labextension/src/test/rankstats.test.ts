@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { chartStatsHtml, chipParts, IMetricRow, ranksLabel, summarizeRanks } from '../view/rankstats';
+import { chartStatsHtml, chipParts, type IMetricRow, ranksLabel, summarizeRanks } from '../view/rankstats';
 
 const text = (html: string): string => html.replace(/<[^>]+>/g, '');
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import {
-  IChartData, ITrial, axisTicks, bestHtml, countsList, formatParam, noBestText, objectiveHtml, paramKeys,
+  type IChartData, type ITrial, axisTicks, bestHtml, countsList, formatParam, noBestText, objectiveHtml, paramKeys,
   parallelLayout, rampColor, settingsList, shade, sortTrials, startedText, trialDuration, trialNote
 } from '../view/sweepformat';
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import {
-  ISweepRow, IRunRow, ITrialRow, bestText, countsText, mergeNewestFirst, paramsText, runsQuery,
+  type ISweepRow, type IRunRow, type ITrialRow, bestText, countsText, mergeNewestFirst, paramsText, runsQuery,
   sweepStatus, trialNote, trialsText
 } from '../model.js';
 

@@ -8,6 +8,7 @@
 import { startedAt } from '../model';
 import { escapeHtml } from './ansi.js';
 import { formatDuration } from './chart.js';
+import type { IRunState } from './runtraits';
 
 export interface IAttempt {
   attempt: number;
@@ -48,7 +49,7 @@ export function attemptLabel(attempt: number | null | undefined, maxRestarts: nu
 
 /** "42 s" under a minute, else a clock ("1:02"). */
 export function formatStallTime(seconds: number | null | undefined): string {
-  if (seconds === null || seconds === undefined || !isFinite(seconds)) return '–';
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return '–';
   return seconds < 59.5 ? `${Math.max(0, Math.round(seconds))} s` : formatDuration(seconds);
 }
 
@@ -69,7 +70,7 @@ export function topFrame(stack: string | null | undefined): IFrame | null {
 
 /** The runs list's badge: "stalled: rank 1", "stalled: ranks 1, 3", "stalled: 5 ranks". */
 export function stallBadge(stalled: Array<{ rank: number }> | null | undefined): string | null {
-  if (!stalled || !stalled.length) return null;
+  if (!stalled?.length) return null;
   if (stalled.length === 1) return `stalled: rank ${stalled[0].rank}`;
   if (stalled.length <= 3) return `stalled: ranks ${stalled.map(s => s.rank).join(', ')}`;
   return `stalled: ${stalled.length} ranks`;
@@ -187,7 +188,7 @@ function update(el: HTMLElement, html: string): void {
 }
 
 /** Draw the restarts, stalls and NaN/inf facts of ``state`` (a view's state payload). */
-export function renderHealth(parts: IHealthParts, state: any, now: number): void {
+export function renderHealth(parts: IHealthParts, state: IRunState, now: number): void {
   const attempts: IAttempt[] = state.attempts || [];
   const maxRestarts: number = state.max_restarts || 0;
   const running = state.status === 'running';

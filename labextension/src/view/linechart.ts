@@ -8,7 +8,7 @@ import uPlot from 'uplot';
 
 import { escapeHtml } from './ansi.js';
 import { PALETTE, formatDuration, formatNumber, formatTick, integerTicks, logTicks, niceTicks } from './chart.js';
-import { ISeries, alignSeries, undrawnMarks } from './series';
+import { type ISeries, alignSeries, undrawnMarks } from './series';
 import { onThemeChange } from './theme';
 
 export type { ISeries } from './series';
@@ -179,7 +179,7 @@ export class LineChart {
           ...axis,
           size: 50,
           filter: (_u, splits) => splits,
-          splits: (_u, _i, min, max) => (logY ? logTicks(Math.log10(min), Math.log10(max), 4).map(t => Math.pow(10, t)) : niceTicks(min, max, 4)),
+          splits: (_u, _i, min, max) => (logY ? logTicks(Math.log10(min), Math.log10(max), 4).map(t => 10 ** t) : niceTicks(min, max, 4)),
           values: (u, splits) => {
             const labels = splits.map(v => (v === null || v === undefined ? '' : yLabel(v)));
             u.ctx.canvas.dataset.yTicks = labels.filter(Boolean).join(' ');

@@ -6,11 +6,12 @@
 import { PALETTE, formatNumber } from './chart.js';
 import { escapeHtml } from './ansi.js';
 import { LineChart } from './linechart';
-import { ChartMode, chartStatsHtml, chipParts } from './rankstats';
-import type { IViewModel } from './runview';
+import { type ChartMode, chartStatsHtml, chipParts } from './rankstats';
+import type { IChartSeries, IRunTraits, SeriesValues } from './runtraits';
+import type { IViewModel } from './viewmodel';
 
 /** A series' float64 values: a DataView (kernel message buffers) or base64 (WebSocket). */
-function toFloats(view: any): Float64Array {
+function toFloats(view: SeriesValues): Float64Array {
   if (!view) return new Float64Array(0);
   if (view instanceof Float64Array) return view;
   if (typeof view === 'string') {
@@ -42,7 +43,9 @@ function segmented(name: string, options: Array<[string, string]>, onPick: (valu
     b.addEventListener("click", () => onPick(value));
     el.append(b);
   }
-  el.set = (value: string) => el.querySelectorAll('button').forEach(b => b.setAttribute('aria-pressed', String(b.dataset.value === value)));
+  el.set = (value: string) => {
+    for (const b of el.querySelectorAll('button')) b.setAttribute('aria-pressed', String(b.dataset.value === value));
+  };
   return el;
 }
 
@@ -55,7 +58,7 @@ export class MetricsSection {
   private aggCtl: ISegmented;
   private yCtl: ISegmented;
 
-  constructor(private root: HTMLElement, private model: IViewModel, private view: { logY: boolean }) {
+  constructor(private root: HTMLElement, private model: IViewModel<IRunTraits>, private view: { logY: boolean }) {
     this.xCtl = segmented('x', [['step', 'Step'], ['time', 'Wall time']], v => this.setOption('x', v));
     this.aggCtl = segmented('agg', [['ranks', 'Per rank'], ['mean', 'Mean']], v => this.setOption('agg', v));
     this.yCtl = segmented('y', [['linear', 'Linear'], ['log', 'Log']], v => {
@@ -70,7 +73,7 @@ export class MetricsSection {
     this.chipsBox.addEventListener('click', event => {
       const chip = (event.target as HTMLElement).closest('button.jt-metric-chip') as HTMLElement | null;
       if (!chip) return;
-      const names: string[] = (model.get('metrics') || []).map((m: any) => m.name);
+      const names = (model.get('metrics') || []).map(m => m.name);
       const next = this.selectedMetrics();
       const name = chip.dataset.metric as string;
       if (next.has(name)) next.delete(name);
@@ -103,13 +106,13 @@ export class MetricsSection {
   /** The metrics shown: the user's last choice, which the feeder's charts may not have
    * caught up with yet; until there is one, the feeder's default. */
   private selectedMetrics(): Set<string> {
-    const chosen = (this.model.get('chart_options') || {}).selected;
-    return new Set(Array.isArray(chosen) ? chosen : (this.model.get('charts') || {}).selected || []);
+    const chosen = this.model.get('chart_options')?.selected;
+    return new Set(Array.isArray(chosen) ? chosen : this.model.get('charts')?.selected || []);
   }
 
   private renderChips(): void {
     const selected = this.selectedMetrics();
-    const metrics: any[] = this.model.get('metrics') || [];
+    const metrics = this.model.get('metrics') || [];
     const have = [...this.chipsBox.querySelectorAll('button.jt-metric-chip')] as HTMLElement[];
     if (have.map(b => b.dataset.metric).join('\u0000') !== metrics.map(m => m.name).join('\u0000')) {
       this.chipsBox.replaceChildren(...metrics.map(m => {
@@ -119,7 +122,7 @@ export class MetricsSection {
         return b;
       }));
     }
-    const mode: ChartMode = (this.model.get('chart_options') || {}).agg === 'mean' ? 'mean' : 'ranks';
+    const mode: ChartMode = this.model.get('chart_options')?.agg === 'mean' ? 'mean' : 'ranks';
     metrics.forEach((m, k) => {
       const b = this.chipsBox.children[k] as HTMLElement;
       const chip = chipParts(m, mode);
@@ -150,7 +153,7 @@ export class MetricsSection {
 
   private drawCharts(): void {
     const payload = this.model.get('charts') || {};
-    const data: { [name: string]: any } = payload.charts || {};
+    const data = payload.charts || {};
     const area = this.$('[data-testid=jt-charts]');
     for (const [name, entry] of this.charts) {
       if (!(name in data)) {
@@ -171,17 +174,17 @@ export class MetricsSection {
         entry = { card, chart: new LineChart(card.querySelector('.jt-chart-area') as HTMLElement) };
         this.charts.set(name, entry);
       }
-      const series = chart.series.map((s: any, k: number) => ({ label: s.label, color: PALETTE[(s.rank ?? k) % PALETTE.length], x: toFloats(s.x), y: toFloats(s.y) }));
-      const first = chart.series[0] || {};
+      const series = chart.series.map((s, k) => ({ label: s.label, color: PALETTE[(s.rank ?? k) % PALETTE.length], x: toFloats(s.x), y: toFloats(s.y) }));
+      const first: Partial<IChartSeries> = chart.series[0] || {};
       const part = (sel: string): HTMLElement => (entry as { card: HTMLElement }).card.querySelector(sel) as HTMLElement;
       const mean = first.rank === null;
       part('.jt-chart-stats').innerHTML = chartStatsHtml(chart.series, mean ? 'mean' : 'ranks', chart.ranks);
       part('.jt-chart-legend').innerHTML = chart.series.length > 1 || first.rank === null
-        ? chart.series.map((s: any, k: number) => `<span class="jt-legend-item"><span class="jt-swatch" style="background:${series[k].color}"></span>${escapeHtml(s.label)} <b>${formatNumber(s.last)}</b></span>`).join('') : '';
-      const total = chart.series.reduce((n: number, s: any) => n + s.count, 0);
-      const drawn = chart.series.reduce((n: number, s: any) => n + s.points, 0);
-      const perSeries = chart.series.length > 1 ? `${first.count.toLocaleString()} points × ${chart.series.length} ranks` : `${first.count.toLocaleString()} points`;
-      const nonFinite = chart.series.reduce((n: number, s: any) => n + (s.non_finite || 0), 0);
+        ? chart.series.map((s, k) => `<span class="jt-legend-item"><span class="jt-swatch" style="background:${series[k].color}"></span>${escapeHtml(s.label)} <b>${formatNumber(s.last)}</b></span>`).join('') : '';
+      const total = chart.series.reduce((n, s) => n + (s.count || 0), 0);
+      const drawn = chart.series.reduce((n, s) => n + s.points, 0);
+      const perSeries = chart.series.length > 1 ? `${(first.count ?? 0).toLocaleString()} points × ${chart.series.length} ranks` : `${(first.count ?? 0).toLocaleString()} points`;
+      const nonFinite = chart.series.reduce((n, s) => n + (s.non_finite || 0), 0);
       entry.chart.update({ series, xKind: payload.x === 'time' ? 'time' : 'step', logY: this.view.logY });
       entry.chart.canvas.dataset.count = String(total);
       const nonPositive = Number(entry.chart.canvas.dataset.nonPositive || 0);
@@ -193,6 +196,6 @@ export class MetricsSection {
         (chart.ranks > chart.series.length && first.rank !== null ? ` · first ${chart.series.length} of ${chart.ranks} ranks` : '');
     }
     const order: string[] = (payload.selected || []).filter((n: string) => this.charts.has(n));
-    order.forEach(n => area.append((this.charts.get(n) as { card: HTMLElement }).card));
+    for (const n of order) area.append((this.charts.get(n) as { card: HTMLElement }).card);
   }
 }

@@ -18,6 +18,11 @@ export interface IRankStat {
   non_finite?: number;
 }
 
+/** A chart series' figures: one rank's, or (``rank`` null) the ranks' mean. */
+export type IChartStat = Omit<IRankStat, 'rank'> & { rank: number | null };
+
+const ofOneRank = (s: IChartStat): s is IRankStat => s.rank !== null;
+
 /** A metric's figures over some ranks, each with its rank (``monitor.rankstats.rank_summary``). */
 export interface IRankSummary {
   ranks: number[];
@@ -118,12 +123,12 @@ export function summaryTitle(summary: IRankSummary, label: string): string {
 /** A chart's header: whose figures they are, then last, min and max, each min and max with
  * its rank when the chart shows several. ``shown`` are the chart's series; ``total`` the
  * ranks that logged the metric. */
-export function chartStatsHtml(shown: IRankStat[], mode: ChartMode, total: number): string {
+export function chartStatsHtml(shown: IChartStat[], mode: ChartMode, total: number): string {
   if (mode === 'mean' && shown.length === 1 && total > 1) {
     const s = shown[0];
     return `<span class="jt-stats-who">${meanLabel(total)}</span> · last <b>${formatNumber(s.last)}</b> · min ${formatNumber(s.min)} · max ${formatNumber(s.max)}`;
   }
-  const summary = summarizeRanks(shown);
+  const summary = summarizeRanks(shown.filter(ofOneRank));
   const several = summary.ranks.length > 1;
   return `<span class="jt-stats-who">${escapeHtml(ranksLabel(summary.ranks, total))}</span> · last <b>${escapeHtml(lastText(summary))}</b>` +
     ` · min ${escapeHtml(withRank(summary.min, summary.min_rank, several))} · max ${escapeHtml(withRank(summary.max, summary.max_rank, several))}`;

@@ -7,28 +7,22 @@
  * anywidget model's methods, and the Python side (``monitor.feeder``) fills both alike.
  */
 import { formatBytes, formatDuration, formatNumber } from './chart.js';
-import { LogView } from './logview.js';
+import { type LogLine, LogView } from './logview.js';
 import { ansiToHtml, escapeHtml } from './ansi.js';
-import { IHealthParts, renderHealth, tickHealth } from './health';
+import { type IHealthParts, renderHealth, tickHealth } from './health';
 import { MetricsSection } from './metricsview';
-import { FrameScheduler, Handlers, listen, showCancel } from './viewparts';
+import type { IRunState, IRunTraits, IStage } from './runtraits';
+import type { IViewModel } from './viewmodel';
+import { FrameScheduler, type Handlers, listen, showCancel } from './viewparts';
 
-/** What the view reads and writes: the anywidget model's interface. */
-export interface IViewModel {
-  get(name: string): any;
-  set(name: string, value: unknown): void;
-  save_changes(): void;
-  on(event: string, callback: (...args: any[]) => void): void;
-  off(event: string, callback?: (...args: any[]) => void): void;
-  send(content: unknown): void;
-}
+/** What the run view reads and writes. */
+export type IRunModel = IViewModel<IRunTraits>;
 
 export interface IViewOptions {
   /** Said when the model's connection is gone (kernel restarted, server stopped). */
   goneText?: string;
 }
 
-type LogLine = [number, string];
 interface ILogStore {
   gen: number | null;
   end: number;
@@ -48,6 +42,7 @@ interface ILogEvent {
 
 const STAGE_NAMES = ['preparing', 'queued', 'running', 'finalizing'];
 const TERMINAL = ['completed', 'failed', 'canceled', 'lost'];
+const ended = (status: string | undefined): boolean => status !== undefined && TERMINAL.includes(status);
 /** Seconds without any word from a live run's feeder (it sends its state every 5 s)
  * after which the view says its connection is gone. */
 const SILENT_S = 16;
@@ -55,8 +50,8 @@ const SILENT_S = 16;
 // model objects handed to initialize() and render() are not the same JS object.
 const STORES = new Map<string, ILogStore>();
 
-function storeFor(model: IViewModel): ILogStore {
-  const key = model.get('key') || model.get('run_id');
+function storeFor(model: IRunModel): ILogStore {
+  const key = model.get('key') || model.get('run_id') || '';
   let store = STORES.get(key);
   if (!store) {
     store = { gen: null, end: 0, lines: [], listeners: new Set(), search: '', logY: false, maxLines: 2000 };
@@ -67,10 +62,10 @@ function storeFor(model: IViewModel): ILogStore {
 
 // Log payloads are deltas ({gen, start, end, reset, lines}); a gap (a reload, a missed
 // update) asks the kernel for the whole bounded tail again.
-export function ingestLog(model: IViewModel): void {
+export function ingestLog(model: IRunModel): void {
   const store = storeFor(model);
-  const p = model.get("log") || {};
-  if (p.gen === undefined) return;
+  const p = model.get('log');
+  if (p?.gen === undefined) return;
   store.maxLines = p.max_lines || store.maxLines;
   let event: ILogEvent | null = null;
   if (p.reset) {
@@ -79,7 +74,7 @@ export function ingestLog(model: IViewModel): void {
   } else if (p.gen !== store.gen || p.start > store.end) {
     try {
       model.send({ type: 'log_resync' });
-    } catch (error) {
+    } catch {
       // the connection is gone: the view says so on its next tick
     }
     return;
@@ -99,7 +94,7 @@ export function ingestLog(model: IViewModel): void {
 }
 
 /** Draw the run of ``model`` into ``root``; returns the function that takes it down. */
-export function mountRunView(root: HTMLElement, model: IViewModel, options: IViewOptions = {}): () => void {
+export function mountRunView(root: HTMLElement, model: IRunModel, options: IViewOptions = {}): () => void {
   const store = storeFor(model);
   root.innerHTML = `
     <div class="jt-head">
@@ -156,7 +151,7 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     try {
       model.send(content);
       return true;
-    } catch (error) {
+    } catch {
       markGone(); // "Cannot send": the kernel or the server is gone
       return false;
     }
@@ -193,7 +188,7 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
   /** The kernel (or server) that fed this view is gone: show its last state as such, its
    * clock stopped where it was (never set back to the last state's time). */
   function markGone(): void {
-    if (gone || TERMINAL.includes((model.get('state') || {}).status)) return;
+    if (gone || ended(model.get('state')?.status)) return;
     gone = (options.goneText || 'no connection: this is what the run looked like last')
       .replace('%train attach RUN', `%train attach ${model.get('run_id') || 'RUN'}`);
     frozenNow = shownNow;
@@ -210,14 +205,14 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     badge.title = gone ? `last known status: ${status}` : '';
     root.classList.toggle('jt-gone', !!gone);
     $('[data-testid=jt-name]').textContent = info.name || '';
-    $('[data-testid=jt-run-id]').textContent = model.get('run_id');
+    $('[data-testid=jt-run-id]').textContent = model.get('run_id') ?? '';
     const env = info.environment || {};
     const kernelEnv = env.name === 'kernel' || !env.name;
     let envText = kernelEnv ? "kernel's Python" : `env <b>${escapeHtml(env.name)}</b>${env.version ? `@${escapeHtml(String(env.version).slice(0, 12))}` : ''}`;
     if (!kernelEnv && env.built === true) envText += env.build_seconds ? ` (built in ${formatNumber(env.build_seconds)} s)` : ' (built)';
     else if (!kernelEnv && env.built === false) envText += ' (cached)';
     const parts = [`target <b>${escapeHtml(info.target || '?')}</b>`, escapeHtml(info.launcher || ''),
-      `${info.nodes || 1} node${info.nodes > 1 ? 's' : ''} × ${info.procs || 1} proc${info.procs > 1 ? 's' : ''}`,
+      `${info.nodes || 1} node${(info.nodes ?? 1) > 1 ? 's' : ''} × ${info.procs || 1} proc${(info.procs ?? 1) > 1 ? 's' : ''}`,
       info.backend ? `backend ${escapeHtml(info.backend)}` : '', envText];
     const envTitle = [env.python, env.python_version && `Python ${env.python_version}`, env.torch && `torch ${env.torch}`].filter(Boolean).join(' · ');
     $('[data-testid=jt-meta]').innerHTML = parts.filter(Boolean)
@@ -233,7 +228,7 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     const data = $('[data-testid=jt-data]');
     data.textContent = info.data || '';
     data.hidden = !info.data;
-    const terminal = TERMINAL.includes(status);
+    const terminal = ended(status);
     showCancel(cancel, { ended: terminal, gone, pressed: cancelClicked, title: '' });
     const notice = $('.jt-notice');
     notice.dataset.testid = 'jt-notice';
@@ -246,17 +241,17 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     tick();
   }
 
-  function renderStaging(state: any): void {
+  function renderStaging(state: IRunState): void {
     // While the run prepares: each data input's copy to each node (bytes, rate, cached).
     const box = $('[data-testid=jt-staging]');
-    const rows: Array<{ text: string; state: string }> = state.staging || [];
-    box.hidden = !rows.length || !['created', 'preparing'].includes(state.status);
+    const rows = state.staging || [];
+    box.hidden = !rows.length || !(state.status === 'created' || state.status === 'preparing');
     if (box.hidden) return;
     const html = rows.map(r => `<li data-state="${escapeHtml(r.state || '')}">${escapeHtml(r.text)}</li>`).join('');
     if (box.innerHTML !== html) box.innerHTML = html;
   }
 
-  function renderOutputs(state: any): void {
+  function renderOutputs(state: IRunState): void {
     // Once the run ended: what it left in outputs/ (model.pt, ...), and where.
     const box = $('[data-testid=jt-outputs]');
     const out = state.outputs;
@@ -269,7 +264,7 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     if (box.innerHTML !== html) box.innerHTML = html;
   }
 
-  function renderBanner(state: any): void {
+  function renderBanner(state: IRunState): void {
     const banner = $('[data-testid=jt-banner]');
     const status = state.status;
     const rank = state.failed_rank !== null && state.failed_rank !== undefined ? state.failed_rank : null;
@@ -292,14 +287,14 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
   // whose feeder fell silent is one whose kernel or server is gone.
   function tick(): void {
     const state = model.get('state') || {};
-    const terminal = TERMINAL.includes(state.status);
+    const terminal = ended(state.status);
     if (!terminal && !gone && Date.now() - heard > SILENT_S * 1000) markGone();
     const now = frozenNow ?? (gone ? state.now || Date.now() / 1000 : Date.now() / 1000 + clock.offset);
     shownNow = now;
     const end = state.ended || now;
     $('[data-testid=jt-elapsed]').textContent = state.created ? formatDuration(end - state.created) : '';
     tickHealth(health, end);
-    const byName: { [name: string]: any } = Object.fromEntries((state.stages || []).map((s: any) => [s.name, s]));
+    const byName: { [name: string]: IStage } = Object.fromEntries((state.stages || []).map(s => [s.name, s]));
     const reached = Math.max(-1, ...STAGE_NAMES.map((n, i) => (byName[n] ? i : -1)));
     const items = STAGE_NAMES.map((name, i) => {
       const s = byName[name];
@@ -308,7 +303,7 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
       if (s) {
         const done = s.end !== null && s.end !== undefined;
         cls = done || terminal ? 'jt-stage-done' : 'jt-stage-active';
-        text = formatSeconds((done ? s.end : terminal ? end : now) - s.start);
+        text = formatSeconds((s.end ?? (terminal ? end : now)) - s.start);
       } else if (terminal || i < reached) {
         cls = 'jt-stage-skipped';
       }
@@ -331,7 +326,7 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
       fill.dataset.fraction = '0';
       // Ranks take seconds to start (imports, rendezvous): only a run that ended without any
       // progress was one that never called it.
-      const hint = TERMINAL.includes(state.status)
+      const hint = ended(state.status)
         ? 'no progress was reported (call <code>jt.progress(done, total)</code> in the loop to see it here)'
         : state.status === 'running'
           ? 'waiting for the first <code>jt.progress(done, total)</code> from the ranks'
@@ -341,12 +336,12 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
     }
     const fraction = p.total ? Math.min(1, p.done / p.total) : null;
     fill.style.width = fraction === null ? '100%' : `${(fraction * 100).toFixed(1)}%`;
-    fill.classList.toggle('jt-indeterminate', fraction === null && !TERMINAL.includes(state.status) && !gone);
+    fill.classList.toggle('jt-indeterminate', fraction === null && !ended(state.status) && !gone);
     fill.dataset.fraction = String(fraction ?? 0);
     const parts = [fraction !== null ? `${formatNumber(p.done)} / ${formatNumber(p.total)} (${(fraction * 100).toFixed(0)}%)` : `${formatNumber(p.done)} done`];
     if (p.rate) parts.push(`${Number(p.rate.toPrecision(3))} steps/s`);
-    if (p.eta !== null && p.eta !== undefined && !TERMINAL.includes(state.status) && !gone) parts.push(`ETA ${formatDuration(p.eta)}`);
-    if (p.ranks > 1) parts.push(`slowest of ${p.ranks} ranks`);
+    if (p.eta !== null && p.eta !== undefined && !ended(state.status) && !gone) parts.push(`ETA ${formatDuration(p.eta)}`);
+    if (p.ranks && p.ranks > 1) parts.push(`slowest of ${p.ranks} ranks`);
     text.textContent = parts.join('  ·  ');
   }
 
@@ -398,11 +393,10 @@ export function mountRunView(root: HTMLElement, model: IViewModel, options: IVie
 }
 
 /** Ask for the whole log tail again once a view is mounted (a reload, a late view). */
-export function resyncLog(model: IViewModel): void {
+export function resyncLog(model: IRunModel): void {
   const store = storeFor(model);
   if (store.gen !== null) return;
-  const p = model.get('log') || {};
-  if (p.reset) ingestLog(model);
+  if (model.get('log')?.reset) ingestLog(model);
   else model.send({ type: 'log_resync' });
 }
 
@@ -418,6 +412,6 @@ function pyRepr(v: unknown): string {
 }
 
 function formatSeconds(s: number): string {
-  if (!isFinite(s)) return '';
+  if (!Number.isFinite(s)) return '';
   return s < 60 ? `${s.toFixed(s < 10 ? 1 : 0)} s` : formatDuration(s);
 }

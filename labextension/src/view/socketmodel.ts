@@ -4,30 +4,28 @@
  * with the anywidget model's methods, so the same view draws it. The server sends ``{"set": {...}}`` updates; ``set`` + ``save_changes``
  * and ``send`` go back as ``{"set": ...}`` and ``{"msg": ...}``.
  */
-import type { IViewModel } from './runview';
+import type { IViewModel, Listener } from './viewmodel';
 
-type Listener = (...args: any[]) => void;
-
-export class SocketModel implements IViewModel {
-  private values: { [name: string]: any } = {};
+export class SocketModel<T extends object> implements IViewModel<T> {
+  private values: Partial<T>;
   private listeners = new Map<string, Set<Listener>>();
-  private pending: { [name: string]: unknown } = {};
+  private pending: Partial<T> = {};
   private socket: WebSocket | null = null;
   private queue: string[] = [];
   private closed = false;
 
   /** ``open`` makes the socket (JupyterLab's settings know the URL, auth and class);
-   * ``values`` are the model's values until the server says otherwise (a run's by default). */
-  constructor(runId: string, private open: () => WebSocket, values?: { [name: string]: any }) {
-    this.values = values || { run_id: runId, key: `lab:${runId}:${Math.random()}`, log_selection: 'all', chart_options: { x: 'step', agg: 'ranks', selected: null } };
+   * ``values`` are the model's values until the server says otherwise. */
+  constructor(private open: () => WebSocket, values: Partial<T>) {
+    this.values = values;
     this.connect();
   }
 
-  get(name: string): any {
+  get<K extends keyof T & string>(name: K): T[K] | undefined {
     return this.values[name];
   }
 
-  set(name: string, value: unknown): void {
+  set<K extends keyof T & string>(name: K, value: T[K]): void {
     this.values[name] = value;
     this.pending[name] = value;
     this.emit(`change:${name}`);
@@ -68,7 +66,7 @@ export class SocketModel implements IViewModel {
     const socket = this.open();
     this.socket = socket;
     socket.onopen = () => {
-      this.queue.forEach(text => socket.send(text));
+      for (const text of this.queue) socket.send(text);
       this.queue = [];
     };
     socket.onmessage = event => {
@@ -80,9 +78,9 @@ export class SocketModel implements IViewModel {
     };
   }
 
-  private apply(changes: { [name: string]: any }): void {
+  private apply(changes: Partial<T>): void {
     // the log first: views read the log store when other parts change
-    const names = Object.keys(changes).sort((a, b) => Number(b === 'log') - Number(a === 'log'));
+    const names = (Object.keys(changes) as Array<keyof T & string>).sort((a, b) => Number(b === 'log') - Number(a === 'log'));
     for (const name of names) this.values[name] = changes[name];
     for (const name of names) this.emit(`change:${name}`);
   }
@@ -100,6 +98,6 @@ export class SocketModel implements IViewModel {
   }
 
   private emit(event: string): void {
-    this.listeners.get(event)?.forEach(fn => fn());
+    for (const fn of this.listeners.get(event) ?? []) fn();
   }
 }

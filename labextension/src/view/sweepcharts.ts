@@ -11,7 +11,7 @@ import uPlot from 'uplot';
 import { formatNumber, integerTicks, niceTicks } from './chart.js';
 import { axisStyle, cssVar, markStyle, placeTip } from './linechart';
 import { onThemeChange } from './theme';
-import { IChartData, IPlotLayout, parallelLayout } from './sweepformat';
+import { type IChartData, type IPlotLayout, parallelLayout } from './sweepformat';
 
 const SVG = 'http://www.w3.org/2000/svg';
 
@@ -256,7 +256,7 @@ export class ParallelPlot {
 
   private lineAt(target: EventTarget | null): number | null {
     const el = target as SVGElement | null;
-    if (!el || !el.classList || !(el.classList.contains('jt-pc-line') || el.classList.contains('jt-pc-hit'))) return null;
+    if (!el?.classList || !(el.classList.contains('jt-pc-line') || el.classList.contains('jt-pc-hit'))) return null;
     return Number(el.dataset.number);
   }
 

@@ -274,7 +274,7 @@ export function axisTicks(axis: IAxis): Array<{ at: number; label: string }> {
   }
   const lo = axis.lo ?? 0;
   const hi = axis.hi ?? 0;
-  const value = (v: number): string => formatNumber(axis.kind === 'log' ? Number(Math.pow(10, v).toPrecision(3)) : Number(v.toPrecision(4)));
+  const value = (v: number): string => formatNumber(axis.kind === 'log' ? Number((10 ** v).toPrecision(3)) : Number(v.toPrecision(4)));
   if (hi === lo) return [{ at: 0.5, label: value(lo) }];
   const ticks: number[] = axis.kind === 'log' ? logTicks(lo, hi, 4) : niceTicks(lo, hi, 4);
   const at = (v: number): number => (v - lo) / (hi - lo);

@@ -10,11 +10,11 @@
  */
 import { escapeHtml } from './ansi.js';
 import { formatDuration, formatNumber } from './chart.js';
-import { FrameScheduler, Handlers, listen, showCancel } from './viewparts';
-import type { IViewModel } from './runview';
+import { FrameScheduler, type Handlers, listen, showCancel } from './viewparts';
+import type { IViewModel } from './viewmodel';
 import { BestChart, ParallelPlot } from './sweepcharts';
 import {
-  ISweepSpec, ISweepState, ITrial, SWEEP_TERMINAL, bestHtml, countsList, formatParam, isActive,
+  type IChartData, type ISweepSpec, type ISweepState, type ITrial, SWEEP_TERMINAL, bestHtml, countsList, formatParam, isActive,
   noBestText, objectiveHtml, paramKeys, settingsList, sortTrials, startedText, trialDuration, trialNote
 } from './sweepformat';
 
@@ -25,6 +25,20 @@ export interface ISweepViewOptions {
   onOpen?: (trial: ITrial) => void;
 }
 
+/** The sweep view's traits, as the kernel's ``SweepView`` and the server's sweep feed send
+ * them. */
+export interface ISweepTraits {
+  sweep_id: string;
+  key: string;
+  state: ISweepState;
+  spec: ISweepSpec;
+  /** The trial whose run is shown below the table. */
+  selected: number | null;
+  cancel_state: string;
+  notice: string;
+  charts: IChartData;
+}
+
 const BAR_STATUSES = ['completed', 'pruned', 'failed', 'canceled', 'running', 'starting'];
 
 function setHtml(el: HTMLElement, html: string): void {
@@ -32,7 +46,7 @@ function setHtml(el: HTMLElement, html: string): void {
 }
 
 /** Draw the sweep of ``model`` into ``root``; returns the function that takes it down. */
-export function mountSweepView(root: HTMLElement, model: IViewModel, options: ISweepViewOptions = {}): () => void {
+export function mountSweepView(root: HTMLElement, model: IViewModel<ISweepTraits>, options: ISweepViewOptions = {}): () => void {
   root.classList.add('jt-monitor', 'jt-sweep');
   root.dataset.testid = 'jt-sweep';
   root.innerHTML = `
@@ -93,7 +107,7 @@ export function mountSweepView(root: HTMLElement, model: IViewModel, options: IS
     try {
       model.send(content);
       return true;
-    } catch (error) {
+    } catch {
       markGone();
       return false;
     }
@@ -113,7 +127,7 @@ export function mountSweepView(root: HTMLElement, model: IViewModel, options: IS
 
   function openTrial(number: number): void {
     const trial = trials().find(t => t.number === number);
-    if (!trial || !trial.run) return;
+    if (!trial?.run) return;
     if (options.onOpen) {
       options.onOpen(trial);
       return;
@@ -234,7 +248,7 @@ export function mountSweepView(root: HTMLElement, model: IViewModel, options: IS
       }
       const cells = [
         `<td class="jt-num">${trial.number}</td>`,
-        ...keys.map(k => `<td class="jt-sweep-param">${escapeHtml(formatParam((trial.params || {})[k]))}</td>`),
+        ...keys.map(k => `<td class="jt-sweep-param">${escapeHtml(formatParam(trial.params?.[k]))}</td>`),
         `<td><span class="jt-badge jt-status-${escapeHtml(trial.status)}">${escapeHtml(trial.status)}</span></td>`,
         `<td class="jt-num jt-sweep-objective">${trial.number === bestNumber ? '<span class="jt-sweep-star" title="the best trial so far">★</span> ' : ''}${objectiveHtml(trial, metric)}</td>`,
         `<td class="jt-num">${formatNumber(trial.step)}</td>`,
@@ -250,7 +264,7 @@ export function mountSweepView(root: HTMLElement, model: IViewModel, options: IS
       row.tabIndex = trial.run ? 0 : -1;
       row.title = trial.run ? `run ${trial.run}: click to ${selected === trial.number ? 'close' : 'show'} its run monitor` : 'its run is starting';
     }
-    order.forEach(trial => tbody.append(rows.get(trial.number) as HTMLTableRowElement));
+    for (const trial of order) tbody.append(rows.get(trial.number) as HTMLTableRowElement);
     setHtml($('.jt-sweep-hint'), all.length
       ? (selected !== null && selected !== undefined ? `trial #${selected}'s run is shown below; click its row again to close it` : 'click a trial to see its run')
       : 'no trial started yet');

@@ -1,24 +1,32 @@
 /**
  * What the run view and the sweep view do alike: listen to their model's changes, notice
  * that its connection is gone, repaint what changed once per animation frame, and keep
- * their Cancel button in the state the run or sweep is in.
+ * their Cancel button in the state the run or sweep is in; and find the parts of their markup.
  */
-import type { IViewModel } from './runview';
+import type { IViewModel, Listener } from './viewmodel';
 
-export type Handlers = { [event: string]: (...args: any[]) => void };
+/** The element of ``root`` that ``selector`` names, where the view's own markup always has
+ * one: a missing one is a bug in that markup, said at once. */
+export function part<T extends Element>(root: ParentNode, selector: string): T {
+  const found = root.querySelector<T>(selector);
+  if (!found) throw new Error(`no ${selector} in the view's markup`);
+  return found;
+}
+
+export type Handlers = { [event: string]: Listener };
 
 /** ``handlers`` on ``model``, and ``onGone`` on each way a model says its connection is
  * gone: ipywidgets' comm closed or the kernel restarting (the widget manager disconnects
  * every model as soon as the kernel's status is ``restarting``: ``comm_live_update``), or
  * the Lab view's socket closed. Returns what takes them all off again. */
-export function listen(model: IViewModel, handlers: Handlers, onGone: () => void): () => void {
+export function listen<T extends object>(model: IViewModel<T>, handlers: Handlers, onGone: () => void): () => void {
   const all: Handlers = {
     ...handlers,
     'comm:close': onGone,
     comm_live_update: () => {
       // anywidget hands views a proxy of the model, without ``comm_live``: once a view is
       // up, its model only ever goes from live to not live (a new kernel makes new models)
-      if ((model as any).comm_live !== true) onGone();
+      if ((model as { comm_live?: boolean }).comm_live !== true) onGone();
     },
     gone: onGone
   };

@@ -2,16 +2,18 @@
 // duration and byte formats, and axis ticks (nice linear ticks, log ticks that always
 // label). The charts themselves are uPlot (linechart.ts).
 
-export const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+export const PALETTE: readonly string[] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 
 // NaN and ±inf come as numbers or, through JSON, as the text "nan", "inf", "-inf".
-const NON_FINITE = { nan: "NaN", inf: "inf", "-inf": "-inf" };
+const NON_FINITE: { readonly [text: string]: string } = { nan: "NaN", inf: "inf", "-inf": "-inf" };
 
-export function formatNumber(v) {
-  if (typeof v === "string" && v in NON_FINITE) return NON_FINITE[v];
+/** A value as the views show it; `v` is what came through JSON: a number, the text of a
+ * non-finite number, or nothing. */
+export function formatNumber(v: number | string | null | undefined): string {
+  if (typeof v === "string") return NON_FINITE[v] ?? "–";
   if (typeof v === "number" && Number.isNaN(v)) return "NaN";
   if (v === Infinity || v === -Infinity) return v > 0 ? "inf" : "-inf";
-  if (v === null || v === undefined || !isFinite(v)) return "–";
+  if (v === null || v === undefined || !Number.isFinite(v)) return "–";
   const a = Math.abs(v);
   if (Number.isInteger(v) && a < 1e15) return v.toLocaleString("en-US");
   if (a !== 0 && (a >= 1e5 || a < 1e-3)) return v.toExponential(3).replace(/\.?0+e/, "e");
@@ -19,16 +21,17 @@ export function formatNumber(v) {
 }
 
 // Axis labels: short (12k, 1.5M) so they fit under a narrow chart.
-export function formatTick(v) {
+export function formatTick(v: number): string {
   const a = Math.abs(v);
-  for (const [from, size, unit] of [[1e9, 1e9, "G"], [1e6, 1e6, "M"], [1e4, 1e3, "k"]]) {
+  const units: [number, number, string][] = [[1e9, 1e9, "G"], [1e6, 1e6, "M"], [1e4, 1e3, "k"]];
+  for (const [from, size, unit] of units) {
     if (a >= from) return `${Number((v / size).toPrecision(3))}${unit}`;
   }
   return formatNumber(v);
 }
 
-export function formatDuration(seconds) {
-  if (seconds === null || seconds === undefined || !isFinite(seconds)) return "–";
+export function formatDuration(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "–";
   const s = Math.max(0, Math.round(seconds));
   const h = Math.floor(s / 3600);
   const m = Math.floor((s % 3600) / 60);
@@ -36,36 +39,40 @@ export function formatDuration(seconds) {
   return h ? `${h}:${String(m).padStart(2, "0")}:${r}` : `${m}:${r}`;
 }
 
-export function formatBytes(n) {
+export function formatBytes(bytes: number): string {
   const units = ["B", "KB", "MB", "GB", "TB"];
+  let n = bytes;
   let i = 0;
-  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i += 1;
+  }
   return `${i ? n.toFixed(1) : n} ${units[i]}`;
 }
 
-export function niceTicks(min, max, count = 5) {
-  if (!isFinite(min) || !isFinite(max)) return [];
+export function niceTicks(min: number, max: number, count = 5): number[] {
+  if (!Number.isFinite(min) || !Number.isFinite(max)) return [];
   if (min === max) return [min];
   const raw = (max - min) / Math.max(1, count);
-  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const mag = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 2.5, 5, 10].map((f) => f * mag).find((s) => s >= raw) || raw;
-  const ticks = [];
+  const ticks: number[] = [];
   for (let v = Math.ceil(min / step) * step; v <= max + step * 1e-9; v += step) ticks.push(Math.abs(v) < step * 1e-9 ? 0 : v);
   return ticks;
 }
 
 // Ticks of an axis of whole numbers (steps, trials): whole steps of 1, 2 or 5 times a power
 // of ten, never less than 1, so a run of 4 steps is labelled 0 1 2 3, not 0 0.5 1 ... 2.5.
-export function integerTicks(min, max, count = 5) {
-  if (!isFinite(min) || !isFinite(max)) return [];
+export function integerTicks(min: number, max: number, count = 5): number[] {
+  if (!Number.isFinite(min) || !Number.isFinite(max)) return [];
   const lo = Math.ceil(min - 1e-9);
   const hi = Math.floor(max + 1e-9);
   if (hi < lo) return [];
   if (hi === lo) return [lo];
   const raw = (hi - lo) / Math.max(1, count);
-  const mag = Math.pow(10, Math.max(0, Math.floor(Math.log10(raw))));
+  const mag = 10 ** Math.max(0, Math.floor(Math.log10(raw)));
   const step = [1, 2, 5, 10].map((f) => f * mag).find((s) => s >= raw) || 10 * mag;
-  const ticks = [];
+  const ticks: number[] = [];
   for (let v = Math.ceil(lo / step) * step; v <= hi; v += step) ticks.push(v || 0); // never -0
   return ticks;
 }
@@ -73,12 +80,12 @@ export function integerTicks(min, max, count = 5) {
 // Ticks of a log axis, as log10 values between lo and hi (log10 too): powers of ten when
 // the range holds at least two of them, then 1-2-5 steps within each decade, and over less
 // than a decade the nice ticks of the plain values, so a log axis always has labels.
-export function logTicks(lo, hi, count = 4) {
-  if (!isFinite(lo) || !isFinite(hi)) return [];
-  const inRange = (t) => t >= lo - 1e-12 && t <= hi + 1e-12;
+export function logTicks(lo: number, hi: number, count = 4): number[] {
+  if (!Number.isFinite(lo) || !Number.isFinite(hi)) return [];
+  const inRange = (t: number): boolean => t >= lo - 1e-12 && t <= hi + 1e-12;
   const powers = niceTicks(Math.floor(lo), Math.ceil(hi), count).filter((t) => Number.isInteger(t) && inRange(t));
   if (powers.length >= 2) return powers;
-  const steps = [];
+  const steps: number[] = [];
   for (let d = Math.floor(lo); d <= Math.ceil(hi); d++) {
     for (const m of [1, 2, 5]) {
       const t = d + Math.log10(m);
@@ -86,5 +93,5 @@ export function logTicks(lo, hi, count = 4) {
     }
   }
   if (steps.length >= 2 && steps.length <= count + 2) return steps;
-  return niceTicks(Math.pow(10, lo), Math.pow(10, hi), count).filter((v) => v > 0).map(Math.log10).filter(inRange);
+  return niceTicks(10 ** lo, 10 ** hi, count).filter((v) => v > 0).map(Math.log10).filter(inRange);
 }

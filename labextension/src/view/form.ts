@@ -2,10 +2,50 @@
 // reads. Values are checked here as the user types (the kernel checks them again) and sent
 // as text, so "1e-3" or a long integer reaches Python exactly as typed.
 import { escapeHtml } from "./ansi.js";
+import type { IViewModel } from "./viewmodel";
+import { part } from "./viewparts";
 
-const CHECKS = {
+/** The kinds of hyperparameter the kernel's launcher reads (``LaunchForm.kinds``). */
+type ParamKind = "int" | "float" | "str" | "bool" | "list" | "dict" | "json";
+
+/** One hyperparameter the cell reads: its notebook value, and that value as text. */
+interface IFormParam {
+  name: string;
+  type: ParamKind;
+  value: unknown;
+  text: string;
+}
+
+/** The ``form`` trait: ``LaunchForm.schema()`` in the kernel. */
+interface IFormSchema {
+  params?: IFormParam[];
+  name?: string;
+  targets?: string[];
+  target?: string;
+  nodes?: number;
+  procs?: number;
+  launchers?: string[];
+  launcher?: string;
+  environments?: { value: string; label: string }[];
+  environment?: string;
+}
+
+/** Problems by field name (a parameter, ``nodes``, ``procs``), ``_`` for the whole form. */
+type FormErrors = { [field: string]: string };
+
+/** The launch form's traits (``TrainWidget`` in the kernel). */
+export interface IFormTraits {
+  form: IFormSchema;
+  form_errors: FormErrors;
+  form_busy: boolean;
+}
+
+/** The launch options sent with the values, by the name of their form field. */
+const OPTIONS = ["name", "target", "nodes", "procs", "launcher", "env"] as const;
+
+const CHECKS: { [kind in ParamKind]: (text: string) => string | null } = {
   int: (t) => (/^\s*[+-]?\d+\s*$/.test(t) ? null : "a whole number"),
-  float: (t) => (t.trim() !== "" && isFinite(Number(t)) ? null : "a number"),
+  float: (t) => (t.trim() !== "" && Number.isFinite(Number(t)) ? null : "a number"),
   str: () => null,
   bool: () => null,
   list: (t) => jsonCheck(t, (v) => Array.isArray(v), "a JSON list, e.g. [1, 2]"),
@@ -13,24 +53,25 @@ const CHECKS = {
   json: (t) => jsonCheck(t, () => true, "a JSON value (null, a number, \"text\", …)"),
 };
 
-function jsonCheck(text, ok, what) {
+function jsonCheck(text: string, ok: (value: unknown) => boolean, what: string): string | null {
   try {
     return ok(JSON.parse(text)) ? null : what;
-  } catch (e) {
+  } catch {
     return what;
   }
 }
 
-function positiveInt(text) {
+function positiveInt(text: string): string | null {
   return /^\s*\d+\s*$/.test(text) && Number(text) >= 1 ? null : "a whole number ≥ 1";
 }
 
-function option(value, label, selected) {
+function option(value: string, label: string, selected: boolean): string {
   return `<option value="${escapeHtml(value)}"${selected ? " selected" : ""}>${escapeHtml(label)}</option>`;
 }
 
-export function renderForm(root, model) {
-  const form = model.get("form") || {};
+/** The launch form in ``root``, fed by ``model``; returns what takes it down. */
+export function renderForm(root: HTMLElement, model: IViewModel<IFormTraits>): () => void {
+  const form: IFormSchema = model.get("form") || {};
   const params = form.params || [];
   root.innerHTML = `
     <form class="jt-form" data-testid="jt-form" novalidate>
@@ -53,56 +94,64 @@ export function renderForm(root, model) {
         <span class="jt-muted jt-form-status"></span>
       </div>
     </form>`;
-  const el = root.querySelector("form");
-  const launch = el.querySelector("[data-testid=jt-launch]");
-  const status = el.querySelector(".jt-form-status");
-  const general = el.querySelector(".jt-form-error");
+  const el = part<HTMLFormElement>(root, "form");
+  const launch = part<HTMLButtonElement>(el, "[data-testid=jt-launch]");
+  const status = part<HTMLElement>(el, ".jt-form-status");
+  const general = part<HTMLElement>(el, ".jt-form-error");
+  const paramInput = (name: string): HTMLInputElement | null => el.querySelector<HTMLInputElement>(`[data-param="${CSS.escape(name)}"]`);
+  const field = (name: string): HTMLInputElement | HTMLSelectElement | null => {
+    const named = el.elements.namedItem(name);
+    return named instanceof HTMLInputElement || named instanceof HTMLSelectElement ? named : null;
+  };
 
-  const fieldChecks = () => {
-    const errors = {};
+  const fieldChecks = (): FormErrors => {
+    const errors: FormErrors = {};
     for (const p of params) {
       if (p.type === "bool") continue;
-      const input = el.querySelector(`[data-param="${CSS.escape(p.name)}"]`);
-      const problem = CHECKS[p.type](input.value);
+      const problem = CHECKS[p.type](paramInput(p.name)?.value ?? "");
       if (problem) errors[p.name] = `${p.name} must be ${problem}`;
     }
     for (const key of ["nodes", "procs"]) {
-      const problem = positiveInt(el.elements[key].value);
+      const problem = positiveInt(field(key)?.value ?? "");
       if (problem) errors[key] = `${key} must be ${problem}`;
     }
     return errors;
   };
-  const showErrors = (errors) => {
-    el.querySelectorAll(".jt-field-error").forEach((n) => { n.textContent = ""; });
-    el.querySelectorAll(".jt-invalid").forEach((n) => n.classList.remove("jt-invalid"));
+  const showErrors = (errors: FormErrors): void => {
+    for (const n of el.querySelectorAll(".jt-field-error")) n.textContent = "";
+    for (const n of el.querySelectorAll(".jt-invalid")) n.classList.remove("jt-invalid");
     for (const [key, text] of Object.entries(errors)) {
       if (key === "_") continue;
-      const input = el.querySelector(`[data-param="${CSS.escape(key)}"]`) || el.elements[key];
+      const input = paramInput(key) || field(key);
       if (!input) continue;
       input.classList.add("jt-invalid");
-      const slot = input.closest("label").querySelector(".jt-field-error");
+      const slot = input.closest("label")?.querySelector(".jt-field-error");
       if (slot) slot.textContent = text;
     }
     general.hidden = !errors._;
     general.textContent = errors._ || "";
   };
-  const refresh = () => {
+  const refresh = (): void => {
     const errors = fieldChecks();
+    const busy = Boolean(model.get("form_busy"));
     showErrors({ ...(model.get("form_errors") || {}), ...errors });
-    launch.disabled = Object.keys(errors).length > 0 || model.get("form_busy");
-    status.textContent = model.get("form_busy") ? "launching…" : "";
+    launch.disabled = Object.keys(errors).length > 0 || busy;
+    status.textContent = busy ? "launching…" : "";
   };
   el.addEventListener("input", refresh);
   el.addEventListener("submit", (event) => {
     event.preventDefault();
-    if (Object.keys(fieldChecks()).length) return refresh();
-    const values = {};
-    for (const p of params) {
-      const input = el.querySelector(`[data-param="${CSS.escape(p.name)}"]`);
-      values[p.name] = p.type === "bool" ? input.checked : input.value;
+    if (Object.keys(fieldChecks()).length) {
+      refresh();
+      return;
     }
-    const options = {};
-    for (const key of ["name", "target", "nodes", "procs", "launcher", "env"]) options[key] = el.elements[key].value;
+    const values: { [name: string]: string | boolean } = {};
+    for (const p of params) {
+      const input = paramInput(p.name);
+      if (input) values[p.name] = p.type === "bool" ? input.checked : input.value;
+    }
+    const options: { [key: string]: string } = {};
+    for (const key of OPTIONS) options[key] = field(key)?.value ?? "";
     model.send({ type: "launch", values, options });
     launch.disabled = true;
     status.textContent = "launching…";
@@ -117,7 +166,7 @@ export function renderForm(root, model) {
   };
 }
 
-function paramField(p) {
+function paramField(p: IFormParam): string {
   const name = escapeHtml(p.name);
   const type = `<span class="jt-type">${escapeHtml(p.type === "json" ? "JSON" : p.type)}</span>`;
   if (p.type === "bool") {

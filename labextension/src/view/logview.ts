@@ -1,18 +1,34 @@
 // A bounded, searchable per-rank log view with ANSI colours. The owner gives it lines
-// ([rank, text] pairs) and is told when the reader picks another rank. Imports only ansi.js.
+// ([rank, text] pairs) and is told when the reader picks another rank.
 import { ansiToHtml, escapeHtml, stripAnsi } from "./ansi.js";
+import { part } from "./viewparts";
+
+/** One line of a run's output: the rank that wrote it, and its text (with ANSI codes). */
+export type LogLine = [rank: number, text: string];
+
+export interface ILogViewOptions {
+  /** Told the rank the reader picked ("all", or a rank's number as text). */
+  onSelect?: (selection: string) => void;
+  /** The most lines kept: older ones are dropped. */
+  maxLines?: number;
+}
 
 export class LogView {
-  /**
-   * @param {HTMLElement} container
-   * @param {{ onSelect?: (selection: string) => void, maxLines?: number }} [options]
-   */
-  constructor(container, { onSelect = (_selection) => {}, maxLines = 2000 } = {}) {
+  readonly maxLines: number;
+  lines: LogLine[] = [];
+  query = "";
+  selection = "all";
+  follow = true;
+  readonly root: HTMLDivElement;
+  readonly select: HTMLSelectElement;
+  readonly search: HTMLInputElement;
+  private readonly count: HTMLElement;
+  private readonly note: HTMLElement;
+  private readonly body: HTMLElement;
+  private readonly resize: ResizeObserver;
+
+  constructor(container: HTMLElement, { onSelect = () => undefined, maxLines = 2000 }: ILogViewOptions = {}) {
     this.maxLines = maxLines;
-    this.lines = [];
-    this.query = "";
-    this.selection = "all";
-    this.follow = true;
     this.root = document.createElement("div");
     this.root.className = "jt-log";
     this.root.innerHTML = `
@@ -25,13 +41,11 @@ export class LogView {
       </div>
       <div class="jt-log-body" data-testid="jt-log-body" tabindex="0"></div>`;
     container.append(this.root);
-    /** @type {HTMLSelectElement} */
-    this.select = this.root.querySelector(".jt-log-rank");
-    /** @type {HTMLInputElement} */
-    this.search = this.root.querySelector(".jt-log-search");
-    this.count = this.root.querySelector(".jt-log-count");
-    this.note = this.root.querySelector(".jt-log-note");
-    this.body = this.root.querySelector(".jt-log-body");
+    this.select = part<HTMLSelectElement>(this.root, ".jt-log-rank");
+    this.search = part<HTMLInputElement>(this.root, ".jt-log-search");
+    this.count = part<HTMLElement>(this.root, ".jt-log-count");
+    this.note = part<HTMLElement>(this.root, ".jt-log-note");
+    this.body = part<HTMLElement>(this.root, ".jt-log-body");
     this.select.addEventListener("change", () => {
       this.selection = this.select.value;
       onSelect(this.selection);
@@ -54,11 +68,11 @@ export class LogView {
   }
 
   /** Stop watching the log body's size (the view is taken down). */
-  dispose() {
+  dispose(): void {
     this.resize.disconnect();
   }
 
-  setRanks(ranks, selection) {
+  setRanks(ranks: readonly (number | string)[], selection?: string): void {
     const wanted = ["all", ...ranks.map(String)];
     const have = Array.from(this.select.options).map((o) => o.value);
     if (wanted.join() !== have.join()) {
@@ -68,30 +82,30 @@ export class LogView {
     this.select.value = this.selection;
   }
 
-  setNote(text) {
+  setNote(text: string | null | undefined): void {
     this.note.textContent = text || "";
   }
 
-  setSearch(query) {
+  setSearch(query: string): void {
     this.search.value = query;
     this.query = query.toLowerCase();
   }
 
-  _lineHtml([rank, text]) {
+  private lineHtml([rank, text]: LogLine): string {
     const prefix = this.selection === "all" ? `<span class="jt-log-rankmark jt-rank-${rank % 8}">[${rank}]</span> ` : "";
     return `<div class="jt-log-line" data-testid="jt-log-line">${prefix}${ansiToHtml(text, this.query) || "&#8203;"}</div>`;
   }
 
-  _matches(line) {
+  private matches(line: LogLine): boolean {
     return !this.query || stripAnsi(line[1]).toLowerCase().includes(this.query);
   }
 
-  setLines(lines) {
+  setLines(lines: readonly LogLine[]): void {
     this.lines = lines.slice(-this.maxLines);
     this.render();
   }
 
-  append(lines) {
+  append(lines: readonly LogLine[]): void {
     if (!lines.length) return;
     this.lines.push(...lines);
     const drop = this.lines.length - this.maxLines;
@@ -100,25 +114,27 @@ export class LogView {
       this.render();
       return;
     }
-    this.body.insertAdjacentHTML("beforeend", lines.map((l) => this._lineHtml(l)).join(""));
-    while (this.body.childElementCount > this.maxLines) this.body.firstElementChild.remove();
-    this._after(this.lines.length);
+    this.body.insertAdjacentHTML("beforeend", lines.map((l) => this.lineHtml(l)).join(""));
+    while (this.body.childElementCount > this.maxLines) this.body.firstElementChild?.remove();
+    this.after(this.lines.length);
   }
 
-  render() {
-    const shown = this.lines.filter((l) => this._matches(l));
+  render(): void {
+    const shown = this.lines.filter((l) => this.matches(l));
     this.body.innerHTML = shown.length
-      ? shown.map((l) => this._lineHtml(l)).join("")
+      ? shown.map((l) => this.lineHtml(l)).join("")
       : `<div class="jt-log-empty">${this.lines.length ? `no line matches “${escapeHtml(this.search.value)}”` : "no output yet"}</div>`;
-    this._after(shown.length);
+    this.after(shown.length);
   }
 
-  _after(shown) {
+  private after(shown: number): void {
     this.count.textContent = this.query ? `${shown} of ${this.lines.length} lines` : `${this.lines.length} lines`;
     if (this.follow) {
       this.body.scrollTop = this.body.scrollHeight;
       // a view being built is not in the page yet: scroll once it is laid out
-      requestAnimationFrame(() => { if (this.follow) this.body.scrollTop = this.body.scrollHeight; });
+      requestAnimationFrame(() => {
+        if (this.follow) this.body.scrollTop = this.body.scrollHeight;
+      });
     }
   }
 }

@@ -1,0 +1,128 @@
+/**
+ * The run view's traits, as the kernel's ``RunMonitor`` and the server's view feed send them
+ * (``frontends/views``), and the launch form's (``frontends/widgets/form.py``).
+ */
+import type { INonFinite, IAttempt, IStall } from './health';
+import type { LogLine } from './logview';
+import type { IChartStat, IMetricRow } from './rankstats';
+
+/** A log delta: lines ``start``..``end`` of generation ``gen`` (all of them when ``reset``). */
+export interface ILogPayload {
+  gen?: number;
+  start: number;
+  end: number;
+  reset?: boolean;
+  lines: LogLine[];
+  max_lines?: number;
+  ranks?: number[];
+  skipped_bytes?: number;
+  selection?: string;
+}
+
+export interface IEnvironmentInfo {
+  name?: string;
+  version?: string | number;
+  built?: boolean;
+  build_seconds?: number;
+  python?: string;
+  python_version?: string;
+  torch?: string;
+}
+
+/** What the run was launched with. */
+export interface IRunInfo {
+  name?: string;
+  target?: string;
+  launcher?: string;
+  nodes?: number;
+  procs?: number;
+  backend?: string;
+  environment?: IEnvironmentInfo;
+  params?: { [name: string]: unknown };
+  source?: string;
+  data?: string;
+}
+
+export interface IStage {
+  name: string;
+  start: number;
+  end?: number | null;
+}
+
+export interface IRunState {
+  status?: string;
+  now?: number;
+  created?: number;
+  ended?: number | null;
+  error?: string | null;
+  reason?: string | null;
+  traceback?: string | null;
+  failed_rank?: number | null;
+  stages?: IStage[];
+  staging?: Array<{ text: string; state?: string }>;
+  outputs?: { folder: string; files?: Array<{ path: string; bytes: number }> } | null;
+  attempts?: IAttempt[];
+  max_restarts?: number;
+  stalled?: IStall[];
+  stall_timeout?: number | null;
+  on_stall?: string | null;
+  stacks?: { [rank: string]: string } | null;
+  non_finite?: INonFinite[];
+  stop_on_nan?: string[];
+}
+
+export interface IProgress {
+  done?: number;
+  total?: number | null;
+  rate?: number | null;
+  eta?: number | null;
+  ranks?: number;
+}
+
+/** The reader's chart settings (the view sets them; the feeder answers with ``charts``). */
+export interface IChartOptions {
+  x?: string;
+  agg?: string;
+  selected?: string[] | null;
+}
+
+/** A series' values: a DataView (kernel message buffers), base64 (WebSocket), or floats. */
+export type SeriesValues = DataView | Float64Array | string | null;
+
+/** A chart's series: one rank's, or (rank ``null``) the ranks' mean. */
+export interface IChartSeries extends IChartStat {
+  label: string;
+  x: SeriesValues;
+  y: SeriesValues;
+  points: number;
+}
+
+/** One metric's chart, and how many ranks logged the metric. */
+export interface IChart {
+  series: IChartSeries[];
+  ranks: number;
+}
+
+export interface IChartsPayload {
+  x?: string;
+  selected?: string[];
+  charts?: { [metric: string]: IChart };
+}
+
+export interface IRunTraits {
+  run_id: string;
+  key: string;
+  mode: string;
+  log: ILogPayload;
+  log_selection: string;
+  state: IRunState;
+  info: IRunInfo;
+  notice: string;
+  progress: IProgress;
+  cancel_state: string | boolean | null;
+  metrics: IMetricRow[];
+  texts: { [name: string]: { [rank: string]: string } };
+  chart_options: IChartOptions;
+  charts: IChartsPayload;
+  loading: boolean;
+}
