@@ -10,6 +10,9 @@
 - TOML blocks: each ``[targets.NAME]`` builds its target from a ``targets.toml`` as written.
 - Anything else must be a picture of output or files (no command in it), or the test fails:
   a new kind of block needs a check here.
+- Outside code blocks, every module a page names by its path (``targets/ssh/target.py``,
+  ``labextension/src/runview.ts``) exists, from the repository's root or the package's, and
+  docs/architecture.md names every folder of the package.
 """
 
 from __future__ import annotations
@@ -191,3 +194,39 @@ def test_code_block_shows_what_the_code_does(path, lang, text, home):
         check_command(line.strip(), page_targets(path))
     if lang == "bash":
         assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+
+
+MODULE_PATH = re.compile(r"`([\w.-]+(?:/[\w.-]+)*/[\w.-]+\.(?:py|ts))`")
+PACKAGE = REPO / "jupyter_trainer"
+
+
+def prose_lines(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of ``path`` outside its fenced code blocks."""
+    text = FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), path.read_text())
+    return list(enumerate(text.splitlines(), 1))
+
+
+@pytest.mark.parametrize("path", PAGES, ids=page_name)
+def test_module_paths_a_page_names_exist(path):
+    missing = [
+        f"line {number}: {name}"
+        for number, line in prose_lines(path)
+        for name in MODULE_PATH.findall(line)
+        # a file of a run's snapshot, not of this repository
+        if not name.startswith(("_jt/", "code/"))
+        and not any((base / name).is_file() for base in (REPO, PACKAGE))
+    ]
+    assert not missing, f"{page_name(path)} names modules that do not exist: {missing}"
+
+
+def test_the_architecture_page_names_every_folder():
+    page = REPO / "docs" / "architecture.md"
+    spans = [span for _, line in prose_lines(page) for span in re.findall(r"`([^`]+)`", line)]
+    named = set(re.findall(r"[\w/]*?(\w+)/", " ".join(spans)))
+    named |= set(re.findall(r"^(\w+)/ ", page.read_text(), re.M))  # the tree's lines
+    folders = {
+        p.parent.name
+        for p in PACKAGE.rglob("__init__.py")
+        if p.parent != PACKAGE and "labextension" not in p.parts
+    }
+    assert folders <= named, f"docs/architecture.md does not name {sorted(folders - named)}"
