@@ -82,9 +82,12 @@ class TrainMagics(Magics):
             raise SpecError("script arguments after `--` only go with %train path/to/script.py")
         opts = cell_parser().parse_args(words)
         mode = monitor_mode()
-        code = self.shell.transform_cell(cell)
-        history = list(self.shell.user_ns.get("In", []))
-        origin = {**_origin(self.shell), "first_line": 2}  # the cell's line 1 is %%train
+        shell = self.shell
+        if shell is None:  # a magic registered outside a shell: nothing to take the cell from
+            raise SpecError("%%train runs a cell of an IPython shell; there is none here")
+        code = shell.transform_cell(cell)
+        history = list(shell.user_ns.get("In", []))
+        origin = {**_origin(shell), "first_line": 2}  # the cell's line 1 is %%train
         if is_sweep(opts):
             if opts.form:
                 raise SpecError(
@@ -93,7 +96,7 @@ class TrainMagics(Magics):
                 )
             sweep = sweep_api.sweep(
                 code,
-                namespace=self.shell.user_ns,
+                namespace=shell.user_ns,
                 history=history,
                 origin=origin,
                 **sweep_kwargs(opts),
@@ -108,7 +111,7 @@ class TrainMagics(Magics):
                 )
             return api.submit(
                 code,
-                namespace=self.shell.user_ns,
+                namespace=shell.user_ns,
                 history=history,
                 origin=origin,
                 dry_run=True,
@@ -120,7 +123,7 @@ class TrainMagics(Magics):
 
             form = LaunchForm(
                 code,
-                self.shell.user_ns,
+                shell.user_ns,
                 submit_kwargs(opts),
                 history=history,
                 origin=origin,
@@ -128,12 +131,14 @@ class TrainMagics(Magics):
             )
             display(RunMonitor(launcher=form))
             return None
-        run = api.submit(
-            code,
-            namespace=self.shell.user_ns,
-            history=history,
-            origin=origin,
-            **submit_kwargs(opts),
+        run = _run_of(
+            api.submit(
+                code,
+                namespace=shell.user_ns,
+                history=history,
+                origin=origin,
+                **submit_kwargs(opts),
+            )
         )
         _say_source(run)
         if opts.no_wait:
@@ -144,7 +149,7 @@ class TrainMagics(Magics):
             return run
         return self._watch(run, mode)
 
-    def _watch(self, run: api.Run, mode: str | None = None) -> api.Run:
+    def _watch(self, run: api.Run, mode: str | None = None) -> api.Run | None:
         widget = None
         try:
             if (mode or monitor_mode()) == "widget":
@@ -252,8 +257,8 @@ class TrainMagics(Magics):
                 dry_run=opts.dry_run,
                 **submit_kwargs(opts),
             )
-            if opts.dry_run:
-                return run  # a DryRun, shown as the value
+            if isinstance(run, DryRun):
+                return run  # shown as the value
             _say_source(run)
             return self._watch(run)
         opts = parse_command(_management_parser(), words)
@@ -340,6 +345,13 @@ def _say_source(run: api.Run) -> None:
         print(line, flush=True)
 
 
+def _run_of(started: api.Run | DryRun) -> api.Run:
+    """What ``api.submit`` without ``dry_run`` returns: a run."""
+    if isinstance(started, DryRun):
+        raise TypeError("submit() without dry_run=True returned a dry run")
+    return started
+
+
 def _widget(run: api.Run) -> Any:
     from ..widgets.widget import RunMonitor
 
@@ -351,8 +363,9 @@ def _origin(shell: Any) -> dict[str, Any]:
     cell (its ``In [n]``; tracebacks then cite ``Cell In [n], line m``)."""
     origin: dict[str, Any] = {"cwd": os.getcwd()}
     running = getattr(getattr(shell, "displayhook", None), "exec_result", None)
-    if isinstance(getattr(running, "execution_count", None), int):
-        origin["cell"] = running.execution_count  # the shell's own count is already the next
+    count = getattr(running, "execution_count", None)
+    if isinstance(count, int):
+        origin["cell"] = count  # the shell's own count is already the next
     if os.environ.get("JPY_SESSION_NAME"):
         origin["notebook"] = os.environ["JPY_SESSION_NAME"]
     return origin
