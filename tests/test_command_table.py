@@ -114,3 +114,22 @@ def test_an_option_of_another_verb_names_its_verb(home, ip, capsys):
     done = cli("cancel", "some-run", "--statsu")
     assert done.returncode == 2 and "did you mean --status?" in done.stderr
     assert "\n" not in done.stderr.strip()
+
+
+def test_the_magic_follows_what_a_starting_command_of_the_table_starts(home, ip, capsys, tmp_path):
+    script = tmp_path / "hello.py"
+    script.write_text("print('hello from submit')\n")
+    result = ip.run_cell(f"%train submit {script} --launcher python", store_history=True)
+    assert result.success, result.error_in_exec
+    run = result.result
+    assert run.status == "completed" and run.spec.origin.get("cwd")  # followed, as %%train
+    assert "hello from submit" in run.logs(0)
+    capsys.readouterr()
+    result = ip.run_cell(f"%train rerun {run.id} --no-wait", store_history=True)
+    assert result.success, result.error_in_exec
+    again = result.result
+    assert capsys.readouterr().out.startswith(
+        f"run {again.id} started; follow it with %train attach {again.id}\n"
+    )
+    again.wait()
+    assert again.status == "completed" and leftover(again.id) == []
