@@ -125,11 +125,3 @@ def run_command(args: argparse.Namespace, out: TextIO) -> int:
     """Run the parsed command, writing its text to ``out``; its exit code."""
     code: int = args.handler(args, out)
     return code
-
-
-def visible_commands(parser: argparse.ArgumentParser) -> list[str]:
-    """The commands ``parser --help`` lists (the hidden spellings are no parsers at all)."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return [choice.dest for choice in action._choices_actions]
-    return []
