@@ -95,7 +95,7 @@ def test_prune_from_the_cli_and_the_magic(home, ip, capsys):
     assert out.returncode == 0, out.stderr
     assert f"would remove {stale['env_id']} (" in out.stdout and Path(stale["path"]).is_dir()
     for bad, message in (
-        (["show", "delta", "--dry-run"], "--dry-run goes with prune"),
+        (["show", "delta", "--dry-run"], "--dry-run goes with `env prune`"),
         (["prune", "delta"], "prune takes no NAME"),
     ):
         out = subprocess.run([*cli, *bad], capture_output=True, text=True, timeout=60)

@@ -264,5 +264,7 @@ def test_magic_models_delete(ip, run, capsys):
     assert capsys.readouterr().out.endswith("deleted digits@2; digits has versions 1 now\n")
     assert ip.run_cell("%train models delete digits --all --yes").success
     assert jt.models() == []
-    assert ip.run_cell("%train help").success
-    assert "%train models delete NAME@V --yes" in capsys.readouterr().out
+    capsys.readouterr()
+    assert ip.run_cell("%train models delete --help").success
+    shown = capsys.readouterr().out
+    assert "%train models delete [-h]" in shown and "NAME@V|NAME" in shown and "--yes" in shown

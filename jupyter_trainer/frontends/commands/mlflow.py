@@ -1,19 +1,20 @@
-"""The ``mlflow`` command of ``jupyter-trainer`` and ``%train`` (``commands.COMMANDS`` holds
-it): ``mlflow sync RUN [--uri URI] [--experiment NAME] [--json]``."""
+"""The ``mlflow`` command of ``jupyter-trainer`` and ``%train``: ``mlflow sync RUN [--uri URI]
+[--experiment NAME] [--json]``."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, TextIO
+from typing import TextIO
 
 from ...core.errors import SpecError
 from ...mirrors.mlflow.sync import sync
+from .parser import Subparsers, handles, verbs
 
 
-def _define_mlflow(sub: Any) -> None:
+def define_mlflow(sub: Subparsers, name: str) -> None:
     parser = sub.add_parser(
-        "mlflow",
+        name,
         help="mirror a run to an MLflow tracking server: mlflow sync RUN [--uri URI]",
         description="Write the run into one MLflow run (made by the first sync, updated by "
         "the next): params, every rank's metrics with their steps, tags, outputs/ "
@@ -21,7 +22,8 @@ def _define_mlflow(sub: Any) -> None:
         "--mlflow URI is mirrored when it ends; this does it again, and records the "
         "result in the run's state.",
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
+    handles(parser, cmd_mlflow)  # no verb: says which
+    actions = verbs(parser, required=False)
     sync_parser = actions.add_parser("sync", help="mirror RUN to MLflow now")
     sync_parser.add_argument("run")
     sync_parser.add_argument(
@@ -38,6 +40,7 @@ def _define_mlflow(sub: Any) -> None:
         "jupyter_trainer)",
     )
     sync_parser.add_argument("--json", action="store_true", help="print the record as JSON")
+    handles(sync_parser, cmd_mlflow)
 
 
 def cmd_mlflow(args: argparse.Namespace, out: TextIO) -> int:
@@ -60,6 +63,3 @@ def cmd_mlflow(args: argparse.Namespace, out: TextIO) -> int:
             f"{args.run}: mirroring to MLflow at {found['uri']} failed: {found['error']}", file=out
         )
     return 0 if found["status"] == "synced" else 1
-
-
-MLFLOW_COMMANDS = {"mlflow": (_define_mlflow, cmd_mlflow)}

@@ -1,10 +1,7 @@
-"""The commands of a run's files and of the model registry, for ``jupyter-trainer`` and
-``%train`` (``commands.COMMANDS`` holds them): ``files``, ``download``, ``register`` and
-``models [list | show | download | register | delete]``.
+"""The commands of the model registry: ``register RUN NAME PATH`` and ``models [list | show
+| download | register | delete]``.
 
-A word that starts with '-' where a model name, a run id or a path goes is taken by the
-shell's conventions for an option; the commands say what is wrong with it as that
-positional (``CommandParser.word_checks``) rather than which positional is missing."""
+Model names, run ids and paths that start with '-' are checked as ``checks.py`` says."""
 
 from __future__ import annotations
 
@@ -16,79 +13,12 @@ from typing import Any, TextIO
 from ...api import runs as api
 from ...api.models import Model, check_owner, delete_model, get_model, models, version_to_delete
 from ...core.errors import ModelNotFound, SpecError, StoreError
-from ...core.printable import printable
-from ...core.spec import validate_run_id
 from ...core.units import format_bytes
-from ...store.models import ModelStore, parse_ref, validate_model_name, versions_in
+from ...store.models import ModelStore, parse_ref, versions_in
 from ..views.text import columns
+from .checks import checked, count
 from .options import ParamAction
-
-
-def _dashed_path(what: str) -> Any:
-    def check(word: str) -> None:
-        raise SpecError(
-            f"{word!r} is taken for an option; give {what} that starts with '-' as ./{word}"
-        )
-
-    return check
-
-
-WORD_CHECKS = {
-    "run": validate_run_id,
-    "name": validate_model_name,
-    "model": parse_ref,
-    "path": _dashed_path("a path"),
-    "dest": _dashed_path("a folder"),
-    "pattern": _dashed_path("a pattern"),
-}
-
-
-def _checked(parser: Any) -> Any:
-    parser.word_checks = WORD_CHECKS
-    return parser
-
-
-def _define_files(sub: Any) -> None:
-    files = sub.add_parser("files", help="the files of a run's outputs/, with their sizes")
-    files.add_argument("run")
-    files.add_argument("--json", action="store_true", help="print JSON rows (path, size)")
-
-
-def cmd_files(args: argparse.Namespace, out: TextIO) -> int:
-    found = api.get_run(args.run).files()
-    if args.json:
-        print(json.dumps([f.to_dict() for f in found], indent=1), file=out)
-    elif not found:
-        print(f"run {args.run} has no outputs", file=out)
-    else:
-        print(
-            columns(("SIZE", "PATH"), [(format_bytes(f.size), printable(f.path)) for f in found]),
-            file=out,
-        )
-        print(f"{_count(len(found), 'file')}, {format_bytes(sum(f.size for f in found))}", file=out)
-    return 0
-
-
-def _define_download(sub: Any) -> None:
-    download = _checked(
-        sub.add_parser(
-            "download",
-            help="copy files of a run's outputs/ into a folder",
-            description="Copy the files of the run's outputs/ that PATTERN names into DEST, each at "
-            "its path under outputs/. PATTERN is a path relative to outputs/, a folder "
-            "(every file under it) or a glob: '*.pt', 'checkpoints/**/*.pt'. Quote it "
-            "so the shell does not expand it.",
-        )
-    )
-    download.add_argument("run")
-    download.add_argument("pattern")
-    download.add_argument("dest", help="a folder (made if missing)")
-
-
-def cmd_download(args: argparse.Namespace, out: TextIO) -> int:
-    for path in api.get_run(args.run).download(args.pattern, args.dest):
-        print(printable(str(path)), file=out)
-    return 0
+from .parser import Subparsers, handles, verbs
 
 
 def _register_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,18 +35,18 @@ def _register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the version's record as JSON")
 
 
-def _define_register(sub: Any) -> None:
-    _register_arguments(
-        _checked(
-            sub.add_parser(
-                "register",
-                help="copy a file or folder of a run's outputs/ into the model registry",
-                description="Copy PATH (a file or folder of the run's outputs/) into the model registry "
-                "as version N+1 of NAME, with the run's lineage (params, final metrics, code "
-                "hash, environment lock, sweep, files with their sha256).",
-            )
+def define_register(sub: Subparsers, name: str) -> None:
+    register = checked(
+        sub.add_parser(
+            name,
+            help="copy a file or folder of a run's outputs/ into the model registry",
+            description="Copy PATH (a file or folder of the run's outputs/) into the model "
+            "registry as version N+1 of NAME, with the run's lineage (params, final metrics, code "
+            "hash, environment lock, sweep, files with their sha256).",
         )
     )
+    _register_arguments(register)
+    handles(register, cmd_register)
 
 
 def cmd_register(args: argparse.Namespace, out: TextIO) -> int:
@@ -127,35 +57,35 @@ def cmd_register(args: argparse.Namespace, out: TextIO) -> int:
     files = model.files
     print(
         f"registered {model.name}@{model.version} from run {model.run}: "
-        f"{_count(len(files), 'file')}, {format_bytes(sum(f.size for f in files))}, "
+        f"{count(len(files), 'file')}, {format_bytes(sum(f.size for f in files))}, "
         f"in {model.path}",
         file=out,
     )
     return 0
 
 
-def _define_models(sub: Any) -> None:
+def define_models(sub: Subparsers, name: str) -> None:
     parser = sub.add_parser(
-        "models",
-        help="the model registry: list | show NAME[@V] | download NAME[@V] DEST | "
-        "register RUN NAME PATH | delete NAME@V --yes",
-        usage="%(prog)s [list [--json] | show NAME[@V] [--json] | download NAME[@V] DEST | "
-        "register RUN NAME PATH [--tag KEY=VALUE ...] | "
-        "delete NAME@V|NAME --all [--yes] [--force]]",
+        name,
+        help="the model registry: list, show, download, register or delete versions",
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
+    handles(parser, cmd_list)  # no verb: list
+    actions = verbs(parser, required=False)
     listing = actions.add_parser("list", help="every model with its latest version (the default)")
     listing.add_argument("--json", action="store_true", help="print JSON rows")
-    show = _checked(actions.add_parser("show", help="a version's lineage and files"))
+    handles(listing, cmd_list)
+    show = checked(actions.add_parser("show", help="a version's lineage and files"))
     show.add_argument("model", metavar="NAME[@V]", help="the latest version unless @V is given")
     show.add_argument("--json", action="store_true", help="print the version's record as JSON")
-    download = _checked(actions.add_parser("download", help="copy a version's files into a folder"))
+    handles(show, cmd_show)
+    download = checked(actions.add_parser("download", help="copy a version's files into a folder"))
     download.add_argument("model", metavar="NAME[@V]", help="the latest version unless @V is given")
     download.add_argument("dest", help="a folder (made if missing)")
-    _register_arguments(
-        _checked(actions.add_parser("register", help="as `register RUN NAME PATH`"))
-    )
-    delete = _checked(
+    handles(download, cmd_download_model)
+    register = checked(actions.add_parser("register", help="as `register RUN NAME PATH`"))
+    _register_arguments(register)
+    handles(register, cmd_register)
+    delete = checked(
         actions.add_parser(
             "delete",
             help="delete a version (NAME@V) or every version (NAME --all)",
@@ -178,27 +108,27 @@ def _define_models(sub: Any) -> None:
         "--force", action="store_true", help="also delete versions another user registered"
     )
     delete.add_argument("--json", action="store_true", help="print what was deleted as JSON")
+    handles(delete, cmd_delete)
 
 
-def cmd_models(args: argparse.Namespace, out: TextIO) -> int:
-    action = args.action or "list"
-    if action == "register":
-        return cmd_register(args, out)
-    if action == "delete":
-        return cmd_delete(args, out)
-    if action == "list":
-        rows = ModelStore().rows()
-        if args.action and args.json:
-            print(json.dumps(rows, indent=1), file=out)
-        else:
-            print(models_table(rows), file=out)
-        return 0
+def cmd_list(args: argparse.Namespace, out: TextIO) -> int:
+    rows = ModelStore().rows()
+    if getattr(args, "json", False):
+        print(json.dumps(rows, indent=1), file=out)
+    else:
+        print(models_table(rows), file=out)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     model = get_model(args.model)
-    if action == "download":
-        for path in model.download(args.dest):
-            print(path, file=out)
-        return 0
     print(json.dumps(model.to_dict(), indent=1) if args.json else model_text(model), file=out)
+    return 0
+
+
+def cmd_download_model(args: argparse.Namespace, out: TextIO) -> int:
+    for path in get_model(args.model).download(args.dest):
+        print(path, file=out)
     return 0
 
 
@@ -254,7 +184,7 @@ def _sizes(versions: list[Model]) -> str:
         try:
             files = model.files
             shown.append(
-                f"{model.name}@{model.version} ({_count(len(files), 'file')}, "
+                f"{model.name}@{model.version} ({count(len(files), 'file')}, "
                 f"{format_bytes(sum(f.size for f in files))}, from run {model.run})"
             )
         except (StoreError, ModelNotFound):
@@ -320,7 +250,7 @@ def model_text(model: Model) -> str:
     lines = [
         f"model {model.name}@{model.version} (versions {versions})",
         *(f"  {k:<12} {v}" for k, v in rows),
-        f"  {'files':<12} {_count(len(files), 'file')}, {format_bytes(sum(f.size for f in files))}",
+        f"  {'files':<12} {count(len(files), 'file')}, {format_bytes(sum(f.size for f in files))}",
     ]
     lines += [f"    {f.sha256}  {format_bytes(f.size):>10}  {f.path}" for f in files]
     return "\n".join(lines)
@@ -332,15 +262,3 @@ def _pairs(mapping: dict[str, Any]) -> str:
 
 def _when(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-MODEL_COMMANDS = {
-    "files": (_define_files, cmd_files),
-    "download": (_define_download, cmd_download),
-    "register": (_define_register, cmd_register),
-    "models": (_define_models, cmd_models),
-}

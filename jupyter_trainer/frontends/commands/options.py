@@ -33,28 +33,41 @@ _INVALID_VALUE = re.compile(
 _KINDS = {"int": "a whole number", "float": "a number"}
 
 
-def option_strings(parser: argparse.ArgumentParser) -> Iterator[str]:
-    """Every ``--long`` option of ``parser`` and of its subcommands' parsers."""
+def option_places(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str]]:
+    """(``--long`` option, the command that has it) for every option of ``parser`` and of its
+    subcommands' parsers; the command is the prog's words after the program's name."""
+    command = parser.prog.partition(" ")[2]
     for action in parser._actions:
-        yield from (s for s in action.option_strings if s.startswith("--"))
+        yield from ((s, command) for s in action.option_strings if s.startswith("--"))
         if isinstance(action, argparse._SubParsersAction):
             for sub in dict.fromkeys(action.choices.values()):
-                yield from option_strings(sub)
+                yield from option_places(sub)
 
 
-def explain(parser: argparse.ArgumentParser, message: str) -> str:
-    """argparse's ``message`` in one line a person acts on: the flag and what it takes, or
-    the unknown option with the option it most likely meant."""
+def explain(parser: argparse.ArgumentParser, message: str, noun: str | None = None) -> str:
+    """argparse's ``message`` in one line a person acts on: the flag and what it takes, the
+    command an option belongs to when it is another one's, or the unknown option with the
+    option it most likely meant. Given the ``noun`` the words began with, an option of
+    another of its verbs is named as that verb's."""
     invalid = _INVALID_VALUE.fullmatch(message)
     if invalid and invalid["kind"] in _KINDS:
         flag = invalid["flags"].split("/")[-1]
         return f"{flag} takes {_KINDS[invalid['kind']]}, not {invalid['value']}"
     if message.startswith("unrecognized arguments: "):
-        known = sorted(set(option_strings(parser)))
+        places: dict[str, list[str]] = {}
+        for option, command in option_places(parser):
+            places.setdefault(option, []).append(command)
         hints = []
         for word in message.partition(": ")[2].split():
-            if word.startswith("--"):
-                close = difflib.get_close_matches(word.partition("=")[0], known, n=1, cutoff=0.6)
+            flag = word.partition("=")[0]
+            if not flag.startswith("--"):
+                continue
+            owners = [c for c in dict.fromkeys(places.get(flag, [])) if c]
+            owners = [c for c in owners if c.startswith(f"{noun} ")] or owners
+            if owners and len(owners) <= 3:
+                hints.append(f"{flag} goes with {' or '.join(f'`{c}`' for c in owners)}")
+            elif not owners:
+                close = difflib.get_close_matches(flag, sorted(places), n=1, cutoff=0.6)
                 hints += [f"did you mean {close[0]}?"] if close else []
         return "; ".join([message, *hints])
     return message
@@ -460,15 +473,3 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
         help="the target's keys; VALUE in TOML or bare: hosts=[gpu1,gpu2], "
         "workdir=/scratch/jt, gpus_per_node=8, env={NCCL_SOCKET_IFNAME=eth0}",
     )
-
-
-def parse_with_settings(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
-    """``parser.parse_args(words)``, where the KEY=VALUE words of ``target add`` may also come
-    after its options (argparse fills a positional list only up to the first option)."""
-    opts, extra = parser.parse_known_args(words)
-    if isinstance(getattr(opts, "settings", None), list):
-        opts.settings = [*opts.settings, *(word for word in extra if not word.startswith("-"))]
-        extra = [word for word in extra if word.startswith("-")]
-    if extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    return opts

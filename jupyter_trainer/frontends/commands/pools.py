@@ -1,6 +1,6 @@
-"""``pools``: the warm rank pools of the run store, for ``jupyter-trainer`` and ``%train``
-(``commands.COMMANDS`` holds it). ``pools`` lists them; ``pools --stop`` ends them (a running
-run's ranks die with their pool, so it refuses while a pool serves a run, unless ``--force``)."""
+"""``pools``: the warm rank pools of the run store, for ``jupyter-trainer`` and ``%train``.
+``pools`` lists them; ``pools --stop`` ends them (a running run's ranks die with their pool,
+so it refuses while a pool serves a run, unless ``--force``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ...rankside.home import default_home
 from ...rankside.hotstart.records import live_pools, stop_pools
 from ...store import ACTIVE, Store
 from ..views.text import columns
+from .parser import Subparsers, handles
 
 
 def resident_bytes(pid: int) -> int | None:
@@ -65,9 +66,9 @@ def serving(pids: Collection[int], allocations: Collection[str] = ()) -> list[st
     return found
 
 
-def _define_pools(sub: Any) -> None:
+def define_pools(sub: Subparsers, name: str) -> None:
     pools = sub.add_parser(
-        "pools",
+        name,
         help="the warm rank pools that hot runs fork their ranks from",
         description="List the warm rank pools of the run store (one per interpreter, "
         "environment and module set; each exits after its idle time), or end them.",
@@ -83,6 +84,7 @@ def _define_pools(sub: Any) -> None:
         help="with --stop: also end pools whose ranks are running (those runs fail)",
     )
     pools.add_argument("--json", action="store_true", help="print JSON rows")
+    handles(pools, cmd_pools)
 
 
 def cmd_pools(args: argparse.Namespace, out: TextIO) -> int:
@@ -143,6 +145,3 @@ def _age(seconds: float | None) -> str:
     if seconds is None:
         return "?"
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
-
-
-POOL_COMMANDS = {"pools": (_define_pools, cmd_pools)}

@@ -1,31 +1,32 @@
-"""The sweep commands ``sweeps``, ``sweep show``, ``sweep resume`` and ``sweep cancel``, for
-``jupyter-trainer`` and ``%train`` (``commands.COMMANDS`` holds them as ``sweep-show``...,
-and ``sweep_words`` turns ``sweep show ID`` into those)."""
+"""The commands of sweeps: ``sweeps`` (the list) and ``sweep start SCRIPT | show ID |
+resume ID | cancel ID``.
+
+``sweep SCRIPT ...`` (no verb) is ``sweep start SCRIPT ...``, and ``sweep-show ID`` (and
+``-resume``, ``-cancel``) the same as ``sweep show ID``: ``table.ALIASES`` resolves those
+spellings before parsing, so they work and ``--help`` shows only the verbs."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ...api.sweeps import functions as api
+from ...core.errors import SpecError
 from ..views.sweep_text import sweep_json, sweep_text
+from .options import add_run_options, add_sweep_options, is_sweep, submit_kwargs, sweep_kwargs
+from .parser import Subparsers, add_wait_options, handles, origin_kwargs, starts, verbs
 
-ACTIONS = ("show", "resume", "cancel")
+if TYPE_CHECKING:
+    from .parser import Started
 
-
-def sweep_words(words: Sequence[str]) -> list[str]:
-    """``["sweep", "show", ID, ...]`` as ``["sweep-show", ID, ...]``; other words unchanged."""
-    words = list(words)
-    if len(words) >= 2 and words[0] == "sweep" and words[1] in ACTIONS:
-        return [f"sweep-{words[1]}", *words[2:]]
-    return words
+VERBS = ("start", "show", "resume", "cancel")
 
 
-def _define_sweeps(sub: Any) -> None:
-    sweeps = sub.add_parser("sweeps", help="list sweeps, newest first")
+def define_sweeps(sub: Subparsers, name: str) -> None:
+    sweeps = sub.add_parser(name, help="list sweeps, newest first")
     sweeps.add_argument("--json", action="store_true", help="print JSON rows")
+    handles(sweeps, cmd_sweeps)
 
 
 def cmd_sweeps(args: argparse.Namespace, out: TextIO) -> int:
@@ -50,13 +51,48 @@ def cmd_sweeps(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _define_show(sub: Any) -> None:
-    show = sub.add_parser("sweep-show", help="a sweep's trials (sweep show ID)")
+def define_sweep(sub: Subparsers, name: str) -> None:
+    sweep = sub.add_parser(name, help="start a hyperparameter sweep, or show, resume or cancel one")
+    actions = verbs(sweep, required=True)
+    start = actions.add_parser(
+        "start",
+        help="run a script as a hyperparameter sweep",
+        usage="%(prog)s SCRIPT --sweep KEY=EXPR [...] [options] [-- script args]",
+    )
+    start.add_argument("script", help="the entry script; it reads each KEY as jt.params[KEY]")
+    add_run_options(start)
+    add_sweep_options(start)
+    add_wait_options(start, "sweep")
+    starts(start, start_sweep)
+
+    show = actions.add_parser("show", help="a sweep's trials")
     show.add_argument("sweep")
     show.add_argument(
         "--json",
         action="store_true",
         help="print the sweep's spec, status, best and every trial as JSON",
+    )
+    handles(show, cmd_show)
+    resume = actions.add_parser("resume", help="start the driver of an interrupted sweep again")
+    resume.add_argument("sweep")
+    handles(resume, cmd_resume)
+    cancel = actions.add_parser("cancel", help="cancel a sweep and its running trials")
+    cancel.add_argument("sweep")
+    handles(cancel, cmd_cancel)
+
+
+def start_sweep(args: argparse.Namespace) -> Started:
+    if not is_sweep(args):
+        raise SpecError(
+            "sweep start needs a search space: --sweep KEY=EXPR "
+            "(repeatable) or --sweep-file FILE.yaml"
+        )
+    return api.sweep(
+        script=args.script,
+        args=getattr(args, "script_args", []),
+        **origin_kwargs(args),
+        **sweep_kwargs(args),
+        **submit_kwargs(args),
     )
 
 
@@ -66,22 +102,10 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _define_resume(sub: Any) -> None:
-    sub.add_parser(
-        "sweep-resume", help="start the driver of an interrupted sweep again (sweep resume ID)"
-    ).add_argument("sweep")
-
-
 def cmd_resume(args: argparse.Namespace, out: TextIO) -> int:
     sweep = api.get_sweep(args.sweep).resume()
     print(f"sweep {sweep.id} {sweep.status}: {len(sweep.state['trials'])} trials kept", file=out)
     return 0
-
-
-def _define_cancel(sub: Any) -> None:
-    sub.add_parser(
-        "sweep-cancel", help="cancel a sweep and its running trials (sweep cancel ID)"
-    ).add_argument("sweep")
 
 
 def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
@@ -89,11 +113,3 @@ def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
     sweep.cancel()
     print(f"sweep {sweep.id} {sweep.status}", file=out)
     return 0
-
-
-SWEEP_COMMANDS = {
-    "sweeps": (_define_sweeps, cmd_sweeps),
-    "sweep-show": (_define_show, cmd_show),
-    "sweep-resume": (_define_resume, cmd_resume),
-    "sweep-cancel": (_define_cancel, cmd_cancel),
-}

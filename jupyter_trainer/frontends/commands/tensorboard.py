@@ -1,6 +1,6 @@
-"""The ``tensorboard`` command of ``jupyter-trainer`` and ``%train`` (``commands.COMMANDS``
-holds it). ``%train tensorboard`` without ``--logdir`` does not block: the magic keeps the
-server in the kernel (``background``) and shows it in the notebook."""
+"""The ``tensorboard`` command of ``jupyter-trainer`` and ``%train``. ``%train tensorboard``
+without ``--logdir`` does not block: the magic keeps the server in the kernel
+(``background``) and shows it in the notebook."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from typing import Any, TextIO
 from ...core.errors import SpecError, StoreError
 from ...mirrors.tensorboard.export import Exporter, writable_logdir
 from ...mirrors.tensorboard.server import TensorBoardServer, shared_server, stop_shared
+from .parser import Subparsers, handles
 
 
-def _define_tensorboard(sub: Any) -> None:
+def define_tensorboard(sub: Subparsers, name: str) -> None:
     board = sub.add_parser(
-        "tensorboard",
+        name,
         help="runs' metrics in TensorBoard: export them, or serve them",
         description="Write each run's metrics, one folder per rank, as TensorBoard event files, "
         "with its params as hparams. With --logdir, write them there and exit "
@@ -51,6 +52,7 @@ def _define_tensorboard(sub: Any) -> None:
         action="store_true",
         help="stop the TensorBoard that %%train tensorboard started in this kernel",
     )
+    handles(board, cmd_tensorboard)
 
 
 def cmd_tensorboard(args: argparse.Namespace, out: TextIO) -> int:
@@ -124,6 +126,3 @@ def _interrupt(signum: int, frame: Any) -> None:
 def background(args: argparse.Namespace) -> TensorBoardServer:
     """``%train tensorboard RUN...``: the kernel's TensorBoard, with these runs added."""
     return shared_server(args.runs, host=args.host, port=args.port)
-
-
-TENSORBOARD_COMMANDS = {"tensorboard": (_define_tensorboard, cmd_tensorboard)}

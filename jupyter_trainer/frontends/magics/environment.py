@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from ... import environment
 from ...api import runs as api
 from ..commands.options import HelpRequested, OptionParser, split_line
+
+if TYPE_CHECKING:
+    from ...environment.definition import EnvDefinition
 
 HELP = """\
 %%environment NAME [--build]     define NAME from the cell's YAML body:
@@ -74,7 +77,7 @@ class EnvironmentMagics(Magics):
             print(shown.text)
             return None
 
-    def _define(self, definition: environment.EnvDefinition, build: bool) -> None:
+    def _define(self, definition: EnvDefinition, build: bool) -> None:
         info = environment.define(definition, build=build)
         what = "new version" if info["new"] else "unchanged"
         plural = "s" if info["pins"] != 1 else ""

@@ -12,20 +12,20 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import Image, display
 
 from ...api import runs as api
+from ...api.dry_run import DryRun
 from ...api.sweeps import functions as sweep_api
 from ...core.errors import RunCanceled, SpecError
 from ..commands.options import (
     HelpRequested,
     cell_parser,
     is_sweep,
-    parse_with_settings,
     script_parser,
     split_line,
     submit_kwargs,
     sweep_kwargs,
 )
-from ..commands.sweeps import sweep_words
-from ..commands.table import STARTERS, CommandParser, add_commands, run_command, start_again
+from ..commands.parser import CommandParser
+from ..commands.table import add_commands, is_start, parse_command, run_command, start_command
 from ..views.text import source_line
 from ..widgets import monitor_mode, show
 
@@ -35,42 +35,31 @@ STOP_REASON = "stopped from the notebook (Stop button)"
 # jupyter_client sends before a restart or shutdown (it comes within milliseconds).
 SHUTDOWN_GRACE_S = 2.0
 
-LINE_HELP = """\
-%%train [options]            run the cell as a job (%%train --help lists the options)
-%train runs [--status S] [--name N] [--limit N] [--offset N] [--json]
-%train attach RUN|SWEEP      follow a run or a sweep, live or finished
-%train show RUN [--json]     a run's summary
-%train logs RUN [-f] [--rank R] [--tail N]
-%train cancel RUN
-%train rerun RUN [-p KEY=VALUE ...] [--target T] [--no-wait]   the same code, env and launch again
-%train resume RUN [-p KEY=VALUE ...] [--target T] [--no-wait]  ... from its latest checkpoint
-%train diff RUN_A RUN_B [--json]   params, launch, environment, code and metrics side by side
-%train stack RUN [--rank R]  each rank's current Python stack
-%train files RUN [--json]    the files of a run's outputs/
-%train download RUN PATTERN DEST   copy outputs/ files ('*.pt', 'ckpt/**') into the folder DEST
-%train register RUN NAME PATH [--tag KEY=VALUE ...]   a file or folder of outputs/ as NAME's next version
-%train models [list [--json] | show NAME[@V] [--json] | download NAME[@V] DEST]   the model registry
-%train models delete NAME@V --yes | NAME --all --yes [--force]   delete a version, or every version
-%train doctor [--fix] [--no-hash] [--json]   check the run store; --fix repairs what it can
-%train sweeps                the sweeps, newest first
-%train sweep show SWEEP [--json] | sweep resume SWEEP | sweep cancel SWEEP
-%train tensorboard RUN... [--port P]   the runs' metrics in TensorBoard, shown here (--stop ends it)
-%train tensorboard RUN... --logdir DIR [--follow]   write the runs' TensorBoard event files to DIR
-%train mlflow sync RUN [--uri URI]   mirror the run to MLflow again (see --mlflow URI)
-%train targets
-%train target add NAME --kind KIND [--replace] KEY=VALUE ...   (hosts=[gpu1,gpu2] workdir=/scratch/jt)
-%train path/to/script.py [options] [-- script args]
-%train COMMAND --help        a command's options"""
+# argparse formats usage with %: "%%" is one "%"
+MAGIC_USAGE = """\
+%(prog)s COMMAND [options]     (%(prog)s COMMAND --help: a command's options)
+       %(prog)s path/to/script.py [options] [-- script args]   run a script as a job
+       %%%%train [options]     run the cell as a job (%%%%train --help lists the options)"""
 
 
 def _management_parser() -> CommandParser:
+    """The parser of ``%train``: the command table's commands, and ``attach``, which only a
+    notebook has; its help is what ``%train`` alone, ``%train help`` and ``--help`` show."""
     parser = CommandParser(
-        prog="%train", description=LINE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="%train",
+        usage=MAGIC_USAGE,
+        description="Manage runs, sweeps and models from the notebook; the same commands as "
+        "jupyter-trainer.",
     )
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="COMMAND", parser_class=CommandParser
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        parser_class=CommandParser,
+        prog=parser.prog,  # a command's prog is "%train COMMAND", not the usage above
     )
-    sub.add_parser("attach").add_argument("run")
+    attach = sub.add_parser("attach", help="follow a run or a sweep, live or finished")
+    attach.add_argument("run", metavar="RUN|SWEEP")
     add_commands(sub)
     return parser
 
@@ -93,9 +82,12 @@ class TrainMagics(Magics):
             raise SpecError("script arguments after `--` only go with %train path/to/script.py")
         opts = cell_parser().parse_args(words)
         mode = monitor_mode()
-        code = self.shell.transform_cell(cell)
-        history = list(self.shell.user_ns.get("In", []))
-        origin = {**_origin(self.shell), "first_line": 2}  # the cell's line 1 is %%train
+        shell = self.shell
+        if shell is None:  # a magic registered outside a shell: nothing to take the cell from
+            raise SpecError("%%train runs a cell of an IPython shell; there is none here")
+        code = shell.transform_cell(cell)
+        history = list(shell.user_ns.get("In", []))
+        origin = {**_origin(shell), "first_line": 2}  # the cell's line 1 is %%train
         if is_sweep(opts):
             if opts.form:
                 raise SpecError(
@@ -104,7 +96,7 @@ class TrainMagics(Magics):
                 )
             sweep = sweep_api.sweep(
                 code,
-                namespace=self.shell.user_ns,
+                namespace=shell.user_ns,
                 history=history,
                 origin=origin,
                 **sweep_kwargs(opts),
@@ -119,7 +111,7 @@ class TrainMagics(Magics):
                 )
             return api.submit(
                 code,
-                namespace=self.shell.user_ns,
+                namespace=shell.user_ns,
                 history=history,
                 origin=origin,
                 dry_run=True,
@@ -131,7 +123,7 @@ class TrainMagics(Magics):
 
             form = LaunchForm(
                 code,
-                self.shell.user_ns,
+                shell.user_ns,
                 submit_kwargs(opts),
                 history=history,
                 origin=origin,
@@ -139,12 +131,14 @@ class TrainMagics(Magics):
             )
             display(RunMonitor(launcher=form))
             return None
-        run = api.submit(
-            code,
-            namespace=self.shell.user_ns,
-            history=history,
-            origin=origin,
-            **submit_kwargs(opts),
+        run = _run_of(
+            api.submit(
+                code,
+                namespace=shell.user_ns,
+                history=history,
+                origin=origin,
+                **submit_kwargs(opts),
+            )
         )
         _say_source(run)
         if opts.no_wait:
@@ -155,7 +149,7 @@ class TrainMagics(Magics):
             return run
         return self._watch(run, mode)
 
-    def _watch(self, run: api.Run, mode: str | None = None) -> api.Run:
+    def _watch(self, run: api.Run, mode: str | None = None) -> api.Run | None:
         widget = None
         try:
             if (mode or monitor_mode()) == "widget":
@@ -227,10 +221,23 @@ class TrainMagics(Magics):
             ) from None
         return None if mode == "widget" else sweep
 
+    def _started(self, opts: argparse.Namespace, what: Any) -> Any:
+        """Follow what a starting command of the table started, as ``%%train`` would."""
+        if isinstance(what, DryRun):
+            return what  # shown as the value
+        if not isinstance(what, api.Run):
+            return self._watch_sweep(what, monitor_mode(), wait=opts.wait is not False)
+        if opts.command == "submit":
+            _say_source(what)
+        if opts.wait is False:
+            print(f"run {what.id} started; follow it with %train attach {what.id}")
+            return what
+        return self._watch(what)
+
     def _line(self, line: str) -> Any:
         words, rest = split_line(line)
         if not words or words[0] in ("help", "-h", "--help"):
-            print(LINE_HELP)
+            print(_management_parser().format_help(), end="")
             return None
         if words[0].endswith(".py") or os.path.isfile(os.path.expanduser(words[0])):
             opts = script_parser("%train").parse_args(words)
@@ -250,17 +257,13 @@ class TrainMagics(Magics):
                 dry_run=opts.dry_run,
                 **submit_kwargs(opts),
             )
-            if opts.dry_run:
-                return run  # a DryRun, shown as the value
+            if isinstance(run, DryRun):
+                return run  # shown as the value
             _say_source(run)
             return self._watch(run)
-        opts = parse_with_settings(_management_parser(), sweep_words(words))
-        if opts.command in STARTERS:
-            run = start_again(opts, rest)
-            if opts.wait is False:
-                print(f"run {run.id} started; follow it with %train attach {run.id}")
-                return run
-            return self._watch(run)
+        opts = parse_command(_management_parser(), words)
+        if is_start(opts):
+            return self._started(opts, start_command(opts, rest, _origin(self.shell)))
         if opts.command == "diff" and not opts.json:
             _show_diff(api.diff(opts.a, opts.b))
             return None
@@ -342,6 +345,13 @@ def _say_source(run: api.Run) -> None:
         print(line, flush=True)
 
 
+def _run_of(started: api.Run | DryRun) -> api.Run:
+    """What ``api.submit`` without ``dry_run`` returns: a run."""
+    if isinstance(started, DryRun):
+        raise TypeError("submit() without dry_run=True returned a dry run")
+    return started
+
+
 def _widget(run: api.Run) -> Any:
     from ..widgets.widget import RunMonitor
 
@@ -353,8 +363,9 @@ def _origin(shell: Any) -> dict[str, Any]:
     cell (its ``In [n]``; tracebacks then cite ``Cell In [n], line m``)."""
     origin: dict[str, Any] = {"cwd": os.getcwd()}
     running = getattr(getattr(shell, "displayhook", None), "exec_result", None)
-    if isinstance(getattr(running, "execution_count", None), int):
-        origin["cell"] = running.execution_count  # the shell's own count is already the next
+    count = getattr(running, "execution_count", None)
+    if isinstance(count, int):
+        origin["cell"] = count  # the shell's own count is already the next
     if os.environ.get("JPY_SESSION_NAME"):
         origin["notebook"] = os.environ["JPY_SESSION_NAME"]
     return origin

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from ...store.follow import (
@@ -199,7 +200,7 @@ class RunFeed:
         """The run's ``outputs/`` once it ended: its folder and the first ``limit`` files
         (relative paths and sizes), for the view to list."""
         root = self.run.outputs
-        files = []
+        files: list[dict[str, Any]] = []
         if root.is_dir():
             for path in sorted(p for p in root.rglob("*") if p.is_file()):
                 if len(files) == limit:
@@ -379,6 +380,7 @@ class RunFeed:
         self, selection: str, sent: int, gen: int, reset: bool = False
     ) -> tuple[dict[str, Any] | None, int]:
         """Lines of ``selection`` ("all" or a rank) after the ``sent`` first; (payload, total)."""
+        lines: Sequence[str | tuple[int, str]]
         if selection == "all":
             lines, total = self.all_logs, self.all_total
             pairs = lambda items: [[r, text] for r, text in items]

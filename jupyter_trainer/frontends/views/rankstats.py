@@ -22,7 +22,7 @@ class RankStat(NamedTuple):
     last: float
     min: float
     max: float
-    count: int
+    points: int  # (not ``count``: a tuple's method of that name)
     non_finite: int
 
 
@@ -63,7 +63,7 @@ def rank_summary(stats: Sequence[RankStat]) -> dict[str, Any]:
         "min_rank": low.rank if low else None,
         "max": high.max if high else None,
         "max_rank": high.rank if high else None,
-        "count": max((s.count for s in ordered), default=0),
+        "count": max((s.points for s in ordered), default=0),
         "non_finite": sum(s.non_finite for s in ordered),
     }
 

@@ -76,7 +76,7 @@ def parallel_axes(
     "linear"|"log"|"category", "categories"?, "lo", "hi"}``. The objective axis spans the
     completed trials' objectives and the values the others reported."""
     trials = state.get("trials", [])
-    axes = []
+    axes: list[dict[str, Any]] = []
     for key, text in space.items():
         values = [t["params"].get(key) for t in trials if key in t["params"]]
         if text.startswith("choice(") or not all(_finite(v) for v in values):
@@ -214,7 +214,7 @@ def sweep_pngs(
         if line["status"] == "completed" and _finite(line["objective"]):
             shade = 0.5 if hi == lo else (line["objective"] - lo) / (hi - lo)
             colour = cm.viridis(shade if spec["goal"] == "max" else 1 - shade)
-            style = dict(color=colour, linewidth=1.6, alpha=0.9)
+            style: dict[str, Any] = dict(color=colour, linewidth=1.6, alpha=0.9)
         else:
             style = dict(color="#8c959f", linewidth=1, alpha=0.6, linestyle="--")
         ax.plot([p[0] for p in points], [p[1] for p in points], **style)

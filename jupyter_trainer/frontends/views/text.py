@@ -200,10 +200,8 @@ def summary_text(
         )
     if state.get("environment"):
         lines.append(environment_line(state["environment"]))
-    if spec is not None and source_line(spec):
-        lines.append(source_line(spec))
-    if spec is not None and inputs_line(spec):
-        lines.append(inputs_line(spec))
+    if spec is not None:
+        lines += [extra for extra in (source_line(spec), inputs_line(spec)) if extra]
     job = (state.get("launcher") or {}).get("job_id")
     if job:
         scheduler = state.get("scheduler") or {}

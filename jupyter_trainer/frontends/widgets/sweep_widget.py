@@ -134,7 +134,7 @@ class SweepMonitor(ipywidgets.VBox):
             monitor = RunMonitor(run)
             self.trial_monitor = monitor
             self.view.notice = self._feeder.notice
-            self.children = (self.view, monitor)
+            self.children: tuple[ipywidgets.Widget, ...] = (self.view, monitor)
             self.view.selected = number
         if old is not None:
             old.close()

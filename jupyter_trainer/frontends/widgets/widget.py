@@ -63,7 +63,7 @@ class RunMonitor(anywidget.AnyWidget):
     info = t.Dict().tag(sync=True)
     state = t.Dict().tag(sync=True)
     progress = t.Dict().tag(sync=True)
-    metrics = t.List().tag(sync=True)
+    metrics: t.List[dict[str, Any]] = t.List().tag(sync=True)  # metrics_payload()
     texts = t.Dict().tag(sync=True)  # text metrics: name -> {rank: last value}
     charts = t.Dict().tag(sync=True)
     chart_options = t.Dict({"x": "step", "agg": "ranks", "selected": None}).tag(sync=True)

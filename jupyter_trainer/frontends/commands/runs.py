@@ -1,0 +1,135 @@
+"""The commands of runs: ``runs`` (the list), ``show``, ``cancel`` and ``stack`` RUN."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import time
+from typing import TextIO
+
+from ...api import runs as api
+from ...store import STATUSES, Store
+from ..views.health import stalled_of
+from ..views.text import runs_table, summary_text
+from .parser import Subparsers, handles
+
+
+def define_runs(sub: Subparsers, name: str) -> None:
+    runs = sub.add_parser(name, help="list runs, newest first")
+    runs.add_argument("--status", choices=STATUSES)
+    runs.add_argument("--name", help="only runs whose name contains this")
+    runs.add_argument("--limit", type=int, default=20, help="at most this many (at least 1)")
+    runs.add_argument("--offset", type=int, default=0, help="skip this many of the newest")
+    runs.add_argument("--json", action="store_true", help="print JSON rows")
+    handles(runs, cmd_runs)
+
+
+def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
+    store = Store()
+    rows = store.list_runs(status=args.status, name=args.name, limit=args.limit, offset=args.offset)
+    if args.json:
+        print(json.dumps(rows, indent=1), file=out)
+    elif rows:
+        print(runs_table(rows), file=out)
+        for row in rows:  # a run whose state is damaged is listed as its index row has it
+            if row.get("damaged"):
+                print(row["damaged"], file=out)
+    else:
+        print(no_runs(store, args), file=out)
+    return 0
+
+
+def no_runs(store: Store, args: argparse.Namespace) -> str:
+    """What an empty list means: an empty store, or filters that leave nothing out of it."""
+    total = len(store.run_ids_on_disk())
+    filters = [
+        f"--status {args.status}" if args.status else "",
+        f"--name {shlex.quote(args.name)}" if args.name else "",
+        f"--offset {args.offset}" if args.offset else "",
+    ]
+    filters = [f for f in filters if f]
+    if not total or not filters:
+        return "no runs yet"
+    which = "that filter" if len(filters) == 1 else "those filters"
+    return (
+        f"no runs match {' '.join(filters)} (the store {store.home} holds {total} "
+        f"run{'s' * (total != 1)}; leave out {which} to list them)"
+    )
+
+
+def define_show(sub: Subparsers, name: str) -> None:
+    show = sub.add_parser(name, help="a run's spec, state and summary")
+    show.add_argument("run")
+    show.add_argument("--json", action="store_true", help="print spec and state as JSON")
+    handles(show, cmd_show)
+
+
+def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    run = api.get_run(args.run)
+    state = run.state  # a damaged record says so here, naming its file
+    if args.json:
+        stalled = [
+            {"rank": e["rank"], "seconds": round(e["seconds"], 1), "last_step": e.get("last_step")}
+            for e in stalled_of(state, time.time())
+        ]
+        print(
+            json.dumps(
+                {
+                    "id": run.id,
+                    "spec": run.spec.to_dict(),
+                    "state": state,
+                    **({"stalled": stalled} if stalled else {}),
+                },
+                indent=1,
+            ),
+            file=out,
+        )
+        return 0
+    follower = run.follower()
+    follower.poll()
+    print(summary_text(follower, run.spec, run.outputs), file=out)
+    return 0
+
+
+def define_cancel(sub: Subparsers, name: str) -> None:
+    cancel = sub.add_parser(name, help="stop every process of a run")
+    cancel.add_argument("run")
+    handles(cancel, cmd_cancel)
+
+
+def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
+    run = api.get_run(args.run)
+    status = run.cancel()
+    if status == "lost":
+        print(
+            f"run {run.id} lost: its supervisor was gone, and what was left of its processes "
+            "was ended; `jupyter-trainer doctor --fix` records it as lost",
+            file=out,
+        )
+    else:
+        print(f"run {run.id} {status}", file=out)
+    return 0
+
+
+def define_stack(sub: Subparsers, name: str) -> None:
+    stack = sub.add_parser(name, help="the Python stack of each rank of a running run")
+    stack.add_argument("run")
+    stack.add_argument("--rank", type=int, default=None, help="only this rank (default: all)")
+    handles(stack, cmd_stack)
+
+
+def cmd_stack(args: argparse.Namespace, out: TextIO) -> int:
+    run = api.get_run(args.run)
+    if args.rank is not None:
+        run.check_rank(args.rank)
+    records = run.store.rank_records(run.id)
+    for rank, text in sorted(run.stacks(rank=args.rank).items()):
+        record = records.get(rank, {})
+        print(
+            f"rank {rank} ({record.get('host', 'host unknown')}, pid "
+            f"{record.get('pid', 'unknown')}):",
+            file=out,
+        )
+        print(text.rstrip("\n"), file=out)
+    return 0
