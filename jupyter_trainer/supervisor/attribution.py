@@ -7,7 +7,7 @@ first failure is the process that died first, from what each rank recorded itsel
 - ``failed_at``: when boot caught the rank's exception (or a non-zero ``sys.exit``), taken
   before the traceback is formatted;
 - ``ended`` of a rank that recorded its own end on a signal (SIGTERM, through the runtime);
-- ``exited``: when the rank's process ended, written by its death watcher (see ``_boot``),
+- ``exited``: when the rank's process ended, written by its death watcher (see ``rankside/death_watch.py``),
   the only time a rank killed by SIGKILL leaves;
 - ``after_exit``: how the process of a rank that recorded exit code 0 really ended, when
   that was otherwise (a signal, another status), also from its death watcher: its Python code

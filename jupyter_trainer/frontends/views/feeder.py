@@ -30,7 +30,7 @@ Publish = Callable[[dict[str, Any]], None]
 
 
 class FeedThread:
-    """What a view's feeder (of a run here, of a sweep in ``monitor.sweep_feeder``) does
+    """What a view's feeder (of a run here, of a sweep in ``frontends.views.sweep_feeder``) does
     alike: its ``_loop`` runs on a daemon thread of its own from ``start()`` until it is
     done or ``stop()``; a request wakes it (``_wake``); ``finished`` is set once its last
     update is out; ``publish`` is called on that thread with each update."""

@@ -3,7 +3,7 @@ the trial a person clicked.
 
 ``SweepMonitor`` is an ipywidgets ``VBox``. Its first child, ``SweepView``, draws the sweep
 (header, best-so-far and parallel-coordinates charts, trials table) from traits that one
-``SweepFeeder`` thread keeps current (``monitor.sweep_feeder``). A click on a trial row
+``SweepFeeder`` thread keeps current (``frontends.views.sweep_feeder``). A click on a trial row
 arrives as a comm message; the monitor then shows a ``RunMonitor`` of that trial's run as
 its second child, closing the one before.
 Like ``RunMonitor``, the widgets take their messages on the subshell the front end chose,

@@ -1,6 +1,6 @@
 """The live run monitor: an anywidget whose state a ``ViewFeeder`` keeps current.
 
-The feeder's thread (``monitor.feeder``) is the only writer of the widget's traits while it
+The feeder's thread (``frontends.views.feeder``) is the only writer of the widget's traits while it
 runs: each update is one comm message holding every changed trait (``hold_sync``). It never
 prints and never uses an Output widget. The front end's requests (Cancel, another rank's
 log, other charts) arrive as comm messages and only set flags and wake the feeder.

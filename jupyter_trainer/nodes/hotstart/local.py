@@ -77,7 +77,7 @@ def start_in_pool(
         }
         for r in range(world)
     ]
-    # The pool holds the rendezvous port from the moment it picks it (see pool/server.py).
+    # The pool holds the rendezvous port from the moment it picks it (see rankside/hotstart/server.py).
     request = {
         "run_id": plan.run_id,
         "run_dir": run_dir,

@@ -1,5 +1,5 @@
 """A hot run on nodes reached through the node agent (ssh): each node's launcher is the
-pool's (``pool/node_launch.py``, shipped into the run folder with the pool's files) instead
+pool's (``rankside/hotstart/node_launch.py``, shipped into the run folder with the pool's files) instead
 of torchrun, and forks the node's ranks from a warm pool that outlives the run.
 
 Every node's pool is readied (``warm``) before any launcher starts: a hot node's ranks meet

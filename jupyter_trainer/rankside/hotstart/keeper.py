@@ -1,4 +1,4 @@
-"""A held Slurm allocation's keeper on one node (see ``targets/slurm_hold.py``).
+"""A held Slurm allocation's keeper on one node (see ``targets/slurm/hold.py``).
 
 ``python keeper.py HOME IDLE_S``: one task on each node of the allocation's first step,
 which lasts as long as the allocation. Slurm ends a step with every process in it, so a pool

@@ -19,7 +19,7 @@ connection dropped is made as a call of its own.
 - ``start``: the run folder on every node (``<workdir>/runs/<id>``, ``code`` -> the
   snapshot), each launcher in its own session, then one follow session per node.
 - ``poll``/``sync``: launcher states and new bytes of logs, events and rank records, from
-  the follow sessions (nodes/agent.py, nodes/mirror.py); a node unreachable for ``node_timeout``
+  the follow sessions (rankside/agent.py, nodes/mirror.py); a node unreachable for ``node_timeout``
   seconds is lost, and the run fails naming it.
 - ``stop``/``leftovers``: on each node, SIGTERM then SIGKILL of the launcher's group and of
   every process carrying ``JT_RUN_ID``, then what is still alive, the last bytes of its
