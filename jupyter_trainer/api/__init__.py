@@ -1,6 +1,7 @@
 """Layer 8: the Python API, ``import jupyter_trainer as jt``.
 
 ``runs.py``: ``submit``, ``rerun``, ``resume``, ``get_run``, ``runs`` and ``Run``, with
+``submission.py`` (a submission checked, and the function that captures its snapshot),
 ``start.py`` (the one path from a snapshot to a supervisor) and ``dry_run.py``; ``diff.py``:
 two runs compared; ``models.py``: the model registry; ``stacks.py``: ranks' live stacks;
 ``sweeps/``: hyperparameter sweeps, a client of ``submit`` and ``Run`` like the magics.
