@@ -11,6 +11,9 @@ The package exposes these names lazily (``jupyter_trainer.__init__``).
 from ..core.lazy import lazy_exports
 
 # ``jupyter_trainer.api.submit`` and the rest, as before the API had a folder of its own.
+# Not ``runs``: that name is the submodule the front ends import (``from jupyter_trainer.api
+# import runs as api``); exported here, the function would take its place in the package
+# once asked for. The function is ``jupyter_trainer.runs``.
 __getattr__, __dir__ = lazy_exports(
     __name__,
     dict.fromkeys(
@@ -20,7 +23,6 @@ __getattr__, __dir__ = lazy_exports(
             "resume",
             "diff",
             "get_run",
-            "runs",
             "doctor",
             "prune_environments",
             "Run",
