@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import socket
 import subprocess
 import sys
@@ -146,7 +147,7 @@ def _probe(address: str) -> dict[str, Any]:
         address=address,
         namespace=NAMESPACE,
         log_to_driver=False,
-        logging_level="ERROR",
+        logging_level=logging.ERROR,
         configure_logging=False,
     )
     alive = [n for n in ray.nodes() if n.get("Alive")]

@@ -28,6 +28,7 @@ driver just to check a target; ``ray`` is imported only inside the functions tha
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import posixpath
 import sys
@@ -74,6 +75,8 @@ class RayTarget(SshTarget):
         self._bundle: dict[str, float] = {}
         self._strategy = ""
         self._actors: list[Any] = []
+        # The node shells, by label: what _client() hands the node layer for each node.
+        self._shells: dict[str, RayShell] = {}
         self._facts: list[dict[str, Any]] = []
         self._released = False
 
@@ -134,7 +137,7 @@ class RayTarget(SshTarget):
                     address=self.ray_cfg.address,
                     namespace=NAMESPACE,
                     log_to_driver=False,
-                    logging_level="WARNING",
+                    logging_level=logging.WARNING,
                 )
             except Exception as exc:
                 raise TargetError(
@@ -278,7 +281,7 @@ class RayTarget(SshTarget):
                 f"the run's Ray actors did not start: {' '.join(str(exc).split())[:400]}"
             ) from exc
         hosts = []
-        self._clients = {}
+        self._shells = {}
         for actor, facts in zip(self._actors, self._facts):
             label = f"ray-{facts['node_id'][:8]}"
             hosts.append(
@@ -289,7 +292,7 @@ class RayTarget(SshTarget):
                     facts["address"],
                 )
             )
-            self._clients[label] = RayShell(label, facts["node_id"], facts["address"], actor)
+            self._shells[label] = RayShell(label, facts["node_id"], facts["address"], actor)
         self.cfg = replace(self.cfg, hosts=tuple(hosts))
         self._log(
             f"[jt] {len(hosts)} Ray node shell(s) up in {time.monotonic() - started:.2f} s: "
@@ -305,8 +308,8 @@ class RayTarget(SshTarget):
         )
         return f"jt-shell-{node_id[:16]}-{digest.hexdigest()[:10]}"
 
-    def _client(self, host: HostConfig) -> RayShell:  # type: ignore[override]
-        return self._clients[host.host]
+    def _client(self, host: HostConfig) -> RayShell:
+        return self._shells[host.host]
 
     def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
         self._bind_nodes(spec, run_id, run_dir)
@@ -370,7 +373,7 @@ class RayTarget(SshTarget):
             placement_group=self._pg.id.hex(),
             bundle=dict(self._bundle),
             strategy=self._strategy,
-            ray_nodes={s.host: s.node_id for s in self._clients.values()},
+            ray_nodes={s.host: s.node_id for s in self._shells.values()},
             actor_pids={f"ray-{f['node_id'][:8]}": f["pid"] for f in self._facts},
         )
         return handle
@@ -398,7 +401,7 @@ class RayTarget(SshTarget):
                 ray.kill(actor, no_restart=True)
             except Exception:
                 pass
-        for shell in [] if shared else self._clients.values():
+        for shell in [] if shared else self._shells.values():
             shell.actor = None  # later calls go through tasks pinned to the node
         report: dict[str, Any] = {"actors_killed": 0 if shared else len(self._actors)}
         if shared and self._actors:
@@ -432,7 +435,7 @@ class RayTarget(SshTarget):
                 found.append(f"Ray placement group {self._pg.id.hex()} is still {state}")
         source = calls.agent_source()
         agent = agent_file(hashlib.sha256(source).hexdigest())
-        shells = list(self._clients.values())
+        shells = list(self._shells.values())
         pythons = {h.host: h.python for h in self.cfg.hosts}
 
         def ask(shell: RayShell) -> list[str]:

@@ -33,8 +33,9 @@ def parallel(fn: Callable[[Item], T], items: Sequence[Item]) -> list[T | Trainer
         return list(pool.map(call, items))
 
 
-def raise_any(results: Sequence[object], what: str) -> None:
-    """Raise one TargetError naming every failure among ``results`` (``parallel``'s)."""
+def raise_any(results: Sequence[T | TrainerError], what: str) -> list[T]:
+    """``parallel``'s ``results``, once none of them is an error; else one TargetError
+    naming every failure among them."""
     errors = [str(r) for r in results if isinstance(r, TrainerError)]
     if errors:
         raise TargetError(
@@ -42,3 +43,4 @@ def raise_any(results: Sequence[object], what: str) -> None:
             if len(errors) > 1
             else f"{errors[0]}; nothing was launched"
         )
+    return [r for r in results if not isinstance(r, TrainerError)]

@@ -79,7 +79,9 @@ class SshRunning(Target):
         code = self._exit_code()
         for folder, node in zip(self._folders, self._nodes):
             follower = folder.follower
-            down = follower.lost_for() if follower else 0.0
+            if follower is None:
+                continue
+            down = follower.lost_for()
             if down > self.cfg.node_timeout or (down and code not in (None, 0)):
                 raise TargetError(
                     f"node {folder.label} ({node.address}) was lost: "
@@ -161,11 +163,9 @@ class SshRunning(Target):
             raise TargetError(
                 "the attempt's processes could not be stopped on every node: " + "; ".join(failed)
             )
+        done = {f.label: a for f, a in zip(self._started, ended) if not isinstance(a, TrainerError)}
         return {
-            "nodes": {
-                f.label: {"sigkilled": a[0].get("sigkilled", [])}
-                for f, a in zip(self._started, ended)
-            }
+            "nodes": {label: {"sigkilled": a[0].get("sigkilled", [])} for label, a in done.items()}
         }
 
     def stacks(self, handle: Handle | None, ranks: dict[int, dict[str, Any]]) -> dict[int, str]:
@@ -268,7 +268,9 @@ class SshRunning(Target):
 
 def _end_args(handle: Handle, folder: RemoteFolder, run_id: str, grace: float) -> dict[str, Any]:
     """What a node's ``stop`` or ``finish`` needs: the run, its launcher's ids there."""
-    ids = next((n for n in handle.get("nodes", []) if n.get("host") == folder.label), {})
+    ids: dict[str, Any] = next(
+        (n for n in handle.get("nodes", []) if n.get("host") == folder.label), {}
+    )
     return {
         "run_id": run_id,
         "pgid": ids.get("pgid"),

@@ -50,6 +50,7 @@ from ...nodes.mirror import LocalFiles
 from ...nodes.prepare import required_modules, snapshot_tarball
 from ...nodes.ssh import SshClient, control_dir, user_config_file
 from ...nodes.stage_inputs import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
+from ...nodes.transport import NodeShell
 from ...rankside.home import default_home
 from ..base import BuiltEnvironment, Handle, checkpoint_blobs
 from .commands import (
@@ -142,7 +143,7 @@ class SshTarget(SshRunning):
             )
 
     # -- plan: resolve, pre-flight, stage ----------------------------------------------
-    def _client(self, host: HostConfig) -> SshClient:
+    def _client(self, host: HostConfig) -> NodeShell:
         if host.host not in self._clients:
             self._clients[host.host] = SshClient(
                 host.host,
@@ -177,8 +178,9 @@ class SshTarget(SshRunning):
         self._snapshot = snapshot_dir_name(spec.code.hash)
         hosts = list(self.cfg.hosts[: launch.nodes])
         started = time.monotonic()
-        resolved = parallel(lambda h: self._client(h).resolve(), hosts)
-        raise_any(resolved, "some hosts cannot be used")
+        resolved = raise_any(
+            parallel(lambda h: self._client(h).resolve(), hosts), "some hosts cannot be used"
+        )
         names = sorted({o["hostname"][0] for o in resolved if not is_ip(o["hostname"][0])})
         self._started_at = started
         modules, versions = required_modules(spec, Path(run_dir) / "code")
@@ -277,14 +279,16 @@ class SshTarget(SshRunning):
         if spec.env.name is None:
             return None
         started = time.monotonic()
-        answers = parallel(lambda f: f.build_environment(spec.env, self._check), self._folders)
-        raise_any(answers, f"environment {spec.env.name!r} could not be realised on some nodes")
+        answers = raise_any(
+            parallel(lambda f: f.build_environment(spec.env, self._check), self._folders),
+            f"environment {spec.env.name!r} could not be realised on some nodes",
+        )
         nodes: dict[str, dict[str, Any]] = {}
         for folder, env in zip(self._folders, answers):
             nodes[folder.label] = {
                 k: env.get(k) for k in ("python", "env_id", "built", "build_seconds", "built_at")
-            }  # type: ignore[union-attr]
-            folder.python = env["python"]  # type: ignore[index]
+            }
+            folder.python = env["python"]
         self._nodes = [replace(n, python=f.python) for n, f in zip(self._nodes, self._folders)]
         built = [h for h, e in nodes.items() if e["built"]]
         self._log(
@@ -406,25 +410,31 @@ class SshTarget(SshRunning):
                 payload["blobs"] = seed
             return self._folders[item.node.index].start(payload, "starting the launcher")
 
-        hot = self._warm_pools(run_dir, spec_json) if self._hot is not None else None
+        hot_run, self._hot = self._hot, None
+        hot = self._warm_pools(hot_run, run_dir, spec_json) if hot_run is not None else None
         # Nodes without a launcher first: mpirun's ranks need their run folder to exist.
         order = sorted(self._launches, key=lambda item: item.command is not None)
         prepared = parallel(start_one, [i for i in order if i.command is None])
         launched = parallel(start_one, [i for i in order if i.command is not None])
-        raise_any([*prepared, *launched], "the run could not start on every node")
-        answers = {item.node.index: a for item, a in zip(order, [*prepared, *launched])}
+        started: list[dict[str, Any]] = raise_any(
+            [*prepared, *launched], "the run could not start on every node"
+        )
+        answers = {item.node.index: a for item, a in zip(order, started)}
         for folder in self._folders:
             folder.follow()
         nodes = []
         for item in self._launches:
             a = answers[item.node.index]
+            ids: dict[str, Any] = {
+                k: a[k] for k in ("pid", "pgid", "start_ticks", "keeper") if k in a
+            }
             nodes.append(
                 {
                     "host": item.node.host,
                     "address": item.node.address,
                     "run_dir": item.run_dir,
                     "launcher": item.command is not None,
-                    **{k: a[k] for k in ("pid", "pgid", "start_ticks", "keeper") if k in a},
+                    **ids,
                 }
             )
         return {
@@ -441,11 +451,12 @@ class SshTarget(SshRunning):
             },
         }
 
-    def _warm_pools(self, run_dir: str, spec_json: str) -> dict[str, Any]:
+    def _warm_pools(
+        self, hot_run: tuple[RunSpec, LaunchPlan], run_dir: str, spec_json: str
+    ) -> dict[str, Any]:
         """Ready every node's rank pool; with all of them up, the nodes' launchers become the
         pool's (node_hot.py). The record for ``state["launcher"]["hot"]``."""
-        spec, plan = self._hot  # type: ignore[misc]
-        self._hot = None
+        spec, plan = hot_run
         items = [i for i in self._launches if i.command is not None]
         bundle = node_bundle()[0]
         args = [
