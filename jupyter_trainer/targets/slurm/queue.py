@@ -58,10 +58,10 @@ class SlurmCommands:
         self.cfg = cfg
         self._login: SshClient | None = None
 
-    def _login_client(self) -> SshClient:
+    def _login_client(self, login: str) -> SshClient:
         if self._login is None:
             self._login = SshClient(
-                self.cfg.login,
+                login,
                 str(control_dir(default_home())),
                 self.cfg.ssh_options,
                 self.cfg.ssh_config or user_config_file(),
@@ -71,11 +71,12 @@ class SlurmCommands:
 
     def shell(self) -> NodeShell:
         """Where the cluster's run folders are reached: the login node, else this machine."""
-        return self._login_client() if self.cfg.login else LocalShell()
+        return self._login_client(self.cfg.login) if self.cfg.login else LocalShell()
 
     def keep_no_master(self) -> None:
         """No ControlMaster to the login node outlives this process (a dry run)."""
-        self._login = replace(self._login_client(), persist=0)
+        if self.cfg.login:
+            self._login = replace(self._login_client(self.cfg.login), persist=0)
 
     def run(
         self, argv: list[str], timeout: float = 30.0, input: str | None = None
@@ -83,7 +84,7 @@ class SlurmCommands:
         if not self.cfg.login:
             return run_here(argv, timeout, input)
         env = [f"{k}={v}" for k, v in sorted(self.cfg.login_env.items())]
-        done = self._login_client().run(
+        done = self._login_client(self.cfg.login).run(
             shlex.join(["env", *env, *argv] if env else argv),
             input=None if input is None else input.encode(),
             timeout=timeout,
