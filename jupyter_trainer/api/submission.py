@@ -12,7 +12,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from .. import environment
 from ..core.errors import SpecError
@@ -35,7 +35,7 @@ def first_line(origin: Mapping[str, Any] | None) -> int:
 def run_writer(
     code: str | None,
     *,
-    script: str | os.PathLike | None,
+    script: str | os.PathLike[str] | None,
     args: Sequence[str],
     name: str | None,
     target: str,
@@ -45,16 +45,16 @@ def run_writer(
     backend: str | None,
     env: str | None,
     params: dict[str, Any],
-    source: str | os.PathLike | None,
+    source: str | os.PathLike[str] | None,
     max_restarts: int,
     stall_timeout: float,
     on_stall: str,
     stop_on_nan: str | Sequence[str],
     namespace: Mapping[str, Any] | None,
     history: Sequence[str],
-    home: str | os.PathLike | None,
+    home: str | os.PathLike[str] | None,
     origin: Mapping[str, Any] | None,
-    data: Mapping[str, str | os.PathLike] | Sequence[str] | None = None,
+    data: Mapping[str, str | os.PathLike[str]] | Sequence[str] | None = None,
     mlflow: str | None = None,
     hot: bool | None = None,
     dry_run: bool = False,
@@ -77,7 +77,11 @@ def run_writer(
         max_restarts=max_restarts,
         hot=bool(hot),
     )
-    watch = WatchSpec(stall_timeout=stall_timeout, on_stall=on_stall, stop_on_nan=stop_on_nan)
+    watch = WatchSpec(
+        stall_timeout=stall_timeout,
+        on_stall=on_stall,
+        stop_on_nan=(stop_on_nan,) if isinstance(stop_on_nan, str) else tuple(stop_on_nan),
+    )
     overrides = params
     line_one = first_line(origin)
     store = Store(home)
@@ -102,6 +106,7 @@ def run_writer(
         launch = dataclasses.replace(launch, hot=True)
     env_spec = environment.resolve(env, home=store.home)
     source_dir = Path(source).expanduser() if source is not None else None
+    script_path = Path(script).expanduser() if script is not None else None
     from ..inputs import resolve_inputs  # lazy: hashing and URL fetching only when asked
 
     # a missing or unreadable input stops here; a URL is downloaded (not in a dry run)
@@ -119,13 +124,15 @@ def run_writer(
                 staging, code, context, source_dir=source_dir, first_line=line_one
             )
             run_params, carried = context.params, context.carried_names
-        else:
+        elif script_path is not None:
             code_spec = capture.write_script_snapshot(
-                staging, Path(script).expanduser(), args, source_dir=source_dir
+                staging, script_path, args, source_dir=source_dir
             )
             run_params, carried = overrides, ()
+        else:  # refused above: one of them is given
+            raise SpecError("give either the code of a cell or a script path")
         return RunSpec(
-            name=name or (Path(script).stem if script is not None else "cell"),
+            name=name or (script_path.stem if script_path is not None else "cell"),
             code=code_spec,
             launch=launch,
             target=TargetSpec(target),
@@ -185,8 +192,17 @@ def tracking_uri(uri: str | None) -> str | None:
 
 def given_params(params: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any]:
     """``KEY=VALUE`` strings (as ``-p`` gives them) or a mapping, as a dict."""
-    return parse_params(list(params)) if is_flag_list(params) else dict(params or {})
+    if is_flag_list(params):
+        return parse_params(list(params))
+    if isinstance(params, Mapping):
+        return dict(params)
+    if not params:
+        return {}
+    raise SpecError(
+        f"params must be a mapping or KEY=VALUE strings (as -p gives them), got {params!r}"
+    )
 
 
-def is_flag_list(params: object) -> bool:
+def is_flag_list(params: object) -> TypeGuard[list[str] | tuple[str, ...]]:
+    """Whether ``params`` are strings as repeated flags give them (``-p``, ``--sweep``)."""
     return isinstance(params, (list, tuple)) and all(isinstance(p, str) for p in params)

@@ -397,9 +397,13 @@ class SweepDriver:
                 self.save()
             if time.monotonic() - noted > ENDING_NOTE_S:
                 noted = time.monotonic()
-                runs = [t.run for t in (*self.live.values(), *self.ending.values())]
+                runs = self.unfinished_runs()
                 log(f"waiting for the runs of {len(runs)} trials to end: {', '.join(runs)}")
             self.pause()
+
+    def unfinished_runs(self) -> list[str]:
+        """The runs of the trials still running or ending."""
+        return [live.run for live in self.live.values()] + [e.run for e in self.ending.values()]
 
     def stop_after_failure(self, error: str) -> None:
         """The sweep failed: stop its running trials and wait until they are over, as a
@@ -413,7 +417,7 @@ class SweepDriver:
                 f"cannot record the trials' ends ({type(exc).__name__}: {exc}); waiting for "
                 "their runs to end"
             )
-        runs = {t.run for t in (*self.live.values(), *self.ending.values())}
+        runs = set(self.unfinished_runs())
         while runs:
             runs = {run for run in runs if not over_or_unreadable(self.store, run)}
             time.sleep(WAKE_S)

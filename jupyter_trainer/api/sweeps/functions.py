@@ -35,7 +35,7 @@ def sweep(
     code: str | None = None,
     *,
     space: Mapping[str, Any] | Sequence[str] | None = None,
-    space_file: str | os.PathLike | None = None,
+    space_file: str | os.PathLike[str] | None = None,
     metric: str | None = None,
     goal: str = "max",
     trials: int = 10,
@@ -68,7 +68,7 @@ def sweep(
         )
     merged = dict(parse_space(load_space_file(space_file))) if space_file is not None else {}
     if space:  # flags (or the mapping) win over the file
-        merged.update(parse_space(list(space) if is_flag_list(space) else dict(space)))
+        merged.update(parse_space(list(space) if is_flag_list(space) else space))
     if not merged:
         raise SpecError(
             "a sweep needs a search space: --sweep KEY=EXPR (repeatable), "
