@@ -1,5 +1,6 @@
 """Input that used to be taken silently now gets a clear error: a rank the run does not have,
-the same ``-p`` key twice, and a sibling module left out of the snapshot."""
+the same ``-p`` key twice, params of the wrong kind, and a sibling module left out of the
+snapshot."""
 
 from __future__ import annotations
 
@@ -69,6 +70,13 @@ def test_the_same_param_twice_is_refused(home, ip, tmp_path):
     assert "the key 'lr' is given twice ('lr=0.1', then ' lr =0.2')" in done.stderr
     with pytest.raises(SpecError, match="the parameter 'x' is given twice"):
         api.submit("print(x)\n", launcher="python", params=["x=1", "x=2"])
+    assert api.runs() == []  # nothing was created
+
+
+@pytest.mark.parametrize("params", ["lr=0.1", [("lr", 0.1)], 3])
+def test_params_neither_a_mapping_nor_strings_are_refused(home, params):
+    with pytest.raises(SpecError, match="params must be a mapping or KEY=VALUE strings"):
+        api.submit("print(lr)\n", launcher="python", params=params)
     assert api.runs() == []  # nothing was created
 
 

@@ -20,8 +20,7 @@ from conftest import wait_for
 from mlflow import MlflowClient
 
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.mirrors.tensorboard.server import _end_group as end_group
-from jupyter_trainer.mirrors.tensorboard.server import _group_alive as group_alive
+from jupyter_trainer.mirrors.tensorboard.server import end_group, group_alive
 from jupyter_trainer.rankside import procs
 
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]

@@ -137,7 +137,7 @@ def test_job_id_parsing():
 def test_final_state_from_sacct_lines(sacct, state, code, error):
     """How sacct's State|ExitCode becomes the run's exit code and failure reason (sacct's
     output as it prints it; the real sacct path runs in test_slurm_accounting.py)."""
-    from jupyter_trainer.targets.slurm.target import SCHEDULER_FAILURES, _final_state
+    from jupyter_trainer.targets.slurm.queue import SCHEDULER_FAILURES, final_state
 
     asked = []
 
@@ -145,7 +145,7 @@ def test_final_state_from_sacct_lines(sacct, state, code, error):
         asked.append(argv[0])
         return subprocess.CompletedProcess(argv, 0, stdout=sacct + "\n", stderr="")
 
-    final = _final_state("42", sacct_only)
+    final = final_state("42", sacct_only)
     assert (final["state"], final["exit_code"], final["source"]) == (state, code, "sacct")
     assert asked == ["sacct"]
     if error is None:
@@ -155,7 +155,7 @@ def test_final_state_from_sacct_lines(sacct, state, code, error):
 
 
 def test_final_state_falls_back_to_scontrol_without_accounting():
-    from jupyter_trainer.targets.slurm.target import _final_state
+    from jupyter_trainer.targets.slurm.queue import final_state
 
     def no_accounting(argv, timeout=30.0):
         if argv[0] == "sacct":
@@ -175,7 +175,7 @@ def test_final_state_falls_back_to_scontrol_without_accounting():
             ),
         )
 
-    assert _final_state("42", no_accounting) == {
+    assert final_state("42", no_accounting) == {
         "job_id": "42",
         "state": "OUT_OF_MEMORY",
         "source": "scontrol",

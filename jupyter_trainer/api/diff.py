@@ -14,6 +14,7 @@ import io
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,7 +148,7 @@ def compare_runs(store: Store, a: str, b: str) -> RunDiff:
 # -- params, launch ---------------------------------------------------------------------------
 
 
-def _compare_params(a: dict[str, Any], b: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _compare_params(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {
         "added": {k: b[k] for k in sorted(set(b) - set(a))},
         "removed": {k: a[k] for k in sorted(set(a) - set(b))},
@@ -308,8 +309,11 @@ def _code_lines(code: dict[str, Any]) -> list[str]:
 # -- metrics ----------------------------------------------------------------------------------
 
 
-def _compare_metrics(store: Store, a: str, b: str):
-    tables, curves = {}, {}
+def _compare_metrics(
+    store: Store, a: str, b: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Series]]]:
+    tables: dict[str, dict[str, dict[str, float]]] = {}
+    curves: dict[str, dict[str, Series]] = {}
     for run_id in (a, b):
         follower = RunFollower(store, run_id)
         follower.poll()

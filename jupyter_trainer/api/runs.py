@@ -1,5 +1,6 @@
 """The public Python API: ``submit``, ``rerun``, ``resume``, ``diff``, ``get_run``, ``runs`` and
-the ``Run`` handle.
+the ``Run`` handle. What a submission is checked and captured into before it starts is
+submission.py's.
 
 Every front end (magics, CLI, widget, server) goes through these functions. A ``Run`` is
 only a reader of the run store: it never owns the run's processes, so any number of them,
@@ -8,7 +9,6 @@ in any process, can follow or cancel the same run.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import socket
 import time
@@ -19,21 +19,13 @@ from typing import TYPE_CHECKING, Any
 from .. import environment
 from ..core import hooks
 from ..core.errors import RecordDamaged, RunCanceled, RunFailed, SpecError
-from ..core.spec import (
-    DEFAULT_STALL_TIMEOUT,
-    LaunchSpec,
-    RunSpec,
-    TargetSpec,
-    WatchSpec,
-    parse_params,
-    validate_run_id,
-)
+from ..core.spec import DEFAULT_STALL_TIMEOUT, RunSpec, validate_run_id
 from ..core.waker import Waker
 from ..rankside import procs
 from ..store import ACTIVE, TERMINAL, Store
 from ..store.follow import RunFollower
-from ..targets import get_target
-from .start import start_again, start_run, submitter
+from .start import start_again, start_run
+from .submission import given_params, run_writer
 
 if TYPE_CHECKING:
     from ..store.doctor import Report
@@ -90,7 +82,7 @@ def submit(
     what would be run (its ``text`` is what ``--dry-run`` prints; see dry_run.py).
     """
     notes: list[str] = []  # what a dry run could not do (download a URL input)
-    store, tgt, write = _run_writer(
+    store, tgt, write = run_writer(
         code,
         script=script,
         args=args,
@@ -101,7 +93,7 @@ def submit(
         launcher=launcher,
         backend=backend,
         env=env,
-        params=_given_params(params),
+        params=given_params(params),
         source=source,
         max_restarts=max_restarts,
         stall_timeout=stall_timeout,
@@ -125,175 +117,6 @@ def submit(
     return run.wait() if wait else run
 
 
-def _first_line(origin: Mapping[str, Any] | None) -> int:
-    """The editor's number of the cell's first line, ``origin["first_line"]``: 2 for a cell
-    under ``%%train``; line numbers in errors and tracebacks count from it."""
-    value = (origin or {}).get("first_line", 1)
-    if type(value) is not int or not 1 <= value <= 1000:
-        raise SpecError(f"origin first_line must be a line number from 1 to 1000, got {value!r}")
-    return value
-
-
-def _run_writer(
-    code: str | None,
-    *,
-    script,
-    args,
-    name,
-    target,
-    nodes,
-    procs,
-    launcher,
-    backend,
-    env,
-    params: dict[str, Any],
-    source,
-    max_restarts,
-    stall_timeout,
-    on_stall,
-    stop_on_nan,
-    namespace,
-    history,
-    home,
-    origin,
-    data=None,
-    mlflow=None,
-    hot=None,
-    dry_run=False,
-    notes=None,
-):
-    """The store, the target and ``write(staging) -> RunSpec`` (which captures the snapshot)
-    of a run of ``code`` or ``script``: checked, but nothing written yet. With ``dry_run``
-    URL inputs are not downloaded (``notes`` says so)."""
-    from .. import capture  # lazy: keeps ``import jupyter_trainer`` cheap
-
-    if (code is None) == (script is None):
-        raise SpecError("give either the code of a cell or a script path, not both")
-    if hot is not None and type(hot) is not bool:
-        raise SpecError(f"hot must be True, False or None (the default), got {hot!r}")
-    launch = LaunchSpec(
-        launcher=launcher,
-        nodes=nodes,
-        procs=procs,
-        backend=backend,
-        max_restarts=max_restarts,
-        hot=bool(hot),
-    )
-    watch = WatchSpec(stall_timeout=stall_timeout, on_stall=on_stall, stop_on_nan=stop_on_nan)
-    overrides = params
-    first_line = _first_line(origin)
-    store = Store(home)
-    tgt = get_target(TargetSpec(target).name, store.home)
-    holds = bool(getattr(tgt, "holds", False))
-    if hot and tgt.kind == "slurm" and not holds:
-        raise SpecError(
-            f"--hot on Slurm needs an allocation kept between runs: set hold = "
-            f"SECONDS (say 1800) in target {target!r}, or drop --hot"
-        )
-    if hot and tgt.kind not in HOT_KINDS:
-        raise SpecError(
-            f"--hot forks ranks from a pool on this machine, ssh hosts or a held "
-            f"Slurm allocation; it works on a local, ssh or slurm target only "
-            f"({target!r} is {tgt.kind}): drop --hot"
-        )
-    if hot and tgt.kind == "local" and launch.nodes != 1:
-        raise SpecError(
-            f"--hot runs on the local target with one node; drop --hot for --nodes {launch.nodes}"
-        )
-    if hot is None and hot_by_default(tgt.kind, launch, holds):
-        launch = dataclasses.replace(launch, hot=True)
-    env_spec = environment.resolve(env, home=store.home)
-    source_dir = Path(source).expanduser() if source is not None else None
-    from ..inputs import resolve_inputs  # lazy: hashing and URL fetching only when asked
-
-    # a missing or unreadable input stops here; a URL is downloaded (not in a dry run)
-    inputs = resolve_inputs(data, home=store.home, dry_run=dry_run, notes=notes)
-    mlflow = tracking_uri(
-        mlflow if mlflow is not None else os.environ.get("MLFLOW_TRACKING_URI") or None
-    )
-
-    def write(staging: Path) -> RunSpec:
-        if code is not None:
-            context = capture.resolve_cell(
-                code, namespace or {}, overrides=overrides, history=history, first_line=first_line
-            )
-            code_spec = capture.write_cell_snapshot(
-                staging, code, context, source_dir=source_dir, first_line=first_line
-            )
-            run_params, carried = context.params, context.carried_names
-        else:
-            code_spec = capture.write_script_snapshot(
-                staging, Path(script).expanduser(), args, source_dir=source_dir
-            )
-            run_params, carried = overrides, ()
-        return RunSpec(
-            name=name or (Path(script).stem if script is not None else "cell"),
-            code=code_spec,
-            launch=launch,
-            target=TargetSpec(target),
-            env=env_spec,
-            params=run_params,
-            carried=carried,
-            watch=watch,
-            origin={**submitter(), **(origin or {})},
-            data=inputs,
-            mlflow=mlflow,
-        )
-
-    return store, tgt, write
-
-
-HOT_ENV = "JT_HOT"  # 0 turns the warm pool off where it would be the default
-HOT_KINDS = ("local", "ssh", "slurm")  # targets whose ranks a warm pool can fork
-
-
-def hot_by_default(kind: str, launch: LaunchSpec, holds: bool = False) -> bool:
-    """Whether a run that does not say ``hot`` uses the warm pool: torchrun without restarts,
-    on the local target (one node), an ssh target (any nodes) or a Slurm target that holds
-    an allocation between runs (``holds``), unless ``$JT_HOT`` is 0."""
-    value = os.environ.get(HOT_ENV, "").strip().lower()
-    if value not in ("", "0", "1", "false", "true", "no", "yes", "off", "on"):
-        raise SpecError(
-            f"${HOT_ENV}={value!r} is not a switch: set it to 0 (plain torchrun "
-            f"where a run does not ask for --hot) or 1, or unset it"
-        )
-    if value in ("0", "false", "no", "off"):
-        return False
-    return (
-        kind in HOT_KINDS
-        and launch.launcher == "torchrun"
-        and not launch.max_restarts
-        and (kind != "local" or launch.nodes == 1)
-        and (kind != "slurm" or holds)
-    )
-
-
-def tracking_uri(uri: str | None) -> str | None:
-    """An MLflow tracking URI as the supervisor will use it: a relative local path
-    (``sqlite:///mlflow.db``, ``file:mlruns``, ``mlruns``) made absolute here, where the
-    notebook or shell that named it runs, since the supervisor runs elsewhere."""
-    if not uri:
-        return None
-    for prefix in ("sqlite:///", "file://", "file:"):
-        if uri.startswith(prefix):
-            rest = uri[len(prefix) :]
-            if (prefix == "sqlite:///" and rest.startswith("/")) or prefix == "file://":
-                return uri
-            return f"{prefix if prefix == 'sqlite:///' else 'file:'}{os.path.abspath(rest)}"
-    if ":" not in uri and ("/" in uri or uri.startswith((".", "~")) or os.path.exists(uri)):
-        return os.path.abspath(os.path.expanduser(uri))
-    return uri  # a server, or a name MLflow resolves itself (databricks)
-
-
-def _given_params(params: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any]:
-    """``KEY=VALUE`` strings (as ``-p`` gives them) or a mapping, as a dict."""
-    return parse_params(list(params)) if _is_flag_list(params) else dict(params or {})
-
-
-def _is_flag_list(params: object) -> bool:
-    return isinstance(params, (list, tuple)) and all(isinstance(p, str) for p in params)
-
-
 def rerun(
     run_id: str,
     params: Mapping[str, Any] | Sequence[str] | None = None,
@@ -306,7 +129,7 @@ def rerun(
     its params, ``target`` where it goes. The new run's spec records ``lineage``
     ``{"rerun_of": run_id}``. A bad id, a missing run or an unknown param starts nothing."""
     store = Store(home)
-    run = Run(start_again(store, run_id, params=_given_params(params), target=target), store)
+    run = Run(start_again(store, run_id, params=given_params(params), target=target), store)
     return run.wait() if wait else run
 
 
@@ -322,7 +145,7 @@ def resume(
     starts. A run without a checkpoint raises ``RunStateError`` and starts nothing."""
     store = Store(home)
     run = Run(
-        start_again(store, run_id, params=_given_params(params), target=target, resume=True), store
+        start_again(store, run_id, params=given_params(params), target=target, resume=True), store
     )
     return run.wait() if wait else run
 

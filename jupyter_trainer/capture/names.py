@@ -10,7 +10,7 @@ it (``lr = lr * 2``), or read inside a function body when the code never binds i
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ..core.errors import CaptureError
 
@@ -82,7 +82,7 @@ class _Scope:
         self.names = set(names)
         self.globals = set(globals_)
         # Code in a function body runs later, after the whole cell has bound its names.
-        self.deferred = kind == "function" or (parent is not None and parent.deferred)
+        self.deferred: bool = kind == "function" or (parent is not None and parent.deferred)
 
 
 class _FreeNameVisitor(ast.NodeVisitor):
@@ -254,7 +254,7 @@ def _function_scope(
     return _Scope("function", parent, names - globals_, globals_)
 
 
-def _collect_bindings(nodes: list[ast.AST], names: set[str], globals_: set[str]) -> None:
+def _collect_bindings(nodes: Sequence[ast.AST], names: set[str], globals_: set[str]) -> None:
     """Every name a function body binds (so it is local), without entering nested scopes."""
     stack = list(nodes)
     while stack:

@@ -130,6 +130,7 @@ def write_script_snapshot(
     script = Path(script)
     if not script.is_file():
         raise CaptureError(f"entry script {str(script)!r} does not exist or is not a file")
+    excluded: list[str]
     if source_dir is None:
         entry, files, excluded = script.name, {script.name: script}, []
         if entry == RESERVED_DIR:

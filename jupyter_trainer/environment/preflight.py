@@ -69,7 +69,7 @@ _FOUND: dict[tuple[Any, ...], tuple[dict[str, Any], list[tuple[str, float | None
 
 
 def _stamps(folders: list[str]) -> list[tuple[str, float | None]]:
-    out = []
+    out: list[tuple[str, float | None]] = []
     for folder in folders:
         try:
             out.append((folder, os.stat(folder or ".").st_mtime_ns))
@@ -197,13 +197,15 @@ def check(
         )
         return record
     for module in found["missing"]:
-        line = first.get(module)
+        found_at = first.get(module)
         record["missing"].append(
             {
                 "module": module,
-                "line": line,
-                "source": lines[line - 1].strip() if line and line <= len(lines) else None,
-                "why": required.get(module) or where_imported(entry, lines, line),
+                "line": found_at,
+                "source": (
+                    lines[found_at - 1].strip() if found_at and found_at <= len(lines) else None
+                ),
+                "why": required.get(module) or where_imported(entry, lines, found_at),
                 "kernel": where_kernel_finds(module),
                 "local": local_module(module),
             }

@@ -136,6 +136,7 @@ def prepare(
     if not target.shares_filesystem:
         return env
     home = Path(home) if home else default_home()
+    info: dict[str, Any]
     if env.name is None:
         python, info = env.python or sys.executable, {"built": False}
     else:

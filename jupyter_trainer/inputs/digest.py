@@ -20,6 +20,7 @@ from ..core.errors import SpecError
 from ..core.files import private_file
 
 HASH_LEN = 32  # hex digits of a content hash: the node cache's folder names
+CHUNK = 1 << 20  # bytes read at a time when hashing a file
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,12 @@ class HashCache:
 
 
 def file_sha256(path: str) -> str:
+    """The file's SHA-256, read in chunks (``hashlib.file_digest`` is Python 3.11's)."""
+    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _files(root: Path) -> Iterator[tuple[str, str]]:

@@ -28,15 +28,19 @@ import signal
 import tempfile
 import threading
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from ..core.files import private_folder
 from ..core.urls import redact
 from ..rankside import procs
 from .limits import Limits, Say, Transfer, say_on_stderr
+
+# What signal.signal takes and returns: a function, SIG_DFL or SIG_IGN, or None.
+SignalHandler = Callable[[int, FrameType | None], Any] | int | None
 
 PARTIAL = ".partial-"
 _STALE = re.compile(rf"{re.escape(PARTIAL)}(\d+)-(\d+)-")
@@ -188,19 +192,19 @@ def partial_folder(root: Path, key: str) -> Iterator[Path]:
         _restore(caught)
 
 
-def _catch_termination() -> dict[int, Any]:
+def _catch_termination() -> dict[int, SignalHandler]:
     """SIGTERM and SIGHUP raise ``Terminated`` where they would end the process (their
     default action, in the main thread); a handler someone else set is left alone."""
     if threading.current_thread() is not threading.main_thread():
         return {}
-    caught = {}
+    caught: dict[int, SignalHandler] = {}
     for signum in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(signum) is signal.SIG_DFL:
             caught[signum] = signal.signal(signum, _terminated)
     return caught
 
 
-def _restore(caught: dict[int, Any]) -> None:
+def _restore(caught: dict[int, SignalHandler]) -> None:
     for signum, handler in caught.items():
         signal.signal(signum, handler)
     caught.clear()

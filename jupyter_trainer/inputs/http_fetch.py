@@ -163,7 +163,9 @@ def _open(
     return _opener(transfer).open(request, timeout=_read_timeout(transfer))
 
 
-def _watched(base: type[http.client.HTTPConnection], transfer: Transfer) -> type:
+def _watched(
+    base: type[http.client.HTTPConnection], transfer: Transfer
+) -> type[http.client.HTTPConnection]:
     """``base`` whose socket the transfer's watchdog shuts down when the time is up."""
 
     class Watched(base):  # type: ignore[valid-type, misc]
@@ -191,7 +193,7 @@ class _SameOriginAuth(urllib.request.HTTPRedirectHandler):
     (urllib drops an unredirected header on every redirect; requests does the same as
     here)."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[override]
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         auth = req.get_header("Authorization")
         if new is not None and auth and _origin(new.full_url) == _origin(req.full_url):

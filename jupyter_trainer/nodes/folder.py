@@ -327,7 +327,11 @@ class RemoteFolder:
         """Remove the run's working directories here; ``host:path`` of each removed. Asked
         through the follow session when it ended the run and is still open."""
         got = None
-        if self.finished_in_session and self.follower.request({"discard": True}):
+        if (
+            self.finished_in_session
+            and self.follower is not None
+            and self.follower.request({"discard": True})
+        ):
             got = self.follower.await_answer("discarded", self.timeout + 60)
         if got is None:
             got = self._call(

@@ -31,7 +31,7 @@ from typing import Any
 from ..core.errors import TargetError
 from .frames import FrameReader
 from .ssh import classify
-from .transport import NodeShell
+from .transport import NodeSession, NodeShell, Pipes
 
 _APPENDED = re.compile(r"(logs/rank-\d+\.(?:log|times)|events/rank-\d+\.jsonl)")
 _REPLACED = re.compile(r"ranks/rank-\d+(?:\.attempt-\d+)?\.json|events/rank-\d+\.beat")
@@ -147,7 +147,8 @@ class NodeFollower:
         self.label = label
         self.files = files
         self.node_timeout = node_timeout
-        self.proc: subprocess.Popen | None = None
+        self.proc: NodeSession | None = None
+        self.pipes: Pipes | None = None  # the session's, while there is one
         self.reader = FrameReader()
         self.status: dict[str, Any] = {}
         self.last_frame = 0.0
@@ -160,22 +161,24 @@ class NodeFollower:
 
     def start(
         self,
-        session: subprocess.Popen | None = None,
+        session: NodeSession | None = None,
         request: dict[str, Any] | None = None,
         reader: FrameReader | None = None,
     ) -> None:
         """A new follow session, or ``session`` (the run's own, nodes/session.py) turned
         into one with ``request``."""
-        self.proc = session or self.client.popen(
+        proc = session or self.client.popen(
             self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
-        for stream in (self.proc.stdout, self.proc.stderr):
+        pipes = Pipes.of(proc, self.label)
+        self.proc, self.pipes = proc, pipes
+        for stream in (pipes.stdout, pipes.stderr):
             fd = stream.fileno()
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
         start = {**(request or {}), "offsets": self.files.resume_offsets(self.node)}
         try:
-            self.proc.stdin.write(json.dumps(start).encode() + b"\n")
-            self.proc.stdin.flush()
+            pipes.stdin.write(json.dumps(start).encode() + b"\n")
+            pipes.stdin.flush()
         except OSError:
             pass  # the session died already: pump() sees it
         self.reader = reader or FrameReader()
@@ -185,14 +188,15 @@ class NodeFollower:
     def pump(self) -> None:
         """Apply every frame that has arrived; notice a dead session and restart it."""
         now = time.monotonic()
-        if self.proc is None:
+        proc, pipes = self.proc, self.pipes
+        if proc is None or pipes is None:
             if now >= self.next_try:
                 self.start()
             return
         got = False
         while True:
             try:
-                data = os.read(self.proc.stdout.fileno(), 1 << 20)
+                data = os.read(pipes.stdout.fileno(), 1 << 20)
             except BlockingIOError:
                 break
             if not data:
@@ -203,7 +207,7 @@ class NodeFollower:
                     self.status = header
                 else:
                     self.files.apply(self.node, self.label, header, payload)
-        self._read_stderr()
+        self._read_stderr(pipes)
         if got:
             self.last_frame = now
             if self.down_since is not None:
@@ -212,22 +216,23 @@ class NodeFollower:
                     f"{now - self.down_since:.1f} s; resumed from offsets\n"
                 )
             self.down_since, self.retry = None, RETRY_S[0]
-        dead = self.proc.poll() is not None
+        dead = proc.poll() is not None
         if dead or now - self.last_frame > STALL_S:
-            self._lost_session(now, dead)
+            self._lost_session(proc, pipes, now, dead)
 
-    def _read_stderr(self) -> None:
+    def _read_stderr(self, pipes: Pipes) -> None:
         try:
-            while chunk := os.read(self.proc.stderr.fileno(), 65536):
+            while chunk := os.read(pipes.stderr.fileno(), 65536):
                 self._stderr = (self._stderr + chunk)[-4000:]
         except (BlockingIOError, ValueError, OSError):
             pass
 
-    def _lost_session(self, now: float, dead: bool) -> None:
-        code = self.proc.returncode if dead else 255  # a stalled session counts as ssh's
+    def _lost_session(self, proc: NodeSession, pipes: Pipes, now: float, dead: bool) -> None:
+        exit_code = proc.returncode if dead else None
+        code = 255 if exit_code is None else exit_code  # a stalled session counts as ssh's
         self.kill(keep_stderr=True)
-        self._read_stderr()
-        self.proc.stderr.close()
+        self._read_stderr(pipes)
+        pipes.stderr.close()
         err = self._stderr.decode(errors="replace")
         self.error = (
             classify(self.client.host, code, err)
@@ -239,7 +244,7 @@ class NodeFollower:
             self.files.log(
                 f"[jt] node {self.label}: connection lost ({self.error}); reconnecting\n"
             )
-        self.proc = None
+        self.proc = self.pipes = None
         self.reconnects += 1
         self.next_try = now + self.retry
         self.retry = min(RETRY_S[1], self.retry * 2)
@@ -251,11 +256,11 @@ class NodeFollower:
 
     def request(self, body: dict[str, Any]) -> bool:
         """Send one request line to the live session; False when there is none."""
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is None or self.pipes is None or self.proc.poll() is not None:
             return False
         try:
-            self.proc.stdin.write(json.dumps(body).encode() + b"\n")
-            self.proc.stdin.flush()
+            self.pipes.stdin.write(json.dumps(body).encode() + b"\n")
+            self.pipes.stdin.flush()
         except OSError:
             return False
         return True
@@ -269,7 +274,9 @@ class NodeFollower:
         """Apply frames until one of type ``kind``: (it, the tar frames' bytes before it).
         None if the session ends or stays silent ``idle_timeout`` seconds first."""
         tar = bytearray()
-        fd = self.proc.stdout.fileno()
+        if self.pipes is None:
+            return None
+        fd = self.pipes.stdout.fileno()
         deadline = time.monotonic() + idle_timeout
         while time.monotonic() < deadline:
             ready, _, _ = select.select([fd], [], [], min(0.5, deadline - time.monotonic()))
@@ -300,13 +307,13 @@ class NodeFollower:
     def kill(self, keep_stderr: bool = False) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
-        if self.proc is not None:
+        if self.proc is not None and self.pipes is not None:
             try:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 pass
-            streams = [self.proc.stdin, self.proc.stdout]
-            for stream in streams if keep_stderr else [*streams, self.proc.stderr]:
+            streams = [self.pipes.stdin, self.pipes.stdout]
+            for stream in streams if keep_stderr else [*streams, self.pipes.stderr]:
                 try:
                     stream.close()
                 except OSError:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..core.errors import TargetError
 from .frames import FrameReader, parse_answer
-from .transport import NodeShell
+from .transport import NodeShell, Pipes
 
 
 def request(body: dict[str, Any], payload: bytes = b"") -> bytes:
@@ -31,10 +31,12 @@ class AgentSession:
 
     def __init__(self, shell: NodeShell, command: str) -> None:
         self.host = shell.host
+        self.command = command
         self.reader = FrameReader()
         self.proc = shell.popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
+        self.pipes = Pipes.of(self.proc, self.host)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -43,11 +45,11 @@ class AgentSession:
         """Send ``data`` (a request line, and what follows it) and return the next answer;
         a TargetError that names the node, as a call's would, if the session ends first."""
         try:
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
+            self.pipes.stdin.write(data)
+            self.pipes.stdin.flush()
         except OSError:
             pass  # it ended: its exit and stderr say why, below
-        fd = self.proc.stdout.fileno()
+        fd = self.pipes.stdout.fileno()
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             if not select.select([fd], [], [], min(left, 1.0))[0]:
@@ -61,17 +63,15 @@ class AgentSession:
         else:
             self.close()
             raise TargetError(f"node {self.host}: {what} did not finish within {timeout:.0f} s")
-        self.proc.wait()
-        done = subprocess.CompletedProcess(
-            self.proc.args, self.proc.returncode, b"", self.proc.stderr.read()
-        )
+        code = self.proc.wait()
+        done = subprocess.CompletedProcess(self.command, code, b"", self.pipes.stderr.read())
         return parse_answer(self.host, done, what)
 
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+        for stream in (self.pipes.stdin, self.pipes.stdout, self.pipes.stderr):
             try:
                 stream.close()
             except OSError:

@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import TargetError
 from .transport import die_with_parent, run_argv
@@ -159,12 +160,12 @@ class SshClient:
             fix="install the OpenSSH client (apt-get install openssh-client)",
         )
 
-    def popen(self, remote: str, **kwargs) -> subprocess.Popen:
+    def popen(self, remote_command: str, **kwargs: Any) -> subprocess.Popen[bytes]:
         """A long-lived session (a follow). It gets SIGTERM when the calling thread's process
         dies, so a dead supervisor stops following and its nodes notice (their lease goes
         stale and they end the run after ``orphan_timeout``). Call from the main thread:
         the death signal is tied to the thread that started the child."""
-        return subprocess.Popen(self.argv(remote), preexec_fn=die_with_parent, **kwargs)
+        return subprocess.Popen(self.argv(remote_command), preexec_fn=die_with_parent, **kwargs)
 
     def resolve(self) -> dict[str, list[str]]:
         """``ssh -G HOST``: the options ssh would use (HostName, Port, User, keys, ...).

@@ -192,8 +192,12 @@ def _rsync(
     )
     text = bytearray()
     last = 0.0
-    assert proc.stdout is not None
-    while chunk := proc.stdout.read1(65536):
+    stdout = proc.stdout
+    if not isinstance(stdout, io.BufferedReader):  # Popen's pipe, buffered by default
+        proc.kill()
+        proc.wait()
+        raise TargetError(f"{argv[0]} was started without a readable stdout pipe")
+    while chunk := stdout.read1(65536):
         text += chunk
         for line in re.split(rb"[\r\n]", chunk):
             match = _PROGRESS.match(line)

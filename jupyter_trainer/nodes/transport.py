@@ -26,18 +26,44 @@ _PR_SET_PDEATHSIG = 1
 class NodeSession(Protocol):
     """A long-lived agent call (a follow) as ``subprocess.Popen`` offers it. ``stdout`` and
     ``stderr`` must be real pipes (the follower reads them by ``fileno()`` without
-    blocking); ``stdin`` takes requests (``{"finish": ...}``) while it runs."""
+    blocking); ``stdin`` takes requests (``{"finish": ...}``) while it runs. They are None
+    only where a session was started without pipes, which ``Pipes.of`` refuses."""
 
-    stdin: IO[bytes]
-    stdout: IO[bytes]
-    stderr: IO[bytes]
-    returncode: int | None
+    @property
+    def stdin(self) -> IO[bytes] | None: ...
+
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+
+    @property
+    def stderr(self) -> IO[bytes] | None: ...
+
+    @property
+    def returncode(self) -> int | None: ...
 
     def poll(self) -> int | None: ...
 
     def kill(self) -> None: ...
 
     def wait(self, timeout: float | None = None) -> int: ...
+
+
+@dataclass(frozen=True)
+class Pipes:
+    """The three pipes of a node session, every one of them there."""
+
+    stdin: IO[bytes]
+    stdout: IO[bytes]
+    stderr: IO[bytes]
+
+    @classmethod
+    def of(cls, session: NodeSession, host: str) -> Pipes:
+        stdin, stdout, stderr = session.stdin, session.stdout, session.stderr
+        if stdin is None or stdout is None or stderr is None:
+            raise TargetError(
+                f"node {host}: a session was started without stdin, stdout and stderr pipes"
+            )
+        return cls(stdin, stdout, stderr)
 
 
 @runtime_checkable
@@ -47,7 +73,8 @@ class NodeShell(Protocol):
     shell would on the node. Exit code 255 means the transport itself failed (the node
     could not be reached), with the reason on stderr, as ssh does."""
 
-    host: str
+    @property
+    def host(self) -> str: ...
 
     def run(
         self,

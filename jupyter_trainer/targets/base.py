@@ -38,7 +38,7 @@ class BuiltEnvironment:
 
     def record(self) -> dict[str, Any]:
         """The fields the run's state keeps under ``environment``."""
-        data = {
+        data: dict[str, Any] = {
             "python": self.python,
             "env_id": self.env_id,
             "python_version": self.python_version,

@@ -1,9 +1,10 @@
 """The sweep driver: one detached process per sweep, the owner of its Optuna study.
 
 The driver (started by ``driver_start``) keeps at most ``parallel`` trials running until
-``trials`` have started (or ``timeout`` has passed) and every started one has ended. A trial is an ordinary run of the sweep's template (``start.start_trial``):
-the driver reads rank 0's events of each running trial as they arrive, reports the sweep's
-metric to the study at each step and, when the pruner says so, cancels the run (it is then
+``trials`` have started (or ``timeout`` has passed) and every started one has ended. A trial
+is an ordinary run of the sweep's template (``start.start_trial``): the driver reads rank 0's
+events of each running trial as they arrive (trials.py), reports the sweep's metric to the
+study at each step and, when the pruner says so, cancels the run (it is then
 ``pruned``, at that step, with the reason). The study lives in the sweep's ``study.db``, and
 the driver writes the sweep's ``state.json`` after every change, so a driver killed at any
 point loses no finished trial: a new driver (``jupyter-trainer sweep resume``) adopts the
@@ -20,7 +21,6 @@ import math
 import os
 import socket
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.errors import RunNotFound, TrainerError
@@ -30,6 +30,15 @@ from ...store import TERMINAL, Store, read_json
 from ...store.sweeps import SweepStore
 from .ended import is_over
 from .spec import SweepSpec
+from .trials import (
+    Ending,
+    Live,
+    evaluates,
+    find_trial_run,
+    new_values,
+    note_value,
+    over_or_unreadable,
+)
 
 POLL_S = 0.05  # between looks at the trials, where inotify cannot wake the driver
 WAKE_S = 0.5  # the longest wait for a change inotify reports (a cancel request, a deadline)
@@ -42,26 +51,6 @@ ENDING_NOTE_S = 30.0
 
 def log(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
-
-
-@dataclass
-class Live:
-    """A running trial: its Optuna trial, its run and how far its events were read."""
-
-    trial: Any
-    run: str
-    offset: int = 0
-    count: int = 0  # metric values read, the step of a value logged without one
-    reported: set = field(default_factory=set)
-
-
-@dataclass
-class Ending:
-    """A trial whose outcome is recorded but whose run has not yet ended and left no
-    process: a pruned trial whose run is stopping, or one whose supervisor is exiting."""
-
-    run: str
-    final: bool = False  # the run's state is final; only its supervisor is left to exit
 
 
 class SweepDriver:
@@ -305,27 +294,10 @@ class SweepDriver:
     def read_metric(self, live: Live, record: dict[str, Any], prune: bool) -> bool:
         """Report the metric values rank 0 logged since the last read, asking the pruner at
         each evaluation step (with ``prune``); True if there were any."""
-        try:
-            events, live.offset = self.store.read_events(live.run, 0, live.offset)
-        except FileNotFoundError:
-            return False
         new = False
-        for event in events:
-            values = event.get("values") if event.get("kind") == "metric" else None
-            if not isinstance(values, dict) or self.spec.metric not in values:
-                continue
-            value = _number(values[self.spec.metric])
-            if value is None:
-                continue
-            step = event.get("step")
-            step = (
-                int(step)
-                if isinstance(step, (int, float)) and step >= 0 and step == int(step)
-                else live.count
-            )
-            live.count += 1
+        for step, value in new_values(self.store, live, self.spec.metric):
             new = True
-            self.note_value(record, step, value)
+            note_value(record, step, value, self.spec.better)
             if step in live.reported or not self.evaluates(step):
                 continue  # the study hears the steps its pruner is asked at, no others
             live.reported.add(step)
@@ -335,22 +307,10 @@ class SweepDriver:
                 return True
         return new
 
-    def note_value(self, record: dict[str, Any], step: int, value: float) -> None:
-        finite = math.isfinite(value)
-        record["step"] = step
-        record["last"] = value if finite else None
-        if finite and (record.get("best") is None or self.spec.better(value, record["best"])):
-            record["best"] = value
-
     def evaluates(self, step: int) -> bool:
         """Whether the pruner is asked at ``step`` (HyperDrive's delay_evaluation and
         evaluation_interval: ``--prune-after`` and ``--prune-every``)."""
-        after = self.spec.prune_after
-        return (
-            self.prune_kind != "none"
-            and step >= after
-            and (self.prune_kind == "hyperband" or (step - after) % self.spec.prune_every == 0)
-        )
+        return evaluates(step, self.prune_kind, self.spec.prune_after, self.spec.prune_every)
 
     def prune(self, live: Live, record: dict[str, Any], step: int, value: float) -> None:
         from .policies import prune_reason
@@ -437,9 +397,13 @@ class SweepDriver:
                 self.save()
             if time.monotonic() - noted > ENDING_NOTE_S:
                 noted = time.monotonic()
-                runs = [t.run for t in (*self.live.values(), *self.ending.values())]
+                runs = self.unfinished_runs()
                 log(f"waiting for the runs of {len(runs)} trials to end: {', '.join(runs)}")
             self.pause()
+
+    def unfinished_runs(self) -> list[str]:
+        """The runs of the trials still running or ending."""
+        return [live.run for live in self.live.values()] + [e.run for e in self.ending.values()]
 
     def stop_after_failure(self, error: str) -> None:
         """The sweep failed: stop its running trials and wait until they are over, as a
@@ -453,9 +417,9 @@ class SweepDriver:
                 f"cannot record the trials' ends ({type(exc).__name__}: {exc}); waiting for "
                 "their runs to end"
             )
-        runs = {t.run for t in (*self.live.values(), *self.ending.values())}
+        runs = set(self.unfinished_runs())
         while runs:
-            runs = {run for run in runs if not _over_or_unreadable(self.store, run)}
+            runs = {run for run in runs if not over_or_unreadable(self.store, run)}
             time.sleep(WAKE_S)
 
     def recover(self) -> None:
@@ -521,15 +485,7 @@ class SweepDriver:
                     self.waker.watch(self.store.paths(record["run"]).root)
 
     def find_run(self, number: int) -> str | None:
-        """The run of trial ``number``, if one was created (the driver may have stopped
-        before it wrote the run's id down)."""
-        for row in self.store.list_runs(limit=1 << 30):
-            if row["created"] < self.state.get("created", 0):
-                break
-            spec = self.store.read_spec(row["id"])
-            if spec.sweep == self.id and spec.trial == number:
-                return row["id"]
-        return None
+        return find_trial_run(self.store, self.id, self.state.get("created", 0), number)
 
     def save(self) -> None:
         counts: dict[str, int] = {}
@@ -538,20 +494,3 @@ class SweepDriver:
         self.state["counts"] = counts
         self.state["updated"] = time.time()
         self.sweeps.write_state(self.id, self.state)
-
-
-def _over_or_unreadable(store: Store, run_id: str) -> bool:
-    try:
-        return is_over(store.read_state(run_id))
-    except Exception:  # a run whose state cannot be read cannot be waited for
-        return True
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if value in ("nan", "inf", "-inf"):
-        return float(value)
-    return None

@@ -14,7 +14,8 @@ from ...core.errors import SpecError
 from ...core.spec import validate_run_id
 from ...store import Store
 from ...store.sweeps import SweepStore
-from ..runs import _first_line, _given_params, _is_flag_list, _run_writer, submit
+from ..runs import submit
+from ..submission import first_line, given_params, is_flag_list, run_writer
 from .create import check_cell_reads, create_sweep, placeholders
 from .handle import Sweep
 from .space import parse_space, space_texts
@@ -34,7 +35,7 @@ def sweep(
     code: str | None = None,
     *,
     space: Mapping[str, Any] | Sequence[str] | None = None,
-    space_file: str | os.PathLike | None = None,
+    space_file: str | os.PathLike[str] | None = None,
     metric: str | None = None,
     goal: str = "max",
     trials: int = 10,
@@ -67,7 +68,7 @@ def sweep(
         )
     merged = dict(parse_space(load_space_file(space_file))) if space_file is not None else {}
     if space:  # flags (or the mapping) win over the file
-        merged.update(parse_space(list(space) if _is_flag_list(space) else dict(space)))
+        merged.update(parse_space(list(space) if is_flag_list(space) else space))
     if not merged:
         raise SpecError(
             "a sweep needs a search space: --sweep KEY=EXPR (repeatable), "
@@ -97,16 +98,16 @@ def sweep(
             code,
             texts,
             options.get("namespace") or {},
-            first_line=_first_line(options.get("origin")),
+            first_line=first_line(options.get("origin")),
         )
     run_options = {
         key: value for key, value in {**_RUN_DEFAULTS, **options}.items() if key != "params"
     }
-    store, tgt, write = _run_writer(
+    store, tgt, write = run_writer(
         code,
         home=home,
         **run_options,
-        params={**_given_params(options.get("params")), **placeholders(texts)},
+        params={**given_params(options.get("params")), **placeholders(texts)},
     )
     handle = Sweep(create_sweep(store, tgt, write, spec), store)
     return handle.wait() if wait else handle

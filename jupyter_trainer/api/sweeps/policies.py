@@ -28,7 +28,7 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ...core.errors import SpecError
 from .space import Dimension, grid, grid_size
@@ -84,6 +84,13 @@ class PrunePolicy:
         elif kind == "bandit" and not value > 0:
             raise SpecError(f"bandit's slack {self.slack} must be above 0, got {value!r}")
         object.__setattr__(self, "value", value)
+
+    @property
+    def number(self) -> float:
+        """The policy's value, for the kinds that take one (median, truncation, bandit)."""
+        if self.value is None:
+            raise SpecError(f"the {self.kind} prune policy takes no value")
+        return self.value
 
     @property
     def text(self) -> str:
@@ -191,12 +198,12 @@ def make_pruner(
         return pruners.NopPruner()
     if policy.kind == "median":
         return pruners.MedianPruner(
-            n_startup_trials=policy.value, n_warmup_steps=after, interval_steps=every
+            n_startup_trials=int(policy.number), n_warmup_steps=after, interval_steps=every
         )
     if policy.kind == "truncation":
         # Optuna keeps the top ``percentile`` in both directions (it flips it for maximize).
         return pruners.PercentilePruner(
-            100 - policy.value,
+            100 - policy.number,
             n_startup_trials=STARTUP_TRIALS,
             n_warmup_steps=after,
             interval_steps=every,
@@ -205,8 +212,8 @@ def make_pruner(
         return pruners.HyperbandPruner(min_resource=max(1, after))
     amount = policy.slack == "amount"
     return _bandit_class()(
-        slack_factor=None if amount else policy.value,
-        slack_amount=policy.value if amount else None,
+        slack_factor=None if amount else policy.number,
+        slack_amount=policy.number if amount else None,
         after=after,
         every=every,
     )
@@ -241,7 +248,11 @@ def _bandit_class() -> type:
             after: int = 0,
             every: int = 1,
         ) -> None:
-            if (slack_factor is None) == (slack_amount is None):
+            if slack_factor is not None and slack_amount is None:
+                self._by_factor, self._slack = True, slack_factor
+            elif slack_amount is not None and slack_factor is None:
+                self._by_factor, self._slack = False, slack_amount
+            else:
                 raise SpecError("BanditPruner takes one of slack_factor and slack_amount")
             self.slack_factor = slack_factor
             self.slack_amount = slack_amount
@@ -264,28 +275,22 @@ def _bandit_class() -> type:
             others = [v for v in others if math.isfinite(v)]
             if not others:
                 return False
+            slack = self._slack
             if study.direction == StudyDirection.MAXIMIZE:
                 best = max(others)
-                bar = (
-                    best - self.slack_amount
-                    if self.slack_factor is None
-                    else best / (1 + self.slack_factor)
-                )
+                bar = best / (1 + slack) if self._by_factor else best - slack
                 return value < bar
             best = min(others)
-            bar = (
-                best + self.slack_amount
-                if self.slack_factor is None
-                else best * (1 + self.slack_factor)
-            )
+            bar = best * (1 + slack) if self._by_factor else best + slack
             return value > bar
 
     BanditPruner.__qualname__ = "BanditPruner"
     return BanditPruner
 
 
-def _is_number(value: object) -> bool:
-    return type(value) in (int, float) and math.isfinite(value)
+def _is_number(value: object) -> TypeGuard[int | float]:
+    """A finite int or float (a bool is neither here)."""
+    return isinstance(value, (int, float)) and type(value) is not bool and math.isfinite(value)
 
 
 def _number(raw: str, whole: bool) -> int | float | None:

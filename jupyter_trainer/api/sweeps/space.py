@@ -413,7 +413,7 @@ def _checked_choice(values: tuple) -> tuple:
 
 
 def _finite(form: str, value: object) -> float:
-    if type(value) not in (int, float):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SpecError(f"{form} takes numbers, got {value!r}")
     try:
         number = float(value)

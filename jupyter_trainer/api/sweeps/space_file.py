@@ -11,6 +11,7 @@ values are checked and written into the sweep's spec.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +30,12 @@ class _Refused(Exception):
         super().__init__(f"{what} (line {mark.line + 1}, column {mark.column + 1})")
 
 
-def load_space_file(path: str | Path) -> dict[str, Any]:
+def load_space_file(given: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a YAML file whose top level maps each key to an expression or a fixed value;
     pass the result to ``space.parse_space``."""
     import yaml
 
-    path = Path(path)
+    path = Path(given)
     text = _read(path)
     loader = _space_loader()(text)
     try:

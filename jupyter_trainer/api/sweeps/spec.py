@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Literal
 
 from ...core.errors import SpecError
 
@@ -97,7 +97,7 @@ class SweepSpec:
         object.__setattr__(self, "extra", dict(self.extra))
 
     @property
-    def direction(self) -> str:
+    def direction(self) -> Literal["maximize", "minimize"]:
         """Optuna's name for the goal."""
         return "maximize" if self.goal == "max" else "minimize"
 

@@ -216,7 +216,7 @@ class RunExport:
         if self.follower.finished and not stream.get("end"):
             ended = run_state.get("ended") or time.time()
             end = self.tb.PluginData.SessionEndInfo(
-                status=self.tb.Status.Value(STATUS.get(status, "STATUS_UNKNOWN")),
+                status=self.tb.Status.Value(STATUS.get(status or "", "STATUS_UNKNOWN")),
                 end_time_secs=ended,
             )
             pieces.append(

@@ -140,7 +140,7 @@ class TensorBoardServer:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
         if self.proc is not None:
-            _end_group(self.proc)
+            end_group(self.proc)
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -168,14 +168,14 @@ class TensorBoardServer:
                 self.error = exc
 
 
-def _end_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
+def end_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
     """SIGTERM ``proc``'s process group, SIGKILL whatever of it is left after ``grace`` s."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except ProcessLookupError:
         pass
     deadline = time.monotonic() + grace
-    while _group_alive(proc.pid) and time.monotonic() < deadline:
+    while group_alive(proc.pid) and time.monotonic() < deadline:
         proc.poll()  # reaps the leader, so only live members keep the group
         time.sleep(0.05)
     try:
@@ -184,11 +184,12 @@ def _end_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
         pass
     proc.wait()
     deadline = time.monotonic() + 5.0  # killed members stay in the group until they are reaped
-    while _group_alive(proc.pid) and time.monotonic() < deadline:
+    while group_alive(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` is still there."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:

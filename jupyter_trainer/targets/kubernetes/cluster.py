@@ -68,6 +68,11 @@ class Cluster:
                     'set kubeconfig = "PATH" (and context) in the target, or '
                     "$KUBECONFIG"
                 ) from None
+            if single is None:  # lightkube answers None only when given a default
+                raise TargetError(
+                    f"target {self.target!r}: kubeconfig {path} names no context to use; "
+                    'set context = "NAME" in the target'
+                )
             self._namespace = self.cfg.namespace or single.namespace
             self._client = Client(
                 config=single,

@@ -44,11 +44,11 @@ def dry_apis(setting: str, served: Callable[[], str], spec: RunSpec) -> DryApis:
     except TargetError as exc:
         unknown = str(exc)
     else:
-        served = "serves" if api == "trainjob" else "does not serve"
+        serves = "serves" if api == "trainjob" else "does not serve"
         return DryApis(
             (api,),
             (
-                f'api = "auto": the cluster {served} Kubeflow Trainer\'s '
+                f'api = "auto": the cluster {serves} Kubeflow Trainer\'s '
                 f"TrainJob API, so the run is {WHAT[api]}",
             ),
         )

@@ -304,7 +304,7 @@ def _selector(objects: RunObjects) -> dict[str, str]:
 
 def indexed_job(objects: RunObjects) -> dict[str, Any]:
     nodes = objects.spec.launch.nodes
-    container = {
+    container: dict[str, Any] = {
         "name": CONTAINER,
         "image": objects.image,
         "command": container_argv(objects),

@@ -7,8 +7,9 @@ the manifests ``start`` would create (with ``api = "auto"`` and a cluster that c
 both ways: dry_run.py). While the run goes, ``phase`` says ``queued`` with the
 scheduler's reason as long as a pod is Pending, ``sync`` follows every pod's log (marked
 lines become the run folder's logs, events and rank records; the rest is the pod's launcher
-log), and ``poll`` reads the Job's or TrainJob's conditions. ``stop`` deletes everything
-with foreground propagation and waits until no pod of the run is left.
+log), and ``poll`` reads the Job's or TrainJob's conditions (status.py reads what the
+objects say). ``stop`` deletes everything with foreground propagation and waits until no pod
+of the run is left.
 """
 
 from __future__ import annotations
@@ -42,13 +43,19 @@ from .manifests import (
 )
 from .manifests import run_dir as pod_run_dir
 from .names import RUN_ID_LABEL, label_value, object_name
+from .status import (
+    MAIN_KIND,
+    describe_pod,
+    first_failure,
+    job_state,
+    node_number,
+    pending_reason,
+    pod_labels,
+    waiting_reason,
+)
 from .stream import PodLog
 
-MAIN_KIND = {"trainjob": "TrainJob", "job": "Job"}
 STOP_SETTLE_S = 30.0  # after the grace: how long deleted pods get to be gone
-INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 FOLLOW_TRIES = 20
 PODS_TTL_S = 0.5
 FOLLOW_END_S = 15.0  # how long the pods' log streams get to reach their end
@@ -259,41 +266,11 @@ class KubernetesTarget(Target):
         }
 
     def _waiting_reason(self, handle: Handle) -> str:
-        """Why a run has no pod yet: a condition of its Job or TrainJob that says (a queue
-        such as Kueue suspends it until it is admitted), else that they are being made."""
         main = MAIN_KIND[handle["api"]]
-        obj = self.cluster.get(main, handle["name"]) or {}
-        for cond in (obj.get("status") or {}).get("conditions") or []:
-            if cond.get("status") == "True" and cond.get("message"):
-                return f"{main} {handle['name']}: {cond.get('type')}: {cond['message']}"
-        if (obj.get("spec") or {}).get("suspend"):
-            return f"{main} {handle['name']} is suspended"
-        return f"waiting for the {main}'s pods to be created"
+        return waiting_reason(main, handle["name"], self.cluster.get(main, handle["name"]))
 
     def pending_reason(self, pod: dict[str, Any]) -> str:
-        """Why a Pending pod waits: the scheduler's words (``0/4 nodes are available: ...``)
-        from its PodScheduled condition or its latest FailedScheduling event, else what its
-        container waits for (an image pull)."""
-        name = pod["metadata"]["name"]
-        status = pod.get("status") or {}
-        for cond in status.get("conditions") or []:
-            if (
-                cond.get("type") == "PodScheduled"
-                and cond.get("status") == "False"
-                and cond.get("message")
-            ):
-                return f"pod {name}: {cond['message']}"
-        events = [e for e in self.cluster.events(name) if e.get("reason") == "FailedScheduling"]
-        if events:
-            latest = max(
-                events, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or "")
-            )
-            return f"pod {name}: {latest.get('message', 'FailedScheduling')}"
-        for cs in status.get("containerStatuses") or []:
-            waiting = (cs.get("state") or {}).get("waiting")
-            if waiting:
-                return f"pod {name}: {waiting.get('reason')} {waiting.get('message') or ''}".strip()
-        return f"pod {name} is Pending"
+        return pending_reason(pod, self.cluster.events)
 
     def sync(self, handle: Handle) -> None:
         """A follower thread per started pod, once: its log goes into the run folder."""
@@ -365,66 +342,13 @@ class KubernetesTarget(Target):
 
     def _conditions(self, handle: Handle) -> dict[str, Any]:
         main = MAIN_KIND[handle["api"]]
-        obj = self.cluster.get(main, handle["name"])
-        if obj is None:
-            if self._deleting:
-                return {
-                    "state": "deleted",
-                    "exit_code": None,
-                    "message": f"{main} {handle['name']} was deleted by this run's teardown",
-                }
-            return {"state": "gone", "exit_code": 1, "message": f"{main} {handle['name']} is gone"}
-        for cond in (obj.get("status") or {}).get("conditions") or []:
-            if cond.get("status") != "True":
-                continue
-            if cond.get("type") in ("Complete", "SuccessCriteriaMet"):
-                return {"state": "completed", "exit_code": 0}
-            if cond.get("type") == "Failed":
-                failed = self._failed_pod(handle, fresh=True)
-                return {
-                    "state": "failed",
-                    "exit_code": (failed or {}).get("exit_code") or 1,
-                    "reason": cond.get("reason"),
-                    "message": cond.get("message"),
-                    **({"failed_pod": failed} if failed else {}),
-                }
-        # A TrainJob's pods restart in place (JobSet's restartPolicy OnFailure) until the
-        # Job's backoffLimit: the first container that ended non-zero ends the run now.
-        failed = self._failed_pod(handle)
-        if failed is not None:
-            return {
-                "state": "failed",
-                "exit_code": failed["exit_code"],
-                "reason": "ContainerFailed",
-                "message": f"container {failed['container']} of pod {failed['pod']} exited "
-                f"with code {failed['exit_code']}",
-                "failed_pod": failed,
-            }
-        return {"state": "running"}
-
-    def _failed_pod(self, handle: Handle, fresh: bool = False) -> dict[str, Any] | None:
-        """The pod whose container ended first with a non-zero exit code, in its current
-        state or, restarted in place since, its last one."""
-        found = []
-        for pod in self._pods(handle, fresh=fresh):
-            for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-                ends = [
-                    (cs.get("state") or {}).get("terminated") or {},
-                    (cs.get("lastState") or {}).get("terminated") or {},
-                ]
-                for term in ends:
-                    if term.get("exitCode"):
-                        found.append(
-                            {
-                                "pod": pod["metadata"]["name"],
-                                "container": cs.get("name"),
-                                "exit_code": term["exitCode"],
-                                "reason": term.get("reason"),
-                                "restarts": cs.get("restartCount", 0),
-                                "finished": str(term.get("finishedAt") or ""),
-                            }
-                        )
-        return min(found, key=lambda f: f["finished"]) if found else None
+        return job_state(
+            main,
+            handle["name"],
+            self.cluster.get(main, handle["name"]),
+            self._deleting,
+            lambda fresh: first_failure(self._pods(handle, fresh=fresh)),
+        )
 
     def report(self, handle: Handle) -> dict[str, Any]:
         state = self._state(handle)
@@ -482,7 +406,7 @@ class KubernetesTarget(Target):
         ]
         deadline = time.monotonic() + grace + STOP_SETTLE_S
         while True:
-            left = [_describe(p) for p in self._run_pods(run_id)]
+            left = [describe_pod(p) for p in self._run_pods(run_id)]
             left += [
                 f"{kind} {name} (being deleted)"
                 for kind, name in targets
@@ -496,7 +420,7 @@ class KubernetesTarget(Target):
 
     def leftovers(self, run_id: str) -> list[str]:
         """The run's pods still there, and any of its objects not yet deleted."""
-        found = [_describe(p) for p in self._run_pods(run_id)]
+        found = [describe_pod(p) for p in self._run_pods(run_id)]
         name = object_name(run_id)
         for kind in self._kinds(self._pending.get("api")):
             if self.cluster.get(kind, name) is not None:
@@ -526,31 +450,3 @@ def copy_tree(src: Path, dest: Path) -> dict[str, Any]:
             shutil.copy2(path, target)
             files += 1
     return {"from": str(src), "files": files}
-
-
-def pod_labels(api: str, run_id: str) -> dict[str, str]:
-    """A selector for the run's pods: our run-id label on a Job's; the JobSet's own label
-    on a TrainJob's (set by the Trainer's JobSet whatever the runtime patches carry)."""
-    if api == "trainjob":
-        return {JOBSET_LABEL: object_name(run_id)}
-    return {RUN_ID_LABEL: label_value(run_id)}
-
-
-def node_number(pod: dict[str, Any], mpi: bool) -> int:
-    """The node a pod is, for its launcher log: its Job's completion index (under an MPI
-    TrainJob the launcher pod is node 0 and the node pods follow it)."""
-    meta = pod["metadata"]
-    index = (meta.get("annotations") or {}).get(INDEX_ANNOTATION, "0")
-    number = int(index) if str(index).isdigit() else 0
-    if mpi and (meta.get("labels") or {}).get(REPLICATED_JOB_LABEL) != "launcher":
-        number += 1
-    return number
-
-
-def _describe(pod: dict[str, Any]) -> str:
-    status = pod.get("status") or {}
-    return (
-        f"pod {pod['metadata']['name']} ({status.get('phase', 'unknown')}"
-        + (", being deleted" if pod["metadata"].get("deletionTimestamp") else "")
-        + ")"
-    )

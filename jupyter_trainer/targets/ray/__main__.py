@@ -1,7 +1,7 @@
-"""``python -m jupyter_trainer.targets.ray ADDRESS``: check a Ray cluster (see ``target``)."""
+"""``python -m jupyter_trainer.targets.ray ADDRESS``: check a Ray cluster (see ``cluster``)."""
 
 import sys
 
-from .target import main
+from .cluster import main
 
 sys.exit(main(sys.argv[1:]))

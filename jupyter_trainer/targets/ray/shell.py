@@ -72,10 +72,10 @@ class RayShell:
             raise TargetError(f"node {self.host}: {what} did not finish within {timeout:.0f} s")
         return subprocess.CompletedProcess(remote, code, out, err)
 
-    def popen(self, remote: str, **_kwargs: Any) -> RayPopen:
+    def popen(self, remote_command: str, **_kwargs: Any) -> RayPopen:
         if self.actor is None:
             raise TargetError(f"node {self.host}: the run's actor is gone; nothing to follow")
-        return RayPopen(self, remote)
+        return RayPopen(self, remote_command)
 
     def resolve(self) -> dict[str, list[str]]:
         return {"hostname": [self.address]}

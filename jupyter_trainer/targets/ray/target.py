@@ -2,10 +2,10 @@
 the way the ssh target runs them on its hosts.
 
 Ray provides placement, processes and transport; everything else is the ssh target's node
-lifecycle, unchanged (see ssh.py): the supervisor is a Ray driver; ``reserve`` asks for a
+lifecycle, unchanged (see ../ssh/): the supervisor is a Ray driver; ``reserve`` asks for a
 placement group of ``--nodes`` bundles of ``--procs`` CPUs (STRICT_SPREAD: one node each)
 and the run stays ``queued`` with Ray's own reason until it is granted; ``plan`` binds a
-node shell to each bundle's node (nodes/ray_actor.py: a detached actor per node, named for
+node shell to each bundle's node (rankside/ray_actor.py: a detached actor per node, named for
 it, reused by the runs that follow and ended by itself after ``shell_persist`` idle seconds;
 or, with ``shell_persist = 0``, an actor of the run's own in its bundle) and through it runs
 the node agent's pre-flight, environment build and snapshot staging on every node; ``start``
@@ -21,29 +21,23 @@ cluster does not give; they run on one node only.
 
 Before anything is created, ``check`` asks the cluster for its facts (alive nodes, their
 CPUs, GPUs, python and torch) from a short-lived child driver, ``python -m
-jupyter_trainer.targets.ray ADDRESS``, so a notebook kernel never becomes a Ray driver just to
-check a target; ``ray`` is imported only inside the functions that need it.
+jupyter_trainer.targets.ray ADDRESS`` (cluster.py), so a notebook kernel never becomes a Ray
+driver just to check a target; ``ray`` is imported only inside the functions that need it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import logging
 import os
 import posixpath
-import re
-import socket
-import subprocess
 import sys
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 from ... import rankside
 from ...core.errors import TargetError, TrainerError
-from ...core.files import write_text_atomic
 from ...core.spec import RunSpec
 from ...launchers.table import LaunchPlan
 from ...nodes import calls
@@ -54,258 +48,13 @@ from ...nodes.mirror import LocalFiles
 from ...rankside.home import default_home
 from ...rankside.ray_actor import still_running
 from ..base import Handle
-from ..ssh.commands import HostConfig, SshConfig
-from ..ssh.target import SshTarget, _parallel
+from ..ssh.commands import HostConfig
+from ..ssh.parallel import parallel
+from ..ssh.target import SshTarget
+from .cluster import cluster_facts, judge_cluster, require_ray
+from .config import NAMESPACE, RayConfig
 from .shell import RayShell, pinned_call
 
-NAMESPACE = "jupyter_trainer"
-DEFAULT_WORKDIR = "~/jupyter_trainer_ray"
-RAY_KEYS = ("address", "runtime_env", "autoscaling", "shell_persist")
-SHARED_KEYS = (
-    "workdir",
-    "python",
-    "gpus_per_node",
-    "env",
-    "connect_timeout",
-    "node_timeout",
-    "orphan_timeout",
-    "uv",
-    "env_timeout",
-)
-_ADDRESS = re.compile(
-    r"auto|(ray://)?(?P<host>[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])"
-    r":(?P<port>\d{1,5})"
-)
-FACTS_TTL_S = 300  # how long a cluster's facts are reused by later submits
-FIX = "start it (ray start --head) or fix address in the target"
-
-
-@dataclass(frozen=True)
-class RayConfig:
-    """A ``kind = "ray"`` entry of targets.toml, validated. The settings a Ray target shares
-    with an ssh one (workdir, python, env, timeouts, uv) mean the same there."""
-
-    address: str
-    runtime_env: Mapping[str, Any] = field(default_factory=dict)
-    autoscaling: bool = False  # True: the cluster may grow, so a run waits for nodes
-    nodes: SshConfig = field(default_factory=lambda: SshConfig(hosts=()))
-    # Seconds a node's shell (the actor that runs the agent) outlives its last run, for the
-    # next run to reuse (ssh's ControlPersist, for Ray); 0: one shell per run, ended with it.
-    shell_persist: int = 300
-
-    @classmethod
-    def from_config(cls, name: str, config: Mapping[str, Any]) -> RayConfig:
-        unknown = sorted(set(config) - set(RAY_KEYS) - set(SHARED_KEYS))
-        if unknown:
-            raise TargetError(
-                f"target {name!r}: unknown key(s) {unknown}; a ray target takes "
-                f"{', '.join(sorted(RAY_KEYS + SHARED_KEYS))}"
-            )
-        address = config.get("address")
-        if not isinstance(address, str) or not _ADDRESS.fullmatch(address):
-            raise TargetError(
-                f"target {name!r}: address must be auto, ray://HOST:PORT or "
-                f"HOST:PORT (the head's GCS), got {address!r}"
-            )
-        runtime_env = config.get("runtime_env", {})
-        if not isinstance(runtime_env, dict) or not all(isinstance(k, str) for k in runtime_env):
-            raise TargetError(
-                f"target {name!r}: runtime_env must be a table, e.g. "
-                'runtime_env = { env_vars = { NCCL_DEBUG = "INFO" } }'
-            )
-        env_vars = runtime_env.get("env_vars", {})
-        if not isinstance(env_vars, dict):
-            raise TargetError(
-                f'target {name!r}: runtime_env.env_vars must be a table of NAME = "value"'
-            )
-        autoscaling = config.get("autoscaling", False)
-        if not isinstance(autoscaling, bool):
-            raise TargetError(
-                f"target {name!r}: autoscaling must be true or false, got {autoscaling!r}"
-            )
-        persist = config.get("shell_persist", 300)
-        if isinstance(persist, bool) or not isinstance(persist, int) or persist < 0:
-            raise TargetError(
-                f"target {name!r}: shell_persist must be a number of seconds "
-                f"(0 or more), got {persist!r}"
-            )
-        shared = {k: config[k] for k in SHARED_KEYS if k in config}
-        shared.setdefault("workdir", DEFAULT_WORKDIR)
-        shared.setdefault("connect_timeout", 30)
-        nodes = SshConfig.from_config(name, {"hosts": ["ray"], **shared})
-        return cls(address, dict(runtime_env), autoscaling, nodes, persist)
-
-
-def require_ray() -> None:
-    """Raise, naming the fix, when this machine's Python has no Ray to be a driver with."""
-    import importlib.util
-
-    if importlib.util.find_spec("ray") is None:
-        raise TargetError(
-            "the ray target needs Ray on this machine: pip install "
-            "'ray[default]' at the version the cluster runs"
-        )
-
-
-def reachable(address: str, timeout: float) -> None:
-    """Raise, naming the fix, when nothing listens at ``address`` (``auto`` is left to Ray)."""
-    match = _ADDRESS.fullmatch(address)
-    if address == "auto" or match is None:
-        return
-    host, port = match.group("host").strip("[]"), int(match.group("port"))
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-    except OSError as exc:
-        raise TargetError(
-            f"the Ray cluster at {address} is unreachable ({exc.strerror or exc}); {FIX}"
-        ) from None
-
-
-def cluster_facts(address: str, timeout: float, cache: Path | None = None) -> dict[str, Any]:
-    """The alive nodes (resources, python, torch) of the cluster at ``address``, asked from a
-    short-lived child process that connects as a Ray driver.
-
-    With ``cache`` (a folder), an answer younger than ``FACTS_TTL_S`` is reused: asking costs
-    seconds (a Python importing Ray, a driver, a task on every node), and a notebook submits
-    to one cluster again and again. Every node is checked again by the run's own pre-flight
-    before anything starts there, and a node that left makes the run wait in ``queued``."""
-    require_ray()
-    reachable(address, min(timeout, 10))
-    key = hashlib.sha256(address.encode()).hexdigest()[:16]
-    path = cache / f"ray-{key}.json" if cache else None
-    try:
-        kept = json.loads(path.read_text()) if path else None
-    except (OSError, ValueError):
-        kept = None
-    if kept and 0 <= time.time() - kept.get("at", 0) < FACTS_TTL_S:
-        return kept["facts"]
-    facts = _ask(address, timeout)
-    if path is not None:
-        write_text_atomic(path, json.dumps({"at": time.time(), "facts": facts}))
-    return facts
-
-
-def _ask(address: str, timeout: float) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "jupyter_trainer.targets.ray", address]
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired:
-        raise TargetError(
-            f"the Ray cluster at {address} did not answer within {timeout:.0f} s; {FIX}"
-        ) from None
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode or not lines:
-        why = " ".join((done.stderr or done.stdout).split())[-400:]
-        raise TargetError(f"cannot connect to the Ray cluster at {address}: {why}; {FIX}")
-    facts = json.loads(lines[-1])
-    if facts.get("error"):
-        raise TargetError(
-            f"cannot connect to the Ray cluster at {address}: {facts['error']}; {FIX}"
-        )
-    return facts
-
-
-def judge_cluster(
-    name: str,
-    facts: Mapping[str, Any],
-    nodes: int,
-    procs: int,
-    gpus: int,
-    autoscaling: bool,
-    needs_torch: bool,
-) -> None:
-    """Raise when the cluster cannot run ``nodes`` x ``procs`` (x ``gpus``) as it stands."""
-    alive = facts["nodes"]
-    big = [n for n in alive if n["cpus"] >= procs and n["gpus"] >= gpus]
-    if len(big) < nodes and not autoscaling:
-        need = f"{nodes} node(s) with {procs} CPU(s)" + (f" and {gpus} GPU(s)" if gpus else "")
-        have = ", ".join(
-            f"{n['address']} {n['cpus']:g} CPU" + (f" {n['gpus']:g} GPU" if n["gpus"] else "")
-            for n in alive
-        )
-        raise TargetError(
-            f"the Ray cluster of target {name!r} is too small: the run needs {need}, "
-            f"it has {len(alive)} alive node(s) ({have}); ask for fewer nodes or "
-            "processes, add nodes, or set autoscaling = true if it grows"
-        )
-    local = "%d.%d" % sys.version_info[:2]
-    for node in alive:
-        if node.get("python") and node["python"].rsplit(".", 1)[0] != local:
-            raise TargetError(
-                f"Ray node {node['address']} runs Python {node['python']} and this "
-                f"machine Python {local}; Ray needs the same major.minor on the "
-                "driver and the cluster: use a matching Python here or there"
-            )
-        if needs_torch and node.get("probed") and not node.get("torch"):
-            raise TargetError(
-                f"Ray node {node['address']} ({node.get('executable')}) cannot "
-                "import torch; install torch into the cluster's Python, or set "
-                'python = "/path/to/python" in the target'
-            )
-
-
-def _probe(address: str) -> dict[str, Any]:
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from ...rankside import ray_actor
-
-    ray.cloudpickle.register_pickle_by_value(ray_actor)
-    ray.init(
-        address=address,
-        namespace=NAMESPACE,
-        log_to_driver=False,
-        logging_level="ERROR",
-        configure_logging=False,
-    )
-    alive = [n for n in ray.nodes() if n.get("Alive")]
-    task = ray.remote(ray_actor.probe)
-    refs = [
-        task.options(
-            num_cpus=0,
-            max_retries=0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False),
-        ).remote()
-        for n in alive
-    ]
-    probed: dict[str, dict[str, Any]] = {}
-    for node, ref in zip(alive, refs):
-        try:
-            probed[node["NodeID"]] = ray.get(ref, timeout=60)
-        except Exception as exc:  # a node that cannot run the probe: Ray's words say why
-            probed[node["NodeID"]] = {"error": " ".join(str(exc).split())[:300]}
-    out = []
-    for node in alive:
-        res, info = node.get("Resources", {}), probed[node["NodeID"]]
-        out.append(
-            {
-                "node_id": node["NodeID"],
-                "address": node.get("NodeManagerAddress"),
-                "cpus": res.get("CPU", 0),
-                "gpus": res.get("GPU", 0),
-                "python": info.get("python_version"),
-                "executable": info.get("python"),
-                "torch": info.get("torch"),
-                "probed": "error" not in info,
-                "error": info.get("error"),
-            }
-        )
-    ray.shutdown()
-    return {"nodes": out}
-
-
-def main(argv: list[str]) -> int:
-    try:
-        facts = _probe(argv[0])
-    except Exception as exc:
-        facts = {"error": " ".join(str(exc).split())[:600] or type(exc).__name__}
-    print(json.dumps(facts), flush=True)
-    return 0
-
-
-# -- the target ------------------------------------------------------------------------
 QUEUE_CHECK_S = 1.0  # how often plan() looks at a placement group it waits for
 DRY_RUN_PORT = 29500  # a dry run's rendezvous port: node 0 finds a free one at the start
 SETTLE_S = 10.0  # how long killed actors get to be gone from their nodes
@@ -326,6 +75,8 @@ class RayTarget(SshTarget):
         self._bundle: dict[str, float] = {}
         self._strategy = ""
         self._actors: list[Any] = []
+        # The node shells, by label: what _client() hands the node layer for each node.
+        self._shells: dict[str, RayShell] = {}
         self._facts: list[dict[str, Any]] = []
         self._released = False
 
@@ -386,7 +137,7 @@ class RayTarget(SshTarget):
                     address=self.ray_cfg.address,
                     namespace=NAMESPACE,
                     log_to_driver=False,
-                    logging_level="WARNING",
+                    logging_level=logging.WARNING,
                 )
             except Exception as exc:
                 raise TargetError(
@@ -530,7 +281,7 @@ class RayTarget(SshTarget):
                 f"the run's Ray actors did not start: {' '.join(str(exc).split())[:400]}"
             ) from exc
         hosts = []
-        self._clients = {}
+        self._shells = {}
         for actor, facts in zip(self._actors, self._facts):
             label = f"ray-{facts['node_id'][:8]}"
             hosts.append(
@@ -541,7 +292,7 @@ class RayTarget(SshTarget):
                     facts["address"],
                 )
             )
-            self._clients[label] = RayShell(label, facts["node_id"], facts["address"], actor)
+            self._shells[label] = RayShell(label, facts["node_id"], facts["address"], actor)
         self.cfg = replace(self.cfg, hosts=tuple(hosts))
         self._log(
             f"[jt] {len(hosts)} Ray node shell(s) up in {time.monotonic() - started:.2f} s: "
@@ -557,8 +308,8 @@ class RayTarget(SshTarget):
         )
         return f"jt-shell-{node_id[:16]}-{digest.hexdigest()[:10]}"
 
-    def _client(self, host: HostConfig) -> RayShell:  # type: ignore[override]
-        return self._clients[host.host]
+    def _client(self, host: HostConfig) -> RayShell:
+        return self._shells[host.host]
 
     def plan(self, spec: RunSpec, run_id: str, run_dir: str, backend: str) -> LaunchPlan:
         self._bind_nodes(spec, run_id, run_dir)
@@ -622,7 +373,7 @@ class RayTarget(SshTarget):
             placement_group=self._pg.id.hex(),
             bundle=dict(self._bundle),
             strategy=self._strategy,
-            ray_nodes={s.host: s.node_id for s in self._clients.values()},
+            ray_nodes={s.host: s.node_id for s in self._shells.values()},
             actor_pids={f"ray-{f['node_id'][:8]}": f["pid"] for f in self._facts},
         )
         return handle
@@ -650,7 +401,7 @@ class RayTarget(SshTarget):
                 ray.kill(actor, no_restart=True)
             except Exception:
                 pass
-        for shell in [] if shared else self._clients.values():
+        for shell in [] if shared else self._shells.values():
             shell.actor = None  # later calls go through tasks pinned to the node
         report: dict[str, Any] = {"actors_killed": 0 if shared else len(self._actors)}
         if shared and self._actors:
@@ -684,7 +435,7 @@ class RayTarget(SshTarget):
                 found.append(f"Ray placement group {self._pg.id.hex()} is still {state}")
         source = calls.agent_source()
         agent = agent_file(hashlib.sha256(source).hexdigest())
-        shells = list(self._clients.values())
+        shells = list(self._shells.values())
         pythons = {h.host: h.python for h in self.cfg.hosts}
 
         def ask(shell: RayShell) -> list[str]:
@@ -709,19 +460,15 @@ class RayTarget(SshTarget):
             return pinned_call(shell.node_id, still_running, mine, self.cfg.connect_timeout + 20)
 
         for shell, result in zip(
-            shells, [] if self.ray_cfg.shell_persist else _parallel(actors_left, shells)
+            shells, [] if self.ray_cfg.shell_persist else parallel(actors_left, shells)
         ):  # the run's own actors
             if isinstance(result, TrainerError):
                 found.append(f"{shell.host}: the run's Ray actor: not verified: {result}")
             else:
                 found += [f"{shell.host}: the run's Ray actor, {line}" for line in result]
-        for shell, result in zip(shells, _parallel(ask, shells)):
+        for shell, result in zip(shells, parallel(ask, shells)):
             if isinstance(result, TrainerError):
                 found.append(f"{shell.host}: not verified: {result}")
             else:
                 found += [f"{shell.host}: {line}" for line in result]
         return found
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,7 +1,7 @@
 """Hot runs on Slurm: an allocation held between runs (``hold = SECONDS`` in the target).
 
 A Slurm job's processes end with the job, so a pool cannot outlive a run that is a job of its
-own. With ``hold`` set, a hot run (torchrun without restarts; see ``api.hot_by_default``) is
+own. With ``hold`` set, a hot run (torchrun without restarts; see ``api/submission.py``) is
 instead a step of an allocation the target keeps for runs of the same shape:
 
 - The allocation is one job, ``jt-hold-<target>``, whose first step runs a keeper on every

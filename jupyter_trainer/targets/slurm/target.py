@@ -5,10 +5,10 @@
 Without ``login`` or ``workdir`` the run store is on a filesystem the compute nodes share
 with this machine, so ranks write their logs and events straight into it and every reader
 sees them live. With either, the run folder is on the cluster under ``workdir``
-(slurm_stage.py stages it and copies it back live), and with ``login`` every Slurm command
-runs over ssh on that node, through the ssh target's client (ControlMaster, BatchMode).
-With ``hold``, a hot run is instead two steps of an allocation kept between runs
-(slurm_hold.py).
+(stage.py stages it and copies it back live), and with ``login`` every Slurm command
+runs over ssh on that node, through the node layer's ssh client (queue.py, which also reads
+what Slurm says of a job). With ``hold``, a hot run is instead two steps of an allocation
+kept between runs (hold.py).
 """
 
 from __future__ import annotations
@@ -21,52 +21,24 @@ import subprocess
 import sys
 import time
 import zlib
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ...core.errors import TargetError
 from ...core.spec import RunSpec
 from ...launchers.table import Command, LaunchPlan
-from ...nodes.ssh import SshClient, control_dir, user_config_file
 from ...nodes.stage_inputs import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
-from ...nodes.transport import LocalShell, NodeShell
 from ...rankside import procs
 from ...rankside.home import default_home
 from ...rankside.hotstart.records import leftover_pids
 from ..base import BuiltEnvironment, Handle, Target, checkpoint_blobs, require_program
 from .hold import ALIVE, HeldRun
+from .queue import FINAL, QUEUED, SCHEDULER_FAILURES, SlurmCommands, final_state
 from .script import SlurmConfig, batch_script, parse_job_id, sbatch_argv
 from .stage import JOB_OUTPUT, ClusterFolder
 
-QUEUED = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SUSPENDED"}
-# Final states whose cause is the scheduler, not the training code: each becomes the error.
-SCHEDULER_FAILURES = {
-    "TIMEOUT": "Slurm ended the job at its time limit (TIMEOUT); raise `time` in the target",
-    "OUT_OF_MEMORY": "Slurm ended the job: a task ran out of memory (OUT_OF_MEMORY)",
-    "NODE_FAIL": "Slurm ended the job: a node failed (NODE_FAIL)",
-    "BOOT_FAIL": "Slurm could not boot a node for the job (BOOT_FAIL)",
-    "DEADLINE": "Slurm ended the job at its deadline (DEADLINE)",
-    "PREEMPTED": "Slurm preempted the job (PREEMPTED)",
-}
-# States a job cannot leave: only these end the wait for accounting to catch up.
-FINAL = {"COMPLETED", "FAILED", "CANCELLED", *SCHEDULER_FAILURES}
-# slurmctld sends a job's end to slurmdbd asynchronously: for a moment after the job has left
-# the queue, sacct can still say PENDING or RUNNING with exit code 0:0.
-SACCT_LAG_S = 5.0
 RUNNING_POLL_S = 0.5
 QUEUED_POLL_S = (0.25, 5.0)  # first and longest interval while the job waits
-
-
-def _run(
-    argv: list[str], timeout: float = 30.0, input: str | None = None
-) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input)
-    except subprocess.TimeoutExpired as exc:
-        raise TargetError(
-            f"{argv[0]} did not answer within {timeout:.0f} s; is slurmctld up?"
-        ) from exc
 
 
 class SlurmTarget(Target):
@@ -79,7 +51,7 @@ class SlurmTarget(Target):
 
     @property
     def holds(self) -> bool:
-        """Hot runs go to an allocation kept between runs (``hold``; see slurm_hold)."""
+        """Hot runs go to an allocation kept between runs (``hold``; see hold.py)."""
         return bool(self.cfg.hold)
 
     @property
@@ -92,52 +64,12 @@ class SlurmTarget(Target):
         self._script: str | None = None
         self._seen: dict[str, tuple[float, dict[str, Any] | None]] = {}
         self._queued_interval = QUEUED_POLL_S[0]
-        self._shell: NodeShell | None = None
+        self.slurm = SlurmCommands(self.cfg)
         self._folder: ClusterFolder | None = None
         self._left: list[str] = []
         self._tested: list[str] = []  # what sbatch --test-only said of a dry run's job
         self._held: HeldRun | None = None  # a hot run, in an allocation held between runs
         self._pending: tuple[Command, str, str] | None = None  # ... until the allocation runs
-
-    # -- the Slurm commands, here or on the login node ----------------------------------
-    def _login_shell(self) -> NodeShell:
-        if self._shell is None:
-            self._shell = (
-                SshClient(
-                    self.cfg.login,
-                    str(control_dir(default_home())),
-                    self.cfg.ssh_options,
-                    self.cfg.ssh_config or user_config_file(),
-                    self.cfg.connect_timeout,
-                )
-                if self.cfg.login
-                else LocalShell()
-            )
-        return self._shell
-
-    def _run(
-        self, argv: list[str], timeout: float = 30.0, input: str | None = None
-    ) -> subprocess.CompletedProcess:
-        if not self.cfg.login:
-            return _run(argv, timeout, input)
-        env = [f"{k}={v}" for k, v in sorted(self.cfg.login_env.items())]
-        done = self._login_shell().run(
-            shlex.join(["env", *env, *argv] if env else argv),
-            input=None if input is None else input.encode(),
-            timeout=timeout,
-            what=argv[0],
-        )
-        if done.returncode == 255:
-            raise TargetError(
-                f"login node {self.cfg.login}: {argv[0]} could not be run over "
-                f"ssh: {done.stderr.decode(errors='replace').strip()[-600:]}"
-            )
-        return subprocess.CompletedProcess(
-            done.args,
-            done.returncode,
-            done.stdout.decode(errors="replace"),
-            done.stderr.decode(errors="replace"),
-        )
 
     def gpus_per_node(self) -> int:
         return self.cfg.gpus_per_node
@@ -169,7 +101,7 @@ class SlurmTarget(Target):
         python = self._python(spec)
         if self.cfg.remote:
             self._folder = ClusterFolder(
-                self._login_shell(),
+                self.slurm.shell(),
                 python,
                 self.cfg.workdir or "~/jupyter_trainer",
                 run_dir,
@@ -188,7 +120,7 @@ class SlurmTarget(Target):
         folder the run would get there, without the cluster's pre-flight (which makes it).
         The login node's connection ends with the dry run (no ControlMaster is kept)."""
         if self.cfg.login:
-            self._shell = replace(self._login_shell(), persist=0)
+            self.slurm.keep_no_master()
         if self.cfg.remote:
             run_dir = posixpath.join(self.cfg.workdir or "~/jupyter_trainer", "runs", run_id)
         return self._plan_in(spec, run_id, run_dir, backend, self._python(spec))
@@ -244,7 +176,9 @@ class SlurmTarget(Target):
         instead, and only falls back to this (see ``slurm_hold``)."""
         self._script = batch_script(self.cfg, spec, plan, getattr(spec.env, "image", None))
         if spec.launch.hot and self.cfg.hold:
-            self._held = HeldRun(self.cfg, self.name, spec, plan, str(default_home()), self._run)
+            self._held = HeldRun(
+                self.cfg, self.name, spec, plan, str(default_home()), self.slurm.run
+            )
         output = JOB_OUTPUT if self.cfg.remote else "logs/launcher.log"
         return Command(
             tuple(sbatch_argv(self.cfg, spec, plan, f"{plan.run_dir}/job.sbatch", output))
@@ -261,7 +195,7 @@ class SlurmTarget(Target):
             for a in command.argv[:-1]
             if a != "--parsable" and not a.startswith(("--output=", "--chdir="))
         ]
-        done = self._run([*argv, "--test-only"], timeout=60, input=self._script or "")
+        done = self.slurm.run([*argv, "--test-only"], timeout=60, input=self._script or "")
         answer = (done.stderr.strip() or done.stdout.strip()).splitlines()
         if done.returncode != 0:
             raise TargetError(
@@ -320,7 +254,7 @@ class SlurmTarget(Target):
                 **({"login": self.cfg.login} if self.cfg.login else {}),
             )
         try:
-            done = self._run(list(command.argv), timeout=60)
+            done = self.slurm.run(list(command.argv), timeout=60)
             if done.returncode != 0:
                 raise TargetError(
                     f"sbatch refused the job: {done.stderr.strip() or done.stdout.strip()}"
@@ -352,7 +286,7 @@ class SlurmTarget(Target):
                 *procs.py_spy_argv((handle or {}).get("python"), pid),
             ]
             try:
-                done = self._run(argv, timeout=60)
+                done = self.slurm.run(argv, timeout=60)
             except (TargetError, subprocess.TimeoutExpired) as exc:
                 found[rank] = f"(no stack: {exc})"
                 continue
@@ -368,17 +302,6 @@ class SlurmTarget(Target):
         if self._folder is not None:
             self._folder.pump()
 
-    def _queue_entry(self, job_id: str) -> dict[str, Any] | None:
-        """The job's line in ``squeue``, or None once it has left the queue."""
-        out = self._run(["squeue", "-h", "-j", job_id, "-o", "%T|%r|%N|%M"])
-        if out.returncode != 0 and "Invalid job id" not in out.stderr:
-            raise TargetError(f"squeue failed: {out.stderr.strip()}")
-        line = out.stdout.strip()
-        if not line:
-            return None
-        state, reason, nodes, elapsed = (line.split("|") + ["", "", ""])[:4]
-        return {"state": state, "reason": reason, "nodes": nodes, "elapsed": elapsed}
-
     def _status(self, handle: Handle) -> dict[str, Any] | None:
         """The queue entry, asked at most every half second (backing off while queued)."""
         job = handle["job_id"]
@@ -386,7 +309,7 @@ class SlurmTarget(Target):
         queued = entry is not None and entry.get("state") in QUEUED
         interval = self._queued_interval if queued else RUNNING_POLL_S
         if entry is not None and time.monotonic() - asked >= interval:
-            entry = self._queue_entry(job)
+            entry = self.slurm.queue_entry(job)
             self._seen[job] = (time.monotonic(), entry)
             if queued:
                 self._queued_interval = min(QUEUED_POLL_S[1], self._queued_interval * 1.5)
@@ -440,7 +363,7 @@ class SlurmTarget(Target):
                 "exit_code": 1 if code is None else code,
                 **({"error": handle["error"]} if handle.get("error") else {}),
             }
-        final = _final_state(handle["job_id"], self._run)
+        final = final_state(handle["job_id"], self.slurm.run)
         error = SCHEDULER_FAILURES.get(final.get("state", ""))
         return {**final, **({"error": error} if error else {})}
 
@@ -450,11 +373,11 @@ class SlurmTarget(Target):
         job = handle.get("job_id")
         if job is None:  # sbatch never answered: nothing in the queue to end
             return self._finish_folder(run_id, grace)
-        self._run(["scancel", job])
+        self.slurm.run(["scancel", job])
         deadline = time.monotonic() + grace + 15  # Slurm's KillWait, then SIGKILL
         while time.monotonic() < deadline:
-            steps = self._run(["squeue", "-h", "-s", "-j", job]).stdout.strip()
-            if self._queue_entry(job) is None and not steps:
+            steps = self.slurm.run(["squeue", "-h", "-s", "-j", job]).stdout.strip()
+            if self.slurm.queue_entry(job) is None and not steps:
                 break
             time.sleep(0.2)
         left = procs.pids_with_env("JT_RUN_ID", run_id)
@@ -499,43 +422,6 @@ class SlurmTarget(Target):
         found = [procs.describe(p) for p in pids] + self._left
         self._left = []
         for job, (_, entry) in self._seen.items():
-            if entry is not None and self._queue_entry(job) is not None:
+            if entry is not None and self.slurm.queue_entry(job) is not None:
                 found.append(f"slurm job {job} still in the queue")
         return found
-
-
-def _final_state(job_id: str, run=_run) -> dict[str, Any]:
-    """Final state and exit code: from ``sacct`` when accounting runs, else ``scontrol``.
-
-    sacct's record lags the job's end by a moment, so one that is not final yet is asked
-    again for up to SACCT_LAG_S before ``scontrol`` (kept MinJobAge seconds) answers instead.
-    """
-    deadline = time.monotonic() + SACCT_LAG_S
-    while True:
-        acct = run(["sacct", "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode"])
-        line = (
-            acct.stdout.strip().splitlines()[0]
-            if acct.returncode == 0 and acct.stdout.strip()
-            else ""
-        )
-        final = "|" in line and (line.split("|")[0].split() or [""])[0] in FINAL
-        if final or "|" not in line or time.monotonic() >= deadline:
-            break
-        time.sleep(0.2)
-    if final:
-        state, code = line.split("|")[:2]
-        source = "sacct"
-    else:
-        show = run(["scontrol", "show", "job", "-o", job_id])
-        fields = dict(f.split("=", 1) for f in show.stdout.split() if "=" in f)
-        state, code, source = fields.get("JobState", ""), fields.get("ExitCode", ""), "scontrol"
-    state = state.split()[0] if state else "UNKNOWN"  # "CANCELLED by 0" -> "CANCELLED"
-    exit_code, _, sig = code.partition(":")
-    result: dict[str, Any] = {"job_id": job_id, "state": state, "source": source}
-    if exit_code.isdigit():
-        result["exit_code"] = int(exit_code) or (
-            128 + int(sig) if sig.isdigit() and int(sig) else 0
-        )
-        if state != "COMPLETED" and result["exit_code"] == 0:
-            result["exit_code"] = 1
-    return result

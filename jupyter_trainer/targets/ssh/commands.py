@@ -22,7 +22,7 @@ from typing import Any
 
 from ...core.errors import TargetError
 from ...core.spec import LaunchSpec
-from ...launchers.table import LaunchPlan, Topology, launcher, rank_env
+from ...launchers.table import LaunchPlan, Topology, launcher, rank_env, shell_text
 from ...nodes.folder import Node, NodeLaunch
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -311,3 +311,46 @@ def render_launches(launches: Sequence[NodeLaunch], snapshot: str) -> str:
             + "\n"
         )
     return "".join(chunks)
+
+
+def launches_text(launches: Sequence[NodeLaunch], launcher_name: str) -> str:
+    """Each node's command as a dry run prints it: shell lines run in its run folder there,
+    with the files the run writes beside it (the hop config of mpirun and horovodrun)."""
+    chunks = []
+    for item in launches:
+        node = item.node
+        chunks.append(f"# node {node.index}: {node.host} ({node.address}), python {node.python}\n")
+        for rel, text in sorted(item.files.items()):
+            chunks.append(
+                f"# file {item.run_dir}/{rel}:\n"
+                + "".join(f"#   {line}\n" for line in text.splitlines())
+            )
+        if item.command is None:
+            chunks.append(
+                f"# no launcher here: node 0's {launcher_name} starts this node's ranks over ssh\n"
+            )
+            continue
+        if item.path_prepend:
+            chunks.append(
+                "export PATH=" + ":".join(shlex.quote(p) for p in item.path_prepend) + ':"$PATH"\n'
+            )
+        chunks.append(shell_text(item.command, cwd=item.run_dir))
+    return "".join(chunks)
+
+
+def launches_parts(launches: Sequence[NodeLaunch]) -> list[dict[str, Any]]:
+    """Each node's launch as the fields of a dry run's ``nodes``."""
+    return [
+        {
+            "index": i.node.index,
+            "host": i.node.host,
+            "address": i.node.address,
+            "run_dir": i.run_dir,
+            "python": i.node.python,
+            "argv": list(i.command.argv) if i.command else None,
+            "env": dict(i.command.env) if i.command else {},
+            "env_defaults": dict(i.command.env_defaults) if i.command else {},
+            "files": dict(i.files),
+        }
+        for i in launches
+    ]

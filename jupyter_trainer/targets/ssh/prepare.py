@@ -35,7 +35,8 @@ def node_address(
         return name
     candidates = list(seen_from_first.get(name, []))
     try:
-        candidates += [i[4][0] for i in socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)]
+        found = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+        candidates += [addr for *_, (addr, *_) in found if isinstance(addr, str)]
     except OSError:
         pass
     usable = [a for a in candidates if not ipaddress.ip_address(a.split("%")[0]).is_loopback]

@@ -1,13 +1,13 @@
 """The ssh target: nodes reached with the system OpenSSH client, one launcher per node
 (torchrun) or one on node 0 that reaches the others over ssh itself (mpirun, horovodrun).
 
-Each node's run folder is a ``RemoteFolder`` of the node layer (nodes/folder.py), reached
-through an ``SshClient``. A run goes through the hooks in this order, all inside the run's
-supervisor:
-
 Each node gets one login for the whole run: the pre-flight's connection stays open and
 carries the staging, the start and the follow session (nodes/session.py); a step whose
 connection dropped is made as a call of its own.
+
+Each node's run folder is a ``RemoteFolder`` of the node layer (nodes/folder.py), reached
+through an ``SshClient``. A run goes through the hooks in this order, all inside the run's
+supervisor (those from ``poll`` on are ``SshRunning``'s, in running.py):
 
 - ``plan``: ``ssh -G`` per host (local), then on every node at once the agent's
   pre-flight (interpreter and version, imports, GPUs, tools, a free port on node 0, whether
@@ -32,19 +32,16 @@ connection dropped is made as a call of its own.
 from __future__ import annotations
 
 import posixpath
-import shlex
 import shutil
 import sys
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any
 
-from ...core.errors import TargetError, TrainerError
+from ...core.errors import TargetError
 from ...core.spec import RunSpec
-from ...launchers.table import Command, LaunchPlan, launcher, shell_text
+from ...launchers.table import Command, LaunchPlan, launcher
 from ...nodes.commands import snapshot_dir_name
 from ...nodes.folder import Node, RemoteFolder
 from ...nodes.hotstart import remote as node_hot
@@ -53,47 +50,27 @@ from ...nodes.mirror import LocalFiles
 from ...nodes.prepare import required_modules, snapshot_tarball
 from ...nodes.ssh import SshClient, control_dir, user_config_file
 from ...nodes.stage_inputs import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
-from ...rankside import procs
+from ...nodes.transport import NodeShell
 from ...rankside.home import default_home
-from ..base import BuiltEnvironment, Handle, Target, checkpoint_blobs
-from .commands import HostConfig, NodeLaunch, SshConfig, node_launches
+from ..base import BuiltEnvironment, Handle, checkpoint_blobs
+from .commands import (
+    HostConfig,
+    NodeLaunch,
+    SshConfig,
+    launches_parts,
+    launches_text,
+    node_launches,
+)
+from .parallel import parallel, raise_any
 from .prepare import hop_options, is_ip, node_address
-
-T = TypeVar("T")
-PUMP_S = 0.05  # as often as the supervisor syncs
+from .running import SshRunning
 
 
-def _parallel(fn: Callable[[Any], T], items: Sequence[Any]) -> list[T | TrainerError]:
-    """``fn`` on every item at once (one ssh call per node); errors are returned, not raised,
-    so one message can name every node that failed."""
+class SshTarget(SshRunning):
+    """Submit side, plan, environment, staging and launch; the run's following and its end
+    are ``SshRunning``'s (running.py)."""
 
-    def call(item: Any) -> T | TrainerError:
-        try:
-            return fn(item)
-        except TrainerError as exc:
-            return exc
-
-    if len(items) <= 1:
-        return [call(item) for item in items]
-    with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
-        return list(pool.map(call, items))
-
-
-def _raise_any(results: Sequence[Any], what: str) -> None:
-    errors = [str(r) for r in results if isinstance(r, TrainerError)]
-    if errors:
-        raise TargetError(
-            f"{what}; nothing was launched:\n  " + "\n  ".join(errors)
-            if len(errors) > 1
-            else f"{errors[0]}; nothing was launched"
-        )
-
-
-class SshTarget(Target):
     kind = "ssh"  # nodes have their own filesystems: shares_filesystem stays False
-    # One connection per node from the pre-flight to the follow (nodes/session.py); False
-    # where the transport has no long-lived sessions of that kind.
-    node_sessions: ClassVar[bool] = True
 
     def __init__(self, name: str, config: dict[str, Any] | None = None) -> None:
         super().__init__(name, config)
@@ -166,7 +143,7 @@ class SshTarget(Target):
             )
 
     # -- plan: resolve, pre-flight, stage ----------------------------------------------
-    def _client(self, host: HostConfig) -> SshClient:
+    def _client(self, host: HostConfig) -> NodeShell:
         if host.host not in self._clients:
             self._clients[host.host] = SshClient(
                 host.host,
@@ -201,8 +178,9 @@ class SshTarget(Target):
         self._snapshot = snapshot_dir_name(spec.code.hash)
         hosts = list(self.cfg.hosts[: launch.nodes])
         started = time.monotonic()
-        resolved = _parallel(lambda h: self._client(h).resolve(), hosts)
-        _raise_any(resolved, "some hosts cannot be used")
+        resolved = raise_any(
+            parallel(lambda h: self._client(h).resolve(), hosts), "some hosts cannot be used"
+        )
         names = sorted({o["hostname"][0] for o in resolved if not is_ip(o["hostname"][0])})
         self._started_at = started
         modules, versions = required_modules(spec, Path(run_dir) / "code")
@@ -235,13 +213,13 @@ class SshTarget(Target):
         if self.node_sessions and not probe:  # opened here, in the supervisor's main thread
             for folder in self._folders:
                 folder.open_session(run_id, spec.code.hash, asked(folder))
-        pre = _parallel(
+        pre = parallel(
             (lambda f: f.probe(run_id, asked(f)))
             if probe
             else (lambda f: f.preflight(run_id, spec.code.hash, asked(f))),
             self._folders,
         )
-        _raise_any(pre, "pre-flight failed on some nodes")
+        raise_any(pre, "pre-flight failed on some nodes")
         self._judge()
         self._check = {"modules": modules, "versions": versions}
         first_info = self._folders[0].info
@@ -289,7 +267,7 @@ class SshTarget(Target):
         )
 
     def _judge(self) -> None:
-        _raise_any(
+        raise_any(
             [f.problem(self.cfg.gpus_per_node) for f in self._folders],
             "pre-flight failed on some nodes",
         )
@@ -301,14 +279,16 @@ class SshTarget(Target):
         if spec.env.name is None:
             return None
         started = time.monotonic()
-        answers = _parallel(lambda f: f.build_environment(spec.env, self._check), self._folders)
-        _raise_any(answers, f"environment {spec.env.name!r} could not be realised on some nodes")
+        answers = raise_any(
+            parallel(lambda f: f.build_environment(spec.env, self._check), self._folders),
+            f"environment {spec.env.name!r} could not be realised on some nodes",
+        )
         nodes: dict[str, dict[str, Any]] = {}
         for folder, env in zip(self._folders, answers):
             nodes[folder.label] = {
                 k: env.get(k) for k in ("python", "env_id", "built", "build_seconds", "built_at")
-            }  # type: ignore[union-attr]
-            folder.python = env["python"]  # type: ignore[index]
+            }
+            folder.python = env["python"]
         self._nodes = [replace(n, python=f.python) for n, f in zip(self._nodes, self._folders)]
         built = [h for h, e in nodes.items() if e["built"]]
         self._log(
@@ -382,7 +362,7 @@ class SshTarget(Target):
             return
         started = time.monotonic()
         payload = snapshot_tarball(code)
-        _raise_any(_parallel(lambda f: f.stage(payload), missing), "the snapshot could not be sent")
+        raise_any(parallel(lambda f: f.stage(payload), missing), "the snapshot could not be sent")
         self._staged.update(bytes=len(payload), seconds=round(time.monotonic() - started, 3))
         self._log(
             f"[jt] snapshot {self._snapshot} ({len(payload)} bytes) sent to "
@@ -405,49 +385,11 @@ class SshTarget(Target):
     def dry_run(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> str:
         """Each node's command, as shell lines run in its run folder there, with the files
         the run writes beside it (the hop config of mpirun and horovodrun)."""
-        chunks = []
-        for item in self._launches:
-            node = item.node
-            chunks.append(
-                f"# node {node.index}: {node.host} ({node.address}), python {node.python}\n"
-            )
-            for rel, text in sorted(item.files.items()):
-                chunks.append(
-                    f"# file {item.run_dir}/{rel}:\n"
-                    + "".join(f"#   {line}\n" for line in text.splitlines())
-                )
-            if item.command is None:
-                chunks.append(
-                    f"# no launcher here: node 0's {spec.launch.launcher} starts "
-                    "this node's ranks over ssh\n"
-                )
-                continue
-            if item.path_prepend:
-                chunks.append(
-                    "export PATH="
-                    + ":".join(shlex.quote(p) for p in item.path_prepend)
-                    + ':"$PATH"\n'
-                )
-            chunks.append(shell_text(item.command, cwd=item.run_dir))
-        return "".join(chunks)
+        return launches_text(self._launches, spec.launch.launcher)
 
     def dry_run_parts(self, spec: RunSpec, plan: LaunchPlan, command: Command) -> dict[str, Any]:
-        nodes = [
-            {
-                "index": i.node.index,
-                "host": i.node.host,
-                "address": i.node.address,
-                "run_dir": i.run_dir,
-                "python": i.node.python,
-                "argv": list(i.command.argv) if i.command else None,
-                "env": dict(i.command.env) if i.command else {},
-                "env_defaults": dict(i.command.env_defaults) if i.command else {},
-                "files": dict(i.files),
-            }
-            for i in self._launches
-        ]
         return {
-            "nodes": nodes,
+            "nodes": launches_parts(self._launches),
             "notes": [
                 f"the run's snapshot {self._snapshot} is sent to "
                 "each node that lacks it when the run starts"
@@ -468,25 +410,31 @@ class SshTarget(Target):
                 payload["blobs"] = seed
             return self._folders[item.node.index].start(payload, "starting the launcher")
 
-        hot = self._warm_pools(run_dir, spec_json) if self._hot is not None else None
+        hot_run, self._hot = self._hot, None
+        hot = self._warm_pools(hot_run, run_dir, spec_json) if hot_run is not None else None
         # Nodes without a launcher first: mpirun's ranks need their run folder to exist.
         order = sorted(self._launches, key=lambda item: item.command is not None)
-        prepared = _parallel(start_one, [i for i in order if i.command is None])
-        launched = _parallel(start_one, [i for i in order if i.command is not None])
-        _raise_any([*prepared, *launched], "the run could not start on every node")
-        answers = {item.node.index: a for item, a in zip(order, [*prepared, *launched])}
+        prepared = parallel(start_one, [i for i in order if i.command is None])
+        launched = parallel(start_one, [i for i in order if i.command is not None])
+        started: list[dict[str, Any]] = raise_any(
+            [*prepared, *launched], "the run could not start on every node"
+        )
+        answers = {item.node.index: a for item, a in zip(order, started)}
         for folder in self._folders:
             folder.follow()
         nodes = []
         for item in self._launches:
             a = answers[item.node.index]
+            ids: dict[str, Any] = {
+                k: a[k] for k in ("pid", "pgid", "start_ticks", "keeper") if k in a
+            }
             nodes.append(
                 {
                     "host": item.node.host,
                     "address": item.node.address,
                     "run_dir": item.run_dir,
                     "launcher": item.command is not None,
-                    **{k: a[k] for k in ("pid", "pgid", "start_ticks", "keeper") if k in a},
+                    **ids,
                 }
             )
         return {
@@ -503,11 +451,12 @@ class SshTarget(Target):
             },
         }
 
-    def _warm_pools(self, run_dir: str, spec_json: str) -> dict[str, Any]:
+    def _warm_pools(
+        self, hot_run: tuple[RunSpec, LaunchPlan], run_dir: str, spec_json: str
+    ) -> dict[str, Any]:
         """Ready every node's rank pool; with all of them up, the nodes' launchers become the
         pool's (node_hot.py). The record for ``state["launcher"]["hot"]``."""
-        spec, plan = self._hot  # type: ignore[misc]
-        self._hot = None
+        spec, plan = hot_run
         items = [i for i in self._launches if i.command is not None]
         bundle = node_bundle()[0]
         args = [
@@ -524,7 +473,7 @@ class SshTarget(Target):
             )
 
         started = time.monotonic()
-        answers = _parallel(warm, list(zip(items, args)))
+        answers = parallel(warm, list(zip(items, args)))
         record = node_hot.verdict([i.node.host for i in items], answers)
         if record["used"]:
             hot = {i.node.index: node_hot.hot_launch(i, a) for i, a in zip(items, args)}
@@ -540,232 +489,3 @@ class SshTarget(Target):
             )
         )
         return record
-
-    # -- while it runs -----------------------------------------------------------------
-    def _pump(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if self._closed or (not force and now - self._last_pump < PUMP_S):
-            return
-        self._last_pump = now
-        for folder in self._folders:
-            folder.pump()
-
-    def sync(self, handle: Handle) -> None:
-        self._pump()
-
-    def _exit_code(self) -> int | None:
-        codes = [
-            (f.follower.status if f.follower else {}).get("exit")
-            for f, item in zip(self._folders, self._launches)
-            if item.command is not None
-        ]
-        failed = [c for c in codes if c not in (None, 0)]
-        if failed:
-            return failed[0]
-        return 0 if codes and all(c == 0 for c in codes) else None
-
-    def poll(self, handle: Handle) -> int | None:
-        if self._closed:
-            return self._exit_code()
-        self._pump()
-        code = self._exit_code()
-        for folder, node in zip(self._folders, self._nodes):
-            follower = folder.follower
-            down = follower.lost_for() if follower else 0.0
-            if down > self.cfg.node_timeout or (down and code not in (None, 0)):
-                raise TargetError(
-                    f"node {folder.label} ({node.address}) was lost: "
-                    f"unreachable for {down:.0f} s ({follower.error})"
-                )
-        return code
-
-    # -- teardown ----------------------------------------------------------------------
-    def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
-        """The first stop also takes each node's last files, leftovers and outputs in the
-        same answer (``finish``), asked through the node's follow session when it is up, so
-        ending a run costs no new connection; a node without one gets a call of its own."""
-        first = not self._finished
-
-        def args_for(folder: RemoteFolder) -> dict[str, Any]:
-            return _end_args(handle, folder, run_id, grace)
-
-        answers: dict[str, tuple[dict[str, Any], bytes] | TrainerError] = {}
-        if first:
-            self._finished = True
-            asked = [f for f in self._started if f.request_finish(args_for(f))]
-            for folder in asked:
-                got = folder.await_finish(self.cfg.connect_timeout + grace + 30)
-                if got is not None:
-                    answers[folder.label] = got
-        for folder in self._folders:  # those that answered keep theirs for discard_workdirs
-            if folder.label not in answers:
-                folder.stop_following()
-        self._closed = True
-
-        def call(folder: RemoteFolder) -> tuple[dict[str, Any], bytes]:
-            return folder.end(
-                args_for(folder),
-                self.cfg.connect_timeout + grace + (600 if first else 20),
-                finish=first,
-            )
-
-        rest = [f for f in self._started if f.label not in answers]
-        for folder, result in zip(rest, _parallel(call, rest)):
-            answers[folder.label] = result
-        report: dict[str, Any] = {}
-        for folder in self._started:
-            result = answers[folder.label]
-            if isinstance(result, TrainerError):
-                report[folder.label] = {"error": str(result)}
-                continue
-            answer, _ = result
-            report[folder.label] = {
-                "sigterm": answer.get("sigterm"),
-                "sigkilled": answer.get("sigkilled", []),
-            }
-            if first:
-                self._left[folder.label] = answer.get("leftovers", [])
-        self._fresh_leftovers = first
-        return {
-            "nodes": report,
-            "sigkilled": [f"{h}: {p}" for h, r in report.items() for p in r.get("sigkilled", [])],
-        }
-
-    def end_attempt(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
-        """Stop each node's launcher and ranks with a call of its own; the follow sessions
-        end too, and ``start`` opens new ones for the next attempt."""
-        self._pump(force=True)
-        for folder in self._started:
-            folder.stop_following()
-            folder.follower = None  # the next start follows the next attempt afresh
-        ended = _parallel(
-            lambda f: f.end(
-                _end_args(handle, f, run_id, grace),
-                self.cfg.connect_timeout + grace + 20,
-                finish=False,
-            ),
-            self._started,
-        )
-        failed = [
-            f"{f.label}: {a}" for f, a in zip(self._started, ended) if isinstance(a, TrainerError)
-        ]
-        if failed:
-            raise TargetError(
-                "the attempt's processes could not be stopped on every node: " + "; ".join(failed)
-            )
-        return {
-            "nodes": {
-                f.label: {"sigkilled": a[0].get("sigkilled", [])}
-                for f, a in zip(self._started, ended)
-            }
-        }
-
-    def stacks(self, handle: Handle | None, ranks: dict[int, dict[str, Any]]) -> dict[int, str]:
-        """Each rank's stack by ``py-spy dump`` on its node (the node whose pre-flight found
-        the hostname the rank recorded), over that node's ssh connection."""
-        by_name: dict[Any, str] = {}
-        for label, facts in ((handle or {}).get("preflight") or {}).items():
-            by_name.setdefault(facts.get("hostname"), label)
-        hosts = {h.host: h for h in self.cfg.hosts}
-        found = {}
-        for rank, record in ranks.items():
-            label = by_name.get(record.get("host"))
-            if label not in hosts:
-                found[rank] = f"(no stack: no node of target {self.name} is {record.get('host')})"
-                continue
-            try:
-                done = self._client(hosts[label]).run(
-                    shlex.join(procs.py_spy_argv((handle or {}).get("python"), record.get("pid"))),
-                    timeout=60,
-                    what="py-spy",
-                )
-            except TargetError as exc:
-                found[rank] = f"(no stack: {exc})"
-                continue
-            out = done.stdout.decode(errors="replace")
-            found[rank] = (
-                out
-                if done.returncode == 0
-                else (
-                    f"(no stack: py-spy failed on {label}: "
-                    f"{(done.stderr.decode(errors='replace') or out).strip()[-400:]})"
-                )
-            )
-        return found
-
-    def leftovers(self, run_id: str) -> list[str]:
-        """Processes of the run still alive on each node; a node that cannot be asked is
-        reported as not verified. Right after ``stop``, its own final check is the answer."""
-        if self._fresh_leftovers:
-            self._fresh_leftovers = False
-            found = [f"{host}: {line}" for host, left in self._left.items() for line in left]
-            found += [
-                f"{f.label}: not verified: the node did not answer when the run ended"
-                for f in self._started
-                if f.label not in self._left
-            ]
-            return found
-        found = []
-        for folder, result in zip(
-            self._started, _parallel(lambda f: f.leftovers(run_id), self._started)
-        ):
-            if isinstance(result, TrainerError):
-                found.append(f"{folder.label}: not verified: {result}")
-            else:
-                found += [f"{folder.label}: {line}" for line in result]
-        return found
-
-    def collect(self, handle: Handle) -> dict[str, Any]:
-        """Each node's outputs/ (taken by ``stop``) merged here, node 0 first; the last bytes
-        of the logs and events came with them."""
-        self._closed = True  # the follow sessions stay open for discard_workdirs
-        if self._files is None:
-            return {}
-        report: dict[str, Any] = {}
-        for folder in self._started:
-            merged = folder.collect()
-            report[folder.label] = (
-                merged
-                if merged is not None
-                else {
-                    "error": "the node did not answer when the run ended; its last logs and "
-                    "outputs are still there"
-                }
-            )
-        self._files.flush_partial()
-        return {"nodes": report, "mirrored_bytes": self._files.bytes_written}
-
-    def snapshot_hashes(self, handle: Handle) -> dict[str, str | None]:
-        return dict(folder.snapshot_hash() for folder in self._started)
-
-    def discard_workdirs(self, handle: Handle | None, run_dir: str) -> dict[str, Any]:
-        """Each node's ``<run>/work/``, removed by the node's agent (asked through the
-        node's follow session, still open after the end, or in a call of its own)."""
-        report: dict[str, Any] = {"removed": []}
-        for result in _parallel(lambda f: f.discard(), self._started):
-            if isinstance(result, TrainerError):
-                report.setdefault("errors", []).append(str(result))
-            else:
-                report["removed"] += result
-        return report
-
-    def release(self, handle: Handle | None) -> None:
-        for folder in self._folders:
-            folder.stop_following()
-
-    def _log(self, text: str) -> None:
-        if self._files is not None:
-            self._files.log(text if text.endswith("\n") else text + "\n")
-
-
-def _end_args(handle: Handle, folder: RemoteFolder, run_id: str, grace: float) -> dict[str, Any]:
-    """What a node's ``stop`` or ``finish`` needs: the run, its launcher's ids there."""
-    ids = next((n for n in handle.get("nodes", []) if n.get("host") == folder.label), {})
-    return {
-        "run_id": run_id,
-        "pgid": ids.get("pgid"),
-        "start_ticks": ids.get("start_ticks"),
-        "grace": grace,
-        "outputs": True,
-        "run_dir": folder.run_dir,
-    }
