@@ -29,6 +29,8 @@ BOOT = "boot.py"
 SNAPSHOT = (
     "__init__.py",
     "runtime.py",
+    "event_lines.py",
+    "run_inputs.py",
     "launcher_env.py",
     "rank_files.py",
     "onnx_export.py",

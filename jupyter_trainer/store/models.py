@@ -35,8 +35,9 @@ from typing import Any
 from ..core.errors import InvalidRunId, ModelNotFound, SpecError, StoreError
 from ..core.spec import validate_run_id
 from ..rankside.home import HOME_ENV, default_home
-from . import _is_run_id, _rmtree, write_json_atomic
+from . import write_json_atomic
 from .confined import Refused, open_beneath, open_folder, real_parts
+from .folders import is_run_id, rmtree
 from .index import FolderIndex, unwritable
 from .model_records import DELETED, LINEAGE, read_deleted, read_lineage
 from .outputs import copy_descriptor, walk_files
@@ -167,7 +168,7 @@ class ModelStore:
             entries = sorted(e.name for e in os.scandir(self.dir) if not e.name.startswith("."))
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return [n for n in entries if _is_run_id(n) and versions_in(self.dir / n)]
+        return [n for n in entries if is_run_id(n) and versions_in(self.dir / n)]
 
     def _folder_rows(self) -> list[dict[str, Any]]:
         """The rows the version folders call for; a damaged version has none."""
@@ -279,7 +280,7 @@ class ModelStore:
 
             self.index.add_version(name, stage, folder, finish)
         except BaseException as exc:
-            _rmtree(stage)
+            rmtree(stage)
             _remove_if_empty(folder)
             if isinstance(exc, OSError):
                 raise StoreError(
@@ -333,7 +334,7 @@ class ModelStore:
     ) -> None:
         try:
             self.index.transact(work, undo)
-            _rmtree(doomed)
+            rmtree(doomed)
         except OSError as exc:
             raise StoreError(
                 f"cannot delete from {folder}: {exc.strerror or exc}; "

@@ -33,7 +33,8 @@ from ..core.errors import StoreError, SweepNotFound, TrainerError
 from ..core.spec import RunSpec, validate_run_id
 from ..rankside import procs
 from ..rankside.home import HOME_ENV, default_home
-from . import _rmtree, _slug, read_json, write_json_atomic
+from . import read_json, write_json_atomic
+from .folders import rmtree, slug
 from .index import unwritable
 
 if TYPE_CHECKING:
@@ -103,9 +104,9 @@ class SweepStore:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
         import secrets
 
-        slug = _slug(name)
-        slug = slug if "sweep" in slug else f"{slug}-sweep"
-        sweep_id = f"{slug}-{stamp}-{secrets.token_hex(3)}"
+        base = slug(name)
+        base = base if "sweep" in base else f"{base}-sweep"
+        sweep_id = f"{base}-{stamp}-{secrets.token_hex(3)}"
         final = self.paths(sweep_id)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -129,13 +130,13 @@ class SweepStore:
             )
             os.replace(tmp.root, final.root)
         except BaseException as exc:
-            _rmtree(tmp.root)
+            rmtree(tmp.root)
             if isinstance(exc, OSError):
                 raise unwritable(self.dir, exc) from None
             raise
         finally:
             if snapshot.parent.parent == self.home / "staging":
-                _rmtree(snapshot.parent)
+                rmtree(snapshot.parent)
         return sweep_id
 
     def read_spec(self, sweep_id: str) -> dict[str, Any]:

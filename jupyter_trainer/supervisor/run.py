@@ -7,8 +7,6 @@ of the run's ``state.json``. Readers never own the run; they write ``cancel.requ
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import signal
 import subprocess
@@ -21,12 +19,11 @@ from typing import Any
 
 from .. import environment
 from ..core.errors import TrainerError
-from ..rankside import procs
 from ..rankside.home import HOME_ENV
 from ..store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, load_state, reserve, write_json_atomic
 from ..store.liveness import pid_record
 from ..targets import Target, get_target
-from . import attribution, verdict
+from . import attribution, observe, verdict
 from .launcher_exit import LauncherExit
 from .snapshot_check import settle_code
 from .state_writer import StateWriter
@@ -40,7 +37,6 @@ RANK_FAILURE_GRACE_S = 2.0  # how long a launcher gets to stop its ranks after o
 LAUNCHER_WORDS_TAIL = 256 << 10  # what is searched for the launcher's words on its ranks
 WATCH_S = 0.5  # how often attempts, NaN values and stalls are looked for
 STAGING_SAVE_S = 0.5  # how often staging's progress is saved to the state
-STALL_REFRESH_S = 2.0  # how often a stalled rank's "seconds" is brought up to date
 MLFLOW_LAST_RESORT_S = 900  # the mirror to MLflow stops itself sooner ($JT_MLFLOW_TIMEOUT)
 
 
@@ -347,72 +343,18 @@ class Supervisor:
     def _observe(self) -> dict[str, Any] | None:
         """Put the attempts, new NaN/inf values and stalled ranks in the state; an outcome
         when one of them ends the run (``--stop-on-nan``, ``--on-stall cancel``)."""
-        before = self._observed()
+        before = observe.observed(self.state)
         if self.spec.launch.max_restarts:  # without restarts there is only one attempt
             self.state["attempts"] = self.watch.attempts()
-        ended = self._observe_non_finite() or self._observe_stalls()
-        if ended or self._observed() != before:
+        ended = self._observe_non_finite() or observe.stalls(
+            self.state, self.watch, self.spec.watch.on_stall, log
+        )
+        if ended or observe.observed(self.state) != before:
             self.save()
         return ended
 
-    def _observed(self) -> str:
-        """What ``_observe`` keeps in the state, as text to compare; a stall's growing
-        ``seconds`` in steps of ``STALL_REFRESH_S``, so the state follows it that often."""
-        stalled = [
-            {**e, "seconds": e["seconds"] // STALL_REFRESH_S}
-            for e in self.state.get("stalled") or []
-        ]
-        return json.dumps(
-            [self.state.get("attempts"), self.state.get("non_finite"), stalled],
-            sort_keys=True,
-            default=str,
-        )
-
     def _observe_non_finite(self) -> dict[str, Any] | None:
-        new = self.watch.non_finite()
-        if not new:
-            return None
-        self.state.setdefault("non_finite", {}).update(new)
-        for name in self.spec.watch.stop_on_nan:
-            if name in new:
-                fact = new[name]
-                step = "" if fact.get("step") is None else f" at step {fact['step']}"
-                return {
-                    "error": f"{name} became {fact['value']}{step} on rank {fact['rank']}; "
-                    f"--stop-on-nan {name} stopped the run",
-                    "failed_rank": fact["rank"],
-                }
-        return None
-
-    def _observe_stalls(self) -> dict[str, Any] | None:
-        if self.state["status"] != "running":
-            return None
-        stalled = self.watch.stalled()
-        names = {entry["rank"] for entry in stalled}
-        was = self.state.get("stalled") or []
-        if [e["rank"] for e in was] != sorted(names):
-            for entry in stalled:
-                log(
-                    f"rank {entry['rank']} stalled: no progress for {entry['seconds']:g} s "
-                    f"after step {entry['last_step']}"
-                )
-        self.watch.forget_stacks({e["rank"] for e in was} - names)
-        if stalled:
-            self.state["stalled"] = stalled
-        else:
-            self.state.pop("stalled", None)
-        if not stalled or self.spec.watch.on_stall != "cancel":
-            return None
-        records = self.watch.current_records()
-        self.state["stacks"] = {str(r): text for r, text in self._stacks(records).items()}
-        first = stalled[0]
-        step = "" if first["last_step"] is None else f" after step {first['last_step']}"
-        return {
-            "error": f"rank {first['rank']} stalled: no progress for {first['seconds']:g} s"
-            f"{step}; --on-stall cancel ended the run (its stacks are saved)",
-            "failed_rank": first["rank"],
-            "traceback": first.get("stack"),
-        }
+        return observe.non_finite(self.state, self.watch, self.spec.watch.stop_on_nan)
 
     def _stacks(self, records: dict[int, dict[str, Any]]) -> dict[int, str]:
         if self.target is None:
@@ -546,37 +488,3 @@ class Supervisor:
 
 def _with_python(spec, python: str):
     return replace(spec, env=replace(spec.env, python=python))
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jupyter_trainer.supervisor")
-    parser.add_argument("run_id", help="the run, or - to read it from stdin once ready")
-    parser.add_argument("--detach", action="store_true")
-    parser.add_argument("--target", help="the run's target, to load its code while waiting")
-    args = parser.parse_args(argv)
-    store = Store()
-    if args.run_id == "-":
-        _warm_up(store, args.target)
-        args.run_id = sys.stdin.readline().strip()
-        if not args.run_id:  # the caller abandoned the run before it existed
-            return 0
-    paths = store.existing(args.run_id)
-    if args.detach:
-        procs.detach()
-    procs.redirect_output(paths.supervisor_log)
-    return Supervisor(store, args.run_id).run()
-
-
-def _warm_up(store: Store, target: str | None) -> None:
-    """Import what the run will need (the environment stages, the target's module) while
-    the caller is still writing the run."""
-    try:
-        environment.realize  # noqa: B018 (loads the module)
-        if target:
-            get_target(target, store.home).warm_up()
-    except Exception:  # the run itself reports any problem, in its state
-        pass
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import _rmtree
+from ..folders import rmtree
 from .report import STALE_S, Finding, Report, add, last_change
 
 HASHES = "data-hashes.db"
@@ -57,7 +57,7 @@ def check_data(home: Path, report: Report) -> None:
                         fix="remove it",
                         subject=subject,
                     ),
-                    lambda p=path: _rmtree(p),
+                    lambda p=path: rmtree(p),
                     "removed",
                 )
             continue
@@ -71,7 +71,7 @@ def check_data(home: Path, report: Report) -> None:
                     fix="remove it (the next run downloads it again)",
                     subject=subject,
                 ),
-                lambda p=path: _rmtree(p),
+                lambda p=path: rmtree(p),
                 "removed",
             )
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import StoreError
-from .. import _rmtree
 from ..confined import Refused, open_beneath, open_folder
+from ..folders import rmtree
 from ..model_records import Damaged, read_deleted, read_lineage
 from ..models import COLUMNS, ModelStore, index_row, versions_in
 from .report import STALE_S, Finding, Report, add, check_index, last_change
@@ -222,7 +222,7 @@ def _leftover(path: Path, what: str, now: float, report: Report) -> None:
             fix="remove it",
             subject="model registry",
         ),
-        lambda: _rmtree(path),
+        lambda: rmtree(path),
         "removed",
     )
 
