@@ -31,10 +31,12 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import DiskFull, RecordDamaged, RunNotFound, RunStateError, SpecError, StoreError
+from ..core.records import StateRecord
 from ..core.spec import RunSpec, validate_run_id
 from ..rankside import rank_files
 from ..rankside.home import HOME_ENV, default_home
@@ -51,7 +53,9 @@ from .records import (
     json_text,
     load_spec,
     load_state,
+    new_state,
     read_json,
+    spec_record,
     write_json_atomic,
 )
 
@@ -185,7 +189,7 @@ class Store(RankReader):
             self.index.upsert(row)
         return row is not None
 
-    def _index_upsert(self, run_id: str, spec: RunSpec, state: dict[str, Any]) -> None:
+    def _index_upsert(self, run_id: str, spec: RunSpec, state: Mapping[str, Any]) -> None:
         self.index.upsert(index_row(run_id, spec, state))
 
     def list_runs(
@@ -252,14 +256,9 @@ class Store(RankReader):
                 os.replace(snapshot, tmp.code)
                 for folder in (tmp.events, tmp.logs, tmp.ranks, tmp.outputs):
                     folder.mkdir()
-                write_json_atomic(tmp.spec, spec.to_dict())
+                write_json_atomic(tmp.spec, spec_record(spec))
                 os.chmod(tmp.spec, 0o444)
-                state = {
-                    "run_id": run_id,
-                    "status": "created",
-                    "created": time.time(),
-                    "stages": {},
-                }
+                state = new_state(run_id, time.time())
                 write_json_atomic(tmp.state, state)
                 self.index.publish(index_row(run_id, spec, state), tmp.root, final.root)
             except BaseException as exc:
@@ -276,7 +275,7 @@ class Store(RankReader):
         """The run's spec; ``RecordDamaged`` names ``spec.json`` if it cannot be read."""
         return load_spec(self.existing(run_id), run_id)
 
-    def read_state(self, run_id: str) -> dict[str, Any]:
+    def read_state(self, run_id: str) -> StateRecord:
         """The run's state as written by its supervisor; a run whose supervisor is gone is
         ``lost``, ended when the supervisor was last seen (so its duration stops growing).
         ``RecordDamaged`` names ``state.json`` if it cannot be read."""
@@ -289,7 +288,7 @@ class Store(RankReader):
             return state
         return self._as_lost(paths, state)
 
-    def current_state(self, run_id: str) -> dict[str, Any] | None:
+    def current_state(self, run_id: str) -> StateRecord | None:
         """``read_state``, or None while the state is damaged but the run's supervisor runs
         (it writes the state again): for readers that follow a run and can wait."""
         try:
@@ -299,12 +298,13 @@ class Store(RankReader):
                 return None
             raise
 
-    def _as_lost(self, paths: RunPaths, state: dict[str, Any]) -> dict[str, Any]:
+    def _as_lost(self, paths: RunPaths, state: StateRecord) -> StateRecord:
         ended = self.last_seen(paths, state)
         current = state.get("stages", {}).get(state["status"])
         if current is not None and "end" not in current:
             current["end"] = max(ended, current.get("start", ended))
-        state.update(status="lost", ended=ended, supervisor_last_seen=ended)
+        state["status"] = "lost"
+        state["ended"] = state["supervisor_last_seen"] = ended
         if reserve.is_full(paths.root):  # the likely cause, stated as the fact it is
             state.setdefault(
                 "error",
@@ -321,7 +321,7 @@ class Store(RankReader):
 
     last_seen = staticmethod(liveness.last_seen)
 
-    def record_lost(self, run_id: str) -> dict[str, Any] | None:
+    def record_lost(self, run_id: str) -> StateRecord | None:
         """Write ``lost`` into the state of a run whose supervisor is gone (with ``ended`` =
         when it was last seen); None if the run is not lost. ``doctor --fix`` only."""
         paths = self.existing(run_id)
@@ -332,7 +332,7 @@ class Store(RankReader):
         self._index_upsert(run_id, self.read_spec(run_id), state)
         return state
 
-    def write_state(self, run_id: str, state: dict[str, Any], spec: RunSpec | None = None) -> bool:
+    def write_state(self, run_id: str, state: StateRecord, spec: RunSpec | None = None) -> bool:
         """Replace the run's state atomically and update its index row. Supervisor only.
 
         ``state.json`` is the record; an index that cannot be written here does not stop
@@ -384,7 +384,8 @@ class Store(RankReader):
             status = self.read_state(run_id)["status"]
         except RecordDamaged as damaged:
             row = self.index.row(run_id) if os.path.lexists(self.db_path) else None
-            return liveness.cancel_damaged(paths, damaged, row and row["status"], reason)
+            indexed = row["status"] if row else None
+            return liveness.cancel_damaged(paths, damaged, indexed, reason)
         if status in TERMINAL:
             raise RunStateError(f"run {run_id} already ended ({status}); nothing to cancel")
         liveness.write_cancel_request(paths, reason)

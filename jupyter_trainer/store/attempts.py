@@ -41,7 +41,7 @@ def _records(
     for entry in entries:
         match = pattern.fullmatch(entry.name)
         record = _read(entry.path) if match else None
-        if record is None:
+        if match is None or record is None:
             continue
         if seen:
             try:

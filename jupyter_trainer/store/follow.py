@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.records import StateRecord
 from . import TERMINAL, Store, read_complete_lines
 
 NON_FINITE = frozenset({"nan", "inf", "-inf"})  # runtime._number's JSON form of those floats
@@ -88,7 +89,7 @@ class RunFollower:
         self.texts: dict[str, dict[int, str]] = {}  # text metrics: the last value per rank
         self.progress: dict[int, Progress] = {}
         self.events_read = 0
-        self.state: dict[str, Any] = {}
+        self.state: StateRecord = {}
         self.behind = False  # the last poll stopped at max_bytes with more left to read
         self._appenders: dict[int, dict[str, tuple[Callable, Callable, Callable]]] = {}
 

@@ -223,7 +223,9 @@ class ModelStore:
             gone = read_deleted(self.dir, name).get(str(version))
         except StoreError:
             return ""
-        when = gone.get("deleted") if gone else None
+        if not gone:
+            return ""
+        when = gone.get("deleted")
         if not isinstance(when, (int, float)):
             return ""
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))

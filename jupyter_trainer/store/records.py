@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import RecordDamaged, RunNotFound, SpecError
+from ..core.errors import RecordDamaged, RunNotFound, SpecError, StoreError
+from ..core.records import (
+    SCHEMA_KEY,
+    SPEC_SCHEMA,
+    STATE_SCHEMA,
+    StateRecord,
+    is_state,
+    newer_than_known,
+    state_problem,
+)
 from ..core.spec import RunSpec
 
 ACTIVE = ("created", "preparing", "queued", "running", "finalizing")
@@ -78,10 +87,35 @@ class RunPaths:
         return self.ranks / f"rank-{rank}.json"
 
 
+def spec_record(spec: RunSpec) -> dict[str, Any]:
+    """What ``spec.json`` holds: the spec's fields and the schema version."""
+    return {SCHEMA_KEY: SPEC_SCHEMA, **spec.to_dict()}
+
+
+def new_state(run_id: str, created: float) -> StateRecord:
+    """The state of a run just created."""
+    return {
+        "schema": STATE_SCHEMA,
+        "run_id": run_id,
+        "status": "created",
+        "created": created,
+        "stages": {},
+    }
+
+
+def _check_schema(path: Path, run_id: str, data: Any, known: int) -> None:
+    """Refuse a record of a schema newer than this code reads (not damaged: the fix is an
+    upgrade, and ``doctor --fix`` must not touch it)."""
+    problem = newer_than_known(data, known) if isinstance(data, dict) else None
+    if problem is not None:
+        raise StoreError(f"run {run_id}: {path} {problem}")
+
+
 def load_spec(paths: RunPaths, run_id: str) -> RunSpec:
     """The run's spec; ``RecordDamaged`` if ``spec.json`` cannot be read as one."""
     data, problem = _load(paths, paths.spec, run_id)
     if problem is None:
+        _check_schema(paths.spec, run_id, data, SPEC_SCHEMA)
         try:
             return RunSpec.from_dict(data)
         except (SpecError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -97,19 +131,16 @@ def load_spec(paths: RunPaths, run_id: str) -> RunSpec:
     )
 
 
-def load_state(paths: RunPaths, run_id: str) -> dict[str, Any]:
+def load_state(paths: RunPaths, run_id: str) -> StateRecord:
     """The run's state as recorded; ``RecordDamaged`` if ``state.json`` cannot be read as
-    one (it is then missing, not JSON, or without a status and a creation time)."""
+    one (it is then missing, not JSON, or without a status and a creation time). A state
+    written before states had a schema version reads as it is."""
     state, problem = _load(paths, paths.state, run_id)
     if problem is None:
-        if not isinstance(state, dict):
-            problem = "does not hold a JSON object"
-        elif state.get("status") not in STATUSES:
-            problem = f"holds no known status ({state.get('status')!r})"
-        elif not isinstance(state.get("created"), (int, float)):
-            problem = "holds no creation time"
-        else:
+        _check_schema(paths.state, run_id, state, STATE_SCHEMA)
+        if is_state(state):
             return state
+        problem = state_problem(state) or "is not a run's state"
     raise state_damaged(paths, run_id, problem)
 
 

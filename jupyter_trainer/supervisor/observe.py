@@ -11,12 +11,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..core.records import StateRecord
 from .watch import RunWatch
 
 STALL_REFRESH_S = 2.0  # how often a stalled rank's "seconds" is brought up to date
 
 
-def observed(state: dict[str, Any]) -> str:
+def observed(state: StateRecord) -> str:
     """What the observations keep in the state, as text to compare; a stall's growing
     ``seconds`` in steps of ``STALL_REFRESH_S``, so the state follows it that often."""
     stalled = [
@@ -30,7 +31,7 @@ def observed(state: dict[str, Any]) -> str:
 
 
 def non_finite(
-    state: dict[str, Any], watch: RunWatch, stop_on_nan: tuple[str, ...]
+    state: StateRecord, watch: RunWatch, stop_on_nan: tuple[str, ...]
 ) -> dict[str, Any] | None:
     """Record the first NaN/inf value of each metric; end the run on one named by
     ``--stop-on-nan``."""
@@ -51,7 +52,7 @@ def non_finite(
 
 
 def stalls(
-    state: dict[str, Any],
+    state: StateRecord,
     watch: RunWatch,
     on_stall: str,
     log: Callable[[str], None],

@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import environment
 from ..core.errors import TrainerError
+from ..core.records import StateRecord, Status, launcher_record
 from ..rankside.home import HOME_ENV
 from ..store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, load_state, reserve, write_json_atomic
 from ..store.liveness import pid_record
@@ -52,7 +53,7 @@ class Supervisor:
         self.store, self.run_id = store, run_id
         self.paths = store.existing(run_id)
         self.spec = store.read_spec(run_id)
-        self.state: dict[str, Any] = load_state(self.paths, run_id)
+        self.state: StateRecord = load_state(self.paths, run_id)
         self.writer = StateWriter(store, run_id, self.spec, log)
         self.signal_reason: str | None = None
         self.target: Target | None = None
@@ -68,7 +69,8 @@ class Supervisor:
         )
 
     # -- state -------------------------------------------------------------------------
-    def transition(self, status: str, **fields: Any) -> None:
+    def transition(self, status: Status, fields: StateRecord | None = None) -> None:
+        fields = fields or {}
         if status in TERMINAL:  # every process of the run is gone by now
             fields.update(settle_code(status, self.spec, self.paths, self.target, self.handle, log))
         now = time.time()
@@ -153,9 +155,11 @@ class Supervisor:
                 teardown = {"error": repr(again)}
             self.transition(
                 "failed",
-                error=error,
-                teardown=teardown,
-                traceback=traceback.format_exc()[-TRACEBACK_TAIL:],
+                {
+                    "error": error,
+                    "teardown": teardown,
+                    "traceback": traceback.format_exc()[-TRACEBACK_TAIL:],
+                },
             )
 
     def _mirror_to_mlflow(self) -> None:
@@ -240,9 +244,11 @@ class Supervisor:
         self.writer.check()
         self.transition(
             "queued" if self.target.queues else "running",
-            backend=backend,
-            python=python or plan.python,
-            launcher={"argv": list(command.argv)},
+            {
+                "backend": backend,
+                "python": python or plan.python,
+                "launcher": {"argv": list(command.argv)},
+            },
         )
         self.started = (spec, plan)
         self._start(command)
@@ -257,12 +263,20 @@ class Supervisor:
             self._staging_saved = now
             self.save()
 
+    def _reserved(self) -> tuple[Target, dict[str, Any]]:
+        """The run's target and its handle, once it has one (from ``reserve`` or ``start``)."""
+        if self.target is None or self.handle is None:
+            raise RuntimeError("the run's target holds nothing for it yet")
+        return self.target, self.handle
+
     def _start(self, command: Any) -> None:
+        if self.target is None:
+            raise RuntimeError("the run's target is not loaded")
         self.handle = self.target.start(
             command, str(self.paths.root), str(self.launcher_exit.log_path)
         )
         self.launcher_exit.time(self.handle)
-        self.state["launcher"].update(self.handle)
+        self.state["launcher"].update(launcher_record(self.handle))
         self.save()
 
     def _watch(self) -> dict[str, Any]:
@@ -274,12 +288,12 @@ class Supervisor:
             self._relaunch()
 
     def _watch_attempt(self) -> dict[str, Any]:
-        assert self.target is not None and self.handle is not None
+        target, handle = self._reserved()
         failure_seen: float | None = None
         next_rank_check = next_watch = 0.0
         while True:
-            code = self.target.poll(self.handle)
-            self.target.sync(self.handle)
+            code = target.poll(handle)
+            target.sync(handle)
             if code is not None:
                 return {"launcher_exit": code, "launcher_seen_exit": time.time()}
             if self.state["status"] == "queued":
@@ -330,15 +344,17 @@ class Supervisor:
         )
 
     def _relaunch(self) -> None:
-        assert self.target is not None and self.started is not None
+        target, handle = self._reserved()
+        if self.started is None:
+            raise RuntimeError("the run was not started, so it cannot start again")
         self._observe()
-        self.target.end_attempt(self.handle, self.run_id, STOP_GRACE_S)
-        self.target.sync(self.handle)
+        target.end_attempt(handle, self.run_id, STOP_GRACE_S)
+        target.sync(handle)
         self.relaunches += 1
         spec, plan = self.started
         plan = replace(plan, extra_env={**plan.extra_env, "JT_ATTEMPT": str(self.relaunches)})
         log(f"a rank failed; starting attempt {self.relaunches} of {self.spec.launch.max_restarts}")
-        self._start(self.target.command(spec, plan))
+        self._start(target.command(spec, plan))
 
     def _observe(self) -> dict[str, Any] | None:
         """Put the attempts, new NaN/inf values and stalled ranks in the state; an outcome
@@ -369,24 +385,26 @@ class Supervisor:
     def _wait_for_nodes(self) -> bool:
         """``queued`` with the scheduler's reason until the target's reservation is granted;
         False when the run is canceled first."""
-        self.state["launcher"] = dict(self.handle)
-        phase = self.target.phase(self.handle)
+        target, handle = self._reserved()
+        self.state["launcher"] = launcher_record(handle)
+        phase = target.phase(handle)
         if phase.get("stage") != "running":
-            self.transition("queued", queue=phase)
+            self.transition("queued", {"queue": phase})
         while phase.get("stage") != "running":
             if self.cancel_reason():
                 return False
             time.sleep(QUEUE_POLL_S)
-            phase = self.target.phase(self.handle)
+            phase = target.phase(handle)
             self._note_queue(phase)
         return True
 
     def _follow_queue(self) -> None:
         """Record the scheduler's reason while queued; move to running once the job starts."""
-        phase = self.target.phase(self.handle)
+        target, handle = self._reserved()
+        phase = target.phase(handle)
         if phase.get("stage") == "running":  # the handle may have grown as the run started
-            self.state["launcher"].update(self.handle)
-            self.transition("running", queue=phase)
+            self.state["launcher"].update(launcher_record(handle))
+            self.transition("running", {"queue": phase})
         else:
             self._note_queue(phase)
 
@@ -457,7 +475,7 @@ class Supervisor:
         records = self.store.rank_records(self.run_id)
         if self.spec.launch.max_restarts:
             self.state["attempts"] = self.watch.attempts()
-        fields: dict[str, Any] = {
+        fields: StateRecord = {
             "teardown": teardown,
             "rank_exit_codes": {str(r): rec.get("exit_code") for r, rec in sorted(records.items())},
         }
@@ -483,7 +501,8 @@ class Supervisor:
                 disk_full=self.writer.full_now(),
             )
         )
-        self.transition(status, **fields, **why)
+        fields.update(why)
+        self.transition(status, fields)
 
 
 def _with_python(spec, python: str):

@@ -94,9 +94,10 @@ def give_back(starter: SupervisorStarter) -> None:
     """``starter`` was not needed (the run was refused): keep it for the next run."""
     global _spare
     with _lock:
-        if _spare is None and starter.proc.poll() is None and spares_wanted():
-            _spare, starter = starter, None
-    if starter is not None:
+        kept = _spare is None and starter.proc.poll() is None and spares_wanted()
+        if kept:
+            _spare = starter
+    if not kept:
         starter.abandon()
 
 

@@ -64,10 +64,11 @@ class RunWatch:
         for attempt, records in attempt_records(self.paths.ranks).items():
             starts = [r["started"] for r in records.values() if isinstance(r.get("started"), float)]
             ends = [r.get("ended") or r.get("exited") for r in records.values()]
+            times = [e for e in ends if isinstance(e, float)]
             entry: dict[str, Any] = {
                 "attempt": attempt,
                 "start": min(starts, default=None),
-                "end": max(ends) if ends and all(isinstance(e, float) for e in ends) else None,
+                "end": max(times) if times and len(times) == len(ends) else None,
                 "failed_rank": None,
                 "error": None,
             }

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ def check_models(home: Path, report: Report, *, hashes: bool) -> None:
                 fix="drop the row",
                 subject=f"model {name}@{version}",
             ),
-            lambda n=name, v=version, f=folder: _drop_row(registry, n, v, f),
+            partial(_drop_row, registry, name, version, folder),
             "row dropped",
         )
     _check_leftovers(registry, report)
@@ -84,7 +85,7 @@ def _check_version(
                 fix="remove the link and its index row",
                 subject=subject,
             ),
-            lambda: (folder.unlink(), _drop_row(registry, name, version, folder)),
+            partial(_unlink_and_drop, registry, name, version, folder),
             "link and row removed",
         )
         return
@@ -183,6 +184,12 @@ def _file_problems(models_dir: Path, lineage: dict[str, Any]) -> list[str]:
     finally:
         os.close(root)
     return problems
+
+
+def _unlink_and_drop(registry: ModelStore, name: str, version: int, folder: Path) -> None:
+    """Remove a version folder that is a link, then its index row."""
+    folder.unlink()
+    _drop_row(registry, name, version, folder)
 
 
 def _drop_row(registry: ModelStore, name: str, version: int, folder: Path) -> None:
