@@ -8,7 +8,6 @@ imported it). The store reads the same layouts: ``CHECKPOINT`` names a complete 
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import pickle
 import re
@@ -16,7 +15,7 @@ import sys
 import time
 from typing import Any, NamedTuple
 
-from jupyter_trainer.rankside import event_lines
+from jupyter_trainer.rankside import atomic, event_lines
 
 MARK_S = 0.05  # at most this often, a rank notes how long its log is and when
 CHECKPOINT = re.compile(r"step-(\d+)\.(pt|pkl)")  # a temporary file starts with "."
@@ -110,9 +109,7 @@ def write_beat(path: str, record: dict[str, Any]) -> None:
     """Replace ``path`` (``events/rank-<r>.beat``) with ``record``, whole: a reader never sees
     half of it."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(record))
-    os.replace(path + ".tmp", path)
+    atomic.write_json_atomic(path, record)
 
 
 # --- checkpoints ---------------------------------------------------------------------------

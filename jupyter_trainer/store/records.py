@@ -11,13 +11,12 @@ about it, never a bare ``KeyError`` or ``JSONDecodeError``. Every reader goes th
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import RecordDamaged, RunNotFound, SpecError, StoreError
+from ..core.files import write_atomic
 from ..core.records import (
     SCHEMA_KEY,
     SPEC_SCHEMA,
@@ -37,15 +36,9 @@ DAMAGED_DIR = "damaged"  # <home>/damaged/<run-id>: runs set aside by doctor --f
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` so that readers see the old or the new file, never a torn one."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json_text(data))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write a record to ``path`` (owner-only) so that readers see the old or the new file,
+    never a torn one (``rankside.atomic``)."""
+    write_atomic(path, json_text(data), mode=0o600)
 
 
 def json_text(data: Any) -> str:
