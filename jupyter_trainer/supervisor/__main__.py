@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from .. import environment
+from ..core.logs import process_log
 from ..rankside import procs
 from ..store import Store
 from ..targets import get_target
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.detach:
         procs.detach()
     procs.redirect_output(paths.supervisor_log)
+    process_log("jupyter_trainer.supervisor")
     return Supervisor(store, args.run_id).run()
 
 

@@ -7,6 +7,7 @@ of the run's ``state.json``. Readers never own the run; they write ``cancel.requ
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -41,11 +42,12 @@ STAGING_SAVE_S = 0.5  # how often staging's progress is saved to the state
 MLFLOW_LAST_RESORT_S = 900  # the mirror to MLflow stops itself sooner ($JT_MLFLOW_TIMEOUT)
 
 
+_log = logging.getLogger("jupyter_trainer.supervisor")
+
+
 def log(message: str) -> None:
-    try:
-        print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
-    except OSError:  # supervisor.log is on a full disk: the state still says what happened
-        pass
+    """One line of ``supervisor.log`` (``core.logs.process_log`` set it up)."""
+    _log.info(message)
 
 
 class Supervisor:
