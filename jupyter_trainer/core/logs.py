@@ -18,7 +18,7 @@ DATE_FORMAT = "%H:%M:%S"
 PACKAGE = "jupyter_trainer"
 
 
-class _LogFileHandler(logging.StreamHandler):  # type: ignore[type-arg]  # generic only in typeshed
+class _LogFileHandler(logging.StreamHandler):
     """A stream handler for a log file on a disk that may fill: a line that cannot be written
     is dropped (the run's state still says what happened), never a traceback into the same
     full file."""
