@@ -138,7 +138,7 @@ def __dir__() -> list[str]:
 
 _METRIC = event_lines.METRIC
 _PROGRESS = event_lines.PROGRESS
-_buf: collections.deque = collections.deque()
+_buf: collections.deque[event_lines.Event] = collections.deque()
 _append = _buf.append
 _time = time.time
 _lock = threading.Lock()  # held while events are taken from _buf and written, keeps order
@@ -475,7 +475,7 @@ def load_checkpoint(*, map_location: Any = "cpu") -> Any:
 
 def export_onnx(
     model: Any, example_inputs: Any, name: str = "model", **options: Any
-) -> dict | None:
+) -> dict[str, Any] | None:
     """Write ``outputs_dir/NAME.onnx`` on rank 0 and check it against onnxruntime; returns its
     record (None on the other ranks). Options and tolerances: ``rank_onnx.export_onnx``."""
     import jupyter_trainer.rankside.onnx_export as rank_onnx

@@ -43,8 +43,8 @@ from ..rankside.home import HOME_ENV, default_home
 from . import liveness, reserve
 from .folders import is_run_id, rmtree, slug
 from .index import RunIndex, index_row, unwritable
-from .liveness import HEARTBEAT_S  # noqa: F401 (re-exported)
-from .ranks import RankReader, read_complete_lines  # noqa: F401 (re-exported)
+from .liveness import HEARTBEAT_S
+from .ranks import RankReader, read_complete_lines
 from .records import (
     ACTIVE,
     STATUSES,
@@ -55,9 +55,32 @@ from .records import (
     load_state,
     new_state,
     read_json,
+    read_json_object,
     spec_record,
     write_json_atomic,
 )
+
+__all__ = [  # what the layers above use of the store
+    "ACTIVE",
+    "HEARTBEAT_S",
+    "HOME_ENV",
+    "STATUSES",
+    "TERMINAL",
+    "RankReader",
+    "RunPaths",
+    "Store",
+    "json_text",
+    "latest_checkpoint",
+    "liveness",
+    "load_spec",
+    "load_state",
+    "new_state",
+    "read_complete_lines",
+    "read_json",
+    "reserve",
+    "spec_record",
+    "write_json_atomic",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -73,7 +96,7 @@ def latest_checkpoint(folder: Path) -> Path | None:
 class Store(RankReader):
     """A run store rooted at ``home`` (default ``$JUPYTER_TRAINER_HOME`` or ``~/.jupyter_trainer``)."""
 
-    def __init__(self, home: str | os.PathLike | None = None) -> None:
+    def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
         self.home = Path(home).expanduser() if home else default_home()
         self.runs_dir = self.home / "runs"
         self.index = RunIndex(self.home, self._folder_rows)
@@ -399,7 +422,7 @@ class Store(RankReader):
         """The cancel request, if any; an empty one (written on a full disk) has no reason."""
         path = self.paths(run_id).cancel_request
         try:
-            return read_json(path)
+            return read_json_object(path)
         except FileNotFoundError:
             return None
         except (OSError, ValueError):

@@ -35,7 +35,7 @@ def supervisor_gone(state: Mapping[str, Any]) -> bool:
     supervisor is taken to run)."""
     sup = state.get("supervisor")
     if not sup:
-        return time.time() - state.get("created", 0) > CREATED_GRACE_S
+        return time.time() - float(state.get("created", 0)) > CREATED_GRACE_S
     return _gone(sup)
 
 

@@ -68,8 +68,8 @@ def read_lineage(models_dir: Path, name: str, version: int) -> dict[str, Any]:
     except (ValueError, RecursionError) as exc:
         raise Damaged(name, version, where, f"it is not JSON ({exc})") from None
     problem = lineage_problem(record, name, version)
-    if problem:
-        raise Damaged(name, version, where, problem)
+    if problem or not isinstance(record, dict):
+        raise Damaged(name, version, where, problem or "it is not a JSON object")
     return record
 
 

@@ -154,7 +154,7 @@ def versions_in(folder: Path) -> list[int]:
 class ModelStore:
     """The model registry of the run store at ``home`` (default ``$JUPYTER_TRAINER_HOME``)."""
 
-    def __init__(self, home: str | os.PathLike | None = None) -> None:
+    def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
         self.home = Path(home).expanduser() if home else default_home()
         self.dir = self.home / "models"
         self.index = ModelIndex(self.home, self._folder_rows)

@@ -51,24 +51,68 @@ def read_json(path: Path) -> Any:
         return json.load(fh)
 
 
+def read_json_object(path: Path) -> dict[str, Any]:
+    """``read_json`` of a file that must hold a JSON object; ``ValueError`` if it holds
+    something else (as for a file that is not JSON at all)."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds {type(data).__name__}, not a JSON object")
+    return data
+
+
 @dataclass(frozen=True)
 class RunPaths:
     """Where each piece of one run lives."""
 
     root: Path
 
-    spec = property(lambda self: self.root / "spec.json")
-    state = property(lambda self: self.root / "state.json")
-    cancel_request = property(lambda self: self.root / "cancel.request")
-    supervisor_log = property(lambda self: self.root / "supervisor.log")
-    heartbeat = property(lambda self: self.root / "supervisor.alive")
-    supervisor = property(lambda self: self.root / "supervisor.pid")
-    code = property(lambda self: self.root / "code")
-    events = property(lambda self: self.root / "events")
-    logs = property(lambda self: self.root / "logs")
-    ranks = property(lambda self: self.root / "ranks")
-    outputs = property(lambda self: self.root / "outputs")
-    checkpoints = property(lambda self: self.root / "checkpoints")
+    @property
+    def spec(self) -> Path:
+        return self.root / "spec.json"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def cancel_request(self) -> Path:
+        return self.root / "cancel.request"
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.root / "supervisor.log"
+
+    @property
+    def heartbeat(self) -> Path:
+        return self.root / "supervisor.alive"
+
+    @property
+    def supervisor(self) -> Path:
+        return self.root / "supervisor.pid"
+
+    @property
+    def code(self) -> Path:
+        return self.root / "code"
+
+    @property
+    def events(self) -> Path:
+        return self.root / "events"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def ranks(self) -> Path:
+        return self.root / "ranks"
+
+    @property
+    def outputs(self) -> Path:
+        return self.root / "outputs"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
 
     def events_file(self, rank: int) -> Path:
         return self.events / f"rank-{rank}.jsonl"

@@ -36,6 +36,7 @@ from ..rankside.home import HOME_ENV, default_home
 from . import read_json, write_json_atomic
 from .folders import rmtree, slug
 from .index import unwritable
+from .records import read_json_object
 
 if TYPE_CHECKING:
     from . import Store
@@ -50,15 +51,41 @@ DRIVER_GRACE_S = 60.0
 class SweepPaths:
     root: Path
 
-    spec = property(lambda self: self.root / "spec.json")
-    state = property(lambda self: self.root / "state.json")
-    template = property(lambda self: self.root / "template")
-    template_spec = property(lambda self: self.root / "template" / "spec.json")
-    template_code = property(lambda self: self.root / "template" / "code")
-    study = property(lambda self: self.root / "study.db")
-    log = property(lambda self: self.root / "driver.log")
-    alive = property(lambda self: self.root / "driver.alive")
-    cancel_request = property(lambda self: self.root / "cancel.request")
+    @property
+    def spec(self) -> Path:
+        return self.root / "spec.json"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def template(self) -> Path:
+        return self.root / "template"
+
+    @property
+    def template_spec(self) -> Path:
+        return self.root / "template" / "spec.json"
+
+    @property
+    def template_code(self) -> Path:
+        return self.root / "template" / "code"
+
+    @property
+    def study(self) -> Path:
+        return self.root / "study.db"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "driver.log"
+
+    @property
+    def alive(self) -> Path:
+        return self.root / "driver.alive"
+
+    @property
+    def cancel_request(self) -> Path:
+        return self.root / "cancel.request"
 
     @property
     def storage_url(self) -> str:
@@ -69,7 +96,7 @@ class SweepPaths:
 class SweepStore:
     """The sweeps of the run store at ``home`` (default ``$JUPYTER_TRAINER_HOME``)."""
 
-    def __init__(self, home: str | os.PathLike | None = None) -> None:
+    def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
         self.home = Path(home).expanduser() if home else default_home()
         self.dir = self.home / "sweeps"
 
@@ -140,7 +167,7 @@ class SweepStore:
         return sweep_id
 
     def read_spec(self, sweep_id: str) -> dict[str, Any]:
-        return read_json(self.existing(sweep_id).spec)
+        return read_json_object(self.existing(sweep_id).spec)
 
     def read_template(self, sweep_id: str) -> RunSpec:
         return RunSpec.from_dict(read_json(self.existing(sweep_id).template_spec))
@@ -148,7 +175,7 @@ class SweepStore:
     def read_state(self, sweep_id: str) -> dict[str, Any]:
         """The sweep's state as its driver last wrote it, ``interrupted`` if the driver is
         gone before the sweep ended."""
-        state = read_json(self.existing(sweep_id).state)
+        state = read_json_object(self.existing(sweep_id).state)
         if state["status"] in SWEEP_ACTIVE and self.driver_gone(state):
             state = {**state, "status": "interrupted", "recorded_status": state["status"]}
         return state
@@ -159,7 +186,7 @@ class SweepStore:
     def driver_gone(self, state: dict[str, Any]) -> bool:
         driver = state.get("driver")
         if not driver:
-            return time.time() - state.get("created", 0) > DRIVER_GRACE_S
+            return time.time() - float(state.get("created", 0)) > DRIVER_GRACE_S
         if driver.get("host") != socket.gethostname():
             return False
         return not procs.is_alive(driver.get("pid"), driver.get("start_ticks"))
@@ -171,7 +198,7 @@ class SweepStore:
 
     def cancel_request(self, sweep_id: str) -> dict[str, Any] | None:
         try:
-            return read_json(self.paths(sweep_id).cancel_request)
+            return read_json_object(self.paths(sweep_id).cancel_request)
         except (FileNotFoundError, json.JSONDecodeError):
             return None
 

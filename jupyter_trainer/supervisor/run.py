@@ -21,6 +21,7 @@ from typing import Any
 from .. import environment
 from ..core.errors import TrainerError
 from ..core.records import StateRecord, Status, launcher_record
+from ..core.spec import RunSpec
 from ..rankside.home import HOME_ENV
 from ..store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, load_state, reserve, write_json_atomic
 from ..store.liveness import pid_record
@@ -507,5 +508,5 @@ class Supervisor:
         self.transition(status, fields)
 
 
-def _with_python(spec, python: str):
+def _with_python(spec: RunSpec, python: str) -> RunSpec:
     return replace(spec, env=replace(spec.env, python=python))

@@ -179,7 +179,7 @@ class StateWriter:
         self._spec_seen = seen
 
 
-def _identity(path: os.PathLike) -> tuple[int, int] | None:
+def _identity(path: os.PathLike[str]) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
     except OSError:

@@ -237,8 +237,9 @@ def _quiet_for(beat: dict[str, Any], now: float) -> float:
     """How long the rank has logged nothing: from its last event to its last heartbeat on the
     node's clock, plus the heartbeat's age on this machine's, so that a node whose clock is
     off does not shift it."""
-    on_node = max(0.0, (beat.get("beat") or beat["progress"]) - beat["progress"])
-    return on_node + max(0.0, now - (beat.get("seen") or now))
+    progress = float(beat["progress"])
+    on_node = max(0.0, float(beat.get("beat") or progress) - progress)
+    return on_node + max(0.0, now - float(beat.get("seen") or now))
 
 
 def _last_step(beat: dict[str, Any]) -> Any:
