@@ -152,7 +152,7 @@ def _death_watcher(record_path: str, parent: int) -> None:
     # signal also comes when a thread of the rank that was our parent ends and we move to a
     # sibling thread; only a parent other than the rank's process means the rank is gone.
     launcher = _parent_of(parent)
-    stop = []
+    stop: list[float] = []  # when the rank was sent SIGTERM
     while os.getppid() == parent:
         signal.sigtimedwait([_DEATH_SIGNAL], _ORPHAN_CHECK_S)
         if launcher in (None, 0, 1) or _parent_of(parent) in (launcher, None):
