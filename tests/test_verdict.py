@@ -214,3 +214,20 @@ def test_a_rank_stopped_after_another_failed_but_the_launcher_did_not_stop():
     )
     assert status == "failed"
     assert (why["failed_rank"], why["error"]) == (1, "rank 1 exited with code 3")
+
+
+def test_while_the_run_goes_a_rank_stopped_by_sigterm_is_no_failure_of_its_own():
+    records = {
+        0: {"exit_code": -15, "signal": "SIGTERM", "ended": 5.0},  # recorded its SIGTERM
+        1: {"exit_code": 0, "exited": 6.0, "after_exit": {"signal": "SIGTERM"}},
+    }
+    assert attribution.first_own_failure(records, relaunches=0) is None
+    records[2] = {"exit_code": 1, "failed_at": 7.0, "error": "ValueError: x"}
+    found = attribution.first_own_failure(records, relaunches=0)
+    assert found is not None and (found.rank, found.how) == (2, "exception")
+
+
+def test_while_the_run_goes_only_the_current_attempt_counts():
+    records = {0: {"exit_code": 1, "failed_at": 1.0, "attempt": 0}, 1: {"attempt": 1}}
+    assert attribution.first_own_failure(records, relaunches=1) is None
+    assert attribution.first_own_failure({0: records[0]}, relaunches=0) is not None

@@ -314,7 +314,9 @@ class Supervisor:
                     return ended
             if failure_seen is None and now >= next_rank_check:
                 next_rank_check = now + 0.5
-                if self._first_failure() and not self._launcher_restarts():
+                records = self.store.rank_records(self.run_id)
+                failed = attribution.first_own_failure(records, self.relaunches)
+                if failed and not self._launcher_restarts():
                     failure_seen = now
             if failure_seen is not None and now - failure_seen > RANK_FAILURE_GRACE_S:
                 log("a rank failed and the launcher has not stopped the others; stopping them")
@@ -416,27 +418,6 @@ class Supervisor:
         if phase != self.state.get("queue"):
             self.state["queue"] = phase
             self.save()
-
-    def _first_failure(self) -> attribution.Death | None:
-        """The earliest rank that failed on its own or was killed, by its own records (see
-        ``attribution``). A rank that recorded a SIGTERM, or got one after it recorded its
-        exit, was stopped by someone already ending the run (its launcher, the scheduler, its
-        watcher when the launcher is gone), so it does not start the wait for the launcher to
-        stop the others. Only the current attempt's records count: an earlier attempt's stay
-        until its ranks start again."""
-        records = self.store.rank_records(self.run_id)
-        current = max([self.relaunches, *(r.get("attempt", 0) for r in records.values())])
-        deaths = attribution.rank_deaths(
-            {rank: r for rank, r in records.items() if r.get("attempt", 0) == current}
-        )
-        return attribution.first_death(
-            [
-                d
-                for d in deaths
-                if d.how != "signal"
-                and not (d.how == attribution.AFTER_EXIT and d.signal == "SIGTERM")
-            ]
-        )
 
     def _teardown(self) -> dict[str, Any]:
         """Stop every process of the run and prove none is left."""
