@@ -131,3 +131,39 @@ def _known(graph: Graph, target: str) -> str | None:
             return candidate
         parts.pop()
     return None
+
+
+def private_imports(graph: Graph) -> list[str]:
+    """Every import of a private name (``_name``, not ``__dunder__``) of another module of
+    the package, as "module:line imports source._name": ``from source import _name`` and
+    ``import source._name``. A module's private names are its own; another module that needs
+    one needs a public name."""
+    found = []
+    for name, path in sorted(graph.modules.items()):
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.ImportFrom):
+                source = _source(name, is_package, node)
+                if source.split(".")[0] != graph.package:
+                    continue
+                for alias in node.names:
+                    if _private(alias.name):
+                        found.append(f"{name}:{node.lineno} imports {source}.{alias.name}")
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    parts = alias.name.split(".")
+                    if parts[0] == graph.package and any(_private(p) for p in parts[1:]):
+                        found.append(f"{name}:{node.lineno} imports {alias.name}")
+    return found
+
+
+def _source(name: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = name.split(".") if is_package else name.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from import_graph import read_graph
+from import_graph import private_imports, read_graph
 
 PACKAGE = Path(__file__).resolve().parent.parent / "jupyter_trainer"
 GRAPH = read_graph(PACKAGE)
@@ -76,6 +76,30 @@ def test_imports_go_down_the_layers(module):
 
 def test_the_import_graph_has_no_cycle():
     assert GRAPH.cycles() == []
+
+
+def test_no_module_imports_another_modules_private_name():
+    """A ``_name`` is its module's own: another module that needs it needs a public name
+    (``from x import _y`` and ``import x._y``; attribute access is not checked)."""
+    assert private_imports(GRAPH) == []
+
+
+def test_the_private_import_check_sees_relative_imports(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("_hidden = 1\n__version__ = '1'\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "b.py").write_text(
+        "from ..a import _hidden, __version__\n"
+        "def f():\n"
+        "    import pkg.sub._c\n"
+        "from os import _exit\n"
+    )
+    assert private_imports(read_graph(package)) == [
+        "pkg.sub.b:1 imports pkg.a._hidden",
+        "pkg.sub.b:3 imports pkg.sub._c",
+    ]
 
 
 def test_every_module_has_a_layer():

@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from pathlib import Path
 
+from ..rankside.atomic import write_atomic, write_json_atomic  # noqa: F401 (re-exported)
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one step: readers see the old file or the new one,
-    never a part; the folder is made if needed."""
+
+def write_text_atomic(path: Path, text: str, *, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``text`` in one step (``rankside.atomic``): readers see the old
+    file or the new one, never a part; the folder is made if needed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, text, mode=mode)
 
 
 def private_folder(path: Path) -> Path:

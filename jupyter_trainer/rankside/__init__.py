@@ -29,6 +29,9 @@ BOOT = "boot.py"
 SNAPSHOT = (
     "__init__.py",
     "runtime.py",
+    "atomic.py",
+    "event_lines.py",
+    "run_inputs.py",
     "launcher_env.py",
     "rank_files.py",
     "onnx_export.py",
@@ -39,6 +42,7 @@ SNAPSHOT = (
 AGENT = "agent.py"
 POOL = (
     "__init__.py",
+    "atomic.py",
     "procs.py",
     "home.py",
     "hotstart/__init__.py",

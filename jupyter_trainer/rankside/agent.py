@@ -8,6 +8,7 @@ SUB: ``preflight`` (interpreter, imports, GPUs, tools, a port, an intact snapsho
 ``start`` (the launcher under a keeper), ``follow`` (logs, events, rank records; ``finish``,
 ``discard``), ``finish``, ``stop``, ``leftovers`` (process group, JT_RUN_ID, pool record)."""
 
+import io
 import json
 import os
 import re
@@ -419,7 +420,7 @@ def _keeper(spec, report_fd):
     os.write(report_fd, json.dumps(ids).encode())
     os.close(report_fd)
     lease = os.path.join(run_dir, "lease")
-    orphaned, deadline = False, None
+    orphaned, deadline = False, 0.0  # deadline: when the orphaned run is killed
     while True:
         try:
             code = child.wait(timeout=2.0)
@@ -537,7 +538,7 @@ def follow(args, offsets):
 
     follower = Follower(args["run_dir"], args["node"], offsets)
     lease = os.path.join(args["run_dir"], "lease")
-    requests = queue.Queue()
+    requests: queue.Queue[dict | None] = queue.Queue()  # None: stdin ended
     threading.Thread(target=_read_requests, args=(requests,), daemon=True).start()
     last_beat = 0.0
     try:
@@ -578,13 +579,13 @@ def _send_outputs(run_dir):
     """``outputs/``, ``logs/user/`` and ``checkpoints/`` of the run folder: a gzipped tar."""
     import tarfile
 
-    class Chunks:
+    class Chunks(io.BufferedIOBase):  # the tar stream, sent on as frames
+        def writable(self):
+            return True
+
         def write(self, data):
             frame({"t": "tar"}, bytes(data))
             return len(data)
-
-        def flush(self):
-            pass
 
     with tarfile.open(fileobj=Chunks(), mode="w|gz") as tar:
         for sub in ("outputs", "logs/user", "checkpoints"):

@@ -109,7 +109,7 @@ def _cell_lines(text: str, entry: str, run_dir: str | None) -> str:
     return re.sub(r'File "%s", line (\d+)' % re.escape(entry), mapped, text)
 
 
-def _exit_code(code: Any) -> int:
+def _exit_status(code: Any) -> int:
     if code is None or isinstance(code, int):
         return code or 0
     print(code, file=sys.stderr)  # what python does for sys.exit("message")
@@ -243,7 +243,7 @@ def main(argv: list[str]) -> int:
 
     snapshot = os.path.dirname(_HERE)
     code_root = snapshot
-    if run_dir:  # the ranks run from the node's private copy, never from the snapshot
+    if run_dir and record_path is not None:  # the ranks run from the node's private copy
         try:
             code_root, record["workdir"] = rank_workdir.enter_workdir(
                 run_dir,
@@ -270,7 +270,7 @@ def main(argv: list[str]) -> int:
         runpy.run_path(entry, run_name="__main__")
     except SystemExit as exc:
         failed_at = time.time()
-        code = _exit_code(exc.code)
+        code = _exit_status(exc.code)
         if code == 0:
             _release_process_group()
             finish(code)

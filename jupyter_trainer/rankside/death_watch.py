@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any
 
+from jupyter_trainer.rankside import atomic
+
 _PR_SET_PDEATHSIG = 1
 _DEATH_SIGNAL = signal.SIGUSR2
 _STATUS_EXIT_CODE_FIELD = 52  # of /proc/PID/stat: the wait status of a zombie (Linux >= 3.5)
@@ -150,7 +152,7 @@ def _death_watcher(record_path: str, parent: int) -> None:
     # signal also comes when a thread of the rank that was our parent ends and we move to a
     # sibling thread; only a parent other than the rank's process means the rank is gone.
     launcher = _parent_of(parent)
-    stop = []
+    stop: list[float] = []  # when the rank was sent SIGTERM
     while os.getppid() == parent:
         signal.sigtimedwait([_DEATH_SIGNAL], _ORPHAN_CHECK_S)
         if launcher in (None, 0, 1) or _parent_of(parent) in (launcher, None):
@@ -220,7 +222,4 @@ def hostname() -> str:
 
 
 def write_json(path: str, record: dict[str, Any]) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(record, f)
-    os.replace(tmp, path)
+    atomic.write_json_atomic(path, record)

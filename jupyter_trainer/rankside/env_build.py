@@ -210,7 +210,7 @@ def find_uv(explicit: str | None = None) -> str:
     found = os.environ.get(UV_ENV) or explicit
     if not found:
         try:
-            import uv  # type: ignore[import-not-found]
+            import uv
 
             found = uv.find_uv_bin()
         except (ImportError, FileNotFoundError):

@@ -150,7 +150,8 @@ class Mirror:
                     self.sent[rel] = key
                     emit(mark(rel, w=base64.b64encode(data).decode()), self.fd)
                 return
-            at = int(self.sent.get(rel, 0))  # type: ignore[arg-type]
+            sent = self.sent.get(rel, 0)
+            at = sent if isinstance(sent, int) else 0
             with open(path, "rb") as f:
                 f.seek(at)
                 while True:

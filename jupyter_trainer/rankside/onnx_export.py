@@ -8,13 +8,14 @@ onnxruntime are imported when a model is exported (``pip install jupyter_trainer
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import re
 import shutil
 import sys
 import time
 from typing import Any
+
+from jupyter_trainer.rankside import atomic
 
 EXTRA = "pip install jupyter_trainer[onnx]"
 RTOL = 1e-3
@@ -219,10 +220,7 @@ def _move_into(staging: str, folder: str, main: str) -> None:
 
 
 def _write_json(path: str, record: dict[str, Any]) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(record, fh, indent=1)
-    os.replace(tmp, path)
+    atomic.write_json_atomic(path, record, indent=1)
 
 
 def _say(record: dict[str, Any]) -> None:

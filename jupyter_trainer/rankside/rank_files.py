@@ -8,13 +8,14 @@ imported it). The store reads the same layouts: ``CHECKPOINT`` names a complete 
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import pickle
 import re
 import sys
 import time
 from typing import Any, NamedTuple
+
+from jupyter_trainer.rankside import atomic, event_lines
 
 MARK_S = 0.05  # at most this often, a rank notes how long its log is and when
 CHECKPOINT = re.compile(r"step-(\d+)\.(pt|pkl)")  # a temporary file starts with "."
@@ -61,14 +62,54 @@ class MarkedStream:
 
 # --- heartbeat -----------------------------------------------------------------------------
 
+BEAT_S = 1.0  # at most this often the flusher rewrites events/rank-<r>.beat
+
+
+class Heartbeat:
+    """``events/rank-<r>.beat``: this rank is alive, and its last step and when it was logged.
+    The supervisor reads it to name a rank that stopped making progress. The runtime's
+    flusher thread notes each event it writes and beats; the training loop never waits."""
+
+    def __init__(self, path: str, pid: int, attempt: int) -> None:
+        self.path, self.pid, self.attempt = path, pid, attempt
+        self.last = 0.0
+        self.step: int | None = None  # the step of the last metric event that had one
+        self.done: Any = None  # the last progress report's ``done``
+        self.progress: float | None = None  # when the last event was logged
+
+    def note(self, event: event_lines.Event) -> None:
+        """Remember the newest event written."""
+        kind, t, a, _ = event
+        self.progress = t
+        if kind is event_lines.METRIC:
+            if a is not None:
+                self.step = event_lines.step_number(a)
+        else:
+            self.done = event_lines.number(a)
+
+    def beat(self, now: float) -> None:
+        if now - self.last < BEAT_S:
+            return
+        self.last = now
+        record = {
+            "pid": self.pid,
+            "attempt": self.attempt,
+            "step": self.step,
+            "done": self.done,
+            "progress": self.progress,
+            "beat": now,
+        }
+        try:
+            write_beat(self.path, record)
+        except (OSError, TypeError, ValueError):
+            pass
+
 
 def write_beat(path: str, record: dict[str, Any]) -> None:
     """Replace ``path`` (``events/rank-<r>.beat``) with ``record``, whole: a reader never sees
     half of it."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(record))
-    os.replace(path + ".tmp", path)
+    atomic.write_json_atomic(path, record)
 
 
 # --- checkpoints ---------------------------------------------------------------------------
@@ -94,6 +135,17 @@ def checkpoints(folder: str) -> list[tuple[int, str]]:
         if (m := CHECKPOINT.fullmatch(name))
     ]
     return sorted(found)
+
+
+def checkpoint_step(step: Any, keep: int) -> int:
+    """``save_checkpoint``'s ``step`` as a whole number (a 0-d tensor or numpy integer too);
+    raises on a step or ``keep`` it cannot use."""
+    whole = step if type(step) is int else event_lines.step_number(step)
+    if whole is None:
+        raise TypeError("save_checkpoint(obj, step): step must be a whole number")
+    if whole < 0 or keep < 1:
+        raise ValueError("save_checkpoint(obj, step, keep=K): step >= 0 and keep >= 1")
+    return whole
 
 
 def save_checkpoint(folder: str, obj: Any, step: int, keep: int) -> str:
@@ -125,6 +177,17 @@ def save_checkpoint(folder: str, obj: Any, step: int, keep: int) -> str:
             except OSError:
                 pass
     return path
+
+
+def read_latest_on_every_rank(folder: str, map_location: Any, rank: int, world_size: int) -> Any:
+    """``read_latest`` on rank 0, broadcast to the others when torch.distributed is
+    initialised with several ranks (only rank 0's node may have the file)."""
+    dist = initialised_dist() if world_size > 1 else None
+    if dist is None:
+        return read_latest(folder, map_location)
+    found = [read_latest(folder, map_location) if rank == 0 else None]
+    dist.broadcast_object_list(found, src=0)
+    return found[0]
 
 
 def read_latest(folder: str, map_location: Any) -> Checkpoint | None:

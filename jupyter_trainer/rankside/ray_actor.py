@@ -103,6 +103,10 @@ class _Session:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
+        stdin = self.proc.stdin
+        if stdin is None:  # not with stdin=PIPE; says so to the type checker
+            raise OSError(f"no pipe to the stdin of {command!r}")
+        self.stdin = stdin
         self.out, self.err = bytearray(), bytearray()
         self.ready = threading.Condition()
         self.open_streams = 2
@@ -145,10 +149,10 @@ class _Session:
     def write(self, data):
         try:
             if data:
-                self.proc.stdin.write(data)
-                self.proc.stdin.flush()
+                self.stdin.write(data)
+                self.stdin.flush()
             else:
-                self.proc.stdin.close()
+                self.stdin.close()
         except (OSError, ValueError):
             return False
         return True
@@ -162,7 +166,8 @@ class _Session:
             pass
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             try:
-                stream.close()
+                if stream is not None:
+                    stream.close()
             except OSError:
                 pass
 

@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import atexit
 import collections
-import json
-import math
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from jupyter_trainer.rankside import event_lines
+
+if TYPE_CHECKING:
+    from jupyter_trainer.rankside import rank_files
 
 __all__ = [  # noqa: F822 (run_dir, params and the like resolve in __getattr__)
     "attempt",
@@ -99,16 +102,9 @@ attempt: int = _env_int("JT_ATTEMPT", 0) + _env_int("TORCHELASTIC_RESTART_COUNT"
 
 
 def _read_spec(key: str) -> Any:
-    if _run_dir is None:
-        return None
-    path = os.path.join(_run_dir, "spec.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.loads(f.read()).get(key)
-    except FileNotFoundError:
-        return None
-    except (ValueError, AttributeError) as exc:
-        raise RuntimeError(f"jupyter_trainer: cannot read {key} from {path}: {exc}") from None
+    import jupyter_trainer.rankside.run_inputs as run_inputs
+
+    return run_inputs.from_spec(_run_dir, key)
 
 
 def __getattr__(name: str) -> Any:
@@ -140,9 +136,9 @@ def __dir__() -> list[str]:
 
 # --- event buffer -----------------------------------------------------------------------------
 
-_METRIC = "metric"
-_PROGRESS = "progress"
-_buf: collections.deque = collections.deque()
+_METRIC = event_lines.METRIC
+_PROGRESS = event_lines.PROGRESS
+_buf: collections.deque[event_lines.Event] = collections.deque()
 _append = _buf.append
 _time = time.time
 _lock = threading.Lock()  # held while events are taken from _buf and written, keeps order
@@ -201,84 +197,7 @@ def _print_outside(step: Any, metrics: dict[str, Any]) -> None:
     if now - _last_print < 1.0:
         return
     _last_print = now
-    parts = ["[jt]"]
-    if step is not None:
-        parts.append(f"step {_step(step)}")
-    for key, value in metrics.items():
-        value = _number(value)
-        parts.append(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}")
-    print(" ".join(parts), flush=True)
-
-
-def _number(value: Any) -> Any:
-    """A JSON-safe form of ``value``: int/float kept, ``.item()``/``float()`` tried, else str.
-
-    Non-finite floats become the strings "nan", "inf", "-inf" (JSON has no such numbers;
-    ``float()`` reads them back).
-    """
-    kind = type(value)
-    if kind is int:
-        return value
-    if kind is float:
-        return value if math.isfinite(value) else repr(value)
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        item = getattr(value, "item", None)
-        if item is not None:
-            try:
-                value = item()
-            except Exception:
-                pass
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            try:
-                value = float(value)
-            except Exception:
-                return str(value)
-    if isinstance(value, int):
-        return int(value)
-    value = float(value)
-    return value if math.isfinite(value) else repr(value)
-
-
-def _step(step: Any) -> int | None:
-    if step is None or type(step) is int:
-        return step
-    value = _number(step)
-    try:
-        return int(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-_keys: dict[Any, str] = {}  # metric name -> its JSON form
-
-
-def _json_number(value: Any) -> str:
-    kind = type(value)
-    if kind is float and value - value == 0.0:  # finite: repr is valid JSON
-        return repr(value)
-    if kind is int:
-        return repr(value)
-    return json.dumps(_number(value))
-
-
-def _encode(event: tuple) -> str:
-    kind, t, a, b = event
-    if kind is _METRIC:
-        parts = []
-        for name, value in b.items():
-            key = _keys.get(name)
-            if key is None:
-                key = _keys[name] = json.dumps(str(name))
-            parts.append(f"{key}: {_json_number(value)}")
-        step = "null" if a is None else repr(a) if type(a) is int else json.dumps(_step(a))
-        return (
-            f'{{"kind": "metric", "t": {t!r}, "step": {step}, "values": {{{", ".join(parts)}}}}}\n'
-        )
-    total = None if b is None else _number(b)
-    return (
-        f'{{"kind": "progress", "t": {t!r}, "done": {json.dumps(_number(a))}, '
-        f'"total": {json.dumps(total)}}}\n'
-    )
+    print(event_lines.outside_line(step, metrics), flush=True)
 
 
 def _drain() -> None:
@@ -291,18 +210,13 @@ def _drain() -> None:
             for _ in range(_CHUNK):
                 event = popleft()
                 try:
-                    lines.append(_encode(event))
+                    lines.append(event_lines.encode(event))
                 except Exception as exc:  # one odd value must not cost the other events
-                    lines.append(
-                        json.dumps(
-                            {"kind": "error", "t": _time(), "error": f"{type(exc).__name__}: {exc}"}
-                        )
-                        + "\n"
-                    )
+                    lines.append(event_lines.error_line(_time(), exc))
         except IndexError:
             pass
         if event is not None:
-            _note_progress(event)
+            _heartbeat().note(event)
         _write("".join(lines).encode("utf-8"))
 
 
@@ -327,52 +241,26 @@ def _write(data: bytes) -> None:
             print(f"[jt] cannot write events: {exc}", file=sys.stderr, flush=True)
 
 
-# --- heartbeat --------------------------------------------------------------------------------
+# --- heartbeat -------------------------------------------------------------------------------
 
-_BEAT_S = 1.0  # at most this often the flusher rewrites events/rank-<r>.beat
 _beat_on = os.environ.get("JT_HEARTBEAT", "1") != "0"
-_beat_last = 0.0
-_beat_step: int | None = None  # the step of the last metric event that had one
-_beat_done: Any = None  # the last progress report's ``done``
-_beat_t: float | None = None  # when the last event was logged
+_heart: rank_files.Heartbeat | None = None  # made at the first event written or beat
 
 
-def _note_progress(event: tuple) -> None:
-    """Remember the newest event drained; the flusher thread calls this, never the caller."""
-    global _beat_step, _beat_done, _beat_t
-    kind, t, a, _ = event
-    _beat_t = t
-    if kind is _METRIC:
-        if a is not None:
-            _beat_step = _step(a)
-    else:
-        _beat_done = _number(a)
+def _heartbeat() -> rank_files.Heartbeat:
+    global _heart
+    if _heart is None:
+        import jupyter_trainer.rankside.rank_files as rank_files
+
+        path = os.path.join(_run_dir, "events", f"rank-{rank}.beat")  # type: ignore[arg-type]
+        _heart = rank_files.Heartbeat(path, _pid, attempt)
+    return _heart
 
 
 def _beat() -> None:
-    """``events/rank-<r>.beat``: this rank is alive, and its last step and when it was logged.
-    The supervisor reads it to name a rank that stopped making progress."""
-    global _beat_last
-    now = _time()
-    if not _beat_on or now - _beat_last < _BEAT_S or os.getpid() != _pid:
-        return
-    _beat_last = now
-    import jupyter_trainer.rankside.rank_files as rank_files
-
-    try:
-        rank_files.write_beat(
-            os.path.join(_run_dir, "events", f"rank-{rank}.beat"),  # type: ignore[arg-type]
-            {
-                "pid": _pid,
-                "attempt": attempt,
-                "step": _beat_step,
-                "done": _beat_done,
-                "progress": _beat_t,
-                "beat": now,
-            },
-        )
-    except (OSError, TypeError, ValueError):
-        pass
+    """Rewrite this rank's heartbeat file (at most once a second; never in a forked child)."""
+    if _beat_on and os.getpid() == _pid:
+        _heartbeat().beat(_time())
 
 
 def _start_flusher() -> None:
@@ -560,12 +448,7 @@ def save_checkpoint(obj: Any, step: int, *, keep: int = 3) -> str | None:
     """
     import jupyter_trainer.rankside.rank_files as rank_files
 
-    if type(step) is not int:
-        step = _step(step)  # a 0-d tensor or numpy integer
-        if step is None:
-            raise TypeError("save_checkpoint(obj, step): step must be a whole number")
-    if step < 0 or keep < 1:
-        raise ValueError("save_checkpoint(obj, step, keep=K): step >= 0 and keep >= 1")
+    step = rank_files.checkpoint_step(step, keep)
     if rank != 0:
         return None
     return rank_files.save_checkpoint(_checkpoint_folder(), obj, step, keep)
@@ -585,18 +468,14 @@ def load_checkpoint(*, map_location: Any = "cpu") -> Any:
     """
     import jupyter_trainer.rankside.rank_files as rank_files
 
-    folder = _checkpoint_folder()
-    dist = rank_files.initialised_dist() if world_size > 1 else None
-    if dist is None:
-        return rank_files.read_latest(folder, map_location)
-    found = [rank_files.read_latest(folder, map_location) if rank == 0 else None]
-    dist.broadcast_object_list(found, src=0)
-    return found[0]
+    return rank_files.read_latest_on_every_rank(
+        _checkpoint_folder(), map_location, rank, world_size
+    )
 
 
 def export_onnx(
     model: Any, example_inputs: Any, name: str = "model", **options: Any
-) -> dict | None:
+) -> dict[str, Any] | None:
     """Write ``outputs_dir/NAME.onnx`` on rank 0 and check it against onnxruntime; returns its
     record (None on the other ranks). Options and tolerances: ``rank_onnx.export_onnx``."""
     import jupyter_trainer.rankside.onnx_export as rank_onnx
@@ -612,29 +491,7 @@ def export_onnx(
 
 
 def load_carried(cell_file: str) -> dict[str, Any]:
-    """The notebook values captured with a cell: ``carried.pkl`` beside ``cell_file``.
+    """The notebook values captured with a cell (``run_inputs.load_carried``)."""
+    import jupyter_trainer.rankside.run_inputs as run_inputs
 
-    That file holds ``{name: pickle bytes}``; each value is loaded on its own so the error
-    names the variable that failed. cloudpickle output loads with plain pickle as long as
-    cloudpickle is importable here.
-    """
-    import pickle
-    from pathlib import Path
-
-    path = Path(cell_file).resolve().parent / "carried.pkl"
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return {}
-    blobs = pickle.loads(raw)
-    carried: dict[str, Any] = {}
-    for name, blob in blobs.items():
-        try:
-            carried[name] = pickle.loads(blob)
-        except Exception as exc:
-            raise RuntimeError(
-                f"jupyter_trainer: cannot load notebook variable {name!r} from {path}: "
-                f"{type(exc).__name__}: {exc} (is the package that defines it, or cloudpickle, "
-                f"installed in the run's environment?)"
-            ) from exc
-    return carried
+    return run_inputs.load_carried(cell_file)

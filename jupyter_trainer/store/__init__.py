@@ -14,35 +14,37 @@ $JUPYTER_TRAINER_HOME            (default ~/.jupyter_trainer)
 ```
 The supervisor of a run is the only writer of its ``state.json``; readers only read, and
 write requests (``cancel.request``). A record that cannot be read raises ``RecordDamaged``
-(``records``); ``liveness`` finds a run's supervisor, also without its state. The run
-folders are the truth and the index a cache of them: a missing or corrupt index is rebuilt
-from the folders when it is opened (a corrupt one is moved aside, never deleted), and a run
-is created folder and row together or not at all. ``jupyter-trainer doctor --fix`` is the
+(``records``); ``liveness`` finds a run's supervisor, also without its state; ``ranks``
+reads what the ranks wrote (records, events, logs); ``folders`` names and removes folders.
+The run folders are the truth and the index a cache of them: a missing or corrupt index is
+rebuilt from the folders when it is opened (a corrupt one is moved aside, never deleted),
+and a run is created folder and row together or not at all. ``jupyter-trainer doctor --fix`` is the
 one other writer of a state: it records a run whose supervisor is gone as ``lost``, and
 rebuilds a damaged state (``repair``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import shutil
-import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import DiskFull, RecordDamaged, RunNotFound, RunStateError, SpecError, StoreError
+from ..core.records import StateRecord
 from ..core.spec import RunSpec, validate_run_id
 from ..rankside import rank_files
 from ..rankside.home import HOME_ENV, default_home
 from . import liveness, reserve
+from .folders import is_run_id, rmtree, slug
 from .index import RunIndex, index_row, unwritable
-from .liveness import HEARTBEAT_S  # noqa: F401 (re-exported)
+from .liveness import HEARTBEAT_S
+from .ranks import RankReader, read_complete_lines
 from .records import (
     ACTIVE,
     STATUSES,
@@ -51,14 +53,36 @@ from .records import (
     json_text,
     load_spec,
     load_state,
+    new_state,
     read_json,
+    read_json_object,
+    spec_record,
     write_json_atomic,
 )
 
+__all__ = [  # what the layers above use of the store
+    "ACTIVE",
+    "HEARTBEAT_S",
+    "HOME_ENV",
+    "STATUSES",
+    "TERMINAL",
+    "RankReader",
+    "RunPaths",
+    "Store",
+    "json_text",
+    "latest_checkpoint",
+    "liveness",
+    "load_spec",
+    "load_state",
+    "new_state",
+    "read_complete_lines",
+    "read_json",
+    "reserve",
+    "spec_record",
+    "write_json_atomic",
+]
+
 _log = logging.getLogger(__name__)
-
-
-_RANK_FILE = re.compile(r"rank-(\d+)\.(?:jsonl|log|json)")
 
 
 def latest_checkpoint(folder: Path) -> Path | None:
@@ -69,15 +93,10 @@ def latest_checkpoint(folder: Path) -> Path | None:
     return Path(found[-1][1]) if found else None
 
 
-def _slug(name: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    return slug[:40].strip("-") or "run"
-
-
-class Store:
+class Store(RankReader):
     """A run store rooted at ``home`` (default ``$JUPYTER_TRAINER_HOME`` or ``~/.jupyter_trainer``)."""
 
-    def __init__(self, home: str | os.PathLike | None = None) -> None:
+    def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
         self.home = Path(home).expanduser() if home else default_home()
         self.runs_dir = self.home / "runs"
         self.index = RunIndex(self.home, self._folder_rows)
@@ -108,7 +127,7 @@ class Store:
             raise unwritable(base, exc) from None
 
     def discard_staging(self, code_dir: Path) -> None:
-        _rmtree(code_dir.parent)
+        rmtree(code_dir.parent)
 
     def copy_snapshot(self, run_id: str, dest: Path) -> None:
         """Copy run ``run_id``'s code snapshot to ``dest`` (a ``staging_dir()`` not yet
@@ -178,7 +197,7 @@ class Store:
         return sorted(
             e.name
             for e in entries
-            if _is_run_id(e.name)
+            if is_run_id(e.name)
             and any(os.path.isfile(Path(e.path, name)) for name in ("spec.json", "state.json"))
         )
 
@@ -193,7 +212,7 @@ class Store:
             self.index.upsert(row)
         return row is not None
 
-    def _index_upsert(self, run_id: str, spec: RunSpec, state: dict[str, Any]) -> None:
+    def _index_upsert(self, run_id: str, spec: RunSpec, state: Mapping[str, Any]) -> None:
         self.index.upsert(index_row(run_id, spec, state))
 
     def list_runs(
@@ -240,7 +259,7 @@ class Store:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
         import secrets  # here: only a new run needs it, not a supervisor's start-up
 
-        return f"{_slug(name)}-{stamp}-{secrets.token_hex(3)}"
+        return f"{slug(name)}-{stamp}-{secrets.token_hex(3)}"
 
     def create(self, spec: RunSpec, snapshot: Path) -> str:
         """Make the run directory from a written snapshot (moved, not copied); return its id.
@@ -260,31 +279,26 @@ class Store:
                 os.replace(snapshot, tmp.code)
                 for folder in (tmp.events, tmp.logs, tmp.ranks, tmp.outputs):
                     folder.mkdir()
-                write_json_atomic(tmp.spec, spec.to_dict())
+                write_json_atomic(tmp.spec, spec_record(spec))
                 os.chmod(tmp.spec, 0o444)
-                state = {
-                    "run_id": run_id,
-                    "status": "created",
-                    "created": time.time(),
-                    "stages": {},
-                }
+                state = new_state(run_id, time.time())
                 write_json_atomic(tmp.state, state)
                 self.index.publish(index_row(run_id, spec, state), tmp.root, final.root)
             except BaseException as exc:
-                _rmtree(tmp.root)
+                rmtree(tmp.root)
                 if isinstance(exc, OSError):
                     raise unwritable(self.runs_dir, exc) from None
                 raise
         finally:
             if snapshot.parent.parent == self.home / "staging":
-                _rmtree(snapshot.parent)
+                rmtree(snapshot.parent)
         return run_id
 
     def read_spec(self, run_id: str) -> RunSpec:
         """The run's spec; ``RecordDamaged`` names ``spec.json`` if it cannot be read."""
         return load_spec(self.existing(run_id), run_id)
 
-    def read_state(self, run_id: str) -> dict[str, Any]:
+    def read_state(self, run_id: str) -> StateRecord:
         """The run's state as written by its supervisor; a run whose supervisor is gone is
         ``lost``, ended when the supervisor was last seen (so its duration stops growing).
         ``RecordDamaged`` names ``state.json`` if it cannot be read."""
@@ -297,7 +311,7 @@ class Store:
             return state
         return self._as_lost(paths, state)
 
-    def current_state(self, run_id: str) -> dict[str, Any] | None:
+    def current_state(self, run_id: str) -> StateRecord | None:
         """``read_state``, or None while the state is damaged but the run's supervisor runs
         (it writes the state again): for readers that follow a run and can wait."""
         try:
@@ -307,12 +321,13 @@ class Store:
                 return None
             raise
 
-    def _as_lost(self, paths: RunPaths, state: dict[str, Any]) -> dict[str, Any]:
+    def _as_lost(self, paths: RunPaths, state: StateRecord) -> StateRecord:
         ended = self.last_seen(paths, state)
         current = state.get("stages", {}).get(state["status"])
         if current is not None and "end" not in current:
             current["end"] = max(ended, current.get("start", ended))
-        state.update(status="lost", ended=ended, supervisor_last_seen=ended)
+        state["status"] = "lost"
+        state["ended"] = state["supervisor_last_seen"] = ended
         if reserve.is_full(paths.root):  # the likely cause, stated as the fact it is
             state.setdefault(
                 "error",
@@ -329,7 +344,7 @@ class Store:
 
     last_seen = staticmethod(liveness.last_seen)
 
-    def record_lost(self, run_id: str) -> dict[str, Any] | None:
+    def record_lost(self, run_id: str) -> StateRecord | None:
         """Write ``lost`` into the state of a run whose supervisor is gone (with ``ended`` =
         when it was last seen); None if the run is not lost. ``doctor --fix`` only."""
         paths = self.existing(run_id)
@@ -340,7 +355,7 @@ class Store:
         self._index_upsert(run_id, self.read_spec(run_id), state)
         return state
 
-    def write_state(self, run_id: str, state: dict[str, Any], spec: RunSpec | None = None) -> bool:
+    def write_state(self, run_id: str, state: StateRecord, spec: RunSpec | None = None) -> bool:
         """Replace the run's state atomically and update its index row. Supervisor only.
 
         ``state.json`` is the record; an index that cannot be written here does not stop
@@ -392,7 +407,8 @@ class Store:
             status = self.read_state(run_id)["status"]
         except RecordDamaged as damaged:
             row = self.index.row(run_id) if os.path.lexists(self.db_path) else None
-            return liveness.cancel_damaged(paths, damaged, row and row["status"], reason)
+            indexed = row["status"] if row else None
+            return liveness.cancel_damaged(paths, damaged, indexed, reason)
         if status in TERMINAL:
             raise RunStateError(f"run {run_id} already ended ({status}); nothing to cancel")
         liveness.write_cancel_request(paths, reason)
@@ -406,142 +422,13 @@ class Store:
         """The cancel request, if any; an empty one (written on a full disk) has no reason."""
         path = self.paths(run_id).cancel_request
         try:
-            return read_json(path)
+            return read_json_object(path)
         except FileNotFoundError:
             return None
         except (OSError, ValueError):
             return {"reason": "canceled"} if path.exists() else None
 
-    # -- ranks, events, logs -----------------------------------------------------------
-    def ranks(self, run_id: str) -> list[int]:
-        """Every rank that has left a trace (events, log or rank record), sorted."""
-        paths = self.existing(run_id)
-        found: set[int] = set()
-        for folder in (paths.events, paths.logs, paths.ranks):
-            if folder.is_dir():
-                found.update(
-                    int(m.group(1))
-                    for e in os.scandir(folder)
-                    if (m := _RANK_FILE.fullmatch(e.name))
-                )
-        return sorted(found)
-
-    def rank_records(self, run_id: str) -> dict[int, dict[str, Any]]:
-        paths = self.existing(run_id)
-        records = {}
-        for rank in self.ranks(run_id):
-            try:
-                records[rank] = read_json(paths.rank_file(rank))
-            except (FileNotFoundError, json.JSONDecodeError):
-                pass
-        return records
-
-    def read_events(
-        self, run_id: str, rank: int, offset: int = 0, max_bytes: int = 64 << 20
-    ) -> tuple[list[dict[str, Any]], int]:
-        """Complete event lines of ``rank`` from byte ``offset``; returns (events, next offset)."""
-        data, offset = read_complete_lines(
-            self.existing(run_id).events_file(rank), offset, max_bytes
-        )
-        events = []
-        for line in data.splitlines():
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return events, offset
-
-    def read_log(
-        self, run_id: str, rank: int, offset: int = 0, max_bytes: int | None = 16 << 20
-    ) -> tuple[str, int]:
-        """Text of ``rank``'s log from byte ``offset`` up to the last complete line."""
-        data, offset = read_complete_lines(self.existing(run_id).log_file(rank), offset, max_bytes)
-        return data.decode(errors="replace"), offset
-
-    def latest_progress(self, run_id: str, tail_bytes: int = 16384) -> dict[str, Any] | None:
-        """The least advanced rank's last progress report, read from the end of each events
-        file only (cheap enough to show for every row of a runs list)."""
-        paths = self.existing(run_id)
-        worst = None
-        for rank in self.ranks(run_id):
-            try:
-                with open(paths.events_file(rank), "rb") as fh:
-                    fh.seek(0, os.SEEK_END)
-                    fh.seek(max(0, fh.tell() - tail_bytes))
-                    lines = fh.read().splitlines()
-            except FileNotFoundError:
-                continue
-            for line in reversed(lines):
-                if b'"progress"' not in line:
-                    continue
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                done, total = event.get("done", 0), event.get("total")
-                fraction = done / total if total else None
-                if worst is None or (
-                    fraction is not None
-                    and (worst["fraction"] is None or fraction < worst["fraction"])
-                ):
-                    worst = {"done": done, "total": total, "fraction": fraction, "t": event["t"]}
-                break
-        return worst
-
-    def iter_events(self, run_id: str, rank: int) -> Iterator[dict[str, Any]]:
-        offset = 0
-        while True:
-            events, new = self.read_events(run_id, rank, offset)
-            yield from events
-            if new == offset:
-                return
-            offset = new
-
     def delete(self, run_id: str) -> None:
         paths = self.existing(run_id)
         self.index.delete(run_id)
-        _rmtree(paths.root)
-
-
-def _is_run_id(name: str) -> bool:
-    try:
-        validate_run_id(name)
-    except SpecError:
-        return False
-    return True
-
-
-def read_complete_lines(path: Path, offset: int, max_bytes: int | None) -> tuple[bytes, int]:
-    """Bytes of ``path`` from ``offset`` up to its last newline (at most ``max_bytes``;
-    None: all), so a reader never sees half of a line a writer is appending."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read(-1 if max_bytes is None else max_bytes)
-    except FileNotFoundError:
-        return b"", offset
-    end = data.rfind(b"\n") + 1
-    return data[:end], offset + end
-
-
-def _rmtree(path: Path) -> None:
-    """Remove ``path``, read-only folders in it included. No link is followed: a link is
-    removed, never what it points to (nor its mode changed)."""
-    try:
-        found = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISDIR(found.st_mode):
-        os.unlink(path)
-        return
-    # fwalk opens each folder without following links and hands over its descriptor:
-    # fchmod changes that very folder, whatever has been renamed or linked meanwhile
-    for _dir, _dirs, _files, dir_fd in os.fwalk(path, follow_symlinks=False):
-        os.chmod(dir_fd, 0o700)
-    shutil.rmtree(path, onerror=_gone_already)
-
-
-def _gone_already(func: Any, path: str, exc_info: Any) -> None:
-    """What ``shutil.rmtree`` does when one entry fails: one removed meanwhile is fine."""
-    if not isinstance(exc_info[1], FileNotFoundError):
-        raise exc_info[1]
+        rmtree(paths.root)

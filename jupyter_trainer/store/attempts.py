@@ -31,7 +31,7 @@ def _read(path: str) -> dict[str, Any] | None:
 
 def _records(
     folder: Path, pattern: re.Pattern[str], seen: bool = False
-) -> Iterator[tuple[re.Match[str], dict]]:
+) -> Iterator[tuple[re.Match[str], dict[str, Any]]]:
     """Each JSON object in ``folder`` whose file name matches ``pattern``, with the match;
     with ``seen``, also when the file was last written here (this machine's clock)."""
     try:
@@ -41,7 +41,7 @@ def _records(
     for entry in entries:
         match = pattern.fullmatch(entry.name)
         record = _read(entry.path) if match else None
-        if record is None:
+        if match is None or record is None:
             continue
         if seen:
             try:

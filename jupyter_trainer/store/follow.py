@@ -20,12 +20,23 @@ import time
 from array import array
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
+from ..core.records import StateRecord
 from . import TERMINAL, Store, read_complete_lines
+
+if TYPE_CHECKING:  # numpy is imported where it is used: reading a run needs none of it
+    import numpy as np
+    import numpy.typing as npt
+
+Floats: TypeAlias = "npt.NDArray[np.float64]"
+Indices: TypeAlias = "npt.NDArray[np.intp]"
+Values: TypeAlias = "Sequence[float] | npt.NDArray[np.float64]"  # a series' values, or a copy
+# One series' appenders: step, value, time.
+Appenders = tuple[Callable[[float], None], Callable[[float], None], Callable[[float], None]]
 
 NON_FINITE = frozenset({"nan", "inf", "-inf"})  # runtime._number's JSON form of those floats
 READ_CHUNK = 256 << 10  # bytes of event lines decoded per step: small batches die young,
@@ -36,9 +47,9 @@ READ_CHUNK = 256 << 10  # bytes of event lines decoded per step: small batches d
 class Series:
     """One metric of one rank: parallel arrays of step (NaN when not given), value, time."""
 
-    steps: array = field(default_factory=lambda: array("d"))
-    values: array = field(default_factory=lambda: array("d"))
-    times: array = field(default_factory=lambda: array("d"))
+    steps: array[float] = field(default_factory=lambda: array("d"))
+    values: array[float] = field(default_factory=lambda: array("d"))
+    times: array[float] = field(default_factory=lambda: array("d"))
 
     def append(self, step: Any, value: float, t: float) -> None:
         self.steps.append(float(step) if isinstance(step, (int, float)) else math.nan)
@@ -65,7 +76,8 @@ def decode_lines(data: bytes) -> list[Any]:
     if not data:
         return []
     try:
-        return json.loads(b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]")
+        found: list[Any] = json.loads(b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]")
+        return found
     except ValueError:
         pass
     out = []
@@ -88,9 +100,9 @@ class RunFollower:
         self.texts: dict[str, dict[int, str]] = {}  # text metrics: the last value per rank
         self.progress: dict[int, Progress] = {}
         self.events_read = 0
-        self.state: dict[str, Any] = {}
+        self.state: StateRecord = {}
         self.behind = False  # the last poll stopped at max_bytes with more left to read
-        self._appenders: dict[int, dict[str, tuple[Callable, Callable, Callable]]] = {}
+        self._appenders: dict[int, dict[str, Appenders]] = {}
 
     def poll(self, max_bytes: int | None = None) -> bool:
         """Read what was appended since the last call; True if anything new arrived.
@@ -175,7 +187,7 @@ class RunFollower:
             )
         return count
 
-    def _new_series(self, rank: int, name: str) -> tuple[Callable, Callable, Callable]:
+    def _new_series(self, rank: int, name: str) -> Appenders:
         series = self.series.setdefault(name, {}).setdefault(rank, Series())
         return series.steps.append, series.values.append, series.times.append
 
@@ -198,7 +210,7 @@ class RunFollower:
                 out[name] = by_rank[pick].last
         return out
 
-    def follow(self, interval: float = 0.25, timeout: float | None = None):
+    def follow(self, interval: float = 0.25, timeout: float | None = None) -> Iterator[RunFollower]:
         """Yield after each poll until the run ends (one final poll included)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -211,7 +223,7 @@ class RunFollower:
             time.sleep(interval)
 
 
-def as_floats(values: Sequence[float]):
+def as_floats(values: Values) -> Floats:
     """``values`` as a float64 numpy array; a series' ``array("d")`` is shared, not copied."""
     import numpy as np
 
@@ -220,7 +232,7 @@ def as_floats(values: Sequence[float]):
     return np.asarray(values, dtype=np.float64)
 
 
-def finite_range(values: Sequence[float]) -> tuple[float, float]:
+def finite_range(values: Values) -> tuple[float, float]:
     """(min, max) of the finite values (NaN and ±inf are shown as such, not as extremes);
     (nan, nan) when there is none."""
     import numpy as np
@@ -230,24 +242,24 @@ def finite_range(values: Sequence[float]) -> tuple[float, float]:
     return (float(y.min()), float(y.max())) if len(y) else (math.nan, math.nan)
 
 
-def count_non_finite(values: Sequence[float]) -> int:
+def count_non_finite(values: Values) -> int:
     import numpy as np
 
     y = as_floats(values)
     return int(len(y) - np.isfinite(y).sum())
 
 
-def elapsed(state: dict[str, Any], now: float | None = None) -> float:
+def elapsed(state: Mapping[str, Any], now: float | None = None) -> float:
     """Seconds from the run's creation to its end (or now)."""
-    start = state.get("created", 0.0)
-    end = state.get("ended") or (now or time.time())
+    start = float(state.get("created", 0.0))
+    end = float(state.get("ended") or (now or time.time()))
     return max(0.0, end - start)
 
 
 # -- display helpers: downsampling ---------------------------------------------------------
 
 
-def minmax_indices(values: Sequence[float], max_points: int):
+def minmax_indices(values: Values, max_points: int) -> Indices:
     """Indices (sorted, numpy) of at most ``max_points`` points that draw like all of them.
 
     The series is cut into equal buckets and each keeps its minimum and maximum, in order;
@@ -273,7 +285,7 @@ def minmax_indices(values: Sequence[float], max_points: int):
     return np.unique(np.concatenate(parts))
 
 
-def downsample(xs: Sequence[float], ys: Sequence[float], max_points: int):
+def downsample(xs: Values, ys: Values, max_points: int) -> tuple[Floats, Floats]:
     """(xs, ys) as float64 numpy arrays of at most ``max_points`` points (see minmax_indices)."""
     idx = minmax_indices(ys, max_points)
     x, y = as_floats(xs), as_floats(ys)

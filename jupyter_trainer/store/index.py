@@ -17,7 +17,7 @@ import sqlite3
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -77,7 +77,7 @@ _log = logging.getLogger("jupyter_trainer.store")
 T = TypeVar("T")
 
 
-def index_row(run_id: str, spec: RunSpec, state: dict[str, Any]) -> dict[str, Any]:
+def index_row(run_id: str, spec: RunSpec, state: Mapping[str, Any]) -> dict[str, Any]:
     """The index row of a run with this spec and state."""
     stages = state.get("stages", {})
     return {

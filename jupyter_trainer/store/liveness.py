@@ -15,9 +15,11 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ..core.errors import RecordDamaged, RunStateError, StoreError
+from ..core.records import PidRecord
 from ..rankside import procs
 from .records import ACTIVE, RunPaths, read_supervisor, write_json_atomic
 
@@ -28,12 +30,12 @@ HEARTBEAT_S = 1.0
 STOP_GRACE_S = 3.0  # SIGTERM -> SIGKILL, for processes of a run whose supervisor is gone
 
 
-def supervisor_gone(state: dict[str, Any]) -> bool:
+def supervisor_gone(state: Mapping[str, Any]) -> bool:
     """True when the supervisor the state names has ended (on this host; another host's
     supervisor is taken to run)."""
     sup = state.get("supervisor")
     if not sup:
-        return time.time() - state.get("created", 0) > CREATED_GRACE_S
+        return time.time() - float(state.get("created", 0)) > CREATED_GRACE_S
     return _gone(sup)
 
 
@@ -50,7 +52,7 @@ def _gone(sup: dict[str, Any]) -> bool:
     return not procs.is_alive(sup.get("pid"), sup.get("start_ticks"))
 
 
-def last_seen(paths: RunPaths, state: dict[str, Any]) -> float:
+def last_seen(paths: RunPaths, state: Mapping[str, Any]) -> float:
     """When the run's supervisor was last known alive: its heartbeat, else its last state
     write, else the run's creation."""
     times = [state.get("updated") or 0.0, state.get("created") or 0.0]
@@ -109,7 +111,7 @@ def cancel_damaged(
     return "lost"
 
 
-def pid_record(pid: int | None = None) -> dict[str, Any]:
+def pid_record(pid: int | None = None) -> PidRecord:
     """This process as a supervisor's record of itself."""
     pid = os.getpid() if pid is None else pid
     return {"pid": pid, "host": socket.gethostname(), "start_ticks": procs.start_ticks(pid)}

@@ -68,8 +68,8 @@ def read_lineage(models_dir: Path, name: str, version: int) -> dict[str, Any]:
     except (ValueError, RecursionError) as exc:
         raise Damaged(name, version, where, f"it is not JSON ({exc})") from None
     problem = lineage_problem(record, name, version)
-    if problem:
-        raise Damaged(name, version, where, problem)
+    if problem or not isinstance(record, dict):
+        raise Damaged(name, version, where, problem or "it is not a JSON object")
     return record
 
 
@@ -89,7 +89,7 @@ def lineage_problem(record: Any, name: str, version: int) -> str | None:
         return f"its tags are {record.get('tags')!r}, not a mapping"
     top = record.get("path")
     top_parts = safe_parts(top)
-    if top_parts is None or len(top_parts) != 1 or top == LINEAGE:
+    if not isinstance(top, str) or top_parts is None or len(top_parts) != 1 or top == LINEAGE:
         return (
             f"its path {top!r} is not the name of a file or folder in the version (a "
             "plain name, no '/' or '..')"
@@ -110,7 +110,7 @@ def _file_problem(entry: Any, top: str, seen: set[str]) -> str | None:
         return f"a file's record {entry!r} is not a JSON object"
     path = entry.get("path")
     parts = safe_parts(path)
-    if parts is None or parts[0] != top:
+    if not isinstance(path, str) or parts is None or parts[0] != top:
         return (
             f"file path {path!r} is not a plain relative path inside {top!r} (no '..', "
             "no absolute path, no empty part)"

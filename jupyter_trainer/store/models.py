@@ -35,8 +35,9 @@ from typing import Any
 from ..core.errors import InvalidRunId, ModelNotFound, SpecError, StoreError
 from ..core.spec import validate_run_id
 from ..rankside.home import HOME_ENV, default_home
-from . import _is_run_id, _rmtree, write_json_atomic
+from . import write_json_atomic
 from .confined import Refused, open_beneath, open_folder, real_parts
+from .folders import is_run_id, rmtree
 from .index import FolderIndex, unwritable
 from .model_records import DELETED, LINEAGE, read_deleted, read_lineage
 from .outputs import copy_descriptor, walk_files
@@ -153,7 +154,7 @@ def versions_in(folder: Path) -> list[int]:
 class ModelStore:
     """The model registry of the run store at ``home`` (default ``$JUPYTER_TRAINER_HOME``)."""
 
-    def __init__(self, home: str | os.PathLike | None = None) -> None:
+    def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
         self.home = Path(home).expanduser() if home else default_home()
         self.dir = self.home / "models"
         self.index = ModelIndex(self.home, self._folder_rows)
@@ -167,7 +168,7 @@ class ModelStore:
             entries = sorted(e.name for e in os.scandir(self.dir) if not e.name.startswith("."))
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return [n for n in entries if _is_run_id(n) and versions_in(self.dir / n)]
+        return [n for n in entries if is_run_id(n) and versions_in(self.dir / n)]
 
     def _folder_rows(self) -> list[dict[str, Any]]:
         """The rows the version folders call for; a damaged version has none."""
@@ -222,7 +223,9 @@ class ModelStore:
             gone = read_deleted(self.dir, name).get(str(version))
         except StoreError:
             return ""
-        when = gone.get("deleted") if gone else None
+        if not gone:
+            return ""
+        when = gone.get("deleted")
         if not isinstance(when, (int, float)):
             return ""
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
@@ -279,7 +282,7 @@ class ModelStore:
 
             self.index.add_version(name, stage, folder, finish)
         except BaseException as exc:
-            _rmtree(stage)
+            rmtree(stage)
             _remove_if_empty(folder)
             if isinstance(exc, OSError):
                 raise StoreError(
@@ -333,7 +336,7 @@ class ModelStore:
     ) -> None:
         try:
             self.index.transact(work, undo)
-            _rmtree(doomed)
+            rmtree(doomed)
         except OSError as exc:
             raise StoreError(
                 f"cannot delete from {folder}: {exc.strerror or exc}; "

@@ -180,7 +180,7 @@ def match(root: Path, pattern: str) -> list[RunFile]:
     return found
 
 
-def destination(dest: str | os.PathLike) -> Path:
+def destination(dest: str | os.PathLike[str]) -> Path:
     """The folder ``dest`` names; an empty one is refused rather than taken for the
     current folder."""
     if isinstance(dest, (str, bytes)) and not os.fsdecode(dest).strip():
@@ -339,7 +339,7 @@ def _copy_small(fin: int, fout: int) -> str:
 
 
 def _copy_pipelined(fin: int, fout: int, label: str, size: int) -> str:
-    done: queue.Queue = queue.Queue()  # the copied length after each chunk, then None
+    done: queue.Queue[int | None] = queue.Queue()  # copied length after each chunk, then None
     failed: list[BaseException] = []
     stop = threading.Event()
 

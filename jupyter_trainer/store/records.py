@@ -11,13 +11,21 @@ about it, never a bare ``KeyError`` or ``JSONDecodeError``. Every reader goes th
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import RecordDamaged, RunNotFound, SpecError
+from ..core.errors import RecordDamaged, RunNotFound, SpecError, StoreError
+from ..core.files import write_atomic
+from ..core.records import (
+    SCHEMA_KEY,
+    SPEC_SCHEMA,
+    STATE_SCHEMA,
+    StateRecord,
+    is_state,
+    newer_than_known,
+    state_problem,
+)
 from ..core.spec import RunSpec
 
 ACTIVE = ("created", "preparing", "queued", "running", "finalizing")
@@ -28,15 +36,9 @@ DAMAGED_DIR = "damaged"  # <home>/damaged/<run-id>: runs set aside by doctor --f
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` so that readers see the old or the new file, never a torn one."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json_text(data))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write a record to ``path`` (owner-only) so that readers see the old or the new file,
+    never a torn one (``rankside.atomic``)."""
+    write_atomic(path, json_text(data), mode=0o600)
 
 
 def json_text(data: Any) -> str:
@@ -49,24 +51,68 @@ def read_json(path: Path) -> Any:
         return json.load(fh)
 
 
+def read_json_object(path: Path) -> dict[str, Any]:
+    """``read_json`` of a file that must hold a JSON object; ``ValueError`` if it holds
+    something else (as for a file that is not JSON at all)."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds {type(data).__name__}, not a JSON object")
+    return data
+
+
 @dataclass(frozen=True)
 class RunPaths:
     """Where each piece of one run lives."""
 
     root: Path
 
-    spec = property(lambda self: self.root / "spec.json")
-    state = property(lambda self: self.root / "state.json")
-    cancel_request = property(lambda self: self.root / "cancel.request")
-    supervisor_log = property(lambda self: self.root / "supervisor.log")
-    heartbeat = property(lambda self: self.root / "supervisor.alive")
-    supervisor = property(lambda self: self.root / "supervisor.pid")
-    code = property(lambda self: self.root / "code")
-    events = property(lambda self: self.root / "events")
-    logs = property(lambda self: self.root / "logs")
-    ranks = property(lambda self: self.root / "ranks")
-    outputs = property(lambda self: self.root / "outputs")
-    checkpoints = property(lambda self: self.root / "checkpoints")
+    @property
+    def spec(self) -> Path:
+        return self.root / "spec.json"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def cancel_request(self) -> Path:
+        return self.root / "cancel.request"
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.root / "supervisor.log"
+
+    @property
+    def heartbeat(self) -> Path:
+        return self.root / "supervisor.alive"
+
+    @property
+    def supervisor(self) -> Path:
+        return self.root / "supervisor.pid"
+
+    @property
+    def code(self) -> Path:
+        return self.root / "code"
+
+    @property
+    def events(self) -> Path:
+        return self.root / "events"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def ranks(self) -> Path:
+        return self.root / "ranks"
+
+    @property
+    def outputs(self) -> Path:
+        return self.root / "outputs"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
 
     def events_file(self, rank: int) -> Path:
         return self.events / f"rank-{rank}.jsonl"
@@ -78,10 +124,35 @@ class RunPaths:
         return self.ranks / f"rank-{rank}.json"
 
 
+def spec_record(spec: RunSpec) -> dict[str, Any]:
+    """What ``spec.json`` holds: the spec's fields and the schema version."""
+    return {SCHEMA_KEY: SPEC_SCHEMA, **spec.to_dict()}
+
+
+def new_state(run_id: str, created: float) -> StateRecord:
+    """The state of a run just created."""
+    return {
+        "schema": STATE_SCHEMA,
+        "run_id": run_id,
+        "status": "created",
+        "created": created,
+        "stages": {},
+    }
+
+
+def _check_schema(path: Path, run_id: str, data: Any, known: int) -> None:
+    """Refuse a record of a schema newer than this code reads (not damaged: the fix is an
+    upgrade, and ``doctor --fix`` must not touch it)."""
+    problem = newer_than_known(data, known) if isinstance(data, dict) else None
+    if problem is not None:
+        raise StoreError(f"run {run_id}: {path} {problem}")
+
+
 def load_spec(paths: RunPaths, run_id: str) -> RunSpec:
     """The run's spec; ``RecordDamaged`` if ``spec.json`` cannot be read as one."""
     data, problem = _load(paths, paths.spec, run_id)
     if problem is None:
+        _check_schema(paths.spec, run_id, data, SPEC_SCHEMA)
         try:
             return RunSpec.from_dict(data)
         except (SpecError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -97,19 +168,16 @@ def load_spec(paths: RunPaths, run_id: str) -> RunSpec:
     )
 
 
-def load_state(paths: RunPaths, run_id: str) -> dict[str, Any]:
+def load_state(paths: RunPaths, run_id: str) -> StateRecord:
     """The run's state as recorded; ``RecordDamaged`` if ``state.json`` cannot be read as
-    one (it is then missing, not JSON, or without a status and a creation time)."""
+    one (it is then missing, not JSON, or without a status and a creation time). A state
+    written before states had a schema version reads as it is."""
     state, problem = _load(paths, paths.state, run_id)
     if problem is None:
-        if not isinstance(state, dict):
-            problem = "does not hold a JSON object"
-        elif state.get("status") not in STATUSES:
-            problem = f"holds no known status ({state.get('status')!r})"
-        elif not isinstance(state.get("created"), (int, float)):
-            problem = "holds no creation time"
-        else:
+        _check_schema(paths.state, run_id, state, STATE_SCHEMA)
+        if is_state(state):
             return state
+        problem = state_problem(state) or "is not a run's state"
     raise state_damaged(paths, run_id, problem)
 
 

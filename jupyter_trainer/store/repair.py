@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import RecordDamaged, StoreError
+from ..core.records import STATE_SCHEMA
 from . import liveness
 from .records import DAMAGED_DIR, TERMINAL, RunPaths, write_json_atomic
 
@@ -70,6 +71,7 @@ def rebuild_state(store: Any, run_id: str, kept: str) -> dict[str, Any]:
     ended = row.get("ended") if status != "lost" else None
     ended = ended or liveness.last_seen(paths, {"created": created, "updated": row.get("updated")})
     state: dict[str, Any] = {
+        "schema": STATE_SCHEMA,
         "run_id": run_id,
         "status": status,
         "created": created,

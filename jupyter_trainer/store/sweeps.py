@@ -33,8 +33,10 @@ from ..core.errors import StoreError, SweepNotFound, TrainerError
 from ..core.spec import RunSpec, validate_run_id
 from ..rankside import procs
 from ..rankside.home import HOME_ENV, default_home
-from . import _rmtree, _slug, read_json, write_json_atomic
+from . import read_json, write_json_atomic
+from .folders import rmtree, slug
 from .index import unwritable
+from .records import read_json_object
 
 if TYPE_CHECKING:
     from . import Store
@@ -49,15 +51,41 @@ DRIVER_GRACE_S = 60.0
 class SweepPaths:
     root: Path
 
-    spec = property(lambda self: self.root / "spec.json")
-    state = property(lambda self: self.root / "state.json")
-    template = property(lambda self: self.root / "template")
-    template_spec = property(lambda self: self.root / "template" / "spec.json")
-    template_code = property(lambda self: self.root / "template" / "code")
-    study = property(lambda self: self.root / "study.db")
-    log = property(lambda self: self.root / "driver.log")
-    alive = property(lambda self: self.root / "driver.alive")
-    cancel_request = property(lambda self: self.root / "cancel.request")
+    @property
+    def spec(self) -> Path:
+        return self.root / "spec.json"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def template(self) -> Path:
+        return self.root / "template"
+
+    @property
+    def template_spec(self) -> Path:
+        return self.root / "template" / "spec.json"
+
+    @property
+    def template_code(self) -> Path:
+        return self.root / "template" / "code"
+
+    @property
+    def study(self) -> Path:
+        return self.root / "study.db"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "driver.log"
+
+    @property
+    def alive(self) -> Path:
+        return self.root / "driver.alive"
+
+    @property
+    def cancel_request(self) -> Path:
+        return self.root / "cancel.request"
 
     @property
     def storage_url(self) -> str:
@@ -68,7 +96,7 @@ class SweepPaths:
 class SweepStore:
     """The sweeps of the run store at ``home`` (default ``$JUPYTER_TRAINER_HOME``)."""
 
-    def __init__(self, home: str | os.PathLike | None = None) -> None:
+    def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
         self.home = Path(home).expanduser() if home else default_home()
         self.dir = self.home / "sweeps"
 
@@ -103,9 +131,9 @@ class SweepStore:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
         import secrets
 
-        slug = _slug(name)
-        slug = slug if "sweep" in slug else f"{slug}-sweep"
-        sweep_id = f"{slug}-{stamp}-{secrets.token_hex(3)}"
+        base = slug(name)
+        base = base if "sweep" in base else f"{base}-sweep"
+        sweep_id = f"{base}-{stamp}-{secrets.token_hex(3)}"
         final = self.paths(sweep_id)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -129,17 +157,17 @@ class SweepStore:
             )
             os.replace(tmp.root, final.root)
         except BaseException as exc:
-            _rmtree(tmp.root)
+            rmtree(tmp.root)
             if isinstance(exc, OSError):
                 raise unwritable(self.dir, exc) from None
             raise
         finally:
             if snapshot.parent.parent == self.home / "staging":
-                _rmtree(snapshot.parent)
+                rmtree(snapshot.parent)
         return sweep_id
 
     def read_spec(self, sweep_id: str) -> dict[str, Any]:
-        return read_json(self.existing(sweep_id).spec)
+        return read_json_object(self.existing(sweep_id).spec)
 
     def read_template(self, sweep_id: str) -> RunSpec:
         return RunSpec.from_dict(read_json(self.existing(sweep_id).template_spec))
@@ -147,7 +175,7 @@ class SweepStore:
     def read_state(self, sweep_id: str) -> dict[str, Any]:
         """The sweep's state as its driver last wrote it, ``interrupted`` if the driver is
         gone before the sweep ended."""
-        state = read_json(self.existing(sweep_id).state)
+        state = read_json_object(self.existing(sweep_id).state)
         if state["status"] in SWEEP_ACTIVE and self.driver_gone(state):
             state = {**state, "status": "interrupted", "recorded_status": state["status"]}
         return state
@@ -158,7 +186,7 @@ class SweepStore:
     def driver_gone(self, state: dict[str, Any]) -> bool:
         driver = state.get("driver")
         if not driver:
-            return time.time() - state.get("created", 0) > DRIVER_GRACE_S
+            return time.time() - float(state.get("created", 0)) > DRIVER_GRACE_S
         if driver.get("host") != socket.gethostname():
             return False
         return not procs.is_alive(driver.get("pid"), driver.get("start_ticks"))
@@ -170,7 +198,7 @@ class SweepStore:
 
     def cancel_request(self, sweep_id: str) -> dict[str, Any] | None:
         try:
-            return read_json(self.paths(sweep_id).cancel_request)
+            return read_json_object(self.paths(sweep_id).cancel_request)
         except (FileNotFoundError, json.JSONDecodeError):
             return None
 

@@ -206,6 +206,25 @@ def first_death(deaths: list[Death]) -> Death | None:
     return min(causes, key=lambda d: (d.at, d.by_signal, _rank_key(d)))
 
 
+def first_own_failure(records: dict[int, dict[str, Any]], relaunches: int) -> Death | None:
+    """The earliest rank of the current attempt that failed on its own or was killed, by its
+    own records, while the run goes. A rank that recorded a SIGTERM, or got one after it
+    recorded its exit, was stopped by someone already ending the run (its launcher, the
+    scheduler, its watcher when the launcher is gone), so it does not start the wait for the
+    launcher to stop the others. Only the current attempt's records count (the supervisor
+    has started ``relaunches`` attempts again): an earlier attempt's stay until its ranks
+    start again."""
+    current = max([relaunches, *(r.get("attempt", 0) for r in records.values())])
+    deaths = rank_deaths({rank: r for rank, r in records.items() if r.get("attempt", 0) == current})
+    return first_death(
+        [
+            d
+            for d in deaths
+            if d.how != "signal" and not (d.how == AFTER_EXIT and d.signal == "SIGTERM")
+        ]
+    )
+
+
 def _rank_key(death: Death) -> int:
     return death.rank if death.rank is not None else -1
 

@@ -7,8 +7,7 @@ of the run's ``state.json``. Readers never own the run; they write ``cancel.requ
 
 from __future__ import annotations
 
-import argparse
-import json
+import logging
 import os
 import signal
 import subprocess
@@ -21,12 +20,13 @@ from typing import Any
 
 from .. import environment
 from ..core.errors import TrainerError
-from ..rankside import procs
+from ..core.records import StateRecord, Status, launcher_record
+from ..core.spec import RunSpec
 from ..rankside.home import HOME_ENV
 from ..store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, load_state, reserve, write_json_atomic
 from ..store.liveness import pid_record
 from ..targets import Target, get_target
-from . import attribution, verdict
+from . import attribution, observe, verdict
 from .launcher_exit import LauncherExit
 from .snapshot_check import settle_code
 from .state_writer import StateWriter
@@ -40,15 +40,15 @@ RANK_FAILURE_GRACE_S = 2.0  # how long a launcher gets to stop its ranks after o
 LAUNCHER_WORDS_TAIL = 256 << 10  # what is searched for the launcher's words on its ranks
 WATCH_S = 0.5  # how often attempts, NaN values and stalls are looked for
 STAGING_SAVE_S = 0.5  # how often staging's progress is saved to the state
-STALL_REFRESH_S = 2.0  # how often a stalled rank's "seconds" is brought up to date
 MLFLOW_LAST_RESORT_S = 900  # the mirror to MLflow stops itself sooner ($JT_MLFLOW_TIMEOUT)
 
 
+_log = logging.getLogger("jupyter_trainer.supervisor")
+
+
 def log(message: str) -> None:
-    try:
-        print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
-    except OSError:  # supervisor.log is on a full disk: the state still says what happened
-        pass
+    """One line of ``supervisor.log`` (``core.logs.process_log`` set it up)."""
+    _log.info(message)
 
 
 class Supervisor:
@@ -56,7 +56,7 @@ class Supervisor:
         self.store, self.run_id = store, run_id
         self.paths = store.existing(run_id)
         self.spec = store.read_spec(run_id)
-        self.state: dict[str, Any] = load_state(self.paths, run_id)
+        self.state: StateRecord = load_state(self.paths, run_id)
         self.writer = StateWriter(store, run_id, self.spec, log)
         self.signal_reason: str | None = None
         self.target: Target | None = None
@@ -72,7 +72,8 @@ class Supervisor:
         )
 
     # -- state -------------------------------------------------------------------------
-    def transition(self, status: str, **fields: Any) -> None:
+    def transition(self, status: Status, fields: StateRecord | None = None) -> None:
+        fields = fields or {}
         if status in TERMINAL:  # every process of the run is gone by now
             fields.update(settle_code(status, self.spec, self.paths, self.target, self.handle, log))
         now = time.time()
@@ -157,9 +158,11 @@ class Supervisor:
                 teardown = {"error": repr(again)}
             self.transition(
                 "failed",
-                error=error,
-                teardown=teardown,
-                traceback=traceback.format_exc()[-TRACEBACK_TAIL:],
+                {
+                    "error": error,
+                    "teardown": teardown,
+                    "traceback": traceback.format_exc()[-TRACEBACK_TAIL:],
+                },
             )
 
     def _mirror_to_mlflow(self) -> None:
@@ -244,9 +247,11 @@ class Supervisor:
         self.writer.check()
         self.transition(
             "queued" if self.target.queues else "running",
-            backend=backend,
-            python=python or plan.python,
-            launcher={"argv": list(command.argv)},
+            {
+                "backend": backend,
+                "python": python or plan.python,
+                "launcher": {"argv": list(command.argv)},
+            },
         )
         self.started = (spec, plan)
         self._start(command)
@@ -261,12 +266,20 @@ class Supervisor:
             self._staging_saved = now
             self.save()
 
+    def _reserved(self) -> tuple[Target, dict[str, Any]]:
+        """The run's target and its handle, once it has one (from ``reserve`` or ``start``)."""
+        if self.target is None or self.handle is None:
+            raise RuntimeError("the run's target holds nothing for it yet")
+        return self.target, self.handle
+
     def _start(self, command: Any) -> None:
+        if self.target is None:
+            raise RuntimeError("the run's target is not loaded")
         self.handle = self.target.start(
             command, str(self.paths.root), str(self.launcher_exit.log_path)
         )
         self.launcher_exit.time(self.handle)
-        self.state["launcher"].update(self.handle)
+        self.state["launcher"].update(launcher_record(self.handle))
         self.save()
 
     def _watch(self) -> dict[str, Any]:
@@ -278,12 +291,12 @@ class Supervisor:
             self._relaunch()
 
     def _watch_attempt(self) -> dict[str, Any]:
-        assert self.target is not None and self.handle is not None
+        target, handle = self._reserved()
         failure_seen: float | None = None
         next_rank_check = next_watch = 0.0
         while True:
-            code = self.target.poll(self.handle)
-            self.target.sync(self.handle)
+            code = target.poll(handle)
+            target.sync(handle)
             if code is not None:
                 return {"launcher_exit": code, "launcher_seen_exit": time.time()}
             if self.state["status"] == "queued":
@@ -301,7 +314,9 @@ class Supervisor:
                     return ended
             if failure_seen is None and now >= next_rank_check:
                 next_rank_check = now + 0.5
-                if self._first_failure() and not self._launcher_restarts():
+                records = self.store.rank_records(self.run_id)
+                failed = attribution.first_own_failure(records, self.relaunches)
+                if failed and not self._launcher_restarts():
                     failure_seen = now
             if failure_seen is not None and now - failure_seen > RANK_FAILURE_GRACE_S:
                 log("a rank failed and the launcher has not stopped the others; stopping them")
@@ -334,85 +349,33 @@ class Supervisor:
         )
 
     def _relaunch(self) -> None:
-        assert self.target is not None and self.started is not None
+        target, handle = self._reserved()
+        if self.started is None:
+            raise RuntimeError("the run was not started, so it cannot start again")
         self._observe()
-        self.target.end_attempt(self.handle, self.run_id, STOP_GRACE_S)
-        self.target.sync(self.handle)
+        target.end_attempt(handle, self.run_id, STOP_GRACE_S)
+        target.sync(handle)
         self.relaunches += 1
         spec, plan = self.started
         plan = replace(plan, extra_env={**plan.extra_env, "JT_ATTEMPT": str(self.relaunches)})
         log(f"a rank failed; starting attempt {self.relaunches} of {self.spec.launch.max_restarts}")
-        self._start(self.target.command(spec, plan))
+        self._start(target.command(spec, plan))
 
     def _observe(self) -> dict[str, Any] | None:
         """Put the attempts, new NaN/inf values and stalled ranks in the state; an outcome
         when one of them ends the run (``--stop-on-nan``, ``--on-stall cancel``)."""
-        before = self._observed()
+        before = observe.observed(self.state)
         if self.spec.launch.max_restarts:  # without restarts there is only one attempt
             self.state["attempts"] = self.watch.attempts()
-        ended = self._observe_non_finite() or self._observe_stalls()
-        if ended or self._observed() != before:
+        ended = self._observe_non_finite() or observe.stalls(
+            self.state, self.watch, self.spec.watch.on_stall, log
+        )
+        if ended or observe.observed(self.state) != before:
             self.save()
         return ended
 
-    def _observed(self) -> str:
-        """What ``_observe`` keeps in the state, as text to compare; a stall's growing
-        ``seconds`` in steps of ``STALL_REFRESH_S``, so the state follows it that often."""
-        stalled = [
-            {**e, "seconds": e["seconds"] // STALL_REFRESH_S}
-            for e in self.state.get("stalled") or []
-        ]
-        return json.dumps(
-            [self.state.get("attempts"), self.state.get("non_finite"), stalled],
-            sort_keys=True,
-            default=str,
-        )
-
     def _observe_non_finite(self) -> dict[str, Any] | None:
-        new = self.watch.non_finite()
-        if not new:
-            return None
-        self.state.setdefault("non_finite", {}).update(new)
-        for name in self.spec.watch.stop_on_nan:
-            if name in new:
-                fact = new[name]
-                step = "" if fact.get("step") is None else f" at step {fact['step']}"
-                return {
-                    "error": f"{name} became {fact['value']}{step} on rank {fact['rank']}; "
-                    f"--stop-on-nan {name} stopped the run",
-                    "failed_rank": fact["rank"],
-                }
-        return None
-
-    def _observe_stalls(self) -> dict[str, Any] | None:
-        if self.state["status"] != "running":
-            return None
-        stalled = self.watch.stalled()
-        names = {entry["rank"] for entry in stalled}
-        was = self.state.get("stalled") or []
-        if [e["rank"] for e in was] != sorted(names):
-            for entry in stalled:
-                log(
-                    f"rank {entry['rank']} stalled: no progress for {entry['seconds']:g} s "
-                    f"after step {entry['last_step']}"
-                )
-        self.watch.forget_stacks({e["rank"] for e in was} - names)
-        if stalled:
-            self.state["stalled"] = stalled
-        else:
-            self.state.pop("stalled", None)
-        if not stalled or self.spec.watch.on_stall != "cancel":
-            return None
-        records = self.watch.current_records()
-        self.state["stacks"] = {str(r): text for r, text in self._stacks(records).items()}
-        first = stalled[0]
-        step = "" if first["last_step"] is None else f" after step {first['last_step']}"
-        return {
-            "error": f"rank {first['rank']} stalled: no progress for {first['seconds']:g} s"
-            f"{step}; --on-stall cancel ended the run (its stacks are saved)",
-            "failed_rank": first["rank"],
-            "traceback": first.get("stack"),
-        }
+        return observe.non_finite(self.state, self.watch, self.spec.watch.stop_on_nan)
 
     def _stacks(self, records: dict[int, dict[str, Any]]) -> dict[int, str]:
         if self.target is None:
@@ -427,24 +390,26 @@ class Supervisor:
     def _wait_for_nodes(self) -> bool:
         """``queued`` with the scheduler's reason until the target's reservation is granted;
         False when the run is canceled first."""
-        self.state["launcher"] = dict(self.handle)
-        phase = self.target.phase(self.handle)
+        target, handle = self._reserved()
+        self.state["launcher"] = launcher_record(handle)
+        phase = target.phase(handle)
         if phase.get("stage") != "running":
-            self.transition("queued", queue=phase)
+            self.transition("queued", {"queue": phase})
         while phase.get("stage") != "running":
             if self.cancel_reason():
                 return False
             time.sleep(QUEUE_POLL_S)
-            phase = self.target.phase(self.handle)
+            phase = target.phase(handle)
             self._note_queue(phase)
         return True
 
     def _follow_queue(self) -> None:
         """Record the scheduler's reason while queued; move to running once the job starts."""
-        phase = self.target.phase(self.handle)
+        target, handle = self._reserved()
+        phase = target.phase(handle)
         if phase.get("stage") == "running":  # the handle may have grown as the run started
-            self.state["launcher"].update(self.handle)
-            self.transition("running", queue=phase)
+            self.state["launcher"].update(launcher_record(handle))
+            self.transition("running", {"queue": phase})
         else:
             self._note_queue(phase)
 
@@ -453,27 +418,6 @@ class Supervisor:
         if phase != self.state.get("queue"):
             self.state["queue"] = phase
             self.save()
-
-    def _first_failure(self) -> attribution.Death | None:
-        """The earliest rank that failed on its own or was killed, by its own records (see
-        ``attribution``). A rank that recorded a SIGTERM, or got one after it recorded its
-        exit, was stopped by someone already ending the run (its launcher, the scheduler, its
-        watcher when the launcher is gone), so it does not start the wait for the launcher to
-        stop the others. Only the current attempt's records count: an earlier attempt's stay
-        until its ranks start again."""
-        records = self.store.rank_records(self.run_id)
-        current = max([self.relaunches, *(r.get("attempt", 0) for r in records.values())])
-        deaths = attribution.rank_deaths(
-            {rank: r for rank, r in records.items() if r.get("attempt", 0) == current}
-        )
-        return attribution.first_death(
-            [
-                d
-                for d in deaths
-                if d.how != "signal"
-                and not (d.how == attribution.AFTER_EXIT and d.signal == "SIGTERM")
-            ]
-        )
 
     def _teardown(self) -> dict[str, Any]:
         """Stop every process of the run and prove none is left."""
@@ -515,7 +459,7 @@ class Supervisor:
         records = self.store.rank_records(self.run_id)
         if self.spec.launch.max_restarts:
             self.state["attempts"] = self.watch.attempts()
-        fields: dict[str, Any] = {
+        fields: StateRecord = {
             "teardown": teardown,
             "rank_exit_codes": {str(r): rec.get("exit_code") for r, rec in sorted(records.items())},
         }
@@ -541,42 +485,9 @@ class Supervisor:
                 disk_full=self.writer.full_now(),
             )
         )
-        self.transition(status, **fields, **why)
+        fields.update(why)
+        self.transition(status, fields)
 
 
-def _with_python(spec, python: str):
+def _with_python(spec: RunSpec, python: str) -> RunSpec:
     return replace(spec, env=replace(spec.env, python=python))
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jupyter_trainer.supervisor")
-    parser.add_argument("run_id", help="the run, or - to read it from stdin once ready")
-    parser.add_argument("--detach", action="store_true")
-    parser.add_argument("--target", help="the run's target, to load its code while waiting")
-    args = parser.parse_args(argv)
-    store = Store()
-    if args.run_id == "-":
-        _warm_up(store, args.target)
-        args.run_id = sys.stdin.readline().strip()
-        if not args.run_id:  # the caller abandoned the run before it existed
-            return 0
-    paths = store.existing(args.run_id)
-    if args.detach:
-        procs.detach()
-    procs.redirect_output(paths.supervisor_log)
-    return Supervisor(store, args.run_id).run()
-
-
-def _warm_up(store: Store, target: str | None) -> None:
-    """Import what the run will need (the environment stages, the target's module) while
-    the caller is still writing the run."""
-    try:
-        environment.realize  # noqa: B018 (loads the module)
-        if target:
-            get_target(target, store.home).warm_up()
-    except Exception:  # the run itself reports any problem, in its state
-        pass
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..core.records import StateRecord
 from ..core.spec import RunSpec
 from ..store import RunPaths
 from ..targets import Target
@@ -20,14 +21,14 @@ def settle_code(
     target: Target | None,
     handle: dict[str, Any] | None,
     log: Callable[[str], None],
-) -> dict[str, Any]:
+) -> StateRecord:
     """The ``snapshot`` and ``workdirs`` fields of a run that ends ``status``. Never raises:
     the run must still reach its terminal state."""
-    fields: dict[str, Any] = {}
+    fields: StateRecord = {}
     try:
-        fields["snapshot"] = check_snapshot(spec, paths, target, handle, log)
-        if not fields["snapshot"]["intact"]:
-            log(f"the snapshot changed during the run: {fields['snapshot']['changed']}")
+        snapshot = fields["snapshot"] = check_snapshot(spec, paths, target, handle, log)
+        if not snapshot["intact"]:
+            log(f"the snapshot changed during the run: {snapshot['changed']}")
         if status == "failed":
             fields["workdirs"] = {"kept": True}
         elif target is not None:

@@ -1,6 +1,6 @@
 """Start a run's supervisor, and keep one warm for the next run.
 
-``python -m jupyter_trainer.supervisor.run --detach -`` imports what a run needs, then reads the
+``python -m jupyter_trainer.supervisor --detach -`` imports what a run needs, then reads the
 run id from its stdin. ``submit`` takes one before it writes the run (so the interpreter
 starts while the snapshot is captured), hands it the id once the run exists, and then keeps
 a fresh one waiting for the next ``submit`` from this process: a notebook that runs cells
@@ -94,9 +94,10 @@ def give_back(starter: SupervisorStarter) -> None:
     """``starter`` was not needed (the run was refused): keep it for the next run."""
     global _spare
     with _lock:
-        if _spare is None and starter.proc.poll() is None and spares_wanted():
-            _spare, starter = starter, None
-    if starter is not None:
+        kept = _spare is None and starter.proc.poll() is None and spares_wanted()
+        if kept:
+            _spare = starter
+    if not kept:
         starter.abandon()
 
 

@@ -22,11 +22,20 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from ..core.errors import DiskFull, RecordDamaged
+from ..core.records import StateRecord
 from ..core.spec import RunSpec
-from ..store import ACTIVE, Store, json_text, load_spec, load_state, reserve, write_json_atomic
+from ..store import (
+    ACTIVE,
+    Store,
+    json_text,
+    load_spec,
+    load_state,
+    reserve,
+    spec_record,
+    write_json_atomic,
+)
 
 RESERVE_RETRY_S = 10.0  # how often a failed reservation is tried again
 SETTLE_S = 10.0  # how long a state that could not be written is retried at the end
@@ -38,21 +47,21 @@ class StateWriter:
     ) -> None:
         self.store, self.run_id, self.spec, self.log = store, run_id, spec, log
         self.paths = store.paths(run_id)
-        self.pending: dict[str, Any] | None = None  # a state a full disk refused
+        self.pending: StateRecord | None = None  # a state a full disk refused
         self.disk_full: str | None = None  # the run's error, once the disk filled
         self._lock = threading.RLock()
-        self._last: dict[str, Any] | None = None  # the last state written (or pending)
+        self._last: StateRecord | None = None  # the last state written (or pending)
         self._written: tuple[int, int] | None = None  # (inode, size) of state.json as written
         self._spec_seen: tuple[int, int, int] | None = None
         self._reserved = 0.0  # when the reserve was last topped up
 
     # -- writes --------------------------------------------------------------------------
-    def write(self, state: dict[str, Any]) -> None:
+    def write(self, state: StateRecord) -> None:
         """Write ``state`` (a copy is kept); on a full disk keep it as ``pending``."""
         with self._lock:
             self._write(json.loads(json_text(state)))
 
-    def _write(self, copy: dict[str, Any]) -> None:
+    def _write(self, copy: StateRecord) -> None:
         self._last = copy
         try:
             full = self.store.write_state(self.run_id, copy, self.spec)
@@ -160,7 +169,7 @@ class StateWriter:
         except RecordDamaged as exc:
             self.log(f"{exc}; writing it again")
             try:
-                write_json_atomic(self.paths.spec, self.spec.to_dict())
+                write_json_atomic(self.paths.spec, spec_record(self.spec))
                 os.chmod(self.paths.spec, 0o444)
             except OSError as again:
                 self.log(f"cannot write the spec again: {again}")
@@ -170,7 +179,7 @@ class StateWriter:
         self._spec_seen = seen
 
 
-def _identity(path: os.PathLike) -> tuple[int, int] | None:
+def _identity(path: os.PathLike[str]) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
     except OSError:

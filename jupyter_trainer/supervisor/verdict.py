@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.records import StateRecord, Status
 from . import attribution
 
 TRACEBACK_TAIL = 8000
@@ -56,15 +57,15 @@ def first_failure(e: Evidence) -> attribution.Death | None:
     return first
 
 
-def decide(e: Evidence) -> tuple[str, dict[str, Any]]:
-    """The run's terminal status and the fields that say why."""
-    fields: dict[str, Any] = {}
+def decide(e: Evidence) -> tuple[Status, StateRecord]:
+    """The run's terminal status and the fields of its state that say why."""
     if e.cancel_reason and "error" not in e.outcome:
         return "canceled", {"reason": e.cancel_reason}
     first = first_failure(e)
     killed = attribution.unrecorded(e.records) if e.launcher_exit not in (0, None) else []
+    fields: StateRecord
     if "error" in e.outcome:
-        fields.update(error=e.outcome["error"], traceback=e.outcome.get("traceback"))
+        fields = {"error": e.outcome["error"], "traceback": e.outcome.get("traceback")}
         if e.outcome.get("failed_rank") is not None:
             fields["failed_rank"] = e.outcome["failed_rank"]
     elif e.disk_full and (
@@ -76,37 +77,44 @@ def decide(e: Evidence) -> tuple[str, dict[str, Any]]:
     ):
         # Ranks that could not write their logs or records fail in ways that blame them;
         # the full disk is the cause.
-        fields.update(error=e.disk_full, traceback=e.log_tail)
+        fields = {"error": e.disk_full, "traceback": e.log_tail}
     elif e.report.get("error") and (first is None or first.by_signal):
         # The scheduler ended the job (time limit, memory, node failure): that is the cause,
         # not the SIGTERM its ranks received.
-        fields.update(error=e.report["error"], traceback=e.log_tail)
+        fields = {"error": e.report["error"], "traceback": e.log_tail}
     elif first is not None:
         starter = attribution.pool_words(e.hot) if e.hot.get("used") else None
-        fields.update(
-            failure={"rank": first.rank, "how": first.how, "at": first.at, "signal": first.signal},
-            error=first.error(e.launcher, starter),
-            traceback=(first.record.get("traceback") or "")[-TRACEBACK_TAIL:]
+        fields = {
+            "failure": {
+                "rank": first.rank,
+                "how": first.how,
+                "at": first.at,
+                "signal": first.signal,
+            },
+            "error": first.error(e.launcher, starter),
+            "traceback": (first.record.get("traceback") or "")[-TRACEBACK_TAIL:]
             or (e.log_tail if first.by_signal else None),
-        )
+        }
         if first.rank is not None:
             fields["failed_rank"] = first.rank
     elif killed:
-        fields.update(
-            failed_rank=killed[0],
-            traceback=e.log_tail,
-            error=f"rank {killed[0]} ended without recording an exit (killed by a "
+        fields = {
+            "failed_rank": killed[0],
+            "traceback": e.log_tail,
+            "error": f"rank {killed[0]} ended without recording an exit (killed by a "
             "signal, for example by the out-of-memory killer); see "
             "logs/launcher.log",
-        )
+        }
     elif e.launcher_exit not in (0, None) or e.outcome.get("stopped_after_rank_failure"):
-        fields.update(
-            error=f"the launcher exited with code {e.launcher_exit}", traceback=e.log_tail
-        )
+        fields = {
+            "error": f"the launcher exited with code {e.launcher_exit}",
+            "traceback": e.log_tail,
+        }
     elif len(e.records) < e.world_size:
-        fields.update(
-            error=f"only {len(e.records)} of {e.world_size} ranks started", traceback=e.log_tail
-        )
+        fields = {
+            "error": f"only {len(e.records)} of {e.world_size} ranks started",
+            "traceback": e.log_tail,
+        }
     else:
-        return "completed", fields
+        return "completed", {}
     return "failed", fields

@@ -64,10 +64,11 @@ class RunWatch:
         for attempt, records in attempt_records(self.paths.ranks).items():
             starts = [r["started"] for r in records.values() if isinstance(r.get("started"), float)]
             ends = [r.get("ended") or r.get("exited") for r in records.values()]
+            times = [e for e in ends if isinstance(e, float)]
             entry: dict[str, Any] = {
                 "attempt": attempt,
                 "start": min(starts, default=None),
-                "end": max(ends) if ends and all(isinstance(e, float) for e in ends) else None,
+                "end": max(times) if times and len(times) == len(ends) else None,
                 "failed_rank": None,
                 "error": None,
             }
@@ -236,8 +237,9 @@ def _quiet_for(beat: dict[str, Any], now: float) -> float:
     """How long the rank has logged nothing: from its last event to its last heartbeat on the
     node's clock, plus the heartbeat's age on this machine's, so that a node whose clock is
     off does not shift it."""
-    on_node = max(0.0, (beat.get("beat") or beat["progress"]) - beat["progress"])
-    return on_node + max(0.0, now - (beat.get("seen") or now))
+    progress = float(beat["progress"])
+    on_node = max(0.0, float(beat.get("beat") or progress) - progress)
+    return on_node + max(0.0, now - float(beat.get("seen") or now))
 
 
 def _last_step(beat: dict[str, Any]) -> Any:

@@ -69,9 +69,9 @@ def create_sweep(
         start_driver(str(store.home), sweep_id)
     except BaseException:
         if sweep_id is not None:
-            from ...store import _rmtree
+            from ...store.folders import rmtree
 
-            _rmtree(sweeps.paths(sweep_id).root)
+            rmtree(sweeps.paths(sweep_id).root)
         else:
             store.discard_staging(staging)
         raise

@@ -235,7 +235,8 @@ def connect_or_start(
     raise PoolUnavailable(f"the pool did not start listening{': ' + tail[0] if tail else ''}")
 
 
-def _ask(sock: socket.socket, request: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+def ask(sock: socket.socket, request: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+    """Send one request to a pool over ``sock`` and return its one-line JSON answer."""
     sock.settimeout(timeout)
     sock.sendall(json.dumps(request).encode() + b"\n")
     data = b""
@@ -360,7 +361,7 @@ def start_ranks(
     says why when the pool cannot (the caller falls back to torchrun)."""
     sock, warm = connect_or_start(python, key, modules, pool_env, home, idle, program, spawn)
     try:
-        reply = _ask(
+        reply = ask(
             sock,
             {
                 "op": "run",

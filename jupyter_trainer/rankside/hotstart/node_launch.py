@@ -41,7 +41,7 @@ from typing import Any
 
 from .client import (
     PoolUnavailable,
-    _ask,
+    ask,
     connect_or_start,
     error_dir,
     pools_dir,
@@ -136,7 +136,7 @@ def _keeper_spawn(args: dict[str, Any], key: str) -> Any:
     def spawn(argv: Sequence[str], env: dict[str, str], cwd: str) -> subprocess.CompletedProcess:
         sock = _keeper_connection(path)
         try:
-            said = _ask(
+            said = ask(
                 sock,
                 {
                     "op": "spawn",
@@ -196,7 +196,7 @@ def warm(args: dict[str, Any]) -> dict[str, Any]:
                 _keeper_spawn(args, key),
             )
             try:
-                said = _ask(sock, {"op": "ping"}, timeout=30)
+                said = ask(sock, {"op": "ping"}, timeout=30)
             finally:
                 sock.close()
             if said.get("ok"):
@@ -272,7 +272,7 @@ def run(args: dict[str, Any]) -> int:
         keeper = _keeper_path(args)
         lease = None if keeper is None else _keeper_connection(keeper)
         if lease is not None:  # the allocation stays while this run trains
-            _ask(lease, {"op": "lease"}, 30)
+            ask(lease, {"op": "lease"}, 30)
         program, spawn = pool_program(args), _keeper_spawn(args, key)
         try:
             pool_run = start_ranks(

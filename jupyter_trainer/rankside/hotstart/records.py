@@ -16,17 +16,14 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from .. import procs
+from .. import atomic, procs
 
 RUN_RECORD = "pool-ranks.json"  # in the run folder: the ranks a pool forked for the run
 POOLS_DIR = "pools"  # in the run store: <key>.sock, <key>.json, <key>.log
 
 
-def write_json(path: str | os.PathLike, record: dict[str, Any]) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(record, f)
-    os.replace(tmp, path)
+def write_json(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
+    atomic.write_json_atomic(path, record)
 
 
 def read_json(path: str | os.PathLike) -> dict[str, Any]:

@@ -22,10 +22,11 @@ import json
 import os
 import sqlite3
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .. import _rmtree
+from ..folders import rmtree
 from .report import STALE_S, Finding, Report, add, last_change
 
 HASHES = "data-hashes.db"
@@ -57,7 +58,7 @@ def check_data(home: Path, report: Report) -> None:
                         fix="remove it",
                         subject=subject,
                     ),
-                    lambda p=path: _rmtree(p),
+                    partial(rmtree, path),
                     "removed",
                 )
             continue
@@ -71,7 +72,7 @@ def check_data(home: Path, report: Report) -> None:
                     fix="remove it (the next run downloads it again)",
                     subject=subject,
                 ),
-                lambda p=path: _rmtree(p),
+                partial(rmtree, path),
                 "removed",
             )
 

@@ -23,12 +23,13 @@ import hashlib
 import json
 import os
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ...core.errors import StoreError
-from .. import _rmtree
 from ..confined import Refused, open_beneath, open_folder
+from ..folders import rmtree
 from ..model_records import Damaged, read_deleted, read_lineage
 from ..models import COLUMNS, ModelStore, index_row, versions_in
 from .report import STALE_S, Finding, Report, add, check_index, last_change
@@ -58,7 +59,7 @@ def check_models(home: Path, report: Report, *, hashes: bool) -> None:
                 fix="drop the row",
                 subject=f"model {name}@{version}",
             ),
-            lambda n=name, v=version, f=folder: _drop_row(registry, n, v, f),
+            partial(_drop_row, registry, name, version, folder),
             "row dropped",
         )
     _check_leftovers(registry, report)
@@ -84,7 +85,7 @@ def _check_version(
                 fix="remove the link and its index row",
                 subject=subject,
             ),
-            lambda: (folder.unlink(), _drop_row(registry, name, version, folder)),
+            partial(_unlink_and_drop, registry, name, version, folder),
             "link and row removed",
         )
         return
@@ -185,6 +186,12 @@ def _file_problems(models_dir: Path, lineage: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _unlink_and_drop(registry: ModelStore, name: str, version: int, folder: Path) -> None:
+    """Remove a version folder that is a link, then its index row."""
+    folder.unlink()
+    _drop_row(registry, name, version, folder)
+
+
 def _drop_row(registry: ModelStore, name: str, version: int, folder: Path) -> None:
     if not os.path.lexists(folder / "lineage.json"):  # not registered again meanwhile
         registry.index.run(
@@ -222,7 +229,7 @@ def _leftover(path: Path, what: str, now: float, report: Report) -> None:
             fix="remove it",
             subject="model registry",
         ),
-        lambda: _rmtree(path),
+        lambda: rmtree(path),
         "removed",
     )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +166,7 @@ def _check_snapshot(code: Path, expected: str, run_id: str, report: Report) -> N
         )
 
 
-def _lost_message(store: Store, paths: Any, recorded: dict[str, Any]) -> str:
+def _lost_message(store: Store, paths: Any, recorded: Mapping[str, Any]) -> str:
     seen = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(store.last_seen(paths, recorded)))
     sup = recorded.get("supervisor") or {}
     gone = (

@@ -1,0 +1,122 @@
+"""What the ranks of a run wrote: their records (``ranks/``), events and logs.
+
+``Store`` reads these through ``RankReader``'s methods; a reader that follows a file as it
+grows takes only complete lines (``read_complete_lines``), never half of one being appended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .records import RunPaths, read_json
+
+_RANK_FILE = re.compile(r"rank-(\d+)\.(?:jsonl|log|json)")
+
+
+class RankReader:
+    """The rank reads of ``Store``, which supplies ``existing``."""
+
+    def existing(self, run_id: str) -> RunPaths:
+        raise NotImplementedError
+
+    def ranks(self, run_id: str) -> list[int]:
+        """Every rank that has left a trace (events, log or rank record), sorted."""
+        paths = self.existing(run_id)
+        found: set[int] = set()
+        for folder in (paths.events, paths.logs, paths.ranks):
+            if folder.is_dir():
+                found.update(
+                    int(m.group(1))
+                    for e in os.scandir(folder)
+                    if (m := _RANK_FILE.fullmatch(e.name))
+                )
+        return sorted(found)
+
+    def rank_records(self, run_id: str) -> dict[int, dict[str, Any]]:
+        paths = self.existing(run_id)
+        records = {}
+        for rank in self.ranks(run_id):
+            try:
+                records[rank] = read_json(paths.rank_file(rank))
+            except (FileNotFoundError, json.JSONDecodeError):
+                pass
+        return records
+
+    def read_events(
+        self, run_id: str, rank: int, offset: int = 0, max_bytes: int = 64 << 20
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Complete event lines of ``rank`` from byte ``offset``; returns (events, next offset)."""
+        data, offset = read_complete_lines(
+            self.existing(run_id).events_file(rank), offset, max_bytes
+        )
+        events = []
+        for line in data.splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return events, offset
+
+    def read_log(
+        self, run_id: str, rank: int, offset: int = 0, max_bytes: int | None = 16 << 20
+    ) -> tuple[str, int]:
+        """Text of ``rank``'s log from byte ``offset`` up to the last complete line."""
+        data, offset = read_complete_lines(self.existing(run_id).log_file(rank), offset, max_bytes)
+        return data.decode(errors="replace"), offset
+
+    def latest_progress(self, run_id: str, tail_bytes: int = 16384) -> dict[str, Any] | None:
+        """The least advanced rank's last progress report, read from the end of each events
+        file only (cheap enough to show for every row of a runs list)."""
+        paths = self.existing(run_id)
+        worst = None
+        for rank in self.ranks(run_id):
+            try:
+                with open(paths.events_file(rank), "rb") as fh:
+                    fh.seek(0, os.SEEK_END)
+                    fh.seek(max(0, fh.tell() - tail_bytes))
+                    lines = fh.read().splitlines()
+            except FileNotFoundError:
+                continue
+            for line in reversed(lines):
+                if b'"progress"' not in line:
+                    continue
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                done, total = event.get("done", 0), event.get("total")
+                fraction = done / total if total else None
+                if worst is None or (
+                    fraction is not None
+                    and (worst["fraction"] is None or fraction < worst["fraction"])
+                ):
+                    worst = {"done": done, "total": total, "fraction": fraction, "t": event["t"]}
+                break
+        return worst
+
+    def iter_events(self, run_id: str, rank: int) -> Iterator[dict[str, Any]]:
+        offset = 0
+        while True:
+            events, new = self.read_events(run_id, rank, offset)
+            yield from events
+            if new == offset:
+                return
+            offset = new
+
+
+def read_complete_lines(path: Path, offset: int, max_bytes: int | None) -> tuple[bytes, int]:
+    """Bytes of ``path`` from ``offset`` up to its last newline (at most ``max_bytes``;
+    None: all), so a reader never sees half of a line a writer is appending."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read(-1 if max_bytes is None else max_bytes)
+    except FileNotFoundError:
+        return b"", offset
+    end = data.rfind(b"\n") + 1
+    return data[:end], offset + end
