@@ -24,10 +24,10 @@ from ..views.sweep_feeder import POLL_S, SweepFeeder
 from ..views.sweep_text import sweep_text
 from .widget import (
     RunMonitor,
-    _route_messages_to_front_end_subshell,
-    _view_asset,
     display_updatable,
+    route_messages_to_front_end_subshell,
     update_displays,
+    view_asset,
 )
 
 _LIVE: weakref.WeakSet[SweepMonitor] = weakref.WeakSet()
@@ -42,8 +42,8 @@ class SweepView(anywidget.AnyWidget):
     """The sweep's own view: header, charts and trials table (``labextension/src/view/
     sweepview.ts``). Its requests (``cancel``, ``open`` a trial) go to the ``SweepMonitor``."""
 
-    _esm = _view_asset("sweep.js")
-    _css = _view_asset("widget.css")
+    _esm = view_asset("sweep.js")
+    _css = view_asset("widget.css")
 
     sweep_id = t.Unicode("").tag(sync=True)
     spec = t.Dict().tag(sync=True)
@@ -55,7 +55,7 @@ class SweepView(anywidget.AnyWidget):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        _route_messages_to_front_end_subshell(self)
+        route_messages_to_front_end_subshell(self)
 
 
 class SweepMonitor(ipywidgets.VBox):
@@ -72,7 +72,7 @@ class SweepMonitor(ipywidgets.VBox):
         self.trial_monitor: RunMonitor | None = None
         super().__init__(children=(self.view,), **kwargs)
         self.add_class("jt-sweep-monitor")
-        _route_messages_to_front_end_subshell(self)
+        route_messages_to_front_end_subshell(self)
         self.view.on_msg(self._on_front_end_message)
         feeder.on_done = self._refresh_displays
         _LIVE.add(self)

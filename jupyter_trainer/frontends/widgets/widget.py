@@ -33,7 +33,7 @@ RUN_MIME = "application/vnd.jupyter-trainer.run+json"  # labextension/src/runout
 _LIVE: weakref.WeakSet[RunMonitor] = weakref.WeakSet()
 
 
-def _view_asset(name: str) -> str:
+def view_asset(name: str) -> str:
     """A built file of the run view, or (for the ESM) one that says how to build it."""
     path = STATIC / name
     if path.is_file():
@@ -54,8 +54,8 @@ def live_monitors() -> list[RunMonitor]:
 class RunMonitor(anywidget.AnyWidget):
     """A run's live monitor, or a launch form that becomes one (``mode``)."""
 
-    _esm = _view_asset("widget.js")
-    _css = _view_asset("widget.css")
+    _esm = view_asset("widget.js")
+    _css = view_asset("widget.css")
 
     key = t.Unicode(help="unique per widget: what its views share in the page").tag(sync=True)
     mode = t.Unicode("monitor").tag(sync=True)
@@ -89,7 +89,7 @@ class RunMonitor(anywidget.AnyWidget):
         self._unattached = threading.Event()  # never set: no run, no last update
         self.on_msg(self._on_front_end_message)
         self.observe(self._on_option_change, names=["chart_options", "log_selection"])
-        _route_messages_to_front_end_subshell(self)
+        route_messages_to_front_end_subshell(self)
         _LIVE.add(self)
         if run is not None:
             self.attach(run)
@@ -241,7 +241,7 @@ def update_displays(
             pass
 
 
-def _route_messages_to_front_end_subshell(widget: Any) -> None:
+def route_messages_to_front_end_subshell(widget: Any) -> None:
     """Let the Cancel button work while ``%%train`` blocks the kernel's main thread.
 
     JupyterLab >= 4.4 sends widget messages over a kernel subshell (its "comms over
