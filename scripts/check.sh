@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The static checks the tests start with: ruff's lint and format (configured in
-# pyproject.toml), then the lab extension's type check (tsc) and lint (biome). Each failure
-# says the command that fixes or shows it.
+# The static checks the tests start with: ruff's lint and format and mypy's type check (all
+# configured in pyproject.toml), then the lab extension's type check (tsc) and lint (biome).
+# Each failure says the command that fixes or shows it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${JT_VENV:-$ROOT/.venv}
@@ -12,6 +12,10 @@ cd "$ROOT"
 }
 "$VENV/bin/ruff" format --check . || {
     echo "these files need formatting: run $VENV/bin/ruff format ." >&2
+    exit 1
+}
+"$VENV/bin/mypy" || {
+    echo "mypy found the type errors above: see them again with $VENV/bin/mypy" >&2
     exit 1
 }
 

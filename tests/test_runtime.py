@@ -355,7 +355,9 @@ def test_boot_uses_shim_and_captures_output(run: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout == "" and proc.stderr == ""  # all of it went to the rank log
     log = (run / "logs" / "rank-0.log").read_text()
-    shim = run / "code" / "_jt" / "jupyter_trainer" / "runtime.py"
+    # The snapshot's own copy, not the installed package: jupyter_trainer.runtime there is
+    # the rank side's runtime by its public name.
+    shim = run / "code" / "_jt" / "jupyter_trainer" / "rankside" / "runtime.py"
     assert f"runtime from {shim}" in log
     assert f"argv ['--epochs', '2'] path0 {run / 'work' / 'node-0'}" in log
     assert not list((run / "code").rglob("__pycache__"))  # the shim compiled nothing there

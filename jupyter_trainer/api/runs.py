@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .. import environment
 from ..core import hooks
 from ..core.errors import RecordDamaged, RunCanceled, RunFailed, SpecError
+from ..core.records import StateRecord
 from ..core.spec import DEFAULT_STALL_TIMEOUT, RunSpec, validate_run_id
 from ..core.waker import Waker
 from ..rankside import procs
@@ -249,7 +250,7 @@ class Run:
         return self.spec.name
 
     @property
-    def state(self) -> dict[str, Any]:
+    def state(self) -> StateRecord:
         return self.store.read_state(self.id)
 
     @property
@@ -330,7 +331,7 @@ class Run:
             self.raise_for_status(state)
         return self
 
-    def _mirroring(self, state: dict[str, Any]) -> bool:
+    def _mirroring(self, state: Mapping[str, Any]) -> bool:
         """Whether the ended run's supervisor is still mirroring it to MLflow."""
         if not self.spec.mlflow or "mlflow" in state:
             return False
@@ -339,7 +340,7 @@ class Run:
             supervisor.get("pid"), supervisor.get("start_ticks")
         )
 
-    def raise_for_status(self, state: dict[str, Any] | None = None) -> None:
+    def raise_for_status(self, state: Mapping[str, Any] | None = None) -> None:
         state = state or self.state
         status = state["status"]
         if status == "canceled":

@@ -87,8 +87,9 @@ class Supervisor:
             self.state["ended"] = now
         self.state["status"] = status
         self.state.update(fields)
-        self.writer.write(self.state)
+        # Logged first: whoever sees the new state in state.json finds its line in the log.
         log(f"{status} {' '.join(f'{k}={v!r}' for k, v in fields.items() if k != 'traceback')}")
+        self.writer.write(self.state)
 
     def save(self) -> None:
         self.writer.write(self.state)

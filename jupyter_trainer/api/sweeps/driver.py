@@ -17,10 +17,12 @@ state (completed, canceled or failed) is written only once every trial it starte
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import socket
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ...core.errors import RunNotFound, TrainerError
@@ -49,8 +51,7 @@ START_FAILURES = 3  # trials in a row that cannot start end the sweep as failed
 ENDING_NOTE_S = 30.0
 
 
-def log(message: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
+log = logging.getLogger(__name__).info  # to driver.log, as driver_start sets it up
 
 
 class SweepDriver:
@@ -279,6 +280,7 @@ class SweepDriver:
         end is then its run's."""
         changed = False
         for number, ending in list(self.ending.items()):
+            state: Mapping[str, Any]
             try:
                 state = self.store.read_state(ending.run)
             except RunNotFound:  # deleted meanwhile: nothing of it is left to wait for
@@ -330,7 +332,7 @@ class SweepDriver:
         self.ending[record["number"]] = Ending(live.run)
         log(f"trial {record['number']} pruned at step {step}: {record['reason']}")
 
-    def finish(self, live: Live, record: dict[str, Any], run_state: dict[str, Any]) -> None:
+    def finish(self, live: Live, record: dict[str, Any], run_state: Mapping[str, Any]) -> None:
         TrialState = self.optuna.trial.TrialState
         self.unfollow(record["number"])
         self.ending[record["number"]] = Ending(live.run, final=True)

@@ -11,6 +11,7 @@ import os
 import sys
 
 from ...core.errors import SpecError, TrainerError
+from ...core.logs import process_log
 from ...rankside import procs
 from ...store import Store, read_json
 from ...store.sweeps import SWEEP_TERMINAL, SweepStore
@@ -68,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.detach:
         procs.detach()
     procs.redirect_output(paths.log)
+    process_log("jupyter_trainer.api.sweeps.driver")
     from .driver import SweepDriver
 
     return SweepDriver(store, args.sweep_id).run()

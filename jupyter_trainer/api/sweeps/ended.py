@@ -9,6 +9,7 @@ ended only after that, so that a sweep that says it has ended has nothing left r
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
 from typing import Any
 
 from ...core.errors import RunNotFound
@@ -26,7 +27,7 @@ def still_running(process: dict[str, Any] | None) -> bool:
     )
 
 
-def is_over(state: dict[str, Any]) -> bool:
+def is_over(state: Mapping[str, Any]) -> bool:
     """Whether the run of this state has ended and left no process."""
     return state["status"] in TERMINAL and not still_running(state.get("supervisor"))
 

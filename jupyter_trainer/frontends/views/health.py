@@ -9,6 +9,7 @@ so they agree on what "attempt 2 of 3" or "stalled for 42 s" means.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 STACK_CHARS = (
@@ -30,7 +31,7 @@ def watch_settings(spec: Any | None) -> dict[str, Any]:
     }
 
 
-def attempts_of(state: dict[str, Any]) -> list[dict[str, Any]]:
+def attempts_of(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The run's attempts in order (attempt 0 is the first start)."""
     found = [
         a
@@ -59,7 +60,7 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def stalled_of(state: dict[str, Any], now: float) -> list[dict[str, Any]]:
+def stalled_of(state: Mapping[str, Any], now: float) -> list[dict[str, Any]]:
     """The stalled ranks, with ``seconds`` counted from ``since`` up to ``now`` while the run
     runs (up to its end once it ended). Ranks that do not wait on a peer come first: when
     one rank hangs, the others stall waiting for it in a collective."""
@@ -77,7 +78,7 @@ def stalled_of(state: dict[str, Any], now: float) -> list[dict[str, Any]]:
     return sorted(out, key=lambda e: (e["waiting"], e["rank"]))
 
 
-def non_finite_of(state: dict[str, Any]) -> list[dict[str, Any]]:
+def non_finite_of(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The first NaN/inf of each metric, in the order they happened."""
     facts = state.get("non_finite") or {}
     out = [{"metric": str(name), **fact} for name, fact in facts.items() if isinstance(fact, dict)]
@@ -122,7 +123,7 @@ def health_payload(state: dict[str, Any], spec: Any, now: float) -> dict[str, An
     return out
 
 
-def list_fields(state: dict[str, Any], spec: Any | None, now: float) -> dict[str, Any]:
+def list_fields(state: Mapping[str, Any], spec: Any | None, now: float) -> dict[str, Any]:
     """The runs list's share of it: the latest attempt, the allowed restarts and the
     stalled ranks of a running run (rank, last step, seconds), without their stacks."""
     attempts = attempts_of(state)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from ...core.units import fmt_value
@@ -105,7 +105,7 @@ def progress_line(
     return " | ".join(parts)
 
 
-def stage_durations(state: dict[str, Any]) -> list[tuple[str, float]]:
+def stage_durations(state: Mapping[str, Any]) -> list[tuple[str, float]]:
     out = []
     for name in STAGES:
         stage = state.get("stages", {}).get(name)
@@ -168,7 +168,7 @@ def summary_cells(summary: dict[str, Any]) -> tuple[str, str, str, str]:
     )
 
 
-def launcher_label(spec: Any, state: dict[str, Any], why: bool = True) -> str:
+def launcher_label(spec: Any, state: Mapping[str, Any], why: bool = True) -> str:
     """The run's launcher as a reader should see it: ``torchrun, hot`` when the warm pool
     forked its ranks, and, when a hot run fell back to torchrun, that it did (and why)."""
     hot = (state.get("launcher") or {}).get("hot")
@@ -264,7 +264,7 @@ def non_finite_line(fact: dict[str, Any], stop_on_nan: Sequence[str] = ()) -> st
     return line + (" (--stop-on-nan fails the run)" if fact["metric"] in stop_on_nan else "")
 
 
-def attempt_lines(state: dict[str, Any], max_restarts: int) -> list[str]:
+def attempt_lines(state: Mapping[str, Any], max_restarts: int) -> list[str]:
     """Each attempt: when it started, how long it ran and how it ended."""
     attempts = attempts_of(state)
     if not restarts_shown(attempts, max_restarts):
@@ -287,7 +287,7 @@ def attempt_lines(state: dict[str, Any], max_restarts: int) -> list[str]:
     return lines
 
 
-def health_summary(state: dict[str, Any], spec: Any, stacks: bool = True) -> list[str]:
+def health_summary(state: Mapping[str, Any], spec: Any, stacks: bool = True) -> list[str]:
     """The end summary's lines on restarts, NaN/inf and the stacks of a stall."""
     settings = watch_settings(spec)
     lines = attempt_lines(state, settings["max_restarts"])
@@ -388,8 +388,8 @@ def environment_line(env: dict[str, Any]) -> str:
     return line + "".join(f"\n  differs from the notebook: {d}" for d in differences)
 
 
-def traceback_tail(text: str, lines: int = 25) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])
+def traceback_tail(text: str | None, lines: int = 25) -> str:
+    return "\n".join((text or "").rstrip().splitlines()[-lines:])
 
 
 class TextMonitor:
