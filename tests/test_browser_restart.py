@@ -12,6 +12,7 @@ import pytest
 from conftest import leftover, wait_for
 from test_browser import browser  # noqa: F401 (the fixture)
 
+import jupyter_trainer
 from jupyter_trainer import api
 
 WAITING_CELL = """%%train --procs 2 --name waiting
@@ -41,7 +42,7 @@ def test_the_kernel_menu_never_ends_the_run_a_cell_waits_for(browser, home, comm
     lab.write_notebook("waiting.ipynb", ["%load_ext jupyter_trainer", WAITING_CELL, ATTACH_CELL])
     page.open("waiting.ipynb")
     page.run_all()
-    run = wait_for(lambda: api.runs(home=home), 90, what="the run")[0]
+    run = wait_for(lambda: jupyter_trainer.runs(home=home), 90, what="the run")[0]
     wait_for(lambda: last_step(run) >= 5, 90, what="rank 0 at step 5")
     pw.click(".lm-MenuBar-item:has-text('Kernel')")
     pw.click(f".lm-Menu-item[data-command='{command}']")

@@ -216,13 +216,14 @@ def test_future_imports_are_hoisted(tmp_path):
 def test_runtime_files_are_copied(tmp_path):
     write_cell_snapshot(tmp_path / "code", "pass", empty_context())
     jt = tmp_path / "code" / "_jt"
-    assert (jt / "jupyter_trainer" / "__init__.py").read_text().startswith('"""')
-    if not (PACKAGE / "_boot.py").is_file():
-        pytest.skip("jupyter_trainer/rankside/boot.py not written yet")
-    assert (jt / "boot.py").read_bytes() == (PACKAGE / "_boot.py").read_bytes()
-    assert (jt / "jupyter_trainer" / "runtime.py").read_bytes() == (
-        PACKAGE / "runtime.py"
-    ).read_bytes()
+    from jupyter_trainer import rankside
+
+    assert (jt / "jupyter_trainer" / "__init__.py").read_text() == rankside.SHIM_INIT
+    assert (jt / "boot.py").read_bytes() == rankside.source(rankside.BOOT)
+    assert (jt / "jupyter_trainer" / "runtime.py").read_text() == rankside.SHIM_RUNTIME
+    for name in rankside.SNAPSHOT:
+        copied = jt / "jupyter_trainer" / "rankside" / name
+        assert copied.read_bytes() == rankside.source(name), name
 
 
 def test_cell_snapshot_runs_end_to_end(tmp_path):
