@@ -28,6 +28,25 @@ from ..supervisor import starter
 from ..targets import Target, get_target
 
 
+def write_checked(
+    write: Callable[[Path], RunSpec], staging: Path, target: Target, home: Path
+) -> RunSpec:
+    """Write the snapshot into ``staging``, let ``target`` check it, then build the
+    environment if it is not cached and check the snapshot's imports with its interpreter,
+    before anything exists: a missing module starts nothing."""
+    spec = write(staging)
+    target.check(spec)
+    env = environment.prepare(
+        spec.env,
+        staging,
+        spec.code.entry,
+        target=target,
+        launcher=spec.launch.launcher,
+        home=home,
+    )
+    return replace(spec, env=env)
+
+
 def submitter() -> dict[str, str]:
     """Who starts a run, for its ``origin``."""
     return {"user": getpass.getuser(), "host": socket.gethostname()}
@@ -52,21 +71,7 @@ def start_run(
     try:
         store.check_writable()  # an unwritable store fails here, before any snapshot is written
         staging = store.staging_dir()
-        spec = write(staging)
-        target.check(spec)
-        # Build the environment if it is not cached and check the snapshot's imports with
-        # its interpreter, before the run exists: a missing module starts nothing.
-        spec = replace(
-            spec,
-            env=environment.prepare(
-                spec.env,
-                staging,
-                spec.code.entry,
-                target=target,
-                launcher=spec.launch.launcher,
-                home=store.home,
-            ),
-        )
+        spec = write_checked(write, staging, target, store.home)
         run_id = store.create(spec, staging)
         if seed is not None:
             seed(run_id)

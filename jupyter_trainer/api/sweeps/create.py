@@ -4,16 +4,15 @@ sweep folder and start its driver. On any error nothing is left in the store."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ... import environment
 from ...core.errors import SpecError
 from ...core.spec import RunSpec
 from ...store import Store
 from ...store.sweeps import SweepStore
 from ...targets import Target
+from ..start import write_checked
 from .spec import SweepSpec
 
 
@@ -52,19 +51,7 @@ def create_sweep(
     staging = store.staging_dir()
     sweep_id = None
     try:
-        template = write(staging)
-        target.check(template)
-        template = replace(
-            template,
-            env=environment.prepare(
-                template.env,
-                staging,
-                template.code.entry,
-                target=target,
-                launcher=template.launch.launcher,
-                home=store.home,
-            ),
-        )
+        template = write_checked(write, staging, target, store.home)
         sweep_id = sweeps.create(spec.name, spec.to_dict(), template, staging)
         start_driver(str(store.home), sweep_id)
     except BaseException:
