@@ -188,3 +188,53 @@ def test_a_torchrun_run_leaves_no_folder_in_the_temp_dir(home, tmp_path, monkeyp
     assert bool(run.state["launcher"].get("hot", {}).get("used")) == hot
     assert sorted(p.name for p in tmp.glob("torchelastic_*")) == []
     assert not (run.store.paths(run.id).root / "work").exists()
+
+
+BARRIER_CELL = """
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+seen = []
+original = c10d._store_based_barrier
+def counted(*args, **kwargs):
+    seen.append(1)
+    return original(*args, **kwargs)
+c10d._store_based_barrier = counted
+dist.init_process_group("gloo")
+dist.destroy_process_group()
+print("barrier" if seen else "no-barrier")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hot", [True, False], ids=["warm-pool", "torchrun"])
+def test_init_process_group_returns_once_every_rank_has_joined(home, monkeypatch, hot):
+    """A rank that inits and ends at once must not close its connections while a slower peer
+    is still making the group (Gloo: "Connection closed by peer" on the peer): every rank's
+    ``init_process_group`` waits at torch's store barrier, unless the run's environment says
+    otherwise."""
+    from jupyter_trainer.api import runs as api
+
+    run = api.submit(BARRIER_CELL, launcher="torchrun", procs=2, name="joined", hot=hot, wait=True)
+    assert run.status == "completed", run.state.get("error")
+    assert [run.logs(r).split() for r in (0, 1)] == [["barrier"], ["barrier"]]
+
+    monkeypatch.setenv("TORCH_DIST_INIT_BARRIER", "0")
+    run = api.submit(BARRIER_CELL, launcher="torchrun", procs=2, name="own", hot=hot, wait=True)
+    assert run.status == "completed", run.state.get("error")
+    assert [run.logs(r).split() for r in (0, 1)] == [["no-barrier"], ["no-barrier"]]
+
+
+def test_a_local_runs_port_is_one_no_outgoing_connection_can_take():
+    """The port a local run's rank 0 binds later is drawn from below the kernel's ephemeral
+    range, where no connection's local port is ever picked, and is free when drawn."""
+    import socket
+
+    from jupyter_trainer.rankside import procs
+
+    low, high = procs.ephemeral_ports()
+    ports = {procs.free_port() for _ in range(20)}
+    assert all(1024 <= p < low for p in ports), (ports, low)
+    assert len(ports) > 1  # drawn, not fixed: two runs starting together do not collide
+    for port in ports:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))

@@ -231,3 +231,42 @@ def test_while_the_run_goes_only_the_current_attempt_counts():
     records = {0: {"exit_code": 1, "failed_at": 1.0, "attempt": 0}, 1: {"attempt": 1}}
     assert attribution.first_own_failure(records, relaunches=1) is None
     assert attribution.first_own_failure({0: records[0]}, relaunches=0) is not None
+
+
+GLOO_LOST = (
+    "RuntimeError: Gloo connectFullMesh failed with [gloo/transport/tcp/pair.cc:553] "
+    "Connection closed by peer [127.0.0.1]:8324. This is typically caused by a remote "
+    "worker crashing."
+)
+
+
+def test_a_rank_that_lost_its_peer_says_what_the_peer_did():
+    """The records of a real run on a loaded machine: rank 1 ended well while rank 0 was
+    still making the group. The error names rank 0's failure and what rank 1 did then."""
+    records = {
+        0: {
+            "exit_code": 1,
+            "failed_at": 1795755951.314,
+            "ended": 1795755951.32,
+            "error": GLOO_LOST,
+        },
+        1: {"exit_code": 0, "ended": 1795755951.301},
+    }
+    status, why = verdict.decide(evidence(records=records, launcher_exit=1, outcome={}))
+    assert status == "failed" and why["failed_rank"] == 0
+    assert why["error"] == (
+        f"{GLOO_LOST} (at rank 0's failure: rank 1 exited with code 0 0.01 s before)"
+    )
+
+
+def test_a_peer_note_needs_a_lost_connection_and_a_peer_that_ended_then():
+    other = {"exit_code": 1, "failed_at": 100.0, "ended": 100.0, "error": "ValueError: bad"}
+    status, why = verdict.decide(
+        evidence(records={0: other, 1: {"exit_code": 0, "ended": 99.9}}, launcher_exit=1)
+    )
+    assert why["error"] == "ValueError: bad"
+    lost = {**other, "error": GLOO_LOST}
+    status, why = verdict.decide(
+        evidence(records={0: lost, 1: {"exit_code": 0, "ended": 90.0}}, launcher_exit=1)
+    )
+    assert why["error"] == GLOO_LOST

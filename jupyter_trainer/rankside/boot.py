@@ -238,6 +238,7 @@ def main(argv: list[str]) -> int:
 
     if os.environ.get("JT_BACKEND_OVERRIDE") == "1" and os.environ.get("JT_BACKEND"):
         rank_env.force_backend(os.environ["JT_BACKEND"])
+    rank_env.join_before_returning()
     rank_env.separate_restarts()
     rank_env.host_store_on_held_port()
 

@@ -117,6 +117,19 @@ def force_backend(backend: str) -> None:
     setattr(dist, "init_process_group", init_process_group)  # noqa: B010
 
 
+def join_before_returning() -> None:
+    """``init_process_group`` returns only once every rank has made the group.
+
+    Since torch 2.1 it returns as soon as this rank's own connections are made. A rank that
+    then ends at once (a cell with no collective, a rank with nothing to do) closes its
+    connections while a slower peer is still setting up its side, and the peer fails with
+    Gloo's "Connection closed by peer", blamed on a crash that never happened. torch's own
+    store-based barrier after the group is made closes that window, for one store round
+    trip; a run whose environment sets ``TORCH_DIST_INIT_BARRIER`` keeps its own choice.
+    """
+    os.environ.setdefault("TORCH_DIST_INIT_BARRIER", "1")
+
+
 def separate_restarts() -> None:
     """After torchrun restarted the ranks, give this attempt's process group keys of its own.
 

@@ -189,6 +189,36 @@ def rank_deaths(
     return deaths
 
 
+# What a rank raises when a peer's connection went away under it during a collective or
+# while the process group was being made (Gloo, NCCL's socket layer, the TCP store).
+_PEER_LOST = re.compile(
+    r"closed by peer|connection reset|connection refused|broken pipe|connectFullMesh", re.I
+)
+PEER_WINDOW_S = 2.0
+
+
+def peers_at_failure(death: Death, records: dict[int, dict[str, Any]]) -> str | None:
+    """For a rank that failed because a peer's connection went away: what the other ranks
+    had done by then, as their own records say (a peer that ended on its own within
+    PEER_WINDOW_S of the failure). None when the failure is not of that kind, or no peer
+    ended then."""
+    if death.rank is None or death.how not in ON_ITS_OWN:
+        return None
+    if not _PEER_LOST.search(str(death.record.get("error") or "")):
+        return None
+    words = []
+    for rank, rec in sorted(records.items()):
+        ended = rec.get("ended")
+        if rank == death.rank or rec.get("exit_code") is None or ended is None:
+            continue
+        gap = float(ended) - death.at
+        if abs(gap) <= PEER_WINDOW_S:
+            when = f"{-gap:.2f} s before" if gap <= 0 else f"{gap:.2f} s after"
+            did = "failed with" if rec.get("error") else "exited with"
+            words.append(f"rank {rank} {did} code {rec['exit_code']} {when}")
+    return "; ".join(words) or None
+
+
 def unrecorded(records: dict[int, dict[str, Any]]) -> list[int]:
     """Ranks that started and left no end and no watcher's time at all."""
     return sorted(

@@ -97,6 +97,9 @@ def decide(e: Evidence) -> tuple[Status, StateRecord]:
         }
         if first.rank is not None:
             fields["failed_rank"] = first.rank
+        peers = attribution.peers_at_failure(first, e.records)
+        if peers:  # a lost connection: say what the peer did, not only what the rank saw
+            fields["error"] = f"{fields['error']} (at rank {first.rank}'s failure: {peers})"
     elif killed:
         fields = {
             "failed_rank": killed[0],
