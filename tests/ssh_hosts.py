@@ -26,6 +26,8 @@ from pathlib import Path
 import pytest
 from daemons import die_with_this_process
 
+from jupyter_trainer.rankside import procs
+
 SSHD = "/usr/sbin/sshd"
 ADDRESSES = ("127.0.0.2", "127.0.0.3")
 ALIASES = ("n1", "n2")
@@ -52,9 +54,7 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 def _free_port(address: str) -> int:
     """A port free on ``address`` now. Fixed ports would collide with another test session
     on the same machine, whose sshd would then refuse this session's key."""
-    with socket.socket() as sock:
-        sock.bind((address, 0))
-        return sock.getsockname()[1]
+    return procs.free_port(address)
 
 
 def _keygen(path: Path) -> None:

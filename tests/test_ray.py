@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -228,14 +227,8 @@ def test_more_nodes_than_the_cluster_has_stays_queued_with_rays_reason(rc, home)
     assert leftover(run.id) == []
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_errors_before_launch(rc, home):
-    add_target("nowhere", "ray", home=home, address=f"127.0.0.1:{_free_port()}")
+    add_target("nowhere", "ray", home=home, address=f"127.0.0.1:{procs.free_port()}")
     with pytest.raises(TargetError, match=r"unreachable .*start it \(ray start --head\)"):
         api.submit("print(1)", target="nowhere", nodes=1, procs=1)
     with pytest.raises(

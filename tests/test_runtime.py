@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_trainer.capture.snapshot import runtime_files
+from jupyter_trainer.rankside import procs
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "jupyter_trainer"
@@ -70,10 +71,7 @@ def wait_for(path: Path, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+free_port = procs.free_port
 
 
 @pytest.fixture

@@ -119,11 +119,37 @@ def wait_gone(pids_fn, timeout: float, poll: float = 0.05) -> list[int]:
     return left
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+def ephemeral_ports() -> tuple[int, int]:
+    """The range the kernel picks a connection's local port from (Linux's default if unread)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_port(host: str = "127.0.0.1", *, tries: int = 64) -> int:
+    """A port nothing listens on now, for a process that binds it a moment later.
+
+    It is drawn at random from below the kernel's ephemeral range: a port from inside it
+    (what ``bind(0)`` gives) is one the kernel may hand to any outgoing connection (a Gloo
+    pair, another run's store client) in the moment between this check and the bind, and
+    on a busy machine it does. Below the range only another explicit bind can take it."""
+    import random
+
+    low, _ = ephemeral_ports()
+    first = max(1024, low // 2)
+    for _ in range(tries if low - first > 1000 else 0):
+        port = random.randrange(first, low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def termination_signal_name(code: int | None) -> str | None:

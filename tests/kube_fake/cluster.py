@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import traceback
 import uuid
 from pathlib import Path
 
 import yaml
+
+from jupyter_trainer.rankside import procs
 
 from . import admission
 from .gc import GarbageCollector
@@ -23,10 +24,7 @@ from .validation import K8S_DIR, validate_object
 DEFAULT_ALLOCATABLE = {"cpu": "8", "memory": "32Gi", "pods": "110", "nvidia.com/gpu": "0"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+free_port = procs.free_port
 
 
 class FakeCluster:
