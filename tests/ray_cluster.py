@@ -21,6 +21,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from daemons import die_with_this_process
+
 RAY = str(Path(sys.executable).with_name("ray"))
 PORTS_PER_NODE = 50
 ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -132,7 +134,7 @@ class RayCluster:
         return left
 
 
-def start_cluster(worker: int = 0, cpus: int = 2) -> RayCluster:
+def start_cluster(worker: int = 0, cpus: int = 2, nodes: int = 2) -> RayCluster:
     base = _block(worker)
     root = Path(tempfile.mkdtemp(prefix="jtray-", dir="/tmp"))  # Ray's socket paths are short
     cluster = RayCluster(root, gcs_port=base, dashboard_port=base + 1)
@@ -161,7 +163,7 @@ def start_cluster(worker: int = 0, cpus: int = 2) -> RayCluster:
         # A node gives up when its own processes have not come up, or the GCS has not
         # registered it, within Ray's own limits (30 s), which a loaded machine can exceed:
         # what is left of it is ended and it is started again, twice at most.
-        for argv, log, count in ((head, "head.log", 1), (second, "node.log", 2)):
+        for argv, log, count in ((head, "head.log", 1), (second, "node.log", 2))[:nodes]:
             for attempt in range(3):
                 _start(cluster, argv, log)
                 try:
@@ -210,6 +212,7 @@ def _start(cluster: RayCluster, argv: list[str], log: str) -> None:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 cwd=cluster.root,
+                preexec_fn=die_with_this_process(),  # a killed test session takes it along
             )
         )
 

@@ -41,3 +41,44 @@ def test_a_fixture_daemon_ends_when_its_pytest_process_is_killed():
         starter.kill()
         if Path(f"/proc/{daemon}").exists():
             os.kill(daemon, signal.SIGKILL)
+
+
+def test_a_ray_node_and_its_processes_end_when_their_pytest_process_is_killed():
+    """``ray start --block`` runs in a session of its own, so a killed test session would
+    leave it, its GCS and its raylet running: it gets SIGTERM from the kernel instead, and
+    takes its processes with it."""
+    starter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from ray_cluster import start_cluster\n"
+            "cluster = start_cluster(worker=3, cpus=1, nodes=1)\n"
+            "print(cluster.root, flush=True)\n"
+            "time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(TESTS)},
+    )
+    from ray_cluster import RayCluster
+
+    root = Path(starter.stdout.readline().strip())
+    cluster = RayCluster(root, 0, 0)
+    try:
+        assert root.name.startswith("jtray-") and cluster.processes(), "no Ray node came up"
+        starter.send_signal(signal.SIGKILL)
+        starter.wait(timeout=10)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and cluster.processes():
+            time.sleep(0.2)
+        assert cluster.processes() == [], "the Ray node outlived its starter"
+    finally:
+        starter.kill()
+        starter.wait()
+        for line in cluster.processes():
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        if root.name.startswith("jtray-"):
+            import shutil
+
+            shutil.rmtree(root, ignore_errors=True)
