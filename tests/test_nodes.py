@@ -4,6 +4,7 @@ protocol alone (as a Ray actor or a scheduler's shell would be)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 
 from jupyter_trainer.core.errors import TargetError
 from jupyter_trainer.nodes import calls
+from jupyter_trainer.nodes.commands import agent_file
 from jupyter_trainer.nodes.folder import RemoteFolder
 from jupyter_trainer.nodes.mirror import LocalFiles
 from jupyter_trainer.nodes.prepare import snapshot_tarball
@@ -32,9 +34,11 @@ class EnvShell:
 
     host: str = "envnode"
     ran: int = 0
+    tmpdir: str | None = None  # the node's TMPDIR, when it has one
 
     def _argv(self, remote: str) -> list[str]:
-        return ["env", "-i", "PATH=/usr/bin:/bin", "/bin/sh", "-c", remote]
+        temp = [f"TMPDIR={self.tmpdir}"] if self.tmpdir else []
+        return ["env", "-i", "PATH=/usr/bin:/bin", *temp, "/bin/sh", "-c", remote]
 
     def run(
         self,
@@ -173,6 +177,32 @@ def test_a_remote_folder_goes_through_its_whole_lifecycle_on_another_transport(t
     (Path(folder.run_dir) / "work" / "node-0").mkdir(parents=True)
     assert folder.discard() == [f"envnode:{folder.run_dir}/work"]
     assert not (Path(folder.run_dir) / "work").exists()
+
+
+def test_the_pre_flight_installs_the_agent_zip_and_reports_its_path(tmp_path):
+    workdir = tmp_path / "node"
+    args = {"modules": ["json"], "versions": [], "tools": []}
+    answer = calls.preflight(EnvShell(), sys.executable, str(workdir), args, 30)
+    (installed,) = (workdir / "bin").iterdir()
+    assert installed.name == agent_file(hashlib.sha256(calls.agent_source()).hexdigest())
+    assert installed.read_bytes() == calls.agent_source()
+    assert answer["agent"] == str(installed) and answer["missing"] == []
+
+
+def test_a_dry_run_pre_flight_leaves_no_file_behind(tmp_path):
+    """The probe runs the agent's zip from a private temporary file and removes it, when the
+    agent answers and when it fails; the workdir is never made."""
+    temp, workdir = tmp_path / "tmp", tmp_path / "node"
+    temp.mkdir()
+    shell = EnvShell(tmpdir=str(temp))
+    args = {"modules": ["json", "no_such_module"], "versions": [], "tools": []}
+    answer = calls.preflight(shell, sys.executable, str(workdir), args, 30, probe=True)
+    assert answer["missing"] == ["no_such_module"] and answer["writable"]
+    assert Path(answer["agent"]).parent == temp and answer["agent"].endswith(".pyz")
+    assert list(temp.iterdir()) == [] and not workdir.exists()
+    with pytest.raises(TargetError, match="pre-flight"):  # the agent fails: a traceback
+        calls.preflight(shell, sys.executable, str(workdir), {"modules": 5}, 30, probe=True)
+    assert list(temp.iterdir()) == [] and not workdir.exists()
 
 
 def test_built_environment_records_what_the_run_state_keeps():

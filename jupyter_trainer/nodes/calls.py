@@ -8,22 +8,21 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
-from .. import rankside
 from ..core.errors import TargetError
 from ..core.spec import EnvSpec
 from ..rankside.home import default_home
+from .agent_zip import agent_zip
 from .commands import agent_command, agent_file, bootstrap_command, bootstrap_input, probe_command
 from .frames import parse_answer
 from .prepare import environment_payload
 from .transport import NodeShell
 
 
-@lru_cache(maxsize=1)
 def agent_source() -> bytes:
-    return rankside.source(rankside.AGENT)
+    """The agent as a node is sent it: its zip application (``agent_zip.py``)."""
+    return agent_zip()
 
 
 def preflight_command(python: str, workdir: str, args: Mapping[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""The agent that runs on each node: ``python jt-node-<hash>.py --workdir W SUB ARGS``.
+"""The agent that runs on each node: ``python jt-node-<hash>.pyz --workdir W SUB ARGS``.
 
 Standard library only (Python 3.8+), installed once under ``W/bin/``, run with the node's
 python. ARGS is one JSON argv element, payloads come on stdin, answers are frames on stdout
@@ -105,7 +105,7 @@ def cmd_preflight(workdir, args):
         "executable": sys.executable,
         "hostname": socket.gethostname(),
         "workdir": workdir,
-        "agent": __file__,
+        "agent": sys.argv[0],  # the zip application, not a file inside it
         "cpus": os.cpu_count() or 1,
         "root": os.geteuid() == 0,
         "missing": [],
@@ -288,7 +288,7 @@ def cmd_environment(workdir, args):
     check = subprocess.run(
         [
             record["python"],
-            __file__,
+            sys.argv[0],
             "--workdir",
             workdir,
             "preflight",
@@ -699,7 +699,7 @@ COMMANDS = {
 
 def main(argv):
     if len(argv) != 4 or argv[0] != "--workdir" or argv[2] not in COMMANDS:
-        sys.stderr.write("usage: jt-node.py --workdir W {%s} JSON\n" % "|".join(COMMANDS))
+        sys.stderr.write("usage: jt-node.pyz --workdir W {%s} JSON\n" % "|".join(COMMANDS))
         return 2
     workdir = os.path.abspath(os.path.expanduser(argv[1]))
     COMMANDS[argv[2]](workdir, json.loads(argv[3]))
