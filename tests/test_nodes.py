@@ -23,7 +23,8 @@ from jupyter_trainer.nodes.mirror import LocalFiles
 from jupyter_trainer.nodes.prepare import snapshot_tarball
 from jupyter_trainer.nodes.ssh import SshClient
 from jupyter_trainer.nodes.transport import LocalShell, NodeShell
-from jupyter_trainer.rankside import agent
+from jupyter_trainer.rankside.agent import follow as agent_follow
+from jupyter_trainer.rankside.agent.snapshot import tree_hash
 from jupyter_trainer.targets import BuiltEnvironment
 
 
@@ -122,7 +123,7 @@ def test_a_remote_folder_goes_through_its_whole_lifecycle_on_another_transport(t
         lost_after=30,
     )
     args = {"modules": [], "versions": [], "tools": []}
-    code_hash = agent.tree_hash(str(code))
+    code_hash = tree_hash(str(code))
     folder.preflight("r1", code_hash, args)
     assert folder.problem() is None and not folder.has_snapshot
     folder.stage(snapshot_tarball(code))
@@ -240,8 +241,11 @@ def test_a_launcher_that_ends_while_its_status_is_read_is_not_taken_for_lost(tmp
         (tmp_path / "node-0.exit").write_text(json.dumps({"exit_code": 0}))
         return False
 
-    monkeypatch.setattr(agent, "alive", keeper_finishes_now)
-    assert agent.Follower(str(tmp_path), 0, {}).launcher_status() == {"exit": 0, "alive": False}
+    monkeypatch.setattr(agent_follow, "is_alive", keeper_finishes_now)
+    assert agent_follow.Follower(str(tmp_path), 0, {}).launcher_status() == {
+        "exit": 0,
+        "alive": False,
+    }
     (tmp_path / "node-0.exit").unlink()
-    monkeypatch.setattr(agent, "alive", lambda pid, ticks=None: False)
-    assert agent.Follower(str(tmp_path), 0, {}).launcher_status()["exit"] == -1
+    monkeypatch.setattr(agent_follow, "is_alive", lambda pid, ticks=None: False)
+    assert agent_follow.Follower(str(tmp_path), 0, {}).launcher_status()["exit"] == -1

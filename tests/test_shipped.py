@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -66,6 +66,32 @@ def test_a_shipped_file_imports_only_the_standard_library(name):
             if top in ON_THE_NODE and id(node) not in top_level:
                 continue
             bad.append(f"line {node.lineno}: {full}")
+    assert not bad, f"rankside/{name} imports {bad}"
+
+
+@pytest.mark.parametrize("name", rankside.AGENT)
+def test_an_agent_module_imports_only_what_its_zip_holds(name):
+    """The agent runs from its zip (package ``_jt_agent``), where only ``rankside.AGENT`` is:
+    what an agent module imports of the rank side is imported relatively, and is there."""
+    folder = PurePosixPath(name).parent
+    bad = []
+    for node in ast.walk(ast.parse((RANKSIDE / name).read_text())):
+        if isinstance(node, ast.Import | ast.ImportFrom) and not getattr(node, "level", 0):
+            full = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            bad += [f"line {node.lineno}: {m}" for m in full if m.startswith("jupyter_trainer")]
+        if not isinstance(node, ast.ImportFrom) or not node.level:
+            continue
+        base = folder
+        for _ in range(node.level - 1):
+            base = base.parent
+        modules = (
+            [base.joinpath(*node.module.split("."))]
+            if node.module
+            else [base / alias.name for alias in node.names]
+        )
+        for module in modules:
+            if not {f"{module}.py", f"{module}/__init__.py"} & set(rankside.AGENT):
+                bad.append(f"line {node.lineno}: {module} (not in rankside.AGENT)")
     assert not bad, f"rankside/{name} imports {bad}"
 
 

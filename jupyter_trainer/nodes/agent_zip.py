@@ -22,7 +22,7 @@ from .. import rankside
 PACKAGE = "_jt_agent"
 MAIN = (
     '"""The node agent: ``python jt-node-<hash>.pyz --workdir W SUB ARGS``."""\n'
-    f"import sys\nfrom {PACKAGE}.agent import main\n\nsys.exit(main(sys.argv[1:]))\n"
+    f"import sys\nfrom {PACKAGE}.agent.main import main\n\nsys.exit(main(sys.argv[1:]))\n"
 )
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can hold
 

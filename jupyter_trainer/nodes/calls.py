@@ -1,4 +1,4 @@
-"""One call of the node agent (agent.py) on one host, through any ``NodeShell``
+"""One call of the node agent (rankside/agent/) on one host, through any ``NodeShell``
 (transport.py): the pre-flight (which installs the agent), sending a snapshot, and building
 a locked environment. Each answers the agent's JSON or raises a TargetError naming the host.
 The ssh target makes these calls on every node; the Slurm target on its login node.

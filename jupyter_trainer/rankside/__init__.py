@@ -40,7 +40,22 @@ SNAPSHOT = (
     "workdir.py",
     "death_watch.py",
 )
-AGENT = ("__init__.py", "agent.py")
+AGENT = (
+    "__init__.py",
+    "atomic.py",
+    "procs.py",
+    "agent/__init__.py",
+    "agent/main.py",
+    "agent/frames.py",
+    "agent/processes.py",
+    "agent/preflight.py",
+    "agent/session.py",
+    "agent/snapshot.py",
+    "agent/environment.py",
+    "agent/start.py",
+    "agent/follow.py",
+    "agent/ending.py",
+)
 POOL = (
     "__init__.py",
     "atomic.py",
