@@ -4,6 +4,7 @@ protocol alone (as a Ray actor or a scheduler's shell would be)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -16,12 +17,14 @@ import pytest
 
 from jupyter_trainer.core.errors import TargetError
 from jupyter_trainer.nodes import calls
+from jupyter_trainer.nodes.commands import agent_file
 from jupyter_trainer.nodes.folder import RemoteFolder
 from jupyter_trainer.nodes.mirror import LocalFiles
 from jupyter_trainer.nodes.prepare import snapshot_tarball
 from jupyter_trainer.nodes.ssh import SshClient
 from jupyter_trainer.nodes.transport import LocalShell, NodeShell
-from jupyter_trainer.rankside import agent
+from jupyter_trainer.rankside.agent import follow as agent_follow
+from jupyter_trainer.rankside.agent.snapshot import tree_hash
 from jupyter_trainer.targets import BuiltEnvironment
 
 
@@ -32,9 +35,11 @@ class EnvShell:
 
     host: str = "envnode"
     ran: int = 0
+    tmpdir: str | None = None  # the node's TMPDIR, when it has one
 
     def _argv(self, remote: str) -> list[str]:
-        return ["env", "-i", "PATH=/usr/bin:/bin", "/bin/sh", "-c", remote]
+        temp = [f"TMPDIR={self.tmpdir}"] if self.tmpdir else []
+        return ["env", "-i", "PATH=/usr/bin:/bin", *temp, "/bin/sh", "-c", remote]
 
     def run(
         self,
@@ -118,7 +123,7 @@ def test_a_remote_folder_goes_through_its_whole_lifecycle_on_another_transport(t
         lost_after=30,
     )
     args = {"modules": [], "versions": [], "tools": []}
-    code_hash = agent.tree_hash(str(code))
+    code_hash = tree_hash(str(code))
     folder.preflight("r1", code_hash, args)
     assert folder.problem() is None and not folder.has_snapshot
     folder.stage(snapshot_tarball(code))
@@ -175,6 +180,32 @@ def test_a_remote_folder_goes_through_its_whole_lifecycle_on_another_transport(t
     assert not (Path(folder.run_dir) / "work").exists()
 
 
+def test_the_pre_flight_installs_the_agent_zip_and_reports_its_path(tmp_path):
+    workdir = tmp_path / "node"
+    args = {"modules": ["json"], "versions": [], "tools": []}
+    answer = calls.preflight(EnvShell(), sys.executable, str(workdir), args, 30)
+    (installed,) = (workdir / "bin").iterdir()
+    assert installed.name == agent_file(hashlib.sha256(calls.agent_source()).hexdigest())
+    assert installed.read_bytes() == calls.agent_source()
+    assert answer["agent"] == str(installed) and answer["missing"] == []
+
+
+def test_a_dry_run_pre_flight_leaves_no_file_behind(tmp_path):
+    """The probe runs the agent's zip from a private temporary file and removes it, when the
+    agent answers and when it fails; the workdir is never made."""
+    temp, workdir = tmp_path / "tmp", tmp_path / "node"
+    temp.mkdir()
+    shell = EnvShell(tmpdir=str(temp))
+    args = {"modules": ["json", "no_such_module"], "versions": [], "tools": []}
+    answer = calls.preflight(shell, sys.executable, str(workdir), args, 30, probe=True)
+    assert answer["missing"] == ["no_such_module"] and answer["writable"]
+    assert Path(answer["agent"]).parent == temp and answer["agent"].endswith(".pyz")
+    assert list(temp.iterdir()) == [] and not workdir.exists()
+    with pytest.raises(TargetError, match="pre-flight"):  # the agent fails: a traceback
+        calls.preflight(shell, sys.executable, str(workdir), {"modules": 5}, 30, probe=True)
+    assert list(temp.iterdir()) == [] and not workdir.exists()
+
+
 def test_built_environment_records_what_the_run_state_keeps():
     ssh_like = BuiltEnvironment(
         "/e/bin/python",
@@ -210,8 +241,11 @@ def test_a_launcher_that_ends_while_its_status_is_read_is_not_taken_for_lost(tmp
         (tmp_path / "node-0.exit").write_text(json.dumps({"exit_code": 0}))
         return False
 
-    monkeypatch.setattr(agent, "alive", keeper_finishes_now)
-    assert agent.Follower(str(tmp_path), 0, {}).launcher_status() == {"exit": 0, "alive": False}
+    monkeypatch.setattr(agent_follow, "is_alive", keeper_finishes_now)
+    assert agent_follow.Follower(str(tmp_path), 0, {}).launcher_status() == {
+        "exit": 0,
+        "alive": False,
+    }
     (tmp_path / "node-0.exit").unlink()
-    monkeypatch.setattr(agent, "alive", lambda pid, ticks=None: False)
-    assert agent.Follower(str(tmp_path), 0, {}).launcher_status()["exit"] == -1
+    monkeypatch.setattr(agent_follow, "is_alive", lambda pid, ticks=None: False)
+    assert agent_follow.Follower(str(tmp_path), 0, {}).launcher_status()["exit"] == -1

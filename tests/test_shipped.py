@@ -11,10 +11,12 @@ the rank side imports nothing a bare Python lacks.
 from __future__ import annotations
 
 import ast
+import io
 import os
 import subprocess
 import sys
-from pathlib import Path
+import zipfile
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -67,6 +69,32 @@ def test_a_shipped_file_imports_only_the_standard_library(name):
     assert not bad, f"rankside/{name} imports {bad}"
 
 
+@pytest.mark.parametrize("name", rankside.AGENT)
+def test_an_agent_module_imports_only_what_its_zip_holds(name):
+    """The agent runs from its zip (package ``_jt_agent``), where only ``rankside.AGENT`` is:
+    what an agent module imports of the rank side is imported relatively, and is there."""
+    folder = PurePosixPath(name).parent
+    bad = []
+    for node in ast.walk(ast.parse((RANKSIDE / name).read_text())):
+        if isinstance(node, ast.Import | ast.ImportFrom) and not getattr(node, "level", 0):
+            full = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            bad += [f"line {node.lineno}: {m}" for m in full if m.startswith("jupyter_trainer")]
+        if not isinstance(node, ast.ImportFrom) or not node.level:
+            continue
+        base = folder
+        for _ in range(node.level - 1):
+            base = base.parent
+        modules = (
+            [base.joinpath(*node.module.split("."))]
+            if node.module
+            else [base / alias.name for alias in node.names]
+        )
+        for module in modules:
+            if not {f"{module}.py", f"{module}/__init__.py"} & set(rankside.AGENT):
+                bad.append(f"line {node.lineno}: {module} (not in rankside.AGENT)")
+    assert not bad, f"rankside/{name} imports {bad}"
+
+
 def test_nothing_else_reads_the_package_source():
     """Outside rankside/, no module finds a file beside itself to send: ``__file__`` is used
     only to find the widget's built assets."""
@@ -105,11 +133,17 @@ def test_the_snapshot_carries_the_rank_side_and_a_stand_in_package(tmp_path):
 
 def test_each_way_of_shipping_sends_rank_side_files():
     from jupyter_trainer.nodes import calls
+    from jupyter_trainer.nodes.agent_zip import MAIN, PACKAGE, agent_zip
     from jupyter_trainer.nodes.hotstart.bundle import FOLDER, node_bundle
     from jupyter_trainer.rankside.hotstart.node_launch import BUNDLE_PACKAGE
     from jupyter_trainer.targets.kubernetes.manifests import pod_program_source
 
-    assert calls.agent_source() == rankside.source(rankside.AGENT)
+    assert calls.agent_source() == agent_zip()
+    with zipfile.ZipFile(io.BytesIO(agent_zip())) as archive:
+        sent = {name: archive.read(name) for name in archive.namelist()}
+    assert sent.pop("__main__.py") == MAIN.encode()  # one entry line into the package
+    assert MAIN.splitlines()[2].startswith(f"from {PACKAGE}.agent")
+    assert sent == {f"{PACKAGE}/{name}": rankside.source(name) for name in rankside.AGENT}
     assert pod_program_source() == rankside.text(rankside.KUBE_POD)
     _, files = node_bundle()
     package = {
@@ -129,6 +163,24 @@ def test_each_way_of_shipping_sends_rank_side_files():
         rankside.source("../core/errors.py")
 
 
+def test_the_agent_zip_is_the_same_bytes_for_the_same_sources():
+    """Its digest names the file installed on a node: building it again (another process, at
+    another time) gives the same bytes, so a node never installs a second copy."""
+    from jupyter_trainer.nodes import agent_zip
+
+    first = agent_zip.agent_zip()
+    agent_zip.agent_zip.cache_clear()
+    assert agent_zip.agent_zip() == first
+    code = "import sys\nfrom jupyter_trainer.nodes.agent_zip import agent_zip\n"
+    code += "sys.stdout.buffer.write(agent_zip())\n"
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
+    assert again.stdout == first
+    with zipfile.ZipFile(io.BytesIO(first)) as archive:
+        entries = archive.infolist()
+    assert [e.filename for e in entries] == sorted(e.filename for e in entries)
+    assert {e.date_time for e in entries} == {(1980, 1, 1, 0, 0, 0)}
+
+
 def test_the_environment_payload_is_the_shipped_builder(tmp_path):
     import io
     import tarfile
@@ -145,13 +197,15 @@ def test_the_environment_payload_is_the_shipped_builder(tmp_path):
 
 def test_shipped_files_run_where_jupyter_trainer_is_not_installed(tmp_path):
     """The snapshot's stand-in and the node agent import with ``python -S`` (no
-    site-packages) from a folder holding only what is shipped."""
+    site-packages) from a folder holding only what is shipped: the agent's zip, as a node
+    runs it."""
     from jupyter_trainer.capture.snapshot import RESERVED_DIR, write_script_snapshot
+    from jupyter_trainer.nodes.calls import agent_source
 
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")
     write_script_snapshot(tmp_path / "code", script)
-    (tmp_path / "agent.py").write_bytes(rankside.source(rankside.AGENT))
+    (tmp_path / "jt-node.pyz").write_bytes(agent_source())
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     code = (
         "import sys\n"
@@ -170,10 +224,19 @@ def test_shipped_files_run_where_jupyter_trainer_is_not_installed(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "jupyter_trainer.rankside.runtime" in done.stdout
     agent = subprocess.run(
-        [sys.executable, "-S", str(tmp_path / "agent.py"), "--help"],
+        [sys.executable, "-S", str(tmp_path / "jt-node.pyz"), "--help"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
     )
     assert "Traceback" not in agent.stderr, agent.stderr
+    assert (agent.returncode, agent.stderr.split(" {")[0]) == (2, "usage: jt-node.pyz --workdir W")
+    listed = subprocess.run(
+        [sys.executable, "-S", str(tmp_path / "jt-node.pyz"), "--workdir", str(tmp_path)]
+        + ["leftovers", '{"run_id": "none"}'],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+    )
+    assert listed.stdout == b'\x1eJT {"leftovers": [], "n": 0}\n', listed.stderr

@@ -159,12 +159,12 @@ def test_remote_commands_survive_the_shell_unchanged(tmp_path):
     args = {"run_id": "r'; rm -rf ~", "x": HOSTILE_ENV["WEIRD"], "n": [1, "$(id)"]}
     for command, expected in (
         (
-            bootstrap_command(str(printer), HOSTILE, "jt-node-1.py", "preflight", args),
-            ["-c", BOOTSTRAP, HOSTILE, "jt-node-1.py", "preflight"],
+            bootstrap_command(str(printer), HOSTILE, "jt-node-1.pyz", "preflight", args),
+            ["-c", BOOTSTRAP, HOSTILE, "jt-node-1.pyz", "preflight"],
         ),
         (
-            agent_command(str(printer), f"{HOSTILE}/bin/a.py", HOSTILE, "stop", args),
-            [f"{HOSTILE}/bin/a.py", "--workdir", HOSTILE, "stop"],
+            agent_command(str(printer), f"{HOSTILE}/bin/a.pyz", HOSTILE, "stop", args),
+            [f"{HOSTILE}/bin/a.pyz", "--workdir", HOSTILE, "stop"],
         ),
     ):
         out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
@@ -226,7 +226,7 @@ def test_client_argv_matches_golden(tmp_path):
     text = (
         "\n".join(
             client.argv(
-                agent_command("/p y/python", "/w/bin/a.py", "/w", "leftovers", {"run_id": "r1"})
+                agent_command("/p y/python", "/w/bin/a.pyz", "/w", "leftovers", {"run_id": "r1"})
             )
         )
         + "\n"

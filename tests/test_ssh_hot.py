@@ -238,7 +238,7 @@ def test_the_pool_files_a_node_gets_import_nothing_else_of_jupyter_trainer(tmp_p
 
 def agent_leftovers(workdir: Path, run_id: str) -> list[str]:
     """What the node agent's ``leftovers`` sees of a run on a node with ``workdir``."""
-    agent = next((workdir / "bin").glob("jt-node-*.py"))
+    agent = next((workdir / "bin").glob("jt-node-*.pyz"))
     args = {"run_id": run_id, "run_dir": str(workdir / "runs" / run_id)}
     done = subprocess.run(
         [sys.executable, str(agent), "--workdir", str(workdir), "leftovers", json.dumps(args)],

@@ -1,7 +1,7 @@
 """The node layer: what every target that runs on other machines shares.
 
-- ``rankside/agent.py`` (layer 0): the program that runs on a node (standard library only;
-  sent as one file).
+- ``rankside/agent/`` (layer 0): the program that runs on a node (standard library only);
+  ``agent_zip.py``: that package as the one zip application a node is sent.
 - ``commands.py``: its command lines; ``calls.py``: one call of it (pre-flight, stage,
   environment) through a transport.
 - ``frames.py``: the frames it answers with; ``mirror.py``: live copies of a node's files.

@@ -1,4 +1,4 @@
-"""One call of the node agent (agent.py) on one host, through any ``NodeShell``
+"""One call of the node agent (rankside/agent/) on one host, through any ``NodeShell``
 (transport.py): the pre-flight (which installs the agent), sending a snapshot, and building
 a locked environment. Each answers the agent's JSON or raises a TargetError naming the host.
 The ssh target makes these calls on every node; the Slurm target on its login node.
@@ -8,22 +8,21 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
-from .. import rankside
 from ..core.errors import TargetError
 from ..core.spec import EnvSpec
 from ..rankside.home import default_home
+from .agent_zip import agent_zip
 from .commands import agent_command, agent_file, bootstrap_command, bootstrap_input, probe_command
 from .frames import parse_answer
 from .prepare import environment_payload
 from .transport import NodeShell
 
 
-@lru_cache(maxsize=1)
 def agent_source() -> bytes:
-    return rankside.source(rankside.AGENT)
+    """The agent as a node is sent it: its zip application (``agent_zip.py``)."""
+    return agent_zip()
 
 
 def preflight_command(python: str, workdir: str, args: Mapping[str, Any]) -> str:

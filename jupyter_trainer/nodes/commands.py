@@ -19,34 +19,43 @@ AGENT_NAME = "jt-node"
 _SNAPSHOT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 
-# Run with the node's python; installs the agent (read from stdin, after a line with its
-# length: what follows is the agent's own input) when it is missing, then runs it. Fixed
-# text: nothing of the user's reaches it except as quoted argv.
+# Run with the node's python; installs the agent, a zip application (read from stdin, after
+# a line with its length: what follows is the agent's own input) when it is missing, then
+# runs it as ``python <file>`` would. Fixed text: nothing of the user's reaches it except as
+# quoted argv.
 BOOTSTRAP = (
-    "import os,sys\n"
+    "import os,sys,runpy\n"
     "w=os.path.abspath(os.path.expanduser(sys.argv[1]));p=os.path.join(w,'bin',sys.argv[2])\n"
     "s=sys.stdin.buffer.read(int(sys.stdin.buffer.readline()))\n"
     "if not os.path.exists(p):\n"
     " os.makedirs(os.path.dirname(p),exist_ok=True);t='%s.%d.tmp'%(p,os.getpid())\n"
     " f=open(t,'wb');f.write(s);f.close();os.replace(t,p)\n"
     "sys.argv=[p,'--workdir',w]+sys.argv[3:]\n"
-    "exec(compile(s,p,'exec'),{'__name__':'__main__','__file__':p})\n"
+    "runpy.run_path(p,run_name='__main__')\n"
 )
 
 
-# A dry run's pre-flight: the agent read from stdin as above and run, never installed.
+# A dry run's pre-flight: the agent read from stdin as above and run from a private
+# temporary file (python runs a zip application only from a file), which is removed
+# however the agent ends; nothing is installed or made in the workdir.
 PROBE = (
-    "import os,sys\n"
+    "import os,sys,runpy,tempfile\n"
     "w=os.path.abspath(os.path.expanduser(sys.argv[1]))\n"
     "s=sys.stdin.buffer.read(int(sys.stdin.buffer.readline()))\n"
-    "sys.argv=['jt-node','--workdir',w]+sys.argv[2:]\n"
-    "exec(compile(s,'jt-node','exec'),{'__name__':'__main__','__file__':'jt-node'})\n"
+    "d,p=tempfile.mkstemp(prefix='jt-node-',suffix='.pyz')\n"
+    "try:\n"
+    " f=os.fdopen(d,'wb');f.write(s);f.close()\n"
+    " sys.argv=[p,'--workdir',w]+sys.argv[2:]\n"
+    " runpy.run_path(p,run_name='__main__')\n"
+    "finally:\n"
+    " os.unlink(p)\n"
 )
 
 
 def agent_file(digest: str) -> str:
-    """The agent's file name on a node, content-addressed so versions never mix."""
-    return f"{AGENT_NAME}-{digest[:16]}.py"
+    """The agent's file name on a node (a zip application), content-addressed so versions
+    never mix."""
+    return f"{AGENT_NAME}-{digest[:16]}.pyz"
 
 
 def bootstrap_command(
@@ -75,7 +84,7 @@ def probe_command(python: str, workdir: str, args: Mapping[str, Any]) -> str:
 
 
 def bootstrap_input(source: bytes) -> bytes:
-    """What a ``bootstrap_command`` reads first on its stdin: the agent's source."""
+    """What a ``bootstrap_command`` reads first on its stdin: the agent's zip."""
     return b"%d\n" % len(source) + source
 
 

@@ -1,4 +1,4 @@
-"""The frame protocol between the node agent (agent.py) and this machine.
+"""The frame protocol between the node agent (rankside/agent/) and this machine.
 
 The agent answers with frames on its standard output: a line ``\\x1eJT {json header}``
 then ``n`` raw bytes (the header's ``n``). The marker lets a reader skip whatever a login

@@ -1,6 +1,6 @@
 """Live copies of a remote run's files in the local run directory.
 
-Each node runs the agent's ``follow`` (agent.py) behind one long-lived ssh session: it
+Each node runs the agent's ``follow`` (rankside/agent/follow.py) behind one long-lived ssh session: it
 sends the new bytes of every rank's log and events, each rank record when it changes, and
 its launcher's state, as frames. Here they are written under the same names as a local run
 (``logs/rank-<r>.log``, ``events/rank-<r>.jsonl``, ``ranks/rank-<r>.json``), so the monitor,
@@ -250,7 +250,7 @@ class NodeFollower:
         self.retry = min(RETRY_S[1], self.retry * 2)
 
     def request_finish(self, args: dict[str, Any]) -> bool:
-        """Ask the live session to end the run on its node (agent.py ``finish``): no new
+        """Ask the live session to end the run on its node (the agent's ``finish``): no new
         connection, shell or interpreter. False when there is no live session to ask."""
         return self.request({"finish": args})
 

@@ -1,6 +1,6 @@
 """What a node must have before a run launches there, and what it is sent.
 
-The agent's pre-flight (agent.py ``preflight``) answers facts; the functions here decide
+The agent's pre-flight (rankside/agent/preflight.py) answers facts; the functions here decide
 which modules a run needs and judge the answer, so a node that cannot run the job stops
 the run before anything starts, with a message naming the node and the fix. Also here:
 the snapshot tarball and what a node needs to build a run's locked environment.

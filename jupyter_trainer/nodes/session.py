@@ -1,7 +1,7 @@
 """One connection to a node's agent, kept for a run's steps.
 
 A call of its own costs a login on the node for each step (ssh, the login shell's rc files,
-an interpreter). A session is opened with the pre-flight (agent.py ``preflight`` with
+an interpreter). A session is opened with the pre-flight (the agent's ``preflight`` with
 ``session``), then asked for the snapshot (``stage``) and the launch (``start``), and at
 last becomes the node's follow session: one login per node for the whole run.
 """

@@ -1,7 +1,7 @@
 """How the node layer reaches a node: the ``NodeShell`` protocol, and this machine.
 
 Everything the node layer does on a node (pre-flight, staging, building an environment,
-starting, following, ending a run) is a call of the agent (agent.py): a command line made
+starting, following, ending a run) is a call of the agent (rankside/agent/): a command line made
 by commands.py, a payload on its standard input, frames on its standard output. So a way
 to reach a node only has to run one command line there and hand back its output. The ssh
 transport (ssh.py) runs it through OpenSSH; ``LocalShell`` through ``/bin/sh`` on this

@@ -7,7 +7,8 @@ What is sent, and how:
 
 - ``SNAPSHOT``: the boot script and the runtime, copied into every run's snapshot
   (``code/_jt/``), beside the snapshot's own ``jupyter_trainer`` stand-in package;
-- ``AGENT``: the node agent, sent to ssh, Ray and Slurm nodes as one file;
+- ``AGENT``: the node agent and what it imports, sent to ssh, Ray and Slurm nodes as one zip
+  application (``nodes/agent_zip.py``) whose package is ``_jt_agent``;
 - ``POOL``: the hot-start pool, its forked child and the node launcher, sent to a node as
   the package ``_jt_node_pool``;
 - ``DATA_UNPACK``: sent with ``python -c`` to unpack a data input on a node;
@@ -39,7 +40,22 @@ SNAPSHOT = (
     "workdir.py",
     "death_watch.py",
 )
-AGENT = "agent.py"
+AGENT = (
+    "__init__.py",
+    "atomic.py",
+    "procs.py",
+    "agent/__init__.py",
+    "agent/main.py",
+    "agent/frames.py",
+    "agent/processes.py",
+    "agent/preflight.py",
+    "agent/session.py",
+    "agent/snapshot.py",
+    "agent/environment.py",
+    "agent/start.py",
+    "agent/follow.py",
+    "agent/ending.py",
+)
 POOL = (
     "__init__.py",
     "atomic.py",
@@ -75,7 +91,7 @@ SHIM_RUNTIME = (
 def shipped() -> tuple[str, ...]:
     """Every file of this folder that leaves this machine, by any of the ways above."""
     return tuple(
-        sorted({BOOT, *SNAPSHOT, AGENT, *POOL, DATA_UNPACK, ENV_BUILD, KUBE_POD, RAY_ACTOR})
+        sorted({BOOT, *SNAPSHOT, *AGENT, *POOL, DATA_UNPACK, ENV_BUILD, KUBE_POD, RAY_ACTOR})
     )
 
 

@@ -1,7 +1,7 @@
 """What runs on the nodes of a Ray cluster for a Ray run: a small shell, as a Ray actor (one
 per bundle of the run's placement group) or as a one-off task pinned to a node.
 
-It runs the node agent (rankside/agent.py) exactly as the ssh target runs it over ssh: a command
+It runs the node agent (rankside/agent/) exactly as the ssh target runs it over ssh: a command
 line made by ``shlex.join``, split back into the same argv here and executed without a
 shell, with a payload on stdin and the agent's frames on stdout. A streaming session (the
 agent's ``follow``) is opened, read in chunks, written to and closed by id.

@@ -19,8 +19,8 @@ supervisor (those from ``poll`` on are ``SshRunning``'s, in running.py):
 - ``start``: the run folder on every node (``<workdir>/runs/<id>``, ``code`` -> the
   snapshot), each launcher in its own session, then one follow session per node.
 - ``poll``/``sync``: launcher states and new bytes of logs, events and rank records, from
-  the follow sessions (rankside/agent.py, nodes/mirror.py); a node unreachable for ``node_timeout``
-  seconds is lost, and the run fails naming it.
+  the follow sessions (rankside/agent/, nodes/mirror.py); a node unreachable for
+  ``node_timeout`` seconds is lost, and the run fails naming it.
 - ``stop``/``leftovers``: on each node, SIGTERM then SIGKILL of the launcher's group and of
   every process carrying ``JT_RUN_ID``, then what is still alive, the last bytes of its
   files and its ``outputs/``, all in one answer through the follow session (``finish``).
