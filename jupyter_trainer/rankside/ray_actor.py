@@ -184,6 +184,7 @@ class NodeActor:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._busy, self._used = 0, time.monotonic()
+        self._ending = False
         if idle_exit:
             threading.Thread(target=self._expire, args=(idle_exit,), daemon=True).start()
 
@@ -196,6 +197,7 @@ class NodeActor:
                     and not self._sessions
                     and (time.monotonic() - self._used > idle_exit)
                 )
+                self._ending = idle
             if idle:
                 import ray
 
@@ -206,7 +208,14 @@ class NodeActor:
                 time.sleep(5.0)
                 os._exit(0)  # ray.kill did not end this process
 
-    def facts(self):
+    def facts(self, hold=0.0):
+        """The node's facts, for a run that has just found this shell: it stays at least
+        ``hold`` seconds more, until the run's first calls. None when the shell has already
+        decided to end itself: the run then asks for a new one."""
+        with self._lock:
+            if self._ending:
+                return None
+            self._used = max(self._used, time.monotonic() + hold)
         return node_facts()
 
     def run(self, command, input=None, timeout=60.0):

@@ -33,6 +33,7 @@ import os
 import posixpath
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -58,6 +59,7 @@ from .shell import RayShell, pinned_call
 QUEUE_CHECK_S = 1.0  # how often plan() looks at a placement group it waits for
 DRY_RUN_PORT = 29500  # a dry run's rendezvous port: node 0 finds a free one at the start
 SETTLE_S = 10.0  # how long killed actors get to be gone from their nodes
+SHELL_HOLD_S = 30.0  # a shared node shell a run has found lives this long, whatever its idle time
 
 
 class RayTarget(SshTarget):
@@ -245,8 +247,9 @@ class RayTarget(SshTarget):
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             on = placement_group_table(self._pg)["bundles_to_node_id"]
-            self._actors = [
-                shell.options(
+
+            def renew(i: int) -> Any:
+                return shell.options(
                     name=self._shell_name(on[i]),
                     lifetime="detached",
                     get_if_exists=True,
@@ -256,8 +259,8 @@ class RayTarget(SshTarget):
                     **extra,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(on[i], soft=False),
                 ).remote(persist)
-                for i in range(spec.launch.nodes)
-            ]
+
+            self._actors = [renew(i) for i in range(spec.launch.nodes)]
         else:
             self._actors = [
                 shell.options(
@@ -272,14 +275,7 @@ class RayTarget(SshTarget):
                 ).remote()
                 for i in range(spec.launch.nodes)
             ]
-        try:
-            self._facts = ray.get(
-                [a.facts.remote() for a in self._actors], timeout=self.cfg.connect_timeout + 60
-            )
-        except Exception as exc:
-            raise TargetError(
-                f"the run's Ray actors did not start: {' '.join(str(exc).split())[:400]}"
-            ) from exc
+        self._facts = self._shell_facts(ray, renew if persist else None)
         hosts = []
         self._shells = {}
         for actor, facts in zip(self._actors, self._facts):
@@ -298,6 +294,34 @@ class RayTarget(SshTarget):
             f"[jt] {len(hosts)} Ray node shell(s) up in {time.monotonic() - started:.2f} s: "
             + ", ".join(f"{h.host} ({h.address})" for h in hosts)
         )
+
+    def _shell_facts(self, ray: Any, renew: Callable[[int], Any] | None) -> list[dict[str, Any]]:
+        """Each node shell's facts. A shared shell that was ending itself (idle) as the run
+        found it answers None, or is already gone: a new one is started in its place, until
+        the connect timeout."""
+        deadline = time.monotonic() + self.cfg.connect_timeout + 60
+        facts: list[Any] = [None] * len(self._actors)
+        while True:
+            refs = {
+                i: a.facts.remote(SHELL_HOLD_S)
+                for i, a in enumerate(self._actors)
+                if facts[i] is None
+            }
+            last: Exception | None = None
+            for i, ref in refs.items():
+                try:
+                    facts[i] = ray.get(ref, timeout=max(1.0, deadline - time.monotonic()))
+                except Exception as exc:
+                    last = exc
+            ending = [i for i, f in enumerate(facts) if f is None]
+            if not ending:
+                return facts
+            if renew is None or time.monotonic() > deadline:
+                why = " ".join(str(last).split())[:400] if last else "its node shell was ending"
+                raise TargetError(f"the run's Ray actors did not start: {why}")
+            time.sleep(0.5)  # until the ending shell has given up its name
+            for i in ending:
+                self._actors[i] = renew(i)
 
     def _shell_name(self, node_id: str) -> str:
         """A node's shared shell, one per version of its code, runtime_env and idle time."""
