@@ -586,6 +586,37 @@ def test_pod_program_unpacks_runs_and_mirrors_the_run_folder(tmp_path):
     assert len((local / "logs" / "launcher.log").read_text().splitlines()) == 3
 
 
+def test_a_pod_restarted_in_place_does_not_start_its_launcher_again(tmp_path):
+    """A TrainJob's container that failed is restarted in place (``OnFailure``). Its second
+    start must not run the launcher again over the first one's records (a loaded cluster
+    restarts it before the supervisor has read them): it ends at once, silent, with the
+    first launcher's exit code; another node's first start still runs."""
+    from jupyter_trainer.rankside import kube_pod as pod
+
+    in_dir, pod_run = tmp_path / "in", tmp_path / "pod-run"
+    in_dir.mkdir()
+    (pod_run / "code").mkdir(parents=True)
+    count = tmp_path / "starts"
+    launcher = f"open({str(count)!r}, 'a').write('x'); print('launcher ran'); raise SystemExit(7)"
+
+    def start(node: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, pod.__file__, str(pod_run), str(in_dir), "--"]
+            + [sys.executable, "-c", launcher],
+            capture_output=True,
+            env={"PATH": os.environ["PATH"], "PET_NODE_RANK": node},
+            timeout=60,
+        )
+
+    first = start("1")
+    assert (first.returncode, first.stdout) == (7, b"launcher ran\n")
+    again = start("1")
+    assert (again.returncode, again.stdout, again.stderr) == (7, b"", b"")
+    assert count.read_text() == "x"
+    other = start("0")
+    assert other.returncode == 7 and count.read_text() == "xx"
+
+
 def test_marked_lines_that_would_leave_the_run_folder_are_refused():
     from jupyter_trainer.rankside.kube_pod import MARK
 

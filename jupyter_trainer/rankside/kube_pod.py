@@ -13,7 +13,8 @@ the standard library only and imports nothing of jupyter_trainer. It
    empty ``MASTER_ADDR`` (mpirun under the Trainer's MPI runtime) the first host of the
    runtime's hostfile, which mpirun passes on to every rank;
 3. runs ARGV (the launcher, an argv list: nothing here goes through a shell), passing
-   SIGTERM on, and exits with its exit code;
+   SIGTERM on, and exits with its exit code; once only per node and run folder: a container
+   restarted in place ends at once with that code (see ``launched_before``);
 4. meanwhile copies what the ranks write into the run folder (``logs/``, ``events/``,
    ``ranks/``) onto its stdout, the pod log, as marked lines (``MARK`` + JSON), which the
    target splits off into the local run folder. The launcher's own output passes through
@@ -48,6 +49,7 @@ WHOLE = (".json", ".beat")  # files rewritten whole (atomic replace), sent whole
 CHUNK = 8 * 1024
 INTERVAL = 0.25
 FOLLOWED_MARK = ".jt-followed"  # in a run folder whose files a launcher's pod.py copies
+LAUNCHED = ".jt-launched-"  # + the node: its launcher ran here (its exit code, once it ended)
 CONTAINER_LOG = "/proc/1/fd/1"  # the pod log, from any process of the container
 HOSTFILE = "/etc/mpi/hostfile"  # where the Trainer's MPI runtime mounts the hostfile
 _out_lock = threading.Lock()
@@ -196,6 +198,22 @@ def follow_rank(run_dir: str, env: dict[str, str]) -> None:
     os._exit(0)
 
 
+def launched_before(marker: str) -> int:
+    """This node's launcher already ran in this run folder: the container was restarted in
+    place (a TrainJob's pods are ``OnFailure``) after it ended. Starting it again would
+    rewrite the ranks' records of how the run failed, and a run is restarted by jt
+    (``--max-restarts``), never by its pods, so the container ends at once with the
+    launcher's exit code (1 when the launcher was killed before it could record one). It
+    prints nothing: the target reads a restarted container's log from its start, into the
+    same launcher log."""
+    try:
+        with open(marker) as f:
+            text = f.read().strip()
+        return int(text) if text else 1
+    except (OSError, ValueError):
+        return 1
+
+
 def main(argv: list[str]) -> int:
     rank_only = argv[:1] == ["--rank"]
     argv = argv[1:] if rank_only else argv
@@ -208,6 +226,13 @@ def main(argv: list[str]) -> int:
     if rank_only:
         follow_rank(run_dir, env)
         os.execvpe(command[0], command, env)
+    launched = os.path.join(
+        run_dir, LAUNCHED + (env.get("JT_NODE_RANK") or env.get("HOSTNAME", ""))
+    )
+    if os.path.exists(launched):
+        return launched_before(launched)
+    with open(launched, "w"):
+        pass
     with open(os.path.join(run_dir, FOLLOWED_MARK), "w"):
         pass
     child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -222,7 +247,10 @@ def main(argv: list[str]) -> int:
     thread.join()
     time.sleep(INTERVAL)  # a rank's last write, renamed into place as the launcher ended
     mirror.once()
-    return code if code >= 0 else 128 - code
+    code = code if code >= 0 else 128 - code
+    with open(launched, "w") as f:
+        f.write(str(code))
+    return code
 
 
 if __name__ == "__main__":
