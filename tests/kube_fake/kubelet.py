@@ -595,7 +595,8 @@ class PodRun(threading.Thread):
                 }
             },
         )
-        self._publish(ready=False, initialized=True)
+        # The event before the status: a Job controller that sees this restart count (and
+        # fails the Job at its backoffLimit) finds the restart's BackOff event already there.
         self.cluster.event(
             self.pod,
             "Warning",
@@ -604,6 +605,7 @@ class PodRun(threading.Thread):
             f"{name} in pod {meta['name']}_{meta['namespace']}({meta['uid']})",
             "kubelet",
         )
+        self._publish(ready=False, initialized=True)
         return not self.stopped.wait(delay)
 
     def _run_containers(self, containers, vols, main=False):
