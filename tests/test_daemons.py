@@ -3,42 +3,50 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from ray_cluster import RayCluster
+
 TESTS = Path(__file__).parent
 
 
-def test_a_fixture_daemon_ends_when_its_pytest_process_is_killed():
-    starter = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import subprocess, sys, time\n"
-            "from daemons import die_with_this_process\n"
-            "daemon = subprocess.Popen(['sleep', '600'], start_new_session=True,\n"
-            "                          preexec_fn=die_with_this_process())\n"
-            "print(daemon.pid, flush=True)\n"
-            "time.sleep(600)\n",
-        ],
+def starter(code: str) -> tuple[subprocess.Popen, str]:
+    """A Python child that runs ``code`` (with this folder importable) and the first line it
+    prints: what it started, for the test to kill the child under."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", code],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(TESTS)},
     )
-    daemon = int(starter.stdout.readline())
+    return child, child.stdout.readline().strip()  # type: ignore[union-attr]
+
+
+def test_a_fixture_daemon_ends_when_its_pytest_process_is_killed():
+    parent, line = starter(
+        "import subprocess, sys, time\n"
+        "from daemons import die_with_this_process\n"
+        "daemon = subprocess.Popen(['sleep', '600'], start_new_session=True,\n"
+        "                          preexec_fn=die_with_this_process())\n"
+        "print(daemon.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    daemon = int(line)
     try:
         os.kill(daemon, 0)  # alive while its starter lives
-        starter.send_signal(signal.SIGKILL)
-        starter.wait(timeout=10)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and Path(f"/proc/{daemon}").exists():
             time.sleep(0.05)
         assert not Path(f"/proc/{daemon}").exists(), "the daemon outlived its starter"
     finally:
-        starter.kill()
+        parent.kill()
         if Path(f"/proc/{daemon}").exists():
             os.kill(daemon, signal.SIGKILL)
 
@@ -47,38 +55,27 @@ def test_a_ray_node_and_its_processes_end_when_their_pytest_process_is_killed():
     """``ray start --block`` runs in a session of its own, so a killed test session would
     leave it, its GCS and its raylet running: it gets SIGTERM from the kernel instead, and
     takes its processes with it."""
-    starter = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time\n"
-            "from ray_cluster import start_cluster\n"
-            "cluster = start_cluster(worker=3, cpus=1, nodes=1)\n"
-            "print(cluster.root, flush=True)\n"
-            "time.sleep(600)\n",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(TESTS)},
+    parent, line = starter(
+        "import sys, time\n"
+        "from ray_cluster import start_cluster\n"
+        "cluster = start_cluster(worker=3, cpus=1, nodes=1)\n"
+        "print(cluster.root, flush=True)\n"
+        "time.sleep(600)\n"
     )
-    from ray_cluster import RayCluster
-
-    root = Path(starter.stdout.readline().strip())
+    root = Path(line)
     cluster = RayCluster(root, 0, 0)
     try:
         assert root.name.startswith("jtray-") and cluster.processes(), "no Ray node came up"
-        starter.send_signal(signal.SIGKILL)
-        starter.wait(timeout=10)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and cluster.processes():
             time.sleep(0.2)
         assert cluster.processes() == [], "the Ray node outlived its starter"
     finally:
-        starter.kill()
-        starter.wait()
+        parent.kill()
+        parent.wait()
         for line in cluster.processes():
             os.kill(int(line.split()[0]), signal.SIGKILL)
         if root.name.startswith("jtray-"):
-            import shutil
-
             shutil.rmtree(root, ignore_errors=True)
