@@ -143,9 +143,21 @@ def nothing_left(run: api.Run) -> None:
     assert procs.pids_with_env("JT_RUN_ID", run.id) == []
 
 
+# What the ranks recorded of their ends, shown when a test blames the wrong rank.
+EVIDENCE = ("host", "exit_code", "failed_at", "ended", "exited", "signal", "peers_gone", "orphaned")
+
+
 def check_failed(home, run: api.Run, state: dict, rank: int | None) -> None:
     assert state["status"] == "failed", state
-    assert state.get("failed_rank") == rank, (state.get("failed_rank"), state.get("error"))
+    evidence = {
+        r: {k: rec.get(k) for k in EVIDENCE if k in rec}
+        for r, rec in run.store.rank_records(run.id).items()
+    }
+    assert state.get("failed_rank") == rank, (
+        state.get("failed_rank"),
+        state.get("error"),
+        evidence,
+    )
     row = index_row(home, run.id)
     assert (row["status"], row["failed_rank"]) == ("failed", rank), row
     assert (listed(home, run.id)["status"], listed(home, run.id)["failed_rank"]) == ("failed", rank)

@@ -314,9 +314,11 @@ def test_a_cancel_while_a_run_is_prepared_under_load_starts_no_rank(rc, home):
     """Preparing a Ray run (node shells, each node's pre-flight, staging, the launchers'
     start) takes seconds, more on a loaded machine. A cancel that comes meanwhile ends the run
     there: no launcher or rank of it ever starts (they used to be launched all the same and
-    stopped only once watched, seconds after the cancel)."""
+    stopped only once watched, seconds after the cancel). The cores are loaded once the
+    submit has returned: its check of the cluster (a Ray driver in a child process) is not what
+    this test is about, and with a second suite on the machine it could take over its 60 s."""
+    run = api.submit(SLEEPER, target="rc", nodes=2, procs=1, name="ray-prepared")
     with every_core_busy():
-        run = api.submit(SLEEPER, target="rc", nodes=2, procs=1, name="ray-prepared")
         log = home / "runs" / run.id / "logs" / "launcher.log"
         wait_for(
             lambda: log.exists() and "Ray node shell(s) up" in log.read_text(),
