@@ -269,6 +269,11 @@ class Run:
     def outputs(self) -> Path:
         return self.store.paths(self.id).outputs
 
+    @property
+    def tags(self) -> dict[str, str]:
+        """The tags the run's code set with ``jt.tag`` (the latest value of each key)."""
+        return self.store.run_tags(self.id)
+
     def files(self) -> list[RunFile]:
         """Every file of the run's ``outputs/``: its path relative to ``outputs/`` and its
         size, sorted by path."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -30,6 +31,33 @@ def first_line(origin: Mapping[str, Any] | None) -> int:
     if type(value) is not int or not 1 <= value <= 1000:
         raise SpecError(f"origin first_line must be a line number from 1 to 1000, got {value!r}")
     return value
+
+
+_PLACEHOLDER = re.compile(r"\$\{\{\s*(\w*)\.?([^}\s]*)\s*\}\}")
+
+
+def check_placeholders(args: Sequence[str], data: Sequence[str], params: Sequence[str]) -> None:
+    """Each ``${{data.NAME}}`` in a script's arguments (replaced on each node by the path of
+    the data input NAME) names an input of the run, each ``${{params.NAME}}`` (replaced by
+    the param's value) a param, and both are written exactly so."""
+    for arg in args:
+        for match in _PLACEHOLDER.finditer(str(arg)):
+            kind, name = match.group(1), match.group(2)
+            if kind not in ("data", "params"):
+                raise SpecError(
+                    f"argument {arg!r} holds {match.group(0)}: write ${{{{data.NAME}}}} (the "
+                    "path of a data input) or ${{params.NAME}} (the value of a param)"
+                )
+            names = data if kind == "data" else params
+            if match.group(0) == f"${{{{{kind}.{name}}}}}" and name in names:
+                continue
+            what = "data inputs" if kind == "data" else "params"
+            flag = "--data NAME=PATH" if kind == "data" else "--param NAME=VALUE"
+            raise SpecError(
+                f"argument {arg!r} refers to {match.group(0)}, but the run's {what} are: "
+                f"{', '.join(sorted(names)) or 'none'}; add {flag.replace('NAME', name or 'NAME')}"
+                ", or name one of them"
+            )
 
 
 def run_writer(
@@ -107,8 +135,9 @@ def run_writer(
     env_spec = environment.resolve(env, home=store.home)
     source_dir = Path(source).expanduser() if source is not None else None
     script_path = Path(script).expanduser() if script is not None else None
-    from ..inputs import resolve_inputs  # lazy: hashing and URL fetching only when asked
+    from ..inputs import parse_inputs, resolve_inputs  # lazy: hashing and fetching when asked
 
+    check_placeholders(args, list(parse_inputs(data)), list(params))
     # a missing or unreadable input stops here; a URL is downloaded (not in a dry run)
     inputs = resolve_inputs(data, home=store.home, dry_run=dry_run, notes=notes)
     mlflow = tracking_uri(

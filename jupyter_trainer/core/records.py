@@ -152,6 +152,14 @@ class ProgressEvent(TypedDict):
     total: float | int | str | None
 
 
+class TagEvent(TypedDict):
+    """``jt.tag(**tags)``: tags set on the run, as strings; the last value of a key wins."""
+
+    kind: Literal["tag"]
+    t: float
+    values: dict[str, str]
+
+
 class ErrorEvent(TypedDict):
     """An event that could not be written as itself (a value that would not encode)."""
 
@@ -160,7 +168,7 @@ class ErrorEvent(TypedDict):
     error: str
 
 
-Event = MetricEvent | ProgressEvent | ErrorEvent
+Event = MetricEvent | ProgressEvent | TagEvent | ErrorEvent
 
 
 STATUSES: tuple[str, ...] = get_args(Status)

@@ -12,6 +12,6 @@ this machine's filesystem.
   ends have it, else only the changed files in a tar), nothing when it is there already.
 """
 
-from .inputs import resolve_inputs
+from .inputs import parse_inputs, resolve_inputs
 
-__all__ = ["resolve_inputs"]
+__all__ = ["parse_inputs", "resolve_inputs"]

@@ -109,6 +109,29 @@ def _cell_lines(text: str, entry: str, run_dir: str | None) -> str:
     return re.sub(r'File "%s", line (\d+)' % re.escape(entry), mapped, text)
 
 
+_PLACEHOLDER = re.compile(r"\$\{\{(data|params)\.([A-Za-z0-9_.-]+)\}\}")
+
+
+def _with_data_paths(args: list[str], runtime: Any) -> list[str]:
+    """The script's arguments with each ``${{data.NAME}}`` replaced by the path of the data
+    input NAME on this node (``jt.data[NAME]``), and each ``${{params.NAME}}`` by the value
+    of the param NAME (``jt.params[NAME]``: a sweep's trial value, say)."""
+    if not any("${{" in a for a in args):
+        return args
+
+    def value(match: re.Match) -> str:
+        kind, name = match.group(1), match.group(2)
+        if kind == "data":
+            return str(runtime.data[name])
+        params = runtime.params
+        if name not in params:
+            given = ", ".join(sorted(params)) or "none"
+            raise KeyError(f"the run has no param {name!r} (its params: {given})")
+        return str(params[name])
+
+    return [_PLACEHOLDER.sub(value, a) for a in args]
+
+
 def _exit_status(code: Any) -> int:
     if code is None or isinstance(code, int):
         return code or 0
@@ -168,8 +191,10 @@ def main(argv: list[str]) -> int:
         os.makedirs(logs, exist_ok=True)
         os.makedirs(ranks, exist_ok=True)
         _redirect_output(os.path.join(logs, f"rank-{runtime.rank}.log"))
-        if hasattr(runtime, "_mark_output"):  # an older installed runtime has no log times
-            runtime._mark_output(os.path.join(logs, f"rank-{runtime.rank}.times"))
+        from jupyter_trainer.rankside import rank_files
+
+        if hasattr(rank_files, "mark_output"):  # an older installed rank side has no log times
+            rank_files.mark_output(os.path.join(logs, f"rank-{runtime.rank}.times"))
         record_path = os.path.join(ranks, f"rank-{runtime.rank}.json")
         attempt = getattr(runtime, "attempt", 0)
         if attempt:
@@ -264,8 +289,17 @@ def main(argv: list[str]) -> int:
     entry = os.path.abspath(os.path.join(code_root, entry))
     jt_dir = os.path.join(code_root, "_jt")
     in_jt = os.path.commonpath([entry, jt_dir]) == jt_dir
-    sys.argv = [entry, *argv[1:]]
+    try:
+        sys.argv = [entry, *_with_data_paths(argv[1:], runtime)]
+    except KeyError as exc:
+        message = str(exc.args[0] if exc.args else exc)
+        print(f"[jt] {message}", file=sys.stderr)
+        finish(2, error=message)
+        return 2
     sys.path.insert(0, code_root if in_jt else os.path.dirname(entry))
+    v1 = os.path.join(jt_dir, "azureml_v1")
+    if os.path.isdir(v1):  # Azure ML SDK v1's script side, ahead of an installed azureml
+        sys.path.insert(1, v1)
 
     try:
         runpy.run_path(entry, run_name="__main__")

@@ -1,7 +1,7 @@
 """How a rank's events become JSON lines: the values made JSON-safe, each event one line.
 
-The runtime buffers an event as a tuple ``(kind, t, a, b)`` — ``(METRIC, t, step, values)``
-or ``(PROGRESS, t, done, total)`` — and its flusher thread turns it into one line of
+The runtime buffers an event as a tuple ``(kind, t, a, b)`` — ``(METRIC, t, step, values)``,
+``(PROGRESS, t, done, total)`` or ``(TAG, t, None, tags)`` — and its flusher thread turns it into one line of
 ``events/rank-<r>.jsonl`` here. Standard library only: this file is copied into every run's
 snapshot with the runtime.
 """
@@ -14,6 +14,7 @@ from typing import Any
 
 METRIC = "metric"
 PROGRESS = "progress"
+TAG = "tag"
 
 Event = tuple[str, float, Any, Any]
 
@@ -85,6 +86,9 @@ def encode(event: Event) -> str:
         return (
             f'{{"kind": "metric", "t": {t!r}, "step": {step}, "values": {{{", ".join(parts)}}}}}\n'
         )
+    if kind is TAG:
+        tags = {str(k): "" if v is None else str(v) for k, v in b.items()}
+        return json.dumps({"kind": "tag", "t": t, "values": tags}) + "\n"
     total = None if b is None else number(b)
     return (
         f'{{"kind": "progress", "t": {t!r}, "done": {json.dumps(number(a))}, '

@@ -51,6 +51,16 @@ def ompi_node_index(env: os._Environ[str] | dict[str, str]) -> str | None:
     return None
 
 
+def map_ranks(env: os._Environ[str] | dict[str, str]) -> None:
+    """Fill torch's rank variables in ``env`` from the launcher's, unless ``RANK`` is set
+    already (the runtime does this to ``os.environ`` when a rank imports it)."""
+    if "RANK" in env:
+        return
+    for name, value in rank_source(env).items():
+        if value is not None and value != "":
+            env[name] = value
+
+
 def rank_source(env: os._Environ[str] | dict[str, str]) -> dict[str, str | None]:
     """RANK, WORLD_SIZE, ... as the first launcher found in ``env`` gives them (may be empty)."""
     if "OMPI_COMM_WORLD_RANK" in env:

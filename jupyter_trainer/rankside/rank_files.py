@@ -44,6 +44,13 @@ class LogMarks:
             pass
 
 
+def mark_output(times_path: str) -> None:
+    """Note times for this rank's log (its stdout and stderr, fds 1 and 2) in ``times_path``."""
+    marks = LogMarks(times_path)
+    sys.stdout = MarkedStream(sys.stdout, marks)
+    sys.stderr = MarkedStream(sys.stderr, marks)
+
+
 class MarkedStream:
     """``sys.stdout``/``sys.stderr`` of a rank whose output goes to its log: a write first
     notes the log's length and the time (``LogMarks``); everything else is the stream's."""
@@ -84,7 +91,7 @@ class Heartbeat:
         if kind is event_lines.METRIC:
             if a is not None:
                 self.step = event_lines.step_number(a)
-        else:
+        elif kind is event_lines.PROGRESS:
             self.done = event_lines.number(a)
 
     def beat(self, now: float) -> None:

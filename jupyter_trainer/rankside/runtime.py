@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jupyter_trainer.rankside import event_lines
+from jupyter_trainer.rankside import event_lines, launcher_env
 
 if TYPE_CHECKING:
     from jupyter_trainer.rankside import rank_files
@@ -53,6 +53,7 @@ __all__ = [  # noqa: F822 (run_dir, params and the like resolve in __getattr__)
     "run_dir",
     "run_id",
     "save_checkpoint",
+    "tag",
     "world_size",
 ]
 
@@ -64,17 +65,6 @@ _SIGTERM_GRACE = 2.0  # seconds the main thread gets to handle SIGTERM before th
 # --- rank mapping -----------------------------------------------------------------------------
 
 
-def _map_ranks() -> None:
-    """Fill torch's rank variables from the launcher's when ``RANK`` is not set already."""
-    if "RANK" in os.environ:
-        return
-    from jupyter_trainer.rankside.launcher_env import rank_source
-
-    for name, value in rank_source(os.environ).items():
-        if value is not None and value != "":
-            os.environ[name] = value
-
-
 def _env_int(name: str, default: int) -> int:
     try:
         return int(os.environ[name])
@@ -82,7 +72,7 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
-_map_ranks()
+launcher_env.map_ranks(os.environ)
 
 rank: int = _env_int("RANK", 0)
 world_size: int = _env_int("WORLD_SIZE", 1)
@@ -138,6 +128,7 @@ def __dir__() -> list[str]:
 
 _METRIC = event_lines.METRIC
 _PROGRESS = event_lines.PROGRESS
+_TAG = event_lines.TAG
 _buf: collections.deque[event_lines.Event] = collections.deque()
 _append = _buf.append
 _time = time.time
@@ -172,6 +163,16 @@ def progress(done: float, total: float | None = None) -> None:
     if _run_dir is None:
         return
     _append((_PROGRESS, _time(), done, total))
+    if _flusher is None:
+        _start_flusher()
+
+
+def tag(**tags: Any) -> None:
+    """Set tags on the run, e.g. ``tag(dataset="birds", stage="finetune")``: strings shown by
+    ``show`` and ``Run.tags``; the last value set for a key wins. Outside a run, a no-op."""
+    if _run_dir is None or not tags:
+        return
+    _append((_TAG, _time(), None, dict(tags)))
     if _flusher is None:
         _start_flusher()
 
@@ -425,16 +426,7 @@ def _start_heartbeat() -> None:
         _start_flusher()
 
 
-# --- log times and checkpoints -------------------------------------------------------------
-
-
-def _mark_output(times_path: str) -> None:
-    """Note times for this rank's log (its stdout and stderr, fds 1 and 2) in ``times_path``."""
-    import jupyter_trainer.rankside.rank_files as rank_files
-
-    marks = rank_files.LogMarks(times_path)
-    sys.stdout = rank_files.MarkedStream(sys.stdout, marks)
-    sys.stderr = rank_files.MarkedStream(sys.stderr, marks)
+# --- checkpoints ---------------------------------------------------------------------------------
 
 
 def save_checkpoint(obj: Any, step: int, *, keep: int = 3) -> str | None:

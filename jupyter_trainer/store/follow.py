@@ -98,6 +98,7 @@ class RunFollower:
         self.offsets: dict[int, int] = {}
         self.series: dict[str, dict[int, Series]] = {}
         self.texts: dict[str, dict[int, str]] = {}  # text metrics: the last value per rank
+        self.tags: dict[str, str] = {}  # jt.tag(): every rank's tags, the last value wins
         self.progress: dict[int, Progress] = {}
         self.events_read = 0
         self.state: StateRecord = {}
@@ -181,6 +182,8 @@ class RunFollower:
                     app[2](t)
             elif event.get("kind") == "progress":
                 progress = event
+            elif event.get("kind") == "tag" and type(values) is dict:
+                self.tags.update((str(k), str(v)) for k, v in values.items())
         if progress is not None:
             self.progress[rank] = Progress(
                 progress.get("done", 0), progress.get("total"), progress.get("t", 0.0)

@@ -13,8 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import StoreError
+from ..core.files import write_text_atomic
 from .records import RunPaths, read_json
 
+TAGS_FILE = "tags.json"  # tags set from the notebook, beside the run's state
 _RANK_FILE = re.compile(r"rank-(\d+)\.(?:jsonl|log|json)")
 
 
@@ -99,6 +102,40 @@ class RankReader:
                 break
         return worst
 
+    def run_tags(self, run_id: str) -> dict[str, str]:
+        """The tags the run's ranks set with ``jt.tag``, the latest value of each key (by
+        time, over every rank). Only the tag lines of the events files are parsed."""
+        found: list[tuple[float, dict[str, str]]] = []
+        paths = self.existing(run_id)
+        for rank in self.ranks(run_id):
+            try:
+                with open(paths.events_file(rank), "rb") as fh:
+                    for line in fh:
+                        if b'"kind": "tag"' not in line:
+                            continue
+                        try:
+                            event = json.loads(line)
+                        except json.JSONDecodeError:
+                            continue
+                        values = event.get("values")
+                        if isinstance(values, dict):
+                            found.append((float(event.get("t", 0.0)), values))
+            except FileNotFoundError:
+                continue
+        tags: dict[str, str] = {}
+        for _, values in sorted(found, key=lambda item: item[0]):
+            tags.update((str(k), str(v)) for k, v in values.items())
+        tags.update(_kept_tags(paths.root / TAGS_FILE))
+        return tags
+
+    def set_run_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        """Tags set on the run from outside it (the notebook), kept in ``tags.json``; they
+        win over the code's own for the same key."""
+        path = self.existing(run_id).root / TAGS_FILE
+        merged = _kept_tags(path)
+        merged.update((str(k), str(v)) for k, v in tags.items())
+        write_text_atomic(path, json.dumps(merged, indent=1, sort_keys=True))
+
     def iter_events(self, run_id: str, rank: int) -> Iterator[dict[str, Any]]:
         offset = 0
         while True:
@@ -107,6 +144,18 @@ class RankReader:
             if new == offset:
                 return
             offset = new
+
+
+def _kept_tags(path: Path) -> dict[str, str]:
+    try:
+        kept = read_json(path)
+    except FileNotFoundError:
+        return {}
+    except ValueError as exc:
+        raise StoreError(
+            f"{path} is damaged ({exc}); remove it to drop the tags set there"
+        ) from None
+    return {str(k): str(v) for k, v in kept.items()} if isinstance(kept, dict) else {}
 
 
 def read_complete_lines(path: Path, offset: int, max_bytes: int | None) -> tuple[bytes, int]:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from ...core.printable import printable
 from ...core.units import fmt_value
 from ...store.follow import RunFollower, elapsed, finite_range
 from .health import (
@@ -202,6 +203,11 @@ def summary_text(
         lines.append(environment_line(state["environment"]))
     if spec is not None:
         lines += [extra for extra in (source_line(spec), inputs_line(spec)) if extra]
+    if follower.tags:
+        lines.append(
+            "tags: "
+            + ", ".join(f"{printable(k)}={printable(v)}" for k, v in sorted(follower.tags.items()))
+        )
     job = (state.get("launcher") or {}).get("job_id")
     if job:
         scheduler = state.get("scheduler") or {}
