@@ -33,6 +33,7 @@ LAYERS = {
     "mirrors": 7,  # TensorBoard and MLflow, read from the store
     "api": 8,  # the Python API: runs, sweeps, models, diff
     "frontends.views": 9,  # pure view code every front end shares
+    "azureml": 9,  # Azure ML SDK v1's names over the API; its check is a command's
     "frontends.widgets": 10,  # the notebook widgets
     "frontends.commands": 10,  # the command table the CLI and %train share
     "frontends.magics": 11,
@@ -41,7 +42,7 @@ LAYERS = {
     "": 12,  # the package itself: jupyter_trainer, __main__, runtime
 }
 JUPYTER_ONLY = ("IPython", "ipywidgets", "anywidget", "tornado", "jupyter_server", "ipykernel")
-MAY_USE_JUPYTER = ("frontends.widgets", "frontends.magics", "frontends.server")
+MAY_USE_JUPYTER = ("frontends.widgets", "frontends.magics", "frontends.server", "azureml")
 MAX_LINES = 500
 
 
@@ -152,7 +153,9 @@ def test_the_top_of_the_package_stays_small():
         for p in PACKAGE.iterdir()
         if p.name not in ("__pycache__",) and not p.name.endswith(".pyc")
     )
-    assert len(entries) <= 16, entries
+    # the layers' folders, __init__, __main__, runtime.py (``jt`` in a rank) and azureml
+    # (Azure ML SDK v1's import paths, kept one to one under jupyter_trainer.azureml)
+    assert len(entries) <= 17, entries
 
 
 @pytest.mark.parametrize("folder", sorted({p.parent for p in PACKAGE.rglob("__init__.py")}))

@@ -125,6 +125,7 @@ def test_the_snapshot_carries_the_rank_side_and_a_stand_in_package(tmp_path):
         "jupyter_trainer/__init__.py": rankside.SHIM_INIT.encode(),
         "jupyter_trainer/runtime.py": rankside.SHIM_RUNTIME.encode(),
         **{f"jupyter_trainer/rankside/{n}": rankside.source(n) for n in rankside.SNAPSHOT},
+        **{n: rankside.source(n) for n in rankside.AZUREML_V1},
     }
     assert shipped == expected
     # The package's public name for the runtime is the same alias as the stand-in's.

@@ -11,6 +11,8 @@ Layout of a snapshot folder (``runs/<id>/code/``)::
     _jt/jupyter_trainer/rank_*.py     rank_* modules it and boot.py use (stdlib only), so
                                       ``from jupyter_trainer import runtime`` works on
                                       nodes without the package
+    _jt/azureml_v1/azureml/           Azure ML SDK v1's script side (``Run.get_context()``),
+                                      first on a rank's path (rankside/azureml_v1/)
 
 Every file is made read-only. The hash covers every path and every byte, so two runs of
 the same code share a hash and any change gives a new one.
@@ -423,6 +425,8 @@ def runtime_files() -> dict[str, bytes]:
     }
     for name in rankside.SNAPSHOT:
         out[f"{shim}/rankside/{name}"] = rankside.source(name)
+    for name in rankside.AZUREML_V1:
+        out[f"{RESERVED_DIR}/{name}"] = rankside.source(name)
     return out
 
 

@@ -4,7 +4,8 @@ The commonest failure of notebook-to-cluster tools is drift: the cell works in t
 and fails on the workers because a package is missing there. This check reads the top-level
 imports of the run's entry script (for a cell, ``_jt/cell.py`` also holds the imports of the
 carried helpers) and asks the run's own interpreter, in one subprocess with the rank's
-``sys.path`` (the snapshot first, the bundled runtime last), whether each resolves
+``sys.path`` (the snapshot first, then Azure ML SDK v1's script side, the bundled runtime
+last), whether each resolves
 (``importlib.util.find_spec``: nothing is imported, so it stays fast). Modules of the
 snapshot resolve there too. The launcher's own module (``torch`` for torchrun) is checked as
 well. Imports inside ``try:`` or functions are optional by construction and not checked.
@@ -38,7 +39,8 @@ CELL_MARKER = "# --- cell ---"  # capture.cellscript.CELL_MARKER: the cell follo
 _CHECK = r"""
 import importlib.util, json, os, sys
 root, shim, names = sys.argv[1], sys.argv[2], sys.argv[3:]
-sys.path[:] = [root] + [p for p in sys.path if p not in ("", root)] + [shim]
+v1 = [os.path.join(shim, "azureml_v1")] if os.path.isdir(os.path.join(shim, "azureml_v1")) else []
+sys.path[:] = [root] + v1 + [p for p in sys.path if p not in ("", root)] + [shim]
 out = {"python": "%d.%d.%d" % sys.version_info[:3], "executable": sys.executable,
        "missing": [], "errors": {}, "torch": None}
 for name in names:
@@ -56,7 +58,7 @@ for folder in sys.path:  # the first torch-*.dist-info on sys.path (importlib.me
     if found:
         out["torch"] = found[0][6:-10]
         break
-out["path"] = [p for p in sys.path if p not in (root, shim)]
+out["path"] = [p for p in sys.path if p not in [root, shim, *v1]]
 print(json.dumps(out))
 """
 

@@ -7,6 +7,8 @@ What is sent, and how:
 
 - ``SNAPSHOT``: the boot script and the runtime, copied into every run's snapshot
   (``code/_jt/``), beside the snapshot's own ``jupyter_trainer`` stand-in package;
+- ``AZUREML_V1``: the ``azureml`` package a v1 training script imports, in every snapshot
+  too (``code/_jt/azureml_v1/``);
 - ``AGENT``: the node agent and what it imports, sent to ssh, Ray and Slurm nodes as one zip
   application (``nodes/agent_zip.py``) whose package is ``_jt_agent``;
 - ``POOL``: the hot-start pool, its forked child and the node launcher, sent to a node as
@@ -39,6 +41,13 @@ SNAPSHOT = (
     "data.py",
     "workdir.py",
     "death_watch.py",
+)
+# The script side of Azure ML SDK v1 (``azureml.core.run.Run``), copied into every run's
+# snapshot as ``code/_jt/azureml_v1/azureml/``; boot puts ``_jt/azureml_v1`` on the path.
+AZUREML_V1 = (
+    "azureml_v1/azureml/__init__.py",
+    "azureml_v1/azureml/core/__init__.py",
+    "azureml_v1/azureml/core/run.py",
 )
 AGENT = (
     "__init__.py",
@@ -91,7 +100,19 @@ SHIM_RUNTIME = (
 def shipped() -> tuple[str, ...]:
     """Every file of this folder that leaves this machine, by any of the ways above."""
     return tuple(
-        sorted({BOOT, *SNAPSHOT, *AGENT, *POOL, DATA_UNPACK, ENV_BUILD, KUBE_POD, RAY_ACTOR})
+        sorted(
+            {
+                BOOT,
+                *SNAPSHOT,
+                *AZUREML_V1,
+                *AGENT,
+                *POOL,
+                DATA_UNPACK,
+                ENV_BUILD,
+                KUBE_POD,
+                RAY_ACTOR,
+            }
+        )
     )
 
 

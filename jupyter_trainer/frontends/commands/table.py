@@ -17,6 +17,7 @@ import argparse
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .azureml import define_azureml
 from .diff import define_diff
 from .doctor import define_doctor
 from .env import define_env
@@ -59,6 +60,7 @@ COMMANDS: dict[str, Callable[[Subparsers, str], None]] = {
     "tensorboard": define_tensorboard,
     "mlflow": define_mlflow,
     "doctor": define_doctor,
+    "azureml": define_azureml,
 }
 
 # Spellings of earlier releases, and the words they stand for: they work, unlisted.

@@ -1,0 +1,280 @@
+"""``jupyter-trainer azureml check PATH``: every Azure ML SDK v1 call of a notebook or of a
+folder of scripts and notebooks, and what it will do here, before anything runs.
+
+The code is read, never run: its ``azureml`` imports (or already ``jupyter_trainer.azureml``
+ones) say which names are v1's, assignments from known calls say what a variable holds (a
+workspace, a submitted run, the script's ``Run.get_context()``...), and every call on those is
+looked up. A name works when this package has it, works differently when ``names.DIFFERS``
+says so, and is refused when ``names.REFUSED`` says so or this package lacks it.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import names
+
+WORKS, DIFFERS, REFUSED = "works", "works differently", "refused"
+_PREFIXES = ("azureml.", "jupyter_trainer.azureml.")
+_SKIP_DIRS = {".git", ".ipynb_checkpoints", "__pycache__", ".venv", "venv", "node_modules"}
+# A variable's type -> where its class is (module under jupyter_trainer.azureml, class)
+_CLASSES = {
+    "Workspace": ("core.workspace", "Workspace"),
+    "Experiment": ("core.experiment", "Experiment"),
+    "Run": ("core.run", "Run"),
+    "ComputeTarget": ("core.compute", "ComputeTarget"),
+    "Model": ("core.model", "Model"),
+    "Environment": ("core.environment", "Environment"),
+    "FileDataset": ("core.dataset", "FileDataset"),
+    "Datastore": ("core.dataset", "Datastore"),
+    "ScriptRunConfig": ("core.script_run_config", "ScriptRunConfig"),
+    "HyperDriveConfig": ("train.hyperdrive.runconfig", "HyperDriveConfig"),
+    "HyperDriveRun": ("train.hyperdrive.run", "HyperDriveRun"),
+    "CondaDependencies": ("core.conda_dependencies", "CondaDependencies"),
+}
+_SCRIPT_RUN = ("rankside.azureml_v1.azureml.core.run", "Run")  # inside a run
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str
+    line: int
+    name: str
+    verdict: str
+    note: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "name": self.name,
+            "verdict": self.verdict,
+            "note": self.note,
+        }
+
+
+def check_path(path: Path) -> list[Finding]:
+    """The findings of a notebook, a Python file, or every one of them under a folder."""
+    if path.is_dir():
+        found: list[Finding] = []
+        for file in sorted(path.rglob("*")):
+            if _SKIP_DIRS & set(file.relative_to(path).parts):
+                continue
+            if file.suffix in (".py", ".ipynb") and file.is_file():
+                found += check_file(file, str(file.relative_to(path)))
+        return found
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    return check_file(path, str(path))
+
+
+def check_file(path: Path, shown: str) -> list[Finding]:
+    if path.suffix == ".ipynb":
+        return check_source(_notebook_source(path), shown, cells=True)
+    return check_source(path.read_text(errors="replace"), shown)
+
+
+def _notebook_source(path: Path) -> list[tuple[int, str]]:
+    """Each code cell's source, numbered from 1 in the notebook's order; IPython's magics
+    and shell lines are blanked, so the rest parses as Python and keeps its line numbers."""
+    try:
+        cells = json.loads(path.read_text()).get("cells", [])
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{path} is not a notebook: {exc}") from None
+    out = []
+    for number, cell in enumerate((c for c in cells if c.get("cell_type") == "code"), 1):
+        source = cell.get("source", "")
+        text = "".join(source) if isinstance(source, list) else str(source)
+        lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in text.split("\n")]
+        out.append((number, "\n".join(lines)))
+    return out
+
+
+def check_source(
+    source: str | list[tuple[int, str]], shown: str, cells: bool = False
+) -> list[Finding]:
+    checker = _Checker(shown)
+    parts = source if isinstance(source, list) else [(0, source)]
+    for number, text in parts:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError as exc:
+            where = f"cell {number}, line {exc.lineno}" if cells else f"line {exc.lineno}"
+            checker.add(
+                exc.lineno or 0, "(syntax)", REFUSED, f"cannot be read: {exc.msg} at {where}"
+            )
+            continue
+        checker.cell = number if cells else None
+        checker.visit(tree)
+    return checker.findings
+
+
+class _Checker(ast.NodeVisitor):
+    def __init__(self, shown: str) -> None:
+        self.shown = shown
+        self.cell: int | None = None
+        self.bound: dict[str, str] = {}  # local name -> v1 name ("Workspace", "Dataset.File")
+        self.types: dict[str, str] = {}  # variable -> type ("Workspace", "ScriptRun", ...)
+        self.findings: list[Finding] = []
+
+    def add(self, line: int, name: str, verdict: str, note: str) -> None:
+        where = f"{self.shown}" + (f" (cell {self.cell})" if self.cell is not None else "")
+        self.findings.append(Finding(where, line, name, verdict, note))
+
+    # -- imports -----------------------------------------------------------------------
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = _v1_module(node.module or "")
+        if module is None:
+            return
+        mine = names.MODULES.get(module)
+        for alias in node.names:
+            full = f"{module}.{alias.name}"
+            if mine is None or not _has(mine, alias.name):
+                if full in names.MODULES:  # a submodule: from azureml.core import runconfig
+                    self.bound[alias.asname or alias.name] = ""
+                    continue
+                self.add(
+                    node.lineno,
+                    f"from {module} import {alias.name}",
+                    REFUSED,
+                    _missing(module, alias.name),
+                )
+                continue
+            self.bound[alias.asname or alias.name] = alias.name
+            self.add(
+                node.lineno,
+                f"from {module} import {alias.name}",
+                WORKS,
+                f"from jupyter_trainer.{module} import {alias.name}",
+            )
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            module = _v1_module(alias.name)
+            if module is None:
+                continue
+            if module not in names.MODULES and module != "azureml":
+                self.add(node.lineno, f"import {module}", REFUSED, _missing(module, None))
+                continue
+            self.add(node.lineno, f"import {module}", WORKS, f"import jupyter_trainer.{module}")
+
+    # -- what variables hold -----------------------------------------------------------
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.generic_visit(node)
+        kind = self._returns(node.value)
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                if kind:
+                    self.types[target.id] = kind
+                else:
+                    self.types.pop(target.id, None)
+
+    def _returns(self, value: ast.AST) -> str | None:
+        if not isinstance(value, ast.Call):
+            return None
+        name = self._call_name(value.func)
+        return names.RETURNS.get(name) if name else None
+
+    def _call_name(self, func: ast.AST) -> str | None:
+        """``Workspace.from_config`` for a call of it, ``Run.wait_for_completion`` for a call
+        on a variable holding a submitted run; None for anything else."""
+        chain: list[str] = []
+        while isinstance(func, ast.Attribute):
+            chain.append(func.attr)
+            func = func.value
+        if not isinstance(func, ast.Name):
+            return None
+        chain.reverse()
+        if self.bound.get(func.id):
+            return ".".join([self.bound[func.id], *chain])
+        if func.id in self.types and chain:
+            return ".".join([self.types[func.id], *chain])
+        return None
+
+    # -- calls -------------------------------------------------------------------------
+    def visit_Call(self, node: ast.Call) -> None:
+        self.generic_visit(node)
+        name = self._call_name(node.func)
+        if name is None:
+            return
+        verdict, note = judge(name)
+        self.add(node.lineno, name + "()", verdict, note)
+        owner = name.split(".")[0] if "." not in name else name
+        for keyword in node.keywords:
+            rule = names.KEYWORDS.get(owner, {}).get(keyword.arg or "")
+            if rule:
+                self.add(
+                    node.lineno,
+                    f"{name}({keyword.arg}=...)",
+                    REFUSED if rule[0] == "refused" else DIFFERS,
+                    rule[1],
+                )
+
+
+def judge(name: str) -> tuple[str, str]:
+    """The verdict on the v1 name ``name`` (``Model.deploy``, ``ScriptRun.log``...) and its note."""
+    if name in names.REFUSED:
+        return REFUSED, names.REFUSED[name]
+    if not _exists(name):
+        return REFUSED, "not offered by jupyter_trainer.azureml"
+    if name in names.DIFFERS:
+        return DIFFERS, names.DIFFERS[name]
+    return WORKS, ""
+
+
+def _exists(name: str) -> bool:
+    first, *rest = name.split(".")
+    if first == "ScriptRun":
+        obj: Any = _class(*_SCRIPT_RUN)
+    elif first in _CLASSES:
+        obj = _class(*_CLASSES[first])
+    else:
+        obj = next((getattr(_module(m), first) for m in _all_modules() if _has(m, first)), None)
+    for part in rest:
+        if obj is None:
+            return False
+        obj = getattr(obj, part, None)
+    return obj is not None
+
+
+def _v1_module(module: str) -> str | None:
+    for prefix in _PREFIXES:
+        if module == prefix[:-1] or module.startswith(prefix):
+            return "azureml" + module[len(prefix) - 1 :] if prefix != "azureml." else module
+    return None
+
+
+def _module(relative: str) -> Any:
+    return importlib.import_module(f"jupyter_trainer.azureml.{relative}")
+
+
+def _all_modules() -> list[str]:
+    return list(dict.fromkeys(names.MODULES.values()))
+
+
+def _has(relative: str, name: str) -> bool:
+    return hasattr(_module(relative), name)
+
+
+def _class(relative: str, name: str) -> Any:
+    if relative.startswith("rankside."):
+        return getattr(importlib.import_module(f"jupyter_trainer.{relative}"), name)
+    return getattr(_module(relative), name)
+
+
+def _missing(module: str, name: str | None) -> str:
+    what = f"{module}.{name}" if name else module
+    note = names.REFUSED.get(name or "", "")
+    return f"{what} has no counterpart in jupyter_trainer.azureml" + (f": {note}" if note else "")
+
+
+def summary(findings: list[Finding]) -> dict[str, int]:
+    counts = {WORKS: 0, DIFFERS: 0, REFUSED: 0}
+    for finding in findings:
+        counts[finding.verdict] += 1
+    return counts

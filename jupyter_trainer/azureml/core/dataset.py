@@ -1,0 +1,348 @@
+"""``azureml.core.Dataset`` and ``Datastore``: v1 file datasets become data inputs of a run
+(``--data NAME=PATH``, ``jt.data[NAME]``).
+
+- ``Dataset.File.from_files(path)``: a local file or folder, an ``http(s)`` URL (a presigned
+  one included: its credentials are redacted wherever the run is recorded), or a path on a
+  datastore (``(datastore, "path")`` or ``datastore.path("path")``).
+- A datastore is a folder of the run store (``<home>/datastore/<name>/``):
+  ``Dataset.File.upload_directory`` and ``datastore.upload`` copy into it.
+- ``as_mount()`` and ``as_download()`` in a script's arguments become the path of the input
+  on each node (``${{data.NAME}}``); ``as_named_input(NAME)`` names it, and the script finds
+  it as ``run.input_datasets[NAME]``. Both modes give a local path: the input is read from
+  where it is, or staged to each node once (docs/data.md).
+- Tabular datasets, Azure storage URLs and datastores with credentials are refused by name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...core.files import write_text_atomic
+from ...rankside.home import default_home
+from ..errors import NotSupported, UserErrorException
+
+_AZURE_URL = re.compile(r"(azureml|wasbs?|abfss?|adl)://", re.I)
+_HTTP_URL = re.compile(r"https?://", re.I)
+_INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+CREDENTIALS_FIX = (
+    "credentials stay out of runs here: download the data with your Azure tools, or give "
+    "a presigned https:// URL (a SAS URL) to Dataset.File.from_files"
+)
+
+
+def _home(workspace: Any) -> Path:
+    home = getattr(workspace, "home", None)
+    return Path(home) if home else default_home()
+
+
+class Datastore:
+    """A folder of the run store standing for a v1 datastore (``workspaceblobstore``)."""
+
+    def __init__(self, workspace: Any = None, name: str = "workspaceblobstore") -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+            raise UserErrorException(f"datastore name {name!r}: letters, digits, - and _ only")
+        self.workspace = workspace
+        self.name = name
+        self.datastore_type = "Local"
+        self.root = _home(workspace) / "datastore" / name
+
+    def __repr__(self) -> str:
+        return f"Datastore(name={self.name!r}, root={str(self.root)!r})"
+
+    @staticmethod
+    def get(workspace: Any, datastore_name: str) -> Datastore:
+        return Datastore(workspace, datastore_name)
+
+    @staticmethod
+    def get_default(workspace: Any) -> Datastore:
+        return Datastore(workspace)
+
+    def path(self, path: str | None = None, data_reference_name: str | None = None) -> DataPath:
+        return DataPath(self, path or "")
+
+    def _inside(self, relative: str) -> Path:
+        parts = [p for p in str(relative).replace("\\", "/").split("/") if p not in ("", ".")]
+        if ".." in parts:
+            raise UserErrorException(f"datastore path {relative!r} must not contain '..'")
+        return self.root.joinpath(*parts)
+
+    def upload(
+        self,
+        src_dir: str,
+        target_path: str | None = None,
+        overwrite: bool = False,
+        show_progress: bool = True,
+    ) -> DataPath:
+        """Copy the folder ``src_dir`` to ``target_path`` of this datastore."""
+        source = Path(src_dir).expanduser()
+        if not source.is_dir():
+            raise UserErrorException(f"upload: {source} is not a folder")
+        target = self._inside(target_path or "")
+        _merge(source, target, overwrite=overwrite)
+        if show_progress:
+            print(f"Uploaded {source} to {self.name}/{target_path or ''}")
+        return DataPath(self, target_path or "")
+
+    def upload_files(
+        self,
+        files: list[str],
+        relative_root: str | None = None,
+        target_path: str | None = None,
+        overwrite: bool = False,
+        show_progress: bool = True,
+    ) -> DataPath:
+        target = self._inside(target_path or "")
+        target.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            path = Path(name).expanduser()
+            rel = path.relative_to(relative_root) if relative_root else Path(path.name)
+            dest = target / rel
+            if dest.exists() and not overwrite:
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, dest)
+        return DataPath(self, target_path or "")
+
+    @staticmethod
+    def _credentials(call: str) -> NotSupported:
+        return NotSupported(call, CREDENTIALS_FIX)
+
+    @staticmethod
+    def register_azure_blob_container(*args: Any, **kwargs: Any) -> Datastore:
+        raise Datastore._credentials("Datastore.register_azure_blob_container")
+
+    @staticmethod
+    def register_azure_file_share(*args: Any, **kwargs: Any) -> Datastore:
+        raise Datastore._credentials("Datastore.register_azure_file_share")
+
+    @staticmethod
+    def register_azure_data_lake_gen2(*args: Any, **kwargs: Any) -> Datastore:
+        raise Datastore._credentials("Datastore.register_azure_data_lake_gen2")
+
+
+def _merge(source: Path, target: Path, overwrite: bool) -> None:
+    for path in sorted(source.rglob("*")):
+        dest = target / path.relative_to(source)
+        if path.is_dir():
+            dest.mkdir(parents=True, exist_ok=True)
+        elif overwrite or not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, dest)
+    target.mkdir(parents=True, exist_ok=True)
+
+
+@dataclass(frozen=True)
+class DataPath:
+    datastore: Datastore
+    path_on_datastore: str
+
+    @property
+    def local(self) -> Path:
+        return self.datastore._inside(self.path_on_datastore)
+
+
+class DatasetConsumptionConfig:
+    """A dataset as a run's input: its input name and mode (``as_mount``/``as_download``)."""
+
+    def __init__(
+        self,
+        name: str | None,
+        dataset: FileDataset,
+        mode: str = "direct",
+        path_on_compute: str | None = None,
+    ) -> None:
+        if name is not None and not _INPUT_NAME.fullmatch(name):
+            raise UserErrorException(
+                f"input name {name!r}: start with a letter or _, then letters, digits, _ . -"
+            )
+        self.name = name
+        self.dataset = dataset
+        self.mode = mode
+        self.path_on_compute = path_on_compute
+
+    def as_mount(self, path_on_compute: str | None = None) -> DatasetConsumptionConfig:
+        return DatasetConsumptionConfig(self.name, self.dataset, "mount", path_on_compute)
+
+    def as_download(self, path_on_compute: str | None = None) -> DatasetConsumptionConfig:
+        return DatasetConsumptionConfig(self.name, self.dataset, "download", path_on_compute)
+
+    def __repr__(self) -> str:
+        return f"DatasetConsumptionConfig(name={self.name!r}, mode={self.mode!r})"
+
+
+class FileDataset:
+    """A v1 file dataset: one file, folder or URL."""
+
+    def __init__(self, source: str, name: str | None = None) -> None:
+        self.source = source
+        self.name = name
+        self.version = 1 if name else None
+        self.tags: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"FileDataset(source={self.source!r}, name={self.name!r})"
+
+    def as_named_input(self, name: str) -> DatasetConsumptionConfig:
+        return DatasetConsumptionConfig(name, self)
+
+    def as_mount(self, path_on_compute: str | None = None) -> DatasetConsumptionConfig:
+        return DatasetConsumptionConfig(self.name, self, "mount", path_on_compute)
+
+    def as_download(self, path_on_compute: str | None = None) -> DatasetConsumptionConfig:
+        return DatasetConsumptionConfig(self.name, self, "download", path_on_compute)
+
+    def to_path(self) -> list[str]:
+        root = Path(self.source)
+        if _HTTP_URL.match(self.source):
+            return [self.source.split("?", 1)[0].rsplit("/", 1)[-1]]
+        if root.is_file():
+            return ["/" + root.name]
+        return sorted("/" + p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+    def download(self, target_path: str | None = None, overwrite: bool = False) -> list[str]:
+        if _HTTP_URL.match(self.source):
+            raise NotSupported(
+                "FileDataset.download of a URL in the notebook",
+                "give the dataset to the run (as_download()), which downloads it once",
+            )
+        target = Path(target_path or ".").expanduser()
+        source = Path(self.source)
+        if source.is_file():
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / source.name)
+            return [str(target / source.name)]
+        _merge(source, target, overwrite)
+        return [str(target / p.relative_to(source)) for p in source.rglob("*") if p.is_file()]
+
+    def mount(self, mount_point: str | None = None, **kwargs: Any) -> Any:
+        raise NotSupported("FileDataset.mount in the notebook", f"read it at {self.source}")
+
+    def register(
+        self,
+        workspace: Any,
+        name: str,
+        description: str | None = None,
+        tags: dict[str, str] | None = None,
+        create_new_version: bool = False,
+    ) -> FileDataset:
+        """Keep it by name in the workspace (``<home>/azureml/datasets.json``)."""
+        if not _INPUT_NAME.fullmatch(name):
+            raise UserErrorException(f"dataset name {name!r}: letters, digits, _ . - only")
+        path = _home(workspace) / "azureml" / "datasets.json"
+        known = _registered(path)
+        if name in known and known[name]["source"] != self.source and not create_new_version:
+            raise UserErrorException(
+                f"a dataset named {name!r} is registered already (from {known[name]['source']}); "
+                "pass create_new_version=True to replace it"
+            )
+        known[name] = {"source": self.source, "description": description or "", "tags": tags or {}}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps(known, indent=1))
+        dataset = FileDataset(self.source, name)
+        dataset.tags = dict(tags or {})
+        return dataset
+
+
+def _registered(path: Path) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except ValueError as exc:
+        raise UserErrorException(
+            f"{path} is damaged ({exc}); remove it and register again"
+        ) from None
+    return data if isinstance(data, dict) else {}
+
+
+def _source(path: Any) -> str:
+    if isinstance(path, (list, tuple)) and len(path) == 2 and isinstance(path[0], Datastore):
+        return str(path[0]._inside(str(path[1])))
+    if isinstance(path, DataPath):
+        return str(path.local)
+    if isinstance(path, (list, tuple)):
+        if len(path) != 1:
+            raise NotSupported(
+                "a dataset of several paths",
+                "put the files in one folder and give that folder, or give each as its own input",
+            )
+        return _source(path[0])
+    text = str(path)
+    if _AZURE_URL.match(text):
+        raise NotSupported(f"the Azure storage path {text.split('?', 1)[0]!r}", CREDENTIALS_FIX)
+    if _HTTP_URL.match(text):
+        return text
+    local = Path(text).expanduser()
+    if any(c in text for c in "*?["):
+        raise NotSupported(
+            f"the glob {text!r} as a dataset", "give the folder that holds the files"
+        )
+    if not local.exists():
+        raise UserErrorException(f"dataset path {local} does not exist")
+    return str(local.resolve())
+
+
+class _FileFactory:
+    @staticmethod
+    def from_files(
+        path: Any, validate: bool = True, partition_format: str | None = None, is_file: bool = False
+    ) -> FileDataset:
+        return FileDataset(_source(path))
+
+    @staticmethod
+    def upload_directory(
+        src_dir: str,
+        target: Any,
+        pattern: str | None = None,
+        overwrite: bool = False,
+        show_progress: bool = True,
+    ) -> FileDataset:
+        if isinstance(target, DataPath):
+            store, relative = target.datastore, target.path_on_datastore
+        elif isinstance(target, (list, tuple)) and len(target) == 2:
+            store, relative = target[0], str(target[1])
+        else:
+            raise UserErrorException("target is (datastore, 'path') or datastore.path('path')")
+        if pattern:
+            raise NotSupported("upload_directory(pattern=...)", "upload the folder as it is")
+        path = store.upload(src_dir, relative, overwrite=overwrite, show_progress=show_progress)
+        return FileDataset(str(path.local))
+
+
+class _TabularFactory:
+    def __getattr__(self, name: str) -> Any:
+        raise NotSupported(
+            f"Dataset.Tabular.{name}",
+            "give the file as a file dataset (Dataset.File.from_files) and read it with "
+            "pandas in the script, at run.input_datasets[NAME]",
+        )
+
+
+class Dataset:
+    File = _FileFactory()
+    Tabular = _TabularFactory()
+
+    @staticmethod
+    def get_by_name(workspace: Any, name: str, version: str | int = "latest") -> FileDataset:
+        known = _registered(_home(workspace) / "azureml" / "datasets.json")
+        if name not in known:
+            raise UserErrorException(
+                f"no dataset named {name!r} is registered (registered: "
+                f"{', '.join(sorted(known)) or 'none'}); register it with ds.register(ws, NAME)"
+            )
+        dataset = FileDataset(known[name]["source"], name)
+        dataset.tags = dict(known[name].get("tags") or {})
+        return dataset
+
+    @staticmethod
+    def get_all(workspace: Any) -> dict[str, FileDataset]:
+        known = _registered(_home(workspace) / "azureml" / "datasets.json")
+        return {name: FileDataset(item["source"], name) for name, item in known.items()}
+
+
+__all__ = ["DataPath", "Dataset", "DatasetConsumptionConfig", "Datastore", "FileDataset"]

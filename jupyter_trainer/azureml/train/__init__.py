@@ -1,0 +1,1 @@
+"""``azureml.train``: the v1 estimators (``dnn``, ``estimator``) and HyperDrive."""
