@@ -230,3 +230,11 @@ def test_the_architecture_page_names_every_folder():
         if p.parent != PACKAGE and "labextension" not in p.parts
     }
     assert folders <= named, f"docs/architecture.md does not name {sorted(folders - named)}"
+
+
+def test_the_azureml_guide_names_every_refused_and_different_v1_name():
+    from jupyter_trainer.azureml import names
+
+    page = (REPO / "docs" / "azureml.md").read_text()
+    missing = sorted(name for name in {*names.DIFFERS, *names.REFUSED} if f"`{name}`" not in page)
+    assert not missing, f"docs/azureml.md does not name these v1 names in backticks: {missing}"

@@ -5,7 +5,9 @@ The code is read, never run: its ``azureml`` imports (or already ``jupyter_train
 ones) say which names are v1's, assignments from known calls say what a variable holds (a
 workspace, a submitted run, the script's ``Run.get_context()``...), and every call on those is
 looked up. A name works when this package has it, works differently when ``names.DIFFERS``
-says so, and is refused when ``names.REFUSED`` says so or this package lacks it.
+says so, and is refused when ``names.REFUSED`` says so or this package lacks it. In a
+training script (a Python file that calls ``Run.get_context()``), the notebook's names
+(``Workspace``, ``Dataset``...) are refused: inside a run there is no workspace.
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ def check_source(
             )
             continue
         checker.cell = number if cells else None
+        checker.script = not cells and _calls_get_context(tree)
         checker.visit(tree)
     return checker.findings
 
@@ -121,6 +124,7 @@ class _Checker(ast.NodeVisitor):
         self.bound: dict[str, str] = {}  # local name -> v1 name ("Workspace", "Dataset.File")
         self.types: dict[str, str] = {}  # variable -> type ("Workspace", "ScriptRun", ...)
         self.findings: list[Finding] = []
+        self.script = False  # a training script: it runs inside a run
 
     def add(self, line: int, name: str, verdict: str, note: str) -> None:
         where = f"{self.shown}" + (f" (cell {self.cell})" if self.cell is not None else "")
@@ -178,6 +182,12 @@ class _Checker(ast.NodeVisitor):
         if not isinstance(value, ast.Call):
             return None
         name = self._call_name(value.func)
+        if name == "Experiment.submit" and value.args:  # what it gives depends on what it got
+            given = value.args[0]
+            if self._returns(given) == "HyperDriveConfig" or (
+                isinstance(given, ast.Name) and self.types.get(given.id) == "HyperDriveConfig"
+            ):
+                return "HyperDriveRun"
         return names.RETURNS.get(name) if name else None
 
     def _call_name(self, func: ast.AST) -> str | None:
@@ -187,9 +197,12 @@ class _Checker(ast.NodeVisitor):
         while isinstance(func, ast.Attribute):
             chain.append(func.attr)
             func = func.value
+        chain.reverse()
+        if isinstance(func, ast.Call) and chain:  # Experiment(ws, "x").submit(src)
+            kind = self._returns(func)
+            return ".".join([kind, *chain]) if kind else None
         if not isinstance(func, ast.Name):
             return None
-        chain.reverse()
         if self.bound.get(func.id):
             return ".".join([self.bound[func.id], *chain])
         if func.id in self.types and chain:
@@ -202,7 +215,11 @@ class _Checker(ast.NodeVisitor):
         name = self._call_name(node.func)
         if name is None:
             return
-        verdict, note = judge(name)
+        first = name.split(".")[0]
+        if self.script and first in names.SCRIPT_REFUSED:
+            verdict, note = REFUSED, "inside a run: " + names.SCRIPT_REFUSED[first]
+        else:
+            verdict, note = judge(name)
         self.add(node.lineno, name + "()", verdict, note)
         owner = name.split(".")[0] if "." not in name else name
         for keyword in node.keywords:
@@ -214,6 +231,12 @@ class _Checker(ast.NodeVisitor):
                     REFUSED if rule[0] == "refused" else DIFFERS,
                     rule[1],
                 )
+
+
+def _calls_get_context(tree: ast.AST) -> bool:
+    return any(
+        isinstance(node, ast.Attribute) and node.attr == "get_context" for node in ast.walk(tree)
+    )
 
 
 def judge(name: str) -> tuple[str, str]:

@@ -140,6 +140,16 @@ REFUSED = {
     "qnormal": "use normal",
     "lognormal": "use loguniform",
     "qlognormal": "use loguniform",
+    "Workspace.delete": "remove the run store yourself",
+    "ComputeTarget.delete": "remove the target's entry from targets.toml",
+    "ComputeTarget.detach": "remove the target's entry from targets.toml",
+    "AmlCompute.attach_configuration": "add a target to targets.toml",
+    "AmlCompute.supported_vmsizes": "a target's nodes are what it names",
+    "RemoteCompute": "add an ssh target to targets.toml",
+    "RemoteCompute.attach_configuration": "add an ssh target to targets.toml",
+    "FileDataset.mount": "read the dataset at its path in the notebook",
+    "Model.add_tags": "give tags when the version is registered (register_model(tags=...))",
+    "ParallelTaskConfiguration": "use MpiConfiguration or PyTorchConfiguration, or a sweep",
     "Run.log": "log from the script (Run.get_context().log)",
     "Run.upload_file": "upload from the script (Run.get_context().upload_file)",
 }
@@ -164,3 +174,13 @@ KEYWORDS = {
     },
 }
 KEYWORDS["PyTorch"] = KEYWORDS["Estimator"]
+
+# Inside a run (a script that calls Run.get_context()), the notebook's names refuse: the
+# script has no workspace. What to do instead, by name.
+SCRIPT_REFUSED = {
+    "Workspace": "the run has no workspace: read data inputs as run.input_datasets[NAME]",
+    "Dataset": "a dataset is run.input_datasets[NAME] (as_named_input(NAME) in the notebook)",
+    "Datastore": "pass the data as an input of the run (Dataset.File.from_files in the notebook)",
+    "Model": "write the model under ./outputs and register it from the notebook",
+    "Experiment": "the run's experiment is run.experiment (its name)",
+}

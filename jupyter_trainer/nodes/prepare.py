@@ -35,11 +35,12 @@ def required_modules(spec: RunSpec, code: Path) -> tuple[list[str], list[str]]:
         source = ""
     needed |= {module for module, _ in top_level_imports(source)}
     root = code if spec.code.entry.startswith("_jt/") else (code / spec.code.entry).parent
-    own = (
-        {p.stem if p.suffix == ".py" else p.name for p in root.iterdir()}
-        if root.is_dir()
-        else set()
-    )
+    own = {
+        p.stem if p.suffix == ".py" else p.name
+        for folder in (root, code / "_jt" / "azureml_v1")  # the rank's path gives these
+        if folder.is_dir()
+        for p in folder.iterdir()
+    }
     needed -= own | {"jupyter_trainer", "__main__"} | set(sys.builtin_module_names)
     return sorted(needed), sorted({"torch", *(["horovod"] if launcher == "horovod" else [])})
 

@@ -40,11 +40,15 @@ class ComputeTarget:
 
     @staticmethod
     def create(workspace: Any, name: str, provisioning_configuration: Any) -> ComputeTarget:
-        raise NotSupported(f"ComputeTarget.create({name!r}, ...)", ADD_TARGET.replace("NAME", name))
+        raise NotSupported(
+            f"ComputeTarget.create({name!r}, ...)", ADD_TARGET.replace("NAME", str(name))
+        )
 
     @staticmethod
     def attach(workspace: Any, name: str, attach_configuration: Any) -> ComputeTarget:
-        raise NotSupported(f"ComputeTarget.attach({name!r}, ...)", ADD_TARGET.replace("NAME", name))
+        raise NotSupported(
+            f"ComputeTarget.attach({name!r}, ...)", ADD_TARGET.replace("NAME", str(name))
+        )
 
     @staticmethod
     def list(workspace: Any) -> list[ComputeTarget]:
@@ -58,11 +62,14 @@ class ComputeTarget:
         return "Succeeded"
 
     def delete(self) -> None:
-        raise NotSupported(
-            "ComputeTarget.delete", f"remove [targets.{self.name}] from {targets_file()}"
-        )
+        raise NotSupported("ComputeTarget.delete", self._remove())
 
-    detach = delete
+    def detach(self) -> None:
+        raise NotSupported("ComputeTarget.detach", self._remove())
+
+    def _remove(self) -> str:
+        home = getattr(self.workspace, "home", None)
+        return f"remove [targets.{self.name}] from {targets_file(home)}"
 
 
 class _Provisioned:

@@ -75,6 +75,7 @@ def entry_modules(code_dir: str, entry: str) -> list[str]:
                 top in _NOT_PRELOADED
                 or top in sys.stdlib_module_names
                 or any(Path(code_dir, top + s).exists() for s in ("", ".py"))
+                or Path(code_dir, "_jt", "azureml_v1", top).exists()  # v1's script side
             ):
                 continue
             found.add(name)

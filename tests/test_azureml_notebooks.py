@@ -1,0 +1,145 @@
+"""Notebooks written for Azure ML SDK v1, from its documentation's examples
+(``azureml_v1/notebooks``), run to the end under papermill once their ``azureml`` import
+lines, and nothing else, are changed to ``jupyter_trainer.azureml``. Their training script
+(``azureml_v1/proj/train.py``) is not changed at all."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import nbformat
+import papermill
+import pytest
+from conftest import REPO, leftover
+from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+
+from jupyter_trainer.api import models
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.api.sweeps.functions import sweeps
+from jupyter_trainer.targets.registry import add_target
+
+V1 = REPO / "tests" / "azureml_v1"
+IMPORT_LINE = re.compile(r"^(\s*(?:from|import)\s+)azureml\b", re.M)
+
+
+def port(tmp_path, name: str):
+    """A copy of the v1 folder whose notebook ``name`` has its azureml import lines changed,
+    and only those: every line that differs from the original is one of them."""
+    folder = tmp_path / "v1"
+    shutil.copytree(V1, folder)
+    path = folder / "notebooks" / name
+    book = nbformat.read(path, as_version=4)
+    for cell in book.cells:
+        if cell.cell_type != "code":
+            continue
+        before = cell.source
+        cell.source = IMPORT_LINE.sub(r"\1jupyter_trainer.azureml", before)
+        changed = [
+            (a, b)
+            for a, b in zip(before.splitlines(), cell.source.splitlines(), strict=True)
+            if a != b
+        ]
+        assert all(IMPORT_LINE.match(a) for a, _ in changed), changed
+    nbformat.write(book, path)
+    return path
+
+
+def execute(path, **parameters):
+    out = path.with_suffix(".out.ipynb")
+    papermill.execute_notebook(
+        str(path),
+        str(out),
+        parameters=parameters,
+        kernel_name="python3",
+        cwd=str(path.parent),
+        progress_bar=False,
+    )
+    book = nbformat.read(out, as_version=4)
+    return "".join(
+        o.get("text", "") + o.get("data", {}).get("text/plain", "")
+        for cell in book.cells
+        if cell.cell_type == "code"
+        for o in cell.get("outputs", [])
+    )
+
+
+def only_run(home, experiment: str) -> api.Run:
+    found = [
+        r
+        for r in api.runs(home=home)
+        if r.spec.origin.get("azureml", {}).get("experiment") == experiment
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_script_run_config_with_pytorch_configuration_on_two_ssh_nodes(pair, home, tmp_path):
+    add_target(
+        "gpu-cluster",
+        "ssh",
+        home=home,
+        hosts=list(ALIASES),
+        workdir=str(tmp_path / "remote"),
+        env={"GLOO_SOCKET_IFNAME": "lo"},
+        connect_timeout=5,
+    )
+    path = port(tmp_path, "pytorch_distributed.ipynb")
+    text = execute(path, epochs=3)
+    run = only_run(home, "pytorch-distr")
+    assert (
+        run.status == "completed"
+        and run.spec.launch.nodes == 2
+        and run.spec.target.name == "gpu-cluster"
+    )
+    assert "Found existing compute target." in text and "Completed" in text
+    assert f"run {run.id} of experiment pytorch-distr, rank 0 of 2" in text  # the streamed log
+    assert "outputs/model.pt" in text and "user_logs/std_log_process_1.txt" in text
+    assert [v for _, v in run.metrics(rank=1)["loss"]][0] == pytest.approx(7.5)
+    assert run.spec.env.name == "pytorch-env"
+    assert (path.parent / "model" / "model.pt").stat().st_size > 0
+    model = models.get_model("pytorch-distr", home=home)
+    assert model.version == 1 and model.run == run.id
+    assert "pytorch-distr\tpytorch-distr:1\t1" in text
+    assert leftover(run.id) == []
+
+
+def test_mpi_configuration_with_horovod_on_the_local_target(home, tmp_path):
+    text = execute(port(tmp_path, "horovod_mpi.ipynb"))
+    run = only_run(home, "horovod-mpi")
+    assert run.status == "completed" and run.spec.launch.launcher == "mpirun"
+    assert run.spec.launch.procs == 2 and "Completed" in text
+    assert run.tags["world_size"] == "2"
+
+
+def test_the_pytorch_estimator_with_script_params_and_an_uploaded_dataset(home, tmp_path):
+    text = execute(port(tmp_path, "pytorch_estimator.ipynb"))
+    run = only_run(home, "estimator")
+    assert run.status == "completed"
+    assert (home / "datastore" / "workspaceblobstore" / "numbers" / "numbers.txt").exists()
+    assert run.spec.data[0].source == str(home / "datastore" / "workspaceblobstore" / "numbers")
+    assert "estimated:1" in text and "input datasets: ['input_1']" in text
+
+
+def test_a_hyperdrive_sweep_with_the_bandit_policy(home, tmp_path):
+    text = execute(port(tmp_path, "hyperdrive.ipynb"), total_runs=3)
+    [sweep] = sweeps(home=home)
+    assert sweep.status == "completed" and sweep.spec.prune == "bandit:0.1"
+    assert (sweep.spec.metric, sweep.spec.goal, sweep.spec.trials, sweep.spec.parallel) == (
+        "accuracy",
+        "max",
+        3,
+        2,
+    )
+    best = sweep.best()
+    assert best is not None and f"{best.id} " in text and "tuned:1" in text
+    lr = best.spec.params["learning_rate"]
+    assert 0.01 <= lr <= 0.3
+    assert best.spec.code.args[-4:] == (
+        "--learning-rate",
+        "${{params.learning_rate}}",
+        "--epochs",
+        "${{params.epochs}}",
+    )
+    for trial in sweep.trials():
+        assert leftover(trial.id) == []
