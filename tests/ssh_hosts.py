@@ -231,19 +231,12 @@ def user_home(ssh_pair, tmp_path, monkeypatch):
     return home
 
 
-@pytest.fixture
-def pair(ssh_pair, user_home, home, tmp_path):
-    """A target 'pair' on n1 and n2 (a shared workdir); both hosts are up before and after,
-    and the test's ControlMasters are closed at the end."""
-    from jupyter_trainer.nodes.ssh import close_masters, control_dir
+def add_pair_target(name: str, home, tmp_path) -> None:
+    """A target ``name`` of ``home``'s targets.toml on n1 and n2, with a shared workdir."""
     from jupyter_trainer.targets.registry import add_target
 
-    for address in ADDRESSES:
-        if address not in ssh_pair.daemons:
-            ssh_pair.start_node(address)
-    home.mkdir(parents=True, exist_ok=True)
     add_target(
-        "pair",
+        name,
         "ssh",
         home=home,
         hosts=list(ALIASES),
@@ -251,6 +244,19 @@ def pair(ssh_pair, user_home, home, tmp_path):
         env={"GLOO_SOCKET_IFNAME": "lo"},
         connect_timeout=5,
     )
+
+
+@pytest.fixture
+def pair(ssh_pair, user_home, home, tmp_path):
+    """A target 'pair' on n1 and n2 (a shared workdir); both hosts are up before and after,
+    and the test's ControlMasters are closed at the end."""
+    from jupyter_trainer.nodes.ssh import close_masters, control_dir
+
+    for address in ADDRESSES:
+        if address not in ssh_pair.daemons:
+            ssh_pair.start_node(address)
+    home.mkdir(parents=True, exist_ok=True)
+    add_pair_target("pair", home, tmp_path)
     yield ssh_pair
     close_masters(control_dir(home))
     shutil.rmtree(control_dir(home), ignore_errors=True)

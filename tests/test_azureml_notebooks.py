@@ -12,12 +12,11 @@ import nbformat
 import papermill
 import pytest
 from conftest import REPO, leftover
-from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+from ssh_hosts import add_pair_target, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 from jupyter_trainer.api import models
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.api.sweeps.functions import sweeps
-from jupyter_trainer.targets.registry import add_target
 
 V1 = REPO / "tests" / "azureml_v1"
 IMPORT_LINE = re.compile(r"^(\s*(?:from|import)\s+)azureml\b", re.M)
@@ -75,15 +74,7 @@ def only_run(home, experiment: str) -> api.Run:
 
 
 def test_script_run_config_with_pytorch_configuration_on_two_ssh_nodes(pair, home, tmp_path):
-    add_target(
-        "gpu-cluster",
-        "ssh",
-        home=home,
-        hosts=list(ALIASES),
-        workdir=str(tmp_path / "remote"),
-        env={"GLOO_SOCKET_IFNAME": "lo"},
-        connect_timeout=5,
-    )
+    add_pair_target("gpu-cluster", home, tmp_path)
     path = port(tmp_path, "pytorch_distributed.ipynb")
     text = execute(path, epochs=3)
     run = only_run(home, "pytorch-distr")
