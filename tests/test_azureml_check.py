@@ -284,3 +284,34 @@ def test_check_refuses_the_notebooks_names_in_a_script_and_follows_chained_calls
     assert (2, "Experiment.submit()", "works") in found
     assert (3, "Run.wait_for_completion()", "works differently") in found
     assert (4, "Run.log()", REFUSED) in found
+
+
+def test_pip_requirements_and_a_base_image_become_the_environments(tmp_path):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("# pinned\nsix==1.16.0\ntomli  # for configs\n\n")
+    env = Environment.from_pip_requirements("reqs", str(requirements))
+    env.environment_variables = {"OMP_NUM_THREADS": "2"}
+    definition = env.definition()
+    assert (definition.name, definition.pip, definition.inherit) == (
+        "reqs",
+        ("six==1.16.0", "tomli"),
+        True,
+    )
+    assert definition.env == {"OMP_NUM_THREADS": "2"}
+    image = Environment.from_docker_image("img", "nvcr.io/nvidia/pytorch:24.05-py3").definition()
+    assert image.image == "nvcr.io/nvidia/pytorch:24.05-py3"  # run by Slurm (pyxis) and Kubernetes
+
+
+def test_the_v1_package_never_shadows_azureml_in_the_kernel():
+    """Only a rank's path has the script side: the notebook's ``import azureml`` finds the real
+    package or nothing, and the package's own import paths stay under jupyter_trainer."""
+    import importlib.util
+
+    import jupyter_trainer.azureml.core
+    import jupyter_trainer.azureml.train.hyperdrive  # noqa: F401
+
+    spec = importlib.util.find_spec("azureml")
+    assert spec is None or "jupyter_trainer" not in str(
+        spec.origin or spec.submodule_search_locations
+    )
+    assert not any("azureml_v1" in p for p in sys.path)
