@@ -180,6 +180,23 @@ def test_a_launcher_that_failed_with_no_rank_to_blame():
         "failed",
         {"error": "the launcher exited with code 2", "traceback": "usage: torchrun"},
     )
+    status, why = verdict.decide(
+        evidence(outcome={"launcher_exit": 2}, launcher_exit=2, records={})
+    )
+    assert why["error"] == (
+        "the launcher exited with code 2 before any rank started; see logs/launcher.log"
+    )
+    status, why = verdict.decide(
+        evidence(
+            outcome={"launcher_exit": 1},
+            launcher_exit=1,
+            records={0: {"exit_code": 0}},
+            world_size=2,
+        )
+    )
+    assert why["error"] == (
+        "the launcher exited with code 1 when only 1 of 2 ranks had started; see logs/launcher.log"
+    )
 
 
 def test_fewer_ranks_than_the_world_size_fails():

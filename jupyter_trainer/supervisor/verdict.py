@@ -109,8 +109,16 @@ def decide(e: Evidence) -> tuple[Status, StateRecord]:
             "logs/launcher.log",
         }
     elif e.launcher_exit not in (0, None) or e.outcome.get("stopped_after_rank_failure"):
+        started = len(e.records)
+        when = (
+            ""
+            if started >= e.world_size
+            else " before any rank started; see logs/launcher.log"
+            if not started
+            else f" when only {started} of {e.world_size} ranks had started; see logs/launcher.log"
+        )
         fields = {
-            "error": f"the launcher exited with code {e.launcher_exit}",
+            "error": f"the launcher exited with code {e.launcher_exit}{when}",
             "traceback": e.log_tail,
         }
     elif len(e.records) < e.world_size:
