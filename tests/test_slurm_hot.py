@@ -42,9 +42,14 @@ def _pools_alive(home: Path) -> list[int]:
 
 
 def _wait(run: api.Run, cluster, timeout: float = 180) -> None:
-    """``run.wait``; a run still waiting says what Slurm says of the queue and the node."""
+    """``run.wait``; a run still waiting says what Slurm says of the queue and the node, a
+    failed one what its launcher printed."""
     try:
         run.wait(timeout=timeout)
+    except RunFailed as exc:  # what the launcher said, which the error only sums up
+        log = run.store.existing(run.id).logs / "launcher.log"
+        tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no launcher.log)"
+        raise AssertionError(f"{exc}\n--- launcher.log\n{tail}") from None
     except TimeoutError as exc:
         queue = cluster.run("squeue", "-a", "-o", "%i %T %r %j", check=False).stdout
         node = cluster.run("scontrol", "show", "node", check=False).stdout
@@ -123,7 +128,7 @@ def test_failing_rank_is_named(held, home):
     )
     run = api.submit(code, procs=2, target="cluster", name="hot-fail")
     with pytest.raises(RunFailed) as info:
-        _wait(run, held, 180)
+        run.wait(timeout=180)
     assert info.value.failed_rank == 1 and "ValueError: bad batch" in str(info.value)
     assert run.state["launcher"]["hot"]["used"]
     assert leftover(run.id) == []
