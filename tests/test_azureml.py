@@ -6,6 +6,8 @@ installed in its environment, which still reports here."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,6 +107,10 @@ def test_script_run_config_with_pytorch_configuration_reports_and_registers(home
     assert run.run.state["backend"] == "gloo"
     check_reported(run, ranks=2)
     assert run.get_tags()["team"] == "vision"  # tags given to submit
+    shown = subprocess.run(
+        [sys.executable, "-m", "jupyter_trainer", "show", run.id], capture_output=True, text=True
+    )
+    assert "tags: script=train.py, team=vision, world_size=2" in shown.stdout, shown.stderr
     run.download_file(
         name="outputs/model.pt", output_file_path=str(tmp_path / "model" / "model.pt")
     )

@@ -98,7 +98,7 @@ class RunFollower:
         self.offsets: dict[int, int] = {}
         self.series: dict[str, dict[int, Series]] = {}
         self.texts: dict[str, dict[int, str]] = {}  # text metrics: the last value per rank
-        self.tags: dict[str, str] = {}  # jt.tag(): every rank's tags, the last value wins
+        self.code_tags: dict[str, str] = {}  # jt.tag(): every rank's, the last value wins
         self.progress: dict[int, Progress] = {}
         self.events_read = 0
         self.state: StateRecord = {}
@@ -183,12 +183,17 @@ class RunFollower:
             elif event.get("kind") == "progress":
                 progress = event
             elif event.get("kind") == "tag" and type(values) is dict:
-                self.tags.update((str(k), str(v)) for k, v in values.items())
+                self.code_tags.update((str(k), str(v)) for k, v in values.items())
         if progress is not None:
             self.progress[rank] = Progress(
                 progress.get("done", 0), progress.get("total"), progress.get("t", 0.0)
             )
         return count
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """The run's tags: its code's (``jt.tag``), then those set from outside it."""
+        return {**self.code_tags, **self.store.kept_tags(self.run_id)}
 
     def _new_series(self, rank: int, name: str) -> Appenders:
         series = self.series.setdefault(name, {}).setdefault(rank, Series())

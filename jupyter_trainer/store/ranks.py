@@ -125,8 +125,12 @@ class RankReader:
         tags: dict[str, str] = {}
         for _, values in sorted(found, key=lambda item: item[0]):
             tags.update((str(k), str(v)) for k, v in values.items())
-        tags.update(_kept_tags(paths.root / TAGS_FILE))
+        tags.update(self.kept_tags(run_id))
         return tags
+
+    def kept_tags(self, run_id: str) -> dict[str, str]:
+        """The tags set on the run from outside it (``set_run_tags``)."""
+        return _kept_tags(self.existing(run_id).root / TAGS_FILE)
 
     def set_run_tags(self, run_id: str, tags: dict[str, str]) -> None:
         """Tags set on the run from outside it (the notebook), kept in ``tags.json``; they

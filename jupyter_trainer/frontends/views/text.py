@@ -203,10 +203,10 @@ def summary_text(
         lines.append(environment_line(state["environment"]))
     if spec is not None:
         lines += [extra for extra in (source_line(spec), inputs_line(spec)) if extra]
-    if follower.tags:
+    tags = follower.tags
+    if tags:
         lines.append(
-            "tags: "
-            + ", ".join(f"{printable(k)}={printable(v)}" for k, v in sorted(follower.tags.items()))
+            "tags: " + ", ".join(f"{printable(k)}={printable(v)}" for k, v in sorted(tags.items()))
         )
     job = (state.get("launcher") or {}).get("job_id")
     if job:
