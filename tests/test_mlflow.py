@@ -42,6 +42,9 @@ if jt.rank == 0:
     os.makedirs(os.path.join(jt.outputs_dir, "plots"))
     with open(os.path.join(jt.outputs_dir, "plots", "loss.txt"), "w") as fh:
         fh.write("a plot")
+    os.symlink("model.pt", os.path.join(jt.outputs_dir, "alias.pt"))  # a file of outputs/
+    os.symlink(os.path.abspath(os.path.join(jt.run_dir, "spec.json")),
+               os.path.join(jt.outputs_dir, "outside.json"))  # never uploaded
 """
 
 
@@ -167,7 +170,7 @@ def test_a_run_is_mirrored_whole_and_a_second_sync_adds_nothing(home, server, tm
     assert run.status == "completed"
     assert record["status"] == "synced" and record["error"] is None, record
     assert record["uri"] == server.uri and record["experiment"] == "mirror-exp"
-    assert record["metrics"] == 2 * STEPS + 5 and record["artifacts"] == 2
+    assert record["metrics"] == 2 * STEPS + 5 and record["artifacts"] == 3
     print(f"mirrored {record['metrics']} metric values in {record['seconds']} s")
 
     client = MlflowClient(server.uri)
@@ -214,6 +217,8 @@ def test_a_run_is_mirrored_whole_and_a_second_sync_adds_nothing(home, server, tm
     got = Path(client.download_artifacts(found.info.run_id, "outputs", str(tmp_path / "dl")))
     assert (got / "model.pt").read_text() == "weights"
     assert (got / "plots" / "loss.txt").read_text() == "a plot"
+    assert (got / "alias.pt").read_text() == "weights" and not (got / "alias.pt").is_symlink()
+    assert not (got / "outside.json").exists()
 
     # Registering a model of the run registers it in MLflow at once, with our version.
     first = run.register_model("mirror-net", "model.pt", tags={"stage": "dev"})

@@ -28,8 +28,10 @@ import math
 import os
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -283,10 +285,17 @@ class Mirror:
 
     # -- artifacts and models ----------------------------------------------------------------
     def _log_outputs(self, artifact_uri: str) -> None:
+        """The files of ``outputs/``, copied first into a private folder the way ``download``
+        copies them (a link is followed only to a file inside ``outputs/``, none is opened
+        twice), so a link to a file elsewhere never reaches the server."""
+        from ...store.outputs import copy_out, list_files
+
         outputs = self.store.paths(self.run_id).outputs
-        files = [p for p in outputs.rglob("*") if p.is_file()] if outputs.is_dir() else []
+        files = list_files(outputs) if outputs.is_dir() else []
         if files:
-            self.client.log_artifacts(self._id, str(outputs), "outputs")
+            with tempfile.TemporaryDirectory(prefix=".mlflow-", dir=self.store.home) as staged:
+                copy_out(outputs, files, Path(staged))
+                self.client.log_artifacts(self._id, staged, "outputs")
         self.counts["artifacts"] = len(files)
 
     def _register(self, info: Any, name: str, version: int) -> str:
