@@ -3,12 +3,14 @@ containers as real local processes in their own mount and UTS namespaces."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -86,6 +88,7 @@ class Kubelet:
         self.node_res = reg.find("", "v1", "nodes")
         self.svc_res = reg.find("", "v1", "services")
         self.runs: dict[str, PodRun] = {}
+        self.hostnames: set[str] = set()  # of every pod started, for stop_all's cleanup
         self.unschedulable: dict[str, str] = {}
         self.root = cluster.root / "kubelet"
         self.network = PodNetwork(cluster.token) if cluster.pod_network else None
@@ -124,6 +127,7 @@ class Kubelet:
                 self._schedule(pod, node, pods)
             elif run is None and pod["status"].get("phase") == "Pending":
                 run = self.runs[meta["uid"]] = PodRun(self, pod)
+                self.hostnames.add(pod["spec"].get("hostname") or meta["name"][:63])
                 if self.network:
                     self.network.netns(meta["uid"])
                 run.write_hosts(volumes.hosts_file(self.cluster, pod, pods, services, self.pod_ip))
@@ -272,6 +276,11 @@ class Kubelet:
         signal_marker(self.cluster.token + "/", signal.SIGKILL)
         if self.network:
             self.network.close()
+        # Open MPI's session folders: a pod's /tmp is this machine's, as its other folders
+        # are, so what mpirun and orted left there by the pod's hostname is removed here.
+        for host in self.hostnames:
+            for left in Path(tempfile.gettempdir()).glob(f"ompi.{glob.escape(host)}.*"):
+                shutil.rmtree(left, ignore_errors=True)
 
 
 class PodRun(threading.Thread):
