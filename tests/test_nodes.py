@@ -249,3 +249,21 @@ def test_a_launcher_that_ends_while_its_status_is_read_is_not_taken_for_lost(tmp
     (tmp_path / "node-0.exit").unlink()
     monkeypatch.setattr(agent_follow, "is_alive", lambda pid, ticks=None: False)
     assert agent_follow.Follower(str(tmp_path), 0, {}).launcher_status()["exit"] == -1
+
+
+def test_an_older_read_of_a_record_from_another_node_never_replaces_a_newer_one(tmp_path):
+    """Nodes that share a filesystem (ssh hosts on one NFS home, a Slurm cluster) each follow
+    the same rank records. A node that read rank 1's record before its rank wrote its end
+    may be heard after the node that read the end: the older read must not win, or the run
+    is judged on a record that says rank 1 never ended."""
+    files = LocalFiles(str(tmp_path))
+    record = tmp_path / "ranks" / "rank-1.json"
+    ended = b'{"rank": 1, "exit_code": 1, "failed_at": 2.0}'
+    files.apply(1, "n2", {"t": "put", "p": "ranks/rank-1.json", "m": 200}, ended)
+    files.apply(0, "n1", {"t": "put", "p": "ranks/rank-1.json", "m": 100}, b'{"rank": 1}')
+    assert record.read_bytes() == ended
+    later = b'{"rank": 1, "exit_code": 1, "failed_at": 2.0, "exited": 2.1}'
+    files.apply(0, "n1", {"t": "put", "p": "ranks/rank-1.json", "m": 300}, later)
+    assert record.read_bytes() == later
+    files.apply(0, "n1", {"t": "put", "p": "ranks/rank-0.json"}, b'{"rank": 0}')  # an older agent
+    assert (tmp_path / "ranks" / "rank-0.json").read_bytes() == b'{"rank": 0}'

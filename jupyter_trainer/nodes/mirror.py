@@ -48,6 +48,8 @@ class LocalFiles:
         self.launcher_offsets: dict[int, int] = {}
         self._partial: dict[int, bytes] = {}
         self.bytes_written = 0
+        # a replaced file's newest version here, by its modification time on the node
+        self._versions: dict[str, int] = {}
 
     def offsets(self) -> dict[str, int]:
         """Where a (re)started follower should resume: the local files' sizes."""
@@ -69,6 +71,13 @@ class LocalFiles:
         if kind == "file" and _APPENDED.fullmatch(rel):
             self._append_at(self.root / rel, int(header["o"]), payload)
         elif kind == "put" and _REPLACED.fullmatch(rel):
+            stamp = header.get("m")
+            if isinstance(stamp, int):
+                # Nodes that share a filesystem each send the same file; one's older read of
+                # it may arrive after another's newer one, and must not replace it.
+                if stamp < self._versions.get(rel, -1):
+                    return
+                self._versions[rel] = stamp
             self._replace(self.root / rel, payload)
         elif kind == "file" and (m := _LAUNCHER.fullmatch(rel)) and int(m.group(1)) == node:
             self._launcher_log(node, label, int(header["o"]), payload)

@@ -68,7 +68,7 @@ class Follower:
                 except OSError:
                     continue
                 self.stamps[rel] = stamp
-                frame({"t": "put", "p": rel}, data)
+                frame({"t": "put", "p": rel, "m": st.st_mtime_ns}, data)
                 sent += len(data) + 1
                 continue
             offset = self.offsets.get(rel, 0)
