@@ -184,7 +184,7 @@ def test_a_launcher_that_failed_with_no_rank_to_blame():
         evidence(outcome={"launcher_exit": 2}, launcher_exit=2, records={})
     )
     assert why["error"] == (
-        "the launcher exited with code 2 before any rank started; see logs/launcher.log"
+        "the launcher exited with code 2 before any rank recorded its start; see logs/launcher.log"
     )
     status, why = verdict.decide(
         evidence(
@@ -195,7 +195,8 @@ def test_a_launcher_that_failed_with_no_rank_to_blame():
         )
     )
     assert why["error"] == (
-        "the launcher exited with code 1 when only 1 of 2 ranks had started; see logs/launcher.log"
+        "the launcher exited with code 1 when only 1 of 2 ranks had recorded their start; see "
+        "logs/launcher.log"
     )
 
 

@@ -113,9 +113,10 @@ def decide(e: Evidence) -> tuple[Status, StateRecord]:
         when = (
             ""
             if started >= e.world_size
-            else " before any rank started; see logs/launcher.log"
+            else " before any rank recorded its start; see logs/launcher.log"
             if not started
-            else f" when only {started} of {e.world_size} ranks had started; see logs/launcher.log"
+            else f" when only {started} of {e.world_size} ranks had recorded their start; see "
+            "logs/launcher.log"
         )
         fields = {
             "error": f"the launcher exited with code {e.launcher_exit}{when}",
