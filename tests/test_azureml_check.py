@@ -315,3 +315,21 @@ def test_the_v1_package_never_shadows_azureml_in_the_kernel():
         spec.origin or spec.submodule_search_locations
     )
     assert not any("azureml_v1" in p for p in sys.path)
+
+
+def test_download_file_never_follows_a_link_out_of_the_run(home, tmp_path):
+    from jupyter_trainer.api import runs as api
+    from jupyter_trainer.azureml.core.run import Run
+    from jupyter_trainer.azureml.errors import UserErrorException
+
+    inner = api.submit("print('x')", launcher="python", name="links", wait=True)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not the run's")
+    (inner.outputs / "away").symlink_to(tmp_path, target_is_directory=True)
+    (inner.outputs / "kept.txt").write_text("the run's")
+    run = Run(Experiment(Workspace(), "links"), inner.id, inner)
+    with pytest.raises(UserErrorException, match="no file 'outputs/away/secret.txt'"):
+        run.download_file("outputs/away/secret.txt", str(tmp_path / "got.txt"))
+    assert not (tmp_path / "got.txt").exists()
+    run.download_file("outputs/kept.txt", str(tmp_path / "kept.txt"))
+    assert (tmp_path / "kept.txt").read_text() == "the run's"

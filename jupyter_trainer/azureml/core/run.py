@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from ...api import runs as api
 from ...core.errors import RunFailed
+from ...store.confined import real_parts
 from ..errors import ActivityFailedException, NotSupported, UserErrorException
 
 V1_STATUS = {
@@ -282,7 +283,9 @@ class Run:
         self, name: str, output_file_path: str | None = None, _validate_checksum: bool = False
     ) -> None:
         source = self._local(name)
-        if not source.is_file() or source.is_symlink():
+        root = self._run.path / ("outputs" if PurePosixPath(name).parts[0] == "outputs" else "logs")
+        # links are followed only to a file of the run's own folder, as ``download`` does
+        if not source.is_file() or real_parts(root, source) is None:
             raise UserErrorException(
                 f"the run has no file {name!r}: its files are {', '.join(self.get_file_names()) or 'none'}"
             )
