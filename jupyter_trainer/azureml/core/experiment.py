@@ -73,9 +73,7 @@ class Experiment:
         for row in api.runs(name=self.name, limit=100_000, home=home):
             if row.name != self.name:
                 continue
-            origin = row.spec.origin
-            found = origin.get("azureml") if isinstance(origin, dict) else None
-            if isinstance(found, dict) and found.get("experiment") == self.name:
+            if experiment_of(row.spec.origin) == self.name:
                 yield Run(self, row.id, row)
 
     def archive(self) -> None:
@@ -95,10 +93,17 @@ def experiment_names(workspace: Any) -> list[str]:
             origin = run.spec.origin
         except Exception:  # a damaged record: not this listing's business
             continue
-        found = origin.get("azureml") if isinstance(origin, dict) else None
-        if isinstance(found, dict) and isinstance(found.get("experiment"), str):
-            names.add(found["experiment"])
+        name = experiment_of(origin)
+        if name is not None:
+            names.add(name)
     return sorted(names)
+
+
+def experiment_of(origin: Any) -> str | None:
+    """The v1 experiment a run's ``origin`` records (``experiment_origin``), if any."""
+    found = origin.get("azureml") if isinstance(origin, dict) else None
+    name = found.get("experiment") if isinstance(found, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def experiment_origin(experiment: Experiment) -> dict[str, Any]:

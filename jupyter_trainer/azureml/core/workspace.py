@@ -156,10 +156,9 @@ class Workspace:
 
 def _experiment_of(workspace: Workspace, run_id: str) -> str:
     from ...api import runs as api
+    from .experiment import experiment_of
 
-    origin = api.get_run(run_id, home=workspace.home).spec.origin
-    found = origin.get("azureml") if isinstance(origin, dict) else None
-    return str((found or {}).get("experiment") or "runs")
+    return experiment_of(api.get_run(run_id, home=workspace.home).spec.origin) or "runs"
 
 
 def _find_config(start: Path, file_name: str | None) -> Path | None:
