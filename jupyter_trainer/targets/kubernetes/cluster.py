@@ -209,7 +209,40 @@ class Cluster:
             return []
         return [e.to_dict() for e in found]
 
-    def log_lines(self, pod: str) -> Iterator[bytes]:
-        """The pod's log, followed until the container ends."""
-        for line in self.client.log(pod, namespace=self.namespace, follow=True):
+    def log_lines(self, pod: str, previous: bool = False) -> Iterator[bytes]:
+        """The pod's log, followed until the container ends; with ``previous``, the whole log
+        of the container's instance before the current one (the kubelet keeps that one after
+        a restart in place)."""
+        lines = (
+            self._previous_log(pod)
+            if previous
+            else self.client.log(pod, namespace=self.namespace, follow=True)
+        )
+        for line in lines:
             yield line.encode("utf-8", "surrogateescape")
+
+    def _previous_log(self, pod: str) -> Iterator[str]:
+        """``GET .../log?previous=true``: lightkube's ``Client.log`` has no such parameter,
+        so its request is built here the way ``Client.log`` builds its own."""
+        from lightkube.core.internal_resources import core_v1
+
+        inner = self.client._client
+        request = inner.prepare_request(
+            "get", core_v1.PodLog, name=pod, namespace=self.namespace, params={"previous": "true"}
+        )
+        response = inner.send(inner.build_adapter_request(request))
+        inner.raise_for_status(response)
+        return (line + "\n" for line in response.iter_lines())
+
+    def pod_instance(self, pod: str) -> tuple[str, int, bool] | None:
+        """The pod's phase, how many times its container restarted in place, and whether
+        that instance has started (it has not while it waits to be created or restarted);
+        None once the pod is gone."""
+        found = self.get("Pod", pod)
+        if found is None:
+            return None
+        status = found.get("status") or {}
+        containers = status.get("containerStatuses") or [{}]
+        state = containers[0].get("state") or {}
+        started = "running" in state or "terminated" in state
+        return status.get("phase") or "Pending", containers[0].get("restartCount") or 0, started

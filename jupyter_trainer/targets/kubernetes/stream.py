@@ -1,6 +1,9 @@
 """Splitting a pod's log stream: marked lines (pod.py's ``MARK`` + JSON) carry the bytes
 the ranks wrote into the pod's run folder; every other line is the launcher's own output.
 
+Every instance of a container that restarts in place is read, in order: its live stream,
+and the instance before the one first seen (the only earlier one the kubelet keeps).
+
 Both go into the local run folder through the node layer's ``LocalFiles``, as the frames of
 an ssh node do: bytes at their offset (a log stream read again from its start after a
 reconnect changes nothing), rank records replaced whole, launcher lines into
@@ -12,7 +15,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
+import time
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 from ...nodes.mirror import LocalFiles
 from ...rankside.kube_pod import FOLLOWED, MARK
@@ -54,11 +59,16 @@ class PodLog:
         self.files = files
         self.node = node
         self.label = label
-        self.offset = 0  # bytes of launcher output seen in this pass over the stream
+        self.base = 0  # bytes of launcher output of the container's instances before this one
+        self.offset = 0  # ... and of this one too, as far as this pass over its stream went
 
     def restart(self) -> None:
-        """The stream is read again from its start."""
-        self.offset = 0
+        """The stream of the same container instance is read again from its start."""
+        self.offset = self.base
+
+    def next_instance(self) -> None:
+        """The instance read so far has ended: what follows is the next one's output."""
+        self.base = self.offset
 
     def feed(self, line: bytes) -> None:
         frame = split_marked(line)
@@ -68,3 +78,70 @@ class PodLog:
         header = {"p": f"logs/launcher-{self.node}.log", "t": "file", "o": self.offset}
         self.files.apply(self.node, self.label, header, line)
         self.offset += len(line)
+
+
+class PodLogs(Protocol):
+    def log_lines(self, pod: str, previous: bool = False) -> Iterator[bytes]: ...
+
+    def pod_instance(self, pod: str) -> tuple[str, int, bool] | None: ...
+
+
+ENDED = ("Succeeded", "Failed")
+
+
+def follow(source: PodLogs, pod: str, log: PodLog, tries: int, pause: float = 1.0) -> None:
+    """Feed the pod's log into ``log``, instance after instance, until the pod ends or goes.
+
+    ``source.pod_instance`` says the pod's phase, its container's restart count (the number
+    of the instance that runs or ran last) and whether that instance has started (not while
+    it waits to be restarted). A stream that ends while the same instance is current was cut
+    short, or its container waits to restart: it is read again from its start, which changes
+    nothing already written (rank files go at their offsets). Once the count moves on, the
+    output read so far is kept and the next instance's follows it. An instance the follower
+    missed whole is read through ``previous`` (the kubelet keeps the one before the current).
+    ``tries`` bounds the failed reads.
+    """
+    failures = 0
+    seen: int | None = None  # the instance whose output the log ends with
+    while failures < tries:
+        try:
+            now = source.pod_instance(pod)
+        except Exception:  # the API server went away for a moment
+            now, failures = ("Running", seen or 0, False), failures + 1
+        if now is None:
+            return
+        phase, count, started = now
+        if not started:
+            if phase in ENDED:
+                return
+            time.sleep(pause)
+            continue
+        if seen is not None and count > seen:
+            log.next_instance()
+        if count > (0 if seen is None else seen + 1):  # the instance before ran unread
+            log.restart()
+            _read(source, pod, log, previous=True)
+            log.next_instance()
+        seen = count
+        log.restart()
+        if not _read(source, pod, log, previous=False):
+            failures += 1
+            time.sleep(pause)
+            continue
+        try:
+            after = source.pod_instance(pod)
+        except Exception:
+            continue
+        if after is None or (after[0] in ENDED and after[1] == count):
+            return
+        if after[1] == count:
+            time.sleep(pause)
+
+
+def _read(source: PodLogs, pod: str, log: PodLog, previous: bool) -> bool:
+    try:
+        for line in source.log_lines(pod, previous=previous):
+            log.feed(line)
+    except Exception:  # the API server or the connection went away for a moment
+        return False
+    return True

@@ -53,7 +53,7 @@ from .status import (
     pod_labels,
     waiting_reason,
 )
-from .stream import PodLog
+from .stream import PodLog, follow
 
 STOP_SETTLE_S = 30.0  # after the grace: how long deleted pods get to be gone
 FOLLOW_TRIES = 20
@@ -294,14 +294,7 @@ class KubernetesTarget(Target):
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _follow(self, pod: str, log: PodLog) -> None:
-        for _ in range(FOLLOW_TRIES):  # a stream cut short is read again from its start
-            log.restart()
-            try:
-                for line in self.cluster.log_lines(pod):
-                    log.feed(line)
-                return
-            except Exception:  # the API server or the connection went away for a moment
-                time.sleep(1.0)
+        follow(self.cluster, pod, log, FOLLOW_TRIES)
 
     def collect(self, handle: Handle) -> dict[str, Any]:
         """The followers' last lines (the pods have ended), and the outputs: copied from
