@@ -363,10 +363,17 @@ def test_pod_failure_policy_fail_job_names_the_pod(kube_cluster):
 def test_foreground_delete_kills_every_process_before_the_job_goes(kube_cluster):
     kc = client(kube_cluster)
     kc.create(indexed_job("fg", [PY, "-c", SLEEP_WITH_A_CHILD_IN_ITS_OWN_SESSION]))
-    procs = wait_for(
-        lambda: (lambda ps: ps if len(ps) == 4 else None)(kube_cluster.processes()),
-        what="2 pods x 2 processes",
-    )
+    seen: list = []
+
+    def four():
+        seen[:] = kube_cluster.processes()
+        return list(seen) if len(seen) == 4 else None
+
+    # four Python processes starting in pods: slow on a loaded machine
+    try:
+        procs = wait_for(four, timeout=90, what="2 pods x 2 processes")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the pods' processes: {seen}") from None
     assert {p["pod"].rsplit("-", 1)[0] for p in procs} == {"fg-0", "fg-1"}
     order = []
     stream = kc.watch(

@@ -296,12 +296,13 @@ def test_dry_run_prints_the_objects_a_run_then_creates(home, kube_cluster, api_n
     assert kube_cluster.processes() == []
 
     run = api.submit(script=script, target="kube", nodes=2, procs=2)
-    wait_for(
-        lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)),
+    created = wait_for(
+        lambda: (lambda kinds: kinds if kinds >= set(expected) else None)(
+            {entry.split("/")[0] for entry in run_objects(kube_cluster)} - {"Pod"}
+        ),
         timeout=120,
-        what="all four ranks to log",
+        what=f"the run to create {expected}",
     )
-    created = {entry.split("/")[0] for entry in run_objects(kube_cluster)} - {"Pod"}
     assert created >= set(expected), created
     run.cancel(timeout=90)
     assert kube_cluster.processes() == []
