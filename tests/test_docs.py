@@ -42,6 +42,7 @@ EXECUTED = [
     "docs/api.md",
     "docs/sweeps.md",
     "docs/models.md",
+    "docs/system.md",
     "docs/data.md",
 ]
 FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```$", re.S | re.M)

@@ -20,11 +20,11 @@ from .. import environment
 from ..core import hooks
 from ..core.errors import RecordDamaged, RunCanceled, RunFailed, SpecError
 from ..core.records import StateRecord
-from ..core.spec import DEFAULT_STALL_TIMEOUT, RunSpec, validate_run_id
+from ..core.spec import DEFAULT_STALL_TIMEOUT, DEFAULT_SYSTEM_INTERVAL, RunSpec, validate_run_id
 from ..core.waker import Waker
 from ..rankside import procs
 from ..store import ACTIVE, TERMINAL, Store
-from ..store.follow import RunFollower
+from ..store.follow import RunFollower, points
 from .start import start_again, start_run
 from .submission import given_params, run_writer
 
@@ -55,6 +55,7 @@ def submit(
     stall_timeout: float = DEFAULT_STALL_TIMEOUT,
     on_stall: str = "warn",
     stop_on_nan: str | Sequence[str] = (),
+    system_interval: float = DEFAULT_SYSTEM_INTERVAL,
     data: Mapping[str, str | os.PathLike] | Sequence[str] | None = None,
     mlflow: str | None = None,
     namespace: Mapping[str, Any] | None = None,
@@ -81,6 +82,8 @@ def submit(
     captured before the run is created; on any error nothing is written and nothing starts.
     With ``dry_run`` nothing is created or started either way: the returned ``DryRun`` says
     what would be run (its ``text`` is what ``--dry-run`` prints; see dry_run.py).
+    ``system_interval`` is how often each rank samples its CPU, memory and GPU figures
+    (``Run.system``; 0: never).
     """
     notes: list[str] = []  # what a dry run could not do (download a URL input)
     store, tgt, write = run_writer(
@@ -98,6 +101,7 @@ def submit(
         source=source,
         max_restarts=max_restarts,
         stall_timeout=stall_timeout,
+        system_interval=system_interval,
         on_stall=on_stall,
         stop_on_nan=stop_on_nan,
         data=data,
@@ -389,25 +393,21 @@ class Run:
         """Each metric's (step, value) points of ``rank``; ``rank=None``: mean across ranks."""
         follower = self.follower()
         follower.poll()
-        out: dict[str, list[tuple[float | None, float]]] = {}
-        for metric, by_rank in follower.series.items():
-            if rank is not None:
-                if rank in by_rank:
-                    s = by_rank[rank]
-                    out[metric] = [
-                        (None if st != st else st, v) for st, v in zip(s.steps, s.values)
-                    ]
-                continue
-            length = min(len(s) for s in by_rank.values())
-            first = next(iter(by_rank.values()))
-            out[metric] = [
-                (
-                    None if first.steps[i] != first.steps[i] else first.steps[i],
-                    sum(s.values[i] for s in by_rank.values()) / len(by_rank),
-                )
-                for i in range(length)
-            ]
-        return out
+        return points(follower.series, rank)
+
+    def system(self, rank: int | None = 0) -> dict[str, list[tuple[float | None, float]]]:
+        """What the hardware did: each figure's (seconds since the run started, value)
+        samples of ``rank`` (``rank=None``: the mean across ranks), as ``metrics`` gives
+        its points. The figures are ``cpu_percent``, ``rss_bytes``, ``rss_peak_bytes``,
+        ``node_mem_available_bytes``, ``node_mem_total_bytes`` and, on NVIDIA GPUs,
+        ``gpu_util_percent``, ``gpu_mem_used_bytes``, ``gpu_mem_total_bytes``,
+        ``gpu_process_mem_bytes``, ``gpu_power_watts``, ``gpu_power_limit_watts``,
+        ``gpu_temp_c``, ``gpu_sm_clock_mhz`` and ``gpu_index``; a rank samples them every
+        ``system_interval`` seconds of ``submit`` (``--system-interval``)."""
+        follower = self.follower()
+        follower.poll()
+        origin = float((follower.state or {}).get("created") or 0.0)
+        return points(follower.system, rank, origin=origin)
 
     def logs(self, rank: int = 0) -> str:
         """Everything rank ``rank`` printed (stdout and stderr)."""

@@ -17,7 +17,14 @@ from typing import Any, TypeGuard
 
 from .. import environment
 from ..core.errors import SpecError
-from ..core.spec import LaunchSpec, RunSpec, TargetSpec, WatchSpec, parse_params
+from ..core.spec import (
+    DEFAULT_SYSTEM_INTERVAL,
+    LaunchSpec,
+    RunSpec,
+    TargetSpec,
+    WatchSpec,
+    parse_params,
+)
 from ..store import Store
 from ..targets import get_target
 from ..targets.base import Target
@@ -87,6 +94,7 @@ def run_writer(
     hot: bool | None = None,
     dry_run: bool = False,
     notes: list[str] | None = None,
+    system_interval: float = DEFAULT_SYSTEM_INTERVAL,
 ) -> tuple[Store, Target, Callable[[Path], RunSpec]]:
     """The store, the target and ``write(staging) -> RunSpec`` (which captures the snapshot)
     of a run of ``code`` or ``script``: checked, but nothing written yet. With ``dry_run``
@@ -109,6 +117,7 @@ def run_writer(
         stall_timeout=stall_timeout,
         on_stall=on_stall,
         stop_on_nan=(stop_on_nan,) if isinstance(stop_on_nan, str) else tuple(stop_on_nan),
+        system_interval=system_interval,
     )
     overrides = params
     line_one = first_line(origin)

@@ -24,6 +24,7 @@ MAX_PROCS = 4096
 MAX_RESTARTS = 100
 ON_STALL = ("warn", "cancel")
 DEFAULT_STALL_TIMEOUT = 600.0
+DEFAULT_SYSTEM_INTERVAL = 5.0  # seconds between samples of a rank's CPU, memory and GPU
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _TARGET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -163,8 +164,21 @@ class WatchSpec:
     stall_timeout: float = DEFAULT_STALL_TIMEOUT  # seconds without progress; 0 turns it off
     on_stall: str = "warn"  # "warn": name the rank; "cancel": end the run
     stop_on_nan: tuple[str, ...] = ()  # metrics whose NaN or inf fails the run
+    system_interval: float = DEFAULT_SYSTEM_INTERVAL  # 0: no system figures (rankside/system)
 
     def __post_init__(self) -> None:
+        every = self.system_interval
+        if (
+            isinstance(every, bool)
+            or not isinstance(every, (int, float))
+            or not math.isfinite(every)
+            or (every != 0 and not 0.5 <= every <= 3600)
+        ):
+            raise SpecError(
+                f"--system-interval must be a number of seconds from 0.5 to 3600 (or 0 to "
+                f"sample no CPU, memory and GPU figures), got {every!r}"
+            )
+        object.__setattr__(self, "system_interval", float(every))
         timeout = self.stall_timeout
         if (
             isinstance(timeout, bool)

@@ -41,6 +41,7 @@ SNAPSHOT = (
     "data.py",
     "workdir.py",
     "death_watch.py",
+    "system.py",
 )
 # The script side of Azure ML SDK v1 (``azureml.core.run.Run``), copied into every run's
 # snapshot as ``code/_jt/azureml_v1/azureml/``; boot puts ``_jt/azureml_v1`` on the path.

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jupyter_trainer.rankside import event_lines, launcher_env
+from jupyter_trainer.rankside import event_lines, launcher_env, system
 
 if TYPE_CHECKING:
     from jupyter_trainer.rankside import rank_files
@@ -264,6 +264,15 @@ def _beat() -> None:
         _heartbeat().beat(_time())
 
 
+def _sample() -> None:
+    """This rank's system figures when due (rankside/system.py), written apart from the
+    event buffer: they are no sign of the training's progress."""
+    line = system.due_line(_pid, local_rank, _run_dir, _time())
+    if line:
+        with _lock:
+            _write(line)
+
+
 def _start_flusher() -> None:
     global _flusher
     with _start_lock:
@@ -290,6 +299,7 @@ def _flush_loop() -> None:
         try:
             flush()
             _beat()
+            _sample()
         except Exception:  # keep flushing: a failure here must not end event logging
             pass
 

@@ -99,6 +99,7 @@ class RunFollower:
         self.series: dict[str, dict[int, Series]] = {}
         self.texts: dict[str, dict[int, str]] = {}  # text metrics: the last value per rank
         self.code_tags: dict[str, str] = {}  # jt.tag(): every rank's, the last value wins
+        self.system: dict[str, dict[int, Series]] = {}  # rankside/system.py's samples
         self.progress: dict[int, Progress] = {}
         self.events_read = 0
         self.state: StateRecord = {}
@@ -184,11 +185,21 @@ class RunFollower:
                 progress = event
             elif event.get("kind") == "tag" and type(values) is dict:
                 self.code_tags.update((str(k), str(v)) for k, v in values.items())
+            elif event.get("kind") == "system" and type(values) is dict:
+                self._ingest_system(rank, event.get("t", 0.0), values)
         if progress is not None:
             self.progress[rank] = Progress(
                 progress.get("done", 0), progress.get("total"), progress.get("t", 0.0)
             )
         return count
+
+    def _ingest_system(self, rank: int, t: Any, values: dict[str, Any]) -> None:
+        if not isinstance(t, (int, float)):
+            return
+        for name, value in values.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                series = self.system.setdefault(str(name), {}).setdefault(rank, Series())
+                series.append(None, float(value), float(t))
 
     @property
     def tags(self) -> dict[str, str]:
@@ -229,6 +240,34 @@ class RunFollower:
             if deadline is not None and time.monotonic() > deadline:
                 return
             time.sleep(interval)
+
+
+def points(
+    series: Mapping[str, Mapping[int, Series]], rank: int | None, origin: float | None = None
+) -> dict[str, list[tuple[float | None, float]]]:
+    """Each name's (x, value) points of ``rank``; ``rank=None``: the mean across the ranks,
+    point by point. x is the point's step (None where none was given), or with ``origin``
+    its time in seconds since then."""
+
+    def x(s: Series, i: int) -> float | None:
+        if origin is not None:
+            return round(s.times[i] - origin, 3)
+        return None if s.steps[i] != s.steps[i] else s.steps[i]
+
+    out: dict[str, list[tuple[float | None, float]]] = {}
+    for name, by_rank in series.items():
+        if rank is not None:
+            if rank in by_rank:
+                s = by_rank[rank]
+                out[name] = [(x(s, i), s.values[i]) for i in range(len(s))]
+            continue
+        length = min(len(s) for s in by_rank.values())
+        first = next(iter(by_rank.values()))
+        out[name] = [
+            (x(first, i), sum(s.values[i] for s in by_rank.values()) / len(by_rank))
+            for i in range(length)
+        ]
+    return out
 
 
 def as_floats(values: Values) -> Floats:

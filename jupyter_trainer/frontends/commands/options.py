@@ -16,7 +16,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...core.errors import SpecError
-from ...core.spec import BACKENDS, DEFAULT_STALL_TIMEOUT, LAUNCHERS, ON_STALL
+from ...core.spec import (
+    BACKENDS,
+    DEFAULT_STALL_TIMEOUT,
+    DEFAULT_SYSTEM_INTERVAL,
+    LAUNCHERS,
+    ON_STALL,
+)
 
 
 class HelpRequested(Exception):
@@ -191,6 +197,14 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="fail the run when METRIC becomes NaN or inf (repeatable)",
     )
     parser.add_argument(
+        "--system-interval",
+        type=float,
+        default=DEFAULT_SYSTEM_INTERVAL,
+        metavar="SECONDS",
+        help="how often each rank samples its CPU, memory and GPU figures "
+        f"(default: {DEFAULT_SYSTEM_INTERVAL:g}; 0 turns it off)",
+    )
+    parser.add_argument(
         "--data",
         action=ParamAction,
         default=[],
@@ -230,6 +244,7 @@ def submit_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "stall_timeout": ns.stall_timeout,
         "on_stall": ns.on_stall,
         "stop_on_nan": ns.stop_on_nan,
+        "system_interval": ns.system_interval,
         "data": ns.data,
         "mlflow": ns.mlflow,
     }

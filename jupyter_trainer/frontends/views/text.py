@@ -21,6 +21,7 @@ from .health import (
 )
 from .rankstats import RankStat, rank_summary, ranks_label
 from .staging import StagingNotes, inputs_line
+from .system_text import system_rows
 
 STAGES = ("preparing", "queued", "running", "finalizing")
 STALL_WARNINGS = 8  # stalled ranks warned of one by one at a time; the others in one line
@@ -222,6 +223,9 @@ def summary_text(
             f"{name} (text, not charted): "
             + ", ".join(f"rank {r} {v!r}" for r, v in sorted(by_rank.items()))
         )
+    header, hardware = system_rows(follower)
+    if hardware:
+        lines.append(columns(header, hardware))
     if state.get("status") in ("failed", "lost"):
         rank = state.get("failed_rank")
         lines.append(

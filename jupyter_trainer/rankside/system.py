@@ -1,0 +1,262 @@
+"""What a rank's hardware is doing, sampled by the runtime's flusher thread while it lives.
+
+Every ``--system-interval`` seconds (5 by default; 0 turns sampling off) a rank appends one
+``{"kind": "system", "t": ..., "values": {...}}`` line to its events file. The values:
+
+- of its process and every process below it (data-loader workers included): ``cpu_percent``
+  (100 is one core busy) and ``rss_bytes``; ``rss_peak_bytes``, the rank process's own peak;
+- of its node: ``node_mem_available_bytes`` and ``node_mem_total_bytes``;
+- of its GPU, when the node has NVIDIA GPUs: ``gpu_util_percent``, ``gpu_mem_used_bytes``,
+  ``gpu_mem_total_bytes``, ``gpu_power_watts``, ``gpu_power_limit_watts``, ``gpu_temp_c``,
+  ``gpu_sm_clock_mhz``, ``gpu_index``, and ``gpu_process_mem_bytes``, the GPU memory its own
+  processes hold.
+
+The rank's GPU is the one whose compute processes include its own; before it has one, the
+device its ``LOCAL_RANK`` picks among ``CUDA_VISIBLE_DEVICES``. GPU figures are read with
+``nvidia-smi``'s query interface, which reads NVML and never creates a CUDA context in the
+rank. CPU and memory are read from ``/proc`` (Linux); elsewhere they are left out.
+
+Standard library only: this file is copied into every run's snapshot with the runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+DEFAULT_INTERVAL = 5.0
+SMI_TIMEOUT = 10.0
+GPU_FIELDS = (
+    ("index", "gpu_index", 1),
+    ("uuid", None, None),
+    ("utilization.gpu", "gpu_util_percent", 1),
+    ("memory.used", "gpu_mem_used_bytes", 1 << 20),
+    ("memory.total", "gpu_mem_total_bytes", 1 << 20),
+    ("power.draw", "gpu_power_watts", 1),
+    ("power.limit", "gpu_power_limit_watts", 1),
+    ("temperature.gpu", "gpu_temp_c", 1),
+    ("clocks.sm", "gpu_sm_clock_mhz", 1),
+)
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def interval(run_dir: str | None) -> float:
+    """Seconds between samples: the run's ``--system-interval`` (``watch.system_interval``
+    of its spec.json); 0 when sampling is off or there is no run."""
+    import jupyter_trainer.rankside.run_inputs as run_inputs
+
+    try:
+        watch = run_inputs.from_spec(run_dir, "watch") if run_dir else None
+    except RuntimeError:
+        return DEFAULT_INTERVAL
+    value = (watch or {}).get("system_interval", DEFAULT_INTERVAL)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        return 0.0
+    return float(value)
+
+
+_sampler: Sampler | None = None
+
+
+def due_line(pid: int, local_rank: int, run_dir: str | None, now: float) -> bytes | None:
+    """The next line of figures of rank process ``pid`` when one is due; None in another
+    process (a data-loader worker forked from the rank) and outside a run."""
+    global _sampler
+    if run_dir is None or os.getpid() != pid:
+        return None
+    if _sampler is None:
+        _sampler = Sampler(pid, local_rank, interval(run_dir))
+    line = _sampler.line(now)
+    return line.encode() if line else None
+
+
+class Sampler:
+    """One rank's sampler: ``line(now)`` is its next events line when one is due, else None."""
+
+    def __init__(self, pid: int, local_rank: int, every: float) -> None:
+        self.pid = pid
+        self.local_rank = local_rank
+        self.every = every
+        self.due = 0.0
+        self.cpu: tuple[float, float] | None = None  # (wall time, CPU seconds) of the last one
+        import shutil
+
+        self.smi = shutil.which("nvidia-smi") if every else None
+        self.gpu_failed = False
+
+    def line(self, now: float) -> str | None:
+        if not self.every or now < self.due:
+            return None
+        self.due = now + self.every
+        values = self.sample(now)
+        if not values:
+            return None
+        return json.dumps({"kind": "system", "t": now, "values": values}) + "\n"
+
+    def sample(self, now: float) -> dict[str, float]:
+        values: dict[str, float] = {}
+        tree = process_tree(self.pid)
+        if tree:
+            seconds = sum(cpu_seconds(p) for p in tree)
+            if self.cpu is not None and now > self.cpu[0]:
+                used = max(0.0, seconds - self.cpu[1])
+                values["cpu_percent"] = round(100.0 * used / (now - self.cpu[0]), 1)
+            self.cpu = (now, seconds)
+            values["rss_bytes"] = sum(rss_bytes(p) for p in tree)
+            peak = status_kib(self.pid, "VmHWM")
+            if peak is not None:
+                values["rss_peak_bytes"] = peak * 1024
+        values.update(node_memory())
+        if self.smi and not self.gpu_failed:
+            try:
+                values.update(self.gpu(set(tree) or {self.pid}))
+            except Exception:  # nvidia-smi failed, hung or answered what cannot be read
+                self.gpu_failed = True  # a broken driver is not asked every few seconds
+        return values
+
+    def gpu(self, pids: set[int]) -> dict[str, float]:
+        names = [query for query, _, _ in GPU_FIELDS]
+        rows = smi_rows(self.smi, f"--query-gpu={','.join(names)}")  # type: ignore[arg-type]
+        if not rows:
+            return {}
+        apps = smi_rows(
+            self.smi,  # type: ignore[arg-type]
+            "--query-compute-apps=pid,gpu_uuid,used_memory",
+        )
+        held: dict[str, float] = {}
+        for row in apps:
+            if len(row) == 3 and row[0].isdigit() and int(row[0]) in pids:
+                held[row[1]] = held.get(row[1], 0.0) + (number(row[2]) or 0.0) * (1 << 20)
+        by_uuid = {row[1]: row for row in rows if len(row) == len(GPU_FIELDS)}
+        uuid = next((u for u in held if u in by_uuid), None) or visible_device(
+            list(by_uuid.values()), self.local_rank
+        )
+        if uuid is None:
+            return {}
+        out: dict[str, float] = {}
+        for (_, name, scale), text in zip(GPU_FIELDS, by_uuid[uuid]):
+            value = number(text)
+            if name is not None and scale is not None and value is not None:
+                out[name] = value * scale if scale != 1 else value
+        out["gpu_process_mem_bytes"] = held.get(uuid, 0.0)
+        return out
+
+
+def visible_device(rows: list[list[str]], local_rank: int) -> str | None:
+    """The uuid of the GPU ``local_rank`` uses among ``CUDA_VISIBLE_DEVICES`` (all, unset)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        picks = [row[1] for row in rows]
+    else:
+        picks = []
+        for item in (v.strip() for v in visible.split(",")):
+            if not item:
+                break
+            found = next(
+                (row[1] for row in rows if row[0] == item or row[1].startswith(item)), None
+            )
+            if found is None:
+                break  # CUDA stops at the first device it cannot find
+            picks.append(found)
+    if not picks:
+        return None
+    return picks[local_rank % len(picks)]
+
+
+def smi_rows(smi: str, query: str) -> list[list[str]]:
+    import subprocess
+
+    done = subprocess.run(
+        [smi, query, "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        timeout=SMI_TIMEOUT,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ValueError(done.stderr.strip() or f"nvidia-smi exited with {done.returncode}")
+    return [[cell.strip() for cell in line.split(",")] for line in done.stdout.splitlines() if line]
+
+
+def number(text: str) -> float | None:
+    """A figure of nvidia-smi's CSV; None for ``[N/A]``, ``[Not Supported]`` and the like."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return int(value) if value.is_integer() else value
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and every process below it, from ``/proc``; [] where there is no ``/proc``."""
+    parents: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        stat = _stat(int(entry))
+        if stat is not None:
+            parents.setdefault(int(stat[1]), []).append(int(entry))
+    if _stat(root) is None:
+        return []
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(parents.get(pid, ()))
+    return tree
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of ``/proc/PID/stat`` after the command's name: state, ppid, ...; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[-1].split()
+
+
+def cpu_seconds(pid: int) -> float:
+    stat = _stat(pid)
+    if stat is None or len(stat) < 13:
+        return 0.0
+    return (int(stat[11]) + int(stat[12])) / _TICKS  # utime and stime
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def status_kib(pid: int, key: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(key.encode() + b":"):
+                    return int(line.split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return None
+
+
+def node_memory() -> dict[str, float]:
+    found: dict[str, float] = {}
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            for line in fh:
+                key, _, rest = line.partition(b":")
+                if key in (b"MemTotal", b"MemAvailable"):
+                    name = "total" if key == b"MemTotal" else "available"
+                    found[f"node_mem_{name}_bytes"] = int(rest.split()[0]) * 1024
+    except (OSError, IndexError, ValueError):
+        return {}
+    return found

@@ -1,0 +1,170 @@
+"""System figures of every rank: CPU and memory of real processes with a known load, and GPU
+figures from an ``nvidia-smi`` faked at the process boundary (there is no GPU here)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import SpecError
+from jupyter_trainer.rankside import system
+
+GIB = 1 << 30
+
+# rank 0 spins for 4 s; rank 1 holds 1 GiB it has written to, and idles
+LOAD = """
+import time
+from jupyter_trainer import runtime as jt
+if jt.rank == 0:
+    end = time.time() + 4
+    while time.time() < end:
+        pass
+else:
+    block = bytearray(1 << 30)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    time.sleep(4)
+    del block
+"""
+
+
+def test_a_busy_rank_and_a_big_rank_are_told_apart(home):
+    run = api.submit(LOAD, procs=2, system_interval=0.5, wait=True)
+    busy, big = run.system(rank=0), run.system(rank=1)
+    for figures in (busy, big):
+        assert {"cpu_percent", "rss_bytes", "rss_peak_bytes"} <= set(figures), figures.keys()
+        assert not [name for name in figures if name.startswith("gpu_")]  # no GPU here
+        times = [t for t, _ in figures["rss_bytes"]]
+        assert times == sorted(times) and times[0] >= 0 and len(times) >= 4, times
+    cpu = lambda figures: max(value for _, value in figures["cpu_percent"])
+    # a spinning process takes a core; on a loaded machine, at least a share of one
+    assert cpu(busy) >= 25, busy["cpu_percent"]
+    assert cpu(busy) > 3 * min(value for _, value in big["cpu_percent"]), (busy, big)
+    assert max(value for _, value in big["rss_bytes"]) >= GIB
+    assert big["rss_peak_bytes"][-1][1] >= GIB
+    assert max(value for _, value in busy["rss_bytes"]) < GIB // 2
+    with open("/proc/meminfo") as meminfo:
+        total = int(next(line for line in meminfo if line.startswith("MemTotal")).split()[1])
+    assert {value for _, value in busy["node_mem_total_bytes"]} == {total * 1024}
+    available = [value for _, value in busy["node_mem_available_bytes"]]
+    assert all(0 < value <= total * 1024 for value in available)
+    mean = run.system(rank=None)
+    first = min(len(busy["rss_bytes"]), len(big["rss_bytes"]))
+    assert len(mean["rss_bytes"]) == first
+    assert mean["rss_bytes"][0][1] == (busy["rss_bytes"][0][1] + big["rss_bytes"][0][1]) / 2
+
+
+def test_system_interval_zero_samples_nothing(home):
+    run = api.submit(
+        "import time; time.sleep(1.5)", launcher="python", system_interval=0, wait=True
+    )
+    assert run.spec.watch.system_interval == 0
+    assert run.system() == {}
+
+
+@pytest.mark.parametrize("bad", [0.1, -1, float("nan"), "5", True, 7200])
+def test_a_bad_system_interval_is_refused_before_anything_starts(home, bad):
+    with pytest.raises(SpecError, match="--system-interval must be a number of seconds"):
+        api.submit("pass", launcher="python", system_interval=bad)
+    assert api.runs(home=home) == []
+
+
+# Two GPUs. The rank with LOCAL_RANK 0 (the caller's parent) holds 1500 MiB on GPU 1; the
+# other rank holds none, so its GPU is the one its local rank picks among CUDA_VISIBLE_DEVICES.
+FAKE_SMI = """#!{python}
+import os, sys
+query = sys.argv[1] if len(sys.argv) > 1 else ""
+if query.startswith("--query-gpu="):
+    assert query.split("=", 1)[1].split(",") == {fields!r}, query
+    assert sys.argv[2:] == ["--format=csv,noheader,nounits"], sys.argv
+    print("0, GPU-00000000-fake, 3, 1024, 81559, 71.25, 700.00, 35, 345")
+    print("1, GPU-11111111-fake, 87, 20000, 81559, 312.45, [N/A], 61, 1980")
+elif query == "--query-compute-apps=pid,gpu_uuid,used_memory":
+    if os.environ.get("LOCAL_RANK") == "0":
+        print(f"{{os.getppid()}}, GPU-11111111-fake, 1500")
+    print("999999, GPU-00000000-fake, 700")
+else:
+    sys.exit(2)
+"""
+
+
+@pytest.fixture
+def fake_smi(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    fields = [query for query, _, _ in system.GPU_FIELDS]
+    smi.write_text(FAKE_SMI.format(python=sys.executable, fields=fields))
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+
+
+def test_each_rank_reports_its_own_gpu(home, fake_smi):
+    code = "import time; time.sleep(2.5)"
+    run = api.submit(code, procs=2, backend="gloo", system_interval=0.5, wait=True)
+    last = {rank: {k: v[-1][1] for k, v in run.system(rank=rank).items()} for rank in (0, 1)}
+    # rank 0 holds memory on GPU 1: that is its GPU, whatever its local rank says
+    assert {k: v for k, v in last[0].items() if k.startswith("gpu_")} == {
+        "gpu_index": 1,
+        "gpu_util_percent": 87,
+        "gpu_mem_used_bytes": 20000 * (1 << 20),
+        "gpu_mem_total_bytes": 81559 * (1 << 20),
+        "gpu_power_watts": 312.45,
+        "gpu_temp_c": 61,
+        "gpu_sm_clock_mhz": 1980,
+        "gpu_process_mem_bytes": 1500 * (1 << 20),
+    }
+    # rank 1 holds none: local rank 1 of CUDA_VISIBLE_DEVICES=1,0 is GPU 0
+    assert {k: v for k, v in last[1].items() if k.startswith("gpu_")} == {
+        "gpu_index": 0,
+        "gpu_util_percent": 3,
+        "gpu_mem_used_bytes": 1024 * (1 << 20),
+        "gpu_mem_total_bytes": 81559 * (1 << 20),
+        "gpu_power_watts": 71.25,
+        "gpu_power_limit_watts": 700,
+        "gpu_temp_c": 35,
+        "gpu_sm_clock_mhz": 345,
+        "gpu_process_mem_bytes": 0,
+    }
+    # show: a row per rank, GPU columns included
+    shown = subprocess.run(
+        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    table = shown.stdout[shown.stdout.index("rank  cpu mean / peak") :].splitlines()
+    assert [cell.strip() for cell in table[0].split("  ") if cell.strip()][-4:] == [
+        "gpu",
+        "gpu util mean / peak",
+        "gpu memory peak",
+        "power mean",
+    ], table[0]
+    assert re.fullmatch(
+        r"0 +\d+% / \d+% +[\d.]+ MiB +1 +87% / 87% +19\.5 GiB of 79\.6 GiB +312 W", table[1]
+    ), table[1]
+    assert re.fullmatch(
+        r"1 +\d+% / \d+% +[\d.]+ MiB +0 +3% / 3% +1\.0 GiB of 79\.6 GiB +71 W", table[2]
+    ), table[2]
+
+
+def test_the_cli_refuses_a_bad_system_interval(home, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script)]
+        + ["--launcher", "python", "--system-interval", "0.2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "--system-interval must be a number of seconds from 0.5 to 3600" in done.stderr
+    assert api.runs(home=home) == []
