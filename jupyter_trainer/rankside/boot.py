@@ -132,6 +132,15 @@ def _with_data_paths(args: list[str], runtime: Any) -> list[str]:
     return [_PLACEHOLDER.sub(value, a) for a in args]
 
 
+def _gpu_oom(exc: BaseException) -> dict[str, Any]:
+    """What the rank's GPU held when PyTorch ran out of its memory (rankside/system.py)."""
+    try:
+        from jupyter_trainer.rankside import system
+    except ImportError:  # an older installed rank side
+        return {}
+    return system.gpu_oom(exc)
+
+
 def _exit_status(code: Any) -> int:
     if code is None or isinstance(code, int):
         return code or 0
@@ -324,6 +333,7 @@ def main(argv: list[str]) -> int:
             error=_error_line(exc),
             traceback=tb[-_TRACEBACK_CHARS:],
             **seen,
+            **_gpu_oom(exc),
         )
         return code
     _release_process_group()

@@ -25,6 +25,9 @@ _DEATH_SIGNAL = signal.SIGUSR2
 _STATUS_EXIT_CODE_FIELD = 52  # of /proc/PID/stat: the wait status of a zombie (Linux >= 3.5)
 _ORPHAN_CHECK_S = 0.5  # how often the watcher checks that the rank's launcher still exists
 _ORPHAN_GRACE_S = 5.0  # SIGTERM -> SIGKILL for a rank whose launcher is gone
+_PF_EXITING = 0x4  # of /proc/PID/stat's flags: the process has begun to exit
+_CGROUPS = "/sys/fs/cgroup"  # cgroup v2's hierarchy
+_V1_MEMORY = "/sys/fs/cgroup/memory"  # cgroup v1's memory hierarchy
 
 
 def launcher_chain(run_id: str) -> list[int]:
@@ -153,8 +156,19 @@ def _death_watcher(record_path: str, parent: int) -> None:
     # sibling thread; only a parent other than the rank's process means the rank is gone.
     launcher = _parent_of(parent)
     stop: list[float] = []  # when the rank was sent SIGTERM
+    peak = 0  # the rank's peak resident memory, as last read
+    cgroup = memory_cgroup(parent)  # its memory cgroup, as last read (a zombie has none)
+    # OOM kills counted before the rank could have been one: of each memory cgroup it was
+    # seen in, and of the node (where no cgroup can be read)
+    kills = {folder: oom_kills(folder) for folder in (cgroup, None)}
     while os.getppid() == parent:
         signal.sigtimedwait([_DEATH_SIGNAL], _ORPHAN_CHECK_S)
+        peak = max(peak, _peak_rss(parent))
+        seen = memory_cgroup(parent)
+        if seen and not _exiting(parent):  # an exiting rank has left its cgroup already
+            cgroup = seen
+            if cgroup not in kills:
+                kills[cgroup] = oom_kills(cgroup)
         if launcher in (None, 0, 1) or _parent_of(parent) in (launcher, None):
             continue
         # The rank's launcher is gone: nothing will stop this rank any more (mpirun can end
@@ -179,6 +193,11 @@ def _death_watcher(record_path: str, parent: int) -> None:
             record["signal"] = _signal_name(status & 0x7F)
         else:
             record["exit_status"] = status >> 8
+    # A warm pool reaps its ranks at once: no status to read, but the OOM count still moves.
+    if record.get("exit_code") is None and (not status or status & 0x7F == signal.SIGKILL):
+        oom = out_of_memory(cgroup, kills)
+        if oom is not None:
+            record["oom"] = {**oom, **({"rss_peak_bytes": peak} if peak else {})}
     elif record.get("exit_code") == 0 and status:
         # The rank's code finished and it recorded so, then its process died otherwise: in
         # native teardown (a C++ destructor or exit handler that aborts, say).
@@ -190,11 +209,122 @@ def _death_watcher(record_path: str, parent: int) -> None:
     write_json(record_path, record)
 
 
+def out_of_memory(folder: str | None, kills: dict[str | None, int | None]) -> dict[str, Any] | None:
+    """How the OOM killer ended a rank killed by SIGKILL whose memory cgroup was ``folder``,
+    or None when it did not: the kernel counts an OOM kill in the victim's own cgroup,
+    whether that cgroup's limit or the node's memory ran out, so the cgroup's count moving
+    since ``kills`` (the counts before) is the proof. Where no cgroup can be read, the
+    node's count moving is taken instead (another process may have been the one killed).
+
+    ``cgroup`` (the cgroup's name), with its ``limit_bytes`` and ``peak_bytes``, when that
+    limit is below the node's memory; else ``node``, with ``node_mem_total_bytes``."""
+    key = folder if folder is not None and kills.get(folder) is not None else None
+    before, after = kills.get(key), oom_kills(key)
+    if before is None or after is None or after <= before:
+        return None
+    total = _meminfo_total()
+    found: dict[str, Any] = {}
+    if folder is not None:
+        for name, files in (
+            ("limit_bytes", ("memory.max", "memory.limit_in_bytes")),
+            ("peak_bytes", ("memory.peak", "memory.max_usage_in_bytes")),
+        ):
+            value = next((v for v in (_read_int(folder, f) for f in files) if v), None)
+            if value is not None:
+                found[name] = value
+    if folder is not None and found.get("limit_bytes", 1 << 62) < (total or 1 << 62):
+        v1 = folder.startswith(_V1_MEMORY + "/")
+        return {"cgroup": folder[len(_V1_MEMORY if v1 else _CGROUPS) :], **found}
+    return {"node": True, **({"node_mem_total_bytes": total} if total else {})}
+
+
+def memory_cgroup(pid: int) -> str | None:
+    """The folder of ``pid``'s memory cgroup under /sys/fs/cgroup (v2, or v1's memory
+    hierarchy), or None."""
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            folder = _V1_MEMORY + path.rstrip("/")
+        elif controllers == "" and os.path.exists(f"{_CGROUPS}/cgroup.controllers"):
+            folder = _CGROUPS + path.rstrip("/")
+        else:
+            continue
+        if os.path.isdir(folder):
+            return folder
+    return None
+
+
+def oom_kills(folder: str | None) -> int | None:
+    """Processes the OOM killer ended: in the memory cgroup ``folder`` itself (v2's
+    ``memory.events.local``, v1's ``memory.oom_control``), or on the node (``/proc/vmstat``)."""
+    paths = (
+        ("/proc/vmstat",)
+        if folder is None
+        else tuple(
+            f"{folder}/{name}"
+            for name in ("memory.events.local", "memory.events", "memory.oom_control")
+        )
+    )
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _peak_rss(pid: int) -> int:
+    """``VmHWM`` of ``pid`` in bytes; 0 once it is gone (a zombie has no memory left)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _read_int(folder: str, name: str) -> int | None:
+    try:
+        with open(f"{folder}/{name}", encoding="utf-8") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):  # "max" in memory.max: no limit
+        return None
+
+
+def _meminfo_total() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def _signal(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
     except OSError:
         pass
+
+
+def _exiting(pid: int) -> bool:
+    """Whether ``pid`` is gone or has begun to exit (``PF_EXITING`` in its flags): a rank
+    killed by SIGKILL leaves its cgroup before its watcher is told."""
+    fields = _stat(pid)
+    return fields is None or fields[0] in ("Z", "X") or bool(int(fields[6]) & _PF_EXITING)
 
 
 def _parent_of(pid: int) -> int | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 DEFAULT_INTERVAL = 5.0
 SMI_TIMEOUT = 10.0
@@ -85,6 +86,8 @@ class Sampler:
 
         self.smi = shutil.which("nvidia-smi") if every else None
         self.gpu_failed = False
+        self.gpu_last: dict[str, float] = {}  # the last GPU figures read
+        self.gpu_peak = 0.0  # the most GPU memory its processes held at a sample
 
     def line(self, now: float) -> str | None:
         if not self.every or now < self.due:
@@ -111,9 +114,11 @@ class Sampler:
         values.update(node_memory())
         if self.smi and not self.gpu_failed:
             try:
-                values.update(self.gpu(set(tree) or {self.pid}))
+                self.gpu_last = self.gpu(set(tree) or {self.pid})
             except Exception:  # nvidia-smi failed, hung or answered what cannot be read
                 self.gpu_failed = True  # a broken driver is not asked every few seconds
+            values.update(self.gpu_last)
+            self.gpu_peak = max(self.gpu_peak, self.gpu_last.get("gpu_process_mem_bytes", 0))
         return values
 
     def gpu(self, pids: set[int]) -> dict[str, float]:
@@ -142,6 +147,36 @@ class Sampler:
                 out[name] = value * scale if scale != 1 else value
         out["gpu_process_mem_bytes"] = held.get(uuid, 0.0)
         return out
+
+
+def gpu_oom(exc: BaseException) -> dict[str, Any]:
+    """``{"gpu_oom": {...}}`` when ``exc`` is PyTorch's out-of-memory error, else {}: the
+    rank's GPU (``device``), the most memory its processes held at a sample and PyTorch's
+    own peak reservation (``peak_bytes``, the larger), and the GPU's ``total_bytes``. CUDA
+    is only asked when it is initialised already (the error says it is)."""
+    kind = type(exc)
+    if kind.__name__ != "OutOfMemoryError" or not kind.__module__.startswith("torch"):
+        return {}
+    found: dict[str, Any] = {}
+    last = _sampler.gpu_last if _sampler is not None else {}
+    if "gpu_index" in last:
+        found["device"] = int(last["gpu_index"])
+    if "gpu_mem_total_bytes" in last:
+        found["total_bytes"] = int(last["gpu_mem_total_bytes"])
+    peak = _sampler.gpu_peak if _sampler is not None else 0.0
+    try:
+        import sys
+
+        cuda = sys.modules["torch"].cuda
+        if cuda.is_initialized():
+            device = cuda.current_device()
+            peak = max(peak, float(cuda.max_memory_reserved(device)))
+            found["total_bytes"] = int(cuda.get_device_properties(device).total_memory)
+    except Exception:  # no CUDA in this torch, or it is broken: the samples say what they can
+        pass
+    if peak:
+        found["peak_bytes"] = int(peak)
+    return {"gpu_oom": found}
 
 
 def visible_device(rows: list[list[str]], local_rank: int) -> str | None:

@@ -37,6 +37,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.units import format_bytes
 from ..rankside import procs
 
 ON_ITS_OWN = ("exception", "exit")
@@ -90,6 +91,12 @@ class Death:
                 f"{starter or f'the launcher ({launcher})'} was {how} before any rank "
                 "failed; its ranks were stopped; see logs/launcher.log"
             )
+        oom = self.record.get("oom")
+        if isinstance(oom, dict) and self.how not in ON_ITS_OWN:
+            return oom_words(self.rank, oom)
+        gpu = self.record.get("gpu_oom")
+        if isinstance(gpu, dict) and self.how in ON_ITS_OWN:
+            return gpu_oom_words(self.rank, gpu, str(self.record.get("error") or ""))
         if self.how in ON_ITS_OWN:
             return (
                 self.record.get("error")
@@ -116,6 +123,46 @@ class Death:
         else:
             cause = "killed by a signal, for example by the out-of-memory killer"
         return f"rank {self.rank} ended without recording an exit ({cause}); see logs/launcher.log"
+
+
+def oom_words(rank: int, oom: dict[str, Any]) -> str:
+    """A rank the kernel's out-of-memory killer ended, as its watcher recorded it
+    (rankside/death_watch.py): where memory ran out, the limit and the peaks."""
+
+    def size(key: str) -> str | None:
+        value = oom.get(key)
+        return format_bytes(value) if isinstance(value, int) and value > 0 else None
+
+    if oom.get("cgroup"):
+        limit, peak = size("limit_bytes"), size("peak_bytes")
+        where = f"its memory cgroup {oom['cgroup']} reached its limit" + (
+            f" of {limit}" if limit else ""
+        )
+        where += f" (peak {peak})" if peak else ""
+    else:
+        total = size("node_mem_total_bytes")
+        where = "its node ran out of memory" + (f" ({total} in all)" if total else "")
+    rss = size("rss_peak_bytes")
+    return (
+        f"rank {rank} was killed by the out-of-memory killer (SIGKILL): {where}"
+        + (f"; the rank's own peak resident memory was {rss}" if rss else "")
+        + f"; see logs/rank-{rank}.log, and give it more memory or use less"
+    )
+
+
+def gpu_oom_words(rank: int, gpu: dict[str, Any], error: str) -> str:
+    """A rank that ran out of GPU memory (PyTorch's OutOfMemoryError): which GPU, the peak
+    its processes held and the GPU's total, then the error itself."""
+    device = gpu.get("device")
+    where = f"GPU {device}" if isinstance(device, int) else "its GPU"
+    peak, total = gpu.get("peak_bytes"), gpu.get("total_bytes")
+    held = ""
+    if isinstance(peak, int) and peak > 0:
+        held = f" (the rank held up to {format_bytes(peak)}"
+        held += f" of its {format_bytes(total)})" if isinstance(total, int) and total else ")"
+    elif isinstance(total, int) and total > 0:
+        held = f" ({format_bytes(total)} in all)"
+    return f"rank {rank} ran out of memory on {where}{held}" + (f": {error}" if error else "")
 
 
 def pool_words(hot: dict[str, Any]) -> str:
