@@ -51,7 +51,7 @@ AccountingStorageType=accounting_storage/none
 MinJobAge=300
 KillWait=3
 InactiveLimit=0
-SchedulerParameters=sched_interval=1
+SchedulerParameters=sched_interval=1,bf_interval=1
 NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=2000 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 """

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import leftover, wait_for
@@ -59,7 +61,14 @@ def test_mpirun_inside_the_allocation(cluster, home):
 
 def test_cancel_while_pending_shows_the_reason(cluster, home):
     blocker = cluster.run(
-        "sbatch", "--parsable", "-c", "2", "--output=/dev/null", "--wrap", "sleep 300"
+        "sbatch",
+        "--parsable",
+        "-c",
+        "2",
+        "--time=10",
+        "--output=/dev/null",
+        "--wrap",
+        "sleep 300",
     ).stdout.strip()
     wait_for(lambda: f"{blocker} RUNNING" in cluster.queue(), what="the blocker to run")
     run = api.submit(SLEEPER, target="cluster", procs=2, name="slurm-pending")
@@ -70,9 +79,22 @@ def test_cancel_while_pending_shows_the_reason(cluster, home):
     )
     assert queued["status"] == "queued" and queued["queue"]["state"] == "PENDING"
     job = queued["launcher"]["job_id"]
+    # the backfill scheduler's estimate: when the blocker reaches its 10 minute limit
+    queue = wait_for(
+        lambda: run.state["queue"] if "start_at" in run.state.get("queue", {}) else None,
+        timeout=30,
+        what="an expected start",
+    )
+    assert 480 <= queue["start_at"] - time.time() <= 610, queue
+    assert (queue["position"], queue["pending"], queue["partition"]) == (1, 1, "debug"), queue
     follower = run.follower()
     follower.poll()
-    assert f"job {job} waiting: " in progress_line(follower)
+    line = progress_line(follower)
+    assert re.search(
+        rf"job {job} waiting: (Resources|Priority); expected to start at \d\d:\d\d "
+        r"\(in \d+:\d\d\); 1st of 1 pending in partition debug",
+        line,
+    ), line
     run.cancel(timeout=30)
     assert run.status == "canceled"
     assert not any(line.startswith(job + " ") for line in cluster.queue())

@@ -26,3 +26,11 @@ def parse_bytes(text: str) -> int | None:
 def fmt_value(value: float) -> str:
     """A metric's value as people read it: four significant digits, or an exponent."""
     return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.4e}"
+
+
+def fmt_duration(seconds: float) -> str:
+    """``m:ss``, or ``h:mm:ss`` from an hour on."""
+    seconds = round(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

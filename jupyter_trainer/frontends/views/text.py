@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from ...core.printable import printable
-from ...core.units import fmt_value
+from ...core.units import fmt_duration, fmt_value
 from ...store.follow import RunFollower, elapsed, finite_range
 from .health import (
     attempt_label,
@@ -19,19 +19,13 @@ from .health import (
     stalled_of,
     watch_settings,
 )
+from .queue_text import waiting_words
 from .rankstats import RankStat, rank_summary, ranks_label
 from .staging import StagingNotes, inputs_line
 from .system_text import system_rows
 
 STAGES = ("preparing", "queued", "running", "finalizing")
 STALL_WARNINGS = 8  # stalled ranks warned of one by one at a time; the others in one line
-
-
-def fmt_duration(seconds: float) -> str:
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def fmt_seconds(seconds: float) -> str:
@@ -77,7 +71,7 @@ def progress_line(
         parts.append(attempt)
     queue = state.get("queue") or {}
     if state.get("status") == "queued" and queue.get("reason"):
-        parts.append(f"job {queue.get('job_id')} waiting: {queue['reason']}")
+        parts.append(waiting_words(queue, now or time.time()))
     prog = follower.overall_progress()
     if prog is not None:
         text = f"step {prog.done:g}"

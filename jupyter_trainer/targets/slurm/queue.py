@@ -103,15 +103,51 @@ class SlurmCommands:
         )
 
     def queue_entry(self, job_id: str) -> dict[str, Any] | None:
-        """The job's line in ``squeue``, or None once it has left the queue."""
-        out = self.run(["squeue", "-h", "-j", job_id, "-o", "%T|%r|%N|%M"])
+        """The job's line in ``squeue``, or None once it has left the queue. A pending job's
+        also says when Slurm expects to start it (``start``, ISO, and ``start_at``, epoch
+        seconds; what ``squeue --start`` shows, set by the backfill scheduler) and where it
+        stands among the pending jobs of its partition, by priority (``position`` of
+        ``pending``)."""
+        out = self.run(["squeue", "-h", "-j", job_id, "-o", "%T|%r|%N|%M|%S|%P"])
         if out.returncode != 0 and "Invalid job id" not in out.stderr:
             raise TargetError(f"squeue failed: {out.stderr.strip()}")
         line = out.stdout.strip()
         if not line:
             return None
-        state, reason, nodes, elapsed = (line.split("|") + ["", "", ""])[:4]
-        return {"state": state, "reason": reason, "nodes": nodes, "elapsed": elapsed}
+        state, reason, nodes, elapsed, start, partition = (line.split("|") + [""] * 5)[:6]
+        entry: dict[str, Any] = {
+            "state": state,
+            "reason": reason,
+            "nodes": nodes,
+            "elapsed": elapsed,
+        }
+        if state == "PENDING":
+            entry.update(partition=partition, **expected_start(start))
+            entry.update(self.queue_position(job_id, partition))
+        return entry
+
+    def queue_position(self, job_id: str, partition: str) -> dict[str, int]:
+        """Where the job stands among the pending jobs of ``partition``, highest priority
+        first: ``position`` (1 is next) of ``pending``; {} when squeue cannot say."""
+        if not partition:
+            return {}
+        out = self.run(
+            ["squeue", "-h", "-t", "PENDING", "-p", partition, "-o", "%i", "--sort=-p,i"]
+        )
+        jobs = out.stdout.split() if out.returncode == 0 else []
+        if job_id not in jobs:
+            return {}
+        return {"position": jobs.index(job_id) + 1, "pending": len(jobs)}
+
+
+def expected_start(text: str) -> dict[str, Any]:
+    """squeue's ``%S`` of a pending job (``2026-11-27T13:05:00``, in the cluster's local
+    time) as ``start`` and ``start_at``; {} while Slurm has no estimate (``N/A``)."""
+    try:
+        at = time.mktime(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return {}
+    return {"start": text.strip(), "start_at": at}
 
 
 def final_state(job_id: str, run: SlurmRun = run_here) -> dict[str, Any]:

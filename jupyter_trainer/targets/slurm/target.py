@@ -348,12 +348,18 @@ class SlurmTarget(Target):
             }
         entry = self._status(handle) or {}
         stage = "queued" if entry.get("state") in QUEUED else "running"
+        expected: dict[str, Any] = {
+            key: entry[key]
+            for key in ("start", "start_at", "position", "pending", "partition")
+            if stage == "queued" and key in entry
+        }
         return {
             "stage": stage,
             "job_id": handle["job_id"],
             "state": entry.get("state"),
             "reason": entry.get("reason"),
             "nodes": entry.get("nodes"),
+            **expected,
         }
 
     def report(self, handle: Handle) -> dict[str, Any]:
