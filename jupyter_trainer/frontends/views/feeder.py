@@ -2,7 +2,8 @@
 
 A ``ViewFeeder`` owns a daemon thread that reads the run store through a ``RunFeed`` and
 hands what changed to ``publish`` as one dict per update (``info``, ``state``, ``progress``,
-``metrics``, ``texts``, ``charts``, ``log``, ``loading``, ``notice``, ``cancel_state``).
+``metrics``, ``texts``, ``system``, ``charts``, ``log``, ``loading``, ``notice``,
+``cancel_state``).
 It publishes at most four updates a second, sends big chart payloads at most once a second,
 and stops once the run has ended and its last update is out, or on ``stop()``. The viewer's
 requests (other charts, another rank's log, a log resync) only set flags and wake it.
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...core.errors import TrainerError
+from . import system_view
 from .feed import RunFeed
 
 UPDATE_INTERVAL = 0.25  # seconds between updates: at most 4 a second
@@ -84,6 +86,7 @@ class ViewFeeder(FeedThread):
         self._log_sent = 0
         self._log_gen = 0
         self._sent_log_selection: str | None = None  # the first log payload is a reset
+        self._system_sent = 0  # figures sent in the System section so far
 
     def first(self) -> dict[str, Any]:
         """What to show at once, before the thread has read anything."""
@@ -186,6 +189,9 @@ class ViewFeeder(FeedThread):
             out["progress"] = feed.progress_payload()
             out["metrics"] = feed.metrics_payload()
             out["texts"] = feed.texts_payload()
+            if system_view.samples(feed.follower) != self._system_sent:
+                out["system"] = system_view.system_payload(feed.follower)
+                self._system_sent = out["system"]["samples"]
         if charts:
             out["charts"] = feed.chart_payload(dict(self.chart_options))
             self._chart_bytes = sum(

@@ -65,6 +65,7 @@ class RunMonitor(anywidget.AnyWidget):
     progress = t.Dict().tag(sync=True)
     metrics: t.List[dict[str, Any]] = t.List().tag(sync=True)  # metrics_payload()
     texts = t.Dict().tag(sync=True)  # text metrics: name -> {rank: last value}
+    system = t.Dict().tag(sync=True)  # views.system_view.system_payload()
     charts = t.Dict().tag(sync=True)
     chart_options = t.Dict({"x": "step", "agg": "ranks", "selected": None}).tag(sync=True)
     log = t.Dict().tag(sync=True)

@@ -75,7 +75,7 @@ export class LineChart {
   private style = { fg: '', grid: '' };
   private unwatchTheme: () => void;
 
-  constructor(private container: HTMLElement, private options: { height?: number } = {}) {
+  constructor(private container: HTMLElement, private options: { height?: number; yTick?: (v: number) => string } = {}) {
     this.empty = document.createElement('div');
     this.empty.className = 'jt-chart-empty jt-muted';
     this.empty.textContent = 'waiting for data…';
@@ -150,7 +150,8 @@ export class LineChart {
     const { axis, fg, grid } = axisStyle(this.container);
     this.style = { fg, grid };
     const { xKind, logY } = this.spec;
-    const yLabel = (v: number): string => (logY ? formatNumber(Number(v.toPrecision(6))) : formatTick(v));
+    const yTick = this.options.yTick;
+    const yLabel = (v: number): string => (yTick ? yTick(v) : logY ? formatNumber(Number(v.toPrecision(6))) : formatTick(v));
     this.colors = series.map((s, k) => s.color || PALETTE[k % PALETTE.length]);
     this.labels = series.map(s => escapeHtml(s.label));
     return {

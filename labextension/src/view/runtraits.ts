@@ -109,6 +109,24 @@ export interface IChartsPayload {
   charts?: { [metric: string]: IChart };
 }
 
+/** One figure's chart in the System section: a line per rank, x in seconds since creation. */
+export interface ISystemChart {
+  name: string;
+  title: string;
+  unit: string;
+  ranks: number;
+  series: Array<{ rank: number; x: number[]; y: number[] }>;
+}
+
+/** What views/system_view.py sends: the charts, each rank's newest figures (by rank, then
+ * figure name), the ranks whose GPU is idle while the others' work. */
+export interface ISystemPayload {
+  charts: ISystemChart[];
+  latest: { [rank: string]: { [figure: string]: number } };
+  idle: number[];
+  samples: number;
+}
+
 export interface IRunTraits {
   run_id: string;
   key: string;
@@ -122,6 +140,7 @@ export interface IRunTraits {
   cancel_state: string | boolean | null;
   metrics: IMetricRow[];
   texts: { [name: string]: { [rank: string]: string } };
+  system: ISystemPayload;
   chart_options: IChartOptions;
   charts: IChartsPayload;
   loading: boolean;

@@ -11,6 +11,7 @@ import { type LogLine, LogView } from './logview.js';
 import { ansiToHtml, escapeHtml } from './ansi.js';
 import { type IHealthParts, renderHealth, tickHealth } from './health';
 import { MetricsSection } from './metricsview';
+import { SystemSection } from './systemview';
 import type { IRunState, IRunTraits, IStage } from './runtraits';
 import type { IViewModel } from './viewmodel';
 import { FrameScheduler, type Handlers, listen, showCancel } from './viewparts';
@@ -130,6 +131,11 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
       <table class="jt-texts" data-testid="jt-text-metrics" hidden></table>
       <div class="jt-charts" data-testid="jt-charts"></div>
     </section>
+    <section class="jt-section" data-testid="jt-system" hidden>
+      <div class="jt-section-head"><span class="jt-section-title">System</span><span class="jt-muted jt-system-note"></span></div>
+      <table class="jt-system-table" data-testid="jt-system-table"></table>
+      <div class="jt-charts jt-system-charts" data-testid="jt-system-charts"></div>
+    </section>
     <section class="jt-section">
       <div class="jt-section-head"><span class="jt-section-title">Logs</span></div>
       <div class="jt-log-slot"></div>
@@ -157,6 +163,7 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
     }
   };
   const metrics = new MetricsSection(root, model, store);
+  const system = new SystemSection($('[data-testid=jt-system]'), model);
 
   const logs = new LogView($('.jt-log-slot'), {
     maxLines: store.maxLines,
@@ -349,6 +356,7 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
     if (dirty.has('head')) renderHead();
     if (dirty.has('progress') || dirty.has('head')) renderProgress();
     if (dirty.has('charts')) metrics.render();
+    if (dirty.has('system')) system.render();
   });
   const schedule = (part: string): void => frames.schedule(part);
   const heardFrom = (fn: () => void) => () => {
@@ -371,6 +379,7 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
     'change:run_id': heardFrom(() => schedule('head')),
     'change:metrics': heardFrom(() => schedule('charts')),
     'change:texts': heardFrom(() => schedule('charts')),
+    'change:system': heardFrom(() => schedule('system')),
     'change:charts': heardFrom(() => schedule('charts')),
     'change:loading': heardFrom(() => schedule('charts')),
     // the chips follow the chosen mode at once; the charts when the feeder answers
@@ -379,7 +388,7 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
   };
   const unlisten = listen(model, handlers, markGone);
   handlers['change:state']();
-  ['head', 'progress', 'charts'].forEach(schedule);
+  ['head', 'progress', 'charts', 'system'].forEach(schedule);
   frames.flush();
   const timer = setInterval(tick, 1000);
   return () => {
@@ -389,6 +398,7 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
     logs.dispose();
     store.listeners.delete(onLog);
     metrics.destroy();
+    system.destroy();
   };
 }
 

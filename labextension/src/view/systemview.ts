@@ -1,0 +1,133 @@
+/**
+ * The run view's System section: what each rank's hardware does (rankside/system.py samples
+ * it, views/system_view.py sends it). A table of each rank's newest figures, with a rank
+ * whose GPU sits idle while the others' work marked, and a compact chart per figure with a
+ * line per rank. Hidden until a rank has reported a figure.
+ */
+import { PALETTE, formatBytes, formatNumber } from './chart.js';
+import { escapeHtml } from './ansi.js';
+import { LineChart } from './linechart';
+import type { IRunTraits, ISystemPayload } from './runtraits';
+import type { IViewModel } from './viewmodel';
+
+type Figures = { [name: string]: number };
+
+/** A figure as the table shows it: bytes in binary units, percentages and watts whole. */
+export function formatFigure(name: string, value: number | undefined): string {
+  if (value === undefined || value === null || !Number.isFinite(value)) return '–';
+  if (name.endsWith('_bytes')) return formatBytes(value);
+  if (name.endsWith('_percent')) return `${Math.round(value)}%`;
+  if (name.endsWith('_watts')) return `${Math.round(value)} W`;
+  if (name.endsWith('_c')) return `${Math.round(value)} °C`;
+  if (name.endsWith('_mhz')) return `${Math.round(value)} MHz`;
+  return formatNumber(value);
+}
+
+/** A byte count short enough for an axis label: four significant digits, G, M or K. */
+export function compactBytes(v: number): string {
+  for (const [unit, scale] of [['G', 2 ** 30], ['M', 2 ** 20], ['K', 2 ** 10]] as Array<[string, number]>) {
+    if (Math.abs(v) >= scale) return `${Number((v / scale).toPrecision(4))}${unit}`;
+  }
+  return String(Math.round(v));
+}
+
+/** The table's columns: a rank's CPU and memory, and its GPU's where any rank has one. */
+export function systemColumns(latest: { [rank: string]: Figures }): Array<[string, string, (f: Figures) => string]> {
+  const gpu = Object.values(latest).some(f => 'gpu_index' in f);
+  const columns: Array<[string, string, (f: Figures) => string]> = [
+    ['cpu', 'CPU', f => formatFigure('cpu_percent', f.cpu_percent)],
+    ['memory', 'memory', f => formatFigure('rss_bytes', f.rss_bytes)],
+    ['node', 'node free', f => formatFigure('node_mem_available_bytes', f.node_mem_available_bytes)]
+  ];
+  if (gpu) {
+    columns.push(
+      ['gpu', 'GPU', f => ('gpu_index' in f ? String(f.gpu_index) : '–')],
+      ['util', 'util', f => formatFigure('gpu_util_percent', f.gpu_util_percent)],
+      ['gpu-memory', 'GPU memory', f => (f.gpu_mem_used_bytes === undefined ? '–' : `${formatBytes(f.gpu_mem_used_bytes)} / ${formatFigure('gpu_mem_total_bytes', f.gpu_mem_total_bytes)}`)],
+      ['power', 'power', f => (f.gpu_power_watts === undefined ? '–' : formatFigure('gpu_power_watts', f.gpu_power_watts) + (f.gpu_power_limit_watts ? ` / ${formatFigure('gpu_power_limit_watts', f.gpu_power_limit_watts)}` : ''))],
+      ['temp', 'temp', f => formatFigure('gpu_temp_c', f.gpu_temp_c)],
+      ['clock', 'SM clock', f => formatFigure('gpu_sm_clock_mhz', f.gpu_sm_clock_mhz)]
+    );
+  }
+  return columns;
+}
+
+export class SystemSection {
+  private charts = new Map<string, { card: HTMLElement; chart: LineChart }>();
+  private table: HTMLElement;
+  private area: HTMLElement;
+  private note: HTMLElement;
+  private html = '';
+
+  constructor(private section: HTMLElement, private model: IViewModel<IRunTraits>) {
+    this.table = section.querySelector('[data-testid=jt-system-table]') as HTMLElement;
+    this.area = section.querySelector('[data-testid=jt-system-charts]') as HTMLElement;
+    this.note = section.querySelector('.jt-system-note') as HTMLElement;
+  }
+
+  render(): void {
+    const payload: ISystemPayload = this.model.get('system') || { charts: [], latest: {}, idle: [], samples: 0 };
+    const ranks = Object.keys(payload.latest || {}).sort((a, b) => Number(a) - Number(b));
+    this.section.hidden = !ranks.length;
+    if (!ranks.length) return;
+    const idle = new Set((payload.idle || []).map(String));
+    this.note.textContent = idle.size
+      ? `GPU idle on rank${idle.size > 1 ? 's' : ''} ${[...idle].join(', ')} while the others work`
+      : '';
+    this.note.classList.toggle('jt-warn-text', idle.size > 0);
+    const columns = systemColumns(payload.latest);
+    const head = `<tr><th>rank</th>${columns.map(([, label]) => `<th>${escapeHtml(label)}</th>`).join('')}</tr>`;
+    const rows = ranks.map(rank => {
+      const figures = payload.latest[rank];
+      const cls = idle.has(rank) ? ' class="jt-gpu-idle" title="its GPU is idle while the other ranks\' GPUs work"' : '';
+      return `<tr data-rank="${escapeHtml(rank)}"${cls}><td>${escapeHtml(rank)}</td>${columns.map(([key, , cell]) => `<td data-col="${key}">${escapeHtml(cell(figures))}</td>`).join('')}</tr>`;
+    });
+    const html = head + rows.join('');
+    if (html !== this.html) {
+      this.table.innerHTML = html;
+      this.html = html;
+    }
+    this.drawCharts(payload);
+  }
+
+  destroy(): void {
+    for (const { chart } of this.charts.values()) chart.destroy();
+  }
+
+  private drawCharts(payload: ISystemPayload): void {
+    const names = new Set(payload.charts.map(c => c.name));
+    for (const [name, entry] of this.charts) {
+      if (!names.has(name)) {
+        entry.chart.destroy();
+        entry.card.remove();
+        this.charts.delete(name);
+      }
+    }
+    for (const chart of payload.charts) {
+      let entry = this.charts.get(chart.name);
+      if (!entry) {
+        const card = document.createElement('div');
+        card.className = 'jt-chart-card jt-system-card';
+        card.dataset.figure = chart.name;
+        card.innerHTML = `<div class="jt-chart-head"><span class="jt-chart-title">${escapeHtml(chart.title)}</span><span class="jt-chart-stats"></span></div><div class="jt-chart-area"></div>`;
+        this.area.append(card);
+        const yTick = chart.unit === 'bytes' ? compactBytes : undefined;
+        entry = { card, chart: new LineChart(card.querySelector('.jt-chart-area') as HTMLElement, { height: 110, yTick }) };
+        this.charts.set(chart.name, entry);
+      }
+      const series = chart.series.map(s => ({
+        label: `rank ${s.rank}`,
+        color: PALETTE[s.rank % PALETTE.length],
+        x: Float64Array.from(s.x),
+        y: Float64Array.from(s.y)
+      }));
+      const last = chart.series.map(s => `<span class="jt-legend-item"><span class="jt-swatch" style="background:${PALETTE[s.rank % PALETTE.length]}"></span>rank ${s.rank} <b>${escapeHtml(formatFigure(chart.name, s.y[s.y.length - 1]))}</b></span>`);
+      const stats = (entry.card.querySelector('.jt-chart-stats') as HTMLElement);
+      const more = chart.ranks > chart.series.length ? ` · first ${chart.series.length} of ${chart.ranks} ranks` : '';
+      const html = last.join(' ') + more;
+      if (stats.innerHTML !== html) stats.innerHTML = html;
+      entry.chart.update({ series, xKind: 'time', logY: false });
+    }
+    for (const chart of payload.charts) this.area.append((this.charts.get(chart.name) as { card: HTMLElement }).card);
+  }
+}

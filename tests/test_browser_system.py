@@ -1,0 +1,136 @@
+"""The run view's System section in a real JupyterLab, in headless Chromium: each rank's
+newest CPU, memory and GPU figures in a table, a rank whose GPU sits idle while the other's
+works marked, and a chart per figure with a line per rank; alike in the notebook widget and
+the Lab view. The GPUs are an ``nvidia-smi`` faked at the process boundary, put on the
+ranks' PATH by a local target's ``env``."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from conftest import leftover
+from test_browser import browser  # noqa: F401 (the fixture)
+
+from jupyter_trainer import api
+from jupyter_trainer.rankside import system
+from jupyter_trainer.targets.registry import add_target
+
+# GPU 0 works (rank 0 holds 1500 MiB on it); GPU 1, rank 1's by its local rank, idles.
+FAKE_SMI = """#!{python}
+import os, sys
+query = sys.argv[1] if len(sys.argv) > 1 else ""
+if query.startswith("--query-gpu="):
+    print("0, GPU-00000000-fake, 87, 20000, 81559, 312.45, 700.00, 61, 1980")
+    print("1, GPU-11111111-fake, 2, 900, 81559, 60.10, 700.00, 33, 210")
+elif query.startswith("--query-compute-apps="):
+    if os.environ.get("LOCAL_RANK") == "0":
+        print(f"{{os.getppid()}}, GPU-00000000-fake, 1500")
+else:
+    sys.exit(2)
+"""
+
+CELL = """%%train --target gpus --procs 2 --system-interval 0.5 --name hardware
+import time
+time.sleep(5)
+"""
+
+CHARTS = ["gpu_util_percent", "gpu_power_watts", "gpu_mem_used_bytes", "cpu_percent", "rss_bytes"]
+
+
+def check_system(page, root: str) -> None:
+    pw = page.page
+    section = f"{root} [data-testid=jt-system]"
+    pw.wait_for_selector(f"{section} tr[data-rank='1']")
+    cells = pw.evaluate(
+        """sel => [...document.querySelectorAll(sel + ' tr')].map(
+            r => [...r.children].map(c => c.textContent))""",
+        f"{section} [data-testid=jt-system-table]",
+    )
+    assert cells[0] == [
+        "rank",
+        "CPU",
+        "memory",
+        "node free",
+        "GPU",
+        "util",
+        "GPU memory",
+        "power",
+        "temp",
+        "SM clock",
+    ], cells[0]
+    assert cells[1][0] == "0" and cells[1][4:] == [
+        "0",
+        "87%",
+        "19.5 GB / 79.6 GB",
+        "312 W / 700 W",
+        "61 °C",
+        "1980 MHz",
+    ], cells[1]
+    assert cells[2][0] == "1" and cells[2][4:] == [
+        "1",
+        "2%",
+        "900.0 MB / 79.6 GB",
+        "60 W / 700 W",
+        "33 °C",
+        "210 MHz",
+    ], cells[2]
+    assert all(cell.endswith("%") for cell in (cells[1][1], cells[2][1])), cells
+    assert all(cell.endswith(("MB", "GB")) for cell in (cells[1][2], cells[2][2])), cells
+    # rank 1's GPU idles while rank 0's works: its row is marked, and the section says so
+    assert page.attr(f"{section} tr[data-rank='1']", "class") == "jt-gpu-idle"
+    assert not page.attr(f"{section} tr[data-rank='0']", "class")
+    assert page.text(f"{section} .jt-system-note") == "GPU idle on rank 1 while the others work"
+    figures = pw.evaluate(
+        """sel => [...document.querySelectorAll(sel)].map(c => [c.dataset.figure,
+            c.querySelector('[data-testid=jt-chart]')?.dataset.series,
+            Number(c.querySelector('[data-testid=jt-chart]')?.dataset.points || 0)])""",
+        f"{section} .jt-system-card",
+    )
+    assert [name for name, _, _ in figures] == CHARTS, figures
+    assert all(series == "2" and points >= 6 for _, series, points in figures), figures
+    legend = " ".join(
+        page.text(
+            f"{section} .jt-system-card[data-figure=gpu_util_percent] .jt-chart-stats"
+        ).split()
+    )
+    assert legend == "rank 0 87% rank 1 2%", legend
+
+
+def test_the_system_section_shows_each_ranks_hardware(browser, home, tmp_path):
+    lab, page = browser
+    pw = page.page
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(FAKE_SMI.format(python=sys.executable))
+    smi.chmod(0o755)
+    add_target(
+        "gpus",
+        "local",
+        home=home,
+        env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": "0,1"},
+    )
+    assert [query for query, _, _ in system.GPU_FIELDS][2:] == [
+        "utilization.gpu",
+        "memory.used",
+        "memory.total",
+        "power.draw",
+        "power.limit",
+        "temperature.gpu",
+        "clocks.sm",
+    ]  # the order of the fake's columns
+    lab.write_notebook("hardware.ipynb", ["%load_ext jupyter_trainer", CELL])
+    page.open("hardware.ipynb")
+    page.run_all()
+    widget = ".jp-OutputArea [data-testid=jt-monitor]"
+    pw.wait_for_selector(f"{widget} [data-testid=jt-status]:text-is('completed')", timeout=120_000)
+    run = api.get_run(page.text(f"{widget} [data-testid=jt-run-id]"))
+    check_system(page, widget)
+    page.shot("system-widget", f"{widget} [data-testid=jt-system]")
+    pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
+    pw.click(f"[data-testid=jt-runs-row][data-run='{run.id}']")
+    view = f"#jt-run-{run.id} [data-testid=jt-monitor]"
+    check_system(page, view)
+    page.shot("system-lab-view", f"{view} [data-testid=jt-system]")
+    assert leftover(run.id) == []
