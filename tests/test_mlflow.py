@@ -160,6 +160,7 @@ def test_a_run_is_mirrored_whole_and_a_second_sync_adds_nothing(home, server, tm
     run = api.submit(
         CODE,
         launcher="python",
+        system_interval=0,
         name="mirror-exp",
         params=PARAMS,
         data={"digits": str(digits)},
@@ -250,7 +251,9 @@ def test_a_run_is_mirrored_whole_and_a_second_sync_adds_nothing(home, server, tm
 
 
 def test_torchrun_ranks_get_their_own_metrics_and_the_magic_syncs(ip, home, server, capsys):
-    run = api.submit(CODE, procs=2, name="mirror-ddp", mlflow=server.uri, wait=True)
+    run = api.submit(
+        CODE, procs=2, name="mirror-ddp", mlflow=server.uri, system_interval=0, wait=True
+    )
     record = mirrored(run)
     assert record["status"] == "synced", record
     assert record["metrics"] == 2 * (2 * STEPS + 5)
@@ -273,6 +276,27 @@ def test_torchrun_ranks_get_their_own_metrics_and_the_magic_syncs(ip, home, serv
     assert ip.run_cell(f"%train mlflow sync {run.id}", store_history=True).success
     out = capsys.readouterr().out
     assert f"{run.id} -> MLflow run {found.info.run_id} in experiment 'mirror-ddp'" in out, out
+
+
+def test_system_figures_are_mirrored_as_system_metrics(home, server):
+    run = api.submit(
+        "import time; time.sleep(1.6)",
+        launcher="python",
+        name="mirror-system",
+        mlflow=server.uri,
+        system_interval=0.5,
+        wait=True,
+    )
+    record = mirrored(run)
+    assert record["status"] == "synced", record
+    client = MlflowClient(server.uri)
+    found = client.get_run(record["mlflow_run_id"])
+    figures = run.system()
+    assert set(found.data.metrics) == {f"system/{name}" for name in figures}
+    assert len(figures["rss_bytes"]) >= 3
+    for name, points in figures.items():
+        got = history(client, record["mlflow_run_id"], f"system/{name}")
+        assert got == [(i, value) for i, (_, value) in enumerate(points)], name
 
 
 def test_a_down_server_fails_only_the_mirror_and_sync_fills_it_in(home, tmp_path):

@@ -118,7 +118,8 @@ def files_of(folder: Path) -> dict[str, tuple[int, bytes]]:
 
 
 def test_export_reads_back_exactly_and_again_writes_nothing(home, tmp_path):
-    run = api.submit(KNOWN, procs=2, name="known", params=PARAMS, wait=True)
+    # no system figures: they come with time, and these counts are exact
+    run = api.submit(KNOWN, procs=2, name="known", params=PARAMS, system_interval=0, wait=True)
     logdir = tmp_path / "tb logs"
     done = cli("tensorboard", run.id, "--logdir", str(logdir))
     assert done.returncode == 0, done.stderr
@@ -164,6 +165,23 @@ def test_export_reads_back_exactly_and_again_writes_nothing(home, tmp_path):
     assert rank0.read_bytes() == before[str(rank0.relative_to(logdir))][1]
 
 
+def test_system_figures_are_exported_under_system(home, tmp_path):
+    run = api.submit(
+        "import time; time.sleep(1.6)", launcher="python", system_interval=0.5, wait=True
+    )
+    logdir = tmp_path / "logs"
+    assert cli("tensorboard", run.id, "--logdir", str(logdir)).returncode == 0
+    got = read_back(logdir / run.id / "rank-0")
+    figures = run.system()
+    assert {"system/rss_bytes", "system/cpu_percent"} <= set(got), sorted(got)
+    assert sorted(got) == sorted(f"system/{name}" for name in figures)
+    for name, points in figures.items():
+        assert [(s, v) for s, v, _ in got[f"system/{name}"]] == [
+            (i, f32(value)) for i, (_, value) in enumerate(points)
+        ], name
+    assert len(figures["rss_bytes"]) >= 3
+
+
 @pytest.mark.parametrize(
     "logdir, says",
     [
@@ -197,7 +215,7 @@ def test_a_bad_logdir_is_one_line_and_writes_nothing(home, tmp_path, logdir, say
 
 def test_a_live_run_keeps_appending(home, tmp_path):
     gate = tmp_path / "go"
-    run = api.submit(GATED, procs=2, name="live", params={"gate": str(gate)})
+    run = api.submit(GATED, procs=2, name="live", params={"gate": str(gate)}, system_interval=0)
     live_state(run, ranks=2, timeout=120)
     logdir = tmp_path / "logs"
     assert cli("tensorboard", run.id, "--logdir", str(logdir)).returncode == 0

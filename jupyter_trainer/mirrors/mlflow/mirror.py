@@ -133,8 +133,12 @@ def run_tags(run_id: str, spec: RunSpec, state: Mapping[str, Any]) -> dict[str, 
 
 
 def metric_points(follower: RunFollower) -> Iterator[tuple[str, float, int, int]]:
-    """(MLflow key, value, timestamp in ms, step) of every value the run's ranks logged."""
-    for name, ranks in sorted(follower.series.items()):
+    """(MLflow key, value, timestamp in ms, step) of every value the run's ranks logged, and
+    of their hardware figures as ``system/NAME`` (MLflow's own prefix for system metrics),
+    each sample's step its number."""
+    named = [*follower.series.items()]
+    named += [(f"system/{name}", ranks) for name, ranks in follower.system.items()]
+    for name, ranks in sorted(named):
         for rank, series in sorted(ranks.items()):
             label = key(name if rank == 0 else f"{name}/rank-{rank}")
             step = -1

@@ -111,10 +111,11 @@ class RunExport:
             for key, stream in state["streams"].items()
             if key.startswith("rank-")
         }
-        for ranks in self.follower.series.values():
-            for series in ranks.values():
-                for column in (series.steps, series.values, series.times):
-                    del column[:]  # in place: the follower keeps appending to these arrays
+        for kind in (self.follower.series, self.follower.system):
+            for ranks in kind.values():
+                for series in ranks.values():
+                    for column in (series.steps, series.values, series.times):
+                        del column[:]  # in place: the follower keeps appending to these
 
     # -- state -----------------------------------------------------------------------------
     def _load(self) -> dict[str, Any]:
@@ -167,7 +168,10 @@ class RunExport:
     def _write_metrics(self, state: dict[str, Any]) -> int:
         written = 0
         by_rank: dict[int, list[tuple[str, Series]]] = {}
-        for name, ranks in self.follower.series.items():
+        named = [*self.follower.series.items()]
+        # the hardware figures, as TensorBoard users know them from other loggers: system/...
+        named += [(f"system/{name}", ranks) for name, ranks in self.follower.system.items()]
+        for name, ranks in named:
             for rank, series in ranks.items():
                 if len(series):
                     by_rank.setdefault(rank, []).append((name, series))
