@@ -95,6 +95,15 @@ def test_cancel_while_pending_shows_the_reason(cluster, home):
         r"\(in \d+:\d\d\); 1st of 1 pending in partition debug",
         line,
     ), line
+    shown = subprocess.run(
+        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert re.search(
+        r"\n" + re.escape(f"job {job} waiting: ") + r".*; 1st of 1 pending", shown.stdout
+    ), shown.stdout
     run.cancel(timeout=30)
     assert run.status == "canceled"
     assert not any(line.startswith(job + " ") for line in cluster.queue())

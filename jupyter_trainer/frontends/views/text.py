@@ -209,6 +209,9 @@ def summary_text(
         lines.append(
             f"slurm job {job}" + (f": {scheduler['state']}" if scheduler.get("state") else "")
         )
+    queue = state.get("queue") or {}
+    if state.get("status") == "queued" and queue.get("reason"):
+        lines.append(waiting_words(queue, time.time()))
     rows = metric_rows(follower)
     if rows:
         lines.append(columns(("metric", "ranks", "final", "min", "max"), rows))
