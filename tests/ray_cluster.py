@@ -170,13 +170,23 @@ def start_cluster(worker: int = 0, cpus: int = 2, nodes: int = 2) -> RayCluster:
                     _wait_nodes(cluster, count)
                     break
                 except RuntimeError:
-                    if attempt == 2 or cluster.procs[-1].poll() is None:
+                    if attempt == 2 or not _gave_up(cluster.procs[-1]):
                         raise
                     _end_group(cluster.procs.pop())
     except BaseException:
         cluster.stop()
         raise
     return cluster
+
+
+def _gave_up(proc: subprocess.Popen, within: float = 60.0) -> bool:
+    """Whether a node that has not joined gave up: its ``ray start`` exits once Ray's own
+    limit has passed, which on a loaded machine can come after the driver's check did."""
+    try:
+        proc.wait(timeout=within)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def _end_group(proc: subprocess.Popen) -> None:
