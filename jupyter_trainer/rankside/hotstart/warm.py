@@ -24,26 +24,32 @@ def import_modules(modules: list[str]) -> tuple[str | None, dict[str, float], di
     """Import ``modules``; the reason to refuse (CUDA got initialised), the files to watch
     for changes, and the modules that could not be imported (the ranks import them)."""
     skipped: dict[str, str] = {}
-    for name in modules:
+    culprit: list[str] = []  # where CUDA was first initialised, once it was
+    # torch first, so that CUDA's first use by any module after it is seen
+    for name in sorted(modules, key=lambda module: module != "torch"):
         try:
             importlib.import_module(name)
         except BaseException as exc:  # a module's own SystemExit included
             skipped[name] = f"{type(exc).__name__}: {exc}"[:300]
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None)
+        watch_cuda_init(cuda, culprit)
         try:
             initialised = bool(cuda is not None and cuda.is_initialized())
         except Exception:
             initialised = False
         if initialised:
+            unwatch_cuda_init(cuda)
+            where = f" ({culprit[0]})" if culprit else ""
             return (
                 (
-                    f"importing {name} initialised CUDA, and a process that did cannot fork "
-                    f"ranks that use it"
+                    f"importing {name} initialised CUDA{where}, and a process that did "
+                    f"cannot fork ranks that use it"
                 ),
                 {},
                 skipped,
             )
+    unwatch_cuda_init(getattr(sys.modules.get("torch"), "cuda", None))  # the ranks run unwatched
     watched = {}
     for name in modules:
         path = getattr(sys.modules.get(name), "__file__", None)
@@ -53,6 +59,42 @@ def import_modules(modules: list[str]) -> tuple[str | None, dict[str, float], di
             except OSError:
                 pass
     return None, watched, skipped
+
+
+def watch_cuda_init(cuda: object, culprit: list[str]) -> None:
+    """Have ``torch.cuda._lazy_init`` (what every first use of CUDA goes through, from Python
+    or from C++) note in ``culprit`` the line of code that called it first, outside torch
+    and the import machinery: ``mymodule.py:12 in setup: torch.zeros(1, device="cuda")``."""
+    lazy = getattr(cuda, "_lazy_init", None)
+    if lazy is None or getattr(lazy, "_jt_watched", False):
+        return
+
+    def noted(*args: object, **kwargs: object) -> object:
+        if not culprit:
+            culprit.append(first_caller())
+        return lazy(*args, **kwargs)
+
+    noted._jt_watched = True  # type: ignore[attr-defined]
+    noted._jt_original = lazy  # type: ignore[attr-defined]
+    cuda._lazy_init = noted  # type: ignore[attr-defined]
+
+
+def unwatch_cuda_init(cuda: object) -> None:
+    original = getattr(getattr(cuda, "_lazy_init", None), "_jt_original", None)
+    if original is not None:
+        cuda._lazy_init = original  # type: ignore[attr-defined]
+
+
+def first_caller() -> str:
+    import traceback
+
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        path = frame.filename.replace(os.sep, "/")
+        if "/torch/" in path or path.startswith("<frozen") or "/hotstart/" in path:
+            continue
+        code = f": {frame.line.strip()}" if frame.line else ""
+        return f"at {os.path.basename(path)}:{frame.lineno} in {frame.name}{code}"
+    return "where, it could not be seen"
 
 
 def main(argv: list[str]) -> int:
