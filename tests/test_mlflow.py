@@ -280,7 +280,7 @@ def test_torchrun_ranks_get_their_own_metrics_and_the_magic_syncs(ip, home, serv
 
 def test_system_figures_are_mirrored_as_system_metrics(home, server):
     run = api.submit(
-        "import time; time.sleep(1.6)",
+        "import time; time.sleep(2.5)",
         launcher="python",
         name="mirror-system",
         mlflow=server.uri,

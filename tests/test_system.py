@@ -21,14 +21,14 @@ LOAD = """
 import time
 from jupyter_trainer import runtime as jt
 if jt.rank == 0:
-    end = time.time() + 4
+    end = time.time() + 5
     while time.time() < end:
         pass
 else:
     block = bytearray(1 << 30)
     for i in range(0, len(block), 4096):
         block[i] = 1
-    time.sleep(4)
+    time.sleep(5)
     del block
 """
 
@@ -180,7 +180,7 @@ GPU_OOM = """
 import time
 import torch
 from jupyter_trainer import runtime as jt
-time.sleep(1.6)  # a few samples of the GPU first
+time.sleep(2.0)  # a few samples of the GPU first
 if jt.rank == 0:
     raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 time.sleep(30)

@@ -167,7 +167,7 @@ def test_export_reads_back_exactly_and_again_writes_nothing(home, tmp_path):
 
 def test_system_figures_are_exported_under_system(home, tmp_path):
     run = api.submit(
-        "import time; time.sleep(1.6)", launcher="python", system_interval=0.5, wait=True
+        "import time; time.sleep(2.5)", launcher="python", system_interval=0.5, wait=True
     )
     logdir = tmp_path / "logs"
     assert cli("tensorboard", run.id, "--logdir", str(logdir)).returncode == 0

@@ -90,7 +90,12 @@ class Sampler:
         self.gpu_peak = 0.0  # the most GPU memory its processes held at a sample
 
     def line(self, now: float) -> str | None:
-        if not self.every or now < self.due:
+        if not self.every:
+            return None
+        if not self.due:  # the first sample one interval in: a rank's start is not its work
+            self.due = now + self.every
+            return None
+        if now < self.due:
             return None
         self.due = now + self.every
         values = self.sample(now)
