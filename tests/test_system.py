@@ -203,3 +203,40 @@ def test_a_rank_out_of_gpu_memory_is_named_with_its_gpu_and_peak(home, fake_smi)
         "total_bytes": 81559 << 20,
         "peak_bytes": 1500 << 20,
     }
+
+
+LOGGING = """
+import time
+from jupyter_trainer import runtime as jt
+for step in range(60):
+    jt.log(step=step, loss=1.0 / (step + 1))
+    time.sleep(0.2)
+"""
+
+
+def test_a_rank_whose_gpu_idles_while_the_others_work_is_named_stalled(home, fake_smi):
+    from conftest import wait_for
+
+    from jupyter_trainer.frontends.views.text import stall_lines
+
+    # rank 0's GPU (GPU 1) works at 87%; rank 1's (GPU 0) idles at 3% and 71 W of 700 W,
+    # though rank 1 logs as often as rank 0
+    run = api.submit(LOGGING, procs=2, backend="gloo", system_interval=0.5, stall_timeout=2)
+    try:
+        stalled = wait_for(lambda: run.state.get("stalled"), timeout=60, what="a stalled rank")
+        assert [entry["rank"] for entry in stalled] == [1], stalled
+        entry = stalled[0]
+        assert {k: v for k, v in entry["gpu_idle"].items() if k != "since"} == {
+            "util": 3,
+            "watts": 71.25,
+            "limit": 700,
+        }, entry
+        assert entry["seconds"] >= 2 and entry["waiting"] is False
+        assert entry["stack"], entry  # its live stack, as for any stalled rank
+        line = stall_lines(entry)[0]
+        assert line.startswith("WARNING: rank 1 stalled for "), line
+        assert line.endswith(
+            "; its GPU is idle (3% utilisation, 71 W of 700 W) while the others work"
+        ), line
+    finally:
+        run.cancel(timeout=60)

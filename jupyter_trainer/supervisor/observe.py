@@ -66,8 +66,9 @@ def stalls(
     was = state.get("stalled") or []
     if [e["rank"] for e in was] != sorted(names):
         for entry in stalled:
+            why = "its GPU idle while the others work" if entry.get("gpu_idle") else "no progress"
             log(
-                f"rank {entry['rank']} stalled: no progress for {entry['seconds']:g} s "
+                f"rank {entry['rank']} stalled: {why} for {entry['seconds']:g} s "
                 f"after step {entry['last_step']}"
             )
     watch.forget_stacks({e["rank"] for e in was} - names)
@@ -81,8 +82,9 @@ def stalls(
     state["stacks"] = {str(r): text for r, text in watch.read_stacks(records).items()}
     first = stalled[0]
     step = "" if first["last_step"] is None else f" after step {first['last_step']}"
+    why = "its GPU idle while the others work" if first.get("gpu_idle") else "no progress"
     return {
-        "error": f"rank {first['rank']} stalled: no progress for {first['seconds']:g} s"
+        "error": f"rank {first['rank']} stalled: {why} for {first['seconds']:g} s"
         f"{step}; --on-stall cancel ended the run (its stacks are saved)",
         "failed_rank": first["rank"],
         "traceback": first.get("stack"),

@@ -30,6 +30,7 @@ from typing import Any
 from ..store import RunPaths
 from ..store.attempts import attempt_records, beats, current_records
 from . import attribution
+from .gpu_idle import GpuWatch
 
 SCAN_BYTES = 4 << 20  # events read per file per scan
 NON_FINITE = ("nan", "inf", "-inf")
@@ -56,6 +57,7 @@ class RunWatch:
         self.offsets: dict[str, int] = {}
         self.first_non_finite: dict[str, dict[str, Any]] = {}
         self.stacks: dict[tuple[int, int], str] = {}  # (attempt, rank) -> stack at its stall
+        self.gpus = GpuWatch(str(paths.events))
 
     # -- attempts ------------------------------------------------------------------------
     def attempts(self) -> list[dict[str, Any]]:
@@ -131,10 +133,50 @@ class RunWatch:
 
     # -- stalls --------------------------------------------------------------------------
     def stalled(self, now: float | None = None) -> list[dict[str, Any]]:
-        """The ranks stalled now (see the module's docstring), each with its stack."""
+        """The ranks stalled now (see the module's docstring), each with its stack; and the
+        ranks whose GPU has idled for the timeout while another's works (``gpu_idle``)."""
         if self.stall_timeout <= 0:
             return []
         now = time.time() if now is None else now
+        return self._with_idle_gpus(self._by_progress(now), now)
+
+    def _with_idle_gpus(self, out: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+        idle = self.gpus.idle_ranks(now, self.stall_timeout)
+        if not idle:
+            return out
+        records = {
+            r: rec
+            for r, rec in self.current_records().items()
+            if rec.get("exit_code") is None and not rec.get("exited")
+        }
+        for entry in out:
+            if entry["rank"] in idle:
+                entry["gpu_idle"] = idle[entry["rank"]]
+        extra = sorted(r for r in idle if r in records and r not in {e["rank"] for e in out})
+        if not extra:
+            return out
+        attempt = max(rec.get("attempt", 0) for rec in records.values())
+        missing = {r: records[r] for r in extra if (attempt, r) not in self.stacks}
+        for rank, stack in self.read_stacks(missing).items() if missing else ():
+            self.stacks[(attempt, rank)] = stack
+        heard = beats(self.paths.events)
+        for rank in extra:
+            out.append(
+                {
+                    "rank": rank,
+                    "seconds": round(now - idle[rank]["since"], 1),
+                    "since": idle[rank]["since"],
+                    "last_step": _last_step(heard.get(rank) or {}),
+                    "host": records[rank].get("host"),
+                    "stack": self.stacks.get((attempt, rank)),
+                    "waiting": False,
+                    "gpu_idle": idle[rank],
+                }
+            )
+        return sorted(out, key=lambda entry: entry["rank"])
+
+    def _by_progress(self, now: float) -> list[dict[str, Any]]:
+        """The ranks stalled because they log no progress (the module's docstring)."""
         records = {
             r: rec
             for r, rec in self.current_records().items()

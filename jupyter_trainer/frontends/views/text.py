@@ -245,6 +245,15 @@ def summary_text(
     return "\n".join(lines)
 
 
+def gpu_idle_words(idle: Mapping[str, Any]) -> str:
+    """``its GPU is idle (2% utilisation, 60 W of 700 W) while the others work``."""
+    parts = [f"{idle.get('util', 0):.0f}% utilisation"]
+    if isinstance(idle.get("watts"), (int, float)):
+        limit = f" of {idle['limit']:.0f} W" if isinstance(idle.get("limit"), (int, float)) else ""
+        parts.append(f"{idle['watts']:.0f} W{limit}")
+    return f"its GPU is idle ({', '.join(parts)}) while the others work"
+
+
 def stall_lines(entry: dict[str, Any], stack_lines: int = 12) -> list[str]:
     """A stalled rank's warning and the first lines of its stack."""
     step = entry.get("last_step")
@@ -256,6 +265,8 @@ def stall_lines(entry: dict[str, Any], stack_lines: int = 12) -> list[str]:
     )
     if entry.get("waiting"):
         line += ": it waits in a collective for a peer"
+    if isinstance(entry.get("gpu_idle"), dict):
+        line += f"; {gpu_idle_words(entry['gpu_idle'])}"
     stack = entry.get("stack")
     return [line] + ["    " + row for row in stack_head(stack, stack_lines)] if stack else [line]
 

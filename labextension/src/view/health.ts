@@ -26,6 +26,14 @@ export interface IStall {
   host?: string;
   stack?: string | null;
   waiting?: boolean;
+  /** Its GPU has idled for the stall timeout while another rank's worked. */
+  gpu_idle?: { since: number; util: number; watts?: number; limit?: number } | null;
+}
+
+/** "GPU idle: 2% at 60 W of 700 W". */
+export function gpuIdleText(idle: NonNullable<IStall['gpu_idle']>): string {
+  const watts = typeof idle.watts === 'number' ? ` at ${Math.round(idle.watts)} W${typeof idle.limit === 'number' ? ` of ${Math.round(idle.limit)} W` : ''}` : '';
+  return `GPU idle: ${Math.round(idle.util)}%${watts}`;
 }
 
 export interface INonFinite {
@@ -122,7 +130,9 @@ export function stallHtml(stalled: IStall[], opts: { running: boolean; timeout?:
     const step = s.last_step !== null && s.last_step !== undefined ? `after step <b>${escapeHtml(String(s.last_step))}</b>` : 'before its first step';
     const host = s.host ? ` on <b>${escapeHtml(s.host)}</b>` : '';
     const waiting = s.waiting ? ' <span class="jt-stall-tag">waits for a peer</span>' : '';
-    return `<li class="jt-stall-rank" data-rank="${s.rank}"><div><b>Rank ${s.rank}</b>: no progress for ${time(s.since, s.seconds)} ${step}${host}${frameHtml(topFrame(s.stack))}${waiting}</div>` +
+    const gpu = s.gpu_idle ? ` <span class="jt-stall-tag" data-testid="jt-gpu-idle" title="its GPU has been idle while the other ranks' GPUs work">${escapeHtml(gpuIdleText(s.gpu_idle))}</span>` : '';
+    const what = s.gpu_idle ? 'GPU idle for' : 'no progress for';
+    return `<li class="jt-stall-rank" data-rank="${s.rank}"><div><b>Rank ${s.rank}</b>: ${what} ${time(s.since, s.seconds)} ${step}${host}${frameHtml(topFrame(s.stack))}${waiting}${gpu}</div>` +
       stackDetails(s.rank, s.stack, `Stack of rank ${s.rank}`) + '</li>';
   });
   return `<div class="jt-stall-title">⚠ ${escapeHtml(title)}</div>` +
