@@ -240,3 +240,31 @@ def test_a_rank_whose_gpu_idles_while_the_others_work_is_named_stalled(home, fak
         ), line
     finally:
         run.cancel(timeout=60)
+
+
+def figures(**by_name: dict[int, list[float]]) -> dict:
+    from jupyter_trainer.store.follow import Series
+
+    out: dict = {}
+    for name, by_rank in by_name.items():
+        for rank, values in by_rank.items():
+            series = out.setdefault(name, {}).setdefault(rank, Series())
+            for i, value in enumerate(values):
+                series.append(None, value, float(i))
+    return out
+
+
+def test_a_rank_with_an_idle_gpu_and_a_saturated_cpu_is_called_input_bound():
+    from jupyter_trainer.frontends.views.system_view import input_bound
+
+    system = figures(
+        gpu_util_percent={0: [95, 97, 96, 98], 1: [20, 12, 8, 15], 2: [20, 12, 8, 15]},
+        cpu_percent={0: [100, 98, 99, 100], 1: [180, 195, 190, 199], 2: [40, 35, 30, 38]},
+    )
+    assert input_bound(system) == [
+        "rank 1 looks input-bound: its GPU is busy 14% of the time while its processes keep "
+        "1.9 cores busy; more data-loader workers (num_workers), or less work per sample on "
+        "the CPU, may help"
+    ]
+    # too few samples to say
+    assert input_bound(figures(gpu_util_percent={0: [5, 5]}, cpu_percent={0: [100, 100]})) == []

@@ -4,6 +4,7 @@ others' work (rankside/system.py samples the figures)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ...store.follow import RunFollower, Series, downsample
@@ -22,6 +23,9 @@ RECENT = 3  # samples a rank's current GPU figures are the mean of
 IDLE_UTIL = 10.0  # a GPU under this utilisation (%) ...
 IDLE_POWER = 0.4  # ... and this share of its power limit, where known, is idle
 BUSY_UTIL = 50.0  # while another rank's is at least this busy
+HINT_SAMPLES = 6  # samples an input-bound hint looks at
+STARVED_UTIL = 30.0  # a GPU busy less than this (%) ...
+SATURATED_CPU = 90.0  # ... while its rank's processes keep a core this busy: input-bound
 
 
 def samples(follower: RunFollower) -> int:
@@ -54,6 +58,27 @@ def idle_ranks(follower: RunFollower) -> list[int]:
             continue  # drawing power: busy in a way utilisation does not show
         idle.append(rank)
     return idle
+
+
+def input_bound(system: Mapping[str, Mapping[int, Series]]) -> list[str]:
+    """Ranks whose GPU is mostly idle while their CPU is saturated, over their last few
+    samples (``system``: a follower's figures): they likely wait for their input (loading,
+    decoding, augmenting on the CPU)."""
+    util = system.get("gpu_util_percent", {})
+    cpu = system.get("cpu_percent", {})
+    hints = []
+    for rank in sorted(set(util) & set(cpu)):
+        gpu_tail, cpu_tail = util[rank].values[-HINT_SAMPLES:], cpu[rank].values[-HINT_SAMPLES:]
+        if len(gpu_tail) < 3 or len(cpu_tail) < 3:
+            continue
+        gpu_mean, cpu_mean = sum(gpu_tail) / len(gpu_tail), sum(cpu_tail) / len(cpu_tail)
+        if gpu_mean < STARVED_UTIL and cpu_mean >= SATURATED_CPU:
+            hints.append(
+                f"rank {rank} looks input-bound: its GPU is busy {gpu_mean:.0f}% of the time "
+                f"while its processes keep {cpu_mean / 100:.1f} cores busy; more data-loader "
+                "workers (num_workers), or less work per sample on the CPU, may help"
+            )
+    return hints
 
 
 def system_payload(follower: RunFollower) -> dict[str, Any]:
@@ -89,5 +114,6 @@ def system_payload(follower: RunFollower) -> dict[str, Any]:
         "charts": charts,
         "latest": latest,
         "idle": idle_ranks(follower),
+        "hints": input_bound(follower.system),
         "samples": samples(follower),
     }

@@ -23,6 +23,7 @@ from .queue_text import waiting_words
 from .rankstats import RankStat, rank_summary, ranks_label
 from .staging import StagingNotes, inputs_line
 from .system_text import system_rows
+from .system_view import input_bound
 
 STAGES = ("preparing", "queued", "running", "finalizing")
 STALL_WARNINGS = 8  # stalled ranks warned of one by one at a time; the others in one line
@@ -223,6 +224,7 @@ def summary_text(
     header, hardware = system_rows(follower)
     if hardware:
         lines.append(columns(header, hardware))
+        lines += input_bound(follower.system)
     if state.get("status") in ("failed", "lost"):
         rank = state.get("failed_rank")
         lines.append(

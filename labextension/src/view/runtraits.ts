@@ -124,6 +124,7 @@ export interface ISystemPayload {
   charts: ISystemChart[];
   latest: { [rank: string]: { [figure: string]: number } };
   idle: number[];
+  hints?: string[];
   samples: number;
 }
 

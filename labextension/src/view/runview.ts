@@ -133,6 +133,7 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
     </section>
     <section class="jt-section" data-testid="jt-system" hidden>
       <div class="jt-section-head"><span class="jt-section-title">System</span><span class="jt-muted jt-system-note"></span></div>
+      <div class="jt-system-hints" data-testid="jt-system-hints" hidden></div>
       <table class="jt-system-table" data-testid="jt-system-table"></table>
       <div class="jt-charts jt-system-charts" data-testid="jt-system-charts"></div>
     </section>

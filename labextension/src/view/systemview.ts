@@ -57,12 +57,14 @@ export class SystemSection {
   private table: HTMLElement;
   private area: HTMLElement;
   private note: HTMLElement;
+  private hints: HTMLElement;
   private html = '';
 
   constructor(private section: HTMLElement, private model: IViewModel<IRunTraits>) {
     this.table = section.querySelector('[data-testid=jt-system-table]') as HTMLElement;
     this.area = section.querySelector('[data-testid=jt-system-charts]') as HTMLElement;
     this.note = section.querySelector('.jt-system-note') as HTMLElement;
+    this.hints = section.querySelector('[data-testid=jt-system-hints]') as HTMLElement;
   }
 
   render(): void {
@@ -71,10 +73,13 @@ export class SystemSection {
     this.section.hidden = !ranks.length;
     if (!ranks.length) return;
     const idle = new Set((payload.idle || []).map(String));
-    this.note.textContent = idle.size
-      ? `GPU idle on rank${idle.size > 1 ? 's' : ''} ${[...idle].join(', ')} while the others work`
-      : '';
+    const notes = idle.size ? [`GPU idle on rank${idle.size > 1 ? 's' : ''} ${[...idle].join(', ')} while the others work`] : [];
+    this.note.textContent = notes.join(' · ');
     this.note.classList.toggle('jt-warn-text', idle.size > 0);
+    const hints = payload.hints || [];
+    this.hints.hidden = !hints.length;
+    const hintHtml = hints.map(h => `<div class="jt-system-hint">${escapeHtml(h)}</div>`).join('');
+    if (this.hints.innerHTML !== hintHtml) this.hints.innerHTML = hintHtml;
     const columns = systemColumns(payload.latest);
     const head = `<tr><th>rank</th>${columns.map(([, label]) => `<th>${escapeHtml(label)}</th>`).join('')}</tr>`;
     const rows = ranks.map(rank => {
