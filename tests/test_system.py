@@ -217,7 +217,7 @@ for step in range(60):
 def test_a_rank_whose_gpu_idles_while_the_others_work_is_named_stalled(home, fake_smi):
     from conftest import wait_for
 
-    from jupyter_trainer.frontends.views.text import stall_lines
+    from jupyter_trainer.frontends.views.health_text import stall_lines
 
     # rank 0's GPU (GPU 1) works at 87%; rank 1's (GPU 0) idles at 3% and 71 W of 700 W,
     # though rank 1 logs as often as rank 0

@@ -122,8 +122,8 @@ def start_again(
                 "beginning"
             )
         lineage = {"resumed_from": old_id, "checkpoint": checkpoint.name}
-    where = TargetSpec(target) if target is not None else old.target
-    tgt = get_target(where.name, store.home)
+    tgt = get_target(target if target is not None else old.target.name, store.home)
+    where = TargetSpec(tgt.name, price=dict(tgt.price))
     spec = replace(
         old,
         target=where,

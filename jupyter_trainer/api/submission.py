@@ -173,7 +173,7 @@ def run_writer(
             name=name or (script_path.stem if script_path is not None else "cell"),
             code=code_spec,
             launch=launch,
-            target=TargetSpec(target),
+            target=TargetSpec(target, price=dict(tgt.price)),
             env=env_spec,
             params=run_params,
             carried=carried,

@@ -218,8 +218,11 @@ class TargetSpec:
     """Where the run goes: a registered target name (``local`` is always there)."""
 
     name: str = "local"
+    price: Mapping[str, Any] = field(default_factory=dict)  # targets/pricing.py
 
     def __post_init__(self) -> None:
+        if not isinstance(self.price, Mapping):
+            raise SpecError(f"a target's price must be a mapping, got {self.price!r}")
         if not isinstance(self.name, str) or not _TARGET_NAME.fullmatch(self.name):
             raise SpecError(
                 f"invalid target name {self.name!r}: use letters, digits, '.', '_' or '-'; "

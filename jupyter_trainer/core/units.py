@@ -34,3 +34,15 @@ def fmt_duration(seconds: float) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def fmt_seconds(seconds: float) -> str:
+    """ "42 s" under a minute, else a clock ("1:02")."""
+    return f"{seconds:.0f} s" if seconds < 59.5 else fmt_duration(seconds)
+
+
+def fmt_clock(t: float) -> str:
+    """``13:05:42``, this machine's local time."""
+    import time
+
+    return time.strftime("%H:%M:%S", time.localtime(t))

@@ -20,6 +20,7 @@ from ..core.files import write_text_atomic
 from ..core.spec import TargetSpec
 from ..rankside.home import default_home
 from .base import Target
+from .pricing import split_price
 
 ENTRY_POINT_GROUP = "jupyter_trainer.targets"
 _BUILTIN = {
@@ -86,7 +87,10 @@ def get_target(name: str, home: Path | None = None) -> Target:
         )
     config = dict(targets[name])
     cls = _load_kind(config.pop("kind"))
-    return cls(name, config)
+    price, rest = split_price(name, config)
+    target = cls(name, rest)
+    target.price = price
+    return target
 
 
 # -- adding targets ----------------------------------------------------------------------
@@ -111,7 +115,7 @@ def add_target(
     if name == "local":
         raise TargetError("the local target is built in and cannot be redefined")
     entry = {"kind": kind, **{k: v for k, v in config.items() if v is not None}}
-    _load_kind(kind)(name, {k: v for k, v in entry.items() if k != "kind"})
+    _load_kind(kind)(name, split_price(name, {k: v for k, v in entry.items() if k != "kind"})[1])
     path = targets_file(home)
     old = path.read_text() if path.exists() else ""
     existing = configured_targets(home)

@@ -26,6 +26,7 @@ from ...store.follow import (
     mean_across_ranks,
     minmax_indices,
 )
+from .cost import run_cost
 from .health import health_payload
 from .rankstats import RankStat, rank_summary
 from .staging import inputs_line, staging_rows, staging_text
@@ -187,6 +188,7 @@ class RunFeed:
             "failed_rank": state.get("failed_rank"),
             "error": state.get("error"),
             "reason": state.get("reason"),
+            "cost": self.cost(now),
             **health_payload(state, self.run.spec, now),
             "staging": [dict(row, text=staging_text(row)) for row in staging_rows(state)],
         }
@@ -195,6 +197,14 @@ class RunFeed:
         if self.finished:
             out["outputs"] = self.outputs_listing()
         return out
+
+    def cost(self, now: float) -> dict[str, Any] | None:
+        """The cost meter (views/cost.py), projected to the end by the progress's ETA."""
+        prog = self.follower.overall_progress()
+        eta = None
+        if prog is not None and not self.finished:
+            eta = self.meter.estimate(prog.done, prog.total, prog.t)[1]
+        return run_cost(self.run.spec, self.follower.state, now, eta)
 
     def outputs_listing(self, limit: int = 50) -> dict[str, Any]:
         """The run's ``outputs/`` once it ended: its folder and the first ``limit`` files

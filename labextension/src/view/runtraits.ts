@@ -69,6 +69,8 @@ export interface IRunState {
   stacks?: { [rank: string]: string } | null;
   non_finite?: INonFinite[];
   stop_on_nan?: string[];
+  /** views/cost.py: what the run has cost, and will have when done; null without a price. */
+  cost?: { so_far: number; projected: number | null; currency: string; units: number; unit: string; rate: number } | null;
 }
 
 export interface IProgress {

@@ -12,6 +12,7 @@ import { ansiToHtml, escapeHtml } from './ansi.js';
 import { type IHealthParts, renderHealth, tickHealth } from './health';
 import { MetricsSection } from './metricsview';
 import { SystemSection } from './systemview';
+import { costText, money } from './cost';
 import type { IRunState, IRunTraits, IStage } from './runtraits';
 import type { IViewModel } from './viewmodel';
 import { FrameScheduler, type Handlers, listen, showCancel } from './viewparts';
@@ -105,6 +106,7 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
         <span class="jt-name" data-testid="jt-name"></span>
         <code class="jt-runid" data-testid="jt-run-id" title="run id: %train attach RUN"></code>
         <span class="jt-spacer"></span>
+        <span class="jt-cost jt-muted" data-testid="jt-cost" hidden></span>
         <span class="jt-elapsed" data-testid="jt-elapsed" title="elapsed"></span>
         <button type="button" class="jt-button jt-danger" data-testid="jt-cancel">Cancel</button>
       </div>
@@ -301,6 +303,12 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
     shownNow = now;
     const end = state.ended || now;
     $('[data-testid=jt-elapsed]').textContent = state.created ? formatDuration(end - state.created) : '';
+    const cost = $('[data-testid=jt-cost]');
+    cost.hidden = !state.cost;
+    if (state.cost) {
+      cost.textContent = costText(state.cost);
+      cost.title = `${state.cost.units} ${state.cost.unit}${state.cost.units === 1 ? '' : 's'} at ${money(state.cost.rate, state.cost.currency)} an hour`;
+    }
     tickHealth(health, end);
     const byName: { [name: string]: IStage } = Object.fromEntries((state.stages || []).map(s => [s.name, s]));
     const reached = Math.max(-1, ...STAGE_NAMES.map((n, i) => (byName[n] ? i : -1)));
