@@ -88,3 +88,25 @@ def test_money_reads_as_people_write_it():
     assert money(0.004, "$") == "$0.0040"
     assert money(2, "EUR") == "2.00 EUR"
     assert money(0, "€") == "€0.00"
+
+
+def test_a_sweep_says_what_its_trials_cost_together(home):
+    import jupyter_trainer as jt
+    from jupyter_trainer.frontends.views.sweep_text import sweep_text
+
+    add_target("priced", "local", home=home, price_per_node_hour=36.0, currency="EUR")
+    code = "import time\nfrom jupyter_trainer import runtime as jt\ntime.sleep(0.5)\njt.log(step=0, score=x)\n"
+    sweep = jt.sweep(
+        code,
+        space={"x": "choice(1, 2)"},
+        metric="score",
+        trials=2,
+        sampler="grid",
+        launcher="python",
+        target="priced",
+    )
+    sweep.wait(timeout=120)
+    runs = sweep.trials()
+    total = sum(run_cost(run.spec, run.state, time.time())["so_far"] for run in runs)
+    assert len(runs) == 2 and total > 0
+    assert sweep_text(sweep).endswith(f"\ncost {money(total, 'EUR')} over 2 trials")

@@ -56,3 +56,24 @@ def cost_words(cost: Mapping[str, Any]) -> str:
     if cost.get("projected") is not None:
         text += f", {money(cost['projected'], currency)} when done"
     return text
+
+
+def sweep_cost(runs: Any, now: float) -> str | None:
+    """``cost $12.40 over 6 trials``: what the sweep's trial runs have cost together (each
+    at its own target's price), or None when none has a price."""
+    costs = []
+    for run in runs:
+        try:
+            cost = run_cost(run.spec, run.state, now)
+        except Exception:  # a trial's damaged record: the total is of the others
+            continue
+        if cost is not None:
+            costs.append(cost)
+    if not costs:
+        return None
+    currencies = {cost["currency"] for cost in costs}
+    if len(currencies) > 1:
+        return "cost: trials priced in " + ", ".join(sorted(currencies)) + " (no total)"
+    total = sum(cost["so_far"] for cost in costs)
+    plural = "s" if len(costs) != 1 else ""
+    return f"cost {money(total, currencies.pop())} over {len(costs)} trial{plural}"

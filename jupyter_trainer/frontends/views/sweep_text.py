@@ -9,6 +9,7 @@ from typing import Any
 
 from ...core.printable import printable
 from ...core.units import fmt_value
+from .cost import sweep_cost
 from .sweep_charts import with_reported
 from .text import columns, fmt_duration
 
@@ -107,6 +108,9 @@ def sweep_text(sweep: Any) -> str:
     state, spec = sweep.state, sweep.sweeps.read_spec(sweep.id)
     rows = with_reported(sweep.table(), state.get("trials", []), spec.get("objective") or "last")
     text = sweep_line(state, spec) + "\n" + trials_table(rows, spec["metric"])
+    cost = sweep_cost(sweep.trials(), time.time())
+    if cost:
+        text += f"\n{cost}"
     if state["status"] == "interrupted":
         text += f"\nits driver is gone: resume it with `jupyter-trainer sweep resume {sweep.id}`"
     return text
