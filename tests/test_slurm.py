@@ -104,6 +104,11 @@ def test_cancel_while_pending_shows_the_reason(cluster, home):
     assert re.search(
         r"\n" + re.escape(f"job {job} waiting: ") + r".*; 1st of 1 pending", shown.stdout
     ), shown.stdout
+    # the Lab panel's list row says the same (views.health.list_fields, in REST's rows)
+    from jupyter_trainer.frontends.views.health import list_fields
+
+    waiting = list_fields(run.state, run.spec, time.time())["waiting"]
+    assert waiting.startswith(f"job {job} waiting: ") and "1st of 1 pending" in waiting
     run.cancel(timeout=30)
     assert run.status == "canceled"
     assert not any(line.startswith(job + " ") for line in cluster.queue())

@@ -30,6 +30,8 @@ type Row = IRunRow & {
   attempt?: number | null;
   max_restarts?: number;
   stalled?: IStall[];
+  /** Why a queued run waits: the scheduler's reason, expected start and place in the queue. */
+  waiting?: string | null;
 };
 
 export class RunsPanel extends Widget {
@@ -187,6 +189,7 @@ export class RunsPanel extends Widget {
           <div class="jt-runs-line jt-runs-meta">
             <span data-testid="jt-runs-when">started ${escapeHtml(startedAt(row.created, now))} · <code class="jt-runs-id" data-testid="jt-runs-id">${escapeHtml(shortId(row.id))}</code></span>
           </div>
+          ${row.waiting ? `<div class="jt-runs-line jt-runs-meta"><span class="jt-runs-waiting" data-testid="jt-runs-waiting">${escapeHtml(row.waiting)}</span></div>` : ''}
           ${stall || attempt ? `<div class="jt-runs-line jt-runs-meta">
             ${stall ? `<span class="jt-runs-stall" data-testid="jt-runs-stalled" title="${escapeHtml(stallTitle(row.stalled))}">⚠ ${escapeHtml(stall)}</span>` : ''}
             ${attempt ? `<span class="jt-runs-attempt" data-testid="jt-runs-attempt">${escapeHtml(attempt)}</span>` : ''}

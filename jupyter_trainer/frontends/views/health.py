@@ -12,6 +12,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from .queue_text import waiting_words
+
 STACK_CHARS = (
     20_000  # of one rank's stack in a payload: its head (py-spy prints the innermost frame first)
 )
@@ -136,8 +138,11 @@ def list_fields(state: Mapping[str, Any], spec: Any | None, now: float) -> dict[
         }
         for e in stalled_of(state, now)
     ]
+    queue = state.get("queue") or {}
+    waiting = state.get("status") == "queued" and queue.get("reason")
     return {
         "attempt": attempts[-1]["attempt"] if attempts else None,
         "max_restarts": watch_settings(spec)["max_restarts"],
         "stalled": stalled if state.get("status") == "running" else [],
+        "waiting": waiting_words(queue, now) if waiting else None,
     }
