@@ -83,15 +83,15 @@ def check_system(page, root: str) -> None:
     assert page.text(f"{section} .jt-system-note") == "GPU idle on rank 1 while the others work"
     figures = pw.evaluate(
         """sel => [...document.querySelectorAll(sel)].map(c => [c.dataset.figure,
-            c.querySelector('[data-testid=jt-chart]')?.dataset.series,
-            Number(c.querySelector('[data-testid=jt-chart]')?.dataset.points || 0)])""",
+            c.querySelector('[data-testid=jt-system-chart]')?.dataset.series,
+            Number(c.querySelector('[data-testid=jt-system-chart]')?.dataset.points || 0)])""",
         f"{section} .jt-system-card",
     )
     assert [name for name, _, _ in figures] == CHARTS, figures
     assert all(series == "2" and points >= 6 for _, series, points in figures), figures
     legend = " ".join(
         page.text(
-            f"{section} .jt-system-card[data-figure=gpu_util_percent] .jt-chart-stats"
+            f"{section} .jt-system-card[data-figure=gpu_util_percent] .jt-system-stats"
         ).split()
     )
     assert legend == "rank 0 87% rank 1 2%", legend

@@ -75,7 +75,7 @@ export class LineChart {
   private style = { fg: '', grid: '' };
   private unwatchTheme: () => void;
 
-  constructor(private container: HTMLElement, private options: { height?: number; yTick?: (v: number) => string } = {}) {
+  constructor(private container: HTMLElement, private options: { height?: number; yTick?: (v: number) => string; testid?: string } = {}) {
     this.empty = document.createElement('div');
     this.empty.className = 'jt-chart-empty jt-muted';
     this.empty.textContent = 'waiting for data…';
@@ -126,7 +126,7 @@ export class LineChart {
       this.plot.setData(data);
     }
     const canvas = this.plot.ctx.canvas;
-    canvas.dataset.testid = 'jt-chart';
+    canvas.dataset.testid = this.options.testid || 'jt-chart';
     canvas.dataset.points = String(shown.reduce((n, s) => n + s.x.length, 0));
     canvas.dataset.x = spec.xKind;
     canvas.dataset.series = String(shown.length);

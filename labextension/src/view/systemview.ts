@@ -112,12 +112,13 @@ export class SystemSection {
       let entry = this.charts.get(chart.name);
       if (!entry) {
         const card = document.createElement('div');
-        card.className = 'jt-chart-card jt-system-card';
+        // classes and test ids of its own: the Metrics section's are the metrics' alone
+        card.className = 'jt-system-card';
         card.dataset.figure = chart.name;
-        card.innerHTML = `<div class="jt-chart-head"><span class="jt-chart-title">${escapeHtml(chart.title)}</span><span class="jt-chart-stats"></span></div><div class="jt-chart-area"></div>`;
+        card.innerHTML = `<div class="jt-chart-head"><span class="jt-system-title">${escapeHtml(chart.title)}</span><span class="jt-system-stats"></span></div><div class="jt-chart-area"></div>`;
         this.area.append(card);
         const yTick = chart.unit === 'bytes' ? compactBytes : undefined;
-        entry = { card, chart: new LineChart(card.querySelector('.jt-chart-area') as HTMLElement, { height: 110, yTick }) };
+        entry = { card, chart: new LineChart(card.querySelector('.jt-chart-area') as HTMLElement, { height: 110, yTick, testid: 'jt-system-chart' }) };
         this.charts.set(chart.name, entry);
       }
       const series = chart.series.map(s => ({
@@ -126,8 +127,8 @@ export class SystemSection {
         x: Float64Array.from(s.x),
         y: Float64Array.from(s.y)
       }));
-      const last = chart.series.map(s => `<span class="jt-legend-item"><span class="jt-swatch" style="background:${PALETTE[s.rank % PALETTE.length]}"></span>rank ${s.rank} <b>${escapeHtml(formatFigure(chart.name, s.y[s.y.length - 1]))}</b></span>`);
-      const stats = (entry.card.querySelector('.jt-chart-stats') as HTMLElement);
+      const last = chart.series.map(s => `<span class="jt-system-legend"><span class="jt-swatch" style="background:${PALETTE[s.rank % PALETTE.length]}"></span>rank ${s.rank} <b>${escapeHtml(formatFigure(chart.name, s.y[s.y.length - 1]))}</b></span>`);
+      const stats = (entry.card.querySelector('.jt-system-stats') as HTMLElement);
       const more = chart.ranks > chart.series.length ? ` · first ${chart.series.length} of ${chart.ranks} ranks` : '';
       const html = last.join(' ') + more;
       if (stats.innerHTML !== html) stats.innerHTML = html;
