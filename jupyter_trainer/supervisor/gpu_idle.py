@@ -14,7 +14,10 @@ import json
 import os
 import re
 from collections import deque
+from pathlib import Path
 from typing import Any
+
+from ..store import read_complete_lines
 
 IDLE_UTIL = 10.0  # % of utilisation under which a GPU may be idle ...
 IDLE_POWER = 0.4  # ... when it also draws under this share of its power limit (where known)
@@ -53,15 +56,12 @@ class GpuWatch:
                 self._read(entry.path, int(match.group(1)))
 
     def _read(self, path: str, rank: int) -> None:
-        offset = self.offsets.get(path, 0)
         try:
-            with open(path, "rb") as fh:
-                fh.seek(offset)
-                data = fh.read(READ_BYTES)
+            data, self.offsets[path] = read_complete_lines(
+                Path(path), self.offsets.get(path, 0), READ_BYTES
+            )
         except OSError:
             return
-        data = data[: data.rfind(b"\n") + 1]
-        self.offsets[path] = offset + len(data)
         if _SYSTEM not in data:
             return
         for line in data.splitlines():
