@@ -51,3 +51,18 @@ def test_cuda_visible_devices_hides_gpus(home, fake_gpus, monkeypatch):
     with pytest.raises(TargetError, match="--backend nccl needs CUDA GPUs"):
         api.submit(SHOW, launcher="python", backend="nccl")
     assert api.runs(home=home) == []
+
+
+@pytest.mark.parametrize("backend", [None, "nccl"])
+def test_more_nccl_ranks_than_gpus_is_refused_before_launch(home, fake_gpus, backend):
+    with pytest.raises(TargetError) as caught:
+        api.submit(SHOW, launcher="torchrun", procs=3, backend=backend)
+    message = str(caught.value)
+    assert "one GPU per rank" in message and "--procs 3" in message and "the 2 GPU(s)" in message
+    assert "use --procs 2, or --backend gloo" in message
+    assert api.runs(home=home) == []
+
+
+def test_ranks_may_share_gpus_under_gloo(home, fake_gpus):
+    run = api.submit(SHOW, launcher="torchrun", procs=3, backend="gloo", wait=True)
+    assert run.state["backend"] == "gloo" and run.logs(2).split() == ["gloo", "1"]

@@ -58,6 +58,13 @@ class LocalTarget(Target):
                 "--backend nccl needs CUDA GPUs and this machine has none (nvidia-smi lists "
                 "no GPU); use --backend gloo, or leave --backend out to pick Gloo on CPU"
             )
+        if backend == "nccl" and launch.procs > self._gpus > 0:
+            how = "--backend nccl needs" if launch.backend else "NCCL (chosen on GPUs) needs"
+            raise TargetError(
+                f"{how} one GPU per rank, and --procs {launch.procs} asks for more ranks than "
+                f"the {self._gpus} GPU(s) nvidia-smi lists here (NCCL refuses two ranks on one "
+                f"GPU); use --procs {self._gpus}, or --backend gloo to let ranks share a GPU"
+            )
         if backend == "mpi" and launch.launcher != "horovod" and not _torch_has_mpi():
             raise TargetError(
                 "--backend mpi needs a torch build with MPI support and this one has none; "
