@@ -13,7 +13,7 @@ from conftest import leftover
 from test_browser import browser  # noqa: F401 (the fixture)
 
 from jupyter_trainer import api
-from jupyter_trainer.rankside import system
+from jupyter_trainer.rankside import gpu_read
 from jupyter_trainer.targets.registry import add_target
 
 # GPU 0 works (rank 0 holds 1500 MiB on it); GPU 1, rank 1's by its local rank, idles.
@@ -111,7 +111,7 @@ def test_the_system_section_shows_each_ranks_hardware(browser, home, tmp_path):
         home=home,
         env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": "0,1"},
     )
-    assert [query for query, _, _ in system.GPU_FIELDS][2:] == [
+    assert [query for query, _, _ in gpu_read.SMI_FIELDS][2:] == [
         "utilization.gpu",
         "memory.used",
         "memory.total",

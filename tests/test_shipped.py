@@ -25,8 +25,9 @@ from jupyter_trainer import rankside
 PACKAGE = Path(rankside.__file__).resolve().parent.parent
 RANKSIDE = Path(rankside.__file__).resolve().parent
 # What a rank or node has by definition where a shipped file imports it inside a function:
-# the run's torch (and what torch.onnx needs), Ray on a Ray node, uv where it builds.
-ON_THE_NODE = {"torch", "numpy", "onnx", "onnxruntime", "onnxscript", "ray", "uv"}
+# the run's torch (and what torch.onnx needs), Ray on a Ray node, uv where it builds, and
+# nvidia-ml-py where the rank's environment has it (GPU figures fall back to nvidia-smi).
+ON_THE_NODE = {"torch", "numpy", "onnx", "onnxruntime", "onnxscript", "ray", "uv", "pynvml"}
 
 
 def rankside_files() -> list[str]:

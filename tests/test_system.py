@@ -12,7 +12,7 @@ import pytest
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed, SpecError
-from jupyter_trainer.rankside import system
+from jupyter_trainer.rankside import gpu_read
 
 GIB = 1 << 30
 
@@ -104,7 +104,7 @@ def fake_smi(tmp_path, monkeypatch):
     bin_dir = tmp_path / "fake-bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
-    fields = [query for query, _, _ in system.GPU_FIELDS]
+    fields = [query for query, _, _ in gpu_read.SMI_FIELDS]
     smi.write_text(FAKE_SMI.format(python=sys.executable, fields=fields))
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")

@@ -42,6 +42,7 @@ SNAPSHOT = (
     "workdir.py",
     "death_watch.py",
     "system.py",
+    "gpu_read.py",
 )
 # The script side of Azure ML SDK v1 (``azureml.core.run.Run``), copied into every run's
 # snapshot as ``code/_jt/azureml_v1/azureml/``; boot puts ``_jt/azureml_v1`` on the path.

@@ -9,12 +9,13 @@ Every ``--system-interval`` seconds (5 by default; 0 turns sampling off) a rank 
 - of its GPU, when the node has NVIDIA GPUs: ``gpu_util_percent``, ``gpu_mem_used_bytes``,
   ``gpu_mem_total_bytes``, ``gpu_power_watts``, ``gpu_power_limit_watts``, ``gpu_temp_c``,
   ``gpu_sm_clock_mhz``, ``gpu_index``, and ``gpu_process_mem_bytes``, the GPU memory its own
-  processes hold.
+  processes hold; through NVML also ``gpu_process_sm_percent``, their share of the SM time,
+  and with DCGM ``gpu_sm_active_percent``, its SM activity.
 
 The rank's GPU is the one whose compute processes include its own; before it has one, the
-device its ``LOCAL_RANK`` picks among ``CUDA_VISIBLE_DEVICES``. GPU figures are read with
-``nvidia-smi``'s query interface, which reads NVML and never creates a CUDA context in the
-rank. CPU and memory are read from ``/proc`` (Linux); elsewhere they are left out.
+device its ``LOCAL_RANK`` picks among ``CUDA_VISIBLE_DEVICES``. GPU figures are read by
+rankside/gpu_read.py, through NVML (nvidia-ml-py) or ``nvidia-smi``, never through CUDA, so
+the sampler creates no CUDA context in the rank. CPU and memory are read from ``/proc`` (Linux); elsewhere they are left out.
 
 Standard library only: this file is copied into every run's snapshot with the runtime.
 """
@@ -25,20 +26,9 @@ import json
 import os
 from typing import Any
 
-DEFAULT_INTERVAL = 5.0
-SMI_TIMEOUT = 10.0
-GPU_FIELDS = (
-    ("index", "gpu_index", 1),
-    ("uuid", None, None),
-    ("utilization.gpu", "gpu_util_percent", 1),
-    ("memory.used", "gpu_mem_used_bytes", 1 << 20),
-    ("memory.total", "gpu_mem_total_bytes", 1 << 20),
-    ("power.draw", "gpu_power_watts", 1),
-    ("power.limit", "gpu_power_limit_watts", 1),
-    ("temperature.gpu", "gpu_temp_c", 1),
-    ("clocks.sm", "gpu_sm_clock_mhz", 1),
-)
+from jupyter_trainer.rankside import gpu_read
 
+DEFAULT_INTERVAL = 5.0
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -82,9 +72,7 @@ class Sampler:
         self.every = every
         self.due = 0.0
         self.cpu: tuple[float, float] | None = None  # (wall time, CPU seconds) of the last one
-        import shutil
-
-        self.smi = shutil.which("nvidia-smi") if every else None
+        self.gpu_reader = gpu_read.open_reader() if every else None
         self.gpu_failed = False
         self.gpu_last: dict[str, float] = {}  # the last GPU figures read
         self.gpu_peak = 0.0  # the most GPU memory its processes held at a sample
@@ -117,40 +105,38 @@ class Sampler:
             if peak is not None:
                 values["rss_peak_bytes"] = peak * 1024
         values.update(node_memory())
-        if self.smi and not self.gpu_failed:
+        if self.gpu_reader is not None and not self.gpu_failed:
             try:
                 self.gpu_last = self.gpu(set(tree) or {self.pid})
-            except Exception:  # nvidia-smi failed, hung or answered what cannot be read
+            except Exception:  # NVML or nvidia-smi failed, hung or answered what cannot be read
                 self.gpu_failed = True  # a broken driver is not asked every few seconds
             values.update(self.gpu_last)
             self.gpu_peak = max(self.gpu_peak, self.gpu_last.get("gpu_process_mem_bytes", 0))
         return values
 
     def gpu(self, pids: set[int]) -> dict[str, float]:
-        names = [query for query, _, _ in GPU_FIELDS]
-        rows = smi_rows(self.smi, f"--query-gpu={','.join(names)}")  # type: ignore[arg-type]
+        reader = self.gpu_reader
+        if reader is None:
+            return {}
+        rows = reader.rows()
         if not rows:
             return {}
-        apps = smi_rows(
-            self.smi,  # type: ignore[arg-type]
-            "--query-compute-apps=pid,gpu_uuid,used_memory",
-        )
-        held: dict[str, float] = {}
-        for row in apps:
-            if len(row) == 3 and row[0].isdigit() and int(row[0]) in pids:
-                held[row[1]] = held.get(row[1], 0.0) + (number(row[2]) or 0.0) * (1 << 20)
-        by_uuid = {row[1]: row for row in rows if len(row) == len(GPU_FIELDS)}
-        uuid = next((u for u in held if u in by_uuid), None) or visible_device(
-            list(by_uuid.values()), self.local_rank
+        held = reader.held(pids)
+        by_uuid = {uuid: (index, figures) for index, uuid, figures in rows}
+        uuid = next((u for u in held if u in by_uuid), None) or gpu_read.visible_device(
+            rows, self.local_rank
         )
         if uuid is None:
             return {}
-        out: dict[str, float] = {}
-        for (_, name, scale), text in zip(GPU_FIELDS, by_uuid[uuid]):
-            value = number(text)
-            if name is not None and scale is not None and value is not None:
-                out[name] = value * scale if scale != 1 else value
+        index, figures = by_uuid[uuid]
+        out = dict(figures)
         out["gpu_process_mem_bytes"] = held.get(uuid, 0.0)
+        share = reader.process_sm(index, uuid, pids)
+        if share is not None:
+            out["gpu_process_sm_percent"] = share
+        active = gpu_read.dcgm_sm_active(index)
+        if active is not None:
+            out["gpu_sm_active_percent"] = active
         return out
 
 
@@ -182,51 +168,6 @@ def gpu_oom(exc: BaseException) -> dict[str, Any]:
     if peak:
         found["peak_bytes"] = int(peak)
     return {"gpu_oom": found}
-
-
-def visible_device(rows: list[list[str]], local_rank: int) -> str | None:
-    """The uuid of the GPU ``local_rank`` uses among ``CUDA_VISIBLE_DEVICES`` (all, unset)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        picks = [row[1] for row in rows]
-    else:
-        picks = []
-        for item in (v.strip() for v in visible.split(",")):
-            if not item:
-                break
-            found = next(
-                (row[1] for row in rows if row[0] == item or row[1].startswith(item)), None
-            )
-            if found is None:
-                break  # CUDA stops at the first device it cannot find
-            picks.append(found)
-    if not picks:
-        return None
-    return picks[local_rank % len(picks)]
-
-
-def smi_rows(smi: str, query: str) -> list[list[str]]:
-    import subprocess
-
-    done = subprocess.run(
-        [smi, query, "--format=csv,noheader,nounits"],
-        capture_output=True,
-        text=True,
-        timeout=SMI_TIMEOUT,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise ValueError(done.stderr.strip() or f"nvidia-smi exited with {done.returncode}")
-    return [[cell.strip() for cell in line.split(",")] for line in done.stdout.splitlines() if line]
-
-
-def number(text: str) -> float | None:
-    """A figure of nvidia-smi's CSV; None for ``[N/A]``, ``[Not Supported]`` and the like."""
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return int(value) if value.is_integer() else value
 
 
 def process_tree(root: int) -> list[int]:

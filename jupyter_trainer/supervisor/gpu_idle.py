@@ -6,6 +6,8 @@ fraction of their power. So a GPU is *idle* when its utilisation is low and its 
 small share of its limit, and *busy* when its utilisation is high; a rank whose GPU has been
 idle for the whole stall timeout while another rank's is busy is named, even if it still
 logs. The figures are the ranks' own samples (rankside/system.py) in their events files.
+Where NVML gives each process's share of the SM time, that share is the rank's utilisation
+and power is left aside: it tells ranks that share one GPU apart.
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ READ_BYTES = 4 << 20  # events read per file per look
 _EVENTS = re.compile(r"rank-(\d+)\.jsonl")
 _SYSTEM = b'"kind": "system"'
 
-Sample = tuple[float, float, float | None, float | None]  # t, utilisation, watts, limit
+# t, utilisation, watts, limit, and whether the utilisation is the rank's own SM share
+Sample = tuple[float, float, float | None, float | None, bool]
 
 
 def idle(sample: Sample) -> bool:
-    _, util, watts, limit = sample
+    _, util, watts, limit, _ = sample
     if util >= IDLE_UTIL:
         return False
     return not (watts is not None and limit and watts / limit >= IDLE_POWER)
@@ -70,15 +73,19 @@ class GpuWatch:
             try:
                 event = json.loads(line)
                 values, t = event["values"], float(event["t"])
-                util = float(values["gpu_util_percent"])
+                util = float(values.get("gpu_process_sm_percent", values["gpu_util_percent"]))
             except (ValueError, KeyError, TypeError):
                 continue
             watts, limit = values.get("gpu_power_watts"), values.get("gpu_power_limit_watts")
+            own = "gpu_process_sm_percent" in values
+            if own:  # the rank's own share: the GPU's power is not, where ranks share one
+                watts = limit = None
             sample = (
                 t,
                 util,
                 float(watts) if isinstance(watts, (int, float)) else None,
                 float(limit) if isinstance(limit, (int, float)) else None,
+                own,
             )
             self.samples.setdefault(rank, deque(maxlen=KEEP)).append(sample)
 
@@ -103,10 +110,11 @@ class GpuWatch:
                 since = sample[0]
             if since is None or now - since < window:
                 continue
-            _, util, watts, limit = samples[-1]
+            _, util, watts, limit, own = samples[-1]
             found[rank] = {
                 "since": since,
                 "util": util,
+                **({"own": True} if own else {}),
                 **({"watts": watts} if watts is not None else {}),
                 **({"limit": limit} if limit else {}),
             }

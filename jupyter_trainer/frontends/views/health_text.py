@@ -21,7 +21,14 @@ STALL_WARNINGS = 8  # stalled ranks warned of one by one at a time; the others i
 
 
 def gpu_idle_words(idle: Mapping[str, Any]) -> str:
-    """``its GPU is idle (2% utilisation, 60 W of 700 W) while the others work``."""
+    """``its GPU is idle (2% utilisation, 60 W of 700 W) while the others work``; where the
+    figure is the rank's own share of the SM time (NVML), ``its GPU work has stopped (its
+    processes had 0% of the SM time) while the others work``."""
+    if idle.get("own"):
+        return (
+            f"its GPU work has stopped (its processes had {idle.get('util', 0):.0f}% of the "
+            "SM time) while the others work"
+        )
     parts = [f"{idle.get('util', 0):.0f}% utilisation"]
     if isinstance(idle.get("watts"), (int, float)):
         limit = f" of {idle['limit']:.0f} W" if isinstance(idle.get("limit"), (int, float)) else ""

@@ -12,6 +12,7 @@ from ...store.follow import RunFollower, Series, downsample
 # (figure, chart title, unit) charted, in this order, when the ranks report it
 CHARTS = (
     ("gpu_util_percent", "GPU utilisation", "%"),
+    ("gpu_process_sm_percent", "GPU SM time, own", "%"),
     ("gpu_power_watts", "GPU power", "W"),
     ("gpu_mem_used_bytes", "GPU memory", "bytes"),
     ("cpu_percent", "CPU", "%"),
@@ -40,12 +41,23 @@ def _recent(series: Series | None) -> float | None:
     return sum(tail) / len(tail)
 
 
+def own_util(system: Mapping[str, Mapping[int, Series]]) -> dict[int, Series]:
+    """Each rank's GPU utilisation: its own processes' share of the SM time where NVML gives
+    it (ranks that share a GPU differ there), else the GPU's utilisation."""
+    return {
+        **system.get("gpu_util_percent", {}),
+        **system.get("gpu_process_sm_percent", {}),
+    }
+
+
 def idle_ranks(follower: RunFollower) -> list[int]:
-    """Ranks whose GPU is idle (low utilisation and, where known, low power) while another
-    rank's is busy: a rank waiting on the others, or starved of input."""
-    util = follower.system.get("gpu_util_percent", {})
+    """Ranks whose GPU is idle (low utilisation and, where known, low power; or their own
+    low share of the SM time) while another rank's is busy: a rank waiting on the others,
+    or starved of input."""
+    util = own_util(follower.system)
     power = follower.system.get("gpu_power_watts", {})
     limit = follower.system.get("gpu_power_limit_watts", {})
+    own = follower.system.get("gpu_process_sm_percent", {})
     recent = {rank: _recent(series) for rank, series in util.items()}
     if not any(value is not None and value >= BUSY_UTIL for value in recent.values()):
         return []
@@ -54,7 +66,7 @@ def idle_ranks(follower: RunFollower) -> list[int]:
         if value is None or value >= IDLE_UTIL:
             continue
         watts, cap = _recent(power.get(rank)), _recent(limit.get(rank))
-        if watts is not None and cap and watts / cap >= IDLE_POWER:
+        if rank not in own and watts is not None and cap and watts / cap >= IDLE_POWER:
             continue  # drawing power: busy in a way utilisation does not show
         idle.append(rank)
     return idle
@@ -64,7 +76,7 @@ def input_bound(system: Mapping[str, Mapping[int, Series]]) -> list[str]:
     """Ranks whose GPU is mostly idle while their CPU is saturated, over their last few
     samples (``system``: a follower's figures): they likely wait for their input (loading,
     decoding, augmenting on the CPU)."""
-    util = system.get("gpu_util_percent", {})
+    util = own_util(system)
     cpu = system.get("cpu_percent", {})
     hints = []
     for rank in sorted(set(util) & set(cpu)):

@@ -27,13 +27,14 @@ export interface IStall {
   stack?: string | null;
   waiting?: boolean;
   /** Its GPU has idled for the stall timeout while another rank's worked. */
-  gpu_idle?: { since: number; util: number; watts?: number; limit?: number } | null;
+  gpu_idle?: { since: number; util: number; own?: boolean; watts?: number; limit?: number } | null;
 }
 
 /** "GPU idle: 2% at 60 W of 700 W". */
 export function gpuIdleText(idle: NonNullable<IStall['gpu_idle']>): string {
   const watts = typeof idle.watts === 'number' ? ` at ${Math.round(idle.watts)} W${typeof idle.limit === 'number' ? ` of ${Math.round(idle.limit)} W` : ''}` : '';
-  return `GPU idle: ${Math.round(idle.util)}%${watts}`;
+  const share = idle.own ? ' of the SM time, its own' : '';
+  return `GPU idle: ${Math.round(idle.util)}%${share}${watts}`;
 }
 
 export interface INonFinite {
