@@ -216,6 +216,9 @@ def test_more_nodes_than_the_cluster_has_stays_queued_with_rays_reason(rc, home)
     assert state["status"] == "queued"
     reason = state["queue"]["reason"]
     assert "3 node(s) x 2 CPU (STRICT_SPREAD)" in reason and "2 alive node(s)" in reason, reason
+    assert reason.endswith("; missing: 1 more node(s) with 2 CPU (the largest node has 2 CPU)")
+    missing = state["queue"]["missing"]
+    assert (missing["nodes"], missing["bundle"]) == (1, {"CPU": 2.0}), missing
     assert state["queue"]["state"] == "PENDING" and state["queue"]["scheduling_state"]
     shown = cli("show", run.id)
     assert "queued" in shown.stdout
@@ -229,6 +232,31 @@ def test_more_nodes_than_the_cluster_has_stays_queued_with_rays_reason(rc, home)
         "placement_group_removed": state["queue"]["placement_group"],
     }
     assert leftover(run.id) == []
+
+
+def test_a_run_waiting_for_busy_nodes_says_that_other_work_holds_them(rc, home):
+    add_target("busy", "ray", home=home, address=rc.address, autoscaling=True)
+    holder = api.submit("import time; time.sleep(120)", target="busy", nodes=2, procs=2)
+    waiter = None
+    try:
+        wait_for(lambda: holder.status == "running", timeout=120, what="the first run to start")
+        waiter = api.submit("print('later')", target="busy", nodes=1, procs=2)
+        state = wait_for(
+            lambda: (s := waiter.state).get("queue", {}).get("missing") and s,
+            timeout=120,
+            what="the queue reason",
+        )
+        assert state["status"] == "queued"
+        assert state["queue"]["missing"]["nodes"] == 0
+        assert state["queue"]["missing"]["busy"] == {"CPU": 0.0}
+        assert state["queue"]["reason"].endswith(
+            "; its nodes are large enough, but other work holds their resources (free now, "
+            "across the cluster: 0 CPU)"
+        ), state["queue"]["reason"]
+    finally:
+        for run in (waiter, holder):
+            if run is not None and run.status not in ("completed", "failed", "canceled"):
+                run.cancel(timeout=60)
 
 
 def test_errors_before_launch(rc, home):

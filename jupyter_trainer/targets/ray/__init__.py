@@ -3,6 +3,7 @@ the way the ssh target runs them on its hosts.
 
 - ``target.py``: ``RayTarget``, the placement group, the node shells bound to its bundles,
   and the end of the run (actors, placement group, the leftover scan);
+- ``placement.py``: where the placement group stands, and what the cluster lacks for it;
 - ``config.py``: a ``kind = "ray"`` entry of targets.toml, validated;
 - ``cluster.py``: the cluster's facts, asked before a run is created from a short-lived
   child driver (``__main__.py``, ``python -m jupyter_trainer.targets.ray ADDRESS``);

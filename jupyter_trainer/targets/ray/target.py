@@ -52,6 +52,7 @@ from ..base import Handle
 from ..ssh.commands import HostConfig
 from ..ssh.parallel import parallel
 from ..ssh.target import SshTarget
+from . import placement
 from .cluster import cluster_facts, judge_cluster, require_ray
 from .config import NAMESPACE, RayConfig
 from .shell import RayShell, pinned_call
@@ -181,35 +182,15 @@ class RayTarget(SshTarget):
         }
 
     def _bundle_words(self) -> str:
-        return " + ".join(f"{v:g} {k}" for k, v in self._bundle.items())
+        return placement.words(self._bundle)
 
     def phase(self, handle: Handle) -> dict[str, Any]:
         if self._pg is None or self._pg_ready:
             return {"stage": "running"}
-        import ray
-        from ray.util.placement_group import placement_group_table
-
-        table = placement_group_table(self._pg)
-        if table.get("state") == "CREATED":
+        found = placement.phase(self._pg, self._bundle, self._strategy)
+        if found["stage"] == "running":
             self._pg_ready = True
-            return {"stage": "running", "placement_group": self._pg.id.hex()}
-        stats = table.get("stats") or {}
-        alive = [n for n in ray.nodes() if n.get("Alive")]
-        have = ", ".join(f"{n.get('Resources', {}).get('CPU', 0):g} CPU" for n in alive)
-        count = len(table.get("bundles") or {})
-        reason = (
-            f"Ray placement group {table.get('state')} "
-            f"({stats.get('scheduling_state', 'unknown')}): the run needs {count} node(s) "
-            f"x {self._bundle_words()} ({self._strategy}); the cluster has {len(alive)} "
-            f"alive node(s)" + (f" ({have})" if have else "")
-        )
-        return {
-            "stage": "queued",
-            "placement_group": self._pg.id.hex(),
-            "state": table.get("state"),
-            "scheduling_state": stats.get("scheduling_state"),
-            "reason": reason,
-        }
+        return found
 
     def _await_placement(self) -> None:
         """For a caller that did not wait in the queue: wait here, bounded unless the cluster
