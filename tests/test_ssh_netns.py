@@ -76,3 +76,31 @@ def test_mpirun_across_network_namespaces(far, netns_hosts):
     )
     run = api.submit(CODE, target="far", nodes=2, procs=1, launcher="mpirun", name="netns-mpi")
     check(run, netns_hosts, "mpirun")
+
+
+TRAFFIC = """
+import time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(2 << 20)  # 8 MiB
+time.sleep(2.2)  # two samples first: the rates start at the second
+for _ in range(24):
+    dist.all_reduce(t)
+    time.sleep(0.05)
+time.sleep(1.5)
+dist.destroy_process_group()
+"""
+
+
+def test_the_traffic_between_two_nodes_shows_as_their_network_rates(far):
+    """What the ranks' all_reduce sends crosses each namespace's eth0, and each rank's node
+    counts it; loopback is left out."""
+    far()
+    run = api.submit(TRAFFIC, target="far", nodes=2, procs=1, system_interval=0.5)
+    run.wait(timeout=180)
+    for rank in (0, 1):
+        figures = run.system(rank=rank)
+        for name in ("node_net_rx_bytes_per_s", "node_net_tx_bytes_per_s"):
+            rates = figures[name]
+            moved = sum(rate * (t - t0) for (t0, _), (t, rate) in zip(rates, rates[1:]))
+            # on two ranks, each all_reduce of 8 MiB sends and receives 8 MiB on each node
+            assert 150 << 20 <= moved <= 400 << 20, (rank, name, rates)

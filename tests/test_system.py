@@ -268,3 +268,28 @@ def test_a_rank_with_an_idle_gpu_and_a_saturated_cpu_is_called_input_bound():
     ]
     # too few samples to say
     assert input_bound(figures(gpu_util_percent={0: [5, 5]}, cpu_percent={0: [100, 100]})) == []
+
+
+WRITER = """
+import os, time
+from jupyter_trainer import runtime as jt
+time.sleep(2.2)  # two samples first: the rates start at the second
+with open(os.path.join(jt.outputs_dir, "block.bin"), "wb") as fh:
+    for _ in range(64):
+        fh.write(os.urandom(1 << 20))
+    fh.flush()
+    os.fsync(fh.fileno())
+time.sleep(1.5)
+"""
+
+
+def test_what_a_rank_writes_to_disk_shows_as_its_write_rate(home):
+    run = api.submit(WRITER, system_interval=0.5, wait=True)
+    rates = run.system()["disk_write_bytes_per_s"]
+    # the rate times the time since the sample before, summed: the bytes written
+    written = sum(rate * (t - t0) for (t0, _), (t, rate) in zip(rates, rates[1:]))
+    assert 60 << 20 <= written <= 80 << 20, rates
+    assert rates[-1][1] < 1 << 20, rates  # after the fsync it writes nothing
+    assert {"disk_read_bytes_per_s", "node_net_rx_bytes_per_s", "node_net_tx_bytes_per_s"} <= set(
+        run.system()
+    )

@@ -399,11 +399,14 @@ class Run:
         """What the hardware did: each figure's (seconds since the run started, value)
         samples of ``rank`` (``rank=None``: the mean across ranks), as ``metrics`` gives
         its points. The figures are ``cpu_percent``, ``rss_bytes``, ``rss_peak_bytes``,
-        ``node_mem_available_bytes``, ``node_mem_total_bytes`` and, on NVIDIA GPUs,
-        ``gpu_util_percent``, ``gpu_mem_used_bytes``, ``gpu_mem_total_bytes``,
-        ``gpu_process_mem_bytes``, ``gpu_power_watts``, ``gpu_power_limit_watts``,
-        ``gpu_temp_c``, ``gpu_sm_clock_mhz`` and ``gpu_index``; a rank samples them every
-        ``system_interval`` seconds of ``submit`` (``--system-interval``)."""
+        ``disk_read_bytes_per_s``, ``disk_write_bytes_per_s``, ``node_mem_available_bytes``,
+        ``node_mem_total_bytes``, ``node_net_rx_bytes_per_s``, ``node_net_tx_bytes_per_s``
+        and, on NVIDIA GPUs, ``gpu_util_percent``, ``gpu_mem_used_bytes``,
+        ``gpu_mem_total_bytes``, ``gpu_process_mem_bytes``, ``gpu_power_watts``,
+        ``gpu_power_limit_watts``, ``gpu_temp_c``, ``gpu_sm_clock_mhz``, ``gpu_index``, with
+        NVML ``gpu_process_sm_percent`` and with DCGM ``gpu_sm_active_percent`` (docs/system.md);
+        a rank samples them every ``system_interval`` seconds of ``submit``
+        (``--system-interval``)."""
         follower = self.follower()
         follower.poll()
         origin = float((follower.state or {}).get("created") or 0.0)

@@ -5,7 +5,11 @@ Every ``--system-interval`` seconds (5 by default; 0 turns sampling off) a rank 
 
 - of its process and every process below it (data-loader workers included): ``cpu_percent``
   (100 is one core busy) and ``rss_bytes``; ``rss_peak_bytes``, the rank process's own peak;
-- of its node: ``node_mem_available_bytes`` and ``node_mem_total_bytes``;
+- of the same processes: ``disk_read_bytes_per_s`` and ``disk_write_bytes_per_s``, what
+  they read from and wrote to storage;
+- of its node: ``node_mem_available_bytes`` and ``node_mem_total_bytes``, and
+  ``node_net_rx_bytes_per_s`` and ``node_net_tx_bytes_per_s`` over its interfaces (not
+  loopback);
 - of its GPU, when the node has NVIDIA GPUs: ``gpu_util_percent``, ``gpu_mem_used_bytes``,
   ``gpu_mem_total_bytes``, ``gpu_power_watts``, ``gpu_power_limit_watts``, ``gpu_temp_c``,
   ``gpu_sm_clock_mhz``, ``gpu_index``, and ``gpu_process_mem_bytes``, the GPU memory its own
@@ -76,6 +80,7 @@ class Sampler:
         self.gpu_failed = False
         self.gpu_last: dict[str, float] = {}  # the last GPU figures read
         self.gpu_peak = 0.0  # the most GPU memory its processes held at a sample
+        self.counters: dict[str, tuple[float, float]] = {}  # name -> (time, count) last read
 
     def line(self, now: float) -> str | None:
         if not self.every:
@@ -104,7 +109,14 @@ class Sampler:
             peak = status_kib(self.pid, "VmHWM")
             if peak is not None:
                 values["rss_peak_bytes"] = peak * 1024
+            disk = [io_bytes(p) for p in tree]
+            for i, name in enumerate(("disk_read_bytes_per_s", "disk_write_bytes_per_s")):
+                counts = [d[i] for d in disk if d is not None]
+                self.rate(values, name, now, sum(counts) if counts else None)
         values.update(node_memory())
+        received, sent = net_bytes()
+        self.rate(values, "node_net_rx_bytes_per_s", now, received)
+        self.rate(values, "node_net_tx_bytes_per_s", now, sent)
         if self.gpu_reader is not None and not self.gpu_failed:
             try:
                 self.gpu_last = self.gpu(set(tree) or {self.pid})
@@ -113,6 +125,17 @@ class Sampler:
             values.update(self.gpu_last)
             self.gpu_peak = max(self.gpu_peak, self.gpu_last.get("gpu_process_mem_bytes", 0))
         return values
+
+    def rate(self, values: dict[str, float], name: str, now: float, count: float | None) -> None:
+        """``values[name]``: how fast ``count`` (a counter that only grows) grew since the
+        last sample; none at the first. A process of the tree that ended takes its counts
+        with it, so a fall reads 0."""
+        if count is None:
+            return
+        last = self.counters.get(name)
+        self.counters[name] = (now, count)
+        if last is not None and now > last[0]:
+            values[name] = round(max(0.0, count - last[1]) / (now - last[0]))
 
     def gpu(self, pids: set[int]) -> dict[str, float]:
         reader = self.gpu_reader
@@ -227,6 +250,41 @@ def status_kib(pid: int, key: str) -> int | None:
     except (OSError, IndexError, ValueError):
         return None
     return None
+
+
+def io_bytes(pid: int) -> tuple[int, int] | None:
+    """Bytes ``pid`` had read from and written to storage (``/proc/PID/io``; page-cache hits
+    are not reads); None where it cannot be read."""
+    found: dict[bytes, int] = {}
+    try:
+        with open(f"/proc/{pid}/io", "rb") as fh:
+            for line in fh:
+                key, _, rest = line.partition(b":")
+                if key in (b"read_bytes", b"write_bytes"):
+                    found[key] = int(rest)
+    except (OSError, ValueError):
+        return None
+    if len(found) != 2:
+        return None
+    return found[b"read_bytes"], found[b"write_bytes"]
+
+
+def net_bytes() -> tuple[int | None, int | None]:
+    """Bytes the node's network interfaces (loopback left out) received and sent, from
+    ``/proc/net/dev`` (of the rank's network namespace)."""
+    received = sent = 0
+    try:
+        with open("/proc/net/dev", "rb") as fh:
+            for line in fh.readlines()[2:]:
+                name, _, rest = line.partition(b":")
+                fields = rest.split()
+                if name.strip() == b"lo" or len(fields) < 9:
+                    continue
+                received += int(fields[0])
+                sent += int(fields[8])
+    except (OSError, ValueError):
+        return None, None
+    return received, sent
 
 
 def node_memory() -> dict[str, float]:

@@ -17,6 +17,8 @@ CHARTS = (
     ("gpu_mem_used_bytes", "GPU memory", "bytes"),
     ("cpu_percent", "CPU", "%"),
     ("rss_bytes", "memory", "bytes"),
+    ("disk_read_bytes_per_s", "disk read", "bytes/s"),
+    ("node_net_rx_bytes_per_s", "node network in", "bytes/s"),
 )
 POINTS = 120  # per rank and chart
 MAX_RANKS = 8  # charted: the first ranks (the table has them all)

@@ -32,3 +32,13 @@ test('GPU columns appear only when a rank has a GPU', () => {
   assert.equal(cell('power'), '100 W');
   assert.equal(cell('util'), '–');
 });
+
+test('disk and network columns appear where the ranks report them, as rates', () => {
+  assert.equal(formatFigure('disk_read_bytes_per_s', 3 * 2 ** 20), '3.0 MB/s');
+  const io = { 0: { cpu_percent: 5, disk_read_bytes_per_s: 2 ** 20, disk_write_bytes_per_s: 0, node_net_rx_bytes_per_s: 2 ** 30, node_net_tx_bytes_per_s: 512 } };
+  const columns = systemColumns(io);
+  assert.deepEqual(columns.map(c => c[0]), ['cpu', 'memory', 'node', 'disk', 'network']);
+  const cell = (key: string): string => (columns.find(c => c[0] === key) as [string, string, (f: object) => string])[2](io[0]);
+  assert.equal(cell('disk'), '1.0 MB/s / 0 B/s');
+  assert.equal(cell('network'), '1.0 GB/s / 512 B/s');
+});

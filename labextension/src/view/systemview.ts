@@ -16,6 +16,7 @@ type Figures = { [name: string]: number };
 export function formatFigure(name: string, value: number | undefined): string {
   if (value === undefined || value === null || !Number.isFinite(value)) return '–';
   if (name.endsWith('_bytes')) return formatBytes(value);
+  if (name.endsWith('_bytes_per_s')) return `${formatBytes(value)}/s`;
   if (name.endsWith('_percent')) return `${Math.round(value)}%`;
   if (name.endsWith('_watts')) return `${Math.round(value)} W`;
   if (name.endsWith('_c')) return `${Math.round(value)} °C`;
@@ -39,6 +40,13 @@ export function systemColumns(latest: { [rank: string]: Figures }): Array<[strin
     ['memory', 'memory', f => formatFigure('rss_bytes', f.rss_bytes)],
     ['node', 'node free', f => formatFigure('node_mem_available_bytes', f.node_mem_available_bytes)]
   ];
+  const pair = (a: string, b: string) => (f: Figures) => (f[a] === undefined && f[b] === undefined ? '–' : `${formatFigure(a, f[a])} / ${formatFigure(b, f[b])}`);
+  if (Object.values(latest).some(f => 'disk_read_bytes_per_s' in f)) {
+    columns.push(['disk', 'disk read / write', pair('disk_read_bytes_per_s', 'disk_write_bytes_per_s')]);
+  }
+  if (Object.values(latest).some(f => 'node_net_rx_bytes_per_s' in f)) {
+    columns.push(['network', 'node net in / out', pair('node_net_rx_bytes_per_s', 'node_net_tx_bytes_per_s')]);
+  }
   if (gpu) {
     columns.push(
       ['gpu', 'GPU', f => ('gpu_index' in f ? String(f.gpu_index) : '–')],
@@ -117,7 +125,7 @@ export class SystemSection {
         card.dataset.figure = chart.name;
         card.innerHTML = `<div class="jt-chart-head"><span class="jt-system-title">${escapeHtml(chart.title)}</span><span class="jt-system-stats"></span></div><div class="jt-chart-area"></div>`;
         this.area.append(card);
-        const yTick = chart.unit === 'bytes' ? compactBytes : undefined;
+        const yTick = chart.unit === 'bytes' || chart.unit === 'bytes/s' ? compactBytes : undefined;
         entry = { card, chart: new LineChart(card.querySelector('.jt-chart-area') as HTMLElement, { height: 110, yTick, testid: 'jt-system-chart' }) };
         this.charts.set(chart.name, entry);
       }
