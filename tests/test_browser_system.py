@@ -13,6 +13,7 @@ from conftest import leftover
 from test_browser import browser  # noqa: F401 (the fixture)
 
 from jupyter_trainer import api
+from jupyter_trainer.frontends.views.cost import money, run_cost
 from jupyter_trainer.rankside import gpu_read
 from jupyter_trainer.targets.registry import add_target
 
@@ -30,12 +31,20 @@ else:
     sys.exit(2)
 """
 
-CELL = """%%train --target gpus --procs 2 --system-interval 0.5 --name hardware
+CELL = """%%train --target gpus --procs 2 --system-interval 0.5 --stall-timeout 2 --name hardware
 import time
-time.sleep(5)
+time.sleep(9)
 """
 
-CHARTS = ["gpu_util_percent", "gpu_power_watts", "gpu_mem_used_bytes", "cpu_percent", "rss_bytes"]
+CHARTS = [
+    "gpu_util_percent",
+    "gpu_power_watts",
+    "gpu_mem_used_bytes",
+    "cpu_percent",
+    "rss_bytes",
+    "disk_read_bytes_per_s",
+    "node_net_rx_bytes_per_s",
+]
 
 
 def check_system(page, root: str) -> None:
@@ -52,6 +61,8 @@ def check_system(page, root: str) -> None:
         "CPU",
         "memory",
         "node free",
+        "disk read / write",
+        "node net in / out",
         "GPU",
         "util",
         "GPU memory",
@@ -59,7 +70,7 @@ def check_system(page, root: str) -> None:
         "temp",
         "SM clock",
     ], cells[0]
-    assert cells[1][0] == "0" and cells[1][4:] == [
+    assert cells[1][0] == "0" and cells[1][6:] == [
         "0",
         "87%",
         "19.5 GB / 79.6 GB",
@@ -67,7 +78,7 @@ def check_system(page, root: str) -> None:
         "61 °C",
         "1980 MHz",
     ], cells[1]
-    assert cells[2][0] == "1" and cells[2][4:] == [
+    assert cells[2][0] == "1" and cells[2][6:] == [
         "1",
         "2%",
         "900.0 MB / 79.6 GB",
@@ -77,6 +88,7 @@ def check_system(page, root: str) -> None:
     ], cells[2]
     assert all(cell.endswith("%") for cell in (cells[1][1], cells[2][1])), cells
     assert all(cell.endswith(("MB", "GB")) for cell in (cells[1][2], cells[2][2])), cells
+    assert all(cell.endswith("/s") for row in cells[1:] for cell in row[4:6]), cells
     # rank 1's GPU idles while rank 0's works: its row is marked, and the section says so
     assert page.attr(f"{section} tr[data-rank='1']", "class") == "jt-gpu-idle"
     assert not page.attr(f"{section} tr[data-rank='0']", "class")
@@ -110,6 +122,7 @@ def test_the_system_section_shows_each_ranks_hardware(browser, home, tmp_path):
         "local",
         home=home,
         env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": "0,1"},
+        price_per_gpu_hour=3600.0,  # a dollar a second for each of the two ranks
     )
     assert [query for query, _, _ in gpu_read.SMI_FIELDS][2:] == [
         "utilization.gpu",
@@ -124,9 +137,17 @@ def test_the_system_section_shows_each_ranks_hardware(browser, home, tmp_path):
     page.open("hardware.ipynb")
     page.run_all()
     widget = ".jp-OutputArea [data-testid=jt-monitor]"
+    # while it runs, rank 1 stalls with its GPU idle: the stall banner tags it
+    tag = pw.wait_for_selector(f"{widget} [data-testid=jt-gpu-idle]", timeout=120_000)
+    assert tag.text_content() == "GPU idle: 2% at 60 W of 700 W"
     pw.wait_for_selector(f"{widget} [data-testid=jt-status]:text-is('completed')", timeout=120_000)
     run = api.get_run(page.text(f"{widget} [data-testid=jt-run-id]"))
     check_system(page, widget)
+    # the cost meter: two GPU-ranks at $3,600 an hour, from the running stage to the end
+    cost = run_cost(run.spec, run.state, run.state["ended"])
+    assert cost is not None and cost["so_far"] > 2 * 9
+    assert page.text(f"{widget} [data-testid=jt-cost]") == f"{money(cost['so_far'], '$')} so far"
+    assert page.attr(f"{widget} [data-testid=jt-cost]", "title") == "2 GPUs at $3,600.00 an hour"
     page.shot("system-widget", f"{widget} [data-testid=jt-system]")
     pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
     pw.click(f"[data-testid=jt-runs-row][data-run='{run.id}']")

@@ -110,3 +110,8 @@ def test_a_sweep_says_what_its_trials_cost_together(home):
     total = sum(run_cost(run.spec, run.state, time.time())["so_far"] for run in runs)
     assert len(runs) == 2 and total > 0
     assert sweep_text(sweep).endswith(f"\ncost {money(total, 'EUR')} over 2 trials")
+    # the sweep's view (the widget's and the Lab's) has it in its state
+    from jupyter_trainer.frontends.views.sweep_feeder import SweepFeeder
+
+    first = SweepFeeder(sweep, lambda changes: None).first()
+    assert first["state"]["cost"] == f"cost {money(total, 'EUR')} over 2 trials"

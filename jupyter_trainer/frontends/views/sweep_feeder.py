@@ -14,11 +14,13 @@ import threading
 import time
 from typing import Any
 
+from .cost import sweep_cost
 from .feeder import FeedThread, Publish
 from .sweep_charts import reported, sweep_chart_data
 from .sweep_text import sweep_text
 
 POLL_S = 0.5  # seconds between two reads of the sweep's state
+COST_S = 5.0  # seconds between two sums of the trials' cost (each trial's records are read)
 UNREADABLE_POLL_S = 2.0
 FINAL = ("completed", "canceled", "failed", "interrupted")  # nothing more will change
 SPEC_KEYS = (
@@ -64,6 +66,7 @@ class SweepFeeder(FeedThread):
         self.text = f"sweep {sweep.id}"
         self.last_state: dict[str, Any] = {}
         self._sent: dict[str, Any] = {}
+        self._cost: tuple[float, str | None] = (float("-inf"), None)  # (when, words)
 
     @property
     def thread(self) -> threading.Thread | None:
@@ -102,11 +105,24 @@ class SweepFeeder(FeedThread):
         self.last_state = state
         return self._diff(
             {
-                "state": view_state(state, self.spec),
+                "state": {**view_state(state, self.spec), "cost": self.cost()},
                 "charts": sweep_chart_data(state, self.spec),
                 "notice": "",
             }
         )
+
+    def cost(self) -> str | None:
+        """What the trials have cost together (``cost.sweep_cost``), summed again every
+        ``COST_S`` seconds while trials run; None where no trial's target has a price."""
+        at, words = self._cost
+        now = time.time()
+        if now - at >= COST_S:
+            try:
+                words = sweep_cost(self.sweep.trials(), now)
+            except Exception:  # the sweep's trials cannot be read now: the last sum stays
+                return words
+            self._cost = (now, words)
+        return words
 
     def _diff(self, payload: dict[str, Any]) -> dict[str, Any]:
         with self._lock:

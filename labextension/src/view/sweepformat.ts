@@ -52,6 +52,7 @@ export interface ISweepState {
   best?: IBest | null;
   trials?: ITrial[];
   now?: number;
+  cost?: string | null; // what the trials cost together, where their targets have a price
 }
 
 export interface ISweepSpec {

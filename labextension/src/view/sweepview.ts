@@ -64,6 +64,7 @@ export function mountSweepView(root: HTMLElement, model: IViewModel<ISweepTraits
         <div class="jt-sweep-bar" data-testid="jt-sweep-bar"></div>
         <span class="jt-sweep-started" data-testid="jt-sweep-started"></span>
         <span class="jt-sweep-counts" data-testid="jt-sweep-counts"></span>
+        <span class="jt-sweep-cost" data-testid="jt-sweep-cost" title="what the trials cost together, at their targets' prices" hidden></span>
       </div>
       <div class="jt-sweep-best" data-testid="jt-sweep-best"></div>
       <div class="jt-notice" data-testid="jt-sweep-notice" hidden></div>
@@ -191,6 +192,9 @@ export function mountSweepView(root: HTMLElement, model: IViewModel<ISweepTraits
     $('[data-testid=jt-sweep-started]').textContent = startedText(s, sp);
     setHtml($('[data-testid=jt-sweep-counts]'), countsList(counts)
       .map(([st, n]) => `<span class="jt-sweep-count" data-status="${st}"><span class="jt-dotmark jt-status-${st}"></span>${n} ${escapeHtml(st)}</span>`).join(''));
+    const cost = $('[data-testid=jt-sweep-cost]');
+    cost.textContent = s.cost || '';
+    cost.hidden = !s.cost;
     setHtml($('[data-testid=jt-sweep-best]'), bestHtml(s, sp));
     const terminal = SWEEP_TERMINAL.includes(status);
     showCancel(cancel, { ended: terminal, gone, pressed: cancelClicked, title: 'cancel the sweep and every trial still running' });
