@@ -5,9 +5,11 @@
 Times ``jt.log`` (in a run: JT_RUN_DIR points at a temp dir, so events really reach disk),
 ``SummaryWriter.add_scalar`` (tensorboard) and ``print(..., file=f)`` in the same process,
 interleaved batch by batch so all of them see the same machine noise. ``jt.log`` is timed
-twice: with the rank's heartbeat on (the default: the flusher thread rewrites
-``events/rank-0.beat`` at most once a second) and off (``runtime._beat_on = False`` for that
-batch only). Each batch times ``--calls`` calls with ``perf_counter_ns``; the table gives the
+three times: with the rank's heartbeat and its system sampler on (the flusher thread
+rewrites ``events/rank-0.beat`` at most once a second and samples the process's CPU, memory,
+disk and GPU figures every ``--system-interval`` seconds, 0.5 here against 5 by default),
+with the heartbeat off (``runtime._beat_on = False`` for that batch only) and with the
+sampler off (its interval 0 for that batch only). Each batch times ``--calls`` calls with ``perf_counter_ns``; the table gives the
 median and p99 of the per-call batch means. The flusher thread's own cost (encoding and
 writing, off the caller's thread) and the cost of one heartbeat write are measured
 separately at the end.
@@ -28,6 +30,9 @@ from pathlib import Path
 
 TARGET_NS = 2000  # median per call of jt.log must stay at or under 2 µs
 TARGET_BEAT_RATIO = 1.10  # jt.log with the heartbeat on, against the same with it off
+TARGET_SAMPLER_RATIO = 1.02  # jt.log with the system sampler on, against it off
+TARGET_SAMPLER_CORE = 0.01  # the sampler's own CPU, a share of one core at the default interval
+SAMPLE_EVERY = 0.5  # seconds between two samples while the bench runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -73,6 +78,17 @@ def make_cases(tmp: Path, calls: int) -> dict[str, Callable[[float], int]]:
 
         return case
 
+    from jupyter_trainer.rankside import system
+
+    system._sampler = sampler = system.Sampler(os.getpid(), 0, SAMPLE_EVERY)
+
+    def sampler_off(x: float) -> int:
+        sampler.every = 0.0
+        try:
+            return jt_log(x)
+        finally:
+            sampler.every = SAMPLE_EVERY
+
     def tensorboard(x: float) -> int:
         t0 = now()
         for i in range(calls):
@@ -89,6 +105,7 @@ def make_cases(tmp: Path, calls: int) -> dict[str, Callable[[float], int]]:
         "empty loop": empty,
         "jt.log": with_heartbeat(True),
         "jt.log, heartbeat off": with_heartbeat(False),
+        "jt.log, sampler off": sampler_off,
         "tensorboard add_scalar": tensorboard,
         "print to file": print_file,
     }
@@ -119,6 +136,20 @@ def heartbeat_cost(writes: int) -> float:
     return statistics.median(times)
 
 
+def sampler_cost(samples: int) -> float:
+    """Median ns of one system sample of this process (what the flusher thread does every
+    ``--system-interval`` seconds), with whatever GPU reader this machine has."""
+    from jupyter_trainer.rankside import system
+
+    sampler = system.Sampler(os.getpid(), 0, 5.0)
+    times = []
+    for _ in range(samples):
+        t0 = time.perf_counter_ns()
+        sampler.sample(time.time())
+        times.append(time.perf_counter_ns() - t0)
+    return statistics.median(times)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=200)
@@ -141,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         beat_written = (tmp / "run" / "events" / "rank-0.beat").exists()  # by the flusher
         bg = flusher_cost(100_000)
         beat_ns = heartbeat_cost(200)
+        sample_ns = sampler_cost(200)
+        sampled = sum(
+            1 for line in open(tmp / "run" / "events" / "rank-0.jsonl") if '"system"' in line
+        )
         events_file = tmp / "run" / "events" / "rank-0.jsonl"
         with open(events_file) as f:
             lines = sum(1 for _ in f)
@@ -154,8 +189,12 @@ def main(argv: list[str] | None = None) -> int:
         "jt/print": jt_med / rows["print to file"]["median_ns"],
         "jt/tensorboard": jt_med / rows["tensorboard add_scalar"]["median_ns"],
         "heartbeat on/off": jt_med / rows["jt.log, heartbeat off"]["median_ns"],
+        "sampler on/off": jt_med / rows["jt.log, sampler off"]["median_ns"],
     }
     beat_met = ratios["heartbeat on/off"] <= TARGET_BEAT_RATIO
+    sampler_met = ratios["sampler on/off"] <= TARGET_SAMPLER_RATIO
+    core = sample_ns / 1e9 / 5.0  # a share of one core at the default interval of 5 s
+    core_met = core <= TARGET_SAMPLER_CORE
     result = {
         "python": platform.python_version(),
         "machine": platform.machine(),
@@ -168,11 +207,17 @@ def main(argv: list[str] | None = None) -> int:
         "events_written": lines,
         "heartbeat_write_ns": beat_ns,
         "heartbeat_file_written": beat_written,
+        "sampler_ns_per_sample": sample_ns,
+        "sampler_core_share_default_interval": core,
+        "system_samples_written": sampled,
         "target_ns": TARGET_NS,
         "target_beat_ratio": TARGET_BEAT_RATIO,
         "target_ns_met": jt_med <= TARGET_NS,
         "target_beat_ratio_met": beat_met,
-        "target_met": jt_med <= TARGET_NS and beat_met,
+        "target_sampler_ratio": TARGET_SAMPLER_RATIO,
+        "target_sampler_ratio_met": sampler_met,
+        "target_sampler_core_met": core_met,
+        "target_met": jt_med <= TARGET_NS and beat_met and sampler_met and core_met,
     }
 
     print(
@@ -201,6 +246,19 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"target: heartbeat on/off = {ratios['heartbeat on/off']:.3f} "
         f"<= {TARGET_BEAT_RATIO:.2f}: {verdict}"
+    )
+    print(
+        f"system sampler: {sample_ns / 1e6:.2f} ms per sample ({sampled} samples written while "
+        f"timing, one every {SAMPLE_EVERY:g} s); {100 * core:.3f} % of a core at the default 5 s"
+    )
+    verdict = "PASS" if sampler_met else "FAIL"
+    print(
+        f"target: sampler on/off = {ratios['sampler on/off']:.3f} "
+        f"<= {TARGET_SAMPLER_RATIO:.2f}: {verdict}"
+    )
+    verdict = "PASS" if core_met else "FAIL"
+    print(
+        f"target: sampler's own CPU {100 * core:.3f} % <= {100 * TARGET_SAMPLER_CORE:g} %: {verdict}"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")

@@ -15,6 +15,7 @@ from . import admission
 from .gc import GarbageCollector
 from .jobs import JobController
 from .kubelet import NODE, Kubelet
+from .kueue import KueueController
 from .resources import Registry
 from .server import ApiServer
 from .store import ApiError, Store, now
@@ -39,7 +40,8 @@ class FakeCluster:
     restart up to 30 times that (the kubelet's CrashLoopBackOff starts at 10 s, capped at 5 min).
     With the Trainer API the ``mpi-distributed`` runtime is installed too. ``pod_network`` gives
     each pod a network namespace of its own (network.py) and each container a PID namespace;
-    ``images`` maps an image name to the files it adds (images.py).
+    ``images`` maps an image name to the files it adds (images.py). ``kueue`` installs
+    Kueue (kueue.py) with a LocalQueue per key, admitting at most that many CPUs at once.
     """
 
     def __init__(
@@ -53,6 +55,7 @@ class FakeCluster:
         restart_backoff: float = 0.2,
         pod_network: bool = False,
         images: dict[str, dict[str, str]] | None = None,
+        kueue: dict[str, str] | None = None,
     ):
         self.restart_backoff = restart_backoff
         self.pod_network = pod_network
@@ -61,7 +64,7 @@ class FakeCluster:
         self.root.mkdir(parents=True, exist_ok=True)
         self.token = uuid.uuid4().hex
         self.namespace = namespace
-        self.registry = Registry(trainjob_api)
+        self.registry = Registry(trainjob_api, kueue=bool(kueue))
         self.store = Store()
         self.stopping = False
         self.errors: list[str] = []
@@ -73,6 +76,7 @@ class FakeCluster:
         self.gc = GarbageCollector(self)
         self.jobs = JobController(self)
         self.trainjobs = TrainJobController(self, lambda tj: master_port or self._port(tj))
+        self.kueue = KueueController(self, kueue) if kueue else None
         self.server = ApiServer(self)
         self.port = self.server.port
         self.url = f"http://127.0.0.1:{self.port}"
@@ -199,7 +203,8 @@ class FakeCluster:
             self._wake.clear()
             if self.stopping:
                 break
-            for step in (self.trainjobs.sync, self.jobs.sync, self.gc.sync, self.kubelet.sync):
+            steps = (self.trainjobs.sync, self.jobs.sync, self.gc.sync, self.kubelet.sync)
+            for step in ((self.kueue.sync,) if self.kueue else ()) + steps:
                 try:
                     step()
                 except Exception:  # keep the loop alive; tests see the fault in .errors

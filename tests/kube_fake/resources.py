@@ -64,8 +64,10 @@ TRAINER = [
 class Registry:
     """The resources one fake cluster serves (the Trainer's only when its API is installed)."""
 
-    def __init__(self, trainjob_api: bool):
-        self.resources = CORE + (TRAINER if trainjob_api else [])
+    def __init__(self, trainjob_api: bool, kueue: bool = False):
+        from .kueue import WORKLOAD
+
+        self.resources = CORE + (TRAINER if trainjob_api else []) + ([WORKLOAD] if kueue else [])
 
     def find(self, group: str, version: str, plural: str) -> Resource | None:
         for res in self.resources:

@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from . import patch as patches
+from .kueue import VISIBILITY_GROUP, pending_summary
 from .store import ApiError, not_found
 from .validation import validate_object
 
@@ -124,6 +125,17 @@ class Handler(BaseHTTPRequestHandler):
             discovery = self._discovery(reg, path)
             if discovery is not None:
                 return self._send(200, discovery)
+        parts = path.strip("/").split("/")
+        if (
+            method == "GET"
+            and cluster.kueue is not None
+            and len(parts) == 8
+            and parts[1] == VISIBILITY_GROUP
+            and parts[3] == "namespaces"
+            and parts[5] == "localqueues"
+            and parts[7] == "pendingworkloads"
+        ):
+            return self._send(200, pending_summary(cluster.kueue, parts[4], parts[6]))
         route = _route(reg, path)
         if route is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource", {})

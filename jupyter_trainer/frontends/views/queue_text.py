@@ -13,8 +13,10 @@ from ...core.units import fmt_duration
 def waiting_words(queue: Mapping[str, Any], now: float) -> str:
     """Why a queued job waits and, as far as the scheduler knows, when it should start and
     where it stands: ``job 42 waiting: Resources; expected to start at 13:05 (in 12:00);
-    1st of 3 pending in partition gpu``."""
-    text = f"job {queue.get('job_id')} waiting: {queue['reason']}"
+    1st of 3 pending in partition gpu`` (Slurm), ``waiting: ...; 2nd of 2 pending in queue
+    team-a`` (Kueue)."""
+    job = queue.get("job_id")
+    text = f"{f'job {job} ' if job is not None else ''}waiting: {queue['reason']}"
     start_at = queue.get("start_at")
     if isinstance(start_at, (int, float)):
         when = time.strftime("%H:%M", time.localtime(start_at))
@@ -26,6 +28,7 @@ def waiting_words(queue: Mapping[str, Any], now: float) -> str:
     if isinstance(position, int) and isinstance(pending, int):
         text += f"; {ordinal(position)} of {pending} pending"
         text += f" in partition {queue['partition']}" if queue.get("partition") else ""
+        text += f" in queue {queue['local_queue']}" if queue.get("local_queue") else ""
     return text
 
 

@@ -24,7 +24,37 @@ def require_lightkube() -> None:
         raise TargetError(f"the kubernetes target needs the lightkube client: {INSTALL}")
 
 
+KUEUE_API = "kueue.x-k8s.io/v1beta1"
+VISIBILITY_API = "visibility.kueue.x-k8s.io/v1beta1"
+
+
+def _pending_workloads() -> Any:
+    """Kueue's visibility API: a LocalQueue's ``pendingworkloads``, in the order Kueue will
+    admit them (positions counted from 0)."""
+    from lightkube.core import resource as res
+
+    group, version = VISIBILITY_API.split("/")
+
+    class PendingWorkloads(dict, res.NamespacedSubResource):
+        """The answer is kept as the dict it is (lightkube wraps a dict type's answers)."""
+
+        _api_info = res.ApiInfo(
+            resource=res.ResourceDef(group, version, "PendingWorkloadsSummary"),
+            parent=res.ResourceDef(group, version, "LocalQueue"),
+            plural="localqueues",
+            verbs=["get"],
+            action="pendingworkloads",
+        )
+
+    return PendingWorkloads
+
+
 def _resource(kind: str) -> Any:
+    if kind == "Workload":
+        from lightkube.generic_resource import create_namespaced_resource
+
+        group, version = KUEUE_API.split("/")
+        return create_namespaced_resource(group, version, "Workload", "workloads")
     if kind == "TrainJob":
         from lightkube.generic_resource import create_namespaced_resource
 
@@ -190,6 +220,42 @@ class Cluster:
         except ApiError as exc:
             raise self._fail("listing the run's pods", exc) from exc
         return [p.to_dict() for p in found]
+
+    def workload(self, owner_kind: str, owner: str) -> dict[str, Any] | None:
+        """The Kueue Workload of the run's Job or TrainJob; None where Kueue has made none
+        (yet), or the cluster does not serve Kueue's API."""
+        from lightkube import ApiError
+
+        try:
+            found = self._call(
+                "listing Kueue's workloads",
+                lambda: list(self.client.list(_resource("Workload"), namespace=self.namespace)),
+            )
+        except ApiError:
+            return None
+        for obj in found:
+            wl = obj if isinstance(obj, dict) else obj.to_dict()
+            refs = (wl.get("metadata") or {}).get("ownerReferences") or []
+            if any(r.get("kind") == owner_kind and r.get("name") == owner for r in refs):
+                return wl
+        return None
+
+    def pending_workloads(self, queue: str) -> list[dict[str, Any]] | None:
+        """What waits in LocalQueue ``queue`` before Kueue admits it, in order; None where
+        the cluster does not serve Kueue's visibility API."""
+        from lightkube import ApiError
+
+        try:
+            summary = self._call(
+                f"reading LocalQueue {queue}'s pending workloads",
+                self.client.get,
+                _pending_workloads(),
+                queue,
+                namespace=self.namespace,
+            )
+        except ApiError:
+            return None
+        return list((summary or {}).get("items") or [])
 
     def events(self, pod: str) -> list[dict[str, Any]]:
         from lightkube import ApiError

@@ -34,6 +34,7 @@ KEYS = (
     "api",
     "env",
     "connect_timeout",
+    "queue",
 )
 DEFAULT_RUNTIME = "torch-distributed"
 DEFAULT_MPI_RUNTIME = "mpi-distributed"
@@ -76,6 +77,7 @@ class KubeConfig:
     api: str = "auto"
     env: Mapping[str, str] = field(default_factory=dict)
     connect_timeout: int = 30
+    queue: str | None = None  # a Kueue LocalQueue: the run waits there until it is admitted
 
     @classmethod
     def from_config(cls, name: str, config: Mapping[str, Any]) -> KubeConfig:
@@ -101,13 +103,20 @@ class KubeConfig:
                 f"{image!r} is not an image reference; write for example "
                 'image = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"',
             )
-        for key in ("namespace", "service_account", "workdir_pvc", "runtime", "mpi_runtime"):
+        for key in (
+            "namespace",
+            "service_account",
+            "workdir_pvc",
+            "runtime",
+            "mpi_runtime",
+            "queue",
+        ):
             value = config.get(key)
             if value is not None and (
                 not isinstance(value, str)
                 or len(value) > 253
                 or not _SUBDOMAIN.fullmatch(value)
-                or (key == "namespace" and len(value) > 63)
+                or (key in ("namespace", "queue") and len(value) > 63)
             ):
                 raise fail(
                     key,
@@ -170,6 +179,7 @@ class KubeConfig:
                 fail, "env", config.get("env", {}), _ENV_NAME, None, 'env = { NCCL_DEBUG = "INFO" }'
             ),
             connect_timeout=timeout,
+            queue=config.get("queue"),
         )
 
     def kubeconfig_path(self) -> Path:

@@ -33,7 +33,7 @@ from ...core.errors import TargetError
 from ...core.spec import RunSpec
 from ...launchers.table import LAUNCHERS, Command, LaunchPlan, Topology, rank_env, rank_program
 from .config import GPU_RESOURCE, KubeConfig
-from .names import object_name, run_annotations, run_labels
+from .names import QUEUE_LABEL, object_name, run_annotations, run_labels
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 IN_DIR = "/jt/in"  # the ConfigMap: pod.py, spec.json, snapshot.tar.gz
@@ -428,10 +428,18 @@ def train_job(objects: RunObjects) -> dict[str, Any]:
 
 
 def manifests(objects: RunObjects) -> list[dict[str, Any]]:
-    """Every object the run creates, in the order to create them."""
+    """Every object the run creates, in the order to create them. With a Kueue ``queue``,
+    the Job or TrainJob is created suspended in that LocalQueue: Kueue starts it once the
+    queue's quota admits it."""
     if objects.api == "trainjob":
-        return [config_map(objects), train_job(objects)]
-    return [config_map(objects), headless_service(objects), indexed_job(objects)]
+        docs = [config_map(objects), train_job(objects)]
+    else:
+        docs = [config_map(objects), headless_service(objects), indexed_job(objects)]
+    if objects.cfg.queue:
+        main = docs[-1]
+        main["metadata"]["labels"][QUEUE_LABEL] = objects.cfg.queue
+        main["spec"]["suspend"] = True
+    return docs
 
 
 class _Dumper(yaml.SafeDumper):

@@ -20,6 +20,7 @@ HASH_CHARS = 8
 LABEL_PREFIX = "jupyter-trainer/"  # our labels and annotations
 RUN_ID_LABEL = LABEL_PREFIX + "run-id"
 RUN_NAME_LABEL = LABEL_PREFIX + "run-name"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # the Kueue LocalQueue a Job or TrainJob waits in
 MAX_ANNOTATION = 64 * 1024  # one annotation; the API's limit is 256 KiB for all of them
 
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")

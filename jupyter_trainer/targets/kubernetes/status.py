@@ -34,6 +34,30 @@ def waiting_reason(main: str, name: str, obj: Object | None) -> str:
     return f"waiting for the {main}'s pods to be created"
 
 
+def kueue_waiting(
+    queue: str, workload: Object | None, pending: list[dict[str, Any]] | None
+) -> dict[str, Any]:
+    """Where a run stands in Kueue LocalQueue ``queue``: its Workload's reason for waiting
+    (the QuotaReserved condition's message: which quota falls short, by how much), and its
+    place among the queue's ``pending`` workloads (Kueue's visibility API, in admission
+    order). Empty where Kueue has not made the Workload yet."""
+    if workload is None:
+        return {}
+    name = (workload.get("metadata") or {}).get("name")
+    found: dict[str, Any] = {"local_queue": queue, "workload": name}
+    for cond in (workload.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "QuotaReserved" and cond.get("status") == "False":
+            found["reason"] = f"Kueue workload {name}: {cond.get('message') or cond.get('reason')}"
+    if pending is not None:
+        names = [(item.get("metadata") or {}).get("name") for item in pending]
+        if name in names:
+            item = pending[names.index(name)]
+            place = item.get("positionInLocalQueue")
+            found["position"] = (place if isinstance(place, int) else names.index(name)) + 1
+            found["pending"] = len(names)
+    return found
+
+
 def pending_reason(pod: Object, events: Callable[[str], list[dict[str, Any]]]) -> str:
     """Why a Pending pod waits: the scheduler's words (``0/4 nodes are available: ...``)
     from its PodScheduled condition or its latest FailedScheduling event (``events`` of a

@@ -48,6 +48,7 @@ from .status import (
     describe_pod,
     first_failure,
     job_state,
+    kueue_waiting,
     node_number,
     pending_reason,
     pod_labels,
@@ -254,7 +255,17 @@ class KubernetesTarget(Target):
     def phase(self, handle: Handle) -> dict[str, Any]:
         pods = self._pods(handle)
         if not pods:
-            return {"stage": "queued", "reason": self._waiting_reason(handle)}
+            waiting = {"stage": "queued", "reason": self._waiting_reason(handle)}
+            if self.cfg.queue:
+                main = MAIN_KIND[handle["api"]]
+                waiting.update(
+                    kueue_waiting(
+                        self.cfg.queue,
+                        self.cluster.workload(main, handle["name"]),
+                        self.cluster.pending_workloads(self.cfg.queue),
+                    )
+                )
+            return waiting
         pending = [p for p in pods if (p.get("status") or {}).get("phase") == "Pending"]
         if not pending:
             return {"stage": "running", "pods": len(pods)}
