@@ -66,3 +66,24 @@ def test_more_nccl_ranks_than_gpus_is_refused_before_launch(home, fake_gpus, bac
 def test_ranks_may_share_gpus_under_gloo(home, fake_gpus):
     run = api.submit(SHOW, launcher="torchrun", procs=3, backend="gloo", wait=True)
     assert run.state["backend"] == "gloo" and run.logs(2).split() == ["gloo", "1"]
+
+
+def test_more_nccl_ranks_per_node_than_a_targets_gpus_is_refused_before_launch(home, tmp_path):
+    from jupyter_trainer.targets.registry import add_target
+
+    add_target(
+        "gpu-hosts",
+        "ssh",
+        home=home,
+        hosts=["gpu1.invalid", "gpu2.invalid"],
+        gpus_per_node=4,
+        workdir=str(tmp_path / "remote"),
+    )
+    with pytest.raises(TargetError) as caught:
+        api.submit(SHOW, target="gpu-hosts", nodes=2, procs=8)
+    assert str(caught.value) == (
+        "NCCL (chosen on GPUs) needs one GPU per rank, and --procs 8 asks for more ranks than "
+        "the 4 GPU(s) each node has (gpus_per_node) (NCCL refuses two ranks on one GPU); use "
+        "--procs 4, or --backend gloo to let ranks share a GPU"
+    )
+    assert api.runs(home=home) == []

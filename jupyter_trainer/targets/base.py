@@ -261,6 +261,19 @@ def require_program(program: str, fix: str) -> str:
     return path
 
 
+def refuse_ranks_beyond_gpus(target: Target, launch: LaunchSpec, where: str) -> None:
+    """NCCL runs one rank per GPU and refuses two on one ("Duplicate GPU detected"): more
+    ranks per node than its GPUs is refused before anything starts, with both ways out."""
+    gpus = target.gpus_per_node()
+    if target.resolve_backend(launch) == "nccl" and launch.procs > gpus > 0:
+        how = "--backend nccl needs" if launch.backend else "NCCL (chosen on GPUs) needs"
+        raise TargetError(
+            f"{how} one GPU per rank, and --procs {launch.procs} asks for more ranks than "
+            f"the {gpus} GPU(s) {where} (NCCL refuses two ranks on one GPU); use --procs "
+            f"{gpus}, or --backend gloo to let ranks share a GPU"
+        )
+
+
 def count_nvidia_gpus(timeout: float = 10.0) -> int:
     """GPUs that ``nvidia-smi -L`` lists, honouring CUDA_VISIBLE_DEVICES; 0 without a driver."""
     smi = shutil.which("nvidia-smi")

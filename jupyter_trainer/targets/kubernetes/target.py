@@ -26,7 +26,7 @@ from ...core.errors import TargetError
 from ...core.spec import RunSpec
 from ...launchers.table import Command, LaunchPlan
 from ...nodes.mirror import LocalFiles
-from ..base import Handle, Target
+from ..base import Handle, Target, refuse_ranks_beyond_gpus
 from .cluster import Cluster, require_lightkube
 from .config import KubeConfig
 from .dry_run import DryApis, dry_apis, dry_run_text
@@ -114,6 +114,7 @@ class KubernetesTarget(Target):
         return image
 
     def check(self, spec: RunSpec) -> None:
+        refuse_ranks_beyond_gpus(self, spec.launch, "each node has (gpus_per_node)")
         require_lightkube()
         self.image(spec)
         if self.cfg.api != "auto":

@@ -15,7 +15,7 @@ from ...core.spec import RunSpec
 from ...launchers.table import Command, LaunchPlan, build_command, shell_text
 from ...rankside import procs
 from ...rankside.hotstart import leftover_pids
-from ..base import Handle, Target, count_nvidia_gpus, require_program
+from ..base import Handle, Target, count_nvidia_gpus, refuse_ranks_beyond_gpus, require_program
 
 
 class LocalTarget(Target):
@@ -58,13 +58,7 @@ class LocalTarget(Target):
                 "--backend nccl needs CUDA GPUs and this machine has none (nvidia-smi lists "
                 "no GPU); use --backend gloo, or leave --backend out to pick Gloo on CPU"
             )
-        if backend == "nccl" and launch.procs > self._gpus > 0:
-            how = "--backend nccl needs" if launch.backend else "NCCL (chosen on GPUs) needs"
-            raise TargetError(
-                f"{how} one GPU per rank, and --procs {launch.procs} asks for more ranks than "
-                f"the {self._gpus} GPU(s) nvidia-smi lists here (NCCL refuses two ranks on one "
-                f"GPU); use --procs {self._gpus}, or --backend gloo to let ranks share a GPU"
-            )
+        refuse_ranks_beyond_gpus(self, launch, "nvidia-smi lists here")
         if backend == "mpi" and launch.launcher != "horovod" and not _torch_has_mpi():
             raise TargetError(
                 "--backend mpi needs a torch build with MPI support and this one has none; "

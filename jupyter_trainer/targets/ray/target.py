@@ -48,7 +48,7 @@ from ...nodes.frames import parse_answer
 from ...nodes.mirror import LocalFiles
 from ...rankside.home import default_home
 from ...rankside.ray_actor import still_running
-from ..base import Handle
+from ..base import Handle, refuse_ranks_beyond_gpus
 from ..ssh.commands import HostConfig
 from ..ssh.parallel import parallel
 from ..ssh.target import SshTarget
@@ -95,6 +95,7 @@ class RayTarget(SshTarget):
 
     # -- submit side -------------------------------------------------------------------
     def check(self, spec: RunSpec) -> None:
+        refuse_ranks_beyond_gpus(self, spec.launch, "each node has (gpus_per_node)")
         launch = spec.launch
         self._check_processes(spec, "Ray nodes")
         if launch.nodes > 1 and launch.launcher in ("mpirun", "horovod"):

@@ -31,7 +31,14 @@ from ...nodes.stage_inputs import DATA_STAGED_ENV, NodeCache, rsync_shell, stage
 from ...rankside import procs
 from ...rankside.home import default_home
 from ...rankside.hotstart.records import leftover_pids
-from ..base import BuiltEnvironment, Handle, Target, checkpoint_blobs, require_program
+from ..base import (
+    BuiltEnvironment,
+    Handle,
+    Target,
+    checkpoint_blobs,
+    refuse_ranks_beyond_gpus,
+    require_program,
+)
 from .hold import ALIVE, HeldRun
 from .queue import FINAL, QUEUED, SCHEDULER_FAILURES, SlurmCommands, final_state
 from .script import SlurmConfig, batch_script, parse_job_id, sbatch_argv
@@ -76,6 +83,7 @@ class SlurmTarget(Target):
 
     # -- submit side -------------------------------------------------------------------
     def check(self, spec: RunSpec) -> None:
+        refuse_ranks_beyond_gpus(self, spec.launch, "each node has (gpus_per_node)")
         if self.cfg.login:
             require_program(
                 "ssh",

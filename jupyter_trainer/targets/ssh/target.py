@@ -52,7 +52,7 @@ from ...nodes.ssh import SshClient, control_dir, user_config_file
 from ...nodes.stage_inputs import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
 from ...nodes.transport import NodeShell
 from ...rankside.home import default_home
-from ..base import BuiltEnvironment, Handle, checkpoint_blobs
+from ..base import BuiltEnvironment, Handle, checkpoint_blobs, refuse_ranks_beyond_gpus
 from .commands import (
     HostConfig,
     NodeLaunch,
@@ -108,6 +108,7 @@ class SshTarget(SshRunning):
 
     # -- submit side -------------------------------------------------------------------
     def check(self, spec: RunSpec) -> None:
+        refuse_ranks_beyond_gpus(self, spec.launch, "each node has (gpus_per_node)")
         launch = spec.launch
         if launch.nodes > len(self.cfg.hosts):
             raise TargetError(
