@@ -135,6 +135,10 @@ def near(rows: list, t: float, width: float) -> list:
     return [r for r in rows if abs(r[0] - t) <= width]
 
 
+STEADY_S = 10.0  # seconds into the figures run by which both ranks hold all their memory
+LIMITS = {"process_mem": 0.02, "gpu_mem": 0.02, "util": 2.0, "power": 0.02}
+
+
 def compare(raw: dict[str, Any], interval: float) -> dict[str, Any]:
     """Each system sample of each rank beside nvidia-smi's readings within ``interval`` of
     it: how far off each figure is (GPU memory as a share of the total or of the process's,
@@ -145,6 +149,8 @@ def compare(raw: dict[str, Any], interval: float) -> dict[str, Any]:
             if line.startswith("pid "):
                 pids[rank] = line.split()[1]
     worst = {"process_mem": 0.0, "gpu_mem": 0.0, "util": 0.0, "power": 0.0}
+    steady = dict(worst)  # from STEADY_S on: the GPU's memory and power no longer climb
+    ramping = 0  # samples off by more than LIMITS before then
     ranks: dict[str, list[dict[str, Any]]] = {}
     for rank, system in raw["system"].items():
         by_time: dict[float, dict[str, float]] = {}
@@ -172,8 +178,17 @@ def compare(raw: dict[str, Any], interval: float) -> dict[str, Any]:
             }
             for key, value in off.items():
                 worst[key] = max(worst[key], value)
+                if t_rel >= STEADY_S:
+                    steady[key] = max(steady[key], value)
             ranks[rank].append({"t": t_rel, "off": off})
-    return {"worst": worst, "ranks": ranks, "smi_rows": len(raw["smi"])}
+            ramping += any(off[k] > LIMITS[k] for k in LIMITS) and t_rel < STEADY_S
+    return {
+        "worst": worst,
+        "steady": steady,
+        "ramping_off": ramping,
+        "ranks": ranks,
+        "smi_rows": len(raw["smi"]),
+    }
 
 
 def check_refuse(home: str) -> dict[str, Any]:
@@ -244,12 +259,12 @@ def check_figures(home: str, out: Path) -> dict[str, Any]:
     (out / "figures_raw.json").write_text(json.dumps(raw, default=str))
     raw = json.loads(json.dumps(raw, default=str))
     found.update(compare(raw, interval))
-    worst = found["worst"]
+    steady = found["steady"]
     idle = [e for e in (stalled or []) if e.get("gpu_idle")]
     found["ok"] = (
         run.status == "completed"
         and all(found["ranks"][r] for r in ("0", "1"))
-        and worst["process_mem"] <= 0.02
+        and all(steady[k] <= LIMITS[k] for k in LIMITS)
         and [e["rank"] for e in idle] == [1]
     )
     return found
