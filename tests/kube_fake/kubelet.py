@@ -49,7 +49,7 @@ def live_pids(prefix: str) -> dict[int, str]:
     ``prefix`` (descendants inherit it, whatever session or group they move to), or that is
     in the mount namespace of a container whose marker starts so."""
     out = {}
-    needle = f"{MARKER}={prefix}".encode()
+    needle = f"{MARKER}=".encode()
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -62,14 +62,21 @@ def live_pids(prefix: str) -> dict[int, str]:
         except OSError:
             continue
         for item in env.split(b"\0"):
-            if item.startswith(needle):
-                out[int(entry.name)] = item.split(b"=", 1)[1].decode()
+            if item.startswith(needle):  # a pod's process: ours only by its own marker,
+                found = item.split(b"=", 1)[1].decode()  # never by a namespace's number
+                if found.startswith(prefix):  # (one that ended may be reused by another's)
+                    out[int(entry.name)] = found
                 break
         else:
             marker = MOUNT_NS.get(mount_ns(int(entry.name)) or 0)
             if marker and marker.startswith(prefix):
                 out[int(entry.name)] = marker
     return out
+
+
+def forget_mount_ns(prefix: str) -> None:
+    for ns in [n for n, m in MOUNT_NS.items() if m.startswith(prefix)]:
+        MOUNT_NS.pop(ns, None)
 
 
 def signal_marker(prefix: str, sig: int, skip: int | None = None):
@@ -405,8 +412,7 @@ class PodRun(threading.Thread):
             deadline = time.monotonic() + 10
             while live_pids(self.marker("")) and time.monotonic() < deadline:
                 time.sleep(0.02)
-            for ns in [n for n, m in MOUNT_NS.items() if m.startswith(self.marker(""))]:
-                MOUNT_NS.pop(ns, None)
+            forget_mount_ns(self.marker(""))
             if self.kubelet.network:
                 self.kubelet.network.release(self.pod["metadata"]["uid"])
             self.done.set()
@@ -649,6 +655,7 @@ class PodRun(threading.Thread):
                     continue
                 code = self._exit_code(proc.returncode)
                 signal_marker(self.marker(name), signal.SIGKILL)  # the rest of the container
+                forget_mount_ns(self.marker(name))  # its number may go to another's namespace
                 self._terminated(c, code, started)
                 if main and (policy == "Always" or (policy == "OnFailure" and code != 0)):
                     if self._back_off(c):
