@@ -19,9 +19,11 @@ Every ``--system-interval`` seconds (5 by default; 0 turns sampling off) a rank 
 The rank's GPU is the one whose compute processes include its own; before it has one, the
 device its ``LOCAL_RANK`` picks among ``CUDA_VISIBLE_DEVICES``. GPU figures are read by
 rankside/gpu_read.py, through NVML (nvidia-ml-py) or ``nvidia-smi``, never through CUDA, so
-the sampler creates no CUDA context in the rank. CPU and memory are read from ``/proc`` (Linux); elsewhere they are left out.
+the sampler creates no CUDA context in the rank. CPU, memory, disk and network figures are
+read from ``/proc`` (Linux); elsewhere they are left out.
 
-Standard library only: this file is copied into every run's snapshot with the runtime.
+Standard library only (gpu_read.py uses nvidia-ml-py where the rank's environment has it):
+this file is copied into every run's snapshot with the runtime.
 """
 
 from __future__ import annotations
