@@ -152,7 +152,10 @@ def test_the_data_and_models_notebook_runs_the_whole_loop(home, tmp_path):
     assert model.version == 1 and model.lineage["run_id"] == run.id
     assert model.lineage["data"][0]["hash"] == run.spec.data[0].hash
     assert "onnxruntime within tolerance: True" in printed
-    assert "24 values written" in printed  # loss and acc, 6 epochs, 2 ranks
+    # loss and acc, 6 epochs, 2 ranks; and the system figures the ranks sampled, which a run
+    # that takes over the default 5 s (a loaded machine) has
+    sampled = sum(len(points) for rank in (0, 1) for points in run.system(rank).values())
+    assert f"{24 + sampled} values written" in printed, (sampled, printed)
     assert (tmp_path / "tensorboard-logs" / run.id).is_dir()
     assert run.state["mlflow"]["status"] == "synced"
     assert "[('digits', 1)]" in printed  # the version in MLflow's registry
