@@ -166,12 +166,10 @@ class SmiReader:
         return None
 
 
-def dcgm_sm_active(index: str) -> float | None:
-    """DCGM's SM activity of GPU ``index`` (%), one sample through ``dcgmi dmon``; None where
-    DCGM is absent or does not answer (its host engine down, profiling not supported)."""
-    dcgmi = shutil.which("dcgmi")
-    if not dcgmi:
-        return None
+def dcgm_sm_active(dcgmi: str, index: str) -> float | None:
+    """DCGM's SM activity of GPU ``index`` (%), one sample through ``dcgmi dmon`` (the
+    program at ``dcgmi``); None where DCGM does not answer (its host engine down, profiling
+    not supported)."""
     try:
         done = subprocess.run(
             [dcgmi, "dmon", "-e", str(DCGM_SM_ACTIVE), "-c", "1", "-d", "100", "-i", index],

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from typing import Any
 
 from jupyter_trainer.rankside import gpu_read
@@ -79,6 +80,7 @@ class Sampler:
         self.due = 0.0
         self.cpu: tuple[float, float] | None = None  # (wall time, CPU seconds) of the last one
         self.gpu_reader = gpu_read.open_reader() if every else None
+        self.dcgmi = shutil.which("dcgmi") if self.gpu_reader is not None else None
         self.gpu_failed = False
         self.gpu_last: dict[str, float] = {}  # the last GPU figures read
         self.gpu_peak = 0.0  # the most GPU memory its processes held at a sample
@@ -159,7 +161,7 @@ class Sampler:
         share = reader.process_sm(index, uuid, pids)
         if share is not None:
             out["gpu_process_sm_percent"] = share
-        active = gpu_read.dcgm_sm_active(index)
+        active = gpu_read.dcgm_sm_active(self.dcgmi, index) if self.dcgmi else None
         if active is not None:
             out["gpu_sm_active_percent"] = active
         return out
