@@ -176,3 +176,21 @@ def cluster(slurm, home, monkeypatch):
 
     with as_target(slurm, home, monkeypatch) as cluster:
         yield cluster
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that fails on ``RunFailed`` shows the run's traceback and launcher log, so
+    that a failure seen once in a long suite can be understood from its report alone."""
+    from jupyter_trainer.core.errors import RunFailed
+
+    report = yield
+    failed = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(failed, RunFailed) and report.failed:
+        if failed.traceback:
+            report.sections.append(("run traceback", failed.traceback))
+        home = os.environ.get(HOME_ENV)
+        log = Path(home, "runs", failed.run_id, "logs", "launcher.log") if home else None
+        if log is not None and log.is_file():
+            report.sections.append(("launcher.log", log.read_text(errors="replace")[-8000:]))
+    return report

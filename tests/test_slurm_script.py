@@ -5,8 +5,12 @@ Regenerate with JT_UPDATE_GOLDEN=1 after a deliberate change.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import random
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -197,3 +201,43 @@ def test_one_node_runs_its_launcher_in_the_batch_step(launcher):
     assert "srun " in batch_script(
         pyxis, spec("torchrun", nodes=1), plan(spec("torchrun", nodes=1)), image="img"
     )
+
+
+def hold_two_ports(family: int) -> list[socket.socket]:
+    """Listeners on two ports in a row below the ephemeral range, the port after them free."""
+    for base in random.sample(range(20000, 32000, 3), 50):
+        held: list[socket.socket] = []
+        try:
+            for port in (base, base + 1, base + 2):
+                s = socket.socket(family)
+                held.append(s)
+                s.bind(("::" if family == socket.AF_INET6 else "", port))
+                s.listen()
+        except OSError:
+            for s in held:
+                s.close()
+            continue
+        held.pop().close()
+        return held
+    raise AssertionError("no three free ports in a row")
+
+
+@pytest.mark.parametrize("family", [socket.AF_INET, socket.AF_INET6], ids=["ipv4", "ipv6"])
+def test_the_script_steps_past_a_port_that_a_socket_on_the_node_holds(family, tmp_path):
+    """The run's port comes from its id; when another job on the first node listens on it
+    (IPv4 or IPv6), the script takes the next port that no socket there uses, and that is
+    the port the launcher gets."""
+    held = hold_two_ports(family)
+    port = held[0].getsockname()[1]
+    run_spec = spec("mpirun", nodes=1)
+    p = dataclasses.replace(plan(run_spec), master_port=port, python=sys.executable)
+    script = batch_script(SlurmConfig.from_config("c", {}), run_spec, p)
+    body = script[: script.index("\nexec ")] + '\nprintf "%s" "$(printenv MASTER_PORT)"\n'
+    (tmp_path / "job.sh").write_text(body)
+    try:
+        done = subprocess.run(["bash", str(tmp_path / "job.sh")], capture_output=True, text=True)
+    finally:
+        for s in held:
+            s.close()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == str(port + 2)

@@ -151,6 +151,16 @@ def sbatch_argv(
     return [*argv, *cfg.sbatch, script]
 
 
+# The batch script runs on the allocation's first node, the one that hosts the rendezvous.
+# Its port comes from the run id; another job or service on that node may hold it already
+# (the sockets of /proc/net/tcp and tcp6, whatever their state), so the script moves on to
+# the next port that no socket there uses.
+NEXT_FREE_PORT = (
+    "while awk -v p=\"$(printf ':%04X$' \"$MASTER_PORT\")\" '$2 ~ p {f = 1} END {exit !f}' "
+    "/proc/net/tcp /proc/net/tcp6 2>/dev/null; do MASTER_PORT=$((MASTER_PORT + 1)); done"
+)
+
+
 def batch_script(
     cfg: SlurmConfig,
     spec: RunSpec,
@@ -193,6 +203,8 @@ def batch_script(
             'JT_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
             'export MASTER_ADDR=$(printf "%s\\n" "$JT_HOSTS" | head -n 1)',
         ]
+    if not in_step:  # on the node that hosts the rendezvous: step past a port in use there
+        lines.append(NEXT_FREE_PORT)
     entry = launcher(launch.launcher)
     topology = Topology(
         rendezvous_known=False,

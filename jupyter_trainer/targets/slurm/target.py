@@ -151,7 +151,8 @@ class SlurmTarget(Target):
             backend=backend,
             backend_forced=spec.launch.backend is not None,
             master_addr="",
-            master_port=20000 + zlib.crc32(run_id.encode()) % 20000,
+            # below Linux's ephemeral ports (32768 and up), which outgoing connections take
+            master_port=20000 + zlib.crc32(run_id.encode()) % 12000,
             run_as_root=os.geteuid() == 0,
             oversubscribe=False,
             extra_env={
