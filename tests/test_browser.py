@@ -287,14 +287,14 @@ def _is_local(url: str) -> bool:
 
 
 @contextmanager
-def _open_browser(home: Path, request, app: str, theme: str = "JupyterLab Light"):
+def open_browser(home: Path, name: str, app: str, theme: str = "JupyterLab Light"):
     """(server, Page) with the page's artifacts folder; everything is stopped after. A
     request for anything off this machine fails the test: the front end must work offline."""
     from playwright.sync_api import sync_playwright
 
     base = home.parent / "lab"
     lab = JupyterLab(base, {**os.environ, "JUPYTER_TRAINER_MONITOR": "auto"}, app=app, theme=theme)
-    shots = ARTIFACTS / request.node.name
+    shots = ARTIFACTS / name
     shutil.rmtree(shots, ignore_errors=True)
     shots.mkdir(parents=True)
     offsite: list[str] = []
@@ -329,21 +329,21 @@ def _open_browser(home: Path, request, app: str, theme: str = "JupyterLab Light"
 @pytest.fixture
 def browser(home, request):
     """JupyterLab and a page in headless Chromium."""
-    with _open_browser(home, request, "jupyterlab") as opened:
+    with open_browser(home, request.node.name, "jupyterlab") as opened:
         yield opened
 
 
 @pytest.fixture(params=["JupyterLab Light", "JupyterLab Dark"], ids=["light", "dark"])
 def themed_browser(home, request):
     """(JupyterLab, Page) in the light or the dark theme."""
-    with _open_browser(home, request, "jupyterlab", theme=request.param) as opened:
+    with open_browser(home, request.node.name, "jupyterlab", theme=request.param) as opened:
         yield (*opened, request.param.split()[-1].lower())
 
 
 @pytest.fixture
 def notebook7(home, request):
     """Notebook 7 and a page in headless Chromium."""
-    with _open_browser(home, request, "notebook") as opened:
+    with open_browser(home, request.node.name, "notebook") as opened:
         yield opened
 
 
@@ -802,21 +802,16 @@ def assert_log_at_end(pw, body: str) -> None:
 
 def test_a_huge_run_stays_smooth_in_the_browser(browser, home):
     """1,000,000 points per metric and 100 MB of logs: the page draws downsampled series and
-    a bounded log tail, and no task blocks the page for long while the history streams in."""
+    a bounded log tail. How long the page is blocked while the history streams in is
+    measured by ``bench/browser_huge_run.py``."""
     from test_widget import huge_run
 
     lab, page = browser
     run = huge_run(1_000_000, 100)
-    page.page.add_init_script("""
-        window.__longTasks = [];
-        new PerformanceObserver((list) => {
-            for (const e of list.getEntries()) window.__longTasks.push([e.startTime, e.duration]);
-        }).observe({ type: 'longtask', buffered: true });""")
     lab.write_notebook("huge.ipynb", ["%load_ext jupyter_trainer", f"%train attach {run.id}"])
     page.open("huge.ipynb")
     page.run_all()
     page.page.wait_for_selector("[data-testid=jt-monitor] [data-testid=jt-run-id]:not(:empty)")
-    since = page.page.evaluate("performance.now()")
     page.page.wait_for_function(
         "[...document.querySelectorAll('[data-testid=jt-chart]')].map(c => c.dataset.count).join() === '2000000,2000000'",
         timeout=180_000,
@@ -840,8 +835,6 @@ def test_a_huge_run_stays_smooth_in_the_browser(browser, home):
         " ".join(page.text(".jt-chart-card[data-metric=loss] .jt-chart-stats").split())
         == "ranks 0, 1 · last 1e-6 · min 1e-6 (rank 0) · max 1.02 (rank 1)"
     )
-    long_tasks = [d for start, d in page.page.evaluate("window.__longTasks") if start >= since]
-    assert max(long_tasks, default=0) < 250, f"the page was blocked for {max(long_tasks)} ms"
     page.shot("10-huge-run")
 
 
@@ -983,7 +976,7 @@ def test_after_a_kernel_restart_the_old_widget_says_its_kernel_is_gone(browser, 
 @pytest.fixture(params=["jupyterlab", "notebook"], ids=["lab", "notebook7"])
 def any_front_end(home, request):
     """JupyterLab, then Notebook 7, each with a page in headless Chromium."""
-    with _open_browser(home, request, request.param) as opened:
+    with open_browser(home, request.node.name, request.param) as opened:
         yield opened
 
 
