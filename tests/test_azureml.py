@@ -25,7 +25,7 @@ from jupyter_trainer.azureml.core import (
     Workspace,
 )
 from jupyter_trainer.azureml.core.runconfig import MpiConfiguration, PyTorchConfiguration
-from jupyter_trainer.azureml.errors import ActivityFailedException
+from jupyter_trainer.azureml.errors import ActivityFailedException, UserErrorException
 from jupyter_trainer.azureml.train.dnn import Mpi, PyTorch
 from jupyter_trainer.core.errors import SpecError
 
@@ -280,3 +280,88 @@ def test_on_a_kubernetes_target_through_a_trainjob(home, kube_cluster):
     spec = run.run.spec
     assert (spec.launch.nodes, spec.launch.procs, spec.target.name) == (2, 2, "kube")
     check_reported(run, ranks=4, datasets=(), files=False)  # outputs stay in the pods' volumes
+
+
+READ_FOLDER = """
+import argparse, hashlib, os
+from azureml.core.run import Run
+parser = argparse.ArgumentParser()
+parser.add_argument("--data-folder")
+folder = parser.parse_args().data_folder
+for root, _, files in sorted(os.walk(folder)):
+    for name in sorted(files):
+        path = os.path.join(root, name)
+        digest = hashlib.sha256(open(path, "rb").read()).hexdigest()[:12]
+        print("file", os.path.relpath(path, folder), digest, flush=True)
+Run.get_context().log("files", sum(len(f) for _, _, f in os.walk(folder)))
+"""
+
+
+def test_a_dataset_of_several_urls_and_paths_is_read_as_one_folder(home, tmp_path):
+    """v1's MNIST tutorial: ``Dataset.File.from_files(path=[url, url, ...])``, registered, then
+    mounted. The run reads one folder holding each path under its own name; a URL is
+    downloaded once, and a change of a local file is what the next run reads."""
+    import hashlib
+
+    from http_servers import Server, Site
+
+    def short(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()[:12]
+
+    site = Site(files={"train-images.gz": b"images" * 1000, "labels.gz": b"lbl"})
+    server = Server(site)
+    local = tmp_path / "extra.txt"
+    local.write_text("first")
+    folder = tmp_path / "more"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "a.bin").write_bytes(b"a")
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "read.py").write_text(READ_FOLDER)
+    ws = Workspace()
+    paths = [server.url("/file/train-images.gz"), server.url("/file/labels.gz"), str(local)]
+    dataset = Dataset.File.from_files(path=[*paths, str(folder)]).register(ws, "mnist")
+    assert Dataset.get_by_name(ws, "mnist").to_path() == sorted(
+        ["/train-images.gz", "/labels.gz", "/extra.txt", "/more"]
+    )
+
+    def submit():
+        config = ScriptRunConfig(
+            source_directory=str(tmp_path / "proj"),
+            script="read.py",
+            arguments=["--data-folder", Dataset.get_by_name(ws, "mnist").as_mount()],
+        )
+        run = Experiment(ws, "mnist").submit(config)
+        run.wait_for_completion()
+        return run
+
+    try:
+        first = submit()
+        local.write_text("second")
+        second = submit()
+    finally:
+        server.close()
+    expected = {
+        "train-images.gz": short(b"images" * 1000),
+        "labels.gz": short(b"lbl"),
+        "more/sub/a.bin": short(b"a"),
+    }
+    for run, text in ((first, b"first"), (second, b"second")):
+        log = run.run.logs(0)
+        for name, digest in {**expected, "extra.txt": short(text)}.items():
+            assert f"file {name} {digest}" in log, log
+        assert run.get_metrics()["files"] == 4
+    gets = [r for r in site.requests if r.method == "GET"]
+    assert sorted(r.path for r in gets) == ["/file/labels.gz", "/file/train-images.gz"]
+    assert dataset.name == "mnist"
+
+
+def test_a_dataset_of_paths_with_the_same_name_is_refused_naming_both(home, tmp_path):
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "data.csv").write_text(sub)
+    dataset = Dataset.File.from_files(
+        path=[str(tmp_path / "a" / "data.csv"), str(tmp_path / "b" / "data.csv")]
+    )
+    with pytest.raises(UserErrorException, match="both named 'data.csv'.*different names"):
+        dataset.source
+    assert not (home / "runs").exists()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -155,8 +156,23 @@ def test_another_python_builds_an_environment_of_its_own():
 
 
 def test_curated_environments_and_user_managed_ones(home):
-    with pytest.raises(NotSupported, match=r"AzureML-PyTorch-1.6-GPU.*kernel's own environment"):
-        Environment.get(Workspace(), "AzureML-PyTorch-1.6-GPU")
+    """A curated PyTorch environment is the kernel's own, with a note naming its torch; a
+    clone of it adds packages on top of the kernel's; a TensorFlow one is refused."""
+    import torch
+
+    note = rf"'AzureML-PyTorch-1.6-GPU'.*kernel's own.*{re.escape(torch.__version__)}, not the 1.6"
+    with pytest.warns(V1Note, match=note):
+        curated = Environment.get(Workspace(), "AzureML-PyTorch-1.6-GPU")
+    assert curated.definition() is None
+    mine = curated.clone("birds-env")
+    mine.python.conda_dependencies.add_pip_package("six==1.16.0")
+    definition = mine.definition()
+    assert definition is not None and definition.name == "birds-env"
+    assert definition.inherit and definition.pip == ("six==1.16.0",)
+    with pytest.raises(NotSupported, match=r"AzureML-TensorFlow-2.3-GPU.*runs PyTorch"):
+        Environment.get(Workspace(), "AzureML-TensorFlow-2.3-GPU")
+    with pytest.raises(NotSupported, match="named like a curated one"):
+        Environment("AzureML-Mine").definition()
     env = Environment("mine")
     env.python.user_managed_dependencies = True
     assert env.definition() is None  # the kernel's environment, as it is
@@ -333,3 +349,41 @@ def test_download_file_never_follows_a_link_out_of_the_run(home, tmp_path):
     assert not (tmp_path / "got.txt").exists()
     run.download_file("outputs/kept.txt", str(tmp_path / "kept.txt"))
     assert (tmp_path / "kept.txt").read_text() == "the run's"
+
+
+@pytest.mark.parametrize(
+    "config, launch",
+    [
+        ("MpiConfiguration()", ("mpirun", 2, 3)),
+        ("Mpi()", ("mpirun", 2, 3)),
+        ("MpiConfiguration(process_count_per_node=4)", ("mpirun", 2, 4)),
+        ("PyTorchConfiguration()", ("torchrun", 2, 3)),
+        ("PyTorchConfiguration(process_count=8, node_count=2)", ("torchrun", 2, 4)),
+        ("Nccl()", ("torchrun", 2, 3)),
+    ],
+)
+def test_an_estimators_counts_reach_a_configuration_left_at_its_defaults(config, launch):
+    """``PyTorch(node_count=2, process_count_per_node=3, distributed_training=
+    MpiConfiguration())``, as v1's docs wrote it, runs 2 nodes of 3 processes: a configuration
+    left at its defaults takes the estimator's counts, one that sets them keeps its own."""
+    from jupyter_trainer.azureml.core.runconfig import MpiConfiguration, PyTorchConfiguration
+    from jupyter_trainer.azureml.train.dnn import Mpi, Nccl
+
+    made = eval(  # the configuration as a v1 notebook writes it
+        config,
+        {
+            "Mpi": Mpi,
+            "Nccl": Nccl,
+            "MpiConfiguration": MpiConfiguration,
+            "PyTorchConfiguration": PyTorchConfiguration,
+        },
+    )
+    estimator = PyTorch(
+        source_directory=str(V1 / "proj"),
+        entry_script="train.py",
+        node_count=2,
+        process_count_per_node=3,
+        distributed_training=made,
+    )
+    job = estimator.submission(Workspace())
+    assert (job["launcher"], job["nodes"], job["procs"]) == launch

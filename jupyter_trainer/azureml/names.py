@@ -76,6 +76,9 @@ DIFFERS = {
     "Environment": "built on the kernel's packages (inherit: true), as v1 built on its base image",
     "Environment.from_conda_specification": "conda names become PyPI projects; CUDA runtime "
     "packages and Azure ML's SDK are left out; conda-only packages are refused",
+    "Environment.get": "a curated AzureML-* name is the kernel's own environment, with a note "
+    "naming its torch; TensorFlow ones are refused",
+    "Dataset.File.from_files": "several paths are read as one folder holding each by name",
     "CondaDependencies": "conda names become PyPI projects (see Environment.from_conda_specification)",
     "CondaDependencies.create": "conda names become PyPI projects",
     "Experiment": "an experiment is the name its runs share (jupyter-trainer runs lists it)",

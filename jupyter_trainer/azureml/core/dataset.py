@@ -3,7 +3,8 @@
 
 - ``Dataset.File.from_files(path)``: a local file or folder, an ``http(s)`` URL (a presigned
   one included: its credentials are redacted wherever the run is recorded), or a path on a
-  datastore (``(datastore, "path")`` or ``datastore.path("path")``).
+  datastore (``(datastore, "path")`` or ``datastore.path("path")``); or a list of them,
+  which the run reads as one folder holding each under its own name (``gather``).
 - A datastore is a folder of the run store (``<home>/datastore/<name>/``):
   ``Dataset.File.upload_directory`` and ``datastore.upload`` copy into it.
 - ``as_mount()`` and ``as_download()`` in a script's arguments become the path of the input
@@ -15,14 +16,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import shutil
+import tempfile
+import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...core.files import write_text_atomic
+from ...core.urls import redact
 from ...rankside.home import default_home
 from ..errors import NotSupported, UserErrorException
 
@@ -176,16 +183,27 @@ class DatasetConsumptionConfig:
 
 
 class FileDataset:
-    """A v1 file dataset: one file, folder or URL."""
+    """A v1 file dataset: a file, folder or URL, or several of them (``sources``), which a
+    run reads as one folder holding each of them (see ``gather``)."""
 
-    def __init__(self, source: str, name: str | None = None) -> None:
-        self.source = source
+    def __init__(self, source: str | Sequence[str], name: str | None = None) -> None:
+        self.sources = (source,) if isinstance(source, str) else tuple(source)
+        if not self.sources:
+            raise UserErrorException("a dataset needs at least one path")
         self.name = name
         self.version = 1 if name else None
         self.tags: dict[str, str] = {}
 
+    @property
+    def source(self) -> str:
+        """What the run reads: the one source, or the folder that gathers them all."""
+        if len(self.sources) == 1:
+            return self.sources[0]
+        return str(gather(self.sources, default_home()))
+
     def __repr__(self) -> str:
-        return f"FileDataset(source={self.source!r}, name={self.name!r})"
+        shown = self.sources[0] if len(self.sources) == 1 else [redact(s) for s in self.sources]
+        return f"FileDataset(source={shown!r}, name={self.name!r})"
 
     def as_named_input(self, name: str) -> DatasetConsumptionConfig:
         return DatasetConsumptionConfig(name, self)
@@ -197,15 +215,17 @@ class FileDataset:
         return DatasetConsumptionConfig(self.name, self, "download", path_on_compute)
 
     def to_path(self) -> list[str]:
+        if len(self.sources) > 1:  # each under its own name in the gathered folder
+            return sorted("/" + _leaf(s) for s in self.sources)
         root = Path(self.source)
         if _HTTP_URL.match(self.source):
-            return [self.source.split("?", 1)[0].rsplit("/", 1)[-1]]
+            return [_leaf(self.source)]
         if root.is_file():
             return ["/" + root.name]
         return sorted("/" + p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
 
     def download(self, target_path: str | None = None, overwrite: bool = False) -> list[str]:
-        if _HTTP_URL.match(self.source):
+        if any(_HTTP_URL.match(s) for s in self.sources):
             raise NotSupported(
                 "FileDataset.download of a URL in the notebook",
                 "give the dataset to the run (as_download()), which downloads it once",
@@ -235,17 +255,84 @@ class FileDataset:
             raise UserErrorException(f"dataset name {name!r}: letters, digits, _ . - only")
         path = _home(workspace) / "azureml" / "datasets.json"
         known = _registered(path)
-        if name in known and known[name]["source"] != self.source and not create_new_version:
+        sources = list(self.sources)
+        if name in known and _sources(known[name]) != sources and not create_new_version:
+            shown = ", ".join(redact(s) for s in _sources(known[name]))
             raise UserErrorException(
-                f"a dataset named {name!r} is registered already (from {known[name]['source']}); "
+                f"a dataset named {name!r} is registered already (from {shown}); "
                 "pass create_new_version=True to replace it"
             )
-        known[name] = {"source": self.source, "description": description or "", "tags": tags or {}}
+        known[name] = {
+            "source": sources[0] if len(sources) == 1 else sources,
+            "description": description or "",
+            "tags": tags or {},
+        }
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, json.dumps(known, indent=1))
-        dataset = FileDataset(self.source, name)
+        dataset = FileDataset(self.sources, name)
         dataset.tags = dict(tags or {})
         return dataset
+
+
+def _leaf(source: str) -> str:
+    if _HTTP_URL.match(source):
+        return urllib.parse.unquote(source.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1])
+    return Path(source).name
+
+
+def gather(sources: Sequence[str], home: Path) -> Path:
+    """One folder holding each of ``sources`` under its own name, as v1 mounted a dataset
+    of several paths: ``<home>/datastore/.from-files/<key>/``. Each URL is downloaded into
+    the data cache as a URL input is (once, with the same size and time limits); files are
+    hard links to the originals where the filesystem allows, copies elsewhere. Made anew
+    on each use, so it is what the sources are now."""
+    from ...inputs.fetch import fetch
+    from ...inputs.inputs import URL_CACHE, cache_dir
+
+    leaves: dict[str, str] = {}
+    for source in sources:
+        leaf = _leaf(source)
+        if not leaf or leaf in (".", ".."):
+            raise UserErrorException(f"dataset path {redact(source)!r} names no file or folder")
+        if leaf in leaves:
+            raise UserErrorException(
+                f"two paths of the dataset are both named {leaf!r} ({redact(leaves[leaf])} and "
+                f"{redact(source)}): a run reads them from one folder, so give them different "
+                "names, or make them two datasets"
+            )
+        leaves[leaf] = source
+    key = hashlib.sha256("\n".join(redact(s) for s in sources).encode()).hexdigest()[:24]
+    root = home / "datastore" / ".from-files"
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+    try:
+        for leaf, source in leaves.items():
+            path = (
+                fetch(leaf, source, cache_dir(home) / URL_CACHE)
+                if _HTTP_URL.match(source)
+                else Path(source)
+            )
+            if path.is_dir():
+                shutil.copytree(path, tmp / leaf, copy_function=_link_or_copy, symlinks=True)
+            else:
+                _link_or_copy(str(path), str(tmp / leaf))
+        folder = root / key
+        if folder.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{key}-old-", dir=root))
+            folder.rename(old / key)
+            shutil.rmtree(old, ignore_errors=True)
+        tmp.rename(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def _link_or_copy(src: str, dst: str) -> str:
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(src, dst, follow_symlinks=False)
+    return dst
 
 
 def _registered(path: Path) -> dict[str, dict[str, Any]]:
@@ -260,18 +347,26 @@ def _registered(path: Path) -> dict[str, dict[str, Any]]:
     return data if isinstance(data, dict) else {}
 
 
+def _sources(item: dict[str, Any]) -> list[str]:
+    """A registered dataset's sources (one is kept as a string, several as a list)."""
+    source = item["source"]
+    return [source] if isinstance(source, str) else list(source)
+
+
+def _paths(path: Any) -> list[str]:
+    """The sources ``from_files`` was given: a path, or a list of them."""
+    if isinstance(path, (list, tuple)) and not (len(path) == 2 and isinstance(path[0], Datastore)):
+        if not path:
+            raise UserErrorException("Dataset.File.from_files(path=[]): give at least one path")
+        return [_source(p) for p in path]
+    return [_source(path)]
+
+
 def _source(path: Any) -> str:
     if isinstance(path, (list, tuple)) and len(path) == 2 and isinstance(path[0], Datastore):
         return str(path[0]._inside(str(path[1])))
     if isinstance(path, DataPath):
         return str(path.local)
-    if isinstance(path, (list, tuple)):
-        if len(path) != 1:
-            raise NotSupported(
-                "a dataset of several paths",
-                "put the files in one folder and give that folder, or give each as its own input",
-            )
-        return _source(path[0])
     text = str(path)
     if _AZURE_URL.match(text):
         raise NotSupported(f"the Azure storage path {text.split('?', 1)[0]!r}", CREDENTIALS_FIX)
@@ -292,7 +387,7 @@ class _FileFactory:
     def from_files(
         path: Any, validate: bool = True, partition_format: str | None = None, is_file: bool = False
     ) -> FileDataset:
-        return FileDataset(_source(path))
+        return FileDataset(_paths(path))
 
     @staticmethod
     def upload_directory(
@@ -335,14 +430,14 @@ class Dataset:
                 f"no dataset named {name!r} is registered (registered: "
                 f"{', '.join(sorted(known)) or 'none'}); register it with ds.register(ws, NAME)"
             )
-        dataset = FileDataset(known[name]["source"], name)
+        dataset = FileDataset(_sources(known[name]), name)
         dataset.tags = dict(known[name].get("tags") or {})
         return dataset
 
     @staticmethod
     def get_all(workspace: Any) -> dict[str, FileDataset]:
         known = _registered(_home(workspace) / "azureml" / "datasets.json")
-        return {name: FileDataset(item["source"], name) for name, item in known.items()}
+        return {name: FileDataset(_sources(item), name) for name, item in known.items()}
 
 
 __all__ = ["DataPath", "Dataset", "DatasetConsumptionConfig", "Datastore", "FileDataset"]

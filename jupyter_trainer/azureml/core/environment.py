@@ -13,6 +13,8 @@ the Slurm (pyxis) and Kubernetes targets run and the others refuse.
 
 from __future__ import annotations
 
+import copy
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -23,14 +25,45 @@ from ...environment.definition import EnvDefinition, validate_name
 from ..errors import NotSupported
 from .conda_dependencies import CondaDependencies
 
-# v1's curated environments -> what to do here
+# v1's curated environments (AzureML-PyTorch-1.6-GPU, AzureML-ACPT-pytorch-..., AzureML-Minimal,
+# ...) were images in Azure's registry. Their counterpart here is the kernel's own environment,
+# torch included: Environment.get gives one that stands for it, with a V1Note naming the
+# torch a run will have. The TensorFlow ones are refused: this project runs PyTorch.
 CURATED_PREFIXES = ("AzureML-", "azureml:AzureML-")
+CURATED_REFUSED = re.compile(r"tensorflow|(^|[-_])tf[-_\d]", re.I)
 CURATED_FIX = (
-    "curated Azure ML environments are images in Azure's registry; here a run uses the "
-    "kernel's own environment (torch included) when it names none: drop environment=, or "
-    "use Environment.from_pip_requirements / CondaDependencies.create(pip_packages=[...]) for "
-    "what the script adds"
+    "this project runs PyTorch: use a PyTorch curated name, or "
+    "Environment.from_pip_requirements / CondaDependencies.create(pip_packages=[...])"
 )
+
+
+def curated(name: str) -> Environment:
+    """The kernel's own environment, standing for the curated environment ``name``."""
+    bare = name.split(":", 1)[-1]
+    if CURATED_REFUSED.search(bare):
+        raise NotSupported(f"the curated environment {name!r}", CURATED_FIX)
+    try:
+        import torch
+
+        have = f"torch {torch.__version__}"
+    except ImportError:
+        have = "no torch"
+    wanted = re.search(r"pytorch-(\d+\.\d+)", bare, re.I)
+    differs = (
+        f", not the {wanted.group(1)} it names"
+        if wanted and not have.startswith(f"torch {wanted.group(1)}")
+        else ""
+    )
+    warnings.warn(
+        f"the curated environment {name!r} is an image of Azure's: runs here use the kernel's "
+        f"own environment, with {have}{differs}. Add what the script needs with "
+        "Environment.from_pip_requirements or CondaDependencies.create(pip_packages=[...])",
+        V1Note,
+        stacklevel=3,
+    )
+    env = Environment(bare)
+    env._curated = True
+    return env
 
 
 class V1Note(UserWarning):
@@ -67,9 +100,18 @@ class Environment:
         self.inferencing_stack_version: str | None = None
         self.spark: Any = None
         self.r: Any = None
+        self._curated = False  # stands for a curated environment (see ``curated``)
 
     def __repr__(self) -> str:
         return f"Environment(name={self.name!r})"
+
+    def clone(self, new_name: str) -> Environment:
+        """A copy under ``new_name``, to add packages to (a curated one's copy adds them on
+        top of the kernel's environment)."""
+        copied = copy.deepcopy(self)
+        copied.name = new_name
+        copied._curated = False
+        return copied
 
     # -- v1's constructors -------------------------------------------------------------
     @staticmethod
@@ -132,9 +174,9 @@ class Environment:
     def get(
         workspace: Any, name: str, version: str | None = None, label: str | None = None
     ) -> Environment:
-        if name.startswith(CURATED_PREFIXES):
-            raise NotSupported(f"the curated environment {name!r}", CURATED_FIX)
         registered = getattr(workspace, "_environments", {}).get(name)
+        if registered is None and name.startswith(CURATED_PREFIXES):
+            return curated(name)
         if registered is None:
             raise EnvError(
                 f"no environment {name!r} is registered in this workspace; register it with "
@@ -175,8 +217,11 @@ class Environment:
     def definition(self, home: Path | None = None) -> EnvDefinition | None:
         """The environment definition this v1 environment stands for, or None for the
         kernel's own environment (user-managed dependencies, or nothing to add)."""
-        if self.name.startswith(CURATED_PREFIXES):
-            raise NotSupported(f"the curated environment {self.name!r}", CURATED_FIX)
+        if self.name.startswith(CURATED_PREFIXES) and not self._curated:
+            raise NotSupported(
+                f"an environment named like a curated one ({self.name!r})",
+                "use Environment.get(ws, NAME) for a curated environment, or another name",
+            )
         deps = self.python.conda_dependencies
         requirements, notes = deps.pip_requirements()
         if self.python.user_managed_dependencies and (requirements or deps.python_version):

@@ -110,12 +110,13 @@ def script_arguments(arguments: list[Any]) -> tuple[list[str], dict[str, str]]:
             value = value.as_mount()
         if isinstance(value, DatasetConsumptionConfig):
             name = value.name or value.dataset.name or f"input_{len(data) + 1}"
-            if data.get(name, value.dataset.source) != value.dataset.source:
+            source = value.dataset.source
+            if data.get(name, source) != source:
                 raise UserErrorException(
                     f"two datasets are both named {name!r}: give them different names "
                     "with as_named_input(NAME)"
                 )
-            data[name] = value.dataset.source
+            data[name] = source
             args.append(f"${{{{data.{name}}}}}")
         elif isinstance(value, (bool, str, int, float, Path)):
             args.append(str(value))

@@ -155,12 +155,23 @@ class Estimator:
                 raise UserErrorException(
                     f"distributed_backend {self.distributed_backend!r}: use 'mpi', 'gloo' or 'nccl'"
                 )
-        if isinstance(config, Mpi):
+        # The estimator's node_count and process_count_per_node say how many; a configuration
+        # left at its defaults (MpiConfiguration(), as v1's examples pass it) takes them.
+        if isinstance(config, (Mpi, MpiConfiguration)):
             return MpiConfiguration(
                 process_count_per_node=config.process_count_per_node
                 if config.process_count_per_node != 1
                 else self.process_count_per_node,
-                node_count=self.node_count,
+                node_count=getattr(config, "node_count", 1)
+                if getattr(config, "node_count", 1) != 1
+                else self.node_count,
+            )
+        if isinstance(config, PyTorchConfiguration):
+            nodes = config.node_count if config.node_count != 1 else self.node_count
+            return PyTorchConfiguration(
+                communication_backend=config.communication_backend,
+                process_count=config.process_count or nodes * self.process_count_per_node,
+                node_count=nodes,
             )
         if isinstance(config, (Gloo, Nccl)):
             return PyTorchConfiguration(
