@@ -365,3 +365,114 @@ def test_a_dataset_of_paths_with_the_same_name_is_refused_naming_both(home, tmp_
     with pytest.raises(UserErrorException, match="both named 'data.csv'.*different names"):
         dataset.source
     assert not (home / "runs").exists()
+
+
+def test_an_estimator_reads_a_datastore_given_with_as_mount(home):
+    """v1's estimator pattern ``script_params={'--data-dir': ds.as_mount()}``, with the
+    workspace's default datastore and with a path of it: each is a data input named after
+    the datastore (and path), read where it is."""
+    ws = Workspace()
+    ds = ws.get_default_datastore()
+    ds.upload(src_dir=str(DATA), target_path="numbers", show_progress=False)
+    for reference, name in (
+        (ds.path("numbers").as_mount(), "workspaceblobstore_numbers"),
+        (ds.path("numbers", data_reference_name="numbers").as_download(), "numbers"),
+    ):
+        estimator = PyTorch(
+            source_directory=str(PROJ),
+            compute_target="local",
+            entry_script="train.py",
+            script_params={"--data-dir": reference, "--epochs": 3},
+        )
+        run = Experiment(ws, "datastore").submit(estimator)
+        run.wait_for_completion()
+        assert run.run.spec.code.args[:2] == ("--data-dir", f"${{{{data.{name}}}}}")
+        check_reported(run, ranks=1, datasets=(name,))
+    with pytest.raises(UserErrorException, match="does not exist"):
+        ds.path("missing").as_mount()
+    whole = ds.as_mount()
+    assert whole.name == "workspaceblobstore" and whole.dataset.source == str(ds.root.resolve())
+
+
+REGISTERS = """
+import os, sys
+from azureml.core.run import Run
+run = Run.get_context()
+os.makedirs("outputs", exist_ok=True)
+with open("outputs/model.pt", "w") as f:
+    f.write("weights")
+model = run.register_model(model_name="pt-dnn", model_path="outputs/model.pt",
+                           tags={"area": "birds"}, description="from the script")
+print("asked", model.name, model.version, flush=True)
+from azureml.core.model import Model
+with open("scaler.bin", "w") as f:
+    f.write("scaler")
+Model.register(workspace=run.experiment.workspace, model_path="scaler.bin", model_name="scaler")
+if "--fail" in sys.argv:
+    raise SystemExit(2)
+"""
+
+
+def test_a_model_the_script_registers_lands_in_the_registry_once_the_run_completes(home, tmp_path):
+    """``run.register_model`` and ``Model.register`` inside an unchanged v1 script: the
+    notebook's ``wait_for_completion`` registers them, once, with the run's lineage; a
+    failed run registers nothing."""
+    from jupyter_trainer.api.models import models
+    from jupyter_trainer.azureml.core import Model
+
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "register.py").write_text(REGISTERS)
+    ws = Workspace()
+
+    def submit(*arguments):
+        config = ScriptRunConfig(
+            source_directory=str(tmp_path / "proj"), script="register.py", arguments=arguments
+        )
+        return Experiment(ws, "registers").submit(config)
+
+    failed = submit("--fail")
+    with pytest.raises(ActivityFailedException):
+        failed.wait_for_completion()
+    assert models(home=home) == []
+    run = submit()
+    run.wait_for_completion()
+    assert "asked pt-dnn None" in run.run.logs(0)
+    run.wait_for_completion()  # a second wait registers nothing more
+    (version,) = models("pt-dnn", home=home)
+    assert version.lineage["run_id"] == run.id and version.version == 1
+    assert version.tags["area"] == "birds" and version.tags["description"] == "from the script"
+    assert Model(ws, "pt-dnn").version == 1
+    (scaler,) = models("scaler", home=home)  # Model.register in the script: copied to outputs/
+    assert scaler.lineage["source"] == "registered/scaler/scaler.bin"
+    assert scaler.path.read_text() == "scaler"
+    assert not any(k.startswith("azureml.") for k in run.get_tags())
+
+
+USES_THE_DATASET = """
+import os
+from azureml.core.run import Run
+run = Run.get_context()
+dataset = run.input_datasets["numbers"]
+print("paths", dataset.to_path())
+print("copied", [os.path.relpath(p) for p in dataset.download(target_path="copy", overwrite=True)])
+with dataset.mount() as context:
+    print("mounted", sorted(os.listdir(context.mount_point)))
+print("is a path", os.path.isdir(dataset))
+run.upload_file(name="outputs/copy.txt", path_or_stream="copy/numbers.txt", datastore_name="x")
+"""
+
+
+def test_a_dataset_given_as_it_is_offers_download_mount_and_to_path_in_the_script(home, tmp_path):
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "uses.py").write_text(USES_THE_DATASET)
+    config = ScriptRunConfig(
+        source_directory=str(tmp_path / "proj"),
+        script="uses.py",
+        arguments=[Dataset.File.from_files(path=str(DATA)).as_named_input("numbers")],
+    )
+    run = Experiment(Workspace(), "direct").submit(config)
+    run.wait_for_completion()
+    log = run.run.logs(0)
+    assert "paths ['/numbers.txt']" in log and "copied ['copy/numbers.txt']" in log
+    assert "mounted ['numbers.txt']" in log and "is a path True" in log
+    assert (run.run.outputs / "copy.txt").read_text() == (DATA / "numbers.txt").read_text()

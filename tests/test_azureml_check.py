@@ -225,10 +225,10 @@ def test_check_names_each_refused_call_of_a_deployment_notebook_with_its_line():
         if f.verdict == REFUSED
     }
     assert refused == {
-        ("cell 1", 4, "from azureml.core.webservice import AciWebservice"),
         ("cell 2", 2, "AmlCompute.provisioning_configuration()"),
         ("cell 2", 3, "ComputeTarget.create()"),
         ("cell 3", 2, "InferenceConfig()"),
+        ("cell 3", 3, "AciWebservice.deploy_configuration()"),
         ("cell 3", 4, "Model.deploy()"),
     }, refused
 
@@ -387,3 +387,53 @@ def test_an_estimators_counts_reach_a_configuration_left_at_its_defaults(config,
     )
     job = estimator.submission(Workspace())
     assert (job["launcher"], job["nodes"], job["procs"]) == launch
+
+
+def test_check_of_a_script_keeps_its_imports_and_names_what_a_run_lacks():
+    """A training script is never edited: its ``azureml.core`` imports are judged against
+    the script side a run has, its model registrations work differently, and a notebook
+    module imported in a script is refused by name with its line."""
+    source = (
+        "from azureml.core.run import Run\n"
+        "from azureml.core import Run as R, ScriptRunConfig\n"
+        "from azureml.core.model import Model\n"
+        "from azureml.train.hyperdrive import choice\n"
+        "run = Run.get_context()\n"
+        "run.register_model(model_name='m', model_path='outputs/m.pt')\n"
+        "Model.register(workspace=run.experiment.workspace, model_path='m.pt', model_name='n')\n"
+    )
+    found = {(f.line, f.name): f for f in check_source(source, "train.py")}
+    for line, name in ((1, "Run"), (2, "Run"), (3, "Model")):
+        module = {1: "azureml.core.run", 2: "azureml.core", 3: "azureml.core.model"}[line]
+        finding = found[(line, f"from {module} import {name}")]
+        assert finding.verdict == "works" and "unchanged" in finding.note
+    for line, name in (
+        (2, "azureml.core import ScriptRunConfig"),
+        (4, "azureml.train.hyperdrive import choice"),
+    ):
+        assert found[(line, f"from {name}")].verdict == REFUSED
+    assert found[(6, "ScriptRun.register_model()")].verdict == "works differently"
+    assert "once the run has completed" in found[(7, "Model.register()")].note
+
+
+def test_check_follows_a_hyperdrive_config_given_to_submit_by_keyword():
+    source = (
+        "from azureml.core import Experiment, Workspace\n"
+        "from azureml.train.hyperdrive import HyperDriveConfig\n"
+        "hd = HyperDriveConfig(run_config=None, hyperparameter_sampling=None,\n"
+        "    primary_metric_name='a', primary_metric_goal=None, max_total_runs=2)\n"
+        "run = Experiment(Workspace.from_config(), 'x').submit(config=hd)\n"
+        "best = run.get_best_run_by_primary_metric()\n"
+    )
+    found = {f.name: f.verdict for f in check_source(source, "nb.py")}
+    assert found["HyperDriveRun.get_best_run_by_primary_metric()"] == "works"
+
+
+def test_a_run_configurations_environment_variables_reach_the_environment(home):
+    config = ScriptRunConfig(source_directory=str(V1 / "proj"), script="train.py")
+    config.run_config.environment_variables = {"BIRDS_ROOT": "/data/birds", "SEED": 7}
+    environment = config.submission(Workspace())["environment"]
+    definition = environment.definition()
+    assert definition is not None and definition.inherit
+    assert dict(definition.env) == {"BIRDS_ROOT": "/data/birds", "SEED": "7"}
+    assert config.run_config.environment.environment_variables == {}  # the config's own is kept

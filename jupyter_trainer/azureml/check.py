@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,6 +136,9 @@ class _Checker(ast.NodeVisitor):
         module = _v1_module(node.module or "")
         if module is None:
             return
+        if self.script:
+            self._script_import(node, module)
+            return
         mine = names.MODULES.get(module)
         for alias in node.names:
             full = f"{module}.{alias.name}"
@@ -156,6 +160,23 @@ class _Checker(ast.NodeVisitor):
                 WORKS,
                 f"from jupyter_trainer.{module} import {alias.name}",
             )
+
+    def _script_import(self, node: ast.ImportFrom, module: str) -> None:
+        """An import of a training script: inside a run, ``azureml`` is the script side
+        (``rankside/azureml_v1``), so the line stays as it is, or names what to do."""
+        for alias in node.names:
+            shown = f"from {module} import {alias.name}"
+            if module in names.SCRIPT_MODULES and _script_has(module, alias.name):
+                self.bound[alias.asname or alias.name] = alias.name
+                self.add(node.lineno, shown, WORKS, "unchanged: inside a run it is this run's")
+            else:
+                self.add(
+                    node.lineno,
+                    shown,
+                    REFUSED,
+                    f"inside a run, {module}.{alias.name} does not exist: only azureml.core's "
+                    "script side does (Run, and Model.register); do this in the notebook",
+                )
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -182,8 +203,12 @@ class _Checker(ast.NodeVisitor):
         if not isinstance(value, ast.Call):
             return None
         name = self._call_name(value.func)
-        if name == "Experiment.submit" and value.args:  # what it gives depends on what it got
-            given = value.args[0]
+        given = (
+            value.args[0]
+            if value.args
+            else next((k.value for k in value.keywords if k.arg == "config"), None)
+        )
+        if name == "Experiment.submit" and given is not None:  # it gives what it got
             if self._returns(given) == "HyperDriveConfig" or (
                 isinstance(given, ast.Name) and self.types.get(given.id) == "HyperDriveConfig"
             ):
@@ -216,7 +241,9 @@ class _Checker(ast.NodeVisitor):
         if name is None:
             return
         first = name.split(".")[0]
-        if self.script and first in names.SCRIPT_REFUSED:
+        if self.script and name in names.SCRIPT_DIFFERS:
+            verdict, note = DIFFERS, "inside a run: " + names.SCRIPT_DIFFERS[name]
+        elif self.script and first in names.SCRIPT_REFUSED:
             verdict, note = REFUSED, "inside a run: " + names.SCRIPT_REFUSED[first]
         else:
             verdict, note = judge(name)
@@ -282,6 +309,11 @@ def _all_modules() -> list[str]:
 
 def _has(relative: str, name: str) -> bool:
     return hasattr(_module(relative), name)
+
+
+def _script_has(module: str, name: str) -> bool:
+    shim = importlib.import_module(f"jupyter_trainer.rankside.azureml_v1.{module}")
+    return hasattr(shim, name) or importlib.util.find_spec(f"{shim.__name__}.{name}") is not None
 
 
 def _class(relative: str, name: str) -> Any:

@@ -34,6 +34,15 @@ MODULES = {
     "azureml.train.hyperdrive.runconfig": "train.hyperdrive.runconfig",
     "azureml.widgets": "widgets",
     "azureml.data": "data",
+    "azureml.data.file_dataset": "data.file_dataset",
+    "azureml.data.dataset_consumption_config": "data.dataset_consumption_config",
+    "azureml.data.datapath": "data.datapath",
+    "azureml.data.data_reference": "data.data_reference",
+    "azureml.core.datastore": "core.datastore",
+    "azureml.core.authentication": "core.authentication",
+    "azureml.core.webservice": "core.webservice",
+    "azureml.train.hyperdrive.run": "train.hyperdrive.run",
+    "azureml.exceptions": "exceptions",
 }
 
 # What a call gives, for the calls whose result a program keeps and uses: the type of the
@@ -99,6 +108,10 @@ DIFFERS = {
     "RunDetails": "the run's widget; under papermill the text monitor, followed to the end",
     "Dataset.File.upload_directory": "copies into the store's datastore folder",
     "Datastore": "a folder of the run store (<home>/datastore/NAME)",
+    "Datastore.as_mount": "a data input of the datastore's folder, a local path on each node",
+    "DataPath.as_mount": "a data input of the datastore's folder, a local path on each node",
+    "InteractiveLoginAuthentication": "nothing signs in to Azure: accepted and not used",
+    "ServicePrincipalAuthentication": "nothing signs in to Azure: accepted, its secret not kept",
     "Workspace.get_default_datastore": "a folder of the run store (<home>/datastore/NAME)",
     "FileDataset.as_mount": "a local path on each node: read in place, or staged once",
     "FileDataset.as_download": "a local path on each node: read in place, or staged once",
@@ -127,6 +140,12 @@ REFUSED = {
     "Model.package": "serve the downloaded or ONNX-exported model with TorchServe or Triton",
     "Model.register": "register from the run: run.register_model(...)",
     "InferenceConfig": "deployment is outside jupyter_trainer",
+    "Webservice": "serve the downloaded or ONNX-exported model with TorchServe or Triton",
+    "AciWebservice": "serve the downloaded or ONNX-exported model with TorchServe or Triton",
+    "AciWebservice.deploy_configuration": "serve the model with TorchServe or Triton",
+    "AksWebservice": "serve the downloaded or ONNX-exported model with TorchServe or Triton",
+    "AksWebservice.deploy_configuration": "serve the model with TorchServe or Triton",
+    "LocalWebservice": "serve the downloaded or ONNX-exported model with TorchServe or Triton",
     "Datastore.register_azure_blob_container": "credentials stay out of runs; give a presigned "
     "https:// URL to Dataset.File.from_files",
     "Datastore.register_azure_file_share": "credentials stay out of runs",
@@ -180,10 +199,30 @@ KEYWORDS["PyTorch"] = KEYWORDS["Estimator"]
 
 # Inside a run (a script that calls Run.get_context()), the notebook's names refuse: the
 # script has no workspace. What to do instead, by name.
+# The azureml modules a training script finds inside a run (``rankside/azureml_v1``)
+SCRIPT_MODULES = {
+    "azureml.core",
+    "azureml.core.run",
+    "azureml.core.model",
+    "azureml.core.workspace",
+    "azureml.core.dataset",
+    "azureml.core.datastore",
+    "azureml.core.experiment",
+}
+
+# v1 calls a training script makes that work differently inside a run here
+SCRIPT_DIFFERS = {
+    "Model.register": "registered once the run has completed, by the notebook's "
+    "wait_for_completion (a path outside ./outputs is copied there first)",
+    "ScriptRun.register_model": "registered once the run has completed, by the notebook's "
+    "wait_for_completion",
+}
+
 SCRIPT_REFUSED = {
     "Workspace": "the run has no workspace: read data inputs as run.input_datasets[NAME]",
     "Dataset": "a dataset is run.input_datasets[NAME] (as_named_input(NAME) in the notebook)",
     "Datastore": "pass the data as an input of the run (Dataset.File.from_files in the notebook)",
-    "Model": "write the model under ./outputs and register it from the notebook",
+    "Model": "write the model under ./outputs and register it with Model.register or "
+    "run.register_model",
     "Experiment": "the run's experiment is run.experiment (its name)",
 }

@@ -50,6 +50,12 @@ AZUREML_V1 = (
     "azureml_v1/azureml/__init__.py",
     "azureml_v1/azureml/core/__init__.py",
     "azureml_v1/azureml/core/run.py",
+    "azureml_v1/azureml/core/_inputs.py",
+    "azureml_v1/azureml/core/model.py",
+    "azureml_v1/azureml/core/workspace.py",
+    "azureml_v1/azureml/core/dataset.py",
+    "azureml_v1/azureml/core/datastore.py",
+    "azureml_v1/azureml/core/experiment.py",
 )
 AGENT = (
     "__init__.py",

@@ -16,13 +16,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 import shutil
-import tempfile
-import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +28,7 @@ from ...core.files import write_text_atomic
 from ...core.urls import redact
 from ...rankside.home import default_home
 from ..errors import NotSupported, UserErrorException
+from .from_files import gather, leaf_of
 
 _AZURE_URL = re.compile(r"(azureml|wasbs?|abfss?|adl)://", re.I)
 _HTTP_URL = re.compile(r"https?://", re.I)
@@ -70,7 +67,14 @@ class Datastore:
         return Datastore(workspace)
 
     def path(self, path: str | None = None, data_reference_name: str | None = None) -> DataPath:
-        return DataPath(self, path or "")
+        return DataPath(self, path or "", data_reference_name)
+
+    def as_mount(self) -> DataReference:
+        """The whole datastore as a run's input (v1's ``DataReference``), named after it."""
+        return self.path().as_mount()
+
+    def as_download(self, path_on_compute: str | None = None, overwrite: bool = False) -> Any:
+        return self.path().as_download(path_on_compute, overwrite)
 
     def _inside(self, relative: str) -> Path:
         parts = [p for p in str(relative).replace("\\", "/").split("/") if p not in ("", ".")]
@@ -147,10 +151,30 @@ def _merge(source: Path, target: Path, overwrite: bool) -> None:
 class DataPath:
     datastore: Datastore
     path_on_datastore: str
+    data_reference_name: str | None = None
 
     @property
     def local(self) -> Path:
         return self.datastore._inside(self.path_on_datastore)
+
+    def _reference(self, mode: str, path_on_compute: str | None) -> DataReference:
+        name = (
+            self.data_reference_name
+            or re.sub(
+                r"[^A-Za-z0-9_.-]",
+                "_",
+                "_".join(filter(None, (self.datastore.name, self.path_on_datastore))),
+            )[:64]
+        )
+        return DataReference(self, name, mode, path_on_compute)
+
+    def as_mount(self) -> DataReference:
+        return self._reference("mount", None)
+
+    def as_download(
+        self, path_on_compute: str | None = None, overwrite: bool = False
+    ) -> DataReference:
+        return self._reference("download", path_on_compute)
 
 
 class DatasetConsumptionConfig:
@@ -180,6 +204,27 @@ class DatasetConsumptionConfig:
 
     def __repr__(self) -> str:
         return f"DatasetConsumptionConfig(name={self.name!r}, mode={self.mode!r})"
+
+
+class DataReference(DatasetConsumptionConfig):
+    """v1's ``DataReference``: a datastore path given to a run (``ds.as_mount()``,
+    ``ds.path("mnist").as_download()``), an input named ``data_reference_name`` (by default
+    the datastore's name and the path)."""
+
+    def __init__(
+        self,
+        datapath: DataPath,
+        name: str,
+        mode: str = "mount",
+        path_on_compute: str | None = None,
+    ) -> None:
+        super().__init__(name, FileDataset(_source(datapath)), mode, path_on_compute)
+        self.datastore = datapath.datastore
+        self.path_on_datastore = datapath.path_on_datastore
+        self.data_reference_name = name
+
+    def __repr__(self) -> str:
+        return f"DataReference(datastore={self.datastore.name!r}, path={self.path_on_datastore!r})"
 
 
 class FileDataset:
@@ -216,10 +261,10 @@ class FileDataset:
 
     def to_path(self) -> list[str]:
         if len(self.sources) > 1:  # each under its own name in the gathered folder
-            return sorted("/" + _leaf(s) for s in self.sources)
+            return sorted("/" + leaf_of(s) for s in self.sources)
         root = Path(self.source)
         if _HTTP_URL.match(self.source):
-            return [_leaf(self.source)]
+            return [leaf_of(self.source)]
         if root.is_file():
             return ["/" + root.name]
         return sorted("/" + p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
@@ -274,67 +319,6 @@ class FileDataset:
         return dataset
 
 
-def _leaf(source: str) -> str:
-    if _HTTP_URL.match(source):
-        return urllib.parse.unquote(source.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1])
-    return Path(source).name
-
-
-def gather(sources: Sequence[str], home: Path) -> Path:
-    """One folder holding each of ``sources`` under its own name, as v1 mounted a dataset
-    of several paths: ``<home>/datastore/.from-files/<key>/``. Each URL is downloaded into
-    the data cache as a URL input is (once, with the same size and time limits); files are
-    hard links to the originals where the filesystem allows, copies elsewhere. Made anew
-    on each use, so it is what the sources are now."""
-    from ...inputs.fetch import fetch
-    from ...inputs.inputs import URL_CACHE, cache_dir
-
-    leaves: dict[str, str] = {}
-    for source in sources:
-        leaf = _leaf(source)
-        if not leaf or leaf in (".", ".."):
-            raise UserErrorException(f"dataset path {redact(source)!r} names no file or folder")
-        if leaf in leaves:
-            raise UserErrorException(
-                f"two paths of the dataset are both named {leaf!r} ({redact(leaves[leaf])} and "
-                f"{redact(source)}): a run reads them from one folder, so give them different "
-                "names, or make them two datasets"
-            )
-        leaves[leaf] = source
-    key = hashlib.sha256("\n".join(redact(s) for s in sources).encode()).hexdigest()[:24]
-    root = home / "datastore" / ".from-files"
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
-    try:
-        for leaf, source in leaves.items():
-            path = (
-                fetch(leaf, source, cache_dir(home) / URL_CACHE)
-                if _HTTP_URL.match(source)
-                else Path(source)
-            )
-            if path.is_dir():
-                shutil.copytree(path, tmp / leaf, copy_function=_link_or_copy, symlinks=True)
-            else:
-                _link_or_copy(str(path), str(tmp / leaf))
-        folder = root / key
-        if folder.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{key}-old-", dir=root))
-            folder.rename(old / key)
-            shutil.rmtree(old, ignore_errors=True)
-        tmp.rename(folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return folder
-
-
-def _link_or_copy(src: str, dst: str) -> str:
-    try:
-        os.link(src, dst, follow_symlinks=False)
-    except OSError:
-        shutil.copy2(src, dst, follow_symlinks=False)
-    return dst
-
-
 def _registered(path: Path) -> dict[str, dict[str, Any]]:
     try:
         data = json.loads(path.read_text())
@@ -364,10 +348,11 @@ def _paths(path: Any) -> list[str]:
 
 def _source(path: Any) -> str:
     if isinstance(path, (list, tuple)) and len(path) == 2 and isinstance(path[0], Datastore):
-        return str(path[0]._inside(str(path[1])))
-    if isinstance(path, DataPath):
-        return str(path.local)
-    text = str(path)
+        text = str(path[0]._inside(str(path[1])))
+    elif isinstance(path, DataPath):
+        text = str(path.local)
+    else:
+        text = str(path)
     if _AZURE_URL.match(text):
         raise NotSupported(f"the Azure storage path {text.split('?', 1)[0]!r}", CREDENTIALS_FIX)
     if _HTTP_URL.match(text):
@@ -440,4 +425,11 @@ class Dataset:
         return {name: FileDataset(_sources(item), name) for name, item in known.items()}
 
 
-__all__ = ["DataPath", "Dataset", "DatasetConsumptionConfig", "Datastore", "FileDataset"]
+__all__ = [
+    "DataPath",
+    "DataReference",
+    "Dataset",
+    "DatasetConsumptionConfig",
+    "Datastore",
+    "FileDataset",
+]

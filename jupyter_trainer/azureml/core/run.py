@@ -11,6 +11,7 @@ A run's files are named as v1 named them: ``outputs/...`` (the run's ``outputs/`
 from __future__ import annotations
 
 import datetime
+import json
 import re
 import shutil
 import sys
@@ -34,6 +35,8 @@ V1_STATUS = {
     "canceled": "Canceled",
     "lost": "Failed",
 }
+# A model the script asked to register (``rankside/azureml_v1/azureml/core/run.py``)
+MODEL_REQUEST_TAG = "azureml.register_model:"
 _RANK_LOG = re.compile(r"user_logs/std_log_process_(\d+)\.txt")
 STREAM_INTERVAL_S = 0.5
 
@@ -175,7 +178,7 @@ class Run:
         return found
 
     def get_tags(self) -> dict[str, str]:
-        return self._run.tags
+        return {k: v for k, v in self._run.tags.items() if not k.startswith(MODEL_REQUEST_TAG)}
 
     def tag(self, key: str, value: Any = None) -> None:
         self.set_tags({key: value})
@@ -209,6 +212,8 @@ class Run:
         if show_output:
             self._stream(sys.stdout)
         self._run.wait(raise_on_failure=False)
+        if self._run.status == "completed":
+            self._register_requested()
         details = self.get_details()
         if show_output:
             print(
@@ -323,6 +328,42 @@ class Run:
         )
 
     # -- models ------------------------------------------------------------------------
+    def _register_requested(self) -> list[Any]:
+        """Register the models the script asked for with ``Run.register_model`` (recorded
+        as tags of the run), each once: a version already registered from this run is
+        kept."""
+        from ...api.models import models
+        from ...core.errors import ModelNotFound
+
+        registered = []
+        for key, value in sorted(self._run.tags.items()):
+            if not key.startswith(MODEL_REQUEST_TAG):
+                continue
+            name = key[len(MODEL_REQUEST_TAG) :]
+            try:
+                versions = models(name, home=self._run.store.home)
+            except ModelNotFound:
+                versions = []
+            if any(v.lineage.get("run_id") == self.id for v in versions):
+                continue
+            try:
+                request = json.loads(value)
+            except ValueError:
+                continue
+            registered.append(
+                self.register_model(
+                    name,
+                    request.get("model_path"),
+                    tags=request.get("tags") or {},
+                    properties=request.get("properties") or {},
+                    model_framework=request.get("model_framework"),
+                    model_framework_version=request.get("model_framework_version"),
+                    description=request.get("description"),
+                )
+            )
+            print(f"Registered {name} from the run's script: {registered[-1]!r}")
+        return registered
+
     def register_model(
         self,
         model_name: str,

@@ -9,6 +9,7 @@ here, before anything is created.
 
 from __future__ import annotations
 
+import copy
 import shlex
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,13 @@ class ScriptRunConfig:
         if not entry.is_file():
             raise UserErrorException(f"the script {script!r} is not in {source}")
         args, data = script_arguments(arguments)
+        environment = self.run_config.environment
+        if self.run_config.environment_variables:  # v1 set them for the job: so does its env
+            environment = copy.deepcopy(environment)
+            environment.environment_variables = {
+                **environment.environment_variables,
+                **{str(k): str(v) for k, v in self.run_config.environment_variables.items()},
+            }
         return {
             "script": str(entry),
             "source": str(source),
@@ -79,7 +87,7 @@ class ScriptRunConfig:
             "data": data,
             "target": target_name(self.run_config.target),
             **launch_of(self.distributed_job_config, self.run_config),
-            "environment": self.run_config.environment,
+            "environment": environment,
         }
 
     def _entry(self) -> tuple[str, list[Any]]:

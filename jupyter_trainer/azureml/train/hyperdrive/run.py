@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from enum import Enum
 from typing import Any
 
 from ....api.sweeps.handle import Sweep
@@ -19,6 +20,13 @@ V1_SWEEP_STATUS = {
     "failed": "Failed",
     "interrupted": "Failed",
 }
+
+
+class PrimaryMetricGoal(Enum):
+    """v1's goal for the primary metric (defined in ``azureml.train.hyperdrive.run``)."""
+
+    MAXIMIZE = "MAXIMIZE"
+    MINIMIZE = "MINIMIZE"
 
 
 class HyperDriveRun:
@@ -126,4 +134,4 @@ class HyperDriveRun:
         return ordered[:top] if top else ordered
 
 
-__all__ = ["HyperDriveRun"]
+__all__ = ["HyperDriveRun", "PrimaryMetricGoal"]

@@ -9,19 +9,13 @@ describes, given the trial's values as arguments (``--KEY VALUE``, as v1 passed 
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Any
 
 from ...core.experiment import Experiment, define_environment, experiment_origin
 from ...errors import NotSupported, UserErrorException
 from .policy import EarlyTerminationPolicy, NoTerminationPolicy
-from .run import HyperDriveRun
+from .run import HyperDriveRun, PrimaryMetricGoal
 from .sampling import HyperParameterSampling
-
-
-class PrimaryMetricGoal(Enum):
-    MAXIMIZE = "MAXIMIZE"
-    MINIMIZE = "MINIMIZE"
 
 
 class HyperDriveConfig:

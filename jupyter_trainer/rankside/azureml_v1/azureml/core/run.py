@@ -11,6 +11,8 @@ reaching this run's record.
   ``outputs/metrics/NAME.json``.
 - ``tag``/``set_tags`` are the run's tags (``jt.tag``); ``input_datasets`` the run's data
   inputs (``jt.data``), as paths on this node.
+- ``register_model`` records the request with the run; the notebook's
+  ``wait_for_completion`` registers the model once the run has completed.
 
 Every rank has the same run, as in v1. Outside a run, ``get_context()`` gives an offline run
 that prints what it logs, as v1's did. Standard library only: copied into every snapshot.
@@ -28,6 +30,10 @@ from typing import Any
 
 from jupyter_trainer.rankside import runtime as _jt
 
+from ._inputs import InputDataset
+
+# A model the script asked to register: a tag of the run, read by the notebook's Run
+MODEL_REQUEST_TAG = "azureml.register_model:"
 _NOTEBOOK_SIDE = (
     "is a notebook-side name of Azure ML SDK v1: in the notebook it is "
     "jupyter_trainer.azureml.core.{name}; inside a run, {fix}"
@@ -113,7 +119,49 @@ class Datastore(_NotHere):
 
 
 class Model(_NotHere):
+    """``Model.register`` inside a run is the run's ``register_model``: the file or folder is
+    registered once the run has completed (a path outside ``./outputs`` is copied there
+    first, under ``outputs/registered/NAME/``). Everything else refuses."""
+
     _fix = "write the model under ./outputs and register it from the notebook (run.register_model)"
+
+    @staticmethod
+    def register(
+        workspace: Any,
+        model_path: str,
+        model_name: str,
+        tags: Mapping[str, Any] | None = None,
+        properties: Mapping[str, Any] | None = None,
+        description: str | None = None,
+        model_framework: str | None = None,
+        model_framework_version: str | None = None,
+        **kwargs: Any,
+    ) -> RegisteredLater:
+        run = Run.get_context()
+        outputs = os.path.realpath("outputs") if run._offline else os.path.realpath(_jt.outputs_dir)
+        path = os.path.realpath(model_path)
+        if not os.path.exists(path):
+            raise ValueError(f"Model.register: {model_path} does not exist")
+        if os.path.commonpath([path, outputs]) != outputs and not run._offline:
+            dest = os.path.join(
+                outputs, "registered", _safe_name(model_name), os.path.basename(path)
+            )
+            if os.path.isdir(path):
+                shutil.copytree(path, dest, dirs_exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                shutil.copy2(path, dest)
+            path = dest
+        relative = os.path.relpath(path, outputs) if not run._offline else model_path
+        return run.register_model(
+            model_name,
+            model_path=relative.replace(os.sep, "/"),
+            tags=tags,
+            properties=properties,
+            description=description,
+            model_framework=model_framework,
+            model_framework_version=model_framework_version,
+        )
 
 
 class Run:
@@ -176,11 +224,13 @@ class Run:
         return dict(self._tags)
 
     @property
-    def input_datasets(self) -> dict[str, str]:
-        """The run's data inputs on this node, by name (``dataset.as_named_input(NAME)``)."""
+    def input_datasets(self) -> dict[str, InputDataset]:
+        """The run's data inputs on this node, by name (``dataset.as_named_input(NAME)``):
+        each is its path, which v1's ``FileDataset`` calls (``download``, ``mount``,
+        ``to_path``) also read."""
         if self._offline:
             return {}
-        return {name: str(path) for name, path in _jt.data.items()}
+        return {name: InputDataset(path) for name, path in _jt.data.items()}
 
     def __repr__(self) -> str:
         return f"Run(experiment={self.experiment.name!r}, id={self.id!r})"
@@ -267,7 +317,7 @@ class Run:
         _jt.tag(**{str(k): v for k, v in tags.items()})
 
     def get_tags(self) -> dict[str, str]:
-        return dict(self._tags)
+        return {k: v for k, v in self._tags.items() if not k.startswith(MODEL_REQUEST_TAG)}
 
     def add_properties(self, properties: Mapping[str, Any]) -> None:
         self._properties.update({str(k): str(v) for k, v in properties.items()})
@@ -302,7 +352,9 @@ class Run:
             f.write(data)
         os.replace(tmp, target)
 
-    def upload_file(self, name: str, path_or_stream: Any) -> None:
+    def upload_file(
+        self, name: str, path_or_stream: Any, datastore_name: str | None = None
+    ) -> None:
         """Copy a file (a path, or an open binary stream) into the run's files as ``name``."""
         if self._offline:
             return
@@ -324,6 +376,40 @@ class Run:
             for file in files:
                 full = os.path.join(root, file)
                 self.upload_file(os.path.join(name, os.path.relpath(full, path)), full)
+
+    # -- models ------------------------------------------------------------------------
+    def register_model(
+        self,
+        model_name: str,
+        model_path: str | None = None,
+        tags: Mapping[str, Any] | None = None,
+        properties: Mapping[str, Any] | None = None,
+        model_framework: str | None = None,
+        model_framework_version: str | None = None,
+        description: str | None = None,
+        datasets: Any = None,
+        sample_input_dataset: Any = None,
+        sample_output_dataset: Any = None,
+        resource_configuration: Any = None,
+        **kwargs: Any,
+    ) -> RegisteredLater:
+        """Register ``model_path`` of this run's files as the next version of
+        ``model_name`` once the run has completed: the request is recorded with the run (a
+        tag), and the notebook's ``wait_for_completion`` registers it, with the run's
+        lineage. A run that fails registers nothing."""
+        if not model_path:
+            raise ValueError("register_model needs model_path, e.g. 'outputs/model.pt'")
+        request = {
+            "model_path": str(model_path),
+            "tags": {str(k): str(v) for k, v in (tags or {}).items()},
+            "properties": {str(k): str(v) for k, v in (properties or {}).items()},
+            "model_framework": model_framework,
+            "model_framework_version": model_framework_version,
+            "description": description,
+        }
+        if not self._offline:
+            _jt.tag(**{MODEL_REQUEST_TAG + str(model_name): json.dumps(request, sort_keys=True)})
+        return RegisteredLater(str(model_name), str(model_path))
 
     # -- the run's end -----------------------------------------------------------------
     def flush(self, timeout_seconds: int = 300) -> None:
@@ -348,6 +434,19 @@ class Run:
 
     def __exit__(self, *exc: Any) -> None:
         self.complete()
+
+
+class RegisteredLater:
+    """What ``Run.register_model`` gives inside a run: the model's name and path; its
+    version exists once the run has completed and the notebook has registered it."""
+
+    def __init__(self, name: str, path: str) -> None:
+        self.name = name
+        self.path = path
+        self.version: int | None = None
+
+    def __repr__(self) -> str:
+        return f"Model(name={self.name!r}, path={self.path!r}, version=None)"
 
 
 def _safe_name(name: str) -> str:
