@@ -33,7 +33,11 @@ from jupyter_trainer.azureml.train.hyperdrive import (
     GridParameterSampling,
     RandomParameterSampling,
     choice,
+    lognormal,
     loguniform,
+    qlognormal,
+    qloguniform,
+    qnormal,
     randint,
     uniform,
 )
@@ -203,6 +207,16 @@ def test_azure_storage_and_credentialed_datastores_are_refused():
 def test_hyperdrive_expressions_become_sweep_expressions():
     assert loguniform(-6, -1) == f"loguniform({math.exp(-6)!r}, {math.exp(-1)!r})"
     assert randint(4) == "randint(0, 4)" and choice(range(3)) == "choice(0, 1, 2)"
+    assert qloguniform(0, 3, 5) == f"qloguniform(1.0, {math.exp(3)!r}, 5)"
+    assert (lognormal(0, 1), qnormal(10, 2, 1), qlognormal(1, 0.5, 0.5)) == (
+        "lognormal(0, 1)",
+        "qnormal(10, 2, 1)",
+        "qlognormal(1, 0.5, 0.5)",
+    )
+    sampling = RandomParameterSampling(
+        {"lr": qloguniform(-6, -1, 0.001), "width": qnormal(64, 8, 8)}
+    )
+    assert set(sampling.space()) == {"lr", "width"}  # each is a sweep expression here
     sampling = RandomParameterSampling(
         {"--learning-rate": uniform(0.01, 0.1), "batch": choice(16, 32)}
     )

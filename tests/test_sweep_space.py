@@ -48,6 +48,10 @@ def study(seed: int = 0, sampler: optuna.samplers.BaseSampler | None = None) -> 
         ("randint(1, 5)", "randint", (1, 5)),
         ("randint(-3, 0)", "randint", (-3, 0)),
         ("normal(-1, 0.5)", "normal", (-1.0, 0.5)),
+        ("lognormal(0, 1)", "lognormal", (0.0, 1.0)),
+        ("qloguniform(1, 100, 5)", "qloguniform", (1.0, 100.0, 5.0)),
+        ("qnormal(10, 2, 1)", "qnormal", (10.0, 2.0, 1.0)),
+        ("qlognormal(1, 0.5, 0.5)", "qlognormal", (1.0, 0.5, 0.5)),
         ("  uniform( 0.1 ,  1 )  ", "uniform", (0.1, 1.0)),
         ("0.01", "fixed", (0.01,)),
         ("-3", "fixed", (-3,)),
@@ -147,6 +151,12 @@ def test_nothing_in_an_expression_is_evaluated(tmp_path):
         ("randint(0, 10**6)", ["10**6 is not a literal"]),
         ("normal(0, 0)", ["sigma > 0"]),
         ("normal(0, -1)", ["sigma > 0"]),
+        ("lognormal(0, 0)", ["sigma > 0"]),
+        ("qnormal(0, 1, 0)", ["step q > 0"]),
+        ("qlognormal(0, 1)", ["takes 3 numbers"]),
+        ("qloguniform(0, 1, 0.1)", ["lo > 0"]),
+        ("qloguniform(1, 10, -1)", ["step q > 0"]),
+        ("qloguniform(10, 1, 1)", ["lo < hi"]),
         ("1, 2", ["must be JSON", "choice(1, 2)"]),
         ("{1, 2}", ["must be JSON"]),
         ("b'x'", ["must be JSON"]),
@@ -544,6 +554,34 @@ def test_normal_draws_a_quantile_that_optuna_sees():
     assert min(values) > 5 - 2 * 4.76 and max(values) < 5 + 2 * 4.76
 
 
+@pytest.mark.parametrize(
+    "text, check",
+    [
+        ("lognormal(0, 1)", lambda vs: min(vs) > 0 and abs(statistics.median(vs) - 1) < 0.15),
+        ("qnormal(10, 2, 0.5)", lambda vs: all((v * 2).is_integer() for v in vs)),
+        ("qlognormal(1, 0.5, 0.25)", lambda vs: all((v * 4).is_integer() and v >= 0 for v in vs)),
+        (
+            "qloguniform(1, 100, 5)",
+            lambda vs: all(v % 5 == 0 and 0 <= v <= 100 for v in vs) and len(set(vs)) > 5,
+        ),
+    ],
+)
+def test_the_log_and_rounded_forms_draw_what_they_say(text, check):
+    """``lognormal`` is ``exp(normal)``; the ``q`` forms round to a multiple of ``q``, written
+    in decimal; a finished trial's params give the same values back."""
+    dim = parse_dimension("x", text)
+    s = study(seed=11)
+    values = []
+    for _ in range(400):
+        trial = s.ask()
+        value = dim.suggest(trial, "x")
+        assert values_from_params(trial.params, {"x": dim}) == {"x": value}
+        values.append(value)
+        s.tell(trial, 0.0)
+    assert check(values), sorted(values)[:10]
+    assert parse_dimension("x", dim.text) == dim
+
+
 def test_tpe_and_a_sqlite_study_take_every_kind(tmp_path):
     space = parse_space(
         [
@@ -552,6 +590,10 @@ def test_tpe_and_a_sqlite_study_take_every_kind(tmp_path):
             "q=quniform(0, 10, 2.5)",
             "r=randint(0, 3)",
             "z=normal(0, 1)",
+            "ln=lognormal(0, 1)",
+            "qlu=qloguniform(1, 64, 1)",
+            "qn=qnormal(0, 1, 0.5)",
+            "qln=qlognormal(0, 1, 0.5)",
             "f=0.5",
         ]
     )

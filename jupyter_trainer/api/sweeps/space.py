@@ -9,6 +9,10 @@ value that stays fixed for every trial::
     quniform(lo, hi, q)        a float lo + k*q up to hi (multiples of q from lo)
     randint(lo, hi)            an int with lo <= x < hi: hi is excluded, as in numpy and Ray Tune
     normal(mu, sigma)          a float from the normal distribution
+    lognormal(mu, sigma)       exp(normal(mu, sigma)): a positive float
+    qloguniform(lo, hi, q)     loguniform(lo, hi) rounded to a multiple of q
+    qnormal(mu, sigma, q)      normal(mu, sigma) rounded to a multiple of q
+    qlognormal(mu, sigma, q)   lognormal(mu, sigma) rounded to a multiple of q
     0.01, [64, 32], adam       a fixed value (a word that is not a literal is a string)
 
 The text is parsed with ``ast`` and only literal arguments are read (``ast.literal_eval``),
@@ -36,11 +40,27 @@ from ...core.spec import is_json_value
 if TYPE_CHECKING:
     import optuna
 
-KINDS = ("choice", "uniform", "loguniform", "quniform", "randint", "normal", "fixed")
+KINDS = (
+    "choice",
+    "uniform",
+    "loguniform",
+    "quniform",
+    "randint",
+    "normal",
+    "lognormal",
+    "qloguniform",
+    "qnormal",
+    "qlognormal",
+    "fixed",
+)
 FORMS = (
     "choice(a, b, ...), uniform(lo, hi), loguniform(lo, hi), quniform(lo, hi, q), "
-    "randint(lo, hi) (hi excluded), normal(mu, sigma) or a plain value such as 0.1 or adam"
+    "randint(lo, hi) (hi excluded), normal(mu, sigma), lognormal(mu, sigma), "
+    "qloguniform(lo, hi, q), qnormal(mu, sigma, q), qlognormal(mu, sigma, q) or a plain value "
+    "such as 0.1 or adam"
 )
+# Drawn through a quantile of the normal distribution (Optuna has none; see ``suggest``)
+NORMAL_KINDS = ("normal", "lognormal", "qnormal", "qlognormal")
 MAX_GRID_POINTS = 100_000
 NORMAL_QUANTILE_EDGE = 1e-6  # normal() draws its quantile from [edge, 1 - edge]: about ±4.75 sigma
 
@@ -51,6 +71,10 @@ _PLACEHOLDERS = {
     "quniform": ("lo", "hi", "q"),
     "randint": ("lo", "hi"),
     "normal": ("mu", "sigma"),
+    "lognormal": ("mu", "sigma"),
+    "qloguniform": ("lo", "hi", "q"),
+    "qnormal": ("mu", "sigma", "q"),
+    "qlognormal": ("mu", "sigma", "q"),
 }
 _SCALARS = (str, int, float, bool, type(None))
 _LOOKS_LIKE_CALL = re.compile(rf"\s*({'|'.join(KINDS[:-1])})\s*[(\[{{]")
@@ -102,6 +126,8 @@ class Dimension:
             return trial.suggest_categorical(name, list(args))
         if kind in ("uniform", "loguniform"):
             return trial.suggest_float(name, args[0], args[1], log=kind == "loguniform")
+        if kind == "qloguniform":
+            return self._from_optuna(trial.suggest_float(name, args[0], args[1], log=True))
         if kind == "quniform":
             lo, hi, q = args
             value = trial.suggest_float(name, lo, _quniform_top(lo, hi, q), step=q)
@@ -116,10 +142,15 @@ class Dimension:
         if self.kind == "quniform":
             lo, _, q = (Decimal(repr(a)) for a in self.args)
             return float(lo + round((Decimal(repr(float(value))) - lo) / q) * q)
-        if self.kind == "normal":
+        if self.kind == "qloguniform":
+            return _multiple(float(value), self.args[2])
+        if self.kind in NORMAL_KINDS:
             edge = NORMAL_QUANTILE_EDGE
             u = min(max(float(value), edge), 1 - edge)
-            return self.args[0] + self.args[1] * NormalDist().inv_cdf(u)
+            drawn = self.args[0] + self.args[1] * NormalDist().inv_cdf(u)
+            if self.kind in ("lognormal", "qlognormal"):
+                drawn = math.exp(drawn)
+            return _multiple(drawn, self.args[2]) if self.kind[0] == "q" else drawn
         return value
 
     def grid_values(self) -> list:
@@ -153,6 +184,13 @@ class Dimension:
                 "(random, tpe or gp)"
             )
         return count
+
+
+def _multiple(value: float, q: float) -> float:
+    """``value`` rounded to the nearest multiple of ``q``, written in decimal (0.3, not
+    0.30000000000000004)."""
+    step = Decimal(repr(q))
+    return float(round(Decimal(repr(value)) / step) * step)
 
 
 def quantile_name(name: str) -> str:
@@ -242,7 +280,7 @@ def values_from_params(params: Mapping[str, Any], space: Mapping[str, Dimension]
     never suggested are left out."""
     values: dict[str, Any] = {}
     for key, dim in space.items():
-        name = quantile_name(key) if dim.kind == "normal" else key
+        name = quantile_name(key) if dim.kind in NORMAL_KINDS else key
         if dim.is_fixed:
             values[key] = copy.deepcopy(dim.args[0])
         elif name in params:
@@ -365,17 +403,20 @@ def _checked_args(kind: str, args: tuple) -> tuple:
         return args
     numbers = tuple(_finite(form, a) for a in args)
     lo, hi = numbers[:2]
-    if kind == "normal":
-        if hi <= 0:
+    if kind in NORMAL_KINDS or kind == "qloguniform":
+        if kind in NORMAL_KINDS and hi <= 0:
             raise SpecError(
                 f"{form} needs sigma > 0, got {hi!r}; for a fixed value write the number itself"
             )
-        return numbers
+        if kind[0] == "q" and numbers[2] <= 0:
+            raise SpecError(f"{form} needs a step q > 0, got {numbers[2]!r}")
+        if kind in NORMAL_KINDS:
+            return numbers
     if lo >= hi:
         raise SpecError(
             f"{form} needs lo < hi, got lo={lo!r} and hi={hi!r}; put the smaller bound first"
         )
-    if kind == "loguniform" and lo <= 0:
+    if kind in ("loguniform", "qloguniform") and lo <= 0:
         raise SpecError(
             f"{form} needs lo > 0 (a log scale has no 0 or negatives), got "
             f"{lo!r}; use uniform(lo, hi) for a range that includes 0"

@@ -2,10 +2,9 @@
 (``api/sweeps/space.py``).
 
 v1's ``loguniform(min_value, max_value)`` draws ``exp(uniform(min_value, max_value))``: its
-bounds are exponents, so it becomes ``loguniform(exp(min_value), exp(max_value))``. v1's
-``randint(upper)`` is ``randint(0, upper)``. The quantised log and normal forms
-(``qloguniform``, ``qnormal``, ``lognormal``, ``qlognormal``) have no counterpart and are
-refused when called.
+bounds are exponents, so it becomes ``loguniform(exp(min_value), exp(max_value))``, and
+``qloguniform`` likewise. v1's ``randint(upper)`` is ``randint(0, upper)``. ``lognormal``,
+``qnormal`` and ``qlognormal`` keep their arguments.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ...errors import NotSupported, UserErrorException
+from ...errors import UserErrorException
 
 
 class Expression(str):
@@ -62,18 +61,24 @@ def normal(mu: float, sigma: float) -> Expression:
     return Expression(f"normal({_literal(mu)}, {_literal(sigma)})")
 
 
-def _refused(name: str, fix: str) -> Any:
-    def refuse(*args: Any, **kwargs: Any) -> Expression:
-        raise NotSupported(f"the parameter expression {name}", fix)
+def qloguniform(min_value: float, max_value: float, q: float) -> Expression:
+    """v1's bounds are exponents: ``round(exp(uniform(min_value, max_value)) / q) * q``."""
+    return Expression(
+        f"qloguniform({math.exp(min_value)!r}, {math.exp(max_value)!r}, {_literal(q)})"
+    )
 
-    refuse.__name__ = name
-    return refuse
+
+def qnormal(mu: float, sigma: float, q: float) -> Expression:
+    return Expression(f"qnormal({_literal(mu)}, {_literal(sigma)}, {_literal(q)})")
 
 
-qloguniform = _refused("qloguniform", "use loguniform, or quniform on the exponent")
-qnormal = _refused("qnormal", "use normal, or quniform over the range you need")
-lognormal = _refused("lognormal", "use loguniform over the range you need")
-qlognormal = _refused("qlognormal", "use loguniform over the range you need")
+def lognormal(mu: float, sigma: float) -> Expression:
+    return Expression(f"lognormal({_literal(mu)}, {_literal(sigma)})")
+
+
+def qlognormal(mu: float, sigma: float, q: float) -> Expression:
+    return Expression(f"qlognormal({_literal(mu)}, {_literal(sigma)}, {_literal(q)})")
+
 
 __all__ = [
     "choice",
