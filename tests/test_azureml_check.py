@@ -451,3 +451,11 @@ def test_a_run_configurations_environment_variables_reach_the_environment(home):
     assert definition is not None and definition.inherit
     assert dict(definition.env) == {"BIRDS_ROOT": "/data/birds", "SEED": "7"}
     assert config.run_config.environment.environment_variables == {}  # the config's own is kept
+
+
+def test_a_truncation_policy_that_excludes_finished_trials_says_it_is_not_honoured():
+    from jupyter_trainer.azureml.train.hyperdrive import TruncationSelectionPolicy
+
+    with pytest.warns(V1Note, match="finished ones included"):
+        policy = TruncationSelectionPolicy(20, exclude_finished_jobs=True)
+    assert policy.prune() == "truncation:20"

@@ -132,5 +132,7 @@ def test_a_hyperdrive_sweep_with_the_bandit_policy(home, tmp_path):
         "--epochs",
         "${{params.epochs}}",
     )
-    for trial in sweep.trials():
+    assert f"RunId: {sweep.id}" in text  # wait_for_completion(show_output=True) streams
+    for number, trial in enumerate(sweep.trials()):
+        assert re.search(rf"trial {number}: {trial.id} (completed|pruned) objective=", text)
         assert leftover(trial.id) == []

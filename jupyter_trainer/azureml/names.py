@@ -121,6 +121,8 @@ DIFFERS = {
     "BayesianParameterSampling": "Optuna's TPE, another Bayesian optimiser",
     "HyperDriveConfig": "a trial's objective is the primary metric's last value",
     "MedianStoppingPolicy": "Optuna's median pruner, from delay_evaluation on",
+    "TruncationSelectionPolicy": "finished trials are always among those compared "
+    "(exclude_finished_jobs=True is not honoured)",
     "Model": "a version of the model registry, with its run's lineage",
 }
 

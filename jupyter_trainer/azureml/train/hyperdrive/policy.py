@@ -7,8 +7,10 @@ n-th report of a metric step n, so ``evaluation_interval`` and ``delay_evaluatio
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
+from ...core.environment import V1Note
 from ...errors import UserErrorException
 
 
@@ -79,6 +81,15 @@ class TruncationSelectionPolicy(EarlyTerminationPolicy):
     ) -> None:
         super().__init__(evaluation_interval, delay_evaluation)
         self.truncation_percentage = truncation_percentage
+        self.exclude_finished_jobs = exclude_finished_jobs
+        if exclude_finished_jobs:
+            warnings.warn(
+                "TruncationSelectionPolicy(exclude_finished_jobs=True): a trial is compared "
+                "with every trial that reported at that step, finished ones included "
+                "(Optuna's percentile pruner)",
+                V1Note,
+                stacklevel=2,
+            )
 
     def prune(self) -> str:
         return f"truncation:{self.truncation_percentage!r}"

@@ -9,8 +9,11 @@ from enum import Enum
 from typing import Any
 
 from ....api.sweeps.handle import Sweep
+from ....core.errors import RunFailed
 from ...core.run import Run
 from ...errors import ActivityFailedException
+
+STREAM_INTERVAL_S = 1.0  # how often wait_for_completion(show_output=True) looks
 
 V1_SWEEP_STATUS = {
     "created": "Queued",
@@ -67,14 +70,22 @@ class HyperDriveRun:
         wait_post_processing: bool = False,
         raise_on_error: bool = True,
     ) -> dict[str, Any]:
-        self.sweep.wait()
-        if show_output:
-            for row in self.sweep.table():
-                print(
-                    f"trial {row['number']}: {row['run']} {row['status']} "
-                    f"objective={row['objective']} params={row['params']}",
-                    file=sys.stdout,
-                )
+        """Block until every trial has ended; with ``show_output``, print each trial's
+        status as it changes meanwhile (with its objective once it has ended), as v1
+        streamed the HyperDrive run's progress."""
+        shown: dict[Any, str] = {}
+        while True:
+            try:
+                self.sweep.wait(timeout=STREAM_INTERVAL_S if show_output else None)
+                ended = True
+            except TimeoutError:
+                ended = False
+            except RunFailed:
+                ended = True
+            if show_output:
+                self._print_changes(shown)
+            if ended:
+                break
         if raise_on_error and self.sweep.status == "failed":
             raise ActivityFailedException(
                 f"ActivityFailedException: sweep {self.id} failed: "
@@ -83,6 +94,17 @@ class HyperDriveRun:
                 status="failed",
             )
         return self.get_details()
+
+    def _print_changes(self, shown: dict[Any, str]) -> None:
+        if not shown:
+            print(f"RunId: {self.id}\n", file=sys.stdout, flush=True)
+        for row in self.sweep.table():
+            line = f"trial {row['number']}: {row['run']} {row['status']}"
+            if row["status"] not in ("running", "queued", "preparing", "pending"):
+                line += f" objective={row['objective']} params={row['params']}"
+            if shown.get(row["number"]) != line:
+                shown[row["number"]] = line
+                print(line, file=sys.stdout, flush=True)
 
     def cancel(self) -> None:
         self.sweep.cancel()
