@@ -148,6 +148,21 @@ def test_a_package_only_conda_has_is_refused_by_name():
     env.python.conda_dependencies = CondaDependencies.create(conda_packages=["libgcc-ng", "numpy"])
     with pytest.raises(NotSupported, match=r"the conda package libgcc-ng .*only conda provides it"):
         env.definition()
+    env.python.conda_dependencies = CondaDependencies.create(
+        conda_packages=["openmpi=4.1", "hdf5", "numpy"]
+    )
+    with pytest.raises(NotSupported, match=r"packages openmpi=4.1, hdf5 .*only conda provides"):
+        env.definition()
+
+
+def test_condas_switches_between_torch_builds_are_left_out_with_a_note():
+    env = Environment("gpu")
+    env.python.conda_dependencies = CondaDependencies.create(
+        conda_packages=["pytorch=2.1", "pytorch-cuda=12.1", "cpuonly"]
+    )
+    with pytest.warns(V1Note, match=r"pytorch-cuda=12.1 \(conda's switch.*cpuonly \(conda's"):
+        definition = env.definition()
+    assert definition is not None and definition.pip == ("torch==2.1.*",)
 
 
 def test_another_python_builds_an_environment_of_its_own():

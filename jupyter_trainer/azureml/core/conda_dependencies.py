@@ -62,8 +62,12 @@ CONDA_ONLY = re.compile(
     r"libgomp|ld_impl_linux-64|ca-certificates|openssl|certifi-conda|blas|libblas|libcblas|"
     r"liblapack|mkl-service|mkl_fft|mkl_random|intel-openmp|cudatoolkit-dev|libffi|ncurses|"
     r"readline|sqlite|tk|xz|zlib|libuuid|libxcb|libpng|jpeg|libtiff|ffmpeg|gxx_linux-64|"
-    r"gcc_linux-64|cmake|make|git|nodejs|r-base|r-[a-z0-9.]+)"
+    r"gcc_linux-64|cmake|make|git|nodejs|r-base|r-[a-z0-9.]+|openmpi|mpich|mpi|hdf5|"
+    r"libjpeg-turbo|openblas|libopenblas|glib|libiconv|libxml2|icu|freetype|libwebp|lz4-c|"
+    r"zstd|bzip2|libzlib|libsodium|yaml|libuv|libprotobuf|cudatoolkit-dev)"
 )
+# conda's switches between torch builds: on PyPI the index a wheel comes from chooses it
+TORCH_VARIANT = re.compile(r"(cpuonly|pytorch-cuda|pytorch-mutex|pytorch-gpu|pytorch-cpu)")
 _CONDA_SPEC = re.compile(
     r"(?:(?P<channel>[A-Za-z0-9_.-]+)::)?(?P<name>[A-Za-z0-9_.-]+)\s*"
     r"(?P<version>(?:==|>=|<=|!=|>|<|=)?[^=\s]*)?(?:=(?P<build>\S+))?\s*$"
@@ -208,6 +212,12 @@ class CondaDependencies:
                 continue
             if CUDA_RUNTIME.fullmatch(name):
                 notes.append(f"{text} (the PyPI torch wheels carry their own CUDA libraries)")
+                continue
+            if TORCH_VARIANT.fullmatch(name):
+                notes.append(
+                    f"{text} (conda's switch between torch builds: the environment's torch "
+                    "wheel decides, CUDA or CPU)"
+                )
                 continue
             if CONDA_ONLY.fullmatch(name):
                 conda_only.append(text)
