@@ -14,6 +14,7 @@ import pytest
 import torch
 from conftest import REPO, leftover
 from kube_fake.fixtures import kube_cluster  # noqa: F401 (a fixture)
+from test_ray import ray_cluster, rc  # noqa: F401 (fixtures)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.azureml.core import (
@@ -188,6 +189,19 @@ def test_on_a_slurm_target(cluster, home):
     )
     run.wait_for_completion()
     assert run.run.spec.target.name == "cluster" and run.run.state["launcher"].get("job_id")
+    check_reported(run, ranks=2)
+
+
+def test_on_two_nodes_of_a_ray_cluster(rc, home):
+    ws = Workspace()
+    run = Experiment(ws, "ray").submit(
+        script_config(
+            ComputeTarget(ws, "rc"),
+            PyTorchConfiguration(process_count=2, node_count=2, communication_backend="Gloo"),
+        )
+    )
+    run.wait_for_completion()
+    assert run.run.spec.target.name == "rc" and run.run.spec.launch.nodes == 2
     check_reported(run, ranks=2)
 
 

@@ -474,3 +474,22 @@ def test_a_truncation_policy_that_excludes_finished_trials_says_it_is_not_honour
     with pytest.warns(V1Note, match="finished ones included"):
         policy = TruncationSelectionPolicy(20, exclude_finished_jobs=True)
     assert policy.prune() == "truncation:20"
+
+
+def test_check_refuses_a_call_for_the_value_written_in_it():
+    source = (
+        "from azureml.core import Dataset, Environment, Workspace\n"
+        "ws = Workspace.from_config()\n"
+        "ds = Dataset.File.from_files(path=['wasbs://c@acct.blob.core.windows.net/x?sig=s'])\n"
+        "web = Dataset.File.from_files('https://example.org/mnist/train.gz')\n"
+        "tf = Environment.get(ws, 'AzureML-TensorFlow-2.3-GPU')\n"
+        "pt = Environment.get(workspace=ws, name='AzureML-PyTorch-1.6-GPU')\n"
+    )
+    verdicts = {f.line: (f.verdict, f.note) for f in check_source(source, "nb.py")}
+    assert verdicts[3][0] == REFUSED and "sig=s" not in verdicts[3][1]
+    assert "credentials stay out of runs" in verdicts[3][1]
+    assert verdicts[4][0] != REFUSED and verdicts[6][0] != REFUSED
+    assert verdicts[5] == (
+        REFUSED,
+        "the curated environment 'AzureML-TensorFlow-2.3-GPU': this project runs PyTorch",
+    )

@@ -247,6 +247,9 @@ class _Checker(ast.NodeVisitor):
             verdict, note = REFUSED, "inside a run: " + names.SCRIPT_REFUSED[first]
         else:
             verdict, note = judge(name)
+        refused = _refused_value(name, node)
+        if refused:
+            verdict, note = REFUSED, refused
         self.add(node.lineno, name + "()", verdict, note)
         owner = name.split(".")[0] if "." not in name else name
         for keyword in node.keywords:
@@ -309,6 +312,32 @@ def _all_modules() -> list[str]:
 
 def _has(relative: str, name: str) -> bool:
     return hasattr(_module(relative), name)
+
+
+def _literals(node: ast.Call, position: int, keyword: str) -> list[str]:
+    """The literal strings given as argument ``position`` or ``keyword`` (a list of them
+    counts too); nothing for an argument that is not written out."""
+    given = node.args[position] if len(node.args) > position else None
+    given = next((k.value for k in node.keywords if k.arg == keyword), given)
+    items = given.elts if isinstance(given, (ast.List, ast.Tuple)) else [given]
+    return [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+
+
+def _refused_value(name: str, node: ast.Call) -> str | None:
+    """Why a call that exists is refused for the value it is given, where the value is
+    written out: an Azure storage URL as a dataset, a TensorFlow curated environment."""
+    from .core.dataset import _AZURE_URL, CREDENTIALS_FIX
+    from .core.environment import CURATED_PREFIXES, CURATED_REFUSED
+
+    if name == "Dataset.File.from_files":
+        azure = [p for p in _literals(node, 0, "path") if _AZURE_URL.match(p)]
+        if azure:
+            return f"the Azure storage path {azure[0].split('?', 1)[0]!r}: {CREDENTIALS_FIX}"
+    if name == "Environment.get":
+        for value in _literals(node, 1, "name"):
+            if value.startswith(CURATED_PREFIXES) and CURATED_REFUSED.search(value):
+                return f"the curated environment {value!r}: this project runs PyTorch"
+    return None
 
 
 def _script_has(module: str, name: str) -> bool:
