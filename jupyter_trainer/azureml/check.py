@@ -326,11 +326,11 @@ def _literals(node: ast.Call, position: int, keyword: str) -> list[str]:
 def _refused_value(name: str, node: ast.Call) -> str | None:
     """Why a call that exists is refused for the value it is given, where the value is
     written out: an Azure storage URL as a dataset, a TensorFlow curated environment."""
-    from .core.dataset import _AZURE_URL, CREDENTIALS_FIX
+    from .core.dataset import AZURE_URL, CREDENTIALS_FIX
     from .core.environment import CURATED_PREFIXES, CURATED_REFUSED
 
     if name == "Dataset.File.from_files":
-        azure = [p for p in _literals(node, 0, "path") if _AZURE_URL.match(p)]
+        azure = [p for p in _literals(node, 0, "path") if AZURE_URL.match(p)]
         if azure:
             return f"the Azure storage path {azure[0].split('?', 1)[0]!r}: {CREDENTIALS_FIX}"
     if name == "Environment.get":

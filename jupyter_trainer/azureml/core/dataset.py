@@ -30,7 +30,7 @@ from ...rankside.home import default_home
 from ..errors import NotSupported, UserErrorException
 from .from_files import gather, leaf_of
 
-_AZURE_URL = re.compile(r"(azureml|wasbs?|abfss?|adl)://", re.I)
+AZURE_URL = re.compile(r"(azureml|wasbs?|abfss?|adl)://", re.I)
 _HTTP_URL = re.compile(r"https?://", re.I)
 _INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 CREDENTIALS_FIX = (
@@ -353,7 +353,7 @@ def _source(path: Any) -> str:
         text = str(path.local)
     else:
         text = str(path)
-    if _AZURE_URL.match(text):
+    if AZURE_URL.match(text):
         raise NotSupported(f"the Azure storage path {text.split('?', 1)[0]!r}", CREDENTIALS_FIX)
     if _HTTP_URL.match(text):
         return text
