@@ -44,6 +44,7 @@ EXECUTED = [
     "docs/models.md",
     "docs/system.md",
     "docs/data.md",
+    "docs/frameworks.md",
 ]
 FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```$", re.S | re.M)
 COMMAND = re.compile(

@@ -56,6 +56,7 @@ def submit(
     on_stall: str = "warn",
     stop_on_nan: str | Sequence[str] = (),
     system_interval: float = DEFAULT_SYSTEM_INTERVAL,
+    autolog: bool = True,
     data: Mapping[str, str | os.PathLike] | Sequence[str] | None = None,
     mlflow: str | None = None,
     namespace: Mapping[str, Any] | None = None,
@@ -83,7 +84,9 @@ def submit(
     With ``dry_run`` nothing is created or started either way: the returned ``DryRun`` says
     what would be run (its ``text`` is what ``--dry-run`` prints; see dry_run.py).
     ``system_interval`` is how often each rank samples its CPU, memory and GPU figures
-    (``Run.system``; 0: never).
+    (``Run.system``; 0: never). With ``autolog`` (the default) the frameworks the code
+    imports report to the run by themselves (TensorBoard's ``SummaryWriter``; see
+    docs/frameworks.md); ``autolog=False`` leaves them alone.
     """
     notes: list[str] = []  # what a dry run could not do (download a URL input)
     store, tgt, write = run_writer(
@@ -102,6 +105,7 @@ def submit(
         max_restarts=max_restarts,
         stall_timeout=stall_timeout,
         system_interval=system_interval,
+        autolog=autolog,
         on_stall=on_stall,
         stop_on_nan=stop_on_nan,
         data=data,

@@ -95,6 +95,7 @@ def run_writer(
     dry_run: bool = False,
     notes: list[str] | None = None,
     system_interval: float = DEFAULT_SYSTEM_INTERVAL,
+    autolog: bool = True,
 ) -> tuple[Store, Target, Callable[[Path], RunSpec]]:
     """The store, the target and ``write(staging) -> RunSpec`` (which captures the snapshot)
     of a run of ``code`` or ``script``: checked, but nothing written yet. With ``dry_run``
@@ -118,6 +119,7 @@ def run_writer(
         on_stall=on_stall,
         stop_on_nan=(stop_on_nan,) if isinstance(stop_on_nan, str) else tuple(stop_on_nan),
         system_interval=system_interval,
+        autolog=autolog,
     )
     overrides = params
     line_one = first_line(origin)

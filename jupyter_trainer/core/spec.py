@@ -165,8 +165,11 @@ class WatchSpec:
     on_stall: str = "warn"  # "warn": name the rank; "cancel": end the run
     stop_on_nan: tuple[str, ...] = ()  # metrics whose NaN or inf fails the run
     system_interval: float = DEFAULT_SYSTEM_INTERVAL  # 0: no system figures (rankside/system)
+    autolog: bool = True  # framework calls report to the run (rankside/autolog)
 
     def __post_init__(self) -> None:
+        if type(self.autolog) is not bool:
+            raise SpecError(f"autolog must be True or False, got {self.autolog!r}")
         every = self.system_interval
         if (
             isinstance(every, bool)
@@ -395,6 +398,8 @@ class RunSpec:
         data["data"] = [asdict(d) for d in self.data]
         if not self.launch.hot:  # written only when asked for: earlier specs stay as they were
             del data["launch"]["hot"]
+        if self.watch.autolog:  # likewise: written only when turned off
+            del data["watch"]["autolog"]
         return data
 
     @classmethod

@@ -36,6 +36,8 @@ SNAPSHOT = (
     "event_lines.py",
     "run_inputs.py",
     "launcher_env.py",
+    "import_hooks.py",
+    "autolog.py",
     "rank_files.py",
     "onnx_export.py",
     "data.py",

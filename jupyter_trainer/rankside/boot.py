@@ -275,6 +275,12 @@ def main(argv: list[str]) -> int:
     rank_env.join_before_returning()
     rank_env.separate_restarts()
     rank_env.host_store_on_held_port()
+    try:  # framework calls report to the run (absent from an older installed rank side)
+        from jupyter_trainer.rankside import autolog
+    except ImportError:
+        pass
+    else:
+        autolog.install(run_dir)
 
     snapshot = os.path.dirname(_HERE)
     code_root = snapshot

@@ -10,11 +10,10 @@ imported only where it is patched).
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
 import os
-import sys
 from typing import Any
+
+from .import_hooks import when_imported
 
 STORE_FD_ENV = "JT_STORE_LISTEN_FD"  # pool.child.STORE_FD_ENV
 
@@ -232,31 +231,4 @@ def host_store_on_held_port() -> None:
 
         rendezvous._create_c10d_store = create_store
 
-    loaded = sys.modules.get("torch.distributed.rendezvous")
-    if loaded is not None:
-        patch(loaded)
-    else:
-        sys.meta_path.insert(0, _PatchOnImport("torch.distributed.rendezvous", patch))
-
-
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Call ``patch(module)`` once module ``name`` has been imported and run."""
-
-    def __init__(self, name: str, patch: Any) -> None:
-        self.name, self.patch = name, patch
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != self.name:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return spec
-        run_module = spec.loader.exec_module
-
-        def exec_module(module: Any) -> None:
-            run_module(module)
-            self.patch(module)
-
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
+    when_imported("torch.distributed.rendezvous", patch)

@@ -205,6 +205,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         f"(default: {DEFAULT_SYSTEM_INTERVAL:g}; 0 turns it off)",
     )
     parser.add_argument(
+        "--no-autolog",
+        dest="autolog",
+        action="store_false",
+        help="do not capture what the frameworks the code imports report "
+        "(TensorBoard's SummaryWriter); by default they report to the run",
+    )
+    parser.add_argument(
         "--data",
         action=ParamAction,
         default=[],
@@ -245,6 +252,7 @@ def submit_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "on_stall": ns.on_stall,
         "stop_on_nan": ns.stop_on_nan,
         "system_interval": ns.system_interval,
+        "autolog": ns.autolog,
         "data": ns.data,
         "mlflow": ns.mlflow,
     }

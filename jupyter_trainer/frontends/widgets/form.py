@@ -205,6 +205,7 @@ class LaunchForm:
             "backend": base.get("backend"),
             "env": options.get("env") or None,
             "source": base.get("source"),
+            "autolog": base.get("autolog", True),
             "params": params,
         }
 
