@@ -30,9 +30,24 @@ ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 
 SECOND_NODE = (
     """
-import signal, sys, threading
+import signal, sys, threading, time
+import ray._private.services as services
 from ray._private.node import Node
 from ray._private.parameter import RayParams
+
+# Ray's Node gives the GCS a hard-coded 30 s to register the new raylet, too little on a
+# loaded machine: each lookup of the node waits for it up to 150 s instead.
+_get_node = services.get_node
+def _patient_get_node(*args, **kwargs):
+    deadline = time.monotonic() + 150
+    while True:
+        try:
+            return _get_node(*args, **kwargs)
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+services.get_node = _patient_get_node
 
 gcs, cpus, base = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 params = RayParams(

@@ -118,8 +118,8 @@ def test_panel_and_run_view_are_the_widgets_view(browser, home, tmp_path):
     # closing the view closes its socket
     pw.click(f".lm-TabBar-tab[data-id='jt-run-area-{run_id}'] .lm-TabBar-tabCloseIcon")
     pw.wait_for_selector(f"#jt-run-{run_id}", state="detached")
-    wait_for(
-        lambda: sockets and all(ws.is_closed() for ws in sockets),
+    wait_for(  # Playwright delivers the close event only while this thread waits on the page
+        lambda: pw.wait_for_timeout(50) or (sockets and all(ws.is_closed() for ws in sockets)),
         timeout=10,
         what="the closed view's socket to be closed",
     )
