@@ -490,3 +490,25 @@ def test_a_dataset_given_as_it_is_offers_download_mount_and_to_path_in_the_scrip
     assert "paths ['/numbers.txt']" in log and "copied ['copy/numbers.txt']" in log
     assert "mounted ['numbers.txt']" in log and "is a path True" in log
     assert (run.run.outputs / "copy.txt").read_text() == (DATA / "numbers.txt").read_text()
+
+
+@pytest.mark.parametrize(
+    "leaf",
+    ["..%2F..%2Fescaped.txt", "%2E%2E", "a%5Cb", "%00x"],
+    ids=["slash", "dots", "backslash", "nul"],
+)
+def test_a_url_whose_decoded_name_leaves_the_folder_is_refused(leaf, home, tmp_path):
+    """The name a URL gives its file in the gathered folder is decoded: one that would step
+    out of the folder (or is no name) is refused, and nothing is written outside it."""
+    (tmp_path / "a.txt").write_text("a")
+    dataset = Dataset.File.from_files(
+        path=[f"http://127.0.0.1:9/data/{leaf}", str(tmp_path / "a.txt")]
+    )
+    with pytest.raises(UserErrorException, match="does not end in a file or folder name"):
+        dataset.source
+    assert not (home / "datastore" / "escaped.txt").exists()
+    assert (
+        not list((home / "datastore").rglob("escaped.txt"))
+        if (home / "datastore").exists()
+        else True
+    )

@@ -36,8 +36,12 @@ def gather(sources: Sequence[str], home: Path) -> Path:
     leaves: dict[str, str] = {}
     for source in sources:
         leaf = leaf_of(source)
-        if not leaf or leaf in (".", ".."):
-            raise UserErrorException(f"dataset path {redact(source)!r} names no file or folder")
+        if not leaf or leaf in (".", "..") or any(c in leaf for c in "/\\\0"):
+            raise UserErrorException(
+                f"dataset path {redact(source)!r} does not end in a file or folder name "
+                "(its last part, decoded, is empty, '.', '..' or has a slash); give the URL "
+                "of the file itself"
+            )
         if leaf in leaves:
             raise UserErrorException(
                 f"two paths of the dataset are both named {leaf!r} ({redact(leaves[leaf])} and "
