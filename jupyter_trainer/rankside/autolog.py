@@ -22,6 +22,7 @@ import functools
 import os
 from typing import Any
 
+from . import runtime
 from .import_hooks import when_imported
 
 AUTOLOG_KEY = "autolog"  # watch.autolog of spec.json: false with --no-autolog
@@ -54,8 +55,6 @@ def install(run_dir: str | None = None) -> bool:
 
 def report(step: Any, values: dict[str, Any]) -> None:
     """One metric event from a framework's call; dropped rather than ever raising."""
-    from . import runtime
-
     try:
         runtime.log(step=None if step is None else int(step), **values)
     except Exception:
