@@ -158,13 +158,11 @@ class Estimator:
         # The estimator's node_count and process_count_per_node say how many; a configuration
         # left at its defaults (MpiConfiguration(), as v1's examples pass it) takes them.
         if isinstance(config, (Mpi, MpiConfiguration)):
+            per_node = config.process_count_per_node
+            nodes = getattr(config, "node_count", 1)  # Mpi() has no node_count
             return MpiConfiguration(
-                process_count_per_node=config.process_count_per_node
-                if config.process_count_per_node != 1
-                else self.process_count_per_node,
-                node_count=getattr(config, "node_count", 1)
-                if getattr(config, "node_count", 1) != 1
-                else self.node_count,
+                process_count_per_node=per_node if per_node != 1 else self.process_count_per_node,
+                node_count=nodes if nodes != 1 else self.node_count,
             )
         if isinstance(config, PyTorchConfiguration):
             nodes = config.node_count if config.node_count != 1 else self.node_count
