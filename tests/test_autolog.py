@@ -75,7 +75,10 @@ LOOKS = """
 import sys
 from jupyter_trainer.rankside.import_hooks import PatchOnImport
 hooks = sorted(f.name for f in sys.meta_path if isinstance(f, PatchOnImport))
-loaded = sorted(m for m in sys.modules if m.startswith(("tensorboard", "torch.utils.tensorboard")))
+frameworks = ("tensorboard", "torch.utils.tensorboard", "transformers", "accelerate", "lightning",
+              "pytorch_lightning", "jupyter_trainer.rankside.hf_hooks",
+              "jupyter_trainer.rankside.lightning_hooks")
+loaded = sorted(m for m in sys.modules if m.startswith(frameworks))
 print("hooks", hooks, "loaded", loaded, flush=True)
 """
 
@@ -87,7 +90,15 @@ def test_code_that_imports_no_framework_loads_none(autolog, home, launch_mode):
     run = api.submit(LOOKS, procs=1, autolog=autolog, name="looks")
     run.wait(timeout=120)
     assert launched_by(run) == launch_mode
-    expected = "['tensorboardX.writer', 'torch.utils.tensorboard.writer']" if autolog else "[]"
+    hooked = [
+        "accelerate.accelerator",
+        "lightning.pytorch.trainer.trainer",
+        "pytorch_lightning.trainer.trainer",
+        "tensorboardX.writer",
+        "torch.utils.tensorboard.writer",
+        "transformers.trainer",
+    ]
+    expected = str(hooked) if autolog else "[]"
     assert f"hooks {expected} loaded []" in run.logs(0)
 
 

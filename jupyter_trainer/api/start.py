@@ -118,10 +118,10 @@ def start_again(
         if checkpoint is None:
             raise RunStateError(
                 f"run {old_id} has no checkpoint (no complete step-N.pt or "
-                f"step-N.pkl in {folder}); use rerun to start it from the "
-                "beginning"
+                f"step-N.pkl, transformers checkpoint-N folder or Lightning .ckpt in "
+                f"{folder}); use rerun to start it from the beginning"
             )
-        lineage = {"resumed_from": old_id, "checkpoint": checkpoint.name}
+        lineage = {"resumed_from": old_id, "checkpoint": checkpoint.relative_to(folder).as_posix()}
     tgt = get_target(target if target is not None else old.target.name, store.home)
     where = TargetSpec(tgt.name, price=dict(tgt.price))
     spec = replace(
@@ -139,7 +139,9 @@ def start_again(
         check_copy(staging, old.code.hash, f"run {old_id}")
         return spec
 
-    seed = (lambda new_id: store.seed_checkpoint(new_id, checkpoint)) if checkpoint else None
+    seed = None
+    if checkpoint is not None:
+        seed = lambda new_id: store.seed_checkpoint(new_id, checkpoint, folder)
     return start_run(store, tgt, write, seed)
 
 

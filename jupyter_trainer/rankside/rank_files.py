@@ -19,6 +19,7 @@ from jupyter_trainer.rankside import atomic, event_lines
 
 MARK_S = 0.05  # at most this often, a rank notes how long its log is and when
 CHECKPOINT = re.compile(r"step-(\d+)\.(pt|pkl)")  # a temporary file starts with "."
+HF_CHECKPOINT = re.compile(r"checkpoint-(\d+)")  # a transformers Trainer's checkpoint folder
 
 
 # --- log times -----------------------------------------------------------------------------
@@ -141,6 +142,25 @@ def checkpoints(folder: str) -> list[tuple[int, str]]:
         for name in names
         if (m := CHECKPOINT.fullmatch(name))
     ]
+    return sorted(found)
+
+
+def framework_checkpoints(root: str) -> list[tuple[int, str]]:
+    """What frameworks saved under ``root``, as ``(mtime_ns, path)``, oldest first: the
+    ``checkpoint-N`` folders of a transformers ``Trainer`` that hold its ``trainer_state.json``
+    (written last, so the folder is complete), and Lightning's ``.ckpt`` files."""
+    found = []
+    for folder, subs, names in os.walk(root):
+        subs[:] = [s for s in subs if not s.startswith(".")]
+        paths = [os.path.join(folder, n) for n in names if n.endswith(".ckpt") and n[0] != "."]
+        if HF_CHECKPOINT.fullmatch(os.path.basename(folder)) and "trainer_state.json" in names:
+            paths.append(folder)
+            subs[:] = []
+        for path in paths:
+            try:
+                found.append((os.stat(path).st_mtime_ns, path))
+            except OSError:
+                continue
     return sorted(found)
 
 

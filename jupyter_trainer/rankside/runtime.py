@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from jupyter_trainer.rankside import rank_files
 
 __all__ = [  # noqa: F822 (run_dir, params and the like resolve in __getattr__)
+    "AccelerateTracker",
+    "LightningLogger",
+    "TransformersCallback",
     "attempt",
     "backend",
     "checkpoint_dir",
@@ -97,6 +100,19 @@ def _read_spec(key: str) -> Any:
     return run_inputs.from_spec(_run_dir, key)
 
 
+_ELSEWHERE = {  # "file:name" of this folder, imported on first use only
+    "save_checkpoint": "rank_outputs:save_checkpoint",
+    "load_checkpoint": "rank_outputs:load_checkpoint",
+    "export_onnx": "rank_outputs:export_onnx",
+    "load_carried": "run_inputs:load_carried",
+}
+_FRAMEWORK_CLASSES = {  # built from the framework, whose import is the caller's
+    "TransformersCallback": "hf_hooks:callback_class",
+    "AccelerateTracker": "hf_hooks:tracker_class",
+    "LightningLogger": "lightning_hooks:logger_class",
+}
+
+
 def __getattr__(name: str) -> Any:
     # Module attributes computed on first access, then cached as ordinary globals.
     if name == "params":
@@ -114,6 +130,12 @@ def __getattr__(name: str) -> Any:
             folder = "outputs" if name == "outputs_dir" else "checkpoints"
             value = (value or Path.cwd()) / folder
             value.mkdir(parents=True, exist_ok=True)
+    elif name in _ELSEWHERE or name in _FRAMEWORK_CLASSES:
+        import importlib
+
+        where, _, attr = (_ELSEWHERE.get(name) or _FRAMEWORK_CLASSES[name]).partition(":")
+        value = getattr(importlib.import_module(f"jupyter_trainer.rankside.{where}"), attr)
+        value = value() if name in _FRAMEWORK_CLASSES else value
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
@@ -434,66 +456,3 @@ def _start_heartbeat() -> None:
     still seen alive. The boot script calls this; importing the module starts no thread."""
     if _beat_on and in_run:
         _start_flusher()
-
-
-# --- checkpoints ---------------------------------------------------------------------------------
-
-
-def save_checkpoint(obj: Any, step: int, *, keep: int = 3) -> str | None:
-    """Save ``obj`` (a state dict, say) as the checkpoint of ``step`` in ``checkpoint_dir``.
-
-    Rank 0 writes; the other ranks return None at once, so every rank may call it. The file is
-    written under a temporary name, synced and then renamed, so a crash mid-write never leaves
-    a checkpoint that ``load_checkpoint`` would read. With torch imported it is ``torch.save``d
-    (``step-N.pt``), otherwise pickled (``step-N.pkl``). All but the newest ``keep`` are
-    removed. Returns the file's path on rank 0.
-    """
-    import jupyter_trainer.rankside.rank_files as rank_files
-
-    step = rank_files.checkpoint_step(step, keep)
-    if rank != 0:
-        return None
-    return rank_files.save_checkpoint(_checkpoint_folder(), obj, step, keep)
-
-
-def _checkpoint_folder() -> str:
-    return str(globals().get("checkpoint_dir") or __getattr__("checkpoint_dir"))
-
-
-def load_checkpoint(*, map_location: Any = "cpu") -> Any:
-    """The newest complete checkpoint of this run, ``Checkpoint(step, state, path)``, or None.
-
-    After a restart it is the one the failed attempt saved last; in a resumed run, the one the
-    earlier run saved. When torch.distributed is initialised with several ranks, rank 0 reads
-    it and broadcasts it, so every rank starts from the same step even where only rank 0's
-    node has the file.
-    """
-    import jupyter_trainer.rankside.rank_files as rank_files
-
-    return rank_files.read_latest_on_every_rank(
-        _checkpoint_folder(), map_location, rank, world_size
-    )
-
-
-def export_onnx(
-    model: Any, example_inputs: Any, name: str = "model", **options: Any
-) -> dict[str, Any] | None:
-    """Write ``outputs_dir/NAME.onnx`` on rank 0 and check it against onnxruntime; returns its
-    record (None on the other ranks). Options and tolerances: ``rank_onnx.export_onnx``."""
-    import jupyter_trainer.rankside.onnx_export as rank_onnx
-
-    name = rank_onnx.check_name(name)
-    if rank != 0:
-        return None
-    folder = str(globals().get("outputs_dir") or __getattr__("outputs_dir"))
-    return rank_onnx.export_onnx(model, example_inputs, name, folder, **options)
-
-
-# --- carried notebook variables ---------------------------------------------------------------
-
-
-def load_carried(cell_file: str) -> dict[str, Any]:
-    """The notebook values captured with a cell (``run_inputs.load_carried``)."""
-    import jupyter_trainer.rankside.run_inputs as run_inputs
-
-    return run_inputs.load_carried(cell_file)

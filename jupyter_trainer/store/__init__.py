@@ -86,11 +86,15 @@ _log = logging.getLogger(__name__)
 
 
 def latest_checkpoint(folder: Path) -> Path | None:
-    """The complete checkpoint of the highest step in ``folder`` (``step-<N>.pt`` or
-    ``.pkl``), or None. A file being written has a name starting with "." and is skipped,
-    as is anything else that is not named like a checkpoint."""
+    """The checkpoint a resumed run starts from, in a run's ``checkpoints/``: the complete
+    ``step-<N>.pt`` or ``.pkl`` of the highest step (``jt.save_checkpoint``), else the newest
+    a framework saved there (a transformers ``checkpoint-N`` folder, a Lightning ``.ckpt``),
+    else None. A file being written has a name starting with "." and is skipped."""
     found = rank_files.checkpoints(str(folder))
-    return Path(found[-1][1]) if found else None
+    if found:
+        return Path(found[-1][1])
+    saved = rank_files.framework_checkpoints(str(folder))
+    return Path(saved[-1][1]) if saved else None
 
 
 class Store(RankReader):
@@ -140,21 +144,23 @@ class Store(RankReader):
                 f"cannot copy the code snapshot of run {run_id} ({source}): {exc}"
             ) from None
 
-    def seed_checkpoint(self, run_id: str, checkpoint: Path) -> Path:
-        """Copy ``checkpoint`` into the ``checkpoints/`` of run ``run_id`` (which has not
-        started), complete or not at all: under a "." name first, then renamed."""
+    def seed_checkpoint(self, run_id: str, checkpoint: Path, source: Path) -> Path:
+        """Copy ``checkpoint`` (a file or a folder in ``source``, another run's
+        ``checkpoints/``) to the same place in the ``checkpoints/`` of run ``run_id``
+        (which has not started), complete or not at all: under a "." name, then renamed."""
         folder = self.existing(run_id).checkpoints
-        target = folder / Path(checkpoint).name
+        target = folder / Path(checkpoint).relative_to(source)
         try:
-            folder.mkdir(exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
-            os.close(fd)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
             try:
-                shutil.copyfile(checkpoint, tmp)
-                os.replace(tmp, target)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+                if Path(checkpoint).is_dir():
+                    shutil.copytree(checkpoint, tmp / "copy", symlinks=True)
+                else:
+                    shutil.copyfile(checkpoint, tmp / "copy")
+                os.replace(tmp / "copy", target)
+            finally:
+                rmtree(tmp)
         except OSError as exc:
             raise StoreError(
                 f"cannot copy the checkpoint {checkpoint} into run {run_id}: {exc}"

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from ..core.errors import TargetError
 from ..core.spec import LaunchSpec, RunSpec
 from ..launchers.table import WORK_DIR, Command, LaunchPlan, shell_text
-from ..rankside import procs, rank_files
+from ..rankside import procs
 
 Handle = dict  # JSON-serialisable: written into state.json so another process can follow it
 
@@ -226,12 +226,17 @@ class Target(ABC):
 
 
 def checkpoint_blobs(run_dir: str) -> dict[str, str]:
-    """A resumed run's checkpoint (put in ``checkpoints/`` before it starts) as the base64
-    ``blobs`` of a node's start, for a target whose nodes do not see this machine's files.
-    Node 0 gets it: its rank 0 loads it and broadcasts it (``jt.load_checkpoint``)."""
+    """A resumed run's checkpoint (put in ``checkpoints/`` before it starts: a file, or a
+    framework's folder) as the base64 ``blobs`` of a node's start, for a target whose nodes
+    do not see this machine's files. Node 0 gets it: its rank 0 loads it and broadcasts it
+    (``jt.load_checkpoint``), or the framework loads it on that node."""
+    root = Path(run_dir) / "checkpoints"
     return {
-        f"checkpoints/{Path(path).name}": base64.b64encode(Path(path).read_bytes()).decode()
-        for _, path in rank_files.checkpoints(str(Path(run_dir) / "checkpoints"))
+        f"checkpoints/{path.relative_to(root).as_posix()}": base64.b64encode(
+            path.read_bytes()
+        ).decode()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and not path.is_symlink() and not path.name.startswith(".")
     }
 
 
