@@ -5,6 +5,9 @@ run and resumed from after a restart and by ``resume``; the classes for explicit
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from conftest import launched_by, leftover
 
@@ -49,6 +52,9 @@ trainer = Trainer(model=model, args=args, train_dataset=Tokens(64), eval_dataset
                   callbacks=[Crash()] + EXTRA)
 trainer.train()
 print("kept in", args.output_dir, flush=True)
+if jt.params.get("export"):
+    trainer.save_model("outputs/bert")
+    jt.export_onnx(trainer.model, (torch.randint(0, 64, (2, 8)),), "bert")
 """
 
 
@@ -99,13 +105,19 @@ def test_a_restarted_trainer_resumes_from_its_checkpoint_not_from_step_0(home):
 
 
 def test_resume_starts_a_trainer_from_the_earlier_runs_checkpoint(home):
-    old = api.submit(hf_code(), procs=1, launcher="python", params={"max_steps": 4}, wait=True)
+    params = {"max_steps": 4, "export": False}
+    old = api.submit(hf_code(), procs=1, launcher="python", params=params, wait=True)
     assert "first step 1 attempt 0" in old.logs(0)
-    new = api.resume(old.id, params={"max_steps": 8}, wait=True)
+    new = api.resume(old.id, params={"max_steps": 8, "export": True}, wait=True)
     assert new.spec.lineage == {"resumed_from": old.id, "checkpoint": "out/checkpoint-4"}
     assert "first step 5 attempt 0" in new.logs(0)
     assert [s for s, _ in new.metrics(0)["loss"]] == [6, 8]
     assert (new.path / "checkpoints" / "out" / "checkpoint-8" / "trainer_state.json").is_file()
+    # the model the Trainer saved registers as it is, and its model object exports to ONNX
+    model = new.register_model("bert-tiny", "bert")
+    assert {"config.json", "model.safetensors"} <= {Path(f.path).name for f in model.files}
+    record = json.loads((new.path / "outputs" / "bert.onnx.json").read_text())
+    assert record["checked"] and record["within_tolerance"], record
 
 
 def test_a_trainer_metric_is_a_sweep_objective_pruned_at_an_evaluation(home):
