@@ -421,6 +421,19 @@ class Run:
         text, _ = self.store.read_log(self.id, self.check_rank(rank), 0, max_bytes=None)
         return text
 
+    def frames(self, rank: int | None = None) -> list[dict[str, Any]]:
+        """The frames of rank ``rank``'s failure, innermost last, each ``{"file", "line",
+        "function", "locals"}`` with every variable's text (a capped ``repr``; secret-looking
+        names masked). ``rank=None``: the rank that failed the run. Empty when it did not raise."""
+        records = self.store.rank_records(self.id)
+        if rank is None:
+            failed = self.state.get("failed_rank")
+            with_frames = [r for r in sorted(records) if records[r].get("frames")]
+            rank = failed if failed in records else next(iter(with_frames), None)
+        found = records.get(self.check_rank(rank)) if rank is not None else None
+        frames = (found or {}).get("frames")
+        return list(frames) if isinstance(frames, list) else []
+
     def check_rank(self, rank: int) -> int:
         """``rank`` if the run has it (below its world size, or with a trace in the store);
         else ``SpecError`` naming the ranks it has."""

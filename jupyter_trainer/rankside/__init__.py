@@ -37,6 +37,7 @@ SNAPSHOT = (
     "run_inputs.py",
     "launcher_env.py",
     "import_hooks.py",
+    "frame_locals.py",
     "autolog.py",
     "hf_hooks.py",
     "lightning_hooks.py",

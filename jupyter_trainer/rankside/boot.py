@@ -82,25 +82,55 @@ def _user_traceback(exc: BaseException, entry: str, run_dir: str | None) -> str:
     return _cell_lines(text, entry, run_dir)
 
 
-def _cell_lines(text: str, entry: str, run_dir: str | None) -> str:
-    """``File ".../_jt/cell.py", line 31`` -> ``Cell In [7], line 3``: the cell follows
-    ``_CELL_MARKER`` verbatim in the script capture made of it, and the run's origin says
-    which execution of the notebook it was. Lines above the marker (the parameters and the
-    notebook definitions the run carries) keep the script's name."""
+def _cell_of(entry: str, run_dir: str | None) -> tuple[int, str] | None:
+    """The line of ``_CELL_MARKER`` in a cell's script capture and the cell's name, or None
+    when ``entry`` is not one."""
     if os.path.basename(entry) != "cell.py" or os.path.basename(os.path.dirname(entry)) != "_jt":
-        return text
+        return None
     try:
         with open(entry, encoding="utf-8") as f:
             marker = f.read().splitlines().index(_CELL_MARKER) + 1
     except (OSError, ValueError):
-        return text
+        return None
     cell = None
     try:
         with open(os.path.join(run_dir or "", "spec.json"), encoding="utf-8") as f:
             cell = json.load(f).get("origin", {}).get("cell")
     except (OSError, ValueError, AttributeError):
         pass
-    name = f"Cell In [{cell}]" if isinstance(cell, int) else "the cell"
+    return marker, f"Cell In [{cell}]" if isinstance(cell, int) else "the cell"
+
+
+def _frames(exc: BaseException, entry: str, run_dir: str | None) -> list[dict[str, Any]]:
+    """The failure's frames with their variables (``frame_locals``), a cell's lines as the
+    editor numbers them."""
+    try:
+        from jupyter_trainer.rankside import frame_locals
+    except ImportError:  # an older installed rank side
+        return []
+    cell = _cell_of(entry, run_dir)
+
+    def place(file: str, line: int) -> tuple[str, int]:
+        if cell is not None and file == entry and line > cell[0]:
+            return cell[1], line - cell[0]
+        return file, line
+
+    try:
+        return frame_locals.failure_frames(exc, entry, place)
+    except Exception as failed:
+        print(f"[jt] cannot record the frames' variables: {failed}", file=sys.stderr)
+        return []
+
+
+def _cell_lines(text: str, entry: str, run_dir: str | None) -> str:
+    """``File ".../_jt/cell.py", line 31`` -> ``Cell In [7], line 3``: the cell follows
+    ``_CELL_MARKER`` verbatim in the script capture made of it, and the run's origin says
+    which execution of the notebook it was. Lines above the marker (the parameters and the
+    notebook definitions the run carries) keep the script's name."""
+    cell = _cell_of(entry, run_dir)
+    if cell is None:
+        return text
+    marker, name = cell
 
     def mapped(match: re.Match) -> str:
         line = int(match.group(1))
@@ -338,6 +368,7 @@ def main(argv: list[str]) -> int:
             failed_at=failed_at,
             error=_error_line(exc),
             traceback=tb[-_TRACEBACK_CHARS:],
+            frames=_frames(exc, entry, run_dir),
             **seen,
             **_gpu_oom(exc),
         )

@@ -9,6 +9,7 @@ import time
 from typing import TextIO
 
 from ...api import runs as api
+from ...core.printable import printable
 from ...store import STATUSES, Store
 from ..views.health import stalled_of
 from ..views.text import runs_table, summary_text
@@ -62,12 +63,20 @@ def define_show(sub: Subparsers, name: str) -> None:
     show = sub.add_parser(name, help="a run's spec, state and summary")
     show.add_argument("run")
     show.add_argument("--json", action="store_true", help="print spec and state as JSON")
+    show.add_argument(
+        "--locals",
+        action="store_true",
+        help="the failing rank's frames with their local variables",
+    )
+    show.add_argument("--rank", type=int, default=None, help="with --locals: this rank's frames")
     handles(show, cmd_show)
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     run = api.get_run(args.run)
     state = run.state  # a damaged record says so here, naming its file
+    if args.locals:
+        return print_frames(run, args.rank, out)
     if args.json:
         stalled = [
             {"rank": e["rank"], "seconds": round(e["seconds"], 1), "last_step": e.get("last_step")}
@@ -132,4 +141,28 @@ def cmd_stack(args: argparse.Namespace, out: TextIO) -> int:
             file=out,
         )
         print(text.rstrip("\n"), file=out)
+    return 0
+
+
+def print_frames(run: api.Run, rank: int | None, out: TextIO) -> int:
+    """``show RUN --locals``: each frame of the failure, innermost last, then its variables."""
+    frames = run.frames(rank)
+    if not frames:
+        who = "the run" if rank is None else f"rank {rank}"
+        print(
+            f"no frames recorded: {who} did not raise an exception in its code "
+            f"(status {run.status}); `jupyter-trainer logs {run.id}` shows what it printed",
+            file=out,
+        )
+        return 1
+    for frame in frames:
+        print(
+            f'File "{printable(str(frame.get("file")))}", line {frame.get("line")}, '
+            f"in {printable(str(frame.get('function')))}",
+            file=out,
+        )
+        for name, text in (frame.get("locals") or {}).items():
+            print(f"    {printable(str(name))} = {printable(str(text))}", file=out)
+        if frame.get("locals_left_out"):
+            print(f"    ... {frame['locals_left_out']} more", file=out)
     return 0
