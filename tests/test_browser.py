@@ -756,6 +756,9 @@ for step in range(60):
     assert "Rank 1 failed first: FloatingPointError: loss diverged to 4.10 at step 31" in banner
     assert 'raise FloatingPointError(f"loss diverged to' in banner
     assert "Cell In [" in banner and "cell.py" not in banner  # the cell's own line numbers
+    frames = page.page.eval_on_selector("[data-testid=jt-frames]", "e => e.textContent")
+    assert frames.startswith("Variables of each frame of rank 1"), frames
+    assert ", in check\n    loss = 4.1" in frames and "\n    step = 31\n" in frames, frames
     page.page.wait_for_selector(".jp-OutputArea-output:has-text('RunFailed')")
     run = api.runs(home=home)[0]
     outputs = page.text("[data-testid=jt-outputs]")  # an ended run lists its outputs/

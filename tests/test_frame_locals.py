@@ -49,6 +49,13 @@ def test_the_failing_ranks_frames_keep_its_variables(home):
     }
     assert top["locals"]["i"] == "0" and top["locals"]["api_token"] == "***"
     assert "torch" not in top["locals"] and "step" not in top["locals"]  # modules, functions
+    summary = subprocess.run(
+        [sys.executable, "-m", "jupyter_trainer", "show", run.id],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    assert f"each frame's variables: jupyter-trainer show {run.id} --locals" in summary
     record = (run.path / "ranks" / "rank-1.json").read_text()
     assert "s3cret-value" not in record
     assert run.frames(rank=0) == []  # rank 0 was stopped, it did not raise

@@ -9,10 +9,9 @@ import time
 from typing import TextIO
 
 from ...api import runs as api
-from ...core.printable import printable
 from ...store import STATUSES, Store
 from ..views.health import stalled_of
-from ..views.text import runs_table, summary_text
+from ..views.text import frames_text, runs_table, summary_text
 from .parser import Subparsers, handles
 
 
@@ -155,14 +154,5 @@ def print_frames(run: api.Run, rank: int | None, out: TextIO) -> int:
             file=out,
         )
         return 1
-    for frame in frames:
-        print(
-            f'File "{printable(str(frame.get("file")))}", line {frame.get("line")}, '
-            f"in {printable(str(frame.get('function')))}",
-            file=out,
-        )
-        for name, text in (frame.get("locals") or {}).items():
-            print(f"    {printable(str(name))} = {printable(str(text))}", file=out)
-        if frame.get("locals_left_out"):
-            print(f"    ... {frame['locals_left_out']} more", file=out)
+    print(frames_text(frames), file=out)
     return 0

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+from ...core.errors import TrainerError
 from ...store.follow import (
     LogTail,
     LogTimes,
@@ -32,6 +33,7 @@ from .rankstats import RankStat, rank_summary
 from .staging import inputs_line, staging_rows, staging_text
 from .text import (
     RateMeter,
+    frames_text,
     launcher_label,
     progress_line,
     source_line,
@@ -194,9 +196,21 @@ class RunFeed:
         }
         if state.get("traceback"):
             out["traceback"] = traceback_tail(state["traceback"], 60)
+            if self.finished:
+                out["frames"] = self.frames()
         if self.finished:
             out["outputs"] = self.outputs_listing()
         return out
+
+    def frames(self) -> str | None:
+        """The failing rank's frames and variables as text (``show RUN --locals``), read
+        once the run has ended."""
+        if not hasattr(self, "_frames"):
+            try:
+                self._frames = frames_text(self.run.frames()) or None
+            except (OSError, ValueError, TrainerError):
+                self._frames = None
+        return self._frames
 
     def cost(self, now: float) -> dict[str, Any] | None:
         """The cost meter (views/cost.py), projected to the end by the progress's ETA."""

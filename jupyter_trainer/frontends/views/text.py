@@ -224,6 +224,7 @@ def summary_text(
         )
         if traceback and state.get("traceback"):
             lines.append(traceback_tail(state["traceback"]))
+            lines.append(f"each frame's variables: jupyter-trainer show {follower.run_id} --locals")
     if state.get("status") == "canceled":
         lines.append(f"canceled: {state.get('reason', '')}")
     lines += health_summary(state, spec, traceback)
@@ -343,4 +344,19 @@ def targets_table(targets: dict[str, dict[str, Any]]) -> str:
     for name, config in sorted(targets.items()):
         extra = ", ".join(f"{k}={v}" for k, v in config.items() if k != "kind")
         lines.append(f"{name:<16} {config.get('kind', '?'):<8} {extra}".rstrip())
+    return "\n".join(lines)
+
+
+def frames_text(frames: Sequence[Mapping[str, Any]]) -> str:
+    """A failure's frames (``Run.frames``) as lines: each frame's place, then its variables."""
+    lines = []
+    for frame in frames:
+        lines.append(
+            f'File "{printable(str(frame.get("file")))}", line {frame.get("line")}, '
+            f"in {printable(str(frame.get('function')))}"
+        )
+        for name, text in (frame.get("locals") or {}).items():
+            lines.append(f"    {printable(str(name))} = {printable(str(text))}")
+        if frame.get("locals_left_out"):
+            lines.append(f"    ... {frame['locals_left_out']} more")
     return "\n".join(lines)

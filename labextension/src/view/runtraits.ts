@@ -57,6 +57,7 @@ export interface IRunState {
   error?: string | null;
   reason?: string | null;
   traceback?: string | null;
+  frames?: string | null;
   failed_rank?: number | null;
   stages?: IStage[];
   staging?: Array<{ text: string; state?: string }>;

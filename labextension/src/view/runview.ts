@@ -282,7 +282,8 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
       const who = rank !== null ? `Rank ${rank} failed first` : `Run ${status}`;
       banner.className = 'jt-banner jt-banner-error';
       banner.innerHTML = `<div class="jt-banner-title">${escapeHtml(who)}: ${escapeHtml(state.error || 'unknown error')}</div>` +
-        (state.traceback ? `<details open><summary>Traceback${rank !== null ? ` of rank ${rank}` : ''}</summary><pre class="jt-traceback">${ansiToHtml(state.traceback)}</pre></details>` : '');
+        (state.traceback ? `<details open><summary>Traceback${rank !== null ? ` of rank ${rank}` : ''}</summary><pre class="jt-traceback">${ansiToHtml(state.traceback)}</pre></details>` : '') +
+        (state.frames ? `<details data-testid="jt-frames"><summary>Variables of each frame${rank !== null ? ` of rank ${rank}` : ''}</summary><pre class="jt-traceback">${escapeHtml(state.frames)}</pre></details>` : '');
       banner.hidden = false;
     } else if (status === 'canceled') {
       banner.className = 'jt-banner jt-banner-muted';
