@@ -14,7 +14,10 @@ from .core.version import __version__ as __version__
 _API = {"submit", "rerun", "resume", "diff", "get_run", "runs", "Run"}
 _SWEEP_API = {"sweep", "sweeps", "get_sweep", "Sweep"}
 _MODEL_API = {"models", "get_model", "delete_model", "Model"}
-__all__ = sorted(_API | _SWEEP_API | _MODEL_API | {"load_ipython_extension", "__version__"})  # noqa: PLE0605
+_CHECK_API = {"check", "CheckResult"}
+__all__ = sorted(  # noqa: PLE0605
+    _API | _SWEEP_API | _MODEL_API | _CHECK_API | {"load_ipython_extension", "__version__"}
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -30,6 +33,10 @@ def __getattr__(name: str) -> Any:
         from .api import models as model_registry
 
         return getattr(model_registry, name)
+    if name in _CHECK_API:
+        from .api import check as checks
+
+        return getattr(checks, name)
     raise AttributeError(f"module 'jupyter_trainer' has no attribute {name!r}")
 
 

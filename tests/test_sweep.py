@@ -370,12 +370,8 @@ def test_cli_sweep_show_json_and_list(home, tmp_path):
 
 
 def test_a_magic_line_keeps_the_quotes_of_sweep_expressions():
-    from jupyter_trainer.frontends.commands.options import (
-        cell_parser,
-        is_sweep,
-        split_line,
-        sweep_kwargs,
-    )
+    from jupyter_trainer.frontends.commands.options import cell_parser, split_line
+    from jupyter_trainer.frontends.commands.sweep_options import is_sweep, sweep_kwargs
 
     words, rest = split_line(
         "--procs 2 --sweep word=choice('a b','c;d') --sweep 'lr=uniform(0,1)' "

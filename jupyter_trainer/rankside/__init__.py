@@ -16,7 +16,8 @@ What is sent, and how:
 - ``DATA_UNPACK``: sent with ``python -c`` to unpack a data input on a node;
 - ``ENV_BUILD``: sent in a tar with an environment's lock to build it on a node;
 - ``KUBE_POD``: the program every pod of a Kubernetes run starts;
-- ``RAY_ACTOR``: the shell that runs as a Ray actor on the nodes of a Ray cluster.
+- ``RAY_ACTOR``: the shell that runs as a Ray actor on the nodes of a Ray cluster;
+- ``CHECK``: the program of ``jupyter-trainer check``, sent as a run's script.
 
 Some of these import a third-party package inside a function, where the node has it by
 definition (torch in the runtime, ray in the Ray actor, uv in the environment builder).
@@ -98,6 +99,7 @@ DATA_UNPACK = "data_unpack.py"
 ENV_BUILD = "env_build.py"
 KUBE_POD = "kube_pod.py"
 RAY_ACTOR = "ray_actor.py"
+CHECK = "collective_check.py"  # the program of ``jupyter-trainer check``, a run's script
 
 # The snapshot's stand-in for the package: ``jupyter_trainer`` with this folder and the
 # public name ``jupyter_trainer.runtime``, so the cell's ``from jupyter_trainer import
@@ -125,6 +127,7 @@ def shipped() -> tuple[str, ...]:
                 ENV_BUILD,
                 KUBE_POD,
                 RAY_ACTOR,
+                CHECK,
             }
         )
     )

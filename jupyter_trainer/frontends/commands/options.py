@@ -23,6 +23,7 @@ from ...core.spec import (
     LAUNCHERS,
     ON_STALL,
 )
+from .sweep_options import add_sweep_options
 
 
 class HelpRequested(Exception):
@@ -208,8 +209,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "--no-autolog",
         dest="autolog",
         action="store_false",
-        help="do not capture what the frameworks the code imports report "
-        "(TensorBoard's SummaryWriter); by default they report to the run",
+        help="do not capture what the frameworks the code imports report (transformers' "
+        "Trainer, Accelerate, Lightning, TensorBoard's SummaryWriter); by default they "
+        "report to the run",
     )
     parser.add_argument(
         "--data",
@@ -224,6 +226,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="URI",
         help="mirror the run to this MLflow tracking URI (default: $MLFLOW_TRACKING_URI when set)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="first run `jupyter-trainer check` on the same target, nodes, processes, "
+        "backend and launcher; start the run only if every rank joins and the "
+        "collectives run",
     )
     parser.add_argument(
         "--dry-run",
@@ -256,141 +265,6 @@ def submit_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "data": ns.data,
         "mlflow": ns.mlflow,
     }
-
-
-def add_sweep_options(parser: argparse.ArgumentParser) -> None:
-    """The options of a sweep, in every front end: with ``--sweep`` a cell or script runs as
-    a search over its params, each trial a run with the run options above."""
-    group = parser.add_argument_group("sweep (hyperparameter search; each trial is a run)")
-    group.add_argument(
-        "--sweep",
-        action="append",
-        default=[],
-        metavar="KEY=EXPR",
-        help="search KEY over EXPR: choice(a,b,...), uniform(lo,hi), "
-        "loguniform(lo,hi), quniform(lo,hi,q), randint(lo,hi) (hi "
-        "excluded), normal(mu,sigma), or a fixed value (repeatable)",
-    )
-    group.add_argument(
-        "--sweep-file",
-        default=None,
-        metavar="FILE",
-        help="a YAML mapping of KEY: EXPR (the --sweep flags win)",
-    )
-    group.add_argument(
-        "--trials",
-        type=int,
-        default=10,
-        metavar="N",
-        help="how many trials to start in all (default: 10)",
-    )
-    group.add_argument(
-        "--parallel",
-        type=int,
-        default=1,
-        metavar="N",
-        help="at most N trials running at once, no more than --trials (default: 1)",
-    )
-    group.add_argument(
-        "--metric",
-        default=None,
-        metavar="NAME",
-        help="the metric to optimise, as the trials jt.log() it (on rank 0)",
-    )
-    group.add_argument("--goal", default="max", metavar="max|min", help="default: max")
-    group.add_argument(
-        "--sampler",
-        default="tpe",
-        metavar="random|grid|tpe|gp",
-        help="how params are chosen, by Optuna (default: tpe)",
-    )
-    group.add_argument(
-        "--prune",
-        default="none",
-        metavar="none|median[:N]|truncation:PCT|bandit:SLACK|hyperband",
-        help="stop poor trials early (default: none)",
-    )
-    group.add_argument(
-        "--prune-after",
-        type=int,
-        default=0,
-        metavar="STEP",
-        help="prune nothing before this step (default: 0)",
-    )
-    group.add_argument(
-        "--prune-every",
-        type=int,
-        default=1,
-        metavar="STEPS",
-        help="ask the pruner every STEPS steps (default: 1)",
-    )
-    group.add_argument(
-        "--timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="start no trial after this long; running trials finish",
-    )
-    group.add_argument("--seed", type=int, default=None, help="the sampler's seed, 0 to 2**32-1")
-    group.add_argument(
-        "--objective",
-        default="last",
-        metavar="last|best",
-        help="a trial's objective: the metric's last value or its best (default: last)",
-    )
-
-
-def sweep_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
-    """``api.sweep`` keyword arguments (its own, not the run's) from parsed sweep options."""
-    return {
-        "space": ns.sweep,
-        "space_file": ns.sweep_file,
-        "metric": ns.metric,
-        "goal": ns.goal,
-        "trials": ns.trials,
-        "parallel": ns.parallel,
-        "sampler": ns.sampler,
-        "prune": ns.prune,
-        "prune_after": ns.prune_after,
-        "prune_every": ns.prune_every,
-        "timeout": ns.timeout,
-        "seed": ns.seed,
-        "objective": ns.objective,
-    }
-
-
-_SWEEP_DEFAULTS = {
-    "trials": 10,
-    "parallel": 1,
-    "metric": None,
-    "goal": "max",
-    "sampler": "tpe",
-    "prune": "none",
-    "prune_after": 0,
-    "prune_every": 1,
-    "timeout": None,
-    "seed": None,
-    "objective": "last",
-}
-
-
-def is_sweep(ns: argparse.Namespace) -> bool:
-    """Whether the options ask for a sweep; sweep options without ``--sweep`` are an error."""
-    if ns.sweep or ns.sweep_file:
-        if getattr(ns, "dry_run", False):
-            raise SpecError(
-                "--dry-run shows one run and a sweep starts many: leave out "
-                "--sweep to see the command of one run with these options"
-            )
-        return True
-    given = [key for key, default in _SWEEP_DEFAULTS.items() if getattr(ns, key) != default]
-    if given:
-        flags = ", ".join("--" + key.replace("_", "-") for key in given)
-        raise SpecError(
-            f"{flags} only go with a sweep: add --sweep KEY=EXPR (for example "
-            "--sweep lr=loguniform(1e-4,1e-1)) or leave them out"
-        )
-    return False
 
 
 def cell_parser() -> OptionParser:

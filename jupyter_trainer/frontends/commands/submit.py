@@ -6,10 +6,12 @@ stderr with ``--wait``, ``%train`` with its monitor unless ``--no-wait``)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from ...api import runs as api
 from ...core.errors import SpecError
+from .check import check_before
 from .options import ParamAction, add_run_options, submit_kwargs
 from .parser import Starter, Subparsers, add_wait_options, origin_kwargs, starts
 
@@ -30,6 +32,8 @@ def define_submit(sub: Subparsers, name: str) -> None:
 
 
 def start_submit(args: argparse.Namespace) -> Started:
+    if args.check and not args.dry_run:
+        check_before(args, sys.stdout)
     return api.submit(
         script=args.script,
         args=getattr(args, "script_args", []),

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING, TextIO
 
 from ...api.sweeps import functions as api
 from ...core.errors import SpecError
 from ..views.sweep_text import sweep_json, sweep_text
-from .options import add_run_options, add_sweep_options, is_sweep, submit_kwargs, sweep_kwargs
+from .check import check_before
+from .options import add_run_options, submit_kwargs
 from .parser import Subparsers, add_wait_options, handles, origin_kwargs, starts, verbs
+from .sweep_options import add_sweep_options, is_sweep, sweep_kwargs
 
 if TYPE_CHECKING:
     from .parser import Started
@@ -87,6 +90,8 @@ def start_sweep(args: argparse.Namespace) -> Started:
             "sweep start needs a search space: --sweep KEY=EXPR "
             "(repeatable) or --sweep-file FILE.yaml"
         )
+    if args.check and not args.dry_run:
+        check_before(args, sys.stdout)
     return api.sweep(
         script=args.script,
         args=getattr(args, "script_args", []),

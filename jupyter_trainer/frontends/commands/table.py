@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .azureml import define_azureml
+from .check import define_check
 from .diff import define_diff
 from .doctor import define_doctor
 from .env import define_env
@@ -47,6 +48,7 @@ COMMANDS: dict[str, Callable[[Subparsers, str], None]] = {
     "resume": define_resume,
     "diff": define_diff,
     "stack": define_stack,
+    "check": define_check,
     "files": define_files,
     "download": define_download,
     "register": define_register,

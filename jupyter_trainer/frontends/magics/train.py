@@ -15,16 +15,16 @@ from ...api import runs as api
 from ...api.dry_run import DryRun
 from ...api.sweeps import functions as sweep_api
 from ...core.errors import RunCanceled, SpecError
+from ..commands.check import check_before
 from ..commands.options import (
     HelpRequested,
     cell_parser,
-    is_sweep,
     script_parser,
     split_line,
     submit_kwargs,
-    sweep_kwargs,
 )
 from ..commands.parser import CommandParser
+from ..commands.sweep_options import is_sweep, sweep_kwargs
 from ..commands.table import add_commands, is_start, parse_command, run_command, start_command
 from ..views.text import source_line
 from ..widgets import monitor_mode, show
@@ -88,6 +88,8 @@ class TrainMagics(Magics):
         code = shell.transform_cell(cell)
         history = list(shell.user_ns.get("In", []))
         origin = {**_origin(shell), "first_line": 2}  # the cell's line 1 is %%train
+        if opts.check and not opts.dry_run:
+            check_before(opts, sys.stdout)
         if is_sweep(opts):
             if opts.form:
                 raise SpecError(
