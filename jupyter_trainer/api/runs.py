@@ -85,8 +85,9 @@ def submit(
     what would be run (its ``text`` is what ``--dry-run`` prints; see dry_run.py).
     ``system_interval`` is how often each rank samples its CPU, memory and GPU figures
     (``Run.system``; 0: never). With ``autolog`` (the default) the frameworks the code
-    imports report to the run by themselves (TensorBoard's ``SummaryWriter``; see
-    docs/frameworks.md); ``autolog=False`` leaves them alone.
+    imports report to the run by themselves (transformers' ``Trainer``, Accelerate,
+    Lightning, TensorBoard's ``SummaryWriter``; see docs/frameworks.md), and their
+    checkpoints are kept in the run and resumed from; ``autolog=False`` leaves them alone.
     """
     notes: list[str] = []  # what a dry run could not do (download a URL input)
     store, tgt, write = run_writer(
