@@ -465,3 +465,17 @@ def test_resume_on_the_ssh_target_starts_a_trainer_from_its_checkpoint(pair, hom
     assert "resuming the Trainer from" in log and "first step 5 attempt 0" in log, log[-3000:]
     assert [s for s, _ in new.metrics(0)["loss"]] == [6, 8]
     assert leftover(new.id) == []
+
+
+def test_a_check_on_two_ssh_nodes_measures_the_link_between_them(pair, home):
+    from jupyter_trainer.api.check import check
+
+    result = check("pair", nodes=2, procs=1, max_bytes=1 << 20, time_limit=60)
+    assert result.ok, result.problems
+    assert sorted(result.joined) == [0, 1]
+    (link,) = result.links
+    assert link["nodes"] == [0, 1]
+    assert link["bandwidth_GBps"] > 0 and link["latency_us"] > 0
+    assert result.slowest_link == link
+    assert {result.ranks[r]["rendezvous"].split(":")[0] for r in (0, 1)} == {ADDRESSES[0]}
+    assert leftover(result.run.id) == []
