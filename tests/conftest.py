@@ -180,17 +180,26 @@ def cluster(slurm, home, monkeypatch):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A test that fails on ``RunFailed`` shows the run's traceback and launcher log, so
-    that a failure seen once in a long suite can be understood from its report alone."""
+    """A test that fails shows, for each run of its store, the run's status and the tail of
+    its launcher log (and the traceback of a ``RunFailed``), so that a failure seen once in a
+    long suite, a timeout included, can be understood from its report alone."""
     from jupyter_trainer.core.errors import RunFailed
 
     report = yield
+    if not report.failed or call.when == "teardown":
+        return report
     failed = call.excinfo.value if call.excinfo is not None else None
-    if isinstance(failed, RunFailed) and report.failed:
-        if failed.traceback:
-            report.sections.append(("run traceback", failed.traceback))
-        home = os.environ.get(HOME_ENV)
-        log = Path(home, "runs", failed.run_id, "logs", "launcher.log") if home else None
-        if log is not None and log.is_file():
-            report.sections.append(("launcher.log", log.read_text(errors="replace")[-8000:]))
+    if isinstance(failed, RunFailed) and failed.traceback:
+        report.sections.append(("run traceback", failed.traceback))
+    home = os.environ.get(HOME_ENV)
+    runs = sorted(Path(home, "runs").glob("*/state.json")) if home else []
+    for state_file in runs[-4:]:
+        try:
+            state = json.loads(state_file.read_text())
+        except (OSError, ValueError):
+            state = {}
+        log = state_file.parent / "logs" / "launcher.log"
+        tail = log.read_text(errors="replace")[-4000:] if log.is_file() else "(no launcher.log)"
+        title = f"run {state_file.parent.name}: {state.get('status')} {state.get('error') or ''}"
+        report.sections.append((title.strip(), tail))
     return report
