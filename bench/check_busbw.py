@@ -7,7 +7,7 @@ Each round runs both, in a fresh random order, with 2 ranks and Gloo on this mac
 
 - the check (``jt.check(procs=2, ...)``), through the run store, the supervisor and the
   launcher, as a user runs it;
-- the anchor: ``python -m torch.distributed.run --nproc-per-node 2`` of a 20-line script that
+- the anchor: ``python -m torch.distributed.run --standalone --nproc-per-node 2`` of a script that
   times ``dist.all_reduce`` on the same sizes, 20 iterations after one warm-up, and prints
   nccl-tests' bus bandwidth, ``2(n-1)/n`` times bytes over time.
 
@@ -60,10 +60,9 @@ def anchor(script: Path, sizes: list[int]) -> dict[int, float]:
             sys.executable,
             "-m",
             "torch.distributed.run",
+            "--standalone",
             "--nproc-per-node",
             "2",
-            "--master-port",
-            "0",
             str(script),
             json.dumps(sizes),
         ],
