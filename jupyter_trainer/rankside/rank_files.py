@@ -157,6 +157,8 @@ def framework_checkpoints(root: str) -> list[tuple[int, str]]:
             paths.append(folder)
             subs[:] = []
         for path in paths:
+            if os.path.islink(path):
+                continue  # a link may point anywhere: never resumed from or copied
             try:
                 found.append((os.stat(path).st_mtime_ns, path))
             except OSError:
