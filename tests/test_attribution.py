@@ -145,3 +145,22 @@ def test_a_rank_that_recorded_exit_0_and_then_died_by_a_signal_is_named():
     # A rank that failed on its own before still goes first.
     records[0].update(exit_code=1, failed_at=9.0, error="RuntimeError: no")
     assert at.first_death(at.rank_deaths(records)).rank == 0
+
+
+def test_torchruns_word_at_a_restart_names_the_killed_process_of_its_attempt():
+    # torchrun's agent before it restarts the ranks: the watcher could not read how rank 1
+    # died once the agent had reaped it, and the agent names it by pid
+    log = (
+        "E1128 00:46:07.465000 7525 torch/distributed/elastic/multiprocessing/api.py:1002] "
+        "failed (exitcode: -9) local_rank: 1 (pid: 7535) of binary: /venv/bin/python\n"
+    )
+    killed = at.killed_processes(log)
+    assert killed == {(7535, 1): "SIGKILL"}
+    first = {0: record(0, pid=7534, local_rank=0, attempt=0, exit_code=143, signal="SIGTERM")}
+    first[1] = record(1, pid=7535, local_rank=1, attempt=0, exited=5.0)
+    again = {r: record(r, pid=7600 + r, local_rank=r, attempt=1, exit_code=0) for r in (0, 1)}
+    assert at.killed_ranks(first, killed) == {1: "SIGKILL"}
+    assert at.killed_ranks(again, killed) == {}
+    death = at.first_death(at.rank_deaths(first, at.killed_ranks(first, killed)))
+    assert death.rank == 1 and "killed by SIGKILL" in death.error("torchrun")
+    assert at.launcher_signals(log, "torchrun", 0, first) == {1: "SIGKILL"}

@@ -9,6 +9,7 @@ checks the final state, the rank it names, the index row, and that no process is
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import sqlite3
@@ -22,7 +23,7 @@ from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures
 from test_ssh_launchers import mpi_pair  # noqa: F401 (fixture)
 
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside import death_watch, procs
 from jupyter_trainer.store import Store
 from jupyter_trainer.supervisor import starter
 
@@ -381,3 +382,50 @@ def test_a_full_disk_fails_the_run_as_disk_full_and_ends_its_ranks(small_home, w
     assert shown.returncode == 0 and "disk full" in shown.stdout, (shown.stdout, shown.stderr)
     assert index_row(small_home, run.id)["status"] == "failed"
     assert not list(run.path.glob(".state-spare-*"))  # the reserve is given back
+
+
+WATCHED = """
+import json, os, sys, time
+from jupyter_trainer.rankside import death_watch
+path = sys.argv[1]
+death_watch.write_json(path, {"rank": 1, "local_rank": 1, "pid": os.getpid(), "attempt": 0})
+death_watch.watch_death(path)
+print("watched", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_restarted_rank_moving_the_record_aside_keeps_its_watchers_evidence(tmp_path):
+    # torchrun started rank 1 again before the watcher of its first process wrote how that
+    # one ended: the new process moved the record aside and wrote its own.
+    path = tmp_path / "rank-1.json"
+    first = subprocess.Popen([sys.executable, "-c", WATCHED, str(path)], stdout=subprocess.PIPE)
+    try:
+        assert first.stdout.readline() == b"watched\n"
+        with death_watch.records_locked(str(tmp_path)):
+            os.replace(path, tmp_path / "rank-1.attempt-0.json")
+            death_watch.write_json(str(path), {"rank": 1, "pid": 1, "attempt": 1})
+        first.send_signal(signal.SIGKILL)
+        kept = tmp_path / "rank-1.attempt-0.json"
+        wait_for(lambda: "exited" in json.loads(kept.read_text()), timeout=10)
+    finally:
+        first.kill()
+        first.wait()
+    assert json.loads(kept.read_text())["signal"] == "SIGKILL"
+    assert json.loads(path.read_text()) == {"rank": 1, "pid": 1, "attempt": 1}
+
+
+def test_a_peer_still_on_its_earlier_attempt_is_not_taken_as_gone(tmp_path):
+    # Rank 0 of attempt 1 fails while rank 1's record is still attempt 0's, whose process
+    # torchrun ended to start it again: that process being gone proves nothing.
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = death_watch.hostname()
+    mine = {"rank": 0, "pid": os.getpid(), "host": host, "attempt": 1}
+    death_watch.write_json(str(tmp_path / "rank-0.json"), mine)
+    peer = {"rank": 1, "pid": dead.pid, "host": host, "attempt": 0}
+    death_watch.write_json(str(tmp_path / "rank-1.json"), peer)
+    chain = [os.getppid()]
+    assert death_watch.failure_evidence(str(tmp_path), 0, chain) == {}
+    death_watch.write_json(str(tmp_path / "rank-1.json"), {**peer, "attempt": 1})
+    assert death_watch.failure_evidence(str(tmp_path), 0, chain) == {"peers_gone": [1]}

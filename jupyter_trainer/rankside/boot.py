@@ -14,6 +14,7 @@ rank's death watcher)."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import json
 import os
@@ -236,8 +237,6 @@ def main(argv: list[str]) -> int:
             rank_files.mark_output(os.path.join(logs, f"rank-{runtime.rank}.times"))
         record_path = os.path.join(ranks, f"rank-{runtime.rank}.json")
         attempt = getattr(runtime, "attempt", 0)
-        if attempt:
-            _keep_earlier_attempt(record_path, runtime.rank, attempt)
         record = {
             "rank": runtime.rank,
             "local_rank": runtime.local_rank,
@@ -249,8 +248,16 @@ def main(argv: list[str]) -> int:
         }
         if os.environ.get("SLURMD_NODENAME"):  # Slurm's name of the node, which srun takes
             record["slurm_node"] = os.environ["SLURMD_NODENAME"]
-        rank_death.write_json(record_path, record)
-        rank_death.watch_death(record_path)
+        # an older installed rank side has no lock: its watcher writes in its own time
+        locked = getattr(rank_death, "records_locked", lambda _: contextlib.nullcontext())
+        with locked(ranks):
+            if attempt:
+                _keep_earlier_attempt(record_path, runtime.rank, attempt)
+            rank_death.write_json(record_path, record)
+        if attempt:
+            rank_death.watch_death(record_path, attempt)
+        else:
+            rank_death.watch_death(record_path)
     launchers = rank_death.launcher_chain(os.environ.get("JT_RUN_ID", ""))
 
     def evidence() -> dict[str, Any]:

@@ -10,12 +10,15 @@ and then died otherwise, ``peers_gone`` and ``orphaned``.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from jupyter_trainer.rankside import atomic
@@ -56,12 +59,15 @@ def failure_evidence(ranks_dir: str, rank: int, launchers: list[int]) -> dict[st
     when this rank failed. A rank killed by SIGKILL is only timed by its watcher, a moment
     after the kernel closed its sockets, and a peer may raise "connection closed" in between;
     this is the proof, free of any clock, that the peer went first. ``orphaned``: this rank's
-    launcher, or a process between it and this rank, had already gone.
+    launcher, or a process between it and this rank, had already gone. Only peers of this
+    rank's attempt (as its own record says) count: a peer's record may still be its earlier
+    attempt's, whose process is gone because torchrun is starting it again.
     """
     found: dict[str, Any] = {}
     if os.getppid() != launchers[0] or any(_ending(pid) for pid in launchers):
         found["orphaned"] = True
     host = hostname()
+    attempt = (_read_record(os.path.join(ranks_dir, f"rank-{rank}.json")) or {}).get("attempt", 0)
     gone = []
     try:
         names = os.listdir(ranks_dir)
@@ -77,7 +83,9 @@ def failure_evidence(ranks_dir: str, rank: int, launchers: list[int]) -> dict[st
         except (OSError, ValueError):
             continue
         pid = peer.get("pid")
-        if peer.get("host") == host and isinstance(pid, int) and _ending(pid):
+        if peer.get("attempt", 0) != attempt or peer.get("host") != host:
+            continue
+        if isinstance(pid, int) and _ending(pid):
             gone.append(int(match.group(1)))
     if gone:
         found["peers_gone"] = sorted(gone)
@@ -103,7 +111,29 @@ def _ending(pid: int) -> bool:
     return fields is None or fields[0] in ("Z", "X", "x") or bool(int(fields[6]) & _PF_EXITING)
 
 
-def watch_death(record_path: str) -> None:
+@contextlib.contextmanager
+def records_locked(folder: str) -> Iterator[None]:
+    """Hold the lock of a ranks folder (``flock`` on the folder itself) while a record is read
+    and written again.
+
+    A rank that torchrun starts again moves its earlier attempt's record aside and writes its
+    own, while the earlier attempt's watcher may still be adding the end it saw: without
+    turns, the watcher reads the old record and writes it back over the new one, or finds it
+    gone and records nothing. Where the file system cannot lock, nothing is held."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def watch_death(record_path: str, attempt: int = 0) -> None:
     """Fork a watcher that records when this rank's process ended, however it ended.
 
     A rank killed by SIGKILL (the out-of-memory killer, ``kill -9``) runs no code of its own,
@@ -116,7 +146,9 @@ def watch_death(record_path: str) -> None:
     record travels back as it always does. A launcher only waits on its own children, the
     ranks, so it never waits on this one.
 
-    On the signal it writes ``exited`` (the time) into the record; when the rank recorded no
+    On the signal it writes ``exited`` (the time) into the record (or into the copy of it
+    kept as ``rank-<r>.attempt-<attempt>.json``, once a restarted rank has moved it aside; see
+    ``records_locked``); when the rank recorded no
     ``exit_code`` itself, also the ``signal`` or ``exit_status`` if the dead rank can still be
     read as a zombie. Then it exits at once. It ignores SIGTERM, SIGINT and SIGHUP, which
     launchers and the supervisor send to a whole process group, so it outlives its rank and
@@ -134,12 +166,12 @@ def watch_death(record_path: str) -> None:
     if pid:
         return
     try:
-        _death_watcher(record_path, parent)
+        _death_watcher(record_path, parent, attempt)
     finally:
         os._exit(0)
 
 
-def _death_watcher(record_path: str, parent: int) -> None:
+def _death_watcher(record_path: str, parent: int, attempt: int) -> None:
     import ctypes
 
     signal.pthread_sigmask(signal.SIG_BLOCK, [_DEATH_SIGNAL])
@@ -180,13 +212,34 @@ def _death_watcher(record_path: str, parent: int) -> None:
             _signal(parent, signal.SIGKILL)
     exited = time.time()
     status = _zombie_status(parent)
+    kept = f"{record_path[: -len('.json')]}.attempt-{attempt}.json"
+    with records_locked(os.path.dirname(record_path)):
+        for path in (record_path, kept):
+            record = _read_record(path)
+            if record is not None and record.get("pid") == parent:
+                _record_end(path, record, exited, status, cgroup, kills, peak)
+                return
+
+
+def _read_record(path: str) -> dict[str, Any] | None:
     try:
-        with open(record_path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             record = json.load(f)
     except (OSError, ValueError):
-        return
-    if record.get("pid") != parent:
-        return
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _record_end(
+    record_path: str,
+    record: dict[str, Any],
+    exited: float,
+    status: int | None,
+    cgroup: str | None,
+    kills: dict[str | None, int | None],
+    peak: int,
+) -> None:
+    """Write into the dead rank's record when it ended, and how, as far as can be seen."""
     record["exited"] = exited
     if record.get("exit_code") is None and status:  # 0 is also what an unreadable one shows
         if status & 0x7F:

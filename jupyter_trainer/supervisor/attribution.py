@@ -322,18 +322,48 @@ _MPIRUN = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on sig
 # A target with several nodes prefixes each node's lines with its name: "[n2]   rank : 1".
 _TORCHRUN = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n(?:\[[^\]\n]*\])?\s*exitcode\s*:\s*(-\d+)")
 _HOROVOD = re.compile(r"Process (\d+) exit with status code (-?\d+)")
+# torchrun's agent at each failure of its ranks, one it restarts after included; it names the
+# process, so the rank is the one whose record holds that pid (every attempt has its own).
+_TORCHRUN_FAILED = re.compile(r"failed \(exitcode: (-\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+
+Killed = dict[tuple[int, int], str]  # (pid, local rank) -> signal name
+
+
+def killed_processes(log_text: str | None) -> Killed:
+    """The rank processes torchrun's agent said a signal ended, by pid and local rank."""
+    return {
+        (int(pid), int(local)): _name(-int(code))
+        for code, local, pid in _TORCHRUN_FAILED.findall(log_text or "")
+    }
+
+
+def killed_ranks(records: dict[int, dict[str, Any]], killed: Killed) -> dict[int, str]:
+    """rank -> signal name, for the ranks whose process (pid and local rank, as the rank
+    recorded them) is among ``killed``."""
+    found = {}
+    for rank, rec in records.items():
+        key = (rec.get("pid"), rec.get("local_rank"))
+        if key in killed:
+            found[rank] = killed[key]
+    return found
 
 
 def launcher_signals(
-    log_text: str | None, launcher: str = "", exit_code: int | None = None
+    log_text: str | None,
+    launcher: str = "",
+    exit_code: int | None = None,
+    records: dict[int, dict[str, Any]] | None = None,
 ) -> dict[int, str]:
     """Ranks the launcher's own messages say a signal ended: rank -> signal name. Under
-    ``--launcher python`` the launcher is rank 0, so its exit code is rank 0's."""
+    ``--launcher python`` the launcher is rank 0, so its exit code is rank 0's. With the
+    ranks' ``records``, also the processes torchrun names by pid (``killed_ranks``)."""
     found: dict[int, str] = {}
     if launcher == "python" and exit_code is not None and exit_code < 0:
         found[0] = procs.termination_signal_name(exit_code) or f"signal {-exit_code}"
     if not log_text:
         return found
+    if records:
+        found.update(killed_ranks(records, killed_processes(log_text)))
     for rank, num in _MPIRUN.findall(log_text):
         found.setdefault(int(rank), _name(int(num)))
     for rank, code in _TORCHRUN.findall(log_text):

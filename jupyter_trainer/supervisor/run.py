@@ -476,7 +476,10 @@ class Supervisor:
                 launcher_exit=launcher_exit,
                 launcher_death=self.launcher_exit.death(outcome),
                 launcher_words=attribution.launcher_signals(
-                    self.launcher_exit.log_tail(LAUNCHER_WORDS_TAIL), launcher, launcher_exit
+                    self.launcher_exit.log_tail(LAUNCHER_WORDS_TAIL),
+                    launcher,
+                    launcher_exit,
+                    records,
                 ),
                 log_tail=self.launcher_exit.log_tail(),
                 hot=(self.state.get("launcher") or {}).get("hot") or {},

@@ -58,11 +58,14 @@ class RunWatch:
         self.first_non_finite: dict[str, dict[str, Any]] = {}
         self.stacks: dict[tuple[int, int], str] = {}  # (attempt, rank) -> stack at its stall
         self.gpus = GpuWatch(str(paths.events))
+        self.killed: attribution.Killed = {}  # the rank processes torchrun saw killed so far
+        self.launcher_read = 0  # how far launcher.log has been read for them
 
     # -- attempts ------------------------------------------------------------------------
     def attempts(self) -> list[dict[str, Any]]:
         """One entry per attempt the ranks recorded: start, end, first failing rank, error."""
         found = []
+        self._read_launcher_log()
         for attempt, records in attempt_records(self.paths.ranks).items():
             starts = [r["started"] for r in records.values() if isinstance(r.get("started"), float)]
             ends = [r.get("ended") or r.get("exited") for r in records.values()]
@@ -74,11 +77,27 @@ class RunWatch:
                 "failed_rank": None,
                 "error": None,
             }
-            first = attribution.first_death(attribution.rank_deaths(records))
+            said = attribution.killed_ranks(records, self.killed)
+            first = attribution.first_death(attribution.rank_deaths(records, said))
             if first is not None:
                 entry.update(failed_rank=first.rank, error=first.error(self.launcher))
             found.append(entry)
         return found
+
+    def _read_launcher_log(self) -> None:
+        """Read on in launcher.log, whole lines only, for the processes torchrun says a
+        signal ended: a rank's watcher cannot read how its rank died once torchrun has
+        reaped it, and torchrun names each one, restarts included."""
+        try:
+            with open(self.paths.logs / "launcher.log", "rb") as fh:
+                fh.seek(self.launcher_read)
+                data = fh.read(SCAN_BYTES)
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1 or (len(data) if len(data) == SCAN_BYTES else 0)
+        whole = data[:end]
+        self.launcher_read += end
+        self.killed.update(attribution.killed_processes(whole.decode(errors="replace")))
 
     def current_records(self) -> dict[int, dict[str, Any]]:
         """The ranks' records of the latest attempt."""
