@@ -57,6 +57,7 @@ def submit(
     stop_on_nan: str | Sequence[str] = (),
     system_interval: float = DEFAULT_SYSTEM_INTERVAL,
     autolog: bool = True,
+    debug: bool | float = False,
     data: Mapping[str, str | os.PathLike] | Sequence[str] | None = None,
     mlflow: str | None = None,
     namespace: Mapping[str, Any] | None = None,
@@ -88,6 +89,8 @@ def submit(
     imports report to the run by themselves (transformers' ``Trainer``, Accelerate,
     Lightning, TensorBoard's ``SummaryWriter``; see docs/frameworks.md), and their
     checkpoints are kept in the run and resumed from; ``autolog=False`` leaves them alone.
+    With ``debug`` (True, or a time limit in seconds) a rank that raises waits in a debugger
+    to be attached (``Run.debug``; docs/debug.md) instead of exiting.
     """
     notes: list[str] = []  # what a dry run could not do (download a URL input)
     store, tgt, write = run_writer(
@@ -107,6 +110,7 @@ def submit(
         stall_timeout=stall_timeout,
         system_interval=system_interval,
         autolog=autolog,
+        debug=debug,
         on_stall=on_stall,
         stop_on_nan=stop_on_nan,
         data=data,
@@ -470,6 +474,12 @@ class Run:
         from .stacks import run_stacks
 
         return run_stacks(self.store, self.id, rank=rank)
+
+    def debug(self, rank: int | None = None, wait: float = 0.0) -> Any:
+        """A ``DebugSession`` with the pdb of a rank that waits in one (api/debug.py)."""
+        from .debug import attach
+
+        return attach(self.store, self.id, rank, wait)
 
     def monitor(self, **kwargs: Any):
         """This run's monitor, live or finished, with its whole history.

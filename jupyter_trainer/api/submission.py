@@ -23,6 +23,7 @@ from ..core.spec import (
     RunSpec,
     TargetSpec,
     WatchSpec,
+    debug_limit,
     parse_params,
 )
 from ..store import Store
@@ -96,6 +97,7 @@ def run_writer(
     notes: list[str] | None = None,
     system_interval: float = DEFAULT_SYSTEM_INTERVAL,
     autolog: bool = True,
+    debug: bool | float = False,
 ) -> tuple[Store, Target, Callable[[Path], RunSpec]]:
     """The store, the target and ``write(staging) -> RunSpec`` (which captures the snapshot)
     of a run of ``code`` or ``script``: checked, but nothing written yet. With ``dry_run``
@@ -120,6 +122,7 @@ def run_writer(
         stop_on_nan=(stop_on_nan,) if isinstance(stop_on_nan, str) else tuple(stop_on_nan),
         system_interval=system_interval,
         autolog=autolog,
+        debug=debug_limit(debug),
     )
     overrides = params
     line_one = first_line(origin)

@@ -116,6 +116,7 @@ class StateRecord(TypedDict, total=False):
     attempts: list[dict[str, Any]]
     non_finite: dict[str, dict[str, Any]]
     stalled: list[dict[str, Any]]
+    debugging: list[dict[str, Any]]  # ranks waiting in a debugger (rankside/debugger.py)
     stacks: dict[str, str]
     teardown: dict[str, Any]
     rank_exit_codes: dict[str, int | None]

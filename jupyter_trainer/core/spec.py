@@ -24,6 +24,7 @@ MAX_PROCS = 4096
 MAX_RESTARTS = 100
 ON_STALL = ("warn", "cancel")
 DEFAULT_STALL_TIMEOUT = 600.0
+DEFAULT_DEBUG_TIMEOUT = 1800.0  # how long a rank that raised under --debug waits to be attached
 DEFAULT_SYSTEM_INTERVAL = 5.0  # seconds between samples of a rank's CPU, memory and GPU
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -157,6 +158,13 @@ class LaunchSpec:
         return self.launcher == "torchrun" and self.nodes == 1
 
 
+def debug_limit(debug: bool | float) -> float:
+    """``debug=`` as given (True, False or a number of seconds) as WatchSpec's ``debug``."""
+    if debug is True:
+        return DEFAULT_DEBUG_TIMEOUT
+    return 0.0 if debug is False else debug
+
+
 @dataclass(frozen=True)
 class WatchSpec:
     """What the supervisor watches for while the ranks run, and what it does then."""
@@ -166,10 +174,23 @@ class WatchSpec:
     stop_on_nan: tuple[str, ...] = ()  # metrics whose NaN or inf fails the run
     system_interval: float = DEFAULT_SYSTEM_INTERVAL  # 0: no system figures (rankside/system)
     autolog: bool = True  # framework calls report to the run (rankside/autolog)
+    debug: float = 0.0  # a rank that raises waits this long for a debugger; 0: it exits
 
     def __post_init__(self) -> None:
         if type(self.autolog) is not bool:
             raise SpecError(f"autolog must be True or False, got {self.autolog!r}")
+        limit = self.debug
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, (int, float))
+            or not math.isfinite(limit)
+            or (limit != 0 and not 1 <= limit <= 7 * 24 * 3600)
+        ):
+            raise SpecError(
+                f"--debug-timeout must be a number of seconds from 1 to 604800 (a week), "
+                f"got {limit!r}"
+            )
+        object.__setattr__(self, "debug", float(limit))
         every = self.system_interval
         if (
             isinstance(every, bool)
@@ -400,6 +421,8 @@ class RunSpec:
             del data["launch"]["hot"]
         if self.watch.autolog:  # likewise: written only when turned off
             del data["watch"]["autolog"]
+        if not self.watch.debug:  # and only when asked for
+            del data["watch"]["debug"]
         return data
 
     @classmethod

@@ -17,6 +17,7 @@ What is sent, and how:
 - ``ENV_BUILD``: sent in a tar with an environment's lock to build it on a node;
 - ``KUBE_POD``: the program every pod of a Kubernetes run starts;
 - ``RAY_ACTOR``: the shell that runs as a Ray actor on the nodes of a Ray cluster;
+- ``DEBUG_RELAY``: sent with ``python -c`` to reach a rank's debugger on its node;
 - ``CHECK``: the program of ``jupyter-trainer check``, sent as a run's script.
 
 Some of these import a third-party package inside a function, where the node has it by
@@ -39,6 +40,7 @@ SNAPSHOT = (
     "launcher_env.py",
     "import_hooks.py",
     "frame_locals.py",
+    "debugger.py",
     "autolog.py",
     "hf_hooks.py",
     "lightning_hooks.py",
@@ -99,6 +101,7 @@ DATA_UNPACK = "data_unpack.py"
 ENV_BUILD = "env_build.py"
 KUBE_POD = "kube_pod.py"
 RAY_ACTOR = "ray_actor.py"
+DEBUG_RELAY = "debug_relay.py"  # joins a debugger client to a rank's socket on its node
 CHECK = "collective_check.py"  # the program of ``jupyter-trainer check``, a run's script
 
 # The snapshot's stand-in for the package: ``jupyter_trainer`` with this folder and the
@@ -128,6 +131,7 @@ def shipped() -> tuple[str, ...]:
                 KUBE_POD,
                 RAY_ACTOR,
                 CHECK,
+                DEBUG_RELAY,
             }
         )
     )

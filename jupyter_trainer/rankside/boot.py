@@ -71,6 +71,35 @@ def _error_line(exc: BaseException) -> str:
     return line[:1000]
 
 
+def _debug(
+    exc: BaseException,
+    record_path: str | None,
+    run_dir: str | None,
+    rank: int,
+    frames: list[dict[str, Any]],
+) -> str | None:
+    """Under ``--debug``: wait for a debugger to attach to the rank that raised ``exc`` and
+    run its post-mortem (``debugger.post_mortem``); how that ended, or None without one."""
+    if record_path is None or isinstance(exc, KeyboardInterrupt) or exc.__traceback__ is None:
+        return None
+    try:
+        from jupyter_trainer.rankside import debugger, run_inputs
+
+        limit = (run_inputs.from_spec(run_dir, "watch") or {}).get("debug")
+    except (ImportError, RuntimeError):  # an older installed rank side, or no spec
+        return None
+    if not isinstance(limit, (int, float)) or limit <= 0:
+        return None
+    last = frames[-1] if frames else {}
+    place = f" at {os.path.basename(str(last.get('file')))}:{last.get('line')}" if last else ""
+    where = f"rank {rank}: {_error_line(exc)[:200]}{place}"
+    try:
+        return debugger.post_mortem(record_path, float(limit), exc.__traceback__, where)
+    except Exception as failed:  # the rank's failure must be recorded all the same
+        print(f"[jt] the debugger failed: {failed!r}", file=sys.stderr)
+        return None
+
+
 def _user_traceback(exc: BaseException, entry: str, run_dir: str | None) -> str:
     """The traceback from the entry's first frame on (boot and runpy frames dropped), with
     the frames of a notebook cell given as the cell's own lines (``_cell_lines``)."""
@@ -370,14 +399,17 @@ def main(argv: list[str]) -> int:
         code = 128 + signal.SIGINT if isinstance(exc, KeyboardInterrupt) else 1
         tb = _user_traceback(exc, entry, run_dir)
         print(tb, end="", file=sys.stderr)
+        frames = _frames(exc, entry, run_dir)
+        debugged = _debug(exc, record_path, run_dir, runtime.rank, frames)
         finish(
             code,
             failed_at=failed_at,
             error=_error_line(exc),
             traceback=tb[-_TRACEBACK_CHARS:],
-            frames=_frames(exc, entry, run_dir),
+            frames=frames,
             **seen,
             **_gpu_oom(exc),
+            **({"debugged": debugged} if debugged else {}),
         )
         return code
     _release_process_group()

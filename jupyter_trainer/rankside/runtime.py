@@ -105,6 +105,7 @@ _ELSEWHERE = {  # "file:name" of this folder, imported on first use only
     "load_checkpoint": "rank_outputs:load_checkpoint",
     "export_onnx": "rank_outputs:export_onnx",
     "load_carried": "run_inputs:load_carried",
+    "breakpoint": "debugger:rank_breakpoint",
 }
 _FRAMEWORK_CLASSES = {  # built from the framework, whose import is the caller's
     "TransformersCallback": "hf_hooks:callback_class",

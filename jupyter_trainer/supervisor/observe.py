@@ -24,7 +24,7 @@ def observed(state: StateRecord) -> str:
         {**e, "seconds": e["seconds"] // STALL_REFRESH_S} for e in state.get("stalled") or []
     ]
     return json.dumps(
-        [state.get("attempts"), state.get("non_finite"), stalled],
+        [state.get("attempts"), state.get("non_finite"), stalled, state.get("debugging")],
         sort_keys=True,
         default=str,
     )
@@ -51,6 +51,20 @@ def non_finite(
     return None
 
 
+def debugging(state: StateRecord, watch: RunWatch) -> None:
+    """Name in the state the ranks that wait in a debugger now (``rankside/debugger.py``):
+    each one's rank, host, socket, since and until when, and where it stopped."""
+    found = [
+        {"rank": rank, "host": rec.get("host"), **rec["debugging"]}
+        for rank, rec in sorted(watch.current_records().items())
+        if isinstance(rec.get("debugging"), dict) and rec.get("exit_code") is None
+    ]
+    if found:
+        state["debugging"] = found
+    else:
+        state.pop("debugging", None)
+
+
 def stalls(
     state: StateRecord,
     watch: RunWatch,
@@ -59,8 +73,8 @@ def stalls(
 ) -> dict[str, Any] | None:
     """Record the ranks stalled now (logging each new set); with ``--on-stall cancel``, save
     their stacks and end the run."""
-    if state["status"] != "running":
-        return None
+    if state["status"] != "running" or state.get("debugging"):
+        return None  # the ranks a debugging rank holds are not stalled
     stalled = watch.stalled()
     names = {entry["rank"] for entry in stalled}
     was = state.get("stalled") or []

@@ -368,6 +368,7 @@ class Supervisor:
         before = observe.observed(self.state)
         if self.spec.launch.max_restarts:  # without restarts there is only one attempt
             self.state["attempts"] = self.watch.attempts()
+        observe.debugging(self.state, self.watch)
         ended = self._observe_non_finite() or observe.stalls(
             self.state, self.watch, self.spec.watch.on_stall, log
         )
@@ -460,6 +461,7 @@ class Supervisor:
         records = self.store.rank_records(self.run_id)
         if self.spec.launch.max_restarts:
             self.state["attempts"] = self.watch.attempts()
+        self.state.pop("debugging", None)
         fields: StateRecord = {
             "teardown": teardown,
             "rank_exit_codes": {str(r): rec.get("exit_code") for r, rec in sorted(records.items())},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -220,9 +221,27 @@ class Target(ABC):
                 found[rank] = procs.python_stack(pid)
         return found
 
+    def debug_relay(self, handle: Handle | None, record: dict[str, Any]) -> Any:
+        """A process (``subprocess.Popen``'s interface) whose stdin and stdout pipes reach the
+        debugger a rank serves on its node (``record``: the rank's own, with its ``host`` and
+        ``debugging.socket``), over this target's transport (``relay_command``). None here:
+        the socket is on this host, to connect to directly."""
+        return None
+
     def release(self, handle: Handle | None) -> None:
         """The run is settled (its state is terminal): close what the target kept open
         for its end (sessions with the nodes). Never raises on the run's behalf."""
+
+
+def relay_command(record: dict[str, Any]) -> str:
+    """The shell command that joins its stdin and stdout to the debugger socket ``record``
+    names, on the rank's node (``rankside/debug_relay.py``)."""
+    from .. import rankside
+
+    path = str((record.get("debugging") or {}).get("socket") or "")
+    if not path:
+        raise TargetError(f"rank {record.get('rank')} is not waiting in a debugger")
+    return shlex.join(["python3", "-c", rankside.text(rankside.DEBUG_RELAY), path])
 
 
 def checkpoint_blobs(run_dir: str) -> dict[str, str]:

@@ -18,6 +18,7 @@ from typing import Any
 from ...core.errors import SpecError
 from ...core.spec import (
     BACKENDS,
+    DEFAULT_DEBUG_TIMEOUT,
     DEFAULT_STALL_TIMEOUT,
     DEFAULT_SYSTEM_INTERVAL,
     LAUNCHERS,
@@ -214,6 +215,20 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "report to the run",
     )
     parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="a rank that raises waits in pdb for `%%train debug RUN` or `jupyter-trainer "
+        "debug RUN` to attach, instead of exiting; the other ranks are held meanwhile",
+    )
+    parser.add_argument(
+        "--debug-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=f"with --debug: how long the rank waits for a debugger, and for each answer "
+        f"(default: {DEFAULT_DEBUG_TIMEOUT:g}); then the run fails as it would have",
+    )
+    parser.add_argument(
         "--data",
         action=ParamAction,
         default=[],
@@ -262,9 +277,20 @@ def submit_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "stop_on_nan": ns.stop_on_nan,
         "system_interval": ns.system_interval,
         "autolog": ns.autolog,
+        "debug": debug_option(ns),
         "data": ns.data,
         "mlflow": ns.mlflow,
     }
+
+
+def debug_option(ns: argparse.Namespace) -> bool | float:
+    """``submit``'s ``debug`` from --debug and --debug-timeout."""
+    if ns.debug_timeout is not None and not ns.debug:
+        raise SpecError(
+            f"--debug-timeout {ns.debug_timeout:g} goes with --debug: add --debug, or leave "
+            "out --debug-timeout"
+        )
+    return float(ns.debug_timeout) if ns.debug and ns.debug_timeout is not None else ns.debug
 
 
 def cell_parser() -> OptionParser:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .azureml import define_azureml
 from .check import define_check
+from .debug import define_debug
 from .diff import define_diff
 from .doctor import define_doctor
 from .env import define_env
@@ -49,6 +50,7 @@ COMMANDS: dict[str, Callable[[Subparsers, str], None]] = {
     "diff": define_diff,
     "stack": define_stack,
     "check": define_check,
+    "debug": define_debug,
     "files": define_files,
     "download": define_download,
     "register": define_register,

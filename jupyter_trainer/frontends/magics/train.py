@@ -28,6 +28,7 @@ from ..commands.sweep_options import is_sweep, sweep_kwargs
 from ..commands.table import add_commands, is_start, parse_command, run_command, start_command
 from ..views.text import source_line
 from ..widgets import monitor_mode, show
+from ..widgets.mode import takes_input
 
 # What a run or sweep canceled by the notebook's Stop button records as its reason.
 STOP_REASON = "stopped from the notebook (Stop button)"
@@ -85,6 +86,7 @@ class TrainMagics(Magics):
         shell = self.shell
         if shell is None:  # a magic registered outside a shell: nothing to take the cell from
             raise SpecError("%%train runs a cell of an IPython shell; there is none here")
+        refuse_debug_without_input(opts.debug)
         code = shell.transform_cell(cell)
         history = list(shell.user_ns.get("In", []))
         origin = {**_origin(shell), "first_line": 2}  # the cell's line 1 is %%train
@@ -243,6 +245,7 @@ class TrainMagics(Magics):
             return None
         if words[0].endswith(".py") or os.path.isfile(os.path.expanduser(words[0])):
             opts = script_parser("%train").parse_args(words)
+            refuse_debug_without_input(opts.debug)
             if is_sweep(opts):
                 sweep = sweep_api.sweep(
                     script=opts.script,
@@ -264,6 +267,7 @@ class TrainMagics(Magics):
             _say_source(run)
             return self._watch(run)
         opts = parse_command(_management_parser(), words)
+        refuse_debug_without_input(opts.command == "debug" or getattr(opts, "debug", False))
         if is_start(opts):
             return self._started(opts, start_command(opts, rest, _origin(self.shell)))
         if opts.command == "diff" and not opts.json:
@@ -286,6 +290,17 @@ class TrainMagics(Magics):
             return None
         show(run)
         return run
+
+
+def refuse_debug_without_input(debug: bool) -> None:
+    """A debugger needs a person to answer it: refuse one where nobody can (papermill)."""
+    if debug and not takes_input():
+        raise SpecError(
+            "--debug and %train debug need a person to answer the debugger, and this "
+            "notebook runs without input (papermill, nbconvert): leave out --debug here, and "
+            "run the cell in JupyterLab or Notebook, or `jupyter-trainer debug RUN` in a "
+            "terminal, to debug it"
+        )
 
 
 def _kernel_is_shutting_down(shell: Any, grace: float = SHUTDOWN_GRACE_S) -> bool:

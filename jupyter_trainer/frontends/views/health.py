@@ -105,6 +105,25 @@ def stack_head(stack: str, lines: int = 12) -> list[str]:
     return rows[start : start + lines]
 
 
+def debugging_of(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ranks of a running run that wait in a debugger (``--debug``, ``jt.breakpoint``):
+    rank, host, where it stopped, since and until when, and whether someone is attached."""
+    if state.get("status") != "running":
+        return []
+    return [
+        {
+            "rank": e.get("rank"),
+            "host": e.get("host"),
+            "where": e.get("where"),
+            "since": e.get("since"),
+            "until": e.get("until"),
+            "attached": bool(e.get("attached")),
+        }
+        for e in state.get("debugging") or ()
+        if isinstance(e, dict)
+    ]
+
+
 def health_payload(state: dict[str, Any], spec: Any, now: float) -> dict[str, Any]:
     """What a view shows of restarts, stalls and NaN/inf: always the same keys, empty
     when there is nothing to say."""
@@ -117,6 +136,7 @@ def health_payload(state: dict[str, Any], spec: Any, now: float) -> dict[str, An
         "attempts": attempts_of(state),
         "stalled": stalled,
         "non_finite": non_finite_of(state),
+        "debugging": debugging_of(state),
     }
     stacks = state.get("stacks")
     if isinstance(stacks, dict) and stacks:
@@ -144,5 +164,6 @@ def list_fields(state: Mapping[str, Any], spec: Any | None, now: float) -> dict[
         "attempt": attempts[-1]["attempt"] if attempts else None,
         "max_restarts": watch_settings(spec)["max_restarts"],
         "stalled": stalled if state.get("status") == "running" else [],
+        "debugging": [e["rank"] for e in debugging_of(state)],
         "waiting": waiting_words(queue, now) if waiting else None,
     }

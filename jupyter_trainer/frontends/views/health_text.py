@@ -10,6 +10,7 @@ from ...core.units import fmt_clock, fmt_duration, fmt_seconds
 from .health import (
     attempt_label,
     attempts_of,
+    debugging_of,
     non_finite_of,
     restarts_shown,
     stack_head,
@@ -109,11 +110,13 @@ def health_summary(state: Mapping[str, Any], spec: Any, stacks: bool = True) -> 
 class HealthNotes:
     """What the text monitor has said about restarts, stalls and NaN/inf: each once."""
 
-    def __init__(self, spec: Any = None) -> None:
+    def __init__(self, spec: Any = None, run_id: str = "RUN") -> None:
         self.settings = watch_settings(spec)
+        self.run_id = run_id
         self.attempts_said = 1  # the first attempt is the run's start: nothing to say
         self.stalls: dict[int, Any] = {}  # rank -> since, of the stalls said and not over
         self.non_finite: set[str] = set()
+        self.debugging: set[tuple[Any, Any]] = set()  # (rank, since) of the waits said
 
     def news(self, state: dict[str, Any], now: float) -> list[str]:
         """Lines about what happened since the last call."""
@@ -143,11 +146,25 @@ class HealthNotes:
                         + (f" after {fmt_seconds(now - since)}" if since else "")
                     )
             self.stalls = {rank: entry.get("since") for rank, entry in stalled.items()}
+        for entry in debugging_of(state):
+            if (entry["rank"], entry["since"]) not in self.debugging:
+                self.debugging.add((entry["rank"], entry["since"]))
+                lines.append(debugging_line(entry, self.run_id))
         for fact in non_finite_of(state):
             if fact["metric"] not in self.non_finite:
                 self.non_finite.add(fact["metric"])
                 lines.append(non_finite_line(fact, self.settings["stop_on_nan"]))
         return lines
+
+
+def debugging_line(entry: Mapping[str, Any], run_id: str) -> str:
+    """A rank waiting in a debugger, and how to attach to it."""
+    until = f" until {fmt_clock(entry['until'])}" if entry.get("until") else ""
+    return (
+        f"DEBUGGING: {entry.get('where') or 'rank ' + str(entry['rank'])} (on "
+        f"{entry.get('host') or '?'}): it waits{until}; attach with `%train debug {run_id}` "
+        f"or `jupyter-trainer debug {run_id}`"
+    )
 
 
 def restart_line(attempts: list[dict[str, Any]], max_restarts: int) -> str:

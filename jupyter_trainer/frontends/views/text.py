@@ -281,7 +281,7 @@ class TextMonitor:
         self.poll = poll
         self.follower = run.follower()
         self.meter = RateMeter()
-        self.notes = HealthNotes(run.spec)
+        self.notes = HealthNotes(run.spec, run.id)
         self.staging = StagingNotes()
         self._last_line = -float("inf")
 

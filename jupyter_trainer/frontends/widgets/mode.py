@@ -50,3 +50,10 @@ def monitor_mode() -> str:
     if value != "auto":
         return value
     return "widget" if _front_end_takes_input(shell) else "text"
+
+
+def takes_input() -> bool:
+    """Whether a person can answer ``input()`` here: a terminal, or a notebook front end a
+    person uses; not papermill, nbconvert or another executor (see the module docstring)."""
+    shell = kernel_shell()
+    return shell is None or _front_end_takes_input(shell)

@@ -37,6 +37,7 @@ from ..base import (
     Target,
     checkpoint_blobs,
     refuse_ranks_beyond_gpus,
+    relay_command,
     require_program,
 )
 from .hold import ALIVE, HeldRun
@@ -274,6 +275,17 @@ class SlurmTarget(Target):
                 self._finish_folder(self._folder.run_id, 0)
             raise
         return {"job_id": job, **handle}
+
+    def debug_relay(self, handle: Handle | None, record: dict[str, Any]) -> Any:
+        """``srun --overlap`` of the relay on the rank's node, one more step of the run's job."""
+        job = (handle or {}).get("job_id")
+        if not job:
+            return super().debug_relay(handle, record)
+        node = record.get("slurm_node") or record.get("host")
+        argv = ["srun", f"--jobid={job}", "--overlap", "--nodes=1", "--ntasks=1", "--quiet"]
+        argv += [*([f"--nodelist={node}"] if node else []), "sh", "-c", relay_command(record)]
+        pipe = subprocess.PIPE
+        return subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=pipe, start_new_session=True)
 
     def stacks(self, handle: Handle | None, ranks: dict[int, dict[str, Any]]) -> dict[int, str]:
         """Each rank's stack by ``py-spy dump``, run on the rank's node as one more step of

@@ -11,6 +11,7 @@ step asks all nodes at once (parallel.py), through each node's follow session wh
 from __future__ import annotations
 
 import shlex
+import subprocess
 import time
 from abc import abstractmethod
 from typing import Any, ClassVar
@@ -20,7 +21,7 @@ from ...nodes.folder import Node, NodeLaunch, RemoteFolder
 from ...nodes.mirror import LocalFiles
 from ...nodes.transport import NodeShell
 from ...rankside import procs
-from ..base import Handle, Target
+from ..base import Handle, Target, relay_command
 from .commands import HostConfig, SshConfig
 from .parallel import parallel
 
@@ -168,21 +169,34 @@ class SshRunning(Target):
             "nodes": {label: {"sigkilled": a[0].get("sigkilled", [])} for label, a in done.items()}
         }
 
-    def stacks(self, handle: Handle | None, ranks: dict[int, dict[str, Any]]) -> dict[int, str]:
-        """Each rank's stack by ``py-spy dump`` on its node (the node whose pre-flight found
-        the hostname the rank recorded), over that node's ssh connection."""
+    def _node_of(self, handle: Handle | None, record: dict[str, Any]) -> HostConfig | None:
+        """The node a rank runs on: the one whose pre-flight found the hostname it recorded."""
         by_name: dict[Any, str] = {}
         for label, facts in ((handle or {}).get("preflight") or {}).items():
             by_name.setdefault(facts.get("hostname"), label)
         hosts = {h.host: h for h in self.cfg.hosts}
+        return hosts.get(by_name.get(record.get("host")) or "")
+
+    def debug_relay(self, handle: Handle | None, record: dict[str, Any]) -> Any:
+        """``ssh NODE python3 -c RELAY SOCKET``, over the rank's node's ssh connection."""
+        node = self._node_of(handle, record)
+        if node is None:
+            raise TargetError(f"no node of target {self.name} is {record.get('host')}")
+        pipe = subprocess.PIPE
+        return self._client(node).popen(relay_command(record), stdin=pipe, stdout=pipe, stderr=pipe)
+
+    def stacks(self, handle: Handle | None, ranks: dict[int, dict[str, Any]]) -> dict[int, str]:
+        """Each rank's stack by ``py-spy dump`` on its node (``_node_of``), over that node's
+        ssh connection."""
         found = {}
         for rank, record in ranks.items():
-            label = by_name.get(record.get("host"))
-            if label not in hosts:
+            node = self._node_of(handle, record)
+            if node is None:
                 found[rank] = f"(no stack: no node of target {self.name} is {record.get('host')})"
                 continue
+            label = node.host
             try:
-                done = self._client(hosts[label]).run(
+                done = self._client(node).run(
                     shlex.join(procs.py_spy_argv((handle or {}).get("python"), record.get("pid"))),
                     timeout=60,
                     what="py-spy",

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 
 import {
   attemptLabel, attemptsHtml, formatStallTime, nonFiniteHtml, nonFiniteText, savedStacksHtml,
-  stallBadge, stallHtml, stallTitle, topFrame
+  debuggingHtml, stallBadge, stallHtml, stallTitle, topFrame
 } from '../view/health';
 
 const STACK = `Process 4242: python -m jupyter_trainer.rankside.boot
@@ -96,4 +96,12 @@ test('the attempts table shows each start, duration and failure; none without re
   const ended = attemptsHtml(attempts, 2, { status: 'completed', ended: now }, now);
   assert.match(ended, /data-attempt="1"><td>2<\/td><td>[^<]+<\/td><td>1:15<\/td><td[^>]*>completed</);
   assert.equal(attemptsHtml(attempts.slice(0, 1), 0, { status: 'running' }, now), '');
+});
+
+test('a rank waiting in a debugger is named with where it stopped and how to attach', () => {
+  const html = debuggingHtml([{ rank: 1, host: 'node-b', where: 'rank 1: ValueError: <bad> at cell:7', since: 1, until: 1801 }], 'r-1');
+  assert.match(html, /data-testid="jt-debugging">🐞 Rank 1 waits in a debugger/);
+  assert.match(html, /<b>Rank 1<\/b> on <b>node-b<\/b>: rank 1: ValueError: &lt;bad&gt; at cell:7/);
+  assert.match(html, /<code>%train debug r-1<\/code> or <code>jupyter-trainer debug r-1<\/code>/);
+  assert.equal(debuggingHtml([], 'r-1'), '');
 });

@@ -179,6 +179,30 @@ export function nonFiniteHtml(facts: INonFinite[], stopOnNan: string[]): string 
     (stopOnNan.includes(f.metric) ? ' <span class="jt-muted">(--stop-on-nan: fails the run)</span>' : '') + '</div>').join('');
 }
 
+/** A rank that waits in a debugger (views/health.py ``debugging_of``). */
+export interface IDebugging {
+  rank: number;
+  host?: string | null;
+  where?: string | null;
+  since?: number | null;
+  until?: number | null;
+  attached?: boolean;
+}
+
+/** The banner of the ranks that wait in a debugger, and how to attach to them. */
+export function debuggingHtml(waiting: IDebugging[], runId: string): string {
+  if (!waiting.length) return '';
+  const id = escapeHtml(runId || 'RUN');
+  const rows = waiting.map(d => {
+    const host = d.host ? ` on <b>${escapeHtml(d.host)}</b>` : '';
+    const who = d.attached ? ' — <span class="jt-muted">someone is attached</span>' : '';
+    return `<div class="jt-stall-row" data-rank="${escapeHtml(String(d.rank))}"><b>Rank ${escapeHtml(String(d.rank))}</b>${host}: ${escapeHtml(d.where || 'stopped')}${who}</div>`;
+  });
+  const title = waiting.length === 1 ? `Rank ${waiting[0].rank} waits in a debugger` : `Ranks ${waiting.map(d => d.rank).join(', ')} wait in a debugger`;
+  return `<div class="jt-stall-title" data-testid="jt-debugging">🐞 ${escapeHtml(title)}</div>` + rows.join('') +
+    `<div class="jt-muted">attach with <code>%train debug ${id}</code> or <code>jupyter-trainer debug ${id}</code>; the other ranks are held meanwhile</div>`;
+}
+
 export interface IHealthParts {
   stall: HTMLElement;
   attempts: HTMLElement;
@@ -199,14 +223,17 @@ function update(el: HTMLElement, html: string): void {
 }
 
 /** Draw the restarts, stalls and NaN/inf facts of ``state`` (a view's state payload). */
-export function renderHealth(parts: IHealthParts, state: IRunState, now: number): void {
+export function renderHealth(parts: IHealthParts, state: IRunState, now: number, runId = ''): void {
   const attempts: IAttempt[] = state.attempts || [];
   const maxRestarts: number = state.max_restarts || 0;
   const running = state.status === 'running';
   const stalled: IStall[] = state.stalled || [];
-  update(parts.stall, stalled.length
-    ? stallHtml(stalled, { running, timeout: state.stall_timeout, onStall: state.on_stall })
-    : savedStacksHtml(state.stacks));
+  const debugging: IDebugging[] = running ? state.debugging || [] : [];
+  update(parts.stall, debugging.length
+    ? debuggingHtml(debugging, runId)
+    : stalled.length
+      ? stallHtml(stalled, { running, timeout: state.stall_timeout, onStall: state.on_stall })
+      : savedStacksHtml(state.stacks));
   update(parts.attempts, attemptsHtml(attempts, maxRestarts, state, now));
   const last = attempts.length ? attempts[attempts.length - 1] : null;
   const label = attemptLabel(last ? last.attempt : null, maxRestarts);

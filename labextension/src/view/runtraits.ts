@@ -65,6 +65,7 @@ export interface IRunState {
   attempts?: IAttempt[];
   max_restarts?: number;
   stalled?: IStall[];
+  debugging?: Array<{ rank: number; host?: string | null; where?: string | null; since?: number | null; until?: number | null; attached?: boolean }>;
   stall_timeout?: number | null;
   on_stall?: string | null;
   stacks?: { [rank: string]: string } | null;

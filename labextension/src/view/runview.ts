@@ -245,7 +245,7 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
     notice.textContent = gone || model.get('notice') || '';
     notice.hidden = !notice.textContent;
     renderBanner(state);
-    renderHealth(health, state, state.now || Date.now() / 1000);
+    renderHealth(health, state, state.now || Date.now() / 1000, model.get('run_id') || '');
     renderOutputs(state);
     renderStaging(state);
     tick();
