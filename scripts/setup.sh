@@ -35,6 +35,7 @@ command -v slurmdbd >/dev/null 2>&1 || apt_packages+=(slurmdbd)        # (sacct 
 [ -x /usr/sbin/sshd ] || apt_packages+=(openssh-server)                # ssh target tests (real sshd)
 command -v ssh >/dev/null 2>&1 || apt_packages+=(openssh-client)
 command -v ip >/dev/null 2>&1 || apt_packages+=(iproute2)              # network-namespace hosts
+command -v nft >/dev/null 2>&1 || apt_packages+=(nftables)             # a firewall inside one of them
 command -v gcc >/dev/null 2>&1 || apt_packages+=(gcc)                  # the fake NVML driver library
 fi
 if [ ${#apt_packages[@]} -gt 0 ]; then

@@ -42,15 +42,16 @@ def _ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.Com
 
 
 class NetnsHosts:
-    """``a1`` and ``a2``: two namespaced hosts; ``client_config`` names them for ssh."""
+    """``a1``, ``a2`` (and ``a3``...): namespaced hosts ``node-a``, ``node-b``...;
+    ``client_config`` names them for ssh."""
 
-    def __init__(self) -> None:
+    def __init__(self, count: int = 2) -> None:
         used = _ip("-br", "addr").stdout
         self.k = next(k for k in random.sample(range(10, 250), 240) if f"10.200.{k}." not in used)
         self.root = Path(tempfile.mkdtemp(prefix=f"jt-netns-{self.k}-"))
         self.bridge = f"jtbr{self.k}"
-        self.names = [f"jt{self.k}a", f"jt{self.k}b"]
-        self.addresses = [f"10.200.{self.k}.2", f"10.200.{self.k}.3"]
+        self.names = [f"jt{self.k}{'abcdef'[i]}" for i in range(count)]
+        self.addresses = [f"10.200.{self.k}.{2 + i}" for i in range(count)]
         self.daemons: list[subprocess.Popen] = []
 
     def start(self) -> NetnsHosts:
@@ -71,7 +72,7 @@ class NetnsHosts:
             conf = self.root / f"sshd-{ns}.conf"
             conf.write_text(SSHD_CONFIG.format(root=self.root, address=address))
             log = self.root / f"sshd-{ns}.log"
-            script = f"hostname node-{'ab'[i]} && exec {SSHD} -D -f {conf} -E {log}"
+            script = f"hostname node-{'abcdef'[i]} && exec {SSHD} -D -f {conf} -E {log}"
             self.daemons.append(
                 subprocess.Popen(
                     ["ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c", script],
@@ -89,11 +90,15 @@ class NetnsHosts:
                 raise RuntimeError(f"sshd on {address} did not come up")
         return self
 
+    @property
+    def aliases(self) -> list[str]:
+        return [f"a{i + 1}" for i in range(len(self.names))]
+
     def client_config(self) -> str:
         blocks = [
             f"Host {alias}\n  HostName {address}\n  User root\n"
             f"  IdentityFile {self.root / 'client_key'}\n  IdentitiesOnly yes\n"
-            for alias, address in zip(("a1", "a2"), self.addresses)
+            for alias, address in zip(self.aliases, self.addresses)
         ]
         blocks.append(
             "Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
@@ -116,12 +121,22 @@ class NetnsHosts:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def netns_hosts():
+def started_hosts(count: int):
     if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("unshare"):
         pytest.fail("network namespaces need root, iproute2 and unshare (util-linux)")
-    hosts = NetnsHosts()
+    hosts = NetnsHosts(count)
     try:
         yield hosts.start()
     finally:
         hosts.stop()
+
+
+@pytest.fixture(scope="module")
+def netns_hosts():
+    yield from started_hosts(2)
+
+
+@pytest.fixture(scope="module")
+def netns_trio():
+    """Three namespaced hosts: ``a1``, ``a2``, ``a3`` (``node-a``, ``node-b``, ``node-c``)."""
+    yield from started_hosts(3)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -22,6 +23,7 @@ from typing import Any
 
 from ..core.errors import SpecError
 from ..rankside import CHECK, source
+from ..targets import get_target
 from .runs import Run, submit
 
 VERSION_KEYS = ("torch", "cuda", "nccl", "python")
@@ -99,6 +101,7 @@ def follow_check(run: Run, time_limit: float) -> CheckResult:
     the run if some never do, then read what it found."""
     world = run.spec.launch.world_size
     deadline = None
+    reach: dict[int, str] = {}
     while True:
         state = run.store.current_state(run.id) or {}
         status = state.get("status")
@@ -111,6 +114,7 @@ def follow_check(run: Run, time_limit: float) -> CheckResult:
             if not missing:
                 deadline = float("inf")  # everyone joined: the measuring may take its time
                 continue
+            reach = unreachable(run, missing)  # while the rendezvous still listens
             run.cancel(
                 reason=f"check: rank(s) {', '.join(map(str, missing))} never joined "
                 f"within {time_limit:g} s"
@@ -118,7 +122,34 @@ def follow_check(run: Run, time_limit: float) -> CheckResult:
             break
         time.sleep(0.25)
     run.wait(timeout=60, raise_on_failure=False)
-    return read_check(run)
+    return read_check(run, reach)
+
+
+def unreachable(run: Run, missing: list[int]) -> dict[int, str]:
+    """Why the nodes of ranks in ``missing`` that never started cannot join: each such node
+    is asked, over the target's transport, to open a TCP connection to the rendezvous
+    endpoint torchrun was given (``Target.reaches``). rank -> words; empty when every node
+    reaches it, or the target cannot ask its nodes."""
+    state = run.store.current_state(run.id) or {}
+    launcher: dict[str, Any] = dict(state.get("launcher") or {})
+    endpoint = re.search(r"--rdzv-endpoint=(\S+):(\d+)", " ".join(launcher.get("argv") or []))
+    nodes = [n.get("host") for n in launcher.get("nodes") or [] if isinstance(n, dict)]
+    if endpoint is None or len(nodes) < 2:
+        return {}
+    host, port = endpoint.group(1).strip("[]"), int(endpoint.group(2))
+    started = set(described(run))
+    per_node = run.spec.launch.procs
+    target = get_target(run.spec.target.name, run.store.home)
+    found = {}
+    for index, node in enumerate(nodes):
+        ranks = [r for r in range(index * per_node, (index + 1) * per_node) if r in missing]
+        if not ranks or started & set(ranks) or not isinstance(node, str):
+            continue
+        why = target.reaches(launcher, node, host, port)
+        if why:
+            for rank in ranks:
+                found[rank] = f"node {node} cannot reach the rendezvous at {host}:{port}: {why}"
+    return found
 
 
 def rank_events(run: Run, rank: int) -> list[dict[str, Any]]:
@@ -137,16 +168,23 @@ def joined_ranks(run: Run) -> dict[int, float]:
     return found
 
 
-def read_check(run: Run) -> CheckResult:
-    """A finished check's result, from its events and ``outputs/check.json``."""
-    world = run.spec.launch.world_size
+def described(run: Run) -> dict[int, dict[str, Any]]:
+    """What each rank said of itself before it joined (host, interfaces, versions)."""
     ranks: dict[int, dict[str, Any]] = {}
-    for rank in range(world):
+    for rank in range(run.spec.launch.world_size):
         for event in rank_events(run, rank):
             values = event.get("values", {})
-            described = {k[5:]: v for k, v in values.items() if k.startswith("rank/")}
-            if described:
-                ranks[rank] = described
+            said = {k[5:]: v for k, v in values.items() if k.startswith("rank/")}
+            if said:
+                ranks.setdefault(rank, {}).update(said)
+    return ranks
+
+
+def read_check(run: Run, reach: dict[int, str] | None = None) -> CheckResult:
+    """A finished check's result, from its events and ``outputs/check.json``; ``reach``:
+    why the nodes of ranks that never started cannot reach the rendezvous."""
+    world = run.spec.launch.world_size
+    ranks = described(run)
     joined = joined_ranks(run)
     report: dict[str, Any] = {}
     path = run.outputs / "check.json"
@@ -155,7 +193,7 @@ def read_check(run: Run) -> CheckResult:
             report = json.loads(path.read_text())
         except ValueError:
             report = {}
-    problems = diagnose(world, ranks, joined)
+    problems = diagnose(world, ranks, joined, reach or {})
     status = run.status
     if status != "completed" and not problems:
         problems.append(f"the check run ended {status}: {run.state.get('error') or ''}".strip())
@@ -172,17 +210,25 @@ def read_check(run: Run) -> CheckResult:
     )
 
 
-def diagnose(world: int, ranks: dict[int, dict[str, Any]], joined: dict[int, float]) -> list[str]:
-    """Why ranks did not join, as far as their own records tell, and versions that differ."""
+def diagnose(
+    world: int,
+    ranks: dict[int, dict[str, Any]],
+    joined: dict[int, float],
+    reach: dict[int, str] | None = None,
+) -> list[str]:
+    """Why ranks did not join, as far as their own records and their nodes tell
+    (``reach``), and versions that differ."""
     problems = []
     for rank in range(world):
         if rank in joined:
             continue
         info = ranks.get(rank)
         if info is None:
-            problems.append(f"rank {rank} never started (no record of it reached the run)")
+            node = (reach or {}).get(rank) or "no record of it reached the run"
+            problems.append(f"rank {rank} never started: {node}")
             continue
-        why = [info[k] for k in ("resolve_error", "route_error", "interface_error") if k in info]
+        keys = ("resolve_error", "route_error", "interface_error", "port_error")
+        why = [info[k] for k in keys if k in info]
         where = f"rank {rank} on {info.get('host', '?')} never joined the rendezvous at " + str(
             info.get("rendezvous", "?")
         )

@@ -91,6 +91,42 @@ def route_to(host: str, port: int) -> dict[str, Any]:
     return found
 
 
+def port_error(host: str, port: int, timeout: float = 3.0) -> str | None:
+    """Why a TCP connection to ``host:port`` fails now, or None when it opens."""
+    try:
+        socket.create_connection((host, port), timeout).close()
+    except TimeoutError:
+        return (
+            f"the rendezvous port {host}:{port} does not answer: the connection timed out "
+            f"after {timeout:g} s (a firewall may drop it)"
+        )
+    except OSError as exc:
+        return f"the rendezvous port {host}:{port} is unreachable: {exc.strerror or exc}"
+    return None
+
+
+def probe_while_joining(jt: Any, after: float) -> Any:
+    """If this rank has not joined ``after`` seconds from now, try the rendezvous port and
+    record why it cannot be reached (``rank/port_error``); returns the Event that stops it
+    (set once the rank joined). By then rank 0's side listens, if rank 0 started."""
+    import threading
+
+    host = os.environ.get("MASTER_ADDR")
+    port = int(os.environ.get("MASTER_PORT", "0") or 0)
+    joined = threading.Event()
+
+    def probe() -> None:
+        if joined.wait(after) or not host or not port:
+            return
+        why = port_error(host, port)
+        if why and not joined.is_set():
+            jt.log(step=0, **{"rank/port_error": why})
+            jt.flush()
+
+    threading.Thread(target=probe, name="jt-check-probe", daemon=True).start()
+    return joined
+
+
 def describe_rank(backend: str) -> dict[str, Any]:
     """What this rank is, before it joins: host, interfaces, versions."""
     import torch
@@ -260,7 +296,9 @@ def main(argv: list[str]) -> int:
     jt.tag(kind="check")
     jt.flush()
     start = time.perf_counter()
+    probing = probe_while_joining(jt, min(5.0, opts.time_limit / 2))
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=opts.time_limit))
+    probing.set()
     joined = time.perf_counter() - start
     jt.log(step=0, rendezvous_s=joined)
     device = torch.device("cpu")

@@ -221,6 +221,12 @@ class Target(ABC):
                 found[rank] = procs.python_stack(pid)
         return found
 
+    def reaches(self, handle: Handle | None, node: str, host: str, port: int) -> str | None:
+        """Whether ``node`` (a host of the run, as its launcher record names it) opens a TCP
+        connection to ``host:port`` now, tried on that node: None when it does, else why
+        (``reach_probe``). Here: a target whose nodes cannot be asked says None."""
+        return None
+
     def debug_relay(self, handle: Handle | None, record: dict[str, Any]) -> Any:
         """A process (``subprocess.Popen``'s interface) whose stdin and stdout pipes reach the
         debugger a rank serves on its node (``record``: the rank's own, with its ``host`` and
@@ -231,6 +237,26 @@ class Target(ABC):
     def release(self, handle: Handle | None) -> None:
         """The run is settled (its state is terminal): close what the target kept open
         for its end (sessions with the nodes). Never raises on the run's behalf."""
+
+
+REACH_TIMEOUT_S = 3.0
+# Run on a node with python3 -c HOST PORT: a TCP connection to HOST:PORT, and why not.
+_REACH = """import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), float(sys.argv[3])).close()
+except socket.timeout:
+    print(f"timed out after {sys.argv[3]} s: nothing answered (a firewall may drop it)")
+    sys.exit(1)
+except OSError as exc:
+    print(exc.strerror or exc)
+    sys.exit(1)
+"""
+
+
+def reach_probe(host: str, port: int) -> str:
+    """The shell command that tries, on a node, a TCP connection to ``host:port`` within
+    ``REACH_TIMEOUT_S``: exit 0, or 1 with the reason on stdout."""
+    return shlex.join(["python3", "-c", _REACH, host, str(port), f"{REACH_TIMEOUT_S:g}"])
 
 
 def relay_command(record: dict[str, Any]) -> str:

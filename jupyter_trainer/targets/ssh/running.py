@@ -21,7 +21,7 @@ from ...nodes.folder import Node, NodeLaunch, RemoteFolder
 from ...nodes.mirror import LocalFiles
 from ...nodes.transport import NodeShell
 from ...rankside import procs
-from ..base import Handle, Target, relay_command
+from ..base import Handle, Target, reach_probe, relay_command
 from .commands import HostConfig, SshConfig
 from .parallel import parallel
 
@@ -176,6 +176,20 @@ class SshRunning(Target):
             by_name.setdefault(facts.get("hostname"), label)
         hosts = {h.host: h for h in self.cfg.hosts}
         return hosts.get(by_name.get(record.get("host")) or "")
+
+    def reaches(self, handle: Handle | None, node: str, host: str, port: int) -> str | None:
+        """``reach_probe`` on ``node``, over its ssh connection."""
+        found = {h.host: h for h in self.cfg.hosts}.get(node)
+        if found is None:
+            return None
+        try:
+            done = self._client(found).run(reach_probe(host, port), timeout=30, what="a probe")
+        except TargetError as exc:
+            return f"cannot ask the node: {exc}"
+        if done.returncode == 0:
+            return None
+        said = (done.stdout or done.stderr).decode(errors="replace").strip()
+        return said[-300:] or f"the probe exited with {done.returncode}"
 
     def debug_relay(self, handle: Handle | None, record: dict[str, Any]) -> Any:
         """``ssh NODE python3 -c RELAY SOCKET``, over the rank's node's ssh connection."""
