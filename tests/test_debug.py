@@ -223,3 +223,17 @@ def test_papermill_refuses_debug_since_nobody_can_answer(home, tmp_path):
     assert info.value.ename == "SpecError"
     assert "runs without input (papermill, nbconvert)" in info.value.evalue
     assert api.runs() == []
+
+
+def test_a_rank_of_a_slurm_job_is_debugged_through_srun(cluster, home):
+    run = api.submit(RAISES, target="cluster", procs=2, debug=True, name="dbg-slurm")
+    debugging(run, 1)
+    with run.debug() as session:
+        assert session.relay is not None  # srun --overlap, one more step of the job
+        assert "post-mortem of rank 1" in session.read()
+        assert session.command("p scale + lr").startswith("3.25")
+        session.command("q")
+        assert session.ended
+    run.wait(timeout=180, raise_on_failure=False)
+    assert run.state["status"] == "failed" and run.state["failed_rank"] == 1
+    assert leftover(run.id) == []

@@ -282,7 +282,7 @@ class SlurmTarget(Target):
         if not job:
             return super().debug_relay(handle, record)
         node = record.get("slurm_node") or record.get("host")
-        argv = ["srun", f"--jobid={job}", "--overlap", "--nodes=1", "--ntasks=1", "--quiet"]
+        argv = ["srun", f"--jobid={job}", "--overlap", "--nodes=1", "--ntasks=1", "--quiet", "-u"]
         argv += [*([f"--nodelist={node}"] if node else []), "sh", "-c", relay_command(record)]
         pipe = subprocess.PIPE
         return subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=pipe, start_new_session=True)
