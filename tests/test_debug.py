@@ -237,3 +237,14 @@ def test_a_rank_of_a_slurm_job_is_debugged_through_srun(cluster, home):
     run.wait(timeout=180, raise_on_failure=False)
     assert run.state["status"] == "failed" and run.state["failed_rank"] == 1
     assert leftover(run.id) == []
+
+
+def test_cancelling_a_run_that_waits_in_a_debugger_leaves_nothing(home):
+    run = api.submit(RAISES, procs=2, debug=True, name="dbg-cancel")
+    entry = debugging(run, 1)
+    run.cancel()
+    run.wait(timeout=120, raise_on_failure=False)
+    assert run.state["status"] == "canceled"
+    assert "debugging" not in run.state
+    assert not os.path.exists(os.path.dirname(entry["socket"]))
+    assert leftover(run.id) == []

@@ -72,6 +72,7 @@ class _Session:
         self.server.bind(self.path)
         self.server.listen(1)
         self.conn: socket.socket | None = None
+        self._on_terminate(self._remove_folder)
         self._mark(
             {
                 "socket": self.path,
@@ -106,8 +107,26 @@ class _Session:
                     closable.close()
                 except OSError:
                     pass
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self._remove_folder()
+        self._on_terminate(self._remove_folder, add=False)
         self._mark(None)
+
+    def _remove_folder(self, signum: int | None = None) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    @staticmethod
+    def _on_terminate(hook: Any, add: bool = True) -> None:
+        """Run ``hook`` first when the rank is ended by a signal (a cancel), since boot's own
+        hook records the end and exits at once; or no longer (``add=False``)."""
+        from jupyter_trainer.rankside import runtime
+
+        hooks = getattr(runtime, "_terminate_hooks", None)
+        if hooks is None:
+            return
+        if add:
+            hooks.insert(0, hook)
+        elif hook in hooks:
+            hooks.remove(hook)
 
     def _mark(self, fields: dict[str, Any] | None) -> None:
         """Add ``fields`` to the record's ``debugging``, or remove it (None)."""
