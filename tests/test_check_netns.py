@@ -108,3 +108,15 @@ def test_the_check_names_the_one_slow_link_of_three_nodes_with_its_figures(
     assert slow["bandwidth_GBps"] < 0.0105  # 80 Mbit/s is 0.01 GB/s
     assert min(links[(0, 1)]["bandwidth_GBps"], links[(0, 2)]["bandwidth_GBps"]) > 0.05
     assert leftover(result.run.id) == []
+
+
+def test_a_wrong_socket_interface_on_the_nodes_is_named(far, netns_hosts):
+    # each node has eth0 and lo only
+    far(GLOO_SOCKET_IFNAME="eth9")
+    result = check("far", nodes=2, procs=1, max_bytes=1 << 16, time_limit=8)
+    assert not result.ok
+    said = " | ".join(result.problems)
+    for rank, node in ((0, "node-a"), (1, "node-b")):
+        assert f"rank {rank} on {node} never joined the rendezvous" in said, said
+    assert "GLOO_SOCKET_IFNAME=eth9 names no interface of this host (lo, eth0)" in said, said
+    assert leftover(result.run.id) == []

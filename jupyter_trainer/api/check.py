@@ -87,6 +87,7 @@ def check(
             backend=backend,
             env=env,
             autolog=False,
+            system_interval=0,  # no sampler thread beside the collectives being timed
             home=home,
             **{k: v for k, v in given.items() if v is not None},  # type: ignore[arg-type]
         )
