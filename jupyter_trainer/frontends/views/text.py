@@ -11,8 +11,8 @@ from ...core.printable import printable
 from ...core.units import fmt_duration, fmt_seconds, fmt_value
 from ...store.follow import RunFollower, elapsed, finite_range
 from .cost import cost_words, run_cost
-from .health import attempt_label, attempts_of, stalled_of, watch_settings
-from .health_text import HealthNotes, health_summary
+from .health import attempt_label, attempts_of, debugging_of, stalled_of, watch_settings
+from .health_text import HealthNotes, debugging_line, health_summary
 from .queue_text import waiting_words
 from .rankstats import RankStat, rank_summary, ranks_label
 from .staging import StagingNotes, inputs_line
@@ -80,6 +80,9 @@ def progress_line(
             + ", ".join(f"rank {e['rank']} {fmt_seconds(e['seconds'] or 0)}" for e in stalled[:4])
             + (f" and {len(stalled) - 4} more" if len(stalled) > 4 else "")
         )
+    debugging = [str(e["rank"]) for e in debugging_of(state)]
+    if debugging:
+        parts.append(f"debugging: rank {', '.join(debugging)} (jupyter-trainer debug RUN)")
     ranks = sorted({rank for by_rank in follower.series.values() for rank in by_rank})
     latest = follower.latest(0 if 0 in ranks else ranks[0]) if ranks else {}
     if latest:  # one rank's values, named when there are others
@@ -204,6 +207,7 @@ def summary_text(
     queue = state.get("queue") or {}
     if state.get("status") == "queued" and queue.get("reason"):
         lines.append(waiting_words(queue, time.time()))
+    lines += [debugging_line(entry, follower.run_id) for entry in debugging_of(state)]
     rows = metric_rows(follower)
     if rows:
         lines.append(columns(("metric", "ranks", "final", "min", "max"), rows))
