@@ -7,7 +7,6 @@ no ``sch_netem`` (nor ``prio``), so a delay cannot be added, only a rate."""
 from __future__ import annotations
 
 import subprocess
-import time
 from contextlib import contextmanager
 
 import pytest
@@ -47,10 +46,8 @@ def test_a_node_whose_firewall_drops_the_rendezvous_port_is_named_in_seconds(
     monkeypatch.setenv("JT_HOT", hot)
     far()
     limit = 8
-    started = time.monotonic()
     with firewall(netns_hosts.names[0]):
         result = check("far", nodes=2, procs=1, max_bytes=1 << 16, time_limit=limit)
-    took = time.monotonic() - started
     assert not result.ok
     address = netns_hosts.addresses[0]
     said = " | ".join(result.problems)
@@ -60,7 +57,8 @@ def test_a_node_whose_firewall_drops_the_rendezvous_port_is_named_in_seconds(
     else:
         assert f"rank 1 never started: node a2 cannot reach the rendezvous at {address}:" in said
         assert "timed out after 3 s: nothing answered (a firewall may drop it)" in said, said
-    assert took < limit + 45, took
+    running = result.run.state["stages"]["running"]
+    assert running["end"] - running["start"] < limit + 30, running  # canceled at the limit
     assert result.run.status in ("canceled", "failed")
     assert leftover(result.run.id) == []
 
