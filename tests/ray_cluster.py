@@ -2,9 +2,9 @@
 
 A head and a second node, each ``ray start --block`` in its own process group (so the test
 owns their PIDs and never needs ``ray stop``, which would end every Ray on the machine),
-with 2 CPUs, its own temp folder and its own ports: a block of 100 per test session and
-xdist worker inside 10100-19699, Ray's worker ports included (given explicitly, so Ray's
-default worker range is never used). ``stop`` ends both groups and checks that no process
+with 2 CPUs, its own temp folder and its own ports: a block of 100 inside 10100-19699 that
+the xdist worker holds (``port_blocks``: never one another test session holds), Ray's worker
+ports included (given explicitly, so Ray's default worker range is never used). ``stop`` ends both groups and checks that no process
 of the cluster is left.
 """
 
@@ -17,11 +17,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from daemons import die_with_this_process
+from port_blocks import held_block
 
 RAY = str(Path(sys.executable).with_name("ray"))
 PORTS_PER_NODE = 50
@@ -66,9 +66,7 @@ threading.Event().wait()
 
 
 def _block(worker: int) -> int:
-    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
-    slot = (zlib.crc32(uid.encode()) % 24) * 4 + worker % 4
-    return 10100 + 100 * slot
+    return held_block("ray", 10100, 100, 96, worker)
 
 
 def _ports(base: int) -> list[str]:

@@ -16,13 +16,13 @@ import shutil
 import signal
 import subprocess
 import time
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from daemons import die_with_this_process
+from port_blocks import held_block
 
 CONF = """\
 ClusterName=jt{worker}
@@ -253,12 +253,6 @@ def _start_accounting(root: Path, cluster: SlurmCluster, db_port: int, dbd_port:
     cluster.run("sacctmgr", "-i", "add", "cluster", cluster.name)
 
 
-def _session_slot() -> int:
-    """0-186, the same for every xdist worker of one test session."""
-    uid = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
-    return zlib.crc32(uid.encode()) % 187
-
-
 def start_cluster(
     root: Path,
     worker: int,
@@ -269,19 +263,18 @@ def start_cluster(
 ) -> SlurmCluster:
     """Start slurmctld + slurmd (and, with ``accounting``, MariaDB + slurmdbd) under ``root``.
 
-    Ports: a block of 64 per test session (chosen from the session's id, so that two test
-    sessions on one machine rarely meet), in which a worker without accounting takes two
-    ports from 2 * worker and one with it four from 32 + 4 * worker (slurmctld, slurmd,
-    slurmdbd, MariaDB); all of them in 20000-31999, above Ray's default worker ports and
-    below the kernel's ephemeral range. ``port_base`` overrides both (four ports from it).
+    Ports: a block of 8 that the xdist worker holds (``port_blocks``: never one another test
+    session holds), in which a cluster without accounting takes the first four and one with
+    it the next four (slurmctld, slurmd, slurmdbd, MariaDB); all of them in 20000-31999,
+    above Ray's default worker ports and below the kernel's ephemeral range. ``port_base``
+    overrides both (four ports from it).
     """
     if not shutil.which("slurmctld"):
         raise RuntimeError(
             "Slurm is not installed: apt-get install slurm-wlm (scripts/setup.sh does)"
         )
     if port_base is None:
-        block = 20000 + 64 * _session_slot()
-        port_base = block + 32 + 4 * worker if accounting else block + 2 * worker
+        port_base = held_block("slurm", 20000, 8, 1500, worker) + (4 if accounting else 0)
     ctld_port, slurmd_port, dbd_port, db_port = (port_base + i for i in range(4))
     (root / "state").mkdir(parents=True)
     (root / "spool" / "localhost").mkdir(parents=True)
