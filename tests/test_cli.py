@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -146,3 +147,24 @@ def test_runs_that_match_no_filter_say_which_filter(home, tmp_path):
     )
     assert "match --offset 5" in cli("runs", "--offset", "5").stdout
     assert len(cli("runs", "--status", "completed").stdout.splitlines()) == 3
+
+
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly(home, tmp_path):
+    # `jupyter-trainer files RUN | head -1`: the reader closes the pipe after one line, while
+    # hundreds of kilobytes are still to be written
+    code = (
+        "from jupyter_trainer import runtime as jt\n"
+        "for i in range(6000):\n    (jt.outputs_dir / f'file-{i:05d}.txt').write_text('x')\n"
+    )
+    run = api.submit(code, launcher="python", name="chatty", wait=True)
+    shell = subprocess.run(
+        f'{shlex.join(CLI)} files {run.id} | head -1; echo "rc=${{PIPESTATUS[0]}}"',
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    first, rc = shell.stdout.splitlines()
+    assert first.split() == ["SIZE", "PATH"] and rc == "rc=141", shell.stdout[-300:]
+    assert shell.stderr == "", shell.stderr

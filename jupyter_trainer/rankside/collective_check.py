@@ -37,7 +37,8 @@ from typing import Any
 OPS = ("all_reduce", "all_gather", "broadcast")
 P2P_BYTES = 64 << 20
 MIN_SECONDS = 0.05  # time each size for about this long...
-MAX_ITERS = 50  # ...in at most this many iterations
+MIN_ITERS = 5  # ...in at least this many iterations (one is all noise at 64 MiB)...
+MAX_ITERS = 50  # ...and at most this many
 SIOCGIFADDR = 0x8915
 
 
@@ -175,7 +176,7 @@ def timed(run: Any, sync: Any, agree: Any) -> tuple[float, int]:
     run()
     sync()
     once = max(time.perf_counter() - start, 1e-9)
-    iters = agree(min(MAX_ITERS, max(1, int(MIN_SECONDS / once))))
+    iters = agree(min(MAX_ITERS, max(MIN_ITERS, int(MIN_SECONDS / once))))
     start = time.perf_counter()
     for _ in range(iters):
         run()
