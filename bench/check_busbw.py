@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -101,16 +102,26 @@ def main() -> None:
         size *= 2
     ours: dict[int, list[float]] = {s: [] for s in sizes}
     bare: dict[int, list[float]] = {s: [] for s in sizes}
-    for round_ in range(opts.rounds):
-        order = ["check", "anchor"]
-        random.shuffle(order)
-        for which in order:
-            found = (
-                checked(home, sizes[0], sizes[-1]) if which == "check" else anchor(script, sizes)
-            )
-            for s in sizes:
-                (ours if which == "check" else bare)[s].append(found[s])
-        print(f"round {round_ + 1} done ({' then '.join(order)})", flush=True)
+    try:
+        for round_ in range(opts.rounds):
+            order = ["check", "anchor"]
+            random.shuffle(order)
+            for which in order:
+                found = (
+                    checked(home, sizes[0], sizes[-1])
+                    if which == "check"
+                    else anchor(script, sizes)
+                )
+                for s in sizes:
+                    (ours if which == "check" else bare)[s].append(found[s])
+            print(f"round {round_ + 1} done ({' then '.join(order)})", flush=True)
+    finally:  # the warm rank pool and the spare supervisor the checks left, then the store
+        from jupyter_trainer.rankside.hotstart import stop_pools
+        from jupyter_trainer.supervisor import starter
+
+        stop_pools(home)
+        starter.release_spare()
+        shutil.rmtree(home, ignore_errors=True)
     rows = []
     for s in sizes:
         a, b = statistics.median(ours[s]), statistics.median(bare[s])
