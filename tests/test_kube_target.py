@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO, wait_for
 from kube_fake.fixtures import kube_cluster  # noqa: F401 (a fixture)
+from test_resilience import RESUMABLE
 
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.core.errors import RunFailed
+from jupyter_trainer.core.errors import RunFailed, TargetError
 from jupyter_trainer.targets.kubernetes.manifests import RDZV_PORT
 from jupyter_trainer.targets.registry import add_target
 
@@ -453,3 +454,25 @@ def test_dry_run_with_api_auto_says_which_api_the_cluster_serves(home, kube_clus
         )
     assert said in shown.notes and f"# {said}\n" in shown.header
     assert run_objects(kube_cluster) == [] and api.runs(home=home) == []
+
+
+@pytest.mark.parametrize("kube_cluster, api_name", [(JOB, "job")], indirect=True, ids=["job"])
+def test_a_run_resumes_on_kubernetes_from_the_checkpoint_it_kept_on_the_claim(
+    home, kube_cluster, api_name
+):
+    """The checkpoint comes back from workdir_pvc with the run, and resume puts it onto the
+    claim in the new run's folder, where its ranks load it."""
+    claim = kube_cluster.root / "pvcs" / kube_cluster.namespace / "team-runs"
+    claim.mkdir(parents=True, exist_ok=True)
+    kube_target(home, kube_cluster, api_name, workdir_pvc="team-runs", workdir_local=str(claim))
+    first = api.submit(RESUMABLE, target="kube", nodes=1, procs=2, name="kube-first")
+    first.wait(timeout=180)
+    kept = first.store.existing(first.id).checkpoints
+    assert [p.name for p in kept.iterdir()] == ["step-2.pt"]
+    again = api.resume(first.id).wait(timeout=180)
+    assert again.metrics(1)["first"] == [(3, 3.0), (4, 3.0), (5, 3.0)]
+    assert (claim / again.id / "checkpoints" / "step-2.pt").is_file()
+    kube_target(home, kube_cluster, api_name)  # no shared volume: refused before anything runs
+    with pytest.raises(TargetError, match="workdir_pvc"):
+        api.resume(first.id)
+    assert len(api.runs(home=home)) == 2

@@ -128,6 +128,16 @@ class KubernetesTarget(Target):
                 else "--data inputs are not staged onto workdir_pvc yet; read the data "
                 "from the claim's own path in the training code instead"
             )
+        if spec.lineage.get("checkpoint") and not (self.cfg.workdir_pvc and self.cfg.workdir_local):
+            raise TargetError(self._no_shared_volume())
+
+    def _no_shared_volume(self) -> str:
+        return (
+            f"this run resumes from a checkpoint, which target {self.name!r} can only hand to "
+            'its pods on a shared volume: set workdir_pvc = "CLAIM" (a ReadWriteMany claim) '
+            'and workdir_local = "PATH" (where this machine mounts it) in the target, or '
+            "resume on another target"
+        )
 
     # -- supervisor side ---------------------------------------------------------------
     def warm_up(self) -> None:
@@ -181,8 +191,9 @@ class KubernetesTarget(Target):
         return pod_plan(spec, run_id, self.cfg, api, backend)
 
     def stage(self, spec: RunSpec, plan: LaunchPlan, run_dir: str) -> None:
-        """A snapshot too large for the ConfigMap: written into the run's folder on
-        workdir_pvc, through the path where this machine mounts it."""
+        """A resumed run's checkpoint, and a snapshot too large for the ConfigMap: written
+        into the run's folder on workdir_pvc, through the path where this machine mounts it."""
+        self._seed_checkpoint(plan, run_dir)
         if not self._pending or self._pending["snapshot"] is not None:
             return
         dest = local_claim_path(self.cfg, plan.run_dir) / "code"
@@ -197,6 +208,20 @@ class KubernetesTarget(Target):
                 "(a run folder of that run id is there already?)"
             ) from None
         self.on_staging({"snapshot": {"to": str(dest), "files": copied["files"]}, "done": True})
+
+    def _seed_checkpoint(self, plan: LaunchPlan, run_dir: str) -> None:
+        """The checkpoint ``resume`` put in the run's folder (``Store.seed_checkpoint``), onto
+        workdir_pvc where the ranks look for it; a pod's own emptyDir cannot be reached."""
+        seeded = Path(run_dir) / "checkpoints"
+        if not seeded.is_dir() or not any(p.is_file() for p in seeded.rglob("*")):
+            return
+        if not (self.cfg.workdir_pvc and self.cfg.workdir_local):
+            raise TargetError(self._no_shared_volume())
+        dest = local_claim_path(self.cfg, plan.run_dir) / "checkpoints"
+        copied = copy_tree(seeded, dest)
+        if "error" in copied:
+            raise TargetError(f"cannot put the checkpoint onto workdir_pvc: {copied['error']}")
+        self.on_staging({"checkpoint": {"to": str(dest), "files": copied["files"]}})
 
     def command(self, spec: RunSpec, plan: LaunchPlan) -> Command:
         return launcher_command(spec, plan, self._pending.get("api") or self.api())
@@ -327,6 +352,9 @@ class KubernetesTarget(Target):
             report["copied"] = copy_tree(
                 local_claim_path(self.cfg, remote), self._files.root / "outputs"
             )
+            kept = local_claim_path(self.cfg, f"{handle.get('run_dir_remote')}/checkpoints")
+            if kept.is_dir():  # what resume starts from, on any target
+                report["checkpoints"] = copy_tree(kept, self._files.root / "checkpoints")
         return report
 
     def poll(self, handle: Handle) -> int | None:
