@@ -313,3 +313,16 @@ def test_hyperparameters_flatten_into_dotted_names():
         "opt.m.b": 2,
     }
     assert lightning_hooks.flat(Namespace(lr=0.1)) == {"lr": 0.1}
+
+
+def test_a_lightning_checkpoint_cut_short_is_never_resumed_from(tmp_path):
+    import torch
+
+    from jupyter_trainer.rankside.rank_files import framework_checkpoints
+
+    whole = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "epoch=0-step=4.ckpt"
+    whole.parent.mkdir(parents=True)
+    torch.save({"state_dict": {"w": torch.ones(64)}, "global_step": 4}, whole)
+    cut = whole.with_name("epoch=1-step=8.ckpt")  # newer, its writer killed mid-write
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    assert [p for _, p in framework_checkpoints(str(tmp_path))] == [str(whole)]

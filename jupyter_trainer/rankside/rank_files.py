@@ -13,6 +13,7 @@ import pickle
 import re
 import sys
 import time
+import zipfile
 from typing import Any, NamedTuple
 
 from jupyter_trainer.rankside import atomic, event_lines
@@ -148,7 +149,8 @@ def checkpoints(folder: str) -> list[tuple[int, str]]:
 def framework_checkpoints(root: str) -> list[tuple[int, str]]:
     """What frameworks saved under ``root``, as ``(mtime_ns, path)``, oldest first: the
     ``checkpoint-N`` folders of a transformers ``Trainer`` that hold its ``trainer_state.json``
-    (written last, so the folder is complete), and Lightning's ``.ckpt`` files."""
+    (written last, so the folder is complete), and Lightning's ``.ckpt`` files that are whole
+    (``torch.save`` writes a zip, whose directory comes last: a file cut short has none)."""
     found = []
     for folder, subs, names in os.walk(root):
         subs[:] = [s for s in subs if not s.startswith(".")]
@@ -159,6 +161,8 @@ def framework_checkpoints(root: str) -> list[tuple[int, str]]:
         for path in paths:
             if os.path.islink(path):
                 continue  # a link may point anywhere: never resumed from or copied
+            if path.endswith(".ckpt") and not zipfile.is_zipfile(path):
+                continue  # cut short (its writer was killed), or not torch.save's
             try:
                 found.append((os.stat(path).st_mtime_ns, path))
             except OSError:
