@@ -13,7 +13,6 @@ import pickle
 import re
 import sys
 import time
-import zipfile
 from typing import Any, NamedTuple
 
 from jupyter_trainer.rankside import atomic, event_lines
@@ -161,13 +160,19 @@ def framework_checkpoints(root: str) -> list[tuple[int, str]]:
         for path in paths:
             if os.path.islink(path):
                 continue  # a link may point anywhere: never resumed from or copied
-            if path.endswith(".ckpt") and not zipfile.is_zipfile(path):
+            if path.endswith(".ckpt") and not _whole_zip(path):
                 continue  # cut short (its writer was killed), or not torch.save's
             try:
                 found.append((os.stat(path).st_mtime_ns, path))
             except OSError:
                 continue
     return sorted(found)
+
+
+def _whole_zip(path: str) -> bool:
+    import zipfile  # only where a framework saved checkpoints
+
+    return zipfile.is_zipfile(path)
 
 
 def checkpoint_step(step: Any, keep: int) -> int:
