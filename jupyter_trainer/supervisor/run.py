@@ -28,13 +28,13 @@ from ..store.liveness import pid_record
 from ..targets import Target, get_target
 from . import attribution, observe, verdict
 from .launcher_exit import LauncherExit
+from .queue_follow import QueueFollowing
 from .snapshot_check import settle_code
 from .state_writer import StateWriter
 from .verdict import TRACEBACK_TAIL
 from .watch import RunWatch
 
 POLL_S = 0.05
-QUEUE_POLL_S = 0.25  # how often a reservation's phase is asked while the run waits
 STOP_GRACE_S = 3.0  # SIGTERM -> SIGKILL
 RANK_FAILURE_GRACE_S = 2.0  # how long a launcher gets to stop its ranks after one fails
 LAUNCHER_WORDS_TAIL = 256 << 10  # what is searched for the launcher's words on its ranks
@@ -51,7 +51,7 @@ def log(message: str) -> None:
     _log.info(message)
 
 
-class Supervisor:
+class Supervisor(QueueFollowing):
     def __init__(self, store: Store, run_id: str) -> None:
         self.store, self.run_id = store, run_id
         self.paths = store.existing(run_id)
@@ -299,6 +299,7 @@ class Supervisor:
             code = target.poll(handle)
             target.sync(handle)
             if code is not None:
+                self._ran_unseen(self.store.rank_records(self.run_id))
                 return {"launcher_exit": code, "launcher_seen_exit": time.time()}
             if self.state["status"] == "queued":
                 self._follow_queue()
@@ -388,38 +389,6 @@ class Supervisor:
             )
         except TrainerError as exc:
             return dict.fromkeys(records, f"(no stack: {exc})")
-
-    def _wait_for_nodes(self) -> bool:
-        """``queued`` with the scheduler's reason until the target's reservation is granted;
-        False when the run is canceled first."""
-        target, handle = self._reserved()
-        self.state["launcher"] = launcher_record(handle)
-        phase = target.phase(handle)
-        if phase.get("stage") != "running":
-            self.transition("queued", {"queue": phase})
-        while phase.get("stage") != "running":
-            if self.cancel_reason():
-                return False
-            time.sleep(QUEUE_POLL_S)
-            phase = target.phase(handle)
-            self._note_queue(phase)
-        return True
-
-    def _follow_queue(self) -> None:
-        """Record the scheduler's reason while queued; move to running once the job starts."""
-        target, handle = self._reserved()
-        phase = target.phase(handle)
-        if phase.get("stage") == "running":  # the handle may have grown as the run started
-            self.state["launcher"].update(launcher_record(handle))
-            self.transition("running", {"queue": phase})
-        else:
-            self._note_queue(phase)
-
-    def _note_queue(self, phase: dict[str, Any]) -> None:
-        """Keep the scheduler's latest words on a waiting run in its state."""
-        if phase != self.state.get("queue"):
-            self.state["queue"] = phase
-            self.save()
 
     def _teardown(self) -> dict[str, Any]:
         """Stop every process of the run and prove none is left."""
