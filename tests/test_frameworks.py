@@ -63,6 +63,14 @@ def hf_code(extra: str = "[]") -> str:
     return HF.replace("callbacks=[Crash()] + EXTRA", f"callbacks=[Crash()] + {extra}")
 
 
+def check_trainer_resumed(old: api.Run, new: api.Run) -> None:
+    """``new`` resumed ``old`` (4 steps of ``hf_code``) to step 8 from its ``checkpoint-4``."""
+    assert new.spec.lineage == {"resumed_from": old.id, "checkpoint": "out/checkpoint-4"}
+    log = new.logs(0)
+    assert "resuming the Trainer from" in log and "first step 5 attempt 0" in log, log[-3000:]
+    assert [s for s, _ in new.metrics(0)["loss"]] == [6, 8]
+
+
 def test_a_ddp_trainer_reports_its_logs_progress_and_arguments(home, launch_mode):
     run = api.submit(hf_code(), procs=2, name="hf")
     run.wait(timeout=240)

@@ -373,3 +373,16 @@ def test_a_cancel_while_a_run_is_prepared_under_load_starts_no_rank(rc, home):
     assert took < PREPARED_CANCEL_S, took
     assert "nodes" not in run.state["launcher"]  # no launcher was started on any node
     assert run.state["teardown"]["leftovers"] == [] and leftover(run.id) == []
+
+
+def test_resume_on_ray_starts_a_trainer_from_its_checkpoint(rc, home):
+    """A transformers Trainer's checkpoint folder, written on a Ray node, comes back with the
+    run and is sent to node 0 of the resumed run, where the Trainer resumes from it."""
+    from test_frameworks import check_trainer_resumed, hf_code
+
+    params = {"max_steps": 4, "export": False}
+    old = api.submit(hf_code(), target="rc", nodes=1, procs=1, params=params, name="ray-hf")
+    old.wait(timeout=300)
+    assert (old.path / "checkpoints" / "out" / "checkpoint-4" / "trainer_state.json").is_file()
+    new = api.resume(old.id, params={"max_steps": 8}).wait(timeout=300)
+    check_trainer_resumed(old, new)
