@@ -256,3 +256,14 @@ def test_cancelling_a_run_that_waits_in_a_debugger_leaves_nothing(home):
     assert "debugging" not in run.state
     assert not os.path.exists(os.path.dirname(entry["socket"]))
     assert leftover(run.id) == []
+
+
+def test_a_socket_path_from_a_record_is_checked_before_anything_connects():
+    from jupyter_trainer.core.errors import TargetError
+    from jupyter_trainer.targets.base import debug_socket
+
+    good = {"rank": 1, "debugging": {"socket": "/tmp/jt-debug-ab_12/rank-1.sock"}}
+    assert debug_socket(good) == "/tmp/jt-debug-ab_12/rank-1.sock"
+    for bad in ("/etc/passwd", "/tmp/jt-debug-x/../../etc/rank-1.sock", "rank-1.sock", 7):
+        with pytest.raises(TargetError, match="no socket jupyter_trainer makes"):
+            debug_socket({"rank": 1, "debugging": {"socket": bad}})

@@ -22,6 +22,7 @@ from ..core.errors import RunStateError, SpecError, TargetError
 from ..store import TERMINAL, Store
 from ..store.attempts import current_records
 from ..targets import get_target
+from ..targets.base import debug_socket
 
 PROMPT = "(Pdb) "
 READ_S = 30.0  # how long ``read`` waits for pdb to finish answering
@@ -133,6 +134,7 @@ def attach(store: Store, run_id: str, rank: int | None = None, wait: float = 0.0
     rank = min(found) if rank is None else rank
     record = found[rank]
     entry = record["debugging"]
+    path = debug_socket(record)
     spec = store.read_spec(run_id)
     target = get_target(spec.target.name, store.home)
     handle: dict[str, Any] = {**(state.get("launcher") or {}), "python": state.get("python")}
@@ -141,11 +143,11 @@ def attach(store: Store, run_id: str, rank: int | None = None, wait: float = 0.0
     if relay is None:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            conn.connect(str(entry.get("socket")))
+            conn.connect(path)
         except OSError as exc:
             conn.close()
             raise TargetError(
-                f"cannot reach rank {rank}'s debugger at {entry.get('socket')}: {exc}; it runs "
+                f"cannot reach rank {rank}'s debugger at {path}: {exc}; it runs "
                 f"on {record.get('host')}"
             ) from None
     return DebugSession(rank, str(entry.get("where") or f"rank {rank}"), conn, relay)

@@ -67,7 +67,7 @@ def failure_evidence(ranks_dir: str, rank: int, launchers: list[int]) -> dict[st
     if os.getppid() != launchers[0] or any(_ending(pid) for pid in launchers):
         found["orphaned"] = True
     host = hostname()
-    attempt = (_read_record(os.path.join(ranks_dir, f"rank-{rank}.json")) or {}).get("attempt", 0)
+    attempt = (read_record(os.path.join(ranks_dir, f"rank-{rank}.json")) or {}).get("attempt", 0)
     gone = []
     try:
         names = os.listdir(ranks_dir)
@@ -215,13 +215,13 @@ def _death_watcher(record_path: str, parent: int, attempt: int) -> None:
     kept = f"{record_path[: -len('.json')]}.attempt-{attempt}.json"
     with records_locked(os.path.dirname(record_path)):
         for path in (record_path, kept):
-            record = _read_record(path)
+            record = read_record(path)
             if record is not None and record.get("pid") == parent:
                 _record_end(path, record, exited, status, cgroup, kills, peak)
                 return
 
 
-def _read_record(path: str) -> dict[str, Any] | None:
+def read_record(path: str) -> dict[str, Any] | None:
     try:
         with open(path, encoding="utf-8") as f:
             record = json.load(f)

@@ -131,7 +131,7 @@ class _Session:
     def _mark(self, fields: dict[str, Any] | None) -> None:
         """Add ``fields`` to the record's ``debugging``, or remove it (None)."""
         with death_watch.records_locked(os.path.dirname(self.record_path)):
-            record = death_watch._read_record(self.record_path)
+            record = death_watch.read_record(self.record_path)
             if record is None or record.get("pid") != os.getpid():
                 return
             if fields is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -259,15 +260,30 @@ def reach_probe(host: str, port: int) -> str:
     return shlex.join(["python3", "-c", _REACH, host, str(port), f"{REACH_TIMEOUT_S:g}"])
 
 
+# What rankside/debugger.py makes: rank-<r>.sock in a folder of tempfile.mkdtemp's
+_DEBUG_SOCKET = re.compile(r"/(?:[^/\0]+/)*jt-debug-[A-Za-z0-9_]+/rank-\d+\.sock")
+
+
+def debug_socket(record: dict[str, Any]) -> str:
+    """The debugger socket a rank's record names, checked to be one the rank side makes
+    (``<tmp>/jt-debug-XXXX/rank-<r>.sock``) before anything connects to it."""
+    path = (record.get("debugging") or {}).get("socket")
+    if not path:
+        raise TargetError(f"rank {record.get('rank')} is not waiting in a debugger")
+    if not isinstance(path, str) or ".." in path or not _DEBUG_SOCKET.fullmatch(path):
+        raise TargetError(
+            f"rank {record.get('rank')}'s record names {path!r} as its debugger's socket, "
+            "which is no socket jupyter_trainer makes; the record is damaged"
+        )
+    return path
+
+
 def relay_command(record: dict[str, Any]) -> str:
     """The shell command that joins its stdin and stdout to the debugger socket ``record``
     names, on the rank's node (``rankside/debug_relay.py``)."""
     from .. import rankside
 
-    path = str((record.get("debugging") or {}).get("socket") or "")
-    if not path:
-        raise TargetError(f"rank {record.get('rank')} is not waiting in a debugger")
-    return shlex.join(["python3", "-c", rankside.text(rankside.DEBUG_RELAY), path])
+    return shlex.join(["python3", "-c", rankside.text(rankside.DEBUG_RELAY), debug_socket(record)])
 
 
 def checkpoint_blobs(run_dir: str) -> dict[str, str]:
