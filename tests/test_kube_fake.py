@@ -52,8 +52,9 @@ import os, torch, torch.distributed as dist
 dist.init_process_group("gloo")
 t = torch.tensor([dist.get_rank() + 1.0])
 dist.all_reduce(t)
-print(f"rank {dist.get_rank()}/{dist.get_world_size()} node {os.environ.get('GROUP_RANK')} "
-      f"host {os.environ['HOSTNAME']} sum {t.item():g}", flush=True)
+line = (f"rank {dist.get_rank()}/{dist.get_world_size()} node {os.environ.get('GROUP_RANK')} "
+        f"host {os.environ['HOSTNAME']} sum {t.item():g}\\n")
+os.write(1, line.encode())
 dist.destroy_process_group()
 """
 FAIL_INDEX_1 = """
