@@ -4,7 +4,9 @@ version still deletable, and no path trick reaching outside the registry."""
 
 from __future__ import annotations
 
+import grp
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -80,10 +82,14 @@ def test_delete_every_version_frees_the_name(run, home):
         jt.delete_model("nope", all_versions=True)
 
 
-def test_another_users_version_needs_force(run, home):
+SOMEONE = {"user": "someone-else", "uid": 4242, "hub_user": None}
+
+
+def test_another_users_version_needs_an_admin_and_force(run, home, monkeypatch):
     mine = run.register_model("digits", "model.pt")
     theirs = run.register_model("digits", "model.pt")
-    forge(theirs, theirs.lineage["files"], user="someone-else")
+    assert mine.lineage["owner"]["uid"] == os.geteuid()
+    forge(theirs, theirs.lineage["files"], user="someone-else", owner=SOMEONE)
     with pytest.raises(
         NotOwner,
         match=r"digits@2 by someone-else: registered by another user, "
@@ -93,6 +99,12 @@ def test_another_users_version_needs_force(run, home):
     with pytest.raises(NotOwner):
         jt.delete_model("digits", all_versions=True)
     assert [m.version for m in jt.models("digits")] == [2, 1] and mine.folder.exists()
+    with pytest.raises(NotOwner, match="only members of the workspace's admin group"):
+        jt.get_model("digits@2").delete(force=True)
+    assert [m.version for m in jt.models("digits")] == [2, 1]
+    monkeypatch.setenv("JUPYTER_TRAINER_ADMIN_GROUP", grp.getgrgid(os.getegid()).gr_name)
+    with pytest.raises(NotOwner, match="can delete it with force=True"):
+        jt.get_model("digits@2").delete()
     jt.get_model("digits@2").delete(force=True)
     assert [m.version for m in jt.models("digits")] == [1]
 
@@ -188,7 +200,7 @@ def test_deletes_and_registrations_at_once_keep_the_index_and_the_numbers(run, h
     assert [f for f in json.loads(done.stdout)["findings"] if f["run_id"] is None] == []
 
 
-def test_cli_models_delete(run, home, tmp_path):
+def test_cli_models_delete(run, home, tmp_path, monkeypatch):
     for _ in range(2):
         run.register_model("digits", "model.pt")
     done = cli("models", "delete", "digits@1")
@@ -206,9 +218,17 @@ def test_cli_models_delete(run, home, tmp_path):
         and "say which version of digits to delete (digits@N; it has 2), or add --all"
         in done.stderr
     )
-    forge(jt.get_model("digits@2"), jt.get_model("digits@2").lineage["files"], user="bob")
+    forge(
+        jt.get_model("digits@2"),
+        jt.get_model("digits@2").lineage["files"],
+        user="bob",
+        owner={"user": "bob", "uid": 4243, "hub_user": None},
+    )
     done = cli("models", "delete", "digits", "--all", "--yes")
     assert done.returncode == 2 and "digits@2 by bob: registered by another user" in done.stderr
+    done = cli("models", "delete", "digits", "--all", "--yes", "--force")
+    assert done.returncode == 2 and "only members of the workspace's admin group" in done.stderr
+    monkeypatch.setenv("JUPYTER_TRAINER_ADMIN_GROUP", grp.getgrgid(os.getegid()).gr_name)
     done = cli("models", "delete", "digits", "--all", "--yes", "--force", "--json")
     assert done.returncode == 0 and json.loads(done.stdout) == {"name": "digits", "deleted": [2]}
     assert ModelStore(home).rows() == []

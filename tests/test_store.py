@@ -60,7 +60,7 @@ def test_create_layout_and_index(store):
         assert (paths.root / name).is_dir()
     assert not list((store.home / "staging").iterdir())  # the snapshot was moved, not copied
     assert store.read_spec(run_id) == make_spec("My Run: v2!")
-    with sqlite3.connect(store.db_path) as conn:
+    with sqlite3.connect(store.index.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT name, status FROM runs").fetchall() == [
             ("My Run: v2!", "created")

@@ -28,6 +28,8 @@ from ..store import Store
 from ..store.follow import RunFollower
 from ..store.models import ModelStore, parse_ref, validate_model_name
 from ..store.outputs import Copy, copy_beneath, destination, inside
+from ..store.owners import Identity, folder_owner, may_act
+from ..store.workspace import settings
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,17 @@ class Model:
         except (StoreError, ModelNotFound):  # damaged, or its lineage.json is gone
             return _user_of(os.lstat(self.registry.folder(self.name) / str(self.version)).st_uid)
 
+    @property
+    def owner_record(self) -> dict[str, Any] | None:
+        """Who registered this version, as an owner record (``store.owners``): the
+        lineage's, else (a version registered before owners were recorded, or damaged) its
+        folder's."""
+        try:
+            found = self.lineage.get("owner")
+        except (StoreError, ModelNotFound):
+            found = None
+        return found or folder_owner(self.registry.folder(self.name) / str(self.version))
+
     def delete(self, *, force: bool = False) -> None:
         """Delete this version from the registry: its files and its index row. Its number
         is never given to another version. A version registered by another user needs
@@ -230,6 +243,7 @@ def register_model(
         "source": str(PurePosixPath(path)),
         "tags": tags,
         "user": getpass.getuser(),
+        "owner": Identity.current().record(),
     }
     registry = ModelStore(store.home)
     record = registry.register(name, source, root, lineage)
@@ -324,17 +338,27 @@ def version_to_delete(registry: ModelStore, name: str, version: int) -> Model:
 
 def check_owner(versions: Sequence[Model], *, force: bool) -> None:
     """``NotOwner`` unless every one of ``versions`` was registered by this user, or
-    ``force``."""
-    if force:
+    ``force`` and this user is in the workspace's admin group."""
+    if not versions:
         return
-    me = getpass.getuser()
-    theirs = [m for m in versions if m.owner != me]
-    if theirs:
-        shown = ", ".join(f"{m.name}@{m.version} by {m.owner}" for m in theirs)
+    me = Identity.current()
+    theirs = [m for m in versions if not may_act(m.owner_record, me, None)]
+    if not theirs:
+        return
+    group = settings(versions[0].registry.home).admin_group
+    shown = ", ".join(f"{m.name}@{m.version} by {m.owner}" for m in theirs)
+    if force and group and me.in_group(group):
+        return
+    if force:
         raise NotOwner(
-            f"{shown}: registered by another user, not you ({me}); nothing was "
-            "deleted (force=True, or --force, deletes it anyway)"
+            f"{shown}: registered by another user, not you ({me.name}); only members of "
+            f"the workspace's admin group ({group or 'admin_group in its config.toml'}) may "
+            "delete it with force; nothing was deleted"
         )
+    raise NotOwner(
+        f"{shown}: registered by another user, not you ({me.name}); nothing was deleted "
+        "(a member of the workspace's admin group can delete it with force=True, or --force)"
+    )
 
 
 def _run_of(model: Model) -> str | None:

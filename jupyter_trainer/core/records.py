@@ -104,7 +104,7 @@ class StateRecord(TypedDict, total=False):
     updated: float
     ended: float
     stages: dict[str, Stage]
-    owner: str
+    owner: dict[str, Any]  # {"user", "uid", "hub_user"} (store/owners.py)
     supervisor: PidRecord
     supervisor_last_seen: float
     environment: dict[str, Any]

@@ -42,8 +42,9 @@ from ..rankside import rank_files
 from ..rankside.home import HOME_ENV, default_home
 from . import liveness, reserve
 from .folders import is_run_id, rmtree, slug
-from .index import RunIndex, index_row, unwritable
+from .index import index_row, run_index, unwritable
 from .liveness import HEARTBEAT_S
+from .owners import Identity, check_may_act, folder_owner
 from .ranks import RankReader, read_complete_lines
 from .records import (
     ACTIVE,
@@ -59,6 +60,7 @@ from .records import (
     spec_record,
     write_json_atomic,
 )
+from .workspace import settings
 
 __all__ = [  # what the layers above use of the store
     "ACTIVE",
@@ -103,8 +105,8 @@ class Store(RankReader):
     def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
         self.home = Path(home).expanduser() if home else default_home()
         self.runs_dir = self.home / "runs"
-        self.index = RunIndex(self.home, self._folder_rows)
-        self.db_path = self.index.path
+        self.settings = settings(self.home)
+        self.index = run_index(self.home, self._folder_rows)
 
     # -- layout ------------------------------------------------------------------------
     def paths(self, run_id: str) -> RunPaths:
@@ -186,7 +188,10 @@ class Store(RankReader):
         try:
             paths = self.paths(run_id)
             return index_row(
-                run_id, RunSpec.from_dict(read_json(paths.spec)), read_json(paths.state)
+                run_id,
+                RunSpec.from_dict(read_json(paths.spec)),
+                read_json(paths.state),
+                folder_owner(paths.root),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -226,19 +231,21 @@ class Store(RankReader):
         *,
         status: str | None = None,
         name: str | None = None,
+        owner: Identity | None = None,
         limit: int = 50,
         offset: int = 0,
     ) -> list[dict[str, Any]]:
-        """Runs, newest first. ``status`` filters on the effective status (``lost`` included)."""
+        """Runs, newest first. ``status`` filters on the effective status (``lost`` included);
+        ``owner``: only the runs of that user (``Identity.current()``: "mine")."""
         if status is not None and status not in STATUSES:
             raise SpecError(f"unknown status {status!r}; choose one of {', '.join(STATUSES)}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise SpecError(f"limit must be a whole number of at least 1, not {limit!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise SpecError(f"offset must be a whole number of at least 0, not {offset!r}")
-        if not os.path.lexists(self.db_path) and not self.run_ids_on_disk():
+        if not self.index.exists() and not self.run_ids_on_disk():
             return []  # a store never used: nothing to list, nothing to create
-        query, args = "SELECT * FROM runs", []
+        args: list[Any] = []
         where = []
         if name:
             where.append("name LIKE ? ESCAPE '\\'")
@@ -249,10 +256,13 @@ class Store(RankReader):
         elif status:
             where.append("status = ?")
             args.append(status)
-        if where:
-            query += " WHERE " + " AND ".join(where)
-        query += " ORDER BY created DESC, id DESC"
-        rows = self.index.run(lambda conn: [dict(r) for r in conn.execute(query, args)])
+        if owner is not None:
+            where.append("owner_uid = ?")
+            args.append(owner.uid)
+            if owner.hub_user:
+                where.append("(hub_user IS NULL OR hub_user = ?)")
+                args.append(owner.hub_user)
+        rows = self.index.select(where, args)
         for row in rows:
             if row["status"] in ACTIVE:
                 row.update(self._effective(row["id"]))
@@ -267,8 +277,9 @@ class Store(RankReader):
 
         return f"{slug(name)}-{stamp}-{secrets.token_hex(3)}"
 
-    def create(self, spec: RunSpec, snapshot: Path) -> str:
+    def create(self, spec: RunSpec, snapshot: Path, owner: Identity | None = None) -> str:
         """Make the run directory from a written snapshot (moved, not copied); return its id.
+        The run's state records its ``owner`` (this process's user unless given).
 
         The folder is renamed into place inside the transaction that inserts its index row,
         so a failure of either leaves neither.
@@ -287,7 +298,7 @@ class Store(RankReader):
                     folder.mkdir()
                 write_json_atomic(tmp.spec, spec_record(spec))
                 os.chmod(tmp.spec, 0o444)
-                state = new_state(run_id, time.time())
+                state = new_state(run_id, time.time(), (owner or Identity.current()).record())
                 write_json_atomic(tmp.state, state)
                 self.index.publish(index_row(run_id, spec, state), tmp.root, final.root)
             except BaseException as exc:
@@ -403,16 +414,23 @@ class Store(RankReader):
             "failed_rank": state.get("failed_rank"),
         }
 
-    def cancel(self, run_id: str, reason: str = "canceled by user") -> str:
+    def cancel(
+        self, run_id: str, reason: str = "canceled by user", actor: Identity | None = None
+    ) -> str:
         """Ask the run's supervisor to stop every process of the run; returns the run's
-        status. A run that ended refuses (``RunStateError``). A run whose state is damaged
-        is still canceled: through its supervisor, found by its pid record, or, with the
-        supervisor gone, by ending what is left of its processes (then ``lost``)."""
+        status. A run that ended refuses (``RunStateError``), and so does another user's
+        (``NotOwner``), unless ``actor`` (this process's user) is in the admin group. A run
+        whose state is damaged is still canceled: through its supervisor, found by its pid
+        record, or, with the supervisor gone, by ending what is left of its processes (then
+        ``lost``)."""
         paths = self.paths(run_id)
         try:
-            status = self.read_state(run_id)["status"]
+            state = self.read_state(run_id)
+            self.check_owner(run_id, state, actor, "cancel", "the run goes on")
+            status = state["status"]
         except RecordDamaged as damaged:
-            row = self.index.row(run_id) if os.path.lexists(self.db_path) else None
+            self.check_owner(run_id, {}, actor, "cancel", "the run goes on")
+            row = self.index.row(run_id) if self.index.exists() else None
             indexed = row["status"] if row else None
             return liveness.cancel_damaged(paths, damaged, indexed, reason)
         if status in TERMINAL:
@@ -420,9 +438,41 @@ class Store(RankReader):
         liveness.write_cancel_request(paths, reason)
         return status
 
-    def request_cancel(self, run_id: str, reason: str = "canceled by user") -> None:
-        """Write the run's cancel request, whatever its state (``cancel`` checks it first)."""
-        liveness.write_cancel_request(self.existing(run_id), reason)
+    def request_cancel(
+        self, run_id: str, reason: str = "canceled by user", actor: Identity | None = None
+    ) -> None:
+        """Write the run's cancel request, whatever its state (``cancel`` checks it first);
+        another user's run refuses, as for ``cancel``."""
+        paths = self.existing(run_id)
+        try:
+            state: Mapping[str, Any] = read_json(paths.state)
+        except (OSError, ValueError):
+            state = {}
+        self.check_owner(run_id, state, actor, "cancel", "the run goes on")
+        liveness.write_cancel_request(paths, reason)
+
+    def owner(self, run_id: str, state: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """The run's owner record: its state's, or for a run made before owners were
+        recorded (or whose state is damaged), its folder's."""
+        found = (state or {}).get("owner")
+        return found if found else folder_owner(self.paths(run_id).root)
+
+    def check_owner(
+        self,
+        run_id: str,
+        state: Mapping[str, Any],
+        actor: Identity | None,
+        verb: str,
+        nothing: str,
+    ) -> None:
+        """``NotOwner`` unless ``actor`` (this process's user) may ``verb`` the run."""
+        check_may_act(
+            self.owner(run_id, state),
+            actor or Identity.current(),
+            self.settings.admin_group,
+            f"{verb} run {run_id}",
+            nothing,
+        )
 
     def cancel_request(self, run_id: str) -> dict[str, Any] | None:
         """The cancel request, if any; an empty one (written on a full disk) has no reason."""

@@ -17,49 +17,20 @@ import sqlite3
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from ..core.errors import StoreError
-from ..core.spec import RunSpec
 from ..rankside.home import HOME_ENV
+from .filesystems import refuse_network
+from .index_base import IndexBase, RunQueries, T, index_row, unwritable
+from .pg_index import PgRunIndex, workspace_index_kind
+from .workspace import CONFIG, INDEX_ENV, settings
 
-COLUMNS = (
-    "id",
-    "name",
-    "status",
-    "target",
-    "launcher",
-    "nodes",
-    "procs",
-    "code_hash",
-    "created",
-    "started",
-    "ended",
-    "failed_rank",
-    "updated",
-)
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    status TEXT NOT NULL,
-    target TEXT NOT NULL,
-    launcher TEXT NOT NULL,
-    nodes INTEGER NOT NULL,
-    procs INTEGER NOT NULL,
-    code_hash TEXT NOT NULL,
-    created REAL NOT NULL,
-    started REAL,
-    ended REAL,
-    failed_rank INTEGER,
-    updated REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runs_created ON runs (created);
-CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
-"""
+__all__ = ["FolderIndex", "RunIndex", "index_row", "index_url", "run_index", "unwritable"]
+
 # SQLite primary result codes (``sqlite3.Error.sqlite_errorcode & 0xff``).
 _PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = (
     3,
@@ -72,50 +43,21 @@ _PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 
     14,
     26,
 )
+OUTDATED = "was made by an older version"
 _SIDE_FILES = ("", "-wal", "-shm", "-journal")
 _log = logging.getLogger("jupyter_trainer.store")
-T = TypeVar("T")
 
 
-def index_row(run_id: str, spec: RunSpec, state: Mapping[str, Any]) -> dict[str, Any]:
-    """The index row of a run with this spec and state."""
-    stages = state.get("stages", {})
-    return {
-        "id": run_id,
-        "name": spec.name,
-        "status": state["status"],
-        "target": spec.target.name,
-        "launcher": spec.launch.launcher,
-        "nodes": spec.launch.nodes,
-        "procs": spec.launch.procs,
-        "code_hash": spec.code.hash,
-        "created": state["created"],
-        "started": stages.get("running", {}).get("start"),
-        "ended": state.get("ended"),
-        "failed_rank": state.get("failed_rank"),
-        "updated": time.time(),
-    }
-
-
-def unwritable(path: Path, exc: OSError) -> StoreError:
-    return StoreError(
-        f"cannot write {path} ({exc.strerror or exc}); make it writable, "
-        f"or set {HOME_ENV} to a writable folder"
-    )
-
-
-class FolderIndex:
-    """``home/<FILE>``, one ``TABLE`` of ``COLUMNS``; ``folder_rows`` lists the rows the
-    folders it indexes call for (what a rebuild writes)."""
-
-    FILE = TABLE = SCHEMA = LABEL = ""
-    COLUMNS: tuple[str, ...] = ()
+class FolderIndex(IndexBase):
+    """``home/<FILE>``: the index in SQLite (WAL), for a store on a local filesystem."""
 
     def __init__(self, home: Path, folder_rows: Callable[[], list[dict[str, Any]]]) -> None:
         self.home = home
         self.path = home / self.FILE
+        self.where = str(self.path)
         self._folder_rows = folder_rows
         self._ready = False
+        self._local = False
         self._insert = (
             f"INSERT %s INTO {self.TABLE} ("
             + ", ".join(self.COLUMNS)
@@ -128,6 +70,7 @@ class FolderIndex:
     def run(self, work: Callable[[sqlite3.Connection], T], *, creating: bool = False) -> T:
         """``work(conn)``; a corrupt index met on the way is moved aside and rebuilt, and
         ``work`` runs once more. Any other SQLite failure becomes a ``StoreError``."""
+        self._check_local()
         for attempt in (1, 2):
             found = _lstat(self.path)
             try:
@@ -164,36 +107,35 @@ class FolderIndex:
             if not self._ready:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.executescript(self.SCHEMA)
+                if self._outdated(conn):
+                    conn.close()
+                    self.heal(_lstat(self.path), OUTDATED)
+                    return self.connect()
                 self._ready = True
         except BaseException:
             conn.close()
             raise
         return conn
 
+    def _outdated(self, conn: sqlite3.Connection) -> bool:
+        """Whether the table lacks columns this version writes (an older version made it)."""
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({self.TABLE})")}
+        return not set(self.COLUMNS) <= have
+
+    def _check_local(self) -> None:
+        """Refuse a store on a network filesystem, once per index (see ``filesystems``)."""
+        if not self._local:
+            refuse_network(self.home, self.LABEL)
+            self._local = True
+
     def upsert(self, row: dict[str, Any]) -> None:
         self.run(lambda conn: conn.execute(self._insert % "OR REPLACE", row))
 
-    def publish(self, row: dict[str, Any], tmp: Path, final: Path) -> None:
-        """Insert ``row`` and rename the folder ``tmp`` to ``final`` in one transaction, so
-        a failure of either leaves neither."""
-        self.publish_with(tmp, lambda conn: (row, final))
+    def insert(self, conn: Any, row: dict[str, Any]) -> None:
+        conn.execute(self._insert % "", row)
 
-    def publish_with(
-        self, tmp: Path, decide: Callable[[sqlite3.Connection], tuple[dict[str, Any], Path]]
-    ) -> None:
-        """``publish`` the row and final path that ``decide(conn)`` returns: it runs inside
-        the write transaction, so writers of the index call it one at a time."""
-        moved: list[Path] = []
-
-        def work(conn: sqlite3.Connection) -> None:
-            row, final = decide(conn)
-            conn.execute(self._insert % "", row)
-            if os.path.lexists(final):
-                raise StoreError(f"a {self.LABEL} folder {final} already exists; try again")
-            os.rename(tmp, final)
-            moved.append(final)
-
-        self.transact(work, lambda: os.rename(moved[-1], tmp))  # the caller removes it
+    def exists(self) -> bool:
+        return os.path.lexists(self.path)
 
     def transact(
         self, work: Callable[[sqlite3.Connection], T], undo: Callable[[], Any] | None = None
@@ -263,7 +205,8 @@ class FolderIndex:
             ):
                 return None
             try:
-                moved = self._move_aside("corrupt" if now is not None else "orphan")
+                label = "outdated" if problem == OUTDATED else "corrupt"
+                moved = self._move_aside(label if now is not None else "orphan")
                 count = self._rebuild()
             except (OSError, sqlite3.Error) as exc:
                 raise StoreError(
@@ -294,6 +237,7 @@ class FolderIndex:
 
     def rebuild(self, problem: str) -> tuple[Path | None, int]:
         """Move the index aside (if there is one) and rebuild it from the run folders."""
+        self._check_local()
         return self.heal(_lstat(self.path), problem, quiet=True) or (None, 0)
 
     def problem(self) -> str | None:
@@ -313,6 +257,8 @@ class FolderIndex:
             finally:
                 conn.close()
         except sqlite3.DatabaseError as exc:
+            if "no such column" in str(exc):
+                return OUTDATED
             if _is_corrupt(exc) or "no such" in str(exc):
                 return f"is corrupt ({exc})"
             raise self.error(exc) from None
@@ -382,22 +328,30 @@ class FolderIndex:
         return f"{count} {self.LABEL} folder" + ("" if count == 1 else "s")
 
 
-class RunIndex(FolderIndex):
+class RunIndex(RunQueries, FolderIndex):
     """``home/runs.db``: one row per run folder."""
 
-    FILE, TABLE, SCHEMA, LABEL, COLUMNS = "runs.db", "runs", _SCHEMA, "run", COLUMNS
 
-    def delete(self, run_id: str) -> None:
-        self.run(lambda conn: conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)))
-
-    def rows(self) -> dict[str, dict[str, Any]]:
-        return self.run(lambda conn: {r["id"]: dict(r) for r in conn.execute("SELECT * FROM runs")})
-
-    def row(self, run_id: str) -> dict[str, Any] | None:
-        found = self.run(
-            lambda conn: conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+def index_url(home: Path) -> str | None:
+    """The PostgreSQL URL of the workspace at ``home``'s index; None for SQLite. A
+    workspace whose index is on PostgreSQL is refused without its URL, rather than given
+    an empty SQLite index beside it."""
+    found = settings(home)
+    if found.index is None and workspace_index_kind(home) == "postgresql":
+        raise StoreError(
+            f"the workspace {home} keeps its index on PostgreSQL, and no URL names it here; "
+            f"set {INDEX_ENV}=postgresql://HOST/DATABASE, or write index = "
+            f'"postgresql://HOST/DATABASE" in {home / CONFIG}'
         )
-        return dict(found) if found is not None else None
+    return found.index
+
+
+def run_index(home: Path, folder_rows: Callable[[], list[dict[str, Any]]]) -> RunQueries:
+    """The run index of the store at ``home``: SQLite, or its workspace's PostgreSQL."""
+    url = index_url(home)
+    if url is None:
+        return RunIndex(home, folder_rows)
+    return PgRunIndex(home, url, folder_rows)
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

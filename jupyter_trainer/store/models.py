@@ -38,9 +38,11 @@ from ..rankside.home import HOME_ENV, default_home
 from . import write_json_atomic
 from .confined import Refused, open_beneath, open_folder, real_parts
 from .folders import is_run_id, rmtree
-from .index import FolderIndex, unwritable
+from .index import FolderIndex, index_url, unwritable
+from .index_base import IndexBase
 from .model_records import DELETED, LINEAGE, read_deleted, read_lineage
 from .outputs import copy_descriptor, walk_files
+from .pg_index import PgIndex
 
 _VERSION = re.compile(r"[1-9][0-9]{0,8}")
 COLUMNS = ("name", "version", "run_id", "path", "files", "bytes", "created", "tags")
@@ -99,10 +101,11 @@ def index_row(lineage: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class ModelIndex(FolderIndex):
-    """``home/models.db``: one row per registered version."""
+class ModelQueries(IndexBase):
+    """The model index's own queries, on either database: one row per registered version."""
 
     FILE, TABLE, SCHEMA, LABEL, COLUMNS = "models.db", "models", _SCHEMA, "model", COLUMNS
+    KEY: tuple[str, ...] = ("name", "version")
 
     def rows(self, name: str | None = None) -> list[dict[str, Any]]:
         """Rows of every version (of ``name``), by name, newest version first."""
@@ -129,18 +132,30 @@ class ModelIndex(FolderIndex):
         numbered: list[int] = []
 
         def decide(conn: Any) -> tuple[dict[str, Any], Path]:
-            top = (
-                conn.execute("SELECT MAX(version) FROM models WHERE name = ?", (name,)).fetchone()[
-                    0
-                ]
-                or 0
-            )
+            found = conn.execute("SELECT MAX(version) FROM models WHERE name = ?", (name,))
+            top = found.fetchone()[0] or 0
             gone = [int(v) for v in read_deleted(folder.parent, name)]
             numbered.append(max([top, *versions_in(folder), *gone]) + 1)
             return finish(numbered[-1]), folder / str(numbered[-1])
 
         self.publish_with(stage, decide)
         return numbered[-1]
+
+
+class ModelIndex(ModelQueries, FolderIndex):
+    """``home/models.db``."""
+
+
+class PgModelIndex(ModelQueries, PgIndex):
+    """The model index of a workspace whose index is on PostgreSQL."""
+
+
+def model_index(home: Path, folder_rows: Callable[[], list[dict[str, Any]]]) -> ModelQueries:
+    """The model index of the store at ``home``: SQLite, or its workspace's PostgreSQL."""
+    url = index_url(home)
+    if url is None:
+        return ModelIndex(home, folder_rows)
+    return PgModelIndex(home, url, folder_rows)
 
 
 def versions_in(folder: Path) -> list[int]:
@@ -157,7 +172,7 @@ class ModelStore:
     def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
         self.home = Path(home).expanduser() if home else default_home()
         self.dir = self.home / "models"
-        self.index = ModelIndex(self.home, self._folder_rows)
+        self.index = model_index(self.home, self._folder_rows)
 
     def folder(self, name: str) -> Path:
         return self.dir / validate_model_name(name)
@@ -185,7 +200,7 @@ class ModelStore:
         """Index rows of the versions whose folders exist, by name, newest version first."""
         if name is not None:
             validate_model_name(name)
-        if not os.path.lexists(self.index.path) and not self.names():
+        if not self.index.exists() and not self.names():
             return []  # nothing registered yet: nothing to list, nothing to create
         return [
             r

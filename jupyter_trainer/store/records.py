@@ -129,13 +129,14 @@ def spec_record(spec: RunSpec) -> dict[str, Any]:
     return {SCHEMA_KEY: SPEC_SCHEMA, **spec.to_dict()}
 
 
-def new_state(run_id: str, created: float) -> StateRecord:
-    """The state of a run just created."""
+def new_state(run_id: str, created: float, owner: dict[str, Any]) -> StateRecord:
+    """The state of a run just created by ``owner`` (``owners.Identity.record()``)."""
     return {
         "schema": STATE_SCHEMA,
         "run_id": run_id,
         "status": "created",
         "created": created,
+        "owner": owner,
         "stages": {},
     }
 

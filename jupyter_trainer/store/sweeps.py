@@ -36,7 +36,9 @@ from ..rankside.home import HOME_ENV, default_home
 from . import read_json, write_json_atomic
 from .folders import rmtree, slug
 from .index import unwritable
+from .owners import Identity, check_may_act, folder_owner
 from .records import read_json_object
+from .workspace import settings
 
 if TYPE_CHECKING:
     from . import Store
@@ -151,6 +153,7 @@ class SweepStore:
                     "id": sweep_id,
                     "status": "created",
                     "created": time.time(),
+                    "owner": Identity.current().record(),
                     "trials": [],
                     "counts": {},
                 },
@@ -191,10 +194,30 @@ class SweepStore:
             return False
         return not procs.is_alive(driver.get("pid"), driver.get("start_ticks"))
 
-    def request_cancel(self, sweep_id: str, reason: str = "canceled by user") -> None:
-        write_json_atomic(
-            self.existing(sweep_id).cancel_request, {"requested": time.time(), "reason": reason}
+    def owner(self, sweep_id: str) -> dict[str, Any] | None:
+        """The sweep's owner record (for a sweep made before owners were recorded, or whose
+        state cannot be read, its folder's)."""
+        paths = self.paths(sweep_id)
+        try:
+            found = read_json_object(paths.state).get("owner")
+        except (OSError, ValueError):
+            found = None
+        return found or folder_owner(paths.root)
+
+    def request_cancel(
+        self, sweep_id: str, reason: str = "canceled by user", actor: Identity | None = None
+    ) -> None:
+        """Ask the sweep's driver to cancel it; another user's sweep refuses (``NotOwner``)
+        unless ``actor`` (this process's user) is in the workspace's admin group."""
+        paths = self.existing(sweep_id)
+        check_may_act(
+            self.owner(sweep_id),
+            actor or Identity.current(),
+            settings(self.home).admin_group,
+            f"cancel sweep {sweep_id}",
+            "the sweep goes on",
         )
+        write_json_atomic(paths.cancel_request, {"requested": time.time(), "reason": reason})
 
     def cancel_request(self, sweep_id: str) -> dict[str, Any] | None:
         try:

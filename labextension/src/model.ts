@@ -18,6 +18,9 @@ export interface IRunRow {
   started: number | null;
   ended: number | null;
   failed_rank: number | null;
+  /** Who started the run: the Unix user, and the JupyterHub user when there was one. */
+  owner?: string | null;
+  hub_user?: string | null;
   /** The sweep this run is a trial of, and its number there; null for a run of its own. */
   sweep?: string | null;
   trial?: number | null;
@@ -61,18 +64,25 @@ export interface IListFilter {
   offset?: number;
   /** Runs only: 0 leaves out the runs that are trials of a sweep. */
   trials?: number;
+  /** Runs only: "mine" lists only this user's runs; empty lists everyone's. */
+  owner?: string;
 }
 
 /** Query string of the runs (or sweeps) list: only the filters that are set. */
 export function runsQuery(filter: IListFilter): string {
   const params: string[] = [];
-  for (const key of ['status', 'name', 'limit', 'offset', 'trials'] as const) {
+  for (const key of ['status', 'name', 'limit', 'offset', 'trials', 'owner'] as const) {
     const value = filter[key];
     if (value !== undefined && value !== '' && value !== null) {
       params.push(`${key}=${encodeURIComponent(String(value))}`);
     }
   }
   return params.length ? `?${params.join('&')}` : '';
+}
+
+/** A list row's owner as shown: the JupyterHub user where there is one, else the Unix user. */
+export function ownerOf(row: { owner?: string | null; hub_user?: string | null }): string {
+  return row.hub_user || row.owner || '';
 }
 
 /** A run id as the server accepts it; anything else is refused before a request is made. */

@@ -8,7 +8,7 @@ import { Widget } from '@lumino/widgets';
 import type { TrainerClient } from './api';
 import {
   type IRunRow, type ISweepDetail, type ISweepRow, type ITrialRow, bestText, countsText, mergeNewestFirst, paramsText,
-  runDuration, shortId, startedAt, sweepStatus, trialNote, trialsText, versionMismatch
+  ownerOf, runDuration, shortId, startedAt, sweepStatus, trialNote, trialsText, versionMismatch
 } from './model';
 import { ModelsSection } from './models';
 import { escapeHtml } from './view/ansi.js';
@@ -47,7 +47,7 @@ export class RunsPanel extends Widget {
    * list and released on the next would be lost). */
   private pressed = false;
   private pending: string | null = null;
-  private filter = { status: '', name: '' };
+  private filter = { status: '', name: '', owner: '' };
   private body: HTMLElement;
   private banner: HTMLElement;
   private models: ModelsSection;
@@ -69,6 +69,9 @@ export class RunsPanel extends Widget {
           <option value="failed">failed</option><option value="canceled">canceled</option>
           <option value="lost">lost</option>
         </select>
+        <select class="jt-runs-owner" data-testid="jt-runs-owner" title="Whose runs to list">
+          <option value="">everyone</option><option value="mine">mine</option>
+        </select>
       </div>
       <div class="jt-runs-body" data-testid="jt-runs-body"></div>`;
     this.body = this.node.querySelector('.jt-runs-body') as HTMLElement;
@@ -80,6 +83,8 @@ export class RunsPanel extends Widget {
     name.oninput = () => { this.filter.name = name.value; void this.refresh(); };
     const status = this.node.querySelector('.jt-runs-status') as HTMLSelectElement;
     status.onchange = () => { this.filter.status = status.value; void this.refresh(); };
+    const owner = this.node.querySelector('.jt-runs-owner') as HTMLSelectElement;
+    owner.onchange = () => { this.filter.owner = owner.value; void this.refresh(); };
     this.body.onclick = event => this.onClick(event);
     this.body.onkeydown = event => this.onKey(event);
     this.body.onpointerdown = () => { this.pressed = true; };
@@ -116,7 +121,7 @@ export class RunsPanel extends Widget {
     try {
       const [page, sweeps] = await Promise.all([
         this.client.runs({ ...this.filter, limit: 100, trials: 0 }),
-        this.client.sweeps({ status: sweepStatus(this.filter.status), name: this.filter.name, limit: 100 })
+        this.client.sweeps({ status: sweepStatus(this.filter.status), name: this.filter.name, owner: this.filter.owner, limit: 100 })
       ]);
       const open = sweeps.sweeps.filter(sweep => this.expanded.has(sweep.id)).map(sweep => sweep.id);
       const details = await Promise.all(open.map(id => this.client.sweep(id).catch(() => null)));
@@ -195,7 +200,7 @@ export class RunsPanel extends Widget {
             ${attempt ? `<span class="jt-runs-attempt" data-testid="jt-runs-attempt">${escapeHtml(attempt)}</span>` : ''}
           </div>` : ''}
           <div class="jt-runs-line jt-runs-meta">
-            <span>${escapeHtml(row.target)} · ${escapeHtml(row.launcher)} · ${row.nodes}×${row.procs}</span>
+            <span>${ownerOf(row) ? `<span class="jt-runs-owner-name" data-testid="jt-runs-row-owner">${escapeHtml(ownerOf(row))}</span> · ` : ''}${escapeHtml(row.target)} · ${escapeHtml(row.launcher)} · ${row.nodes}×${row.procs}</span>
             <button class="jt-runs-attach" data-action="attach" data-testid="jt-runs-attach" title="Insert and run a cell that shows this run, in the notebook you used last">Attach in notebook</button>
           </div>
           ${bar}

@@ -10,6 +10,7 @@ from ...core import hooks
 from ...core.errors import RunCanceled, RunFailed, RunStateError, TrainerError
 from ...core.spec import validate_run_id
 from ...store import TERMINAL, Store
+from ...store.owners import Identity
 from ...store.sweeps import SWEEP_TERMINAL, SweepStore
 from .ended import run_over, still_running
 
@@ -152,15 +153,21 @@ class Sweep:
             )
 
     def cancel(
-        self, *, wait: bool = True, timeout: float = 90.0, reason: str = "canceled by user"
+        self,
+        *,
+        wait: bool = True,
+        timeout: float = 90.0,
+        reason: str = "canceled by user",
+        actor: Identity | None = None,
     ) -> None:
         """Cancel the sweep and every running trial; by default wait until they have ended.
         A sweep whose driver is gone is canceled here. ``reason`` is recorded in the sweep's
-        state and its trials'."""
+        state and its trials'. Another user's sweep refuses (``NotOwner``) unless ``actor``
+        (this process's user) is in the workspace's admin group."""
         status = self.status
         if status in SWEEP_TERMINAL:
             raise RunStateError(f"sweep {self.id} already ended ({status}); nothing to cancel")
-        self.sweeps.request_cancel(self.id, reason=reason)
+        self.sweeps.request_cancel(self.id, reason=reason, actor=actor)
         deadline = time.monotonic() + timeout
         if status == "interrupted":
             self._cancel_without_driver(deadline, reason)

@@ -10,6 +10,7 @@ from typing import TextIO
 
 from ...api import runs as api
 from ...store import STATUSES, Store
+from ...store.owners import Identity
 from ..views.health import stalled_of
 from ..views.text import frames_text, runs_table, summary_text
 from .parser import Subparsers, handles
@@ -19,6 +20,11 @@ def define_runs(sub: Subparsers, name: str) -> None:
     runs = sub.add_parser(name, help="list runs, newest first")
     runs.add_argument("--status", choices=STATUSES)
     runs.add_argument("--name", help="only runs whose name contains this")
+    who = runs.add_mutually_exclusive_group()
+    who.add_argument("--mine", action="store_true", help="only the runs you started")
+    who.add_argument(
+        "--everyone", action="store_true", help="everyone's runs in the workspace (the default)"
+    )
     runs.add_argument("--limit", type=int, default=20, help="at most this many (at least 1)")
     runs.add_argument("--offset", type=int, default=0, help="skip this many of the newest")
     runs.add_argument("--json", action="store_true", help="print JSON rows")
@@ -27,7 +33,13 @@ def define_runs(sub: Subparsers, name: str) -> None:
 
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
     store = Store()
-    rows = store.list_runs(status=args.status, name=args.name, limit=args.limit, offset=args.offset)
+    rows = store.list_runs(
+        status=args.status,
+        name=args.name,
+        owner=Identity.current() if args.mine else None,
+        limit=args.limit,
+        offset=args.offset,
+    )
     if args.json:
         print(json.dumps(rows, indent=1), file=out)
     elif rows:
@@ -47,6 +59,7 @@ def no_runs(store: Store, args: argparse.Namespace) -> str:
         f"--status {args.status}" if args.status else "",
         f"--name {shlex.quote(args.name)}" if args.name else "",
         f"--offset {args.offset}" if args.offset else "",
+        "--mine" if args.mine else "",
     ]
     filters = [f for f in filters if f]
     if not total or not filters:

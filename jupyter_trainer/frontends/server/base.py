@@ -12,6 +12,7 @@ answers 400 naming the argument and its range.
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any
 
@@ -32,6 +33,7 @@ from ...core.errors import (
 )
 from ...core.spec import MAX_PROCS
 from ...store import Store
+from ...store.owners import HUB_USER_ENV, Identity
 
 API_PREFIX = "jupyter-trainer/api"
 RUN = r"(?P<run_id>[^/]+)"
@@ -88,6 +90,21 @@ class BaseHandler(APIHandler):
     def store(self) -> Store:
         return Store()
 
+    def actor(self) -> Identity:
+        return actor_of(self.current_user)
+
+    def owner_arg(self) -> Identity | None:
+        """``owner=mine``: this user's (``actor``); left out or empty: everyone's."""
+        raw = self.get_query_argument("owner", None) or None
+        if raw is None:
+            return None
+        if raw != "mine":
+            raise SpecError(
+                f"query argument owner={raw[:40]!r}: give owner=mine for your own runs, or "
+                "leave it out for everyone's"
+            )
+        return self.actor()
+
     def write_json(self, data: Any, status: int = 200) -> None:
         self.set_status(status)
         self.set_header("Content-Type", "application/json")
@@ -142,9 +159,17 @@ class BaseHandler(APIHandler):
             self.write_failure(exc)
 
 
-def request_cancel(store: Store, run_id: str) -> str:
-    """Ask the run's supervisor to cancel it; its status now. A run that ended refuses."""
-    return store.cancel(run_id, reason="canceled from JupyterLab")
+def request_cancel(store: Store, run_id: str, actor: Identity) -> str:
+    """Ask the run's supervisor to cancel it; its status now. A run that ended refuses, and
+    so does another user's (``NotOwner``: 403) unless ``actor`` is an admin."""
+    return store.cancel(run_id, reason=f"canceled from JupyterLab by {actor.name}", actor=actor)
+
+
+def actor_of(user: Any) -> Identity:
+    """Who acts through a request: the server's Unix user and, under JupyterHub, the Hub
+    user the request was authenticated as."""
+    hub = getattr(user, "username", None) if os.environ.get(HUB_USER_ENV) else None
+    return Identity.current(hub_user=hub)
 
 
 class NotFoundHandler(BaseHandler):

@@ -79,12 +79,15 @@ class RunsHandler(BaseHandler):
     async def _get(self) -> None:
         limit, offset, status, name = self.list_args("run")
         with_trials = self.int_arg("trials", 1, 0, 1)
+        owner = self.owner_arg()
         store = self.store
         if with_trials:
-            rows = store.list_runs(status=status, name=name, limit=limit + 1, offset=offset)
+            rows = store.list_runs(
+                status=status, name=name, owner=owner, limit=limit + 1, offset=offset
+            )
             trials = trial_runs(store, rows)
         else:  # the trials are left to their sweeps' rows, before the page is cut
-            rows = store.list_runs(status=status, name=name, limit=ALL_RUNS)
+            rows = store.list_runs(status=status, name=name, owner=owner, limit=ALL_RUNS)
             trials = trial_runs(store, rows)
             rows = [r for r in rows if r["id"] not in trials][offset : offset + limit + 1]
         now = time.time()
@@ -151,7 +154,7 @@ class CancelHandler(BaseHandler):
         await self._execute_guarded(self._post(run_id))
 
     async def _post(self, run_id: str) -> None:
-        status = request_cancel(self.store, run_id)
+        status = request_cancel(self.store, run_id, self.actor())
         self.write_json({"id": run_id, "status": status, "cancel_requested": True}, 202)
 
 

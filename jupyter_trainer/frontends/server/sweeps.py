@@ -26,6 +26,7 @@ from ...api.sweeps.functions import get_sweep
 from ...core.errors import InvalidRunId, SpecError, TrainerError
 from ...core.spec import validate_run_id
 from ...store import Store
+from ...store.owners import Identity, may_act
 from ...store.sweeps import SWEEP_ACTIVE, SWEEP_TERMINAL, SweepStore
 from ..views.sweep_feeder import SweepFeeder
 from ..views.sweep_text import sweep_json
@@ -68,14 +69,22 @@ def sweep_row(sweeps: SweepStore, sweep_id: str) -> dict[str, Any]:
         "counts": dict(counts),
         "best": state.get("best"),
         "created": state["created"],
+        "owner": (state.get("owner") or {}).get("user"),
+        "hub_user": (state.get("owner") or {}).get("hub_user"),
         "started": state.get("started"),
         "ended": state.get("ended"),
         "error": state.get("error"),
     }
 
 
-def list_sweeps(store: Store, status: str | None = None, name: str | None = None) -> list[dict]:
-    """Every sweep's row, newest first; a sweep removed or half-written meanwhile is left out."""
+def list_sweeps(
+    store: Store,
+    status: str | None = None,
+    name: str | None = None,
+    owner: Identity | None = None,
+) -> list[dict]:
+    """Every sweep's row, newest first; a sweep removed or half-written meanwhile is left out.
+    ``owner``: only that user's."""
     if status is not None and status not in SWEEP_STATUSES:
         raise SpecError(
             f"unknown sweep status {status!r}; choose one of {', '.join(SWEEP_STATUSES)}"
@@ -91,6 +100,8 @@ def list_sweeps(store: Store, status: str | None = None, name: str | None = None
             continue
         if name and name.casefold() not in row["name"].casefold():
             continue
+        if owner is not None and not may_act(sweeps.owner(sweep_id), owner, None):
+            continue
         rows.append(row)
     return rows
 
@@ -102,7 +113,7 @@ class SweepsHandler(BaseHandler):
 
     async def _get(self) -> None:
         limit, offset, status, name = self.list_args("sweep")
-        rows = list_sweeps(self.store, status, name)
+        rows = list_sweeps(self.store, status, name, self.owner_arg())
         self.write_json(
             {
                 "sweeps": rows[offset : offset + limit],
@@ -133,7 +144,9 @@ class SweepCancelHandler(BaseHandler):
         status = sweep.status
         # An interrupted sweep (its driver gone) is canceled here, trial by trial: not on
         # the server's event loop.
-        await IOLoop.current().run_in_executor(None, functools.partial(sweep.cancel, wait=False))
+        await IOLoop.current().run_in_executor(
+            None, functools.partial(sweep.cancel, wait=False, actor=self.actor())
+        )
         self.write_json({"id": sweep.id, "status": status, "cancel_requested": True}, 202)
 
 

@@ -30,7 +30,7 @@ from ...api.runs import Run
 from ...core.errors import TrainerError
 from ...store import Store
 from ..views.feeder import ViewFeeder
-from .base import request_cancel, status_of
+from .base import actor_of, request_cancel, status_of
 
 MAX_METRICS = 1000  # names in one chart selection
 MAX_MESSAGE_BYTES = 1 << 20  # a viewer's message; the largest, a full chart selection, is far less
@@ -198,7 +198,7 @@ class ViewSocket(FeedSocket):
             feeder.request("log_reset")
         elif kind == "cancel":
             try:
-                request_cancel(self.run.store, self.run.id)
+                request_cancel(self.run.store, self.run.id, actor_of(self.current_user))
                 feeder.request("cancel:requested")
             except TrainerError as exc:
                 feeder.request(f"cancel:{exc}")

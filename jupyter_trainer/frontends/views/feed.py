@@ -163,6 +163,8 @@ class RunFeed:
             "notebook": spec.origin.get("notebook"),
             "source": source_line(spec),
             "data": inputs_line(spec),
+            "owner": self.run.owner,
+            "read_only": self.run.read_only(),
         }
 
     def state_payload(self) -> dict[str, Any]:

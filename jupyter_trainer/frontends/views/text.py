@@ -320,11 +320,12 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
     """A text table of index rows (``Store.list_runs``), newest first."""
     if not rows:
         return "no runs yet"
-    header = ("RUN", "STATUS", "TARGET", "LAUNCHER", "PROCS", "CREATED")
+    header = ("RUN", "STATUS", "OWNER", "TARGET", "LAUNCHER", "PROCS", "CREATED")
     body = [
         (
             r["id"],
             r["status"],
+            owner_cell(r),
             r["target"],
             r["launcher"],
             f"{r['nodes']}x{r['procs']}",
@@ -333,6 +334,11 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
         for r in rows
     ]
     return columns(header, body)
+
+
+def owner_cell(row: Mapping[str, Any]) -> str:
+    """An index row's owner as shown: the Hub user where there is one, else the Unix user."""
+    return str(row.get("hub_user") or row.get("owner") or "?")
 
 
 def columns(header: Sequence[str], body: Sequence[Sequence[Any]]) -> str:

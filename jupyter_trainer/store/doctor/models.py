@@ -43,8 +43,8 @@ def check_models(home: Path, report: Report, *, hashes: bool) -> None:
     versions = [(name, v) for name in names for v in versions_in(registry.dir / name)]
     report.models = len(versions)
     rows = None
-    if check_index(registry.index, len(versions), "model-index", report) and os.path.lexists(
-        registry.index.path
+    if check_index(registry.index, len(versions), "model-index", report) and (
+        registry.index.exists()
     ):
         rows = {(r["name"], r["version"]): r for r in registry.index.rows()}
     for name, version in versions:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..index import FolderIndex
+from ..index_base import IndexBase
 
 # A registration or a download writes, and a deletion removes, files all the time: a
 # leftover folder whose newest change is older than this is no longer being worked on.
@@ -97,7 +97,7 @@ class Report:
         }
 
 
-def check_index(index: FolderIndex, on_disk: int, check: str, report: Report) -> bool:
+def check_index(index: IndexBase, on_disk: int, check: str, report: Report) -> bool:
     """Whether ``index`` (of ``on_disk`` folders) can be read, as found or, with ``fix``,
     moved aside and rebuilt; a broken one is a finding named ``check``."""
     problem = index.problem()
@@ -107,7 +107,7 @@ def check_index(index: FolderIndex, on_disk: int, check: str, report: Report) ->
     folders = f"{index.LABEL} folder"
     finding = Finding(
         check,
-        f"{name} {index.path} {problem}",
+        f"{name} {index.where} {problem}",
         None,
         f"move it aside and rebuild it from the {_plural(on_disk, folders)}",
     )

@@ -39,6 +39,9 @@ _COMPARED = (
     "code_hash",
     "created",
     "started",
+    "owner",
+    "owner_uid",
+    "hub_user",
 )
 
 

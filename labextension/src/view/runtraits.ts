@@ -41,6 +41,9 @@ export interface IRunInfo {
   params?: { [name: string]: unknown };
   source?: string;
   data?: string;
+  owner?: string | null;
+  /** Why this user may not cancel the run (another user's run); empty when they may. */
+  read_only?: string;
 }
 
 export interface IStage {

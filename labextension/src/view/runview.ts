@@ -223,6 +223,7 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
     else if (!kernelEnv && env.built === false) envText += ' (cached)';
     const parts = [`target <b>${escapeHtml(info.target || '?')}</b>`, escapeHtml(info.launcher || ''),
       `${info.nodes || 1} node${(info.nodes ?? 1) > 1 ? 's' : ''} × ${info.procs || 1} proc${(info.procs ?? 1) > 1 ? 's' : ''}`,
+      info.owner ? `by <b>${escapeHtml(info.owner)}</b>` : '',
       info.backend ? `backend ${escapeHtml(info.backend)}` : '', envText];
     const envTitle = [env.python, env.python_version && `Python ${env.python_version}`, env.torch && `torch ${env.torch}`].filter(Boolean).join(' · ');
     $('[data-testid=jt-meta]').innerHTML = parts.filter(Boolean)
@@ -239,10 +240,10 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
     data.textContent = info.data || '';
     data.hidden = !info.data;
     const terminal = ended(status);
-    showCancel(cancel, { ended: terminal, gone, pressed: cancelClicked, title: '' });
+    showCancel(cancel, { ended: terminal, gone: gone || info.read_only || '', pressed: cancelClicked, title: '' });
     const notice = $('.jt-notice');
     notice.dataset.testid = 'jt-notice';
-    notice.textContent = gone || model.get('notice') || '';
+    notice.textContent = gone || model.get('notice') || (terminal ? '' : info.read_only || '');
     notice.hidden = !notice.textContent;
     renderBanner(state);
     renderHealth(health, state, state.now || Date.now() / 1000, model.get('run_id') || '');

@@ -1,0 +1,316 @@
+"""The index of a shared workspace, on PostgreSQL (through psycopg).
+
+The same tables as SQLite's (``index_base``), in a database a team shares; the folders stay
+files on the shared filesystem, and stay the truth: ``doctor --fix`` rebuilds a table from
+them. Writers take turns through a transaction-scoped advisory lock per table, as SQLite's
+take turns through ``BEGIN IMMEDIATE``; a rebuild takes the same lock, so it never misses a
+run being created. A database serves one workspace: the workspace's id, in its
+``workspace.json``, is recorded in the database the first time, and a folder with another id
+is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import StoreError
+from ..rankside.atomic import write_json_atomic
+from .index_base import IndexBase, RunQueries, T
+
+WORKSPACE_FILE = "workspace.json"
+_SETUP_KEY = zlib.crc32(b"jupyter_trainer:setup")
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for messages."""
+    url = re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
+    return re.sub(r"(?i)(password=)[^&\s]*", r"\1***", url)
+
+
+def pg_schema(schema: str) -> list[str]:
+    """SQLite's ``schema`` in PostgreSQL's types: 64-bit integers, double-precision reals."""
+    text = re.sub(r"\bREAL\b", "DOUBLE PRECISION", schema)
+    text = re.sub(r"\bINTEGER\b", "BIGINT", text)
+    return [s.strip() for s in text.split(";") if s.strip()]
+
+
+class _Row(Sequence[Any]):
+    """A row that reads by column name or position, and converts with ``dict(row)``."""
+
+    __slots__ = ("_names", "_values")
+
+    def __init__(self, names: dict[str, int], values: Sequence[Any]) -> None:
+        self._names, self._values = names, values
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._values[self._names[key] if isinstance(key, str) else key]
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+def _row_factory(cursor: Any) -> Callable[[Sequence[Any]], _Row]:
+    names = {c.name: i for i, c in enumerate(cursor.description or ())}
+    return lambda values: _Row(names, values)
+
+
+class _Conn:
+    """A psycopg connection that takes SQLite's ``?`` parameters."""
+
+    def __init__(self, conn: Any) -> None:
+        self.raw = conn
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
+        if not isinstance(params, Mapping):
+            sql = sql.replace("?", "%s")
+        return self.raw.execute(sql, params)
+
+
+class PgIndex(IndexBase):
+    """One table of the workspace's index in the PostgreSQL database at ``url``."""
+
+    KEY: tuple[str, ...] = ()
+
+    def __init__(self, home: Path, url: str, folder_rows: Callable[[], list[dict[str, Any]]]):
+        self.home, self.url = home, url
+        self.where = f"{redact(url)} (table {self.TABLE})"
+        self._folder_rows = folder_rows
+        self._ready = False
+        names = ", ".join(self.COLUMNS)
+        values = ", ".join(f"%({c})s" for c in self.COLUMNS)
+        self._insert = f"INSERT INTO {self.TABLE} ({names}) VALUES ({values})"
+        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in self.COLUMNS if c not in self.KEY)
+        self._upsert = f"{self._insert} ON CONFLICT ({', '.join(self.KEY)}) DO UPDATE SET {updates}"
+        self._lock_key = zlib.crc32(f"jupyter_trainer:{self.TABLE}".encode())
+
+    # -- use ---------------------------------------------------------------------------
+    def _open(self) -> Any:
+        """A connection to the database, without the tables' set-up."""
+        psycopg = _psycopg()
+        try:
+            return psycopg.connect(
+                self.url, autocommit=True, connect_timeout=10, row_factory=_row_factory
+            )
+        except psycopg.Error as exc:
+            raise self.error(exc) from None
+
+    def _connect(self) -> Any:
+        conn = self._open()
+        try:
+            if not self._ready:
+                self._setup(conn)
+                self._ready = True
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def run(self, work: Callable[[Any], T], *, creating: bool = False) -> T:
+        import psycopg
+
+        conn = self._connect()
+        try:
+            return work(_Conn(conn))
+        except psycopg.Error as exc:
+            raise self.error(exc) from None
+        finally:
+            conn.close()
+
+    def transact(self, work: Callable[[Any], T], undo: Callable[[], Any] | None = None) -> T:
+        import psycopg
+
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN")
+            try:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+                result = work(_Conn(conn))
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except BaseException:
+                if undo is not None:
+                    undo()
+                raise
+            return result
+        except psycopg.Error as exc:
+            raise self.error(exc) from None
+        finally:
+            conn.close()
+
+    def upsert(self, row: dict[str, Any]) -> None:
+        self.run(lambda conn: conn.execute(self._upsert, row))
+
+    def insert(self, conn: Any, row: dict[str, Any]) -> None:
+        conn.execute(self._insert, row)
+
+    def exists(self) -> bool:
+        return True  # made, with its tables, the first time the workspace is opened
+
+    def check_writable(self) -> None:
+        self.transact(lambda conn: None)
+
+    # -- healing -----------------------------------------------------------------------
+    def problem(self) -> str | None:
+        def look(conn: Any) -> str | None:
+            have = self._columns(conn)
+            if not have:
+                return "is missing"
+            return None if set(self.COLUMNS) <= have else "was made by an older version"
+
+        conn = self._open()
+        try:
+            return look(conn)
+        finally:
+            conn.close()
+
+    def rebuild(self, problem: str) -> tuple[Path | None, int]:
+        """Replace the table's rows with those the folders call for, in one transaction."""
+        rows: list[dict[str, Any]] = []
+
+        def work(conn: Any) -> None:
+            conn.execute(f"DROP TABLE IF EXISTS {self.TABLE}")
+            for statement in pg_schema(self.SCHEMA):
+                conn.execute(statement)
+            rows.extend(self._folder_rows())
+            if rows:
+                conn.raw.cursor().executemany(self._insert, rows)
+
+        self.transact(work)
+        return None, len(rows)
+
+    def _columns(self, conn: Any) -> set[str]:
+        found = conn.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = %s",
+            (self.TABLE,),
+        ).fetchall()
+        return {r[0] for r in found}
+
+    def _setup(self, conn: Any) -> None:
+        """Make the tables (once, whoever gets there first), bind the database to this
+        workspace, and bring an older table up to date by rebuilding it."""
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_KEY,))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS jt_workspace (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            )
+            self._bind(conn)
+            have = self._columns(conn)
+            for statement in pg_schema(self.SCHEMA):
+                conn.execute(statement)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        if have and not set(self.COLUMNS) <= have:
+            self._ready = True
+            self.rebuild("was made by an older version")
+
+    def _bind(self, conn: Any) -> None:
+        path = self.home / WORKSPACE_FILE
+        mine = _workspace_id(path)
+        row = conn.execute("SELECT value FROM jt_workspace WHERE key = 'id'").fetchone()
+        theirs = row[0] if row else None
+        if theirs is None:
+            mine = mine or uuid.uuid4().hex
+            conn.execute("INSERT INTO jt_workspace VALUES ('id', %s)", (mine,))
+        elif mine is None and _has_rows(conn):
+            raise StoreError(
+                f"the index {redact(self.url)} holds the runs of another workspace "
+                f"({theirs}), and {self.home} has no {WORKSPACE_FILE}; give this workspace a "
+                "database of its own (or restore that file, if this folder is that workspace)"
+            )
+        elif mine is not None and mine != theirs:
+            raise StoreError(
+                f"the index {redact(self.url)} belongs to another workspace ({theirs}), not to "
+                f"{self.home} ({mine}); give each workspace a database of its own"
+            )
+        if mine is None or theirs is None:
+            self.home.mkdir(parents=True, exist_ok=True)
+            record = {"id": theirs or mine, "index": "postgresql"}
+            write_json_atomic(path, record, indent=2)
+
+    def error(self, exc: Exception) -> StoreError:
+        import psycopg
+
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = redact(text)
+        if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+            return StoreError(
+                f"the workspace index {self.where} refused this user ({text}); ask the "
+                "database's owner to GRANT this user SELECT, INSERT, UPDATE and DELETE on it"
+            )
+        if isinstance(exc, psycopg.OperationalError):
+            from .workspace import CONFIG, INDEX_ENV
+
+            return StoreError(
+                f"cannot reach the workspace index {redact(self.url)} ({text}); start the "
+                f"PostgreSQL server, or fix {INDEX_ENV} (or index in {self.home / CONFIG})"
+            )
+        return StoreError(
+            f"the workspace index {self.where} refused the change ({text}); check the "
+            "store with `jupyter-trainer doctor`"
+        )
+
+
+class PgRunIndex(RunQueries, PgIndex):
+    """The workspace's run index: one row per run folder."""
+
+    KEY: tuple[str, ...] = ("id",)
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreError(
+            "this workspace keeps its index on PostgreSQL, which needs psycopg: "
+            "pip install 'jupyter-trainer[postgres]'"
+        ) from None
+    return psycopg
+
+
+def _workspace_id(path: Path) -> str | None:
+    try:
+        found = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"cannot read {path} ({exc}); restore it from a backup") from None
+    if not isinstance(found, dict) or not isinstance(found.get("id"), str):
+        raise StoreError(f"{path} names no workspace id; restore it from a backup")
+    return str(found["id"])
+
+
+def workspace_index_kind(home: Path) -> str | None:
+    """The index ``workspace.json`` says the workspace at ``home`` has (``postgresql``)."""
+    try:
+        found = json.loads((home / WORKSPACE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return found.get("index") if isinstance(found, dict) else None
+
+
+def _has_rows(conn: Any) -> bool:
+    for table in ("runs", "models"):
+        if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is None:
+            continue
+        if conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None:
+            return True
+    return False
