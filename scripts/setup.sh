@@ -5,7 +5,8 @@
 #                                 ships), a virtual environment with torch and the package
 #                                 (editable, with the examples' scikit-learn)
 #   scripts/setup.sh [tests]      all of that, plus the system packages the tests use (Open MPI,
-#                                 Slurm, MariaDB, sshd, Chromium), the test extras and Horovod
+#                                 Slurm, MariaDB, PostgreSQL, sshd, sshfs, Chromium), the test
+#                                 extras and Horovod
 #
 # Idempotent: a repeat run only checks what is already there.
 set -euo pipefail
@@ -37,6 +38,8 @@ command -v ssh >/dev/null 2>&1 || apt_packages+=(openssh-client)
 command -v ip >/dev/null 2>&1 || apt_packages+=(iproute2)              # network-namespace hosts
 command -v nft >/dev/null 2>&1 || apt_packages+=(nftables)             # a firewall inside one of them
 command -v gcc >/dev/null 2>&1 || apt_packages+=(gcc)                  # the fake NVML driver library
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || apt_packages+=(postgresql)  # workspace index
+command -v sshfs >/dev/null 2>&1 || apt_packages+=(sshfs)              # a network filesystem to refuse
 fi
 if [ ${#apt_packages[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then

@@ -160,6 +160,34 @@ def live_state(run, ranks: int, timeout: float) -> dict:
 
 
 @pytest.fixture(scope="session")
+def pg_server(worker_id):
+    """A PostgreSQL server per xdist worker, for the whole session (``pg_server.py``)."""
+    from pg_server import PgServer, available
+    from slurm_cluster import worker_index
+
+    problem = available()
+    if problem:
+        pytest.fail(f"the shared workspace's tests need PostgreSQL: {problem}")
+    server = PgServer(worker_index(worker_id))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server) -> str:
+    """The URL of a new, empty database on the session's server."""
+    return pg_server.new_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def index_home(request, home, monkeypatch) -> Path:
+    """``home`` with its index on each back end in turn: SQLite, then PostgreSQL."""
+    if request.param == "postgresql":
+        monkeypatch.setenv("JUPYTER_TRAINER_INDEX", request.getfixturevalue("pg_url"))
+    return home
+
+
+@pytest.fixture(scope="session")
 def slurm(tmp_path_factory, worker_id):
     """A single-host Slurm (slurmctld + slurmd) per xdist worker, for the whole session."""
     from slurm_cluster import start_cluster, worker_index

@@ -44,6 +44,7 @@ from . import liveness, reserve
 from .folders import is_run_id, rmtree, slug
 from .index import index_row, run_index, unwritable
 from .liveness import HEARTBEAT_S
+from .modes import make_top, share_tree
 from .owners import Identity, check_may_act, folder_owner
 from .ranks import RankReader, read_complete_lines
 from .records import (
@@ -127,7 +128,8 @@ class Store(RankReader):
         """A fresh folder in which a snapshot can be written before the run exists."""
         base = self.home / "staging"
         try:
-            base.mkdir(parents=True, exist_ok=True)
+            make_top(self.home, self.settings.shared)
+            make_top(base, self.settings.shared)
             return Path(tempfile.mkdtemp(dir=base)) / "code"
         except OSError as exc:
             raise unwritable(base, exc) from None
@@ -288,7 +290,8 @@ class Store(RankReader):
         final = self.paths(run_id)
         try:
             try:
-                self.runs_dir.mkdir(parents=True, exist_ok=True)
+                make_top(self.home, self.settings.shared)
+                make_top(self.runs_dir, self.settings.shared)
                 tmp = RunPaths(Path(tempfile.mkdtemp(prefix=f".{run_id}.", dir=self.runs_dir)))
             except OSError as exc:
                 raise unwritable(self.runs_dir, exc) from None
@@ -300,6 +303,8 @@ class Store(RankReader):
                 os.chmod(tmp.spec, 0o444)
                 state = new_state(run_id, time.time(), (owner or Identity.current()).record())
                 write_json_atomic(tmp.state, state)
+                if self.settings.shared:
+                    share_tree(tmp.root)
                 self.index.publish(index_row(run_id, spec, state), tmp.root, final.root)
             except BaseException as exc:
                 rmtree(tmp.root)

@@ -106,11 +106,11 @@ class FolderIndex(IndexBase):
             conn.execute("PRAGMA synchronous = OFF")
             if not self._ready:
                 conn.execute("PRAGMA journal_mode = WAL")
-                conn.executescript(self.SCHEMA)
                 if self._outdated(conn):
                     conn.close()
                     self.heal(_lstat(self.path), OUTDATED)
                     return self.connect()
+                conn.executescript(self.SCHEMA)
                 self._ready = True
         except BaseException:
             conn.close()
@@ -120,7 +120,7 @@ class FolderIndex(IndexBase):
     def _outdated(self, conn: sqlite3.Connection) -> bool:
         """Whether the table lacks columns this version writes (an older version made it)."""
         have = {r[1] for r in conn.execute(f"PRAGMA table_info({self.TABLE})")}
-        return not set(self.COLUMNS) <= have
+        return bool(have) and not set(self.COLUMNS) <= have
 
     def _check_local(self) -> None:
         """Refuse a store on a network filesystem, once per index (see ``filesystems``)."""

@@ -41,8 +41,10 @@ from .folders import is_run_id, rmtree
 from .index import FolderIndex, index_url, unwritable
 from .index_base import IndexBase
 from .model_records import DELETED, LINEAGE, read_deleted, read_lineage
+from .modes import RUN_DIR_MODE, make_top
 from .outputs import copy_descriptor, walk_files
 from .pg_index import PgIndex
+from .workspace import settings
 
 _VERSION = re.compile(r"[1-9][0-9]{0,8}")
 COLUMNS = ("name", "version", "run_id", "path", "files", "bytes", "created", "tags")
@@ -273,13 +275,17 @@ class ModelStore:
                 "record has that name); rename it in the run's outputs/"
             )
         files = _files_to_copy(source, root, item)
+        shared = settings(self.home).shared
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            for top in (self.home, self.dir, folder):  # a member registers beside others
+                make_top(top, shared)
             stage = Path(tempfile.mkdtemp(prefix=".register-", dir=folder))
         except OSError as exc:
             raise unwritable(folder, exc) from None
         try:
             copied = _copy_files(root, files, stage)
+            if shared:
+                os.chmod(stage, RUN_DIR_MODE)
             record: dict[str, Any] = {}
 
             def finish(version: int) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from ..rankside.home import HOME_ENV, default_home
 from . import read_json, write_json_atomic
 from .folders import rmtree, slug
 from .index import unwritable
+from .modes import make_top, share_tree
 from .owners import Identity, check_may_act, folder_owner
 from .records import read_json_object
 from .workspace import settings
@@ -138,7 +139,9 @@ class SweepStore:
         sweep_id = f"{base}-{stamp}-{secrets.token_hex(3)}"
         final = self.paths(sweep_id)
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            shared = settings(self.home).shared
+            make_top(self.home, shared)
+            make_top(self.dir, shared)
             tmp = SweepPaths(Path(tempfile.mkdtemp(prefix=f".{sweep_id}.", dir=self.dir)))
         except OSError as exc:
             raise unwritable(self.dir, exc) from None
@@ -158,6 +161,8 @@ class SweepStore:
                     "counts": {},
                 },
             )
+            if shared:
+                share_tree(tmp.root)
             os.replace(tmp.root, final.root)
         except BaseException as exc:
             rmtree(tmp.root)

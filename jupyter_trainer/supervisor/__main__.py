@@ -7,12 +7,14 @@ reads the run id from stdin once the caller has written the run (``starter.py``)
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .. import environment
 from ..core.logs import process_log
 from ..rankside import procs
 from ..store import Store
+from ..store.modes import SHARED_UMASK
 from ..targets import get_target
 from .run import Supervisor
 
@@ -24,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", help="the run's target, to load its code while waiting")
     args = parser.parse_args(argv)
     store = Store()
+    if store.settings.shared:  # what the run and its ranks write, the team reads
+        os.umask(SHARED_UMASK)
     if args.run_id == "-":
         _warm_up(store, args.target)
         args.run_id = sys.stdin.readline().strip()

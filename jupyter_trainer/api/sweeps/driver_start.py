@@ -14,6 +14,7 @@ from ...core.errors import SpecError, TrainerError
 from ...core.logs import process_log
 from ...rankside import procs
 from ...store import Store, read_json
+from ...store.modes import SHARED_UMASK
 from ...store.sweeps import SWEEP_TERMINAL, SweepStore
 
 
@@ -43,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--detach", action="store_true")
     args = parser.parse_args(argv)
     store = Store()
+    if store.settings.shared:  # what the sweep writes, the team reads
+        os.umask(SHARED_UMASK)
     sweeps = SweepStore(store.home)
     paths = sweeps.existing(args.sweep_id)
     try:

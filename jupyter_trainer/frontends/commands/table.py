@@ -35,6 +35,7 @@ from .sweeps import VERBS as SWEEP_VERBS
 from .sweeps import define_sweep, define_sweeps
 from .targets import define_target, define_targets
 from .tensorboard import define_tensorboard
+from .workspace import define_workspace
 
 if TYPE_CHECKING:
     from .parser import Started
@@ -64,6 +65,7 @@ COMMANDS: dict[str, Callable[[Subparsers, str], None]] = {
     "tensorboard": define_tensorboard,
     "mlflow": define_mlflow,
     "doctor": define_doctor,
+    "workspace": define_workspace,
     "azureml": define_azureml,
 }
 

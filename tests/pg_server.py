@@ -1,0 +1,89 @@
+"""A real PostgreSQL server for the tests: one per test process, on a loopback port it holds
+(``port_blocks``), with a private data folder; every test that asks gets a database of its
+own. The server runs as the ``postgres`` user (``initdb`` refuses root) and trusts loopback,
+as a team's server would trust its cluster's network behind its firewall.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from port_blocks import held_block
+
+_BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name))
+
+
+def available() -> str | None:
+    """None if a server can be started here, else why not."""
+    if not _BIN:
+        return "PostgreSQL is not installed (apt-get install postgresql)"
+    try:
+        import pwd
+
+        pwd.getpwnam("postgres")
+    except KeyError:
+        return "there is no postgres user (apt-get install postgresql makes it)"
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed (pip install 'jupyter-trainer[postgres]')"
+    return None
+
+
+class PgServer:
+    def __init__(self, worker: int) -> None:
+        self.bin = _BIN[-1]
+        self.port = held_block("postgres", 33000, 2, 400, worker)
+        self.root = Path(tempfile.mkdtemp(prefix="jt-pg-"))
+        self.data = self.root / "data"
+        self._names = itertools.count()
+        os.chmod(self.root, 0o755)
+        shutil.chown(self.root, "postgres")
+        self._as_postgres(self.bin / "initdb", "-D", self.data, "-A", "trust", "-U", "jt")
+        self._as_postgres(
+            self.bin / "pg_ctl",
+            "-D",
+            self.data,
+            "-o",
+            f"-k {self.root} -p {self.port} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+            "-c max_connections=200",
+            "-l",
+            self.root / "log",
+            "-w",
+            "start",
+        )
+
+    def _as_postgres(self, *argv: object) -> None:
+        command = " ".join(f"'{a}'" for a in argv)
+        done = subprocess.run(
+            ["su", "postgres", "-s", "/bin/sh", "-c", command],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{argv[0]} failed: {done.stdout}{done.stderr}")
+
+    def url(self, database: str, host: str = "127.0.0.1") -> str:
+        return f"postgresql://jt@{host}:{self.port}/{database}"
+
+    def new_database(self) -> str:
+        """The URL of a new, empty database."""
+        import psycopg
+
+        name = f"ws{os.getpid()}_{next(self._names)}"
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return self.url(name)
+
+    def stop(self) -> None:
+        try:
+            self._as_postgres(self.bin / "pg_ctl", "-D", self.data, "-m", "immediate", "stop")
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
