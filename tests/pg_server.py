@@ -36,21 +36,27 @@ def available() -> str | None:
 
 
 class PgServer:
-    def __init__(self, worker: int) -> None:
+    """``listen``: more addresses than loopback to answer on, and ``trust`` the networks
+    whose clients may connect there (a bridge to network namespaces)."""
+
+    def __init__(self, worker: int, listen: str = "", trust: str = "") -> None:
         self.bin = _BIN[-1]
-        self.port = held_block("postgres", 33000, 2, 400, worker)
+        self.port = held_block("postgres", 33000, 2, 400, worker) + (1 if listen else 0)
         self.root = Path(tempfile.mkdtemp(prefix="jt-pg-"))
         self.data = self.root / "data"
         self._names = itertools.count()
         os.chmod(self.root, 0o755)
         shutil.chown(self.root, "postgres")
         self._as_postgres(self.bin / "initdb", "-D", self.data, "-A", "trust", "-U", "jt")
+        if trust:
+            with open(self.data / "pg_hba.conf", "a") as hba:
+                hba.write(f"host all all {trust} trust\n")
         self._as_postgres(
             self.bin / "pg_ctl",
             "-D",
             self.data,
             "-o",
-            f"-k {self.root} -p {self.port} -c listen_addresses=127.0.0.1 "
+            f"-k {self.root} -p {self.port} -c listen_addresses=127.0.0.1{',' + listen if listen else ''} "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
             "-c max_connections=200",
             "-l",

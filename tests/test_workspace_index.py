@@ -12,6 +12,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+import optuna
 import psycopg
 import pytest
 from test_models_hostile import made_run
@@ -24,6 +25,7 @@ from jupyter_trainer.store import Store
 from jupyter_trainer.store.models import ModelStore
 from jupyter_trainer.store.owners import Identity
 from jupyter_trainer.store.pg_index import PgRunIndex
+from jupyter_trainer.store.sweeps import SweepStore
 
 SOMEONE = Identity("someone-else", 4242)
 
@@ -200,3 +202,30 @@ def test_an_older_sqlite_index_is_rebuilt_with_the_owner_columns(home):
     fresh = Store(home)
     assert fresh.list_runs()[0]["owner_uid"] == os.geteuid()
     assert [p.name for p in home.glob("runs.db.outdated-*")] and fresh.index.row(run_id)
+
+
+def test_a_sweep_keeps_its_study_in_the_index_database_and_its_owner(index_home, tmp_path):
+    from test_sweep import PEAK, script
+
+    sweep = jt.sweep(
+        script=script(tmp_path, PEAK),
+        space={"x": "choice(0.1, 0.3)", "y": 0.7},
+        metric="score",
+        trials=2,
+        sampler="grid",
+        launcher="python",
+    )
+    sweep.wait(timeout=120)
+    assert sweep.status == "completed"
+    study = optuna.load_study(study_name=sweep.id, storage=sweep.storage)
+    assert sorted(t.params["x"] for t in study.trials) == [0.1, 0.3]
+    postgres = os.environ.get("JUPYTER_TRAINER_INDEX")
+    assert sweep.storage.startswith("postgresql+psycopg://" if postgres else "sqlite:///")
+    sweeps = SweepStore(index_home)
+    assert sweeps.owner(sweep.id) == Identity.current().record()
+    state = json.loads(sweeps.paths(sweep.id).state.read_text())
+    sweeps.write_state(sweep.id, {**state, "owner": SOMEONE.record(), "status": "running"})
+    with pytest.raises(NotOwner, match=f"cannot cancel sweep {sweep.id}: it belongs to"):
+        sweeps.request_cancel(sweep.id)
+    assert sweeps.cancel_request(sweep.id) is None
+    sweeps.write_state(sweep.id, state)

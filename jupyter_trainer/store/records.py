@@ -11,6 +11,8 @@ about it, never a bare ``KeyError`` or ``JSONDecodeError``. Every reader goes th
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,9 +38,14 @@ DAMAGED_DIR = "damaged"  # <home>/damaged/<run-id>: runs set aside by doctor --f
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write a record to ``path`` (owner-only) so that readers see the old or the new file,
-    never a torn one (``rankside.atomic``)."""
-    write_atomic(path, json_text(data), mode=0o600)
+    """Write a record to ``path`` so that readers see the old or the new file, never a torn
+    one (``rankside.atomic``). Owner-only, but readable by the group in a folder of a shared
+    workspace (setgid: ``modes``)."""
+    try:
+        shared = bool(os.stat(path.parent).st_mode & stat.S_ISGID)
+    except OSError:
+        shared = False
+    write_atomic(path, json_text(data), mode=0o640 if shared else 0o600)
 
 
 def json_text(data: Any) -> str:

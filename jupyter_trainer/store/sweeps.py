@@ -35,7 +35,7 @@ from ..rankside import procs
 from ..rankside.home import HOME_ENV, default_home
 from . import read_json, write_json_atomic
 from .folders import rmtree, slug
-from .index import unwritable
+from .index import index_url, unwritable
 from .modes import make_top, share_tree
 from .owners import Identity, check_may_act, folder_owner
 from .records import read_json_object
@@ -53,6 +53,7 @@ DRIVER_GRACE_S = 60.0
 @dataclass(frozen=True)
 class SweepPaths:
     root: Path
+    index: str | None = None  # the workspace's PostgreSQL URL: the study is kept there
 
     @property
     def spec(self) -> Path:
@@ -92,7 +93,11 @@ class SweepPaths:
 
     @property
     def storage_url(self) -> str:
-        """The Optuna storage URL of the study (``optuna.load_study(storage=...)``)."""
+        """The Optuna storage URL of the study (``optuna.load_study(storage=...)``): its
+        SQLite file, or in a shared workspace the workspace's PostgreSQL database (the
+        study is named after the sweep), since SQLite is not safe on a shared filesystem."""
+        if self.index:
+            return "postgresql+psycopg://" + self.index.split("://", 1)[1]
         return f"sqlite:///{self.study}"
 
 
@@ -102,9 +107,10 @@ class SweepStore:
     def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
         self.home = Path(home).expanduser() if home else default_home()
         self.dir = self.home / "sweeps"
+        self.index = index_url(self.home)
 
     def paths(self, sweep_id: str) -> SweepPaths:
-        return SweepPaths(self.dir / validate_run_id(sweep_id))
+        return SweepPaths(self.dir / validate_run_id(sweep_id), self.index)
 
     def existing(self, sweep_id: str) -> SweepPaths:
         paths = self.paths(sweep_id)
