@@ -17,7 +17,12 @@ from pathlib import Path
 
 import pytest
 
+RUNUSER = shutil.which("runuser") or "runuser"
 REPO = Path(__file__).resolve().parent.parent
+# The test's own interpreter may live where other users cannot reach (a pyenv under /root):
+# the users run the system's Python of the same version, with this venv's packages.
+PYTHON = "/usr/bin/python3"
+SITE = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
 
 MAKE_RUN = """
 import json, os, sys, time
@@ -65,13 +70,14 @@ class Team:
     ) -> subprocess.CompletedProcess:
         """``argv`` as ``user``, in the workspace (or, not, in their personal store)."""
         env = {
-            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+            "PATH": "/usr/bin:/bin",
             "HOME": str(self.root / user),
+            "PYTHONPATH": f"{REPO}:{SITE}",
         }
         if workspace:
             env.update(JUPYTER_TRAINER_HOME=str(self.workspace), JUPYTER_TRAINER_INDEX=self.url)
         done = subprocess.run(
-            ["runuser", "-u", user, "--", *argv],
+            [RUNUSER, "-u", user, "--", "/usr/bin/env", f"HOME={self.root / user}", *argv],
             env=env,
             capture_output=True,
             text=True,
@@ -83,10 +89,10 @@ class Team:
         return done
 
     def python(self, user: str, code: str, *args: str, check: bool = True):
-        return self.run(user, sys.executable, "-c", code, *args, check=check)
+        return self.run(user, PYTHON, "-c", code, *args, check=check)
 
     def cli(self, user: str, *args: str, check: bool = True):
-        return self.run(user, sys.executable, "-m", "jupyter_trainer", *args, check=check)
+        return self.run(user, PYTHON, "-m", "jupyter_trainer", *args, check=check)
 
     def stop(self) -> None:
         for user in self.users:
@@ -100,6 +106,13 @@ class Team:
 def team(pg_url):
     if os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("runuser"):
         pytest.fail("the two-user tests need root, useradd and runuser (util-linux)")
+    found = subprocess.run(
+        [PYTHON, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
+    )
+    if found.stdout.strip() != str(sys.version_info[:2]):
+        pytest.fail(
+            f"the two-user tests need {PYTHON} of Python {sys.version_info[:2]}, the version of this venv"
+        )
     made = Team(pg_url)
     try:
         yield made
@@ -168,9 +181,7 @@ def test_workspace_import_copies_a_personal_store_once(team):
     alice, _bob = team.users
     personal = team.root / alice / ".jupyter_trainer"
     made = [  # in a personal store: ~/.jupyter_trainer, SQLite, no index URL
-        team.run(
-            alice, sys.executable, "-c", MAKE_RUN, name, "ended", workspace=False
-        ).stdout.strip()
+        team.run(alice, PYTHON, "-c", MAKE_RUN, name, "ended", workspace=False).stdout.strip()
         for name in ("one", "two")
     ]
     assert (personal / "runs.db").exists()
