@@ -125,6 +125,8 @@ export interface ISweepRow {
   counts: { [status: string]: number };
   best: ISweepBest | null;
   created: number;
+  owner?: string | null;
+  hub_user?: string | null;
   started: number | null;
   ended: number | null;
   error: string | null;

@@ -228,7 +228,7 @@ export class RunsPanel extends Widget {
               <span class="jt-runs-name jt-sweeps-name" data-testid="jt-sweeps-name" title="${escapeHtml(row.name)}">${escapeHtml(row.name)}</span>
             </div>
             <div class="jt-runs-line jt-runs-meta">
-              <span class="jt-sweeps-trials" data-testid="jt-sweeps-trials" data-done="${row.trials_done}" data-total="${total}">${escapeHtml(trialsText(row))}${counts ? ` · ${escapeHtml(counts)}` : ''}</span>
+              <span class="jt-sweeps-trials" data-testid="jt-sweeps-trials" data-done="${row.trials_done}" data-total="${total}">${escapeHtml(trialsText(row))}${counts ? ` · ${escapeHtml(counts)}` : ''}</span>${ownerOf(row) ? `<span class="jt-runs-owner-name" data-testid="jt-sweeps-owner">${escapeHtml(ownerOf(row))}</span>` : ''}
             </div>
             <div class="jt-runs-line jt-runs-meta">
               <span class="jt-sweeps-best" data-testid="jt-sweeps-best"${row.best ? ` data-objective="${row.best.objective}" data-run="${escapeHtml(row.best.run)}"` : ''}>${best ? `<span class="jt-sweeps-star">★</span> ${escapeHtml(best)}` : `${row.goal === 'min' ? 'minimize' : 'maximize'} ${escapeHtml(row.metric)}: no trial completed${SWEEP_ACTIVE.includes(row.status) ? ' yet' : ''}`}</span>

@@ -2,13 +2,21 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import {
-  attachSource, isValidRunId, runDuration, runsQuery, shortId, startedAt, versionMismatch
+  attachSource, isValidRunId, ownerOf, runDuration, runsQuery, shortId, startedAt, versionMismatch
 } from '../model.js';
 
 test('only set filters reach the query string, encoded', () => {
   assert.equal(runsQuery({}), '');
   assert.equal(runsQuery({ status: 'running', name: 'a b&c', limit: 20 }),
     '?status=running&name=a%20b%26c&limit=20');
+});
+
+test('the owner filter reaches the query string, and a row shows its Hub user first', () => {
+  assert.equal(runsQuery({ owner: 'mine', status: 'failed' }), '?status=failed&owner=mine');
+  assert.equal(runsQuery({ owner: '' }), '');
+  assert.equal(ownerOf({ owner: 'alice', hub_user: 'alice@lab' }), 'alice@lab');
+  assert.equal(ownerOf({ owner: 'alice', hub_user: null }), 'alice');
+  assert.equal(ownerOf({}), '');
 });
 
 test('run ids are checked before use', () => {
