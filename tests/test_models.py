@@ -152,7 +152,8 @@ REGISTER = textwrap.dedent("""
 """)
 
 
-def test_concurrent_registrations_get_distinct_versions(home, tmp_path):
+def test_concurrent_registrations_get_distinct_versions(index_home, tmp_path):
+    home = index_home
     run = train(0.1)
     (run.outputs / "big.bin").write_bytes(os.urandom(40 << 20))  # copied by the pipeline
     go = tmp_path / "go"

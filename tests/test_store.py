@@ -12,6 +12,13 @@ import pytest
 from jupyter_trainer.core.errors import InvalidRunId, RunNotFound, SpecError
 from jupyter_trainer.core.spec import CodeSpec, RunSpec, validate_run_id
 from jupyter_trainer.store import Store
+from jupyter_trainer.store.index import FolderIndex
+
+
+@pytest.fixture
+def store(index_home) -> Store:
+    """A fresh store, with its index on SQLite and then on PostgreSQL."""
+    return Store(index_home)
 
 
 def make_spec(name: str = "t") -> RunSpec:
@@ -60,11 +67,11 @@ def test_create_layout_and_index(store):
         assert (paths.root / name).is_dir()
     assert not list((store.home / "staging").iterdir())  # the snapshot was moved, not copied
     assert store.read_spec(run_id) == make_spec("My Run: v2!")
-    with sqlite3.connect(store.index.path) as conn:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT name, status FROM runs").fetchall() == [
-            ("My Run: v2!", "created")
-        ]
+    rows = [(r["name"], r["status"]) for r in store.index.rows().values()]
+    assert rows == [("My Run: v2!", "created")]
+    if isinstance(store.index, FolderIndex):  # SQLite: in WAL mode
+        with sqlite3.connect(store.index.path) as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def test_missing_run_is_a_clear_error(store):
