@@ -21,6 +21,7 @@ import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import NotOwner, StoreError
 from jupyter_trainer.core.spec import CodeSpec, RunSpec
+from jupyter_trainer.frontends.views.feed import RunFeed
 from jupyter_trainer.store import Store
 from jupyter_trainer.store.models import ModelStore
 from jupyter_trainer.store.owners import Identity
@@ -138,6 +139,10 @@ def test_cancelling_another_users_run_is_refused_but_not_to_an_admin(index_home,
         store.request_cancel(theirs)
     assert store.cancel_request(theirs) is None
     assert "read-only: this run belongs to someone-else" in api.get_run(theirs).read_only()
+    info = RunFeed(api.get_run(theirs)).info()  # what the widget and the Lab view show
+    assert info["owner"] == "someone-else" and info["read_only"].startswith("read-only")
+    mine = RunFeed(api.get_run(new_run(store, "mine"))).info()
+    assert mine["owner"] == Identity.current().user and mine["read_only"] == ""
     monkeypatch.setenv("JUPYTER_TRAINER_ADMIN_GROUP", grp.getgrgid(os.getegid()).gr_name)
     status = Store(index_home).cancel(theirs)  # an admin may
     assert status == "lost" or store.cancel_request(theirs) is not None
