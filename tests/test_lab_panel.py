@@ -19,6 +19,7 @@ from test_browser import LIVE_CELL, LIVE_PARAMS, TIMEOUT_MS, browser, check_live
 from test_follow import INTERLEAVED
 
 from jupyter_trainer.api import runs as api
+from jupyter_trainer.store.owners import Identity
 
 LIVE_SCRIPT = LIVE_CELL.split("\n", 1)[1]
 
@@ -210,3 +211,51 @@ def test_a_view_whose_connection_is_gone_says_so(browser, home, tmp_path):
     assert pw.inner_text(f"{view} [data-testid=jt-elapsed]") == frozen
     run.cancel()
     assert leftover(run_id) == []
+
+
+def test_everyone_mine_and_a_colleagues_run_read_only(browser, home, tmp_path):
+    """The panel lists everyone's runs with their owner and, switched to "mine", one's own;
+    a colleague's running run opens read-only: Cancel is disabled and the view says why."""
+    import json
+    import time
+
+    from test_workspace_index import SOMEONE, finish, new_run
+
+    from jupyter_trainer.store import Store
+
+    lab, page = browser
+    store = Store(home)
+    mine = new_run(store, "my-run")
+    finish(store, mine)
+    theirs = new_run(store, "their-run", owner=SOMEONE)
+    state = json.loads(store.paths(theirs).state.read_text())
+    elsewhere = {"host": "a-login-node", "pid": 1, "start_ticks": 1}  # runs on another host
+    stages = {"running": {"start": time.time()}}
+    store.write_state(
+        theirs, {**state, "status": "running", "supervisor": elsewhere, "stages": stages}
+    )
+
+    pw = page.page
+    open_panel(page, lab)
+    row = "[data-testid=jt-runs-row][data-run='{}']"
+    pw.wait_for_selector(row.format(theirs))
+    pw.wait_for_selector(row.format(mine))
+    owner = "[data-testid=jt-runs-row-owner]"
+    assert pw.inner_text(f"{row.format(theirs)} {owner}") == "someone-else"
+    assert pw.inner_text(f"{row.format(mine)} {owner}") == Identity.current().user
+    pw.select_option("[data-testid=jt-runs-owner]", "mine")
+    pw.wait_for_selector(row.format(theirs), state="detached")
+    assert pw.locator("[data-testid=jt-runs-row]").count() == 1
+    pw.select_option("[data-testid=jt-runs-owner]", "")
+    pw.wait_for_selector(row.format(theirs))
+
+    pw.click(row.format(theirs))
+    view = f"#jt-run-{theirs} [data-testid=jt-monitor]"
+    cancel = f"{view} [data-testid=jt-cancel]"
+    pw.wait_for_selector(f"{cancel}:disabled")
+    title = pw.get_attribute(cancel, "title") or ""
+    assert "read-only: this run belongs to someone-else" in title, title
+    assert "only its owner" in pw.inner_text(f"{view} [data-testid=jt-notice]")
+    assert "by someone-else" in pw.inner_text(f"{view} [data-testid=jt-meta]")
+    assert store.cancel_request(theirs) is None
+    finish(store, theirs, "canceled")  # as its supervisor on the other host would record
