@@ -69,6 +69,12 @@ def write_cancel_request(paths: RunPaths, reason: str) -> None:
     try:
         write_json_atomic(paths.cancel_request, {"requested": time.time(), "reason": reason})
     except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):  # another user's run, as an admin
+            raise StoreError(
+                f"cannot ask for the cancel of the run in {paths.root}: only its owner may "
+                f"write there ({exc.strerror}); an admin needs write permission on the run's "
+                "folder (its owner, or root, can give it with chmod g+w)"
+            ) from None
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise StoreError(
                 f"cannot ask for the cancel of the run in {paths.root}: {exc.strerror or exc}"
