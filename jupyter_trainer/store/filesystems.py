@@ -12,6 +12,7 @@ bind mount whose type is shown as the local one, and a FUSE filesystem not named
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -71,6 +72,11 @@ def filesystem_of(path: str | os.PathLike[str]) -> tuple[str, str]:
 
 def network_filesystem(path: str | os.PathLike[str]) -> str | None:
     """The type of the network filesystem that holds ``path`` (``nfs4``), or None."""
+    return _network(os.path.realpath(path))
+
+
+@functools.lru_cache(maxsize=64)
+def _network(path: str) -> str | None:  # a store's filesystem does not change under it
     _point, kind = filesystem_of(path)
     return kind if kind in NETWORK else None
 

@@ -228,7 +228,14 @@ class SweepStore:
             f"cancel sweep {sweep_id}",
             "the sweep goes on",
         )
-        write_json_atomic(paths.cancel_request, {"requested": time.time(), "reason": reason})
+        try:
+            write_json_atomic(paths.cancel_request, {"requested": time.time(), "reason": reason})
+        except OSError as exc:
+            raise StoreError(
+                f"cannot ask for the cancel of sweep {sweep_id} in {paths.root}: "
+                f"{exc.strerror or exc} (an admin needs write permission on the sweep's "
+                "folder, which its owner can give with chmod g+w)"
+            ) from None
 
     def cancel_request(self, sweep_id: str) -> dict[str, Any] | None:
         try:
