@@ -115,7 +115,8 @@ def test_index_disagreements_are_reported_then_fixed(healed_home, home):
         conn.execute("DELETE FROM runs WHERE id = ?", (unindexed,))
         conn.execute(
             "INSERT INTO runs SELECT 'ghost-1', name, status, target, launcher, nodes, "
-            "procs, code_hash, created, started, ended, failed_rank, updated FROM runs "
+            "procs, code_hash, created, started, ended, failed_rank, owner, owner_uid, "
+            "hub_user, updated FROM runs "
             "LIMIT 1"
         )
     rows = index_dump(home)
