@@ -201,7 +201,8 @@ async def test_one_version_and_a_damaged_one(jp_fetch, registered):
 
 async def test_another_users_version_is_403(jp_fetch, registered):
     digits2 = registered["digits2"]
-    forge(digits2, digits2.lineage["files"], user="someone-else")
+    someone = {"user": "someone-else", "uid": 4242, "hub_user": None}
+    forge(digits2, digits2.lineage["files"], user="someone-else", owner=someone)
     for parts, params in ((("models", "digits", "2"), {}), (("models", "digits"), {"all": "1"})):
         error = await expect_error(jp_fetch, 403, *parts, method="DELETE", params=params)
         assert error["type"] == "NotOwner" and "digits@2 by someone-else" in error["error"]

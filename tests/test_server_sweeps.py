@@ -17,6 +17,7 @@ from tornado.httpclient import HTTPClientError
 import jupyter_trainer as jt
 from jupyter_trainer.frontends.views.sweep_text import sweep_json
 from jupyter_trainer.rankside import procs
+from jupyter_trainer.store.owners import Identity
 from jupyter_trainer.store.sweeps import SweepStore
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
@@ -98,6 +99,8 @@ async def test_list_and_show_a_sweep(jp_fetch, sweep, home):
         "counts": {"completed": 4},
         "best": state["best"],
         "created": state["created"],
+        "owner": Identity.current().user,
+        "hub_user": None,
         "started": state["started"],
         "ended": state["ended"],
         "error": None,

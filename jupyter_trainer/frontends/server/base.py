@@ -162,7 +162,7 @@ class BaseHandler(APIHandler):
 def request_cancel(store: Store, run_id: str, actor: Identity) -> str:
     """Ask the run's supervisor to cancel it; its status now. A run that ended refuses, and
     so does another user's (``NotOwner``: 403) unless ``actor`` is an admin."""
-    return store.cancel(run_id, reason=f"canceled from JupyterLab by {actor.name}", actor=actor)
+    return store.cancel(run_id, reason="canceled from JupyterLab", actor=actor)
 
 
 def actor_of(user: Any) -> Identity:
