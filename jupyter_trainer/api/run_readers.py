@@ -31,21 +31,24 @@ class RunReaders:
     def owner(self) -> str | None:
         """Who started the run (``alice``; under JupyterHub, the Hub user too), or None if
         that cannot be told."""
-        return owner_name(self.store.owner(self.id, self.state))
+        return owner_name(self._owner_record())
 
     def read_only(self, actor: Identity | None = None) -> str:
         """Why ``actor`` (this process's user) may not cancel the run; "" when it may."""
-        who = actor or Identity.current()
-        try:
-            record = self.store.owner(self.id, self.state)
-        except TrainerError:
-            record = self.store.owner(self.id, {})
-        if may_act(record, who, self.store.settings.admin_group):
+        record = self._owner_record()
+        if may_act(record, actor or Identity.current(), self.store.settings.admin_group):
             return ""
         return (
             f"read-only: this run belongs to {owner_name(record) or 'another user'}; only "
             "its owner and the workspace's admins can cancel it"
         )
+
+    def _owner_record(self) -> dict[str, Any] | None:
+        """The owner record of the state; its folder's while the state cannot be read."""
+        try:
+            return self.store.owner(self.id, self.state)
+        except TrainerError:
+            return self.store.owner(self.id, {})
 
     def follower(self) -> RunFollower:
         return RunFollower(self.store, self.id)
