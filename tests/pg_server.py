@@ -41,7 +41,9 @@ class PgServer:
 
     def __init__(self, worker: int, listen: str = "", trust: str = "") -> None:
         self.bin = _BIN[-1]
-        self.port = held_block("postgres", 33000, 2, 400, worker) + (1 if listen else 0)
+        # 19700-19999: above the Ray clusters' blocks, below the Slurm target's rendezvous
+        # ports, and out of the kernel's ephemeral range
+        self.port = held_block("postgres", 19700, 2, 150, worker) + (1 if listen else 0)
         self.root = Path(tempfile.mkdtemp(prefix="jt-pg-"))
         self.data = self.root / "data"
         self._names = itertools.count()
