@@ -107,7 +107,7 @@ class Store(RankReader):
         self.home = Path(home).expanduser() if home else default_home()
         self.runs_dir = self.home / "runs"
         self.settings = settings(self.home)
-        self.index = run_index(self.home, self._folder_rows)
+        self.index = run_index(self.home, self._folder_rows, self.settings)
 
     # -- layout ------------------------------------------------------------------------
     def paths(self, run_id: str) -> RunPaths:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,26 @@ def _copy_beside(src: Path, folder: Path, name: str) -> Path:
     return tmp
 
 
+def _copy_in(
+    src: Path, folder: Path, state: dict[str, Any], shared: bool, place: Callable[[Path], Any]
+) -> None:
+    """Copy the run or sweep folder ``src`` beside its place in ``folder``, give its state an
+    owner (its source folder's) if it has none, share it in a shared workspace, and
+    ``place(copy)``; on any failure the copy is removed."""
+    tmp = _copy_beside(src, folder, src.name)
+    try:
+        if not state.get("owner"):
+            state["owner"] = folder_owner(src)
+            os.chmod(tmp / "state.json", 0o644)
+            write_json_atomic(tmp / "state.json", state)
+        if shared:
+            share_tree(tmp)
+        place(tmp)
+    except BaseException:
+        rmtree(tmp)
+        raise
+
+
 def _import_runs(target: Store, source: Path, report: ImportReport) -> None:
     shared = target.settings.shared
     for run_id in Store(source).run_ids_on_disk():
@@ -117,18 +138,14 @@ def _import_runs(target: Store, source: Path, report: ImportReport) -> None:
             continue
         make_top(target.home, shared)
         make_top(target.runs_dir, shared)
-        tmp = _copy_beside(src.root, target.runs_dir, run_id)
-        try:
-            if not state.get("owner"):
-                state["owner"] = folder_owner(src.root)
-                os.chmod(tmp / "state.json", 0o644)
-                write_json_atomic(tmp / "state.json", state)
-            if shared:
-                share_tree(tmp)
-            target.index.publish(index_row(run_id, spec, state), tmp, target.paths(run_id).root)
-        except BaseException:
-            rmtree(tmp)
-            raise
+        final = target.paths(run_id).root
+        _copy_in(  # the row is made once the copy's state has its owner
+            src.root,
+            target.runs_dir,
+            state,
+            shared,
+            lambda tmp: target.index.publish(index_row(run_id, spec, state), tmp, final),  # noqa: B023
+        )
         report.copied["runs"].append(run_id)
 
 
@@ -150,17 +167,13 @@ def _import_sweeps(target: Store, source: Path, report: ImportReport) -> None:
             continue
         make_top(target.home, shared)
         make_top(sweeps.dir, shared)
-        tmp = _copy_beside(src.root, sweeps.dir, sweep_id)
-        try:
-            if not state.get("owner"):
-                state["owner"] = folder_owner(src.root)
-                write_json_atomic(tmp / "state.json", state)
-            if shared:
-                share_tree(tmp)
-            os.rename(tmp, sweeps.paths(sweep_id).root)
-        except BaseException:
-            rmtree(tmp)
-            raise
+        _copy_in(
+            src.root,
+            sweeps.dir,
+            state,
+            shared,
+            lambda tmp: os.rename(tmp, sweeps.paths(sweep_id).root),  # noqa: B023 (called at once)
+        )
         report.copied["sweeps"].append(sweep_id)
 
 

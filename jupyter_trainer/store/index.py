@@ -27,7 +27,7 @@ from ..rankside.home import HOME_ENV
 from .filesystems import refuse_network
 from .index_base import IndexBase, RunQueries, T, index_row, unwritable
 from .pg_index import PgRunIndex, workspace_index_kind
-from .workspace import CONFIG, INDEX_ENV, settings
+from .workspace import CONFIG, INDEX_ENV, Settings, settings
 
 __all__ = ["FolderIndex", "RunIndex", "index_row", "index_url", "run_index", "unwritable"]
 
@@ -332,11 +332,11 @@ class RunIndex(RunQueries, FolderIndex):
     """``home/runs.db``: one row per run folder."""
 
 
-def index_url(home: Path) -> str | None:
-    """The PostgreSQL URL of the workspace at ``home``'s index; None for SQLite. A
-    workspace whose index is on PostgreSQL is refused without its URL, rather than given
-    an empty SQLite index beside it."""
-    found = settings(home)
+def index_url(home: Path, found: Settings | None = None) -> str | None:
+    """The PostgreSQL URL of the workspace at ``home``'s index (``found``: its settings,
+    read already); None for SQLite. A workspace whose index is on PostgreSQL is refused
+    without its URL, rather than given an empty SQLite index beside it."""
+    found = found or settings(home)
     if found.index is None and workspace_index_kind(home) == "postgresql":
         raise StoreError(
             f"the workspace {home} keeps its index on PostgreSQL, and no URL names it here; "
@@ -346,9 +346,12 @@ def index_url(home: Path) -> str | None:
     return found.index
 
 
-def run_index(home: Path, folder_rows: Callable[[], list[dict[str, Any]]]) -> RunQueries:
-    """The run index of the store at ``home``: SQLite, or its workspace's PostgreSQL."""
-    url = index_url(home)
+def run_index(
+    home: Path, folder_rows: Callable[[], list[dict[str, Any]]], found: Settings
+) -> RunQueries:
+    """The run index of the store at ``home`` (with settings ``found``): SQLite, or its
+    workspace's PostgreSQL."""
+    url = index_url(home, found)
     if url is None:
         return RunIndex(home, folder_rows)
     return PgRunIndex(home, url, folder_rows)
