@@ -21,8 +21,9 @@ import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import ModelNotFound, SpecError, StoreError
 from jupyter_trainer.core.spec import CodeSpec, EnvSpec, RunSpec
-from jupyter_trainer.store import outputs
+from jupyter_trainer.store import Store, outputs
 from jupyter_trainer.store.models import ModelStore
+from jupyter_trainer.store.workspace import INDEX_ENV
 
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 TRAIN = """
@@ -50,7 +51,8 @@ def registered_versions(home: Path) -> list[str]:
     return sorted(str(p.relative_to(home / "models")) for p in (home / "models").glob("*/*"))
 
 
-def test_two_versions_from_two_runs_outlive_the_first_run(home, store, tmp_path):
+def test_two_versions_from_two_runs_outlive_the_first_run(index_home, tmp_path):
+    store = Store(index_home)
     first, second = train(0.5, "first"), train(0.25, "second")
     v1 = first.register_model("digits", "model.pt", tags={"stage": "dev", "epochs": 3})
     v2 = second.register_model("digits", "model.pt")
@@ -290,6 +292,25 @@ def test_the_index_heals_from_the_folders(home, caplog):
         assert conn.execute("SELECT COUNT(*) FROM models").fetchone()[0] == 4
 
 
+def test_a_dropped_model_table_on_postgresql_heals_from_the_folders(
+    home, pg_url, monkeypatch, caplog
+):
+    monkeypatch.setenv(INDEX_ENV, pg_url)
+    run = train(0.1)
+    run.register_model("a", "model.pt", tags={"t": "1"})
+    run.register_model("b", "model.pt")
+    before = ModelStore(home).rows()
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE models")
+    assert ModelStore(home).rows() == before
+    assert "model index" in caplog.text and "rebuilt it from 2 model folders" in caplog.text
+    assert run.register_model("a", "model.pt").version == 2
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM models").fetchone()[0] == 3
+
+
 def test_copies_fall_back_when_the_kernel_cannot_copy(tmp_path, monkeypatch):
     data = os.urandom((32 << 20) + 12345)
     (tmp_path / "src").write_bytes(data)
@@ -313,7 +334,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120)
 
 
-def test_cli_register_models_show_download(home, tmp_path):
+def test_cli_register_models_show_download(index_home, tmp_path):
     first, second = train(0.5), train(0.25)
     done = cli("register", first.id, "digits", "model.pt", "--tag", "stage=dev")
     assert done.returncode == 0, done.stderr

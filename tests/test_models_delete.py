@@ -18,7 +18,9 @@ from test_models_hostile import forge, made_run, writable
 
 import jupyter_trainer as jt
 from jupyter_trainer.core.errors import ModelNotFound, NotOwner, SpecError
+from jupyter_trainer.store import Store
 from jupyter_trainer.store.models import ModelStore
+from jupyter_trainer.store.workspace import INDEX_ENV
 
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
@@ -28,13 +30,35 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 
 def index(home: Path) -> list[tuple[str, int]]:
+    """The model index's (name, version) rows, on either back end."""
+    query = "SELECT name, version FROM models ORDER BY name, version"
+    url = os.environ.get(INDEX_ENV)
+    if url:
+        import psycopg
+
+        with psycopg.connect(url) as conn:
+            return [tuple(row) for row in conn.execute(query).fetchall()]
     with sqlite3.connect(home / "models.db") as conn:
-        return conn.execute("SELECT name, version FROM models ORDER BY name, version").fetchall()
+        return conn.execute(query).fetchall()
+
+
+def lose_index(home: Path) -> None:
+    """Lose the model index: its file deleted, or its table dropped."""
+    url = os.environ.get(INDEX_ENV)
+    if url:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP TABLE models")
+    else:
+        (home / "models.db").unlink()
 
 
 @pytest.fixture
-def run(store):
-    return made_run(store, {"model.pt": b"weights", "tok/a.txt": b"a"})
+def run(index_home):
+    """A run with outputs to register, in a store whose index is on SQLite, then on
+    PostgreSQL."""
+    return made_run(Store(index_home), {"model.pt": b"weights", "tok/a.txt": b"a"})
 
 
 def test_delete_a_version_and_its_number_is_never_given_again(run, home):
@@ -56,7 +80,7 @@ def test_delete_a_version_and_its_number_is_never_given_again(run, home):
         jt.get_model("digits@2")
     assert jt.delete_model("digits@3") == [3]
     assert run.register_model("digits", "model.pt").version == 4  # not 3 again
-    (home / "models.db").unlink()  # the index is a cache: the numbers live in the folders
+    lose_index(home)  # the index is a cache: the numbers live in the folders
     assert run.register_model("digits", "model.pt").version == 5
     assert run.outputs.joinpath("model.pt").read_bytes() == b"weights"  # the run is untouched
 

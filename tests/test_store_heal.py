@@ -19,6 +19,7 @@ from conftest import leftover
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import SpecError, StoreError
 from jupyter_trainer.store import Store
+from jupyter_trainer.store.workspace import INDEX_ENV
 
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
@@ -76,6 +77,44 @@ def healed_home(fleet, home) -> dict[str, str]:
     return expected
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_index(request, fleet, home, monkeypatch) -> dict[str, str]:
+    """``healed_home`` with its index on SQLite, then on PostgreSQL: a new database, which
+    the first command to open it fills from the run folders."""
+    on_pg = request.param == "postgresql"
+    if on_pg:
+        monkeypatch.setenv(INDEX_ENV, request.getfixturevalue("pg_url"))
+    source, expected = fleet
+    shutil.copytree(source, home, ignore=shutil.ignore_patterns("runs.db*") if on_pg else None)
+    assert listed() == expected
+    return expected
+
+
+@contextmanager
+def index_conn(home: Path):
+    """A connection to the store's run index, on either back end."""
+    url = os.environ.get(INDEX_ENV)
+    if url:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            yield conn
+    else:
+        with sqlite3.connect(home / "runs.db") as conn:
+            yield conn
+
+
+def lose_index(home: Path) -> None:
+    """Lose the run index: its files deleted, or its table dropped."""
+    if os.environ.get(INDEX_ENV):
+        with index_conn(home) as conn:
+            conn.execute("DROP TABLE runs")
+        return
+    for name in side_files(home, "runs.db"):
+        if name != "runs.db.lock":
+            (home / name).unlink()
+
+
 def side_files(home: Path, prefix: str) -> list[str]:
     return sorted(p.name for p in home.iterdir() if p.name.startswith(prefix))
 
@@ -91,15 +130,14 @@ def checkpoint(db: Path) -> None:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-def test_deleted_index_is_rebuilt_with_every_run_and_status(healed_home, home):
-    for name in side_files(home, "runs.db"):
-        if name != "runs.db.lock":
-            (home / name).unlink()
+def test_deleted_index_is_rebuilt_with_every_run_and_status(any_index, home):
+    lose_index(home)
     done = cli("runs", "--json", "--limit", "1000")
     assert done.returncode == 0 and "Traceback" not in done.stderr
-    assert {r["id"]: r["status"] for r in json.loads(done.stdout)} == healed_home
+    assert {r["id"]: r["status"] for r in json.loads(done.stdout)} == any_index
     assert done.stderr.count("\n") == 1 and "rebuilt it from 3 run folders" in done.stderr
-    assert (home / "runs.db").is_file() and not side_files(home, "runs.db.corrupt")
+    if not os.environ.get(INDEX_ENV):
+        assert (home / "runs.db").is_file() and not side_files(home, "runs.db.corrupt")
     assert cli("runs").stderr == ""  # healed once; later opens say nothing
 
 
@@ -213,23 +251,34 @@ def test_unwritable_index_in_the_notebook_is_one_line(ip, healed_home, home, tmp
     assert len(error._render_traceback_()) == 1
 
 
-def test_a_failing_index_insert_leaves_no_run_folder(healed_home, home, tmp_path):
+REFUSE_ROWS = {  # a trigger that makes the index refuse every new row
+    "sqlite": [
+        "CREATE TRIGGER refuse BEFORE INSERT ON runs BEGIN SELECT RAISE(ABORT, 'no new rows'); END"
+    ],
+    "postgresql": [
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'no new rows'; END $$",
+        "CREATE TRIGGER refuse BEFORE INSERT ON runs FOR EACH ROW EXECUTE FUNCTION refuse()",
+    ],
+}
+
+
+def test_a_failing_index_insert_leaves_no_run_folder(any_index, home, tmp_path):
     script = tmp_path / "ok.py"
     script.write_text("print('fine')\n")
-    with sqlite3.connect(home / "runs.db") as conn:  # the index refuses every new row
-        conn.execute(
-            "CREATE TRIGGER refuse BEFORE INSERT ON runs "
-            "BEGIN SELECT RAISE(ABORT, 'no new rows'); END"
-        )
+    with index_conn(home) as conn:
+        for statement in REFUSE_ROWS["postgresql" if os.environ.get(INDEX_ENV) else "sqlite"]:
+            conn.execute(statement)
     done = cli("submit", str(script), "--launcher", "python")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "no new rows" in done.stderr and done.stderr.count("\n") == 1
-    assert sorted(p.name for p in (home / "runs").iterdir()) == sorted(healed_home)
+    assert sorted(p.name for p in (home / "runs").iterdir()) == sorted(any_index)
     assert not list((home / "staging").iterdir())
 
 
-def test_a_failing_folder_rename_leaves_no_index_row(store, tmp_path):
+def test_a_failing_folder_rename_leaves_no_index_row(index_home, tmp_path):
     """The run folder cannot take its place (its name is taken): the row is rolled back."""
+    store = Store(index_home)
     store.runs_dir.mkdir(parents=True)
     (store.runs_dir / "taken-1").write_text("not a run")
     store.new_run_id = lambda name: "taken-1"
@@ -248,12 +297,12 @@ def test_a_failing_folder_rename_leaves_no_index_row(store, tmp_path):
         (store.runs_dir / "taken-1").unlink()
 
 
-def test_sixteen_concurrent_submitters_each_get_a_run(healed_home, home, tmp_path):
+def test_sixteen_concurrent_submitters_each_get_a_run(any_index, home, tmp_path):
     """16 processes submit at once, while the index they all open is missing at first."""
+    healed_home = any_index
     script = tmp_path / "ok.py"
     script.write_text("from jupyter_trainer import runtime as jt\njt.log(step=0, ok=1)\n")
-    for name in ("runs.db", "runs.db-wal", "runs.db-shm"):
-        (home / name).unlink(missing_ok=True)
+    lose_index(home)
     results = run_together(
         [["submit", str(script), "--launcher", "python", "--name", f"swarm {i}"] for i in range(16)]
     )
@@ -285,9 +334,9 @@ def test_runs_limit_and_offset_are_checked(healed_home, flags, message):
     assert done.stderr == f"jupyter-trainer: error: {message}\n"
 
 
-def test_runs_paging_in_the_api(healed_home, home):
+def test_runs_paging_in_the_api(any_index, home):
     newest_first = [run.id for run in api.runs()]
-    assert sorted(newest_first) == sorted(healed_home)
+    assert sorted(newest_first) == sorted(any_index)
     assert [run.id for run in api.runs(limit=1, offset=2)] == newest_first[2:3]
     assert [run.id for run in api.runs(offset=3)] == []
     for bad in (
@@ -347,8 +396,9 @@ def one_line(done: subprocess.CompletedProcess, *needles: str) -> None:
 
 @pytest.mark.parametrize("how", ["truncated", "missing"])
 def test_a_damaged_spec_is_named_in_one_line_and_doctor_sets_the_run_aside(
-    ip, healed_home, home, tmp_path, how
+    ip, any_index, home, tmp_path, how
 ):
+    healed_home = any_index
     run_id = next(r for r, s in healed_home.items() if s == "completed")
     other = next(r for r in healed_home if r != run_id)
     spec = home / "runs" / run_id / "spec.json"
@@ -390,8 +440,9 @@ def test_a_damaged_spec_is_named_in_one_line_and_doctor_sets_the_run_aside(
 
 @pytest.mark.parametrize("how", ["truncated", "missing"])
 def test_a_damaged_state_of_an_ended_run_is_named_and_doctor_rebuilds_it(
-    healed_home, home, tmp_path, how
+    any_index, home, tmp_path, how
 ):
+    healed_home = any_index
     failed = next(r for r, s in healed_home.items() if s == "failed")
     other = next(r for r in healed_home if r != failed)
     state = home / "runs" / failed / "state.json"
@@ -420,9 +471,10 @@ def test_a_damaged_state_of_an_ended_run_is_named_and_doctor_rebuilds_it(
     assert cli("doctor", "--no-hash").returncode == 0
 
 
-def test_the_monitor_feed_shows_a_damaged_state_as_its_notice(healed_home, home):
+def test_the_monitor_feed_shows_a_damaged_state_as_its_notice(any_index, home):
     """The notebook widget's and the Lab view's feed starts on a run whose state.json is gone
     and says why in its notice, naming the file and the fix, instead of dying."""
+    healed_home = any_index
     from conftest import wait_for
 
     from jupyter_trainer.frontends.views.feeder import ViewFeeder

@@ -223,7 +223,7 @@ class FolderIndex(IndexBase):
                 self.path,
                 problem,
                 moved,
-                self._folders(count),
+                self.folders(count),
             )
         elif count:
             _log.warning(
@@ -231,7 +231,7 @@ class FolderIndex(IndexBase):
                 self.LABEL,
                 self.path,
                 problem,
-                self._folders(count),
+                self.folders(count),
             )
         return moved, count
 
@@ -323,9 +323,6 @@ class FolderIndex(IndexBase):
                 Path(tmp + suffix).unlink(missing_ok=True)
             raise
         return len(rows)
-
-    def _folders(self, count: int) -> str:
-        return f"{count} {self.LABEL} folder" + ("" if count == 1 else "s")
 
 
 class RunIndex(RunQueries, FolderIndex):

@@ -140,6 +140,10 @@ class IndexBase(ABC):
     def rebuild(self, problem: str) -> tuple[Path | None, int]:
         """Rebuild the index from the folders: (where the old one went, rows written)."""
 
+    def folders(self, count: int) -> str:
+        """``count`` of this index's folders, in words."""
+        return f"{count} {self.LABEL} folder" + ("" if count == 1 else "s")
+
     def publish(self, row: dict[str, Any], tmp: Path, final: Path) -> None:
         """Insert ``row`` and rename the folder ``tmp`` to ``final`` in one transaction, so
         a failure of either leaves neither."""

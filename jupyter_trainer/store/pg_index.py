@@ -12,6 +12,7 @@ is refused.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 import zlib
@@ -24,6 +25,7 @@ from ..rankside.atomic import write_json_atomic
 from .index_base import IndexBase, RunQueries, T
 
 WORKSPACE_FILE = "workspace.json"
+_log = logging.getLogger(__name__)
 _SETUP_KEY = zlib.crc32(b"jupyter_trainer:setup")
 
 
@@ -203,7 +205,8 @@ class PgIndex(IndexBase):
 
     def _setup(self, conn: Any) -> None:
         """Make the tables (once, whoever gets there first), bind the database to this
-        workspace, and bring an older table up to date by rebuilding it."""
+        workspace, and fill a table that was missing, or bring an older one up to date, by
+        rebuilding it from the folders."""
         conn.execute("BEGIN")
         try:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_KEY,))
@@ -218,9 +221,24 @@ class PgIndex(IndexBase):
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        if have and not set(self.COLUMNS) <= have:
-            self._ready = True
-            self.rebuild("was made by an older version")
+        problem = None if set(self.COLUMNS) <= have else "was made by an older version"
+        if not have:  # new, or dropped: the folders say which rows it holds, as on SQLite
+            problem = "is missing"
+        if problem is not None:
+            self._ready = True  # the rebuild's own connection skips this set-up
+            try:
+                _, count = self.rebuild(problem)
+            except BaseException:
+                self._ready = False
+                raise
+            if count:
+                _log.warning(
+                    "jupyter-trainer: the %s index %s %s; rebuilt it from %s",
+                    self.LABEL,
+                    self.where,
+                    problem,
+                    self.folders(count),
+                )
 
     def _bind(self, conn: Any) -> None:
         path = self.home / WORKSPACE_FILE
