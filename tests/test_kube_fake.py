@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import wait_for
 from kube_fake import FakeCluster
 from kube_fake.cluster import free_port
 from kube_fake.fixtures import kube_cluster  # noqa: F401 (fixture)
@@ -69,16 +70,6 @@ import subprocess, sys, time
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
 time.sleep(300)
 """
-
-
-def wait_for(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def client(cluster) -> Client:

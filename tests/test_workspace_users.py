@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import secrets
 import shutil
 import stat
@@ -16,6 +17,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import wait_for
+
+from jupyter_trainer.store import TERMINAL
 
 RUNUSER = shutil.which("runuser") or "runuser"
 REPO = Path(__file__).resolve().parent.parent
@@ -50,19 +54,22 @@ class Team:
     def __init__(self, url: str) -> None:
         k = secrets.token_hex(3)
         self.group, self.users = f"jtteam{k}", [f"jta{k}", f"jtb{k}"]
+        # a third member, in the workspace's admin group too
+        self.admins, self.admin = f"jtadm{k}", f"jtc{k}"
         self.root = Path(tempfile.mkdtemp(prefix="jt-team-"))
         os.chmod(self.root, 0o755)
         subprocess.run(["groupadd", self.group], check=True)
-        for user in self.users:
-            subprocess.run(
-                ["useradd", "-M", "-N", "-g", "users", "-G", self.group, user], check=True
-            )
+        subprocess.run(["groupadd", self.admins], check=True)
+        for user in [*self.users, self.admin]:
+            groups = f"{self.group},{self.admins}" if user == self.admin else self.group
+            subprocess.run(["useradd", "-M", "-N", "-g", "users", "-G", groups, user], check=True)
             (self.root / user).mkdir()
             shutil.chown(self.root / user, user)
         self.workspace = self.root / "workspace"
         self.workspace.mkdir()
         shutil.chown(self.workspace, group=self.group)
         os.chmod(self.workspace, 0o2770)
+        (self.workspace / "config.toml").write_text(f'admin_group = "{self.admins}"\n')
         self.url = url
 
     def run(
@@ -73,6 +80,7 @@ class Team:
             "PATH": "/usr/bin:/bin",
             "HOME": str(self.root / user),
             "PYTHONPATH": f"{REPO}:{SITE}",
+            "JT_SPARE_SUPERVISOR": "0",  # the CLI keeps no supervisor waiting for a next run
         }
         if workspace:
             env.update(JUPYTER_TRAINER_HOME=str(self.workspace), JUPYTER_TRAINER_INDEX=self.url)
@@ -95,10 +103,11 @@ class Team:
         return self.run(user, PYTHON, "-m", "jupyter_trainer", *args, check=check)
 
     def stop(self) -> None:
-        for user in self.users:
+        for user in [*self.users, self.admin]:
             subprocess.run(["pkill", "-9", "-u", user], check=False)
             subprocess.run(["userdel", user], check=False)
-        subprocess.run(["groupdel", self.group], check=False)
+        for group in (self.group, self.admins):
+            subprocess.run(["groupdel", group], check=False)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -197,3 +206,122 @@ def test_workspace_import_copies_a_personal_store_once(team):
     assert sorted(again["present"]["runs"]) == sorted(made)
     doctor = team.cli(alice, "doctor", "--no-hash", check=False)
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+
+
+TRAIN = """
+import time
+from jupyter_trainer import runtime as jt
+for step in range(600):
+    jt.log(step=step, loss=1.0 / (step + 1))
+    time.sleep(0.1)
+"""
+
+
+def state_of(team: Team, run_id: str) -> dict:
+    try:
+        return json.loads((team.workspace / "runs" / run_id / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def test_an_admin_cancels_a_colleagues_run_without_writing_into_it(team):
+    alice, bob = team.users
+    script = team.root / alice / "train.py"
+    script.write_text(TRAIN)
+    shutil.chown(script, alice)
+    run_id = team.cli(alice, "submit", str(script), "--launcher", "python").stdout.strip()
+    folder = team.workspace / "runs" / run_id
+    wait_for(lambda: state_of(team, run_id).get("status") == "running", 90, what="training")
+
+    refused = team.cli(bob, "cancel", run_id, check=False)  # a member, not an admin
+    assert f"cannot cancel run {run_id}: it belongs to {alice}" in refused.stderr
+    assert not (team.workspace / "requests").exists()
+
+    done = team.cli(team.admin, "cancel", run_id, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ended = state_at_end(team, run_id)
+    assert ended["status"] == "canceled", ended
+    assert f"(asked by {team.admin}, an admin)" in ended["reason"], ended
+    admin_uid = pwd.getpwnam(team.admin).pw_uid
+    assert not [p for p in [folder, *folder.rglob("*")] if p.lstat().st_uid == admin_uid]
+    [request] = (team.workspace / "requests").iterdir()
+    assert request.name == f"run-{run_id}.{admin_uid}.cancel"
+    assert stat.S_IMODE(request.stat().st_mode) & 0o007 == 0
+    assert wait_for(lambda: not processes_of(alice), 30, what="alice's processes to end")
+
+
+def state_at_end(team: Team, run_id: str) -> dict:
+    return wait_for(
+        lambda: (s := state_of(team, run_id)).get("status") in TERMINAL and s,
+        90,
+        what=f"run {run_id} to end",
+    )
+
+
+def processes_of(user: str) -> list[str]:
+    found = subprocess.run(["pgrep", "-a", "-u", user], capture_output=True, text=True)
+    return found.stdout.splitlines()
+
+
+def test_a_members_request_in_the_workspace_does_not_cancel_a_colleagues_run(team):
+    """Anyone in the team can write into requests/: only an admin's file, by the kernel's
+    record of who wrote it, is acted on."""
+    alice, bob = team.users
+    script = team.root / alice / "train.py"
+    script.write_text(TRAIN.replace("range(600)", "range(30)"))
+    shutil.chown(script, alice)
+    run_id = team.cli(alice, "submit", str(script), "--launcher", "python").stdout.strip()
+    wait_for(lambda: state_of(team, run_id).get("status") == "running", 90, what="training")
+    forged = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from jupyter_trainer.store.requests import write_cancel\n"
+        "write_cancel(Path(sys.argv[1]), 'run', sys.argv[2], 'forged by a member', True)\n"
+    )
+    team.python(bob, forged, str(team.workspace), run_id)
+    bob_uid = pwd.getpwnam(bob).pw_uid
+    assert [p.name for p in (team.workspace / "requests").iterdir()] == [
+        f"run-{run_id}.{bob_uid}.cancel"
+    ]
+    ended = state_at_end(team, run_id)
+    assert ended["status"] == "completed", ended
+
+
+def test_an_admin_cancels_a_colleagues_sweep_without_writing_into_it(team):
+    alice, _bob = team.users
+    script = team.root / alice / "train.py"
+    script.write_text(TRAIN.replace("loss=1.0 / (step + 1)", "loss=lr / (step + 1)"))
+    shutil.chown(script, alice)
+    started = team.cli(
+        alice, "sweep", "start", str(script), "--sweep", "lr=choice(0.1,0.2,0.3)",
+        "--trials", "3", "--parallel", "1", "--metric", "loss", "--launcher", "python",
+    )  # fmt: skip
+    sweep_id = started.stdout.strip()
+    state = team.workspace / "sweeps" / sweep_id / "state.json"
+
+    def sweep_state() -> dict:
+        try:
+            return json.loads(state.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    wait_for(
+        what="a trial to train",
+        timeout=90,
+        predicate=lambda: any(
+            t.get("status") == "running" for t in sweep_state().get("trials", [])
+        ),
+    )
+    done = team.cli(team.admin, "sweep", "cancel", sweep_id, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ended = wait_for(
+        lambda: (s := sweep_state()).get("status") in ("canceled", "failed", "completed") and s,
+        90,
+        what="the sweep's cancel",
+    )
+    assert ended["status"] == "canceled", ended
+    assert f"(asked by {team.admin}, an admin)" in str(ended.get("reason")), ended
+    admin_uid = pwd.getpwnam(team.admin).pw_uid
+    folder = team.workspace / "sweeps" / sweep_id
+    assert not [p for p in [folder, *folder.rglob("*")] if p.lstat().st_uid == admin_uid]
+    assert wait_for(lambda: not processes_of(alice), 30, what="alice's processes to end")

@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ from ..core.records import StateRecord
 from ..core.spec import RunSpec, validate_run_id
 from ..rankside import rank_files
 from ..rankside.home import HOME_ENV, default_home
-from . import liveness, reserve
+from . import liveness, requests, reserve
 from .folders import is_run_id, rmtree, slug
 from .index import index_row, run_index, unwritable
 from .liveness import HEARTBEAT_S
@@ -247,24 +246,11 @@ class Store(RankReader):
             raise SpecError(f"offset must be a whole number of at least 0, not {offset!r}")
         if not self.index.exists() and not self.run_ids_on_disk():
             return []  # a store never used: nothing to list, nothing to create
-        args: list[Any] = []
-        where = []
-        if name:
-            where.append("name LIKE ? ESCAPE '\\'")
-            args.append("%" + re.sub(r"([%_\\])", r"\\\1", name) + "%")
         if status in ("lost",) + ACTIVE:
-            where.append("status IN (%s)" % ",".join("?" * len(ACTIVE + ("lost",))))
-            args.extend(ACTIVE + ("lost",))
-        elif status:
-            where.append("status = ?")
-            args.append(status)
-        if owner is not None:
-            where.append("owner_uid = ?")
-            args.append(owner.uid)
-            if owner.hub_user:
-                where.append("(hub_user IS NULL OR hub_user = ?)")
-                args.append(owner.hub_user)
-        rows = self.index.select(where, args)
+            wanted: tuple[str, ...] = ACTIVE + ("lost",)
+        else:
+            wanted = (status,) if status else ()
+        rows = self.index.find(name, wanted, owner)
         for row in rows:
             if row["status"] in ACTIVE:
                 row.update(self._effective(row["id"]))
@@ -437,10 +423,12 @@ class Store(RankReader):
             self.check_owner(run_id, {}, actor, "cancel", "the run goes on")
             row = self.index.row(run_id) if self.index.exists() else None
             indexed = row["status"] if row else None
-            return liveness.cancel_damaged(paths, damaged, indexed, reason)
+            return liveness.cancel_damaged(
+                paths, damaged, indexed, reason, self._ask_elsewhere(run_id, reason)
+            )
         if status in TERMINAL:
             raise RunStateError(f"run {run_id} already ended ({status}); nothing to cancel")
-        liveness.write_cancel_request(paths, reason)
+        liveness.write_cancel_request(paths, reason, self._ask_elsewhere(run_id, reason))
         return status
 
     def request_cancel(
@@ -454,7 +442,11 @@ class Store(RankReader):
         except (OSError, ValueError):
             state = {}
         self.check_owner(run_id, state, actor, "cancel", "the run goes on")
-        liveness.write_cancel_request(paths, reason)
+        liveness.write_cancel_request(paths, reason, self._ask_elsewhere(run_id, reason))
+
+    def _ask_elsewhere(self, run_id: str, reason: str) -> Callable[[], object]:
+        """How an admin, whom the run's folder refuses, leaves the cancel request instead."""
+        return lambda: requests.write_cancel(self.home, "run", run_id, reason, self.settings.shared)
 
     def owner(self, run_id: str, state: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
         """The run's owner record: its state's, or for a run made before owners were
@@ -479,15 +471,20 @@ class Store(RankReader):
             nothing,
         )
 
-    def cancel_request(self, run_id: str) -> dict[str, Any] | None:
-        """The cancel request, if any; an empty one (written on a full disk) has no reason."""
+    def cancel_request(
+        self, run_id: str, owner: Mapping[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        """The cancel request, if any; an empty one (written on a full disk) has no reason.
+        With the run's ``owner`` record, also an admin's request left in the workspace."""
         path = self.paths(run_id).cancel_request
         try:
             return read_json_object(path)
         except FileNotFoundError:
-            return None
+            pass
         except (OSError, ValueError):
-            return {"reason": "canceled"} if path.exists() else None
+            if path.exists():
+                return {"reason": "canceled"}
+        return requests.read_cancel(self.home, "run", run_id, owner, self.settings.admin_group)
 
     def delete(self, run_id: str) -> None:
         paths = self.existing(run_id)

@@ -9,6 +9,7 @@ are written once, in SQL both understand, with ``?`` for each parameter.
 
 from __future__ import annotations
 
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 from ..core.errors import StoreError
 from ..core.spec import RunSpec
 from ..rankside.home import HOME_ENV
+from .owners import Identity
 
 T = TypeVar("T")
 
@@ -183,6 +185,27 @@ class RunQueries(IndexBase):
             lambda conn: conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         )
         return dict(found) if found is not None else None
+
+    def find(
+        self, name: str | None, statuses: tuple[str, ...], owner: Identity | None
+    ) -> list[dict[str, Any]]:
+        """Rows whose name holds ``name`` (as text), whose status is one of ``statuses``
+        (any, when empty), and of ``owner``'s runs only, when given; newest first."""
+        args: list[Any] = []
+        where = []
+        if name:
+            where.append("name LIKE ? ESCAPE '\\'")
+            args.append("%" + re.sub(r"([%_\\])", r"\\\1", name) + "%")
+        if statuses:
+            where.append("status IN (%s)" % ",".join("?" * len(statuses)))
+            args.extend(statuses)
+        if owner is not None:
+            where.append("owner_uid = ?")
+            args.append(owner.uid)
+            if owner.hub_user:
+                where.append("(hub_user IS NULL OR hub_user = ?)")
+                args.append(owner.hub_user)
+        return self.select(where, args)
 
     def select(self, where: list[str], args: list[Any]) -> list[dict[str, Any]]:
         """Rows matching every clause of ``where``, newest first."""

@@ -15,7 +15,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..core.errors import RecordDamaged, RunStateError, StoreError
@@ -63,18 +63,31 @@ def last_seen(paths: RunPaths, state: Mapping[str, Any]) -> float:
     return max(times)
 
 
-def write_cancel_request(paths: RunPaths, reason: str) -> None:
+def write_cancel_request(
+    paths: RunPaths, reason: str, elsewhere: Callable[[], object] | None = None
+) -> None:
     """Write ``cancel.request``. On a full disk, an empty one (it needs no data blocks):
-    the supervisor reads that as a cancel without a reason."""
+    the supervisor reads that as a cancel without a reason. Where the run's folder refuses
+    this user (an admin cancelling another user's run), ``elsewhere()`` leaves the request
+    in the workspace instead (``requests``)."""
     try:
         write_json_atomic(paths.cancel_request, {"requested": time.time(), "reason": reason})
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM):  # another user's run, as an admin
-            raise StoreError(
-                f"cannot ask for the cancel of the run in {paths.root}: only its owner may "
-                f"write there ({exc.strerror}); an admin needs write permission on the run's "
-                "folder (its owner, or root, can give it with chmod g+w)"
-            ) from None
+            if elsewhere is None:
+                raise StoreError(
+                    f"cannot ask for the cancel of the run in {paths.root}: only its owner "
+                    f"may write there ({exc.strerror})"
+                ) from None
+            try:
+                elsewhere()
+                return
+            except OSError as again:
+                raise StoreError(
+                    f"cannot ask for the cancel of the run in {paths.root}: only its owner "
+                    f"may write there ({exc.strerror}), and the workspace's requests folder "
+                    f"refused it too ({again}); make that folder writable by the team's group"
+                ) from None
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise StoreError(
                 f"cannot ask for the cancel of the run in {paths.root}: {exc.strerror or exc}"
@@ -88,13 +101,17 @@ def write_cancel_request(paths: RunPaths, reason: str) -> None:
 
 
 def cancel_damaged(
-    paths: RunPaths, damaged: RecordDamaged, indexed: str | None, reason: str
+    paths: RunPaths,
+    damaged: RecordDamaged,
+    indexed: str | None,
+    reason: str,
+    elsewhere: Callable[[], object] | None = None,
 ) -> str:
     """Cancel a run whose state cannot be read: through its supervisor while that runs
     (found by its pid record), else by ending what is left of its processes here. Returns
     the status to report: the index row's, or ``lost`` when no supervisor was left."""
     if supervisor_running(paths):
-        write_cancel_request(paths, reason)
+        write_cancel_request(paths, reason, elsewhere)
         return indexed or "running"
     from ..rankside.hotstart import leftover_pids
 

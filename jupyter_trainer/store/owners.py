@@ -37,6 +37,11 @@ class Identity:
         return cls(_user_name(uid), uid, hub_user or os.environ.get(HUB_USER_ENV) or None)
 
     @classmethod
+    def of_uid(cls, uid: int) -> Identity:
+        """The Unix account ``uid``, as the kernel names a file's owner."""
+        return cls(_user_name(uid), uid)
+
+    @classmethod
     def of(cls, record: Any) -> Identity | None:
         """The identity an ``owner`` record names, or None if it names none."""
         if not isinstance(record, Mapping) or not isinstance(record.get("uid"), int):

@@ -33,7 +33,7 @@ from ..core.errors import StoreError, SweepNotFound, TrainerError
 from ..core.spec import RunSpec, validate_run_id
 from ..rankside import procs
 from ..rankside.home import HOME_ENV, default_home
-from . import read_json, write_json_atomic
+from . import read_json, requests, write_json_atomic
 from .folders import rmtree, slug
 from .index import index_url, unwritable
 from .modes import make_top, share_tree
@@ -229,19 +229,34 @@ class SweepStore:
             "the sweep goes on",
         )
         try:
-            write_json_atomic(paths.cancel_request, {"requested": time.time(), "reason": reason})
+            try:
+                write_json_atomic(
+                    paths.cancel_request, {"requested": time.time(), "reason": reason}
+                )
+            except PermissionError:  # another user's sweep, as an admin: see ``requests``
+                shared = settings(self.home).shared
+                requests.write_cancel(self.home, "sweep", sweep_id, reason, shared)
         except OSError as exc:
             raise StoreError(
                 f"cannot ask for the cancel of sweep {sweep_id} in {paths.root}: "
-                f"{exc.strerror or exc} (an admin needs write permission on the sweep's "
-                "folder, which its owner can give with chmod g+w)"
+                f"{exc.strerror or exc} (an admin leaves it in the workspace's requests "
+                "folder, which the team's group must be able to write)"
             ) from None
 
-    def cancel_request(self, sweep_id: str) -> dict[str, Any] | None:
+    def cancel_request(
+        self,
+        sweep_id: str,
+        owner: dict[str, Any] | None = None,
+        admin_group: str | None = None,
+        since: float = 0.0,
+    ) -> dict[str, Any] | None:
+        """The sweep's cancel request, if any; with its ``owner`` record and the workspace's
+        ``admin_group``, also an admin's request left in the workspace at or after ``since``."""
         try:
             return read_json_object(self.paths(sweep_id).cancel_request)
         except (FileNotFoundError, json.JSONDecodeError):
-            return None
+            pass
+        return requests.read_cancel(self.home, "sweep", sweep_id, owner, admin_group, since)
 
     def clear_cancel(self, sweep_id: str) -> None:
         self.paths(sweep_id).cancel_request.unlink(missing_ok=True)

@@ -29,14 +29,16 @@ from ...core.errors import RunNotFound, TrainerError
 from ...core.waker import Waker
 from ...rankside import procs
 from ...store import TERMINAL, Store, read_json
+from ...store.owners import folder_owner
 from ...store.sweeps import SweepStore
+from ...store.workspace import settings
 from .ended import is_over
+from .recovery import recover
 from .spec import SweepSpec
 from .trials import (
     Ending,
     Live,
     evaluates,
-    find_trial_run,
     new_values,
     note_value,
     over_or_unreadable,
@@ -66,6 +68,11 @@ class SweepDriver:
         self.waker = Waker()
         self.staged: Any = None  # the next trial's snapshot, copied ahead of its start
         self.waker.watch(self.paths.root)
+        # whose sweep this is, for an admin's cancel left in the workspace (``requests``);
+        # one left before this driver began (a sweep resumed since) is stale
+        self.owner = self.state.get("owner") or folder_owner(self.paths.root)
+        self.admin_group = settings(store.home).admin_group
+        self.began = time.time()
 
     # -- the study ---------------------------------------------------------------------
     def open_study(self) -> None:
@@ -135,7 +142,7 @@ class SweepDriver:
                     "since": now,
                 },
             )
-            self.recover()
+            recover(self)
             self.save()
             log(f"sweep {self.id}: {self.total} trials, {self.spec.parallel} at a time")
             self.loop()
@@ -148,18 +155,21 @@ class SweepDriver:
             self.discard_staged()
         return 0
 
+    def cancel_request(self) -> dict[str, Any] | None:
+        return self.sweeps.cancel_request(self.id, self.owner, self.admin_group, self.began)
+
     def loop(self) -> None:
         deadline = (self.state["started"] + self.spec.timeout) if self.spec.timeout else None
         failures = 0
         while True:
             self.paths.alive.touch()
-            request = self.sweeps.cancel_request(self.id)
+            request = self.cancel_request()
             if request is not None:
                 self.cancel_all(request.get("reason") or "canceled by user")
                 return
             changed = self.poll()
             while not self.starting_done(deadline) and self.busy() < self.spec.parallel:
-                if self.sweeps.cancel_request(self.id) is not None:
+                if self.cancel_request() is not None:
                     break  # seen at the top of the loop, before any more trials start
                 failures = 0 if self.start_next() else failures + 1
                 changed = True
@@ -423,71 +433,6 @@ class SweepDriver:
         while runs:
             runs = {run for run in runs if not over_or_unreadable(self.store, run)}
             time.sleep(WAKE_S)
-
-    def recover(self) -> None:
-        """Pick up what an earlier driver left: trials still running are followed again,
-        and a trial asked for but never started is dropped (it does not count)."""
-        TrialState = self.optuna.trial.TrialState
-        records = {t["number"]: t for t in self.state["trials"]}
-        for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            record = records.get(frozen.number)
-            run_id = (record or {}).get("run") or self.find_run(frozen.number)
-            if run_id is None:
-                self.tell(frozen.number, state=TrialState.FAIL)
-                if record is not None:
-                    self.state["trials"].remove(record)
-                continue
-            if record is None:
-                params = self.store.read_spec(run_id).params
-                record = {
-                    "number": frozen.number,
-                    "params": {k: params[k] for k in self.space},
-                    "objective": None,
-                    "step": None,
-                    "start": time.time(),
-                    "end": None,
-                }
-                self.state["trials"].append(record)
-            record.update(run=run_id, status="running")
-            self.follow(
-                frozen.number,
-                Live(
-                    self.optuna.trial.Trial(self.study, frozen._trial_id),
-                    run_id,
-                    reported=set(frozen.intermediate_values),
-                ),
-            )
-            log(f"trial {frozen.number}: following run {run_id} again")
-        self.recover_ending()
-        for record in list(self.state["trials"]):  # told, but the state was not saved
-            if record["status"] in ("running", "starting") and record["number"] not in self.live:
-                frozen = self.study.trials[record["number"]]
-                record["status"] = {
-                    TrialState.COMPLETE: "completed",
-                    TrialState.PRUNED: "pruned",
-                }.get(frozen.state, "failed")
-                record["objective"] = frozen.value
-                if record["status"] == "completed":
-                    self.update_best(record)
-        self.state["trials"].sort(key=lambda t: t["number"])
-
-    def recover_ending(self) -> None:
-        """Trials an earlier driver recorded (pruned, say) whose runs are not over yet: the
-        sweep ends after them too."""
-        for record in self.state["trials"]:
-            if record.get("run") and record["number"] not in self.live:
-                try:
-                    state = self.store.read_state(record["run"])
-                except RunNotFound:
-                    continue
-                if not is_over(state):
-                    self.ending[record["number"]] = Ending(
-                        record["run"], final=state["status"] in TERMINAL
-                    )
-                    self.waker.watch(self.store.paths(record["run"]).root)
-
-    def find_run(self, number: int) -> str | None:
-        return find_trial_run(self.store, self.id, self.state.get("created", 0), number)
 
     def save(self) -> None:
         counts: dict[str, int] = {}
