@@ -145,6 +145,36 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1, what: str 
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+# Each rank writes an output in a nested folder, a metric and a checkpoint.
+RANKS_WRITE = """
+import os
+from jupyter_trainer import runtime as jt
+os.makedirs("outputs/deep", exist_ok=True)
+with open(f"outputs/deep/rank-{jt.rank}.txt", "w") as f:
+    f.write("x")
+jt.log(step=0, loss=1.0)
+jt.save_checkpoint({"step": 0}, step=0)
+"""
+
+
+def check_shared_modes(root: Path) -> int:
+    """Every file and folder under ``root`` (a run of a shared workspace) is readable by the
+    group and by nobody else, and writable by its owner only; how many were checked."""
+    import stat
+
+    checked = 0
+    for path in [root, *root.rglob("*")]:
+        found = os.lstat(path)
+        if stat.S_ISLNK(found.st_mode):
+            continue
+        mode = stat.S_IMODE(found.st_mode)
+        assert not mode & 0o022, f"{path} is writable by others than its owner ({oct(mode)})"
+        assert not mode & 0o004, f"{path} is readable outside the group ({oct(mode)})"
+        assert mode & 0o040, f"{path} is not readable by the group ({oct(mode)})"
+        checked += 1
+    return checked
+
+
 def live_state(run, ranks: int, timeout: float) -> dict:
     """The run's state once it is running and every one of its ``ranks`` has logged an
     event (the events reached the local store while the run still goes)."""

@@ -17,6 +17,7 @@ import io
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import tarfile
@@ -664,9 +665,16 @@ def test_outputs_come_back_through_workdir_pvc_where_this_machine_sees_it(tmp_pa
         "k8s", {"image": IMAGE, "workdir_pvc": "runs", "workdir_local": str(claim)}
     )
     target._files = LocalFiles(str(tmp_path / "local"))
-    got = target.collect({"run_dir_remote": "/jt/runs/run-1"})
+    (claim / "run-1" / "outputs" / "model" / "weights.pt").chmod(0o644)
+    old = os.umask(0o027)  # a shared workspace's supervisor
+    try:
+        got = target.collect({"run_dir_remote": "/jt/runs/run-1"})
+    finally:
+        os.umask(old)
     assert got["copied"]["files"] == 1 and "runs" in got["outputs"]
-    assert (tmp_path / "local" / "outputs" / "model" / "weights.pt").read_bytes() == b"w"
+    copied = tmp_path / "local" / "outputs" / "model" / "weights.pt"
+    assert copied.read_bytes() == b"w"
+    assert stat.S_IMODE(copied.stat().st_mode) == 0o640  # the pod's 0644, less the umask
     without = KubernetesTarget("k8s", {"image": IMAGE}).collect({"run_dir_remote": "/jt/run"})
     assert "workdir_pvc" in without["outputs"]
     with pytest.raises(TargetError, match="workdir_local"):

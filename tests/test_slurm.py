@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import leftover, wait_for
+from conftest import check_shared_modes, leftover, wait_for
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed
@@ -250,7 +250,6 @@ def test_what_the_cluster_writes_in_a_shared_workspace_keeps_its_modes(
     """The ranks of a Slurm job write the run's files under the job's umask: in a shared
     workspace, the group reads them and nobody else."""
     import os
-    import stat
 
     monkeypatch.setenv("JUPYTER_TRAINER_INDEX", pg_url)
     old = os.umask(0o002)  # a user whose umask would let the group write
@@ -260,13 +259,5 @@ def test_what_the_cluster_writes_in_a_shared_workspace_keeps_its_modes(
         os.umask(old)
     run.wait(timeout=120)
     assert run.status == "completed", run.logs()
-    checked = 0
-    for path in [run.path, *run.path.rglob("*")]:
-        found = os.lstat(path)
-        if stat.S_ISLNK(found.st_mode):
-            continue
-        mode = stat.S_IMODE(found.st_mode)
-        assert not mode & 0o026, f"{path}: {oct(mode)} (others may read, or the group write)"
-        assert mode & 0o040, f"{path} is not readable by the group ({oct(mode)})"
-        checked += 1
+    checked = check_shared_modes(run.path)
     assert checked > 10 and (run.path / "logs" / "rank-1.log").exists()

@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from conftest import launched_by, leftover, live_state, wait_for
+from conftest import RANKS_WRITE, check_shared_modes, launched_by, leftover, live_state, wait_for
 from ssh_hosts import ADDRESSES, ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 from jupyter_trainer.api import runs as api
@@ -476,3 +476,25 @@ def test_a_check_on_two_ssh_nodes_measures_the_link_between_them(pair, home):
     assert result.slowest_link == link
     assert {result.ranks[r]["rendezvous"].split(":")[0] for r in (0, 1)} == {ADDRESSES[0]}
     assert leftover(result.run.id) == []
+
+
+def test_what_the_nodes_write_in_a_shared_workspace_keeps_its_modes(
+    pair, home, pg_url, monkeypatch
+):
+    """The ranks on two ssh nodes write files that reach the store through the supervisor:
+    in a shared workspace, the group reads them and nobody else, whatever the user's umask."""
+    monkeypatch.setenv("JUPYTER_TRAINER_INDEX", pg_url)
+    old = os.umask(0o002)  # a user whose umask would let the group write
+    try:
+        run = api.submit(RANKS_WRITE, target="pair", nodes=2, procs=1, name="shared")
+    finally:
+        os.umask(old)
+    run.wait(timeout=180)
+    assert run.status == "completed", run.logs()
+    assert sorted(p.name for p in (run.outputs / "deep").iterdir()) == [
+        "rank-0.txt",
+        "rank-1.txt",
+    ]
+    assert check_shared_modes(run.path) > 10
+    assert "step-0" in {p.stem for p in (run.path / "checkpoints").iterdir()}
+    assert leftover(run.id) == []

@@ -9,13 +9,13 @@ import grp
 import json
 import os
 import sqlite3
-import stat
 import time
 from pathlib import Path
 
 import optuna
 import psycopg
 import pytest
+from conftest import RANKS_WRITE, check_shared_modes
 from test_models_hostile import made_run
 
 import jupyter_trainer as jt
@@ -237,17 +237,6 @@ def test_a_sweep_keeps_its_study_in_the_index_database_and_its_owner(index_home,
     sweeps.write_state(sweep.id, state)
 
 
-RANKS_WRITE = """
-import os
-from jupyter_trainer import runtime as jt
-os.makedirs("outputs/deep", exist_ok=True)
-with open(f"outputs/deep/rank-{jt.rank}.txt", "w") as f:
-    f.write("x")
-jt.log(step=0, loss=1.0)
-jt.save_checkpoint({"step": 0}, step=0)
-"""
-
-
 def test_what_ranks_write_in_a_shared_workspace_is_the_teams_to_read(home, pg_url, monkeypatch):
     monkeypatch.setenv("JUPYTER_TRAINER_INDEX", pg_url)
     old = os.umask(0o002)  # a user whose umask would let the group write
@@ -260,11 +249,4 @@ def test_what_ranks_write_in_a_shared_workspace_is_the_teams_to_read(home, pg_ur
         "rank-0.txt",
         "rank-1.txt",
     ]
-    for path in [run.path, *run.path.rglob("*")]:
-        found = os.lstat(path)
-        if stat.S_ISLNK(found.st_mode):
-            continue
-        mode = stat.S_IMODE(found.st_mode)
-        assert not mode & 0o022, f"{path} is writable by others than its owner ({oct(mode)})"
-        assert not mode & 0o004, f"{path} is readable outside the group ({oct(mode)})"
-        assert mode & 0o040, f"{path} is not readable by the group ({oct(mode)})"
+    assert check_shared_modes(run.path) > 10

@@ -325,3 +325,27 @@ def test_an_admin_cancels_a_colleagues_sweep_without_writing_into_it(team):
     folder = team.workspace / "sweeps" / sweep_id
     assert not [p for p in [folder, *folder.rglob("*")] if p.lstat().st_uid == admin_uid]
     assert wait_for(lambda: not processes_of(alice), 30, what="alice's processes to end")
+
+
+def test_a_colleague_diffs_and_reruns_anothers_runs(team):
+    """What a colleague can read is enough to compare two runs and to start one again as
+    their own; the original stays alice's and untouched."""
+    alice, bob = team.users
+    script = team.root / alice / "train.py"
+    ids = []
+    for steps in (3, 4):
+        script.write_text(TRAIN.replace("range(600)", f"range({steps})"))
+        shutil.chown(script, alice)
+        submitted = team.cli(alice, "submit", str(script), "--launcher", "python", "--wait")
+        ids.append(submitted.stdout.strip().splitlines()[0])
+    first, second = ids
+    diff = json.loads(team.cli(bob, "diff", first, second, "--json").stdout)
+    assert "range(3)" in json.dumps(diff) and "range(4)" in json.dumps(diff)
+    before = sorted(p.name for p in (team.workspace / "runs" / first).rglob("*"))
+    rerun = team.cli(bob, "rerun", first, "--wait").stdout.strip().splitlines()[0]
+    ended = state_at_end(team, rerun)
+    assert ended["status"] == "completed", ended
+    assert ended["owner"]["user"] == bob and state_of(team, first)["owner"]["user"] == alice
+    assert sorted(p.name for p in (team.workspace / "runs" / first).rglob("*")) == before
+    listed = json.loads(team.cli(bob, "runs", "--mine", "--json").stdout)
+    assert [r["id"] for r in listed] == [rerun]

@@ -36,3 +36,18 @@ def private_file(path: Path) -> Path:
         except FileNotFoundError:
             pass
     return path
+
+
+def current_umask() -> int:
+    """This process's umask, read without changing it (``/proc/self/status``, Linux 4.7+);
+    where that cannot be read, by setting it and back (then not safe beside other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

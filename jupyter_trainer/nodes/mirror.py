@@ -20,6 +20,7 @@ import json
 import os
 import re
 import select
+import stat
 import subprocess
 import tarfile
 import tempfile
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import TargetError
+from ..core.files import current_umask
 from .frames import FrameReader
 from .ssh import classify
 from .transport import NodeSession, NodeShell, Pipes
@@ -335,8 +337,12 @@ COLLECTED = {"outputs": "outputs", "logs/user": "logs", "checkpoints": "checkpoi
 
 def merge_outputs(data: bytes, run_dir: Path) -> dict[str, Any]:
     """Unpack one node's ``outputs/``, ``logs/user/`` and ``checkpoints/`` (a tar) into the run
-    folder; a file already there is kept. Reports what was added, relative to each folder."""
+    folder; a file already there is kept. Reports what was added, relative to each folder.
+
+    Each file gets the mode it had on the node less this process's umask, as if it had been
+    written here: a node's user may keep a looser umask than a shared workspace's 027."""
     found: dict[str, list[str]] = {key: [] for key in COLLECTED.values()}
+    mask = current_umask()
     if not data:
         return {"outputs": []}
     kept = []
@@ -364,6 +370,7 @@ def merge_outputs(data: bytes, run_dir: Path) -> dict[str, Any]:
                     kept.append(f"{folder}/{rel}")
                     continue
                 dest.parent.mkdir(parents=True, exist_ok=True)
+                path.chmod(stat.S_IMODE(path.lstat().st_mode) & ~mask)
                 path.replace(dest)
                 found[key].append(str(rel))
     report: dict[str, Any] = {"outputs": found["outputs"]}

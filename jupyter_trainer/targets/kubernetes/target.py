@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import TargetError
+from ...core.files import current_umask
 from ...core.spec import RunSpec
 from ...launchers.table import Command, LaunchPlan
 from ...nodes.mirror import LocalFiles
@@ -468,12 +470,13 @@ def local_claim_path(cfg: KubeConfig, pod_path: str) -> Path:
 
 def copy_tree(src: Path, dest: Path) -> dict[str, Any]:
     """Folders and plain files of ``src`` into ``dest``, between the run folder and the
-    claim as this machine sees it."""
+    claim as this machine sees it. A copy gets its file's mode less this process's umask, as
+    if written here (a shared workspace's 027, whatever the pods wrote)."""
     if not src.is_dir():
         return {
             "error": f"{src} is not there (is workdir_local where this machine mounts workdir_pvc?)"
         }
-    files = 0
+    files, mask = 0, current_umask()
     for path in sorted(src.rglob("*")):
         target = dest / path.relative_to(src)
         if path.is_dir() and not path.is_symlink():
@@ -481,5 +484,6 @@ def copy_tree(src: Path, dest: Path) -> dict[str, Any]:
         elif path.is_file() and not path.is_symlink():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
+            os.chmod(target, stat.S_IMODE(os.stat(target).st_mode) & ~mask)
             files += 1
     return {"from": str(src), "files": files}
