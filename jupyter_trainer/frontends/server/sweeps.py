@@ -26,7 +26,7 @@ from ...api.sweeps.functions import get_sweep
 from ...core.errors import InvalidRunId, SpecError, TrainerError
 from ...core.spec import validate_run_id
 from ...store import Store
-from ...store.owners import Identity, may_act
+from ...store.owners import Identity, folder_owner, may_act
 from ...store.sweeps import SWEEP_ACTIVE, SWEEP_TERMINAL, SweepStore
 from ..views.sweep_feeder import SweepFeeder
 from ..views.sweep_text import sweep_json
@@ -51,9 +51,13 @@ def checked_sweep_id(sweep_id: str) -> str:
         ) from None
 
 
-def sweep_row(sweeps: SweepStore, sweep_id: str) -> dict[str, Any]:
-    """What the sweeps list shows of one sweep: no trial in full, their counts by status."""
-    spec, state = sweeps.read_spec(sweep_id), sweeps.read_state(sweep_id)
+def sweep_row(
+    sweeps: SweepStore, sweep_id: str, state: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What the sweeps list shows of one sweep (its ``state``, read here if not given): no
+    trial in full, their counts by status."""
+    spec = sweeps.read_spec(sweep_id)
+    state = sweeps.read_state(sweep_id) if state is None else state
     trials = state.get("trials") or []
     counts = Counter(t["status"] for t in trials)
     return {
@@ -93,15 +97,18 @@ def list_sweeps(
     rows = []
     for sweep_id in sweeps.ids():
         try:
-            row = sweep_row(sweeps, sweep_id)
+            state = sweeps.read_state(sweep_id)
+            row = sweep_row(sweeps, sweep_id, state)
         except (TrainerError, OSError, ValueError, KeyError):
             continue
         if status and row["status"] != status:
             continue
         if name and name.casefold() not in row["name"].casefold():
             continue
-        if owner is not None and not may_act(sweeps.owner(sweep_id), owner, None):
-            continue
+        if owner is not None:
+            found = state.get("owner") or folder_owner(sweeps.paths(sweep_id).root)
+            if not may_act(found, owner, None):
+                continue
         rows.append(row)
     return rows
 
