@@ -35,11 +35,18 @@ def available() -> str | None:
     return None
 
 
+# what the tests need not pay for: a crash of the test machine may lose their databases
+FAST = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+
+
 class PgServer:
     """``listen``: more addresses than loopback to answer on, and ``trust`` the networks
-    whose clients may connect there (a bridge to network namespaces)."""
+    whose clients may connect there (a bridge to network namespaces); ``durable``: commits
+    wait for the disk, as on a team's server (the benchmarks)."""
 
-    def __init__(self, worker: int, listen: str = "", trust: str = "") -> None:
+    def __init__(
+        self, worker: int, listen: str = "", trust: str = "", durable: bool = False
+    ) -> None:
         self.bin = _BIN[-1]
         # 19700-19999: above the Ray clusters' blocks, below the Slurm target's rendezvous
         # ports, and out of the kernel's ephemeral range
@@ -59,8 +66,8 @@ class PgServer:
             self.data,
             "-o",
             f"-k {self.root} -p {self.port} -c listen_addresses=127.0.0.1{',' + listen if listen else ''} "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-            "-c max_connections=200",
+            + ("" if durable else FAST)
+            + "-c max_connections=200",
             "-l",
             self.root / "log",
             "-w",
