@@ -146,3 +146,34 @@ def test_figures_name_their_ranks_and_charts_follow_a_theme_switch(browser, home
     assert all(c["ink"] < 0.5 for c in back), back
     assert not re.search("error", " ".join(page.errors), re.I), page.errors
     assert leftover(run.id) == []
+
+
+def test_a_rank_waiting_in_a_debugger_is_shown_with_how_to_attach(browser, home):
+    """``--debug``: the widget and the Lab view name the rank that waits in pdb, where it
+    stopped and the two ways to attach; cancelling the run ends it with nothing left."""
+    from test_debug import RAISES
+
+    lab, page = browser
+    pw = page.page
+    cell = "%%train --procs 2 --debug --no-wait --name dbg\n" + RAISES.lstrip()
+    lab.write_notebook("debug.ipynb", ["%load_ext jupyter_trainer", cell])
+    page.open("debug.ipynb")
+    page.run_all()
+    widget = ".jp-OutputArea [data-testid=jt-monitor]"
+    pw.wait_for_selector(f"{widget} [data-testid=jt-debugging]", timeout=120_000)
+    banner = f"{widget} [data-testid=jt-stall]"  # the title, the rank's row, how to attach
+    run = api.get_run(page.text(f"{widget} [data-testid=jt-run-id]"))
+    said = words(page.text(banner))
+    assert said.startswith("🐞 Rank 1 waits in a debugger"), said
+    assert "ValueError: bad batch 3.0" in said, said
+    assert f"%train debug {run.id}" in said and f"jupyter-trainer debug {run.id}" in said, said
+    page.shot("debugging-widget", widget)
+    pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
+    pw.click(f"[data-testid=jt-runs-row][data-run='{run.id}']")
+    pw.wait_for_selector(f"#jt-run-{run.id} [data-testid=jt-debugging]")
+    in_view = f"#jt-run-{run.id} [data-testid=jt-stall]"
+    assert words(page.text(in_view)) == said
+    run.cancel(wait=True, timeout=60)
+    pw.wait_for_selector(f"#jt-run-{run.id} [data-testid=jt-status]:text-is('canceled')")
+    pw.wait_for_selector(f"#jt-run-{run.id} [data-testid=jt-debugging]", state="detached")
+    assert leftover(run.id) == []
