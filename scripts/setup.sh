@@ -109,4 +109,20 @@ elif [ "${JT_SKIP_HOROVOD:-0}" = 1 ]; then
 else
     "$ROOT/scripts/build_horovod.sh" "$VENV"
 fi
+# A second torch, of another version, in a venv of its own (about 5 GB, the CUDA build with its
+# libraries): one ssh node of the check's mixed-versions test runs it. Built once, outside the
+# repository, keyed by version; the tests find it through $JT_OTHER_TORCH_PYTHON.
+OTHER_TORCH=${JT_OTHER_TORCH:-2.14.1}
+other="$CACHE/other-torch-$OTHER_TORCH"
+if [ "$MODE" = tests ] && [ ! -f "$other/.jt-ready" ]; then
+    log "torch==$OTHER_TORCH in a venv of its own at $other (for tests/test_check_netns.py)"
+    mkdir -p "$CACHE"
+    partial=$(mktemp -d "$other.partial.XXXXXX")  # moved into place whole (only its python is used)
+    chmod 755 "$partial"
+    python3 -m venv "$partial"
+    "$partial/bin/python" -m pip install -q "torch==$OTHER_TORCH"
+    touch "$partial/.jt-ready"
+    rm -rf "$other"
+    mv -T "$partial" "$other" 2>/dev/null || rm -rf "$partial"  # another setup got there first
+fi
 log "ready: $VENV"

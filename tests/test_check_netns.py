@@ -6,10 +6,12 @@ no ``sch_netem`` (nor ``prio``), so a delay cannot be added, only a rate."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from contextlib import contextmanager
 
 import pytest
+import torch
 from conftest import leftover
 from ssh_netns import netns_hosts, netns_trio  # noqa: F401 (fixtures)
 from test_ssh_netns import far  # noqa: F401 (fixture)
@@ -117,4 +119,46 @@ def test_a_wrong_socket_interface_on_the_nodes_is_named(far, netns_hosts):
     for rank, node in ((0, "node-a"), (1, "node-b")):
         assert f"rank {rank} on {node} never joined the rendezvous" in said, said
     assert "GLOO_SOCKET_IFNAME=eth9 names no interface of this host (lo, eth0)" in said, said
+    assert leftover(result.run.id) == []
+
+
+def other_torch() -> str:
+    """The interpreter of a virtual environment with another torch than this one's, which
+    ``scripts/setup.sh tests`` builds once, outside the repository (``scripts/test.sh``
+    names it in ``$JT_OTHER_TORCH_PYTHON``)."""
+    python = os.environ.get("JT_OTHER_TORCH_PYTHON")
+    if not python or not os.access(python, os.X_OK):
+        pytest.fail(
+            f"no interpreter with another torch ($JT_OTHER_TORCH_PYTHON={python!r}): "
+            "scripts/setup.sh tests builds one"
+        )
+    return python
+
+
+def test_a_node_with_another_torch_is_named_with_both_versions(
+    netns_hosts, home, tmp_path, monkeypatch
+):
+    """Node b runs a virtual environment of its own, with another torch: the check names
+    the versions and the ranks of each before anything hangs."""
+    user = tmp_path / "user"
+    (user / ".ssh").mkdir(parents=True)
+    (user / ".ssh" / "config").write_text(netns_hosts.client_config())
+    monkeypatch.setenv("HOME", str(user))
+    home.mkdir(parents=True, exist_ok=True)
+    add_target("mixed", "ssh", home=home, hosts=["a1", {"host": "a2", "python": other_torch()}],
+               workdir=str(tmp_path / "remote"), connect_timeout=5,
+               env={"GLOO_SOCKET_IFNAME": "eth0"})  # fmt: skip
+    try:
+        result = check("mixed", nodes=2, procs=1, max_bytes=1 << 16, time_limit=60)
+    finally:
+        close_masters(control_dir(home))
+    assert not result.ok
+    said = " | ".join(result.problems)
+    mine = torch.__version__
+    theirs = subprocess.run(
+        [other_torch(), "-c", "import torch; print(torch.__version__)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert mine != theirs
+    assert f"the environment differs: torch {mine} on rank(s) 0; {theirs} on rank(s) 1" in said
     assert leftover(result.run.id) == []

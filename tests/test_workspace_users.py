@@ -244,6 +244,7 @@ def test_an_admin_cancels_a_colleagues_run_without_writing_into_it(team):
     assert f"(asked by {team.admin}, an admin)" in ended["reason"], ended
     admin_uid = pwd.getpwnam(team.admin).pw_uid
     assert not [p for p in [folder, *folder.rglob("*")] if p.lstat().st_uid == admin_uid]
+    assert stat.S_IMODE((team.workspace / "requests").stat().st_mode) == 0o3770
     [request] = (team.workspace / "requests").iterdir()
     assert request.name == f"run-{run_id}.{admin_uid}.cancel"
     assert stat.S_IMODE(request.stat().st_mode) & 0o007 == 0
