@@ -164,7 +164,10 @@ def check_shared_modes(root: Path) -> int:
 
     checked = 0
     for path in [root, *root.rglob("*")]:
-        found = os.lstat(path)
+        try:
+            found = os.lstat(path)
+        except FileNotFoundError:  # removed meanwhile: a supervisor ending drops its spares
+            continue
         if stat.S_ISLNK(found.st_mode):
             continue
         mode = stat.S_IMODE(found.st_mode)

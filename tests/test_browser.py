@@ -197,19 +197,30 @@ class Page:
         """Accept the dialogs Jupyter opens about its own session: under load a notebook can
         lose its kernel for a moment, and Run All then asks to Select Kernel (the default, the
         notebook's own). Each one is screenshotted and named in ``dialogs.txt``."""
-        answered = False
-        for dialog in self.page.locator(".jp-Dialog").all():
-            if not dialog.is_visible():
-                continue
-            title = dialog.locator(".jp-Dialog-header").inner_text().strip()
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        answered: list[str] = []
+        while True:
+            # Each dialog is held by its own element: Jupyter may open the next one (a second
+            # Select Kernel when a kernel it had started is gone) as soon as one closes.
+            shown = [d for d in self.page.query_selector_all(".jp-Dialog") if d.is_visible()]
+            if not shown:
+                return bool(answered)
+            if len(answered) >= 5:
+                raise AssertionError(f"Jupyter kept opening dialogs: {answered}")
+            dialog = shown[0]
+            header = dialog.query_selector(".jp-Dialog-header")
+            title = header.inner_text().strip() if header else "(no title)"
             n = len(list(self.shots.glob("dialog-*.png")))
             dialog.screenshot(path=str(self.shots / f"dialog-{n}.png"))
             with open(self.shots / "dialogs.txt", "a") as out:
                 print(title, file=out)
-            dialog.locator(".jp-Dialog-button.jp-mod-accept").last.click()
-            dialog.wait_for(state="detached")
-            answered = True
-        return answered
+            dialog.query_selector_all(".jp-Dialog-button.jp-mod-accept")[-1].click()
+            try:
+                dialog.wait_for_element_state("hidden", timeout=30_000)
+            except PlaywrightTimeout:
+                raise AssertionError(f"the dialog {title!r} stayed open after its accept") from None
+            answered.append(title)
 
     def run_all(self, tries: int = 3) -> None:
         """Run > Run All Cells, once the kernel is connected and idle. Under load, Notebook 7
