@@ -370,7 +370,8 @@ def merge_outputs(data: bytes, run_dir: Path) -> dict[str, Any]:
                     kept.append(f"{folder}/{rel}")
                     continue
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                path.chmod(stat.S_IMODE(path.lstat().st_mode) & ~mask)
+                if not path.is_symlink():
+                    path.chmod(stat.S_IMODE(path.lstat().st_mode) & ~mask)
                 path.replace(dest)
                 found[key].append(str(rel))
     report: dict[str, Any] = {"outputs": found["outputs"]}
