@@ -214,6 +214,7 @@ from jupyter_trainer import runtime as jt
 for step in range(600):
     jt.log(step=step, loss=1.0 / (step + 1))
     time.sleep(0.1)
+(jt.outputs_dir / "model.pt").write_bytes(b"weights")
 """
 
 
@@ -328,7 +329,7 @@ def test_an_admin_cancels_a_colleagues_sweep_without_writing_into_it(team):
     assert wait_for(lambda: not processes_of(alice), 30, what="alice's processes to end")
 
 
-def test_a_colleague_diffs_and_reruns_anothers_runs(team):
+def test_a_colleague_diffs_reruns_and_registers_anothers_runs(team):
     """What a colleague can read is enough to compare two runs and to start one again as
     their own; the original stays alice's and untouched."""
     alice, bob = team.users
@@ -343,6 +344,7 @@ def test_a_colleague_diffs_and_reruns_anothers_runs(team):
     diff = json.loads(team.cli(bob, "diff", first, second, "--json").stdout)
     assert "range(3)" in json.dumps(diff) and "range(4)" in json.dumps(diff)
     before = sorted(p.name for p in (team.workspace / "runs" / first).rglob("*"))
+    assert "model.pt" in before
     rerun = team.cli(bob, "rerun", first, "--wait").stdout.strip().splitlines()[0]
     ended = state_at_end(team, rerun)
     assert ended["status"] == "completed", ended
@@ -350,3 +352,8 @@ def test_a_colleague_diffs_and_reruns_anothers_runs(team):
     assert sorted(p.name for p in (team.workspace / "runs" / first).rglob("*")) == before
     listed = json.loads(team.cli(bob, "runs", "--mine", "--json").stdout)
     assert [r["id"] for r in listed] == [rerun]
+    # a colleague's output is a model source: the version is bob's, its lineage alice's run
+    team.cli(bob, "register", first, "digits", "model.pt")
+    model = json.loads(team.cli(alice, "models", "show", "digits@1", "--json").stdout)
+    assert (model["run_id"], model["owner"]["user"]) == (first, bob), model
+    assert sorted(p.name for p in (team.workspace / "runs" / first).rglob("*")) == before
