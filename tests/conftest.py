@@ -230,6 +230,41 @@ def slurm(tmp_path_factory, worker_id):
     cluster.stop()
 
 
+# A value each remote target's environment carries to the ranks: it must arrive as it is.
+HOSTILE = 'x\'; $(touch /tmp/pwned) `id` "y"'
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(worker_id):
+    """A two-node Ray cluster per xdist worker, for the whole session. Defined here, once: a
+    session fixture imported into several test modules is a fixture of each of them, and a
+    second cluster of the same worker would start on the ports its first still holds."""
+    from ray_cluster import start_cluster
+
+    index = 0 if worker_id == "master" else int(worker_id.lstrip("gw"))
+    cluster = start_cluster(index)
+    yield cluster
+    assert cluster.stop() == [], "processes of the Ray cluster were left"
+
+
+@pytest.fixture
+def rc(ray_cluster, home, tmp_path, monkeypatch):
+    """A target "rc" on the test cluster; every driver (checks, supervisors) stays on
+    loopback, as the cluster does."""
+    from jupyter_trainer.targets.registry import add_target
+
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    add_target(
+        "rc",
+        "ray",
+        home=home,
+        address=ray_cluster.address,
+        workdir=str(tmp_path / "nodes"),
+        env={"GLOO_SOCKET_IFNAME": "lo", "JT_TEST_VAR": HOSTILE},
+    )
+    return ray_cluster
+
+
 @pytest.fixture
 def cluster(slurm, home, monkeypatch):
     """A target named 'cluster' on the test's Slurm; the queue is empty before and after."""

@@ -14,7 +14,6 @@ import pytest
 import torch
 from conftest import REPO, leftover
 from kube_fake.fixtures import kube_cluster  # noqa: F401 (a fixture)
-from test_ray import ray_cluster, rc  # noqa: F401 (fixtures)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.azureml.core import (

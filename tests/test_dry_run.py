@@ -13,11 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import HOSTILE as TARGET_VALUE  # the rc target's JT_TEST_VAR
 from conftest import REPO
 from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
-from test_ray import ray_cluster, rc  # noqa: F401 (fixtures)
 from test_slurm_remote import login  # noqa: F401 (fixture)
-from test_ssh_target import HOSTILE as TARGET_VALUE  # the rc target's JT_TEST_VAR
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.api.dry_run import DryRun

@@ -442,6 +442,8 @@ def test_gpu_pod_stays_pending_with_the_schedulers_reason(kube_cluster):
 
 
 def test_requests_within_allocatable_are_scheduled_one_after_another(tmp_path):
+    go = tmp_path / "go"  # each pod runs until the test lets it end
+    hold = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)"
     with FakeCluster(tmp_path, allocatable={"nvidia.com/gpu": "1"}) as cluster:
         kc = client(cluster)
         for name in ("g1", "g2"):
@@ -454,7 +456,7 @@ def test_requests_within_allocatable_are_scheduled_one_after_another(tmp_path):
                             Container(
                                 name="main",
                                 image="x",
-                                command=[PY, "-c", "import time; time.sleep(1)"],
+                                command=[PY, "-c", hold],
                                 resources=ResourceRequirements(limits={"nvidia.com/gpu": "1"}),
                             )
                         ],
@@ -463,7 +465,9 @@ def test_requests_within_allocatable_are_scheduled_one_after_another(tmp_path):
             )
         wait_for(lambda: kc.get(Pod, "g1").status.phase == "Running", what="g1 running")
         assert kc.get(Pod, "g2").status.phase == "Pending"
+        go.touch()
         wait_for(lambda: kc.get(Pod, "g2").status.phase == "Succeeded", what="g2 after g1")
+        assert kc.get(Pod, "g1").status.phase == "Succeeded"
 
 
 def test_invalid_objects_get_the_api_servers_status_codes(tmp_path):

@@ -14,8 +14,8 @@ import sys
 import time
 
 import pytest
-from conftest import leftover, live_state, wait_for
-from test_ssh_target import HOSTILE, TRAIN
+from conftest import HOSTILE, leftover, live_state, wait_for
+from test_ssh_target import TRAIN
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import TargetError
@@ -31,32 +31,6 @@ SLEEPER = (
     "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\n"
     "time.sleep(600)\n"
 )
-
-
-@pytest.fixture(scope="session")
-def ray_cluster(worker_id):
-    from ray_cluster import start_cluster
-
-    index = 0 if worker_id == "master" else int(worker_id.lstrip("gw"))
-    cluster = start_cluster(index)
-    yield cluster
-    assert cluster.stop() == [], "processes of the Ray cluster were left"
-
-
-@pytest.fixture
-def rc(ray_cluster, home, tmp_path, monkeypatch):
-    """A target "rc" on the test cluster; every driver (checks, supervisors) stays on
-    loopback, as the cluster does."""
-    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    add_target(
-        "rc",
-        "ray",
-        home=home,
-        address=ray_cluster.address,
-        workdir=str(tmp_path / "nodes"),
-        env={"GLOO_SOCKET_IFNAME": "lo", "JT_TEST_VAR": HOSTILE},
-    )
-    return ray_cluster
 
 
 def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -12,7 +12,15 @@ import threading
 import time
 
 import pytest
-from conftest import RANKS_WRITE, check_shared_modes, launched_by, leftover, live_state, wait_for
+from conftest import (
+    HOSTILE,
+    RANKS_WRITE,
+    check_shared_modes,
+    launched_by,
+    leftover,
+    live_state,
+    wait_for,
+)
 from ssh_hosts import ADDRESSES, ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 from jupyter_trainer.api import runs as api
@@ -59,7 +67,6 @@ SLEEPER = (
     "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\n"
     "time.sleep(600)\n"
 )
-HOSTILE = 'x\'; $(touch /tmp/pwned) `id` "y"'
 
 
 def test_two_node_torchrun_gloo_training_streams_live(pair, home, tmp_path, launch_mode):

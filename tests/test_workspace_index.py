@@ -15,7 +15,7 @@ from pathlib import Path
 import optuna
 import psycopg
 import pytest
-from conftest import RANKS_WRITE, check_shared_modes
+from conftest import RANKS_WRITE, check_shared_modes, wait_for
 from test_models_hostile import made_run
 
 import jupyter_trainer as jt
@@ -154,9 +154,14 @@ def test_a_run_on_a_postgresql_index_is_driven_to_its_end(home, pg_url, monkeypa
     monkeypatch.setenv("JUPYTER_TRAINER_INDEX", pg_url)
     run = jt.submit("print('hello from the workspace')\n", launcher="python", wait=True)
     assert run.status == "completed" and "hello from the workspace" in run.logs()
-    with psycopg.connect(pg_url) as conn:
-        found = conn.execute("SELECT status, owner_uid, started FROM runs WHERE id = %s", (run.id,))
-        status, uid, started = found.fetchone()
+
+    def row() -> tuple:
+        with psycopg.connect(pg_url) as conn:
+            query = "SELECT status, owner_uid, started FROM runs WHERE id = %s"
+            return conn.execute(query, (run.id,)).fetchone()
+
+    # the state is written first, and the supervisor's update of its row follows it
+    status, uid, started = wait_for(lambda: (r := row())[0] == "completed" and r, 30, what="row")
     assert (status, uid) == ("completed", os.geteuid()) and started is not None
     assert not os.path.exists(home / "runs.db")  # no SQLite index beside it
     assert json.loads((home / "workspace.json").read_text())["index"] == "postgresql"
