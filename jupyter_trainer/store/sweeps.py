@@ -221,10 +221,11 @@ class SweepStore:
         """Ask the sweep's driver to cancel it; another user's sweep refuses (``NotOwner``)
         unless ``actor`` (this process's user) is in the workspace's admin group."""
         paths = self.existing(sweep_id)
+        found = settings(self.home)
         check_may_act(
             self.owner(sweep_id),
             actor or Identity.current(),
-            settings(self.home).admin_group,
+            found.admin_group,
             f"cancel sweep {sweep_id}",
             "the sweep goes on",
         )
@@ -234,8 +235,7 @@ class SweepStore:
                     paths.cancel_request, {"requested": time.time(), "reason": reason}
                 )
             except PermissionError:  # another user's sweep, as an admin: see ``requests``
-                shared = settings(self.home).shared
-                requests.write_cancel(self.home, "sweep", sweep_id, reason, shared)
+                requests.write_cancel(self.home, "sweep", sweep_id, reason, found.shared)
         except OSError as exc:
             raise StoreError(
                 f"cannot ask for the cancel of sweep {sweep_id} in {paths.root}: "

@@ -31,7 +31,6 @@ from ...rankside import procs
 from ...store import TERMINAL, Store, read_json
 from ...store.owners import folder_owner
 from ...store.sweeps import SweepStore
-from ...store.workspace import settings
 from .ended import is_over
 from .recovery import recover
 from .spec import SweepSpec
@@ -71,7 +70,7 @@ class SweepDriver:
         # whose sweep this is, for an admin's cancel left in the workspace (``requests``);
         # one left before this driver began (a sweep resumed since) is stale
         self.owner = self.state.get("owner") or folder_owner(self.paths.root)
-        self.admin_group = settings(store.home).admin_group
+        self.admin_group = store.settings.admin_group
         self.began = time.time()
 
     # -- the study ---------------------------------------------------------------------

@@ -14,7 +14,7 @@ from ...store import TERMINAL, Store
 from .ended import is_over
 from .trials import Ending, Live, find_trial_run
 
-log = logging.getLogger(__name__.rsplit(".", 1)[0] + ".driver").info
+log = logging.getLogger(__name__).info  # to driver.log, with every logger of the package
 
 
 class Driver(Protocol):
