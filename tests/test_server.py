@@ -263,3 +263,42 @@ async def test_a_damaged_record_is_409_with_the_fix_and_the_run_can_be_canceled(
     run.wait(timeout=30, raise_on_failure=False)
     assert run.status == "canceled" and run.state["reason"] == "canceled from JupyterLab"
     wait_for(lambda: leftover(run.id) == [], timeout=10, what="every process of the run to end")
+
+
+class _Routes:
+    def __init__(self):
+        self.settings = {"base_url": "/"}
+        self.routes = []
+
+    def add_handlers(self, host, routes):
+        self.routes.extend(routes)
+
+
+def test_every_route_of_the_extension_is_decorated_for_auth():
+    """jupyter_server's own check, on every route the extension adds: each verb a handler
+    implements carries ``@web.authenticated`` (or ``@ws_authenticated``)."""
+    from jupyter_server.base.handlers import JupyterHandler
+    from jupyter_server.serverapp import ServerWebApplication
+    from tornado import web
+
+    from jupyter_trainer.frontends.server.routes import setup_handlers
+
+    check = ServerWebApplication._check_handler_auth
+
+    class Undecorated(JupyterHandler):
+        def get(self):
+            pass
+
+        @web.authenticated
+        def post(self):
+            pass
+
+    assert check(None, "/x", Undecorated) == ["- GET of Undecorated registered for /x"]
+    app = _Routes()
+    setup_handlers(app)
+    handlers = {route[1].__name__ for route in app.routes}
+    assert {"RunsHandler", "ViewSocket", "NotFoundHandler"} <= handlers and len(app.routes) > 15
+    missing = [
+        line for pattern, handler, *_ in app.routes for line in check(None, pattern, handler)
+    ]
+    assert missing == []
