@@ -9,7 +9,7 @@ import os
 import time
 
 from jupyter_trainer.store.owners import Identity
-from jupyter_trainer.store.requests import REQUESTS_DIR, read_cancel, write_cancel
+from jupyter_trainer.store.requests import KEEP_SECONDS, REQUESTS_DIR, read_cancel, write_cancel
 
 SOMEONE = {"user": "someone-else", "uid": 4242, "hub_user": None}
 MY_GROUP = grp.getgrgid(os.getegid()).gr_name
@@ -51,3 +51,24 @@ def test_a_link_or_an_oversized_file_tells_nothing_more(tmp_path):
     (folder / f"run-r-2.{os.geteuid()}.cancel").write_text('{"reason": "' + "x" * 9000 + '"}')
     found = read_cancel(tmp_path, "run", "r-2", SOMEONE, MY_GROUP)
     assert found is not None and found["reason"].startswith("canceled (asked by")
+
+
+def test_a_new_request_removes_its_writers_requests_older_than_a_day(tmp_path):
+    old = write_cancel(tmp_path, "run", "r-old", "done long ago", shared=False)
+    recent = write_cancel(tmp_path, "sweep", "s-recent", "an hour ago", shared=False)
+    folder = tmp_path / REQUESTS_DIR
+    others = folder / f"run-r-theirs.{os.geteuid() + 1}.cancel"
+    others.write_text("{}")
+    link = folder / f"run-r-link.{os.geteuid()}.cancel"
+    os.symlink(tmp_path / "nowhere", link)
+    day_ago = time.time() - KEEP_SECONDS
+    os.utime(old, (day_ago - 60, day_ago - 60))
+    os.utime(recent, (day_ago + 3600, day_ago + 3600))
+    os.utime(others, (day_ago - 60, day_ago - 60))
+    os.utime(link, (day_ago - 60, day_ago - 60), follow_symlinks=False)
+    write_cancel(tmp_path, "run", "r-new", "now", shared=False)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [recent.name, others.name, link.name, f"run-r-new.{os.geteuid()}.cancel"]
+    )
+    assert read_cancel(tmp_path, "run", "r-old", SOMEONE, MY_GROUP) is None
+    assert read_cancel(tmp_path, "sweep", "s-recent", SOMEONE, MY_GROUP)

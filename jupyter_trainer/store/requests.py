@@ -11,6 +11,10 @@ acts on one only when its *file's* owner, as the kernel reports it, may act on t
 run's owner, or a member of the admin group. What the file says is read only after that
 check: the reason, and who asked. Nothing else trusts it. A request older than the process
 that reads it is stale (a sweep resumed after an admin's cancel) and is skipped.
+
+A live supervisor or driver acts on a request within seconds, and only its writer may remove
+it (the folder is sticky). So each new request first removes its writer's own requests older
+than a day: ``requests/`` holds about a day of each admin's cancels, not all of them.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from .records import write_json_atomic
 
 REQUESTS_DIR = "requests"
 _MAX_BYTES = 4096
+KEEP_SECONDS = 24 * 3600
+_NAME = re.compile(r"(?:run|sweep)-[A-Za-z0-9._-]+\.(\d+)\.cancel")
 
 
 def write_cancel(home: Path, kind: str, ident: str, reason: str, shared: bool) -> Path:
@@ -36,9 +42,25 @@ def write_cancel(home: Path, kind: str, ident: str, reason: str, shared: bool) -
     actor = Identity.current()
     folder = home / REQUESTS_DIR
     make_top(folder, shared)
+    _prune_own(folder, actor.uid, time.time() - KEEP_SECONDS)
     path = folder / f"{kind}-{ident}.{actor.uid}.cancel"
     write_json_atomic(path, {"requested": time.time(), "reason": reason, "by": actor.record()})
     return path
+
+
+def _prune_own(folder: Path, uid: int, before: float) -> None:
+    """Remove ``uid``'s own requests in ``folder`` last written before ``before``."""
+    for name in os.listdir(folder):
+        found = _NAME.fullmatch(name)
+        if found is None or int(found.group(1)) != uid:
+            continue
+        path = folder / name
+        try:
+            info = path.lstat()
+            if stat.S_ISREG(info.st_mode) and info.st_uid == uid and info.st_mtime < before:
+                path.unlink()
+        except OSError:
+            continue
 
 
 def read_cancel(
