@@ -23,6 +23,7 @@ from jupyter_trainer.nodes.mirror import LocalFiles
 from jupyter_trainer.nodes.prepare import snapshot_tarball
 from jupyter_trainer.nodes.ssh import SshClient
 from jupyter_trainer.nodes.transport import LocalShell, NodeShell
+from jupyter_trainer.rankside import procs
 from jupyter_trainer.rankside.agent import follow as agent_follow
 from jupyter_trainer.rankside.agent.snapshot import tree_hash
 from jupyter_trainer.targets import BuiltEnvironment
@@ -89,10 +90,15 @@ def test_preflight_installs_the_agent_through_any_transport(shell, tmp_path):
             "versions": [],
             "snapshot": "sha256-00",
             "tools": ["sh"],
+            "port": True,
         },
         60,
     )
     assert answer["workdir"] == str(workdir)
+    # the rendezvous port: below the kernel's ephemeral range, where no outgoing connection
+    # (nor a client's connection to itself) can take it before the store binds it
+    low, _ = procs.ephemeral_ports()
+    assert low // 2 <= answer["port"] < low, answer["port"]
     assert answer["missing"] == ["no_such_module_jt"]
     assert answer["tools"]["sh"]
     assert (workdir / "bin" / answer["agent"].rsplit("/", 1)[-1]).is_file()

@@ -288,3 +288,73 @@ def test_a_peer_note_needs_a_lost_connection_and_a_peer_that_ended_then():
         evidence(records={0: lost, 1: {"exit_code": 0, "ended": 90.0}}, launcher_exit=1)
     )
     assert why["error"] == GLOO_LOST
+
+
+def _store_on_a_taken_port() -> tuple[int, str]:
+    """A port another socket listens on, and what torch says when a store is made there."""
+    import socket
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    with socket.socket() as taker:
+        taker.bind(("127.0.0.1", 0))
+        taker.listen()
+        port = taker.getsockname()[1]
+        try:
+            dist.TCPStore("127.0.0.1", port, 1, True, timeout=timedelta(seconds=5))
+        except RuntimeError as exc:
+            return port, f"torch.distributed.DistNetworkError: {exc}"
+    raise AssertionError("torch bound a store on a port another socket listens on")
+
+
+def test_a_store_port_taken_since_it_was_chosen_is_named_with_what_to_do():
+    port, words = _store_on_a_taken_port()
+    tail = f"[W ...] torchrun agent\n{words}\nERROR:torch.distributed.elastic...\n"
+    status, why = verdict.decide(
+        evidence(outcome={"launcher_exit": 1}, launcher_exit=1, records={}, log_tail=tail)
+    )
+    assert status == "failed"
+    assert why["error"] == (
+        "the launcher exited with code 1 before any rank recorded its start; see "
+        f"logs/launcher.log: port {port} was taken before the run's store could listen there "
+        "(another process was listening there); submit the run again, which picks another port"
+    )
+    # rank 0 of an mpirun run makes the store itself: its traceback says the same
+    status, why = verdict.decide(
+        evidence(
+            outcome={"launcher_exit": 1},
+            launcher_exit=1,
+            launcher="mpirun",
+            records={0: {"exit_code": 1, "ended_at": 5.0, "traceback": words}},
+        )
+    )
+    assert why["failed_rank"] == 0
+    assert why["error"].endswith(
+        f": port {port} was taken before the run's store could "
+        "listen there (another process was listening there); submit "
+        "the run again, which picks another port"
+    ), why["error"]
+
+
+def test_a_store_client_answered_by_something_else_is_named():
+    tail = (
+        "[W1128 12:39:34.690917671 TCPStore.cpp:340] [c10d] TCP client failed to "
+        "connect/validate to host 127.0.0.1:35813 - retrying (try=1, timeout=60000ms, "
+        "delay=1009ms): Ping failed, invalid value returned from server. Expected: 31220, "
+        "Got: 255\n"
+    )
+    status, why = verdict.decide(
+        evidence(outcome={"launcher_exit": 1}, launcher_exit=1, records={}, log_tail=tail)
+    )
+    assert why["error"].endswith(
+        ": port 35813 was taken before the run's store could listen there (something other "
+        "than the store answered there); submit the run again, which picks another port"
+    )
+
+
+def test_a_launcher_log_without_a_store_failure_adds_nothing():
+    status, why = verdict.decide(
+        evidence(outcome={"launcher_exit": 1}, launcher_exit=1, records={}, log_tail="EADDRINUSE\n")
+    )
+    assert why["error"].endswith("see logs/launcher.log")

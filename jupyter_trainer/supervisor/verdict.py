@@ -10,6 +10,7 @@ against the rest.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,35 @@ class Evidence:
     world_size: int = 1
     cancel_reason: str | None = None
     disk_full: str | None = None  # the error of a full disk, if the disk filled
+
+
+# What torch's TCPStore says when the port chosen for a run's store is not the store's by
+# the time it is used: another process listens there (the store's bind), or something other
+# than the store answers there (a client's ping).
+_PORT_TAKEN = (
+    (
+        re.compile(r"failed to listen on any local network address\. port: (\d+)[^\n]*EADDRINUSE"),
+        "another process was listening there",
+    ),
+    (
+        re.compile(r"(?:host \S+:(\d+)\b[^\n]*)?Ping failed, invalid value returned from server"),
+        "something other than the store answered there",
+    ),
+)
+
+
+def port_taken(text: str) -> str:
+    """``: port P was taken ...`` when ``text`` (a traceback, the launcher's log) says that
+    the port chosen for the run's store was taken between its choice and its use; else ``""``."""
+    for pattern, what in _PORT_TAKEN:
+        found = pattern.search(text)
+        if found:
+            port = f"port {found.group(1)}" if found.group(1) else "the store's port"
+            return (
+                f": {port} was taken before the run's store could listen there ({what}); "
+                "submit the run again, which picks another port"
+            )
+    return ""
 
 
 def first_failure(e: Evidence) -> attribution.Death | None:
@@ -129,4 +159,5 @@ def decide(e: Evidence) -> tuple[Status, StateRecord]:
         }
     else:
         return "completed", {}
+    fields["error"] += port_taken(f"{fields.get('traceback') or ''}\n{e.log_tail or ''}")
     return "failed", fields

@@ -1,11 +1,13 @@
 """``preflight``: what a run needs to know of this node (interpreter, imports, versions,
-GPUs, tools, addresses, a free port, an intact snapshot, a writable workdir), in one answer;
+GPUs, tools, addresses, a free port (below the kernel's ephemeral range, as
+``procs.free_port`` explains), an intact snapshot, a writable workdir), in one answer;
 with ``session`` the connection then stays for the run's next steps (``session.py``)."""
 
 import os
 import sys
 import time
 
+from ..procs import free_port
 from .frames import answer
 from .session import serve
 from .snapshot import tree_hash
@@ -45,9 +47,7 @@ def cmd_preflight(workdir, args):
         except OSError:
             out["resolved"][name] = []
     if args.get("port"):
-        with socket.socket() as sock:
-            sock.bind(("", 0))
-            out["port"] = sock.getsockname()[1]
+        out["port"] = free_port("")
     if args.get("snapshot"):
         out["snapshot"], out["snapshot_set_aside"] = _intact_snapshot(workdir, args["snapshot"])
     runs = os.path.join(workdir, "runs")
