@@ -48,9 +48,8 @@ class PgServer:
         self, worker: int, listen: str = "", trust: str = "", durable: bool = False
     ) -> None:
         self.bin = _BIN[-1]
-        # 19700-19999: above the Ray clusters' blocks, below the Slurm target's rendezvous
-        # ports, and out of the kernel's ephemeral range
-        self.port = held_block("postgres", 19700, 2, 150, worker) + (1 if listen else 0)
+        # 16100-16379: above the Ray clusters' blocks, below the ports procs.free_port draws
+        self.port = held_block("postgres", 16100, 2, 140, worker) + (1 if listen else 0)
         self.root = Path(tempfile.mkdtemp(prefix="jt-pg-"))
         self.data = self.root / "data"
         self._names = itertools.count()

@@ -3,7 +3,10 @@ running side by side on one machine (two clones' suites, say) never take the sam
 
 Each block has a lock file in ``$TMPDIR/jt-port-blocks``; a process holds a block by an
 exclusive ``flock`` on it, which the kernel releases when the process ends, however it ends.
-A block whose first ports are taken by something else is passed over.
+A block whose first ports are taken by something else is passed over. Every block lies
+below the ports ``procs.free_port`` draws from (the lower half of the kernel's ephemeral
+range's start and up), where a run's rendezvous port or a test's server could take a port of
+a fixture that is not yet listening.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import socket
 import tempfile
 import zlib
 from pathlib import Path
+
+from jupyter_trainer.rankside import procs
 
 _HELD: dict[tuple[str, int, int], tuple[int, int]] = {}  # (kind, first, size) -> (base, fd)
 
@@ -32,6 +37,12 @@ def held_block(kind: str, first: int, size: int, count: int, worker: int = 0) ->
     this process holds (the same one on every call); the search starts at a place of this
     test session and worker, so that blocks are found at the first try."""
     key = (kind, first, size)
+    low, _ = procs.ephemeral_ports()
+    if first + size * count > low // 2:
+        raise RuntimeError(
+            f"the {kind} ports {first}-{first + size * count - 1} reach {low // 2}, where "
+            "procs.free_port draws ports: give the fixture a range below it"
+        )
     if key in _HELD:
         return _HELD[key][0]
     folder = Path(tempfile.gettempdir()) / "jt-port-blocks"

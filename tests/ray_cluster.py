@@ -2,14 +2,17 @@
 
 A head and a second node, each ``ray start --block`` in its own process group (so the test
 owns their PIDs and never needs ``ray stop``, which would end every Ray on the machine),
-with 2 CPUs, its own temp folder and its own ports: a block of 100 inside 10100-19699 that
-the xdist worker holds (``port_blocks``: never one another test session holds), Ray's worker
-ports included (given explicitly, so Ray's default worker range is never used). ``stop`` ends both groups and checks that no process
-of the cluster is left.
+with 2 CPUs, its own temp folder and its own ports: a block of ``BLOCK`` inside 10100-16099
+that the xdist worker holds (``port_blocks``: never one another test session holds), Ray's
+worker ports included (given explicitly, so Ray's default worker range is never used): the
+head's GCS, dashboard and client server at the block's start, then each node's own ports and
+worker range (``node_ports``), all inside the block. ``stop`` ends both groups and checks that
+no process of the cluster is left.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -24,13 +27,14 @@ from daemons import die_with_this_process
 from port_blocks import held_block
 
 RAY = str(Path(sys.executable).with_name("ray"))
-PORTS_PER_NODE = 50
+BLOCK = 120  # ports of one cluster
+NODE_AT = (10, 60)  # where in the block each node's ports start
+PORTS_PER_NODE = 50  # each node's: 10 of its own (6 used), then its workers'
 ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
-SECOND_NODE = (
-    """
-import signal, sys, threading, time
+SECOND_NODE = """
+import json, signal, sys, threading, time
 import ray._private.services as services
 from ray._private.node import Node
 from ray._private.parameter import RayParams
@@ -49,41 +53,43 @@ def _patient_get_node(*args, **kwargs):
             time.sleep(0.5)
 services.get_node = _patient_get_node
 
-gcs, cpus, base = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+gcs, cpus, ports = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 params = RayParams(
     node_ip_address="127.0.0.1", gcs_address=gcs, num_cpus=cpus, include_log_monitor=False,
-    node_manager_port=base, object_manager_port=base + 1, metrics_agent_port=base + 2,
-    dashboard_agent_listen_port=base + 3, metrics_export_port=base + 4,
-    runtime_env_agent_port=base + 5, min_worker_port=base + 10,
-    max_worker_port=base + %d - 1)
+    **ports)
 node = Node(params, head=False, shutdown_at_exit=True, spawn_reaper=False)
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 print("node up", flush=True)
 threading.Event().wait()
 """
-    % PORTS_PER_NODE
-)
 
 
 def _block(worker: int) -> int:
-    return held_block("ray", 10100, 100, 96, worker)
+    return held_block("ray", 10100, BLOCK, 50, worker)
 
 
-def _ports(base: int) -> list[str]:
-    """The fixed ports of one node (from ``base``) and its worker range after them."""
+def node_ports(base: int) -> dict[str, int]:
+    """One node's fixed ports (from ``base``) and its worker range after them, as Ray's
+    ``RayParams`` names them."""
     names = (
-        "--node-manager-port",
-        "--object-manager-port",
-        "--dashboard-agent-grpc-port",
-        "--dashboard-agent-listen-port",
-        "--metrics-export-port",
-        "--runtime-env-agent-port",
+        "node_manager_port",
+        "object_manager_port",
+        "metrics_agent_port",
+        "dashboard_agent_listen_port",
+        "metrics_export_port",
+        "runtime_env_agent_port",
     )
-    args = [f"{name}={base + i}" for i, name in enumerate(names)]
-    return args + [
-        f"--min-worker-port={base + 10}",
-        f"--max-worker-port={base + PORTS_PER_NODE - 1}",
-    ]
+    ports = {name: base + i for i, name in enumerate(names)}
+    ports["min_worker_port"] = base + 10
+    ports["max_worker_port"] = base + PORTS_PER_NODE - 1
+    return ports
+
+
+def _flags(ports: dict[str, int]) -> list[str]:
+    """``node_ports`` as ``ray start``'s options (its name for the metrics agent's port is
+    ``--dashboard-agent-grpc-port``)."""
+    rename = {"metrics_agent_port": "dashboard_agent_grpc_port"}
+    return [f"--{rename.get(k, k).replace('_', '-')}={v}" for k, v in ports.items()]
 
 
 @dataclass
@@ -147,16 +153,9 @@ class RayCluster:
         return left
 
 
-def start_cluster(worker: int = 0, cpus: int = 2, nodes: int = 2) -> RayCluster:
-    base = _block(worker)
-    root = Path(tempfile.mkdtemp(prefix="jtray-", dir="/tmp"))  # Ray's socket paths are short
-    cluster = RayCluster(root, gcs_port=base, dashboard_port=base + 1)
-    common = [
-        "--block",
-        "--node-ip-address=127.0.0.1",
-        f"--num-cpus={cpus}",
-        "--disable-usage-stats",
-    ]
+def node_argvs(base: int, root: Path, cpus: int) -> tuple[list[str], list[str]]:
+    """The command lines of the head and of the second node of a cluster on the port block
+    from ``base``."""
     head = [
         RAY,
         "start",
@@ -166,12 +165,24 @@ def start_cluster(worker: int = 0, cpus: int = 2, nodes: int = 2) -> RayCluster:
         f"--dashboard-port={base + 1}",
         f"--ray-client-server-port={base + 2}",
         f"--temp-dir={root}",
-        *common,
-        *_ports(base + 10),
+        "--block",
+        "--node-ip-address=127.0.0.1",
+        f"--num-cpus={cpus}",
+        "--disable-usage-stats",
+        *_flags(node_ports(base + NODE_AT[0])),
     ]
     # ``ray start`` refuses to add a node to a head in its loopback-only mode, so the second
     # node is started the way ray.cluster_utils starts one, by a small driver of Ray's Node.
-    second = [sys.executable, "-c", SECOND_NODE, cluster.address, str(cpus), str(base + 60)]
+    ports = json.dumps(node_ports(base + NODE_AT[1]))
+    second = [sys.executable, "-c", SECOND_NODE, f"127.0.0.1:{base}", str(cpus), ports]
+    return head, second
+
+
+def start_cluster(worker: int = 0, cpus: int = 2, nodes: int = 2) -> RayCluster:
+    base = _block(worker)
+    root = Path(tempfile.mkdtemp(prefix="jtray-", dir="/tmp"))  # Ray's socket paths are short
+    cluster = RayCluster(root, gcs_port=base, dashboard_port=base + 1)
+    head, second = node_argvs(base, root, cpus)
     try:
         # A node gives up when its own processes have not come up, or the GCS has not
         # registered it, within Ray's own limits (30 s), which a loaded machine can exceed:

@@ -265,17 +265,17 @@ def start_cluster(
 
     Ports: a block of 8 that the xdist worker holds (``port_blocks``: never one another test
     session holds), in which a cluster without accounting takes the first four and one with
-    it the next four (slurmctld, slurmd, slurmdbd, MariaDB); all of them in 32000-32767,
-    above 20000-31999, where the Slurm target picks a run's rendezvous port (a daemon of
-    another session there could take the port a held allocation chose), and below the
-    kernel's ephemeral range. ``port_base`` overrides both (four ports from it).
+    it the next four (slurmctld, slurmd, slurmdbd, MariaDB); all of them in 9200-9999,
+    below the Ray clusters' blocks and out of 20000-31999, where the Slurm target picks a
+    run's rendezvous port (a daemon of another session there could take the port a held
+    allocation chose), and of what ``procs.free_port`` draws from. ``port_base`` overrides both (four ports from it).
     """
     if not shutil.which("slurmctld"):
         raise RuntimeError(
             "Slurm is not installed: apt-get install slurm-wlm (scripts/setup.sh does)"
         )
     if port_base is None:
-        port_base = held_block("slurm", 32000, 8, 96, worker) + (4 if accounting else 0)
+        port_base = held_block("slurm", 9200, 8, 100, worker) + (4 if accounting else 0)
     ctld_port, slurmd_port, dbd_port, db_port = (port_base + i for i in range(4))
     (root / "state").mkdir(parents=True)
     (root / "spool" / "localhost").mkdir(parents=True)

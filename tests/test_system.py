@@ -16,19 +16,38 @@ from jupyter_trainer.rankside import gpu_read
 
 GIB = 1 << 30
 
-# rank 0 spins for 4 s; rank 1 holds 1 GiB it has written to, and idles
+# Rank 0 spins; rank 1 holds 1 GiB it has written to, and idles. Each goes on until its
+# sampler has written enough samples (or a minute has passed), so that a loaded machine, which
+# slows the sampler's thread, gives as many samples as an idle one.
 LOAD = """
-import time
+import os, time
 from jupyter_trainer import runtime as jt
+events = os.path.join(os.environ["JT_RUN_DIR"], "events", f"rank-{jt.rank}.jsonl")
+
+def samples():
+    try:
+        with open(events) as fh:
+            return sum('"kind": "system"' in line for line in fh)
+    except OSError:
+        return 0
+
+def until(count, busy):
+    end = time.time() + 60
+    while samples() < count and time.time() < end:
+        check = time.time() + 0.2
+        while busy and time.time() < check:
+            pass
+        if not busy:
+            time.sleep(0.1)
+
 if jt.rank == 0:
-    end = time.time() + 5
-    while time.time() < end:
-        pass
+    until(8, busy=True)
 else:
     block = bytearray(1 << 30)
     for i in range(0, len(block), 4096):
         block[i] = 1
-    time.sleep(5)
+    start = samples()
+    until(start + 5, busy=False)
     del block
 """
 
