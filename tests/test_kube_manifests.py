@@ -587,6 +587,54 @@ def test_pod_program_unpacks_runs_and_mirrors_the_run_folder(tmp_path):
     assert len((local / "logs" / "launcher.log").read_text().splitlines()) == 3
 
 
+# A launcher whose rank forks a watcher, as death_watch does, and ends: the watcher, its
+# parent gone, records the rank's end a moment later, after the launcher has exited.
+ORPHANED_WATCHER = """
+import os, sys, time
+ranks = os.path.join(sys.argv[1], "ranks")
+os.makedirs(ranks, exist_ok=True)
+if os.fork() == 0:  # the rank
+    rank = os.getpid()
+    if os.fork() == 0:  # its watcher, which holds none of the launcher's pipes
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        while os.getppid() == rank:
+            time.sleep(0.05)
+        time.sleep(1.5)  # a loaded node
+        with open(os.path.join(ranks, "rank-0.json.tmp"), "w") as f:
+            f.write('{"rank": 0, "exited": 1.0}')
+        os.rename(os.path.join(ranks, "rank-0.json.tmp"), os.path.join(ranks, "rank-0.json"))
+        os._exit(0)
+    os._exit(7)
+os.wait()
+sys.exit(1)
+"""
+
+
+def test_a_pod_ends_only_once_the_ranks_watchers_have_recorded(tmp_path):
+    """The container's end kills whatever is left in it: the pod program waits for what its
+    launcher left behind (a rank's death watcher, recording how the rank ended) and sends
+    what it wrote before it exits."""
+    from jupyter_trainer.rankside import kube_pod as pod
+
+    in_dir, pod_run, local = tmp_path / "in", tmp_path / "pod-run", tmp_path / "local"
+    in_dir.mkdir()
+    (pod_run / "code").mkdir(parents=True)
+    done = subprocess.run(
+        [sys.executable, pod.__file__, str(pod_run), str(in_dir), "--"]
+        + [sys.executable, "-c", ORPHANED_WATCHER, str(pod_run)],
+        capture_output=True,
+        env={"PATH": os.environ["PATH"], "PET_NODE_RANK": "1"},
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    log = stream.PodLog(LocalFiles(str(local)), 1, "jt-digits-1-1-abcde")
+    for line in done.stdout.splitlines(keepends=True):
+        log.feed(line)
+    assert (local / "ranks" / "rank-0.json").read_text() == '{"rank": 0, "exited": 1.0}'
+
+
 def test_a_pod_restarted_in_place_does_not_start_its_launcher_again(tmp_path):
     """A TrainJob's container that failed is restarted in place (``OnFailure``). Its second
     start must not run the launcher again over the first one's records (a loaded cluster

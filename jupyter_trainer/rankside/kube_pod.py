@@ -13,8 +13,10 @@ the standard library only and imports nothing of jupyter_trainer. It
    empty ``MASTER_ADDR`` (mpirun under the Trainer's MPI runtime) the first host of the
    runtime's hostfile, which mpirun passes on to every rank;
 3. runs ARGV (the launcher, an argv list: nothing here goes through a shell), passing
-   SIGTERM on, and exits with its exit code; once only per node and run folder: a container
-   restarted in place ends at once with that code (see ``launched_before``);
+   SIGTERM on, and exits with its exit code once what the launcher left behind has ended
+   (the ranks' death watchers, which record how each rank ended: ``reap_orphans``); once
+   only per node and run folder: a container restarted in place ends at once with that code
+   (see ``launched_before``);
 4. meanwhile copies what the ranks write into the run folder (``logs/``, ``events/``,
    ``ranks/``) onto its stdout, the pod log, as marked lines (``MARK`` + JSON), which the
    target splits off into the local run folder. The launcher's own output passes through
@@ -52,6 +54,8 @@ FOLLOWED_MARK = ".jt-followed"  # in a run folder whose files a launcher's pod.p
 LAUNCHED = ".jt-launched-"  # + the node: its launcher ran here (its exit code, once it ended)
 CONTAINER_LOG = "/proc/1/fd/1"  # the pod log, from any process of the container
 HOSTFILE = "/etc/mpi/hostfile"  # where the Trainer's MPI runtime mounts the hostfile
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
+ORPHAN_WAIT = 10.0  # seconds the launcher's leftovers (the ranks' watchers) have to end
 _out_lock = threading.Lock()
 
 
@@ -214,6 +218,32 @@ def launched_before(marker: str) -> int:
         return 1
 
 
+def become_subreaper() -> None:
+    """Have the processes this one starts that outlive their parents come to this one rather
+    than to the container's first process, so that ``reap_orphans`` can wait for them."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def reap_orphans(within: float) -> None:
+    """Wait, for at most ``within`` seconds, for what is left below this process once the
+    launcher has ended: each rank's death watcher (rankside/death_watch.py) records there how
+    its rank ended, and the container's end kills whatever is left in it, so a watcher slowed
+    by a loaded node would otherwise die before it wrote that a rank exited with code 7."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not pid:
+            time.sleep(0.02)
+
+
 def main(argv: list[str]) -> int:
     rank_only = argv[:1] == ["--rank"]
     argv = argv[1:] if rank_only else argv
@@ -235,6 +265,7 @@ def main(argv: list[str]) -> int:
         pass
     with open(os.path.join(run_dir, FOLLOWED_MARK), "w"):
         pass
+    become_subreaper()
     child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     signal.signal(signal.SIGTERM, lambda signum, frame: child.send_signal(signal.SIGTERM))
     mirror, done = Mirror(run_dir), threading.Event()
@@ -243,6 +274,7 @@ def main(argv: list[str]) -> int:
     for line in iter(child.stdout.readline, b""):  # type: ignore[union-attr]
         emit(line if line.endswith(b"\n") else line + b"\n")
     code = child.wait()
+    reap_orphans(ORPHAN_WAIT)
     done.set()
     thread.join()
     time.sleep(INTERVAL)  # a rank's last write, renamed into place as the launcher ended
