@@ -37,10 +37,10 @@ def held_block(kind: str, first: int, size: int, count: int, worker: int = 0) ->
     this process holds (the same one on every call); the search starts at a place of this
     test session and worker, so that blocks are found at the first try."""
     key = (kind, first, size)
-    low, _ = procs.ephemeral_ports()
-    if first + size * count > low // 2:
+    drawn, _ = procs.free_port_range()
+    if first + size * count > drawn:
         raise RuntimeError(
-            f"the {kind} ports {first}-{first + size * count - 1} reach {low // 2}, where "
+            f"the {kind} ports {first}-{first + size * count - 1} reach {drawn}, where "
             "procs.free_port draws ports: give the fixture a range below it"
         )
     if key in _HELD:

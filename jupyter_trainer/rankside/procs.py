@@ -128,6 +128,13 @@ def ephemeral_ports() -> tuple[int, int]:
         return 32768, 60999
 
 
+def free_port_range() -> tuple[int, int]:
+    """The ports ``free_port`` draws from, ``first <= port < end``: the upper half of those
+    below the kernel's ephemeral range."""
+    low, _ = ephemeral_ports()
+    return max(1024, low // 2), low
+
+
 def free_port(host: str = "127.0.0.1", *, tries: int = 64) -> int:
     """A port nothing listens on now, for a process that binds it a moment later.
 
@@ -137,8 +144,7 @@ def free_port(host: str = "127.0.0.1", *, tries: int = 64) -> int:
     on a busy machine it does. Below the range only another explicit bind can take it."""
     import random
 
-    low, _ = ephemeral_ports()
-    first = max(1024, low // 2)
+    first, low = free_port_range()
     for _ in range(tries if low - first > 1000 else 0):
         port = random.randrange(first, low)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
