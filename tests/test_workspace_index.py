@@ -9,6 +9,7 @@ import grp
 import json
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -255,3 +256,46 @@ def test_what_ranks_write_in_a_shared_workspace_is_the_teams_to_read(home, pg_ur
         "rank-1.txt",
     ]
     assert check_shared_modes(run.path) > 10
+
+
+def test_a_first_use_of_the_database_waits_for_a_rebuild_under_way(home, pg_url, monkeypatch):
+    """A process opening the database sets its tables up while another rebuilds one: the
+    set-up waits for the rebuild to commit rather than meet a table being dropped."""
+    monkeypatch.setenv("JUPYTER_TRAINER_INDEX", pg_url)
+    store = Store(home)
+    new_run(store, "one")
+    dropped, go, results = threading.Event(), threading.Event(), {}
+
+    def rows_after_go() -> list[dict]:
+        dropped.set()  # the old table is dropped, the new one made, in the open transaction
+        go.wait(60)
+        return store._folder_rows()
+
+    def rebuild() -> None:
+        results["rebuild"] = PgRunIndex(home, pg_url, rows_after_go).rebuild("is missing")
+
+    def first_use() -> None:
+        try:
+            index = PgRunIndex(home, pg_url, store._folder_rows)
+            results["count"] = index.run(
+                lambda c: tuple(c.execute("SELECT count(*) FROM runs").fetchone())
+            )
+        except Exception as exc:
+            results["count"] = exc
+
+    threads = [threading.Thread(target=rebuild), threading.Thread(target=first_use)]
+    threads[0].start()
+    assert dropped.wait(60)
+    threads[1].start()
+
+    def waits() -> list[str]:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            query = "SELECT wait_event FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            return [row[0] for row in conn.execute(query).fetchall()]
+
+    # it waits for the rebuild's turn, before it reads or touches the table
+    assert wait_for(waits, 60, what="the set-up to wait on a lock") == ["advisory"]
+    go.set()
+    for thread in threads:
+        thread.join(60)
+    assert results == {"rebuild": (None, 1), "count": (1,)}

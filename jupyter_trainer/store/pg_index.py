@@ -181,10 +181,13 @@ class PgIndex(IndexBase):
             conn.close()
 
     def rebuild(self, problem: str) -> tuple[Path | None, int]:
-        """Replace the table's rows with those the folders call for, in one transaction."""
+        """Replace the table's rows with those the folders call for, in one transaction. It
+        also takes the set-up's lock: a table dropped and made again under another process's
+        set-up of it can fail that set-up's statements (PostgreSQL's "cache lookup failed")."""
         rows: list[dict[str, Any]] = []
 
         def work(conn: Any) -> None:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_KEY,))
             conn.execute(f"DROP TABLE IF EXISTS {self.TABLE}")
             for statement in pg_schema(self.SCHEMA):
                 conn.execute(statement)
