@@ -234,6 +234,18 @@ def slurm(tmp_path_factory, worker_id):
 HOSTILE = 'x\'; $(touch /tmp/pwned) `id` "y"'
 
 
+def pytest_collection_modifyitems(config, items):
+    """Whichever test first needs its worker's Ray cluster starts it, which on a loaded machine
+    takes minutes: every test that uses the cluster has ``START_WITHIN`` beyond the suite's
+    timeout, unless it names its own."""
+    from ray_cluster import START_WITHIN
+
+    budget = float(config.getini("timeout")) + START_WITHIN
+    for item in items:
+        if "ray_cluster" in item.fixturenames and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(budget))
+
+
 @pytest.fixture(scope="session")
 def ray_cluster(worker_id):
     """A two-node Ray cluster per xdist worker, for the whole session. Defined here, once: a

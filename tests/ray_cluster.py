@@ -31,6 +31,9 @@ BLOCK = 120  # ports of one cluster
 NODE_AT = (10, 60)  # where in the block each node's ports start
 PORTS_PER_NODE = 50  # each node's: 10 of its own (6 used), then its workers'
 ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+# The most ``start_cluster`` takes, retries included; a test that may be the one to start its
+# worker's cluster has this on top of its own time (``conftest``).
+START_WITHIN = 600.0
 
 
 SECOND_NODE = """
@@ -183,6 +186,7 @@ def start_cluster(worker: int = 0, cpus: int = 2, nodes: int = 2) -> RayCluster:
     root = Path(tempfile.mkdtemp(prefix="jtray-", dir="/tmp"))  # Ray's socket paths are short
     cluster = RayCluster(root, gcs_port=base, dashboard_port=base + 1)
     head, second = node_argvs(base, root, cpus)
+    deadline = time.monotonic() + START_WITHIN
     try:
         # A node gives up when its own processes have not come up, or the GCS has not
         # registered it, within Ray's own limits (30 s), which a loaded machine can exceed:
@@ -191,10 +195,11 @@ def start_cluster(worker: int = 0, cpus: int = 2, nodes: int = 2) -> RayCluster:
             for attempt in range(3):
                 _start(cluster, argv, log)
                 try:
-                    _wait_nodes(cluster, count)
+                    _wait_nodes(cluster, count, min(180.0, deadline - time.monotonic()))
                     break
                 except RuntimeError:
-                    if attempt == 2 or not _gave_up(cluster.procs[-1]):
+                    within = min(60.0, deadline - time.monotonic() - 30)
+                    if attempt == 2 or within <= 0 or not _gave_up(cluster.procs[-1], within):
                         raise
                     _end_group(cluster.procs.pop())
     except BaseException:

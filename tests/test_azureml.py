@@ -191,7 +191,6 @@ def test_on_a_slurm_target(cluster, home):
     check_reported(run, ranks=2)
 
 
-@pytest.mark.timeout(900)  # as in test_ray.py: it may be what starts the shared Ray cluster
 def test_on_two_nodes_of_a_ray_cluster(rc, home):
     ws = Workspace()
     run = Experiment(ws, "ray").submit(

@@ -23,10 +23,6 @@ from jupyter_trainer.rankside import procs
 from jupyter_trainer.targets.registry import add_target
 
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
-# The first test on each worker also starts the two-node cluster (``ray_cluster``): on a
-# 2-core machine running a second suite that took over 300 s, each node waiting for its
-# processes and retried as ``start_cluster`` says, so these tests get more than the default.
-pytestmark = pytest.mark.timeout(900)
 SLEEPER = (
     "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\n"
     "time.sleep(600)\n"
