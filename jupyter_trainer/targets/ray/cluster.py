@@ -24,6 +24,7 @@ from .config import ADDRESS, NAMESPACE
 
 FACTS_TTL_S = 300  # how long a cluster's facts are reused by later submits
 FIX = "start it (ray start --head) or fix address in the target"
+VANISHED_TRIES, VANISHED_WITHIN_S = 5, 10.0  # ray.init again while a process vanishes under it
 
 
 def require_ray() -> None:
@@ -136,6 +137,44 @@ def judge_cluster(
             )
 
 
+def connect(ray: Any, address: str, **options: Any) -> None:
+    """``ray.init(address=address, **options)``, tried again (a few times, for at most
+    ``VANISHED_WITHIN_S``) while it fails only because a process vanished under it.
+
+    Before it connects, ``ray.init`` walks up this process's ancestors with psutil (``uv
+    run`` detection, ray/_private/runtime_env/uv_runtime_env_hook.py:317,
+    ``psutil.Process().parents()``), which raises ``NoSuchProcess`` for an ancestor that
+    exits and is reaped during the walk: a detached supervisor's own parent (procs.detach)
+    exits just then, and ``submit`` reaps it. The next walk no longer meets that process.
+    Any other failure, or this one once tries or time are spent, is raised as it was."""
+    deadline = time.monotonic() + VANISHED_WITHIN_S
+    for tries in range(1, VANISHED_TRIES + 1):
+        try:
+            ray.init(address=address, **options)
+            return
+        except Exception as exc:
+            if not _vanished(exc) or tries == VANISHED_TRIES or time.monotonic() > deadline:
+                raise
+        if ray.is_initialized():  # nothing is, where psutil raises; a later raise, tidied
+            ray.shutdown()
+        time.sleep(0.1 * tries)
+
+
+def _vanished(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an exception it came from, is psutil's ``NoSuchProcess`` (from
+    whichever psutil Ray imported: its bundled copy or this environment's)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if any(
+            cls.__name__ == "NoSuchProcess" and cls.__module__.split(".")[0] == "psutil"
+            for cls in type(exc).__mro__
+        ):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _probe(address: str) -> dict[str, Any]:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -143,8 +182,9 @@ def _probe(address: str) -> dict[str, Any]:
     from ...rankside import ray_actor
 
     ray.cloudpickle.register_pickle_by_value(ray_actor)
-    ray.init(
-        address=address,
+    connect(
+        ray,
+        address,
         namespace=NAMESPACE,
         log_to_driver=False,
         logging_level=logging.ERROR,

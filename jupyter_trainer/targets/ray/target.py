@@ -53,7 +53,7 @@ from ..ssh.commands import HostConfig
 from ..ssh.parallel import parallel
 from ..ssh.target import SshTarget
 from . import placement
-from .cluster import cluster_facts, judge_cluster, require_ray
+from .cluster import cluster_facts, connect, judge_cluster, require_ray
 from .config import NAMESPACE, RayConfig
 from .shell import RayShell, pinned_call
 
@@ -137,8 +137,9 @@ class RayTarget(SshTarget):
         ray.cloudpickle.register_pickle_by_value(ray_actor)  # nodes need no jupyter_trainer
         if not ray.is_initialized():
             try:
-                ray.init(
-                    address=self.ray_cfg.address,
+                connect(
+                    ray,
+                    self.ray_cfg.address,
                     namespace=NAMESPACE,
                     log_to_driver=False,
                     logging_level=logging.WARNING,
