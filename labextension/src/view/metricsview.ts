@@ -67,8 +67,9 @@ export class MetricsSection {
       this.drawCharts();
     });
     this.$('.jt-chart-controls').append(this.xCtl, this.aggCtl, this.yCtl);
-    // Chips are kept across updates (only their text and state change), so that a click
-    // whose press and release straddle an update still lands on the same button.
+    // Chips are kept across updates, and so are the elements inside them (only their text
+    // and state change): Chromium fires no click once the element pressed on has left the
+    // page, so a click whose press and release straddle an update would be lost.
     this.chipsBox = this.$('[data-testid=jt-metric-chips]');
     this.chipsBox.addEventListener('click', event => {
       const chip = (event.target as HTMLElement).closest('button.jt-metric-chip') as HTMLElement | null;
@@ -113,21 +114,29 @@ export class MetricsSection {
   private renderChips(): void {
     const selected = this.selectedMetrics();
     const metrics = this.model.get('metrics') || [];
-    const have = [...this.chipsBox.querySelectorAll('button.jt-metric-chip')] as HTMLElement[];
-    if (have.map(b => b.dataset.metric).join('\u0000') !== metrics.map(m => m.name).join('\u0000')) {
-      this.chipsBox.replaceChildren(...metrics.map(m => {
+    const have = [...this.chipsBox.querySelectorAll('button.jt-metric-chip')].map(b => (b as HTMLElement).dataset.metric);
+    const names = metrics.map(m => m.name);
+    if (have.join('\u0000') !== names.join('\u0000')) {
+      const chipOf = (name: string): HTMLElement => {
         const b = h('button', 'jt-chip jt-metric-chip');
         b.setAttribute('type', 'button');
-        b.dataset.metric = m.name;
+        b.dataset.metric = name;
+        b.append(name, ' ', h('b'), ' ', h('span', 'jt-chip-who'));
         return b;
-      }));
+      };
+      // a metric logged for the first time comes last: the chips there are kept
+      if (have.every((name, k) => name === names[k])) this.chipsBox.append(...names.slice(have.length).map(chipOf));
+      else this.chipsBox.replaceChildren(...names.map(chipOf));
     }
     const mode: ChartMode = this.model.get('chart_options')?.agg === 'mean' ? 'mean' : 'ranks';
+    const setText = (el: Element, text: string): void => {
+      if (el.textContent !== text) el.textContent = text;
+    };
     metrics.forEach((m, k) => {
       const b = this.chipsBox.children[k] as HTMLElement;
       const chip = chipParts(m, mode);
-      const html = `${escapeHtml(m.name)} <b>${escapeHtml(chip.value)}</b> <span class="jt-chip-who">${escapeHtml(chip.who)}</span>`;
-      if (b.innerHTML !== html) b.innerHTML = html;
+      setText(b.querySelector('b') as HTMLElement, chip.value);
+      setText(b.querySelector('.jt-chip-who') as HTMLElement, chip.who);
       b.title = chip.title;
       b.classList.toggle('jt-on', selected.has(m.name));
     });
