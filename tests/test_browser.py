@@ -147,6 +147,20 @@ class JupyterLab:
         nbformat.write(nb, self.root / name)
         return name
 
+    def kernels(self) -> str:
+        """The server's kernels and the state it has for each, or why it could not say."""
+        try:
+            with urllib.request.urlopen(
+                f"{self.url}/api/kernels?token={self.token}", timeout=10
+            ) as r:
+                found = json.load(r)
+        except OSError as exc:
+            return f"(no answer from /api/kernels: {exc})"
+        return ", ".join(f"{k['id'][:8]} {k['execution_state']}" for k in found) or "no kernel"
+
+    def log_tail(self, lines: int = 15) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
     def processes(self) -> list[int]:
         """The server's kernels and whatever they started (they carry its runtime folder)."""
         return procs.pids_with_env("JUPYTER_RUNTIME_DIR", self.env["JUPYTER_RUNTIME_DIR"])
@@ -222,13 +236,46 @@ class Page:
                 raise AssertionError(f"the dialog {title!r} stayed open after its accept") from None
             answered.append(title)
 
+    def wait_idle(self, timeout_ms: int = TIMEOUT_MS) -> None:
+        """Wait until the notebook's kernel is connected and idle, accepting the dialogs
+        Jupyter may open about its session meanwhile (see ``answer_dialogs``). If it is not,
+        the error says what the page and the server show for the kernel."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        deadline = time.monotonic() + timeout_ms / 1000
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                self.page.wait_for_selector(
+                    f"{self.lab.idle_kernel}, .jp-Dialog", timeout=left * 1000
+                )
+            except PlaywrightTimeout:
+                break
+            if not self.answer_dialogs():
+                return
+        self.page.screenshot(path=str(self.shots / "kernel-not-idle.png"))
+        raise AssertionError(
+            f"the kernel was not shown idle in {timeout_ms / 1000:.0f} s; the page shows "
+            f"{self.kernel_status()!r}, the server {self.lab.kernels()}; the server's log "
+            f"ends:\n{self.lab.log_tail()}"
+        )
+
+    def kernel_status(self) -> str:
+        """The kernel's status as the page shows it."""
+        item = (
+            ".jp-StatusBar-TextItem:has-text('|')"
+            if self.lab.app == "jupyterlab"
+            else ".jp-Toolbar-item:has-text('Kernel status')"
+        )
+        found = self.page.locator(item).all_inner_texts()
+        return " ; ".join(text.strip() for text in found) or "(no kernel status)"
+
     def run_all(self, tries: int = 3) -> None:
         """Run > Run All Cells, once the kernel is connected and idle. Under load, Notebook 7
         can show the kernel idle before its session takes requests, and Run All then runs
         nothing: every prompt stays ``[ ]``. Only then is it chosen again, so no cell runs twice."""
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-        self.page.wait_for_selector(self.lab.idle_kernel)
+        self.wait_idle()
         started = ".jp-InputArea-prompt:has-text('[*]'), .jp-InputArea-prompt:has-text('[1]')"
         for attempt in range(tries):
             self.dismiss_popups()
@@ -1023,7 +1070,7 @@ def test_after_a_restart_and_a_reload_the_output_shows_the_run_from_the_server(a
     pw.keyboard.press("Control+s")
     pw.wait_for_selector(".jp-mod-dirty", state="detached")
     page.restart_kernel()
-    pw.wait_for_selector(lab.idle_kernel)
+    page.wait_idle()
     pw.reload()
     # not "Error displaying widget: model not found": the run view, fed by the server
     view = "[data-testid=jt-monitor][data-source=server]"

@@ -149,7 +149,7 @@ def test_attach_in_notebook_inserts_runs_and_shows_the_cell(browser, home, tmp_p
     lab.write_notebook("attach.ipynb", ["%load_ext jupyter_trainer", *[filler] * FILLER])
     open_panel(page, lab, lab.notebook_url("attach.ipynb"))
     pw = page.page
-    pw.wait_for_selector(lab.idle_kernel)
+    page.wait_idle()
     pw.set_viewport_size({"width": 1280, "height": 800})  # a laptop's screen
     # the last cell used, then the notebook scrolled back to its top: the new cell goes
     # below the last one, out of sight, and Attach shows it, with the run it shows

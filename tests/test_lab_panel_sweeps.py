@@ -212,7 +212,7 @@ def test_a_sweep_shows_its_name_opens_its_own_view_and_attaches(browser, home, t
     lab.write_notebook("sweep-attach.ipynb", ["%load_ext jupyter_trainer"])
     open_panel(page, lab, lab.notebook_url("sweep-attach.ipynb"))
     pw = page.page
-    pw.wait_for_selector(lab.idle_kernel)  # the notebook is open: it takes the focus no more
+    page.wait_idle()  # the notebook is open: it takes the focus no more
     row = row_of(sweep.id)
     # the whole name, at the panel's default width
     shown = f"{row} .jt-runs-name"
