@@ -120,6 +120,33 @@ def test_cancel_ends_the_ranks_but_keeps_the_allocation(held, home):
     assert _hold_job(home) in " ".join(held.queue())
 
 
+def test_a_one_node_run_trains_though_its_rendezvous_port_is_taken(held, home):
+    """The run's port comes from its id; on a shared node another process may hold it. A
+    one-node run in a held allocation does not need that port (no other node is told it):
+    the pool takes any free one. Before, the pool failed the run ("the rendezvous port P of
+    this node cannot be listened on: Address already in use")."""
+    import socket
+    import zlib
+
+    code = TRAIN.replace('print("rank"', 'print("port", os.environ["MASTER_PORT"]); print("rank"')
+    run = api.submit(
+        "import os\n" + code, procs=2, target="cluster", params={"steps": 1}, name="hot-port-taken"
+    )
+    # taken at once: the allocation, its keeper and a warm pool take seconds to start
+    port = 20000 + zlib.crc32(run.id.encode()) % 12000
+    with socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True):
+        _wait(run, held)
+    assert run.state["launcher"]["hot"]["used"], run.state["launcher"]
+    used = {
+        int(line.split()[1])
+        for r in (0, 1)
+        for line in run.logs(r).splitlines()
+        if line.startswith("port ")
+    }
+    assert len(used) == 1 and port not in used, used
+    assert "rank 1 of 2 sum 3.0" in run.logs(1) and leftover(run.id) == []
+
+
 def test_failing_rank_is_named(held, home):
     code = (
         "import torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"

@@ -251,7 +251,9 @@ def rank_request(args: dict[str, Any], base: dict[str, str]) -> dict[str, Any]:
         "argv": args["argv"],
     }
     if node == 0:  # rank 0's node holds the rendezvous port while its ranks start
-        request["store"] = {"port": int(args["master_port"])}
+        # One node: any free port, which no other node needs to be told. Several: the run's
+        # own, which every node's ranks are given.
+        request["store"] = {"port": int(args["master_port"]) if nodes > 1 else 0}
     return request
 
 

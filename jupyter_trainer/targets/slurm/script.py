@@ -203,7 +203,9 @@ def batch_script(
             'JT_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
             'export MASTER_ADDR=$(printf "%s\\n" "$JT_HOSTS" | head -n 1)',
         ]
-    if not in_step:  # on the node that hosts the rendezvous: step past a port in use there
+    # On the node that hosts the rendezvous, step past a port in use there: in a held
+    # allocation's step every node runs this script, so only when there is one node.
+    if not in_step or launch.nodes == 1:
         lines.append(NEXT_FREE_PORT)
     entry = launcher(launch.launcher)
     topology = Topology(
