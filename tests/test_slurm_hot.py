@@ -126,14 +126,15 @@ def test_a_one_node_run_trains_though_its_rendezvous_port_is_taken(held, home):
     the pool takes any free one. Before, the pool failed the run ("the rendezvous port P of
     this node cannot be listened on: Address already in use")."""
     import socket
-    import zlib
+
+    from jupyter_trainer.targets.slurm.target import rendezvous_port
 
     code = TRAIN.replace('print("rank"', 'print("port", os.environ["MASTER_PORT"]); print("rank"')
     run = api.submit(
         "import os\n" + code, procs=2, target="cluster", params={"steps": 1}, name="hot-port-taken"
     )
     # taken at once: the allocation, its keeper and a warm pool take seconds to start
-    port = 20000 + zlib.crc32(run.id.encode()) % 12000
+    port = rendezvous_port(run.id)
     with socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True):
         _wait(run, held)
     assert run.state["launcher"]["hot"]["used"], run.state["launcher"]

@@ -49,6 +49,12 @@ RUNNING_POLL_S = 0.5
 QUEUED_POLL_S = (0.25, 5.0)  # first and longest interval while the job waits
 
 
+def rendezvous_port(run_id: str) -> int:
+    """The run's rendezvous port, from its id: below Linux's ephemeral ports (32768 and up),
+    which outgoing connections take."""
+    return 20000 + zlib.crc32(run_id.encode()) % 12000
+
+
 class SlurmTarget(Target):
     kind = "slurm"
     queues = True
@@ -152,8 +158,7 @@ class SlurmTarget(Target):
             backend=backend,
             backend_forced=spec.launch.backend is not None,
             master_addr="",
-            # below Linux's ephemeral ports (32768 and up), which outgoing connections take
-            master_port=20000 + zlib.crc32(run_id.encode()) % 12000,
+            master_port=rendezvous_port(run_id),
             run_as_root=os.geteuid() == 0,
             oversubscribe=False,
             extra_env={
