@@ -137,7 +137,7 @@ class PgIndex(IndexBase):
         try:
             conn.execute("BEGIN")
             try:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+                _take_turn(conn, self._lock_key)
                 result = work(_Conn(conn))
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -187,7 +187,7 @@ class PgIndex(IndexBase):
         rows: list[dict[str, Any]] = []
 
         def work(conn: Any) -> None:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_KEY,))
+            _take_turn(conn, _SETUP_KEY)
             conn.execute(f"DROP TABLE IF EXISTS {self.TABLE}")
             for statement in pg_schema(self.SCHEMA):
                 conn.execute(statement)
@@ -212,7 +212,7 @@ class PgIndex(IndexBase):
         rebuilding it from the folders."""
         conn.execute("BEGIN")
         try:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_KEY,))
+            _take_turn(conn, _SETUP_KEY)
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS jt_workspace (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
             )
@@ -305,6 +305,11 @@ def _psycopg() -> Any:
             "pip install 'jupyter-trainer[postgres]'"
         ) from None
     return psycopg
+
+
+def _take_turn(conn: Any, key: int) -> None:
+    """Wait for ``key``'s transaction-scoped advisory lock; the transaction's end frees it."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
 
 
 def _workspace_id(path: Path) -> str | None:
