@@ -25,7 +25,9 @@ Sides, interleaved per round with the order rotated each round:
           left to jt, which must pick NCCL on GPUs (``run.state["backend"]``);
   jt-hot: the same with ``hot=True``, only where ``jupyter-trainer submit --help`` shows
           ``--hot`` and ``jt.submit`` takes ``hot`` (then plain jt passes ``hot=False``);
-  bare:   python -m torch.distributed.run --standalone --nnodes=1 --nproc-per-node=N W
+  bare:   python -m torch.distributed.run --standalone --nnodes=1 --nproc-per-node=N
+          --log-dir=<the bench's tmp folder>/torchrun-logs W (jt passes its own --log-dir,
+          inside the run; without one torchrun leaves a /tmp/torchelastic_* per run)
 
 While each run trains, a thread samples ``nvidia-smi --query-compute-apps=pid,used_memory``;
 on a jt side every pid it shows must be a rank's (the supervisor and any pool hold no CUDA
@@ -338,6 +340,7 @@ def run_bare(
         "--standalone",
         "--nnodes=1",
         f"--nproc-per-node={nprocs}",
+        f"--log-dir={workdir / 'torchrun-logs'}",
         str(script),
         *wargs,
     ]

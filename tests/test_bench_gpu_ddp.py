@@ -3,7 +3,9 @@ that the GPU machine runs, not a timed test."""
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
 import subprocess
 import sys
 
@@ -12,6 +14,8 @@ from conftest import REPO
 
 def test_gpu_ddp_bench_runs_on_cpu(tmp_path):
     out = tmp_path / "gpu_ddp.json"
+    scratch = tmp_path / "tmp"  # the bench's and every side's temporary files
+    scratch.mkdir()
     done = subprocess.run(
         [
             sys.executable,
@@ -26,6 +30,7 @@ def test_gpu_ddp_bench_runs_on_cpu(tmp_path):
             str(out),
         ],
         cwd=REPO,
+        env={**os.environ, "TMPDIR": str(scratch)},
         capture_output=True,
         text=True,
         timeout=600,
@@ -42,3 +47,7 @@ def test_gpu_ddp_bench_runs_on_cpu(tmp_path):
         assert runs[0]["world_size"] == 2, side
     assert result["jt_backend"] == ["gloo"]
     assert result["ratios"]["jt/bare"] > 0
+    # neither side leaves anything behind (a bare torchrun without --log-dir would leave
+    # its torchelastic_* folder) but torch's compile cache, which is kept on purpose
+    left = {p.name for p in scratch.iterdir()} - {f"torchinductor_{getpass.getuser()}"}
+    assert sorted(left) == []
