@@ -286,6 +286,29 @@ def cluster(slurm, home, monkeypatch):
         yield cluster
 
 
+_session: dict = {}  # the session's config, for the hooks that are given only a report
+
+
+def pytest_configure(config):
+    _session["config"] = config
+
+
+def pytest_runtest_logreport(report):
+    """A failure or error is shown the moment it is reported, not only in the summary at the
+    end: a suite that its time limit kills still says what failed, and why. Once, by the
+    process that prints the progress (xdist's controller, not its workers)."""
+    config = _session.get("config")
+    if not report.failed or config is None or hasattr(config, "workerinput"):
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    kind = "FAILED" if report.when == "call" else f"ERROR at {report.when} of"
+    reporter.write_line("")
+    reporter.write_line(f"{kind} {report.nodeid}:")
+    reporter.write_line(report.longreprtext[-4000:])
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """A test that fails shows, for each run of its store, the run's status and the tail of
