@@ -1,7 +1,7 @@
-"""Daemons that test fixtures start (sshd, Slurm, MariaDB) end with the pytest process that
-started them, also when that process dies without tearing its fixtures down (killed by a
-timeout, by SIGKILL, or by a second Ctrl-C): otherwise they would outlive the suite and hold
-ports and CPU beside the next one."""
+"""Daemons that test fixtures start (sshd, Slurm, MariaDB; PostgreSQL through a watcher,
+in pg_server.py) end with the pytest process that started them, also when that process dies
+without tearing its fixtures down (killed by a timeout, by SIGKILL, or by a second Ctrl-C):
+otherwise they would outlive the suite and hold ports and CPU beside the next one."""
 
 from __future__ import annotations
 

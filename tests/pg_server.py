@@ -10,9 +10,11 @@ import itertools
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
+from daemons import die_with_this_process
 from port_blocks import held_block
 
 _BIN = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name))
@@ -37,6 +39,22 @@ def available() -> str | None:
 
 # what the tests need not pay for: a crash of the test machine may lose their databases
 FAST = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+
+# ``pg_ctl start`` detaches the server, so it cannot be made to die with the test process as
+# the other daemons are: this watcher, which does, stops it when the test process ends
+# without tearing its fixtures down (killed by a timeout, by SIGKILL, or by a second Ctrl-C).
+WATCHER = """
+import signal, subprocess, sys
+def stop(*_):
+    subprocess.run(["su", "postgres", "-s", "/bin/sh", "-c", sys.argv[1]], capture_output=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+sys.stdout.write("ready\\n")
+sys.stdout.flush()
+while True:
+    signal.pause()
+"""
 
 
 class PgServer:
@@ -72,9 +90,22 @@ class PgServer:
             "-w",
             "start",
         )
+        stop = self._command(self.bin / "pg_ctl", "-D", self.data, "-m", "immediate", "stop")
+        self._watcher = subprocess.Popen(
+            [sys.executable, "-c", WATCHER, stop],
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=die_with_this_process(),
+        )
+        assert self._watcher.stdout is not None
+        self._watcher.stdout.readline()  # its handler is in place
+
+    @staticmethod
+    def _command(*argv: object) -> str:
+        return " ".join(f"'{a}'" for a in argv)
 
     def _as_postgres(self, *argv: object) -> None:
-        command = " ".join(f"'{a}'" for a in argv)
+        command = self._command(*argv)
         done = subprocess.run(
             ["su", "postgres", "-s", "/bin/sh", "-c", command],
             capture_output=True,
@@ -100,4 +131,6 @@ class PgServer:
         try:
             self._as_postgres(self.bin / "pg_ctl", "-D", self.data, "-m", "immediate", "stop")
         finally:
+            self._watcher.kill()
+            self._watcher.wait()
             shutil.rmtree(self.root, ignore_errors=True)

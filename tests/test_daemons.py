@@ -79,3 +79,54 @@ def test_a_ray_node_and_its_processes_end_when_their_pytest_process_is_killed():
             os.kill(int(line.split()[0]), signal.SIGKILL)
         if root.name.startswith("jtray-"):
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _postgres_of(root: Path) -> list[str]:
+    """The PostgreSQL processes serving the data folder under ``root``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if f"{root}/data" in cmd:
+            found.append(f"{pid} {cmd}")
+    return found
+
+
+def test_a_postgresql_server_ends_when_its_pytest_process_is_killed():
+    """``pg_ctl start`` detaches the server from its starter, so a killed test session would
+    leave it running and holding its port: a watcher that dies with the starter stops it."""
+    from pg_server import available
+
+    assert available() is None, available()
+    parent, line = starter(
+        "import time\n"
+        "from pg_server import PgServer\n"
+        "server = PgServer(3)\n"
+        "print(server.root, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    root = Path(line)
+    try:
+        assert root.name.startswith("jt-pg-") and _postgres_of(root), "no server came up"
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _postgres_of(root):
+            time.sleep(0.2)
+        assert _postgres_of(root) == [], "the PostgreSQL server outlived its starter"
+    finally:
+        parent.kill()
+        parent.wait()
+        if root.name.startswith("jt-pg-"):
+            if _postgres_of(root):
+                stop = f"'{_pg_bin()}/pg_ctl' -D '{root}/data' -m immediate stop"
+                subprocess.run(["su", "postgres", "-s", "/bin/sh", "-c", stop], capture_output=True)
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _pg_bin() -> str:
+    from pg_server import _BIN
+
+    return str(_BIN[-1])
