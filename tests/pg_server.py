@@ -57,6 +57,15 @@ while True:
 """
 
 
+def stop_argv(data: Path) -> tuple[object, ...]:
+    """``pg_ctl``'s command that stops the server of ``data`` at once."""
+    return (_BIN[-1] / "pg_ctl", "-D", data, "-m", "immediate", "stop")
+
+
+def shell_words(*argv: object) -> str:
+    return " ".join(f"'{a}'" for a in argv)
+
+
 class PgServer:
     """``listen``: more addresses than loopback to answer on, and ``trust`` the networks
     whose clients may connect there (a bridge to network namespaces); ``durable``: commits
@@ -90,9 +99,8 @@ class PgServer:
             "-w",
             "start",
         )
-        stop = self._command(self.bin / "pg_ctl", "-D", self.data, "-m", "immediate", "stop")
         self._watcher = subprocess.Popen(
-            [sys.executable, "-c", WATCHER, stop],
+            [sys.executable, "-c", WATCHER, shell_words(*stop_argv(self.data))],
             stdout=subprocess.PIPE,
             start_new_session=True,
             preexec_fn=die_with_this_process(),
@@ -100,12 +108,8 @@ class PgServer:
         assert self._watcher.stdout is not None
         self._watcher.stdout.readline()  # its handler is in place
 
-    @staticmethod
-    def _command(*argv: object) -> str:
-        return " ".join(f"'{a}'" for a in argv)
-
     def _as_postgres(self, *argv: object) -> None:
-        command = self._command(*argv)
+        command = shell_words(*argv)
         done = subprocess.run(
             ["su", "postgres", "-s", "/bin/sh", "-c", command],
             capture_output=True,
@@ -129,7 +133,7 @@ class PgServer:
 
     def stop(self) -> None:
         try:
-            self._as_postgres(self.bin / "pg_ctl", "-D", self.data, "-m", "immediate", "stop")
+            self._as_postgres(*stop_argv(self.data))
         finally:
             self._watcher.kill()
             self._watcher.wait()

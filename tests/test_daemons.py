@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from pg_server import shell_words, stop_argv
 from ray_cluster import RayCluster
 
 TESTS = Path(__file__).parent
@@ -121,12 +122,6 @@ def test_a_postgresql_server_ends_when_its_pytest_process_is_killed():
         parent.wait()
         if root.name.startswith("jt-pg-"):
             if _postgres_of(root):
-                stop = f"'{_pg_bin()}/pg_ctl' -D '{root}/data' -m immediate stop"
+                stop = shell_words(*stop_argv(root / "data"))
                 subprocess.run(["su", "postgres", "-s", "/bin/sh", "-c", stop], capture_output=True)
             shutil.rmtree(root, ignore_errors=True)
-
-
-def _pg_bin() -> str:
-    from pg_server import _BIN
-
-    return str(_BIN[-1])
