@@ -26,7 +26,9 @@ import pytest
 from conftest import REPO, leftover, wait_for
 
 from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside import hotstart as pool
 from jupyter_trainer.rankside import procs
+from jupyter_trainer.store import HOME_ENV
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -173,6 +175,8 @@ class JupyterLab:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        if self.env.get(HOME_ENV):  # the warm rank pools its kernels' runs left, kept for
+            pool.stop_pools(self.env[HOME_ENV])  # the next run (JT_POOL_IDLE_S)
         procs.signal_pids(procs.wait_gone(self.processes, timeout=10), signal.SIGKILL)
 
 
