@@ -9,6 +9,10 @@ CACHE=${JT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jupyter_trainer}
 export JT_OTHER_TORCH_PYTHON=${JT_OTHER_TORCH_PYTHON:-$CACHE/other-torch-${JT_OTHER_TORCH:-2.14.1}/bin/python}
 cd "$ROOT"
 bash "$ROOT/scripts/check.sh"
+# Compile the package and the tests to bytecode once: every test starts many Python processes
+# (supervisors, ranks, the CLI), and under PYTHONDONTWRITEBYTECODE=1 each of them would
+# otherwise compile every module it imports from source.
+"$VENV/bin/python" -m compileall -q -j 0 jupyter_trainer tests bench > /dev/null
 # A private temp root, so concurrent pytest sessions never remove each other's folders;
 # removed when the session ends (it holds a few GB of run stores and clusters' state).
 BASETEMP=$(mktemp -d)
