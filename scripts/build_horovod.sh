@@ -19,7 +19,7 @@ HOROVOD_VERSION=0.28.1
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${1:-${JT_VENV:-$ROOT/.venv}}
 PY=$VENV/bin/python
-CACHE=${JT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jupyter_trainer}
+. "$ROOT/scripts/cache_dir.sh"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 export PATH="$VENV/bin:$PATH"   # the pip-installed cmake, and horovodrun's python
 

@@ -16,7 +16,7 @@ cd "$ROOT"
 }
 # mypy's cache lives outside the repository, keyed by mypy's version, so a fresh clone checks
 # in seconds what a cold cache takes minutes for; $MYPY_CACHE_DIR overrides it.
-CACHE=${JT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jupyter_trainer}
+. "$ROOT/scripts/cache_dir.sh"
 export MYPY_CACHE_DIR=${MYPY_CACHE_DIR:-$CACHE/mypy-$("$VENV/bin/mypy" --version | cut -d' ' -f2)}
 "$VENV/bin/mypy" || {
     echo "mypy found the type errors above: see them again with $VENV/bin/mypy" >&2

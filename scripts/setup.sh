@@ -60,7 +60,7 @@ fi
 
 # The lab extension's npm packages: installed once per package-lock.json and Node.js version,
 # and kept outside the repository (JT_CACHE), so a fresh clone copies them in.
-CACHE=${JT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jupyter_trainer}
+. "$ROOT/scripts/cache_dir.sh"
 modules="$ROOT/labextension/node_modules"
 modules_key="node$(node --version)-$(sha256sum "$ROOT/labextension/package-lock.json" | cut -c1-16)"
 if [ "$(cat "$modules/.jt-key" 2>/dev/null)" != "$modules_key" ]; then

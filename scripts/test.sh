@@ -5,7 +5,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$ROOT/scripts/setup.sh" tests
 VENV=${JT_VENV:-$ROOT/.venv}
-CACHE=${JT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/jupyter_trainer}
+. "$ROOT/scripts/cache_dir.sh"
 export JT_OTHER_TORCH_PYTHON=${JT_OTHER_TORCH_PYTHON:-$CACHE/other-torch-${JT_OTHER_TORCH:-2.14.1}/bin/python}
 cd "$ROOT"
 bash "$ROOT/scripts/check.sh"
