@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -57,13 +58,9 @@ while True:
 """
 
 
-def stop_argv(data: Path) -> tuple[object, ...]:
+def stop_argv(data: Path) -> list[str]:
     """``pg_ctl``'s command that stops the server of ``data`` at once."""
-    return (_BIN[-1] / "pg_ctl", "-D", data, "-m", "immediate", "stop")
-
-
-def shell_words(*argv: object) -> str:
-    return " ".join(f"'{a}'" for a in argv)
+    return [str(_BIN[-1] / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]
 
 
 class PgServer:
@@ -100,7 +97,7 @@ class PgServer:
             "start",
         )
         self._watcher = subprocess.Popen(
-            [sys.executable, "-c", WATCHER, shell_words(*stop_argv(self.data))],
+            [sys.executable, "-c", WATCHER, shlex.join(stop_argv(self.data))],
             stdout=subprocess.PIPE,
             start_new_session=True,
             preexec_fn=die_with_this_process(),
@@ -109,7 +106,7 @@ class PgServer:
         self._watcher.stdout.readline()  # its handler is in place
 
     def _as_postgres(self, *argv: object) -> None:
-        command = shell_words(*argv)
+        command = shlex.join(str(a) for a in argv)
         done = subprocess.run(
             ["su", "postgres", "-s", "/bin/sh", "-c", command],
             capture_output=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -10,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from pg_server import shell_words, stop_argv
+from pg_server import stop_argv
 from ray_cluster import RayCluster
 
 TESTS = Path(__file__).parent
@@ -122,6 +123,6 @@ def test_a_postgresql_server_ends_when_its_pytest_process_is_killed():
         parent.wait()
         if root.name.startswith("jt-pg-"):
             if _postgres_of(root):
-                stop = shell_words(*stop_argv(root / "data"))
+                stop = shlex.join(stop_argv(root / "data"))
                 subprocess.run(["su", "postgres", "-s", "/bin/sh", "-c", stop], capture_output=True)
             shutil.rmtree(root, ignore_errors=True)
