@@ -19,6 +19,7 @@ from conftest import leftover
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import SpecError, StoreError
 from jupyter_trainer.store import Store
+from jupyter_trainer.store.index import open_existing
 from jupyter_trainer.store.workspace import INDEX_ENV
 
 CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
@@ -194,6 +195,22 @@ def test_concurrent_openers_of_a_corrupt_index_heal_it_once(healed_home, home):
         assert {r["id"]: r["status"] for r in json.loads(out)} == healed_home
     assert sum("moved it aside" in err for _, _, err in results) == 1
     assert len(moved_aside(home)) == 1
+
+
+def test_opening_an_index_never_creates_one(tmp_path):
+    """Only a rebuild makes the index: an opener that finds it gone between its check and
+    its open (another process moved it aside to rebuild it) must not make an empty one."""
+    folder = tmp_path / "a dir?with#odd%chars"
+    folder.mkdir()
+    with pytest.raises(sqlite3.OperationalError, match="unable to open"):
+        open_existing(folder / "runs.db")
+    assert list(folder.iterdir()) == []
+    sqlite3.connect(folder / "runs.db").close()
+    conn = open_existing(folder / "runs.db")
+    try:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        conn.close()
 
 
 @contextmanager

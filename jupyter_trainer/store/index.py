@@ -17,10 +17,11 @@ import sqlite3
 import stat
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..core.errors import StoreError
 from ..rankside.home import HOME_ENV
@@ -29,7 +30,15 @@ from .index_base import IndexBase, RunQueries, T, index_row, unwritable
 from .pg_index import PgRunIndex, workspace_index_kind
 from .workspace import CONFIG, INDEX_ENV, Settings, settings
 
-__all__ = ["FolderIndex", "RunIndex", "index_row", "index_url", "run_index", "unwritable"]
+__all__ = [
+    "FolderIndex",
+    "RunIndex",
+    "index_row",
+    "index_url",
+    "open_existing",
+    "run_index",
+    "unwritable",
+]
 
 # SQLite primary result codes (``sqlite3.Error.sqlite_errorcode & 0xff``).
 _PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = (
@@ -90,11 +99,22 @@ class FolderIndex(IndexBase):
         raise AssertionError("unreachable")
 
     def connect(self) -> sqlite3.Connection:
-        """A connection; a missing index (or a folder in its place) is rebuilt first."""
-        found = _lstat(self.path)
-        if found is None or not stat.S_ISREG(found.st_mode):
-            self.heal(found, "was missing" if found is None else "was not a file")
-        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        """A connection; a missing index (or a folder in its place) is rebuilt first.
+
+        Only a rebuild makes the file: opening never creates it, so an opener that
+        finds the index between another process's move-aside and its rebuild waits for
+        that rebuild instead of reading (and leaving ``-wal``/``-shm`` beside) an empty
+        index of its own."""
+        for attempt in (1, 2, 3):
+            found = _lstat(self.path)
+            if found is None or not stat.S_ISREG(found.st_mode):
+                self.heal(found, "was missing" if found is None else "was not a file")
+            try:
+                conn = open_existing(self.path, isolation_level=None)
+                break
+            except sqlite3.OperationalError:
+                if attempt == 3 or _lstat(self.path) is not None:
+                    raise
         try:
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA busy_timeout = 30000")
@@ -248,7 +268,7 @@ class FolderIndex(IndexBase):
         if not stat.S_ISREG(found.st_mode):
             return "is not a file"
         try:
-            conn = sqlite3.connect(self.path, timeout=30)
+            conn = open_existing(self.path)
             try:
                 result = [r[0] for r in conn.execute("PRAGMA quick_check")]
                 conn.execute(
@@ -257,6 +277,8 @@ class FolderIndex(IndexBase):
             finally:
                 conn.close()
         except sqlite3.DatabaseError as exc:
+            if _lstat(self.path) is None:
+                return "is missing"
             if "no such column" in str(exc):
                 return OUTDATED
             if _is_corrupt(exc) or "no such" in str(exc):
@@ -358,6 +380,19 @@ def _rollback(conn: sqlite3.Connection) -> None:
     """Roll back what is still open (SQLite ends some transactions itself on an error)."""
     if conn.in_transaction:
         conn.execute("ROLLBACK")
+
+
+def open_existing(
+    path: Path,
+    mode: str = "rw",
+    *,
+    isolation_level: Literal["DEFERRED", "EXCLUSIVE", "IMMEDIATE"] | None = "DEFERRED",
+) -> sqlite3.Connection:
+    """A connection to the SQLite file at ``path``, which must exist: a missing file
+    raises ``sqlite3.OperationalError`` (unable to open) instead of being created.
+    ``mode`` is ``rw`` or ``ro``."""
+    uri = "file:" + urllib.parse.quote(str(path)) + "?mode=" + mode
+    return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=isolation_level)
 
 
 def _lstat(path: Path) -> os.stat_result | None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..folders import rmtree
+from ..index import open_existing
 from .report import STALE_S, Finding, Report, add, last_change
 
 HASHES = "data-hashes.db"
@@ -98,7 +99,7 @@ def _sqlite_problem(path: Path) -> str | None:
     if not path.is_file() or path.is_symlink():
         return "is not a file"
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        conn = open_existing(path, "ro")
         try:
             found = [r[0] for r in conn.execute("PRAGMA quick_check")]
             conn.execute(f"SELECT {_HASH_COLUMNS} FROM files LIMIT 1").fetchall()
