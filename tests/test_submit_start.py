@@ -110,3 +110,31 @@ def test_a_module_removed_after_a_passing_check_is_found_missing(home, tmp_path,
     with pytest.raises(EnvError, match="cannot import 'helper_mod_jt'"):
         api.submit(code, launcher="python")
     assert len(api.runs()) == 2
+
+
+def test_the_command_line_keeps_no_supervisor_waiting(home, tmp_path):
+    """``jupyter-trainer submit`` starts one run and ends: a supervisor kept for a next run
+    would only be started to be killed."""
+    go = tmp_path / "go"
+    script = tmp_path / "hold.py"
+    script.write_text(
+        f"import os, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.05)\n"
+    )
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script)]
+        + ["--launcher", "python", "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        run_id = cli.stdout.readline().strip()
+        assert run_id, cli.stderr.read()
+        assert wait_for(lambda: api.get_run(run_id).status == "running", timeout=60, what="the run")
+        children = [procs.describe(pid) for pid in _children(cli.pid)]
+        assert not [c for c in children if "jupyter_trainer.supervisor" in c], children
+    finally:
+        go.touch()
+        _, err = cli.communicate(timeout=60)
+    assert cli.returncode == 0, err
+    assert leftover(run_id) == []

@@ -80,7 +80,6 @@ class Team:
             "PATH": "/usr/bin:/bin",
             "HOME": str(self.root / user),
             "PYTHONPATH": f"{REPO}:{SITE}",
-            "JT_SPARE_SUPERVISOR": "0",  # the CLI keeps no supervisor waiting for a next run
         }
         if workspace:
             env.update(JUPYTER_TRAINER_HOME=str(self.workspace), JUPYTER_TRAINER_INDEX=self.url)

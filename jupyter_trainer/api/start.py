@@ -87,6 +87,12 @@ def start_run(
     return run_id
 
 
+def one_start_per_process() -> None:
+    """This process (a command line) starts one run or sweep and ends: no supervisor is
+    kept waiting for a next run."""
+    starter.no_spare()
+
+
 def start_again(
     store: Store,
     run_id: str,

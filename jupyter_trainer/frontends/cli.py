@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..api import runs as api
 from ..api.dry_run import DryRun
+from ..api.start import one_start_per_process
 from ..api.sweeps.handle import Sweep
 from ..core.errors import RunFailed, TrainerError
 from .commands.options import HelpRequested
@@ -49,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_command(build_parser(), argv)
         if is_start(args):
+            one_start_per_process()
             return started(args, start_command(args, script_args))
         return run_command(args, sys.stdout)
     except HelpRequested as shown:

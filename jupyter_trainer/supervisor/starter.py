@@ -120,8 +120,18 @@ def release_spare() -> None:
         spare.abandon()
 
 
+_one_shot = False
+
+
+def no_spare() -> None:
+    """This process starts one run or sweep and ends (a command line): keep no supervisor
+    waiting after it, since none would be used."""
+    global _one_shot
+    _one_shot = True
+
+
 def spares_wanted() -> bool:
-    return os.environ.get(SPARE_ENV, "1") != "0"
+    return not _one_shot and os.environ.get(SPARE_ENV, "1") != "0"
 
 
 atexit.register(release_spare)
