@@ -5,20 +5,26 @@ owns their PIDs and never needs ``ray stop``, which would end every Ray on the m
 with 2 CPUs, its own temp folder and its own ports: a block of ``BLOCK`` inside 10100-16099
 that the xdist worker holds (``port_blocks``: never one another test session holds), Ray's
 worker ports included (given explicitly, so Ray's default worker range is never used): the
-head's GCS, dashboard and client server at the block's start, then each node's own ports and
-worker range (``node_ports``), all inside the block. ``stop`` ends both groups and checks that
-no process of the cluster is left.
+head's GCS, dashboard API server and Ray Client server at the block's start, then each
+node's own ports and worker range (``node_ports``), all inside the block. ``stop`` ends both groups and checks that no process
+of the cluster is left.
+
+The head runs what the ray target uses (the GCS, each node's raylet and agents) and leaves
+out what it does not, the dashboard's modules and the autoscaler's monitor, which cost CPU
+all the while a cluster is up.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,16 +105,11 @@ def _flags(ports: dict[str, int]) -> list[str]:
 class RayCluster:
     root: Path
     gcs_port: int
-    dashboard_port: int
     procs: list[subprocess.Popen] = field(default_factory=list)
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.gcs_port}"
-
-    @property
-    def dashboard(self) -> str:
-        return f"http://127.0.0.1:{self.dashboard_port}"
 
     def env(self) -> dict[str, str]:
         return {**os.environ, **ENV}
@@ -164,9 +165,11 @@ def node_argvs(base: int, root: Path, cpus: int) -> tuple[list[str], list[str]]:
         "start",
         "--head",
         f"--port={base}",
+        "--include-dashboard=false",  # its API server alone, on the block's port
         "--dashboard-host=127.0.0.1",
         f"--dashboard-port={base + 1}",
         f"--ray-client-server-port={base + 2}",
+        "--no-monitor",
         f"--temp-dir={root}",
         "--block",
         "--node-ip-address=127.0.0.1",
@@ -184,7 +187,7 @@ def node_argvs(base: int, root: Path, cpus: int) -> tuple[list[str], list[str]]:
 def start_cluster(worker: int = 0, cpus: int = 2, nodes: int = 2) -> RayCluster:
     base = _block(worker)
     root = Path(tempfile.mkdtemp(prefix="jtray-", dir="/tmp"))  # Ray's socket paths are short
-    cluster = RayCluster(root, gcs_port=base, dashboard_port=base + 1)
+    cluster = RayCluster(root, gcs_port=base)
     head, second = node_argvs(base, root, cpus)
     deadline = time.monotonic() + START_WITHIN
     try:
@@ -256,32 +259,54 @@ def _start(cluster: RayCluster, argv: list[str], log: str) -> None:
         )
 
 
+# Reports the number of live nodes every half second, from one connection: each new driver
+# would cost seconds of CPU (importing ray, registering a job, its workers).
+WAIT_DRIVER = """
+import sys, time, ray
+while True:
+    try:
+        if not ray.is_initialized():
+            ray.init(address=sys.argv[1], logging_level="ERROR")
+        print(sum(1 for n in ray.nodes() if n["Alive"]), flush=True)
+    except Exception as exc:
+        print("no answer:", str(exc).splitlines()[0][:200] if str(exc) else repr(exc), flush=True)
+        ray.shutdown()
+    time.sleep(0.5)
+"""
+
+
 def _wait_nodes(cluster: RayCluster, count: int, timeout: float = 180.0) -> None:
-    """Until ``count`` nodes are alive (asked through a child driver, as a user's would)."""
-    code = (
-        "import ray,sys\nray.init(address=sys.argv[1], logging_level='ERROR')\n"
-        "print(sum(1 for n in ray.nodes() if n['Alive']))\n"
-    )
+    """Until ``count`` nodes are alive (asked through a child driver, as a user's would). A
+    driver silent for 60 s (a loaded machine) is replaced by a new one while time is left."""
     deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        if any(p.poll() is not None for p in cluster.procs):
-            break
+    last = "no driver answered"
+    while time.monotonic() < deadline and not any(p.poll() is not None for p in cluster.procs):
+        driver = subprocess.Popen(
+            [sys.executable, "-c", WAIT_DRIVER, cluster.address],
+            env=cluster.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(x) for x in driver.stdout], daemon=True).start()
         try:
-            done = subprocess.run(
-                [sys.executable, "-c", code, cluster.address],
-                env=cluster.env(),
-                capture_output=True,
-                text=True,
-                timeout=max(1.0, min(60.0, deadline - time.monotonic())),
-            )
-        except subprocess.TimeoutExpired:  # a loaded machine: ask again while time is left
-            last = ["no answer from a driver within 60 s"]
-            continue
-        last = done.stdout.strip().splitlines()[-1:] or [done.stderr[-300:]]
-        if done.returncode == 0 and last[0].isdigit() and int(last[0]) >= count:
-            return
-        time.sleep(0.5)
+            while time.monotonic() < deadline:
+                if any(p.poll() is not None for p in cluster.procs):
+                    break
+                try:
+                    last = lines.get(timeout=min(60.0, max(0.1, deadline - time.monotonic())))
+                except queue.Empty:
+                    last = "no answer from a driver within 60 s"
+                    break
+                last = last.strip()
+                if last.isdigit() and int(last) >= count:
+                    return
+                if driver.poll() is not None and lines.empty():
+                    break
+        finally:
+            driver.kill()
+            driver.wait()
     logs = "".join(
         (cluster.root / n).read_text(errors="replace")[-1500:]
         for n in ("head.log", "node.log")

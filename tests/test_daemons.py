@@ -65,7 +65,7 @@ def test_a_ray_node_and_its_processes_end_when_their_pytest_process_is_killed():
         "time.sleep(600)\n"
     )
     root = Path(line)
-    cluster = RayCluster(root, 0, 0)
+    cluster = RayCluster(root, 0)
     try:
         assert root.name.startswith("jtray-") and cluster.processes(), "no Ray node came up"
         parent.send_signal(signal.SIGKILL)
