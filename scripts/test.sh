@@ -17,4 +17,6 @@ bash "$ROOT/scripts/check.sh"
 # removed when the session ends (it holds a few GB of run stores and clusters' state).
 BASETEMP=$(mktemp -d)
 trap 'rm -rf "$BASETEMP"' EXIT
-"$VENV/bin/python" -m pytest -n "${JT_TEST_WORKERS:-auto}" --basetemp "$BASETEMP" "$@"
+# loadgroup: the tests of one xdist_group (those on the Ray cluster) run on one worker, which
+# then starts one cluster for them instead of one per worker.
+"$VENV/bin/python" -m pytest -n "${JT_TEST_WORKERS:-auto}" --dist loadgroup --basetemp "$BASETEMP" "$@"

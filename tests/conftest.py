@@ -234,29 +234,59 @@ def slurm(tmp_path_factory, worker_id):
 HOSTILE = 'x\'; $(touch /tmp/pwned) `id` "y"'
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups from the markers
 def pytest_collection_modifyitems(config, items):
     """Whichever test first needs its worker's Ray cluster starts it, which on a loaded machine
     takes minutes: every test that uses the cluster has ``START_WITHIN`` beyond the suite's
-    timeout, unless it names its own."""
+    timeout, unless it names its own. They are one ``xdist_group``: under ``--dist
+    loadgroup`` (``scripts/test.sh``) one worker runs them all, one after another, on one
+    cluster, which it ends after the last of them."""
     from ray_cluster import START_WITHIN
 
     budget = float(config.getini("timeout")) + START_WITHIN
     for item in items:
-        if "ray_cluster" in item.fixturenames and item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(budget))
+        if "ray_cluster" in item.fixturenames:
+            item.add_marker(pytest.mark.xdist_group("ray-cluster"))
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(budget))
+
+
+_ray: dict = {"cluster": None, "left": 0}  # this process's cluster; its tests not yet run
+
+
+def pytest_collection_finish(session):
+    _ray["left"] = sum("ray_cluster" in item.fixturenames for item in session.items)
 
 
 @pytest.fixture(scope="session")
-def ray_cluster(worker_id):
-    """A two-node Ray cluster per xdist worker, for the whole session. Defined here, once: a
-    session fixture imported into several test modules is a fixture of each of them, and a
-    second cluster of the same worker would start on the ports its first still holds."""
+def _ray_session():
+    """Ends the worker's Ray cluster at the end of the session if its last test has not."""
+    yield _ray
+    _stop_ray()
+
+
+def _stop_ray() -> None:
+    cluster, _ray["cluster"] = _ray["cluster"], None
+    if cluster is not None:
+        assert cluster.stop() == [], "processes of the Ray cluster were left"
+
+
+@pytest.fixture
+def ray_cluster(_ray_session, worker_id):
+    """A two-node Ray cluster of this xdist worker, started by the first test that uses it
+    and ended after the last (of those the worker collected), or at the end of the session.
+    Defined here, once: a fixture imported into several test modules is a fixture of each
+    of them, and a second cluster of the same worker would start on the ports its first
+    still holds."""
     from ray_cluster import start_cluster
 
-    index = 0 if worker_id == "master" else int(worker_id.lstrip("gw"))
-    cluster = start_cluster(index)
-    yield cluster
-    assert cluster.stop() == [], "processes of the Ray cluster were left"
+    if _ray_session["cluster"] is None:
+        index = 0 if worker_id == "master" else int(worker_id.lstrip("gw"))
+        _ray_session["cluster"] = start_cluster(index)
+    yield _ray_session["cluster"]
+    _ray_session["left"] -= 1
+    if _ray_session["left"] <= 0:
+        _stop_ray()
 
 
 @pytest.fixture
