@@ -384,13 +384,12 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 def open_existing(
     path: Path,
-    mode: str = "rw",
+    mode: Literal["rw", "ro"] = "rw",
     *,
     isolation_level: Literal["DEFERRED", "EXCLUSIVE", "IMMEDIATE"] | None = "DEFERRED",
 ) -> sqlite3.Connection:
     """A connection to the SQLite file at ``path``, which must exist: a missing file
-    raises ``sqlite3.OperationalError`` (unable to open) instead of being created.
-    ``mode`` is ``rw`` or ``ro``."""
+    raises ``sqlite3.OperationalError`` (unable to open) instead of being created."""
     uri = "file:" + urllib.parse.quote(str(path)) + "?mode=" + mode
     return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=isolation_level)
 
