@@ -188,12 +188,20 @@ class Page:
         self.lab = lab
         self.shots = shots
         self.errors: list[str] = []
+        self.failed_requests: list[str] = []
         page.on("pageerror", self._error)
+        page.on("requestfailed", self._request_failed)
 
     def _error(self, exc) -> None:
         text = f"{exc}\n{exc.stack}"
-        if not KNOWN_ERRORS.search(text):
-            self.errors.append(text)
+        if KNOWN_ERRORS.search(text):
+            return
+        if "Failed to fetch" in text:  # which request, and why: the page's error says neither
+            text += f"\nrequests that failed so far: {self.failed_requests or 'none'}"
+        self.errors.append(text)
+
+    def _request_failed(self, request) -> None:
+        self.failed_requests.append(f"{request.method} {request.url}: {request.failure}")
 
     def open(self, name: str) -> None:
         self.page.goto(self.lab.notebook_url(name))

@@ -35,3 +35,24 @@ def test_a_job_whose_ranks_never_started_stays_queued():
     running = Followed({"status": "running", "stages": {"running": {"start": 1000.0}}})
     running._ran_unseen({0: {"started": 999.0}})
     assert running.state["stages"] == {"running": {"start": 1000.0}}
+
+
+def test_ranks_whose_records_came_after_the_end_still_give_a_running_stage():
+    """On Kubernetes the ranks' records come through the pods' logs, after the supervisor saw
+    the job end: the run went from ``queued`` to ``finalizing``, and it still ran."""
+    run = Followed(
+        {
+            "status": "finalizing",
+            "stages": {"queued": {"start": 1000.0, "end": 2000.0}, "finalizing": {"start": 2000.0}},
+        }
+    )
+    run._ran_unseen({0: {"started": 1500.0}})
+    assert run.state["status"] == "finalizing"
+    assert list(run.state["stages"].items()) == [
+        ("queued", {"start": 1000.0, "end": 1500.0}),
+        ("running", {"start": 1500.0, "end": 2000.0}),
+        ("finalizing", {"start": 2000.0}),
+    ]
+    ended = Followed({"status": "completed", "stages": {"queued": {"start": 1000.0, "end": 2.0}}})
+    ended._ran_unseen({0: {"started": 1500.0}})
+    assert "running" not in ended.state["stages"]

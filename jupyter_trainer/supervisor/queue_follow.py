@@ -63,13 +63,21 @@ class QueueFollowing:
     def _ran_unseen(self, records: dict[int, dict[str, Any]]) -> None:
         """The launcher ended while the run still showed ``queued``, and its ranks ran: a
         short job the scheduler admitted and finished between two looks. Record that it ran,
-        from the first rank's start, so that its stages say so."""
+        from the first rank's start, so that its stages say so. Asked again once the run is
+        ``finalizing``: where the ranks' records come through the pods' logs (Kubernetes),
+        they arrive only after the launcher's end was seen."""
         starts = [r["started"] for r in records.values() if isinstance(r.get("started"), float)]
-        if self.state["status"] != "queued" or not starts:
+        stages = self.state.setdefault("stages", {})
+        if not starts or "queued" not in stages or "running" in stages:
             return
-        self.transition("running")
-        stages = self.state["stages"]
-        began = max(min(starts), stages.get("queued", {}).get("start", 0.0))
+        status = self.state["status"]
+        if status == "queued":
+            self.transition("running")
+        elif status == "finalizing":
+            stages["running"] = {"start": 0.0, "end": stages["finalizing"]["start"]}
+        else:
+            return
+        began = max(min(starts), stages["queued"]["start"])
         stages["running"]["start"] = began
-        if "queued" in stages:
-            stages["queued"]["end"] = began
+        stages["queued"]["end"] = began
+        self.state["stages"] = dict(sorted(stages.items(), key=lambda kv: kv[1]["start"]))

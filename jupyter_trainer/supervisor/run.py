@@ -424,6 +424,7 @@ class Supervisor(QueueFollowing):
                 collected = {"error": str(exc)}
             if collected:
                 teardown["collected"] = collected
+            self._ran_unseen(self.store.rank_records(self.run_id))
         launcher_exit = outcome.get("launcher_exit")
         if self.handle is not None:
             if launcher_exit is None:
