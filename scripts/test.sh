@@ -17,6 +17,10 @@ bash "$ROOT/scripts/check.sh"
 # removed when the session ends (it holds a few GB of run stores and clusters' state).
 BASETEMP=$(mktemp -d)
 trap 'rm -rf "$BASETEMP"' EXIT
+# One worker more than there are cores: with one per core, the cores sit idle for a quarter of
+# the session while tests wait on something else (a Slurm time limit, a server starting, a
+# grace period), and a third worker fills most of that (docs/benchmarks.md, "The test suite").
 # loadgroup: the tests of one xdist_group (those on the Ray cluster) run on one worker, which
 # then starts one cluster for them instead of one per worker.
-"$VENV/bin/python" -m pytest -n "${JT_TEST_WORKERS:-auto}" --dist loadgroup --basetemp "$BASETEMP" "$@"
+WORKERS=${JT_TEST_WORKERS:-$(($(nproc) + 1))}
+"$VENV/bin/python" -m pytest -n "$WORKERS" --dist loadgroup --basetemp "$BASETEMP" "$@"
