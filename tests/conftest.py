@@ -251,7 +251,8 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.timeout(budget))
 
 
-_ray: dict = {"cluster": None, "left": 0}  # this process's cluster; its tests not yet run
+# This process's cluster, its tests not yet run, and why it could not be started, if so.
+_ray: dict = {"cluster": None, "left": 0, "failed": None}
 
 
 def pytest_collection_finish(session):
@@ -275,14 +276,21 @@ def _stop_ray() -> None:
 def ray_cluster(_ray_session, worker_id):
     """A two-node Ray cluster of this xdist worker, started by the first test that uses it
     and ended after the last (of those the worker collected), or at the end of the session.
-    Defined here, once: a fixture imported into several test modules is a fixture of each
-    of them, and a second cluster of the same worker would start on the ports its first
-    still holds."""
+    A start that failed is not tried again: the worker's later tests that use the cluster
+    fail at once with its reason. Defined here, once: a fixture imported into several test
+    modules is a fixture of each of them, and a second cluster of the same worker would
+    start on the ports its first still holds."""
     from ray_cluster import start_cluster
 
+    if _ray_session["failed"]:  # not again for every test: each try takes minutes
+        pytest.fail(f"this worker's Ray cluster failed to start: {_ray_session['failed']}")
     if _ray_session["cluster"] is None:
         index = 0 if worker_id == "master" else int(worker_id.lstrip("gw"))
-        _ray_session["cluster"] = start_cluster(index)
+        try:
+            _ray_session["cluster"] = start_cluster(index)
+        except Exception as exc:
+            _ray_session["failed"] = str(exc).splitlines()[0] if str(exc) else repr(exc)
+            raise
     yield _ray_session["cluster"]
     _ray_session["left"] -= 1
     if _ray_session["left"] <= 0:

@@ -1,13 +1,14 @@
 """A real two-node Ray cluster on this machine, every listener on 127.0.0.1.
 
-A head and a second node, each ``ray start --block`` in its own process group (so the test
-owns their PIDs and never needs ``ray stop``, which would end every Ray on the machine),
-with 2 CPUs, its own temp folder and its own ports: a block of ``BLOCK`` inside 10100-16099
-that the xdist worker holds (``port_blocks``: never one another test session holds), Ray's
-worker ports included (given explicitly, so Ray's default worker range is never used): the
-head's GCS, dashboard API server and Ray Client server at the block's start, then each
-node's own ports and worker range (``node_ports``), all inside the block. ``stop`` ends both groups and checks that no process
-of the cluster is left.
+A head (``ray start --head --block``) and a second node (Ray's ``Node``), each started by a
+small driver (``HEAD_NODE``, ``SECOND_NODE``) in its own process group (so the test owns
+their PIDs and never needs ``ray stop``, which would end every Ray on the machine), with 2
+CPUs, its own temp folder and its own ports: a block of ``BLOCK`` inside 10100-16099 that the
+xdist worker holds (``port_blocks``: never one another test session holds), Ray's worker
+ports included (given explicitly, so Ray's default worker range is never used): the head's
+GCS, dashboard API server and Ray Client server at the block's start, then each node's own
+ports and worker range (``node_ports``), all inside the block. ``stop`` ends both groups and
+checks that no process of the cluster is left.
 
 The head runs what the ray target uses (the GCS, each node's raylet and agents) and leaves
 out what it does not, the dashboard's modules and the autoscaler's monitor, which cost CPU
@@ -26,13 +27,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from daemons import die_with_this_process
 from port_blocks import held_block
 
-RAY = str(Path(sys.executable).with_name("ray"))
 BLOCK = 120  # ports of one cluster
 NODE_AT = (10, 60)  # where in the block each node's ports start
 PORTS_PER_NODE = 50  # each node's: 10 of its own (6 used), then its workers'
@@ -40,16 +41,21 @@ ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 # The most ``start_cluster`` takes, retries included; a test that may be the one to start its
 # worker's cluster has this on top of its own time (``conftest``).
 START_WITHIN = 600.0
+# A node's raylet ends itself when its dashboard agent (a Python process, seconds of imports)
+# has not written its port within 15 s, a limit Ray does not let one change and that a machine
+# running other test suites exceeds: each node starts at this priority (where the session may
+# raise it), which every process it starts inherits, and is set back to normal once it is up.
+BOOST = -10
 
 
-SECOND_NODE = """
+# Ray's Node gives the GCS a hard-coded 30 s to register a new node's raylet, which waits for
+# its agents (Python processes) first: too little on a loaded machine, where ``ray start
+# --head`` then gives up with "The current node timed out during startup". Each node is
+# started by a driver that lets every lookup of the node wait up to 150 s instead.
+PATIENT = """
 import json, signal, sys, threading, time
 import ray._private.services as services
-from ray._private.node import Node
-from ray._private.parameter import RayParams
 
-# Ray's Node gives the GCS a hard-coded 30 s to register the new raylet, too little on a
-# loaded machine: each lookup of the node waits for it up to 150 s instead.
 _get_node = services.get_node
 def _patient_get_node(*args, **kwargs):
     deadline = time.monotonic() + 150
@@ -61,6 +67,25 @@ def _patient_get_node(*args, **kwargs):
                 raise
             time.sleep(0.5)
 services.get_node = _patient_get_node
+"""
+
+# The head: ``ray start`` (its command line after the driver) with that patience.
+HEAD_NODE = (
+    PATIENT
+    + """
+from ray.scripts.scripts import main
+sys.argv = ["ray", *sys.argv[1:]]
+main()
+"""
+)
+
+# ``ray start`` refuses to add a node to a head in its loopback-only mode, so the second node
+# is started the way ray.cluster_utils starts one, by a small driver of Ray's Node.
+SECOND_NODE = (
+    PATIENT
+    + """
+from ray._private.node import Node
+from ray._private.parameter import RayParams
 
 gcs, cpus, ports = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 params = RayParams(
@@ -71,6 +96,7 @@ signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 print("node up", flush=True)
 threading.Event().wait()
 """
+)
 
 
 def _block(worker: int) -> int:
@@ -161,7 +187,9 @@ def node_argvs(base: int, root: Path, cpus: int) -> tuple[list[str], list[str]]:
     """The command lines of the head and of the second node of a cluster on the port block
     from ``base``."""
     head = [
-        RAY,
+        sys.executable,
+        "-c",
+        HEAD_NODE,
         "start",
         "--head",
         f"--port={base}",
@@ -177,8 +205,6 @@ def node_argvs(base: int, root: Path, cpus: int) -> tuple[list[str], list[str]]:
         "--disable-usage-stats",
         *_flags(node_ports(base + NODE_AT[0])),
     ]
-    # ``ray start`` refuses to add a node to a head in its loopback-only mode, so the second
-    # node is started the way ray.cluster_utils starts one, by a small driver of Ray's Node.
     ports = json.dumps(node_ports(base + NODE_AT[1]))
     second = [sys.executable, "-c", SECOND_NODE, f"127.0.0.1:{base}", str(cpus), ports]
     return head, second
@@ -208,6 +234,7 @@ def start_cluster(worker: int = 0, cpus: int = 2, nodes: int = 2) -> RayCluster:
     except BaseException:
         cluster.stop()
         raise
+    _unboost(cluster)
     return cluster
 
 
@@ -243,6 +270,37 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
+def _boosted(arrange: Callable[[], None]) -> Callable[[], None]:
+    """A ``preexec_fn``: ``arrange`` (a killed test session takes the node along), then the
+    node's priority raised to ``BOOST`` where this process may (root), for its processes to
+    inherit while they start."""
+
+    def boost() -> None:
+        arrange()
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, BOOST)
+        except PermissionError:
+            pass
+
+    return boost
+
+
+def _unboost(cluster: RayCluster) -> None:
+    """Every thread of the cluster back at the normal priority, so that the workers it
+    starts for the tests' runs compete with the rest of the machine as any process does."""
+    for line in cluster.processes():
+        pid = line.split(maxsplit=1)[0]
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                os.setpriority(os.PRIO_PROCESS, int(tid), 0)
+            except OSError:
+                pass
+
+
 def _start(cluster: RayCluster, argv: list[str], log: str) -> None:
     with open(cluster.root / log, "ab") as out:
         cluster.procs.append(
@@ -254,7 +312,7 @@ def _start(cluster: RayCluster, argv: list[str], log: str) -> None:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 cwd=cluster.root,
-                preexec_fn=die_with_this_process(),  # a killed test session takes it along
+                preexec_fn=_boosted(die_with_this_process()),
             )
         )
 
@@ -287,6 +345,7 @@ def _wait_nodes(cluster: RayCluster, count: int, timeout: float = 180.0) -> None
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
+            preexec_fn=_boosted(die_with_this_process()),  # part of the start
         )
         lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=lambda: [lines.put(x) for x in driver.stdout], daemon=True).start()
@@ -307,9 +366,17 @@ def _wait_nodes(cluster: RayCluster, count: int, timeout: float = 180.0) -> None
         finally:
             driver.kill()
             driver.wait()
-    logs = "".join(
-        (cluster.root / n).read_text(errors="replace")[-1500:]
-        for n in ("head.log", "node.log")
-        if (cluster.root / n).exists()
+    raise RuntimeError(f"the Ray cluster did not reach {count} node(s): {last}\n{_logs(cluster)}")
+
+
+def _logs(cluster: RayCluster) -> str:
+    """The tails of the nodes' own output and of the GCS's and raylets' logs, which say why a
+    node did not come up (the ``ray start`` output says only that it timed out)."""
+    logs = cluster.root / "session_latest" / "logs"
+    found = [cluster.root / "head.log", cluster.root / "node.log"]
+    found += sorted(logs.glob("gcs_server.*")) + sorted(logs.glob("raylet*.*"))
+    return "".join(
+        f"--- {path.name}\n{path.read_text(errors='replace')[-1500:]}\n"
+        for path in found
+        if path.is_file() and path.stat().st_size
     )
-    raise RuntimeError(f"the Ray cluster did not reach {count} node(s): {last}\n{logs}")
