@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -45,25 +46,37 @@ START_WITHIN = 600.0
 # has not written its port within 15 s, a limit Ray does not let one change and that a machine
 # running other test suites exceeds: each node starts at this priority (where the session may
 # raise it), which every process it starts inherits, and is set back to normal once it is up.
-BOOST = -10
+BOOST = -20
 
 
 # Ray's Node gives the GCS a hard-coded 30 s to register a new node's raylet, which waits for
 # its agents (Python processes) first: too little on a loaded machine, where ``ray start
 # --head`` then gives up with "The current node timed out during startup". Each node is
-# started by a driver that lets every lookup of the node wait up to 150 s instead.
+# started by a driver that lets every lookup of the node wait up to 150 s instead, while
+# the node's raylet lives (one that ended itself is not waited for).
 PATIENT = """
-import json, signal, sys, threading, time
+import json, os, signal, sys, threading, time
 import ray._private.services as services
 
+def _raylet_alive(node_id):
+    needle = f"--node_id={node_id}".encode()
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if needle in fh.read():
+                    return True
+        except (OSError, ValueError):
+            continue
+    return False
+
 _get_node = services.get_node
-def _patient_get_node(*args, **kwargs):
+def _patient_get_node(gcs_address, node_id, *args, **kwargs):
     deadline = time.monotonic() + 150
     while True:
         try:
-            return _get_node(*args, **kwargs)
+            return _get_node(gcs_address, node_id, *args, **kwargs)
         except RuntimeError:
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or not _raylet_alive(node_id):
                 raise
             time.sleep(0.5)
 services.get_node = _patient_get_node
@@ -218,18 +231,20 @@ def start_cluster(worker: int = 0, cpus: int = 2, nodes: int = 2) -> RayCluster:
     deadline = time.monotonic() + START_WITHIN
     try:
         # A node gives up when its own processes have not come up, or the GCS has not
-        # registered it, within Ray's own limits (30 s), which a loaded machine can exceed:
-        # what is left of it is ended and it is started again, twice at most.
+        # registered it, within Ray's own limits, which a loaded machine can exceed: what is
+        # left of it is ended and it is started again while START_WITHIN leaves time.
         for argv, log, count in ((head, "head.log", 1), (second, "node.log", 2))[:nodes]:
-            for attempt in range(3):
+            attempt = 0
+            while True:
+                attempt += 1
                 _start(cluster, argv, log)
                 try:
                     _wait_nodes(cluster, count, min(180.0, deadline - time.monotonic()))
                     break
-                except RuntimeError:
+                except RuntimeError as exc:
                     within = min(60.0, deadline - time.monotonic() - 30)
-                    if attempt == 2 or within <= 0 or not _gave_up(cluster.procs[-1], within):
-                        raise
+                    if within <= 0 or not _gave_up(cluster.procs[-1], within):
+                        raise RuntimeError(f"{log.split('.')[0]}, try {attempt}: {exc}") from None
                     _end_group(cluster.procs.pop())
     except BaseException:
         cluster.stop()
@@ -375,8 +390,16 @@ def _logs(cluster: RayCluster) -> str:
     logs = cluster.root / "session_latest" / "logs"
     found = [cluster.root / "head.log", cluster.root / "node.log"]
     found += sorted(logs.glob("gcs_server.*")) + sorted(logs.glob("raylet*.*"))
-    return "".join(
-        f"--- {path.name}\n{path.read_text(errors='replace')[-1500:]}\n"
-        for path in found
-        if path.is_file() and path.stat().st_size
-    )
+    parts = []
+    for path in found:
+        if not path.is_file() or not path.stat().st_size:
+            continue
+        text = path.read_text(errors="replace")
+        fatal = [line[:400] for line in text.splitlines() if FATAL.search(line)][:5]
+        parts.append(f"--- {path.name}\n" + "".join(f"{line}\n" for line in fatal))
+        parts.append(f"(its end:)\n{text[-1000:]}\n")
+    return "".join(parts)
+
+
+# What a node's own logs say when it ended itself: a failed check, a time limit, an exception.
+FATAL = re.compile(r"Check failed|Timed out|\bC \d+ \d+\]|Exception:|Error:")
