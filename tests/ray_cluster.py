@@ -285,10 +285,11 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _boosted(arrange: Callable[[], None]) -> Callable[[], None]:
-    """A ``preexec_fn``: ``arrange`` (a killed test session takes the node along), then the
-    node's priority raised to ``BOOST`` where this process may (root), for its processes to
-    inherit while they start."""
+def _boosted() -> Callable[[], None]:
+    """A ``preexec_fn`` for a process of the cluster's start: it ends with this process (a
+    killed test session takes it along), and runs at ``BOOST`` where this process may raise
+    it (root), which the processes it starts inherit."""
+    arrange = die_with_this_process()
 
     def boost() -> None:
         arrange()
@@ -327,7 +328,7 @@ def _start(cluster: RayCluster, argv: list[str], log: str) -> None:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 cwd=cluster.root,
-                preexec_fn=_boosted(die_with_this_process()),
+                preexec_fn=_boosted(),
             )
         )
 
@@ -360,7 +361,7 @@ def _wait_nodes(cluster: RayCluster, count: int, timeout: float = 180.0) -> None
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
-            preexec_fn=_boosted(die_with_this_process()),  # part of the start
+            preexec_fn=_boosted(),  # part of the start
         )
         lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=lambda: [lines.put(x) for x in driver.stdout], daemon=True).start()
@@ -384,6 +385,10 @@ def _wait_nodes(cluster: RayCluster, count: int, timeout: float = 180.0) -> None
     raise RuntimeError(f"the Ray cluster did not reach {count} node(s): {last}\n{_logs(cluster)}")
 
 
+# What a node's own logs say when it ended itself: a failed check, a time limit, an exception.
+FATAL = re.compile(r"Check failed|Timed out|\bC \d+ \d+\]|Exception:|Error:")
+
+
 def _logs(cluster: RayCluster) -> str:
     """The tails of the nodes' own output and of the GCS's and raylets' logs, which say why a
     node did not come up (the ``ray start`` output says only that it timed out)."""
@@ -399,7 +404,3 @@ def _logs(cluster: RayCluster) -> str:
         parts.append(f"--- {path.name}\n" + "".join(f"{line}\n" for line in fatal))
         parts.append(f"(its end:)\n{text[-1000:]}\n")
     return "".join(parts)
-
-
-# What a node's own logs say when it ended itself: a failed check, a time limit, an exception.
-FATAL = re.compile(r"Check failed|Timed out|\bC \d+ \d+\]|Exception:|Error:")
