@@ -4,6 +4,7 @@ TensorBoard ``SummaryWriter`` (torch's and tensorboardX's) under torchrun and th
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -106,3 +107,28 @@ def test_a_bad_autolog_value_is_refused_before_anything_exists(home):
     with pytest.raises(SpecError, match="autolog must be True or False"):
         api.submit("print(1)", launcher="python", autolog="no")
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())
+
+
+def test_every_patch_asked_for_one_module_is_made_once_it_is_imported(tmp_path):
+    """Two parts of the rank side patching the same module before the code imports it (the
+    rendezvous store: a warm pool's held port and the store kept for leaving together) both
+    get their patch, in the order they asked."""
+    (tmp_path / "late_module.py").write_text("made = []\n")
+    code = """
+import sys
+from jupyter_trainer.rankside.import_hooks import when_imported
+when_imported("late_module", lambda m: m.made.append("first"))
+when_imported("late_module", lambda m: m.made.append("second"))
+import late_module
+when_imported("late_module", lambda m: m.made.append("loaded"))
+print(late_module.made)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert out.stdout.split("\n")[0] == "['first', 'second', 'loaded']"

@@ -226,6 +226,37 @@ def test_init_process_group_returns_once_every_rank_has_joined(home, monkeypatch
     assert [run.logs(r).split() for r in (0, 1)] == [["no-barrier"], ["no-barrier"]]
 
 
+LATE_STORE_CELL = """
+import time
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+from jupyter_trainer import runtime as jt
+dist.init_process_group("gloo")
+store = c10d._get_default_store()
+dist.destroy_process_group()
+if jt.rank == 1:
+    time.sleep(1.5)  # rank 0's code has ended by now
+    store.add("late", 1)  # as torch's own barrier does when this rank is descheduled
+print("left", jt.rank)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("launcher", "hot"), [("mpirun", False), ("torchrun", True)], ids=["mpirun", "warm-pool"]
+)
+def test_rank_0_keeps_the_rendezvous_store_until_every_rank_has_left(home, launcher, hot):
+    """Without torchrun's agent, rank 0's process hosts the rendezvous store: a rank 0 that
+    ends first must not take it away from a peer that still has a store call to make
+    ("Broken pipe" on the peer, 0.09 s after rank 0 ended, under load)."""
+    from jupyter_trainer.api import runs as api
+
+    run = api.submit(LATE_STORE_CELL, launcher=launcher, procs=2, hot=hot, wait=False)
+    run.wait(timeout=120)
+    assert run.status == "completed", run.state.get("error")
+    assert [run.logs(r).split() for r in (0, 1)] == [["left", "0"], ["left", "1"]]
+
+
 def test_a_local_runs_port_is_one_no_outgoing_connection_can_take():
     """The port a local run's rank 0 binds later is drawn from below the kernel's ephemeral
     range, where no connection's local port is ever picked, and is free when drawn."""

@@ -222,6 +222,16 @@ def _release_process_group() -> None:
         print(f"[jt] destroying the process group failed: {exc}", file=sys.stderr)
 
 
+def _leave_together(rank_env: Any) -> None:
+    """A rank whose code ended well leaves the rendezvous store only with its peers."""
+    leave = getattr(rank_env, "leave_together", None)  # absent from an older rank side
+    try:
+        if leave is not None:
+            leave()
+    except Exception as exc:
+        print(f"[jt] leaving the rendezvous store failed: {exc}", file=sys.stderr)
+
+
 def _flush_stdio() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -317,10 +327,15 @@ def main(argv: list[str]) -> int:
                 print(f"[jt] cannot record the rank's end: {exc}", file=sys.stderr)
         _flush_stdio()
 
+    ended_well: list[bool] = []  # the code ended well and its end is recorded
+
     def on_terminate(signum: int) -> None:
         # Called by the runtime's SIGTERM handler once the events are written.
         if os.getpid() != boot_pid:
             return
+        if ended_well:  # ended while waiting for its peers to leave the store
+            _flush_stdio()
+            os._exit(0)
         name = signal.Signals(signum).name
         seen = evidence()
         print(f"[jt] rank {runtime.rank} terminated by {name}", file=sys.stderr)
@@ -341,6 +356,8 @@ def main(argv: list[str]) -> int:
     rank_env.join_before_returning()
     rank_env.separate_restarts()
     rank_env.host_store_on_held_port()
+    if hasattr(rank_env, "keep_rendezvous_stores"):  # absent from an older installed rank side
+        rank_env.keep_rendezvous_stores()
     try:  # framework calls report to the run (absent from an older installed rank side)
         from jupyter_trainer.rankside import autolog
     except ImportError:
@@ -390,6 +407,8 @@ def main(argv: list[str]) -> int:
         if code == 0:
             _release_process_group()
             finish(code)
+            ended_well.append(True)
+            _leave_together(rank_env)
         else:
             finish(code, failed_at=failed_at, **evidence())
         return code
@@ -414,6 +433,8 @@ def main(argv: list[str]) -> int:
         return code
     _release_process_group()
     finish(0)
+    ended_well.append(True)
+    _leave_together(rank_env)
     return 0
 
 

@@ -20,15 +20,20 @@ def when_imported(name: str, patch: Callable[[Any], None]) -> None:
     loaded = sys.modules.get(name)
     if loaded is not None:
         patch(loaded)
-    else:
-        sys.meta_path.insert(0, PatchOnImport(name, patch))
+        return
+    for finder in sys.meta_path:  # one finder per module, so every patch asked for is made
+        if isinstance(finder, PatchOnImport) and finder.name == name:
+            finder.patches.append(patch)
+            return
+    sys.meta_path.insert(0, PatchOnImport(name, patch))
 
 
 class PatchOnImport(importlib.abc.MetaPathFinder):
-    """Call ``patch(module)`` once module ``name`` has been imported and run."""
+    """Call each of ``patches`` on module ``name`` once it has been imported and run, in the
+    order they were asked for."""
 
     def __init__(self, name: str, patch: Callable[[Any], None]) -> None:
-        self.name, self.patch = name, patch
+        self.name, self.patches = name, [patch]
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         if name != self.name:
@@ -41,7 +46,8 @@ class PatchOnImport(importlib.abc.MetaPathFinder):
 
         def exec_module(module: Any) -> None:
             run_module(module)
-            self.patch(module)
+            for patch in self.patches:
+                patch(module)
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from typing import Any
 
 from .import_hooks import when_imported
 
 STORE_FD_ENV = "JT_STORE_LISTEN_FD"  # pool.child.STORE_FD_ENV
+LEAVE_WITHIN = 60.0  # how long rank 0 keeps the store for ranks that have not left yet
+_stores: list[tuple[Any, int, int]] = []  # (store, rank, world size) of each rendezvous
 
 
 def slurm_tasks_on_node(spec: str, node: int) -> str | None:
@@ -232,3 +235,55 @@ def host_store_on_held_port() -> None:
         rendezvous._create_c10d_store = create_store
 
     when_imported("torch.distributed.rendezvous", patch)
+
+
+def keep_rendezvous_stores() -> None:
+    """Keep the store of each ``env://`` or ``tcp://`` rendezvous this rank makes, for
+    ``leave_together``.
+
+    Without torchrun's agent, rank 0's process hosts that store, and it closes when rank 0
+    ends. A peer that still has a store call to make then fails with "Broken pipe", blamed
+    on a crash that never happened: torch's own barrier at the end of
+    ``init_process_group`` is such a call, and a finished rank 0 can end before a peer
+    descheduled under load has made it. Under torchrun the agent hosts the store and
+    outlives the ranks, so nothing is kept there; nor in a one-rank run."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        return
+    if os.environ.get("WORLD_SIZE", "1") in ("", "0", "1"):
+        return
+
+    def patch(rendezvous: Any) -> None:
+        original = rendezvous._create_c10d_store
+
+        @functools.wraps(original)
+        def create_store(
+            hostname: str, port: int, rank: int, world_size: int, *args: Any, **kwargs: Any
+        ) -> Any:
+            store = original(hostname, port, rank, world_size, *args, **kwargs)
+            _stores.append((store, int(rank), int(world_size)))
+            return store
+
+        rendezvous._create_c10d_store = create_store
+
+    when_imported("torch.distributed.rendezvous", patch)
+
+
+def leave_together(within: float = LEAVE_WITHIN) -> None:
+    """Called once the rank's code has ended well: say so in each store kept by
+    ``keep_rendezvous_stores``, and on rank 0, which hosts it, keep it open until every rank
+    has said so, or for ``within`` seconds at most (a peer that ends some other way)."""
+    for index, (store, rank, world_size) in enumerate(_stores):
+        key = f"jt/left/{index}"
+        try:
+            left = store.add(key, 1)
+        except Exception:  # rank 0 and its store are gone already: nothing to wait for
+            continue
+        deadline, pause = time.monotonic() + within, 0.01
+        while rank == 0 and left < world_size and time.monotonic() < deadline:
+            time.sleep(pause)
+            pause = min(2 * pause, 0.2)
+            try:
+                left = store.add(key, 0)
+            except Exception:
+                break
+    _stores.clear()
