@@ -11,8 +11,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from pg_server import stop_argv
-from ray_cluster import RayCluster
+from ray_cluster import START_WITHIN, RayCluster
 
 TESTS = Path(__file__).parent
 
@@ -53,6 +54,7 @@ def test_a_fixture_daemon_ends_when_its_pytest_process_is_killed():
             os.kill(daemon, signal.SIGKILL)
 
 
+@pytest.mark.timeout(300 + START_WITHIN)  # the start may be tried again, as the fixture's
 def test_a_ray_node_and_its_processes_end_when_their_pytest_process_is_killed():
     """``ray start --block`` runs in a session of its own, so a killed test session would
     leave it, its GCS and its raylet running: it gets SIGTERM from the kernel instead, and
