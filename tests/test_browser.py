@@ -279,7 +279,13 @@ class Page:
             else ".jp-Toolbar-item:has-text('Kernel status')"
         )
         found = self.page.locator(item).all_inner_texts()
-        return " ; ".join(text.strip() for text in found) or "(no kernel status)"
+        if found:
+            return " ; ".join(text.strip() for text in found)
+        bar = " ; ".join(
+            t.strip() for t in self.page.locator(".jp-StatusBar-Widget").all_inner_texts()
+        )
+        tabs = self.page.locator(".lm-TabBar-tab.lm-mod-current").all_inner_texts()
+        return f"(no kernel status; status bar {bar or 'absent'!r}, current tabs {tabs})"
 
     def run_all(self, tries: int = 3) -> None:
         """Run > Run All Cells, once the kernel is connected and idle. Under load, Notebook 7
