@@ -257,6 +257,31 @@ def test_rank_0_keeps_the_rendezvous_store_until_every_rank_has_left(home, launc
     assert [run.logs(r).split() for r in (0, 1)] == [["left", "0"], ["left", "1"]]
 
 
+EXIT_CELL = """
+import os
+import torch.distributed as dist
+from jupyter_trainer import runtime as jt
+dist.init_process_group("gloo")
+dist.barrier()
+dist.destroy_process_group()
+print("done", jt.rank, flush=True)
+if jt.rank == 1:
+    os._exit(0)  # as scripts do to skip a backend's slow teardown: it never says it left
+"""
+
+
+@pytest.mark.slow
+def test_rank_0_does_not_keep_the_store_for_a_peer_whose_process_has_ended(home):
+    from jupyter_trainer.api import runs as api
+    from jupyter_trainer.rankside.launcher_env import LEAVE_WITHIN
+
+    run = api.submit(EXIT_CELL, launcher="mpirun", procs=2, wait=False)
+    run.wait(timeout=120)
+    assert run.status == "completed", run.state.get("error")  # mpirun saw both end with 0
+    ranks = [json.loads((run.path / "ranks" / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["exited"] - ranks[1]["exited"] < LEAVE_WITHIN / 3, ranks
+
+
 def test_a_local_runs_port_is_one_no_outgoing_connection_can_take():
     """The port a local run's rank 0 binds later is drawn from below the kernel's ephemeral
     range, where no connection's local port is ever picked, and is free when drawn."""

@@ -172,6 +172,19 @@ def test_a_rank_that_left_no_record_of_its_end_is_named_as_killed():
     assert why["error"].startswith("rank 1 ended without recording an exit (killed by a signal")
 
 
+def test_a_rank_that_ended_unrecorded_with_no_status_to_read_counts_only_if_the_launcher_failed():
+    """``os._exit(0)`` skips the rank's own record of its end, and a zero status is what an
+    unreadable one shows too: the launcher's exit code 0 says the rank ended well."""
+    records = {0: {"exit_code": 0, "exited": 2.0}, 1: {"started": 1.0, "exited": 1.5}}
+    assert verdict.decide(evidence(records=records)) == ("completed", {})
+    status, why = verdict.decide(
+        evidence(outcome={"launcher_exit": 1}, records=records, launcher_exit=1, log_tail="x")
+    )
+    assert (status, why["failed_rank"]) == ("failed", 1)
+    killed = {**records, 1: {**records[1], "signal": "SIGKILL"}}
+    assert verdict.decide(evidence(records=killed))[0] == "failed"
+
+
 def test_a_launcher_that_failed_with_no_rank_to_blame():
     status, why = verdict.decide(
         evidence(outcome={"launcher_exit": 2}, launcher_exit=2, log_tail="usage: torchrun")

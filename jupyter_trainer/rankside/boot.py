@@ -222,12 +222,27 @@ def _release_process_group() -> None:
         print(f"[jt] destroying the process group failed: {exc}", file=sys.stderr)
 
 
-def _leave_together(rank_env: Any) -> None:
-    """A rank whose code ended well leaves the rendezvous store only with its peers."""
+def _leave_together(rank_env: Any, ranks: str | None) -> None:
+    """A rank whose code ended well leaves the rendezvous store only with its peers; on rank
+    0, a peer whose record in ``ranks`` says its process has exited has left too."""
+
+    def peers_gone(world_size: int) -> bool:
+        if ranks is None:
+            return False
+        for rank in range(1, world_size):
+            path = os.path.join(ranks, f"rank-{rank}.json")
+            try:
+                with open(path, encoding="utf-8") as f:
+                    if "exited" not in json.load(f):
+                        return False
+            except (OSError, ValueError, TypeError):
+                return False  # on another node, or not written yet
+        return True
+
     leave = getattr(rank_env, "leave_together", None)  # absent from an older rank side
     try:
         if leave is not None:
-            leave()
+            leave(peers_gone=peers_gone)
     except Exception as exc:
         print(f"[jt] leaving the rendezvous store failed: {exc}", file=sys.stderr)
 
@@ -408,7 +423,7 @@ def main(argv: list[str]) -> int:
             _release_process_group()
             finish(code)
             ended_well.append(True)
-            _leave_together(rank_env)
+            _leave_together(rank_env, record_path and os.path.dirname(record_path))
         else:
             finish(code, failed_at=failed_at, **evidence())
         return code
@@ -434,7 +449,7 @@ def main(argv: list[str]) -> int:
     _release_process_group()
     finish(0)
     ended_well.append(True)
-    _leave_together(rank_env)
+    _leave_together(rank_env, record_path and os.path.dirname(record_path))
     return 0
 
 

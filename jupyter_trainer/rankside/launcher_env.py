@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .import_hooks import when_imported
@@ -268,10 +269,13 @@ def keep_rendezvous_stores() -> None:
     when_imported("torch.distributed.rendezvous", patch)
 
 
-def leave_together(within: float = LEAVE_WITHIN) -> None:
+def leave_together(
+    within: float = LEAVE_WITHIN, peers_gone: Callable[[int], bool] | None = None
+) -> None:
     """Called once the rank's code has ended well: say so in each store kept by
     ``keep_rendezvous_stores``, and on rank 0, which hosts it, keep it open until every rank
-    has said so, or for ``within`` seconds at most (a peer that ends some other way)."""
+    has said so, until ``peers_gone(world_size)`` says every other rank's process has ended
+    (one that ended some other way: ``os._exit``, a signal), or for ``within`` seconds."""
     for index, (store, rank, world_size) in enumerate(_stores):
         key = f"jt/left/{index}"
         try:
@@ -280,6 +284,8 @@ def leave_together(within: float = LEAVE_WITHIN) -> None:
             continue
         deadline, pause = time.monotonic() + within, 0.01
         while rank == 0 and left < world_size and time.monotonic() < deadline:
+            if peers_gone is not None and peers_gone(world_size):
+                break
             time.sleep(pause)
             pause = min(2 * pause, 0.2)
             try:

@@ -71,10 +71,17 @@ def first_failure(e: Evidence) -> attribution.Death | None:
     """The process that failed first: a rank by its records (and the launcher's words), or
     the launcher when a signal killed it before any rank failed, or when the pool died and
     its ranks with it. A rank that recorded exit code 0 and then died by a signal counts
-    only when the launcher did not exit 0 (the launcher saw every rank end well)."""
+    only when the launcher did not exit 0 (the launcher saw every rank end well); so does a
+    rank that ended without recording its exit where no signal or status of it could be
+    read (``os._exit(0)``, which a script calls to skip a backend's slow teardown)."""
     deaths = attribution.rank_deaths(e.records, e.launcher_words)
     if e.launcher_exit == 0:
-        deaths = [d for d in deaths if d.how != attribution.AFTER_EXIT]
+        deaths = [
+            d
+            for d in deaths
+            if d.how != attribution.AFTER_EXIT
+            and not (d.how == "killed" and d.signal is None and d.exit_status is None)
+        ]
     first = attribution.first_death(deaths)
     launcher = e.launcher_death
     if launcher is not None and (
