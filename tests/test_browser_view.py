@@ -107,6 +107,28 @@ def check_dark(page, root: str) -> list[dict]:
     return charts
 
 
+def check_a_press_whose_chip_moved_away(pw, root: str) -> None:
+    """A chip pressed, moved from under the pointer by an update (a longer value in the chip
+    before it), and released where it was pressed is toggled all the same."""
+    loss = f"{root} .jt-metric-chip[data-metric=loss]"
+    assert "jt-on" in (pw.get_attribute(loss, "class") or "")
+    figure = pw.locator(f"{loss} b").bounding_box()
+    x, y = figure["x"] + figure["width"] / 2, figure["y"] + figure["height"] / 2
+    pw.mouse.move(x, y)
+    pw.mouse.down()
+    pw.eval_on_selector(
+        f"{root} .jt-metric-chip[data-metric=acc] b", "b => b.textContent = '0.5'.repeat(40)"
+    )
+    under = (
+        "([x, y]) => document.elementFromPoint(x, y)?.closest('.jt-metric-chip')?.dataset.metric"
+    )
+    assert pw.evaluate(under, [x, y]) != "loss", "the chip did not move from under the pointer"
+    pw.mouse.up()
+    pw.wait_for_selector(f"{loss}:not(.jt-on)", timeout=10_000)
+    pw.click(loss)
+    pw.wait_for_selector(f"{loss}.jt-on", timeout=10_000)
+
+
 def test_figures_name_their_ranks_and_charts_follow_a_theme_switch(browser, home):
     lab, page = browser
     pw = page.page
@@ -144,6 +166,7 @@ def test_figures_name_their_ranks_and_charts_follow_a_theme_switch(browser, home
     back = chart_colours(page, widget)
     assert [c["grid"] for c in back] == [c["themeGrid"] for c in back]
     assert all(c["ink"] < 0.5 for c in back), back
+    check_a_press_whose_chip_moved_away(pw, widget)
     assert not re.search("error", " ".join(page.errors), re.I), page.errors
     assert leftover(run.id) == []
 

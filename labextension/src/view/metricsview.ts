@@ -70,9 +70,21 @@ export class MetricsSection {
     // Chips are kept across updates, and so are the elements inside them (only their text
     // and state change): Chromium fires no click once the element pressed on has left the
     // page, so a click whose press and release straddle an update would be lost.
+    // An update can also move the chip pressed on from under a pointer that has not moved
+    // (a value above grows or shrinks): the release then lands elsewhere in the chips, and the
+    // click goes to the chips' box. A release where the press was still toggles that chip.
     this.chipsBox = this.$('[data-testid=jt-metric-chips]');
-    this.chipsBox.addEventListener('click', event => {
+    let pressed: { chip: HTMLElement; x: number; y: number } | null = null;
+    this.chipsBox.addEventListener('pointerdown', event => {
       const chip = (event.target as HTMLElement).closest('button.jt-metric-chip') as HTMLElement | null;
+      pressed = chip && event.button === 0 ? { chip, x: event.clientX, y: event.clientY } : null;
+    });
+    this.chipsBox.addEventListener('click', event => {
+      const still = pressed && Math.hypot(event.clientX - pressed.x, event.clientY - pressed.y) <= 4;
+      const chip =
+        ((event.target as HTMLElement).closest('button.jt-metric-chip') as HTMLElement | null) ??
+        (still && pressed?.chip.isConnected ? pressed.chip : null);
+      pressed = null;
       if (!chip) return;
       const names = (model.get('metrics') || []).map(m => m.name);
       const next = this.selectedMetrics();
