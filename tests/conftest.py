@@ -347,6 +347,19 @@ def pytest_runtest_logreport(report):
     reporter.write_line(report.longreprtext[-4000:])
 
 
+REPORTS = pytest.StashKey[dict]()  # each phase's report of a test, for its fixtures' teardown
+
+
+def failed_so_far(node) -> bool:
+    """Whether the test's setup or call failed, as its fixtures' teardown sees it."""
+    return any(r.failed for r in node.stash.get(REPORTS, {}).values())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[REPORTS] = {}
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """A test that fails shows, for each run of its store, the run's status and the tail of
@@ -355,6 +368,7 @@ def pytest_runtest_makereport(item, call):
     from jupyter_trainer.core.errors import RunFailed
 
     report = yield
+    item.stash[REPORTS][call.when] = report
     if not report.failed or call.when == "teardown":
         return report
     failed = call.excinfo.value if call.excinfo is not None else None

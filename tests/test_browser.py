@@ -18,12 +18,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import REPO, leftover, wait_for
+from conftest import REPO, failed_so_far, leftover, wait_for
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.rankside import hotstart as pool
@@ -271,6 +272,19 @@ class Page:
             f"ends:\n{self.lab.log_tail()}"
         )
 
+    def keep_what_was_shown(self) -> None:
+        """At a failure: the whole page as a screenshot, and what its prompts, kernel status
+        and the server's kernels were, in ``at-failure.txt``."""
+        try:
+            self.page.screenshot(path=str(self.shots / "at-failure.png"), full_page=True)
+            prompts = self.page.locator(".jp-InputArea-prompt").all_inner_texts()
+            (self.shots / "at-failure.txt").write_text(
+                f"url: {self.page.url}\nprompts: {prompts}\nkernel: {self.kernel_status()}\n"
+                f"server's kernels: {self.lab.kernels()}\nerrors: {self.errors}\n"
+            )
+        except Exception as exc:  # the test's own failure is what is reported
+            print(f"could not keep the page at the failure: {exc!r}")
+
     def kernel_status(self) -> str:
         """The kernel's status as the page shows it."""
         item = (
@@ -363,7 +377,13 @@ def _is_local(url: str) -> bool:
 
 
 @contextmanager
-def open_browser(home: Path, name: str, app: str, theme: str = "JupyterLab Light"):
+def open_browser(
+    home: Path,
+    name: str,
+    app: str,
+    theme: str = "JupyterLab Light",
+    failed: Callable[[], bool] = lambda: False,
+):
     """(server, Page) with the page's artifacts folder; everything is stopped after. A
     request for anything off this machine fails the test: the front end must work offline."""
     from playwright.sync_api import sync_playwright
@@ -393,6 +413,8 @@ def open_browser(home: Path, name: str, app: str, theme: str = "JupyterLab Light
                 context.on("request", note_offsite)
                 page = Page(context.pages[0] if context.pages else context.new_page(), lab, shots)
                 yield lab, page
+                if failed():
+                    page.keep_what_was_shown()
                 assert not page.errors, f"errors in the page: {page.errors}"
                 assert not offsite, f"the page asked for files off this machine: {offsite}"
             finally:
@@ -402,24 +424,30 @@ def open_browser(home: Path, name: str, app: str, theme: str = "JupyterLab Light
         shutil.copy(lab.log_path, shots / f"{app}.log")
 
 
+def failed(request) -> Callable[[], bool]:
+    return lambda: failed_so_far(request.node)
+
+
 @pytest.fixture
 def browser(home, request):
     """JupyterLab and a page in headless Chromium."""
-    with open_browser(home, request.node.name, "jupyterlab") as opened:
+    with open_browser(home, request.node.name, "jupyterlab", failed=failed(request)) as opened:
         yield opened
 
 
 @pytest.fixture(params=["JupyterLab Light", "JupyterLab Dark"], ids=["light", "dark"])
 def themed_browser(home, request):
     """(JupyterLab, Page) in the light or the dark theme."""
-    with open_browser(home, request.node.name, "jupyterlab", theme=request.param) as opened:
+    with open_browser(
+        home, request.node.name, "jupyterlab", theme=request.param, failed=failed(request)
+    ) as opened:
         yield (*opened, request.param.split()[-1].lower())
 
 
 @pytest.fixture
 def notebook7(home, request):
     """Notebook 7 and a page in headless Chromium."""
-    with open_browser(home, request.node.name, "notebook") as opened:
+    with open_browser(home, request.node.name, "notebook", failed=failed(request)) as opened:
         yield opened
 
 
@@ -1071,7 +1099,7 @@ def test_after_a_kernel_restart_the_old_widget_says_its_kernel_is_gone(browser, 
 @pytest.fixture(params=["jupyterlab", "notebook"], ids=["lab", "notebook7"])
 def any_front_end(home, request):
     """JupyterLab, then Notebook 7, each with a page in headless Chromium."""
-    with open_browser(home, request.node.name, request.param) as opened:
+    with open_browser(home, request.node.name, request.param, failed=failed(request)) as opened:
         yield opened
 
 
