@@ -222,22 +222,16 @@ def _release_process_group() -> None:
         print(f"[jt] destroying the process group failed: {exc}", file=sys.stderr)
 
 
-def _leave_together(rank_env: Any, ranks: str | None) -> None:
+def _leave_together(rank_env: Any, rank_death: Any, ranks: str | None) -> None:
     """A rank whose code ended well leaves the rendezvous store only with its peers; on rank
-    0, a peer whose record in ``ranks`` says its process has exited has left too."""
+    0, a peer whose record in ``ranks`` says its process has exited has left too (a record
+    on another node, or not written yet, says nothing)."""
 
     def peers_gone(world_size: int) -> bool:
-        if ranks is None:
-            return False
-        for rank in range(1, world_size):
-            path = os.path.join(ranks, f"rank-{rank}.json")
-            try:
-                with open(path, encoding="utf-8") as f:
-                    if "exited" not in json.load(f):
-                        return False
-            except (OSError, ValueError, TypeError):
-                return False  # on another node, or not written yet
-        return True
+        return ranks is not None and all(
+            "exited" in (rank_death.read_record(os.path.join(ranks, f"rank-{rank}.json")) or {})
+            for rank in range(1, world_size)
+        )
 
     leave = getattr(rank_env, "leave_together", None)  # absent from an older rank side
     try:
@@ -344,6 +338,12 @@ def main(argv: list[str]) -> int:
 
     ended_well: list[bool] = []  # the code ended well and its end is recorded
 
+    def end_well() -> None:
+        _release_process_group()
+        finish(0)
+        ended_well.append(True)
+        _leave_together(rank_env, rank_death, record_path and os.path.dirname(record_path))
+
     def on_terminate(signum: int) -> None:
         # Called by the runtime's SIGTERM handler once the events are written.
         if os.getpid() != boot_pid:
@@ -420,10 +420,7 @@ def main(argv: list[str]) -> int:
         failed_at = time.time()
         code = _exit_status(exc.code)
         if code == 0:
-            _release_process_group()
-            finish(code)
-            ended_well.append(True)
-            _leave_together(rank_env, record_path and os.path.dirname(record_path))
+            end_well()
         else:
             finish(code, failed_at=failed_at, **evidence())
         return code
@@ -446,10 +443,7 @@ def main(argv: list[str]) -> int:
             **({"debugged": debugged} if debugged else {}),
         )
         return code
-    _release_process_group()
-    finish(0)
-    ended_well.append(True)
-    _leave_together(rank_env, record_path and os.path.dirname(record_path))
+    end_well()
     return 0
 
 
