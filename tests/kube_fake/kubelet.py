@@ -505,6 +505,11 @@ class PodRun(threading.Thread):
             )
         )
         env[MARKER] = self.marker(c["name"])
+        # A container's /tmp is its own: what its commands leave there (torchrun's
+        # torchelastic_* folders) goes with the pod's files, not into the host's /tmp.
+        scratch = self.dir / "tmp" / c["name"]
+        scratch.mkdir(parents=True, exist_ok=True)
+        env.setdefault("TMPDIR", str(scratch))
         # With pod networks a container also has a PID namespace of its own, as a real one:
         # its command is PID 1 (/proc/1/fd/1 is its log) and the rest dies with it.
         network = self.kubelet.network
