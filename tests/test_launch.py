@@ -266,7 +266,8 @@ dist.barrier()
 dist.destroy_process_group()
 print("done", jt.rank, flush=True)
 if jt.rank == 1:
-    os._exit(0)  # as scripts do to skip a backend's slow teardown: it never says it left
+    import posix
+    posix._exit(0)  # past the os._exit that records a rank's end: it never says it left
 """
 
 
@@ -280,6 +281,39 @@ def test_rank_0_does_not_keep_the_store_for_a_peer_whose_process_has_ended(home)
     assert run.status == "completed", run.state.get("error")  # mpirun saw both end with 0
     ranks = [json.loads((run.path / "ranks" / f"rank-{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["exited"] - ranks[1]["exited"] < LEAVE_WITHIN / 3, ranks
+
+
+EARLY_EXIT_CELL = """
+import os, time
+from jupyter_trainer import runtime as jt
+if jt.rank == 1:
+    print("leaving", flush=True)
+    os._exit({code})  # as scripts do to skip a backend's slow teardown
+time.sleep(4)  # well past the time a launcher gets to stop its ranks after one fails
+print("still here", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_rank_that_ends_with_os_exit_0_before_the_others_is_a_good_end(home):
+    from jupyter_trainer.api import runs as api
+
+    run = api.submit(EARLY_EXIT_CELL.format(code=0), procs=2, wait=False)
+    run.wait(timeout=120)
+    assert run.status == "completed", run.state.get("error")
+    assert [run.logs(r).split() for r in (0, 1)] == [["still", "here"], ["leaving"]]
+    record = json.loads((run.path / "ranks" / "rank-1.json").read_text())
+    assert record["exit_code"] == 0 and record["ended"] < record["exited"], record
+
+
+@pytest.mark.slow
+def test_a_rank_that_ends_with_os_exit_and_a_failing_code_is_named_with_it(home):
+    from jupyter_trainer.api import runs as api
+
+    run = api.submit(EARLY_EXIT_CELL.format(code=3), procs=2, wait=False)
+    run.wait(timeout=120, raise_on_failure=False)
+    assert run.status == "failed"
+    assert (run.state["failed_rank"], run.state["error"]) == (1, "the code called os._exit(3)")
 
 
 def test_a_local_runs_port_is_one_no_outgoing_connection_can_take():

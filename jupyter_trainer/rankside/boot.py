@@ -23,7 +23,7 @@ import runpy
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 _HERE, _TRACEBACK_CHARS = os.path.dirname(os.path.abspath(__file__)), 8000
 _CELL_MARKER = "# --- cell ---"  # capture.cellscript.CELL_MARKER
@@ -322,8 +322,10 @@ def main(argv: list[str]) -> int:
             return {}
 
     boot_pid = os.getpid()
+    finished: list[int] = []  # the rank's exit code, once its end is recorded
 
     def finish(exit_code: int, **extra: Any) -> None:
+        finished.append(exit_code)
         try:
             runtime.flush()
         except Exception as exc:
@@ -357,6 +359,27 @@ def main(argv: list[str]) -> int:
         finish(128 + signum, signal=name, **seen)
         os._exit(128 + signum)
 
+    real_exit = os._exit
+
+    def exit_from_code(status: int) -> NoReturn:
+        """``os._exit`` as the rank's code calls it (to skip a backend's slow teardown, for
+        example): the rank's end is recorded first, as any other end, and a good one leaves
+        the rendezvous store with its peers. Forked children (DataLoader workers) and the
+        ends this module records itself exit at once."""
+        if os.getpid() == boot_pid and not finished:
+            code = status & 0xFF
+            if code == 0:
+                finish(0)
+                ended_well.append(True)
+                _leave_together(rank_env, rank_death, record_path and os.path.dirname(record_path))
+            else:
+                failed_at = time.time()
+                error = f"the code called os._exit({status})"
+                print(f"[jt] rank {runtime.rank}: {error}", file=sys.stderr)
+                finish(code, failed_at=failed_at, error=error, **evidence())
+        real_exit(status)
+
+    os._exit = exit_from_code
     hooks = getattr(runtime, "_terminate_hooks", None)
     if hooks is not None:
         hooks.append(on_terminate)
