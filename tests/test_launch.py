@@ -295,10 +295,11 @@ print("still here", flush=True)
 
 
 @pytest.mark.slow
-def test_a_rank_that_ends_with_os_exit_0_before_the_others_is_a_good_end(home):
+@pytest.mark.parametrize("hot", [False, True], ids=["torchrun", "warm-pool"])
+def test_a_rank_that_ends_with_os_exit_0_before_the_others_is_a_good_end(home, hot):
     from jupyter_trainer.api import runs as api
 
-    run = api.submit(EARLY_EXIT_CELL.format(code=0), procs=2, wait=False)
+    run = api.submit(EARLY_EXIT_CELL.format(code=0), procs=2, hot=hot, wait=False)
     run.wait(timeout=120)
     assert run.status == "completed", run.state.get("error")
     assert [run.logs(r).split() for r in (0, 1)] == [["still", "here"], ["leaving"]]

@@ -366,18 +366,21 @@ def main(argv: list[str]) -> int:
         example): the rank's end is recorded first, as any other end, and a good one leaves
         the rendezvous store with its peers. Forked children (DataLoader workers) and the
         ends this module records itself exit at once."""
-        if os.getpid() == boot_pid and not finished:
-            code = status & 0xFF
-            if code == 0:
-                finish(0)
-                ended_well.append(True)
-                _leave_together(rank_env, rank_death, record_path and os.path.dirname(record_path))
-            else:
-                failed_at = time.time()
-                error = f"the code called os._exit({status})"
-                print(f"[jt] rank {runtime.rank}: {error}", file=sys.stderr)
-                finish(code, failed_at=failed_at, error=error, **evidence())
-        real_exit(status)
+        try:
+            if os.getpid() == boot_pid and not finished:
+                if status & 0xFF == 0:
+                    finish(0)
+                    ended_well.append(True)
+                    _leave_together(
+                        rank_env, rank_death, record_path and os.path.dirname(record_path)
+                    )
+                else:
+                    failed_at = time.time()
+                    error = f"the code called os._exit({status})"
+                    print(f"[jt] rank {runtime.rank}: {error}", file=sys.stderr)
+                    finish(status & 0xFF, failed_at=failed_at, error=error, **evidence())
+        finally:
+            real_exit(status)
 
     os._exit = exit_from_code
     hooks = getattr(runtime, "_terminate_hooks", None)
