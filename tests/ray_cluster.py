@@ -46,6 +46,10 @@ START_WITHIN = 600.0
 # has not written its port within 15 s, a limit Ray does not let one change and that a machine
 # running other test suites exceeds: each node starts at this priority (where the session may
 # raise it), which every process it starts inherits, and is set back to normal once it is up.
+# Where the kernel groups processes by session for the scheduler (sched_autogroup_enabled),
+# a nice value counts only against the processes of the same session, and CPU is shared
+# between sessions first: a node, started in a session of its own, has its session's group
+# raised as well.
 BOOST = -20
 
 
@@ -297,13 +301,28 @@ def _boosted() -> Callable[[], None]:
             os.setpriority(os.PRIO_PROCESS, 0, BOOST)
         except PermissionError:
             pass
+        if os.getsid(0) == os.getpid():  # never the group of the session that started it
+            _session_nice(os.getpid(), BOOST)
 
     return boost
 
 
+def _session_nice(leader: int, nice: int) -> None:
+    """The nice value of the scheduler's group of the session ``leader`` leads, where the
+    kernel has such groups and this process may set it."""
+    try:
+        with open(f"/proc/{leader}/autogroup", "w") as f:
+            f.write(str(nice))
+    except OSError:
+        pass
+
+
 def _unboost(cluster: RayCluster) -> None:
-    """Every thread of the cluster back at the normal priority, so that the workers it
-    starts for the tests' runs compete with the rest of the machine as any process does."""
+    """Every thread and session of the cluster back at the normal priority, so that the
+    workers it starts for the tests' runs compete with the rest of the machine as any
+    process does."""
+    for proc in cluster.procs:
+        _session_nice(proc.pid, 0)
     for line in cluster.processes():
         pid = line.split(maxsplit=1)[0]
         try:
