@@ -43,6 +43,7 @@ CHROMIUM_ARGS = [
 ]
 ARTIFACTS = Path(os.environ.get("JT_ARTIFACTS") or REPO / "out" / "artifacts")
 TIMEOUT_MS = 90_000
+SETTLE_S = 2  # how long a notebook's kernel stays the same before its cells are run
 # Errors of the front ends themselves, which they raise with every third-party extension
 # disabled. Notebook 7.6's keyboard-shortcuts plugin reads the schema of a plugin that is
 # not in the settings registry when the page loads.
@@ -153,13 +154,21 @@ class JupyterLab:
     def kernels(self) -> str:
         """The server's kernels and the state it has for each, or why it could not say."""
         try:
-            with urllib.request.urlopen(
-                f"{self.url}/api/kernels?token={self.token}", timeout=10
-            ) as r:
-                found = json.load(r)
+            found = self._kernels()
         except OSError as exc:
             return f"(no answer from /api/kernels: {exc})"
         return ", ".join(f"{k['id'][:8]} {k['execution_state']}" for k in found) or "no kernel"
+
+    def kernel_ids(self) -> set[str] | None:
+        """The ids of the server's kernels, or None when it did not answer."""
+        try:
+            return {k["id"] for k in self._kernels()}
+        except OSError:
+            return None
+
+    def _kernels(self) -> list[dict]:
+        with urllib.request.urlopen(f"{self.url}/api/kernels?token={self.token}", timeout=10) as r:
+            return json.load(r)
 
     def log_tail(self, lines: int = 15) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -272,6 +281,28 @@ class Page:
             f"ends:\n{self.lab.log_tail()}"
         )
 
+    def wait_settled(self, timeout_ms: int = TIMEOUT_MS) -> None:
+        """``wait_idle``, until the kernel has stayed the same for ``SETTLE_S``: idle on the
+        page, no dialog, the same kernels on the server. Under load, Notebook 7 can lose the
+        kernel it started as the notebook opened (it dies of an interrupt while starting) and
+        start another; its Select Kernel dialog, accepted, then starts a third. A Run All
+        begun before that ran its first cells on one kernel and the rest on the next
+        ("UsageError: Cell magic `%%train` not found" after ``%load_ext`` had run)."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            self.wait_idle(int(max(1.0, deadline - time.monotonic()) * 1000))
+            before = self.lab.kernel_ids()
+            self.page.wait_for_timeout(SETTLE_S * 1000)
+            dialog = any(d.is_visible() for d in self.page.query_selector_all(".jp-Dialog"))
+            idle = self.page.locator(self.lab.idle_kernel).count() > 0
+            if before is not None and not dialog and idle and self.lab.kernel_ids() == before:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the notebook's kernel did not settle in {timeout_ms / 1000:.0f} s; the "
+                    f"page shows {self.kernel_status()!r}, the server {self.lab.kernels()}"
+                )
+
     def keep_what_was_shown(self) -> None:
         """At a failure: the whole page as a screenshot, and what its prompts, kernel status
         and the server's kernels were, in ``at-failure.txt``."""
@@ -302,12 +333,12 @@ class Page:
         return f"(no kernel status; status bar {bar or 'absent'!r}, current tabs {tabs})"
 
     def run_all(self, tries: int = 3) -> None:
-        """Run > Run All Cells, once the kernel is connected and idle. Under load, Notebook 7
+        """Run > Run All Cells, once the kernel has settled (``wait_settled``). Under load, Notebook 7
         can show the kernel idle before its session takes requests, and Run All then runs
         nothing: every prompt stays ``[ ]``. Only then is it chosen again, so no cell runs twice."""
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-        self.wait_idle()
+        self.wait_settled()
         started = ".jp-InputArea-prompt:has-text('[*]'), .jp-InputArea-prompt:has-text('[1]')"
         for attempt in range(tries):
             self.dismiss_popups()
