@@ -221,13 +221,14 @@ def test_an_unschedulable_pod_shows_queued_with_the_schedulers_reason(home, kube
     "kube_cluster, api_name", [(TRAINER, "trainjob")], indirect=True, ids=["trainjob"]
 )
 def test_a_node_container_that_dies_restarting_in_place_fails_the_run(home, kube_cluster, api_name):
-    """A rank killed without a traceback (os._exit) takes its node's torchrun down; the
-    TrainJob's pod restarts in place (OnFailure), so only its container status says so."""
+    """A rank that ends without a traceback or a record of its end (``_exit`` from native
+    code, past the rank's own ``os._exit``) takes its node's torchrun down; the TrainJob's pod
+    restarts in place (OnFailure), so only its container status says so."""
     kube_target(home, kube_cluster, api_name)
     code = (
-        "import os, time\nimport torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
+        "import posix, time\nimport torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
         "dist.init_process_group('gloo')\njt.log(step=0, up=1)\n"
-        "if jt.rank == 2:\n    os._exit(7)\ntime.sleep(600)\n"
+        "if jt.rank == 2:\n    posix._exit(7)\ntime.sleep(600)\n"
     )
     started = time.monotonic()
     run = api.submit(code, target="kube", nodes=2, procs=2, name="kube-exit")
