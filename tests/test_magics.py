@@ -64,7 +64,9 @@ dist.destroy_process_group()
         assert all(
             e["values"] == {"lr_sum": pytest.approx(0.2), "rank_seen": rank} for e in metrics
         )
-        assert events[-1] == {**events[-1], "kind": "progress", "done": 3, "total": 3}
+        # the rank's last progress event: its memory sampler may write a system event after it
+        progress = [e for e in events if e["kind"] == "progress"]
+        assert [(e["done"], e["total"]) for e in progress] == [(1, 3), (2, 3), (3, 3)]
         assert (run.outputs / f"rank{rank}.txt").read_text() == f"{rank}/2 [1, 2]"
     out = capsys.readouterr().out
     assert f"run {run.id} completed" in out and "lr_sum" in out
