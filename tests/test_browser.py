@@ -985,20 +985,26 @@ def test_a_huge_run_stays_smooth_in_the_browser(browser, home):
     page.shot("10-huge-run")
 
 
-def test_a_reloaded_page_shows_the_live_widget_again(browser, home):
+def test_a_reloaded_page_shows_the_live_widget_again(browser, home, tmp_path):
     lab, page = browser
+    stop = tmp_path / "stop"  # the run goes on until the reloaded page has been checked
     lab.write_notebook(
         "reload.ipynb",
         [
             "%load_ext jupyter_trainer",
+            f"stop_file = {str(stop)!r}",
             """%%train --no-wait --procs 2 --name reload
-import time
+import os, time
 from jupyter_trainer import runtime as jt
-for step in range(250):
+total = 3000
+for step in range(total):
     jt.log(step=step, loss=1.0 / (step + 1))
-    jt.progress(step + 1, 250)
+    jt.progress(step + 1, total)
     print("reload step", step, flush=True)
+    if os.path.exists(stop_file):
+        break
     time.sleep(0.06)
+jt.progress(total, total)
 """,
         ],
     )
@@ -1022,6 +1028,7 @@ for step in range(250):
         what="the log history after the reload",
     )
     page.shot("11-after-reload")
+    stop.touch()
     run.wait(timeout=60)
     page.page.wait_for_function(
         "document.querySelector('[data-testid=jt-status]').textContent === 'completed'"
