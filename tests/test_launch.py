@@ -317,6 +317,25 @@ def test_a_rank_that_ends_with_os_exit_and_a_failing_code_is_named_with_it(home)
     assert (run.state["failed_rank"], run.state["error"]) == (1, "the code called os._exit(3)")
 
 
+TERMINATED_AS_IT_ENDS_CELL = """
+import atexit, os, signal
+# as a launcher or the supervisor ending the run does while this rank is still exiting
+atexit.register(lambda: os.kill(os.getpid(), signal.SIGTERM))
+raise ValueError("loss diverged")
+"""
+
+
+def test_a_sigterm_while_a_failed_rank_exits_leaves_its_own_end_recorded(home):
+    from jupyter_trainer.api import runs as api
+
+    run = api.submit(TERMINATED_AS_IT_ENDS_CELL, procs=1, wait=False)
+    run.wait(timeout=120, raise_on_failure=False)
+    assert run.status == "failed"
+    assert run.state["error"] == "ValueError: loss diverged", run.state
+    record = json.loads((run.path / "ranks" / "rank-0.json").read_text())
+    assert record["exit_code"] == 1 and "signal" not in record, record
+
+
 def test_a_local_runs_port_is_one_no_outgoing_connection_can_take():
     """The port a local run's rank 0 binds later is drawn from below the kernel's ephemeral
     range, where no connection's local port is ever picked, and is free when drawn."""

@@ -322,37 +322,43 @@ def main(argv: list[str]) -> int:
             return {}
 
     boot_pid = os.getpid()
-    finished: list[int] = []  # the rank's exit code, once its end is recorded
+    ending: dict[str, Any] = {}  # the end the rank records: its exit code, and what it saw
 
-    def finish(exit_code: int, **extra: Any) -> None:
-        finished.append(exit_code)
-        try:
-            runtime.flush()
-        except Exception as exc:
-            print(f"[jt] flushing events failed: {exc}", file=sys.stderr)
+    def record_end() -> None:
         if record_path is not None and os.getpid() == boot_pid:
-            record.update(ended=time.time(), exit_code=exit_code, **extra)
+            record.setdefault("ended", time.time())
+            record.update(ending)
             try:
                 rank_death.write_json(record_path, record)
             except OSError as exc:
                 print(f"[jt] cannot record the rank's end: {exc}", file=sys.stderr)
-        _flush_stdio()
 
-    ended_well: list[bool] = []  # the code ended well and its end is recorded
+    def finish(exit_code: int, **extra: Any) -> None:
+        ending.update(exit_code=exit_code, **extra)
+        try:
+            runtime.flush()
+        except Exception as exc:
+            print(f"[jt] flushing events failed: {exc}", file=sys.stderr)
+        record_end()
+        _flush_stdio()
 
     def end_well() -> None:
         _release_process_group()
         finish(0)
-        ended_well.append(True)
         _leave_together(rank_env, rank_death, record_path and os.path.dirname(record_path))
 
     def on_terminate(signum: int) -> None:
         # Called by the runtime's SIGTERM handler once the events are written.
         if os.getpid() != boot_pid:
             return
-        if ended_well:  # ended while waiting for its peers to leave the store
+        if ending:
+            # The code has ended and its end is recorded, or being recorded: a SIGTERM now
+            # comes from whoever ends the run after it (its launcher, the supervisor), while
+            # this rank waits for its peers to leave the store or is still exiting. Its own
+            # end stands, and so does its exit code.
+            record_end()
             _flush_stdio()
-            os._exit(0)
+            os._exit(ending["exit_code"] & 0xFF)
         name = signal.Signals(signum).name
         seen = evidence()
         print(f"[jt] rank {runtime.rank} terminated by {name}", file=sys.stderr)
@@ -367,10 +373,9 @@ def main(argv: list[str]) -> int:
         the rendezvous store with its peers. Forked children (DataLoader workers) and the
         ends this module records itself exit at once."""
         try:
-            if os.getpid() == boot_pid and not finished:
+            if os.getpid() == boot_pid and not ending:
                 if status & 0xFF == 0:
                     finish(0)
-                    ended_well.append(True)
                     _leave_together(
                         rank_env, rank_death, record_path and os.path.dirname(record_path)
                     )
