@@ -342,8 +342,9 @@ def main(argv: list[str]) -> int:
         record_end()
         _flush_stdio()
 
-    def end_well() -> None:
-        _release_process_group()
+    def end_well(release_group: bool = True) -> None:
+        if release_group:
+            _release_process_group()
         finish(0)
         _leave_together(rank_env, rank_death, record_path and os.path.dirname(record_path))
 
@@ -375,10 +376,7 @@ def main(argv: list[str]) -> int:
         try:
             if os.getpid() == boot_pid and not ending:
                 if status & 0xFF == 0:
-                    finish(0)
-                    _leave_together(
-                        rank_env, rank_death, record_path and os.path.dirname(record_path)
-                    )
+                    end_well(release_group=False)  # the code meant to skip the teardown
                 else:
                     failed_at = time.time()
                     error = f"the code called os._exit({status})"
