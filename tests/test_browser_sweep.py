@@ -7,8 +7,8 @@ under ``$JT_ARTIFACTS`` like test_browser.py's.
 
 from __future__ import annotations
 
+from browser_page import browser  # noqa: F401 (the fixture)
 from conftest import leftover, wait_for
-from test_browser import browser  # noqa: F401 (the fixture)
 
 import jupyter_trainer as jt
 from jupyter_trainer.rankside import procs

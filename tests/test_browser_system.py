@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
+from browser_page import browser  # noqa: F401 (the fixture)
 from conftest import leftover
-from test_browser import browser  # noqa: F401 (the fixture)
 
 from jupyter_trainer import api
 from jupyter_trainer.frontends.views.cost import money, run_cost

@@ -6,10 +6,13 @@ and the Lab view. Screenshots go under ``$JT_ARTIFACTS`` like test_browser.py's.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 
-from conftest import leftover
-from test_browser import browser, luminance  # noqa: F401 (the fixture)
+from browser_page import browser, themed_browser  # noqa: F401 (the fixtures)
+from browser_views import assert_readable, luminance, write_state
+from conftest import REPO, leftover
 
 from jupyter_trainer import api
 
@@ -199,4 +202,66 @@ def test_a_rank_waiting_in_a_debugger_is_shown_with_how_to_attach(browser, home)
     run.cancel(wait=True, timeout=60)
     pw.wait_for_selector(f"#jt-run-{run.id} [data-testid=jt-status]:text-is('canceled')")
     pw.wait_for_selector(f"#jt-run-{run.id} [data-testid=jt-debugging]", state="detached")
+    assert leftover(run.id) == []
+
+
+THEMED_CELL = """%%train --procs 2 --name themed
+from jupyter_trainer import runtime as jt
+for step in range(60):
+    loss = float("nan") if step == 15 else 2.0 / (1 + 0.1 * step)
+    jt.log(step=step, loss=loss, accuracy=step / 60 + 0.05 * jt.rank, phase="train")
+    jt.progress(step + 1, 60)
+    print(f"\\x1b[32mINFO\\x1b[0m rank {jt.rank} step {step}", flush=True)
+"""
+
+
+def test_the_run_view_follows_the_theme_in_the_widget_and_the_lab_view(themed_browser, home):
+    lab, page, theme = themed_browser
+    lab.write_notebook("themed.ipynb", ["%load_ext jupyter_trainer", "lr = 0.1", THEMED_CELL])
+    page.open("themed.ipynb")
+    page.run_all()
+    pw = page.page
+    widget = ".jp-OutputArea [data-testid=jt-monitor]"
+    pw.wait_for_selector(f"{widget} [data-testid=jt-status]:text-is('completed')")
+    pw.wait_for_selector(f"{widget} [data-testid=jt-chart][data-points]")
+    run = api.get_run(page.text(f"{widget} [data-testid=jt-run-id]"))
+    shots = {}
+
+    def check(where: str, root: str) -> None:
+        background = pw.eval_on_selector(root, "el => getComputedStyle(el).backgroundColor")
+        color = pw.eval_on_selector(
+            f"{root} [data-testid=jt-name]", "el => getComputedStyle(el).color"
+        )
+        dark = theme == "dark"
+        assert (luminance(background) < 0.3) == dark and (luminance(color) > 0.6) == dark, (
+            where,
+            theme,
+            background,
+            color,
+        )
+        assert pw.text_content(f"{root} [data-testid=jt-status]") == "completed"
+        # NaN at step 15 on both ranks: marked on the chart and counted, never dropped
+        loss = f"{root} .jt-chart-card[data-metric=loss]"
+        assert pw.get_attribute(f"{loss} [data-testid=jt-chart]", "data-non-finite") == "2"
+        assert "2 NaN/inf" in page.text(f"{loss} .jt-chart-foot")
+        assert re.search(
+            r"min 0\.28\d* \(rank 0\) · max 2 \(rank 0\)", page.text(f"{loss} .jt-chart-stats")
+        )
+        if where == "lab":  # opened after the NaN was recorded; the widget had ended before
+            nan = f"{root} [data-testid=jt-non-finite]"
+            assert page.text(nan) == "⚠ loss became NaN at step 15 on rank 0"
+            assert_readable(pw, nan)
+        shots[where] = page.shot(f"run-view-{theme}-{where}", root)
+
+    check("widget", widget)
+    first = {"rank": 0, "step": 15, "value": "nan", "t": run.state["created"]}
+    write_state(run, non_finite={"loss": first})  # as the supervisor records it
+    pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
+    pw.click(f"[data-testid=jt-runs-row][data-run='{run.id}']")
+    view = f"#jt-run-{run.id} [data-testid=jt-monitor]"
+    pw.wait_for_selector(f"{view} [data-testid=jt-chart][data-points]")
+    check("lab", view)
+    if os.environ.get("JT_UPDATE_SCREENSHOTS"):  # refresh the docs' pictures on purpose only
+        for path in shots.values():
+            shutil.copy(path, REPO / "docs" / "screenshots" / path.name)
     assert leftover(run.id) == []

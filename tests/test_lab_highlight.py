@@ -8,8 +8,8 @@ also checks that a YAML key and a Python keyword are drawn in JupyterLab's colou
 
 from __future__ import annotations
 
+from browser_page import browser  # noqa: F401 (the fixture)
 from conftest import wait_for
-from test_browser import browser  # noqa: F401  (the fixture)
 
 ENV_CELL = '%%environment digits\npython: "3.11"\ninherit: true\npip:\n  - scikit-learn==1.7.*\n'
 TRAIN_CELL = "%%train --procs 2 --name digits\nimport torch\nfor epoch in range(3):\n    pass\n"

@@ -14,8 +14,9 @@ import shutil
 import subprocess
 import sys
 
+from browser_page import TIMEOUT_MS, browser  # noqa: F401 (the fixture)
+from browser_views import LIVE_CELL, LIVE_PARAMS, check_live_view
 from conftest import REPO, leftover, wait_for
-from test_browser import LIVE_CELL, LIVE_PARAMS, TIMEOUT_MS, browser, check_live_view  # noqa: F401
 from test_follow import INTERLEAVED
 
 from jupyter_trainer.api import runs as api

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
+from browser_page import TIMEOUT_MS, browser  # noqa: F401 (the fixture)
 from conftest import leftover, wait_for
-from test_browser import TIMEOUT_MS, browser  # noqa: F401
 from test_lab_panel import open_panel
 
 import jupyter_trainer as jt

@@ -15,8 +15,8 @@ import socket
 import time
 
 import pytest
-from test_browser import STALL_STACK as STACK
-from test_browser import write_state
+from browser_views import STALL_STACK as STACK
+from browser_views import write_state
 from test_server import get_json, jp_server_config  # noqa: F401  (the server's configuration)
 
 from jupyter_trainer.api import runs as api

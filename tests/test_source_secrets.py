@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from browser_page import browser  # noqa: F401 (the fixture)
 from conftest import leftover
-from test_browser import browser  # noqa: F401  (the fixture)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.capture import resolve_cell, source_summary, write_cell_snapshot
