@@ -15,6 +15,7 @@ from kube_fake.testing import (
     TrainJob,
     client,
     indexed_job,
+    one_container_pod,
 )
 from lightkube import ApiError
 from lightkube.models.core_v1 import Container, PodSpec
@@ -120,17 +121,7 @@ def test_watch_sees_added_modified_deleted(kube_cluster):
         timeout=30,
     ) as stream:
         kc = client(kube_cluster)
-        kc.create(
-            Pod(
-                metadata=ObjectMeta(name="w"),
-                spec=PodSpec(
-                    restartPolicy="Never",
-                    containers=[
-                        Container(name="main", image="x", command=[PY, "-c", "print('hi')"])
-                    ],
-                ),
-            )
-        )
+        kc.create(one_container_pod("w", "print('hi')"))
         for line in stream.iter_lines():
             event = json.loads(line)
             seen.append((event["type"], event["object"]["status"].get("phase")))

@@ -23,6 +23,7 @@ from kube_fake.testing import (
     client,
     condition,
     indexed_job,
+    one_container_pod,
 )
 from lightkube import ApiError
 from lightkube.models.batch_v1 import (
@@ -32,9 +33,6 @@ from lightkube.models.batch_v1 import (
 )
 from lightkube.models.core_v1 import (
     ConfigMapVolumeSource,
-    Container,
-    PodSpec,
-    ResourceRequirements,
     ServicePort,
     ServiceSpec,
     Volume,
@@ -254,22 +252,7 @@ def test_foreground_delete_kills_every_process_before_the_job_goes(kube_cluster)
 
 def test_gpu_pod_stays_pending_with_the_schedulers_reason(kube_cluster):
     kc = client(kube_cluster)
-    kc.create(
-        Pod(
-            metadata=ObjectMeta(name="gpu"),
-            spec=PodSpec(
-                restartPolicy="Never",
-                containers=[
-                    Container(
-                        name="main",
-                        image="x",
-                        command=[PY, "-c", "print(1)"],
-                        resources=ResourceRequirements(limits={"nvidia.com/gpu": "1"}),
-                    )
-                ],
-            ),
-        )
-    )
+    kc.create(one_container_pod("gpu", "print(1)", {"nvidia.com/gpu": "1"}))
     event = wait_for(
         lambda: next(iter(kc.list(Event, fields={"involvedObject.name": "gpu"})), None),
         what="a FailedScheduling event",
@@ -302,22 +285,7 @@ def test_requests_within_allocatable_are_scheduled_one_after_another(tmp_path):
     with FakeCluster(tmp_path, allocatable={"nvidia.com/gpu": "1"}) as cluster:
         kc = client(cluster)
         for name in ("g1", "g2"):
-            kc.create(
-                Pod(
-                    metadata=ObjectMeta(name=name),
-                    spec=PodSpec(
-                        restartPolicy="Never",
-                        containers=[
-                            Container(
-                                name="main",
-                                image="x",
-                                command=[PY, "-c", hold],
-                                resources=ResourceRequirements(limits={"nvidia.com/gpu": "1"}),
-                            )
-                        ],
-                    ),
-                )
-            )
+            kc.create(one_container_pod(name, hold, {"nvidia.com/gpu": "1"}))
         wait_for(lambda: kc.get(Pod, "g1").status.phase == "Running", what="g1 running")
         assert kc.get(Pod, "g2").status.phase == "Pending"
         go.touch()

@@ -214,9 +214,9 @@ def test_horovod_two_nodes_by_two_completes_with_every_rank(home, kube_cluster):
 
 @pytest.mark.parametrize("kube_cluster", [{"trainjob_api": True}], indirect=True)
 def test_the_mpi_runtime_refuses_the_open_mpi_variables_it_sets_itself(kube_cluster):
+    from kube_fake.testing import PY, TrainJob, client
     from lightkube.core.exceptions import ApiError
     from lightkube.models.meta_v1 import ObjectMeta
-    from test_kube_fake import PY, TrainJob, client
 
     with pytest.raises(ApiError) as err:
         client(kube_cluster).create(

@@ -10,9 +10,10 @@ from pathlib import Path
 from lightkube import Client, KubeConfig
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.models.batch_v1 import JobSpec
-from lightkube.models.core_v1 import Container, PodSpec, PodTemplateSpec
+from lightkube.models.core_v1 import Container, PodSpec, PodTemplateSpec, ResourceRequirements
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.batch_v1 import Job
+from lightkube.resources.core_v1 import Pod
 
 PY = sys.executable
 TORCHRUN = str(Path(PY).with_name("torchrun"))
@@ -83,6 +84,15 @@ def indexed_job(
             template=PodTemplateSpec(spec=pod),
             **spec,
         ),
+    )
+
+
+def one_container_pod(name: str, code: str, limits: dict[str, str] | None = None) -> Pod:
+    """A pod that runs ``python -c code`` once, with these resource limits."""
+    resources = ResourceRequirements(limits=limits) if limits else None
+    main = Container(name="main", image="x", command=[PY, "-c", code], resources=resources)
+    return Pod(
+        metadata=ObjectMeta(name=name), spec=PodSpec(restartPolicy="Never", containers=[main])
     )
 
 
