@@ -14,9 +14,10 @@ from jupyter_trainer.rankside import procs
 from . import admission
 from .gc import GarbageCollector
 from .jobs import JobController
-from .kubelet import NODE, Kubelet
+from .kubelet import Kubelet
 from .kueue import KueueController
 from .resources import Registry
+from .scheduler import NODE
 from .server import ApiServer
 from .store import ApiError, Store, now
 from .trainer import TrainJobController, load_runtime

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
+NODE = "fake-node"
 SUFFIX = {
     "m": Decimal("0.001"),
     "k": Decimal(10) ** 3,
