@@ -139,8 +139,16 @@ def test_boot_forced_backend_applies_to_bare_init_process_group(run: Path) -> No
     assert "backend gloo" in log  # torch alone answers "undefined" for a bare call
 
 
-def test_boot_destroys_a_process_group_the_entry_left_open(run: Path) -> None:
-    # A Gloo group left open can abort the rank in C++ teardown after its work is done.
+@pytest.mark.parametrize(
+    "ending, code, open_at_exit",
+    [("", 0, False), ("raise SystemExit(3)", 3, True)],
+    ids=["ended-well", "failed"],
+)
+def test_boot_destroys_an_open_process_group_only_after_the_entry_ended_well(
+    run: Path, ending: str, code: int, open_at_exit: bool
+) -> None:
+    # A Gloo group left open can abort the rank in C++ teardown after its work is done; after
+    # a failure, destroying it could block on peers that are still in a collective.
     write(
         run / "code" / "_jt" / "cell.py",
         f"""
@@ -150,30 +158,12 @@ def test_boot_destroys_a_process_group_the_entry_left_open(run: Path) -> None:
                           MASTER_PORT="{free_port()}")
         dist.init_process_group("gloo")
         atexit.register(lambda: print("open at exit", dist.is_initialized(), flush=True))
+        {ending}
     """,
     )
     proc = boot(run, "_jt/cell.py", site=True, PYTHONPATH=str(REPO))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "open at exit False" in (run / "logs" / "rank-0.log").read_text()
-
-
-def test_boot_leaves_a_failed_entry_s_process_group_alone(run: Path) -> None:
-    # Destroying it after a failure could block on peers that are still in a collective.
-    write(
-        run / "code" / "_jt" / "cell.py",
-        f"""
-        import atexit, os
-        import torch.distributed as dist
-        os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                          MASTER_PORT="{free_port()}")
-        dist.init_process_group("gloo")
-        atexit.register(lambda: print("open at exit", dist.is_initialized(), flush=True))
-        raise SystemExit(3)
-    """,
-    )
-    proc = boot(run, "_jt/cell.py", site=True, PYTHONPATH=str(REPO))
-    assert proc.returncode == 3
-    assert "open at exit True" in (run / "logs" / "rank-0.log").read_text()
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert f"open at exit {open_at_exit}" in (run / "logs" / "rank-0.log").read_text()
 
 
 # --- rank mapping -----------------------------------------------------------------------------
