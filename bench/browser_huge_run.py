@@ -46,7 +46,7 @@ COMPLETE = """n => {
 
 
 def measure(page, lab, run_id: str, points: int, name: str) -> dict:
-    from test_browser import TIMEOUT_MS
+    from browser_page import TIMEOUT_MS
 
     lab.write_notebook(name, ["%load_ext jupyter_trainer", f"%train attach {run_id}"])
     page.open(name)
@@ -77,8 +77,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
-    from test_browser import open_browser
-    from test_widget import huge_run
+    from browser_page import open_browser
+    from huge_run import huge_run
 
     from jupyter_trainer.store import HOME_ENV
 

@@ -198,7 +198,7 @@ def test_a_huge_run_stays_smooth_in_the_browser(browser, home):
     """1,000,000 points per metric and 100 MB of logs: the page draws downsampled series and
     a bounded log tail. How long the page is blocked while the history streams in is
     measured by ``bench/browser_huge_run.py``."""
-    from test_widget import huge_run
+    from huge_run import huge_run
 
     lab, page = browser
     run = huge_run(1_000_000, 100)

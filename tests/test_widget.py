@@ -7,16 +7,22 @@ displays); what it would send (Cancel, Launch) is sent as comm messages. The bro
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from datetime import datetime
 
 import nbformat
 import papermill
-import pytest
 from conftest import leftover, wait_for
-from jupyter_client.manager import start_new_kernel
+from huge_run import huge_run
+from kernels import (  # noqa: F401 (the fixture)
+    MONITORS,
+    Kernel,
+    kernel,
+    monitor_of,
+    sent_dates,
+    wait_final,
+    wire_size,
+)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.store import Store
@@ -30,119 +36,6 @@ for i in range({steps}):
     print("{name} says step", i, flush=True)
     time.sleep({sleep})
 """
-
-
-class Kernel:
-    """A real IPython kernel; records every IOPub message it publishes."""
-
-    def __init__(self, **env: str) -> None:
-        self.km, self.kc = start_new_kernel(kernel_name="python3", env={**os.environ, **env})
-        self.messages: list[dict] = []
-
-    def execute(
-        self, code: str, timeout: float = 120, allow_stdin: bool = True, check: bool = True
-    ) -> dict:
-        """Run ``code``; returns the execute reply. Collects IOPub until the kernel is idle."""
-        msg_id = self.kc.execute(code, allow_stdin=allow_stdin)
-        self._collect_until_idle(msg_id, timeout)
-        reply = self.kc.get_shell_msg(timeout=timeout)
-        while reply["parent_header"].get("msg_id") != msg_id:
-            reply = self.kc.get_shell_msg(timeout=timeout)
-        if check and reply["content"]["status"] != "ok":
-            raise AssertionError(
-                f"cell failed: {reply['content'].get('ename')}: "
-                f"{reply['content'].get('evalue')}\n{self.text_of(msg_id)}"
-            )
-        return reply
-
-    def _collect_until_idle(self, msg_id: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            msg = self.kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
-            msg["received"] = time.monotonic()
-            self.messages.append(msg)
-            if (
-                msg["msg_type"] == "status"
-                and msg["parent_header"].get("msg_id") == msg_id
-                and msg["content"]["execution_state"] == "idle"
-            ):
-                return
-        raise AssertionError(f"the kernel stayed busy for {timeout} s")
-
-    def drain(self, seconds: float = 0.5) -> None:
-        """Collect what background threads publish for a while."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            try:
-                msg = self.kc.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
-            except Exception:
-                return
-            msg["received"] = time.monotonic()
-            self.messages.append(msg)
-
-    def text_of(self, msg_id: str) -> str:
-        return "".join(
-            m["content"].get("text", "")
-            for m in self.messages
-            if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "stream"
-        )
-
-    def value(self, expr: str, timeout: float = 60):
-        """``expr`` evaluated in the kernel, as JSON."""
-        msg_id = self.kc.execute(f"import json as _j; print('@@' + _j.dumps({expr}))")
-        self._collect_until_idle(msg_id, timeout)
-        for line in self.text_of(msg_id).splitlines():
-            if line.startswith("@@"):
-                return json.loads(line[2:])
-        raise AssertionError(
-            f"no value for {expr}: {[m['content'] for m in self.messages if m['parent_header'].get('msg_id') == msg_id][-3:]}"
-        )
-
-    def send_to_widget(self, comm_id: str, content: dict) -> None:
-        msg = self.kc.session.msg(
-            "comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": content}}
-        )
-        self.kc.shell_channel.send(msg)
-
-    def updates(self, comm_id: str) -> list[dict]:
-        """The state updates the kernel sent to widget ``comm_id``, in order."""
-        return [
-            m
-            for m in self.messages
-            if m["msg_type"] == "comm_msg"
-            and m["content"]["comm_id"] == comm_id
-            and m["content"]["data"].get("method") == "update"
-        ]
-
-    def close(self) -> None:
-        self.kc.stop_channels()
-        self.km.shutdown_kernel(now=True)
-
-
-@pytest.fixture
-def kernel(home):
-    k = Kernel(JUPYTER_TRAINER_MONITOR="auto")
-    try:
-        k.execute("%load_ext jupyter_trainer")
-        yield k
-    finally:
-        k.close()
-
-
-MONITORS = "__import__('jupyter_trainer.frontends.widgets.widget', fromlist=['x']).live_monitors()"
-
-
-def monitor_of(kernel: Kernel, run_id: str) -> str:
-    """An expression for the live monitor widget of ``run_id`` in the kernel."""
-    return f"[m for m in {MONITORS} if m.run_id == {run_id!r}][-1]"
-
-
-def wait_final(kernel: Kernel, run_id: str, timeout: float = 90) -> None:
-    assert kernel.value(f"{monitor_of(kernel, run_id)}.wait_final({timeout})", timeout + 10)
-
-
-def sent_dates(updates: list[dict]) -> list[float]:
-    return [datetime.fromisoformat(str(u["header"]["date"])).timestamp() for u in updates]
 
 
 def test_no_wait_returns_at_once_and_the_widget_keeps_updating(kernel, home):
@@ -487,37 +380,6 @@ def test_the_monitor_switches_between_widget_and_text(home):
         env={**os.environ, "JUPYTER_TRAINER_MONITOR": "widget"},
     )
     assert "@@'text'" in out.stdout  # no kernel, no widget
-
-
-def wire_size(msg: dict) -> int:
-    return len(json.dumps(msg["content"]).encode()) + sum(len(b) for b in msg.get("buffers", []))
-
-
-def huge_run(n: int = 1_000_000, log_mb: int = 100) -> api.Run:
-    """A finished 2-rank run whose history is ``n`` points of loss and acc per rank, in the
-    runtime's event format, and ``log_mb`` MB of logs (written here: a real run would take
-    minutes to log that much on two cores)."""
-    run = api.submit("print('warm-up')", launcher="python", name="huge", wait=True)
-    start = run.state["created"]
-    for rank in (0, 1):
-        with open(run.path / "events" / f"rank-{rank}.jsonl", "w") as fh:
-            fh.write(
-                "".join(
-                    f'{{"kind": "metric", "t": {start + i / 1000!r}, "step": {i}, "values": '
-                    f'{{"loss": {1.0 / (i + 1) + (rank + 1) * 0.01 * (i % 997 == 0)!r}, '
-                    f'"acc": {i / n!r}}}}}\n'
-                    for i in range(n)
-                )
-            )
-            fh.write(
-                f'{{"kind": "progress", "t": {start + n / 1000!r}, "done": {n}, "total": {n}}}\n'
-            )
-        with open(run.path / "logs" / f"rank-{rank}.log", "w") as fh:
-            block = "".join(f"rank {rank} line {i:06d} " + "x" * 80 + "\n" for i in range(10_000))
-            for _ in range(log_mb // 2):
-                fh.write(block)
-            fh.write(f"\x1b[32mrank {rank} done\x1b[0m\n")
-    return run
 
 
 def test_a_huge_run_keeps_the_kernel_responsive_and_updates_small(kernel, home):
