@@ -100,14 +100,21 @@ class Kernel:
         self.km.shutdown_kernel(now=True)
 
 
-@pytest.fixture
-def kernel(home):
-    k = Kernel(JUPYTER_TRAINER_MONITOR="auto")
+def loaded_kernel(monitor: str, setup: str = ""):
+    """A Kernel with ``JUPYTER_TRAINER_MONITOR=monitor``, the extension loaded and ``setup``
+    run; yielded once, then closed."""
+    k = Kernel(JUPYTER_TRAINER_MONITOR=monitor)
     try:
-        k.execute("%load_ext jupyter_trainer")
+        k.execute("%load_ext jupyter_trainer\n" + setup)
         yield k
     finally:
         k.close()
+
+
+@pytest.fixture
+def kernel(home):
+    """A kernel whose %%train cells show the widget."""
+    yield from loaded_kernel("auto")
 
 
 MONITORS = "__import__('jupyter_trainer.frontends.widgets.widget', fromlist=['x']).live_monitors()"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 from conftest import leftover, wait_for
-from kernels import Kernel
+from kernels import Kernel, loaded_kernel
 
 import jupyter_trainer as jt
 from jupyter_trainer.rankside import procs
@@ -24,12 +24,8 @@ for step in range({steps}):
 
 @pytest.fixture
 def kernel(home):
-    k = Kernel(JUPYTER_TRAINER_MONITOR="text")
-    try:
-        k.execute("%load_ext jupyter_trainer\nx = 0.0\nword = ''")
-        yield k
-    finally:
-        k.close()
+    """A kernel with the text monitor and the sweep's variables defined."""
+    yield from loaded_kernel("text", "x = 0.0\nword = ''")
 
 
 def output_of(kernel: Kernel, reply: dict) -> str:
