@@ -98,6 +98,9 @@ class JupyterLab:
                 "--allow-root",
                 f"--ServerApp.root_dir={self.root}",
                 "--ServerApp.port_retries=0",
+                # Notebook 7 can lose the kernel it starts as a notebook opens (wait_settled):
+                # its server logs every request, so the one that ended it is named
+                *(["--ServerApp.log_level=DEBUG"] if app == "notebook" else []),
             ],
             env=self.env,
             stdout=open(self.log_path, "w"),
