@@ -13,7 +13,7 @@ import time
 
 import pytest
 from conftest import leftover, wait_for
-from kernels import Kernel
+from kernel_client import Kernel
 
 import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api

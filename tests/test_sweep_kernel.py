@@ -8,7 +8,7 @@ import time
 
 import pytest
 from conftest import leftover, wait_for
-from kernels import Kernel, loaded_kernel
+from kernel_client import Kernel, loaded_kernel
 
 import jupyter_trainer as jt
 from jupyter_trainer.rankside import procs
@@ -105,7 +105,7 @@ def test_the_stop_button_cancels_the_sweep_the_cell_waits_for(kernel, home):
 def test_a_sweep_canceled_elsewhere_fails_the_cell_that_waits_for_it(home, mode):
     """Canceled from the panel, the CLI or its widget's Cancel, a sweep ends its waiting cell
     as a canceled run does: with RunCanceled and the recorded reason, in one line."""
-    from kernels import Kernel
+    from kernel_client import Kernel
 
     k = Kernel(JUPYTER_TRAINER_MONITOR=mode)
     try:

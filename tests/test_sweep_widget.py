@@ -8,7 +8,7 @@ messages. test_browser_sweep.py checks the same widget drawn in JupyterLab.
 from __future__ import annotations
 
 from conftest import leftover, wait_for
-from kernels import Kernel, kernel  # noqa: F401 (the fixture)
+from kernel_client import Kernel, kernel  # noqa: F401 (the fixture)
 
 import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api

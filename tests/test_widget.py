@@ -14,7 +14,7 @@ import nbformat
 import papermill
 from conftest import leftover, wait_for
 from huge_run import huge_run
-from kernels import (  # noqa: F401 (the fixture)
+from kernel_client import (  # noqa: F401 (the fixture)
     MONITORS,
     Kernel,
     kernel,
