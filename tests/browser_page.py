@@ -12,6 +12,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -31,6 +32,9 @@ from jupyter_trainer.rankside import procs
 from jupyter_trainer.store import HOME_ENV
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Chromium as the tests start it: unable to watch the network interfaces that other tests add
+# and remove (see chromium_offline_netlink.py)
+OFFLINE_NETLINK = Path(__file__).with_name("chromium_offline_netlink.py")
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -399,6 +403,16 @@ class Page:
         )
 
 
+def chromium_launcher(folder: Path) -> str:
+    """An executable in ``folder`` that starts CHROMIUM through chromium_offline_netlink.py,
+    for Playwright's ``executable_path``."""
+    script = folder / "chromium"
+    argv = [sys.executable, str(OFFLINE_NETLINK), CHROMIUM]
+    script.write_text(f'#!/bin/sh\nexec {shlex.join(argv)} "$@"\n')
+    script.chmod(0o755)
+    return str(script)
+
+
 def _is_local(url: str) -> bool:
     from urllib.parse import urlsplit
 
@@ -436,7 +450,7 @@ def open_browser(
         with sync_playwright() as pw:
             context = pw.chromium.launch_persistent_context(
                 str(base / "chromium-profile"),
-                executable_path=CHROMIUM,
+                executable_path=chromium_launcher(base),
                 headless=True,
                 args=CHROMIUM_ARGS,
                 viewport={"width": 1280, "height": 1700},
