@@ -23,6 +23,7 @@ class Request:
     path: str
     auth: str | None
     range: str | None
+    at: float = field(default_factory=time.monotonic)  # when the server read it
 
 
 @dataclass
