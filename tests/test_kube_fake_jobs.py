@@ -22,6 +22,7 @@ from kube_fake.testing import (
     alive,
     client,
     condition,
+    deleted,
     indexed_job,
     one_container_pod,
 )
@@ -237,13 +238,7 @@ def test_foreground_delete_kills_every_process_before_the_job_goes(kube_cluster)
     job = kc.get(Job, "fg")  # still there, waiting for its pods
     assert job.metadata.deletionTimestamp and "foregroundDeletion" in job.metadata.finalizers
 
-    def gone():
-        try:
-            kc.get(Job, "fg")
-        except ApiError as exc:
-            return exc.status.code == 404
-
-    wait_for(gone, what="the Job to be deleted")
+    wait_for(lambda: deleted(kc, Job, "fg"), what="the Job to be deleted")
     assert not [p["pid"] for p in procs if alive(p["pid"])]
     assert not list(kc.list(Pod, labels={"job-name": "fg"}))
     watcher.join(10)

@@ -17,6 +17,7 @@ from kube_fake.testing import (
     alive,
     client,
     condition,
+    deleted,
 )
 from lightkube import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
@@ -95,13 +96,7 @@ def test_trainjob_foreground_delete_removes_jobs_pods_and_processes(kube_cluster
     assert kc.get(Job, "long-node-0").metadata.ownerReferences[0].kind == "TrainJob"
     kc.delete(TrainJob, "long", cascade=CascadeType.FOREGROUND)
 
-    def gone():
-        try:
-            kc.get(TrainJob, "long")
-        except ApiError as exc:
-            return exc.status.code == 404
-
-    wait_for(gone, what="the TrainJob to be deleted")
+    wait_for(lambda: deleted(kc, TrainJob, "long"), what="the TrainJob to be deleted")
     assert not [p["pid"] for p in procs if alive(p["pid"])]
     assert not list(kc.list(Job)) and not list(kc.list(Pod)) and not list(kc.list(Service))
 

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from lightkube import Client, KubeConfig
+from lightkube import ApiError, Client, KubeConfig
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.models.batch_v1 import JobSpec
 from lightkube.models.core_v1 import Container, PodSpec, PodTemplateSpec, ResourceRequirements
@@ -94,6 +94,15 @@ def one_container_pod(name: str, code: str, limits: dict[str, str] | None = None
     return Pod(
         metadata=ObjectMeta(name=name), spec=PodSpec(restartPolicy="Never", containers=[main])
     )
+
+
+def deleted(kc: Client, kind, name: str) -> bool:
+    """Whether the API server no longer has ``name`` of ``kind`` (it answers 404)."""
+    try:
+        kc.get(kind, name)
+    except ApiError as exc:
+        return exc.status.code == 404
+    return False
 
 
 def alive(pid: int) -> bool:
