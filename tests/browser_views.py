@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import time
 
-from browser_page import Page
+from browser_page import TIMEOUT_MS, Page
 from conftest import leftover, wait_for
 
 LIVE_CELL = """%%train --procs 2 --name browser-live
@@ -306,3 +306,16 @@ def assert_readable(pw, selector: str) -> None:
         selector, "el => [getComputedStyle(el).backgroundColor, getComputedStyle(el).color]"
     )
     assert abs(luminance(back) - luminance(fore)) > 0.45, (selector, back, fore)
+
+
+def open_panel(page, lab, url: str = "") -> None:
+    """JupyterLab (at ``url``, default the launcher) with the Training Runs panel shown."""
+    pw = page.page
+    pw.goto(url or f"{lab.url}/lab?token={lab.token}&reset")
+    pw.wait_for_selector(
+        "#jupyter-trainer-runs, [data-id='jupyter-trainer-runs']",
+        state="attached",
+        timeout=TIMEOUT_MS,
+    )
+    page.dismiss_popups()
+    pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")

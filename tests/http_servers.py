@@ -3,7 +3,8 @@ authentication or a query token, a presigned-style URL that refuses HEAD, redire
 endless response, a server that trickles one byte at a time and one that goes silent.
 
 Every request is recorded (method, path, the Authorization header), so a test can say
-what was asked for and with which credentials.
+what was asked for and with which credentials. ``http_folder`` serves a plain folder and
+counts its GETs.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
+
+import pytest
 
 
 @dataclass
@@ -183,3 +186,32 @@ class Server:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(10)
+
+
+class CountingHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves a folder and records the path of every GET."""
+
+    gets: list[str] = []
+
+    def do_GET(self):
+        type(self).gets.append(self.path)
+        super().do_GET()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def http_folder(tmp_path):
+    """(the served folder, its base URL) of a plain folder server on loopback."""
+    served = tmp_path / "served"
+    served.mkdir()
+    handler = lambda *a, **k: CountingHandler(*a, directory=str(served), **k)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    CountingHandler.gets = []
+    yield served, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join(10)

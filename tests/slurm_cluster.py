@@ -11,6 +11,7 @@ Accounting clusters use their own port range, so one worker can run both kinds a
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -21,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from daemons import die_with_this_process
 from port_blocks import held_block
 
@@ -361,3 +363,37 @@ def as_target(cluster: SlurmCluster, home: Path, monkeypatch) -> Iterator[SlurmC
     yield cluster
     cluster.run("scancel", "--user", os.environ.get("USER", "root"), check=False)
     wait_for(lambda: cluster.queue() == [], timeout=30, what="an empty queue")
+
+
+def target(home, name: str, **keys) -> None:
+    """Write the Slurm target NAME (partition debug, 10 minutes) with KEYS to the store."""
+    lines = [f"[targets.{name}]", 'kind = "slurm"', 'partition = "debug"', 'time = "10:00"']
+    lines += [
+        f"{k} = {json.dumps(v) if not isinstance(v, dict) else _table(v)}" for k, v in keys.items()
+    ]
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "targets.toml").write_text("\n".join(lines) + "\n")
+
+
+def _table(value: dict) -> str:
+    return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in value.items()) + " }"
+
+
+@pytest.fixture
+def login(slurm, cluster, ssh_pair, user_home, home, tmp_path):
+    """A target 'hpc' whose Slurm commands run over ssh on n1; the cluster's slurm.conf is
+    given to them with login_env, as on a site with several clusters."""
+    from jupyter_trainer.nodes.ssh import close_masters, control_dir
+
+    if "127.0.0.2" not in ssh_pair.daemons:
+        ssh_pair.start_node("127.0.0.2")
+    target(
+        home,
+        "hpc",
+        login="n1",
+        workdir=str(tmp_path / "shared"),
+        connect_timeout=5,
+        login_env={"SLURM_CONF": str(slurm.conf)},
+    )
+    yield slurm
+    close_masters(control_dir(home))

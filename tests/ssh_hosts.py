@@ -27,6 +27,7 @@ import pytest
 from daemons import die_with_this_process
 
 from jupyter_trainer.rankside import procs
+from jupyter_trainer.targets.registry import add_target
 
 SSHD = "/usr/sbin/sshd"
 ADDRESSES = ("127.0.0.2", "127.0.0.3")
@@ -263,3 +264,35 @@ def pair(ssh_pair, user_home, home, tmp_path):
     for address in ADDRESSES:  # a test that took a node down brings it back for the next
         if address not in ssh_pair.daemons:
             ssh_pair.start_node(address)
+
+
+LOOPBACK_MPI = {
+    "OMPI_MCA_oob_tcp_if_include": "lo",
+    "OMPI_MCA_btl": "self,tcp",
+    "OMPI_MCA_btl_tcp_if_include": "lo",
+    "GLOO_SOCKET_IFNAME": "lo",
+    "HOROVOD_GLOO_IFACE": "lo",
+}
+
+
+@pytest.fixture
+def mpi_pair(pair, home, tmp_path):
+    add_target(
+        "pair",
+        "ssh",
+        home=home,
+        replace=True,
+        hosts=list(ALIASES),
+        workdir=str(tmp_path / "remote"),
+        connect_timeout=5,
+        env=LOOPBACK_MPI,
+        network_interfaces=["lo"],
+    )
+    return pair
+
+
+def fail_with_logs(run, ranks):
+    logs = "".join(f"\n--- rank {r}\n{run.logs(r)}" for r in range(ranks))
+    path = run.store.existing(run.id).logs / "launcher.log"
+    launcher = path.read_text()[-4000:] if path.exists() else ""
+    pytest.fail(f"{run.state.get('error')}{logs}\n--- launcher.log\n{launcher}")

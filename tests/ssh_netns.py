@@ -20,6 +20,9 @@ import pytest
 from daemons import die_with_this_process
 from ssh_hosts import SSHD, _descendants, _keygen
 
+from jupyter_trainer.nodes.ssh import close_masters, control_dir
+from jupyter_trainer.targets.registry import add_target
+
 SSHD_CONFIG = """\
 Port 22
 ListenAddress {address}
@@ -140,3 +143,23 @@ def netns_hosts():
 def netns_trio():
     """Three namespaced hosts: ``a1``, ``a2``, ``a3`` (``node-a``, ``node-b``, ``node-c``)."""
     yield from started_hosts(3)
+
+
+@pytest.fixture
+def far(netns_hosts, home, tmp_path, monkeypatch):
+    user = tmp_path / "user"
+    (user / ".ssh").mkdir(parents=True)
+    (user / ".ssh" / "config").write_text(netns_hosts.client_config())
+    monkeypatch.setenv("HOME", str(user))
+    home.mkdir(parents=True, exist_ok=True)
+    yield lambda **env: add_target(
+        "far",
+        "ssh",
+        home=home,
+        replace=True,
+        hosts=["a1", "a2"],
+        workdir=str(tmp_path / "remote"),
+        connect_timeout=5,
+        env={"GLOO_SOCKET_IFNAME": "eth0", **env},
+    )
+    close_masters(control_dir(home))

@@ -13,6 +13,7 @@ import shutil
 from browser_page import browser, themed_browser  # noqa: F401 (the fixtures)
 from browser_views import assert_readable, luminance, write_state
 from conftest import REPO, leftover
+from workloads import RAISES
 
 from jupyter_trainer import api
 
@@ -177,7 +178,6 @@ def test_figures_name_their_ranks_and_charts_follow_a_theme_switch(browser, home
 def test_a_rank_waiting_in_a_debugger_is_shown_with_how_to_attach(browser, home):
     """``--debug``: the widget and the Lab view name the rank that waits in pdb, where it
     stopped and the two ways to attach; cancelling the run ends it with nothing left."""
-    from test_debug import RAISES
 
     lab, page = browser
     pw = page.page

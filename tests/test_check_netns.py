@@ -13,8 +13,11 @@ from contextlib import contextmanager
 import pytest
 import torch
 from conftest import leftover
-from ssh_netns import netns_hosts, netns_trio  # noqa: F401 (fixtures)
-from test_ssh_netns import far  # noqa: F401 (fixture)
+from ssh_netns import (  # noqa: F401 (fixtures)
+    far,
+    netns_hosts,
+    netns_trio,
+)
 
 from jupyter_trainer.api.check import check
 from jupyter_trainer.nodes.ssh import close_masters, control_dir

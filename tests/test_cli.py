@@ -10,14 +10,9 @@ import sys
 from pathlib import Path
 
 from conftest import leftover, wait_for
+from jt_cli import CLI, cli
 
 from jupyter_trainer.api import runs as api
-
-CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
-
-
-def cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, **kwargs)
 
 
 def write_script(tmp_path: Path) -> Path:

@@ -5,15 +5,13 @@ releases, and those spellings still do what they did."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 from conftest import leftover
+from jt_cli import cli
 
 from jupyter_trainer.api.sweeps import functions as sweep_api
 from jupyter_trainer.frontends.commands.table import COMMANDS
 
-CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 # Spellings that worked before the nouns had verbs; each must keep working, unlisted.
 HIDDEN = ["sweep-show", "sweep-resume", "sweep-cancel"]
 # Nouns and the verbs their own --help lists.
@@ -24,10 +22,6 @@ VERBS = {
     "target": ["add"],
     "mlflow": ["sync"],
 }
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120)
 
 
 def listed(help_text: str) -> set[str]:

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 
 import pytest
 from conftest import leftover, wait_for
+from jt_cli import CLI
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import TrainerError
 
-CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 PREFIX = "jupyter-trainer: error: "
 
 

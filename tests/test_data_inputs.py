@@ -8,17 +8,16 @@ nothing.
 from __future__ import annotations
 
 import hashlib
-import http.server
 import io
 import os
 import re
 import stat
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
+from http_servers import CountingHandler, http_folder  # noqa: F401 (http_folder: a fixture)
 from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 from jupyter_trainer.api import runs as api
@@ -255,32 +254,6 @@ def test_two_ssh_nodes_stage_once_then_only_what_changed(pair, home, tmp_path):
     assert unchanged[0].stat().st_ino == unchanged[1].stat().st_ino  # a hard link
 
 
-class _Counting(http.server.SimpleHTTPRequestHandler):
-    gets: list[str] = []
-
-    def do_GET(self):
-        type(self).gets.append(self.path)
-        super().do_GET()
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def http_folder(tmp_path):
-    served = tmp_path / "served"
-    served.mkdir()
-    handler = lambda *a, **k: _Counting(*a, directory=str(served), **k)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _Counting.gets = []
-    yield served, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join(10)
-
-
 def test_a_url_input_is_downloaded_once(home, http_folder):
     served, base = http_folder
     payload = os.urandom(300_000)
@@ -294,12 +267,12 @@ def test_a_url_input_is_downloaded_once(home, http_folder):
     for run in runs:
         assert f"sha {hashlib.sha256(payload).hexdigest()}" in run.logs(0)
         assert run.spec.data[0].source == url and run.spec.data[0].size == len(payload)
-    assert _Counting.gets == ["/weights.bin"]  # the second run found it in the cache
+    assert CountingHandler.gets == ["/weights.bin"]  # the second run found it in the cache
     (served / "weights.bin").write_bytes(b"v2")
     os.utime(served / "weights.bin", (1, 1))
     third = api.submit(code, launcher="python", data={"w": url}, wait=True)
     assert f"sha {hashlib.sha256(b'v2').hexdigest()}" in third.logs(0)
-    assert len(_Counting.gets) == 2
+    assert len(CountingHandler.gets) == 2
 
 
 def test_a_missing_url_starts_nothing(home, http_folder):

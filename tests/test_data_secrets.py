@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from http_servers import Server, Site
+from server_rest import jp_server_config  # noqa: F401 (the server's configuration)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import SpecError
@@ -32,16 +33,6 @@ READ = (
     "    print('sha', name, hashlib.sha256(jt.data[name].read_bytes()).hexdigest())\n"
     "(jt.outputs_dir / 'model.txt').write_text('weights')\n"
 )
-
-
-@pytest.fixture
-def jp_server_config(home):
-    return {
-        "ServerApp": {
-            "jpserver_extensions": {"jupyter_trainer": True},
-            "allow_unauthenticated_access": False,
-        }
-    }
 
 
 @pytest.fixture

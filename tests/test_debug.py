@@ -12,8 +12,11 @@ import time
 
 import pytest
 from conftest import leftover, wait_for
-from ssh_netns import netns_hosts  # noqa: F401 (fixture)
-from test_ssh_netns import far  # noqa: F401 (fixture)
+from ssh_netns import (
+    far,  # noqa: F401 (fixture)
+    netns_hosts,  # noqa: F401 (fixture)
+)
+from workloads import RAISES
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunStateError, SpecError
@@ -21,22 +24,6 @@ from jupyter_trainer.frontends.views.health import list_fields
 from jupyter_trainer.frontends.views.health_text import HealthNotes
 
 # Rank 1 raises in a helper with a local of its own; rank 0 waits for it in a collective.
-RAISES = """
-import torch, torch.distributed as dist
-from jupyter_trainer import runtime as jt
-dist.init_process_group("gloo")
-lr = 0.25
-
-def step(batch):
-    scale = batch.sum().item() * lr
-    if jt.rank == 1:
-        raise ValueError(f"bad batch {scale}")
-    return scale
-
-batch = torch.ones(3, 4)
-step(batch)
-dist.all_reduce(torch.ones(1))
-"""
 
 
 def debugging(run, rank):

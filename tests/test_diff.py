@@ -4,20 +4,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from IPython.utils.capture import capture_output
+from jt_cli import cli
 
 import jupyter_trainer as jt
 from jupyter_trainer import environment
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import InvalidRunId, RunNotFound
 from jupyter_trainer.environment.definition import EnvDefinition
-
-CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
 CELL = """\
 from jupyter_trainer import runtime as jt
@@ -33,10 +30,6 @@ from helper import values
 for step, (loss, acc) in enumerate(values()):
     jt.log(step=step, loss=loss, **({"acc": acc} if acc is not None else {}))
 """
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=180)
 
 
 def source(folder: Path, files: dict[str, str | bytes]) -> Path:

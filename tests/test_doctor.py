@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from conftest import leftover, wait_for
-from test_store_heal import cli, fleet, healed_home, listed, moved_aside  # noqa: F401
+from jt_cli import cli
+from store_fleet import fleet, healed_home, listed, moved_aside  # noqa: F401 (fixtures)
 
 from jupyter_trainer.store import Store
 

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from test_data_inputs import http_folder  # noqa: F401 (fixture)
-from test_models_hostile import writable
-from test_store_heal import cli
+from http_servers import http_folder  # noqa: F401 (fixture)
+from jt_cli import cli
+from made_runs import writable
 
 import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import HOSTILE as TARGET_VALUE  # the rc target's JT_TEST_VAR
 from conftest import REPO
+from slurm_cluster import login  # noqa: F401 (fixture)
 from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
-from test_slurm_remote import login  # noqa: F401 (fixture)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.api.dry_run import DryRun

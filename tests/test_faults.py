@@ -19,8 +19,13 @@ import time
 
 import pytest
 from conftest import leftover, leftover_pids, wait_for
-from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
-from test_ssh_launchers import mpi_pair  # noqa: F401 (fixture)
+from ssh_hosts import (  # noqa: F401 (fixtures)
+    ALIASES,
+    mpi_pair,
+    pair,
+    ssh_pair,
+    user_home,
+)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.rankside import death_watch, procs

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from workloads import INTERLEAVED
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.frontends.views.feed import RunFeed
@@ -185,20 +186,6 @@ def test_text_metrics_are_kept_as_the_last_value_per_rank_and_shown(finished_run
     feed.poll()
     assert feed.texts_payload() == {"phase": {"0": "train", "1": "eval"}}
     assert "phase (text, not charted): rank 0 'train', rank 1 'eval'" in summary_text(follower)
-
-
-INTERLEAVED = """
-import time
-import torch.distributed as dist
-from jupyter_trainer import runtime as jt
-dist.init_process_group("gloo")
-dist.barrier()
-start = time.time()
-for i in range(4):
-    time.sleep(max(0.0, start + (2 * i + jt.rank) * 0.25 - time.time()))
-    print(f"rank {jt.rank} line {i}", flush=True)
-dist.destroy_process_group()
-"""
 
 
 def test_the_all_ranks_log_history_comes_in_the_order_it_was_written(home):

@@ -8,51 +8,16 @@ from __future__ import annotations
 
 import pytest
 from conftest import leftover
+from workloads import HOROVOD_LINEAR
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed
-
-TRAIN = """
-import torch
-import horovod.torch as hvd
-from jupyter_trainer import runtime as jt
-
-hvd.init()
-torch.manual_seed(1234 + hvd.rank())           # different initial weights on every rank
-model = torch.nn.Linear(4, 1)
-opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                               named_parameters=model.named_parameters())
-hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-hvd.broadcast_optimizer_state(opt, root_rank=0)
-
-g = torch.Generator().manual_seed(hvd.rank())  # each rank its own shard of y = x . w
-true_w = torch.tensor([[1.0], [-2.0], [0.5], [3.0]])
-x = torch.randn(64, 4, generator=g)
-y = x @ true_w
-losses = []
-for step in range(30):
-    opt.zero_grad()
-    loss = torch.nn.functional.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-    losses.append(loss.item())
-    jt.log(step=step, loss=loss.item())
-    jt.progress(step + 1, 30)
-
-total = hvd.allreduce(torch.tensor([float(hvd.rank() + 1)]), op=hvd.Sum).item()
-flat = torch.cat([p.detach().flatten() for p in model.parameters()])
-same = bool(torch.allclose(hvd.allreduce(flat, op=hvd.Average), flat))
-print(f"hvd rank {hvd.rank()} size {hvd.size()} local {hvd.local_rank()} "
-      f"jt {jt.rank}/{jt.world_size} sum {total} same_params {same} "
-      f"learned {losses[-1] < losses[0] / 10}", flush=True)
-hvd.shutdown()
-"""
 
 
 @pytest.mark.parametrize("backend, flag", [(None, "--gloo"), ("mpi", "--mpi")], ids=["gloo", "mpi"])
 def test_horovod_trains_and_allreduces(home, backend, flag):
     run = api.submit(
-        TRAIN,
+        HOROVOD_LINEAR,
         procs=2,
         launcher="horovod",
         backend=backend,

@@ -4,21 +4,12 @@ snapshot."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from conftest import leftover
+from jt_cli import cli
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import EnvError, SpecError
-
-CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
-
-
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from conftest import wait_for
 from kube_fake.fixtures import kube_cluster  # noqa: F401 (a fixture)
-from test_kube_target import kube_target, run_objects
+from kube_fake.testing import kube_target, run_objects
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.frontends.views.queue_text import waiting_words

@@ -15,7 +15,8 @@ import pytest
 from conftest import REPO, wait_for
 from kube_fake.fixtures import kube_cluster  # noqa: F401 (a fixture)
 from kube_fake.images import OPENMPI_SSH
-from test_kube_target import FAIL_RANK_3, SLEEPER, run_objects
+from kube_fake.testing import run_objects
+from workloads import FAIL_RANK_3, GLOO_SLEEPER
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed
@@ -161,7 +162,7 @@ def test_a_failing_rank_on_the_node_pod_fails_the_mpirun_run_naming_it(home, kub
 def test_cancel_leaves_no_rank_sshd_session_or_mpirun(home, kube_cluster):
     kube_target(home, kube_cluster)
     run = api.submit(
-        SLEEPER, target="kube", nodes=2, procs=2, launcher="mpirun", name="kube-mpi-cancel"
+        GLOO_SLEEPER, target="kube", nodes=2, procs=2, launcher="mpirun", name="kube-mpi-cancel"
     )
     wait_for(
         lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)),

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, wait_for
 from kube_fake.fixtures import kube_cluster  # noqa: F401 (a fixture)
-from test_resilience import RESUMABLE
+from kube_fake.testing import kube_target, run_objects
+from workloads import FAIL_RANK_3, GLOO_SLEEPER, RESUMABLE
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed, TargetError
@@ -59,21 +60,6 @@ def api_name(request):
         yield name
 
 
-def kube_target(home, cluster, api_name: str, **settings) -> None:
-    add_target(
-        "kube",
-        "kubernetes",
-        home=home,
-        replace=True,
-        kubeconfig=str(cluster.kubeconfig),
-        image="example.org/trainer:1.0",
-        python=sys.executable,
-        api=api_name,
-        env={"PYTHONPATH": str(REPO), "GLOO_SOCKET_IFNAME": "lo"},
-        **settings,
-    )
-
-
 def only_run(home) -> api.Run:
     runs = api.runs(home=home)
     assert len(runs) == 1, runs
@@ -112,39 +98,10 @@ def test_two_by_two_gloo_cell_completes_with_live_events(ip, home, kube_cluster,
     assert kube_cluster.processes() == []
 
 
-SLEEPER = (
-    "import time\nimport torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
-    "dist.init_process_group('gloo')\njt.log(step=0, up=1)\ntime.sleep(600)\n"
-)
-
-
-def run_objects(cluster) -> list[str]:
-    """Every Job, TrainJob, Service, ConfigMap and Pod of a run left in the fake's store."""
-    kinds = [
-        ("batch", "v1", "jobs"),
-        ("", "v1", "services"),
-        ("", "v1", "configmaps"),
-        ("", "v1", "pods"),
-        ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
-    ]
-    found = []
-    for group, version, plural in kinds:
-        res = cluster.registry.find(group, version, plural)
-        if res is None:
-            continue
-        for obj in cluster.store.list(res, cluster.namespace)[0]:
-            if (
-                "jupyter-trainer/run-id" in (obj["metadata"].get("labels") or {})
-                or plural == "pods"
-            ):
-                found.append(f"{obj['kind']}/{obj['metadata']['name']}")
-    return found
-
-
 @BOTH
 def test_cancel_mid_run_leaves_no_pod_process_and_no_object(home, kube_cluster, api_name):
     kube_target(home, kube_cluster, api_name)
-    run = api.submit(SLEEPER, target="kube", nodes=2, procs=2, name="kube-cancel")
+    run = api.submit(GLOO_SLEEPER, target="kube", nodes=2, procs=2, name="kube-cancel")
     wait_for(
         lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)),
         timeout=120,
@@ -163,13 +120,6 @@ def test_cancel_mid_run_leaves_no_pod_process_and_no_object(home, kube_cluster, 
     ]
     assert [o.split("/")[0] for o in teardown["deleted"]] == kinds, teardown
     assert teardown["propagation"] == "Foreground" and teardown["left"] == []
-
-
-FAIL_RANK_3 = (
-    "import time\nimport torch.distributed as dist\nfrom jupyter_trainer import runtime as jt\n"
-    "dist.init_process_group('gloo')\njt.log(step=0, up=1)\n"
-    "if jt.rank == 3:\n    raise KeyError('missing column on node 1')\ntime.sleep(600)\n"
-)
 
 
 @BOTH
@@ -196,7 +146,7 @@ def test_a_failing_rank_fails_the_run_naming_the_rank_and_its_error(home, kube_c
 @BOTH
 def test_an_unschedulable_pod_shows_queued_with_the_schedulers_reason(home, kube_cluster, api_name):
     kube_target(home, kube_cluster, api_name, gpus_per_node=1)
-    run = api.submit(SLEEPER, target="kube", nodes=2, procs=2, name="kube-gpu", backend="gloo")
+    run = api.submit(GLOO_SLEEPER, target="kube", nodes=2, procs=2, name="kube-gpu", backend="gloo")
     state = wait_for(
         lambda: (
             lambda s: (
@@ -267,7 +217,7 @@ def test_dry_run_prints_the_objects_a_run_then_creates(home, kube_cluster, api_n
 
     kube_target(home, kube_cluster, api_name)
     script = tmp_path / "train.py"
-    script.write_text(SLEEPER)
+    script.write_text(GLOO_SLEEPER)
     done = subprocess.run(
         [
             sys.executable,
@@ -352,7 +302,7 @@ def test_dry_run_with_api_auto_and_no_cluster_shows_both_apis(home, tmp_path, wh
         unreachable_kubeconfig(tmp_path) if where == "nothing listening" else tmp_path / "missing"
     )
     script = tmp_path / "train.py"
-    script.write_text(SLEEPER)
+    script.write_text(GLOO_SLEEPER)
     shown = {}
     for api_name in ("auto", "trainjob", "job"):
         add_target(

@@ -15,9 +15,9 @@ import subprocess
 import sys
 
 from browser_page import TIMEOUT_MS, browser  # noqa: F401 (the fixture)
-from browser_views import LIVE_CELL, LIVE_PARAMS, check_live_view
+from browser_views import LIVE_CELL, LIVE_PARAMS, check_live_view, open_panel
 from conftest import REPO, leftover, wait_for
-from test_follow import INTERLEAVED
+from workloads import INTERLEAVED
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.store.owners import Identity
@@ -30,19 +30,6 @@ def fraction(page, run_id: str) -> float:
         f"[data-testid=jt-runs-row][data-run='{run_id}'] [data-testid=jt-runs-progress]"
     ).get_attribute("data-fraction")
     return float(value or 0)
-
-
-def open_panel(page, lab, url: str = "") -> None:
-    """JupyterLab (at ``url``, default the launcher) with the Training Runs panel shown."""
-    pw = page.page
-    pw.goto(url or f"{lab.url}/lab?token={lab.token}&reset")
-    pw.wait_for_selector(
-        "#jupyter-trainer-runs, [data-id='jupyter-trainer-runs']",
-        state="attached",
-        timeout=TIMEOUT_MS,
-    )
-    page.dismiss_popups()
-    pw.click(".lm-TabBar-tab[data-id='jupyter-trainer-runs']")
 
 
 def submit_cli(tmp_path, name: str, *extra: str) -> str:
@@ -220,7 +207,7 @@ def test_everyone_mine_and_a_colleagues_run_read_only(browser, home, tmp_path):
     import json
     import time
 
-    from test_workspace_index import SOMEONE, finish, new_run
+    from made_runs import SOMEONE, finish, new_run
 
     from jupyter_trainer.store import Store
 

@@ -9,7 +9,7 @@ does, even when a poll falls between the press and the release.
 from __future__ import annotations
 
 from browser_page import browser  # noqa: F401 (the fixture)
-from test_lab_panel import open_panel
+from browser_views import open_panel
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.store import Store

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 
 from browser_page import TIMEOUT_MS, browser  # noqa: F401 (the fixture)
+from browser_views import open_panel
 from conftest import leftover, wait_for
-from test_lab_panel import open_panel
 
 import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import socket
 import subprocess
 import sys
@@ -17,13 +16,13 @@ from pathlib import Path
 
 import pytest
 from conftest import wait_for
+from jt_cli import cli
 from mlflow import MlflowClient
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.mirrors.tensorboard.server import end_group, group_alive
 from jupyter_trainer.rankside import procs
 
-CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 STEPS = 2000
 PARAMS = {"lr": 0.1, "opt": {"name": "adam", "betas": [0.9, 0.999]}, "amp": False, "tag": "x y"}
 CODE = f"""\
@@ -141,16 +140,6 @@ def same(got: list, want: list) -> bool:
         g == w or (isinstance(g, float) and math.isnan(g) and math.isnan(w))
         for got_row, want_row in zip(got, want)
         for g, w in zip(got_row, want_row)
-    )
-
-
-def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*CLI, *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, **(env or {})},
     )
 
 

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from jt_cli import cli
 
 import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api
@@ -25,7 +26,6 @@ from jupyter_trainer.store import Store, outputs
 from jupyter_trainer.store.models import ModelStore
 from jupyter_trainer.store.workspace import INDEX_ENV
 
-CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 TRAIN = """
 from jupyter_trainer import runtime as jt
 for step in range(3):
@@ -328,10 +328,6 @@ def test_copies_fall_back_when_the_kernel_cannot_copy(tmp_path, monkeypatch):
         assert (tmp_path / name).read_bytes() == data
     with pytest.raises(FileExistsError):
         outputs.copy_hashed(tmp_path / "src", tmp_path / "a")
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120)
 
 
 def test_cli_register_models_show_download(index_home, tmp_path):

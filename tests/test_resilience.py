@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 from conftest import leftover, wait_for
-from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
-from test_ssh_launchers import fail_with_logs, mpi_pair  # noqa: F401 (fixture)
+from hf_trainer import check_trainer_resumed, hf_code
+from ssh_hosts import ALIASES, fail_with_logs, mpi_pair, pair, ssh_pair, user_home  # noqa: F401 (fixtures)  # noqa: F401 (fixture)
+from workloads import RESUMABLE
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.api.stacks import run_stacks
@@ -311,18 +312,6 @@ def test_a_stall_on_the_ssh_hosts_is_named_with_stacks_read_over_ssh(pair, home)
     assert leftover(run.id) == []
 
 
-RESUMABLE = """
-import torch, torch.distributed as dist
-from jupyter_trainer import runtime as jt
-dist.init_process_group("gloo")
-ckpt = jt.load_checkpoint()
-first = ckpt.step + 1 if ckpt else 0
-for step in range(first, first + 3):
-    jt.log(step=step, first=first)
-jt.save_checkpoint({"last": step}, step)
-"""
-
-
 def test_a_run_resumes_on_the_ssh_hosts_from_the_checkpoint_it_brought_back(pair, home, tmp_path):
     add_target(
         "apart",
@@ -372,7 +361,6 @@ def test_a_run_resumes_on_slurm_with_a_workdir_apart_from_the_store(cluster, hom
 def test_resume_on_slurm_starts_a_trainer_from_its_checkpoint(cluster, home, tmp_path):
     """A transformers Trainer's checkpoint folder, written on the cluster's file system apart
     from the store, comes back with the run and is sent to the resumed run's job."""
-    from test_frameworks import check_trainer_resumed, hf_code
 
     (home / "targets.toml").write_text(
         f'[targets.apart]\nkind = "slurm"\npartition = "debug"\ntime = "10:00"\n'

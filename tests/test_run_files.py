@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
+from jt_cli import CLI, cli
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import SpecError, StoreError
@@ -103,13 +103,6 @@ def test_a_run_without_outputs(home, tmp_path):
     assert empty.files() == []
     with pytest.raises(SpecError, match="outputs/ is empty"):
         empty.download("*", tmp_path / "d")
-
-
-CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120)
 
 
 def test_cli_files_and_download(run, tmp_path):

@@ -17,7 +17,7 @@ import time
 import pytest
 from browser_views import STALL_STACK as STACK
 from browser_views import write_state
-from test_server import get_json, jp_server_config  # noqa: F401  (the server's configuration)
+from server_rest import get_json, jp_server_config  # noqa: F401  (the server's configuration)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.spec import CodeSpec, LaunchSpec, RunSpec, WatchSpec

@@ -6,44 +6,12 @@ import json
 
 import pytest
 from conftest import leftover, wait_for
+from server_rest import BASE, expect_error, finished_run, get_json, jp_server_config  # noqa: F401 (jp_server_config: the server's configuration)
 from tornado.httpclient import HTTPClientError
 
 from jupyter_trainer.api import runs as api
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
-BASE = "jupyter-trainer/api"
-
-
-@pytest.fixture
-def jp_server_config(home):
-    return {
-        "ServerApp": {
-            "jpserver_extensions": {"jupyter_trainer": True},
-            "allow_unauthenticated_access": False,
-        }
-    }
-
-
-async def get_json(jp_fetch, *parts, **params):
-    response = await jp_fetch(BASE, *parts, params=params)
-    return json.loads(response.body)
-
-
-async def expect_error(jp_fetch, code, *parts, method="GET", **kwargs):
-    with pytest.raises(HTTPClientError) as info:
-        await jp_fetch(BASE, *parts, method=method, **kwargs)
-    assert info.value.code == code
-    return json.loads(info.value.response.body) if info.value.response.body else {}
-
-
-def finished_run(
-    name="srv",
-    code="print('hi')\nfrom jupyter_trainer import runtime as jt\n"
-    "for i in range(5): jt.log(step=i, x=i)",
-):
-    return api.submit(code, launcher="python", name=name, wait=True)
-
 
 ENDPOINTS = [
     ("GET", ("version",)),

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_models_hostile import forge
-from test_server import BASE, expect_error, get_json, jp_server_config  # noqa: F401
+from made_runs import forge
+from server_rest import BASE, expect_error, get_json, jp_server_config  # noqa: F401
 from tornado.httpclient import HTTPClientError
 
 import jupyter_trainer as jt

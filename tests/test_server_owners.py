@@ -4,24 +4,13 @@ or sweep is 403 and changes nothing."""
 
 from __future__ import annotations
 
-import pytest
-from test_server import expect_error, finished_run, get_json
-from test_workspace_index import SOMEONE, new_run
+from made_runs import SOMEONE, new_run
+from server_rest import expect_error, finished_run, get_json, jp_server_config  # noqa: F401 (jp_server_config: the server's configuration)
 
 from jupyter_trainer.store import Store
 from jupyter_trainer.store.owners import Identity
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
-
-@pytest.fixture
-def jp_server_config(home):
-    return {
-        "ServerApp": {
-            "jpserver_extensions": {"jupyter_trainer": True},
-            "allow_unauthenticated_access": False,
-        }
-    }
 
 
 async def test_another_users_run_is_listed_and_cannot_be_canceled(jp_fetch, home):

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import leftover, wait_for
-from test_server import BASE, expect_error, finished_run, get_json, jp_server_config  # noqa: F401
-from test_server_view import Viewer
+from server_rest import BASE, Viewer, expect_error, finished_run, get_json, jp_server_config  # noqa: F401
 from tornado.httpclient import HTTPClientError
 
 import jupyter_trainer as jt

@@ -10,40 +10,12 @@ import json
 import numpy as np
 import pytest
 from conftest import leftover, wait_for
-from test_server import BASE, jp_server_config  # noqa: F401  (the server's configuration)
+from server_rest import BASE, Viewer, jp_server_config  # noqa: F401 (jp_server_config: the server's configuration)
 from tornado.httpclient import HTTPClientError
 
 from jupyter_trainer.api import runs as api
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
-
-
-class Viewer:
-    """One open view: every ``set`` merged into ``model``, as the front end does."""
-
-    def __init__(self, ws):
-        self.ws = ws
-        self.model: dict = {}
-        self.errors: list[str] = []
-        self.logs: list = []
-
-    async def read_until(self, ready, timeout=60.0):
-        loop = asyncio.get_running_loop()
-        end = loop.time() + timeout
-        while not ready(self.model):
-            text = await asyncio.wait_for(self.ws.read_message(), max(0.1, end - loop.time()))
-            assert text is not None, "the server closed the view"
-            message = json.loads(text)
-            if "error" in message:
-                self.errors.append(message["error"])
-                continue
-            self.model.update(message["set"])
-            if "log" in message["set"]:
-                self.logs.append(message["set"]["log"])
-        return self.model
-
-    def send(self, message):
-        self.ws.write_message(json.dumps(message))
 
 
 def floats(text):

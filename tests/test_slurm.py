@@ -9,30 +9,17 @@ import time
 
 import pytest
 from conftest import check_shared_modes, leftover, wait_for
+from workloads import DIST_STEPS, SLEEPER
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed
 from jupyter_trainer.frontends.views.text import progress_line
 
-TRAIN = """
-import torch, torch.distributed as dist
-from jupyter_trainer import runtime as jt
-dist.init_process_group()
-t = torch.tensor([float(dist.get_rank() + 1)])
-dist.all_reduce(t)
-for step in range(steps):
-    jt.log(step=step, loss=1.0 / (step + 1), total=t.item())
-    jt.progress(step + 1, steps)
-print("rank", dist.get_rank(), "of", dist.get_world_size(), "sum", t.item())
-dist.destroy_process_group()
-"""
-SLEEPER = (
-    "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\ntime.sleep(600)"
-)
-
 
 def test_two_task_torchrun_gloo_training(cluster, home):
-    run = api.submit(TRAIN, namespace={"steps": 5}, target="cluster", procs=2, name="slurm-ddp")
+    run = api.submit(
+        DIST_STEPS, namespace={"steps": 5}, target="cluster", procs=2, name="slurm-ddp"
+    )
     run.wait(timeout=120)
     state = run.state
     assert state["status"] == "completed"
@@ -228,7 +215,7 @@ def test_a_notebook_cell_runs_on_the_cluster(cluster, home):
     shell = globalipapp.get_ipython()
     shell.run_cell("%load_ext jupyter_trainer")
     shell.run_cell("steps = 3")
-    result = shell.run_cell("%%train --target cluster --procs 2 --name slurm-cell\n" + TRAIN)
+    result = shell.run_cell("%%train --target cluster --procs 2 --name slurm-cell\n" + DIST_STEPS)
     assert result.success, result.error_in_exec
     run = result.result
     assert run.status == "completed" and run.spec.target.name == "cluster"
@@ -254,7 +241,9 @@ def test_what_the_cluster_writes_in_a_shared_workspace_keeps_its_modes(
     monkeypatch.setenv("JUPYTER_TRAINER_INDEX", pg_url)
     old = os.umask(0o002)  # a user whose umask would let the group write
     try:
-        run = api.submit(TRAIN, namespace={"steps": 2}, target="cluster", procs=2, name="shared")
+        run = api.submit(
+            DIST_STEPS, namespace={"steps": 2}, target="cluster", procs=2, name="shared"
+        )
     finally:
         os.umask(old)
     run.wait(timeout=120)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import leftover, wait_for
-from test_slurm import SLEEPER, TRAIN
+from workloads import DIST_STEPS, SLEEPER
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed, SpecError, TargetError
@@ -70,7 +70,7 @@ def _hold_job(home: Path) -> str:
 
 
 def test_second_run_forks_from_the_pool_the_first_warmed(held, home):
-    first = api.submit(TRAIN, procs=2, target="cluster", params={"steps": 3}, name="hot1")
+    first = api.submit(DIST_STEPS, procs=2, target="cluster", params={"steps": 3}, name="hot1")
     _wait(first, held, 180)
     hot = first.state["launcher"]["hot"]
     assert hot["used"] and not hot["warm"], hot
@@ -80,7 +80,7 @@ def test_second_run_forks_from_the_pool_the_first_warmed(held, home):
     assert [e["step"] for e in first.store.read_events(first.id, 1)[0] if "step" in e] == [0, 1, 2]
     assert held.queue() and job in " ".join(held.queue())  # the allocation outlives the run
 
-    second = api.submit(TRAIN, procs=2, target="cluster", params={"steps": 2}, name="hot2")
+    second = api.submit(DIST_STEPS, procs=2, target="cluster", params={"steps": 2}, name="hot2")
     _wait(second, held, 120)
     again = second.state["launcher"]["hot"]
     assert again["used"] and again["warm"] and again["allocation"] == job, again
@@ -98,7 +98,11 @@ def test_a_pool_that_cannot_serve_makes_torchrun_start_the_ranks_in_the_allocati
     (fake / "cudaish.py").write_text("import torch\ntorch.cuda.is_initialized = lambda: True\n")
     monkeypatch.setenv("PYTHONPATH", str(fake))
     run = api.submit(
-        "import cudaish\n" + TRAIN, procs=2, target="cluster", params={"steps": 1}, name="hot-cuda"
+        "import cudaish\n" + DIST_STEPS,
+        procs=2,
+        target="cluster",
+        params={"steps": 1},
+        name="hot-cuda",
     )
     _wait(run, held)
     hot, launcher = run.state["launcher"]["hot"], run.state["launcher"]
@@ -129,7 +133,9 @@ def test_a_one_node_run_trains_though_its_rendezvous_port_is_taken(held, home):
 
     from jupyter_trainer.targets.slurm.target import rendezvous_port
 
-    code = TRAIN.replace('print("rank"', 'print("port", os.environ["MASTER_PORT"]); print("rank"')
+    code = DIST_STEPS.replace(
+        'print("rank"', 'print("port", os.environ["MASTER_PORT"]); print("rank"'
+    )
     run = api.submit(
         "import os\n" + code, procs=2, target="cluster", params={"steps": 1}, name="hot-port-taken"
     )
@@ -163,14 +169,14 @@ def test_failing_rank_is_named(held, home):
 
 
 def test_killed_keeper_ends_its_pools_and_the_allocation(held, home):
-    run = api.submit(TRAIN, procs=2, target="cluster", params={"steps": 1}, name="hot-k")
+    run = api.submit(DIST_STEPS, procs=2, target="cluster", params={"steps": 1}, name="hot-k")
     _wait(run, held, 180)
     pool = run.state["launcher"]["hot"]["pool"]
     job = _hold_job(home)
     held.run("scancel", job)
     wait_for(lambda: not procs.is_alive(pool), timeout=30, what="the pool's end")
     wait_for(lambda: held.queue() == [], timeout=30, what="the held job's end")
-    later = api.submit(TRAIN, procs=2, target="cluster", params={"steps": 1}, name="hot-new")
+    later = api.submit(DIST_STEPS, procs=2, target="cluster", params={"steps": 1}, name="hot-new")
     _wait(later, held)  # a new allocation, cold again
     hot = later.state["launcher"]["hot"]
     assert hot["used"] and not hot["warm"] and hot["allocation"] != job
@@ -205,15 +211,15 @@ def test_the_pools_command_lists_and_releases_the_allocation(held, home):
 
 def test_without_hold_slurm_runs_are_jobs_and_hot_says_how_to_hold(cluster, home):
     with pytest.raises(SpecError, match="hold = SECONDS"):
-        api.submit(TRAIN, procs=2, target="cluster", params={"steps": 1}, hot=True)
+        api.submit(DIST_STEPS, procs=2, target="cluster", params={"steps": 1}, hot=True)
     assert cluster.queue() == []
-    run = api.submit(TRAIN, procs=2, target="cluster", params={"steps": 1})
+    run = api.submit(DIST_STEPS, procs=2, target="cluster", params={"steps": 1})
     _wait(run, cluster, 180)
     assert run.state["launcher"]["job_id"] and not run.state["launcher"].get("hot")
 
 
 def test_dry_run_shows_the_steps_and_holds_nothing(held, home):
-    shown = api.submit(TRAIN, procs=2, target="cluster", params={"steps": 1}, dry_run=True)
+    shown = api.submit(DIST_STEPS, procs=2, target="cluster", params={"steps": 1}, dry_run=True)
     assert shown.argv[:3] == ("srun", "--jobid=<held job>", "--overlap")
     assert shown.argv[-1] == f"{shown.run_dir}/hot-run.sh"
     assert "none is held yet, so the run first submits it" in shown.text
@@ -222,9 +228,9 @@ def test_dry_run_shows_the_steps_and_holds_nothing(held, home):
     assert any("hot: the ranks fork" in n for n in shown.notes)
     assert held.queue() == [] and not (home / "pools").exists() and api.runs(home=home) == []
 
-    _wait(api.submit(TRAIN, procs=2, target="cluster", params={"steps": 1}), held)
+    _wait(api.submit(DIST_STEPS, procs=2, target="cluster", params={"steps": 1}), held)
     job = _hold_job(home)
-    again = api.submit(TRAIN, procs=2, target="cluster", params={"steps": 1}, dry_run=True)
+    again = api.submit(DIST_STEPS, procs=2, target="cluster", params={"steps": 1}, dry_run=True)
     assert again.argv[1] == f"--jobid={job}" and f"job {job}" in again.text
     assert "keeper.py" not in again.text and len(api.runs(home=home)) == 1
 

@@ -5,12 +5,13 @@ command runs. The test's Slurm and the login node share this machine, so the clu
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 from conftest import leftover, wait_for
+from slurm_cluster import login, target  # noqa: F401 (login: a fixture)
 from ssh_hosts import ssh_pair, user_home  # noqa: F401 (fixtures)
+from workloads import SLEEPER
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed, TargetError
@@ -29,42 +30,6 @@ if jt.rank == 0:
 print("rank", dist.get_rank(), "sum", t.item(), "dir", jt.run_dir, flush=True)
 dist.destroy_process_group()
 """
-SLEEPER = (
-    "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\ntime.sleep(600)"
-)
-
-
-def target(home, name: str, **keys) -> None:
-    lines = [f"[targets.{name}]", 'kind = "slurm"', 'partition = "debug"', 'time = "10:00"']
-    lines += [
-        f"{k} = {json.dumps(v) if not isinstance(v, dict) else _table(v)}" for k, v in keys.items()
-    ]
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "targets.toml").write_text("\n".join(lines) + "\n")
-
-
-def _table(value: dict) -> str:
-    return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in value.items()) + " }"
-
-
-@pytest.fixture
-def login(slurm, cluster, ssh_pair, user_home, home, tmp_path):
-    """A target 'hpc' whose Slurm commands run over ssh on n1; the cluster's slurm.conf is
-    given to them with login_env, as on a site with several clusters."""
-    from jupyter_trainer.nodes.ssh import close_masters, control_dir
-
-    if "127.0.0.2" not in ssh_pair.daemons:
-        ssh_pair.start_node("127.0.0.2")
-    target(
-        home,
-        "hpc",
-        login="n1",
-        workdir=str(tmp_path / "shared"),
-        connect_timeout=5,
-        login_env={"SLURM_CONF": str(slurm.conf)},
-    )
-    yield slurm
-    close_masters(control_dir(home))
 
 
 def test_workdir_apart_from_the_store_is_staged_and_mirrored(cluster, home, tmp_path):

@@ -13,8 +13,7 @@ from pathlib import Path
 
 from conftest import launched_by, leftover, wait_for
 from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
-from test_pool import LONG_CELL as LONG
-from test_pool import PER_RUN
+from workloads import LONG_CELL, PER_RUN
 
 from jupyter_trainer import rankside
 from jupyter_trainer.api import runs as api
@@ -112,7 +111,7 @@ def test_two_hot_runs_at_once_share_the_nodes_pools_and_stay_independent(pair, h
 
 
 def test_cancel_of_a_hot_run_leaves_no_rank_and_the_agent_sees_them(pair, home, tmp_path):
-    run = api.submit(LONG, target="pair", nodes=2, procs=2, name="hot-cancel")
+    run = api.submit(LONG_CELL, target="pair", nodes=2, procs=2, name="hot-cancel")
     wait_for(
         lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)),
         timeout=120,
@@ -131,7 +130,7 @@ def test_cancel_of_a_hot_run_leaves_no_rank_and_the_agent_sees_them(pair, home, 
 
 def test_killing_a_nodes_pool_mid_run_leaves_no_rank_and_says_why(pair, home, tmp_path):
     apart(home, tmp_path)
-    run = api.submit(LONG, target="apart", nodes=2, procs=2, name="hot-pool-killed")
+    run = api.submit(LONG_CELL, target="apart", nodes=2, procs=2, name="hot-pool-killed")
     wait_for(
         lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)),
         timeout=120,
@@ -156,7 +155,7 @@ def test_killing_a_nodes_pool_mid_run_leaves_no_rank_and_says_why(pair, home, tm
 def test_killing_a_nodes_launcher_mid_run_leaves_no_rank(pair, home):
     """The pool watches the launcher that handed it the ranks, as torchrun's workers die with
     their agent."""
-    run = api.submit(LONG, target="pair", nodes=2, procs=2, name="hot-launcher-killed")
+    run = api.submit(LONG_CELL, target="pair", nodes=2, procs=2, name="hot-launcher-killed")
     wait_for(
         lambda: all(run.store.read_events(run.id, r)[0] for r in range(4)),
         timeout=120,

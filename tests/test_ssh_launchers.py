@@ -10,43 +10,20 @@ from __future__ import annotations
 
 import pytest
 from conftest import leftover
-from ssh_hosts import ADDRESSES, ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
-from test_horovod import TRAIN as HOROVOD_TRAIN
+from ssh_hosts import (  # noqa: F401 (fixtures)
+    ADDRESSES,
+    ALIASES,
+    LOOPBACK_MPI,
+    fail_with_logs,
+    mpi_pair,
+    pair,
+    ssh_pair,
+    user_home,
+)
+from workloads import HOROVOD_LINEAR
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed
-from jupyter_trainer.targets.registry import add_target
-
-LOOPBACK_MPI = {
-    "OMPI_MCA_oob_tcp_if_include": "lo",
-    "OMPI_MCA_btl": "self,tcp",
-    "OMPI_MCA_btl_tcp_if_include": "lo",
-    "GLOO_SOCKET_IFNAME": "lo",
-    "HOROVOD_GLOO_IFACE": "lo",
-}
-
-
-@pytest.fixture
-def mpi_pair(pair, home, tmp_path):
-    add_target(
-        "pair",
-        "ssh",
-        home=home,
-        replace=True,
-        hosts=list(ALIASES),
-        workdir=str(tmp_path / "remote"),
-        connect_timeout=5,
-        env=LOOPBACK_MPI,
-        network_interfaces=["lo"],
-    )
-    return pair
-
-
-def fail_with_logs(run, ranks):
-    logs = "".join(f"\n--- rank {r}\n{run.logs(r)}" for r in range(ranks))
-    path = run.store.existing(run.id).logs / "launcher.log"
-    launcher = path.read_text()[-4000:] if path.exists() else ""
-    pytest.fail(f"{run.state.get('error')}{logs}\n--- launcher.log\n{launcher}")
 
 
 def test_mpirun_across_two_hosts(mpi_pair, home, tmp_path):
@@ -77,7 +54,7 @@ def test_mpirun_across_two_hosts(mpi_pair, home, tmp_path):
 @pytest.mark.parametrize("backend, flag", [(None, "--gloo"), ("mpi", "--mpi")], ids=["gloo", "mpi"])
 def test_horovod_trains_across_two_hosts(mpi_pair, home, backend, flag):
     run = api.submit(
-        HOROVOD_TRAIN,
+        HOROVOD_LINEAR,
         target="pair",
         nodes=2,
         procs=1,

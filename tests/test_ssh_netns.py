@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import pytest
 from conftest import leftover
-from ssh_netns import netns_hosts  # noqa: F401 (fixture)
+from ssh_netns import far, netns_hosts  # noqa: F401 (fixtures)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed
-from jupyter_trainer.nodes.ssh import close_masters, control_dir
-from jupyter_trainer.targets.registry import add_target
 
 CODE = """
 import os, socket, torch, torch.distributed as dist
@@ -25,26 +23,6 @@ print("rank", jt.rank, "on", socket.gethostname(), "sum", t.item(), flush=True)
 dist.barrier()
 dist.destroy_process_group()
 """
-
-
-@pytest.fixture
-def far(netns_hosts, home, tmp_path, monkeypatch):
-    user = tmp_path / "user"
-    (user / ".ssh").mkdir(parents=True)
-    (user / ".ssh" / "config").write_text(netns_hosts.client_config())
-    monkeypatch.setenv("HOME", str(user))
-    home.mkdir(parents=True, exist_ok=True)
-    yield lambda **env: add_target(
-        "far",
-        "ssh",
-        home=home,
-        replace=True,
-        hosts=["a1", "a2"],
-        workdir=str(tmp_path / "remote"),
-        connect_timeout=5,
-        env={"GLOO_SOCKET_IFNAME": "eth0", **env},
-    )
-    close_masters(control_dir(home))
 
 
 def check(run, hosts, launcher):

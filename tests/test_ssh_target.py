@@ -21,52 +21,15 @@ from conftest import (
     live_state,
     wait_for,
 )
+from hf_trainer import check_trainer_resumed, hf_code
 from ssh_hosts import ADDRESSES, ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+from workloads import DDP_LINEAR, SLEEPER
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed, TargetError
 from jupyter_trainer.core.spec import CodeSpec, EnvSpec, LaunchSpec, RunSpec
 from jupyter_trainer.targets import get_target
 from jupyter_trainer.targets.registry import add_target
-
-TRAIN = """
-import os, torch, torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
-from jupyter_trainer import runtime as jt
-
-dist.init_process_group()
-torch.manual_seed(0)
-model = DDP(torch.nn.Linear(4, 1))
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-g = torch.Generator().manual_seed(jt.rank)
-x = torch.randn(64, 4, generator=g)
-y = x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]])
-first = None
-for step in range(steps):
-    opt.zero_grad()
-    loss = torch.nn.functional.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-    first = first or loss.item()
-    jt.log(step=step, loss=loss.item())
-    jt.progress(step + 1, steps)
-    time.sleep(pause)
-t = torch.tensor([float(jt.rank + 1)])
-dist.all_reduce(t)
-print("rank", jt.rank, "of", jt.world_size, "node", os.environ["JT_NODE"], "sum", t.item(),
-      "learned", loss.item() < first / 10, "dir", os.environ["JT_RUN_DIR"],
-      "var", os.environ["JT_TEST_VAR"], flush=True)
-if jt.rank == 0:
-    torch.save(model.module.state_dict(), jt.outputs_dir / "model.pt")
-(jt.outputs_dir / f"from-rank-{jt.rank}.txt").write_text(os.environ["JT_NODE"])
-del model, opt        # DDP's reducer before the process group: no C++ thread left at exit
-dist.barrier()
-dist.destroy_process_group()
-"""
-SLEEPER = (
-    "import time\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, up=1)\n"
-    "time.sleep(600)\n"
-)
 
 
 def test_two_node_torchrun_gloo_training_streams_live(pair, home, tmp_path, launch_mode):
@@ -81,7 +44,7 @@ def test_two_node_torchrun_gloo_training_streams_live(pair, home, tmp_path, laun
         env={"GLOO_SOCKET_IFNAME": "lo", "JT_TEST_VAR": HOSTILE},
     )
     run = api.submit(
-        "import time\n" + TRAIN,
+        "import time\n" + DDP_LINEAR,
         namespace={"steps": 30, "pause": 0.1},
         target="pair",
         nodes=2,
@@ -460,7 +423,6 @@ def test_a_notebook_cell_runs_on_two_nodes(pair, home):
 def test_resume_on_the_ssh_target_starts_a_trainer_from_its_checkpoint(pair, home):
     """A transformers Trainer's checkpoint folder, written on the node, comes back with the
     run and is sent to node 0 of the resumed run, where the Trainer resumes from it."""
-    from test_frameworks import check_trainer_resumed, hf_code
 
     params = {"max_steps": 4, "export": False}
     old = api.submit(hf_code(), target="pair", nodes=1, procs=1, params=params, wait=True)

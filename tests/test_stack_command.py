@@ -3,15 +3,11 @@ host and pid, from a real two-rank run on the local target."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from conftest import wait_for
+from jt_cli import cli
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.rankside import hotstart as pool
-
-CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
 WAITING = """\
 import time
@@ -23,10 +19,6 @@ def waiting_in_a_named_function():
 
 waiting_in_a_named_function()
 """
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120)
 
 
 def test_stack_names_each_rank_its_host_and_pid(ip, home, tmp_path, capsys):

@@ -8,9 +8,10 @@ import threading
 import time
 
 import pytest
+from made_runs import new_run, run_spec
 
 from jupyter_trainer.core.errors import InvalidRunId, RunNotFound, SpecError
-from jupyter_trainer.core.spec import CodeSpec, RunSpec, validate_run_id
+from jupyter_trainer.core.spec import validate_run_id
 from jupyter_trainer.store import Store
 from jupyter_trainer.store.index import FolderIndex
 
@@ -19,17 +20,6 @@ from jupyter_trainer.store.index import FolderIndex
 def store(index_home) -> Store:
     """A fresh store, with its index on SQLite and then on PostgreSQL."""
     return Store(index_home)
-
-
-def make_spec(name: str = "t") -> RunSpec:
-    return RunSpec(name=name, code=CodeSpec(entry="_jt/cell.py", hash="sha256:0"))
-
-
-def make_run(store: Store, name: str = "t") -> str:
-    snapshot = store.staging_dir()
-    snapshot.mkdir()
-    (snapshot / "x.py").write_text("print(1)")
-    return store.create(make_spec(name), snapshot)
 
 
 @pytest.mark.parametrize(
@@ -58,7 +48,7 @@ def test_unsafe_run_ids_are_refused_everywhere(store, bad):
 
 
 def test_create_layout_and_index(store):
-    run_id = make_run(store, "My Run: v2!")
+    run_id = new_run(store, "My Run: v2!")
     assert run_id.startswith("my-run-v2-")
     paths = store.paths(run_id)
     for name in ("spec.json", "state.json", "code/x.py"):
@@ -66,7 +56,7 @@ def test_create_layout_and_index(store):
     for name in ("events", "logs", "ranks", "outputs"):
         assert (paths.root / name).is_dir()
     assert not list((store.home / "staging").iterdir())  # the snapshot was moved, not copied
-    assert store.read_spec(run_id) == make_spec("My Run: v2!")
+    assert store.read_spec(run_id) == run_spec("My Run: v2!")
     rows = [(r["name"], r["status"]) for r in store.index.rows().values()]
     assert rows == [("My Run: v2!", "created")]
     if isinstance(store.index, FolderIndex):  # SQLite: in WAL mode
@@ -80,7 +70,7 @@ def test_missing_run_is_a_clear_error(store):
 
 
 def test_listing_filters_and_pages(store):
-    ids = [make_run(store, f"job {i % 2}") for i in range(5)]
+    ids = [new_run(store, f"job {i % 2}") for i in range(5)]
     for run_id in ids[:2]:
         state = json.loads(store.paths(run_id).state.read_text())
         store.write_state(run_id, {**state, "status": "completed", "ended": time.time()})
@@ -96,7 +86,7 @@ def test_listing_filters_and_pages(store):
 
 
 def test_created_run_without_supervisor_becomes_lost(store, monkeypatch):
-    run_id = make_run(store)
+    run_id = new_run(store)
     assert store.read_state(run_id)["status"] == "created"
     monkeypatch.setattr("jupyter_trainer.store.liveness.CREATED_GRACE_S", 0.0)
     assert store.read_state(run_id)["status"] == "lost"
@@ -104,7 +94,7 @@ def test_created_run_without_supervisor_becomes_lost(store, monkeypatch):
 
 
 def test_state_replacement_is_atomic_for_readers(store):
-    run_id = make_run(store)
+    run_id = new_run(store)
     state = json.loads(store.paths(run_id).state.read_text())
     state["supervisor"] = {"pid": 1, "host": "elsewhere"}
     stop = threading.Event()
@@ -127,7 +117,7 @@ def test_state_replacement_is_atomic_for_readers(store):
 
 
 def test_events_and_logs_are_read_incrementally_by_whole_lines(store):
-    run_id = make_run(store)
+    run_id = new_run(store)
     paths = store.paths(run_id)
     with open(paths.events_file(0), "w") as fh:
         fh.write('{"kind": "metric", "t": 1, "step": 0, "values": {"a": 1}}\n{"kind": "me')
@@ -143,7 +133,7 @@ def test_events_and_logs_are_read_incrementally_by_whole_lines(store):
 
 
 def test_snapshot_and_spec_are_read_only(store):
-    run_id = make_run(store)
+    run_id = new_run(store)
     assert not (store.paths(run_id).spec.stat().st_mode & 0o222)
     store.delete(run_id)
     assert not store.paths(run_id).root.exists() and store.list_runs() == []
@@ -157,7 +147,7 @@ def test_deleting_a_run_leaves_what_its_links_point_to_alone(store, tmp_path):
     (outside / "sub" / "keep.txt").write_text("keep")
     outside.chmod(0o751)
     (outside / "sub").chmod(0o705)
-    run_id = make_run(store)
+    run_id = new_run(store)
     outputs = store.paths(run_id).outputs
     outputs.mkdir(exist_ok=True)
     (outputs / "data").symlink_to(outside)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import leftover, wait_for
+from workloads import PEAK
 
 import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api
@@ -19,11 +20,6 @@ from jupyter_trainer.core.errors import SpecError, TrainerError
 from jupyter_trainer.rankside import procs
 
 # A known optimum at x=0.3, y=0.7 (objective 0 there, negative elsewhere).
-PEAK = """
-from jupyter_trainer import runtime as jt
-x, y = jt.params["x"], jt.params["y"]
-jt.log(step=0, score=-((x - 0.3) ** 2 + (y - 0.7) ** 2))
-"""
 # Flat scores: a trial scores 1.0 everywhere in the good region (x > 0.3), -1.0 elsewhere.
 REGIONS = """
 import time

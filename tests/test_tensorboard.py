@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from conftest import live_state, wait_for
 from IPython.utils.capture import capture_output
+from jt_cli import CLI, cli
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import api_pb2
 from tensorboard.plugins.hparams import metadata as hparams_metadata
@@ -26,8 +27,6 @@ from jupyter_trainer.api import runs as api
 from jupyter_trainer.mirrors.tensorboard.server import stop_shared
 from jupyter_trainer.rankside import procs
 from jupyter_trainer.store import HOME_ENV
-
-CLI = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
 
 KNOWN = """\
 from jupyter_trainer import runtime as jt
@@ -53,10 +52,6 @@ while not os.path.exists(jt.params["gate"]):
 for step in range(3, 6):
     jt.log(step=step, loss=step + jt.rank / 4)
 """
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=180)
 
 
 def read_back(folder: Path) -> dict[str, list[tuple[int, float, float]]]:

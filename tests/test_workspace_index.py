@@ -10,41 +10,24 @@ import json
 import os
 import sqlite3
 import threading
-import time
 from pathlib import Path
 
 import optuna
 import psycopg
 import pytest
 from conftest import RANKS_WRITE, check_shared_modes, wait_for
-from test_models_hostile import made_run
+from made_runs import SOMEONE, finish, made_run, new_run
+from workloads import PEAK
 
 import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import NotOwner, StoreError
-from jupyter_trainer.core.spec import CodeSpec, RunSpec
 from jupyter_trainer.frontends.views.feed import RunFeed
 from jupyter_trainer.store import Store
 from jupyter_trainer.store.models import ModelStore
 from jupyter_trainer.store.owners import Identity
 from jupyter_trainer.store.pg_index import PgRunIndex
 from jupyter_trainer.store.sweeps import SweepStore
-
-SOMEONE = Identity("someone-else", 4242)
-
-
-def finish(store: Store, run_id: str, status: str = "completed") -> None:
-    """Record the run as ended, as its supervisor would."""
-    state = json.loads(store.paths(run_id).state.read_text())
-    store.write_state(run_id, {**state, "status": status, "ended": time.time()})
-
-
-def new_run(store: Store, name: str, owner: Identity | None = None) -> str:
-    snapshot = store.staging_dir()
-    snapshot.mkdir()
-    (snapshot / "x.py").write_text("print(1)")
-    spec = RunSpec(name=name, code=CodeSpec(entry="_jt/cell.py", hash="sha256:0"))
-    return store.create(spec, snapshot, owner=owner)
 
 
 def drop_index(store: Store) -> None:
@@ -217,10 +200,10 @@ def test_an_older_sqlite_index_is_rebuilt_with_the_owner_columns(home):
 
 
 def test_a_sweep_keeps_its_study_in_the_index_database_and_its_owner(index_home, tmp_path):
-    from test_sweep import PEAK, script
-
+    script = tmp_path / "train.py"
+    script.write_text(PEAK)
     sweep = jt.sweep(
-        script=script(tmp_path, PEAK),
+        script=script,
         space={"x": "choice(0.1, 0.3)", "y": 0.7},
         metric="score",
         trials=2,

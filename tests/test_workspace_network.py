@@ -12,10 +12,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from made_runs import finish, new_run
 from pg_server import PgServer
 from slurm_cluster import worker_index
 from ssh_netns import netns_hosts  # noqa: F401 (fixture)
-from test_workspace_index import finish, new_run
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import StoreError

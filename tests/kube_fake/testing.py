@@ -1,5 +1,6 @@
 """What the tests of the fake cluster share: a lightkube client for it, the Kubeflow Trainer
-resources, a Job of indexed pods, and reading conditions and pids."""
+resources, a Job of indexed pods, reading conditions and pids, the cluster as a run target and
+the objects a run leaves in it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from conftest import REPO
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.models.batch_v1 import JobSpec
@@ -14,6 +16,8 @@ from lightkube.models.core_v1 import Container, PodSpec, PodTemplateSpec, Resour
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Pod
+
+from jupyter_trainer.targets.registry import add_target
 
 PY = sys.executable
 TORCHRUN = str(Path(PY).with_name("torchrun"))
@@ -111,3 +115,42 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def kube_target(home, cluster, api_name: str, **settings) -> None:
+    """The fake cluster as the target 'kube', its runs made through ``api_name``."""
+    add_target(
+        "kube",
+        "kubernetes",
+        home=home,
+        replace=True,
+        kubeconfig=str(cluster.kubeconfig),
+        image="example.org/trainer:1.0",
+        python=sys.executable,
+        api=api_name,
+        env={"PYTHONPATH": str(REPO), "GLOO_SOCKET_IFNAME": "lo"},
+        **settings,
+    )
+
+
+def run_objects(cluster) -> list[str]:
+    """Every Job, TrainJob, Service, ConfigMap and Pod of a run left in the fake's store."""
+    kinds = [
+        ("batch", "v1", "jobs"),
+        ("", "v1", "services"),
+        ("", "v1", "configmaps"),
+        ("", "v1", "pods"),
+        ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+    ]
+    found = []
+    for group, version, plural in kinds:
+        res = cluster.registry.find(group, version, plural)
+        if res is None:
+            continue
+        for obj in cluster.store.list(res, cluster.namespace)[0]:
+            if (
+                "jupyter-trainer/run-id" in (obj["metadata"].get("labels") or {})
+                or plural == "pods"
+            ):
+                found.append(f"{obj['kind']}/{obj['metadata']['name']}")
+    return found
