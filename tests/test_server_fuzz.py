@@ -19,10 +19,10 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from browser_page import JupyterLab
 from conftest import leftover, wait_for
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from lab_server import JupyterLab
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.frontends.server.base import API_PREFIX, MAX_OFFSET, MAX_RANK
