@@ -1,16 +1,19 @@
-"""The ray target's connection to its cluster (targets/ray/cluster.py ``connect``): a process
-that vanishes while ``ray.init`` walks up the driver's ancestors is tried again; any other
-failure is not."""
+"""The ray target's connection to its cluster (targets/ray/cluster.py): a process that
+vanishes while ``ray.init`` walks up the driver's ancestors is tried again, any other failure
+is not; a cluster that never answers the check is named with what Ray said."""
 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import textwrap
 
+import psutil
 import pytest
 
+from jupyter_trainer.core.errors import TargetError
 from jupyter_trainer.targets.ray import cluster
 
 # A driver that meets, on its first ancestor walk in ``ray.init`` (Ray's ``uv run`` check,
@@ -96,8 +99,6 @@ class _Ray:
 def test_connect_tries_again_only_while_a_process_vanishes(monkeypatch):
     """A genuine connection error is raised at once; a vanishing process is tried again, a
     bounded number of times."""
-    import psutil
-
     monkeypatch.setattr(cluster.time, "sleep", lambda s: None)
     gone = psutil.NoSuchProcess(12345)
     ray = _Ray(gone, gone)
@@ -117,3 +118,27 @@ def test_connect_tries_again_only_while_a_process_vanishes(monkeypatch):
     with pytest.raises(psutil.NoSuchProcess):
         cluster.connect(ray, "127.0.0.1:1")
     assert ray.calls == cluster.VANISHED_TRIES
+
+
+def test_a_cluster_that_never_answers_is_named_with_what_ray_said(monkeypatch, tmp_path):
+    """Something listens at the address but never speaks Ray's protocol: the check's child
+    driver is ended at the limit, and the error says what Ray last wrote and how to give a
+    busy machine more time. Nothing is cached, and no driver is left."""
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # Ray dials 127.0.0.1 itself
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(TargetError) as info:
+            cluster.cluster_facts(address, timeout=60, cache=tmp_path)
+    said = str(info.value)
+    assert said.startswith(f"the Ray cluster at {address} did not answer within 60 s (Ray said: ")
+    assert "GCS" in said and said.endswith(
+        "start it (ray start --head) or fix address in the target, or raise connect_timeout "
+        "in the target on a busy machine"
+    ), said
+    assert list(tmp_path.iterdir()) == []
+    drivers = [
+        p.pid for p in psutil.process_iter(["cmdline"]) if address in (p.info["cmdline"] or [])
+    ]
+    assert drivers == []

@@ -82,9 +82,12 @@ def _ask(address: str, timeout: float) -> dict[str, Any]:
         done = subprocess.run(
             argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as exc:
+        said = _last_line(exc.stderr)
         raise TargetError(
-            f"the Ray cluster at {address} did not answer within {timeout:.0f} s; {FIX}"
+            f"the Ray cluster at {address} did not answer within {timeout:.0f} s"
+            + (f" (Ray said: {said})" if said else "")
+            + f"; {FIX}, or raise connect_timeout in the target on a busy machine"
         ) from None
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
@@ -96,6 +99,14 @@ def _ask(address: str, timeout: float) -> dict[str, Any]:
             f"cannot connect to the Ray cluster at {address}: {facts['error']}; {FIX}"
         )
     return facts
+
+
+def _last_line(output: str | bytes | None) -> str:
+    """The last non-empty line a timed-out child wrote, for the error that names it."""
+    if isinstance(output, bytes):
+        output = output.decode(errors="replace")
+    lines = [line.strip() for line in (output or "").splitlines() if line.strip()]
+    return lines[-1][-300:] if lines else ""
 
 
 def judge_cluster(
