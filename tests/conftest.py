@@ -301,6 +301,8 @@ def ray_cluster(_ray_session, worker_id):
 def rc(ray_cluster, home, tmp_path, monkeypatch):
     """A target "rc" on the test cluster; every driver (checks, supervisors) stays on
     loopback, as the cluster does."""
+    from ray_cluster import CONNECT_TIMEOUT
+
     from jupyter_trainer.targets.registry import add_target
 
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -309,6 +311,7 @@ def rc(ray_cluster, home, tmp_path, monkeypatch):
         "ray",
         home=home,
         address=ray_cluster.address,
+        connect_timeout=CONNECT_TIMEOUT,
         workdir=str(tmp_path / "nodes"),
         env={"GLOO_SOCKET_IFNAME": "lo", "JT_TEST_VAR": HOSTILE},
     )

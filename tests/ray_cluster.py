@@ -39,6 +39,11 @@ BLOCK = 120  # ports of one cluster
 NODE_AT = (10, 60)  # where in the block each node's ports start
 PORTS_PER_NODE = 50  # each node's: 10 of its own (6 used), then its workers'
 ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+# The connect_timeout of the targets the tests make on this cluster. A run's check asks the
+# cluster from a new driver, whose Ray workers on both nodes start for it (targets/ray/
+# cluster.py), and gives it connect_timeout + 30 s. Beside another suite that took 22-36 s
+# and at times over 60, the limit of the default connect_timeout (30).
+CONNECT_TIMEOUT = 120
 # The most ``start_cluster`` takes, retries included; a test that may be the one to start its
 # worker's cluster has this on top of its own time (``conftest``).
 START_WITHIN = 600.0

@@ -17,6 +17,7 @@ import pytest
 from conftest import HOSTILE, leftover, live_state, wait_for
 from hf_trainer import check_trainer_resumed, hf_code
 from jt_cli import cli
+from ray_cluster import CONNECT_TIMEOUT
 from workloads import DDP_LINEAR, SLEEPER
 
 from jupyter_trainer.api import runs as api
@@ -111,6 +112,7 @@ def test_cancel_mid_run_leaves_no_rank_and_no_ray_worker(rc, home, tmp_path):
         "ray",
         home=home,
         address=rc.address,
+        connect_timeout=CONNECT_TIMEOUT,
         workdir=str(tmp_path / "own"),
         env={"GLOO_SOCKET_IFNAME": "lo"},
         shell_persist=0,
@@ -144,6 +146,7 @@ def test_node_shells_are_shared_by_runs_and_end_when_idle(rc, home, tmp_path):
         "ray",
         home=home,
         address=rc.address,
+        connect_timeout=CONNECT_TIMEOUT,
         workdir=str(tmp_path / "brief"),
         env={"GLOO_SOCKET_IFNAME": "lo"},
         shell_persist=20,  # the next run comes within it, on a loaded machine too
@@ -168,7 +171,14 @@ def test_node_shells_are_shared_by_runs_and_end_when_idle(rc, home, tmp_path):
 
 
 def test_more_nodes_than_the_cluster_has_stays_queued_with_rays_reason(rc, home):
-    add_target("grows", "ray", home=home, address=rc.address, autoscaling=True)
+    add_target(
+        "grows",
+        "ray",
+        home=home,
+        address=rc.address,
+        autoscaling=True,
+        connect_timeout=CONNECT_TIMEOUT,
+    )
     run = api.submit("print('never')", target="grows", nodes=3, procs=2, name="ray-queued")
     state = wait_for(
         lambda: (s := run.state).get("queue", {}).get("reason") and s,
@@ -197,7 +207,14 @@ def test_more_nodes_than_the_cluster_has_stays_queued_with_rays_reason(rc, home)
 
 
 def test_a_run_waiting_for_busy_nodes_says_that_other_work_holds_them(rc, home):
-    add_target("busy", "ray", home=home, address=rc.address, autoscaling=True)
+    add_target(
+        "busy",
+        "ray",
+        home=home,
+        address=rc.address,
+        autoscaling=True,
+        connect_timeout=CONNECT_TIMEOUT,
+    )
     holder = api.submit("import time; time.sleep(120)", target="busy", nodes=2, procs=2)
     waiter = None
     try:
