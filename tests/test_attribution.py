@@ -55,6 +55,31 @@ def test_the_launchers_words_name_signals():
     assert at.launcher_signals("", "python", 1) == {}
 
 
+def test_torchruns_summary_gives_the_status_of_a_rank_that_exited_on_its_own():
+    assert at.launcher_statuses(TORCHRUN_TWO_NODES) == {0: 1}
+    assert at.launcher_statuses(TORCHRUN_ONE_NODE) == {}
+    assert at.launcher_statuses(MPIRUN) == at.launcher_statuses(None) == {}
+
+
+def test_a_status_the_watcher_could_not_read_comes_from_the_launcher():
+    """A rank that called ``_exit(7)``, reaped by torchrun before its watcher could read the
+    zombie's status: the watcher recorded only when it ended."""
+    records = {2: record(2, exited=100.0), 3: record(3, exited=100.5, signal="SIGTERM")}
+    unread = at.first_death(at.rank_deaths(records))
+    assert unread.error("torchrun") == (
+        "rank 2 ended without recording an exit (killed by a signal, for example by the "
+        "out-of-memory killer); see logs/launcher.log"
+    )
+    told = at.first_death(at.rank_deaths(records, {3: "SIGTERM"}, {2: 7, 3: 1}))
+    assert (told.rank, told.exit_status) == (2, 7)
+    assert told.error("torchrun") == (
+        "rank 2 ended without recording an exit (exited with code 7 before boot could record "
+        "it); see logs/launcher.log"
+    )
+    signalled = {d.rank: d for d in at.rank_deaths(records, {3: "SIGTERM"}, {2: 7, 3: 1})}[3]
+    assert (signalled.signal, signalled.exit_status) == ("SIGTERM", None)
+
+
 def test_a_killed_rank_goes_before_the_peer_it_took_down_whatever_the_clock_says():
     # The peer raised 10 ms before the killed rank's watcher woke, but saw it dying already.
     records = {

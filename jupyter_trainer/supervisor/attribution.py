@@ -179,13 +179,18 @@ def pool_words(hot: dict[str, Any]) -> str:
 
 
 def rank_deaths(
-    records: dict[int, dict[str, Any]], launcher_words: dict[int, str] | None = None
+    records: dict[int, dict[str, Any]],
+    launcher_words: dict[int, str] | None = None,
+    launcher_statuses: dict[int, int] | None = None,
 ) -> list[Death]:
     """Every rank that ended badly, with the times its record holds.
 
     ``launcher_words`` (rank -> signal name, from ``launcher_signals``) names the signal of a
-    rank whose own record could not, and adds a rank the launcher saw die by a signal."""
+    rank whose own record could not, and adds a rank the launcher saw die by a signal;
+    ``launcher_statuses`` (rank -> exit status, from ``launcher_statuses``) gives the status
+    of a rank that recorded no exit and whose watcher could not read one."""
     said = launcher_words or {}
+    statuses = launcher_statuses or {}
     deaths = []
     for rank, rec in records.items():
         code = rec.get("exit_code")
@@ -216,7 +221,8 @@ def rank_deaths(
                     "killed",
                     rec,
                     rec.get("signal") or said.get(rank),
-                    rec.get("exit_status"),
+                    rec.get("exit_status")
+                    or (None if rec.get("signal") or rank in said else statuses.get(rank)),
                     launcher_saw=rank in said,
                 )
             )
@@ -320,7 +326,7 @@ def launcher_death(exit_code: int | None, at: float | None) -> Death | None:
 
 _MPIRUN = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
 # A target with several nodes prefixes each node's lines with its name: "[n2]   rank : 1".
-_TORCHRUN = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n(?:\[[^\]\n]*\])?\s*exitcode\s*:\s*(-\d+)")
+_TORCHRUN = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n(?:\[[^\]\n]*\])?\s*exitcode\s*:\s*(-?\d+)")
 _HOROVOD = re.compile(r"Process (\d+) exit with status code (-?\d+)")
 # torchrun's agent at each failure of its ranks, one it restarts after included; it names the
 # process, so the rank is the one whose record holds that pid (every attempt has its own).
@@ -367,12 +373,22 @@ def launcher_signals(
     for rank, num in _MPIRUN.findall(log_text):
         found.setdefault(int(rank), _name(int(num)))
     for rank, code in _TORCHRUN.findall(log_text):
-        found.setdefault(int(rank), _name(-int(code)))
+        if int(code) < 0:
+            found.setdefault(int(rank), _name(-int(code)))
     for rank, code in _HOROVOD.findall(log_text):  # -9 from a process, 137 from a shell
         name = procs.termination_signal_name(int(code))
         if name is not None:
             found.setdefault(int(rank), name)
     return found
+
+
+def launcher_statuses(log_text: str | None) -> dict[int, int]:
+    """Ranks torchrun's failure summary says exited with a status of their own (not by a
+    signal): rank -> status. What a rank's watcher reads from its zombie, when the launcher
+    reaped the rank before the watcher could (a loaded machine)."""
+    return {
+        int(rank): int(code) for rank, code in _TORCHRUN.findall(log_text or "") if int(code) > 0
+    }
 
 
 def _name(num: int) -> str:

@@ -455,6 +455,9 @@ class Supervisor(QueueFollowing):
                     launcher_exit,
                     records,
                 ),
+                launcher_statuses=attribution.launcher_statuses(
+                    self.launcher_exit.log_tail(LAUNCHER_WORDS_TAIL)
+                ),
                 log_tail=self.launcher_exit.log_tail(),
                 hot=(self.state.get("launcher") or {}).get("hot") or {},
                 report=report,

@@ -30,6 +30,7 @@ class Evidence:
     launcher_exit: int | None
     launcher_death: attribution.Death | None  # the launcher itself, killed by a signal
     launcher_words: dict[int, str] = field(default_factory=dict)  # rank -> signal it names
+    launcher_statuses: dict[int, int] = field(default_factory=dict)  # rank -> exit status
     log_tail: str | None = None  # the end of logs/launcher.log
     hot: dict[str, Any] = field(default_factory=dict)  # the warm pool's record, if used
     report: dict[str, Any] = field(default_factory=dict)  # the scheduler's report
@@ -74,7 +75,7 @@ def first_failure(e: Evidence) -> attribution.Death | None:
     only when the launcher did not exit 0 (the launcher saw every rank end well); so does a
     rank that ended without recording its exit where no signal or status of it could be
     read (``os._exit(0)``, which a script calls to skip a backend's slow teardown)."""
-    deaths = attribution.rank_deaths(e.records, e.launcher_words)
+    deaths = attribution.rank_deaths(e.records, e.launcher_words, e.launcher_statuses)
     if e.launcher_exit == 0:
         deaths = [
             d
