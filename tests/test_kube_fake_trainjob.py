@@ -70,7 +70,9 @@ def test_trainjob_runs_torchrun_with_the_torch_plugin_env(kube_cluster, tmp_path
     sums = [line for line in logs.splitlines() if line.startswith("rank ")]
     assert len(sums) == 4 and all(s.endswith("sum 10") for s in sums), logs
     pet = sorted(line for line in logs.splitlines() if line.startswith("PET "))
-    assert pet == ["PET 2 2 0 tj-node-0-0.tj"] * 2 + ["PET 2 2 1 tj-node-0-0.tj"] * 2
+    assert pet == ["PET 2 2 0 tj-node-0-0.tj"] * 2 + ["PET 2 2 1 tj-node-0-0.tj"] * 2, {
+        p.metadata.name: "".join(kc.log(p.metadata.name, container="node")) for p in pods
+    }
 
 
 @pytest.mark.parametrize("kube_cluster", [TRAINER], indirect=True)
