@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import socket
 import subprocess
 import sys
@@ -101,12 +102,17 @@ def _ask(address: str, timeout: float) -> dict[str, Any]:
     return facts
 
 
+# Ray's C++ log prefix: "[2026-12-05 20:12:04,654 W 19204 19204] rpc_client.h:638: "
+_RAY_LOG_PREFIX = re.compile(r"^\[[^\]]*\]\s*[\w.]+:\d+:\s*")
+
+
 def _last_line(output: str | bytes | None) -> str:
-    """The last non-empty line a timed-out child wrote, for the error that names it."""
+    """The last non-empty line a timed-out child wrote, without Ray's log prefix, for the
+    error that names it."""
     if isinstance(output, bytes):
         output = output.decode(errors="replace")
     lines = [line.strip() for line in (output or "").splitlines() if line.strip()]
-    return lines[-1][-300:] if lines else ""
+    return _RAY_LOG_PREFIX.sub("", lines[-1])[-300:] if lines else ""
 
 
 def judge_cluster(
