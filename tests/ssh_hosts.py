@@ -232,19 +232,17 @@ def user_home(ssh_pair, tmp_path, monkeypatch):
     return home
 
 
-def add_pair_target(name: str, home, tmp_path) -> None:
-    """A target ``name`` of ``home``'s targets.toml on n1 and n2, with a shared workdir."""
-    from jupyter_trainer.targets.registry import add_target
-
-    add_target(
-        name,
-        "ssh",
-        home=home,
-        hosts=list(ALIASES),
-        workdir=str(tmp_path / "remote"),
-        env={"GLOO_SOCKET_IFNAME": "lo"},
-        connect_timeout=5,
-    )
+def add_pair_target(name: str, home, tmp_path, **keys) -> None:
+    """A target ``name`` of ``home``'s targets.toml on n1 and n2, with a shared workdir;
+    ``keys`` (``replace`` among them) add to or replace its settings."""
+    settings = {
+        "hosts": list(ALIASES),
+        "workdir": str(tmp_path / "remote"),
+        "env": {"GLOO_SOCKET_IFNAME": "lo"},
+        "connect_timeout": 5,
+        **keys,
+    }
+    add_target(name, "ssh", home=home, **settings)
 
 
 @pytest.fixture
@@ -277,16 +275,8 @@ LOOPBACK_MPI = {
 
 @pytest.fixture
 def mpi_pair(pair, home, tmp_path):
-    add_target(
-        "pair",
-        "ssh",
-        home=home,
-        replace=True,
-        hosts=list(ALIASES),
-        workdir=str(tmp_path / "remote"),
-        connect_timeout=5,
-        env=LOOPBACK_MPI,
-        network_interfaces=["lo"],
+    add_pair_target(
+        "pair", home, tmp_path, replace=True, env=LOOPBACK_MPI, network_interfaces=["lo"]
     )
     return pair
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from conftest import launched_by, leftover, wait_for
-from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+from ssh_hosts import ALIASES, add_pair_target, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 from workloads import LONG_CELL, PER_RUN
 
 from jupyter_trainer import rankside
@@ -187,17 +187,7 @@ def test_a_module_initialising_cuda_makes_every_node_use_torchrun(pair, home, tm
         f'export PYTHONPATH\nexec {sys.executable} "$@"\n'
     )
     python.chmod(0o755)
-    add_target(
-        "pair",
-        "ssh",
-        home=home,
-        replace=True,
-        hosts=list(ALIASES),
-        python=str(python),
-        workdir=str(tmp_path / "remote"),
-        env={"GLOO_SOCKET_IFNAME": "lo"},
-        connect_timeout=5,
-    )
+    add_pair_target("pair", home, tmp_path, replace=True, python=str(python))
     run = api.submit(
         "import cudaish\n" + ENV_DUMP, target="pair", nodes=2, procs=2, name="cuda-at-import"
     ).wait(timeout=180)

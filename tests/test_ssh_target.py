@@ -22,7 +22,7 @@ from conftest import (
     wait_for,
 )
 from hf_trainer import check_trainer_resumed, hf_code
-from ssh_hosts import ADDRESSES, ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+from ssh_hosts import ADDRESSES, ALIASES, add_pair_target, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 from workloads import DDP_LINEAR, SLEEPER
 
 from jupyter_trainer.api import runs as api
@@ -291,17 +291,7 @@ def test_gpu_count_is_checked_on_every_node(pair, home, tmp_path):
 
 
 def test_node_lost_mid_run_fails_within_bounded_time(pair, home, tmp_path):
-    add_target(
-        "pair",
-        "ssh",
-        home=home,
-        replace=True,
-        hosts=list(ALIASES),
-        workdir=str(tmp_path / "remote"),
-        connect_timeout=3,
-        node_timeout=5,
-        env={"GLOO_SOCKET_IFNAME": "lo"},
-    )
+    add_pair_target("pair", home, tmp_path, replace=True, connect_timeout=3, node_timeout=5)
     run = api.submit(SLEEPER, target="pair", nodes=2, procs=1, name="ssh-lost")
     wait_for(
         lambda: all(run.store.read_events(run.id, r)[0] for r in range(2)),
