@@ -442,6 +442,7 @@ class Supervisor(QueueFollowing):
         if report:
             fields["scheduler"] = report
         launcher = self.spec.launch.launcher
+        words = self.launcher_exit.log_tail(LAUNCHER_WORDS_TAIL)
         status, why = verdict.decide(
             verdict.Evidence(
                 outcome=outcome,
@@ -450,14 +451,9 @@ class Supervisor(QueueFollowing):
                 launcher_exit=launcher_exit,
                 launcher_death=self.launcher_exit.death(outcome),
                 launcher_words=attribution.launcher_signals(
-                    self.launcher_exit.log_tail(LAUNCHER_WORDS_TAIL),
-                    launcher,
-                    launcher_exit,
-                    records,
+                    words, launcher, launcher_exit, records
                 ),
-                launcher_statuses=attribution.launcher_statuses(
-                    self.launcher_exit.log_tail(LAUNCHER_WORDS_TAIL)
-                ),
+                launcher_statuses=attribution.launcher_statuses(words),
                 log_tail=self.launcher_exit.log_tail(),
                 hot=(self.state.get("launcher") or {}).get("hot") or {},
                 report=report,
