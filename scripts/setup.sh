@@ -48,8 +48,12 @@ if [ ${#apt_packages[@]} -gt 0 ]; then
         SUDO=
     fi
     log "apt-get install ${apt_packages[*]}"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+    # One setup at a time (two checkouts set up together would collide on apt's locks);
+    # dpkg's own lock is waited for too, should something else hold it.
+    $SUDO flock -w 1800 /var/lock/jupyter-trainer-setup.lock sh -c '
+        apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 "$@" >/dev/null
+    ' apt-get "${apt_packages[@]}"
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
