@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
@@ -348,6 +349,20 @@ def pytest_runtest_logreport(report):
     reporter.write_line("")
     reporter.write_line(f"{kind} {report.nodeid}:")
     reporter.write_line(report.longreprtext[-4000:])
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    """An xdist worker collects its garbage once, after the session's fixtures are torn down,
+    and freezes what is left. After the worker reports that it has finished, pytest's own
+    cleanup collects five more times, and execnet interrupts a worker that is still busy 5 s
+    after the controller says goodbye (a SIGINT: a KeyboardInterrupt in whatever it was
+    doing). On a loaded machine five full collections of a worker that imported torch, Ray
+    and transformers take longer than that; with the survivors frozen they take no time, and
+    what the one collection here finds is still reported."""
+    if hasattr(session.config, "workerinput"):
+        gc.collect()
+        gc.freeze()
 
 
 REPORTS = pytest.StashKey[dict]()  # each phase's report of a test, for its fixtures' teardown
