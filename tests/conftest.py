@@ -213,6 +213,15 @@ def pg_url(pg_server) -> str:
     return pg_server.new_database()
 
 
+@pytest.fixture
+def team(pg_url):
+    """Three members and an admin sharing a workspace on PostgreSQL, as real Unix users
+    (``workspace_team.py``); the users, groups and their processes are removed after."""
+    from workspace_team import make_team
+
+    yield from make_team(pg_url)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def index_home(request, home, monkeypatch) -> Path:
     """``home`` with its index on each back end in turn: SQLite, then PostgreSQL."""

@@ -8,124 +8,11 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import secrets
 import shutil
 import stat
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
-import pytest
 from conftest import wait_for
-
-from jupyter_trainer.store import TERMINAL
-
-RUNUSER = shutil.which("runuser") or "runuser"
-REPO = Path(__file__).resolve().parent.parent
-# The test's own interpreter may live where other users cannot reach (a pyenv under /root):
-# the users run the system's Python of the same version, with this venv's packages.
-PYTHON = "/usr/bin/python3"
-SITE = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
-
-MAKE_RUN = """
-import json, os, sys, time
-os.umask(0o027)  # as a shared workspace's supervisor runs
-from jupyter_trainer.core.spec import CodeSpec, RunSpec
-from jupyter_trainer.store import Store
-store = Store()
-snapshot = store.staging_dir()
-snapshot.mkdir()
-(snapshot / "train.py").write_text("print(1)")
-run_id = store.create(RunSpec(name=sys.argv[1], code=CodeSpec(entry="train.py", hash="sha256:0")), snapshot)
-paths = store.paths(run_id)
-(paths.logs / "rank-0.log").write_text("step 1\\n")
-if sys.argv[2] == "ended":
-    state = json.loads(paths.state.read_text())
-    store.write_state(run_id, {**state, "status": "completed", "ended": time.time()})
-print(run_id)
-"""
-
-
-class Team:
-    """Two users, ``alice-<k>`` and ``bob-<k>``, in the group ``team-<k>``; a workspace
-    folder they share (setgid, group-writable, nobody else); a home folder each."""
-
-    def __init__(self, url: str) -> None:
-        k = secrets.token_hex(3)
-        self.group, self.users = f"jtteam{k}", [f"jta{k}", f"jtb{k}"]
-        # a third member, in the workspace's admin group too
-        self.admins, self.admin = f"jtadm{k}", f"jtc{k}"
-        self.root = Path(tempfile.mkdtemp(prefix="jt-team-"))
-        os.chmod(self.root, 0o755)
-        subprocess.run(["groupadd", self.group], check=True)
-        subprocess.run(["groupadd", self.admins], check=True)
-        for user in [*self.users, self.admin]:
-            groups = f"{self.group},{self.admins}" if user == self.admin else self.group
-            subprocess.run(["useradd", "-M", "-N", "-g", "users", "-G", groups, user], check=True)
-            (self.root / user).mkdir()
-            shutil.chown(self.root / user, user)
-        self.workspace = self.root / "workspace"
-        self.workspace.mkdir()
-        shutil.chown(self.workspace, group=self.group)
-        os.chmod(self.workspace, 0o2770)
-        (self.workspace / "config.toml").write_text(f'admin_group = "{self.admins}"\n')
-        self.url = url
-
-    def run(
-        self, user: str, *argv: str, check: bool = True, workspace: bool = True
-    ) -> subprocess.CompletedProcess:
-        """``argv`` as ``user``, in the workspace (or, not, in their personal store)."""
-        env = {
-            "PATH": "/usr/bin:/bin",
-            "HOME": str(self.root / user),
-            "PYTHONPATH": f"{REPO}:{SITE}",
-        }
-        if workspace:
-            env.update(JUPYTER_TRAINER_HOME=str(self.workspace), JUPYTER_TRAINER_INDEX=self.url)
-        done = subprocess.run(
-            [RUNUSER, "-u", user, "--", "/usr/bin/env", f"HOME={self.root / user}", *argv],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=self.root,
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(f"{argv} as {user}: {done.stdout}{done.stderr}")
-        return done
-
-    def python(self, user: str, code: str, *args: str, check: bool = True):
-        return self.run(user, PYTHON, "-c", code, *args, check=check)
-
-    def cli(self, user: str, *args: str, check: bool = True):
-        return self.run(user, PYTHON, "-m", "jupyter_trainer", *args, check=check)
-
-    def stop(self) -> None:
-        for user in [*self.users, self.admin]:
-            subprocess.run(["pkill", "-9", "-u", user], check=False)
-            subprocess.run(["userdel", user], check=False)
-        for group in (self.group, self.admins):
-            subprocess.run(["groupdel", group], check=False)
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-@pytest.fixture
-def team(pg_url):
-    if os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("runuser"):
-        pytest.fail("the two-user tests need root, useradd and runuser (util-linux)")
-    found = subprocess.run(
-        [PYTHON, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
-    )
-    if found.stdout.strip() != str(sys.version_info[:2]):
-        pytest.fail(
-            f"the two-user tests need {PYTHON} of Python {sys.version_info[:2]}, the version of this venv"
-        )
-    made = Team(pg_url)
-    try:
-        yield made
-    finally:
-        made.stop()
+from workspace_team import MAKE_RUN, PYTHON, TRAIN, processes_of, state_at_end, state_of
 
 
 def test_each_sees_the_others_runs_and_cannot_cancel_them(team):
@@ -207,23 +94,6 @@ def test_workspace_import_copies_a_personal_store_once(team):
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
 
 
-TRAIN = """
-import time
-from jupyter_trainer import runtime as jt
-for step in range(600):
-    jt.log(step=step, loss=1.0 / (step + 1))
-    time.sleep(0.1)
-(jt.outputs_dir / "model.pt").write_bytes(b"weights")
-"""
-
-
-def state_of(team: Team, run_id: str) -> dict:
-    try:
-        return json.loads((team.workspace / "runs" / run_id / "state.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def test_an_admin_cancels_a_colleagues_run_without_writing_into_it(team):
     alice, bob = team.users
     script = team.root / alice / "train.py"
@@ -249,19 +119,6 @@ def test_an_admin_cancels_a_colleagues_run_without_writing_into_it(team):
     assert request.name == f"run-{run_id}.{admin_uid}.cancel"
     assert stat.S_IMODE(request.stat().st_mode) & 0o007 == 0
     assert wait_for(lambda: not processes_of(alice), 30, what="alice's processes to end")
-
-
-def state_at_end(team: Team, run_id: str) -> dict:
-    return wait_for(
-        lambda: (s := state_of(team, run_id)).get("status") in TERMINAL and s,
-        90,
-        what=f"run {run_id} to end",
-    )
-
-
-def processes_of(user: str) -> list[str]:
-    found = subprocess.run(["pgrep", "-a", "-u", user], capture_output=True, text=True)
-    return found.stdout.splitlines()
 
 
 def test_a_members_request_in_the_workspace_does_not_cancel_a_colleagues_run(team):

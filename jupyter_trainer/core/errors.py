@@ -65,6 +65,16 @@ class NotOwner(TrainerError):
     """What was asked belongs to another user (a model version they registered)."""
 
 
+class Untrusted(StoreError):
+    """A file that would decide what runs as this user (a target, an environment, a run's
+    record of its processes) could have been written by someone else: another member owns
+    it, others may write it, or it is a link. ``path`` is the file."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class RecordDamaged(StoreError):
     """A run's record file (its ``spec.json`` or ``state.json``) is missing or cannot be read.
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import DiskFull, RecordDamaged, RunNotFound, RunStateError, SpecError, StoreError
+from ..core.modes import make_top, share_tree
 from ..core.records import StateRecord
 from ..core.spec import RunSpec, validate_run_id
 from ..rankside import rank_files
@@ -43,7 +44,6 @@ from . import liveness, requests, reserve
 from .folders import is_run_id, rmtree, slug
 from .index import index_row, run_index, unwritable
 from .liveness import HEARTBEAT_S
-from .modes import make_top, share_tree
 from .owners import Identity, check_may_act, folder_owner
 from .ranks import RankReader, read_complete_lines
 from .records import (

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import SpecError
+from ..core.modes import make_top, share_tree
 from ..core.spec import RunSpec
 from . import Store, liveness
 from .folders import is_run_id, rmtree
@@ -27,7 +28,6 @@ from .index_base import index_row
 from .model_records import LINEAGE, read_deleted
 from .models import ModelStore, versions_in
 from .models import index_row as model_row
-from .modes import make_top, share_tree
 from .owners import folder_owner
 from .records import ACTIVE, RunPaths, read_json, write_json_atomic
 from .sweeps import SWEEP_ACTIVE, SweepStore

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import InvalidRunId, ModelNotFound, SpecError, StoreError
+from ..core.modes import RUN_DIR_MODE, make_top
 from ..core.spec import validate_run_id
 from ..rankside.home import HOME_ENV, default_home
 from . import write_json_atomic
@@ -41,7 +42,6 @@ from .folders import is_run_id, rmtree
 from .index import FolderIndex, index_url, unwritable
 from .index_base import IndexBase
 from .model_records import DELETED, LINEAGE, read_deleted, read_lineage
-from .modes import RUN_DIR_MODE, make_top
 from .outputs import copy_descriptor, walk_files
 from .pg_index import PgIndex
 from .workspace import settings

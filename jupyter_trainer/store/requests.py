@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .modes import make_top
+from ..core.modes import make_top
 from .owners import Identity, may_act
 from .records import write_json_atomic
 

@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import StoreError, SweepNotFound, TrainerError
+from ..core.modes import make_top, share_tree
 from ..core.spec import RunSpec, validate_run_id
 from ..rankside import procs
 from ..rankside.home import HOME_ENV, default_home
 from . import read_json, requests, write_json_atomic
 from .folders import rmtree, slug
 from .index import index_url, unwritable
-from .modes import make_top, share_tree
 from .owners import Identity, check_may_act, folder_owner
 from .records import read_json_object
 from .workspace import settings

@@ -12,9 +12,9 @@ import sys
 
 from .. import environment
 from ..core.logs import process_log
+from ..core.modes import SHARED_UMASK
 from ..rankside import procs
 from ..store import Store
-from ..store.modes import SHARED_UMASK
 from ..targets import get_target
 from .run import Supervisor
 

@@ -12,9 +12,9 @@ import sys
 
 from ...core.errors import SpecError, TrainerError
 from ...core.logs import process_log
+from ...core.modes import SHARED_UMASK
 from ...rankside import procs
 from ...store import Store, read_json
-from ...store.modes import SHARED_UMASK
 from ...store.sweeps import SWEEP_TERMINAL, SweepStore
 
 

@@ -1,0 +1,90 @@
+"""A store's settings: where its index lives and who administers it.
+
+``$JUPYTER_TRAINER_HOME/config.toml`` may hold::
+
+    index = "postgresql://db.example.org/team"   # the index of a shared workspace
+    admin_group = "ml-admins"                    # may cancel and delete anyone's
+
+``JUPYTER_TRAINER_INDEX`` and ``JUPYTER_TRAINER_ADMIN_GROUP`` override them. Without an index
+URL the store is a personal one, indexed by SQLite in ``runs.db``. A store whose index is
+on PostgreSQL is shared: its folders are made readable by their group.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import StoreError
+from .modes import make_top
+from .trust import Trust, own_folder, user_name
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+INDEX_ENV = "JUPYTER_TRAINER_INDEX"
+ADMIN_GROUP_ENV = "JUPYTER_TRAINER_ADMIN_GROUP"
+CONFIG = "config.toml"
+_SCHEMES = ("postgresql://", "postgres://")
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    index: str | None  # a PostgreSQL URL; None: SQLite, in the store's folder
+    admin_group: str | None
+
+    @property
+    def shared(self) -> bool:
+        return self.index is not None
+
+    def trust(self) -> Trust:
+        """Whose files may decide what runs as this user here (``core/trust.py``)."""
+        return Trust.of(self.home, self.admin_group)
+
+    def user_dir(self) -> Path:
+        """Where this user's own state lives (pools, caches, credentials, targets of their
+        own): the store itself when it is personal, ``users/<name>/`` in a workspace. It is
+        made if missing, and refused when someone else made it."""
+        if not self.shared:
+            return self.home
+        users = self.home / "users"
+        make_top(users, True)
+        return own_folder(users / user_name(os.geteuid()), "your folder in the workspace", 0o2750)
+
+
+def settings(home: Path) -> Settings:
+    """The settings of the store at ``home``: its ``config.toml``, under the environment's."""
+    found: dict[str, object] = {}
+    path = home / CONFIG
+    try:
+        # the settings decide who administers the workspace: only the workspace's owner
+        # (or root, or this user) may have written them
+        text = Trust.of(home).read_text(path, "the workspace settings")
+        found = tomllib.loads(text) if text is not None else {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise StoreError(f"cannot read the workspace settings {path}: {exc}; fix it") from None
+    unknown = sorted(set(found) - {"index", "admin_group"})
+    if unknown:
+        raise StoreError(
+            f"{path}: unknown setting {unknown[0]!r}; a workspace's config.toml holds "
+            "index and admin_group"
+        )
+    index = os.environ.get(INDEX_ENV) or found.get("index") or None
+    group = os.environ.get(ADMIN_GROUP_ENV) or found.get("admin_group") or None
+    where = f"${INDEX_ENV}" if os.environ.get(INDEX_ENV) else f"index in {path}"
+    if index is not None:
+        if not isinstance(index, str) or not index.startswith(_SCHEMES):
+            raise StoreError(
+                f"{where} is {index!r}, not a PostgreSQL URL; write it as "
+                "postgresql://[user@]host[:port]/database (a password belongs in ~/.pgpass), "
+                "or leave it out for the personal SQLite index"
+            )
+    if group is not None and (not isinstance(group, str) or not re.fullmatch(r"[\w.-]+", group)):
+        raise StoreError(f"admin_group is {group!r}, not a Unix group name")
+    return Settings(home, index, group)
