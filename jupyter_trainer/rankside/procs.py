@@ -24,6 +24,50 @@ def die_with_parent() -> None:
         pass
 
 
+def become_subreaper() -> bool:
+    """Make this process the child subreaper of its descendants (``PR_SET_CHILD_SUBREAPER``):
+    one whose parent ends is re-parented here, not to init, so a process that leaves its
+    session and empties its environment (``setsid env -i ...``) is still found among this
+    process's children. False where the kernel refuses."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True).prctl(36, 1, 0, 0, 0) == 0
+    except OSError:
+        return False
+
+
+def process_table() -> dict[int, tuple[int, int]]:
+    """Every live process of this host (zombies left out): pid -> (parent pid, start ticks)."""
+    table = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] not in ("Z", "X"):
+            table[int(entry.name)] = (int(fields[1]), int(fields[19]))
+    return table
+
+
+def descendants(roots: set[int], table: dict[int, tuple[int, int]]) -> set[int]:
+    """The live processes below ``roots`` in ``table`` (``process_table``), roots left out."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found: set[int] = set()
+    todo = list(roots)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
 def detach() -> None:
     """Fork into a new session; the parent exits at once, so whoever started this process
     never waits for it."""

@@ -402,7 +402,7 @@ class Supervisor(QueueFollowing):
         left = self.target.leftovers(self.run_id)
         if left:  # stragglers that escaped the process group
             log(f"leftover processes: {left}")
-            report["stragglers"] = left
+            report["stragglers"] = [*report.get("stragglers", []), *left]
             self.target.stop(self.handle or {"pgid": 0, "pid": 0}, self.run_id, STOP_GRACE_S)
             left = self.target.leftovers(self.run_id)
         report["leftovers"] = left

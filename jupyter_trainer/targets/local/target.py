@@ -28,6 +28,7 @@ class LocalTarget(Target):
         self._run_dirs: dict[str, str] = {}  # run id -> run folder (leftover checks)
         self._hot: dict[str, tuple[RunSpec, LaunchPlan]] = {}  # runs that asked for --hot
         self._pool_runs: dict[int, Any] = {}  # pgid -> pool.client.PoolRun
+        self._first_start: dict[str, int] = {}  # run id -> its first launcher's start ticks
 
     @cached_property
     def _gpus(self) -> int:
@@ -123,6 +124,7 @@ class LocalTarget(Target):
     def _start_launcher(
         self, command: Command, base: dict[str, str], run_dir: str, log_path: str
     ) -> Handle:
+        procs.become_subreaper()  # the run's orphans come here, whatever session they made
         with open(log_path, "ab") as log:
             try:
                 child = subprocess.Popen(
@@ -138,7 +140,9 @@ class LocalTarget(Target):
             except OSError as exc:
                 raise TargetError(f"could not start {command.argv[0]}: {exc}") from exc
         self._children[child.pid] = child
-        return {"pid": child.pid, "pgid": child.pid, "start_ticks": procs.start_ticks(child.pid)}
+        ticks = procs.start_ticks(child.pid)
+        self._first_start.setdefault(str(command.env.get("JT_RUN_ID")), ticks or 0)
+        return {"pid": child.pid, "pgid": child.pid, "start_ticks": ticks}
 
     def poll(self, handle: Handle) -> int | None:
         child = self._children.get(handle["pid"])
@@ -150,25 +154,67 @@ class LocalTarget(Target):
         return None if procs.is_alive(handle["pid"], handle.get("start_ticks")) else -1
 
     def stop(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
+        """SIGTERM to the launcher's group and every process of the run (those that left
+        its group, session and environment included, which the report names as
+        stragglers), SIGKILL to what is left after ``grace``."""
+        signalled: set[int] = set()
+        stragglers: list[str] = []
+
         def alive() -> list[int]:
             child = self._children.get(handle["pid"])
             if child is not None:
                 child.poll()  # reap the launcher so it does not linger as a zombie
-            return leftover_pids(run_id, self._run_dirs.get(run_id))
+            marked = set(leftover_pids(run_id, self._run_dirs.get(run_id)))
+            escaped = self._escaped(run_id) - marked - set(procs.pids_in_group(handle["pgid"]))
+            stragglers.extend(procs.describe(p) for p in sorted(escaped - signalled))
+            new = sorted((marked | escaped) - signalled)
+            procs.signal_pids(new, signal.SIGTERM)  # one found after the first look too
+            signalled.update(new)
+            self._reap(signalled)
+            return sorted(marked | escaped)
 
         procs.signal_group(handle["pgid"], signal.SIGTERM)
-        procs.signal_pids(alive(), signal.SIGTERM)
         left = procs.wait_gone(alive, grace)
+        report: dict[str, Any] = {
+            "sigkilled": [],
+            **({"stragglers": stragglers} if stragglers else {}),
+        }
         if not left:
-            return {"sigkilled": []}
-        killed = [procs.describe(p) for p in left]
+            return report
+        report["sigkilled"] = [procs.describe(p) for p in left]
         procs.signal_group(handle["pgid"], signal.SIGKILL)
         procs.signal_pids(left, signal.SIGKILL)
         procs.wait_gone(alive, 5.0)
-        return {"sigkilled": killed}
+        return report
 
     def leftovers(self, run_id: str) -> list[str]:
-        return [procs.describe(p) for p in leftover_pids(run_id, self._run_dirs.get(run_id))]
+        found = set(leftover_pids(run_id, self._run_dirs.get(run_id))) | self._escaped(run_id)
+        return [procs.describe(p) for p in sorted(found)]
+
+    def _escaped(self, run_id: str) -> set[int]:
+        """The run's processes that neither its launcher's group nor ``JT_RUN_ID`` finds:
+        every live descendant of its launchers, and the orphans re-parented to this process
+        (their subreaper) since its first launcher started, with their descendants."""
+        since = self._first_start.get(run_id)
+        if since is None:
+            return set()
+        table = procs.process_table()
+        me = os.getpid()
+        roots = {pid for pid in self._children if pid in table}
+        roots |= {
+            pid
+            for pid, (parent, ticks) in table.items()
+            if parent == me and ticks >= since and pid not in self._children
+        }
+        return roots | procs.descendants(roots, table)
+
+    def _reap(self, pids: set[int]) -> None:
+        """Collect the exit of each of ``pids`` that ended as this process's adopted child."""
+        for pid in pids - set(self._children):
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
 
 
 def _torch_has_mpi() -> bool:
