@@ -37,6 +37,11 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 MAX_DECIDING_FILE = 4 << 20  # a target's or environment's settings: far below this
 
 
+class UntrustedFileWarning(UserWarning):
+    """A file that may not decide what runs as this user was left out, so that what another
+    member wrote neither runs as this user nor stops this user's runs; says which and why."""
+
+
 @dataclass(frozen=True)
 class Trust:
     """Whose files may decide what runs as this user, in the store at ``home``."""
@@ -58,7 +63,12 @@ class Trust:
 
     def trusts(self, uid: int) -> bool:
         """Whether a file ``uid`` owns may decide what runs as this user."""
-        if uid in (self.me, 0) or uid == self.home_owner:
+        return uid == self.me or self.administers(uid)
+
+    def administers(self, uid: int) -> bool:
+        """Whether ``uid`` may write the team's own files (the team's targets, environments
+        every member uses by name): root, the workspace's owner, its admin group."""
+        if uid == 0 or uid == self.home_owner:
             return True
         return bool(self.admin_group) and _in_group(uid, str(self.admin_group))
 

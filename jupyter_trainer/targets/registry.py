@@ -1,9 +1,11 @@
-"""Finding targets: kinds come from entry points, named targets from ``targets.toml``;
-``add_target`` validates a new one and saves it there."""
+"""Finding targets: kinds come from entry points, named targets from ``targets.toml``
+files (which ones, and whether each may be used: ``files``); ``add_target`` validates a new
+one and saves it in this user's own file, or the administrator's in the team's."""
 
 from __future__ import annotations
 
 import datetime
+import os
 import re
 import sys
 from functools import lru_cache
@@ -15,10 +17,12 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-from ..core.errors import SpecError, TargetError
+from ..core.errors import SpecError, TargetError, Untrusted
 from ..core.files import write_text_atomic
 from ..core.spec import TargetSpec
-from ..rankside.home import default_home
+from ..core.trust import user_name
+from ..core.workspace import Settings
+from . import files
 from .base import Target
 from .pricing import split_price
 
@@ -59,31 +63,32 @@ def _load_kind(kind: str) -> type[Target]:
 
 
 def targets_file(home: Path | None = None) -> Path:
-    return (home or default_home()) / "targets.toml"
+    """This user's own ``targets.toml``: the store's in a personal store, the member's own
+    (``users/<name>/``) in a workspace."""
+    return files.own_file(files.store_settings(home))
 
 
 def configured_targets(home: Path | None = None) -> dict[str, dict[str, Any]]:
-    """Every usable target name -> its configuration (``local`` is always there)."""
-    targets: dict[str, dict[str, Any]] = {"local": {"kind": "local"}}
-    path = targets_file(home)
-    if path.exists():
-        try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise TargetError(f"{path} is not valid TOML: {exc}") from exc
-        for name, config in data.get("targets", {}).items():
-            if not isinstance(config, dict) or "kind" not in config:
-                raise TargetError(f'{path}: [targets.{name}] needs a kind, e.g. kind = "ssh"')
-            targets[name] = dict(config)
-    return targets
+    """Every target name this user may use -> its configuration (``local`` is always
+    there); in a workspace, a file that may not be used is left out with a warning
+    (``files``)."""
+    return files.load(home).targets
 
 
 def get_target(name: str, home: Path | None = None) -> Target:
-    targets = configured_targets(home)
+    found = files.load(home)
+    targets = found.targets
     if name not in targets:
+        if found.left_out:
+            raise Untrusted(
+                f"target {name!r} is not defined in any targets file you may use: "
+                + "; ".join(str(reason) for reason in found.left_out),
+                path=found.left_out[0].path,
+            )
         raise TargetError(
             f"unknown target {name!r}; available: {', '.join(sorted(targets))} "
-            f"(define targets in {targets_file(home)})"
+            f"(add one with `jupyter-trainer target add {name} --kind KIND`, or define it "
+            f"in {targets_file(home)})"
         )
     config = dict(targets[name])
     cls = _load_kind(config.pop("kind"))
@@ -99,14 +104,23 @@ _HEADER = re.compile(r"\s*\[\[?(?P<key>[^\]]+)\]\]?\s*(#.*)?")
 
 
 def add_target(
-    name: str, kind: str, *, home: Path | None = None, replace: bool = False, **config: Any
+    name: str,
+    kind: str,
+    *,
+    home: Path | None = None,
+    replace: bool = False,
+    team: bool = False,
+    **config: Any,
 ) -> Path:
-    """Validate a target and save it in ``targets.toml``; returns the file's path.
+    """Validate a target and save it in this user's ``targets.toml`` (``targets_file``), or
+    with ``team`` in a workspace's team file, which only its administrator writes; returns
+    the file's path.
 
     The target class validates ``config`` (by being built from it, exactly as a run would
     build it), so a typo fails here and not at the first run. The file is rewritten
     atomically (a temporary file, then one rename); other targets, and comments outside the
-    replaced entry, are kept. An existing ``name`` is replaced only with ``replace=True``.
+    replaced entry, are kept. An existing ``name`` (in the file, or for a member's own, in
+    the team's, which it would take the place of) is replaced only with ``replace=True``.
     """
     try:
         TargetSpec(name)
@@ -116,14 +130,24 @@ def add_target(
         raise TargetError("the local target is built in and cannot be redefined")
     entry = {"kind": kind, **{k: v for k, v in config.items() if v is not None}}
     _load_kind(kind)(name, split_price(name, {k: v for k, v in entry.items() if k != "kind"})[1])
-    path = targets_file(home)
-    old = path.read_text() if path.exists() else ""
-    existing = configured_targets(home)
+    found = files.store_settings(home)
+    each = _file_to_write(found, team)
+    path = each.path
+    old = files.read_text(each, found) or ""
+    existing = files.parse(old, path)
     if name in existing and not replace:
         raise TargetError(
             f"target {name!r} already exists in {path}; replace it explicitly "
             "(--replace in `target add`, replace=True in Python) or choose another name"
         )
+    if found.shared and not team and not replace:
+        shared = files.load(home).origin.get(name)
+        if shared is not None and shared != path:
+            raise TargetError(
+                f"target {name!r} is the team's (in {shared}); one of your own by that name "
+                "would take its place for you: pass --replace (replace=True in Python) to "
+                "add it anyway, or choose another name"
+            )
     section = f"[targets.{_toml_key(name)}]\n" + "".join(
         f"{_toml_key(k)} = {_toml_value(v)}\n" for k, v in entry.items()
     )
@@ -133,15 +157,35 @@ def add_target(
         parsed = tomllib.loads(text)["targets"]
     except (tomllib.TOMLDecodeError, KeyError) as exc:
         raise TargetError(f"could not write target {name!r} into {path}: {exc}") from exc
-    others = {k: v for k, v in existing.items() if k not in ("local", name)}
+    others = {k: v for k, v in existing.items() if k != name}
     if parsed.get(name) != _toml_roundtrip(entry) or any(
         parsed.get(k) != v for k, v in others.items()
     ):
         raise TargetError(
             f"could not update {path} without changing other targets; edit it by hand"
         )
-    write_text_atomic(path, text)
+    write_text_atomic(path, text, mode=0o640 if each.team else 0o600)
+    if each.team:  # every member reads it, whatever the administrator's umask
+        os.chmod(path, 0o640)
     return path
+
+
+def _file_to_write(found: Settings, team: bool) -> files.TargetsFile:
+    if not team:
+        return files.TargetsFile(files.own_file(found), team=False)
+    if not found.shared:
+        raise TargetError(
+            "--team is for a workspace (a store whose index is on PostgreSQL); in a "
+            "personal store leave it out"
+        )
+    me = os.geteuid()
+    if not found.trust().administers(me):
+        raise TargetError(
+            f"only the workspace's administrator ({found.trust().admins()}) writes the team's "
+            f"targets file {files.team_file(found)}; you ({user_name(me)}) can add the target "
+            "as your own: leave out --team"
+        )
+    return files.TargetsFile(files.team_file(found), team=True)
 
 
 def _without_target(text: str, name: str) -> str:

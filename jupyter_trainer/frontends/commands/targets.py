@@ -1,4 +1,5 @@
-"""The commands of targets: ``targets`` (the list) and ``target add NAME --kind KIND``."""
+"""The commands of targets: ``targets`` (the list) and ``target add NAME --kind KIND
+[--team]``."""
 
 from __future__ import annotations
 
@@ -27,12 +28,24 @@ def define_target(sub: Subparsers, name: str) -> None:
         "add", help="validate a target and save it in targets.toml"
     )
     add_target_options(add)
+    add.add_argument(
+        "--team",
+        action="store_true",
+        help="in a workspace: save it in the team's targets.toml, which every member uses "
+        "(the workspace's administrator only); without it a target is your own",
+    )
     handles(add, cmd_target_add)
 
 
 def cmd_target_add(args: argparse.Namespace, out: TextIO) -> int:
     from ...targets.registry import add_target, parse_settings
 
-    path = add_target(args.name, args.kind, replace=args.replace, **parse_settings(args.settings))
+    path = add_target(
+        args.name,
+        args.kind,
+        replace=args.replace,
+        team=args.team,
+        **parse_settings(args.settings),
+    )
     print(f"target {args.name!r} saved in {path}", file=out)
     return 0
