@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from ...core.errors import SpecError
 from ...core.units import format_bytes
+from ...nodes.hotstart.local import pools_home
 from ...rankside.home import default_home
 from ...rankside.hotstart.records import live_pools, stop_pools
 from ...store import ACTIVE, Store
@@ -34,7 +35,7 @@ def resident_bytes(pid: int) -> int | None:
 def pool_rows() -> list[dict[str, Any]]:
     """Each live pool: pid, interpreter, preloaded modules, age, memory, idle limit."""
     rows = []
-    for record in live_pools(default_home()):
+    for record in live_pools(pools_home()):
         started = record.get("started")
         rows.append(
             {
@@ -90,7 +91,7 @@ def define_pools(sub: Subparsers, name: str) -> None:
 def cmd_pools(args: argparse.Namespace, out: TextIO) -> int:
     from ...targets.slurm.hold import held_allocations, release
 
-    rows, held = pool_rows(), held_allocations(default_home())
+    rows, held = pool_rows(), held_allocations(pools_home())
     if args.stop:
         if args.json:
             raise SpecError("pools: --json lists the pools; leave it out with --stop")
@@ -101,7 +102,7 @@ def cmd_pools(args: argparse.Namespace, out: TextIO) -> int:
                 "those runs or cancel them, or add --force (they fail)"
             )
         release([h["job_id"] for h in held])
-        killed = stop_pools(default_home())
+        killed = stop_pools(pools_home())
         print(
             f"stopped {len(rows)} pool{'' if len(rows) == 1 else 's'}"
             + (f" ({len(killed)} needed SIGKILL)" if killed else "")

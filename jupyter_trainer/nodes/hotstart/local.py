@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from ...core.errors import TargetError
 from ...core.spec import RunSpec
+from ...core.workspace import settings
 from ...launchers.table import Command, LaunchPlan
 from ...rankside import procs
+from ...rankside.home import default_home
 from ...rankside.hotstart.client import (
     PoolRun,
     PoolUnavailable,
@@ -34,6 +37,13 @@ _IMPORT_SHAPING = (
     "CUDA_HOME",
     "CUDA_VISIBLE_DEVICES",
 )
+
+
+def pools_home(home: Path | None = None) -> Path:
+    """The folder whose ``pools/`` holds this user's pools: their own folder of the store
+    (``Settings.user_dir``: the store itself when it is personal, ``users/<name>/`` in a
+    workspace), so that no member connects to, or signals, another member's pool."""
+    return settings(Path(home) if home is not None else default_home()).user_dir()
 
 
 def environment_id(spec: RunSpec) -> dict[str, Any]:
@@ -59,6 +69,22 @@ def start_in_pool(
 ) -> tuple[PoolRun, dict[str, Any]]:
     """Fork the run's ranks in its pool; the PoolRun to follow them and the run's handle.
     TargetError (with the reason) when the pool cannot, so the caller starts torchrun."""
+    try:
+        return _start_in_pool(spec, plan, command, base, run_dir, log_path)
+    except TargetError:
+        raise
+    except Exception as exc:  # the pool only saves time: whatever stops it, torchrun runs
+        raise TargetError(f"the pool could not be used ({type(exc).__name__}: {exc})") from exc
+
+
+def _start_in_pool(
+    spec: RunSpec,
+    plan: LaunchPlan,
+    command: Command,
+    base: dict[str, str],
+    run_dir: str,
+    log_path: str,
+) -> tuple[PoolRun, dict[str, Any]]:
     env = command.environ(base)  # exactly what torchrun itself would get
     elastic_id = new_elastic_id()
     errors = error_dir(run_dir, elastic_id)
@@ -95,7 +121,7 @@ def start_in_pool(
     )
     key = pool_key(plan.python, env_id, modules)
     try:
-        run = start_ranks(plan.python, key, modules, pool_env, request)
+        run = start_ranks(plan.python, key, modules, pool_env, request, pools_home())
     except PoolUnavailable as exc:
         raise TargetError(str(exc)) from exc
     pgid = run.reply["pgid"]

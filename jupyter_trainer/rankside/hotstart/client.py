@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import procs
 from ..home import default_home
-from .records import POOLS_DIR, read_json
+from .records import POOLS_DIR, PoolUnavailable, own_pools, read_json
 from .server import DEFAULT_IDLE_S, unix_address
 
 IDLE_ENV = "JT_POOL_IDLE_S"
@@ -30,17 +30,12 @@ BASE_MODULES = ("torch", "torch.distributed")
 _NOT_PRELOADED = ("jupyter_trainer", "__future__", "__main__")
 
 
-class PoolUnavailable(Exception):
-    """The pool cannot run these ranks; the message says why (the run falls back to
-    torchrun with it)."""
-
-
 def pools_dir(home: str | os.PathLike | None = None) -> Path:
+    """``<home>/pools``, made if missing: ``home`` is this user's own folder of the store
+    (``Settings.user_dir``; on a node, its workdir). ``PoolUnavailable`` when the folder is
+    not this user's alone."""
     folder = Path(home) if home is not None else default_home()
-    path = folder / POOLS_DIR
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    return path
+    return own_pools(folder / POOLS_DIR)
 
 
 def pool_key(python: str, env_id: str, modules: Sequence[str]) -> str:

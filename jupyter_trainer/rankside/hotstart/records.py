@@ -12,14 +12,63 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import signal
+import stat
 from pathlib import Path
 from typing import Any
 
 from .. import atomic, procs
 
 RUN_RECORD = "pool-ranks.json"  # in the run folder: the ranks a pool forked for the run
-POOLS_DIR = "pools"  # in the run store: <key>.sock, <key>.json, <key>.log
+POOLS_DIR = "pools"  # in the user's folder of the store: <key>.sock, <key>.json, <key>.log
+
+
+class PoolUnavailable(Exception):
+    """The pool cannot run these ranks; the message says why (the run falls back to
+    torchrun with it)."""
+
+
+def own_pools(path: str | os.PathLike, *, make: bool = True) -> Path:
+    """``path``, a folder of pools that only this user may use: made (0700) if missing and
+    ``make``, else ``PoolUnavailable`` saying why not. A pool's socket in someone else's
+    folder could be theirs (it would run these ranks as them, with these ranks' variables),
+    and a pool's record there could name any process to signal. ``core.trust.own_folder``
+    is the same rule; this copy stays in the standard library for the nodes."""
+    folder = Path(path)
+    try:
+        if make:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.mkdir(folder, 0o700)
+            except FileExistsError:
+                pass
+        found = os.lstat(folder)
+    except OSError as exc:
+        raise PoolUnavailable(f"the pool folder {folder} cannot be made ({exc})") from None
+    if stat.S_ISLNK(found.st_mode) or not stat.S_ISDIR(found.st_mode):
+        raise PoolUnavailable(f"the pool folder {folder} is not a folder (a link or a file)")
+    if found.st_uid != os.geteuid():
+        raise PoolUnavailable(
+            f"the pool folder {folder} belongs to {_user(found.st_uid)}, not to you "
+            f"({_user(os.geteuid())}): a pool there is not yours to use; ask them or the "
+            "workspace's administrator to remove it"
+        )
+    if stat.S_IMODE(found.st_mode) != 0o700:
+        try:
+            os.chmod(folder, 0o700)
+        except OSError as exc:
+            raise PoolUnavailable(
+                f"the pool folder {folder} cannot be made private ({exc})"
+            ) from None
+    return folder
+
+
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def write_json(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
@@ -62,10 +111,14 @@ def leftover_pids(run_id: str, run_dir: str | os.PathLike | None = None) -> list
 
 
 def live_pools(home: str | os.PathLike) -> list[dict[str, Any]]:
-    """The pools of run store ``home`` that still run, from their records."""
-    folder = Path(home, POOLS_DIR)
+    """This user's pools under ``home`` (their folder of the store) that still run, from
+    their records; none when the pool folder is missing or not theirs."""
+    try:
+        folder = own_pools(Path(home, POOLS_DIR), make=False)
+    except PoolUnavailable:
+        return []
     found = []
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+    for path in sorted(folder.glob("*.json")):
         record = read_json(path)
         if procs.is_alive(record.get("pid"), record.get("start_ticks")):
             found.append(record)
@@ -73,7 +126,7 @@ def live_pools(home: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def stop_pools(home: str | os.PathLike, grace: float = 5.0) -> list[int]:
-    """End every pool of run store ``home`` (SIGTERM, then SIGKILL after ``grace``); returns
+    """End every pool of this user under ``home`` (SIGTERM, then SIGKILL after ``grace``); returns
     the pids that had to be killed. A pool's ranks die with it (``PR_SET_PDEATHSIG``)."""
     pools = live_pools(home)
     for record in pools:

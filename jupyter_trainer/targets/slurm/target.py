@@ -27,6 +27,7 @@ from typing import Any
 from ...core.errors import TargetError
 from ...core.spec import RunSpec
 from ...launchers.table import Command, LaunchPlan
+from ...nodes.hotstart.local import pools_home
 from ...nodes.stage_inputs import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
 from ...rankside import procs
 from ...rankside.home import default_home
@@ -191,8 +192,8 @@ class SlurmTarget(Target):
         instead, and only falls back to this (see ``slurm_hold``)."""
         self._script = batch_script(self.cfg, spec, plan, getattr(spec.env, "image", None))
         if spec.launch.hot and self.cfg.hold:
-            self._held = HeldRun(
-                self.cfg, self.name, spec, plan, str(default_home()), self.slurm.run
+            self._held = HeldRun(  # the allocation and its pools are this user's own
+                self.cfg, self.name, spec, plan, str(pools_home()), self.slurm.run
             )
         output = JOB_OUTPUT if self.cfg.remote else "logs/launcher.log"
         return Command(
