@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core import bounded_json
 from ..core.errors import RecordDamaged, RunNotFound, SpecError, StoreError
 from ..core.files import write_atomic
 from ..core.records import (
@@ -54,8 +55,11 @@ def json_text(data: Any) -> str:
 
 
 def read_json(path: Path) -> Any:
-    with open(path) as fh:
-        return json.load(fh)
+    """The JSON in ``path``; ``ValueError`` when it is not JSON, or ``TooDeep`` (one) when
+    it nests deeper than any record does: anyone in a workspace can make a run folder, so
+    its files are read as another user's."""
+    with open(path, encoding="utf-8") as fh:
+        return bounded_json.loads(fh.read())
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
@@ -208,6 +212,8 @@ def _load(paths: RunPaths, path: Path, run_id: str) -> tuple[Any, str | None]:
         if not paths.root.is_dir():  # the run was deleted meanwhile
             raise RunNotFound(f"no run {run_id!r} in {paths.root.parent.parent}") from None
         return None, "is missing"
+    except bounded_json.TooDeep as exc:
+        return None, str(exc)
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         return None, f"is not valid JSON ({exc})"
     except OSError as exc:

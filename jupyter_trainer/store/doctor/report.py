@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ...core.errors import StoreError
+from ...core.trust import user_name
 from ..index_base import IndexBase
 
 # A registration or a download writes, and a deletion removes, files all the time: a
@@ -30,6 +32,7 @@ class Finding:
     fix: str | None = None  # what --fix does; None: it cannot be fixed
     done: str | None = None  # what --fix did; None: not fixed
     subject: str | None = None  # what it is about when not a run ("model digits@2", ...)
+    failed: str | None = None  # why --fix could not do what it would (and whose it is)
 
     @property
     def fixed(self) -> bool:
@@ -41,6 +44,8 @@ class Finding:
         )
         if self.done:
             return f"{where}{self.message}; fixed: {self.done}"
+        if self.failed:
+            return f"{where}{self.message}; --fix could not {self.fix}: {self.failed}"
         if self.fix:
             return f"{where}{self.message}; --fix would {self.fix}"
         return f"{where}{self.message}"
@@ -61,7 +66,7 @@ class Report:
 
     def text(self) -> str:
         lines = [f.line() for f in self.findings]
-        fixable = [f for f in self.unresolved if f.fix]
+        fixable = [f for f in self.unresolved if f.fix and not f.failed]
         checked = (
             _plural(self.runs, "run")
             + "".join(
@@ -132,13 +137,42 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word[:-1] + 'ies' if word.endswith('ry') else word + 's'}"
 
 
-def add(report: Report, finding: Finding, repair: Callable[[], Any], done: str) -> bool:
-    """Record ``finding``, repaired first when fixing; True if it was repaired."""
+def add(
+    report: Report,
+    finding: Finding,
+    repair: Callable[[], Any],
+    done: str,
+    whose: Path | None = None,
+) -> bool:
+    """Record ``finding``, repaired first when fixing; True if it was repaired. A repair the
+    filesystem or the index refuses (in a workspace, most often another member's folder,
+    ``whose``) is recorded with the reason, and the check goes on with the next finding."""
     if report.fix:
-        repair()
+        try:
+            repair()
+        except (OSError, StoreError) as exc:
+            report.findings.append(replace(finding, failed=_refusal(exc, whose)))
+            return False
         finding = replace(finding, done=done)
     report.findings.append(finding)
     return finding.fixed
+
+
+def _refusal(exc: Exception, whose: Path | None) -> str:
+    """Why a repair failed, in words, with whose the thing is when it is not this user's."""
+    said = (
+        f"{exc.strerror} ({exc.filename})"
+        if isinstance(exc, OSError) and exc.strerror
+        else str(exc)
+    )
+    try:
+        owner = os.lstat(whose).st_uid if whose is not None else None
+    except OSError:
+        owner = None
+    if owner is None or owner == os.geteuid():
+        return said
+    who = user_name(owner)
+    return f"{said}; it belongs to {who}: ask {who} or the workspace's administrator to fix it"
 
 
 def last_change(path: Path) -> float:

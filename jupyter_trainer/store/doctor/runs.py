@@ -91,7 +91,7 @@ def _check_run(
         if found.repair is None or found.done is None:
             report.findings.append(finding)
         else:
-            add(report, finding, found.repair, found.done)
+            add(report, finding, found.repair, found.done, paths.root)
         return
     except (OSError, ValueError, KeyError, TypeError) as exc:
         report.findings.append(
