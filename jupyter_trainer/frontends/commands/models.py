@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from ...api import runs as api
 from ...api.models import Model, check_owner, delete_model, get_model, models, version_to_delete
 from ...core.errors import ModelNotFound, SpecError, StoreError
+from ...core.printable import printable
 from ...core.units import format_bytes
 from ...store.models import ModelStore, parse_ref, versions_in
 from ..views.text import columns
@@ -56,9 +57,9 @@ def cmd_register(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     files = model.files
     print(
-        f"registered {model.name}@{model.version} from run {model.run}: "
+        f"registered {printable(model.name)}@{model.version} from run {printable(model.run)}: "
         f"{count(len(files), 'file')}, {format_bytes(sum(f.size for f in files))}, "
-        f"in {model.path}",
+        f"in {printable(str(model.path))}",
         file=out,
     )
     return 0
@@ -128,7 +129,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_download_model(args: argparse.Namespace, out: TextIO) -> int:
     for path in get_model(args.model).download(args.dest):
-        print(path, file=out)
+        print(printable(str(path)), file=out)
     return 0
 
 
@@ -202,15 +203,18 @@ def models_table(rows: list[dict[str, Any]]) -> str:
         latest.setdefault(row["name"], row)
         counts[row["name"]] = counts.get(row["name"], 0) + 1
     body = [
-        (
-            r["name"],
-            r["version"],
-            counts[r["name"]],
-            r["run_id"],
-            r["path"],
-            format_bytes(r["bytes"]),
-            _when(r["created"]),
-            _pairs(r["tags"]),
+        tuple(
+            printable(str(cell))
+            for cell in (
+                r["name"],
+                r["version"],
+                counts[r["name"]],
+                r["run_id"],
+                r["path"],
+                format_bytes(r["bytes"]),
+                _when(r["created"]),
+                _pairs(r["tags"]),
+            )
         )
         for r in latest.values()
     ]
@@ -248,11 +252,14 @@ def model_text(model: Model) -> str:
     ]
     files = model.files
     lines = [
-        f"model {model.name}@{model.version} (versions {versions})",
-        *(f"  {k:<12} {v}" for k, v in rows),
+        f"model {printable(model.name)}@{model.version} (versions {versions})",
+        *(f"  {k:<12} {printable(str(v))}" for k, v in rows),
         f"  {'files':<12} {count(len(files), 'file')}, {format_bytes(sum(f.size for f in files))}",
     ]
-    lines += [f"    {f.sha256}  {format_bytes(f.size):>10}  {f.path}" for f in files]
+    lines += [
+        f"    {printable(str(f.sha256))}  {format_bytes(f.size):>10}  {printable(str(f.path))}"
+        for f in files
+    ]
     return "\n".join(lines)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...core.printable import printable
 from ...core.units import fmt_clock, fmt_duration, fmt_seconds
 from .health import (
     attempt_label,
@@ -58,7 +59,7 @@ def non_finite_line(fact: dict[str, Any], stop_on_nan: Sequence[str] = ()) -> st
     """ "loss became nan at step 15 on rank 0"."""
     step = fact.get("step")
     line = (
-        f"{fact['metric']} became {fact.get('value', 'nan')}"
+        f"{printable(str(fact['metric']))} became {fact.get('value', 'nan')}"
         + (f" at step {step}" if step is not None else "")
         + f" on rank {fact.get('rank')}"
     )

@@ -5,11 +5,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
-from ...core.printable import printable
+from ...core.errors import TrainerError
+from ...core.printable import printable, terminal_safe
 from ...core.units import fmt_duration, fmt_seconds, fmt_value
 from ...store.follow import RunFollower, elapsed, finite_range
+from ...store.outputs import list_files
 from .cost import cost_words, run_cost
 from .health import attempt_label, attempts_of, debugging_of, stalled_of, watch_settings
 from .health_text import HealthNotes, debugging_line, health_summary
@@ -88,7 +91,7 @@ def progress_line(
     if latest:  # one rank's values, named when there are others
         parts.append(
             (f"rank {0 if 0 in ranks else ranks[0]}: " if len(ranks) > 1 else "")
-            + " ".join(f"{k}={fmt_value(v)}" for k, v in latest.items())
+            + " ".join(f"{printable(k)}={fmt_value(v)}" for k, v in latest.items())
         )
     return " | ".join(parts)
 
@@ -116,7 +119,7 @@ def metric_rows(follower: RunFollower) -> list[tuple[str, str, str, str, str]]:
                     RankStat(rank, series.last, *finite_range(series.values), len(series), 0)
                 )
         if stats:
-            rows.append((name, *summary_cells(rank_summary(stats))))
+            rows.append((printable(name), *summary_cells(rank_summary(stats))))
     return rows
 
 
@@ -213,7 +216,7 @@ def summary_text(
         lines.append(columns(("metric", "ranks", "final", "min", "max"), rows))
     for name, by_rank in sorted(follower.texts.items()):
         lines.append(
-            f"{name} (text, not charted): "
+            f"{printable(name)} (text, not charted): "
             + ", ".join(f"rank {r} {v!r}" for r, v in sorted(by_rank.items()))
         )
     header, hardware = system_rows(follower)
@@ -224,23 +227,32 @@ def summary_text(
         rank = state.get("failed_rank")
         lines.append(
             ("rank %s failed first: " % rank if rank is not None else "error: ")
-            + str(state.get("error", ""))
+            + terminal_safe(str(state.get("error", "")))
         )
         if traceback and state.get("traceback"):
-            lines.append(traceback_tail(state["traceback"]))
+            lines.append(terminal_safe(traceback_tail(state["traceback"])))
             lines.append(f"each frame's variables: jupyter-trainer show {follower.run_id} --locals")
     if state.get("status") == "canceled":
-        lines.append(f"canceled: {state.get('reason', '')}")
+        lines.append(f"canceled: {printable(str(state.get('reason', '')))}")
     lines += health_summary(state, spec, traceback)
     snapshot = state.get("snapshot") or {}
     if snapshot.get("intact") is False:
         lines.append("the run changed its code snapshot: " + ", ".join(snapshot.get("changed", {})))
     if outputs is not None:
-        files = sorted(p.name for p in outputs.iterdir()) if outputs.is_dir() else []
-        lines.append(
-            f"outputs: {outputs}" + (f" ({', '.join(files[:10])})" if files else " (empty)")
-        )
+        lines.append(outputs_line(outputs))
     return "\n".join(lines)
+
+
+def outputs_line(outputs: Path, shown: int = 10) -> str:
+    """The run's outputs folder and the first of its files, as ``files`` lists them (no
+    FIFO, no link out of the folder), each name printable."""
+    try:
+        names = [printable(f.path) for f in list_files(outputs)]
+    except TrainerError as exc:
+        return f"outputs: {printable(str(outputs))} ({printable(str(exc))})"
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    listed = f" ({', '.join(names[:shown])}{more})" if names else " (empty)"
+    return f"outputs: {printable(str(outputs))}{listed}"
 
 
 def source_line(spec: Any) -> str | None:
