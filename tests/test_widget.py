@@ -206,6 +206,8 @@ from jupyter_trainer import runtime as jt
         if m["parent_header"].get("msg_id") == parent and m["msg_type"] == "execute_result"
     ]
     assert echoed == [], echoed  # no <Run ... completed> under the widget
+    # yet the cell's value is the run, as in papermill: the next cell's `run = _` finds it
+    assert kernel.value("(type(_).__name__, _.id, Out[max(Out)] is _)") == ["Run", run.id, True]
     assert leftover(run.id) == []
 
 

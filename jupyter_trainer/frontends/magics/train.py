@@ -148,7 +148,7 @@ class TrainMagics(Magics):
         if opts.no_wait:
             if mode == "widget":
                 display(_widget(run))
-                return None
+                return self._shown(run)
             print(f"run {run.id} started; follow it with %train attach {run.id}")
             return run
         return self._watch(run, mode)
@@ -184,9 +184,7 @@ class TrainMagics(Magics):
         if widget is not None:
             widget.wait_final(timeout=10)
         run.raise_for_status()
-        # The widget shows the run, its outputs included; a <Run ...> echoed under it would
-        # say nothing more (jt.get_run(id) or %train runs give the handle).
-        return None if widget is not None else run
+        return self._shown(run) if widget is not None else run
 
     def _watch_sweep(self, sweep: Any, mode: str, wait: bool = True, attached: bool = False) -> Any:
         from ..widgets.sweep import show_sweep
@@ -223,7 +221,17 @@ class TrainMagics(Magics):
                 run_id=sweep.id,
                 status=sweep.status,
             ) from None
-        return None if mode == "widget" else sweep
+        return self._shown(sweep) if mode == "widget" else sweep
+
+    def _shown(self, value: Any) -> None:
+        """Make ``value`` (the run or sweep a widget above shows) the cell's value: ``_``,
+        ``Out[n]`` and ``_n`` hold it, as they hold any cell's result, in every front end,
+        while nothing is echoed under the widget (a ``<Run ...>`` there would say nothing
+        more). The widget is shown before the cell's end, so it cannot be the echo itself."""
+        hook = getattr(self.shell, "displayhook", None)
+        if hook is not None and hasattr(hook, "update_user_ns"):
+            hook.update_user_ns(value)
+        return None
 
     def _started(self, opts: argparse.Namespace, what: Any) -> Any:
         """Follow what a starting command of the table started, as ``%%train`` would."""
@@ -287,7 +295,7 @@ class TrainMagics(Magics):
         run = api.get_run(opts.run)
         if monitor_mode() == "widget":
             display(_widget(run))  # follows the run in the background
-            return None
+            return self._shown(run)
         show(run)
         return run
 
