@@ -8,6 +8,9 @@ $JUPYTER_TRAINER_HOME/environments/
   locks/<lock-key>/                            lock.py       exact pins with hashes
   venvs/<env-id>/                              build.py      ready interpreters
 ```
+In a workspace, locks and built interpreters are each member's own, under
+``users/<name>/environments/`` (``places.py``), and a definition is run by its name alone
+only when it passes the trust check (``registry.py``).
 ``build.py`` is standalone (standard library + uv) so the same lock-to-environment step
 can run on a node without this package. Packages are downloaded through uv's own cache
 (``UV_CACHE_DIR``, default ``~/.cache/uv``), shared by every store on the machine.

@@ -35,6 +35,7 @@ from typing import Any
 from ..core.errors import EnvError
 from ..rankside import env_build as builder
 from .definition import EnvDefinition
+from .places import own_environments
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ def lock_key(definition: EnvDefinition, base: dict[str, Any] | None) -> str:
 
 
 def locks_dir(home: Path) -> Path:
-    return Path(home) / "environments" / "locks"
+    """This user's locks (``places``): in a workspace, theirs alone."""
+    return own_environments(home) / "locks"
 
 
 def find(home: Path, key: str) -> Lock | None:

@@ -83,7 +83,7 @@ def list_environments(*, home: Path | None = None) -> list[dict[str, Any]]:
     registry = Registry(home)
     rows = []
     for name in registry.names():
-        record = registry.get(name)
+        record = registry.get(name, to_run=False)
         d = record.definition
         found = _lock_for(record, home, create=False)
         state = "defined" if found is None else "built" if built_record(home, found) else "locked"
@@ -97,6 +97,7 @@ def list_environments(*, home: Path | None = None) -> list[dict[str, Any]]:
                 "pip": len(d.pip),
                 "state": state,
                 "created": record.created,
+                "owner": registry.owner(name) if registry.settings.shared else None,
             }
         )
     return rows
@@ -105,7 +106,12 @@ def list_environments(*, home: Path | None = None) -> list[dict[str, Any]]:
 def environments_table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no environments yet; define one with a `%%environment NAME` cell"
-    header = ("NAME", "VERSION", "VERSIONS", "PYTHON", "INHERIT", "PIP", "STATE", "DEFINED")
+    header: tuple[str, ...] = (
+        "NAME", "VERSION", "VERSIONS", "PYTHON", "INHERIT", "PIP", "STATE", "DEFINED",
+    )  # fmt: skip
+    owners = any(r.get("owner") for r in rows)  # a workspace: a name is its definer's
+    if owners:
+        header += ("OWNER",)
     body = [
         (
             r["name"],
@@ -116,6 +122,7 @@ def environments_table(rows: list[dict[str, Any]]) -> str:
             str(r["pip"]),
             r["state"],
             time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"])),
+            *((r.get("owner") or "",) if owners else ()),
         )
         for r in rows
     ]
@@ -134,11 +141,14 @@ def show_text(name: str, *, home: Path | None = None) -> str:
     home = _home(home)
     env_name, _, version = name.partition("@")
     registry = Registry(home)
-    record = registry.get(env_name, version or None)
+    record = registry.get(env_name, version or None, to_run=False)
     d = record.definition
     versions = registry.versions(env_name)
+    owner = registry.owner(env_name) if registry.settings.shared else None
     lines = [
-        f"environment {d.name} version {d.version} (defined {_when(record.created)}; "
+        f"environment {d.name} version {d.version} (defined "
+        + (f"by {owner} " if owner else "")
+        + f"{_when(record.created)}; "
         f"{len(versions)} version{'s' if len(versions) != 1 else ''}: "
         + ", ".join(r.version for r in versions)
         + ")"
@@ -220,7 +230,7 @@ def prune(
     labels: dict[str, str] = {}  # env_id -> NAME@VERSION, for the versions built for this kernel
     registry = Registry(home)
     for name in registry.names():
-        latest = registry.get(name).version
+        latest = registry.get(name, to_run=False).version
         for record in registry.versions(name):
             found = _lock_for(record, home, create=False)
             built = built_record(home, found) if found else None

@@ -32,6 +32,7 @@ from ..core.spec import EnvSpec
 from ..rankside import env_build as builder
 from ..rankside.home import default_home
 from . import lock, preflight
+from .places import own_environments
 from .registry import Registry
 
 
@@ -62,7 +63,8 @@ class Realization:
 
 
 def venvs_dir(home: Path) -> Path:
-    return Path(home) / "environments" / "venvs"
+    """This user's built environments (``places``): in a workspace, theirs alone."""
+    return own_environments(home) / "venvs"
 
 
 def current() -> EnvSpec:
@@ -99,14 +101,27 @@ def check_target(env: EnvSpec, target: Target) -> None:
         )
 
 
-def build_locked(env: EnvSpec, home: Path, base_python: str | None = None) -> dict[str, Any]:
-    """Build (or find) the environment of ``env.lock`` on this machine."""
+def lock_of(env: EnvSpec, home: Path) -> lock.Lock:
+    """The lock ``env`` recorded, from this user's locks. One missing there (a colleague's
+    run started again, whose lock is the colleague's own) is made again from the definition
+    at the version the run recorded, which its content is checked against."""
     found = lock.find(home, env.lock) if env.lock else None
+    if found is None and env.name and env.version and env.lock:
+        record = Registry(home).get(env.name, env.version)
+        found = lock.ensure(record.definition, home)
+        if found.key != env.lock:
+            found = None
     if found is None:
         raise EnvError(
             f"the lock {env.lock!r} of environment {env.name!r} is missing from "
             f"{lock.locks_dir(home)}; define the environment again"
         )
+    return found
+
+
+def build_locked(env: EnvSpec, home: Path, base_python: str | None = None) -> dict[str, Any]:
+    """Build (or find) the environment of ``env.lock`` on this machine."""
+    found = lock_of(env, home)
     try:
         return builder.build(
             str(found.path), str(venvs_dir(home)), base_python=base_python or sys.executable
@@ -273,12 +288,7 @@ def preview(
     if env.name is None:
         python = env.python or sys.executable
     else:
-        found = lock.find(home, env.lock) if env.lock else None
-        if found is None:
-            raise EnvError(
-                f"the lock {env.lock!r} of environment {env.name!r} is missing from "
-                f"{lock.locks_dir(home)}; define the environment again"
-            )
+        found = lock_of(env, home)
         try:
             base = builder.describe_interpreter(sys.executable)
             built = builder.existing(str(found.path), str(venvs_dir(home)), base)
