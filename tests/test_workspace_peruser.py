@@ -13,8 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from http_servers import Server, Site
 from workspace_team import PYTHON, Team, state_of
 
+TOKEN = "s3cr3t-t0ken-of-the-data"
 TINY = """
 import torch
 from jupyter_trainer import runtime as jt
@@ -97,3 +99,45 @@ def test_a_pool_folder_that_is_not_yours_means_torchrun_with_the_reason(members)
     hot = hot_of(team, runs[0]["id"])
     assert hot.get("used") is False, hot
     assert str(taken) in hot["why"] and alice in hot["why"], hot
+
+
+@pytest.fixture
+def site() -> Iterator[Server]:
+    """A server on loopback whose files need ``?token=TOKEN``."""
+    served = Server(Site(token=TOKEN))
+    yield served
+    served.close()
+
+
+def test_each_members_data_inputs_and_kept_credentials_are_their_own(members, site):
+    team = members
+    alice, bob = team.users
+    for user in (alice, bob):  # one after the other, each with a local folder and a URL
+        data = team.root / user / "data"
+        data.mkdir()
+        (data / f"{user}.txt").write_text("rows")
+        shutil.chown(data, user)
+        shutil.chown(data / f"{user}.txt", user)
+        site.site.files[f"{user}.bin"] = f"weights of {user}".encode()
+        url = site.url(f"/file/{user}.bin?token={TOKEN}")
+        done = submit(team, user, "--data", f"local={data}", "--data", f"w={url}", check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        own = team.workspace / "users" / user
+        assert (own / "cache" / "data-hashes.db").is_file()
+        assert stat.S_IMODE((own / "secrets").stat().st_mode) & 0o777 == 0o700
+        kept = own / "secrets" / "data-urls.db"
+        assert TOKEN.encode() in kept.read_bytes()
+    assert not any((team.workspace / name).exists() for name in ("cache", "secrets"))
+
+    runs = {r["owner"]: r["id"] for r in json.loads(team.cli(bob, "runs", "--json").stdout)}
+    again = team.cli(alice, "rerun", runs[alice], "--wait", check=False)  # her credentials
+    assert again.returncode == 0, again.stdout + again.stderr
+    theirs = team.cli(bob, "rerun", runs[alice], check=False)  # hers are not his to use
+    assert theirs.returncode != 0
+    assert "PermissionError" not in theirs.stderr and "Traceback" not in theirs.stderr
+    shown = site.url(f"/file/{alice}.bin?token=***")
+    assert (
+        f"the data input w ({shown}) was given with credentials, and they are not kept any "
+        f"more ({team.workspace / 'users' / bob / 'secrets' / 'data-urls.db'} has no entry "
+        "for it); submit the run again with --data w=URL, the full URL"
+    ) in theirs.stderr, theirs.stderr

@@ -1,5 +1,6 @@
 """Where a data URL's credentials are kept, so that a rerun, a resume or a sweep's next
-trial can fetch it again: ``<home>/secrets/data-urls.db``, readable by its owner only.
+trial can fetch it again: ``secrets/data-urls.db`` in the user's own folder of the store
+(the store itself, or ``users/<name>/`` in a workspace), readable by its owner only.
 
 Everything else records the URL redacted (``urls.redact``): the spec, ``show``, the REST
 API, a model's lineage, the download cache's ``source.json``, messages and logs. This file
@@ -20,13 +21,20 @@ from pathlib import Path
 from ..core.errors import SpecError
 from ..core.files import private_file, private_folder
 from ..core.urls import is_redacted, redact, secrets_in
+from ..core.workspace import settings
 
 FOLDER = "secrets"
 FILE = "data-urls.db"
 
 
+def user_state(home: Path) -> Path:
+    """This user's own folder of the store at ``home`` (``Settings.user_dir``): the store
+    itself when it is personal, ``users/<name>/`` in a workspace."""
+    return settings(Path(home)).user_dir()
+
+
 def secrets_path(home: Path) -> Path:
-    return Path(home) / FOLDER / FILE
+    return user_state(home) / FOLDER / FILE
 
 
 def _open(home: Path) -> sqlite3.Connection:

@@ -55,8 +55,9 @@ class Manifest:
 
 
 class HashCache:
-    """``(path, size, mtime_ns, inode) -> sha256`` in ``<home>/cache/data-hashes.db``, which
-    only its owner may read (0600): it lists the path of every file given as data."""
+    """``(path, size, mtime_ns, inode) -> sha256`` in ``cache/data-hashes.db`` of the user's
+    own folder of the store, which only they may read (0600): it lists the path of every
+    file they gave as data."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ from ..core.errors import SpecError
 from ..core.spec import DataSpec, validate_data_name
 from ..core.units import format_bytes
 from ..core.urls import redact
-from .credentials import recall, remember
+from .credentials import recall, remember, user_state
 from .digest import HASH_LEN, HashCache, Manifest, manifest
 from .limits import Say, say_on_stderr
 
@@ -66,7 +66,11 @@ def parse_inputs(data: Mapping[str, str | os.PathLike] | Sequence[str] | None) -
 
 
 def cache_dir(home: Path) -> Path:
-    return Path(home) / "cache"
+    """The data caches of this user of the store at ``home``: the hashes of the local
+    inputs they gave (their paths included) and the URL inputs they downloaded. In a
+    workspace they are the member's own (``users/<name>/cache``), never shared: another
+    member's would be unreadable to them, or theirs to change."""
+    return user_state(home) / "cache"
 
 
 def resolve_inputs(

@@ -1,4 +1,5 @@
-"""``jupyter-trainer doctor``'s checks of the data input caches under ``<home>/cache/``.
+"""``jupyter-trainer doctor``'s checks of this user's data input caches (``cache/`` in the
+store, or in their folder ``users/<name>/`` of a workspace).
 
 Both are caches that the next run fills again, so what is broken in them is removed:
 
@@ -26,6 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ...inputs.inputs import cache_dir
 from ..folders import rmtree
 from ..index import open_existing
 from .report import STALE_S, Finding, Report, add, last_change
@@ -36,7 +38,7 @@ _HASH_COLUMNS = "path, size, mtime, inode, sha256"
 
 
 def check_data(home: Path, report: Report) -> None:
-    cache = Path(home) / "cache"
+    cache = cache_dir(home)  # this user's: in a workspace, users/<name>/cache
     if os.path.lexists(cache / HASHES):
         report.data += 1
         _check_hashes(cache / HASHES, report)
