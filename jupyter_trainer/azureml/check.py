@@ -76,23 +76,54 @@ def check_path(path: Path) -> list[Finding]:
     return check_file(path, str(path))
 
 
+class _Unreadable(Exception):
+    """A file that cannot be checked as code; the message says why."""
+
+
 def check_file(path: Path, shown: str) -> list[Finding]:
-    if path.suffix == ".ipynb":
-        return check_source(_notebook_source(path), shown, cells=True)
-    return check_source(path.read_text(errors="replace"), shown)
+    """The findings of one notebook or Python file. One that cannot be read as either (not
+    a regular file, not a notebook, not text) is one refused finding that says why, so the
+    check of a folder goes on with its other files."""
+    try:
+        if not path.is_file():  # a FIFO would block the read
+            raise _Unreadable("is not a regular file")
+        if path.suffix == ".ipynb":
+            return check_source(_notebook_source(path), shown, cells=True)
+        return check_source(path.read_text(errors="replace"), shown)
+    except OSError as exc:
+        why = f"cannot be read ({exc.strerror or exc}); make it readable"
+    except _Unreadable as exc:
+        why = f"cannot be read: it {exc}"
+    return [Finding(shown, 0, "(unreadable)", REFUSED, why)]
 
 
 def _notebook_source(path: Path) -> list[tuple[int, str]]:
     """Each code cell's source, numbered from 1 in the notebook's order; IPython's magics
     and shell lines are blanked, so the rest parses as Python and keeps its line numbers."""
     try:
-        cells = json.loads(path.read_text()).get("cells", [])
-    except (OSError, ValueError, AttributeError) as exc:
-        raise ValueError(f"{path} is not a notebook: {exc}") from None
+        notebook = json.loads(path.read_text(errors="replace"))
+    except (ValueError, RecursionError) as exc:
+        raise _Unreadable(f"is not a notebook: not JSON ({str(exc)[:200]})") from None
+    cells = notebook.get("cells", []) if isinstance(notebook, dict) else None
+    if not isinstance(cells, list):
+        raise _Unreadable('is not a notebook: a notebook is a JSON object with a list of "cells"')
     out = []
-    for number, cell in enumerate((c for c in cells if c.get("cell_type") == "code"), 1):
+    code = []
+    for index, cell in enumerate(cells, 1):
+        if not isinstance(cell, dict):
+            raise _Unreadable(f"is not a notebook: its cell {index} is not a JSON object")
+        if cell.get("cell_type") == "code":
+            code.append(cell)
+    for number, cell in enumerate(code, 1):
         source = cell.get("source", "")
-        text = "".join(source) if isinstance(source, list) else str(source)
+        if isinstance(source, list) and all(isinstance(line, str) for line in source):
+            text = "".join(source)
+        elif isinstance(source, str):
+            text = source
+        else:
+            raise _Unreadable(
+                f"is not a notebook: the source of its code cell {number} is not text"
+            )
         lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in text.split("\n")]
         out.append((number, "\n".join(lines)))
     return out
@@ -104,18 +135,32 @@ def check_source(
     checker = _Checker(shown)
     parts = source if isinstance(source, list) else [(0, source)]
     for number, text in parts:
+        checker.cell = number if cells else None
         try:
             tree = ast.parse(text)
         except SyntaxError as exc:
             where = f"cell {number}, line {exc.lineno}" if cells else f"line {exc.lineno}"
-            checker.add(
-                exc.lineno or 0, "(syntax)", REFUSED, f"cannot be read: {exc.msg} at {where}"
-            )
+            at = f" at {where}" if exc.lineno else ""  # a NUL byte is at no line
+            checker.add(exc.lineno or 0, "(syntax)", REFUSED, f"cannot be read: {exc.msg}{at}")
             continue
-        checker.cell = number if cells else None
+        except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes; too deep
+            checker.add(0, "(syntax)", REFUSED, f"cannot be read: {_unparsable(exc)}")
+            continue
         checker.script = not cells and _calls_get_context(tree)
-        checker.visit(tree)
+        try:
+            checker.visit(tree)
+        except RecursionError:  # what was found before the deep part stays
+            checker.add(0, "(syntax)", REFUSED, f"cannot be checked: {_unparsable(None)}")
     return checker.findings
+
+
+def _unparsable(exc: BaseException | None) -> str:
+    if isinstance(exc, ValueError):
+        return f"{exc}; remove them"
+    return (
+        "an expression is nested too deeply to read; split it into smaller ones, "
+        "or check this code by hand"
+    )
 
 
 class _Checker(ast.NodeVisitor):
