@@ -119,6 +119,8 @@ def _failure(exc: BaseException, url: str, transfer: Transfer) -> SpecError:
         return SpecError(
             f"cannot fetch {what}: HTTP {exc.code} {scrub(str(exc.reason), url)}; {hint}"
         )
+    if isinstance(exc, _RefusedRedirect):
+        return SpecError(f"cannot fetch {what}: {exc.reason}")
     reason = getattr(exc, "reason", None) or exc
     if isinstance(reason, TimeoutError):
         return SpecError(
@@ -188,12 +190,23 @@ def _opener(transfer: Transfer) -> urllib.request.OpenerDirector:
     return urllib.request.build_opener(Http, Https, _SameOriginAuth)
 
 
+class _RefusedRedirect(urllib.error.URLError):
+    """The server redirected to a URL that is not http(s)."""
+
+
 class _SameOriginAuth(urllib.request.HTTPRedirectHandler):
-    """A redirect keeps the Authorization header only to the same scheme, host and port
-    (urllib drops an unredirected header on every redirect; requests does the same as
-    here)."""
+    """A redirect goes to http(s) only (urllib would follow one to ``ftp://``), and keeps
+    the Authorization header only to the same scheme, host and port (urllib drops an
+    unredirected header on every redirect; requests does the same as here)."""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
+        target = urllib.parse.urlsplit(newurl)
+        if target.scheme.lower() not in ("http", "https"):
+            raise _RefusedRedirect(
+                f"the server redirected it (HTTP {code}) to a {target.scheme or 'schemeless'}"
+                f" URL on {target.hostname or 'no host'}, and a data input follows redirects "
+                "to http:// and https:// only; give the URL of the file itself"
+            )
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         auth = req.get_header("Authorization")
         if new is not None and auth and _origin(new.full_url) == _origin(req.full_url):
