@@ -32,7 +32,7 @@ def test_a_redirect_to_ftp_is_refused_and_not_followed(home, tmp_path):
             timeout=120,
         )
         assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
-        assert "redirected it (HTTP 302) to a ftp URL" in done.stderr, done.stderr
+        assert "redirected it (HTTP 302) to ftp:// on 127.0.0.1" in done.stderr, done.stderr
         try:
             listener.accept()[0].close()
             reached = True

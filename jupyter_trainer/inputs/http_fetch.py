@@ -203,8 +203,8 @@ class _SameOriginAuth(urllib.request.HTTPRedirectHandler):
         target = urllib.parse.urlsplit(newurl)
         if target.scheme.lower() not in ("http", "https"):
             raise _RefusedRedirect(
-                f"the server redirected it (HTTP {code}) to a {target.scheme or 'schemeless'}"
-                f" URL on {target.hostname or 'no host'}, and a data input follows redirects "
+                f"the server redirected it (HTTP {code}) to {target.scheme or 'no scheme'}:// "
+                f"on {target.hostname or 'no host'}, and a data input follows redirects "
                 "to http:// and https:// only; give the URL of the file itself"
             )
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
