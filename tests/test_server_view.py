@@ -136,7 +136,7 @@ async def test_a_message_over_the_size_limit_closes_the_socket_with_1009(jp_ws_f
     run = api.submit("print('x')", launcher="python", name="view-big", wait=True)
     viewer = Viewer(await jp_ws_fetch(BASE, "runs", run.id, "view"))
     await viewer.read_until(lambda m: m.get("state", {}).get("status") == "completed")
-    viewer.send({"set": {"log_selection": "x" * (2 << 20)}})  # 2 MiB; the limit is 1 MiB
+    viewer.send({"set": {"log_selection": "x" * (2 << 20)}})  # 2 MiB; the limit is 256 KiB
     while (text := await asyncio.wait_for(viewer.ws.read_message(), 10)) is not None:
         assert "error" not in json.loads(text)  # closed, not parsed and answered
     assert viewer.ws.close_code == 1009

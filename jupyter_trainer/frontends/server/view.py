@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from itertools import accumulate
 from typing import Any
 
 from jupyter_server.auth.decorator import ws_authenticated
@@ -33,23 +34,27 @@ from ..views.feeder import ViewFeeder
 from .base import actor_of, request_cancel, status_of
 
 MAX_METRICS = 1000  # names in one chart selection
-MAX_MESSAGE_BYTES = 1 << 20  # a viewer's message; the largest, a full chart selection, is far less
+MAX_MESSAGE_BYTES = 256 << 10  # a viewer's message: a full chart selection, 1000 names of
+# 200 characters, fits; the depth check costs about 50 ms at this size
 MAX_DEPTH = 8  # nesting of a viewer's message; the deepest valid one has 4 levels
 _RANK = re.compile(r"(all|[0-9]{1,7})")
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
-_BRACKETS = re.compile(r"[][{}]")
+# A string, or what is left of one that never closes: each match ends where the next search
+# starts, so every character is looked at once (a pattern that must find the closing quote
+# rescans the rest of the message from every unclosed one: quadratic).
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^][{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def check_depth(text: str | bytes) -> None:
     """ValueError when the JSON in ``text`` nests deeper than ``MAX_DEPTH``: found by counting
-    brackets outside strings, so a hostile message never reaches the recursive parser."""
+    brackets outside strings, so a hostile message never reaches the recursive parser. Time
+    and memory are linear in the message's length, whatever it holds."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    depth = 0
-    for bracket in _BRACKETS.findall(_STRINGS.sub("", text)):
-        depth += 1 if bracket in "[{" else -1
-        if depth > MAX_DEPTH:
-            raise ValueError(f"message nested deeper than {MAX_DEPTH} levels")
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_DEPTH:
+        raise ValueError(f"message nested deeper than {MAX_DEPTH} levels")
 
 
 def check_options(value: Any) -> dict[str, Any]:
