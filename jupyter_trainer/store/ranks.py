@@ -1,7 +1,9 @@
 """What the ranks of a run wrote: their records (``ranks/``), events and logs.
 
 ``Store`` reads these through ``RankReader``'s methods; a reader that follows a file as it
-grows takes only complete lines (``read_complete_lines``), never half of one being appended.
+grows takes only complete lines (``read_complete_lines``), never half of one being appended;
+a log is read by ``read_log_lines``, for which a progress bar's ``\\r`` ends a line too and a
+line longer than one read comes in pieces, so that no output stops a reader.
 """
 
 from __future__ import annotations
@@ -68,8 +70,9 @@ class RankReader:
     def read_log(
         self, run_id: str, rank: int, offset: int = 0, max_bytes: int | None = 16 << 20
     ) -> tuple[str, int]:
-        """Text of ``rank``'s log from byte ``offset`` up to the last complete line."""
-        data, offset = read_complete_lines(self.existing(run_id).log_file(rank), offset, max_bytes)
+        """Text of ``rank``'s log from byte ``offset`` up to the last complete line (see
+        ``read_log_lines``)."""
+        data, offset = read_log_lines(self.existing(run_id).log_file(rank), offset, max_bytes)
         return data.decode(errors="replace"), offset
 
     def latest_progress(self, run_id: str, tail_bytes: int = 16384) -> dict[str, Any] | None:
@@ -173,3 +176,48 @@ def read_complete_lines(path: Path, offset: int, max_bytes: int | None) -> tuple
         return b"", offset
     end = data.rfind(b"\n") + 1
     return data[:end], offset + end
+
+
+def read_log_lines(path: Path, offset: int, max_bytes: int | None) -> tuple[bytes, int]:
+    """Bytes of a log from ``offset`` up to its last line end, which is a newline or a
+    carriage return (tqdm redraws its bar with ``\\r`` alone, and may never write a newline).
+    A line longer than ``max_bytes`` comes in pieces of about ``max_bytes``, cut between
+    characters: a reader that waited for its end could wait for ever, and hold it all."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read(-1 if max_bytes is None else max_bytes)
+    except FileNotFoundError:
+        return b"", offset
+    # a \r read last may be half of a \r\n: it ends a line once what follows it is read
+    end = max(data.rfind(b"\n"), data.rfind(b"\r", 0, len(data) - 1)) + 1
+    if not end and max_bytes is not None and len(data) == max_bytes:
+        end = _last_whole_character(data)
+    return data[:end], offset + end
+
+
+def _last_whole_character(data: bytes) -> int:
+    """Where ``data`` (UTF-8, or not) ends without cutting a character in two."""
+    start = len(data) - 1
+    while start > len(data) - 4 and start > 0 and data[start] & 0xC0 == 0x80:
+        start -= 1  # continuation bytes: back to the character's first byte
+    lead = data[start]
+    needs = 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+    return start if start and start + needs > len(data) else len(data)
+
+
+def line_end_after(path: Path, offset: int, chunk: int = 1 << 20) -> int:
+    """The offset just past the first newline at or after ``offset``, read ``chunk`` bytes at
+    a time; ``offset`` itself while that line has no end yet."""
+    at = offset
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            while data := fh.read(chunk):
+                found = data.find(b"\n")
+                if found >= 0:
+                    return at + found + 1
+                at += len(data)
+    except FileNotFoundError:
+        pass
+    return offset

@@ -20,6 +20,7 @@ from ...core.errors import (
 )
 from ...core.version import __version__
 from ...store import TERMINAL, Store, read_complete_lines
+from ...store.ranks import line_end_after, read_log_lines
 from ...store.sweeps import trial_runs
 from ..views.health import list_fields
 from .base import (
@@ -32,11 +33,20 @@ from .base import (
 )
 
 
-def _read_lines(path: Path, offset: int) -> tuple[bytes, int]:
-    """Complete lines of ``path`` from ``offset``. An offset past what the file system allows
-    (``seek`` fails with EINVAL) is past the end of the file: nothing to read."""
+def _read_lines(path: Path, offset: int, log: bool = False) -> tuple[bytes, int]:
+    """Complete lines of ``path`` from ``offset``, at most ``MAX_READ_BYTES`` of them. A log's
+    line longer than that comes in pieces (``read_log_lines``); an event line longer than
+    that is skipped, since no piece of it decodes. An offset past what the file system
+    allows (``seek`` fails with EINVAL) is past the end of the file: nothing to read."""
     try:
-        return read_complete_lines(path, offset, MAX_READ_BYTES)
+        if log:
+            return read_log_lines(path, offset, MAX_READ_BYTES)
+        data, new_offset = read_complete_lines(path, offset, MAX_READ_BYTES)
+        if not data and path.stat().st_size - offset >= MAX_READ_BYTES:
+            return b"", line_end_after(path, offset)
+        return data, new_offset
+    except FileNotFoundError:
+        return b"", offset
     except OSError as exc:
         if exc.errno != errno.EINVAL:
             raise
@@ -58,7 +68,9 @@ def read_events(store: Store, run_id: str, rank: int, offset: int) -> tuple[list
 
 
 def read_log(store: Store, run_id: str, rank: int, offset: int) -> tuple[str, int]:
-    data, new_offset = _read_lines(store.existing(run_id).log_file(rank), offset)
+    """Text of ``rank``'s log from ``offset``, which ends where a line does, or in the middle
+    of one longer than a read (the rest comes with the next read)."""
+    data, new_offset = _read_lines(store.existing(run_id).log_file(rank), offset, log=True)
     return data.decode(errors="replace"), new_offset
 
 
