@@ -12,9 +12,11 @@ the supervisor shows the run as debugging that rank and ``jupyter-trainer debug`
 ``%train debug`` can find it: on this machine directly, on a node through ``debug_relay``
 over the target's own transport (ssh, ``srun --overlap``).
 
-The wait has a time limit, for the attach and for every answer after it: when it passes,
-the rank goes on as it would have without a debugger (a post-mortem rank records its failure
-and exits). Standard library only: it ships in every snapshot.
+The wait has a time limit, for the attach and for every answer after it, counted anew for
+each: when it passes, the rank goes on as it would have without a debugger (a post-mortem
+rank records its failure and exits). One line a person sends is held up to
+``MAX_COMMAND_BYTES``; a longer one is refused, so a client cannot make the rank grow.
+Standard library only: it ships in every snapshot.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -34,23 +36,56 @@ from jupyter_trainer.rankside import death_watch
 
 ENDED_BY_TIME = "time limit"
 DEFAULT_LIMIT_S = 1800.0  # core.spec.DEFAULT_DEBUG_TIMEOUT
+MAX_COMMAND_BYTES = 1 << 20  # of one line a person sends; what pdb is sent is far shorter
+PROMPT = "(Pdb) "
 _CELL_MARKER = "# --- cell ---"  # capture.cellscript.CELL_MARKER
 
 
 class _Stream:
-    """pdb's stdin and stdout over the attached connection; a read waits only until the
-    time limit."""
+    """pdb's stdin and stdout over the attached connection. Each line read waits at most
+    ``limit`` seconds, counted on the monotonic clock from the moment pdb asks (the wall
+    clock may be set back or forward meanwhile), and holds at most ``MAX_COMMAND_BYTES`` of
+    the line: a longer one is read to its end without being kept, and refused."""
 
-    def __init__(self, conn: socket.socket, until: float) -> None:
-        self.conn, self.until = conn, until
-        self.file = conn.makefile("rw", buffering=1, encoding="utf-8", errors="replace")
+    def __init__(self, conn: socket.socket, limit: float, asking: Callable[[], None]) -> None:
+        self.conn, self.limit, self.asking = conn, limit, asking
+        self.file = conn.makefile("w", buffering=1, encoding="utf-8", errors="replace")
+        self.pending = bytearray()  # what was received after the last line read
 
     def readline(self) -> str:
-        left = self.until - time.time()
-        if left <= 0:
-            raise TimeoutError
-        self.conn.settimeout(left)
-        return self.file.readline()
+        while True:
+            self.asking()
+            line = self._line(time.monotonic() + self.limit)
+            self.conn.settimeout(self.limit)  # for the answer's writes
+            if line is not None:
+                return line.decode("utf-8", errors="replace")
+            self.write(
+                f"*** command refused: it is longer than {MAX_COMMAND_BYTES} bytes; "
+                f"send a shorter one\n{PROMPT}"
+            )
+            self.flush()
+
+    def _line(self, deadline: float) -> bytes | None:
+        """The next line, its newline included (at the end of the input, what is left of
+        it), or None when it was longer than ``MAX_COMMAND_BYTES``."""
+        kept, self.pending = self.pending, bytearray()
+        searched, too_long = 0, False
+        while True:
+            end = kept.find(b"\n", searched)
+            if end >= 0:
+                self.pending = kept[end + 1 :]
+                return None if too_long or end > MAX_COMMAND_BYTES else bytes(kept[: end + 1])
+            if len(kept) > MAX_COMMAND_BYTES:
+                too_long, kept = True, bytearray()
+            searched = len(kept)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            self.conn.settimeout(left)
+            data = self.conn.recv(1 << 16)
+            if not data:
+                return b"" if too_long else bytes(kept)
+            kept += data
 
     def write(self, text: str) -> int:
         return self.file.write(text)
@@ -63,8 +98,8 @@ class _Session:
     """One wait for a person, and the pdb session they get."""
 
     def __init__(self, record_path: str, limit: float, where: str, post_mortem: bool) -> None:
-        self.record_path, self.where = record_path, where
-        self.until = time.time() + limit
+        self.record_path, self.where, self.limit = record_path, where, limit
+        self.deadline = time.monotonic() + limit
         self.folder = tempfile.mkdtemp(prefix="jt-debug-")
         rank = os.path.basename(record_path).split(".")[0]  # rank-<r>
         self.path = os.path.join(self.folder, f"{rank}.sock")
@@ -73,11 +108,12 @@ class _Session:
         self.server.listen(1)
         self.conn: socket.socket | None = None
         self._on_terminate(self._remove_folder)
+        now = time.time()
         self._mark(
             {
                 "socket": self.path,
-                "since": time.time(),
-                "until": self.until,
+                "since": now,
+                "until": now + limit,  # shown as a time of day; the wait is timed monotonically
                 "where": where,
                 "post_mortem": post_mortem,
             }
@@ -86,7 +122,7 @@ class _Session:
     def attach(self) -> _Stream | None:
         """The stream of the first person to connect, or None once the time limit passed."""
         while True:
-            left = self.until - time.time()
+            left = self.deadline - time.monotonic()
             if left <= 0:
                 return None
             self.server.settimeout(left)
@@ -98,7 +134,11 @@ class _Session:
                 continue
             self.conn.settimeout(None)
             self._mark({"attached": time.time()})
-            return _Stream(self.conn, self.until)
+            return _Stream(self.conn, self.limit, self._asking)
+
+    def _asking(self) -> None:
+        """pdb waits for the next command: the record says until when."""
+        self._mark({"until": time.time() + self.limit})
 
     def close(self) -> None:
         for closable in (self.conn, self.server):
@@ -149,7 +189,7 @@ class _RankPdb(pdb.Pdb):
     def __init__(self, stream: _Stream, session: _Session, at_breakpoint: bool) -> None:
         super().__init__(stdin=stream, stdout=stream)  # type: ignore[arg-type]
         self.use_rawinput = False
-        self.prompt = "(Pdb) "
+        self.prompt = PROMPT
         self.session, self.at_breakpoint = session, at_breakpoint
         self.ended: str | None = None
 
