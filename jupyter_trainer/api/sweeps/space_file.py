@@ -12,6 +12,7 @@ values are checked and written into the sweep's spec.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,16 @@ def load_space_file(given: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _read(path: Path) -> str:
+    """The file's text, read from the descriptor it was checked on: O_NONBLOCK, so a FIFO
+    given in its place is refused at once instead of waited on."""
     try:
-        with open(path, "rb") as file:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise SpecError(
+                    f"the sweep space file {path} is not a regular file (a FIFO, a device or "
+                    f"a socket); give a YAML file, like one with lines such as {EXAMPLE}"
+                )
             raw = file.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise SpecError(
