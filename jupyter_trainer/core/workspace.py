@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .errors import StoreError
 from .modes import make_top
+from .redact import redact_text
 from .trust import Trust, own_folder, user_name
 
 if sys.version_info >= (3, 11):
@@ -81,7 +82,7 @@ def settings(home: Path) -> Settings:
     if index is not None:
         if not isinstance(index, str) or not index.startswith(_SCHEMES):
             raise StoreError(
-                f"{where} is {index!r}, not a PostgreSQL URL; write it as "
+                f"{where} is {redact_text(repr(index))}, not a PostgreSQL URL; write it as "
                 "postgresql://[user@]host[:port]/database (a password belongs in ~/.pgpass), "
                 "or leave it out for the personal SQLite index"
             )

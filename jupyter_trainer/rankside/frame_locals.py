@@ -4,9 +4,11 @@ what ``batch.shape`` and ``lr`` were on the rank that raised.
 
 Each value is a ``repr`` cut to ``VALUE_CHARS`` characters (``reprlib``: long containers are
 shortened, not expanded); an array or tensor is its type, shape, dtype and device, not its
-numbers. Names that look like secrets are masked, as a variable and as a key of a dict. A module-level frame (a cell's top level)
-keeps its variables and leaves out modules, functions and classes. Standard library only:
-copied into every snapshot.
+numbers. Secrets are masked (``redact``): a variable or a field named like one at any depth
+(a dict's key, an ``argparse.Namespace``'s or a dataclass's field), and a value shaped like
+one (a URL's password, a bearer token). A module-level frame (a cell's top level) keeps its
+variables and leaves out modules, functions and classes. Standard library only: copied into
+every snapshot.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ import reprlib
 import types
 from typing import Any
 
+from .redact import MASK, redact_object, redact_text, secret_name
+
 VALUE_CHARS = 300  # at most this many characters of each value's repr
 MAX_FRAMES = 20  # the innermost frames are kept
 MAX_LOCALS = 40  # per frame; the rest are counted
-SECRET_WORDS = ("token", "password", "passwd", "secret", "key", "credential")
-MASK = "***"
 
 _repr = reprlib.Repr()
 _repr.maxlevel, _repr.maxlist, _repr.maxtuple, _repr.maxdict, _repr.maxset = 2, 8, 8, 8, 8
@@ -27,22 +29,15 @@ _repr.maxstring, _repr.maxother, _repr.maxlong = VALUE_CHARS, VALUE_CHARS, 60
 _SKIPPED = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
 
 
-def secret(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in SECRET_WORDS)
-
-
-def describe(value: Any) -> str:
-    """One value as the frames show it; never raises."""
+def describe(value: Any, name: str | None = None) -> str:
+    """One value (called ``name``) as the frames show it, its secrets masked; never raises."""
     try:
         shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
         if shape is not None and dtype is not None and not isinstance(value, type):
             device = getattr(value, "device", None)
             where = f" device={device}" if device is not None else ""
             return f"<{type(value).__name__} shape={tuple(shape)} dtype={dtype}{where}>"
-        if isinstance(value, dict) and any(isinstance(k, str) and secret(k) for k in value):
-            value = {k: MASK if isinstance(k, str) and secret(k) else v for k, v in value.items()}
-        text = _repr.repr(value)
+        text = redact_text(_repr.repr(redact_object(value, name)))
     except Exception as exc:
         return f"<{type(value).__name__}: repr failed with {type(exc).__name__}>"
     return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 3] + "..."
@@ -63,7 +58,7 @@ def frame_locals(frame: Any) -> tuple[dict[str, str], int]:
         if len(shown) >= MAX_LOCALS:
             left += 1
             continue
-        shown[name] = MASK if secret(name) else describe(value)
+        shown[name] = MASK if secret_name(name) else describe(value, name)
     return shown, left
 
 

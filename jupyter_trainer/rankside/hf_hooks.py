@@ -23,9 +23,9 @@ import os
 from typing import Any
 
 from . import autolog
+from .redact import redact
 
 _classes: dict[str, type] = {}
-SECRET_ARGS = ("token", "password", "secret", "key")
 
 
 def callback_class() -> type:
@@ -107,8 +107,7 @@ def changed_arguments(args: Any) -> dict[str, Any]:
         value = getattr(value, "value", value)  # an enum, by its value
         if not _plain(value) or _same(value, default):
             continue
-        secret = any(word in field.name.lower() for word in SECRET_ARGS)
-        changed[field.name] = "***" if secret else value
+        changed[field.name] = redact(value, field.name)
     return changed
 
 

@@ -21,18 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import StoreError
+from ..core.redact import redact_text as redact  # a URL or a message, without its secrets
 from ..rankside.atomic import write_json_atomic
 from .index_base import IndexBase, RunQueries, T
 
 WORKSPACE_FILE = "workspace.json"
 _log = logging.getLogger(__name__)
 _SETUP_KEY = zlib.crc32(b"jupyter_trainer:setup")
-
-
-def redact(url: str) -> str:
-    """``url`` without its password, for messages."""
-    url = re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
-    return re.sub(r"(?i)(password=)[^&\s]*", r"\1***", url)
 
 
 def pg_schema(schema: str) -> list[str]:
