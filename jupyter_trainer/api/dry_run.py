@@ -103,7 +103,8 @@ def dry_run(
         backend = target.resolve_backend(spec.launch)
         plan = target.dry_plan(spec, run_id, str(run_dir), backend)
         if env.variables:  # as the supervisor adds them: the environment's, over the target's
-            plan = replace(plan, extra_env={**plan.extra_env, **env.variables})
+            shown = spec.to_dict()["env"]["variables"]  # secret ones: the ranks' boot sets them
+            plan = replace(plan, extra_env={**plan.extra_env, **shown})
         command = target.command(spec, plan)
         text = target.dry_run(spec, plan, command)
         parts = target.dry_run_parts(spec, plan, command)
@@ -138,6 +139,7 @@ def _header(target: Target, run_id: str, run_dir: str, spec: RunSpec, notes: lis
         f"process(es), snapshot {spec.code.hash}",
     ]
     if spec.params:  # the ranks read them from the run's spec.json, not from the command
-        lines.append("params (in spec.json): " + json.dumps(spec.params, sort_keys=True))
+        shown = spec.to_dict()["params"]  # secret ones redacted, as spec.json has them
+        lines.append("params (in spec.json): " + json.dumps(shown, sort_keys=True))
     lines += notes
     return "".join(f"# {line}\n" for line in lines)

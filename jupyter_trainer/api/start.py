@@ -21,8 +21,10 @@ from typing import Any
 
 from .. import environment
 from ..core.errors import RunStateError, SpecError, StoreError
+from ..core.secret_values import missing_secrets, with_secret_values
 from ..core.spec import RunSpec, TargetSpec, validate_run_id
 from ..inputs.inputs import refresh_inputs
+from ..rankside import run_secrets
 from ..store import Store, latest_checkpoint
 from ..supervisor import starter
 from ..targets import Target, get_target
@@ -116,6 +118,7 @@ def start_again(
             f"parameters are: {known} (the same code runs again, and it reads "
             "only those)"
         )
+    old = with_kept_secrets(store, old_id, old, overrides)
     lineage: dict[str, Any] = {"rerun_of": old_id}
     checkpoint = None
     if resume:
@@ -149,6 +152,37 @@ def start_again(
     if checkpoint is not None:
         seed = lambda new_id: store.seed_checkpoint(new_id, checkpoint, folder)
     return start_run(store, tgt, write, seed)
+
+
+def with_kept_secrets(
+    store: Store, run_id: str, spec: RunSpec, overrides: Mapping[str, Any]
+) -> RunSpec:
+    """``spec`` with the real values of its secret params and variables, read from the run's
+    owner-only file. Someone other than its owner gives each secret param again (``-p``); a
+    secret variable of its environment cannot be given so: he submits the code again with
+    an environment of his own. Raises ``SpecError`` naming what is missing."""
+    values = run_secrets.read(store.paths(run_id).root)
+    missing = [e for e in missing_secrets(spec, values) if e.partition(".")[2] not in overrides]
+    if not missing:
+        return with_secret_values(spec, values)
+    params = [e.partition(".")[2] for e in missing if e.startswith("params.")]
+    variables = [e.partition(".")[2] for e in missing if e.startswith("variables.")]
+    need = []
+    if params:
+        need.append(
+            f"its secret params {', '.join(params)}: give them again with "
+            + " ".join(f"--param {p}=VALUE" for p in params)
+        )
+    if variables:
+        need.append(
+            f"its environment's secret variables {', '.join(variables)}: submit the code "
+            "again with an environment of your own"
+        )
+    shown = "; for ".join(need)
+    raise SpecError(
+        f"run {run_id} was given secrets that only its owner can read "
+        f"({run_secrets.FILE} in its folder), and nothing was started; for {shown}"
+    )
 
 
 def start_trial(

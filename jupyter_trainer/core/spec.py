@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .errors import InvalidRunId, SpecError
+from .redact import redact as redact_value
+from .secret_values import secret_entries
 from .urls import redact
 
 LAUNCHERS = ("torchrun", "mpirun", "horovod", "python")
@@ -377,6 +379,9 @@ class RunSpec:
     trial: int | None = None
     data: tuple[DataSpec, ...] = ()  # the inputs, as jt.data finds them
     mlflow: str | None = None  # a tracking URI the run is mirrored to
+    # "params.NAME" and "variables.NAME" whose values spec.json records redacted: their
+    # real values are in the run's owner-only secrets.json (rankside/run_secrets.py)
+    secrets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         validate_name(self.name)
@@ -409,9 +414,20 @@ class RunSpec:
         if not is_json_value(dict(self.lineage)):
             raise SpecError("a run's lineage record must be JSON")
         object.__setattr__(self, "lineage", dict(self.lineage))
+        if not all(isinstance(s, str) for s in self.secrets):
+            raise SpecError("a run's secrets are the names of its params and variables")
+        found = secret_entries(self.params, self.env.variables)
+        object.__setattr__(self, "secrets", tuple(sorted({*self.secrets, *found})))
 
     def to_dict(self) -> dict[str, Any]:
+        """The record: every secret param and variable redacted (``secrets`` names them)."""
         data = asdict(self)
+        data["params"] = {k: redact_value(v, k) for k, v in self.params.items()}
+        data["env"]["variables"] = {k: redact_value(v, k) for k, v in self.env.variables.items()}
+        if self.secrets:
+            data["secrets"] = list(self.secrets)
+        else:  # written only when there are some: earlier specs stay as they were
+            del data["secrets"]
         data["code"]["args"] = list(self.code.args)
         data["code"]["excluded"] = list(self.code.excluded)
         data["carried"] = list(self.carried)
@@ -443,6 +459,7 @@ class RunSpec:
                 trial=data.get("trial"),
                 data=tuple(data.get("data", ())),
                 mlflow=data.get("mlflow"),
+                secrets=tuple(data.get("secrets", ())),
             )
         except (KeyError, TypeError) as exc:
             raise SpecError(f"malformed run spec: {exc}") from exc

@@ -43,6 +43,7 @@ SNAPSHOT = (
     "redact.py",
     "secret_names.py",
     "url_secrets.py",
+    "run_secrets.py",
     "debugger.py",
     "autolog.py",
     "hf_hooks.py",

@@ -272,6 +272,12 @@ def main(argv: list[str]) -> int:
     sys.dont_write_bytecode = bool(sys.flags.dont_write_bytecode)
 
     run_dir = os.environ.get("JT_RUN_DIR") or None
+    try:  # the secret variables spec.json records redacted (absent from an older rank side)
+        from jupyter_trainer.rankside import run_secrets
+    except ImportError:
+        pass
+    else:
+        run_secrets.into_environment(run_dir)
     record: dict[str, Any] = {}
     record_path = None
     if run_dir:

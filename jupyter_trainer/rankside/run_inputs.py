@@ -14,13 +14,19 @@ from typing import Any
 
 
 def from_spec(run_dir: str | None, key: str) -> Any:
-    """``key`` of the run's ``spec.json``; None outside a run or without the file."""
+    """``key`` of the run's ``spec.json``; None outside a run or without the file. The
+    ``params`` it records redacted come from the run's owner-only ``secrets.json``."""
     if run_dir is None:
         return None
     path = os.path.join(run_dir, "spec.json")
     try:
         with open(path, encoding="utf-8") as f:
-            return json.loads(f.read()).get(key)
+            found = json.loads(f.read()).get(key)
+        if key == "params" and isinstance(found, dict):
+            from . import run_secrets
+
+            found.update(run_secrets.read(run_dir)["params"])
+        return found
     except FileNotFoundError:
         return None
     except (ValueError, AttributeError) as exc:

@@ -37,8 +37,9 @@ from typing import Any
 from ..core.errors import DiskFull, RecordDamaged, RunNotFound, RunStateError, SpecError, StoreError
 from ..core.modes import make_top, share_tree
 from ..core.records import StateRecord
+from ..core.secret_values import secret_values
 from ..core.spec import RunSpec, validate_run_id
-from ..rankside import rank_files
+from ..rankside import rank_files, run_secrets
 from ..rankside.home import HOME_ENV, default_home
 from . import liveness, requests, reserve
 from .folders import is_run_id, rmtree, slug
@@ -291,6 +292,7 @@ class Store(RankReader):
                 write_json_atomic(tmp.state, state)
                 if self.settings.shared:
                     share_tree(tmp.root)
+                run_secrets.write(tmp.root, secret_values(spec))  # after share_tree: 0600
                 self.index.publish(index_row(run_id, spec, state), tmp.root, final.root)
             except BaseException as exc:
                 rmtree(tmp.root)

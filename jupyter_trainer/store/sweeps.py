@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import StoreError, SweepNotFound, TrainerError
 from ..core.modes import make_top, share_tree
+from ..core.secret_values import secret_values, with_secret_values
 from ..core.spec import RunSpec, validate_run_id
-from ..rankside import procs
+from ..rankside import procs, run_secrets
 from ..rankside.home import HOME_ENV, default_home
 from . import read_json, requests, write_json_atomic
 from .folders import rmtree, slug
@@ -169,6 +170,7 @@ class SweepStore:
             )
             if shared:
                 share_tree(tmp.root)
+            run_secrets.write(tmp.template, secret_values(template))  # after share_tree: 0600
             os.replace(tmp.root, final.root)
         except BaseException as exc:
             rmtree(tmp.root)
@@ -184,7 +186,11 @@ class SweepStore:
         return read_json_object(self.existing(sweep_id).spec)
 
     def read_template(self, sweep_id: str) -> RunSpec:
-        return RunSpec.from_dict(read_json(self.existing(sweep_id).template_spec))
+        """The template every trial starts from, with its secret values where this user may
+        read them (the sweep's owner, whose driver starts the trials)."""
+        paths = self.existing(sweep_id)
+        template = RunSpec.from_dict(read_json(paths.template_spec))
+        return with_secret_values(template, run_secrets.read(paths.template))
 
     def read_state(self, sweep_id: str) -> dict[str, Any]:
         """The sweep's state as its driver last wrote it, ``interrupted`` if the driver is

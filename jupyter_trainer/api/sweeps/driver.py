@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...core.errors import RunNotFound, TrainerError
+from ...core.redact import redact_text, redact_url
 from ...core.waker import Waker
 from ...rankside import procs
 from ...store import TERMINAL, Store, read_json
@@ -133,7 +134,7 @@ class SweepDriver:
                 goal=self.spec.goal,
                 trials_total=self.total,
                 parallel=self.spec.parallel,
-                storage=self.paths.storage_url,
+                storage=redact_url(self.paths.storage_url),  # no database password in a record
                 driver={
                     "pid": os.getpid(),
                     "host": socket.gethostname(),
@@ -439,4 +440,6 @@ class SweepDriver:
             counts[trial["status"]] = counts.get(trial["status"], 0) + 1
         self.state["counts"] = counts
         self.state["updated"] = time.time()
+        if self.state.get("error"):  # a database's error may quote its URL
+            self.state["error"] = redact_text(str(self.state["error"]))
         self.sweeps.write_state(self.id, self.state)

@@ -1,0 +1,174 @@
+"""A run's secret params and environment variables: recorded redacted in ``spec.json`` (and so
+in ``show``, ``diff`` and everything that reads it), kept in the run's owner-only
+``secrets.json``, and given to the ranks at launch. In a shared workspace, a colleague can
+read none of them from any file, and a rerun by him asks for them again."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import wait_for
+from workspace_team import state_at_end
+
+from jupyter_trainer import environment
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.environment.definition import EnvDefinition
+
+TOKEN = "hf_" + "Q7w2E9r4T1y6U3i8O5p0" * 2
+DB_PASSWORD = "pa/ss-S3CRET-db"
+DATABASE_URL = f"postgresql+psycopg://trainer:{DB_PASSWORD}@db.example.org:5432/team"
+CELL = (
+    "import hashlib, os\n"
+    "from jupyter_trainer import runtime as jt\n"
+    "def sha(text):\n"
+    "    return hashlib.sha256(text.encode()).hexdigest()\n"
+    "print('cell', sha(hf_token), lr, max_tokens)\n"
+    "print('params', sha(jt.params['hf_token']))\n"
+    "print('env', sha(os.environ['DATABASE_URL']))\n"
+)
+SCRIPT = (
+    "import hashlib\n"
+    "from jupyter_trainer import runtime as jt\n"
+    "print('params', hashlib.sha256(jt.params['hf_token'].encode()).hexdigest())\n"
+)
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def files_holding(root: Path, *needles: str) -> list[str]:
+    return sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and not p.is_symlink() and any(n.encode() in p.read_bytes() for n in needles)
+    )
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "jupyter_trainer.frontends.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_cells_secrets_reach_the_ranks_and_no_record(home):
+    environment.define(
+        EnvDefinition.from_yaml(
+            "with-db", f"inherit: true\nenv:\n  DATABASE_URL: '{DATABASE_URL}'\n  OMP: '1'\n"
+        ),
+        home=home,
+    )
+    namespace = {"hf_token": TOKEN, "lr": 0.25, "max_tokens": 512}
+    run = api.submit(CELL, launcher="python", env="with-db", namespace=namespace, wait=True)
+    log = run.logs(0)
+    assert run.status == "completed", log
+    assert f"cell {sha(TOKEN)} 0.25 512" in log  # the cell's own variable is the real one
+    assert f"params {sha(TOKEN)}" in log and f"env {sha(DATABASE_URL)}" in log
+
+    folder = home / "runs" / run.id
+    spec = json.loads((folder / "spec.json").read_text())
+    assert spec["params"] == {"hf_token": "***", "lr": 0.25, "max_tokens": 512}
+    assert spec["env"]["variables"] == {
+        "DATABASE_URL": "postgresql+psycopg://trainer:***@db.example.org:5432/team",
+        "OMP": "1",
+    }
+    kept = folder / "secrets.json"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert files_holding(home / "runs", TOKEN, DB_PASSWORD) == [f"{run.id}/secrets.json"]
+
+    again = api.rerun(run.id, wait=True)  # the owner's rerun gets the real values again
+    assert f"params {sha(TOKEN)}" in again.logs(0) and f"env {sha(DATABASE_URL)}" in again.logs(0)
+    shown = cli("show", run.id, "--json")
+    diff = cli("diff", run.id, again.id)
+    dry = cli("rerun", run.id, "--dry-run")
+    for said in (shown, diff, dry):
+        assert TOKEN not in said.stdout + said.stderr
+        assert DB_PASSWORD not in said.stdout + said.stderr
+    assert shown.returncode == 0 and '"hf_token": "***"' in shown.stdout, shown.stderr
+    assert files_holding(home / "runs", TOKEN, DB_PASSWORD) == sorted(
+        f"{r}/secrets.json" for r in (run.id, again.id)
+    )
+
+
+def test_a_colleague_reads_no_secret_of_a_run_and_must_give_them_to_rerun_it(team):
+    alice, bob = team.users
+    script = team.root / alice / "train.py"
+    script.write_text(SCRIPT)
+    shutil.chown(script, alice)
+    run_id = team.cli(
+        alice, "submit", str(script), "--launcher", "python", "-p", f"hf_token={TOKEN}", "-p",
+        "lr=0.1",
+    ).stdout.strip()  # fmt: skip
+    ended = state_at_end(team, run_id)
+    log = (team.workspace / "runs" / run_id / "logs" / "rank-0.log").read_text()
+    assert ended["status"] == "completed" and f"params {sha(TOKEN)}" in log, (ended, log)
+
+    found = team.run(bob, "grep", "-rlsF", TOKEN, str(team.workspace), check=False)
+    assert found.stdout == "", found.stdout  # in no file he can read
+    hers = team.run(alice, "grep", "-rlsF", TOKEN, str(team.workspace), check=False)
+    assert hers.stdout.split() == [str(team.workspace / "runs" / run_id / "secrets.json")]
+    readable = team.run(bob, "find", str(team.workspace), "-type", "f", "-readable")
+    assert f"runs/{run_id}/spec.json" in readable.stdout  # he does read the records
+    assert f"runs/{run_id}/secrets.json" not in readable.stdout
+    shown = team.cli(bob, "show", run_id, "--json")
+    assert TOKEN not in shown.stdout and '"hf_token": "***"' in shown.stdout
+
+    refused = team.cli(bob, "rerun", run_id, check=False)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "secret params hf_token" in refused.stderr
+    assert "--param hf_token=VALUE" in refused.stderr, refused.stderr
+    own = team.cli(bob, "rerun", run_id, "-p", "hf_token=bobs-own-token").stdout.strip()
+    assert "bobs" not in own
+    again = team.cli(alice, "rerun", run_id).stdout.strip()
+    for new, token in ((own.split()[-1], "bobs-own-token"), (again.split()[-1], TOKEN)):
+        assert state_at_end(team, new)["status"] == "completed"
+        log = team.workspace / "runs" / new / "logs" / "rank-0.log"
+        wait_for(lambda log=log: log.exists(), 30, what="the rank's log")
+        assert f"params {sha(token)}" in log.read_text()
+    found = team.run(bob, "grep", "-rlsF", TOKEN, str(team.workspace), check=False)
+    assert found.stdout == "", found.stdout
+
+
+def test_a_sweep_keeps_no_database_password_and_its_trials_get_their_secrets(
+    home, pg_url, monkeypatch, tmp_path
+):
+    import jupyter_trainer as jt
+    from jupyter_trainer.store.sweeps import SweepStore
+
+    password = "pw-S3CRET-sweep"
+    with_password = pg_url.replace("://jt@", f"://jt:{password}@")  # the server trusts it
+    assert with_password != pg_url
+    monkeypatch.setenv("JUPYTER_TRAINER_INDEX", with_password)
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT + "jt.log(step=0, score=jt.params['x'])\n")
+    sweep = jt.sweep(
+        script=script,
+        space={"x": "choice(0.1, 0.3)"},
+        params={"hf_token": TOKEN},
+        metric="score",
+        trials=2,
+        sampler="grid",
+        launcher="python",
+    )
+    sweep.wait(timeout=120)
+    assert sweep.status == "completed"
+    folder = SweepStore(home).paths(sweep.id).root
+    state = json.loads((folder / "state.json").read_text())
+    assert state["storage"].startswith("postgresql+psycopg://jt:***@127.0.0.1:")
+    assert password in sweep.storage  # what optuna.load_study needs, asked for by its owner
+    trials = [t["run"] for t in state["trials"]]
+    for run_id in trials:
+        log = (home / "runs" / run_id / "logs" / "rank-0.log").read_text()
+        assert f"params {sha(TOKEN)}" in log, log
+    assert files_holding(home, TOKEN, password) == sorted(
+        [f"sweeps/{sweep.id}/template/secrets.json"] + [f"runs/{r}/secrets.json" for r in trials]
+    )
