@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from conftest import wait_for
+from ssh_hosts import pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 from workspace_team import state_at_end
 
 from jupyter_trainer import environment
@@ -172,3 +173,18 @@ def test_a_sweep_keeps_no_database_password_and_its_trials_get_their_secrets(
     assert files_holding(home, TOKEN, password) == sorted(
         [f"sweeps/{sweep.id}/template/secrets.json"] + [f"runs/{r}/secrets.json" for r in trials]
     )
+
+
+def test_an_ssh_nodes_ranks_get_the_secrets_in_an_owner_only_file(pair, home, tmp_path):
+    code = CELL.replace("print('env', sha(os.environ['DATABASE_URL']))\n", "")
+    namespace = {"hf_token": TOKEN, "lr": 0.5, "max_tokens": 8}
+    run = api.submit(
+        code, target="pair", nodes=2, procs=1, launcher="torchrun", hot=False, namespace=namespace
+    )
+    run.wait(timeout=180)
+    for rank in range(2):
+        assert f"params {sha(TOKEN)}" in run.logs(rank), run.logs(rank)
+    remote = tmp_path / "remote" / "runs" / run.id
+    kept = remote / "secrets.json"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert TOKEN not in (remote / "spec.json").read_text()

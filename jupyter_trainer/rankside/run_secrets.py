@@ -74,6 +74,13 @@ def read(run_dir: str | os.PathLike[str] | None) -> dict[str, dict[str, Any]]:
     return {k: dict(v) if isinstance(v := record.get(k), dict) else {} for k in KINDS}
 
 
+def files(run_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """``{"secrets.json": text}`` for a node that makes its own copy of the run folder (an
+    ssh host, a Slurm cluster's login node): written there 0600 too. Empty without one."""
+    values = read(run_dir)
+    return {FILE: json.dumps(values)} if any(values.values()) else {}
+
+
 def into_environment(run_dir: str | None) -> None:
     """Put the run's secret environment variables into this process's environment (a
     rank's, before its code runs); its children inherit them."""

@@ -26,7 +26,7 @@ def start(workdir, spec):
         if rel.startswith("/") or ".." in rel.split("/"):
             raise SystemExit("refusing to write %r outside the run folder" % rel)
         os.makedirs(os.path.dirname(os.path.join(run_dir, rel)), exist_ok=True)
-        mode = 0o755 if rel.startswith("bin/") else 0o644
+        mode = 0o755 if rel.startswith("bin/") else 0o600 if rel == "secrets.json" else 0o644
         write_atomic(os.path.join(run_dir, rel), text, mode=mode)
     touch(os.path.join(run_dir, "lease"))
     if "warm" in spec:  # a hot run: its rank pool readied on every node before any launcher

@@ -29,7 +29,7 @@ from ...core.spec import RunSpec
 from ...launchers.table import Command, LaunchPlan
 from ...nodes.hotstart.local import pools_home
 from ...nodes.stage_inputs import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
-from ...rankside import procs
+from ...rankside import procs, run_secrets
 from ...rankside.home import default_home
 from ...rankside.hotstart.records import leftover_pids
 from ..base import (
@@ -261,6 +261,7 @@ class SlurmTarget(Target):
                 {
                     "spec.json": Path(run_dir, "spec.json").read_text(),
                     "job.sbatch": self._script or "",
+                    **run_secrets.files(run_dir),  # the secret params and variables, 0600
                 },
                 checkpoint_blobs(run_dir),
             )

@@ -51,6 +51,7 @@ from ...nodes.prepare import required_modules, snapshot_tarball
 from ...nodes.ssh import SshClient, control_dir, user_config_file
 from ...nodes.stage_inputs import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
 from ...nodes.transport import NodeShell
+from ...rankside import run_secrets
 from ...rankside.home import default_home
 from ..base import BuiltEnvironment, Handle, checkpoint_blobs, refuse_ranks_beyond_gpus
 from .commands import (
@@ -400,13 +401,14 @@ class SshTarget(SshRunning):
     def start(self, command: Command, run_dir: str, log_path: str) -> Handle:
         self._started = list(self._folders)
         spec_json = (Path(run_dir) / "spec.json").read_text()  # the ranks read params there
+        secrets = run_secrets.files(run_dir)  # and the secret ones there, mode 0600
 
         seed = {} if self._seeded else checkpoint_blobs(run_dir)
         self._seeded = True
 
         def start_one(item: NodeLaunch) -> dict[str, Any]:
             payload = item.payload(self._snapshot, self.cfg.orphan_timeout)
-            payload["files"]["spec.json"] = spec_json
+            payload["files"].update({"spec.json": spec_json, **secrets})
             if item.node.index == 0 and seed:
                 payload["blobs"] = seed
             return self._folders[item.node.index].start(payload, "starting the launcher")
@@ -468,7 +470,7 @@ class SshTarget(SshRunning):
             payload = node_hot.warm_payload(
                 pair[0], pair[1], self._snapshot, self.cfg.orphan_timeout
             )
-            payload["files"]["spec.json"] = spec_json
+            payload["files"].update({"spec.json": spec_json, **run_secrets.files(run_dir)})
             return self._folders[pair[0].node.index].start(
                 payload, "readying the rank pool", timeout=node_hot.WARM_TIMEOUT_S
             )
