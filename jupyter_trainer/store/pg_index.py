@@ -179,19 +179,22 @@ class PgIndex(IndexBase):
         """Replace the table's rows with those the folders call for, in one transaction. It
         also takes the set-up's lock: a table dropped and made again under another process's
         set-up of it can fail that set-up's statements (PostgreSQL's "cache lookup failed")."""
-        rows: list[dict[str, Any]] = []
+        return None, self.transact(lambda conn: self._remake(conn) or 0)
 
-        def work(conn: Any) -> None:
-            _take_turn(conn, _SETUP_KEY)
-            conn.execute(f"DROP TABLE IF EXISTS {self.TABLE}")
-            for statement in pg_schema(self.SCHEMA):
-                conn.execute(statement)
-            rows.extend(self._folder_rows())
-            if rows:
-                conn.raw.cursor().executemany(self._insert, rows)
-
-        self.transact(work)
-        return None, len(rows)
+    def _remake(self, conn: Any, *, unless_sound: bool = False) -> int | None:
+        """Drop the table, make it again and fill it from the folders, in ``conn``'s open
+        transaction, so that it is never seen made but not filled; how many rows it got.
+        ``unless_sound``: None, doing nothing, when another process made it meanwhile."""
+        _take_turn(conn, _SETUP_KEY)
+        if unless_sound and set(self.COLUMNS) <= self._columns(conn):
+            return None
+        conn.execute(f"DROP TABLE IF EXISTS {self.TABLE}")
+        for statement in pg_schema(self.SCHEMA):
+            conn.execute(statement)
+        rows = self._folder_rows()
+        if rows:
+            conn.raw.cursor().executemany(self._insert, rows)
+        return len(rows)
 
     def _columns(self, conn: Any) -> set[str]:
         found = conn.execute(
@@ -202,9 +205,11 @@ class PgIndex(IndexBase):
         return {r[0] for r in found}
 
     def _setup(self, conn: Any) -> None:
-        """Make the tables (once, whoever gets there first), bind the database to this
-        workspace, and fill a table that was missing, or bring an older one up to date, by
-        rebuilding it from the folders."""
+        """Bind the database to this workspace, and make the table (once, whoever gets
+        there first). A table that is missing, or one an older version made, is made and
+        filled from the folders in one transaction: a fill that fails, or a process killed
+        while it fills, leaves it missing, and the next process to open the workspace
+        fills it, rather than leaving it made and empty for good."""
         conn.execute("BEGIN")
         try:
             _take_turn(conn, _SETUP_KEY)
@@ -213,8 +218,9 @@ class PgIndex(IndexBase):
             )
             self._bind(conn)
             have = self._columns(conn)
-            for statement in pg_schema(self.SCHEMA):
-                conn.execute(statement)
+            if set(self.COLUMNS) <= have:  # its indexes, should a newer version add one
+                for statement in pg_schema(self.SCHEMA):
+                    conn.execute(statement)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -223,9 +229,9 @@ class PgIndex(IndexBase):
         if not have:  # new, or dropped: the folders say which rows it holds, as on SQLite
             problem = "is missing"
         if problem is not None:
-            self._ready = True  # the rebuild's own connection skips this set-up
+            self._ready = True  # the fill's own connection skips this set-up
             try:
-                _, count = self.rebuild(problem)
+                count = self.transact(lambda conn: self._remake(conn, unless_sound=True))
             except BaseException:
                 self._ready = False
                 raise
