@@ -356,7 +356,7 @@ def index_url(home: Path, found: Settings | None = None) -> str | None:
     read already); None for SQLite. A workspace whose index is on PostgreSQL is refused
     without its URL, rather than given an empty SQLite index beside it."""
     found = found or settings(home)
-    if found.index is None and workspace_index_kind(home) == "postgresql":
+    if found.index is None and workspace_index_kind(home, found.trust()) == "postgresql":
         raise StoreError(
             f"the workspace {home} keeps its index on PostgreSQL, and no URL names it here; "
             f"set {INDEX_ENV}=postgresql://HOST/DATABASE, or write index = "

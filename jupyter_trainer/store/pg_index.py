@@ -11,17 +11,21 @@ is refused.
 
 from __future__ import annotations
 
-import json
 import logging
+import os
 import re
 import uuid
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import StoreError
+from ..core import bounded_json
+from ..core.errors import StoreError, Untrusted
 from ..core.redact import redact_text as redact  # a URL or a message, without its secrets
+from ..core.trust import Trust
+from ..core.workspace import settings
 from ..rankside.atomic import write_json_atomic
 from .index_base import IndexBase, RunQueries, T
 
@@ -245,14 +249,23 @@ class PgIndex(IndexBase):
                 )
 
     def _bind(self, conn: Any) -> None:
+        """Bind the database to this folder, or refuse a database bound to another one.
+
+        The binding is the id in ``workspace.json`` and in the database, with the folder's
+        path beside it there. The file is read only when the workspace's administrator (or
+        root, or this user) wrote it and nobody else may write it, so that no member can
+        rebind the workspace for the others; it is written only by someone every member
+        trusts. Until then the path recorded in the database binds it."""
         path = self.home / WORKSPACE_FILE
-        mine = _workspace_id(path)
-        row = conn.execute("SELECT value FROM jt_workspace WHERE key = 'id'").fetchone()
-        theirs = row[0] if row else None
+        trust = settings(self.home).trust()
+        mine = _workspace_id(path, trust)
+        found = dict(conn.execute("SELECT key, value FROM jt_workspace").fetchall())
+        theirs, where = found.get("id"), found.get("home")
+        here = str(self.home.resolve())
         if theirs is None:
-            mine = mine or uuid.uuid4().hex
-            conn.execute("INSERT INTO jt_workspace VALUES ('id', %s)", (mine,))
-        elif mine is None and _has_rows(conn):
+            theirs = mine or uuid.uuid4().hex
+            conn.execute("INSERT INTO jt_workspace VALUES ('id', %s)", (theirs,))
+        elif mine is None and where != here and _has_rows(conn):
             raise StoreError(
                 f"the index {redact(self.url)} holds the runs of another workspace "
                 f"({theirs}), and {self.home} has no {WORKSPACE_FILE}; give this workspace a "
@@ -263,9 +276,11 @@ class PgIndex(IndexBase):
                 f"the index {redact(self.url)} belongs to another workspace ({theirs}), not to "
                 f"{self.home} ({mine}); give each workspace a database of its own"
             )
-        if mine is None or theirs is None:
+        if where is None:
+            conn.execute("INSERT INTO jt_workspace VALUES ('home', %s)", (here,))
+        if mine is None and _trusted_by_every_member(trust):
             self.home.mkdir(parents=True, exist_ok=True)
-            record = {"id": theirs or mine, "index": "postgresql"}
+            record = {"id": theirs, "index": "postgresql"}
             write_json_atomic(path, record, indent=2)
 
     def error(self, exc: Exception) -> StoreError:
@@ -313,23 +328,54 @@ def _take_turn(conn: Any, key: int) -> None:
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
 
 
-def _workspace_id(path: Path) -> str | None:
+_BINDING = "the workspace's binding to its index"
+
+
+def _trusted_by_every_member(trust: Trust) -> bool:
+    """Whether every member trusts a file this user writes: this user is root, the owner
+    of the workspace's folder or in its admin group (``trust`` as anyone else sees it)."""
+    return replace(trust, me=-1).trusts(os.geteuid())
+
+
+def _read_binding(path: Path, trust: Trust) -> Any:
+    """What ``workspace.json`` holds (None if it is missing), read only if it may decide
+    which database this workspace is; ``Untrusted`` says whose it is and the fix."""
     try:
-        found = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
+        text = trust.read_text(path, _BINDING)
+    except Untrusted as exc:
+        raise Untrusted(
+            f"{exc}. It decides which database is this workspace's index, so only the "
+            f"workspace's administrator may write it: ask them to remove it (their next use "
+            "of the workspace writes it again)",
+            path=exc.path,
+        ) from None
+    except OSError as exc:
         raise StoreError(f"cannot read {path} ({exc}); restore it from a backup") from None
+    if text is None:
+        return None
+    try:
+        return bounded_json.loads(text)
+    except ValueError as exc:
+        raise StoreError(f"cannot read {path} ({exc}); restore it from a backup") from None
+
+
+def _workspace_id(path: Path, trust: Trust) -> str | None:
+    found = _read_binding(path, trust)
+    if found is None:
+        return None
     if not isinstance(found, dict) or not isinstance(found.get("id"), str):
         raise StoreError(f"{path} names no workspace id; restore it from a backup")
     return str(found["id"])
 
 
-def workspace_index_kind(home: Path) -> str | None:
-    """The index ``workspace.json`` says the workspace at ``home`` has (``postgresql``)."""
+def workspace_index_kind(home: Path, trust: Trust | None = None) -> str | None:
+    """The index ``workspace.json`` says the workspace at ``home`` has (``postgresql``),
+    read as ``_bind`` reads it (``trust``: the workspace's, from its settings)."""
     try:
-        found = json.loads((home / WORKSPACE_FILE).read_text())
-    except (OSError, ValueError):
+        found = _read_binding(home / WORKSPACE_FILE, trust or Trust.of(home))
+    except Untrusted:
+        raise
+    except StoreError:
         return None
     return found.get("index") if isinstance(found, dict) else None
 
