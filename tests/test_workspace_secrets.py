@@ -188,3 +188,18 @@ def test_an_ssh_nodes_ranks_get_the_secrets_in_an_owner_only_file(pair, home, tm
     kept = remote / "secrets.json"
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600
     assert TOKEN not in (remote / "spec.json").read_text()
+
+
+def test_a_frameworks_config_becomes_tags_without_its_secrets(home):
+    code = (  # the secrets are made when the code runs: the code itself does not hold them
+        "from argparse import Namespace\n"
+        "from jupyter_trainer.rankside import autolog\n"
+        f"token = {TOKEN[:6]!r} + {TOKEN[6:]!r}\n"
+        f"password = {DB_PASSWORD[:6]!r} + {DB_PASSWORD[6:]!r}\n"
+        "autolog.tag_params('accelerate', {'hf_token': token, 'lr': 0.1})\n"
+        "autolog.tag_params('lightning', {'cfg': Namespace(db={'password': password})})\n"
+    )
+    run = api.submit(code, launcher="python", wait=True)
+    assert run.tags["accelerate.hf_token"] == "***" and run.tags["accelerate.lr"] == "0.1"
+    assert DB_PASSWORD not in json.dumps(run.tags)
+    assert files_holding(home / "runs", TOKEN, DB_PASSWORD) == []

@@ -30,6 +30,7 @@ from typing import Any
 
 from . import runtime
 from .import_hooks import when_imported
+from .redact import redact_object, redact_text
 
 AUTOLOG_KEY = "autolog"  # watch.autolog of spec.json: false with --no-autolog
 FRAMEWORKS = (
@@ -118,11 +119,15 @@ def progress(done: Any, total: Any) -> None:
 
 
 def tag_params(prefix: str, values: Any) -> None:
-    """A framework's arguments as the run's tags ``PREFIX.NAME`` (rank 0's only)."""
+    """A framework's arguments as the run's tags ``PREFIX.NAME`` (rank 0's only), their
+    secrets masked (``redact``: a tag is read by everyone who reads the run)."""
     if runtime.rank != 0:
         return
     try:
-        runtime.tag(**{f"{prefix}.{k}": _short(v) for k, v in dict(values).items()})
+        shown = {
+            k: redact_object(v, k if isinstance(k, str) else None) for k, v in dict(values).items()
+        }
+        runtime.tag(**{f"{prefix}.{k}": redact_text(_short(v)) for k, v in shown.items()})
     except Exception:
         pass
 
