@@ -127,3 +127,23 @@ def test_locks_are_each_members_own(team):
     own = team.workspace / "users" / alice / "environments" / "locks" / key
     assert (own / "lock.json").is_file()
     assert not (team.workspace / "environments" / "locks").exists()
+
+
+def test_a_colleague_starts_a_run_on_anothers_environment_again_with_a_lock_of_his_own(team):
+    alice, bob = team.users
+    version = _py(team, alice, DEFINE, "mine", "alice").stdout.strip()
+    script = team.root / alice / "train.py"
+    script.write_text("import os\nprint('MARK', os.environ['MARK'])\n")
+    shutil.chown(script, alice)
+
+    def cli(user: str, *args: str) -> str:
+        done = team.run(user, f"JUPYTER_TRAINER_UV={UV}", PYTHON, "-m", "jupyter_trainer", *args)
+        return done.stdout.strip().splitlines()[0]
+
+    first = cli(alice, "submit", str(script), "--env", "mine", "--launcher", "python", "--wait")
+    again = cli(bob, "rerun", first, "--wait")
+    state = json.loads((team.workspace / "runs" / again / "state.json").read_text())
+    assert state["status"] == "completed", state
+    assert state["environment"]["version"] == version
+    assert "MARK alice" in (team.workspace / "runs" / again / "logs" / "rank-0.log").read_text()
+    assert (team.workspace / "users" / bob / "environments" / "locks").is_dir()

@@ -1,9 +1,11 @@
 """File modes in a shared workspace: the team reads, only the owner writes, others nothing.
 
 A workspace is shared when its index is on PostgreSQL (``workspace.Settings.shared``). Its
-top folders (``runs/``, ``models/``, ``sweeps/``, ``staging/``) are ``rwxrwx--T`` with the
-setgid bit: every member can make an entry, the entries take the folder's group, and the
-sticky bit lets only an entry's owner rename or remove it. What a run writes is
+root and its top folders (``runs/``, ``models/``, ``sweeps/``, ``staging/``, ``requests/``,
+``users/``, ``environments/definitions/``) are ``rwxrwx--T`` with the setgid bit: every
+member can make an entry, the entries take the folder's group, and the sticky bit lets only
+an entry's owner (and the folder's) rename or remove it; so the folders are the
+administrator's (``store/doctor/workspace.py`` checks this). What a run writes is
 ``rwxr-s---`` for folders and ``rw-r-----`` for files (the supervisor and its ranks run with
 umask 027), so a colleague can read a run, and only its owner can change it. Nothing is ever
 made writable by others. A personal store keeps the user's own umask.
