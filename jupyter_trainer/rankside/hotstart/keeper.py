@@ -23,15 +23,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .records import read_json
+from .records import POOLS_DIR, own_pools, read_json
 from .server import unix_address
 
 SPAWN_TIMEOUT_S = 60.0
 
 
 def keeper_socket(home: str | os.PathLike, job_id: str, host: str) -> Path:
-    """Where the keeper of ``job_id`` on ``host`` listens (a node reaches only its own)."""
-    return Path(home, "pools", f"keeper-{job_id}-{host}.sock")
+    """Where the keeper of ``job_id`` on ``host`` listens (a node reaches only its own): in
+    this user's pool folder, refused (``PoolUnavailable``) when that is not theirs alone,
+    since a keeper starts pools with the variables its callers send it."""
+    return own_pools(Path(home, POOLS_DIR)) / f"keeper-{job_id}-{host}.sock"
 
 
 def spawn(argv: Sequence[str], env: dict[str, str], cwd: str) -> subprocess.CompletedProcess:
