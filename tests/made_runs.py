@@ -6,6 +6,7 @@ someone sharing it) can."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -28,11 +29,22 @@ def run_spec(name: str = "t") -> RunSpec:
 
 
 def new_run(store: Store, name: str = "t", owner: Identity | None = None) -> str:
-    """A run created in the store with a one-file snapshot; nothing is launched."""
+    """A run created in the store with a one-file snapshot; nothing is launched. A run of
+    ``owner`` is theirs on disk too (``as_made_by``): the store takes its owner from the
+    kernel, never from what its state says."""
     snapshot = store.staging_dir()
     snapshot.mkdir()
     (snapshot / "x.py").write_text("print(1)")
-    return store.create(run_spec(name), snapshot, owner=owner)
+    run_id = store.create(run_spec(name), snapshot, owner=owner)
+    if owner is not None:
+        as_made_by(store.paths(run_id).root, owner.uid)
+    return run_id
+
+
+def as_made_by(folder: Path, uid: int) -> None:
+    """Give ``folder`` and everything in it to ``uid``, as if that user had written it."""
+    for path in [folder, *folder.rglob("*")]:
+        os.lchown(path, uid, -1)
 
 
 def made_run(store: Store, files: dict[str, bytes]) -> api.Run:
@@ -62,3 +74,6 @@ def forge(model, files: list[dict], **fields) -> None:
     lineage = json.loads(path.read_text())
     lineage.update(files=files, **fields)
     path.write_text(json.dumps(lineage))
+    owner = fields.get("owner")
+    if isinstance(owner, dict) and isinstance(owner.get("uid"), int):
+        as_made_by(model.folder, owner["uid"])  # a version is its folder owner's

@@ -116,6 +116,8 @@ class StateRecord(TypedDict, total=False):
     attempts: list[dict[str, Any]]
     non_finite: dict[str, dict[str, Any]]
     stalled: list[dict[str, Any]]
+    # set by readers, never written: a supervisor that does not answer (store/liveness.py)
+    stale: dict[str, Any]
     debugging: list[dict[str, Any]]  # ranks waiting in a debugger (rankside/debugger.py)
     stacks: dict[str, str]
     teardown: dict[str, Any]

@@ -45,7 +45,7 @@ from . import liveness, requests, reserve
 from .folders import is_run_id, rmtree, slug
 from .index import index_row, run_index, unwritable
 from .liveness import HEARTBEAT_S
-from .owners import Identity, check_may_act, folder_owner
+from .owners import Identity, check_may_act, verified_owner, verify_rows
 from .ranks import RankReader, read_complete_lines
 from .records import (
     ACTIVE,
@@ -189,11 +189,11 @@ class Store(RankReader):
         spec or state cannot be read."""
         try:
             paths = self.paths(run_id)
+            state = read_json(paths.state)
             return index_row(
                 run_id,
                 RunSpec.from_dict(read_json(paths.spec)),
-                read_json(paths.state),
-                folder_owner(paths.root),
+                {**state, "owner": verified_owner(state.get("owner"), paths.root)},
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -251,7 +251,7 @@ class Store(RankReader):
             wanted: tuple[str, ...] = ACTIVE + ("lost",)
         else:
             wanted = (status,) if status else ()
-        rows = self.index.find(name, wanted, owner)
+        rows = verify_rows(self.index.find(name, wanted, owner), self._folder_of, owner)
         for row in rows:
             if row["status"] in ACTIVE:
                 row.update(self._effective(row["id"]))
@@ -311,15 +311,15 @@ class Store(RankReader):
     def read_state(self, run_id: str) -> StateRecord:
         """The run's state as written by its supervisor; a run whose supervisor is gone is
         ``lost``, ended when the supervisor was last seen (so its duration stops growing).
-        ``RecordDamaged`` names ``state.json`` if it cannot be read."""
+        ``RecordDamaged`` names ``state.json`` if it cannot be read. Its owner is the
+        kernel's, and ``stale`` says when its supervisor does not answer (``as_read``)."""
         paths = self.existing(run_id)
         state = load_state(paths, run_id)
-        if state["status"] not in ACTIVE or not liveness.supervisor_gone(state):
-            return state
-        state = load_state(paths, run_id)  # it may have written its last state and exited since
-        if state["status"] not in ACTIVE:
-            return state
-        return self._as_lost(paths, state)
+        if state["status"] in ACTIVE and liveness.supervisor_gone(state):
+            state = load_state(paths, run_id)  # it may have written its last state and exited
+            if state["status"] in ACTIVE:
+                state = self._as_lost(paths, state)
+        return liveness.as_read(paths, state)
 
     def current_state(self, run_id: str) -> StateRecord | None:
         """``read_state``, or None while the state is damaged but the run's supervisor runs
@@ -405,6 +405,7 @@ class Store(RankReader):
             "status": state["status"],
             "ended": state.get("ended"),
             "failed_rank": state.get("failed_rank"),
+            **({"stale": state["stale"]} if "stale" in state else {}),
         }
 
     def cancel(
@@ -451,10 +452,12 @@ class Store(RankReader):
         return lambda: requests.write_cancel(self.home, "run", run_id, reason, self.settings.shared)
 
     def owner(self, run_id: str, state: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-        """The run's owner record: its state's, or for a run made before owners were
-        recorded (or whose state is damaged), its folder's."""
-        found = (state or {}).get("owner")
-        return found if found else folder_owner(self.paths(run_id).root)
+        """The run's owner record: its folder's owner, by the kernel (``verified_owner``;
+        the state adds its Hub user only)."""
+        return verified_owner((state or {}).get("owner"), self.paths(run_id).root)
+
+    def _folder_of(self, row: Mapping[str, Any]) -> Path:
+        return self.paths(str(row["id"])).root
 
     def check_owner(
         self,

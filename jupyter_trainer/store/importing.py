@@ -6,7 +6,9 @@ into place in the transaction that inserts its index row (as a new run is), so a
 short leaves whole entries or none. What the workspace already has is left alone, so a
 second import changes nothing; a model version whose number the workspace already uses for
 other files is a conflict, named and not copied. A run or sweep still running is skipped
-(import it once it has ended). The source is only read.
+(import it once it has ended). The source is only read. The importer owns what is
+copied, by its folders and by its records: whoever the source's records name, they only
+claim an owner.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from .index_base import index_row
 from .model_records import LINEAGE, read_deleted
 from .models import ModelStore, versions_in
 from .models import index_row as model_row
-from .owners import folder_owner
+from .owners import Identity
 from .records import ACTIVE, RunPaths, read_json, write_json_atomic
 from .sweeps import SWEEP_ACTIVE, SweepStore
 
@@ -100,13 +102,13 @@ def _copy_beside(src: Path, folder: Path, name: str) -> Path:
 def _copy_in(
     src: Path, folder: Path, state: dict[str, Any], shared: bool, place: Callable[[Path], Any]
 ) -> None:
-    """Copy the run or sweep folder ``src`` beside its place in ``folder``, give its state an
-    owner (its source folder's) if it has none, share it in a shared workspace, and
-    ``place(copy)``; on any failure the copy is removed."""
+    """Copy the run or sweep folder ``src`` beside its place in ``folder``, make its state's
+    owner the importer (who owns the copy: ``_importer``), share it in a shared workspace,
+    and ``place(copy)``; on any failure the copy is removed."""
     tmp = _copy_beside(src, folder, src.name)
     try:
-        if not state.get("owner"):
-            state["owner"] = folder_owner(src)
+        if state.get("owner") != _importer():
+            state["owner"] = _importer()
             os.chmod(tmp / "state.json", 0o644)
             write_json_atomic(tmp / "state.json", state)
         if shared:
@@ -216,8 +218,8 @@ def _import_models(target: Store, source: Path, report: ImportReport) -> None:
                 make_top(top, shared)
             tmp = _copy_beside(src, folder, str(version))
             try:
-                if not lineage.get("owner"):
-                    lineage["owner"] = folder_owner(src)
+                if lineage.get("owner") != _importer() or lineage.get("user") != _user():
+                    lineage.update(owner=_importer(), user=_user())
                     os.chmod(tmp, 0o755)
                     os.chmod(tmp / LINEAGE, 0o644)
                     write_json_atomic(tmp / LINEAGE, lineage)
@@ -228,6 +230,16 @@ def _import_models(target: Store, source: Path, report: ImportReport) -> None:
                 rmtree(tmp)
                 raise
             report.copied["models"].append(ref)
+
+
+def _importer() -> dict[str, Any]:
+    """The owner record of what is imported: the importing user's, whoever the source's
+    records name, since that user owns the copies (and a record only claims an owner)."""
+    return Identity.current().record()
+
+
+def _user() -> str:
+    return Identity.current().user
 
 
 def _same_files(here: Path, lineage: dict[str, Any]) -> bool:

@@ -19,14 +19,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..core.errors import RecordDamaged, RunStateError, StoreError
-from ..core.records import PidRecord
+from ..core.records import PidRecord, StateRecord
+from ..core.units import fmt_duration
 from ..rankside import procs
+from .owners import verified_owner
 from .records import ACTIVE, RunPaths, read_supervisor, write_json_atomic
 
 # A run still "created" this long after creation never got a supervisor.
 CREATED_GRACE_S = 60.0
 # How often a live supervisor touches ``supervisor.alive``.
 HEARTBEAT_S = 1.0
+# A live supervisor whose heartbeat is this old is stopped (SIGSTOP) or hung: the run's
+# status cannot change until it goes on, so readers and ``doctor`` say so.
+UNRESPONSIVE_S = 60.0
 STOP_GRACE_S = 3.0  # SIGTERM -> SIGKILL, for processes of a run whose supervisor is gone
 
 
@@ -50,6 +55,62 @@ def _gone(sup: dict[str, Any]) -> bool:
     if sup.get("host") != socket.gethostname():
         return False
     return not procs.is_alive(sup.get("pid"), sup.get("start_ticks"))
+
+
+def as_read(paths: RunPaths, state: StateRecord) -> StateRecord:
+    """``state`` as readers are told it: its ``owner`` is the kernel's owner of the run's
+    folder (``verified_owner``: the record only claims one), and ``stale`` is added when
+    the run is unfinished and its supervisor, though not known to be gone, has not touched
+    its heartbeat for ``UNRESPONSIVE_S`` (the heartbeat's age in seconds, the supervisor's
+    pid and host, and whether it is stopped)."""
+    owner = verified_owner(state.get("owner"), paths.root)
+    if owner is not None:
+        state["owner"] = owner
+    sup = state.get("supervisor")
+    if state.get("status") not in ACTIVE or not isinstance(sup, dict):
+        return state
+    try:
+        age = time.time() - paths.heartbeat.stat().st_mtime
+    except OSError:
+        return state
+    if age < UNRESPONSIVE_S:
+        return state
+    stale = {"heartbeat_age": round(age, 1), "pid": sup.get("pid"), "host": sup.get("host")}
+    if sup.get("host") == socket.gethostname() and isinstance(sup.get("pid"), int):
+        stale["stopped"] = _process_state(sup["pid"]) == "T"
+    return {**state, "stale": stale}
+
+
+def stale_words(run_id: str, stale: Mapping[str, Any]) -> str:
+    """``unresponsive: ...``: what a ``stale`` entry (``with_staleness``) of run ``run_id``
+    means, and what to do about it."""
+    pid, host = stale.get("pid"), stale.get("host") or "its host"
+    ago = fmt_duration(float(stale.get("heartbeat_age") or 0))
+    if stale.get("stopped"):
+        why = (
+            f"it is stopped (SIGSTOP or a debugger): `kill -CONT {pid}` on {host} lets it go "
+            f"on, `kill {pid}` ends it"
+        )
+    else:
+        why = (
+            f"it is hung (stuck I/O, a frozen host): `py-spy dump --pid {pid}` on {host} "
+            f"shows where; `kill {pid}` ends it"
+        )
+    return (
+        f"unresponsive: its supervisor (pid {pid} on {host}) has not shown it is alive for "
+        f"{ago} (m:ss), so the run's status cannot change; {why} (the run is then lost and "
+        f"its ranks are ended; `jupyter-trainer cancel {run_id}` works once it answers)"
+    )
+
+
+def _process_state(pid: int) -> str | None:
+    """The kernel's one-letter state of ``pid`` (``R``, ``S``, ``T`` for stopped, ...)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :][:1] or None
 
 
 def last_seen(paths: RunPaths, state: Mapping[str, Any]) -> float:
@@ -116,7 +177,18 @@ def cancel_damaged(
     from ..rankside.hotstart import leftover_pids
 
     run_id = paths.root.name
-    left = leftover_pids(run_id, paths.root)
+    # Only processes of the user who owns the run's folder, by the kernel: its records
+    # (pool-ranks.json, written by whoever owns the folder) may name anyone's.
+    try:
+        owner: int | None = os.lstat(paths.root).st_uid
+    except OSError:
+        owner = None
+
+    def leftovers() -> list[int]:
+        found = leftover_pids(run_id, paths.root) if owner is not None else []
+        return [pid for pid in found if _uid_of(pid) == owner]
+
+    left = leftovers()
     if not left:
         if indexed is not None and indexed not in ACTIVE:
             raise RunStateError(
@@ -127,11 +199,19 @@ def cancel_damaged(
             f"run {run_id} has no supervisor and no process left; nothing to cancel. {damaged}"
         ) from None
     procs.signal_pids(left, signal.SIGTERM)
-    left = procs.wait_gone(lambda: leftover_pids(run_id, paths.root), STOP_GRACE_S)
+    left = procs.wait_gone(leftovers, STOP_GRACE_S)
     if left:
         procs.signal_pids(left, signal.SIGKILL)
-        procs.wait_gone(lambda: leftover_pids(run_id, paths.root), STOP_GRACE_S)
+        procs.wait_gone(leftovers, STOP_GRACE_S)
     return "lost"
+
+
+def _uid_of(pid: int) -> int | None:
+    """The user a process runs as, by the kernel (the owner of ``/proc/PID``)."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
 
 
 def pid_record(pid: int | None = None) -> PidRecord:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..core.errors import NotOwner
@@ -120,6 +121,49 @@ def folder_owner(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     except OSError:
         return None
     return {"user": _user_name(uid), "uid": uid, "hub_user": None}
+
+
+def verified_owner(record: Any, path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """Who owns what is in the folder (or file) ``path``, by the kernel: its owner's uid
+    and name. A record's ``owner`` (``record``) says only what its writer claims, so it
+    adds nothing but its Hub user, and that only when it names the same account; None when
+    ``path`` is gone."""
+    found = folder_owner(path)
+    if found is None:
+        return None
+    claimed = Identity.of(record)
+    if claimed is not None and claimed.uid == found["uid"]:
+        found["hub_user"] = claimed.hub_user
+        if found["user"] == str(found["uid"]):  # an account this system does not name
+            found["user"] = claimed.user
+    return found
+
+
+def verify_rows(
+    rows: list[dict[str, Any]],
+    folder_of: Callable[[dict[str, Any]], Path],
+    wanted: Identity | None = None,
+) -> list[dict[str, Any]]:
+    """``rows`` of an index (``owner``, ``owner_uid``, ``hub_user``), each owner taken again
+    from its folder (``folder_of(row)``) where the row says otherwise: anyone who can
+    write the index could have written the row. With ``wanted``, only the rows whose folder
+    that user owns."""
+    kept = []
+    for row in rows:
+        owner = verified_owner(
+            {
+                "user": row.get("owner"),
+                "uid": row.get("owner_uid"),
+                "hub_user": row.get("hub_user"),
+            },
+            folder_of(row),
+        )
+        if owner is not None:
+            row.update(owner=owner["user"], owner_uid=owner["uid"], hub_user=owner["hub_user"])
+        identity = Identity.of(owner)
+        if wanted is None or (identity is not None and identity.same_as(wanted)):
+            kept.append(row)
+    return kept
 
 
 def _user_name(uid: int) -> str:

@@ -10,6 +10,7 @@ from typing import TextIO
 
 from ...api import runs as api
 from ...store import STATUSES, Store
+from ...store.liveness import stale_words
 from ...store.owners import Identity
 from ..views.health import stalled_of
 from ..views.text import frames_text, runs_table, summary_text
@@ -47,6 +48,8 @@ def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
         for row in rows:  # a run whose state is damaged is listed as its index row has it
             if row.get("damaged"):
                 print(row["damaged"], file=out)
+            elif row.get("stale"):
+                print(f"run {row['id']} {stale_words(row['id'], row['stale'])}", file=out)
     else:
         print(no_runs(store, args), file=out)
     return 0
@@ -110,6 +113,8 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     follower = run.follower()
     follower.poll()
     print(summary_text(follower, run.spec, run.outputs), file=out)
+    if state.get("stale"):
+        print(f"run {run.id} {stale_words(run.id, state['stale'])}", file=out)
     return 0
 
 

@@ -4,6 +4,7 @@ The folders are the truth; doctor compares the indexes and the records with them
 reports one finding per problem, each naming what it is about:
 
 - ``runs``: ``runs.db``, the run folders, lost runs and changed snapshots;
+- ``stale``: unfinished runs whose supervisor is stopped or hung;
 - ``models``: ``models.db``, the version folders, their ``lineage.json`` and files, and
   what a registration or deletion cut short left;
 - ``data``: the data input caches under ``cache/``;
@@ -19,6 +20,7 @@ from .data import check_data
 from .models import check_models
 from .report import Finding, Report
 from .runs import check_runs
+from .stale import check_stale
 from .workspace import check_workspace
 
 __all__ = ["Finding", "Report", "examine"]
@@ -32,6 +34,7 @@ def examine(store: Store, *, fix: bool = False, hashes: bool = True) -> Report:
     if store.settings.shared:
         check_workspace(store.home, store.settings.trust(), report)
     check_runs(store, report, hashes=hashes)
+    check_stale(store, report)
     check_models(store.home, report, hashes=hashes)
     check_data(store.home, report)
     return report
