@@ -106,6 +106,7 @@ class Model:
         version or a ``dest`` that holds one where a file or folder should be is refused."""
         dest = destination(dest)
         prefix = (self.name, str(self.version))
+        self._check_files_owner()
         copies = []
         for entry in self.files:
             parts = tuple(entry.path.split("/"))  # checked plain parts (model_records)
@@ -124,10 +125,27 @@ class Model:
             damaged=f"the registry's copy in {self.folder} is damaged",
         )
 
+    def _check_files_owner(self) -> None:
+        """``StoreError`` unless every file of the version belongs to who registered it
+        (the owner of its folder): bytes someone else wrote are not the version's."""
+        owner = (self.lineage.get("owner") or {}).get("uid")
+        for entry in self.files if owner is not None else []:
+            try:
+                uid = os.lstat(self.folder.joinpath(*entry.path.split("/"))).st_uid
+            except OSError:
+                continue  # the copy names what is missing
+            if uid != owner:
+                raise StoreError(
+                    f"{entry.path} of model {self.name}@{self.version} belongs to "
+                    f"{_user_of(uid)}, not to {self.owner}, who registered the version: it is "
+                    f"not the file that was registered; nothing was copied (`jupyter-trainer "
+                    f"models delete {self.name}@{self.version} --yes` removes the version)"
+                )
+
     @property
     def owner(self) -> str:
-        """Who registered this version (the lineage's ``user``; for a version whose record
-        is damaged, the owner of its folder)."""
+        """Who registered this version: the owner of its folder (as the lineage's ``user``
+        is read, ``read_lineage``), also for a version whose record is damaged."""
         try:
             return str(self.lineage.get("user"))
         except (StoreError, ModelNotFound):  # damaged, or its lineage.json is gone
@@ -135,9 +153,8 @@ class Model:
 
     @property
     def owner_record(self) -> dict[str, Any] | None:
-        """Who registered this version, as an owner record (``store.owners``): the
-        lineage's, else (a version registered before owners were recorded, or damaged) its
-        folder's."""
+        """Who registered this version, as an owner record (``store.owners``): its
+        folder's owner, with the Hub user its lineage names (``read_lineage``)."""
         try:
             found = self.lineage.get("owner")
         except (StoreError, ModelNotFound):

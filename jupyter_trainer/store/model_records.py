@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import StoreError
+from ..core.trust import user_name
 from .confined import Refused, open_beneath, open_folder, safe_parts
+from .owners import Identity, verified_owner
 
 LINEAGE = "lineage.json"
 DELETED = ".deleted.json"  # models/<name>/.deleted.json: numbers never to be given again
@@ -41,24 +43,34 @@ class Damaged(StoreError):
 def read_record(models_dir: Path, parts: tuple[str, ...]) -> Any:
     """The JSON of ``models_dir/<parts>``, no link followed below ``models_dir``: raises
     ``Refused`` for a link, ``OSError`` or ``ValueError`` for the rest."""
+    return _read_record(models_dir, parts)[0]
+
+
+def _read_record(models_dir: Path, parts: tuple[str, ...]) -> tuple[Any, int]:
+    """``read_record``'s JSON, and who owns the file read (its ``fstat``)."""
     root = open_folder(models_dir)
     try:
         fd = open_beneath(root, parts)
     finally:
         os.close(root)
     with os.fdopen(fd, "rb") as fh:
+        owner = os.fstat(fh.fileno()).st_uid
         data = fh.read(_MAX_RECORD + 1)
     if len(data) > _MAX_RECORD:
         raise ValueError(f"it is larger than {_MAX_RECORD >> 20} MiB")
-    return json.loads(data)
+    return json.loads(data), owner
 
 
 def read_lineage(models_dir: Path, name: str, version: int) -> dict[str, Any]:
     """Version ``version`` of ``name``'s lineage, checked (``check_lineage``); a damaged
-    one raises ``StoreError``."""
+    one raises ``StoreError``. Who registered it is the owner of its folder, by the
+    kernel (``owner`` and ``user`` in the record are set from it): a version whose record
+    or whose record's claim names someone else is damaged, since whoever owns ``models/``
+    or the model's folder could have put it in place of the version that was registered."""
     where = models_dir / name / str(version) / LINEAGE
     try:
-        record = read_record(models_dir, (name, str(version), LINEAGE))
+        record, wrote = _read_record(models_dir, (name, str(version), LINEAGE))
+        folder_uid = os.lstat(models_dir / name / str(version)).st_uid
     except Refused as exc:
         raise Damaged(name, version, where, f"{exc.filename} {exc.strerror}") from None
     except FileNotFoundError:
@@ -70,7 +82,31 @@ def read_lineage(models_dir: Path, name: str, version: int) -> dict[str, Any]:
     problem = lineage_problem(record, name, version)
     if problem or not isinstance(record, dict):
         raise Damaged(name, version, where, problem or "it is not a JSON object")
+    problem = owner_problem(record, folder_uid, wrote)
+    if problem:
+        raise Damaged(name, version, where, problem)
+    owner = verified_owner(record.get("owner"), models_dir / name / str(version))
+    if owner is not None:
+        record.update(owner=owner, user=owner["user"])
     return record
+
+
+def owner_problem(record: dict[str, Any], folder_uid: int, wrote: int) -> str | None:
+    """Why a version whose folder ``folder_uid`` owns, whose ``lineage.json`` ``wrote``
+    owns, cannot be the version its ``record`` says was registered; None if it can."""
+    if wrote != folder_uid:
+        return (
+            f"it belongs to {user_name(wrote)}, but the version's folder belongs to "
+            f"{user_name(folder_uid)}: only who registered a version writes its record"
+        )
+    claimed = Identity.of(record.get("owner"))
+    if claimed is not None and claimed.uid != folder_uid:
+        return (
+            f"it says it was registered by {claimed.user}, but its folder belongs to "
+            f"{user_name(folder_uid)}: it may have been put in place of the version "
+            f"{claimed.user} registered"
+        )
+    return None
 
 
 def lineage_problem(record: Any, name: str, version: int) -> str | None:

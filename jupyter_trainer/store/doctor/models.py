@@ -15,6 +15,10 @@ The version folders are the truth. One finding per problem, about ``model NAME@V
   nothing has touched for ``STALE_S`` (fix: remove it);
 - a model's record of deleted versions is damaged (reported: new versions are refused
   until it is fixed, so a deleted number is never given again).
+
+A version whose folder's owner is not who its ``lineage.json`` says registered it is
+damaged (``model_records.read_lineage``): it is reported, and nothing is indexed from it.
+(Who owns ``models/`` itself is the workspace check's, ``doctor.workspace``.)
 """
 
 from __future__ import annotations
