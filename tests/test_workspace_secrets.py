@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import wait_for
 from ssh_hosts import pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 from workspace_team import state_at_end
@@ -61,7 +62,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_a_cells_secrets_reach_the_ranks_and_no_record(home):
+@pytest.mark.parametrize("launcher", ["python", "torchrun"])  # torchrun: a hot pool's fork
+def test_a_cells_secrets_reach_the_ranks_and_no_record(home, launcher):
     environment.define(
         EnvDefinition.from_yaml(
             "with-db", f"inherit: true\nenv:\n  DATABASE_URL: '{DATABASE_URL}'\n  OMP: '1'\n"
@@ -69,7 +71,7 @@ def test_a_cells_secrets_reach_the_ranks_and_no_record(home):
         home=home,
     )
     namespace = {"hf_token": TOKEN, "lr": 0.25, "max_tokens": 512}
-    run = api.submit(CELL, launcher="python", env="with-db", namespace=namespace, wait=True)
+    run = api.submit(CELL, launcher=launcher, env="with-db", namespace=namespace, wait=True)
     log = run.logs(0)
     assert run.status == "completed", log
     assert f"cell {sha(TOKEN)} 0.25 512" in log  # the cell's own variable is the real one
@@ -166,6 +168,9 @@ def test_a_sweep_keeps_no_database_password_and_its_trials_get_their_secrets(
     state = json.loads((folder / "state.json").read_text())
     assert state["storage"].startswith("postgresql+psycopg://jt:***@127.0.0.1:")
     assert password in sweep.storage  # what optuna.load_study needs, asked for by its owner
+    shown = cli("sweep", "show", sweep.id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["storage"] == state["storage"]
     trials = [t["run"] for t in state["trials"]]
     for run_id in trials:
         log = (home / "runs" / run_id / "logs" / "rank-0.log").read_text()

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...core.printable import printable
+from ...core.redact import redact_url
 from ...core.units import fmt_value
 from .cost import sweep_cost
 from .sweep_charts import with_reported
@@ -146,7 +147,7 @@ def sweep_json(sweep: Any) -> dict[str, Any]:
         "id": sweep.id,
         "status": state["status"],
         "spec": spec,
-        "storage": sweep.storage,
+        "storage": redact_url(sweep.storage),  # shown: no database password
         "best": state.get("best"),
         "counts": state.get("counts", {}),
         "trials_total": state.get("trials_total"),
