@@ -44,6 +44,14 @@ def test_a_colleagues_deeply_nested_records_are_damaged_for_show_and_doctor(team
         assert "Traceback" not in shown.stderr and "RecursionError" not in shown.stderr
         assert "nests deeper than 100 levels" in shown.stderr, shown.stderr
 
+    bobs = team.python(bob, MAKE_RUN, "deep-events", "ended").stdout.strip()
+    events = team.workspace / "runs" / bobs / "events" / "rank-0.jsonl"
+    metric = '{"kind": "metric", "step": %d, "t": 1.0, "values": {"loss": 0.5}}\n'
+    deep = '{"kind": "tag", "t": 1.0, "values": {"x": ' + DEEP + "}}\n"
+    team.write(bob, events, metric % 1 + deep + metric % 2)
+    shown = team.cli(alice, "show", bobs, check=False)  # its events: the deep line skipped
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+
     looked = team.cli(alice, "doctor", "--no-hash", check=False)
     assert "Traceback" not in looked.stderr, looked.stderr
     assert f"run {PLANTED}: " in looked.stdout and "nests deeper" in looked.stdout
@@ -76,6 +84,14 @@ async def test_deeply_nested_records_are_409_over_rest(jp_fetch, home):
             assert "doctor --fix" in error["error"]
         listed = (await get_json(jp_fetch, "runs"))["runs"]
         assert {r["id"] for r in listed} == {spec_run.id, state_run.id}
+        # an event line just within what the parser takes, too deep for the answer
+        events = spec_run.store.paths(spec_run.id).events_file(0)
+        kept[events] = events.read_text()
+        near = "[" * 900 + "]" * 900
+        with open(events, "a") as out:
+            out.write('{"kind": "tag", "t": 1.0, "values": {"deep": ' + near + "}}\n")
+        read = await get_json(jp_fetch, "runs", spec_run.id, "events", rank="0")
+        assert len(read["events"]) == 5, read["events"]  # the run's own, not the deep one
     finally:  # for the fixture's own check of the runs' processes
         for path, text in kept.items():
             path.write_text(text)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from ..core import bounded_json
 from ..core.records import StateRecord
 from . import TERMINAL, Store, read_complete_lines
 
@@ -72,18 +73,19 @@ class Progress:
 
 
 def decode_lines(data: bytes) -> list[Any]:
-    """JSON values of the complete lines in ``data``; lines that do not parse are skipped."""
+    """JSON values of the complete lines in ``data``; lines that do not parse, or nest
+    deeper than any event does (``bounded_json``), are skipped."""
     if not data:
         return []
     try:
         found: list[Any] = json.loads(b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]")
         return found
-    except ValueError:
+    except (ValueError, RecursionError):  # a line nested deeper than the parser goes
         pass
     out = []
     for line in data.splitlines():
         try:
-            out.append(json.loads(line))
+            out.append(bounded_json.loads(line))
         except ValueError:
             continue
     return out

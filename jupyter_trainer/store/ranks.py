@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..core import bounded_json
 from ..core.errors import StoreError
 from ..core.files import write_text_atomic
 from .records import RunPaths, read_json
@@ -48,7 +49,7 @@ class RankReader:
         for rank in self.ranks(run_id):
             try:
                 records[rank] = read_json(paths.rank_file(rank))
-            except (FileNotFoundError, json.JSONDecodeError):
+            except (FileNotFoundError, ValueError):  # not JSON, or nested too deep
                 pass
         return records
 
@@ -62,8 +63,8 @@ class RankReader:
         events = []
         for line in data.splitlines():
             try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
+                events.append(bounded_json.loads(line))
+            except ValueError:  # not JSON, or nested deeper than any event
                 continue
         return events, offset
 
@@ -92,8 +93,8 @@ class RankReader:
                 if b'"progress"' not in line:
                     continue
                 try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
+                    event = bounded_json.loads(line)
+                except ValueError:
                     continue
                 done, total = event.get("done", 0), event.get("total")
                 fraction = done / total if total else None
@@ -117,8 +118,8 @@ class RankReader:
                         if b'"kind": "tag"' not in line:
                             continue
                         try:
-                            event = json.loads(line)
-                        except json.JSONDecodeError:
+                            event = bounded_json.loads(line)
+                        except ValueError:
                             continue
                         values = event.get("values")
                         if isinstance(values, dict):
