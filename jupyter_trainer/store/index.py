@@ -95,8 +95,24 @@ class FolderIndex(IndexBase):
                 if attempt == 1 and _is_corrupt(exc):
                     self.heal(found, f"was corrupt ({exc})")
                     continue
+                if not creating and _disk_full(self.home):
+                    return self._read_as_it_is(work, exc)
                 raise self.error(exc) from None
         raise AssertionError("unreachable")
+
+    def _read_as_it_is(self, work: Callable[[sqlite3.Connection], T], exc: sqlite3.Error) -> T:
+        """``work`` on a full disk, where no ``-shm`` can be made: the index read as the file
+        is (immutable), so listing still works; a write fails as the full disk ``exc``."""
+        try:
+            uri = "file:" + urllib.parse.quote(str(self.path)) + "?mode=ro&immutable=1"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+            try:
+                conn.row_factory = sqlite3.Row
+                return work(conn)
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            raise self.error(exc) from None
 
     def connect(self) -> sqlite3.Connection:
         """A connection; a missing index (or a folder in its place) is rebuilt first.
@@ -229,10 +245,14 @@ class FolderIndex(IndexBase):
                 moved = self._move_aside(label if now is not None else "orphan")
                 count = self._rebuild()
             except (OSError, sqlite3.Error) as exc:
+                fix = (
+                    "the disk is full: free some space and try again"
+                    if _disk_full(self.home)
+                    else f"make {self.home} writable, or set {HOME_ENV} to a writable folder"
+                )
                 raise StoreError(
                     f"the {self.LABEL} index {self.path} {problem} and cannot be rebuilt "
-                    f"({exc}); make {self.home} writable, or set {HOME_ENV} to a "
-                    "writable folder"
+                    f"({exc}); {fix}"
                 ) from None
         if quiet:
             pass
@@ -267,16 +287,24 @@ class FolderIndex(IndexBase):
             return "is missing"
         if not stat.S_ISREG(found.st_mode):
             return "is not a file"
+
+        def check(conn: sqlite3.Connection) -> list[str]:
+            result = [r[0] for r in conn.execute("PRAGMA quick_check")]
+            conn.execute(
+                "SELECT " + ", ".join(self.COLUMNS) + f" FROM {self.TABLE} LIMIT 1"
+            ).fetchall()
+            return result
+
         try:
             conn = open_existing(self.path)
             try:
-                result = [r[0] for r in conn.execute("PRAGMA quick_check")]
-                conn.execute(
-                    "SELECT " + ", ".join(self.COLUMNS) + f" FROM {self.TABLE} LIMIT 1"
-                ).fetchall()
+                result = check(conn)
             finally:
                 conn.close()
         except sqlite3.DatabaseError as exc:
+            if _disk_full(self.home):  # no -shm can be made: check the file as it is
+                result = self._read_as_it_is(check, exc)
+                return None if result == ["ok"] else f"is corrupt ({'; '.join(result[:3])})"
             if _lstat(self.path) is None:
                 return "is missing"
             if "no such column" in str(exc):
@@ -293,7 +321,7 @@ class FolderIndex(IndexBase):
                 f"the {self.LABEL} index {self.path} stayed locked by another process "
                 f"for 30 s ({exc}); try again"
             )
-        if code == _FULL:
+        if code == _FULL or _disk_full(self.home):
             return StoreError(
                 f"the {self.LABEL} index {self.path} cannot grow: the disk is full; "
                 "free some space and try again"
@@ -392,6 +420,17 @@ def open_existing(
     raises ``sqlite3.OperationalError`` (unable to open) instead of being created."""
     uri = "file:" + urllib.parse.quote(str(path)) + "?mode=" + mode
     return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=isolation_level)
+
+
+def _disk_full(folder: Path) -> bool:
+    """Whether the file system of ``folder`` has no room left for this user (under 64 KiB),
+    which SQLite reports as an I/O error, or as a file it cannot open, as often as full."""
+    try:
+        found = os.statvfs(folder)
+    except OSError:
+        return False
+    free = found.f_bfree if os.geteuid() == 0 else found.f_bavail
+    return free * found.f_frsize < 64 << 10
 
 
 def _lstat(path: Path) -> os.stat_result | None:
