@@ -148,7 +148,8 @@ class TrainMagics(Magics):
         if opts.no_wait:
             if mode == "widget":
                 display(_widget(run))
-                return self._shown(run)
+                self._shown(run)
+                return None
             print(f"run {run.id} started; follow it with %train attach {run.id}")
             return run
         return self._watch(run, mode)
@@ -184,7 +185,10 @@ class TrainMagics(Magics):
         if widget is not None:
             widget.wait_final(timeout=10)
         run.raise_for_status()
-        return self._shown(run) if widget is not None else run
+        if widget is None:
+            return run
+        self._shown(run)
+        return None
 
     def _watch_sweep(self, sweep: Any, mode: str, wait: bool = True, attached: bool = False) -> Any:
         from ..widgets.sweep import show_sweep
@@ -221,7 +225,10 @@ class TrainMagics(Magics):
                 run_id=sweep.id,
                 status=sweep.status,
             ) from None
-        return self._shown(sweep) if mode == "widget" else sweep
+        if mode != "widget":
+            return sweep
+        self._shown(sweep)
+        return None
 
     def _shown(self, value: Any) -> None:
         """Make ``value`` (the run or sweep a widget above shows) the cell's value: ``_``,
@@ -231,7 +238,6 @@ class TrainMagics(Magics):
         hook = getattr(self.shell, "displayhook", None)
         if hook is not None and hasattr(hook, "update_user_ns"):
             hook.update_user_ns(value)
-        return None
 
     def _started(self, opts: argparse.Namespace, what: Any) -> Any:
         """Follow what a starting command of the table started, as ``%%train`` would."""
@@ -295,7 +301,8 @@ class TrainMagics(Magics):
         run = api.get_run(opts.run)
         if monitor_mode() == "widget":
             display(_widget(run))  # follows the run in the background
-            return self._shown(run)
+            self._shown(run)
+            return None
         show(run)
         return run
 
