@@ -115,6 +115,11 @@ def test_the_team_reads_a_members_definition_and_uses_it_at_a_version(team):
     changed = _py(team, bob, DEFINE, "shared", "bob", check=False)
     assert changed.returncode != 0 and f"belongs to {alice}" in changed.stderr
     assert _resolve(team, alice, "shared")["variables"] == {"MARK": "alice"}
+    # versions an older release wrote owner-only are opened to the team at the next define
+    for path in folder.iterdir():
+        os.chmod(path, 0o600)
+    _py(team, alice, DEFINE, "shared", "alice")
+    assert {stat.S_IMODE(os.stat(p).st_mode) for p in folder.iterdir()} == {0o640}
     # the administrator's definitions are the team's: every member uses them by name
     _py(team, team.admin, DEFINE, "team-env", "admin")
     assert _resolve(team, bob, "team-env")["variables"] == {"MARK": "admin"}

@@ -193,6 +193,11 @@ class Registry:
             raise Untrusted(problem, path=str(folder))
         if stat.S_IMODE(found.st_mode) != SHARED_FOLDER:
             os.chmod(folder, SHARED_FOLDER)
+        for entry in os.scandir(folder):  # versions written owner-only by an older release
+            if entry.is_file(follow_symlinks=False):
+                mode = stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode)
+                if mode != SHARED_FILE and entry.stat(follow_symlinks=False).st_uid == found.st_uid:
+                    os.chmod(entry.path, SHARED_FILE)
 
     def _trust_for(self, folder: Path, name: str, version: str | None) -> Trust | None:
         """The trust to read ``name``'s files with before running it (None: a personal store,
