@@ -93,7 +93,30 @@ def test_boot_script_entry_dir_first_on_path_and_exit_code(run: Path) -> None:
     assert proc.returncode == 3
     assert "answer 42 ['a b', '--x=1']" in (run / "logs" / "rank-0.log").read_text()
     record = rank_record(run)
-    assert record["exit_code"] == 3 and "error" not in record
+    assert record["exit_code"] == 3 and record["error"] == "rank 0 exited with code 3"
+    assert "traceback" not in record  # it said nothing on stderr
+
+
+def test_a_script_that_exits_on_a_usage_error_records_what_it_said(run: Path) -> None:
+    """No exception, so no traceback: argparse's usage and error, the last lines the script
+    wrote to stderr, are the rank's error and its tail, not only "exited with code 2"."""
+    write(
+        run / "code" / "train.py",
+        """
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--data-dir", required=True)
+        parser.parse_args()
+    """,
+    )
+    proc = boot(run, "train.py", "--epochs", "3")
+    assert proc.returncode == 2
+    record = rank_record(run)
+    assert record["error"] == (
+        "rank 0 exited with code 2: train.py: error: the following arguments are required: "
+        "--data-dir"
+    ), record
+    assert record["traceback"].startswith("usage: train.py [-h] --data-dir DATA_DIR")
 
 
 def test_boot_outside_a_run(tmp_path: Path, run: Path) -> None:

@@ -47,14 +47,18 @@ _PLACEHOLDER = re.compile(r"\$\{\{\s*(\w*)\.?([^}\s]*)\s*\}\}")
 def check_placeholders(args: Sequence[str], data: Sequence[str], params: Sequence[str]) -> None:
     """Each ``${{data.NAME}}`` in a script's arguments (replaced on each node by the path of
     the data input NAME) names an input of the run, each ``${{params.NAME}}`` (replaced by
-    the param's value) a param, and both are written exactly so."""
+    the param's value) a param, and both are written exactly so; ``${{env.NAME}}`` is the
+    rank's environment variable NAME (a v1 job's ``$NAME``)."""
     for arg in args:
         for match in _PLACEHOLDER.finditer(str(arg)):
             kind, name = match.group(1), match.group(2)
+            if kind == "env" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                continue
             if kind not in ("data", "params"):
                 raise SpecError(
                     f"argument {arg!r} holds {match.group(0)}: write ${{{{data.NAME}}}} (the "
-                    "path of a data input) or ${{params.NAME}} (the value of a param)"
+                    "path of a data input), ${{params.NAME}} (the value of a param) or "
+                    "${{env.NAME}} (an environment variable of the rank)"
                 )
             names = data if kind == "data" else params
             if match.group(0) == f"${{{{{kind}.{name}}}}}" and name in names:

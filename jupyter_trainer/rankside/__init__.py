@@ -37,6 +37,8 @@ SNAPSHOT = (
     "atomic.py",
     "event_lines.py",
     "run_inputs.py",
+    "script_args.py",
+    "stderr_tail.py",
     "launcher_env.py",
     "import_hooks.py",
     "frame_locals.py",

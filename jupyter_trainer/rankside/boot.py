@@ -169,29 +169,6 @@ def _cell_lines(text: str, entry: str, run_dir: str | None) -> str:
     return re.sub(r'File "%s", line (\d+)' % re.escape(entry), mapped, text)
 
 
-_PLACEHOLDER = re.compile(r"\$\{\{(data|params)\.([A-Za-z0-9_.-]+)\}\}")
-
-
-def _with_data_paths(args: list[str], runtime: Any) -> list[str]:
-    """The script's arguments with each ``${{data.NAME}}`` replaced by the path of the data
-    input NAME on this node (``jt.data[NAME]``), and each ``${{params.NAME}}`` by the value
-    of the param NAME (``jt.params[NAME]``: a sweep's trial value, say)."""
-    if not any("${{" in a for a in args):
-        return args
-
-    def value(match: re.Match) -> str:
-        kind, name = match.group(1), match.group(2)
-        if kind == "data":
-            return str(runtime.data[name])
-        params = runtime.params
-        if name not in params:
-            given = ", ".join(sorted(params)) or "none"
-            raise KeyError(f"the run has no param {name!r} (its params: {given})")
-        return str(params[name])
-
-    return [_PLACEHOLDER.sub(value, a) for a in args]
-
-
 def _gpu_oom(exc: BaseException) -> dict[str, Any]:
     """What the rank's GPU held when PyTorch ran out of its memory (rankside/system.py)."""
     try:
@@ -438,7 +415,9 @@ def main(argv: list[str]) -> int:
     jt_dir = os.path.join(code_root, "_jt")
     in_jt = os.path.commonpath([entry, jt_dir]) == jt_dir
     try:
-        sys.argv = [entry, *_with_data_paths(argv[1:], runtime)]
+        from jupyter_trainer.rankside import script_args
+
+        sys.argv = [entry, *script_args.resolved(argv[1:], runtime)]
     except KeyError as exc:
         message = str(exc.args[0] if exc.args else exc)
         print(f"[jt] {message}", file=sys.stderr)
@@ -449,6 +428,9 @@ def main(argv: list[str]) -> int:
     if os.path.isdir(v1):  # Azure ML SDK v1's script side, ahead of an installed azureml
         sys.path.insert(1, v1)
 
+    from jupyter_trainer.rankside import stderr_tail
+
+    said = sys.stderr = stderr_tail.Tail(sys.stderr)
     try:
         runpy.run_path(entry, run_name="__main__")
     except SystemExit as exc:
@@ -456,8 +438,11 @@ def main(argv: list[str]) -> int:
         code = _exit_status(exc.code)
         if code == 0:
             end_well()
-        else:
-            finish(code, failed_at=failed_at, **evidence())
+        else:  # no exception to show: what the script last said is its error
+            last = said.last_line()
+            error = f"rank {runtime.rank} exited with code {code}" + (f": {last}" if last else "")
+            tail = {"traceback": said.text()} if last else {}
+            finish(code, failed_at=failed_at, error=error, **tail, **evidence())
         return code
     except BaseException as exc:
         failed_at = time.time()  # before the traceback is formatted: the failure's own time
