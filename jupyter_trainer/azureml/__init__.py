@@ -19,3 +19,18 @@ when it is called, by name, before any run starts; ``jupyter-trainer azureml che
 lists every such call of a notebook or a folder of scripts. Scripts are unchanged: inside a
 run, ``azureml.core.run.Run`` is ``rankside/azureml_v1``'s.
 """
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+# v1's subpackages, reached as attributes of the package (``azureml.core.VERSION`` after
+# ``from jupyter_trainer import azureml``), each imported on first use
+_SUBPACKAGES = ("core", "data", "exceptions", "telemetry", "train", "widgets")
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -43,6 +43,7 @@ MODULES = {
     "azureml.core.webservice": "core.webservice",
     "azureml.train.hyperdrive.run": "train.hyperdrive.run",
     "azureml.exceptions": "exceptions",
+    "azureml.telemetry": "telemetry",
 }
 
 # What a call gives, for the calls whose result a program keeps and uses: the type of the

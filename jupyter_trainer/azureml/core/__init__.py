@@ -1,5 +1,9 @@
-"""``azureml.core`` for a v1 notebook: ``from jupyter_trainer.azureml.core import ...``."""
+"""``azureml.core`` for a v1 notebook: ``from jupyter_trainer.azureml.core import ...``.
 
+``VERSION`` is this package's version, which v1 samples print in their first cell.
+"""
+
+from ...core.version import __version__ as VERSION
 from .compute import ComputeTarget
 from .conda_dependencies import CondaDependencies
 from .dataset import Dataset, Datastore
@@ -14,6 +18,7 @@ from .workspace import Workspace
 ScriptRun = Run
 
 __all__ = [
+    "VERSION",
     "ComputeTarget",
     "CondaDependencies",
     "Dataset",

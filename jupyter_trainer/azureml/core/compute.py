@@ -58,8 +58,10 @@ class ComputeTarget:
     def wait_for_completion(self, show_output: bool = False, **kwargs: Any) -> None:
         """A target here exists once it is in targets.toml: nothing to wait for."""
 
-    def get_status(self) -> str:
-        return "Succeeded"
+    def get_status(self) -> ComputeStatus:
+        """``"Succeeded"``, as v1 said of a ready target, with v1's ``serialize()`` (its
+        samples print ``get_status().serialize()``)."""
+        return ComputeStatus(self)
 
     def delete(self) -> None:
         raise NotSupported("ComputeTarget.delete", self._remove())
@@ -117,3 +119,27 @@ __all__ = [
     "ComputeTargetException",
     "RemoteCompute",
 ]
+
+
+class ComputeStatus(str):
+    """A ready target's status: the text ``"Succeeded"``, with what v1's status objects
+    said of it through ``serialize()``."""
+
+    def __new__(cls, target: ComputeTarget) -> ComputeStatus:
+        made = super().__new__(cls, target.provisioning_state)
+        made.target = target
+        return made
+
+    target: ComputeTarget
+
+    @property
+    def provisioning_state(self) -> str:
+        return str(self)
+
+    def serialize(self) -> dict[str, Any]:
+        return {
+            "name": self.target.name,
+            "type": self.target.type,
+            "provisioningState": str(self),
+            "provisioningErrors": None,
+        }

@@ -1,8 +1,9 @@
 """``azureml.core.runconfig``: how a v1 job ran, mapped onto a launcher here.
 
 - ``PyTorchConfiguration(process_count, node_count, communication_backend)``: torchrun, with
-  the backend named (``Nccl`` -> nccl, ``Gloo`` -> gloo) and ``process_count`` split evenly
-  over the nodes;
+  the backend named (``Nccl`` -> nccl, ``Gloo`` -> gloo; left out, the target's: NCCL on
+  GPUs, Gloo on CPU, as the script's own ``init_process_group`` chose in v1) and
+  ``process_count`` split evenly over the nodes;
 - ``MpiConfiguration(process_count_per_node, node_count)``: Open MPI's ``mpirun``, under
   which a Horovod script runs as it did on v1;
 - ``TensorflowConfiguration``: refused (this project trains PyTorch).
@@ -16,10 +17,17 @@ from typing import Any
 from ..errors import NotSupported, UserErrorException
 
 
+class _Unset(str):
+    """v1's default backend, told apart from the same name given on purpose."""
+
+
+_NCCL_BY_DEFAULT = _Unset("Nccl")
+
+
 class PyTorchConfiguration:
     def __init__(
         self,
-        communication_backend: str = "Nccl",
+        communication_backend: str = _NCCL_BY_DEFAULT,
         process_count: int | None = None,
         node_count: int = 1,
     ) -> None:
@@ -28,7 +36,10 @@ class PyTorchConfiguration:
         self.node_count = node_count
 
     def launch(self) -> dict[str, Any]:
-        backend = str(self.communication_backend or "").lower() or None
+        # v1 named Nccl by default, and the script chose its backend in
+        # init_process_group: left unset, the target decides (NCCL on GPUs, Gloo on CPU)
+        unset = self.communication_backend is _NCCL_BY_DEFAULT
+        backend = None if unset else str(self.communication_backend or "").lower() or None
         if backend not in (None, "nccl", "gloo"):
             raise UserErrorException(
                 f"communication_backend {self.communication_backend!r}: use 'Nccl' or 'Gloo'"

@@ -10,6 +10,7 @@ here, before anything is created.
 from __future__ import annotations
 
 import copy
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -108,9 +109,15 @@ class ScriptRunConfig:
         )
 
 
+# $NAME or ${NAME}: v1 passed its arguments through the node's shell, which expanded them
+_SHELL_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
 def script_arguments(arguments: list[Any]) -> tuple[list[str], dict[str, str]]:
     """The arguments as strings, each dataset replaced by its input's ``${{data.NAME}}``,
-    and the data inputs they name (``{NAME: source}``)."""
+    each ``$NAME`` (or ``${NAME}``) by ``${{env.NAME}}``, which the rank replaces by its
+    environment variable NAME as v1's shell did, and the data inputs they name
+    (``{NAME: source}``)."""
     args: list[str] = []
     data: dict[str, str] = {}
     for value in arguments:
@@ -126,7 +133,9 @@ def script_arguments(arguments: list[Any]) -> tuple[list[str], dict[str, str]]:
                 )
             data[name] = source
             args.append(f"${{{{data.{name}}}}}")
-        elif isinstance(value, (bool, str, int, float, Path)):
+        elif isinstance(value, str):
+            args.append(_SHELL_VARIABLE.sub(r"${{env.\1\2}}", value))
+        elif isinstance(value, (bool, int, float, Path)):
             args.append(str(value))
         else:
             raise UserErrorException(
