@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import wait_for
+from slurm_cluster import target
 from ssh_hosts import pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 from workspace_team import state_at_end
 
@@ -208,3 +209,18 @@ def test_a_frameworks_config_becomes_tags_without_its_secrets(home):
     assert run.tags["accelerate.hf_token"] == "***" and run.tags["accelerate.lr"] == "0.1"
     assert DB_PASSWORD not in json.dumps(run.tags)
     assert files_holding(home / "runs", TOKEN, DB_PASSWORD) == []
+
+
+def test_a_slurm_clusters_copy_of_the_run_folder_gets_the_secrets_owner_only(
+    cluster, home, tmp_path
+):
+    shared = tmp_path / "shared"
+    target(home, "apart", workdir=str(shared))  # run folders on the cluster, apart from home
+    code = CELL.replace("print('env', sha(os.environ['DATABASE_URL']))\n", "")
+    namespace = {"hf_token": TOKEN, "lr": 0.5, "max_tokens": 8}
+    run = api.submit(code, target="apart", launcher="python", namespace=namespace)
+    run.wait(timeout=120)
+    assert f"params {sha(TOKEN)}" in run.logs(0), run.logs(0)
+    remote = shared / "runs" / run.id
+    assert stat.S_IMODE((remote / "secrets.json").stat().st_mode) == 0o600
+    assert files_holding(shared, TOKEN) == [f"runs/{run.id}/secrets.json"]
