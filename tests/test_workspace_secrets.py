@@ -17,7 +17,7 @@ import pytest
 from conftest import wait_for
 from slurm_cluster import target
 from ssh_hosts import pair, ssh_pair, user_home  # noqa: F401 (fixtures)
-from workspace_team import state_at_end
+from workspace_team import PYTHON, state_at_end
 
 from jupyter_trainer import environment
 from jupyter_trainer.api import runs as api
@@ -40,6 +40,9 @@ SCRIPT = (
     "from jupyter_trainer import runtime as jt\n"
     "print('params', hashlib.sha256(jt.params['hf_token'].encode()).hexdigest())\n"
 )
+
+
+PYTHON_CLI = (PYTHON, "-m", "jupyter_trainer")
 
 
 def sha(text: str) -> str:
@@ -224,3 +227,21 @@ def test_a_slurm_clusters_copy_of_the_run_folder_gets_the_secrets_owner_only(
     remote = shared / "runs" / run.id
     assert stat.S_IMODE((remote / "secrets.json").stat().st_mode) == 0o600
     assert files_holding(shared, TOKEN) == [f"runs/{run.id}/secrets.json"]
+
+
+def test_a_personal_runs_secrets_stay_its_owners_when_imported_into_the_workspace(team):
+    alice, bob = team.users
+    script = team.root / alice / "train.py"
+    script.write_text(SCRIPT)
+    shutil.chown(script, alice)
+    personal = team.root / alice / ".jupyter_trainer"
+    run_id = team.run(
+        alice, *PYTHON_CLI, "submit", str(script), "--launcher", "python", "-p",
+        f"hf_token={TOKEN}", "--wait", workspace=False,
+    ).stdout.split()[0]  # fmt: skip
+    assert (personal / "runs" / run_id / "secrets.json").exists()
+    team.cli(alice, "workspace", "import", str(personal))
+    kept = team.workspace / "runs" / run_id / "secrets.json"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    found = team.run(bob, "grep", "-rlsF", TOKEN, str(team.workspace), check=False)
+    assert found.stdout == "", found.stdout

@@ -17,6 +17,8 @@ import os
 import stat
 from pathlib import Path
 
+from ..rankside import run_secrets
+
 SHARED_UMASK = 0o027
 TOP_MODE = 0o3770  # sticky + setgid, rwx for owner and group
 RUN_DIR_MODE = 0o2750
@@ -34,11 +36,13 @@ def make_top(folder: Path, shared: bool) -> None:
 
 def share_tree(root: Path) -> None:
     """Give a tree this user wrote the shared modes: folders ``rwxr-s---``; files keep the
-    owner's bits, the group gets the owner's read and execute, others nothing."""
+    owner's bits, the group gets the owner's read and execute, others nothing; a run's
+    ``secrets.json`` stays its owner's alone (``rankside/run_secrets.py``)."""
     for _path, _dirs, files, dir_fd in os.fwalk(root, follow_symlinks=False):
         os.chmod(dir_fd, RUN_DIR_MODE)
         for name in files:
             found = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             if stat.S_ISREG(found.st_mode):
                 own = stat.S_IMODE(found.st_mode) & 0o700
-                os.chmod(name, own | ((own & 0o500) >> 3), dir_fd=dir_fd)
+                shared = 0 if name == run_secrets.FILE else (own & 0o500) >> 3
+                os.chmod(name, own | shared, dir_fd=dir_fd)
