@@ -101,6 +101,21 @@ def switch_theme(pw, theme: str) -> None:
     pw.wait_for_function(f"document.body.dataset.jpThemeLight === '{light}'")
 
 
+def chart_widths(page, root: str) -> list[tuple[float, float]]:
+    """Each chart under ``root``: the width of its canvas and of the area it fills (CSS px)."""
+    return page.page.eval_on_selector_all(
+        f"{root} [data-testid=jt-chart]",
+        """cs => cs.map(c => [c.getBoundingClientRect().width,
+                              c.closest('.jt-chart-area').getBoundingClientRect().width])""",
+    )
+
+
+def assert_full_width(page, root: str) -> None:
+    """Every chart under ``root`` fills its area's width, as drawn for it."""
+    widths = chart_widths(page, root)
+    assert widths and all(abs(canvas - area) <= 2 for canvas, area in widths), widths
+
+
 def check_dark(page, root: str) -> list[dict]:
     charts = chart_colours(page, root)
     assert charts, f"no chart under {root}"
@@ -150,17 +165,20 @@ def test_figures_name_their_ranks_and_charts_follow_a_theme_switch(browser, home
     check_figures(page, view)
     light = chart_colours(page, view)
     assert all(c["ink"] is not None and c["ink"] < 0.5 for c in light), light
+    assert_full_width(page, view)
 
     # switched while the Lab view is shown: its charts are drawn again in the dark theme
     switch_theme(pw, "JupyterLab Dark")
     pw.wait_for_timeout(300)
     lab_view = check_dark(page, view)
+    assert_full_width(page, view)  # drawn again at its full width, not squashed
     page.shot("figures-lab-view-dark", view)
     # and the widget's, though its notebook was hidden then; both draw the same grid
     pw.click(".lm-TabBar-tab:has-text('figures.ipynb')")
     pw.wait_for_selector(f"{widget} [data-testid=jt-chart]")
     pw.wait_for_timeout(300)
     in_widget = check_dark(page, widget)
+    assert_full_width(page, widget)
     assert {c["grid"] for c in in_widget} == {c["grid"] for c in lab_view}
     assert {c["axis"] for c in in_widget} == {c["axis"] for c in lab_view}
     page.shot("figures-widget-dark", widget)
@@ -170,6 +188,7 @@ def test_figures_name_their_ranks_and_charts_follow_a_theme_switch(browser, home
     back = chart_colours(page, widget)
     assert [c["grid"] for c in back] == [c["themeGrid"] for c in back]
     assert all(c["ink"] < 0.5 for c in back), back
+    assert_full_width(page, widget)
     check_a_press_whose_chip_moved_away(pw, widget)
     assert not re.search("error", " ".join(page.errors), re.I), page.errors
     assert leftover(run.id) == []

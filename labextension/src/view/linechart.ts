@@ -51,6 +51,39 @@ export function placeTip(tip: HTMLElement, u: uPlot, container: HTMLElement): vo
   tip.style.top = `${over.top - box.top + 4}px`;
 }
 
+/**
+ * The width a chart is drawn at: its container's, as laid out. While the container is not
+ * laid out (JupyterLab hides its whole shell for a frame as a theme is applied, when every
+ * chart redraws in the new colours), the width it last had: a chart sized in that frame
+ * would be drawn at its minimum width and stay so, as the container comes back at the
+ * width its ResizeObserver last reported, which then reports nothing. ``onResize`` runs
+ * when the container changes to another width it can be drawn at, never to none.
+ */
+export class ContainerWidth {
+  private last = 0;
+  private observer: ResizeObserver;
+
+  constructor(private el: HTMLElement, onResize: () => void) {
+    this.observer = new ResizeObserver(() => {
+      const before = this.last;
+      if (this.get() && this.last !== before) onResize();
+    });
+    this.observer.observe(el);
+  }
+
+  /** The container's width now, or the last one it had while it is not laid out (0 if
+   * it never was). */
+  get(): number {
+    const width = Math.floor(this.el.clientWidth);
+    if (width > 0) this.last = width;
+    return this.last;
+  }
+
+  disconnect(): void {
+    this.observer.disconnect();
+  }
+}
+
 /** The value of ``column`` at ``idx``, or at the nearest index that has one. */
 function nearest(column: Array<number | null | undefined>, idx: number): number | null {
   for (let d = 0; d < column.length; d++) {
@@ -68,7 +101,7 @@ export class LineChart {
   private shape = '';
   private spec: IChartSpec = { series: [], xKind: 'step', logY: false };
   private empty: HTMLElement;
-  private resize: ResizeObserver;
+  private width: ContainerWidth;
   private colors: string[] = [];
   private marks: number[][] = []; // per series: the x of each value not drawn (NaN, ±inf, ≤ 0 on log)
   private labels: string[] = [];
@@ -83,8 +116,7 @@ export class LineChart {
     this.tip.className = 'jt-chart-tip';
     this.tip.hidden = true;
     container.append(this.empty, this.tip);
-    this.resize = new ResizeObserver(() => this.plot?.setSize(this.size()));
-    this.resize.observe(container);
+    this.width = new ContainerWidth(container, () => this.plot?.setSize(this.size()));
     this.unwatchTheme = onThemeChange(() => this.restyle());
   }
 
@@ -135,7 +167,7 @@ export class LineChart {
   }
 
   destroy(): void {
-    this.resize.disconnect();
+    this.width.disconnect();
     this.unwatchTheme();
     this.plot?.destroy();
     this.empty.remove();
@@ -143,7 +175,7 @@ export class LineChart {
   }
 
   private size(): { width: number; height: number } {
-    return { width: Math.max(160, Math.floor(this.container.clientWidth)), height: this.options.height || 190 };
+    return { width: Math.max(160, this.width.get()), height: this.options.height || 190 };
   }
 
   private plotOptions(series: ISeries[]): uPlot.Options {

@@ -9,7 +9,7 @@
 import uPlot from 'uplot';
 
 import { formatNumber, integerTicks, niceTicks } from './chart.js';
-import { axisStyle, cssVar, markStyle, placeTip } from './linechart';
+import { ContainerWidth, axisStyle, cssVar, markStyle, placeTip } from './linechart';
 import { onThemeChange } from './theme';
 import { type IChartData, type IPlotLayout, parallelLayout } from './sweepformat';
 
@@ -24,7 +24,7 @@ export class BestChart {
   private metric = '';
   private empty: HTMLElement;
   private tip: HTMLElement;
-  private resize: ResizeObserver;
+  private width: ContainerWidth;
   private data: IChartData = {};
   private style = { fg: '', grid: '' };
   private unwatchTheme: () => void;
@@ -38,11 +38,10 @@ export class BestChart {
     this.tip.className = 'jt-chart-tip';
     this.tip.hidden = true;
     container.append(this.empty, this.tip);
-    this.resize = new ResizeObserver(() => {
+    this.width = new ContainerWidth(container, () => {
       if (this.pending) this.update(this.pending);
       else this.plot?.setSize(this.size());
     });
-    this.resize.observe(container);
     this.unwatchTheme = onThemeChange(() => this.restyle());
   }
 
@@ -92,7 +91,7 @@ export class BestChart {
   }
 
   destroy(): void {
-    this.resize.disconnect();
+    this.width.disconnect();
     this.unwatchTheme();
     this.plot?.destroy();
     this.empty.remove();
@@ -100,7 +99,7 @@ export class BestChart {
   }
 
   private size(): { width: number; height: number } {
-    return { width: Math.max(200, Math.floor(this.container.clientWidth)), height: this.height };
+    return { width: Math.max(200, this.width.get()), height: this.height };
   }
 
   private options(): uPlot.Options {
@@ -157,8 +156,7 @@ export class ParallelPlot {
   private highlighted: number | null = null;
   private tip: HTMLElement;
   private empty: HTMLElement;
-  private resize: ResizeObserver;
-  private width = 0;
+  private width: ContainerWidth;
 
   constructor(private container: HTMLElement, private options: IParallelOptions = {}) {
     this.svg = document.createElementNS(SVG, 'svg');
@@ -178,10 +176,7 @@ export class ParallelPlot {
       const number = this.lineAt(event.target);
       if (number !== null) this.options.onPick?.(number);
     });
-    this.resize = new ResizeObserver(() => {
-      if (Math.floor(this.container.clientWidth) !== this.width) this.draw();
-    });
-    this.resize.observe(container);
+    this.width = new ContainerWidth(container, () => this.draw());
   }
 
   private get height(): number {
@@ -204,7 +199,7 @@ export class ParallelPlot {
   }
 
   destroy(): void {
-    this.resize.disconnect();
+    this.width.disconnect();
     this.svg.remove();
     this.empty.remove();
     this.tip.remove();
@@ -214,9 +209,8 @@ export class ParallelPlot {
     const lines = this.data.lines || [];
     this.empty.hidden = lines.length > 0;
     this.svg.style.display = lines.length ? '' : 'none';
-    this.width = Math.floor(this.container.clientWidth);
     if (!lines.length) return;
-    const width = Math.max(240, this.width);
+    const width = Math.max(240, this.width.get());
     const height = this.height;
     const layout = parallelLayout(this.data, width, height, this.best);
     this.svg.setAttribute('width', String(width));
