@@ -245,3 +245,21 @@ def test_a_personal_runs_secrets_stay_its_owners_when_imported_into_the_workspac
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600
     found = team.run(bob, "grep", "-rlsF", TOKEN, str(team.workspace), check=False)
     assert found.stdout == "", found.stdout
+
+
+def test_a_train_cells_secrets_and_its_environments_reach_the_ranks_and_no_record(ip, home):
+    from jupyter_trainer.store import Store
+
+    ip.run_line_magic("environment", f"magic-db --inherit --var DATABASE_URL={DATABASE_URL}")
+    ip.user_ns.update(hf_token=TOKEN, lr=0.25, max_tokens=512)
+    done = ip.run_cell(f"%%train --launcher python --env magic-db\n{CELL}")
+    assert done.success, done.error_in_exec
+    [row] = Store(home).list_runs()
+    folder = home / "runs" / row["id"]
+    log = (folder / "logs" / "rank-0.log").read_text()
+    assert f"cell {sha(TOKEN)} 0.25 512" in log and f"env {sha(DATABASE_URL)}" in log, log
+    assert files_holding(folder, TOKEN, DB_PASSWORD) == ["secrets.json"]
+    assert json.loads((folder / "spec.json").read_text())["secrets"] == [
+        "params.hf_token",
+        "variables.DATABASE_URL",
+    ]
