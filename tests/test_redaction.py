@@ -203,3 +203,17 @@ def test_a_secret_anywhere_in_a_structure_never_survives(name, secret, around):
 @given(value=_nested(_plain))
 def test_values_without_secrets_come_back_equal(value):
     assert redact({"hyper": value, "max_tokens": value}) == {"hyper": value, "max_tokens": value}
+
+
+def test_a_launch_forms_text_a_notebook_keeps_shows_no_secret(home):
+    from jupyter_trainer.frontends.widgets.form import LaunchForm
+
+    form = LaunchForm(
+        "print(hf_token, lr)",
+        {"hf_token": TOKEN, "lr": 0.1},
+        {},
+        history=[],
+        origin={},
+        submit=None,
+    )
+    assert TOKEN not in form.text() and "hf_token=" in form.text() and "lr=0.1" in form.text()

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ...core.redact import redact
 from ...core.spec import LAUNCHERS
 
 KERNEL_ENV = ""  # the environment picker's value for "the kernel's own Python"
@@ -167,7 +168,10 @@ class LaunchForm:
         }
 
     def text(self) -> str:
-        shown = ", ".join(f"{n}={as_text(v)}" for n, v in self.params.items()) or "no parameters"
+        shown = (  # a notebook keeps this text: no secret in it
+            ", ".join(f"{n}={as_text(redact(v, n))}" for n, v in self.params.items())
+            or "no parameters"
+        )
         return f"launch form for a %%train cell ({shown}); click Launch to start the run"
 
     def check(self, values: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, str]:
