@@ -77,7 +77,7 @@ def settings(home: Path) -> Settings:
             "index and admin_group"
         )
     index = os.environ.get(INDEX_ENV) or found.get("index") or None
-    group = os.environ.get(ADMIN_GROUP_ENV) or found.get("admin_group") or None
+    group = _admin_group(home, found.get("admin_group") or None, index is not None)
     where = f"${INDEX_ENV}" if os.environ.get(INDEX_ENV) else f"index in {path}"
     if index is not None:
         if not isinstance(index, str) or not index.startswith(_SCHEMES):
@@ -89,3 +89,30 @@ def settings(home: Path) -> Settings:
     if group is not None and (not isinstance(group, str) or not re.fullmatch(r"[\w.-]+", group)):
         raise StoreError(f"admin_group is {group!r}, not a Unix group name")
     return Settings(home, index, group)
+
+
+def _admin_group(home: Path, written: object, shared: bool) -> object:
+    """The admin group: ``config.toml``'s (the administrator's), which the environment may
+    repeat but not replace, so no member makes their own group the workspace's admins by
+    setting a variable. Where ``config.toml`` names none, the variable names it in a
+    personal store, and in a workspace only for its owner (or root)."""
+    claimed = os.environ.get(ADMIN_GROUP_ENV) or None
+    if claimed is None or claimed == written:
+        return written
+    if written is not None:
+        raise StoreError(
+            f"${ADMIN_GROUP_ENV} is {claimed!r}, but the workspace {home} names {written!r} as "
+            f"its admin group in {home / CONFIG}, which only its administrator writes; "
+            f"unset {ADMIN_GROUP_ENV}"
+        )
+    try:
+        owner = home.stat().st_uid
+    except OSError:
+        owner = os.geteuid()  # a store not made yet is made by this user
+    if shared and os.geteuid() not in (0, owner):
+        raise StoreError(
+            f"${ADMIN_GROUP_ENV} is {claimed!r}, but only the workspace's administrator "
+            f"({user_name(owner)}, who owns {home}) names its admin group: unset "
+            f'{ADMIN_GROUP_ENV}, and ask them to write admin_group = "..." in {home / CONFIG}'
+        )
+    return claimed
