@@ -16,18 +16,21 @@ from workspace_team import MAKE_RUN
 def test_only_the_administrator_writes_the_binding_and_a_members_is_refused(team):
     alice, bob = team.users
     binding = team.workspace / "workspace.json"
+    team.cli(team.admin, "runs")  # the administrator's first use writes it
+    admin = pwd.getpwnam(team.admin).pw_uid
+    assert os.lstat(binding).st_uid == admin
+    binding.unlink()  # lost: a member's use does not write it again, the database binds it
     made = team.python(alice, MAKE_RUN, "first", "ended").stdout.strip()
-    assert not binding.exists()  # a member opened it first: the database binds it
+    assert not binding.exists()
     listed = json.loads(team.cli(bob, "runs", "--json").stdout)
     assert [r["id"] for r in listed] == [made]
 
     team.cli(team.admin, "runs")
     found = os.lstat(binding)
-    assert found.st_uid == pwd.getpwnam(team.admin).pw_uid
-    assert not stat.S_IMODE(found.st_mode) & 0o022
+    assert found.st_uid == admin and not stat.S_IMODE(found.st_mode) & 0o022
     assert [r["id"] for r in json.loads(team.cli(bob, "runs", "--json").stdout)] == [made]
 
-    binding.unlink()  # lost, and then a member writes one of their own
+    binding.unlink()  # lost again, and then a member writes one of their own
     team.write(alice, binding, json.dumps({"id": "hers", "index": "postgresql"}), 0o640)
     refused = team.cli(bob, "runs", check=False)
     assert refused.returncode != 0
