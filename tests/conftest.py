@@ -222,6 +222,15 @@ def team(pg_url):
     yield from make_team(pg_url)
 
 
+@pytest.fixture
+def bare_team(pg_url):
+    """A ``team`` whose administrator has not yet run the set-up's last step (``doctor
+    --fix``, which makes the top folders)."""
+    from workspace_team import make_team
+
+    yield from make_team(pg_url, set_up=False)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def index_home(request, home, monkeypatch) -> Path:
     """``home`` with its index on each back end in turn: SQLite, then PostgreSQL."""

@@ -50,7 +50,7 @@ class Team:
     who made the workspace's folder (owned by the admin, the team's group, setgid and
     sticky, nobody else) and its ``config.toml``; a home folder each."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, set_up: bool = True) -> None:
         k = secrets.token_hex(3)
         self.group, self.users = f"jtteam{k}", [f"jta{k}", f"jtb{k}"]
         # a third member, in the workspace's admin group too
@@ -74,6 +74,10 @@ class Team:
         shutil.chown(config, self.admin, self.group)
         os.chmod(config, 0o640)
         self.url = url
+        if set_up:  # the administrator's last step of the set-up, as docs/workspace.md says
+            self.cli(self.admin, "doctor", "--fix", check=False)
+            made = sorted(p.name for p in self.workspace.iterdir() if p.is_dir())
+            assert {"runs", "models", "users", "environments"} <= set(made), made
 
     @property
     def everyone(self) -> list[str]:
@@ -125,8 +129,9 @@ class Team:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def make_team(pg_url: str):
-    """A ``Team`` for one test, removed with its users after it (the ``team`` fixture)."""
+def make_team(pg_url: str, set_up: bool = True):
+    """A ``Team`` for one test, removed with its users after it (the ``team`` fixture);
+    without ``set_up``, the administrator has not yet made the top folders."""
     if os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("runuser"):
         pytest.fail("the workspace members' tests need root, useradd and runuser (util-linux)")
     found = subprocess.run(
@@ -136,7 +141,7 @@ def make_team(pg_url: str):
         pytest.fail(
             f"the workspace members' tests need {PYTHON} of Python {sys.version_info[:2]}, the version of this venv"
         )
-    made = Team(pg_url)
+    made = Team(pg_url, set_up)
     try:
         yield made
     finally:

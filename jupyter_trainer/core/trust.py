@@ -100,7 +100,7 @@ class Trust:
                 f"{self.admins()}; whoever writes it decides what runs as you. Remove it "
                 f"(or ask {who} to), or make it yourself"
             )
-        if stat.S_IMODE(mode) & _OTHERS_WRITE:
+        if others_may_write(found):
             return (
                 f"{what} {path} may be written by others (mode {stat.S_IMODE(mode):04o}); "
                 f"whoever writes it decides what runs as you. Fix: chmod go-w {path}"
@@ -123,7 +123,7 @@ class Trust:
                     "send it anywhere: replace the link with the folder itself",
                     path=str(path),
                 )
-            if stat.S_IMODE(mode) & _OTHERS_WRITE and not mode & stat.S_ISVTX:
+            if others_may_write(found) and not mode & stat.S_ISVTX:
                 fix = (
                     f"chmod +t {folder}"
                     if found.st_uid == self.me
@@ -223,6 +223,26 @@ def own_folder(path: Path, what: str, mode: int = 0o700) -> Path:
     if stat.S_IMODE(found.st_mode) & _OTHERS_WRITE:
         os.chmod(path, stat.S_IMODE(found.st_mode) & ~_OTHERS_WRITE)
     return path
+
+
+def others_may_write(found: os.stat_result) -> bool:
+    """Whether someone besides the owner may write what ``found`` describes: a write bit for
+    others, or for a group other than the owner's private one. A user private group (the
+    group named as the user, with no other member, the default of Debian and Fedora, where
+    umask 002 is usual) lets only its user write, so its write bit is the owner's own."""
+    mode = stat.S_IMODE(found.st_mode)
+    if mode & stat.S_IWOTH:
+        return True
+    return bool(mode & stat.S_IWGRP) and not _private_group(found.st_gid, found.st_uid)
+
+
+def _private_group(gid: int, uid: int) -> bool:
+    try:
+        account = pwd.getpwuid(uid)
+        group = grp.getgrgid(gid)
+    except KeyError:
+        return False
+    return group.gr_name == account.pw_name and set(group.gr_mem) <= {account.pw_name}
 
 
 def user_name(uid: int) -> str:

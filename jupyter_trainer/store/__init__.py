@@ -39,6 +39,7 @@ from ..core.modes import make_top, share_tree
 from ..core.records import StateRecord
 from ..core.secret_values import secret_values
 from ..core.spec import RunSpec, validate_run_id
+from ..core.top_folders import set_up_workspace
 from ..rankside import rank_files, run_secrets
 from ..rankside.home import HOME_ENV, default_home
 from . import liveness, requests, reserve
@@ -107,6 +108,8 @@ class Store(RankReader):
         self.home = Path(home).expanduser() if home else default_home()
         self.runs_dir = self.home / "runs"
         self.settings = settings(self.home)
+        if self.settings.shared:
+            set_up_workspace(self.home)
         self.index = run_index(self.home, self._folder_rows, self.settings)
 
     # -- layout ------------------------------------------------------------------------

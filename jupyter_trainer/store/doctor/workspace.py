@@ -20,20 +20,10 @@ import stat
 from pathlib import Path
 
 from ...core.modes import TOP_MODE, make_top
+from ...core.top_folders import TOP_FOLDERS
 from ...core.trust import Trust, user_name
 from .report import Finding, Report, add
 
-# The top folders members make entries in: made by the administrator's `doctor --fix`.
-TOP_FOLDERS = (
-    "runs",
-    "models",
-    "sweeps",
-    "staging",
-    "requests",
-    "users",
-    "environments",
-    "environments/definitions",
-)
 _OTHERS = 0o007
 
 
