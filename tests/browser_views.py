@@ -280,9 +280,27 @@ def check_live_view(page: Page, root: str, run, *, shots: str = "", panel_row: s
     pw.fill(within("[data-testid=jt-log-search]"), "")
     pw.select_option(within("[data-testid=jt-log-rank]"), "all")
 
-    # Cancel ends the run, with no process left; the finished view keeps no Cancel
+    # Cancel asks first, naming the run; Escape (or Keep running) leaves it running
     assert not run.done
     pw.click(within("[data-testid=jt-cancel]"))
+    question = within("[data-testid=jt-confirm-cancel]")
+    pw.wait_for_selector(question)
+    said = " ".join(page.text(question).split())
+    assert said.startswith(f"Cancel run {run.spec.name} ({run.id})?"), said
+    assert pw.evaluate("document.activeElement.dataset.testid") == "jt-confirm-keep"
+    shot("04b-cancel-asked")
+    pw.keyboard.press("Escape")
+    pw.wait_for_selector(question, state="hidden")
+    assert pw.evaluate("document.activeElement.dataset.testid") == "jt-cancel"
+    pw.click(within("[data-testid=jt-cancel]"))
+    pw.click(within("[data-testid=jt-confirm-keep]"))
+    pw.wait_for_selector(question, state="hidden")
+    pw.wait_for_timeout(1500)
+    assert not run.done, run.status
+    assert run.store.cancel_request(run.id) is None, run.store.cancel_request(run.id)
+    assert pw.locator(within("[data-testid=jt-status]")).first.text_content() == "running"
+    # confirmed, Cancel ends the run, with no process left; the finished view keeps no Cancel
+    confirm_cancel(pw, root)
     wait_for(lambda: run.status == "canceled", 20, what="the run to be canceled")
     wait_for(lambda: leftover(run.id) == [], 10, what="every process of the run to end")
     pw.wait_for_selector(within("[data-testid=jt-status]:text-is('canceled')"))
@@ -291,6 +309,14 @@ def check_live_view(page: Page, root: str, run, *, shots: str = "", panel_row: s
     pw.wait_for_selector(within("[data-testid=jt-stages] .jt-stage-end:has-text('canceled')"))
     pw.wait_for_selector(within("[data-testid=jt-outputs]"))
     shot("05-canceled")
+
+
+def confirm_cancel(pw, root: str = "", button: str = "jt-cancel") -> None:
+    """Cancel in the view under ``root`` (``button``: jt-cancel, jt-sweep-cancel), and the
+    question it asks answered yes."""
+    pw.click(under(root, f"[data-testid={button}]") if root else f"[data-testid={button}]")
+    yes = "[data-testid=jt-confirm-cancel] [data-testid=jt-confirm-yes]"
+    pw.click(under(root, yes) if root else yes)
 
 
 def luminance(css: str) -> float:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 from browser_page import TIMEOUT_MS, Page, any_front_end, browser  # noqa: F401 (the fixtures)
+from browser_views import confirm_cancel
 from conftest import leftover, wait_for
 
 import jupyter_trainer
@@ -190,7 +191,7 @@ def test_after_a_restart_and_a_reload_the_output_shows_the_run_from_the_server(a
         what="log lines from the server",
     )
     page.shot("14-reloaded-after-restart")
-    pw.click("[data-testid=jt-cancel]")
+    confirm_cancel(pw)
     wait_for(
         lambda: run.status == "canceled", 20, what="the run to be canceled from the server view"
     )

@@ -8,6 +8,7 @@ under ``$JT_ARTIFACTS`` like test_browser.py's.
 from __future__ import annotations
 
 from browser_page import browser  # noqa: F401 (the fixture)
+from browser_views import confirm_cancel
 from conftest import leftover, wait_for
 
 import jupyter_trainer as jt
@@ -188,7 +189,7 @@ def test_cancel_in_the_sweep_widget_ends_a_running_sweep(browser, home):
         what="each running trial to have logged val_acc",
     )
     assert cell_busy(page)
-    pw.click(within("[data-testid=jt-sweep-cancel]"))
+    confirm_cancel(pw, SWEEP, "jt-sweep-cancel")
     wait_for(lambda: sweep.status == "canceled", 60, what="the sweep to be canceled")
     pw.wait_for_selector(within("[data-testid=jt-sweep-status]:text-is('canceled')"))
     assert "Canceled: canceled from the notebook (Cancel button)" in page.text(

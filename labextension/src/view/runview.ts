@@ -15,7 +15,7 @@ import { SystemSection } from './systemview';
 import { costText, money } from './cost';
 import type { IRunState, IRunTraits, IStage } from './runtraits';
 import type { IViewModel } from './viewmodel';
-import { FrameScheduler, type Handlers, listen, showCancel } from './viewparts';
+import { FrameScheduler, type Handlers, askBeforeCancel, listen, showCancel } from './viewparts';
 
 /** What the run view reads and writes. */
 export type IRunModel = IViewModel<IRunTraits>;
@@ -189,10 +189,19 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
   store.listeners.add(onLog);
   onLog(null);
 
-  cancel.addEventListener('click', () => {
-    cancelClicked = true;
-    showCancel(cancel, { ended: false, gone: '', pressed: true, title: '' });
-    send({ type: 'cancel' });
+  askBeforeCancel(cancel, {
+    question: () => {
+      const name = model.get('info')?.name;
+      const id = escapeHtml(model.get('run_id') || '');
+      return name ? `Cancel run <b>${escapeHtml(name)}</b> (<code>${id}</code>)?` : `Cancel run <code>${id}</code>?`;
+    },
+    detail: 'Every rank is stopped; what it wrote so far is kept.',
+    confirm: 'Cancel run',
+    onConfirm: () => {
+      cancelClicked = true;
+      showCancel(cancel, { ended: false, gone: '', pressed: true, title: '' });
+      send({ type: 'cancel' });
+    }
   });
 
   /** The kernel (or server) that fed this view is gone: show its last state as such, its

@@ -10,7 +10,7 @@
  */
 import { escapeHtml } from './ansi.js';
 import { formatDuration, formatNumber } from './chart.js';
-import { FrameScheduler, type Handlers, listen, showCancel } from './viewparts';
+import { FrameScheduler, type Handlers, askBeforeCancel, listen, showCancel } from './viewparts';
 import type { IViewModel } from './viewmodel';
 import { BestChart, ParallelPlot } from './sweepcharts';
 import {
@@ -136,10 +136,19 @@ export function mountSweepView(root: HTMLElement, model: IViewModel<ISweepTraits
     send(model.get('selected') === number ? { type: 'close_trial' } : { type: 'open', number });
   }
 
-  cancel.addEventListener('click', () => {
-    cancelClicked = true;
-    showCancel(cancel, { ended: false, gone: '', pressed: true, title: '' });
-    send({ type: 'cancel' });
+  askBeforeCancel(cancel, {
+    question: () => {
+      const name = spec().name;
+      const id = escapeHtml(model.get('sweep_id') || state().id || '');
+      return name ? `Cancel sweep <b>${escapeHtml(name)}</b> (<code>${id}</code>) and its running trials?` : `Cancel sweep <code>${id}</code> and its running trials?`;
+    },
+    detail: 'Trials that ended keep their results.',
+    confirm: 'Cancel sweep',
+    onConfirm: () => {
+      cancelClicked = true;
+      showCancel(cancel, { ended: false, gone: '', pressed: true, title: '' });
+      send({ type: 'cancel' });
+    }
   });
   tbody.addEventListener('click', event => {
     const row = (event.target as HTMLElement).closest('tr[data-number]') as HTMLElement | null;

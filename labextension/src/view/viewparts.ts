@@ -65,9 +65,11 @@ export class FrameScheduler {
 }
 
 /** A view's Cancel button: hidden once the run or sweep ended, off while the connection is
- * gone (saying why), and "Canceling…" from a press until the end. */
+ * gone (saying why), and "Canceling…" from a press until the end. A question it asked
+ * (``askBeforeCancel``) goes with it once it is hidden or off. */
 export function showCancel(button: HTMLButtonElement, state: { ended: boolean; gone: string; pressed: boolean; title: string }): void {
   button.hidden = state.ended;
+  if (state.ended || state.gone || state.pressed) QUESTIONS.get(button)?.close(false);
   if (state.gone) {
     button.disabled = true;
     button.title = state.gone;
@@ -79,4 +81,74 @@ export function showCancel(button: HTMLButtonElement, state: { ended: boolean; g
     button.textContent = 'Cancel';
     button.title = state.title;
   }
+}
+
+export interface ICancelQuestion {
+  /** What is asked, as HTML: "Cancel run <b>name</b> (id)?" */
+  question: () => string;
+  /** What canceling does, in a few words, under the question. */
+  detail: string;
+  /** The label of the button that cancels: "Cancel run", "Cancel sweep". */
+  confirm: string;
+  onConfirm: () => void;
+}
+
+const QUESTIONS = new WeakMap<HTMLButtonElement, { close(refocus: boolean): void }>();
+
+/** Cancel ends hours of training, so a press first asks, in place under the view's head:
+ * the question names what would end, and "Keep running" has the focus, so a stray Enter or
+ * Escape keeps it running. Only "Cancel run" calls ``onConfirm``. */
+export function askBeforeCancel(button: HTMLButtonElement, ask: ICancelQuestion): void {
+  const box = document.createElement('div');
+  box.className = 'jt-confirm';
+  box.dataset.testid = 'jt-confirm-cancel';
+  box.setAttribute('role', 'alertdialog');
+  box.hidden = true;
+  box.innerHTML = `<span class="jt-confirm-text" data-testid="jt-confirm-text"></span>
+    <span class="jt-confirm-detail jt-muted"></span>
+    <span class="jt-confirm-buttons">
+      <button type="button" class="jt-button" data-testid="jt-confirm-keep">Keep running</button>
+      <button type="button" class="jt-button jt-danger-solid" data-testid="jt-confirm-yes"></button>
+    </span>`;
+  const text = part<HTMLElement>(box, '.jt-confirm-text');
+  const keep = part<HTMLButtonElement>(box, '[data-testid=jt-confirm-keep]');
+  const yes = part<HTMLButtonElement>(box, '[data-testid=jt-confirm-yes]');
+  part<HTMLElement>(box, '.jt-confirm-detail').textContent = ask.detail;
+  yes.textContent = ask.confirm;
+  text.id = `jt-confirm-${Math.random().toString(36).slice(2)}`;
+  box.setAttribute('aria-labelledby', text.id);
+  const row = button.closest('.jt-head-main') || button;
+  row.after(box);
+
+  const close = (refocus: boolean): void => {
+    if (box.hidden) return;
+    box.hidden = true;
+    button.setAttribute('aria-expanded', 'false');
+    if (refocus && !button.hidden && !button.disabled) button.focus();
+  };
+  QUESTIONS.set(button, { close });
+  button.setAttribute('aria-haspopup', 'dialog');
+  button.setAttribute('aria-expanded', 'false');
+  button.addEventListener('click', () => {
+    if (!box.hidden) {
+      keep.focus();
+      return;
+    }
+    text.innerHTML = ask.question();
+    box.hidden = false;
+    button.setAttribute('aria-expanded', 'true');
+    keep.focus();
+  });
+  keep.addEventListener('click', () => close(true));
+  yes.addEventListener('click', () => {
+    close(false);
+    ask.onConfirm();
+  });
+  box.addEventListener('keydown', event => {
+    if (event.key === 'Escape') {
+      event.preventDefault();
+      event.stopPropagation();
+      close(true);
+    }
+  });
 }
