@@ -380,7 +380,7 @@ def _refused_value(name: str, node: ast.Call) -> str | None:
             return f"the Azure storage path {azure[0].split('?', 1)[0]!r}: {CREDENTIALS_FIX}"
     if name == "Environment.get":
         for value in _literals(node, 1, "name"):
-            if value.startswith(CURATED_PREFIXES) and CURATED_REFUSED.search(value):
+            if value.lower().startswith(CURATED_PREFIXES) and CURATED_REFUSED.search(value):
                 return f"the curated environment {value!r}: this project runs PyTorch"
     return None
 

@@ -22,14 +22,14 @@ from typing import Any
 
 from ...core.errors import EnvError
 from ...environment.definition import EnvDefinition, validate_name
-from ..errors import NotSupported
+from ..errors import NotSupported, UserErrorException
 from .conda_dependencies import CondaDependencies
 
 # v1's curated environments (AzureML-PyTorch-1.6-GPU, AzureML-ACPT-pytorch-..., AzureML-Minimal,
 # ...) were images in Azure's registry. Their counterpart here is the kernel's own environment,
 # torch included: Environment.get gives one that stands for it, with a V1Note naming the
 # torch a run will have. The TensorFlow ones are refused: this project runs PyTorch.
-CURATED_PREFIXES = ("AzureML-", "azureml:AzureML-")
+CURATED_PREFIXES = ("azureml-", "azureml:azureml-")  # matched in any case, as Azure did
 CURATED_REFUSED = re.compile(r"tensorflow|(^|[-_])tf[-_\d]", re.I)
 CURATED_FIX = (
     "this project runs PyTorch: use a PyTorch curated name, or "
@@ -175,7 +175,7 @@ class Environment:
         workspace: Any, name: str, version: str | None = None, label: str | None = None
     ) -> Environment:
         registered = getattr(workspace, "_environments", {}).get(name)
-        if registered is None and name.startswith(CURATED_PREFIXES):
+        if registered is None and name.lower().startswith(CURATED_PREFIXES):
             return curated(name)
         if registered is None:
             raise EnvError(
@@ -217,7 +217,7 @@ class Environment:
     def definition(self, home: Path | None = None) -> EnvDefinition | None:
         """The environment definition this v1 environment stands for, or None for the
         kernel's own environment (user-managed dependencies, or nothing to add)."""
-        if self.name.startswith(CURATED_PREFIXES) and not self._curated:
+        if self.name.lower().startswith(CURATED_PREFIXES) and not self._curated:
             raise NotSupported(
                 f"an environment named like a curated one ({self.name!r})",
                 "use Environment.get(ws, NAME) for a curated environment, or another name",
@@ -235,6 +235,7 @@ class Environment:
                 f"environment {self.name!r} leaves out: " + "; ".join(notes), V1Note, stacklevel=3
             )
         python = deps.python_version if not self.python.user_managed_dependencies else None
+        _check_python(self.name, python)
         kernel = f"{sys.version_info.major}.{sys.version_info.minor}"
         same_python = python is None or python == kernel or python.startswith(kernel + ".")
         if not requirements and not self.environment_variables and not self.docker.base_image:
@@ -250,6 +251,26 @@ class Environment:
         if self.docker.base_image:
             data["image"] = self.docker.base_image
         return EnvDefinition.from_mapping(env_name(self.name), data, None)
+
+
+# The oldest Python that PyTorch 2 publishes wheels for: an environment asking for an older
+# one (v1's conda files often say python=3.6) could never hold the torch a run needs
+OLDEST_PYTHON = (3, 9)
+
+
+def _check_python(name: str, python: str | None) -> None:
+    """Refuse, when the environment is defined, a Python too old for any PyTorch 2, in v1's
+    words: the file's ``python=`` line is what to change."""
+    found = re.match(r"(\d+)\.(\d+)", python or "")
+    if found is None or (int(found.group(1)), int(found.group(2))) >= OLDEST_PYTHON:
+        return
+    kernel = f"{sys.version_info.major}.{sys.version_info.minor}"
+    raise UserErrorException(
+        f"environment {name!r} asks for Python {python} (its conda dependencies' python= "
+        f"line), older than any Python PyTorch 2 runs on ({OLDEST_PYTHON[0]}.{OLDEST_PYTHON[1]}"
+        f" or later): change it to python={kernel}, this kernel's, or remove the line to use "
+        "the kernel's Python"
+    )
 
 
 def env_name(name: str) -> str:

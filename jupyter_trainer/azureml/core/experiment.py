@@ -15,6 +15,7 @@ from typing import Any
 
 from ...api import runs as api
 from ...environment.manage import define
+from ...targets.registry import get_target
 from ..errors import UserErrorException
 from .run import Run
 
@@ -124,12 +125,34 @@ def define_environment(experiment: Experiment, environment: Any) -> str | None:
     return str(definition.name)
 
 
+def check_image(experiment: Experiment, environment: Any, target: str) -> None:
+    """Refuse, before anything is defined or started, a v1 environment's
+    ``docker.base_image`` on a target that starts processes directly on its hosts, with
+    v1's own fix."""
+    image = getattr(getattr(environment, "docker", None), "base_image", None)
+    if not image:
+        return
+    found = get_target(target, getattr(experiment.workspace, "home", None))
+    if getattr(found, "runs_images", False):
+        return
+    raise UserErrorException(
+        f"environment {environment.name!r} has docker.base_image = {image!r}, but compute "
+        f"target {target!r} ({found.kind}) starts processes directly on its hosts and cannot "
+        "run an image. Set env.docker.base_image = None before submitting: the run then uses "
+        "the kernel's Python with the environment's packages (list what the image added with "
+        "env.python.conda_dependencies), or submit to a Slurm (pyxis) or Kubernetes compute "
+        "target"
+    )
+
+
 def start_run(
     experiment: Experiment, submission: dict[str, Any], tags: dict[str, Any] | None = None
 ) -> api.Run:
     """``jt.submit`` of a v1 job's ``submission`` (see ``ScriptRunConfig.submission``)."""
     options = dict(submission)
-    env = define_environment(experiment, options.pop("environment", None))
+    environment = options.pop("environment", None)
+    check_image(experiment, environment, str(options.get("target") or "local"))
+    env = define_environment(experiment, environment)
     run = api.submit(
         **options,
         env=env,

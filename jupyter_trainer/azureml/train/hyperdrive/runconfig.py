@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core.experiment import Experiment, define_environment, experiment_origin
+from ...core.experiment import Experiment, check_image, define_environment, experiment_origin
 from ...errors import NotSupported, UserErrorException
 from .policy import EarlyTerminationPolicy, NoTerminationPolicy
 from .run import HyperDriveRun, PrimaryMetricGoal
@@ -72,6 +72,7 @@ class HyperDriveConfig:
         job = self.run_config if self.run_config is not None else self.estimator
         options = dict(job.submission(experiment.workspace))
         environment = options.pop("environment", None)
+        check_image(experiment, environment, str(options.get("target") or "local"))
         sampling = self.hyperparameter_sampling
         options["args"] = [*options["args"], *sampling.arguments()]
         handle = sweep(

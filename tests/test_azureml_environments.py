@@ -1,0 +1,71 @@
+"""v1 environments as v1 notebooks define them: a curated name written in any case, a
+``docker.base_image`` on a target that cannot run images, and a conda file that asks for a
+Python no PyTorch 2 runs on. Each is answered when it is submitted, in v1's words, before
+anything is defined or started."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from azureml_project import DATA, PROJ
+
+from jupyter_trainer.azureml.core import (
+    Dataset,
+    Environment,
+    Experiment,
+    ScriptRunConfig,
+    Workspace,
+)
+from jupyter_trainer.azureml.core.environment import V1Note
+from jupyter_trainer.azureml.errors import UserErrorException
+
+
+def job(env: Environment) -> ScriptRunConfig:
+    return ScriptRunConfig(
+        source_directory=str(PROJ),
+        script="train.py",
+        arguments=["--data-dir", Dataset.File.from_files(str(DATA)).as_mount()],
+        environment=env,
+    )
+
+
+def nothing_made(home) -> bool:
+    runs = home / "runs"
+    definitions = home / "environments" / "definitions"
+    return not (runs.exists() and any(runs.iterdir())) and not definitions.exists()
+
+
+def test_a_curated_name_in_lower_case_is_the_kernels_environment(home):
+    """Azure matched curated names in any case; v1 samples write them both ways."""
+    with pytest.warns(V1Note, match="is an image of Azure's"):
+        env = Environment.get(Workspace(), "azureml-acpt-pytorch-2.2-cuda12.1")
+    assert env.definition() is None  # the kernel's own environment
+    run = Experiment(Workspace(), "curated").submit(job(env))
+    run.wait_for_completion()
+    assert run.get_status() == "Completed"
+
+
+def test_a_docker_base_image_on_the_local_target_is_refused_with_v1s_fix(home):
+    env = Environment("with-image")
+    env.docker.base_image = "mcr.microsoft.com/azureml/openmpi4.1.0-ubuntu20.04"
+    env.python.conda_dependencies.add_pip_package("numpy")
+    with pytest.raises(UserErrorException) as info:
+        Experiment(Workspace(), "image").submit(job(env))
+    message = str(info.value)
+    assert "compute target 'local' (local)" in message
+    assert "env.docker.base_image = None" in message and "image:" not in message
+    assert nothing_made(home)
+
+
+def test_a_conda_file_asking_for_python_3_6_is_refused_in_v1s_words(home, tmp_path):
+    conda = tmp_path / "conda_dependencies.yml"
+    conda.write_text("name: old\ndependencies:\n  - python=3.6\n  - pip:\n    - numpy\n")
+    env = Environment.from_conda_specification(name="old", file_path=str(conda))
+    kernel = f"{sys.version_info.major}.{sys.version_info.minor}"
+    with pytest.raises(UserErrorException) as info:
+        Experiment(Workspace(), "old-python").submit(job(env))
+    message = str(info.value)
+    assert "asks for Python 3.6 (its conda dependencies' python= line)" in message
+    assert f"change it to python={kernel}" in message and "%%environment" not in message
+    assert nothing_made(home)
