@@ -7,9 +7,11 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from conftest import wait_for
+from ssh_hosts import pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.rankside import procs
@@ -24,23 +26,41 @@ while open(f"/proc/{child.pid}/cmdline", "rb").read().split(b"\\0")[0] != b"slee
     time.sleep(0.01)
 stat = open(f"/proc/{child.pid}/stat").read()
 ticks = int(stat[stat.rindex(")") + 2 :].split()[19])
-with open("outputs/escaped.json", "w") as f:
+with open(PIDFILE, "w") as f:
     json.dump({"pid": child.pid, "ticks": ticks}, f)
 if STAY:
     time.sleep(600)
 """
 
 
-def escaped(run: api.Run) -> dict[str, int]:
-    path = run.outputs / "escaped.json"
+def escaped(path: Path) -> dict[str, int]:
     wait_for(path.exists, timeout=60, what="the rank to start its grandchild")
     return json.loads(path.read_text())
 
 
+def escape(target: str, stay: bool, tmp_path: Path) -> tuple[api.Run, dict[str, int]]:
+    pidfile = tmp_path / "escaped.json"
+    code = ESCAPE.replace("STAY", str(stay)).replace("PIDFILE", repr(str(pidfile)))
+    run = api.submit(code, target=target, procs=1, hot=False, name="escape")
+    return run, escaped(pidfile)
+
+
 @pytest.mark.parametrize("stay", [False, True], ids=["orphaned", "canceled"])
-def test_a_grandchild_that_leaves_the_session_and_environment_ends_with_the_run(home, stay):
-    run = api.submit(ESCAPE.replace("STAY", str(stay)), procs=1, hot=False, name="escape")
-    grandchild = escaped(run)
+def test_a_grandchild_that_leaves_the_session_and_environment_ends_with_the_run(
+    home, tmp_path, stay
+):
+    run, grandchild = escape("local", stay, tmp_path)
+    ends_with_the_run(run, grandchild, stay)
+
+
+@pytest.mark.parametrize("stay", [False, True], ids=["orphaned", "canceled"])
+def test_on_an_ssh_node_too(pair, home, tmp_path, stay):
+    run, grandchild = escape("pair", stay, tmp_path)
+    ends_with_the_run(run, grandchild, stay)
+
+
+def ends_with_the_run(run: api.Run, grandchild: dict[str, int], stay: bool) -> None:
+    """The run ends as asked, its grandchild with it, named among the teardown's stragglers."""
     try:
         if stay:
             run.cancel(wait=True, timeout=30)
@@ -48,10 +68,8 @@ def test_a_grandchild_that_leaves_the_session_and_environment_ends_with_the_run(
             run.wait(timeout=60)
         state = run.state
         assert not procs.is_alive(grandchild["pid"], grandchild["ticks"]), state["teardown"]
-        ended = state["teardown"].get("stragglers", [])
-        assert any(line.startswith(f"{grandchild['pid']} sleep 600") for line in ended), state[
-            "teardown"
-        ]
+        ended = state["teardown"].get("stragglers", [])  # "PID CMD" ("NODE: PID CMD" on ssh)
+        assert any(f"{grandchild['pid']} sleep 600" in line for line in ended), state["teardown"]
         assert state["teardown"]["leftovers"] == []
         assert state["status"] == ("canceled" if stay else "completed")
     finally:

@@ -8,9 +8,9 @@ import signal
 import time
 
 from ..atomic import write_atomic
-from ..procs import start_ticks
+from ..procs import become_subreaper, start_ticks
 from .frames import answer
-from .processes import killpg
+from .processes import killpg, record_orphans
 
 
 def start(workdir, spec):
@@ -66,6 +66,7 @@ def _keeper(spec, report_fd):
     import subprocess
 
     os.setsid()
+    become_subreaper()  # a rank's orphan stays below this process, whatever session it made
     node = spec["node"]
     run_dir = spec["run_dir"]
     log = os.open(
@@ -100,7 +101,13 @@ def _keeper(spec, report_fd):
         )
         return
     ticks = start_ticks(child.pid)
-    ids = {"pid": child.pid, "pgid": child.pid, "start_ticks": ticks, "keeper": os.getpid()}
+    ids = {
+        "pid": child.pid,
+        "pgid": child.pid,
+        "start_ticks": ticks,
+        "keeper": os.getpid(),
+        "keeper_ticks": start_ticks(os.getpid()),
+    }
     write_atomic(os.path.join(run_dir, "node-%d.json" % node), json.dumps(ids))
     os.write(report_fd, json.dumps(ids).encode())
     os.close(report_fd)
@@ -123,6 +130,7 @@ def _keeper(spec, report_fd):
             killpg(child.pid, ticks, signal.SIGTERM)
         elif orphaned and time.monotonic() > deadline:
             killpg(child.pid, ticks, signal.SIGKILL)
+    record_orphans(run_dir, node, os.getpid())
     write_atomic(
         exit_path, json.dumps({"exit_code": code, "ended": time.time(), "orphaned": orphaned})
     )

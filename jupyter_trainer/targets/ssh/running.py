@@ -133,13 +133,16 @@ class SshRunning(Target):
             report[folder.label] = {
                 "sigterm": answer.get("sigterm"),
                 "sigkilled": answer.get("sigkilled", []),
+                "stragglers": answer.get("stragglers", []),  # outside group and environment
             }
             if first:
                 self._left[folder.label] = answer.get("leftovers", [])
         self._fresh_leftovers = first
+        stragglers = [f"{h}: {p}" for h, r in report.items() for p in r.get("stragglers", [])]
         return {
             "nodes": report,
             "sigkilled": [f"{h}: {p}" for h, r in report.items() for p in r.get("sigkilled", [])],
+            **({"stragglers": stragglers} if stragglers else {}),
         }
 
     def end_attempt(self, handle: Handle, run_id: str, grace: float) -> dict[str, Any]:
