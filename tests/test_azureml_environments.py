@@ -69,3 +69,24 @@ def test_a_conda_file_asking_for_python_3_6_is_refused_in_v1s_words(home, tmp_pa
     assert "asks for Python 3.6 (its conda dependencies' python= line)" in message
     assert f"change it to python={kernel}" in message and "%%environment" not in message
     assert nothing_made(home)
+
+
+def test_a_v1_script_runs_on_its_own_as_v1_tutorials_try_it(home, tmp_path):
+    """v1's ``!python train.py`` before submitting: the script's ``azureml.core.run`` is
+    found through ``azureml run`` (or ``azureml path`` on PYTHONPATH), and its run is an
+    offline one that prints what it logs."""
+    import subprocess
+
+    from jt_cli import cli
+
+    done = cli("azureml", "run", str(PROJ / "train.py"), "--data-dir", str(DATA), "--epochs", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "of experiment offline, rank 0 of 1" in done.stdout
+    folder = cli("azureml", "path").stdout.strip()
+    plain = [sys.executable, str(PROJ / "train.py"), "--data-dir", str(DATA), "--epochs", "1"]
+    alone = subprocess.run(plain, capture_output=True, text=True, cwd=tmp_path)
+    assert "No module named 'azureml'" in alone.stderr  # what the tutorial's line met
+    found = subprocess.run(
+        plain, capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": folder}
+    )
+    assert found.returncode == 0 and "of experiment offline" in found.stdout, found.stderr
