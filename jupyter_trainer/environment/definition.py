@@ -6,7 +6,11 @@ fails in the cell that wrote it, with the key and the fix in the message. Nothin
 silently ignored: an unknown key is an error, not a no-op.
 
 The *version* of a definition is a hash of its normalised content, so defining the same
-content twice gives the same version, and any change gives a new one.
+content twice gives the same version, and any change gives a new one. A variable that holds
+a secret (``core.redact``: ``HF_TOKEN``, a ``DATABASE_URL`` with a password) is part of the
+content redacted, with its name under ``secrets``: the stored definition, which a workspace's
+team reads, never holds its value, and a new value alone is no new version. The definer's
+values are kept owner-only beside their locks (``registry``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import EnvError
+from ..core.redact import holds_secret, redact
 
 KEYS = ("python", "pip", "env", "inherit", "image")
 RESERVED_NAMES = ("list", "show", "export", "build", "help")
@@ -84,26 +89,51 @@ class EnvDefinition:
     inherit: bool = False  # layer on the kernel's own packages
     image: str | None = None  # a container image, for targets that run them
     requirements_file: str | None = None  # where ``pip`` came from, if a file (not hashed)
+    secrets: tuple[str, ...] = ()  # variables whose values are kept apart (more are found)
+    # the hash an older release stored for a definition whose file holds secret values
+    # (checked against that content by ``legacy_version`` before it is given)
+    stored_version: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         validate_name(self.name)
         object.__setattr__(self, "pip", tuple(self.pip))
         object.__setattr__(self, "env", dict(self.env))
+        found = {k for k, v in self.env.items() if holds_secret(v, k)}
+        kept = sorted((set(self.secrets) | found) & set(self.env))
+        object.__setattr__(self, "secrets", tuple(kept))
+
+    def recorded_env(self) -> dict[str, str]:
+        """The variables as every record shows them: the secret ones redacted."""
+        return {k: (redact(v, k) if k in self.secrets else v) for k, v in sorted(self.env.items())}
+
+    def secret_values(self) -> dict[str, str]:
+        """The secret variables' values this definition holds (none when it was read from a
+        stored definition, which records them redacted)."""
+        return {k: self.env[k] for k in self.secrets if holds_secret(self.env[k], k)}
 
     def content(self) -> dict[str, Any]:
-        """What the version hashes: everything that changes what a run gets."""
-        return {
+        """What the version hashes and the stored definition records: everything that
+        changes what a run gets, its secret values redacted."""
+        content: dict[str, Any] = {
             "python": self.python,
             "pip": list(self.pip),
-            "env": dict(sorted(self.env.items())),
+            "env": self.recorded_env(),
             "inherit": self.inherit,
             "image": self.image,
         }
+        if self.secrets:
+            content["secrets"] = list(self.secrets)
+        return content
 
     @property
     def version(self) -> str:
-        blob = json.dumps(self.content(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return self.stored_version or _hash(self.content())
+
+    def legacy_version(self) -> str:
+        """The version an older release gave this content: its variables as they are."""
+        content = self.content()
+        content.pop("secrets", None)
+        return _hash({**content, "env": dict(sorted(self.env.items()))})
 
     def to_yaml(self) -> str:
         """The definition as the YAML body of a ``%%environment`` cell (for ``show``)."""
@@ -116,7 +146,7 @@ class EnvDefinition:
         if self.pip:
             data["pip"] = list(self.pip)
         if self.env:
-            data["env"] = dict(self.env)
+            data["env"] = self.recorded_env()
         if self.image is not None:
             data["image"] = self.image
         return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
@@ -168,6 +198,11 @@ class EnvDefinition:
             image=image,
             requirements_file=req_file,
         )
+
+
+def _hash(content: dict[str, Any]) -> str:
+    blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 def _check_keys(name: str, data: Mapping[Any, Any]) -> None:

@@ -17,6 +17,14 @@ pass the trust check (``core.trust``: it is this user's or the administrator's, 
 may write it, no link). A colleague's is run only at a version this user names in full
 (``NAME@VERSION``): its content is checked against that hash, so its definer cannot change
 what it means. Reading one to show it needs neither.
+
+A definition records its secret variables redacted (``definition``); their values are the
+definer's, kept in a file only they can read (``rankside.run_secrets``, as a run's are):
+
+```
+users/<name>/environments/secrets/<name>/<version>/secrets.json   0600, in a folder 0700
+```
+so the definer's runs get them and a colleague who uses the definition supplies their own.
 """
 
 from __future__ import annotations
@@ -31,12 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import EnvError, Untrusted
-from ..core.files import write_text_atomic
+from ..core.files import private_folder, write_text_atomic
 from ..core.modes import make_top
 from ..core.trust import Trust, user_name
 from ..core.workspace import Settings
+from ..rankside import run_secrets
 from .definition import EnvDefinition, validate_name
-from .places import store_settings
+from .places import own_environments, store_settings
 
 _VERSION_CHARS = set("0123456789abcdef")
 FULL_VERSION = 12  # hex digits of ``EnvDefinition.version``
@@ -93,8 +102,51 @@ class Registry:
                 "requirements_file": definition.requirements_file,
             }
             self._write(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+        self._keep_secrets(definition)
         self._write(folder / "LATEST", definition.version + "\n")
         return self._load_file(path), new
+
+    def variables(self, record: EnvRecord) -> dict[str, str]:
+        """The variables a run of ``record`` gets: its secret ones with the values this user
+        kept when defining it. ``EnvError`` naming the secret variables this user has no
+        value for (a colleague's definition: only its definer can read them)."""
+        definition = record.definition
+        values = {**self._kept_secrets(definition), **definition.secret_values()}
+        missing = [k for k in definition.secrets if k not in values]
+        if missing:
+            who = self.owner(definition.name) or "its definer"
+            names = ", ".join(missing)
+            raise EnvError(
+                f"environment {definition.name}@{definition.version} sets the secret "
+                f"variables {names}, whose values only {who} can read, and nothing was "
+                f"started; define an environment of your own with your values for {names} "
+                f"(`jupyter-trainer env show {definition.name}@{definition.version}` shows "
+                "the rest of it)"
+            )
+        return {**definition.env, **values}
+
+    def _secrets_folder(self, definition: EnvDefinition) -> Path:
+        return own_environments(self.home) / "secrets" / definition.name / definition.version
+
+    def _keep_secrets(self, definition: EnvDefinition) -> None:
+        """Keep ``definition``'s secret values for this user alone, replacing older ones."""
+        values = definition.secret_values()
+        if not values:
+            return
+        folder = self._secrets_folder(definition)
+        for each in (folder.parent.parent, folder.parent, folder):
+            private_folder(each)
+        try:
+            os.unlink(folder / run_secrets.FILE)
+        except FileNotFoundError:
+            pass
+        run_secrets.write(folder, {"variables": values})
+
+    def _kept_secrets(self, definition: EnvDefinition) -> dict[str, str]:
+        if not definition.secrets:
+            return {}
+        kept = run_secrets.read(self._secrets_folder(definition))["variables"]
+        return {k: v for k, v in kept.items() if k in definition.secrets and isinstance(v, str)}
 
     def get(self, name: str, version: str | None = None, *, to_run: bool = True) -> EnvRecord:
         """The latest (or the given) version of ``name``; an unknown one names what exists.
@@ -196,8 +248,23 @@ class Registry:
         for entry in os.scandir(folder):  # versions written owner-only by an older release
             if entry.is_file(follow_symlinks=False):
                 mode = stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode)
-                if mode != SHARED_FILE and entry.stat(follow_symlinks=False).st_uid == found.st_uid:
+                if (
+                    mode != SHARED_FILE
+                    and entry.stat(follow_symlinks=False).st_uid == found.st_uid
+                    and not self._holds_secret_values(Path(entry.path))
+                ):
                     os.chmod(entry.path, SHARED_FILE)
+
+    @classmethod
+    def _holds_secret_values(cls, path: Path) -> bool:
+        """Whether ``path`` is a version an older release wrote with its secret variables'
+        values in it: it stays its definer's alone."""
+        if path.suffix != ".json":
+            return False
+        try:
+            return bool(cls._load_file(path).definition.secret_values())
+        except EnvError:
+            return True
 
     def _trust_for(self, folder: Path, name: str, version: str | None) -> Trust | None:
         """The trust to read ``name``'s files with before running it (None: a personal store,
@@ -276,11 +343,15 @@ class Registry:
                 inherit=content["inherit"],
                 image=content["image"],
                 requirements_file=data.get("requirements_file"),
+                secrets=tuple(content.get("secrets", ())),
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise EnvError(
                 f"environment definition {path} is unreadable ({exc}); define the environment again"
             ) from None
+        if definition.secret_values() and definition.legacy_version() == data.get("version"):
+            # an older release's, with its secret values in it (so it is owner-only)
+            definition = dataclasses.replace(definition, stored_version=data["version"])
         if definition.version != data.get("version"):
             raise EnvError(
                 f"environment definition {path} does not match its version hash; "

@@ -78,14 +78,16 @@ def resolve(name: str | None, *, home: Path | None = None) -> EnvSpec:
         return current()
     home = Path(home) if home else default_home()
     env_name, _, version = name.partition("@")
-    record = Registry(home).get(env_name, version or None)
+    registry = Registry(home)
+    record = registry.get(env_name, version or None)
     definition = record.definition
+    variables = registry.variables(record)  # with this user's secret values, or refused
     found = lock.ensure(definition, home)
     return EnvSpec(
         name=definition.name,
         version=definition.version,
         lock=found.key,
-        variables=dict(definition.env),
+        variables=variables,
         image=definition.image,
     )
 
