@@ -38,7 +38,7 @@ from ..rankside.home import HOME_ENV, default_home
 from . import read_json, requests, write_json_atomic
 from .folders import rmtree, slug
 from .index import index_url, unwritable
-from .owners import Identity, check_may_act, folder_owner
+from .owners import Identity, check_may_act, verified_owner
 from .records import read_json_object
 from .workspace import settings
 
@@ -212,14 +212,14 @@ class SweepStore:
         return not procs.is_alive(driver.get("pid"), driver.get("start_ticks"))
 
     def owner(self, sweep_id: str) -> dict[str, Any] | None:
-        """The sweep's owner record (for a sweep made before owners were recorded, or whose
-        state cannot be read, its folder's)."""
+        """The sweep's owner: its folder's, by the kernel (``owners.verified_owner``); its
+        state's record adds only its Hub user, as a run's does."""
         paths = self.paths(sweep_id)
         try:
             found = read_json_object(paths.state).get("owner")
         except (OSError, ValueError):
             found = None
-        return found or folder_owner(paths.root)
+        return verified_owner(found, paths.root)
 
     def request_cancel(
         self, sweep_id: str, reason: str = "canceled by user", actor: Identity | None = None

@@ -30,7 +30,7 @@ from ...core.redact import redact_text, redact_url
 from ...core.waker import Waker
 from ...rankside import procs
 from ...store import TERMINAL, Store, read_json
-from ...store.owners import folder_owner
+from ...store.owners import verified_owner
 from ...store.sweeps import SweepStore
 from .ended import is_over
 from .recovery import recover
@@ -70,7 +70,7 @@ class SweepDriver:
         self.waker.watch(self.paths.root)
         # whose sweep this is, for an admin's cancel left in the workspace (``requests``);
         # one left before this driver began (a sweep resumed since) is stale
-        self.owner = self.state.get("owner") or folder_owner(self.paths.root)
+        self.owner = verified_owner(self.state.get("owner"), self.paths.root)
         self.admin_group = store.settings.admin_group
         self.began = time.time()
 

@@ -26,7 +26,7 @@ from ...api.sweeps.functions import get_sweep
 from ...core.errors import InvalidRunId, SpecError, TrainerError
 from ...core.spec import validate_run_id
 from ...store import Store
-from ...store.owners import Identity, folder_owner, may_act
+from ...store.owners import Identity, may_act, verified_owner
 from ...store.sweeps import SWEEP_ACTIVE, SWEEP_TERMINAL, SweepStore
 from ..views.sweep_feeder import SweepFeeder
 from ..views.sweep_text import sweep_json
@@ -60,6 +60,7 @@ def sweep_row(
     state = sweeps.read_state(sweep_id) if state is None else state
     trials = state.get("trials") or []
     counts = Counter(t["status"] for t in trials)
+    owner = verified_owner(state.get("owner"), sweeps.paths(sweep_id).root) or {}
     return {
         "id": sweep_id,
         "name": spec.get("name") or sweep_id,
@@ -73,8 +74,8 @@ def sweep_row(
         "counts": dict(counts),
         "best": state.get("best"),
         "created": state["created"],
-        "owner": (state.get("owner") or {}).get("user"),
-        "hub_user": (state.get("owner") or {}).get("hub_user"),
+        "owner": owner.get("user"),
+        "hub_user": owner.get("hub_user"),
         "started": state.get("started"),
         "ended": state.get("ended"),
         "error": state.get("error"),
@@ -106,7 +107,7 @@ def list_sweeps(
         if name and name.casefold() not in row["name"].casefold():
             continue
         if owner is not None:
-            found = state.get("owner") or folder_owner(sweeps.paths(sweep_id).root)
+            found = verified_owner(state.get("owner"), sweeps.paths(sweep_id).root)
             if not may_act(found, owner, None):
                 continue
         rows.append(row)
