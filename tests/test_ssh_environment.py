@@ -82,3 +82,24 @@ def test_an_import_the_environment_lacks_stops_the_run_naming_the_node(pair, hom
     logs = run.store.existing(run.id).logs
     assert not list(logs.glob("rank-*.log"))
     assert leftover(run.id) == []
+
+
+def test_a_rerun_whose_lock_is_not_in_ones_own_locks_locks_it_again(pair, home, ip):
+    """A colleague's run started again in a workspace names a lock that is theirs, not in
+    the rerunner's locks: it is made again from the definition at the recorded version."""
+    import shutil
+
+    from jupyter_trainer.environment import lock
+
+    small = "%%environment small\ninherit: true\npip:\n  - six==1.16.0\n"
+    assert ip.run_cell(small, store_history=True).success
+    source = "import six\nprint('six', six.__version__)"
+    run = api.submit(source, target="pair", nodes=1, procs=1, env="small", name="ssh-relock")
+    run.wait(timeout=300)
+    key = run.spec.env.lock
+    shutil.rmtree(lock.locks_dir(home) / key)
+    again = api.rerun(run.id, wait=True)
+    assert again.status == "completed"
+    assert "six 1.16.0" in again.logs(0)
+    assert (lock.locks_dir(home) / key / "lock.json").is_file()
+    assert leftover(run.id) == [] and leftover(again.id) == []

@@ -95,14 +95,11 @@ def build_environment(
     """Build ``env``'s lock on the host (cached there under ``<workdir>/envs``) with
     ``python`` as the base, and pre-flight ``check`` with the environment's python:
     ``{"environment": build record, "check": pre-flight answer}``."""
-    from ..environment import lock
+    from ..environment.stages import lock_of
 
-    found = lock.find(default_home(), env.lock or "")
-    if found is None:
-        raise TargetError(
-            f"the lock {env.lock!r} of environment {env.name!r} is missing from "
-            "this machine's store; define the environment again"
-        )
+    # this user's lock, made again from the recorded version if it is not among this
+    # user's (a colleague's run started again: the lock it names is the colleague's)
+    found = lock_of(env, default_home())
     name, payload = environment_payload(found.path)
     remote = agent_command(
         python, agent, workdir, "environment", {"name": name, "uv": uv, "check": dict(check)}
