@@ -93,7 +93,13 @@ def test_code_that_imports_no_framework_loads_none(autolog, home, launch_mode):
     assert launched_by(run) == launch_mode
     hooked = [
         "accelerate.accelerator",
+        "lightning.fabric.fabric",
+        "lightning.fabric.loggers",
+        "lightning.pytorch.loggers",
         "lightning.pytorch.trainer.trainer",
+        "lightning_fabric.fabric",
+        "lightning_fabric.loggers",
+        "pytorch_lightning.loggers",
         "pytorch_lightning.trainer.trainer",
         "tensorboardX.writer",
         "torch.utils.tensorboard.writer",

@@ -12,9 +12,10 @@ itself, into this run, with no tracker run of its own.
   ``torch.utils.tensorboard`` and ``tensorboardX`` are patched, and so is every library
   that writes through them (the TensorBoard loggers of Lightning and of transformers).
 
-- transformers ``Trainer`` and Accelerate: ``hf_hooks``; Lightning: ``lightning_hooks``.
-  Their own TensorBoard writers are not reported a second time: a ``SummaryWriter`` call made
-  from inside one of these frameworks is left to that framework's hook.
+- transformers ``Trainer`` and Accelerate: ``hf_hooks``; Lightning's ``Trainer``, Fabric
+  and loggers: ``lightning_hooks``. Their own TensorBoard writers are not reported a second
+  time: a ``SummaryWriter`` call made from inside one of these frameworks is left to that
+  framework's hook.
 
 A report never breaks the user's training: a value that cannot be recorded is dropped.
 Standard library only: copied into every snapshot.
@@ -64,8 +65,9 @@ def install(run_dir: str | None = None) -> bool:
     global _installed
     if not enabled(run_dir):
         return False
-    for module, where in HOOKS.items():
-        when_imported(module, functools.partial(_patch, where))
+    for module, wheres in HOOKS.items():
+        for where in (wheres,) if isinstance(wheres, str) else wheres:
+            when_imported(module, functools.partial(_patch, where))
     _installed = True
     return True
 
@@ -92,7 +94,7 @@ def report(step: Any, values: dict[str, Any]) -> None:
     """One metric event from a framework's call, its numbers only; dropped rather than
     ever raising."""
     try:
-        numbers = {str(k): v for k, v in values.items() if _number(v)}
+        numbers = {str(k): _scalar(v) for k, v in values.items() if _number(v)}
         if numbers:
             runtime.log(step=None if step is None else int(step), **numbers)
     except Exception:
@@ -107,6 +109,12 @@ def _number(value: Any) -> bool:
     except (TypeError, ValueError, RuntimeError):
         return False
     return True
+
+
+def _scalar(value: Any) -> Any:
+    """A tensor's number as it is now: it may be updated in place before it is written."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) else value
 
 
 def progress(done: Any, total: Any) -> None:
@@ -156,13 +164,14 @@ def should_resume(folder: str) -> bool:
     return os.path.realpath(folder).startswith(home + os.sep)
 
 
-def unpatched(module: Any, name: str) -> Any:
-    """Class ``name`` of ``module`` if it has not been patched yet, else None; marked as
-    patched from now on (a module imported twice is patched once)."""
+def unpatched(module: Any, name: str, mark: str = "_jt_autolog") -> Any:
+    """Class ``name`` of ``module`` if it has not been patched yet (by the patch that
+    ``mark`` names), else None; marked as patched from now on (a module imported twice is
+    patched once)."""
     cls = getattr(module, name, None)
-    if cls is None or getattr(cls, "_jt_autolog", False):
+    if cls is None or getattr(cls, mark, False):
         return None
-    cls._jt_autolog = True
+    setattr(cls, mark, True)
     return cls
 
 
@@ -178,7 +187,7 @@ def patch_summary_writer(module: Any) -> None:
         self: Any, tag: Any, scalar_value: Any, global_step: Any = None, *args: Any, **kw: Any
     ) -> Any:
         result = add_scalar(self, tag, scalar_value, global_step, *args, **kw)
-        if not _from_framework():
+        if not from_framework():
             report(global_step, {str(tag): scalar_value})
         return result
 
@@ -187,7 +196,7 @@ def patch_summary_writer(module: Any) -> None:
         self: Any, main_tag: Any, values: Any, global_step: Any = None, *args: Any, **kw: Any
     ) -> Any:
         result = add_scalars(self, main_tag, values, global_step, *args, **kw)
-        if _from_framework():
+        if from_framework():
             return result
         try:
             named = {f"{main_tag}/{name}": value for name, value in dict(values).items()}
@@ -199,17 +208,26 @@ def patch_summary_writer(module: Any) -> None:
     cls.add_scalar, cls.add_scalars = logged_scalar, logged_scalars
 
 
-def _from_framework() -> bool:
-    """Whether the writer was called by a framework that reports through its own hook."""
+def from_framework() -> bool:
+    """Whether the patched method calling this was called by a framework that reports
+    through its own hook (a logger called by Fabric or the Trainer, a writer called by a
+    logger), rather than by the rank's own code."""
     caller = sys._getframe(2).f_globals.get("__name__", "")
     return isinstance(caller, str) and caller.startswith(FRAMEWORKS)
 
 
-HOOKS = {  # module: "file:function" of this folder that patches it once it is imported
+HOOKS: dict[str, str | tuple[str, ...]] = {  # module: "file:function"(s) of this folder
+    # that patch it once it is imported
     "torch.utils.tensorboard.writer": "autolog:patch_summary_writer",
     "tensorboardX.writer": "autolog:patch_summary_writer",
     "transformers.trainer": "hf_hooks:patch_trainer",
     "accelerate.accelerator": "hf_hooks:patch_accelerator",
     "lightning.pytorch.trainer.trainer": "lightning_hooks:patch_trainer",
     "pytorch_lightning.trainer.trainer": "lightning_hooks:patch_trainer",
+    "lightning.fabric.fabric": "lightning_hooks:patch_fabric",
+    "lightning_fabric.fabric": "lightning_hooks:patch_fabric",
+    "lightning.fabric.loggers": "lightning_hooks:patch_loggers",
+    "lightning_fabric.loggers": "lightning_hooks:patch_loggers",
+    "lightning.pytorch.loggers": "lightning_hooks:patch_loggers",
+    "pytorch_lightning.loggers": "lightning_hooks:patch_loggers",
 }

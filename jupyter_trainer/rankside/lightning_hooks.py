@@ -1,5 +1,5 @@
-"""Lightning's ``Trainer`` reports to the run (``autolog``), ``lightning`` and
-``pytorch_lightning`` alike.
+"""Lightning's ``Trainer``, Fabric and loggers report to the run (``autolog``),
+``lightning``, ``pytorch_lightning`` and ``lightning_fabric`` alike.
 
 - Everything ``self.log`` and the trainer's loggers receive becomes metrics, on every rank,
   at the step Lightning logs them with; the hyperparameters a logger receives
@@ -8,6 +8,12 @@
 - A ``default_root_dir`` left out or relative is kept under the run's ``checkpoints/`` (the
   rank's working folder is removed when the run ends), and ``fit`` resumes from the newest
   ``.ckpt`` there: after a restart, and in a run started with ``resume``.
+- Fabric's ``log`` and ``log_dict`` become metrics on every rank at their step, whether or
+  not Fabric was given loggers; a logger's ``log_metrics`` called by the rank's own code does
+  too. A logger called by the Trainer or by Fabric is not reported a second time.
+- A ``Trainer`` or ``Fabric`` that sees one process in a run of several ranks (``devices``
+  left to "auto" on CPU) would train the whole dataset on every rank: it stops the rank at
+  once with what to set.
 
 For explicit use: ``Trainer(logger=jt.LightningLogger())``. Next to autolog it reports once.
 Standard library only at import: the classes are built from the package the rank's code
@@ -103,6 +109,7 @@ def patch_trainer(module: Any) -> None:
     def reporting_init(self: Any, *args: Any, **kw: Any) -> None:
         kw["default_root_dir"] = autolog.kept_dir(kw.get("default_root_dir"), "lightning")
         init(self, *args, **kw)
+        refuse_one_of_many(self, "Trainer")
         try:
             ours = logger_class(package)
             if not any(isinstance(logger, ours) for logger in self.loggers):
@@ -131,3 +138,85 @@ def newest_checkpoint(root: Any) -> str | None:
 
     found = [path for _, path in rank_files.framework_checkpoints(str(root))]
     return next((path for path in reversed(found) if path.endswith(".ckpt")), None)
+
+
+def refuse_one_of_many(framework: Any, name: str) -> None:
+    """Stop the rank (``SystemExit`` with one line, which becomes the run's error) when the
+    run has several ranks but ``framework`` sees a world of one: each rank would train the
+    whole dataset as its own rank 0, and every series would look healthy. Failing here,
+    before any step, with the arguments to set, costs the user less than a warning in a log
+    nobody reads while the run trains twice."""
+    from . import runtime
+
+    try:
+        seen = int(getattr(framework, "world_size", 1))
+        accelerator = type(framework.accelerator).__name__
+    except Exception:
+        return
+    ranks = runtime.world_size
+    if ranks <= 1 or seen != 1:
+        return
+    per_node = max(runtime.local_world_size, 1)
+    nodes = max(ranks // per_node, 1)
+    device = "cpu" if accelerator.startswith("CPU") else "gpu"
+    fix = f'accelerator="{device}", devices={per_node}, strategy="ddp"'
+    fix += f", num_nodes={nodes}" if nodes > 1 else ""
+    where = f"{per_node} on each of {nodes} nodes" if nodes > 1 else "on one node"
+    raise SystemExit(
+        f"[jt] this run has {ranks} ranks ({where}) but the Lightning {name} sees one process"
+        f" (world size 1), so every rank would train the whole dataset on its own: set"
+        f" {name}({fix})"
+    )
+
+
+def patch_fabric(module: Any) -> None:
+    """``Fabric.log_dict`` (and ``log``, which calls it) reports to the run; a ``Fabric`` that
+    sees one process of several ranks stops (``refuse_one_of_many``)."""
+    cls = autolog.unpatched(module, "Fabric")
+    if cls is None:
+        return
+    init, log_dict = cls.__init__, cls.log_dict
+
+    @functools.wraps(init)
+    def checked_init(self: Any, *args: Any, **kw: Any) -> None:
+        init(self, *args, **kw)
+        refuse_one_of_many(self, "Fabric")
+
+    @functools.wraps(log_dict)
+    def reporting_log_dict(self: Any, metrics: Any, step: Any = None, *a: Any, **kw: Any) -> Any:
+        result = log_dict(self, metrics, step, *a, **kw)
+        try:
+            autolog.report(step, dict(metrics))
+        except (TypeError, ValueError):
+            pass
+        return result
+
+    cls.__init__, cls.log_dict = checked_init, reporting_log_dict
+
+
+def patch_loggers(module: Any) -> None:
+    """Every logger class of a ``loggers`` package reports what the rank's own code passes to
+    its ``log_metrics``; what the Trainer or Fabric passes is reported by their hooks."""
+    base = getattr(module, "Logger", None)
+    if not isinstance(base, type):
+        return
+    for found in vars(module).values():
+        if isinstance(found, type) and issubclass(found, base) and "log_metrics" in vars(found):
+            cls: Any = found
+            if not vars(cls).get("_jt_autolog", False):
+                cls._jt_autolog = True
+                cls.log_metrics = _reporting_log_metrics(cls.log_metrics)
+
+
+def _reporting_log_metrics(log_metrics: Any) -> Any:
+    @functools.wraps(log_metrics)
+    def reporting(self: Any, metrics: Any, step: Any = None, *a: Any, **kw: Any) -> Any:
+        result = log_metrics(self, metrics, step, *a, **kw)
+        if not autolog.from_framework():
+            try:
+                autolog.report(step, dict(metrics))
+            except (TypeError, ValueError):
+                pass
+        return result
+
+    return reporting
