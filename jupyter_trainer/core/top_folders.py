@@ -19,6 +19,7 @@ TOP_FOLDERS = (
     "users",
     "environments",
     "environments/definitions",
+    "damaged",  # runs doctor --fix set aside, each still its owner's
 )
 
 

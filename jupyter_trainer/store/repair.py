@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import RecordDamaged, StoreError
+from ..core.modes import make_top
 from ..core.records import STATE_SCHEMA
 from . import liveness
 from .records import DAMAGED_DIR, TERMINAL, RunPaths, write_json_atomic
@@ -105,7 +106,7 @@ def set_aside(store: Any, run_id: str) -> None:
     """Move run ``run_id`` to ``<home>/damaged/<run-id>`` and drop its index row."""
     paths = store.paths(run_id)
     dest = store.home / DAMAGED_DIR / run_id
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    make_top(dest.parent, store.settings.shared)  # a top folder like runs/: members share it
     os.rename(paths.root, dest)
     store.index.delete(run_id)
 
