@@ -11,6 +11,7 @@ import {
   ownerOf, runDuration, shortId, startedAt, sweepStatus, trialNote, trialsText, versionMismatch
 } from './model';
 import { ModelsSection } from './models';
+import { morphChildren } from './morph';
 import { escapeHtml } from './view/ansi.js';
 import { formatDuration, formatNumber } from './view/chart.js';
 import { type IStall, attemptLabel, stallBadge, stallTitle } from './view/health';
@@ -154,7 +155,8 @@ export class RunsPanel extends Widget {
     }, 0);
   };
 
-  /** Replace the list, unless it would read the same (a row's focus then stays). */
+  /** Show the list, changing in place only what differs from the one shown: a row stays
+   * the same element across refreshes, so a selected id, the focus and a press outlive them. */
   private setList(html: string): void {
     if (this.pressed) {
       this.pending = html;
@@ -163,14 +165,33 @@ export class RunsPanel extends Widget {
     this.pending = null; // a list that waited is older than this one
     if (html !== this.shown) {
       this.shown = html;
-      this.body.innerHTML = html;
+      morphChildren(this.body, html);
     }
+  }
+
+  /** The filters that are set, as the list says them ("" for none). */
+  private filterText(): string {
+    const { name, status, owner } = this.filter;
+    return [name && `name “${name}”`, status && `status ${status}`, owner === 'mine' && 'only mine']
+      .filter(Boolean).join(', ');
+  }
+
+  private clearFilter(): void {
+    this.filter = { status: '', name: '', owner: '' };
+    (this.node.querySelector('.jt-runs-name') as HTMLInputElement).value = '';
+    (this.node.querySelector('.jt-runs-status') as HTMLSelectElement).value = '';
+    (this.node.querySelector('.jt-runs-owner') as HTMLSelectElement).value = '';
+    void this.refresh();
   }
 
   private render(): void {
     if (!this.rows.length && !this.sweeps.length) {
-      this.setList('<div class="jt-runs-empty">No runs yet. Start one with <code>%%train</code> ' +
-        'in a notebook or <code>jupyter-trainer submit</code>.</div>');
+      const filter = this.filterText();
+      this.setList(filter
+        ? `<div class="jt-runs-empty" data-testid="jt-runs-empty">No runs match ${escapeHtml(filter)}. ` +
+          '<button class="jt-runs-attach" data-action="clear-filter" data-testid="jt-runs-clear">Clear filter</button></div>'
+        : '<div class="jt-runs-empty" data-testid="jt-runs-empty">No runs yet. Start one with <code>%%train</code> ' +
+          'in a notebook or <code>jupyter-trainer submit</code>.</div>');
       return;
     }
     const now = Date.now() / 1000;
@@ -184,25 +205,26 @@ export class RunsPanel extends Widget {
     const bar = fraction === null || fraction === undefined ? '' : progressBar('jt-runs-progress', status, fraction);
     const stall = stallBadge(row.stalled);
     const attempt = row.attempt ? attemptLabel(row.attempt, row.max_restarts || 0) : null;
+    const owner = ownerOf(row);
+    const where = [owner, row.target, `${row.nodes}×${row.procs}`].filter(Boolean).join(' · ');
+    const title = [row.id, `started ${startedAt(row.created, now)}`, `${owner ? `by ${owner} · ` : ''}${row.target} · ${row.launcher} · ${row.nodes} node${row.nodes === 1 ? '' : 's'} × ${row.procs} proc${row.procs === 1 ? '' : 's'}`].join('\n');
     return `
-        <div class="jt-runs-row" data-run="${escapeHtml(row.id)}" data-testid="jt-runs-row" title="${escapeHtml(row.id)}">
+        <div class="jt-runs-row" data-key="run:${escapeHtml(row.id)}" data-run="${escapeHtml(row.id)}" data-testid="jt-runs-row" title="${escapeHtml(title)}">
           <div class="jt-runs-line">
             <span class="jt-badge jt-status-${status}" data-testid="jt-runs-status-badge">${status}</span>
             <span class="jt-runs-name">${escapeHtml(row.name)}</span>
             <span class="jt-runs-duration">${formatDuration(runDuration(row, now))}</span>
           </div>
           <div class="jt-runs-line jt-runs-meta">
-            <span data-testid="jt-runs-when">started ${escapeHtml(startedAt(row.created, now))} · <code class="jt-runs-id" data-testid="jt-runs-id">${escapeHtml(shortId(row.id))}</code></span>
+            <code class="jt-runs-id" data-testid="jt-runs-id">${escapeHtml(shortId(row.id))}</code>
+            <span class="jt-runs-where" data-testid="jt-runs-where">${owner ? `<span class="jt-runs-owner-name" data-testid="jt-runs-row-owner">${escapeHtml(owner)}</span>${escapeHtml(where.slice(owner.length))}` : escapeHtml(where)}</span>
+            <button class="jt-runs-attach" data-action="attach" data-testid="jt-runs-attach" title="Insert and run a cell that shows this run, in the notebook you used last" aria-label="Attach ${escapeHtml(row.name)} in the notebook you used last">Attach</button>
           </div>
           ${row.waiting ? `<div class="jt-runs-line jt-runs-meta"><span class="jt-runs-waiting" data-testid="jt-runs-waiting">${escapeHtml(row.waiting)}</span></div>` : ''}
           ${stall || attempt ? `<div class="jt-runs-line jt-runs-meta">
             ${stall ? `<span class="jt-runs-stall" data-testid="jt-runs-stalled" title="${escapeHtml(stallTitle(row.stalled))}">⚠ ${escapeHtml(stall)}</span>` : ''}
             ${attempt ? `<span class="jt-runs-attempt" data-testid="jt-runs-attempt">${escapeHtml(attempt)}</span>` : ''}
           </div>` : ''}
-          <div class="jt-runs-line jt-runs-meta">
-            <span>${ownerOf(row) ? `<span class="jt-runs-owner-name" data-testid="jt-runs-row-owner">${escapeHtml(ownerOf(row))}</span> · ` : ''}${escapeHtml(row.target)} · ${escapeHtml(row.launcher)} · ${row.nodes}×${row.procs}</span>
-            <button class="jt-runs-attach" data-action="attach" data-testid="jt-runs-attach" title="Insert and run a cell that shows this run, in the notebook you used last">Attach in notebook</button>
-          </div>
           ${bar}
         </div>`;
   }
@@ -216,7 +238,7 @@ export class RunsPanel extends Widget {
     const total = row.trials_total ?? 0;
     const bar = total ? progressBar('jt-sweeps-progress', status, row.trials_done / total) : '';
     return `
-        <div class="jt-sweeps-row" data-sweep="${id}" data-status="${status}" data-testid="jt-sweeps-row" aria-expanded="${open}">
+        <div class="jt-sweeps-row" data-key="sweep:${id}" data-sweep="${id}" data-status="${status}" data-testid="jt-sweeps-row" aria-expanded="${open}">
           <div class="jt-sweeps-head" data-action="toggle" title="${id}: click to ${open ? 'hide' : 'show'} its trials">
             <div class="jt-runs-line">
               <button class="jt-sweeps-toggle" data-action="toggle" data-testid="jt-sweeps-toggle" aria-expanded="${open}" aria-label="${open ? 'Hide' : 'Show'} the trials of ${escapeHtml(row.name)}">${open ? '▾' : '▸'}</button>
@@ -272,7 +294,7 @@ export class RunsPanel extends Widget {
     const objective = trial.objective !== null ? escapeHtml(formatNumber(trial.objective))
       : reported ? `<span class="jt-sweep-reported" data-reported="${reported.value}">${escapeHtml(formatNumber(reported.value))} <span class="jt-sweep-reported-kind">${escapeHtml(reported.kind)}</span></span>` : '–';
     return `
-            <div class="jt-sweeps-trial${best ? ' jt-sweeps-best-trial' : ''}" role="listitem" data-testid="jt-sweeps-trial" data-status="${status}" data-number="${trial.number}"${trial.run ? ` data-run="${escapeHtml(trial.run)}" tabindex="0"` : ''}${trial.objective === null ? '' : ` data-objective="${trial.objective}"`} title="${escapeHtml(title)}">
+            <div class="jt-sweeps-trial${best ? ' jt-sweeps-best-trial' : ''}" data-key="trial:${trial.number}" role="listitem" data-testid="jt-sweeps-trial" data-status="${status}" data-number="${trial.number}"${trial.run ? ` data-run="${escapeHtml(trial.run)}" tabindex="0"` : ''}${trial.objective === null ? '' : ` data-objective="${trial.objective}"`} title="${escapeHtml(title)}">
               <span class="jt-sweeps-number">${best ? '★' : ''}#${trial.number}</span>
               <span class="jt-badge jt-status-${status}" data-testid="jt-sweeps-trial-status">${status}</span>
               <span class="jt-sweeps-params" data-testid="jt-sweeps-params">${escapeHtml(params)}</span>
@@ -287,6 +309,10 @@ export class RunsPanel extends Widget {
       if (trial.dataset.run) {
         this.actions.open(trial.dataset.run);
       }
+      return;
+    }
+    if (target.closest('[data-action=clear-filter]')) {
+      this.clearFilter();
       return;
     }
     const sweep = target.closest('.jt-sweeps-row') as HTMLElement | null;
