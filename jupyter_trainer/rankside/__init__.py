@@ -49,6 +49,7 @@ SNAPSHOT = (
     "debugger.py",
     "autolog.py",
     "hf_hooks.py",
+    "accelerate_state.py",
     "lightning_hooks.py",
     "rank_files.py",
     "rank_outputs.py",

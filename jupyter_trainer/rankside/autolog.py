@@ -12,9 +12,10 @@ itself, into this run, with no tracker run of its own.
   ``torch.utils.tensorboard`` and ``tensorboardX`` are patched, and so is every library
   that writes through them (the TensorBoard loggers of Lightning and of transformers).
 
-- transformers ``Trainer`` and Accelerate: ``hf_hooks``; Lightning's ``Trainer``, Fabric
-  and loggers: ``lightning_hooks``. Their own TensorBoard writers are not reported a second
-  time: a ``SummaryWriter`` call made from inside one of these frameworks is left to that
+- transformers ``Trainer`` and Accelerate: ``hf_hooks`` (``accelerate_state`` keeps
+  Accelerate's ``save_state`` folders); Lightning's ``Trainer``, Fabric and loggers:
+  ``lightning_hooks``. Their own TensorBoard writers are not reported a second time: a
+  ``SummaryWriter`` call made from inside one of these frameworks is left to that
   framework's hook.
 
 A report never breaks the user's training: a value that cannot be recorded is dropped.
@@ -221,7 +222,7 @@ HOOKS: dict[str, str | tuple[str, ...]] = {  # module: "file:function"(s) of thi
     "torch.utils.tensorboard.writer": "autolog:patch_summary_writer",
     "tensorboardX.writer": "autolog:patch_summary_writer",
     "transformers.trainer": "hf_hooks:patch_trainer",
-    "accelerate.accelerator": "hf_hooks:patch_accelerator",
+    "accelerate.accelerator": ("hf_hooks:patch_accelerator", "accelerate_state:patch"),
     "lightning.pytorch.trainer.trainer": "lightning_hooks:patch_trainer",
     "pytorch_lightning.trainer.trainer": "lightning_hooks:patch_trainer",
     "lightning.fabric.fabric": "lightning_hooks:patch_fabric",

@@ -4,10 +4,12 @@
   at the trainer's ``global_step``; progress comes from ``state.max_steps``; the
   ``TrainingArguments`` that differ from their defaults become tags ``transformers.NAME`` (set
   by rank 0). A relative ``output_dir`` is kept under the run's ``checkpoints/`` (the rank's
-  working folder is removed when the run ends), and ``train()`` resumes from the newest
-  ``checkpoint-*`` there: after a restart, and in a run started with ``resume``.
+  working folder is removed when the run ends, and nothing is made in it), and ``train()``
+  resumes from the newest ``checkpoint-*`` there: after a restart, and in a run started with
+  ``resume``.
 - Accelerate: ``Accelerator.log(values, step)`` becomes metrics on every rank that calls
-  it, and ``init_trackers``' ``config`` becomes tags ``accelerate.NAME``.
+  it, and ``init_trackers``' ``config`` becomes tags ``accelerate.NAME``; its ``save_state``
+  folders: ``accelerate_state``.
 
 For explicit use, with or without autolog: ``jt.TransformersCallback`` (a ``TrainerCallback``)
 and ``jt.AccelerateTracker`` (``Accelerator(log_with=jt.AccelerateTracker())``). Either one
@@ -26,6 +28,7 @@ from . import autolog
 from .redact import redact
 
 _classes: dict[str, type] = {}
+DEFAULT_OUTPUT = "trainer_output"  # TrainingArguments' output_dir when none is given
 
 
 def callback_class() -> type:
@@ -135,9 +138,21 @@ def patch_trainer(module: Any) -> None:
 
     @functools.wraps(init)
     def reporting_init(self: Any, *args: Any, **kw: Any) -> None:
+        given = kw["args"] if "args" in kw else args[1] if len(args) > 1 else None
+        made_default = given is None and not os.path.lexists(DEFAULT_OUTPUT)
+        if given is not None:  # before __init__, which makes the folder
+            try:
+                given.output_dir = autolog.kept_dir(given.output_dir, DEFAULT_OUTPUT)
+            except Exception as exc:
+                autolog.warn(f"transformers.Trainer: {exc}")
         init(self, *args, **kw)
+        if made_default:  # the arguments __init__ made for itself: their folder, if empty
+            try:
+                os.rmdir(DEFAULT_OUTPUT)
+            except OSError:
+                pass
         try:
-            self.args.output_dir = autolog.kept_dir(self.args.output_dir, "trainer_output")
+            self.args.output_dir = autolog.kept_dir(self.args.output_dir, DEFAULT_OUTPUT)
             callback = callback_class()
             if not any(isinstance(c, callback) for c in self.callback_handler.callbacks):
                 self.add_callback(callback)

@@ -1,0 +1,79 @@
+"""What Hugging Face code saves stays with the run and nowhere else (``rankside/hf_hooks.py``,
+``rankside/accelerate_state.py``): Accelerate's ``save_state`` into a relative folder is kept
+in the run's ``checkpoints/`` and a restart's ``load_state`` finds it, and a transformers
+``Trainer`` leaves no ``output_dir`` behind in the working folder."""
+
+from __future__ import annotations
+
+from conftest import leftover
+from hf_trainer import hf_code
+
+from jupyter_trainer.api import runs as api
+
+ACCELERATE = """
+import os, signal
+import torch
+from accelerate import Accelerator
+from jupyter_trainer import runtime as jt
+
+class Progress:
+    def __init__(self):
+        self.step = 0
+    def state_dict(self):
+        return {"step": self.step}
+    def load_state_dict(self, state):
+        self.step = state["step"]
+
+accelerator = Accelerator(cpu=True)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+model, optimizer = accelerator.prepare(model, optimizer)
+progress = Progress()
+accelerator.register_for_checkpointing(progress)
+if jt.attempt > 0:
+    accelerator.load_state()
+print("first step", progress.step + 1, "attempt", jt.attempt, flush=True)
+x = torch.randn(16, 4, generator=torch.Generator().manual_seed(0))
+while progress.step < 8:
+    loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
+    accelerator.backward(loss)
+    optimizer.step()
+    optimizer.zero_grad()
+    progress.step += 1
+    accelerator.log({"loss": loss.item()}, step=progress.step)
+    if progress.step % 4 == 0:
+        accelerator.save_state(f"state/step_{progress.step}")
+    if jt.attempt == 0 and jt.rank == 1 and progress.step == 6:
+        os.kill(os.getpid(), signal.SIGKILL)
+accelerator.wait_for_everyone()
+accelerator.load_state("state/step_8")
+print("in the working folder", sorted(os.listdir(".")), flush=True)
+"""
+
+
+def test_a_restarted_accelerate_loop_resumes_from_its_saved_state_kept_in_the_run(home):
+    run = api.submit(ACCELERATE, procs=2, max_restarts=1, name="acc")
+    run.wait(timeout=300)
+    assert run.status == "completed", run.logs(1)[-3000:]
+    first, _ = run.state["attempts"]
+    assert first["failed_rank"] == 1 and "SIGKILL" in first["error"], first
+    kept = run.path / "checkpoints" / "state"
+    log = run.logs(0)
+    assert "first step 1 attempt 0" in log
+    assert f"resuming Accelerate from {kept / 'step_4'}" in log, log[-3000:]
+    assert "first step 5 attempt 1" in log
+    assert "'state'" not in log  # nothing saved into the working folder
+    assert sorted(p.name for p in kept.iterdir()) == ["step_4", "step_8"]
+    assert (kept / "step_8" / "custom_checkpoint_0.pkl").is_file()
+    assert [s for s, _ in run.metrics(0)["loss"]][-4:] == [5, 6, 7, 8]
+    assert leftover(run.id) == []
+
+
+def test_a_trainer_leaves_no_output_dir_in_the_working_folder(home, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = hf_code() + '\nprint("out in the working folder:", os.path.exists("out"), flush=True)\n'
+    run = api.submit(code, procs=1, launcher="python", params={"max_steps": 2}, wait=True)
+    assert run.status == "completed", run.logs(0)[-3000:]
+    assert "out in the working folder: False" in run.logs(0)
+    assert not (tmp_path / "out").exists()
+    assert (run.path / "checkpoints" / "out").is_dir()
