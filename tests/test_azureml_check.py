@@ -27,7 +27,11 @@ from jupyter_trainer.azureml.core import (
 )
 from jupyter_trainer.azureml.core.compute import AmlCompute
 from jupyter_trainer.azureml.core.environment import V1Note
-from jupyter_trainer.azureml.errors import ComputeTargetException, NotSupported
+from jupyter_trainer.azureml.errors import (
+    ComputeTargetException,
+    NotSupported,
+    UserErrorException,
+)
 from jupyter_trainer.azureml.train.dnn import PyTorch
 from jupyter_trainer.azureml.train.hyperdrive import (
     GridParameterSampling,
@@ -41,7 +45,6 @@ from jupyter_trainer.azureml.train.hyperdrive import (
     randint,
     uniform,
 )
-from jupyter_trainer.core.errors import EnvError
 
 V1 = REPO / "tests" / "azureml_v1"
 
@@ -205,7 +208,10 @@ def test_a_base_image_is_refused_on_a_target_without_containers_before_anything_
         arguments=["--data-dir", Dataset.File.from_files(str(V1 / "data")).as_mount()],
         environment=env,
     )
-    with pytest.raises(EnvError, match=r"'nvcr.io/nvidia/pytorch:24.05-py3', but target 'local'"):
+    with pytest.raises(
+        UserErrorException,
+        match=r"docker.base_image = 'nvcr.io/nvidia/pytorch:24.05-py3', but compute target 'local'",
+    ):
         Experiment(Workspace(), "image").submit(config)
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())
 
@@ -253,12 +259,12 @@ def test_check_names_each_refused_call_of_a_deployment_notebook_with_its_line():
         for f in findings
         if f.verdict == REFUSED
     }
-    assert refused == {
-        ("cell 2", 2, "AmlCompute.provisioning_configuration()"),
-        ("cell 2", 3, "ComputeTarget.create()"),
-        ("cell 3", 2, "InferenceConfig()"),
-        ("cell 3", 3, "AciWebservice.deploy_configuration()"),
-        ("cell 3", 4, "Model.deploy()"),
+    assert refused == {  # cells numbered as the notebook shows them, markdown ones included
+        ("cell 3", 2, "AmlCompute.provisioning_configuration()"),
+        ("cell 3", 3, "ComputeTarget.create()"),
+        ("cell 4", 2, "InferenceConfig()"),
+        ("cell 4", 3, "AciWebservice.deploy_configuration()"),
+        ("cell 4", 4, "Model.deploy()"),
     }, refused
 
 
@@ -365,7 +371,6 @@ def test_the_v1_package_never_shadows_azureml_in_the_kernel():
 def test_download_file_never_follows_a_link_out_of_the_run(home, tmp_path):
     from jupyter_trainer.api import runs as api
     from jupyter_trainer.azureml.core.run import Run
-    from jupyter_trainer.azureml.errors import UserErrorException
 
     inner = api.submit("print('x')", launcher="python", name="links", wait=True)
     secret = tmp_path / "secret.txt"

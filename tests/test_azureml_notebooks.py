@@ -6,7 +6,9 @@ lines, and nothing else, are changed to ``jupyter_trainer.azureml``. Their train
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
+import subprocess
 
 import nbformat
 import papermill
@@ -22,25 +24,31 @@ V1 = REPO / "tests" / "azureml_v1"
 IMPORT_LINE = re.compile(r"^(\s*(?:from|import)\s+)azureml\b", re.M)
 
 
+def rewrite_command() -> str:
+    """The command docs/azureml.md gives to change a notebook's import lines."""
+    doc = (REPO / "docs" / "azureml.md").read_text()
+    [line] = [line for line in doc.splitlines() if line.startswith("find birds.ipynb ")]
+    return line
+
+
 def port(tmp_path, name: str):
-    """A copy of the v1 folder whose notebook ``name`` has its azureml import lines changed,
-    and only those: every line that differs from the original is one of them."""
+    """A copy of the v1 folder whose notebook ``name`` has its azureml import lines changed
+    by the command docs/azureml.md gives, and only those: every line that differs from the
+    original is one of them."""
     folder = tmp_path / "v1"
     shutil.copytree(V1, folder)
     path = folder / "notebooks" / name
-    book = nbformat.read(path, as_version=4)
-    for cell in book.cells:
-        if cell.cell_type != "code":
-            continue
-        before = cell.source
-        cell.source = IMPORT_LINE.sub(r"\1jupyter_trainer.azureml", before)
+    before = nbformat.read(path, as_version=4)
+    command = rewrite_command().replace("find birds.ipynb ", f"find {shlex.quote(str(path))} ")
+    subprocess.run(["bash", "-c", command], check=True)
+    after = nbformat.read(path, as_version=4)
+    for old, new in zip(before.cells, after.cells, strict=True):
         changed = [
             (a, b)
-            for a, b in zip(before.splitlines(), cell.source.splitlines(), strict=True)
+            for a, b in zip(old.source.splitlines(), new.source.splitlines(), strict=True)
             if a != b
         ]
-        assert all(IMPORT_LINE.match(a) for a, _ in changed), changed
-    nbformat.write(book, path)
+        assert all(IMPORT_LINE.match(a) and "jupyter_trainer" in b for a, b in changed), changed
     return path
 
 
@@ -136,3 +144,33 @@ def test_a_hyperdrive_sweep_with_the_bandit_policy(home, tmp_path):
     for number, trial in enumerate(sweep.trials()):
         assert re.search(rf"trial {number}: {trial.id} (completed|pruned) objective=", text)
         assert leftover(trial.id) == []
+
+
+def test_the_first_cells_of_a_v1_sample_and_a_job_that_names_the_nodes_variables(home, tmp_path):
+    """v1's samples open by printing ``azureml.core.VERSION`` after a bare
+    ``import azureml.core``, turning diagnostics on, and printing the compute target's
+    ``get_status().serialize()``; a v1 job leaves ``PyTorchConfiguration``'s backend at its
+    default on a CPU target (the script picks Gloo) and names the node's variables
+    (``$AZ_BATCHAI_JOB_MASTER_NODE_IP``) in its arguments, which v1's shell expanded."""
+    path = port(tmp_path, "first_cells.ipynb")
+    book = nbformat.read(path, as_version=4)
+    assert "from jupyter_trainer import azureml" in book.cells[1].source
+    text = execute(path)
+    assert "SDK version: " in text and "Found existing compute target." in text
+    assert "nothing is sent" in text and "'provisioningState': 'Succeeded'" in text
+    run = only_run(home, "first-cells")
+    assert run.status == "completed" and run.spec.launch.backend is None
+    assert run.spec.code.args == (
+        "--master",
+        "${{env.AZ_BATCHAI_JOB_MASTER_NODE_IP}}",
+        "--node-rank",
+        "${{env.AZUREML_CR_NODE_RANK}}",
+        "--note",
+        "price in $",
+    )
+    logs = run.logs(0) + run.logs(1)
+    assert "master localhost node 0 rank 0 note price in $" in logs, logs
+    assert "master localhost node 0 rank 1" in logs, logs
+    assert "Completed 2.0" in text or "Completed [2.0, 2.0]" in text, text[-1500:]
+    assert leftover(run.id) == []
+

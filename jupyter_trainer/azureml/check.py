@@ -16,6 +16,7 @@ import ast
 import importlib
 import importlib.util
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,25 +109,40 @@ def _notebook_source(path: Path) -> list[tuple[int, str]]:
     if not isinstance(cells, list):
         raise _Unreadable('is not a notebook: a notebook is a JSON object with a list of "cells"')
     out = []
-    code = []
-    for index, cell in enumerate(cells, 1):
+    for number, cell in enumerate(cells, 1):  # numbered as the notebook shows them
         if not isinstance(cell, dict):
-            raise _Unreadable(f"is not a notebook: its cell {index} is not a JSON object")
-        if cell.get("cell_type") == "code":
-            code.append(cell)
-    for number, cell in enumerate(code, 1):
+            raise _Unreadable(f"is not a notebook: its cell {number} is not a JSON object")
+        if cell.get("cell_type") != "code":
+            continue
         source = cell.get("source", "")
         if isinstance(source, list) and all(isinstance(line, str) for line in source):
             text = "".join(source)
         elif isinstance(source, str):
             text = source
         else:
-            raise _Unreadable(
-                f"is not a notebook: the source of its code cell {number} is not text"
-            )
-        lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in text.split("\n")]
-        out.append((number, "\n".join(lines)))
+            raise _Unreadable(f"is not a notebook: the source of its cell {number} is not text")
+        python = _python_of_cell(text)
+        if python is not None:
+            out.append((number, python))
     return out
+
+
+# Cell magics whose body is not Python: the body is another language, or a file's text
+_NOT_PYTHON = re.compile(
+    r"%%(bash|sh|script|html|javascript|js|latex|markdown|svg|perl|ruby|writefile|file)\b"
+)
+
+
+def _python_of_cell(text: str) -> str | None:
+    """The Python of a code cell, its line numbers kept: IPython's magics and shell lines
+    blanked; None for a cell whose body is not Python (``%%bash``, a ``%%writefile`` of a
+    YAML file). A ``%%writefile train.py`` cell is Python: the training script it writes."""
+    first = text.lstrip().split("\n", 1)[0]
+    magic = _NOT_PYTHON.match(first)
+    if magic and not (magic.group(1) in ("writefile", "file") and first.rstrip().endswith(".py")):
+        return None
+    lines = text.split("\n")
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in lines)
 
 
 def check_source(
@@ -146,7 +162,8 @@ def check_source(
         except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes; too deep
             checker.add(0, "(syntax)", REFUSED, f"cannot be read: {_unparsable(exc)}")
             continue
-        checker.script = not cells and _calls_get_context(tree)
+        # a script, or a notebook's %%writefile train.py cell: it runs inside a run
+        checker.script = _calls_get_context(tree)
         try:
             checker.visit(tree)
         except RecursionError:  # what was found before the deep part stays
@@ -171,6 +188,24 @@ class _Checker(ast.NodeVisitor):
         self.types: dict[str, str] = {}  # variable -> type ("Workspace", "ScriptRun", ...)
         self.findings: list[Finding] = []
         self.script = False  # a training script: it runs inside a run
+        self.fallback = False  # in v1's "except ComputeTargetException:" provisioning branch
+
+    def visit_Try(self, node: ast.Try) -> None:
+        """v1's samples find their compute target, and provision one in ``except
+        ComputeTargetException:``. Here the target is added once beforehand, so that branch
+        is not reached: its calls work differently rather than being refused."""
+        for part in (*node.body, *node.orelse, *node.finalbody):
+            self.visit(part)
+        for handler in node.handlers:
+            if handler.type is not None:
+                self.visit(handler.type)
+            was = self.fallback
+            self.fallback = was or _catches_missing_target(handler.type)
+            for part in handler.body:
+                self.visit(part)
+            self.fallback = was
+
+    visit_TryStar = visit_Try
 
     def add(self, line: int, name: str, verdict: str, note: str) -> None:
         where = f"{self.shown}" + (f" (cell {self.cell})" if self.cell is not None else "")
@@ -295,6 +330,8 @@ class _Checker(ast.NodeVisitor):
         refused = _refused_value(name, node)
         if refused:
             verdict, note = REFUSED, refused
+        if verdict == REFUSED and self.fallback:
+            verdict, note = DIFFERS, f"{FALLBACK}; reached, it is refused: {note}"
         self.add(node.lineno, name + "()", verdict, note)
         owner = name.split(".")[0] if "." not in name else name
         for keyword in node.keywords:
@@ -306,6 +343,23 @@ class _Checker(ast.NodeVisitor):
                     REFUSED if rule[0] == "refused" else DIFFERS,
                     rule[1],
                 )
+
+
+FALLBACK = (
+    "only reached when the compute target is missing: add it once with `jupyter-trainer "
+    "target add NAME --kind ...` and this branch never runs"
+)
+
+
+def _catches_missing_target(caught: ast.AST | None) -> bool:
+    """Whether an ``except`` catches v1's missing compute target (``ComputeTargetException``,
+    alone or in a tuple, by name or as ``module.ComputeTargetException``)."""
+    kinds = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+    for kind in kinds:
+        name = kind.attr if isinstance(kind, ast.Attribute) else getattr(kind, "id", None)
+        if name == "ComputeTargetException":
+            return True
+    return False
 
 
 def _calls_get_context(tree: ast.AST) -> bool:
