@@ -14,7 +14,9 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 
 def _load_jupyter_server_extension(server_app: Any) -> None:
+    from .page_status import keep_status_to_cells
     from .routes import setup_handlers
 
     setup_handlers(server_app.web_app)
+    keep_status_to_cells(server_app.web_app)
     server_app.log.info("jupyter_trainer: REST API at %s", "/jupyter-trainer/api")
