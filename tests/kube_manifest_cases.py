@@ -136,7 +136,11 @@ def build(case: str, snapshot: bytes = b"snapshot-bytes") -> list[dict]:
 
 
 def build_from(
-    spec: RunSpec, config: dict, run_id: str, snapshot: bytes = b"snapshot-bytes"
+    spec: RunSpec,
+    config: dict,
+    run_id: str,
+    snapshot: bytes = b"snapshot-bytes",
+    secrets_json: str | None = None,
 ) -> list[dict]:
     cfg = KubeConfig.from_config("k8s", config)
     backend = "nccl" if cfg.gpus_per_node else "gloo"
@@ -152,6 +156,7 @@ def build_from(
         command=command,
         snapshot=snapshot,
         spec_json=spec_json(spec),
+        secrets_json=secrets_json,
     )
     return manifests(objects)
 

@@ -12,6 +12,7 @@ and the pod program are tested in test_kube_offline.py.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 
@@ -47,6 +48,45 @@ from jupyter_trainer.targets.kubernetes.names import (
     label_value,
     object_name,
 )
+
+
+# -- a run's secrets -------------------------------------------------------------------
+@pytest.mark.parametrize("case", ["job_1x1", "trainjob_2x4_gpu"])
+def test_a_runs_secrets_go_in_a_secret_its_pods_mount_owner_only(case, trainjob_schema):
+    token = "hf_" + "x" * 34
+    spec = make_spec(params={"hf_token": token, "lr": 0.01})
+    kept = json.dumps({"params": {"hf_token": token}, "variables": {}})
+    _, config, run_id = CASES[case]
+    docs = build_from(spec, config, run_id, secrets_json=kept)
+    assert docs[0]["kind"] == "Secret", [d["kind"] for d in docs]
+    assert base64.b64decode(docs[0]["data"]["secrets.json"]).decode() == kept
+    assert docs[0]["metadata"]["name"] == object_name(run_id)
+    for doc in docs:
+        validate(doc, trainjob_schema)
+        if doc["kind"] != "Secret":
+            assert token not in json.dumps(doc), doc["kind"]
+    volumes = [v for vs in _every(docs[-1], "volumes") for v in vs if "secret" in v]
+    mounts = [m for ms in _every(docs[-1], "volumeMounts") for m in ms if "secrets" in m["name"]]
+    assert volumes and mounts
+    for volume in volumes:
+        assert volume["secret"] == {"secretName": object_name(run_id), "defaultMode": 0o400}
+    for mount in mounts:
+        assert mount == {"name": volumes[0]["name"], "mountPath": "/jt/secrets", "readOnly": True}
+    # without secrets there is no Secret and no such volume
+    plain = build_from(make_spec(), config, run_id)
+    assert "Secret" not in [d["kind"] for d in plain] and "jt-secrets" not in json.dumps(plain)
+
+
+def _every(value, key):
+    """Every value under ``key`` at any depth of ``value``."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k == key:
+                yield v
+            yield from _every(v, key)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _every(v, key)
 
 
 # -- golden files ----------------------------------------------------------------------

@@ -5,7 +5,10 @@ the standard library only and imports nothing of jupyter_trainer. It
 
 1. unpacks ``IN_DIR/snapshot.tar.gz`` into ``RUN_DIR/code`` and copies ``IN_DIR/spec.json``
    (once per run folder, under a lock: pods that share a ``workdir_pvc`` folder unpack once;
-   without a ``snapshot.tar.gz`` the snapshot is expected in ``RUN_DIR/code`` already);
+   without a ``snapshot.tar.gz`` the snapshot is expected in ``RUN_DIR/code`` already), and
+   the run's secret values, from the run's Secret mounted at ``SECRETS_FILE``, into
+   ``RUN_DIR/secrets.json``, mode 0600 and this user's, where the ranks read them
+   (``run_secrets``: the mounted file is a link the kubelet owns);
 2. gives the launcher this pod's node rank: ``JOB_COMPLETION_INDEX`` (an Indexed Job) or
    ``PET_NODE_RANK`` (a TrainJob) becomes ``JT_NODE_RANK`` and torchrun's ``is_host``
    (node 0 hosts the c10d store, which then ranks the nodes), and
@@ -53,6 +56,7 @@ INTERVAL = 0.25
 FOLLOWED_MARK = ".jt-followed"  # in a run folder whose files a launcher's pod.py copies
 LAUNCHED = ".jt-launched-"  # + the node: its launcher ran here (its exit code, once it ended)
 CONTAINER_LOG = "/proc/1/fd/1"  # the pod log, from any process of the container
+SECRETS_FILE = "/jt/secrets/secrets.json"  # the run's Secret, mounted owner-only (0400)
 HOSTFILE = "/etc/mpi/hostfile"  # where the Trainer's MPI runtime mounts the hostfile
 PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
 ORPHAN_WAIT = 10.0  # seconds the launcher's leftovers (the ranks' watchers) have to end
@@ -67,10 +71,32 @@ def emit(line: bytes, fd: int = 1) -> None:
             view = view[os.write(fd, view) :]
 
 
+def copy_secrets(run_dir: str) -> None:
+    """The run's Secret, if it has one, as ``RUN_DIR/secrets.json``: 0600, this user's,
+    made once (a folder pods share on a claim gets it from the first)."""
+    try:
+        with open(SECRETS_FILE, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        print(f"[jt] the run's secret values cannot be read: {exc}", file=sys.stderr)
+        return
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(os.path.join(run_dir, "secrets.json"), flags, 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(data)
+
+
 def unpack(run_dir: str, in_dir: str) -> None:
     os.makedirs(run_dir, exist_ok=True)
     with open(os.path.join(run_dir, ".jt-unpack.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        copy_secrets(run_dir)
         spec = os.path.join(in_dir, "spec.json")
         if os.path.exists(spec) and not os.path.exists(os.path.join(run_dir, "spec.json")):
             shutil.copyfile(spec, os.path.join(run_dir, "spec.json"))

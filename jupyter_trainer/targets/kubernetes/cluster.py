@@ -61,11 +61,16 @@ def _resource(kind: str) -> Any:
         group, version = TRAINER_API.split("/")
         return create_namespaced_resource(group, version, "TrainJob", "trainjobs")
     from lightkube.resources.batch_v1 import Job
-    from lightkube.resources.core_v1 import ConfigMap, Event, Pod, Service
+    from lightkube.resources.core_v1 import ConfigMap, Event, Pod, Secret, Service
 
-    return {"Job": Job, "ConfigMap": ConfigMap, "Service": Service, "Pod": Pod, "Event": Event}[
-        kind
-    ]
+    return {
+        "Job": Job,
+        "ConfigMap": ConfigMap,
+        "Secret": Secret,
+        "Service": Service,
+        "Pod": Pod,
+        "Event": Event,
+    }[kind]
 
 
 class Cluster:

@@ -12,7 +12,9 @@ Two ways to send a run:
   rendezvous endpoint.
 
 Both carry a ``v1`` ConfigMap with the pod program (pod.py), the run's spec.json and, when it
-fits, the snapshot as a gzipped tar. Every container command is an argv list: the pod
+fits, the snapshot as a gzipped tar. spec.json records the run's secret params and variables
+redacted; a run that has some carries their values in a ``v1`` Secret of the same name,
+mounted owner-only (0400) where pod.py copies it into the run folder for the ranks. Every container command is an argv list: the pod
 program, fixed paths, then the launcher's argv from the launcher table (launch.py); no user
 value is ever read by a shell.
 """
@@ -32,6 +34,7 @@ from ... import rankside
 from ...core.errors import TargetError
 from ...core.spec import RunSpec
 from ...launchers.table import LAUNCHERS, Command, LaunchPlan, Topology, rank_env, rank_program
+from . import run_secret
 from .config import GPU_RESOURCE, KubeConfig
 from .names import QUEUE_LABEL, object_name, run_annotations, run_labels
 
@@ -60,6 +63,7 @@ class RunObjects:
     command: Command  # the launcher's, from ``launcher_command``
     snapshot: bytes | None  # the gzipped tar of code/, None when it is on workdir_pvc
     spec_json: str
+    secrets_json: str | None = None  # the run's secrets.json, for its Secret; None: none
 
     @property
     def name(self) -> str:
@@ -253,21 +257,31 @@ def config_map(objects: RunObjects) -> dict[str, Any]:
     return cm
 
 
+def secret(objects: RunObjects) -> dict[str, Any]:
+    return run_secret.secret(_metadata(objects), objects.secrets_json or "")
+
+
 def _volumes(objects: RunObjects) -> list[dict[str, Any]]:
     run = (
         {"name": "run", "persistentVolumeClaim": {"claimName": objects.cfg.workdir_pvc}}
         if objects.cfg.workdir_pvc
         else {"name": "run", "emptyDir": {}}
     )
-    return [{"name": "jt-in", "configMap": {"name": objects.name}}, run]
+    volumes: list[dict[str, Any]] = [{"name": "jt-in", "configMap": {"name": objects.name}}, run]
+    if objects.secrets_json is not None:
+        volumes.append(run_secret.volume(objects.name))
+    return volumes
 
 
 def _mounts(objects: RunObjects) -> list[dict[str, Any]]:
     folder = PVC_DIR if objects.cfg.workdir_pvc else RUN_DIR
-    return [
+    mounts: list[dict[str, Any]] = [
         {"name": "jt-in", "mountPath": IN_DIR, "readOnly": True},
         {"name": "run", "mountPath": folder},
     ]
+    if objects.secrets_json is not None:
+        mounts.append(run_secret.mount())
+    return mounts
 
 
 def _placement(cfg: KubeConfig) -> dict[str, Any]:
@@ -431,10 +445,11 @@ def manifests(objects: RunObjects) -> list[dict[str, Any]]:
     """Every object the run creates, in the order to create them. With a Kueue ``queue``,
     the Job or TrainJob is created suspended in that LocalQueue: Kueue starts it once the
     queue's quota admits it."""
+    first = [secret(objects)] if objects.secrets_json is not None else []
     if objects.api == "trainjob":
-        docs = [config_map(objects), train_job(objects)]
+        docs = [*first, config_map(objects), train_job(objects)]
     else:
-        docs = [config_map(objects), headless_service(objects), indexed_job(objects)]
+        docs = [*first, config_map(objects), headless_service(objects), indexed_job(objects)]
     if objects.cfg.queue:
         main = docs[-1]
         main["metadata"]["labels"][QUEUE_LABEL] = objects.cfg.queue

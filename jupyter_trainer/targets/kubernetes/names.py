@@ -15,6 +15,8 @@ import json
 import re
 from typing import Any
 
+from ...core.redact import redact
+
 MAX_LABEL = 63  # DNS labels and label values
 HASH_CHARS = 8
 LABEL_PREFIX = "jupyter-trainer/"  # our labels and annotations
@@ -104,9 +106,10 @@ def annotation_json(value: Any) -> str:
 
 
 def run_annotations(run_id: str, run_name: str, params: Any) -> dict[str, str]:
-    """What labels cannot hold: the exact run id and name, and the parameters as JSON."""
+    """What labels cannot hold: the exact run id and name, and the parameters as JSON, the
+    secret ones redacted as spec.json records them (anyone who reads the objects reads it)."""
     return {
         RUN_ID_LABEL: run_id,
         RUN_NAME_LABEL: run_name,
-        LABEL_PREFIX + "params": annotation_json(params),
+        LABEL_PREFIX + "params": annotation_json(redact(params)),
     }

@@ -45,6 +45,7 @@ from .manifests import (
 )
 from .manifests import run_dir as pod_run_dir
 from .names import RUN_ID_LABEL, label_value, object_name
+from .run_secret import secrets_json
 from .status import (
     MAIN_KIND,
     describe_pod,
@@ -189,6 +190,7 @@ class KubernetesTarget(Target):
             "image": self.image(spec),
             "snapshot": snapshot if check_snapshot_size(snapshot, self.cfg) else None,
             "spec_json": written.read_text() if written.exists() else spec_json(spec),
+            "secrets_json": secrets_json(spec, run_dir),
         }
         return pod_plan(spec, run_id, self.cfg, api, backend)
 
@@ -408,10 +410,10 @@ class KubernetesTarget(Target):
     def _kinds(self, api: str | None) -> tuple[str, ...]:
         """The kinds a run may have created, the main object first (its pods go with it)."""
         if api == "trainjob":
-            return ("TrainJob", "ConfigMap")
+            return ("TrainJob", "ConfigMap", "Secret")
         if api == "job" or self.cfg.api == "job":
-            return ("Job", "Service", "ConfigMap")
-        return ("TrainJob", "Job", "Service", "ConfigMap")
+            return ("Job", "Service", "ConfigMap", "Secret")
+        return ("TrainJob", "Job", "Service", "ConfigMap", "Secret")
 
     def _run_pods(self, run_id: str) -> list[dict[str, Any]]:
         pods = {
