@@ -106,6 +106,21 @@ def test_an_environments_secret_variables_are_its_definers_alone(team):
     assert "Traceback" not in refused.stderr
     assert set(os.listdir(team.workspace / "runs")) == before
 
+    # a version an older release wrote with its values in it stays hers alone when she next
+    # defines the name (other versions are opened to the team then)
+    from jupyter_trainer.environment.definition import EnvDefinition
+
+    old = EnvDefinition(name="db", env={"DATABASE_URL": URL})
+    content = {**old.content(), "env": {"DATABASE_URL": URL}}
+    content.pop("secrets")
+    record = {"name": "db", "version": old.legacy_version(), "created": 1.0, "definition": content}
+    legacy = folder / f"{old.legacy_version()}.json"
+    team.write(alice, legacy, json.dumps(record), 0o600)
+    _py(team, alice, DEFINE, "db", URL)
+    assert stat.S_IMODE(os.stat(legacy).st_mode) == 0o600
+    assert team.run(bob, "grep", "-rl", PASSWORD, str(team.workspace), check=False).stdout == ""
+    assert PASSWORD not in _cli(team, alice, "env", "show", f"db@{old.legacy_version()}").stdout
+
     # an environment without secrets is used at a version as before
     plain = _py(
         team, alice, DEFINE.replace('"HF_TOKEN"', '"HF_HOME"'), "plain", "http://db/x"
