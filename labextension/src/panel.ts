@@ -206,7 +206,7 @@ export class RunsPanel extends Widget {
     const stall = stallBadge(row.stalled);
     const attempt = row.attempt ? attemptLabel(row.attempt, row.max_restarts || 0) : null;
     const owner = ownerOf(row);
-    const where = [owner, row.target, `${row.nodes}×${row.procs}`].filter(Boolean).join(' · ');
+    const where = [row.target, `${row.nodes}×${row.procs}`, owner].filter(Boolean).join(' · ');
     const title = [row.id, `started ${startedAt(row.created, now)}`, `${owner ? `by ${owner} · ` : ''}${row.target} · ${row.launcher} · ${row.nodes} node${row.nodes === 1 ? '' : 's'} × ${row.procs} proc${row.procs === 1 ? '' : 's'}`].join('\n');
     return `
         <div class="jt-runs-row" data-key="run:${escapeHtml(row.id)}" data-run="${escapeHtml(row.id)}" data-testid="jt-runs-row" title="${escapeHtml(title)}">
@@ -217,7 +217,7 @@ export class RunsPanel extends Widget {
           </div>
           <div class="jt-runs-line jt-runs-meta">
             <code class="jt-runs-id" data-testid="jt-runs-id">${escapeHtml(shortId(row.id))}</code>
-            <span class="jt-runs-where" data-testid="jt-runs-where">${owner ? `<span class="jt-runs-owner-name" data-testid="jt-runs-row-owner">${escapeHtml(owner)}</span>${escapeHtml(where.slice(owner.length))}` : escapeHtml(where)}</span>
+            <span class="jt-runs-where" data-testid="jt-runs-where">${escapeHtml(owner ? where.slice(0, -owner.length) : where)}${owner ? `<span class="jt-runs-owner-name" data-testid="jt-runs-row-owner">${escapeHtml(owner)}</span>` : ''}</span>
             <button class="jt-runs-attach" data-action="attach" data-testid="jt-runs-attach" title="Insert and run a cell that shows this run, in the notebook you used last" aria-label="Attach ${escapeHtml(row.name)} in the notebook you used last">Attach</button>
           </div>
           ${row.waiting ? `<div class="jt-runs-line jt-runs-meta"><span class="jt-runs-waiting" data-testid="jt-runs-waiting">${escapeHtml(row.waiting)}</span></div>` : ''}
@@ -256,7 +256,7 @@ export class RunsPanel extends Widget {
               <span class="jt-sweeps-best" data-testid="jt-sweeps-best"${row.best ? ` data-objective="${row.best.objective}" data-run="${escapeHtml(row.best.run)}"` : ''}>${best ? `<span class="jt-sweeps-star">★</span> ${escapeHtml(best)}` : `${row.goal === 'min' ? 'minimize' : 'maximize'} ${escapeHtml(row.metric)}: no trial completed${SWEEP_ACTIVE.includes(row.status) ? ' yet' : ''}`}</span>
             </div>
             <div class="jt-runs-line jt-runs-meta">
-              <span>started ${escapeHtml(startedAt(row.created, now))} · <code class="jt-runs-id">${escapeHtml(shortId(row.id))}</code></span>
+              <code class="jt-runs-id">${escapeHtml(shortId(row.id))}</code><span class="jt-runs-where">started ${escapeHtml(startedAt(row.created, now))}</span>
             </div>
             <div class="jt-runs-line jt-runs-meta jt-sweeps-actions">
               <button class="jt-runs-attach" data-action="open-sweep" data-testid="jt-sweeps-open" title="Open the sweep's view: its trials table, best so far and parallel coordinates">Open sweep</button>
