@@ -239,7 +239,7 @@ export class RunsPanel extends Widget {
     const bar = total ? progressBar('jt-sweeps-progress', status, row.trials_done / total) : '';
     return `
         <div class="jt-sweeps-row" data-key="sweep:${id}" data-sweep="${id}" data-status="${status}" data-testid="jt-sweeps-row" aria-expanded="${open}">
-          <div class="jt-sweeps-head" data-action="toggle" title="${id}: click to ${open ? 'hide' : 'show'} its trials">
+          <div class="jt-sweeps-head" data-action="toggle" title="${id}, started ${escapeHtml(startedAt(row.created, now))}: click to ${open ? 'hide' : 'show'} its trials">
             <div class="jt-runs-line">
               <button class="jt-sweeps-toggle" data-action="toggle" data-testid="jt-sweeps-toggle" aria-expanded="${open}" aria-label="${open ? 'Hide' : 'Show'} the trials of ${escapeHtml(row.name)}">${open ? '▾' : '▸'}</button>
               <span class="jt-badge jt-status-${status}" data-testid="jt-sweeps-status-badge">${status}</span>
