@@ -217,3 +217,32 @@ def test_a_launch_forms_text_a_notebook_keeps_shows_no_secret(home):
         submit=None,
     )
     assert TOKEN not in form.text() and "hf_token=" in form.text() and "lr=0.1" in form.text()
+
+
+def test_a_wide_shared_object_graph_is_looked_into_once_and_within_a_budget():
+    """A failing rank's local (an Accelerator, a model) can reach a graph whose objects are
+    shared many times over: each object is looked into once, and at most MAX_OBJECTS of
+    them, so the rank records its failure at once instead of walking 2**40 paths."""
+    import time
+
+    from jupyter_trainer.rankside import redact as rank_redact
+
+    class Node:
+        def __init__(self, child):
+            self.left, self.right, self.api_token = child, child, "hf_" + "x" * 30
+
+        def __repr__(self) -> str:
+            return "Node(...)"
+
+    node = None
+    for _ in range(40):
+        node = Node(node)
+    started = time.monotonic()
+    shown = rank_redact.redact_object(node, "accelerator")
+    assert time.monotonic() - started < 5
+    assert "api_token='***'" in repr(shown) and "hf_x" not in repr(shown)
+
+    wide = [Node(None) for _ in range(rank_redact.MAX_OBJECTS * 2)]
+    started = time.monotonic()
+    rank_redact.redact_object(wide, "nodes")
+    assert time.monotonic() - started < 10

@@ -136,7 +136,22 @@ def redact_object(value: Any, name: str | None = None) -> Any:
     ``argparse.Namespace``, a dataclass or another object whose fields hold a secret is
     replaced by a stand-in whose ``repr`` shows its fields with the secrets masked; objects
     that hold none come back as they are, so their own ``repr`` is kept."""
-    return _object(value, name, 0, set(), False)
+    return _object(value, name, 0, _Walk(), False)
+
+
+MAX_OBJECTS = 20_000  # objects one call looks into: a rank's local can reach a whole model
+
+
+class _Walk(set):
+    """The objects on the path being walked (a cycle is masked), what each object already
+    looked into became (an object a wide graph shares is looked into once), and how many
+    more may be: past that, objects come back as they are, their ``repr`` left to
+    ``redact_text`` as every shown value is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done: dict[tuple[int, bool], Any] = {}
+        self.left = MAX_OBJECTS
 
 
 _short = reprlib.Repr()
@@ -168,13 +183,27 @@ def _fields(value: Any) -> dict[str, Any] | None:
     return dict(found) if isinstance(found, dict) and len(found) <= 200 else None
 
 
-def _object(value: Any, name: str | None, depth: int, seen: set[int], hidden: bool) -> Any:
+def _object(value: Any, name: str | None, depth: int, seen: _Walk, hidden: bool) -> Any:
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         return _redact(value, name, depth, seen, hidden)
     hidden = hidden or (name is not None and secret_name(name))
     if depth >= MAX_DEPTH or id(value) in seen:
         return MASK
+    key = (id(value), hidden)
+    if key in seen.done:
+        return seen.done[key]
+    if seen.left <= 0:
+        return value
+    seen.left -= 1
     seen.add(id(value))
+    try:
+        found = seen.done[key] = _look_into(value, depth, seen, hidden)
+        return found
+    finally:
+        seen.discard(id(value))
+
+
+def _look_into(value: Any, depth: int, seen: _Walk, hidden: bool) -> Any:
     try:
         if isinstance(value, dict):
             out = {
@@ -195,8 +224,6 @@ def _object(value: Any, name: str | None, depth: int, seen: set[int], hidden: bo
         return value
     except Exception:  # a hostile __dict__ or __eq__: show nothing of it
         return MASK
-    finally:
-        seen.discard(id(value))
 
 
 def _same(new: Any, old: Any) -> bool:
