@@ -79,7 +79,10 @@ def test_a_v1_script_runs_on_its_own_as_v1_tutorials_try_it(home, tmp_path):
 
     from jt_cli import cli
 
-    done = cli("azureml", "run", str(PROJ / "train.py"), "--data-dir", str(DATA), "--epochs", "1")
+    done = cli(
+        "azureml", "run", str(PROJ / "train.py"), "--data-dir", str(DATA), "--epochs", "1",
+        cwd=tmp_path,
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "of experiment offline, rank 0 of 1" in done.stdout
     folder = cli("azureml", "path").stdout.strip()
