@@ -173,4 +173,3 @@ def test_the_first_cells_of_a_v1_sample_and_a_job_that_names_the_nodes_variables
     assert "master localhost node 0 rank 1" in logs, logs
     assert "Completed 2.0" in text or "Completed [2.0, 2.0]" in text, text[-1500:]
     assert leftover(run.id) == []
-
