@@ -141,3 +141,27 @@ def test_each_members_data_inputs_and_kept_credentials_are_their_own(members, si
         f"more ({team.workspace / 'users' / bob / 'secrets' / 'data-urls.db'} has no entry "
         "for it); submit the run again with --data w=URL, the full URL"
     ) in theirs.stderr, theirs.stderr
+
+
+def test_a_members_folder_another_made_first_stops_none_of_her_runs(members):
+    """bob makes users/<alice>/ before alice's first run: it is his, so nothing of hers is
+    kept there; her own state goes to her home instead, with a warning that names him, and
+    her runs with data inputs and targets of her own work as before."""
+    team = members
+    alice, bob = team.users
+    squat = team.workspace / "users" / alice
+    team.run(bob, "mkdir", "-m", "0777", str(squat))
+    data = team.root / alice / "data"
+    data.mkdir()
+    (data / "rows.txt").write_text("rows")
+    shutil.chown(data, alice)
+    shutil.chown(data / "rows.txt", alice)
+    team.cli(alice, "target", "add", "mine", "--kind", "local")
+    done = submit(team, alice, "--target", "mine", "--data", f"local={data}", check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"belongs to {bob}" in done.stderr and ".jupyter_trainer/workspaces/" in done.stderr
+    assert list(squat.iterdir()) == []  # nothing of alice's went into bob's folder
+    homes = list((team.root / alice / ".jupyter_trainer" / "workspaces").iterdir())
+    assert len(homes) == 1 and (homes[0] / "cache" / "data-hashes.db").is_file()
+    assert (homes[0] / "targets.toml").is_file()
+    assert stat.S_IMODE(homes[0].stat().st_mode) == 0o700

@@ -12,16 +12,18 @@ on PostgreSQL is shared: its folders are made readable by their group.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import StoreError
+from .errors import StoreError, Untrusted
 from .modes import make_top
 from .redact import redact_text
-from .trust import Trust, own_folder, user_name
+from .trust import Trust, UntrustedFileWarning, own_folder, user_name
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -56,7 +58,22 @@ class Settings:
             return self.home
         users = self.home / "users"
         make_top(users, True)
-        return own_folder(users / user_name(os.geteuid()), "your folder in the workspace", 0o2750)
+        try:
+            return own_folder(
+                users / user_name(os.geteuid()), "your folder in the workspace", 0o2750
+            )
+        except Untrusted as exc:
+            # Another member made it first: what would be kept there stays in this user's
+            # own home instead, so that the squat stops none of this user's runs.
+            key = hashlib.sha256(os.path.realpath(self.home).encode()).hexdigest()[:16]
+            instead = Path.home() / ".jupyter_trainer" / "workspaces" / key
+            warnings.warn(
+                f"{exc}; until then your own state in this workspace (warm pools, caches, "
+                f"credentials, your targets and environments' locks) is kept in {instead}",
+                UntrustedFileWarning,
+                stacklevel=2,
+            )
+            return own_folder(instead, "your folder for this workspace", 0o700)
 
 
 def settings(home: Path) -> Settings:
