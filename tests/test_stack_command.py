@@ -57,3 +57,28 @@ def test_stack_names_each_rank_its_host_and_pid(ip, home, tmp_path, capsys):
     run.cancel()
     ended = cli("stack", run.id)
     assert ended.returncode == 2 and "it has no live ranks" in ended.stderr
+
+
+def test_stacks_are_plain_text_when_colour_is_forced(monkeypatch):
+    """ipykernel sets FORCE_COLOR and CLICOLOR_FORCE, and a supervisor started from a
+    notebook inherits them: py-spy, here and on other hosts, must still write plain text."""
+    import subprocess
+    import sys
+    import time
+
+    from jupyter_trainer.rankside import procs
+
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("CLICOLOR_FORCE", "1")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.3)
+        here = procs.python_stack(sleeper.pid)
+        remote = subprocess.run(
+            procs.py_spy_argv(sys.executable, sleeper.pid), capture_output=True, text=True
+        ).stdout
+        for stack in (here, remote):
+            assert f"Process {sleeper.pid}: " in stack and "\x1b[" not in stack, stack
+    finally:
+        sleeper.kill()
+        sleeper.wait()

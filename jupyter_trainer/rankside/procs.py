@@ -11,6 +11,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -236,7 +237,11 @@ def python_stack(pid: int, timeout: float = 15.0) -> str:
         return f"(no stack: process {pid} has ended)"
     try:
         done = subprocess.run(
-            [program, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=timeout
+            [program, "dump", "--pid", str(pid)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=plain_env(os.environ),
         )
     except subprocess.TimeoutExpired:
         return f"(no stack: py-spy did not answer within {timeout:g} s)"
@@ -254,6 +259,16 @@ def python_stack(pid: int, timeout: float = 15.0) -> str:
     return done.stdout
 
 
+# What makes a program colour its output even into a pipe: ipykernel sets the first two, so
+# a run started from a notebook would store py-spy's stacks full of escape codes
+_FORCED_COLOUR = ("FORCE_COLOR", "CLICOLOR_FORCE")
+
+
+def plain_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for a program whose output is stored as text: no colour forced on it."""
+    return {**{k: v for k, v in env.items() if k not in _FORCED_COLOUR}, "NO_COLOR": "1"}
+
+
 def py_spy_argv(python: str | None, pid: object) -> list[str]:
     """``py-spy dump --pid PID`` for another host: the py-spy beside ``python`` (the ranks'
     interpreter) when there is one, else the one on that host's PATH."""
@@ -261,7 +276,8 @@ def py_spy_argv(python: str | None, pid: object) -> list[str]:
     return [
         "sh",
         "-c",
-        'if [ -x "$1" ]; then s="$1"; else s=py-spy; fi; exec "$s" dump --pid "$2"',
+        'if [ -x "$1" ]; then s="$1"; else s=py-spy; fi; '
+        'exec env -u FORCE_COLOR -u CLICOLOR_FORCE NO_COLOR=1 "$s" dump --pid "$2"',
         "sh",
         beside,
         str(pid),
