@@ -93,3 +93,28 @@ def test_a_v1_script_runs_on_its_own_as_v1_tutorials_try_it(home, tmp_path):
         plain, capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": folder}
     )
     assert found.returncode == 0 and "of experiment offline" in found.stdout, found.stderr
+
+
+def test_an_upload_that_keeps_stale_files_says_so(home, tmp_path, capsys):
+    """``upload_directory(overwrite=False)`` keeps what the datastore already has, as v1
+    did, and says which files it kept that differ from the source, with the fix."""
+    from jupyter_trainer.azureml.core import Dataset
+
+    source = tmp_path / "data"
+    source.mkdir()
+    (source / "same.txt").write_text("same")
+    (source / "rows.txt").write_text("old rows")
+    store = Workspace().get_default_datastore()
+    Dataset.File.upload_directory(src_dir=str(source), target=(store, "numbers"))
+    (source / "rows.txt").write_text("new rows")
+    (source / "more.txt").write_text("more")
+    capsys.readouterr()
+    Dataset.File.upload_directory(src_dir=str(source), target=(store, "numbers"))
+    said = capsys.readouterr().out
+    assert "Uploaded 1 file of" in said
+    assert "Kept 1 file already at workspaceblobstore/numbers that differ" in said, said
+    assert "rows.txt; pass overwrite=True to replace them" in said
+    kept = home / "datastore" / "workspaceblobstore" / "numbers" / "rows.txt"
+    assert kept.read_text() == "old rows"
+    Dataset.File.upload_directory(src_dir=str(source), target=(store, "numbers"), overwrite=True)
+    assert kept.read_text() == "new rows"

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import filecmp
 import json
 import re
 import shutil
@@ -94,9 +95,16 @@ class Datastore:
         if not source.is_dir():
             raise UserErrorException(f"upload: {source} is not a folder")
         target = self._inside(target_path or "")
-        _merge(source, target, overwrite=overwrite)
+        copied, kept = _merge(source, target, overwrite=overwrite)
+        where = f"{self.name}/{target_path or ''}"
         if show_progress:
-            print(f"Uploaded {source} to {self.name}/{target_path or ''}")
+            print(f"Uploaded {_files(copied)} of {source} to {where}")
+        if kept:  # v1 skipped them too, and said so: a stale file must not pass unseen
+            shown = ", ".join(kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
+            print(
+                f"Kept {_files(len(kept))} already at {where} that differ from {source} "
+                f"(overwrite=False): {shown}; pass overwrite=True to replace them"
+            )
         return DataPath(self, target_path or "")
 
     def upload_files(
@@ -136,7 +144,15 @@ class Datastore:
         raise Datastore._credentials("Datastore.register_azure_data_lake_gen2")
 
 
-def _merge(source: Path, target: Path, overwrite: bool) -> None:
+def _files(count: int) -> str:
+    return f"{count} file" if count == 1 else f"{count} files"
+
+
+def _merge(source: Path, target: Path, overwrite: bool) -> tuple[int, list[str]]:
+    """Copy ``source`` into ``target``; a file already there is replaced only with
+    ``overwrite``. Returns how many files were copied, and the ones kept although they
+    differ from the source's."""
+    copied, kept = 0, []
     for path in sorted(source.rglob("*")):
         dest = target / path.relative_to(source)
         if path.is_dir():
@@ -144,7 +160,11 @@ def _merge(source: Path, target: Path, overwrite: bool) -> None:
         elif overwrite or not dest.exists():
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, dest)
+            copied += 1
+        elif not filecmp.cmp(path, dest, shallow=False):
+            kept.append(str(path.relative_to(source)))
     target.mkdir(parents=True, exist_ok=True)
+    return copied, kept
 
 
 @dataclass(frozen=True)
