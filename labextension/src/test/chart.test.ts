@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { formatDuration, logTicks } from '../view/chart.js';
+import { counted, formatDuration, logTicks } from '../view/chart.js';
 
 const labels = (lo: number, hi: number): number[] =>
   logTicks(Math.log10(lo), Math.log10(hi)).map((t: number) => Number((10 ** t).toPrecision(6)));
@@ -28,3 +28,9 @@ test('durations are formatted like a clock', () => {
   assert.equal(formatDuration(undefined), '–');
 });
 
+
+test('a count of one takes the singular', () => {
+  assert.equal(counted(1, 'point'), '1 point');
+  assert.equal(counted(0, 'line'), '0 lines');
+  assert.equal(counted(2048, 'point'), '2,048 points');
+});

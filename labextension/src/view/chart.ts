@@ -30,6 +30,11 @@ export function formatTick(v: number): string {
   return formatNumber(v);
 }
 
+/** A count with its noun, singular for one: "1 point", "2,048 points". */
+export function counted(n: number, noun: string): string {
+  return `${n.toLocaleString("en-US")} ${n === 1 ? noun : `${noun}s`}`;
+}
+
 export function formatDuration(seconds: number | null | undefined): string {
   if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "–";
   const s = Math.max(0, Math.round(seconds));

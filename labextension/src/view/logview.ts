@@ -1,6 +1,7 @@
 // A bounded, searchable per-rank log view with ANSI colours. The owner gives it lines
 // ([rank, text] pairs) and is told when the reader picks another rank.
 import { ansiToHtml, escapeHtml, stripAnsi } from "./ansi.js";
+import { counted } from "./chart.js";
 import { part } from "./viewparts";
 
 /** One line of a run's output: the rank that wrote it, and its text (with ANSI codes). */
@@ -128,7 +129,7 @@ export class LogView {
   }
 
   private after(shown: number): void {
-    this.count.textContent = this.query ? `${shown} of ${this.lines.length} lines` : `${this.lines.length} lines`;
+    this.count.textContent = this.query ? `${shown} of ${counted(this.lines.length, "line")}` : counted(this.lines.length, "line");
     if (this.follow) {
       this.body.scrollTop = this.body.scrollHeight;
       // a view being built is not in the page yet: scroll once it is laid out

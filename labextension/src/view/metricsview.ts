@@ -3,7 +3,7 @@
  * ranks' mean, linear or log y), a chip per metric, the text metrics, and a chart per metric
  * shown. Every figure says which rank or ranks it is of (``rankstats``).
  */
-import { PALETTE, formatNumber } from './chart.js';
+import { counted, PALETTE, formatNumber } from './chart.js';
 import { escapeHtml } from './ansi.js';
 import { LineChart } from './linechart';
 import { type ChartMode, chartStatsHtml, chipParts } from './rankstats';
@@ -204,7 +204,7 @@ export class MetricsSection {
         ? chart.series.map((s, k) => `<span class="jt-legend-item"><span class="jt-swatch" style="background:${series[k].color}"></span>${escapeHtml(s.label)} <b>${formatNumber(s.last)}</b></span>`).join('') : '';
       const total = chart.series.reduce((n, s) => n + (s.count || 0), 0);
       const drawn = chart.series.reduce((n, s) => n + s.points, 0);
-      const perSeries = chart.series.length > 1 ? `${(first.count ?? 0).toLocaleString()} points × ${chart.series.length} ranks` : `${(first.count ?? 0).toLocaleString()} points`;
+      const perSeries = chart.series.length > 1 ? `${counted(first.count ?? 0, "point")} × ${chart.series.length} ranks` : counted(first.count ?? 0, "point");
       const nonFinite = chart.series.reduce((n, s) => n + (s.non_finite || 0), 0);
       entry.chart.update({ series, xKind: payload.x === 'time' ? 'time' : 'step', logY: this.view.logY });
       entry.chart.canvas.dataset.count = String(total);

@@ -6,7 +6,7 @@
  * so it is unit-tested in node.
  */
 import { escapeHtml } from './ansi.js';
-import { formatNumber } from './chart.js';
+import { counted, formatNumber } from './chart.js';
 
 /** One rank's series (a chart series or a metric's rank): values may be ``"nan"``/``"inf"``. */
 export interface IRankStat {
@@ -117,7 +117,7 @@ export function summaryTitle(summary: IRankSummary, label: string): string {
   let last = lastText(summary);
   if (several && lo !== null && hi !== null && lo !== hi) last = `${withRank(lo, loRank, true)} to ${withRank(hi, hiRank, true)}`;
   return `${label}: last ${last} · min ${withRank(summary.min, summary.min_rank, several)} · max ${withRank(summary.max, summary.max_rank, several)}` +
-    (summary.count ? ` · ${summary.count.toLocaleString('en-US')} points${several ? ' per rank' : ''}` : '');
+    (summary.count ? ` · ${counted(summary.count, 'point')}${several ? ' per rank' : ''}` : '');
 }
 
 /** A chart's header: whose figures they are, then last, min and max, each min and max with
@@ -150,7 +150,7 @@ export function chipParts(metric: IMetricRow, mode: ChartMode): { value: string;
     return {
       value: formatNumber(mean.last), who: 'mean',
       title: `${who}: last ${formatNumber(mean.last)} · min ${formatNumber(mean.min)} · max ${formatNumber(mean.max)}` +
-        (mean.count ? ` · ${mean.count.toLocaleString('en-US')} points` : '')
+        (mean.count ? ` · ${counted(mean.count, 'point')}` : '')
     };
   }
   const who = ranksLabel(metric.ranks);
