@@ -76,27 +76,3 @@ def ends_with_the_run(run: api.Run, grandchild: dict[str, int], stay: bool) -> N
         if procs.is_alive(grandchild["pid"], grandchild["ticks"]):
             os.kill(grandchild["pid"], signal.SIGKILL)
             time.sleep(0.1)
-
-
-@pytest.mark.parametrize("stay", [False, True], ids=["orphaned", "canceled"])
-def test_a_hot_ranks_grandchild_ends_with_its_rank(home, tmp_path, stay):
-    """A rank forked by the warm pool: the pool, not the run's supervisor, is its parent,
-    and the pool outlives the run. The rank keeps what it leaves behind below it, and the
-    pool ends it when the rank ends, naming it in the run's launcher log."""
-    pidfile = tmp_path / "escaped.json"
-    code = ESCAPE.replace("STAY", str(stay)).replace("PIDFILE", repr(str(pidfile)))
-    run = api.submit(code, procs=1, hot=True, name="escape-hot")
-    grandchild = escaped(pidfile)
-    try:
-        if stay:
-            run.cancel(wait=True, timeout=30)
-        else:
-            run.wait(timeout=60)
-        assert run.state["launcher"]["hot"]["used"], run.state["launcher"]
-        assert not procs.is_alive(grandchild["pid"], grandchild["ticks"])
-        log = (run.path / "logs" / "launcher.log").read_text()
-        assert f"[jt] ended {grandchild['pid']} sleep 600, which rank 0 left behind" in log, log
-        assert run.state["status"] == ("canceled" if stay else "completed")
-    finally:
-        if procs.is_alive(grandchild["pid"], grandchild["ticks"]):
-            os.kill(grandchild["pid"], signal.SIGKILL)

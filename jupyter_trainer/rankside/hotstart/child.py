@@ -15,8 +15,6 @@ import traceback
 from collections.abc import Iterable
 from typing import Any
 
-from .. import procs
-
 _PR_SET_PDEATHSIG = 1
 STORE_FD_ENV = "JT_STORE_LISTEN_FD"  # rank 0: the listening socket the pool bound for its store
 
@@ -70,10 +68,6 @@ def run_rank(
     try:
         os.setpgid(0, pgid or 0)
         _die_with_pool(pool)
-        # what the rank leaves behind (a daemon, a setsid'd helper with an emptied
-        # environment) stays below the rank while it lives, and goes to the pool, which
-        # ends it, when the rank ends
-        procs.become_subreaper()
         atexit._clear()  # the pool's handlers are not the rank's
         for fd in close_fds:
             try:

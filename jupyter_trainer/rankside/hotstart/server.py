@@ -85,7 +85,6 @@ class _Run:
         self.end_at: float | None = None  # the supervisor ended: end the ranks then
         self.supervisor_fd: int | None = None
         self.supervisor_grace = 0.0
-        self.log: str | None = None  # the run's launcher log on this node
 
 
 class Pool:
@@ -110,7 +109,6 @@ class Pool:
     # -- the loop --------------------------------------------------------------------
     def serve(self) -> None:
         signal.signal(signal.SIGTERM, lambda *_: setattr(self, "stopping", True))
-        procs.become_subreaper()  # what an ending rank leaves behind comes here (_end_orphans)
         while not self.stopping:
             now = time.monotonic()
             deadlines = [
@@ -173,7 +171,6 @@ class Pool:
         except ChildProcessError:
             code = -signal.SIGKILL
         rank = run.ranks[pid]
-        self._end_orphans(run, rank)
         self._send(run.conn, {"rank": rank, "exit": code})
         if code != 0 and not run.failed:
             run.failed = True
@@ -296,7 +293,6 @@ class Pool:
         write_json(Path(request["run_dir"], RUN_RECORD), record)
         os.close(go_write)  # the ranks go
         run = _Run(conn, pgid)
-        run.log = request.get("log")
         for pid, rank in pids.items():
             fd = os.pidfd_open(pid)
             run.ranks[pid] = rank
@@ -315,33 +311,6 @@ class Pool:
         return {"ok": True, **record}
 
     # -- ending ----------------------------------------------------------------------
-    def _end_orphans(self, run: _Run, rank: int) -> None:
-        """End what a rank left behind. Each rank is its descendants' subreaper, and so is
-        the pool: a process whose rank has ended (a setsid'd helper with an emptied
-        environment, which no process group or variable finds) is now the pool's child,
-        and one the pool did not fork is such a process. Its launcher log names each."""
-        forked = {pid for r in self.runs.values() for pid in r.ranks}
-        table = procs.process_table()
-        me = os.getpid()
-        left = {pid for pid, (ppid, _) in table.items() if ppid == me and pid not in forked}
-        if not left:
-            return
-        every = left | procs.descendants(left, table)
-        named = [procs.describe(pid) for pid in sorted(every)]
-        procs.signal_pids(sorted(every), signal.SIGKILL)
-        for pid in left:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
-        if run.log:
-            try:
-                with open(run.log, "a", encoding="utf-8") as out:
-                    for line in named:
-                        print(f"[jt] ended {line}, which rank {rank} left behind", file=out)
-            except OSError:
-                pass
-
     def _end(self, run: _Run) -> None:
         """Stop a run's ranks: SIGTERM now, SIGKILL after KILL_GRACE_S."""
         if run.fds:
