@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import reprlib
+import threading
 from typing import Any
 
 from .secret_names import secret_name, words
@@ -165,8 +166,22 @@ class Shown:
         self.type_name, self.fields = type_name, fields
 
     def __repr__(self) -> str:
-        inside = ", ".join(f"{k}={_short.repr(v)}" for k, v in self.fields.items())
-        return f"{self.type_name}({inside})"
+        # A stand-in's fields may hold stand-ins an object graph shares many times over:
+        # three levels of them, and 20 fields of each, are shown at the most.
+        level = getattr(_shown_level, "n", 0)
+        if level >= 3:
+            return f"{self.type_name}(...)"
+        _shown_level.n = level + 1
+        try:
+            fields = list(self.fields.items())
+            inside = ", ".join(f"{k}={_short.repr(v)}" for k, v in fields[:20])
+        finally:
+            _shown_level.n = level
+        more = ", ..." if len(fields) > 20 else ""
+        return f"{self.type_name}({inside}{more})"
+
+
+_shown_level = threading.local()  # how many stand-ins' reprs are being written, nested
 
 
 def _fields(value: Any) -> dict[str, Any] | None:
