@@ -8,6 +8,8 @@ completed run). Such a store must list, show and read exactly as before.
 from __future__ import annotations
 
 import json
+import os
+import pwd
 from pathlib import Path
 
 import pytest
@@ -161,7 +163,9 @@ def test_a_store_written_before_schema_versions_lists_shows_and_reads(
     assert [(r["id"], r["status"], r["name"]) for r in rows] == [(RUN, "completed", "legacy")]
 
     state = old_store.read_state(RUN)
-    assert state == json.loads(STATE_BEFORE_VERSIONS)  # read as written, nothing added
+    # read as written; its owner, which the record never says, is its folder's
+    owner = {"user": pwd.getpwuid(os.getuid()).pw_name, "uid": os.getuid(), "hub_user": None}
+    assert state == {**json.loads(STATE_BEFORE_VERSIONS), "owner": owner}
     assert state["launcher"]["exit_code"] == 0
     spec = old_store.read_spec(RUN)
     assert (spec.name, spec.params, spec.launch.launcher) == ("legacy", {"lr": 0.1}, "torchrun")
