@@ -42,7 +42,8 @@ def _register(team, user: str, name: str, data: str) -> str:
     return run_id
 
 
-def test_a_version_put_in_place_by_the_owner_of_models_is_refused(team):
+def test_a_version_put_in_place_by_the_owner_of_models_is_refused(bare_team):
+    team = bare_team  # set up before the administrator made models/: a member makes it
     alice, bob = team.users
     _register(team, bob, "his", "first")  # bob makes models/
     assert pwd.getpwuid(os.stat(team.workspace / "models").st_uid).pw_name == bob
