@@ -94,6 +94,9 @@ def test_diff_shows_exactly_the_changed_param_and_line(ip, home):
         [v for _, v in loss_a],
         [v for _, v in loss_b],
     ]
+    # steps are whole numbers: the x axis is ticked at whole steps only, never 0.25
+    ticks = figure.axes[0].get_xticks()
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
 
 
 def test_diff_of_files_launch_and_non_finite_metrics(home, tmp_path):

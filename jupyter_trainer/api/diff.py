@@ -103,6 +103,7 @@ class RunDiff:
             return None
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
+        from matplotlib.ticker import MaxNLocator
 
         fig = Figure(figsize=(width, height * len(self.curves)), dpi=100)
         FigureCanvasAgg(fig)
@@ -113,6 +114,7 @@ class RunDiff:
                 ax.plot(*downsample(xs, series.values, CHART_POINTS), label=run_id, linewidth=1.2)
             ax.set_title(name, fontsize=9)
             ax.set_xlabel("step")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # never a step 0.25
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=7)
         fig.tight_layout()
