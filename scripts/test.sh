@@ -23,4 +23,4 @@ trap 'rm -rf "$BASETEMP"' EXIT
 # loadgroup: the tests of one xdist_group (those on the Ray cluster) run on one worker, which
 # then starts one cluster for them instead of one per worker.
 WORKERS=${JT_TEST_WORKERS:-$(($(nproc) + 1))}
-"$VENV/bin/python" -m pytest -n "$WORKERS" --dist loadgroup --basetemp "$BASETEMP" "$@"
+"$VENV/bin/python" -m pytest -n "$WORKERS" --dist loadgroup --durations=25 --basetemp "$BASETEMP" "$@"

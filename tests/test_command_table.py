@@ -127,3 +127,21 @@ def test_the_magic_follows_what_a_starting_command_of_the_table_starts(home, ip,
     )
     again.wait()
     assert again.status == "completed" and leftover(again.id) == []
+
+
+def test_environment_help_is_made_from_the_parsers_of_env_and_of_a_definition(home, ip, capsys):
+    env_help = cli("env", "--help").stdout
+    verbs = {
+        verb: re.search(rf"^ +{verb} +(.+)$", env_help, re.M).group(1)  # type: ignore[union-attr]
+        for verb in VERBS["env"]
+    }
+    for line in ("%environment --help", "%environment help"):
+        text = magic_help(ip, capsys, line)
+        assert listed(text) >= set(verbs), text
+        for verb, described in verbs.items():
+            assert re.search(rf"^ +{verb} +{re.escape(described)}$", text, re.M), (verb, text)
+        for option in ("--pip", "--requirements", "--python", "--var", "--inherit", "--image"):
+            assert re.search(rf"^ +{option}\b.* \S", text, re.M), (option, text)
+        assert "%%environment NAME [--build]" in text
+    show = magic_help(ip, capsys, "%environment show --help")
+    assert "usage: %environment show" in show

@@ -14,7 +14,11 @@ from .parser import Subparsers, handles, verbs
 def define_env(sub: Subparsers, name: str) -> None:
     env = sub.add_parser(name, help="list, show, export, build or prune environments")
     handles(env, cmd_list)  # no verb: list
-    actions = verbs(env, required=False)
+    add_env_verbs(verbs(env, required=False))
+
+
+def add_env_verbs(actions: Subparsers) -> None:
+    """The verbs of ``env``, which ``%environment`` has too."""
     handles(actions.add_parser("list", help="every environment (the default)"), cmd_list)
     show = actions.add_parser("show", help="an environment's definition, versions, lock, build")
     show.add_argument("name", metavar="NAME[@VERSION]")
@@ -66,11 +70,8 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
     from ... import environment
 
     built = environment.build_environment(args.name)
-    print(
-        ("built in %.1f s: " % built["build_seconds"] if built["built"] else "already built: ")
-        + built["python"],
-        file=out,
-    )
+    done = f"built in {built['build_seconds']:.1f} s" if built["built"] else "already built"
+    print(f"environment {args.name}: {done}: {built['python']}", file=out)
     return 0
 
 

@@ -4,63 +4,97 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from ... import environment
-from ...api import runs as api
+from ...environment.definition import KEYS
+from ..commands.env import add_env_verbs
 from ..commands.options import HelpRequested, OptionParser, split_line
+from ..commands.parser import CommandParser
+from ..commands.table import parse_command, run_command
 
 if TYPE_CHECKING:
     from ...environment.definition import EnvDefinition
 
-HELP = """\
-%%environment NAME [--build]     define NAME from the cell's YAML body:
-                                   python: "3.11"      inherit: true
-                                   pip: [pkg==1.2, ...]  (or pip: {requirements: PATH})
-                                   env: {VAR: "value"}  image: REF
-%environment NAME [--pip A B ...] [--requirements PATH] [--python 3.11] [--var K=V ...]
-                  [--inherit] [--image REF] [--build]      define NAME from flags
-%environment                     list environments
-%environment show NAME[@VERSION]  the definition, its versions, lock and build
-%environment export NAME[@VERSION] [--requirements]   the lock (or the requirements) as text
-%environment build NAME[@VERSION]  lock and build it now (a run would do it otherwise)
-%environment prune [--dry-run]    remove built environments that no latest version and no
-                                   unfinished run uses (definitions and locks stay)
+# argparse formats usage with %: "%%" is one "%"
+USAGE = """\
+%%%%environment NAME [--build]      define NAME from the cell's YAML
+       %(prog)s NAME [options]      define NAME from options (%(prog)s NAME --help lists them)
+       %(prog)s [VERB] [NAME]       list, show, export, build or prune environments"""
 
-A run uses one with %%train --env NAME (or NAME@VERSION)."""
+DESCRIPTION = (
+    "Named environments for runs: a run uses one with %%train --env NAME (or NAME@VERSION). "
+    'The cell\'s YAML has the keys {keys}, for example python: "3.11", pip: [pkg==1.2], '
+    "env: {{VAR: value}}, inherit: true."
+)
 
 
 def _define_parser(prog: str, *, flags: bool) -> OptionParser:
+    """What defines an environment: the cell form's line, or the line form's options (each
+    sets the YAML key its help names)."""
     parser = OptionParser(
-        prog=prog, description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=prog,
+        usage="%(prog)s NAME [options]" if flags else "%(prog)s NAME [--build]",
+        description="Each option sets the YAML key named in brackets." if flags else None,
     )
-    parser.add_argument("name")
+    parser.add_argument("name", metavar="NAME")
     parser.add_argument(
         "--build", action="store_true", help="build the environment now, so the first run reuses it"
     )
     if flags:
-        parser.add_argument("--pip", nargs="+", action="extend", default=[], metavar="REQ")
-        parser.add_argument("--requirements", metavar="PATH")
-        parser.add_argument("--python", metavar="VERSION")
-        parser.add_argument("--var", action="append", default=[], metavar="NAME=VALUE")
         parser.add_argument(
-            "--inherit", action="store_true", help="layer on the notebook kernel's packages"
+            "--pip", nargs="+", action="extend", default=[], metavar="REQ", help="packages (pip)"
         )
-        parser.add_argument("--image", metavar="REF")
+        parser.add_argument("--requirements", metavar="PATH", help="a requirements file (pip)")
+        parser.add_argument("--python", metavar="VERSION", help="the Python version (python)")
+        parser.add_argument(
+            "--var",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="an environment variable of the ranks, repeatable (env)",
+        )
+        parser.add_argument(
+            "--inherit",
+            action="store_true",
+            help="layer on the notebook kernel's packages (inherit)",
+        )
+        parser.add_argument("--image", metavar="REF", help="the container image (image)")
     return parser
 
 
-def _named_parser(command: str) -> OptionParser:
-    parser = OptionParser(prog=f"%environment {command}")
-    parser.add_argument("name")
-    if command == "export":
-        parser.add_argument(
-            "--requirements", action="store_true", help="the requirements as defined, not the lock"
-        )
+def _verbs_parser() -> CommandParser:
+    """``%environment``'s verbs: those of ``jupyter-trainer env``, from the same parsers."""
+    parser = CommandParser(
+        prog="%environment",
+        usage=USAGE,
+        description=DESCRIPTION.format(keys=", ".join(KEYS)),
+    )
+    actions = parser.add_subparsers(
+        dest="action", metavar="VERB", parser_class=CommandParser, prog=parser.prog
+    )
+    add_env_verbs(actions)
     return parser
+
+
+def _help() -> str:
+    """What ``%environment`` alone with ``--help`` shows: the verbs, then the options that
+    define one."""
+    options = _define_parser("%environment", flags=True).format_help()
+    return _verbs_parser().format_help() + "\n" + options
+
+
+def _verbs() -> set[str]:
+    return {
+        verb
+        for action in _verbs_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for verb in action.choices
+    }
 
 
 @magics_class
@@ -96,38 +130,11 @@ class EnvironmentMagics(Magics):
 
     def _line(self, line: str) -> None:
         words, _ = split_line(line)
-        if not words or words[0] == "list":
-            print(environment.environments_table(environment.list_environments()))
+        if words and words[0] in ("help", "-h", "--help"):
+            print(_help())
             return None
-        if words[0] in ("help", "-h", "--help"):
-            print(HELP)
-            return None
-        if words[0] == "prune":
-            parser = OptionParser(prog="%environment prune")
-            parser.add_argument(
-                "--dry-run", action="store_true", help="list what would be removed, remove nothing"
-            )
-            opts = parser.parse_args(words[1:])
-            rows = api.prune_environments(dry_run=opts.dry_run)
-            print(environment.prune_text(rows, dry_run=opts.dry_run))
-            return None
-        if words[0] in ("show", "export", "build"):
-            opts = _named_parser(words[0]).parse_args(words[1:])
-            if words[0] == "show":
-                print(environment.show_text(opts.name))
-            elif words[0] == "export":
-                print(environment.export_text(opts.name, requirements=opts.requirements), end="")
-            else:
-                built = environment.build_environment(opts.name)
-                print(
-                    f"environment {opts.name}: "
-                    + (
-                        f"built in {built['build_seconds']:.1f} s"
-                        if built["built"]
-                        else "already built"
-                    )
-                    + f": {built['python']}"
-                )
+        if not words or words[0] in _verbs():
+            run_command(parse_command(_verbs_parser(), words or ["list"]), sys.stdout)
             return None
         opts = _define_parser("%environment", flags=True).parse_args(words)
         if not (
