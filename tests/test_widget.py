@@ -230,11 +230,14 @@ def test_cancel_from_the_widget_ends_a_background_run(kernel, home):
     assert kernel.value(f"{monitor_of(kernel, run.id)}.state['status']") == "canceled"
 
 
-FORM_CELL = """%%train --form --launcher python --name formed
-from jupyter_trainer import runtime as jt
+FORM_CELL = (
+    "%%train --form --launcher python --name formed --stop-on-nan loss_seen --stall-timeout 90"
+    " --on-stall cancel --system-interval 2\n"
+    """from jupyter_trainer import runtime as jt
 jt.log(step=0, lr_seen=lr, epochs_seen=epochs)
 print("params", repr(lr), repr(epochs), repr(label), repr(layers), repr(amp), repr(extra))
 """
+)
 
 
 def test_form_launch_records_the_values_entered(kernel, home):
@@ -306,6 +309,10 @@ def test_form_launch_records_the_values_entered(kernel, home):
     run = wait_for(lambda: api.runs(home=home), 30, what="the launched run")[0]
     run.wait(timeout=60)
     assert run.name == "from-form"
+    # every option of the %%train line reaches the run, not only those the form shows
+    assert run.spec.watch.stop_on_nan == ("loss_seen",)
+    assert (run.spec.watch.stall_timeout, run.spec.watch.on_stall) == (90.0, "cancel")
+    assert run.spec.watch.system_interval == 2.0
     assert run.spec.params == {
         "lr": 0.002,
         "epochs": 5,

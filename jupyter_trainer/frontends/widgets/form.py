@@ -197,19 +197,18 @@ class LaunchForm:
     def launch_arguments(
         self, values: Mapping[str, Any], options: Mapping[str, Any]
     ) -> dict[str, Any]:
-        """``api.submit`` keyword arguments for checked form values."""
+        """``api.submit`` keyword arguments for checked form values: every option of the
+        ``%%train`` line (``submit_kwargs``), with the fields the form shows as entered."""
         params = {name: coerce(kind, values[name]) for name, kind in self.kinds.items()}
         base = self.options
         return {
+            **base,
             "name": (options.get("name") or "").strip() or base.get("name"),
             "target": options.get("target") or base.get("target") or "local",
             "nodes": int(options.get("nodes", base.get("nodes") or 1)),
             "procs": int(options.get("procs", base.get("procs") or 1)),
             "launcher": options.get("launcher") or base.get("launcher") or "torchrun",
-            "backend": base.get("backend"),
             "env": options.get("env") or None,
-            "source": base.get("source"),
-            "autolog": base.get("autolog", True),
             "params": params,
         }
 
