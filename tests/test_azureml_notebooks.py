@@ -151,12 +151,15 @@ def test_the_first_cells_of_a_v1_sample_and_a_job_that_names_the_nodes_variables
     ``import azureml.core``, turning diagnostics on, and printing the compute target's
     ``get_status().serialize()``; a v1 job leaves ``PyTorchConfiguration``'s backend at its
     default on a CPU target (the script picks Gloo) and names the node's variables
-    (``$AZ_BATCHAI_JOB_MASTER_NODE_IP``) in its arguments, which v1's shell expanded."""
+    (``$AZ_BATCHAI_JOB_MASTER_NODE_IP``) in its arguments, which v1's shell expanded. The
+    workspace's Azure identifiers are strings, as v1's were, so printing them with ``+`` works
+    without a config.json."""
     path = port(tmp_path, "first_cells.ipynb")
     book = nbformat.read(path, as_version=4)
     assert "from jupyter_trainer import azureml" in book.cells[1].source
     text = execute(path)
     assert "SDK version: " in text and "Found existing compute target." in text
+    assert "Subscription id: \nResource group: " in text, text[:2000]
     assert "nothing is sent" in text and "'provisioningState': 'Succeeded'" in text
     run = only_run(home, "first-cells")
     assert run.status == "completed" and run.spec.launch.backend is None

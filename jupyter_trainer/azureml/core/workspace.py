@@ -4,7 +4,8 @@
 ``Workspace.from_config()`` reads a v1 ``config.json`` where there is one (its
 ``workspace_name`` is the workspace's name; a ``jupyter_trainer_home`` key, when present,
 chooses the store) and needs none. The Azure identifiers v1 took are kept as given and not
-used. ``compute_targets`` are the targets of ``targets.toml``, ``datasets`` the registered
+used; they are strings, empty when not given, as v1's always were (its samples print them with
+``+``). ``compute_targets`` are the targets of ``targets.toml``, ``datasets`` the registered
 datasets, ``models`` the registry's latest versions.
 """
 
@@ -38,8 +39,8 @@ class Workspace:
         _cloud: str = "AzureCloud",
         home: str | Path | None = None,
     ) -> None:
-        self.subscription_id = subscription_id
-        self.resource_group = resource_group
+        self.subscription_id = subscription_id or ""
+        self.resource_group = resource_group or ""
         self.home = Path(home).expanduser() if home else default_home()
         self.name = workspace_name or self.home.name
         self.location = _location or "local"
