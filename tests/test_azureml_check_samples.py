@@ -92,3 +92,23 @@ def test_provisioning_outside_the_fallback_is_still_refused(tmp_path):
         (3, "ComputeTarget.create()"),
         (7, "ComputeTarget.create()"),
     }, refused
+
+
+def test_a_job_over_several_nodes_is_predicted_to_need_a_target_with_them(tmp_path):
+    """v1's distributed samples ask for ``node_count=2`` of a cluster; here the local target
+    runs one node and refuses more at submit, so the check says so where the count is
+    written out, and leaves a one-node job as it was."""
+    path = tmp_path / "distributed.py"
+    path.write_text(
+        "from azureml.core.runconfig import MpiConfiguration, PyTorchConfiguration\n"
+        "a = PyTorchConfiguration(process_count=2, node_count=2)\n"
+        "b = MpiConfiguration(node_count=2)\n"
+        "c = PyTorchConfiguration(process_count=2)\n"
+        "d = MpiConfiguration(1, 3)\n"
+    )
+    found = {f.line: f for f in check_path(path) if f.name.endswith("Configuration()")}
+    for line, count in ((2, 2), (3, 2), (5, 3)):
+        assert found[line].verdict == DIFFERS, found[line]
+        assert f"node_count={count}" in found[line].note, found[line]
+        assert "the local target" in found[line].note, found[line]
+    assert found[4].verdict != REFUSED and "node_count" not in found[4].note, found[4]

@@ -330,6 +330,8 @@ class _Checker(ast.NodeVisitor):
         refused = _refused_value(name, node)
         if refused:
             verdict, note = REFUSED, refused
+        elif verdict != REFUSED and _nodes_note(name, node):
+            verdict, note = DIFFERS, "; ".join(filter(None, [note, _nodes_note(name, node)]))
         if verdict == REFUSED and self.fallback:
             verdict, note = DIFFERS, f"{FALLBACK}; reached, it is refused: {note}"
         self.add(node.lineno, name + "()", verdict, note)
@@ -437,6 +439,23 @@ def _refused_value(name: str, node: ast.Call) -> str | None:
             if value.lower().startswith(CURATED_PREFIXES) and CURATED_REFUSED.search(value):
                 return f"the curated environment {value!r}: this project runs PyTorch"
     return None
+
+
+def _nodes_note(name: str, node: ast.Call) -> str:
+    """What a distributed configuration asking for several nodes needs of its target, where
+    the count is written out: v1's clusters had the nodes, the local target has one."""
+    if name not in ("PyTorchConfiguration", "MpiConfiguration"):
+        return ""
+    given = node.args[1] if len(node.args) > 1 else None
+    given = next((k.value for k in node.keywords if k.arg == "node_count"), given)
+    count = given.value if isinstance(given, ast.Constant) else None
+    if not isinstance(count, int) or isinstance(count, bool) or count < 2:
+        return ""
+    return (
+        f"node_count={count} needs a target with {count} nodes (ssh, slurm, kubernetes or "
+        "ray) under the compute target's name; the local target runs one node and refuses it "
+        "at submit"
+    )
 
 
 def _script_has(module: str, name: str) -> bool:
