@@ -303,3 +303,14 @@ async def test_cancel_through_the_sweep_view(jp_ws_fetch, home, tmp_path):
     assert [t["reported"]["value"] for t in trials] == [t["last"] for t in sweep.state["trials"]]
     for trial in sweep.state["trials"]:
         wait_for(lambda: leftover(trial["run"]) == [], 15, what=f"run {trial['run']} to end")
+
+
+def test_an_empty_cancel_request_of_a_sweep_is_a_cancel_as_a_runs_is(sweep):
+    """A request written on a full disk has no data (``write_cancel_request``); the driver
+    reads it as a cancel without a reason, as a supervisor does a run's."""
+    paths = sweep.sweeps.paths(sweep.id)
+    paths.cancel_request.write_bytes(b"")
+    try:
+        assert sweep.sweeps.cancel_request(sweep.id) == {"reason": "canceled"}
+    finally:
+        paths.cancel_request.unlink()

@@ -58,7 +58,6 @@ from .records import (
     load_state,
     new_state,
     read_json,
-    read_json_object,
     spec_record,
     write_json_atomic,
 )
@@ -484,14 +483,9 @@ class Store(RankReader):
     ) -> dict[str, Any] | None:
         """The cancel request, if any; an empty one (written on a full disk) has no reason.
         With the run's ``owner`` record, also an admin's request left in the workspace."""
-        path = self.paths(run_id).cancel_request
-        try:
-            return read_json_object(path)
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError):
-            if path.exists():
-                return {"reason": "canceled"}
+        found = liveness.read_cancel_request(self.paths(run_id).cancel_request)
+        if found is not None:
+            return found
         return requests.read_cancel(self.home, "run", run_id, owner, self.settings.admin_group)
 
     def delete(self, run_id: str) -> None:

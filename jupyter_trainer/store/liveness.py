@@ -16,14 +16,15 @@ import signal
 import socket
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from ..core.errors import RecordDamaged, RunStateError, StoreError
 from ..core.records import PidRecord, StateRecord
 from ..core.units import fmt_duration
 from ..rankside import procs
 from .owners import verified_owner
-from .records import ACTIVE, RunPaths, read_supervisor, write_json_atomic
+from .records import ACTIVE, RunPaths, read_json_object, read_supervisor, write_json_atomic
 
 # A run still "created" this long after creation never got a supervisor.
 CREATED_GRACE_S = 60.0
@@ -124,20 +125,34 @@ def last_seen(paths: RunPaths, state: Mapping[str, Any]) -> float:
     return max(times)
 
 
+class CancelPaths(Protocol):
+    """A run's or a sweep's folder, as far as a cancel request goes."""
+
+    @property
+    def root(self) -> Path: ...
+
+    @property
+    def cancel_request(self) -> Path: ...
+
+
 def write_cancel_request(
-    paths: RunPaths, reason: str, elsewhere: Callable[[], object] | None = None
+    paths: CancelPaths,
+    reason: str,
+    elsewhere: Callable[[], object] | None = None,
+    what: str = "the run",
 ) -> None:
-    """Write ``cancel.request``. On a full disk, an empty one (it needs no data blocks):
-    the supervisor reads that as a cancel without a reason. Where the run's folder refuses
-    this user (an admin cancelling another user's run), ``elsewhere()`` leaves the request
-    in the workspace instead (``requests``)."""
+    """Write ``cancel.request`` of a run (or, with ``what``, a sweep). On a full disk, an
+    empty one (it needs no data blocks): the supervisor or driver reads that as a cancel
+    without a reason (``read_cancel_request``). Where the folder refuses this user (an
+    admin cancelling another user's run), ``elsewhere()`` leaves the request in the
+    workspace instead (``requests``)."""
     try:
         write_json_atomic(paths.cancel_request, {"requested": time.time(), "reason": reason})
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM):  # another user's run, as an admin
             if elsewhere is None:
                 raise StoreError(
-                    f"cannot ask for the cancel of the run in {paths.root}: only its owner "
+                    f"cannot ask for the cancel of {what} in {paths.root}: only its owner "
                     f"may write there ({exc.strerror})"
                 ) from None
             try:
@@ -145,20 +160,31 @@ def write_cancel_request(
                 return
             except OSError as again:
                 raise StoreError(
-                    f"cannot ask for the cancel of the run in {paths.root}: only its owner "
+                    f"cannot ask for the cancel of {what} in {paths.root}: only its owner "
                     f"may write there ({exc.strerror}), and the workspace's requests folder "
                     f"refused it too ({again}); make that folder writable by the team's group"
                 ) from None
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise StoreError(
-                f"cannot ask for the cancel of the run in {paths.root}: {exc.strerror or exc}"
+                f"cannot ask for the cancel of {what} in {paths.root}: {exc.strerror or exc}"
             ) from None
         try:
             paths.cancel_request.touch()
         except OSError as again:
             raise StoreError(
-                f"cannot ask for the cancel of the run in {paths.root}: {again.strerror or again}"
+                f"cannot ask for the cancel of {what} in {paths.root}: {again.strerror or again}"
             ) from None
+
+
+def read_cancel_request(path: Path) -> dict[str, Any] | None:
+    """The cancel request at ``path``, None when there is none; one that cannot be read
+    (empty, written on a full disk) is a cancel without a reason."""
+    try:
+        return read_json_object(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {"reason": "canceled"} if path.exists() else None
 
 
 def cancel_damaged(

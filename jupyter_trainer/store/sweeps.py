@@ -18,7 +18,6 @@ whose specs name the sweep and their trial number.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -35,7 +34,7 @@ from ..core.secret_values import secret_values, with_secret_values
 from ..core.spec import RunSpec, validate_run_id
 from ..rankside import procs, run_secrets
 from ..rankside.home import HOME_ENV, default_home
-from . import read_json, requests, write_json_atomic
+from . import liveness, read_json, requests, write_json_atomic
 from .folders import rmtree, slug
 from .index import index_url, unwritable
 from .owners import Identity, check_may_act, verified_owner
@@ -235,19 +234,12 @@ class SweepStore:
             f"cancel sweep {sweep_id}",
             "the sweep goes on",
         )
-        try:
-            try:
-                write_json_atomic(
-                    paths.cancel_request, {"requested": time.time(), "reason": reason}
-                )
-            except PermissionError:  # another user's sweep, as an admin: see ``requests``
-                requests.write_cancel(self.home, "sweep", sweep_id, reason, found.shared)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot ask for the cancel of sweep {sweep_id} in {paths.root}: "
-                f"{exc.strerror or exc} (an admin leaves it in the workspace's requests "
-                "folder, which the team's group must be able to write)"
-            ) from None
+        liveness.write_cancel_request(
+            paths,
+            reason,
+            lambda: requests.write_cancel(self.home, "sweep", sweep_id, reason, found.shared),
+            what=f"sweep {sweep_id}",
+        )
 
     def cancel_request(
         self,
@@ -258,10 +250,9 @@ class SweepStore:
     ) -> dict[str, Any] | None:
         """The sweep's cancel request, if any; with its ``owner`` record and the workspace's
         ``admin_group``, also an admin's request left in the workspace at or after ``since``."""
-        try:
-            return read_json_object(self.paths(sweep_id).cancel_request)
-        except (FileNotFoundError, json.JSONDecodeError):
-            pass
+        found = liveness.read_cancel_request(self.paths(sweep_id).cancel_request)
+        if found is not None:
+            return found
         return requests.read_cancel(self.home, "sweep", sweep_id, owner, admin_group, since)
 
     def clear_cancel(self, sweep_id: str) -> None:
