@@ -34,6 +34,7 @@ from typing import Any
 
 from ..core.errors import EnvError
 from ..rankside import env_build as builder
+from . import torchbuild
 from .definition import EnvDefinition
 from .places import own_environments
 
@@ -86,6 +87,9 @@ def lock_key(definition: EnvDefinition, base: dict[str, Any] | None) -> str:
         if base is None:
             raise ValueError("a layered definition needs the base description")
         identity["base"] = {k: base[k] for k in ("identity", "version", "packages")}
+        kept = torchbuild.resolution(definition.pip, base)
+        if kept is not None:  # the index of the kernel's torch build is part of the answer
+            identity["torch_index"] = kept["index"]
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -139,58 +143,104 @@ def compile_into(
     """Run ``uv pip compile`` for ``definition`` in ``folder``; write the three lock files.
 
     Reproducible: the same definition and base give the same ``requirements.lock`` text
-    (no header, fixed relative file names in uv's ``# via`` annotations).
+    (no header, fixed relative file names in uv's ``# via`` annotations). A layered
+    definition that keeps a kernel's labelled torch (``2.13.0+cpu``) and needs torch is
+    resolved a second time against that exact build and its index (``torchbuild``).
     """
     python = lock_python(definition)
     (folder / "requirements.in").write_text("".join(f"{r}\n" for r in definition.pip))
-    out = folder / "requirements.lock"
-    if definition.inherit and base is not None:
-        out.write_text(
-            "".join(f"{n}=={builder.public_version(v)}\n" for n, v in base["packages"].items())
-        )
-    else:
-        out.write_text("")
+    kept = torchbuild.resolution(definition.pip, base) if definition.inherit else None
+    meta: dict[str, Any] = {}
     try:
         uv_bin = builder.find_uv(uv)
         if definition.pip:
-            builder.run_uv(
-                uv_bin,
-                [
-                    "pip",
-                    "compile",
-                    "requirements.in",
-                    "-o",
-                    "requirements.lock",
-                    "--generate-hashes",
-                    "--no-header",
-                    "--quiet",
-                    "--python",
-                    sys.executable,
-                    "--python-version",
-                    python,
-                ],
-                cwd=str(folder),
+            _compile(folder, uv_bin, python, base if definition.inherit else None)
+            needs_torch = any(
+                e["name"] == "torch"
+                for e in builder.parse_lock((folder / "requirements.lock").read_text())
             )
+            if kept is not None and needs_torch:
+                meta["torch"] = kept
+                _compile(folder, uv_bin, python, base, kept)
         else:
-            out.write_text("")
+            (folder / "requirements.lock").write_text("")
     except builder.BuildError as exc:
-        raise EnvError(
-            f"environment {definition.name!r}: uv could not resolve its requirements "
-            f"for Python {python}; nothing was stored. Fix the pip list (a version "
-            "that does not exist, a misspelt name) and define it again, or, if uv "
-            f"could not reach the package index, check the network and UV_INDEX_URL."
-            f"\n{exc}"
-        ) from None
-    meta: dict[str, Any] = {
-        "format": builder.FORMAT,
-        "python": python,
-        "inherit": definition.inherit,
-        "requirements": list(definition.pip),
-        "created": time.time(),
-        "platform": sys.platform,
-        "resolver": "uv pip compile --generate-hashes",
-    }
+        raise EnvError(_unresolved(definition, python, meta.get("torch"), exc)) from None
+    meta.update(
+        {
+            "format": builder.FORMAT,
+            "python": python,
+            "inherit": definition.inherit,
+            "requirements": list(definition.pip),
+            "created": time.time(),
+            "platform": sys.platform,
+            "resolver": "uv pip compile --generate-hashes",
+        }
+    )
+    if "torch" in meta:
+        meta["index"] = [meta["torch"]["index"]]  # where the builder finds the pinned builds
     if definition.inherit and base is not None:
         meta["base"] = {k: base[k] for k in ("executable", "version", "packages")}
     (folder / "lock.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     return meta
+
+
+def _compile(
+    folder: Path,
+    uv_bin: str,
+    python: str,
+    base: dict[str, Any] | None,
+    torch: dict[str, str] | None = None,
+) -> None:
+    """One ``uv pip compile`` into ``folder/requirements.lock``: the base's versions as
+    preferences; with ``torch``, its exact build as a constraint and its index beside the
+    default one (the best match of both, as pip's ``--extra-index-url`` does, so a package
+    the default index also has keeps the kernel's version)."""
+    label = torchbuild.split(torch["torch"])[1] if torch else None
+    preferred = []
+    for name, version in (base or {}).get("packages", {}).items():
+        exact = label is not None and torchbuild.split(version)[1] == label
+        preferred.append(f"{name}=={version if exact else builder.public_version(version)}\n")
+    (folder / "requirements.lock").write_text("".join(preferred))
+    args = [
+        "pip",
+        "compile",
+        "requirements.in",
+        "-o",
+        "requirements.lock",
+        "--generate-hashes",
+        "--no-header",
+        "--quiet",
+        "--python",
+        sys.executable,
+        "--python-version",
+        python,
+    ]
+    if torch is not None:
+        (folder / "constraints.txt").write_text(f"torch=={torch['torch']}\n")
+        args += ["-c", "constraints.txt", "--index", torch["index"]]
+        args += ["--index-strategy", "unsafe-best-match"]
+    builder.run_uv(uv_bin, args, cwd=str(folder))
+
+
+def _unresolved(
+    definition: EnvDefinition, python: str, torch: dict[str, str] | None, exc: Exception
+) -> str:
+    if torch is not None:
+        return (
+            f"environment {definition.name!r}: uv could not resolve its requirements against "
+            f"the kernel's torch {torch['torch']}, which a layered environment keeps, from "
+            f"the PyTorch index of that build ({torch['index']}) and the default index; "
+            "nothing was stored. Ask for versions made for this torch (torchvision, "
+            "torchaudio: the release that goes with it), or, if that index cannot be reached "
+            f"from here, set {torchbuild.INDEX_ENV} to a mirror of it (a folder laid out as a "
+            "simple index works) and define it again; to use another torch instead, name "
+            f"its version in the pip list.\n{exc}"
+        )
+    return (
+        f"environment {definition.name!r}: uv could not resolve its requirements "
+        f"for Python {python}; nothing was stored. Fix the pip list (a version "
+        "that does not exist, a misspelt name) and define it again, or, if uv "
+        f"could not reach the package index, check the network and UV_INDEX_URL."
+        f"\n{exc}"
+    )

@@ -30,6 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import torchbuild
+
 LAUNCHER_MODULES = {"torchrun": ("torch",), "horovod": ("horovod",)}
 RESERVED_DIR = "_jt"
 CELL_ENTRY = "_jt/cell.py"
@@ -37,7 +39,7 @@ IGNORE_FILE = ".trainignore"  # capture.snapshot.IGNORE_FILE
 CELL_MARKER = "# --- cell ---"  # capture.cellscript.CELL_MARKER: the cell follows it verbatim
 
 _CHECK = r"""
-import importlib.util, json, os, sys
+import glob, importlib.util, json, os, re, sys
 root, shim, names = sys.argv[1], sys.argv[2], sys.argv[3:]
 v1 = [os.path.join(shim, "azureml_v1")] if os.path.isdir(os.path.join(shim, "azureml_v1")) else []
 sys.path[:] = [root] + v1 + [p for p in sys.path if p not in ("", root)] + [shim]
@@ -58,6 +60,48 @@ for folder in sys.path:  # the first torch-*.dist-info on sys.path (importlib.me
     if found:
         out["torch"] = found[0][6:-10]
         break
+def version_py(folder):  # a package's __version__, read without importing it
+    try:
+        with open(os.path.join(folder, "version.py")) as fh:
+            found = re.search(r"^__version__\s*(?::[^=]*)?=\s*['\"]([^'\"]+)", fh.read(), re.M)
+    except OSError:
+        return None
+    return found.group(1) if found else None
+def package_dir(name):
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception:
+        return None
+    return next(iter(spec.submodule_search_locations or []), None) if spec else None
+torch_dir = package_dir("torch")
+out["builds"] = {"torch": version_py(torch_dir) if torch_dir else None, "packages": []}
+for name in sorted(set(names) | {"torchvision", "torchaudio", "torchtext"}):
+    folder = package_dir(name) if torch_dir and name != "torch" else None
+    version = folder and version_py(folder)
+    if not version:
+        continue
+    needs = None
+    parent = os.path.dirname(folder)
+    infos = glob.glob(os.path.join(parent, name + "-*.dist-info"))
+    for listing in glob.glob(os.path.join(parent, "*.dist-info", "top_level.txt")):
+        try:
+            with open(listing) as fh:
+                if name in fh.read().split():
+                    infos.append(os.path.dirname(listing))
+        except OSError:
+            pass
+    for info in infos:
+        try:
+            with open(os.path.join(info, "METADATA")) as fh:
+                pin = re.search(r"^Requires-Dist:\s*torch\s*\(?\s*==\s*([^\s,;)]+)", fh.read(), re.M)
+        except OSError:
+            continue
+        needs = pin.group(1) if pin else None
+        break
+    if needs:  # a package built against one torch
+        own = os.path.realpath(folder).startswith(os.path.realpath(sys.prefix) + os.sep)
+        out["builds"]["packages"].append(
+            {"module": name, "version": version, "needs": needs, "own": own, "where": folder})
 out["path"] = [p for p in sys.path if p not in [root, shim, *v1]]
 print(json.dumps(out))
 """
@@ -108,7 +152,7 @@ def _run_check(
     if found is None:
         return None, out.stderr.strip()[-2000:] or f"exit code {out.returncode}"
     folders = found.pop("path", [])
-    if not found["missing"] and not found["errors"]:
+    if not found["missing"] and not found["errors"] and not mismatches(found):
         _FOUND[key] = (dict(found), _stamps(folders))
     return found, None
 
@@ -212,15 +256,42 @@ def check(
                 "local": local_module(module),
             }
         )
+    separate = os.path.realpath(python) != os.path.realpath(sys.executable)
+    builds: list[dict[str, Any]] = []
+    unused: list[str] = []
+    for item in mismatches(found):
+        at = first.get(item["module"])
+        if at is None and not (item["own"] and separate):
+            unused.append(f"{item['why']}; importing it would fail (the run does not)")
+            continue
+        item["line"] = at
+        item["source"] = lines[at - 1].strip() if at and at <= len(lines) else None
+        item["where_imported"] = where_imported(entry, lines, at) if at else None
+        builds.append(item)
     record.update(
-        ok=not record["missing"],
+        ok=not record["missing"] and not builds,
+        torch_builds=builds,
         python=found["python"],
         torch=found["torch"],
         unchecked=found["errors"],
-        differences=differences(kernel, found),
+        differences=differences(kernel, found) + unused,
         seconds=round(time.monotonic() - start, 3),
     )
     return record
+
+
+def mismatches(found: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The packages on the run's path built against another torch than the run's (another
+    version, or another build: ``+cu130`` beside a ``+cpu`` torch), each with why."""
+    builds = found.get("builds") or {}
+    torch: str | None = builds.get("torch")
+    out: list[dict[str, Any]] = []
+    for item in builds.get("packages", []) if torch else []:
+        assert torch is not None
+        why = torchbuild.build_mismatch(torch, item["module"], item["version"], item["needs"])
+        if why is not None:
+            out.append({**item, "torch": torch, "why": why})
+    return out
 
 
 def where_imported(entry: str, lines: list[str], line: int | None) -> str:
@@ -292,6 +363,8 @@ def failure_message(
     )
     if record.get("error"):
         return f"pre-flight check failed for {where}: {record['error']}. Nothing was started."
+    if not record["missing"]:
+        return builds_message(record, where, env_name)
     lines = [
         f"pre-flight check: {where} cannot import "
         + ", ".join(repr(m["module"]) for m in record["missing"])
@@ -345,4 +418,44 @@ def failure_message(
                 "the pip list, or use --launcher python for a single process"
             )
         lines.append(f"{head}: {fix}")
+    if record.get("torch_builds"):
+        lines.append(builds_message(record, where, env_name))
+    return "\n".join(lines)
+
+
+def builds_message(record: Mapping[str, Any], where: str, env_name: str | None) -> str:
+    """A package built for another torch than the run's: which, why it fails, and the build
+    to install in its place, from the index of the run's torch build."""
+    builds = record.get("torch_builds") or []
+    lines = [
+        f"pre-flight check: {where} has "
+        + ", ".join(f"{b['module']} {b['version']}" for b in builds)
+        + f", built for another torch than its own ({builds[0]['torch'] if builds else '?'}):"
+        " importing it fails in every rank. Nothing was started."
+    ]
+    for item in builds:
+        torch, module = item["torch"], item["module"]
+        label = torchbuild.split(torch)[1]
+        wanted = torchbuild.matching_version(module, torch)
+        requirement = f"{module}=={wanted}" if wanted else module
+        source = f"from {torchbuild.index_url(label)}" if label else "from the default index"
+        if env_name:
+            fix = (
+                f"define environment {env_name!r} again: while it keeps the notebook's torch it "
+                f"resolves {module} {source} (set {torchbuild.INDEX_ENV} to a mirror of that "
+                "index if this machine cannot reach it), or name the torch it needs in its "
+                "pip list"
+            )
+        else:
+            index = f" --index-url {torchbuild.index_url(label)}" if label else ""
+            fix = f"run `%pip install '{requirement}'{index}` in the notebook"
+        head = (
+            f"- {module} ({item['where_imported']}: `{item['source']}`)"
+            if item.get("source")
+            else f"- {module} (installed in the environment, at {item['where']})"
+        )
+        lines.append(
+            f"{head}: {item['why']}. Install the {module} built for this torch, "
+            f"{requirement} {source}: {fix}"
+        )
     return "\n".join(lines)

@@ -125,6 +125,12 @@ def public_version(version: str) -> str:
     return version.split("+", 1)[0]
 
 
+def same_build(have: str, pinned: str) -> bool:
+    """Whether an installed version is the pinned one, build label included: torch
+    ``2.13.0+cpu`` is not PyPI's ``2.13.0`` (a CUDA build)."""
+    return have.lower() == pinned.lower()
+
+
 # -- locks ---------------------------------------------------------------------------------
 def parse_lock(text: str) -> list[dict[str, Any]]:
     """Logical requirement lines of a lock: name, pinned version (or None), hashes, text."""
@@ -176,9 +182,7 @@ def plan(lock_dir: str, base: dict[str, Any]) -> dict[str, Any]:
     skipped = sorted(
         f"{e['name']}=={e['version']}"
         for e in entries
-        if inherit
-        and e["name"]
-        and public_version(have.get(e["name"], "")) == public_version(e["version"])
+        if inherit and e["name"] and same_build(have.get(e["name"], ""), e["version"])
     )
     interpreter = base["executable"] if matches else python
     identity = {
@@ -353,6 +357,8 @@ def _build_into(venv: str, work: str, p: dict[str, Any], uv: str, offline: bool 
         ]
         if all(e["hashed"] for e in p["install"] if not e["line"].startswith("-")):
             args.append("--require-hashes")
+        for index in p["meta"].get("index", []):  # a torch build's own index (lock.json)
+            args += ["--index", index, "--index-strategy", "unsafe-best-match"]
         if offline is None:
             try:
                 run_uv(uv, [*args, "--offline"])
