@@ -169,12 +169,7 @@ def _kept_tags(path: Path) -> dict[str, str]:
 def read_complete_lines(path: Path, offset: int, max_bytes: int | None) -> tuple[bytes, int]:
     """Bytes of ``path`` from ``offset`` up to its last newline (at most ``max_bytes``;
     None: all), so a reader never sees half of a line a writer is appending."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read(-1 if max_bytes is None else max_bytes)
-    except FileNotFoundError:
-        return b"", offset
+    data = _read_from(path, offset, max_bytes)
     end = data.rfind(b"\n") + 1
     return data[:end], offset + end
 
@@ -184,17 +179,22 @@ def read_log_lines(path: Path, offset: int, max_bytes: int | None) -> tuple[byte
     carriage return (tqdm redraws its bar with ``\\r`` alone, and may never write a newline).
     A line longer than ``max_bytes`` comes in pieces of about ``max_bytes``, cut between
     characters: a reader that waited for its end could wait for ever, and hold it all."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read(-1 if max_bytes is None else max_bytes)
-    except FileNotFoundError:
-        return b"", offset
+    data = _read_from(path, offset, max_bytes)
     # a \r read last may be half of a \r\n: it ends a line once what follows it is read
     end = max(data.rfind(b"\n"), data.rfind(b"\r", 0, len(data) - 1)) + 1
     if not end and max_bytes is not None and len(data) == max_bytes:
         end = _last_whole_character(data)
     return data[:end], offset + end
+
+
+def _read_from(path: Path, offset: int, max_bytes: int | None) -> bytes:
+    """At most ``max_bytes`` (None: all) of ``path`` from ``offset``; none of a missing file."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(-1 if max_bytes is None else max_bytes)
+    except FileNotFoundError:
+        return b""
 
 
 def _last_whole_character(data: bytes) -> int:
