@@ -312,3 +312,31 @@ def test_what_a_rank_writes_to_disk_shows_as_its_write_rate(home):
     assert {"disk_read_bytes_per_s", "node_net_rx_bytes_per_s", "node_net_tx_bytes_per_s"} <= set(
         run.system()
     )
+
+
+# Spins for 2.5 s, under the default interval of 5 s, and prints when it started and ended.
+SHORT = """
+import time
+start = time.time()
+print("start", start, flush=True)
+while time.time() < start + 2.5:
+    pass
+print("end", time.time(), flush=True)
+"""
+
+
+def test_a_run_shorter_than_the_interval_has_samples_at_start_after_a_second_and_at_exit(home):
+    run = api.submit(SHORT, launcher="python", wait=True)
+    assert run.spec.watch.system_interval == 5  # the default
+    said = dict(line.split() for line in run.logs().splitlines() if line[:3] in ("sta", "end"))
+    follower = run.follower()
+    follower.poll()
+    created = float(follower.state["created"])
+    start, end = float(said["start"]) - created, float(said["end"]) - created
+    figures = run.system()
+    times = [t for t, _ in figures["rss_bytes"]]
+    assert len(times) >= 3, figures  # at once, about a second in (CPU's first), at exit
+    assert times[0] <= start + 0.5 and times[-1] >= end, (times, start, end)
+    cpu = figures["cpu_percent"]
+    assert cpu[0][0] <= start + 2.0 and cpu[-1][0] >= end, (cpu, start, end)
+    assert max(value for _, value in cpu) >= 20, cpu  # it spins

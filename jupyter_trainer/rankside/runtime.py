@@ -287,10 +287,13 @@ def _beat() -> None:
         _heartbeat().beat(_time())
 
 
-def _sample() -> None:
-    """This rank's system figures when due (rankside/system.py), written apart from the
-    event buffer: they are no sign of the training's progress."""
-    line = system.due_line(_pid, local_rank, _run_dir, _time())
+def _sample(last: bool = False) -> None:
+    """This rank's system figures when due (rankside/system.py), or with ``last`` as it
+    exits, written apart from the event buffer: they are no sign of the training's progress."""
+    if last:
+        line = system.last_line(_pid, _time())
+    else:
+        line = system.due_line(_pid, local_rank, _run_dir, _time())
     if line:
         with _lock:
             _write(line)
@@ -346,6 +349,7 @@ def _terminate(signum: int) -> None:
         return  # the other thread is already ending the process
     if os.getpid() == _pid:
         try:
+            _sample(last=True)
             flush()
         except Exception:
             pass
@@ -384,6 +388,10 @@ def _sigterm_from_flusher() -> None:
 def _at_exit() -> None:
     global _closed
     try:
+        try:
+            _sample(last=True)
+        except Exception:  # the figures at exit are not worth losing the events for
+            pass
         flush()
     finally:
         _closed = True

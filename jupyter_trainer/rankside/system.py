@@ -1,7 +1,10 @@
 """What a rank's hardware is doing, sampled by the runtime's flusher thread while it lives.
 
 Every ``--system-interval`` seconds (5 by default; 0 turns sampling off) a rank appends one
-``{"kind": "system", "t": ..., "values": {...}}`` line to its events file. The values:
+``{"kind": "system", "t": ..., "values": {...}}`` line to its events file: the first as the
+rank starts, the next a second later (the first with a CPU figure, which is a rate since the
+one before), then one an interval, and a last one as the rank exits, so a run shorter than
+the interval has its figures too. The values:
 
 - of its process and every process below it (data-loader workers included): ``cpu_percent``
   (100 is one core busy) and ``rss_bytes``; ``rss_peak_bytes``, the rank process's own peak;
@@ -31,11 +34,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from typing import Any
 
 from jupyter_trainer.rankside import gpu_read
 
 DEFAULT_INTERVAL = 5.0
+CPU_BASELINE = 1.0  # seconds from the first sample to the second, the first with a CPU figure
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -70,6 +75,15 @@ def due_line(pid: int, local_rank: int, run_dir: str | None, now: float) -> byte
     return line.encode() if line else None
 
 
+def last_line(pid: int, now: float) -> bytes | None:
+    """The figures of rank process ``pid`` as it exits; None in another process, outside a
+    run, with sampling off, and when a sample was just taken."""
+    if _sampler is None or os.getpid() != pid:
+        return None
+    line = _sampler.line(now, last=True)
+    return line.encode() if line else None
+
+
 class Sampler:
     """One rank's sampler: ``line(now)`` is its next events line when one is due, else None."""
 
@@ -77,7 +91,9 @@ class Sampler:
         self.pid = pid
         self.local_rank = local_rank
         self.every = every
-        self.due = 0.0
+        self.due = 0.0  # when the next sample is due; 0 before the first
+        self.taken = 0.0  # when the last one was taken
+        self.lock = threading.Lock()  # the flusher's samples and the one at exit
         self.cpu: tuple[float, float] | None = None  # (wall time, CPU seconds) of the last one
         self.gpu_reader = gpu_read.open_reader() if every else None
         self.dcgmi = shutil.which("dcgmi") if self.gpu_reader is not None else None
@@ -86,16 +102,21 @@ class Sampler:
         self.gpu_peak = 0.0  # the most GPU memory its processes held at a sample
         self.counters: dict[str, tuple[float, float]] = {}  # name -> (time, count) last read
 
-    def line(self, now: float) -> str | None:
+    def line(self, now: float, last: bool = False) -> str | None:
+        """The sample due at ``now`` as an events line: the first at once, the second
+        ``CPU_BASELINE`` seconds later, then one an interval; with ``last``, one now unless
+        one was taken in the last tenth of a second."""
         if not self.every:
             return None
-        if not self.due:  # the first sample one interval in: a rank's start is not its work
-            self.due = now + self.every
-            return None
-        if now < self.due:
-            return None
-        self.due = now + self.every
-        values = self.sample(now)
+        with self.lock:
+            if last:
+                if now - self.taken < 0.1:
+                    return None
+            elif now < self.due:
+                return None
+            self.due = now + (min(self.every, CPU_BASELINE) if not self.due else self.every)
+            self.taken = now
+            values = self.sample(now)
         if not values:
             return None
         return json.dumps({"kind": "system", "t": now, "values": values}) + "\n"
