@@ -40,6 +40,17 @@ def source(folder: Path, files: dict[str, str | bytes]) -> Path:
     return folder
 
 
+def test_secret_params_are_compared_by_their_values_and_never_shown(ip, home):
+    a = api.submit(CELL, params={"lr": 0.1, "api_key": "sk-first-0123456789"}, wait=True)
+    b = api.submit(CELL, params={"lr": 0.1, "api_key": "sk-second-0123456789"}, wait=True)
+    c = api.submit(CELL, params={"lr": 0.1, "api_key": "sk-first-0123456789"}, wait=True)
+    found = jt.diff(a.id, b.id)
+    assert found.params == {"added": {}, "removed": {}, "changed": {"api_key": ["***", "***"]}}
+    assert 'api_key: "***" → "***" (secret values that differ)' in found.text()
+    assert "sk-" not in found.text() and "sk-" not in json.dumps(found.to_dict())
+    assert jt.diff(a.id, c.id).params == {"added": {}, "removed": {}, "changed": {}}
+
+
 def test_diff_shows_exactly_the_changed_param_and_line(ip, home):
     a = api.submit(CELL, params={"lr": 0.1}, wait=True)
     b = api.submit(CELL.replace("scale = 2", "scale = 3"), params={"lr": 0.2}, wait=True)

@@ -143,6 +143,12 @@ def test_a_colleague_reads_no_secret_of_a_run_and_must_give_them_to_rerun_it(tea
         assert f"params {sha(token)}" in log.read_text()
     found = team.run(bob, "grep", "-rlsF", TOKEN, str(team.workspace), check=False)
     assert found.stdout == "", found.stdout
+    # diff compares the secrets it can read, and says which it cannot
+    assert "params: same" in team.cli(alice, "diff", run_id, again.split()[-1]).stdout
+    for user in (alice, bob):
+        shown = team.cli(user, "diff", run_id, own.split()[-1]).stdout
+        assert 'hf_token: "***" and "***": secret, and not compared' in shown, shown
+        assert TOKEN not in shown and "bobs-own-token" not in shown
 
 
 def test_a_sweep_keeps_no_database_password_and_its_trials_get_their_secrets(

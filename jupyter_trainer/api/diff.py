@@ -23,6 +23,7 @@ from ..capture.snapshot import RESERVED_DIR
 from ..core.spec import EnvSpec, RunSpec, validate_run_id
 from ..core.units import fmt_value
 from ..environment import lock as locks
+from ..rankside import run_secrets
 from ..rankside.env_build import parse_lock, public_version
 from ..store import Store
 from ..store.follow import RunFollower, Series, downsample, finite_range
@@ -39,7 +40,9 @@ class RunDiff:
 
     a: str
     b: str
-    params: dict[str, dict[str, Any]]  # added / removed: {key: value}; changed: {key: [a, b]}
+    # added / removed: {key: value}; changed: {key: [a, b]}; uncompared: {key: [a, b]}, the
+    # secret params whose values this user cannot read for both runs (only when there are any)
+    params: dict[str, dict[str, Any]]
     launch: dict[str, list[Any]]  # {setting: [a, b]} for launch, target and watch settings
     environment: dict[str, Any]  # a, b: what each runs on; packages; note
     code: dict[str, Any]  # added, removed, changed, binary: paths; diff: unified
@@ -138,7 +141,11 @@ def compare_runs(store: Store, a: str, b: str) -> RunDiff:
     return RunDiff(
         a=a,
         b=b,
-        params=_compare_params(spec_a.params, spec_b.params),
+        params=_compare_secrets(
+            _compare_params(spec_a.params, spec_b.params),
+            (spec_a, run_secrets.read(store.paths(a).root)["params"]),
+            (spec_b, run_secrets.read(store.paths(b).root)["params"]),
+        ),
         launch=_compare_launch(spec_a, spec_b),
         environment=_compare_environments(store.home, spec_a.env, spec_b.env),
         code=_compare_code(store.paths(a).code, store.paths(b).code, spec_a, spec_b, a, b),
@@ -156,6 +163,30 @@ def _compare_params(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, dic
         "removed": {k: a[k] for k in sorted(set(a) - set(b))},
         "changed": {k: [a[k], b[k]] for k in sorted(set(a) & set(b)) if a[k] != b[k]},
     }
+
+
+def _compare_secrets(
+    params: dict[str, dict[str, Any]],
+    a: tuple[RunSpec, Mapping[str, Any]],
+    b: tuple[RunSpec, Mapping[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    """``params`` with the secret params both runs have compared by their real values (the
+    records hold ``***`` for each): changed when they differ, and ``uncompared`` where one
+    run's values are not this user's to read (a colleague's run)."""
+    (spec_a, real_a), (spec_b, real_b) = a, b
+    uncompared = {}
+    for key in sorted(set(spec_a.params) & set(spec_b.params)):
+        if f"params.{key}" not in spec_a.secrets and f"params.{key}" not in spec_b.secrets:
+            continue
+        shown = [spec_a.params[key], spec_b.params[key]]
+        if key not in real_a or key not in real_b:
+            uncompared[key] = shown
+            params["changed"].pop(key, None)
+        elif real_a[key] != real_b[key]:
+            params["changed"][key] = shown
+    if uncompared:
+        params["uncompared"] = uncompared
+    return params
 
 
 def _launch_settings(spec: RunSpec) -> dict[str, Any]:
@@ -370,9 +401,17 @@ def _section(title: str, lines: list[str], same: str = "same") -> list[str]:
 
 def _params_lines(params: dict[str, dict[str, Any]], show: Any = None) -> list[str]:
     show = show or _show
-    lines = [f"  {k}: {show(a)} → {show(b)}" for k, (a, b) in params["changed"].items()]
+    lines = [
+        f"  {k}: {show(a)} → {show(b)}" + (" (secret values that differ)" if a == b else "")
+        for k, (a, b) in params["changed"].items()
+    ]
     lines += [f"  {k}: only in A ({show(v)})" for k, v in params["removed"].items()]
     lines += [f"  {k}: only in B ({show(v)})" for k, v in params["added"].items()]
+    lines += [
+        f"  {k}: {show(a)} and {show(b)}: secret, and not compared (only each run's owner "
+        "can read its values)"
+        for k, (a, b) in params.get("uncompared", {}).items()
+    ]
     return lines
 
 
