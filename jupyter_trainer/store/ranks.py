@@ -69,12 +69,48 @@ class RankReader:
         return events, offset
 
     def read_log(
-        self, run_id: str, rank: int, offset: int = 0, max_bytes: int | None = 16 << 20
+        self,
+        run_id: str,
+        rank: int,
+        offset: int = 0,
+        max_bytes: int | None = 16 << 20,
+        *,
+        ended: bool = False,
     ) -> tuple[str, int]:
         """Text of ``rank``'s log from byte ``offset`` up to the last complete line (see
-        ``read_log_lines``)."""
-        data, offset = read_log_lines(self.existing(run_id).log_file(rank), offset, max_bytes)
-        return data.decode(errors="replace"), offset
+        ``read_log_lines``); of a rank that has ``ended``, a last line without its end too."""
+        path = self.existing(run_id).log_file(rank)
+        data, after = read_log_lines(path, offset, max_bytes)
+        if ended and not data:
+            data = _read_from(path, offset, max_bytes)
+            after = offset + len(data)
+        return data.decode(errors="replace"), after
+
+    def log_tail_offset(self, run_id: str, rank: int, lines: int, chunk: int = 1 << 16) -> int:
+        """Where the last ``lines`` lines of ``rank``'s log begin, read from its end a
+        ``chunk`` at a time (a log of many GB gives its tail at once)."""
+        path = self.existing(run_id).log_file(rank)
+        try:
+            fh = open(path, "rb")
+        except FileNotFoundError:
+            return 0
+        with fh:
+            end = position = fh.seek(0, os.SEEK_END)
+            if not lines:
+                return end
+            found = 0
+            while position > 0:
+                start = max(0, position - chunk)
+                fh.seek(start)
+                block = fh.read(position - start)
+                index = len(block)
+                while (index := block.rfind(b"\n", 0, index)) >= 0:
+                    if start + index + 1 < end:  # each newline but the last byte's begins a line
+                        found += 1
+                        if found == lines:
+                            return start + index + 1
+                position = start
+            return 0
 
     def latest_progress(self, run_id: str, tail_bytes: int = 16384) -> dict[str, Any] | None:
         """The least advanced rank's last progress report, read from the end of each events

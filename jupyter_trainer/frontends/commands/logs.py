@@ -43,16 +43,28 @@ def cmd_logs(args: argparse.Namespace, out: TextIO) -> int:
             not args.follow or (run.store.current_state(run.id) or {}).get("status") in TERMINAL
         )
         ranks = [args.rank] if args.rank is not None else store.ranks(run.id)
+        prefix = "[rank {}] " if prefixed else ""
         for rank in ranks:
-            first = rank not in offsets
-            text, offsets[rank] = store.read_log(run.id, rank, offsets.get(rank, 0))
-            lines = text.splitlines(True)
-            if first and args.tail is not None:
-                lines = lines[len(lines) - args.tail :] if args.tail else []
-            if lines:
-                prefix = f"[rank {rank}] " if prefixed else ""
-                out.write("".join(prefix + line for line in lines))
-                out.flush()
+            if rank not in offsets:
+                offsets[rank] = (
+                    0 if args.tail is None else store.log_tail_offset(run.id, rank, args.tail)
+                )
+            offsets[rank] = _print_log(run, rank, offsets[rank], prefix, out, ended=finished)
         if not args.follow or finished:
             return 0
         time.sleep(0.25)
+
+
+def _print_log(run: api.Run, rank: int, offset: int, prefix: str, out: TextIO, ended: bool) -> int:
+    """Print ``rank``'s log from ``offset`` to what is written of it now, a piece of at
+    most 16 MiB at a time (a line of a rank that has ``ended`` needs no end); the offset
+    after it."""
+    while True:
+        text, after = run.store.read_log(run.id, rank, offset, ended=ended)
+        if after == offset:
+            return offset
+        if prefix:
+            text = "".join(prefix.format(rank) + line for line in text.splitlines(True))
+        out.write(text)
+        out.flush()
+        offset = after
