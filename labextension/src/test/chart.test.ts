@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { counted, formatDuration, logTicks } from '../view/chart.js';
+import { counted, distinctLabels, formatDuration, formatTick, logTicks, timeTicks } from '../view/chart.js';
 
 const labels = (lo: number, hi: number): number[] =>
   logTicks(Math.log10(lo), Math.log10(hi)).map((t: number) => Number((10 ** t).toPrecision(6)));
@@ -33,4 +33,20 @@ test('a count of one takes the singular', () => {
   assert.equal(counted(1, 'point'), '1 point');
   assert.equal(counted(0, 'line'), '0 lines');
   assert.equal(counted(2048, 'point'), '2,048 points');
+});
+
+test('wall-time ticks are whole seconds a clock reads, never the same twice', () => {
+  assert.deepEqual(timeTicks(11.2, 11.9, 4), []);
+  assert.deepEqual(timeTicks(10.6, 12.4, 4), [11, 12]);
+  assert.deepEqual(timeTicks(0, 12, 4), [0, 5, 10]);
+  assert.deepEqual(timeTicks(0, 600, 4), [0, 300, 600]);
+  for (const [lo, hi] of [[0.3, 4.1], [5, 95], [100, 4000]]) {
+    const labels = timeTicks(lo, hi, 4).map(formatDuration);
+    assert.equal(new Set(labels).size, labels.length, labels.join(' '));
+  }
+});
+
+test('tick labels that would repeat get the digits that tell them apart', () => {
+  assert.deepEqual(distinctLabels([12300, 12302, 12304], formatTick), ['12300', '12302', '12304']);
+  assert.deepEqual(distinctLabels([0, 0.5, 1], formatTick), ['0', '0.5', '1']);
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { chartStatsHtml, chipParts, type IMetricRow, ranksLabel, summarizeRanks } from '../view/rankstats';
+import { chartStatsHtml, chipParts, type IMetricRow, pointsText, ranksLabel, summarizeRanks } from '../view/rankstats';
 
 const text = (html: string): string => html.replace(/<[^>]+>/g, '');
 
@@ -59,4 +59,11 @@ test('a chip follows the charts\' mode: every rank, or their mean', () => {
   // a metric one rank logged has no mean: its chip names the rank in either mode
   const alone: IMetricRow = { name: 'lr', ...summarizeRanks([{ rank: 0, last: 0.1, min: 0.05, max: 0.1 }]), mean: null };
   assert.deepEqual([chipParts(alone, 'mean').value, chipParts(alone, 'mean').who], ['0.1', 'rank 0']);
+});
+
+test("a chart's footer counts each rank's own points", () => {
+  assert.equal(pointsText([1]), '1 point');
+  assert.equal(pointsText([12]), '12 points');
+  assert.equal(pointsText([12, 12]), '12 points per rank · 2 ranks');
+  assert.equal(pointsText([10, 1200, 11]), '10–1,200 points per rank · 3 ranks');
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { integerTicks } from '../view/chart.js';
-import { alignSeries, undrawnMarks } from '../view/series';
+import { alignSeries, attemptOfPoints, splitAttempts, undrawnMarks } from '../view/series';
 
 const series = (ys: number[]) => ({ label: 'rank 0', x: Float64Array.from(ys.map((_y, i) => i)), y: Float64Array.from(ys) });
 
@@ -28,4 +28,38 @@ test('on a log axis zero and negative values are marked and counted, as NaN and 
   assert.deepEqual(linear.marks, [[4, 5]]);
   assert.deepEqual([linear.nonFinite, linear.nonPositive], [2, 0]);
   assert.deepEqual(alignSeries([s], true)[1], [1, null, 0.5, null, null, null, 3]);
+});
+
+const attemptSeries = (x: number[], attempt?: number[]) => ({
+  label: 'rank 0', color: '#1f77b4', x: Float64Array.from(x), y: Float64Array.from(x.map(v => v * 10)),
+  attempt: attempt ? Float64Array.from(attempt) : undefined
+});
+
+test("a restarted run's attempts are lines of their own, the earlier one marked and named", () => {
+  // steps 0..3 in attempt 1, then steps 2..4 again in attempt 2 (resumed from a checkpoint)
+  const split = splitAttempts([attemptSeries([0, 1, 2, 3, 2, 3, 4], [1, 1, 1, 1, 2, 2, 2])]);
+  assert.deepEqual(split.map(s => [s.label, Array.from(s.x), !!s.earlier]), [
+    ['rank 0 · attempt 1', [0, 1, 2, 3], true],
+    ['rank 0 · attempt 2', [2, 3, 4], false]
+  ]);
+  assert.deepEqual(Array.from(split[1].y), [20, 30, 40]);
+  // on wall time the attempts are apart: attempt 1's line ends where it ended
+  const [, first, second] = alignSeries(splitAttempts([attemptSeries([1, 2, 30, 31], [1, 1, 2, 2])]), false);
+  assert.deepEqual([first, second], [[10, 20, undefined, undefined], [undefined, undefined, 300, 310]]);
+});
+
+test('on wall time, points without an attempt are split where each attempt started', () => {
+  const split = splitAttempts([attemptSeries([1, 2, 3, 10, 11])], [0, 9]);
+  assert.deepEqual(split.map(s => [s.label, Array.from(s.x)]), [['rank 0 · attempt 1', [1, 2, 3]], ['rank 0 · attempt 2', [10, 11]]]);
+  const once = attemptSeries([1, 2, 3]);
+  assert.deepEqual(splitAttempts([once], [0]), [once]);
+  assert.deepEqual(splitAttempts([once]), [once]);
+});
+
+test("the feed's runs of points give each point its attempt, named from 1", () => {
+  assert.deepEqual(Array.from(attemptOfPoints([[0, 0]], 3)), [1, 1, 1]);
+  assert.deepEqual(Array.from(attemptOfPoints([[0, 0], [4, 1]], 7)), [1, 1, 1, 1, 2, 2, 2]);
+  assert.deepEqual(Array.from(attemptOfPoints([[0, 1], [2, 3]], 4)), [2, 2, 4, 4]);
+  const split = splitAttempts([attemptSeries([0, 1, 2, 3, 4], Array.from(attemptOfPoints([[0, 0], [3, 1]], 5)))]);
+  assert.deepEqual(split.map(s => s.label), ['rank 0 · attempt 1', 'rank 0 · attempt 2']);
 });

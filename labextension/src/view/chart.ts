@@ -44,8 +44,9 @@ export function formatDuration(seconds: number | null | undefined): string {
   return h ? `${h}:${String(m).padStart(2, "0")}:${r}` : `${m}:${r}`;
 }
 
+// Sizes count in 1024s and say so (KiB, MiB, ...), as the text views and the CLI do.
 export function formatBytes(bytes: number): string {
-  const units = ["B", "KB", "MB", "GB", "TB"];
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let n = bytes;
   let i = 0;
   while (n >= 1024 && i < units.length - 1) {
@@ -73,13 +74,38 @@ export function integerTicks(min: number, max: number, count = 5): number[] {
   const lo = Math.ceil(min - 1e-9);
   const hi = Math.floor(max + 1e-9);
   if (hi < lo) return [];
-  if (hi === lo) return [lo];
+  if (hi === lo) return [lo || 0]; // never -0
   const raw = (hi - lo) / Math.max(1, count);
   const mag = 10 ** Math.max(0, Math.floor(Math.log10(raw)));
   const step = [1, 2, 5, 10].map((f) => f * mag).find((s) => s >= raw) || 10 * mag;
   const ticks: number[] = [];
   for (let v = Math.ceil(lo / step) * step; v <= hi; v += step) ticks.push(v || 0); // never -0
   return ticks;
+}
+
+// Ticks of a wall-time axis, in seconds: whole steps a clock reads well (1, 2, 5, 10, 15,
+// 30 s, 1, 2, 5, 10, 15, 30 min, 1, 2, 6, 12 h), so no two ticks read the same (m:ss).
+const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200];
+
+export function timeTicks(min: number, max: number, count = 5): number[] {
+  if (!Number.isFinite(min) || !Number.isFinite(max)) return [];
+  const raw = (max - min) / Math.max(1, count);
+  const step = TIME_STEPS.find((s) => s >= raw) ?? Math.ceil(raw / 86400) * 86400;
+  const ticks: number[] = [];
+  for (let v = Math.ceil(min / step - 1e-9) * step; v <= max + 1e-9; v += step) ticks.push(v || 0);
+  return ticks;
+}
+
+/** Labels of an axis's ticks, with more digits where the short ones would repeat (a
+ * range of 12,300 to 12,305 is not labelled "12.3k" five times). */
+export function distinctLabels(ticks: number[], short: (v: number) => string): string[] {
+  const labels = ticks.map(short);
+  if (new Set(labels).size === labels.length) return labels;
+  for (const digits of [4, 6, 8, 12]) {
+    const longer = ticks.map((v) => String(Number(v.toPrecision(digits))));
+    if (new Set(longer).size === longer.length) return longer;
+  }
+  return labels;
 }
 
 // Ticks of a log axis, as log10 values between lo and hi (log10 too): powers of ten when

@@ -7,7 +7,7 @@
 import uPlot from 'uplot';
 
 import { escapeHtml } from './ansi.js';
-import { PALETTE, formatDuration, formatNumber, formatTick, integerTicks, logTicks, niceTicks } from './chart.js';
+import { PALETTE, distinctLabels, formatDuration, formatNumber, formatTick, integerTicks, logTicks, niceTicks, timeTicks } from './chart.js';
 import { type ISeries, alignSeries, undrawnMarks } from './series';
 import { onThemeChange } from './theme';
 
@@ -17,6 +17,17 @@ export interface IChartSpec {
   series: ISeries[];
   xKind: 'step' | 'time';
   logY: boolean;
+  /** The x range drawn, when charts side by side share one; else the data's. */
+  xRange?: [number, number];
+}
+
+/** A chart's y axis where its figure has a unit: its ticks, their labels, its width. */
+export interface IChartOptions {
+  height?: number;
+  testid?: string;
+  ySplits?: (min: number, max: number) => number[];
+  yLabels?: (ticks: number[]) => string[];
+  ySize?: number;
 }
 
 export function cssVar(el: Element, name: string, fallback: string): string {
@@ -84,6 +95,11 @@ export class ContainerWidth {
   }
 }
 
+/** ``color`` (``#rrggbb``) at half its opacity; another colour as it is. */
+export function faded(color: string): string {
+  return /^#[0-9a-f]{6}$/i.test(color) ? `${color}80` : color;
+}
+
 /** The value of ``column`` at ``idx``, or at the nearest index that has one. */
 function nearest(column: Array<number | null | undefined>, idx: number): number | null {
   for (let d = 0; d < column.length; d++) {
@@ -108,7 +124,7 @@ export class LineChart {
   private style = { fg: '', grid: '' };
   private unwatchTheme: () => void;
 
-  constructor(private container: HTMLElement, private options: { height?: number; yTick?: (v: number) => string; testid?: string } = {}) {
+  constructor(private container: HTMLElement, private options: IChartOptions = {}) {
     this.empty = document.createElement('div');
     this.empty.className = 'jt-chart-empty jt-muted';
     this.empty.textContent = 'waiting for data…';
@@ -147,7 +163,7 @@ export class LineChart {
     const data = alignSeries(shown, spec.logY);
     const undrawn = undrawnMarks(shown, spec.logY);
     this.marks = undrawn.marks;
-    const shape = JSON.stringify([shown.map(s => [s.label, s.color]), spec.xKind, spec.logY]);
+    const shape = JSON.stringify([shown.map(s => [s.label, s.color, !!s.earlier]), spec.xKind, spec.logY]);
     if (!this.plot || shape !== this.shape) {
       this.plot?.destroy();
       this.plot = new uPlot(this.plotOptions(shown), data, this.container);
@@ -182,8 +198,14 @@ export class LineChart {
     const { axis, fg, grid } = axisStyle(this.container);
     this.style = { fg, grid };
     const { xKind, logY } = this.spec;
-    const yTick = this.options.yTick;
-    const yLabel = (v: number): string => (yTick ? yTick(v) : logY ? formatNumber(Number(v.toPrecision(6))) : formatTick(v));
+    const { ySplits, yLabels } = this.options;
+    const yLabel = (v: number): string => (logY ? formatNumber(Number(v.toPrecision(6))) : formatTick(v));
+    const labelsOf = (ticks: number[]): string[] => (yLabels ? yLabels(ticks) : distinctLabels(ticks, yLabel));
+    const xSplits = (u: uPlot, _i: number, min: number, max: number): number[] => {
+      const count = Math.max(1, Math.floor(u.bbox.width / devicePixelRatio / 70));
+      // steps are whole numbers: never a tick at step 2.5; times are whole seconds a clock reads
+      return xKind === 'step' ? integerTicks(min, max, count) : timeTicks(min, max, count);
+    };
     this.colors = series.map((s, k) => s.color || PALETTE[k % PALETTE.length]);
     this.labels = series.map(s => escapeHtml(s.label));
     return {
@@ -191,7 +213,7 @@ export class LineChart {
       legend: { show: false },
       cursor: { drag: { x: false, y: false, setScale: false }, points: { size: 6 } },
       scales: {
-        x: { time: false },
+        x: { time: false, range: (_u, min, max) => this.spec.xRange ?? [min, max] },
         y: logY
           ? { distr: 3, range: (_u, min, max) => [min / 1.1, max * 1.1] }
           : { range: (_u, min, max) => (min === max ? [min - (Math.abs(min) || 1) * 0.05, max + (Math.abs(max) || 1) * 0.05] : [min - (max - min) * 0.06, max + (max - min) * 0.06]) }
@@ -200,28 +222,43 @@ export class LineChart {
         {
           ...axis,
           space: 60,
-          // steps are whole numbers: never a tick at step 2.5
-          ...(xKind === 'step' ? { splits: (u: uPlot, _i: number, min: number, max: number) => integerTicks(min, max, Math.max(1, Math.floor(u.bbox.width / devicePixelRatio / 70))) } : {}),
+          splits: xSplits,
           values: (u, splits) => {
-            const labels = splits.map(v => (v === null || v === undefined ? '' : xKind === 'time' ? formatDuration(v) : formatTick(v)));
+            const labels = xKind === 'time' ? (splits as number[]).map(formatDuration) : distinctLabels(splits as number[], formatTick);
             u.ctx.canvas.dataset.xTicks = labels.filter(Boolean).join(' ');
             return labels;
           }
         },
         {
           ...axis,
-          size: 50,
+          size: this.options.ySize ?? 50,
           filter: (_u, splits) => splits,
-          splits: (_u, _i, min, max) => (logY ? logTicks(Math.log10(min), Math.log10(max), 4).map(t => 10 ** t) : niceTicks(min, max, 4)),
+          splits: (_u, _i, min, max) => (logY ? logTicks(Math.log10(min), Math.log10(max), 4).map(t => 10 ** t) : ySplits ? ySplits(min, max) : niceTicks(min, max, 4)),
           values: (u, splits) => {
-            const labels = splits.map(v => (v === null || v === undefined ? '' : yLabel(v)));
+            const labels = labelsOf(splits as number[]);
             u.ctx.canvas.dataset.yTicks = labels.filter(Boolean).join(' ');
             return labels;
           }
         }
       ],
-      series: [{}, ...series.map((s, k) => ({ label: s.label, stroke: this.colors[k], width: 1.5, spanGaps: false, points: { show: s.x.length === 1 } }))],
-      hooks: { setCursor: [u => this.showTip(u)], draw: [u => this.drawMarks(u)] }
+      series: [{}, ...series.map((s, k) => ({
+        label: s.label,
+        // an attempt before the last: faded and dashed, under the one that went on
+        stroke: s.earlier ? faded(this.colors[k]) : this.colors[k],
+        dash: s.earlier ? [5, 4] : undefined,
+        width: 1.5,
+        spanGaps: false,
+        points: { show: s.x.length === 1 }
+      }))],
+      hooks: {
+        setCursor: [u => this.showTip(u)],
+        draw: [
+          u => this.drawMarks(u),
+          u => {
+            u.ctx.canvas.dataset.xRange = `${u.scales.x.min} ${u.scales.x.max}`; // tests read it
+          }
+        ]
+      }
     };
   }
 

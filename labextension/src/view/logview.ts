@@ -14,12 +14,21 @@ export interface ILogViewOptions {
   maxLines?: number;
 }
 
+/** What an empty log says: output may still come while the run goes on; once it has
+ * ended, there is none, or the rank shown printed nothing. */
+export function emptyLogText(finished: boolean, selection: string): string {
+  if (!finished) return "no output yet";
+  return selection === "all" ? "no output" : `rank ${selection} printed nothing`;
+}
+
 export class LogView {
   readonly maxLines: number;
   lines: LogLine[] = [];
   query = "";
   selection = "all";
   follow = true;
+  /** Whether the run has ended, so no more output will come. */
+  finished = false;
   readonly root: HTMLDivElement;
   readonly select: HTMLSelectElement;
   readonly search: HTMLInputElement;
@@ -106,6 +115,13 @@ export class LogView {
     this.render();
   }
 
+  /** Say whether the run has ended (an empty log then says there is no output). */
+  setFinished(finished: boolean): void {
+    if (finished === this.finished) return;
+    this.finished = finished;
+    if (this.body.querySelector(".jt-log-empty")) this.render();
+  }
+
   append(lines: readonly LogLine[]): void {
     if (!lines.length) return;
     this.lines.push(...lines);
@@ -124,7 +140,7 @@ export class LogView {
     const shown = this.lines.filter((l) => this.matches(l));
     this.body.innerHTML = shown.length
       ? shown.map((l) => this.lineHtml(l)).join("")
-      : `<div class="jt-log-empty">${this.lines.length ? `no line matches “${escapeHtml(this.search.value)}”` : "no output yet"}</div>`;
+      : `<div class="jt-log-empty">${this.lines.length ? `no line matches “${escapeHtml(this.search.value)}”` : escapeHtml(emptyLogText(this.finished, this.selection))}</div>`;
     this.after(shown.length);
   }
 

@@ -3,10 +3,11 @@
  * ranks' mean, linear or log y), a chip per metric, the text metrics, and a chart per metric
  * shown. Every figure says which rank or ranks it is of (``rankstats``).
  */
-import { counted, PALETTE, formatNumber } from './chart.js';
+import { PALETTE, formatNumber } from './chart.js';
 import { escapeHtml } from './ansi.js';
 import { LineChart } from './linechart';
-import { type ChartMode, chartStatsHtml, chipParts } from './rankstats';
+import { type ChartMode, chartStatsHtml, chipParts, pointsText } from './rankstats';
+import { attemptOfPoints, splitAttempts } from './series';
 import type { IChartSeries, IRunTraits, SeriesValues } from './runtraits';
 import type { IViewModel } from './viewmodel';
 
@@ -176,6 +177,11 @@ export class MetricsSection {
     const payload = this.model.get('charts') || {};
     const data = payload.charts || {};
     const area = this.$('[data-testid=jt-charts]');
+    // on wall time, a point without an attempt of its own is of the attempt started by then
+    const state = this.model.get('state') || {};
+    const attempts = state.attempts || [];
+    const starts = payload.x === 'time' && attempts.length > 1
+      ? attempts.map(a => (a.start ?? 0) - (state.created ?? 0)) : [];
     for (const [name, entry] of this.charts) {
       if (!(name in data)) {
         entry.chart.destroy();
@@ -195,16 +201,29 @@ export class MetricsSection {
         entry = { card, chart: new LineChart(card.querySelector('.jt-chart-area') as HTMLElement) };
         this.charts.set(name, entry);
       }
-      const series = chart.series.map((s, k) => ({ label: s.label, color: PALETTE[(s.rank ?? k) % PALETTE.length], x: toFloats(s.x), y: toFloats(s.y) }));
+      const series = splitAttempts(chart.series.map((s, k) => {
+        const x = toFloats(s.x);
+        return {
+          label: s.label,
+          color: PALETTE[(s.rank ?? k) % PALETTE.length],
+          x,
+          y: toFloats(s.y),
+          attempt: s.attempts?.length ? attemptOfPoints(s.attempts, x.length) : undefined
+        };
+      }), starts);
+      const colorOf = (s: IChartSeries, k: number): string => PALETTE[(s.rank ?? k) % PALETTE.length];
       const first: Partial<IChartSeries> = chart.series[0] || {};
       const part = (sel: string): HTMLElement => (entry as { card: HTMLElement }).card.querySelector(sel) as HTMLElement;
       const mean = first.rank === null;
       part('.jt-chart-stats').innerHTML = chartStatsHtml(chart.series, mean ? 'mean' : 'ranks', chart.ranks);
       part('.jt-chart-legend').innerHTML = chart.series.length > 1 || first.rank === null
-        ? chart.series.map((s, k) => `<span class="jt-legend-item"><span class="jt-swatch" style="background:${series[k].color}"></span>${escapeHtml(s.label)} <b>${formatNumber(s.last)}</b></span>`).join('') : '';
+        ? chart.series.map((s, k) => `<span class="jt-legend-item"><span class="jt-swatch" style="background:${colorOf(s, k)}"></span>${escapeHtml(s.label)} <b>${formatNumber(s.last)}</b></span>`).join('') : '';
+      if (series.some(s => s.earlier)) {
+        part('.jt-chart-legend').insertAdjacentHTML('beforeend', '<span class="jt-legend-item jt-muted" data-testid="jt-attempts-legend"><span class="jt-dash-swatch"></span>an earlier attempt</span>');
+      }
       const total = chart.series.reduce((n, s) => n + (s.count || 0), 0);
       const drawn = chart.series.reduce((n, s) => n + s.points, 0);
-      const perSeries = chart.series.length > 1 ? `${counted(first.count ?? 0, "point")} × ${chart.series.length} ranks` : counted(first.count ?? 0, "point");
+      const perSeries = pointsText(chart.series.map(s => s.count ?? 0));
       const nonFinite = chart.series.reduce((n, s) => n + (s.non_finite || 0), 0);
       entry.chart.update({ series, xKind: payload.x === 'time' ? 'time' : 'step', logY: this.view.logY });
       entry.chart.canvas.dataset.count = String(total);

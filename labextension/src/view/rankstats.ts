@@ -156,3 +156,13 @@ export function chipParts(metric: IMetricRow, mode: ChartMode): { value: string;
   const who = ranksLabel(metric.ranks);
   return { value: lastText(metric), who, title: summaryTitle(metric, who) };
 }
+
+/** How many points a chart's series hold, each rank's own: "12 points", "12 points per
+ * rank · 2 ranks", or "10–12 points per rank · 2 ranks" where the ranks logged more or less. */
+export function pointsText(counts: number[]): string {
+  if (counts.length < 2) return counted(counts[0] ?? 0, 'point');
+  const lo = Math.min(...counts);
+  const hi = Math.max(...counts);
+  const per = lo === hi ? counted(lo, 'point') : `${lo.toLocaleString('en-US')}–${hi.toLocaleString('en-US')} points`;
+  return `${per} per rank · ${counts.length} ranks`;
+}

@@ -101,6 +101,10 @@ export interface IChartSeries extends IChartStat {
   label: string;
   x: SeriesValues;
   y: SeriesValues;
+  /** A restarted run's attempts: [index of its first point in x and y, attempt (0 is the
+   * first start)] of each attempt's run of points, in order; absent: one attempt (or, on
+   * wall time, the attempt that had started by then). */
+  attempts?: Array<[number, number]>;
   points: number;
 }
 

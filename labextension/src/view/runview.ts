@@ -8,6 +8,7 @@
  */
 import { formatBytes, formatDuration, formatNumber } from './chart.js';
 import { type LogLine, LogView } from './logview.js';
+import { paramChip, showsBackend } from './runinfo';
 import { ansiToHtml, escapeHtml } from './ansi.js';
 import { type IHealthParts, renderHealth, tickHealth } from './health';
 import { MetricsSection } from './metricsview';
@@ -218,6 +219,7 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
     const info = model.get('info') || {};
     const state = model.get('state') || {};
     const status: string = state.status || 'created';
+    logs.setFinished(ended(status));
     const badge = $('[data-testid=jt-status]');
     badge.textContent = gone ? `${status}?` : status;
     badge.className = `jt-badge jt-status-${gone ? 'unknown' : status}`;
@@ -233,14 +235,17 @@ export function mountRunView(root: HTMLElement, model: IRunModel, options: IView
     const parts = [`target <b>${escapeHtml(info.target || '?')}</b>`, escapeHtml(info.launcher || ''),
       `${info.nodes || 1} node${(info.nodes ?? 1) > 1 ? 's' : ''} × ${info.procs || 1} proc${(info.procs ?? 1) > 1 ? 's' : ''}`,
       info.owner ? `by <b>${escapeHtml(info.owner)}</b>` : '',
-      info.backend ? `backend ${escapeHtml(info.backend)}` : '', envText];
+      showsBackend(info) ? `backend ${escapeHtml(info.backend || '')}` : '', envText];
     const envTitle = [env.python, env.python_version && `Python ${env.python_version}`, env.torch && `torch ${env.torch}`].filter(Boolean).join(' · ');
     $('[data-testid=jt-meta]').innerHTML = parts.filter(Boolean)
       .map((p, i, all) => `<span${i === all.length - 1 ? ` title="${escapeHtml(envTitle)}"` : ''}>${p}</span>`)
       .join('<span class="jt-dot">·</span>');
     const params = Object.entries(info.params || {});
     $('[data-testid=jt-params]').innerHTML = params.length
-      ? params.map(([k, v]) => `<span class="jt-chip jt-param-chip" title="${escapeHtml(`${k} = ${pyRepr(v)}`)}"><span class="jt-muted">${escapeHtml(k)}</span> ${escapeHtml(pyRepr(v))}</span>`).join('')
+      ? params.map(([k, v]) => {
+        const chip = paramChip(k, v);
+        return `<span class="jt-chip jt-param-chip" title="${escapeHtml(chip.title)}"><span class="jt-muted">${escapeHtml(k)}</span> <span class="jt-param-value">${escapeHtml(chip.text)}</span></span>`;
+      }).join('')
       : '<span class="jt-muted">no hyperparameters</span>';
     const source = $('[data-testid=jt-source]');
     source.textContent = info.source || '';
@@ -431,16 +436,6 @@ export function resyncLog(model: IRunModel): void {
 }
 
 /** A hyperparameter as the notebook wrote it (Python literals, not JSON). */
-function pyRepr(v: unknown): string {
-  if (v === null) return 'None';
-  if (v === true) return 'True';
-  if (v === false) return 'False';
-  if (typeof v === 'string') return `'${v.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-  if (Array.isArray(v)) return `[${v.map(pyRepr).join(', ')}]`;
-  if (typeof v === 'object') return `{${Object.entries(v as object).map(([k, x]) => `${pyRepr(k)}: ${pyRepr(x)}`).join(', ')}}`;
-  return String(v);
-}
-
 function formatSeconds(s: number): string {
   if (!Number.isFinite(s)) return '';
   return s < 60 ? `${s.toFixed(s < 10 ? 1 : 0)} s` : formatDuration(s);

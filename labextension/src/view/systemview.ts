@@ -4,10 +4,10 @@
  * whose GPU sits idle while the others' work marked, and a compact chart per figure with a
  * line per rank. Hidden until a rank has reported a figure.
  */
-import { PALETTE, formatBytes, formatNumber } from './chart.js';
+import { PALETTE, distinctLabels, formatBytes, formatNumber, formatTick, integerTicks, niceTicks } from './chart.js';
 import { escapeHtml } from './ansi.js';
 import { LineChart } from './linechart';
-import type { IRunTraits, ISystemPayload } from './runtraits';
+import type { IRunTraits, ISystemChart, ISystemPayload } from './runtraits';
 import type { IViewModel } from './viewmodel';
 
 type Figures = { [name: string]: number };
@@ -24,12 +24,41 @@ export function formatFigure(name: string, value: number | undefined): string {
   return formatNumber(value);
 }
 
-/** A byte count short enough for an axis label: four significant digits, G, M or K. */
-export function compactBytes(v: number): string {
-  for (const [unit, scale] of [['G', 2 ** 30], ['M', 2 ** 20], ['K', 2 ** 10]] as Array<[string, number]>) {
-    if (Math.abs(v) >= scale) return `${Number((v / scale).toPrecision(4))}${unit}`;
-  }
-  return String(Math.round(v));
+const BYTE_UNITS: Array<[string, number]> = [['TiB', 2 ** 40], ['GiB', 2 ** 30], ['MiB', 2 ** 20], ['KiB', 2 ** 10], ['B', 1]];
+
+/** The unit a byte axis from ``min`` to ``max`` is labelled in (the table's, in 1024s). */
+export function byteUnit(min: number, max: number): [string, number] {
+  const top = Math.max(Math.abs(min), Math.abs(max));
+  return BYTE_UNITS.find(([, scale]) => top >= scale) ?? ['B', 1];
+}
+
+/** Ticks of a byte axis: round numbers of its unit, whole bytes below a KiB. */
+export function byteTicks(min: number, max: number, count = 4): number[] {
+  const [, scale] = byteUnit(min, max);
+  if (scale === 1) return integerTicks(min, max, count);
+  return niceTicks(min / scale, max / scale, count).map(v => v * scale);
+}
+
+/** Labels of a byte axis's ticks, all in one unit: "0 KiB 2.5 KiB 5 KiB" (``/s`` after
+ * each for a rate). */
+export function byteLabels(ticks: number[], rate = false): string[] {
+  if (!ticks.length) return [];
+  const [unit, scale] = byteUnit(Math.min(...ticks), Math.max(...ticks));
+  return distinctLabels(ticks.map(v => v / scale), v => String(Number(v.toPrecision(4)))).map(v => `${v} ${unit}${rate ? '/s' : ''}`);
+}
+
+/** How a System chart's y axis is ticked and labelled, for its figure's ``unit``: bytes
+ * as the table shows them, a percentage or watts with its sign. */
+export function yAxisOf(unit: string): { ySplits?: (min: number, max: number) => number[]; yLabels?: (ticks: number[]) => string[]; ySize?: number } {
+  if (unit === 'bytes' || unit === 'bytes/s') return { ySplits: byteTicks, yLabels: ticks => byteLabels(ticks, unit === 'bytes/s'), ySize: 66 };
+  if (unit === '%' || unit === 'W') return { yLabels: ticks => distinctLabels(ticks, formatTick).map(v => (unit === '%' ? `${v}%` : `${v} W`)) };
+  return {};
+}
+
+/** The x range every System chart shares: the first to the last sample of any figure. */
+export function sharedRange(charts: ISystemChart[]): [number, number] | undefined {
+  const xs = charts.flatMap(c => c.series.flatMap(s => (s.x.length ? [s.x[0], s.x[s.x.length - 1]] : [])));
+  return xs.length ? [Math.min(...xs), Math.max(...xs)] : undefined;
 }
 
 /** The table's columns: a rank's CPU and memory, and its GPU's where any rank has one. */
@@ -108,6 +137,7 @@ export class SystemSection {
   }
 
   private drawCharts(payload: ISystemPayload): void {
+    const xRange = sharedRange(payload.charts);
     const names = new Set(payload.charts.map(c => c.name));
     for (const [name, entry] of this.charts) {
       if (!names.has(name)) {
@@ -125,8 +155,8 @@ export class SystemSection {
         card.dataset.figure = chart.name;
         card.innerHTML = `<div class="jt-chart-head"><span class="jt-system-title">${escapeHtml(chart.title)}</span><span class="jt-system-stats"></span></div><div class="jt-chart-area"></div>`;
         this.area.append(card);
-        const yTick = chart.unit === 'bytes' || chart.unit === 'bytes/s' ? compactBytes : undefined;
-        entry = { card, chart: new LineChart(card.querySelector('.jt-chart-area') as HTMLElement, { height: 110, yTick, testid: 'jt-system-chart' }) };
+        const area = card.querySelector('.jt-chart-area') as HTMLElement;
+        entry = { card, chart: new LineChart(area, { height: 110, testid: 'jt-system-chart', ...yAxisOf(chart.unit) }) };
         this.charts.set(chart.name, entry);
       }
       const series = chart.series.map(s => ({
@@ -140,7 +170,7 @@ export class SystemSection {
       const more = chart.ranks > chart.series.length ? ` · first ${chart.series.length} of ${chart.ranks} ranks` : '';
       const html = last.join(' ') + more;
       if (stats.innerHTML !== html) stats.innerHTML = html;
-      entry.chart.update({ series, xKind: 'time', logY: false });
+      entry.chart.update({ series, xKind: 'time', logY: false, xRange });
     }
     for (const chart of payload.charts) this.area.append((this.charts.get(chart.name) as { card: HTMLElement }).card);
   }
