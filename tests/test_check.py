@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from conftest import leftover
+from kernel_client import kernel  # noqa: F401 (the fixture)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.api.check import check
@@ -79,14 +80,51 @@ def test_check_before_a_run_starts_it_only_when_it_passes(home, monkeypatch, tmp
     assert sorted(r.name for r in api.runs(home=home)) == ["check", "check", "train"]
 
 
-def test_check_in_a_notebook_cell(ip, home):
-    ip.run_cell_magic(
-        "train",
-        "--procs 2 --check",
-        "from jupyter_trainer import runtime as jt\njt.log(step=0, x=1)",
+def outputs_of(kernel, msg_id: str) -> list[tuple[str, str, str]]:
+    """(message type, text/plain, text/html) of each output a cell published, in order."""
+    shown = []
+    for m in kernel.messages:
+        if m["parent_header"].get("msg_id") != msg_id:
+            continue
+        if m["msg_type"] == "stream":
+            shown.append(("stream", m["content"]["text"], ""))
+        elif m["msg_type"] in ("display_data", "update_display_data"):
+            data = m["content"]["data"]
+            shown.append((m["msg_type"], data.get("text/plain", ""), data.get("text/html", "")))
+    return shown
+
+
+def test_check_in_a_notebook_cell_says_what_it_checks_at_once_and_folds_the_table(kernel, home):
+    """It used to show nothing while it ran, then its whole table (some 70 lines) above the
+    run's view. A front end gets one output: what is being checked, at once, then the summary
+    line with the table folded under it; papermill's text gets the brief lines only."""
+    cell = (
+        "%%train --procs 2 --check\nfrom jupyter_trainer import runtime as jt\njt.log(step=0, x=1)"
     )
+    msg_id = kernel.kc.execute(cell, allow_stdin=True)
+    kernel._collect_until_idle(msg_id, 240)
+    shown = outputs_of(kernel, msg_id)
+    first = shown[0]
+    assert first[0] == "display_data", shown[:3]
+    assert first[1].startswith("checking local (1 node × 2 processes) before the run"), first
+    ended = [s for s in shown if s[0] == "update_display_data" and "<details>" in s[2]]
+    assert len(ended) == 1, shown
+    summary = ended[0][2].split("<summary>", 1)[1].split("</summary>", 1)[0]
+    assert ": passed · 2 of 2 ranks joined in" in summary and "all_reduce 16 MiB in" in summary
+    assert "algbw (GB/s)" in ended[0][2].split("</summary>", 1)[1]  # the table, folded
+    before_run = "".join(s[1] for s in shown if s[0] == "stream")
+    assert "algbw (GB/s)" not in before_run and "rank 0" not in before_run, before_run
+
+    text_id = kernel.kc.execute(cell, allow_stdin=False)  # as papermill runs it
+    kernel._collect_until_idle(text_id, 240)
+    text = "".join(s[1] for s in outputs_of(kernel, text_id) if s[0] == "stream")
+    head = text.split("\n")
+    assert head[0].startswith("checking local (1 node × 2 processes) before the run"), head
+    assert ": passed · 2 of 2 ranks joined in" in head[1], head
+    assert head[2] == f"  (every figure: jupyter-trainer show {head[1].split()[1][:-1]})", head
+    assert "algbw (GB/s)" not in text
     names = sorted(r.name for r in api.runs(home=home))
-    assert names == ["cell", "check"], names
+    assert names == ["cell", "cell", "check", "check"], names
 
 
 def test_bad_check_values_start_nothing(home):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from ...core.errors import TargetError
 from .parser import Subparsers, handles
@@ -74,14 +74,31 @@ def allocation(ns: argparse.Namespace) -> dict[str, Any]:
     return {key: getattr(ns, key) for key in keys}
 
 
-def check_before(ns: argparse.Namespace, out: TextIO) -> None:
-    """``--check``: the check on the allocation the run would get, printed to ``out``;
-    raises ``TargetError`` when it fails, so that the run is not started."""
-    from ...api.check import check
-    from ..views.check_text import check_text
+class CheckShown(Protocol):
+    """Where a check before a run is shown: what it checks at once, then its result."""
 
+    def started(self, plan: str) -> None: ...
+
+    def ended(self, result: Any) -> None: ...
+
+
+def check_before(ns: argparse.Namespace, out: TextIO, shown: CheckShown | None = None) -> None:
+    """``--check``: the check on the allocation the run would get, said at once and then in
+    brief (to ``out``, or ``shown`` in a notebook front end); raises ``TargetError`` when it
+    fails, so that the run is not started."""
+    from ...api.check import check
+    from ..views.check_text import check_brief, check_plan
+
+    plan = check_plan(allocation(ns), BEFORE_A_RUN_BYTES)
+    if shown is None:
+        print(plan, file=out, flush=True)
+    else:
+        shown.started(plan)
     result = check(**allocation(ns), max_bytes=BEFORE_A_RUN_BYTES)
-    print(check_text(result), file=out, flush=True)
+    if shown is None:
+        print(check_brief(result), file=out, flush=True)
+    else:
+        shown.ended(result)
     if not result.ok:
         first = result.problems[0] if result.problems else "see the check above"
         raise TargetError(

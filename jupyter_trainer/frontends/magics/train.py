@@ -28,6 +28,7 @@ from ..commands.sweep_options import is_sweep, sweep_kwargs
 from ..commands.table import add_commands, is_start, parse_command, run_command, start_command
 from ..views.text import source_line
 from ..widgets import monitor_mode, show
+from ..widgets.check import FoldedCheck
 from ..widgets.mode import takes_input
 
 # What a run or sweep canceled by the notebook's Stop button records as its reason.
@@ -91,7 +92,7 @@ class TrainMagics(Magics):
         history = list(shell.user_ns.get("In", []))
         origin = {**_origin(shell), "first_line": 2}  # the cell's line 1 is %%train
         if opts.check and not opts.dry_run:
-            check_before(opts, sys.stdout)
+            check_before(opts, sys.stdout, FoldedCheck() if mode == "widget" else None)
         if is_sweep(opts):
             if opts.form:
                 raise SpecError(
