@@ -28,7 +28,7 @@ HF_CHECKPOINT = re.compile(r"checkpoint-(\d+)")  # a transformers Trainer's chec
 class LogMarks:
     """``logs/rank-<r>.times``: lines of "<log size> <unix time>". A reader gives each log
     line the time of the last mark at or before its offset, which puts the ranks' log
-    history in one time order (``follow.LogTimes``)."""
+    history in one time order (``log_tail.LogTimes``)."""
 
     def __init__(self, path: str) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -145,15 +145,22 @@ def checkpoints(folder: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+ACCELERATE_NEWEST = ".accelerate-state"  # the newest save_state's folder, relative to it
+
+
 def framework_checkpoints(root: str) -> list[tuple[int, str]]:
     """What frameworks saved under ``root``, as ``(mtime_ns, path)``, oldest first: the
     ``checkpoint-N`` folders of a transformers ``Trainer`` that hold its ``trainer_state.json``
-    (written last, so the folder is complete), and Lightning's ``.ckpt`` files that are whole
-    (``torch.save`` writes a zip, whose directory comes last: a file cut short has none)."""
+    (written last, so the folder is complete), Lightning's ``.ckpt`` files that are whole
+    (``torch.save`` writes a zip, whose directory comes last: a file cut short has none), and
+    the newest Accelerate ``save_state`` folder under ``root`` that ``ACCELERATE_NEWEST``
+    names (written once the save has returned, so that folder is complete)."""
     found = []
     for folder, subs, names in os.walk(root):
         subs[:] = [s for s in subs if not s.startswith(".")]
         paths = [os.path.join(folder, n) for n in names if n.endswith(".ckpt") and n[0] != "."]
+        if ACCELERATE_NEWEST in names:
+            paths.extend(filter(None, [accelerate_state(folder, root)]))
         if HF_CHECKPOINT.fullmatch(os.path.basename(folder)) and "trainer_state.json" in names:
             paths.append(folder)
             subs[:] = []
@@ -167,6 +174,19 @@ def framework_checkpoints(root: str) -> list[tuple[int, str]]:
             except OSError:
                 continue
     return sorted(found)
+
+
+def accelerate_state(home: str, within: str) -> str | None:
+    """The folder ``home``'s ``ACCELERATE_NEWEST`` names, when it is a folder inside
+    ``within`` (a state saved elsewhere is not the run's to copy)."""
+    try:
+        with open(os.path.join(home, ACCELERATE_NEWEST), encoding="utf-8") as fh:
+            noted = fh.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    folder = os.path.normpath(os.path.join(home, noted))
+    inside = os.path.realpath(folder).startswith(os.path.realpath(within) + os.sep)
+    return folder if noted and inside and os.path.isdir(folder) else None
 
 
 def _whole_zip(path: str) -> bool:
