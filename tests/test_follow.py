@@ -16,12 +16,12 @@ from workloads import INTERLEAVED
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.frontends.views.feed import RunFeed
 from jupyter_trainer.store.follow import (
-    LogTail,
     decode_lines,
     downsample,
     mean_across_ranks,
     minmax_indices,
 )
+from jupyter_trainer.store.log_tail import LogTail
 
 
 @pytest.fixture

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import leftover, wait_for
 from hf_trainer import check_trainer_resumed, hf_code
@@ -21,6 +23,8 @@ from workloads import RESUMABLE
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.api.stacks import run_stacks
 from jupyter_trainer.core.errors import RunFailed, SpecError
+from jupyter_trainer.frontends.views.feed import RunFeed
+from jupyter_trainer.frontends.views.feeder import ViewFeeder
 from jupyter_trainer.rankside import rank_files
 from jupyter_trainer.targets.registry import add_target
 
@@ -38,6 +42,7 @@ for step in range(first, 16):
     dist.all_reduce(t)
     w += t
     jt.log(step=step, w=w.item(), attempt=jt.attempt, resumed_at=first)
+    jt.progress(step + 1, 16)
     if step % 5 == 4:
         jt.save_checkpoint({"w": w}, step)
     if jt.attempt == 0 and step == 12 and jt.rank == 1:
@@ -54,11 +59,29 @@ def check_restarted(run: api.Run, world: int) -> None:
     assert first["start"] < first["end"] <= second["start"] < second["end"]
     assert (second["attempt"], second["failed_rank"], second["error"]) == (1, None, None)
     metrics = run.metrics(0)
-    steps = {int(step): value for step, value in metrics["attempt"]}
-    resumed = [int(step) for step, value in metrics["resumed_at"] if value == 10]
-    assert resumed and min(resumed) == 10 and max(resumed) == 15  # from the checkpoint of step 9
-    assert steps[15] == 1 and max(s for s, a in metrics["attempt"] if a == 0) >= 11
+    # Attempt 1 went back to step 10 (the checkpoint of step 9): from there on its values
+    # supersede attempt 0's, so each step is there once, of the attempt that stands.
+    assert [step for step, _ in metrics["w"]] == list(range(16))
+    assert [a for _, a in metrics["attempt"]] == [0] * 10 + [1] * 6
+    assert [v for _, v in metrics["resumed_at"]] == [0] * 10 + [10] * 6
     assert metrics["w"][-1] == (15, float(world * 16))
+    assert [step for step, _ in run.metrics(None)["w"]] == list(range(16))
+    every = run.metrics(0, all_attempts=True)
+    assert all(attempt == value for _, value, attempt in every["attempt"])  # each its own
+    assert {(10, 0), (11, 0), (10, 1), (15, 1)} <= {(s, a) for s, _, a in every["attempt"]}
+    feed = RunFeed(run)
+    feed.poll(None)
+    for x, agg in (("step", "ranks"), ("time", "ranks"), ("step", "mean")):
+        chart = feed.chart_payload({"x": x, "agg": agg, "selected": ["w"]})["charts"]["w"]
+        for series in chart["series"]:
+            xs = np.frombuffer(series["x"], dtype="<f8")
+            assert series["attempts"] == [[0, 0], [10, 1]] and np.all(np.diff(xs) > 0), x
+    # The rate is that of attempt 1's steps, not over the restart's gap from attempt 0's.
+    progress = feed.progress_payload()
+    assert (progress["done"], progress["attempt"], progress["eta"]) == (16, 1, None)
+    first, last = run.store.iter_events(run.id, 0), state["attempts"][1]["end"]
+    start = next(e["t"] for e in first if e.get("kind") == "progress")
+    assert progress["rate"] > 3 * 16 / (last - start)
     assert sorted(p.name for p in run.store.existing(run.id).checkpoints.iterdir()) == [
         "step-14.pt",
         "step-4.pt",
@@ -118,7 +141,7 @@ def test_supervisor_restarts_mpirun_across_the_ssh_hosts(mpi_pair, home):
     check_restarted(run, 2)
 
 
-# Rank 1 sleeps in a function of its own at step 5 while rank 0 waits for it in all_reduce.
+# Rank 1 sleeps in a function of its own at step 40 while rank 0 waits for it in all_reduce.
 STALLING = """
 import time, torch, torch.distributed as dist
 from jupyter_trainer import runtime as jt
@@ -128,17 +151,22 @@ def wait_for_a_lost_batch():
     time.sleep(600)
 
 for step in range(10_000):
-    if jt.rank == 1 and step == 5:
+    if jt.rank == 1 and step == 40:
         wait_for_a_lost_batch()
     t = torch.ones(1)
     dist.all_reduce(t)
     jt.log(step=step, loss=1.0 / (step + 1))
+    jt.progress(step + 1, 10_000)
     time.sleep(0.02)
 """
 
 
 def test_a_stalled_rank_is_named_with_its_stack(home):
     run = api.submit(STALLING, procs=2, stall_timeout=10, name="stall")
+    feed = RunFeed(run)  # as the widget follows it: the rate while it runs, then none
+    updates: list[dict] = []
+    feeder = ViewFeeder(run, updates.append)
+    feeder.start()
     try:
         wait_for(
             lambda: run.status == "running" and run.metrics(1).get("loss"),
@@ -146,15 +174,25 @@ def test_a_stalled_rank_is_named_with_its_stack(home):
             what="rank 1's first steps",
         )
         began = time.time()
-        state = wait_for(
-            lambda: run.state.get("stalled") and run.state,
-            timeout=30,
-            what="a stalled rank in the state",
-        )
+        rates = []
+        while not run.state.get("stalled") and time.time() - began < 30:
+            feed.poll()
+            rates.append(feed.progress_payload().get("rate"))
+            time.sleep(0.1)
+        state = run.state
+        assert state.get("stalled"), "no stalled rank in the state"
         [stalled] = state["stalled"]
-        assert (stalled["rank"], stalled["last_step"], stalled["waiting"]) == (1, 4, False)
+        assert (stalled["rank"], stalled["last_step"], stalled["waiting"]) == (1, 40, False)
         assert 10 <= stalled["seconds"] < 10 + (time.time() - began) + 5
         assert "wait_for_a_lost_batch" in stalled["stack"]
+        feed.poll()
+        progress = feed.progress_payload()
+        assert any(rates) and (progress["done"], progress["total"]) == (40, 10_000)
+        assert progress["rate"] is None and progress["eta"] is None, progress
+        assert progress["stalled"] >= 10
+        time.sleep(1.5)  # the view's feeder looks at the figures again each second
+        [*_, shown] = [u["progress"] for u in updates if u.get("progress")]
+        assert shown["rate"] is None and shown["eta"] is None and shown["stalled"] >= 10
         shown = subprocess.run(
             [str(Path(sys.executable).with_name("jupyter-trainer")), "show", run.id, "--json"],
             capture_output=True,
@@ -162,7 +200,16 @@ def test_a_stalled_rank_is_named_with_its_stack(home):
             timeout=60,
         )
         [listed] = json.loads(shown.stdout)["stalled"]
-        assert (listed["rank"], listed["last_step"]) == (1, 4) and listed["seconds"] >= 10
+        assert (listed["rank"], listed["last_step"]) == (1, 40) and listed["seconds"] >= 10
+        shown = subprocess.run(
+            [str(Path(sys.executable).with_name("jupyter-trainer")), "show", run.id],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert re.search(r"^step 40/10000 \(0%\) stalled (\d+ s|\d+:\d\d)$", shown.stdout, re.M), (
+            shown.stdout
+        )
         stacks = run_stacks(run.store, run.id)
         assert sorted(stacks) == [0, 1]
         assert "all_reduce" in stacks[0] and "wait_for_a_lost_batch" in stacks[1]
@@ -176,6 +223,8 @@ def test_a_stalled_rank_is_named_with_its_stack(home):
         with pytest.raises(SpecError, match="no rank 7"):
             run_stacks(run.store, run.id, rank=7)
     finally:
+        feeder.stop()
+        feeder.join(10)
         run.cancel()
     run.wait(timeout=60, raise_on_failure=False)
     assert "stalled" not in run.state

@@ -3,13 +3,14 @@ live stacks, a debugger, and who may act on it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, cast, overload
 
 from ..core.errors import SpecError, TrainerError
 from ..core.records import StateRecord
 from ..core.spec import RunSpec
 from ..store import Store
-from ..store.follow import RunFollower, points
+from ..store.follow import RunFollower
+from ..store.metric_points import AttemptPoint, Point, current_series, points
 from ..store.owners import Identity, may_act, owner_name
 
 
@@ -53,11 +54,30 @@ class RunReaders:
     def follower(self) -> RunFollower:
         return RunFollower(self.store, self.id)
 
-    def metrics(self, rank: int | None = 0) -> dict[str, list[tuple[float | None, float]]]:
-        """Each metric's (step, value) points of ``rank``; ``rank=None``: mean across ranks."""
+    @overload
+    def metrics(
+        self, rank: int | None = 0, *, all_attempts: Literal[False] = False
+    ) -> dict[str, list[Point]]: ...
+
+    @overload
+    def metrics(
+        self, rank: int | None = 0, *, all_attempts: Literal[True]
+    ) -> dict[str, list[AttemptPoint]]: ...
+
+    def metrics(
+        self, rank: int | None = 0, *, all_attempts: bool = False
+    ) -> dict[str, list[Point]] | dict[str, list[AttemptPoint]]:
+        """Each metric's (step, value) points of ``rank``; ``rank=None``: mean across ranks.
+
+        After a restart, the steps a later attempt logged again are its values only: from
+        the first step a restarted rank logged on, its earlier attempts' points are left
+        out, as TensorBoard leaves out the events a resumed run supersedes. With
+        ``all_attempts``, every point each attempt logged, as (step, value, attempt)."""
         follower = self.follower()
         follower.poll()
-        return points(follower.series, rank)
+        if all_attempts:
+            return cast(dict[str, list[AttemptPoint]], points(follower.series, rank, attempts=True))
+        return cast(dict[str, list[Point]], points(current_series(follower), rank))
 
     def system(self, rank: int | None = 0) -> dict[str, list[tuple[float | None, float]]]:
         """What the hardware did: each figure's (seconds since the run started, value)
@@ -74,7 +94,7 @@ class RunReaders:
         follower = self.follower()
         follower.poll()
         origin = float((follower.state or {}).get("created") or 0.0)
-        return points(follower.system, rank, origin=origin)
+        return cast(dict[str, list[Point]], points(follower.system, rank, origin=origin))
 
     def logs(self, rank: int = 0) -> str:
         """Everything rank ``rank`` printed (stdout and stderr)."""

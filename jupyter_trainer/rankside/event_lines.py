@@ -2,8 +2,11 @@
 
 The runtime buffers an event as a tuple ``(kind, t, a, b)`` — ``(METRIC, t, step, values)``,
 ``(PROGRESS, t, done, total)`` or ``(TAG, t, None, tags)`` — and its flusher thread turns it into one line of
-``events/rank-<r>.jsonl`` here. Standard library only: this file is copied into every run's
-snapshot with the runtime.
+``events/rank-<r>.jsonl`` here. A rank started again after a restart (attempt 1, 2, ...)
+appends to the same file, and the first line it writes says so (``attempt_line``): every
+line after it, up to the next such line, is of that attempt, so readers can tell the
+attempts apart while the file keeps everything each attempt wrote. Standard library only:
+this file is copied into every run's snapshot with the runtime.
 """
 
 from __future__ import annotations
@@ -94,6 +97,11 @@ def encode(event: Event) -> str:
         f'{{"kind": "progress", "t": {t!r}, "done": {json.dumps(number(a))}, '
         f'"total": {json.dumps(total)}}}\n'
     )
+
+
+def attempt_line(t: float, attempt: int) -> bytes:
+    """The line a rank of attempt ``attempt`` (1 or later) writes before its first event."""
+    return b'{"kind": "attempt", "t": %r, "attempt": %d}\n' % (t, attempt)
 
 
 def error_line(t: float, exc: Exception) -> str:

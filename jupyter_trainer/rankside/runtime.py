@@ -256,6 +256,8 @@ def _write(data: bytes) -> None:
                 os.O_WRONLY | os.O_CREAT | os.O_APPEND,
                 0o644,
             )
+            if attempt:  # what follows in the shared file is this attempt's
+                data = event_lines.attempt_line(_time(), attempt) + data
         view = memoryview(data)
         while view:
             view = view[os.write(_fd, view) :]

@@ -1,14 +1,17 @@
 """Incremental reading of a run's events: what every reader (API, monitors, CLI) builds on.
 
 A ``RunFollower`` keeps a byte offset per rank and reads only what was appended since the
-last ``poll()``, so following a live run costs the new bytes, not the whole history. A
+last ``poll()``, so following a live run costs the new bytes, not the whole history. It
+notes which attempt (start of the run, restarts counted) wrote each point: ``Series.starts``
+marks where each attempt's points begin and ``rewinds`` the first step each restarted
+attempt logged, from which ``metric_points`` tells which earlier points it supersedes. A
 chunk of event lines is decoded with one ``json.loads`` call (a line that does not parse
 sends that chunk through the line-by-line path, which skips it), which is what keeps a
 follower ahead of ranks that log hundreds of thousands of points a second.
 
-``LogTail`` follows one rank's log the same way but keeps only a bounded tail, read from
-the end of the file, and ``minmax_indices``/``downsample`` reduce a long series to a few
-thousand points for display while keeping its first, last, minimum and maximum points.
+``minmax_indices``/``downsample`` reduce a long series to a few thousand points for display
+while keeping its first, last, minimum and maximum points. A rank's log is followed by
+``log_tail``.
 """
 
 from __future__ import annotations
@@ -18,11 +21,9 @@ import math
 import os
 import time
 from array import array
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..core import bounded_json
@@ -46,11 +47,14 @@ READ_CHUNK = 256 << 10  # bytes of event lines decoded per step: small batches d
 
 @dataclass
 class Series:
-    """One metric of one rank: parallel arrays of step (NaN when not given), value, time."""
+    """One metric of one rank: parallel arrays of step (NaN when not given), value, time;
+    ``starts`` has (index, attempt) where an attempt's points begin, when that is not
+    attempt 0's from the first point on."""
 
     steps: array[float] = field(default_factory=lambda: array("d"))
     values: array[float] = field(default_factory=lambda: array("d"))
     times: array[float] = field(default_factory=lambda: array("d"))
+    starts: list[tuple[int, int]] = field(default_factory=list)
 
     def append(self, step: Any, value: float, t: float) -> None:
         self.steps.append(float(step) if isinstance(step, (int, float)) else math.nan)
@@ -64,12 +68,31 @@ class Series:
     def last(self) -> float:
         return self.values[-1]
 
+    @property
+    def attempt(self) -> int:
+        """The attempt of the newest point (of the next one, before any)."""
+        return self.starts[-1][1] if self.starts else 0
+
+    def segments(self) -> list[tuple[int, int, int]]:
+        """(start, end, attempt) of each attempt's run of points, in order."""
+        starts = self.starts if self.starts and self.starts[0][0] == 0 else [(0, 0), *self.starts]
+        ends = [i for i, _ in starts[1:]] + [len(self)]
+        return [(i, end, a) for (i, a), end in zip(starts, ends) if end > i]
+
 
 @dataclass
 class Progress:
+    """A rank's latest ``progress(done, total)`` report, with the attempt that made it."""
+
     done: float
     total: float | None
     t: float
+    attempt: int = 0
+    rank: int = 0
+
+
+RECENT_REPORTS = 128  # progress reports kept per rank for the rate, at least THIN_S apart
+THIN_S = 0.5
 
 
 def decode_lines(data: bytes) -> list[Any]:
@@ -103,6 +126,11 @@ class RunFollower:
         self.code_tags: dict[str, str] = {}  # jt.tag(): every rank's, the last value wins
         self.system: dict[str, dict[int, Series]] = {}  # rankside/system.py's samples
         self.progress: dict[int, Progress] = {}
+        self.recent: dict[int, deque[Progress]] = {}  # each rank's reports in its attempt
+        self.attempt_of: dict[int, int] = {}  # the attempt each rank's newest lines are of
+        self.rewinds: dict[int, dict[int, float]] = {}  # rank -> {attempt: its first step}
+        self.rewound = 0  # counts the rewinds noted: cached views of the series start over
+        self._rewinding: set[int] = set()  # ranks whose new attempt has logged no step yet
         self.events_read = 0
         self.state: StateRecord = {}
         self.behind = False  # the last poll stopped at max_bytes with more left to read
@@ -153,7 +181,8 @@ class RunFollower:
         appenders = self._appenders.setdefault(rank, {})
         lookup = appenders.get
         nan = math.nan
-        progress = None
+        reports: list[dict[str, Any]] = []
+        rewinding = rank in self._rewinding
         count = 0
         for event in events:
             if type(event) is not dict:
@@ -166,6 +195,9 @@ class RunFollower:
                 step = event.get("step")
                 if type(step) is not float:
                     step = float(step) if isinstance(step, (int, float)) else nan
+                if rewinding and step == step:
+                    self._rewind(rank, step)
+                    rewinding = False
                 t = event.get("t", 0.0)
                 for name, value in values.items():
                     if type(value) is not float:
@@ -184,16 +216,53 @@ class RunFollower:
                     app[1](value)
                     app[2](t)
             elif event.get("kind") == "progress":
-                progress = event
+                reports.append(event)
+            elif event.get("kind") == "attempt" and type(event.get("attempt")) is int:
+                self._note_reports(rank, reports)
+                reports = []
+                if event["attempt"] != self.attempt_of.get(rank, 0):
+                    self.attempt_of[rank] = event["attempt"]
+                    appenders.clear()  # each series notes where the attempt begins
+                    rewinding = True
             elif event.get("kind") == "tag" and type(values) is dict:
                 self.code_tags.update((str(k), str(v)) for k, v in values.items())
             elif event.get("kind") == "system" and type(values) is dict:
                 self._ingest_system(rank, event.get("t", 0.0), values)
-        if progress is not None:
-            self.progress[rank] = Progress(
-                progress.get("done", 0), progress.get("total"), progress.get("t", 0.0)
-            )
+        self._note_reports(rank, reports)
+        if rewinding:
+            self._rewinding.add(rank)
+        else:
+            self._rewinding.discard(rank)
         return count
+
+    def _rewind(self, rank: int, step: float) -> None:
+        """Note ``step``, the first ``rank``'s current attempt logged, as where it went back to."""
+        self.rewinds.setdefault(rank, {})[self.attempt_of.get(rank, 0)] = step
+        self.rewound += 1
+
+    def _note_reports(self, rank: int, reports: list[dict[str, Any]]) -> None:
+        """Keep ``rank``'s newest progress report, and a thinned history of its attempt."""
+        if not reports:
+            return
+        attempt = self.attempt_of.get(rank, 0)
+        recent = self.recent.get(rank)
+        if recent is None or (recent and recent[-1].attempt != attempt):
+            recent = self.recent[rank] = deque(maxlen=RECENT_REPORTS)
+        stride = max(1, len(reports) // RECENT_REPORTS)
+        for event in reports[-1::-stride][::-1]:
+            done, t = event.get("done", 0), event.get("t", 0.0)
+            if not isinstance(done, (int, float)) or not isinstance(t, (int, float)):
+                continue
+            total = event.get("total")
+            report = Progress(
+                done, total if isinstance(total, (int, float)) else None, t, attempt, rank
+            )
+            if len(recent) > 1 and t - recent[-2].t < THIN_S:
+                recent[-1] = report  # the newest report stays; the one it follows closely goes
+            else:
+                recent.append(report)
+        if recent:
+            self.progress[rank] = recent[-1]
 
     def _ingest_system(self, rank: int, t: Any, values: dict[str, Any]) -> None:
         if not isinstance(t, (int, float)):
@@ -210,6 +279,9 @@ class RunFollower:
 
     def _new_series(self, rank: int, name: str) -> Appenders:
         series = self.series.setdefault(name, {}).setdefault(rank, Series())
+        attempt = self.attempt_of.get(rank, 0)
+        if series.attempt != attempt:
+            series.starts.append((len(series), attempt))
         return series.steps.append, series.values.append, series.times.append
 
     @property
@@ -217,10 +289,15 @@ class RunFollower:
         return self.state.get("status") in TERMINAL
 
     def overall_progress(self) -> Progress | None:
-        """The least advanced rank's progress: the run is as far along as its slowest rank."""
+        """The least advanced rank's progress in the newest attempt: the run is as far
+        along as its slowest rank (a rank not yet heard from in it is not counted)."""
         if not self.progress:
             return None
-        return min(self.progress.values(), key=lambda p: (p.done / p.total) if p.total else p.done)
+        newest = max(p.attempt for p in self.progress.values())
+        return min(
+            (p for p in self.progress.values() if p.attempt == newest),
+            key=lambda p: (p.done / p.total) if p.total else p.done,
+        )
 
     def latest(self, rank: int | None = None) -> dict[str, float]:
         """Each metric's newest value (of ``rank``, or rank 0 when present, else any rank)."""
@@ -242,34 +319,6 @@ class RunFollower:
             if deadline is not None and time.monotonic() > deadline:
                 return
             time.sleep(interval)
-
-
-def points(
-    series: Mapping[str, Mapping[int, Series]], rank: int | None, origin: float | None = None
-) -> dict[str, list[tuple[float | None, float]]]:
-    """Each name's (x, value) points of ``rank``; ``rank=None``: the mean across the ranks,
-    point by point. x is the point's step (None where none was given), or with ``origin``
-    its time in seconds since then."""
-
-    def x(s: Series, i: int) -> float | None:
-        if origin is not None:
-            return round(s.times[i] - origin, 3)
-        return None if s.steps[i] != s.steps[i] else s.steps[i]
-
-    out: dict[str, list[tuple[float | None, float]]] = {}
-    for name, by_rank in series.items():
-        if rank is not None:
-            if rank in by_rank:
-                s = by_rank[rank]
-                out[name] = [(x(s, i), s.values[i]) for i in range(len(s))]
-            continue
-        length = min(len(s) for s in by_rank.values())
-        first = next(iter(by_rank.values()))
-        out[name] = [
-            (x(first, i), sum(s.values[i] for s in by_rank.values()) / len(by_rank))
-            for i in range(length)
-        ]
-    return out
 
 
 def as_floats(values: Values) -> Floats:
@@ -342,7 +391,8 @@ def downsample(xs: Values, ys: Values, max_points: int) -> tuple[Floats, Floats]
 
 
 def mean_across_ranks(by_rank: dict[int, Series]) -> Series:
-    """The index-aligned mean over ranks (ranks log the same steps in data-parallel runs)."""
+    """The index-aligned mean over ranks (ranks log the same steps in data-parallel runs),
+    with the first rank's steps, times and attempts."""
     import numpy as np
 
     ranks = sorted(by_rank)
@@ -355,115 +405,5 @@ def mean_across_ranks(by_rank: dict[int, Series]) -> Series:
     out.values = array("d", (total / len(ranks)).tobytes())
     out.steps = array("d", first.steps[:length])
     out.times = array("d", first.times[:length])
+    out.starts = [(i, attempt) for i, attempt in first.starts if i < length]
     return out
-
-
-# -- logs: a bounded tail ------------------------------------------------------------------
-
-
-class LogTail:
-    """The last lines of one growing log file, read from its end.
-
-    A first poll reads at most ``max_bytes`` from the end of the file; later polls read what
-    was appended, and if more than ``max_bytes`` arrived since, they skip to the end again
-    (``skipped`` counts the bytes never read). A line longer than ``max_line`` characters is
-    cut. Memory and time per poll are bounded whatever the size of the log.
-    """
-
-    def __init__(
-        self, path: Path, max_lines: int = 2000, max_bytes: int = 256 << 10, max_line: int = 4000
-    ) -> None:
-        self.path = path
-        self.max_bytes = max_bytes
-        self.max_line = max_line
-        self.lines: deque[str] = deque(maxlen=max_lines)
-        self.offset = 0
-        self.skipped = 0
-        self.starts: list[int] = []  # byte offset in the file of each line the last poll returned
-        self._partial = b""
-
-    def poll(self) -> list[str]:
-        """New complete lines since the last poll (also appended to ``lines``)."""
-        try:
-            size = os.stat(self.path).st_size
-        except FileNotFoundError:
-            return []
-        if size < self.offset:  # truncated or replaced: start over
-            self.offset, self._partial = 0, b""
-        if size == self.offset:
-            self.starts = []
-            return []
-        start = self.offset
-        cut = size - start > self.max_bytes
-        if cut:
-            start = size - self.max_bytes
-            self.skipped += start - self.offset
-            self._partial = b""
-        with open(self.path, "rb") as fh:
-            fh.seek(start)
-            data = fh.read(size - start)
-        self.offset = start + len(data)
-        base = start - len(self._partial)
-        if cut:
-            first = data.find(b"\n")
-            data = data[first + 1 :] if first >= 0 else b""
-            base = start + first + 1
-        data = self._partial + data
-        end = data.rfind(b"\n") + 1
-        self._partial = data[end:]
-        if len(self._partial) > self.max_line * 4:  # a line with no end in sight: show it cut
-            data, end, self._partial = data + b"\n", len(data) + 1, b""
-        raw = data[:end].split(b"\n")[:-1]
-        starts, at = [], base
-        for line in raw:
-            starts.append(at)
-            at += len(line) + 1
-        new = [self._clip(line.decode(errors="replace")) for line in raw]
-        if self.lines.maxlen and len(new) > self.lines.maxlen:
-            new, starts = new[-self.lines.maxlen :], starts[-self.lines.maxlen :]
-        self.starts = starts
-        self.lines.extend(new)
-        return new
-
-    def _clip(self, line: str) -> str:
-        line = line.rstrip("\r")
-        if "\r" in line:  # progress bars redraw a line with \r: keep what the terminal shows
-            line = line.rsplit("\r", 1)[-1]
-        return line if len(line) <= self.max_line else line[: self.max_line] + " …[cut]"
-
-
-class LogTimes:
-    """When each line of one rank's log was written, from the rank's ``rank-<r>.times``
-    marks ("<log size> <unix time>", written before the output they precede; see the
-    runtime's ``_LogMarks``). A line gets the time of the last mark at or before its offset;
-    a log without marks (an older run) gets 0 for every line."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.sizes: list[int] = []
-        self.times: list[float] = []
-
-    def at(self, starts: Sequence[int]) -> list[float]:
-        """Times of the lines that start at ``starts`` (byte offsets, ascending)."""
-        self._read()
-        out = []
-        for start in starts:
-            i = bisect_right(self.sizes, start) - 1
-            out.append(self.times[i] if i >= 0 else (self.times[0] if self.times else 0.0))
-        return out
-
-    def _read(self) -> None:
-        try:
-            data, self.offset = read_complete_lines(self.path, self.offset, None)
-        except FileNotFoundError:
-            return
-        for line in data.split(b"\n"):
-            size, _, when = line.partition(b" ")
-            try:
-                size_i, when_f = int(size), float(when)
-            except ValueError:
-                continue
-            if not self.sizes or size_i >= self.sizes[-1]:
-                self.sizes.append(size_i)
-                self.times.append(when_f)

@@ -1,4 +1,7 @@
-"""One PNG chart per metric, drawn with matplotlib's Agg canvas (no GUI, no pyplot state)."""
+"""One PNG chart per metric, drawn with matplotlib's Agg canvas (no GUI, no pyplot state).
+
+A restarted run's charts show the points later attempts left standing (``metric_points``),
+each attempt's line apart from the next."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import io
 import math
 
 from ...store.follow import RunFollower, Series
+from ...store.metric_points import current_series
 
 MAX_POINTS = 4000
 
@@ -17,7 +21,16 @@ def _xy(series: Series) -> tuple[list[float], list[float]]:
     idx = list(range(0, n, stride))
     if idx and idx[-1] != n - 1:
         idx.append(n - 1)  # keep the final value exact
-    return [xs[i] for i in idx], [series.values[i] for i in idx]
+    out_x: list[float] = []
+    out_y: list[float] = []
+    for start, end, _ in series.segments():
+        if out_x:  # a NaN ends one attempt's line before the next begins
+            out_x.append(math.nan)
+            out_y.append(math.nan)
+        part = sorted({i for i in idx if start <= i < end} | {start, end - 1})
+        out_x += [xs[i] for i in part]
+        out_y += [series.values[i] for i in part]
+    return out_x, out_y
 
 
 def metric_pngs(follower: RunFollower, width: float = 5.0, height: float = 3.0) -> dict[str, bytes]:
@@ -26,7 +39,7 @@ def metric_pngs(follower: RunFollower, width: float = 5.0, height: float = 3.0) 
     from matplotlib.figure import Figure
 
     charts = {}
-    for name, by_rank in sorted(follower.series.items()):
+    for name, by_rank in sorted(current_series(follower).items()):
         fig = Figure(figsize=(width, height), dpi=100)
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()

@@ -17,22 +17,21 @@ from typing import Any
 
 from ...core.errors import TrainerError
 from ...store.follow import (
-    LogTail,
-    LogTimes,
     Series,
     as_floats,
     count_non_finite,
-    downsample,
     finite_range,
     mean_across_ranks,
     minmax_indices,
 )
+from ...store.log_tail import LogTail, LogTimes
+from ...store.metric_points import CurrentView
 from .cost import run_cost
 from .health import health_payload
 from .rankstats import RankStat, rank_summary
+from .rate import progress_figures
 from .staging import inputs_line, staging_rows, staging_text
 from .text import (
-    RateMeter,
     frames_text,
     launcher_label,
     progress_line,
@@ -63,7 +62,7 @@ class RunFeed:
     def __init__(self, run: Any, *, log_lines: int = LOG_LINES, log_bytes: int = LOG_BYTES) -> None:
         self.run = run
         self.follower = run.follower()
-        self.meter = RateMeter()
+        self.current = CurrentView(self.follower)  # the points later attempts left standing
         self.log_lines = log_lines
         self.log_bytes = log_bytes
         self.tails: dict[int, LogTail] = {}
@@ -76,6 +75,7 @@ class RunFeed:
         self._stats: dict[tuple[str, int], tuple[int, float, float, int]] = {}
         self._means: dict[str, tuple[tuple[int, ...], int, float, float, int]] = {}
         self._mean_last: dict[str, float] = {}
+        self._generation = self.current.generation
         self._state_key: Any = None
 
     # -- reading -----------------------------------------------------------------------
@@ -90,9 +90,6 @@ class RunFeed:
         key = (state.get("status"), state.get("updated"), bool(state.get("environment")))
         state_changed = key != self._state_key
         self._state_key = key
-        prog = self.follower.overall_progress()
-        if prog is not None:
-            self.meter.estimate(prog.done, prog.total, prog.t)
         return {"state": state_changed, "data": data, "logs": self._poll_logs()}
 
     @property
@@ -216,10 +213,8 @@ class RunFeed:
 
     def cost(self, now: float) -> dict[str, Any] | None:
         """The cost meter (views/cost.py), projected to the end by the progress's ETA."""
-        prog = self.follower.overall_progress()
-        eta = None
-        if prog is not None and not self.finished:
-            eta = self.meter.estimate(prog.done, prog.total, prog.t)[1]
+        figures = progress_figures(self.follower, now)
+        eta = figures.eta if figures is not None else None
         return run_cost(self.run.spec, self.follower.state, now, eta)
 
     def outputs_listing(self, limit: int = 50) -> dict[str, Any]:
@@ -237,19 +232,10 @@ class RunFeed:
         return {"folder": str(root), "files": files}
 
     def progress_payload(self) -> dict[str, Any]:
-        prog = self.follower.overall_progress()
-        if prog is None:
-            return {}
-        rate, eta = self.meter.estimate(prog.done, prog.total, prog.t)
-        if self.finished:
-            eta = None
-        return {
-            "done": prog.done,
-            "total": prog.total,
-            "rate": rate,
-            "eta": eta,
-            "ranks": len(self.follower.progress),
-        }
+        """``views.rate``'s figures: the rate of the current attempt's recent reports,
+        with ``stalled`` seconds instead of a rate and an ETA while none comes."""
+        figures = progress_figures(self.follower)
+        return {} if figures is None else figures.payload()
 
     def _series_stats(self, name: str, rank: int, series: Series) -> tuple[int, float, float, int]:
         """(count, min, max, non-finite count) of one series, updated from the points added
@@ -270,12 +256,23 @@ class RunFeed:
             lo = hi = math.nan
         return n, lo, hi, bad
 
+    def _by_rank(self, name: str) -> dict[int, Series]:
+        """``name``'s series of each rank as later attempts left them; when a restarted rank
+        went back to an earlier step, the figures kept of what it had logged start over."""
+        if self._generation != self.follower.rewound:
+            self._generation = self.follower.rewound
+            self._stats.clear()
+            self._means.clear()
+            self._mean_last.clear()
+        return self.current.by_rank(name)
+
     def metrics_payload(self) -> list[dict[str, Any]]:
         """Every metric with its exact last, min and max over all the ranks that logged it,
         each with its rank (``monitor.rankstats``), and, when several ranks logged it, of
         their mean (``mean``): what the chips show in either chart mode."""
         out = []
-        for name, by_rank in list(self.follower.series.items()):
+        for name in list(self.follower.series):
+            by_rank = self._by_rank(name)
             stats = []
             for rank, series in sorted(by_rank.items()):
                 if len(series):
@@ -335,7 +332,10 @@ class RunFeed:
         }
 
     def chart_payload(self, options: dict[str, Any]) -> dict[str, Any]:
-        """Downsampled series of the metrics chosen in ``options`` (x, agg, selected)."""
+        """Downsampled series of the metrics chosen in ``options`` (x, agg, selected): of
+        each rank (or their mean), the points later attempts left standing, as ``metrics()``
+        gives them, with ``attempts``: [index of its first point in x and y, attempt] of
+        each attempt's run of points, in order (``[[0, 0]]`` for a run never restarted)."""
         import numpy as np
 
         x_axis = "time" if options.get("x") == "time" else "step"
@@ -348,14 +348,14 @@ class RunFeed:
         t0 = self.follower.state.get("created") or 0.0
         plans: list[tuple[str, str, int | None, Series]] = []
         for name in chosen:
-            by_rank = self.follower.series[name]
+            by_rank = self._by_rank(name)
             if agg == "mean" and len(by_rank) > 1:
                 plans.append(
                     (name, f"mean of {len(by_rank)} ranks", None, mean_across_ranks(by_rank))
                 )
             else:
-                for rank in sorted(by_rank)[:MAX_RANK_SERIES]:
-                    plans.append((name, f"rank {rank}", rank, by_rank[rank]))
+                for r in sorted(by_rank)[:MAX_RANK_SERIES]:
+                    plans.append((name, f"rank {r}", r, by_rank[r]))
         per_series = max(
             MIN_SERIES_POINTS, min(MAX_SERIES_POINTS, CHART_POINT_BUDGET // max(1, len(plans)))
         )
@@ -364,14 +364,16 @@ class RunFeed:
             n = len(series)
             if not n:
                 continue
+            idx = minmax_indices(series.values, per_series)
+            breaks = [i for i, _ in series.starts if 0 < i < n]
+            if breaks:  # each attempt's first and last points, so its line ends where it did
+                idx = np.union1d(idx, np.array(breaks + [i - 1 for i in breaks], dtype=np.intp))
+            xs = as_floats(series.times if x_axis == "time" else series.steps)[idx]
+            ys = as_floats(series.values)[idx]
             if x_axis == "time":
-                xs, ys = downsample(series.times, series.values, per_series)
                 xs = xs - t0
-            else:
-                xs, ys = downsample(series.steps, series.values, per_series)
-                if np.isnan(xs).any():  # steps not given: use the point's index
-                    idx = minmax_indices(series.values, per_series).astype(np.float64)
-                    xs = np.where(np.isnan(xs), idx, xs)
+            elif np.isnan(xs).any():  # steps not given: use the point's index
+                xs = np.where(np.isnan(xs), idx.astype(np.float64), xs)
             if rank is None:
                 lo, hi = finite_range(ys)  # the mean is recomputed each time
                 bad = count_non_finite(series.values)
@@ -390,6 +392,10 @@ class RunFeed:
                     "min": json_number(lo),
                     "max": json_number(hi),
                     "non_finite": bad,
+                    "attempts": [
+                        [int(np.searchsorted(idx, start)), attempt]
+                        for start, _, attempt in series.segments()
+                    ],
                     "x": np.ascontiguousarray(xs, dtype="<f8").tobytes(),
                     "y": np.ascontiguousarray(ys, dtype="<f8").tobytes(),
                 }
@@ -449,4 +455,4 @@ class RunFeed:
             return summary_text(self.follower, self.run.spec, self.run.outputs)
         if not self.follower.state:
             return f"run {self.run.id}"
-        return progress_line(self.follower, self.meter, spec=self.run.spec)
+        return progress_line(self.follower, spec=self.run.spec)

@@ -27,6 +27,7 @@ UPDATE_INTERVAL = 0.25  # seconds between updates: at most 4 a second
 BIG_CHARTS = 64 << 10  # chart payloads above this are re-sent at most once a second
 HISTORY_STEP = 4 << 20  # bytes of event history read between two updates while catching up
 CLOCK_REFRESH = 5.0  # seconds between state updates while nothing changes (viewer clock)
+PROGRESS_REFRESH = 1.0  # seconds between looks at the rate while no progress comes
 
 Publish = Callable[[dict[str, Any]], None]
 
@@ -87,6 +88,8 @@ class ViewFeeder(FeedThread):
         self._log_gen = 0
         self._sent_log_selection: str | None = None  # the first log payload is a reset
         self._system_sent = 0  # figures sent in the System section so far
+        self._progress_sent: dict[str, Any] | None = None
+        self._progress_looked = 0.0
 
     def first(self) -> dict[str, Any]:
         """What to show at once, before the thread has read anything."""
@@ -142,6 +145,10 @@ class ViewFeeder(FeedThread):
             now = time.monotonic()
             if not feed.finished and now - self._last_state_push > CLOCK_REFRESH:
                 dirty.add("state")  # its "now" keeps the viewer's clock right, and shows it alive
+            if not feed.finished and now - self._progress_looked > PROGRESS_REFRESH:
+                self._progress_looked = now  # no report for a while: the rate falls, then stalls
+                if feed.progress_payload() != self._progress_sent:
+                    dirty.add("progress")
             if now - self._last_push >= UPDATE_INTERVAL and (dirty or requests):
                 charts = "charts" in requests or (
                     "charts" in dirty and (done or now - last_charts >= self._chart_interval())
@@ -185,8 +192,9 @@ class ViewFeeder(FeedThread):
         if "state" in dirty:
             out["state"] = feed.state_payload()
             self._last_state_push = time.monotonic()
+        if "data" in dirty or "progress" in dirty:
+            out["progress"] = self._progress_sent = feed.progress_payload()
         if "data" in dirty:
-            out["progress"] = feed.progress_payload()
             out["metrics"] = feed.metrics_payload()
             out["texts"] = feed.texts_payload()
             if system_view.samples(feed.follower) != self._system_sent:

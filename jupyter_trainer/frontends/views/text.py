@@ -12,12 +12,14 @@ from ...core.errors import TrainerError
 from ...core.printable import printable, terminal_safe
 from ...core.units import fmt_duration, fmt_seconds, fmt_value
 from ...store.follow import RunFollower, elapsed, finite_range
+from ...store.metric_points import current_series
 from ...store.outputs import list_files
 from .cost import cost_words, run_cost
 from .health import attempt_label, attempts_of, debugging_of, stalled_of, watch_settings
 from .health_text import HealthNotes, debugging_line, health_summary
 from .queue_text import waiting_words
 from .rankstats import RankStat, rank_summary, ranks_label
+from .rate import progress_figures
 from .staging import StagingNotes, inputs_line
 from .system_text import system_rows
 from .system_view import input_bound
@@ -25,32 +27,7 @@ from .system_view import input_bound
 STAGES = ("preparing", "queued", "running", "finalizing")
 
 
-class RateMeter:
-    """Progress rate and ETA from the first and latest progress reports."""
-
-    def __init__(self) -> None:
-        self.first: tuple[float, float] | None = None
-
-    def estimate(
-        self, done: float, total: float | None, t: float
-    ) -> tuple[float | None, float | None]:
-        if self.first is None or done < self.first[0]:
-            self.first = (done, t)
-            return None, None
-        d0, t0 = self.first
-        if t <= t0 or done <= d0:
-            return None, None
-        rate = (done - d0) / (t - t0)
-        eta = (total - done) / rate if total else None
-        return rate, eta
-
-
-def progress_line(
-    follower: RunFollower,
-    meter: RateMeter | None = None,
-    now: float | None = None,
-    spec: Any = None,
-) -> str:
+def progress_line(follower: RunFollower, now: float | None = None, spec: Any = None) -> str:
     """One line: status, elapsed, the attempt (with restarts), progress, stalled ranks, metrics."""
     state = follower.state
     parts = [f"[{follower.run_id}] {state.get('status', '?')} {fmt_duration(elapsed(state, now))}"]
@@ -60,19 +37,10 @@ def progress_line(
     queue = state.get("queue") or {}
     if state.get("status") == "queued" and queue.get("reason"):
         parts.append(waiting_words(queue, now or time.time()))
-    prog = follower.overall_progress()
-    eta = None
-    if prog is not None:
-        text = f"step {prog.done:g}"
-        if prog.total:
-            text += f"/{prog.total:g} ({100 * prog.done / prog.total:.0f}%)"
-        if meter is not None:
-            rate, eta = meter.estimate(prog.done, prog.total, prog.t)
-            if rate:
-                text += f" {rate:.3g}/s"
-            if eta is not None:
-                text += f" ETA {fmt_duration(eta)}"
-        parts.append(text)
+    figures = progress_figures(follower, now)
+    if figures is not None:
+        parts.append(figures.words())
+    eta = figures.eta if figures is not None else None
     cost = run_cost(spec, state, now or time.time(), eta) if spec is not None else None
     if cost is not None:
         parts.append(cost_words(cost))
@@ -109,9 +77,10 @@ def stage_durations(state: Mapping[str, Any]) -> list[tuple[str, float]]:
 
 def metric_rows(follower: RunFollower) -> list[tuple[str, str, str, str, str]]:
     """(metric, ranks, final, min, max) over every rank that logged the metric, each figure
-    naming its rank when several ranks logged it: ``0.406 (rank 1)``."""
+    naming its rank when several ranks logged it: ``0.406 (rank 1)``; after a restart, of
+    the points later attempts left standing, as ``metrics()`` gives them."""
     rows = []
-    for name, by_rank in follower.series.items():
+    for name, by_rank in current_series(follower).items():
         stats = []
         for rank, series in sorted(by_rank.items()):
             if len(series):
@@ -191,7 +160,11 @@ def summary_text(
         )
     if state.get("environment"):
         lines.append(environment_line(state["environment"]))
-    cost = run_cost(spec, state, time.time()) if spec is not None else None
+    figures = None if follower.finished else progress_figures(follower)
+    if figures is not None:
+        lines.append(figures.words())
+    eta = figures.eta if figures is not None else None
+    cost = run_cost(spec, state, time.time(), eta) if spec is not None else None
     if cost is not None:
         lines.append(cost_words(cost))
     if spec is not None:
@@ -296,7 +269,6 @@ class TextMonitor:
         self.interval = interval
         self.poll = poll
         self.follower = run.follower()
-        self.meter = RateMeter()
         self.notes = HealthNotes(run.spec, run.id)
         self.staging = StagingNotes()
         self._last_line = -float("inf")
@@ -305,9 +277,6 @@ class TextMonitor:
         """Print progress lines, and at once a line for each restart, stalled rank and
         first NaN/inf, until the run ends (or ``timeout``)."""
         for follower in self.follower.follow(self.poll, timeout):
-            prog = follower.overall_progress()
-            if prog is not None:
-                self.meter.estimate(prog.done, prog.total, prog.t)
             now_s = time.time()
             for line in [
                 *self.staging.news(follower.state, now_s),
@@ -316,11 +285,7 @@ class TextMonitor:
                 print(line, file=self.out, flush=True)
             now = time.monotonic()
             if now - self._last_line >= self.interval and not follower.finished:
-                print(
-                    progress_line(follower, self.meter, spec=self.run.spec),
-                    file=self.out,
-                    flush=True,
-                )
+                print(progress_line(follower, spec=self.run.spec), file=self.out, flush=True)
                 self._last_line = now
         return self.follower
 
