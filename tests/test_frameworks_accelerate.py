@@ -1,6 +1,7 @@
 """What Hugging Face code saves stays with the run and nowhere else (``rankside/hf_hooks.py``,
 ``rankside/accelerate_state.py``): Accelerate's ``save_state`` into a relative folder is kept
-in the run's ``checkpoints/`` and a restart's ``load_state`` finds it, and a transformers
+in the run's ``checkpoints/``, a restart's ``load_state`` finds it and ``resume`` carries it
+into the new run, and a transformers
 ``Trainer`` leaves no ``output_dir`` behind in the working folder."""
 
 from __future__ import annotations
@@ -30,8 +31,7 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
 model, optimizer = accelerator.prepare(model, optimizer)
 progress = Progress()
 accelerator.register_for_checkpointing(progress)
-if jt.attempt > 0:
-    accelerator.load_state()
+accelerator.load_state()  # the newest state of this run: none on a first start
 print("first step", progress.step + 1, "attempt", jt.attempt, flush=True)
 x = torch.randn(16, 4, generator=torch.Generator().manual_seed(0))
 while progress.step < 8:
@@ -67,6 +67,14 @@ def test_a_restarted_accelerate_loop_resumes_from_its_saved_state_kept_in_the_ru
     assert (kept / "step_8" / "custom_checkpoint_0.pkl").is_file()
     assert [s for s, _ in run.metrics(0)["loss"]][-4:] == [5, 6, 7, 8]
     assert leftover(run.id) == []
+
+    again = api.resume(run.id, wait=True)  # the newest state comes along, at the same place
+    assert again.status == "completed", again.logs(0)[-3000:]
+    assert again.spec.lineage == {"resumed_from": run.id, "checkpoint": "state/step_8"}
+    moved = again.path / "checkpoints" / "state" / "step_8"
+    assert f"resuming Accelerate from {moved}" in again.logs(0), again.logs(0)[-3000:]
+    assert "first step 9 attempt 0" in again.logs(0)
+    assert leftover(again.id) == []
 
 
 def test_a_trainer_leaves_no_output_dir_in_the_working_folder(home, tmp_path, monkeypatch):

@@ -6,13 +6,16 @@
   folders stay where they are.
 - ``accelerator.load_state("folder")`` with a relative folder reads it from there too.
 - ``accelerator.load_state()`` with no folder (Accelerate refuses that unless its automatic
-  naming is on) loads the newest state this run saved: after a restart (``jt.attempt > 0``)
-  a script resumes with ``if jt.attempt > 0: accelerator.load_state()``, and objects given to
+  naming is on) loads the newest state this run has: one it saved before a restart, or the
+  one ``resume`` copied from the run it resumes; with none (a first start) it loads nothing
+  and says so. A script calls it once before its loop, and objects given to
   ``register_for_checkpointing`` (a step counter) come back with the model and optimizer.
 
 Which state is the newest is written by the main process once its ``save_state`` has
-returned, so a rank killed while saving leaves the one before it as the newest. Standard
-library only: copied into every snapshot.
+returned (``rank_files.ACCELERATE_NEWEST``), so a rank killed while saving leaves the one
+before it as the newest; ``resume`` copies that folder alone, to the same place, and the new
+run reads it as its newest until it saves its own. Standard library only: copied into every
+snapshot.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ import functools
 import os
 from typing import Any
 
-from . import autolog
+from . import autolog, rank_files
 
-NEWEST = ".accelerate-state"  # in checkpoints/: the newest save_state's folder, relative
+NEWEST = rank_files.ACCELERATE_NEWEST  # in checkpoints/
+STATE_MARK = "random_states_0.pkl"  # every save_state writes it, on its main process
 
 
 def patch(module: Any) -> None:
@@ -56,8 +60,10 @@ def patch(module: Any) -> None:
             _keep_project_dir(self)
         else:
             input_dir = newest_state()
-            if input_dir:
-                print(f"[jt] resuming Accelerate from {input_dir}", flush=True)
+            if not input_dir:
+                print("[jt] no Accelerate state in this run yet: starting afresh", flush=True)
+                return None
+            print(f"[jt] resuming Accelerate from {input_dir}", flush=True)
         return load_state(self, input_dir, *a, **kw)
 
     cls.save_state, cls.load_state = keeping_save_state, finding_load_state
@@ -85,7 +91,9 @@ def _note_newest(folder: Any) -> None:
 
 
 def newest_state() -> str | None:
-    """The folder of the newest ``save_state`` of this run, if there is one."""
+    """The folder of the newest ``save_state`` of this run, if there is one: the one noted,
+    else (a resumed run, which has the copied state and no note yet) the newest folder of
+    ``checkpoints/`` holding a state."""
     from . import runtime
 
     home = str(runtime.checkpoint_dir)
@@ -93,6 +101,13 @@ def newest_state() -> str | None:
         with open(os.path.join(home, NEWEST), encoding="utf-8") as fh:
             noted = fh.read().strip()
     except OSError:
-        return None
+        noted = ""
     folder = os.path.normpath(os.path.join(home, noted))
-    return folder if noted and os.path.isdir(folder) else None
+    if noted and os.path.isdir(folder):
+        return folder
+    copied = []
+    for found, subs, names in os.walk(home):
+        subs[:] = [s for s in subs if not s.startswith(".")]
+        if STATE_MARK in names:
+            copied.append((os.stat(os.path.join(found, STATE_MARK)).st_mtime_ns, found))
+    return max(copied)[1] if copied else None
