@@ -104,7 +104,7 @@ jt.log(step=step, total=total)
 def test_jt_breakpoint_stops_the_named_rank_and_continue_lets_it_go_on(home):
     run = api.submit(BREAKS, procs=2, launcher="mpirun", name="bp")
     entry = debugging(run, 1)
-    assert "jt.breakpoint() at line 7 of the cell" in entry["where"]
+    assert "jt.breakpoint() at the cell, line 7" in entry["where"]
     assert not entry["post_mortem"]
     with pytest.raises(SpecError, match="rank 0 .* does not wait in a debugger; these do: 1"):
         run.debug(rank=0)

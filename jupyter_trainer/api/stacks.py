@@ -22,6 +22,7 @@ from ..core.errors import RunStateError, SpecError, Untrusted
 from ..core.trust import Trust
 from ..store import TERMINAL, Store
 from ..store.attempts import current_records
+from ..supervisor.stack_text import tidy
 from ..targets import get_target
 
 
@@ -61,7 +62,7 @@ def run_stacks(store: Store, run_id: str, rank: int | None = None) -> dict[int, 
     target = get_target(spec.target.name, store.home)
     python = trusted_python(store.settings.trust(), paths.state, state.get("python"))
     handle: dict[str, Any] = {**(state.get("launcher") or {}), "python": python}
-    return dict(sorted(target.stacks(handle, records).items()))
+    return {rank: tidy(text) for rank, text in sorted(target.stacks(handle, records).items())}
 
 
 def trusted_python(trust: Trust, state_file: Path, python: object) -> str | None:

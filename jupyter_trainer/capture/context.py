@@ -27,7 +27,7 @@ import textwrap
 import threading
 import types
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import cloudpickle
@@ -89,6 +89,9 @@ class CellContext:
     definitions: tuple[tuple[str, str], ...]  # (name, source) of notebook defs, deps first
     carried: dict[str, bytes]  # name -> pickle of other small picklable objects
     carried_names: tuple[str, ...]  # every notebook name carried in any form, sorted
+    # name -> (cell, line): a definition's notebook cell (its In [n]) and the line its source
+    # starts on there, where the history shows it; tracebacks then cite that cell
+    definition_cells: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def resolve_cell(
@@ -134,6 +137,7 @@ def resolve_cell(
         definitions=tuple(resolver.definitions),
         carried=dict(resolver.carried),
         carried_names=tuple(sorted(resolver.names)),
+        definition_cells=dict(resolver.cells),
     )
 
 
@@ -193,8 +197,9 @@ class _Resolver:
         self.carried: dict[str, bytes] = {}
         self.names: set[str] = set()
         self.problems: list[tuple[str, str, str]] = []  # (name, reader, why and fix)
+        self.cells: dict[str, tuple[int, int]] = {}  # definition -> (cell, first line)
         self._visiting: set[str] = set()
-        self._history_trees: list[tuple[str, ast.Module]] | None = None
+        self._history_trees: list[tuple[int, str, ast.Module]] | None = None
 
     def resolve(self, name: str, reader: str) -> None:
         if (
@@ -236,7 +241,13 @@ class _Resolver:
     def _definition(self, name: str, value: Any, reader: str) -> None:
         source = None
         if value.__name__ == name and "." not in value.__qualname__:
-            source = _inspect_source(name, value) or self._history_source(name, value)
+            source = _inspect_source(name, value)
+            found = self._history_place(name, value, source)
+            if found is not None:
+                cell, first, text = found
+                source = source or text
+                if source == text:
+                    self.cells[name] = (cell, first)
         if source is None:  # a lambda, an alias, a closure, or no source: pickle by value
             self._carry(name, value, reader, by_value=True)
             return
@@ -249,18 +260,31 @@ class _Resolver:
         self.definitions.append((name, source))
         self.names.add(name)
 
-    def _history_source(self, name: str, value: Any) -> str | None:
-        """The last top-level def/class of ``name`` in the notebook's executed cells."""
+    def _history_place(
+        self, name: str, value: Any, source: str | None
+    ) -> tuple[int, int, str] | None:
+        """Where the notebook's executed cells define ``name``: ``(cell, first line,
+        source)`` of the last top-level def/class of it (the one whose source is ``source``,
+        when given, and preferably the one on the line its code says), where the history is
+        IPython's ``In``, so a cell's index is its number."""
         if self._history_trees is None:
-            self._history_trees = [p for p in map(_parse_history_cell, self.history) if p]
+            self._history_trees = [
+                (i, *p) for i, p in enumerate(map(_parse_history_cell, self.history)) if p
+            ]
         kind = ast.ClassDef if isinstance(value, type) else (ast.FunctionDef, ast.AsyncFunctionDef)
-        for text, tree in reversed(self._history_trees):
+        line = getattr(getattr(value, "__code__", None), "co_firstlineno", None)
+        matches = []
+        for cell, text, tree in reversed(self._history_trees):
             for node in reversed(tree.body):
                 if isinstance(node, kind) and node.name == name:
                     first = min([d.lineno for d in node.decorator_list] + [node.lineno])
                     lines = text.splitlines()[first - 1 : node.end_lineno]
-                    return textwrap.dedent("\n".join(lines)) + "\n"
-        return None
+                    found = (cell, first, textwrap.dedent("\n".join(lines)) + "\n")
+                    if source is None:
+                        return found
+                    if found[2] == source:
+                        matches.append(found)
+        return next((m for m in matches if m[1] == line), matches[0] if matches else None)
 
     def _carry(self, name: str, value: Any, reader: str, *, by_value: bool = False) -> None:
         problem = _pickle_problem(value, self.limit)

@@ -5,6 +5,7 @@ Layout of a snapshot folder (``runs/<id>/code/``)::
     <the --source folder, filtered>   secrets and junk left out, then .trainignore
     <script>.py                       script runs without --source: the script itself
     _jt/cell.py                       cell runs: the generated entry script
+    _jt/cell_parts.json               cell runs: the notebook cell each part of it came from
     _jt/carried.pkl                   cell runs with carried objects: {name: pickle bytes}
     _jt/boot.py                       copy of jupyter_trainer/rankside/boot.py
     _jt/jupyter_trainer/rankside/runtime.py    copies of jupyter_trainer/rankside/runtime.py and the
@@ -33,7 +34,7 @@ from .. import rankside
 from ..core.errors import CaptureError
 from ..core.spec import CodeSpec
 from ..core.units import format_bytes
-from .cellscript import render_cell_script
+from .cellscript import cell_parts, render_cell_script
 from .context import CellContext
 
 __all__ = [
@@ -56,6 +57,7 @@ RESERVED_DIR = "_jt"
 IGNORE_FILE = ".trainignore"
 CELL_ENTRY = f"{RESERVED_DIR}/cell.py"
 CARRIED_FILE = f"{RESERVED_DIR}/carried.pkl"
+PARTS_FILE = f"{RESERVED_DIR}/cell_parts.json"  # rankside/cell_run.py: PARTS_FILE
 # Left out by name, as secret scanners look for them. Matched against a file's own name
 # only (a folder named tokens/ is walked), except Python modules (tokenizer.py is code the
 # run imports) and tokenizer files.
@@ -102,7 +104,10 @@ def write_cell_snapshot(
     """Write the snapshot of a ``%%train`` cell into ``dest`` (which must not exist);
     ``first_line`` is the editor's number of the cell's first line (``render_cell_script``)."""
     files, excluded = _plan_source(source_dir) if source_dir is not None else ({}, [])
-    generated = {CELL_ENTRY: render_cell_script(cell, context, first_line).encode("utf-8")}
+    generated = {
+        CELL_ENTRY: render_cell_script(cell, context, first_line).encode("utf-8"),
+        PARTS_FILE: cell_parts(cell, context, first_line),
+    }
     if context.carried:
         generated[CARRIED_FILE] = pickle.dumps(
             dict(context.carried), protocol=pickle.DEFAULT_PROTOCOL

@@ -34,6 +34,7 @@ BOOT = "boot.py"
 SNAPSHOT = (
     "__init__.py",
     "runtime.py",
+    "cell_run.py",
     "atomic.py",
     "event_lines.py",
     "run_inputs.py",

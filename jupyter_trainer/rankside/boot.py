@@ -23,6 +23,7 @@ import runpy
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 _HERE, _TRACEBACK_CHARS = os.path.dirname(os.path.abspath(__file__)), 8000
@@ -91,7 +92,9 @@ def _debug(
     if not isinstance(limit, (int, float)) or limit <= 0:
         return None
     last = frames[-1] if frames else {}
-    place = f" at {os.path.basename(str(last.get('file')))}:{last.get('line')}" if last else ""
+    file = str(last.get("file"))
+    shown = f"{file}, line " if "/" not in file else f"{os.path.basename(file)}:"
+    place = f" at {shown}{last.get('line')}" if last else ""
     where = f"rank {rank}: {_error_line(exc)[:200]}{place}"
     try:
         return debugger.post_mortem(record_path, float(limit), exc.__traceback__, where)
@@ -100,16 +103,34 @@ def _debug(
         return None
 
 
+def _cell_run() -> Any:
+    """The rank side's runner of a cell's script by its parts, or None (an older installed
+    rank side, which runs the script whole)."""
+    try:
+        from jupyter_trainer.rankside import cell_run
+    except ImportError:
+        return None
+    return cell_run
+
+
+def _is_entry(entry: str) -> Callable[[str], bool]:
+    """Whether a frame's file is the entry's code: the script, or a part of a cell's script
+    compiled under its cell's name (``cell_run``)."""
+    cell_run = _cell_run()
+    return (lambda file: cell_run.is_part(file, entry)) if cell_run else entry.__eq__
+
+
 def _user_traceback(exc: BaseException, entry: str, run_dir: str | None) -> str:
     """The traceback from the entry's first frame on (boot and runpy frames dropped), with
     the frames of a notebook cell given as the cell's own lines (``_cell_lines``)."""
     import traceback
 
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != entry:
+    tb, ours = exc.__traceback__, _is_entry(entry)
+    while tb is not None and not ours(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     text = "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
-    return _cell_lines(text, entry, run_dir)
+    cell_run = _cell_run()
+    return _cell_lines(cell_run.cited(text) if cell_run else text, entry, run_dir)
 
 
 def _cell_of(entry: str, run_dir: str | None) -> tuple[int, str] | None:
@@ -146,7 +167,7 @@ def _frames(exc: BaseException, entry: str, run_dir: str | None) -> list[dict[st
         return file, line
 
     try:
-        return frame_locals.failure_frames(exc, entry, place)
+        return frame_locals.failure_frames(exc, _is_entry(entry), place)
     except Exception as failed:
         print(f"[jt] cannot record the frames' variables: {failed}", file=sys.stderr)
         return []
@@ -431,8 +452,13 @@ def main(argv: list[str]) -> int:
     from jupyter_trainer.rankside import stderr_tail
 
     said = sys.stderr = stderr_tail.Tail(sys.stderr)
+    cell_run = _cell_run()
+    parts = cell_run.parts_of(entry) if cell_run else None
     try:
-        runpy.run_path(entry, run_name="__main__")
+        if parts is None:
+            runpy.run_path(entry, run_name="__main__")
+        else:  # a notebook cell's script: each part under its cell's name and lines
+            cell_run.run(entry, run_dir, parts)
     except SystemExit as exc:
         failed_at = time.time()
         code = _exit_status(exc.code)

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from types import FrameType, TracebackType
 from typing import Any
 
-from jupyter_trainer.rankside import death_watch
+from jupyter_trainer.rankside import cell_run, death_watch
 
 ENDED_BY_TIME = "time limit"
 DEFAULT_LIMIT_S = 1800.0  # core.spec.DEFAULT_DEBUG_TIMEOUT
@@ -193,6 +193,13 @@ class _RankPdb(pdb.Pdb):
         self.session, self.at_breakpoint = session, at_breakpoint
         self.ended: str | None = None
 
+    def canonic(self, filename: str) -> str:
+        """A cell's name (``Cell In [7]``) as it is: pdb would make it a path in the working
+        directory, where no such file is, and show no line of it."""
+        if cell_run.is_cell(filename):
+            return filename
+        return super().canonic(filename)
+
     def cmdloop(self, intro: str | None = None) -> None:
         try:
             super().cmdloop(intro)
@@ -285,14 +292,17 @@ def rank_breakpoint(rank: int | Iterable[int] | None = None, timeout: float | No
 
 
 def _place(frame: FrameType) -> str:
-    """``file:line`` of ``frame``; in a notebook cell's capture, the cell's own line."""
+    """``file:line`` of ``frame``; in a notebook cell, the cell's name and its own line
+    (``Cell In [7], line 9``), as tracebacks and pdb give it (``cell_run``)."""
     file, line = frame.f_code.co_filename, frame.f_lineno
+    if cell_run.is_cell(file):
+        return f"{file}, line {line}"
     if os.path.basename(file) == "cell.py" and os.path.basename(os.path.dirname(file)) == "_jt":
-        try:
+        try:  # a cell's script run whole (an older snapshot): its lines below the marker
             with open(file, encoding="utf-8") as f:
                 marker = f.read().splitlines().index(_CELL_MARKER) + 1
         except (OSError, ValueError):
             marker = 0
         if 0 < marker < line:
-            return f"line {line - marker} of the cell"
+            return f"the cell, line {line - marker}"
     return f"{os.path.basename(file)}:{line}"

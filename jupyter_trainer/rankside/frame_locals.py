@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import reprlib
 import types
+from collections.abc import Callable
 from typing import Any
 
 from .redact import MASK, redact_object, redact_text, secret_name
@@ -62,14 +63,18 @@ def frame_locals(frame: Any) -> tuple[dict[str, str], int]:
     return shown, left
 
 
-def failure_frames(exc: BaseException, first_file: str, places: Any = None) -> list[dict[str, Any]]:
-    """The frames of ``exc``'s traceback from the first frame in ``first_file`` (the entry;
-    frames of the boot script before it are left out), innermost last, each with its file,
-    line, function and variables. ``places(file, line)`` may rename a frame's place (a notebook
-    cell's lines, say) and returns ``(file, line)``."""
+def failure_frames(
+    exc: BaseException, first_file: str | Callable[[str], bool], places: Any = None
+) -> list[dict[str, Any]]:
+    """The frames of ``exc``'s traceback from the first frame in ``first_file`` (the entry,
+    or a test of a frame's file that says whether it is the entry's code; frames of the boot
+    script before it are left out), innermost last, each with its file, line, function and
+    variables. ``places(file, line)`` may rename a frame's place (a notebook cell's lines,
+    say) and returns ``(file, line)``."""
+    is_first = first_file.__eq__ if isinstance(first_file, str) else first_file
     tb = exc.__traceback__
     start = tb
-    while start is not None and start.tb_frame.f_code.co_filename != first_file:
+    while start is not None and not is_first(start.tb_frame.f_code.co_filename):
         start = start.tb_next
     tb = start or tb
     frames = []

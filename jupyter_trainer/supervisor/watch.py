@@ -31,6 +31,7 @@ from ..store import RunPaths
 from ..store.attempts import attempt_records, beats, current_records
 from . import attribution
 from .gpu_idle import GpuWatch
+from .stack_text import main_thread_frames, snapshot_files, tidy, user_frame
 
 SCAN_BYTES = 4 << 20  # events read per file per scan
 NON_FINITE = ("nan", "inf", "-inf")
@@ -39,8 +40,6 @@ _WAITING = re.compile(
     r"torch/distributed/|torch/nn/parallel/distributed|torch/autograd/|"
     r"horovod/|mpi4py"
 )
-_FRAME = re.compile(r"^\s+(\S+) \((.*):(\d+)\)\s*$")
-_THREAD = re.compile(r"^Thread (\d+)")
 _EVENTS = re.compile(r"rank-(\d+)\.jsonl")
 
 StackReader = Callable[[dict[int, dict[str, Any]]], dict[int, str]]
@@ -53,10 +52,13 @@ class RunWatch:
         self.paths = paths
         self.launcher = launcher
         self.stall_timeout = stall_timeout
-        self.read_stacks = stacks
+        self.read_stacks: StackReader = lambda found: {
+            rank: tidy(text) for rank, text in stacks(found).items()
+        }
         self.offsets: dict[str, int] = {}
         self.first_non_finite: dict[str, dict[str, Any]] = {}
         self.stacks: dict[tuple[int, int], str] = {}  # (attempt, rank) -> stack at its stall
+        self.code_files: list[str] | None = None  # the snapshot's, read at the first stall
         self.gpus = GpuWatch(str(paths.events))
         self.killed: attribution.Killed = {}  # the rank processes torchrun saw killed so far
         self.launcher_read = 0  # how far launcher.log has been read for them
@@ -190,6 +192,7 @@ class RunWatch:
                     "stack": self.stacks.get((attempt, rank)),
                     "waiting": False,
                     "gpu_idle": idle[rank],
+                    **self._where(self.stacks.get((attempt, rank)), records[rank]),
                 }
             )
         return sorted(out, key=lambda entry: entry["rank"])
@@ -244,9 +247,17 @@ class RunWatch:
                     "host": records[rank].get("host"),
                     "stack": self.stacks.get((attempt, rank)),
                     "waiting": rank in waiting,
+                    **self._where(self.stacks.get((attempt, rank)), records[rank]),
                 }
             )
         return out
+
+    def _where(self, stack: str | None, record: dict[str, Any]) -> dict[str, Any]:
+        """``frame``: where the rank is in the user's own code (``stack_text.user_frame``)."""
+        if self.code_files is None:
+            self.code_files = snapshot_files(self.paths.code)
+        frame = user_frame(stack, record.get("pid"), self.code_files)
+        return {"frame": frame} if frame else {}
 
     def _waited_for(
         self, records: dict[int, dict[str, Any]], suspects: set[int], attempt: int
@@ -275,23 +286,6 @@ def waits_for_peers(stack: str, pid: Any) -> bool:
     a collective or other wait on the run's peers."""
     frames = main_thread_frames(stack, pid)
     return bool(frames) and bool(_WAITING.search(frames[0][1]))
-
-
-def main_thread_frames(stack: str, pid: Any) -> list[tuple[str, str, int]]:
-    """(function, file, line) of the thread ``pid`` (the main thread), innermost first."""
-    frames: list[tuple[str, str, int]] = []
-    inside = False
-    for line in stack.splitlines():
-        thread = _THREAD.match(line)
-        if thread:
-            if inside:
-                break
-            inside = thread.group(1) == str(pid)
-            continue
-        frame = _FRAME.match(line) if inside else None
-        if frame:
-            frames.append((frame.group(1), frame.group(2), int(frame.group(3))))
-    return frames
 
 
 def _quiet_for(beat: dict[str, Any], now: float) -> float:

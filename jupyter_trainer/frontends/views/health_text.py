@@ -8,6 +8,7 @@ from typing import Any
 
 from ...core.printable import printable
 from ...core.units import fmt_clock, fmt_duration, fmt_seconds
+from ...supervisor.stack_text import where_words
 from .health import (
     attempt_label,
     attempts_of,
@@ -47,6 +48,8 @@ def stall_lines(entry: dict[str, Any], stack_lines: int = 12) -> list[str]:
         + (f" on {entry['host']}" if entry.get("host") else "")
         + (f" (no progress since {fmt_clock(entry['since'])})" if entry.get("since") else "")
     )
+    if isinstance(entry.get("frame"), dict):  # the innermost frame of the user's own code
+        line += f", in {where_words(entry['frame'])}"
     if entry.get("waiting"):
         line += ": it waits in a collective for a peer"
     if isinstance(entry.get("gpu_idle"), dict):
