@@ -290,3 +290,29 @@ def test_a_running_run_whose_state_is_gone_is_named_and_still_canceled(home, how
         assert canceled == {"status": "canceled"}
     assert run.status == "canceled" and run.state["reason"] == "canceled by user"
     wait_for(lambda: leftover(run.id) == [], timeout=10, what="every process of the run to end")
+
+
+def test_a_cancel_its_supervisor_does_not_answer_says_so_and_is_kept(home):
+    """A supervisor that does not act on a cancel within 30 s (stopped here, hung or slow
+    on a loaded node) leaves the run running: cancel says so in one line, with no
+    traceback, and the request stays, so the run ends once the supervisor looks again."""
+    import subprocess
+
+    run = api.submit(LONG_CELL, procs=1, name="unanswered")
+    wait_until_all_ranks_log(run, ranks=1)
+    supervisor = run.state["supervisor"]["pid"]
+    os.kill(supervisor, signal.SIGSTOP)
+    try:
+        canceled = subprocess.run(
+            [sys.executable, "-m", "jupyter_trainer.frontends.cli", "cancel", run.id],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+    finally:
+        os.kill(supervisor, signal.SIGCONT)
+    assert canceled.returncode == 1 and "Traceback" not in canceled.stderr, canceled.stderr
+    assert canceled.stdout.startswith(f"run {run.id} is still running: the cancel is asked for")
+    run.wait(60, raise_on_failure=False)
+    assert run.status == "canceled" and run.state["reason"] == "canceled by user"
+    wait_for(lambda: leftover(run.id) == [], timeout=10, what="every process of the run to end")

@@ -392,10 +392,14 @@ class Run(RunReaders):
         A run that ended raises ``RunStateError``. A run whose state is damaged is canceled
         all the same while its supervisor or its processes can be found (see
         ``Store.cancel``); with its supervisor gone, its processes are ended here and the
-        status is ``lost``."""
+        status is ``lost``. A supervisor that has not ended the run within ``timeout``
+        leaves it active: the request stays, and it acts on it when it next looks."""
         status = self.store.cancel(self.id, reason=reason)
         if status != "lost" and wait:
-            self.wait(timeout, raise_on_failure=False)
+            try:
+                self.wait(timeout, raise_on_failure=False)
+            except TimeoutError:  # its supervisor has not acted yet: the status says so
+                pass
             status = (self.store.current_state(self.id) or {"status": status})["status"]
         return status
 

@@ -9,7 +9,7 @@ import time
 from typing import TextIO
 
 from ...api import runs as api
-from ...store import STATUSES, Store
+from ...store import ACTIVE, STATUSES, Store
 from ...store.liveness import stale_words
 from ...store.owners import Identity
 from ..views.health import stalled_of
@@ -133,6 +133,15 @@ def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
             "was ended; `jupyter-trainer doctor --fix` records it as lost",
             file=out,
         )
+    elif status in ACTIVE:
+        print(
+            f"run {run.id} is still {status}: the cancel is asked for, and its supervisor has "
+            "not acted on it within 30 s; it will when it next looks (`jupyter-trainer show "
+            f"{run.id}` tells when it has; `jupyter-trainer doctor` finds a supervisor that "
+            "is gone)",
+            file=out,
+        )
+        return 1
     else:
         print(f"run {run.id} {status}", file=out)
     return 0
