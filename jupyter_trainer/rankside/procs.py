@@ -11,8 +11,9 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 
 def die_with_parent() -> None:
@@ -38,20 +39,53 @@ def become_subreaper() -> bool:
         return False
 
 
+_PF_EXITING = 0x4  # of a process's flags: it has begun to exit
+
+
+class Stat(NamedTuple):
+    """What ``/proc/PID/stat`` says of a process."""
+
+    pid: int
+    state: str  # R, S, D, Z (a zombie: ended, its exit not yet collected), ...
+    parent: int
+    pgid: int
+    session: int
+    flags: int
+    start_ticks: int
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ("Z", "X")
+
+    @property
+    def ending(self) -> bool:
+        """Ended, or in the kernel's exit path (a thread of it may still run)."""
+        return self.ended or bool(self.flags & _PF_EXITING)
+
+
+def stat(pid: int | str) -> Stat | None:
+    """What ``/proc/PID/stat`` says of ``pid``; None when there is no such process."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    f = text[text.rindex(")") + 2 :].split()
+    return Stat(int(pid), f[0], int(f[1]), int(f[2]), int(f[3]), int(f[6]), int(f[19]))
+
+
+def stats() -> Iterator[Stat]:
+    """Every process of this host, zombies included, as its ``/proc/PID/stat`` says."""
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            found = stat(entry.name)
+            if found is not None:
+                yield found
+
+
 def process_table() -> dict[int, tuple[int, int]]:
     """Every live process of this host (zombies left out): pid -> (parent pid, start ticks)."""
-    table = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] not in ("Z", "X"):
-            table[int(entry.name)] = (int(fields[1]), int(fields[19]))
-    return table
+    return {p.pid: (p.parent, p.start_ticks) for p in stats() if not p.ended}
 
 
 def descendants(roots: set[int], table: dict[int, tuple[int, int]]) -> set[int]:
@@ -87,16 +121,10 @@ def redirect_output(path: Path) -> None:
 
 
 def start_ticks(pid: int) -> int | None:
-    """The process start time in clock ticks since boot, or None if there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    if fields[0] == "Z":
-        return None
-    return int(fields[19])
+    """The process start time in clock ticks since boot, or None if there is no such process
+    (or it is a zombie)."""
+    found = stat(pid)
+    return None if found is None or found.state == "Z" else found.start_ticks
 
 
 def is_alive(pid: int | None, ticks: int | None = None) -> bool:
@@ -291,17 +319,8 @@ def pids_in_group(pgid: int, session: int | None = None) -> list[int]:
     environment in ``/proc/PID/environ``, so ``pids_with_env`` cannot see them; their
     process group (one per run, inside the pool's session) can. The session check keeps a
     later, unrelated group that happens to reuse the number out."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] in ("Z", "X") or int(fields[2]) != pgid:
-            continue
-        if session is None or int(fields[3]) == session:
-            found.append(int(entry.name))
-    return sorted(found)
+    return sorted(
+        p.pid
+        for p in stats()
+        if not p.ended and p.pgid == pgid and (session is None or p.session == session)
+    )
