@@ -76,3 +76,51 @@ def ends_with_the_run(run: api.Run, grandchild: dict[str, int], stay: bool) -> N
         if procs.is_alive(grandchild["pid"], grandchild["ticks"]):
             os.kill(grandchild["pid"], signal.SIGKILL)
             time.sleep(0.1)
+
+
+# A second run of the same pool, which waits for its file, so that it still runs when the
+# first run ends with its leftover
+WAITER = """
+import os, time
+while not os.path.exists(GO):
+    time.sleep(0.05)
+print("went", flush=True)
+"""
+
+
+@pytest.mark.parametrize("stay", [False, True], ids=["orphaned", "canceled"])
+def test_a_hot_ranks_grandchild_ends_with_its_run_and_no_other(home, tmp_path, stay):
+    """A rank forked by the warm pool: the pool, not the run's supervisor, is its parent,
+    and the pool outlives the run and serves other runs. What the rank leaves behind ends
+    with its run, named in that run's launcher log; its death watcher still records the
+    rank's end, and the pool's other run goes on untouched."""
+    go = tmp_path / "go"
+    other = api.submit(WAITER.replace("GO", repr(str(go))), procs=1, hot=True, name="waiter")
+    pidfile = tmp_path / "escaped.json"
+    code = ESCAPE.replace("STAY", str(stay)).replace("PIDFILE", repr(str(pidfile)))
+    run = api.submit(code, procs=1, hot=True, name="escape-hot")
+    grandchild = escaped(pidfile)
+    try:
+        wait_for(lambda: other.status == "running", timeout=60, what="the other run to start")
+        if stay:
+            run.cancel(wait=True, timeout=30)
+        else:
+            run.wait(timeout=60)
+        assert run.state["launcher"]["hot"]["used"], run.state["launcher"]
+        assert other.state["launcher"]["hot"]["pool"] == run.state["launcher"]["hot"]["pool"]
+        assert not procs.is_alive(grandchild["pid"], grandchild["ticks"]), run.state["teardown"]
+        log = (run.path / "logs" / "launcher.log").read_text()
+        assert f"[jt] ended {grandchild['pid']} sleep 600, which rank 0 left behind" in log, log
+        assert run.state["teardown"]["leftovers"] == []
+        assert run.state["status"] == ("canceled" if stay else "completed")
+        record = json.loads((run.path / "ranks" / "rank-0.json").read_text())
+        assert record.get("exited"), record  # its death watcher was left to record it
+        assert other.status == "running"
+        go.touch()
+        other.wait(timeout=60)
+        assert other.status == "completed", other.state.get("error")
+        assert "[jt] ended" not in (other.path / "logs" / "launcher.log").read_text()
+    finally:
+        go.touch()
+        if procs.is_alive(grandchild["pid"], grandchild["ticks"]):
+            os.kill(grandchild["pid"], signal.SIGKILL)

@@ -102,6 +102,7 @@ POOL = (
     "hotstart/warm.py",
     "hotstart/child.py",
     "hotstart/records.py",
+    "hotstart/left_behind.py",
     "hotstart/node_launch.py",
     "hotstart/keeper.py",
 )

@@ -9,9 +9,10 @@ worker, so a rank starts in milliseconds instead of paying interpreter start and
 not start, or importing the run's modules initialised CUDA) makes the run fall back to it.
 
 Modules: ``server`` (the pool process), ``child`` (what a forked rank does before boot.py),
-``client`` (connect or start a pool, send a run, follow its ranks), ``records`` (what the
-pool writes down, so every leftover check sees forked ranks whose ``/proc/PID/environ``
-still shows the pool's environment).
+``client`` (connect or start a pool, send a run, follow its ranks), ``left_behind`` (what
+the ranks leave behind when they end, which the pool ends with their run), ``records``
+(what the pool writes down, so every leftover check sees forked ranks whose
+``/proc/PID/environ`` still shows the pool's environment).
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ import traceback
 from collections.abc import Iterable
 from typing import Any
 
+from .. import procs
+
 _PR_SET_PDEATHSIG = 1
 STORE_FD_ENV = "JT_STORE_LISTEN_FD"  # rank 0: the listening socket the pool bound for its store
 
@@ -68,6 +70,9 @@ def run_rank(
     try:
         os.setpgid(0, pgid or 0)
         _die_with_pool(pool)
+        # what the rank starts stays below it while it lives, whatever session it makes,
+        # and comes to the pool, which ends it with the run, when the rank ends
+        procs.become_subreaper()
         atexit._clear()  # the pool's handlers are not the rank's
         for fd in close_fds:
             try:

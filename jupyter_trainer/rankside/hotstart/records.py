@@ -85,14 +85,16 @@ def read_json(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def recorded_pids(run_dir: str | os.PathLike) -> list[int]:
-    """Live processes of the run that its pool record names: the ranks themselves (pid and
-    start time match) and every process left in the run's group in the pool's session
-    (the ranks' helpers, a rank's forked children)."""
+    """Live processes of the run that its pool record names: the ranks themselves and what
+    they left behind outside the run's group (``left_behind``: pid and start time match),
+    and every process left in the run's group in the pool's session (the ranks' helpers,
+    a rank's forked children)."""
     record = read_json(Path(run_dir, RUN_RECORD))
     found = set()
-    for rank in (record.get("ranks") or {}).values():
-        if isinstance(rank, dict) and procs.is_alive(rank.get("pid"), rank.get("start_ticks")):
-            found.add(rank["pid"])
+    named = [*(record.get("ranks") or {}).values(), *(record.get("left_behind") or [])]
+    for one in named:
+        if isinstance(one, dict) and procs.is_alive(one.get("pid"), one.get("start_ticks")):
+            found.add(one["pid"])
     pgid, session = record.get("pgid"), record.get("session")
     if isinstance(pgid, int) and pgid > 0 and isinstance(session, int):
         found.update(procs.pids_in_group(pgid, session))

@@ -7,7 +7,8 @@ request on each connection:
   the ranks into one new process group, record them in the run folder, then let them run;
   answer ``{"ok": true, "pool", "pgid", "ranks": {r: {"pid", "start_ticks"}}}`` and later one
   ``{"rank": r, "exit": code}`` per rank and ``{"done": true, "exit": code}`` (0, or 1 when a
-  rank failed, as torchrun exits). A rank that fails ends the others (SIGTERM, then SIGKILL
+  rank failed, as torchrun exits), once what the ranks left behind outside the run's
+  process group has ended too (``left_behind``). A rank that fails ends the others (SIGTERM, then SIGKILL
   after ``KILL_GRACE_S``), as torchrun does; so does the client's going away (its
   connection closes, or its process ends; with ``"supervisor_grace": S``, S seconds after
   the supervisor's end, so that whoever follows the run sees that end first).
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import procs
+from . import left_behind
 from .records import RUN_RECORD, write_json
 
 KILL_GRACE_S = 10.0  # SIGTERM -> SIGKILL for the ranks of a run that is ending
@@ -85,6 +87,11 @@ class _Run:
         self.end_at: float | None = None  # the supervisor ended: end the ranks then
         self.supervisor_fd: int | None = None
         self.supervisor_grace = 0.0
+        self.record: dict[str, Any] = {}  # what the run folder's RUN_RECORD says
+        self.record_path = ""
+        # its ranks have all ended: what they left behind is being ended (left_behind)
+        self.ending_since: float | None = None
+        self.killed = False  # ... and has had SIGKILL
 
 
 class Pool:
@@ -105,15 +112,18 @@ class Pool:
         self.served = 0
         self.stopping = False
         self.last_busy = time.monotonic()
+        self.left = left_behind.LeftBehind(self.sel)
 
     # -- the loop --------------------------------------------------------------------
     def serve(self) -> None:
         signal.signal(signal.SIGTERM, lambda *_: setattr(self, "stopping", True))
+        procs.become_subreaper()  # what a rank leaves behind comes here when it ends
         while not self.stopping:
             now = time.monotonic()
             deadlines = [
                 t for r in self.runs.values() for t in (r.kill_at, r.end_at) if t is not None
             ]
+            deadlines += [now + 0.05 for r in self.runs.values() if r.ending_since is not None]
             if not self.runs and not self.buffers:
                 deadlines.append(self.last_busy + self.idle)
             timeout = max(0.0, min(deadlines) - now) if deadlines else None
@@ -128,12 +138,15 @@ class Pool:
                 if run.kill_at is not None and now >= run.kill_at:
                     procs.signal_group(run.pgid, signal.SIGKILL)
                     run.kill_at = None
+                if run.ending_since is not None:
+                    self._end_left_behind(run, now)
             if self.runs or self.buffers:
                 self.last_busy = now
             elif now - self.last_busy >= self.idle:
                 break
         for run in self.runs.values():
             procs.signal_group(run.pgid, signal.SIGKILL)
+        self.left.close()
 
     def _on_accept(self, sock: socket.socket, _: Any) -> None:
         try:
@@ -171,14 +184,23 @@ class Pool:
         except ChildProcessError:
             code = -signal.SIGKILL
         rank = run.ranks[pid]
+        self.left.adopt({(run.pgid, rank)}, self._live_ranks())
         self._send(run.conn, {"rank": rank, "exit": code})
         if code != 0 and not run.failed:
             run.failed = True
             if run.fds:  # as torchrun does: one rank failed, so the others are stopped
                 self._end(run)
-        if not run.fds:
-            self._send(run.conn, {"done": True, "exit": 1 if run.failed else 0})
-            self._close_run(run)
+        if not run.fds:  # the ranks' ending is over; what they left behind ends now
+            run.kill_at = run.end_at = None
+            run.ending_since = time.monotonic()
+            self._end_left_behind(run, run.ending_since)
+
+    def _on_adopted(self, fd: int, pid: int) -> None:
+        self.left.adopt(self.left.collect(pid), self._live_ranks())
+
+    def _live_ranks(self) -> dict[int, tuple[int, int]]:
+        """The ranks whose exit is still to be collected: pid -> (run's group, rank)."""
+        return {p: (r.pgid, r.ranks[p]) for r in self.runs.values() for p in r.fds.values()}
 
     def _on_supervisor(self, fd: int, run: _Run) -> None:
         self.sel.unregister(fd)
@@ -246,6 +268,7 @@ class Pool:
             *(c.fileno() for c in self.buffers),
             *(fd for r in self.runs.values() for fd in r.fds),
             *(r.supervisor_fd for r in self.runs.values() if r.supervisor_fd is not None),
+            *(known.fd for known in self.left.adopted.values()),
         ]
         pool, pgid, pids = os.getpid(), 0, {}
         sys.stdout.flush()
@@ -293,6 +316,8 @@ class Pool:
         write_json(Path(request["run_dir"], RUN_RECORD), record)
         os.close(go_write)  # the ranks go
         run = _Run(conn, pgid)
+        run.record, run.record_path = record, str(Path(request["run_dir"], RUN_RECORD))
+        self.left.logs[pgid] = request["log"]
         for pid, rank in pids.items():
             fd = os.pidfd_open(pid)
             run.ranks[pid] = rank
@@ -311,6 +336,26 @@ class Pool:
         return {"ok": True, **record}
 
     # -- ending ----------------------------------------------------------------------
+    def _end_left_behind(self, run: _Run, now: float) -> None:
+        """End what the run's ranks left behind outside its group (``left_behind``), then
+        report the run's end: once those are gone, or ``GONE_S`` after their SIGKILL."""
+        alive, new = self.left.end(run.pgid)
+        if new:  # the leftover checks see them too, until they are gone
+            run.record.setdefault("left_behind", []).extend(
+                {"pid": pid, "start_ticks": ticks} for pid, ticks in new
+            )
+            try:
+                write_json(run.record_path, run.record)
+            except OSError:
+                pass
+        waited = now - (run.ending_since or now)
+        if alive and not run.killed and waited >= left_behind.GRACE_S:
+            self.left.kill(run.pgid, alive)
+            run.killed = True
+        if not alive or waited >= left_behind.GRACE_S + left_behind.GONE_S:
+            self._send(run.conn, {"done": True, "exit": 1 if run.failed else 0})
+            self._close_run(run)
+
     def _end(self, run: _Run) -> None:
         """Stop a run's ranks: SIGTERM now, SIGKILL after KILL_GRACE_S."""
         if run.fds:
@@ -327,6 +372,7 @@ class Pool:
 
     def _close_run(self, run: _Run) -> None:
         self.runs.pop(run.pgid, None)
+        self.left.forget(run.pgid)
         if run.supervisor_fd is not None:
             self.sel.unregister(run.supervisor_fd)
             os.close(run.supervisor_fd)
