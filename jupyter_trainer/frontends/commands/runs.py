@@ -13,6 +13,7 @@ from ...store import ACTIVE, STATUSES, Store
 from ...store.liveness import stale_words
 from ...store.owners import Identity
 from ..views.health import stalled_of
+from ..views.rate import progress_figures
 from ..views.text import frames_text, runs_table, summary_text
 from .parser import Subparsers, handles
 
@@ -97,6 +98,9 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
             {"rank": e["rank"], "seconds": round(e["seconds"], 1), "last_step": e.get("last_step")}
             for e in stalled_of(state, time.time())
         ]
+        follower = run.follower()
+        follower.poll()
+        figures = progress_figures(follower)  # the widget's: done, total, rate, ETA, stalled
         print(
             json.dumps(
                 {
@@ -104,6 +108,7 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
                     "spec": run.spec.to_dict(),
                     "state": state,
                     **({"stalled": stalled} if stalled else {}),
+                    **({"progress": figures.payload()} if figures else {}),
                 },
                 indent=1,
             ),
