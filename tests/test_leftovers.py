@@ -120,6 +120,12 @@ def test_a_hot_ranks_grandchild_ends_with_its_run_and_no_other(home, tmp_path, s
         other.wait(timeout=60)
         assert other.status == "completed", other.state.get("error")
         assert "[jt] ended" not in (other.path / "logs" / "launcher.log").read_text()
+        pool = run.state["launcher"]["hot"]["pool"]  # it collected each exit that came to it
+        wait_for(
+            lambda: not [p for p in procs.stats() if p.parent == pool and p.ended],
+            timeout=10,
+            what="the pool to collect the exits of what its ranks left",
+        )
     finally:
         go.touch()
         if procs.is_alive(grandchild["pid"], grandchild["ticks"]):
