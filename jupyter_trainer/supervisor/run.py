@@ -25,7 +25,6 @@ from ..core.spec import RunSpec
 from ..rankside.home import HOME_ENV
 from ..store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, load_state, reserve, write_json_atomic
 from ..store.liveness import pid_record
-from ..store.owners import folder_owner
 from ..targets import Target, get_target
 from . import attribution, observe, verdict
 from .launcher_exit import LauncherExit
@@ -98,8 +97,7 @@ class Supervisor(QueueFollowing):
     def cancel_reason(self) -> str | None:
         if self.signal_reason:
             return self.signal_reason
-        owner = self.state.get("owner") or folder_owner(self.paths.root)
-        request = self.store.cancel_request(self.run_id, owner)
+        request = self.store.cancel_request(self.run_id, self.store.owner(self.run_id))
         return request.get("reason", "canceled") if request else None
 
     # -- lifecycle ---------------------------------------------------------------------
