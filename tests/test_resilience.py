@@ -69,6 +69,8 @@ def check_restarted(run: api.Run, world: int) -> None:
     every = run.metrics(0, all_attempts=True)
     assert all(attempt == value for _, value, attempt in every["attempt"])  # each its own
     assert {(10, 0), (11, 0), (10, 1), (15, 1)} <= {(s, a) for s, _, a in every["attempt"]}
+    failed = run.metrics(1, all_attempts=True)["attempt"]  # rank 1's last step before it raised
+    assert (12, 0, 0) in failed and (11, 0, 0) not in run.metrics(1)["attempt"]
     feed = RunFeed(run)
     feed.poll(None)
     for x, agg in (("step", "ranks"), ("time", "ranks"), ("step", "mean")):
@@ -201,6 +203,9 @@ def test_a_stalled_rank_is_named_with_its_stack(home):
         )
         [listed] = json.loads(shown.stdout)["stalled"]
         assert (listed["rank"], listed["last_step"]) == (1, 40) and listed["seconds"] >= 10
+        figures = json.loads(shown.stdout)["progress"]
+        assert (figures["done"], figures["rate"], figures["eta"]) == (40, None, None)
+        assert figures["stalled"] >= 10
         shown = subprocess.run(
             [str(Path(sys.executable).with_name("jupyter-trainer")), "show", run.id],
             capture_output=True,
