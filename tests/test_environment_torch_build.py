@@ -133,3 +133,19 @@ def test_an_environment_that_names_another_torch_does_not_keep_the_kernels():
     assert torchbuild.kept_torch(["torch>=2.1", "torchvision"], packages) == TORCH
     assert torchbuild.kept_torch(["torch==2.14.1"], packages) is None
     assert torchbuild.kept_torch(["torchvision"], {"torch": "2.13.0"}) is None  # PyPI's own
+
+
+def test_a_build_the_torch_index_does_not_have_is_refused_naming_that_index(
+    home, monkeypatch, torch_index
+):
+    monkeypatch.setenv(torchbuild.INDEX_ENV, torch_index)
+    definition = EnvDefinition.from_yaml("cpu", "inherit: true\npip: ['torchvision==0.28.0+cpu']")
+    with pytest.raises(EnvError) as info:
+        environment.define(definition, home=home)
+        environment.resolve("cpu", home=home)
+    message = str(info.value)
+    assert f"against the kernel's torch {TORCH}" in message and torch_index in message
+    assert f"set {torchbuild.INDEX_ENV} to a mirror of it" in message
+    assert not lock.locks_dir(home).exists() or not any(
+        p for p in lock.locks_dir(home).iterdir() if not p.name.startswith(".")
+    )

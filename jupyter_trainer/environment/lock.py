@@ -4,6 +4,7 @@
 environments/locks/<lock-key>/requirements.in     what the definition asks for
                               requirements.lock   uv's exact pins, with --hash lines
                               lock.json           Python version, inherit, the base it saw
+                              constraints.txt     the kernel's torch build, when it is kept
 ```
 The key hashes what the resolution depends on: the requirements, the Python version, and
 for a layered (``inherit: true``) definition the base interpreter's installed packages. A
@@ -154,11 +155,15 @@ def compile_into(
     try:
         uv_bin = builder.find_uv(uv)
         if definition.pip:
-            _compile(folder, uv_bin, python, base if definition.inherit else None)
-            needs_torch = any(
-                e["name"] == "torch"
-                for e in builder.parse_lock((folder / "requirements.lock").read_text())
-            )
+            labelled = kept is not None and any("+" in r for r in definition.pip)
+            if labelled:  # a pin like torchvision==0.28.0+cpu is on the torch index alone
+                needs_torch = True
+            else:
+                _compile(folder, uv_bin, python, base if definition.inherit else None)
+                needs_torch = any(
+                    e["name"] == "torch"
+                    for e in builder.parse_lock((folder / "requirements.lock").read_text())
+                )
             if kept is not None and needs_torch:
                 meta["torch"] = kept
                 _compile(folder, uv_bin, python, base, kept)
