@@ -234,3 +234,44 @@ def test_nan_and_inf_are_kept_as_numbers_and_shown_as_such(home):
     assert re.search(r"loss\s+0\s+0\.05\s+0\.05\s+1\b", summary), summary  # ranks: 0
     points = run.metrics()["loss"]
     assert math.isnan(points[15][1]) and points[16][1] == math.inf
+
+
+def attempt(t, number):
+    return json.dumps({"kind": "attempt", "t": t, "attempt": number}) + "\n"
+
+
+def progress(t, done, total):
+    return json.dumps({"kind": "progress", "t": t, "done": done, "total": total}) + "\n"
+
+
+def test_a_later_attempt_supersedes_what_it_logs_again_live_and_at_once(finished_run):
+    """Attempt 0 logs steps 0-12, attempt 1 goes back to 10 and fails at 11, attempt 2 goes
+    back to 11: each step once, of the attempt that stands; a step-less value stays."""
+    run = finished_run
+    events = run.path / "events" / "rank-0.jsonl"
+    first = [metric(s, float(s), loss=float(s)) for s in range(13)] + [metric(None, 13.0, note=1)]
+    first += [progress(float(s), s + 1, 20) for s in range(13)]
+    second = [attempt(50.0, 1), *(metric(s, 50.0 + s, loss=100.0 + s) for s in (10, 11))]
+    third = [attempt(90.0, 2), *(metric(s, 90.0 + s, loss=200.0 + s) for s in (11, 12, 13))]
+    third += [progress(100.0 + s / 2, s + 1, 20) for s in (11, 12, 13)]
+    events.write_text("".join(first + second))
+    feed = RunFeed(run)
+    feed.poll(None)
+    series = lambda: feed.chart_payload({"selected": ["loss"]})["charts"]["loss"]["series"][0]
+    assert series()["attempts"] == [[0, 0], [10, 1]] and series()["count"] == 12
+    with open(events, "a") as fh:
+        fh.write("".join(third))
+    feed.poll(None)
+    shown = series()
+    xs = np.frombuffer(shown["x"], dtype="<f8").tolist()
+    assert xs == list(range(14)) and shown["attempts"] == [[0, 0], [10, 1], [11, 2]]
+    [chip] = [m for m in feed.metrics_payload() if m["name"] == "loss"]
+    assert (chip["step"], chip["last"]["lo"], chip["max"], chip["count"]) == (13, 213, 213, 14)
+    expected = [(float(s), float(s)) for s in range(10)] + [(10.0, 110.0)]
+    expected += [(float(s), 200.0 + s) for s in (11, 12, 13)]
+    assert run.metrics()["loss"] == expected and run.metrics()["note"] == [(None, 1.0)]
+    every = run.metrics(all_attempts=True)["loss"]
+    assert len(every) == 13 + 2 + 3 and every[13:15] == [(10.0, 110.0, 1), (11.0, 111.0, 1)]
+    # the rate is attempt 2's, not over the time since attempt 0's first report
+    progress_now = feed.progress_payload()
+    assert (progress_now["done"], progress_now["attempt"], progress_now["rate"]) == (14, 2, 2.0)
