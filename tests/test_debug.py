@@ -53,7 +53,7 @@ def test_a_rank_that_raises_under_debug_waits_for_pdb_and_the_run_then_fails(hom
         [sys.executable, "-m", "jupyter_trainer", "show", run.id], capture_output=True, text=True
     )
     assert "DEBUGGING: rank 1: ValueError: bad batch 3.0 at " in shown.stdout
-    assert f"attach with `%train debug {run.id}`" in shown.stdout
+    assert f"attach in a terminal with `jupyter-trainer debug {run.id}`" in shown.stdout
     with run.debug() as session:
         assert session.rank == 1
         first = session.read()

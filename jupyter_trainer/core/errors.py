@@ -117,11 +117,14 @@ class RunFailed(TrainerError):
         self.status = status
         self.failed_rank = failed_rank
         self.traceback = traceback
+        self.traceback_shown = False  # a view above shows it: IPython's error leaves it out
 
     def _render_traceback_(self) -> list[str]:
         lines = super()._render_traceback_()
-        if self.traceback:
-            who = f"rank {self.failed_rank}" if self.failed_rank is not None else "the run"
+        who = f"rank {self.failed_rank}" if self.failed_rank is not None else "the run"
+        if self.traceback and self.traceback_shown:
+            lines.append(f"(the traceback of {who} is shown above)")
+        elif self.traceback:
             tail = self.traceback.rstrip().splitlines()[-25:]
             lines += ["", f"Traceback of {who} (last {len(tail)} lines):", *tail]
         return lines

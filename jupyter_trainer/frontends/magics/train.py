@@ -14,7 +14,7 @@ from IPython.display import Image, display
 from ...api import runs as api
 from ...api.dry_run import DryRun
 from ...api.sweeps import functions as sweep_api
-from ...core.errors import RunCanceled, SpecError
+from ...core.errors import RunCanceled, RunFailed, SpecError
 from ..commands.check import check_before
 from ..commands.options import (
     HelpRequested,
@@ -30,6 +30,7 @@ from ..views.text import source_line
 from ..widgets import monitor_mode, show
 from ..widgets.check import FoldedCheck
 from ..widgets.mode import takes_input
+from .debug_offer import wait_offering_debugger
 
 # What a run or sweep canceled by the notebook's Stop button records as its reason.
 STOP_REASON = "stopped from the notebook (Stop button)"
@@ -161,9 +162,9 @@ class TrainMagics(Magics):
             if (mode or monitor_mode()) == "widget":
                 widget = _widget(run)
                 display(widget)
-                run.wait(raise_on_failure=False)
+                wait_offering_debugger(run)
             else:
-                show(run, traceback=False)  # the raised RunFailed shows it
+                show(run)  # its summary shows a failed rank's traceback
                 run.wait(raise_on_failure=False)  # and its MLflow mirror, with --mlflow
         except KeyboardInterrupt:
             if _kernel_is_shutting_down(self.shell):
@@ -185,7 +186,11 @@ class TrainMagics(Magics):
             ) from None
         if widget is not None:
             widget.wait_final(timeout=10)
-        run.raise_for_status()
+        try:
+            run.raise_for_status()
+        except RunFailed as failed:  # the widget's banner or the summary above shows it
+            failed.traceback_shown = True
+            raise
         if widget is None:
             return run
         self._shown(run)

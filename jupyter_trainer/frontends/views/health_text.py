@@ -166,8 +166,10 @@ def debugging_line(entry: Mapping[str, Any], run_id: str) -> str:
     until = f" until {fmt_clock(entry['until'])}" if entry.get("until") else ""
     return (
         f"DEBUGGING: {entry.get('where') or 'rank ' + str(entry['rank'])} (on "
-        f"{entry.get('host') or '?'}): it waits{until}; attach with `%train debug {run_id}` "
-        f"or `jupyter-trainer debug {run_id}`"
+        f"{entry.get('host') or '?'}): it waits{until}; attach in a terminal with "
+        f"`jupyter-trainer debug {run_id}` (the kernel waiting for the run is busy: in a "
+        f"notebook, the cell that waits offers pdb itself, or use `%train debug {run_id}` "
+        "from another notebook)"
     )
 
 
