@@ -83,7 +83,7 @@ for name in sorted(set(names) | {"torchvision", "torchaudio", "torchtext"}):
     needs = None
     parent = os.path.dirname(folder)
     infos = glob.glob(os.path.join(parent, name + "-*.dist-info"))
-    for listing in glob.glob(os.path.join(parent, "*.dist-info", "top_level.txt")):
+    for listing in [] if infos else glob.glob(os.path.join(parent, "*.dist-info", "top_level.txt")):
         try:
             with open(listing) as fh:
                 if name in fh.read().split():
