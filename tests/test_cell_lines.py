@@ -122,14 +122,34 @@ def test_pdb_and_the_debug_banner_give_the_cells_own_lines(home):
     entry = wait_for(
         lambda: (run.state.get("debugging") or [None])[0], timeout=90, what="a debugger"
     )
-    assert entry["where"].endswith("ValueError: bad batch 3 at Cell In [1], line 6"), entry
-    with run.debug() as session:
-        first = session.read()
-        assert "> Cell In [1](6)helper()" in first, first
-        assert 'raise ValueError(f"bad batch {batch}")' in first
-        listed = session.command("l")
-        assert "  6  ->\t        raise ValueError" in listed, listed
-        assert "> Cell In [9](7)<module>()" in session.command("up")
-        session.command("q")
+    try:
+        assert entry["where"].endswith("ValueError: bad batch 3 at Cell In [1], line 6"), entry
+        with run.debug() as session:
+            first = session.read()
+            assert "> Cell In [1](6)helper()" in first, first
+            assert 'raise ValueError(f"bad batch {batch}")' in first
+            listed = session.command("l")
+            assert "  6  ->\t        raise ValueError" in listed, listed
+            assert "> Cell In [9](7)<module>()" in session.command("up")
+            session.command("q")
+    finally:
+        if run.is_active:
+            run.cancel()
     run.wait(timeout=90, raise_on_failure=False)
     assert run.state["status"] == "failed" and leftover(run.id) == []
+
+
+def test_a_notebooks_helper_is_cited_by_its_cell_in_the_failed_cells_error(ip, launch_mode):
+    """In a real IPython shell: the helper's cell and the %%train cell, by their In [n]."""
+    helper_cell = ip.execution_count
+    ip.run_cell("def scaled(x):\n    y = x * 2\n    return 1 / (y - 6)\n", store_history=True)
+    train_cell = ip.execution_count
+    result = ip.run_cell("%%train --procs 1\nz = 1\nscaled(3)\n", store_history=True)
+    error = result.error_in_exec
+    assert type(error).__name__ == "RunFailed", error
+    tb = error.traceback
+    assert f"  Cell In [{train_cell}], line 3, in <module>\n    scaled(3)" in tb, tb
+    assert f"  Cell In [{helper_cell}], line 3, in scaled\n    return 1 / (y - 6)" in tb, tb
+    assert "cell.py" not in tb and "_jt" not in tb
+    [run] = api.runs()
+    assert launched_by(run) == launch_mode and leftover(run.id) == []
