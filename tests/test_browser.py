@@ -223,7 +223,7 @@ def test_a_huge_run_stays_smooth_in_the_browser(browser, home):
     )
     assert all(0 < n <= 2000 for n in drawn), drawn
     assert page.page.locator("[data-testid=jt-log-line]").count() <= 2000
-    assert "1,000,000 points × 2 ranks" in page.text(".jt-chart-foot")
+    assert "1,000,000 points per rank · 2 ranks" in page.text(".jt-chart-foot")
     # rank 1's spike (1.02) is the maximum, not rank 0's (1.01)
     assert (
         " ".join(page.text(".jt-chart-card[data-metric=loss] .jt-chart-stats").split())

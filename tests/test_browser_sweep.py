@@ -101,6 +101,11 @@ def test_the_sweep_widget_follows_the_sweep_and_opens_a_trial(browser, home):
     params = " ".join(page.text(f"{monitor} [data-testid=jt-params]").split())
     trial = next(t for t in sweep.state["trials"] if t["number"] == number)
     assert f"hidden {trial['params']['hidden']}" in params
+    # as the user would write them (12 significant digits, no float noise), and one process
+    # of the python launcher names no backend, as it joins no process group
+    lr = trial["params"]["lr"]
+    assert f"lr {float(f'{lr:.12g}')!r}" in params, (params, lr)
+    assert "backend" not in page.text(f"{monitor} [data-testid=jt-meta]")
 
     # the table reaches 4 finished trials; the header, best and charts show the final state
     pw.wait_for_selector(
@@ -111,6 +116,9 @@ def test_the_sweep_widget_follows_the_sweep_and_opens_a_trial(browser, home):
     rows = pw.locator(within("[data-testid=jt-sweep-trial]"))
     assert rows.count() == 4
     assert [r.get_attribute("data-status") for r in rows.all()] == ["completed"] * 4
+    # the trial the monitor shows printed nothing: now that it has ended its log says so
+    pw.wait_for_selector(f"{monitor} [data-testid=jt-status]:text-is('completed')")
+    assert page.text(f"{monitor} [data-testid=jt-log-body]") == "no output"
     assert page.text(within("[data-testid=jt-sweep-started]")) == "4 of 4 trials started"
     assert page.text(within("[data-testid=jt-sweep-counts]")) == "4 completed"
     assert pw.locator(within("[data-testid=jt-sweep-cancel]")).is_hidden()

@@ -7,6 +7,7 @@ ranks' PATH by a local target's ``env``."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from browser_page import browser  # noqa: F401 (the fixture)
@@ -73,7 +74,7 @@ def check_system(page, root: str) -> None:
     assert cells[1][0] == "0" and cells[1][6:] == [
         "0",
         "87%",
-        "19.5 GB / 79.6 GB",
+        "19.5 GiB / 79.6 GiB",
         "312 W / 700 W",
         "61 °C",
         "1980 MHz",
@@ -81,13 +82,13 @@ def check_system(page, root: str) -> None:
     assert cells[2][0] == "1" and cells[2][6:] == [
         "1",
         "2%",
-        "900.0 MB / 79.6 GB",
+        "900.0 MiB / 79.6 GiB",
         "60 W / 700 W",
         "33 °C",
         "210 MHz",
     ], cells[2]
     assert all(cell.endswith("%") for cell in (cells[1][1], cells[2][1])), cells
-    assert all(cell.endswith(("MB", "GB")) for cell in (cells[1][2], cells[2][2])), cells
+    assert all(cell.endswith(("MiB", "GiB")) for cell in (cells[1][2], cells[2][2])), cells
     assert all(cell.endswith("/s") for row in cells[1:] for cell in row[4:6]), cells
     # rank 1's GPU idles while rank 0's works: its row is marked, and the section says so
     assert page.attr(f"{section} tr[data-rank='1']", "class") == "jt-gpu-idle"
@@ -107,6 +108,26 @@ def check_system(page, root: str) -> None:
         ).split()
     )
     assert legend == "rank 0 87% rank 1 2%", legend
+    # the charts share the run's time range; their ticks are distinct and say their unit, in
+    # the table's units (1024s, named KiB, MiB, GiB)
+    axes = pw.evaluate(
+        """sel => Object.fromEntries([...document.querySelectorAll(sel)].map(c => {
+            const canvas = c.querySelector('[data-testid=jt-system-chart]');
+            return [c.dataset.figure, [canvas.dataset.xRange, canvas.dataset.xTicks,
+                canvas.dataset.yTicks]];
+        }))""",
+        f"{section} .jt-system-card",
+    )
+    assert len({x_range for x_range, _, _ in axes.values()}) == 1, axes
+    label = re.compile(r"-?[\d.,]+k?(?: ?(?:%|W|B|KiB|MiB|GiB|TiB)(?:/s)?)?")
+    for name, (_, x_ticks, y_ticks) in axes.items():
+        for ticks in (x_ticks.split(), label.findall(y_ticks)):
+            assert ticks and len(ticks) == len(set(ticks)), (name, ticks)
+    unit = lambda name: {t.lstrip("-0123456789.,k ") for t in label.findall(axes[name][2])}
+    assert unit("cpu_percent") == unit("gpu_util_percent") == {"%"}, axes
+    assert unit("gpu_power_watts") == {"W"}, axes
+    assert unit("rss_bytes") <= {"B", "KiB", "MiB", "GiB"}, axes
+    assert unit("node_net_rx_bytes_per_s") <= {"B/s", "KiB/s", "MiB/s", "GiB/s"}, axes
 
 
 def test_the_system_section_shows_each_ranks_hardware(browser, home, tmp_path):

@@ -209,7 +209,7 @@ def test_a_rank_waiting_in_a_debugger_is_shown_with_how_to_attach(browser, home)
     banner = f"{widget} [data-testid=jt-stall]"  # the title, the rank's row, how to attach
     run = api.get_run(page.text(f"{widget} [data-testid=jt-run-id]"))
     said = words(page.text(banner))
-    assert said.startswith("🐞 Rank 1 waits in a debugger"), said
+    assert said.startswith("pdb Rank 1 waits in a debugger"), said
     assert "ValueError: bad batch 3.0" in said, said
     assert f"%train debug {run.id}" in said and f"jupyter-trainer debug {run.id}" in said, said
     page.shot("debugging-widget", widget)

@@ -101,7 +101,7 @@ test('the attempts table shows each start, duration and failure; none without re
 test('a rank waiting in a debugger is named with where it stopped and how to attach', () => {
   const html = debuggingHtml([{ rank: 1, host: 'node-b', where: 'rank 1: ValueError: <bad> at cell:7', since: 1, until: 1801 }], 'r-1');
   // a text tag, not an emoji a page without an emoji font draws as a box
-  assert.match(html, /data-testid="jt-debugging"><span class="jt-debug-tag">pdb<\/span>Rank 1 waits in a debugger/);
+  assert.match(html, /data-testid="jt-debugging"><span class="jt-debug-tag">pdb<\/span> Rank 1 waits in a debugger/);
   assert.doesNotMatch(html, /\p{Extended_Pictographic}/u);
   assert.match(html, /<b>Rank 1<\/b> on <b>node-b<\/b>: rank 1: ValueError: &lt;bad&gt; at cell:7/);
   assert.match(html, /<code>%train debug r-1<\/code> or <code>jupyter-trainer debug r-1<\/code>/);

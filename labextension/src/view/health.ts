@@ -199,7 +199,7 @@ export function debuggingHtml(waiting: IDebugging[], runId: string): string {
     return `<div class="jt-stall-row" data-rank="${escapeHtml(String(d.rank))}"><b>Rank ${escapeHtml(String(d.rank))}</b>${host}: ${escapeHtml(d.where || 'stopped')}${who}</div>`;
   });
   const title = waiting.length === 1 ? `Rank ${waiting[0].rank} waits in a debugger` : `Ranks ${waiting.map(d => d.rank).join(', ')} wait in a debugger`;
-  return `<div class="jt-stall-title" data-testid="jt-debugging"><span class="jt-debug-tag">pdb</span>${escapeHtml(title)}</div>` + rows.join('') +
+  return `<div class="jt-stall-title" data-testid="jt-debugging"><span class="jt-debug-tag">pdb</span> ${escapeHtml(title)}</div>` + rows.join('') +
     `<div class="jt-muted">attach with <code>%train debug ${id}</code> or <code>jupyter-trainer debug ${id}</code>; the other ranks are held meanwhile</div>`;
 }
 
