@@ -132,9 +132,9 @@ def test_pdb_and_the_debug_banner_give_the_cells_own_lines(home):
             assert "  6  ->\t        raise ValueError" in listed, listed
             assert "> Cell In [9](7)<module>()" in session.command("up")
             session.command("q")
-    finally:
-        if run.is_active:
-            run.cancel()
+    except BaseException:
+        run.cancel()  # the rank would wait for pdb for half an hour
+        raise
     run.wait(timeout=90, raise_on_failure=False)
     assert run.state["status"] == "failed" and leftover(run.id) == []
 
