@@ -1,6 +1,7 @@
 """Lightning Fabric reports to the run with no extra line (``rankside/lightning_hooks.py``):
 ``fabric.log``, ``fabric.log_dict`` and a logger's own ``log_metrics`` each become metrics
-once, under a real 2-rank Fabric of a tiny model; and a Lightning ``Trainer()`` or ``Fabric()``
+once, under a real 2-rank Fabric of a tiny model, whose relative ``fabric.save`` is kept in
+the run's ``checkpoints/``; and a Lightning ``Trainer()`` or ``Fabric()``
 left to see one device in a run of two ranks stops with what to set, before it trains."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from conftest import leftover
 from jupyter_trainer.api import runs as api
 
 FABRIC = """
+import os
 import torch
 from lightning.fabric import Fabric
 from lightning.fabric.loggers import CSVLogger, TensorBoardLogger
@@ -33,6 +35,9 @@ for step in range(4):
     tensorboard.log_metrics({"tb_direct": 2.0 * step}, step=step)
     csv.log_metrics({"csv_direct": 3.0 * step}, step=step)
 csv.finalize("success")
+fabric.save("ckpt/last.ckpt", {"model": model, "step": 4})
+state = fabric.load("ckpt/last.ckpt")
+print("loaded step", state["step"], "in the working folder:", os.path.exists("ckpt"), flush=True)
 """
 
 
@@ -47,6 +52,10 @@ def test_fabric_log_log_dict_and_loggers_report_every_series_once(home):
         assert [v for _, v in metrics["grad/steps"]] == [1, 2, 3, 4]
         assert [v for _, v in metrics["csv_direct"]] == [0.0, 3.0, 6.0, 9.0]
         assert isinstance(metrics["loss"][0][1], float)
+    # a relative fabric.save is kept with the run, and fabric.load reads it there
+    assert (run.path / "checkpoints" / "ckpt" / "last.ckpt").is_file()
+    for rank in (0, 1):
+        assert "loaded step 4 in the working folder: False" in run.logs(rank), run.logs(rank)
     assert leftover(run.id) == []
 
 

@@ -23,6 +23,7 @@ imported.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from typing import Any
 
@@ -171,11 +172,23 @@ def refuse_one_of_many(framework: Any, name: str) -> None:
 
 def patch_fabric(module: Any) -> None:
     """``Fabric.log_dict`` (and ``log``, which calls it) reports to the run; a ``Fabric`` that
-    sees one process of several ranks stops (``refuse_one_of_many``)."""
+    sees one process of several ranks stops (``refuse_one_of_many``); ``Fabric.save`` and
+    ``load`` with a relative path use the run's ``checkpoints/`` (``autolog.kept_dir``),
+    since the working folder is removed when the run ends, and ``resume`` copies the newest
+    ``.ckpt`` there."""
     cls = autolog.unpatched(module, "Fabric")
     if cls is None:
         return
-    init, log_dict = cls.__init__, cls.log_dict
+    init, log_dict, save, load = cls.__init__, cls.log_dict, cls.save, cls.load
+
+    @functools.wraps(save)
+    def keeping_save(self: Any, path: Any, *args: Any, **kw: Any) -> Any:
+        return save(self, _kept(path), *args, **kw)
+
+    @functools.wraps(load)
+    def finding_load(self: Any, path: Any, *args: Any, **kw: Any) -> Any:
+        kept = _kept(path)
+        return load(self, kept if os.path.exists(kept) else path, *args, **kw)
 
     @functools.wraps(init)
     def checked_init(self: Any, *args: Any, **kw: Any) -> None:
@@ -192,6 +205,15 @@ def patch_fabric(module: Any) -> None:
         return result
 
     cls.__init__, cls.log_dict = checked_init, reporting_log_dict
+    cls.save, cls.load = keeping_save, finding_load
+
+
+def _kept(path: Any) -> Any:
+    """A relative checkpoint path under the run's ``checkpoints/``; anything else as given."""
+    try:
+        return autolog.kept_dir(os.path.expanduser(os.fspath(path)), "")
+    except TypeError:
+        return path
 
 
 def patch_loggers(module: Any) -> None:
