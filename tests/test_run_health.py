@@ -301,3 +301,29 @@ async def test_the_runs_list_names_stalled_ranks_and_the_attempt(jp_fetch, recor
     record.end()
     row = (await get_json(jp_fetch, "runs"))["runs"][0]
     assert row["stalled"] == [] and row["attempt"] == 1
+
+
+def test_a_rank_in_the_debugger_takes_the_rate_and_eta_away_at_once(record):
+    """Progress came a moment ago, so the rate stands; once a rank waits in the debugger
+    there is no rate and no ETA, only how long no progress came, in the feed and the line."""
+    now = time.time()
+    events = record.run.path / "events"
+    events.mkdir(exist_ok=True)
+    (events / "rank-0.jsonl").write_text(
+        "".join(
+            json.dumps({"kind": "progress", "t": now - 5 + i / 2, "done": i + 1, "total": 100})
+            + "\n"
+            for i in range(10)
+        )
+    )
+    feed = RunFeed(record.run)
+    feed.poll()
+    before = feed.progress_payload()
+    assert before["rate"] == pytest.approx(2.0, rel=0.1) and before["eta"] == pytest.approx(45, rel=0.1)
+    assert before["stalled"] is None
+    record.write(debugging=[{"rank": 0, "host": "node-a", "where": "cell.py:3", "since": now}])
+    feed.poll()
+    held = feed.progress_payload()
+    assert (held["done"], held["rate"], held["eta"]) == (10, None, None)
+    assert 0 <= held["stalled"] < 5
+    assert re.search(r"step 10/100 \(10%\) stalled \d s", feed.text()), feed.text()
