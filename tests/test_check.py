@@ -132,6 +132,8 @@ def test_bad_check_values_start_nothing(home):
         check(time_limit=0)
     with pytest.raises(SpecError, match="--min-bytes 64 and --max-bytes 8"):
         check(min_bytes=64, max_bytes=8)
+    with pytest.raises(SpecError, match="step 1: give a factor between message sizes"):
+        check(step=1)
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())
 
 
@@ -140,3 +142,5 @@ def test_bus_bandwidth_factors_are_nccl_tests():
     assert collective_check.bus_factor("all_gather", 8) == pytest.approx(0.875)
     assert collective_check.bus_factor("broadcast", 8) == 1.0
     assert collective_check.sizes(8, 64) == [8, 16, 32, 64]
+    assert collective_check.sizes(8, 16 << 20, 4)[-2:] == [8 << 20, 16 << 20]  # --check's
+    assert len(collective_check.sizes(8, 16 << 20, 4)) == 12  # not 22: half the timing

@@ -57,13 +57,17 @@ def check(
     launcher: str | None = None,
     min_bytes: int = 8,
     max_bytes: int = 256 << 20,
+    step: int = 2,
     time_limit: float = 60.0,
     env: str | None = None,
     home: str | os.PathLike | None = None,
 ) -> CheckResult:
     """Run the collective check on ``target`` with the allocation a run would get, and
     wait for it, at most ``time_limit`` seconds for the ranks to join plus the measuring.
-    A rank that never joins ends the check as failed, naming it; nothing is left running."""
+    A rank that never joins ends the check as failed, naming it; nothing is left running.
+    Message sizes go from ``min_bytes`` to ``max_bytes``, each ``step`` times the last."""
+    if not 2 <= step <= 1024:
+        raise SpecError(f"step {step}: give a factor between message sizes from 2 to 1024")
     if not 0 < time_limit <= 3600:
         raise SpecError(f"--time-limit {time_limit:g}: give seconds between 1 and 3600")
     if not 1 <= min_bytes <= max_bytes <= 16 << 30:
@@ -80,6 +84,7 @@ def check(
             args=[
                 f"--min-bytes={min_bytes}",
                 f"--max-bytes={max_bytes}",
+                f"--step={step}",
                 f"--time-limit={time_limit:g}",
             ],
             name="check",

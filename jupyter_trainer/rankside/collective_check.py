@@ -51,11 +51,14 @@ def bus_factor(op: str, n: int) -> float:
     return 1.0
 
 
-def sizes(low: int, high: int) -> list[int]:
+def sizes(low: int, high: int, step: int = 2) -> list[int]:
+    """``low`` to ``high``, each ``step`` times the last; ``high`` itself always."""
     out, size = [], max(low, 1)
     while size <= high:
         out.append(size)
-        size *= 2
+        size *= step
+    if out and out[-1] != high:
+        out.append(high)
     return out
 
 
@@ -282,6 +285,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--min-bytes", type=int, default=8)
     parser.add_argument("--max-bytes", type=int, default=256 << 20)
     parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--step", type=int, default=2)
     opts = parser.parse_args(argv)
 
     import datetime
@@ -308,7 +312,9 @@ def main(argv: list[str]) -> int:
         torch.cuda.set_device(device)
     everyone: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, dict(info, rendezvous_s=joined))
-    measured = collectives(dist, torch, device, sizes(opts.min_bytes, opts.max_bytes), jt)
+    measured = collectives(
+        dist, torch, device, sizes(opts.min_bytes, opts.max_bytes, opts.step), jt
+    )
     between = links(dist, torch, device, min(opts.max_bytes, P2P_BYTES), jt)
     if jt.rank == 0:
         report = {

@@ -10,7 +10,8 @@ from typing import Any, Protocol, TextIO
 from ...core.errors import TargetError
 from .parser import Subparsers, handles
 
-BEFORE_A_RUN_BYTES = 16 << 20  # --check measures up to this size, to stay quick
+BEFORE_A_RUN_BYTES = 16 << 20  # --check measures up to this size, to stay quick...
+BEFORE_A_RUN_STEP = 4  # ...and every fourth size doubling (each size is timed for 50 ms+)
 
 
 def define_check(sub: Subparsers, name: str) -> None:
@@ -94,7 +95,7 @@ def check_before(ns: argparse.Namespace, out: TextIO, shown: CheckShown | None =
         print(plan, file=out, flush=True)
     else:
         shown.started(plan)
-    result = check(**allocation(ns), max_bytes=BEFORE_A_RUN_BYTES)
+    result = check(**allocation(ns), max_bytes=BEFORE_A_RUN_BYTES, step=BEFORE_A_RUN_STEP)
     if shown is None:
         print(check_brief(result), file=out, flush=True)
     else:
