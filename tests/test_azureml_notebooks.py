@@ -157,6 +157,8 @@ def test_the_first_cells_of_a_v1_sample_and_a_job_that_names_the_nodes_variables
     path = port(tmp_path, "first_cells.ipynb")
     book = nbformat.read(path, as_version=4)
     assert "from jupyter_trainer import azureml" in book.cells[1].source
+    # a markdown cell shows the training script's lines, which stay v1's
+    assert "from azureml.core.run import Run\nimport azureml.core\n" in book.cells[-1].source
     text = execute(path)
     assert "SDK version: " in text and "Found existing compute target." in text
     assert "Subscription id: \nResource group: " in text, text[:2000]
