@@ -58,6 +58,28 @@ def test_a_docker_base_image_on_the_local_target_is_refused_with_v1s_fix(home):
     assert nothing_made(home)
 
 
+def test_a_job_over_two_nodes_on_a_local_target_is_refused_in_v1s_words(home):
+    """v1's distributed samples ask their cluster for two nodes; a target of this machine
+    under the cluster's name has one, and the answer names node_count and the target."""
+    from jupyter_trainer.azureml.core.compute import ComputeTarget
+    from jupyter_trainer.azureml.core.runconfig import PyTorchConfiguration
+    from jupyter_trainer.targets.registry import add_target
+
+    add_target("gpu-cluster", "local", home=home)
+    src = ScriptRunConfig(
+        source_directory=str(PROJ),
+        script="train.py",
+        compute_target=ComputeTarget(Workspace(), "gpu-cluster"),
+        distributed_job_config=PyTorchConfiguration(process_count=2, node_count=2),
+    )
+    with pytest.raises(UserErrorException) as info:
+        Experiment(Workspace(), "two-nodes").submit(src)
+    message = str(info.value)
+    assert "node_count=2" in message and "'gpu-cluster' (local)" in message, message
+    assert "--nodes" not in message and "jupyter-trainer target add gpu-cluster" in message
+    assert nothing_made(home)
+
+
 def test_a_conda_file_asking_for_python_3_6_is_refused_in_v1s_words(home, tmp_path):
     conda = tmp_path / "conda_dependencies.yml"
     conda.write_text("name: old\ndependencies:\n  - python=3.6\n  - pip:\n    - numpy\n")

@@ -145,12 +145,31 @@ def check_image(experiment: Experiment, environment: Any, target: str) -> None:
     )
 
 
+def check_nodes(experiment: Experiment, nodes: Any, target: str) -> None:
+    """Refuse, before anything is defined or started, a job over several nodes on a target
+    of this machine: v1's samples ask their cluster for ``node_count=2``, and a local target
+    added under the cluster's name has one node. Said in the job's terms, not the CLI's."""
+    if not isinstance(nodes, int) or nodes < 2:
+        return
+    found = get_target(target, getattr(experiment.workspace, "home", None))
+    if found.kind != "local":
+        return
+    raise UserErrorException(
+        f"the job's distributed_job_config asks for node_count={nodes}, but compute target "
+        f"{target!r} (local) is this machine, one node. Add the cluster under that name "
+        f"instead: jupyter-trainer target add {target} --kind ssh hosts=[HOST1,HOST2] "
+        "--replace (or --kind slurm, kubernetes, ray), or set node_count=1 to start every "
+        "process here"
+    )
+
+
 def start_run(
     experiment: Experiment, submission: dict[str, Any], tags: dict[str, Any] | None = None
 ) -> api.Run:
     """``jt.submit`` of a v1 job's ``submission`` (see ``ScriptRunConfig.submission``)."""
     options = dict(submission)
     environment = options.pop("environment", None)
+    check_nodes(experiment, options.get("nodes"), str(options.get("target") or "local"))
     check_image(experiment, environment, str(options.get("target") or "local"))
     env = define_environment(experiment, environment)
     run = api.submit(
