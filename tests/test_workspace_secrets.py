@@ -106,6 +106,39 @@ def test_a_cells_secrets_reach_the_ranks_and_no_record(home, launcher):
     )
 
 
+ARGS_SCRIPT = (
+    "import hashlib, sys\n"
+    "def sha(text):\n"
+    "    return hashlib.sha256(text.encode()).hexdigest()\n"
+    "command_line = open('/proc/self/cmdline', 'rb').read().decode()\n"
+    "print('args', [sha(a) for a in sys.argv[1:]])\n"
+    "print('command line clean', all(a not in command_line for a in sys.argv[1:] if 'S3CRET' in a "
+    "or a.startswith('hf_')))\n"
+)
+
+
+@pytest.mark.parametrize("launcher", ["python", "torchrun"])
+def test_a_scripts_secret_arguments_reach_it_and_no_record_nor_command_line(home, launcher):
+    script = home.parent / "args_train.py"
+    script.write_text(ARGS_SCRIPT)
+    args = ["--hf-token", TOKEN, f"--db={DATABASE_URL}", "--lr", "0.1", DATABASE_URL, "--tag=x"]
+    run = api.submit(script=str(script), args=args, launcher=launcher, wait=True)
+    log = run.logs(0)
+    assert run.status == "completed", log
+    assert f"args {[sha(a) for a in args]}" in log and "command line clean True" in log, log
+    folder = home / "runs" / run.id
+    spec = json.loads((folder / "spec.json").read_text())
+    assert spec["code"]["args"] == [
+        "--hf-token", "${{secret.1}}", "--db=${{secret.2}}", "--lr", "0.1", "${{secret.5}}",
+        "--tag=x",
+    ]  # fmt: skip
+    assert files_holding(home / "runs", TOKEN, DB_PASSWORD) == [f"{run.id}/secrets.json"]
+    again = api.rerun(run.id, wait=True)  # the owner's rerun gets the real values again
+    assert f"args {[sha(a) for a in args]}" in again.logs(0)
+    shown = cli("show", run.id)
+    assert shown.returncode == 0 and TOKEN not in shown.stdout and DB_PASSWORD not in shown.stdout
+
+
 def test_a_colleague_reads_no_secret_of_a_run_and_must_give_them_to_rerun_it(team):
     alice, bob = team.users
     script = team.root / alice / "train.py"
@@ -141,6 +174,17 @@ def test_a_colleague_reads_no_secret_of_a_run_and_must_give_them_to_rerun_it(tea
         log = team.workspace / "runs" / new / "logs" / "rank-0.log"
         wait_for(lambda log=log: log.exists(), 30, what="the rank's log")
         assert f"params {sha(token)}" in log.read_text()
+    found = team.run(bob, "grep", "-rlsF", TOKEN, str(team.workspace), check=False)
+    assert found.stdout == "", found.stdout
+    args_script = team.root / alice / "args_train.py"
+    team.write(alice, args_script, ARGS_SCRIPT, 0o644)
+    with_args = team.cli(
+        alice, "submit", str(args_script), "--launcher", "python", "--", "--hf-token", TOKEN
+    ).stdout.strip()
+    assert state_at_end(team, with_args)["status"] == "completed"
+    refused = team.cli(bob, "rerun", with_args, check=False)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "its secret script arguments (number 1)" in refused.stderr, refused.stderr
     found = team.run(bob, "grep", "-rlsF", TOKEN, str(team.workspace), check=False)
     assert found.stdout == "", found.stdout
     # diff compares the secrets it can read, and says which it cannot

@@ -157,10 +157,11 @@ def start_again(
 def with_kept_secrets(
     store: Store, run_id: str, spec: RunSpec, overrides: Mapping[str, Any]
 ) -> RunSpec:
-    """``spec`` with the real values of its secret params and variables, read from the run's
-    owner-only file. Someone other than its owner gives each secret param again (``-p``); a
-    secret variable of its environment cannot be given so: he submits the code again with
-    an environment of his own. Raises ``SpecError`` naming what is missing."""
+    """``spec`` with the real values of its secret params, variables and script arguments,
+    read from the run's owner-only file. Someone other than its owner gives each secret
+    param again (``-p``); a secret variable of its environment or a secret argument cannot be
+    given so: he submits the code again with his own. Raises ``SpecError`` naming what is
+    missing."""
     values = run_secrets.read(store.paths(run_id).root)
     missing = [e for e in missing_secrets(spec, values) if e.partition(".")[2] not in overrides]
     if not missing:
@@ -177,6 +178,12 @@ def with_kept_secrets(
         need.append(
             f"its environment's secret variables {', '.join(variables)}: submit the code "
             "again with an environment of your own"
+        )
+    args = [e.partition(".")[2] for e in missing if e.startswith("args.")]
+    if args:
+        need.append(
+            f"its secret script arguments (number {', '.join(args)}): submit the script "
+            "again with arguments of your own"
         )
     shown = "; for ".join(need)
     raise SpecError(

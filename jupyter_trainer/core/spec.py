@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import InvalidRunId, SpecError
 from .redact import redact as redact_value
-from .secret_values import secret_entries
+from .secret_values import recorded_args, secret_entries
 from .urls import redact
 
 LAUNCHERS = ("torchrun", "mpirun", "horovod", "python")
@@ -379,8 +379,8 @@ class RunSpec:
     trial: int | None = None
     data: tuple[DataSpec, ...] = ()  # the inputs, as jt.data finds them
     mlflow: str | None = None  # a tracking URI the run is mirrored to
-    # "params.NAME" and "variables.NAME" whose values spec.json records redacted: their
-    # real values are in the run's owner-only secrets.json (rankside/run_secrets.py)
+    # "params.NAME", "variables.NAME" and "args.N" whose values spec.json records redacted:
+    # their real values are in the run's owner-only secrets.json (rankside/run_secrets.py)
     secrets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -416,7 +416,7 @@ class RunSpec:
         object.__setattr__(self, "lineage", dict(self.lineage))
         if not all(isinstance(s, str) for s in self.secrets):
             raise SpecError("a run's secrets are the names of its params and variables")
-        found = secret_entries(self.params, self.env.variables)
+        found = secret_entries(self.params, self.env.variables, self.code.args)
         object.__setattr__(self, "secrets", tuple(sorted({*self.secrets, *found})))
 
     def to_dict(self) -> dict[str, Any]:
@@ -428,7 +428,7 @@ class RunSpec:
             data["secrets"] = list(self.secrets)
         else:  # written only when there are some: earlier specs stay as they were
             del data["secrets"]
-        data["code"]["args"] = list(self.code.args)
+        data["code"]["args"] = recorded_args(self.code.args, self.secrets)
         data["code"]["excluded"] = list(self.code.excluded)
         data["carried"] = list(self.carried)
         data["watch"]["stop_on_nan"] = list(self.watch.stop_on_nan)

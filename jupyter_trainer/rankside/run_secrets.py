@@ -1,5 +1,5 @@
-"""A run's secret values: the params and environment variables its ``spec.json`` records
-redacted (``***``), kept in ``secrets.json`` in the run's folder, mode 0600, readable by the
+"""A run's secret values: the params, environment variables and script arguments its
+``spec.json`` records redacted (``***``, or ``${{secret.N}}`` for argument N), kept in ``secrets.json`` in the run's folder, mode 0600, readable by the
 run's owner only (as ``~/.netrc`` or ``~/.pgpass`` keep a password).
 
 The store writes it when the run is made; each rank reads it when ``jt.params`` is first
@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 FILE = "secrets.json"
-KINDS = ("params", "variables")
+KINDS = ("params", "variables", "args")
 
 
 def write(run_dir: str | os.PathLike[str], values: dict[str, dict[str, Any]]) -> None:

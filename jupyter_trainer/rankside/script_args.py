@@ -1,6 +1,8 @@
 """A run's script arguments as the rank passes them to its script: the placeholders the
-submitting side wrote in them (``${{data.NAME}}``, ``${{params.NAME}}``, ``${{env.NAME}}``)
-replaced by what they stand for on this rank. Standard library only: copied into every
+submitting side wrote in them (``${{data.NAME}}``, ``${{params.NAME}}``, ``${{env.NAME}}``,
+and ``${{secret.N}}`` for a secret argument, kept in the run's owner-only ``secrets.json``)
+replaced by what they stand for on this rank, in the rank itself: so the command lines every
+user of the machine can read (``ps``) hold no secret. Standard library only: copied into every
 snapshot.
 """
 
@@ -10,7 +12,7 @@ import os
 import re
 from typing import Any
 
-_PLACEHOLDER = re.compile(r"\$\{\{(data|params|env)\.([A-Za-z0-9_.-]+)\}\}")
+_PLACEHOLDER = re.compile(r"\$\{\{(data|params|env|secret)\.([A-Za-z0-9_.-]+)\}\}")
 # Azure ML v1 set these on its nodes, and v1 jobs name them in their arguments
 # ($AZ_BATCHAI_JOB_MASTER_NODE_IP): each is read from what the launcher set instead
 _V1_ENV = {
@@ -25,6 +27,19 @@ _V1_ENV = {
     "AZUREML_CR_NODE_RANK": lambda env: env.get("GROUP_RANK") or env.get("NODE_RANK"),
     "NODE_RANK": lambda env: env.get("GROUP_RANK"),
 }
+
+
+def _secret(number: str, run_dir: Any) -> str:
+    """Script argument ``number``'s real value, from the run's owner-only file."""
+    from . import run_secrets
+
+    found = run_secrets.read(run_dir).get("args", {}).get(number)
+    if found is None:
+        raise KeyError(
+            f"script argument {number} is a secret, and the run's {run_secrets.FILE} holds no "
+            "value for it (only the run's owner can start it with its secrets)"
+        )
+    return str(found)
 
 
 def _from_environment(name: str) -> str:
@@ -54,6 +69,8 @@ def resolved(args: list[str], runtime: Any) -> list[str]:
             return str(runtime.data[name])
         if kind == "env":
             return _from_environment(name)
+        if kind == "secret":
+            return _secret(name, runtime.run_dir)
         params = runtime.params
         if name not in params:
             given = ", ".join(sorted(params)) or "none"
