@@ -15,7 +15,7 @@ from ...store.owners import Identity
 from ..views.health import stalled_of
 from ..views.rate import progress_figures
 from ..views.text import frames_text, runs_table, summary_text
-from .parser import Subparsers, handles
+from .parser import Subparsers, at_least, handles
 
 
 def define_runs(sub: Subparsers, name: str) -> None:
@@ -126,24 +126,33 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 def define_cancel(sub: Subparsers, name: str) -> None:
     cancel = sub.add_parser(name, help="stop every process of a run")
     cancel.add_argument("run")
+    cancel.add_argument(
+        "--timeout",
+        type=at_least(0),
+        default=30,
+        metavar="SECONDS",
+        help="how long to wait for the run to end (default: 30; 0: ask and return)",
+    )
     handles(cancel, cmd_cancel)
 
 
 def cmd_cancel(args: argparse.Namespace, out: TextIO) -> int:
     run = api.get_run(args.run)
-    status = run.cancel()
+    status = run.cancel(wait=bool(args.timeout), timeout=args.timeout)
     if status == "lost":
         print(
             f"run {run.id} lost: its supervisor was gone, and what was left of its processes "
             "was ended; `jupyter-trainer doctor --fix` records it as lost",
             file=out,
         )
+    elif status in ACTIVE and not args.timeout:
+        print(f"run {run.id} {status}: its cancel is asked for", file=out)
     elif status in ACTIVE:
         print(
             f"run {run.id} is still {status}: the cancel is asked for, and its supervisor has "
-            "not acted on it within 30 s; it will when it next looks (`jupyter-trainer show "
-            f"{run.id}` tells when it has; `jupyter-trainer doctor` finds a supervisor that "
-            "is gone)",
+            f"not acted on it within {args.timeout} s; it will when it next looks "
+            f"(`jupyter-trainer show {run.id}` tells when it has; `jupyter-trainer doctor` "
+            "finds a supervisor that is gone)",
             file=out,
         )
         return 1
