@@ -112,3 +112,15 @@ def test_a_job_over_several_nodes_is_predicted_to_need_a_target_with_them(tmp_pa
         assert f"node_count={count}" in found[line].note, found[line]
         assert "the local target" in found[line].note, found[line]
     assert found[4].verdict != REFUSED and "node_count" not in found[4].note, found[4]
+
+
+def test_azure_plugins_of_other_packages_are_refused_where_they_are_imported(tmp_path):
+    """v1's MLflow sample opens with ``import mlflow.azureml`` (the azureml-mlflow plugin),
+    which fails here before any v1 call: the check names that line, and leaves mlflow
+    itself alone."""
+    path = tmp_path / "mlflow_sample.py"
+    path.write_text("import mlflow\nimport mlflow.azureml\nfrom mlflow.azureml import deploy\n")
+    found = [(f.line, f.verdict) for f in check_path(path)]
+    assert found == [(2, REFUSED), (3, REFUSED)], found
+    notes = [f.note for f in check_path(path)]
+    assert all("azureml-mlflow" in n and "--mlflow" in n for n in notes), notes

@@ -213,6 +213,11 @@ class _Checker(ast.NodeVisitor):
 
     # -- imports -----------------------------------------------------------------------
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        plugin = _plugin(node.module or "")
+        if plugin:
+            imported = ", ".join(a.name for a in node.names)
+            self.add(node.lineno, f"from {node.module} import {imported}", REFUSED, plugin)
+            return
         module = _v1_module(node.module or "")
         if module is None:
             return
@@ -260,6 +265,10 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
+            plugin = _plugin(alias.name)
+            if plugin:
+                self.add(node.lineno, f"import {alias.name}", REFUSED, plugin)
+                continue
             module = _v1_module(alias.name)
             if module is None:
                 continue
@@ -394,6 +403,14 @@ def _exists(name: str) -> bool:
             return False
         obj = getattr(obj, part, None)
     return obj is not None
+
+
+def _plugin(module: str) -> str:
+    """Why ``module``, an Azure plugin of another package, is not there (or "")."""
+    for name, why in names.PLUGINS.items():
+        if module == name or module.startswith(name + "."):
+            return why
+    return ""
 
 
 def _v1_module(module: str) -> str | None:

@@ -10,6 +10,13 @@ calls every refused name and sees it raise ``NotSupported``.
 
 from __future__ import annotations
 
+# Azure plugins of other packages that v1's samples import: nothing here provides them
+PLUGINS = {
+    "mlflow.azureml": "azureml-mlflow's plugin for Azure workspaces, not installed here and "
+    "with no counterpart: drop the import; a run's metrics reach an MLflow server with "
+    "--mlflow URI (docs/mlflow.md)",
+}
+
 # v1 module -> this package's module (the same path under jupyter_trainer.azureml)
 MODULES = {
     "azureml.core": "core",
