@@ -48,11 +48,14 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def read_events(run: Path, rank: int = 0) -> list[dict]:
+def read_events(run: Path, rank: int = 0, system: bool = False) -> list[dict]:
+    """The rank's events in order; its system figures, which it samples on a clock of their
+    own (at its start, its exit and every interval), only with ``system``."""
     path = run / "events" / f"rank-{rank}.jsonl"
     text = path.read_text()
     assert text == "" or text.endswith("\n"), "a partial line was written"
-    return [json.loads(line) for line in text.splitlines()]
+    events = [json.loads(line) for line in text.splitlines()]
+    return [e for e in events if system or e.get("kind") != "system"]
 
 
 def wait_for(path: Path, timeout: float = 10.0) -> None:
