@@ -351,7 +351,6 @@ def _terminate(signum: int) -> None:
         return  # the other thread is already ending the process
     if os.getpid() == _pid:
         try:
-            _sample(last=True)
             flush()
         except Exception:
             pass
@@ -390,11 +389,11 @@ def _sigterm_from_flusher() -> None:
 def _at_exit() -> None:
     global _closed
     try:
-        try:
-            _sample(last=True)
-        except Exception:  # the figures at exit are not worth losing the events for
-            pass
         flush()
+        try:
+            _sample(last=True)  # after the events: they are not to wait for the figures
+        except Exception:  # the figures at exit are not worth a traceback at exit
+            pass
     finally:
         _closed = True
 

@@ -3,8 +3,8 @@
 Every ``--system-interval`` seconds (5 by default; 0 turns sampling off) a rank appends one
 ``{"kind": "system", "t": ..., "values": {...}}`` line to its events file: the first as the
 rank starts, the next a second later (the first with a CPU figure, which is a rate since the
-one before), then one an interval, and a last one as the rank exits, so a run shorter than
-the interval has its figures too. The values:
+one before), then one an interval, and a last one as the rank exits (not when it is
+killed), so a run shorter than the interval has its figures too. The values:
 
 - of its process and every process below it (data-loader workers included): ``cpu_percent``
   (100 is one core busy) and ``rss_bytes``; ``rss_peak_bytes``, the rank process's own peak;
