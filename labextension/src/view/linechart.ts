@@ -121,6 +121,7 @@ export class LineChart {
   private colors: string[] = [];
   private marks: number[][] = []; // per series: the x of each value not drawn (NaN, ±inf, ≤ 0 on log)
   private labels: string[] = [];
+  private spans: Array<[number, number]> = []; // per series: its first and last x
   private style = { fg: '', grid: '' };
   private unwatchTheme: () => void;
 
@@ -161,6 +162,7 @@ export class LineChart {
       return;
     }
     const data = alignSeries(shown, spec.logY);
+    this.spans = shown.map(s => [Math.min(...s.x), Math.max(...s.x)]);
     const undrawn = undrawnMarks(shown, spec.logY);
     this.marks = undrawn.marks;
     const shape = JSON.stringify([shown.map(s => [s.label, s.color, !!s.earlier]), spec.xKind, spec.logY]);
@@ -293,13 +295,16 @@ export class LineChart {
       return;
     }
     const rows: string[] = [];
+    const x = u.data[0][idx];
     this.colors.forEach((color, k) => {
+      // a series says nothing where it has no points (an attempt that had ended, or not begun)
+      const [first, last] = this.spans[k] ?? [x, x];
+      if (x < first || x > last) return;
       const value = nearest(u.data[k + 1] as Array<number | null | undefined>, idx);
       if (value !== null) {
         rows.push(`<div><span class="jt-swatch" style="background:${color}"></span>${this.labels[k]}: <b>${formatNumber(value)}</b></div>`);
       }
     });
-    const x = u.data[0][idx];
     const head = this.spec.xKind === 'time' ? `t = ${formatDuration(x)}` : `step ${formatNumber(x)}`;
     this.tip.innerHTML = `<div class="jt-tip-head">${head}</div>${rows.join('')}`;
     this.tip.hidden = false;
