@@ -19,13 +19,16 @@ from jupyter_trainer import api
 
 # Two ranks, four steps: acc goes down to 0.5 on rank 0 and to 0.406 on rank 1; loss
 # reaches 0 on rank 0 at step 2.
-SHORT_CELL = """%%train --procs 2 --name figures
+# The first attempt fails after step 1; the second goes on from step 2.
+SHORT_CELL = """%%train --procs 2 --max-restarts 1 --name figures
 from jupyter_trainer import runtime as jt
 acc = {0: [0.5, 0.7, 0.9, 0.8], 1: [0.6, 0.406, 0.8, 0.85]}[jt.rank]
 loss = {0: [1.0, 0.5, 0.0, 0.25], 1: [1.1, 0.6, 0.1, 0.35]}[jt.rank]
-for step in range(4):
+for step in range(2 if jt.attempt else 0, 4):
     jt.log(step=step, acc=acc[step], loss=loss[step])
     jt.progress(step + 1, 4)
+    if step == 1 and not jt.attempt:
+        raise RuntimeError("the first attempt fails after step 1")
 """
 
 # The mean ink of the y-axis labels of a chart's canvas (its left 44 CSS pixels).
@@ -55,6 +58,18 @@ def check_figures(page, root: str) -> None:
     assert "min 0.406 (rank 1)" in pw.get_attribute(chip, "title")
     ticks = pw.get_attribute(f"{acc} [data-testid=jt-chart]", "data-x-ticks").split()
     assert ticks == ["0", "1", "2", "3"], ticks  # not 0 0.5 1 ... 2.5
+    # each rank's two attempts are lines of their own, the earlier one named in the legend,
+    # on steps and on wall time (never joined across the restart), and the footer counts
+    # each rank's own points
+    chart = f"{acc} [data-testid=jt-chart]"
+    assert pw.get_attribute(chart, "data-series") == "4"
+    assert words(page.text(f"{acc} [data-testid=jt-attempts-legend]")) == "an earlier attempt"
+    assert words(page.text(f"{acc} .jt-chart-foot")) == "4 points per rank · 2 ranks"
+    pw.click(f"{root} [data-testid=jt-opt-x] button[data-value=time]")
+    pw.wait_for_selector(f"{chart}[data-x=time]")
+    assert pw.get_attribute(chart, "data-series") == "4"
+    pw.click(f"{root} [data-testid=jt-opt-x] button[data-value=step]")
+    pw.wait_for_selector(f"{chart}[data-x=step]")
     # the mean of the ranks: the header, the chips and the legend all say so
     pw.click(f"{root} [data-testid=jt-opt-agg] button[data-value=mean]")
     pw.wait_for_selector(f"{chip}:has-text('mean')")
