@@ -15,6 +15,8 @@ from jupyter_trainer import environment
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import InvalidRunId, RunNotFound
 from jupyter_trainer.environment.definition import EnvDefinition
+from jupyter_trainer.frontends.views.charts import metric_figures
+from jupyter_trainer.store.follow import RunFollower
 
 CELL = """\
 from jupyter_trainer import runtime as jt
@@ -107,6 +109,12 @@ def test_diff_shows_exactly_the_changed_param_and_line(ip, home):
     ]
     # steps are whole numbers: the x axis is ticked at whole steps only, never 0.25
     ticks = figure.axes[0].get_xticks()
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
+    # and so are the charts a papermill notebook keeps of a run
+    follower = RunFollower(a.store, a.id)
+    follower.poll()
+    [chart] = metric_figures(follower).values()
+    ticks = chart.axes[0].get_xticks()
     assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
 
 

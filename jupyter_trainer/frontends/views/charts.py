@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import math
+from typing import Any
 
 from ...store.follow import RunFollower, Series
 from ...store.metric_points import current_series
@@ -33,12 +34,16 @@ def _xy(series: Series) -> tuple[list[float], list[float]]:
     return out_x, out_y
 
 
-def metric_pngs(follower: RunFollower, width: float = 5.0, height: float = 3.0) -> dict[str, bytes]:
-    """metric name -> PNG bytes, one line per rank against step."""
+def metric_figures(
+    follower: RunFollower, width: float = 5.0, height: float = 3.0
+) -> dict[str, Any]:
+    """metric name -> a matplotlib ``Figure``: one line per rank against step, ticked at
+    whole steps only."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
-    charts = {}
+    figures = {}
     for name, by_rank in sorted(current_series(follower).items()):
         fig = Figure(figsize=(width, height), dpi=100)
         FigureCanvasAgg(fig)
@@ -48,11 +53,20 @@ def metric_pngs(follower: RunFollower, width: float = 5.0, height: float = 3.0) 
             ax.plot(xs, ys, label=f"rank {rank}", linewidth=1.2, alpha=1.0 if rank == 0 else 0.6)
         ax.set_title(f"{name} — {follower.run_id}", fontsize=9)
         ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # never a step 0.25
         ax.set_ylabel(name)
         ax.grid(True, alpha=0.3)
         if len(by_rank) > 1:
             ax.legend(fontsize=7)
         fig.tight_layout()
+        figures[name] = fig
+    return figures
+
+
+def metric_pngs(follower: RunFollower, width: float = 5.0, height: float = 3.0) -> dict[str, bytes]:
+    """metric name -> PNG bytes of ``metric_figures``."""
+    charts = {}
+    for name, fig in metric_figures(follower, width, height).items():
         buf = io.BytesIO()
         fig.savefig(buf, format="png")
         charts[name] = buf.getvalue()
