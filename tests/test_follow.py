@@ -14,6 +14,7 @@ import pytest
 from workloads import INTERLEAVED
 
 from jupyter_trainer.api import runs as api
+from jupyter_trainer.api.diff import compare_runs
 from jupyter_trainer.frontends.views.feed import RunFeed
 from jupyter_trainer.store.follow import (
     decode_lines,
@@ -272,6 +273,10 @@ def test_a_later_attempt_supersedes_what_it_logs_again_live_and_at_once(finished
     assert run.metrics()["loss"] == expected and run.metrics()["note"] == [(None, 1.0)]
     every = run.metrics(all_attempts=True)["loss"]
     assert len(every) == 13 + 2 + 3 and every[13:15] == [(10.0, 110.0, 1), (11.0, 111.0, 1)]
+    # a diff draws and measures the same points
+    found = compare_runs(run.store, run.id, run.id)
+    assert list(found.curves["loss"][run.id].values) == [v for _, v in expected]
+    assert found.metrics["loss"]["a"] == {"final": 213.0, "min": 0.0, "max": 213.0}
     # the rate is attempt 2's, not over the time since attempt 0's first report
     progress_now = feed.progress_payload()
     assert (progress_now["done"], progress_now["attempt"], progress_now["rate"]) == (14, 2, 2.0)

@@ -27,6 +27,7 @@ from ..rankside import run_secrets
 from ..rankside.env_build import parse_lock, public_version
 from ..store import Store
 from ..store.follow import RunFollower, Series, downsample, finite_range
+from ..store.metric_points import current_series
 
 # The package's own files in a snapshot, not the user's code. The cell's script
 # (_jt/cell.py) and its carried objects (_jt/carried.pkl) are the user's, and compared.
@@ -354,7 +355,7 @@ def _compare_metrics(
             name: {"final": final, "min": lo, "max": hi}
             for name, final, lo, hi in metric_table(follower)
         }
-        for name, by_rank in follower.series.items():
+        for name, by_rank in current_series(follower).items():
             series = by_rank[0] if 0 in by_rank else by_rank[min(by_rank)]
             if len(series):
                 curves.setdefault(name, {})[run_id] = series
