@@ -85,3 +85,58 @@ def test_a_trainer_leaves_no_output_dir_in_the_working_folder(home, tmp_path, mo
     assert "out in the working folder: False" in run.logs(0)
     assert not (tmp_path / "out").exists()
     assert (run.path / "checkpoints" / "out").is_dir()
+
+
+# Accelerate's complete_nlp_example.py and transformers' run_*_no_trainer.py resume only from
+# the state their --resume_from_checkpoint names, and the step from that folder's name
+ARG_RESUME = """
+import argparse, os, signal
+import torch
+from accelerate import Accelerator
+from jupyter_trainer import runtime as jt
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--checkpointing_steps", type=int)
+parser.add_argument("--resume_from_checkpoint", type=str, default=None)
+args = parser.parse_args()
+accelerator = Accelerator(cpu=True)
+model = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+model, optimizer = accelerator.prepare(model, optimizer)
+start = 0
+if args.resume_from_checkpoint:
+    accelerator.load_state(args.resume_from_checkpoint)
+    start = int(os.path.basename(args.resume_from_checkpoint).replace("step_", ""))
+print("first step", start + 1, "attempt", jt.attempt, flush=True)
+x = torch.randn(16, 4, generator=torch.Generator().manual_seed(0))
+for step in range(start + 1, 9):
+    loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
+    accelerator.backward(loss)
+    optimizer.step()
+    optimizer.zero_grad()
+    accelerator.log({"loss": loss.item()}, step=step)
+    if step % args.checkpointing_steps == 0:
+        accelerator.save_state(f"step_{step}")
+    if jt.attempt == 0 and jt.rank == 1 and step == 6:
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_script_that_resumes_from_the_state_its_argument_names_goes_on_after_a_restart(
+    home, tmp_path
+):
+    script = tmp_path / "nlp_example.py"
+    script.write_text(ARG_RESUME)
+    run = api.submit(
+        script=str(script),
+        procs=2,
+        max_restarts=1,
+        name="acc-args",
+        args=["--checkpointing_steps", "4", "--resume_from_checkpoint", "${{checkpoint.latest}}"],
+    )
+    run.wait(timeout=300)
+    assert run.status == "completed", run.logs(1)[-3000:]
+    log = run.logs(0)
+    assert "first step 1 attempt 0" in log and "first step 5 attempt 1" in log, log[-3000:]
+    assert [s for s, _ in run.metrics(0)["loss"]][-4:] == [5, 6, 7, 8]
+    assert leftover(run.id) == []

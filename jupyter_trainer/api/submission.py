@@ -54,11 +54,14 @@ def check_placeholders(args: Sequence[str], data: Sequence[str], params: Sequenc
             kind, name = match.group(1), match.group(2)
             if kind == "env" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 continue
+            if match.group(0) == "${{checkpoint.latest}}":  # the run's newest, or ""
+                continue
             if kind not in ("data", "params"):
                 raise SpecError(
                     f"argument {arg!r} holds {match.group(0)}: write ${{{{data.NAME}}}} (the "
-                    "path of a data input), ${{params.NAME}} (the value of a param) or "
-                    "${{env.NAME}} (an environment variable of the rank)"
+                    "path of a data input), ${{params.NAME}} (the value of a param), "
+                    "${{env.NAME}} (an environment variable of the rank) or "
+                    "${{checkpoint.latest}} (the run's newest checkpoint)"
                 )
             names = data if kind == "data" else params
             if match.group(0) == f"${{{{{kind}.{name}}}}}" and name in names:

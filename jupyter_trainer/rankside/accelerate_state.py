@@ -27,7 +27,6 @@ from typing import Any
 from . import autolog, rank_files
 
 NEWEST = rank_files.ACCELERATE_NEWEST  # in checkpoints/
-STATE_MARK = "random_states_0.pkl"  # every save_state writes it, on its main process
 
 
 def patch(module: Any) -> None:
@@ -91,23 +90,7 @@ def _note_newest(folder: Any) -> None:
 
 
 def newest_state() -> str | None:
-    """The folder of the newest ``save_state`` of this run, if there is one: the one noted,
-    else (a resumed run, which has the copied state and no note yet) the newest folder of
-    ``checkpoints/`` holding a state."""
+    """The folder of the newest ``save_state`` of this run, if there is one."""
     from . import runtime
 
-    home = str(runtime.checkpoint_dir)
-    try:
-        with open(os.path.join(home, NEWEST), encoding="utf-8") as fh:
-            noted = fh.read().strip()
-    except OSError:
-        noted = ""
-    folder = os.path.normpath(os.path.join(home, noted))
-    if noted and os.path.isdir(folder):
-        return folder
-    copied = []
-    for found, subs, names in os.walk(home):
-        subs[:] = [s for s in subs if not s.startswith(".")]
-        if STATE_MARK in names:
-            copied.append((os.stat(os.path.join(found, STATE_MARK)).st_mtime_ns, found))
-    return max(copied)[1] if copied else None
+    return rank_files.newest_accelerate_state(str(runtime.checkpoint_dir))

@@ -189,6 +189,40 @@ def accelerate_state(home: str, within: str) -> str | None:
     return folder if noted and inside and os.path.isdir(folder) else None
 
 
+ACCELERATE_MARK = "random_states_0.pkl"  # every save_state writes it, on its main process
+
+
+def newest_accelerate_state(home: str) -> str | None:
+    """The newest Accelerate ``save_state`` folder of a run's ``checkpoints/`` (``home``):
+    the one ``ACCELERATE_NEWEST`` names, else (a resumed run holds the copied state and no
+    note yet) the newest folder under ``home`` that holds a state."""
+    noted = accelerate_state(home, home)
+    if noted:
+        return noted
+    found = []
+    for folder, subs, names in os.walk(home):
+        subs[:] = [s for s in subs if not s.startswith(".")]
+        if ACCELERATE_MARK in names:
+            try:
+                found.append((os.stat(os.path.join(folder, ACCELERATE_MARK)).st_mtime_ns, folder))
+            except OSError:
+                continue
+    return max(found)[1] if found else None
+
+
+def newest_checkpoint(home: str) -> str:
+    """The newest checkpoint of a run's ``checkpoints/`` (``home``), as a path: the complete
+    ``jt.save_checkpoint`` file of the highest step, else the newest a framework saved, else
+    an Accelerate state; "" when there is none (a first start)."""
+    found = checkpoints(home)
+    if found:
+        return found[-1][1]
+    saved = framework_checkpoints(home)
+    if saved:
+        return saved[-1][1]
+    return newest_accelerate_state(home) or ""
+
+
 def _whole_zip(path: str) -> bool:
     import zipfile  # only where a framework saved checkpoints
 

@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any
 
-_PLACEHOLDER = re.compile(r"\$\{\{(data|params|env|secret)\.([A-Za-z0-9_.-]+)\}\}")
+_PLACEHOLDER = re.compile(r"\$\{\{(data|params|env|secret|checkpoint)\.([A-Za-z0-9_.-]+)\}\}")
 # Azure ML v1 set these on its nodes, and v1 jobs name them in their arguments
 # ($AZ_BATCHAI_JOB_MASTER_NODE_IP): each is read from what the launcher set instead
 _V1_ENV = {
@@ -59,7 +59,10 @@ def resolved(args: list[str], runtime: Any) -> list[str]:
     """The script's arguments with each ``${{data.NAME}}`` replaced by the path of the data
     input NAME on this node (``jt.data[NAME]``), each ``${{params.NAME}}`` by the value of
     the param NAME (``jt.params[NAME]``: a sweep's trial value, say), and each
-    ``${{env.NAME}}`` (a v1 job's ``$NAME``) by the rank's environment variable NAME."""
+    ``${{env.NAME}}`` (a v1 job's ``$NAME``) by the rank's environment variable NAME, and
+    ``${{checkpoint.latest}}`` by the path of this run's newest checkpoint, "" on a first
+    start: a script that resumes from the folder its ``--resume_from_checkpoint`` names goes
+    on from its own newest state after a restart."""
     if not any("${{" in a for a in args):
         return args
 
@@ -71,6 +74,10 @@ def resolved(args: list[str], runtime: Any) -> list[str]:
             return _from_environment(name)
         if kind == "secret":
             return _secret(name, runtime.run_dir)
+        if kind == "checkpoint":  # check_placeholders let only "latest" through
+            from . import rank_files
+
+            return rank_files.newest_checkpoint(str(runtime.checkpoint_dir))
         params = runtime.params
         if name not in params:
             given = ", ".join(sorted(params)) or "none"
