@@ -217,8 +217,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--debug",
         action="store_true",
-        help="a rank that raises waits in pdb for `%%train debug RUN` or `jupyter-trainer "
-        "debug RUN` to attach, instead of exiting; the other ranks are held meanwhile",
+        help="a rank that raises waits in pdb instead of exiting, the other ranks held "
+        "meanwhile: a %%%%train cell that waits for the run offers pdb in its own input box; "
+        "else attach with `jupyter-trainer debug RUN` in a terminal",
     )
     parser.add_argument(
         "--debug-timeout",

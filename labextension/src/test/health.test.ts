@@ -3,7 +3,7 @@ import { test } from 'node:test';
 
 import {
   attemptLabel, attemptsHtml, formatStallTime, nonFiniteHtml, nonFiniteText, savedStacksHtml,
-  debuggingHtml, stallBadge, stallHtml, stallTitle, topFrame
+  debuggingHtml, stallBadge, stallHtml, stallTitle, topFrame, whereInCode
 } from '../view/health';
 
 const STACK = `Process 4242: python -m jupyter_trainer.rankside.boot
@@ -37,6 +37,10 @@ test('the top frame is the main thread\'s innermost one', () => {
     { name: '<module>', file: 'cell.py', line: 3 });
   assert.equal(topFrame('py-spy: permission denied'), null);
   assert.equal(topFrame(null), null);
+  // the user's own frame, where the supervisor found one, over torch's innermost frame
+  const inTorch = 'Thread 7 (idle): "MainThread"\n    wait (torch/distributed/c10d.py:91)\n    helper (Cell In [3]:4)\n';
+  assert.deepEqual(whereInCode({ rank: 0, seconds: 1, since: 1, last_step: 1, stack: inTorch }), { name: 'wait', file: 'torch/distributed/c10d.py', line: 91 });
+  assert.deepEqual(whereInCode({ rank: 0, seconds: 1, since: 1, last_step: 1, stack: inTorch, frame: { function: 'helper', file: 'Cell In [3]', line: 4 } }), { name: 'helper', file: 'Cell In [3]', line: 4 });
 });
 
 test('the runs list badge names a few stalled ranks, then counts them', () => {
@@ -104,6 +108,8 @@ test('a rank waiting in a debugger is named with where it stopped and how to att
   assert.match(html, /data-testid="jt-debugging"><span class="jt-debug-tag">pdb<\/span> Rank 1 waits in a debugger/);
   assert.doesNotMatch(html, /\p{Extended_Pictographic}/u);
   assert.match(html, /<b>Rank 1<\/b> on <b>node-b<\/b>: rank 1: ValueError: &lt;bad&gt; at cell:7/);
-  assert.match(html, /<code>%train debug r-1<\/code> or <code>jupyter-trainer debug r-1<\/code>/);
+  // the busy kernel of the waiting cell would queue %train debug: a terminal, or a free kernel
+  assert.match(html, /attach in a terminal with <code>jupyter-trainer debug r-1<\/code>, or with <code>%train debug r-1<\/code> in a notebook whose kernel is free/);
+  assert.match(html, /cell that waits for this run offers pdb in its own input box/);
   assert.equal(debuggingHtml([], 'r-1'), '');
 });

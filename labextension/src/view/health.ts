@@ -26,6 +26,9 @@ export interface IStall {
   host?: string;
   stack?: string | null;
   waiting?: boolean;
+  /** The innermost frame of the user's own code in its stack (a cell's, or a snapshot
+   * file's), which the supervisor finds; else the stack's innermost frame is named. */
+  frame?: { function: string; file: string; line: number } | null;
   /** Its GPU has idled for the stall timeout while another rank's worked. */
   gpu_idle?: { since: number; util: number; own?: boolean; watts?: number; limit?: number } | null;
 }
@@ -104,6 +107,12 @@ const time = (since: number | null, seconds: number | null): string =>
     ? `<span class="jt-stall-for" data-since="${since}"></span>`
     : `<span class="jt-stall-for">${formatStallTime(seconds)}</span>`;
 
+/** Where a stalled rank is: in the user's own code where the supervisor found it there,
+ * else the innermost frame of its stack (a rank that waits in a collective is in torch). */
+export function whereInCode(s: IStall): IFrame | null {
+  return s.frame ? { name: s.frame.function, file: s.frame.file, line: s.frame.line } : topFrame(s.stack);
+}
+
 function frameHtml(frame: IFrame | null): string {
   return frame ? ` in <code class="jt-frame">${escapeHtml(frame.name)}</code> <span class="jt-muted">(${escapeHtml(frame.file)}:${frame.line})</span>` : '';
 }
@@ -133,7 +142,7 @@ export function stallHtml(stalled: IStall[], opts: { running: boolean; timeout?:
     const waiting = s.waiting ? ' <span class="jt-stall-tag">waits for a peer</span>' : '';
     const gpu = s.gpu_idle ? ` <span class="jt-stall-tag" data-testid="jt-gpu-idle" title="its GPU has been idle while the other ranks' GPUs work">${escapeHtml(gpuIdleText(s.gpu_idle))}</span>` : '';
     const what = s.gpu_idle ? 'GPU idle for' : 'no progress for';
-    return `<li class="jt-stall-rank" data-rank="${s.rank}"><div><b>Rank ${s.rank}</b>: ${what} ${time(s.since, s.seconds)} ${step}${host}${frameHtml(topFrame(s.stack))}${waiting}${gpu}</div>` +
+    return `<li class="jt-stall-rank" data-rank="${s.rank}"><div><b>Rank ${s.rank}</b>: ${what} ${time(s.since, s.seconds)} ${step}${host}${frameHtml(whereInCode(s))}${waiting}${gpu}</div>` +
       stackDetails(s.rank, s.stack, `Stack of rank ${s.rank}`) + '</li>';
   });
   return `<div class="jt-stall-title">⚠ ${escapeHtml(title)}</div>` +
@@ -200,7 +209,7 @@ export function debuggingHtml(waiting: IDebugging[], runId: string): string {
   });
   const title = waiting.length === 1 ? `Rank ${waiting[0].rank} waits in a debugger` : `Ranks ${waiting.map(d => d.rank).join(', ')} wait in a debugger`;
   return `<div class="jt-stall-title" data-testid="jt-debugging"><span class="jt-debug-tag">pdb</span> ${escapeHtml(title)}</div>` + rows.join('') +
-    `<div class="jt-muted">attach with <code>%train debug ${id}</code> or <code>jupyter-trainer debug ${id}</code>; the other ranks are held meanwhile</div>`;
+    `<div class="jt-muted">attach in a terminal with <code>jupyter-trainer debug ${id}</code>, or with <code>%train debug ${id}</code> in a notebook whose kernel is free (a <code>%%train</code> cell that waits for this run offers pdb in its own input box); the other ranks are held meanwhile</div>`;
 }
 
 export interface IHealthParts {
