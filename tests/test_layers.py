@@ -8,6 +8,8 @@ graph has no cycle at all, inside a folder included.
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -175,3 +177,52 @@ def test_api_runs_is_the_module_whichever_import_comes_first():
         "assert submit is runs.submit\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+_TS_IMPORT = re.compile(r"""^(?:import|export)\b[^;]*?\bfrom\s+'(\.{1,2}/[^']+)'""", re.M | re.S)
+
+
+def ts_import_cycles(src: Path) -> list[list[str]]:
+    """The cycles among ``src``'s TypeScript modules (type-only imports count: a reader
+    follows them the same way), each as the modules around it."""
+    modules = {p.relative_to(src).with_suffix("").as_posix(): p for p in src.rglob("*.ts")}
+    edges = {}
+    for name, path in modules.items():
+        here = Path(name).parent
+        found = set()
+        for target in _TS_IMPORT.findall(path.read_text()):
+            resolved = os.path.normpath((here / target).as_posix()).removesuffix(".js")
+            if resolved in modules:
+                found.add(resolved)
+        edges[name] = found
+    cycles, done, stack = [], set(), []
+
+    def visit(node: str) -> None:
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if nxt in stack:
+                cycles.append(stack[stack.index(nxt) :])
+            elif nxt not in done:
+                visit(nxt)
+        stack.pop()
+        done.add(node)
+
+    for name in sorted(edges):
+        if name not in done:
+            visit(name)
+    return cycles
+
+
+def test_typescript_modules_import_no_cycle():
+    src = Path(__file__).resolve().parent.parent / "labextension" / "src"
+    assert ts_import_cycles(src) == []
+
+
+def test_the_typescript_cycle_check_sees_type_imports(tmp_path):
+    (tmp_path / "view").mkdir()
+    (tmp_path / "view" / "a.ts").write_text("import type { B } from './b';\nexport type A = 1;\n")
+    (tmp_path / "view" / "b.ts").write_text(
+        "import {\n  x,\n} from './c.js';\nexport type B = 2;\n"
+    )
+    (tmp_path / "view" / "c.ts").write_text("import type { A } from '../view/a';\n")
+    assert ts_import_cycles(tmp_path) == [["view/a", "view/b", "view/c"]]

@@ -8,43 +8,15 @@
 import { startedAt } from '../model';
 import { escapeHtml } from './ansi.js';
 import { formatDuration } from './chart.js';
-import type { IRunState } from './runtraits';
+import type { IAttempt, IDebugging, INonFinite, IRunState, IStall } from './runtraits';
 
-export interface IAttempt {
-  attempt: number;
-  start: number | null;
-  end: number | null;
-  failed_rank: number | null;
-  error: string | null;
-}
-
-export interface IStall {
-  rank: number;
-  seconds: number | null;
-  since: number | null;
-  last_step: number | null;
-  host?: string;
-  stack?: string | null;
-  waiting?: boolean;
-  /** The innermost frame of the user's own code in its stack (a cell's, or a snapshot
-   * file's), which the supervisor finds; else the stack's innermost frame is named. */
-  frame?: { function: string; file: string; line: number } | null;
-  /** Its GPU has idled for the stall timeout while another rank's worked. */
-  gpu_idle?: { since: number; util: number; own?: boolean; watts?: number; limit?: number } | null;
-}
+export type { IAttempt, IDebugging, INonFinite, IStall };
 
 /** "GPU idle: 2% at 60 W of 700 W". */
 export function gpuIdleText(idle: NonNullable<IStall['gpu_idle']>): string {
   const watts = typeof idle.watts === 'number' ? ` at ${Math.round(idle.watts)} W${typeof idle.limit === 'number' ? ` of ${Math.round(idle.limit)} W` : ''}` : '';
   const share = idle.own ? ' of the SM time, its own' : '';
   return `GPU idle: ${Math.round(idle.util)}%${share}${watts}`;
-}
-
-export interface INonFinite {
-  metric: string;
-  rank: number;
-  step: number | null;
-  value: string;
 }
 
 export interface IFrame {
@@ -186,16 +158,6 @@ export function attemptsHtml(attempts: IAttempt[], maxRestarts: number, state: {
 export function nonFiniteHtml(facts: INonFinite[], stopOnNan: string[]): string {
   return facts.map(f => `<div class="jt-nonfinite-item" data-metric="${escapeHtml(f.metric)}">⚠ ${escapeHtml(nonFiniteText(f))}` +
     (stopOnNan.includes(f.metric) ? ' <span class="jt-muted">(--stop-on-nan: fails the run)</span>' : '') + '</div>').join('');
-}
-
-/** A rank that waits in a debugger (views/health.py ``debugging_of``). */
-export interface IDebugging {
-  rank: number;
-  host?: string | null;
-  where?: string | null;
-  since?: number | null;
-  until?: number | null;
-  attached?: boolean;
 }
 
 /** The banner of the ranks that wait in a debugger, and how to attach to them. */

@@ -2,7 +2,6 @@
  * The run view's traits, as the kernel's ``RunMonitor`` and the server's view feed send them
  * (``frontends/views``), and the launch form's (``frontends/widgets/form.py``).
  */
-import type { INonFinite, IAttempt, IStall } from './health';
 import type { LogLine } from './logview';
 import type { IChartStat, IMetricRow } from './rankstats';
 
@@ -52,6 +51,49 @@ export interface IStage {
   end?: number | null;
 }
 
+/** One start of the ranks: the first, and each restart after a failure. */
+export interface IAttempt {
+  attempt: number;
+  start: number | null;
+  end: number | null;
+  failed_rank: number | null;
+  error: string | null;
+}
+
+/** A rank with no progress for the stall timeout (views/health.py). */
+export interface IStall {
+  rank: number;
+  seconds: number | null;
+  since: number | null;
+  last_step: number | null;
+  host?: string;
+  stack?: string | null;
+  waiting?: boolean;
+  /** The innermost frame of the user's own code in its stack (a cell's, or a snapshot
+   * file's), which the supervisor finds; else the stack's innermost frame is named. */
+  frame?: { function: string; file: string; line: number } | null;
+  /** Its GPU has idled for the stall timeout while another rank's worked. */
+  gpu_idle?: { since: number; util: number; own?: boolean; watts?: number; limit?: number } | null;
+}
+
+/** A metric that became NaN or inf (--stop-on-nan). */
+export interface INonFinite {
+  metric: string;
+  rank: number;
+  step: number | null;
+  value: string;
+}
+
+/** A rank that waits in a debugger (views/health.py ``debugging_of``). */
+export interface IDebugging {
+  rank: number;
+  host?: string | null;
+  where?: string | null;
+  since?: number | null;
+  until?: number | null;
+  attached?: boolean;
+}
+
 export interface IRunState {
   status?: string;
   now?: number;
@@ -68,7 +110,7 @@ export interface IRunState {
   attempts?: IAttempt[];
   max_restarts?: number;
   stalled?: IStall[];
-  debugging?: Array<{ rank: number; host?: string | null; where?: string | null; since?: number | null; until?: number | null; attached?: boolean }>;
+  debugging?: IDebugging[];
   stall_timeout?: number | null;
   on_stall?: string | null;
   stacks?: { [rank: string]: string } | null;
