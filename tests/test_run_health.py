@@ -319,7 +319,9 @@ def test_a_rank_in_the_debugger_takes_the_rate_and_eta_away_at_once(record):
     feed = RunFeed(record.run)
     feed.poll()
     before = feed.progress_payload()
-    assert before["rate"] == pytest.approx(2.0, rel=0.1) and before["eta"] == pytest.approx(45, rel=0.1)
+    assert before["rate"] == pytest.approx(2.0, rel=0.1) and before["eta"] == pytest.approx(
+        45, rel=0.1
+    )
     assert before["stalled"] is None
     record.write(debugging=[{"rank": 0, "host": "node-a", "where": "cell.py:3", "since": now}])
     feed.poll()
