@@ -18,6 +18,10 @@ from jupyter_trainer.store import HOME_ENV, Store
 from jupyter_trainer.store.records import read_supervisor
 from jupyter_trainer.supervisor import starter
 
+# The ssh hosts' fixtures, one set for the whole session: a session fixture that test modules
+# import is made once for each of them instead.
+pytest_plugins = ["ssh_hosts"]
+
 REPO = Path(__file__).resolve().parent.parent
 
 

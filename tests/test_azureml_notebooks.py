@@ -14,7 +14,7 @@ import nbformat
 import papermill
 import pytest
 from conftest import REPO, leftover
-from ssh_hosts import add_pair_target, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+from ssh_hosts import add_pair_target
 
 from jupyter_trainer.api import models
 from jupyter_trainer.api import runs as api

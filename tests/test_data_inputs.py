@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from http_servers import CountingHandler, http_folder  # noqa: F401 (http_folder: a fixture)
-from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+from ssh_hosts import ALIASES
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import SpecError

@@ -16,7 +16,7 @@ import pytest
 from conftest import HOSTILE as TARGET_VALUE  # the rc target's JT_TEST_VAR
 from conftest import REPO
 from slurm_cluster import login  # noqa: F401 (fixture)
-from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+from ssh_hosts import ALIASES
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.api.dry_run import DryRun

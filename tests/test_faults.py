@@ -19,13 +19,6 @@ import time
 
 import pytest
 from conftest import leftover, leftover_pids, wait_for
-from ssh_hosts import (  # noqa: F401 (fixtures)
-    ALIASES,
-    mpi_pair,
-    pair,
-    ssh_pair,
-    user_home,
-)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.rankside import death_watch, procs

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from conftest import wait_for
-from ssh_hosts import pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.rankside import procs

@@ -13,7 +13,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from ssh_hosts import pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed

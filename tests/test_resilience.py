@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from conftest import leftover, wait_for
 from hf_trainer import check_trainer_resumed, hf_code
-from ssh_hosts import ALIASES, fail_with_logs, mpi_pair, pair, ssh_pair, user_home  # noqa: F401 (fixtures)  # noqa: F401 (fixture)
+from ssh_hosts import ALIASES, fail_with_logs
 from workloads import RESUMABLE
 
 from jupyter_trainer.api import runs as api

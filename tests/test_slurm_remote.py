@@ -10,7 +10,6 @@ import os
 import pytest
 from conftest import leftover, wait_for
 from slurm_cluster import login, target  # noqa: F401 (login: a fixture)
-from ssh_hosts import ssh_pair, user_home  # noqa: F401 (fixtures)
 from workloads import SLEEPER
 
 from jupyter_trainer.api import runs as api

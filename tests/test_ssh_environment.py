@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import leftover
-from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+from ssh_hosts import ALIASES
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from conftest import launched_by, leftover, wait_for
-from ssh_hosts import ALIASES, add_pair_target, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+from ssh_hosts import ALIASES, add_pair_target
 from workloads import LONG_CELL, PER_RUN
 
 from jupyter_trainer import rankside

@@ -10,16 +10,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import leftover
-from ssh_hosts import (  # noqa: F401 (fixtures)
-    ADDRESSES,
-    ALIASES,
-    LOOPBACK_MPI,
-    fail_with_logs,
-    mpi_pair,
-    pair,
-    ssh_pair,
-    user_home,
-)
+from ssh_hosts import ADDRESSES, fail_with_logs
 from workloads import HOROVOD_LINEAR
 
 from jupyter_trainer.api import runs as api

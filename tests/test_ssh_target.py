@@ -22,7 +22,7 @@ from conftest import (
     wait_for,
 )
 from hf_trainer import check_trainer_resumed, hf_code
-from ssh_hosts import ADDRESSES, ALIASES, add_pair_target, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+from ssh_hosts import ADDRESSES, ALIASES, add_pair_target
 from workloads import DDP_LINEAR, SLEEPER
 
 from jupyter_trainer.api import runs as api

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 
 from conftest import leftover
-from ssh_hosts import ADDRESSES, ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 
 import jupyter_trainer as jt
 

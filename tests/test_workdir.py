@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import leftover, wait_for
-from ssh_hosts import ALIASES, pair, ssh_pair, user_home  # noqa: F401 (fixtures)
+from ssh_hosts import ALIASES
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.capture.snapshot import hash_snapshot

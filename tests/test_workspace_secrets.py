@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from conftest import wait_for
 from slurm_cluster import target
-from ssh_hosts import pair, ssh_pair, user_home  # noqa: F401 (fixtures)
 from workspace_team import PYTHON, state_at_end
 
 from jupyter_trainer import environment
