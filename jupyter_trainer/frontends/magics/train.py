@@ -164,7 +164,9 @@ class TrainMagics(Magics):
                 display(widget)
                 wait_offering_debugger(run)
             else:
-                show(run)  # its summary shows a failed rank's traceback
+                # the raised RunFailed shows a failed rank's traceback: headless (papermill,
+                # nbconvert) the error is what a CI log and a failed notebook show first
+                show(run, traceback=False)
                 run.wait(raise_on_failure=False)  # and its MLflow mirror, with --mlflow
         except KeyboardInterrupt:
             if _kernel_is_shutting_down(self.shell):
@@ -188,8 +190,8 @@ class TrainMagics(Magics):
             widget.wait_final(timeout=10)
         try:
             run.raise_for_status()
-        except RunFailed as failed:  # the widget's banner or the summary above shows it
-            failed.traceback_shown = True
+        except RunFailed as failed:
+            failed.traceback_shown = widget is not None  # the widget's banner shows it
             raise
         if widget is None:
             return run
