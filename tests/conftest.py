@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
 import socket
 import time
 from pathlib import Path
@@ -355,6 +356,11 @@ _session: dict = {}  # the session's config, for the hooks that are given only a
 
 def pytest_configure(config):
     _session["config"] = config
+    # A suite started as a background job of a script (`bash .ci/run &`) inherits Ctrl-C
+    # ignored, and so would every process its tests start: the tests that send SIGINT to a
+    # command expect it to act as it does at a terminal.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_runtest_logreport(report):
