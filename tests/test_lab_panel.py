@@ -120,13 +120,17 @@ FILLER = 24  # cells of 12 lines each: the end of the notebook is far below the 
 
 
 def monitor_in_view(pw, cell: str) -> bool:
-    """Whether the run view in ``cell``'s output is wholly inside the notebook's visible area."""
+    """Whether the run view in ``cell``'s output is shown: wholly inside the notebook's
+    visible area, or, taller than that area (its System section and charts), from its top,
+    which is in the area's upper half."""
     return pw.eval_on_selector(
         cell,
         """c => {
         const view = c.closest('.jp-WindowedPanel-outer').getBoundingClientRect();
         const box = c.querySelector('[data-testid=jt-monitor]').getBoundingClientRect();
-        return box.top >= view.top - 1 && box.bottom <= view.bottom + 1; }""",
+        const whole = box.bottom <= view.bottom + 1;
+        const fromTop = box.height > view.height && box.top <= view.top + view.height / 2;
+        return box.top >= view.top - 1 && (whole || fromTop); }""",
     )
 
 
