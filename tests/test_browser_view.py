@@ -28,6 +28,10 @@ for step in range(2 if jt.attempt else 0, 4):
     jt.log(step=step, acc=acc[step], loss=loss[step])
     jt.progress(step + 1, 4)
     if step == 1 and not jt.attempt:
+        jt.flush()  # both ranks' step 1 is written before either fails
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        dist.barrier()
         raise RuntimeError("the first attempt fails after step 1")
 """
 

@@ -32,8 +32,8 @@ def test_trainjob_runs_torchrun_with_the_torch_plugin_env(kube_cluster, tmp_path
     kc = client(kube_cluster)
     script = tmp_path / "allreduce.py"
     script.write_text(
-        ALLREDUCE + "print('PET', *[os.environ[k] for k in ('PET_NNODES', 'PET_NPROC_PER_NODE',"
-        " 'PET_NODE_RANK', 'PET_MASTER_ADDR')])\n"
+        ALLREDUCE + "os.write(1, ' '.join(['PET'] + [os.environ[k] for k in ('PET_NNODES',"
+        " 'PET_NPROC_PER_NODE', 'PET_NODE_RANK', 'PET_MASTER_ADDR')]).encode() + b'\\n')\n"
     )
     kc.create(
         TrainJob(
