@@ -52,7 +52,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from slurm_cluster import start_cluster  # noqa: E402
 
 import jupyter_trainer as jt  # noqa: E402
-from jupyter_trainer.rankside import procs  # noqa: E402
+from jupyter_trainer.rankside.host import procs  # noqa: E402
 from jupyter_trainer.store import Store  # noqa: E402
 from jupyter_trainer.supervisor import starter  # noqa: E402
 

@@ -92,7 +92,7 @@ def jt_run(jt, index: int) -> float:
 
 
 def hand_run(config: Path, snapshot: str, python: str, index: int) -> float:
-    from jupyter_trainer.rankside import procs
+    from jupyter_trainer.rankside.host import procs
 
     port = procs.free_port("127.0.0.2")
     cmds = []

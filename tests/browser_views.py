@@ -27,7 +27,7 @@ for step in range(total):
 
 
 LIVE_PARAMS = {"lr": 0.1, "epochs": 50, "steps_per_epoch": 20}
-STALL_STACK = """Process 4242: python -m jupyter_trainer.rankside.boot
+STALL_STACK = """Process 4242: python -m jupyter_trainer.rankside.rank.boot
 Python v3.12.3 (/usr/bin/python3.12)
 
 Thread 4242 (active): "MainThread"

@@ -13,7 +13,7 @@ import pytest
 
 from jupyter_trainer.core.errors import TrainerError
 from jupyter_trainer.rankside import hotstart as pool
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 from jupyter_trainer.store import HOME_ENV, Store
 from jupyter_trainer.store.records import read_supervisor
 from jupyter_trainer.supervisor import starter

@@ -166,7 +166,7 @@ def normalised(docs: list[dict]) -> list[dict]:
     docs = copy.deepcopy(docs)
     for doc in docs:
         if doc["kind"] == "ConfigMap":
-            doc["data"]["pod.py"] = "<jupyter_trainer/rankside/kube_pod.py>"
+            doc["data"]["pod.py"] = "<jupyter_trainer/rankside/programs/kube_pod.py>"
     return docs
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 
 from jupyter_trainer.rankside import hotstart as pool
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 from jupyter_trainer.store import HOME_ENV
 
 

@@ -18,7 +18,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 
 _HELD: dict[tuple[str, int, int], tuple[int, int]] = {}  # (kind, first, size) -> (base, fd)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_trainer.capture.snapshot import runtime_files
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "jupyter_trainer"

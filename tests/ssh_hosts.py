@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from daemons import die_with_this_process
 
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 from jupyter_trainer.targets.registry import add_target
 
 SSHD = "/usr/sbin/sshd"

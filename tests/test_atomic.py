@@ -1,4 +1,4 @@
-"""The one atomic write (``rankside.atomic``): a reader sees the old file or the new one, a
+"""The one atomic write (``rankside.host.atomic``): a reader sees the old file or the new one, a
 failed write leaves the old file and no temporary one, and writers never share a temporary
 file."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_trainer.core.files import write_text_atomic
-from jupyter_trainer.rankside import rank_files
-from jupyter_trainer.rankside.atomic import write_atomic, write_json_atomic
+from jupyter_trainer.rankside.host.atomic import write_atomic, write_json_atomic
+from jupyter_trainer.rankside.rank import rank_files
 
 
 def test_replaces_the_file_whole_with_its_mode(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Framework calls report to the run with no extra line (``rankside/autolog.py``): a real
+"""Framework calls report to the run with no extra line (``rankside/frameworks/autolog.py``): a real
 TensorBoard ``SummaryWriter`` (torch's and tensorboardX's) under torchrun and the warm pool,
 ``--no-autolog`` / ``autolog=False``, and a rank whose code imports no framework loads none."""
 
@@ -74,11 +74,11 @@ def test_no_autolog_leaves_the_writer_alone_and_is_recorded(home, tmp_path):
 
 LOOKS = """
 import sys
-from jupyter_trainer.rankside.import_hooks import PatchOnImport
+from jupyter_trainer.rankside.frameworks.import_hooks import PatchOnImport
 hooks = sorted(f.name for f in sys.meta_path if isinstance(f, PatchOnImport))
 frameworks = ("tensorboard", "torch.utils.tensorboard", "transformers", "accelerate", "lightning",
-              "pytorch_lightning", "jupyter_trainer.rankside.hf_hooks",
-              "jupyter_trainer.rankside.lightning_hooks")
+              "pytorch_lightning", "jupyter_trainer.rankside.frameworks.hf_hooks",
+              "jupyter_trainer.rankside.frameworks.lightning_hooks")
 loaded = sorted(m for m in sys.modules if m.startswith(frameworks))
 print("hooks", hooks, "loaded", loaded, flush=True)
 """
@@ -122,7 +122,7 @@ def test_every_patch_asked_for_one_module_is_made_once_it_is_imported(tmp_path):
     (tmp_path / "late_module.py").write_text("made = []\n")
     code = """
 import sys
-from jupyter_trainer.rankside.import_hooks import when_imported
+from jupyter_trainer.rankside.frameworks.import_hooks import when_imported
 when_imported("late_module", lambda m: m.made.append("first"))
 when_imported("late_module", lambda m: m.made.append("second"))
 import late_module

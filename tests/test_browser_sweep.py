@@ -12,7 +12,7 @@ from browser_views import confirm_cancel
 from conftest import leftover, wait_for
 
 import jupyter_trainer as jt
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 
 SWEEP = "[data-testid=jt-sweep]"
 SWEEP_CELL = """%%train --launcher python --name {name} --sweep lr=loguniform(1e-3,1e-1) --sweep hidden=choice(32,64,128) --trials {trials} --parallel 2 --metric val_acc --sampler random --seed 7

@@ -15,7 +15,7 @@ from conftest import leftover
 
 from jupyter_trainer import api
 from jupyter_trainer.frontends.views.cost import money, run_cost
-from jupyter_trainer.rankside import gpu_read
+from jupyter_trainer.rankside.observe import gpu_read
 from jupyter_trainer.targets.registry import add_target
 
 # GPU 0 works (rank 0 holds 1500 MiB on it); GPU 1, rank 1's by its local rank, idles.

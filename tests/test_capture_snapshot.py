@@ -228,7 +228,7 @@ def test_runtime_files_are_copied(tmp_path):
 
 def test_cell_snapshot_runs_end_to_end(tmp_path):
     if not (PACKAGE / "runtime.py").is_file():
-        pytest.skip("jupyter_trainer/rankside/runtime.py not written yet")
+        pytest.skip("jupyter_trainer/rankside/rank/runtime.py not written yet")
     ns = {"__name__": "__main__"}
     exec(compile("def helper(v):\n    return v * scale\n", "<cell-2>", "exec"), ns)
     ns.update(scale=3, hidden=(64, 32), cmd=HOSTILE)

@@ -15,7 +15,7 @@ from kernel_client import kernel  # noqa: F401 (the fixture)
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.api.check import check
 from jupyter_trainer.core.errors import SpecError
-from jupyter_trainer.rankside import collective_check
+from jupyter_trainer.rankside.programs import collective_check
 
 
 def cli(*words: str, timeout: float = 180) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ import pytest
 from conftest import leftover, wait_for
 
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside.debugger import MAX_COMMAND_BYTES
+from jupyter_trainer.rankside.debug.debugger import MAX_COMMAND_BYTES
 
 FAILS = """
 lr = 0.25

@@ -22,7 +22,7 @@ from jupyter_trainer.api import runs as api
 from jupyter_trainer.api.dry_run import DryRun
 from jupyter_trainer.core.errors import EnvError, SpecError, TargetError
 from jupyter_trainer.nodes.ssh import control_dir
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 from jupyter_trainer.store import HOME_ENV
 from jupyter_trainer.targets.registry import add_target
 

@@ -24,7 +24,7 @@ from jupyter_trainer.core.errors import EnvError
 from jupyter_trainer.environment import lock
 from jupyter_trainer.environment.definition import EnvDefinition
 from jupyter_trainer.environment.stages import build_locked, venvs_dir
-from jupyter_trainer.rankside import env_build as builder
+from jupyter_trainer.rankside.programs import env_build as builder
 
 KERNEL_SITE = Path(importlib.util.find_spec("six").origin).parent  # the kernel's site-packages
 

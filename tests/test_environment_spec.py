@@ -9,7 +9,7 @@ import pytest
 from jupyter_trainer.core.errors import EnvError
 from jupyter_trainer.core.spec import CodeSpec, EnvSpec, RunSpec
 from jupyter_trainer.environment import EnvDefinition, Registry, from_line
-from jupyter_trainer.rankside.env_build import parse_lock
+from jupyter_trainer.rankside.programs.env_build import parse_lock
 
 EXAMPLE = """\
 python: "3.11"

@@ -24,7 +24,7 @@ from jupyter_trainer import api, environment
 from jupyter_trainer.core.errors import EnvError
 from jupyter_trainer.environment import lock, preflight, torchbuild
 from jupyter_trainer.environment.definition import EnvDefinition
-from jupyter_trainer.rankside import env_build as builder
+from jupyter_trainer.rankside.programs import env_build as builder
 
 TORCH = importlib.metadata.version("torch")
 TORCH_WHEEL = next(Path("/opt/wheels").glob(f"torch-{TORCH}-*.whl"), None)

@@ -21,7 +21,8 @@ import pytest
 from conftest import leftover, leftover_pids, wait_for
 
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import death_watch, procs
+from jupyter_trainer.rankside.host import procs
+from jupyter_trainer.rankside.observe import death_watch
 from jupyter_trainer.store import Store
 from jupyter_trainer.supervisor import starter
 
@@ -384,7 +385,7 @@ def test_a_full_disk_fails_the_run_as_disk_full_and_ends_its_ranks(small_home, w
 
 WATCHED = """
 import json, os, sys, time
-from jupyter_trainer.rankside import death_watch
+from jupyter_trainer.rankside.observe import death_watch
 path = sys.argv[1]
 death_watch.write_json(path, {"rank": 1, "local_rank": 1, "pid": os.getpid(), "attempt": 0})
 death_watch.watch_death(path)

@@ -1,4 +1,4 @@
-"""A failing rank's frames are saved with their local variables (``rankside/frame_locals.py``):
+"""A failing rank's frames are saved with their local variables (``rankside/debug/frame_locals.py``):
 capped reprs, arrays by shape, secret-looking names masked, a cell's lines as the editor
 numbers them; ``Run.frames`` and ``jupyter-trainer show RUN --locals`` read them back."""
 
@@ -13,7 +13,7 @@ import pytest
 from conftest import leftover
 
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import frame_locals
+from jupyter_trainer.rankside.debug import frame_locals
 
 FAILING = """
 import torch

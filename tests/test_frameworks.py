@@ -1,5 +1,5 @@
 """transformers, Accelerate and Lightning code reports to the run with no extra line
-(``rankside/hf_hooks.py``, ``rankside/lightning_hooks.py``): real 2-rank DDP trainers of tiny
+(``rankside/frameworks/hf_hooks.py``, ``rankside/frameworks/lightning_hooks.py``): real 2-rank DDP trainers of tiny
 models built from a config, under torchrun and the warm pool; their checkpoints kept in the
 run and resumed from after a restart and by ``resume``; the classes for explicit use."""
 
@@ -14,7 +14,7 @@ from hf_trainer import hf_code
 
 import jupyter_trainer
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import hf_hooks, lightning_hooks
+from jupyter_trainer.rankside.frameworks import hf_hooks, lightning_hooks
 
 
 def test_a_ddp_trainer_reports_its_logs_progress_and_arguments(home, launch_mode):
@@ -272,7 +272,7 @@ def test_hyperparameters_flatten_into_dotted_names():
 def test_a_lightning_checkpoint_cut_short_is_never_resumed_from(tmp_path):
     import torch
 
-    from jupyter_trainer.rankside.rank_files import framework_checkpoints
+    from jupyter_trainer.rankside.rank.rank_files import framework_checkpoints
 
     whole = tmp_path / "lightning_logs" / "version_0" / "checkpoints" / "epoch=0-step=4.ckpt"
     whole.parent.mkdir(parents=True)

@@ -1,5 +1,5 @@
-"""What Hugging Face code saves stays with the run and nowhere else (``rankside/hf_hooks.py``,
-``rankside/accelerate_state.py``): Accelerate's ``save_state`` into a relative folder is kept
+"""What Hugging Face code saves stays with the run and nowhere else (``rankside/frameworks/hf_hooks.py``,
+``rankside/frameworks/accelerate_state.py``): Accelerate's ``save_state`` into a relative folder is kept
 in the run's ``checkpoints/``, a restart's ``load_state`` finds it and ``resume`` carries it
 into the new run, and a transformers
 ``Trainer`` leaves no ``output_dir`` behind in the working folder."""

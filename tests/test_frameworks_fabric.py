@@ -1,4 +1,4 @@
-"""Lightning Fabric reports to the run with no extra line (``rankside/lightning_hooks.py``):
+"""Lightning Fabric reports to the run with no extra line (``rankside/frameworks/lightning_hooks.py``):
 ``fabric.log``, ``fabric.log_dict`` and a logger's own ``log_metrics`` each become metrics
 once, under a real 2-rank Fabric of a tiny model, whose relative ``fabric.save`` is kept in
 the run's ``checkpoints/``; and a Lightning ``Trainer()`` or ``Fabric()``

@@ -14,7 +14,7 @@ from conftest import wait_for
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import StoreError
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 from jupyter_trainer.store import Store
 
 

@@ -13,7 +13,7 @@ from conftest import wait_for
 from kube_fake.fixtures import kube_cluster  # noqa: F401 (a fixture)
 
 from jupyter_trainer.nodes.mirror import LocalFiles
-from jupyter_trainer.rankside.kube_pod import MARK
+from jupyter_trainer.rankside.programs.kube_pod import MARK
 from jupyter_trainer.targets.kubernetes import stream
 from jupyter_trainer.targets.kubernetes.cluster import Cluster
 from jupyter_trainer.targets.kubernetes.config import KubeConfig

@@ -147,7 +147,7 @@ sys.exit(3)
 
 def test_pod_program_unpacks_runs_and_mirrors_the_run_folder(tmp_path):
     from jupyter_trainer.nodes.prepare import snapshot_tarball
-    from jupyter_trainer.rankside import kube_pod as pod
+    from jupyter_trainer.rankside.programs import kube_pod as pod
 
     code = run_dir_with_code(tmp_path, b"print('cell')\n") / "code"
     in_dir, pod_run, local = tmp_path / "in", tmp_path / "pod-run", tmp_path / "local"
@@ -228,7 +228,7 @@ def test_a_pod_ends_only_once_the_ranks_watchers_have_recorded(tmp_path):
     """The container's end kills whatever is left in it: the pod program waits for what its
     launcher left behind (a rank's death watcher, recording how the rank ended) and sends
     what it wrote before it exits."""
-    from jupyter_trainer.rankside import kube_pod as pod
+    from jupyter_trainer.rankside.programs import kube_pod as pod
 
     in_dir, pod_run, local = tmp_path / "in", tmp_path / "pod-run", tmp_path / "local"
     in_dir.mkdir()
@@ -252,7 +252,7 @@ def test_a_pod_restarted_in_place_does_not_start_its_launcher_again(tmp_path):
     start must not run the launcher again over the first one's records (a loaded cluster
     restarts it before the supervisor has read them): it ends at once, silent, with the
     first launcher's exit code; another node's first start still runs."""
-    from jupyter_trainer.rankside import kube_pod as pod
+    from jupyter_trainer.rankside.programs import kube_pod as pod
 
     in_dir, pod_run = tmp_path / "in", tmp_path / "pod-run"
     in_dir.mkdir()
@@ -279,7 +279,7 @@ def test_a_pod_restarted_in_place_does_not_start_its_launcher_again(tmp_path):
 
 
 def test_marked_lines_that_would_leave_the_run_folder_are_refused():
-    from jupyter_trainer.rankside.kube_pod import MARK
+    from jupyter_trainer.rankside.programs.kube_pod import MARK
 
     for rel in ("../x", "logs/../../x", "code/a.py", "/etc/passwd", "logs/a/b", 7):
         line = (MARK + json.dumps({"f": rel, "at": 0, "a": "eA=="}) + "\n").encode()

@@ -274,7 +274,7 @@ if jt.rank == 1:
 @pytest.mark.slow
 def test_rank_0_does_not_keep_the_store_for_a_peer_whose_process_has_ended(home):
     from jupyter_trainer.api import runs as api
-    from jupyter_trainer.rankside.launcher_env import LEAVE_WITHIN
+    from jupyter_trainer.rankside.rank.launcher_env import LEAVE_WITHIN
 
     run = api.submit(EXIT_CELL, launcher="mpirun", procs=2, wait=False)
     run.wait(timeout=120)
@@ -341,7 +341,7 @@ def test_a_local_runs_port_is_one_no_outgoing_connection_can_take():
     range, where no connection's local port is ever picked, and is free when drawn."""
     import socket
 
-    from jupyter_trainer.rankside import procs
+    from jupyter_trainer.rankside.host import procs
 
     low, high = procs.ephemeral_ports()
     ports = {procs.free_port() for _ in range(20)}

@@ -13,7 +13,7 @@ import pytest
 from conftest import wait_for
 
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 
 # A rank starts a grandchild in a session of its own with an empty environment (so neither
 # the launcher's process group nor JT_RUN_ID finds it), writes down which process it is,

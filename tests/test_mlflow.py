@@ -21,7 +21,7 @@ from mlflow import MlflowClient
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.mirrors.tensorboard.server import end_group, group_alive
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 
 STEPS = 2000
 PARAMS = {"lr": 0.1, "opt": {"name": "adam", "betas": [0.9, 0.999]}, "amp": False, "tag": "x y"}

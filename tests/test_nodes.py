@@ -23,9 +23,9 @@ from jupyter_trainer.nodes.mirror import LocalFiles
 from jupyter_trainer.nodes.prepare import snapshot_tarball
 from jupyter_trainer.nodes.ssh import SshClient
 from jupyter_trainer.nodes.transport import LocalShell, NodeShell
-from jupyter_trainer.rankside import procs
 from jupyter_trainer.rankside.agent import follow as agent_follow
 from jupyter_trainer.rankside.agent.snapshot import tree_hash
+from jupyter_trainer.rankside.host import procs
 from jupyter_trainer.targets import BuiltEnvironment
 
 

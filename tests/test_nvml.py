@@ -62,7 +62,7 @@ def test_the_reader_is_nvml_and_reads_every_figure(fake_nvml):
     fake_nvml("proc 0 1 1500 93\n")
     code = (
         "import json, os\n"
-        "from jupyter_trainer.rankside import gpu_read\n"
+        "from jupyter_trainer.rankside.observe import gpu_read\n"
         "r = gpu_read.open_reader()\n"
         "rows = r.rows()\n"
         "print(json.dumps({'name': r.name, 'rows': rows, 'held': r.held({os.getpid()}),"

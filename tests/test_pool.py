@@ -25,7 +25,7 @@ from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import SpecError
 from jupyter_trainer.core.spec import CodeSpec, LaunchSpec, RunSpec
 from jupyter_trainer.rankside import hotstart as pool
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 from jupyter_trainer.rankside.hotstart import client
 
 ALL_REDUCE = """

@@ -11,7 +11,7 @@ import pytest
 from port_blocks import held_block
 from ray_cluster import BLOCK, node_argvs
 
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 
 
 def _node_ports(named: dict[str, int]) -> list[int]:

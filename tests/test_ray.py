@@ -22,7 +22,7 @@ from workloads import DDP_LINEAR, SLEEPER
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import TargetError
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 from jupyter_trainer.targets.registry import add_target
 
 

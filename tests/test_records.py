@@ -17,7 +17,7 @@ import pytest
 from jupyter_trainer.core.errors import StoreError
 from jupyter_trainer.core.records import SPEC_SCHEMA, STATE_SCHEMA
 from jupyter_trainer.frontends import cli
-from jupyter_trainer.rankside.home import HOME_ENV
+from jupyter_trainer.rankside.host.home import HOME_ENV
 from jupyter_trainer.store import Store
 
 RUN = "legacy-20261127-021815-b0ec92"

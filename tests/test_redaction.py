@@ -18,8 +18,8 @@ from jupyter_trainer.core import redact as core_redact
 from jupyter_trainer.core.redact import MASK, redact, redact_object, redact_text, secret_name
 from jupyter_trainer.core.urls import redact as redact_url
 from jupyter_trainer.core.workspace import settings as workspace_settings
-from jupyter_trainer.rankside import frame_locals
-from jupyter_trainer.rankside import redact as rank_redact
+from jupyter_trainer.rankside.debug import frame_locals
+from jupyter_trainer.rankside.redaction import redact as rank_redact
 
 SECRET = "S3cr3t-v4lue/with@odd+chars"
 TOKEN = "hf_" + "a1B2c3D4" * 5
@@ -225,7 +225,7 @@ def test_a_wide_shared_object_graph_is_looked_into_once_and_within_a_budget():
     them, so the rank records its failure at once instead of walking 2**40 paths."""
     import time
 
-    from jupyter_trainer.rankside import redact as rank_redact
+    from jupyter_trainer.rankside.redaction import redact as rank_redact
 
     class Node:
         def __init__(self, child):

@@ -25,7 +25,7 @@ from jupyter_trainer.api.stacks import run_stacks
 from jupyter_trainer.core.errors import RunFailed, SpecError
 from jupyter_trainer.frontends.views.feed import RunFeed
 from jupyter_trainer.frontends.views.feeder import ViewFeeder
-from jupyter_trainer.rankside import rank_files
+from jupyter_trainer.rankside.rank import rank_files
 from jupyter_trainer.targets.registry import add_target
 
 # Every step adds the world size to w; a checkpoint every 5 steps; rank 1 fails at step 12 of
@@ -305,7 +305,7 @@ jt.save_checkpoint(b"x" * (600 << 20), 2)
 def test_a_half_written_checkpoint_is_never_loaded(tmp_path):
     run_dir = tmp_path / "run"
     env = {**os.environ, "JT_RUN_DIR": str(run_dir), "RANK": "0", "WORLD_SIZE": "1"}
-    package = str(Path(rank_files.__file__).resolve().parents[1])
+    package = str(Path(rank_files.__file__).resolve().parents[3])
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER.format(package=package)],
         env=env,

@@ -24,7 +24,7 @@ from jupyter_trainer.core.spec import CodeSpec, LaunchSpec, RunSpec, WatchSpec
 from jupyter_trainer.frontends.views.feed import RunFeed
 from jupyter_trainer.frontends.views.health import STACK_CHARS
 from jupyter_trainer.frontends.views.text import TextMonitor
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 

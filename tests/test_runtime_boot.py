@@ -49,7 +49,7 @@ def test_boot_uses_shim_and_captures_output(run: Path) -> None:
     log = (run / "logs" / "rank-0.log").read_text()
     # The snapshot's own copy, not the installed package: jupyter_trainer.runtime there is
     # the rank side's runtime by its public name.
-    shim = run / "code" / "_jt" / "jupyter_trainer" / "rankside" / "runtime.py"
+    shim = run / "code" / "_jt" / "jupyter_trainer" / "rankside" / "rank" / "runtime.py"
     assert f"runtime from {shim}" in log
     assert f"argv ['--epochs', '2'] path0 {run / 'work' / 'node-0'}" in log
     assert not list((run / "code").rglob("__pycache__"))  # the shim compiled nothing there

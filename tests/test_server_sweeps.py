@@ -15,7 +15,7 @@ from tornado.httpclient import HTTPClientError
 
 import jupyter_trainer as jt
 from jupyter_trainer.frontends.views.sweep_text import sweep_json
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 from jupyter_trainer.store.owners import Identity
 from jupyter_trainer.store.sweeps import SweepStore
 

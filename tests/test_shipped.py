@@ -35,8 +35,10 @@ def rankside_files() -> list[str]:
 
 
 def test_the_rank_side_is_what_is_shipped():
-    """Every file of rankside/ leaves this machine one way or another, and only those do."""
-    assert rankside_files() == sorted(rankside.shipped())
+    """Every file of rankside/ leaves this machine one way or another, and only those do,
+    but for the programs' folder's ``__init__.py``, which only says what it holds."""
+    assert rankside_files() == sorted({*rankside.shipped(), *rankside.STAYS})
+    assert not set(rankside.STAYS) & set(rankside.shipped())
 
 
 @pytest.mark.parametrize("name", rankside_files())
@@ -212,8 +214,9 @@ def test_shipped_files_run_where_jupyter_trainer_is_not_installed(tmp_path):
     code = (
         "import sys\n"
         "from jupyter_trainer import runtime as jt\n"
-        "from jupyter_trainer.rankside import launcher_env, workdir, death_watch\n"
-        "assert jt.__name__ == 'jupyter_trainer.rankside.runtime', jt.__name__\n"
+        "from jupyter_trainer.rankside.rank import launcher_env, workdir\n"
+        "from jupyter_trainer.rankside.observe import death_watch\n"
+        "assert jt.__name__ == 'jupyter_trainer.rankside.rank.runtime', jt.__name__\n"
         "print(sorted(m for m in sys.modules if m.startswith('jupyter_trainer')))\n"
     )
     done = subprocess.run(
@@ -224,7 +227,7 @@ def test_shipped_files_run_where_jupyter_trainer_is_not_installed(tmp_path):
         text=True,
     )
     assert done.returncode == 0, done.stderr
-    assert "jupyter_trainer.rankside.runtime" in done.stdout
+    assert "jupyter_trainer.rankside.rank.runtime" in done.stdout
     agent = subprocess.run(
         [sys.executable, "-S", str(tmp_path / "jt-node.pyz"), "--help"],
         cwd=tmp_path,

@@ -14,7 +14,7 @@ from workloads import DIST_STEPS, SLEEPER
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed, SpecError, TargetError
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 from jupyter_trainer.rankside.hotstart.records import read_json
 from jupyter_trainer.targets.slurm.script import SlurmConfig
 

@@ -66,7 +66,7 @@ def test_stacks_are_plain_text_when_colour_is_forced(monkeypatch):
     import sys
     import time
 
-    from jupyter_trainer.rankside import procs
+    from jupyter_trainer.rankside.host import procs
 
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.setenv("CLICOLOR_FORCE", "1")

@@ -16,7 +16,7 @@ from ssh_hosts import _children
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import EnvError
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 from jupyter_trainer.store import HOME_ENV
 from jupyter_trainer.supervisor import starter
 

@@ -17,7 +17,7 @@ from workloads import PEAK
 import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import SpecError, TrainerError
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 
 # A known optimum at x=0.3, y=0.7 (objective 0 there, negative elsewhere).
 # Flat scores: a trial scores 1.0 everywhere in the good region (x > 0.3), -1.0 elsewhere.

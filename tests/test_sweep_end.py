@@ -16,7 +16,7 @@ from pathlib import Path
 from conftest import leftover, wait_for
 
 import jupyter_trainer as jt
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 from jupyter_trainer.store import TERMINAL
 
 # Each trial scores lower than every trial before it at the same step (the score is minus

@@ -11,7 +11,7 @@ from conftest import leftover, wait_for
 from kernel_client import Kernel, loaded_kernel
 
 import jupyter_trainer as jt
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 
 CELL = """%%train --launcher python --sweep x=uniform(-1,1) --sweep word=choice('a b','c;d') --trials {trials} --parallel 2 --metric score --seed 4 {extra}
 import time

@@ -12,7 +12,7 @@ from kernel_client import Kernel, kernel  # noqa: F401 (the fixture)
 
 import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 
 SWEEP_CELL = """%%train --no-wait --launcher python --name {name} --sweep lr=loguniform(1e-3,1e-1) --sweep hidden=choice(32,64,128) --trials {trials} --parallel 2 --metric val_acc
 import time

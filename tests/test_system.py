@@ -12,7 +12,7 @@ import pytest
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed, SpecError
-from jupyter_trainer.rankside import gpu_read
+from jupyter_trainer.rankside.observe import gpu_read
 
 GIB = 1 << 30
 

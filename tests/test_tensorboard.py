@@ -25,7 +25,7 @@ from tensorboard.plugins.hparams import metadata as hparams_metadata
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.mirrors.tensorboard.server import stop_shared
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 from jupyter_trainer.store import HOME_ENV
 
 KNOWN = """\

@@ -251,7 +251,7 @@ def test_an_ssh_nodes_ranks_get_the_secrets_in_an_owner_only_file(pair, home, tm
 def test_a_frameworks_config_becomes_tags_without_its_secrets(home):
     code = (  # the secrets are made when the code runs: the code itself does not hold them
         "from argparse import Namespace\n"
-        "from jupyter_trainer.rankside import autolog\n"
+        "from jupyter_trainer.rankside.frameworks import autolog\n"
         f"token = {TOKEN[:6]!r} + {TOKEN[6:]!r}\n"
         f"password = {DB_PASSWORD[:6]!r} + {DB_PASSWORD[6:]!r}\n"
         "autolog.tag_params('accelerate', {'hf_token': token, 'lr': 0.1})\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 
 from . import admission
 from .gc import GarbageCollector

@@ -15,7 +15,8 @@ import sys
 import time
 from typing import Any, NamedTuple
 
-from jupyter_trainer.rankside import atomic, event_lines
+from jupyter_trainer.rankside.host import atomic
+from jupyter_trainer.rankside.rank import event_lines
 
 MARK_S = 0.05  # at most this often, a rank notes how long its log is and when
 CHECKPOINT = re.compile(r"step-(\d+)\.(pt|pkl)")  # a temporary file starts with "."

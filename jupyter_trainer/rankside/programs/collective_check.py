@@ -293,7 +293,7 @@ def main(argv: list[str]) -> int:
     import torch
     import torch.distributed as dist
 
-    from jupyter_trainer.rankside import runtime as jt
+    from jupyter_trainer.rankside.rank import runtime as jt
 
     backend = os.environ.get("JT_BACKEND") or ("nccl" if torch.cuda.is_available() else "gloo")
     info = describe_rank(backend)

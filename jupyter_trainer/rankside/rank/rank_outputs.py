@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jupyter_trainer.rankside import runtime
+from jupyter_trainer.rankside.rank import runtime
 
 
 def save_checkpoint(obj: Any, step: int, *, keep: int = 3) -> str | None:
@@ -18,7 +18,7 @@ def save_checkpoint(obj: Any, step: int, *, keep: int = 3) -> str | None:
     (``step-N.pt``), otherwise pickled (``step-N.pkl``). All but the newest ``keep`` are
     removed. Returns the file's path on rank 0.
     """
-    import jupyter_trainer.rankside.rank_files as rank_files
+    import jupyter_trainer.rankside.rank.rank_files as rank_files
 
     step = rank_files.checkpoint_step(step, keep)
     if runtime.rank != 0:
@@ -34,7 +34,7 @@ def load_checkpoint(*, map_location: Any = "cpu") -> Any:
     it and broadcasts it, so every rank starts from the same step even where only rank 0's
     node has the file.
     """
-    import jupyter_trainer.rankside.rank_files as rank_files
+    import jupyter_trainer.rankside.rank.rank_files as rank_files
 
     return rank_files.read_latest_on_every_rank(
         str(runtime.checkpoint_dir), map_location, runtime.rank, runtime.world_size
@@ -46,7 +46,7 @@ def export_onnx(
 ) -> dict[str, Any] | None:
     """Write ``outputs_dir/NAME.onnx`` on rank 0 and check it against onnxruntime; returns its
     record (None on the other ranks). Options and tolerances: ``rank_onnx.export_onnx``."""
-    import jupyter_trainer.rankside.onnx_export as rank_onnx
+    import jupyter_trainer.rankside.frameworks.onnx_export as rank_onnx
 
     name = rank_onnx.check_name(name)
     if runtime.rank != 0:

@@ -84,7 +84,8 @@ def _debug(
     if record_path is None or isinstance(exc, KeyboardInterrupt) or exc.__traceback__ is None:
         return None
     try:
-        from jupyter_trainer.rankside import debugger, run_inputs
+        from jupyter_trainer.rankside.debug import debugger
+        from jupyter_trainer.rankside.rank import run_inputs
 
         limit = (run_inputs.from_spec(run_dir, "watch") or {}).get("debug")
     except (ImportError, RuntimeError):  # an older installed rank side, or no spec
@@ -107,7 +108,7 @@ def _cell_run() -> Any:
     """The rank side's runner of a cell's script by its parts, or None (an older installed
     rank side, which runs the script whole)."""
     try:
-        from jupyter_trainer.rankside import cell_run
+        from jupyter_trainer.rankside.rank import cell_run
     except ImportError:
         return None
     return cell_run
@@ -156,7 +157,7 @@ def _frames(exc: BaseException, entry: str, run_dir: str | None) -> list[dict[st
     """The failure's frames with their variables (``frame_locals``), a cell's lines as the
     editor numbers them."""
     try:
-        from jupyter_trainer.rankside import frame_locals
+        from jupyter_trainer.rankside.debug import frame_locals
     except ImportError:  # an older installed rank side
         return []
     cell = _cell_of(entry, run_dir)
@@ -191,9 +192,9 @@ def _cell_lines(text: str, entry: str, run_dir: str | None) -> str:
 
 
 def _gpu_oom(exc: BaseException) -> dict[str, Any]:
-    """What the rank's GPU held when PyTorch ran out of its memory (rankside/system.py)."""
+    """What the rank's GPU held when PyTorch ran out of its memory (rankside/observe/system.py)."""
     try:
-        from jupyter_trainer.rankside import system
+        from jupyter_trainer.rankside.observe import system
     except ImportError:  # an older installed rank side
         return {}
     return system.gpu_oom(exc)
@@ -264,14 +265,14 @@ def main(argv: list[str]) -> int:
     atexit.register(_leave_before_native_teardown)  # first registered, so it runs last
     _shim_last()
     sys.dont_write_bytecode = True  # no __pycache__ in the snapshot from the runtime's copy
-    from jupyter_trainer.rankside import death_watch as rank_death
-    from jupyter_trainer.rankside import runtime  # maps RANK/WORLD_SIZE/... into os.environ
+    from jupyter_trainer.rankside.observe import death_watch as rank_death
+    from jupyter_trainer.rankside.rank import runtime  # maps RANK/WORLD_SIZE/... into os.environ
 
     sys.dont_write_bytecode = bool(sys.flags.dont_write_bytecode)
 
     run_dir = os.environ.get("JT_RUN_DIR") or None
     try:  # the secret variables spec.json records redacted (absent from an older rank side)
-        from jupyter_trainer.rankside import run_secrets
+        from jupyter_trainer.rankside.rank import run_secrets
     except ImportError:
         pass
     else:
@@ -283,7 +284,7 @@ def main(argv: list[str]) -> int:
         os.makedirs(logs, exist_ok=True)
         os.makedirs(ranks, exist_ok=True)
         _redirect_output(os.path.join(logs, f"rank-{runtime.rank}.log"))
-        from jupyter_trainer.rankside import rank_files
+        from jupyter_trainer.rankside.rank import rank_files
 
         if hasattr(rank_files, "mark_output"):  # an older installed rank side has no log times
             rank_files.mark_output(os.path.join(logs, f"rank-{runtime.rank}.times"))
@@ -396,8 +397,8 @@ def main(argv: list[str]) -> int:
     if hasattr(runtime, "_start_heartbeat"):
         runtime._start_heartbeat()
 
-    from jupyter_trainer.rankside import launcher_env as rank_env
-    from jupyter_trainer.rankside import workdir as rank_workdir
+    from jupyter_trainer.rankside.rank import launcher_env as rank_env
+    from jupyter_trainer.rankside.rank import workdir as rank_workdir
 
     if os.environ.get("JT_BACKEND_OVERRIDE") == "1" and os.environ.get("JT_BACKEND"):
         rank_env.force_backend(os.environ["JT_BACKEND"])
@@ -407,7 +408,7 @@ def main(argv: list[str]) -> int:
     if hasattr(rank_env, "keep_rendezvous_stores"):  # absent from an older installed rank side
         rank_env.keep_rendezvous_stores()
     try:  # framework calls report to the run (absent from an older installed rank side)
-        from jupyter_trainer.rankside import autolog
+        from jupyter_trainer.rankside.frameworks import autolog
     except ImportError:
         pass
     else:
@@ -436,7 +437,7 @@ def main(argv: list[str]) -> int:
     jt_dir = os.path.join(code_root, "_jt")
     in_jt = os.path.commonpath([entry, jt_dir]) == jt_dir
     try:
-        from jupyter_trainer.rankside import script_args
+        from jupyter_trainer.rankside.rank import script_args
 
         sys.argv = [entry, *script_args.resolved(argv[1:], runtime)]
     except KeyError as exc:
@@ -449,7 +450,7 @@ def main(argv: list[str]) -> int:
     if os.path.isdir(v1):  # Azure ML SDK v1's script side, ahead of an installed azureml
         sys.path.insert(1, v1)
 
-    from jupyter_trainer.rankside import stderr_tail
+    from jupyter_trainer.rankside.rank import stderr_tail
 
     said = sys.stderr = stderr_tail.Tail(sys.stderr)
     cell_run = _cell_run()

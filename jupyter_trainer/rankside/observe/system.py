@@ -21,7 +21,7 @@ killed), so a run shorter than the interval has its figures too. The values:
 
 The rank's GPU is the one whose compute processes include its own; before it has one, the
 device its ``LOCAL_RANK`` picks among ``CUDA_VISIBLE_DEVICES``. GPU figures are read by
-rankside/gpu_read.py, through NVML (nvidia-ml-py) or ``nvidia-smi``, never through CUDA, so
+rankside/observe/gpu_read.py, through NVML (nvidia-ml-py) or ``nvidia-smi``, never through CUDA, so
 the sampler creates no CUDA context in the rank. CPU, memory, disk and network figures are
 read from ``/proc`` (Linux); elsewhere they are left out.
 
@@ -37,7 +37,7 @@ import shutil
 import threading
 from typing import Any
 
-from jupyter_trainer.rankside import gpu_read
+from jupyter_trainer.rankside.observe import gpu_read
 
 DEFAULT_INTERVAL = 5.0
 CPU_BASELINE = 1.0  # seconds from the first sample to the second, the first with a CPU figure
@@ -48,7 +48,7 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 def interval(run_dir: str | None) -> float:
     """Seconds between samples: the run's ``--system-interval`` (``watch.system_interval``
     of its spec.json); 0 when sampling is off or there is no run."""
-    import jupyter_trainer.rankside.run_inputs as run_inputs
+    import jupyter_trainer.rankside.rank.run_inputs as run_inputs
 
     try:
         watch = run_inputs.from_spec(run_dir, "watch") if run_dir else None

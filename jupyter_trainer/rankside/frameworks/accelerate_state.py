@@ -24,7 +24,8 @@ import functools
 import os
 from typing import Any
 
-from . import autolog, rank_files
+from ..rank import rank_files
+from . import autolog
 
 NEWEST = rank_files.ACCELERATE_NEWEST  # in checkpoints/
 
@@ -76,8 +77,8 @@ def _keep_project_dir(accelerator: Any) -> None:
 
 
 def _note_newest(folder: Any) -> None:
-    from . import runtime
-    from .atomic import write_atomic
+    from ..host.atomic import write_atomic
+    from ..rank import runtime
 
     try:
         home = str(runtime.checkpoint_dir)
@@ -91,6 +92,6 @@ def _note_newest(folder: Any) -> None:
 
 def newest_state() -> str | None:
     """The folder of the newest ``save_state`` of this run, if there is one."""
-    from . import runtime
+    from ..rank import runtime
 
     return rank_files.newest_accelerate_state(str(runtime.checkpoint_dir))

@@ -32,7 +32,8 @@ from collections.abc import Callable, Iterable
 from types import FrameType, TracebackType
 from typing import Any
 
-from jupyter_trainer.rankside import cell_run, death_watch
+from jupyter_trainer.rankside.observe import death_watch
+from jupyter_trainer.rankside.rank import cell_run
 
 ENDED_BY_TIME = "time limit"
 DEFAULT_LIMIT_S = 1800.0  # core.spec.DEFAULT_DEBUG_TIMEOUT
@@ -158,7 +159,7 @@ class _Session:
     def _on_terminate(hook: Any, add: bool = True) -> None:
         """Run ``hook`` first when the rank is ended by a signal (a cancel), since boot's own
         hook records the end and exits at once; or no longer (``add=False``)."""
-        from jupyter_trainer.rankside import runtime
+        from jupyter_trainer.rankside.rank import runtime
 
         hooks = getattr(runtime, "_terminate_hooks", None)
         if hooks is None:
@@ -272,7 +273,7 @@ def rank_breakpoint(rank: int | Iterable[int] | None = None, timeout: float | No
     None for every rank); the others go on. It waits ``timeout`` seconds for someone to
     attach (default: the run's ``--debug-timeout``, else 30 minutes), then goes on. Outside
     a run it is pdb's own ``set_trace``, in the terminal."""
-    from jupyter_trainer.rankside import run_inputs, runtime
+    from jupyter_trainer.rankside.rank import run_inputs, runtime
 
     picked = rank is None or (
         runtime.rank == rank if isinstance(rank, int) else runtime.rank in set(rank)

@@ -24,8 +24,8 @@ import importlib
 import os
 from typing import Any
 
+from ..redaction.redact import redact
 from . import autolog
-from .redact import redact
 
 _classes: dict[str, type] = {}
 DEFAULT_OUTPUT = "trainer_output"  # TrainingArguments' output_dir when none is given
@@ -176,7 +176,7 @@ def newest_checkpoint(output_dir: Any) -> str | None:
     ``resume``), or this start is a restart."""
     if not output_dir or not autolog.should_resume(str(output_dir)):
         return None
-    from . import rank_files
+    from ..rank import rank_files
 
     steps = []
     for _, path in rank_files.framework_checkpoints(str(output_dir)):

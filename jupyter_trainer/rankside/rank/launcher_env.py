@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .import_hooks import when_imported
+from ..frameworks.import_hooks import when_imported
 
 STORE_FD_ENV = "JT_STORE_LISTEN_FD"  # pool.child.STORE_FD_ENV
 LEAVE_WITHIN = 60.0  # how long rank 0 keeps the store for ranks that have not left yet

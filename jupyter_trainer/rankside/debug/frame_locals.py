@@ -18,7 +18,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .redact import MASK, redact_object, redact_text, secret_name
+from ..redaction.redact import MASK, redact_object, redact_text, secret_name
 
 VALUE_CHARS = 300  # at most this many characters of each value's repr
 MAX_FRAMES = 20  # the innermost frames are kept

@@ -30,9 +30,9 @@ import os
 import sys
 from typing import Any
 
-from . import runtime
+from ..rank import runtime
+from ..redaction.redact import redact_object, redact_text
 from .import_hooks import when_imported
-from .redact import redact_object, redact_text
 
 AUTOLOG_KEY = "autolog"  # watch.autolog of spec.json: false with --no-autolog
 FRAMEWORKS = (
@@ -50,7 +50,7 @@ def enabled(run_dir: str | None) -> bool:
     ``--no-autolog`` (``watch.autolog`` false in its spec.json), and never outside a run."""
     if not run_dir:
         return False
-    from . import run_inputs
+    from ..rank import run_inputs
 
     try:
         watch = run_inputs.from_spec(run_dir, "watch")

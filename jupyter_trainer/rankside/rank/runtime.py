@@ -27,10 +27,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jupyter_trainer.rankside import event_lines, launcher_env, system
+from jupyter_trainer.rankside.observe import system
+from jupyter_trainer.rankside.rank import event_lines, launcher_env
 
 if TYPE_CHECKING:
-    from jupyter_trainer.rankside import rank_files
+    from jupyter_trainer.rankside.rank import rank_files
 
 __all__ = [  # noqa: F822 (run_dir, params and the like resolve in __getattr__)
     "AccelerateTracker",
@@ -95,22 +96,22 @@ attempt: int = _env_int("JT_ATTEMPT", 0) + _env_int("TORCHELASTIC_RESTART_COUNT"
 
 
 def _read_spec(key: str) -> Any:
-    import jupyter_trainer.rankside.run_inputs as run_inputs
+    import jupyter_trainer.rankside.rank.run_inputs as run_inputs
 
     return run_inputs.from_spec(_run_dir, key)
 
 
-_ELSEWHERE = {  # "file:name" of this folder, imported on first use only
-    "save_checkpoint": "rank_outputs:save_checkpoint",
-    "load_checkpoint": "rank_outputs:load_checkpoint",
-    "export_onnx": "rank_outputs:export_onnx",
-    "load_carried": "run_inputs:load_carried",
-    "breakpoint": "debugger:rank_breakpoint",
+_ELSEWHERE = {  # "room.file:name" of the rank side, imported on first use only
+    "save_checkpoint": "rank.rank_outputs:save_checkpoint",
+    "load_checkpoint": "rank.rank_outputs:load_checkpoint",
+    "export_onnx": "rank.rank_outputs:export_onnx",
+    "load_carried": "rank.run_inputs:load_carried",
+    "breakpoint": "debug.debugger:rank_breakpoint",
 }
 _FRAMEWORK_CLASSES = {  # built from the framework, whose import is the caller's
-    "TransformersCallback": "hf_hooks:callback_class",
-    "AccelerateTracker": "hf_hooks:tracker_class",
-    "LightningLogger": "lightning_hooks:logger_class",
+    "TransformersCallback": "frameworks.hf_hooks:callback_class",
+    "AccelerateTracker": "frameworks.hf_hooks:tracker_class",
+    "LightningLogger": "frameworks.lightning_hooks:logger_class",
 }
 
 
@@ -120,7 +121,7 @@ def __getattr__(name: str) -> Any:
         found = _read_spec("params")
         value: Any = dict(found) if isinstance(found, dict) else {}
     elif name == "data":
-        import jupyter_trainer.rankside.data as rank_data
+        import jupyter_trainer.rankside.rank.data as rank_data
 
         value = rank_data.DataPaths(_read_spec("data") or [], rank_data.node_root(_run_dir))
     elif name in ("run_dir", "outputs_dir", "checkpoint_dir"):
@@ -276,7 +277,7 @@ _heart: rank_files.Heartbeat | None = None  # made at the first event written or
 def _heartbeat() -> rank_files.Heartbeat:
     global _heart
     if _heart is None:
-        import jupyter_trainer.rankside.rank_files as rank_files
+        import jupyter_trainer.rankside.rank.rank_files as rank_files
 
         path = os.path.join(_run_dir, "events", f"rank-{rank}.beat")  # type: ignore[arg-type]
         _heart = rank_files.Heartbeat(path, _pid, attempt)
@@ -290,7 +291,7 @@ def _beat() -> None:
 
 
 def _sample(last: bool = False) -> None:
-    """This rank's system figures when due (rankside/system.py), or with ``last`` as it
+    """This rank's system figures when due (rankside/observe/system.py), or with ``last`` as it
     exits, written apart from the event buffer: they are no sign of the training's progress."""
     if last:
         line = system.last_line(_pid, _time())

@@ -257,7 +257,7 @@ def become_subreaper() -> None:
 
 def reap_orphans(within: float) -> None:
     """Wait, for at most ``within`` seconds, for what is left below this process once the
-    launcher has ended: each rank's death watcher (rankside/death_watch.py) records there how
+    launcher has ended: each rank's death watcher (rankside/observe/death_watch.py) records there how
     its rank ended, and the container's end kills whatever is left in it, so a watcher slowed
     by a loaded node would otherwise die before it wrote that a rank exited with code 7."""
     deadline = time.monotonic() + within

@@ -135,7 +135,7 @@ def newest_checkpoint(root: Any) -> str | None:
     """The newest ``.ckpt`` under ``root`` when the trainer should resume from it."""
     if not root or not autolog.should_resume(str(root)):
         return None
-    from . import rank_files
+    from ..rank import rank_files
 
     found = [path for _, path in rank_files.framework_checkpoints(str(root))]
     return next((path for path in reversed(found) if path.endswith(".ckpt")), None)
@@ -147,7 +147,7 @@ def refuse_one_of_many(framework: Any, name: str) -> None:
     whole dataset as its own rank 0, and every series would look healthy. Failing here,
     before any step, with the arguments to set, costs the user less than a warning in a log
     nobody reads while the run trains twice."""
-    from . import runtime
+    from ..rank import runtime
 
     try:
         seen = int(getattr(framework, "world_size", 1))

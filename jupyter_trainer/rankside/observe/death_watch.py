@@ -1,6 +1,6 @@
 """How a rank's death is witnessed: the watcher forked beside each rank, and the evidence a
 failing rank takes of the failures around it. Part of the rank side: ``boot.py`` uses it,
-inside a run's snapshot (``code/_jt/jupyter_trainer/rankside/death_watch.py``) or installed. Standard
+inside a run's snapshot (``code/_jt/jupyter_trainer/rankside/observe/death_watch.py``) or installed. Standard
 library only.
 
 ``attribution`` (on the supervisor's side) reads what is recorded here: ``exited``, the
@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from jupyter_trainer.rankside import atomic
+from jupyter_trainer.rankside.host import atomic
 
 _PR_SET_PDEATHSIG = 1
 _DEATH_SIGNAL = signal.SIGUSR2

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from jupyter_trainer.rankside import atomic
+from jupyter_trainer.rankside.host import atomic
 
 EXTRA = "pip install jupyter_trainer[onnx]"
 RTOL = 1e-3
