@@ -76,7 +76,7 @@ def check(
         )
     folder = Path(tempfile.mkdtemp(prefix="jt-check-"))
     try:
-        script = folder / CHECK
+        script = folder / Path(CHECK).name  # collective_check.py, the run's script
         script.write_bytes(source(CHECK))
         given = {"target": target, "procs": procs, "launcher": launcher}
         run = submit(
