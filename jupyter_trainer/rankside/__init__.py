@@ -2,7 +2,8 @@
 
 A rank's node may have no jupyter_trainer installed, or another version, so everything this
 machine sends elsewhere is a file of this folder, read through ``source()``, and those files
-import only the standard library and each other (``tests/test_shipped.py`` checks both).
+import only the standard library and each other (``tests/rankside/test_shipped.py`` checks
+both).
 What is sent, and how:
 
 - ``SNAPSHOT``: the boot script and the runtime, copied into every run's snapshot
