@@ -4,12 +4,11 @@ what the run has cost and, while it runs, what it will have cost when its progre
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 
 import pytest
 from conftest import wait_for
+from support.jt_cli import cli
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import TargetError
@@ -66,12 +65,7 @@ def test_a_priced_run_says_what_it_cost_and_what_it_will(home):
     cost = run_cost(run.spec, state, time.time())
     assert cost["so_far"] == pytest.approx(3.6 * 2 * seconds / 3600)
     assert cost["projected"] is None  # it has ended
-    shown = subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    shown = cli("show", run.id, timeout=60)
     assert f"\n{cost_words(cost)}\n" in shown.stdout, shown.stdout
     assert cost_words(cost).startswith("cost $0.0") and "(2 GPUs at $3.60 an hour)" in cost_words(
         cost

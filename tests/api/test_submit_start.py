@@ -12,6 +12,7 @@ import sys
 
 import pytest
 from conftest import leftover, wait_for
+from support.jt_cli import CLI
 from support.ssh_hosts import _children
 
 from jupyter_trainer.api import runs as api
@@ -121,8 +122,7 @@ def test_the_command_line_keeps_no_supervisor_waiting(home, tmp_path):
         f"import os, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.05)\n"
     )
     cli = subprocess.Popen(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script)]
-        + ["--launcher", "python", "--wait"],
+        [*CLI, "submit", str(script)] + ["--launcher", "python", "--wait"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

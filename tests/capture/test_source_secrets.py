@@ -4,12 +4,12 @@ what it left out: in the snapshot's spec, the magic's output, the CLI and the ru
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import leftover
 from support.browser_page import browser  # noqa: F401 (the fixture)
+from support.jt_cli import CLI, cli
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.capture import resolve_cell, source_summary, write_cell_snapshot
@@ -129,10 +129,9 @@ def test_the_magic_says_what_it_took_and_left_out(ip, home, project, capsys):
 
 
 def test_the_cli_says_it_on_submit_and_show(home, project):
-    env_cli = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
     done = subprocess.run(
         [
-            *env_cli,
+            *CLI,
             "submit",
             str(project / "train.py"),
             "--launcher",
@@ -150,7 +149,7 @@ def test_the_cli_says_it_on_submit_and_show(home, project):
     line = source_summary(run.spec.code)
     assert line.startswith(f"--source {project.resolve()}: took {len(KEPT)} files")
     assert done.stderr.splitlines()[0] == line
-    shown = subprocess.run([*env_cli, "show", run.id], capture_output=True, text=True, timeout=60)
+    shown = cli("show", run.id, timeout=60)
     assert line in shown.stdout.splitlines()
     assert leftover(run.id) == []
 

@@ -4,11 +4,10 @@ unfinished run uses stays, the rest goes, and a removed one is built again when 
 from __future__ import annotations
 
 import fcntl
-import subprocess
-import sys
 from pathlib import Path
 
 from conftest import leftover, wait_for
+from support.jt_cli import cli
 
 from jupyter_trainer import environment
 from jupyter_trainer.api import runs as api
@@ -90,15 +89,14 @@ def test_prune_from_the_cli_and_the_magic(home, ip, capsys):
     stale = define_and_build(home, "delta", "inherit: true\npip: [six==1.16.0]")
     environment.define(EnvDefinition.from_yaml("delta", "inherit: true\npip: [idna]"), home=home)
 
-    cli = [sys.executable, "-m", "jupyter_trainer.frontends.cli", "env"]
-    out = subprocess.run([*cli, "prune", "--dry-run"], capture_output=True, text=True, timeout=60)
+    out = cli("env", "prune", "--dry-run", timeout=60)
     assert out.returncode == 0, out.stderr
     assert f"would remove {stale['env_id']} (" in out.stdout and Path(stale["path"]).is_dir()
     for bad, message in (
         (["show", "delta", "--dry-run"], "--dry-run goes with `env prune`"),
         (["prune", "delta"], "prune takes no NAME"),
     ):
-        out = subprocess.run([*cli, *bad], capture_output=True, text=True, timeout=60)
+        out = cli("env", *bad, timeout=60)
         assert out.returncode == 2 and message in out.stderr
     assert Path(stale["path"]).is_dir()
 

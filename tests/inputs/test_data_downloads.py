@@ -12,13 +12,13 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from conftest import wait_for
 from support.http_servers import Server, Site
+from support.jt_cli import CLI
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import SpecError
@@ -124,9 +124,7 @@ def test_a_killed_submit_leaves_no_partial_download(home, site, tmp_path):
         with open(err, "wb") as sink:
             proc = subprocess.Popen(
                 [
-                    sys.executable,
-                    "-m",
-                    "jupyter_trainer.frontends.cli",
+                    *CLI,
                     "submit",
                     str(script),
                     "--launcher",

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from support.http_servers import CountingHandler, http_folder  # noqa: F401 (http_folder: a fixture)
+from support.jt_cli import CLI
 from support.ssh_hosts import ALIASES
 
 from jupyter_trainer.api import runs as api
@@ -137,9 +138,7 @@ def test_an_unreadable_file_starts_nothing(home, tmp_path):
     done = subprocess.run(
         [
             *drop,
-            sys.executable,
-            "-m",
-            "jupyter_trainer.frontends.cli",
+            *CLI,
             "submit",
             str(script),
             "--launcher",

@@ -10,11 +10,11 @@ import json
 import socket
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from support.http_servers import Server, Site
+from support.jt_cli import CLI, cli
 from support.server_rest import jp_server_config  # noqa: F401 (the server's configuration)
 
 from jupyter_trainer.api import runs as api
@@ -117,12 +117,7 @@ async def test_url_credentials_are_used_and_kept_out_of_every_record(home, sites
     model = run.register_model("secret-model", "model.txt")
     assert [d["source"] for d in model.lineage["data"]] == [d.source for d in run.spec.data]
 
-    shown = subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    shown = cli("show", run.id, timeout=60)
     assert shown.returncode == 0 and "token=***&v=2" in shown.stdout, shown.stderr
     response = await jp_fetch("jupyter-trainer/api", "runs", run.id)
     body = response.body.decode()
@@ -190,9 +185,7 @@ def test_a_password_url_that_fails_says_why_without_the_password(home, sites, tm
     script.write_text("print(1)\n")
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "jupyter_trainer.frontends.cli",
+            *CLI,
             "submit",
             str(script),
             "--launcher",
@@ -271,10 +264,5 @@ def test_a_run_recorded_with_a_secret_in_its_spec_is_shown_redacted(home, tmp_pa
     recorded["data"][0]["source"] = "https://h.example/d.tar?token=OLD-S3CRET&v=1"
     spec_file.write_text(json.dumps(recorded))
     assert Store(home).read_spec(run.id).data[0].source == "https://h.example/d.tar?token=***&v=1"
-    shown = subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    shown = cli("show", run.id, timeout=60)
     assert "d.tar?token=***&v=1" in shown.stdout and "OLD-S3CRET" not in shown.stdout

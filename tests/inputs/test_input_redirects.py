@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 
 from support.http_servers import Server, Site
+from support.jt_cli import CLI
 
 from jupyter_trainer.store import Store
 
@@ -25,8 +25,7 @@ def test_a_redirect_to_ftp_is_refused_and_not_followed(home, tmp_path):
     try:
         url = server.url(f"/redirect?to=ftp://127.0.0.1:{port}/w.bin")
         done = subprocess.run(
-            [sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script)]
-            + ["--launcher", "python", "--data", f"w={url}"],
+            [*CLI, "submit", str(script)] + ["--launcher", "python", "--data", f"w={url}"],
             capture_output=True,
             text=True,
             timeout=120,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import leftover, wait_for
+from support import jt_cli
 from support.workloads import LONG_CELL, PER_RUN
 
 from jupyter_trainer.api import runs as api
@@ -350,12 +351,7 @@ def test_the_pools_command_lists_and_stops_pools_but_not_under_a_running_run(hom
     import subprocess
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "jupyter_trainer.frontends.cli", "pools", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return jt_cli.cli("pools", *args, timeout=60)
 
     assert cli().stdout.strip() == "no warm rank pool is running"
     run = api.submit(LONG_CELL, procs=2, name="pool-busy")

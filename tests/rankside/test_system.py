@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 
 import pytest
+from support.jt_cli import cli
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunFailed, SpecError
@@ -158,12 +158,7 @@ def test_each_rank_reports_its_own_gpu(home, fake_smi):
         "gpu_process_mem_bytes": 0,
     }
     # show: a row per rank, GPU columns included
-    shown = subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    shown = cli("show", run.id, timeout=120)
     assert shown.returncode == 0, shown.stderr
     table = shown.stdout[shown.stdout.index("rank  cpu mean / peak") :].splitlines()
     assert [cell.strip() for cell in table[0].split("  ") if cell.strip()][-4:] == [
@@ -183,12 +178,8 @@ def test_each_rank_reports_its_own_gpu(home, fake_smi):
 def test_the_cli_refuses_a_bad_system_interval(home, tmp_path):
     script = tmp_path / "train.py"
     script.write_text("pass\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script)]
-        + ["--launcher", "python", "--system-interval", "0.2"],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = cli(
+        "submit", str(script), "--launcher", "python", "--system-interval", "0.2", timeout=120
     )
     assert done.returncode != 0
     assert "--system-interval must be a number of seconds from 0.5 to 3600" in done.stderr

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 import tomllib
 from conftest import REPO
+from support.jt_cli import CLI
 
 from jupyter_trainer.environment.definition import EnvDefinition
 from jupyter_trainer.frontends.commands.options import cell_parser
@@ -124,7 +125,7 @@ def help_text(command: tuple[str, ...]) -> str:
 
         return _management_parser().format_help()
     if command[0] in ("%train", "jupyter-trainer"):
-        argv = [sys.executable, "-m", "jupyter_trainer.frontends.cli", *command[1:], "--help"]
+        argv = [*CLI, *command[1:], "--help"]
     else:
         argv = [sys.executable, command[-1], "--help"]
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=120)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-import sys
 import time
 
 import pytest
 from conftest import wait_for
+from support.jt_cli import cli
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import StoreError
@@ -43,15 +43,6 @@ def fill(path) -> None:
         assert exc.errno == errno.ENOSPC, exc
     finally:
         os.close(fd)
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_runs_and_doctor_on_a_full_disk(tiny_home):

@@ -19,6 +19,7 @@ import time
 
 import pytest
 from conftest import leftover, leftover_pids, wait_for
+from support.jt_cli import cli
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.rankside.host import procs
@@ -372,12 +373,7 @@ def test_a_full_disk_fails_the_run_as_disk_full_and_ends_its_ranks(small_home, w
         what="the supervisor to exit",
     )
     nothing_left(run)
-    shown = subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    shown = cli("show", run.id, timeout=60)
     assert shown.returncode == 0 and "disk full" in shown.stdout, (shown.stdout, shown.stderr)
     assert index_row(small_home, run.id)["status"] == "failed"
     assert not list(run.path.glob(".state-spare-*"))  # the reserve is given back

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import launched_by, leftover, wait_for
+from support.jt_cli import CLI, cli
 
 from jupyter_trainer.api import runs as api
 from jupyter_trainer.core.errors import RunCanceled
@@ -250,7 +251,6 @@ def test_a_running_run_whose_state_is_gone_is_named_and_still_canceled(home, how
 
     from jupyter_trainer.core.errors import TrainerError
 
-    cli = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
     run = api.submit(LONG_CELL, procs=2, name="no-state")
     wait_until_all_ranks_log(run)
     paths = run.store.paths(run.id)
@@ -259,20 +259,20 @@ def test_a_running_run_whose_state_is_gone_is_named_and_still_canceled(home, how
     canceled: dict[str, object] = {}
     try:
         paths.state.unlink()
-        shown = subprocess.run([*cli, "show", run.id], capture_output=True, text=True)
+        shown = cli("show", run.id)
         assert shown.returncode == 2 and shown.stderr.count("\n") == 1, shown.stderr
         assert f"state {paths.state} is missing" in shown.stderr
         assert "`jupyter-trainer doctor --fix`" in shown.stderr
         assert "Traceback" not in shown.stderr
         with pytest.raises(TrainerError, match="doctor --fix"):
             run.status
-        listed = subprocess.run([*cli, "runs"], capture_output=True, text=True)
+        listed = cli("runs")
         assert listed.returncode == 0 and f"state {paths.state} is missing" in listed.stdout
-        logs = subprocess.run([*cli, "logs", run.id], capture_output=True, text=True)
+        logs = cli("logs", run.id)
         assert logs.returncode == 0 and logs.stderr == ""
         if how == "cli":
             canceling = subprocess.Popen(
-                [*cli, "cancel", run.id], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                [*CLI, "cancel", run.id], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
             )
         else:
             canceling = threading.Thread(
@@ -296,20 +296,13 @@ def test_a_cancel_its_supervisor_does_not_answer_says_so_and_is_kept(home):
     """A supervisor that does not act on a cancel within its timeout (stopped here, hung or
     slow on a loaded node) leaves the run running: cancel says so in one line, with no
     traceback, and the request stays, so the run ends once the supervisor looks again."""
-    import subprocess
 
     run = api.submit(LONG_CELL, procs=1, name="unanswered")
     wait_until_all_ranks_log(run, ranks=1)
     supervisor = run.state["supervisor"]["pid"]
     os.kill(supervisor, signal.SIGSTOP)
     try:
-        canceled = subprocess.run(
-            [sys.executable, "-m", "jupyter_trainer.frontends.cli", "cancel", run.id]
-            + ["--timeout", "3"],
-            capture_output=True,
-            text=True,
-            timeout=90,
-        )
+        canceled = cli("cancel", run.id, "--timeout", "3", timeout=90)
     finally:
         os.kill(supervisor, signal.SIGCONT)
     assert canceled.returncode == 1 and "Traceback" not in canceled.stderr, canceled.stderr

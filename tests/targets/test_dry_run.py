@@ -9,12 +9,12 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import HOSTILE as TARGET_VALUE  # the rc target's JT_TEST_VAR
 from conftest import REPO
+from support.jt_cli import CLI
 from support.slurm_cluster import login  # noqa: F401 (fixture)
 from support.ssh_hosts import ALIASES
 
@@ -151,9 +151,7 @@ def test_cli_prints_only_the_command_on_stdout(home, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "jupyter_trainer.frontends.cli",
+            *CLI,
             "submit",
             str(script),
             "--procs",
@@ -187,7 +185,7 @@ def test_cli_bad_input_fails_as_a_real_submit_does(home, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     outs = [
         subprocess.run(
-            [sys.executable, "-m", "jupyter_trainer.frontends.cli", "submit", str(script), *extra],
+            [*CLI, "submit", str(script), *extra],
             env=env,
             capture_output=True,
             text=True,

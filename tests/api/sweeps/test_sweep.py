@@ -6,12 +6,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from conftest import leftover, wait_for
+from support.jt_cli import CLI
 from support.workloads import PEAK
 
 import jupyter_trainer as jt
@@ -302,13 +302,11 @@ def test_a_cell_must_read_the_swept_names(home):
 
 
 def test_cli_sweep_show_json_and_list(home, tmp_path):
-    cli = [sys.executable, "-m", "jupyter_trainer.frontends.cli"]
-    env = {**os.environ}
     space_file = tmp_path / "space.yaml"
     space_file.write_text("x: choice(0.1, 0.3, 0.5)\ny: uniform(0.6, 0.8)\n")
     done = subprocess.run(
         [
-            *cli,
+            *CLI,
             "sweep",
             str(script(tmp_path, PEAK)),
             "--launcher",
@@ -327,7 +325,6 @@ def test_cli_sweep_show_json_and_list(home, tmp_path):
         ],
         capture_output=True,
         text=True,
-        env=env,
         timeout=180,
     )
     assert done.returncode == 0, done.stderr
@@ -335,10 +332,9 @@ def test_cli_sweep_show_json_and_list(home, tmp_path):
     assert f"sweep {sweep_id}: completed, 3 of 3 trials" in done.stderr
     shown = json.loads(
         subprocess.run(
-            [*cli, "sweep", "show", sweep_id, "--json"],
+            [*CLI, "sweep", "show", sweep_id, "--json"],
             capture_output=True,
             text=True,
-            env=env,
             check=True,
         ).stdout
     )
@@ -349,17 +345,14 @@ def test_cli_sweep_show_json_and_list(home, tmp_path):
         run = api.get_run(trial["run"])
         events = [e for e in run.store.iter_events(run.id, 0) if e.get("kind") == "metric"]
         assert trial["objective"] == events[-1]["values"]["score"]
-    listed = subprocess.run(
-        [*cli, "sweeps"], capture_output=True, text=True, env=env, check=True
-    ).stdout
+    listed = subprocess.run([*CLI, "sweeps"], capture_output=True, text=True, check=True).stdout
     assert sweep_id in listed and "completed" in listed and "3/3" in listed
-    bad = subprocess.run([*cli, "sweep", "show", "../etc"], capture_output=True, text=True, env=env)
+    bad = subprocess.run([*CLI, "sweep", "show", "../etc"], capture_output=True, text=True)
     assert bad.returncode == 2 and "invalid" in bad.stderr
     lone = subprocess.run(
-        [*cli, "submit", str(tmp_path / "train.py"), "--trials", "3"],
+        [*CLI, "submit", str(tmp_path / "train.py"), "--trials", "3"],
         capture_output=True,
         text=True,
-        env=env,
     )
     assert lone.returncode == 2 and "unrecognized" in lone.stderr
     assert len(api.runs()) == 3
@@ -420,9 +413,7 @@ def test_cli_refuses_a_bad_seed_or_parallel_in_one_line_and_starts_nothing(
 ):
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "jupyter_trainer.frontends.cli",
+            *CLI,
             "sweep",
             str(script(tmp_path, PEAK)),
             "--launcher",
@@ -464,7 +455,7 @@ def test_sweep_show_escapes_swept_values_that_are_not_printable(home, tmp_path):
     sweep.wait(timeout=120)
     assert sorted(r.spec.params["word"] for r in sweep.trials()) == ["\x1b[2Jclear", "a\nb"]
     shown = subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "sweep", "show", sweep.id],
+        [*CLI, "sweep", "show", sweep.id],
         capture_output=True,
         text=True,
         timeout=60,

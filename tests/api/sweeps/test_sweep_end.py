@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from conftest import leftover, wait_for
+from support.jt_cli import cli
 
 import jupyter_trainer as jt
 from jupyter_trainer.rankside.host import procs
@@ -180,12 +179,7 @@ def test_a_sweep_whose_stored_seed_breaks_the_sampler_says_so_on_resume(home, tm
     )
     assert sweep.status == "interrupted"
     began = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "sweep", "resume", sweep.id],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = cli("sweep", "resume", sweep.id, timeout=120)
     assert time.monotonic() - began < 20
     assert done.returncode == 2, done
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import pytest
+from support.jt_cli import CLI
 
 
 def test_a_fifo_as_the_sweep_file_is_refused_at_once(home, tmp_path):
@@ -16,7 +16,7 @@ def test_a_fifo_as_the_sweep_file_is_refused_at_once(home, tmp_path):
     (tmp_path / "train.py").write_text(
         "from jupyter_trainer import runtime as jt\njt.log(step=0, score=1.0)\n"
     )
-    argv = [sys.executable, "-m", "jupyter_trainer.frontends.cli", "sweep", "start"]
+    argv = [*CLI, "sweep", "start"]
     argv += [str(tmp_path / "train.py"), "--sweep-file", str(fifo), "--metric", "score"]
     try:
         done = subprocess.run(

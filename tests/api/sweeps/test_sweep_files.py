@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import resource
 import subprocess
-import sys
 import time
 
 import pytest
+from support.jt_cli import CLI
 
 from jupyter_trainer.api.sweeps.space import (
     Dimension,
@@ -85,9 +85,7 @@ def test_a_billion_laughs_sweep_file_is_refused_at_once_in_little_memory(home, t
     try:  # in 512 MiB of address space, within 30 s
         done = subprocess.run(
             [
-                sys.executable,
-                "-m",
-                "jupyter_trainer.frontends.cli",
+                *CLI,
                 "sweep",
                 str(tmp_path / "train.py"),
                 "--sweep-file",

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
+from support.jt_cli import cli
 
 GOOD = "from azureml.core import Workspace\nws = Workspace.from_config()\n"
 BAD = {
@@ -24,13 +24,7 @@ BAD = {
 
 
 def check(path, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "azureml", "check", str(path)]
-        + list(extra),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return cli("azureml", "check", str(path), *extra, timeout=timeout)
 
 
 @pytest.fixture

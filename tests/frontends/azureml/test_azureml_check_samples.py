@@ -7,8 +7,8 @@ names cells as the notebook numbers them."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+
+from support.jt_cli import cli
 
 from jupyter_trainer.azureml.check import DIFFERS, FALLBACK, REFUSED, check_path
 
@@ -69,12 +69,7 @@ def test_a_samples_writefile_cells_and_provisioning_fallback_keep_the_check_gree
     for found in fallback:
         assert (found.verdict, found.path.endswith("(cell 6)")) == (DIFFERS, True), found
         assert found.note.startswith(FALLBACK) and "reached, it is refused" in found.note
-    done = subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "azureml", "check", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = cli("azureml", "check", str(path), timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

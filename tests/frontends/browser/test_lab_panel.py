@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 
 from conftest import REPO, leftover, wait_for
 from support.browser_page import TIMEOUT_MS, browser  # noqa: F401 (the fixture)
 from support.browser_views import LIVE_CELL, LIVE_PARAMS, check_live_view, open_panel
+from support.jt_cli import CLI
 from support.workloads import INTERLEAVED
 
 from jupyter_trainer.api import runs as api
@@ -38,9 +38,7 @@ def submit_cli(tmp_path, name: str, *extra: str) -> str:
     params = [a for k, v in LIVE_PARAMS.items() for a in ("--param", f"{k}={v}")]
     out = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "jupyter_trainer.frontends.cli",
+            *CLI,
             "submit",
             str(script),
             "--procs",

@@ -4,7 +4,8 @@ a colleague's run cannot clear your screen, set your terminal's title or forge l
 from __future__ import annotations
 
 import subprocess
-import sys
+
+from support import jt_cli
 
 from jupyter_trainer.api import runs as api
 
@@ -24,12 +25,7 @@ jt.log(**{"\x1b]0;title\x07loss\nforged": 0.5, "acc": 1.0})
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = jt_cli.cli(*args, timeout=120)
     assert done.returncode == 0, (args, done.stdout, done.stderr)
     return done
 

@@ -9,12 +9,11 @@ import hashlib
 import json
 import shutil
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import wait_for
+from support.jt_cli import cli
 from support.slurm_cluster import target
 from support.workspace_team import PYTHON, state_at_end
 
@@ -53,15 +52,6 @@ def files_holding(root: Path, *needles: str) -> list[str]:
         str(p.relative_to(root))
         for p in root.rglob("*")
         if p.is_file() and not p.is_symlink() and any(n.encode() in p.read_bytes() for n in needles)
-    )
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, wait_for
+from support.jt_cli import CLI
 from support.kube_fake.fixtures import kube_cluster  # noqa: F401 (a fixture)
 from support.kube_fake.testing import kube_target, run_objects
 from support.workloads import FAIL_RANK_3, GLOO_SLEEPER, RESUMABLE
@@ -220,9 +221,7 @@ def test_dry_run_prints_the_objects_a_run_then_creates(home, kube_cluster, api_n
     script.write_text(GLOO_SLEEPER)
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "jupyter_trainer.frontends.cli",
+            *CLI,
             "submit",
             str(script),
             "--target",
@@ -317,9 +316,7 @@ def test_dry_run_with_api_auto_and_no_cluster_shows_both_apis(home, tmp_path, wh
         )
         done = subprocess.run(
             [
-                sys.executable,
-                "-m",
-                "jupyter_trainer.frontends.cli",
+                *CLI,
                 "submit",
                 str(script),
                 "--target",

@@ -9,6 +9,7 @@ import time
 
 import pytest
 from conftest import check_shared_modes, leftover, wait_for
+from support.jt_cli import cli
 from support.workloads import DIST_STEPS, SLEEPER
 
 from jupyter_trainer.api import runs as api
@@ -82,12 +83,7 @@ def test_cancel_while_pending_shows_the_reason(cluster, home):
         r"\(in \d+:\d\d\); 1st of 1 pending in partition debug",
         line,
     ), line
-    shown = subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    shown = cli("show", run.id, timeout=60)
     assert re.search(
         r"\n" + re.escape(f"job {job} waiting: ") + r".*; 1st of 1 pending", shown.stdout
     ), shown.stdout
@@ -180,13 +176,8 @@ def test_reattach_after_the_submitter_is_gone(cluster, home, tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
     run = api.get_run(out.stdout.strip())
     wait_for(lambda: run.state.get("launcher", {}).get("job_id"), what="the job id")
-    shown = subprocess.run(
-        [sys.executable, "-m", "jupyter_trainer.frontends.cli", "show", run.id, "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert '"job_id"' in shown.stdout
+    shown = cli("show", run.id, "--json")
+    assert shown.returncode == 0 and '"job_id"' in shown.stdout, shown.stderr
     run.wait(timeout=120)
     assert [s for s, _ in run.metrics()["x"]] == list(range(20))
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import leftover, wait_for
+from support import jt_cli
 from support.workloads import DIST_STEPS, SLEEPER
 
 from jupyter_trainer.api import runs as api
@@ -184,12 +184,7 @@ def test_killed_keeper_ends_its_pools_and_the_allocation(held, home):
 
 def test_the_pools_command_lists_and_releases_the_allocation(held, home):
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "jupyter_trainer.frontends.cli", "pools", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return jt_cli.cli("pools", *args, timeout=60)
 
     run = api.submit(SLEEPER, procs=2, target="cluster", name="hot-busy")
     _until_training(run, held)
