@@ -73,7 +73,7 @@ def test_boot_prefers_installed_runtime(run: Path) -> None:
     proc = boot(run, "_jt/cell.py", site=True, PYTHONPATH=str(REPO))
     assert proc.returncode == 0
     assert (
-        f"runtime from {PKG / 'rankside' / 'runtime.py'}"
+        f"runtime from {PKG / 'rankside' / 'rank' / 'runtime.py'}"
         in (run / "logs" / "rank-0.log").read_text()
     )
 
