@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/browser_huge_run.py [--repeats N] [--points N] [--log-mb N] [--json PATH]
 
-A real ``jupyter lab`` and headless Chromium (as in ``tests/test_browser.py``). Each round
+A real ``jupyter lab`` and headless Chromium (as in ``tests/frontends/browser/test_browser.py``). Each round
 opens a notebook with ``%train attach RUN`` for two finished 2-rank runs, in a fresh random
 order: the huge one (``--points`` per metric and rank, ``--log-mb`` MB of logs) and the
 anchor, a small run of 1,000 points and 2 MB of logs. A ``PerformanceObserver`` collects the
@@ -46,7 +46,7 @@ COMPLETE = """n => {
 
 
 def measure(page, lab, run_id: str, points: int, name: str) -> dict:
-    from browser_page import TIMEOUT_MS
+    from support.browser_page import TIMEOUT_MS
 
     lab.write_notebook(name, ["%load_ext jupyter_trainer", f"%train attach {run_id}"])
     page.open(name)
@@ -77,8 +77,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
-    from browser_page import open_browser
-    from huge_run import huge_run
+    from support.browser_page import open_browser
+    from support.huge_run import huge_run
 
     from jupyter_trainer.store import HOME_ENV
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/data_staging.py [--gib 1] [--repeats 3] [--json PATH]
 
-Two real sshd on 127.0.0.2 and 127.0.0.3 (tests/ssh_hosts.py), reached through an ssh
+Two real sshd on 127.0.0.2 and 127.0.0.3 (tests/support/ssh_hosts.py), reached through an ssh
 config with aliases in a temporary HOME, each node with its own workdir. The folder is
 ``--gib`` GiB of random data in 16 files. Each round, interleaved:
 
@@ -61,7 +61,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    from ssh_hosts import start_hosts
+    from support.ssh_hosts import start_hosts
 
     root = Path(tempfile.mkdtemp(prefix="jt-bench-data-"))
     hosts = start_hosts(root / "hosts")

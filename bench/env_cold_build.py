@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 
 from jupyter_trainer import environment  # noqa: E402
 from jupyter_trainer.environment import lock  # noqa: E402
-from jupyter_trainer.rankside import env_build as builder  # noqa: E402
+from jupyter_trainer.rankside.programs import env_build as builder  # noqa: E402
 
 TARGET_RATIO = 1.10
 DEFAULT_PIP = ["scikit-learn==1.7.*", "rich"]

@@ -93,7 +93,7 @@ def main() -> int:
             "import time; t = time.perf_counter()\n"
             "from jupyter_trainer import environment\n"
             "from jupyter_trainer.environment.stages import build_locked\n"
-            "from jupyter_trainer.rankside.home import default_home\n"
+            "from jupyter_trainer.rankside.host.home import default_home\n"
             "info = build_locked(environment.resolve('bench'), default_home())\n"
             "print(time.perf_counter() - t)"
         )

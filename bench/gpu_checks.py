@@ -318,7 +318,7 @@ def sample_now(sampler: Any) -> None:
 
 
 def check_sampler() -> dict[str, Any]:
-    from jupyter_trainer.rankside import gpu_read, system
+    from jupyter_trainer.rankside.observe import gpu_read, system
 
     found: dict[str, Any] = {}
     nvml = gpu_read.open_reader()

@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import jupyter_trainer as jt  # noqa: E402
-from jupyter_trainer.rankside import procs  # noqa: E402
+from jupyter_trainer.rankside.host import procs  # noqa: E402
 
 TARGET_RATIO = 1.10
 HOT_TARGET_RATIO = 0.30  # issue: a --hot run (warm pool) against bare torchrun

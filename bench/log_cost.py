@@ -79,7 +79,7 @@ def make_cases(tmp: Path, calls: int) -> dict[str, Callable[[float], int]]:
 
         return case
 
-    from jupyter_trainer.rankside import system
+    from jupyter_trainer.rankside.observe import system
 
     system._sampler = sampler = system.Sampler(os.getpid(), 0, SAMPLE_EVERY)
 
@@ -146,7 +146,7 @@ def heartbeat_cost(writes: int) -> float:
 def sampler_cost(samples: int) -> float:
     """Median ns of one system sample of this process (what the flusher thread does every
     ``--system-interval`` seconds), with whatever GPU reader this machine has."""
-    from jupyter_trainer.rankside import system
+    from jupyter_trainer.rankside.observe import system
 
     sampler = system.Sampler(os.getpid(), 0, 5.0)
     times = []

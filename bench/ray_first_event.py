@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/ray_first_event.py [--pairs N] [--interval S] [--json PATH]
 
-Starts its own two-node Ray cluster on this machine (tests/ray_cluster.py: every listener on
+Starts its own two-node Ray cluster on this machine (tests/support/ray_cluster.py: every listener on
 127.0.0.1, its own ports and temp folder, stopped by process group at the end) and times,
 interleaved after one untimed warm-up of each, the same tiny Gloo job of world size 2:
 
@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # drivers stay on loopback, as the cluster
 
-from ray_cluster import start_cluster  # noqa: E402
+from support.ray_cluster import start_cluster  # noqa: E402
 
 import jupyter_trainer as jt  # noqa: E402
 from jupyter_trainer.store import Store  # noqa: E402

@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from launch_overhead import RANK_ENV, describe, loadavg, wait_process_gone
 
 import jupyter_trainer as jt
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 from jupyter_trainer.store import TERMINAL
 from jupyter_trainer.supervisor import starter
 

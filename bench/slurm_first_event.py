@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/slurm_first_event.py [--pairs N] [--interval S] [--json PATH]
 
-Starts its own single-host Slurm (slurmctld + slurmd, auth none; tests/slurm_cluster.py)
+Starts its own single-host Slurm (slurmctld + slurmd, auth none; tests/support/slurm_cluster.py)
 on ports of its own (``--port-base``, four ports), so it can run beside the test suite, and
 times, interleaved after one untimed warm-up of each, a job that starts at once:
 
@@ -49,10 +49,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from slurm_cluster import start_cluster  # noqa: E402
+from support.slurm_cluster import start_cluster  # noqa: E402
 
 import jupyter_trainer as jt  # noqa: E402
-from jupyter_trainer.rankside import procs  # noqa: E402
+from jupyter_trainer.rankside.host import procs  # noqa: E402
 from jupyter_trainer.store import Store  # noqa: E402
 from jupyter_trainer.supervisor import starter  # noqa: E402
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/slurm_hot.py [--pairs N] [--json PATH]
 
-Starts its own single-host Slurm (tests/slurm_cluster.py, on ``--port-base``) and a target
+Starts its own single-host Slurm (tests/support/slurm_cluster.py, on ``--port-base``) and a target
 with ``hold = 600``, then times, interleaved after one untimed warm-up of each, a 2-rank
 Gloo ``all_reduce`` run (torchrun) from ``jt.submit`` to ``wait()`` returning:
 
@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from launch_overhead import TINY, loadavg  # noqa: E402
-from slurm_cluster import start_cluster  # noqa: E402
+from support.slurm_cluster import start_cluster  # noqa: E402
 
 import jupyter_trainer as jt  # noqa: E402
 

@@ -3,7 +3,7 @@ started over plain ssh by hand.
 
     .venv/bin/python bench/ssh_dispatch.py [--repeats N] [--json PATH]
 
-Two real sshd on 127.0.0.2 and 127.0.0.3 (tests/ssh_hosts.py), reached through an ssh
+Two real sshd on 127.0.0.2 and 127.0.0.3 (tests/support/ssh_hosts.py), reached through an ssh
 config with aliases in a temporary HOME; both sides run the same 2 x 2-rank Gloo
 all_reduce, interleaved (jt, hand, jt, hand, ...) after one untimed warm-up of each:
 
@@ -92,7 +92,7 @@ def jt_run(jt, index: int) -> float:
 
 
 def hand_run(config: Path, snapshot: str, python: str, index: int) -> float:
-    from jupyter_trainer.rankside import procs
+    from jupyter_trainer.rankside.host import procs
 
     port = procs.free_port("127.0.0.2")
     cmds = []
@@ -135,7 +135,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    from ssh_hosts import start_hosts
+    from support.ssh_hosts import start_hosts
 
     root = Path(tempfile.mkdtemp(prefix="jt-bench-ssh-"))
     hosts = start_hosts(root / "hosts")

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from launch_overhead import describe, loadavg
 
 import jupyter_trainer as jt
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 
 TARGET_OVERHEAD_RATIO = 1.05
 TARGET_PRUNE_S = 2.0

@@ -3,7 +3,7 @@
     .venv/bin/python bench/workspace_index.py [--runs 200] [--rounds 3] [--writers 8] [--json PATH]
 
 Needs root, PostgreSQL (``apt-get install postgresql``) and psycopg, as the tests do. It
-starts a real PostgreSQL server on loopback (``tests/pg_server.py``) with its default
+starts a real PostgreSQL server on loopback (``tests/support/pg_server.py``) with its default
 durability (fsync on, commits wait for the disk), and in each round, in a fresh random
 order of the two back ends, a fresh store for each:
 
@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from pg_server import PgServer, available  # noqa: E402
+from support.pg_server import PgServer, available  # noqa: E402
 
 from jupyter_trainer.core.spec import CodeSpec, RunSpec  # noqa: E402
 from jupyter_trainer.store import Store  # noqa: E402

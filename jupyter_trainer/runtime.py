@@ -2,6 +2,6 @@
 
 import sys
 
-from .rankside import runtime as _runtime
+from .rankside.rank import runtime as _runtime
 
 sys.modules[__name__] = _runtime

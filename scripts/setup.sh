@@ -109,7 +109,7 @@ fi
 if [ "$MODE" = quickstart ]; then
     :
 elif [ "${JT_SKIP_HOROVOD:-0}" = 1 ]; then
-    log "skipping Horovod (JT_SKIP_HOROVOD=1): --launcher horovod and tests/test_horovod.py will fail"
+    log "skipping Horovod (JT_SKIP_HOROVOD=1): --launcher horovod and tests/launchers/test_horovod.py will fail"
 else
     "$ROOT/scripts/build_horovod.sh" "$VENV"
 fi
@@ -119,7 +119,7 @@ fi
 OTHER_TORCH=${JT_OTHER_TORCH:-2.14.1}
 other="$CACHE/other-torch-$OTHER_TORCH"
 if [ "$MODE" = tests ] && [ ! -f "$other/.jt-ready" ]; then
-    log "torch==$OTHER_TORCH in a venv of its own at $other (for tests/test_check_netns.py)"
+    log "torch==$OTHER_TORCH in a venv of its own at $other (for tests/targets/ssh/test_check_netns.py)"
     mkdir -p "$CACHE"
     partial=$(mktemp -d "$other.partial.XXXXXX")  # moved into place whole (only its python is used)
     chmod 755 "$partial"

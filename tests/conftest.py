@@ -14,14 +14,14 @@ import pytest
 
 from jupyter_trainer.core.errors import TrainerError
 from jupyter_trainer.rankside import hotstart as pool
-from jupyter_trainer.rankside import procs
+from jupyter_trainer.rankside.host import procs
 from jupyter_trainer.store import HOME_ENV, Store
 from jupyter_trainer.store.records import read_supervisor
 from jupyter_trainer.supervisor import starter
 
 # The ssh hosts' fixtures, one set for the whole session: a session fixture that test modules
 # import is made once for each of them instead.
-pytest_plugins = ["ssh_hosts"]
+pytest_plugins = ["support.ssh_hosts"]
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -201,8 +201,8 @@ def live_state(run, ranks: int, timeout: float) -> dict:
 @pytest.fixture(scope="session")
 def pg_server(worker_id):
     """A PostgreSQL server per xdist worker, for the whole session (``pg_server.py``)."""
-    from pg_server import PgServer, available
-    from slurm_cluster import worker_index
+    from support.pg_server import PgServer, available
+    from support.slurm_cluster import worker_index
 
     problem = available()
     if problem:
@@ -222,7 +222,7 @@ def pg_url(pg_server) -> str:
 def team(pg_url):
     """Three members and an admin sharing a workspace on PostgreSQL, as real Unix users
     (``workspace_team.py``); the users, groups and their processes are removed after."""
-    from workspace_team import make_team
+    from support.workspace_team import make_team
 
     yield from make_team(pg_url)
 
@@ -231,7 +231,7 @@ def team(pg_url):
 def bare_team(pg_url):
     """A ``team`` whose administrator has not yet run the set-up's last step (``doctor
     --fix``, which makes the top folders)."""
-    from workspace_team import make_team
+    from support.workspace_team import make_team
 
     yield from make_team(pg_url, set_up=False)
 
@@ -247,7 +247,7 @@ def index_home(request, home, monkeypatch) -> Path:
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory, worker_id):
     """A single-host Slurm (slurmctld + slurmd) per xdist worker, for the whole session."""
-    from slurm_cluster import start_cluster, worker_index
+    from support.slurm_cluster import start_cluster, worker_index
 
     cluster = start_cluster(tmp_path_factory.mktemp("slurm"), worker_index(worker_id))
     yield cluster
@@ -265,7 +265,7 @@ def pytest_collection_modifyitems(config, items):
     timeout, unless it names its own. They are one ``xdist_group``: under ``--dist
     loadgroup`` (``scripts/test.sh``) one worker runs them all, one after another, on one
     cluster, which it ends after the last of them."""
-    from ray_cluster import START_WITHIN
+    from support.ray_cluster import START_WITHIN
 
     budget = float(config.getini("timeout")) + START_WITHIN
     for item in items:
@@ -304,7 +304,7 @@ def ray_cluster(_ray_session, worker_id):
     fail at once with its reason. Defined here, once: a fixture imported into several test
     modules is a fixture of each of them, and a second cluster of the same worker would
     start on the ports its first still holds."""
-    from ray_cluster import start_cluster
+    from support.ray_cluster import start_cluster
 
     if _ray_session["failed"]:  # not again for every test: each try takes minutes
         pytest.fail(f"this worker's Ray cluster failed to start: {_ray_session['failed']}")
@@ -325,7 +325,7 @@ def ray_cluster(_ray_session, worker_id):
 def rc(ray_cluster, home, tmp_path, monkeypatch):
     """A target "rc" on the test cluster; every driver (checks, supervisors) stays on
     loopback, as the cluster does."""
-    from ray_cluster import CONNECT_TIMEOUT
+    from support.ray_cluster import CONNECT_TIMEOUT
 
     from jupyter_trainer.targets.registry import add_target
 
@@ -345,7 +345,7 @@ def rc(ray_cluster, home, tmp_path, monkeypatch):
 @pytest.fixture
 def cluster(slurm, home, monkeypatch):
     """A target named 'cluster' on the test's Slurm; the queue is empty before and after."""
-    from slurm_cluster import as_target
+    from support.slurm_cluster import as_target
 
     with as_target(slurm, home, monkeypatch) as cluster:
         yield cluster

@@ -2,7 +2,7 @@
 joins and that the collectives and the links between nodes run at the speed they should.
 
 A check is a run like any other (the same target, launcher, backend and path), of the
-program ``rankside/collective_check.py``, tagged ``kind=check``: it is listed with the runs,
+program ``rankside/programs/collective_check.py``, tagged ``kind=check``: it is listed with the runs,
 and two checks compare with ``diff``. It has a hard time limit of seconds: a rank that has not
 joined by then is named, with what its own record says about why (its host does not
 resolve, it has no route, its socket interface does not exist, its versions differ), and the
@@ -76,7 +76,7 @@ def check(
         )
     folder = Path(tempfile.mkdtemp(prefix="jt-check-"))
     try:
-        script = folder / CHECK
+        script = folder / Path(CHECK).name  # collective_check.py, the run's script
         script.write_bytes(source(CHECK))
         given = {"target": target, "procs": procs, "launcher": launcher}
         run = submit(

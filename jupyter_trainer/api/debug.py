@@ -3,7 +3,7 @@ from a terminal (``jupyter-trainer debug RUN``), the notebook (``%train debug RU
 (``Run.debug``).
 
 The rank serves pdb on a private socket on its node and says where in its record
-(``rankside/debugger.py``). On this host the socket is connected to directly; on a node the
+(``rankside/debug/debugger.py``). On this host the socket is connected to directly; on a node the
 run's target starts the relay there over its own transport (``Target.debug_relay``: ssh,
 ``srun --overlap``).
 """

@@ -23,8 +23,8 @@ from ..capture.snapshot import RESERVED_DIR
 from ..core.spec import EnvSpec, RunSpec, validate_run_id
 from ..core.units import fmt_value
 from ..environment import lock as locks
-from ..rankside import run_secrets
-from ..rankside.env_build import parse_lock, public_version
+from ..rankside.programs.env_build import parse_lock, public_version
+from ..rankside.rank import run_secrets
 from ..store import Store
 from ..store.follow import RunFollower, Series, downsample, finite_range
 from ..store.metric_points import current_series

@@ -22,7 +22,7 @@ from ..core.errors import RecordDamaged, RunCanceled, RunFailed
 from ..core.records import StateRecord
 from ..core.spec import DEFAULT_STALL_TIMEOUT, DEFAULT_SYSTEM_INTERVAL, RunSpec, validate_run_id
 from ..core.waker import Waker
-from ..rankside import procs
+from ..rankside.host import procs
 from ..store import ACTIVE, TERMINAL, Store
 from ..store.owners import Identity
 from .run_readers import RunReaders

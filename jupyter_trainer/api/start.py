@@ -24,7 +24,7 @@ from ..core.errors import RunStateError, SpecError, StoreError
 from ..core.secret_values import missing_secrets, with_secret_values
 from ..core.spec import RunSpec, TargetSpec, validate_run_id
 from ..inputs.inputs import refresh_inputs
-from ..rankside import run_secrets
+from ..rankside.rank import run_secrets
 from ..store import Store, latest_checkpoint
 from ..supervisor import starter
 from ..targets import Target, get_target

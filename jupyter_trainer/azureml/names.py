@@ -4,8 +4,9 @@
 A name is ``module:Name`` for what a v1 program imports, ``Type.attribute`` for what it calls
 on a v1 object. Whether a name exists at all is read from this package's own modules and
 classes (``check.py``); this table adds what it does differently (``DIFFERS``) and what is
-refused (``REFUSED``), each with one line that says what to do. ``tests/test_azureml_check.py``
-calls every refused name and sees it raise ``NotSupported``.
+refused (``REFUSED``), each with one line that says what to do.
+``tests/frontends/azureml/test_azureml_check.py`` calls every refused name and sees it raise
+``NotSupported``.
 """
 
 from __future__ import annotations

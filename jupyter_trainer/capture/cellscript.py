@@ -5,7 +5,7 @@ The script is meant to be read by a person looking at a run: plain sections in t
 order they execute, no values inlined (parameters and carried objects are loaded at run
 time), so no hyperparameter string can ever become code.
 
-The map lets a rank run each part under the name of its cell (``rankside/cell_run.py``):
+The map lets a rank run each part under the name of its cell (``rankside/rank/cell_run.py``):
 the cell itself, and each notebook definition whose cell the history shows, are compiled
 as ``Cell In [n]`` at the lines the editor shows them on, so a traceback, a py-spy stack
 and pdb all say ``Cell In [4], line 3`` for a helper's line 3 in cell 4.
@@ -22,7 +22,7 @@ from .context import CellContext
 __all__ = ["CELL_MARKER", "PARTS_VERSION", "cell_parts", "render_cell_script"]
 
 CELL_MARKER = "# --- cell ---"
-PARTS_VERSION = 1  # rankside/cell_run.py reads the map of this version
+PARTS_VERSION = 1  # rankside/rank/cell_run.py reads the map of this version
 
 
 def render_cell_script(cell: str, context: CellContext, first_line: int = 1) -> str:

@@ -7,11 +7,13 @@ Layout of a snapshot folder (``runs/<id>/code/``)::
     _jt/cell.py                       cell runs: the generated entry script
     _jt/cell_parts.json               cell runs: the notebook cell each part of it came from
     _jt/carried.pkl                   cell runs with carried objects: {name: pickle bytes}
-    _jt/boot.py                       copy of jupyter_trainer/rankside/boot.py
-    _jt/jupyter_trainer/rankside/runtime.py    copies of jupyter_trainer/rankside/runtime.py and the
-    _jt/jupyter_trainer/rank_*.py     rank_* modules it and boot.py use (stdlib only), so
-                                      ``from jupyter_trainer import runtime`` works on
-                                      nodes without the package
+    _jt/boot.py                       copy of jupyter_trainer/rankside/rank/boot.py
+    _jt/jupyter_trainer/              a stand-in package: ``runtime.py`` (the public name)
+                                      and ``rankside/``, the rank side's files that the
+                                      runtime and boot.py use (``rankside.SNAPSHOT``,
+                                      stdlib only, in their rooms: ``rank/``, ``observe/``,
+                                      ...), so ``from jupyter_trainer import runtime``
+                                      works on nodes without the package
     _jt/azureml_v1/azureml/           Azure ML SDK v1's script side (``Run.get_context()``),
                                       first on a rank's path (rankside/azureml_v1/)
 
@@ -57,7 +59,7 @@ RESERVED_DIR = "_jt"
 IGNORE_FILE = ".trainignore"
 CELL_ENTRY = f"{RESERVED_DIR}/cell.py"
 CARRIED_FILE = f"{RESERVED_DIR}/carried.pkl"
-PARTS_FILE = f"{RESERVED_DIR}/cell_parts.json"  # rankside/cell_run.py: PARTS_FILE
+PARTS_FILE = f"{RESERVED_DIR}/cell_parts.json"  # rankside/rank/cell_run.py: PARTS_FILE
 # Left out by name, as secret scanners look for them. Matched against a file's own name
 # only (a folder named tokens/ is walked), except Python modules (tokenizer.py is code the
 # run imports) and tokenizer files.

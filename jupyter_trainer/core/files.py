@@ -6,11 +6,11 @@ import os
 import stat
 from pathlib import Path
 
-from ..rankside.atomic import write_atomic, write_json_atomic  # noqa: F401 (re-exported)
+from ..rankside.host.atomic import write_atomic, write_json_atomic  # noqa: F401 (re-exported)
 
 
 def write_text_atomic(path: Path, text: str, *, mode: int = 0o600) -> None:
-    """Replace ``path`` with ``text`` in one step (``rankside.atomic``): readers see the old
+    """Replace ``path`` with ``text`` in one step (``rankside.host.atomic``): readers see the old
     file or the new one, never a part; the folder is made if needed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, text, mode=mode)

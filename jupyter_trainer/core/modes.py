@@ -17,7 +17,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..rankside import run_secrets
+from ..rankside.rank import run_secrets
 
 SHARED_UMASK = 0o027
 TOP_MODE = 0o3770  # sticky + setgid, rwx for owner and group
@@ -37,7 +37,7 @@ def make_top(folder: Path, shared: bool) -> None:
 def share_tree(root: Path) -> None:
     """Give a tree this user wrote the shared modes: folders ``rwxr-s---``; files keep the
     owner's bits, the group gets the owner's read and execute, others nothing; a run's
-    ``secrets.json`` stays its owner's alone (``rankside/run_secrets.py``)."""
+    ``secrets.json`` stays its owner's alone (``rankside/rank/run_secrets.py``)."""
     for _path, _dirs, files, dir_fd in os.fwalk(root, follow_symlinks=False):
         os.chmod(dir_fd, RUN_DIR_MODE)
         for name in files:

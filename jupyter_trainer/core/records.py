@@ -118,7 +118,7 @@ class StateRecord(TypedDict, total=False):
     stalled: list[dict[str, Any]]
     # set by readers, never written: a supervisor that does not answer (store/liveness.py)
     stale: dict[str, Any]
-    debugging: list[dict[str, Any]]  # ranks waiting in a debugger (rankside/debugger.py)
+    debugging: list[dict[str, Any]]  # ranks waiting in a debugger (rankside/debug/debugger.py)
     stacks: dict[str, str]
     teardown: dict[str, Any]
     rank_exit_codes: dict[str, int | None]

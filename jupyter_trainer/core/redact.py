@@ -4,7 +4,7 @@ above it import. See that module for what counts as a secret."""
 
 from __future__ import annotations
 
-from ..rankside.redact import (
+from ..rankside.redaction.redact import (
     MASK,
     holds_secret,
     redact,

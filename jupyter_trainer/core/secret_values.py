@@ -1,11 +1,11 @@
 """A run's secret params, environment variables and script arguments: which they are, their
-values for the run's owner-only ``secrets.json`` (``rankside/run_secrets.py``), and a spec
+values for the run's owner-only ``secrets.json`` (``rankside/rank/run_secrets.py``), and a spec
 read back from ``spec.json`` (which records them redacted) with its real values put back.
 
 ``RunSpec.secrets`` names them as ``params.NAME``, ``variables.NAME`` and ``args.N``;
 ``spec.json`` records the values of params and variables redacted (``core.redact``), and a
 secret argument as ``${{secret.N}}`` (after its ``--name=``, if it has one), which the rank
-replaces with the real value (``rankside/script_args.py``). So the launchers' command lines,
+replaces with the real value (``rankside/rank/script_args.py``). So the launchers' command lines,
 which every user of the machine may read (``ps``), never hold one."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
-from ..rankside.secret_names import secret_name
+from ..rankside.redaction.secret_names import secret_name
 from .redact import holds_secret, redact_text
 
 SECRET_ARG = "${{{{secret.{}}}}}"  # .format(N): the placeholder of script argument N

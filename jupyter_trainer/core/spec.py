@@ -174,8 +174,10 @@ class WatchSpec:
     stall_timeout: float = DEFAULT_STALL_TIMEOUT  # seconds without progress; 0 turns it off
     on_stall: str = "warn"  # "warn": name the rank; "cancel": end the run
     stop_on_nan: tuple[str, ...] = ()  # metrics whose NaN or inf fails the run
-    system_interval: float = DEFAULT_SYSTEM_INTERVAL  # 0: no system figures (rankside/system)
-    autolog: bool = True  # framework calls report to the run (rankside/autolog)
+    system_interval: float = (
+        DEFAULT_SYSTEM_INTERVAL  # 0: no system figures (rankside/observe/system.py)
+    )
+    autolog: bool = True  # framework calls report to the run (rankside/frameworks/autolog.py)
     debug: float = 0.0  # a rank that raises waits this long for a debugger; 0: it exits
 
     def __post_init__(self) -> None:
@@ -380,7 +382,7 @@ class RunSpec:
     data: tuple[DataSpec, ...] = ()  # the inputs, as jt.data finds them
     mlflow: str | None = None  # a tracking URI the run is mirrored to
     # "params.NAME", "variables.NAME" and "args.N" whose values spec.json records redacted:
-    # their real values are in the run's owner-only secrets.json (rankside/run_secrets.py)
+    # their real values are in the run's owner-only secrets.json (rankside/rank/run_secrets.py)
     secrets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -4,7 +4,7 @@ above it import. See that module for what counts as a secret."""
 
 from __future__ import annotations
 
-from ..rankside.url_secrets import (
+from ..rankside.redaction.url_secrets import (
     MASK,
     is_redacted,
     redact,

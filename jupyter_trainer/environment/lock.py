@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import EnvError
-from ..rankside import env_build as builder
+from ..rankside.programs import env_build as builder
 from . import torchbuild
 from .definition import EnvDefinition
 from .places import own_environments

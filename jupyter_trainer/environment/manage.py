@@ -13,8 +13,8 @@ from typing import Any
 from ..core.errors import EnvError
 from ..core.spec import EnvSpec
 from ..core.units import format_bytes
-from ..rankside import env_build as builder
-from ..rankside.home import default_home
+from ..rankside.host.home import default_home
+from ..rankside.programs import env_build as builder
 from . import lock
 from .definition import EnvDefinition, parse_assignment
 from .registry import EnvRecord, Registry

@@ -19,7 +19,7 @@ may write it, no link). A colleague's is run only at a version this user names i
 what it means. Reading one to show it needs neither.
 
 A definition records its secret variables redacted (``definition``); their values are the
-definer's, kept in a file only they can read (``rankside.run_secrets``, as a run's are):
+definer's, kept in a file only they can read (``rankside.rank.run_secrets``, as a run's are):
 
 ```
 users/<name>/environments/secrets/<name>/<version>/secrets.json   0600, in a folder 0700
@@ -43,7 +43,7 @@ from ..core.files import private_folder, write_text_atomic
 from ..core.modes import make_top
 from ..core.trust import Trust, user_name
 from ..core.workspace import Settings
-from ..rankside import run_secrets
+from ..rankside.rank import run_secrets
 from .definition import EnvDefinition, validate_name
 from .places import own_environments, store_settings
 

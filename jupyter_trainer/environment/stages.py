@@ -29,8 +29,8 @@ from typing import Any, Protocol
 
 from ..core.errors import EnvError
 from ..core.spec import EnvSpec
-from ..rankside import env_build as builder
-from ..rankside.home import default_home
+from ..rankside.host.home import default_home
+from ..rankside.programs import env_build as builder
 from . import lock, preflight
 from .places import own_environments
 from .registry import Registry

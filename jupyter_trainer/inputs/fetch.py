@@ -36,7 +36,7 @@ from typing import Any
 
 from ..core.files import private_folder
 from ..core.urls import redact
-from ..rankside import procs
+from ..rankside.host import procs
 from .limits import Limits, Say, Transfer, say_on_stderr
 
 # What signal.signal takes and returns: a function, SIG_DFL or SIG_IGN, or None.

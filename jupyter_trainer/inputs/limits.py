@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..core.errors import SpecError
 from ..core.units import format_bytes, parse_bytes
-from ..rankside.home import HOME_ENV
+from ..rankside.host.home import HOME_ENV
 
 MAX_BYTES_ENV = "JUPYTER_TRAINER_MAX_DOWNLOAD_BYTES"
 TIMEOUT_ENV = "JUPYTER_TRAINER_DOWNLOAD_TIMEOUT"

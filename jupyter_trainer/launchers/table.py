@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ..core.errors import LaunchError
 from ..core.spec import LaunchSpec
 
-WORK_DIR = "work"  # <run>/work/<node>/: each node's working directory, made by the rank-side boot (rankside/workdir.py)
+WORK_DIR = "work"  # <run>/work/<node>/: each node's working directory, made by the rank-side boot (rankside/rank/workdir.py)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..core.errors import TargetError
 from ..core.spec import EnvSpec
-from ..rankside.home import default_home
+from ..rankside.host.home import default_home
 from .agent_zip import agent_zip
 from .commands import agent_command, agent_file, bootstrap_command, bootstrap_input, probe_command
 from .frames import parse_answer

@@ -2,7 +2,8 @@
 
 A rank's node may have no jupyter_trainer installed, or another version, so everything this
 machine sends elsewhere is a file of this folder, read through ``source()``, and those files
-import only the standard library and each other (``tests/test_shipped.py`` checks both).
+import only the standard library and each other (``tests/rankside/test_shipped.py`` checks
+both).
 What is sent, and how:
 
 - ``SNAPSHOT``: the boot script and the runtime, copied into every run's snapshot
@@ -22,6 +23,19 @@ What is sent, and how:
 
 Some of these import a third-party package inside a function, where the node has it by
 definition (torch in the runtime, ray in the Ray actor, uv in the environment builder).
+
+The folder's rooms, each with an ``__init__.py`` that says what it holds:
+
+- ``rank/``: a rank's boot and runtime, what every rank of a run executes;
+- ``observe/``: what a rank observes about itself (system figures, GPUs, its death);
+- ``frameworks/``: framework capture (autolog, the transformers and Lightning hooks, ONNX);
+- ``debug/``: a rank's debugger, its relay on the node, and a failure's saved locals;
+- ``redaction/``: secrets kept out of every record and message;
+- ``host/``: atomic writes, process facts and the store's home, used by every program here;
+- ``programs/``: programs sent on their own (the pod program, the Ray actor, the check, the
+  data unpacker, the environment builder);
+- ``agent/``: the node agent; ``hotstart/``: the hot-start pool;
+- ``azureml_v1/``: the script side of Azure ML SDK v1.
 """
 
 from __future__ import annotations
@@ -30,36 +44,42 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-BOOT = "boot.py"
+BOOT = "rank/boot.py"
 SNAPSHOT = (
     "__init__.py",
-    "runtime.py",
-    "cell_run.py",
-    "atomic.py",
-    "event_lines.py",
-    "run_inputs.py",
-    "script_args.py",
-    "stderr_tail.py",
-    "launcher_env.py",
-    "import_hooks.py",
-    "frame_locals.py",
-    "redact.py",
-    "secret_names.py",
-    "url_secrets.py",
-    "run_secrets.py",
-    "debugger.py",
-    "autolog.py",
-    "hf_hooks.py",
-    "accelerate_state.py",
-    "lightning_hooks.py",
-    "rank_files.py",
-    "rank_outputs.py",
-    "onnx_export.py",
-    "data.py",
-    "workdir.py",
-    "death_watch.py",
-    "system.py",
-    "gpu_read.py",
+    "rank/__init__.py",
+    "host/__init__.py",
+    "observe/__init__.py",
+    "frameworks/__init__.py",
+    "debug/__init__.py",
+    "redaction/__init__.py",
+    "rank/runtime.py",
+    "rank/cell_run.py",
+    "host/atomic.py",
+    "rank/event_lines.py",
+    "rank/run_inputs.py",
+    "rank/script_args.py",
+    "rank/stderr_tail.py",
+    "rank/launcher_env.py",
+    "frameworks/import_hooks.py",
+    "debug/frame_locals.py",
+    "redaction/redact.py",
+    "redaction/secret_names.py",
+    "redaction/url_secrets.py",
+    "rank/run_secrets.py",
+    "debug/debugger.py",
+    "frameworks/autolog.py",
+    "frameworks/hf_hooks.py",
+    "frameworks/accelerate_state.py",
+    "frameworks/lightning_hooks.py",
+    "rank/rank_files.py",
+    "rank/rank_outputs.py",
+    "frameworks/onnx_export.py",
+    "rank/data.py",
+    "rank/workdir.py",
+    "observe/death_watch.py",
+    "observe/system.py",
+    "observe/gpu_read.py",
 )
 # The script side of Azure ML SDK v1 (``azureml.core.run.Run``), copied into every run's
 # snapshot as ``code/_jt/azureml_v1/azureml/``; boot puts ``_jt/azureml_v1`` on the path.
@@ -76,8 +96,9 @@ AZUREML_V1 = (
 )
 AGENT = (
     "__init__.py",
-    "atomic.py",
-    "procs.py",
+    "host/__init__.py",
+    "host/atomic.py",
+    "host/procs.py",
     "agent/__init__.py",
     "agent/main.py",
     "agent/frames.py",
@@ -92,9 +113,10 @@ AGENT = (
 )
 POOL = (
     "__init__.py",
-    "atomic.py",
-    "procs.py",
-    "home.py",
+    "host/__init__.py",
+    "host/atomic.py",
+    "host/procs.py",
+    "host/home.py",
     "hotstart/__init__.py",
     "hotstart/__main__.py",
     "hotstart/client.py",
@@ -106,12 +128,14 @@ POOL = (
     "hotstart/node_launch.py",
     "hotstart/keeper.py",
 )
-DATA_UNPACK = "data_unpack.py"
-ENV_BUILD = "env_build.py"
-KUBE_POD = "kube_pod.py"
-RAY_ACTOR = "ray_actor.py"
-DEBUG_RELAY = "debug_relay.py"  # joins a debugger client to a rank's socket on its node
-CHECK = "collective_check.py"  # the program of ``jupyter-trainer check``, a run's script
+DATA_UNPACK = "programs/data_unpack.py"
+ENV_BUILD = "programs/env_build.py"
+KUBE_POD = "programs/kube_pod.py"
+RAY_ACTOR = "programs/ray_actor.py"
+DEBUG_RELAY = "debug/debug_relay.py"  # joins a debugger client to a rank's socket on its node
+CHECK = "programs/collective_check.py"  # the program of ``jupyter-trainer check``, a run's script
+# The one file of this folder that stays here: the programs are sent one file at a time.
+STAYS = ("programs/__init__.py",)
 
 # The snapshot's stand-in for the package: ``jupyter_trainer`` with this folder and the
 # public name ``jupyter_trainer.runtime``, so the cell's ``from jupyter_trainer import
@@ -120,7 +144,7 @@ SHIM_INIT = '"""Stand-in for jupyter_trainer inside a run snapshot: only the ran
 SHIM_RUNTIME = (
     '"""``from jupyter_trainer import runtime as jt``: the rank side\'s runtime by '
     'its public name."""\n\n'
-    "import sys\n\nfrom .rankside import runtime as _runtime\n\n"
+    "import sys\n\nfrom .rankside.rank import runtime as _runtime\n\n"
     "sys.modules[__name__] = _runtime\n"
 )
 

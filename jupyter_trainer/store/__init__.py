@@ -40,8 +40,8 @@ from ..core.records import StateRecord
 from ..core.secret_values import secret_values
 from ..core.spec import RunSpec, validate_run_id
 from ..core.top_folders import set_up_workspace
-from ..rankside import rank_files, run_secrets
-from ..rankside.home import HOME_ENV, default_home
+from ..rankside.host.home import HOME_ENV, default_home
+from ..rankside.rank import rank_files, run_secrets
 from . import liveness, requests, reserve
 from .folders import is_run_id, rmtree, slug
 from .index import index_row, run_index, unwritable

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 from ..core.errors import StoreError
-from ..rankside.home import HOME_ENV
+from ..rankside.host.home import HOME_ENV
 
 NETWORK = frozenset(
     {

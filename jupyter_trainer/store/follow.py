@@ -124,7 +124,7 @@ class RunFollower:
         self.series: dict[str, dict[int, Series]] = {}
         self.texts: dict[str, dict[int, str]] = {}  # text metrics: the last value per rank
         self.code_tags: dict[str, str] = {}  # jt.tag(): every rank's, the last value wins
-        self.system: dict[str, dict[int, Series]] = {}  # rankside/system.py's samples
+        self.system: dict[str, dict[int, Series]] = {}  # rankside/observe/system.py's samples
         self.progress: dict[int, Progress] = {}
         self.recent: dict[int, deque[Progress]] = {}  # each rank's reports in its attempt
         self.attempt_of: dict[int, int] = {}  # the attempt each rank's newest lines are of

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..core.errors import StoreError
-from ..rankside.home import HOME_ENV
+from ..rankside.host.home import HOME_ENV
 from .filesystems import refuse_network
 from .index_base import IndexBase, RunQueries, T, index_row, unwritable
 from .pg_index import PgRunIndex, workspace_index_kind

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from ..core.errors import StoreError
 from ..core.spec import RunSpec
-from ..rankside.home import HOME_ENV
+from ..rankside.host.home import HOME_ENV
 from .owners import Identity
 
 T = TypeVar("T")

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from ..core.errors import RecordDamaged, RunStateError, StoreError
 from ..core.records import PidRecord, StateRecord
 from ..core.units import fmt_duration
-from ..rankside import procs
+from ..rankside.host import procs
 from .owners import verified_owner
 from .records import ACTIVE, RunPaths, read_json_object, read_supervisor, write_json_atomic
 

@@ -35,7 +35,7 @@ from typing import Any
 from ..core.errors import InvalidRunId, ModelNotFound, SpecError, StoreError
 from ..core.modes import RUN_DIR_MODE, make_top
 from ..core.spec import validate_run_id
-from ..rankside.home import HOME_ENV, default_home
+from ..rankside.host.home import HOME_ENV, default_home
 from . import write_json_atomic
 from .confined import Refused, open_beneath, open_folder, real_parts
 from .folders import is_run_id, rmtree

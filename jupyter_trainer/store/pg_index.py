@@ -26,7 +26,7 @@ from ..core.errors import StoreError, Untrusted
 from ..core.redact import redact_text as redact  # a URL or a message, without its secrets
 from ..core.trust import Trust
 from ..core.workspace import settings
-from ..rankside.atomic import write_json_atomic
+from ..rankside.host.atomic import write_json_atomic
 from .index_base import IndexBase, RunQueries, T
 
 WORKSPACE_FILE = "workspace.json"

@@ -40,7 +40,7 @@ DAMAGED_DIR = "damaged"  # <home>/damaged/<run-id>: runs set aside by doctor --f
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write a record to ``path`` so that readers see the old or the new file, never a torn
-    one (``rankside.atomic``). Owner-only, but readable by the group in a folder of a shared
+    one (``rankside.host.atomic``). Owner-only, but readable by the group in a folder of a shared
     workspace (setgid: ``modes``)."""
     try:
         shared = bool(os.stat(path.parent).st_mode & stat.S_ISGID)

@@ -32,8 +32,9 @@ from ..core.errors import StoreError, SweepNotFound, TrainerError
 from ..core.modes import make_top, share_tree
 from ..core.secret_values import secret_values, with_secret_values
 from ..core.spec import RunSpec, validate_run_id
-from ..rankside import procs, run_secrets
-from ..rankside.home import HOME_ENV, default_home
+from ..rankside.host import procs
+from ..rankside.host.home import HOME_ENV, default_home
+from ..rankside.rank import run_secrets
 from . import liveness, read_json, requests, write_json_atomic
 from .folders import rmtree, slug
 from .index import index_url, unwritable

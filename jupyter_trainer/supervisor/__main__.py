@@ -13,7 +13,7 @@ import sys
 from .. import environment
 from ..core.logs import process_log
 from ..core.modes import SHARED_UMASK
-from ..rankside import procs
+from ..rankside.host import procs
 from ..store import Store
 from ..targets import get_target
 from .run import Supervisor

@@ -7,7 +7,7 @@ first failure is the process that died first, from what each rank recorded itsel
 - ``failed_at``: when boot caught the rank's exception (or a non-zero ``sys.exit``), taken
   before the traceback is formatted;
 - ``ended`` of a rank that recorded its own end on a signal (SIGTERM, through the runtime);
-- ``exited``: when the rank's process ended, written by its death watcher (see ``rankside/death_watch.py``),
+- ``exited``: when the rank's process ended, written by its death watcher (see ``rankside/observe/death_watch.py``),
   the only time a rank killed by SIGKILL leaves;
 - ``after_exit``: how the process of a rank that recorded exit code 0 really ended, when
   that was otherwise (a signal, another status), also from its death watcher: its Python code
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.units import format_bytes
-from ..rankside import procs
+from ..rankside.host import procs
 
 ON_ITS_OWN = ("exception", "exit")
 AFTER_EXIT = "after exit"  # recorded exit code 0, then the process died otherwise
@@ -127,7 +127,7 @@ class Death:
 
 def oom_words(rank: int, oom: dict[str, Any]) -> str:
     """A rank the kernel's out-of-memory killer ended, as its watcher recorded it
-    (rankside/death_watch.py): where memory ran out, the limit and the peaks."""
+    (rankside/observe/death_watch.py): where memory ran out, the limit and the peaks."""
 
     def size(key: str) -> str | None:
         value = oom.get(key)

@@ -5,7 +5,7 @@ GPU idle, while the ranks waiting for it spin in NCCL: their GPUs read 100 % uti
 fraction of their power. So a GPU is *idle* when its utilisation is low and its power is a
 small share of its limit, and *busy* when its utilisation is high; a rank whose GPU has been
 idle for the whole stall timeout while another rank's is busy is named, even if it still
-logs. The figures are the ranks' own samples (rankside/system.py) in their events files.
+logs. The figures are the ranks' own samples (rankside/observe/system.py) in their events files.
 Where NVML gives each process's share of the SM time, that share is the rank's utilisation
 and power is left aside: it tells ranks that share one GPU apart.
 """

@@ -52,7 +52,7 @@ def non_finite(
 
 
 def debugging(state: StateRecord, watch: RunWatch) -> None:
-    """Name in the state the ranks that wait in a debugger now (``rankside/debugger.py``):
+    """Name in the state the ranks that wait in a debugger now (``rankside/debug/debugger.py``):
     each one's rank, host, socket, since and until when, and where it stopped."""
     found = [
         {"rank": rank, "host": rec.get("host"), **rec["debugging"]}

@@ -22,7 +22,7 @@ from .. import environment
 from ..core.errors import TrainerError
 from ..core.records import StateRecord, Status, launcher_record
 from ..core.spec import RunSpec
-from ..rankside.home import HOME_ENV
+from ..rankside.host.home import HOME_ENV
 from ..store import ACTIVE, HEARTBEAT_S, TERMINAL, Store, load_state, reserve, write_json_atomic
 from ..store.liveness import pid_record
 from ..targets import Target, get_target

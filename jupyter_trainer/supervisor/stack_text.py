@@ -6,7 +6,7 @@ about fifteen in all. ``tidy`` replaces that run of frames at the bottom of each
 one line that counts them, and leaves out the package's own threads (``jt-events``), so the
 user's frames are what the stack shows. Frames the user's code calls into (``jt.log``, a
 framework) stay. ``user_frame`` names where the rank is in the user's own code: its main
-thread's innermost frame in a notebook cell (``Cell In [7]``, as ``rankside/cell_run.py``
+thread's innermost frame in a notebook cell (``Cell In [7]``, as ``rankside/rank/cell_run.py``
 compiles the cell) or in a file of the run's snapshot.
 """
 

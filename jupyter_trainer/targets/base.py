@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from ..core.errors import TargetError
 from ..core.spec import LaunchSpec, RunSpec
 from ..launchers.table import WORK_DIR, Command, LaunchPlan, shell_text
-from ..rankside import procs
+from ..rankside.host import procs
 
 Handle = dict  # JSON-serialisable: written into state.json so another process can follow it
 
@@ -260,7 +260,7 @@ def reach_probe(host: str, port: int) -> str:
     return shlex.join(["python3", "-c", _REACH, host, str(port), f"{REACH_TIMEOUT_S:g}"])
 
 
-# What rankside/debugger.py makes: rank-<r>.sock in a folder of tempfile.mkdtemp's
+# What rankside/debug/debugger.py makes: rank-<r>.sock in a folder of tempfile.mkdtemp's
 _DEBUG_SOCKET = re.compile(r"/(?:[^/\0]+/)*jt-debug-[A-Za-z0-9_]+/rank-\d+\.sock")
 
 
@@ -280,7 +280,7 @@ def debug_socket(record: dict[str, Any]) -> str:
 
 def relay_command(record: dict[str, Any]) -> str:
     """The shell command that joins its stdin and stdout to the debugger socket ``record``
-    names, on the rank's node (``rankside/debug_relay.py``)."""
+    names, on the rank's node (``rankside/debug/debug_relay.py``)."""
     from .. import rankside
 
     return shlex.join(["python3", "-c", rankside.text(rankside.DEBUG_RELAY), debug_socket(record)])

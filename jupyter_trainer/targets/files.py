@@ -35,7 +35,7 @@ else:
 from ..core.errors import TargetError, Untrusted
 from ..core.trust import UntrustedFileWarning, user_name
 from ..core.workspace import Settings, settings
-from ..rankside.home import default_home
+from ..rankside.host.home import default_home
 
 NAME = "targets.toml"
 LOCAL = {"kind": "local"}

@@ -1,8 +1,8 @@
 // Writes src/version.ts from package.json's version before each build, type check and unit
 // test run: the panel compares it with the server extension's version, and package.json is
-// the one place the front end's version is written (tests/test_labextension.py checks that
-// it is the Python package's). The file is rewritten only when it changes, so incremental
-// type checks stay incremental.
+// the one place the front end's version is written (tests/frontends/browser/test_labextension.py
+// checks that it is the Python package's). The file is rewritten only when it changes, so
+// incremental type checks stay incremental.
 import { readFileSync, writeFileSync } from 'node:fs';
 
 const root = new URL('../', import.meta.url);

@@ -28,7 +28,7 @@ from typing import Any
 from ...core.errors import RunNotFound, TrainerError
 from ...core.redact import redact_text, redact_url
 from ...core.waker import Waker
-from ...rankside import procs
+from ...rankside.host import procs
 from ...store import TERMINAL, Store, read_json
 from ...store.owners import verified_owner
 from ...store.sweeps import SweepStore

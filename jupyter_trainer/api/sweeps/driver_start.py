@@ -13,7 +13,7 @@ import sys
 from ...core.errors import SpecError, TrainerError
 from ...core.logs import process_log
 from ...core.modes import SHARED_UMASK
-from ...rankside import procs
+from ...rankside.host import procs
 from ...store import Store, read_json
 from ...store.sweeps import SWEEP_TERMINAL, SweepStore
 
@@ -22,7 +22,7 @@ def start_driver(home: str, sweep_id: str) -> None:
     """Start the sweep's driver in its own session; returns once it has detached."""
     import subprocess
 
-    from ...rankside.home import HOME_ENV
+    from ...rankside.host.home import HOME_ENV
 
     done = subprocess.run(
         [sys.executable, "-m", "jupyter_trainer.api.sweeps.driver_start", "--detach", sweep_id],

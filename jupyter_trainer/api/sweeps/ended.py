@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...core.errors import RunNotFound
-from ...rankside import procs
+from ...rankside.host import procs
 from ...store import TERMINAL, Store
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from ...core.files import write_text_atomic
 from ...core.urls import redact
-from ...rankside.home import default_home
+from ...rankside.host.home import default_home
 from ..errors import NotSupported, UserErrorException
 from .from_files import gather, leaf_of
 

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...rankside.home import default_home
+from ...rankside.host.home import default_home
 from ..errors import NotSupported, UserErrorException
 from .compute import ComputeTarget
 from .dataset import Dataset, Datastore, FileDataset

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from ...core.errors import SpecError
 from ...core.units import format_bytes
 from ...nodes.hotstart.local import pools_home
-from ...rankside.home import default_home
+from ...rankside.host.home import default_home
 from ...rankside.hotstart.records import live_pools, stop_pools
 from ...store import ACTIVE, Store
 from ..views.text import columns

@@ -1,5 +1,5 @@
 """The hardware a run used, as text: a row per rank of its CPU, memory and GPU figures
-(rankside/system.py samples them), for ``show`` and the static summary a notebook keeps."""
+(rankside/observe/system.py samples them), for ``show`` and the static summary a notebook keeps."""
 
 from __future__ import annotations
 

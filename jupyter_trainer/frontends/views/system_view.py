@@ -1,6 +1,6 @@
 """The run view's System section, as the feeder sends it: a compact chart per figure with a
 line per rank, each rank's newest figures, and the ranks whose GPU sits idle while the
-others' work (rankside/system.py samples the figures)."""
+others' work (rankside/observe/system.py samples the figures)."""
 
 from __future__ import annotations
 

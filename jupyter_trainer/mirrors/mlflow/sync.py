@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...core.errors import MissingExtra, SpecError, TrainerError
-from ...rankside.home import HOME_ENV
+from ...rankside.host.home import HOME_ENV
 from ...store import TERMINAL, Store, read_json
 from .mirror import EXTRA
 

@@ -13,8 +13,8 @@ from ...core.errors import TargetError
 from ...core.spec import RunSpec
 from ...core.workspace import settings
 from ...launchers.table import Command, LaunchPlan
-from ...rankside import procs
-from ...rankside.home import default_home
+from ...rankside.host import procs
+from ...rankside.host.home import default_home
 from ...rankside.hotstart.client import (
     PoolRun,
     PoolUnavailable,

@@ -4,7 +4,7 @@
 import os
 import signal
 
-from .. import procs
+from ..host import procs
 from .processes import killpg, marked_pids, run_pids
 from .snapshot import make_writable
 

@@ -9,7 +9,7 @@ import re
 import sys
 import time
 
-from ..procs import describe, is_alive
+from ..host.procs import describe, is_alive
 from .ending import discard, stop
 from .frames import CHUNK, answer, frame
 from .processes import run_pids

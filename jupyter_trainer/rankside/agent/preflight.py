@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from ..procs import free_port
+from ..host.procs import free_port
 from .frames import answer
 from .session import serve
 from .snapshot import tree_hash

@@ -6,8 +6,8 @@ import json
 import os
 import sys
 
-from .. import procs
-from ..atomic import write_atomic
+from ..host import procs
+from ..host.atomic import write_atomic
 
 
 def run_pids(run_id, run_dir=None):

@@ -7,8 +7,8 @@ import os
 import signal
 import time
 
-from ..atomic import write_atomic
-from ..procs import become_subreaper, start_ticks
+from ..host.atomic import write_atomic
+from ..host.procs import become_subreaper, start_ticks
 from .frames import answer
 from .processes import killpg, record_orphans
 

@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Iterable
 from typing import Any
 
-from .. import procs
+from ..host import procs
 
 _PR_SET_PDEATHSIG = 1
 STORE_FD_ENV = "JT_STORE_LISTEN_FD"  # rank 0: the listening socket the pool bound for its store

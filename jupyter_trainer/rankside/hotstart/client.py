@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import procs
-from ..home import default_home
+from ..host import procs
+from ..host.home import default_home
 from .records import POOLS_DIR, PoolUnavailable, own_pools, read_json
 from .server import DEFAULT_IDLE_S, unix_address
 

@@ -30,7 +30,7 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .. import procs
+from ..host import procs
 
 GRACE_S = 3.0  # SIGTERM -> SIGKILL for a run's leftovers, as a supervisor gives a run's
 GONE_S = 5.0  # after SIGKILL: the most a run's end waits for its leftovers to be gone

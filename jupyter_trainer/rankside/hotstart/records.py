@@ -18,7 +18,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from .. import atomic, procs
+from ..host import atomic, procs
 
 RUN_RECORD = "pool-ranks.json"  # in the run folder: the ranks a pool forked for the run
 POOLS_DIR = "pools"  # in the user's folder of the store: <key>.sock, <key>.json, <key>.log

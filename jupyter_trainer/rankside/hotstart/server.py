@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import procs
+from ..host import procs
 from . import left_behind
 from .records import RUN_RECORD, write_json
 

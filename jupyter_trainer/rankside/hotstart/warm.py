@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import procs
+from ..host import procs
 from .records import read_json, write_json
 from .server import DEFAULT_IDLE_S, Pool, unix_address
 

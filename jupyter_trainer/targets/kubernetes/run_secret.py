@@ -1,9 +1,9 @@
 """A run's secret values on Kubernetes. Its spec.json (in the run's ConfigMap, which anyone
 who may read the namespace's ConfigMaps reads) records its secret params and variables
-redacted; their values, the run's ``secrets.json`` (``rankside.run_secrets``), travel in a
+redacted; their values, the run's ``secrets.json`` (``rankside.rank.run_secrets``), travel in a
 ``v1`` Secret of the run's name, created first and deleted with the run's other objects, and
 mounted owner-only (0400) in its pods, where pod.py copies it into the run folder
-(``rankside.kube_pod.copy_secrets``)."""
+(``rankside.programs.kube_pod.copy_secrets``)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Any
 
 from ...core.redact import MASK
 from ...core.spec import RunSpec
-from ...rankside import run_secrets
-from ...rankside.kube_pod import SECRETS_FILE
+from ...rankside.programs.kube_pod import SECRETS_FILE
+from ...rankside.rank import run_secrets
 
 VOLUME = "jt-secrets"
 

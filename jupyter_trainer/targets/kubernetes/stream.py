@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from ...nodes.mirror import LocalFiles
-from ...rankside.kube_pod import FOLLOWED, MARK
+from ...rankside.programs.kube_pod import FOLLOWED, MARK
 
 _MARK = MARK.encode()
 

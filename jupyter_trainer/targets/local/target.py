@@ -13,7 +13,7 @@ from typing import Any
 from ...core.errors import TargetError
 from ...core.spec import RunSpec
 from ...launchers.table import Command, LaunchPlan, build_command, shell_text
-from ...rankside import procs
+from ...rankside.host import procs
 from ...rankside.hotstart import leftover_pids
 from ..base import Handle, Target, count_nvidia_gpus, refuse_ranks_beyond_gpus, require_program
 

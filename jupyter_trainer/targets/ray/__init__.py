@@ -7,7 +7,7 @@ the way the ssh target runs them on its hosts.
 - ``config.py``: a ``kind = "ray"`` entry of targets.toml, validated;
 - ``cluster.py``: the cluster's facts, asked before a run is created from a short-lived
   child driver (``__main__.py``, ``python -m jupyter_trainer.targets.ray ADDRESS``);
-- ``shell.py``: a node reached through a node-shell actor (``rankside/ray_actor.py`` on
+- ``shell.py``: a node reached through a node-shell actor (``rankside/programs/ray_actor.py`` on
   the nodes) behind the node layer's ``NodeShell``.
 """
 

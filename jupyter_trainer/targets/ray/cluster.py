@@ -196,7 +196,7 @@ def _probe(address: str) -> dict[str, Any]:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from ...rankside import ray_actor
+    from ...rankside.programs import ray_actor
 
     ray.cloudpickle.register_pickle_by_value(ray_actor)
     connect(

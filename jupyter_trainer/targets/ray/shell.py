@@ -89,7 +89,7 @@ def pinned_task(node_id: str):
     ray = _ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from ...rankside.ray_actor import run_command
+    from ...rankside.programs.ray_actor import run_command
 
     return ray.remote(run_command).options(
         num_cpus=0,

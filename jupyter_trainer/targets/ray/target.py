@@ -5,7 +5,7 @@ Ray provides placement, processes and transport; everything else is the ssh targ
 lifecycle, unchanged (see ../ssh/): the supervisor is a Ray driver; ``reserve`` asks for a
 placement group of ``--nodes`` bundles of ``--procs`` CPUs (STRICT_SPREAD: one node each)
 and the run stays ``queued`` with Ray's own reason until it is granted; ``plan`` binds a
-node shell to each bundle's node (rankside/ray_actor.py: a detached actor per node, named for
+node shell to each bundle's node (rankside/programs/ray_actor.py: a detached actor per node, named for
 it, reused by the runs that follow and ended by itself after ``shell_persist`` idle seconds;
 or, with ``shell_persist = 0``, an actor of the run's own in its bundle) and through it runs
 the node agent's pre-flight, environment build and snapshot staging on every node; ``start``
@@ -46,8 +46,8 @@ from ...nodes.commands import agent_file, bootstrap_command, bootstrap_input, sn
 from ...nodes.folder import Node
 from ...nodes.frames import parse_answer
 from ...nodes.mirror import LocalFiles
-from ...rankside.home import default_home
-from ...rankside.ray_actor import still_running
+from ...rankside.host.home import default_home
+from ...rankside.programs.ray_actor import still_running
 from ..base import Handle, refuse_ranks_beyond_gpus
 from ..ssh.commands import HostConfig
 from ..ssh.parallel import parallel
@@ -124,7 +124,7 @@ class RayTarget(SshTarget):
         try:
             import ray  # noqa: F401 (about a second; the supervisor waits for its run anyway)
 
-            from ...rankside import ray_actor  # noqa: F401
+            from ...rankside.programs import ray_actor  # noqa: F401
         except ImportError:
             pass  # check() already refused the run, or _connect() will say why
 
@@ -132,7 +132,7 @@ class RayTarget(SshTarget):
         require_ray()
         import ray
 
-        from ...rankside import ray_actor
+        from ...rankside.programs import ray_actor
 
         ray.cloudpickle.register_pickle_by_value(ray_actor)  # nodes need no jupyter_trainer
         if not ray.is_initialized():
@@ -213,7 +213,7 @@ class RayTarget(SshTarget):
         ray = self._connect()
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        from ...rankside.ray_actor import NodeActor
+        from ...rankside.programs.ray_actor import NodeActor
 
         if self._pg is None:
             self.reserve(spec, run_id, run_dir)

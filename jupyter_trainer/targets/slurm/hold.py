@@ -37,7 +37,7 @@ from ...core.spec import RunSpec
 from ...launchers.table import LaunchPlan
 from ...nodes.hotstart import remote as node_hot
 from ...nodes.hotstart.bundle import FOLDER, node_bundle
-from ...rankside import procs
+from ...rankside.host import procs
 from ...rankside.hotstart.records import POOLS_DIR, leftover_pids, read_json, write_json
 from .script import SlurmConfig, batch_script, parse_job_id
 

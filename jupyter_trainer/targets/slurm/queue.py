@@ -16,7 +16,7 @@ from typing import Any
 from ...core.errors import TargetError
 from ...nodes.ssh import SshClient, control_dir, user_config_file
 from ...nodes.transport import LocalShell, NodeShell
-from ...rankside.home import default_home
+from ...rankside.host.home import default_home
 from .script import SlurmConfig
 
 # A Slurm command's runner: argv -> its completed process, with text stdout and stderr.

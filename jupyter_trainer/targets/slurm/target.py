@@ -29,9 +29,10 @@ from ...core.spec import RunSpec
 from ...launchers.table import Command, LaunchPlan
 from ...nodes.hotstart.local import pools_home
 from ...nodes.stage_inputs import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
-from ...rankside import procs, run_secrets
-from ...rankside.home import default_home
+from ...rankside.host import procs
+from ...rankside.host.home import default_home
 from ...rankside.hotstart.records import leftover_pids
+from ...rankside.rank import run_secrets
 from ..base import (
     BuiltEnvironment,
     Handle,

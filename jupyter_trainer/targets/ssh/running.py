@@ -20,7 +20,7 @@ from ...core.errors import TargetError, TrainerError
 from ...nodes.folder import Node, NodeLaunch, RemoteFolder
 from ...nodes.mirror import LocalFiles
 from ...nodes.transport import NodeShell
-from ...rankside import procs
+from ...rankside.host import procs
 from ..base import Handle, Target, reach_probe, relay_command
 from .commands import HostConfig, SshConfig
 from .parallel import parallel

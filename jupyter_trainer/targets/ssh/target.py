@@ -51,8 +51,8 @@ from ...nodes.prepare import required_modules, snapshot_tarball
 from ...nodes.ssh import SshClient, control_dir, user_config_file
 from ...nodes.stage_inputs import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
 from ...nodes.transport import NodeShell
-from ...rankside import run_secrets
-from ...rankside.home import default_home
+from ...rankside.host.home import default_home
+from ...rankside.rank import run_secrets
 from ..base import BuiltEnvironment, Handle, checkpoint_blobs, refuse_ranks_beyond_gpus
 from .commands import (
     HostConfig,

@@ -6,7 +6,7 @@ import {
   debuggingHtml, stallBadge, stallHtml, stallTitle, topFrame, whereInCode
 } from '../view/health';
 
-const STACK = `Process 4242: python -m jupyter_trainer.rankside.boot
+const STACK = `Process 4242: python -m jupyter_trainer.rankside.rank.boot
 Python v3.12.3 (/usr/bin/python3.12)
 
 Thread 4250 (idle): "pin_memory"

@@ -1,5 +1,5 @@
 /**
- * The run view's System section: what each rank's hardware does (rankside/system.py samples
+ * The run view's System section: what each rank's hardware does (rankside/observe/system.py samples
  * it, views/system_view.py sends it). A table of each rank's newest figures, with a rank
  * whose GPU sits idle while the others' work marked, and a compact chart per figure with a
  * line per rank. Hidden until a rank has reported a figure.

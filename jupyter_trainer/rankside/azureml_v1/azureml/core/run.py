@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from jupyter_trainer.rankside import runtime as _jt
+from jupyter_trainer.rankside.rank import runtime as _jt
 
 from ._inputs import InputDataset
 
@@ -43,7 +43,7 @@ _NOTEBOOK_SIDE = (
 def _experiment_name() -> str:
     """The v1 experiment the run was submitted to (its spec's ``origin.azureml``), else the
     run's name."""
-    from jupyter_trainer.rankside import run_inputs
+    from jupyter_trainer.rankside.rank import run_inputs
 
     run_dir = os.environ.get("JT_RUN_DIR") or None
     origin = run_inputs.from_spec(run_dir, "origin")

@@ -1,0 +1,2 @@
+"""The lab extension and the widgets in a real JupyterLab and Notebook 7, in headless
+Chromium."""

@@ -1,0 +1,1 @@
+"""The ``jupyter-trainer`` command line, run as real processes, and its command table."""

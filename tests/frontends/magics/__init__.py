@@ -1,0 +1,1 @@
+"""``%%train`` and ``%train`` in real kernels and headless notebooks."""

@@ -1,0 +1,1 @@
+"""The run monitor and sweep monitor widgets in real kernels, without a browser."""

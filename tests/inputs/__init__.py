@@ -1,0 +1,2 @@
+"""Data inputs (``--data``): paths and URLs, their digests, downloads, redirects and
+credentials."""

@@ -1,0 +1,1 @@
+"""The launcher table: generated commands against golden files, backends, Horovod."""

@@ -1,0 +1,1 @@
+"""Mirrors of a run, after the fact: MLflow and TensorBoard."""

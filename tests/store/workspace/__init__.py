@@ -1,0 +1,2 @@
+"""Workspaces that members share, as real Unix users: trust, owners, secrets, the PostgreSQL
+index, a store over the network."""

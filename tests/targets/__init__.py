@@ -1,0 +1,2 @@
+"""Where a run executes, one folder per target (``ssh/``, ``slurm/``, ``ray/``,
+``kubernetes/``); dry runs across targets here."""
