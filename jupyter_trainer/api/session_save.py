@@ -1,0 +1,68 @@
+"""``Session.save``: the cells a live session ran well and the values pushed to it, in
+order, written as a run of their own that replays them (``session_loop.replay``) on the
+same ranks, target and environment, so ``rerun`` repeats the session anywhere."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..core.errors import SpecError
+from .runs import Run, submit
+
+if TYPE_CHECKING:
+    from .sessions import Session
+
+REPLAY_SCRIPT = "from jupyter_trainer.rankside.rank import session_loop\n\nsession_loop.main()\n"
+KEPT = ("run", "push")  # pulls only read, and are left out
+
+
+def save_session(session: Session, name: str | None = None, *, wait: bool = False) -> Run:
+    """Start the run that replays ``session`` (see the module's docstring)."""
+    files, world = session.files, session.world_size
+    folder = Path(tempfile.mkdtemp(prefix="jt-session-save-"))
+    try:
+        requests = folder / "cells" / "requests"
+        requests.mkdir(parents=True)
+        kept = 0
+        for n in range(1, files.count() + 1):
+            request = files.request(n)
+            if request is None or request.get("op") not in KEPT:
+                continue
+            results = [files.result(n, r) for r in range(world)]
+            if not all(res is not None and res.get("ok") for res in results):
+                continue  # a cell that failed or was interrupted is not replayed
+            kept += 1
+            shutil.copytree(files.requests / str(n), requests / str(kept))
+            request.pop("client", None)
+            (requests / f"{kept}.json").write_text(json.dumps(request))
+        if not kept:
+            raise SpecError(
+                f"session {session.name!r} has run no cell that ended well on every rank: "
+                "there is nothing to save"
+            )
+        script = folder / "session.py"
+        script.write_text(REPLAY_SCRIPT)
+        spec = session.record.spec
+        run = submit(
+            script=str(script),
+            args=["--replay=cells"],
+            source=str(folder),
+            name=name or f"{session.name}-saved",
+            target=spec.target.name,
+            nodes=spec.launch.nodes,
+            procs=spec.launch.procs,
+            launcher=spec.launch.launcher,
+            backend=spec.launch.backend,
+            env=spec.env.name,
+            home=session.record.store.home,
+            origin={**spec.origin, "session": session.record.id},
+            wait=wait,
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert isinstance(run, Run)
+    return run
