@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from ..core.errors import CaptureError
 
-__all__ = ["free_names", "ipython_uses", "parse_source"]
+__all__ = ["bound_names", "free_names", "ipython_uses", "parse_source"]
 
 _DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
@@ -49,6 +49,14 @@ def free_names(source: str, first_line: int = 1) -> list[str]:
             continue
         seen.setdefault(name, None)
     return list(seen)
+
+
+def bound_names(source: str, first_line: int = 1) -> set[str]:
+    """The names ``source`` binds at its top level (assignments, ``def``, ``class``,
+    imports, loop and ``with`` targets), as a module's code binds its globals."""
+    names: set[str] = set()
+    _collect_bindings(parse_source(source, first_line=first_line).body, names, set())
+    return names
 
 
 def ipython_uses(tree: ast.AST) -> list[int]:

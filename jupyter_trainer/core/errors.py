@@ -132,3 +132,20 @@ class RunFailed(TrainerError):
 
 class RunCanceled(RunFailed):
     """Raised by ``Run.wait()`` when the run was canceled."""
+
+
+class CellFailed(TrainerError):
+    """A live session's cell raised (or was interrupted) on some ranks; the session goes on.
+    The message holds each failing rank's traceback, with the cell's own name and lines."""
+
+    def __init__(self, message: str, *, ranks: list[int], interrupted: bool = False) -> None:
+        super().__init__(message)
+        self.ranks = ranks
+        self.interrupted = interrupted
+
+    def _render_traceback_(self) -> list[str]:
+        return str(self).splitlines()
+
+
+class SessionEnded(TrainerError):
+    """The live session has ended (stopped, idle, a rank died) or did not become ready."""

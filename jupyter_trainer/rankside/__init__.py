@@ -55,6 +55,7 @@ SNAPSHOT = (
     "redaction/__init__.py",
     "rank/runtime.py",
     "rank/cell_run.py",
+    "rank/session_loop.py",
     "host/atomic.py",
     "rank/event_lines.py",
     "rank/run_inputs.py",

@@ -125,6 +125,10 @@ class RunPaths:
     def checkpoints(self) -> Path:
         return self.root / "checkpoints"
 
+    @property
+    def session(self) -> Path:
+        return self.root / "session"
+
     def events_file(self, rank: int) -> Path:
         return self.events / f"rank-{rank}.jsonl"
 

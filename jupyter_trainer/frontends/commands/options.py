@@ -303,6 +303,13 @@ def cell_parser() -> OptionParser:
         "--no-wait", action="store_true", help="return at once; the run goes on in the background"
     )
     parser.add_argument(
+        "--session",
+        default=None,
+        metavar="NAME",
+        help="run the cell on every rank of the live session NAME, in its namespace "
+        "(%%train session start NAME starts one)",
+    )
+    parser.add_argument(
         "--form",
         action="store_true",
         help="show a launch form (target, nodes, procs, environment and one "

@@ -30,6 +30,7 @@ from .models import define_models, define_register
 from .parser import CommandParser, Subparsers
 from .pools import define_pools
 from .runs import define_cancel, define_runs, define_show, define_stack
+from .sessions import define_session, define_sessions
 from .submit import define_rerun, define_resume, define_submit
 from .sweeps import VERBS as SWEEP_VERBS
 from .sweeps import define_sweep, define_sweeps
@@ -58,6 +59,8 @@ COMMANDS: dict[str, Callable[[Subparsers, str], None]] = {
     "models": define_models,
     "sweep": define_sweep,
     "sweeps": define_sweeps,
+    "session": define_session,
+    "sessions": define_sessions,
     "env": define_env,
     "targets": define_targets,
     "target": define_target,

@@ -31,6 +31,7 @@ from ..widgets import monitor_mode, show
 from ..widgets.check import FoldedCheck
 from ..widgets.mode import takes_input
 from .debug_offer import wait_offering_debugger
+from .session import run_session_cell, session_line
 
 # What a run or sweep canceled by the notebook's Stop button records as its reason.
 STOP_REASON = "stopped from the notebook (Stop button)"
@@ -92,6 +93,8 @@ class TrainMagics(Magics):
         code = shell.transform_cell(cell)
         history = list(shell.user_ns.get("In", []))
         origin = {**_origin(shell), "first_line": 2}  # the cell's line 1 is %%train
+        if opts.session is not None:
+            return run_session_cell(shell, opts, code, origin)
         if opts.check and not opts.dry_run:
             check_before(opts, sys.stdout, FoldedCheck() if mode == "widget" else None)
         if is_sweep(opts):
@@ -298,6 +301,10 @@ class TrainMagics(Magics):
         if opts.command == "tensorboard" and opts.logdir is None and not opts.stop:
             _show_tensorboard(opts)
             return None
+        if opts.command == "session":
+            done, value = session_line(self.shell, opts, _origin(self.shell))
+            if done:
+                return value
         if opts.command != "attach":
             run_command(opts, sys.stdout)
             return None

@@ -73,11 +73,29 @@ def run(entry: str, run_dir: str | None, parts: list[dict[str, Any]]) -> None:
     """Run the script ``entry`` as ``python entry`` would (``runpy.run_path`` as
     ``__main__``), each of ``parts`` compiled under its cell's name (see the module's
     docstring). Every part is compiled before any runs, as Python compiles a file."""
+    codes = compile_parts(entry, parts, cell_name(origin_cell(run_dir)))
+    main = types.ModuleType("__main__")
+    main.__dict__.update(
+        __file__=entry, __cached__=None, __loader__=None, __package__="", __spec__=None
+    )
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        for code in codes:
+            exec(code, main.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
+def compile_parts(entry: str, parts: list[dict[str, Any]], own: str) -> list[types.CodeType]:
+    """The code objects of the script ``entry``, in order: each of ``parts`` compiled under
+    its cell's name (the cell itself under ``own``), the lines between them under the
+    script's, and every name's lines put in ``linecache``."""
     with open(entry, encoding="utf-8") as f:
         lines = f.read().splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
-    own = cell_name(origin_cell(run_dir))
     pieces = _pieces(len(lines), parts, entry, own)
     shown: dict[str, list[str]] = {}
     for start, end, name, line in pieces:
@@ -94,18 +112,7 @@ def run(entry: str, run_dir: str | None, parts: list[dict[str, Any]]) -> None:
         code = compile(source, name, "exec", flags, dont_inherit=True)
         flags |= code.co_flags & _FUTURE  # the script's __future__ imports hold for every part
         codes.append(code)
-    main = types.ModuleType("__main__")
-    main.__dict__.update(
-        __file__=entry, __cached__=None, __loader__=None, __package__="", __spec__=None
-    )
-    saved = sys.modules.get("__main__")
-    sys.modules["__main__"] = main
-    try:
-        for code in codes:
-            exec(code, main.__dict__)
-    finally:
-        if saved is not None:
-            sys.modules["__main__"] = saved
+    return codes
 
 
 def _pieces(
