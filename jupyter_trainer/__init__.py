@@ -15,8 +15,14 @@ _API = {"submit", "rerun", "resume", "diff", "get_run", "runs", "Run"}
 _SWEEP_API = {"sweep", "sweeps", "get_sweep", "Sweep"}
 _MODEL_API = {"models", "get_model", "delete_model", "Model"}
 _CHECK_API = {"check", "CheckResult"}
+_SESSION_API = {"session", "sessions", "start_session", "Session"}
 __all__ = sorted(  # noqa: PLE0605
-    _API | _SWEEP_API | _MODEL_API | _CHECK_API | {"load_ipython_extension", "__version__"}
+    _API
+    | _SWEEP_API
+    | _MODEL_API
+    | _CHECK_API
+    | _SESSION_API
+    | {"load_ipython_extension", "__version__"}
 )
 
 
@@ -37,6 +43,10 @@ def __getattr__(name: str) -> Any:
         from .api import check as checks
 
         return getattr(checks, name)
+    if name in _SESSION_API:
+        from .api import sessions
+
+        return getattr(sessions, name)
     raise AttributeError(f"module 'jupyter_trainer' has no attribute {name!r}")
 
 
