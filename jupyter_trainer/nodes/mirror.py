@@ -36,7 +36,10 @@ from .ssh import classify
 from .transport import NodeSession, NodeShell, Pipes
 
 _APPENDED = re.compile(r"(logs/rank-\d+\.(?:log|times)|events/rank-\d+\.jsonl)")
-_REPLACED = re.compile(r"ranks/rank-\d+(?:\.attempt-\d+)?\.json|events/rank-\d+\.beat")
+_REPLACED = re.compile(
+    r"ranks/rank-\d+(?:\.attempt-\d+)?\.json|events/rank-\d+\.beat"
+    r"|session/(?:ready\.\d+|stop|results/\d+\.\d+\.(?:json|pkl))"  # a live session's
+)
 _LAUNCHER = re.compile(r"logs/launcher-(\d+)\.log")
 STALL_S = 10.0  # no frame (not even a heartbeat) this long: the session is dead
 RETRY_S = (0.2, 3.0)  # first and longest pause between reconnections

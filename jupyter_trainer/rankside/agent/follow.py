@@ -16,7 +16,16 @@ from .processes import run_pids
 from .snapshot import tree_hash
 from .start import touch
 
-REPLACED = re.compile(r"ranks/rank-\d+(?:\.attempt-\d+)?\.json|events/rank-\d+\.beat")
+# A live session's files that go back: ranks ready, results (each written once), its end
+SESSION_BACK = re.compile(r"session/(?:ready\.\d+|stop|results/\d+\.\d+\.(?:json|pkl))")
+# ... and those that come here from the notebook (``session`` requests), written as sent
+SESSION_IN = re.compile(
+    r"session/(?:requests/\d+(?:\.json|/(?:cell\.py|cell_parts\.json|carried\.pkl|values\.pkl))"
+    r"|interrupt\.\d+|stop)"
+)
+REPLACED = re.compile(
+    r"ranks/rank-\d+(?:\.attempt-\d+)?\.json|events/rank-\d+\.beat|" + SESSION_BACK.pattern
+)
 FOLLOWED = re.compile(
     r"logs/rank-\d+\.(?:log|times)|events/rank-\d+\.jsonl|logs/launcher-\d+\.log|"
     + REPLACED.pattern
@@ -35,11 +44,11 @@ def read_json(path):
 class Follower:
     def __init__(self, run_dir, node, offsets):
         self.run_dir, self.node, self.offsets = run_dir, node, dict(offsets)
-        self.stamps, self.status = {}, None
+        self.stamps, self.status, self.once = {}, None, set()
 
     def files(self):
         own = "logs/launcher-%d.log" % self.node
-        for sub in ("logs", "events", "ranks"):
+        for sub in ("logs", "events", "ranks", "session", "session/results"):
             try:
                 names = os.listdir(os.path.join(self.run_dir, sub))
             except OSError:
@@ -52,12 +61,17 @@ class Follower:
     def one_pass(self):
         """Send what is new; return how many bytes went out."""
         sent = 0
-        for rel in sorted(self.files()):
+        # a pulled value before the result that names it, which the notebook reads first
+        for rel in sorted(self.files(), key=lambda rel: (rel.endswith(".json"), rel)):
+            if rel in self.once:
+                continue
             path = os.path.join(self.run_dir, rel)
             try:
                 st = os.stat(path)
             except OSError:
                 continue
+            if rel.startswith("session/results/"):
+                self.once.add(rel)  # written whole, once, by rename: never looked at again
             if REPLACED.fullmatch(rel):
                 stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
                 if self.stamps.get(rel) == stamp:
@@ -126,6 +140,9 @@ def follow(args, offsets):
                 continue
             if request is None:  # stdin closed: the other end is gone
                 return
+            if "session" in request:
+                session_files(args["run_dir"], request["session"])
+                continue
             finish(dict(request["finish"], run_dir=args["run_dir"], node=args["node"]), follower)
             for request in iter(requests.get, None):  # the run has ended here
                 if request.get("discard"):
@@ -133,6 +150,31 @@ def follow(args, offsets):
             return
     except BrokenPipeError:
         return
+
+
+def session_files(run_dir, body):
+    """Write the files of a live session's request sent from the notebook into this node's
+    run folder, then wake the ranks that listen here."""
+    import base64
+    import socket
+
+    for rel, data in (body.get("files") or {}).items():
+        if not SESSION_IN.fullmatch(rel):
+            continue
+        path = os.path.join(run_dir, rel)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = "%s.%d.tmp" % (path, os.getpid())
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
+            fh.write(base64.b64decode(data))
+        os.replace(tmp, path)
+    for name, message in body.get("wake") or ():
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            sock.sendto(str(message).encode(), str(name).encode())
+        except OSError:
+            pass
+        finally:
+            sock.close()
 
 
 def _read_requests(requests):

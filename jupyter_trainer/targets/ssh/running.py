@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from ...core.errors import TargetError, TrainerError
 from ...nodes.folder import Node, NodeLaunch, RemoteFolder
 from ...nodes.mirror import LocalFiles
+from ...nodes.session_relay import SessionRelay
 from ...nodes.transport import NodeShell
 from ...rankside.host import procs
 from ..base import Handle, Target, reach_probe, relay_command
@@ -40,6 +41,7 @@ class SshRunning(Target):
     _launches: list[NodeLaunch]
     _started: list[RemoteFolder]  # the folders a launch was started in
     _files: LocalFiles | None
+    _relay: SessionRelay | None  # a live session's requests, to the nodes
     _last_pump: float
     _closed: bool
     _finished: bool  # the first stop ended the run on the nodes
@@ -56,6 +58,8 @@ class SshRunning(Target):
         if self._closed or (not force and now - self._last_pump < PUMP_S):
             return
         self._last_pump = now
+        if self._relay is not None:
+            self._relay.pump([folder.follower for folder in self._started])
         for folder in self._folders:
             folder.pump()
 

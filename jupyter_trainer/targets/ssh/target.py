@@ -48,6 +48,7 @@ from ...nodes.hotstart import remote as node_hot
 from ...nodes.hotstart.bundle import node_bundle
 from ...nodes.mirror import LocalFiles
 from ...nodes.prepare import required_modules, snapshot_tarball
+from ...nodes.session_relay import SessionRelay
 from ...nodes.ssh import SshClient, control_dir, user_config_file
 from ...nodes.stage_inputs import DATA_STAGED_ENV, NodeCache, rsync_shell, stage_inputs
 from ...nodes.transport import NodeShell
@@ -87,6 +88,7 @@ class SshTarget(SshRunning):
         self._launches: list[NodeLaunch] = []
         self._started: list[RemoteFolder] = []
         self._files: LocalFiles | None = None
+        self._relay: SessionRelay | None = None
         self._last_pump = 0.0
         self._closed = False
         self._finished = False  # the first stop ended the run on the nodes
@@ -177,6 +179,7 @@ class SshTarget(SshRunning):
         launch = spec.launch
         self._run_id = run_id
         self._files = LocalFiles(run_dir)
+        self._relay = SessionRelay(run_dir, run_id, launch.world_size)
         self._snapshot = snapshot_dir_name(spec.code.hash)
         hosts = list(self.cfg.hosts[: launch.nodes])
         started = time.monotonic()
