@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..core.errors import CellFailed, SessionEnded, SpecError
+from ..core.files import write_atomic
 from ..core.spec import DEFAULT_SYSTEM_INTERVAL
 from ..store import ACTIVE, TERMINAL, Store
 from ..store.owners import Identity
@@ -247,10 +248,10 @@ class Session:
             code, visible, overrides=params, history=history, first_line=first_line
         )
         n, here = self.files.new_request()
-        (here / "cell.py").write_text(render_cell_script(code, context, first_line))
-        (here / "cell_parts.json").write_bytes(cell_parts(code, context, first_line))
+        write_atomic(here / "cell.py", render_cell_script(code, context, first_line), mode=0o600)
+        write_atomic(here / "cell_parts.json", cell_parts(code, context, first_line), mode=0o600)
         if context.carried:
-            (here / "carried.pkl").write_bytes(pickle.dumps(dict(context.carried)))
+            write_atomic(here / "carried.pkl", pickle.dumps(dict(context.carried)), mode=0o600)
         results = self._request(n, {"op": "run", "cell": cell, "params": context.params}, stream)
         self.files.add_names(bound_names(code, first_line))
         _raise_failures(self.name, results)
@@ -294,7 +295,7 @@ class Session:
                 f"{max_bytes}; send less, or load it from a file in a session cell"
             )
         n, here = self.files.new_request()
-        (here / "values.pkl").write_bytes(pickle.dumps(blobs))
+        write_atomic(here / "values.pkl", pickle.dumps(blobs), mode=0o600)
         _raise_failures(self.name, self._request(n, {"op": "push"}, None))
         self.files.add_names(set(blobs))
 
@@ -401,7 +402,11 @@ class Session:
         status = state.get("status")
         if status in TERMINAL:
             reason = self.files.stopped() or state.get("error") or state.get("reason") or status
-            raise SessionEnded(f"session {self.name!r} (run {self.id}) has ended: {reason}")
+            rank = state.get("failed_rank")
+            who = f", rank {rank} failed first" if rank is not None else ""
+            raise SessionEnded(
+                f"session {self.name!r} (run {self.id}) has ended ({status}{who}): {reason}"
+            )
 
 
 def _raise_failures(name: str, results: dict[int, dict[str, Any]]) -> None:

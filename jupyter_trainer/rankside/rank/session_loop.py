@@ -175,7 +175,7 @@ class Loop:
         path = os.path.join(self.results, f"{n}.{self.rank}.json")
         while True:
             try:
-                write_json_atomic(path, result)
+                write_json_atomic(path, result, mode=0o600)
                 break
             except KeyboardInterrupt:
                 continue
