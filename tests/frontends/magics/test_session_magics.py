@@ -136,9 +136,9 @@ def test_refused_cells_send_nothing_and_interrupt_and_restart_leave_the_session(
     sent = sorted(live.files.requests.iterdir())
 
     _, error = cell(kernel, "%%train --session s1 --procs 4\nprint('never')")
-    assert error["ename"] == "SpecError" and "--procs" in error["evalue"], error
+    assert error.get("ename") == "SpecError" and "--procs" in error["evalue"], error
     _, error = cell(kernel, "%%train --session nosuch\nprint('never')")
-    assert error["ename"] == "SpecError", error
+    assert error.get("ename") == "SpecError", error
     assert "no session named 'nosuch'" in error["evalue"], error
     assert sorted(live.files.requests.iterdir()) == sent
 
