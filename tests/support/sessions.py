@@ -1,6 +1,7 @@
 """Live sessions for the tests: a run store kept for a whole module (``session_home``), a
-session started in it and stopped after (``live_session``), and the check that a stopped
-session left none of its rank processes."""
+session started in it and stopped after (``live_session``), the check that a stopped
+session left none of its rank processes, and one session's whole life on a target of
+several nodes (``check_a_session_on``)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import leftover_pids, wait_for
+from conftest import leftover, leftover_pids, wait_for
 
 from jupyter_trainer.api.sessions import Session, start_session
+from jupyter_trainer.core.errors import CellFailed
 from jupyter_trainer.rankside import hotstart as pool
 from jupyter_trainer.store import HOME_ENV, TERMINAL
 from jupyter_trainer.supervisor import starter
@@ -81,3 +83,36 @@ def live_session(name: str, home: Path, **options: Any) -> Iterator[Session]:
         if session.status not in TERMINAL:
             assert session.stop() == "completed", session.record.state
             assert_ended(session)
+
+
+def check_a_session_on(target: str, nodes: int, procs: int, capsys: Any) -> None:
+    """A session on ``target`` (``nodes`` x ``procs`` ranks) joins its ranks, runs cells with
+    notebook values, pulls from one rank and all, takes a push, names a rank whose cell
+    raised (at the cell's line) and goes on, and stops with nothing left."""
+    live = start_session("remote", target=target, nodes=nodes, procs=procs, timeout=180)
+    world = nodes * procs
+    total = world * (world + 1) / 2
+    try:
+        assert live.files.ready() == set(range(world))
+        live.run(
+            "import torch, torch.distributed as dist\n"
+            "t = torch.ones(1) * (dist.get_rank() + 1)\n"
+            "dist.all_reduce(t)\n"
+            "print('sum', t.item(), 'from', origin)\n",
+            namespace={"origin": "notebook"},
+        )
+        out = capsys.readouterr().out
+        for rank in range(world):
+            assert f"[rank {rank}] sum {total} from notebook" in out, out
+        assert live.pull("t.item()", rank=None) == [total] * world
+        live.push(scale=10)
+        live.run("t = t * scale")
+        assert live.pull("t.item()", rank=world - 1) == total * 10
+        with pytest.raises(CellFailed, match=f"rank {world - 1}:") as failed:
+            live.run(f"if dist.get_rank() == {world - 1}:\n    raise KeyError('here')\n", cell=4)
+        assert failed.value.ranks == [world - 1] and "Cell In [4], line 2" in str(failed.value)
+        assert live.pull("t.item()") == total * 10  # the session went on
+    finally:
+        status = live.stop()
+    assert status == "completed", live.record.state
+    assert leftover(live.id) == []

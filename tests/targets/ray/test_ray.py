@@ -18,6 +18,7 @@ from conftest import HOSTILE, leftover, live_state, wait_for
 from support.hf_trainer import check_trainer_resumed, hf_code
 from support.jt_cli import cli
 from support.ray_cluster import CONNECT_TIMEOUT
+from support.sessions import check_a_session_on
 from support.workloads import DDP_LINEAR, SLEEPER
 
 from jupyter_trainer.api import runs as api
@@ -364,3 +365,8 @@ def test_resume_on_ray_starts_a_trainer_from_its_checkpoint(rc, home):
     assert (old.path / "checkpoints" / "out" / "checkpoint-4" / "trainer_state.json").is_file()
     new = api.resume(old.id, params={"max_steps": 8}).wait(timeout=300)
     check_trainer_resumed(old, new)
+
+
+def test_a_live_session_on_both_ray_nodes(rc, home, capsys):
+    """A session's ranks on the two Ray nodes, its requests sent through their shells."""
+    check_a_session_on("rc", nodes=2, procs=1, capsys=capsys)

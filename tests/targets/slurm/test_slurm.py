@@ -10,6 +10,7 @@ import time
 import pytest
 from conftest import check_shared_modes, leftover, wait_for
 from support.jt_cli import cli
+from support.sessions import check_a_session_on
 from support.workloads import DIST_STEPS, SLEEPER
 
 from jupyter_trainer.api import runs as api
@@ -241,3 +242,9 @@ def test_what_the_cluster_writes_in_a_shared_workspace_keeps_its_modes(
     assert run.status == "completed", run.logs()
     checked = check_shared_modes(run.path)
     assert checked > 10 and (run.path / "logs" / "rank-1.log").exists()
+
+
+def test_a_live_session_on_slurm(cluster, home, capsys):
+    """A session's ranks in a Slurm allocation, driven from here, on the filesystem they
+    share with this machine."""
+    check_a_session_on("cluster", nodes=1, procs=2, capsys=capsys)
