@@ -33,6 +33,7 @@ from .runs import Run, submit
 DEFAULT_IDLE = 3600.0  # seconds without a request before a session ends itself
 DEFAULT_MAX_BYTES = 64 << 20  # the largest value pull or push sends, pickled
 INTERRUPT_GRACE = 10.0  # seconds the ranks get to answer an interrupt
+_found: dict[tuple[str, str], Session] = {}  # (home, name) -> the session found there last
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 LOOP_SCRIPT = "from jupyter_trainer.rankside.rank import session_loop\n\nsession_loop.main()\n"
 
@@ -81,7 +82,7 @@ def start_session(
             backend=backend,
             env=env,
             hot=hot,
-            stall_timeout=7 * 86400,  # waiting for the next cell is not a stall
+            stall_timeout=0,  # waiting for the next cell is not a stall
             system_interval=system_interval,
             home=home,
             origin=origin,
@@ -123,9 +124,16 @@ def sessions(*, home: str | os.PathLike | None = None, limit: int = 50) -> list[
 
 
 def find(name: str, home: str | os.PathLike | None = None) -> Session | None:
-    """This user's running session ``name``, if there is one."""
+    """This user's running session ``name``, if there is one (the one this process found
+    last, while it runs, without a look at the index)."""
+    key = (str(Store(home).home), name)
+    known = _found.get(key)
+    if known is not None and known.status in ACTIVE:
+        return known
+    _found.pop(key, None)
     for live in sessions(home=home, limit=1000):
         if live.name == name:
+            _found[key] = live
             return live
     return None
 
@@ -212,6 +220,8 @@ class Session:
             launcher=spec.launch.launcher,
             backend=spec.launch.backend,
             env=spec.env.name,
+            hot=spec.launch.hot,
+            system_interval=spec.watch.system_interval,
             idle=_idle_of(spec),
             timeout=timeout,
             home=self.record.store.home,
@@ -403,10 +413,9 @@ class Session:
         if status in TERMINAL:
             reason = self.files.stopped() or state.get("error") or state.get("reason") or status
             rank = state.get("failed_rank")
-            who = f", rank {rank} failed first" if rank is not None else ""
-            raise SessionEnded(
-                f"session {self.name!r} (run {self.id}) has ended ({status}{who}): {reason}"
-            )
+            how = "" if status == "completed" else f" ({status})"
+            how = f" ({status}, rank {rank} failed first)" if rank is not None else how
+            raise SessionEnded(f"session {self.name!r} (run {self.id}) has ended{how}: {reason}")
 
 
 def _raise_failures(name: str, results: dict[int, dict[str, Any]]) -> None:

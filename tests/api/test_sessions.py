@@ -20,7 +20,9 @@ from support.sessions import assert_ended, live_session, session_home  # noqa: F
 from jupyter_trainer.api import runs
 from jupyter_trainer.api.sessions import session, start_session
 from jupyter_trainer.core.errors import CellFailed, SessionEnded, SpecError
+from jupyter_trainer.rankside.rank.session_loop import socket_name
 from jupyter_trainer.store import HOME_ENV
+from jupyter_trainer.store.sessions import send
 
 # One worker runs the module, so its tests share one session.
 pytestmark = pytest.mark.xdist_group("api-sessions")
@@ -127,6 +129,21 @@ def test_interrupt_from_another_handle_ends_the_cell_and_the_session_goes_on(sha
     assert failed.interrupted and failed.ranks == [0, 1], str(failed)
     assert "KeyboardInterrupt" in str(failed) and "woke" not in out.getvalue()
     assert ran(shared, "print('after')") == ["[rank 0] after", "[rank 1] after"]
+
+
+def test_a_datagram_alone_interrupts_nothing(shared):
+    """The ranks' sockets are open to anyone on the host: an "interrupt N" sent there only
+    makes them look for the owner's interrupt file, which is not there."""
+    out = io.StringIO()
+    code = "import time\nprint('dozing', flush=True)\ntime.sleep(1.5)\nprint('done')\n"
+    runner = threading.Thread(target=shared.run, args=(code,), kwargs={"stream": out})
+    runner.start()
+    wait_for(lambda: out.getvalue().count("dozing") == 2, 30, what="both ranks in the cell")
+    n = shared.files.count()
+    for rank in shared.ranks:
+        send(socket_name(shared.id, rank), f"interrupt {n}".encode())
+    runner.join(30)
+    assert out.getvalue().count("done") == 2, out.getvalue()
 
 
 def test_keyboard_interrupt_in_the_waiting_thread_interrupts_the_ranks(shared):

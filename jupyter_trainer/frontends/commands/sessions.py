@@ -80,6 +80,13 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default=None, metavar="|".join(BACKENDS))
     parser.add_argument("--env", default=None, metavar="NAME", help="a named environment")
     parser.add_argument(
+        "--hot",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="fork the ranks from a warm pool (the default where a run would be hot); "
+        "--no-hot: torchrun starts them",
+    )
+    parser.add_argument(
         "--idle",
         type=float,
         default=session_api.DEFAULT_IDLE,
@@ -97,6 +104,7 @@ def start_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "backend": args.backend,
         "env": args.env,
         "idle": args.idle,
+        "hot": args.hot,
     }
 
 

@@ -34,15 +34,20 @@ def run_session_cell(shell: Any, opts: argparse.Namespace, code: str, origin: di
             f"own options: leave out {', '.join(given)} (-p KEY=VALUE may stay)"
         )
     found = session_api.session(opts.session)
-    found.run(
-        code,
-        namespace=shell.user_ns,
-        history=list(shell.user_ns.get("In", [])),
-        params=dict(opts.param) if opts.param else None,
-        cell=origin.get("cell"),
-        first_line=2,
-        stream=sys.stdout,
-    )
+    try:
+        found.run(
+            code,
+            namespace=shell.user_ns,
+            history=list(shell.user_ns.get("In", [])),
+            params=dict(opts.param) if opts.param else None,
+            cell=origin.get("cell"),
+            first_line=2,
+            stream=sys.stdout,
+        )
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(
+            f"the cell was interrupted on every rank; session {found.name!r} goes on"
+        ) from None
 
 
 def session_line(shell: Any, opts: argparse.Namespace, origin: dict) -> tuple[bool, Any]:

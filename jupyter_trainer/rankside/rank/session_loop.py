@@ -139,16 +139,20 @@ class Loop:
                 return
             self.wake.set()
             if len(words) == 2 and words[0] == b"interrupt" and words[1].isdigit():
-                self._interrupt(int(words[1]))
+                self._interrupt_if_asked(int(words[1]))
 
     def _watch_interrupts(self) -> None:
         while True:
             time.sleep(POLL)
             current = self.current
-            if current is not None and os.path.exists(
-                os.path.join(self.folder, f"interrupt.{current}")
-            ):
-                self._interrupt(current)
+            if current is not None:
+                self._interrupt_if_asked(current)
+
+    def _interrupt_if_asked(self, n: int) -> None:
+        """Interrupt request ``n`` if its owner asked: a datagram only says when to look
+        (anyone on the host can send one), the file in the owner's folder decides."""
+        if os.path.exists(os.path.join(self.folder, f"interrupt.{n}")):
+            self._interrupt(n)
 
     def _interrupt(self, n: int) -> None:
         with self.lock:
