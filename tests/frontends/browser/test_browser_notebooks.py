@@ -22,6 +22,7 @@ EXPECTED = {
     "quickstart.ipynb": "final test accuracy",
     "sweep.ipynb": "best trial",
     "data_and_models.ipynb": "onnxruntime within tolerance: True",
+    "sessions.ipynb": "session demo stopped",
 }
 
 
