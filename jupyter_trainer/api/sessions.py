@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from ..core.errors import CellFailed, SessionEnded, SpecError
 from ..core.files import write_atomic
-from ..core.spec import DEFAULT_SYSTEM_INTERVAL
+from ..core.spec import DEFAULT_STALL_TIMEOUT, DEFAULT_SYSTEM_INTERVAL
 from ..store import ACTIVE, TERMINAL, Store
 from ..store.owners import Identity
 from ..store.sessions import SessionFiles, client_socket
@@ -50,6 +50,7 @@ def start_session(
     idle: float = DEFAULT_IDLE,
     hot: bool | None = None,
     system_interval: float = DEFAULT_SYSTEM_INTERVAL,
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT,
     timeout: float = 600.0,
     home: str | os.PathLike | None = None,
     origin: Mapping[str, Any] | None = None,
@@ -57,7 +58,9 @@ def start_session(
     """Start ``procs`` ranks on each of ``nodes`` nodes of ``target`` that stay alive as the
     session ``name``, join their process group, and wait (at most ``timeout`` seconds) until
     every rank is ready. ``idle`` is how long the session waits for a request before it ends
-    itself. A session of that name already running raises ``SpecError``."""
+    itself; ``stall_timeout`` names a rank that logs nothing for that long while a cell runs
+    (between cells no rank is stalled). A session of that name already running raises
+    ``SpecError``."""
     check_name(name)
     if not 0 < idle <= 7 * 86400:
         raise SpecError(f"idle {idle!r}: give the seconds without a cell, from 1 to 604800")
@@ -82,7 +85,7 @@ def start_session(
             backend=backend,
             env=env,
             hot=hot,
-            stall_timeout=0,  # waiting for the next cell is not a stall
+            stall_timeout=stall_timeout,  # judged while a cell runs, not between cells
             system_interval=system_interval,
             home=home,
             origin=origin,
@@ -222,6 +225,7 @@ class Session:
             env=spec.env.name,
             hot=spec.launch.hot,
             system_interval=spec.watch.system_interval,
+            stall_timeout=spec.watch.stall_timeout,
             idle=_idle_of(spec),
             timeout=timeout,
             home=self.record.store.home,

@@ -39,6 +39,7 @@ __all__ = [  # noqa: F822 (run_dir, params and the like resolve in __getattr__)
     "TransformersCallback",
     "attempt",
     "backend",
+    "checkpoint",
     "checkpoint_dir",
     "data",
     "export_onnx",
@@ -105,6 +106,7 @@ _ELSEWHERE = {  # "room.file:name" of the rank side, imported on first use only
     "save_checkpoint": "rank.rank_outputs:save_checkpoint",
     "load_checkpoint": "rank.rank_outputs:load_checkpoint",
     "export_onnx": "rank.rank_outputs:export_onnx",
+    "checkpoint": "rank.dcp_checkpoint:checkpoint",
     "load_carried": "rank.run_inputs:load_carried",
     "breakpoint": "debug.debugger:rank_breakpoint",
 }
@@ -288,6 +290,13 @@ def _beat() -> None:
     """Rewrite this rank's heartbeat file (at most once a second; never in a forked child)."""
     if _beat_on and os.getpid() == _pid:
         _heartbeat().beat(_time())
+
+
+def _waiting() -> None:
+    """This rank waits for work it was not given yet (a live session between cells): it
+    counts as progressing, so the supervisor's stall watch judges it only while it runs."""
+    if _run_dir is not None and _beat_on:
+        _heartbeat().progress = _time()
 
 
 def _sample(last: bool = False) -> None:

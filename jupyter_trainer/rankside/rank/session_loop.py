@@ -75,6 +75,8 @@ class Loop:
     # -- waiting ------------------------------------------------------------------------
     def serve(self) -> str:
         """Run requests until the session is stopped; the reason it was."""
+        from jupyter_trainer.rankside.rank import runtime
+
         if self.sock is not None:
             threading.Thread(target=self._listen, name="jt-session", daemon=True).start()
         threading.Thread(target=self._watch_interrupts, name="jt-interrupt", daemon=True).start()
@@ -86,6 +88,7 @@ class Loop:
                     return stop
                 request = self._next()
                 if request is None:
+                    runtime._waiting()
                     if self.rank == 0 and time.monotonic() - last > self.idle:
                         write_json_atomic(
                             os.path.join(self.folder, "stop"),
