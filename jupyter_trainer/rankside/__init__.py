@@ -75,6 +75,7 @@ SNAPSHOT = (
     "frameworks/lightning_hooks.py",
     "rank/rank_files.py",
     "rank/rank_outputs.py",
+    "rank/dcp_checkpoint.py",
     "frameworks/onnx_export.py",
     "rank/data.py",
     "rank/workdir.py",
