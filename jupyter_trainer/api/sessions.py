@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from ..core.errors import CellFailed, SessionEnded, SpecError
 from ..core.files import write_atomic
@@ -242,7 +242,7 @@ class Session:
         params: Mapping[str, Any] | None = None,
         cell: int | None = None,
         first_line: int = 1,
-        stream: TextIO | None = None,
+        stream: TextIO | Literal[False] | None = None,
     ) -> None:
         """Run ``code`` on every rank, in its namespace, and wait until every rank has
         finished it; each rank's output is written to ``stream`` (stdout) as it comes.
@@ -338,7 +338,7 @@ class Session:
         self,
         n: int,
         request: dict[str, Any],
-        stream: TextIO | None,
+        stream: TextIO | Literal[False] | None,
         ranks: range | None = None,
     ) -> dict[int, dict[str, Any]]:
         ranks = self.ranks if ranks is None else ranks
@@ -362,7 +362,7 @@ class Session:
         ranks: range,
         sock: Any,
         logs: dict[int, int],
-        stream: TextIO | None,
+        stream: TextIO | Literal[False] | None,
         timeout: float | None = None,
     ) -> dict[int, dict[str, Any]]:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -392,7 +392,10 @@ class Session:
                 pass
 
     def _echo(
-        self, logs: dict[int, int], results: dict[int, dict[str, Any]], stream: TextIO | None
+        self,
+        logs: dict[int, int],
+        results: dict[int, dict[str, Any]],
+        stream: TextIO | Literal[False] | None,
     ) -> None:
         if stream is False:
             return

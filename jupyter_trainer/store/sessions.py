@@ -29,6 +29,7 @@ class SessionFiles:
         self.run_id = run_id
         self.requests = folder / "requests"
         self.results = folder / "results"
+        self.taken = 0  # the last request number this handle took
 
     def create(self) -> None:
         for path in (self.folder, self.requests, self.results):
@@ -39,13 +40,19 @@ class SessionFiles:
 
     # -- requests -------------------------------------------------------------------------
     def new_request(self) -> tuple[int, Path]:
-        """The next request's number and its folder, made here so no other writer takes it."""
-        taken = [int(p.name) for p in self.requests.iterdir() if p.name.isdigit()]
-        n = max(taken, default=0) + 1
+        """The next request's number and its folder, made here so no other writer takes it
+        (the folder is looked through once per handle; then the numbers go on from the last
+        this handle took, past those other writers took since)."""
+        if not self.taken:
+            self.taken = max(
+                (int(p.name) for p in self.requests.iterdir() if p.name.isdigit()), default=0
+            )
+        n = self.taken + 1
         while True:
             here = self.requests / str(n)
             try:
                 here.mkdir(mode=0o700)
+                self.taken = n
                 return n, here
             except FileExistsError:
                 n += 1
