@@ -109,10 +109,81 @@ def _start_write(state_dict: dict[str, Any], folder: str, group: Any) -> Any:
     no_dist = group is None
     if hasattr(dcp, "async_save"):
         found = dcp.async_save(
-            state_dict, storage_writer=writer, process_group=group, no_dist=no_dist
+            state_dict,
+            storage_writer=writer,
+            process_group=group,
+            no_dist=no_dist,
+            async_stager=_stager,
         )
         return getattr(found, "upload_completion", found)
     return _thread_save(dcp, state_dict, writer, group, no_dist)
+
+
+class HostCopy:
+    """Copies a state dict's tensors into host buffers it keeps from one save to the next
+    (DCP's ``AsyncStager`` protocol). Reusing them spares the allocation and the first touch
+    of fresh pages, which cost more than the copy itself; the price is one copy of the state
+    held in host memory between saves. A save waits for the one before it, so a buffer is
+    never refilled while it is being written."""
+
+    _synchronize_after_execute = False
+    should_synchronize_after_execute = False
+
+    def __init__(self) -> None:
+        self.buffers: dict[tuple[Any, ...], Any] = {}
+
+    def stage(self, state_dict: Any) -> Any:
+        return self.copy(state_dict, ())
+
+    def copy(self, value: Any, path: tuple[Any, ...]) -> Any:
+        import torch
+
+        if isinstance(value, dict):
+            return {k: self.copy(v, (*path, k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+            return type(value)(self.copy(v, (*path, i)) for i, v in enumerate(value))
+        if type(value) is torch.Tensor:
+            return self.into_buffer(value, path)
+        dtensor = _dtensor_class() if isinstance(value, torch.Tensor) else None
+        if dtensor is not None and isinstance(value, dtensor):
+            local = self.into_buffer(value.to_local(), path)
+            return dtensor.from_local(
+                local,
+                value.device_mesh,
+                value.placements,
+                run_check=False,
+                shape=value.shape,
+                stride=value.stride(),
+            )
+        import copy
+
+        return copy.deepcopy(value)  # another tensor subclass, or a plain value
+
+    def into_buffer(self, tensor: Any, path: tuple[Any, ...]) -> Any:
+        import torch
+
+        buffer = self.buffers.get(path)
+        if buffer is None or buffer.shape != tensor.shape or buffer.dtype != tensor.dtype:
+            buffer = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu")
+            self.buffers[path] = buffer
+        return buffer.copy_(tensor.detach())
+
+    def synchronize_staging(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+_stager = HostCopy()
+
+
+def _dtensor_class() -> Any:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:
+        return None
+    return DTensor
 
 
 def _thread_save(dcp: Any, state_dict: Any, writer: Any, group: Any, no_dist: bool) -> Any:
@@ -120,18 +191,7 @@ def _thread_save(dcp: Any, state_dict: Any, writer: Any, group: Any, no_dist: bo
     in a thread."""
     from concurrent.futures import Future
 
-    import torch
-
-    def to_host(value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return value.detach().to("cpu", copy=True)
-        if isinstance(value, dict):
-            return {k: to_host(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return type(value)(to_host(v) for v in value)
-        return value
-
-    staged = to_host(state_dict)
+    staged = _stager.stage(state_dict)
     future: Future[Any] = Future()
 
     def write() -> None:
