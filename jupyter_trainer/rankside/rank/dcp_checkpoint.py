@@ -92,12 +92,24 @@ def _dist_group() -> tuple[Any, Any]:
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        _alone(dist)
         return dist, None
     default = dist.distributed_c10d._get_default_group()
     if _group is None or _group_of is not default:
         _group = dist.new_group(backend="gloo")
         _group_of = default
     return dist, _group
+
+
+def _alone(dist: Any) -> None:
+    """Raise where the run has several ranks but torch.distributed has not joined them: each
+    rank would write the same files as rank 0 of a world of one."""
+    joined = dist.is_available() and dist.is_initialized()
+    if runtime.world_size > 1 and not joined:
+        raise RuntimeError(
+            f"jt.checkpoint: this run has {runtime.world_size} ranks; call "
+            "torch.distributed.init_process_group() before saving or loading a checkpoint"
+        )
 
 
 def _start_write(state_dict: dict[str, Any], folder: str, group: Any) -> Any:
@@ -356,6 +368,8 @@ def load(state_dict: dict[str, Any]) -> int | None:
     import torch.distributed.checkpoint as dcp
 
     several = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    if not several:
+        _alone(dist)
     wait()
     found = [newest() if runtime.rank == 0 or not several else None]
     if several:
