@@ -21,9 +21,14 @@ the standard library only and imports nothing of jupyter_trainer. It
    only per node and run folder: a container restarted in place ends at once with that code
    (see ``launched_before``);
 4. meanwhile copies what the ranks write into the run folder (``logs/``, ``events/``,
-   ``ranks/``) onto its stdout, the pod log, as marked lines (``MARK`` + JSON), which the
-   target splits off into the local run folder. The launcher's own output passes through
-   whole lines, so a marked line is never cut into.
+   ``ranks/``, and a live session's readiness, results and end) onto its stdout, the pod
+   log, as marked lines (``MARK`` + JSON), which the target splits off into the local run
+   folder. The launcher's own output passes through whole lines, so a marked line is never
+   cut into;
+5. once the ranks have made a live session's folder (``RUN_DIR/session``), watches the
+   ConfigMaps the target writes a session's requests into (``SessionRequests``: the API
+   server as the pod reaches it, with its service account's token) and writes each into
+   the run folder, in order, then wakes the ranks.
 
 With ``--rank`` (a rank started by mpirun on a node pod) it unpacks, then execs ARGV; where
 no launcher follows the run folder (a node pod's own), a child first copies that rank's files
@@ -34,15 +39,22 @@ from __future__ import annotations
 
 import base64
 import fcntl
+import hashlib
 import json
 import os
+import re
 import shutil
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import tarfile
 import threading
 import time
+import urllib.parse
+import urllib.request
+from typing import Any
 
 # Starts a line that carries a run-folder file's new bytes: a visible sign (U+241E, SYMBOL
 # FOR RECORD SEPARATOR) that no line splitter treats as a line break, as it would 0x1e.
@@ -60,6 +72,17 @@ SECRETS_FILE = "/jt/secrets/secrets.json"  # the run's Secret, mounted owner-onl
 HOSTFILE = "/etc/mpi/hostfile"  # where the Trainer's MPI runtime mounts the hostfile
 PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
 ORPHAN_WAIT = 10.0  # seconds the launcher's leftovers (the ranks' watchers) have to end
+# A live session's files (rankside/rank/session_loop.py): those that go back, whole (each
+# result once), and those a request ConfigMap may write here
+SESSION_BACK = re.compile(r"session/(?:ready\.\d+|stop|results/\d+\.\d+\.(?:json|pkl))")
+SESSION_IN = re.compile(
+    r"session/(?:requests/\d+(?:\.json|/(?:cell\.py|cell_parts\.json|carried\.pkl|values\.pkl))"
+    r"|interrupt\.\d+|stop)"
+)
+SESSION_OF = "jupyter-trainer/session-of"  # label of a session's request ConfigMaps
+SESSION_SEQ = "jupyter-trainer/session-seq"  # ... and their order, from 1
+SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+WATCH_S = 60  # a watch of the request ConfigMaps is made again after this long
 _out_lock = threading.Lock()
 
 
@@ -169,18 +192,36 @@ class Mirror:
                 if name.endswith(".tmp") or not name.startswith(self.only):
                     continue  # a file being written (renamed into place later), or not ours
                 self.file(f"{top}/{name}")
+        if not self.only:
+            self.session()
 
-    def file(self, rel: str) -> None:
+    def session(self) -> None:
+        """A live session's readiness, results and end (a pulled value before the result
+        that names it, which the notebook reads first); a result is written once, by rename."""
+        found = []
+        for sub in ("session", "session/results"):
+            try:
+                names = os.listdir(os.path.join(self.run_dir, sub))
+            except OSError:
+                continue
+            found += [f"{sub}/{n}" for n in names if SESSION_BACK.fullmatch(f"{sub}/{n}")]
+        for rel in sorted(found, key=lambda rel: (rel.endswith(".json"), rel)):
+            if self.sent.get(rel) != "once":
+                self.file(rel, whole=True)
+                if rel.startswith("session/results/") and rel in self.sent:
+                    self.sent[rel] = "once"
+
+    def file(self, rel: str, whole: bool = False) -> None:
         path = os.path.join(self.run_dir, rel)
         try:
-            if rel.endswith(WHOLE):
+            if whole or rel.endswith(WHOLE):
                 stat = os.stat(path)
                 key = (stat.st_mtime_ns, stat.st_size)
                 if self.sent.get(rel) != key:
                     with open(path, "rb") as f:
                         data = f.read()
                     self.sent[rel] = key
-                    emit(mark(rel, w=base64.b64encode(data).decode()), self.fd)
+                    self.whole(rel, data)
                 return
             sent = self.sent.get(rel, 0)
             at = sent if isinstance(sent, int) else 0
@@ -196,9 +237,123 @@ class Mirror:
         except OSError:
             pass
 
+    def whole(self, rel: str, data: bytes) -> None:
+        """A file sent whole: one line, or, over CHUNK, its parts in order (``o`` where a
+        part starts, ``n`` the whole size), which the target puts together."""
+        if len(data) <= CHUNK:
+            emit(mark(rel, w=base64.b64encode(data).decode()), self.fd)
+            return
+        for at in range(0, len(data), CHUNK):
+            part = base64.b64encode(data[at : at + CHUNK]).decode()
+            emit(mark(rel, o=at, n=len(data), p=part), self.fd)
+
     def run(self, done: threading.Event) -> None:
         while not done.wait(INTERVAL):
             self.once()
+
+
+def session_of(run_id: str) -> str:
+    """The ``SESSION_OF`` label value of run ``run_id``'s request ConfigMaps."""
+    return hashlib.sha256(run_id.encode()).hexdigest()[:40]
+
+
+class SessionRequests:
+    """A live session's requests, from the ConfigMaps the target writes one per message
+    (``SESSION_OF`` and ``SESSION_SEQ`` labels; ``data["message.json"]``: the files' paths
+    and the sockets to wake, ``binaryData["<i>"]``: file i's bytes), into the run folder in
+    their order. The API server is asked as any in-cluster client asks it: ``https://
+    $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`` with the pod's service account token
+    and CA; a list, then a watch from the list's resourceVersion, again after any failure."""
+
+    def __init__(self, run_dir: str, run_id: str, env: dict[str, str]) -> None:
+        self.run_dir = run_dir
+        self.selector = f"{SESSION_OF}={session_of(run_id)}"
+        self.server = f"https://{env.get('KUBERNETES_SERVICE_HOST')}:" + (
+            env.get("KUBERNETES_SERVICE_PORT") or "443"
+        )
+        self.applied = 0  # messages 1..applied are in the run folder
+        self.waiting: dict[int, dict] = {}
+        self.said = ""
+
+    def run(self, done: threading.Event) -> None:
+        while not os.path.isdir(os.path.join(self.run_dir, "session")):
+            if done.wait(INTERVAL):
+                return  # not a session: the API is never asked
+        while not done.is_set() and not os.path.exists(os.path.join(self.run_dir, "session/stop")):
+            try:
+                version = self.list()
+                self.watch(version, done)
+            except (OSError, ValueError, KeyError) as exc:
+                self.say(f"[jt] the session's requests cannot be read from the API server: {exc}")
+                done.wait(1.0)
+
+    def say(self, text: str) -> None:
+        if text != self.said:  # once per kind of failure, not once a second
+            self.said = text
+            print(text, file=sys.stderr, flush=True)
+
+    def _get(self, query: dict[str, str], timeout: float) -> Any:
+        with open(os.path.join(SERVICE_ACCOUNT, "token")) as f:
+            token = f.read().strip()  # read each time: the kubelet rotates it
+        with open(os.path.join(SERVICE_ACCOUNT, "namespace")) as f:
+            namespace = f.read().strip()
+        context = ssl.create_default_context(cafile=os.path.join(SERVICE_ACCOUNT, "ca.crt"))
+        url = (
+            f"{self.server}/api/v1/namespaces/{urllib.parse.quote(namespace)}/configmaps?"
+            + urllib.parse.urlencode({"labelSelector": self.selector, **query})
+        )
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+        return urllib.request.urlopen(request, timeout=timeout, context=context)
+
+    def list(self) -> str:
+        with self._get({}, 30) as answer:
+            found = json.load(answer)
+        for item in found.get("items") or ():
+            self.take(item)
+        return str(found["metadata"]["resourceVersion"])
+
+    def watch(self, version: str, done: threading.Event) -> None:
+        query = {"watch": "1", "resourceVersion": version, "timeoutSeconds": str(WATCH_S)}
+        with self._get(query, WATCH_S + 30) as answer:
+            for line in answer:
+                event = json.loads(line)
+                if event.get("type") in ("ADDED", "MODIFIED"):
+                    self.take(event["object"])
+                elif event.get("type") == "ERROR":  # e.g. 410 Gone: list again
+                    return
+                if done.is_set():
+                    return
+
+    def take(self, config_map: dict) -> None:
+        labels = (config_map.get("metadata") or {}).get("labels") or {}
+        seq = int(labels.get(SESSION_SEQ, "0"))
+        if seq > self.applied:
+            self.waiting[seq] = config_map
+        while self.applied + 1 in self.waiting:
+            self.apply(self.waiting.pop(self.applied + 1))
+            self.applied += 1
+        self.said = ""
+
+    def apply(self, config_map: dict) -> None:
+        message = json.loads(config_map["data"]["message.json"])
+        parts = config_map.get("binaryData") or {}
+        for i, rel in enumerate(message.get("files") or ()):
+            if not SESSION_IN.fullmatch(rel):
+                continue
+            path = os.path.join(self.run_dir, rel)
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+                f.write(base64.b64decode(parts.get(str(i), "")))
+            os.replace(tmp, path)
+        for name, text in message.get("wake") or ():
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            try:
+                sock.sendto(str(text).encode(), str(name).encode())
+            except OSError:
+                pass
+            finally:
+                sock.close()
 
 
 def follow_rank(run_dir: str, env: dict[str, str]) -> None:
@@ -297,6 +452,9 @@ def main(argv: list[str]) -> int:
     mirror, done = Mirror(run_dir), threading.Event()
     thread = threading.Thread(target=mirror.run, args=(done,), daemon=True)
     thread.start()
+    if env.get("JT_RUN_ID") and env.get("KUBERNETES_SERVICE_HOST"):
+        requests = SessionRequests(run_dir, env["JT_RUN_ID"], env)
+        threading.Thread(target=requests.run, args=(done,), daemon=True).start()
     for line in iter(child.stdout.readline, b""):  # type: ignore[union-attr]
         emit(line if line.endswith(b"\n") else line + b"\n")
     code = child.wait()

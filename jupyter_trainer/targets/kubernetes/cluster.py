@@ -61,7 +61,8 @@ def _resource(kind: str) -> Any:
         group, version = TRAINER_API.split("/")
         return create_namespaced_resource(group, version, "TrainJob", "trainjobs")
     from lightkube.resources.batch_v1 import Job
-    from lightkube.resources.core_v1 import ConfigMap, Event, Pod, Secret, Service
+    from lightkube.resources.core_v1 import ConfigMap, Event, Pod, Secret, Service, ServiceAccount
+    from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 
     return {
         "Job": Job,
@@ -70,6 +71,9 @@ def _resource(kind: str) -> Any:
         "Service": Service,
         "Pod": Pod,
         "Event": Event,
+        "ServiceAccount": ServiceAccount,
+        "Role": Role,
+        "RoleBinding": RoleBinding,
     }[kind]
 
 

@@ -37,6 +37,7 @@ from ...launchers.table import LAUNCHERS, Command, LaunchPlan, Topology, rank_en
 from . import run_secret
 from .config import GPU_RESOURCE, KubeConfig
 from .names import QUEUE_LABEL, object_name, run_annotations, run_labels
+from .session import access_manifests
 
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 IN_DIR = "/jt/in"  # the ConfigMap: pod.py, spec.json, snapshot.tar.gz
@@ -64,6 +65,7 @@ class RunObjects:
     snapshot: bytes | None  # the gzipped tar of code/, None when it is on workdir_pvc
     spec_json: str
     secrets_json: str | None = None  # the run's secrets.json, for its Secret; None: none
+    session: bool = False  # a live session's: its pods read its request ConfigMaps
 
     @property
     def name(self) -> str:
@@ -284,14 +286,16 @@ def _mounts(objects: RunObjects) -> list[dict[str, Any]]:
     return mounts
 
 
-def _placement(cfg: KubeConfig) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _placement(objects: RunObjects) -> dict[str, Any]:
+    cfg, out = objects.cfg, dict[str, Any]()
     if cfg.node_selector:
         out["nodeSelector"] = dict(cfg.node_selector)
     if cfg.tolerations:
         out["tolerations"] = [dict(t) for t in cfg.tolerations]
     if cfg.service_account:
         out["serviceAccountName"] = cfg.service_account
+    elif objects.session:  # its own, which may read the session's requests
+        out["serviceAccountName"] = objects.name
     return out
 
 
@@ -335,7 +339,7 @@ def indexed_job(objects: RunObjects) -> dict[str, Any]:
         "enableServiceLinks": False,
         "containers": [container],
         "volumes": _volumes(objects),
-        **_placement(objects.cfg),
+        **_placement(objects),
     }
     return {
         "apiVersion": "batch/v1",
@@ -407,7 +411,7 @@ def train_job(objects: RunObjects) -> dict[str, Any]:
                         "spec": {
                             "containers": [{"name": CONTAINER, "volumeMounts": _mounts(objects)}],
                             "volumes": _volumes(objects),
-                            **_placement(cfg),
+                            **_placement(objects),
                         },
                     }
                 },
@@ -446,6 +450,8 @@ def manifests(objects: RunObjects) -> list[dict[str, Any]]:
     the Job or TrainJob is created suspended in that LocalQueue: Kueue starts it once the
     queue's quota admits it."""
     first = [secret(objects)] if objects.secrets_json is not None else []
+    if objects.session:
+        first += access_manifests(_metadata(objects), objects.cfg.service_account)
     if objects.api == "trainjob":
         docs = [*first, config_map(objects), train_job(objects)]
     else:

@@ -20,14 +20,15 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from ...nodes.mirror import LocalFiles
-from ...rankside.programs.kube_pod import FOLLOWED, MARK
+from ...rankside.programs.kube_pod import FOLLOWED, MARK, SESSION_BACK
 
 _MARK = MARK.encode()
 
 
 def split_marked(line: bytes) -> tuple[dict[str, Any], bytes] | None:
     """A marked line as a ``LocalFiles`` frame (header, payload); None for any other line,
-    a damaged mark, or a path outside the run folder's followed files."""
+    a damaged mark, or a path outside the run folder's followed files. A part of a file
+    sent whole in parts is a ``part`` frame (``o`` where it starts, ``n`` the whole size)."""
     if not line.startswith(_MARK):
         return None
     try:
@@ -35,6 +36,12 @@ def split_marked(line: bytes) -> tuple[dict[str, Any], bytes] | None:
         rel = _safe(record["f"])
         if "w" in record:
             return {"p": rel, "t": "put"}, base64.b64decode(record["w"], validate=True)
+        if "p" in record:
+            at, size = record["o"], record["n"]
+            if type(at) is not int or type(size) is not int or not 0 <= at < size:
+                return None
+            part = base64.b64decode(record["p"], validate=True)
+            return {"p": rel, "t": "part", "o": at, "n": size}, part
         at = record["at"]
         if type(at) is not int or at < 0:
             return None
@@ -46,6 +53,8 @@ def split_marked(line: bytes) -> tuple[dict[str, Any], bytes] | None:
 def _safe(rel: Any) -> str:
     if not isinstance(rel, str):
         raise ValueError(rel)
+    if SESSION_BACK.fullmatch(rel):
+        return rel
     top, sep, name = rel.partition("/")
     if top not in FOLLOWED or not sep or not name or "/" in name or name in (".", ".."):
         raise ValueError(rel)
@@ -61,6 +70,24 @@ class PodLog:
         self.label = label
         self.base = 0  # bytes of launcher output of the container's instances before this one
         self.offset = 0  # ... and of this one too, as far as this pass over its stream went
+        self.parts: dict[str, tuple[int, bytearray]] = {}  # files sent whole, in parts
+
+    def _join(self, header: dict[str, Any], part: bytes) -> tuple[dict[str, Any], bytes] | None:
+        """The parts of a file sent whole, put together: the whole file once its last part
+        came (parts come in order; a part out of place starts the file again)."""
+        rel, at, size = header["p"], header["o"], header["n"]
+        have = self.parts.get(rel)
+        if at == 0 or have is None or have[0] != size or len(have[1]) != at:
+            have = (size, bytearray())
+            if at != 0:
+                self.parts.pop(rel, None)
+                return None
+        have[1].extend(part)
+        self.parts[rel] = have
+        if len(have[1]) < size:
+            return None
+        del self.parts[rel]
+        return {"p": rel, "t": "put"}, bytes(have[1][:size])
 
     def restart(self) -> None:
         """The stream of the same container instance is read again from its start."""
@@ -72,6 +99,10 @@ class PodLog:
 
     def feed(self, line: bytes) -> None:
         frame = split_marked(line)
+        if frame is not None and frame[0]["t"] == "part":
+            frame = self._join(*frame)
+            if frame is None:
+                return
         if frame is not None:
             self.files.apply(self.node, self.label, *frame)
             return

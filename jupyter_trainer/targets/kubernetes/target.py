@@ -46,6 +46,7 @@ from .manifests import (
 from .manifests import run_dir as pod_run_dir
 from .names import RUN_ID_LABEL, label_value, object_name
 from .run_secret import secrets_json
+from .session import KubeSessionRelay, is_session
 from .status import (
     MAIN_KIND,
     describe_pod,
@@ -81,6 +82,7 @@ class KubernetesTarget(Target):
         self._seen_pods: tuple[float, list[dict[str, Any]]] = (-PODS_TTL_S, [])
         self._deleting = False  # stop() deletes the run's objects: their absence is ours
         self._dry: DryApis | None = None
+        self._relay: KubeSessionRelay | None = None
 
     @property
     def cluster(self) -> Cluster:
@@ -191,6 +193,7 @@ class KubernetesTarget(Target):
             "snapshot": snapshot if check_snapshot_size(snapshot, self.cfg) else None,
             "spec_json": written.read_text() if written.exists() else spec_json(spec),
             "secrets_json": secrets_json(spec, run_dir),
+            "session": is_session(spec, run_dir),
         }
         return pod_plan(spec, run_id, self.cfg, api, backend)
 
@@ -314,9 +317,16 @@ class KubernetesTarget(Target):
         return pending_reason(pod, self.cluster.events)
 
     def sync(self, handle: Handle) -> None:
-        """A follower thread per started pod, once: its log goes into the run folder."""
+        """A follower thread per started pod, once: its log goes into the run folder; a
+        live session's new requests go to the pods (session.py)."""
         if self._files is None:
             return
+        if self._pending.get("session"):
+            if self._relay is None:
+                world = self._pending["spec"].launch.world_size
+                root, run_id = str(self._files.root), self._pending["run_id"]
+                self._relay = KubeSessionRelay(self.cluster, handle, root, run_id, world)
+            self._relay.pump()
         for pod in self._pods(handle):
             name = pod["metadata"]["name"]
             phase = (pod.get("status") or {}).get("phase")

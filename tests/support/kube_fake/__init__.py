@@ -14,7 +14,10 @@ namespaces of their own so that the launcher's mpirun reaches the node pods' ssh
 garbage collection with Orphan/Background/Foreground propagation; scheduling on requests against
 one node's allocatable, with the default scheduler's FailedScheduling message; containers run
 from their argv with their env, volumes, working directory, hostname and a cluster /etc/hosts in
-their own mount and UTS namespaces; pod phases, container states, restarts, termination messages
+their own mount and UTS namespaces; the API as pods reach it (incluster.py: TLS at
+KUBERNETES_SERVICE_HOST:PORT, the service account's token, ca.crt and namespace mounted at
+/var/run/secrets/kubernetes.io/serviceaccount, requests without a token it issued refused);
+pod phases, container states, restarts, termination messages
 and events.
 
 What only a real cluster shows: images (containers run the host's files and Python, so the
@@ -24,7 +27,9 @@ users (every container runs as root), network policies and Service IPs (without
 addresses of their own but the host reaches none; a Service does not map port to targetPort;
 DNS is /etc/hosts), resource limits and GPUs (requests only gate scheduling), admission webhooks and
 CEL rules beyond those named above, unknown fields (refused here, as with fieldValidation=Strict;
-a real server drops them with a warning by default), multiple nodes, preemption, RBAC and auth,
+a real server drops them with a warning by default), multiple nodes, preemption, RBAC (Roles and RoleBindings are stored, never
+enforced; the kubeconfig's own client is not authenticated), the API from pods of a
+``pod_network``,
 the Job controller's real back-off delays, and JobSet itself.
 """
 

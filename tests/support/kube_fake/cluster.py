@@ -13,6 +13,7 @@ from jupyter_trainer.rankside.host import procs
 
 from . import admission
 from .gc import GarbageCollector
+from .incluster import InClusterApi
 from .jobs import JobController
 from .kubelet import Kubelet
 from .kueue import KueueController
@@ -81,6 +82,7 @@ class FakeCluster:
         self.server = ApiServer(self)
         self.port = self.server.port
         self.url = f"http://127.0.0.1:{self.port}"
+        self.in_cluster = InClusterApi(self)  # what pods reach: TLS and their own tokens
         self.kubeconfig = self.root / "kubeconfig"
         self._loop = threading.Thread(target=self._run, name="kube-fake-controllers", daemon=True)
         self._seed(namespace, trainjob_api)
@@ -246,6 +248,7 @@ class FakeCluster:
     def start(self) -> FakeCluster:
         self.write_kubeconfig()
         self.server.start()
+        self.in_cluster.start()
         self._loop.start()
         return self
 
@@ -258,6 +261,7 @@ class FakeCluster:
         self._loop.join(10)
         self.kubelet.stop_all()
         self.server.stop()
+        self.in_cluster.stop()
 
     def __enter__(self) -> FakeCluster:
         return self.start()

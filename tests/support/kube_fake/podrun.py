@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import volumes
+from .incluster import MOUNT
 from .markers import MARKER, MOUNT_NS, forget_mount_ns, live_pids, mount_ns, signal_marker
 from .scheduler import NODE
 from .store import now
@@ -231,6 +232,13 @@ class PodRun(threading.Thread):
             for m in c.get("volumeMounts") or []
         ]
         mounts += self._image_files(c)
+        account = self.cluster.in_cluster.service_account_volume(
+            self.pod, self.dir / "serviceaccount" / c["name"]
+        )
+        if account is not None:  # where /var/run leads, as a runtime resolves a mount's path
+            mounts.append(
+                [str(account), os.path.realpath("/var/run") + MOUNT.removeprefix("/var/run"), True]
+            )
         mounts.append([str(self.hosts), "/etc/hosts", False])
         term = self.dir / f"{c['name']}.termination-log"
         term.write_bytes(b"")

@@ -47,6 +47,8 @@ CORE = [
     Resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", subresources=("status",)),
     Resource("", "v1", "ServiceAccount", "serviceaccounts"),
     Resource("batch", "v1", "Job", "jobs", subresources=("status",)),
+    Resource("rbac.authorization.k8s.io", "v1", "Role", "roles"),
+    Resource("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings"),
 ]
 TRAINER = [
     Resource(TRAINER_GROUP, TRAINER_VERSION, "TrainJob", "trainjobs", subresources=("status",)),

@@ -163,8 +163,8 @@ def container_env(cluster, pod: dict, c: dict, node: dict) -> dict:
         "HOME": "/root",
         "HOSTNAME": spec.get("hostname") or pod["metadata"]["name"][:63],
         "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-        "KUBERNETES_SERVICE_PORT": str(cluster.port),
-        "KUBERNETES_PORT": f"tcp://127.0.0.1:{cluster.port}",
+        "KUBERNETES_SERVICE_PORT": str(cluster.in_cluster.port),
+        "KUBERNETES_PORT": f"tcp://127.0.0.1:{cluster.in_cluster.port}",
     }
     for src in c.get("envFrom") or []:
         ref = src.get("configMapRef") or src.get("secretRef")
