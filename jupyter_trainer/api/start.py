@@ -127,7 +127,8 @@ def start_again(
         if checkpoint is None:
             raise RunStateError(
                 f"run {old_id} has no checkpoint (no complete step-N.pt or "
-                f"step-N.pkl, transformers checkpoint-N folder or Lightning .ckpt in "
+                f"step-N.pkl, sharded dcp/step-N, transformers checkpoint-N folder or "
+                f"Lightning .ckpt in "
                 f"{folder}); use rerun to start it from the beginning"
             )
         lineage = {"resumed_from": old_id, "checkpoint": checkpoint.relative_to(folder).as_posix()}

@@ -91,11 +91,17 @@ _log = logging.getLogger(__name__)
 def latest_checkpoint(folder: Path) -> Path | None:
     """The checkpoint a resumed run starts from, in a run's ``checkpoints/``: the complete
     ``step-<N>.pt`` or ``.pkl`` of the highest step (``jt.save_checkpoint``), else the newest
-    a framework saved there (a transformers ``checkpoint-N`` folder, a Lightning ``.ckpt``),
+    complete sharded one (``dcp/step-<N>/``, ``jt.checkpoint.save``), else the newest a
+    framework saved there (a transformers ``checkpoint-N`` folder, a Lightning ``.ckpt``),
     else None. A file being written has a name starting with "." and is skipped."""
+    from ..rankside.rank import dcp_checkpoint  # lazy: only a resume asks
+
     found = rank_files.checkpoints(str(folder))
     if found:
         return Path(found[-1][1])
+    sharded = dcp_checkpoint.complete(str(folder / dcp_checkpoint.FOLDER))
+    if sharded:
+        return Path(sharded[-1][1])
     saved = rank_files.framework_checkpoints(str(folder))
     return Path(saved[-1][1]) if saved else None
 

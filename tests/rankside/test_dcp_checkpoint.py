@@ -176,7 +176,6 @@ state = {"w": torch.zeros(4), "step": 0}
 step = jt.checkpoint.load(state)
 if step is None:
     jt.checkpoint.save({"w": torch.full((4,), 2.0), "step": 5}, 5)
-    jt.save_checkpoint({"single": True}, 5)  # what resume copies over
     jt.checkpoint.wait()
 print(f"found {step} w {state['w'].tolist()} step {state['step']}", flush=True)
 dist.destroy_process_group()
@@ -187,7 +186,7 @@ def test_a_resumed_run_loads_the_sharded_checkpoint_of_the_run_it_resumes(home):
     old = api.submit(RESUMES, procs=2, name="dcp-resumed", hot=False)
     old.wait(timeout=120)
     assert "found None" in old.logs(1)
-    new = api.resume(old.id, wait=True)
-    assert not (new.path / "checkpoints" / "dcp").exists()
+    new = api.resume(old.id, wait=True)  # its only checkpoints are sharded
+    assert new.spec.lineage["checkpoint"] == "dcp/step-5"
     for rank in (0, 1):
         assert "found 5 w [2.0, 2.0, 2.0, 2.0] step 5" in new.logs(rank), new.logs(rank)
