@@ -93,11 +93,12 @@ def request_config_map(
         len(k) + len(v) for k, v in binary.items()
     )
     if size > MESSAGE_LIMIT:
+        raw = sum(len(base64.b64decode(v)) for v in files.values())
         raise TargetError(
-            f"this request is {size / 2**20:.2f} MiB as it goes to the pods, more than the "
-            f"{MESSAGE_LIMIT / 2**20:.2f} MiB a Kubernetes ConfigMap holds: push the values "
-            "one at a time, or make the cell carry less (read large data from storage on "
-            "the ranks instead)"
+            f"this request is {raw / 2**20:.2f} MiB ({size / 2**20:.2f} MiB in base64), more "
+            "than a Kubernetes ConfigMap holds (1 MiB), which is how requests reach the pods: "
+            "push the values one at a time, or make the cell carry less (read large data "
+            "from storage on the ranks instead)"
         )
     meta = owner["metadata"]
     return {

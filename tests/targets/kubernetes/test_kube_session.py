@@ -9,10 +9,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import leftover
 from support.kube_fake.fixtures import kube_cluster  # noqa: F401 (a fixture)
 from support.kube_fake.testing import kube_target
 from support.sessions import check_a_session_on
 
+from jupyter_trainer.api.sessions import start_session
+from jupyter_trainer.core.errors import CellFailed
 from jupyter_trainer.targets.kubernetes.manifests import RDZV_PORT
 
 
@@ -38,3 +41,24 @@ def test_a_session_on_two_kube_pods_runs_cells_pulls_and_stops(
 
 def _configmaps(cluster):
     return cluster.registry.find("", "v1", "configmaps")
+
+
+@pytest.mark.slow
+def test_large_values_come_back_in_parts_and_a_request_over_a_configmap_fails_clearly(
+    home, kube_cluster, rendezvous_port
+):
+    """A pulled value far over one log line comes back whole (sent in parts); a push over
+    the 1 MiB a ConfigMap holds fails on the rank with the reason, and the session goes on."""
+    kube_target(home, kube_cluster, "job")
+    live = start_session("big", target="kube", procs=1, timeout=180)
+    try:
+        assert live.pull("bytes(range(256)) * 800") == bytes(range(256)) * 800
+        with pytest.raises(
+            CellFailed,
+            match=r"request is 2.00 MiB .* more than a Kubernetes ConfigMap holds \(1 MiB\)",
+        ):
+            live.push(blob=b"x" * (2 << 20))
+        assert live.pull("'blob' in globals()") is False
+    finally:
+        assert live.stop() == "completed", live.record.state
+    assert leftover(live.id) == []
