@@ -6,7 +6,8 @@ and the instance before the one first seen (the only earlier one the kubelet kee
 
 Both go into the local run folder through the node layer's ``LocalFiles``, as the frames of
 an ssh node do: bytes at their offset (a log stream read again from its start after a
-reconnect changes nothing), rank records replaced whole, launcher lines into
+reconnect changes nothing), rank records and a live session's readiness, results and end
+replaced whole (a file over one line's worth put together from its parts), launcher lines into
 ``launcher.log`` with the pod's name in front.
 """
 

@@ -28,10 +28,16 @@ def rendezvous_port():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "kube_cluster, api_name",
+    [({"trainjob_api": False}, "job"), ({"trainjob_api": True}, "trainjob")],
+    indirect=["kube_cluster"],
+    ids=["job", "trainjob"],
+)
 def test_a_session_on_two_kube_pods_runs_cells_pulls_and_stops(
-    home, kube_cluster, rendezvous_port, capsys
+    home, kube_cluster, api_name, rendezvous_port, capsys
 ):
-    kube_target(home, kube_cluster, "job")
+    kube_target(home, kube_cluster, api_name)
     check_a_session_on("kube", nodes=2, procs=1, capsys=capsys)
     names = {
         obj["metadata"]["name"] for obj in kube_cluster.store.list(_configmaps(kube_cluster))[0]
