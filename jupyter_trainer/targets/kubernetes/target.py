@@ -317,8 +317,7 @@ class KubernetesTarget(Target):
         return pending_reason(pod, self.cluster.events)
 
     def sync(self, handle: Handle) -> None:
-        """A follower thread per started pod, once: its log goes into the run folder; a
-        live session's new requests go to the pods (session.py)."""
+        """Each started pod's log into the run folder; a session's requests to the pods."""
         if self._files is None:
             return
         if self._pending.get("session"):
