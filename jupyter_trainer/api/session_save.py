@@ -5,12 +5,14 @@ same ranks, target and environment, so ``rerun`` repeats the session anywhere.""
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import SpecError
+from ..core.redact import holds_secret, secret_name
 from .runs import Run, submit
 
 if TYPE_CHECKING:
@@ -20,6 +22,20 @@ REPLAY_SCRIPT = "from jupyter_trainer.rankside.rank import session_loop\n\nsessi
 KEPT = ("run", "push")  # pulls only read, and are left out
 
 
+def secret_values(folder: Path, request: dict[str, Any]) -> list[str]:
+    """The names of what request ``request`` (its files in ``folder``) sent the ranks that
+    is a secret, by its name or its shape: parameters, carried objects, pushed values."""
+    params = request.get("params") or {}
+    found = [name for name, value in params.items() if holds_secret(value, name)]
+    for pickled in ("carried.pkl", "values.pkl"):
+        try:
+            names = pickle.loads((folder / pickled).read_bytes())
+        except FileNotFoundError:
+            continue
+        found += [name for name in names if secret_name(name)]
+    return found
+
+
 def save_session(session: Session, name: str | None = None, *, wait: bool = False) -> Run:
     """Start the run that replays ``session`` (see the module's docstring)."""
     files, world = session.files, session.world_size
@@ -27,7 +43,7 @@ def save_session(session: Session, name: str | None = None, *, wait: bool = Fals
     try:
         requests = folder / "cells" / "requests"
         requests.mkdir(parents=True)
-        kept = 0
+        kept, secrets = 0, []
         for n in range(1, files.count() + 1):
             request = files.request(n)
             if request is None or request.get("op") not in KEPT:
@@ -35,10 +51,18 @@ def save_session(session: Session, name: str | None = None, *, wait: bool = Fals
             results = [files.result(n, r) for r in range(world)]
             if not all(res is not None and res.get("ok") for res in results):
                 continue  # a cell that failed or was interrupted is not replayed
+            secrets += secret_values(files.requests / str(n), request)
             kept += 1
             shutil.copytree(files.requests / str(n), requests / str(kept))
             request.pop("client", None)
             (requests / f"{kept}.json").write_text(json.dumps(request))
+        if secrets:
+            raise SpecError(
+                f"session {session.name!r} is not saved: its cells read secrets "
+                f"({', '.join(sorted(set(secrets)))}), and a saved run's snapshot keeps what the "
+                "cells read for anyone who can read the run; let the ranks read them from "
+                "the environment (an %environment's variables) instead"
+            )
         if not kept:
             raise SpecError(
                 f"session {session.name!r} has run no cell that ended well on every rank: "

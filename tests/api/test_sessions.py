@@ -179,6 +179,18 @@ def test_the_session_folder_is_the_owners_alone(shared):
         assert not stat.S_IMODE(path.stat().st_mode) & 0o077, path
 
 
+def test_a_session_whose_cells_read_a_secret_is_not_saved(shared):
+    """A saved run's snapshot keeps what the cells read, for anyone who can read the run: a
+    secret among them (by its name or its shape) refuses the save, and nothing starts."""
+    token = "hf_" + "x" * 34
+    ran(shared, "print('got', len(hf_token))", namespace={"hf_token": token})
+    before = {p.name for p in (shared.record.store.home / "runs").iterdir()}
+    with pytest.raises(SpecError, match="not saved: its cells read secrets") as refused:
+        shared.save()
+    assert "hf_token" in str(refused.value) and token not in str(refused.value)
+    assert {p.name for p in (shared.record.store.home / "runs").iterdir()} == before
+
+
 # -- save and rerun --------------------------------------------------------------------------
 TRAIN = """
 import torch
