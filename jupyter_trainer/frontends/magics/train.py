@@ -166,6 +166,7 @@ class TrainMagics(Magics):
                 widget = _widget(run)
                 display(widget)
                 wait_offering_debugger(run)
+                run.wait(raise_on_failure=False)  # its MLflow mirror too, as headless
             else:
                 # the raised RunFailed shows a failed rank's traceback: headless (papermill,
                 # nbconvert) the error is what a CI log and a failed notebook show first
