@@ -357,10 +357,12 @@ _session: dict = {}  # the session's config, for the hooks that are given only a
 def pytest_configure(config):
     _session["config"] = config
     # A suite started as a background job of a script (`bash .ci/run &`) inherits Ctrl-C
-    # ignored, and so would every process its tests start: the tests that send SIGINT to a
-    # command expect it to act as it does at a terminal.
+    # ignored, and under nohup the hangup too, and so would every process its tests start:
+    # the tests that send SIGINT or SIGHUP to a command expect it to act as at a terminal.
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def pytest_runtest_logreport(report):

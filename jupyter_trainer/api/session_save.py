@@ -9,14 +9,12 @@ import pickle
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.errors import SpecError
 from ..core.redact import holds_secret, secret_name
+from ..store.sessions import SessionFiles
 from .runs import Run, submit
-
-if TYPE_CHECKING:
-    from .sessions import Session
 
 REPLAY_SCRIPT = "from jupyter_trainer.rankside.rank import session_loop\n\nsession_loop.main()\n"
 KEPT = ("run", "push")  # pulls only read, and are left out
@@ -36,9 +34,12 @@ def secret_values(folder: Path, request: dict[str, Any]) -> list[str]:
     return found
 
 
-def save_session(session: Session, name: str | None = None, *, wait: bool = False) -> Run:
-    """Start the run that replays ``session`` (see the module's docstring)."""
-    files, world = session.files, session.world_size
+def save_session(
+    session: Run, files: SessionFiles, name: str | None = None, *, wait: bool = False
+) -> Run:
+    """Start the run that replays the session whose run is ``session`` and whose folder is
+    ``files`` (see the module's docstring)."""
+    world = session.spec.launch.world_size
     folder = Path(tempfile.mkdtemp(prefix="jt-session-save-"))
     try:
         requests = folder / "cells" / "requests"
@@ -70,7 +71,7 @@ def save_session(session: Session, name: str | None = None, *, wait: bool = Fals
             )
         script = folder / "session.py"
         script.write_text(REPLAY_SCRIPT)
-        spec = session.record.spec
+        spec = session.spec
         run = submit(
             script=str(script),
             args=["--replay=cells"],
@@ -82,8 +83,8 @@ def save_session(session: Session, name: str | None = None, *, wait: bool = Fals
             launcher=spec.launch.launcher,
             backend=spec.launch.backend,
             env=spec.env.name,
-            home=session.record.store.home,
-            origin={**spec.origin, "session": session.record.id},
+            home=session.store.home,
+            origin={**spec.origin, "session": session.id},
             wait=wait,
         )
     finally:

@@ -324,7 +324,7 @@ class Session:
         in order, on the same ranks and environment (``rerun`` it anywhere)."""
         from .session_save import save_session
 
-        return save_session(self, name, wait=wait)
+        return save_session(self.record, self.files, name, wait=wait)
 
     # -- waiting --------------------------------------------------------------------------
     def _ranks(self, rank: int | None) -> range:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...core.errors import TargetError
 from ...core.spec import RunSpec
@@ -30,8 +30,14 @@ from ...nodes.session_relay import SessionRelay
 from ...rankside.programs.kube_pod import SESSION_OF, SESSION_SEQ, session_of
 from .names import RUN_ID_LABEL, label_value, object_name
 
-if TYPE_CHECKING:
-    from .cluster import Cluster
+
+class Objects(Protocol):
+    """What the relay asks of the cluster (``cluster.Cluster``)."""
+
+    def get(self, kind: str, name: str) -> dict[str, Any] | None: ...
+
+    def create(self, manifest: dict[str, Any]) -> Any: ...
+
 
 # The API server refuses a ConfigMap whose keys and values are over 1 MiB; room for the rest.
 MESSAGE_LIMIT = 1024 * 1024 - 8 * 1024
@@ -149,7 +155,7 @@ class KubeSessionRelay:
     """What of one run's ``session/`` folder has gone to its pods as ConfigMaps."""
 
     def __init__(
-        self, cluster: Cluster, handle: dict[str, Any], run_dir: str, run_id: str, world: int
+        self, cluster: Objects, handle: dict[str, Any], run_dir: str, run_id: str, world: int
     ) -> None:
         self.cluster = cluster
         self.handle = handle
