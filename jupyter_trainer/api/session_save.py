@@ -16,6 +16,7 @@ from ..core.redact import holds_secret, secret_name
 from ..store.sessions import SessionFiles
 from .runs import Run, submit
 
+SCRIPT = "_jt_session.py"  # a session's entry, and a saved one's: the package's in a stack
 REPLAY_SCRIPT = "from jupyter_trainer.rankside.rank import session_loop\n\nsession_loop.main()\n"
 KEPT = ("run", "push")  # pulls only read, and are left out
 
@@ -69,7 +70,7 @@ def save_session(
                 f"session {session.name!r} has run no cell that ended well on every rank: "
                 "there is nothing to save"
             )
-        script = folder / "session.py"
+        script = folder / SCRIPT
         script.write_text(REPLAY_SCRIPT)
         spec = session.spec
         run = submit(

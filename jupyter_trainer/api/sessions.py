@@ -29,6 +29,7 @@ from ..store import ACTIVE, TERMINAL, Store
 from ..store.owners import Identity
 from ..store.sessions import SessionFiles, client_socket
 from .runs import Run, submit
+from .session_save import SCRIPT
 
 DEFAULT_IDLE = 3600.0  # seconds without a request before a session ends itself
 DEFAULT_MAX_BYTES = 64 << 20  # the largest value pull or push sends, pickled
@@ -72,7 +73,7 @@ def start_session(
         )
     folder = Path(tempfile.mkdtemp(prefix="jt-session-"))
     try:
-        script = folder / "session.py"
+        script = folder / SCRIPT
         script.write_text(LOOP_SCRIPT)
         run = submit(
             script=str(script),

@@ -23,6 +23,7 @@ _THREAD = re.compile(r'^Thread (\d+)(?:.*"(.*)")?')
 _FRAME = re.compile(r"^\s+(\S+) \((.*):(\d+)\)\s*$")
 _OURS = re.compile(
     r"(^|/)(jupyter_trainer|_jt_node_pool|_jt_agent)/|^<frozen runpy>$|(^|/)runpy\.py$"
+    r"|^_jt_session\.py$"  # a live session's entry (api/sessions.py)
 )
 _OWN_THREAD = "jt-"  # the package's threads are named so (the runtime's jt-events)
 _CELL = re.compile(r"^(Cell In \[\d+\]|the cell)$")

@@ -320,3 +320,5 @@ def test_a_rank_is_stalled_only_while_a_cell_runs(home):
         stalled = live.record.state.get("stalled") or []
         assert [s["rank"] for s in stalled] == [0, 1], stalled
         assert {(s["frame"]["file"], s["frame"]["line"]) for s in stalled} == {("Cell In [7]", 2)}
+        # the stack shows the cell's frames; the session loop's are counted as the package's
+        assert all("session_loop" not in s["stack"] for s in stalled), stalled[0]["stack"]
