@@ -52,6 +52,7 @@ def start_session(
     hot: bool | None = None,
     system_interval: float = DEFAULT_SYSTEM_INTERVAL,
     stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+    stop_on_nan: str | Sequence[str] = (),
     timeout: float = 600.0,
     home: str | os.PathLike | None = None,
     origin: Mapping[str, Any] | None = None,
@@ -60,7 +61,8 @@ def start_session(
     session ``name``, join their process group, and wait (at most ``timeout`` seconds) until
     every rank is ready. ``idle`` is how long the session waits for a request before it ends
     itself; ``stall_timeout`` names a rank that logs nothing for that long while a cell runs
-    (between cells no rank is stalled). A session of that name already running raises
+    (between cells no rank is stalled); a metric of ``stop_on_nan`` that a cell logs as NaN
+    or inf ends the session, naming it. A session of that name already running raises
     ``SpecError``."""
     check_name(name)
     if not 0 < idle <= 7 * 86400:
@@ -87,6 +89,7 @@ def start_session(
             env=env,
             hot=hot,
             stall_timeout=stall_timeout,  # judged while a cell runs, not between cells
+            stop_on_nan=stop_on_nan,
             system_interval=system_interval,
             home=home,
             origin=origin,
@@ -227,6 +230,7 @@ class Session:
             hot=spec.launch.hot,
             system_interval=spec.watch.system_interval,
             stall_timeout=spec.watch.stall_timeout,
+            stop_on_nan=spec.watch.stop_on_nan,
             idle=_idle_of(spec),
             timeout=timeout,
             home=self.record.store.home,

@@ -322,3 +322,15 @@ def test_a_rank_is_stalled_only_while_a_cell_runs(home):
         assert {(s["frame"]["file"], s["frame"]["line"]) for s in stalled} == {("Cell In [7]", 2)}
         # the stack shows the cell's frames; the session loop's are counted as the package's
         assert all("session_loop" not in s["stack"] for s in stalled), stalled[0]["stack"]
+
+
+def test_a_nan_of_a_watched_metric_ends_the_session_naming_it(home):
+    with live_session("nans", home, stop_on_nan=["loss"]) as live:
+        live.run("from jupyter_trainer import runtime as jt\njt.log(step=0, loss=1.0)\n")
+        with pytest.raises(SessionEnded, match="loss") as ended:
+            live.run(
+                "import time\njt.log(step=1, loss=float('nan'))\njt.flush()\ntime.sleep(30)\n",
+                stream=io.StringIO(),
+            )
+        assert_ended(live, "failed")
+    assert "nans" in str(ended.value)

@@ -87,6 +87,13 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         "--no-hot: torchrun starts them",
     )
     parser.add_argument(
+        "--stop-on-nan",
+        action="append",
+        default=[],
+        metavar="METRIC",
+        help="end the session when a cell logs METRIC as NaN or inf (repeatable)",
+    )
+    parser.add_argument(
         "--idle",
         type=float,
         default=session_api.DEFAULT_IDLE,
@@ -105,6 +112,7 @@ def start_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "env": args.env,
         "idle": args.idle,
         "hot": args.hot,
+        "stop_on_nan": args.stop_on_nan,
     }
 
 
