@@ -313,11 +313,25 @@ def test_a_rank_that_dies_ends_the_session_as_failed(home):
 def test_a_rank_is_stalled_only_while_a_cell_runs(home):
     """Between cells a session's ranks wait for work and none is stalled; a cell that logs
     nothing for longer than the stall timeout has its ranks named, at the cell's line."""
-    with live_session("stalls", home, stall_timeout=2) as live:
-        time.sleep(4)  # twice the timeout, idle
+    with live_session("stalls", home, stall_timeout=3) as live:
+        time.sleep(6)  # twice the timeout, idle
         assert not live.record.state.get("stalled"), live.record.state.get("stalled")
-        live.run("import time\ntime.sleep(5)\n", cell=7, stream=io.StringIO())
-        stalled = live.record.state.get("stalled") or []
+        cell = threading.Thread(
+            target=live.run,
+            args=("import time\ntime.sleep(10)\n",),
+            kwargs={"cell": 7, "stream": io.StringIO()},
+        )
+        cell.start()
+        try:
+            stalled = wait_for(
+                lambda: (lambda s: s if len(s) == 2 else None)(
+                    live.record.state.get("stalled") or []
+                ),
+                20,
+                what="both ranks named stalled while the cell runs",
+            )
+        finally:
+            cell.join(30)
         assert [s["rank"] for s in stalled] == [0, 1], stalled
         assert {(s["frame"]["file"], s["frame"]["line"]) for s in stalled} == {("Cell In [7]", 2)}
         # the stack shows the cell's frames; the session loop's are counted as the package's
