@@ -123,7 +123,7 @@ def test_interrupt_from_another_handle_ends_the_cell_and_the_session_goes_on(sha
     session(shared.name, home=shared.record.store.home).interrupt()
     runner.join(15)
     assert not runner.is_alive(), "run still waits 15 s after the interrupt"
-    assert time.monotonic() - began < 5
+    assert time.monotonic() - began < 15  # not the 60 s the cell sleeps
     failed = ended[0]
     assert isinstance(failed, CellFailed), failed
     assert failed.interrupted and failed.ranks == [0, 1], str(failed)

@@ -152,7 +152,7 @@ def test_refused_cells_send_nothing_and_interrupt_and_restart_leave_the_session(
     took = time.monotonic() - interrupted
     reply = kernel.kc.get_shell_msg(timeout=10)
     assert reply["content"]["ename"] == "KeyboardInterrupt", reply["content"]
-    assert took < 5, f"the interrupted cell took {took:.1f} s to end"
+    assert took < 15, f"the interrupted cell took {took:.1f} s to end"
     text, error = cell(kernel, "%%train --session s1\na += 1\nprint('after', a)")
     assert not error and "[rank 0] after 42" in text and "[rank 1] after 42" in text, text
 
