@@ -13,12 +13,28 @@ from typing import Any
 
 from ..core.errors import SpecError
 from ..core.redact import holds_secret, secret_name
+from ..core.spec import RunSpec
 from ..store.sessions import SessionFiles
 from .runs import Run, submit
 
 SCRIPT = "_jt_session.py"  # a session's entry, and a saved one's: the package's in a stack
-REPLAY_SCRIPT = "from jupyter_trainer.rankside.rank import session_loop\n\nsession_loop.main()\n"
+# The entry of a session's run and of a saved one: the cell loop, which --replay=DIR turns
+# into a replay of DIR's requests.
+SCRIPT_TEXT = "from jupyter_trainer.rankside.rank import session_loop\n\nsession_loop.main()\n"
 KEPT = ("run", "push")  # pulls only read, and are left out
+
+
+def placement(spec: RunSpec) -> dict[str, Any]:
+    """Where and how ``spec``'s ranks ran, as ``submit`` and ``start_session`` take it."""
+    launch = spec.launch
+    return {
+        "target": spec.target.name,
+        "nodes": launch.nodes,
+        "procs": launch.procs,
+        "launcher": launch.launcher,
+        "backend": launch.backend,
+        "env": spec.env.name,
+    }
 
 
 def secret_values(folder: Path, request: dict[str, Any]) -> list[str]:
@@ -71,19 +87,14 @@ def save_session(
                 "there is nothing to save"
             )
         script = folder / SCRIPT
-        script.write_text(REPLAY_SCRIPT)
+        script.write_text(SCRIPT_TEXT)
         spec = session.spec
         run = submit(
             script=str(script),
             args=["--replay=cells"],
             source=str(folder),
             name=name or f"{session.name}-saved",
-            target=spec.target.name,
-            nodes=spec.launch.nodes,
-            procs=spec.launch.procs,
-            launcher=spec.launch.launcher,
-            backend=spec.launch.backend,
-            env=spec.env.name,
+            **placement(spec),
             home=session.store.home,
             origin={**spec.origin, "session": session.id},
             wait=wait,

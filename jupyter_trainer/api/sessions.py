@@ -29,14 +29,13 @@ from ..store import ACTIVE, TERMINAL, Store
 from ..store.owners import Identity
 from ..store.sessions import SessionFiles, client_socket
 from .runs import Run, submit
-from .session_save import SCRIPT
+from .session_save import SCRIPT, SCRIPT_TEXT, placement
 
 DEFAULT_IDLE = 3600.0  # seconds without a request before a session ends itself
 DEFAULT_MAX_BYTES = 64 << 20  # the largest value pull or push sends, pickled
 INTERRUPT_GRACE = 10.0  # seconds the ranks get to answer an interrupt
 _found: dict[tuple[str, str], Session] = {}  # (home, name) -> the session found there last
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-LOOP_SCRIPT = "from jupyter_trainer.rankside.rank import session_loop\n\nsession_loop.main()\n"
 
 
 def start_session(
@@ -76,7 +75,7 @@ def start_session(
     folder = Path(tempfile.mkdtemp(prefix="jt-session-"))
     try:
         script = folder / SCRIPT
-        script.write_text(LOOP_SCRIPT)
+        script.write_text(SCRIPT_TEXT)
         run = submit(
             script=str(script),
             args=[f"--idle={idle:g}"],
@@ -221,12 +220,7 @@ class Session:
         self.stop()
         return start_session(
             self.name,
-            procs=spec.launch.procs,
-            nodes=spec.launch.nodes,
-            target=spec.target.name,
-            launcher=spec.launch.launcher,
-            backend=spec.launch.backend,
-            env=spec.env.name,
+            **placement(spec),
             hot=spec.launch.hot,
             system_interval=spec.watch.system_interval,
             stall_timeout=spec.watch.stall_timeout,
