@@ -4,6 +4,7 @@
 
     index = "postgresql://db.example.org/team"   # the index of a shared workspace
     admin_group = "ml-admins"                    # may cancel and delete anyone's
+    storage = "s3://bucket/runs"                 # where runs upload checkpoints and outputs
 
 ``JUPYTER_TRAINER_INDEX`` and ``JUPYTER_TRAINER_ADMIN_GROUP`` override them. Without an index
 URL the store is a personal one, indexed by SQLite in ``runs.db``. A store whose index is
@@ -41,6 +42,7 @@ class Settings:
     home: Path
     index: str | None  # a PostgreSQL URL; None: SQLite, in the store's folder
     admin_group: str | None
+    storage: str | None = None  # a storage URL for runs' checkpoints and outputs
 
     @property
     def shared(self) -> bool:
@@ -87,11 +89,11 @@ def settings(home: Path) -> Settings:
         found = tomllib.loads(text) if text is not None else {}
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise StoreError(f"cannot read the workspace settings {path}: {exc}; fix it") from None
-    unknown = sorted(set(found) - {"index", "admin_group"})
+    unknown = sorted(set(found) - {"index", "admin_group", "storage"})
     if unknown:
         raise StoreError(
             f"{path}: unknown setting {unknown[0]!r}; a workspace's config.toml holds "
-            "index and admin_group"
+            "index, admin_group and storage"
         )
     index = os.environ.get(INDEX_ENV) or found.get("index") or None
     group = _admin_group(home, found.get("admin_group") or None, index is not None)
@@ -105,7 +107,10 @@ def settings(home: Path) -> Settings:
             )
     if group is not None and (not isinstance(group, str) or not re.fullmatch(r"[\w.-]+", group)):
         raise StoreError(f"admin_group is {group!r}, not a Unix group name")
-    return Settings(home, index, group)
+    storage = found.get("storage") or None
+    if storage is not None and not isinstance(storage, str):
+        raise StoreError(f"{path}: storage is {storage!r}, not a URL such as s3://bucket/runs")
+    return Settings(home, index, group, storage)
 
 
 def _admin_group(home: Path, written: object, shared: bool) -> object:
