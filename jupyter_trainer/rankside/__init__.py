@@ -76,6 +76,7 @@ SNAPSHOT = (
     "rank/rank_files.py",
     "rank/rank_outputs.py",
     "rank/dcp_checkpoint.py",
+    "rank/preemption.py",
     "frameworks/onnx_export.py",
     "rank/data.py",
     "rank/workdir.py",

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jupyter_trainer.rankside.observe import system
-from jupyter_trainer.rankside.rank import event_lines, launcher_env
+from jupyter_trainer.rankside.rank import event_lines, launcher_env, preemption
 
 if TYPE_CHECKING:
     from jupyter_trainer.rankside.rank import rank_files
@@ -53,6 +53,7 @@ __all__ = [  # noqa: F822 (run_dir, params and the like resolve in __getattr__)
     "node_rank",
     "outputs_dir",
     "params",
+    "preempted",
     "progress",
     "rank",
     "run_dir",
@@ -91,6 +92,8 @@ in_run: bool = _run_dir is not None
 # Which start of the run this is: 0, then 1, 2, ... after a rank failed and every rank was
 # started again (by torchrun's own restart, or by the supervisor for the other launchers).
 attempt: int = _env_int("JT_ATTEMPT", 0) + _env_int("TORCHELASTIC_RESTART_COUNT", 0)
+# True once a preemption was announced to this rank (SIGUSR1): checkpoint, then return.
+preempted = preemption.preempted
 
 
 # --- lazily computed attributes -------------------------------------------------------------
@@ -449,6 +452,7 @@ def _install() -> None:
     os.register_at_fork(after_in_child=_after_fork_in_child)
     if threading.current_thread() is not threading.main_thread():
         return
+    preemption.install()
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return  # someone else owns SIGTERM; leave it alone
     signal.signal(signal.SIGTERM, _on_sigterm)
