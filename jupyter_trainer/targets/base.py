@@ -73,6 +73,7 @@ class Target(ABC):
 
     kind: ClassVar[str]
     price: dict[str, Any] = {}  # what it costs (pricing.py); the registry sets each one's
+    storage: str | None = None  # its runs' storage URL (``storage`` in targets.toml)
     queues: ClassVar[bool] = False  # True when a scheduler may hold the run before it starts
     # True when the ranks see this machine's filesystem (the run store included), so an
     # environment built here is usable there as it is.

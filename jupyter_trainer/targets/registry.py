@@ -92,9 +92,15 @@ def get_target(name: str, home: Path | None = None) -> Target:
         )
     config = dict(targets[name])
     cls = _load_kind(config.pop("kind"))
+    storage = config.pop("storage", None)
+    if storage is not None and (not isinstance(storage, str) or "://" not in storage):
+        raise TargetError(
+            f"target {name!r}: storage must be a URL such as s3://bucket/runs, got {storage!r}"
+        )
     price, rest = split_price(name, config)
     target = cls(name, rest)
     target.price = price
+    target.storage = storage
     return target
 
 
