@@ -384,9 +384,19 @@ class RunSpec:
     # "params.NAME", "variables.NAME" and "args.N" whose values spec.json records redacted:
     # their real values are in the run's owner-only secrets.json (rankside/rank/run_secrets.py)
     secrets: tuple[str, ...] = ()
+    # where checkpoints and outputs are uploaded (a storage URL, recorded redacted)
+    storage: str | None = None
 
     def __post_init__(self) -> None:
         validate_name(self.name)
+        if self.storage is not None and (
+            not isinstance(self.storage, str) or "://" not in self.storage
+        ):
+            raise SpecError(
+                f"a run's storage is a URL such as s3://bucket/runs, not {redact(str(self.storage))!r}"
+            )
+        if self.storage is not None:  # its credentials are kept aside (inputs/credentials.py)
+            object.__setattr__(self, "storage", redact(self.storage))
         data = tuple(
             d if isinstance(d, DataSpec) else DataSpec(**_known(DataSpec, d)) for d in self.data
         )
@@ -441,6 +451,8 @@ class RunSpec:
             del data["watch"]["autolog"]
         if not self.watch.debug:  # and only when asked for
             del data["watch"]["debug"]
+        if self.storage is None:  # and only with storage
+            del data["storage"]
         return data
 
     @classmethod
@@ -462,6 +474,7 @@ class RunSpec:
                 data=tuple(data.get("data", ())),
                 mlflow=data.get("mlflow"),
                 secrets=tuple(data.get("secrets", ())),
+                storage=data.get("storage"),
             )
         except (KeyError, TypeError) as exc:
             raise SpecError(f"malformed run spec: {exc}") from exc
