@@ -61,6 +61,7 @@ def submit(
     debug: bool | float = False,
     data: Mapping[str, str | os.PathLike] | Sequence[str] | None = None,
     mlflow: str | None = None,
+    storage: str | None = None,
     namespace: Mapping[str, Any] | None = None,
     history: Sequence[str] = (),
     wait: bool = False,
@@ -76,7 +77,9 @@ def submit(
     the code finds each at ``jt.data[NAME]`` on its node; a URL is downloaded now, within
     ``$JUPYTER_TRAINER_MAX_DOWNLOAD_BYTES`` and ``$JUPYTER_TRAINER_DOWNLOAD_TIMEOUT``, and
     recorded with its credentials redacted (docs/data.md). ``mlflow`` is a tracking URI the
-    run is mirrored to (default: ``$MLFLOW_TRACKING_URI``). ``hot`` forks the ranks from a
+    run is mirrored to (default: ``$MLFLOW_TRACKING_URI``). ``storage`` is a URL
+    (``s3://bucket/prefix``, any fsspec URL; default: the target's or the workspace's) that
+    the run's checkpoints and outputs are uploaded to (docs/checkpoints.md). ``hot`` forks the ranks from a
     warm pool that has imported torch, falling back to torchrun; by default (``None``) a
     torchrun run without restarts on the local target (one node), an ssh target or a Slurm
     target with ``hold`` is hot
@@ -116,6 +119,7 @@ def submit(
         stop_on_nan=stop_on_nan,
         data=data,
         mlflow=mlflow,
+        storage=storage,
         namespace=namespace,
         history=history,
         home=home,

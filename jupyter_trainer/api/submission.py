@@ -105,6 +105,7 @@ def run_writer(
     system_interval: float = DEFAULT_SYSTEM_INTERVAL,
     autolog: bool = True,
     debug: bool | float = False,
+    storage: str | None = None,
 ) -> tuple[Store, Target, Callable[[Path], RunSpec]]:
     """The store, the target and ``write(staging) -> RunSpec`` (which captures the snapshot)
     of a run of ``code`` or ``script``: checked, but nothing written yet. With ``dry_run``
@@ -164,6 +165,12 @@ def run_writer(
     mlflow = tracking_uri(
         mlflow if mlflow is not None else os.environ.get("MLFLOW_TRACKING_URI") or None
     )
+    from ..store import object_storage  # lazy: fsspec only for a run with storage
+
+    # the run's own, its target's or the workspace's; unreachable or refused stops here
+    storage = object_storage.for_submit(
+        object_storage.resolve(storage, tgt, store.home), store.home
+    )
 
     def write(staging: Path) -> RunSpec:
         if code is not None:
@@ -193,6 +200,7 @@ def run_writer(
             origin={**submitter(), **(origin or {})},
             data=inputs,
             mlflow=mlflow,
+            storage=storage,
         )
 
     return store, tgt, write

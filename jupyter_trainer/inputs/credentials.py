@@ -57,9 +57,10 @@ def remember(home: Path, url: str) -> None:
         db.execute("INSERT OR REPLACE INTO urls VALUES (?, ?, ?)", (redact(url), url, time.time()))
 
 
-def recall(home: Path, name: str, shown: str) -> str:
+def recall(home: Path, name: str, shown: str, *, what: str = "", fix: str = "") -> str:
     """The URL to fetch for the recorded (redacted) ``shown``: the full one kept for it, or
-    ``shown`` itself when it never had credentials. Raises ``SpecError`` when they are gone."""
+    ``shown`` itself when it never had credentials. Raises ``SpecError`` when they are gone
+    (``what`` and ``fix`` name the URL's use and the way out; a data input's by default)."""
     if not is_redacted(shown):
         return shown
     path = secrets_path(home)
@@ -69,8 +70,8 @@ def recall(home: Path, name: str, shown: str) -> str:
             row = db.execute("SELECT url FROM urls WHERE shown = ?", (shown,)).fetchone()
     if row is None:
         raise SpecError(
-            f"the data input {name} ({shown}) was given with credentials, and they "
-            f"are not kept any more ({path} has no entry for it); submit the run "
-            f"again with --data {name}=URL, the full URL"
+            f"{what or f'the data input {name}'} ({shown}) was given with credentials, and "
+            f"they are not kept any more ({path} has no entry for it); "
+            f"{fix or f'submit the run again with --data {name}=URL, the full URL'}"
         )
     return row[0]

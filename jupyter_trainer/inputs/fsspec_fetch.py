@@ -23,8 +23,22 @@ from .limits import Transfer
 _CHUNK = 1 << 20
 
 
-def _filesystem(url: str, transfer: Transfer) -> Any:
-    what = f"the data input {transfer.name} ({transfer.shown})"
+# the package that gives fsspec each common scheme, for the message when it is missing
+DRIVERS = {
+    "s3": "s3fs",
+    "s3a": "s3fs",
+    "gs": "gcsfs",
+    "gcs": "gcsfs",
+    "az": "adlfs",
+    "abfs": "adlfs",
+    "abfss": "adlfs",
+}
+
+
+def open_filesystem(url: str, what: str, **options: Any) -> Any:
+    """``(filesystem, path)`` for ``url`` through fsspec; ``SpecError`` naming ``what`` and
+    the package to install when fsspec or its driver for the scheme is missing, or when
+    fsspec knows no such scheme. ``options`` go to the driver (timeouts, caching)."""
     try:
         import fsspec
     except ImportError:
@@ -33,16 +47,22 @@ def _filesystem(url: str, transfer: Transfer) -> Any:
         ) from None
     scheme = urllib.parse.urlsplit(url).scheme
     try:
-        return fsspec.core.url_to_fs(url)
+        return fsspec.core.url_to_fs(url, **options)
     except ImportError as exc:
+        package = DRIVERS.get(scheme)
+        fix = f" (pip install {package})" if package else ""
         raise SpecError(
-            f"{what} needs the fsspec driver for {scheme}://: {scrub(str(exc), url)}"
+            f"{what} needs the fsspec driver for {scheme}://{fix}: {scrub(str(exc), url)}"
         ) from None
     except ValueError as exc:
         raise SpecError(
             f"{what}: fsspec does not know {scheme}:// ({scrub(str(exc), url)}); "
             "install the package that provides it"
         ) from None
+
+
+def _filesystem(url: str, transfer: Transfer) -> Any:
+    return open_filesystem(url, f"the data input {transfer.name} ({transfer.shown})")
 
 
 def fsspec_facts(url: str, transfer: Transfer) -> dict[str, Any]:

@@ -244,6 +244,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="mirror the run to this MLflow tracking URI (default: $MLFLOW_TRACKING_URI when set)",
     )
     parser.add_argument(
+        "--storage",
+        default=None,
+        metavar="URL",
+        help="upload the run's checkpoints and outputs to this URL as it goes (s3://bucket/"
+        "prefix, gs://, az://, any fsspec URL; default: the target's or the workspace's)",
+    )
+    parser.add_argument(
         "--check",
         action="store_true",
         help="first run `jupyter-trainer check` on the same target, nodes, processes, "
@@ -281,6 +288,7 @@ def submit_kwargs(ns: argparse.Namespace) -> dict[str, Any]:
         "debug": debug_option(ns),
         "data": ns.data,
         "mlflow": ns.mlflow,
+        "storage": ns.storage,
     }
 
 
