@@ -77,6 +77,7 @@ SNAPSHOT = (
     "rank/rank_outputs.py",
     "rank/dcp_checkpoint.py",
     "rank/preemption.py",
+    "rank/dcp_complete.py",
     "frameworks/onnx_export.py",
     "rank/data.py",
     "rank/workdir.py",

@@ -29,11 +29,9 @@ import time
 from typing import Any
 
 from jupyter_trainer.rankside.rank import runtime
+from jupyter_trainer.rankside.rank.dcp_complete import DONE, FOLDER, complete, saved_world
 
-FOLDER = "dcp"  # under the run's checkpoints/
-STEP = re.compile(r"step-(\d+)")
-METADATA = ".metadata"  # what DCP's FileSystemWriter writes last, on its coordinator rank
-DONE = "done.{rank}"
+__all__ = ["checkpoint", "complete", "saved_world"]
 
 _lock = threading.Lock()
 _pending: list[threading.Thread] = []  # this rank's saves still being written
@@ -292,41 +290,6 @@ def _wait_quietly() -> None:
 
 
 # --- what is complete --------------------------------------------------------------------------
-
-
-def saved_world(folder: str) -> int | None:
-    """The world size whose every rank finished this step folder, or None when it is not
-    complete (no metadata, a rank's done file missing, or done files that disagree)."""
-    if not os.path.isfile(os.path.join(folder, METADATA)):
-        return None
-    try:
-        with open(os.path.join(folder, DONE.format(rank=0)), encoding="utf-8") as fh:
-            world = int(json.loads(fh.read())["world_size"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    for rank in range(1, world):
-        try:
-            with open(os.path.join(folder, DONE.format(rank=rank)), encoding="utf-8") as fh:
-                if int(json.loads(fh.read())["world_size"]) != world:
-                    return None
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-    return world
-
-
-def complete(base: str) -> list[tuple[int, str]]:
-    """The complete step folders under ``base``, oldest step first."""
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        match = STEP.fullmatch(name)
-        path = os.path.join(base, name)
-        if match and not os.path.islink(path) and saved_world(path) is not None:
-            found.append((int(match.group(1)), path))
-    return sorted(found)
 
 
 def newest() -> tuple[int, str] | None:
