@@ -283,8 +283,19 @@ class Session:
         request = {"op": "pull", "expr": expr, "ranks": list(ranks), "max_bytes": max_bytes}
         results = self._request(n, request, None, ranks)
         _raise_failures(self.name, results)
-        values = [self.files.value(n, r) for r in ranks]
+        values = [self._pulled(n, r, expr) for r in ranks]
         return values if rank is None else values[0]
+
+    def _pulled(self, n: int, rank: int, expr: str) -> Any:
+        try:
+            return self.files.value(n, rank)
+        except (AttributeError, ImportError) as exc:  # what pickle says of a missing class
+            raise SpecError(
+                f"pull {expr!r}: rank {rank}'s value needs what this notebook does not have "
+                f"({exc}): a class or function a session cell defined is sent by its name "
+                "(__main__.Name), so define it in the notebook too, or pull a plain part of "
+                "the value (vars(x), a number, a tensor, a state_dict)"
+            ) from None
 
     def push(self, *, max_bytes: int = DEFAULT_MAX_BYTES, **values: Any) -> None:
         """Set ``values`` (``name=value``) in every rank's namespace."""

@@ -82,6 +82,16 @@ def test_pull_one_rank_or_all_and_its_clear_errors(shared):
         shared.pull("pulled", rank=5)
 
 
+def test_a_pulled_instance_of_a_class_a_cell_defined_names_the_fix(shared):
+    shared.run("class Point:\n    x = 3\npoint = Point()\n", stream=io.StringIO())
+    with pytest.raises(SpecError) as info:
+        shared.pull("point", rank=1)
+    message = str(info.value)
+    assert "pull 'point': rank 1's value" in message and "'Point'" in message, message
+    assert "define it in the notebook too" in message, message
+    assert shared.pull("vars(Point)['x']") == 3  # a plain part of it comes back
+
+
 def test_a_pull_that_is_no_expression_starts_nothing(shared):
     requests = shared.files.requests
     before = sorted(os.listdir(requests))
