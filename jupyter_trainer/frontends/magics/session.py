@@ -22,6 +22,13 @@ _LAUNCH = ("target", "nodes", "procs", "launcher", "backend", "env", "source", "
 
 def run_session_cell(shell: Any, opts: argparse.Namespace, code: str, origin: dict) -> None:
     """Run the cell ``code`` on every rank of the session ``opts.session``."""
+    if getattr(opts, "debug", False):
+        raise SpecError(
+            f"%%train --session {opts.session} --debug: a session offers no debugger. A "
+            "cell's exception comes back with each rank's traceback and the ranks keep their "
+            f"namespaces: look at them with %train session pull {opts.session} EXPR, or run "
+            "the cell as a run of its own with %%train --debug"
+        )
     defaults = cell_parser().parse_args([])
     given = [
         f"--{key.replace('_', '-')}"

@@ -14,6 +14,9 @@ from support.kernel_client import Kernel
 
 import jupyter_trainer as jt
 from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import SpecError
+from jupyter_trainer.frontends.commands.options import cell_parser
+from jupyter_trainer.frontends.magics.session import run_session_cell
 
 SLEEPING = "%%train --session s1\nimport time\nprint('asleep', flush=True)\ntime.sleep(60)\n"
 
@@ -125,6 +128,15 @@ def test_a_failing_session_cell_fails_the_notebook_with_the_ranks_traceback(
     assert nbformat.read(out, as_version=4).cells[-1].outputs == []
     [live] = jt.sessions(home=stopped_after)
     assert live.pull("batch") == 3  # the session went on, with what the cell bound
+
+
+def test_debug_in_a_session_cell_is_refused_naming_what_to_do_instead():
+    opts = cell_parser().parse_args(["--session", "s1", "--debug"])
+    with pytest.raises(SpecError) as info:  # refused before any session is looked up
+        run_session_cell(None, opts, "print('never')", {})
+    message = str(info.value)
+    assert "--session s1 --debug: a session offers no debugger" in message, message
+    assert "%train session pull s1 EXPR" in message and "%%train --debug" in message, message
 
 
 def test_refused_cells_send_nothing_and_interrupt_and_restart_leave_the_session(kernel):
