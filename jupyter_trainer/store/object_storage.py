@@ -46,6 +46,7 @@ MANIFESTS = ".jt/manifests"
 STEP = re.compile(r"(?:dcp/)?step-(\d+)(?:\.(?:pt|pkl))?")
 _CHUNK = 4 << 20
 _S3_OPTIONS = {
+    "use_listings_cache": False,
     "config_kwargs": {"connect_timeout": 10, "retries": {"max_attempts": 3}},
 }
 _FULL = ("507", "InsufficientStorage", "EntityTooLarge", "QuotaExceeded", "No space left")
@@ -125,7 +126,9 @@ class Storage:
     @classmethod
     def open(cls, url: str) -> Storage:
         check_url(url)
-        options = _S3_OPTIONS if urllib.parse.urlsplit(url).scheme in ("s3", "s3a") else {}
+        s3 = urllib.parse.urlsplit(url).scheme in ("s3", "s3a")
+        # a fresh client: the endpoint and credentials as the environment gives them now
+        options = {"skip_instance_cache": True, **(_S3_OPTIONS if s3 else {})}
         fs, root = open_filesystem(url, f"the storage {redact(url)}", **options)
         return cls(url, fs, str(root).rstrip("/"))
 

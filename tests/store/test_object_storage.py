@@ -1,0 +1,108 @@
+"""The storage layer (``store/object_storage.py``) against a real S3 server (moto on
+loopback, ``support/s3_server.py``): what submit refuses before anything launches, what an
+upload writes (files checked, the manifest last) and what reads back take as complete."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support.s3_server import s3, s3_server  # noqa: F401  (fixtures)
+
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.core.errors import SpecError, StoreError
+from jupyter_trainer.store.object_storage import Storage, check_url
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("bucket/runs", "is not a URL"),
+        ("s3://", "names no bucket"),
+        ("gs://bucket/runs", "pip install gcsfs"),
+        ("az://container/runs", "pip install adlfs"),
+        ("nosuch://bucket/runs", "fsspec does not know nosuch://"),
+    ],
+)
+def test_a_bad_url_starts_nothing(home, url, words):
+    with pytest.raises(SpecError, match=words):
+        api.submit("print(1)", storage=url, hot=False)
+    assert not list((home / "runs").glob("*")) if (home / "runs").exists() else True
+
+
+def test_a_missing_bucket_or_refused_key_or_full_bucket_starts_nothing(home, s3):
+    with pytest.raises(SpecError, match="the bucket does not exist"):
+        api.submit("print(1)", storage="s3://jt-no-such-bucket/runs", hot=False)
+    s3.faults.deny_key = "jt-test-key"
+    with pytest.raises(SpecError, match="refused the credentials.*Access Key Id does not exist"):
+        api.submit("print(1)", storage=s3.url, hot=False)
+    s3.faults.deny_key, s3.faults.full = None, True
+    with pytest.raises(SpecError, match="full or over its quota.*InsufficientStorage"):
+        api.submit("print(1)", storage=s3.url, hot=False)
+    assert api.runs() == []
+    assert s3.keys() == []
+
+
+def test_credentials_in_the_url_never_reach_the_record():
+    url = "s3://user:hunter2@bucket/runs?X-Amz-Signature=abc123"
+    assert check_url(url) == url
+    from jupyter_trainer.core.spec import CodeSpec, RunSpec
+
+    spec = RunSpec(name="n", code=CodeSpec(entry="main.py", hash="0" * 64), storage=url)
+    text = json.dumps(spec.to_dict())
+    assert "hunter2" not in text and "abc123" not in text and "bucket/runs" in text
+
+
+def _step(folder, step, world=2, size=1000):
+    d = folder / "checkpoints" / "dcp" / f"step-{step}"
+    d.mkdir(parents=True)
+    for r in range(world):
+        (d / f"__{r}_0.distcp").write_bytes(bytes([step]) * size)
+    (d / ".metadata").write_bytes(b"meta")
+    for r in range(world):
+        (d / f"done.{r}").write_text(json.dumps({"step": step, "rank": r, "world_size": world}))
+    return d
+
+
+def test_an_upload_is_whole_only_with_its_manifest_and_is_checked_on_the_way_back(tmp_path, s3):
+    run = tmp_path / "run"
+    _step(run, 1)
+    _step(run, 2)
+    storage = Storage.open(s3.url)
+    manifest = storage.upload("r1", run, "checkpoints/dcp/step-1", {"kind": "dcp", "step": 1})
+    assert set(manifest["files"]) == {
+        f"checkpoints/dcp/step-1/{n}" for n in ("__0_0.distcp", "__1_0.distcp", ".metadata")
+    } | {"checkpoints/dcp/step-1/done.0", "checkpoints/dcp/step-1/done.1"}
+    # step 2's files without its manifest: what an upload killed half-way leaves
+    for name in ("__0_0.distcp", ".metadata"):
+        storage.fs.put_file(
+            str(run / "checkpoints/dcp/step-2" / name),
+            storage.path("r1", f"checkpoints/dcp/step-2/{name}"),
+        )
+    assert [m["step"] for m in storage.checkpoints("r1")] == [1]
+    assert s3.keys()[-1] == "runs/r1/checkpoints/dcp/step-2/__0_0.distcp"
+
+    back = storage.download("r1", storage.checkpoints("r1")[-1], tmp_path / "new")
+    assert back == tmp_path / "new/checkpoints/dcp/step-1"
+    assert (back / "__1_0.distcp").read_bytes() == bytes([1]) * 1000
+
+    # a file changed in storage after its upload is refused, and nothing is left half-made
+    s3.client.put_object(
+        Bucket=s3.bucket, Key="runs/r1/checkpoints/dcp/step-1/__1_0.distcp", Body=b"x" * 1000
+    )
+    with pytest.raises(StoreError, match="does not match its manifest"):
+        storage.download("r1", storage.checkpoints("r1")[-1], tmp_path / "other")
+    assert not (tmp_path / "other/checkpoints/dcp/step-1").exists()
+
+
+def test_a_full_bucket_fails_the_upload_with_its_reason_and_writes_no_manifest(tmp_path, s3):
+    run = tmp_path / "run"
+    _step(run, 3)
+    storage = Storage.open(s3.url)
+    s3.faults.full = True
+    with pytest.raises(StoreError, match="full or over its quota"):
+        storage.upload("r2", run, "checkpoints/dcp/step-3", {"kind": "dcp", "step": 3})
+    s3.faults.full = False
+    assert storage.checkpoints("r2") == []
