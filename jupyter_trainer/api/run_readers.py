@@ -132,6 +132,15 @@ class RunReaders:
 
         return run_stacks(self.store, self.id, rank=rank)
 
+    def collectives(self) -> dict[str, Any] | None:
+        """Why the run hangs, from every rank's Flight Recorder dump (docs/hangs.md): ``behind``,
+        the ``op`` and ``seq`` the others wait in, ``ranks``, ``mismatches``, ``stragglers``,
+        ``stacks`` and the one-line ``verdict``; None when no rank has dumped."""
+        from ..supervisor import collectives
+
+        root = self.store.paths(self.id).root
+        return collectives.analyse(collectives.read_dumps(root), collectives.read_stacks(root))
+
     def debug(self, rank: int | None = None, wait: float = 0.0) -> Any:
         """A ``DebugSession`` with the pdb of a rank that waits in one (api/debug.py)."""
         from .debug import attach
