@@ -30,6 +30,7 @@ from typing import Any
 from ..store import RunPaths
 from ..store.attempts import attempt_records, beats, current_records
 from . import attribution
+from .collective_watch import CollectiveWatch
 from .gpu_idle import GpuWatch
 from .stack_text import main_thread_frames, snapshot_files, tidy, user_frame
 
@@ -62,6 +63,8 @@ class RunWatch:
         self.gpus = GpuWatch(str(paths.events))
         self.killed: attribution.Killed = {}  # the rank processes torchrun saw killed so far
         self.launcher_read = 0  # how far launcher.log has been read for them
+        # every rank's Flight Recorder dumped at a stall or when asked (collective_watch.py)
+        self.collectives = CollectiveWatch(paths.root, self.read_stacks, self._code_files)
 
     # -- attempts ------------------------------------------------------------------------
     def attempts(self) -> list[dict[str, Any]]:
@@ -156,10 +159,13 @@ class RunWatch:
     def stalled(self, now: float | None = None) -> list[dict[str, Any]]:
         """The ranks stalled now (see the module's docstring), each with its stack; and the
         ranks whose GPU has idled for the timeout while another's works (``gpu_idle``)."""
-        if self.stall_timeout <= 0:
-            return []
         now = time.time() if now is None else now
-        return self._with_idle_gpus(self._by_progress(now), now)
+        found = self._with_idle_gpus(self._by_progress(now), now) if self.stall_timeout > 0 else []
+        try:
+            self.collectives.poll(bool(found), self.current_records(), now)
+        except OSError as exc:  # the run folder cannot take a request: the stall stands
+            found = [{**entry, "collectives": f"no dumps: {exc}"} for entry in found]
+        return found
 
     def _with_idle_gpus(self, out: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
         idle = self.gpus.idle_ranks(now, self.stall_timeout)
@@ -254,10 +260,13 @@ class RunWatch:
 
     def _where(self, stack: str | None, record: dict[str, Any]) -> dict[str, Any]:
         """``frame``: where the rank is in the user's own code (``stack_text.user_frame``)."""
+        frame = user_frame(stack, record.get("pid"), self._code_files())
+        return {"frame": frame} if frame else {}
+
+    def _code_files(self) -> list[str]:
         if self.code_files is None:
             self.code_files = snapshot_files(self.paths.code)
-        frame = user_frame(stack, record.get("pid"), self.code_files)
-        return {"frame": frame} if frame else {}
+        return self.code_files
 
     def _waited_for(
         self, records: dict[int, dict[str, Any]], suspects: set[int], attempt: int

@@ -222,20 +222,12 @@ def _release_process_group() -> None:
 
 
 def _leave_together(rank_env: Any, rank_death: Any, ranks: str | None) -> None:
-    """A rank whose code ended well leaves the rendezvous store only with its peers; on rank
-    0, a peer whose record in ``ranks`` says its process has exited has left too (a record
-    on another node, or not written yet, says nothing)."""
-
-    def peers_gone(world_size: int) -> bool:
-        return ranks is not None and all(
-            "exited" in (rank_death.read_record(os.path.join(ranks, f"rank-{rank}.json")) or {})
-            for rank in range(1, world_size)
-        )
-
-    leave = getattr(rank_env, "leave_together", None)  # absent from an older rank side
+    """A rank whose code ended well leaves the rendezvous store only with its peers
+    (``launcher_env.leave_with_peers``; its peers' records are in ``ranks``)."""
+    leave = getattr(rank_env, "leave_with_peers", None)  # absent from an older rank side
     try:
         if leave is not None:
-            leave(peers_gone=peers_gone)
+            leave(rank_death, ranks)
     except Exception as exc:
         print(f"[jt] leaving the rendezvous store failed: {exc}", file=sys.stderr)
 
@@ -319,6 +311,7 @@ def main(argv: list[str]) -> int:
         if record_path is None:
             return {}
         try:
+            recorder(f"failed-{runtime.rank}")  # every rank's collectives, into the run folder
             return rank_death.failure_evidence(
                 os.path.dirname(record_path), runtime.rank, launchers
             )
@@ -349,6 +342,7 @@ def main(argv: list[str]) -> int:
 
     def end_well(release_group: bool = True) -> None:
         if release_group:
+            recorder("end")  # how late this rank came to each collective, for stragglers
             _release_process_group()
         finish(0)
         _leave_together(rank_env, rank_death, record_path and os.path.dirname(record_path))
@@ -407,6 +401,8 @@ def main(argv: list[str]) -> int:
     rank_env.host_store_on_held_port()
     if hasattr(rank_env, "keep_rendezvous_stores"):  # absent from an older installed rank side
         rank_env.keep_rendezvous_stores()
+    recorder = getattr(rank_env, "flight_recorder", lambda why=None: None)  # as above
+    recorder()
     try:  # framework calls report to the run (absent from an older installed rank side)
         from jupyter_trainer.rankside.frameworks import autolog
     except ImportError:

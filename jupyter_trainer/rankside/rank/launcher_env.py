@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -293,3 +294,34 @@ def leave_together(
             except Exception:
                 break
     _stores.clear()
+
+
+def leave_with_peers(rank_death: Any, ranks: str | None) -> None:
+    """``leave_together``, where rank 0 counts a peer whose record in ``ranks`` says its
+    process has exited as left too (a record on another node, or not written yet, says
+    nothing)."""
+
+    def peers_gone(world_size: int) -> bool:
+        return ranks is not None and all(
+            "exited" in (rank_death.read_record(os.path.join(ranks, f"rank-{rank}.json")) or {})
+            for rank in range(1, world_size)
+        )
+
+    leave_together(peers_gone=peers_gone)
+
+
+def flight_recorder(why: str | None = None) -> None:
+    """PyTorch's Flight Recorder turned on for this rank (``why`` None), or this rank's
+    recorder dumped into the run folder, and asked of every other rank unless ``why`` is
+    ``"end"`` (``rankside/observe/flight_recorder.py``)."""
+    try:
+        from ..observe import flight_recorder as recorder
+    except ImportError:  # a rank side that does not ship it
+        return
+    try:
+        if why is None:
+            recorder.install(os.environ.get("JT_RUN_DIR") or None)
+        else:
+            recorder.dump_now(why, share=why != "end")
+    except Exception as exc:  # the rank's own start or end goes on all the same
+        print(f"[jt] the flight recorder failed: {exc!r}", file=sys.stderr)
