@@ -407,6 +407,15 @@ class Run(RunReaders):
             status = (self.store.current_state(self.id) or {"status": status})["status"]
         return status
 
+    def preempt(self, grace: float = 30.0, *, wait: bool = True) -> dict[str, Any] | None:
+        """Preempt the run as a scheduler would: every rank is told (``jt.preempted()``),
+        gets ``grace`` seconds to checkpoint and return, and what is left is ended; the
+        attempt ends as ``preempted`` and the next one resumes from the newest complete
+        checkpoint. With ``wait``, returns the attempt's record once it has ended."""
+        from .preemption import preempt
+
+        return preempt(self.store, self.id, grace, wait)
+
     def rerun(
         self,
         params: Mapping[str, Any] | Sequence[str] | None = None,

@@ -114,6 +114,7 @@ class StateRecord(TypedDict, total=False):
     queue: dict[str, Any]
     staging: dict[str, Any]
     attempts: list[dict[str, Any]]
+    preemptions: list[dict[str, Any]]  # one per preempted attempt (supervisor/preemption.py)
     non_finite: dict[str, dict[str, Any]]
     stalled: list[dict[str, Any]]
     # set by readers, never written: a supervisor that does not answer (store/liveness.py)

@@ -28,6 +28,7 @@ from ..store.liveness import pid_record
 from ..targets import Target, get_target
 from . import attribution, observe, verdict
 from .launcher_exit import LauncherExit
+from .preemption import Preempting
 from .queue_follow import QueueFollowing
 from .snapshot_check import settle_code
 from .state_writer import StateWriter
@@ -51,7 +52,7 @@ def log(message: str) -> None:
     _log.info(message)
 
 
-class Supervisor(QueueFollowing):
+class Supervisor(QueueFollowing, Preempting):
     def __init__(self, store: Store, run_id: str) -> None:
         self.store, self.run_id = store, run_id
         self.paths = store.existing(run_id)
@@ -287,6 +288,10 @@ class Supervisor(QueueFollowing):
         """Follow the launcher to its end; start every rank again while restarts are left."""
         while True:
             outcome = self._watch_attempt()
+            if "preempt" in outcome:  # the next attempt is started, unless the run ends here
+                outcome = self._preempt(outcome["preempt"]) or {}
+                if not outcome and not self.cancel_reason():
+                    continue
             if not self._restarts_left(outcome):
                 return outcome
             self._relaunch()
@@ -314,6 +319,9 @@ class Supervisor(QueueFollowing):
                 ended = self._observe()
                 if ended:
                     return ended
+                preempt = self._preempt_requested()
+                if preempt:
+                    return {"preempt": preempt}
             if failure_seen is None and now >= next_rank_check:
                 next_rank_check = now + 0.5
                 records = self.store.rank_records(self.run_id)

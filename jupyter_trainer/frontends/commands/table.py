@@ -29,6 +29,7 @@ from .mlflow import define_mlflow
 from .models import define_models, define_register
 from .parser import CommandParser, Subparsers
 from .pools import define_pools
+from .preempt import define_preempt
 from .runs import define_cancel, define_runs, define_show, define_stack
 from .sessions import define_session, define_sessions
 from .submit import define_rerun, define_resume, define_submit
@@ -47,6 +48,7 @@ COMMANDS: dict[str, Callable[[Subparsers, str], None]] = {
     "show": define_show,
     "logs": define_logs,
     "cancel": define_cancel,
+    "preempt": define_preempt,
     "rerun": define_rerun,
     "resume": define_resume,
     "diff": define_diff,

@@ -17,6 +17,7 @@ from ...store.outputs import list_files
 from .cost import cost_words, run_cost
 from .health import attempt_label, attempts_of, debugging_of, stalled_of, watch_settings
 from .health_text import HealthNotes, debugging_line, health_summary
+from .preemption_text import preemption_lines
 from .queue_text import waiting_words
 from .rankstats import RankStat, rank_summary, ranks_label
 from .rate import progress_figures
@@ -184,6 +185,7 @@ def summary_text(
     if state.get("status") == "queued" and queue.get("reason"):
         lines.append(waiting_words(queue, time.time()))
     lines += [debugging_line(entry, follower.run_id) for entry in debugging_of(state)]
+    lines += preemption_lines(state)
     rows = metric_rows(follower)
     if rows:
         lines.append(columns(("metric", "ranks", "final", "min", "max"), rows))
