@@ -14,6 +14,7 @@ from ...core.units import fmt_duration, fmt_seconds, fmt_value
 from ...store.follow import RunFollower, elapsed, finite_range
 from ...store.metric_points import current_series
 from ...store.outputs import list_files
+from .collectives_text import run_collectives, verdict_line, worth_showing
 from .cost import cost_words, run_cost
 from .health import attempt_label, attempts_of, debugging_of, stalled_of, watch_settings
 from .health_text import HealthNotes, debugging_line, health_summary
@@ -210,6 +211,9 @@ def summary_text(
     if state.get("status") == "canceled":
         lines.append(f"canceled: {printable(str(state.get('reason', '')))}")
     lines += health_summary(state, spec, traceback)
+    found = run_collectives(follower.store.paths(follower.run_id).root)  # docs/hangs.md
+    if found is not None and worth_showing(found):
+        lines.append(verdict_line(found))
     snapshot = state.get("snapshot") or {}
     if snapshot.get("intact") is False:
         lines.append("the run changed its code snapshot: " + ", ".join(snapshot.get("changed", {})))
