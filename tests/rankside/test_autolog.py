@@ -77,8 +77,11 @@ import sys
 from jupyter_trainer.rankside.frameworks.import_hooks import PatchOnImport
 hooks = sorted(f.name for f in sys.meta_path if isinstance(f, PatchOnImport))
 frameworks = ("tensorboard", "torch.utils.tensorboard", "transformers", "accelerate", "lightning",
-              "pytorch_lightning", "jupyter_trainer.rankside.frameworks.hf_hooks",
-              "jupyter_trainer.rankside.frameworks.lightning_hooks")
+              "pytorch_lightning", "mlflow", "wandb", "jupyter_trainer.rankside.frameworks.hf_hooks",
+              "jupyter_trainer.rankside.frameworks.lightning_hooks",
+              "jupyter_trainer.rankside.frameworks.mlflow_hooks",
+              "jupyter_trainer.rankside.frameworks.wandb_hooks",
+              "jupyter_trainer.rankside.frameworks.trackers")
 loaded = sorted(m for m in sys.modules if m.startswith(frameworks))
 print("hooks", hooks, "loaded", loaded, flush=True)
 """
@@ -99,11 +102,13 @@ def test_code_that_imports_no_framework_loads_none(autolog, home, launch_mode):
         "lightning.pytorch.trainer.trainer",
         "lightning_fabric.fabric",
         "lightning_fabric.loggers",
+        "mlflow",
         "pytorch_lightning.loggers",
         "pytorch_lightning.trainer.trainer",
         "tensorboardX.writer",
         "torch.utils.tensorboard.writer",
         "transformers.trainer",
+        "wandb",
     ]
     expected = str(hooked) if autolog else "[]"
     assert f"hooks {expected} loaded []" in run.logs(0)

@@ -12,6 +12,10 @@ itself, into this run, with no tracker run of its own.
   ``torch.utils.tensorboard`` and ``tensorboardX`` are patched, and so is every library
   that writes through them (the TensorBoard loggers of Lightning and of transformers).
 
+- MLflow's ``log_metric``/``log_metrics``/``log_param(s)``/``set_tag(s)`` and W&B's
+  ``wandb.log``/``wandb.config``/``wandb.summary``: ``mlflow_hooks``, ``wandb_hooks`` (what
+  each becomes, and ``$JT_TRACKERS=here`` that keeps them from the tracker: ``trackers``).
+
 - transformers ``Trainer`` and Accelerate: ``hf_hooks`` (``accelerate_state`` keeps
   Accelerate's ``save_state`` folders); Lightning's ``Trainer``, Fabric and loggers:
   ``lightning_hooks``. Their own TensorBoard writers are not reported a second time: a
@@ -231,4 +235,6 @@ HOOKS: dict[str, str | tuple[str, ...]] = {  # module: "file:function"(s) of thi
     "lightning_fabric.loggers": "lightning_hooks:patch_loggers",
     "lightning.pytorch.loggers": "lightning_hooks:patch_loggers",
     "pytorch_lightning.loggers": "lightning_hooks:patch_loggers",
+    "mlflow": "mlflow_hooks:patch",
+    "wandb": "wandb_hooks:patch",
 }
