@@ -44,6 +44,19 @@ def asked(run_dir: Path) -> tuple[str, float] | None:
         return None
 
 
+def _newest(
+    request: tuple[str, float] | None, dumps: dict[int, dict[str, Any]]
+) -> tuple[str, float] | None:
+    """The newest of the request file's and of what the ranks dumped for by themselves (one
+    waited in a collective for the stall timeout; one failed), with when it was made."""
+    found = [request] if request else []
+    for dump in dumps.values():
+        why = str(dump.get("why") or "")
+        if why and why != "end":
+            found.append((why, float(dump.get("taken") or 0)))
+    return max(found, key=lambda item: item[1]) if found else None
+
+
 class CollectiveWatch:
     def __init__(
         self,
@@ -63,10 +76,10 @@ class CollectiveWatch:
         if stalled and not self.stall_asked:
             ask(self.run_dir, "stall")
         self.stall_asked = stalled
-        request = asked(self.run_dir)
+        dumps = collectives.read_dumps(self.run_dir)
+        request = _newest(asked(self.run_dir), dumps)
         if request is None or request[0] == self.saved_for:
             return
-        dumps = collectives.read_dumps(self.run_dir)
         live = {r for r, rec in records.items() if rec.get("exit_code") is None}
         answered = {r for r, dump in dumps.items() if dump.get("why") == request[0]}
         if not live <= answered and now - request[1] < DUMPS_WITHIN_S:

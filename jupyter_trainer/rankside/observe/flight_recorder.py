@@ -38,6 +38,7 @@ DEFAULT_ENTRIES = 2000
 KEEP_ENTRIES = 500  # the newest entries a dump writes, per rank
 POLL_S = 0.5
 STORE_KEY = "jt/collectives/request"
+FAILED, END = "failed-", "end"  # the dumps at a failure (boot.py) and at the code's end
 DEFAULT_WAIT_S = 300.0  # a wait in one collective that dumps, without a stall timeout
 
 _state: dict[str, Any] = {"run_dir": None, "done": set(), "wait": None}
@@ -69,6 +70,25 @@ def install(run_dir: str | None) -> None:
     _state["run_dir"] = run_dir
     _state["wait"] = _wait_limit(run_dir)
     threading.Thread(target=_loop, name="jt-collectives", daemon=True).start()
+    from ..frameworks.import_hooks import when_imported
+
+    when_imported("torch.distributed", _dump_before_destroy)
+
+
+def _dump_before_destroy(dist: Any) -> None:
+    """``destroy_process_group()`` of the default group dumps first (the end's record)."""
+    original = dist.destroy_process_group
+
+    def destroy_process_group(group: Any = None) -> Any:
+        if group is None:
+            try:
+                dump_now(END, share=False)
+            except Exception as exc:  # the group goes all the same
+                print(f"[jt] collective dump failed: {exc!r}", file=sys.stderr)
+        return original(group)
+
+    destroy_process_group.__doc__ = original.__doc__
+    setattr(dist, "destroy_process_group", destroy_process_group)  # noqa: B010
 
 
 def _wait_limit(run_dir: str) -> float:
@@ -94,6 +114,12 @@ def _store(dist: Any) -> Any:
         return dist.distributed_c10d._get_default_store()
     except Exception:
         return None
+
+
+def _entered(trace: dict[str, Any]) -> dict[str, Any]:
+    """The newest collective each group has entered."""
+    status = trace.get("pg_status") or {}
+    return {pg: s.get("last_enqueued_collective") for pg, s in sorted(status.items())}
 
 
 def _trace(include_collectives: bool = True) -> bytes:
@@ -179,6 +205,13 @@ def dump_now(why: str, share: bool = True) -> str | None:
             except Exception:  # the store's host is gone: this rank still dumps
                 pass
         trace = json.loads(_trace())
+        entered = json.dumps(_entered(trace))
+        if why.startswith(FAILED) and entered == _state.get("entered"):
+            # nothing entered since the last dump, which shows the wait; ended, the rank's
+            # recorder counts that collective as completed
+            return None
+        if why != END:
+            _state["entered"] = entered
         trace["entries"] = (trace.get("entries") or [])[-KEEP_ENTRIES:]
         rank = int(os.environ.get("RANK", "0"))
         record = {

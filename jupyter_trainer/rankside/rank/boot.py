@@ -342,7 +342,6 @@ def main(argv: list[str]) -> int:
 
     def end_well(release_group: bool = True) -> None:
         if release_group:
-            recorder("end")  # how late this rank came to each collective, for stragglers
             _release_process_group()
         finish(0)
         _leave_together(rank_env, rank_death, record_path and os.path.dirname(record_path))
