@@ -38,6 +38,7 @@ from .transport import NodeSession, NodeShell, Pipes
 _APPENDED = re.compile(r"(logs/rank-\d+\.(?:log|times)|events/rank-\d+\.jsonl)")
 _REPLACED = re.compile(
     r"ranks/rank-\d+(?:\.attempt-\d+)?\.json|events/rank-\d+\.beat"
+    r"|collectives/rank-\d+\.json"  # a rank's Flight Recorder dump
     r"|session/(?:ready\.\d+|stop|results/\d+\.\d+\.(?:json|pkl))"  # a live session's
 )
 _LAUNCHER = re.compile(r"logs/launcher-(\d+)\.log")

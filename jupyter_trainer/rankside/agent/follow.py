@@ -24,7 +24,8 @@ SESSION_IN = re.compile(
     r"|interrupt\.\d+|stop)"
 )
 REPLACED = re.compile(
-    r"ranks/rank-\d+(?:\.attempt-\d+)?\.json|events/rank-\d+\.beat|" + SESSION_BACK.pattern
+    r"ranks/rank-\d+(?:\.attempt-\d+)?\.json|events/rank-\d+\.beat|"
+    r"collectives/rank-\d+\.json|" + SESSION_BACK.pattern  # a rank's Flight Recorder dump
 )
 FOLLOWED = re.compile(
     r"logs/rank-\d+\.(?:log|times)|events/rank-\d+\.jsonl|logs/launcher-\d+\.log|"
@@ -48,7 +49,7 @@ class Follower:
 
     def files(self):
         own = "logs/launcher-%d.log" % self.node
-        for sub in ("logs", "events", "ranks", "session", "session/results"):
+        for sub in ("logs", "events", "ranks", "session", "session/results", "collectives"):
             try:
                 names = os.listdir(os.path.join(self.run_dir, sub))
             except OSError:
