@@ -132,6 +132,7 @@ class StateRecord(TypedDict, total=False):
     traceback: str | None
     reason: str
     mlflow: dict[str, Any]
+    storage: dict[str, Any]  # the uploads to the run's storage (supervisor/storage_upload.py)
     recorded_status: str
     rebuilt: dict[str, Any]
     damaged: str
