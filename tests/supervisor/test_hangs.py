@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import wait_for
+from conftest import leftover, wait_for
 
 from jupyter_trainer.api import runs as api
 
@@ -202,3 +202,29 @@ def test_a_run_without_dumps_has_no_analysis(home):
     assert run.collectives() is None
     assert not (run.path / "collectives").exists()
     assert json.loads((run.path / "spec.json").read_text())["launch"]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    ("code", "verdict"),
+    [
+        (
+            LOADING,
+            rf"rank 2 is behind: it never entered all_reduce #4 \(the others wait there since "
+            rf"{CLOCK}\); it is in load_batch\(\) at cell line 6",
+        ),
+        (
+            SHAPES,
+            r"rank 1 called all_reduce #2 with shape \[8\] where the others used \[4\]; "
+            r"it is in <module>\(\) at cell line 8",
+        ),
+    ],
+    ids=["loading", "shapes"],
+)
+def test_the_ranks_on_two_ssh_hosts_dump_and_get_the_same_verdict(pair, home, code, verdict):
+    run = api.submit(code, target="pair", nodes=2, procs=2, stall_timeout=3, name="ssh-hang")
+    found = hung_verdict(run)
+    assert re.fullmatch(verdict, found["verdict"]), found["verdict"]
+    assert sorted(found["ranks"]) == [0, 1, 2, 3]  # each node's dumps came back
+    assert all(e["state"] != "no dump" for e in found["ranks"].values()), found["ranks"]
+    assert leftover(run.id) == []
