@@ -297,20 +297,31 @@ class Run(RunReaders):
 
     def files(self) -> list[RunFile]:
         """Every file of the run's ``outputs/``: its path relative to ``outputs/`` and its
-        size, sorted by path."""
-        from ..store.outputs import list_files
+        size, sorted by path; from the run's storage when this machine has none of them."""
+        from ..store.outputs import RunFile, list_files
 
-        return list_files(self.store.existing(self.id).outputs)
+        found = list_files(self.store.existing(self.id).outputs)
+        if found or not self.spec.storage:
+            return found
+        from ..store.object_storage import for_run  # none here: the run's storage has them
+
+        remote = for_run(self.spec.storage, self.store.home, self.id).outputs(self.id)
+        return [RunFile(path, size) for path, size in remote.items()]
 
     def download(self, pattern: str, dest: str | os.PathLike) -> list[Path]:
         """Copy the files of ``outputs/`` that ``pattern`` names (a path relative to
         ``outputs/``, a folder, or a glob: ``*.pt``, ``checkpoints/**/*.pt``) into the folder
         ``dest``, each at its path under ``outputs/``. Returns the paths written; a pattern
         that matches nothing raises ``SpecError`` naming the files there are."""
-        from ..store.outputs import copy_out, destination, match
+        from ..store.outputs import copy_out, destination, list_files, match
 
         folder = destination(dest)
         root = self.store.existing(self.id).outputs
+        if self.spec.storage and not list_files(root):  # none here: from the run's storage
+            from ..store.object_storage import for_run
+
+            remote = for_run(self.spec.storage, self.store.home, self.id)
+            return remote.fetch_outputs(self.id, pattern, folder)
         return copy_out(root, match(root, pattern), folder)
 
     def register_model(

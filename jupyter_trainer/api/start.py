@@ -121,17 +121,27 @@ def start_again(
     old = with_kept_secrets(store, old_id, old, overrides)
     lineage: dict[str, Any] = {"rerun_of": old_id}
     checkpoint = None
+    seed: Callable[[str], Path] | None = None
     if resume:
         folder = store.paths(old_id).checkpoints
         checkpoint = latest_checkpoint(folder)
-        if checkpoint is None:
+        # none here: the newest in the run's storage, downloaded before the ranks start
+        remote = from_storage(store, old_id, old.storage) if checkpoint is None else None
+        if remote is not None:
+            seed, lineage = remote
+        elif checkpoint is None:
             raise RunStateError(
                 f"run {old_id} has no checkpoint (no complete step-N.pt or "
                 f"step-N.pkl, sharded dcp/step-N, transformers checkpoint-N folder or "
                 f"Lightning .ckpt in "
-                f"{folder}); use rerun to start it from the beginning"
+                f"{folder}{f', nor in its storage {old.storage}' if old.storage else ''}); "
+                "use rerun to start it from the beginning"
             )
-        lineage = {"resumed_from": old_id, "checkpoint": checkpoint.relative_to(folder).as_posix()}
+        else:
+            lineage = {
+                "resumed_from": old_id,
+                "checkpoint": checkpoint.relative_to(folder).as_posix(),
+            }
     tgt = get_target(target if target is not None else old.target.name, store.home)
     where = TargetSpec(tgt.name, price=dict(tgt.price))
     spec = replace(
@@ -149,10 +159,31 @@ def start_again(
         check_copy(staging, old.code.hash, f"run {old_id}")
         return spec
 
-    seed = None
     if checkpoint is not None:
         seed = lambda new_id: store.seed_checkpoint(new_id, checkpoint, folder)
     return start_run(store, tgt, write, seed)
+
+
+def from_storage(
+    store: Store, run_id: str, storage: str | None
+) -> tuple[Callable[[str], Path], dict[str, Any]] | None:
+    """(seed, lineage) of the newest complete checkpoint of run ``run_id`` in its storage, or
+    None: the seed downloads it (each file checked) into a new run's folder."""
+    if not storage:
+        return None
+    from ..store.object_storage import for_run  # lazy: fsspec only for a run with storage
+
+    remote = for_run(storage, store.home, run_id)
+    found = remote.checkpoints(run_id)
+    if not found:
+        return None
+    newest = found[-1]
+    lineage = {
+        "resumed_from": run_id,
+        "checkpoint": str(newest["path"]).removeprefix("checkpoints/"),
+        "storage": storage,
+    }
+    return (lambda new_id: remote.download(run_id, newest, store.existing(new_id).root)), lineage
 
 
 def with_kept_secrets(

@@ -34,7 +34,7 @@ import time
 import urllib.parse
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..core.errors import SpecError, StoreError
@@ -236,16 +236,17 @@ class Storage:
                     out[name.removeprefix("outputs/")] = int(entry["size"])
         return dict(sorted(out.items()))
 
-    def download(self, run_id: str, manifest: dict[str, Any], base: Path) -> Path:
-        """Every file of ``manifest`` into ``base`` at its path, each checked; a folder or
-        file appears only once whole (written under a "." name, then renamed)."""
-        rel = str(manifest["path"])
+    def download(self, run_id: str, manifest: dict[str, Any], base: Path, strip: str = "") -> Path:
+        """Every file of ``manifest`` into ``base`` at its path (less ``strip``), each
+        checked; a folder or file appears only once whole (written under a "." name, then
+        renamed)."""
+        rel = str(manifest["path"]).removeprefix(strip)
         final = _inside(base, rel)
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
         try:
             for name, entry in manifest["files"].items():
-                dest = _inside(tmp, name)
+                dest = _inside(tmp, name.removeprefix(strip))
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 try:
                     self.fs.get_file(self.path(run_id, name), str(dest))
@@ -266,6 +267,32 @@ class Storage:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return final
+
+    def fetch_outputs(self, run_id: str, pattern: str, dest: Path) -> list[Path]:
+        """The output files of run ``run_id`` in storage that ``pattern`` names (as
+        ``Run.download`` takes it: a path, a folder or a glob under outputs/) into ``dest``."""
+        from .outputs import _relative, _segments_match  # the rule Run.download follows
+
+        found = {
+            str(m["path"]).removeprefix("outputs/"): m
+            for m in self.manifests(run_id)
+            if m.get("kind") == "output"
+        }
+        wanted = tuple(p for p in _relative(pattern, "the pattern").parts if p != ".")
+        names = [
+            name
+            for name in sorted(found)
+            if any(
+                _segments_match(wanted, PurePosixPath(name).parts[:n])
+                for n in range(1, len(PurePosixPath(name).parts) + 1)
+            )
+        ]
+        if not names:
+            raise SpecError(
+                f"{pattern!r} names no file of run {run_id}'s outputs/ in {self.shown}; "
+                f"it has {', '.join(sorted(found)[:8]) or 'none'}"
+            )
+        return [self.download(run_id, found[n], dest, strip="outputs/") for n in names]
 
 
 def _inside(base: Path, rel: str) -> Path:

@@ -32,6 +32,7 @@ from .preemption import Preempting
 from .queue_follow import QueueFollowing
 from .snapshot_check import settle_code
 from .state_writer import StateWriter
+from .storage_upload import Uploads
 from .verdict import TRACEBACK_TAIL
 from .watch import RunWatch
 
@@ -112,6 +113,10 @@ class Supervisor(QueueFollowing, Preempting):
             log(f"cannot write {self.paths.supervisor}: {exc}")
         self.writer.reserve()
         self._start_heartbeat()
+        # checkpoints and outputs to the run's storage, in a process of its own
+        self.uploads = Uploads.start(
+            self.store.home, self.paths.root, self.run_id, self.spec.storage
+        )
         outcome: dict[str, Any] = {}
         try:
             self.transition("preparing")
@@ -469,6 +474,7 @@ class Supervisor(QueueFollowing, Preempting):
             )
         )
         fields.update(why)
+        fields.update(self.uploads.finish(log))  # the last uploads, within their time limit
         self.transition(status, fields)
 
 

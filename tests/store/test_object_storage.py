@@ -42,7 +42,7 @@ def test_a_missing_bucket_or_refused_key_or_full_bucket_starts_nothing(home, s3)
     with pytest.raises(SpecError, match="full or over its quota.*InsufficientStorage"):
         api.submit("print(1)", storage=s3.url, hot=False)
     assert api.runs() == []
-    assert s3.keys() == []
+    assert s3.objects() == []
 
 
 def test_credentials_in_the_url_never_reach_the_record():
@@ -82,7 +82,7 @@ def test_an_upload_is_whole_only_with_its_manifest_and_is_checked_on_the_way_bac
             storage.path("r1", f"checkpoints/dcp/step-2/{name}"),
         )
     assert [m["step"] for m in storage.checkpoints("r1")] == [1]
-    assert s3.keys()[-1] == "runs/r1/checkpoints/dcp/step-2/__0_0.distcp"
+    assert s3.objects()[-1] == "runs/r1/checkpoints/dcp/step-2/__0_0.distcp"
 
     back = storage.download("r1", storage.checkpoints("r1")[-1], tmp_path / "new")
     assert back == tmp_path / "new/checkpoints/dcp/step-1"

@@ -126,7 +126,7 @@ class Bucket:
     faults: Faults
     client: object  # boto3's S3 client, straight to moto
 
-    def keys(self) -> list[str]:
+    def objects(self) -> list[str]:
         found = self.client.list_objects_v2(Bucket=self.bucket).get("Contents", [])  # type: ignore[attr-defined]
         return sorted(o["Key"] for o in found)
 
