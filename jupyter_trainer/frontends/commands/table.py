@@ -24,6 +24,7 @@ from .diff import define_diff
 from .doctor import define_doctor
 from .env import define_env
 from .files import define_download, define_files
+from .hang import define_hang
 from .logs import define_logs
 from .mlflow import define_mlflow
 from .models import define_models, define_register
@@ -53,6 +54,7 @@ COMMANDS: dict[str, Callable[[Subparsers, str], None]] = {
     "resume": define_resume,
     "diff": define_diff,
     "stack": define_stack,
+    "hang": define_hang,
     "check": define_check,
     "debug": define_debug,
     "files": define_files,
