@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.client
 import http.server
+import logging
 import threading
 import time
 import uuid
@@ -29,6 +30,7 @@ def s3_server():
     """moto's S3 on 127.0.0.1 (a free port): its endpoint URL."""
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
