@@ -106,3 +106,21 @@ def test_a_full_bucket_fails_the_upload_with_its_reason_and_writes_no_manifest(t
         storage.upload("r2", run, "checkpoints/dcp/step-3", {"kind": "dcp", "step": 3})
     s3.faults.full = False
     assert storage.checkpoints("r2") == []
+
+
+def test_the_runs_url_wins_then_the_targets_then_the_workspaces(home):
+    from jupyter_trainer.store.object_storage import resolve
+    from jupyter_trainer.targets import get_target
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "targets.toml").write_text(
+        '[targets.far]\nkind = "local"\nstorage = "s3://target-bucket/runs"\n'
+    )
+    assert resolve(None, get_target("local", home), home) is None
+    (home / "config.toml").write_text('storage = "s3://workspace-bucket/runs"\n')
+    assert resolve(None, get_target("local", home), home) == "s3://workspace-bucket/runs"
+    assert resolve(None, get_target("far", home), home) == "s3://target-bucket/runs"
+    assert resolve("gs://own/runs", get_target("far", home), home) == "gs://own/runs"
+    (home / "config.toml").write_text('storage = "workspace-bucket"\n')
+    with pytest.raises(SpecError, match=r"storage in .*config.toml 'workspace-bucket' is not"):
+        resolve(None, get_target("local", home), home)
