@@ -17,6 +17,7 @@ import argparse
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .azure import define_azure
 from .azureml import define_azureml
 from .check import define_check
 from .debug import define_debug
@@ -74,6 +75,7 @@ COMMANDS: dict[str, Callable[[Subparsers, str], None]] = {
     "doctor": define_doctor,
     "workspace": define_workspace,
     "azureml": define_azureml,
+    "azure": define_azure,
 }
 
 # Spellings of earlier releases, and the words they stand for: they work, unlisted.
