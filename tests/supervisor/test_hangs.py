@@ -228,3 +228,42 @@ def test_the_ranks_on_two_ssh_hosts_dump_and_get_the_same_verdict(pair, home, co
     assert sorted(found["ranks"]) == [0, 1, 2, 3]  # each node's dumps came back
     assert all(e["state"] != "no dump" for e in found["ranks"].values()), found["ranks"]
     assert leftover(run.id) == []
+
+
+@pytest.mark.timeout(120)
+def test_hang_asks_every_rank_for_a_dump_and_prints_the_verdict(home):
+    run = api.submit(LOADING, procs=3, stall_timeout=0, name="hang")  # no stall watch
+    try:
+        wait_for(
+            lambda: (
+                len(run.store.rank_records(run.id)) == 3
+                and "load_batch" in run.stacks(2).get(2, "")
+            ),
+            timeout=60,
+            what="rank 2 in load_batch",
+        )
+        shown = subprocess.run(
+            [str(Path(sys.executable).with_name("jupyter-trainer")), "hang", run.id],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shown.returncode == 0, shown.stderr
+        first, *rest = shown.stdout.splitlines()
+        assert re.fullmatch(
+            rf"rank 2 is behind: it never entered all_reduce #4 \(the others wait there since "
+            rf"{CLOCK}\); it is in load_batch\(\) at cell line 6",
+            first,
+        ), shown.stdout
+        assert any(line.startswith("  rank 2: all_reduce #3, completed") for line in rest)
+        assert "rank 2's stack:" in rest and any("load_batch" in line for line in rest)
+        assert all(d.get("why", "").startswith("hang-") for d in _dumps(run).values())
+    finally:
+        run.cancel()
+        run.wait(timeout=60, raise_on_failure=False)
+
+
+def _dumps(run: api.Run) -> dict:
+    from jupyter_trainer.supervisor.collectives import read_dumps
+
+    return read_dumps(run.path)
