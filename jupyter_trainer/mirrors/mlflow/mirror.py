@@ -12,6 +12,9 @@ run's state, else by that tag) and updates it, never making a second one.
   TensorBoard export does) and its time. MLflow keeps NaN, and stores ±inf as ±max double.
   Text values are not metrics: rank 0's last one is the tag ``jupyter_trainer.text.NAME``.
   Logging a point again is a no-op in MLflow, so a second mirror adds only what is new.
+- the code's tags (``jt.tag``, ``mlflow.set_tag`` and the like in any rank): MLflow tags of
+  their names; a tracker's param (the tag ``param.NAME``: ``mlflow.log_param``,
+  ``wandb.config``) is the MLflow param NAME, unless the run's own params have NAME.
 - tags: ``jupyter_trainer.*``: run id, status, target, launcher, backend, nodes, procs,
   world size, code hash, environment (name, lock, env id, python), each data input's hash and
   source, and the error of a failed run; the MLflow run's status and times follow the run's.
@@ -46,6 +49,9 @@ DEFAULT_EXPERIMENT = "jupyter_trainer"
 TAG = "jupyter_trainer."
 RUN_TAG = TAG + "run_id"
 VERSION_TAG = TAG + "version"
+PARAM = (
+    "param."  # a tracker's param NAME, as the rank side tags it (rankside/frameworks/trackers.py)
+)
 STATUS = {"completed": "FINISHED", "failed": "FAILED", "lost": "FAILED", "canceled": "KILLED"}
 BATCH = 1000  # MLflow's log_batch limit: 1000 entries, of which 100 params or 100 tags
 BATCH_PARAMS_TAGS = 100
@@ -183,6 +189,7 @@ class Mirror:
                 follower = RunFollower(self.store, self.run_id)
                 follower.poll()
                 self._log_text_tags(follower)
+                self._log_code_tags(follower)
                 self._log_batches([], list(metric_points(follower)))
                 self._log_outputs(info.artifact_uri)
             versions = [
@@ -263,6 +270,29 @@ class Mirror:
             if 0 in by_rank
         }
         self._log_batches([self.ml.RunTag(k, v) for k, v in texts.items()], [])
+
+    def _log_code_tags(self, follower: RunFollower) -> None:
+        """The tags the run's code set (``jt.tag``, a tracker's calls): each as an MLflow tag
+        of its name, and a tracker's param (``param.NAME``) as the MLflow param NAME. A param
+        of the run's own, or one this MLflow run already holds with another value (MLflow
+        keeps a param's first value), stays a tag."""
+        held = self.client.get_run(self._id).data.params
+        own = flat_params(self.spec.params)
+        entities: list[Any] = []
+        for name, value in sorted(follower.tags.items()):
+            if name.startswith(TAG):
+                continue  # the mirror's own
+            param = key(name[len(PARAM) :]) if name.startswith(PARAM) else None
+            if (
+                param
+                and param not in own
+                and held.get(param, value[:PARAM_CHARS]) == value[:PARAM_CHARS]
+            ):
+                entities.append(self.ml.Param(param, value[:PARAM_CHARS]))
+            else:
+                entities.append(self.ml.RunTag(key(name), value[:TAG_CHARS]))
+        self.counts["tags"] = len(entities)
+        self._log_batches(entities, [])
 
     def _log_batches(self, entities: list[Any], points: list[tuple[str, float, int, int]]) -> None:
         """``log_batch`` requests of at most ``BATCH_PARAMS_TAGS`` params and tags and at most
