@@ -26,7 +26,12 @@ def define_azure(sub: Subparsers, name: str) -> None:
         name, help="Azure ML SDK v2 job files and notebooks: run a job YAML, check what will run"
     )
     nouns = verbs(noun, required=True)
-    job = nouns.add_parser("job", help="v2 jobs, as `az ml job` runs them")
+    job = nouns.add_parser(
+        "job",
+        help="v2 jobs, as `az ml job` runs them",
+        epilog="create --file FILE [--set KEY=VALUE ...] [--stream]; show, stream, cancel "
+        "--name NAME; download --name NAME [--output-name OUTPUT] [--download-path DIR] [--all]",
+    )
     actions = verbs(job, required=True)
     create = actions.add_parser("create", help="run a v2 command or sweep job file")
     create.add_argument("--file", "-f", required=True, help="the job's YAML file")

@@ -18,8 +18,8 @@ from typing import Any
 
 from ....azureml.core.compute import ComputeTarget
 from ....azureml.core.workspace import Workspace as V1Workspace
-from ....azureml.core.workspace import _find_config
 from .entities.environment import Environment
+from .entities.model import Model
 from .exceptions import ValidationException
 from .job_operations import JobOperations
 from .model_operations import ModelOperations
@@ -100,6 +100,17 @@ class MLClient:
             return RefusedOperations(name)
         raise AttributeError(f"MLClient has no attribute {name!r}")
 
+    def create_or_update(self, entity: Any, **kwargs: Any) -> Any:
+        """v2's generic create: a job goes to ``jobs``, a model to ``models``, an
+        environment to ``environments``."""
+        if isinstance(entity, Model):
+            return self.models.create_or_update(entity)
+        if isinstance(entity, Environment):
+            return self.environments.create_or_update(entity)
+        return self.jobs.create_or_update(entity, **kwargs)
+
+    begin_create_or_update = create_or_update
+
     def experiment_name(self) -> str:
         """The name a job without ``experiment_name`` is grouped under, as v2 named it after
         the notebook's folder."""
@@ -117,7 +128,7 @@ class MLClient:
     ) -> MLClient:
         """The workspace a v2 ``config.json`` names (see the module's docstring); without
         one, the default store."""
-        found = _find_config(Path(path or ".").expanduser(), file_name)
+        found = find_config(Path(path or ".").expanduser(), file_name)
         if found is None:
             return cls(credential)
         try:
@@ -133,6 +144,19 @@ class MLClient:
             data.get("workspace_name"),
             home=data.get("jupyter_trainer_home"),
         )
+
+
+def find_config(start: Path, file_name: str | None = None) -> Path | None:
+    """v2's search for the workspace's config file: ``start`` itself if it is a file, else
+    ``config.json`` (or ``file_name``) in ``start``, its ``.azureml/``, and each parent's."""
+    if start.is_file():
+        return start
+    name = file_name or "config.json"
+    for folder in (start.resolve(), *start.resolve().parents):
+        for candidate in (folder / name, folder / ".azureml" / name):
+            if candidate.is_file():
+                return candidate
+    return None
 
 
 __all__ = ["MLClient"]

@@ -11,7 +11,7 @@ kept when each input it names was given. A command that is one ``python SCRIPT.p
 other command (``ls``, ``echo``, several lines) runs with ``bash -c``, each value quoted.
 
 Copied into the job's snapshot next to ``_azureml_job.json`` (what the submitting side
-wrote); standard library only, and ``jupyter_trainer.runtime``, which every rank has.
+wrote); standard library only, and the rank side's runtime (``jt``), which every rank has.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 JOB_FILE = "_azureml_job.json"
-_PLACEHOLDER = re.compile(r"\$\{\{\s*(inputs|outputs|search_space)\.([A-Za-z0-9_.-]+)\s*\}\}")
+PLACEHOLDER = re.compile(r"\$\{\{\s*(inputs|outputs|search_space)\.([A-Za-z0-9_.-]+)\s*\}\}")
 _OPTIONAL = re.compile(r"\$\[\[(.*?)\]\]", re.S)
 _SHELL = set(";&|<>`$(){}*?~!#\n\\\"'")
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
@@ -49,16 +49,16 @@ def _values(job: dict, jt) -> dict:
 
 def _fill(text: str, values: dict, quote) -> str:
     def optional(match: re.Match) -> str:
-        keys = [(m.group(1), m.group(2)) for m in _PLACEHOLDER.finditer(match.group(1))]
+        keys = [(m.group(1), m.group(2)) for m in PLACEHOLDER.finditer(match.group(1))]
         return match.group(1) if all(k in values for k in keys) else ""
 
     text = _OPTIONAL.sub(optional, text)
-    return _PLACEHOLDER.sub(lambda m: quote(values[(m.group(1), m.group(2))]), text)
+    return PLACEHOLDER.sub(lambda m: quote(values[(m.group(1), m.group(2))]), text)
 
 
 def _in_process(command: str) -> list | None:
     """The words of a command that is one ``python SCRIPT.py ...``/``python -m M ...``."""
-    plain = _PLACEHOLDER.sub("x", _OPTIONAL.sub("x", command.strip()))
+    plain = PLACEHOLDER.sub("x", _OPTIONAL.sub("x", command.strip()))
     if _SHELL & set(plain):
         return None
     words = shlex.split(command.strip())
@@ -70,7 +70,7 @@ def _in_process(command: str) -> list | None:
 
 
 def main() -> int:
-    from jupyter_trainer import runtime as jt
+    from jupyter_trainer.rankside.rank import runtime as jt
 
     here = os.path.dirname(os.path.abspath(__file__))
     with open(os.path.join(here, JOB_FILE), encoding="utf-8") as f:

@@ -24,7 +24,7 @@ from ....azureml.core.environment import V1Note
 from ....azureml.core.experiment import check_nodes
 from ....environment.manage import define
 from ....targets.registry import get_target
-from .command_entry import _PLACEHOLDER, JOB_FILE
+from .command_entry import JOB_FILE, PLACEHOLDER
 from .command_job import CommandJob
 from .entities.distribution import launch_of
 from .entities.environment import environment_of
@@ -68,7 +68,7 @@ def job_file(job: CommandJob, client: Any, swept: set[str]) -> tuple[dict[str, A
         outputs[name] = str(given.type or "uri_folder").lower()
     known = {("inputs", n) for n in [*literals, *data, *swept]}
     known |= {("search_space", n) for n in swept} | {("outputs", n) for n in outputs}
-    for match in _PLACEHOLDER.finditer(re.sub(r"\$\[\[.*?\]\]", "", job.command, flags=re.S)):
+    for match in PLACEHOLDER.finditer(re.sub(r"\$\[\[.*?\]\]", "", job.command, flags=re.S)):
         if (match.group(1), match.group(2)) not in known:
             raise ValidationException(
                 f"the command names {match.group(0)}, but the job has no "
