@@ -22,13 +22,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from ..core.errors import CellFailed, SessionEnded, SpecError
+from ..core.errors import SessionEnded, SpecError
 from ..core.files import write_atomic
 from ..core.spec import DEFAULT_STALL_TIMEOUT, DEFAULT_SYSTEM_INTERVAL
 from ..store import ACTIVE, TERMINAL, Store
 from ..store.owners import Identity
 from ..store.sessions import SessionFiles, client_socket
 from .runs import Run, submit
+from .session_replies import dead_text, raise_failures
+from .session_restart import HOLD, check_none_dead, restart_ranks
 from .session_save import SCRIPT, SCRIPT_TEXT, placement
 
 DEFAULT_IDLE = 3600.0  # seconds without a request before a session ends itself
@@ -78,7 +80,7 @@ def start_session(
         script.write_text(SCRIPT_TEXT)
         run = submit(
             script=str(script),
-            args=[f"--idle={idle:g}"],
+            args=[f"--idle={idle:g}", *([HOLD] if target == "local" else [])],
             name=name,
             target=target,
             nodes=nodes,
@@ -213,9 +215,20 @@ class Session:
             return self.record.cancel(reason="session stopped; a rank was still in a cell")
         return self.record.status
 
-    def restart(self, timeout: float = 600.0) -> Session:
+    def restart(
+        self,
+        timeout: float = 600.0,
+        *,
+        rank: int | Sequence[int] | None = None,
+        stream: TextIO | Literal[False] | None = None,
+    ) -> Session:
         """Stop the session and start it again with the same ranks and options; every
-        rank's namespace is new."""
+        rank's namespace is new. With ``rank``, bring back that rank (or those), which died,
+        in a new process group with the others, which keep their namespaces; the restarted
+        rank's is empty (``restarts()`` records it)."""
+        if rank is not None:
+            restart_ranks(self, rank, stream=stream)
+            return self
         spec = self.record.spec
         self.stop()
         return start_session(
@@ -255,6 +268,7 @@ class Session:
         from ..capture.cellscript import cell_parts, render_cell_script
         from ..capture.names import bound_names
 
+        check_none_dead(self, self.ranks, "run")
         bound = self.files.names()
         visible = {k: v for k, v in (namespace or {}).items() if k not in bound}
         context = resolve_cell(
@@ -267,7 +281,7 @@ class Session:
             write_atomic(here / "carried.pkl", pickle.dumps(dict(context.carried)), mode=0o600)
         results = self._request(n, {"op": "run", "cell": cell, "params": context.params}, stream)
         self.files.add_names(bound_names(code, first_line))
-        _raise_failures(self.name, results)
+        raise_failures(self.name, results)
 
     def pull(self, expr: str, rank: int | None = 0, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
         """The value of ``expr`` on rank ``rank`` (tensors moved off any GPU), or with
@@ -279,10 +293,11 @@ class Session:
         except SyntaxError as exc:
             raise SpecError(f"pull {expr!r}: not an expression ({exc.msg})") from None
         ranks = self._ranks(rank)
+        check_none_dead(self, ranks, f"pull {expr!r}")
         n, _ = self.files.new_request()
         request = {"op": "pull", "expr": expr, "ranks": list(ranks), "max_bytes": max_bytes}
         results = self._request(n, request, None, ranks)
-        _raise_failures(self.name, results)
+        raise_failures(self.name, results)
         values = [self._pulled(n, r, expr) for r in ranks]
         return values if rank is None else values[0]
 
@@ -318,9 +333,10 @@ class Session:
                 f"push {', '.join(blobs)}: {size} bytes pickled, over the limit of "
                 f"{max_bytes}; send less, or load it from a file in a session cell"
             )
+        check_none_dead(self, self.ranks, f"push {', '.join(blobs)}")
         n, here = self.files.new_request()
         write_atomic(here / "values.pkl", pickle.dumps(blobs), mode=0o600)
-        _raise_failures(self.name, self._request(n, {"op": "push"}, None))
+        raise_failures(self.name, self._request(n, {"op": "push"}, None))
         self.files.add_names(set(blobs))
 
     def interrupt(self) -> None:
@@ -328,6 +344,14 @@ class Session:
         n = self.files.count()
         if n:
             self.files.interrupt(n, self.ranks)
+
+    def dead(self) -> dict[int, dict[str, Any]]:
+        """The ranks whose process died and that were not restarted yet: how, and when."""
+        return self.files.dead()
+
+    def restarts(self) -> list[dict[str, Any]]:
+        """The ranks restarted so far (``restart(rank=R)``) and the names they lost."""
+        return self.files.restarts()
 
     def save(self, name: str | None = None, *, wait: bool = False) -> Run:
         """A run that replays the cells this session ran well and the values pushed to it,
@@ -366,6 +390,11 @@ class Session:
         finally:
             sock.close()
 
+    def _regroup(
+        self, n: int, request: dict[str, Any], stream: TextIO | Literal[False] | None
+    ) -> None:
+        raise_failures(self.name, self._request(n, request, stream))
+
     def _wait(
         self,
         n: int,
@@ -376,6 +405,7 @@ class Session:
         timeout: float | None = None,
     ) -> dict[int, dict[str, Any]]:
         deadline = None if timeout is None else time.monotonic() + timeout
+        posted = time.time()
         results: dict[int, dict[str, Any]] = {}
         checked = time.monotonic()
         sock.settimeout(0.1)
@@ -395,11 +425,18 @@ class Session:
                 )
             if time.monotonic() - checked > 0.5:
                 self._check_alive()
+                self._note_deaths(ranks, results, posted)
                 checked = time.monotonic()
             try:
                 sock.recv(256)
             except OSError:
                 pass
+
+    def _note_deaths(self, ranks: range, results: dict[int, dict[str, Any]], posted: float) -> None:
+        """A rank that died while the request ran answers it as failed, naming its death."""
+        for r, info in self.files.dead().items():
+            if r in ranks and r not in results and float(info.get("at") or 0) >= posted:
+                results[r] = {"ok": False, "died": True, "error": dead_text(self, {r: info})}
 
     def _echo(
         self,
@@ -433,26 +470,6 @@ class Session:
             how = "" if status == "completed" else f" ({status})"
             how = f" ({status}, rank {rank} failed first)" if rank is not None else how
             raise SessionEnded(f"session {self.name!r} (run {self.id}) has ended{how}: {reason}")
-
-
-def _raise_failures(name: str, results: dict[int, dict[str, Any]]) -> None:
-    failed = {r: res for r, res in results.items() if not res.get("ok")}
-    if not failed:
-        return
-    by_text: dict[str, list[int]] = {}
-    for r, res in sorted(failed.items()):
-        by_text.setdefault(str(res.get("error") or "unknown error").rstrip(), []).append(r)
-    interrupted = all(res.get("interrupted") for res in failed.values())
-    parts = [
-        f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))}:\n{text}"
-        for text, rs in by_text.items()
-    ]
-    what = "was interrupted" if interrupted else "raised"
-    raise CellFailed(
-        f"the cell {what} in session {name!r} (the session goes on)\n" + "\n".join(parts),
-        ranks=sorted(failed),
-        interrupted=interrupted,
-    )
 
 
 def _size(path: Path) -> int:

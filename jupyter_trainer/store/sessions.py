@@ -19,6 +19,7 @@ from ..core.files import write_atomic, write_json_atomic
 from ..rankside.rank.session_loop import socket_name
 
 NAMES_FILE = "names.json"  # the names the session's cells and pushes bound on the ranks
+RESTARTS_FILE = "restarts.json"  # the ranks brought back after they died
 
 
 class SessionFiles:
@@ -116,6 +117,40 @@ class SessionFiles:
         except (OSError, ValueError):
             return "stopped"
         return str(found.get("reason") or "stopped") if isinstance(found, dict) else "stopped"
+
+    # -- ranks that died, and their restarts --------------------------------------------
+    def dead(self) -> dict[int, dict[str, Any]]:
+        """The ranks whose process died and was not restarted yet, with how and when
+        (``session_holder`` writes ``dead.<rank>``)."""
+        found: dict[int, dict[str, Any]] = {}
+        for path in self.folder.glob("dead.*"):
+            rank = path.name.split(".", 1)[1]
+            try:
+                info = json.loads(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                continue  # restarted meanwhile
+            except (OSError, ValueError):
+                info = {"how": "died"}
+            if rank.isdigit() and isinstance(info, dict):
+                found[int(rank)] = info
+        return found
+
+    def ask_restart(self, rank: int, n: int, generation: int) -> None:
+        """Ask rank ``rank``'s holder for a new worker that starts at request ``n``."""
+        path = self.folder / f"restart.{rank}"
+        write_json_atomic(path, {"request": n, "generation": generation}, mode=0o600)
+
+    def restarts(self) -> list[dict[str, Any]]:
+        """The ranks restarted so far, oldest first: ``{"ranks", "at", "generation",
+        "request", "how", "lost"}`` (the names their namespaces lost)."""
+        try:
+            found = json.loads((self.folder / RESTARTS_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        return [r for r in found if isinstance(r, dict)] if isinstance(found, list) else []
+
+    def add_restart(self, entry: dict[str, Any]) -> None:
+        write_json_atomic(self.folder / RESTARTS_FILE, [*self.restarts(), entry], mode=0o600)
 
     # -- what the ranks hold --------------------------------------------------------------
     def names(self) -> set[str]:

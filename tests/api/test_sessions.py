@@ -7,6 +7,7 @@ from __future__ import annotations
 import _thread
 import io
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -15,11 +16,16 @@ import time
 
 import pytest
 from conftest import wait_for
-from support.sessions import assert_ended, live_session, session_home  # noqa: F401 (fixture)
+from support.sessions import (  # noqa: F401 (fixture)
+    assert_ended,
+    live_session,
+    rank_pids,
+    session_home,
+)
 
 from jupyter_trainer.api import runs
 from jupyter_trainer.api.sessions import session, start_session
-from jupyter_trainer.core.errors import CellFailed, SessionEnded, SpecError
+from jupyter_trainer.core.errors import CellFailed, RunStateError, SessionEnded, SpecError
 from jupyter_trainer.rankside.rank.session_loop import socket_name
 from jupyter_trainer.store import HOME_ENV
 from jupyter_trainer.store.sessions import send
@@ -307,17 +313,45 @@ def test_an_idle_session_ends_itself(home):
             live.run("x = 1")
 
 
-def test_a_rank_that_dies_ends_the_session_as_failed(home):
-    code = (
-        "import os\nimport torch.distributed as dist\nif dist.get_rank() == 1:\n    os._exit(3)\n"
-    )
+ALL_REDUCE = (
+    "import torch, torch.distributed as dist\n"
+    "t = torch.ones(1) * (dist.get_rank() + 1)\n"
+    "dist.all_reduce(t)\n"
+    "print('sum', t.item(), 'of', dist.get_world_size())\n"
+)
+
+
+def test_a_rank_that_dies_is_named_and_restart_rank_brings_it_back_the_others_kept(home):
     with live_session("dies", home) as live:
-        with pytest.raises(SessionEnded) as info:
-            live.run(code, stream=io.StringIO())
-        assert_ended(live, "failed")
-    message = str(info.value)
-    assert f"session 'dies' (run {live.id}) has ended" in message
-    assert "rank 1" in message, message
+        live.run("import torch.distributed as dist\nkept = 100 + dist.get_rank()\n")
+        # a rank whose cell ends its process fails that cell, named; the session goes on
+        with pytest.raises(CellFailed) as info:
+            live.run("import os\nif dist.get_rank() == 1:\n    os._exit(3)\n", stream=io.StringIO())
+        assert info.value.ranks == [1] and "rank 1 exited with 3" in str(info.value)
+        assert "restart dies --rank 1" in str(info.value), info.value
+        live.restart(rank=1, stream=io.StringIO())
+        assert ran(live, ALL_REDUCE) == ["[rank 0] sum 3.0 of 2", "[rank 1] sum 3.0 of 2"]
+        # a rank's process killed between cells: named, refused to cells, pulled around
+        pid = int((live.files.folder / "ready.1").read_text())
+        assert pid in rank_pids(live)  # its stack and stalls are read from that process
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: 1 in live.dead(), 15, what="rank 1 named dead")
+        assert live.dead()[1]["how"] == "killed by SIGKILL"
+        with pytest.raises(RunStateError, match="rank 1 killed by SIGKILL") as refused:
+            live.run("print('never')")
+        assert "restart dies --rank 1" in str(refused.value)
+        assert live.pull("kept", rank=0) == 100  # a survivor answers meanwhile
+        with pytest.raises(SpecError, match="alive"):
+            live.restart(rank=0)
+        live.restart(rank=1, stream=io.StringIO())
+        assert live.dead() == {} and live.status == "running"
+        assert ran(live, ALL_REDUCE) == ["[rank 0] sum 3.0 of 2", "[rank 1] sum 3.0 of 2"]
+        assert live.pull("kept", rank=0) == 100  # the survivor kept its namespace
+        with pytest.raises(CellFailed, match="NameError: name 'kept'"):
+            live.pull("kept", rank=1)  # the restarted rank's is empty, as recorded
+        restarts = live.restarts()
+        assert [(r["ranks"], r["generation"]) for r in restarts] == [([1], 1), ([1], 2)]
+        assert restarts[1]["how"] == {"1": "killed by SIGKILL"} and "kept" in restarts[1]["lost"]
 
 
 def test_a_rank_is_stalled_only_while_a_cell_runs(home):

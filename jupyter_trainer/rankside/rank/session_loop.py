@@ -55,14 +55,14 @@ def socket_name(run_id: str, rank: int | str) -> bytes:
 class Loop:
     """The requests of one session as one rank sees them."""
 
-    def __init__(self, folder: str, rank: int, run_id: str, idle: float) -> None:
+    def __init__(self, folder: str, rank: int, run_id: str, idle: float, start: int = 0) -> None:
         self.folder = folder
         self.requests = os.path.join(folder, "requests")
         self.results = os.path.join(folder, "results")
         self.rank = rank
         self.idle = idle
         self.namespace = _main_module().__dict__
-        self.done = 0
+        self.done = start  # a restarted rank's loop starts at the request that regroups
         self.current: int | None = None
         self.lock = threading.Lock()
         self.wake = threading.Event()
@@ -105,13 +105,7 @@ class Loop:
                 continue  # an interrupt that came as a request ended: nothing to stop
 
     def _stopped(self) -> str | None:
-        try:
-            with open(os.path.join(self.folder, "stop"), encoding="utf-8") as f:
-                return str(json.load(f).get("reason") or "stopped")
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, AttributeError):
-            return "stopped"
+        return stop_reason(self.folder)
 
     def _next(self) -> dict[str, Any] | None:
         n = self.done + 1
@@ -202,6 +196,9 @@ class Loop:
             if op == "pull":
                 value = eval(compile(str(request.get("expr")), "<pull>", "eval"), self.namespace)
                 return self._pulled(n, value, request)
+            if op == "regroup":
+                regroup(int(request.get("generation") or 0), self.rank)
+                return {"ok": True}
             if op == "push":
                 with open(os.path.join(here, "values.pkl"), "rb") as f:
                     blobs = pickle.load(f)
@@ -337,6 +334,55 @@ def join_group() -> None:
     dist.init_process_group(backend)
 
 
+_stores: list[Any] = []  # the store of the newest group (rank 0 serves it): kept alive
+
+
+def regroup(generation: int, rank: int) -> None:
+    """Form the session's process group anew, as generation ``generation``: a rank that was
+    restarted cannot join the old one, so every rank leaves it (a survivor keeps its
+    namespace) and all join a new one, on a store rank 0 serves at MASTER_ADDR, port
+    MASTER_PORT + generation."""
+    import datetime
+
+    import torch.distributed as dist
+
+    from jupyter_trainer.rankside.rank import runtime
+
+    backend = (dist.get_backend() if dist.is_initialized() else None) or runtime.backend
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    world = int(os.environ["WORLD_SIZE"])
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]) + generation,
+        world,
+        is_master=rank == 0,
+        timeout=datetime.timedelta(seconds=120),
+    )
+    _stores[:] = [store]
+    if backend is None:
+        import torch
+
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(
+        backend,
+        store=dist.PrefixStore(f"jt-session-{generation}", store),
+        rank=rank,
+        world_size=world,
+    )
+
+
+def stop_reason(folder: str) -> str | None:
+    """Why the session in ``folder`` was stopped; None while it was not."""
+    try:
+        with open(os.path.join(folder, "stop"), encoding="utf-8") as f:
+            return str(json.load(f).get("reason") or "stopped")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, AttributeError):
+        return "stopped"
+
+
 def replay(folder: str) -> None:
     """Run the requests saved in ``folder`` (``requests/<n>.json`` and ``requests/<n>/``,
     in order) as the session ran them: one namespace, the same process group."""
@@ -361,6 +407,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="session")
     parser.add_argument("--idle", type=float, default=3600.0)
     parser.add_argument("--replay", default=None)
+    parser.add_argument("--hold", action="store_true")  # a rank's death leaves the others
     opts = parser.parse_args(argv)
     from jupyter_trainer.rankside.rank import runtime
 
@@ -372,8 +419,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("a session's ranks run inside a run (JT_RUN_DIR is not set)")
     signal.signal(signal.SIGINT, signal.default_int_handler)
     runtime.tag(kind="session")
+    folder = os.path.join(run_dir, "session")
+    if opts.hold:
+        from jupyter_trainer.rankside.rank import session_holder
+
+        session_holder.hold(folder, run_id, opts.idle)
+        return
     join_group()
-    loop = Loop(os.path.join(run_dir, "session"), runtime.rank, run_id, opts.idle)
+    loop = Loop(folder, runtime.rank, run_id, opts.idle)
     print(f"[jt] session rank {runtime.rank} ready", flush=True)
     reason = loop.serve()
     print(f"[jt] session ended: {reason}", flush=True)
