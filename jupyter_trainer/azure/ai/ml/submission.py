@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from ....azureml.core.environment import V1Note
-from ....azureml.core.experiment import check_nodes
 from ....environment.manage import define
 from ....targets.registry import get_target
 from .command_entry import JOB_FILE, PLACEHOLDER
@@ -34,14 +33,6 @@ from .sweep.expressions import distribution_of
 
 ENTRY = "_azureml_command.py"
 _LITERALS = (str, int, float, bool)
-
-
-class _Workspace:
-    """What ``check_nodes`` reads of a v1 workspace: its run store."""
-
-    def __init__(self, home: Path) -> None:
-        self.workspace = self
-        self.home = home
 
 
 def job_file(job: CommandJob, client: Any, swept: set[str]) -> tuple[dict[str, Any], dict]:
@@ -122,7 +113,14 @@ def run_options(
     except Exception as exc:
         raise ValidationException(f"compute {target!r}: {exc}") from None
     launch = launch_of(job.distribution, job.instance_count)
-    check_nodes(_Workspace(home), launch["nodes"], target)  # type: ignore[arg-type]
+    if launch["nodes"] > 1 and found.kind == "local":
+        fix = target if target != "local" else "gpu-cluster"
+        raise ValidationException(
+            f"instance_count={launch['nodes']}, but compute {target!r} (local) is this "
+            f"machine, one node: add the cluster as a target (jupyter-trainer target add {fix} "
+            "--kind ssh hosts=[HOST1,HOST2], or --kind slurm, kubernetes, ray) and give "
+            f"compute={fix!r}, or set instance_count=1 to start every process here"
+        )
     env = environment_of(job.environment, client._environments)
     if env is not None and env.docker.base_image and not getattr(found, "runs_images", False):
         warnings.warn(
