@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from ...api import sessions as session_api
+from ...api.session_restart import restarted_text
 from ...core.errors import SpecError
 from ...core.spec import BACKENDS, LAUNCHERS
 from ..views.text import columns
@@ -59,11 +60,25 @@ def define_session(sub: Subparsers, name: str) -> None:
     handles(push, cmd_push)
     for verb, helped in (
         ("interrupt", "interrupt the cell a session's ranks are running"),
-        ("restart", "stop a session and start it again (every namespace is new)"),
+        (
+            "restart",
+            "start a session again (every namespace is new), or with --rank R "
+            "bring back a rank that died (the others keep their namespaces)",
+        ),
         ("stop", "end a session: its ranks exit"),
     ):
         act = actions.add_parser(verb, help=helped)
         act.add_argument("name", metavar="NAME")
+        if verb == "restart":
+            act.add_argument(
+                "--rank",
+                type=at_least(0),
+                action="append",
+                default=None,
+                metavar="R",
+                help="a rank that died, to bring back alone (repeatable); its namespace "
+                "starts empty",
+            )
         handles(act, cmd_act)
     save = actions.add_parser("save", help="a run that replays the session's cells")
     save.add_argument("name", metavar="NAME")
@@ -188,6 +203,9 @@ def cmd_act(args: argparse.Namespace, out: TextIO) -> int:
     if args.action == "interrupt":
         found.interrupt()
         print(f"session {args.name}: interrupt sent to every rank", file=out)
+    elif args.action == "restart" and args.rank:
+        found.restart(rank=args.rank, stream=out)
+        print(restarted_text(found, found.restarts()[-1]), file=out)
     elif args.action == "restart":
         print(described(found.restart()), file=out)
     else:
@@ -219,6 +237,8 @@ def cmd_sessions(args: argparse.Namespace, out: TextIO) -> int:
                 "target": spec.target.name,
                 "status": live.status,
                 "cells": live.files.count(),
+                "dead_ranks": sorted(live.dead()),
+                "restarted_ranks": [r for e in live.restarts() for r in e.get("ranks", [])],
                 "age_s": round(time.time() - started, 1) if started else None,
             }
         )

@@ -4,8 +4,11 @@ real process each), on a live session of two Gloo ranks started by torchrun."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import pytest
+from conftest import wait_for
 from support.jt_cli import cli
 from support.sessions import assert_ended, session_home  # noqa: F401 (fixture)
 
@@ -116,3 +119,28 @@ def test_start_stop_and_the_errors_of_names(session_home):
     assert not [
         r for r in map(json.loads, ok("sessions", "--json").splitlines()) if r["name"] == "ends"
     ]
+
+
+def test_a_dead_rank_is_named_and_restart_rank_brings_it_back(clis):
+    ok("session", "run", "clis", "-c", "kept_here = 9")
+    os.kill(int((clis.files.folder / "ready.1").read_text()), signal.SIGKILL)
+    wait_for(lambda: 1 in clis.dead(), 15, what="rank 1 named dead")
+    error = failed("session", "run", "clis", "-c", "print('never')")
+    assert "rank 1 killed by SIGKILL" in error and "restart clis --rank 1" in error, error
+    mine = next(
+        r for r in map(json.loads, ok("sessions", "--json").splitlines()) if r["name"] == "clis"
+    )
+    assert mine["dead_ranks"] == [1] and mine["restarted_ranks"] == []
+    out = ok("session", "restart", "clis", "--rank", "1")
+    assert "session clis: rank 1 restarted, in a new process group with ranks 0" in out, out
+    assert "The namespace of rank 1 is empty: it lost" in out and "kept_here" in out, out
+    code = "import torch, torch.distributed as dist\nt = torch.ones(1)\ndist.all_reduce(t)\nprint(t.item())"
+    assert sorted(ok("session", "run", "clis", "-c", code).splitlines()) == [
+        "[rank 0] 2.0",
+        "[rank 1] 2.0",
+    ]
+    assert ok("session", "pull", "clis", "kept_here") == "9\n"
+    mine = next(
+        r for r in map(json.loads, ok("sessions", "--json").splitlines()) if r["name"] == "clis"
+    )
+    assert mine["dead_ranks"] == [] and mine["restarted_ranks"] == [1]
