@@ -23,6 +23,7 @@ redacted.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -271,28 +272,36 @@ class Storage:
     def fetch_outputs(self, run_id: str, pattern: str, dest: Path) -> list[Path]:
         """The output files of run ``run_id`` in storage that ``pattern`` names (as
         ``Run.download`` takes it: a path, a folder or a glob under outputs/) into ``dest``."""
-        from .outputs import _relative, _segments_match  # the rule Run.download follows
-
         found = {
             str(m["path"]).removeprefix("outputs/"): m
             for m in self.manifests(run_id)
             if m.get("kind") == "output"
         }
-        wanted = tuple(p for p in _relative(pattern, "the pattern").parts if p != ".")
-        names = [
-            name
-            for name in sorted(found)
-            if any(
-                _segments_match(wanted, PurePosixPath(name).parts[:n])
-                for n in range(1, len(PurePosixPath(name).parts) + 1)
-            )
-        ]
+        names = [name for name in sorted(found) if _names(pattern, name)]
         if not names:
             raise SpecError(
                 f"{pattern!r} names no file of run {run_id}'s outputs/ in {self.shown}; "
                 f"it has {', '.join(sorted(found)[:8]) or 'none'}"
             )
         return [self.download(run_id, found[n], dest, strip="outputs/") for n in names]
+
+
+def _names(pattern: str, name: str) -> bool:
+    """Whether ``pattern`` (as ``Run.download`` takes it: a path, a folder, or a glob where
+    ``*`` stays within a folder and ``**`` spans folders) names the output file ``name``."""
+    wanted = tuple(p for p in PurePosixPath(pattern).parts if p != ".")
+    parts = PurePosixPath(name).parts
+    return any(_match(wanted, parts[:n]) for n in range(1, len(parts) + 1))
+
+
+def _match(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(_match(pattern[1:], parts[i:]) for i in range(len(parts) + 1))
+    return (
+        bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) and _match(pattern[1:], parts[1:])
+    )
 
 
 def _inside(base: Path, rel: str) -> Path:
