@@ -1,7 +1,7 @@
 """MLflow and W&B calls in every rank become the run's metrics, params and tags, live, with no
 code change (``rankside/frameworks/mlflow_hooks.py``, ``wandb_hooks.py``): the real packages
 under torchrun and the warm pool, a real ``mlflow server`` on loopback that still gets the
-calls, W&B offline (its files still written), ``$JT_TRACKERS=here``, no tracking URI at all,
+calls, W&B offline (its files still written), ``$JUPYTER_TRAINER_TRACKERS=here``, no tracking URI at all,
 the MLflow mirror's one run for every rank, and two ssh hosts."""
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ dist.destroy_process_group()
 def test_only_here_keeps_the_calls_from_the_trackers(home, server, tmp_path, monkeypatch):
     files = tmp_path / "wandb-dir"
     files.mkdir()
-    monkeypatch.setenv("JT_TRACKERS", "here")
+    monkeypatch.setenv("JUPYTER_TRAINER_TRACKERS", "here")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", server.uri)
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "never-made")
     monkeypatch.setenv("WANDB_MODE", "offline")

@@ -14,7 +14,7 @@ itself, into this run, with no tracker run of its own.
 
 - MLflow's ``log_metric``/``log_metrics``/``log_param(s)``/``set_tag(s)`` and W&B's
   ``wandb.log``/``wandb.config``/``wandb.summary``: ``mlflow_hooks``, ``wandb_hooks`` (what
-  each becomes, and ``$JT_TRACKERS=here`` that keeps them from the tracker: ``trackers``).
+  each becomes, and ``$JUPYTER_TRAINER_TRACKERS=here`` that keeps them from the tracker: ``trackers``).
 
 - transformers ``Trainer`` and Accelerate: ``hf_hooks`` (``accelerate_state`` keeps
   Accelerate's ``save_state`` folders); Lightning's ``Trainer``, Fabric and loggers:

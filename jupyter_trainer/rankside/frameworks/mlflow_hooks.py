@@ -5,7 +5,7 @@
 ``step`` on the rank that called them; ``log_param``/``log_params`` the tags ``param.NAME``;
 ``set_tag``/``set_tags`` the tags ``NAME``. Then the call goes on to MLflow, unless:
 
-- ``$JT_TRACKERS=here``: MLflow gets nothing;
+- ``$JUPYTER_TRAINER_TRACKERS=here``: MLflow gets nothing;
 - no tracking URI is configured (neither ``$MLFLOW_TRACKING_URI`` nor
   ``mlflow.set_tracking_uri``) and no MLflow run was started: MLflow would make its default
   store (``mlflow.db``, ``mlruns/``) in the rank's working folder, a private copy removed

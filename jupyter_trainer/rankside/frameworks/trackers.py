@@ -7,7 +7,7 @@
   the MLflow param ``NAME``;
 - a tag (``mlflow.set_tag``): the run's tag ``NAME``.
 
-Where the call goes besides: ``$JT_TRACKERS`` of the rank, read at each call. Unset or
+Where the call goes besides: ``$JUPYTER_TRAINER_TRACKERS`` of the rank, read at each call. Unset or
 ``both`` (the default): the tracker gets the call as the code configured it. ``here``: the
 call is recorded here only, and the tracker gets nothing (an MLflow call is not made; a
 ``wandb.init`` starts a disabled W&B run, so ``wandb.log`` and the rest do nothing there).
@@ -27,7 +27,7 @@ from ..rank import runtime
 from ..redaction.redact import redact_object, redact_text
 from . import autolog
 
-SWITCH = "JT_TRACKERS"  # "both" (the default) or "here"
+SWITCH = "JUPYTER_TRAINER_TRACKERS"  # "both" (the default) or "here"
 BOTH, HERE = "both", "here"
 PARAM = "param."  # the run's tag of a tracker's param NAME is "param.NAME"
 TAG_CHARS = 5000  # MLflow's longest tag value: a longer one is cut
@@ -35,7 +35,7 @@ _warned: set[str] = set()
 
 
 def only_here() -> bool:
-    """Whether the tracker calls are recorded here only (``$JT_TRACKERS=here``)."""
+    """Whether the tracker calls are recorded here only (``$JUPYTER_TRAINER_TRACKERS=here``)."""
     value = os.environ.get(SWITCH)
     if not value or value == BOTH:
         return False

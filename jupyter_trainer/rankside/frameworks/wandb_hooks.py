@@ -10,7 +10,7 @@
 - ``wandb.summary[NAME] = value`` and ``summary.update``: the metric ``summary/NAME``.
 
 W&B still gets every call as the code configured it (online, ``WANDB_MODE=offline``,
-``disabled``). With ``$JT_TRACKERS=here``, ``wandb.init`` starts a disabled W&B run instead
+``disabled``). With ``$JUPYTER_TRAINER_TRACKERS=here``, ``wandb.init`` starts a disabled W&B run instead
 (W&B's own no-op mode: no files, no network), so the calls reach the run only. A call made by
 a framework that reports through its own hook (transformers' and Lightning's W&B loggers) is
 not recorded twice; W&B's own calls to itself are not recorded. Standard library only.
