@@ -18,6 +18,7 @@ stops it and records the upload as incomplete. A supervisor that dies closes the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -175,22 +176,29 @@ class Uploads:
     def start(cls, home: Path, root: Path, run_id: str, storage: str | None) -> Uploads:
         if not storage:
             return cls(None, root)
-        (root / "logs").mkdir(parents=True, exist_ok=True)
-        with open(root / "logs" / "storage.log", "ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(root), run_id, storage],
-                stdin=subprocess.PIPE,
-                stdout=log,
-                stderr=log,
-                env={**os.environ, HOME_ENV: str(home)},
-            )
+        try:
+            (root / "logs").mkdir(parents=True, exist_ok=True)
+            with open(root / "logs" / "storage.log", "ab") as log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", __name__, str(root), run_id, storage],
+                    stdin=subprocess.PIPE,
+                    stdout=log,
+                    stderr=log,
+                    env={**os.environ, HOME_ENV: str(home)},
+                )
+        except OSError as exc:  # the run goes on; its record says why nothing was uploaded
+            failed = {"url": storage, "state": "failed", "error": f"no uploader: {exc}"}
+            with contextlib.suppress(OSError):
+                write_json_atomic(root / RECORD, failed)
+            return cls(None, root)
         return cls(proc, root)
 
     def finish(self, log: Callable[[str], None]) -> StateRecord:
         """Let the uploader make its last pass, within ``WAIT_S``; the storage record for
         the run's state (empty without storage)."""
         if self.proc is None:
-            return {}
+            record = read_record(self.root)
+            return {"storage": record} if record else {}
         if self.proc.stdin is not None:
             self.proc.stdin.close()
         limit = float(os.environ.get(WAIT_ENV) or WAIT_S)
