@@ -148,3 +148,23 @@ def test_a_full_bucket_or_a_refused_key_fails_the_upload_clearly(home, tmp_path,
     setattr(s3.faults, fault, None if fault == "deny_key" else False)
     assert Storage.open(s3.url).checkpoints("r-fault") == []
     wait_for(lambda: proc.poll() is not None, what="the uploader's end")
+
+
+def test_single_file_checkpoints_and_outputs_are_uploaded_and_files_being_written_are_not(
+    home, tmp_path, s3
+):
+    root = tmp_path / "run"
+    (root / "checkpoints").mkdir(parents=True)
+    (root / "checkpoints" / "step-4.pt").write_bytes(b"four" * 100)
+    (root / "checkpoints" / ".step-5.pt.tmp").write_bytes(b"half")  # being written
+    (root / "outputs" / "a").mkdir(parents=True)
+    (root / "outputs" / "a" / "b.txt").write_text("b")
+    proc = _uploader(root, "r-files", s3.url)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 0, read_record(root)
+    storage = Storage.open(s3.url)
+    assert [(m["kind"], m["step"], m["path"]) for m in storage.checkpoints("r-files")] == [
+        ("file", 4, "checkpoints/step-4.pt")
+    ]
+    assert storage.outputs("r-files") == {"a/b.txt": 1}
+    assert not [k for k in s3.objects() if "step-5" in k]
