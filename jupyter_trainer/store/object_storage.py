@@ -152,9 +152,23 @@ class Storage:
             ) from None
 
     # -- upload ------------------------------------------------------------------------
-    def upload(self, run_id: str, base: Path, rel: str, info: dict[str, Any]) -> dict[str, Any]:
+    def upload(
+        self, run_id: str, base: Path, rel: str, info: dict[str, Any], replace: bool = False
+    ) -> dict[str, Any]:
         """Upload ``base/rel`` (a file, or every file of a folder) to ``<run>/rel``, check
-        each, then write its manifest (last). Returns the manifest; raises ``StoreError``."""
+        each, then write its manifest (last). Returns the manifest; raises ``StoreError``.
+        With ``replace`` (a path uploaded before has changed: a step saved again) its old
+        manifest is removed first, so the old and new files are never taken for one whole."""
+        if replace:
+            try:
+                self.fs.rm_file(self._manifest(run_id, rel))
+            except FileNotFoundError:
+                pass
+            except Exception as exc:
+                raise StoreError(
+                    f"removing the old manifest of {rel} from {self.shown} failed: "
+                    f"{describe(exc, self.url)}"
+                ) from None
         local = base / rel
         files = sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else [local]
         entries: dict[str, dict[str, Any]] = {}

@@ -89,7 +89,8 @@ class Uploader:
             if self.tries.get(rel, 0) >= TRIES:
                 continue
             try:
-                manifest = self.storage.upload(self.run_id, self.root, rel, info)
+                replace = rel in self.uploaded  # changed since: a step saved again
+                manifest = self.storage.upload(self.run_id, self.root, rel, info, replace)
             except (TrainerError, OSError) as exc:
                 self.tries[rel] = self.tries.get(rel, 0) + 1
                 self.record["errors"].append({"path": rel, "error": str(exc), "t": time.time()})

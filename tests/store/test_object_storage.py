@@ -107,6 +107,16 @@ def test_a_full_bucket_fails_the_upload_with_its_reason_and_writes_no_manifest(t
     s3.faults.full = False
     assert storage.checkpoints("r2") == []
 
+    # saved again (a restart repeats a step) and uploaded again into a full bucket: the old
+    # manifest is gone first, so old and new files are never taken for one checkpoint
+    storage.upload("r2", run, "checkpoints/dcp/step-3", {"kind": "dcp", "step": 3})
+    assert [m["step"] for m in storage.checkpoints("r2")] == [3]
+    (run / "checkpoints/dcp/step-3/__1_0.distcp").write_bytes(b"new" * 100)
+    s3.faults.full = True
+    with pytest.raises(StoreError, match="full or over its quota"):
+        storage.upload("r2", run, "checkpoints/dcp/step-3", {"kind": "dcp", "step": 3}, True)
+    assert storage.checkpoints("r2") == []
+
 
 def test_the_runs_url_wins_then_the_targets_then_the_workspaces(home):
     from jupyter_trainer.store.object_storage import resolve
