@@ -56,7 +56,20 @@ class Preempting:
         raise NotImplementedError
 
     def _preempt_requested(self) -> dict[str, Any] | None:
-        return take_request(self.paths.root)
+        """A preemption asked for (``preempt.request``), or one the scheduler made itself:
+        a job it requeues itself that went back to its queue after the ranks had run."""
+        asked = take_request(self.paths.root)
+        if asked is not None:
+            return asked
+        target, handle = self._reserved()
+        if not getattr(target, "requeues_itself", False) or self.state["status"] != "running":
+            return None
+        if target.phase(handle).get("stage") != "queued":
+            return None
+        records = self.store.rank_records(self.run_id)
+        if not any(r.get("attempt", 0) == self.relaunches for r in records.values()):
+            return None  # this attempt's ranks have not run yet: it still waits for them
+        return {"requested": time.time(), "grace": 0.0, "reason": "preempted by the scheduler"}
 
     def _preempt(self, request: dict[str, Any]) -> dict[str, Any] | None:
         """Preempt the current attempt (announce, wait, end, record) and start the next;
@@ -71,24 +84,25 @@ class Preempting:
             "reason": request["reason"],
             "grace": request["grace"],
         }
-        announced, missed = announce(target, handle, self.run_id, records)
-        entry["announced"] = time.time()
-        entry["announced_ranks"] = announced
-        if missed:
-            entry["not_announced"] = missed
+        itself = bool(getattr(target, "requeues_itself", False))
+        if request["reason"] != "preempted by the scheduler":
+            announced, missed = announce(target, handle, self.run_id, records)
+            entry["announced"] = time.time()
+            entry["announced_ranks"] = announced
+            if missed:
+                entry["not_announced"] = missed
         preemptions = self.state.setdefault("preemptions", [])
         preemptions.append(entry)
         self.save()
-        deadline = time.monotonic() + request["grace"]
-        code = target.poll(handle)
-        while code is None and time.monotonic() < deadline and not self.cancel_reason():
-            time.sleep(POLL_S)
-            code = target.poll(handle)
+        ended = self._attempt_ended(target, handle, request["grace"], itself)
         target.sync(handle)
-        entry["ranks_ended"] = time.time() if code is not None else None
-        entry["killed"] = code is None
-        target.end_attempt(handle, self.run_id, END_GRACE_S)
-        target.sync(handle)
+        entry["ranks_ended"] = time.time() if ended else None
+        entry["killed"] = not ended
+        if itself and not ended:
+            target.requeue(handle)  # type: ignore[attr-defined]
+        elif not itself:
+            target.end_attempt(handle, self.run_id, END_GRACE_S)
+            target.sync(handle)
         entry["ended"] = time.time()
         entry.update(checkpoint_left(str(self.paths.root)))
         if self.cancel_reason():
@@ -102,8 +116,29 @@ class Preempting:
                 f"limit of {limit}; raise max_preemptions of target {target.name} in "
                 "targets.toml, or resume it with `jupyter-trainer resume RUN`"
             }
-        self._next_attempt(entry)
+        if itself:  # the scheduler runs the same job again as the next attempt
+            self.relaunches += 1
+            entry.update(resumed_attempt=self.relaunches, resumed_step=entry.get("step"))
+            entry["requeued"] = time.time()
+            self.save()
+        else:
+            self._next_attempt(entry)
         return None
+
+    def _attempt_ended(
+        self, target: Target, handle: dict[str, Any], grace: float, itself: bool
+    ) -> bool:
+        """Whether the attempt ended within ``grace``: its launcher exited, or, for a job
+        the scheduler requeues itself, the job went back to the queue."""
+        deadline = time.monotonic() + grace
+        while True:
+            if target.poll(handle) is not None:
+                return True
+            if itself and target.phase(handle).get("stage") == "queued":
+                return True
+            if time.monotonic() >= deadline or self.cancel_reason():
+                return False
+            time.sleep(POLL_S)
 
     def _next_attempt(self, entry: dict[str, Any]) -> None:
         target, _ = self._reserved()

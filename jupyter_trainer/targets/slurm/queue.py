@@ -30,7 +30,8 @@ SCHEDULER_FAILURES = {
     "NODE_FAIL": "Slurm ended the job: a node failed (NODE_FAIL)",
     "BOOT_FAIL": "Slurm could not boot a node for the job (BOOT_FAIL)",
     "DEADLINE": "Slurm ended the job at its deadline (DEADLINE)",
-    "PREEMPTED": "Slurm preempted the job (PREEMPTED)",
+    "PREEMPTED": "Slurm preempted the job (PREEMPTED); with preemption = SECONDS in the "
+    "target, Slurm requeues a preempted job and the run resumes from its newest checkpoint",
 }
 # States a job cannot leave: only these end the wait for accounting to catch up.
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", *SCHEDULER_FAILURES}

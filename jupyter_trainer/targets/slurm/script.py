@@ -45,6 +45,9 @@ class SlurmConfig:
     container: str | None = None  # "pyxis" when srun takes --container-image
     env: Mapping[str, str] = field(default_factory=dict)
     hold: int | None = None  # seconds an idle allocation is kept for hot runs
+    # seconds of notice before a preemption or the time limit: --signal=B:USR1@S, --requeue
+    preemption: int | None = None
+    max_preemptions: int | None = None  # attempts preempted before the run fails (default 3)
 
     @classmethod
     def from_config(cls, name: str, config: Mapping[str, Any]) -> SlurmConfig:
@@ -95,6 +98,8 @@ class SlurmConfig:
             ("connect_timeout", 1, 300),
             ("env_timeout", 10, 86400),
             ("hold", 60, 7 * 86400),
+            ("preemption", 1, 86400),
+            ("max_preemptions", 0, 1000),
         ):
             if data.get(key) is not None:
                 data[key] = seconds(name, key, data[key], low, high)
@@ -128,7 +133,10 @@ def sbatch_argv(
     """``output``: the job's stdout and stderr, relative to the run folder.
 
     A run is one attempt, so the job is not requeued when a node fails; ``--requeue`` in the
-    target's ``sbatch`` list comes later and wins."""
+    target's ``sbatch`` list comes later and wins. A target with ``preemption = SECONDS``
+    lets Slurm requeue the job, and asks for SIGUSR1 to the batch shell that many seconds
+    before the job is ended (``--signal=B:USR1@SECONDS``): ``preempt_lines`` passes it on to
+    the ranks (``jt.preempted()``)."""
     launch = spec.launch
     cpus = cfg.cpus_per_task or (launch.procs if tasks_per_node(spec) == 1 else 1)
     argv = [
@@ -141,7 +149,11 @@ def sbatch_argv(
         f"--output={plan.run_dir}/{output}",
         f"--chdir={plan.run_dir}",
         "--kill-on-invalid-dep=yes",
-        "--no-requeue",
+        *(
+            ["--requeue", f"--signal=B:USR1@{cfg.preemption}"]
+            if cfg.preemption
+            else ["--no-requeue"]
+        ),
     ]
     for flag, value in (("partition", cfg.partition), ("account", cfg.account), ("time", cfg.time)):
         if value:
@@ -231,8 +243,51 @@ def batch_script(
         argv = [*srun, "--ntasks-per-node=1", *argv]
     elif not single and not in_step and entry.placement == "one_rank":
         argv = [*srun, "--ntasks=1", *argv]
-    lines.append("exec " + shlex.join(argv))
+    if cfg.preemption and not in_step:
+        lines += preempt_lines(argv, single)
+    else:
+        lines.append("exec " + shlex.join(argv))
     return "\n".join(lines) + "\n"
+
+
+# SIGUSR1 to each rank of this node, by the pid in its record (ranks/rank-<r>.json, in the
+# run folder, the job's working directory) while that pid is a process of the run.
+TELL_RANKS = (
+    "for f in ranks/rank-*.json; do case $f in *.attempt-*) continue;; esac; "
+    '[ -e "$f" ] || continue; '
+    'grep -q "\\"host\\": \\"$(hostname)\\"" "$f" || continue; '
+    'p=$(sed -n \'s/.*"pid": *\\([0-9][0-9]*\\).*/\\1/p\' "$f" | head -n 1); '
+    '[ -n "$p" ] || continue; '
+    'tr "\\0" "\\n" < "/proc/$p/environ" 2>/dev/null | grep -qx "JT_RUN_ID=$JT_RUN_ID" '
+    '&& kill -USR1 "$p" 2>/dev/null; done; true'
+)
+
+
+def preempt_lines(argv: list[str], single: bool) -> list[str]:
+    """The launcher in the background and the batch shell waiting for it, passing a SIGUSR1
+    it receives (Slurm's ``--signal=B:USR1``, ``scancel --signal=USR1 --batch``) on to every
+    rank; on several nodes through an ``srun --overlap`` step on each. Once the launcher has
+    ended after such a signal, the job requeues itself (as Lightning's auto-requeue does),
+    and Slurm runs it again as the next attempt (``SLURM_RESTART_COUNT``)."""
+    tell = (
+        TELL_RANKS
+        if single
+        else "srun --overlap --ntasks-per-node=1 --export=ALL bash -c " + shlex.quote(TELL_RANKS)
+    )
+    return [
+        "export JT_ATTEMPT=$(( ${JT_ATTEMPT:-0} + ${SLURM_RESTART_COUNT:-0} ))",
+        "JT_TOLD=0",
+        f"trap {shlex.quote('JT_TOLD=1; ' + tell)} USR1",
+        shlex.join(argv) + " &",
+        "JT_LAUNCHER=$!",
+        "while :; do",
+        '  wait "$JT_LAUNCHER" && JT_CODE=0 || JT_CODE=$?',
+        '  kill -0 "$JT_LAUNCHER" 2>/dev/null || break',
+        "done",
+        # Slurm ends the requeued job's batch shell itself; it is not to end first, as done
+        'if [ "$JT_TOLD" = 1 ]; then scontrol requeue "$SLURM_JOB_ID" && sleep 60; fi',
+        'exit "$JT_CODE"',
+    ]
 
 
 def parse_job_id(output: str) -> str:

@@ -1,0 +1,66 @@
+"""A small training loop that checkpoints every other step with ``jt.checkpoint.save``,
+stops at the same step on every rank once ``jt.preempted()``, and resumes with
+``jt.checkpoint.load``: the workload of the preemption tests (this machine and Slurm)."""
+
+from __future__ import annotations
+
+import torch
+
+from jupyter_trainer.api import runs as api
+from jupyter_trainer.rankside.rank.dcp_complete import complete
+
+TRAIN = """
+import os, signal, time
+import torch, torch.distributed as dist
+from jupyter_trainer import runtime as jt
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+state = {"model": model.state_dict(), "step": 0}
+start = jt.checkpoint.load(state) or 0
+print(f"attempt {jt.attempt} starts after step {start}", flush=True)
+for step in range(start + 1, 31):
+    torch.manual_seed(1000 * step + jt.rank)
+    model(torch.randn(8, 4)).pow(2).mean().backward()
+    opt.step()
+    opt.zero_grad()
+    jt.progress(step, 30)
+    stop = torch.tensor(int(jt.preempted()))
+    dist.all_reduce(stop, op=dist.ReduceOp.MAX)  # every rank stops at the same step
+    if stop and jt.params.get("die") and jt.attempt == 0:  # the newest step, never whole:
+        jt.checkpoint.save({"model": model.state_dict(), "step": step}, 1000)
+        if jt.rank == 1:  # the node dies while this rank writes its part
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(60)
+    if step % 2 == 0 or stop:
+        jt.checkpoint.save({"model": model.state_dict(), "step": step}, step)
+    if stop:
+        break
+    time.sleep(jt.params.get("pause", 0))
+jt.checkpoint.wait()
+if jt.rank == 0 and not stop:
+    torch.save(model.module.state_dict(), jt.outputs_dir / "final.pt")
+dist.destroy_process_group()
+"""
+
+
+def submit(name: str, target: str = "local", **params):
+    return api.submit(TRAIN, procs=2, name=name, params=params, target=target, hot=False)
+
+
+def saved_steps(run) -> list[int]:
+    return [step for step, _ in complete(str(run.path / "checkpoints" / "dcp"))]
+
+
+def same_weights(run, other) -> bool:
+    """Both runs ended with the same weights (``outputs/final.pt``), bit for bit."""
+    a, b = (torch.load(r.path / "outputs" / "final.pt") for r in (run, other))
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def ended(run, timeout: float = 120):
+    """The state of ``run`` once it completed."""
+    run.wait(timeout=timeout, raise_on_failure=False)
+    assert run.status == "completed", (run.state.get("error"), run.logs(0)[-3000:])
+    return run.state
