@@ -77,7 +77,6 @@ def test_a_run_uploads_as_it_goes_and_resumes_from_the_bucket(home, s3):
     # another machine's view of the store: the run's record, none of its files
     shutil.rmtree(run.path / "checkpoints")
     shutil.rmtree(run.path / "outputs")
-    (run.path / "outputs").mkdir()
     assert [(f.path, f.size > 0) for f in run.files()] == [("result.txt", True)]
     got = run.download("*.txt", home.parent / "got")
     assert got == [home.parent / "got" / "result.txt"] and float(got[0].read_text())
