@@ -51,6 +51,7 @@ _S3_OPTIONS = {
     "config_kwargs": {"connect_timeout": 10, "retries": {"max_attempts": 3}},
 }
 _FULL = ("507", "InsufficientStorage", "EntityTooLarge", "QuotaExceeded", "No space left")
+_UNREACHABLE = ("EndpointConnectionError", "Could not connect", "ConnectTimeout", "timed out")
 _DENIED = (
     "AccessDenied",
     "InvalidAccessKeyId",
@@ -106,6 +107,11 @@ def describe(exc: BaseException, url: str) -> str:
         return (
             f"the storage refused the credentials ({text}); check AWS_ACCESS_KEY_ID/"
             "AWS_SECRET_ACCESS_KEY or AWS_PROFILE (or your gcloud/Azure login)"
+        )
+    if any(word in text for word in _UNREACHABLE):
+        return (
+            f"the storage cannot be reached ({text}); check the endpoint (AWS_ENDPOINT_URL "
+            "for S3-compatible storage) and the network"
         )
     if isinstance(exc, FileNotFoundError) or "NoSuchBucket" in text:
         return f"the bucket does not exist ({text}); create it or name another"

@@ -5,6 +5,7 @@ upload writes (files checked, the manifest last) and what reads back take as com
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 from support.s3_server import s3, s3_server  # noqa: F401  (fixtures)
@@ -32,7 +33,9 @@ def test_a_bad_url_starts_nothing(home, url, words):
     assert not list((home / "runs").glob("*")) if (home / "runs").exists() else True
 
 
-def test_a_missing_bucket_or_refused_key_or_full_bucket_starts_nothing(home, s3):
+def test_a_missing_bucket_refused_key_full_bucket_or_no_server_starts_nothing(
+    home, s3, monkeypatch
+):
     with pytest.raises(SpecError, match="the bucket does not exist"):
         api.submit("print(1)", storage="s3://jt-no-such-bucket/runs", hot=False)
     s3.faults.deny_key = "jt-test-key"
@@ -40,6 +43,13 @@ def test_a_missing_bucket_or_refused_key_or_full_bucket_starts_nothing(home, s3)
         api.submit("print(1)", storage=s3.url, hot=False)
     s3.faults.deny_key, s3.faults.full = None, True
     with pytest.raises(SpecError, match="full or over its quota.*InsufficientStorage"):
+        api.submit("print(1)", storage=s3.url, hot=False)
+    s3.faults.full = False
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    with pytest.raises(SpecError, match="cannot be reached.*AWS_ENDPOINT_URL"):
         api.submit("print(1)", storage=s3.url, hot=False)
     assert api.runs() == []
     assert s3.objects() == []
