@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import refused
 from .check_jobs import check_command_calls, check_yaml
+from .exceptions import ValidationException
 from .findings import BREAKS, DIFFERS, REFUSED, WORKS, Finding, summary
 
 _SKIP_DIRS = {".git", ".ipynb_checkpoints", "__pycache__", ".venv", "venv", "node_modules"}
@@ -61,7 +62,9 @@ def check_path(path: Path) -> list[Finding]:
                 found += check_file(file, str(file.relative_to(path)))
         return found
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist")
+        raise ValidationException(
+            f"{path} does not exist: give a notebook, a Python file, a job YAML or a folder"
+        )
     return check_file(path, str(path))
 
 
@@ -147,7 +150,9 @@ def _name(module: str, name: str, line: int, shown: str) -> list[Finding]:
 def _operations(tree: ast.AST, shown: str) -> list[Finding]:
     found: list[Finding] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in refused.OPERATIONS:
+        if isinstance(node, ast.Attribute) and node.attr in refused.OPERATIONS.keys() - {
+            "workspaces"
+        }:
             owner = node.value
             if isinstance(owner, ast.Name) and "client" in owner.id.lower():
                 found.append(

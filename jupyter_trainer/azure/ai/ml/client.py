@@ -50,21 +50,66 @@ class EnvironmentOperations:
         return list(self._client._environments.values())
 
 
+class Compute:
+    """A target of ``targets.toml`` seen as v2's compute: ``name``, ``type`` (the target's
+    kind), ``size`` (empty: a target here has no VM size)."""
+
+    def __init__(self, target: ComputeTarget) -> None:
+        self.name = target.name
+        self.type = str(getattr(target, "type", "") or "")
+        self.size = ""
+        self.provisioning_state = "Succeeded"
+
+    def __repr__(self) -> str:
+        return f"Compute(name={self.name!r}, type={self.type!r})"
+
+
 class ComputeOperations:
     def __init__(self, client: MLClient) -> None:
         self._client = client
 
-    def get(self, name: str) -> ComputeTarget:
-        return ComputeTarget(self._client.workspace, name)
+    def get(self, name: str) -> Compute:
+        """The target ``name``; ``ComputeTargetException`` naming how to add it if absent
+        (v2's samples catch it and make an ``AmlCompute``, which is refused with the same
+        fix)."""
+        return Compute(ComputeTarget(self._client.workspace, name))
 
-    def list(self, **kwargs: Any) -> list[ComputeTarget]:
-        return ComputeTarget.list(self._client.workspace)
+    def list(self, **kwargs: Any) -> list[Compute]:
+        return [Compute(t) for t in ComputeTarget.list(self._client.workspace)]
 
     def begin_create_or_update(self, *args: Any, **kwargs: Any) -> Any:
         from .exceptions import refuse
         from .refused import COMPUTE
 
         raise refuse("ml_client.compute.begin_create_or_update", COMPUTE)
+
+
+class WorkspaceInfo:
+    """What ``ml_client.workspaces.get(NAME)`` gives v2's samples: the workspace's ``name``,
+    ``resource_group``, ``location`` and an Azure-shaped ``id``."""
+
+    def __init__(self, client: MLClient) -> None:
+        self.name = client.workspace_name
+        self.resource_group = client.resource_group_name
+        self.location = "local"
+        self.id = (
+            f"/subscriptions/{client.subscription_id}/resourceGroups/{self.resource_group}"
+            f"/providers/Microsoft.MachineLearningServices/workspaces/{self.name}"
+        )
+
+
+class WorkspaceOperations:
+    def __init__(self, client: MLClient) -> None:
+        self._client = client
+
+    def get(self, name: str | None = None, **kwargs: Any) -> WorkspaceInfo:
+        return WorkspaceInfo(self._client)
+
+    def list(self, **kwargs: Any) -> list[WorkspaceInfo]:
+        return [WorkspaceInfo(self._client)]
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(RefusedOperations("workspaces"), attr)
 
 
 class MLClient:
@@ -89,6 +134,7 @@ class MLClient:
         self.models = ModelOperations(self)
         self.environments = EnvironmentOperations(self)
         self.compute = ComputeOperations(self)
+        self.workspaces = WorkspaceOperations(self)
 
     def __repr__(self) -> str:
         return (

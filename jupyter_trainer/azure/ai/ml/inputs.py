@@ -21,9 +21,16 @@ from ....azureml.core.dataset import Dataset, Datastore
 from ....azureml.core.environment import V1Note
 from .exceptions import ValidationException, refuse
 
-_DATASTORE = re.compile(r"azureml://datastores/([^/]+)/paths/(.*)$", re.I)
+# azureml://datastores/NAME/paths/P, or its long form with the subscription and workspace
+_DATASTORE = re.compile(
+    r"azureml://(?:subscriptions/[^/]+/resourcegroups/[^/]+/workspaces/[^/]+/)?"
+    r"datastores/([^/]+)/paths/(.*)$",
+    re.I,
+)
+# azureml://jobs/JOB/outputs/NAME[/paths/SUB]: a named output of an earlier job
+_JOB_OUTPUT = re.compile(r"azureml://jobs/([^/]+)/outputs/([^/]+)(?:/paths/(.*))?/?$", re.I)
 _ASSET = re.compile(r"azureml:(?!//)([A-Za-z0-9_.-]+)(?:[:@]([A-Za-z0-9_.-]+))?$", re.I)
-_AZURE_STORAGE = re.compile(r"(wasbs?|abfss?|adl)://|azureml://(?!datastores/)", re.I)
+_AZURE_STORAGE = re.compile(r"(wasbs?|abfss?|adl)://|azureml://", re.I)
 _HTTP = re.compile(r"https?://", re.I)
 DATA_TYPES = ("uri_file", "uri_folder", "custom_model", "mlflow_model")
 STORAGE_FIX = (
@@ -124,6 +131,9 @@ def data_source(name: str, given: Input, workspace: Any, base: Path) -> str:
                 f"(the datastore {found.group(1)!r} is the folder {store.root})"
             )
         return str(local)
+    earlier = _JOB_OUTPUT.match(path)
+    if earlier:
+        return _job_output(name, earlier, workspace)
     asset = _ASSET.match(path)
     if asset:
         return _registered(name, asset.group(1), asset.group(2), workspace)
@@ -140,20 +150,49 @@ def data_source(name: str, given: Input, workspace: Any, base: Path) -> str:
     return str(local.resolve())
 
 
+def datastore_folder(path: str, workspace: Any) -> Path | None:
+    """The folder of the run store an ``azureml://...datastores/NAME/paths/P`` path is."""
+    found = _DATASTORE.match(path)
+    return Datastore(workspace, found.group(1))._inside(found.group(2)) if found else None
+
+
+def _job_output(name: str, found: re.Match, workspace: Any) -> str:
+    from ....api import runs as api
+
+    try:
+        run = api.get_run(found.group(1), home=workspace.home)
+    except Exception as exc:
+        raise ValidationException(
+            f"input {name!r}: no job {found.group(1)!r} here: {exc}"
+        ) from None
+    local = run.outputs / found.group(2)
+    if found.group(3):
+        local = local.joinpath(*[p for p in found.group(3).split("/") if p not in ("", ".")])
+    if ".." in found.group(0).split("/") or not local.exists():
+        raise ValidationException(
+            f"input {name!r}: job {run.id} has no output {found.group(2)!r} "
+            f"({local} does not exist{'; it is ' + run.status if not run.done else ''})"
+        )
+    return str(local)
+
+
 def _registered(name: str, asset: str, version: str | None, workspace: Any) -> str:
     if version in (None, "latest"):
         version = "latest"
     try:
         return Dataset.get_by_name(workspace, asset, version).source
-    except Exception as exc:
+    except Exception:
         raise ValidationException(
-            f"input {name!r}: no data asset {asset!r} (version {version}) here: {exc}"
+            f"input {name!r}: no data asset {asset!r} here (data assets are Azure's): give "
+            "the data's folder or file itself as Input(path='./data'), an https:// URL, or "
+            "an azureml://datastores/workspaceblobstore/paths/... path"
         ) from None
 
 
-def output_note(name: str, given: Output) -> None:
-    """A note for an output given a path of its own: it is written to ``outputs/NAME``."""
-    if given.path:
+def output_note(name: str, given: Output, workspace: Any) -> None:
+    """A note for an output given a path of its own: it is written to ``outputs/NAME`` (and
+    copied to a datastore path when the job has completed, as v2 uploaded it)."""
+    if given.path and datastore_folder(given.path, workspace) is None:
         warnings.warn(
             f"output {name!r} goes to the run's outputs/{name}, not to {given.path}: "
             f"copy it from there with ml_client.jobs.download(JOB, output_name={name!r})",

@@ -5,6 +5,8 @@ sweep's) id, which every other ``jobs`` call and ``azureml://jobs/NAME/...`` tak
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,32 @@ from ....api.sweeps.functions import get_sweep, is_sweep_id
 from ....api.sweeps.handle import Sweep
 from ....azureml.core.run import V1_STATUS
 from ....azureml.train.hyperdrive.run import V1_SWEEP_STATUS
+from .command_entry import JOB_FILE
+from .inputs import datastore_folder
+
+
+class JobOutput:
+    """A named output of a job: ``type``, ``path`` (what a later ``Input`` takes), ``local``."""
+
+    def __init__(self, *, type: str, path: str, local: Path) -> None:
+        self.type = type
+        self.path = path
+        self.local = local
+
+    def __repr__(self) -> str:
+        return f"JobOutput(type={self.type!r}, path={self.path!r})"
+
+
+class JobOutputs(dict):
+    """The outputs by name, also as attributes (``job.outputs.model``), as v2 gives them."""
+
+    def __getattr__(self, name: str) -> JobOutput:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(
+                f"the job has no output {name!r} (its outputs: {sorted(self)})"
+            ) from None
 
 
 class Job:
@@ -43,6 +71,11 @@ class Job:
             f"<td>{self.type}</td><td>{self.status}</td><td>{self.studio_url}</td></tr></table>"
         )
 
+    def _the_run(self) -> api.Run:
+        if self._run is None:
+            raise TypeError(f"job {self.name} is a sweep, not a run")
+        return self._run
+
     @property
     def sweep(self) -> Sweep | None:
         return self._sweep
@@ -55,8 +88,8 @@ class Job:
     def status(self) -> str:
         if self._sweep is not None:
             return V1_SWEEP_STATUS.get(self._sweep.status, self._sweep.status)
-        assert self._run is not None
-        return V1_STATUS.get(self._run.status, self._run.status)
+        run = self._the_run()
+        return V1_STATUS.get(run.status, run.status)
 
     @property
     def display_name(self) -> str:
@@ -66,15 +99,13 @@ class Job:
     def experiment_name(self) -> str:
         if self._sweep is not None:
             return self._sweep.name
-        assert self._run is not None
-        return self._run.spec.name
+        return self._the_run().spec.name
 
     @property
     def studio_url(self) -> str:
         if self._sweep is not None:
             return self._sweep.sweeps.paths(self.name).root.as_uri()
-        assert self._run is not None
-        return self._run.path.as_uri()
+        return self._the_run().path.as_uri()
 
     @property
     def compute(self) -> str:
@@ -83,13 +114,50 @@ class Job:
         )
         return run.spec.target.name if run is not None else ""
 
-    @property
-    def outputs(self) -> dict[str, Path]:
-        """Each named output's folder (``outputs/NAME``) of a command job's run."""
-        names = getattr(self._spec, "outputs", None) or {}
+    def _job_file(self) -> dict[str, Any]:
+        """The ``_azureml_job.json`` the run was started with (``submission.job_file``)."""
         if self._run is None:
             return {}
-        return {name: self._run.outputs / name for name in names}
+        path = self._run.path / "code" / JOB_FILE
+        try:
+            found = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return found if isinstance(found, dict) else {}
+
+    @property
+    def outputs(self) -> JobOutputs:
+        """Each named output: its ``path`` (``azureml://jobs/NAME/outputs/OUT``, or the
+        datastore path it was given), which a later job takes as an ``Input``, and its
+        ``local`` folder (``outputs/OUT`` of the run)."""
+        found = self._job_file()
+        given = found.get("output_paths") or {}
+        out = JobOutputs()
+        if self._run is None:
+            return out
+        for name, kind in (found.get("outputs") or {}).items():
+            out[name] = JobOutput(
+                type=kind,
+                path=given.get(name) or f"azureml://jobs/{self.name}/outputs/{name}",
+                local=self._run.outputs / name,
+            )
+        return out
+
+    def deliver(self, workspace: Any) -> None:
+        """Copy each output given a datastore path into that datastore's folder, once the
+        job has completed, as v2 uploaded it at the end of the job."""
+        if self._run is None or self._run.status != "completed":
+            return
+        for name, path in (self._job_file().get("output_paths") or {}).items():
+            folder = datastore_folder(str(path), workspace)
+            source = self._run.outputs / name
+            if folder is None or not source.exists():
+                continue
+            if source.is_dir():
+                shutil.copytree(source, folder, symlinks=True, dirs_exist_ok=True)
+            else:
+                folder.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, folder)
 
     @property
     def inputs(self) -> dict[str, Any]:

@@ -92,7 +92,9 @@ class JobOperations:
         return handle.id
 
     def get(self, name: str) -> Job:
-        return Job(name, self._home, self._specs.get(name))
+        job = Job(name, self._home, self._specs.get(name))
+        job.deliver(self._client.workspace)
+        return job
 
     def list(self, *, parent_job_name: str | None = None, **kwargs: Any) -> list[Job]:
         """A sweep's trials (``parent_job_name``), or the store's runs, newest first."""

@@ -76,7 +76,8 @@ OPERATIONS = {
     "components": PIPELINE,
     "schedules": "schedule `jupyter-trainer azure job create --file job.yml` with cron",
     "data": DATA_ASSET,
-    "workspaces": "a workspace here is the run store: MLClient.from_config() finds it",
+    "workspaces": "a workspace here is the run store, which exists once a run is there: "
+    "MLClient.from_config() finds it",
     "registries": "registries are Azure's: the model registry here is ml_client.models",
 }
 # modules of azure.ai.ml -> what to do instead

@@ -53,10 +53,13 @@ def job_file(job: CommandJob, client: Any, swept: set[str]) -> tuple[dict[str, A
                 "string or a boolean"
             )
     outputs: dict[str, str] = {}
+    delivered: dict[str, str] = {}  # output -> the datastore path it is copied to at the end
     for name, value in job.outputs.items():
         given = output_of(value)
-        output_note(name, given)
+        output_note(name, given, client.workspace)
         outputs[name] = str(given.type or "uri_folder").lower()
+        if given.path:
+            delivered[name] = str(given.path)
     known = {("inputs", n) for n in [*literals, *data, *swept]}
     known |= {("search_space", n) for n in swept} | {("outputs", n) for n in outputs}
     for match in PLACEHOLDER.finditer(re.sub(r"\$\[\[.*?\]\]", "", job.command, flags=re.S)):
@@ -72,6 +75,7 @@ def job_file(job: CommandJob, client: Any, swept: set[str]) -> tuple[dict[str, A
         "data": sorted(data),
         "swept": sorted(swept),
         "outputs": outputs,
+        "output_paths": delivered,
         "environment_variables": dict(job.environment_variables),
     }
     return spec, data

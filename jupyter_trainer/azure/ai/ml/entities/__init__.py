@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..command_job import Command, CommandJob, JobResourceConfiguration
+from ..command_job import JobResourceConfiguration as ResourceConfiguration
 from ..inputs import Input, Output
 from ..refused import refused_entity
 from ..sweep.job import SweepJob
@@ -30,6 +31,7 @@ __all__ = [
     "MpiDistribution",
     "Output",
     "PyTorchDistribution",
+    "ResourceConfiguration",
     "SweepJob",
     "TensorFlowDistribution",
 ]

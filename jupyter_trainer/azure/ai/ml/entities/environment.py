@@ -23,7 +23,7 @@ import yaml
 from .....azureml.core.conda_dependencies import CondaDependencies
 from .....azureml.core.environment import Environment as V1Environment
 from .....azureml.core.environment import V1Note, curated
-from ..exceptions import ValidationException, refuse
+from ..exceptions import NotSupported, ValidationException, refuse
 
 # Azure's SDK packages in a v2 conda file: the run's tracking is jupyter_trainer's
 AZURE_PACKAGES = re.compile(r"(azureml-[a-z-]+|azure-ai-ml|azure-identity)\b", re.I)
@@ -160,7 +160,15 @@ def environment_of(value: Any, registered: dict[str, Environment]) -> V1Environm
         )
     with warnings.catch_warnings(record=True) as notes:
         warnings.simplefilter("always", V1Note)
-        env = curated(bare or value)
+        try:
+            env = curated(bare or value)
+        except NotSupported:
+            raise refuse(
+                f"the curated environment {value!r}",
+                "this project runs PyTorch: use a PyTorch curated name "
+                "(AzureML-acpt-pytorch-2.2-cuda12.1@latest) or Environment(image=..., "
+                "conda_file=...) listing the packages",
+            ) from None
     for note in notes:  # v1's fix, in v2's words
         text = str(note.message).replace(
             "Environment.from_pip_requirements or CondaDependencies.create(pip_packages=[...])",

@@ -11,7 +11,7 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
-from ..exceptions import ValidationException, refuse
+from ..exceptions import refuse
 
 _JOB_OUTPUT = re.compile(r"azureml://jobs/([^/]+)/outputs/(.+?)/?$", re.I)
 _RUNS = re.compile(r"runs:/([^/]+)/(.+?)/?$")
@@ -56,14 +56,12 @@ def job_output(path: Any) -> tuple[str, str]:
             parts = parts[1:] if parts[:1] == ("outputs",) else parts
         elif len(parts) >= 3 and parts[1] == "paths":
             parts = (parts[0], *parts[2:])
-        if not parts:
-            raise ValidationException(f"model path {text!r} names no file or folder of the job")
-        return job, "/".join(parts)
+        return job, "/".join(parts) or "."
     found = _RUNS.match(text)
     if found:
         parts = PurePosixPath(found.group(2)).parts
         parts = parts[1:] if parts[:1] == ("outputs",) else parts
-        return found.group(1), "/".join(parts)
+        return found.group(1), "/".join(parts) or "."
     raise refuse(
         f"Model(path={text!r})",
         "register a model from the job that wrote it: Model(path=f'azureml://jobs/{job.name}"
