@@ -14,7 +14,7 @@ from conftest import REPO, leftover
 from support.jt_cli import cli
 
 from jupyter_trainer.api import runs as api
-from jupyter_trainer.azure.ai.ml import MLClient, command, load_job
+from jupyter_trainer.azure.ai.ml import Input, MLClient, Output, command, load_job
 from jupyter_trainer.azure.ai.ml.exceptions import JobException
 
 V2 = REPO / "tests" / "support" / "azure_v2"
@@ -104,3 +104,36 @@ def test_a_failing_command_fails_its_stream_with_job_exception(home, tmp_path):
     with pytest.raises(JobException, match=f"job {job.name} ended Failed"):
         client.jobs.stream(job.name)
     assert "going down" in api.get_run(job.name, home=home).logs(0)
+
+
+def test_a_jobs_outputs_feed_the_next_job_by_their_path(home, tmp_path, monkeypatch):
+    """As v2's two-step samples do: the first job writes an output given a datastore path
+    (copied there when it completes), the second reads ``returned_job.outputs.NAME.path``;
+    an output without a path is read as ``azureml://jobs/JOB/outputs/NAME``."""
+    monkeypatch.chdir(tmp_path)
+    client = MLClient()
+    store = "azureml://subscriptions/s/resourcegroups/r/workspaces/w/datastores/workspaceblobstore"
+    first = client.jobs.create_or_update(
+        command(
+            command="echo 5 > ${{outputs.numbers}}/n.txt && echo 6 > ${{outputs.other}}/n.txt",
+            outputs={
+                "numbers": Output(type="uri_folder", path=f"{store}/paths/NUMBERS"),
+                "other": Output(type="uri_folder"),
+            },
+        )
+    )
+    client.jobs.stream(first.name)
+    first = client.jobs.get(first.name)
+    assert (home / "datastore" / "workspaceblobstore" / "NUMBERS" / "n.txt").read_text() == "5\n"
+    assert first.outputs.other.path == f"azureml://jobs/{first.name}/outputs/other"
+    second = client.jobs.create_or_update(
+        command(
+            command="cat ${{inputs.a}}/n.txt ${{inputs.b}}/n.txt",
+            inputs={
+                "a": Input(type="uri_folder", path=first.outputs.numbers.path),
+                "b": Input(type="uri_folder", path=first.outputs.other.path),
+            },
+        )
+    )
+    client.jobs.stream(second.name)
+    assert api.get_run(second.name, home=home).logs(0) == "5\n6\n"
