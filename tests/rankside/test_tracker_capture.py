@@ -232,7 +232,46 @@ def test_mlflow_without_a_uri_and_wandb_disabled_make_nothing(home, tmp_path, mo
     assert run.tags == {"param.lr": "0.1"}
     assert "cwd holds ['_jt', 'logs', 'outputs'" in run.logs(0), run.logs(0)
     made = [p.name for p in [*tmp_path.iterdir(), *Path(run.path).rglob("*")]]
-    assert not {"mlflow.db", "mlruns", "wandb"} & set(made), made
+    assert not {"mlflow.db", "mlruns", "wandb", "mlflow"} & set(made), made
+
+
+# MLflow's examples/pytorch/mnist_tensorboard_artifact.py, its pattern in a few lines: no
+# tracking URI, a run started on every rank, each value logged to TensorBoard with its step and
+# to MLflow without one, TensorBoard's files logged as the MLflow run's artifacts.
+BOTH_LOGGERS_CODE = """
+import os, tempfile
+import mlflow
+from tensorboardX import SummaryWriter
+
+rank = int(os.environ["RANK"])
+with mlflow.start_run():
+    mlflow.log_param("lr", 0.01)
+    folder = tempfile.mkdtemp()
+    writer = SummaryWriter(folder)
+    for step in range(3):
+        writer.add_scalar("train_loss", 1.0 / (step + 1) + rank, step)
+        mlflow.log_metric("train_loss", 1.0 / (step + 1) + rank)
+    writer.close()
+    mlflow.log_artifacts(folder, artifact_path="events")
+    print("artifacts at", mlflow.get_artifact_uri(), flush=True)
+"""
+
+
+def test_mlflow_runs_of_every_rank_without_a_uri_are_kept_apart_in_the_outputs(home):
+    """MLflow's default store is one ``mlflow.db`` in the working folder, which the ranks of a
+    node share: their first ``start_run`` calls raced to create it and one failed
+    (``duplicate column name: step``). Each rank's store is its own, kept in ``outputs/``,
+    and a value logged to TensorBoard and to MLflow is one point, not two."""
+    run = api.submit(BOTH_LOGGERS_CODE, procs=2, name="both-loggers", system_interval=0)
+    run.wait(timeout=240)
+    for rank in (0, 1):
+        assert run.metrics(rank=rank) == {"train_loss": [(s, 1 / (s + 1) + rank) for s in range(3)]}
+        store = run.outputs / "mlflow" / f"rank-{rank}"
+        assert (store / "mlflow.db").is_file()
+        events = list((store / "artifacts").rglob("events.out.tfevents.*"))
+        assert len(events) == 1 and f"artifacts at {store / 'artifacts'}" in run.logs(rank)
+    assert run.tags == {"param.lr": "0.01"}
+    assert leftover(run.id) == []
 
 
 SSH_CODE = """

@@ -95,15 +95,37 @@ def warn(message: str) -> None:
     print(f"[jt] autolog left {message} alone", file=sys.stderr, flush=True)
 
 
-def report(step: Any, values: dict[str, Any]) -> None:
+_last: dict[str, tuple[str, Any, Any]] = {}  # metric -> (source, value, step) last reported
+
+
+def report(step: Any, values: dict[str, Any], source: str | None = None) -> None:
     """One metric event from a framework's call, its numbers only; dropped rather than
-    ever raising."""
+    ever raising. ``source`` (``tensorboard``, ``mlflow``, ``wandb``) names a logger the
+    code may call twice for one value (``writer.add_scalar`` then ``mlflow.log_metric``, as
+    MLflow's own examples do): the second report of it is left out (``_twice``)."""
     try:
         numbers = {str(k): _scalar(v) for k, v in values.items() if _number(v)}
+        if source is not None:
+            numbers = {k: v for k, v in numbers.items() if not _twice(k, v, step, source)}
         if numbers:
             runtime.log(step=None if step is None else int(step), **numbers)
     except Exception:
         pass
+
+
+def _twice(name: str, value: Any, step: Any, source: str) -> bool:
+    """Whether ``source`` reports the value another source has just reported for ``name``
+    (the same value, at the same step or one of them without a step)."""
+    last = _last.get(name)
+    if (
+        last is not None
+        and last[0] != source
+        and last[1] == value
+        and (step is None or last[2] is None or step == last[2])
+    ):
+        return True
+    _last[name] = (source, value, step)
+    return False
 
 
 def _number(value: Any) -> bool:
@@ -193,7 +215,7 @@ def patch_summary_writer(module: Any) -> None:
     ) -> Any:
         result = add_scalar(self, tag, scalar_value, global_step, *args, **kw)
         if not from_framework():
-            report(global_step, {str(tag): scalar_value})
+            report(global_step, {str(tag): scalar_value}, "tensorboard")
         return result
 
     @functools.wraps(add_scalars)
@@ -207,7 +229,7 @@ def patch_summary_writer(module: Any) -> None:
             named = {f"{main_tag}/{name}": value for name, value in dict(values).items()}
         except (TypeError, ValueError):
             return result
-        report(global_step, named)
+        report(global_step, named, "tensorboard")
         return result
 
     cls.add_scalar, cls.add_scalars = logged_scalar, logged_scalars

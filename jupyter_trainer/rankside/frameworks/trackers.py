@@ -52,10 +52,11 @@ def only_here() -> bool:
     return False
 
 
-def metrics(step: Any, values: Any) -> None:
-    """A tracker's metrics at ``step`` (None: no step), their numbers only."""
+def metrics(step: Any, values: Any, source: str) -> None:
+    """Tracker ``source``'s metrics at ``step`` (None: no step), their numbers only; a value
+    the code has just logged through another tracker is not recorded twice."""
     try:
-        autolog.report(step, dict(values))
+        autolog.report(step, dict(values), source)
     except Exception:
         pass
 

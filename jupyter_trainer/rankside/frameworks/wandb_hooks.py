@@ -103,7 +103,7 @@ def _log(original: Callable[..., Any]) -> Callable[..., Any]:
         except Exception:
             pass
         if ours and isinstance(data, Mapping):
-            trackers.metrics(current if step is None else step, trackers.flat(data))
+            trackers.metrics(current if step is None else step, trackers.flat(data), "wandb")
         return result
 
     return log
