@@ -72,7 +72,12 @@ def execute(path, **parameters) -> str:
     )
 
 
-def test_a_v2_notebook_runs_its_distributed_job_registers_its_model_and_sweeps(home, tmp_path):
+def test_a_v2_notebook_runs_its_distributed_job_registers_its_model_and_sweeps(
+    home, tmp_path, monkeypatch
+):
+    # the script's mlflow.log_metric calls are the run's metrics (and the sweep's objective);
+    # with no tracking server they would also fill an mlflow.db in each rank's folder
+    monkeypatch.setenv("JUPYTER_TRAINER_TRACKERS", "here")
     assert cli("target", "add", "gpu-cluster", "--kind", "local", home=home).returncode == 0
     path = port(tmp_path, "pytorch_sweep.ipynb")
     text = execute(path, epochs=3, total_trials=2)
@@ -95,5 +100,6 @@ def test_a_v2_notebook_runs_its_distributed_job_registers_its_model_and_sweeps(h
     assert best is not None and f"best trial {best.id}" in text
     assert 0.01 <= best.spec.params["learning_rate"] <= 0.2
     assert best.spec.launch.procs == 2
+    assert [v for _, v in run.metrics(rank=1)["loss"]][0] == 7.5  # captured on every rank
     for trial in [run, *sweep.trials()]:
         assert leftover(trial.id) == []

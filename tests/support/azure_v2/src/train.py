@@ -1,13 +1,12 @@
 # A training script written as Azure ML SDK v2's examples write theirs: argparse for the
 # job's inputs, torch.distributed from the variables the launcher sets, the model saved to
-# the folder of an output. Its metric goes to the run with jt.log.
+# the folder of an output, its metric logged with MLflow.
 import argparse
 import os
 
+import mlflow
 import torch
 import torch.distributed as dist
-
-from jupyter_trainer import runtime as jt
 
 
 def parse_args():
@@ -37,7 +36,7 @@ def main(args):
         with torch.no_grad():
             weight -= args.learning_rate * grad
         weight.grad.zero_()
-        jt.log(step=epoch, loss=loss.item())
+        mlflow.log_metric("loss", loss.item(), step=epoch)
         print(f"rank {rank} of {world} epoch {epoch} loss {loss.item():.4f}")
     if rank == 0:
         os.makedirs(args.model_dir, exist_ok=True)
