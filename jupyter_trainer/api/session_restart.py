@@ -35,7 +35,7 @@ def check_none_dead(session: Session, ranks: Sequence[int], what: str) -> None:
     """Refuse ``what`` (a request to ``ranks``) while one of them is dead."""
     dead = {r: info for r, info in session.files.dead().items() if r in ranks}
     if dead:
-        raise RunStateError(f"{what}: {dead_text(session, dead)}")
+        raise RunStateError(f"cannot {what} now: {dead_text(session, dead)}")
 
 
 def restart_ranks(
@@ -98,10 +98,14 @@ def restarted_text(session: Session, entry: dict[str, Any]) -> str:
     others = [r for r in session.ranks if r not in ranks]
     lost = entry.get("lost") or []
     them = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+    kept = (
+        f"rank {others[0]}, which kept its namespace"
+        if len(others) == 1
+        else f"ranks {', '.join(map(str, others))}, which kept their namespaces"
+    )
     return (
         f"session {session.name}: {them} restarted, in a new process group with "
-        f"{'ranks ' + ', '.join(map(str, others)) if others else 'no other rank'}, which kept "
-        f"their namespaces. The namespace of {them} is empty"
+        f"{kept if others else 'no other rank'}. The namespace of {them} is empty"
         + (f": it lost {', '.join(lost)}" if lost else "")
         + "; run the cells that build what it needs again"
     )

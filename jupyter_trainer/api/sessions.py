@@ -268,7 +268,7 @@ class Session:
         from ..capture.cellscript import cell_parts, render_cell_script
         from ..capture.names import bound_names
 
-        check_none_dead(self, self.ranks, "run")
+        check_none_dead(self, self.ranks, "run a cell")
         bound = self.files.names()
         visible = {k: v for k, v in (namespace or {}).items() if k not in bound}
         context = resolve_cell(

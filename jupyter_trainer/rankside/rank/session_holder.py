@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from typing import Any
@@ -135,6 +136,16 @@ def _quiet(runtime: Any) -> None:
     runtime.flush()  # what it logged so far (the session's tag) is written once
     runtime._beat_on = False
     runtime._closed = True  # its flusher thread ends
+    # No thread may be inside an import when the worker is forked: the worker would wait
+    # for that module's lock for ever. So the flusher is waited for, and torch is imported
+    # here, on this thread, once (a restarted worker finds it loaded, too).
+    flusher = runtime._flusher
+    if flusher is not None and flusher is not threading.current_thread():
+        flusher.join(5.0)
+    try:
+        import torch.distributed  # noqa: F401
+    except ImportError:
+        pass
 
 
 def _become_rank(runtime: Any, beats: bool) -> None:
