@@ -167,23 +167,34 @@ def start_again(
 def from_storage(
     store: Store, run_id: str, storage: str | None
 ) -> tuple[Callable[[str], Path], dict[str, Any]] | None:
-    """(seed, lineage) of the newest complete checkpoint of run ``run_id`` in its storage, or
-    None: the seed downloads it (each file checked) into a new run's folder."""
+    """(seed, lineage) of the newest complete checkpoint of run ``run_id`` in its storage
+    that downloads whole (each file checked; a damaged one is passed over with a warning),
+    or None: it is downloaded now, and the seed moves it into a new run's folder."""
     if not storage:
         return None
     from ..store.object_storage import for_run  # lazy: fsspec only for a run with storage
 
     remote = for_run(storage, store.home, run_id)
-    found = remote.checkpoints(run_id)
-    if not found:
+    staged = store.staging_dir().parent
+    try:
+        found = remote.newest_whole(run_id, staged / "checkpoints")
+    except BaseException:
+        store.discard_staging(staged / "code")
+        raise
+    if found is None:
+        store.discard_staging(staged / "code")
         return None
-    newest = found[-1]
-    lineage = {
-        "resumed_from": run_id,
-        "checkpoint": str(newest["path"]).removeprefix("checkpoints/"),
-        "storage": storage,
-    }
-    return (lambda new_id: remote.download(run_id, newest, store.existing(new_id).root)), lineage
+    manifest, path = found
+    rel = str(manifest["path"]).removeprefix("checkpoints/")
+    lineage = {"resumed_from": run_id, "checkpoint": rel, "storage": storage}
+
+    def seed(new_id: str) -> Path:
+        try:
+            return store.seed_checkpoint(new_id, path, staged / "checkpoints")
+        finally:
+            store.discard_staging(staged / "code")
+
+    return seed, lineage
 
 
 def with_kept_secrets(

@@ -34,6 +34,7 @@ import tempfile
 import time
 import urllib.parse
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -44,6 +45,7 @@ from ..inputs import credentials
 from ..inputs.fsspec_fetch import open_filesystem
 
 MANIFESTS = ".jt/manifests"
+_PREFERENCE = ("framework", "dcp", "file")  # what a resume takes, least preferred first
 STEP = re.compile(r"(?:dcp/)?step-(\d+)(?:\.(?:pt|pkl))?")
 _CHUNK = 4 << 20
 _S3_OPTIONS = {
@@ -61,6 +63,10 @@ _DENIED = (
     "ExpiredToken",
     "credentials",
 )
+
+
+class Damaged(StoreError):
+    """A file of an upload is missing from storage or does not match its manifest."""
 
 
 def check_url(url: object, where: str = "--storage") -> str:
@@ -243,10 +249,33 @@ class Storage:
         return sorted(found, key=lambda m: str(m.get("path")))
 
     def checkpoints(self, run_id: str) -> list[dict[str, Any]]:
-        """The complete checkpoints of run ``run_id`` in storage, oldest step first
-        (single-file ones before sharded ones of the same step, as ``latest_checkpoint``)."""
-        found = [m for m in self.manifests(run_id) if m.get("kind") in ("dcp", "file")]
-        return sorted(found, key=lambda m: (m.get("kind") == "file", int(m.get("step", -1))))
+        """The complete checkpoints of run ``run_id`` in storage, in the order
+        ``latest_checkpoint`` prefers them, the one a resume takes last: a framework's (by
+        the time it was saved), then sharded ones, then single-file ones (by step)."""
+        found = [m for m in self.manifests(run_id) if m.get("kind") in _PREFERENCE]
+        return sorted(
+            found,
+            key=lambda m: (
+                _PREFERENCE.index(m["kind"]),
+                int(m.get("mtime_ns") or m["step"]),
+                m["path"],
+            ),
+        )
+
+    def newest_whole(self, run_id: str, base: Path) -> tuple[dict[str, Any], Path] | None:
+        """The newest checkpoint of run ``run_id`` in storage that downloads whole into
+        ``base`` (at its path less ``checkpoints/``), and where; a damaged one (a file
+        missing or not matching its manifest) is passed over with a warning naming it."""
+        for manifest in reversed(self.checkpoints(run_id)):
+            try:
+                return manifest, self.download(run_id, manifest, base, strip="checkpoints/")
+            except Damaged as exc:
+                warnings.warn(
+                    f"the checkpoint {manifest['path']} of run {run_id} in storage is damaged "
+                    f"({exc}); trying the one before it",
+                    stacklevel=2,
+                )
+        return None
 
     def outputs(self, run_id: str) -> dict[str, int]:
         """The run's output files in storage -> their sizes (paths relative to outputs/)."""
@@ -271,13 +300,15 @@ class Storage:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 try:
                     self.fs.get_file(self.path(run_id, name), str(dest))
+                except FileNotFoundError:
+                    raise Damaged(f"{name} is missing from {self.shown}") from None
                 except Exception as exc:
                     raise StoreError(
                         f"downloading {name} from {self.shown} failed: {describe(exc, self.url)}"
                     ) from None
                 sha, _, size = _digests(dest)
                 if size != entry["size"] or sha != entry["sha256"]:
-                    raise StoreError(
+                    raise Damaged(
                         f"{name} from {self.shown} does not match its manifest "
                         f"({size} bytes, sha256 {sha[:12]}..., not {entry['size']} bytes, "
                         f"{str(entry['sha256'])[:12]}...): the copy in storage is damaged"

@@ -144,3 +144,24 @@ def test_the_runs_url_wins_then_the_targets_then_the_workspaces(home):
     (home / "config.toml").write_text('storage = "workspace-bucket"\n')
     with pytest.raises(SpecError, match=r"storage in .*config.toml 'workspace-bucket' is not"):
         resolve(None, get_target("local", home), home)
+
+
+def test_a_resume_passes_over_a_damaged_checkpoint_to_the_one_before_it(tmp_path, s3):
+    run = tmp_path / "run"
+    storage = Storage.open(s3.url)
+    for step in (1, 2):
+        _step(run, step)
+        storage.upload("r3", run, f"checkpoints/dcp/step-{step}", {"kind": "dcp", "step": step})
+    s3.client.put_object(
+        Bucket=s3.bucket, Key="runs/r3/checkpoints/dcp/step-2/__0_0.distcp", Body=b"x" * 1000
+    )
+    with pytest.warns(UserWarning, match=r"checkpoints/dcp/step-2 of run r3 .* is damaged"):
+        manifest, path = storage.newest_whole("r3", tmp_path / "new") or ({}, None)
+    assert manifest["step"] == 1 and path == tmp_path / "new/dcp/step-1"
+    assert not (tmp_path / "new/dcp/step-2").exists()
+
+    # a file gone from the bucket: damaged too, and with nothing whole left, nothing
+    s3.client.delete_object(Bucket=s3.bucket, Key="runs/r3/checkpoints/dcp/step-1/.metadata")
+    with pytest.warns(UserWarning) as caught:
+        assert storage.newest_whole("r3", tmp_path / "other") is None
+    assert ["step-1/.metadata is missing" in str(w.message) for w in caught] == [False, True]
