@@ -7,6 +7,9 @@ every ``SCAN_S`` and uploads (``store.object_storage``):
 
 - each complete sharded checkpoint (``checkpoints/dcp/step-N/``, complete as
   ``jt.checkpoint`` defines it) and each single-file one (``checkpoints/step-N.pt``);
+- each complete checkpoint a framework saved under ``checkpoints/`` (a transformers
+  ``checkpoint-N`` folder, a Lightning ``.ckpt``, an Accelerate ``save_state`` folder), as
+  ``latest_checkpoint`` takes them;
 - each file of ``outputs/`` once it has kept its size and time for one look (every one left
   at the end).
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -40,6 +44,7 @@ SCAN_S = 0.5
 WAIT_S = 300.0  # how long the end of a run waits for its uploads ($JT_STORAGE_WAIT)
 WAIT_ENV = "JT_STORAGE_WAIT"
 RECORD = "storage.json"
+FRAMEWORK_STEP = re.compile(r"(?:checkpoint[-_]|step=)(\d+)")
 TRIES = 3  # uploads of one path before it is given up
 
 
@@ -72,6 +77,9 @@ class Uploader:
             rel = f"checkpoints/{Path(name).name}"
             sig = _signature(Path(name))
             found.append((rel, {"kind": "file", "step": step}, sig, sig[0][2] / 1e9))
+        for mtime, name in rank_files.framework_checkpoints(str(self.root / "checkpoints")):
+            rel = Path(name).relative_to(self.root).as_posix()
+            found.append((rel, _framework(rel, mtime), _signature(Path(name)), mtime / 1e9))
         outputs = self.root / "outputs"
         files: list[Path] = sorted(outputs.rglob("*")) if outputs.is_dir() else []
         for path in files:
@@ -92,6 +100,8 @@ class Uploader:
                 replace = rel in self.uploaded  # changed since: a step saved again
                 manifest = self.storage.upload(self.run_id, self.root, rel, info, replace)
             except (TrainerError, OSError) as exc:
+                if not (self.root / rel).exists():
+                    continue  # removed while it was uploaded (a framework keeps the newest few)
                 self.tries[rel] = self.tries.get(rel, 0) + 1
                 self.record["errors"].append({"path": rel, "error": str(exc), "t": time.time()})
                 self.save()
@@ -132,6 +142,14 @@ class Uploader:
     def save(self) -> None:
         self.record["updated"] = time.time()
         write_json_atomic(self.root / RECORD, self.record)
+
+
+def _framework(rel: str, mtime_ns: int) -> dict[str, Any]:
+    """What a framework's checkpoint is: its step where its name gives one (transformers'
+    ``checkpoint-N``, Lightning's ``step=N``, Accelerate's ``checkpoint_N``), and when it
+    was saved (which orders them, as ``latest_checkpoint`` does)."""
+    found = FRAMEWORK_STEP.findall(Path(rel).name)
+    return {"kind": "framework", "step": int(found[-1]) if found else 0, "mtime_ns": mtime_ns}
 
 
 def _signature(path: Path) -> tuple[Any, ...]:

@@ -167,3 +167,41 @@ def test_single_file_checkpoints_and_outputs_are_uploaded_and_files_being_writte
     ]
     assert storage.outputs("r-files") == {"a/b.txt": 1}
     assert not [k for k in s3.objects() if "step-5" in k]
+
+
+def test_framework_checkpoints_are_uploaded_whole_and_resumed_from(home, tmp_path, s3):
+    import torch
+
+    root = tmp_path / "run"
+    hf = root / "checkpoints" / "hf"
+    for step, whole in ((3, True), (4, False)):  # checkpoint-4: trainer_state.json not yet
+        (hf / f"checkpoint-{step}").mkdir(parents=True)
+        (hf / f"checkpoint-{step}" / "model.safetensors").write_bytes(b"w" * 100)
+        if whole:
+            (hf / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    pl = root / "checkpoints" / "lightning"
+    pl.mkdir(parents=True)
+    torch.save({"w": torch.ones(3)}, pl / "epoch=0-step=8.ckpt")
+    (pl / "epoch=0-step=9.ckpt").write_bytes((pl / "epoch=0-step=8.ckpt").read_bytes()[:50])
+    acc = root / "checkpoints" / "acc"
+    (acc / "checkpoint_1").mkdir(parents=True)
+    (acc / "checkpoint_1" / "model.bin").write_bytes(b"a" * 10)
+    (acc / ".accelerate-state").write_text("checkpoint_1")
+    os.utime(pl / "epoch=0-step=8.ckpt", ns=(10**18, 10**18))  # saved last of all
+    proc = _uploader(root, "r-fw", s3.url)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 0, read_record(root)
+    storage = Storage.open(s3.url)
+    found = storage.checkpoints("r-fw")
+    assert sorted((m["kind"], m["step"], m["path"]) for m in found) == [
+        ("framework", 1, "checkpoints/acc/checkpoint_1"),
+        ("framework", 3, "checkpoints/hf/checkpoint-3"),
+        ("framework", 8, "checkpoints/lightning/epoch=0-step=8.ckpt"),
+    ]
+    assert found[-1]["path"] == "checkpoints/lightning/epoch=0-step=8.ckpt"  # the newest
+    assert sorted(c["path"] for c in read_record(root)["checkpoints"]) == [
+        m["path"] for m in sorted(found, key=lambda m: m["path"])
+    ]
+    manifest, path = storage.newest_whole("r-fw", tmp_path / "new") or ({}, None)
+    assert path == tmp_path / "new/lightning/epoch=0-step=8.ckpt"
+    assert torch.equal(torch.load(path)["w"], torch.ones(3))
