@@ -69,14 +69,16 @@ def rows(dump: dict[str, Any]) -> list[Row]:
         completed = int((status.get(pg_id) or {}).get("last_completed_collective", -1))
         op = str(entry.get("profiling_name", "")).rpartition(":")[2] or "collective"
         group = entry.get("process_group") or [pg_id, ""]
+        sizes, dtypes = entry.get("input_sizes") or [], entry.get("input_dtypes") or []
         out.append(
             {
                 "pg": str(group[0]),
                 "pg_desc": str(group[1]) if len(group) > 1 else "",
                 "seq": seq,
                 "op": op,
-                "sizes": entry.get("input_sizes") or [],
-                "dtypes": entry.get("input_dtypes") or [],
+                "sizes": sizes,
+                "dtypes": dtypes,
+                "call": (op, repr(sizes), repr(dtypes)),
                 "t": int(entry.get("time_created_ns", 0)) / 1e9,
                 "done": bool(entry.get("retired"))
                 or entry.get("state") == "completed"
@@ -178,7 +180,8 @@ def _default(by_rank: dict[int, list[Row]]) -> str | None:
 
 
 def _call(row: Row) -> tuple[str, str, str]:
-    return row["op"], json.dumps(row["sizes"]), json.dumps(row["dtypes"])
+    """What a rank called, to compare with the others: operation, sizes and dtypes."""
+    return row["call"]
 
 
 def _mismatches(by_rank: dict[int, list[Row]], pg: str) -> list[dict[str, Any]]:
