@@ -53,10 +53,35 @@ def saved_steps(run) -> list[int]:
     return [step for step, _ in complete(str(run.path / "checkpoints" / "dcp"))]
 
 
-def same_weights(run, other) -> bool:
-    """Both runs ended with the same weights (``outputs/final.pt``), bit for bit."""
-    a, b = (torch.load(r.path / "outputs" / "final.pt") for r in (run, other))
-    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+def final_weights(run) -> dict[str, torch.Tensor]:
+    return torch.load(run.path / "outputs" / "final.pt")
+
+
+def uninterrupted() -> dict[str, torch.Tensor]:
+    """The weights TRAIN ends with at 2 ranks when nothing stops it, computed here: DDP's
+    gradient is the mean of the two ranks' (each scaled by 1/2, then summed: exact)."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(1, 31):
+        grads = []
+        for rank in (0, 1):
+            torch.manual_seed(1000 * step + rank)
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            grads.append([p.grad.clone() for p in model.parameters()])
+            opt.zero_grad()
+        for param, *each in zip(model.parameters(), *grads):
+            param.grad = each[0] / 2 + each[1] / 2
+        opt.step()
+        opt.zero_grad()
+    return model.state_dict()
+
+
+def same_weights(found: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> bool:
+    """The same weights, bit for bit."""
+    return found.keys() == expected.keys() and all(
+        torch.equal(found[k], expected[k]) for k in found
+    )
 
 
 def ended(run, timeout: float = 120):

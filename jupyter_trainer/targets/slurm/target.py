@@ -43,6 +43,7 @@ from ..base import (
     require_program,
 )
 from .hold import ALIVE, HeldRun
+from .preemption import SlurmPreemption
 from .queue import FINAL, QUEUED, SCHEDULER_FAILURES, SlurmCommands, final_state
 from .script import SlurmConfig, batch_script, parse_job_id, sbatch_argv
 from .stage import JOB_OUTPUT, ClusterFolder
@@ -57,7 +58,7 @@ def rendezvous_port(run_id: str) -> int:
     return 20000 + zlib.crc32(run_id.encode()) % 12000
 
 
-class SlurmTarget(Target):
+class SlurmTarget(SlurmPreemption, Target):
     kind = "slurm"
     queues = True
 
@@ -295,37 +296,6 @@ class SlurmTarget(Target):
         pipe = subprocess.PIPE
         return subprocess.Popen(argv, stdin=pipe, stdout=pipe, stderr=pipe, start_new_session=True)
 
-    @property
-    def requeues_itself(self) -> bool:
-        """A preempted job is requeued by Slurm (``preemption = SECONDS``): the supervisor
-        follows the same job into its next attempt rather than submitting another."""
-        return bool(self.cfg.preemption) and self._held is None
-
-    def signal_ranks(
-        self, handle: Handle, ranks: dict[int, dict[str, Any]], signum: int
-    ) -> tuple[list[int], dict[str, str]]:
-        """A preemption's signal to the job's batch shell (``scancel --signal=USR1 --batch``),
-        which passes it on to every rank (``script.preempt_lines``)."""
-        job = handle.get("job_id")
-        if not self.requeues_itself or job is None:
-            why = (
-                f"target {self.name} has no preemption = SECONDS in targets.toml"
-                if job is not None
-                else "the run is a step of a held allocation"
-            )
-            return [], {str(rank): why for rank in ranks}
-        name = signal.Signals(signum).name.removeprefix("SIG")
-        done = self.slurm.run(["scancel", f"--signal={name}", "--batch", job])
-        if done.returncode != 0:
-            said = f"scancel failed: {(done.stderr or done.stdout).strip()[-300:]}"
-            return [], {str(rank): said for rank in ranks}
-        return sorted(ranks), {}
-
-    def requeue(self, handle: Handle) -> None:
-        """End the job's attempt and put it back in the queue (``scontrol requeue``)."""
-        if handle.get("job_id"):
-            self.slurm.run(["scontrol", "requeue", handle["job_id"]])
-
     def stacks(self, handle: Handle | None, ranks: dict[int, dict[str, Any]]) -> dict[int, str]:
         """Each rank's stack by ``py-spy dump``, run on the rank's node as one more step of
         the run's job (``srun --overlap``), so it works wherever the node is."""
@@ -391,6 +361,8 @@ class SlurmTarget(Target):
             return self._held.poll()
         entry = self._status(handle)
         if entry is not None and entry.get("state") not in FINAL:
+            return None
+        if self.requeues_itself and self._requeued(handle["job_id"]):
             return None
         return self.report(handle).get("exit_code", 1)
 
