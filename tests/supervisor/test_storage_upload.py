@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import wait_for
@@ -187,7 +188,8 @@ def test_framework_checkpoints_are_uploaded_whole_and_resumed_from(home, tmp_pat
     (acc / "checkpoint_1").mkdir(parents=True)
     (acc / "checkpoint_1" / "model.bin").write_bytes(b"a" * 10)
     (acc / ".accelerate-state").write_text("checkpoint_1")
-    os.utime(pl / "epoch=0-step=8.ckpt", ns=(10**18, 10**18))  # saved last of all
+    later = time.time_ns() + 10**10
+    os.utime(pl / "epoch=0-step=8.ckpt", ns=(later, later))  # saved last of all
     proc = _uploader(root, "r-fw", s3.url)
     proc.communicate(timeout=120)
     assert proc.returncode == 0, read_record(root)
