@@ -137,3 +137,21 @@ def test_a_jobs_outputs_feed_the_next_job_by_their_path(home, tmp_path, monkeypa
     )
     client.jobs.stream(second.name)
     assert api.get_run(second.name, home=home).logs(0) == "5\n6\n"
+
+
+def test_the_job_yaml_on_two_ssh_nodes(pair, home, tmp_path):
+    """The same job file with its compute pointed at an ssh target of two hosts and
+    ``instance_count: 2``: one torchrun process on each node, as v2 ran it on two VMs."""
+    shutil.copytree(V2, tmp_path / "v2")
+    done = cli(
+        "azure", "job", "create", "--file", "v2/job.yml", "--stream",
+        "--set", "compute=pair", "--set", "resources.instance_count=2",
+        "--set", "distribution.process_count_per_instance=1",
+        home=home, cwd=tmp_path,
+    )  # fmt: skip
+    run = api.get_run(created(done)["name"], home=home)
+    assert run.status == "completed" and run.spec.target.name == "pair"
+    assert (run.spec.launch.nodes, run.spec.launch.procs) == (2, 1)
+    assert "rank 1 of 2 epoch 2" in run.logs(1)
+    assert (run.outputs / "model" / "model.pt").is_file()
+    assert leftover(run.id) == []
