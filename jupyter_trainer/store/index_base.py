@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -61,6 +61,9 @@ CREATE TABLE IF NOT EXISTS runs (
     updated REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs (created);
+CREATE INDEX IF NOT EXISTS runs_newest ON runs (created, id);
+CREATE INDEX IF NOT EXISTS runs_status_newest ON runs (status, created, id);
+CREATE INDEX IF NOT EXISTS runs_owner_newest ON runs (owner_uid, created, id);
 CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
 CREATE INDEX IF NOT EXISTS runs_owner ON runs (owner_uid);
 """
@@ -191,26 +194,59 @@ class RunQueries(IndexBase):
     ) -> list[dict[str, Any]]:
         """Rows whose name holds ``name`` (as text), whose status is one of ``statuses``
         (any, when empty), and of ``owner``'s runs only, when given; newest first."""
-        args: list[Any] = []
-        where = []
-        if name:
-            where.append("name LIKE ? ESCAPE '\\'")
-            args.append("%" + re.sub(r"([%_\\])", r"\\\1", name) + "%")
-        if statuses:
-            where.append("status IN (%s)" % ",".join("?" * len(statuses)))
-            args.extend(statuses)
-        if owner is not None:
-            where.append("owner_uid = ?")
-            args.append(owner.uid)
-            if owner.hub_user:
-                where.append("(hub_user IS NULL OR hub_user = ?)")
-                args.append(owner.hub_user)
-        return self.select(where, args)
+        return self.select(*_filters(name, statuses, owner))
 
-    def select(self, where: list[str], args: list[Any]) -> list[dict[str, Any]]:
-        """Rows matching every clause of ``where``, newest first."""
+    def find_batches(
+        self, name: str | None, statuses: tuple[str, ...], owner: Identity | None, first: int
+    ) -> Iterator[list[dict[str, Any]]]:
+        """The rows of ``find``, newest first, in batches: ``first`` rows, then twice as
+        many each time, so a page of the newest runs reads no more rows than it shows
+        (plus those its caller drops). Each batch starts after the last row of the one
+        before (by ``created`` and ``id``), so a run made meanwhile shifts nothing."""
+        where, args = _filters(name, statuses, owner)
+        size, after = max(1, first), None
+        while True:
+            clauses = list(where)
+            params = list(args)
+            if after is not None:
+                clauses.append("(created, id) < (?, ?)")
+                params.extend((after["created"], after["id"]))
+            batch = self.select(clauses, params, limit=size)
+            if batch:
+                yield batch
+            if len(batch) < size:
+                return
+            after, size = batch[-1], min(size * 2, 1 << 16)
+
+    def select(
+        self, where: list[str], args: list[Any], limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Rows matching every clause of ``where``, newest first (``limit`` at most)."""
         query = "SELECT * FROM runs"
         if where:
             query += " WHERE " + " AND ".join(where)
         query += " ORDER BY created DESC, id DESC"
+        if limit is not None:
+            query += f" LIMIT {int(limit)}"
         return self.run(lambda conn: [dict(r) for r in conn.execute(query, args)])
+
+
+def _filters(
+    name: str | None, statuses: tuple[str, ...], owner: Identity | None
+) -> tuple[list[str], list[Any]]:
+    """The WHERE clauses and parameters of ``RunQueries.find``."""
+    args: list[Any] = []
+    where = []
+    if name:
+        where.append("name LIKE ? ESCAPE '\\'")
+        args.append("%" + re.sub(r"([%_\\])", r"\\\1", name) + "%")
+    if statuses:
+        where.append("status IN (%s)" % ",".join("?" * len(statuses)))
+        args.extend(statuses)
+    if owner is not None:
+        where.append("owner_uid = ?")
+        args.append(owner.uid)
+        if owner.hub_user:
+            where.append("(hub_user IS NULL OR hub_user = ?)")
+            args.append(owner.hub_user)
+    return where, args
