@@ -24,6 +24,7 @@ from ..core.spec import DEFAULT_STALL_TIMEOUT, DEFAULT_SYSTEM_INTERVAL, RunSpec,
 from ..core.waker import Waker
 from ..rankside.host import procs
 from ..store import ACTIVE, TERMINAL, Store
+from ..store.listing import list_runs
 from ..store.owners import Identity
 from .run_readers import RunReaders
 from .start import start_again, start_run
@@ -207,7 +208,7 @@ def runs(
     who = Identity.current() if mine else None
     return [
         Run(row["id"], store)
-        for row in store.list_runs(status=status, name=name, owner=who, limit=limit, offset=offset)
+        for row in list_runs(store, status=status, name=name, owner=who, limit=limit, offset=offset)
     ]
 
 

@@ -10,6 +10,7 @@ from typing import TextIO
 
 from ...api import runs as api
 from ...store import ACTIVE, STATUSES, Store
+from ...store.listing import list_runs
 from ...store.liveness import stale_words
 from ...store.owners import Identity
 from ..views.health import stalled_of
@@ -35,7 +36,8 @@ def define_runs(sub: Subparsers, name: str) -> None:
 
 def cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
     store = Store()
-    rows = store.list_runs(
+    rows = list_runs(
+        store,
         status=args.status,
         name=args.name,
         owner=Identity.current() if args.mine else None,
