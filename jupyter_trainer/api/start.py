@@ -188,11 +188,16 @@ def from_storage(
     rel = str(manifest["path"]).removeprefix("checkpoints/")
     lineage = {"resumed_from": run_id, "checkpoint": rel, "storage": storage}
 
-    def seed(new_id: str) -> Path:
+    def seed(new_id: str) -> Path:  # moved, whole, into the new run's checkpoints/
+        target = store.existing(new_id).checkpoints / rel
         try:
-            return store.seed_checkpoint(new_id, path, staged / "checkpoints")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+        except OSError as exc:
+            raise StoreError(f"cannot place the checkpoint {rel} in run {new_id}: {exc}") from None
         finally:
             store.discard_staging(staged / "code")
+        return target
 
     return seed, lineage
 
