@@ -14,6 +14,7 @@ from __future__ import annotations
 import getpass
 import math
 import os
+import tempfile
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -248,12 +249,26 @@ def register_model(
     path: str,
     tags: Mapping[str, Any] | Sequence[str] | None = None,
 ) -> Model:
-    """Copy ``path`` (a file or folder of run ``run_id``'s ``outputs/``) into the registry as
-    the next version of ``name``, with the run's lineage; return that version. A bad name,
-    a path outside the outputs or a bad tag writes nothing."""
+    """Copy ``path`` (a file or folder of run ``run_id``'s ``outputs/``, read from the run's
+    storage when it is gone here) into the registry as the next version of ``name``, with
+    the run's lineage; return that version. A bad name, a path outside the outputs or a bad
+    tag writes nothing."""
     validate_model_name(name)
     tags = parse_tags(tags)
     root = store.existing(run_id).outputs
+    storage = store.read_spec(run_id).storage
+    if storage and not os.path.lexists(root / path):  # gone here: the copy in storage
+        from ..store.object_storage import for_run  # lazy: fsspec only for a run with storage
+
+        with tempfile.TemporaryDirectory(prefix=".register-", dir=store.home) as fetched:
+            for_run(storage, store.home, run_id).fetch_outputs(run_id, path, Path(fetched))
+            return _register(store, run_id, name, path, tags, Path(fetched))
+    return _register(store, run_id, name, path, tags, root)
+
+
+def _register(
+    store: Store, run_id: str, name: str, path: str, tags: dict[str, Any], root: Path
+) -> Model:
     source = inside(root, path, "the model path")
     lineage = {
         **run_lineage(store, run_id),

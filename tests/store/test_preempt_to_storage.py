@@ -3,7 +3,7 @@
 preempted (``Run.preempt``, as ``jupyter-trainer preempt``), resumes on its next attempt and
 ends with the same weights as a run never preempted; its checkpoints and outputs are in the
 bucket, and a resume from another machine's view of the store (the record, none of the run's
-files) starts from the bucket's newest checkpoint."""
+files) starts from the bucket's newest whole checkpoint, never from a damaged one."""
 
 from __future__ import annotations
 
@@ -11,10 +11,18 @@ import shutil
 
 import pytest
 from conftest import leftover, wait_for
-from support.preemption_workload import TRAIN, ended, same_weights, saved_steps, submit
+from support.preemption_workload import (
+    TRAIN,
+    ended,
+    final_weights,
+    same_weights,
+    saved_steps,
+    uninterrupted,
+)
 from support.s3_server import s3, s3_server  # noqa: F401  (fixtures)
 
 from jupyter_trainer.api import runs as api
+from jupyter_trainer.frontends.views.feed import RunFeed
 from jupyter_trainer.store.object_storage import Storage
 
 pytestmark = pytest.mark.timeout(300)
@@ -24,8 +32,7 @@ RESUMABLE = TRAIN.replace("for step in range(", "stop = 0\nfor step in range(", 
 
 
 def test_a_preempted_run_resumes_from_storage_and_ends_as_one_never_preempted(home, s3):
-    plain = submit("plain")
-    ended(plain)
+    expected = uninterrupted()
     run = api.submit(
         RESUMABLE, procs=2, name="to-s3", params={"pause": 0.2}, storage=s3.url, hot=False
     )
@@ -37,7 +44,7 @@ def test_a_preempted_run_resumes_from_storage_and_ends_as_one_never_preempted(ho
     step = entry["step"]
     assert entry["resumed_attempt"] == 1 and entry["resumed_step"] == step, entry
     assert f"attempt 1 starts after step {step}" in run.logs(0)
-    assert same_weights(run, plain)
+    assert same_weights(final_weights(run), expected)
 
     # the preempted step, the last one and the weights are in the bucket, each whole
     record = state["storage"]
@@ -52,9 +59,18 @@ def test_a_preempted_run_resumes_from_storage_and_ends_as_one_never_preempted(ho
     # another machine's view of the store: the run's record, none of its files
     shutil.rmtree(run.path / "checkpoints")
     shutil.rmtree(run.path / "outputs")
-    again = api.resume(run.id)
+    listing = RunFeed(run).outputs_listing()  # the view's files: those in the bucket
+    assert listing["files"] == [{"path": "final.pt", "bytes": storage.outputs(run.id)["final.pt"]}]
+    model = run.register_model("tiny", "final.pt")
+    assert [(f.path, f.size > 0) for f in model.files] == [("final.pt", True)]
+    # and the newest checkpoint damaged in the bucket: the one before it is taken, said so
+    s3.client.put_object(
+        Bucket=s3.bucket, Key=f"runs/{run.id}/checkpoints/dcp/step-30/.metadata", Body=b"x"
+    )
+    with pytest.warns(UserWarning, match=r"checkpoints/dcp/step-30 of run .* is damaged"):
+        again = api.resume(run.id)
     ended(again)
-    assert "attempt 0 starts after step 30" in again.logs(0), again.logs(0)[-2000:]
-    assert again.spec.lineage["checkpoint"] == "dcp/step-30", again.spec.lineage
-    assert same_weights(again, plain)
+    assert "attempt 0 starts after step 28" in again.logs(0), again.logs(0)[-2000:]
+    assert again.spec.lineage["checkpoint"] == "dcp/step-28", again.spec.lineage
+    assert same_weights(final_weights(again), expected)
     assert leftover(run.id) == [] and leftover(again.id) == []

@@ -229,6 +229,17 @@ class RunFeed:
                 files.append(
                     {"path": path.relative_to(root).as_posix(), "bytes": path.stat().st_size}
                 )
+        if not files and self.run.spec.storage:  # none here: those in the run's storage
+            if not hasattr(self, "_stored"):  # asked once: storage is a network away
+                try:
+                    found = self.run.files()[:limit]
+                except (OSError, TrainerError):
+                    found = []
+                self._stored = [{"path": f.path, "bytes": f.size} for f in found]
+            return {
+                "folder": f"{self.run.spec.storage}/{self.run.id}/outputs",
+                "files": self._stored,
+            }
         return {"folder": str(root), "files": files}
 
     def progress_payload(self) -> dict[str, Any]:
