@@ -122,6 +122,16 @@ def _entered(trace: dict[str, Any]) -> dict[str, Any]:
     return {pg: s.get("last_enqueued_collective") for pg, s in sorted(status.items())}
 
 
+def _pass_on(dist: Any, why: str) -> None:
+    """Ask every other rank for a dump too, through the rendezvous store."""
+    store = _store(dist)
+    try:
+        if store is not None:
+            store.set(STORE_KEY, why)
+    except Exception:  # the store's host is gone: this rank's dump stands alone
+        pass
+
+
 def _trace(include_collectives: bool = True) -> bytes:
     """torch's own JSON dump of this process's recorder (every group's)."""
     import torch._C._distributed_c10d as c10d
@@ -198,12 +208,8 @@ def dump_now(why: str, share: bool = True) -> str | None:
         if share and why in _state["done"]:
             return None
         _state["done"].add(why)
-        store = _store(dist) if share else None
-        if store is not None:
-            try:
-                store.set(STORE_KEY, why)
-            except Exception:  # the store's host is gone: this rank still dumps
-                pass
+        if share:  # by a thread of its own: a store whose host is gone blocks its caller
+            threading.Thread(target=_pass_on, args=(dist, why), daemon=True).start()
         trace = json.loads(_trace())
         entered = json.dumps(_entered(trace))
         if why.startswith(FAILED) and entered == _state.get("entered"):
