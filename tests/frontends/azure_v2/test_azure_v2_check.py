@@ -39,6 +39,7 @@ CELLS = [
     "returned_job = ml_client.jobs.create_or_update(job)",
     'endpoint = ManagedOnlineEndpoint(name="numbers")\n'
     "ml_client.online_endpoints.begin_create_or_update(endpoint)",
+    'sweep_job = job.sweep(sampling_algorithm="sobol", primary_metric="loss", goal="Minimize")',
 ]
 
 
@@ -70,6 +71,8 @@ def test_check_predicts_a_missing_compute_and_the_refusals_of_a_notebook(home, t
         assert names[refused][0]["verdict"] == "refused", names[refused]
     assert names["MLClient.online_endpoints"][0]["line"] == 22
     assert names["DefaultAzureCredential"][0]["verdict"] == "works differently"
+    [sweep] = names[".sweep(...)"]
+    assert sweep["verdict"] == "will break" and "sampling_algorithm 'sobol'" in sweep["note"]
 
     assert cli("target", "add", "gpu-cluster", "--kind", "local", home=home).returncode == 0
     code, found = findings(path, home)

@@ -21,6 +21,9 @@ from .findings import BREAKS, DIFFERS, REFUSED, WORKS, Finding
 
 _UNKNOWN = object()
 _CLASSES = {
+    "BanditPolicy": ("sweep.policies", "BanditPolicy"),
+    "MedianStoppingPolicy": ("sweep.policies", "MedianStoppingPolicy"),
+    "TruncationSelectionPolicy": ("sweep.policies", "TruncationSelectionPolicy"),
     "Input": ("inputs", "Input"),
     "Output": ("inputs", "Output"),
     "PyTorchDistribution": ("entities.distribution", "PyTorchDistribution"),
@@ -134,6 +137,10 @@ def check_command_calls(tree: ast.AST, shown: str, base: Path) -> list[Finding]:
 
                 found += _judge(lambda m=model: job_output(m.path), shown, node.lineno, "Model")
             continue
+        if name == "sweep" and isinstance(func, ast.Attribute) and not node.args:
+            options = {k.arg: scope.value(k.value) for k in node.keywords if k.arg}
+            found += _judge(lambda o=options: _sweep_options(o), shown, node.lineno, ".sweep(...)")
+            continue
         if name != "command" or node.args:
             continue
         kwargs = {k.arg: scope.value(k.value) for k in node.keywords if k.arg}
@@ -150,3 +157,20 @@ def check_command_calls(tree: ast.AST, shown: str, base: Path) -> list[Finding]:
 
         found += _judge(check, shown, node.lineno, "command(...)")
     return found
+
+
+def _sweep_options(options: dict[str, Any]) -> None:
+    """What a ``.sweep(...)`` call's literal arguments say about its sampler, goal and
+    policy (its limits may be set later, with ``set_limits``)."""
+    from .exceptions import ValidationException
+    from .sweep.policies import policy_of, sampling_of
+
+    sampling = options.get("sampling_algorithm", "random")
+    if sampling is not _UNKNOWN:
+        sampling_of(sampling)
+    goal = options.get("goal")
+    if isinstance(goal, str) and goal.lower() not in ("maximize", "minimize"):
+        raise ValidationException(f"the sweep's goal is {goal!r}: use 'maximize' or 'minimize'")
+    policy = options.get("early_termination_policy")
+    if policy is not None and policy is not _UNKNOWN:
+        policy_of(policy)
