@@ -15,6 +15,7 @@ import pytest
 from conftest import leftover, wait_for
 
 from jupyter_trainer.api import runs as api
+from jupyter_trainer.frontends.views.feed import RunFeed
 
 HEAD = """import time, torch, torch.distributed as dist
 from jupyter_trainer import runtime as jt
@@ -168,6 +169,8 @@ def test_a_rank_asleep_in_data_loading_is_behind_with_its_stack(home):
         found["verdict"],
     ), found["verdict"]
     assert "load_batch" in found["stacks"][2]["stack"]
+    shown_in_view = RunFeed(run).state_payload()["collectives"]  # the widget's and the panel's
+    assert shown_in_view["verdict"] == found["verdict"] and shown_in_view["behind"] == [2]
     assert [found["ranks"][r]["state"] for r in (0, 1, 2)] == ["waiting", "waiting", "completed"]
     shown = subprocess.run(
         [str(Path(sys.executable).with_name("jupyter-trainer")), "show", run.id, "--json"],

@@ -4,11 +4,12 @@ stragglers, and the stack of each rank it names, the user's frames first."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from ...core.printable import printable, terminal_safe
-from ...supervisor.collectives import analyse, clock, read_dumps, read_stacks
+from ...supervisor.collectives import DUMPS, analyse, clock, read_dumps, read_stacks
 
 
 def worth_showing(found: dict[str, Any] | None) -> bool:
@@ -53,3 +54,36 @@ def collectives_lines(found: dict[str, Any], stacks: bool = True) -> list[str]:
 def run_collectives(run_dir: Path) -> dict[str, Any] | None:
     """``Run.collectives()`` of the run in ``run_dir``."""
     return analyse(read_dumps(run_dir), read_stacks(run_dir))
+
+
+_PAYLOADS: dict[str, tuple[Any, dict[str, Any] | None]] = {}  # run folder -> (files, payload)
+_PAYLOADS_KEPT = 64
+
+
+def collectives_payload(run_dir: Path | None) -> dict[str, Any] | None:
+    """What the run view shows of the analysis (its verdict line), or None when it says
+    nothing is wrong; analysed again only when a dump or the saved stacks change."""
+    if run_dir is None:
+        return None
+    folder = Path(run_dir) / DUMPS
+    try:
+        files = tuple(sorted((e.name, e.stat().st_mtime_ns) for e in os.scandir(folder)))
+    except OSError:
+        return None
+    key = str(run_dir)
+    cached = _PAYLOADS.get(key)
+    if cached is not None and cached[0] == files:
+        return cached[1]
+    found = run_collectives(run_dir)
+    payload = None
+    if found is not None and worth_showing(found):
+        payload = {
+            "verdict": found["verdict"],
+            "behind": found["behind"],
+            "op": found["op"],
+            "seq": found["seq"],
+        }
+    if len(_PAYLOADS) >= _PAYLOADS_KEPT:
+        _PAYLOADS.pop(next(iter(_PAYLOADS)))
+    _PAYLOADS[key] = (files, payload)
+    return payload

@@ -26,6 +26,7 @@ from ...store.follow import (
 )
 from ...store.log_tail import LogTail, LogTimes
 from ...store.metric_points import CurrentView
+from .collectives_text import collectives_payload
 from .cost import run_cost
 from .health import health_payload
 from .rankstats import RankStat, rank_summary
@@ -191,6 +192,7 @@ class RunFeed:
             "reason": state.get("reason"),
             "cost": self.cost(now),
             **health_payload(state, self.run.spec, now),
+            "collectives": collectives_payload(getattr(self.run, "path", None)),  # hangs.md
             "staging": [dict(row, text=staging_text(row)) for row in staging_rows(state)],
         }
         if state.get("traceback"):

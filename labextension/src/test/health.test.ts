@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import {
-  attemptLabel, attemptsHtml, formatStallTime, nonFiniteHtml, nonFiniteText, savedStacksHtml,
+  attemptLabel, attemptsHtml, collectivesHtml, formatStallTime, nonFiniteHtml, nonFiniteText, savedStacksHtml,
   debuggingHtml, stallBadge, stallHtml, stallTitle, topFrame, whereInCode
 } from '../view/health';
 
@@ -112,4 +112,14 @@ test('a rank waiting in a debugger is named with where it stopped and how to att
   assert.match(html, /attach in a terminal with <code>jupyter-trainer debug r-1<\/code>, or with <code>%train debug r-1<\/code> in a notebook whose kernel is free/);
   assert.match(html, /cell that waits for this run offers pdb in its own input box/);
   assert.equal(debuggingHtml([], 'r-1'), '');
+});
+
+test('the collectives verdict is one escaped line, and nothing without one', () => {
+  const verdict = 'rank 2 is behind: it never entered all_reduce #4 (the others wait there since 09:02:12); it is in load_batch() at cell line 6';
+  const html = collectivesHtml({ verdict, behind: [2], op: 'all_reduce', seq: 4 });
+  assert.match(html, /data-testid="jt-collectives"/);
+  assert.ok(html.includes('rank 2 is behind: it never entered all_reduce #4'));
+  assert.ok(collectivesHtml({ verdict: '<b>x</b>' }).includes('&lt;b&gt;x&lt;/b&gt;'));
+  assert.equal(collectivesHtml(null), '');
+  assert.equal(collectivesHtml(undefined), '');
 });

@@ -194,17 +194,24 @@ function update(el: HTMLElement, html: string): void {
 }
 
 /** Draw the restarts, stalls and NaN/inf facts of ``state`` (a view's state payload). */
+/** The verdict of the ranks' collective dumps (``Run.collectives()``): which rank is behind,
+ * in which collective, or which call differs; empty when nothing is wrong. */
+export function collectivesHtml(found: IRunState['collectives']): string {
+  if (!found?.verdict) return '';
+  return `<div class="jt-collectives" data-testid="jt-collectives">⚠ Collectives: ${escapeHtml(found.verdict)}</div>`;
+}
+
 export function renderHealth(parts: IHealthParts, state: IRunState, now: number, runId = ''): void {
   const attempts: IAttempt[] = state.attempts || [];
   const maxRestarts: number = state.max_restarts || 0;
   const running = state.status === 'running';
   const stalled: IStall[] = state.stalled || [];
   const debugging: IDebugging[] = running ? state.debugging || [] : [];
-  update(parts.stall, debugging.length
+  update(parts.stall, (debugging.length
     ? debuggingHtml(debugging, runId)
     : stalled.length
       ? stallHtml(stalled, { running, timeout: state.stall_timeout, onStall: state.on_stall })
-      : savedStacksHtml(state.stacks));
+      : savedStacksHtml(state.stacks)) + collectivesHtml(state.collectives));
   update(parts.attempts, attemptsHtml(attempts, maxRestarts, state, now));
   const last = attempts.length ? attempts[attempts.length - 1] : null;
   const label = attemptLabel(last ? last.attempt : null, maxRestarts);

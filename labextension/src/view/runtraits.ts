@@ -114,6 +114,8 @@ export interface IRunState {
   stall_timeout?: number | null;
   on_stall?: string | null;
   stacks?: { [rank: string]: string } | null;
+  /** views/collectives_text.py: the ranks' collective dumps analysed (docs/hangs.md). */
+  collectives?: { verdict: string; behind?: number[]; op?: string | null; seq?: number | null } | null;
   non_finite?: INonFinite[];
   stop_on_nan?: string[];
   /** views/cost.py: what the run has cost, and will have when done; null without a price. */
