@@ -84,6 +84,7 @@ SNAPSHOT = (
     "observe/death_watch.py",
     "observe/system.py",
     "observe/gpu_read.py",
+    "observe/flight_recorder.py",
 )
 # The script side of Azure ML SDK v1 (``azureml.core.run.Run``), copied into every run's
 # snapshot as ``code/_jt/azureml_v1/azureml/``; boot puts ``_jt/azureml_v1`` on the path.
