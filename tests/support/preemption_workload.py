@@ -87,5 +87,7 @@ def same_weights(found: dict[str, torch.Tensor], expected: dict[str, torch.Tenso
 def ended(run, timeout: float = 120):
     """The state of ``run`` once it completed."""
     run.wait(timeout=timeout, raise_on_failure=False)
-    assert run.status == "completed", (run.state.get("error"), run.logs(0)[-3000:])
+    launcher = run.path / "logs" / "launcher.log"
+    said = launcher.read_text()[-3000:] if launcher.exists() else ""
+    assert run.status == "completed", (run.state.get("error"), run.logs(0)[-3000:], said)
     return run.state
