@@ -270,3 +270,12 @@ def _dumps(run: api.Run) -> dict:
     from jupyter_trainer.supervisor.collectives import read_dumps
 
     return read_dumps(run.path)
+
+
+@pytest.mark.timeout(120)
+def test_the_recorder_can_be_turned_off(home, monkeypatch):
+    monkeypatch.setenv("JUPYTER_TRAINER_FLIGHT_RECORDER", "0")
+    run = api.submit(STRAGGLER, procs=2, name="recorder-off")
+    run.wait(timeout=90)
+    assert run.collectives() is None
+    assert not (run.path / "collectives").exists()

@@ -3,8 +3,8 @@
 torch keeps a ring buffer of the last ``TORCH_FR_BUFFER_SIZE`` collectives of each process
 group (operation, sequence number, group, tensor sizes and dtypes, when it was entered,
 whether it completed), for Gloo as for NCCL; ``install`` turns it on before the rank's code
-makes a group: ``JT_FLIGHT_RECORDER`` entries (``DEFAULT_ENTRIES``; 0 turns it off), unless
-the run's environment sets ``TORCH_FR_BUFFER_SIZE`` itself.
+makes a group: ``JUPYTER_TRAINER_FLIGHT_RECORDER`` entries (``DEFAULT_ENTRIES``; 0 turns it
+off), unless the run's environment sets ``TORCH_FR_BUFFER_SIZE`` itself.
 
 A dump is ``collectives/rank-<r>.json`` in the run folder: this rank's recorder, taken by a
 thread of its own (``jt-collectives``), which runs while the main thread waits inside a
@@ -33,7 +33,7 @@ import time
 from typing import Any
 
 BUFFER_ENV = "TORCH_FR_BUFFER_SIZE"
-SWITCH_ENV = "JT_FLIGHT_RECORDER"  # entries to keep; 0 turns the recorder off
+SWITCH_ENV = "JUPYTER_TRAINER_FLIGHT_RECORDER"  # entries to keep; 0: off
 DEFAULT_ENTRIES = 2000
 KEEP_ENTRIES = 500  # the newest entries a dump writes, per rank
 POLL_S = 0.5
