@@ -168,6 +168,46 @@ def test_wandb_offline_calls_reach_the_run_live_and_its_files(home, tmp_path, mo
     assert leftover(run.id) == []
 
 
+# wandb/examples' pytorch-ddp/log-ddp.py without --log_all, in a few lines: W&B on rank 0 only,
+# its gradients watched, a histogram logged beside the numbers.
+RANK_ZERO_CODE = """
+import torch, wandb
+import torch.distributed as dist
+dist.init_process_group("gloo")
+run = wandb.init(project="ddp", group="DDP") if dist.get_rank() == 0 else None
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
+if run is not None:
+    run.watch(model, log="all", log_freq=1)
+optimizer = torch.optim.SGD(model.parameters(), 0.1)
+for step in range(3):
+    loss = model(torch.ones(8, 4)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if run is not None:
+        run.log({"batch_loss": 0.5 / (step + 1), "hist": wandb.Histogram([1, 2, 3])})
+if run is not None:
+    run.log({"epoch": 0, "loss": 0.25})
+    run.finish()
+dist.destroy_process_group()
+"""
+
+
+def test_wandb_on_rank_zero_only_reports_rank_zero(home, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    run = api.submit(RANK_ZERO_CODE, procs=2, name="rank-zero-wandb", system_interval=0)
+    run.wait(timeout=240)
+    assert run.metrics(rank=0) == {
+        "batch_loss": [(0, 0.5), (1, 0.25), (2, 0.5 / 3)],
+        "epoch": [(3, 0)],
+        "loss": [(3, 0.25)],
+    }
+    assert run.metrics(rank=1) == {}
+    assert len(list((tmp_path / "wandb").glob("offline-run-*"))) == 1
+    assert leftover(run.id) == []
+
+
 BOTH_CODE = """
 import os, time
 import mlflow, wandb
