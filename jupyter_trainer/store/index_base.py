@@ -180,6 +180,10 @@ class RunQueries(IndexBase):
     def delete(self, run_id: str) -> None:
         self.run(lambda conn: conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)))
 
+    def count(self) -> int:
+        """How many rows the index holds."""
+        return int(self.run(lambda conn: conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]))
+
     def rows(self) -> dict[str, dict[str, Any]]:
         return self.run(lambda conn: {r["id"]: dict(r) for r in conn.execute("SELECT * FROM runs")})
 
