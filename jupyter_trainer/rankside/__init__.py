@@ -19,7 +19,8 @@ What is sent, and how:
 - ``KUBE_POD``: the program every pod of a Kubernetes run starts;
 - ``RAY_ACTOR``: the shell that runs as a Ray actor on the nodes of a Ray cluster;
 - ``DEBUG_RELAY``: sent with ``python -c`` to reach a rank's debugger on its node;
-- ``CHECK``: the program of ``jupyter-trainer check``, sent as a run's script.
+- ``CHECK``: the program of ``jupyter-trainer check``, sent as a run's script;
+- ``AZURE_COMMAND``: the entry script of an Azure ML SDK v2 command job, sent as its script.
 
 Some of these import a third-party package inside a function, where the node has it by
 definition (torch in the runtime, ray in the Ray actor, uv in the environment builder).
@@ -73,6 +74,9 @@ SNAPSHOT = (
     "frameworks/hf_hooks.py",
     "frameworks/accelerate_state.py",
     "frameworks/lightning_hooks.py",
+    "frameworks/trackers.py",
+    "frameworks/mlflow_hooks.py",
+    "frameworks/wandb_hooks.py",
     "rank/rank_files.py",
     "rank/rank_outputs.py",
     "rank/dcp_checkpoint.py",
@@ -139,6 +143,7 @@ KUBE_POD = "programs/kube_pod.py"
 RAY_ACTOR = "programs/ray_actor.py"
 DEBUG_RELAY = "debug/debug_relay.py"  # joins a debugger client to a rank's socket on its node
 CHECK = "programs/collective_check.py"  # the program of ``jupyter-trainer check``, a run's script
+AZURE_COMMAND = "programs/azure_command.py"  # the entry of an Azure ML SDK v2 command job
 # The one file of this folder that stays here: the programs are sent one file at a time.
 STAYS = ("programs/__init__.py",)
 
@@ -169,6 +174,7 @@ def shipped() -> tuple[str, ...]:
                 KUBE_POD,
                 RAY_ACTOR,
                 CHECK,
+                AZURE_COMMAND,
                 DEBUG_RELAY,
             }
         )

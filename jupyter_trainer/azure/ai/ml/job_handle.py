@@ -15,7 +15,7 @@ from ....api.sweeps.functions import get_sweep, is_sweep_id
 from ....api.sweeps.handle import Sweep
 from ....azureml.core.run import V1_STATUS
 from ....azureml.train.hyperdrive.run import V1_SWEEP_STATUS
-from .command_entry import JOB_FILE
+from ....rankside.programs.azure_command import JOB_FILE
 from .inputs import datastore_folder
 
 

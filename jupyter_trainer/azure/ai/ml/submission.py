@@ -1,6 +1,6 @@
 """A v2 job as the options of ``jt.submit`` (a command job) or ``jt.sweep`` (a sweep job).
 
-The entry of every run is ``command_entry.py``, copied with the job's code folder and
+The entry of every run is ``rankside/programs/azure_command.py``, copied with the job's code folder and
 ``_azureml_job.json`` (its command, inputs, outputs and environment variables) into a staging
 folder that becomes the run's snapshot; it runs the command on each rank as v2 did. The
 compute is a target's name (``local`` when none is given); the distribution is the launcher;
@@ -22,8 +22,9 @@ from typing import Any
 
 from ....azureml.core.environment import V1Note
 from ....environment.manage import define
+from ....rankside import AZURE_COMMAND, source
+from ....rankside.programs.azure_command import JOB_FILE, PLACEHOLDER
 from ....targets.registry import get_target
-from .command_entry import JOB_FILE, PLACEHOLDER
 from .command_job import CommandJob
 from .entities.distribution import launch_of
 from .entities.environment import environment_of
@@ -83,7 +84,7 @@ def job_file(job: CommandJob, client: Any, swept: set[str]) -> tuple[dict[str, A
 
 @contextlib.contextmanager
 def staged(job: CommandJob, spec: dict[str, Any]) -> Iterator[Path]:
-    """A folder holding the job's code, ``command_entry.py`` and the job file, removed after
+    """A folder holding the job's code, the entry script and the job file, removed after
     the run's snapshot is taken from it."""
     with tempfile.TemporaryDirectory(prefix="jt-azure-job-") as tmp:
         folder = Path(tmp) / "code"
@@ -98,7 +99,7 @@ def staged(job: CommandJob, spec: dict[str, Any]) -> Iterator[Path]:
                     raise ValidationException(f"the code folder {code} holds {name}: rename it")
         else:
             folder.mkdir()
-        shutil.copyfile(Path(__file__).with_name("command_entry.py"), folder / ENTRY)
+        (folder / ENTRY).write_bytes(source(AZURE_COMMAND))
         (folder / JOB_FILE).write_text(json.dumps(spec, indent=1))
         yield folder
 
