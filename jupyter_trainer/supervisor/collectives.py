@@ -181,7 +181,8 @@ def _default(by_rank: dict[int, list[Row]]) -> str | None:
 
 def _call(row: Row) -> tuple[str, str, str]:
     """What a rank called, to compare with the others: operation, sizes and dtypes."""
-    return row["call"]
+    call: tuple[str, str, str] = row["call"]
+    return call
 
 
 def _mismatches(by_rank: dict[int, list[Row]], pg: str) -> list[dict[str, Any]]:
