@@ -3,12 +3,9 @@ tracebacks, grouped, or the death of a rank's process, with the fix."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.errors import CellFailed
-
-if TYPE_CHECKING:
-    from .sessions import Session
 
 
 def raise_failures(name: str, results: dict[int, dict[str, Any]]) -> None:
@@ -31,12 +28,12 @@ def raise_failures(name: str, results: dict[int, dict[str, Any]]) -> None:
     )
 
 
-def dead_text(session: Session, dead: dict[int, dict[str, Any]]) -> str:
+def dead_text(name: str, dead: dict[int, dict[str, Any]]) -> str:
     """``dead``'s ranks named, with how they died and the fix."""
     named = "; ".join(f"rank {r} {info.get('how') or 'died'}" for r, info in sorted(dead.items()))
     flags = " ".join(f"--rank {r}" for r in sorted(dead))
     return (
-        f"in session {session.name!r}, {named}. The other ranks keep their namespaces: bring "
+        f"in session {name!r}, {named}. The other ranks keep their namespaces: bring "
         f"{'it' if len(dead) == 1 else 'them'} back with `%train session restart "
-        f"{session.name} {flags}` (its namespace starts empty), or restart the whole session"
+        f"{name} {flags}` (its namespace starts empty), or restart the whole session"
     )

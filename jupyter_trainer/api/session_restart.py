@@ -15,13 +15,32 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import Any, Literal, Protocol, TextIO
 
 from ..core.errors import RunStateError, SpecError
+from ..store.sessions import SessionFiles
+from .runs import Run
 from .session_replies import dead_text
 
-if TYPE_CHECKING:
-    from .sessions import Session
+
+class Session(Protocol):
+    """What a restart reads of ``api.sessions.Session`` (not imported: it imports this)."""
+
+    record: Run
+    files: SessionFiles
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def ranks(self) -> range: ...
+
+    def _ranks(self, rank: int | None) -> range: ...
+
+    def _regroup(
+        self, n: int, request: dict[str, Any], stream: TextIO | Literal[False] | None
+    ) -> None: ...
+
 
 HOLD = "--hold"  # the session script's flag: each rank's process is held, so it can die alone
 
@@ -35,7 +54,7 @@ def check_none_dead(session: Session, ranks: Sequence[int], what: str) -> None:
     """Refuse ``what`` (a request to ``ranks``) while one of them is dead."""
     dead = {r: info for r, info in session.files.dead().items() if r in ranks}
     if dead:
-        raise RunStateError(f"cannot {what} now: {dead_text(session, dead)}")
+        raise RunStateError(f"cannot {what} now: {dead_text(session.name, dead)}")
 
 
 def restart_ranks(

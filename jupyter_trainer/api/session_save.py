@@ -21,6 +21,11 @@ SCRIPT = "_jt_session.py"  # a session's entry, and a saved one's: the package's
 # The entry of a session's run and of a saved one: the cell loop, which --replay=DIR turns
 # into a replay of DIR's requests.
 SCRIPT_TEXT = "from jupyter_trainer.rankside.rank import session_loop\n\nsession_loop.main()\n"
+# The entry of a session on this machine, whose ranks' processes are held (--hold) so that
+# one can die alone (rankside/rank/session_holder.py, which nodes are not sent).
+HELD_SCRIPT_TEXT = (
+    "from jupyter_trainer.rankside.rank import session_holder\n\nsession_holder.main()\n"
+)
 KEPT = ("run", "push")  # pulls only read, and are left out
 
 

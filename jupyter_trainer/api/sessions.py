@@ -31,7 +31,7 @@ from ..store.sessions import SessionFiles, client_socket
 from .runs import Run, submit
 from .session_replies import dead_text, raise_failures
 from .session_restart import HOLD, check_none_dead, restart_ranks
-from .session_save import SCRIPT, SCRIPT_TEXT, placement
+from .session_save import HELD_SCRIPT_TEXT, SCRIPT, SCRIPT_TEXT, placement
 
 DEFAULT_IDLE = 3600.0  # seconds without a request before a session ends itself
 DEFAULT_MAX_BYTES = 64 << 20  # the largest value pull or push sends, pickled
@@ -77,7 +77,7 @@ def start_session(
     folder = Path(tempfile.mkdtemp(prefix="jt-session-"))
     try:
         script = folder / SCRIPT
-        script.write_text(SCRIPT_TEXT)
+        script.write_text(HELD_SCRIPT_TEXT if target == "local" else SCRIPT_TEXT)
         run = submit(
             script=str(script),
             args=[f"--idle={idle:g}", *([HOLD] if target == "local" else [])],
@@ -436,7 +436,7 @@ class Session:
         """A rank that died while the request ran answers it as failed, naming its death."""
         for r, info in self.files.dead().items():
             if r in ranks and r not in results and float(info.get("at") or 0) >= posted:
-                results[r] = {"ok": False, "died": True, "error": dead_text(self, {r: info})}
+                results[r] = {"ok": False, "died": True, "error": dead_text(self.name, {r: info})}
 
     def _echo(
         self,

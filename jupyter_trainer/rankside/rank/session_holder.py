@@ -193,3 +193,8 @@ def _leave(runtime: Any, code: int) -> None:
         except (OSError, ValueError):
             pass
     os._exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """A session rank's entry: the cell loop, its process held (``--hold``) or not."""
+    session_loop.main(argv, held=hold)

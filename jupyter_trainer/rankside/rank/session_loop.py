@@ -37,6 +37,7 @@ import threading
 import time
 import traceback
 import types
+from collections.abc import Callable
 from typing import Any
 
 from jupyter_trainer.rankside.host.atomic import write_atomic, write_json_atomic
@@ -403,7 +404,9 @@ def replay(folder: str) -> None:
             namespace.update({k: pickle.loads(v) for k, v in blobs.items()})
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(
+    argv: list[str] | None = None, held: Callable[[str, str, float], Any] | None = None
+) -> None:
     parser = argparse.ArgumentParser(prog="session")
     parser.add_argument("--idle", type=float, default=3600.0)
     parser.add_argument("--replay", default=None)
@@ -420,10 +423,8 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     runtime.tag(kind="session")
     folder = os.path.join(run_dir, "session")
-    if opts.hold:
-        from jupyter_trainer.rankside.rank import session_holder
-
-        session_holder.hold(folder, run_id, opts.idle)
+    if opts.hold and held is not None:  # session_holder.main: the rank's process is held
+        held(folder, run_id, opts.idle)
         return
     join_group()
     loop = Loop(folder, runtime.rank, run_id, opts.idle)
