@@ -20,6 +20,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.1)
 state = {"model": model.state_dict(), "step": 0}
 start = jt.checkpoint.load(state) or 0
 print(f"attempt {jt.attempt} starts after step {start}", flush=True)
+stop = False
 for step in range(start + 1, 31):
     torch.manual_seed(1000 * step + jt.rank)
     model(torch.randn(8, 4)).pow(2).mean().backward()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from ..base import Handle
@@ -54,9 +55,12 @@ class SlurmPreemption:
         if handle.get("job_id"):
             self.slurm.run(["scontrol", "requeue", handle["job_id"]])
 
-    def _requeued(self, job: str) -> bool:
+    def _requeued(self, handle: Handle) -> bool:
         """Whether a job that seems to have ended is on its way back to the queue: while
-        Slurm requeues it, it can show a final state for a moment before PENDING."""
+        Slurm requeues it, it can show a final state for a moment before PENDING. A job
+        whose batch shell was told of a preemption (it leaves ``preempted.<restarts>``) and
+        that Slurm still let end, when it requeued itself while ending, is requeued here."""
+        job = handle["job_id"]
         deadline = time.monotonic() + REQUEUE_SETTLE_S
         while True:
             show = self.slurm.run(["scontrol", "show", "job", "-o", job]).stdout
@@ -65,5 +69,17 @@ class SlurmPreemption:
                 self._seen.pop(job, None)  # squeue's next answer is asked afresh
                 return True
             if time.monotonic() >= deadline:
-                return False
+                break
             time.sleep(0.25)
+        if self.cfg.remote or not handle.get("script"):
+            return False
+        told = [
+            p for p in Path(handle["script"]).parent.glob("preempted.*") if p.suffix[1:].isdigit()
+        ]
+        if not told:
+            return False
+        for path in told:
+            path.rename(path.with_name(f"{path.name}.requeued"))
+        self.slurm.run(["scontrol", "requeue", job])
+        self._seen.pop(job, None)
+        return True

@@ -277,6 +277,7 @@ def preempt_lines(argv: list[str], single: bool) -> list[str]:
     return [
         "export JT_ATTEMPT=$(( ${JT_ATTEMPT:-0} + ${SLURM_RESTART_COUNT:-0} ))",
         "JT_TOLD=0",
+        "rm -f preempted.[0-9]*",  # an earlier attempt's: this one has started
         f"trap {shlex.quote('JT_TOLD=1; ' + tell)} USR1",
         shlex.join(argv) + " &",
         "JT_LAUNCHER=$!",
@@ -285,7 +286,8 @@ def preempt_lines(argv: list[str], single: bool) -> list[str]:
         '  kill -0 "$JT_LAUNCHER" 2>/dev/null || break',
         "done",
         # Slurm ends the requeued job's batch shell itself; it is not to end first, as done
-        'if [ "$JT_TOLD" = 1 ]; then scontrol requeue "$SLURM_JOB_ID" && sleep 60; fi',
+        'if [ "$JT_TOLD" = 1 ]; then : > "preempted.${SLURM_RESTART_COUNT:-0}"; '
+        'scontrol requeue "$SLURM_JOB_ID" && sleep 60; fi',
         'exit "$JT_CODE"',
     ]
 

@@ -362,7 +362,7 @@ class SlurmTarget(SlurmPreemption, Target):
         entry = self._status(handle)
         if entry is not None and entry.get("state") not in FINAL:
             return None
-        if self.requeues_itself and self._requeued(handle["job_id"]):
+        if self.requeues_itself and self._requeued(handle):
             return None
         return self.report(handle).get("exit_code", 1)
 
