@@ -57,6 +57,7 @@ SNAPSHOT = (
     "rank/runtime.py",
     "rank/cell_run.py",
     "rank/session_loop.py",
+    "rank/session_holder.py",
     "host/atomic.py",
     "rank/event_lines.py",
     "rank/run_inputs.py",

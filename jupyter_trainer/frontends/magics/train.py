@@ -89,12 +89,12 @@ class TrainMagics(Magics):
         shell = self.shell
         if shell is None:  # a magic registered outside a shell: nothing to take the cell from
             raise SpecError("%%train runs a cell of an IPython shell; there is none here")
-        refuse_debug_without_input(opts.debug)
         code = shell.transform_cell(cell)
         history = list(shell.user_ns.get("In", []))
         origin = {**_origin(shell), "first_line": 2}  # the cell's line 1 is %%train
         if opts.session is not None:
             return run_session_cell(shell, opts, code, origin)
+        refuse_debug_without_input(opts.debug)
         if opts.check and not opts.dry_run:
             check_before(opts, sys.stdout, FoldedCheck() if mode == "widget" else None)
         if is_sweep(opts):

@@ -152,6 +152,10 @@ def test_refused_cells_send_nothing_and_interrupt_and_restart_leave_the_session(
     _, error = cell(kernel, "%%train --session nosuch\nprint('never')")
     assert error.get("ename") == "SpecError", error
     assert "no session named 'nosuch'" in error["evalue"], error
+    # Where nobody can answer input (papermill), --debug is refused in a session's own words.
+    reply = kernel.execute("%%train --session s1 --debug\nprint('never')", 120, False, False)
+    _, error = outputs(kernel, reply)
+    assert "a session offers no debugger" in error.get("evalue", ""), error
     assert sorted(live.files.requests.iterdir()) == sent
 
     # The kernel's interrupt (the Stop button) ends the cell on every rank, not the session.
