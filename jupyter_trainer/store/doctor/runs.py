@@ -24,6 +24,8 @@ from typing import Any
 from ...capture.snapshot import hash_snapshot
 from ...core.errors import RecordDamaged
 from .. import ACTIVE, Store, load_spec, load_state, repair
+from ..index_base import index_row
+from ..owners import verified_owner
 from .report import Finding, Report, add, check_index
 
 # Index columns that must match the run's folder (``updated`` is the index's own).
@@ -99,6 +101,10 @@ def _check_run(
         )
         return
     row = rows.get(run_id) if rows is not None else None
+    # the row the folder calls for, from the records just read (not read a second time)
+    expected: dict[str, Any] | None = index_row(
+        run_id, spec, {**recorded, "owner": verified_owner(recorded.get("owner"), paths.root)}
+    )
     if status in ACTIVE and store.read_state(run_id)["status"] == "lost":
         if add(
             report,
@@ -111,15 +117,22 @@ def _check_run(
             lambda: store.record_lost(run_id),
             "recorded as lost in state.json and the index",
         ):
-            row = store.index.row(run_id)
+            row, expected = store.index.row(run_id), None  # its state was rewritten
     if rows is not None:
-        _check_row(store, run_id, row, report)
+        _check_row(store, run_id, row, report, expected)
     if hashes:
         _check_snapshot(paths.code, spec.code.hash, run_id, report)
 
 
-def _check_row(store: Store, run_id: str, row: dict[str, Any] | None, report: Report) -> None:
-    expected = store.folder_row(run_id)
+def _check_row(
+    store: Store,
+    run_id: str,
+    row: dict[str, Any] | None,
+    report: Report,
+    expected: dict[str, Any] | None = None,
+) -> None:
+    """``expected``: the row the folder calls for, when its records were just read."""
+    expected = expected or store.folder_row(run_id)
     if expected is None:
         return
     if row is None:
