@@ -302,11 +302,12 @@ class Run(RunReaders):
         from ..store.outputs import RunFile, list_files
 
         found = list_files(self.store.existing(self.id).outputs)
-        if found or not self.spec.storage:
+        storage = None if found else self._storage()
+        if storage is None:
             return found
         from ..store.object_storage import for_run  # none here: the run's storage has them
 
-        remote = for_run(self.spec.storage, self.store.home, self.id).outputs(self.id)
+        remote = for_run(storage, self.store.home, self.id).outputs(self.id)
         return [RunFile(path, size) for path, size in remote.items()]
 
     def download(self, pattern: str, dest: str | os.PathLike) -> list[Path]:
@@ -318,12 +319,21 @@ class Run(RunReaders):
 
         folder = destination(dest)
         root = self.store.existing(self.id).outputs
-        if self.spec.storage and not list_files(root):  # none here: from the run's storage
+        storage = None if list_files(root) else self._storage()
+        if storage is not None:  # none here: from the run's storage
             from ..store.object_storage import for_run
 
-            remote = for_run(self.spec.storage, self.store.home, self.id)
+            remote = for_run(storage, self.store.home, self.id)
             return remote.fetch_outputs(self.id, pattern, folder)
         return copy_out(root, match(root, pattern), folder)
+
+    def _storage(self) -> str | None:
+        """The run's storage URL; None when it has none, or when its spec is damaged (the
+        outputs here need no spec, and ``doctor`` names the damage)."""
+        try:
+            return self.spec.storage
+        except RecordDamaged:
+            return None
 
     def register_model(
         self, name: str, path: str, tags: Mapping[str, Any] | Sequence[str] | None = None
