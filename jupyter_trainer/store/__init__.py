@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import DiskFull, RecordDamaged, RunNotFound, RunStateError, SpecError, StoreError
+from ..core.errors import DiskFull, RecordDamaged, RunNotFound, RunStateError, StoreError
 from ..core.modes import make_top, share_tree
 from ..core.records import StateRecord
 from ..core.secret_values import secret_values
@@ -42,11 +42,11 @@ from ..core.spec import RunSpec, validate_run_id
 from ..core.top_folders import set_up_workspace
 from ..rankside.host.home import HOME_ENV, default_home
 from ..rankside.rank import rank_files, run_secrets
-from . import liveness, requests, reserve
+from . import listing, liveness, requests, reserve
 from .folders import is_run_id, rmtree, slug
 from .index import index_row, run_index, unwritable
 from .liveness import HEARTBEAT_S
-from .owners import Identity, check_may_act, verified_owner, verify_rows
+from .owners import Identity, check_may_act, verified_owner
 from .ranks import RankReader, read_complete_lines
 from .records import (
     ACTIVE,
@@ -246,26 +246,11 @@ class Store(RankReader):
         offset: int = 0,
     ) -> list[dict[str, Any]]:
         """Runs, newest first. ``status`` filters on the effective status (``lost`` included);
-        ``owner``: only the runs of that user (``Identity.current()``: "mine")."""
-        if status is not None and status not in STATUSES:
-            raise SpecError(f"unknown status {status!r}; choose one of {', '.join(STATUSES)}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise SpecError(f"limit must be a whole number of at least 1, not {limit!r}")
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise SpecError(f"offset must be a whole number of at least 0, not {offset!r}")
-        if not self.index.exists() and not self.run_ids_on_disk():
-            return []  # a store never used: nothing to list, nothing to create
-        if status in ("lost",) + ACTIVE:
-            wanted: tuple[str, ...] = ACTIVE + ("lost",)
-        else:
-            wanted = (status,) if status else ()
-        rows = verify_rows(self.index.find(name, wanted, owner), self._folder_of, owner)
-        for row in rows:
-            if row["status"] in ACTIVE:
-                row.update(self._effective(row["id"]))
-        if status:
-            rows = [r for r in rows if r["status"] == status]
-        return rows[offset : offset + limit]
+        ``owner``: only the runs of that user (``Identity.current()``: "mine"). Read a page at
+        a time (``listing.list_runs``): the first page of a large store looks at few folders."""
+        return listing.list_runs(
+            self, status=status, name=name, owner=owner, limit=limit, offset=offset
+        )
 
     # -- runs --------------------------------------------------------------------------
     def new_run_id(self, name: str) -> str:
@@ -400,21 +385,6 @@ class Store(RankReader):
         except StoreError as exc:
             _log.warning("jupyter-trainer: run %s is %s, but %s", run_id, state["status"], exc)
         return full
-
-    def _effective(self, run_id: str) -> dict[str, Any]:
-        """The status, end and failed rank of an unfinished index row, from the run's state."""
-        try:
-            state = self.read_state(run_id)
-        except RecordDamaged as exc:
-            return {"damaged": str(exc)}
-        except (RunNotFound, OSError, ValueError, KeyError):
-            return {}
-        return {
-            "status": state["status"],
-            "ended": state.get("ended"),
-            "failed_rank": state.get("failed_rank"),
-            **({"stale": state["stale"]} if "stale" in state else {}),
-        }
 
     def cancel(
         self, run_id: str, reason: str = "canceled by user", actor: Identity | None = None
