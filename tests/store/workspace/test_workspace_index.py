@@ -193,6 +193,7 @@ def test_an_older_sqlite_index_is_rebuilt_with_the_owner_columns(home):
     run_id = new_run(store, "old")
     with sqlite3.connect(store.index.path) as conn:
         conn.execute("DROP INDEX runs_owner")
+        conn.execute("DROP INDEX runs_owner_newest")
         conn.execute("ALTER TABLE runs DROP COLUMN owner_uid")
     fresh = Store(home)
     assert fresh.list_runs()[0]["owner_uid"] == os.geteuid()
