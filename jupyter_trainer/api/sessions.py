@@ -379,13 +379,14 @@ class Session:
         self._check_alive()
         sock, name = client_socket(self.id)
         logs = {r: _size(self.record.store.paths(self.id).log_file(r)) for r in ranks}
+        posted = time.time()  # before the post: a rank may take it and die at once
         try:
             self.files.post(n, {**request, "client": name}, self.ranks)
             try:
-                return self._wait(n, ranks, sock, logs, stream)
+                return self._wait(n, ranks, sock, logs, stream, posted)
             except KeyboardInterrupt:
                 self.files.interrupt(n, self.ranks)
-                self._wait(n, ranks, sock, logs, stream, INTERRUPT_GRACE)
+                self._wait(n, ranks, sock, logs, stream, posted, INTERRUPT_GRACE)
                 raise
         finally:
             sock.close()
@@ -402,10 +403,10 @@ class Session:
         sock: Any,
         logs: dict[int, int],
         stream: TextIO | Literal[False] | None,
+        posted: float,
         timeout: float | None = None,
     ) -> dict[int, dict[str, Any]]:
         deadline = None if timeout is None else time.monotonic() + timeout
-        posted = time.time()
         results: dict[int, dict[str, Any]] = {}
         checked = time.monotonic()
         sock.settimeout(0.1)
