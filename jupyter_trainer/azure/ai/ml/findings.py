@@ -2,28 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from ....azureml.check import Finding
+
+__all__ = ["BREAKS", "DIFFERS", "REFUSED", "WORKS", "Finding", "summary"]
 
 WORKS, DIFFERS, BREAKS, REFUSED = "works", "works differently", "will break", "refused"
-
-
-@dataclass(frozen=True)
-class Finding:
-    path: str
-    line: int
-    name: str
-    verdict: str
-    note: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "line": self.line,
-            "name": self.name,
-            "verdict": self.verdict,
-            "note": self.note,
-        }
 
 
 def summary(findings: list[Finding]) -> dict[str, int]:
